@@ -1,0 +1,202 @@
+"""One :class:`Analysis` value: everything shardscope knows about a function's two plans.
+
+The TUI, the text report, the JSON and the diff export are all renderings of it. This module
+(and everything it imports) never imports Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.settings import Settings
+
+STAGES = ("loading", "tracing", "compiling", "timing", "checking")
+"""The stages an analysis reports progress for, in order."""
+
+Progress = Callable[[str, float], None]
+"""``progress(stage, fraction_done)``; may raise :class:`Cancelled` to stop the analysis."""
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """One plan (naive or deferred): its program, graph, collectives, HLO and measurements."""
+
+    name: str
+    program: Any  # shardscope.program.Program
+    graph: Any = field(repr=False, compare=False)  # networkx.DiGraph
+    collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
+    hlo: Any  # shardscope.hlo.HloSummary
+    trace_s: float
+    compile_s: float
+    run_s: Any  # shardscope.measure.RunTimes
+    memory: dict[str, int]
+    max_abs_err: float
+
+    @cached_property
+    def canonical_text(self) -> str:
+        """The program's canonical one-line-per-equation text."""
+        return self.program.canonical_text()
+
+    @property
+    def collectives_in_loops(self) -> int:
+        """Collective equations inside at least one loop."""
+        return sum(c.in_loop for c in self.collectives)
+
+    @property
+    def executed_collectives(self) -> int | None:
+        """Collectives run per call: the sum of their executions (None if unknown)."""
+        runs = [c.executions for c in self.collectives]
+        return None if None in runs else sum(runs)
+
+    @property
+    def bytes_per_call(self) -> int | None:
+        """Per-device bytes moved by collectives per call (None if unknown)."""
+        sizes = [c.bytes_per_call for c in self.collectives]
+        return None if None in sizes else sum(sizes)
+
+    def summary(self) -> str:
+        """One line: collectives, where they run, bytes, time and error."""
+        return (
+            f"{len(self.collectives)} collective(s), {self.collectives_in_loops} in loops, "
+            f"{_count(self.executed_collectives)} executed/call, {_count(self.bytes_per_call)} B/call, "
+            f"run median {self.run_s.median * 1e3:.3f} ms, max_abs_err {self.max_abs_err:.2e}"
+        )
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """The unchunked VJP: the gradient every plan is checked against, and its cost."""
+
+    compile_s: float
+    run_s: Any
+    memory: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything shardscope shows for one :class:`Settings`."""
+
+    settings: Settings  # resolved: function and chunk size filled in
+    function: str
+    description: str
+    functions: tuple[str, ...]  # every demo in the file, for pickers
+    backend: str
+    available_devices: int
+    shapes: Any  # shardscope.plans.Shapes
+    plans: dict[str, PlanResult]
+    reference: ReferenceResult
+
+    @property
+    def speedup(self) -> float:
+        """Naive median run time over deferred median run time."""
+        return self.plans["naive"].run_s.median / self.plans["deferred"].run_s.median
+
+    def headline(self) -> list[str]:
+        """The settings in words, as every rendering heads its output."""
+        s = self.shapes
+        return [
+            f"shardscope: {self.settings.path.name}::{self.function}",
+            f"mesh {self.settings.axis}={s.devices} ({self.backend}), batch N={s.batch}, "
+            f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
+        ]
+
+    def diff_text(self) -> str:
+        """The jaxpr diff export (the same text as ``shardscope diff``)."""
+        from shardscope.diff import diff_text
+
+        return diff_text(self)
+
+    def export_stem(self) -> str:
+        """``<function>-<devices>dev-c<chunk>``: the export file's name without suffix."""
+        return f"{self.function}-{self.shapes.devices}dev-c{self.shapes.chunk_size}"
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def analyze(settings: Settings, progress: Progress | None = None, demo_file: Any = None) -> Analysis:
+    """Load, trace, compile, time and check the plans of ``settings``.
+
+    The CPU device count must already be set (:func:`shardscope.devices.ensure_devices`).
+    ``demo_file`` skips loading when the caller already holds the loaded file.
+    Raises :class:`ShardscopeError` for anything the user can fix.
+    """
+    report = progress or (lambda stage, fraction: None)
+    report("loading", 0.0)
+
+    import jax
+
+    from shardscope import dataflow, hlo, measure, plans
+    from shardscope.demos import load_demo_file
+    from shardscope.program import from_jaxpr
+
+    demo_file = demo_file or load_demo_file(settings.path)
+    demo_fn = demo_file.get(settings.function)
+    built = plans.build_plans(demo_fn, settings)
+    settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
+    names = (*plans.PLAN_NAMES, "reference")
+
+    traced = {}
+    for i, name in enumerate(names):
+        report("tracing", i / len(names))
+        try:
+            traced[name] = measure.timed(lambda: built.functions[name].trace(*built.args))
+        except ShardscopeError:
+            raise
+        except Exception as exc:
+            raise plans.describe_trace_error(exc, settings.axis) from exc
+
+    compiled, compile_s = {}, {}
+    for i, name in enumerate(names):
+        report("compiling", i / len(names))
+        try:
+            compiled[name], compile_s[name] = measure.timed(lambda: traced[name][0].lower().compile())
+        except Exception as exc:
+            raise ShardscopeError(
+                f"XLA failed to compile the {name} plan: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                "run with --debug for the full error",
+            ) from exc
+
+    report("timing", 0.0)
+    times = measure.time_interleaved(
+        compiled, built.args, settings.repeats,
+        on_round=lambda i: report("timing", (i + 1) / settings.repeats),
+    )
+
+    report("checking", 0.0)
+    expected = compiled["reference"](*built.args)
+    backend = jax.default_backend()
+    results = {}
+    for name in plans.PLAN_NAMES:
+        program = from_jaxpr(traced[name][0].jaxpr)
+        results[name] = PlanResult(
+            name=name,
+            program=program,
+            graph=dataflow.build_graph(program),
+            collectives=dataflow.collectives(program),
+            hlo=hlo.summarize(compiled[name].as_text(), backend),
+            trace_s=traced[name][1],
+            compile_s=compile_s[name],
+            run_s=times[name],
+            memory=measure.memory(compiled[name]),
+            max_abs_err=measure.max_abs_err(compiled[name](*built.args), expected),
+        )
+    report("checking", 1.0)
+    return Analysis(
+        settings=settings,
+        function=demo_fn.name,
+        description=demo_fn.spec.description,
+        functions=tuple(demo_file.names),
+        backend=backend,
+        available_devices=len(jax.devices()),
+        shapes=built.shapes,
+        plans=results,
+        reference=ReferenceResult(compile_s["reference"], times["reference"], measure.memory(compiled["reference"])),
+    )
+
+
+__all__ = ["Analysis", "Cancelled", "PlanResult", "Progress", "ReferenceResult", "STAGES", "analyze"]

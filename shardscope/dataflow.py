@@ -1,0 +1,152 @@
+"""The dataflow graph of a :class:`Program` and the collectives it executes.
+
+Nodes are equations (by id) and block inputs (by value name); edges go from the node that
+defines a value to every equation that uses it, into loop bodies (outer operand -> body input),
+out of them (body output -> loop equation), and around them (carry out -> carry in, marked
+``back=True``). Each node knows the loops around it and how often it runs per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import networkx as nx
+
+from shardscope.program import Block, Equation, Program
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective equation and what it costs per call.
+
+    ``bytes_per_execution`` is the per-device payload: the size of the collective's operands.
+    ``executions`` is the product of the enclosing loops' trip counts; ``None`` when a ``while``
+    loop with no static trip count encloses it.
+    """
+
+    equation_id: str
+    primitive: str
+    axes: tuple[str, ...]
+    loop_ids: tuple[str, ...]
+    loop_trip_counts: tuple[int | None, ...]
+    bytes_per_execution: int
+    in_conditional: bool = False
+
+    @property
+    def in_loop(self) -> bool:
+        """True when at least one loop encloses this collective."""
+        return bool(self.loop_ids)
+
+    @property
+    def executions(self) -> int | None:
+        """How many times one call runs it (``None`` if a loop has no static trip count)."""
+        return _product(self.loop_trip_counts)
+
+    @property
+    def bytes_per_call(self) -> int | None:
+        """Per-device bytes moved by this collective in one call."""
+        runs = self.executions
+        return None if runs is None else runs * self.bytes_per_execution
+
+
+def _product(counts: tuple[int | None, ...]) -> int | None:
+    return None if any(c is None for c in counts) else prod(counts)
+
+
+def collectives(program: Program) -> tuple[Collective, ...]:
+    """Every collective equation of ``program`` in program order."""
+    return tuple(
+        Collective(
+            equation_id=site.equation.id,
+            primitive=site.equation.primitive,
+            axes=site.equation.axes,
+            loop_ids=tuple(loop.id for loop in site.loops),
+            loop_trip_counts=tuple(loop.trip_count for loop in site.loops),
+            bytes_per_execution=sum(v.nbytes for v in site.equation.inputs),
+            in_conditional=site.in_conditional,
+        )
+        for site in program.sites()
+        if site.equation.kind == "collective"
+    )
+
+
+def build_graph(program: Program) -> nx.DiGraph:
+    """The def -> use graph of ``program``, across loop and call boundaries."""
+    graph = nx.DiGraph()
+    producers: dict[str, str] = {}
+    for value in program.root.inputs:
+        graph.add_node(value.name, kind="input", label=value.declaration(), block="root", loops=(), executions=1)
+        producers[value.name] = value.name
+    _add_block(graph, program.root, producers, ())
+    return graph
+
+
+def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops: tuple[Equation, ...]) -> None:
+    for eqn in block.equations:
+        graph.add_node(
+            eqn.id,
+            kind=eqn.kind,
+            primitive=eqn.primitive,
+            label=eqn.line(),
+            block=block.id,
+            loops=tuple(loop.id for loop in loops),
+            executions=_product(tuple(loop.trip_count for loop in loops)),
+            trip_count=eqn.trip_count,
+        )
+        for value in eqn.inputs:
+            if value.name in producers:
+                graph.add_edge(producers[value.name], eqn.id)
+        for sub in eqn.blocks:
+            _add_sub_block(graph, eqn, sub, producers, loops)
+        for value in eqn.outputs:
+            if value.name != "_":
+                producers[value.name] = eqn.id
+
+
+def _add_sub_block(graph: nx.DiGraph, eqn: Equation, sub: Block, producers: dict[str, str], loops: tuple) -> None:
+    inner_loops = loops + (eqn,) if eqn.kind == "loop" and sub.role != "cond" else loops
+    executions = _product(tuple(loop.trip_count for loop in inner_loops))
+    for value, operand in zip(sub.inputs, _operands_for(eqn, sub)):
+        graph.add_node(value.name, kind="input", label=value.declaration(), block=sub.id,
+                       loops=tuple(loop.id for loop in inner_loops), executions=executions)
+        producers[value.name] = value.name
+        if operand is not None and operand.name in producers:
+            graph.add_edge(producers[operand.name], value.name)
+    _add_block(graph, sub, producers, inner_loops)
+    for value in sub.outputs:
+        if value.name in producers:
+            graph.add_edge(producers[value.name], eqn.id)
+    if eqn.kind == "loop" and sub.role == "body":
+        carry_in = [v for v in sub.inputs if ".carry" in v.name]
+        for value, target in zip(sub.outputs, carry_in):
+            if value.name in producers:
+                graph.add_edge(producers[value.name], target.name, back=True)
+
+
+def _operands_for(eqn: Equation, sub: Block) -> list:
+    """The outer operands that feed ``sub``'s inputs, aligned from the right."""
+    n = len(sub.inputs)
+    if eqn.primitive == "while" and sub.role == "cond":
+        consts = [v for v in sub.inputs if ".cond_const" in v.name]
+        carry = n - len(consts)
+        operands = list(eqn.inputs[: len(consts)]) + list(eqn.inputs[len(eqn.inputs) - carry :])
+        return operands
+    tail = list(eqn.inputs[-n:]) if n else []
+    return [None] * (n - len(tail)) + tail
+
+
+def forward_graph(graph: nx.DiGraph) -> nx.DiGraph:
+    """The graph without loop back-edges: a DAG, for ancestry and layered drawing."""
+    back = [(u, v) for u, v, d in graph.edges(data=True) if d.get("back")]
+    view = graph.copy()
+    view.remove_edges_from(back)
+    return view
+
+
+def feeding_subgraph(graph: nx.DiGraph, node: str) -> nx.DiGraph:
+    """What feeds ``node`` inside its own block (a loop body for a collective in a loop)."""
+    dag = forward_graph(graph)
+    block = graph.nodes[node]["block"]
+    keep = {n for n in nx.ancestors(dag, node) if graph.nodes[n]["block"] == block} | {node}
+    return dag.subgraph(keep).copy()

@@ -1,0 +1,138 @@
+"""Demo files: plain Python modules whose functions are marked with :func:`demo`.
+
+A demo function is ``f(params, x) -> y``: ``params`` is replicated over the mesh, the leading
+axis of every leaf of ``x`` and ``y`` is the batch ``N`` that is sharded and chunked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from shardscope.errors import DemoFileError, SettingsError
+
+_MARK = "__shardscope_demo__"
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    """What :func:`demo` records: example ``params`` and ``x`` (pytrees of arrays or shapes)."""
+
+    params: Any
+    x: Any
+    seed: int = 0
+    description: str = ""
+
+
+def demo(*, params: Any, x: Any, seed: int = 0, description: str = "") -> Callable:
+    """Mark ``f(params, x)`` as a function shardscope can analyse.
+
+    ``params`` and ``x`` are pytrees of ``jax.ShapeDtypeStruct`` or concrete arrays; the leading
+    axis of every leaf of ``x`` is the batch. Shapes are filled with reproducible random values
+    drawn from ``seed`` (complex dtypes get random real and imaginary parts).
+    """
+
+    def mark(fn: Callable) -> Callable:
+        doc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        setattr(fn, _MARK, DemoSpec(params=params, x=x, seed=seed, description=doc))
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class DemoFunction:
+    """One function found in a demo file, with its recorded example inputs."""
+
+    name: str
+    fn: Callable
+    spec: DemoSpec
+
+
+@dataclass(frozen=True)
+class DemoFile:
+    """The demo functions of one file, in the order they were defined."""
+
+    path: Path
+    functions: dict[str, DemoFunction]
+    fingerprint: str
+
+    @property
+    def names(self) -> list[str]:
+        """The function names a user can pick, in file order."""
+        return list(self.functions)
+
+    def get(self, name: str | None) -> DemoFunction:
+        """The demo called ``name`` (the first one when ``name`` is None)."""
+        if name is None:
+            return next(iter(self.functions.values()))
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise SettingsError(
+                f"{self.path.name} has no demo function {name!r}.",
+                f"available: {', '.join(self.names)}",
+            ) from None
+
+
+def file_fingerprint(path: Path) -> str:
+    """A digest of the file's bytes: a reload is needed when it changes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def load_demo_file(path: str | Path) -> DemoFile:
+    """Import ``path`` as a fresh module and collect its demo functions.
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or has no demo.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DemoFileError(
+            f"No such demo file: {path}",
+            "give the path to a Python file with functions marked @shardscope.demo(...)",
+        )
+    fingerprint = file_fingerprint(path)
+    module_name = f"_shardscope_demo_{path.stem}_{fingerprint}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise DemoFileError(f"Cannot import {path}", "demo files are plain .py files")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise DemoFileError(
+            f"Syntax error in {path} line {exc.lineno}: {exc.msg}",
+            "fix the file and run again",
+        ) from exc
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise DemoFileError(
+            f"Importing {path} failed: {type(exc).__name__}: {exc}",
+            _where(exc, path),
+        ) from exc
+    functions = {
+        name: DemoFunction(name, value, getattr(value, _MARK))
+        for name, value in vars(module).items()
+        if callable(value) and isinstance(getattr(value, _MARK, None), DemoSpec)
+    }
+    if not functions:
+        raise DemoFileError(
+            f"{path} has no demo function.",
+            "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",
+        )
+    return DemoFile(path=path, functions=functions, fingerprint=fingerprint)
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """Point at the line of the demo file where the import failed."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    if frames:
+        return f"see {path.name} line {frames[-1].lineno}: {frames[-1].line}"
+    return "fix the file and run again"

@@ -1,0 +1,90 @@
+"""Compile, time and check the plans: the numbers that need the programs to run."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+MEMORY_FIELDS = (
+    "argument_size_in_bytes",
+    "output_size_in_bytes",
+    "temp_size_in_bytes",
+    "alias_size_in_bytes",
+    "generated_code_size_in_bytes",
+)
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """Wall-clock seconds of one call, over repeated runs after warm-up."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The median run time."""
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        """The fastest run."""
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        """The slowest run."""
+        return max(self.samples)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Call ``fn`` and return its result with the seconds it took."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def time_interleaved(
+    compiled: dict[str, Callable],
+    args: tuple,
+    repeats: int,
+    warmup: int = 2,
+    on_round: Callable[[int], None] | None = None,
+) -> dict[str, RunTimes]:
+    """Time each program ``repeats`` times, taking turns so drift hits all of them alike.
+
+    The inputs must already be placed with their sharding, so only the call is measured.
+    ``on_round(i)`` runs between rounds (progress, cancellation).
+    """
+    import jax
+
+    for _ in range(warmup):
+        for fn in compiled.values():
+            jax.block_until_ready(fn(*args))
+    samples: dict[str, list[float]] = {name: [] for name in compiled}
+    for i in range(repeats):
+        for name, fn in compiled.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            samples[name].append(time.perf_counter() - start)
+        if on_round is not None:
+            on_round(i)
+    return {name: RunTimes(tuple(s)) for name, s in samples.items()}
+
+
+def memory(compiled: Any) -> dict[str, int]:
+    """The compiled module's memory analysis, in bytes (empty if the backend has none)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return {}
+    return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
+
+
+def max_abs_err(result: Any, expected: Any) -> float:
+    """The largest absolute difference over all leaves (complex values by modulus)."""
+    import jax
+    import numpy as np
+
+    leaves = zip(jax.tree.leaves(result), jax.tree.leaves(expected), strict=True)
+    return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0)) for a, b in leaves)

@@ -1,0 +1,350 @@
+"""shardscope's own model of a jaxpr: an immutable tree with stable names.
+
+JAX names variables ``a, b, c, ...`` in print order, so one extra equation renames everything
+after it and a diff between two plans is all noise. Here an equation is named after its
+primitive and how many equations of that primitive came before it in the program
+(``dot_general_1``); a loop body's inputs are named after the loop and their role
+(``scan_0.const0``, ``scan_0.carry0``, ``scan_0.xs0``). Two plans that differ in one place
+differ in one place of their canonical text.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Iterator
+
+import numpy as np
+
+COLLECTIVE_PRIMITIVES = frozenset(
+    {
+        "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
+        "all_to_all", "ragged_all_to_all", "all_gather", "all_gather_invariant",
+        "all_gather_reduced", "reduce_scatter", "unreduced_reduce_scatter", "unreduced_psum",
+        "psum_start", "psum_invariant_start", "unreduced_psum_start", "all_gather_start",
+        "all_gather_reduced_start", "reduce_scatter_start", "unreduced_reduce_scatter_start",
+        "all_to_all_start", "pbroadcast_start", "ppermute_start",
+    }
+)
+"""Primitives that move data between devices."""
+
+CAST_PRIMITIVES = frozenset({"pvary", "pcast", "preduced", "vary_unreduced_cast_p"})
+"""Primitives that only change a value's varying-axes type: no communication."""
+
+LOOP_PRIMITIVES = frozenset({"scan", "while"})
+
+_DTYPE_SHORT = {
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "int32": "i32",
+    "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "bool": "bool", "float0": "float0",
+}
+
+
+@dataclass(frozen=True)
+class Value:
+    """A variable or literal of the program, with its per-device type and varying axes."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    varying: frozenset[str] = frozenset()
+    itemsize: int = 0
+
+    @property
+    def type_str(self) -> str:
+        """``f32[16,5]`` (the per-device shape inside a shard_map)."""
+        short = _DTYPE_SHORT.get(self.dtype, self.dtype)
+        return f"{short}[{','.join(map(str, self.shape))}]"
+
+    @property
+    def vma_str(self) -> str:
+        """``{V:s}`` when the value varies over mesh axes, else empty."""
+        return "{V:" + ",".join(sorted(self.varying)) + "}" if self.varying else ""
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one copy of this value."""
+        return prod(self.shape) * self.itemsize
+
+    def declaration(self) -> str:
+        """``name:f32[16,5]{V:s}``, as a definition is printed."""
+        return f"{self.name}:{self.type_str}{self.vma_str}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A list of equations with inputs and outputs: the program itself or a sub-jaxpr."""
+
+    id: str
+    role: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    equations: tuple["Equation", ...]
+
+
+@dataclass(frozen=True)
+class Equation:
+    """One equation; loops, calls and shard_maps carry their sub-jaxprs as ``blocks``."""
+
+    id: str
+    primitive: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    params: tuple[tuple[str, str], ...]
+    blocks: tuple[Block, ...] = ()
+    trip_count: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """``collective``, ``cast``, ``loop``, ``cond``, ``call`` or ``op``."""
+        if self.primitive in COLLECTIVE_PRIMITIVES:
+            return "collective"
+        if self.primitive in CAST_PRIMITIVES:
+            return "cast"
+        if self.primitive in LOOP_PRIMITIVES:
+            return "loop"
+        if self.primitive == "cond":
+            return "cond"
+        return "call" if self.blocks else "op"
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The mesh axes a collective or cast works over (empty for other equations)."""
+        for key in ("axes", "axis_name"):
+            raw = self.param_values.get(key)
+            if raw is not None:
+                return tuple(raw) if isinstance(raw, (tuple, list, frozenset, set)) else (raw,)
+        return ()
+
+    @property
+    def param_values(self) -> dict[str, Any]:
+        """The raw values of the parameters shardscope keeps for collectives."""
+        return dict(self._raw)
+
+    _raw: tuple[tuple[str, Any], ...] = field(default=(), repr=False, compare=False)
+
+    def line(self) -> str:
+        """``out:f32[5]{V:s} = prim[k=v] in0 in1``: the canonical one-line form."""
+        outs = " ".join(v.declaration() for v in self.outputs) or "()"
+        params = "[" + ", ".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
+        args = " ".join(v.name for v in self.inputs)
+        return f"{outs} = {self.primitive}{params} {args}".rstrip()
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an equation sits: the loops around it, innermost last."""
+
+    equation: Equation
+    block: Block
+    loops: tuple[Equation, ...]
+    depth: int
+    in_conditional: bool
+
+
+@dataclass(frozen=True)
+class Program:
+    """A closed jaxpr as shardscope sees it."""
+
+    root: Block
+
+    def sites(self) -> Iterator[Site]:
+        """Every equation, depth first in program order, with its enclosing loops."""
+        yield from _sites(self.root, (), 0, False)
+
+    @property
+    def equation_count(self) -> int:
+        """How many equations there are, sub-jaxprs included."""
+        return sum(1 for _ in self.sites())
+
+    def canonical_text(self) -> str:
+        """One line per equation, indented by nesting, with stable names."""
+        lines = ["in " + " ".join(v.declaration() for v in self.root.inputs)]
+        _render(self.root, 0, lines)
+        lines.append("out " + " ".join(v.name for v in self.root.outputs))
+        return "\n".join(lines) + "\n"
+
+
+def _sites(block: Block, loops: tuple, depth: int, conditional: bool) -> Iterator[Site]:
+    for eqn in block.equations:
+        yield Site(eqn, block, loops, depth, conditional)
+        inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
+        for sub in eqn.blocks:
+            # a while's cond runs once more than its body; only the body is a loop iteration
+            sub_loops = inner_loops if sub.role != "cond" else loops
+            yield from _sites(sub, sub_loops, depth + 1, conditional or eqn.kind == "cond")
+
+
+def _render(block: Block, depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    for eqn in block.equations:
+        lines.append(pad + eqn.line())
+        for sub in eqn.blocks:
+            head = " ".join(v.declaration() for v in sub.inputs)
+            lines.append(f"{pad}  {{ {sub.role} {head}")
+            _render(sub, depth + 2, lines)
+            lines.append(f"{pad}  }} -> " + " ".join(v.name for v in sub.outputs))
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def from_jaxpr(closed_jaxpr: Any) -> Program:
+    """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
+    jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    namer = _Namer()
+    inputs = [namer.bind(v, f"const{i}") for i, v in enumerate(jaxpr.constvars)]
+    inputs += [namer.bind(v, f"in{i}") for i, v in enumerate(jaxpr.invars)]
+    return Program(_block(jaxpr, "root", "program", tuple(inputs), namer))
+
+
+class _Namer:
+    """Names JAX variables: per-primitive counters, shared across the whole program."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.names: dict[Any, str] = {}
+
+    def next_id(self, primitive: str) -> str:
+        k = self.counts[primitive]
+        self.counts[primitive] += 1
+        return f"{primitive}_{k}"
+
+    def bind(self, var: Any, name: str) -> Value:
+        self.names[var] = name
+        return _value(var, name)
+
+    def use(self, atom: Any) -> Value:
+        if _is_literal(atom):
+            return _value(atom, _literal_text(atom))
+        return _value(atom, self.names.get(atom, "?"))
+
+
+def _block(jaxpr: Any, block_id: str, role: str, inputs: tuple[Value, ...], namer: _Namer) -> Block:
+    equations = tuple(_equation(eqn, namer) for eqn in jaxpr.eqns)
+    outputs = tuple(namer.use(v) for v in jaxpr.outvars)
+    return Block(block_id, role, inputs, outputs, equations)
+
+
+def _equation(eqn: Any, namer: _Namer) -> Equation:
+    primitive = eqn.primitive.name
+    eqn_id = namer.next_id(primitive)
+    inputs = tuple(namer.use(v) for v in eqn.invars)
+    blocks = tuple(
+        _block(sub, f"{eqn_id}/{role}", role, _sub_inputs(sub, eqn_id, role, eqn.params, namer), namer)
+        for role, sub in _sub_jaxprs(eqn)
+    )
+    many = len(eqn.outvars) > 1
+    outputs = tuple(
+        _value(v, "_") if _is_drop(v) else namer.bind(v, f"{eqn_id}.{i}" if many else eqn_id)
+        for i, v in enumerate(eqn.outvars)
+    )
+    trip = eqn.params.get("length") if primitive == "scan" else None
+    return Equation(
+        id=eqn_id,
+        primitive=primitive,
+        inputs=inputs,
+        outputs=outputs,
+        params=_short_params(eqn.params),
+        blocks=blocks,
+        trip_count=trip,
+        _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
+    )
+
+
+def _sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
+    """The sub-jaxprs of an equation with a role name each (body, cond, branch0, ...)."""
+    params = eqn.params
+    name = eqn.primitive.name
+    if name == "scan":
+        return [("body", _open(params["jaxpr"]))]
+    if name == "while":
+        return [("cond", _open(params["cond_jaxpr"])), ("body", _open(params["body_jaxpr"]))]
+    if name == "cond":
+        return [(f"branch{i}", _open(b)) for i, b in enumerate(params["branches"])]
+    from jax.extend.core import jaxprs_in_params
+
+    subs = list(jaxprs_in_params(params))
+    return [("body" if len(subs) == 1 else f"body{i}", _open(j)) for i, j in enumerate(subs)]
+
+
+def _sub_inputs(sub: Any, eqn_id: str, role: str, params: dict, namer: _Namer) -> tuple[Value, ...]:
+    """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
+    invars = list(sub.constvars) + list(sub.invars)
+    if role == "body" and "num_carry" in params:  # scan
+        consts, carry = params["num_consts"], params["num_carry"]
+        labels = _roles(("const", consts), ("carry", carry), ("xs", len(invars) - consts - carry))
+    elif role == "body" and "body_nconsts" in params:  # while
+        consts = params["body_nconsts"]
+        labels = _roles(("const", consts), ("carry", len(invars) - consts))
+    elif role == "cond" and "cond_nconsts" in params:
+        consts = params["cond_nconsts"]
+        labels = _roles(("cond_const", consts), ("carry", len(invars) - consts))
+    else:
+        prefix = "in" if role in ("body", "cond") else f"{role}.in"
+        labels = [f"{prefix}{i}" for i in range(len(invars))]
+    return tuple(namer.bind(v, f"{eqn_id}.{label}") for v, label in zip(invars, labels))
+
+
+def _roles(*groups: tuple[str, int]) -> list[str]:
+    return [f"{name}{i}" for name, count in groups for i in range(count)]
+
+
+def _open(jaxpr: Any) -> Any:
+    return getattr(jaxpr, "jaxpr", jaxpr)
+
+
+def _is_literal(atom: Any) -> bool:
+    from jax.extend.core import Literal
+
+    return isinstance(atom, Literal)
+
+
+def _is_drop(var: Any) -> bool:
+    return type(var).__name__ == "DropVar"
+
+
+def _literal_text(atom: Any) -> str:
+    value = np.asarray(atom.val)
+    return str(value.item()) if value.ndim == 0 else f"array{list(value.shape)}"
+
+
+def _value(atom: Any, name: str) -> Value:
+    aval = atom.aval
+    shape = tuple(int(d) for d in getattr(aval, "shape", ()))
+    dtype = getattr(aval, "dtype", None)
+    mat = getattr(aval, "manual_axis_type", None)
+    varying = frozenset(getattr(mat, "varying", ()) or ())
+    itemsize = np.dtype(dtype).itemsize if dtype is not None and str(dtype) != "float0" else 0
+    return Value(name, shape, str(dtype) if dtype is not None else type(aval).__name__, varying, itemsize)
+
+
+_SKIPPED_PARAMS = {"jaxpr", "body_jaxpr", "cond_jaxpr", "branches", "call_jaxpr", "fun_jaxpr"}
+
+
+def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
+    """Printable parameters: no sub-jaxprs, no private or unset ones, long values shortened."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    kept = []
+    for key, value in sorted(params.items()):
+        if key.startswith("_") or key in _SKIPPED_PARAMS or value is None:
+            continue
+        if isinstance(value, (Jaxpr, ClosedJaxpr)) or (
+            isinstance(value, (tuple, list)) and value and isinstance(value[0], (Jaxpr, ClosedJaxpr))
+        ):
+            continue
+        text = _param_text(value)
+        kept.append((key, text if len(text) <= 80 else text[:77] + "..."))
+    return tuple(kept)
+
+
+def _param_text(value: Any) -> str:
+    """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
+    if hasattr(value, "spec") and hasattr(value, "mesh"):
+        return str(value.spec)
+    if hasattr(value, "axis_names") and hasattr(value, "axis_sizes"):
+        return "Mesh(" + ", ".join(f"{n}={s}" for n, s in zip(value.axis_names, value.axis_sizes)) + ")"
+    return " ".join(str(value).split())
