@@ -28,12 +28,13 @@ class PlanResult:
     program: Any  # shardscope.program.Program
     graph: Any = field(repr=False, compare=False)  # networkx.DiGraph
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
-    hlo: Any  # shardscope.hlo.HloSummary
     trace_s: float
-    compile_s: float
-    run_s: Any  # shardscope.measure.RunTimes
-    memory: dict[str, int]
-    max_abs_err: float
+    # The rest needs the compiled program; None when analysed with measure=False.
+    hlo: Any = None  # shardscope.hlo.HloSummary
+    compile_s: float | None = None
+    run_s: Any = None  # shardscope.measure.RunTimes
+    memory: dict[str, int] | None = None
+    max_abs_err: float | None = None
 
     @cached_property
     def canonical_text(self) -> str:
@@ -57,12 +58,20 @@ class PlanResult:
         sizes = [c.bytes_per_call for c in self.collectives]
         return None if None in sizes else sum(sizes)
 
-    def summary(self) -> str:
-        """One line: collectives, where they run, bytes, time and error."""
+    def structure_summary(self) -> str:
+        """One line of what the program is (deterministic): collectives, loops, bytes."""
         return (
             f"{len(self.collectives)} collective(s), {self.collectives_in_loops} in loops, "
-            f"{_count(self.executed_collectives)} executed/call, {_count(self.bytes_per_call)} B/call, "
-            f"run median {self.run_s.median * 1e3:.3f} ms, max_abs_err {self.max_abs_err:.2e}"
+            f"{_count(self.executed_collectives)} executed/call, {_count(self.bytes_per_call)} B/call"
+        )
+
+    def summary(self) -> str:
+        """One line: the structure summary plus run time and gradient error when measured."""
+        if self.run_s is None:
+            return self.structure_summary()
+        return (
+            f"{self.structure_summary()}, run median {self.run_s.median * 1e3:.3f} ms, "
+            f"max_abs_err {self.max_abs_err:.2e}"
         )
 
 
@@ -70,9 +79,9 @@ class PlanResult:
 class ReferenceResult:
     """The unchunked VJP: the gradient every plan is checked against, and its cost."""
 
-    compile_s: float
+    compile_s: float | None
     run_s: Any
-    memory: dict[str, int]
+    memory: dict[str, int] | None
 
 
 @dataclass(frozen=True)
@@ -90,8 +99,15 @@ class Analysis:
     reference: ReferenceResult
 
     @property
-    def speedup(self) -> float:
-        """Naive median run time over deferred median run time."""
+    def measured(self) -> bool:
+        """True when the plans were compiled and timed (not only traced)."""
+        return self.plans["naive"].run_s is not None
+
+    @property
+    def speedup(self) -> float | None:
+        """Naive median run time over deferred median run time (None when not measured)."""
+        if not self.measured:
+            return None
         return self.plans["naive"].run_s.median / self.plans["deferred"].run_s.median
 
     def headline(self) -> list[str]:
@@ -118,11 +134,18 @@ def _count(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
-def analyze(settings: Settings, progress: Progress | None = None, demo_file: Any = None) -> Analysis:
+def analyze(
+    settings: Settings,
+    progress: Progress | None = None,
+    demo_file: Any = None,
+    *,
+    measure: bool = True,
+) -> Analysis:
     """Load, trace, compile, time and check the plans of ``settings``.
 
     The CPU device count must already be set (:func:`shardscope.devices.ensure_devices`).
-    ``demo_file`` skips loading when the caller already holds the loaded file.
+    ``demo_file`` skips loading when the caller already holds the loaded file. With
+    ``measure=False`` the plans are only traced: no HLO, timings, memory or error.
     Raises :class:`ShardscopeError` for anything the user can fix.
     """
     report = progress or (lambda stage, fraction: None)
@@ -130,7 +153,7 @@ def analyze(settings: Settings, progress: Progress | None = None, demo_file: Any
 
     import jax
 
-    from shardscope import dataflow, hlo, measure, plans
+    from shardscope import dataflow, plans
     from shardscope.demos import load_demo_file
     from shardscope.program import from_jaxpr
 
@@ -138,7 +161,38 @@ def analyze(settings: Settings, progress: Progress | None = None, demo_file: Any
     demo_fn = demo_file.get(settings.function)
     built = plans.build_plans(demo_fn, settings)
     settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
-    names = (*plans.PLAN_NAMES, "reference")
+    names = (*plans.PLAN_NAMES, "reference") if measure else plans.PLAN_NAMES
+    traced = _trace(built, names, settings.axis, report)
+    measured = _measure(built, traced, settings.repeats, report) if measure else {}
+
+    results = {}
+    for name in plans.PLAN_NAMES:
+        program = from_jaxpr(traced[name][0].jaxpr)
+        results[name] = PlanResult(
+            name=name,
+            program=program,
+            graph=dataflow.build_graph(program),
+            collectives=dataflow.collectives(program),
+            trace_s=traced[name][1],
+            **measured.get(name, {}),
+        )
+    reference = measured.get("reference", {})
+    return Analysis(
+        settings=settings,
+        function=demo_fn.name,
+        description=demo_fn.spec.description,
+        functions=tuple(demo_file.names),
+        backend=jax.default_backend(),
+        available_devices=len(jax.devices()),
+        shapes=built.shapes,
+        plans=results,
+        reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),
+    )
+
+
+def _trace(built: Any, names: tuple[str, ...], axis: str, report: Progress) -> dict[str, tuple[Any, float]]:
+    """Trace each program once: ``{name: (traced, seconds)}``."""
+    from shardscope import measure, plans
 
     traced = {}
     for i, name in enumerate(names):
@@ -148,55 +202,44 @@ def analyze(settings: Settings, progress: Progress | None = None, demo_file: Any
         except ShardscopeError:
             raise
         except Exception as exc:
-            raise plans.describe_trace_error(exc, settings.axis) from exc
+            raise plans.describe_trace_error(exc, axis) from exc
+    return traced
+
+
+def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[str, dict[str, Any]]:
+    """Compile each traced program once, time them interleaved, check the gradients."""
+    import jax
+
+    from shardscope import hlo, measure, plans
 
     compiled, compile_s = {}, {}
-    for i, name in enumerate(names):
-        report("compiling", i / len(names))
+    for i, name in enumerate(traced):
+        report("compiling", i / len(traced))
         try:
             compiled[name], compile_s[name] = measure.timed(lambda: traced[name][0].lower().compile())
         except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise ShardscopeError(
-                f"XLA failed to compile the {name} plan: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                f"XLA failed to compile the {name} plan: {type(exc).__name__}: {first}",
                 "run with --debug for the full error",
             ) from exc
 
     report("timing", 0.0)
     times = measure.time_interleaved(
-        compiled, built.args, settings.repeats,
-        on_round=lambda i: report("timing", (i + 1) / settings.repeats),
+        compiled, built.args, repeats, on_round=lambda i: report("timing", (i + 1) / repeats)
     )
-
     report("checking", 0.0)
     expected = compiled["reference"](*built.args)
     backend = jax.default_backend()
-    results = {}
+    out: dict[str, dict[str, Any]] = {
+        name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
+        for name in compiled
+    }
     for name in plans.PLAN_NAMES:
-        program = from_jaxpr(traced[name][0].jaxpr)
-        results[name] = PlanResult(
-            name=name,
-            program=program,
-            graph=dataflow.build_graph(program),
-            collectives=dataflow.collectives(program),
-            hlo=hlo.summarize(compiled[name].as_text(), backend),
-            trace_s=traced[name][1],
-            compile_s=compile_s[name],
-            run_s=times[name],
-            memory=measure.memory(compiled[name]),
-            max_abs_err=measure.max_abs_err(compiled[name](*built.args), expected),
-        )
+        out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+        out[name]["max_abs_err"] = measure.max_abs_err(compiled[name](*built.args), expected)
     report("checking", 1.0)
-    return Analysis(
-        settings=settings,
-        function=demo_fn.name,
-        description=demo_fn.spec.description,
-        functions=tuple(demo_file.names),
-        backend=backend,
-        available_devices=len(jax.devices()),
-        shapes=built.shapes,
-        plans=results,
-        reference=ReferenceResult(compile_s["reference"], times["reference"], measure.memory(compiled["reference"])),
-    )
+    return out
 
 
 __all__ = ["Analysis", "Cancelled", "PlanResult", "Progress", "ReferenceResult", "STAGES", "analyze"]

@@ -20,10 +20,13 @@ def unified(before: str, after: str, before_name: str = "naive", after_name: str
 
 
 def diff_text(analysis: "Analysis") -> str:
-    """The export: settings, one summary line per plan, then the unified diff."""
+    """The export: settings, one summary line per plan, then the unified diff.
+
+    Deterministic (no timings), so the same settings always export the same text.
+    """
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     lines = [f"# {line}" for line in analysis.headline()]
-    lines += [f"# {name}: {plan.summary()}" for name, plan in analysis.plans.items()]
+    lines += [f"# {name}: {plan.structure_summary()}" for name, plan in analysis.plans.items()]
     lines += unified(naive.canonical_text, deferred.canonical_text)
     return "\n".join(lines) + "\n"
 
