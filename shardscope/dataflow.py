@@ -105,7 +105,7 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
 
 
 def _add_sub_block(graph: nx.DiGraph, eqn: Equation, sub: Block, producers: dict[str, str], loops: tuple) -> None:
-    inner_loops = loops + (eqn,) if eqn.kind == "loop" and sub.role != "cond" else loops
+    inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
     executions = _product(tuple(loop.trip_count for loop in inner_loops))
     for value, operand in zip(sub.inputs, _operands_for(eqn, sub)):
         graph.add_node(value.name, kind="input", label=value.declaration(), block=sub.id,

@@ -247,5 +247,6 @@ def describe_trace_error(exc: BaseException, axis: str) -> TraceError:
         )
     return TraceError(
         f"The model fails to trace under jax.shard_map: {type(exc).__name__}: {_first_line(exc)}",
-        "the model must work on a per-device slice of the batch; run it once outside shardscope to check",
+        "jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; "
+        "--debug shows JAX's full error",
     )

@@ -170,11 +170,11 @@ class Program:
 def _sites(block: Block, loops: tuple, depth: int, conditional: bool) -> Iterator[Site]:
     for eqn in block.equations:
         yield Site(eqn, block, loops, depth, conditional)
+        # A while's cond runs on every iteration too (one more time than its body); its trip
+        # count is unknown either way, so both count as inside the loop.
         inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
         for sub in eqn.blocks:
-            # a while's cond runs once more than its body; only the body is a loop iteration
-            sub_loops = inner_loops if sub.role != "cond" else loops
-            yield from _sites(sub, sub_loops, depth + 1, conditional or eqn.kind == "cond")
+            yield from _sites(sub, inner_loops, depth + 1, conditional or eqn.kind == "cond")
 
 
 def _render(block: Block, depth: int, lines: list[str]) -> None:
