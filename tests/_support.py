@@ -1,0 +1,47 @@
+"""Helpers shared by the core tests: run the plans' programs and write demo files."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMOS = ROOT / "demos"
+PYTHON = sys.executable
+
+
+@functools.lru_cache(maxsize=None)
+def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
+    """``(args, outputs)``: the plans' concrete inputs and the gradients each program returns, as numpy."""
+    import jax
+
+    from shardscope.demos import load_demo_file
+    from shardscope.plans import build_plans
+    from shardscope.settings import Settings
+
+    settings = Settings(path=DEMOS / demo, devices=devices, chunk_size=chunk_size)
+    built = build_plans(load_demo_file(settings.path).get(None), settings)
+    as_numpy = lambda tree: jax.tree.map(np.asarray, tree)  # noqa: E731
+    outputs = {name: as_numpy(fn(*built.args)) for name, fn in built.functions.items()}
+    return as_numpy(built.args), outputs
+
+
+def write_demo(directory: Path, name: str, body: str) -> Path:
+    """Write a demo file (dedented, with the usual imports) and return its path."""
+    header = "import jax\nimport jax.numpy as jnp\nfrom jax import lax\n\nimport shardscope\n\n"
+    path = directory / name
+    path.write_text(header + textwrap.dedent(body))
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m shardscope ARGS`` in a fresh interpreter."""
+    return subprocess.run(
+        [PYTHON, "-m", "shardscope", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
+    )
