@@ -41,6 +41,13 @@ class PlanResult:
         """The program's canonical one-line-per-equation text."""
         return self.program.canonical_text()
 
+    @cached_property
+    def loops(self) -> tuple:
+        """Every loop of the program with the collectives inside it (``dataflow.Loop``)."""
+        from shardscope.dataflow import loops
+
+        return loops(self.program)
+
     @property
     def collectives_in_loops(self) -> int:
         """Collective equations inside at least one loop."""

@@ -1,6 +1,6 @@
 """The dataflow graph of a :class:`Program` and the collectives it executes.
 
-Nodes are equations (by id) and block inputs (by value name); edges go from the node that
+Nodes are equations (by id) and block inputs (by qualified name); edges go from the node that
 defines a value to every equation that uses it, into loop bodies (outer operand -> body input),
 out of them (body output -> loop equation), and around them (carry out -> carry in, marked
 ``back=True``). Each node knows the loops around it and how often it runs per call.
@@ -13,7 +13,7 @@ from math import prod
 
 import networkx as nx
 
-from shardscope.program import Block, Equation, Program
+from shardscope.program import Block, Equation, Program, qualify
 
 
 @dataclass(frozen=True)
@@ -71,14 +71,55 @@ def collectives(program: Program) -> tuple[Collective, ...]:
     )
 
 
+@dataclass(frozen=True)
+class Loop:
+    """One loop equation: its trip count, the loops around it and every collective inside it."""
+
+    equation_id: str
+    primitive: str
+    trip_count: int | None
+    enclosing_ids: tuple[str, ...]
+    collectives: tuple[Collective, ...]
+
+    @property
+    def executed_collectives(self) -> int | None:
+        """Collective executions per call from inside this loop (None if unknown)."""
+        runs = [c.executions for c in self.collectives]
+        return None if None in runs else sum(runs)
+
+
+def loops(program: Program) -> tuple[Loop, ...]:
+    """Every loop of ``program`` in program order, with the collectives at any depth inside it."""
+    found = collectives(program)
+    return tuple(
+        Loop(
+            equation_id=site.equation.id,
+            primitive=site.equation.primitive,
+            trip_count=site.equation.trip_count,
+            enclosing_ids=tuple(loop.id for loop in site.loops),
+            collectives=tuple(c for c in found if site.equation.id in c.loop_ids),
+        )
+        for site in program.sites()
+        if site.equation.kind == "loop"
+    )
+
+
 def build_graph(program: Program) -> nx.DiGraph:
-    """The def -> use graph of ``program``, across loop and call boundaries."""
+    """The def -> use graph of ``program``, across loop and call boundaries.
+
+    Node attributes: ``kind``, ``primitive``, ``label`` (the canonical line), ``types`` (the
+    output types with varying axes, e.g. ``("f32[5]{V:s}",)``), ``block``, ``loops``,
+    ``executions`` and, for loops, ``trip_count``.
+    """
     graph = nx.DiGraph()
-    producers: dict[str, str] = {}
-    for value in program.root.inputs:
-        graph.add_node(value.name, kind="input", label=value.declaration(), block="root", loops=(), executions=1)
-        producers[value.name] = value.name
-    _add_block(graph, program.root, producers, ())
+    producers: dict[str, str] = {}  # qualified value name -> the node that defines it
+    root = program.root
+    for value in root.inputs:
+        node = qualify(root.id, value.name)
+        graph.add_node(node, kind="input", label=value.declaration(), block=root.id, loops=(), executions=1,
+                       types=(value.type_str + value.vma_str,))
+        producers[node] = node
+    _add_block(graph, root, producers, ())
     return graph
 
 
@@ -93,35 +134,44 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
             loops=tuple(loop.id for loop in loops),
             executions=_product(tuple(loop.trip_count for loop in loops)),
             trip_count=eqn.trip_count,
+            types=tuple(v.type_str + v.vma_str for v in eqn.outputs),
         )
         for value in eqn.inputs:
-            if value.name in producers:
-                graph.add_edge(producers[value.name], eqn.id)
+            source = producers.get(qualify(block.id, value.name))
+            if source is not None:
+                graph.add_edge(source, eqn.id)
         for sub in eqn.blocks:
-            _add_sub_block(graph, eqn, sub, producers, loops)
+            _add_sub_block(graph, eqn, block, sub, producers, loops)
         for value in eqn.outputs:
             if value.name != "_":
-                producers[value.name] = eqn.id
+                producers[qualify(block.id, value.name)] = eqn.id
 
 
-def _add_sub_block(graph: nx.DiGraph, eqn: Equation, sub: Block, producers: dict[str, str], loops: tuple) -> None:
+def _add_sub_block(
+    graph: nx.DiGraph, eqn: Equation, outer: Block, sub: Block, producers: dict[str, str], loops: tuple
+) -> None:
     inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
     executions = _product(tuple(loop.trip_count for loop in inner_loops))
     for value, operand in zip(sub.inputs, _operands_for(eqn, sub)):
-        graph.add_node(value.name, kind="input", label=value.declaration(), block=sub.id,
-                       loops=tuple(loop.id for loop in inner_loops), executions=executions)
-        producers[value.name] = value.name
-        if operand is not None and operand.name in producers:
-            graph.add_edge(producers[operand.name], value.name)
+        node = qualify(sub.id, value.name)
+        graph.add_node(node, kind="input", label=value.declaration(), block=sub.id,
+                       loops=tuple(loop.id for loop in inner_loops), executions=executions,
+                       types=(value.type_str + value.vma_str,))
+        producers[node] = node
+        source = None if operand is None else producers.get(qualify(outer.id, operand.name))
+        if source is not None:
+            graph.add_edge(source, node)
     _add_block(graph, sub, producers, inner_loops)
     for value in sub.outputs:
-        if value.name in producers:
-            graph.add_edge(producers[value.name], eqn.id)
+        source = producers.get(qualify(sub.id, value.name))
+        if source is not None:
+            graph.add_edge(source, eqn.id)
     if eqn.kind == "loop" and sub.role == "body":
         carry_in = [v for v in sub.inputs if ".carry" in v.name]
         for value, target in zip(sub.outputs, carry_in):
-            if value.name in producers:
-                graph.add_edge(producers[value.name], target.name, back=True)
+            source = producers.get(qualify(sub.id, value.name))
+            if source is not None:
+                graph.add_edge(source, qualify(sub.id, target.name), back=True)
 
 
 def _operands_for(eqn: Equation, sub: Block) -> list:
