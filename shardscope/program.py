@@ -2,14 +2,17 @@
 
 JAX names variables ``a, b, c, ...`` in print order, so one extra equation renames everything
 after it and a diff between two plans is all noise. Here an equation is named after its
-primitive and how many equations of that primitive came before it in the program
-(``dot_general_1``); a loop body's inputs are named after the loop and their role
-(``scan_0.const0``, ``scan_0.carry0``, ``scan_0.xs0``). Two plans that differ in one place
-differ in one place of their canonical text.
+primitive and how many equations of that primitive came before it in the same block
+(``dot_general_1``); a sub-jaxpr's inputs are named after its equation and their role
+(``scan_0.const0``, ``scan_0.carry0``, ``scan_0.xs0``). Names are local to their block, as
+variables are in a jaxpr; ids qualify them with the path of blocks around them
+(``shard_map_0/scan_0/psum_invariant_0``) so that they are unique in the program. Two plans
+that differ in one place differ in one place of their canonical text.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
@@ -75,7 +78,11 @@ class Value:
 
 @dataclass(frozen=True)
 class Block:
-    """A list of equations with inputs and outputs: the program itself or a sub-jaxpr."""
+    """A list of equations with inputs and outputs: the program itself or a sub-jaxpr.
+
+    ``id`` is ``""`` for the program, the owning equation's id for a single body
+    (``shard_map_0/scan_0``) and ``<equation id>.<role>`` otherwise (``while_0.cond``).
+    """
 
     id: str
     role: str
@@ -86,9 +93,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Equation:
-    """One equation; loops, calls and shard_maps carry their sub-jaxprs as ``blocks``."""
+    """One equation; loops, calls and shard_maps carry their sub-jaxprs as ``blocks``.
+
+    ``name`` is unique in its block (``psum_invariant_0``); ``id`` in the program.
+    """
 
     id: str
+    name: str
     primitive: str
     inputs: tuple[Value, ...]
     outputs: tuple[Value, ...]
@@ -191,17 +202,20 @@ def _render(block: Block, depth: int, lines: list[str]) -> None:
 # --------------------------------------------------------------------------- conversion
 
 
+def qualify(block_id: str, name: str) -> str:
+    """The program-wide id of ``name`` defined in the block ``block_id``."""
+    return f"{block_id}/{name}" if block_id else name
+
+
 def from_jaxpr(closed_jaxpr: Any) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
     jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
-    namer = _Namer()
-    inputs = [namer.bind(v, f"const{i}") for i, v in enumerate(jaxpr.constvars)]
-    inputs += [namer.bind(v, f"in{i}") for i, v in enumerate(jaxpr.invars)]
-    return Program(_block(jaxpr, "root", "program", tuple(inputs), namer))
+    names = [f"const{i}" for i in range(len(jaxpr.constvars))] + [f"in{i}" for i in range(len(jaxpr.invars))]
+    return Program(_block(jaxpr, "", "program", names))
 
 
 class _Namer:
-    """Names JAX variables: per-primitive counters, shared across the whole program."""
+    """Names the variables of one block: a counter per primitive."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
@@ -222,28 +236,33 @@ class _Namer:
         return _value(atom, self.names.get(atom, "?"))
 
 
-def _block(jaxpr: Any, block_id: str, role: str, inputs: tuple[Value, ...], namer: _Namer) -> Block:
-    equations = tuple(_equation(eqn, namer) for eqn in jaxpr.eqns)
+def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Block:
+    namer = _Namer()
+    invars = list(jaxpr.constvars) + list(jaxpr.invars)
+    inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
+    equations = tuple(_equation(eqn, namer, block_id) for eqn in jaxpr.eqns)
     outputs = tuple(namer.use(v) for v in jaxpr.outvars)
     return Block(block_id, role, inputs, outputs, equations)
 
 
-def _equation(eqn: Any, namer: _Namer) -> Equation:
+def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
     primitive = eqn.primitive.name
-    eqn_id = namer.next_id(primitive)
+    name = namer.next_id(primitive)
+    eqn_id = qualify(block_id, name)
     inputs = tuple(namer.use(v) for v in eqn.invars)
     blocks = tuple(
-        _block(sub, f"{eqn_id}/{role}", role, _sub_inputs(sub, eqn_id, role, eqn.params, namer), namer)
+        _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params))
         for role, sub in _sub_jaxprs(eqn)
     )
     many = len(eqn.outvars) > 1
     outputs = tuple(
-        _value(v, "_") if _is_drop(v) else namer.bind(v, f"{eqn_id}.{i}" if many else eqn_id)
+        _value(v, "_") if _is_drop(v) else namer.bind(v, f"{name}.{i}" if many else name)
         for i, v in enumerate(eqn.outvars)
     )
     trip = eqn.params.get("length") if primitive == "scan" else None
     return Equation(
         id=eqn_id,
+        name=name,
         primitive=primitive,
         inputs=inputs,
         outputs=outputs,
@@ -270,7 +289,7 @@ def _sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
     return [("body" if len(subs) == 1 else f"body{i}", _open(j)) for i, j in enumerate(subs)]
 
 
-def _sub_inputs(sub: Any, eqn_id: str, role: str, params: dict, namer: _Namer) -> tuple[Value, ...]:
+def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[str]:
     """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
     invars = list(sub.constvars) + list(sub.invars)
     if role == "body" and "num_carry" in params:  # scan
@@ -285,7 +304,7 @@ def _sub_inputs(sub: Any, eqn_id: str, role: str, params: dict, namer: _Namer) -
     else:
         prefix = "in" if role in ("body", "cond") else f"{role}.in"
         labels = [f"{prefix}{i}" for i in range(len(invars))]
-    return tuple(namer.bind(v, f"{eqn_id}.{label}") for v, label in zip(invars, labels))
+    return [f"{eqn_name}.{label}" for label in labels]
 
 
 def _roles(*groups: tuple[str, int]) -> list[str]:
@@ -347,4 +366,10 @@ def _param_text(value: Any) -> str:
         return str(value.spec)
     if hasattr(value, "axis_names") and hasattr(value, "axis_sizes"):
         return "Mesh(" + ", ".join(f"{n}={s}" for n, s in zip(value.axis_names, value.axis_sizes)) + ")"
-    return " ".join(str(value).split())
+    if callable(value):
+        return f"<{getattr(value, '__name__', type(value).__name__)}>"
+    # object reprs carry memory addresses, which would make the text differ between runs
+    return _ADDRESS.sub("0x…", " ".join(str(value).split()))
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
