@@ -132,7 +132,8 @@ def load_demo_file(path: str | Path) -> DemoFile:
 
 def _where(exc: BaseException, path: Path) -> str:
     """Point at the line of the demo file where the import failed."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    # the frames carry the absolute file name even when ``path`` is relative
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
     if frames:
         return f"see {path.name} line {frames[-1].lineno}: {frames[-1].line}"
     return "fix the file and run again"

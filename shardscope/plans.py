@@ -98,7 +98,7 @@ def resolve_shapes(batch: int, settings: Settings, available_devices: int) -> Sh
             f"use a device count that divides {batch}: {', '.join(map(str, valid))}",
         )
     per_device = batch // devices
-    chunk = settings.chunk_size or default_chunk_size(per_device)
+    chunk = default_chunk_size(per_device) if settings.chunk_size is None else settings.chunk_size
     if chunk <= 0 or per_device % chunk:
         raise SettingsError(
             f"Chunk size {chunk} does not divide the per-device batch "

@@ -1,0 +1,160 @@
+"""Errors a user can cause become one ShardscopeError with a message and a hint (core level)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from _support import DEMOS, write_demo
+from shardscope.demos import load_demo_file
+from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
+from shardscope.settings import Settings, default_chunk_size, divisors
+
+CARRY_FROM_ZEROS = """
+@shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
+                 x=jax.ShapeDtypeStruct((32, 3, 4), jnp.float32))
+def rnn(W, x):
+    def step(h, u):
+        return jnp.tanh(h @ W + u), None
+    # jnp.zeros is invariant over the mesh; the carry becomes varying inside the loop
+    h, _ = lax.scan(step, jnp.zeros((x.shape[0], 4)), jnp.swapaxes(x, 0, 1))
+    return h
+"""
+
+
+def analyze(path: Path, **settings):
+    from shardscope.analysis import analyze
+
+    return analyze(Settings(path=path, repeats=1, **settings))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DemoFileError, match="No such demo file") as info:
+        load_demo_file(tmp_path / "nope.py")
+    assert info.value.hint
+
+
+def test_syntax_error_names_the_line(tmp_path):
+    path = write_demo(tmp_path, "bad.py", "def f(:\n    pass\n")
+    with pytest.raises(DemoFileError, match=r"Syntax error in .*bad.py line 7"):
+        load_demo_file(path)
+
+
+def test_import_error_points_at_the_line(tmp_path):
+    path = write_demo(tmp_path, "imp.py", "import not_a_module_shardscope_test\n")
+    with pytest.raises(DemoFileError, match="ModuleNotFoundError") as info:
+        load_demo_file(path)
+    assert "line 7" in info.value.hint and "not_a_module_shardscope_test" in info.value.hint
+
+
+def test_import_error_points_at_the_line_for_a_relative_path(tmp_path, monkeypatch):
+    write_demo(tmp_path, "imp.py", "x = 1\nraise RuntimeError('boom')\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DemoFileError, match="RuntimeError: boom") as info:
+        load_demo_file("imp.py")
+    assert "line 8" in info.value.hint
+
+
+def test_file_without_demo(tmp_path):
+    path = write_demo(tmp_path, "plain.py", "def f(W, x):\n    return x @ W\n")
+    with pytest.raises(DemoFileError, match="has no demo function"):
+        load_demo_file(path)
+
+
+def test_unknown_function_lists_the_available_ones():
+    demo_file = load_demo_file(DEMOS / "linear.py")
+    assert demo_file.names == ["linear"]
+    with pytest.raises(SettingsError, match="no demo function 'nope'") as info:
+        demo_file.get("nope")
+    assert "linear" in info.value.hint
+
+
+def test_functions_in_file_order(tmp_path):
+    body = "".join(
+        f"@shardscope.demo(params=jax.ShapeDtypeStruct((2,), jnp.float32), x=jax.ShapeDtypeStruct((8, 2), jnp.float32))\n"
+        f"def {name}(W, x):\n    return x @ W\n\n"
+        for name in ("zeta", "alpha", "mid")
+    )
+    demo_file = load_demo_file(write_demo(tmp_path, "three.py", body))
+    assert demo_file.names == ["zeta", "alpha", "mid"]
+    assert demo_file.get(None).name == "zeta"
+
+
+def test_chunk_size_that_does_not_divide_suggests_valid_sizes():
+    with pytest.raises(SettingsError, match="Chunk size 5 does not divide the per-device batch 32") as info:
+        analyze(DEMOS / "linear.py", devices=2, chunk_size=5)
+    assert "1, 2, 4, 8, 16, 32" in info.value.hint
+
+
+def test_chunk_size_zero_is_rejected_not_defaulted():
+    with pytest.raises(SettingsError, match="Chunk size 0"):
+        analyze(DEMOS / "linear.py", devices=2, chunk_size=0)
+
+
+def test_devices_that_do_not_divide_the_batch():
+    with pytest.raises(SettingsError, match="N=64 does not split over 3 devices") as info:
+        analyze(DEMOS / "linear.py", devices=3)
+    assert "1, 2, 4, 8" in info.value.hint
+
+
+def test_more_devices_than_available():
+    with pytest.raises(SettingsError, match="16 devices asked for"):
+        analyze(DEMOS / "linear.py", devices=16)
+
+
+def test_carry_from_zeros_hints_at_pcast(tmp_path):
+    path = write_demo(tmp_path, "carry.py", CARRY_FROM_ZEROS)
+    with pytest.raises(TraceError) as info:
+        analyze(path, devices=2)
+    assert "lax.pcast" in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+def test_model_broken_on_its_own_inputs(tmp_path):
+    path = write_demo(tmp_path, "shapes.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32),
+                         x=jax.ShapeDtypeStruct((16, 4), jnp.float32))
+        def wrong(W, x):
+            return x @ W
+    """)
+    with pytest.raises(TraceError, match="fails on its example inputs"):
+        analyze(path, devices=2)
+
+
+def test_output_without_batch_axis(tmp_path):
+    path = write_demo(tmp_path, "scalar.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32),
+                         x=jax.ShapeDtypeStruct((16, 5), jnp.float32))
+        def total(W, x):
+            return jnp.sum(x @ W)
+    """)
+    with pytest.raises(SettingsError, match="first axis"):
+        analyze(path, devices=2)
+
+
+def test_integer_params_are_rejected(tmp_path):
+    path = write_demo(tmp_path, "ints.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.int32),
+                         x=jax.ShapeDtypeStruct((16, 5), jnp.float32))
+        def ints(W, x):
+            return x @ W
+    """)
+    with pytest.raises(SettingsError, match="int32"):
+        analyze(path, devices=2)
+
+
+def test_every_user_error_is_a_shardscope_error():
+    for cls in (DemoFileError, SettingsError, TraceError):
+        assert issubclass(cls, ShardscopeError)
+    err = SettingsError("what went wrong", "what to do")
+    assert str(err) == "what went wrong\nhint: what to do"
+
+
+def test_settings_helpers():
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert default_chunk_size(32) == 16
+    assert default_chunk_size(12) == 6
+    assert default_chunk_size(1) == 1  # one example per device: one chunk is all there is
+    assert default_chunk_size(7) == 1
