@@ -12,6 +12,7 @@ that differ in one place differ in one place of their canonical text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -336,8 +337,17 @@ def _value(atom: Any, name: str) -> Value:
     dtype = getattr(aval, "dtype", None)
     mat = getattr(aval, "manual_axis_type", None)
     varying = frozenset(getattr(mat, "varying", ()) or ())
-    itemsize = np.dtype(dtype).itemsize if dtype is not None and str(dtype) != "float0" else 0
-    return Value(name, shape, str(dtype) if dtype is not None else type(aval).__name__, varying, itemsize)
+    if dtype is None:
+        return Value(name, shape, type(aval).__name__, varying, 0)
+    dtype_name, itemsize = _dtype_facts(dtype)
+    return Value(name, shape, dtype_name, varying, itemsize)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_facts(dtype: Any) -> tuple[str, int]:
+    """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value."""
+    name = str(dtype)
+    return name, (np.dtype(dtype).itemsize if name != "float0" else 0)
 
 
 _SKIPPED_PARAMS = {"jaxpr", "body_jaxpr", "cond_jaxpr", "branches", "call_jaxpr", "fun_jaxpr"}
