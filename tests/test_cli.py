@@ -1,0 +1,254 @@
+"""The headless CLI in a fresh interpreter: JSON contract, diff export, defaults, user errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from _support import DEMOS, PYTHON, ROOT, run_cli, write_demo
+from test_errors import CARRY_FROM_ZEROS
+
+LINEAR = DEMOS / "linear.py"
+
+PLAN_KEYS = {
+    "collectives", "collectives_in_loops", "executed_collectives", "bytes_per_call", "hlo",
+    "compile_s", "run_s", "memory", "max_abs_err",
+}
+COLLECTIVE_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes"}
+
+
+def report_json(*args):
+    result = run_cli("report", *args, "--json", "-r", "2")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout)  # fails unless stdout is exactly one JSON value
+
+
+@pytest.fixture(scope="module")
+def seed_json():
+    return report_json(LINEAR, "--devices", "2", "--chunk-size", "16")
+
+
+def test_json_has_the_issue_keys(seed_json):
+    data = seed_json
+    assert isinstance(data, dict)
+    assert {"function", "backend", "devices", "chunk_size", "chunks_per_device", "variants"} <= set(data)
+    assert (data["function"], data["backend"], data["devices"], data["chunk_size"], data["chunks_per_device"]) == (
+        "linear", "cpu", 2, 16, 2)
+    assert set(data["variants"]) == {"naive", "deferred"}
+    for name, plan in data["variants"].items():
+        assert PLAN_KEYS <= set(plan), name
+        assert {"collectives", "collectives_in_loops"} <= set(plan["hlo"])
+        assert {"median", "min", "max"} <= set(plan["run_s"])
+        assert plan["run_s"]["min"] <= plan["run_s"]["median"] <= plan["run_s"]["max"]
+        assert isinstance(plan["memory"], dict) and plan["memory"]
+        assert isinstance(plan["compile_s"], float) and plan["compile_s"] > 0
+        assert plan["max_abs_err"] < 1e-5
+        for c in plan["collectives"]:
+            assert COLLECTIVE_KEYS <= set(c)
+
+
+def test_json_numbers_of_the_seed_case(seed_json):
+    naive, deferred = seed_json["variants"]["naive"], seed_json["variants"]["deferred"]
+    assert naive["collectives"] == [
+        {**naive["collectives"][0], "primitive": "psum_invariant", "axes": ["s"], "loop_trip_counts": [2],
+         "executions": 2, "bytes": 20}
+    ]
+    assert (naive["collectives_in_loops"], naive["executed_collectives"], naive["bytes_per_call"]) == (1, 2, 40)
+    assert (naive["hlo"]["collectives"], naive["hlo"]["collectives_in_loops"]) == (1, 1)
+    assert [c["loop_trip_counts"] for c in deferred["collectives"]] == [[]]
+    assert (deferred["collectives_in_loops"], deferred["executed_collectives"], deferred["bytes_per_call"]) == (0, 1, 20)
+    assert (deferred["hlo"]["collectives"], deferred["hlo"]["collectives_in_loops"]) == (1, 0)
+
+
+def test_defaults():
+    data = report_json(LINEAR)
+    assert data["function"] == "linear"  # the first (only) demo
+    assert data["devices"] == 2
+    assert data["chunk_size"] == 16 and data["chunks_per_device"] == 2  # largest with >= 2 chunks/device
+    assert data["variants"]["naive"]["collectives"][0]["axes"] == ["s"]
+
+
+def test_function_devices_axis_chunk_options(tmp_path):
+    path = write_demo(tmp_path, "two.py", """
+        SPEC = dict(params=jax.ShapeDtypeStruct((3,), jnp.float32), x=jax.ShapeDtypeStruct((32, 3), jnp.float32))
+
+        @shardscope.demo(**SPEC)
+        def first(W, x):
+            return x @ W
+
+        @shardscope.demo(**SPEC)
+        def second(W, x):
+            return jnp.sin(x @ W)
+    """)
+    data = report_json(path, "--function", "second", "--devices", "4", "--axis", "batch", "--chunk-size", "2")
+    assert (data["function"], data["devices"], data["chunk_size"], data["chunks_per_device"]) == ("second", 4, 2, 4)
+    (c,) = data["variants"]["naive"]["collectives"]
+    assert c["axes"] == ["batch"] and c["loop_trip_counts"] == [4] and c["executions"] == 4 and c["bytes"] == 12
+
+
+def test_human_report_runs():
+    result = run_cli("report", LINEAR, "-r", "1")
+    assert result.returncode == 0, result.stderr
+    assert "linear" in result.stdout and "naive" in result.stdout and "deferred" in result.stdout
+
+
+def test_dynamic_trip_count_is_null_in_json(tmp_path):
+    """A collective in a while loop runs an unknown number of times: null, never a made-up count."""
+    path = write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE)
+    data = report_json(path, "--devices", "2", "--chunk-size", "8")
+    naive, deferred = data["variants"]["naive"], data["variants"]["deferred"]
+    (c,) = naive["collectives"]
+    assert c["loop_trip_counts"] == [2, None]
+    assert c["executions"] is None
+    assert naive["executed_collectives"] is None and naive["bytes_per_call"] is None
+    assert naive["collectives_in_loops"] == 1
+    assert deferred["executed_collectives"] == 1 and deferred["collectives_in_loops"] == 0
+    assert naive["max_abs_err"] < 1e-5 and deferred["max_abs_err"] < 1e-5
+
+
+DYNAMIC_WHILE = """
+def _varying(a):
+    return frozenset(jax.typeof(a).manual_axis_type.varying)
+
+
+@jax.custom_vjp
+def matvec(W, x):
+    return x @ W
+
+
+def fwd(W, x):
+    return x @ W, (W, x)
+
+
+def bwd(res, g):
+    W, x = res
+    # all-reduce over the axes x varies over but W does not, one row at a time
+    axes = tuple(sorted(_varying(x) - _varying(W)))
+    n = jnp.sum(jnp.ones_like(g, dtype=jnp.int32))  # a trip count only known at run time
+
+    def cond(c):
+        return c[0] < n
+
+    def body(c):
+        i, acc = c
+        row = g[i] * x[i]
+        return i + 1, acc + (lax.psum(row, axes) if axes else row)
+
+    _, dW = lax.while_loop(cond, body, (0, jnp.zeros_like(W)))
+    return dW, jnp.outer(g, W)
+
+
+matvec.defvjp(fwd, bwd)
+
+
+@shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((32, 5), jnp.float32))
+def dyn(W, x):
+    return matvec(W, x)
+"""
+
+
+# ------------------------------------------------------------------------------------ diff
+
+
+def test_diff_to_stdout():
+    result = run_cli("diff", LINEAR, "--chunk-size", "16")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("# shardscope: linear.py::linear")
+    assert "chunk size 16 -> 2 chunks/device" in text
+    assert "--- naive" in text and "+++ deferred" in text
+    assert any(l.startswith("-") and "psum_invariant" in l for l in text.splitlines())
+
+
+def test_diff_output_atomic_no_overwrite_force(tmp_path):
+    out = tmp_path / "plans.diff"
+    first = run_cli("diff", LINEAR, "-o", out)
+    assert first.returncode == 0, first.stderr
+    written = out.read_text()
+    assert "--- naive" in written
+    assert first.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plans.diff"]  # no temp file left behind
+
+    out.write_text("mine\n")
+    refused = run_cli("diff", LINEAR, "-o", out)
+    assert refused.returncode == 2
+    assert "exists" in refused.stderr and "Traceback" not in refused.stderr
+    assert out.read_text() == "mine\n"
+
+    forced = run_cli("diff", LINEAR, "-o", out, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert out.read_text() == written  # the same settings give the same export
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plans.diff"]
+
+
+def test_diff_output_into_missing_directory(tmp_path):
+    result = run_cli("diff", LINEAR, "-o", tmp_path / "no" / "such" / "x.diff")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------- user errors
+
+BROKEN = {
+    "syntax.py": ("def f(:\n", "Syntax error"),
+    "imports.py": ("import not_a_module_shardscope_cli\n", "not_a_module_shardscope_cli"),
+    "nodemo.py": ("def f(W, x):\n    return x @ W\n", "no demo function"),
+    "carry.py": (CARRY_FROM_ZEROS, "lax.pcast"),
+}
+
+
+def assert_user_error(result, *needles):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("error:") == 1, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_demo_files(tmp_path, name):
+    body, needle = BROKEN[name]
+    path = write_demo(tmp_path, name, body)
+    assert_user_error(run_cli("report", path, "--json"), needle)
+
+
+def test_missing_file(tmp_path):
+    assert_user_error(run_cli("report", tmp_path / "missing.py"), "No such demo file")
+
+
+def test_unknown_function_lists_available():
+    assert_user_error(run_cli("report", LINEAR, "--function", "nope"), "'nope'", "available: linear")
+
+
+def test_chunk_size_that_does_not_divide():
+    assert_user_error(run_cli("report", LINEAR, "--chunk-size", "5"), "Chunk size 5", "1, 2, 4, 8, 16, 32")
+
+
+def test_devices_that_do_not_divide():
+    assert_user_error(run_cli("report", LINEAR, "--devices", "3"), "does not split over 3 devices")
+
+
+@pytest.mark.parametrize("option", [["--chunk-size", "0"], ["--devices", "0"], ["--repeats", "-1"], ["--axis", "1x"]])
+def test_bad_option_values(option):
+    result = run_cli("report", LINEAR, *option)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and option[0] in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = run_cli("report", tmp_path / "missing.py", "--debug")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_entry_point_and_module():
+    import subprocess
+
+    for command in ([str(ROOT / ".venv" / "bin" / "shardscope"), "--version"], [PYTHON, "-m", "shardscope", "--version"]):
+        if not os.path.exists(command[0]):
+            continue
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and result.stdout.startswith("shardscope "), result
