@@ -1,0 +1,224 @@
+"""Benchmark 1, the headline: naive vs deferred vs unchunked vs the compute-only floor.
+
+On 8 simulated CPU devices, for a linear layer ``f(W, x) = x @ W`` with ``M`` parameters
+(``W`` is ``(100, M/100)``, ``x`` is ``(8 * B, 100)``) and the RNN of ``demos/rnn.py`` with
+``T`` steps, at several chunks per device. The per-device batch ``B`` is fixed, so every
+chunk count does the same arithmetic: only the number of all-reduces changes.
+
+The floor is the deferred plan without its final ``psum``: each device returns its partial
+gradient, stacked over the mesh axis (``out_specs=P(axis)``). It does the same chunked compute
+and no communication; the benchmark checks that its jaxpr and its compiled HLO have no
+collective. ``naive - floor`` is what the naive plan's communication costs.
+
+Run alone: ``python -m benchmarks.plans_at_scale [--quick]``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.common import DEMOS, parse_args, peak_rss_mib, stats, write_result
+
+DEVICES = 8
+AXIS = "s"
+LINEAR_IN = 100  # W is (LINEAR_IN, M // LINEAR_IN)
+PER_DEVICE_BATCH = 64
+RNN_DIMS = {"D": 4, "H": 16}  # as in demos/rnn.py
+
+FULL = {
+    "sizes": (10**4, 10**5, 10**6),
+    "chunks": (1, 4, 16, 64),
+    "rnn_steps": (4, 16),
+    # the claim to check: M=1e6, 16 chunks/device; how the ratio moves with the per-device batch
+    "sensitivity_batches": (16, 256),
+    "repeats": 25,
+}
+QUICK = {
+    "sizes": (10**4, 10**6),
+    "chunks": (1, 16, 64),
+    "rnn_steps": (4,),
+    "sensitivity_batches": (),
+    "repeats": 7,
+}
+
+TIMED = ("naive", "deferred", "reference", "floor")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the grid and write ``plans_at_scale.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    from shardscope.devices import ensure_devices
+
+    ensure_devices(DEVICES)
+    grid = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    cells = []
+    for m in grid["sizes"]:
+        for chunks in grid["chunks"]:
+            cells.append(_cell(_linear_demo(m, PER_DEVICE_BATCH), chunks, PER_DEVICE_BATCH, grid["repeats"],
+                               {"model": "linear", "M": m}))
+    for steps in grid["rnn_steps"]:
+        for chunks in grid["chunks"]:
+            cells.append(_cell(_rnn_demo(steps, PER_DEVICE_BATCH), chunks, PER_DEVICE_BATCH, grid["repeats"],
+                               {"model": "rnn", "T": steps}))
+    sensitivity = [
+        _cell(_linear_demo(10**6, batch), 16, batch, grid["repeats"], {"model": "linear", "M": 10**6})
+        for batch in grid["sensitivity_batches"]
+    ]
+    write_result(
+        "plans_at_scale",
+        args.quick,
+        {
+            "devices": DEVICES,
+            "per_device_batch": PER_DEVICE_BATCH,
+            "linear_in": LINEAR_IN,
+            "rnn_dims": RNN_DIMS,
+            "repeats": grid["repeats"],
+            "warmup": 2,
+            "cells": cells,
+            "sensitivity": sensitivity,
+            "peak_rss_mib": peak_rss_mib(),
+            "elapsed_s": time.perf_counter() - started,
+        },
+        args.out,
+    )
+
+
+def _linear_demo(m: int, per_device_batch: int) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    from shardscope.demos import DemoFunction, DemoSpec
+
+    def linear(W, x):
+        return x @ W
+
+    spec = DemoSpec(
+        params=jax.ShapeDtypeStruct((LINEAR_IN, m // LINEAR_IN), jnp.float32),
+        x=jax.ShapeDtypeStruct((DEVICES * per_device_batch, LINEAR_IN), jnp.float32),
+    )
+    return DemoFunction("linear", linear, spec)
+
+
+def _rnn_demo(steps: int, per_device_batch: int) -> Any:
+    """``demos/rnn.py``'s model itself, with ``T`` steps instead of the file's 8."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from shardscope.demos import load_demo_file
+
+    demo = load_demo_file(DEMOS / "rnn.py").get("rnn")
+    assert demo.spec.params["Wh"].shape == (RNN_DIMS["H"],) * 2
+    x = jax.ShapeDtypeStruct((DEVICES * per_device_batch, steps, RNN_DIMS["D"]), jnp.float32)
+    return dataclasses.replace(demo, spec=dataclasses.replace(demo.spec, x=x))
+
+
+def floor_local(f: Callable, shapes: Any, axis: str) -> Callable:
+    """``plans.deferred_local`` without its psum: each device's partial, stacked over ``axis``.
+
+    It reuses the plans' own chunk loop (``plans._scan_vjp``), so the compute is the same as
+    the deferred plan's by construction; only the final all-reduce is missing.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from shardscope.plans import _scan_vjp
+
+    def local(params, x, v):
+        varying = jax.tree.map(lambda p: lax.pcast(p, axis, to="varying"), params)
+        init = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), axis, to="varying"), params)
+        partial = _scan_vjp(f, varying, x, v, shapes, init)
+        return jax.tree.map(lambda g: g[None], partial)
+
+    return local
+
+
+def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: dict) -> dict[str, Any]:
+    """Build, check, compile and time the four programs of one cell."""
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    from shardscope import dataflow, hlo, measure, plans
+    from shardscope.program import from_jaxpr
+    from shardscope.settings import Settings
+
+    settings = Settings(path=Path("benchmark"), devices=DEVICES, axis=AXIS,
+                        chunk_size=per_device_batch // chunks, repeats=repeats)
+    built = plans.build_plans(demo, settings)
+    assert built.shapes.chunks_per_device == chunks
+    functions = dict(built.functions)
+    functions["floor"] = jax.jit(
+        jax.shard_map(
+            floor_local(demo.fn, built.shapes, AXIS),
+            mesh=built.mesh,
+            in_specs=(P(), P(AXIS), P(AXIS)),
+            out_specs=P(AXIS),
+            check_vma=True,
+        )
+    )
+
+    start = time.perf_counter()
+    traced = {name: functions[name].trace(*built.args) for name in TIMED}
+    trace_s = time.perf_counter() - start
+    collectives = {}
+    for name in ("naive", "deferred", "floor"):
+        program = from_jaxpr(traced[name].jaxpr)
+        found = dataflow.collectives(program)
+        collectives[name] = {
+            "equations": len(found),
+            "in_loops": sum(c.in_loop for c in found),
+            "executed_per_call": sum(c.executions for c in found),
+            "bytes_per_call": sum(c.bytes_per_call for c in found),
+        }
+    start = time.perf_counter()
+    compiled = {name: traced[name].lower().compile() for name in TIMED}
+    compile_s = time.perf_counter() - start
+    hlo_collectives = {name: hlo.summarize(compiled[name].as_text(), "cpu").count for name in TIMED}
+    if collectives["floor"]["equations"] or hlo_collectives["floor"]:
+        raise AssertionError(f"the floor program communicates: {collectives['floor']}, HLO {hlo_collectives['floor']}")
+
+    expected = compiled["reference"](*built.args)
+    errors = {name: measure.max_abs_err(compiled[name](*built.args), expected) for name in plans.PLAN_NAMES}
+    stacked = compiled["floor"](*built.args)
+    floor_sum = jax.tree.map(lambda g: np.asarray(g).sum(axis=0), stacked)
+    errors["floor_summed"] = measure.max_abs_err(floor_sum, expected)
+
+    times = measure.time_interleaved({name: compiled[name] for name in TIMED}, built.args, repeats)
+    timing = {name: {k: v for k, v in stats(times[name].samples).items()} for name in TIMED}
+    median = {name: timing[name]["median"] for name in TIMED}
+    params = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(built.args[0]))
+    cell = {
+        **label,
+        "params": params,
+        "per_device_batch": per_device_batch,
+        "chunks_per_device": chunks,
+        "chunk_size": built.shapes.chunk_size,
+        "batch": built.shapes.batch,
+        "collectives": collectives,
+        "hlo_collectives": hlo_collectives,
+        "memory": {name: measure.memory(compiled[name]) for name in TIMED},
+        "max_abs_err": errors,
+        "trace_s": trace_s,
+        "compile_s": compile_s,
+        "run_s": timing,
+        "naive_over_deferred": median["naive"] / median["deferred"],
+        "deferred_over_floor": median["deferred"] / median["floor"],
+        "naive_overhead_s": median["naive"] - median["floor"],
+    }
+    print(
+        f"{label} chunks={chunks:>3} B={per_device_batch}: "
+        + " ".join(f"{n}={median[n] * 1e3:.2f}ms" for n in TIMED)
+        + f" naive/deferred={cell['naive_over_deferred']:.2f}",
+        flush=True,
+    )
+    return cell
+
+
+if __name__ == "__main__":
+    main()

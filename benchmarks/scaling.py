@@ -1,0 +1,122 @@
+"""Benchmark 2c: analysis time against program size, on ``demos/deep.py`` at growing depth.
+
+For each target size the depth of ``demos/deep.py`` (``SHARDSCOPE_DEEP_DEPTH``) is chosen so
+the naive plan has about that many equations. Tracing is timed on its own; the analysis is
+``program.from_jaxpr`` -> ``dataflow.build_graph`` -> ``dataflow.collectives``, each timed
+separately, the median of a few repeats on the same traced jaxpr.
+
+Run alone: ``python -m benchmarks.scaling [--quick]``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+from benchmarks.common import DEMOS, parse_args, peak_rss_mib, stats, write_result
+
+DEEP = DEMOS / "deep.py"
+TARGET_S_AT_10K = 1.0
+FULL = {"equations": (1_000, 3_000, 10_000, 30_000, 50_000), "repeats": 3}
+QUICK = {"equations": (1_000, 10_000), "repeats": 2}
+PHASES = ("from_jaxpr", "build_graph", "collectives")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure every size and write ``scaling.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    from shardscope.devices import ensure_devices
+
+    ensure_devices(2)
+    grid = QUICK if args.quick else FULL
+    base, per_layer = calibrate()
+    rows = [measure(depth_for(target, base, per_layer), grid["repeats"]) for target in grid["equations"]]
+    for row, target in zip(rows, grid["equations"]):
+        row["target_equations"] = target
+    small, large = rows[0], rows[-1]
+    write_result(
+        "scaling",
+        args.quick,
+        {
+            "model": "demos/deep.py (residual tanh MLP, width 8), naive plan, 2 devices, default chunking",
+            "equations_per_layer": per_layer,
+            "repeats": grid["repeats"],
+            "target_s_at_10k": TARGET_S_AT_10K,
+            "rows": rows,
+            # 1.0 means exactly linear: time per equation at the largest size over the smallest
+            "per_equation_growth": (large["analysis_s"] / large["equations"]) / (small["analysis_s"] / small["equations"]),
+            "peak_rss_mib": peak_rss_mib(),
+        },
+        args.out,
+    )
+
+
+def calibrate() -> tuple[int, int]:
+    """Equations of the naive plan at depth 1 and 2: ``equations = base + per_layer * depth``."""
+    one, two = (_traced(depth)[1].equation_count for depth in (1, 2))
+    return one - (two - one), two - one
+
+
+def depth_for(equations: int, base: int, per_layer: int) -> int:
+    """The depth whose naive plan has about ``equations`` equations."""
+    return max(1, round((equations - base) / per_layer))
+
+
+def _traced(depth: int) -> tuple[float, object, object]:
+    """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
+    from shardscope import plans
+    from shardscope.demos import load_demo_file
+    from shardscope.program import from_jaxpr
+    from shardscope.settings import Settings
+
+    os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
+    demo = load_demo_file(DEEP).get("deep")
+    assert len(demo.spec.params) == depth, "demos/deep.py did not take its depth from the environment"
+    built = plans.build_plans(demo, Settings(path=Path(DEEP)))
+    start = time.perf_counter()
+    traced = built.functions["naive"].trace(*built.args)
+    trace_s = time.perf_counter() - start
+    return trace_s, from_jaxpr(traced.jaxpr), traced.jaxpr
+
+
+def measure(depth: int, repeats: int) -> dict:
+    """Trace once, then time each analysis phase ``repeats`` times."""
+    from shardscope import dataflow
+    from shardscope.program import from_jaxpr
+
+    trace_s, program, jaxpr = _traced(depth)
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
+    totals = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        program = from_jaxpr(jaxpr)
+        t1 = time.perf_counter()
+        graph = dataflow.build_graph(program)
+        t2 = time.perf_counter()
+        found = dataflow.collectives(program)
+        t3 = time.perf_counter()
+        phases["from_jaxpr"].append(t1 - start)
+        phases["build_graph"].append(t2 - t1)
+        phases["collectives"].append(t3 - t2)
+        totals.append(t3 - start)
+    row = {
+        "depth": depth,
+        "equations": program.equation_count,
+        "graph_nodes": graph.number_of_nodes(),
+        "graph_edges": graph.number_of_edges(),
+        "collectives": len(found),
+        "trace_s": trace_s,
+        "phases_s": {name: stats(samples) for name, samples in phases.items()},
+        "analysis": stats(totals),
+        "analysis_s": statistics.median(totals),
+    }
+    row["us_per_equation"] = row["analysis_s"] / row["equations"] * 1e6
+    print(f"depth {depth}: {row['equations']} equations, trace {trace_s:.2f} s, analysis {row['analysis_s']:.3f} s "
+          f"({row['us_per_equation']:.0f} us/equation)", flush=True)
+    return row
+
+
+if __name__ == "__main__":
+    main()

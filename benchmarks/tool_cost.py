@@ -1,0 +1,91 @@
+"""Benchmark 2a: what ``shardscope report demos/linear.py --json`` costs over bare JAX.
+
+Alternates three processes per round: the report, ``benchmarks/bare_linear.py`` (the two plans
+only) and ``bare_linear.py --with-reference`` (the same numeric work as the report). Each is a
+fresh process, so wall time includes interpreter start and imports, as a user sees it. Peak
+memory is each child's own ``ru_maxrss`` (``os.wait4``).
+
+Run alone: ``python -m benchmarks.tool_cost [--quick]``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_result
+
+TARGET_RATIO = 1.3
+FULL_ROUNDS, QUICK_ROUNDS = 9, 3
+
+
+def commands() -> dict[str, list[str]]:
+    """The three commands, by name."""
+    bare = str(ROOT / "benchmarks" / "bare_linear.py")
+    return {
+        "report": [python(), "-m", "shardscope", "report", "demos/linear.py", "--json"],
+        "bare": [python(), bare],
+        "bare_with_reference": [python(), bare, "--with-reference"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds and write ``tool_cost.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    runs: dict[str, list[dict]] = {name: [] for name in commands()}
+    # one untimed round first: the OS file cache and .pyc files, not shardscope, would win it
+    for name, argv_ in commands().items():
+        _check(name, run_child(argv_))
+    for i in range(rounds):
+        order = list(commands().items())
+        if i % 2:
+            order.reverse()
+        for name, argv_ in order:
+            runs[name].append(_check(name, run_child(argv_)))
+    summary = {
+        name: {
+            "wall_s": stats([r["wall_s"] for r in results]),
+            "max_rss_mib": stats([r["max_rss_mib"] for r in results]),
+            "cpu_s": stats([r["user_s"] + r["sys_s"] for r in results]),
+        }
+        for name, results in runs.items()
+    }
+    ratios = {
+        f"report_over_{base}": {
+            "wall_median": _median_ratio(runs["report"], runs[base], "wall_s"),
+            "rss_median": _median_ratio(runs["report"], runs[base], "max_rss_mib"),
+        }
+        for base in ("bare", "bare_with_reference")
+    }
+    report_json = json.loads(runs["report"][-1]["stdout"])
+    write_result(
+        "tool_cost",
+        args.quick,
+        {
+            "rounds": rounds,
+            "target_ratio": TARGET_RATIO,
+            "commands": {name: " ".join(argv_[1:]) for name, argv_ in commands().items()},
+            "settings": {k: report_json.get(k) for k in ("devices", "chunk_size", "chunks_per_device", "repeats")},
+            "summary": summary,
+            "ratios": ratios,
+        },
+        args.out,
+    )
+    for base, ratio in ratios.items():
+        print(f"{base}: wall {ratio['wall_median']:.2f}x, peak RSS {ratio['rss_median']:.2f}x", flush=True)
+
+
+def _check(name: str, result: dict) -> dict:
+    if result["returncode"] != 0:
+        raise RuntimeError(f"{name} failed ({result['returncode']}):\n{result['stderr'][-2000:]}")
+    return result
+
+
+def _median_ratio(top: list[dict], bottom: list[dict], key: str) -> float:
+    """Median of the per-round ratios: each round's runs were side by side."""
+    return statistics.median(a[key] / b[key] for a, b in zip(top, bottom))
+
+
+if __name__ == "__main__":
+    main()
