@@ -1,0 +1,61 @@
+"""The core never imports Textual; ``import shardscope`` alone does not even import JAX."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+
+import shardscope
+from _support import PYTHON, ROOT
+
+
+def loaded_after(code: str) -> set[str]:
+    """The top-level modules a fresh interpreter has loaded after running ``code``."""
+    probe = code + "\nimport sys, json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def core_modules() -> list[str]:
+    """Every module of the package outside shardscope.app (and the __main__ entry)."""
+    found = [
+        f"shardscope.{m.name}" for m in pkgutil.iter_modules(shardscope.__path__)
+        if m.name not in ("app", "__main__")
+    ]
+    assert {"shardscope.analysis", "shardscope.cli", "shardscope.report", "shardscope.program"} <= set(found)
+    return found
+
+
+def test_core_never_imports_textual():
+    modules = core_modules()
+    loaded = loaded_after("import shardscope\n" + "\n".join(f"import {m}" for m in modules))
+    assert "jax" in loaded  # the probe really imported the analysis
+    assert "textual" not in loaded
+
+
+def test_running_an_analysis_never_imports_textual():
+    code = (
+        "from shardscope.devices import ensure_devices\nensure_devices(2)\n"
+        "from pathlib import Path\nfrom shardscope.analysis import analyze\nfrom shardscope.settings import Settings\n"
+        "from shardscope.report import to_json\n"
+        "a = analyze(Settings(path=Path('demos/linear.py'), repeats=1))\nto_json(a)\n"
+    )
+    loaded = loaded_after(code)
+    assert "textual" not in loaded
+
+
+def test_import_shardscope_is_cheap():
+    loaded = loaded_after("import shardscope")
+    assert "jax" not in loaded and "textual" not in loaded and "networkx" not in loaded
+
+
+def test_loading_a_demo_file_does_not_start_the_backend():
+    code = (
+        "from shardscope.demos import load_demo_file\n"
+        "for name in ('linear', 'mlp', 'rnn', 'rbm'):\n"
+        "    load_demo_file(f'demos/{name}.py')\n"
+        "from jax._src import xla_bridge\nassert not xla_bridge.backends_are_initialized()\n"
+    )
+    loaded_after(code)
