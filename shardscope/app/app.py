@@ -1,0 +1,286 @@
+"""The shardscope explorer: composes the sidebar, status line, error panel and tabs, and routes.
+
+State lives here (the settings asked for, the latest :class:`~shardscope.analysis.Analysis`,
+the demo file loaded); rendering lives in the widgets. Analyses run in one exclusive thread
+worker that only posts messages, so the first paint never waits for JAX.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from shardscope.app import runner
+from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.help_screen import HelpScreen
+from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
+from shardscope.app.plans_view import PlansView
+from shardscope.app.profiling import StartupProfile
+from shardscope.app.sidebar import Sidebar
+from shardscope.app.status import StatusLine
+from shardscope.app.views.diff import DiffView
+from shardscope.app.views.graph import GraphView
+from shardscope.app.views.hlo import HloView
+from shardscope.app.views.timings import TimingsView
+from shardscope.errors import ShardscopeError
+from shardscope.settings import Settings
+
+TABS = (
+    ("plans", "Plans", PlansView),
+    ("graph", "Graph", GraphView),
+    ("diff", "Diff", DiffView),
+    ("timings", "Timings", TimingsView),
+    ("hlo", "HLO", HloView),
+)
+"""Tab id, title and view class; the key of each tab is its position (1-5)."""
+
+
+class ShardscopeApp(App[int]):
+    """Pick a demo function and settings, run the analysis, compare the two plans."""
+
+    CSS_PATH = "shardscope.tcss"
+    TITLE = "shardscope"
+
+    BINDINGS = [
+        Binding("r", "run", "Run", id="run",
+                tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
+        Binding("e", "export", "Export diff", id="export",
+                tooltip="Write the naive/deferred jaxpr diff to <function>-<devices>dev-c<chunk>.diff"),
+        Binding("n", "next_collective", "Next coll.", id="next_collective",
+                tooltip="Expand and scroll both plan trees to the next collective"),
+        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
+                tooltip="Expand and scroll both plan trees to the previous collective"),
+        *(
+            Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
+                    tooltip=f"Show the {title} tab")
+            for i, (tab, title, _) in enumerate(TABS, 1)
+        ),
+        Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
+        Binding("escape", "escape", "Leave input", show=False, id="escape",
+                tooltip="Leave the input being typed in; else hide the error panel"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        max_devices: int = 8,
+        export_dir: Path | None = None,
+        autorun: bool = True,
+        profile_startup: bool = False,
+    ) -> None:
+        super().__init__()
+        self.settings = settings  # what the user asked for (function/chunk may be None: default)
+        self.max_devices = max(max_devices, settings.devices)
+        self.export_dir = export_dir
+        self.autorun = autorun
+        self.analysis: Any = None  # the latest shardscope.analysis.Analysis
+        self.demo_file: Any = None  # the loaded shardscope.demos.DemoFile
+        self.running = False
+        self.last_export: Path | None = None
+        self.profile = StartupProfile() if profile_startup else None
+        self._run_id = 0
+
+    # -- layout -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        """Status line on top, sidebar on the left, error panel and tabs on the right."""
+        yield StatusLine(self.settings, id="status")
+        with Horizontal(id="body"):
+            yield Sidebar(self.settings, self.max_devices, id="sidebar")
+            with Vertical(id="main"):
+                yield ErrorPanel(id="error")
+                with TabbedContent(id="tabs", initial="plans"):
+                    for i, (tab, title, view) in enumerate(TABS, 1):
+                        with TabPane(f"{i} {title}", id=tab):
+                            yield view(id=f"{tab}-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Start JAX and the first run only after the first paint."""
+        self.call_after_refresh(self._after_first_paint)
+
+    def _after_first_paint(self) -> None:
+        if self.profile is not None:
+            self.log(f"startup: first paint after {self.profile.mark_first_paint():.3f} s")
+        self._start_run(analyze=self.autorun)
+
+    # -- actions ------------------------------------------------------------------------
+
+    def action_run(self) -> None:
+        """Analyse the sidebar's settings (reloading the demo file if it changed on disk)."""
+        try:
+            settings = self.query_one(Sidebar).requested_settings(self.settings)
+        except ShardscopeError as exc:
+            self._show_error(exc.message, exc.hint)
+            return
+        self.settings = settings
+        self._start_run(analyze=True)
+
+    def action_export(self) -> None:
+        """Write the diff of the latest analysis to a new file and say where."""
+        from shardscope.exports import write_new
+
+        try:
+            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", self.analysis.diff_text())
+        except ShardscopeError as exc:
+            self._show_error(exc.message, exc.hint)
+            return
+        except OSError as exc:
+            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory")
+            return
+        self.last_export = path
+        self.notify(str(path), title="Diff exported")
+
+    def action_next_collective(self) -> None:
+        """Go to the next collective in both plan trees."""
+        self._step_collective(1)
+
+    def action_previous_collective(self) -> None:
+        """Go to the previous collective in both plan trees."""
+        self._step_collective(-1)
+
+    def action_show_tab(self, tab: str) -> None:
+        """Show the tab ``tab`` (plans, graph, diff, timings or hlo)."""
+        self.query_one(TabbedContent).active = tab
+
+    def action_help(self) -> None:
+        """Show the help screen."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_escape(self) -> None:
+        """Leave the input being typed in; otherwise hide the error panel."""
+        if isinstance(self.focused, Input):
+            self.set_focus(None)
+        else:
+            self.query_one(ErrorPanel).clear()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out actions that need a result (export) or a collective (n/N)."""
+        if action == "export":
+            return self.analysis is not None or None
+        if action in ("next_collective", "previous_collective"):
+            return (self.analysis is not None and self.query_one(PlansView).collective_count > 0) or None
+        return True
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette: Textual's own commands plus every shardscope binding."""
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.action not in ("quit", "escape"):
+                yield SystemCommand(
+                    binding.description, binding.tooltip, lambda action=binding.action: self.run_action(action)
+                )
+
+    # -- the run ------------------------------------------------------------------------
+
+    def _start_run(self, *, analyze: bool) -> None:
+        """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
+        self._run_id += 1
+        self.running = analyze
+        self.query_one(StatusLine).show_settings(self.settings)
+        if analyze:
+            self.query_one(StatusLine).show_stage("loading", 0.0)
+        request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
+        self._run_worker(request)
+
+    @work(thread=True, exclusive=True, group="analysis", exit_on_error=False)
+    def _run_worker(self, request: runner.RunRequest) -> None:
+        """Thread worker: everything JAX, reported back with messages only."""
+        worker = get_current_worker()
+        runner.run(request, self.post_message, lambda: worker.is_cancelled)
+
+    def _is_current(self, message: RunMessage) -> bool:
+        return message.run_id == self._run_id
+
+    def on_run_progress(self, message: RunProgress) -> None:
+        """Show the stage the current run reached."""
+        if self._is_current(message) and self.running:
+            self.query_one(StatusLine).show_stage(message.stage, message.fraction)
+
+    def on_demo_loaded(self, message: DemoLoaded) -> None:
+        """Offer the (re)loaded file's functions in the sidebar."""
+        self.demo_file = message.demo_file
+        descriptions = {name: fn.spec.description for name, fn in message.demo_file.functions.items()}
+        self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions)
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        """Show a new analysis in every view."""
+        if not self._is_current(message):
+            return
+        self.running = False
+        self.analysis = analysis = message.analysis
+        self.settings = self.settings.with_(function=analysis.function)
+        self.query_one(ErrorPanel).clear()
+        self.query_one(Sidebar).show_resolved(analysis.settings)
+        status = self.query_one(StatusLine)
+        status.show_settings(analysis.settings, analysis.shapes)
+        for tab, _, _ in TABS:
+            self._show_in(tab, analysis)
+        status.show_done(self._done_text(analysis))
+        self.refresh_bindings()
+        if self.profile is not None and self.profile.results_s is None:
+            self.call_after_refresh(self._mark_results)
+
+    def on_run_failed(self, message: RunFailed) -> None:
+        """Show the error; the previous results stay on screen."""
+        if not self._is_current(message):
+            return
+        self.running = False
+        self._show_error(message.message, message.hint)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A load-only run (no analysis) ends quietly."""
+        if event.worker.group == "analysis" and event.state == WorkerState.SUCCESS and not self.running:
+            if not self.query_one(ErrorPanel).shown and self.analysis is None:
+                self.query_one(StatusLine).show_done("ready: press r to run")
+
+    @on(Sidebar.Changed)
+    def _settings_committed(self) -> None:
+        if self.query_one(Sidebar).autorun:
+            self.action_run()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _show_in(self, tab: str, analysis: Any) -> None:
+        """Hand ``analysis`` to one tab's view; a view that fails must not take the app down."""
+        try:
+            self.query_one(f"#{tab}-view").show_analysis(analysis)
+        except Exception as exc:  # a rendering bug: say so, keep the other tabs
+            self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
+
+    def _show_error(self, message: str, hint: str | None) -> None:
+        self.query_one(ErrorPanel).show_error(message, hint)
+        self.query_one(StatusLine).show_done("failed: see the error panel", failed=True)
+
+    def _step_collective(self, step: int) -> None:
+        self.action_show_tab("plans")
+        plans = self.query_one(PlansView)
+        position = plans.step_collective(step)
+        if position is not None:
+            self.notify(f"collective {position + 1} of {plans.collective_count}", timeout=1.5)
+
+    @staticmethod
+    def _done_text(analysis: Any) -> str:
+        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+        text = (
+            f"done: naive {naive.executed_collectives or 0} all-reduce(s)/call, "
+            f"deferred {deferred.executed_collectives or 0}"
+        )
+        if analysis.speedup is not None:
+            text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
+        return text
+
+    def _mark_results(self) -> None:
+        self.log(f"startup: first results after {self.profile.mark_results():.3f} s")

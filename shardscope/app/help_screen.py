@@ -1,0 +1,82 @@
+"""The help screen (``?``): the keys, what each tab shows, and how to time the start-up."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# shardscope
+
+Compare two plans for a chunked VJP under `jax.shard_map`:
+
+- **naive**: params stay invariant inside the `lax.scan` over chunks, so every chunk's
+  gradient is all-reduced (`psum_invariant` inside the loop: chunks x all-reduces per call);
+- **deferred**: params are cast to varying (`lax.pcast`) before the loop, each device
+  accumulates its own partial gradient, and one `psum` runs after the loop.
+
+## Keys
+
+| key | what it does |
+| --- | --- |
+| `r` | run the analysis (reloads the demo file first if it changed on disk) |
+| `e` | export the diff to `<function>-<devices>dev-c<chunk>.diff` (never overwrites) |
+| `n` / `N` | next / previous collective: expands and scrolls both plan trees |
+| `1`-`5` | tabs: Plans, Graph, Diff, Timings, HLO |
+| `tab` / `shift+tab` | move the focus |
+| `?` | this help |
+| `q` | quit |
+| `ctrl+p` | the command palette: every action |
+
+Keys work whatever has the focus, except while typing in an input: there `Enter` commits the
+value and `Escape` leaves the input. Outside an input `Escape` hides the error panel.
+
+## The Plans tab
+
+One node per equation. Loops show their kind and trip count (`scan x2 loop`) and how many
+collectives run inside them; expand them with `Enter` or a click. `{V:s}` marks a value that
+varies over mesh axis `s`. Collectives carry a badge with how often one call runs them
+(`psum_invariant[s]  x2/call`). `pvary`/`pcast` are casts: they change a value's type, they
+move no data.
+
+## Settings
+
+The sidebar offers the demo functions of the file, device counts that divide the batch (up
+to `--max-devices`), the mesh axis name and the chunk size (a divisor of the per-device
+batch; empty means the largest giving at least two chunks per device). With *auto-run on
+change* a committed change starts a run.
+
+## Timing the start-up
+
+`shardscope FILE --profile-startup` writes one JSON line to stderr on exit,
+`{"first_paint_s": ..., "results_s": ...}`: seconds from the process start to the first
+paint and to the first results on screen (also in the Textual log).
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys and what the tabs show; any of ``escape``, ``?`` or ``q`` closes it."""
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 96; max-width: 95%; height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape,question_mark,q", "close", "Close help", id="close_help"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        """The help text, scrollable."""
+        with VerticalScroll():
+            yield Markdown(HELP)
+
+    def action_close(self) -> None:
+        """Close the help screen."""
+        self.dismiss()

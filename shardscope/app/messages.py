@@ -1,0 +1,58 @@
+"""Messages a run worker posts to the app. Workers never touch widgets; the app's handlers do.
+
+Every message carries the ``run_id`` of the run that sent it, so the app can drop messages from
+a stale run that was cancelled but had not yet noticed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+
+class RunMessage(Message):
+    """Base class: something happened in the run ``run_id``."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
+class RunProgress(RunMessage):
+    """The run reached ``stage`` (one of :data:`shardscope.analysis.STAGES`), ``fraction`` done."""
+
+    def __init__(self, run_id: int, stage: str, fraction: float) -> None:
+        super().__init__(run_id)
+        self.stage = stage
+        self.fraction = fraction
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer progress report of the same run supersedes an unhandled older one."""
+        return isinstance(message, RunProgress) and message.run_id == self.run_id
+
+
+class DemoLoaded(RunMessage):
+    """The demo file was (re)loaded: its functions and each one's batch size, for the sidebar."""
+
+    def __init__(self, run_id: int, demo_file: Any, batches: dict[str, int]) -> None:
+        super().__init__(run_id)
+        self.demo_file = demo_file  # shardscope.demos.DemoFile
+        self.batches = batches
+
+
+class RunFinished(RunMessage):
+    """The run produced an :class:`~shardscope.analysis.Analysis`."""
+
+    def __init__(self, run_id: int, analysis: Any) -> None:
+        super().__init__(run_id)
+        self.analysis = analysis
+
+
+class RunFailed(RunMessage):
+    """The run stopped with an error: ``message`` and ``hint`` are what the user reads."""
+
+    def __init__(self, run_id: int, message: str, hint: str | None) -> None:
+        super().__init__(run_id)
+        self.message = message
+        self.hint = hint

@@ -1,0 +1,192 @@
+"""One plan's program as a lazily populated ``Tree``: one node per equation, loops expandable.
+
+A node's children are only added when it is first expanded, so a program of thousands of
+equations costs one line per *visible* equation. :meth:`PlanTree.reveal` expands the path to
+any equation (populating on the way) and moves the cursor there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from textual import on
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from shardscope.app.plan_labels import LabelStyles, block_label, equation_label
+
+
+@dataclass
+class Entry:
+    """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
+
+    key: str  # the equation id, or block_key() of a sub-block
+    equation: Any = None  # shardscope.program.Equation
+    block: Any = None  # shardscope.program.Block (a block node, or the root)
+    populated: bool = False
+
+    def child_blocks(self) -> list:
+        """The blocks whose equations are this node's children (or whose nodes are)."""
+        if self.block is not None:
+            return [self.block]
+        return list(self.equation.blocks)
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    """Where every equation sits, computed once per plan (cheap: no labels are made)."""
+
+    paths: dict[str, tuple[str, ...]]  # equation id -> keys of the nodes above it, outermost first
+    collectives: dict[str, Any]  # equation id -> shardscope.dataflow.Collective
+    order: tuple[str, ...]  # collective equation ids in program order
+    inside: dict[str, tuple[int, int | None]]  # node key -> (collectives below, executions/call)
+
+
+def block_key(eqn: Any, block: Any) -> str:
+    """The node key of one of an equation's several sub-blocks (a body's id is its equation's)."""
+    return f"{eqn.id}::{block.role}"
+
+
+def index_plan(plan: Any) -> PlanIndex:
+    """Index ``plan`` (a :class:`~shardscope.analysis.PlanResult`) for lazy display and search."""
+    paths: dict[str, tuple[str, ...]] = {}
+
+    def walk(block: Any, path: tuple[str, ...]) -> None:
+        for eqn in block.equations:
+            paths[eqn.id] = path
+            if len(eqn.blocks) == 1:
+                walk(eqn.blocks[0], path + (eqn.id,))
+            else:
+                for sub in eqn.blocks:
+                    walk(sub, path + (eqn.id, block_key(eqn, sub)))
+
+    walk(plan.program.root, ())
+    collectives = {c.equation_id: c for c in plan.collectives}
+    counts: Counter[str] = Counter()
+    runs: dict[str, int | None] = {}
+    for c in plan.collectives:
+        for key in paths.get(c.equation_id, ()):
+            counts[key] += 1
+            before = runs.get(key, 0)
+            runs[key] = None if before is None or c.executions is None else before + c.executions
+    inside = {key: (count, runs[key]) for key, count in counts.items()}
+    return PlanIndex(paths, collectives, tuple(collectives), inside)
+
+
+class PlanTree(Tree[Entry]):
+    """The equations of one plan; collectives, casts, loops and varying values stand out."""
+
+    COMPONENT_CLASSES = {
+        "plan-tree--type",
+        "plan-tree--varying",
+        "plan-tree--collective",
+        "plan-tree--badge",
+        "plan-tree--cast",
+        "plan-tree--loop",
+    }
+
+    DEFAULT_CSS = """
+    PlanTree { height: 1fr; background: $surface; }
+    PlanTree > .plan-tree--type { color: $text-muted; }
+    PlanTree > .plan-tree--varying { color: $text-warning; }
+    PlanTree > .plan-tree--collective { color: $text-error; text-style: bold; }
+    PlanTree > .plan-tree--badge { color: $text; background: $error; text-style: bold; }
+    PlanTree > .plan-tree--cast { color: $text-success; text-style: italic; }
+    PlanTree > .plan-tree--loop { color: $text-primary; text-style: bold; }
+    """
+
+    def __init__(self, plan_name: str, **kwargs: Any) -> None:
+        super().__init__(plan_name, **kwargs)
+        self.plan_name = plan_name
+        self.show_root = False
+        self.auto_expand = True
+        self.index = PlanIndex({}, {}, (), {})
+        self._node_by_key: dict[str, TreeNode[Entry]] = {}
+        self._styles: LabelStyles | None = None
+
+    def show_plan(self, plan: Any) -> None:
+        """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
+        self.index = index_plan(plan)
+        self._styles = None  # the theme may have changed since the last plan
+        self.clear()
+        self._node_by_key = {}
+        self.root.data = Entry("root", block=plan.program.root)
+        self._populate(self.root)
+        self.root.expand()
+
+    @property
+    def collective_ids(self) -> tuple[str, ...]:
+        """The collective equations, in program order."""
+        return self.index.order
+
+    @property
+    def node_count(self) -> int:
+        """How many nodes exist so far (lazy population keeps this small)."""
+        return len(self._node_by_key)
+
+    def reveal(self, equation_id: str) -> TreeNode[Entry]:
+        """Expand every node above ``equation_id``, move the cursor to it and scroll to it."""
+        for key in self.index.paths[equation_id]:
+            node = self._node_by_key[key]
+            self._populate(node)
+            if not node.is_expanded:
+                node.expand()
+        target = self._node_by_key[equation_id]
+        self.get_node_at_line(0)  # rebuilds the tree lines, so target.line is current
+        self.move_cursor(target)
+        self.scroll_to_node(target, animate=False)
+        return target
+
+    @on(Tree.NodeExpanded)
+    def _populate_on_expand(self, event: Tree.NodeExpanded[Entry]) -> None:
+        if event.node.tree is self:
+            self._populate(event.node)
+
+    def _populate(self, node: TreeNode[Entry]) -> None:
+        """Add ``node``'s children the first time it is needed."""
+        entry = node.data
+        if entry is None or entry.populated:
+            return
+        entry.populated = True
+        blocks = entry.child_blocks()
+        if len(blocks) == 1:
+            for eqn in blocks[0].equations:
+                self._add_equation(node, eqn)
+        else:
+            for block in blocks:
+                key = block_key(entry.equation, block)
+                label = block_label(block, self._inside(key), self._label_styles())
+                self._node_by_key[key] = node.add(label, Entry(key, block=block))
+
+    def _add_equation(self, parent: TreeNode[Entry], eqn: Any) -> None:
+        label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), self._label_styles())
+        entry = Entry(eqn.id, equation=eqn)
+        if eqn.blocks:
+            self._node_by_key[eqn.id] = parent.add(label, entry)
+        else:
+            entry.populated = True
+            self._node_by_key[eqn.id] = parent.add_leaf(label, entry)
+
+    def _inside(self, key: str) -> tuple[int, int | None]:
+        return self.index.inside.get(key, (0, 0))
+
+    def _label_styles(self) -> LabelStyles:
+        if self._styles is None:
+            style = self.get_component_rich_style
+            self._styles = LabelStyles(
+                type=style("plan-tree--type", partial=True),
+                varying=style("plan-tree--varying", partial=True),
+                collective=style("plan-tree--collective", partial=True),
+                badge=style("plan-tree--badge", partial=True),
+                cast=style("plan-tree--cast", partial=True),
+                loop=style("plan-tree--loop", partial=True),
+            )
+        return self._styles
+
+    def get_label_width(self, node: TreeNode[Entry]) -> int:
+        """The label's width without rendering it: labels are fixed once made."""
+        label = node.label
+        width = label.cell_len if hasattr(label, "cell_len") else len(str(label))
+        return width + (2 if node.allow_expand else 0)

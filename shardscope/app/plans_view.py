@@ -1,0 +1,93 @@
+"""The Plans tab: the naive and deferred programs side by side, with next/previous collective."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from shardscope.app.plan_tree import PlanTree
+
+PLANS = ("naive", "deferred")
+"""The plans shown, left to right (the names of ``Analysis.plans``)."""
+
+PLAN_ROLES = {
+    "naive": "params invariant in the loop: the gradient is all-reduced every chunk",
+    "deferred": "params cast to varying before the loop: one all-reduce after it",
+}
+
+
+class PlansView(Widget):
+    """Two :class:`PlanTree` columns; ``n``/``N`` walk both trees' collectives in step."""
+
+    DEFAULT_CSS = """
+    PlansView { height: 1fr; }
+    PlansView > Horizontal { height: 1fr; }
+    PlansView .plan-column { width: 1fr; height: 1fr; }
+    PlansView .plan-column:first-of-type { border-right: vkey $foreground 20%; }
+    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.collective_index = -1  # the position n/N moved to; -1 before the first move
+
+    def compose(self) -> ComposeResult:
+        """A header and a tree per plan."""
+        with Horizontal():
+            for name in PLANS:
+                with Vertical(classes="plan-column"):
+                    yield Static(self._waiting_header(name), id=f"{name}-header", classes="plan-header")
+                    yield PlanTree(name, id=f"{name}-tree")
+
+    def show_analysis(self, analysis: Any) -> None:
+        """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
+        self.collective_index = -1
+        for name in PLANS:
+            plan = analysis.plans[name]
+            self.query_one(f"#{name}-header", Static).update(self._header(name, plan))
+            self.tree(name).show_plan(plan)
+
+    def tree(self, name: str) -> PlanTree:
+        """The tree of the plan called ``name``."""
+        return self.query_one(f"#{name}-tree", PlanTree)
+
+    @property
+    def collective_count(self) -> int:
+        """The most collectives either plan has: the length of the n/N cycle."""
+        return max(len(self.tree(name).collective_ids) for name in PLANS)
+
+    def step_collective(self, step: int) -> int | None:
+        """Move both trees to the next (``step=1``) or previous (``-1``) collective.
+
+        Both trees go to their collective at the same position (wrapping, and modulo their own
+        count when one plan has fewer). Returns the new position, or None when neither plan
+        has a collective.
+        """
+        count = self.collective_count
+        if not count:
+            return None
+        if self.collective_index < 0:
+            self.collective_index = 0 if step > 0 else count - 1
+        else:
+            self.collective_index = (self.collective_index + step) % count
+        for name in PLANS:
+            tree = self.tree(name)
+            if tree.collective_ids:
+                tree.reveal(tree.collective_ids[self.collective_index % len(tree.collective_ids)])
+        return self.collective_index
+
+    @staticmethod
+    def _waiting_header(name: str) -> Text:
+        return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
+
+    @staticmethod
+    def _header(name: str, plan: Any) -> Text:
+        text = Text.assemble((f"{name} plan", "bold"), "  ", (PLAN_ROLES.get(name, ""), "dim"), "\n")
+        in_loops = plan.collectives_in_loops
+        text.append(plan.structure_summary(), "bold red" if in_loops else "bold green")
+        return text

@@ -1,0 +1,87 @@
+"""What a run worker does, off the UI thread: start JAX, (re)load the demo file, analyse.
+
+Plain Python with no widgets: the app's thread worker calls :func:`run` with a ``post`` that
+sends messages to the app and an ``is_cancelled`` that asks whether the run is still wanted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from textual.message import Message
+
+from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
+from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.settings import Settings
+
+BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run: the settings to analyse and the demo file already loaded (if any)."""
+
+    run_id: int
+    settings: Settings
+    max_devices: int
+    demo_file: Any = None  # shardscope.demos.DemoFile: reused unless the file changed on disk
+    analyze: bool = True  # False: only start JAX and load the demo file (for the sidebar)
+
+
+def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
+    """Do ``request``, reporting everything through ``post``; never raises."""
+
+    def progress(stage: str, fraction: float) -> None:
+        if is_cancelled():
+            raise Cancelled
+        post(RunProgress(request.run_id, stage, fraction))
+
+    try:
+        progress("loading", 0.0)
+        from shardscope.devices import ensure_devices
+
+        ensure_devices(request.max_devices)  # imports JAX: here, never on the UI thread
+        demo_file = current_demo_file(request.settings.path, request.demo_file)
+        if demo_file is not request.demo_file:
+            post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file)))
+        if not request.analyze:
+            return
+        from shardscope.analysis import analyze
+
+        analysis = analyze(request.settings, progress, demo_file=demo_file)
+        progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
+        post(RunFinished(request.run_id, analysis))
+    except Cancelled:
+        return
+    except ShardscopeError as exc:
+        post(RunFailed(request.run_id, exc.message, exc.hint))
+    except Exception as exc:  # a traceback is a bug, but the app must keep running
+        post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", BUG_HINT))
+
+
+def current_demo_file(path: Path, loaded: Any) -> Any:
+    """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh."""
+    from shardscope.demos import file_fingerprint, load_demo_file
+
+    if loaded is not None and Path(loaded.path) == Path(path):
+        try:
+            if file_fingerprint(Path(path)) == loaded.fingerprint:
+                return loaded
+        except OSError:
+            pass  # gone or unreadable: load_demo_file says so in words
+    return load_demo_file(path)
+
+
+def batch_sizes(demo_file: Any) -> dict[str, int]:
+    """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
+    from shardscope.plans import batch_size
+
+    sizes = {}
+    for name, demo_fn in demo_file.functions.items():
+        try:
+            sizes[name] = batch_size(demo_fn.spec.x)
+        except ShardscopeError:
+            continue
+    return sizes

@@ -1,0 +1,214 @@
+"""The sidebar: which demo function, on how many devices, over which axis, in what chunks.
+
+Only valid choices are offered where the demo file says what is valid (device counts that
+divide the batch, up to ``--max-devices``); a typed chunk size or axis name is flagged invalid
+as you type, and :meth:`Sidebar.requested_settings` refuses it before any run starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.validation import Function
+from textual.widgets import Input, Label, OptionList, Select, Static, Switch
+from textual.widgets.option_list import Option
+
+from shardscope.errors import SettingsError
+from shardscope.settings import Settings, default_chunk_size, divisors
+
+
+class Sidebar(VerticalScroll):
+    """The settings form. Posts :class:`Sidebar.Changed` when a value is committed."""
+
+    DEFAULT_CSS = """
+    Sidebar { width: 34; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
+    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
+    Sidebar OptionList { height: auto; max-height: 8; }
+    Sidebar #description { color: $text-muted; height: auto; }
+    Sidebar #chunk-help { color: $text-muted; height: auto; }
+    Sidebar #chunk-help.-invalid { color: $text-error; }
+    Sidebar .switch-row { height: auto; margin-top: 1; }
+    Sidebar .switch-row Label { padding: 1 0 0 1; }
+    """
+
+    class Changed(Message):
+        """A setting was committed (a function picked, a device count chosen, Enter in an input)."""
+
+    def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_devices = max_devices
+        self.function = settings.function  # None: the first demo in the file
+        self.functions: list[str] = []
+        self.batches: dict[str, int] = {}
+        self._initial = settings
+
+    def compose(self) -> ComposeResult:
+        """The form, filled from the starting settings."""
+        s = self._initial
+        yield Label("Function", classes="sidebar-title")
+        yield OptionList(Option(f"{s.function or '(loading the demo file)'}", disabled=True), id="functions")
+        yield Static("", id="description")
+        yield Label("Devices (mesh size)", classes="sidebar-title")
+        counts = list(range(1, self.max_devices + 1))
+        devices = s.devices if s.devices in counts else counts[-1]
+        yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
+        yield Label("Mesh axis name", classes="sidebar-title")
+        yield Input(s.axis, id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
+        yield Label("Chunk size (examples/chunk)", classes="sidebar-title")
+        chunk = "" if s.chunk_size is None else str(s.chunk_size)
+        yield Input(chunk, placeholder="auto", id="chunk", validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
+        yield Static("", id="chunk-help")
+        with Horizontal(classes="switch-row"):
+            yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
+            yield Label("auto-run on change")
+
+    def on_mount(self) -> None:
+        """Show the chunk hint for the starting settings."""
+        self._update_chunk_help()
+
+    # -- what the app asks -------------------------------------------------------------
+
+    @property
+    def autorun(self) -> bool:
+        """True when a committed change should start a run."""
+        return self.query_one("#autorun", Switch).value
+
+    def requested_settings(self, base: Settings) -> Settings:
+        """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit."""
+        axis = self.query_one("#axis", Input).value.strip()
+        if not axis.isidentifier():
+            raise SettingsError(
+                f"The mesh axis name {axis!r} is not a valid name.",
+                "use letters, digits and _, not starting with a digit (for example s)",
+            )
+        settings = base.with_(
+            function=self.function,
+            devices=self.query_one("#devices", Select).value,
+            axis=axis,
+            chunk_size=self._typed_chunk(),
+        )
+        batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
+        if batch is not None:
+            from shardscope.plans import resolve_shapes  # JAX is loaded once batches are known
+
+            resolve_shapes(batch, settings, self.max_devices)
+        return settings
+
+    # -- what the app tells ------------------------------------------------------------
+
+    def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str]) -> None:
+        """Offer the functions of a (re)loaded demo file and the device counts that fit."""
+        self.functions = list(functions)
+        self.batches = dict(batches)
+        self._descriptions = dict(descriptions)
+        if self.function not in self.functions:
+            self.function = None
+        self._show_functions()
+        self._offer_devices()
+        self._update_chunk_help()
+
+    def show_resolved(self, settings: Settings) -> None:
+        """Mark the function an analysis ran (the default one resolved to its name)."""
+        self.function = settings.function
+        self._show_functions()
+
+    # -- internals ---------------------------------------------------------------------
+
+    @property
+    def _current_function(self) -> str | None:
+        return self.function or (self.functions[0] if self.functions else None)
+
+    def _show_functions(self) -> None:
+        options = self.query_one("#functions", OptionList)
+        current = self._current_function
+        with self.prevent(OptionList.OptionHighlighted):
+            options.clear_options()
+            options.add_options(
+                Option(Text.assemble(("● " if name == current else "  "), name), id=name) for name in self.functions
+            )
+            if current in self.functions:
+                options.highlighted = self.functions.index(current)
+        descriptions = getattr(self, "_descriptions", {})
+        self.query_one("#description", Static).update(Text(descriptions.get(current or "", ""), "dim italic"))
+
+    def _offer_devices(self) -> None:
+        select = self.query_one("#devices", Select)
+        batch = self.batches.get(self._current_function or "")
+        counts = list(range(1, self.max_devices + 1))
+        if batch is not None:
+            counts = [d for d in divisors(batch) if d <= self.max_devices]
+        current = select.value
+        with self.prevent(Select.Changed):
+            select.set_options([(str(n), n) for n in counts])
+            select.value = current if current in counts else max(d for d in counts if d <= current)
+
+    def _typed_chunk(self) -> int | None:
+        text = self.query_one("#chunk", Input).value.strip().lower()
+        if text in ("", "auto"):
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise SettingsError(f"The chunk size {text!r} is not a whole number.", "type a number, or leave it empty for auto") from None
+        return value
+
+    def _per_device_batch(self) -> int | None:
+        batch = self.batches.get(self._current_function or "")
+        devices = self.query_one("#devices", Select).value
+        if batch is None or not isinstance(devices, int) or batch % devices:
+            return None
+        return batch // devices
+
+    def _chunk_is_valid(self, text: str) -> bool:
+        text = text.strip().lower()
+        if text in ("", "auto"):
+            return True
+        if not text.isdigit() or int(text) < 1:
+            return False
+        per_device = self._per_device_batch()
+        return per_device is None or per_device % int(text) == 0
+
+    def _update_chunk_help(self) -> None:
+        help_text = self.query_one("#chunk-help", Static)
+        chunk = self.query_one("#chunk", Input)
+        chunk.validate(chunk.value)
+        per_device = self._per_device_batch()
+        if per_device is None:
+            help_text.update("a divisor of the per-device batch; empty = auto")
+        else:
+            valid = " ".join(map(str, divisors(per_device)))
+            help_text.update(f"{per_device}/device: {valid}\n(empty = auto = {default_chunk_size(per_device)})")
+        help_text.set_class(not self._chunk_is_valid(chunk.value), "-invalid")
+
+    @on(OptionList.OptionSelected, "#functions")
+    def _function_picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id is None:
+            return
+        self.function = event.option.id
+        self._show_functions()
+        self._offer_devices()
+        self._update_chunk_help()
+        self.post_message(self.Changed())
+
+    @on(Select.Changed, "#devices")
+    def _devices_picked(self, event: Select.Changed) -> None:
+        event.stop()
+        self._update_chunk_help()
+        self.post_message(self.Changed())
+
+    @on(Input.Changed, "#chunk")
+    def _chunk_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._update_chunk_help()
+
+    @on(Input.Submitted)
+    def _input_committed(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(self.Changed())
+
