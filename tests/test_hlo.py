@@ -1,0 +1,136 @@
+"""Collectives of compiled HLO: which sit in a while body, with the loops' known trip counts."""
+
+from __future__ import annotations
+
+from shardscope.hlo import summarize
+
+NESTED = """\
+HloModule nested, entry_computation_layout={(f32[4]{0}, pred[])->f32[4]{0}}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+%inner_body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element((s32[], f32[4]{0}) %p), index=0
+  %x = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %p), index=1
+  %inner.ar = f32[4]{0} all-reduce(f32[4]{0} %x), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+  ROOT %t = (s32[], f32[4]{0}) tuple(s32[] %i, f32[4]{0} %inner.ar)
+}
+
+%inner_cond (p.1: (s32[], f32[4])) -> pred[] {
+  %p.1 = (s32[], f32[4]{0}) parameter(0)
+  %k = s32[] constant(8)
+  %j = s32[] get-tuple-element((s32[], f32[4]{0}) %p.1), index=0
+  ROOT %lt = pred[] compare(s32[] %j, s32[] %k), direction=LT
+}
+
+%outer_body (q: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %q = (s32[], f32[4]{0}) parameter(0)
+  %inner.loop = (s32[], f32[4]{0}) while((s32[], f32[4]{0}) %q), condition=%inner_cond, body=%inner_body, backend_config={"known_trip_count":{"n":"8"}}
+  %y = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %inner.loop), index=1
+  %outer.ag = f32[8]{0} all-gather(f32[4]{0} %y), channel_id=2, replica_groups={{0,1}}, dimensions={0}
+  %z = f32[4]{0} slice(f32[8]{0} %outer.ag), slice={[0:4]}
+  %c = s32[] get-tuple-element((s32[], f32[4]{0}) %q), index=0
+  ROOT %u = (s32[], f32[4]{0}) tuple(s32[] %c, f32[4]{0} %z)
+}
+
+%outer_cond (q.1: (s32[], f32[4])) -> pred[] {
+  %q.1 = (s32[], f32[4]{0}) parameter(0)
+  %n = s32[] constant(3)
+  %m = s32[] get-tuple-element((s32[], f32[4]{0}) %q.1), index=0
+  ROOT %lt.1 = pred[] compare(s32[] %m, s32[] %n), direction=LT
+}
+
+%dyn_body (r: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %r = (s32[], f32[4]{0}) parameter(0)
+  %v = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %r), index=1
+  %dyn.perm = f32[4]{0} collective-permute(f32[4]{0} %v), channel_id=3, source_target_pairs={{0,1},{1,0}}
+  %e = s32[] get-tuple-element((s32[], f32[4]{0}) %r), index=0
+  ROOT %w = (s32[], f32[4]{0}) tuple(s32[] %e, f32[4]{0} %dyn.perm)
+}
+
+%dyn_cond (r.1: (s32[], f32[4])) -> pred[] {
+  %r.1 = (s32[], f32[4]{0}) parameter(0)
+  ROOT %flag = pred[] constant(false)
+}
+
+%then (t.0: f32[4]) -> f32[4] {
+  %t.0 = f32[4]{0} parameter(0)
+  ROOT %then.ar = f32[4]{0} all-reduce(f32[4]{0} %t.0), channel_id=4, replica_groups={{0,1}}, to_apply=%add
+}
+
+%else (e.0: f32[4]) -> f32[4] {
+  ROOT %e.0 = f32[4]{0} parameter(0)
+}
+
+%never_called (z.0: f32[4]) -> f32[4] {
+  %z.0 = f32[4]{0} parameter(0)
+  ROOT %dead.ar = f32[4]{0} all-reduce(f32[4]{0} %z.0), channel_id=5, replica_groups={{0,1}}, to_apply=%add
+}
+
+ENTRY %main (arg: f32[4], pred: pred[]) -> f32[4] {
+  %arg = f32[4]{0} parameter(0)
+  %pred = pred[] parameter(1)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[4]{0}) tuple(s32[] %zero, f32[4]{0} %arg)
+  %outer.loop = (s32[], f32[4]{0}) while((s32[], f32[4]{0}) %init), condition=%outer_cond, body=%outer_body, backend_config={"known_trip_count":{"n":"3"}}
+  %dyn.loop = (s32[], f32[4]{0}) while((s32[], f32[4]{0}) %outer.loop), condition=%dyn_cond, body=%dyn_body
+  %h = f32[4]{0} get-tuple-element((s32[], f32[4]{0}) %dyn.loop), index=1
+  %branch = f32[4]{0} conditional(pred[] %pred, f32[4]{0} %h, f32[4]{0} %h), true_computation=%then, false_computation=%else
+  %top.ar = (f32[4]{0}, f32[4]{0}) all-reduce(f32[4]{0} %branch, f32[4]{0} %h), channel_id=6, replica_groups={{0,1}}, to_apply=%add
+  ROOT %out = f32[4]{0} get-tuple-element((f32[4]{0}, f32[4]{0}) %top.ar), index=0
+}
+"""
+
+
+def by_name(summary):
+    return {c.name: c for c in summary.collectives}
+
+
+def test_nested_whiles_and_conditional():
+    summary = summarize(NESTED, "cpu")
+    found = by_name(summary)
+    assert set(found) == {"inner.ar", "outer.ag", "dyn.perm", "then.ar", "top.ar"}  # not the dead one
+    assert found["inner.ar"].while_trip_counts == (3, 8)
+    assert found["inner.ar"].computation == "inner_body"
+    assert found["outer.ag"].while_trip_counts == (3,)
+    assert found["outer.ag"].opcode == "all-gather" and found["outer.ag"].shape == "f32[8]{0}"
+    assert found["dyn.perm"].while_trip_counts == (None,)  # no known trip count
+    assert found["dyn.perm"].opcode == "collective-permute"
+    assert found["then.ar"].while_trip_counts == () and not found["then.ar"].in_loop
+    assert found["top.ar"].shape == "(f32[4]{0}, f32[4]{0})"
+    assert (summary.count, summary.in_loops) == (5, 3)
+    assert summary.backend == "cpu"
+
+
+def test_branch_computations_syntax():
+    text = NESTED.replace(
+        "true_computation=%then, false_computation=%else", "branch_computations={%then, %else}"
+    )
+    found = by_name(summarize(text, "cpu"))
+    assert "then.ar" in found and found["then.ar"].while_trip_counts == ()
+
+
+def test_names_without_percent_signs():
+    """Newer XLA prints HLO without the % sigils."""
+    found = by_name(summarize(NESTED.replace("%", ""), "tpu"))
+    assert found["inner.ar"].while_trip_counts == (3, 8)
+    assert len(found) == 5
+
+
+def test_empty_and_garbage_text():
+    assert summarize("", "cpu").count == 0
+    assert summarize("not hlo at all\n{\n}\n", "cpu").count == 0
+
+
+def test_real_compiled_modules(analysis_of):
+    a = analysis_of("rnn.py")
+    naive, deferred = a.plans["naive"].hlo, a.plans["deferred"].hlo
+    assert naive.backend == "cpu"
+    assert {c.while_trip_counts for c in naive.collectives} == {(2,), (2, 8)}
+    assert all(c.opcode == "all-reduce" for c in naive.collectives + deferred.collectives)
+    assert deferred.in_loops == 0 and deferred.count >= 1
