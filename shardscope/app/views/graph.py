@@ -1,0 +1,252 @@
+"""The Graph tab: for each block with collectives, the dataflow that feeds them, drawn as a graph.
+
+For a collective inside a loop that block is the loop body: the drawing shows what the loop
+computes every iteration only to all-reduce it. For the deferred plan the same drawing shows
+the single all-reduce after the loop, fed by the loop itself, and the loop list says the loop
+is free of collectives. Both plans are stacked, naive first, in one scrollable pane.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import ScrollableContainer
+from textual.widget import Widget
+from textual.widgets import Static
+
+from shardscope.app.views import layered
+from shardscope.dataflow import feeding_subgraph
+
+if TYPE_CHECKING:
+    from shardscope.analysis import Analysis, PlanResult
+
+MAX_BLOCKS = 6
+"""Blocks with collectives drawn per plan; the rest are listed by name."""
+MAX_NODES = 36
+"""Nodes drawn per block; the ones nearest the collectives are kept."""
+MAX_PER_LAYER = 6
+"""Nodes drawn side by side in one layer, which bounds the drawing's width."""
+MAX_LABEL = 30
+"""Characters of a type line in a box before it is cut with an ellipsis."""
+
+_KIND_ORDER = {"collective": 0, "loop": 1, "op": 2, "call": 2, "cond": 2, "cast": 3, "input": 4}
+_VARYING = re.compile(r"\{V:[^}]*\}")
+
+
+def short(node: str) -> str:
+    """A node's name inside its block: ``shard_map_0/scan_0/add_0`` -> ``add_0``."""
+    return node.rsplit("/", 1)[-1]
+
+
+def relative(node: str, ancestor: str) -> str:
+    """``node``'s id as seen from inside ``ancestor``: names are only unique within a block."""
+    prefix = ancestor + "/"
+    return node[len(prefix):] if node.startswith(prefix) else short(node)
+
+
+def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
+    """``scan_0 [2 trips] › scan_1 [8 trips]``: the loops around something, outermost first."""
+    trips = {loop.equation_id: loop.trip_count for loop in plan.loops}
+    text = Text()
+    for k, loop_id in enumerate(loop_ids):
+        if k:
+            text.append(" › ", "dim")
+        trip = trips.get(loop_id)
+        text.append(short(loop_id), "yellow")
+        text.append(f" [{'?' if trip is None else trip} trips]", "yellow")
+    return text
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def plan_summary(plan: "PlanResult") -> Text:
+    """The plan's headline: collectives, how many sit in loops, executions and bytes per call."""
+    text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
+    in_loops = plan.collectives_in_loops
+    text.append(f"{len(plan.collectives)} collective(s), ")
+    text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
+    text.append(f", {_count(plan.executed_collectives)} executed/call, {_count(plan.bytes_per_call)} B/call")
+    return text
+
+
+def loop_lines(plan: "PlanResult") -> list[Text]:
+    """One line per loop, indented by nesting: its trip count and the collectives inside it."""
+    lines = []
+    for loop in plan.loops:
+        text = Text("  " * (len(loop.enclosing_ids) + 1) + "⟳ ")
+        text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", "yellow")
+        if loop.collectives:
+            names = ", ".join(
+                f"{relative(c.equation_id, loop.equation_id)} x{_count(c.executions)}/call" for c in loop.collectives[:4]
+            )
+            more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
+            text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
+            text.append(names + more, "red")
+        else:
+            text.append("  free of collectives", "bold green")
+        lines.append(text)
+    return lines or [Text("  no loops", "dim")]
+
+
+def collective_line(plan: "PlanResult", collective) -> Text:
+    """``psum_invariant_0 over s  inside scan_0 [2 trips]  x2/call · 20 B each · 40 B/call``."""
+    text = Text("  ● ", "bold red")
+    text.append(short(collective.equation_id), "bold red")
+    text.append(f" over {','.join(collective.axes) or '?'}  ")
+    if collective.in_loop:
+        text.append("inside ")
+        text.append_text(loop_path(plan, collective.loop_ids))
+    else:
+        text.append("outside every loop", "bold green")
+    text.append(f"  x{_count(collective.executions)}/call", "bold")
+    text.append(f" · {collective.bytes_per_execution:,} B each · {_count(collective.bytes_per_call)} B/call")
+    return text
+
+
+def type_text(types: tuple[str, ...]) -> Text:
+    """Output types, with the varying-axes annotations in their own colour, cut to fit a box."""
+    raw = ", ".join(types) or "()"
+    if len(raw) > MAX_LABEL:
+        raw = raw[: MAX_LABEL - 1] + "…"
+    text = Text(raw)
+    text.highlight_regex(_VARYING, "magenta")
+    return text
+
+
+def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
+    """The box of one graph node: name, output types, and what kind of node it is."""
+    attrs = plan.graph.nodes[node]
+    kind = attrs.get("kind", "op")
+    lines = [Text(short(node), "bold" if kind in ("collective", "loop") else "")]
+    lines.append(type_text(attrs.get("types", ())))
+    style = ""
+    if kind == "collective":
+        collective = next(c for c in plan.collectives if c.equation_id == node)
+        lines.append(Text(f"x{_count(collective.executions)}/call · {_count(collective.bytes_per_call)} B/call", "bold red"))
+        style = "bold red"
+    elif kind == "loop":
+        loop = next(loop for loop in plan.loops if loop.equation_id == node)
+        lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", "yellow")
+        if loop.collectives:
+            lines.append(Text(f"{len(loop.collectives)} collective(s) inside", "red"))
+        else:
+            lines.append(Text("no collectives inside", "green"))
+        style = "yellow"
+    elif kind == "cast":
+        lines[0].append(" (cast)", "dim cyan")
+        style = "cyan"
+    elif kind == "input":
+        lines[0].stylize("dim")
+        style = "dim"
+    if elided_inputs:
+        lines.append(Text(f"+{elided_inputs} input(s) not drawn", "dim italic"))
+    return layered.Box(tuple(lines), style)
+
+
+def block_drawing(plan: "PlanResult", sinks: list[str]) -> list[RenderableType]:
+    """The feeding sub-graph of ``sinks`` (collectives of one block), pruned and drawn."""
+    graph = feeding_subgraph(plan.graph, *sinks)
+    order = {node: k for k, node in enumerate(sinks)}
+
+    def priority(node: str) -> tuple:
+        return (order.get(node, len(order)), _KIND_ORDER.get(graph.nodes[node].get("kind"), 2))
+
+    kept, elided = layered.prune(graph, MAX_NODES, MAX_PER_LAYER, priority)
+    boxes = {
+        node: node_box(plan, node, sum(1 for p in graph.predecessors(node) if p not in kept))
+        for node in kept.nodes
+    }
+    parts: list[RenderableType] = [layered.draw(kept, boxes)]
+    if elided:
+        names = ", ".join(short(n) for n in elided[:12]) + (f", … ({len(elided) - 12} more)" if len(elided) > 12 else "")
+        parts.append(Text(f"  not drawn ({len(elided)} of {graph.number_of_nodes()} nodes): {names}", "dim italic"))
+    return parts
+
+
+def blocks_with_collectives(plan: "PlanResult") -> dict[str, list]:
+    """The plan's collectives grouped by the block they sit in, in program order."""
+    blocks: dict[str, list] = {}
+    for collective in plan.collectives:
+        blocks.setdefault(plan.graph.nodes[collective.equation_id]["block"], []).append(collective)
+    return blocks
+
+
+def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
+    """What a block drawing shows: a loop body (with its nesting) or the level outside loops."""
+    loop_ids = collectives[0].loop_ids
+    if loop_ids:
+        text = Text("  body of ", "bold")
+        text.append_text(loop_path(plan, loop_ids))
+        executions = collectives[0].executions
+        text.append(f"  (runs {_count(executions)}x per call): what feeds its collective(s)", "bold")
+    else:
+        text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collective(s)", "bold")
+    return text
+
+
+def plan_graph(plan: "PlanResult") -> Group:
+    """Everything the Graph tab shows for one plan."""
+    parts: list[RenderableType] = [plan_summary(plan), Text("  loops:", "bold"), *loop_lines(plan)]
+    if not plan.collectives:
+        parts.append(Text("  no collectives: nothing to draw", "dim"))
+    blocks = list(blocks_with_collectives(plan).items())
+    for block, collectives in blocks[:MAX_BLOCKS]:
+        parts.append(Text())
+        parts.append(block_heading(plan, block, collectives))
+        parts.extend(collective_line(plan, c) for c in collectives[:8])
+        if len(collectives) > 8:
+            parts.append(Text(f"  … and {len(collectives) - 8} more collectives in this block", "dim"))
+        parts.extend(block_drawing(plan, [c.equation_id for c in collectives]))
+    if len(blocks) > MAX_BLOCKS:
+        rest = ", ".join(short(b) for b, _ in blocks[MAX_BLOCKS:])
+        parts.append(Text(f"  {len(blocks) - MAX_BLOCKS} more block(s) with collectives not drawn: {rest}", "dim"))
+    return Group(*parts)
+
+
+class GraphView(Widget):
+    """The Graph tab: naive and deferred dataflow drawings, stacked, in one scrollable pane."""
+
+    DEFAULT_CLASSES = "-empty"
+    DEFAULT_CSS = """
+    GraphView {
+        height: 1fr;
+    }
+    GraphView #graph-placeholder {
+        display: none;
+        padding: 1 2;
+        color: $text-muted;
+    }
+    GraphView.-empty #graph-placeholder {
+        display: block;
+    }
+    GraphView.-empty #graph-body {
+        display: none;
+    }
+    GraphView #graph-body {
+        overflow: auto auto;
+        height: 1fr;
+    }
+    GraphView #graph-body > Static {
+        width: auto;
+        padding: 0 1 1 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        """A placeholder until the first analysis, then one drawing per plan."""
+        yield Static("No analysis yet: press r to run.", id="graph-placeholder")
+        with ScrollableContainer(id="graph-body"):
+            yield Static(id="graph-naive")
+            yield Static(id="graph-deferred")
+
+    def show_analysis(self, analysis: "Analysis") -> None:
+        """Draw both plans of ``analysis``."""
+        for name in ("naive", "deferred"):
+            self.query_one(f"#graph-{name}", Static).update(plan_graph(analysis.plans[name]))
+        self.remove_class("-empty")

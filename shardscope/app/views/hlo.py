@@ -1,0 +1,117 @@
+"""The HLO tab: the collectives the compiler really emitted, and whether they sit in a while body.
+
+The jaxpr says what the program asks for; the compiled module says what runs. On CPU the naive
+plan's all-reduce stays inside the while loop; other backends may move or combine collectives,
+so the backend is always named.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from shardscope.analysis import Analysis, PlanResult
+
+
+def backend_note(backend: str) -> Text:
+    """Whose compiler produced these results, and what other compilers may do differently."""
+    text = Text(f"These are the {backend} compiler's results. ", "italic")
+    text.append(
+        "GPU and TPU compilers may hoist collectives out of loops or combine them differently: "
+        "run shardscope on the target backend to see what it does.",
+        "dim italic",
+    )
+    return text
+
+
+def placement(trip_counts: tuple[int | None, ...]) -> Text:
+    """``in while body [2 trips] › while body [8 trips]`` or ``outside loops``."""
+    if not trip_counts:
+        return Text("outside loops", "bold green")
+    text = Text("in ", "bold red")
+    for k, trip in enumerate(trip_counts):
+        if k:
+            text.append(" › ", "dim")
+        text.append(f"while body [{'?' if trip is None else trip} trips]", "bold red")
+    return text
+
+
+def plan_table(plan: "PlanResult") -> Table:
+    """The compiled collectives of one plan: opcode, shape, computation and placement."""
+    hlo = plan.hlo
+    title = (
+        f"{plan.name}: {hlo.count} collective instruction(s) compiled, {hlo.in_loops} in while bodies "
+        f"(the jaxpr has {len(plan.collectives)})"
+    )
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", expand=True)
+    table.add_column("opcode", no_wrap=True)
+    table.add_column("shape", overflow="fold")
+    table.add_column("computation", overflow="fold")
+    table.add_column("where", overflow="fold")
+    for collective in hlo.collectives:
+        table.add_row(Text(collective.opcode, "bold"), collective.shape, collective.computation,
+                      placement(collective.while_trip_counts))
+    if not hlo.collectives:
+        table.add_row(Text("none", "dim"), "", "", "")
+    return table
+
+
+def hlo_renderable(analysis: "Analysis") -> Group:
+    """Both plans' compiled collectives, the backend, and the note about other compilers."""
+    backend = analysis.plans["naive"].hlo.backend
+    return Group(
+        Text.assemble(("backend: ", "bold"), (backend, "bold cyan")),
+        Text(),
+        plan_table(analysis.plans["naive"]),
+        Text(),
+        plan_table(analysis.plans["deferred"]),
+        Text(),
+        backend_note(backend),
+    )
+
+
+class HloView(Widget):
+    """The HLO tab: compiled collectives per plan, with the backend that compiled them."""
+
+    DEFAULT_CLASSES = "-empty"
+    DEFAULT_CSS = """
+    HloView {
+        height: 1fr;
+    }
+    HloView #hlo-placeholder {
+        display: none;
+        padding: 1 2;
+        color: $text-muted;
+    }
+    HloView.-empty #hlo-placeholder {
+        display: block;
+    }
+    HloView.-empty VerticalScroll {
+        display: none;
+    }
+    HloView VerticalScroll {
+        height: 1fr;
+    }
+    HloView #hlo-body {
+        padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        """A placeholder until the first analysis, then one table per plan."""
+        yield Static("No analysis yet: press r to run.", id="hlo-placeholder")
+        with VerticalScroll():
+            yield Static(id="hlo-body")
+
+    def show_analysis(self, analysis: "Analysis") -> None:
+        """Render the compiled collectives of both plans of ``analysis``."""
+        self.query_one("#hlo-body", Static).update(hlo_renderable(analysis))
+        self.remove_class("-empty")

@@ -1,0 +1,181 @@
+"""The Timings tab: what each plan costs (time, communication, memory) and whether it is right.
+
+Every number comes from the :class:`~shardscope.analysis.Analysis`; this view formats them. With
+``measurements_hidden`` the wall-clock numbers (compile and run times, their ratio, the bars)
+show as placeholders, so a screenshot of the tab is the same on every run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.bar import Bar
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from shardscope.analysis import Analysis
+
+HIDDEN = "··· ms"
+"""What a measured time shows while measurements are hidden."""
+BAR_WIDTH = 40
+MEMORY_ROWS = (
+    ("argument_size_in_bytes", "memory: arguments"),
+    ("output_size_in_bytes", "memory: outputs"),
+    ("temp_size_in_bytes", "memory: temporaries"),
+)
+COLUMNS = ("naive", "deferred", "reference")
+
+
+def seconds(value: float) -> str:
+    """A duration in the unit that reads best: ``211 µs``, ``3.42 ms``, ``1.25 s``."""
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} µs"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def size(value: int | None) -> str:
+    """Bytes with thousands separators, or ``—`` when not known."""
+    return "—" if value is None else f"{value:,} B"
+
+
+def _runs(analysis: "Analysis") -> dict:
+    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.run_s}
+
+
+def _compiles(analysis: "Analysis") -> dict:
+    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.compile_s}
+
+
+def cost_table(analysis: "Analysis", hidden: bool) -> Table:
+    """One row per quantity, one column per plan and the unchunked reference."""
+    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
+    table.add_column("")
+    for name in COLUMNS:
+        table.add_column(name if name != "reference" else "reference (unchunked)", justify="right")
+    time_cell = (lambda v: HIDDEN) if hidden else seconds
+    compiles, runs = _compiles(analysis), _runs(analysis)
+    table.add_row("compile", *(time_cell(compiles[n]) for n in COLUMNS))
+    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in COLUMNS))
+    table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
+    table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
+    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+    table.add_row("collectives executed", *(f"{p.executed_collectives:,}" if p.executed_collectives is not None else "?" for p in (naive, deferred)), "—")
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)), "—")
+    table.add_row("bytes moved (per device)", size(naive.bytes_per_call), size(deferred.bytes_per_call), "—", end_section=True)
+    memories = {**{n: p.memory for n, p in analysis.plans.items()}, "reference": analysis.reference.memory}
+    for key, label in MEMORY_ROWS:
+        table.add_row(label, *(size(memories[n].get(key)) for n in COLUMNS))
+    table.add_section()
+    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in (naive, deferred)), "—")
+    return table
+
+
+def ratio_line(analysis: "Analysis", hidden: bool) -> Text:
+    """``naive / deferred (median run time): 1.65x``."""
+    text = Text("naive / deferred (median run time): ", "bold")
+    if hidden:
+        text.append("···x", "bold")
+    else:
+        speedup = analysis.speedup
+        text.append(f"{speedup:.2f}x", "bold green" if speedup > 1 else "bold yellow")
+    return text
+
+
+def run_bars(analysis: "Analysis", hidden: bool) -> Table:
+    """A bar per plan: the median run time, scaled to the slowest median."""
+    runs = _runs(analysis)
+    longest = max(r.median for r in runs.values()) or 1.0
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(min_width=10)
+    grid.add_column(width=BAR_WIDTH)
+    grid.add_column()
+    colours = {"naive": "red", "deferred": "green", "reference": "blue"}
+    for name in COLUMNS:
+        median = runs[name].median
+        end = BAR_WIDTH / 2 if hidden else BAR_WIDTH * median / longest
+        label = HIDDEN if hidden else f"{seconds(median)}  (min {seconds(runs[name].min)}, max {seconds(runs[name].max)})"
+        grid.add_row(name, Bar(BAR_WIDTH, 0, end, color="grey50" if hidden else colours[name]), label)
+    return grid
+
+
+def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
+    """The whole tab: the table, the ratio, the bars, and how the times were taken."""
+    repeats = len(analysis.plans["naive"].run_s.samples)
+    note = f"{repeats} timed runs per plan after warm-up, interleaved; backend {analysis.backend}"
+    if hidden:
+        note += "; measured times hidden"
+    return Group(
+        cost_table(analysis, hidden),
+        Text(),
+        ratio_line(analysis, hidden),
+        Text(),
+        Text("run time (median)", "bold"),
+        run_bars(analysis, hidden),
+        Text(),
+        Text(note, "dim"),
+    )
+
+
+class TimingsView(Widget):
+    """The Timings tab: compile and run times, collectives, bytes, memory and gradient error."""
+
+    measurements_hidden: reactive[bool] = reactive(False)
+    """Show placeholders instead of wall-clock numbers (for screenshots that must not change)."""
+
+    DEFAULT_CLASSES = "-empty"
+    DEFAULT_CSS = """
+    TimingsView {
+        height: 1fr;
+    }
+    TimingsView #timings-placeholder {
+        display: none;
+        padding: 1 2;
+        color: $text-muted;
+    }
+    TimingsView.-empty #timings-placeholder {
+        display: block;
+    }
+    TimingsView.-empty VerticalScroll {
+        display: none;
+    }
+    TimingsView VerticalScroll {
+        height: 1fr;
+    }
+    TimingsView #timings-body {
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._analysis: Analysis | None = None
+        self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
+
+    def compose(self) -> ComposeResult:
+        """A placeholder until the first analysis, then the table and the bars."""
+        yield Static("No analysis yet: press r to run.", id="timings-placeholder")
+        with VerticalScroll():
+            yield Static(id="timings-body")
+
+    def show_analysis(self, analysis: "Analysis") -> None:
+        """Render the costs of ``analysis``."""
+        self._analysis = analysis
+        self._render_analysis()
+        self.remove_class("-empty")
+
+    def watch_measurements_hidden(self) -> None:
+        """Re-render when the placeholders are switched on or off."""
+        self._render_analysis()
+
+    def _render_analysis(self) -> None:
+        if self._analysis is not None and self.is_mounted:
+            self.query_one("#timings-body", Static).update(timings_renderable(self._analysis, self.measurements_hidden))
