@@ -194,9 +194,29 @@ def forward_graph(graph: nx.DiGraph) -> nx.DiGraph:
     return view
 
 
-def feeding_subgraph(graph: nx.DiGraph, node: str) -> nx.DiGraph:
-    """What feeds ``node`` inside its own block (a loop body for a collective in a loop)."""
+def feeding_subgraph(graph: nx.DiGraph, *nodes: str) -> nx.DiGraph:
+    """What feeds ``nodes`` inside their own blocks (a loop body for a collective in a loop).
+
+    With several nodes, the union of what feeds each one; one walk per block either way, so a
+    block with hundreds of collectives costs about as much as a block with one.
+    """
     dag = forward_graph(graph)
-    block = graph.nodes[node]["block"]
-    keep = {n for n in nx.ancestors(dag, node) if graph.nodes[n]["block"] == block} | {node}
+    by_block: dict[str, list[str]] = {}
+    for node in nodes:
+        by_block.setdefault(graph.nodes[node]["block"], []).append(node)
+    keep: set[str] = set(nodes)
+    for block, sinks in by_block.items():
+        keep |= {n for n in _ancestors(dag, sinks) if graph.nodes[n]["block"] == block}
     return dag.subgraph(keep).copy()
+
+
+def _ancestors(dag: nx.DiGraph, sinks: list[str]) -> set[str]:
+    """Every node with a path to one of ``sinks`` (the sinks excluded unless on such a path)."""
+    seen: set[str] = set()
+    stack = list(sinks)
+    while stack:
+        for parent in dag.predecessors(stack.pop()):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
