@@ -90,6 +90,7 @@ class ShardscopeApp(App[int]):
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None
         self._run_id = 0
+        self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
 
     # -- layout -------------------------------------------------------------------------
 
@@ -171,7 +172,8 @@ class ShardscopeApp(App[int]):
         if action == "export":
             return self.analysis is not None or None
         if action in ("next_collective", "previous_collective"):
-            return (self.analysis is not None and self.query_one(PlansView).collective_count > 0) or None
+            has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
+            return has_collectives or None
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -226,8 +228,9 @@ class ShardscopeApp(App[int]):
         self.query_one(Sidebar).show_resolved(analysis.settings)
         status = self.query_one(StatusLine)
         status.show_settings(analysis.settings, analysis.shapes)
-        for tab, _, _ in TABS:
-            self._show_in(tab, analysis)
+        # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
+        self._stale_tabs = {tab for tab, _, _ in TABS}
+        self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
@@ -246,12 +249,22 @@ class ShardscopeApp(App[int]):
             if not self.query_one(ErrorPanel).shown and self.analysis is None:
                 self.query_one(StatusLine).show_done("ready: press r to run")
 
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        self._refresh_tab(event.pane.id)
+
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
     # -- helpers ------------------------------------------------------------------------
+
+    def _refresh_tab(self, tab: str | None) -> None:
+        """Hand the latest analysis to ``tab``'s view unless it already shows it."""
+        if tab in self._stale_tabs and self.analysis is not None:
+            self._stale_tabs.discard(tab)
+            self._show_in(tab, self.analysis)
 
     def _show_in(self, tab: str, analysis: Any) -> None:
         """Hand ``analysis`` to one tab's view; a view that fails must not take the app down."""
@@ -266,6 +279,7 @@ class ShardscopeApp(App[int]):
 
     def _step_collective(self, step: int) -> None:
         self.action_show_tab("plans")
+        self._refresh_tab("plans")
         plans = self.query_one(PlansView)
         position = plans.step_collective(step)
         if position is not None:

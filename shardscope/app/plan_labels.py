@@ -75,6 +75,17 @@ def block_label(block: Any, inside: tuple[int, int | None], styles: LabelStyles)
     return text
 
 
+def gap_label(hidden: int, page: int, collectives: list, styles: LabelStyles) -> Text:
+    """``... 3,386 more equations (enter: show 200)`` and the collectives among them."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"... {hidden:,} more equation(s)", styles.loop)
+    text.append(f"  enter: show {page:,}", styles.type)
+    if collectives:
+        runs = [c.executions for c in collectives]
+        _inside(text, (len(collectives), None if None in runs else sum(runs)), styles)
+    return text
+
+
 def badge_text(executions: int | None) -> str:
     """``x2/call``: how many times one call runs a collective (``x?/call`` when unknown)."""
     return f"x{'?' if executions is None else f'{executions:,}'}/call"

@@ -1,8 +1,10 @@
 """One plan's program as a lazily populated ``Tree``: one node per equation, loops expandable.
 
-A node's children are only added when it is first expanded, so a program of thousands of
-equations costs one line per *visible* equation. :meth:`PlanTree.reveal` expands the path to
-any equation (populating on the way) and moves the cursor there.
+A node's children are only added when it is first expanded, and a block of many equations gets
+them a page at a time: the rest sits in a "... more equations" gap node that opens on Enter.
+So a program of tens of thousands of equations costs a few hundred nodes. :meth:`PlanTree.reveal`
+expands the path to any equation, opening only the part of a gap around it, and moves the
+cursor there.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from textual import on
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from shardscope.app.plan_labels import LabelStyles, block_label, equation_label
+from shardscope.app.plan_labels import LabelStyles, block_label, equation_label, gap_label
+
+PAGE = 200
+"""Equations a block shows at a time; the rest wait in a gap node."""
+
+CONTEXT = 20
+"""Equations shown either side of one that n/N reveals inside a gap."""
 
 
 @dataclass
@@ -24,8 +32,9 @@ class Entry:
 
     key: str  # the equation id, or block_key() of a sub-block
     equation: Any = None  # shardscope.program.Equation
-    block: Any = None  # shardscope.program.Block (a block node, or the root)
+    block: Any = None  # shardscope.program.Block (a block node, the root, or a gap's block)
     populated: bool = False
+    gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
 
     def child_blocks(self) -> list:
         """The blocks whose equations are this node's children (or whose nodes are)."""
@@ -39,6 +48,7 @@ class PlanIndex:
     """Where every equation sits, computed once per plan (cheap: no labels are made)."""
 
     paths: dict[str, tuple[str, ...]]  # equation id -> keys of the nodes above it, outermost first
+    positions: dict[str, int]  # equation id -> its position in its block
     collectives: dict[str, Any]  # equation id -> shardscope.dataflow.Collective
     order: tuple[str, ...]  # collective equation ids in program order
     inside: dict[str, tuple[int, int | None]]  # node key -> (collectives below, executions/call)
@@ -52,10 +62,12 @@ def block_key(eqn: Any, block: Any) -> str:
 def index_plan(plan: Any) -> PlanIndex:
     """Index ``plan`` (a :class:`~shardscope.analysis.PlanResult`) for lazy display and search."""
     paths: dict[str, tuple[str, ...]] = {}
+    positions: dict[str, int] = {}
 
     def walk(block: Any, path: tuple[str, ...]) -> None:
-        for eqn in block.equations:
+        for position, eqn in enumerate(block.equations):
             paths[eqn.id] = path
+            positions[eqn.id] = position
             if len(eqn.blocks) == 1:
                 walk(eqn.blocks[0], path + (eqn.id,))
             else:
@@ -72,7 +84,7 @@ def index_plan(plan: Any) -> PlanIndex:
             before = runs.get(key, 0)
             runs[key] = None if before is None or c.executions is None else before + c.executions
     inside = {key: (count, runs[key]) for key, count in counts.items()}
-    return PlanIndex(paths, collectives, tuple(collectives), inside)
+    return PlanIndex(paths, positions, collectives, tuple(collectives), inside)
 
 
 class PlanTree(Tree[Entry]):
@@ -102,7 +114,7 @@ class PlanTree(Tree[Entry]):
         self.plan_name = plan_name
         self.show_root = False
         self.auto_expand = True
-        self.index = PlanIndex({}, {}, (), {})
+        self.index = PlanIndex({}, {}, {}, (), {})
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
 
@@ -128,46 +140,87 @@ class PlanTree(Tree[Entry]):
 
     def reveal(self, equation_id: str) -> TreeNode[Entry]:
         """Expand every node above ``equation_id``, move the cursor to it and scroll to it."""
-        for key in self.index.paths[equation_id]:
-            node = self._node_by_key[key]
+        node = self.root
+        for key in (*self.index.paths[equation_id], equation_id):
             self._populate(node)
             if not node.is_expanded:
                 node.expand()
-        target = self._node_by_key[equation_id]
-        self.get_node_at_line(0)  # rebuilds the tree lines, so target.line is current
-        self.move_cursor(target)
-        self.scroll_to_node(target, animate=False)
-        return target
+            node = self._node_by_key.get(key) or self._open_gap_around(node, key)
+        self.get_node_at_line(0)  # rebuilds the tree lines, so node.line is current
+        self.move_cursor(node)
+        self.scroll_to_node(node, animate=False)
+        return node
 
     @on(Tree.NodeExpanded)
     def _populate_on_expand(self, event: Tree.NodeExpanded[Entry]) -> None:
         if event.node.tree is self:
             self._populate(event.node)
 
+    @on(Tree.NodeSelected)
+    def _open_gap_on_select(self, event: Tree.NodeSelected[Entry]) -> None:
+        entry = event.node.data
+        if event.node.tree is self and entry is not None and entry.gap is not None:
+            self._open_gap(event.node, None)
+
     def _populate(self, node: TreeNode[Entry]) -> None:
-        """Add ``node``'s children the first time it is needed."""
+        """Add ``node``'s children the first time it is needed (the first page of a long block)."""
         entry = node.data
         if entry is None or entry.populated:
             return
         entry.populated = True
         blocks = entry.child_blocks()
         if len(blocks) == 1:
-            for eqn in blocks[0].equations:
-                self._add_equation(node, eqn)
+            count = len(blocks[0].equations)
+            self._add_equations(node, blocks[0], 0, min(count, PAGE))
+            if count > PAGE:
+                self._add_gap(node, blocks[0], PAGE, count)
         else:
             for block in blocks:
                 key = block_key(entry.equation, block)
                 label = block_label(block, self._inside(key), self._label_styles())
                 self._node_by_key[key] = node.add(label, Entry(key, block=block))
 
-    def _add_equation(self, parent: TreeNode[Entry], eqn: Any) -> None:
-        label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), self._label_styles())
-        entry = Entry(eqn.id, equation=eqn)
-        if eqn.blocks:
-            self._node_by_key[eqn.id] = parent.add(label, entry)
-        else:
-            entry.populated = True
-            self._node_by_key[eqn.id] = parent.add_leaf(label, entry)
+    def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
+        styles = self._label_styles()
+        for eqn in block.equations[start:stop]:
+            label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), styles)
+            entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
+            self._node_by_key[eqn.id] = parent.add(label, entry, before=before, allow_expand=bool(eqn.blocks))
+
+    def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
+        inside = [
+            self.index.collectives[c] for c in self.index.order
+            if self._parent_key(c) == parent.data.key and start <= self.index.positions[c] < stop
+        ]
+        label = gap_label(stop - start, min(PAGE, stop - start), inside, self._label_styles())
+        parent.add(label, Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop)),
+                   before=before, allow_expand=False)
+
+    def _open_gap(self, gap_node: TreeNode[Entry], around: int | None) -> None:
+        """Show a page of the gap's equations (the page around position ``around`` if given)."""
+        parent, entry = gap_node.parent, gap_node.data
+        start, stop = entry.gap
+        low, high = (start, min(stop, start + PAGE)) if around is None else (
+            max(start, around - CONTEXT), min(stop, around + CONTEXT + 1))
+        if low > start:
+            self._add_gap(parent, entry.block, start, low, before=gap_node)
+        self._add_equations(parent, entry.block, low, high, before=gap_node)
+        if high < stop:
+            self._add_gap(parent, entry.block, high, stop, before=gap_node)
+        gap_node.remove()
+
+    def _open_gap_around(self, parent: TreeNode[Entry], key: str) -> TreeNode[Entry]:
+        position = self.index.positions[key]
+        for child in parent.children:
+            gap = child.data.gap
+            if gap is not None and gap[0] <= position < gap[1]:
+                self._open_gap(child, position)
+                return self._node_by_key[key]
+        raise KeyError(key)
+
+    def _parent_key(self, equation_id: str) -> str:
+        path = self.index.paths[equation_id]
+        return path[-1] if path else "root"
 
     def _inside(self, key: str) -> tuple[int, int | None]:
         return self.index.inside.get(key, (0, 0))
