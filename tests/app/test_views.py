@@ -1,0 +1,208 @@
+"""The tab views, each mounted alone in a tiny app and fed a real analysis (real JAX, real Textual)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from rich.console import Console
+from textual.app import App, ComposeResult
+from textual.widget import Widget
+from textual.widgets import Static
+
+from shardscope.app.views import DiffView, GraphView, HloView, TimingsView
+from shardscope.app.views.timings import seconds
+
+SIZE = (160, 60)
+
+
+class ViewHarness(App):
+    """Mounts one view, full screen."""
+
+    def __init__(self, view: Widget) -> None:
+        super().__init__()
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        yield self.view
+
+
+def shown(static: Static, width: int = 400) -> str:
+    """The plain text a Static displays."""
+    console = Console(width=width, color_system=None, legacy_windows=False)
+    with console.capture() as capture:
+        console.print(static.content)
+    return capture.get()
+
+
+def run(view: Widget, script) -> None:
+    """Mount ``view`` in the harness and run ``await script(app, pilot)``."""
+
+    async def main() -> None:
+        app = ViewHarness(view)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await script(app, pilot)
+
+    asyncio.run(main())
+
+
+def test_every_view_shows_a_placeholder_until_an_analysis_arrives(analysis_of):
+    analysis = analysis_of("linear.py")
+    for view_type, name in ((GraphView, "graph"), (DiffView, "diff"), (TimingsView, "timings"), (HloView, "hlo")):
+
+        async def script(app, pilot, name=name):
+            placeholder = app.view.query_one(f"#{name}-placeholder", Static)
+            assert placeholder.display and "press r to run" in shown(placeholder)
+            assert all(not c.display for c in app.view.query("ScrollableContainer, VerticalScroll"))
+            app.view.show_analysis(analysis)
+            await pilot.pause()
+            assert not placeholder.display
+            assert any(c.display and c.region.height > 0 for c in app.view.query("ScrollableContainer, VerticalScroll"))
+
+        run(view_type(), script)
+
+
+def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_loop(analysis_of):
+    analysis = analysis_of("linear.py")
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        naive = shown(app.view.query_one("#graph-naive", Static))
+        deferred = shown(app.view.query_one("#graph-deferred", Static))
+        assert "1 inside loops, 2 executed/call, 40 B/call" in naive
+        assert re.search(r"⟳ scan_0 \[2 trips\]\s+1 collective\(s\) inside: psum_invariant_0 x2/call", naive)
+        assert re.search(r"● psum_invariant_0 over s\s+inside scan_0 \[2 trips\]\s+x2/call · 20 B each · 40 B/call", naive)
+        # the loop body's feeding graph: the chunk's inputs -> dot_general -> the all-reduce, in that order
+        rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call · 40 B/call")}
+        assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call · 40 B/call"]
+        assert "▼" in naive and "╭" in naive
+        assert "0 inside loops, 1 executed/call, 20 B/call" in deferred
+        assert re.search(r"⟳ scan_0 \[2 trips\]\s+free of collectives", deferred)
+        assert re.search(r"● psum_invariant_0 over s\s+outside every loop\s+x1/call", deferred)
+        # the single all-reduce sits after the loop, and the loop box says it has no collectives
+        assert deferred.index("no collectives inside") < deferred.index("x1/call · 20 B/call")
+        assert "collective(s) inside" not in deferred
+
+    run(GraphView(), script)
+
+
+def test_graph_view_shows_nested_loops_of_the_rnn(analysis_of):
+    analysis = analysis_of("rnn.py")
+    naive_plan = analysis.plans["naive"]
+    inner = next(c for c in naive_plan.collectives if len(c.loop_ids) == 2)
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        naive = shown(app.view.query_one("#graph-naive", Static))
+        deferred = shown(app.view.query_one("#graph-deferred", Static))
+        chunks, steps = inner.loop_trip_counts
+        assert (chunks, steps) == (2, 8)
+        assert re.search(rf"inside scan_0 \[2 trips\] › \w+ \[8 trips\]\s+x16/call · 1,024 B each · 16,384 B/call", naive)
+        assert "(runs 16x per call)" in naive
+        assert f"{naive_plan.executed_collectives} executed/call" in naive
+        assert deferred.count("free of collectives") == len(analysis.plans["deferred"].loops)
+        assert deferred.count("outside every loop  x1/call") == 3
+
+    run(GraphView(), script)
+
+
+def test_diff_view_colours_the_unified_diff_and_switches_to_side_by_side(analysis_of):
+    analysis = analysis_of("linear.py")
+    view = DiffView()
+
+    async def script(app, pilot):
+        assert view.check_action("toggle_layout", ()) is None  # greyed out: nothing to show yet
+        view.show_analysis(analysis)
+        await pilot.pause()
+        unified = view.query_one("#diff-unified-text", Static)
+        text = shown(unified)
+        removed = [line for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+        added = [line for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+        # naive all-reduces inside the loop body (indented); deferred casts before the loop
+        assert any(re.match(r"-\s{6,}psum_invariant_0:f32\[5\] = psum_invariant", line) for line in removed)
+        assert any("pvary" in line for line in added)
+        assert any(line.startswith("@@") for line in text.splitlines())
+        styles = {str(span.style) for span in unified.content.spans}
+        assert {"red", "green", "cyan"} <= styles
+        assert view.query_one("#diff-unified").display and not view.query_one("#diff-side-by-side").display
+        view.query_one("#diff-unified").focus()
+        await pilot.press("s")
+        assert view.side_by_side
+        assert view.query_one("#diff-side-by-side").display and not view.query_one("#diff-unified").display
+        table = shown(view.query_one("#diff-side-by-side-table", Static), width=240)
+        assert re.search(r"naive\s+deferred", table)
+        assert "psum_invariant" in table and "pvary" in table
+        await pilot.press("s")
+        assert not view.side_by_side
+
+    run(view, script)
+
+
+def test_timings_view_shows_costs_ratio_and_error(analysis_of):
+    analysis = analysis_of("linear.py")
+    view = TimingsView()
+
+    async def script(app, pilot):
+        view.show_analysis(analysis)
+        await pilot.pause()
+        text = shown(view.query_one("#timings-body", Static))
+        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+        assert f"naive / deferred (median run time): {analysis.speedup:.2f}x" in text
+        assert re.search(r"collectives executed\s+│\s+2\s+│\s+1\s+│", text)
+        assert re.search(r"bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B", text)
+        assert re.search(rf"max \|grad - reference\|\s+│\s+{naive.max_abs_err:.2e}\s+│\s+{deferred.max_abs_err:.2e}", text)
+        temp = naive.memory["temp_size_in_bytes"]
+        assert re.search(rf"memory: temporaries\s+│\s+{temp:,} B", text)
+        for times in (naive.run_s, deferred.run_s, analysis.reference.run_s):
+            assert seconds(times.median) in text and seconds(times.max) in text
+        assert seconds(naive.compile_s) in text and seconds(analysis.reference.compile_s) in text
+        assert "█" in text or "━" in text  # the bars
+
+        view.measurements_hidden = True
+        await pilot.pause()
+        hidden = shown(view.query_one("#timings-body", Static))
+        assert "···x" in hidden and "measured times hidden" in hidden
+        assert seconds(naive.run_s.median) not in hidden and f"{analysis.speedup:.2f}x" not in hidden
+        assert re.search(r"bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B", hidden)  # deterministic rows stay
+
+    run(view, script)
+
+
+def test_seconds_picks_a_readable_unit():
+    assert seconds(0.000211) == "211 µs"
+    assert seconds(0.00342) == "3.42 ms"
+    assert seconds(1.25) == "1.25 s"
+
+
+def test_hlo_view_shows_the_naive_all_reduce_in_the_while_body_and_the_deferred_one_outside(analysis_of):
+    analysis = analysis_of("linear.py")
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        text = shown(app.view.query_one("#hlo-body", Static))
+        assert f"backend: {analysis.backend}" in text and analysis.backend == "cpu"
+        naive_part, deferred_part = text.split("deferred:", 1)
+        assert "naive: 1 collective instruction(s) compiled, 1 in while bodies" in naive_part
+        assert re.search(r"all-reduce\s+│\s+f32\[5\]\{0\}\s+│\s+\S+\s+│\s+in while body \[2 trips\]", naive_part)
+        assert "1 collective instruction(s) compiled, 0 in while bodies" in deferred_part
+        assert re.search(r"all-reduce\s+│\s+f32\[5\]\{0\}\s+│\s+\S+\s+│\s+outside loops", deferred_part)
+        assert "while body" not in deferred_part.replace("0 in while bodies", "")
+        assert "These are the cpu compiler's results" in text and "hoist" in text
+
+    run(HloView(), script)
+
+
+def test_hlo_view_shows_nested_while_trip_counts_of_the_rnn(analysis_of):
+    analysis = analysis_of("rnn.py")
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        text = shown(app.view.query_one("#hlo-body", Static))
+        assert "in while body [2 trips] › while body [8 trips]" in text
+
+    run(HloView(), script)
