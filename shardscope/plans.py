@@ -62,12 +62,13 @@ def materialize(tree: Any, seed: int) -> Any:
 
 
 def _random(rng: np.random.Generator, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    if np.issubdtype(dtype, np.complexfloating):
+    # jnp.issubdtype knows bfloat16 and the other ml_dtypes floats; np.issubdtype does not
+    if jnp.issubdtype(dtype, jnp.complexfloating):
         parts = rng.standard_normal((2, *shape)) / np.sqrt(2.0)
         return (parts[0] + 1j * parts[1]).astype(dtype)
-    if np.issubdtype(dtype, np.floating):
+    if jnp.issubdtype(dtype, jnp.floating):
         return rng.standard_normal(shape).astype(dtype)
-    if np.issubdtype(dtype, np.integer):
+    if jnp.issubdtype(dtype, jnp.integer):
         return rng.integers(0, 8, shape).astype(dtype)
     return rng.integers(0, 2, shape).astype(dtype)
 

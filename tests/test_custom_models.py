@@ -150,3 +150,15 @@ def test_batch_leaves_must_agree(tmp_path):
     """)
     with pytest.raises(SettingsError, match="leading"):
         analyze(path, devices=2)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_materialize_draws_normal_values_for_every_float_dtype(dtype):
+    import jax.numpy as jnp
+
+    from shardscope.plans import materialize
+
+    values = np.asarray(materialize(jax.ShapeDtypeStruct((256,), jnp.dtype(dtype)), 0), dtype=np.float32)
+    assert np.asarray(materialize(jax.ShapeDtypeStruct((2,), jnp.dtype(dtype)), 0)).dtype == jnp.dtype(dtype)
+    assert len(np.unique(values)) > 100  # not a handful of integers
+    assert values.min() < -1 and values.max() > 1
