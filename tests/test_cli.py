@@ -252,3 +252,8 @@ def test_entry_point_and_module():
             continue
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and result.stdout.startswith("shardscope "), result
+
+
+def test_no_arguments_is_a_usage_error():
+    result = run_cli()
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "usage" in result.stderr.lower()

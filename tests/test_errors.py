@@ -158,3 +158,15 @@ def test_settings_helpers():
     assert default_chunk_size(12) == 6
     assert default_chunk_size(1) == 1  # one example per device: one chunk is all there is
     assert default_chunk_size(7) == 1
+
+
+def test_model_that_only_works_on_the_whole_batch(tmp_path):
+    path = write_demo(tmp_path, "fixed.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((4,), jnp.float32),
+                         x=jax.ShapeDtypeStruct((32, 4), jnp.float32))
+        def fixed(W, x):
+            return x.reshape(32, 2, 2).reshape(32, 4) @ W  # the batch size is hard-coded
+    """)
+    with pytest.raises(TraceError, match="fails to trace under jax.shard_map") as info:
+        analyze(path, devices=2)
+    assert info.value.hint and "\n" not in info.value.message

@@ -112,3 +112,20 @@ def test_default_chunk_size_gives_two_chunks(analysis_of):
     assert (a.shapes.chunk_size, a.shapes.chunks_per_device) == (16, 2)
     a4 = analysis_of("linear.py", devices=4, chunk_size=None, repeats=1)
     assert (a4.shapes.chunk_size, a4.shapes.chunks_per_device) == (8, 2)
+
+
+def test_structure_only_analysis_agrees_and_is_deterministic(seed_case):
+    from shardscope.analysis import analyze
+    from shardscope.settings import Settings
+
+    from _support import DEMOS
+
+    settings = Settings(path=DEMOS / "linear.py", devices=2, chunk_size=16, repeats=1)
+    first, second = analyze(settings, measure=False), analyze(settings, measure=False)
+    for name in ("naive", "deferred"):
+        plan = first.plans[name]
+        assert plan.collectives == seed_case.plans[name].collectives
+        assert plan.canonical_text == seed_case.plans[name].canonical_text
+        assert plan.run_s is None and "run median" not in plan.summary()
+    assert first.diff_text() == second.diff_text()
+    assert "--- naive" in first.diff_text()
