@@ -73,7 +73,9 @@ def summarize(hlo_text: str, backend: str) -> HloSummary:
                 found.append(HloCollective(inst_name, opcode, shape, name, trips))
             trip = _trip_count(rest) if opcode == "while" else None
             for role, callee in _callees(rest):
-                visit(callee, trips + (trip,) if opcode == "while" and role == "body" else trips)
+                # a while's condition runs on every iteration too: it is inside the loop
+                in_loop = opcode == "while" and role in ("body", "condition")
+                visit(callee, trips + (trip,) if in_loop else trips)
 
     if entry is not None:
         visit(entry, ())

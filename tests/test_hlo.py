@@ -134,3 +134,40 @@ def test_real_compiled_modules(analysis_of):
     assert {c.while_trip_counts for c in naive.collectives} == {(2,), (2, 8)}
     assert all(c.opcode == "all-reduce" for c in naive.collectives + deferred.collectives)
     assert deferred.in_loops == 0 and deferred.count >= 1
+
+
+def test_collective_in_a_while_condition_is_in_the_loop():
+    """A convergence test that all-reduces runs on every iteration, like the body."""
+    text = NESTED.replace(
+        "  ROOT %flag = pred[] constant(false)\n",
+        "  %norm = f32[] constant(1)\n"
+        "  %cond.ar = f32[] all-reduce(f32[] %norm), channel_id=7, replica_groups={{0,1}}, to_apply=%add\n"
+        "  %one = f32[] constant(1)\n"
+        "  ROOT %flag = pred[] compare(f32[] %cond.ar, f32[] %one), direction=GT\n",
+    )
+    found = by_name(summarize(text, "cpu"))
+    assert found["cond.ar"].while_trip_counts == (None,) and found["cond.ar"].in_loop
+
+
+def test_real_module_with_a_collective_in_the_while_condition():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    from shardscope import dataflow
+    from shardscope.program import from_jaxpr
+
+    def local(x):
+        def cond(c):
+            return lax.psum(jnp.sum(c[1] ** 2), "s") > 1.0  # converged on every device?
+
+        return lax.while_loop(cond, lambda c: (c[0] + 1, c[1] * 0.5), (0, x))[1]
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("s",))
+    traced = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P("s"), out_specs=P("s"))).trace(jnp.ones(8))
+    (jaxpr_side,) = dataflow.collectives(from_jaxpr(traced.jaxpr))
+    summary = summarize(traced.lower().compile().as_text(), "cpu")
+    assert jaxpr_side.in_loop and summary.count == 1
+    assert summary.in_loops == 1  # the HLO agrees with the jaxpr: inside the loop
