@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 QUICK_RESULTS = RESULTS / "quick"
 DEMOS = ROOT / "demos"
+_LOAD_AT_START = os.getloadavg()[0]
 
 
 def results_dir(quick: bool) -> Path:
@@ -97,6 +98,8 @@ def write_result(name: str, quick: bool, data: dict[str, Any], out: Path | None 
         "mode": "quick" if quick else "full",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
+        # other work on the machine: the 1-minute load average when this benchmark started and ended
+        "load_average": {"start": _LOAD_AT_START, "end": os.getloadavg()[0]},
         **data,
     }
     tmp = path.with_suffix(".json.tmp")

@@ -15,6 +15,8 @@ Run alone: ``python -m benchmarks.plans_at_scale [--quick]``.
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -179,8 +181,17 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
     start = time.perf_counter()
     compiled = {name: traced[name].lower().compile() for name in TIMED}
     compile_s = time.perf_counter() - start
-    hlo_collectives = {name: hlo.summarize(compiled[name].as_text(), "cpu").count for name in TIMED}
-    if collectives["floor"]["equations"] or hlo_collectives["floor"]:
+    summaries = {name: hlo.summarize(compiled[name].as_text(), jax.default_backend()) for name in TIMED}
+    hlo_collectives = {
+        name: {
+            "instructions": summary.count,
+            "in_loops": summary.in_loops,
+            # XLA may combine several per-leaf all-reduces into one tuple all-reduce
+            "executed_per_call": _executions(summary.collectives),
+        }
+        for name, summary in summaries.items()
+    }
+    if collectives["floor"]["equations"] or hlo_collectives["floor"]["instructions"]:
         raise AssertionError(f"the floor program communicates: {collectives['floor']}, HLO {hlo_collectives['floor']}")
 
     expected = compiled["reference"](*built.args)
@@ -208,6 +219,10 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         "compile_s": compile_s,
         "run_s": timing,
         "naive_over_deferred": median["naive"] / median["deferred"],
+        # each round ran naive then deferred back to back: the spread of their ratio is the noise
+        "naive_over_deferred_rounds": _quartiles(
+            [n / d for n, d in zip(times["naive"].samples, times["deferred"].samples)]
+        ),
         "deferred_over_floor": median["deferred"] / median["floor"],
         "naive_overhead_s": median["naive"] - median["floor"],
     }
@@ -218,6 +233,21 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         flush=True,
     )
     return cell
+
+
+def _quartiles(values: list[float]) -> dict[str, float]:
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return {"p25": q1, "median": q2, "p75": q3, "min": min(values), "max": max(values)}
+
+
+def _executions(hlo_collectives: tuple) -> int | None:
+    """Collective instructions run per call (None when a while loop has no known trip count)."""
+    total = 0
+    for collective in hlo_collectives:
+        if None in collective.while_trip_counts:
+            return None
+        total += math.prod(collective.while_trip_counts)
+    return total
 
 
 if __name__ == "__main__":

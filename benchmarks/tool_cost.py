@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 
 from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_result
 
@@ -59,21 +60,45 @@ def main(argv: list[str] | None = None) -> None:
         for base in ("bare", "bare_with_reference")
     }
     report_json = json.loads(runs["report"][-1]["stdout"])
+    imports = {name: import_profile(argv_) for name, argv_ in commands().items() if name != "bare_with_reference"}
     write_result(
         "tool_cost",
         args.quick,
         {
             "rounds": rounds,
             "target_ratio": TARGET_RATIO,
-            "commands": {name: " ".join(argv_[1:]) for name, argv_ in commands().items()},
+            "commands": {name: _shown(argv_) for name, argv_ in commands().items()},
             "settings": {k: report_json.get(k) for k in ("devices", "chunk_size", "chunks_per_device", "repeats")},
             "summary": summary,
             "ratios": ratios,
+            "top_level_imports_s": imports,
         },
         args.out,
     )
     for base, ratio in ratios.items():
         print(f"{base}: wall {ratio['wall_median']:.2f}x, peak RSS {ratio['rss_median']:.2f}x", flush=True)
+
+
+def import_profile(argv: list[str], floor_s: float = 0.01) -> dict[str, float]:
+    """Seconds spent importing each top-level module (``python -X importtime``), the big ones."""
+    result = _check("importtime", run_child([argv[0], "-X", "importtime", *argv[1:]]))
+    found: dict[str, float] = {}
+    for line in result["stderr"].splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = line.split("|")
+        if name.startswith("  ") or not cumulative.strip().isdigit():
+            continue  # not top level (imported by another module), or the header line
+        seconds = int(cumulative) / 1e6
+        if seconds >= floor_s:
+            found[name.strip()] = found.get(name.strip(), 0.0) + seconds
+    return dict(sorted(found.items(), key=lambda item: -item[1]))
+
+
+def _shown(argv: list[str]) -> str:
+    """The command as a user would type it from the repository root."""
+    words = [str(Path(w).relative_to(ROOT)) if w.startswith(str(ROOT)) else w for w in argv[1:]]
+    return "python " + " ".join(words)
 
 
 def _check(name: str, result: dict) -> dict:

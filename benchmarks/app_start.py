@@ -1,0 +1,162 @@
+"""Benchmark 2b: the explorer's start on ``demos/linear.py``, and key presses on a 50k-equation plan.
+
+Start: each round is a fresh process that opens ``ShardscopeApp(..., profile_startup=True)``
+headless through the Pilot (``App.run_test``) and waits for the first results. The two times
+are the app's own ``--profile-startup`` marks, in seconds since the process started, so Python's
+start and every import count, as they do for a user.
+
+Keys: a fresh process traces ``demos/deep.py`` at the depth that gives about 50k equations in
+the naive plan (``analyze(measure=False)``: compiling such a program is not what is measured),
+hands that analysis to the app the way its worker does (a ``RunFinished`` message), then times
+Pilot key presses in the Plans tab: ``down`` in the naive tree, the first ``n`` (which expands
+both trees down to the first collective, populating the chunk loop's body) and later ``n``s.
+
+Run alone: ``python -m benchmarks.app_start [--quick]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+
+from benchmarks.common import DEMOS, parse_args, python, run_child, stats, write_result
+
+FIRST_PAINT_TARGET_S, RESULTS_TARGET_S, KEY_TARGET_S = 1.0, 3.0, 0.050
+FULL = {"rounds": 7, "key_equations": 50_000, "presses": 20}
+QUICK = {"rounds": 2, "key_equations": 10_000, "presses": 8}
+SIZE = (160, 48)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the start rounds and the key-press process; write ``app_start.json``."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-start":
+        return asyncio.run(_child_start())
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-keys":
+        return asyncio.run(_child_keys(int(sys.argv[2]), int(sys.argv[3])))
+    args = parse_args(__doc__.splitlines()[0], argv)
+    grid = QUICK if args.quick else FULL
+    starts = [_child(["--child-start"]) for _ in range(grid["rounds"] + 1)][1:]  # the first warms the file cache
+    keys = _child(["--child-keys", str(grid["key_equations"]), str(grid["presses"])], timeout=1200)
+    write_result(
+        "app_start",
+        args.quick,
+        {
+            "rounds": grid["rounds"],
+            "terminal_size": SIZE,
+            "targets_s": {"first_paint": FIRST_PAINT_TARGET_S, "results": RESULTS_TARGET_S, "key": KEY_TARGET_S},
+            "first_paint_s": stats([s["first_paint_s"] for s in starts]),
+            "results_s": stats([s["results_s"] for s in starts]),
+            "start_runs": starts,
+            "keys": keys,
+        },
+        args.out,
+    )
+    print(
+        f"first paint {statistics.median(s['first_paint_s'] for s in starts):.3f} s, "
+        f"results {statistics.median(s['results_s'] for s in starts):.3f} s; "
+        f"keys at {keys['equations']} equations: down {keys['down_s']['median'] * 1e3:.1f} ms, "
+        f"first n {keys['first_n_s'] * 1e3:.0f} ms, next n {keys['n_s']['median'] * 1e3:.1f} ms",
+        flush=True,
+    )
+
+
+def _child(extra: list[str], timeout: float = 300) -> dict:
+    result = run_child([python(), "-m", "benchmarks.app_start", *extra], timeout=timeout)
+    if result["returncode"] != 0:
+        raise RuntimeError(f"app_start {extra} failed:\n{result['stderr'][-3000:]}")
+    data = json.loads(result["stdout"].strip().splitlines()[-1])
+    data["max_rss_mib"] = result["max_rss_mib"]
+    return data
+
+
+async def _wait_until(pilot, condition, timeout: float) -> None:
+    """Let the app run until ``condition()`` holds (the Pilot's pause, not a sleep of the test)."""
+    deadline = time.perf_counter() + timeout
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the app did not get there in time")
+        await pilot.pause(0.01)
+
+
+async def _child_start() -> None:
+    from shardscope.app import ShardscopeApp
+    from shardscope.settings import Settings
+
+    app = ShardscopeApp(Settings(path=DEMOS / "linear.py"), profile_startup=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await _wait_until(pilot, lambda: app.profile.results_s is not None, 120)
+        if app.analysis is None:
+            raise RuntimeError("results marked without an analysis")
+    print(json.dumps({"first_paint_s": app.profile.first_paint_s, "results_s": app.profile.results_s}))
+
+
+async def _child_keys(target_equations: int, presses: int) -> None:
+    from benchmarks.scaling import calibrate, depth_for
+    from shardscope.devices import ensure_devices
+
+    ensure_devices(8)
+    base, per_layer = calibrate()
+    depth = depth_for(target_equations, base, per_layer)
+    os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
+
+    from shardscope.analysis import analyze
+    from shardscope.app import ShardscopeApp
+    from shardscope.app.messages import RunFinished
+    from shardscope.app.plans_view import PlansView
+    from shardscope.settings import Settings
+
+    settings = Settings(path=DEMOS / "deep.py")
+    start = time.perf_counter()
+    analysis = analyze(settings, measure=False)
+    analyze_s = time.perf_counter() - start
+
+    app = ShardscopeApp(settings, autorun=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _wait_until(pilot, lambda: app.demo_file is not None and not app.running, 120)
+        await pilot.pause()
+        # what the run worker posts when an analysis is done (the app's current run id)
+        start = time.perf_counter()
+        app.post_message(RunFinished(app._run_id, analysis))
+        await _wait_until(pilot, lambda: app.analysis is analysis, 120)
+        await pilot.pause()
+        show_s = time.perf_counter() - start
+
+        tree = app.query_one(PlansView).tree("naive")
+        tree.focus()
+        await pilot.pause()
+        down = await _timed_presses(pilot, "down", presses)
+        start = time.perf_counter()
+        await pilot.press("n")
+        first_n_s = time.perf_counter() - start
+        nodes_after_first_n = tree.node_count
+        n = await _timed_presses(pilot, "n", presses)
+        tree.focus()
+        down_big = await _timed_presses(pilot, "down", presses)
+    print(json.dumps({
+        "depth": depth,
+        "equations": analysis.plans["naive"].program.equation_count,
+        "analyze_trace_only_s": analyze_s,
+        "show_results_s": show_s,
+        "down_s": stats(down),
+        "first_n_s": first_n_s,
+        "tree_nodes_after_first_n": nodes_after_first_n,
+        "n_s": stats(n),
+        "down_after_expand_s": stats(down_big),
+    }))
+
+
+async def _timed_presses(pilot, key: str, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await pilot.press(key)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+if __name__ == "__main__":
+    main()

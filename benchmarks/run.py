@@ -1,0 +1,48 @@
+"""Run every benchmark, each in its own process, then regenerate ``BENCHMARKS.md``.
+
+``python -m benchmarks.run`` (``make bench``): the full grid, results in ``benchmarks/results/``
+and ``BENCHMARKS.md`` at the repository root. ``--quick`` (``make bench-quick``): a smaller grid,
+results and their ``BENCHMARKS.md`` in ``benchmarks/results/quick/``. ``--only NAME`` runs some
+of them (the others keep their last results in the rendered file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from benchmarks import render
+from benchmarks.common import ROOT, python
+
+BENCHMARKS = ("plans_at_scale", "tool_cost", "scaling", "app_start")
+"""Run in this order: the headline first, the app (which may not be installed yet) last."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; returns 1 if any failed (the others are still rendered)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller grid (about 2 minutes)")
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this benchmark (repeatable)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    failures: dict[str, str] = {}
+    for name in args.only or BENCHMARKS:
+        print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
+        start = time.perf_counter()
+        command = [python(), "-m", f"benchmarks.{name}"] + (["--quick"] if args.quick else [])
+        # output streams through: progress is visible, and a failure shows its traceback
+        status = subprocess.run(command, cwd=ROOT).returncode
+        print(f"== {name}: {'ok' if status == 0 else f'failed ({status})'} in {time.perf_counter() - start:.0f} s",
+              flush=True)
+        if status != 0:
+            failures[name] = f"`python -m benchmarks.{name}` exited with status {status} (see its output)."
+    elapsed = time.perf_counter() - started
+    path = render.write(args.quick, failures, elapsed if not args.only else None)
+    print(f"wrote {path.relative_to(ROOT)} ({elapsed / 60:.1f} min)", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
