@@ -197,3 +197,17 @@ def test_collectives_inside_jit_remat_and_cond(branchy):
     "branch runs per iteration (4 chunks x (W + c) = 8 all-reduces per call, reported as 12)"))
 def test_exclusive_cond_branches_are_not_both_counted(branchy):
     assert branchy.plans["naive"].executed_collectives == 8
+
+
+def test_integer_inputs_embedding(tmp_path):
+    path = write_demo(tmp_path, "emb.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((10, 4), jnp.float32),
+                         x=jax.ShapeDtypeStruct((32, 3), jnp.int32))
+        def emb(E, tokens):
+            return E[tokens].sum(1)
+    """)
+    a = analyze(path, devices=2, chunk_size=4)
+    (c,) = a.plans["naive"].collectives
+    assert c.loop_trip_counts == (4,) and c.bytes_per_execution == 10 * 4 * 4
+    assert a.plans["deferred"].bytes_per_call == 160
+    assert a.plans["naive"].max_abs_err < 1e-5 and a.plans["deferred"].max_abs_err < 1e-5
