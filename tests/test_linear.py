@@ -129,3 +129,27 @@ def test_structure_only_analysis_agrees_and_is_deterministic(seed_case):
         assert plan.run_s is None and "run median" not in plan.summary()
     assert first.diff_text() == second.diff_text()
     assert "--- naive" in first.diff_text()
+
+
+def test_progress_stages_in_order_and_cancellation():
+    from shardscope.analysis import STAGES, analyze
+    from shardscope.errors import Cancelled
+    from shardscope.settings import Settings
+
+    from _support import DEMOS
+
+    settings = Settings(path=DEMOS / "linear.py", devices=2, chunk_size=16, repeats=2)
+    seen = []
+    analyze(settings, progress=lambda stage, fraction: seen.append((stage, fraction)))
+    stages = [s for s, _ in seen]
+    assert set(stages) == set(STAGES)
+    assert sorted(stages, key=STAGES.index) == stages  # never goes back to an earlier stage
+    assert all(0.0 <= f <= 1.0 for _, f in seen)
+
+    for stop_at in ("tracing", "compiling", "timing"):
+        def progress(stage, fraction, stop_at=stop_at):
+            if stage == stop_at:
+                raise Cancelled()
+
+        with pytest.raises(Cancelled):  # not wrapped into a user error
+            analyze(settings, progress=progress)
