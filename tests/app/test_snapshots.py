@@ -1,0 +1,63 @@
+"""SVG snapshots of the main tabs on demos/linear.py (pytest-textual-snapshot, Textual pinned).
+
+Wall-clock numbers change from run to run, so the app runs in snapshot mode: the Timings tab
+shows placeholders for measured times and the status line's speedup is masked. Everything else
+(collective counts, bytes, memory, gradient error, the jaxprs, the HLO) is the real analysis.
+Update with ``pytest tests/app/test_snapshots.py --snapshot-update`` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+
+import pytest
+from app_support import DEMOS, make_app, settle
+
+from shardscope.app.views.timings import TimingsView
+
+SNAPSHOT_SIZE = (150, 46)
+TEXTUAL_VERSION = "8.2.8"
+"""The Textual version the snapshots were made with: another one may draw differently."""
+
+
+def snapshot_app(demo: str = "linear.py"):
+    """The explorer on ``demo`` with every measured time masked."""
+    app = make_app(DEMOS / demo, repeats=3)
+
+    def done_text(analysis):
+        # "deferred 1.36x faster" or "speedup 0.98x": which one depends on the measurement too
+        text, masked = re.subn(r", (deferred \d+\.\d+x faster|speedup \d+\.\d+x)$", ", speedup ···x", type(app)._done_text(analysis))
+        assert masked == 1, f"the status line changed its format; mask its measured numbers: {text!r}"
+        return text
+
+    app._done_text = done_text  # the status line's speedup is a measurement too
+    return app
+
+
+async def analysed(pilot) -> None:
+    """Wait for the first analysis, then hide measured times."""
+    await settle(pilot)
+    assert pilot.app.analysis is not None, "the analysis did not finish"
+    timings = pilot.app.query_one(TimingsView)
+    timings.measurements_hidden = True
+    await pilot.pause()
+
+
+def test_snapshots_are_pinned_to_the_textual_version_they_were_made_with():
+    assert version("textual") == TEXTUAL_VERSION
+
+
+@pytest.mark.parametrize("key,tab", [("1", "plans"), ("2", "graph"), ("3", "diff"), ("4", "timings"), ("5", "hlo")])
+def test_tab_snapshot(snap_compare, key, tab):
+    assert snap_compare(snapshot_app(), press=[key], terminal_size=SNAPSHOT_SIZE, run_before=analysed)
+
+
+def test_diff_side_by_side_snapshot(snap_compare):
+    async def side_by_side(pilot):
+        await analysed(pilot)
+        await pilot.press("3")
+        pilot.app.query_one("#diff-unified").focus()
+        await pilot.press("s")
+
+    assert snap_compare(snapshot_app(), terminal_size=SNAPSHOT_SIZE, run_before=side_by_side)
