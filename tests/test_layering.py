@@ -59,3 +59,14 @@ def test_loading_a_demo_file_does_not_start_the_backend():
         "from jax._src import xla_bridge\nassert not xla_bridge.backends_are_initialized()\n"
     )
     loaded_after(code)
+
+
+def test_headless_commands_never_import_textual():
+    code = (
+        "from shardscope.cli import main\n"
+        "assert main(['report', 'demos/linear.py', '--json', '-r', '1']) == 0\n"
+        "assert main(['report', 'demos/linear.py', '-r', '1']) == 0\n"
+        "assert main(['diff', 'demos/linear.py']) == 0\n"
+    )
+    loaded = loaded_after(code)
+    assert "rich" in loaded and "textual" not in loaded
