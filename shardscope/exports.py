@@ -21,7 +21,12 @@ def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Pat
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ShardscopeError(f"No such directory: {directory}", "create it first or pick another path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    if path.is_dir():
+        raise ShardscopeError(f"{path} is a directory.", "give the path of a file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ShardscopeError(f"Cannot write in {directory}: {exc.strerror or exc}", "pick another path") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -35,9 +40,11 @@ def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Pat
             except FileExistsError:
                 raise ShardscopeError(f"{path} exists; not overwriting it.", "pick another path") from None
             os.unlink(tmp)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # disk full, permissions: the user's to fix, not a crash
+            raise ShardscopeError(f"Cannot write {path}: {exc.strerror or exc}", "pick another path") from exc
         raise
     return path
 

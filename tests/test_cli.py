@@ -309,3 +309,10 @@ def test_json_stdout_survives_a_demo_that_prints(tmp_path):
     result = run_cli("report", write_demo(tmp_path, "chatty.py", CHATTY), "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["function"] == "chatty"
+
+
+def test_diff_output_onto_a_directory(tmp_path):
+    for force in ([], ["--force"]):
+        result = run_cli("diff", LINEAR, "-o", tmp_path, *force)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -75,3 +75,23 @@ def test_write_new_never_touches_existing(tmp_path):
 def test_write_new_missing_directory(tmp_path):
     with pytest.raises(ShardscopeError):
         write_new(tmp_path / "missing", "x", ".diff", "text")
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_write_atomic_onto_a_directory(tmp_path, overwrite):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ShardscopeError):
+        write_atomic(tmp_path / "out", "x", overwrite=overwrite)
+    assert names(tmp_path) == ["out"] and names(tmp_path / "out") == []
+
+
+def test_write_atomic_os_errors_become_user_errors(tmp_path, monkeypatch):
+    import os
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(ShardscopeError, match="No space left on device"):
+        write_atomic(tmp_path / "a.diff", "text")
+    assert names(tmp_path) == []
