@@ -148,6 +148,11 @@ def test_while_cond_and_body_inputs_are_distinct_nodes():
     (psum,) = dataflow.collectives(program)
     assert psum.loop_trip_counts == (None,) and psum.executions is None and psum.bytes_per_call is None
     assert g.nodes[psum.equation_id]["executions"] is None
+    # consts come from the right outer operands: w feeds the cond, x feeds the body
+    (cond_const,) = [n for n in cond_inputs if ".cond_const" in n]
+    (body_const,) = [n for n in body_inputs if ".const" in n]
+    assert [p.rsplit(".", 1)[-1] for p in g.predecessors(cond_const)] == ["in0"]
+    assert [p.rsplit(".", 1)[-1] for p in g.predecessors(body_const)] == ["in1"]
     # the comparison in the cond reads w, which comes from outside the loop
     lt = [n for n, d in g.nodes(data=True) if d.get("primitive") == "lt"]
     assert len(lt) == 1 and g.nodes[lt[0]]["block"] == cond_block
