@@ -1,0 +1,74 @@
+"""Drive the explorer on the demos and save an SVG screenshot of each tab into ``screenshots/``.
+
+``make screenshots`` runs ``python -m screenshots.make``; ``--out DIR`` and ``--demo NAME``
+(repeatable) change where and what. The app runs exactly as a user starts it (the first
+analysis starts by itself); the script waits for its worker, then presses the tab keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMOS = ("linear.py", "rnn.py")
+SIZE = (150, 46)
+TABS = (("1", "plans"), ("2", "graph"), ("3", "diff"), ("4", "timings"), ("5", "hlo"))
+REPEATS = 10
+
+
+async def wait_for_analysis(pilot) -> None:
+    """Wait on the app's workers (never on a clock) until an analysis is on screen."""
+    app = pilot.app
+    for _ in range(500):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if app.analysis is not None and not any(w.is_running for w in app.workers):
+            return
+    raise RuntimeError(f"no analysis of {app.settings.path.name}: is the demo broken?")
+
+
+async def shoot(demo: Path, out: Path) -> list[Path]:
+    """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
+    from shardscope.app import ShardscopeApp
+    from shardscope.settings import Settings
+
+    app = ShardscopeApp(Settings(demo, repeats=REPEATS))
+    saved = []
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_analysis(pilot)
+        for key, tab in TABS:
+            await pilot.press(key)
+            await pilot.pause()
+            saved.append(save(app, out, f"{demo.stem}-{tab}"))
+        await pilot.press("3")
+        app.query_one("#diff-unified").focus()
+        await pilot.press("s")
+        await pilot.pause()
+        saved.append(save(app, out, f"{demo.stem}-diff-side-by-side"))
+    return saved
+
+
+def save(app, out: Path, stem: str) -> Path:
+    """Write the current screen as ``out/<stem>.svg``."""
+    path = out / f"{stem}.svg"
+    path.write_text(app.export_screenshot(title=f"shardscope {stem}"), encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the screenshots and list the files written."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots", help="directory for the SVGs")
+    parser.add_argument("--demo", action="append", help="demo file name in demos/ (default: linear.py, rnn.py)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.demo or DEMOS:
+        for path in asyncio.run(shoot(ROOT / "demos" / name, args.out)):
+            print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
