@@ -46,7 +46,7 @@ TABS = (
 class ShardscopeApp(App[int]):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
-    CSS_PATH = "shardscope.tcss"
+    CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
     TITLE = "shardscope"
 
     BINDINGS = [
@@ -91,6 +91,11 @@ class ShardscopeApp(App[int]):
         self.profile = StartupProfile() if profile_startup else None
         self._run_id = 0
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
+
+    @property
+    def run_id(self) -> int:
+        """How many runs were started (the first, load-only or not, is 1)."""
+        return self._run_id
 
     # -- layout -------------------------------------------------------------------------
 
@@ -181,8 +186,10 @@ class ShardscopeApp(App[int]):
         yield from super().get_system_commands(screen)
         for binding in self.BINDINGS:
             if isinstance(binding, Binding) and binding.action not in ("quit", "escape"):
+                # call_later: run_action is a coroutine, and the palette wants a plain callable
                 yield SystemCommand(
-                    binding.description, binding.tooltip, lambda action=binding.action: self.run_action(action)
+                    binding.description, binding.tooltip,
+                    lambda action=binding.action: self.call_later(self.run_action, action),
                 )
 
     # -- the run ------------------------------------------------------------------------

@@ -159,8 +159,10 @@ class Sidebar(VerticalScroll):
 
     def _per_device_batch(self) -> int | None:
         batch = self.batches.get(self._current_function or "")
+        if batch is None:  # also while composing, before the device picker exists
+            return None
         devices = self.query_one("#devices", Select).value
-        if batch is None or not isinstance(devices, int) or batch % devices:
+        if not isinstance(devices, int) or batch % devices:
             return None
         return batch // devices
 

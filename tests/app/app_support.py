@@ -1,0 +1,89 @@
+"""Helpers for the Pilot tests: an app on a demo file, waiting for its runs, demo files on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+import threading
+from pathlib import Path
+
+from shardscope.app import ShardscopeApp
+from shardscope.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMOS = ROOT / "demos"
+SIZE = (140, 45)
+
+LINEAR_DEMO = '''
+import jax
+import jax.numpy as jnp
+
+import shardscope
+
+
+@shardscope.demo(
+    params=jax.ShapeDtypeStruct((5,), jnp.float32),
+    x=jax.ShapeDtypeStruct(({batch}, 5), jnp.float32),
+)
+def {name}(W, x):
+    """x @ W."""
+    return x @ W
+'''
+
+
+GATED_DEMO = '''
+import jax
+import jax.numpy as jnp
+
+import app_support
+import shardscope
+
+
+@shardscope.demo(
+    params=jax.ShapeDtypeStruct((5,), jnp.float32),
+    x=jax.ShapeDtypeStruct((64, 5), jnp.float32),
+)
+def gated(W, x):
+    """x @ W, but tracing waits until the test opens the gate."""
+    app_support.GATE.wait(timeout=60)
+    return x @ W
+'''
+
+GATE = threading.Event()
+"""Tracing the gated demo blocks until this is set: a run that lasts exactly as long as a test wants."""
+
+
+def run(coro):
+    """Run a Pilot test's coroutine (no pytest-asyncio needed)."""
+    return asyncio.run(coro)
+
+
+def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, **settings) -> ShardscopeApp:
+    """The app on ``path`` with fast settings (2 timed repeats)."""
+    settings.setdefault("repeats", 2)
+    return ShardscopeApp(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
+
+
+async def settle(pilot) -> None:
+    """Wait until no run is in flight and every message it posted is handled."""
+    app = pilot.app
+    for _ in range(200):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        if not any(worker.is_running for worker in app.workers):
+            return
+    raise AssertionError("the app's workers never finished")
+
+
+def write_demo(path: Path, *, name: str = "linear", batch: int = 64, extra: str = "") -> Path:
+    """Write a linear demo file (optionally with ``extra`` source appended) and return its path."""
+    path.write_text(textwrap.dedent(LINEAR_DEMO.format(name=name, batch=batch)) + textwrap.dedent(extra))
+    return path
+
+
+def write_gated_demo(path: Path) -> Path:
+    """A demo whose tracing blocks on :data:`GATE` (cleared here)."""
+    GATE.clear()
+    path.write_text(GATED_DEMO)
+    return path

@@ -1,0 +1,169 @@
+"""Errors a user can cause show in the error panel; the app keeps running, old results stay."""
+
+from __future__ import annotations
+
+from app_support import DEMOS, SIZE, make_app, run, settle, write_demo
+from textual.widgets import Input
+
+from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.plans_view import PlansView
+
+BAD_PARAMS_DEMO = '''
+import jax
+import jax.numpy as jnp
+
+import shardscope
+
+
+class Weights:
+    """Not an array: turning it into one fails with a RuntimeError."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("these weights cannot become an array")
+
+
+@shardscope.demo(params=Weights(), x=jax.ShapeDtypeStruct((64, 5), jnp.float32))
+def odd(W, x):
+    return x @ W
+'''
+
+
+def test_bad_chunk_size_is_flagged_and_refused_before_running():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            before = app.analysis
+            chunk = app.query_one("#chunk", Input)
+            chunk.focus()
+            await pilot.press("7")
+            assert chunk.has_class("-invalid")
+            assert app.query_one("#chunk-help").has_class("-invalid")
+            await pilot.press("enter", "escape", "r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown
+            assert "Chunk size 7 does not divide the per-device batch 32" in panel.message
+            assert "1, 2, 4, 8, 16, 32" in panel.hint
+            assert app.run_id == 1, "no run started"
+            assert app.analysis is before
+            assert app.query_one(PlansView).tree("naive").collective_ids  # old results still shown
+            await pilot.press("escape")
+            assert not panel.shown
+
+    run(scenario())
+
+
+def test_bad_axis_name_is_refused_before_running():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            axis = app.query_one("#axis", Input)
+            axis.value = "my axis"
+            await pilot.pause()
+            assert axis.has_class("-invalid")
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
+            assert app.run_id == 1
+
+    run(scenario())
+
+
+def test_demo_file_that_stops_importing_after_an_edit(tmp_path):
+    async def scenario():
+        path = write_demo(tmp_path / "model.py")
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            before = app.analysis
+            assert before is not None
+            path.write_text(path.read_text() + "\nraise RuntimeError('broken on purpose')\n")
+            await pilot.press("r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown
+            assert "Importing" in panel.message and "broken on purpose" in panel.message
+            assert panel.hint and "model.py line" in panel.hint
+            assert app.analysis is before and app.is_running
+            assert "failed" in app.query_one("#status").plain
+            write_demo(path)  # fixed again
+            await pilot.press("r")
+            await settle(pilot)
+            assert not panel.shown and app.analysis is not before
+
+    run(scenario())
+
+
+def test_model_that_fails_to_trace(tmp_path):
+    async def scenario():
+        path = write_demo(tmp_path / "model.py", extra='''
+
+        @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((64, 5), jnp.float32))
+        def mismatched(W, x):
+            return x @ jnp.ones((3,))
+        ''')
+        app = make_app(path, function="mismatched")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "fails" in panel.message and panel.hint
+            assert app.analysis is None and app.is_running
+
+    run(scenario())
+
+
+def test_an_unexpected_exception_becomes_an_error_panel_not_a_traceback(tmp_path):
+    async def scenario():
+        path = tmp_path / "odd.py"
+        path.write_text(BAD_PARAMS_DEMO)
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown
+            assert panel.message.startswith("RuntimeError: these weights cannot become an array")
+            assert app.is_running and app.return_code is None
+
+    run(scenario())
+
+
+def test_missing_demo_file_is_an_error_panel(tmp_path):
+    async def scenario():
+        app = make_app(tmp_path / "nowhere.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "No such demo file" in panel.message
+            assert app.check_action("export", ()) is None
+
+    run(scenario())
+
+
+def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
+    async def scenario():
+        path = write_demo(tmp_path / "model.py", batch=64)
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.analysis.shapes.batch == 64
+            first_file = app.demo_file
+            await pilot.press("r")  # unchanged on disk: the loaded file is reused
+            await settle(pilot)
+            assert app.demo_file is first_file
+            write_demo(path, batch=32, extra='''
+
+            @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((48, 5), jnp.float32))
+            def second(W, x):
+                """A second demo, added while the app runs."""
+                return 2.0 * (x @ W)
+            ''')
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.demo_file is not first_file
+            assert app.analysis.shapes.batch == 32
+            assert app.query_one("#sidebar").functions == ["linear", "second"]
+            assert "chunk 8" in app.query_one("#status").plain  # 16 per device -> default chunk 8
+
+    run(scenario())

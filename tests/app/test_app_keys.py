@@ -1,0 +1,185 @@
+"""Every key does what the footer says, whatever has the focus, except inside an input."""
+
+from __future__ import annotations
+
+from app_support import DEMOS, SIZE, make_app, run, settle
+from textual.widgets import Input, Select
+
+from shardscope.app.help_screen import HelpScreen
+from shardscope.app.plans_view import PlansView
+
+
+def test_number_keys_switch_tabs():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            tabs = app.query_one("#tabs")
+            for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
+                await pilot.press(key)
+                assert tabs.active == tab
+
+    run(scenario())
+
+
+def test_question_mark_opens_help_and_escape_closes_it():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+            await pilot.press("question_mark", "question_mark")  # ? toggles it too
+            assert not isinstance(app.screen, HelpScreen)
+
+    run(scenario())
+
+
+def test_q_quits_with_status_zero():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("q")
+            await pilot.pause()
+            assert app._exit
+        assert app.return_code == 0
+
+    run(scenario())
+
+
+def test_tab_moves_the_focus():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            seen = []
+            for _ in range(6):
+                await pilot.press("tab")
+                seen.append(app.focused)
+            assert len({id(w) for w in seen}) >= 5
+            assert any(isinstance(w, Input) for w in seen)
+
+    run(scenario())
+
+
+def test_keys_work_whatever_has_the_focus():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one(PlansView).tree("deferred").focus()
+            await pilot.press("2")
+            assert app.query_one("#tabs").active == "graph"
+            app.query_one("#devices", Select).focus()
+            await pilot.press("n")
+            assert app.query_one("#tabs").active == "plans"
+            assert app.query_one(PlansView).collective_index == 0
+            before = app.analysis
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.run_id == 2 and app.analysis is not before
+
+    run(scenario())
+
+
+def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            chunk = app.query_one("#chunk", Input)
+            chunk.focus()
+            await pilot.press("8", "r", "q", "backspace", "backspace")
+            assert chunk.value == "8"
+            assert app.run_id == 1 and app.query_one("#tabs").active == "plans" and not app._exit
+            await pilot.press("escape")
+            assert app.focused is None
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.run_id == 2
+            assert app.analysis.shapes.chunk_size == 8
+
+    run(scenario())
+
+
+def test_enter_commits_and_runs_when_auto_run_is_on():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.click("#autorun")
+            assert app.query_one("#sidebar").autorun
+            app.query_one("#chunk", Input).focus()
+            await pilot.press("4", "enter")
+            await settle(pilot)
+            assert app.run_id == 2 and app.analysis.shapes.chunk_size == 4
+            assert "chunk 4 (8 chunks/device)" in app.query_one("#status").plain
+
+    run(scenario())
+
+
+def test_enter_commits_without_running_when_auto_run_is_off():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one("#chunk", Input).focus()
+            await pilot.press("4", "enter")
+            await settle(pilot)
+            assert app.run_id == 1 and app.analysis is None
+
+    run(scenario())
+
+
+def test_device_choices_divide_the_batch_and_stay_under_max_devices():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        app.max_devices = 6
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            select = app.query_one("#devices", Select)
+            offered = [value for _, value in select._options if isinstance(value, int)]
+            assert offered == [1, 2, 4]  # divisors of N=64 up to 6
+            select.value = 4
+            await pilot.pause()
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.analysis.shapes.devices == 4 and "mesh s=4" in app.query_one("#status").plain
+
+    run(scenario())
+
+
+def test_export_and_collective_steps_are_greyed_out_before_results():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            for action in ("export", "next_collective", "previous_collective"):
+                assert app.check_action(action, ()) is None
+            assert app.check_action("run", ()) is True
+            await pilot.press("r")
+            await settle(pilot)
+            for action in ("export", "next_collective", "previous_collective"):
+                assert app.check_action(action, ()) is True
+
+    run(scenario())
+
+
+def test_command_palette_offers_every_action():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
+            for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "HLO", "Help", "Focus", "Quit"):
+                assert title in commands, title
+            commands["Timings"].callback()
+            await pilot.pause()
+            assert app.query_one("#tabs").active == "timings"
+            commands["Run"].callback()
+            await settle(pilot)
+            assert app.run_id == 2 and app.analysis is not None
+
+    run(scenario())

@@ -1,0 +1,95 @@
+"""The Plans tab: lazy trees, badges, casts, and n/N walking both trees' collectives."""
+
+from __future__ import annotations
+
+import os
+
+from app_support import DEMOS, SIZE, make_app, run, settle
+
+from shardscope.app.plan_tree import PAGE
+from shardscope.app.plans_view import PlansView
+
+
+def cursor_key(tree) -> str | None:
+    return tree.cursor_node.data.key if tree.cursor_node is not None else None
+
+
+def test_n_and_N_move_both_trees_to_their_collectives():
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            plans = app.query_one(PlansView)
+            naive, deferred = plans.tree("naive"), plans.tree("deferred")
+            naive_ids = [c.equation_id for c in app.analysis.plans["naive"].collectives]
+            deferred_ids = [c.equation_id for c in app.analysis.plans["deferred"].collectives]
+            assert len(naive_ids) == len(deferred_ids) == 3
+            await pilot.press("4")  # n from another tab comes back to Plans
+            for step, position in (("n", 0), ("n", 1), ("n", 2), ("n", 0), ("N", 2), ("N", 1)):
+                await pilot.press(step)
+                assert app.query_one("#tabs").active == "plans"
+                assert cursor_key(naive) == naive_ids[position]
+                assert cursor_key(deferred) == deferred_ids[position]
+                for tree in (naive, deferred):
+                    node = tree.cursor_node
+                    assert all(parent.is_expanded for parent in _ancestors(node))
+                    top, height = tree.scroll_offset.y, tree.scrollable_content_region.height
+                    assert top <= node.line < top + height, "the cursor line is scrolled into view"
+
+    run(scenario())
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def test_labels_show_badges_trip_counts_casts_and_varying_axes():
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("n")  # the naive collective in the time loop: chunks x T runs
+            naive = app.query_one(PlansView).tree("naive")
+            label = naive.cursor_node.label.plain
+            assert label.startswith("psum_invariant_0[s]") and "x16/call" in label
+            loops = [n.label.plain for n in _ancestors(naive.cursor_node) if n.data and n.data.equation is not None]
+            assert any("scan x8" in text for text in loops) and any("scan x2" in text for text in loops)
+            siblings = [n.label.plain for n in naive.cursor_node.parent.children]
+            assert any("{V:s}" in text for text in siblings)
+            chunk_loop = naive.cursor_node.parent.parent
+            casts = [n.label.plain for n in chunk_loop.children if n.label.plain.startswith("pvary")]
+            assert casts and all("cast, moves no data" in text for text in casts)
+            await pilot.press("n")
+            deferred = app.query_one(PlansView).tree("deferred")
+            assert "x1/call" in deferred.cursor_node.label.plain
+
+    run(scenario())
+
+
+def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            naive = app.query_one(PlansView).tree("naive")
+            total = app.analysis.plans["naive"].program.equation_count
+            assert total > 4 * PAGE
+            assert naive.node_count < 10, "only the top level exists before anything is expanded"
+            last = naive.collective_ids[-1]
+            await pilot.press("N")  # the last collective: deep inside a long loop body
+            assert cursor_key(naive) == last
+            assert naive.node_count < 3 * PAGE, "a gap opened around the target, not the whole body"
+            body = naive.cursor_node.parent
+            gaps = [n for n in body.children if n.data.gap is not None]
+            assert gaps and "more equation(s)" in gaps[0].label.plain
+            shown = len(body.children)
+            naive.select_node(gaps[0])
+            await pilot.pause()
+            assert len(body.children) > shown, "enter on a gap shows the next page"
+
+    assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
+    run(scenario())

@@ -1,0 +1,118 @@
+"""The run worker: the first paint does not wait for JAX, runs report stages, keys stay live."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from app_support import DEMOS, GATE, ROOT, SIZE, make_app, run, settle, write_gated_demo
+from textual.worker import WorkerState
+
+from shardscope.app.plans_view import PlansView
+from shardscope.app.status import StatusLine
+
+
+def test_importing_the_app_does_not_import_jax():
+    probe = "import sys, shardscope.app; print(json.dumps('jax' in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) is False
+
+
+def test_first_run_starts_by_itself_and_fills_every_place():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            analysis = app.analysis
+            assert analysis is not None and analysis.function == "linear"
+            status = app.query_one(StatusLine).plain
+            assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
+            assert "naive 2 all-reduce(s)/call, deferred 1" in status
+            plans = app.query_one(PlansView)
+            assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
+            assert app.query_one("#sidebar").functions == ["linear"]
+
+    run(scenario())
+
+
+def test_progress_goes_through_the_stages_in_order():
+    async def scenario():
+        from shardscope.app import ShardscopeApp
+        from shardscope.settings import Settings
+
+        stages = []
+
+        class Recording(ShardscopeApp):
+            def on_run_progress(self, message):  # Textual calls the base class handler too
+                stages.append(message.stage)
+
+        app = Recording(Settings(DEMOS / "linear.py", repeats=2), autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.analysis is None  # autorun off: only the demo file was loaded
+            stages.clear()
+            await pilot.press("r")
+            await settle(pilot)
+            assert app.analysis is not None
+        seen = list(dict.fromkeys(stages))
+        assert seen == [s for s in ("loading", "tracing", "compiling", "timing", "checking") if s in seen]
+        assert seen[-1] == "checking" and len(seen) >= 2  # older reports may be replaced, never reordered
+
+    run(scenario())
+
+
+def test_a_key_pressed_during_a_run_is_handled_at_once(tmp_path):
+    async def scenario():
+        app = make_app(write_gated_demo(tmp_path / "gated.py"), autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("r")
+            worker = next(w for w in app.workers if w.is_running)
+            await pilot.press("3")
+            assert app.query_one("#tabs").active == "diff"
+            await pilot.press("question_mark")
+            assert type(app.screen).__name__ == "HelpScreen"
+            await pilot.press("escape")
+            assert worker.is_running and app.running, "the keys were handled while the run was still tracing"
+            assert "tracing" in app.query_one(StatusLine).plain
+            GATE.set()
+            await settle(pilot)
+            assert app.analysis is not None and not app.running
+
+    run(scenario())
+
+
+def test_a_new_run_cancels_the_stale_one(tmp_path):
+    async def scenario():
+        app = make_app(write_gated_demo(tmp_path / "gated.py"), autorun=False)
+
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("r")
+            first = [w for w in app.workers if w.is_running]
+            assert len(first) == 1
+            await pilot.press("r")
+            assert first[0].is_cancelled
+            GATE.set()
+            await settle(pilot)
+            assert first[0].state == WorkerState.CANCELLED
+            assert app.analysis is not None and app._run_id == 3  # load, run, run
+            assert not app.query_one("#error").shown
+
+    run(scenario())
+
+
+def test_profile_startup_records_first_paint_then_results():
+    async def scenario():
+        from shardscope.app import ShardscopeApp
+        from shardscope.settings import Settings
+
+        app = ShardscopeApp(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+        line = json.loads(app.profile.json_line())
+        assert 0 < line["first_paint_s"] < line["results_s"]
+
+    run(scenario())
