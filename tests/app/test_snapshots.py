@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
-from app_support import DEMOS, make_app, settle
 
+from shardscope.app import ShardscopeApp
 from shardscope.app.views.timings import TimingsView
+from shardscope.settings import Settings
+
+DEMOS = Path(__file__).resolve().parents[2] / "demos"
 
 SNAPSHOT_SIZE = (150, 46)
 TEXTUAL_VERSION = "8.2.8"
@@ -23,7 +27,7 @@ TEXTUAL_VERSION = "8.2.8"
 
 def snapshot_app(demo: str = "linear.py"):
     """The explorer on ``demo`` with every measured time masked."""
-    app = make_app(DEMOS / demo, repeats=3)
+    app = ShardscopeApp(Settings(DEMOS / demo, repeats=3))
 
     def done_text(analysis):
         # "deferred 1.36x faster" or "speedup 0.98x": which one depends on the measurement too
@@ -36,9 +40,14 @@ def snapshot_app(demo: str = "linear.py"):
 
 
 async def analysed(pilot) -> None:
-    """Wait for the first analysis, then hide measured times."""
-    await settle(pilot)
-    assert pilot.app.analysis is not None, "the analysis did not finish"
+    """Wait on the app's workers until the first analysis is shown, then hide measured times."""
+    app = pilot.app
+    for _ in range(500):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if app.analysis is not None and not any(worker.is_running for worker in app.workers):
+            break
+    assert app.analysis is not None, "the analysis did not finish"
     timings = pilot.app.query_one(TimingsView)
     timings.measurements_hidden = True
     await pilot.pause()
