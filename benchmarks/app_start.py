@@ -135,13 +135,15 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         tree.focus()
         await pilot.pause()
         down = await _timed_presses(pilot, "down", presses)
-    baseline = await _child_baseline(presses)
+    baseline = await _child_baseline(presses, scrolling=False)
+    baseline_scrolling = await _child_baseline(presses, scrolling=True)
     print(json.dumps({
         "depth": depth,
         "equations": analysis.plans["naive"].program.equation_count,
         "analyze_trace_only_s": analyze_s,
         "show_results_s": show_s,
-        "presses": {"first_n": first_n, "n": n, "down": down, "bare_tree_down": baseline},
+        "presses": {"first_n": first_n, "n": n, "down": down, "bare_tree_down": baseline,
+                     "bare_tree_down_scrolling": baseline_scrolling},
         "tree_nodes_after_first_n": nodes_after_first_n,
     }))
 
@@ -180,23 +182,31 @@ async def _timed_presses(pilot, key: str, count: int) -> dict:
             "cpu_s": stats(cpu), "pilot_press_s": stats(wall)}
 
 
-async def _child_baseline(presses: int) -> dict:
-    """The same measurement on a bare Textual ``Tree`` of 100 leaves: the floor of the method."""
+async def _child_baseline(presses: int, *, scrolling: bool) -> dict:
+    """The same measurement on a bare Textual ``Tree``: the floor of the method.
+
+    With ``scrolling`` the cursor starts at the bottom of the view, so every ``down`` scrolls
+    the tree by one line (as it does after ``n`` has put a collective at the bottom edge).
+    """
     from textual.app import App
     from textual.widgets import Tree
 
     class Bare(App):
         def compose(self):
             tree = Tree("root")
-            for i in range(100):
+            for i in range(1000):
                 tree.root.add_leaf(f"leaf {i}")
             tree.root.expand()
             yield tree
 
     app = Bare()
     async with app.run_test(size=SIZE) as pilot:
-        app.query_one(Tree).focus()
+        tree = app.query_one(Tree)
+        tree.focus()
         await pilot.pause()
+        if scrolling:
+            tree.cursor_line = 500
+            await pilot.pause()
         return await _timed_presses(pilot, "down", presses)
 
 

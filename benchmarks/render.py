@@ -387,10 +387,13 @@ def _app_start(data: dict | None, failure: str | None) -> list[str]:
         "first_n": "first `n`: expands both trees to the first collective",
         "n": "later `n`: next collective in both trees",
         "down": f"`down` in the naive tree ({k['tree_nodes_after_first_n']:,} nodes after the first `n`)",
-        "bare_tree_down": "`down` in a bare Textual `Tree` of 100 leaves (the method's floor)",
+        "bare_tree_down": "`down` in a bare Textual `Tree` of 1,000 leaves, no scrolling (the method's floor)",
+        "bare_tree_down_scrolling": "the same, each `down` scrolling the tree by a line",
     }
     for name, label in labels.items():
-        press = k["presses"][name]
+        press = k["presses"].get(name)
+        if press is None:
+            continue
         paint = press["paint_s"]
         shown = (f"{paint['median'] * 1e3:.1f} ({paint['min'] * 1e3:.1f}-{paint['max'] * 1e3:.1f})" if paint
                  else "no repaint")
