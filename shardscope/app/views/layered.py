@@ -18,6 +18,7 @@ from statistics import mean
 from typing import Hashable
 
 import networkx as nx
+from rich.style import Style
 from rich.text import Text
 
 UP, DOWN, LEFT, RIGHT = 1, 2, 4, 8
@@ -152,7 +153,7 @@ class _Canvas:
 
     def __init__(self, chain: nx.DiGraph, layout: _Layout, boxes: dict[Hashable, Box]) -> None:
         self.chain, self.layout, self.boxes = chain, layout, boxes
-        self.cells: dict[tuple[int, int], tuple[str, str]] = {}
+        self.cells: dict[tuple[int, int], tuple[str, Style]] = {}
         self.strokes: dict[tuple[int, int], dict[tuple[str, Hashable], int]] = {}
         self.related: set[frozenset] = set()
         self.arrows: dict[tuple[int, int], str] = {}
@@ -177,7 +178,7 @@ class _Canvas:
                 self._stroke(r, left, ("pass", node), UP | DOWN)
             return
         box = self.boxes[node]
-        width, style = box.width, box.border_style
+        width, style = box.width, Style.parse(box.border_style)
         self._put(top, left, "╭" + "─" * (width - 2) + "╮", style)
         for k in range(1, height - 1):
             self._put(top + k, left, "│", style)
@@ -252,7 +253,7 @@ class _Canvas:
         cell = self.strokes.setdefault((row, col), {})
         cell[owner] = cell.get(owner, 0) | mask
 
-    def _put(self, row: int, col: int, chars: str, style: str) -> None:
+    def _put(self, row: int, col: int, chars: str, style: Style) -> None:
         for k, ch in enumerate(chars):
             self.cells[(row, col + k)] = (ch, style)
 
@@ -274,34 +275,56 @@ class _Canvas:
         return "│" if any(m & (UP | DOWN) for m in owners.values()) else "─"
 
     def _text(self, rows: int) -> Text:
-        grid: dict[tuple[int, int], tuple[str, object]] = {}
+        """The grid as lines of text; neighbouring cells of one style share a span."""
+        grid: dict[tuple[int, int], tuple[str, Style]] = {}
+        edge = Style.parse(EDGE_STYLE)
         for pos, owners in self.strokes.items():
-            grid[pos] = (self._connector(owners), EDGE_STYLE)
+            grid[pos] = (self._connector(owners), edge)
         for pos, ch in self.arrows.items():
-            grid[pos] = (ch, EDGE_STYLE)
+            grid[pos] = (ch, edge)
         grid.update(self.cells)
         by_row: dict[int, list[int]] = {}
         for row, col in grid:
             by_row.setdefault(row, []).append(col)
         out = Text(no_wrap=True, overflow="crop")
         for r in range(rows):
+            runs: list[tuple[str, Style]] = []
             cursor = 0
             for c in sorted(by_row.get(r, ())):
                 ch, style = grid[(r, c)]
-                out.append(" " * (c - cursor) + ch, None)
-                out.stylize(style, len(out) - 1, len(out))
+                if c > cursor:
+                    runs.append((" " * (c - cursor), _PLAIN))
+                runs.append((ch, style))
                 cursor = c + 1
+            for chunk, style in _merged(runs):
+                out.append(chunk, style)
             if r + 1 < rows:
                 out.append("\n")
         return out
 
 
-def _styled_chars(text: Text) -> list[tuple[str, object]]:
-    """Each character of ``text`` with the style that applies to it."""
-    from rich.console import Console
+_PLAIN = Style()
 
-    console = Console(width=1000, color_system=None)
-    return [(ch, seg.style or "") for seg in text.render(console, end="") for ch in seg.text if ch != "\n"]
+
+def _merged(runs: list[tuple[str, Style]]) -> list[tuple[str, Style]]:
+    """Consecutive runs of one style joined."""
+    merged: list[tuple[str, Style]] = []
+    for chunk, style in runs:
+        if merged and merged[-1][1] == style:
+            merged[-1] = (merged[-1][0] + chunk, style)
+        else:
+            merged.append((chunk, style))
+    return merged
+
+
+def _styled_chars(text: Text) -> list[tuple[str, Style]]:
+    """Each character of ``text`` with the style that applies to it (spans layered on the base)."""
+    as_style = lambda style: Style.parse(style) if isinstance(style, str) else style  # noqa: E731
+    styles = [as_style(text.style)] * len(text.plain)
+    for span in text.spans:
+        for k in range(span.start, min(span.end, len(styles))):
+            styles[k] = styles[k] + as_style(span.style)
+    return list(zip(text.plain, styles))
 
 
 def prune(graph: nx.DiGraph, max_nodes: int = 36, max_per_layer: int = 6, priority=None) -> tuple[nx.DiGraph, list]:
