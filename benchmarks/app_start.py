@@ -18,6 +18,7 @@ Run alone: ``python -m benchmarks.app_start [--quick]``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -36,12 +37,21 @@ def main(argv: list[str] | None = None) -> None:
     """Run the start rounds and the key-press process; write ``app_start.json``."""
     if len(sys.argv) > 1 and sys.argv[1] == "--child-start":
         return asyncio.run(_child_start())
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-start-bare":
+        return asyncio.run(_child_start_bare())
     if len(sys.argv) > 1 and sys.argv[1] == "--child-keys":
-        return asyncio.run(_child_keys(int(sys.argv[2]), int(sys.argv[3])))
+        return asyncio.run(_child_keys(int(sys.argv[2]), int(sys.argv[3]), freeze="--gc-freeze" in sys.argv))
     args = parse_args(__doc__.splitlines()[0], argv)
     grid = QUICK if args.quick else FULL
-    starts = [_child(["--child-start"]) for _ in range(grid["rounds"] + 1)][1:]  # the first warms the file cache
+    starts, bare_starts = [], []
+    for i in range(grid["rounds"] + 1):  # alternated; the first round warms the file cache
+        start, bare = _child(["--child-start"]), _child(["--child-start-bare"])
+        if i:
+            starts.append(start)
+            bare_starts.append(bare)
     keys = _child(["--child-keys", str(grid["key_equations"]), str(grid["presses"])], timeout=1200)
+    keys_frozen = _child(["--child-keys", str(grid["key_equations"]), str(grid["presses"]), "--gc-freeze"],
+                         timeout=1200)
     write_result(
         "app_start",
         args.quick,
@@ -52,7 +62,9 @@ def main(argv: list[str] | None = None) -> None:
             "first_paint_s": stats([s["first_paint_s"] for s in starts]),
             "results_s": stats([s["results_s"] for s in starts]),
             "start_runs": starts,
+            "bare_textual_first_paint_s": stats([s["first_paint_s"] for s in bare_starts]),
             "keys": keys,
+            "keys_gc_frozen": keys_frozen,
         },
         args.out,
     )
@@ -95,7 +107,31 @@ async def _child_start() -> None:
     print(json.dumps({"first_paint_s": app.profile.first_paint_s, "results_s": app.profile.results_s}))
 
 
-async def _child_keys(target_equations: int, presses: int) -> None:
+async def _child_start_bare() -> None:
+    """The floor: a bare Textual app (a header, a tree, a footer), first paint timed the same way."""
+    from textual.app import App
+    from textual.widgets import Footer, Header, Tree
+
+    from shardscope.app.profiling import StartupProfile
+
+    profile = StartupProfile()
+
+    class Bare(App):
+        def compose(self):
+            yield Header()
+            yield Tree("root")
+            yield Footer()
+
+        def on_mount(self) -> None:
+            self.call_after_refresh(profile.mark_first_paint)
+
+    app = Bare()
+    async with app.run_test(size=SIZE) as pilot:
+        await _wait_until(pilot, lambda: profile.first_paint_s is not None, 60)
+    print(json.dumps({"first_paint_s": profile.first_paint_s}))
+
+
+async def _child_keys(target_equations: int, presses: int, *, freeze: bool = False) -> None:
     from benchmarks.scaling import calibrate, depth_for
     from shardscope.devices import ensure_devices
 
@@ -126,6 +162,8 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         await pilot.pause()
         show_s = time.perf_counter() - start
 
+        if freeze:  # the proposed fix: keep the collector from rescanning the analysis' objects
+            gc.freeze()
         tree = app.query_one(PlansView).tree("naive")
         tree.focus()
         await pilot.pause()
@@ -145,6 +183,7 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         "presses": {"first_n": first_n, "n": n, "down": down, "bare_tree_down": baseline,
                      "bare_tree_down_scrolling": baseline_scrolling},
         "tree_nodes_after_first_n": nodes_after_first_n,
+        "gc_freeze": freeze,
     }))
 
 
@@ -166,20 +205,40 @@ async def _timed_presses(pilot, key: str, count: int) -> dict:
         return display(screen, renderable)
 
     app._display = timed_display
-    paint, cpu, wall = [], [], []
+    paint, cpu, wall, gc_pause = [], [], [], []
     try:
         for _ in range(count):
             painted.clear()
-            start, start_cpu = time.perf_counter(), time.process_time()
-            await pilot.press(key)
-            wall.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - start_cpu)
+            with _GcPauses() as pauses:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                await pilot.press(key)
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
+            gc_pause.append(pauses.seconds)
             if painted:  # a key that changes nothing on screen (the cursor at the end) paints nothing
                 paint.append(painted[-1] - start)
     finally:
         app._display = display
     return {"paint_s": stats(paint) if paint else None, "unpainted": count - len(paint),
-            "cpu_s": stats(cpu), "pilot_press_s": stats(wall)}
+            "cpu_s": stats(cpu), "pilot_press_s": stats(wall), "gc_pause_s": stats(gc_pause)}
+
+
+class _GcPauses:
+    """Seconds the cyclic garbage collector ran inside a ``with`` block (``gc.callbacks``)."""
+
+    def __enter__(self) -> "_GcPauses":
+        self.seconds, self._start = 0.0, 0.0
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
 
 
 async def _child_baseline(presses: int, *, scrolling: bool) -> dict:
