@@ -53,17 +53,30 @@ class PlanResult:
         """Collective equations inside at least one loop."""
         return sum(c.in_loop for c in self.collectives)
 
-    @property
+    @cached_property
     def executed_collectives(self) -> int | None:
-        """Collectives run per call: the sum of their executions (None if unknown)."""
-        runs = [c.executions for c in self.collectives]
-        return None if None in runs else sum(runs)
+        """Collectives run per call (None if a loop around one has no static trip count).
 
-    @property
+        Only one branch of a ``cond`` runs: the largest counts, an upper bound when
+        :attr:`per_call_is_upper_bound`.
+        """
+        from shardscope.dataflow import per_call
+
+        return per_call(self.program, lambda eqn: 1)
+
+    @cached_property
     def bytes_per_call(self) -> int | None:
         """Per-device bytes moved by collectives per call (None if unknown)."""
-        sizes = [c.bytes_per_call for c in self.collectives]
-        return None if None in sizes else sum(sizes)
+        from shardscope.dataflow import payload_bytes, per_call
+
+        return per_call(self.program, payload_bytes)
+
+    @property
+    def per_call_is_upper_bound(self) -> bool:
+        """True when collectives sit in ``cond`` branches, so per-call totals are upper bounds."""
+        from shardscope.dataflow import has_conditional
+
+        return has_conditional(self.collectives)
 
     def structure_summary(self) -> str:
         """One line of what the program is (deterministic): collectives, loops, bytes."""

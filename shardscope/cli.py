@@ -7,6 +7,7 @@ Every error a user can cause prints one message (and a hint) on stderr and exits
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, 
 
 COMMANDS = ("report", "diff", "open")
 EXIT_USER_ERROR = 2
+DEFAULT_MAX_DEVICES = 8
 
 
 def _positive(text: str) -> int:
@@ -59,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{report,diff}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
-    app.add_argument("--max-devices", type=_positive, default=8,
+    app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
                      help="CPU devices to start JAX with; the sidebar offers meshes up to this size (default 8)")
     app.add_argument("--export-dir", type=Path, help="where `e` writes the diff (default: the working directory)")
     app.add_argument("--profile-startup", action="store_true",
@@ -126,11 +128,14 @@ def _run(args: argparse.Namespace) -> int:
         from shardscope.demos import load_demo_file
 
         load_demo_file(settings.path)
-    ensure_devices(settings.devices)
+    # Start with enough devices that a count which does not divide N can be told what would.
+    ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
     from shardscope.analysis import analyze
 
+    # What the demo prints (at import, while tracing) must not mix into the report or the diff.
+    with contextlib.redirect_stdout(sys.stderr):
+        analysis = analyze(settings, measure=args.command == "report")
     if args.command == "diff":
-        analysis = analyze(settings, measure=False)
         text = analysis.diff_text()
         if args.output is None:
             sys.stdout.write(text)
@@ -141,13 +146,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
         return 0
 
-    analysis = analyze(settings)
     if args.json:
         import json
 
         from shardscope.report import to_json
 
-        print(json.dumps(to_json(analysis)))
+        print(json.dumps(to_json(analysis), allow_nan=False))
     else:
         from rich.console import Console
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Callable
 
 import networkx as nx
 
@@ -63,12 +64,51 @@ def collectives(program: Program) -> tuple[Collective, ...]:
             axes=site.equation.axes,
             loop_ids=tuple(loop.id for loop in site.loops),
             loop_trip_counts=tuple(loop.trip_count for loop in site.loops),
-            bytes_per_execution=sum(v.nbytes for v in site.equation.inputs),
+            bytes_per_execution=payload_bytes(site.equation),
             in_conditional=site.in_conditional,
         )
         for site in program.sites()
         if site.equation.kind == "collective"
     )
+
+
+def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None:
+    """Sum ``per_execution(collective)`` over every collective execution of one call.
+
+    Loops multiply by their trip count (``None`` when a loop with collectives has none); of a
+    ``cond``'s branches only one runs, so the largest branch counts: an upper bound when the
+    branches differ (see :func:`has_conditional`).
+    """
+    return _block_per_call(program.root, per_execution)
+
+
+def _block_per_call(block: Block, per_execution: Callable[[Equation], int]) -> int | None:
+    total = 0
+    for eqn in block.equations:
+        inner = [_block_per_call(sub, per_execution) for sub in eqn.blocks]
+        if None in inner:
+            return None
+        if eqn.kind == "collective":
+            total += per_execution(eqn)
+        if not inner:
+            continue
+        runs = max(inner) if eqn.kind == "cond" else sum(inner)
+        if eqn.kind == "loop" and runs:
+            if eqn.trip_count is None:
+                return None
+            runs *= eqn.trip_count
+        total += runs
+    return total
+
+
+def payload_bytes(eqn: Equation) -> int:
+    """Per-device bytes one execution of a collective moves: the size of its operands."""
+    return sum(v.nbytes for v in eqn.inputs)
+
+
+def has_conditional(collectives: tuple[Collective, ...]) -> bool:
+    """True when some collective sits in a ``cond`` branch, so per-call totals are upper bounds."""
+    return any(c.in_conditional for c in collectives)
 
 
 @dataclass(frozen=True)

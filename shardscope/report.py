@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -11,7 +12,24 @@ if TYPE_CHECKING:
 
 
 def to_json(analysis: "Analysis") -> dict[str, Any]:
-    """The ``report --json`` object. Keys are a contract: extend, never rename."""
+    """The ``report --json`` object. Keys are a contract: extend, never rename.
+
+    Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
+    """
+    return _finite(_json(analysis))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(analysis: "Analysis") -> dict[str, Any]:
     s = analysis.shapes
     return {
         "function": analysis.function,
@@ -52,6 +70,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "collectives_in_loops": plan.collectives_in_loops,
         "executed_collectives": plan.executed_collectives,
         "bytes_per_call": plan.bytes_per_call,
+        "per_call_is_upper_bound": plan.per_call_is_upper_bound,
         "equations": plan.program.equation_count,
         "hlo": None
         if plan.hlo is None

@@ -270,19 +270,12 @@ def _reject_constant(name):
     raise ValueError(f"not JSON: {name}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli/report (lead): json.dumps writes a NaN max_abs_err as the bare token NaN, which is not "
-    "JSON (jq and JSON.parse reject it); emit null or a string instead"))
 def test_json_stays_json_when_the_gradient_is_nan(tmp_path):
     result = run_cli("report", write_demo(tmp_path, "nan.py", NAN_GRADIENT), "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout, parse_constant=_reject_constant)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli (lead): report starts JAX with exactly --devices CPU devices, so the hint for a count "
-    "that does not divide N only offers smaller ones ('1, 2' for --devices 3 on N=64) although "
-    "4 and 8 would work"))
 def test_device_hint_offers_larger_counts_that_work():
     result = run_cli("report", LINEAR, "--devices", "3")
     assert result.returncode == 2
@@ -301,10 +294,6 @@ def chatty(W, x):
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli (lead): what a demo prints at import or while tracing goes to stdout, so `report --json` "
-    "no longer prints exactly one JSON object; send it to stderr (contextlib.redirect_stdout) "
-    "while analysing"))
 def test_json_stdout_survives_a_demo_that_prints(tmp_path):
     result = run_cli("report", write_demo(tmp_path, "chatty.py", CHATTY), "--json", "-r", "1")
     assert result.returncode == 0, result.stderr

@@ -192,9 +192,6 @@ def test_collectives_inside_jit_remat_and_cond(branchy):
     assert naive.max_abs_err < 1e-5 and branchy.plans["deferred"].max_abs_err < 1e-5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core: executed_collectives sums the collectives of both branches of a lax.cond, but only one "
-    "branch runs per iteration (4 chunks x (W + c) = 8 all-reduces per call, reported as 12)"))
 def test_exclusive_cond_branches_are_not_both_counted(branchy):
     assert branchy.plans["naive"].executed_collectives == 8
 
