@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
-from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.settings import Settings
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
@@ -177,6 +177,8 @@ def analyze(
     from shardscope.demos import load_demo_file
     from shardscope.program import from_jaxpr
 
+    if settings.repeats < 1:
+        raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
     built = plans.build_plans(demo_fn, settings)

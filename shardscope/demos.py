@@ -6,13 +6,14 @@ axis of every leaf of ``x`` and ``y`` is the batch ``N`` that is sharded and chu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from shardscope.errors import DemoFileError, SettingsError
 
@@ -104,7 +105,8 @@ def load_demo_file(path: str | Path) -> DemoFile:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with _importable_siblings(path):
+            spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise DemoFileError(
@@ -128,6 +130,18 @@ def load_demo_file(path: str | Path) -> DemoFile:
             "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",
         )
     return DemoFile(path=path, functions=functions, fingerprint=fingerprint)
+
+
+@contextlib.contextmanager
+def _importable_siblings(path: Path) -> Iterator[None]:
+    """Let the demo import modules that sit next to it, as ``python demo.py`` would."""
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
 
 
 def _where(exc: BaseException, path: Path) -> str:
