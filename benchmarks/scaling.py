@@ -10,6 +10,7 @@ Run alone: ``python -m benchmarks.scaling [--quick]``.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> None:
             "rows": rows,
             # 1.0 means exactly linear: time per equation at the largest size over the smallest
             "per_equation_growth": (large["analysis_s"] / large["equations"]) / (small["analysis_s"] / small["equations"]),
+            "per_equation_growth_cpu": (large["analysis_cpu_s"] / large["equations"])
+            / (small["analysis_cpu_s"] / small["equations"]),
+            "loglog_slope": _slope([r["equations"] for r in rows], [r["analysis_s"] for r in rows]),
+            "loglog_slope_cpu": _slope([r["equations"] for r in rows], [r["analysis_cpu_s"] for r in rows]),
             "peak_rss_mib": peak_rss_mib(),
         },
         args.out,
@@ -88,8 +93,9 @@ def measure(depth: int, repeats: int) -> dict:
 
     trace_s, program, jaxpr = _traced(depth)
     phases: dict[str, list[float]] = {name: [] for name in PHASES}
-    totals = []
+    totals, cpu = [], []
     for _ in range(repeats):
+        start_cpu = time.process_time()
         start = time.perf_counter()
         program = from_jaxpr(jaxpr)
         t1 = time.perf_counter()
@@ -101,6 +107,7 @@ def measure(depth: int, repeats: int) -> dict:
         phases["build_graph"].append(t2 - t1)
         phases["collectives"].append(t3 - t2)
         totals.append(t3 - start)
+        cpu.append(time.process_time() - start_cpu)
     row = {
         "depth": depth,
         "equations": program.equation_count,
@@ -111,11 +118,22 @@ def measure(depth: int, repeats: int) -> dict:
         "phases_s": {name: stats(samples) for name, samples in phases.items()},
         "analysis": stats(totals),
         "analysis_s": statistics.median(totals),
+        # CPU time of this (single-threaded) work: what other processes on the machine do not inflate
+        "analysis_cpu_s": statistics.median(cpu),
     }
     row["us_per_equation"] = row["analysis_s"] / row["equations"] * 1e6
     print(f"depth {depth}: {row['equations']} equations, trace {trace_s:.2f} s, analysis {row['analysis_s']:.3f} s "
+          f"(CPU {row['analysis_cpu_s']:.3f} s) "
           f"({row['us_per_equation']:.0f} us/equation)", flush=True)
     return row
+
+
+def _slope(sizes: list[int], seconds: list[float]) -> float:
+    """Least-squares slope of log(time) against log(size): 1.0 is linear, 2.0 quadratic."""
+    xs = [math.log(n) for n in sizes]
+    ys = [math.log(t) for t in seconds]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 if __name__ == "__main__":
