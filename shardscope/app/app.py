@@ -7,6 +7,7 @@ worker that only posts messages, so the first paint never waits for JAX.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -15,32 +16,31 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input, TabbedContent, TabPane
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import runner
 from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.help_screen import HelpScreen
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.status import StatusLine
-from shardscope.app.views.diff import DiffView
-from shardscope.app.views.graph import GraphView
-from shardscope.app.views.hlo import HloView
-from shardscope.app.views.timings import TimingsView
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
 
 TABS = (
-    ("plans", "Plans", PlansView),
-    ("graph", "Graph", GraphView),
-    ("diff", "Diff", DiffView),
-    ("timings", "Timings", TimingsView),
-    ("hlo", "HLO", HloView),
+    ("plans", "Plans", "shardscope.app.plans_view:PlansView"),
+    ("graph", "Graph", "shardscope.app.views.graph:GraphView"),
+    ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
+    ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
+    ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
 )
-"""Tab id, title and view class; the key of each tab is its position (1-5)."""
+"""Tab id, title and view class; the key of each tab is its position (1-5).
+
+Only the Plans view is built before the first paint: the others import numpy and networkx
+(a third of a second), so a thread worker imports them after it and they are mounted then.
+"""
 
 
 class ShardscopeApp(App[int]):
@@ -91,6 +91,7 @@ class ShardscopeApp(App[int]):
         self.profile = StartupProfile() if profile_startup else None
         self._run_id = 0
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
+        self._mounted_views: set[str] = {"plans"}
 
     @property
     def run_id(self) -> int:
@@ -107,9 +108,12 @@ class ShardscopeApp(App[int]):
             with Vertical(id="main"):
                 yield ErrorPanel(id="error")
                 with TabbedContent(id="tabs", initial="plans"):
-                    for i, (tab, title, view) in enumerate(TABS, 1):
+                    for i, (tab, title, _) in enumerate(TABS, 1):
                         with TabPane(f"{i} {title}", id=tab):
-                            yield view(id=f"{tab}-view")
+                            if tab == "plans":
+                                yield PlansView(id="plans-view")
+                            else:
+                                yield Static("loading this view...", id=f"{tab}-placeholder")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -120,6 +124,24 @@ class ShardscopeApp(App[int]):
         if self.profile is not None:
             self.log(f"startup: first paint after {self.profile.mark_first_paint():.3f} s")
         self._start_run(analyze=self.autorun)
+        self._import_views()
+
+    @work(thread=True, group="views", exit_on_error=False)
+    def _import_views(self) -> None:
+        """Thread worker: import the deferred tab views, then mount them on the UI thread."""
+        try:
+            views = {tab: _load(spec) for tab, _, spec in TABS if tab != "plans"}
+        except Exception as exc:  # a broken view must not take the app down
+            self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT)
+            return
+        self.call_from_thread(self._mount_views, views)
+
+    async def _mount_views(self, views: dict[str, type]) -> None:
+        for tab, view in views.items():
+            await self.query_one(f"#{tab}-placeholder").remove()
+            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view"))
+        self._mounted_views.update(views)
+        self._refresh_tab(self.query_one(TabbedContent).active)
 
     # -- actions ------------------------------------------------------------------------
 
@@ -162,6 +184,8 @@ class ShardscopeApp(App[int]):
 
     def action_help(self) -> None:
         """Show the help screen."""
+        from shardscope.app.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -269,7 +293,7 @@ class ShardscopeApp(App[int]):
 
     def _refresh_tab(self, tab: str | None) -> None:
         """Hand the latest analysis to ``tab``'s view unless it already shows it."""
-        if tab in self._stale_tabs and self.analysis is not None:
+        if tab in self._stale_tabs and tab in self._mounted_views and self.analysis is not None:
             self._stale_tabs.discard(tab)
             self._show_in(tab, self.analysis)
 
@@ -305,3 +329,9 @@ class ShardscopeApp(App[int]):
 
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+
+
+def _load(spec: str) -> type:
+    """The class ``module:name`` names."""
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)

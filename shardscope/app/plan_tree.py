@@ -25,6 +25,9 @@ PAGE = 200
 CONTEXT = 20
 """Equations shown either side of one that n/N reveals inside a gap."""
 
+OPEN_DEPTH = 3
+"""How many levels of nodes with collectives inside a new plan opens by itself."""
+
 
 @dataclass
 class Entry:
@@ -127,6 +130,17 @@ class PlanTree(Tree[Entry]):
         self.root.data = Entry("root", block=plan.program.root)
         self._populate(self.root)
         self.root.expand()
+        self._expand_towards_collectives(self.root, OPEN_DEPTH)
+
+    def _expand_towards_collectives(self, node: TreeNode[Entry], depth: int) -> None:
+        """Open the nodes with collectives inside, ``depth`` levels down: where to look first."""
+        if depth <= 0:
+            return
+        for child in list(node.children):
+            if child.data.gap is None and self._inside(child.data.key)[0]:
+                self._populate(child)
+                child.expand()
+                self._expand_towards_collectives(child, depth - 1)
 
     @property
     def collective_ids(self) -> tuple[str, ...]:

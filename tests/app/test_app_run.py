@@ -116,3 +116,56 @@ def test_profile_startup_records_first_paint_then_results():
         assert 0 < line["first_paint_s"] < line["results_s"]
 
     run(scenario())
+
+
+FIRST_PAINT_PROBE = '''
+import asyncio, json, sys
+from pathlib import Path
+from shardscope.app import ShardscopeApp
+from shardscope.settings import Settings
+
+seen = {}
+
+class Probe(ShardscopeApp):
+    def _after_first_paint(self):
+        seen["jax_at_first_paint"] = "jax" in sys.modules
+        super()._after_first_paint()
+
+async def main():
+    app = Probe(Settings(Path(sys.argv[1]), repeats=2), max_devices=4)
+    async with app.run_test(size=(140, 45)) as pilot:
+        for _ in range(500):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            if app.analysis is not None:
+                break
+        seen["devices"] = app.analysis.available_devices
+        seen["jax_after_run"] = "jax" in sys.modules
+
+asyncio.run(main())
+print(json.dumps(seen))
+'''
+
+
+def test_first_paint_does_not_wait_for_jax_and_the_worker_sets_the_devices():
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_PAINT_PROBE, str(DEMOS / "linear.py")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"jax_at_first_paint": False, "devices": 4, "jax_after_run": True}
+
+
+def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"), ("hlo", "HloView")):
+                assert type(app.query_one(f"#{tab}-view")).__name__ == name
+            assert app._stale_tabs == {"graph", "diff", "timings", "hlo"}  # only the visible tab rendered
+            await pilot.press("3")
+            assert app._stale_tabs == {"graph", "timings", "hlo"}
+
+    run(scenario())
