@@ -16,6 +16,7 @@ Run alone: ``python -m benchmarks.plans_at_scale [--quick]``.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ FULL = {
     # the claim to check: M=1e6, 16 chunks/device; how the ratio moves with the per-device batch
     "sensitivity_batches": (16, 256),
     "repeats": 25,
+    "claim_checks": 5,  # M=1e6, 16 chunks/device rebuilt and timed again, spread through the run
 }
 QUICK = {
     "sizes": (10**4, 10**6),
@@ -43,6 +45,7 @@ QUICK = {
     "rnn_steps": (4,),
     "sensitivity_batches": (),
     "repeats": 7,
+    "claim_checks": 0,
 }
 
 TIMED = ("naive", "deferred", "reference", "floor")
@@ -56,8 +59,16 @@ def main(argv: list[str] | None = None) -> None:
     ensure_devices(DEVICES)
     grid = QUICK if args.quick else FULL
     started = time.perf_counter()
-    cells = []
+    cells, claim_checks = [], []
+
+    def check_claim() -> None:
+        """The claimed cell again, built and timed afresh: how much it moves during one run."""
+        claim_checks.append(_cell(_linear_demo(10**6, PER_DEVICE_BATCH), 16, PER_DEVICE_BATCH, grid["repeats"],
+                                  {"model": "linear", "M": 10**6, "check": len(claim_checks)}))
+
     for m in grid["sizes"]:
+        if grid["claim_checks"]:
+            check_claim()
         for chunks in grid["chunks"]:
             cells.append(_cell(_linear_demo(m, PER_DEVICE_BATCH), chunks, PER_DEVICE_BATCH, grid["repeats"],
                                {"model": "linear", "M": m}))
@@ -65,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
         for chunks in grid["chunks"]:
             cells.append(_cell(_rnn_demo(steps, PER_DEVICE_BATCH), chunks, PER_DEVICE_BATCH, grid["repeats"],
                                {"model": "rnn", "T": steps}))
+    while len(claim_checks) < grid["claim_checks"]:
+        check_claim()
     sensitivity = [
         _cell(_linear_demo(10**6, batch), 16, batch, grid["repeats"], {"model": "linear", "M": 10**6})
         for batch in grid["sensitivity_batches"]
@@ -81,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
             "warmup": 2,
             "cells": cells,
             "sensitivity": sensitivity,
+            "claim_checks": claim_checks,
             "peak_rss_mib": peak_rss_mib(),
             "elapsed_s": time.perf_counter() - started,
         },
@@ -225,6 +239,7 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         ),
         "deferred_over_floor": median["deferred"] / median["floor"],
         "naive_overhead_s": median["naive"] - median["floor"],
+        "load_average_1min": os.getloadavg()[0],
     }
     print(
         f"{label} chunks={chunks:>3} B={per_device_batch}: "
