@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> None:
             "first_paint_s": stats([s["first_paint_s"] for s in starts]),
             "results_s": stats([s["results_s"] for s in starts]),
             "start_runs": starts,
+            "stages_s": {
+                stage: stats([s["stages_s"][stage] for s in starts if stage in s.get("stages_s", {})])
+                for stage in ("loading", "tracing", "compiling", "timing", "checking", "finished")
+                if any(stage in s.get("stages_s", {}) for s in starts)
+            },
             "bare_textual_first_paint_s": stats([s["first_paint_s"] for s in bare_starts]),
             "keys": keys,
             "keys_gc_frozen": keys_frozen,
@@ -99,12 +104,28 @@ async def _child_start() -> None:
     from shardscope.app import ShardscopeApp
     from shardscope.settings import Settings
 
+    from shardscope.app.messages import RunFinished, RunProgress
+    from shardscope.app.profiling import process_age
+
     app = ShardscopeApp(Settings(path=DEMOS / "linear.py"), profile_startup=True)
+    # when the worker first reports each stage (and the result), in seconds since the process started
+    stages: dict[str, float] = {}
+    post = app.post_message
+
+    def timed_post(message):
+        if isinstance(message, RunProgress):
+            stages.setdefault(message.stage, process_age())
+        elif isinstance(message, RunFinished):
+            stages.setdefault("finished", process_age())
+        return post(message)
+
+    app.post_message = timed_post
     async with app.run_test(size=SIZE) as pilot:
         await _wait_until(pilot, lambda: app.profile.results_s is not None, 120)
         if app.analysis is None:
             raise RuntimeError("results marked without an analysis")
-    print(json.dumps({"first_paint_s": app.profile.first_paint_s, "results_s": app.profile.results_s}))
+    print(json.dumps({"first_paint_s": app.profile.first_paint_s, "results_s": app.profile.results_s,
+                      "stages_s": stages}))
 
 
 async def _child_start_bare() -> None:

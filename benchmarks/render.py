@@ -396,6 +396,12 @@ def _app_start(data: dict | None, failure: str | None) -> list[str]:
     if bare:
         out.append(f"| first paint of a bare Textual app (header, tree, footer), alternated with the above | "
                    f"{bare['median']:.2f} | {bare['min']:.2f} | {bare['max']:.2f} | |")
+    stages = data.get("stages_s")
+    if stages:
+        out += ["", "When the analysis worker first reported each stage (median seconds since the process started; "
+                "JAX is imported at the start of `loading`, after the first paint):", "",
+                "| " + " | ".join(stages) + " | results painted |", "|" + "---:|" * (len(stages) + 1),
+                "| " + " | ".join(f"{v['median']:.2f}" for v in stages.values()) + f" | {data['results_s']['median']:.2f} |"]
     out += [
         "",
         f"Keys: `demos/deep.py` at depth {k['depth']} ({k['equations']:,} equations in the naive plan), traced "
