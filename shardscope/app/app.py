@@ -275,8 +275,14 @@ class ShardscopeApp(App[int]):
         self._show_error(message.message, message.hint)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A load-only run (no analysis) ends quietly."""
-        if event.worker.group == "analysis" and event.state == WorkerState.SUCCESS and not self.running:
+        """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
+        if event.worker.group != "analysis":
+            return
+        if event.state == WorkerState.ERROR:
+            self.running = False
+            error = event.worker.error
+            self._show_error(f"{type(error).__name__}: {error}", runner.BUG_HINT)
+        elif event.state == WorkerState.SUCCESS and not self.running:
             if not self.query_one(ErrorPanel).shown and self.analysis is None:
                 self.query_one(StatusLine).show_done("ready: press r to run")
 

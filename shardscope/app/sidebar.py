@@ -26,7 +26,7 @@ class Sidebar(VerticalScroll):
     """The settings form. Posts :class:`Sidebar.Changed` when a value is committed."""
 
     DEFAULT_CSS = """
-    Sidebar { width: 34; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
+    Sidebar { width: 30; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
     Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
     Sidebar OptionList { height: auto; max-height: 8; }
     Sidebar #description { color: $text-muted; height: auto; }

@@ -183,3 +183,33 @@ def test_command_palette_offers_every_action():
             assert app.run_id == 2 and app.analysis is not None
 
     run(scenario())
+
+
+def test_picking_another_function_runs_it_when_auto_run_is_on(tmp_path):
+    from app_support import write_demo
+    from textual.widgets import OptionList
+
+    async def scenario():
+        path = write_demo(tmp_path / "two.py", extra='''
+
+        @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((24, 5), jnp.float32))
+        def small(W, x):
+            """A smaller batch: 24 examples."""
+            return jnp.tanh(x @ W)
+        ''')
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.analysis.function == "linear"
+            await pilot.click("#autorun")
+            options = app.query_one("#functions", OptionList)
+            options.focus()
+            await pilot.press("down", "enter")
+            await settle(pilot)
+            assert app.analysis.function == "small" and app.analysis.shapes.batch == 24
+            assert "two.py::small" in app.query_one("#status").plain
+            assert "12/device: 1 2 3 4 6 12" in str(app.query_one("#chunk-help").render())
+            select = app.query_one("#devices", Select)
+            assert [v for _, v in select._options if isinstance(v, int)] == [1, 2, 3, 4, 6, 8]
+
+    run(scenario())
