@@ -11,7 +11,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views import DiffView, GraphView, HloView, TimingsView
+from shardscope.app.views.diff import unified_lines
+from shardscope.app.views.lines import LinesView
 from shardscope.app.views.timings import seconds
+from shardscope.diff import unified
 
 SIZE = (160, 60)
 
@@ -54,11 +57,11 @@ def test_every_view_shows_a_placeholder_until_an_analysis_arrives(analysis_of):
         async def script(app, pilot, name=name):
             placeholder = app.view.query_one(f"#{name}-placeholder", Static)
             assert placeholder.display and "press r to run" in shown(placeholder)
-            assert all(not c.display for c in app.view.query("ScrollableContainer, VerticalScroll"))
+            assert all(not c.display for c in app.view.query("LinesView, VerticalScroll"))
             app.view.show_analysis(analysis)
             await pilot.pause()
             assert not placeholder.display
-            assert any(c.display and c.region.height > 0 for c in app.view.query("ScrollableContainer, VerticalScroll"))
+            assert any(c.display and c.region.height > 0 for c in app.view.query("LinesView, VerticalScroll"))
 
         run(view_type(), script)
 
@@ -69,8 +72,7 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
     async def script(app, pilot):
         app.view.show_analysis(analysis)
         await pilot.pause()
-        naive = shown(app.view.query_one("#graph-naive", Static))
-        deferred = shown(app.view.query_one("#graph-deferred", Static))
+        naive, deferred = app.view.plain.split("deferred plan", 1)
         assert "1 inside loops, 2 executed/call, 40 B/call" in naive
         assert re.search(r"⟳ scan_0 \[2 trips\]\s+1 collective\(s\) inside: psum_invariant_0 x2/call", naive)
         assert re.search(r"● psum_invariant_0 over s\s+inside scan_0 \[2 trips\]\s+x2/call · 20 B each · 40 B/call", naive)
@@ -96,8 +98,7 @@ def test_graph_view_shows_nested_loops_of_the_rnn(analysis_of):
     async def script(app, pilot):
         app.view.show_analysis(analysis)
         await pilot.pause()
-        naive = shown(app.view.query_one("#graph-naive", Static))
-        deferred = shown(app.view.query_one("#graph-deferred", Static))
+        naive, deferred = app.view.plain.split("deferred plan", 1)
         chunks, steps = inner.loop_trip_counts
         assert (chunks, steps) == (2, 8)
         assert re.search(rf"inside scan_0 \[2 trips\] › \w+ \[8 trips\]\s+x16/call · 1,024 B each · 16,384 B/call", naive)
@@ -117,24 +118,27 @@ def test_diff_view_colours_the_unified_diff_and_switches_to_side_by_side(analysi
         assert view.check_action("toggle_layout", ()) is None  # greyed out: nothing to show yet
         view.show_analysis(analysis)
         await pilot.pause()
-        unified = view.query_one("#diff-unified-text", Static)
-        text = shown(unified)
+        text = view.query_one("#diff-unified", LinesView).plain
         removed = [line for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
         added = [line for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
         # naive all-reduces inside the loop body (indented); deferred casts before the loop
         assert any(re.match(r"-\s{6,}psum_invariant_0:f32\[5\] = psum_invariant", line) for line in removed)
         assert any("pvary" in line for line in added)
         assert any(line.startswith("@@") for line in text.splitlines())
-        styles = {str(span.style) for span in unified.content.spans}
-        assert {"red", "green", "cyan"} <= styles
         assert view.query_one("#diff-unified").display and not view.query_one("#diff-side-by-side").display
         view.query_one("#diff-unified").focus()
         await pilot.press("s")
-        assert view.side_by_side
+        await pilot.pause()
+        assert view.side_by_side and view.query_one("#diff-side-by-side").has_focus
         assert view.query_one("#diff-side-by-side").display and not view.query_one("#diff-unified").display
-        table = shown(view.query_one("#diff-side-by-side-table", Static), width=240)
-        assert re.search(r"naive\s+deferred", table)
-        assert "psum_invariant" in table and "pvary" in table
+        table = view.query_one("#diff-side-by-side", LinesView).plain.splitlines()
+        assert re.match(r"\s+naive\s+│ deferred", table[0])
+        column = table[0].index("│")
+        # the naive all-reduce is a changed row: on the left only, marked, in the naive column
+        row = next(line for line in table if "psum_invariant_0:f32[5] = psum_invariant" in line)
+        assert row[0] in "-~" and row.index("psum_invariant_0") < column
+        assert any("pvary" in line[column:] for line in table)
+        assert all(len(line) <= SIZE[0] for line in table)  # folded to the view's width
         await pilot.press("s")
         assert not view.side_by_side
 
@@ -183,7 +187,7 @@ def test_hlo_view_shows_the_naive_all_reduce_in_the_while_body_and_the_deferred_
     async def script(app, pilot):
         app.view.show_analysis(analysis)
         await pilot.pause()
-        text = shown(app.view.query_one("#hlo-body", Static))
+        text = app.view.plain
         assert f"backend: {analysis.backend}" in text and analysis.backend == "cpu"
         naive_part, deferred_part = text.split("deferred:", 1)
         assert "naive: 1 collective instruction(s) compiled, 1 in while bodies" in naive_part
@@ -202,7 +206,17 @@ def test_hlo_view_shows_nested_while_trip_counts_of_the_rnn(analysis_of):
     async def script(app, pilot):
         app.view.show_analysis(analysis)
         await pilot.pause()
-        text = shown(app.view.query_one("#hlo-body", Static))
+        text = app.view.plain
         assert "in while body [2 trips] › while body [8 trips]" in text
 
     run(HloView(), script)
+
+
+def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
+    plans = analysis_of("linear.py").plans
+    lines = unified_lines(unified(plans["naive"].canonical_text, plans["deferred"].canonical_text))
+    style_of = {line.plain[:2]: str(line.style) for line in lines}
+    assert style_of["--"] == style_of["++"] == "bold"
+    assert {str(line.style) for line in lines if line.plain.startswith("@@")} == {"cyan"}
+    assert {str(line.style) for line in lines if line.plain[:1] == "-" and line.plain[:3] != "---"} == {"red"}
+    assert {str(line.style) for line in lines if line.plain[:1] == "+" and line.plain[:3] != "+++"} == {"green"}

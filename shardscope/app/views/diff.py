@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import ScrollableContainer
 from textual.widget import Widget
 from textual.widgets import Static
+
+from shardscope.app.views.lines import LinesView
 
 from shardscope.diff import Row, side_by_side, unified
 
@@ -28,24 +31,21 @@ CONTEXT = 3
 _ROW_STYLES = {"delete": ("red", ""), "insert": ("", "green"), "replace": ("red", "green"), "equal": ("", "")}
 
 
-def unified_text(lines: list[str]) -> Text:
+def unified_lines(lines: list[str]) -> list[Text]:
     """Unified diff lines coloured: ``+`` green, ``-`` red, ``@@`` cyan, file headers bold."""
-    text = Text(no_wrap=True)
-    for k, line in enumerate(lines):
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        else:
-            style = ""
-        text.append(line, style)
-        if k + 1 < len(lines):
-            text.append("\n")
-    return text or Text("The two plans have the same canonical jaxpr.", "dim")
+    if not lines:
+        return [Text("The two plans have the same canonical jaxpr.", "dim")]
+    return [Text(line, _unified_style(line)) for line in lines]
+
+
+def _unified_style(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "bold"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    return "cyan" if line.startswith("@@") else ""
 
 
 def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
@@ -70,24 +70,51 @@ def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
     return out
 
 
-def side_by_side_table(before: str, after: str) -> Table:
-    """A two-column table: naive left, deferred right, changed rows coloured, equal runs folded."""
-    table = Table(expand=True, show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("", width=1, no_wrap=True)
-    table.add_column("naive", ratio=1, overflow="fold")
-    table.add_column("deferred", ratio=1, overflow="fold")
-    for row in folded(side_by_side(before, after)):
-        if isinstance(row, int):
-            table.add_row("", Text(f"⋯ {row} equal line(s) ⋯", "dim"), Text(f"⋯ {row} equal line(s) ⋯", "dim"))
-            continue
-        left_style, right_style = _ROW_STYLES[row.tag]
-        marker = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}[row.tag]
-        table.add_row(
-            Text(marker, "cyan"),
-            Text(row.left or "", left_style or "dim"),
-            Text(row.right or "", right_style or "dim"),
-        )
-    return table
+class SideBySide:
+    """Two columns, naive left and deferred right, laid out at whatever width it is given.
+
+    Long lines fold within their column; changed rows are coloured, equal ones dim, and long
+    runs of equal rows fold into one marker row. A rich renderable, so the view can lay it out
+    again when its width changes.
+    """
+
+    def __init__(self, rows: list[Row | int]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """One or more lines per row: ``marker left │ right``, each side folded to half the width."""
+        column = max((options.max_width - 5) // 2, 10)
+        bar = Segment(" │ ", Style.parse("bright_black"))
+        header = Style.parse("bold")
+        yield from (Segment("  "), Segment("naive".ljust(column), header), bar, Segment("deferred", header), Segment.line())
+        for row in self.rows:
+            if isinstance(row, int):
+                note = f"⋯ {row} equal line(s) ⋯"
+                dim = Style.parse("dim")
+                yield from (Segment("  "), Segment(note.ljust(column), dim), bar, Segment(note, dim), Segment.line())
+                continue
+            yield from _row_segments(row, column)
+
+
+def _row_segments(row: Row, column: int) -> RenderResult:
+    left_style, right_style = (Style.parse(s or "dim") for s in _ROW_STYLES[row.tag])
+    marker = Segment(_MARKERS[row.tag] + " ", Style.parse("cyan"))
+    bar = Segment(" │ ", Style.parse("bright_black"))
+    left, right = _fold(row.left or "", column), _fold(row.right or "", column)
+    for k in range(max(len(left), len(right))):
+        yield marker if k == 0 else Segment("  ")
+        yield Segment((left[k] if k < len(left) else "").ljust(column), left_style)
+        yield bar
+        yield Segment(right[k] if k < len(right) else "", right_style)
+        yield Segment.line()
+
+
+def _fold(line: str, width: int) -> list[str]:
+    """``line`` cut into pieces of ``width`` characters (at least one, possibly empty)."""
+    return [line[k : k + width] for k in range(0, len(line), width)] or [""]
+
+
+_MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}
 
 
 class DiffView(Widget):
@@ -113,12 +140,11 @@ class DiffView(Widget):
     DiffView.-empty #diff-placeholder {
         display: block;
     }
-    DiffView.-empty ScrollableContainer {
+    DiffView.-empty LinesView {
         display: none;
     }
-    DiffView ScrollableContainer {
-        height: 1fr;
-        overflow: auto auto;
+    DiffView LinesView {
+        padding: 0 1;
     }
     DiffView #diff-side-by-side, DiffView.-side-by-side #diff-unified {
         display: none;
@@ -126,22 +152,13 @@ class DiffView(Widget):
     DiffView.-side-by-side #diff-side-by-side {
         display: block;
     }
-    DiffView #diff-unified-text {
-        width: auto;
-        padding: 0 1;
-    }
-    DiffView #diff-side-by-side-table {
-        padding: 0 1;
-    }
     """
 
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis; a pane for each layout."""
         yield Static("No analysis yet: press r to run.", id="diff-placeholder")
-        with ScrollableContainer(id="diff-unified"):
-            yield Static(id="diff-unified-text")
-        with ScrollableContainer(id="diff-side-by-side"):
-            yield Static(id="diff-side-by-side-table")
+        yield LinesView(id="diff-unified")
+        yield LinesView(id="diff-side-by-side")
 
     @property
     def side_by_side(self) -> bool:
@@ -152,8 +169,10 @@ class DiffView(Widget):
         """Render the diff between the naive and deferred canonical texts of ``analysis``."""
         before = analysis.plans["naive"].canonical_text
         after = analysis.plans["deferred"].canonical_text
-        self.query_one("#diff-unified-text", Static).update(unified_text(unified(before, after)))
-        self.query_one("#diff-side-by-side-table", Static).update(side_by_side_table(before, after))
+        self.query_one("#diff-unified", LinesView).show_lines(unified_lines(unified(before, after)))
+        self.query_one("#diff-side-by-side", LinesView).show_renderable(
+            SideBySide(folded(side_by_side(before, after))), fit_width=True
+        )
         self.remove_class("-empty")
         self.refresh_bindings()
 
@@ -164,5 +183,8 @@ class DiffView(Widget):
         return True
 
     def action_toggle_layout(self) -> None:
-        """Switch between the unified and the side-by-side layout."""
+        """Switch between the unified and the side-by-side layout, keeping the focus in the diff."""
+        had_focus = self.has_focus_within
         self.toggle_class("-side-by-side")
+        if had_focus:
+            self.query_one("#diff-side-by-side" if self.side_by_side else "#diff-unified", LinesView).focus()

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import ScrollableContainer
 from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views import layered
+from shardscope.app.views.lines import LinesView
 from shardscope.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
@@ -229,24 +229,22 @@ class GraphView(Widget):
         display: none;
     }
     GraphView #graph-body {
-        overflow: auto auto;
-        height: 1fr;
-    }
-    GraphView #graph-body > Static {
-        width: auto;
-        padding: 0 1 1 1;
+        padding: 0 1;
     }
     """
 
     def compose(self) -> ComposeResult:
-        """A placeholder until the first analysis, then one drawing per plan."""
+        """A placeholder until the first analysis, then the drawings of both plans."""
         yield Static("No analysis yet: press r to run.", id="graph-placeholder")
-        with ScrollableContainer(id="graph-body"):
-            yield Static(id="graph-naive")
-            yield Static(id="graph-deferred")
+        yield LinesView(id="graph-body")
+
+    @property
+    def plain(self) -> str:
+        """What the tab shows, as plain text."""
+        return self.query_one("#graph-body", LinesView).plain
 
     def show_analysis(self, analysis: "Analysis") -> None:
-        """Draw both plans of ``analysis``."""
-        for name in ("naive", "deferred"):
-            self.query_one(f"#graph-{name}", Static).update(plan_graph(analysis.plans[name]))
+        """Draw both plans of ``analysis``, naive first."""
+        drawing = Group(plan_graph(analysis.plans["naive"]), Text(), plan_graph(analysis.plans["deferred"]))
+        self.query_one("#graph-body", LinesView).show_renderable(drawing)
         self.remove_class("-empty")

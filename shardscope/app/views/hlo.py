@@ -13,9 +13,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
+
+from shardscope.app.views.lines import LinesView
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
@@ -94,11 +95,8 @@ class HloView(Widget):
     HloView.-empty #hlo-placeholder {
         display: block;
     }
-    HloView.-empty VerticalScroll {
+    HloView.-empty #hlo-body {
         display: none;
-    }
-    HloView VerticalScroll {
-        height: 1fr;
     }
     HloView #hlo-body {
         padding: 0 1;
@@ -108,10 +106,14 @@ class HloView(Widget):
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis, then one table per plan."""
         yield Static("No analysis yet: press r to run.", id="hlo-placeholder")
-        with VerticalScroll():
-            yield Static(id="hlo-body")
+        yield LinesView(id="hlo-body")
+
+    @property
+    def plain(self) -> str:
+        """What the tab shows, as plain text."""
+        return self.query_one("#hlo-body", LinesView).plain
 
     def show_analysis(self, analysis: "Analysis") -> None:
         """Render the compiled collectives of both plans of ``analysis``."""
-        self.query_one("#hlo-body", Static).update(hlo_renderable(analysis))
+        self.query_one("#hlo-body", LinesView).show_renderable(hlo_renderable(analysis), fit_width=True)
         self.remove_class("-empty")

@@ -1,0 +1,108 @@
+"""A scrollable view of rendered lines that draws only the lines on screen.
+
+A ``Static`` inside a scroll container re-renders all of its content when it scrolls; with the
+diff of a program of a few thousand equations that costs about a second per key. This view uses
+Textual's line API instead: it keeps the lines, and ``render_line`` turns only the visible ones
+into strips (cached), so scrolling costs the same for ten lines or ten thousand.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.console import RenderableType
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.events import Resize
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+class LinesView(ScrollView, can_focus=True):
+    """Scrollable lines: ``Text`` lines, or any rich renderable laid out once into lines."""
+
+    DEFAULT_CSS = """
+    LinesView {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._texts: Sequence[Text] = ()
+        self._rendered: list[list[Segment]] | None = None
+        self._renderable: RenderableType | None = None
+        self._strips: LRUCache[int, Strip] = LRUCache(2048)
+
+    @property
+    def line_count(self) -> int:
+        """How many lines the view holds."""
+        return len(self._rendered) if self._rendered is not None else len(self._texts)
+
+    @property
+    def plain(self) -> str:
+        """Everything the view holds, as plain text (one line per line)."""
+        if self._rendered is not None:
+            return "\n".join("".join(s.text for s in line).rstrip() for line in self._rendered)
+        return "\n".join(text.plain for text in self._texts)
+
+    def show_lines(self, lines: Sequence[Text]) -> None:
+        """Show ``lines``, one ``Text`` per line (not wrapped: long lines scroll sideways)."""
+        self._texts, self._rendered, self._renderable = lines, None, None
+        self._reset(max((text.cell_len for text in lines), default=0), len(lines))
+        self.scroll_to(0, 0, animate=False)
+
+    def show_renderable(self, renderable: RenderableType, *, fit_width: bool = False) -> None:
+        """Lay ``renderable`` out into lines: at its natural width, or at the view's (tables).
+
+        A width-fitted renderable is laid out again when the view is resized; while the view is
+        hidden (no width yet) the layout waits for the first resize.
+        """
+        self._texts, self._rendered = (), None
+        self._renderable = renderable if fit_width else None
+        if not fit_width or self.size.width:
+            self._lay_out(renderable, fit_width)
+        self.scroll_to(0, 0, animate=False)
+
+    def _lay_out(self, renderable: RenderableType, fit_width: bool) -> None:
+        console = self.app.console
+        options = console.options
+        if fit_width:
+            width = max(self.scrollable_content_region.width, 20)
+        else:
+            width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
+        self._rendered = console.render_lines(renderable, options.update_width(width), pad=False)
+        self._reset(max((Segment.get_line_length(line) for line in self._rendered), default=0), len(self._rendered))
+
+    def _reset(self, width: int, height: int) -> None:
+        self._strips.clear()
+        self.virtual_size = Size(width, height)
+        self.refresh()
+
+    def on_resize(self, event: Resize) -> None:
+        """Lay a width-fitted renderable out again at the new width."""
+        if self._renderable is not None and event.size.width:
+            self._lay_out(self._renderable, fit_width=True)
+
+    def render_line(self, y: int) -> Strip:
+        """The strip for screen row ``y``: the line under it, cropped to the visible columns."""
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        style = self.rich_style
+        if index >= self.line_count:
+            return Strip.blank(width, style)
+        strip = self._strips.get(index)
+        if strip is None:
+            strip = self._strip(index).apply_style(style)
+            self._strips[index] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+
+    def _strip(self, index: int) -> Strip:
+        if self._rendered is not None:
+            return Strip(self._rendered[index])
+        text = self._texts[index]
+        return Strip(list(text.render(self.app.console, end="")), text.cell_len)
