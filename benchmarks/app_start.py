@@ -183,6 +183,7 @@ async def _child_keys(target_equations: int, presses: int, *, freeze: bool = Fal
         await pilot.pause()
         show_s = time.perf_counter() - start
 
+        tracked_objects = len(gc.get_objects())
         if freeze:  # the proposed fix: keep the collector from rescanning the analysis' objects
             gc.freeze()
         tree = app.query_one(PlansView).tree("naive")
@@ -205,6 +206,7 @@ async def _child_keys(target_equations: int, presses: int, *, freeze: bool = Fal
                      "bare_tree_down_scrolling": baseline_scrolling},
         "tree_nodes_after_first_n": nodes_after_first_n,
         "gc_freeze": freeze,
+        "gc_tracked_objects": tracked_objects,
     }))
 
 

@@ -58,6 +58,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += _tool_cost(results.get("tool_cost"), failures.get("tool_cost"))
     out += _app_start(results.get("app_start"), failures.get("app_start"))
     out += _scaling(results.get("scaling"), failures.get("scaling"))
+    out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in CORE_CHANGES] + [""]
     return "\n".join(out)
 
@@ -477,6 +478,82 @@ def _scaling(data: dict | None, failure: str | None) -> list[str]:
                 f"Time per equation at the largest size over the smallest: {data['per_equation_growth']:.2f} wall, "
                 f"{data['per_equation_growth_cpu']:.2f} CPU. Wall times rise with the machine's load; the CPU "
                 "time of this single-threaded work is what an idle machine would show.", ""]
+    return out
+
+
+def _misses(results: dict) -> list[str]:
+    """Why the missed targets are missed: profiles taken while writing these benchmarks, with this run's numbers."""
+    out = ["## Where the misses come from", ""]
+    app = results.get("app_start")
+    if app:
+        k, t = app["keys"], app["targets_s"]["key"]
+        presses = k["presses"]
+        frozen = app.get("keys_gc_frozen", {}).get("presses", {})
+        slow = [name for name in ("first_n", "n", "down") if presses[name]["paint_s"]
+                and presses[name]["paint_s"]["median"] >= t]
+        spikes = [name for name in ("first_n", "n", "down") if presses[name]["gc_pause_s"]["max"] >= t]
+        if slow or spikes:
+            out += [f"**Keys in the Plans tree** ({k['equations']:,} equations; profiled with pyinstrument and "
+                    "cProfile around the Pilot presses):", ""]
+        if "first_n" in slow:
+            out.append(
+                "- The first `n` builds tree nodes: `PlanTree.reveal` populates the chunk loop's body a page at a "
+                "time (200 equations plus a gap node, in both trees), and each node costs a Textual `TreeNode.add` "
+                "and a rich `Text` label (`plan_labels.equation_label`): about two thirds of the handler's CPU. "
+                f"Then both trees re-render. Here: {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to paint, "
+                f"{presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU. A smaller first page (only the lines "
+                "that fit on screen) would cut it roughly in proportion.")
+        if "n" in slow:
+            out.append(
+                "- A later `n` does little work in shardscope (`reveal`: move the cursor, open a gap if needed: "
+                "~15-20 ms CPU); the rest is Textual re-rendering both trees and the notification toast "
+                "(`Compositor.render_update`, `DOMNode.rich_style`, `StylesCache.render_line`).")
+        if "down" in slow:
+            out.append(
+                "- `down` scrolls the tree once the cursor is at the bottom edge, and a scrolled Textual `Tree` "
+                "re-renders every visible line: the bare-`Tree` scrolling row is the floor of that.")
+        if spikes:
+            worst = max(presses[name]["gc_pause_s"]["max"] for name in spikes)
+            after = max((frozen[name]["gc_pause_s"]["max"] for name in spikes if name in frozen), default=None)
+            out.append(
+                f"- Spikes: Python's cyclic garbage collector. A full (generation 2) collection scans every object "
+                f"alive"
+                + (f" ({k['gc_tracked_objects']:,} objects with this analysis on screen: the jaxprs, the "
+                   "Program tree, the networkx graph, the widgets)" if "gc_tracked_objects" in k else "")
+                + ", so the occasional full collection a key press triggers takes "
+                f"{worst * 1e3:.0f} ms here"
+                + (f"; with `gc.freeze()` once the analysis is on screen the worst GC pause was "
+                   f"{after * 1e3:.0f} ms" if after is not None else "")
+                + ". Proposed (not made: the app is another helper's): call `gc.freeze()` in "
+                "`ShardscopeApp.on_run_finished` (and `gc.unfreeze()` before replacing an analysis).")
+        if slow or spikes:
+            out.append("")
+        start = app["first_paint_s"]["median"], app["results_s"]["median"]
+        if start[0] >= app["targets_s"]["first_paint"] or start[1] >= app["targets_s"]["results"]:
+            bare = app.get("bare_textual_first_paint_s", {}).get("median")
+            out += [
+                "**App start**: before the first paint the process imports Python, Textual and the app and "
+                "composes the screen (JAX waits for the worker)"
+                + (f"; a bare Textual app paints at {bare:.2f} s in the same rounds" if bare else "")
+                + ". After it the worker imports JAX and starts the 8 CPU devices (`loading` to `tracing` in "
+                "the stage table), compiles three programs and times 20 rounds of them; all of it shares the GIL "
+                "with the UI thread. On a busy machine every part stretches (see the load averages above).",
+                "",
+            ]
+    tool = results.get("tool_cost")
+    if tool and tool["ratios"]["report_over_bare"]["wall_median"] > tool["target_ratio"]:
+        report_imports = tool.get("top_level_imports_s", {}).get("report", {})
+        networkx = report_imports.get("shardscope.dataflow")
+        out += [
+            "**`shardscope report` over bare JAX** (pyinstrument of the report): the extra time is importing "
+            "networkx for the dataflow graph, which the report does not print"
+            + (f" ({networkx:.2f} s under `-X importtime`)" if networkx else "")
+            + ", plus compiling, timing and checking the unchunked reference (the `--with-reference` row). "
+            "Proposed: build `PlanResult.graph` lazily so `report` and `diff` never import networkx.",
+            "",
+        ]
+    if len(out) == 2:
+        out += ["Every target above was met in this run.", ""]
     return out
 
 
