@@ -158,69 +158,31 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
     """Build, check, compile and time the four programs of one cell."""
     import jax
     import numpy as np
-    from jax.sharding import PartitionSpec as P
 
-    from shardscope import dataflow, hlo, measure, plans
-    from shardscope.program import from_jaxpr
+    from shardscope import measure, plans
     from shardscope.settings import Settings
 
     settings = Settings(path=Path("benchmark"), devices=DEVICES, axis=AXIS,
                         chunk_size=per_device_batch // chunks, repeats=repeats)
     built = plans.build_plans(demo, settings)
     assert built.shapes.chunks_per_device == chunks
-    functions = dict(built.functions)
-    functions["floor"] = jax.jit(
-        jax.shard_map(
-            floor_local(demo.fn, built.shapes, AXIS),
-            mesh=built.mesh,
-            in_specs=(P(), P(AXIS), P(AXIS)),
-            out_specs=P(AXIS),
-            check_vma=True,
-        )
-    )
+    functions = {**built.functions, "floor": _floor_program(demo, built)}
 
     start = time.perf_counter()
     traced = {name: functions[name].trace(*built.args) for name in TIMED}
     trace_s = time.perf_counter() - start
-    collectives = {}
-    for name in ("naive", "deferred", "floor"):
-        program = from_jaxpr(traced[name].jaxpr)
-        found = dataflow.collectives(program)
-        collectives[name] = {
-            "equations": len(found),
-            "in_loops": sum(c.in_loop for c in found),
-            "executed_per_call": sum(c.executions for c in found),
-            "bytes_per_call": sum(c.bytes_per_call for c in found),
-        }
     start = time.perf_counter()
     compiled = {name: traced[name].lower().compile() for name in TIMED}
     compile_s = time.perf_counter() - start
-    summaries = {name: hlo.summarize(compiled[name].as_text(), jax.default_backend()) for name in TIMED}
-    hlo_collectives = {
-        name: {
-            "instructions": summary.count,
-            "in_loops": summary.in_loops,
-            # XLA may combine several per-leaf all-reduces into one tuple all-reduce
-            "executed_per_call": _executions(summary.collectives),
-        }
-        for name, summary in summaries.items()
-    }
+    collectives, hlo_collectives = _jaxpr_collectives(traced), _hlo_collectives(compiled)
     if collectives["floor"]["equations"] or hlo_collectives["floor"]["instructions"]:
         raise AssertionError(f"the floor program communicates: {collectives['floor']}, HLO {hlo_collectives['floor']}")
 
-    expected = compiled["reference"](*built.args)
-    errors = {name: measure.max_abs_err(compiled[name](*built.args), expected) for name in plans.PLAN_NAMES}
-    stacked = compiled["floor"](*built.args)
-    floor_sum = jax.tree.map(lambda g: np.asarray(g).sum(axis=0), stacked)
-    errors["floor_summed"] = measure.max_abs_err(floor_sum, expected)
-
     times = measure.time_interleaved({name: compiled[name] for name in TIMED}, built.args, repeats)
-    timing = {name: {k: v for k, v in stats(times[name].samples).items()} for name in TIMED}
-    median = {name: timing[name]["median"] for name in TIMED}
-    params = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(built.args[0]))
+    median = {name: times[name].median for name in TIMED}
     cell = {
         **label,
-        "params": params,
+        "params": sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(built.args[0])),
         "per_device_batch": per_device_batch,
         "chunks_per_device": chunks,
         "chunk_size": built.shapes.chunk_size,
@@ -228,10 +190,10 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         "collectives": collectives,
         "hlo_collectives": hlo_collectives,
         "memory": {name: measure.memory(compiled[name]) for name in TIMED},
-        "max_abs_err": errors,
+        "max_abs_err": _errors(compiled, built.args),
         "trace_s": trace_s,
         "compile_s": compile_s,
-        "run_s": timing,
+        "run_s": {name: stats(times[name].samples) for name in TIMED},
         "naive_over_deferred": median["naive"] / median["deferred"],
         # each round ran naive then deferred back to back: the spread of their ratio is the noise
         "naive_over_deferred_rounds": _quartiles(
@@ -241,13 +203,68 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         "naive_overhead_s": median["naive"] - median["floor"],
         "load_average_1min": os.getloadavg()[0],
     }
-    print(
-        f"{label} chunks={chunks:>3} B={per_device_batch}: "
-        + " ".join(f"{n}={median[n] * 1e3:.2f}ms" for n in TIMED)
-        + f" naive/deferred={cell['naive_over_deferred']:.2f}",
-        flush=True,
-    )
+    print(f"{label} chunks={chunks:>3} B={per_device_batch}: "
+          + " ".join(f"{n}={median[n] * 1e3:.2f}ms" for n in TIMED)
+          + f" naive/deferred={cell['naive_over_deferred']:.2f}", flush=True)
     return cell
+
+
+def _floor_program(demo: Any, built: Any) -> Callable:
+    """The jitted floor: :func:`floor_local` under the plans' mesh, partials stacked over the axis."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    local = floor_local(demo.fn, built.shapes, AXIS)
+    return jax.jit(jax.shard_map(local, mesh=built.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
+                                 out_specs=P(AXIS), check_vma=True))
+
+
+def _jaxpr_collectives(traced: dict) -> dict[str, dict[str, int]]:
+    """Per plan, shardscope's count of collectives: equations, in loops, executed and bytes per call."""
+    from shardscope import dataflow
+    from shardscope.program import from_jaxpr
+
+    counts = {}
+    for name in ("naive", "deferred", "floor"):
+        found = dataflow.collectives(from_jaxpr(traced[name].jaxpr))
+        counts[name] = {
+            "equations": len(found),
+            "in_loops": sum(c.in_loop for c in found),
+            "executed_per_call": sum(c.executions for c in found),
+            "bytes_per_call": sum(c.bytes_per_call for c in found),
+        }
+    return counts
+
+
+def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
+    """Per program, the collective instructions XLA compiled (it may combine per-leaf all-reduces)."""
+    import jax
+
+    from shardscope import hlo
+
+    counts = {}
+    for name, program in compiled.items():
+        summary = hlo.summarize(program.as_text(), jax.default_backend())
+        counts[name] = {
+            "instructions": summary.count,
+            "in_loops": summary.in_loops,
+            "executed_per_call": _executions(summary.collectives),
+        }
+    return counts
+
+
+def _errors(compiled: dict, args: tuple) -> dict[str, float]:
+    """Max abs error of each plan, and of the floor's partials summed, against the unchunked VJP."""
+    import jax
+    import numpy as np
+
+    from shardscope import measure, plans
+
+    expected = compiled["reference"](*args)
+    errors = {name: measure.max_abs_err(compiled[name](*args), expected) for name in plans.PLAN_NAMES}
+    summed = jax.tree.map(lambda g: np.asarray(g).sum(axis=0), compiled["floor"](*args))
+    errors["floor_summed"] = measure.max_abs_err(summed, expected)
+    return errors
 
 
 def _quartiles(values: list[float]) -> dict[str, float]:
