@@ -153,25 +153,10 @@ async def _child_start_bare() -> None:
 
 
 async def _child_keys(target_equations: int, presses: int, *, freeze: bool = False) -> None:
-    from benchmarks.scaling import calibrate, depth_for
-    from shardscope.devices import ensure_devices
-
-    ensure_devices(8)
-    base, per_layer = calibrate()
-    depth = depth_for(target_equations, base, per_layer)
-    os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
-
-    from shardscope.analysis import analyze
     from shardscope.app import ShardscopeApp
     from shardscope.app.messages import RunFinished
-    from shardscope.app.plans_view import PlansView
-    from shardscope.settings import Settings
 
-    settings = Settings(path=DEMOS / "deep.py")
-    start = time.perf_counter()
-    analysis = analyze(settings, measure=False)
-    analyze_s = time.perf_counter() - start
-
+    depth, settings, analysis, analyze_s = _deep_analysis(target_equations)
     app = ShardscopeApp(settings, autorun=False)
     async with app.run_test(size=SIZE) as pilot:
         await _wait_until(pilot, lambda: app.demo_file is not None and not app.running, 120)
@@ -182,32 +167,58 @@ async def _child_keys(target_equations: int, presses: int, *, freeze: bool = Fal
         await _wait_until(pilot, lambda: app.analysis is analysis, 120)
         await pilot.pause()
         show_s = time.perf_counter() - start
-
         tracked_objects = len(gc.get_objects())
         if freeze:  # the proposed fix: keep the collector from rescanning the analysis' objects
             gc.freeze()
-        tree = app.query_one(PlansView).tree("naive")
-        tree.focus()
-        await pilot.pause()
-        first_n = await _timed_presses(pilot, "n", 1)
-        nodes_after_first_n = tree.node_count
-        n = await _timed_presses(pilot, "n", presses)
-        tree.focus()
-        await pilot.pause()
-        down = await _timed_presses(pilot, "down", presses)
-    baseline = await _child_baseline(presses, scrolling=False)
-    baseline_scrolling = await _child_baseline(presses, scrolling=True)
+        plan_presses, nodes_after_first_n = await _plan_tree_presses(pilot, presses)
     print(json.dumps({
         "depth": depth,
         "equations": analysis.plans["naive"].program.equation_count,
         "analyze_trace_only_s": analyze_s,
         "show_results_s": show_s,
-        "presses": {"first_n": first_n, "n": n, "down": down, "bare_tree_down": baseline,
-                     "bare_tree_down_scrolling": baseline_scrolling},
+        "presses": {
+            **plan_presses,
+            "bare_tree_down": await _child_baseline(presses, scrolling=False),
+            "bare_tree_down_scrolling": await _child_baseline(presses, scrolling=True),
+        },
         "tree_nodes_after_first_n": nodes_after_first_n,
         "gc_freeze": freeze,
         "gc_tracked_objects": tracked_objects,
     }))
+
+
+def _deep_analysis(target_equations: int) -> tuple[int, object, object, float]:
+    """``demos/deep.py`` at the depth giving about ``target_equations``, traced only: (depth, settings, analysis, s)."""
+    from benchmarks.scaling import calibrate, depth_for
+    from shardscope.devices import ensure_devices
+
+    ensure_devices(8)
+    depth = depth_for(target_equations, *calibrate())
+    os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
+
+    from shardscope.analysis import analyze
+    from shardscope.settings import Settings
+
+    settings = Settings(path=DEMOS / "deep.py")
+    start = time.perf_counter()
+    analysis = analyze(settings, measure=False)
+    return depth, settings, analysis, time.perf_counter() - start
+
+
+async def _plan_tree_presses(pilot, presses: int) -> tuple[dict, int]:
+    """The first ``n``, later ``n``s, then ``down`` in the naive tree; and the tree's size after the first ``n``."""
+    from shardscope.app.plans_view import PlansView
+
+    tree = pilot.app.query_one(PlansView).tree("naive")
+    tree.focus()
+    await pilot.pause()
+    first_n = await _timed_presses(pilot, "n", 1)
+    nodes_after_first_n = tree.node_count
+    n = await _timed_presses(pilot, "n", presses)
+    tree.focus()
+    await pilot.pause()
+    down = await _timed_presses(pilot, "down", presses)
+    return {"first_n": first_n, "n": n, "down": down}, nodes_after_first_n
 
 
 async def _timed_presses(pilot, key: str, count: int) -> dict:
