@@ -317,10 +317,7 @@ class ShardscopeApp(App[int]):
     def _step_collective(self, step: int) -> None:
         self.action_show_tab("plans")
         self._refresh_tab("plans")
-        plans = self.query_one(PlansView)
-        position = plans.step_collective(step)
-        if position is not None:
-            self.notify(f"collective {position + 1} of {plans.collective_count}", timeout=1.5)
+        self.query_one(PlansView).step_collective(step)
 
     @staticmethod
     def _done_text(analysis: Any) -> str:

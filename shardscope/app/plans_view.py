@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.plan_labels import badge_text
 from shardscope.app.plan_tree import PlanTree
 
 PLANS = ("naive", "deferred")
@@ -35,6 +36,7 @@ class PlansView(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
+        self._plans: dict[str, Any] = {}
 
     def compose(self) -> ComposeResult:
         """A header and a tree per plan."""
@@ -47,9 +49,10 @@ class PlansView(Widget):
     def show_analysis(self, analysis: Any) -> None:
         """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
         self.collective_index = -1
+        self._plans = analysis.plans
         for name in PLANS:
             plan = analysis.plans[name]
-            self.query_one(f"#{name}-header", Static).update(self._header(name, plan))
+            self.query_one(f"#{name}-header", Static).update(self._header(name, plan, None))
             self.tree(name).show_plan(plan)
 
     def tree(self, name: str) -> PlanTree:
@@ -77,8 +80,11 @@ class PlansView(Widget):
             self.collective_index = (self.collective_index + step) % count
         for name in PLANS:
             tree = self.tree(name)
+            at = None
             if tree.collective_ids:
-                tree.reveal(tree.collective_ids[self.collective_index % len(tree.collective_ids)])
+                at = self.collective_index % len(tree.collective_ids)
+                tree.reveal(tree.collective_ids[at])
+            self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at))
         return self.collective_index
 
     @staticmethod
@@ -86,8 +92,14 @@ class PlansView(Widget):
         return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
     @staticmethod
-    def _header(name: str, plan: Any) -> Text:
+    def _header(name: str, plan: Any, at: int | None) -> Text:
+        """Role, summary and, once n/N moved, which collective the cursor is on."""
         text = Text.assemble((f"{name} plan", "bold"), "  ", (PLAN_ROLES.get(name, ""), "dim"), "\n")
         in_loops = plan.collectives_in_loops
         text.append(plan.structure_summary(), "bold red" if in_loops else "bold green")
+        if at is not None:
+            collective = plan.collectives[at]
+            where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
+            text.append(f"\n> collective {at + 1} of {len(plan.collectives)}: ", "bold")
+            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} {where}, {badge_text(collective.executions)}")
         return text
