@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 from rich.console import Console
 from textual.app import App, ComposeResult
@@ -17,6 +18,7 @@ from shardscope.app.views.timings import seconds
 from shardscope.diff import unified
 
 SIZE = (160, 60)
+DEMOS = Path(__file__).resolve().parents[2] / "demos"
 
 
 class ViewHarness(App):
@@ -220,3 +222,63 @@ def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
     assert {str(line.style) for line in lines if line.plain.startswith("@@")} == {"cyan"}
     assert {str(line.style) for line in lines if line.plain[:1] == "-" and line.plain[:3] != "---"} == {"red"}
     assert {str(line.style) for line in lines if line.plain[:1] == "+" and line.plain[:3] != "+++"} == {"green"}
+
+
+def traced_only(demo: str, monkeypatch=None, **env):
+    """An analysis of ``demo`` that was traced but not compiled or timed."""
+    from shardscope.analysis import analyze
+    from shardscope.settings import Settings
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return analyze(Settings(DEMOS / demo, repeats=1), measure=False)
+
+
+def test_views_of_a_traced_only_analysis_say_what_is_missing():
+    analysis = traced_only("linear.py")
+    assert not analysis.measured
+
+    async def timings(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        text = shown(app.view.query_one("#timings-body", Static))
+        assert "traced only" in text and re.search(r"collectives executed\s+│\s+2\s+│\s+1", text)
+        assert "ms" not in text
+
+    async def hlo(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        assert "not compiled" in app.view.plain
+
+    async def graph(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        assert "x2/call" in app.view.plain
+
+    run(TimingsView(), timings)
+    run(HloView(), hlo)
+    run(GraphView(), graph)
+
+
+def test_graph_view_caps_a_block_with_many_collectives_and_names_what_it_left_out(monkeypatch):
+    from shardscope.app.views.graph import MAX_PER_LAYER
+
+    analysis = traced_only("deep.py", monkeypatch, SHARDSCOPE_DEEP_DEPTH="6")
+    naive = analysis.plans["naive"]
+    assert len(naive.collectives) == 12 > MAX_PER_LAYER
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        naive_text = app.view.plain.split("deferred plan", 1)[0]
+        boxes = [line for line in naive_text.splitlines() if "/call" in line and "│" in line]
+        drawn = set(re.findall(r"│ (psum_invariant_\d+)", naive_text))
+        assert len(drawn) == MAX_PER_LAYER and boxes
+        not_drawn = re.search(r"not drawn \((\d+) of (\d+) nodes\): (.*)", naive_text)
+        assert not_drawn and int(not_drawn.group(1)) > 0
+        left_out = {f"psum_invariant_{k}" for k in range(12)} - drawn
+        assert all(name in not_drawn.group(3) or "more)" in not_drawn.group(3) for name in left_out)
+        # every collective is still listed with its cost, drawn or not
+        assert naive_text.count("● psum_invariant_") == 8 and "and 4 more collectives in this block" in naive_text
+
+    run(GraphView(), script)

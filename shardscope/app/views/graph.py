@@ -71,7 +71,10 @@ def plan_summary(plan: "PlanResult") -> Text:
     in_loops = plan.collectives_in_loops
     text.append(f"{len(plan.collectives)} collective(s), ")
     text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
-    text.append(f", {_count(plan.executed_collectives)} executed/call, {_count(plan.bytes_per_call)} B/call")
+    bound = "at most " if plan.per_call_is_upper_bound else ""
+    text.append(f", {bound}{_count(plan.executed_collectives)} executed/call, {bound}{_count(plan.bytes_per_call)} B/call")
+    if plan.per_call_is_upper_bound:
+        text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
 
 

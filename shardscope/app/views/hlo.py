@@ -67,6 +67,8 @@ def plan_table(plan: "PlanResult") -> Table:
 
 def hlo_renderable(analysis: "Analysis") -> Group:
     """Both plans' compiled collectives, the backend, and the note about other compilers."""
+    if analysis.plans["naive"].hlo is None:
+        return Group(Text("Traced only: the plans were not compiled, so there is no HLO to show.", "dim"))
     backend = analysis.plans["naive"].hlo.backend
     return Group(
         Text.assemble(("backend: ", "bold"), (backend, "bold cyan")),

@@ -47,6 +47,15 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def _bounded(plan, text: str) -> str:
+    """``≤ 4`` when the plan's per-call totals are upper bounds (collectives in cond branches)."""
+    return f"≤ {text}" if plan.per_call_is_upper_bound else text
+
+
 def _runs(analysis: "Analysis") -> dict:
     return {**{name: plan.run_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.run_s}
 
@@ -68,12 +77,13 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
     table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    table.add_row("collectives executed", *(f"{p.executed_collectives:,}" if p.executed_collectives is not None else "?" for p in (naive, deferred)), "—")
+    table.add_row("collectives executed", *(_bounded(p, _count(p.executed_collectives)) for p in (naive, deferred)), "—")
     table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)), "—")
-    table.add_row("bytes moved (per device)", size(naive.bytes_per_call), size(deferred.bytes_per_call), "—", end_section=True)
+    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)), "—",
+                  end_section=True)
     memories = {**{n: p.memory for n, p in analysis.plans.items()}, "reference": analysis.reference.memory}
     for key, label in MEMORY_ROWS:
-        table.add_row(label, *(size(memories[n].get(key)) for n in COLUMNS))
+        table.add_row(label, *(size((memories[n] or {}).get(key)) for n in COLUMNS))
     table.add_section()
     table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in (naive, deferred)), "—")
     return table
@@ -107,8 +117,24 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
     return grid
 
 
+def traced_only(analysis: "Analysis") -> Group:
+    """What the tab says about an analysis that was traced but not compiled or timed."""
+    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+    table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
+                  title_style="bold", header_style="bold")
+    table.add_column("")
+    table.add_column("naive", justify="right")
+    table.add_column("deferred", justify="right")
+    table.add_row("collectives executed", *(_bounded(p, _count(p.executed_collectives)) for p in (naive, deferred)))
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)))
+    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)))
+    return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
+
+
 def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
     """The whole tab: the table, the ratio, the bars, and how the times were taken."""
+    if not analysis.measured:
+        return traced_only(analysis)
     repeats = len(analysis.plans["naive"].run_s.samples)
     note = (
         f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
