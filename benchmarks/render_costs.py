@@ -120,7 +120,8 @@ def scaling_section(data: dict | None, failure: str | None) -> list[str]:
     out += [
         f"{data['model']}; about {data['equations_per_layer']} equations per layer. Tracing is timed on its "
         f"own; the analysis is `program.from_jaxpr` -> `dataflow.build_graph` -> `dataflow.collectives` on "
-        f"the traced jaxpr, median of {data['repeats']} repeats.",
+        f"the traced jaxpr, median of {data['repeats']} repeats. The process peaked at "
+        f"{data['peak_rss_mib']:,.0f} MiB resident.",
         "",
         "| equations | depth | trace s | from_jaxpr s | build_graph s | collectives s | analysis s | analysis CPU s | us/equation |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

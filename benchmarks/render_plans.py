@@ -29,7 +29,9 @@ def plans_section(data: dict | None, failure: str | None) -> list[str]:
         "all-reduces and bytes are per call and per device, from shardscope's `dataflow.collectives`; "
         "memory is XLA's temp allocation per device. naive/deferred is the ratio of the medians, with "
         "the interquartile range of the per-round ratios (each round ran the two back to back) in "
-        "brackets. naive - floor is what the naive plan's communication costs.",
+        "brackets. naive - floor is what the naive plan's communication costs. "
+        f"The whole benchmark process peaked at {data['peak_rss_mib']:,.0f} MiB resident "
+        f"({data['elapsed_s'] / 60:.1f} min).",
         "",
     ]
     for model, key, title in (("linear", "M", "Linear, M parameters"), ("rnn", "T", "RNN, T steps")):
