@@ -121,6 +121,15 @@ class Loop:
     enclosing_ids: tuple[str, ...]
     collectives: tuple[Collective, ...]
 
+    @property
+    def executed_collectives(self) -> int | None:
+        """Collective executions per call from inside this loop (None if unknown).
+
+        Every collective counts, in every ``cond`` branch: an upper bound when one sits in a branch.
+        """
+        runs = [c.executions for c in self.collectives]
+        return None if None in runs else sum(runs)
+
 
 def loops(program: Program) -> tuple[Loop, ...]:
     """Every loop of ``program`` in program order, with the collectives at any depth inside it."""
