@@ -282,3 +282,16 @@ def test_graph_view_caps_a_block_with_many_collectives_and_names_what_it_left_ou
         assert naive_text.count("● psum_invariant_") == 8 and "and 4 more collectives in this block" in naive_text
 
     run(GraphView(), script)
+
+
+def test_graph_view_opens_with_a_two_line_overview(analysis_of):
+    analysis = analysis_of("rnn.py")
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await pilot.pause()
+        first, second = app.view.plain.splitlines()[:2]
+        assert first == "naive    3 of 3 collective(s) inside loops: 20 run(s)/call, 17,024 B/call"
+        assert second == "deferred all 3 collective(s) outside loops: 3 run(s)/call, 1,344 B/call"
+
+    run(GraphView(), script)

@@ -193,6 +193,21 @@ def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
     return text
 
 
+def overview(naive: "PlanResult", deferred: "PlanResult") -> Text:
+    """Two lines above the drawings: where each plan's collectives run, and how often."""
+    text = Text()
+    for plan in (naive, deferred):
+        inside = plan.collectives_in_loops
+        text.append(f"{plan.name:<9}", "bold")
+        if inside:
+            text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
+        else:
+            text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
+        text.append(f": {_count(plan.executed_collectives)} run(s)/call, {_count(plan.bytes_per_call)} B/call\n")
+    text.rstrip()
+    return text
+
+
 def plan_graph(plan: "PlanResult") -> Group:
     """Everything the Graph tab shows for one plan."""
     parts: list[RenderableType] = [plan_summary(plan), Text("  loops:", "bold"), *loop_lines(plan)]
@@ -248,6 +263,7 @@ class GraphView(Widget):
 
     def show_analysis(self, analysis: "Analysis") -> None:
         """Draw both plans of ``analysis``, naive first."""
-        drawing = Group(plan_graph(analysis.plans["naive"]), Text(), plan_graph(analysis.plans["deferred"]))
+        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+        drawing = Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))
         self.query_one("#graph-body", LinesView).show_renderable(drawing)
         self.remove_class("-empty")
