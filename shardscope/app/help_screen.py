@@ -46,8 +46,8 @@ move no data.
 
 The sidebar offers the demo functions of the file, device counts that divide the batch (up
 to `--max-devices`), the mesh axis name and the chunk size (a divisor of the per-device
-batch; empty means the largest giving at least two chunks per device). With *auto-run on
-change* a committed change starts a run.
+batch; empty means the largest giving at least two chunks per device). With the *run on
+change* switch on, a committed change (Enter in an input, a pick in a list) starts a run.
 
 ## Timing the start-up
 

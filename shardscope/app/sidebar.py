@@ -65,7 +65,7 @@ class Sidebar(VerticalScroll):
         yield Static("", id="chunk-help")
         with Horizontal(classes="switch-row"):
             yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
-            yield Label("auto-run on change")
+            yield Label("run on change")
 
     def on_mount(self) -> None:
         """Show the chunk hint for the starting settings."""
