@@ -16,11 +16,15 @@ def find(cells: list[dict], **match: Any) -> dict | None:
     return None
 
 
-def claim_verdict(ratio: float) -> str:
-    """Reproduced when within 20% of the claimed ratio; else by how much it differs."""
-    if abs(ratio / CLAIM["ratio"] - 1) <= 0.2:
+def claim_verdict(ratio: float, low: float | None = None, high: float | None = None) -> str:
+    """Reproduced when within 20% of the claimed ratio (or inside the range measured); else by how much it differs."""
+    claimed = CLAIM["ratio"]
+    if abs(ratio / claimed - 1) <= 0.2:
         return "reproduced (within 20%)"
-    return f"not reproduced: {'larger' if ratio > CLAIM['ratio'] else 'smaller'} by {ratio / CLAIM['ratio']:.2f}x"
+    text = f"not reproduced: the median is {ratio / claimed:.2f}x the claim"
+    if low is not None and high is not None and low <= claimed <= high:
+        text += f", though {claimed}x lies inside the range measured ({low:.2f}-{high:.2f}x)"
+    return text
 
 
 def verdict(met: bool, fraction_of_target: float) -> str:

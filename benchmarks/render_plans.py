@@ -27,9 +27,9 @@ def plans_section(data: dict | None, failure: str | None) -> list[str]:
         "partial gradient (`out_specs=P('s')`); the benchmark checks its jaxpr and compiled HLO have no "
         "collective and that its partials sum to the reference gradient. Times are medians with min-max; "
         "all-reduces and bytes are per call and per device, from shardscope's `dataflow.collectives`; "
-        "memory is XLA's temp allocation per device. naive/deferred is the ratio of the medians, with "
-        "the interquartile range of the per-round ratios (each round ran the two back to back) in "
-        "brackets. naive - floor is what the naive plan's communication costs. "
+        "memory is XLA's temp allocation per device. naive/deferred is the median over rounds of the "
+        "per-round ratio (each round ran the two back to back, so they shared the machine's load), with its "
+        "interquartile range in brackets. naive - floor is what the naive plan's communication costs. "
         f"The whole benchmark process peaked at {data['peak_rss_mib']:,.0f} MiB resident "
         f"({data['elapsed_s'] / 60:.1f} min).",
         "",
@@ -85,7 +85,7 @@ def _chart(cells: list[dict]) -> list[str]:
     """One bar per cell: naive/deferred, grouped by model size, against chunks per device."""
     top = max(c["naive_over_deferred"] for c in cells)
     width = 50
-    out = [f"naive/deferred, median of interleaved runs (one # = {top / width:.2f}x)", ""]
+    out = [f"naive/deferred, median of per-round ratios (one # = {top / width:.2f}x)", ""]
     series: dict[str, list[dict]] = {}
     for c in cells:
         series.setdefault(f"M={fmt.size(c['M'])}" if c["model"] == "linear" else f"RNN T={c['T']}", []).append(c)
@@ -114,7 +114,8 @@ def _claim(data: dict) -> list[str]:
     if checks:
         ratios = [c["naive_over_deferred"] for c in checks]
         again = [
-            f"The same cell built, compiled and timed {len(checks)} more times, spread through the run "
+            f"The same cell built, compiled and timed {len(checks)} more time{'s' if len(checks) > 1 else ''}, "
+            "spread through the run "
             "(ratio, 1-minute load average): "
             + ", ".join(f"{c['naive_over_deferred']:.2f}x ({c['load_average_1min']:.1f})" for c in checks)
             + f"; median {statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x.",
@@ -124,7 +125,8 @@ def _claim(data: dict) -> list[str]:
         "### The earlier claim: deferred ~1.7x faster at M=1e6, 16 chunks/device",
         "",
         f"Measured here: naive {fmt.ms(t['naive'])} ms, deferred {fmt.ms(t['deferred'])} ms (medians of "
-        f"{t['naive']['n']} interleaved runs), **{ratio:.2f}x**; {fmt.claim_verdict(ratio)}.",
+        f"{t['naive']['n']} interleaved rounds); the median per-round ratio is **{ratio:.2f}x**"
+        f"{fmt.spread(cell)}: {fmt.claim_verdict(ratio)}.",
         "",
         *again,
         "The ratio is not a "
