@@ -295,3 +295,36 @@ def test_graph_view_opens_with_a_two_line_overview(analysis_of):
         assert second == "deferred all 3 collective(s) outside loops: 3 run(s)/call, 1,344 B/call"
 
     run(GraphView(), script)
+
+
+def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
+    from _support import write_demo
+    from test_cli import DYNAMIC_WHILE
+    from test_custom_models import BRANCHY
+
+    from shardscope.analysis import analyze
+    from shardscope.settings import Settings
+
+    dynamic = analyze(Settings(write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE), devices=4, chunk_size=2), measure=False)
+    branchy = analyze(Settings(write_demo(tmp_path, "branchy.py", BRANCHY), devices=2, chunk_size=4), measure=False)
+
+    async def graph_of_dynamic(app, pilot):
+        app.view.show_analysis(dynamic)
+        await pilot.pause()
+        naive = app.view.plain.split("deferred plan", 1)[0]
+        assert re.search(r"inside scan_0 \[4 trips\] › while_0 \[\? trips\]\s+x\?/call", naive)
+        assert "?/call" in naive and "? executed/call, ? B/call" in naive
+
+    async def graph_of_branchy(app, pilot):
+        app.view.show_analysis(branchy)
+        await pilot.pause()
+        assert "at most 8 executed/call" in app.view.plain and "largest branch counted" in app.view.plain
+
+    async def timings_of_branchy(app, pilot):
+        app.view.show_analysis(branchy)
+        await pilot.pause()
+        assert re.search(r"collectives executed\s+│\s+≤ 8\s+│\s+2", shown(app.view.query_one("#timings-body", Static)))
+
+    run(GraphView(), graph_of_dynamic)
+    run(GraphView(), graph_of_branchy)
+    run(TimingsView(), timings_of_branchy)
