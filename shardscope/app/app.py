@@ -247,6 +247,8 @@ class ShardscopeApp(App[int]):
         self.demo_file = message.demo_file
         descriptions = {name: fn.spec.description for name, fn in message.demo_file.functions.items()}
         self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions)
+        if self.settings.function is None:  # name the default demo as soon as it is known
+            self.query_one(StatusLine).show_settings(self.settings.with_(function=message.demo_file.names[0]))
 
     def on_run_finished(self, message: RunFinished) -> None:
         """Show a new analysis in every view."""

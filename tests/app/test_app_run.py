@@ -52,6 +52,8 @@ def test_progress_goes_through_the_stages_in_order():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert app.analysis is None  # autorun off: only the demo file was loaded
+            assert app.query_one(StatusLine).plain.startswith("linear.py::linear  mesh s=2  chunk auto")
+            assert "ready: press r to run" in app.query_one(StatusLine).plain
             stages.clear()
             await pilot.press("r")
             await settle(pilot)
