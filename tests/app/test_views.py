@@ -328,3 +328,42 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
     run(GraphView(), graph_of_dynamic)
     run(GraphView(), graph_of_branchy)
     run(TimingsView(), timings_of_branchy)
+
+
+class TypingHarness(App):
+    """A view next to an input, as the sidebar sits next to the tabs."""
+
+    def __init__(self, view: Widget) -> None:
+        super().__init__()
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        yield Input(id="typing")
+        yield self.view
+
+
+def test_a_shown_view_takes_the_focus_unless_the_user_is_typing(analysis_of):
+    analysis = analysis_of("linear.py")
+
+    async def scenario(typing: bool):
+        view = DiffView()
+        app = TypingHarness(view) if typing else ViewHarness(view)
+        async with app.run_test(size=SIZE) as pilot:
+            if typing:
+                app.query_one("#typing").focus()
+            await pilot.pause()
+            view.show_analysis(analysis)
+            await pilot.pause()
+            await pilot.pause()
+            if typing:
+                assert app.focused is app.query_one("#typing")
+                return
+            assert app.focused is view.query_one("#diff-unified")
+            await pilot.press("s")  # works at once: the diff has the focus
+            await pilot.pause()
+            assert view.side_by_side and app.focused is view.query_one("#diff-side-by-side")
+
+    asyncio.run(scenario(typing=False))
+    asyncio.run(scenario(typing=True))

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.views.lines import LinesView
+from shardscope.app.views.lines import LinesView, offer_focus
 
 from shardscope.diff import Row, side_by_side, unified
 
@@ -175,6 +175,16 @@ class DiffView(Widget):
         )
         self.remove_class("-empty")
         self.refresh_bindings()
+        offer_focus(self.active_pane, unless_focused=True)
+
+    @property
+    def active_pane(self) -> LinesView:
+        """The pane of the layout that shows: unified or side by side."""
+        return self.query_one("#diff-side-by-side" if self.side_by_side else "#diff-unified", LinesView)
+
+    def on_show(self) -> None:
+        """The tab was opened: let the diff take the focus, so ``s`` and the arrow keys work at once."""
+        offer_focus(self.active_pane)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The layout switch is greyed out until there is a diff to show."""
@@ -187,4 +197,4 @@ class DiffView(Widget):
         had_focus = self.has_focus_within
         self.toggle_class("-side-by-side")
         if had_focus:
-            self.query_one("#diff-side-by-side" if self.side_by_side else "#diff-unified", LinesView).focus()
+            self.active_pane.focus()

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views import layered
-from shardscope.app.views.lines import LinesView
+from shardscope.app.views.lines import LinesView, offer_focus
 from shardscope.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
@@ -265,5 +265,11 @@ class GraphView(Widget):
         """Draw both plans of ``analysis``, naive first."""
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
         drawing = Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))
-        self.query_one("#graph-body", LinesView).show_renderable(drawing)
+        body = self.query_one("#graph-body", LinesView)
+        body.show_renderable(drawing)
         self.remove_class("-empty")
+        offer_focus(body, unless_focused=True)
+
+    def on_show(self) -> None:
+        """The tab was opened: let the drawing take the focus, so the arrow keys scroll it."""
+        offer_focus(self.query_one("#graph-body", LinesView))

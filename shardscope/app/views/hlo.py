@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.views.lines import LinesView
+from shardscope.app.views.lines import LinesView, offer_focus
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
@@ -117,5 +117,11 @@ class HloView(Widget):
 
     def show_analysis(self, analysis: "Analysis") -> None:
         """Render the compiled collectives of both plans of ``analysis``."""
-        self.query_one("#hlo-body", LinesView).show_renderable(hlo_renderable(analysis), fit_width=True)
+        body = self.query_one("#hlo-body", LinesView)
+        body.show_renderable(hlo_renderable(analysis), fit_width=True)
         self.remove_class("-empty")
+        offer_focus(body, unless_focused=True)
+
+    def on_show(self) -> None:
+        """The tab was opened: let the tables take the focus, so the arrow keys scroll them."""
+        offer_focus(self.query_one("#hlo-body", LinesView))

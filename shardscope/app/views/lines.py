@@ -19,6 +19,8 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Input
 
 
 class LinesView(ScrollView, can_focus=True):
@@ -106,3 +108,20 @@ class LinesView(ScrollView, can_focus=True):
             return Strip(self._rendered[index])
         text = self._texts[index]
         return Strip(list(text.render(self.app.console, end="")), text.cell_len)
+
+
+def offer_focus(body: Widget, *, unless_focused: bool = False) -> None:
+    """Focus ``body`` after the next refresh, so the arrow keys (and ``s`` in the diff) work at once.
+
+    Never while the user is typing in an input or when ``body`` is not on screen; with
+    ``unless_focused``, only if nothing has the focus (a finished run must not pull the focus
+    out of the sidebar).
+    """
+
+    def focus() -> None:
+        focused = body.app.focused
+        if not body.is_on_screen or isinstance(focused, Input) or (unless_focused and focused is not None):
+            return
+        body.focus()
+
+    body.call_after_refresh(focus)

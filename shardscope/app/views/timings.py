@@ -19,6 +19,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.views.lines import offer_focus
+
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
 
@@ -200,6 +202,11 @@ class TimingsView(Widget):
         self._analysis = analysis
         self._render_analysis()
         self.remove_class("-empty")
+        offer_focus(self.query_one(VerticalScroll), unless_focused=True)
+
+    def on_show(self) -> None:
+        """The tab was opened: let the table take the focus, so the arrow keys scroll it."""
+        offer_focus(self.query_one(VerticalScroll))
 
     def watch_measurements_hidden(self) -> None:
         """Re-render when the placeholders are switched on or off."""
