@@ -167,3 +167,42 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
             assert "chunk 8" in app.query_one("#status").plain  # 16 per device -> default chunk 8
 
     run(scenario())
+
+
+def test_a_chunk_size_that_stops_fitting_when_the_mesh_grows_is_flagged():
+    from textual.widgets import Select
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            chunk = app.query_one("#chunk", Input)
+            chunk.value = "32"
+            await pilot.pause()
+            assert not chunk.has_class("-invalid")  # 64 over 2 devices: 32 per device
+            app.query_one("#devices", Select).value = 4
+            await pilot.pause()
+            assert chunk.has_class("-invalid")  # 16 per device now
+            assert "16/device: 1 2 4 8 16" in str(app.query_one("#chunk-help").content)
+            await pilot.press("r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "Chunk size 32 does not divide the per-device batch 16" in panel.message
+            assert app.run_id == 1
+
+    run(scenario())
+
+
+def test_settings_from_the_command_line_that_do_not_fit_show_the_core_message():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", devices=3)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "does not split over 3 devices" in panel.message
+            assert "1, 2, 4, 8" in panel.hint
+            await pilot.press("escape", "r")  # the sidebar offers 2 instead: a run now works
+            await settle(pilot)
+            assert app.analysis is not None and app.analysis.shapes.devices == 2
+
+    run(scenario())
