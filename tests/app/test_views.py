@@ -319,6 +319,8 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
         app.view.show_analysis(branchy)
         await pilot.pause()
         assert "at most 8 executed/call" in app.view.plain and "largest branch counted" in app.view.plain
+        naive = app.view.plain.split("deferred plan", 1)[0]
+        assert naive.count("(in a cond branch: only when that branch runs)") == 2  # two of the three
 
     async def timings_of_branchy(app, pilot):
         app.view.show_analysis(branchy)

@@ -109,6 +109,8 @@ def collective_line(plan: "PlanResult", collective) -> Text:
         text.append("outside every loop", "bold green")
     text.append(f"  x{_count(collective.executions)}/call", "bold")
     text.append(f" · {collective.bytes_per_execution:,} B each · {_count(collective.bytes_per_call)} B/call")
+    if collective.in_conditional:
+        text.append("  (in a cond branch: only when that branch runs)", "dim")
     return text
 
 
