@@ -369,3 +369,28 @@ def test_a_shown_view_takes_the_focus_unless_the_user_is_typing(analysis_of):
 
     asyncio.run(scenario(typing=False))
     asyncio.run(scenario(typing=True))
+
+
+def test_lines_view_draws_only_what_is_on_screen_and_scrolls():
+    from rich.text import Text as RichText
+
+    class Counting(LinesView):
+        drawn: set[int] = set()
+
+        def _strip(self, index):
+            self.drawn.add(index)
+            return super()._strip(index)
+
+    view = Counting()
+
+    async def script(app, pilot):
+        view.show_lines([RichText(f"line {k}") for k in range(10_000)])
+        await pilot.pause()
+        assert view.virtual_size.height == 10_000 and max(view.drawn) < SIZE[1]
+        view.scroll_end(animate=False)
+        await pilot.pause()
+        assert view.scroll_offset.y == 10_000 - view.size.height
+        assert 9_999 in view.drawn and len(view.drawn) < 3 * SIZE[1]
+        assert view.plain.splitlines()[1234] == "line 1234"
+
+    run(view, script)

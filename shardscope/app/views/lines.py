@@ -89,6 +89,11 @@ class LinesView(ScrollView, can_focus=True):
         if self._renderable is not None and event.size.width:
             self._lay_out(self._renderable, fit_width=True)
 
+    def notify_style_update(self) -> None:
+        """The theme or the CSS changed: drop the strips drawn with the old base style."""
+        super().notify_style_update()
+        self._strips.clear()
+
     def render_line(self, y: int) -> Strip:
         """The strip for screen row ``y``: the line under it, cropped to the visible columns."""
         scroll_x, scroll_y = self.scroll_offset
