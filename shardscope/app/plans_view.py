@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from shardscope.app.plan_labels import badge_text
 from shardscope.app.plan_tree import PlanTree
@@ -85,7 +85,18 @@ class PlansView(Widget):
                 at = self.collective_index % len(tree.collective_ids)
                 tree.reveal(tree.collective_ids[at])
             self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at))
+        self._focus_a_tree()
         return self.collective_index
+
+    def on_show(self) -> None:
+        """Opening the tab puts the focus in a plan tree, so the arrow keys work at once."""
+        self.call_after_refresh(self._focus_a_tree)
+
+    def _focus_a_tree(self) -> None:
+        """Focus the naive tree unless a tree already has it or the user is typing in an input."""
+        focused = self.app.focused
+        if self.is_on_screen and not isinstance(focused, (Input, PlanTree)):
+            self.tree("naive").focus()
 
     @staticmethod
     def _waiting_header(name: str) -> Text:

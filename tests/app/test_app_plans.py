@@ -96,3 +96,29 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
 
     assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
     run(scenario())
+
+
+def test_the_plans_tab_takes_the_focus_but_not_from_an_input():
+    from textual.widgets import Input
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            naive = app.query_one(PlansView).tree("naive")
+            assert app.focused is naive
+            chunk = app.query_one("#chunk", Input)
+            chunk.focus()
+            await pilot.press("escape", "2", "1")  # leave the input, then back to Plans
+            await pilot.pause()
+            assert app.focused is naive
+            chunk.focus()
+            await pilot.pause()
+            app.action_show_tab("graph")
+            app.action_show_tab("plans")
+            await pilot.pause()
+            assert app.focused is chunk, "the input keeps the focus while the user types"
+            await pilot.press("escape", "n", "down")
+            assert app.focused is naive and naive.cursor_node.data.key.endswith("add_0")  # the line after the psum
+
+    run(scenario())
