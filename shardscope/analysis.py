@@ -6,7 +6,7 @@ The TUI, the text report, the JSON and the diff export are all renderings of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
@@ -26,7 +26,6 @@ class PlanResult:
 
     name: str
     program: Any  # shardscope.program.Program
-    graph: Any = field(repr=False, compare=False)  # networkx.DiGraph
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
     trace_s: float
     # The rest needs the compiled program; None when analysed with measure=False.
@@ -35,6 +34,13 @@ class PlanResult:
     run_s: Any = None  # shardscope.measure.RunTimes
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
+
+    @cached_property
+    def graph(self) -> Any:
+        """The dataflow graph (``networkx.DiGraph``); ``analyze`` builds it unless ``graphs=False``."""
+        from shardscope.dataflow import build_graph
+
+        return build_graph(self.program)
 
     @cached_property
     def canonical_text(self) -> str:
@@ -160,12 +166,15 @@ def analyze(
     demo_file: Any = None,
     *,
     measure: bool = True,
+    graphs: bool = True,
 ) -> Analysis:
     """Load, trace, compile, time and check the plans of ``settings``.
 
     The CPU device count must already be set (:func:`shardscope.devices.ensure_devices`).
     ``demo_file`` skips loading when the caller already holds the loaded file. With
-    ``measure=False`` the plans are only traced: no HLO, timings, memory or error.
+    ``measure=False`` the plans are only traced: no HLO, timings, memory or error. With
+    ``graphs=False`` the dataflow graphs are left to be built on first use (``report`` and
+    ``diff`` never use them, and skip importing networkx).
     Raises :class:`ShardscopeError` for anything the user can fix.
     """
     report = progress or (lambda stage, fraction: None)
@@ -193,11 +202,12 @@ def analyze(
         results[name] = PlanResult(
             name=name,
             program=program,
-            graph=dataflow.build_graph(program),
             collectives=dataflow.collectives(program),
             trace_s=traced[name][1],
             **measured.get(name, {}),
         )
+        if graphs:
+            results[name].graph  # noqa: B018 - built here, in the caller's (worker) thread
     reference = measured.get("reference", {})
     return Analysis(
         settings=settings,

@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
-        analysis = analyze(settings, measure=args.command == "report")
+        analysis = analyze(settings, measure=args.command == "report", graphs=False)
     if args.command == "diff":
         text = analysis.diff_text()
         if args.output is None:

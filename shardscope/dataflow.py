@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Callable
-
-import networkx as nx
+from typing import TYPE_CHECKING, Callable
 
 from shardscope.program import Block, Equation, Program, qualify
+
+if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ def build_graph(program: Program) -> nx.DiGraph:
     output types with varying axes, e.g. ``("f32[5]{V:s}",)``), ``block``, ``loops``,
     ``executions`` and, for loops, ``trip_count``.
     """
+    import networkx as nx
+
     graph = nx.DiGraph()
     producers: dict[str, str] = {}  # qualified value name -> the node that defines it
     root = program.root
