@@ -79,14 +79,14 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
         assert re.search(r"⟳ scan_0 \[2 trips\]\s+1 collective\(s\) inside: psum_invariant_0 x2/call", naive)
         assert re.search(r"● psum_invariant_0 over s\s+inside scan_0 \[2 trips\]\s+x2/call · 20 B each · 40 B/call", naive)
         # the loop body's feeding graph: the chunk's inputs -> dot_general -> the all-reduce, in that order
-        rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call · 40 B/call")}
-        assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call · 40 B/call"]
+        rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call  40 B/call")}
+        assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call  40 B/call"]
         assert "▼" in naive and "╭" in naive
         assert "0 inside loops, 1 executed/call, 20 B/call" in deferred
         assert re.search(r"⟳ scan_0 \[2 trips\]\s+free of collectives", deferred)
         assert re.search(r"● psum_invariant_0 over s\s+outside every loop\s+x1/call", deferred)
         # the single all-reduce sits after the loop, and the loop box says it has no collectives
-        assert deferred.index("no collectives inside") < deferred.index("x1/call · 20 B/call")
+        assert deferred.index("no collectives inside") < deferred.index("x1/call  20 B/call")
         assert "collective(s) inside" not in deferred
 
     run(GraphView(), script)

@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.plan_labels import LabelStyles
 from shardscope.app.views import layered
 from shardscope.app.views.lines import LinesView, offer_focus
 from shardscope.dataflow import feeding_subgraph
@@ -32,6 +33,9 @@ MAX_PER_LAYER = 6
 """Nodes drawn side by side in one layer, which bounds the drawing's width."""
 MAX_LABEL = 30
 """Characters of a type line in a box before it is cut with an ellipsis."""
+
+STYLES = LabelStyles()
+"""The plan trees' colours, so a loop, a collective or ``{V:s}`` looks the same in every tab."""
 
 _KIND_ORDER = {"collective": 0, "loop": 1, "op": 2, "call": 2, "cond": 2, "cast": 3, "input": 4}
 _VARYING = re.compile(r"\{V:[^}]*\}")
@@ -56,8 +60,8 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
         if k:
             text.append(" › ", "dim")
         trip = trips.get(loop_id)
-        text.append(short(loop_id), "yellow")
-        text.append(f" [{'?' if trip is None else trip} trips]", "yellow")
+        text.append(short(loop_id), STYLES.loop)
+        text.append(f" [{'?' if trip is None else trip} trips]", STYLES.loop)
     return text
 
 
@@ -83,7 +87,7 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
     lines = []
     for loop in plan.loops:
         text = Text("  " * (len(loop.enclosing_ids) + 1) + "⟳ ")
-        text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", "yellow")
+        text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
         if loop.collectives:
             names = ", ".join(
                 f"{relative(c.equation_id, loop.equation_id)} x{_count(c.executions)}/call" for c in loop.collectives[:4]
@@ -120,7 +124,7 @@ def type_text(types: tuple[str, ...]) -> Text:
     if len(raw) > MAX_LABEL:
         raw = raw[: MAX_LABEL - 1] + "…"
     text = Text(raw)
-    text.highlight_regex(_VARYING, "magenta")
+    text.highlight_regex(_VARYING, STYLES.varying)
     return text
 
 
@@ -133,19 +137,20 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text(f"x{_count(collective.executions)}/call · {_count(collective.bytes_per_call)} B/call", "bold red"))
+        lines.append(Text.assemble((f" x{_count(collective.executions)}/call ", STYLES.badge),
+                                   f" {_count(collective.bytes_per_call)} B/call"))
         style = "bold red"
     elif kind == "loop":
         loop = next(loop for loop in plan.loops if loop.equation_id == node)
-        lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", "yellow")
+        lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", STYLES.loop)
         if loop.collectives:
             lines.append(Text(f"{len(loop.collectives)} collective(s) inside", "red"))
         else:
             lines.append(Text("no collectives inside", "green"))
-        style = "yellow"
-    elif kind == "cast":
-        lines[0].append(" (cast)", "dim cyan")
         style = "cyan"
+    elif kind == "cast":
+        lines[0].append(" (cast, moves no data)", STYLES.cast)
+        style = "green"
     elif kind == "input":
         lines[0].stylize("dim")
         style = "dim"
