@@ -176,7 +176,7 @@ def _misses(results: dict) -> list[str]:
             out.append(
                 "- The first `n` builds tree nodes: `PlanTree.reveal` populates the chunk loop's body a page at a "
                 "time (200 equations plus a gap node, in both trees), and each node costs a Textual `TreeNode.add` "
-                "and a rich `Text` label (`plan_labels.equation_label`): about two thirds of the handler's CPU. "
+                "and a rich `Text` label (`plan_labels.equation_label`): most of the handler's CPU. "
                 f"Then both trees re-render. Here: {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to paint, "
                 f"{presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU. A smaller first page (only the lines "
                 "that fit on screen) would cut it roughly in proportion.")
