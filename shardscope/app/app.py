@@ -78,7 +78,9 @@ class ShardscopeApp(App[int]):
         export_dir: Path | None = None,
         autorun: bool = True,
         profile_startup: bool = False,
+        hide_measurements: bool = False,
     ) -> None:
+        """``hide_measurements`` shows ``···`` for wall-clock numbers (for snapshots)."""
         super().__init__()
         self.settings = settings  # what the user asked for (function/chunk may be None: default)
         self.max_devices = max(max_devices, settings.devices)
@@ -89,6 +91,7 @@ class ShardscopeApp(App[int]):
         self.running = False
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None
+        self.hide_measurements = hide_measurements
         self._run_id = 0
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
@@ -139,7 +142,8 @@ class ShardscopeApp(App[int]):
     async def _mount_views(self, views: dict[str, type]) -> None:
         for tab, view in views.items():
             await self.query_one(f"#{tab}-placeholder").remove()
-            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view"))
+            options = {"measurements_hidden": True} if tab == "timings" and self.hide_measurements else {}
+            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
 
@@ -321,19 +325,25 @@ class ShardscopeApp(App[int]):
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
 
-    @staticmethod
-    def _done_text(analysis: Any) -> str:
+    def _done_text(self, analysis: Any) -> str:
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
         text = (
-            f"done: naive {naive.executed_collectives or 0} all-reduce(s)/call, "
-            f"deferred {deferred.executed_collectives or 0}"
+            f"done: naive {_runs(naive.executed_collectives)} collective(s)/call, "
+            f"deferred {_runs(deferred.executed_collectives)}"
         )
-        if analysis.speedup is not None:
+        if analysis.speedup is not None and self.hide_measurements:
+            text += ", speedup ···x"
+        elif analysis.speedup is not None:
             text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
         return text
 
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+
+
+def _runs(count: int | None) -> str:
+    """A per-call count; ``?`` when a loop around a collective has no static trip count."""
+    return "?" if count is None else f"{count:,}"
 
 
 def _load(spec: str) -> type:
