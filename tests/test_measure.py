@@ -17,13 +17,11 @@ def test_every_program_takes_a_turn_right_after_the_round_hook():
 
         return run
 
-    first_after_hook: list[str] = []
     times = time_interleaved(
         {"naive": program("naive"), "deferred": program("deferred"), "reference": program("reference")},
         (1.0,),
         repeats=6,
         warmup=1,
-        on_round=lambda i: first_after_hook.append(len(calls)),
     )
     rounds = [calls[3 + 3 * i : 6 + 3 * i] for i in range(6)]  # after one warm-up round
     assert all(sorted(r) == ["deferred", "naive", "reference"] for r in rounds)
