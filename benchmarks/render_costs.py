@@ -83,15 +83,14 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         "returns after Textual's idle detection (20 ms sleeps until the process is idle), which puts a floor "
         "of ~40-60 ms under its wall time whatever the key does: the bare Textual `Tree` row shows that floor.",
         "",
-        "The last two columns repeat the measurement in a fresh process that calls `gc.freeze()` once the "
-        "analysis is on screen (a proposed fix, see below): the GC column is the time Python's cyclic "
-        "garbage collector ran during the key (`gc.callbacks`).",
+        "The GC column is the time Python's cyclic garbage collector ran during the key (`gc.callbacks`); "
+        "the app freezes the analysis out of the collector when it arrives (`gc.freeze()`"
+        + (f": {k['gc_frozen_objects']:,} objects frozen here" if k.get("gc_frozen_objects") is not None else "")
+        + ").",
         "",
-        "| key | key to paint ms (median, min-max) | CPU ms | GC ms (median, max) | `pilot.press` wall ms "
-        "| with `gc.freeze()`: key to paint ms | GC ms |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| key | key to paint ms (median, min-max) | CPU ms | GC ms (median, max) | `pilot.press` wall ms |",
+        "|---|---:|---:|---:|---:|",
     ]
-    frozen = data.get("keys_gc_frozen", {}).get("presses", {})
     labels = {
         "first_n": "first `n`: expands both trees to the first collective",
         "n": "later `n`: next collective in both trees",
@@ -106,10 +105,8 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         paint = press["paint_s"]
         shown = (f"{paint['median'] * 1e3:.1f} ({paint['min'] * 1e3:.1f}-{paint['max'] * 1e3:.1f})" if paint
                  else "no repaint")
-        other = frozen.get(name)
-        after = (f"{fmt.paint_ms(other)} | {fmt.gc_ms(other)}") if other else " | "
         out.append(f"| {label} | {shown} | {press['cpu_s']['median'] * 1e3:.1f} | {fmt.gc_ms(press)} | "
-                   f"{press['pilot_press_s']['median'] * 1e3:.0f} | {after} |")
+                   f"{press['pilot_press_s']['median'] * 1e3:.0f} |")
     return out + [""]
 
 

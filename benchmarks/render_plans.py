@@ -28,8 +28,8 @@ def plans_section(data: dict | None, failure: str | None) -> list[str]:
         "collective and that its partials sum to the reference gradient. Times are medians with min-max; "
         "all-reduces and bytes are per call and per device, from shardscope's `dataflow.collectives`; "
         "memory is XLA's temp allocation per device. naive/deferred is the median over rounds of the "
-        "per-round ratio (each round ran the two back to back, so they shared the machine's load), with its "
-        "interquartile range in brackets. naive - floor is what the naive plan's communication costs. "
+        "per-round ratio (each round runs every program once, in an order that rotates, so the two share "
+        "the machine's load), with its interquartile range in brackets. naive - floor is what the naive plan's communication costs. "
         f"The whole benchmark process peaked at {data['peak_rss_mib']:,.0f} MiB resident "
         f"({data['elapsed_s'] / 60:.1f} min).",
         "",
