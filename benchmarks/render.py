@@ -56,7 +56,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     if quick:
         out += ["**Quick mode** (`make bench-quick`): fewer cells and repeats; not the published numbers.", ""]
     out += _machine(any_result, results, elapsed_s)
-    out += _rerun()
+    out += _rerun(elapsed_s)
     out += _summary(results)
     out += render_plans.plans_section(results.get("plans_at_scale"), failures.get("plans_at_scale"))
     out += render_costs.tool_cost_section(results.get("tool_cost"), failures.get("tool_cost"))
@@ -87,13 +87,14 @@ def _machine(result: dict, results: dict, elapsed_s: float | None) -> list[str]:
     return ["## Machine", "", "| | |", "|---|---|"] + [f"| {k} | {val} |" for k, val in rows] + [""]
 
 
-def _rerun() -> list[str]:
+def _rerun(elapsed_s: float | None) -> list[str]:
+    took = f"{elapsed_s / 60:.0f} min in this run" if elapsed_s else "at most ~15 min here"
     return [
         "## How to rerun",
         "",
         "```",
-        "make bench          # everything, ~15 min here; writes benchmarks/results/*.json and this file",
-        "make bench-quick    # a smaller grid, ~2 min; writes benchmarks/results/quick/ (not committed)",
+        f"make bench          # everything ({took}); writes benchmarks/results/*.json and this file",
+        "make bench-quick    # a smaller grid, ~1.5 min; writes benchmarks/results/quick/ (not committed)",
         ".venv/bin/python -m benchmarks.plans_at_scale [--quick]   # one benchmark alone (also tool_cost,",
         "                                                          # app_start, scaling); then:",
         ".venv/bin/python -m benchmarks.render                     # rewrite this file from the JSON",
@@ -232,9 +233,19 @@ def _misses(results: dict) -> list[str]:
     return out
 
 
-def write(quick: bool, failures: dict[str, str] | None = None, elapsed_s: float | None = None) -> Path:
-    """Render the results of one mode into its ``BENCHMARKS.md``."""
+def save_run(quick: bool, elapsed_s: float, failures: dict[str, str]) -> None:
+    """Remember how long the last whole run took and what failed (``run.json``)."""
     directory = QUICK_RESULTS if quick else RESULTS
+    (directory / "run.json").write_text(json.dumps({"elapsed_s": elapsed_s, "failures": failures}, indent=1) + "\n")
+
+
+def write(quick: bool, failures: dict[str, str] | None = None, elapsed_s: float | None = None) -> Path:
+    """Render the results of one mode into its ``BENCHMARKS.md`` (the last whole run's time if not given)."""
+    directory = QUICK_RESULTS if quick else RESULTS
+    run = directory / "run.json"
+    if elapsed_s is None and run.is_file():
+        saved = json.loads(run.read_text())
+        elapsed_s, failures = saved["elapsed_s"], failures or saved["failures"]
     target = directory / "BENCHMARKS.md" if quick else ROOT / "BENCHMARKS.md"
     target.write_text(render(load(directory), failures, elapsed_s))
     return target

@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         if status != 0:
             failures[name] = f"`python -m benchmarks.{name}` exited with status {status} (see its output)."
     elapsed = time.perf_counter() - started
+    if not args.only:  # the whole run: remembered so that re-rendering alone can still say it
+        render.save_run(args.quick, elapsed, failures)
     path = render.write(args.quick, failures, elapsed if not args.only else None)
     print(f"wrote {path.relative_to(ROOT)} ({elapsed / 60:.1f} min)", flush=True)
     return 1 if failures else 0
