@@ -160,8 +160,8 @@ def _claim(data: dict) -> list[str]:
         "While these benchmarks were written, quick runs of the claimed cell (7 rounds each) on the same "
         "machine busy with other processes (1-minute load average 3 to 5) gave between 1.3x and 3.0x, "
         "with the deferred plan alone swinging between ~50 and ~135 ms: 8 simulated devices share 2 cores "
-        "with whatever else runs, and 1.7x is within what such runs show. The rebuilt cells above, on a "
-        "quiet machine, are the figure to trust.",
+        "with whatever else runs, and 1.7x is within what such runs show. The rebuilt cells above (the "
+        "load averages there include the benchmark's own device threads) are the figure to trust.",
         "",
     ]
 
