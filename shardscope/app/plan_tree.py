@@ -19,8 +19,8 @@ from textual.widgets.tree import TreeNode
 
 from shardscope.app.plan_labels import LabelStyles, block_label, equation_label, gap_label
 
-PAGE = 200
-"""Equations a block shows at a time; the rest wait in a gap node."""
+PAGE = 64
+"""Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
 
 CONTEXT = 20
 """Equations shown either side of one that n/N reveals inside a gap."""
