@@ -13,13 +13,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.widget import Widget
-from textual.widgets import Static
 
 from shardscope.app.plan_labels import LabelStyles
 from shardscope.app.views import layered
-from shardscope.app.views.lines import LinesView, offer_focus
+from shardscope.app.views.pane import RenderedPane
 from shardscope.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
@@ -234,49 +231,12 @@ def plan_graph(plan: "PlanResult") -> Group:
     return Group(*parts)
 
 
-class GraphView(Widget):
+class GraphView(RenderedPane):
     """The Graph tab: naive and deferred dataflow drawings, stacked, in one scrollable pane."""
 
-    DEFAULT_CLASSES = "-empty"
-    DEFAULT_CSS = """
-    GraphView {
-        height: 1fr;
-    }
-    GraphView #graph-placeholder {
-        display: none;
-        padding: 1 2;
-        color: $text-muted;
-    }
-    GraphView.-empty #graph-placeholder {
-        display: block;
-    }
-    GraphView.-empty #graph-body {
-        display: none;
-    }
-    GraphView #graph-body {
-        padding: 0 1;
-    }
-    """
+    NAME = "graph"
 
-    def compose(self) -> ComposeResult:
-        """A placeholder until the first analysis, then the drawings of both plans."""
-        yield Static("No analysis yet: press r to run.", id="graph-placeholder")
-        yield LinesView(id="graph-body")
-
-    @property
-    def plain(self) -> str:
-        """What the tab shows, as plain text."""
-        return self.query_one("#graph-body", LinesView).plain
-
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Draw both plans of ``analysis``, naive first."""
+    def render_analysis(self, analysis: "Analysis") -> RenderableType:
+        """Both plans of ``analysis``, naive first, under a two-line overview."""
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-        drawing = Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))
-        body = self.query_one("#graph-body", LinesView)
-        body.show_renderable(drawing)
-        self.remove_class("-empty")
-        offer_focus(body, unless_focused=True)
-
-    def on_show(self) -> None:
-        """The tab was opened: let the drawing take the focus, so the arrow keys scroll it."""
-        offer_focus(self.query_one("#graph-body", LinesView))
+        return Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))

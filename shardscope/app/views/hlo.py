@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.widget import Widget
-from textual.widgets import Static
 
-from shardscope.app.views.lines import LinesView, offer_focus
+from shardscope.app.views.pane import RenderedPane
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
@@ -81,47 +78,12 @@ def hlo_renderable(analysis: "Analysis") -> Group:
     )
 
 
-class HloView(Widget):
+class HloView(RenderedPane):
     """The HLO tab: compiled collectives per plan, with the backend that compiled them."""
 
-    DEFAULT_CLASSES = "-empty"
-    DEFAULT_CSS = """
-    HloView {
-        height: 1fr;
-    }
-    HloView #hlo-placeholder {
-        display: none;
-        padding: 1 2;
-        color: $text-muted;
-    }
-    HloView.-empty #hlo-placeholder {
-        display: block;
-    }
-    HloView.-empty #hlo-body {
-        display: none;
-    }
-    HloView #hlo-body {
-        padding: 0 1;
-    }
-    """
+    NAME = "hlo"
+    FIT_WIDTH = True
 
-    def compose(self) -> ComposeResult:
-        """A placeholder until the first analysis, then one table per plan."""
-        yield Static("No analysis yet: press r to run.", id="hlo-placeholder")
-        yield LinesView(id="hlo-body")
-
-    @property
-    def plain(self) -> str:
-        """What the tab shows, as plain text."""
-        return self.query_one("#hlo-body", LinesView).plain
-
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render the compiled collectives of both plans of ``analysis``."""
-        body = self.query_one("#hlo-body", LinesView)
-        body.show_renderable(hlo_renderable(analysis), fit_width=True)
-        self.remove_class("-empty")
-        offer_focus(body, unless_focused=True)
-
-    def on_show(self) -> None:
-        """The tab was opened: let the tables take the focus, so the arrow keys scroll them."""
-        offer_focus(self.query_one("#hlo-body", LinesView))
+    def render_analysis(self, analysis: "Analysis") -> RenderableType:
+        """The compiled collectives of both plans of ``analysis``."""
+        return hlo_renderable(analysis)
