@@ -213,11 +213,13 @@ def _add_sub_block(
         if source is not None:
             graph.add_edge(source, eqn.id)
     if eqn.kind == "loop" and sub.role == "body":
-        carry_in = [v for v in sub.inputs if ".carry" in v.name]
-        for value, target in zip(sub.outputs, carry_in):
-            source = producers.get(qualify(sub.id, value.name))
-            if source is not None:
-                graph.add_edge(source, qualify(sub.id, target.name), back=True)
+        # The body's carry out feeds the next iteration: its own carry in, and a while's cond.
+        for target_block in [b for b in eqn.blocks if b is sub or b.role == "cond"]:
+            carry_in = [v for v in target_block.inputs if ".carry" in v.name]
+            for value, target in zip(sub.outputs, carry_in):
+                source = producers.get(qualify(sub.id, value.name))
+                if source is not None:
+                    graph.add_edge(source, qualify(target_block.id, target.name), back=True)
 
 
 def _operands_for(eqn: Equation, sub: Block) -> list:

@@ -158,9 +158,10 @@ def test_while_cond_and_body_inputs_are_distinct_nodes():
     assert len(lt) == 1 and g.nodes[lt[0]]["block"] == cond_block
     ancestors = nx.ancestors(dataflow.forward_graph(g), lt[0])
     assert any(g.nodes[n]["block"] == "" for n in ancestors)
-    # body output -> carry in: back edges, and only in the body
+    # body output -> carry in of the next iteration: back edges into the body and the cond only
     back = [(u, v) for u, v, d in g.edges(data=True) if d.get("back")]
-    assert back and all(v in body_inputs for _, v in back)
+    assert back and all(v in body_inputs | cond_inputs for _, v in back)
+    assert {v for _, v in back} & cond_inputs and {v for _, v in back} & body_inputs
 
 
 def test_collective_bytes_are_operand_sizes():
@@ -175,3 +176,22 @@ def test_collective_bytes_are_operand_sizes():
     assert found and all(c.executions == 1 and not c.in_loop for c in found)
     # per-device shapes f32[2,3] + c64[1], however JAX groups the operands into equations
     assert sum(c.bytes_per_execution for c in found) == 2 * 3 * 4 + 1 * 8
+
+
+def test_a_while_body_feeds_its_own_cond_on_the_next_iteration():
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from shardscope.dataflow import build_graph
+    from shardscope.program import from_jaxpr
+
+    def f(x):
+        return lax.while_loop(lambda c: c[1] < c[0].sum(), lambda c: (c[0] * 2, c[1] + 1), (x, 0))
+
+    program = from_jaxpr(jax.make_jaxpr(f)(jnp.ones(3)))
+    graph = build_graph(program)
+    back = {(u, v) for u, v, d in graph.edges(data=True) if d.get("back")}
+    assert ("while_0/mul_0", "while_0.cond/while_0.carry0") in back
+    assert ("while_0/add_0", "while_0.cond/while_0.carry1") in back
+    assert ("while_0/mul_0", "while_0/while_0.carry0") in back
