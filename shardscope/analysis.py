@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
+from shardscope.counts import count_text
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.settings import Settings
 
@@ -88,7 +89,7 @@ class PlanResult:
         """One line of what the program is (deterministic): collectives, loops, bytes."""
         return (
             f"{len(self.collectives)} collective(s), {self.collectives_in_loops} in loops, "
-            f"{_count(self.executed_collectives)} executed/call, {_count(self.bytes_per_call)} B/call"
+            f"{count_text(self.executed_collectives)} executed/call, {count_text(self.bytes_per_call)} B/call"
         )
 
     def summary(self) -> str:
@@ -154,10 +155,6 @@ class Analysis:
     def export_stem(self) -> str:
         """``<function>-<devices>dev-c<chunk>``: the export file's name without suffix."""
         return f"{self.function}-{self.shapes.devices}dev-c{self.shapes.chunk_size}"
-
-
-def _count(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
 
 
 def analyze(

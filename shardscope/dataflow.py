@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Callable
 
+from shardscope.counts import total_executions
 from shardscope.program import Block, Equation, Program, qualify
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -128,8 +129,7 @@ class Loop:
 
         Every collective counts, in every ``cond`` branch: an upper bound when one sits in a branch.
         """
-        runs = [c.executions for c in self.collectives]
-        return None if None in runs else sum(runs)
+        return total_executions(self.collectives)
 
 
 def loops(program: Program) -> tuple[Loop, ...]:

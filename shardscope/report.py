@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from shardscope.counts import count_text
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -121,8 +123,8 @@ def render(analysis: "Analysis", console: "Console") -> None:
         for c in plan.collectives:
             loops = " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
             style = "bold red" if c.in_loop else None
-            coll.add_row(plan.name, c.primitive, ",".join(c.axes), loops, _n(c.executions),
-                         _n(c.bytes_per_execution), _n(c.bytes_per_call), style=style)
+            coll.add_row(plan.name, c.primitive, ",".join(c.axes), loops, count_text(c.executions),
+                         count_text(c.bytes_per_execution), count_text(c.bytes_per_call), style=style)
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
@@ -133,16 +135,12 @@ def verdict(analysis: "Analysis") -> str:
     """One sentence on what the deferred plan saves."""
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     text = (
-        f"naive: {_n(naive.executed_collectives)} collective runs/call ({naive.collectives_in_loops} inside loops); "
-        f"deferred: {_n(deferred.executed_collectives)} ({deferred.collectives_in_loops} inside loops)"
+        f"naive: {count_text(naive.executed_collectives)} collective runs/call ({naive.collectives_in_loops} inside loops); "
+        f"deferred: {count_text(deferred.executed_collectives)} ({deferred.collectives_in_loops} inside loops)"
     )
     if analysis.speedup is not None:
         text += f"; deferred is {analysis.speedup:.2f}x the speed of naive (median run time)"
     return text + "."
-
-
-def _n(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
 
 
 def _ms(seconds: float | None) -> str:
@@ -162,8 +160,8 @@ def _mem(plan: "PlanResult") -> str:
 _ROWS = (
     ("collectives (equations)", lambda p: str(len(p.collectives))),
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
-    ("  runs per call", lambda p: _n(p.executed_collectives)),
-    ("  bytes per call", lambda p: _n(p.bytes_per_call)),
+    ("  runs per call", lambda p: count_text(p.executed_collectives)),
+    ("  bytes per call", lambda p: count_text(p.bytes_per_call)),
     ("HLO collectives", _hlo),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),

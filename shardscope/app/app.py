@@ -27,6 +27,7 @@ from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.status import StatusLine
+from shardscope.counts import count_text
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
 
@@ -334,8 +335,8 @@ class ShardscopeApp(App[int]):
     def _done_text(self, analysis: Any) -> str:
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
         text = (
-            f"done: naive {_runs(naive.executed_collectives)} collective(s)/call, "
-            f"deferred {_runs(deferred.executed_collectives)}"
+            f"done: naive {count_text(naive.executed_collectives)} collective(s)/call, "
+            f"deferred {count_text(deferred.executed_collectives)}"
         )
         if analysis.speedup is not None and self.hide_measurements:
             text += ", speedup ···x"
@@ -345,11 +346,6 @@ class ShardscopeApp(App[int]):
 
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
-
-
-def _runs(count: int | None) -> str:
-    """A per-call count; ``?`` when a loop around a collective has no static trip count."""
-    return "?" if count is None else f"{count:,}"
 
 
 def _load(spec: str) -> type:

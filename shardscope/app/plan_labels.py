@@ -12,6 +12,8 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from shardscope.counts import total_executions
+
 MAX_VALUES = 3
 """How many outputs or operands a label lists before it says ``+N``."""
 
@@ -81,8 +83,7 @@ def gap_label(hidden: int, page: int, collectives: list, styles: LabelStyles) ->
     text.append(f"... {hidden:,} more equation(s)", styles.loop)
     text.append(f"  enter: show {page:,}", styles.type)
     if collectives:
-        runs = [c.executions for c in collectives]
-        _inside(text, (len(collectives), None if None in runs else sum(runs)), styles)
+        _inside(text, (len(collectives), total_executions(collectives)), styles)
     return text
 
 

@@ -9,7 +9,6 @@ cursor there.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from shardscope.app.plan_labels import LabelStyles, block_label, equation_label, gap_label
+from shardscope.counts import total_executions
 
 PAGE = 64
 """Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
@@ -79,14 +79,11 @@ def index_plan(plan: Any) -> PlanIndex:
 
     walk(plan.program.root, ())
     collectives = {c.equation_id: c for c in plan.collectives}
-    counts: Counter[str] = Counter()
-    runs: dict[str, int | None] = {}
+    by_node: dict[str, list] = {}
     for c in plan.collectives:
         for key in paths.get(c.equation_id, ()):
-            counts[key] += 1
-            before = runs.get(key, 0)
-            runs[key] = None if before is None or c.executions is None else before + c.executions
-    inside = {key: (count, runs[key]) for key, count in counts.items()}
+            by_node.setdefault(key, []).append(c)
+    inside = {key: (len(found), total_executions(found)) for key, found in by_node.items()}
     return PlanIndex(paths, positions, collectives, tuple(collectives), inside)
 
 

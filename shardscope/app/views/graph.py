@@ -16,6 +16,7 @@ from rich.text import Text
 
 from shardscope.app.plan_labels import LabelStyles
 from shardscope.app.views import layered
+from shardscope.counts import count_text
 from shardscope.app.views.pane import RenderedPane
 from shardscope.dataflow import feeding_subgraph
 
@@ -62,10 +63,6 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
     return text
 
 
-def _count(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
-
-
 def plan_summary(plan: "PlanResult") -> Text:
     """The plan's headline: collectives, how many sit in loops, executions and bytes per call."""
     text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
@@ -73,7 +70,7 @@ def plan_summary(plan: "PlanResult") -> Text:
     text.append(f"{len(plan.collectives)} collective(s), ")
     text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
     bound = "at most " if plan.per_call_is_upper_bound else ""
-    text.append(f", {bound}{_count(plan.executed_collectives)} executed/call, {bound}{_count(plan.bytes_per_call)} B/call")
+    text.append(f", {bound}{count_text(plan.executed_collectives)} executed/call, {bound}{count_text(plan.bytes_per_call)} B/call")
     if plan.per_call_is_upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
@@ -87,7 +84,7 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
         text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
         if loop.collectives:
             names = ", ".join(
-                f"{relative(c.equation_id, loop.equation_id)} x{_count(c.executions)}/call" for c in loop.collectives[:4]
+                f"{relative(c.equation_id, loop.equation_id)} x{count_text(c.executions)}/call" for c in loop.collectives[:4]
             )
             more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
             text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
@@ -108,8 +105,8 @@ def collective_line(plan: "PlanResult", collective) -> Text:
         text.append_text(loop_path(plan, collective.loop_ids))
     else:
         text.append("outside every loop", "bold green")
-    text.append(f"  x{_count(collective.executions)}/call", "bold")
-    text.append(f" · {collective.bytes_per_execution:,} B each · {_count(collective.bytes_per_call)} B/call")
+    text.append(f"  x{count_text(collective.executions)}/call", "bold")
+    text.append(f" · {collective.bytes_per_execution:,} B each · {count_text(collective.bytes_per_call)} B/call")
     if collective.in_conditional:
         text.append("  (in a cond branch: only when that branch runs)", "dim")
     return text
@@ -134,8 +131,8 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text.assemble((f" x{_count(collective.executions)}/call ", STYLES.badge),
-                                   f" {_count(collective.bytes_per_call)} B/call"))
+        lines.append(Text.assemble((f" x{count_text(collective.executions)}/call ", STYLES.badge),
+                                   f" {count_text(collective.bytes_per_call)} B/call"))
         style = "bold red"
     elif kind == "loop":
         loop = next(loop for loop in plan.loops if loop.equation_id == node)
@@ -191,7 +188,7 @@ def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
         text = Text("  body of ", "bold")
         text.append_text(loop_path(plan, loop_ids))
         executions = collectives[0].executions
-        text.append(f"  (runs {_count(executions)}x per call): what feeds its collective(s)", "bold")
+        text.append(f"  (runs {count_text(executions)}x per call): what feeds its collective(s)", "bold")
     else:
         text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collective(s)", "bold")
     return text
@@ -207,7 +204,7 @@ def overview(naive: "PlanResult", deferred: "PlanResult") -> Text:
             text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
         else:
             text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
-        text.append(f": {_count(plan.executed_collectives)} run(s)/call, {_count(plan.bytes_per_call)} B/call\n")
+        text.append(f": {count_text(plan.executed_collectives)} run(s)/call, {count_text(plan.bytes_per_call)} B/call\n")
     text.rstrip()
     return text
 

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views.lines import offer_focus
+from shardscope.counts import count_text
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -49,10 +50,6 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
-def _count(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
-
-
 def _bounded(plan, text: str) -> str:
     """``≤ 4`` when the plan's per-call totals are upper bounds (collectives in cond branches)."""
     return f"≤ {text}" if plan.per_call_is_upper_bound else text
@@ -79,7 +76,7 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
     table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    table.add_row("collectives executed", *(_bounded(p, _count(p.executed_collectives)) for p in (naive, deferred)), "—")
+    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)), "—")
     table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)), "—")
     table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)), "—",
                   end_section=True)
@@ -127,7 +124,7 @@ def traced_only(analysis: "Analysis") -> Group:
     table.add_column("")
     table.add_column("naive", justify="right")
     table.add_column("deferred", justify="right")
-    table.add_row("collectives executed", *(_bounded(p, _count(p.executed_collectives)) for p in (naive, deferred)))
+    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)))
     table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)))
     table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)))
     return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
