@@ -122,12 +122,10 @@ def _run(args: argparse.Namespace) -> int:
         return run_app(settings, max_devices=max(args.max_devices, args.devices),
                        export_dir=args.export_dir, profile_startup=args.profile_startup)
 
+    from shardscope.demos import require_file
     from shardscope.devices import ensure_devices
 
-    if not settings.path.is_file():  # before JAX starts: a typo should fail fast
-        from shardscope.demos import load_demo_file
-
-        load_demo_file(settings.path)
+    require_file(settings.path)  # before JAX starts: a typo fails fast
     # Start with enough devices that a count which does not divide N can be told what would.
     ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
     from shardscope.analysis import analyze

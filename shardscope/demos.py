@@ -86,17 +86,23 @@ def file_fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def load_demo_file(path: str | Path) -> DemoFile:
-    """Import ``path`` as a fresh module and collect its demo functions.
-
-    Raises :class:`DemoFileError` when the file is missing, fails to import, or has no demo.
-    """
+def require_file(path: str | Path) -> Path:
+    """``path`` as a :class:`Path`, or :class:`DemoFileError` when there is no such file."""
     path = Path(path)
     if not path.is_file():
         raise DemoFileError(
             f"No such demo file: {path}",
             "give the path to a Python file with functions marked @shardscope.demo(...)",
         )
+    return path
+
+
+def load_demo_file(path: str | Path) -> DemoFile:
+    """Import ``path`` as a fresh module and collect its demo functions.
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or has no demo.
+    """
+    path = require_file(path)
     fingerprint = file_fingerprint(path)
     module_name = f"_shardscope_demo_{path.stem}_{fingerprint}"
     spec = importlib.util.spec_from_file_location(module_name, path)
