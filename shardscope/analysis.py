@@ -118,9 +118,7 @@ class Analysis:
     settings: Settings  # resolved: function and chunk size filled in
     function: str
     description: str
-    functions: tuple[str, ...]  # every demo in the file, for pickers
     backend: str
-    available_devices: int
     shapes: Any  # shardscope.plans.Shapes
     plans: dict[str, PlanResult]
     reference: ReferenceResult
@@ -210,9 +208,7 @@ def analyze(
         settings=settings,
         function=demo_fn.name,
         description=demo_fn.spec.description,
-        functions=tuple(demo_file.names),
         backend=jax.default_backend(),
-        available_devices=len(jax.devices()),
         shapes=built.shapes,
         plans=results,
         reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),

@@ -152,7 +152,6 @@ class Site:
     equation: Equation
     block: Block
     loops: tuple[Equation, ...]
-    depth: int
     in_conditional: bool
 
 
@@ -164,7 +163,7 @@ class Program:
 
     def sites(self) -> Iterator[Site]:
         """Every equation, depth first in program order, with its enclosing loops."""
-        yield from _sites(self.root, (), 0, False)
+        yield from _sites(self.root, (), False)
 
     @property
     def equation_count(self) -> int:
@@ -179,14 +178,14 @@ class Program:
         return "\n".join(lines) + "\n"
 
 
-def _sites(block: Block, loops: tuple, depth: int, conditional: bool) -> Iterator[Site]:
+def _sites(block: Block, loops: tuple, conditional: bool) -> Iterator[Site]:
     for eqn in block.equations:
-        yield Site(eqn, block, loops, depth, conditional)
+        yield Site(eqn, block, loops, conditional)
         # A while's cond runs on every iteration too (one more time than its body); its trip
         # count is unknown either way, so both count as inside the loop.
         inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
         for sub in eqn.blocks:
-            yield from _sites(sub, inner_loops, depth + 1, conditional or eqn.kind == "cond")
+            yield from _sites(sub, inner_loops, conditional or eqn.kind == "cond")
 
 
 def _render(block: Block, depth: int, lines: list[str]) -> None:
