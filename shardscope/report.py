@@ -143,6 +143,11 @@ def verdict(analysis: "Analysis") -> str:
     return text + "."
 
 
+def _upto(plan: "PlanResult", text: str) -> str:
+    """``≤ 8`` when collectives sit in ``cond`` branches: only one branch runs per call."""
+    return f"≤ {text}" if plan.per_call_is_upper_bound else text
+
+
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
@@ -160,8 +165,8 @@ def _mem(plan: "PlanResult") -> str:
 _ROWS = (
     ("collectives (equations)", lambda p: str(len(p.collectives))),
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
-    ("  runs per call", lambda p: count_text(p.executed_collectives)),
-    ("  bytes per call", lambda p: count_text(p.bytes_per_call)),
+    ("  runs per call", lambda p: _upto(p, count_text(p.executed_collectives))),
+    ("  bytes per call", lambda p: _upto(p, count_text(p.bytes_per_call))),
     ("HLO collectives", _hlo),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),

@@ -36,3 +36,31 @@ def test_repeats_below_one_is_a_settings_error():
 
     with pytest.raises(SettingsError, match="repeats"):
         analyze(Settings(path=DEMOS / "linear.py", repeats=0))
+
+
+def test_the_report_marks_per_call_totals_of_cond_branches_as_upper_bounds(tmp_path):
+    from rich.console import Console
+
+    from shardscope.report import render
+
+    demo = tmp_path / "branchy.py"
+    demo.write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp, shardscope
+        from jax import lax
+
+        @shardscope.demo(params={"W": jax.ShapeDtypeStruct((4, 4), jnp.float32), "c": jax.ShapeDtypeStruct((4,), jnp.float32)},
+                         x=jax.ShapeDtypeStruct((32, 4), jnp.float32))
+        def branchy(p, x):
+            h = jnp.tanh(x @ p["W"])
+            return lax.cond(p["c"][0] > 0, lambda h: h * p["c"], lambda h: h - p["c"] @ p["W"], h)
+    """))
+    analysis = analyze(Settings(path=demo, chunk_size=8), measure=False)
+    naive = analysis.plans["naive"]
+    # per chunk: W's all-reduce after the cond (both branches' W cotangents meet there) and one
+    # all-reduce of c's gradient in whichever branch ran: 2 chunks x 2, and 2 x (64 + 16) bytes
+    branch_runs = sorted(c.in_conditional for c in naive.collectives)
+    assert branch_runs == [False, True, True]
+    assert naive.per_call_is_upper_bound and naive.executed_collectives == 4 and naive.bytes_per_call == 160
+    console = Console(record=True, width=120)
+    render(analysis, console)
+    assert "≤ 4" in console.export_text() and "≤ 160" in console.export_text()
