@@ -135,8 +135,10 @@ def verdict(analysis: "Analysis") -> str:
     """One sentence on what the deferred plan saves."""
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     text = (
-        f"naive: {count_text(naive.executed_collectives)} collective runs/call ({naive.collectives_in_loops} inside loops); "
-        f"deferred: {count_text(deferred.executed_collectives)} ({deferred.collectives_in_loops} inside loops)"
+        f"naive: {_upto(naive, count_text(naive.executed_collectives))} collective runs/call "
+        f"({naive.collectives_in_loops} inside loops); "
+        f"deferred: {_upto(deferred, count_text(deferred.executed_collectives))} "
+        f"({deferred.collectives_in_loops} inside loops)"
     )
     if analysis.speedup is not None:
         text += f"; deferred is {analysis.speedup:.2f}x the speed of naive (median run time)"

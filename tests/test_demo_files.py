@@ -63,4 +63,5 @@ def test_the_report_marks_per_call_totals_of_cond_branches_as_upper_bounds(tmp_p
     assert naive.per_call_is_upper_bound and naive.executed_collectives == 4 and naive.bytes_per_call == 160
     console = Console(record=True, width=120)
     render(analysis, console)
-    assert "≤ 4" in console.export_text() and "≤ 160" in console.export_text()
+    text = console.export_text()
+    assert "≤ 4" in text and "≤ 160" in text and "naive: ≤ 4 collective runs/call" in text
