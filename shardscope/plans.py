@@ -21,6 +21,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from shardscope import keys
 from shardscope.demos import DemoFunction
 from shardscope.errors import SettingsError, TraceError
 from shardscope.settings import Settings, default_chunk_size, divisors
@@ -54,8 +55,12 @@ def materialize(tree: Any, seed: int) -> Any:
     rng = np.random.default_rng(seed)
 
     def leaf(value: Any) -> Any:
+        if isinstance(value, jax.ShapeDtypeStruct) and keys.is_key_dtype(value.dtype):
+            return keys.random_keys(value.dtype, value.shape, int(rng.integers(2**31)))
         if isinstance(value, jax.ShapeDtypeStruct):
             return _random(rng, value.shape, np.dtype(value.dtype))
+        if keys.is_key_array(value):
+            return value  # numpy cannot hold typed keys; they are used as given
         return np.asarray(value)
 
     return jax.tree.map(leaf, tree, is_leaf=lambda v: isinstance(v, jax.ShapeDtypeStruct))
@@ -201,11 +206,13 @@ def _check_params(params: Any) -> None:
     leaves = jax.tree.leaves(params)
     if not leaves:
         raise SettingsError("params is empty: there is nothing to differentiate.")
-    bad = [str(np.asarray(leaf).dtype) for leaf in leaves if not jnp.issubdtype(np.asarray(leaf).dtype, jnp.inexact)]
+    dtypes = [leaf.dtype if keys.is_key_array(leaf) else np.asarray(leaf).dtype for leaf in leaves]
+    bad = [str(dtype) for dtype in dtypes if keys.is_key_dtype(dtype) or not jnp.issubdtype(dtype, jnp.inexact)]
     if bad:
         raise SettingsError(
             f"params must be floating point or complex to take a VJP; found {', '.join(bad)}.",
-            "give params real or complex float dtypes",
+            "give params real or complex float dtypes; pass PRNG keys in x (one per example) "
+            "or make them inside f",
         )
 
 

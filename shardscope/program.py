@@ -344,9 +344,16 @@ def _value(atom: Any, name: str) -> Value:
 
 @functools.lru_cache(maxsize=None)
 def _dtype_facts(dtype: Any) -> tuple[str, int]:
-    """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value."""
+    """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value.
+
+    A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.
+    """
+    from shardscope.keys import is_key_dtype, key_itemsize
+
     name = str(dtype)
-    return name, (np.dtype(dtype).itemsize if name != "float0" else 0)
+    if name == "float0":
+        return name, 0
+    return name, (key_itemsize(dtype) if is_key_dtype(dtype) else np.dtype(dtype).itemsize)
 
 
 _SKIPPED_PARAMS = {"jaxpr", "body_jaxpr", "cond_jaxpr", "branches", "call_jaxpr", "fun_jaxpr"}

@@ -45,3 +45,18 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
         [PYTHON, "-m", "shardscope", *map(str, args)],
         capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
     )
+
+
+DROPOUT = """
+KEYS = jax.ShapeDtypeStruct((32,), jax.random.key(0).dtype)  # typed keys: dtype key<fry>
+
+
+@shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
+                 x={"inputs": jax.ShapeDtypeStruct((32, 4), jnp.float32), "key": KEYS})
+def dropout(W, x):
+    noise = jax.random.normal(jax.random.PRNGKey(0), (4,))  # a fixed key inside f
+    keep = jax.vmap(lambda k: jax.random.bernoulli(k, 0.5, (4,)))(x["key"])  # one key per example
+    h = jnp.tanh(x["inputs"] @ W + noise)
+    return jnp.where(keep, h / 0.5, 0.0)
+"""
+"""A dropout model: typed PRNG keys in ``x`` (one per example) and a fixed legacy key inside ``f``."""
