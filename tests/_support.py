@@ -48,7 +48,8 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
 
 
 DROPOUT = """
-KEYS = jax.ShapeDtypeStruct((32,), jax.random.key(0).dtype)  # typed keys: dtype key<fry>
+# typed keys (dtype key<fry>); eval_shape gives the dtype without starting JAX's backend
+KEYS = jax.ShapeDtypeStruct((32,), jax.eval_shape(jax.random.key, 0).dtype)
 
 
 @shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
