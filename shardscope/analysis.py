@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from shardscope.counts import count_text
-from shardscope.errors import Cancelled, SettingsError, ShardscopeError
+from shardscope.errors import Cancelled, SettingsError, ShardscopeError, quote_error
 from shardscope.settings import Settings
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
@@ -243,9 +243,8 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
         try:
             compiled[name], compile_s[name] = measure.timed(lambda: traced[name][0].lower().compile())
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise ShardscopeError(
-                f"XLA failed to compile the {name} plan: {type(exc).__name__}: {first}",
+                f"XLA failed to compile the {name} plan: {quote_error(exc)}",
                 "run with --debug for the full error",
             ) from exc
 

@@ -89,6 +89,14 @@ def file_fingerprint(path: Path) -> str:
 def require_file(path: str | Path) -> Path:
     """``path`` as a :class:`Path`, or :class:`DemoFileError` when there is no such file."""
     path = Path(path)
+    if path.is_dir():
+        scripts = sorted(p.name for p in path.glob("*.py"))
+        raise DemoFileError(
+            f"{path} is a directory, not a demo file.",
+            f"give one of the Python files in it ({', '.join(scripts[:8])}{', ...' if len(scripts) > 8 else ''})"
+            if scripts
+            else "give the path to a Python file with functions marked @shardscope.demo(...)",
+        )
     if not path.is_file():
         raise DemoFileError(
             f"No such demo file: {path}",
@@ -115,9 +123,12 @@ def load_demo_file(path: str | Path) -> DemoFile:
             spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
+        # the error may be in a module the demo imports: name the file it is in
+        where = Path(exc.filename) if exc.filename else path
+        imported = "" if _same_file(where, path) else f" (imported by {path.name})"
         raise DemoFileError(
-            f"Syntax error in {path} line {exc.lineno}: {exc.msg}",
-            "fix the file and run again",
+            f"Syntax error in {where} line {exc.lineno}{imported}: {exc.msg}",
+            f"fix {where.name} and run again",
         ) from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
@@ -148,6 +159,13 @@ def _importable_siblings(path: Path) -> Iterator[None]:
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _where(exc: BaseException, path: Path) -> str:

@@ -33,3 +33,34 @@ class TraceError(ShardscopeError):
 
 class Cancelled(Exception):
     """Raised from a progress callback to stop an analysis that is no longer wanted."""
+
+
+QUOTED_LINES = 6
+"""How many lines of JAX's own message a :class:`TraceError` quotes (``--debug`` shows all)."""
+_LINE_WIDTH = 240
+_INTERNAL_MARKERS = ("jax/_src/", "site-packages/jax", "JAX_TRACEBACK_FILTERING", "-" * 20)
+
+
+def quote_error(exc: BaseException, lines: int = QUOTED_LINES) -> str:
+    """``TypeError: <first line>`` and the next non-blank lines of ``exc``'s message, indented.
+
+    JAX's errors put what to act on after the first line (the carry-type error's first line ends
+    in "but they differ:"), so a few lines are kept. Lines that point into JAX's own source
+    (internal frames) are dropped, long lines are cut, and what is left out is counted.
+    """
+    kept = [
+        line.rstrip()
+        for line in str(exc).splitlines()
+        if line.strip() and not any(marker in line for marker in _INTERNAL_MARKERS)
+    ]
+    if not kept:
+        return type(exc).__name__
+    text = f"{type(exc).__name__}: {_cut(kept[0].strip())}"
+    text += "".join(f"\n  {_cut(line)}" for line in kept[1:lines])
+    if len(kept) > lines:
+        text += f"\n  ... {len(kept) - lines} more line(s): --debug shows the whole error"
+    return text
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."

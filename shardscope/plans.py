@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from shardscope import keys
 from shardscope.demos import DemoFunction
-from shardscope.errors import SettingsError, TraceError
+from shardscope.errors import SettingsError, TraceError, quote_error
 from shardscope.settings import Settings, default_chunk_size, divisors
 
 PLAN_NAMES = ("naive", "deferred")
@@ -222,7 +222,7 @@ def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
         out = jax.eval_shape(f, params, x)
     except Exception as exc:  # the user's model failed on its own example inputs
         raise TraceError(
-            f"The model fails on its example inputs: {type(exc).__name__}: {_first_line(exc)}",
+            f"The model fails on its example inputs: {quote_error(exc)}",
             "check that f(params, x) runs on the shapes given to @shardscope.demo",
         ) from exc
     for leaf in jax.tree.leaves(out):
@@ -239,22 +239,17 @@ def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
     return out
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def describe_trace_error(exc: BaseException, axis: str) -> TraceError:
-    """Turn JAX's tracing error into one message, with a ``lax.pcast`` hint for carry errors."""
+    """Turn JAX's tracing error into a message that quotes it, with a ``lax.pcast`` hint for carry errors."""
     text = str(exc)
     if "carry" in text and "manual axis types do not match" in text:
         return TraceError(
             "A loop in the model starts from a value that is the same on every device but becomes "
-            "per-device (varying over the mesh axis) inside the loop: " + _first_line(exc),
+            "per-device (varying over the mesh axis) inside the loop: " + quote_error(exc),
             f"derive the initial carry from x, or cast it with lax.pcast(init, {axis!r}, to='varying')",
         )
     return TraceError(
-        f"The model fails to trace under jax.shard_map: {type(exc).__name__}: {_first_line(exc)}",
+        f"The model fails to trace under jax.shard_map: {quote_error(exc)}",
         "jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; "
         "--debug shows JAX's full error",
     )

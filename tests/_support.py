@@ -61,3 +61,73 @@ def dropout(W, x):
     return jnp.where(keep, h / 0.5, 0.0)
 """
 """A dropout model: typed PRNG keys in ``x`` (one per example) and a fixed legacy key inside ``f``."""
+
+
+CARRY_FROM_ZEROS = """
+@shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
+                 x=jax.ShapeDtypeStruct((32, 3, 4), jnp.float32))
+def rnn(W, x):
+    def step(h, u):
+        return jnp.tanh(h @ W + u), None
+    # jnp.zeros is invariant over the mesh; the carry becomes varying inside the loop
+    h, _ = lax.scan(step, jnp.zeros((x.shape[0], 4)), jnp.swapaxes(x, 0, 1))
+    return h
+"""
+"""An RNN whose scan starts from ``jnp.zeros``: invariant over the mesh, varying inside the loop (a trace error)."""
+
+
+DYNAMIC_WHILE = """
+def _varying(a):
+    return frozenset(jax.typeof(a).manual_axis_type.varying)
+
+
+@jax.custom_vjp
+def matvec(W, x):
+    return x @ W
+
+
+def fwd(W, x):
+    return x @ W, (W, x)
+
+
+def bwd(res, g):
+    W, x = res
+    # all-reduce over the axes x varies over but W does not, one row at a time
+    axes = tuple(sorted(_varying(x) - _varying(W)))
+    n = jnp.sum(jnp.ones_like(g, dtype=jnp.int32))  # a trip count only known at run time
+
+    def cond(c):
+        return c[0] < n
+
+    def body(c):
+        i, acc = c
+        row = g[i] * x[i]
+        return i + 1, acc + (lax.psum(row, axes) if axes else row)
+
+    _, dW = lax.while_loop(cond, body, (0, jnp.zeros_like(W)))
+    return dW, jnp.outer(g, W)
+
+
+matvec.defvjp(fwd, bwd)
+
+
+@shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((32, 5), jnp.float32))
+def dyn(W, x):
+    return matvec(W, x)
+"""
+"""A collective inside a ``while`` loop whose trip count is only known at run time (``custom_vjp``)."""
+
+
+BRANCHY = """
+@jax.jit
+def layer(W, h):
+    return jnp.tanh(h @ W)
+
+
+@shardscope.demo(params={"W": jax.ShapeDtypeStruct((4, 4), jnp.float32), "c": jax.ShapeDtypeStruct((4,), jnp.float32)},
+                 x=jax.ShapeDtypeStruct((32, 4), jnp.float32))
+def branchy(p, x):
+    h = jax.checkpoint(layer)(p["W"], x)
+    return lax.cond(p["c"][0] > 0, lambda h: h * p["c"], lambda h: h - p["c"], h)
+"""
+"""Collectives inside ``jax.jit``, ``jax.checkpoint`` and both branches of a ``lax.cond``."""

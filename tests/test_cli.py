@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
-from _support import DEMOS, PYTHON, ROOT, run_cli, write_demo
-from test_errors import CARRY_FROM_ZEROS
+from _support import CARRY_FROM_ZEROS, DEMOS, DYNAMIC_WHILE, PYTHON, ROOT, run_cli, write_demo
 
 LINEAR = DEMOS / "linear.py"
 
@@ -109,47 +109,6 @@ def test_dynamic_trip_count_is_null_in_json(tmp_path):
     assert naive["max_abs_err"] < 1e-5 and deferred["max_abs_err"] < 1e-5
 
 
-DYNAMIC_WHILE = """
-def _varying(a):
-    return frozenset(jax.typeof(a).manual_axis_type.varying)
-
-
-@jax.custom_vjp
-def matvec(W, x):
-    return x @ W
-
-
-def fwd(W, x):
-    return x @ W, (W, x)
-
-
-def bwd(res, g):
-    W, x = res
-    # all-reduce over the axes x varies over but W does not, one row at a time
-    axes = tuple(sorted(_varying(x) - _varying(W)))
-    n = jnp.sum(jnp.ones_like(g, dtype=jnp.int32))  # a trip count only known at run time
-
-    def cond(c):
-        return c[0] < n
-
-    def body(c):
-        i, acc = c
-        row = g[i] * x[i]
-        return i + 1, acc + (lax.psum(row, axes) if axes else row)
-
-    _, dW = lax.while_loop(cond, body, (0, jnp.zeros_like(W)))
-    return dW, jnp.outer(g, W)
-
-
-matvec.defvjp(fwd, bwd)
-
-
-@shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((32, 5), jnp.float32))
-def dyn(W, x):
-    return matvec(W, x)
-"""
-
-
 # ------------------------------------------------------------------------------------ diff
 
 
@@ -218,6 +177,24 @@ def test_broken_demo_files(tmp_path, name):
 
 def test_missing_file(tmp_path):
     assert_user_error(run_cli("report", tmp_path / "missing.py"), "No such demo file")
+
+
+def test_a_directory_is_not_a_missing_file():
+    result = run_cli("report", DEMOS)
+    assert_user_error(result, f"error: {DEMOS} is a directory, not a demo file.", "linear.py")
+    assert "No such demo file" not in result.stderr
+
+
+def test_syntax_error_in_an_imported_module_names_its_file(tmp_path):
+    (tmp_path / "helper_cli_syntax.py").write_text("def model(W, x:\n    return x @ W\n")
+    path = write_demo(tmp_path, "demo.py", "from helper_cli_syntax import model\n")
+    assert_user_error(run_cli("report", path), f"Syntax error in {tmp_path / 'helper_cli_syntax.py'} line 1")
+
+
+def test_carry_type_error_shows_jax_s_line_without_debug(tmp_path):
+    result = run_cli("report", write_demo(tmp_path, "carry.py", CARRY_FROM_ZEROS), "--chunk-size", "8")
+    assert_user_error(result, "lax.pcast")
+    assert re.search(r"input carry h has type float32\[8,4\] but .* float32\[8,4\]\{V:s\}", result.stderr)
 
 
 def test_unknown_function_lists_available():

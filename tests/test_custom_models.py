@@ -6,8 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from _support import write_demo
-from test_cli import DYNAMIC_WHILE
+from _support import BRANCHY, DYNAMIC_WHILE, write_demo
 
 FORI = """
 STEPS = 3
@@ -162,20 +161,6 @@ def test_materialize_draws_normal_values_for_every_float_dtype(dtype):
     assert np.asarray(materialize(jax.ShapeDtypeStruct((2,), jnp.dtype(dtype)), 0)).dtype == jnp.dtype(dtype)
     assert len(np.unique(values)) > 100  # not a handful of integers
     assert values.min() < -1 and values.max() > 1
-
-
-BRANCHY = """
-@jax.jit
-def layer(W, h):
-    return jnp.tanh(h @ W)
-
-
-@shardscope.demo(params={"W": jax.ShapeDtypeStruct((4, 4), jnp.float32), "c": jax.ShapeDtypeStruct((4,), jnp.float32)},
-                 x=jax.ShapeDtypeStruct((32, 4), jnp.float32))
-def branchy(p, x):
-    h = jax.checkpoint(layer)(p["W"], x)
-    return lax.cond(p["c"][0] > 0, lambda h: h * p["c"], lambda h: h - p["c"], h)
-"""
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from _support import DEMOS
 from shardscope.analysis import analyze
 from shardscope.demos import load_demo_file
 from shardscope.errors import SettingsError
@@ -32,8 +33,6 @@ def test_a_demo_imports_the_module_next_to_it(tmp_path):
 
 
 def test_repeats_below_one_is_a_settings_error():
-    from conftest import DEMOS
-
     with pytest.raises(SettingsError, match="repeats"):
         analyze(Settings(path=DEMOS / "linear.py", repeats=0))
 

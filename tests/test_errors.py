@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from _support import DEMOS, write_demo
+from _support import CARRY_FROM_ZEROS, DEMOS, write_demo
 from shardscope.demos import load_demo_file
-from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
+from shardscope.errors import QUOTED_LINES, DemoFileError, SettingsError, ShardscopeError, TraceError, quote_error
 from shardscope.settings import Settings, default_chunk_size, divisors
-
-CARRY_FROM_ZEROS = """
-@shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
-                 x=jax.ShapeDtypeStruct((32, 3, 4), jnp.float32))
-def rnn(W, x):
-    def step(h, u):
-        return jnp.tanh(h @ W + u), None
-    # jnp.zeros is invariant over the mesh; the carry becomes varying inside the loop
-    h, _ = lax.scan(step, jnp.zeros((x.shape[0], 4)), jnp.swapaxes(x, 0, 1))
-    return h
-"""
-
 
 def analyze(path: Path, **settings):
     from shardscope.analysis import analyze
@@ -40,6 +29,28 @@ def test_syntax_error_names_the_line(tmp_path):
     path = write_demo(tmp_path, "bad.py", "def f(:\n    pass\n")
     with pytest.raises(DemoFileError, match=r"Syntax error in .*bad.py line 7"):
         load_demo_file(path)
+
+
+def test_syntax_error_in_an_imported_module_names_that_module(tmp_path):
+    (tmp_path / "helper_mod_syntax.py").write_text("x = 1\ndef model(W, x:\n    return x @ W\n")
+    path = write_demo(tmp_path, "uses_helper.py", "from helper_mod_syntax import model\n")
+    with pytest.raises(DemoFileError) as info:
+        load_demo_file(path)
+    message = info.value.message
+    assert message.startswith(f"Syntax error in {tmp_path / 'helper_mod_syntax.py'} line 2 (imported by uses_helper.py)")
+    assert "helper_mod_syntax.py" in info.value.hint
+
+
+def test_a_directory_is_named_as_a_directory(tmp_path):
+    (tmp_path / "model.py").write_text("")
+    with pytest.raises(DemoFileError, match="is a directory, not a demo file") as info:
+        load_demo_file(tmp_path)
+    assert "model.py" in info.value.hint
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DemoFileError, match="is a directory") as info:
+        load_demo_file(empty)
+    assert "path to a Python file" in info.value.hint
 
 
 def test_import_error_points_at_the_line(tmp_path):
@@ -110,6 +121,12 @@ def test_carry_from_zeros_hints_at_pcast(tmp_path):
         analyze(path, devices=2)
     assert "lax.pcast" in str(info.value)
     assert "Traceback" not in str(info.value)
+    # the line of JAX's message that says which carry and which types: without --debug
+    lines = info.value.message.splitlines()
+    assert any(
+        re.search(r"input carry h has type float32\[8,4\] but .* float32\[8,4\]\{V:s\}", line) for line in lines
+    ), info.value.message
+    assert len(lines) <= 1 + QUOTED_LINES
 
 
 def test_model_broken_on_its_own_inputs(tmp_path):
@@ -169,4 +186,26 @@ def test_model_that_only_works_on_the_whole_batch(tmp_path):
     """)
     with pytest.raises(TraceError, match="fails to trace under jax.shard_map") as info:
         analyze(path, devices=2)
-    assert info.value.hint and "\n" not in info.value.message
+    first, *quoted = info.value.message.splitlines()
+    assert "cannot reshape array of shape (8, 4) (size 32) into shape (32, 2, 2)" in first  # a chunk of 8, not N=32
+    assert info.value.hint and len(quoted) < QUOTED_LINES
+
+
+def test_quoted_errors_keep_the_lines_to_act_on_and_drop_jax_internals():
+    message = "\n".join([
+        "first line ends in:",
+        "",
+        "  the line that matters",
+        '  File "/x/site-packages/jax/_src/core.py", line 1, in bind',
+        *[f"more {i}" for i in range(10)],
+    ])
+    text = quote_error(TypeError(message), lines=4)
+    assert text.splitlines() == [
+        "TypeError: first line ends in:",
+        "    the line that matters",  # indentation of JAX's text kept, under two spaces
+        "  more 0",
+        "  more 1",
+        "  ... 8 more line(s): --debug shows the whole error",
+    ]
+    assert quote_error(ValueError("")) == "ValueError"
+    assert len(quote_error(ValueError("x" * 1000))) < 300
