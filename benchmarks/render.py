@@ -1,8 +1,10 @@
 """``BENCHMARKS.md`` from the JSON results: tables, a text chart, targets met or missed.
 
-Everything in the file comes from the JSON (run ``python -m benchmarks.render`` to rewrite it
-from existing results without measuring again); the few sentences that are not numbers say
-how the numbers were taken.
+Every number in the file comes from the JSON results (run ``python -m benchmarks.render`` to
+rewrite it from existing results without measuring again). The sentences around them say how the
+numbers were taken, which changes were made for the targets, and where profiling found the time
+of a missed target; they carry no figures of their own, since a figure typed here would not
+change when the results do.
 """
 
 from __future__ import annotations
@@ -18,15 +20,30 @@ from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling")
 
-CORE_CHANGES = [
-    "`shardscope/program.py` (d20acbe): `_value` caches each dtype's name and item size "
-    "(`functools.lru_cache`). `str(np.dtype)` ran for every variable and was a third of `from_jaxpr`; "
-    "`from_jaxpr` at 10k equations went from ~0.9 s to ~0.45 s.",
-    "`shardscope/analysis.py`, `dataflow.py`, `cli.py` (a929234): `PlanResult.graph` is a cached property "
-    "and `analyze(..., graphs=False)` leaves it unbuilt; `report` and `diff` pass it and no longer import "
-    "networkx (~0.14 s of a ~1.2 s run). The app still gets its graphs built in its worker (the default). "
-    "report/bare JAX went from 1.21-1.29x to 1.11-1.16x in quick runs on a quiet machine.",
-]
+def core_changes(results: dict[str, Any]) -> list[str]:
+    """The changes made to shardscope for these targets, each with what this run measured of it."""
+    scaling, tool = results.get("scaling"), results.get("tool_cost")
+    from_jaxpr = ""
+    if scaling:
+        row = min(scaling["rows"], key=lambda r: abs(r["equations"] - 10_000))
+        phase = row.get("phases_s", {}).get("from_jaxpr")
+        if phase:
+            from_jaxpr = f" In this run `from_jaxpr` takes {phase['median']:.2f} s at {row['equations']:,} equations."
+    report = ""
+    if tool:
+        imports = tool.get("top_level_imports_s", {}).get("report", {})
+        networkx = ("networkx is among its imports over 10 ms" if any(m.startswith("networkx") for m in imports)
+                    else "networkx is not among its imports over 10 ms")
+        report = (f" In this run `report` takes {tool['ratios']['report_over_bare']['wall_median']:.2f}x the wall time "
+                  f"of bare JAX and {networkx} (`-X importtime`).")
+    return [
+        "`shardscope/program.py` (d20acbe): `_value` caches each dtype's name and item size "
+        "(`functools.lru_cache`): `str(np.dtype)` ran for every variable and was a large part of "
+        "`from_jaxpr` under cProfile." + from_jaxpr,
+        "`shardscope/analysis.py`, `dataflow.py`, `cli.py` (a929234): `PlanResult.graph` is a cached property "
+        "and `analyze(..., graphs=False)` leaves it unbuilt; `report` and `diff` pass it and no longer import "
+        "networkx. The app still gets its graphs built in its worker (the default)." + report,
+    ]
 
 
 def load(directory: Path) -> dict[str, Any]:
@@ -63,7 +80,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
     out += _misses(results)
-    out += ["## Changes made for these targets", ""] + [f"- {c}" for c in CORE_CHANGES] + [""]
+    out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)
 
 
@@ -88,13 +105,13 @@ def _machine(result: dict, results: dict, elapsed_s: float | None) -> list[str]:
 
 
 def _rerun(elapsed_s: float | None) -> list[str]:
-    took = f"{elapsed_s / 60:.0f} min in this run" if elapsed_s else "at most ~15 min here"
+    took = f" ({elapsed_s / 60:.0f} min in this run)" if elapsed_s else ""
     return [
         "## How to rerun",
         "",
         "```",
-        f"make bench          # everything ({took}); writes benchmarks/results/*.json and this file",
-        "make bench-quick    # a smaller grid, ~1.5 min; writes benchmarks/results/quick/ (not committed)",
+        f"make bench          # everything{took}; writes benchmarks/results/*.json and this file",
+        "make bench-quick    # a smaller grid; writes benchmarks/results/quick/ (not committed)",
         ".venv/bin/python -m benchmarks.plans_at_scale [--quick]   # one benchmark alone (also tool_cost,",
         "                                                          # app_start, scaling); then:",
         ".venv/bin/python -m benchmarks.render                     # rewrite this file from the JSON",
@@ -175,21 +192,20 @@ def _misses(results: dict) -> list[str]:
         if "first_n" in slow:
             out.append(
                 "- The first `n` opens the loops down to the first collective in both trees, building a page of "
-                "nodes per block (`plan_tree.PAGE`, 64 equations, plus a gap node), and both trees re-render. "
+                "`plan_tree.PAGE` equations per block (plus a gap node), and both trees re-render. "
                 f"Here: {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to paint, "
-                f"{presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU. Cutting the page from 200 to 64 "
-                "equations took it from 224 to 202 ms only: cProfile of the press puts ~0.1 s in the handler "
-                "and the rest in Textual's compositor rendering both trees' visible lines "
-                "(`Tree._render_line`, `StylesCache.render_line`), which shardscope's long rich labels feed.")
+                f"{presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU. A smaller page helped little: "
+                "cProfile of the press puts part of it in the handler and the rest in Textual's compositor "
+                "rendering both trees' visible lines (`Tree._render_line`, `StylesCache.render_line`), which "
+                "shardscope's long rich labels feed.")
         if "n" in slow:
             out.append(
-                "- A later `n` does little work in shardscope: `PlanTree.reveal` in both trees took ~5 ms of a "
-                "~60 ms press (cProfile, 10 presses at 5k equations). Each `n` scrolls both trees, a scroll "
-                "makes Textual refresh the screen's layout and re-render every widget on it (~50 "
-                "`Widget.render_lines` per key: `Compositor._render_chops`, `StylesCache.render_line`, "
-                "`DOMNode.rich_style`). The notification toast is not the cost (the same with `notify` stubbed "
-                "out). Fewer widgets on screen, or not scrolling a tree whose target is already visible, is "
-                "where the time is.")
+                "- A later `n` does little work in shardscope: under cProfile `PlanTree.reveal` in both trees "
+                "is a small part of the press. Each `n` scrolls both trees, a scroll makes Textual refresh the "
+                "screen's layout and re-render every widget on it (`Widget.render_lines` for each: "
+                "`Compositor._render_chops`, `StylesCache.render_line`, `DOMNode.rich_style`). The notification "
+                "toast is not the cost (the same with `notify` stubbed out). Fewer widgets on screen, or not "
+                "scrolling a tree whose target is already visible, is where the time is.")
         if "down" in slow:
             out.append(
                 "- `down` scrolls the tree once the cursor is at the bottom edge, and a scrolled Textual `Tree` "

@@ -80,8 +80,10 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         f"does (a `RunFinished` message; on screen {k['show_results_s'] * 1e3:.0f} ms later), then Pilot key "
         "presses in the Plans tab. **Key to paint** is from the key event to the last screen update it causes "
         "(the app's `_display` is wrapped to timestamp the compositor's updates). `pilot.press` itself only "
-        "returns after Textual's idle detection (20 ms sleeps until the process is idle), which puts a floor "
-        "of ~40-60 ms under its wall time whatever the key does: the bare Textual `Tree` row shows that floor.",
+        "returns after Textual's idle detection (it sleeps until the process is idle), which puts a floor "
+        "under its wall time whatever the key does: the bare Textual `Tree` row shows that floor"
+        + (f" ({k['presses']['bare_tree_down']['pilot_press_s']['median'] * 1e3:.0f} ms here)"
+           if k["presses"].get("bare_tree_down", {}).get("pilot_press_s") else "") + ".",
         "",
         "The GC column is the time Python's cyclic garbage collector ran during the key (`gc.callbacks`); "
         "the app freezes the analysis out of the collector when it arrives (`gc.freeze()`"

@@ -1,0 +1,56 @@
+"""BENCHMARKS.md says only what the JSON results say: no figure in it is typed into the renderer.
+
+The check: render the committed results, then render them again with every measured float
+scaled. A decimal number that is the same in both renderings did not come from the results.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+
+from _support import ROOT
+
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+")
+TARGETS = {"1.7", "1.0"}
+"""Figures that are targets or the earlier claim under test, not measurements (render_format.CLAIM, the slope of linear growth)."""
+UNSCALED = {"date", "machine", "versions"}
+
+
+def _scaled(value, factor=1.37, key=""):
+    if key in UNSCALED:
+        return value
+    if isinstance(value, dict):
+        return {k: _scaled(v, factor, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scaled(v, factor, key) for v in value]
+    if isinstance(value, float):
+        return value * factor
+    return value
+
+
+def _prose(markdown: str) -> list[str]:
+    """The prose lines (tables and the machine section left out)."""
+    body = markdown.split("## How to rerun")[1]
+    return [line for line in body.splitlines() if not line.startswith("|")]
+
+
+def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
+    from benchmarks import render
+
+    results = render.load(ROOT / "benchmarks" / "results")
+    assert set(results) == set(render.NAMES)
+    before = _prose(render.render(results, {}, 240.0))
+    after = _prose(render.render(_scaled(copy.deepcopy(results)), {}, 240.0))
+    # pair the lines that read the same once their figures are masked (a verdict may flip)
+    masked = [[DECIMAL.sub("#", line) for line in lines] for lines in (before, after)]
+    pairs = [
+        (before[i + k], after[j + k])
+        for i, j, n in difflib.SequenceMatcher(None, *masked, autojunk=False).get_matching_blocks()
+        for k in range(n)
+    ]
+    figures = [(DECIMAL.findall(b), DECIMAL.findall(a), b) for b, a in pairs]
+    assert sum(len(ones) for ones, _, _ in figures) > 10  # the prose does quote this run's figures
+    typed = [(x, line) for ones, twos, line in figures for x, y in zip(ones, twos) if x == y and x not in TARGETS]
+    assert not typed, typed
