@@ -131,3 +131,10 @@ def branchy(p, x):
     return lax.cond(p["c"][0] > 0, lambda h: h * p["c"], lambda h: h - p["c"], h)
 """
 """Collectives inside ``jax.jit``, ``jax.checkpoint`` and both branches of a ``lax.cond``."""
+
+
+def load_program_module(path: Path):
+    """Import a program file (the devices are already set by conftest) and return the module."""
+    from shardscope.demos import import_file
+
+    return import_file(path)[0]

@@ -282,3 +282,17 @@ def test_diff_output_onto_a_directory(tmp_path):
         result = run_cli("diff", LINEAR, "-o", tmp_path, *force)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_help_lists_every_command_there_is():
+    """--help names every command parse() accepts (open too), and each has a line of help."""
+    from shardscope.cli import COMMANDS
+
+    result = run_cli("--help")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == "usage: shardscope [-h] [--version] {" + ",".join(COMMANDS) + "} ..."
+    described = [line.split()[0] for line in lines if re.match(r"    \w+ +\S", line)]
+    assert described == list(COMMANDS) and "open" in described
+    for command in COMMANDS:  # and each of them parses
+        assert run_cli(command, "--help").returncode == 0
