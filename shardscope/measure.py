@@ -86,6 +86,15 @@ def memory(compiled: Any) -> dict[str, int]:
     return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
 
 
+GRADIENT_CHECK = (
+    "max_abs_err: the largest |plan gradient - reference gradient| over every parameter; the reference is "
+    "the unchunked VJP (jax.vjp over the whole batch) pulled back with the same random cotangent. "
+    "A plan can only match it for a model that is separable over the batch (each example's output depends "
+    "on that example alone: no batch norm, no mean over the batch)."
+)
+"""What the gradient check compares, in the words every rendering shows next to ``max_abs_err``."""
+
+
 def max_abs_err(result: Any, expected: Any) -> float:
     """The largest absolute difference over all leaves (complex values by modulus)."""
     import jax

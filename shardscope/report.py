@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from shardscope.counts import count_text
+from shardscope.measure import GRADIENT_CHECK
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,6 +34,7 @@ def _finite(value: Any) -> Any:
 
 def _json(analysis: "Analysis") -> dict[str, Any]:
     s = analysis.shapes
+    speedup = analysis.measured_speedup
     return {
         "function": analysis.function,
         "file": str(analysis.settings.path),
@@ -45,6 +47,8 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "chunks_per_device": s.chunks_per_device,
         "repeats": analysis.settings.repeats,
         "speedup": analysis.speedup,
+        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_verdict": None if speedup is None else speedup.verdict,
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
         "reference": {
             "compile_s": analysis.reference.compile_s,
@@ -132,20 +136,22 @@ def render(analysis: "Analysis", console: "Console") -> None:
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+        console.print(GRADIENT_CHECK, style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
 
 
 def verdict(analysis: "Analysis") -> str:
-    """One sentence on what the deferred plan saves."""
+    """One sentence on what the deferred plan saves: runs per call, then the speedup."""
     naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     text = (
-        f"naive: {_upto(naive, count_text(naive.executed_collectives))} collective runs/call "
-        f"({naive.collectives_in_loops} inside loops); "
-        f"deferred: {_upto(deferred, count_text(deferred.executed_collectives))} "
-        f"({deferred.collectives_in_loops} inside loops)"
+        f"naive: {_upto(naive, count_text(naive.executed_collectives))} runs/call "
+        f"({naive.collectives_in_loops} of {len(naive.collectives)} collective equations in loops); "
+        f"deferred: {_upto(deferred, count_text(deferred.executed_collectives))} runs/call "
+        f"({deferred.collectives_in_loops} of {len(deferred.collectives)} in loops)"
     )
-    if analysis.speedup is not None:
-        text += f"; deferred is {analysis.speedup:.2f}x the speed of naive (median run time)"
+    speedup = analysis.speedup_text()
+    if speedup is not None:
+        text += f"; {speedup}"
     return text + "."
 
 
@@ -169,7 +175,7 @@ def _mem(plan: "PlanResult") -> str:
 
 
 _ROWS = (
-    ("collectives (equations)", lambda p: str(len(p.collectives))),
+    ("collective equations", lambda p: str(len(p.collectives))),
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
     ("  runs per call", lambda p: _upto(p, count_text(p.executed_collectives))),
     ("  bytes per call", lambda p: _upto(p, count_text(p.bytes_per_call))),

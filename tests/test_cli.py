@@ -89,10 +89,19 @@ def test_function_devices_axis_chunk_options(tmp_path):
     assert c["axes"] == ["batch"] and c["loop_trip_counts"] == [4] and c["executions"] == 4 and c["bytes"] == 12
 
 
-def test_human_report_runs():
-    result = run_cli("report", LINEAR, "-r", "1")
+def test_human_report_heads_with_the_settings_and_ends_with_the_verdict():
+    result = run_cli("report", LINEAR, "-r", "3", "--chunk-size", "16")
     assert result.returncode == 0, result.stderr
-    assert "linear" in result.stdout and "naive" in result.stdout and "deferred" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["shardscope: linear.py::linear",
+                         "mesh s=2 (cpu), batch N=64, 32/device, chunk size 16 -> 2 chunks/device"]
+    runs = [l for l in lines if l.startswith("│   runs per call")]
+    assert [cell.strip() for cell in runs[0].strip("│").split("│")] == ["runs per call", "2", "1"]
+    words = " ".join(result.stdout.split())
+    assert re.search(
+        r"naive: 2 runs/call \(1 of 1 collective equations in loops\); deferred: 1 runs/call \(0 of 1 in loops\); "
+        r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
+        r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx\)\.$", words), words[-300:]
 
 
 def test_dynamic_trip_count_is_null_in_json(tmp_path):

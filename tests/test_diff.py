@@ -35,5 +35,5 @@ def test_side_by_side_of_the_seed_case(analysis_of):
     assert a.export_stem() == "linear-2dev-c16"
     text = a.diff_text()
     assert text.splitlines()[0] == "# shardscope: linear.py::linear"
-    assert "# naive: 1 collective(s), 1 in loops, 2 executed/call, 40 B/call" in text
-    assert "# deferred: 1 collective(s), 0 in loops, 1 executed/call, 20 B/call" in text
+    assert "# naive: 2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in text.splitlines()[2:4]
+    assert "# deferred: 1 runs/call, all 1 collective equations once per call, 20 B/call" in text.splitlines()[2:4]

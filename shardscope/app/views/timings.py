@@ -21,6 +21,7 @@ from textual.widgets import Static
 
 from shardscope.app.views.lines import offer_focus
 from shardscope.counts import count_text
+from shardscope.measure import GRADIENT_CHECK
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -141,6 +142,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
     )
     if hidden:
         note += "; measured times hidden"
+    note += ".\n" + GRADIENT_CHECK
     return Group(
         cost_table(analysis, hidden),
         Text(),

@@ -1,0 +1,71 @@
+"""The text report and the JSON say the same things in the team's words (VOCAB.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from shardscope.measure import GRADIENT_CHECK
+from shardscope.report import render, to_json, verdict
+from shardscope.speedup import speedup_text
+
+
+@pytest.fixture(scope="module")
+def seed_case(analysis_of):
+    return analysis_of("linear.py", devices=2, chunk_size=16, repeats=5)
+
+
+def _text(analysis) -> str:
+    console = Console(record=True, width=200)
+    render(analysis, console)
+    return console.export_text()
+
+
+def _row(text: str, label: str) -> list[str]:
+    (line,) = [l for l in text.splitlines() if l.startswith(f"│ {label} ")]
+    return [cell.strip() for cell in line.strip("│").split("│")]
+
+
+def test_rows_use_runs_per_call_and_collective_equations(seed_case):
+    text = _text(seed_case)
+    assert _row(text, "collective equations") == ["collective equations", "1", "1"]
+    assert _row(text, "  inside loops") == ["inside loops", "1", "0"]
+    assert _row(text, "  runs per call") == ["runs per call", "2", "1"]
+    assert _row(text, "  bytes per call") == ["bytes per call", "40", "20"]
+
+
+def test_the_verdict_sentence_has_the_runs_and_the_one_speedup_wording(seed_case):
+    sentence = verdict(seed_case)
+    assert sentence.startswith(
+        "naive: 2 runs/call (1 of 1 collective equations in loops); deferred: 1 runs/call (0 of 1 in loops); ")
+    assert sentence.endswith(speedup_text(seed_case.measured_speedup, "naive", "deferred") + ".")
+    assert " ".join(_text(seed_case).split()).endswith(sentence)
+
+
+def test_the_report_says_what_the_gradient_error_is_compared_with(seed_case):
+    text = " ".join(_text(seed_case).split())
+    assert _row(_text(seed_case), "max_abs_err vs reference")[1:] == [
+        f"{seed_case.plans[n].max_abs_err:.2e}" for n in ("naive", "deferred")]
+    assert GRADIENT_CHECK in text
+    assert "unchunked VJP" in GRADIENT_CHECK and "same random cotangent" in GRADIENT_CHECK
+    assert "separable over the batch" in GRADIENT_CHECK
+
+
+def test_json_speedup_keys_agree_with_the_per_round_samples(seed_case):
+    data = json.loads(json.dumps(to_json(seed_case)))
+    s = seed_case.measured_speedup
+    assert data["speedup"] == s.median
+    assert data["speedup_spread"] == [s.low, s.high] and s.low <= s.median <= s.high
+    assert data["speedup_verdict"] == s.verdict
+    assert data["speedup_verdict"] in {"faster", "slower", "no measurable difference", "too few rounds"}
+
+
+def test_json_speedup_keys_are_null_when_only_traced(tmp_path):
+    from _support import DEMOS
+    from shardscope.analysis import analyze
+    from shardscope.settings import Settings
+
+    data = to_json(analyze(Settings(path=DEMOS / "linear.py"), measure=False))
+    assert (data["speedup"], data["speedup_spread"], data["speedup_verdict"]) == (None, None, None)
