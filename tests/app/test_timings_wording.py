@@ -20,3 +20,13 @@ def test_the_timings_tab_explains_the_gradient_check(analysis_of):
         text = _plain(timings_renderable(analysis, hidden))
         assert "max |grad - reference|" in text
         assert GRADIENT_CHECK in text
+
+
+def test_the_timings_tab_states_the_speedup_as_the_report_does(analysis_of):
+    from shardscope.report import verdict
+
+    analysis = analysis_of("linear.py", devices=2, chunk_size=16)
+    sentence = analysis.speedup_text()
+    assert sentence in verdict(analysis)
+    assert sentence in _plain(timings_renderable(analysis, False))
+    assert sentence not in _plain(timings_renderable(analysis, True))  # measured numbers hidden
