@@ -246,7 +246,9 @@ def describe_trace_error(exc: BaseException, axis: str) -> TraceError:
         return TraceError(
             "A loop in the model starts from a value that is the same on every device but becomes "
             "per-device (varying over the mesh axis) inside the loop: " + quote_error(exc),
-            f"derive the initial carry from x, or cast it with lax.pcast(init, {axis!r}, to='varying')",
+            "derive the initial carry from x, e.g. jnp.zeros_like(x[:, 0]), so that it is per-device like x "
+            f"(lax.pcast(init, {axis!r}, to='varying') does the same only where f runs inside shard_map: "
+            "shardscope also runs f unmapped, for the reference)",
         )
     return TraceError(
         f"The model fails to trace under jax.shard_map: {quote_error(exc)}",
