@@ -94,7 +94,7 @@ class Sidebar(VerticalScroll):
         )
         batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
         if batch is not None:
-            from shardscope.plans import resolve_shapes  # JAX is loaded once batches are known
+            from shardscope.shapes import resolve_shapes  # pure arithmetic: no JAX
 
             resolve_shapes(batch, settings, self.max_devices)
         return settings
