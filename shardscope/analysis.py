@@ -142,9 +142,8 @@ def analyze(
 
     import jax
 
-    from shardscope import dataflow, plans
+    from shardscope import plans
     from shardscope.demos import load_demo_file
-    from shardscope.program import from_jaxpr
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
@@ -158,15 +157,16 @@ def analyze(
 
     results = {}
     for name in names:
-        program = from_jaxpr(traced[name][0].jaxpr)
+        inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
+        program = inspection.program
         plan = built.plans[name]
         results[name] = PlanResult(
             name=name,
             description=plan.description,
             role=plan.role,
             program=program,
-            collectives=dataflow.collectives(program),
-            loops=dataflow.loops(program),
+            collectives=inspection.collectives,
+            loops=dataflow.loops(program, inspection.collectives),
             canonical_text=program.canonical_text(),
             executed=dataflow.per_call_count(program, lambda eqn: 1),
             bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
@@ -187,6 +187,19 @@ def analyze(
         comparison=compare(results, baseline, candidate),
         unavailable={**built.unavailable, **unavailable},
     )
+
+
+def inspect_plan(traced: Any, name: str, args: tuple, trace_s: float) -> Any:
+    """A plan read by the same engine as any program (:func:`shardscope.inspection.inspect_traced`).
+
+    Its inputs are ``params``, ``x`` and the cotangent ``v``; its outputs are the gradients of
+    ``params``, named after the parameter they are the gradient of.
+    """
+    from shardscope.inspection import inspect_traced, pytree_names
+
+    params, x, v = args
+    inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
+    return inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
 
 
 def _trace(built: Any, with_reference: bool, report: Progress) -> tuple[dict[str, tuple[Any, float]], dict[str, str]]:

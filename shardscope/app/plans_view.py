@@ -17,6 +17,25 @@ from textual.widgets import Input, Static
 from shardscope.app.plan_tree import PlanTree
 from shardscope.text import structure_summary
 
+def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
+    """Steps of n/N: per step, each plan's position of the collective carrying one value.
+
+    Values repeat (two collectives of one source line): the k-th of a value pairs with the k-th.
+    """
+    steps: list[dict[str, int]] = []
+    where: dict[tuple[str, int], dict[str, int]] = {}
+    for name, found in collectives.items():
+        seen: dict[str, int] = {}
+        for position, c in enumerate(found):
+            key = (c.value, seen.get(c.value, 0))
+            seen[c.value] = key[1] + 1
+            if key not in where:
+                where[key] = {}
+                steps.append(where[key])
+            where[key][name] = position
+    return steps
+
+
 class PlansView(Widget):
     """A :class:`PlanTree` column per plan; ``n``/``N`` walk every tree's collectives in step."""
 
@@ -87,28 +106,36 @@ class PlansView(Widget):
 
     @property
     def collective_count(self) -> int:
-        """The most collectives any plan has: the length of the n/N cycle."""
-        return max((len(self.tree(name).collective_ids) for name in self._names), default=0)
+        """How many steps the n/N cycle has: one per pair of collectives carrying the same value."""
+        return len(self.pairs)
+
+    @property
+    def pairs(self) -> list[dict[str, int]]:
+        """The plans' collectives paired by the value they carry (``params['Wh']``), first plan's order first.
+
+        Each step maps a plan name to the position of its collective in ``plan.collectives``; a
+        collective with no partner of the same value in another plan is a step of its own.
+        """
+        return pair_by_value({name: self._plans[name].collectives for name in self._names if name in self._plans})
 
     def step_collective(self, step: int) -> int | None:
-        """Move every tree to the next (``step=1``) or previous (``-1``) collective.
+        """Move every tree to the next (``step=1``) or previous (``-1``) group of collectives.
 
-        All trees go to their collective at the same position (wrapping, and modulo their own
-        count when one plan has fewer). Returns the new position, or None when no plan has a
-        collective.
+        Every tree goes to the collective that carries the same value (wrapping); a tree whose
+        plan has no collective of that value stays where it is. Returns the new step, or None
+        when no plan has a collective.
         """
-        count = self.collective_count
-        if not count:
+        pairs = self.pairs
+        if not pairs:
             return None
         if self.collective_index < 0:
-            self.collective_index = 0 if step > 0 else count - 1
+            self.collective_index = 0 if step > 0 else len(pairs) - 1
         else:
-            self.collective_index = (self.collective_index + step) % count
+            self.collective_index = (self.collective_index + step) % len(pairs)
         for name in self._names:
             tree = self.tree(name)
-            at = None
-            if tree.collective_ids:
-                at = self.collective_index % len(tree.collective_ids)
+            at = pairs[self.collective_index].get(name)
+            if at is not None:
                 tree.reveal(tree.collective_ids[at])
             self.query_one(f"#{name}-header", Static).update(self._header(self._plans[name], at))
         self._focus_a_tree()
@@ -138,5 +165,6 @@ class PlansView(Widget):
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
             text.append(f"\n> collective {at + 1} of {len(plan.collectives)}: ", "bold")
-            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} {where}, {collective.runs.badge()}")
+            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}, "
+                        f"{collective.runs.badge()}")
         return text
