@@ -142,7 +142,7 @@ def analyze(
 
     import jax
 
-    from shardscope import plans
+    from shardscope import dataflow, plans
     from shardscope.demos import load_demo_file
 
     if settings.repeats < 1:
