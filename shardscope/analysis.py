@@ -94,6 +94,13 @@ class Analysis:
     reference: ReferenceResult
     comparison: Comparison
     unavailable: dict[str, str] = field(default_factory=dict)
+    # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
+    gradient_checks: tuple = ()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know that no number shows on its own: plans that disagree."""
+        return [check.warning for check in self.gradient_checks if check.warning]
 
     @property
     def measured(self) -> bool:
@@ -177,6 +184,7 @@ def analyze(
     reference = measured.get(plans.REFERENCE, {})
     baseline, candidate = default_pair(results, {n: p.role for n, p in results.items()})
     return Analysis(
+        gradient_checks=measured.get("gradient_checks", ()),
         settings=settings,
         function=demo_fn.name,
         description=demo_fn.spec.description,
@@ -232,6 +240,7 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
     import jax
 
     from shardscope import hlo, measure, plans
+    from shardscope.crosscheck import compare
 
     compiled, compile_s = {}, {}
     for i, name in enumerate(traced):
@@ -252,16 +261,18 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
     report("checking", 0.0)
     expected = compiled[plans.REFERENCE](*built.args)
     backend = jax.default_backend()
-    out: dict[str, dict[str, Any]] = {
+    out: dict[str, Any] = {
         name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
         for name in compiled
     }
+    gradients = {}
     for name, plan in built.plans.items():
         if name not in compiled:
             continue
         out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        gradient = plan.gradient(compiled[name](*built.args))
-        out[name]["max_abs_err"] = measure.max_abs_err(gradient, expected)
+        gradients[name] = plan.gradient(compiled[name](*built.args))
+        out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
+    out["gradient_checks"] = compare(gradients)
     report("checking", 1.0)
     return out
 

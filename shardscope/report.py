@@ -60,6 +60,12 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         },
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
         "unavailable": dict(analysis.unavailable),
+        "warnings": analysis.warnings,
+        "gradient_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.gradient_checks
+        ],
         "reference": {
             "compile_s": analysis.reference.compile_s,
             "run_s": _times_json(analysis.reference.run_s),
@@ -150,6 +156,8 @@ def render(analysis: "Analysis", console: "Console") -> None:
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
     console.print(verdict(analysis), highlight=False)
+    for warning in analysis.warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False)
 
 
 def verdict(analysis: "Analysis") -> str:

@@ -395,6 +395,8 @@ class ShardscopeApp(App[int]):
                 text += f"; {comparison.candidate} vs {comparison.baseline}: ···x"
             else:
                 text += f"; {comparison.speedup_text()}"
+        if analysis.warnings:
+            text += "; warning: the plans' gradients differ (see Timings)"
         return text
 
     def _mark_results(self) -> None:

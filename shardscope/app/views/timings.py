@@ -140,8 +140,10 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
     )
     if hidden:
         note += "; measured times hidden"
+    warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
         cost_table(analysis, hidden),
+        *warnings,
         Text(),
         ratio_line(analysis, hidden, comparison),
         Text(),
