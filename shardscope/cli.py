@@ -35,12 +35,34 @@ def _axis(text: str) -> str:
     return text
 
 
+def _mesh(text: str):
+    from shardscope.mesh import Mesh
+
+    try:
+        return Mesh.parse(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def _axes(text: str) -> tuple[str, ...]:
+    from shardscope.mesh import parse_axes
+
+    try:
+        return parse_axes(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
 def _settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
                         help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
     parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("--mesh", type=_mesh, metavar="AXES",
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+    parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
+                        help="the mesh axes the batch is split over, e.g. data (default: every axis)")
     parser.add_argument("-c", "--chunk-size", type=_positive,
                         help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     parser.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
@@ -104,6 +126,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         axis=args.axis,
         chunk_size=args.chunk_size,
         repeats=args.repeats,
+        mesh=args.mesh,
+        batch_axes=args.batch_axes,
     )
 
 
@@ -130,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "open":
         from shardscope.app import run_app
 
-        return run_app(settings, max_devices=max(args.max_devices, args.devices),
+        return run_app(settings, max_devices=max(args.max_devices, settings.mesh.devices),
                        export_dir=args.export_dir, profile_startup=args.profile_startup)
 
     from shardscope.demos import require_file
@@ -138,14 +162,16 @@ def _run(args: argparse.Namespace) -> int:
 
     require_file(settings.path)  # before JAX starts: a typo fails fast
     # Start with enough devices that a count which does not divide N can be told what would.
-    ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
+    ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
     from shardscope.analysis import analyze
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
         analysis = analyze(settings, measure=args.command == "report", graphs=False)
     if args.command == "diff":
-        text = analysis.diff_text()
+        from shardscope.text import diff_text
+
+        text = diff_text(analysis)
         if args.output is None:
             sys.stdout.write(text)
         else:

@@ -37,7 +37,9 @@ def test_json_has_the_issue_keys(seed_json):
     assert {"function", "backend", "devices", "chunk_size", "chunks_per_device", "variants"} <= set(data)
     assert (data["function"], data["backend"], data["devices"], data["chunk_size"], data["chunks_per_device"]) == (
         "linear", "cpu", 2, 16, 2)
-    assert set(data["variants"]) == {"naive", "deferred"}
+    assert set(data["variants"]) == {"naive", "deferred", "reduced"}  # every plan the registry builds here
+    assert data["unavailable"] == {}
+    assert data["mesh"] == {"s": 2} and data["batch_axes"] == ["s"]
     for name, plan in data["variants"].items():
         assert PLAN_KEYS <= set(plan), name
         assert {"collectives", "collectives_in_loops"} <= set(plan["hlo"])
@@ -96,10 +98,11 @@ def test_human_report_heads_with_the_settings_and_ends_with_the_verdict():
     assert lines[:2] == ["shardscope: linear.py::linear",
                          "mesh s=2 (cpu), batch N=64, 32/device, chunk size 16 -> 2 chunks/device"]
     runs = [l for l in lines if l.startswith("│   runs per call")]
-    assert [cell.strip() for cell in runs[0].strip("│").split("│")] == ["runs per call", "2", "1"]
+    assert [cell.strip() for cell in runs[0].strip("│").split("│")][:3] == ["runs per call", "2", "1"]
     words = " ".join(result.stdout.split())
     assert re.search(
-        r"naive: 2 runs/call \(1 of 1 collective equations in loops\); deferred: 1 runs/call \(0 of 1 in loops\); "
+        r"naive: 2 runs/call \(1 of 1 collective equations in loops\); "
+        r"deferred: 1 runs/call \(0 of 1 collective equations in loops\); .*"
         r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
         r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx\)\.$", words), words[-300:]
 
