@@ -53,12 +53,17 @@ def load(directory: Path) -> dict[str, Any]:
         path = directory / f"{name}.json"
         if path.is_file():
             found[name] = json.loads(path.read_text())
+    layouts = directory / "layouts.json"  # run alone (python -m benchmarks.layouts): a list of cases
+    if layouts.is_file():
+        found["layouts"] = json.loads(layouts.read_text())
     return found
 
 
 def render(results: dict[str, Any], failures: dict[str, str] | None = None, elapsed_s: float | None = None) -> str:
     """The whole of ``BENCHMARKS.md``."""
     failures = failures or {}
+    layouts = results.get("layouts")
+    results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
     if any_result is None:
@@ -79,16 +84,51 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.tool_cost_section(results.get("tool_cost"), failures.get("tool_cost"))
     out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
-    out += _layouts_section()
+    out += _layouts_section(layouts)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)
 
 
-def _layouts_section() -> list[str]:
-    """``benchmarks/layouts.md`` as written after ``python -m benchmarks.layouts`` (run alone)."""
-    path = Path(__file__).with_name("layouts.md")
-    return path.read_text(encoding="utf-8").splitlines() + [""] if path.exists() else []
+def _layouts_section(cases: list[dict] | None) -> list[str]:
+    """FSDP and a 2-D mesh, from ``results/layouts.json`` (``python -m benchmarks.layouts``, run alone)."""
+    if not cases:
+        return []
+    from benchmarks.layouts import markdown
+
+    loads = [c["load_average_1min"] for c in cases]
+    out = [
+        "## 3. Training layouts: FSDP and a 2-D mesh (naive vs deferred vs reduced)",
+        "",
+        "`python -m benchmarks.layouts` (writes `benchmarks/results/layouts.json`; not part of `make bench`, "
+        f"run alone). 8 simulated CPU devices, 2 chunks per device; 1-minute load average {min(loads):.1f}-"
+        f"{max(loads):.1f} on this machine's cores while it ran: the counts and the memory are exact and "
+        "deterministic, the times are not worth more than their per-round ratios.",
+        "",
+        markdown(cases),
+        "",
+    ]
+    out += [f"- {c['demo']}, {c['mesh']}: {c['comparison']}." for c in cases]
+    extra = []
+    for c in cases:
+        naive, deferred = c["plans"].get("naive"), c["plans"].get("deferred")
+        if naive and deferred and naive["temp_bytes"]:
+            more = deferred["temp_bytes"] - naive["temp_bytes"]
+            extra.append(f"{c['demo']} on {c['mesh']}: {abs(more) / 1e3:.0f} kB ({more / naive['temp_bytes']:+.0%}) "
+                         f"{'more' if more >= 0 else 'fewer'} temporaries per device in the deferred plan")
+    out += [
+        "",
+        "What the table shows: on the FSDP demo the deferred plan halves the collective runs and bytes per call "
+        "(one `all_gather` and one `reduce_scatter` per sharded leaf per call instead of per chunk), and may pay "
+        "for it in memory: the whole gathered leaves and their gradient accumulators live on every device for "
+        "the entire loop, though XLA's buffer assignment decides how much (" + "; ".join(extra) + "). The reduced "
+        "plan is not built for sharded parameters (a gathered leaf already varies over the axis it is reduced "
+        "over, and JAX refuses a value that is both varying and reduced), so the FSDP rows list it as "
+        "unavailable with that reason; on replicated parameters (mlp.py) it runs as many collectives as "
+        "deferred, `unreduced_psum` instead of `psum_invariant`.",
+        "",
+    ]
+    return out
 
 
 def _machine(result: dict, results: dict, elapsed_s: float | None) -> list[str]:

@@ -30,6 +30,17 @@ def _scaled(value, factor=1.37, key=""):
     return value
 
 
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
 def _prose(markdown: str) -> list[str]:
     """The prose lines (tables and the machine section left out)."""
     body = markdown.split("## How to rerun")[1]
@@ -40,7 +51,7 @@ def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
     from benchmarks import render
 
     results = render.load(ROOT / "benchmarks" / "results")
-    assert set(results) == set(render.NAMES)
+    assert set(results) == {*render.NAMES, "layouts"}
     before = _prose(render.render(results, {}, 240.0))
     after = _prose(render.render(_scaled(copy.deepcopy(results)), {}, 240.0))
     # pair the lines that read the same once their figures are masked (a verdict may flip)
@@ -52,5 +63,7 @@ def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
     ]
     figures = [(DECIMAL.findall(b), DECIMAL.findall(a), b) for b, a in pairs]
     assert sum(len(ones) for ones, _, _ in figures) > 10  # the prose does quote this run's figures
-    typed = [(x, line) for ones, twos, line in figures for x, y in zip(ones, twos) if x == y and x not in TARGETS]
+    quoted = set(DECIMAL.findall(" ".join(_strings(results))))  # sentences the benchmarks stored in the JSON
+    typed = [(x, line) for ones, twos, line in figures for x, y in zip(ones, twos)
+             if x == y and x not in TARGETS | quoted]
     assert not typed, typed
