@@ -14,7 +14,7 @@ from pathlib import Path
 from shardscope.errors import ShardscopeError
 from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
 
-COMMANDS = ("report", "diff", "open")
+COMMANDS = ("report", "diff", "open", "presets")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
 
@@ -48,6 +48,26 @@ def _settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
 
 
+def _projection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", metavar="PRESET[:DEVICES]",
+                        help="project each plan's communication onto an interconnect preset "
+                             "(see `shardscope presets`) with DEVICES in the ring (default: --devices)")
+    parser.add_argument("--link", metavar="BW,LATENCY",
+                        help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
+                             "(alone, it implies --project link)")
+
+
+def projection_target(args: argparse.Namespace):
+    """``(Link, devices or None)`` from ``--project``/``--link``, or None when neither is given."""
+    from shardscope.interconnects import CUSTOM_LINK_NAME, parse_link, parse_project
+
+    custom = parse_link(args.link) if getattr(args, "link", None) else None
+    spec = getattr(args, "project", None)
+    if spec is None:
+        return None if custom is None else (custom, None)
+    return parse_project(spec if spec else CUSTOM_LINK_NAME, custom)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``shardscope``."""
     parser = argparse.ArgumentParser(
@@ -58,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{report,diff}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,diff,presets}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
@@ -69,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="print the analysis: collectives, loops, bytes, timings")
     _settings_options(report)
     report.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    _projection_options(report)
+    presets = sub.add_parser("presets", help="list the interconnect presets --project knows, with sources")
+    presets.add_argument("--json", action="store_true", help="print a JSON list of the presets")
+    presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     diff = sub.add_parser("diff", help="the unified diff of the two plans' canonical jaxprs")
     _settings_options(diff)
     diff.add_argument("-o", "--output", type=Path, help="write the diff to this file (atomically)")
@@ -115,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "presets":
+        return _presets(args.json)
     settings = settings_from(args)
     if args.command == "open":
         from shardscope.app import run_app
@@ -125,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
     from shardscope.demos import require_file
     from shardscope.devices import ensure_devices
 
+    target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
     require_file(settings.path)  # before JAX starts: a typo fails fast
     # Start with enough devices that a count which does not divide N can be told what would.
     ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
@@ -144,16 +171,43 @@ def _run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
         return 0
 
+    projection = None
+    if target is not None:
+        from shardscope.projection import project
+
+        projection = project(analysis, *target)
     if args.json:
         import json
 
         from shardscope.report import to_json
 
-        print(json.dumps(to_json(analysis), allow_nan=False))
+        print(json.dumps(to_json(analysis, projection), allow_nan=False))
     else:
         from rich.console import Console
 
         from shardscope.report import render
 
-        render(analysis, Console())
+        render(analysis, Console(), projection)
+    return 0
+
+
+def _presets(as_json: bool) -> int:
+    """``shardscope presets``: every interconnect preset with its numbers and their source."""
+    from shardscope.interconnects import PRESETS, format_bandwidth, format_seconds
+
+    if as_json:
+        import json
+
+        print(json.dumps([link.to_json() for link in PRESETS]))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="interconnect presets (--project PRESET:DEVICES)", title_justify="left")
+    for column in ("name", "bandwidth (one way)", "latency (per step)", "what", "source"):
+        table.add_column(column, overflow="fold")
+    for link in PRESETS:
+        table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
+                      link.description, link.source)
+    Console().print(table)
     return 0

@@ -11,14 +11,35 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.analysis import Analysis, PlanResult
+    from shardscope.projection import Projection
 
 
-def to_json(analysis: "Analysis") -> dict[str, Any]:
+def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
+    ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
-    return _finite(_json(analysis))
+    data = _json(analysis)
+    data["projection"] = None if projection is None else projection_json(analysis, projection)
+    return _finite(data)
+
+
+def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
+    """The ``"projection"`` object, with the projected and measured ratios of the first two plans."""
+    from shardscope.projection import to_json as projected
+
+    data = projected(projection)
+    names = list(analysis.plans)
+    if len(names) >= 2:
+        baseline, candidate = names[0], names[1]
+        data["ratio"] = {
+            "baseline": baseline,
+            "candidate": candidate,
+            "projected": projection.ratio(baseline, candidate),
+            "measured": analysis.speedup,
+        }
+    return data
 
 
 def _finite(value: Any) -> Any:
@@ -99,8 +120,11 @@ def _times_json(times: Any) -> dict[str, float] | None:
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
 
 
-def render(analysis: "Analysis", console: "Console") -> None:
-    """Print the human report: headline, the plans side by side, every collective, a verdict."""
+def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None) -> None:
+    """Print the human report: headline, the plans side by side, every collective, a verdict.
+
+    With a ``projection``, a table of each plan's communication on that interconnect follows.
+    """
     from rich.table import Table
 
     for i, line in enumerate(analysis.headline()):
@@ -129,6 +153,10 @@ def render(analysis: "Analysis", console: "Console") -> None:
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
     console.print(verdict(analysis), highlight=False)
+    if projection is not None:
+        from shardscope.projection_view import render_projection
+
+        render_projection(analysis, projection, console)
 
 
 def verdict(analysis: "Analysis") -> str:
