@@ -122,6 +122,8 @@ class Analysis:
     shapes: Any  # shardscope.plans.Shapes
     plans: dict[str, PlanResult]
     reference: ReferenceResult
+    processes: int = 1  # JAX processes the devices span (jax.distributed)
+    collectives_transport: str = "in-process"  # how collectives cross processes: "in-process", "gloo", ...
 
     @property
     def measured(self) -> bool:
@@ -142,7 +144,9 @@ class Analysis:
             f"shardscope: {self.settings.path.name}::{self.function}",
             f"mesh {self.settings.axis}={s.devices} ({self.backend}), batch N={s.batch}, "
             f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
-        ]
+        ] + ([] if self.processes == 1 else [
+            f"across {self.processes} processes (jax.distributed), collectives over {self.collectives_transport}"
+        ])
 
     def diff_text(self) -> str:
         """The jaxpr diff export (the same text as ``shardscope diff``)."""
@@ -179,6 +183,7 @@ def analyze(
 
     from shardscope import dataflow, plans
     from shardscope.demos import load_demo_file
+    from shardscope.distributed import collectives_transport
     from shardscope.program import from_jaxpr
 
     if settings.repeats < 1:
@@ -212,6 +217,8 @@ def analyze(
         shapes=built.shapes,
         plans=results,
         reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),
+        processes=jax.process_count(),
+        collectives_transport=collectives_transport(),
     )
 
 

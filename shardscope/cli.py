@@ -17,6 +17,9 @@ from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, 
 COMMANDS = ("report", "diff", "open", "presets")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
+DEFAULT_TIMEOUT_S = 900
+SPAWNER_ONLY_OPTIONS = ("processes", "timeout", "worker")
+"""Options the spawner handles itself and does not pass on to its workers."""
 
 
 def _positive(text: str) -> int:
@@ -57,6 +60,18 @@ def _projection_options(parser: argparse.ArgumentParser) -> None:
                              "(alone, it implies --project link)")
 
 
+def _process_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--processes", type=_positive, default=1, metavar="P",
+                        help="run in P local processes joined by jax.distributed (CPU collectives over gloo), "
+                             "each with DEVICES/P devices; process 0 prints (default 1: in-process)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="on a cluster: join with jax.distributed.initialize() and its auto-detection "
+                             "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process")
+    parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # written by the spawner: ADDRESS,P,ID,PARENT
+
+
 def projection_target(args: argparse.Namespace):
     """``(Link, devices or None)`` from ``--project``/``--link``, or None when neither is given."""
     from shardscope.interconnects import CUSTOM_LINK_NAME, parse_link, parse_project
@@ -90,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_options(report)
     report.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     _projection_options(report)
+    _process_options(report)
     presets = sub.add_parser("presets", help="list the interconnect presets --project knows, with sources")
     presets.add_argument("--json", action="store_true", help="print a JSON list of the presets")
     presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
@@ -149,17 +165,20 @@ def _run(args: argparse.Namespace) -> int:
                        export_dir=args.export_dir, profile_startup=args.profile_startup)
 
     from shardscope.demos import require_file
-    from shardscope.devices import ensure_devices
 
     target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
     require_file(settings.path)  # before JAX starts: a typo fails fast
-    # Start with enough devices that a count which does not divide N can be told what would.
-    ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
+    if getattr(args, "processes", 1) > 1 and args.worker is None:
+        return _spawn_workers(args, settings)
+    _start_jax(args, settings)
     from shardscope.analysis import analyze
+    from shardscope.distributed import is_leader
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
         analysis = analyze(settings, measure=args.command == "report", graphs=False)
+    if not is_leader():
+        return 0
     if args.command == "diff":
         text = analysis.diff_text()
         if args.output is None:
@@ -189,6 +208,69 @@ def _run(args: argparse.Namespace) -> int:
 
         render(analysis, Console(), projection)
     return 0
+
+
+def _start_jax(args: argparse.Namespace, settings: Settings) -> None:
+    """Start JAX in-process, as a spawned worker (``--worker``) or on a cluster (``--distributed``)."""
+    from shardscope.devices import ensure_devices
+
+    worker = getattr(args, "worker", None)
+    if worker is not None:
+        from shardscope.distributed import WorkerRole, join_as_worker
+
+        role = WorkerRole.parse(worker)
+        join_as_worker(role, settings.devices // role.processes)
+        ensure_devices(settings.devices)
+    elif getattr(args, "distributed", False):
+        from shardscope.distributed import join_cluster
+
+        join_cluster()
+        ensure_devices(settings.devices)
+    else:
+        # Start with enough devices that a count which does not divide N can be told what would.
+        ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
+
+
+def _spawn_workers(args: argparse.Namespace, settings: Settings) -> int:
+    """``--processes P``: the same command in P joined local workers; process 0 prints."""
+    from shardscope.errors import SettingsError
+    from shardscope.processes import WorkerFailed, run_workers
+
+    if args.distributed:
+        raise SettingsError("--processes and --distributed do not go together.",
+                            "--processes P spawns local workers; --distributed joins a cluster's launcher")
+    if settings.devices % args.processes:
+        raise SettingsError(
+            f"--devices {settings.devices} does not split over --processes {args.processes}.",
+            f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
+        )
+    try:
+        return run_workers(worker_argv(args), args.processes, args.timeout)
+    except WorkerFailed as exc:
+        if args.debug:
+            raise
+        print(f"shardscope: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of ``args`` again, without the options only the spawner reads."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    argv = [args.command]
+    for action in sub.choices[args.command]._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in ("help", *SPAWNER_ONLY_OPTIONS) or value is None or value is False:
+            continue
+        if not action.option_strings:
+            argv.append(str(value))
+        elif action.nargs == 0:
+            argv.append(action.option_strings[-1])
+        elif value != action.default:
+            argv += [action.option_strings[-1], str(value)]
+    return argv
 
 
 def _presets(as_json: bool) -> int:

@@ -65,6 +65,8 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "chunk_size": s.chunk_size,
         "chunks_per_device": s.chunks_per_device,
         "repeats": analysis.settings.repeats,
+        "processes": analysis.processes,
+        "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
         "reference": {
