@@ -14,7 +14,7 @@ from pathlib import Path
 from shardscope.errors import ShardscopeError
 from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
 
-COMMANDS = ("report", "diff", "open", "presets")
+COMMANDS = ("report", "diff", "open", "presets", "sweep")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
 DEFAULT_TIMEOUT_S = 900
@@ -38,14 +38,15 @@ def _axis(text: str) -> str:
     return text
 
 
-def _settings_options(parser: argparse.ArgumentParser) -> None:
+def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
                         help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
     parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
-    parser.add_argument("-c", "--chunk-size", type=_positive,
-                        help="examples per chunk (default: the largest giving >= 2 chunks per device)")
+    if chunk_size:
+        parser.add_argument("-c", "--chunk-size", type=_positive,
+                            help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     parser.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
                         help=f"timed runs per plan after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{report,diff,presets}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,diff,sweep,presets}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
@@ -106,6 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     _projection_options(report)
     _process_options(report)
+    sweep = sub.add_parser("sweep", help="memory and run time of every plan at every chunk size, and a pick")
+    _settings_options(sweep, chunk_size=False)
+    sweep.add_argument("--chunk-sizes", metavar="C1,C2,...",
+                       help="chunk sizes to try (default: every divisor of the per-device batch)")
+    sweep.add_argument("--memory-budget", metavar="SIZE",
+                       help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
+    sweep.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    _process_options(sweep)
     presets = sub.add_parser("presets", help="list the interconnect presets --project knows, with sources")
     presets.add_argument("--json", action="store_true", help="print a JSON list of the presets")
     presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
@@ -133,7 +142,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         function=args.function,
         devices=args.devices,
         axis=args.axis,
-        chunk_size=args.chunk_size,
+        chunk_size=getattr(args, "chunk_size", None),
         repeats=args.repeats,
     )
 
@@ -167,10 +176,17 @@ def _run(args: argparse.Namespace) -> int:
     from shardscope.demos import require_file
 
     target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
+    if args.command == "sweep":  # check the sweep's own options before JAX starts too
+        from shardscope.sweep import parse_chunk_sizes, parse_size
+
+        args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
+        args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
     require_file(settings.path)  # before JAX starts: a typo fails fast
     if getattr(args, "processes", 1) > 1 and args.worker is None:
         return _spawn_workers(args, settings)
     _start_jax(args, settings)
+    if args.command == "sweep":
+        return _sweep(args, settings)
     from shardscope.analysis import analyze
     from shardscope.distributed import is_leader
 
@@ -207,6 +223,33 @@ def _run(args: argparse.Namespace) -> int:
         from shardscope.report import render
 
         render(analysis, Console(), projection)
+    return 0
+
+
+def _sweep(args: argparse.Namespace, settings: Settings) -> int:
+    """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
+    from shardscope.distributed import is_leader
+    from shardscope.sweep import run_sweep
+    from shardscope.sweep_view import render_sweep, sweep_json
+
+    def progress(done: int, total: int, chunk: int) -> None:
+        if is_leader():
+            print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress)
+    if not is_leader():
+        return 0
+    if args.json:
+        import json
+
+        from shardscope.report import _finite
+
+        print(json.dumps(_finite(sweep_json(sweep)), allow_nan=False))
+    else:
+        from rich.console import Console
+
+        render_sweep(sweep, Console())
     return 0
 
 

@@ -164,3 +164,29 @@ def test_distributed_outside_a_cluster_says_so():
     assert result.returncode == 2
     assert "--distributed could not join a cluster" in result.stderr
     assert "hint:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_distributed_joins_a_simulated_slurm_step():
+    """Two tasks of a SLURM step on this machine: JAX's auto-detection finds them, process 0 prints."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    tasks = [
+        subprocess.Popen(
+            [PYTHON, "-m", "shardscope", "report", str(LINEAR), "--distributed", "--devices", "4", "-r", "2", "--json"],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**base, "SLURM_JOB_ID": "1", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
+                 "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i), "JAX_COORDINATOR_PORT": str(port),
+                 "JAX_NUM_CPU_DEVICES": "2"},
+        )
+        for i in range(2)
+    ]
+    try:
+        outputs = [task.communicate(timeout=300) for task in tasks]
+    finally:
+        for task in tasks:
+            task.kill()
+    assert [task.returncode for task in tasks] == [0, 0], outputs[0][1][-2000:]
+    leader = json.loads(outputs[0][0])
+    assert (leader["processes"], leader["collectives_transport"], leader["devices"]) == (2, "gloo", 4)
+    assert leader["variants"]["naive"]["executed_collectives"] == 2
+    assert outputs[1][0] == ""  # only process 0 prints
