@@ -14,7 +14,7 @@ from pathlib import Path
 from shardscope.errors import ShardscopeError
 from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
 
-COMMANDS = ("report", "diff", "open", "presets", "sweep")
+COMMANDS = ("report", "diff", "open", "presets", "sweep", "calibrate")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
 DEFAULT_TIMEOUT_S = 900
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{report,diff,sweep,presets}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,diff,sweep,presets,calibrate}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
@@ -115,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
     sweep.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     _process_options(sweep)
+    calibrate = sub.add_parser("calibrate", help="fit alpha and bandwidth to all-reduces measured on this machine")
+    calibrate.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
+                           help=f"devices in the all-reduce (default {DEFAULT_DEVICES})")
+    calibrate.add_argument("--sizes", metavar="S1,S2,...",
+                           help="payload sizes per device (default 1KiB,16KiB,256KiB,1MiB,4MiB)")
+    calibrate.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
+                           help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
+    calibrate.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    calibrate.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
+    _process_options(calibrate)
     presets = sub.add_parser("presets", help="list the interconnect presets --project knows, with sources")
     presets.add_argument("--json", action="store_true", help="print a JSON list of the presets")
     presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
@@ -166,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "presets":
         return _presets(args.json)
+    if args.command == "calibrate":
+        return _calibrate(args)
     settings = settings_from(args)
     if args.command == "open":
         from shardscope.app import run_app
@@ -223,6 +235,42 @@ def _run(args: argparse.Namespace) -> int:
         from shardscope.report import render
 
         render(analysis, Console(), projection)
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """``shardscope calibrate``: all-reduces of several sizes, the fitted alpha and B, the fit's error."""
+    from shardscope.calibrate import DEFAULT_SIZES, calibrate
+    from shardscope.calibrate_view import calibration_json, render_calibration
+    from shardscope.errors import SettingsError
+    from shardscope.sweep import parse_size
+
+    sizes = tuple(parse_size(s) for s in args.sizes.split(",")) if args.sizes else DEFAULT_SIZES
+    if len(sizes) < 2:
+        raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
+    if args.devices < 2:
+        raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
+    if args.processes > 1 and args.worker is None:
+        return _spawn_workers(args, Settings(path=Path("."), devices=args.devices))
+    settings = Settings(path=Path("."), devices=args.devices)
+    _start_jax(args, settings)
+    from shardscope.distributed import is_leader
+
+    def progress(done: int, total: int) -> None:
+        if is_leader():
+            print(f"calibrate: size {done}/{total} done", file=sys.stderr, flush=True)
+
+    result = calibrate(args.devices, sizes, args.repeats, progress)
+    if not is_leader():
+        return 0
+    if args.json:
+        import json
+
+        print(json.dumps(calibration_json(result)))
+    else:
+        from rich.console import Console
+
+        render_calibration(result, Console())
     return 0
 
 

@@ -69,6 +69,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
+        "compiler_note": compiler_note_of(analysis),
         "reference": {
             "compile_s": analysis.reference.compile_s,
             "run_s": _times_json(analysis.reference.run_s),
@@ -155,10 +156,24 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
     console.print(verdict(analysis), highlight=False)
+    note = compiler_note_of(analysis)
+    if note:
+        console.print(note, style="dim", highlight=False)
     if projection is not None:
         from shardscope.projection_view import render_projection
 
         render_projection(analysis, projection, console)
+
+
+def compiler_note_of(analysis: "Analysis") -> str | None:
+    """The HLO note (what other compilers would do), or None when the plans were not compiled."""
+    from shardscope.hlo import compiler_note
+
+    compiled = {name: plan for name, plan in analysis.plans.items() if plan.hlo is not None}
+    if not compiled:
+        return None
+    backend = next(iter(compiled.values())).hlo.backend
+    return compiler_note(backend, {name: (p.collectives_in_loops, p.hlo.in_loops) for name, p in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:
