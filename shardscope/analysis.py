@@ -35,6 +35,7 @@ class PlanResult:
     run_s: Any = None  # shardscope.measure.RunTimes
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
+    cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
 
     @cached_property
     def graph(self) -> Any:
@@ -269,6 +270,7 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
     }
     for name in plans.PLAN_NAMES:
         out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+        out[name]["cost_analysis"] = measure.cost_summary(compiled[name])
         out[name]["max_abs_err"] = measure.max_abs_err(compiled[name](*built.args), expected)
     report("checking", 1.0)
     return out

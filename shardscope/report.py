@@ -114,6 +114,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
         "max_abs_err": plan.max_abs_err,
+        "cost_analysis": plan.cost_analysis,
     }
 
 
@@ -155,6 +156,9 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+    if any(p.cost_analysis for p in analysis.plans.values()):
+        console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
+                      "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
     note = compiler_note_of(analysis)
     if note:
@@ -203,6 +207,11 @@ def _hlo(plan: "PlanResult") -> str:
     return "-" if plan.hlo is None else f"{plan.hlo.count} ({plan.hlo.in_loops} in while)"
 
 
+def _cost_bytes(plan: "PlanResult") -> str:
+    """XLA's ``bytes accessed`` (a loop body counted once), beside shardscope's bytes per call."""
+    return "-" if not plan.cost_analysis else f"{plan.cost_analysis['bytes_accessed']:,.0f}"
+
+
 def _mem(plan: "PlanResult") -> str:
     if not plan.memory:
         return "-"
@@ -214,6 +223,7 @@ _ROWS = (
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
     ("  runs per call", lambda p: _upto(p, count_text(p.executed_collectives))),
     ("  bytes per call", lambda p: _upto(p, count_text(p.bytes_per_call))),
+    ("  XLA cost_analysis bytes", lambda p: _cost_bytes(p)),
     ("HLO collectives", _hlo),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),
