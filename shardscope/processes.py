@@ -1,7 +1,8 @@
 """Spawn P local worker processes joined by ``jax.distributed``, and never leave one behind.
 
 Process 0 prints the report (its stdout is ours); the others print nothing. Each worker's
-stderr goes to a temporary file, read only to say why a worker failed. On a worker's failure,
+stderr is read by a thread: process 0's progress lines are passed on, and the last lines of
+every worker say why it failed if it does. On a worker's failure,
 a timeout, Ctrl+C or SIGTERM every worker is ended (SIGTERM, then SIGKILL after a grace period)
 before this returns or raises: the coordinator's port closes with process 0.
 """
@@ -14,16 +15,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from dataclasses import dataclass
-from typing import IO, Iterator
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterator
 
 from shardscope.distributed import WorkerRole
 from shardscope.errors import ShardscopeError
 
 GRACE_S = 1.0
 """How long a worker gets to end after SIGTERM before it is killed."""
+
+PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
+"""Lines of process 0's stderr that are progress, passed on to ours as they come."""
 
 
 class WorkerFailed(ShardscopeError):
@@ -38,7 +43,16 @@ class WorkerFailed(ShardscopeError):
 class _Worker:
     process_id: int
     popen: subprocess.Popen
-    stderr: IO[bytes]
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
+    reader: threading.Thread | None = None
+
+    def read_stderr(self) -> None:
+        """Keep the last lines of the worker's stderr; pass process 0's progress on."""
+        for raw in self.popen.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr_tail.append(line)
+            if self.process_id == 0 and line.startswith(PROGRESS_PREFIXES):
+                print(line, file=sys.stderr, flush=True)
 
 
 def free_port() -> int:
@@ -66,22 +80,26 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
     try:
         for i in range(processes):
             role = WorkerRole(coordinator, processes, i, os.getpid())
-            stderr = tempfile.TemporaryFile()
-            workers.append(_Worker(i, _start([*worker_args, "--worker", role.text()], i, stderr), stderr))
+            worker = _Worker(i, _start([*worker_args, "--worker", role.text()], i))
+            worker.reader = threading.Thread(target=worker.read_stderr, name=f"worker-{i}-stderr", daemon=True)
+            worker.reader.start()
+            workers.append(worker)
         yield workers
     finally:
         end_all(workers)
         for worker in workers:
-            worker.stderr.close()
+            if worker.reader is not None:
+                worker.reader.join(timeout=GRACE_S)
+            worker.popen.stderr.close()
 
 
-def _start(argv: list[str], process_id: int, stderr: IO[bytes]) -> subprocess.Popen:
+def _start(argv: list[str], process_id: int) -> subprocess.Popen:
     # Own session: a Ctrl+C in the terminal reaches only us, and we end the workers in order.
     return subprocess.Popen(
         [sys.executable, "-m", "shardscope", *argv],
         stdin=subprocess.DEVNULL,
         stdout=None if process_id == 0 else subprocess.DEVNULL,
-        stderr=stderr,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
 
@@ -109,9 +127,9 @@ def _wait(workers: list[_Worker], timeout_s: float) -> int:
 
 def _failure(worker: _Worker, code: int, processes: int) -> WorkerFailed:
     """Say which worker failed and why, from the end of its stderr."""
-    worker.stderr.seek(0)
-    text = worker.stderr.read().decode(errors="replace")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if worker.reader is not None:
+        worker.reader.join(timeout=GRACE_S)  # the worker has ended: its last lines are on their way
+    lines = [line.strip() for line in worker.stderr_tail if line.strip()]
     errors = [line.removeprefix("shardscope: error: ") for line in lines if line.startswith("shardscope: error:")]
     hints = [line.removeprefix("hint: ") for line in lines if line.startswith("hint: ")]
     who = f"process {worker.process_id} of {processes}"
