@@ -8,6 +8,7 @@ from shardscope.counts import count_text
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from shardscope.sweep import Sweep, SweepPoint
 
@@ -34,6 +35,12 @@ def pick_sentence(sweep: "Sweep") -> str:
 
 def render_sweep(sweep: "Sweep", console: "Console") -> None:
     """Print one row per (chunk size, plan), the budget and the pick."""
+    console.print(sweep_table(sweep))
+    console.print(pick_sentence(sweep), highlight=False)
+
+
+def sweep_table(sweep: "Sweep") -> "Table":
+    """One row per (chunk size, plan): run time, memory per device, communication, fit."""
     from rich.table import Table
 
     title = (f"sweep: {sweep.function}, {sweep.devices} devices, {sweep.per_device_batch}/device, "
@@ -52,8 +59,7 @@ def render_sweep(sweep: "Sweep", console: "Console") -> None:
             mib(p.footprint_bytes), count_text(p.executed_collectives),
             count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
         )
-    console.print(table)
-    console.print(pick_sentence(sweep), highlight=False)
+    return table
 
 
 def sweep_json(sweep: "Sweep") -> dict[str, Any]:
