@@ -41,6 +41,7 @@ class ProjectionPanel(Widget):
     }
     ProjectionPanel #projection-body {
         height: auto;
+        padding: 0 1;
     }
     """
 
