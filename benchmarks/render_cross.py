@@ -18,7 +18,10 @@ def cross_process_section(result: dict[str, Any] | None, failure: str | None = N
         f"{result['devices']}/P devices. The real CLI, `shardscope report --json --processes P`, linear "
         f"layer with M parameters, per-device batch {result['per_device_batch']}, 16 chunks per device, "
         f"{result['repeats']} timed rounds; naive/deferred is the median of per-round ratios "
-        "(`speedup` in the JSON). Times are process 0's.",
+        "(`speedup` in the JSON). Times are process 0's. 1-min load average "
+        f"{result['load_average']['start']:.1f} -> {result['load_average']['end']:.1f} (2 cores shared with "
+        f"other work); the report runs took {sum(c['wall_s'] for c in result['cells']) / 60:.1f} min of wall "
+        "time including start-up and compiles.",
         "",
         "| M | processes | transport | naive ms | deferred ms | naive/deferred | all-reduces/call naive, deferred "
         "| B/call naive, deferred | max abs err |",
@@ -50,6 +53,9 @@ def cross_process_section(result: dict[str, Any] | None, failure: str | None = N
         out.append(f"| {cal['processes']} | {cal['collectives_transport']} | {cells} "
                    f"| {cal['latency_s'] * 1e6:.1f} us | {bandwidth} "
                    f"| {cal['rms_relative_error']:.0%} ({cal['max_relative_error']:.0%}) |")
-    out += ["", "Use a fit with `--link B,alpha` (printed by `shardscope calibrate`) to project onto this "
+    out += ["", "Over gloo every all-reduce pays milliseconds of latency at every size here (TCP between "
+            "processes on a loaded 2-core machine), which is why naive/deferred grows from about 2x in one "
+            "process to about 10x across processes at the same 16 chunks per device.", "",
+            "Use a fit with `--link B,alpha` (printed by `shardscope calibrate`) to project onto this "
             "machine; a large fit error says the line does not describe it well (a loaded machine, caches).", ""]
     return out
