@@ -70,6 +70,12 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "speedup": analysis.speedup,
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
         "compiler_note": compiler_note_of(analysis),
+        "warnings": analysis.warnings,
+        "gradient_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.gradient_checks
+        ],
         "reference": {
             "compile_s": analysis.reference.compile_s,
             "run_s": _times_json(analysis.reference.run_s),
@@ -164,6 +170,8 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
+    for warning in analysis.warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False)
     note = compiler_note_of(analysis)
     if note:
         console.print(note, style="dim", highlight=False)

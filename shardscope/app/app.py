@@ -343,6 +343,8 @@ class ShardscopeApp(App[int]):
             text += ", speedup ···x"
         elif analysis.speedup is not None:
             text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
+        if analysis.warnings:
+            text += "; warning: the plans' gradients differ (see Timings)"
         return text
 
     def _mark_results(self) -> None:
