@@ -38,12 +38,34 @@ def _axis(text: str) -> str:
     return text
 
 
+def _mesh(text: str):
+    from shardscope.mesh import Mesh
+
+    try:
+        return Mesh.parse(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def _axes(text: str) -> tuple[str, ...]:
+    from shardscope.mesh import parse_axes
+
+    try:
+        return parse_axes(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
 def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
                         help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
     parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("--mesh", type=_mesh, metavar="AXES",
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+    parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
+                        help="the mesh axes the batch is split over, e.g. data (default: every axis)")
     if chunk_size:
         parser.add_argument("-c", "--chunk-size", type=_positive,
                             help="examples per chunk (default: the largest giving >= 2 chunks per device)")
@@ -162,6 +184,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         axis=args.axis,
         chunk_size=getattr(args, "chunk_size", None),
         repeats=args.repeats,
+        mesh=args.mesh,
+        batch_axes=args.batch_axes,
     )
 
 
@@ -192,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "open":
         from shardscope.app import run_app
 
-        return run_app(settings, max_devices=max(args.max_devices, args.devices),
+        return run_app(settings, max_devices=max(args.max_devices, settings.mesh.devices),
                        export_dir=args.export_dir, profile_startup=args.profile_startup)
 
     from shardscope.demos import require_file
@@ -218,7 +242,9 @@ def _run(args: argparse.Namespace) -> int:
     if not is_leader():
         return 0
     if args.command == "diff":
-        text = analysis.diff_text()
+        from shardscope.text import diff_text
+
+        text = diff_text(analysis)
         if args.output is None:
             sys.stdout.write(text)
         else:
@@ -320,16 +346,16 @@ def _start_jax(args: argparse.Namespace, settings: Settings) -> None:
         from shardscope.distributed import WorkerRole, join_as_worker
 
         role = WorkerRole.parse(worker)
-        join_as_worker(role, settings.devices // role.processes)
-        ensure_devices(settings.devices)
+        join_as_worker(role, settings.mesh.devices // role.processes)
+        ensure_devices(settings.mesh.devices)
     elif getattr(args, "distributed", False):
         from shardscope.distributed import join_cluster
 
         join_cluster()
-        ensure_devices(settings.devices)
+        ensure_devices(settings.mesh.devices)
     else:
         # Start with enough devices that a count which does not divide N can be told what would.
-        ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
+        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
 
 
 def _spawn_workers(args: argparse.Namespace, settings: Settings) -> int:
@@ -340,9 +366,9 @@ def _spawn_workers(args: argparse.Namespace, settings: Settings) -> int:
     if args.distributed:
         raise SettingsError("--processes and --distributed do not go together.",
                             "--processes P spawns local workers; --distributed joins a cluster's launcher")
-    if settings.devices % args.processes:
+    if settings.mesh.devices % args.processes:
         raise SettingsError(
-            f"--devices {settings.devices} does not split over --processes {args.processes}.",
+            f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
             f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
         )
     try:
@@ -370,7 +396,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         elif action.nargs == 0:
             argv.append(action.option_strings[-1])
         elif value != action.default:
-            argv += [action.option_strings[-1], str(value)]
+            text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+            argv += [action.option_strings[-1], text]
     return argv
 
 

@@ -150,7 +150,7 @@ def _points(built: Any, chunk: int, expected: Any, settings: Settings) -> list[S
     from shardscope import dataflow, measure
     from shardscope.program import from_jaxpr
 
-    names = [name for name in built.functions if name != "reference"]
+    names = [name for name in built.plans if name in built.functions]
     traced, compiled = {}, {}
     for name in names:
         traced[name] = _trace(name, built, settings.axis)
@@ -167,7 +167,7 @@ def _points(built: Any, chunk: int, expected: Any, settings: Settings) -> list[S
             run_s=times[name],
             executed_collectives=dataflow.per_call(program, lambda eqn: 1),
             bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
-            max_abs_err=measure.max_abs_err(compiled[name](*built.args), expected),
+            max_abs_err=measure.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
         ))
     return out
 

@@ -27,14 +27,15 @@ def test_sweep_covers_every_plan_at_every_divisor(mlp_sweep):
     points = mlp_sweep["points"]
     assert mlp_sweep["per_device_batch"] == 64 and mlp_sweep["memory_budget_bytes"] == BUDGET
     assert sorted({p["chunk_size"] for p in points}) == [1, 2, 4, 8, 16, 32, 64]
-    assert len(points) == 14 and {p["plan"] for p in points} == {"naive", "deferred"}
+    plans = {p["plan"] for p in points}
+    assert {"naive", "deferred"} <= plans and len(points) == 7 * len(plans)  # every plan the registry built
     for p in points:
         assert {"plan", "chunk_size", "memory", "run_s", "executed_collectives", "bytes_per_call"} <= set(p)
         assert {"temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes"} <= set(p["memory"])
         assert p["run_s"]["min"] <= p["run_s"]["median"] <= p["run_s"]["max"]
         assert p["max_abs_err"] < 1e-4
         chunks = 64 // p["chunk_size"]
-        # four parameter leaves: four all-reduces per chunk (naive) or once per call (deferred)
+        # four parameter leaves: four all-reduces per chunk (naive) or once per call (the others)
         expected_runs = 4 * chunks if p["plan"] == "naive" else 4
         assert (p["chunks_per_device"], p["executed_collectives"]) == (chunks, expected_runs)
         assert p["bytes_per_call"] == expected_runs // 4 * (16 * 32 + 32 + 32 * 4 + 4) * 4
@@ -63,7 +64,7 @@ def test_nothing_fits_a_tiny_budget():
     assert "the smallest footprint is" in result.stdout
     data = json.loads(run_cli("sweep", MLP, "--chunk-sizes", "64", "-r", "1", "--memory-budget", "1KiB",
                               "--json", timeout=600).stdout)
-    assert data["pick"] is None and [p["chunk_size"] for p in data["points"]] == [64, 64]
+    assert data["pick"] is None and {p["chunk_size"] for p in data["points"]} == {64}
 
 
 def test_parsers():

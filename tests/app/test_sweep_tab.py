@@ -72,7 +72,8 @@ def test_sweep_tab_runs_the_sweep_in_a_worker_and_charts_it():
         await pilot.pause()
         sweep = view.sweep
         assert sweep is not None and sweep.chunk_sizes == [1, 2, 4, 8, 16, 32]
-        assert len(sweep.points) == 12 and sweep.memory_budget_bytes == 1024
+        assert len(sweep.points) == 6 * len(sweep.plan_names) and sweep.memory_budget_bytes == 1024
+        assert {"naive", "deferred"} <= set(sweep.plan_names)
         status = shown(view.query_one("#sweep-status", Static))
         assert sweep.pick is not None and f"pick: {sweep.pick.plan} at chunk size {sweep.pick.chunk_size}" in status
         table = shown(view.query_one("#sweep-table", Static))

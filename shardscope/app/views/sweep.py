@@ -163,7 +163,7 @@ class SweepView(Widget):
                 yield PlotextPlot(id="sweep-memory")
             yield Static(id="sweep-table")
 
-    def show_analysis(self, analysis: Any) -> None:
+    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
         """Remember the settings of the latest analysis: the sweep uses them."""
         self.settings = analysis.settings
 
