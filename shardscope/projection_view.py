@@ -42,12 +42,21 @@ def dominated_text(plan: "PlanProjection") -> str:
     return f"{dominated} of {len(plan.collectives)}"
 
 
+def compared_pair(analysis: "Analysis") -> tuple[str, str] | None:
+    """The analysis' comparison (baseline, candidate), as the measured speedup uses it."""
+    comparison = getattr(analysis, "comparison", None)
+    if comparison is not None:
+        return comparison.baseline, comparison.candidate
+    names = list(analysis.plans)
+    return (names[0], names[1]) if len(names) >= 2 else None
+
+
 def ratio_sentence(analysis: "Analysis", projection: "Projection") -> str | None:
     """The projected communication ratio of the first two plans next to the measured run-time one."""
-    names = list(analysis.plans)
-    if len(names) < 2:
+    pair = compared_pair(analysis)
+    if pair is None:
         return None
-    baseline, candidate = names[0], names[1]
+    baseline, candidate = pair
     projected = projection.ratio(baseline, candidate)
     text = (
         f"projected {baseline}/{candidate} communication time: "

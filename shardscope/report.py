@@ -29,11 +29,12 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
     """The ``"projection"`` object, with the projected and measured ratios of the first two plans."""
     from shardscope.projection import to_json as projected
+    from shardscope.projection_view import compared_pair
 
     data = projected(projection)
-    names = list(analysis.plans)
-    if len(names) >= 2:
-        baseline, candidate = names[0], names[1]
+    pair = compared_pair(analysis)
+    if pair is not None:
+        baseline, candidate = pair
         data["ratio"] = {
             "baseline": baseline,
             "candidate": candidate,
