@@ -62,8 +62,8 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.tool_cost_section(results.get("tool_cost"), failures.get("tool_cost"))
     out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
-    out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += _layouts_section()
+    out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in CORE_CHANGES] + [""]
     return "\n".join(out)

@@ -6,8 +6,8 @@ from typing import Any
 
 
 def cross_process_section(result: dict[str, Any] | None, failure: str | None = None) -> list[str]:
-    """Section 3: naive vs deferred in one process and across processes; per-all-reduce cost."""
-    out = ["## 3. Across processes (jax.distributed over gloo)", ""]
+    """Section 4: naive vs deferred in one process and across processes; per-all-reduce cost."""
+    out = ["## 4. Across processes (jax.distributed over gloo)", ""]
     if failure:
         out += [f"**Failed:** {failure}", ""]
     if result is None:
