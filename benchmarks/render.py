@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_costs, render_format as fmt, render_plans
+from benchmarks import render_costs, render_cross, render_format as fmt, render_plans
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
-NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling")
+NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
 
 def core_changes(results: dict[str, Any]) -> list[str]:
     """The changes made to shardscope for these targets, each with what this run measured of it."""
@@ -85,6 +85,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
     out += _layouts_section(layouts)
+    out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)

@@ -12,7 +12,7 @@ import re
 
 from _support import ROOT
 
-DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+")
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?!\.\d)")  # not an address (127.0.0.1)
 TARGETS = {"1.7", "1.0"}
 """Figures that are targets or the earlier claim under test, not measurements (render_format.CLAIM, the slope of linear growth)."""
 UNSCALED = {"date", "machine", "versions"}
