@@ -90,19 +90,21 @@ def test_check_a_program_that_fails_to_trace_exits_2(tmp_path):
 
 @pytest.mark.parametrize("demo", ["linear.py", "mlp.py", "rnn.py", "rbm.py"])
 def test_check_on_each_shipped_demo_flags_naive_and_passes_deferred(demo):
-    naive, deferred = check_file(DEMOS / demo)
+    naive, deferred, *others = check_file(DEMOS / demo)  # every plan built here (reduced too)
     assert naive.function.endswith("[naive]") and deferred.function.endswith("[deferred]")
     assert naive.flagged and all(c.verdict_kind == "deferrable" for c in naive.findings)
     assert len(naive.flagged) == len(naive.collectives)
     assert not deferred.flagged and deferred.findings == ()
-    assert exit_code([naive, deferred]) == 1 and exit_code([deferred]) == 0
+    for other in others:  # the reduced plan defers the reduction too
+        assert not other.flagged and other.findings == (), other.function
+    assert exit_code([naive, deferred]) == 1 and exit_code([deferred, *others]) == 0
 
 
 def test_check_on_the_deep_demo(monkeypatch):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "6")
-    naive, deferred = check_file(DEMOS / "deep.py")
+    naive, deferred, *others = check_file(DEMOS / "deep.py")
     assert len(naive.flagged) == len(naive.collectives) > 6
-    assert not deferred.flagged
+    assert not deferred.flagged and not any(other.flagged for other in others)
 
 
 def test_report_on_a_program_file_points_at_check():

@@ -78,7 +78,7 @@ class Sidebar(VerticalScroll):
         yield Label("Mesh axis name", classes="sidebar-title")
         one_axis = len(s.mesh.axes) == 1
         yield Input(s.mesh.names[0], id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
-        yield Label("2-D mesh (replaces the two above)", classes="sidebar-title")
+        yield Label("Named mesh (optional)", classes="sidebar-title")
         yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
                     tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
