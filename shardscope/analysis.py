@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from shardscope.counts import count_text
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
-from shardscope.settings import Settings
+from shardscope.settings import Settings, check_axis_name
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
 """The stages an analysis reports progress for, in order."""
@@ -177,19 +177,23 @@ def analyze(
 
     import jax
 
-    from shardscope import dataflow, plans
+    from shardscope import dataflow, failures, plans
     from shardscope.demos import load_demo_file
     from shardscope.program import from_jaxpr
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
+    check_axis_name(settings.axis)  # XLA aborts the process on a non-ASCII axis name
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
-    built = plans.build_plans(demo_fn, settings)
-    settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
-    names = (*plans.PLAN_NAMES, "reference") if measure else plans.PLAN_NAMES
-    traced = _trace(built, names, settings.axis, report)
-    measured = _measure(built, traced, settings.repeats, report) if measure else {}
+    try:
+        built = plans.build_plans(demo_fn, settings)
+        settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
+        names = (*plans.PLAN_NAMES, "reference") if measure else plans.PLAN_NAMES
+        traced = _trace(built, names, settings.axis, report)
+        measured = _measure(built, traced, settings, report) if measure else {}
+    except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
+        raise failures.system_exit(exc, settings.path, demo_fn.name) from None
 
     results = {}
     for name in plans.PLAN_NAMES:
@@ -231,11 +235,11 @@ def _trace(built: Any, names: tuple[str, ...], axis: str, report: Progress) -> d
     return traced
 
 
-def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[str, dict[str, Any]]:
+def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> dict[str, dict[str, Any]]:
     """Compile each traced program once, time them interleaved, check the gradients."""
     import jax
 
-    from shardscope import hlo, measure, plans
+    from shardscope import failures, hlo, measure, plans
 
     compiled, compile_s = {}, {}
     for i, name in enumerate(traced):
@@ -250,19 +254,27 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
             ) from exc
 
     report("timing", 0.0)
-    times = measure.time_interleaved(
-        compiled, built.args, repeats, on_round=lambda i: report("timing", (i + 1) / repeats)
-    )
-    report("checking", 0.0)
-    expected = compiled["reference"](*built.args)
-    backend = jax.default_backend()
-    out: dict[str, dict[str, Any]] = {
-        name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
-        for name in compiled
-    }
-    for name in plans.PLAN_NAMES:
-        out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        out[name]["max_abs_err"] = measure.max_abs_err(compiled[name](*built.args), expected)
+    repeats = settings.repeats
+    with failures.quiet_callback_logs():
+        for name, fn in compiled.items():  # the first run of each: a callback that raises is named
+            try:
+                jax.block_until_ready(fn(*built.args))
+            except Exception as exc:
+                raise failures.run_error(exc, name, settings.path) from exc
+        times = measure.time_interleaved(
+            compiled, built.args, repeats, warmup=1, on_round=lambda i: report("timing", (i + 1) / repeats)
+        )
+        report("checking", 0.0)
+        backend = jax.default_backend()
+        out: dict[str, dict[str, Any]] = {
+            name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
+            for name in compiled
+        }
+        expected = compiled["reference"](*built.args)
+        for name in plans.PLAN_NAMES:
+            out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+            # one plan's gradient at a time: each is as large as params, on every device
+            out[name]["max_abs_err"] = measure.max_abs_err(compiled[name](*built.args), expected)
     report("checking", 1.0)
     return out
 

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 
-from shardscope.errors import ShardscopeError
-from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
+from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.settings import (
+    DEFAULT_AXIS,
+    DEFAULT_DEVICES,
+    DEFAULT_REPEATS,
+    Settings,
+    check_axis_name,
+    check_device_count,
+)
 
 COMMANDS = ("report", "diff", "open")
 EXIT_USER_ERROR = 2
@@ -30,9 +38,10 @@ def _positive(text: str) -> int:
 
 
 def _axis(text: str) -> str:
-    if not text.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use letters, digits, _)")
-    return text
+    try:
+        return check_axis_name(text)
+    except SettingsError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use ASCII letters, digits, _)") from None
 
 
 def _settings_options(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     diff = sub.add_parser("diff", help="the unified diff of the two plans' canonical jaxprs")
     _settings_options(diff)
-    diff.add_argument("-o", "--output", type=Path, help="write the diff to this file (atomically)")
+    diff.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
     diff.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     return parser
 
@@ -99,10 +108,18 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    ``report`` and ``diff`` run in a worker thread: Ctrl+C and SIGTERM end them at once with
+    status 130 / 143 and nothing written (:mod:`shardscope.interrupts`).
+    """
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
-        return _run(args)
+        if args.command == "open":
+            return _open(args)
+        from shardscope.interrupts import run_interruptible
+
+        return run_interruptible(lambda: _run(args))
     except ShardscopeError as exc:
         if args.debug:
             raise
@@ -112,38 +129,37 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `shardscope report ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    max_devices = max(args.max_devices, args.devices)
+    check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
+    from shardscope.app import run_app
+
+    return run_app(settings, max_devices=max_devices, export_dir=args.export_dir, profile_startup=args.profile_startup)
 
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    if args.command == "open":
-        from shardscope.app import run_app
-
-        return run_app(settings, max_devices=max(args.max_devices, args.devices),
-                       export_dir=args.export_dir, profile_startup=args.profile_startup)
-
-    from shardscope.demos import require_file
+    from shardscope.demos import load_demo_file
     from shardscope.devices import ensure_devices
-
-    require_file(settings.path)  # before JAX starts: a typo fails fast
-    # Start with enough devices that a count which does not divide N can be told what would.
-    ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
-    from shardscope.analysis import analyze
+    from shardscope.examples import batch_size
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
-        analysis = analyze(settings, measure=args.command == "report", graphs=False)
+        demo_file = load_demo_file(settings.path)
+        # Before JAX starts: the backend starts every device asked for, and 20,000 hang it.
+        check_device_count(settings.devices, batch_size(demo_file.get(settings.function).spec.x))
+        ensure_devices(settings.devices)
+        from shardscope.analysis import analyze
+
+        analysis = analyze(settings, demo_file=demo_file, measure=args.command == "report", graphs=False)
     if args.command == "diff":
-        text = analysis.diff_text()
-        if args.output is None:
-            sys.stdout.write(text)
-        else:
-            from shardscope.exports import write_atomic
-
-            path = write_atomic(args.output, text, overwrite=args.force)
-            print(f"wrote {path}", file=sys.stderr)
-        return 0
-
+        return _write_diff(analysis.diff_text(), args.output, args.force)
     if args.json:
         import json
 
@@ -156,4 +172,17 @@ def _run(args: argparse.Namespace) -> int:
         from shardscope.report import render
 
         render(analysis, Console())
+    return 0
+
+
+def _write_diff(text: str, output: str | None, force: bool) -> int:
+    if output is None or output == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))  # as write_atomic does
+        sys.stdout.buffer.flush()
+        return 0
+    from shardscope.exports import write_atomic
+
+    path = write_atomic(output, text, overwrite=force)
+    print(f"wrote {path}", file=sys.stderr)
     return 0

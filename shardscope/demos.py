@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import linecache
 import sys
 import traceback
 from dataclasses import dataclass
@@ -111,8 +112,14 @@ def load_demo_file(path: str | Path) -> DemoFile:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with _importable_siblings(path):
-            spec.loader.exec_module(module)
+        with _importable_siblings(path), _argv_of(path):
+            _execute(module, spec.loader, path)
+    except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
+        sys.modules.pop(module_name, None)
+        raise DemoFileError(
+            f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}.",
+            "shardscope imports demo files: keep scripts' command-line code under if __name__ == '__main__':",
+        ) from None
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise DemoFileError(
@@ -138,6 +145,56 @@ def load_demo_file(path: str | Path) -> DemoFile:
     return DemoFile(path=path, functions=functions, fingerprint=fingerprint)
 
 
+def code_file_name(path: Path) -> str:
+    """The file name the demo's code is compiled under: its absolute path, made valid UTF-8.
+
+    JAX hands every function's file name to XLA as source information; a name with a byte that
+    is not UTF-8 (a Latin-1 ``é``) fails there with ``std::bad_cast``. Such bytes become U+FFFD.
+    """
+    name = str(path.resolve())
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _execute(module: Any, loader: Any, path: Path) -> None:
+    """Run the demo file in ``module`` (compiled under :func:`code_file_name` if it differs)."""
+    name = code_file_name(path)
+    if name == str(path.resolve()):
+        loader.exec_module(module)
+        return
+    source = path.read_bytes()
+    linecache.cache[name] = (len(source), None, source.decode("utf-8", "replace").splitlines(True), name)
+    exec(compile(source, name, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - a demo is code
+
+
+@contextlib.contextmanager
+def _argv_of(path: Path) -> Iterator[None]:
+    """``sys.argv`` as ``python demo.py`` would set it: argparse at import sees no shardscope flags."""
+    saved = sys.argv
+    sys.argv = [str(path)]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def demo_frames(exc: BaseException, path: Path) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback that run code of the demo file ``path``."""
+    names = {str(path.resolve()), code_file_name(path)}
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        try:
+            if frame.filename in names or str(Path(frame.filename).resolve()) in names:
+                frames.append(frame)
+        except OSError:
+            continue
+    return frames
+
+
+def _at_line(exc: BaseException, path: Path) -> str:
+    frames = demo_frames(exc, path)
+    return f", line {frames[-1].lineno}" if frames else ""
+
+
 @contextlib.contextmanager
 def _importable_siblings(path: Path) -> Iterator[None]:
     """Let the demo import modules that sit next to it, as ``python demo.py`` would."""
@@ -152,8 +209,7 @@ def _importable_siblings(path: Path) -> Iterator[None]:
 
 def _where(exc: BaseException, path: Path) -> str:
     """Point at the line of the demo file where the import failed."""
-    # the frames carry the absolute file name even when ``path`` is relative
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    frames = demo_frames(exc, path)
     if frames:
         return f"see {path.name} line {frames[-1].lineno}: {frames[-1].line}"
     return "fix the file and run again"

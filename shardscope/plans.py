@@ -23,7 +23,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from shardscope.demos import DemoFunction
 from shardscope.errors import SettingsError, TraceError
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.examples import batch_size, check_fits, materialize
+from shardscope.failures import model_error
+from shardscope.settings import Settings, check_device_count, default_chunk_size, divisors
 
 PLAN_NAMES = ("naive", "deferred")
 
@@ -49,55 +51,10 @@ class Plans:
     args: tuple[Any, Any, Any]  # params, x, v
 
 
-def materialize(tree: Any, seed: int) -> Any:
-    """Concrete arrays for a pytree of arrays and ``ShapeDtypeStruct``s, reproducibly random."""
-    rng = np.random.default_rng(seed)
-
-    def leaf(value: Any) -> Any:
-        if isinstance(value, jax.ShapeDtypeStruct):
-            return _random(rng, value.shape, np.dtype(value.dtype))
-        return np.asarray(value)
-
-    return jax.tree.map(leaf, tree, is_leaf=lambda v: isinstance(v, jax.ShapeDtypeStruct))
-
-
-def _random(rng: np.random.Generator, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    # jnp.issubdtype knows bfloat16 and the other ml_dtypes floats; np.issubdtype does not
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        parts = rng.standard_normal((2, *shape)) / np.sqrt(2.0)
-        return (parts[0] + 1j * parts[1]).astype(dtype)
-    if jnp.issubdtype(dtype, jnp.floating):
-        return rng.standard_normal(shape).astype(dtype)
-    if jnp.issubdtype(dtype, jnp.integer):
-        return rng.integers(0, 8, shape).astype(dtype)
-    return rng.integers(0, 2, shape).astype(dtype)
-
-
-def batch_size(x: Any) -> int:
-    """The common leading axis of every leaf of ``x``."""
-    sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree.leaves(x)}
-    if len(sizes) != 1 or None in sizes:
-        raise SettingsError(
-            f"The leaves of x must share one leading (batch) axis; found sizes {sorted(map(str, sizes))}.",
-            "give every leaf of x the batch N as its first axis",
-        )
-    return sizes.pop()
-
-
 def resolve_shapes(batch: int, settings: Settings, available_devices: int) -> Shapes:
     """Check the settings against the batch and fill in the default chunk size."""
     devices = settings.devices
-    if not 1 <= devices <= available_devices:
-        raise SettingsError(
-            f"{devices} devices asked for, but {available_devices} are available.",
-            f"pick 1 to {available_devices} devices",
-        )
-    if batch % devices:
-        valid = [d for d in divisors(batch) if d <= available_devices]
-        raise SettingsError(
-            f"The batch N={batch} does not split over {devices} devices.",
-            f"use a device count that divides {batch}: {', '.join(map(str, valid))}",
-        )
+    check_device_count(devices, batch, available_devices)
     per_device = batch // devices
     chunk = default_chunk_size(per_device) if settings.chunk_size is None else settings.chunk_size
     if chunk <= 0 or per_device % chunk:
@@ -163,11 +120,13 @@ def reference(f: Callable) -> Callable:
 def build_plans(demo_fn: DemoFunction, settings: Settings) -> Plans:
     """Check the settings, make the inputs and the three jitted programs for ``demo_fn``."""
     f = demo_fn.fn
+    batch = batch_size(demo_fn.spec.x)
+    check_fits(demo_fn.spec.params, demo_fn.spec.x, settings.devices)  # before a byte is allocated
+    shapes = resolve_shapes(batch, settings, len(jax.devices()))
     params = materialize(demo_fn.spec.params, demo_fn.spec.seed)
     x = materialize(demo_fn.spec.x, demo_fn.spec.seed + 1)
     _check_params(params)
-    shapes = resolve_shapes(batch_size(x), settings, len(jax.devices()))
-    out = _output_shape(f, params, x, shapes.batch)
+    out = _output_shape(f, params, x, shapes.batch, settings.axis)
     v = materialize(out, demo_fn.spec.seed + 2)
 
     mesh = Mesh(np.array(jax.devices()[: shapes.devices]), (settings.axis,))
@@ -209,15 +168,12 @@ def _check_params(params: Any) -> None:
         )
 
 
-def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
+def _output_shape(f: Callable, params: Any, x: Any, batch: int, axis: str) -> Any:
     """The output's shapes (the cotangent's), checked to be inexact and batch-leading."""
     try:
         out = jax.eval_shape(f, params, x)
     except Exception as exc:  # the user's model failed on its own example inputs
-        raise TraceError(
-            f"The model fails on its example inputs: {type(exc).__name__}: {_first_line(exc)}",
-            "check that f(params, x) runs on the shapes given to @shardscope.demo",
-        ) from exc
+        raise model_error(exc, axis) from exc
     for leaf in jax.tree.leaves(out):
         if not leaf.shape or leaf.shape[0] != batch:
             raise SettingsError(

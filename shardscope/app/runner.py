@@ -76,7 +76,7 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
 
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
-    from shardscope.plans import batch_size
+    from shardscope.examples import batch_size
 
     sizes = {}
     for name, demo_fn in demo_file.functions.items():
