@@ -6,6 +6,7 @@ The TUI, the text report, the JSON and the diff export are all renderings of it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
@@ -134,6 +135,15 @@ class Analysis:
         if not self.measured:
             return None
         return self.plans["naive"].run_s.median / self.plans["deferred"].run_s.median
+
+    def warnings(self) -> list[str]:
+        """What must not go unnoticed: a plan whose gradient is not finite (NaN or inf)."""
+        return [
+            f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the "
+            "reference): its max_abs_err is nan, not a small number"
+            for name, plan in self.plans.items()
+            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
+        ]
 
     def headline(self) -> list[str]:
         """The settings in words, as every rendering heads its output."""

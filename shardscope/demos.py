@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import importlib.util
 import linecache
 import sys
@@ -112,12 +113,12 @@ def load_demo_file(path: str | Path) -> DemoFile:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with _importable_siblings(path), _argv_of(path):
-            _execute(module, spec.loader, path)
+        _import_quietly(module, spec.loader, path)
     except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
         sys.modules.pop(module_name, None)
         raise DemoFileError(
-            f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}.",
+            f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}"
+            + (f" (it said: {exc.said})" if getattr(exc, "said", "") else "") + ".",
             "shardscope imports demo files: keep scripts' command-line code under if __name__ == '__main__':",
         ) from None
     except SyntaxError as exc:
@@ -153,6 +154,26 @@ def code_file_name(path: Path) -> str:
     """
     name = str(path.resolve())
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _import_quietly(module: Any, loader: Any, path: Path) -> None:
+    """Import the demo as ``python demo.py`` would see it (argv, sibling modules).
+
+    What it writes to stderr is held back: passed on when the import ends, but when the demo
+    exits (argparse's usage error) its last line goes into shardscope's one message instead.
+    """
+    said = io.StringIO()
+    exited = False
+    try:
+        with _importable_siblings(path), _argv_of(path), contextlib.redirect_stderr(said):
+            _execute(module, loader, path)
+    except SystemExit as exc:
+        exited = True
+        exc.said = (said.getvalue().strip().splitlines() or [""])[-1]  # type: ignore[attr-defined]
+        raise
+    finally:
+        if not exited:
+            sys.stderr.write(said.getvalue())
 
 
 def _execute(module: Any, loader: Any, path: Path) -> None:

@@ -58,9 +58,9 @@ def batch_size(x: Any) -> int:
     for name, leaf in leaves:
         shape = leaf_shape(name, leaf)
         if not shape:
-            what = f"{leaf!r} (a {type(leaf).__name__})" if not hasattr(leaf, "shape") else f"of shape {shape}"
+            what = f"is {leaf!r} (a {type(leaf).__name__})" if not hasattr(leaf, "shape") else f"has shape {shape}"
             raise SettingsError(
-                f"{name} is {what}: it has no batch axis.",
+                f"{name} {what}: it has no batch axis.",
                 "give every leaf of x the batch N as its first axis, shape (N, ...)",
             )
         sizes[name] = shape[0]

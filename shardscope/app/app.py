@@ -276,6 +276,8 @@ class ShardscopeApp(App[int]):
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
+        for warning in analysis.warnings():
+            self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
