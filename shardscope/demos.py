@@ -83,6 +83,19 @@ class DemoFile:
             ) from None
 
 
+def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -> str | None:
+    """The function to keep after a demo file was reloaded.
+
+    ``name`` if the file still has it; else, when it was renamed on disk, the function now in its
+    place (a rename keeps the position); else None (the first demo).
+    """
+    if name is None or name in new_names:
+        return name
+    if name in old_names and old_names.index(name) < len(new_names):
+        return new_names[old_names.index(name)]
+    return None
+
+
 def file_fingerprint(path: Path) -> str:
     """A digest of the file's bytes: a reload is needed when it changes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]

@@ -86,6 +86,19 @@ def memory(compiled: Any) -> dict[str, int]:
     return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
 
 
+def host_copy(tree: Any) -> Any:
+    """Numpy copies of a pytree of arrays; a replicated array is copied once, from one device."""
+    import jax
+    import numpy as np
+
+    def leaf(array: Any) -> Any:
+        if getattr(array, "is_fully_replicated", False):
+            return np.array(array.addressable_shards[0].data)
+        return np.array(array)
+
+    return jax.tree.map(leaf, tree)
+
+
 def max_abs_err(result: Any, expected: Any) -> float:
     """The largest absolute difference over all leaves (complex values by modulus).
 

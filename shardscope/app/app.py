@@ -68,6 +68,8 @@ class ShardscopeApp(App[int]):
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
+                tooltip="Quit shardscope (as q), even while typing in an input"),
         Binding("escape", "escape", "Leave input", show=False, id="escape",
                 tooltip="Leave the input being typed in; else hide the error panel"),
     ]

@@ -19,7 +19,7 @@ from textual.widgets import Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.settings import Settings, check_axis_name, default_chunk_size, divisors
 
 
 class Sidebar(VerticalScroll):
@@ -58,7 +58,7 @@ class Sidebar(VerticalScroll):
         devices = s.devices if s.devices in counts else counts[-1]
         yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
         yield Label("Mesh axis name", classes="sidebar-title")
-        yield Input(s.axis, id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
+        yield Input(s.axis, id="axis", validators=[Function(_is_axis_name, "not an ASCII identifier")])
         yield Label("Chunk size (examples/chunk)", classes="sidebar-title")
         chunk = "" if s.chunk_size is None else str(s.chunk_size)
         yield Input(chunk, placeholder="auto", id="chunk", validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
@@ -80,12 +80,7 @@ class Sidebar(VerticalScroll):
 
     def requested_settings(self, base: Settings) -> Settings:
         """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit."""
-        axis = self.query_one("#axis", Input).value.strip()
-        if not axis.isidentifier():
-            raise SettingsError(
-                f"The mesh axis name {axis!r} is not a valid name.",
-                "use letters, digits and _, not starting with a digit (for example s)",
-            )
+        axis = check_axis_name(self.query_one("#axis", Input).value.strip())
         settings = base.with_(
             function=self.function,
             devices=self.query_one("#devices", Select).value,
@@ -103,11 +98,12 @@ class Sidebar(VerticalScroll):
 
     def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str]) -> None:
         """Offer the functions of a (re)loaded demo file and the device counts that fit."""
+        from shardscope.demos import carried_over  # as the run does: a renamed function stays picked
+
+        self.function = carried_over(self.function, self.functions, list(functions))
         self.functions = list(functions)
         self.batches = dict(batches)
         self._descriptions = dict(descriptions)
-        if self.function not in self.functions:
-            self.function = None
         self._show_functions()
         self._offer_devices()
         self._update_chunk_help()
@@ -214,3 +210,11 @@ class Sidebar(VerticalScroll):
         event.stop()
         self.post_message(self.Changed())
 
+
+def _is_axis_name(text: str) -> bool:
+    """True for what :func:`~shardscope.settings.check_axis_name` accepts (ASCII identifiers)."""
+    try:
+        check_axis_name(text.strip())
+    except SettingsError:
+        return False
+    return True
