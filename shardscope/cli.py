@@ -17,6 +17,7 @@ from shardscope.settings import (
     DEFAULT_AXIS,
     DEFAULT_DEVICES,
     DEFAULT_REPEATS,
+    MAX_DEVICES,
     Settings,
     check_axis_name,
     check_device_count,
@@ -71,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
-                     help="CPU devices to start JAX with; the sidebar offers meshes up to this size (default 8)")
+                     help="CPU devices to start JAX with; the sidebar offers meshes up to this size "
+                          f"(default 8, at most {MAX_DEVICES})")
     app.add_argument("--export-dir", type=Path, help="where `e` writes the diff (default: the working directory)")
     app.add_argument("--profile-startup", action="store_true",
                      help="log seconds to first paint and to first results on exit")

@@ -107,3 +107,22 @@ def test_a_raising_callback_is_a_short_message(tmp_path):
     message, _ = _panel_after_run(tmp_path, RAISING_CALLBACK)
     assert message == "The naive plan failed while running: ValueError: the callback failed on purpose (demo.py line 8)."
     assert "Traceback" not in message and "\n" not in message
+
+
+def test_the_export_key_writes_with_the_umask_like_the_cli(tmp_path):
+    import os
+    import stat
+
+    from shardscope.exports import current_umask
+
+    async def scenario():
+        app = make_app(write_demo(tmp_path / "model.py"), export_dir=tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("e")
+            await pilot.pause()
+            return app.last_export
+
+    path = run(scenario())
+    assert path is not None and path.parent == tmp_path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~current_umask()  # not mkstemp's 0600
