@@ -123,6 +123,27 @@ class Analysis:
     shapes: Any  # shardscope.plans.Shapes
     plans: dict[str, PlanResult]
     reference: ReferenceResult
+    # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
+    gradient_checks: tuple = ()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know that no number shows on its own: a gradient that is not
+        finite (NaN or inf), plans that disagree."""
+        not_finite = [
+            f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the "
+            "reference): its max_abs_err is nan, not a small number"
+            for name, plan in self.plans.items()
+            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
+        ]
+        # with a NaN the plans "differ by inf": the not-finite warning already says what happened
+        checks = [c for c in self.gradient_checks if not (not_finite and not math.isfinite(c.max_abs_diff))]
+        return not_finite + [check.warning for check in checks if check.warning]
+
+    @property
+    def has_non_finite_gradient(self) -> bool:
+        """True when a plan's gradient error is NaN (a NaN or inf in a gradient)."""
+        return any(p.max_abs_err is not None and not math.isfinite(p.max_abs_err) for p in self.plans.values())
 
     @property
     def measured(self) -> bool:
@@ -135,15 +156,6 @@ class Analysis:
         if not self.measured:
             return None
         return self.plans["naive"].run_s.median / self.plans["deferred"].run_s.median
-
-    def warnings(self) -> list[str]:
-        """What must not go unnoticed: a plan whose gradient is not finite (NaN or inf)."""
-        return [
-            f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the "
-            "reference): its max_abs_err is nan, not a small number"
-            for name, plan in self.plans.items()
-            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
-        ]
 
     def headline(self) -> list[str]:
         """The settings in words, as every rendering heads its output."""
@@ -218,6 +230,7 @@ def analyze(
             results[name].graph  # noqa: B018 - built here, in the caller's (worker) thread
     reference = measured.get("reference", {})
     return Analysis(
+        gradient_checks=measured.get("gradient_checks", ()),
         settings=settings,
         function=demo_fn.name,
         description=demo_fn.spec.description,
@@ -262,6 +275,7 @@ def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> 
     import jax
 
     from shardscope import failures, hlo, measure, plans
+    from shardscope.crosscheck import compare
 
     compiled, compile_s = {}, {}
     for i, name in enumerate(traced):
@@ -288,16 +302,19 @@ def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> 
         )
         report("checking", 0.0)
         backend = jax.default_backend()
-        out: dict[str, dict[str, Any]] = {
+        out: dict[str, Any] = {
             name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
             for name in compiled
         }
         # One host copy of each gradient, one plan at a time: a replicated result holds a copy
         # per device (as large as params each), freed as soon as its host copy is made.
         expected = measure.host_copy(compiled["reference"](*built.args))
+        gradients = {}
         for name in plans.PLAN_NAMES:
             out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-            out[name]["max_abs_err"] = measure.max_abs_err(measure.host_copy(compiled[name](*built.args)), expected)
+            gradients[name] = measure.host_copy(compiled[name](*built.args))
+            out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
+        out["gradient_checks"] = compare(gradients)
     report("checking", 1.0)
     return out
 

@@ -278,7 +278,7 @@ class ShardscopeApp(App[int]):
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
-        for warning in analysis.warnings():
+        for warning in analysis.warnings:
             self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
@@ -346,6 +346,9 @@ class ShardscopeApp(App[int]):
             text += ", speedup ···x"
         elif analysis.speedup is not None:
             text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
+        if analysis.warnings:
+            what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
+            text += f"; warning: {what} (see Timings)"
         return text
 
     def _mark_results(self) -> None:
