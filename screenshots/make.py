@@ -31,10 +31,10 @@ async def wait_for_analysis(pilot) -> None:
 
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
-    from shardscope.app import ShardscopeApp
+    from shardscope.app import make_app
     from shardscope.settings import Settings
 
-    app = ShardscopeApp(Settings(demo, repeats=REPEATS))
+    app = make_app(Settings(demo, repeats=REPEATS))
     saved = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)

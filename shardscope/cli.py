@@ -45,12 +45,34 @@ def _axis(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use ASCII letters, digits, _)") from None
 
 
+def _mesh(text: str):
+    from shardscope.mesh import Mesh
+
+    try:
+        return Mesh.parse(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def _axes(text: str) -> tuple[str, ...]:
+    from shardscope.mesh import parse_axes
+
+    try:
+        return parse_axes(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
 def _settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
                         help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
     parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("--mesh", type=_mesh, metavar="AXES",
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+    parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
+                        help="the mesh axes the batch is split over, e.g. data (default: every axis)")
     parser.add_argument("-c", "--chunk-size", type=_positive,
                         help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     parser.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
@@ -114,6 +136,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         axis=args.axis,
         chunk_size=args.chunk_size,
         repeats=args.repeats,
+        mesh=args.mesh,
+        batch_axes=args.batch_axes,
     )
 
 
@@ -146,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    max_devices = max(args.max_devices, args.devices)
+    max_devices = max(args.max_devices, settings.mesh.devices)
     check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
     from shardscope.app import run_app
 
@@ -165,13 +189,19 @@ def _run(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         demo_file = load_demo_file(settings.path)
         # Before JAX starts: the backend starts every device asked for, and 20,000 hang it.
-        check_device_count(settings.devices, batch_size(demo_file.get(settings.function).spec.x))
-        ensure_devices(settings.devices)
+        mesh = settings.mesh
+        check_device_count(mesh.devices)
+        if len(mesh.names) == 1:  # a 1-D mesh splits the batch over every device
+            check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+        # enough devices that a count which does not divide N can be told what would
+        ensure_devices(max(mesh.devices, DEFAULT_MAX_DEVICES))
         from shardscope.analysis import analyze
 
         analysis = analyze(settings, demo_file=demo_file, measure=args.command == "report", graphs=False)
     if args.command == "diff":
-        return _write_diff(analysis.diff_text(), args.output, args.force)
+        from shardscope.text import diff_text
+
+        return _write_diff(diff_text(analysis), args.output, args.force)
     if args.json:
         import json
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from shardscope.app import runner
 from shardscope.app.app import ShardscopeApp
+from shardscope.app.factory import make_app
 from shardscope.settings import Settings
 
 
@@ -34,7 +35,7 @@ def run_app(
     worker still busy is not waited for (a thread cannot be stopped, and asyncio and Python's
     exit would join it): the process leaves with ``os._exit``.
     """
-    app = ShardscopeApp(settings, max_devices=max_devices, export_dir=export_dir, profile_startup=profile_startup)
+    app = make_app(settings, max_devices=max_devices, export_dir=export_dir, profile_startup=profile_startup)
     status = asyncio.run(_run_until_quit(app))
     return status
 
@@ -71,4 +72,4 @@ def leave_now(status: int) -> None:
     os._exit(status)
 
 
-__all__ = ["ShardscopeApp", "run_app"]
+__all__ = ["ShardscopeApp", "make_app", "run_app"]

@@ -22,14 +22,14 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import runner
 from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
+from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.status import StatusLine
-from shardscope.counts import count_text
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
+from shardscope.text import diff_text
 
 TABS = (
     ("plans", "Plans", "shardscope.app.plans_view:PlansView"),
@@ -55,7 +55,11 @@ class ShardscopeApp(App[int]):
         Binding("r", "run", "Run", id="run",
                 tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
         Binding("e", "export", "Export diff", id="export",
-                tooltip="Write the naive/deferred jaxpr diff to <function>-<devices>dev-c<chunk>.diff"),
+                tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
+        Binding("b", "pick_baseline", "Baseline", id="pick_baseline",
+                tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
+        Binding("c", "pick_candidate", "Candidate", id="pick_candidate",
+                tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
         Binding("n", "next_collective", "Next coll.", id="next_collective",
                 tooltip="Expand and scroll both plan trees to the next collective"),
         Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
@@ -91,6 +95,7 @@ class ShardscopeApp(App[int]):
         self.export_dir = export_dir
         self.autorun = autorun
         self.analysis: Any = None  # the latest shardscope.analysis.Analysis
+        self.prepared: Any = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
         self.demo_file: Any = None  # the loaded shardscope.demos.DemoFile
         self.running = False
         self.last_export: Path | None = None
@@ -168,7 +173,8 @@ class ShardscopeApp(App[int]):
         from shardscope.exports import write_new
 
         try:
-            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", self.analysis.diff_text())
+            text = diff_text(self.analysis, self.comparison)
+            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", text)
         except ShardscopeError as exc:
             self._show_error(exc.message, exc.hint)
             return
@@ -177,6 +183,50 @@ class ShardscopeApp(App[int]):
             return
         self.last_export = path
         self.notify(str(path), title="Diff exported")
+
+    @property
+    def comparison(self) -> Any:
+        """The comparison the Diff and Graph tabs show (``shardscope.comparison.Comparison``)."""
+        if self.prepared is not None:
+            return self.prepared.comparison
+        return None if self.analysis is None else self.analysis.comparison
+
+    def action_pick_baseline(self) -> None:
+        """Make the next plan the baseline (skipping the candidate)."""
+        self._pick(baseline_step=1)
+
+    def action_pick_candidate(self) -> None:
+        """Make the next plan the candidate (skipping the baseline)."""
+        self._pick(candidate_step=1)
+
+    def _pick(self, baseline_step: int = 0, candidate_step: int = 0) -> None:
+        names = list(self.analysis.plans)
+        baseline, candidate = self.comparison.baseline, self.comparison.candidate
+        if baseline_step:
+            baseline = _next_other(names, baseline, candidate)
+        if candidate_step:
+            candidate = _next_other(names, candidate, baseline)
+        self.query_one(StatusLine).show_done(f"comparing {candidate} with {baseline}...")
+        self._compare_worker(self._run_id, self.analysis, baseline, candidate)
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
+        """Thread worker: the diff and the drawings of another pair of plans."""
+        from shardscope.app.views.prepare import prepare
+
+        worker = get_current_worker()
+        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
+        if prepared is not None:
+            self.post_message(ComparisonReady(run_id, prepared))
+
+    def on_comparison_ready(self, message: ComparisonReady) -> None:
+        """Show the picked comparison in the Diff and Graph tabs."""
+        if not self._is_current(message):
+            return
+        self.prepared = message.prepared
+        self._stale_tabs |= {"graph", "diff", "timings"}
+        self._refresh_tab(self.query_one(TabbedContent).active)
+        self.query_one(StatusLine).show_done(self._done_text(self.analysis))
 
     def action_next_collective(self) -> None:
         """Go to the next collective in both plan trees."""
@@ -208,6 +258,8 @@ class ShardscopeApp(App[int]):
         """Grey out actions that need a result (export) or a collective (n/N)."""
         if action == "export":
             return self.analysis is not None or None
+        if action in ("pick_baseline", "pick_candidate"):
+            return (self.analysis is not None and len(self.analysis.plans) > 2) or None
         if action in ("next_collective", "previous_collective"):
             has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
             return has_collectives or None
@@ -268,6 +320,7 @@ class ShardscopeApp(App[int]):
         # collector; unfreeze first so the previous analysis can be collected.
         gc.unfreeze()
         self.analysis = analysis = message.analysis
+        self.prepared = message.prepared
         gc.freeze()
         self.settings = self.settings.with_(function=analysis.function)
         self.query_one(ErrorPanel).clear()
@@ -321,9 +374,10 @@ class ShardscopeApp(App[int]):
             self._show_in(tab, self.analysis)
 
     def _show_in(self, tab: str, analysis: Any) -> None:
-        """Hand ``analysis`` to one tab's view; a view that fails must not take the app down."""
+        """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
+        must not take the app down."""
         try:
-            self.query_one(f"#{tab}-view").show_analysis(analysis)
+            self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
             self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
 
@@ -337,15 +391,14 @@ class ShardscopeApp(App[int]):
         self.query_one(PlansView).step_collective(step)
 
     def _done_text(self, analysis: Any) -> str:
-        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-        text = (
-            f"done: naive {count_text(naive.executed_collectives)} collective(s)/call, "
-            f"deferred {count_text(deferred.executed_collectives)}"
-        )
-        if analysis.speedup is not None and self.hide_measurements:
-            text += ", speedup ···x"
-        elif analysis.speedup is not None:
-            text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
+        counts = ", ".join(f"{name} {plan.executed.text()}" for name, plan in analysis.plans.items())
+        text = f"done: collective runs/call: {counts}"
+        comparison = self.comparison
+        if comparison is not None and comparison.speedup is not None:
+            if self.hide_measurements:
+                text += f"; {comparison.candidate} vs {comparison.baseline}: ···x"
+            else:
+                text += f"; {comparison.speedup_text()}"
         if analysis.warnings:
             what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
             text += f"; warning: {what} (see Timings)"
@@ -353,6 +406,16 @@ class ShardscopeApp(App[int]):
 
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+
+
+def _next_other(names: list[str], current: str, other: str) -> str:
+    """The plan after ``current`` in ``names`` (wrapping), never ``other``."""
+    k = names.index(current)
+    for step in range(1, len(names) + 1):
+        name = names[(k + step) % len(names)]
+        if name != other:
+            return name
+    return current
 
 
 def _load(spec: str) -> type:

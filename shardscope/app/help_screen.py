@@ -11,12 +11,16 @@ from textual.widgets import Markdown
 HELP = """\
 # shardscope
 
-Compare two plans for a chunked VJP under `jax.shard_map`:
+Compare plans for a chunked VJP under `jax.shard_map` (one column per plan in the Plans tab):
 
 - **naive**: params stay invariant inside the `lax.scan` over chunks, so every chunk's
   gradient is all-reduced (`psum_invariant` inside the loop: chunks x all-reduces per call);
 - **deferred**: params are cast to varying (`lax.pcast`) before the loop, each device
-  accumulates its own partial gradient, and one `psum` runs after the loop.
+  accumulates its own partial gradient, and one `psum` runs after the loop;
+- **reduced**: JAX's reduced/unreduced types (`{R:s}` weight, `{U:s}` gradient): one
+  `unreduced_psum` after the loop (listed as unavailable, with the reason, where JAX cannot build it).
+
+Sharded parameters (`param_specs=`) are gathered every chunk by naive, once by deferred.
 
 ## Keys
 
@@ -24,7 +28,8 @@ Compare two plans for a chunked VJP under `jax.shard_map`:
 | --- | --- |
 | `r` | run the analysis (reloads the demo file first if it changed on disk) |
 | `e` | export the diff to `<function>-<devices>dev-c<chunk>.diff` (never overwrites) |
-| `n` / `N` | next / previous collective: expands and scrolls both plan trees |
+| `n` / `N` | next / previous collective: expands and scrolls every plan tree |
+| `b` / `c` | step the compared baseline / candidate: the Diff and Graph tabs and the speedup follow |
 | `1`-`5` | tabs: Plans, Graph, Diff, Timings, HLO |
 | `tab` / `shift+tab` | move the focus |
 | `?` | this help |

@@ -1,7 +1,7 @@
 """The one-line Rich labels of a plan tree: an equation, a sub-block, a loop with its trip count.
 
-Colours come from the tree's component classes (so themes apply): varying-axes annotations
-(``{V:s}``) in one, collectives and their ``x2/call`` badge in another, casts in a third.
+Colours come from the tree's component classes (so themes apply): mesh-axis type annotations
+(``{V:s}`` varying, ``{R:s}`` reduced, ``{U:s}`` unreduced) in one, collectives and their ``x2/call`` badge in another, casts in a third.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def equation_label(eqn: Any, collective: Any, inside: tuple[int, int | None], st
     axes = f"[{','.join(map(str, eqn.axes))}]" if eqn.axes and kind in ("collective", "cast") else ""
     if kind == "collective":
         text.append(name + axes, styles.collective)
-        runs = collective.executions if collective is not None else None
+        runs = collective.runs.badge() if collective is not None else badge_text(None)
         text.append("  ")
-        text.append(f" {badge_text(runs)} ", styles.badge)
+        text.append(f" {runs} ", styles.badge)
     elif kind == "cast":
         text.append(name + axes, styles.cast)
         text.append("  cast, moves no data", styles.cast)
@@ -105,7 +105,7 @@ def _types(text: Text, values: tuple, styles: LabelStyles) -> None:
         if i:
             text.append(" ")
         text.append(value.type_str, styles.type)
-        if value.varying:
+        if value.vma_str:  # {V:..} varying, {R:..} reduced, {U:..} unreduced: one colour, JAX's letters
             text.append(value.vma_str, styles.varying)
     _more(text, values, styles)
     if not values:

@@ -61,8 +61,9 @@ class StatusLine(Static):
 def describe_settings(settings: Settings, shapes: Any = None) -> Text:
     """``linear.py::linear  mesh s=2  chunk 16 (2/device)``."""
     function = settings.function or "(first demo)"
-    devices = shapes.devices if shapes is not None else settings.devices
-    text = Text.assemble((f"{settings.path.name}::{function}", "bold"), "  mesh ", (f"{settings.axis}={devices}", "bold"))
+    text = Text.assemble((f"{settings.path.name}::{function}", "bold"), "  mesh ", (settings.mesh.text(), "bold"))
+    if len(settings.mesh.axes) > 1:
+        text.append(f" batch over {','.join(settings.split_axes)}", "dim")
     if shapes is not None:
         text.append("  chunk ")
         text.append(str(shapes.chunk_size), "bold")

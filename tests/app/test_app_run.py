@@ -29,7 +29,7 @@ def test_first_run_starts_by_itself_and_fills_every_place():
             assert analysis is not None and analysis.function == "linear"
             status = app.query_one(StatusLine).plain
             assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
-            assert "naive 2 collective(s)/call, deferred 1" in status
+            assert "collective runs/call: naive 2, deferred 1, reduced 1" in status
             plans = app.query_one(PlansView)
             assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
             assert app.query_one("#sidebar").functions == ["linear"]
@@ -108,10 +108,10 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
 
 def test_profile_startup_records_first_paint_then_results():
     async def scenario():
-        from shardscope.app import ShardscopeApp
+        from shardscope.app import make_app as make_explorer
         from shardscope.settings import Settings
 
-        app = ShardscopeApp(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
+        app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
         line = json.loads(app.profile.json_line())

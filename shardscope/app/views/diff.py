@@ -1,4 +1,4 @@
-"""The Diff tab: the naive and deferred canonical jaxprs, as a coloured unified diff or side by side.
+"""The Diff tab: the compared plans' canonical jaxprs, as a coloured unified diff or side by side.
 
 The diff itself comes from :mod:`shardscope.diff` (difflib over the stable canonical texts);
 this view only colours it. ``s`` switches between the two layouts; the state is a class on the
@@ -20,10 +20,11 @@ from textual.widgets import Static
 
 from shardscope.app.views.lines import LinesView, offer_focus
 
-from shardscope.diff import Row, side_by_side, unified
+from shardscope.diff import Row, side_by_side
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
+    from shardscope.app.views.prepare import PreparedViews
 
 CONTEXT = 3
 """Equal lines kept around each change in the side-by-side view; longer equal runs fold."""
@@ -71,22 +72,23 @@ def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
 
 
 class SideBySide:
-    """Two columns, naive left and deferred right, laid out at whatever width it is given.
+    """Two columns, baseline left and candidate right, laid out at whatever width it is given.
 
     Long lines fold within their column; changed rows are coloured, equal ones dim, and long
     runs of equal rows fold into one marker row. A rich renderable, so the view can lay it out
     again when its width changes.
     """
 
-    def __init__(self, rows: list[Row | int]) -> None:
+    def __init__(self, rows: list[Row | int], left: str = "before", right: str = "after") -> None:
         self.rows = rows
+        self.left, self.right = left, right
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """One or more lines per row: ``marker left │ right``, each side folded to half the width."""
         column = max((options.max_width - 5) // 2, 10)
         bar = Segment(" │ ", Style.parse("bright_black"))
         header = Style.parse("bold")
-        yield from (Segment("  "), Segment("naive".ljust(column), header), bar, Segment("deferred", header), Segment.line())
+        yield from (Segment("  "), Segment(self.left.ljust(column), header), bar, Segment(self.right, header), Segment.line())
         for row in self.rows:
             if isinstance(row, int):
                 note = f"⋯ {row} equal line(s) ⋯"
@@ -165,13 +167,19 @@ class DiffView(Widget):
         """True while the side-by-side layout shows."""
         return self.has_class("-side-by-side")
 
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render the diff between the naive and deferred canonical texts of ``analysis``."""
-        before = analysis.plans["naive"].canonical_text
-        after = analysis.plans["deferred"].canonical_text
-        self.query_one("#diff-unified", LinesView).show_lines(unified_lines(unified(before, after)))
+    def show_analysis(self, analysis: "Analysis", prepared: "PreparedViews | None" = None) -> None:
+        """Show the diff of the comparison ``prepared`` holds (prepared in the worker), or of the
+        analysis's default comparison, computed here."""
+        if prepared is None:
+            comparison = analysis.comparison
+            before = analysis.plans[comparison.baseline].canonical_text
+            after = analysis.plans[comparison.candidate].canonical_text
+            lines, rows = unified_lines(list(comparison.diff)), folded(side_by_side(before, after))
+        else:
+            comparison, lines, rows = prepared.comparison, prepared.diff_unified, prepared.diff_rows
+        self.query_one("#diff-unified", LinesView).show_lines(lines)
         self.query_one("#diff-side-by-side", LinesView).show_renderable(
-            SideBySide(folded(side_by_side(before, after))), fit_width=True
+            SideBySide(rows, comparison.baseline, comparison.candidate), fit_width=True
         )
         self.remove_class("-empty")
         self.refresh_bindings()

@@ -3,7 +3,7 @@
 For a collective inside a loop that block is the loop body: the drawing shows what the loop
 computes every iteration only to all-reduce it. For the deferred plan the same drawing shows
 the single all-reduce after the loop, fed by the loop itself, and the loop list says the loop
-is free of collectives. Both plans are stacked, naive first, in one scrollable pane.
+is free of collectives. The compared plans are stacked, baseline first, in one scrollable pane.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from shardscope.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
+    from shardscope.comparison import Comparison
 
 MAX_BLOCKS = 6
 """Blocks with collectives drawn per plan; the rest are listed by name."""
@@ -36,7 +37,7 @@ STYLES = LabelStyles()
 """The plan trees' colours, so a loop, a collective or ``{V:s}`` looks the same in every tab."""
 
 _KIND_ORDER = {"collective": 0, "loop": 1, "op": 2, "call": 2, "cond": 2, "cast": 3, "input": 4}
-_VARYING = re.compile(r"\{V:[^}]*\}")
+_VARYING = re.compile(r"\{[VRU]:[^}]*\}")
 
 
 def short(node: str) -> str:
@@ -64,14 +65,13 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
 
 
 def plan_summary(plan: "PlanResult") -> Text:
-    """The plan's headline: collectives, how many sit in loops, executions and bytes per call."""
+    """The plan's headline: collectives, how many sit in loops, runs and bytes per call."""
     text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
     in_loops = plan.collectives_in_loops
     text.append(f"{len(plan.collectives)} collective(s), ")
     text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
-    bound = "at most " if plan.per_call_is_upper_bound else ""
-    text.append(f", {bound}{count_text(plan.executed_collectives)} executed/call, {bound}{count_text(plan.bytes_per_call)} B/call")
-    if plan.per_call_is_upper_bound:
+    text.append(f", {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call")
+    if plan.executed.upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
 
@@ -84,7 +84,7 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
         text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
         if loop.collectives:
             names = ", ".join(
-                f"{relative(c.equation_id, loop.equation_id)} x{count_text(c.executions)}/call" for c in loop.collectives[:4]
+                f"{relative(c.equation_id, loop.equation_id)} {c.runs.badge()}" for c in loop.collectives[:4]
             )
             more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
             text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
@@ -105,7 +105,7 @@ def collective_line(plan: "PlanResult", collective) -> Text:
         text.append_text(loop_path(plan, collective.loop_ids))
     else:
         text.append("outside every loop", "bold green")
-    text.append(f"  x{count_text(collective.executions)}/call", "bold")
+    text.append(f"  {collective.runs.badge()}", "bold")
     text.append(f" · {collective.bytes_per_execution:,} B each · {count_text(collective.bytes_per_call)} B/call")
     if collective.in_conditional:
         text.append("  (in a cond branch: only when that branch runs)", "dim")
@@ -131,7 +131,7 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text.assemble((f" x{count_text(collective.executions)}/call ", STYLES.badge),
+        lines.append(Text.assemble((f" {collective.runs.badge()} ", STYLES.badge),
                                    f" {count_text(collective.bytes_per_call)} B/call"))
         style = "bold red"
     elif kind == "loop":
@@ -194,17 +194,18 @@ def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
     return text
 
 
-def overview(naive: "PlanResult", deferred: "PlanResult") -> Text:
-    """Two lines above the drawings: where each plan's collectives run, and how often."""
+def overview(*plans: "PlanResult") -> Text:
+    """A line per plan above the drawings: where its collectives run, and how often."""
     text = Text()
-    for plan in (naive, deferred):
+    width = max((len(p.name) for p in plans), default=0) + 1
+    for plan in plans:
         inside = plan.collectives_in_loops
-        text.append(f"{plan.name:<9}", "bold")
+        text.append(f"{plan.name:<{width}}", "bold")
         if inside:
             text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
         else:
             text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
-        text.append(f": {count_text(plan.executed_collectives)} run(s)/call, {count_text(plan.bytes_per_call)} B/call\n")
+        text.append(f": {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call\n")
     text.rstrip()
     return text
 
@@ -228,12 +229,21 @@ def plan_graph(plan: "PlanResult") -> Group:
     return Group(*parts)
 
 
+def comparison_graph(analysis: "Analysis", comparison: "Comparison") -> Group:
+    """The comparison's two plans, baseline first, under an overview line per plan."""
+    baseline, candidate = analysis.plans[comparison.baseline], analysis.plans[comparison.candidate]
+    return Group(overview(baseline, candidate), Text(), plan_graph(baseline), Text(), plan_graph(candidate))
+
+
 class GraphView(RenderedPane):
-    """The Graph tab: naive and deferred dataflow drawings, stacked, in one scrollable pane."""
+    """The Graph tab: the compared plans' dataflow drawings, stacked, in one scrollable pane."""
 
     NAME = "graph"
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
-        """Both plans of ``analysis``, naive first, under a two-line overview."""
-        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-        return Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))
+        """The default comparison's two plans of ``analysis``, baseline first."""
+        return comparison_graph(analysis, analysis.comparison)
+
+    def prepared_lines(self, prepared) -> list | None:
+        """The drawing the worker laid out (for the comparison picked in the app)."""
+        return prepared.graph_lines

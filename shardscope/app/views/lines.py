@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
@@ -69,14 +69,16 @@ class LinesView(ScrollView, can_focus=True):
             self._lay_out(renderable, fit_width)
         self.scroll_to(0, 0, animate=False)
 
+    def show_segments(self, lines: list[list[Segment]]) -> None:
+        """Show lines already laid out (by :func:`lay_out` in a worker thread)."""
+        self._texts, self._renderable = (), None
+        self._rendered = lines
+        self._reset(max((Segment.get_line_length(line) for line in lines), default=0), len(lines))
+        self.scroll_to(0, 0, animate=False)
+
     def _lay_out(self, renderable: RenderableType, fit_width: bool) -> None:
-        console = self.app.console
-        options = console.options
-        if fit_width:
-            width = max(self.scrollable_content_region.width, 20)
-        else:
-            width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
-        self._rendered = console.render_lines(renderable, options.update_width(width), pad=False)
+        width = max(self.scrollable_content_region.width, 20) if fit_width else None
+        self._rendered = lay_out(self.app.console, renderable, width)
         self._reset(max((Segment.get_line_length(line) for line in self._rendered), default=0), len(self._rendered))
 
     def _reset(self, width: int, height: int) -> None:
@@ -113,6 +115,24 @@ class LinesView(ScrollView, can_focus=True):
             return Strip(self._rendered[index])
         text = self._texts[index]
         return Strip(list(text.render(self.app.console, end="")), text.cell_len)
+
+
+def lay_out(console: Console, renderable: RenderableType, width: int | None = None) -> list[list[Segment]]:
+    """``renderable`` as lines of segments, ``width`` wide or at its natural width.
+
+    Pure rendering: a worker thread may call it with a console of its own (:func:`worker_console`).
+    """
+    options = console.options
+    if width is None:
+        width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
+    return console.render_lines(renderable, options.update_width(width), pad=False)
+
+
+def worker_console() -> Console:
+    """A console for laying out off the UI thread: the segments keep their styles, nothing is printed."""
+    import io
+
+    return Console(file=io.StringIO(), width=100_000, force_terminal=True, color_system="truecolor", legacy_windows=False)
 
 
 def offer_focus(body: Widget, *, unless_focused: bool = False) -> None:

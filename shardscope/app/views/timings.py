@@ -20,7 +20,6 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views.lines import offer_focus
-from shardscope.counts import count_text
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -33,7 +32,7 @@ MEMORY_ROWS = (
     ("output_size_in_bytes", "memory: outputs"),
     ("temp_size_in_bytes", "memory: temporaries"),
 )
-COLUMNS = ("naive", "deferred", "reference")
+REFERENCE = "reference"
 
 
 def seconds(value: float) -> str:
@@ -50,53 +49,52 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
-def _bounded(plan, text: str) -> str:
-    """``≤ 4`` when the plan's per-call totals are upper bounds (collectives in cond branches)."""
-    return f"≤ {text}" if plan.per_call_is_upper_bound else text
+def _columns(analysis: "Analysis") -> list[str]:
+    """Every plan of the analysis, then the reference."""
+    return [*analysis.plans, REFERENCE]
 
 
 def _runs(analysis: "Analysis") -> dict:
-    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.run_s}
+    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.run_s}
 
 
 def _compiles(analysis: "Analysis") -> dict:
-    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.compile_s}
+    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.compile_s}
 
 
 def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     """One row per quantity, one column per plan and the unchunked reference."""
     table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
     table.add_column("")
-    for name in COLUMNS:
+    columns = _columns(analysis)
+    for name in columns:
         table.add_column(name, justify="right")
     time_cell = (lambda v: HIDDEN) if hidden else seconds
     compiles, runs = _compiles(analysis), _runs(analysis)
-    table.add_row("compile", *(time_cell(compiles[n]) for n in COLUMNS))
-    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in COLUMNS))
-    table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
-    table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)), "—")
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)), "—")
-    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)), "—",
-                  end_section=True)
-    memories = {**{n: p.memory for n, p in analysis.plans.items()}, "reference": analysis.reference.memory}
+    table.add_row("compile", *(time_cell(compiles[n]) for n in columns))
+    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in columns))
+    table.add_row("run min", *(time_cell(runs[n].min) for n in columns))
+    table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
+    plans = list(analysis.plans.values())
+    table.add_row("collective runs per call", *(p.executed.text() for p in plans), "—")
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans), "—")
+    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), "—", end_section=True)
+    memories = {**{n: p.memory for n, p in analysis.plans.items()}, REFERENCE: analysis.reference.memory}
     for key, label in MEMORY_ROWS:
-        table.add_row(label, *(size((memories[n] or {}).get(key)) for n in COLUMNS))
+        table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
     table.add_section()
-    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in (naive, deferred)), "—")
+    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
     return table
 
 
-def ratio_line(analysis: "Analysis", hidden: bool) -> Text:
-    """``naive / deferred (median run time): 1.65x``."""
-    text = Text("naive / deferred (median run time): ", "bold")
+def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
+    """``deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)``: the comparison's speedup."""
+    comparison = comparison or analysis.comparison
     if hidden:
-        text.append("···x", "bold")
-    else:
-        speedup = analysis.speedup
-        text.append(f"{speedup:.2f}x", "bold green" if speedup > 1 else "bold yellow")
-    return text
+        return Text(f"{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
+    speedup = comparison.speedup
+    colour = "bold green" if speedup.measurable and speedup.median > 1 else "bold yellow"
+    return Text(comparison.speedup_text(), colour)
 
 
 def run_bars(analysis: "Analysis", hidden: bool) -> Table:
@@ -107,8 +105,9 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
     grid.add_column(min_width=10)
     grid.add_column(width=BAR_WIDTH)
     grid.add_column()
-    colours = {"naive": "red", "deferred": "green", "reference": "blue"}
-    for name in COLUMNS:
+    palette = ("red", "green", "magenta", "yellow", "cyan")
+    colours = {name: palette[k % len(palette)] for k, name in enumerate(analysis.plans)} | {REFERENCE: "blue"}
+    for name in _columns(analysis):
         median = runs[name].median
         end = BAR_WIDTH / 2 if hidden else BAR_WIDTH * median / longest
         label = HIDDEN if hidden else f"{seconds(median)}  (min {seconds(runs[name].min)}, max {seconds(runs[name].max)})"
@@ -118,23 +117,23 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
 
 def traced_only(analysis: "Analysis") -> Group:
     """What the tab says about an analysis that was traced but not compiled or timed."""
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+    plans = list(analysis.plans.values())
     table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
                   title_style="bold", header_style="bold")
     table.add_column("")
-    table.add_column("naive", justify="right")
-    table.add_column("deferred", justify="right")
-    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)))
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)))
-    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)))
+    for plan in plans:
+        table.add_column(plan.name, justify="right")
+    table.add_row("collective runs per call", *(p.executed.text() for p in plans))
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans))
+    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans))
     return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
-def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
+def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> Group:
     """The whole tab: the table, the ratio, the bars, and how the times were taken."""
     if not analysis.measured:
         return traced_only(analysis)
-    repeats = len(analysis.plans["naive"].run_s.samples)
+    repeats = len(next(iter(analysis.plans.values())).run_s.samples)
     note = (
         f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
         f"interleaved; backend {analysis.backend}"
@@ -146,7 +145,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
         cost_table(analysis, hidden),
         *warnings,
         Text(),
-        ratio_line(analysis, hidden),
+        ratio_line(analysis, hidden, comparison),
         Text(),
         Text("run time (median)", "bold"),
         run_bars(analysis, hidden),
@@ -188,6 +187,7 @@ class TimingsView(Widget):
     def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self._analysis: Analysis | None = None
+        self._comparison = None
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
     def compose(self) -> ComposeResult:
@@ -196,9 +196,10 @@ class TimingsView(Widget):
         with VerticalScroll():
             yield Static(id="timings-body")
 
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render the costs of ``analysis``."""
+    def show_analysis(self, analysis: "Analysis", prepared=None) -> None:
+        """Render the costs of ``analysis``; the speedup of the comparison ``prepared`` holds."""
         self._analysis = analysis
+        self._comparison = None if prepared is None else prepared.comparison
         self._render_analysis()
         self.remove_class("-empty")
         offer_focus(self.query_one(VerticalScroll), unless_focused=True)
@@ -213,4 +214,6 @@ class TimingsView(Widget):
 
     def _render_analysis(self) -> None:
         if self._analysis is not None and self.is_mounted:
-            self.query_one("#timings-body", Static).update(timings_renderable(self._analysis, self.measurements_hidden))
+            self.query_one("#timings-body", Static).update(
+                timings_renderable(self._analysis, self.measurements_hidden, self._comparison)
+            )
