@@ -190,9 +190,10 @@ def _run(args: argparse.Namespace) -> int:
         demo_file = load_demo_file(settings.path)
         # Before JAX starts: the backend starts every device asked for, and 20,000 hang it.
         mesh = settings.mesh
-        check_device_count(mesh.devices)
         if len(mesh.names) == 1:  # a 1-D mesh splits the batch over every device
             check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+        else:
+            check_device_count(mesh.devices)
         # enough devices that a count which does not divide N can be told what would
         ensure_devices(max(mesh.devices, DEFAULT_MAX_DEVICES))
         from shardscope.analysis import analyze

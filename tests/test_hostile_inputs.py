@@ -279,11 +279,12 @@ def test_a_nan_gradient_shows_as_nan_with_a_warning(tmp_path, capsys):
     path = write_demo(tmp_path, "nan.py", NAN_GRADIENT)
     assert main(["report", str(path), "-r", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [data["variants"][p]["max_abs_err"] for p in ("naive", "deferred")] == [None, None]
-    assert len(data["warnings"]) == 2 and "not finite" in data["warnings"][0]
+    plans = len(data["variants"])
+    assert plans >= 2 and [v["max_abs_err"] for v in data["variants"].values()] == [None] * plans
+    assert len(data["warnings"]) == plans and all("not finite" in w for w in data["warnings"])
     assert main(["report", str(path), "-r", "1"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "max_abs_err" in line)
-    assert row.count("nan") == 2, row
-    assert out.count("warning: the ") == 2
+    assert row.count("nan") == plans, row
+    assert out.count("warning: the ") == plans
 
