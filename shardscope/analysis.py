@@ -47,6 +47,7 @@ class PlanResult:
     run_s: Any = None  # shardscope.measure.RunTimes
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
+    cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
 
     @property
     def collectives_in_loops(self) -> int:
@@ -95,6 +96,8 @@ class Analysis:
     reference: ReferenceResult
     comparison: Comparison
     unavailable: dict[str, str] = field(default_factory=dict)
+    processes: int = 1  # JAX processes the devices span (jax.distributed)
+    collectives_transport: str = "in-process"  # how collectives cross processes: "in-process", "gloo", ...
     # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
     gradient_checks: tuple = ()
 
@@ -166,6 +169,7 @@ def analyze(
 
     from shardscope import dataflow, failures, plans
     from shardscope.demos import load_demo_file
+    from shardscope.distributed import collectives_transport
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
@@ -214,6 +218,8 @@ def analyze(
         reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),
         comparison=compare(results, baseline, candidate),
         unavailable={**built.unavailable, **unavailable},
+        processes=jax.process_count(),
+        collectives_transport=collectives_transport(),
     )
 
 
@@ -297,6 +303,7 @@ def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> 
             if name not in compiled:
                 continue
             out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+            out[name]["cost_analysis"] = measure.cost_summary(compiled[name])
             gradients[name] = plan.gradient(compiled[name](*built.args))
             out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
         out["gradient_checks"] = compare(gradients)

@@ -12,14 +12,36 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.analysis import Analysis, PlanResult
+    from shardscope.projection import Projection
 
 
-def to_json(analysis: "Analysis") -> dict[str, Any]:
+def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
+    ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
-    return _finite(_json(analysis))
+    data = _json(analysis)
+    data["projection"] = None if projection is None else projection_json(analysis, projection)
+    return _finite(data)
+
+
+def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
+    """The ``"projection"`` object, with the projected and measured ratios of the first two plans."""
+    from shardscope.projection import to_json as projected
+    from shardscope.projection_view import compared_pair
+
+    data = projected(projection)
+    pair = compared_pair(analysis)
+    if pair is not None:
+        baseline, candidate = pair
+        data["ratio"] = {
+            "baseline": baseline,
+            "candidate": candidate,
+            "projected": projection.ratio(baseline, candidate),
+            "measured": analysis.speedup,
+        }
+    return data
 
 
 def _finite(value: Any) -> Any:
@@ -49,6 +71,8 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "chunk_size": s.chunk_size,
         "chunks_per_device": s.chunks_per_device,
         "repeats": analysis.settings.repeats,
+        "processes": analysis.processes,
+        "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
         "comparison": {
             "baseline": comparison.baseline,
@@ -59,6 +83,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
             "text": comparison.speedup_text(),
         },
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
+        "compiler_note": compiler_note_of(analysis),
         "unavailable": dict(analysis.unavailable),
         "warnings": analysis.warnings,
         "gradient_checks": [
@@ -115,6 +140,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
         "max_abs_err": plan.max_abs_err,
+        "cost_analysis": plan.cost_analysis,
     }
 
 
@@ -124,8 +150,11 @@ def _times_json(times: Any) -> dict[str, float] | None:
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
 
 
-def render(analysis: "Analysis", console: "Console") -> None:
-    """Print the human report: headline, the plans side by side, every collective, a verdict."""
+def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None) -> None:
+    """Print the human report: headline, the plans side by side, every collective, a verdict.
+
+    With a ``projection``, a table of each plan's communication on that interconnect follows.
+    """
     from rich.table import Table
 
     for i, line in enumerate(headline(analysis)):
@@ -155,9 +184,30 @@ def render(analysis: "Analysis", console: "Console") -> None:
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+    if any(p.cost_analysis for p in analysis.plans.values()):
+        console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
+                      "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
     for warning in analysis.warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
+    note = compiler_note_of(analysis)
+    if note:
+        console.print(note, style="dim", highlight=False)
+    if projection is not None:
+        from shardscope.projection_view import render_projection
+
+        render_projection(analysis, projection, console)
+
+
+def compiler_note_of(analysis: "Analysis") -> str | None:
+    """The HLO note (what other compilers would do), or None when the plans were not compiled."""
+    from shardscope.hlo import compiler_note
+
+    compiled = {name: plan for name, plan in analysis.plans.items() if plan.hlo is not None}
+    if not compiled:
+        return None
+    backend = next(iter(compiled.values())).hlo.backend
+    return compiler_note(backend, {name: (p.collectives_in_loops, p.hlo.in_loops) for name, p in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:
@@ -180,6 +230,11 @@ def _hlo(plan: "PlanResult") -> str:
     return "-" if plan.hlo is None else f"{plan.hlo.count} ({plan.hlo.in_loops} in while)"
 
 
+def _cost_bytes(plan: "PlanResult") -> str:
+    """XLA's ``bytes accessed`` (a loop body counted once), beside shardscope's bytes per call."""
+    return "-" if not plan.cost_analysis else f"{plan.cost_analysis['bytes_accessed']:,.0f}"
+
+
 def _mem(plan: "PlanResult", key: str) -> str:
     if not plan.memory:
         return "-"
@@ -191,6 +246,7 @@ _ROWS = (
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
     ("  runs per call", lambda p: p.executed.text()),
     ("  bytes per call", lambda p: p.bytes.text()),
+    ("  XLA cost_analysis bytes", _cost_bytes),
     ("HLO collectives", _hlo),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),

@@ -30,7 +30,9 @@ def headline(analysis: "Analysis") -> list[str]:
         f"shardscope: {analysis.settings.path.name}::{analysis.function}",
         f"{mesh_text(analysis)}, batch N={s.batch}, "
         f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
-    ]
+    ] + ([] if analysis.processes == 1 else [
+        f"across {analysis.processes} processes (jax.distributed), collectives over {analysis.collectives_transport}"
+    ])
 
 
 def structure_summary(plan: "PlanResult") -> str:

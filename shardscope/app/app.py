@@ -37,8 +37,9 @@ TABS = (
     ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
     ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
     ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
+    ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
 )
-"""Tab id, title and view class; the key of each tab is its position (1-5).
+"""Tab id, title and view class; the key of each tab is its position (1-6).
 
 Only the Plans view is built before the first paint: the others import numpy and networkx
 (a third of a second), so a thread worker imports them after it and they are mounted then.
@@ -237,7 +238,7 @@ class ShardscopeApp(App[int]):
         self._step_collective(-1)
 
     def action_show_tab(self, tab: str) -> None:
-        """Show the tab ``tab`` (plans, graph, diff, timings or hlo)."""
+        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep)."""
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:

@@ -30,7 +30,8 @@ Sharded parameters (`param_specs=`) are gathered every chunk by naive, once by d
 | `e` | export the diff to `<function>-<devices>dev-c<chunk>.diff` (never overwrites) |
 | `n` / `N` | next / previous collective: expands and scrolls every plan tree |
 | `b` / `c` | step the compared baseline / candidate: the Diff and Graph tabs and the speedup follow |
-| `1`-`5` | tabs: Plans, Graph, Diff, Timings, HLO |
+| `1`-`6` | tabs: Plans, Graph, Diff, Timings, HLO, Sweep |
+| `s` | in the Sweep tab: sweep every chunk size of the current settings |
 | `tab` / `shift+tab` | move the focus |
 | `?` | this help |
 | `q` | quit |
@@ -46,6 +47,14 @@ collectives run inside them; expand them with `Enter` or a click. `{V:s}` marks 
 varies over mesh axis `s`. Collectives carry a badge with how often one call runs them
 (`psum_invariant[s]  x2/call`). `pvary`/`pcast` are casts: they change a value's type, they
 move no data.
+
+## Timings and Sweep
+
+The Timings tab ends with a projection of each plan's communication onto a real interconnect:
+pick a preset and a device count (the ring formulas and sources are in the README). The Sweep
+tab compiles and times every plan at every chunk size (in a worker: the app stays responsive)
+and charts run time and memory per device against chunk size; type a memory budget and the
+fastest point that fits is marked.
 
 ## Settings
 

@@ -166,10 +166,11 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"), ("hlo", "HloView")):
+            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
+                              ("hlo", "HloView"), ("sweep", "SweepView")):
                 assert type(app.query_one(f"#{tab}-view")).__name__ == name
-            assert app._stale_tabs == {"graph", "diff", "timings", "hlo"}  # only the visible tab rendered
+            assert app._stale_tabs == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
             await pilot.press("3")
-            assert app._stale_tabs == {"graph", "timings", "hlo"}
+            assert app._stale_tabs == {"graph", "timings", "hlo", "sweep"}
 
     run(scenario())

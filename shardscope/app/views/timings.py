@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from shardscope.app.views.lines import offer_focus
+from shardscope.app.views.projection import ProjectionPanel
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -195,12 +196,14 @@ class TimingsView(Widget):
         yield Static("No analysis yet: press r to run.", id="timings-placeholder")
         with VerticalScroll():
             yield Static(id="timings-body")
+            yield ProjectionPanel(measurements_hidden=self.measurements_hidden, id="timings-projection")
 
     def show_analysis(self, analysis: "Analysis", prepared=None) -> None:
         """Render the costs of ``analysis``; the speedup of the comparison ``prepared`` holds."""
         self._analysis = analysis
         self._comparison = None if prepared is None else prepared.comparison
         self._render_analysis()
+        self.query_one(ProjectionPanel).show_analysis(analysis)
         self.remove_class("-empty")
         offer_focus(self.query_one(VerticalScroll), unless_focused=True)
 
@@ -211,6 +214,10 @@ class TimingsView(Widget):
     def watch_measurements_hidden(self) -> None:
         """Re-render when the placeholders are switched on or off."""
         self._render_analysis()
+        if self.is_mounted and self._analysis is not None:
+            panel = self.query_one(ProjectionPanel)
+            panel.measurements_hidden = self.measurements_hidden
+            panel.show_analysis(self._analysis)
 
     def _render_analysis(self) -> None:
         if self._analysis is not None and self.is_mounted:
