@@ -448,14 +448,16 @@ def _check_devices_before_jax(settings: Settings) -> None:
     demo file to read its batch does not start the backend (example inputs are shapes).
     """
     mesh = settings.mesh
-    check_device_count(mesh.devices)
-    if len(mesh.names) == 1:  # a 1-D mesh splits the batch over every device
-        from shardscope.demos import load_demo_file
-        from shardscope.examples import batch_size
+    if len(mesh.names) > 1:
+        check_device_count(mesh.devices)
+        return
+    from shardscope.demos import load_demo_file
+    from shardscope.examples import batch_size
 
-        with contextlib.redirect_stdout(sys.stderr):
-            demo_file = load_demo_file(settings.path)
-        check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+    with contextlib.redirect_stdout(sys.stderr):
+        demo_file = load_demo_file(settings.path)
+    # a 1-D mesh splits the batch over every device: the hint lists every count that works
+    check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
 
 
 def _write_diff(text: str, output: str | None, force: bool) -> int:
