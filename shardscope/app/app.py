@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -26,8 +27,9 @@ from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunMessa
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
-from shardscope.app.status import StatusLine
-from shardscope.counts import count_text
+from shardscope.app.keys import DIFF_BINDINGS
+from shardscope.app.status import StatusLine, describe_settings
+from shardscope.app.summaries import done_text
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
 
@@ -53,24 +55,30 @@ class ShardscopeApp(App[int]):
 
     BINDINGS = [
         Binding("r", "run", "Run", id="run",
-                tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
+                tooltip="Run the analysis of the sidebar's settings (re-reads the demo file if it changed on disk)"),
         Binding("e", "export", "Export diff", id="export",
-                tooltip="Write the naive/deferred jaxpr diff to <function>-<devices>dev-c<chunk>.diff"),
+                tooltip="Export the jaxpr diff to FUNCTION-Ndev-cCHUNK.diff (never overwrites: adds a suffix)"),
         Binding("n", "next_collective", "Next coll.", id="next_collective",
-                tooltip="Expand and scroll both plan trees to the next collective"),
+                tooltip="Next collective: expand and scroll both plan trees to it"),
         Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
-                tooltip="Expand and scroll both plan trees to the previous collective"),
+                tooltip="Previous collective: expand and scroll both plan trees to it"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
                     tooltip=f"Show the {title} tab")
             for i, (tab, title, _) in enumerate(TABS, 1)
         ),
+        Binding("b", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
+                tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help",
+                tooltip="Help: the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
         Binding("escape", "escape", "Leave input", show=False, id="escape",
-                tooltip="Leave the input being typed in; else hide the error panel"),
+                tooltip="Leave the input being typed in; otherwise hide the error panel"),
     ]
+
+    NARROW = 100
+    """Under this many columns the sidebar hides by itself (``b`` brings it back)."""
 
     def __init__(
         self,
@@ -95,6 +103,8 @@ class ShardscopeApp(App[int]):
         self.profile = StartupProfile() if profile_startup else None
         self.hide_measurements = hide_measurements
         self._run_id = 0
+        self._run_settings: Settings | None = None  # the settings of the run in flight
+        self._sidebar_wanted: bool | None = None  # the user's b; None: by the terminal's width
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
 
@@ -112,6 +122,7 @@ class ShardscopeApp(App[int]):
             yield Sidebar(self.settings, self.max_devices, id="sidebar")
             with Vertical(id="main"):
                 yield ErrorPanel(id="error")
+                yield Static("", id="stale")
                 with TabbedContent(id="tabs", initial="plans"):
                     for i, (tab, title, _) in enumerate(TABS, 1):
                         with TabPane(f"{i} {title}", id=tab):
@@ -123,7 +134,26 @@ class ShardscopeApp(App[int]):
 
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
+        self._fit_sidebar()
         self.call_after_refresh(self._after_first_paint)
+
+    def on_resize(self) -> None:
+        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``b``)."""
+        self._fit_sidebar()
+
+    @property
+    def sidebar_shown(self) -> bool:
+        """True while the settings sidebar is on screen."""
+        return not self.query_one(Sidebar).has_class("-collapsed")
+
+    def _fit_sidebar(self) -> None:
+        narrow = self.size.width < self.NARROW
+        shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
+        sidebar = self.query_one(Sidebar)
+        sidebar.set_class(not shown, "-collapsed")
+        sidebar.set_class(narrow, "-narrow")
+        if not shown and self.focused is not None and sidebar in self.focused.ancestors:
+            self.set_focus(None)
 
     def _after_first_paint(self) -> None:
         if self.profile is not None:
@@ -156,7 +186,7 @@ class ShardscopeApp(App[int]):
         try:
             settings = self.query_one(Sidebar).requested_settings(self.settings)
         except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint)
+            self._show_error(exc.message, exc.hint, refused=True)
             return
         self.settings = settings
         self._start_run(analyze=True)
@@ -183,6 +213,11 @@ class ShardscopeApp(App[int]):
     def action_previous_collective(self) -> None:
         """Go to the previous collective in both plan trees."""
         self._step_collective(-1)
+
+    def action_toggle_sidebar(self) -> None:
+        """Show or hide the settings sidebar; the choice holds until the next ``b``."""
+        self._sidebar_wanted = not self.sidebar_shown
+        self._fit_sidebar()
 
     def action_show_tab(self, tab: str) -> None:
         """Show the tab ``tab`` (plans, graph, diff, timings or hlo)."""
@@ -212,7 +247,7 @@ class ShardscopeApp(App[int]):
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's own commands plus every shardscope binding."""
+        """The command palette: Textual's own commands plus every shardscope binding (the Diff tab's too)."""
         yield from super().get_system_commands(screen)
         for binding in self.BINDINGS:
             if isinstance(binding, Binding) and binding.action not in ("quit", "escape"):
@@ -221,6 +256,17 @@ class ShardscopeApp(App[int]):
                     binding.description, binding.tooltip,
                     lambda action=binding.action: self.call_later(self.run_action, action),
                 )
+        for binding in DIFF_BINDINGS:
+            yield SystemCommand(
+                binding.description, binding.tooltip,
+                lambda action=binding.action: self.call_later(self._run_diff_action, action),
+            )
+
+    async def _run_diff_action(self, action: str) -> None:
+        """Open the Diff tab and run one of its actions there (as its key would)."""
+        self.action_show_tab("diff")
+        if "diff" in self._mounted_views:
+            await self.run_action(action, self.query_one("#diff-view"))
 
     # -- the run ------------------------------------------------------------------------
 
@@ -228,9 +274,10 @@ class ShardscopeApp(App[int]):
         """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
         self._run_id += 1
         self.running = analyze
+        self._run_settings = self.settings if analyze else None
         self.query_one(StatusLine).show_settings(self.settings)
         if analyze:
-            self.query_one(StatusLine).show_stage("loading", 0.0)
+            self.query_one(StatusLine).show_stage("loading", 0.0, self.settings)
         request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
         self._run_worker(request)
 
@@ -246,7 +293,7 @@ class ShardscopeApp(App[int]):
     def on_run_progress(self, message: RunProgress) -> None:
         """Show the stage the current run reached."""
         if self._is_current(message) and self.running:
-            self.query_one(StatusLine).show_stage(message.stage, message.fraction)
+            self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
         """Offer the (re)loaded file's functions in the sidebar."""
@@ -261,6 +308,7 @@ class ShardscopeApp(App[int]):
         if not self._is_current(message):
             return
         self.running = False
+        self._run_settings = None
         # The analysis holds hundreds of thousands of objects that live until the next run: a
         # full GC pass over them during a key press costs ~150 ms. Freeze them out of the
         # collector; unfreeze first so the previous analysis can be collected.
@@ -271,11 +319,12 @@ class ShardscopeApp(App[int]):
         self.query_one(ErrorPanel).clear()
         self.query_one(Sidebar).show_resolved(analysis.settings)
         status = self.query_one(StatusLine)
-        status.show_settings(analysis.settings, analysis.shapes)
+        status.show_results(analysis.settings, analysis.shapes)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
-        status.show_done(self._done_text(analysis))
+        status.show_done(done_text(analysis, self.hide_measurements))
+        self._mark_stale()
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
@@ -286,6 +335,7 @@ class ShardscopeApp(App[int]):
             return
         self.running = False
         self._show_error(message.message, message.hint)
+        self._mark_stale()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
@@ -308,6 +358,49 @@ class ShardscopeApp(App[int]):
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
+    @on(Sidebar.Edited)
+    def _settings_edited(self) -> None:
+        self._mark_stale()
+
+    # -- stale results ------------------------------------------------------------------
+
+    @property
+    def stale(self) -> bool:
+        """True when results are on screen and the sidebar asks for other settings."""
+        return self.query_one("#stale", Static).has_class("-visible")
+
+    def _mark_stale(self) -> None:
+        """Say so, over the tabs and in the status line, when the sidebar differs from the results."""
+        banner = self.query_one("#stale", Static)
+        asked = self._sidebar_differs()
+        banner.set_class(asked is not None, "-visible")
+        if asked is None:
+            if self.query_one(StatusLine).state == "stale":
+                self.query_one(StatusLine).show_done(done_text(self.analysis, self.hide_measurements))
+            return
+        shown = describe_settings(self.analysis.settings, self.analysis.shapes)
+        banner.update(Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
+                                    "; the sidebar asks for ", asked, (". Press r to run it.", "bold")))
+        if self.query_one(StatusLine).state not in ("running", "failed"):
+            self.query_one(StatusLine).show_stale(asked)
+
+    def _sidebar_differs(self) -> Text | None:
+        """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
+        if self.analysis is None:
+            return None
+        shown = self.analysis.settings
+        draft = self.query_one(Sidebar).draft_settings(shown)
+        if draft is None:
+            return Text("a chunk size that is not a number")
+        changes = [
+            f"{label} {value}" for label, value, before in (
+                ("function", draft.function, shown.function),
+                ("mesh", f"{draft.axis}={draft.devices}", f"{shown.axis}={self.analysis.shapes.devices}"),
+                ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
+            ) if value != before
+        ]
+        return Text(", ".join(changes), "bold") if changes else None
+
     # -- helpers ------------------------------------------------------------------------
 
     def _refresh_tab(self, tab: str | None) -> None:
@@ -323,26 +416,19 @@ class ShardscopeApp(App[int]):
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
             self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
 
-    def _show_error(self, message: str, hint: str | None) -> None:
+    def _show_error(self, message: str, hint: str | None, *, refused: bool = False) -> None:
+        """The error panel; the status line names the settings that failed, not the ones on screen."""
         self.query_one(ErrorPanel).show_error(message, hint)
-        self.query_one(StatusLine).show_done("failed: see the error panel", failed=True)
+        status = self.query_one(StatusLine)
+        if refused:
+            status.show_failed(None, "the sidebar's settings were refused: see the error panel")
+        else:
+            status.show_failed(self._run_settings, "failed: see the error panel")
 
     def _step_collective(self, step: int) -> None:
         self.action_show_tab("plans")
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
-
-    def _done_text(self, analysis: Any) -> str:
-        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-        text = (
-            f"done: naive {count_text(naive.executed_collectives)} collective(s)/call, "
-            f"deferred {count_text(deferred.executed_collectives)}"
-        )
-        if analysis.speedup is not None and self.hide_measurements:
-            text += ", speedup ···x"
-        elif analysis.speedup is not None:
-            text += f", deferred {analysis.speedup:.2f}x faster" if analysis.speedup >= 1 else f", speedup {analysis.speedup:.2f}x"
-        return text
 
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")

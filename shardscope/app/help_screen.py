@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
+from shardscope.app.keys import help_rows, markdown_table
+
 HELP = """\
 # shardscope
 
@@ -20,27 +22,32 @@ Compare two plans for a chunked VJP under `jax.shard_map`:
 
 ## Keys
 
-| key | what it does |
-| --- | --- |
-| `r` | run the analysis (reloads the demo file first if it changed on disk) |
-| `e` | export the diff to `<function>-<devices>dev-c<chunk>.diff` (never overwrites) |
-| `n` / `N` | next / previous collective: expands and scrolls both plan trees |
-| `1`-`5` | tabs: Plans, Graph, Diff, Timings, HLO |
-| `tab` / `shift+tab` | move the focus |
-| `?` | this help |
-| `q` | quit |
-| `ctrl+p` | the command palette: every action |
+{keys}
 
 Keys work whatever has the focus, except while typing in an input: there `Enter` commits the
 value and `Escape` leaves the input. Outside an input `Escape` hides the error panel.
 
 ## The Plans tab
 
-One node per equation. Loops show their kind and trip count (`scan x2 loop`) and how many
-collectives run inside them; expand them with `Enter` or a click. `{V:s}` marks a value that
-varies over mesh axis `s`. Collectives carry a badge with how often one call runs them
-(`psum_invariant[s]  x2/call`). `pvary`/`pcast` are casts: they change a value's type, they
-move no data.
+One node per equation. A line that carries a badge starts with it: the runs per call of a
+collective (`x2/call psum_invariant_0[s]`), or of the collective equations inside a loop or
+call (`x16/call 1 collective equation in scan_1 scan x8`). Red badges run inside a loop (once
+per iteration); green ones once per call. Loops show their kind and trip count (`scan x2`);
+expand them with `Enter` or a click. `{{V:s}}` marks a value that varies over mesh axis `s`.
+`pvary`/`pcast` are casts: they change a value's type, they move no data. Long lines are cut
+with `…`; the full line of the node under the cursor shows under its tree.
+
+## Stale results
+
+The status line starts with the settings of the results on screen. When the sidebar asks for
+something else (another mesh, chunk size or function) a yellow bar over the tabs says so until
+you press `r`; a failed run names the settings that failed, and the results of the last good
+run stay on screen.
+
+## A small terminal
+
+Under 100 columns the sidebar folds away (`b` shows or hides it); the status line names the
+settings either way.
 
 ## Settings
 
@@ -52,9 +59,14 @@ change* switch on, a committed change (Enter in an input, a pick in a list) star
 ## Timing the start-up
 
 `shardscope FILE --profile-startup` writes one JSON line to stderr on exit,
-`{"first_paint_s": ..., "results_s": ...}`: seconds from the process start to the first
+`{{"first_paint_s": ..., "results_s": ...}}`: seconds from the process start to the first
 paint and to the first results on screen (also in the Textual log).
 """
+
+
+def help_text(app_bindings: list) -> str:
+    """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.keys`)."""
+    return HELP.format(keys=markdown_table(help_rows(app_bindings)))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -73,9 +85,9 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        """The help text, scrollable."""
+        """The help text, scrollable, with the key table made from the app's bindings."""
         with VerticalScroll():
-            yield Markdown(HELP)
+            yield Markdown(help_text(self.app.BINDINGS))
 
     def action_close(self) -> None:
         """Close the help screen."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, Tree
 
-from shardscope.app.plan_labels import badge_text
+from shardscope.app.plan_labels import LabelStyles, badge
 from shardscope.app.plan_tree import PlanTree
+from shardscope.app.summaries import hottest, plan_line
 
 PLANS = ("naive", "deferred")
 """The plans shown, left to right (the names of ``Analysis.plans``)."""
@@ -30,7 +32,8 @@ class PlansView(Widget):
     PlansView > Horizontal { height: 1fr; }
     PlansView .plan-column { width: 1fr; height: 1fr; }
     PlansView .plan-column:first-of-type { border-right: vkey $foreground 20%; }
-    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; }
+    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
+    PlansView .plan-details { height: auto; max-height: 4; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -45,6 +48,7 @@ class PlansView(Widget):
                 with Vertical(classes="plan-column"):
                     yield Static(self._waiting_header(name), id=f"{name}-header", classes="plan-header")
                     yield PlanTree(name, id=f"{name}-tree")
+                    yield Static("", id=f"{name}-details", classes="plan-details")
 
     def show_analysis(self, analysis: Any) -> None:
         """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
@@ -54,6 +58,17 @@ class PlansView(Widget):
             plan = analysis.plans[name]
             self.query_one(f"#{name}-header", Static).update(self._header(name, plan, None))
             self.tree(name).show_plan(plan)
+
+    def details(self, name: str) -> Static:
+        """The line under a tree: the full label of the node under its cursor."""
+        return self.query_one(f"#{name}-details", Static)
+
+    @on(Tree.NodeHighlighted)
+    def _show_details(self, event: Tree.NodeHighlighted) -> None:
+        """Details on demand: the tree cuts long labels; the full one shows under it."""
+        tree = event.control
+        if isinstance(tree, PlanTree):
+            self.details(tree.plan_name).update(tree.cursor_details)
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -104,13 +119,18 @@ class PlansView(Widget):
 
     @staticmethod
     def _header(name: str, plan: Any, at: int | None) -> Text:
-        """Role, summary and, once n/N moved, which collective the cursor is on."""
-        text = Text.assemble((f"{name} plan", "bold"), "  ", (PLAN_ROLES.get(name, ""), "dim"), "\n")
-        in_loops = plan.collectives_in_loops
-        text.append(plan.structure_summary(), "bold red" if in_loops else "bold green")
-        if at is not None:
-            collective = plan.collectives[at]
-            where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
-            text.append(f"\n> collective {at + 1} of {len(plan.collectives)}: ", "bold")
-            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} {where}, {badge_text(collective.executions)}")
+        """Summary, role, and the collective that runs most (or, once n/N moved, the one at the cursor)."""
+        text = Text.assemble((f"{name} plan", "bold"), "  ")
+        text.append_text(plan_line(plan))
+        text.append("\n")
+        text.append(PLAN_ROLES.get(name, ""), "dim")
+        collective = plan.collectives[at] if at is not None else hottest(plan)
+        if collective is None:
+            return text
+        label = f"n/N: {at + 1} of {len(plan.collectives)}" if at is not None else "most runs"
+        where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "once per call, outside loops"
+        text.append("\n")
+        text.append_text(badge(collective.executions, collective.in_loop, LabelStyles()))
+        text.append(f" {collective.equation_id.rsplit('/', 1)[-1]} {where}  ", "bold")
+        text.append(f"({label})", "dim")
         return text

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from shardscope.app.plan_labels import LabelStyles
+from shardscope.app.plan_labels import LabelStyles, badge
+from shardscope.app.summaries import plan_line
 from shardscope.app.views import layered
 from shardscope.counts import count_text
 from shardscope.app.views.pane import RenderedPane
@@ -64,13 +65,9 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
 
 
 def plan_summary(plan: "PlanResult") -> Text:
-    """The plan's headline: collectives, how many sit in loops, executions and bytes per call."""
+    """The plan's headline: runs per call, collective equations in loops, bytes per call."""
     text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
-    in_loops = plan.collectives_in_loops
-    text.append(f"{len(plan.collectives)} collective(s), ")
-    text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
-    bound = "at most " if plan.per_call_is_upper_bound else ""
-    text.append(f", {bound}{count_text(plan.executed_collectives)} executed/call, {bound}{count_text(plan.bytes_per_call)} B/call")
+    text.append_text(plan_line(plan))
     if plan.per_call_is_upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
@@ -83,11 +80,14 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
         text = Text("  " * (len(loop.enclosing_ids) + 1) + "⟳ ")
         text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
         if loop.collectives:
+            count = len(loop.collectives)
+            text.append("  ")
+            text.append_text(badge(loop.executed_collectives, True, STYLES))
+            text.append(f" {count} collective equation{'s' if count > 1 else ''} inside: ", "bold red")
             names = ", ".join(
                 f"{relative(c.equation_id, loop.equation_id)} x{count_text(c.executions)}/call" for c in loop.collectives[:4]
             )
             more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
-            text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
             text.append(names + more, "red")
         else:
             text.append("  free of collectives", "bold green")
@@ -96,17 +96,19 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
 
 
 def collective_line(plan: "PlanResult", collective) -> Text:
-    """``psum_invariant_0 over s  inside scan_0 [2 trips]  x2/call · 20 B each · 40 B/call``."""
-    text = Text("  ● ", "bold red")
-    text.append(short(collective.equation_id), "bold red")
-    text.append(f" over {','.join(collective.axes) or '?'}  ")
+    """``● x2/call psum_invariant_0 over s · 40 B/call (20 B/run)  inside scan_0 [2 trips]``: cost first."""
+    style = STYLES.collective(collective.in_loop)
+    text = Text("  ● ", style)
+    text.append_text(badge(collective.executions, collective.in_loop, STYLES))
+    text.append(" ")
+    text.append(short(collective.equation_id), style)
+    text.append(f" over {','.join(collective.axes) or '?'}")
+    text.append(f" · {count_text(collective.bytes_per_call)} B/call ({collective.bytes_per_execution:,} B/run)  ")
     if collective.in_loop:
         text.append("inside ")
         text.append_text(loop_path(plan, collective.loop_ids))
     else:
-        text.append("outside every loop", "bold green")
-    text.append(f"  x{count_text(collective.executions)}/call", "bold")
-    text.append(f" · {collective.bytes_per_execution:,} B each · {count_text(collective.bytes_per_call)} B/call")
+        text.append("once per call, outside every loop", STYLES.collective_once)
     if collective.in_conditional:
         text.append("  (in a cond branch: only when that branch runs)", "dim")
     return text
@@ -131,14 +133,15 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text.assemble((f" x{count_text(collective.executions)}/call ", STYLES.badge),
+        lines.append(Text.assemble(badge(collective.executions, collective.in_loop, STYLES),
                                    f" {count_text(collective.bytes_per_call)} B/call"))
-        style = "bold red"
+        style = "bold red" if collective.in_loop else "bold green"
     elif kind == "loop":
         loop = next(loop for loop in plan.loops if loop.equation_id == node)
         lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", STYLES.loop)
         if loop.collectives:
-            lines.append(Text(f"{len(loop.collectives)} collective(s) inside", "red"))
+            count = len(loop.collectives)
+            lines.append(Text(f"{count} collective equation{'s' if count > 1 else ''} inside", "red"))
         else:
             lines.append(Text("no collectives inside", "green"))
         style = "cyan"
@@ -188,23 +191,20 @@ def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
         text = Text("  body of ", "bold")
         text.append_text(loop_path(plan, loop_ids))
         executions = collectives[0].executions
-        text.append(f"  (runs {count_text(executions)}x per call): what feeds its collective(s)", "bold")
+        text.append(f"  (runs {count_text(executions)}x per call): what feeds its collectives", "bold")
     else:
-        text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collective(s)", "bold")
+        text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collectives", "bold")
     return text
 
 
-def overview(naive: "PlanResult", deferred: "PlanResult") -> Text:
-    """Two lines above the drawings: where each plan's collectives run, and how often."""
+def overview(plans: "dict[str, PlanResult]") -> Text:
+    """One line per plan above the drawings: how often its collectives run, and where."""
     text = Text()
-    for plan in (naive, deferred):
-        inside = plan.collectives_in_loops
-        text.append(f"{plan.name:<9}", "bold")
-        if inside:
-            text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
-        else:
-            text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
-        text.append(f": {count_text(plan.executed_collectives)} run(s)/call, {count_text(plan.bytes_per_call)} B/call\n")
+    width = max(len(name) for name in plans) + 1
+    for plan in plans.values():
+        text.append(f"{plan.name:<{width}}", "bold")
+        text.append_text(plan_line(plan))
+        text.append("\n")
     text.rstrip()
     return text
 
@@ -235,5 +235,7 @@ class GraphView(RenderedPane):
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
         """Both plans of ``analysis``, naive first, under a two-line overview."""
-        naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-        return Group(overview(naive, deferred), Text(), plan_graph(naive), Text(), plan_graph(deferred))
+        parts: list[RenderableType] = [overview(analysis.plans)]
+        for plan in analysis.plans.values():
+            parts += [Text(), plan_graph(plan)]
+        return Group(*parts)

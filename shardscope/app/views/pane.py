@@ -44,6 +44,11 @@ class RenderedPane(Widget):
     }
     """
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.analysis: "Analysis | None" = None
+        """The analysis the tab shows (None until the first)."""
+
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis, then its rendering."""
         yield Static("No analysis yet: press r to run.", id=f"{self.NAME}-placeholder", classes="pane-placeholder")
@@ -65,6 +70,7 @@ class RenderedPane(Widget):
 
     def show_analysis(self, analysis: "Analysis") -> None:
         """Render ``analysis`` into the body and take the focus unless an input has it."""
+        self.analysis = analysis
         self.body.show_renderable(self.render_analysis(analysis), fit_width=self.FIT_WIDTH)
         self.remove_class("-empty")
         offer_focus(self.body, unless_focused=True)

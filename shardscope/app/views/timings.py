@@ -13,14 +13,10 @@ from rich.bar import Bar
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.reactive import reactive
-from textual.widget import Widget
-from textual.widgets import Static
 
-from shardscope.app.views.lines import offer_focus
-from shardscope.counts import count_text
+from shardscope.app.summaries import IN_LOOP, ONCE, bounded, runs_per_call, speedup_text
+from shardscope.app.views.pane import RenderedPane
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -50,11 +46,6 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
-def _bounded(plan, text: str) -> str:
-    """``≤ 4`` when the plan's per-call totals are upper bounds (collectives in cond branches)."""
-    return f"≤ {text}" if plan.per_call_is_upper_bound else text
-
-
 def _runs(analysis: "Analysis") -> dict:
     return {**{name: plan.run_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.run_s}
 
@@ -66,37 +57,38 @@ def _compiles(analysis: "Analysis") -> dict:
 def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     """One row per quantity, one column per plan and the unchunked reference."""
     table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for name in COLUMNS:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     time_cell = (lambda v: HIDDEN) if hidden else seconds
     compiles, runs = _compiles(analysis), _runs(analysis)
     table.add_row("compile", *(time_cell(compiles[n]) for n in COLUMNS))
     table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in COLUMNS))
     table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
     table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)), "—")
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)), "—")
-    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)), "—",
-                  end_section=True)
+    _collective_rows(table, analysis, ("—",))
+    table.add_section()
     memories = {**{n: p.memory for n, p in analysis.plans.items()}, "reference": analysis.reference.memory}
     for key, label in MEMORY_ROWS:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in COLUMNS))
     table.add_section()
+    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in (naive, deferred)), "—")
     return table
 
 
+def _collective_rows(table: Table, analysis: "Analysis", tail: tuple[str, ...]) -> None:
+    """Runs per call (coloured by where they run), collective equations in loops, bytes per call."""
+    plans = (analysis.plans["naive"], analysis.plans["deferred"])
+    table.add_row("collective runs per call",
+                  *(Text(runs_per_call(p), IN_LOOP if p.collectives_in_loops else ONCE) for p in plans), *tail)
+    table.add_row("  equations in loops", *(f"{p.collectives_in_loops} of {len(p.collectives)}" for p in plans), *tail)
+    table.add_row("bytes per call (per device)", *(bounded(p, size(p.bytes_per_call)) for p in plans), *tail)
+
+
 def ratio_line(analysis: "Analysis", hidden: bool) -> Text:
-    """``naive / deferred (median run time): 1.65x``."""
-    text = Text("naive / deferred (median run time): ", "bold")
-    if hidden:
-        text.append("···x", "bold")
-    else:
-        speedup = analysis.speedup
-        text.append(f"{speedup:.2f}x", "bold green" if speedup > 1 else "bold yellow")
-    return text
+    """``deferred is 2.22x faster than naive (...)``: the one wording the status line uses too."""
+    return Text.assemble(speedup_text(analysis, hidden), style="bold")
 
 
 def run_bars(analysis: "Analysis", hidden: bool) -> Table:
@@ -118,15 +110,12 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
 
 def traced_only(analysis: "Analysis") -> Group:
     """What the tab says about an analysis that was traced but not compiled or timed."""
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
     table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
                   title_style="bold", header_style="bold")
-    table.add_column("")
-    table.add_column("naive", justify="right")
-    table.add_column("deferred", justify="right")
-    table.add_row("collectives executed", *(_bounded(p, count_text(p.executed_collectives)) for p in (naive, deferred)))
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in (naive, deferred)))
-    table.add_row("bytes moved (per device)", *(_bounded(p, size(p.bytes_per_call)) for p in (naive, deferred)))
+    table.add_column("", no_wrap=True)
+    table.add_column("naive", justify="right", no_wrap=True)
+    table.add_column("deferred", justify="right", no_wrap=True)
+    _collective_rows(table, analysis, ())
     return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
@@ -153,62 +142,26 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
     )
 
 
-class TimingsView(Widget):
-    """The Timings tab: compile and run times, collectives, bytes, memory and gradient error."""
+class TimingsView(RenderedPane):
+    """The Timings tab: compile and run times, collectives, bytes, memory and gradient error.
+
+    At its natural width, scrolling sideways when the pane is narrower: labels never wrap.
+    """
+
+    NAME = "timings"
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers (for screenshots that must not change)."""
 
-    DEFAULT_CLASSES = "-empty"
-    DEFAULT_CSS = """
-    TimingsView {
-        height: 1fr;
-    }
-    TimingsView #timings-placeholder {
-        display: none;
-        padding: 1 2;
-        color: $text-muted;
-    }
-    TimingsView.-empty #timings-placeholder {
-        display: block;
-    }
-    TimingsView.-empty VerticalScroll {
-        display: none;
-    }
-    TimingsView VerticalScroll {
-        height: 1fr;
-    }
-    TimingsView #timings-body {
-        padding: 0 1;
-    }
-    """
-
     def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._analysis: Analysis | None = None
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
-    def compose(self) -> ComposeResult:
-        """A placeholder until the first analysis, then the table and the bars."""
-        yield Static("No analysis yet: press r to run.", id="timings-placeholder")
-        with VerticalScroll():
-            yield Static(id="timings-body")
-
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render the costs of ``analysis``."""
-        self._analysis = analysis
-        self._render_analysis()
-        self.remove_class("-empty")
-        offer_focus(self.query_one(VerticalScroll), unless_focused=True)
-
-    def on_show(self) -> None:
-        """The tab was opened: let the table take the focus, so the arrow keys scroll it."""
-        offer_focus(self.query_one(VerticalScroll))
+    def render_analysis(self, analysis: "Analysis") -> Group:
+        """The whole tab for ``analysis``, measured times hidden or not."""
+        return timings_renderable(analysis, self.measurements_hidden)
 
     def watch_measurements_hidden(self) -> None:
         """Re-render when the placeholders are switched on or off."""
-        self._render_analysis()
-
-    def _render_analysis(self) -> None:
-        if self._analysis is not None and self.is_mounted:
-            self.query_one("#timings-body", Static).update(timings_renderable(self._analysis, self.measurements_hidden))
+        if self.analysis is not None and self.is_mounted:
+            self.body.show_renderable(self.render_analysis(self.analysis))
