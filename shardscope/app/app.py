@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -137,17 +137,17 @@ class ShardscopeApp(App[int]):
         self._fit_sidebar()
         self.call_after_refresh(self._after_first_paint)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``b``)."""
-        self._fit_sidebar()
+        self._fit_sidebar(event.size.width)
 
     @property
     def sidebar_shown(self) -> bool:
         """True while the settings sidebar is on screen."""
         return not self.query_one(Sidebar).has_class("-collapsed")
 
-    def _fit_sidebar(self) -> None:
-        narrow = self.size.width < self.NARROW
+    def _fit_sidebar(self, width: int | None = None) -> None:
+        narrow = (self.size.width if width is None else width) < self.NARROW
         shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
         sidebar = self.query_one(Sidebar)
         sidebar.set_class(not shown, "-collapsed")
@@ -266,6 +266,7 @@ class ShardscopeApp(App[int]):
         """Open the Diff tab and run one of its actions there (as its key would)."""
         self.action_show_tab("diff")
         if "diff" in self._mounted_views:
+            self._refresh_tab("diff")
             await self.run_action(action, self.query_one("#diff-view"))
 
     # -- the run ------------------------------------------------------------------------

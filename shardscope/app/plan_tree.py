@@ -201,11 +201,11 @@ class PlanTree(Tree[Entry]):
         else:
             for block in blocks:
                 key = block_key(entry.equation, block)
-                label = block_label(block, self._inside(key), self._label_styles())
+                label = block_label(block, self._inside(key), self.label_styles())
                 self._node_by_key[key] = node.add(label, Entry(key, block=block))
 
     def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        styles = self._label_styles()
+        styles = self.label_styles()
         for eqn in block.equations[start:stop]:
             label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), styles)
             entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
@@ -216,7 +216,7 @@ class PlanTree(Tree[Entry]):
             self.index.collectives[c] for c in self.index.order
             if self._parent_key(c) == parent.data.key and start <= self.index.positions[c] < stop
         ])
-        label = gap_label(stop - start, min(PAGE, stop - start), inside, self._label_styles())
+        label = gap_label(stop - start, min(PAGE, stop - start), inside, self.label_styles())
         parent.add(label, Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop)),
                    before=before, allow_expand=False)
 
@@ -249,7 +249,8 @@ class PlanTree(Tree[Entry]):
     def _inside(self, key: str) -> Inside:
         return self.index.inside.get(key, Inside())
 
-    def _label_styles(self) -> LabelStyles:
+    def label_styles(self) -> LabelStyles:
+        """The label styles, from the component classes of the current theme."""
         if self._styles is None:
             style = self.get_component_rich_style
             self._styles = LabelStyles(

@@ -99,6 +99,11 @@ class StatusLine(Static):
         return self._state
 
     @property
+    def state_text(self) -> Text:
+        """The second part, with its styles: what the run is doing or how it ended."""
+        return self._stage_text.copy()
+
+    @property
     def plain(self) -> str:
         """The line as plain text (what a test or a screen reader sees), on one line."""
         return Text.assemble(self._settings_text, SEPARATOR, self._stage_text).plain

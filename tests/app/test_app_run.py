@@ -29,7 +29,7 @@ def test_first_run_starts_by_itself_and_fills_every_place():
             assert analysis is not None and analysis.function == "linear"
             status = app.query_one(StatusLine).plain
             assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
-            assert "naive 2 collective(s)/call, deferred 1" in status
+            assert "done: naive 2 runs/call, deferred 1 runs/call" in status
             plans = app.query_one(PlansView)
             assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
             assert app.query_one("#sidebar").functions == ["linear"]

@@ -111,25 +111,31 @@ def _row_segments(row: Row, column: int) -> RenderResult:
 
 
 _TOKEN = re.compile(r"\S+\s*|\s+")
-_BREAK_AFTER = re.compile(r"[,(\[{=]")
+_BREAKS = (re.compile(r"[,=]"), re.compile(r"[(\[{]"))
+"""Where a word too long for a piece may break, best first: after a comma or ``=``, then a bracket."""
 
 
 def fold(line: str, width: int) -> list[str]:
     """``line`` cut into pieces of at most ``width`` characters, never inside a token.
 
-    Breaks fall between words; a word longer than a whole piece breaks after a ``,``, ``(``,
-    ``[``, ``{`` or ``=`` inside it, and only a word with no such place is cut mid-way.
-    Continuation pieces are indented like the line, plus two spaces, so they read as one.
+    Breaks fall between words; a word longer than a whole piece breaks after a ``,`` or ``=``
+    inside it, else after a bracket, and only a word with no such place is cut mid-way.
+    Continuation pieces are indented like the line, plus two spaces, so they read as one (less
+    when that leaves a word no room).
     """
     if len(line) <= width:
         return [line]
-    indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, width // 2)
+    tokens = _TOKEN.findall(line)
+    longest = max(len(token.rstrip()) for token in tokens)
+    indent = " " * max(min(len(line) - len(line.lstrip(" ")) + 2, width // 2, width - longest), 0)
     pieces: list[str] = []
     current = ""
-    for token in _split_long(_TOKEN.findall(line), width - len(indent)):
-        if current.strip() and len(current) + len(token.rstrip()) > width:
-            pieces.append(current.rstrip())
-            current = indent
+    for token in _split_long(tokens, width - len(indent)):
+        if len(current) + len(token.rstrip()) > width:
+            if current.strip():
+                pieces.append(current.rstrip())
+                current = indent
+            current = current[: max(width - len(token.rstrip()), 0)]  # indentation gives way to a word
         current += token
     pieces.append(current.rstrip())
     return pieces
@@ -140,8 +146,7 @@ def _split_long(tokens: list[str], room: int) -> list[str]:
     out: list[str] = []
     for token in tokens:
         while len(token.rstrip()) > room:
-            cuts = [m.end() for m in _BREAK_AFTER.finditer(token, 0, room)]
-            cut = cuts[-1] if cuts else room
+            cut = next((cuts[-1] for cuts in ([m.end() for m in p.finditer(token, 0, room)] for p in _BREAKS) if cuts), room)
             out.append(token[:cut])
             token = token[cut:]
         out.append(token)

@@ -99,7 +99,7 @@ class LinesView(ScrollView, can_focus=True):
         """The strip for screen row ``y``: the line under it, cropped to the visible columns."""
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
-        width = self.size.width
+        width = self.scrollable_content_region.width
         style = self.rich_style
         if index >= self.line_count:
             return Strip.blank(width, style)
