@@ -1,8 +1,11 @@
 """Drive the explorer on the demos and save an SVG screenshot of each tab into ``screenshots/``.
 
 ``make screenshots`` runs ``python -m screenshots.make``; ``--out DIR`` and ``--demo NAME``
-(repeatable) change where and what. The app runs exactly as a user starts it (the first
-analysis starts by itself); the script waits for its worker, then presses the tab keys.
+(repeatable) change where and what. The app runs as a user starts it (the first analysis
+starts by itself) except that measured times are hidden (``hide_measurements``: ``···`` in
+place of every wall-clock number), so the screenshots are the same on every run and a
+regeneration changes a file only when the screen changed; a file whose content is unchanged is
+not rewritten. The script waits for the app's worker, then presses the tab keys.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
     from shardscope.app import ShardscopeApp
     from shardscope.settings import Settings
 
-    app = ShardscopeApp(Settings(demo, repeats=REPEATS))
+    app = ShardscopeApp(Settings(demo, repeats=REPEATS), hide_measurements=True)
     saved = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
@@ -51,9 +54,11 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
 
 
 def save(app, out: Path, stem: str) -> Path:
-    """Write the current screen as ``out/<stem>.svg``."""
+    """Write the current screen as ``out/<stem>.svg`` unless the file already holds exactly that."""
     path = out / f"{stem}.svg"
-    path.write_text(app.export_screenshot(title=f"shardscope {stem}"), encoding="utf-8")
+    svg = app.export_screenshot(title=f"shardscope {stem}")
+    if not path.exists() or path.read_text(encoding="utf-8") != svg:
+        path.write_text(svg, encoding="utf-8")
     return path
 
 

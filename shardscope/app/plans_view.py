@@ -18,6 +18,8 @@ from shardscope.app.summaries import hottest, plan_line
 PLANS = ("naive", "deferred")
 """The plans shown, left to right (the names of ``Analysis.plans``)."""
 
+DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
+
 PLAN_ROLES = {
     "naive": "params invariant in the loop: the gradient is all-reduced every chunk",
     "deferred": "params cast to varying before the loop: one all-reduce after it",
@@ -32,8 +34,8 @@ class PlansView(Widget):
     PlansView > Horizontal { height: 1fr; }
     PlansView .plan-column { width: 1fr; height: 1fr; }
     PlansView .plan-column:first-of-type { border-right: vkey $foreground 20%; }
-    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
-    PlansView .plan-details { height: auto; max-height: 4; padding: 0 1; background: $boost; color: $text-muted; }
+    PlansView .plan-header { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
+    PlansView .plan-details { height: 2; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -48,7 +50,7 @@ class PlansView(Widget):
                 with Vertical(classes="plan-column"):
                     yield Static(self._waiting_header(name), id=f"{name}-header", classes="plan-header")
                     yield PlanTree(name, id=f"{name}-tree")
-                    yield Static("", id=f"{name}-details", classes="plan-details")
+                    yield Static(DETAILS_HINT, id=f"{name}-details", classes="plan-details")
 
     def show_analysis(self, analysis: Any) -> None:
         """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
@@ -68,7 +70,7 @@ class PlansView(Widget):
         """Details on demand: the tree cuts long labels; the full one shows under it."""
         tree = event.control
         if isinstance(tree, PlanTree):
-            self.details(tree.plan_name).update(tree.cursor_details)
+            self.details(tree.plan_name).update(tree.cursor_details, layout=False)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -99,7 +101,7 @@ class PlansView(Widget):
             if tree.collective_ids:
                 at = self.collective_index % len(tree.collective_ids)
                 tree.reveal(tree.collective_ids[at])
-            self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at))
+            self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at), layout=False)
         self._focus_a_tree()
         return self.collective_index
 
@@ -127,10 +129,10 @@ class PlansView(Widget):
         collective = plan.collectives[at] if at is not None else hottest(plan)
         if collective is None:
             return text
-        label = f"n/N: {at + 1} of {len(plan.collectives)}" if at is not None else "most runs"
+        label = f"{at + 1} of {len(plan.collectives)}:" if at is not None else "most runs:"
         where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "once per call, outside loops"
         text.append("\n")
         text.append_text(badge(collective.executions, collective.in_loop, LabelStyles()))
-        text.append(f" {collective.equation_id.rsplit('/', 1)[-1]} {where}  ", "bold")
-        text.append(f"({label})", "dim")
+        text.append(f" {label} ", "dim")
+        text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} {where}", "bold")
         return text

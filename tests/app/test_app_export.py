@@ -19,7 +19,8 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
             assert app.last_export == second
             assert second.read_text() == first.read_text()
             assert sorted(p.name for p in tmp_path.iterdir()) == ["linear-2dev-c16-1.diff", "linear-2dev-c16.diff"]
-            assert any(str(second) in n.message for n in app._notifications)
+            toasts = [str(toast.render()) for toast in app.screen.query("Toast")]
+            assert any(str(second) in text for text in toasts), toasts  # the user is told where
 
     run(scenario())
 

@@ -47,6 +47,11 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
                     if label.rstrip() not in row:  # cut: it must say so
                         assert row.rstrip().endswith("…"), row
             assert badges >= 4
+            await pilot.press("n")  # details on demand: the cut label, whole, under the tree
+            for name in ("naive", "deferred"):
+                tree = plans.tree(name)
+                assert str(plans.details(name).content) == tree.cursor_node.label.plain
+                assert tree.cursor_node.label.cell_len > tree.size.width, "a label that the tree had to cut"
 
     run(scenario())
 

@@ -32,7 +32,7 @@ def test_n_and_N_move_both_trees_to_their_collectives():
                 assert cursor_key(naive) == naive_ids[position]
                 assert cursor_key(deferred) == deferred_ids[position]
                 header = str(app.query_one("#naive-header").content)
-                assert re.search(rf"{naive_ids[position].rsplit('/', 1)[-1]} .*\(n/N: {position + 1} of 3\)", header)
+                assert re.search(rf"/call  {position + 1} of 3: {naive_ids[position].rsplit('/', 1)[-1]} ", header)
                 for tree in (naive, deferred):
                     node = tree.cursor_node
                     assert all(parent.is_expanded for parent in _ancestors(node))

@@ -100,7 +100,7 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
             GATE.set()
             await settle(pilot)
             assert first[0].state == WorkerState.CANCELLED
-            assert app.analysis is not None and app._run_id == 3  # load, run, run
+            assert app.analysis is not None and app.run_id == 3  # load, run, run
             assert not app.query_one("#error").shown
 
     run(scenario())
@@ -168,8 +168,11 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
             await settle(pilot)
             for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"), ("hlo", "HloView")):
                 assert type(app.query_one(f"#{tab}-view")).__name__ == name
-            assert app._stale_tabs == {"graph", "diff", "timings", "hlo"}  # only the visible tab rendered
+            views = {tab: app.query_one(f"#{tab}-view") for tab in ("graph", "diff", "timings", "hlo")}
+            assert all(view.analysis is None for view in views.values()), "only the visible tab renders"
             await pilot.press("3")
-            assert app._stale_tabs == {"graph", "timings", "hlo"}
+            await pilot.pause()
+            assert views["diff"].analysis is app.analysis
+            assert all(view.analysis is None for tab, view in views.items() if tab != "diff")
 
     run(scenario())

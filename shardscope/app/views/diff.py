@@ -188,6 +188,11 @@ class DiffView(Widget):
     }
     """
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.analysis: "Analysis | None" = None
+        """The analysis the tab shows (None until the first)."""
+
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis; a pane for each layout."""
         yield Static("No analysis yet: press r to run.", id="diff-placeholder")
@@ -201,6 +206,7 @@ class DiffView(Widget):
 
     def show_analysis(self, analysis: "Analysis") -> None:
         """Render the diff between the naive and deferred canonical texts of ``analysis``."""
+        self.analysis = analysis
         before = analysis.plans["naive"].canonical_text
         after = analysis.plans["deferred"].canonical_text
         self.query_one("#diff-unified", LinesView).show_lines(unified_lines(unified(before, after)))
