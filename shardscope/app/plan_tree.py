@@ -130,6 +130,7 @@ class PlanTree(Tree[Entry]):
         self.index = PlanIndex({}, {}, {}, (), {})
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
+        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
 
     def show_plan(self, plan: Any) -> None:
         """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
@@ -264,6 +265,24 @@ class PlanTree(Tree[Entry]):
                 loop=style("plan-tree--loop", partial=True),
             )
         return self._styles
+
+    def render_lines(self, crop):
+        """Render the visible lines, fetching the widget's style once for all of them.
+
+        ``Tree.render_line`` asks for ``rich_style`` on every line, which walks every ancestor's
+        styles; at a screenful of lines in two trees that was a large part of a key press.
+        """
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+    def render_line(self, y: int):
+        """One visible line (``Tree.render_line`` with the style of this render pass)."""
+        scroll_x, scroll_y = self.scroll_offset
+        style = self._pass_style or self.rich_style
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
 
     def get_label_width(self, node: TreeNode[Entry]) -> int:
         """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""

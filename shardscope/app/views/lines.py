@@ -39,6 +39,7 @@ class LinesView(ScrollView, can_focus=True):
         self._rendered: list[list[Segment]] | None = None
         self._renderable: RenderableType | None = None
         self._strips: LRUCache[int, tuple[Strip, int]] = LRUCache(2048)  # line -> (strip, content width)
+        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
 
     @property
     def line_count(self) -> int:
@@ -95,12 +96,20 @@ class LinesView(ScrollView, can_focus=True):
         super().notify_style_update()
         self._strips.clear()
 
+    def render_lines(self, crop):
+        """Render the visible lines, fetching the widget's style once (it walks every ancestor)."""
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
     def render_line(self, y: int) -> Strip:
         """The strip for screen row ``y``: the line under it, cropped to the visible columns."""
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
-        style = self.rich_style
+        style = self._pass_style or self.rich_style
         if index >= self.line_count:
             return Strip.blank(width, style)
         cached = self._strips.get(index)
