@@ -1,11 +1,45 @@
 """shardscope: see the communication plan of a chunked VJP under ``jax.shard_map``.
 
 Importing this package is cheap: it does not import JAX, Textual or networkx. Demo files only
-need :func:`demo`; the analysis lives in :mod:`shardscope.analysis`.
+need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any program and
+:mod:`shardscope.testing` asserts on it in tests.
 """
+
+import sys
+import types
+from typing import Any
 
 from shardscope.demos import demo
 from shardscope.errors import ShardscopeError
+from shardscope.programs import program
 
-__all__ = ["demo", "ShardscopeError"]
+
+def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.inspection.Inspection`.
+
+    Every collective with its loops, runs per call, bytes, value, source line and verdict;
+    ``print()`` shows the table, a notebook its HTML.
+    """
+    from shardscope.inspection import inspect as _inspect
+
+    return _inspect(fn, *args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    """Keeps ``shardscope.program`` the decorator once the submodule of that name is imported.
+
+    ``shardscope/program.py`` (the jaxpr model) predates the decorator; importing a submodule
+    sets it as an attribute of its package, which would replace the decorator program files use.
+    ``from shardscope.program import ...`` still finds the submodule in ``sys.modules``.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "program" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+__all__ = ["demo", "inspect", "program", "ShardscopeError"]
 __version__ = "0.1.0"

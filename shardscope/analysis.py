@@ -53,7 +53,7 @@ class PlanResult:
         """Every loop of the program with the collectives inside it (``dataflow.Loop``)."""
         from shardscope.dataflow import loops
 
-        return loops(self.program)
+        return loops(self.program, self.collectives)
 
     @property
     def collectives_in_loops(self) -> int:
@@ -177,9 +177,8 @@ def analyze(
 
     import jax
 
-    from shardscope import dataflow, plans
+    from shardscope import plans
     from shardscope.demos import load_demo_file
-    from shardscope.program import from_jaxpr
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
@@ -193,11 +192,11 @@ def analyze(
 
     results = {}
     for name in plans.PLAN_NAMES:
-        program = from_jaxpr(traced[name][0].jaxpr)
+        inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
         results[name] = PlanResult(
             name=name,
-            program=program,
-            collectives=dataflow.collectives(program),
+            program=inspection.program,
+            collectives=inspection.collectives,
             trace_s=traced[name][1],
             **measured.get(name, {}),
         )
@@ -213,6 +212,19 @@ def analyze(
         plans=results,
         reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),
     )
+
+
+def inspect_plan(traced: Any, name: str, args: tuple, trace_s: float) -> Any:
+    """A plan read by the same engine as any program (:func:`shardscope.inspection.inspect_traced`).
+
+    Its inputs are ``params``, ``x`` and the cotangent ``v``; its outputs are the gradients of
+    ``params``, named after the parameter they are the gradient of.
+    """
+    from shardscope.inspection import inspect_traced, pytree_names
+
+    params, x, v = args
+    inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
+    return inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
 
 
 def _trace(built: Any, names: tuple[str, ...], axis: str, report: Progress) -> dict[str, tuple[Any, float]]:

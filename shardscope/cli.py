@@ -14,7 +14,7 @@ from pathlib import Path
 from shardscope.errors import ShardscopeError
 from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
 
-COMMANDS = ("report", "diff", "open")
+COMMANDS = ("report", "diff", "open", "check")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
 
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{report,diff}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,diff,check}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
@@ -73,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_options(diff)
     diff.add_argument("-o", "--output", type=Path, help="write the diff to this file (atomically)")
     diff.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    check = sub.add_parser("check", help="lint any shard_map program: collectives in loops that need not be there")
+    check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo)")
+    check.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
+    check.add_argument("-d", "--devices", type=_positive,
+                       help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
+                            f"(default {DEFAULT_DEVICES})")
+    check.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    check.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     return parser
 
 
@@ -115,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        return _check(args)
     settings = settings_from(args)
     if args.command == "open":
         from shardscope.app import run_app
@@ -157,3 +167,24 @@ def _run(args: argparse.Namespace) -> int:
 
         render(analysis, Console())
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``shardscope check``: exit 1 when a loop holds a collective it does not need, else 0."""
+    from shardscope import check
+    from shardscope.demos import require_file
+    from shardscope.devices import ensure_devices
+
+    require_file(args.file)
+    ensure_devices(args.devices or DEFAULT_MAX_DEVICES)  # before the file builds its mesh
+    with contextlib.redirect_stdout(sys.stderr):
+        inspections = check.check_file(args.file, args.function, args.devices)
+    if args.json:
+        import json
+
+        print(json.dumps(check.to_json(args.file, inspections), allow_nan=False))
+    else:
+        from rich.console import Console
+
+        check.render(inspections, Console())
+    return check.exit_code(inspections)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.counts import total_executions
 from shardscope.program import Block, Equation, Program, qualify
@@ -35,6 +35,14 @@ class Collective:
     loop_trip_counts: tuple[int | None, ...]
     bytes_per_execution: int
     in_conditional: bool = False
+    value: str = ""  # the pytree path it carries (``params['Wh']``), else its source line
+    source: str = ""  # ``train_step.py:42 (loss)``: the user's line that made it
+    verdict: Any = None  # shardscope.verdicts.Verdict
+
+    @property
+    def verdict_kind(self) -> str:
+        """``deferrable``, ``loop_invariant`` or ``needed``."""
+        return self.verdict.kind if self.verdict is not None else "needed"
 
     @property
     def in_loop(self) -> bool:
@@ -57,8 +65,25 @@ def _product(counts: tuple[int | None, ...]) -> int | None:
     return None if any(c is None for c in counts) else prod(counts)
 
 
-def collectives(program: Program) -> tuple[Collective, ...]:
-    """Every collective equation of ``program`` in program order."""
+def collectives(
+    program: Program, input_names: Sequence[str] = (), output_names: Sequence[str] = ()
+) -> tuple[Collective, ...]:
+    """Every collective equation of ``program`` in program order, named and with its verdict.
+
+    ``input_names`` and ``output_names`` are the pytree paths of the program's inputs and
+    outputs (``params['Wh']``); a collective is named after the one output it reaches, else
+    the one input it comes from, else its source line.
+    """
+    from shardscope.program import short_source
+    from shardscope.valueflow import ValueIndex
+    from shardscope.verdicts import Classifier
+
+    sites = [site for site in program.sites() if site.equation.kind == "collective"]
+    if not sites:
+        return ()
+    index = ValueIndex(program)
+    classifier = Classifier(index)
+    inputs = [""] * (len(program.root.inputs) - len(input_names)) + list(input_names)
     return tuple(
         Collective(
             equation_id=site.equation.id,
@@ -68,10 +93,39 @@ def collectives(program: Program) -> tuple[Collective, ...]:
             loop_trip_counts=tuple(loop.trip_count for loop in site.loops),
             bytes_per_execution=payload_bytes(site.equation),
             in_conditional=site.in_conditional,
+            value=value_name(index, site.equation, inputs, output_names) or short_source(site.equation.source),
+            source=short_source(site.equation.source),
+            verdict=classifier.verdict(site.equation, site.loops),
         )
-        for site in program.sites()
-        if site.equation.kind == "collective"
+        for site in sites
     )
+
+
+def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str]) -> str:
+    """The program output or input ``eqn`` carries, or ``""`` when that is not one value.
+
+    A reduction is named after the one output it feeds (the gradient it sums), any other
+    collective after the one input it moves (the parameter an ``all_gather`` gathers); each
+    falls back on the other direction.
+    """
+    block_id = index.block_of[eqn.id].block.id
+
+    def forward() -> set[str]:
+        reached = index.forward(block_id, [v.name for v in eqn.outputs if v.name != "_"])
+        return {output_names[k] for _, k in reached if k < len(output_names) and output_names[k]}
+
+    def backward() -> set[str]:
+        sources = index.backward(block_id, [v.name for v in eqn.inputs])
+        return {input_names[k] for k in sources if k < len(input_names) and input_names[k]}
+
+    from shardscope.verdicts import REDUCTIONS
+
+    order = (forward, backward) if eqn.primitive in REDUCTIONS else (backward, forward)
+    for direction in order:
+        names = direction()
+        if len(names) == 1:
+            return names.pop()
+    return ""
 
 
 def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None:
@@ -132,9 +186,12 @@ class Loop:
         return total_executions(self.collectives)
 
 
-def loops(program: Program) -> tuple[Loop, ...]:
-    """Every loop of ``program`` in program order, with the collectives at any depth inside it."""
-    found = collectives(program)
+def loops(program: Program, found: tuple[Collective, ...] | None = None) -> tuple[Loop, ...]:
+    """Every loop of ``program`` in program order, with the collectives at any depth inside it.
+
+    ``found`` are the program's collectives when the caller already has them.
+    """
+    found = collectives(program) if found is None else found
     return tuple(
         Loop(
             equation_id=site.equation.id,

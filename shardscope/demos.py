@@ -103,6 +103,30 @@ def load_demo_file(path: str | Path) -> DemoFile:
     Raises :class:`DemoFileError` when the file is missing, fails to import, or has no demo.
     """
     path = require_file(path)
+    module, fingerprint = import_file(path)
+    functions = demo_functions(module)
+    if not functions:
+        raise DemoFileError(
+            f"{path} has no demo function.",
+            "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",
+        )
+    return DemoFile(path=path, functions=functions, fingerprint=fingerprint)
+
+
+def demo_functions(module: Any) -> dict[str, DemoFunction]:
+    """The functions of ``module`` marked with :func:`demo`, in definition order."""
+    return {
+        name: DemoFunction(name, value, getattr(value, _MARK))
+        for name, value in vars(module).items()
+        if callable(value) and isinstance(getattr(value, _MARK, None), DemoSpec)
+    }
+
+
+def import_file(path: Path) -> tuple[Any, str]:
+    """Import ``path`` as a fresh module: ``(module, fingerprint of its bytes)``.
+
+    Raises :class:`DemoFileError` with the failing line when the import fails.
+    """
     fingerprint = file_fingerprint(path)
     module_name = f"_shardscope_demo_{path.stem}_{fingerprint}"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -125,17 +149,7 @@ def load_demo_file(path: str | Path) -> DemoFile:
             f"Importing {path} failed: {type(exc).__name__}: {exc}",
             _where(exc, path),
         ) from exc
-    functions = {
-        name: DemoFunction(name, value, getattr(value, _MARK))
-        for name, value in vars(module).items()
-        if callable(value) and isinstance(getattr(value, _MARK, None), DemoSpec)
-    }
-    if not functions:
-        raise DemoFileError(
-            f"{path} has no demo function.",
-            "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",
-        )
-    return DemoFile(path=path, functions=functions, fingerprint=fingerprint)
+    return module, fingerprint
 
 
 @contextlib.contextmanager

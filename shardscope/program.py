@@ -107,6 +107,10 @@ class Equation:
     params: tuple[tuple[str, str], ...]
     blocks: tuple[Block, ...] = ()
     trip_count: int | None = None
+    # ``file.py:42 (fn)``: the user's line that made a collective (empty for other equations,
+    # whose source is never shown, and not compared: the same program traced from another file
+    # is the same program).
+    source: str = field(default="", compare=False)
 
     @property
     def kind(self) -> str:
@@ -269,8 +273,38 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         params=_short_params(eqn.params),
         blocks=blocks,
         trip_count=trip,
+        source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES else "",
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
+
+
+def _source(eqn: Any) -> str:
+    """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``."""
+    from jax._src import source_info_util
+
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    if frame is None:
+        return ""
+    return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
+
+
+def source_line(source: str) -> str:
+    """The text of the line a ``file:42 (fn)`` source points at (empty when unreadable)."""
+    import linecache
+
+    match = _SOURCE.match(source)
+    return linecache.getline(match["file"], int(match["line"])).strip() if match else ""
+
+
+def short_source(source: str) -> str:
+    """``train_step.py:42 (loss)``: a source without its directories."""
+    match = _SOURCE.match(source)
+    if not match:
+        return source
+    return f"{match['file'].rsplit('/', 1)[-1]}:{match['line']}{match['rest']}"
+
+
+_SOURCE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?P<rest>( \(.*\))?)$")
 
 
 def _sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:

@@ -66,6 +66,10 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
                 "bytes_per_call": c.bytes_per_call,
                 "equation": c.equation_id,
                 "in_conditional": c.in_conditional,
+                "value": c.value,
+                "source": c.source,
+                "verdict": c.verdict_kind,
+                "fix": None if c.verdict is None else c.verdict.fix,
             }
             for c in plan.collectives
         ],
@@ -116,15 +120,15 @@ def render(analysis: "Analysis", console: "Console") -> None:
     ref = analysis.reference
     console.print(table)
 
-    coll = Table(title="collectives (bytes per device)", title_justify="left")
-    for column in ("plan", "primitive", "axes", "loop trips", "runs/call", "B/run", "B/call"):
+    coll = Table(title="collectives (bytes per device)", title_justify="left", pad_edge=False)
+    for column in ("plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
         coll.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
     for plan in (naive, deferred):
         for c in plan.collectives:
             loops = " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
             style = "bold red" if c.in_loop else None
-            coll.add_row(plan.name, c.primitive, ",".join(c.axes), loops, count_text(c.executions),
-                         count_text(c.bytes_per_execution), count_text(c.bytes_per_call), style=style)
+            coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, count_text(c.executions),
+                         count_text(c.bytes_per_call), style=style)
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")

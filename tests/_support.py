@@ -45,3 +45,10 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
         [PYTHON, "-m", "shardscope", *map(str, args)],
         capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
     )
+
+
+def load_program_module(path: Path):
+    """Import a program file (the devices are already set by conftest) and return the module."""
+    from shardscope.demos import import_file
+
+    return import_file(path)[0]

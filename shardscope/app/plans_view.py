@@ -26,6 +26,25 @@ PLAN_ROLES = {
 }
 
 
+def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
+    """Steps of n/N: per step, each plan's position of the collective carrying one value.
+
+    Values repeat (two collectives of one source line): the k-th of a value pairs with the k-th.
+    """
+    steps: list[dict[str, int]] = []
+    where: dict[tuple[str, int], dict[str, int]] = {}
+    for name, found in collectives.items():
+        seen: dict[str, int] = {}
+        for position, c in enumerate(found):
+            key = (c.value, seen.get(c.value, 0))
+            seen[c.value] = key[1] + 1
+            if key not in where:
+                where[key] = {}
+                steps.append(where[key])
+            where[key][name] = position
+    return steps
+
+
 class PlansView(Widget):
     """Two :class:`PlanTree` columns; ``n``/``N`` walk both trees' collectives in step."""
 
@@ -78,28 +97,36 @@ class PlansView(Widget):
 
     @property
     def collective_count(self) -> int:
-        """The most collectives either plan has: the length of the n/N cycle."""
-        return max(len(self.tree(name).collective_ids) for name in PLANS)
+        """How many steps the n/N cycle has: one per pair of collectives carrying the same value."""
+        return len(self.pairs)
+
+    @property
+    def pairs(self) -> list[dict[str, int]]:
+        """The plans' collectives paired by the value they carry (``params['Wh']``), naive order first.
+
+        Each step maps a plan name to the position of its collective in ``plan.collectives``; a
+        collective with no partner of the same value in the other plan is a step of its own.
+        """
+        return pair_by_value({name: self._plans[name].collectives for name in PLANS if name in self._plans})
 
     def step_collective(self, step: int) -> int | None:
-        """Move both trees to the next (``step=1``) or previous (``-1``) collective.
+        """Move both trees to the next (``step=1``) or previous (``-1``) pair of collectives.
 
-        Both trees go to their collective at the same position (wrapping, and modulo their own
-        count when one plan has fewer). Returns the new position, or None when neither plan
-        has a collective.
+        Both trees go to the collective that carries the same value (wrapping); a tree whose plan
+        has no collective of that value stays where it is. Returns the new step, or None when
+        neither plan has a collective.
         """
-        count = self.collective_count
-        if not count:
+        pairs = self.pairs
+        if not pairs:
             return None
         if self.collective_index < 0:
-            self.collective_index = 0 if step > 0 else count - 1
+            self.collective_index = 0 if step > 0 else len(pairs) - 1
         else:
-            self.collective_index = (self.collective_index + step) % count
+            self.collective_index = (self.collective_index + step) % len(pairs)
         for name in PLANS:
             tree = self.tree(name)
-            at = None
-            if tree.collective_ids:
-                at = self.collective_index % len(tree.collective_ids)
+            at = pairs[self.collective_index].get(name)
+            if at is not None:
                 tree.reveal(tree.collective_ids[at])
             self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at), layout=False)
         self._focus_a_tree()
@@ -134,5 +161,6 @@ class PlansView(Widget):
         text.append("\n")
         text.append_text(badge(collective.executions, collective.in_loop, LabelStyles()))
         text.append(f" {label} ", "dim")
-        text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} {where}", "bold")
+        of_value = f" of {collective.value}" if collective.value else ""
+        text.append(f"{collective.equation_id.rsplit('/', 1)[-1]}{of_value} {where}", "bold")
         return text

@@ -1,0 +1,86 @@
+"""``shardscope check FILE``: the findings of every program in a file, as a CI lint.
+
+A program file's ``@shardscope.program`` functions are inspected as they are; a demo file's
+``@shardscope.demo`` functions are checked through their naive and deferred plans (the naive
+plan flags, the deferred plan passes). The CPU device count must already be set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from shardscope.settings import DEFAULT_DEVICES
+
+EXIT_CLEAN, EXIT_FLAGGED = 0, 1
+
+
+def check_file(path: Path, function: str | None = None, devices: int | None = None) -> list[Any]:
+    """The :class:`~shardscope.inspection.Inspection` of each program (or demo plan) in ``path``.
+
+    ``devices`` is the mesh size of a demo's plans (default: the report's); program files build
+    their own meshes.
+    """
+    from shardscope.demos import demo_functions, import_file, require_file
+    from shardscope.programs import no_program_error, pick, program_functions
+
+    path = require_file(path)
+    module, _ = import_file(path)
+    programs = program_functions(module)
+    if programs:
+        return [p.inspect() for p in pick(programs, function, path)]
+    demos = demo_functions(module)
+    if not demos:
+        raise no_program_error(path)
+    return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices)]
+
+
+def _demo_plans(path: Path, demo: Any, devices: int | None) -> list[Any]:
+    """A demo's plans, each as an inspection named ``demo[plan]`` (traced, not run)."""
+    from shardscope.analysis import analyze
+    from shardscope.demos import DemoFile
+    from shardscope.inspection import Inspection
+    from shardscope.settings import Settings
+
+    settings = Settings(path=path, function=demo.name, devices=devices or DEFAULT_DEVICES)
+    loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
+    analysis = analyze(settings, demo_file=loaded, measure=False, graphs=False)
+    return [
+        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s)
+        for name, plan in analysis.plans.items()
+    ]
+
+
+def exit_code(inspections: list[Any]) -> int:
+    """1 when any loop holds a deferrable or loop-invariant collective, else 0."""
+    return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN
+
+
+def to_json(path: Path, inspections: list[Any]) -> dict[str, Any]:
+    """The ``check --json`` object.
+
+    ``programs`` lists every program checked; with exactly one, its ``function``,
+    ``findings`` and ``collectives`` are also at the top level.
+    """
+    from shardscope.findings import finite, inspection_json
+
+    programs = [inspection_json(ins) for ins in inspections]
+    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs}
+    if len(programs) == 1:
+        result.update({k: programs[0][k] for k in ("function", "findings", "collectives")})
+    return finite(result)
+
+
+def render(inspections: list[Any], console: Any) -> None:
+    """Each program's findings table and fixes, then one line with the outcome."""
+    for ins in inspections:
+        console.print(ins)
+        console.print()
+    flagged = [ins.function for ins in inspections if ins.flagged]
+    if flagged:
+        console.print(f"check failed: {', '.join(flagged)} run collectives in loops that do not need to be there.",
+                      style="bold red", highlight=False)
+    else:
+        console.print("check passed: every collective inside a loop is needed there.", style="bold green",
+                      highlight=False)
+

@@ -1,0 +1,86 @@
+"""Program files: any function that uses ``jax.shard_map``, marked with :func:`program`.
+
+A program file is a plain Python module, like a demo file; ``@shardscope.program(args=...,
+kwargs=...)`` records the example arguments (pytrees of ``jax.ShapeDtypeStruct`` or arrays) that
+``shardscope check`` and :func:`shardscope.inspect` trace the function with. The CPU device count
+is set before the file is imported, so a module-level ``jax.make_mesh`` or ``Mesh`` works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shardscope.errors import DemoFileError, SettingsError
+
+_MARK = "__shardscope_program__"
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What :func:`program` records: the example positional and keyword arguments."""
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:
+    """Mark ``fn`` (jitted or not) as a program ``shardscope check`` analyses with these arguments."""
+    spec = ProgramSpec(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, _MARK, spec)
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class ProgramFunction:
+    """One marked function of a program file with its example arguments."""
+
+    name: str
+    fn: Callable
+    spec: ProgramSpec
+
+    def inspect(self) -> Any:
+        """Trace it on its example arguments: a :class:`~shardscope.inspection.Inspection`."""
+        from shardscope.inspection import inspect
+
+        result = inspect(self.fn, *self.spec.args, **self.spec.kwargs)
+        return result if result.function == self.name else _renamed(result, self.name)
+
+
+def _renamed(inspection: Any, name: str) -> Any:
+    from dataclasses import replace
+
+    return replace(inspection, function=name)
+
+
+def program_functions(module: Any) -> dict[str, ProgramFunction]:
+    """The functions of ``module`` marked with :func:`program`, in definition order."""
+    return {
+        name: ProgramFunction(name, value, getattr(value, _MARK))
+        for name, value in vars(module).items()
+        if callable(value) and isinstance(getattr(value, _MARK, None), ProgramSpec)
+    }
+
+
+def pick(functions: dict[str, Any], name: str | None, path: Path) -> list[Any]:
+    """All of ``functions``, or the one called ``name``."""
+    if name is None:
+        return list(functions.values())
+    if name not in functions:
+        raise SettingsError(f"{path.name} has no program or demo function {name!r}.",
+                            f"available: {', '.join(functions)}")
+    return [functions[name]]
+
+
+def no_program_error(path: Path) -> DemoFileError:
+    """The error for a file with neither programs nor demos."""
+    return DemoFileError(
+        f"{path} has no function marked @shardscope.program or @shardscope.demo.",
+        "mark your step function with @shardscope.program(args=(...)) and example arguments "
+        "(jax.ShapeDtypeStruct or arrays)",
+    )

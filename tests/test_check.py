@@ -1,0 +1,105 @@
+"""``shardscope check``: exit codes, the printed fix, the JSON fields, and every shipped demo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _support import DEMOS, run_cli
+
+from shardscope.check import check_file, exit_code
+
+FINDING_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes_per_call", "verdict", "source",
+                "value", "fix"}
+
+
+def test_check_step_exits_1_and_prints_the_fix():
+    result = run_cli("check", DEMOS / "train_step.py", "--function", "step")
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert "deferrable" in out and "out['W1']" in out and "out['W2']" in out
+    assert "lax.pcast(value, 'batch', to='varying')" in " ".join(out.split())
+    assert "check failed: step" in out
+
+
+def test_check_step_fixed_exits_0():
+    result = run_cli("check", DEMOS / "train_step.py", "--function", "step_fixed")
+    assert result.returncode == 0, result.stderr
+    assert "check passed" in result.stdout and "deferrable" not in result.stdout
+
+
+def test_check_json_has_the_issue_fields():
+    result = run_cli("check", DEMOS / "train_step.py", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert [p["function"] for p in data["programs"]] == ["step", "step_fixed"]
+    step, fixed = data["programs"]
+    assert len(step["findings"]) == 2 and fixed["findings"] == []
+    for finding in step["findings"]:
+        assert FINDING_KEYS <= set(finding)
+        assert finding["verdict"] == "deferrable" and finding["executions"] == 4
+        assert finding["loop_trip_counts"] == [4] and finding["axes"] == ["batch"]
+        assert finding["source"].startswith("train_step.py:") and finding["fix"]
+    assert sorted(f["value"] for f in step["findings"]) == ["out['W1']", "out['W2']"]
+    assert {c["verdict"] for c in fixed["collectives"]} == {"needed"}
+    assert [c["bytes_per_call"] for c in fixed["collectives"]] == [2048, 128]
+
+
+def test_check_json_of_one_function_has_its_fields_at_the_top():
+    result = run_cli("check", DEMOS / "pipeline.py", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["function"] == "pipeline" and data["exit_code"] == 0
+    (finding,) = data["findings"]
+    assert finding["primitive"] == "ppermute" and finding["verdict"] == "needed" and finding["fix"] is None
+    assert data["collectives"] == data["findings"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("missing.py",), "No such demo file"),
+        ((DEMOS / "train_step.py", "--function", "nope"), "has no program or demo function 'nope'"),
+    ],
+)
+def test_check_user_errors_exit_2(args, message):
+    result = run_cli("check", *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_a_file_without_programs_or_demos_exits_2(tmp_path):
+    path = tmp_path / "plain.py"
+    path.write_text("x = 1\n")
+    result = run_cli("check", path)
+    assert result.returncode == 2
+    assert "@shardscope.program" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_a_program_that_fails_to_trace_exits_2(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\nimport shardscope\n\n"
+        "@shardscope.program(args=(jax.ShapeDtypeStruct((2, 3), jnp.float32),))\n"
+        "def bad(x):\n    return x @ x\n"
+    )
+    result = run_cli("check", path)
+    assert result.returncode == 2
+    assert "bad fails to trace" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("demo", ["linear.py", "mlp.py", "rnn.py", "rbm.py"])
+def test_check_on_each_shipped_demo_flags_naive_and_passes_deferred(demo):
+    naive, deferred = check_file(DEMOS / demo)
+    assert naive.function.endswith("[naive]") and deferred.function.endswith("[deferred]")
+    assert naive.flagged and all(c.verdict_kind == "deferrable" for c in naive.findings)
+    assert len(naive.flagged) == len(naive.collectives)
+    assert not deferred.flagged and deferred.findings == ()
+    assert exit_code([naive, deferred]) == 1 and exit_code([deferred]) == 0
+
+
+def test_check_on_the_deep_demo(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "6")
+    naive, deferred = check_file(DEMOS / "deep.py")
+    assert len(naive.flagged) == len(naive.collectives) > 6
+    assert not deferred.flagged

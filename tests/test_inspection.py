@@ -1,0 +1,177 @@
+"""shardscope.inspect and the verdicts, on real jaxprs: demos, plans, while loops, nested loops."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import shardscope
+from _support import load_program_module
+
+from conftest import DEMOS
+
+SDS = jax.ShapeDtypeStruct
+
+
+def rows(inspection):
+    """(primitive, value, loop trip counts, runs per call, bytes per call, verdict) per collective."""
+    return [
+        (c.primitive, c.value, c.loop_trip_counts, c.executions, c.bytes_per_call, c.verdict_kind)
+        for c in inspection.collectives
+    ]
+
+
+@pytest.fixture(scope="module")
+def train_step():
+    return load_program_module(DEMOS / "train_step.py")
+
+
+def test_train_step_naive_all_reduces_every_micro_batch_and_is_deferrable(train_step):
+    ins = shardscope.inspect(train_step.step, train_step.params, train_step.xs, train_step.ys)
+    # W2 is 32x1 f32 (128 B), W1 16x32 f32 (2,048 B); 4 micro-batches
+    assert rows(ins) == [
+        ("psum_invariant", "out['W2']", (4,), 4, 512, "deferrable"),
+        ("psum_invariant", "out['W1']", (4,), 4, 8192, "deferrable"),
+    ]
+    assert ins.executed_collectives == 8 and len(ins.flagged) == 2
+    for c in ins.collectives:
+        assert c.source.startswith("train_step.py:") and "(loss)" in c.source
+        assert c.verdict.executions_after == 1
+        assert "lax.pcast(value, 'batch', to='varying')" in c.verdict.fix and "1 run(s)/call instead of 4" in c.verdict.fix
+
+
+def test_train_step_fixed_reduces_once_after_the_loop(train_step):
+    ins = shardscope.inspect(train_step.step_fixed, train_step.params, train_step.xs, train_step.ys)
+    assert rows(ins) == [
+        ("psum_invariant", "out['W1']", (), 1, 2048, "needed"),
+        ("psum_invariant", "out['W2']", (), 1, 128, "needed"),
+    ]
+    assert ins.flagged == () and ins.findings == ()
+
+
+def test_pipeline_ppermute_in_fori_loop_is_needed():
+    module = load_program_module(DEMOS / "pipeline.py")
+    ins = shardscope.inspect(module.pipeline, module.weights, module.inputs)
+    # per device: 8 x 16 f32 activations = 512 B, sent on each of 4 steps
+    assert rows(ins) == [("ppermute", "out", (4,), 4, 2048, "needed")]
+    assert ins.flagged == ()
+    assert "must run in the loop" in ins.collectives[0].verdict.reason
+
+
+def _mesh(n=4):
+    return Mesh(np.array(jax.devices()[:n]), ("d",))
+
+
+def test_while_loop_with_unknown_trip_count_counts_as_unknown():
+    mesh = _mesh()
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P("d")), out_specs=P())
+    def solve(w, x):
+        def body(carry):
+            h, _ = carry
+            h = jnp.tanh(h @ w)
+            total = lax.psum(jnp.sum(x), "d")  # the same every iteration
+            return h, lax.psum(jnp.sum(h * h), "d") / total  # read by the condition: needed
+
+        h, _ = lax.while_loop(lambda c: c[1] > 1e-3, body, (x, lax.psum(jnp.sum(x), "d")))
+        return lax.psum(jnp.sum(h, 0), "d")
+
+    ins = shardscope.inspect(solve, SDS((8, 8), jnp.float32), SDS((16, 8), jnp.float32))
+    found = rows(ins)
+    assert [r[2:] for r in found] == [
+        ((), 1, 4, "needed"),
+        ((None,), None, None, "loop_invariant"),
+        ((None,), None, None, "needed"),
+        ((), 1, 32, "needed"),
+    ]
+    assert found[1][1] == "x"  # named after the input it reduces
+    assert ins.executed_collectives is None
+    assert ins.counts() == {"psum_invariant": None}
+    hoist = ins.collectives[1].verdict
+    assert hoist.hoist_bytes == 4 and hoist.executions_after == 1
+    assert "4 B result per device" in hoist.fix and "an unknown number" in hoist.fix
+    text = str(ins)
+    assert "unknown" in text and "loop_invariant" in text
+
+
+def test_nested_loops_gather_is_invariant_and_reduce_scatter_deferrable_out_of_both():
+    mesh = _mesh()
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("d"), P(None, None, "d")), out_specs=P("d"))
+    def fsdp(w_shard, xs):
+        def outer(acc, x_outer):
+            def inner(acc, x):
+                w = lax.all_gather(w_shard, "d", tiled=True)
+                g = jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
+                return acc + lax.psum_scatter(g, "d", tiled=True), None
+
+            return lax.scan(inner, acc, x_outer)[0], None
+
+        return lax.scan(outer, jnp.zeros_like(w_shard), xs)[0]
+
+    ins = shardscope.inspect(fsdp, SDS((8, 8), jnp.float32), SDS((3, 2, 16, 8), jnp.float32))
+    # per device: the 2x8 shard (64 B) gathers into 8x8 (256 B); the 8x8 gradient (256 B) scatters
+    assert rows(ins) == [
+        ("all_gather", "w_shard", (3, 2), 6, 6 * 64, "loop_invariant"),
+        ("reduce_scatter", "out", (3, 2), 6, 6 * 256, "deferrable"),
+    ]
+    gather, scatter = (c.verdict for c in ins.collectives)
+    assert len(gather.loop_ids) == 2 and gather.executions_after == 1 and gather.hoist_bytes == 256
+    assert len(scatter.loop_ids) == 2 and scatter.executions_after == 1
+    assert "lax.psum_scatter(acc, 'd')" in scatter.fix
+
+
+def test_a_reduction_read_by_the_next_iteration_is_needed():
+    mesh = _mesh()
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("d"), P(None, "d")), out_specs=P("d"))
+    def normalise(h, xs):
+        def body(h, x):
+            return h / lax.psum(jnp.sum(h * x), "d"), None
+
+        return lax.scan(body, h, xs)[0]
+
+    ins = shardscope.inspect(normalise, SDS((8,), jnp.float32), SDS((5, 8), jnp.float32))
+    assert [r[2:] for r in rows(ins)] == [((5,), 5, 20, "needed")]
+
+
+@pytest.mark.parametrize(
+    ("demo", "naive"),
+    [
+        ("linear.py", [("params", (2,), 2, 40)]),
+        ("rnn.py", [("params['Wh']", (2, 8), 16, 16384), ("params['b']", (2,), 2, 128), ("params['Wx']", (2,), 2, 512)]),
+    ],
+)
+def test_plans_go_through_the_same_engine(analysis_of, demo, naive):
+    analysis = analysis_of(demo)
+    plan = analysis.plans["naive"]
+    assert [(c.value, c.loop_trip_counts, c.executions, c.bytes_per_call) for c in plan.collectives] == naive
+    assert all(c.verdict_kind == "deferrable" and c.verdict.executions_after == 1 for c in plan.collectives)
+    deferred = analysis.plans["deferred"]
+    assert sorted(c.value for c in deferred.collectives) == sorted(v for v, *_ in naive)
+    assert all(not c.in_loop and c.verdict_kind == "needed" for c in deferred.collectives)
+
+
+def test_inspection_renders_as_rich_text_and_html(train_step):
+    ins = shardscope.inspect(train_step.step, train_step.params, train_step.xs, train_step.ys)
+    text = str(ins)
+    assert "psum_invariant[batch]" in text and "out['W1']" in text and "deferrable" in text
+    assert "Fix: cast" in text
+    html = ins._repr_html_()
+    assert html.lstrip().startswith("<!DOCTYPE html>") and "deferrable" in html
+    assert ins.__rich__() is not None
+
+
+def test_inspect_reports_a_function_that_does_not_trace():
+    def broken(x):
+        return x @ jnp.ones((3, 3))
+
+    with pytest.raises(shardscope.ShardscopeError, match="broken fails to trace"):
+        shardscope.inspect(broken, SDS((2, 2), jnp.float32))
