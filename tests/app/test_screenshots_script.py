@@ -14,7 +14,7 @@ def test_regenerating_the_screenshots_changes_nothing(tmp_path, monkeypatch):
     first = asyncio.run(make.shoot(DEMOS / "linear.py", tmp_path))
     contents = {path.name: path.read_bytes() for path in first}
     written = {path.name: path.stat().st_mtime_ns for path in first}
-    assert sorted(contents) == sorted(f"linear-{tab}.svg" for _, tab in make.TABS) + ["linear-diff-side-by-side.svg"]
+    assert sorted(contents) == sorted([*(f"linear-{tab}.svg" for _, tab in make.TABS), "linear-diff-side-by-side.svg"])
     timings = contents["linear-timings.svg"].decode()
     assert "···" in timings and " ms" not in timings.replace("···&#160;ms", "")  # no measured time on screen
     second = asyncio.run(make.shoot(DEMOS / "linear.py", tmp_path))
