@@ -110,7 +110,7 @@ class PlanTree(Tree[Entry]):
     }
 
     DEFAULT_CSS = """
-    PlanTree { height: 1fr; background: $surface; }
+    PlanTree { height: 1fr; background: $surface; overflow-x: hidden; }
     PlanTree > .plan-tree--type { color: $text-muted; }
     PlanTree > .plan-tree--varying { color: $text-warning; }
     PlanTree > .plan-tree--collective-in-loop { color: $text-error; text-style: bold; }

@@ -89,7 +89,8 @@ class PlansView(Widget):
         """Details on demand: the tree cuts long labels; the full one shows under it."""
         tree = event.control
         if isinstance(tree, PlanTree):
-            self.details(tree.plan_name).update(tree.cursor_details, layout=False)  # fixed height: no relayout
+            details = tree.cursor_details or DETAILS_HINT
+            self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
