@@ -122,6 +122,13 @@ class Analysis:
     shapes: Any  # shardscope.plans.Shapes
     plans: dict[str, PlanResult]
     reference: ReferenceResult
+    # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
+    gradient_checks: tuple = ()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know that no number shows on its own: plans that disagree."""
+        return [check.warning for check in self.gradient_checks if check.warning]
 
     @property
     def measured(self) -> bool:
@@ -204,6 +211,7 @@ def analyze(
             results[name].graph  # noqa: B018 - built here, in the caller's (worker) thread
     reference = measured.get("reference", {})
     return Analysis(
+        gradient_checks=measured.get("gradient_checks", ()),
         settings=settings,
         function=demo_fn.name,
         description=demo_fn.spec.description,
@@ -248,6 +256,7 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
     import jax
 
     from shardscope import hlo, measure, plans
+    from shardscope.crosscheck import compare
 
     compiled, compile_s = {}, {}
     for i, name in enumerate(traced):
@@ -268,13 +277,16 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
     report("checking", 0.0)
     expected = compiled["reference"](*built.args)
     backend = jax.default_backend()
-    out: dict[str, dict[str, Any]] = {
+    out: dict[str, Any] = {
         name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
         for name in compiled
     }
+    gradients = {}
     for name in plans.PLAN_NAMES:
         out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        out[name]["max_abs_err"] = measure.max_abs_err(compiled[name](*built.args), expected)
+        gradients[name] = compiled[name](*built.args)
+        out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
+    out["gradient_checks"] = compare(gradients)
     report("checking", 1.0)
     return out
 

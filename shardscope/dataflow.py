@@ -84,6 +84,7 @@ def collectives(
     index = ValueIndex(program)
     classifier = Classifier(index)
     inputs = [""] * (len(program.root.inputs) - len(input_names)) + list(input_names)
+    named = any(inputs) or any(output_names)
     return tuple(
         Collective(
             equation_id=site.equation.id,
@@ -93,7 +94,7 @@ def collectives(
             loop_trip_counts=tuple(loop.trip_count for loop in site.loops),
             bytes_per_execution=payload_bytes(site.equation),
             in_conditional=site.in_conditional,
-            value=value_name(index, site.equation, inputs, output_names) or short_source(site.equation.source),
+            value=(named and value_name(index, site.equation, inputs, output_names)) or short_source(site.equation.source),
             source=short_source(site.equation.source),
             verdict=classifier.verdict(site.equation, site.loops),
         )

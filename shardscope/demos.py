@@ -106,6 +106,14 @@ def load_demo_file(path: str | Path) -> DemoFile:
     module, fingerprint = import_file(path)
     functions = demo_functions(module)
     if not functions:
+        from shardscope.programs import program_functions
+
+        if program_functions(module):
+            raise DemoFileError(
+                f"{path} is a program file (@shardscope.program), not a demo file.",
+                f"shardscope check {path} analyses its programs; the explorer, report and diff build "
+                "plans from @shardscope.demo functions",
+            )
         raise DemoFileError(
             f"{path} has no demo function.",
             "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",

@@ -46,6 +46,12 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "repeats": analysis.settings.repeats,
         "speedup": analysis.speedup,
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
+        "warnings": analysis.warnings,
+        "gradient_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.gradient_checks
+        ],
         "reference": {
             "compile_s": analysis.reference.compile_s,
             "run_s": _times_json(analysis.reference.run_s),
@@ -133,6 +139,8 @@ def render(analysis: "Analysis", console: "Console") -> None:
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
     console.print(verdict(analysis), highlight=False)
+    for warning in analysis.warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False)
 
 
 def verdict(analysis: "Analysis") -> str:

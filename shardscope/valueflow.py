@@ -24,7 +24,7 @@ class BlockFacts:
     outer: "BlockFacts | None"
     uses: dict[str, list[tuple[Equation, int]]] = field(default_factory=dict)  # value -> (user, operand position)
     output_positions: dict[str, list[int]] = field(default_factory=dict)
-    producers: dict[str, Equation] = field(default_factory=dict)
+    producers: dict[str, tuple[Equation, int]] = field(default_factory=dict)  # value -> (definer, output k)
     input_positions: dict[str, int] = field(default_factory=dict)
 
 
@@ -34,6 +34,7 @@ class ValueIndex:
     def __init__(self, program: Program) -> None:
         self.blocks: dict[str, BlockFacts] = {}
         self.block_of: dict[str, BlockFacts] = {}  # equation id -> the block it sits in
+        self._operands: dict[str, dict[str, str]] = {}  # block id -> {input name: outer operand}
         self._add(program.root, None, None)
 
     def _add(self, block: Block, owner: Equation | None, outer: BlockFacts | None) -> None:
@@ -44,8 +45,8 @@ class ValueIndex:
             self.block_of[eqn.id] = facts
             for position, value in enumerate(eqn.inputs):
                 facts.uses.setdefault(value.name, []).append((eqn, position))
-            for value in eqn.outputs:
-                facts.producers[value.name] = eqn
+            for k, value in enumerate(eqn.outputs):
+                facts.producers[value.name] = (eqn, k)
             for sub in eqn.blocks:
                 self._add(sub, eqn, facts)
         for position, value in enumerate(block.outputs):
@@ -66,14 +67,17 @@ class ValueIndex:
 
     def operand_of(self, facts: BlockFacts, input_name: str) -> str | None:
         """The outer value that feeds ``facts``' input ``input_name`` (None at the program's inputs)."""
-        eqn = facts.owner
-        if eqn is None:
+        if facts.owner is None:
             return None
-        sub = facts.block
-        for k in range(len(eqn.inputs)):
-            if self.sub_input(eqn, sub, k) == input_name:
-                return eqn.inputs[k].name
-        return None
+        if facts.block.id not in self._operands:
+            eqn, sub = facts.owner, facts.block
+            feeds = {}
+            for k, operand in enumerate(eqn.inputs):
+                inner = self.sub_input(eqn, sub, k)
+                if inner is not None:
+                    feeds[inner] = operand.name
+            self._operands[facts.block.id] = feeds
+        return self._operands[facts.block.id].get(input_name)
 
     def forward(self, block_id: str, names: Iterator[str] | list[str]) -> set[tuple[str, int]]:
         """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``.
@@ -120,7 +124,7 @@ class ValueIndex:
             facts = self.blocks[key[0]]
             producer = facts.producers.get(key[1])
             if producer is not None:
-                stack.extend(self._producer_sources(facts, producer, key[1]))
+                stack.extend(self._producer_sources(facts, *producer))
             elif key[1] in facts.input_positions:
                 if facts.owner is None:
                     reached.add(facts.input_positions[key[1]])
@@ -131,11 +135,10 @@ class ValueIndex:
                 stack.extend(self._carry_back(facts, key[1]))
         return reached
 
-    def _producer_sources(self, facts: BlockFacts, eqn: Equation, name: str) -> list[tuple[str, str]]:
-        """What an equation's output is computed from: its inputs, or its blocks' outputs."""
+    def _producer_sources(self, facts: BlockFacts, eqn: Equation, k: int) -> list[tuple[str, str]]:
+        """What an equation's output ``k`` is computed from: its inputs, or its blocks' outputs ``k``."""
         if not eqn.blocks:
             return [(facts.block.id, v.name) for v in eqn.inputs]
-        k = [v.name for v in eqn.outputs].index(name)
         return [(sub.id, sub.outputs[k].name) for sub in eqn.blocks if sub.role != "cond" and k < len(sub.outputs)]
 
     def _carry_back(self, facts: BlockFacts, input_name: str) -> list[tuple[str, str]]:
@@ -143,8 +146,8 @@ class ValueIndex:
         if ".carry" not in input_name or facts.owner is None or facts.owner.kind != "loop":
             return []
         body = next(b for b in facts.owner.blocks if b.role == "body")
-        carries = [v.name for v in facts.block.inputs if ".carry" in v.name]
-        k = carries.index(input_name)
+        first_carry = next(i for i, v in enumerate(facts.block.inputs) if ".carry" in v.name)
+        k = facts.input_positions[input_name] - first_carry
         return [(body.id, body.outputs[k].name)] if k < len(body.outputs) else []
 
     def owner_chain(self, eqn_id: str) -> Iterator[BlockFacts]:

@@ -52,3 +52,16 @@ def load_program_module(path: Path):
     from shardscope.demos import import_file
 
     return import_file(path)[0]
+
+
+# Each chunk picks a branch by its first example, so devices take different branches; the naive
+# plan's all-reduces sit inside those branches (seen on jax 0.10.2: naive and deferred disagree).
+GATED_COND_DEMO = '''
+@shardscope.demo(
+    params={"a": jax.ShapeDtypeStruct((5,), jnp.float32), "b": jax.ShapeDtypeStruct((5,), jnp.float32)},
+    x=jax.ShapeDtypeStruct((64, 5), jnp.float32),
+)
+def gated(p, x):
+    """A branch per chunk, picked by the chunk's first example."""
+    return lax.cond(x[0, 0] > 0, lambda: jnp.tanh(x @ p["a"]) * 3, lambda: (x @ p["b"]) ** 2)
+'''

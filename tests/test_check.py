@@ -103,3 +103,10 @@ def test_check_on_the_deep_demo(monkeypatch):
     naive, deferred = check_file(DEMOS / "deep.py")
     assert len(naive.flagged) == len(naive.collectives) > 6
     assert not deferred.flagged
+
+
+def test_report_on_a_program_file_points_at_check():
+    result = run_cli("report", DEMOS / "train_step.py")
+    assert result.returncode == 2
+    assert "is a program file" in result.stderr and "shardscope check" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -175,3 +175,59 @@ def test_inspect_reports_a_function_that_does_not_trace():
 
     with pytest.raises(shardscope.ShardscopeError, match="broken fails to trace"):
         shardscope.inspect(broken, SDS((2, 2), jnp.float32))
+
+
+def _loss(w, x):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+@jax.custom_vjp
+def _custom(w, x):
+    return jnp.sum(jnp.sin(x @ w))
+
+
+def _custom_fwd(w, x):
+    return _custom(w, x), (w, x)
+
+
+def _custom_bwd(residuals, g):
+    w, x = residuals
+    return lax.psum(x.T @ (jnp.cos(x @ w) * g), "d"), jnp.zeros_like(x)
+
+
+_custom.defvjp(_custom_fwd, _custom_bwd)
+
+
+@pytest.mark.parametrize(
+    ("label", "grad_fn"),
+    [
+        ("nested jit", jax.jit(jax.grad(_loss))),
+        ("checkpoint", jax.grad(jax.checkpoint(_loss))),
+        ("custom_vjp", jax.grad(_custom)),
+    ],
+)
+def test_the_reduction_is_found_deferrable_through_calls_inside_the_loop(label, grad_fn):
+    def accumulate(w, xs):  # not jitted: inspect jits it
+        def body(acc, x):
+            return acc + grad_fn(w, x), None
+
+        return lax.scan(body, jnp.zeros_like(w), xs)[0]
+
+    fn = jax.shard_map(accumulate, mesh=_mesh(), in_specs=(P(), P(None, "d")), out_specs=P())
+    ins = shardscope.inspect(fn, SDS((8, 8), jnp.float32), SDS((3, 16, 8), jnp.float32))
+    assert [(c.primitive, c.value, c.loop_trip_counts, c.executions, c.verdict_kind) for c in ins.collectives] == [
+        ("psum_invariant", "out", (3,), 3, "deferrable")
+    ], label
+
+
+def test_an_accumulation_through_a_cond_is_conservatively_needed():
+    def accumulate(w, xs):
+        def body(acc, x):
+            g = jax.grad(_loss)(w, x)
+            return lax.cond(jnp.sum(acc) > 1e9, lambda: acc, lambda: acc + g), None
+
+        return lax.scan(body, jnp.zeros_like(w), xs)[0]
+
+    fn = jax.shard_map(accumulate, mesh=_mesh(), in_specs=(P(), P(None, "d")), out_specs=P())
+    ins = shardscope.inspect(fn, SDS((8, 8), jnp.float32), SDS((3, 16, 8), jnp.float32))
+    assert [(c.executions, c.verdict_kind) for c in ins.collectives] == [(3, "needed")]

@@ -71,4 +71,6 @@ def done_text(analysis: Any, hidden: bool = False) -> Text:
     if speedup:
         text.append("; ")
         text.append_text(speedup)
+    if analysis.warnings:
+        text.append("; warning: the plans' gradients differ (see Timings)", "bold yellow")
     return text

@@ -130,8 +130,10 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
     )
     if hidden:
         note += "; measured times hidden"
+    warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
         cost_table(analysis, hidden),
+        *warnings,
         Text(),
         ratio_line(analysis, hidden),
         Text(),

@@ -1,0 +1,56 @@
+"""The gradient cross-check between plans: dtype-aware, warned in the report, the JSON and the app."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _support import GATED_COND_DEMO, run_cli, write_demo
+
+from shardscope.crosscheck import compare, relative_tolerance
+
+GATED = GATED_COND_DEMO
+
+
+def test_tolerance_follows_the_dtype():
+    assert relative_tolerance(jnp.float32) == pytest.approx(3.4527e-4, rel=1e-3)
+    assert relative_tolerance(jnp.bfloat16) == pytest.approx(0.0884, rel=1e-2)
+    assert relative_tolerance(jnp.complex64) == relative_tolerance(jnp.float32)
+    assert relative_tolerance(jnp.float64) < 1e-7
+
+
+def test_compare_flags_a_difference_beyond_rounding_only():
+    grads = {"w": np.linspace(-10, 10, 50, dtype=np.float32)}
+    close = {"w": grads["w"] * np.float32(1 + 1e-6)}
+    (same,) = compare({"naive": grads, "deferred": close})
+    assert same.agree and same.warning is None and same.tolerance == pytest.approx(10 * relative_tolerance(np.float32))
+    far = {"w": grads["w"] + np.float32(0.01)}
+    (diff,) = compare({"naive": grads, "deferred": far})
+    assert not diff.agree and diff.max_abs_diff == pytest.approx(0.01, rel=1e-3)
+    assert diff.warning.startswith("the naive and deferred plans' gradients differ by 1.00e-02")
+    nan = {"w": np.full(50, np.nan, dtype=np.float32)}
+    assert not compare({"naive": grads, "deferred": nan})[0].agree
+
+
+def test_report_warns_when_the_plans_disagree(tmp_path):
+    path = write_demo(tmp_path, "gated.py", GATED)
+    result = run_cli("report", path, "--chunk-size", "4", "--repeats", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    (check,) = data["gradient_checks"]
+    assert (check["baseline"], check["candidate"], check["agree"]) == ("naive", "deferred", False)
+    assert check["max_abs_diff"] > 1.0 and check["dtype"] == "float32"
+    (warning,) = data["warnings"]
+    assert "gradients differ by" in warning and "lax.cond" in warning
+    text = run_cli("report", path, "--chunk-size", "4", "--repeats", "1")
+    assert "warning: the naive and deferred plans' gradients differ" in " ".join(text.stdout.split())
+
+
+def test_agreeing_plans_give_no_warning(analysis_of):
+    analysis = analysis_of("rnn.py")
+    (check,) = analysis.gradient_checks
+    assert check.agree and analysis.warnings == []
+    assert check.max_abs_diff <= check.tolerance
+
