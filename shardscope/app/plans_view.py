@@ -61,6 +61,8 @@ class PlansView(Widget):
         super().__init__(**kwargs)
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}
+        self._pairs: list[dict[str, int]] | None = None  # pair_by_value of the plans shown
+        self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
 
     def compose(self) -> ComposeResult:
         """A header and a tree per plan."""
@@ -75,6 +77,7 @@ class PlansView(Widget):
         """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
         self.collective_index = -1
         self._plans = analysis.plans
+        self._pairs = None
         for name in PLANS:
             plan = analysis.plans[name]
             self.query_one(f"#{name}-header", Static).update(self._header(name, plan, None))
@@ -87,10 +90,18 @@ class PlansView(Widget):
     @on(Tree.NodeHighlighted)
     def _show_details(self, event: Tree.NodeHighlighted) -> None:
         """Details on demand: the tree cuts long labels; the full one shows under it."""
-        tree = event.control
-        if isinstance(tree, PlanTree):
-            details = tree.cursor_details or DETAILS_HINT
-            self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
+        if isinstance(event.control, PlanTree):
+            self._show_details_of(event.control)
+
+    def _show_details_of(self, tree: PlanTree) -> None:
+        """Show the full label of ``tree``'s cursor node, unless it already shows."""
+        node = tree.cursor_node
+        key = None if node is None or node.data is None else node.data.key
+        if self._details_key.get(tree.plan_name, ...) == key:
+            return  # a repaint that changes nothing still costs a compositor pass
+        self._details_key[tree.plan_name] = key
+        details = tree.cursor_details or DETAILS_HINT
+        self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -108,7 +119,9 @@ class PlansView(Widget):
         Each step maps a plan name to the position of its collective in ``plan.collectives``; a
         collective with no partner of the same value in the other plan is a step of its own.
         """
-        return pair_by_value({name: self._plans[name].collectives for name in PLANS if name in self._plans})
+        if self._pairs is None:
+            self._pairs = pair_by_value({name: self._plans[name].collectives for name in PLANS if name in self._plans})
+        return self._pairs
 
     def step_collective(self, step: int) -> int | None:
         """Move both trees to the next (``step=1``) or previous (``-1``) pair of collectives.
@@ -129,6 +142,7 @@ class PlansView(Widget):
             at = pairs[self.collective_index].get(name)
             if at is not None:
                 tree.reveal(tree.collective_ids[at])
+                self._show_details_of(tree)  # now, in this key's repaint, not after its highlight message
             self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at), layout=False)
         self._focus_a_tree()
         return self.collective_index
