@@ -74,8 +74,11 @@ class LinesView(ScrollView, can_focus=True):
     def _lay_out(self, renderable: RenderableType, fit_width: bool) -> None:
         console = self.app.console
         options = console.options
-        if fit_width:
-            width = max(self.scrollable_content_region.width, 20)
+        if fit_width:  # leave room for a vertical scrollbar that the lines may bring
+            room = self.scrollable_content_region.width
+            if not self.show_vertical_scrollbar:
+                room -= self.styles.scrollbar_size_vertical
+            width = max(room, 20)
         else:
             width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
         self._rendered = console.render_lines(renderable, options.update_width(width), pad=False)
