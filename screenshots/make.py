@@ -32,6 +32,23 @@ async def wait_for_analysis(pilot) -> None:
     raise RuntimeError(f"no analysis of {app.settings.path.name}: is the demo broken?")
 
 
+async def screen_settled(pilot) -> None:
+    """Wait until the screen stops changing: the footer recomposes its keys after a focus change,
+    a refresh or two after the key that caused it, and a screenshot must not catch it half done."""
+    from textual.widgets import Footer
+
+    footer = pilot.app.screen.query_one(Footer)
+    previous = None
+    for _ in range(50):
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        keys = tuple(str(child.render()) for child in footer.children)
+        if keys and keys == previous:
+            return
+        previous = keys
+    raise RuntimeError("the screen never settled")
+
+
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
     from shardscope.app import ShardscopeApp
@@ -43,12 +60,12 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
         await wait_for_analysis(pilot)
         for key, tab in TABS:
             await pilot.press(key)
-            await pilot.pause()
+            await screen_settled(pilot)
             saved.append(save(app, out, f"{demo.stem}-{tab}"))
         await pilot.press("3")
         app.query_one("#diff-unified").focus()
         await pilot.press("s")
-        await pilot.pause()
+        await screen_settled(pilot)
         saved.append(save(app, out, f"{demo.stem}-diff-side-by-side"))
     return saved
 

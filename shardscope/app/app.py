@@ -224,10 +224,12 @@ class ShardscopeApp(App[int]):
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
-        """Show the help screen."""
+        """Show the help screen (or close it: ``?`` toggles it)."""
         from shardscope.app.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
 
-        if not isinstance(self.screen, HelpScreen):
+        if isinstance(self.screen, HelpScreen):  # a second ? that arrived before the screen took the keys
+            self.screen.dismiss()
+        else:
             self.push_screen(HelpScreen())
 
     def action_escape(self) -> None:
