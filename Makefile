@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-quick screenshots clean
+.PHONY: demo test test-newest bench bench-quick screenshots clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -18,6 +18,22 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests
 
+# The suite again on the newest Python found (pyenv or python3.N on PATH) with the newest JAX pip
+# gives it (jax 0.12.x on Python 3.13), in a second venv.
+NEWEST_VENV := .venv-newest
+NEWEST_STAMP := $(NEWEST_VENV)/.installed
+
+$(NEWEST_STAMP): pyproject.toml
+	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
+	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test]' jax
+	@touch $(NEWEST_STAMP)
+
+test-newest: $(NEWEST_STAMP)
+	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
+	$(NEWEST_VENV)/bin/python -m pytest -n 2 tests
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 
@@ -28,4 +44,4 @@ screenshots: $(STAMP)
 	$(BIN)/python -m screenshots.make
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST_VENV) build *.egg-info .pytest_cache

@@ -5,8 +5,9 @@ On 8 simulated CPU devices, for a linear layer ``f(W, x) = x @ W`` with ``M`` pa
 ``T`` steps, at several chunks per device. The per-device batch ``B`` is fixed, so every
 chunk count does the same arithmetic: only the number of all-reduces changes.
 
-The floor is the deferred plan without its final ``psum``: each device returns its partial
-gradient, stacked over the mesh axis (``out_specs=P(axis)``). It does the same chunked compute
+The floor is the registry's ``floor`` plan (``shardscope.plans.FLOOR``): the deferred plan
+without its final ``psum``; each device returns its partial gradient, stacked over the mesh axis
+(``out_specs=P(axis)``). It does the same chunked compute
 and no communication; the benchmark checks that its jaxpr and its compiled HLO have no
 collective. ``naive - floor`` is what the naive plan's communication costs.
 
@@ -20,7 +21,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from benchmarks.common import DEMOS, parse_args, peak_rss_mib, stats, write_result
 
@@ -135,27 +136,6 @@ def _rnn_demo(steps: int, per_device_batch: int) -> Any:
     return dataclasses.replace(demo, spec=dataclasses.replace(demo.spec, x=x))
 
 
-def floor_local(f: Callable, shapes: Any, axis: str) -> Callable:
-    """``plans.deferred_local`` without its psum: each device's partial, stacked over ``axis``.
-
-    It reuses the plans' own chunk loop (``plans._scan_vjp``), so the compute is the same as
-    the deferred plan's by construction; only the final all-reduce is missing.
-    """
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
-    from shardscope.plans import _scan_vjp
-
-    def local(params, x, v):
-        varying = jax.tree.map(lambda p: lax.pcast(p, axis, to="varying"), params)
-        init = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), axis, to="varying"), params)
-        partial = _scan_vjp(f, varying, x, v, shapes, init)
-        return jax.tree.map(lambda g: g[None], partial)
-
-    return local
-
-
 def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: dict) -> dict[str, Any]:
     """Build, check, compile and time the four programs of one cell."""
     import jax
@@ -166,9 +146,10 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
 
     settings = Settings(path=Path("benchmark"), devices=DEVICES, axis=AXIS,
                         chunk_size=per_device_batch // chunks, repeats=repeats)
-    built = plans.build_plans(demo, settings)
+    # the floor is one more plan of the registry: the deferred plan without its reduction
+    built = plans.build_plans(demo, settings, (plans.NAIVE, plans.DEFERRED, plans.FLOOR))
     assert built.shapes.chunks_per_device == chunks
-    functions = {**built.functions, "floor": _floor_program(demo, built)}
+    functions = built.functions
 
     start = time.perf_counter()
     traced = {name: functions[name].trace(*built.args) for name in TIMED}
@@ -212,16 +193,6 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
     return cell
 
 
-def _floor_program(demo: Any, built: Any) -> Callable:
-    """The jitted floor: :func:`floor_local` under the plans' mesh, partials stacked over the axis."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    local = floor_local(demo.fn, built.shapes, AXIS)
-    return jax.jit(jax.shard_map(local, mesh=built.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
-                                 out_specs=P(AXIS), check_vma=True))
-
-
 def _jaxpr_collectives(traced: dict) -> dict[str, dict[str, int]]:
     """Per plan, shardscope's count of collectives: equations, in loops, executed and bytes per call."""
     from shardscope import dataflow
@@ -258,15 +229,12 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
 
 def _errors(compiled: dict, args: tuple) -> dict[str, float]:
     """Max abs error of each plan, and of the floor's partials summed, against the unchunked VJP."""
-    import jax
-    import numpy as np
-
     from shardscope import measure, plans
 
-    expected = compiled["reference"](*args)
-    errors = {name: measure.max_abs_err(compiled[name](*args), expected) for name in plans.PLAN_NAMES}
-    summed = jax.tree.map(lambda g: np.asarray(g).sum(axis=0), compiled["floor"](*args))
-    errors["floor_summed"] = measure.max_abs_err(summed, expected)
+    expected = compiled[plans.REFERENCE](*args)
+    errors = {plan.name: measure.max_abs_err(plan.gradient(compiled[plan.name](*args)), expected)
+              for plan in (plans.NAIVE, plans.DEFERRED)}
+    errors["floor_summed"] = measure.max_abs_err(plans.FLOOR.gradient(compiled["floor"](*args)), expected)
     return errors
 
 

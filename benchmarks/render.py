@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_costs, render_format as fmt, render_plans
+from benchmarks import render_costs, render_cross, render_format as fmt, render_plans
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
-NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling")
+NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
 
 CORE_CHANGES = [
     "`shardscope/program.py` (d20acbe): `_value` caches each dtype's name and item size "
@@ -62,9 +62,17 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.tool_cost_section(results.get("tool_cost"), failures.get("tool_cost"))
     out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
+    out += _layouts_section()
+    out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in CORE_CHANGES] + [""]
     return "\n".join(out)
+
+
+def _layouts_section() -> list[str]:
+    """``benchmarks/layouts.md`` as written after ``python -m benchmarks.layouts`` (run alone)."""
+    path = Path(__file__).with_name("layouts.md")
+    return path.read_text(encoding="utf-8").splitlines() + [""] if path.exists() else []
 
 
 def _machine(result: dict, results: dict, elapsed_s: float | None) -> list[str]:

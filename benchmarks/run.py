@@ -16,7 +16,7 @@ import time
 from benchmarks import render
 from benchmarks.common import ROOT, python
 
-BENCHMARKS = ("plans_at_scale", "tool_cost", "scaling", "app_start")
+BENCHMARKS = ("plans_at_scale", "tool_cost", "scaling", "app_start", "cross_process")
 """Run in this order: the headline first, the app (which may not be installed yet) last."""
 
 

@@ -51,10 +51,10 @@ async def screen_settled(pilot) -> None:
 
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
-    from shardscope.app import ShardscopeApp
+    from shardscope.app import make_app
     from shardscope.settings import Settings
 
-    app = ShardscopeApp(Settings(demo, repeats=REPEATS), hide_measurements=True)
+    app = make_app(Settings(demo, repeats=REPEATS), hide_measurements=True)
     saved = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
@@ -68,6 +68,33 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
         await screen_settled(pilot)
         saved.append(save(app, out, f"{demo.stem}-diff-side-by-side"))
     return saved
+
+
+SWEEP_DEMO = "mlp.py"
+SWEEP_BUDGET = "20KiB"
+
+
+async def shoot_sweep(out: Path) -> Path:
+    """The Sweep tab on the MLP demo with a memory budget that excludes the largest chunks."""
+    from textual.widgets import Input
+
+    from shardscope.app import ShardscopeApp
+    from shardscope.settings import Settings
+
+    app = ShardscopeApp(Settings(ROOT / "demos" / SWEEP_DEMO, repeats=REPEATS), hide_measurements=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_analysis(pilot)
+        await pilot.press("6")
+        await pilot.pause()
+        view = app.query_one("#sweep-view")
+        view.query_one("#sweep-budget", Input).value = SWEEP_BUDGET
+        view.action_sweep()
+        for _ in range(500):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            if view.sweep is not None and not view.running:
+                break
+        return save(app, out, f"{Path(SWEEP_DEMO).stem}-sweep")
 
 
 def save(app, out: Path, stem: str) -> Path:
@@ -86,9 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo", action="append", help="demo file name in demos/ (default: linear.py, rnn.py)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    saved = []
     for name in args.demo or DEMOS:
-        for path in asyncio.run(shoot(ROOT / "demos" / name, args.out)):
-            print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+        saved += asyncio.run(shoot(ROOT / "demos" / name, args.out))
+    if not args.demo:
+        saved.append(asyncio.run(shoot_sweep(args.out)))
+    for path in saved:
+        print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0
 
 

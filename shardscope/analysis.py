@@ -1,4 +1,4 @@
-"""One :class:`Analysis` value: everything shardscope knows about a function's two plans.
+"""One :class:`Analysis` value: everything shardscope knows about a function's plans.
 
 The TUI, the text report, the JSON and the diff export are all renderings of it. This module
 (and everything it imports) never imports Textual.
@@ -6,11 +6,11 @@ The TUI, the text report, the JSON and the diff export are all renderings of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from shardscope.counts import count_text
+from shardscope.comparison import Comparison, compare, default_pair
+from shardscope.counts import Count
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.settings import Settings
 
@@ -23,83 +23,50 @@ Progress = Callable[[str, float], None]
 
 @dataclass(frozen=True)
 class PlanResult:
-    """One plan (naive or deferred): its program, graph, collectives, HLO and measurements."""
+    """One plan's program, graph, collectives, HLO and measurements: filled in by :func:`analyze`.
+
+    Frozen and complete: nothing is computed later on whichever thread touches it first.
+    ``graph`` is None when analysed with ``graphs=False`` (``report`` and ``diff`` never draw).
+    """
 
     name: str
+    description: str
+    role: str  # baseline, candidate or floor (shardscope.plans.Plan.role)
     program: Any  # shardscope.program.Program
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
+    loops: tuple  # tuple[shardscope.dataflow.Loop, ...]: every loop, with the collectives inside it
+    canonical_text: str  # the program's canonical one-line-per-equation text
+    executed: Count  # collective runs per call (an upper bound with collectives in cond branches)
+    bytes: Count  # per-device bytes moved by collectives per call
     trace_s: float
+    graph: Any = None  # networkx.DiGraph (shardscope.dataflow.build_graph)
     # The rest needs the compiled program; None when analysed with measure=False.
     hlo: Any = None  # shardscope.hlo.HloSummary
     compile_s: float | None = None
     run_s: Any = None  # shardscope.measure.RunTimes
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
-
-    @cached_property
-    def graph(self) -> Any:
-        """The dataflow graph (``networkx.DiGraph``); ``analyze`` builds it unless ``graphs=False``."""
-        from shardscope.dataflow import build_graph
-
-        return build_graph(self.program)
-
-    @cached_property
-    def canonical_text(self) -> str:
-        """The program's canonical one-line-per-equation text."""
-        return self.program.canonical_text()
-
-    @cached_property
-    def loops(self) -> tuple:
-        """Every loop of the program with the collectives inside it (``dataflow.Loop``)."""
-        from shardscope.dataflow import loops
-
-        return loops(self.program, self.collectives)
+    cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
 
     @property
     def collectives_in_loops(self) -> int:
         """Collective equations inside at least one loop."""
         return sum(c.in_loop for c in self.collectives)
 
-    @cached_property
+    @property
     def executed_collectives(self) -> int | None:
-        """Collectives run per call (None if a loop around one has no static trip count).
+        """Collective runs per call (None if a loop around one has no static trip count)."""
+        return self.executed.value
 
-        Only one branch of a ``cond`` runs: the largest counts, an upper bound when
-        :attr:`per_call_is_upper_bound`.
-        """
-        from shardscope.dataflow import per_call
-
-        return per_call(self.program, lambda eqn: 1)
-
-    @cached_property
+    @property
     def bytes_per_call(self) -> int | None:
         """Per-device bytes moved by collectives per call (None if unknown)."""
-        from shardscope.dataflow import payload_bytes, per_call
-
-        return per_call(self.program, payload_bytes)
+        return self.bytes.value
 
     @property
     def per_call_is_upper_bound(self) -> bool:
         """True when collectives sit in ``cond`` branches, so per-call totals are upper bounds."""
-        from shardscope.dataflow import has_conditional
-
-        return has_conditional(self.collectives)
-
-    def structure_summary(self) -> str:
-        """One line of what the program is (deterministic): collectives, loops, bytes."""
-        return (
-            f"{len(self.collectives)} collective(s), {self.collectives_in_loops} in loops, "
-            f"{count_text(self.executed_collectives)} executed/call, {count_text(self.bytes_per_call)} B/call"
-        )
-
-    def summary(self) -> str:
-        """One line: the structure summary plus run time and gradient error when measured."""
-        if self.run_s is None:
-            return self.structure_summary()
-        return (
-            f"{self.structure_summary()}, run median {self.run_s.median * 1e3:.3f} ms, "
-            f"max_abs_err {self.max_abs_err:.2e}"
-        )
+        return self.executed.upper_bound
 
 
 @dataclass(frozen=True)
@@ -113,15 +80,23 @@ class ReferenceResult:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything shardscope shows for one :class:`Settings`."""
+    """Everything shardscope shows for one :class:`Settings`.
+
+    ``plans`` holds every plan that could be built, in registry order; ``unavailable`` maps each
+    plan that could not to the reason; ``comparison`` is the default baseline vs candidate.
+    """
 
     settings: Settings  # resolved: function and chunk size filled in
     function: str
     description: str
     backend: str
-    shapes: Any  # shardscope.plans.Shapes
+    shapes: Any  # shardscope.shapes.Shapes
     plans: dict[str, PlanResult]
     reference: ReferenceResult
+    comparison: Comparison
+    unavailable: dict[str, str] = field(default_factory=dict)
+    processes: int = 1  # JAX processes the devices span (jax.distributed)
+    collectives_transport: str = "in-process"  # how collectives cross processes: "in-process", "gloo", ...
     # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
     gradient_checks: tuple = ()
 
@@ -133,33 +108,24 @@ class Analysis:
     @property
     def measured(self) -> bool:
         """True when the plans were compiled and timed (not only traced)."""
-        return self.plans["naive"].run_s is not None
+        return next(iter(self.plans.values())).run_s is not None
 
     @property
     def speedup(self) -> float | None:
-        """Naive median run time over deferred median run time (None when not measured)."""
-        if not self.measured:
-            return None
-        return self.plans["naive"].run_s.median / self.plans["deferred"].run_s.median
+        """The comparison's median per-round ratio baseline/candidate (None when not measured)."""
+        return None if self.comparison.speedup is None else self.comparison.speedup.median
 
-    def headline(self) -> list[str]:
-        """The settings in words, as every rendering heads its output."""
-        s = self.shapes
-        return [
-            f"shardscope: {self.settings.path.name}::{self.function}",
-            f"mesh {self.settings.axis}={s.devices} ({self.backend}), batch N={s.batch}, "
-            f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
-        ]
-
-    def diff_text(self) -> str:
-        """The jaxpr diff export (the same text as ``shardscope diff``)."""
-        from shardscope.diff import diff_text
-
-        return diff_text(self)
+    def compare(self, baseline: str, candidate: str) -> Comparison:
+        """Another comparison of two of the plans (computes a diff: call it off the UI thread)."""
+        if (baseline, candidate) == (self.comparison.baseline, self.comparison.candidate):
+            return self.comparison
+        return compare(self.plans, baseline, candidate)
 
     def export_stem(self) -> str:
-        """``<function>-<devices>dev-c<chunk>``: the export file's name without suffix."""
-        return f"{self.function}-{self.shapes.devices}dev-c{self.shapes.chunk_size}"
+        """``<function>-<mesh>-c<chunk>``: the export file's name without suffix (1-D: ``4dev``)."""
+        mesh = self.settings.mesh
+        where = f"{mesh.devices}dev" if len(mesh.axes) == 1 else "x".join(map(str, mesh.sizes)) + "dev"
+        return f"{self.function}-{where}-c{self.shapes.chunk_size}"
 
 
 def analyze(
@@ -169,14 +135,16 @@ def analyze(
     *,
     measure: bool = True,
     graphs: bool = True,
+    plan_set: tuple | None = None,
 ) -> Analysis:
     """Load, trace, compile, time and check the plans of ``settings``.
 
     The CPU device count must already be set (:func:`shardscope.devices.ensure_devices`).
     ``demo_file`` skips loading when the caller already holds the loaded file. With
     ``measure=False`` the plans are only traced: no HLO, timings, memory or error. With
-    ``graphs=False`` the dataflow graphs are left to be built on first use (``report`` and
-    ``diff`` never use them, and skip importing networkx).
+    ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` never draw one, and
+    skip importing networkx). ``plan_set`` replaces the registry's plans
+    (:data:`shardscope.plans.PLANS`), e.g. to add the compute-only floor.
     Raises :class:`ShardscopeError` for anything the user can fix.
     """
     report = progress or (lambda stage, fraction: None)
@@ -184,32 +152,41 @@ def analyze(
 
     import jax
 
-    from shardscope import plans
+    from shardscope import dataflow, plans
     from shardscope.demos import load_demo_file
+    from shardscope.distributed import collectives_transport
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
-    built = plans.build_plans(demo_fn, settings)
+    built = plans.build_plans(demo_fn, settings, plans.PLANS if plan_set is None else plan_set)
     settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
-    names = (*plans.PLAN_NAMES, "reference") if measure else plans.PLAN_NAMES
-    traced = _trace(built, names, settings.axis, report)
+    traced, unavailable = _trace(built, measure, report)
+    names = [name for name in built.plans if name in traced]
     measured = _measure(built, traced, settings.repeats, report) if measure else {}
 
     results = {}
-    for name in plans.PLAN_NAMES:
+    for name in names:
         inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
+        program = inspection.program
+        plan = built.plans[name]
         results[name] = PlanResult(
             name=name,
-            program=inspection.program,
+            description=plan.description,
+            role=plan.role,
+            program=program,
             collectives=inspection.collectives,
+            loops=dataflow.loops(program, inspection.collectives),
+            canonical_text=program.canonical_text(),
+            executed=dataflow.per_call_count(program, lambda eqn: 1),
+            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
             trace_s=traced[name][1],
+            graph=dataflow.build_graph(program) if graphs else None,
             **measured.get(name, {}),
         )
-        if graphs:
-            results[name].graph  # noqa: B018 - built here, in the caller's (worker) thread
-    reference = measured.get("reference", {})
+    reference = measured.get(plans.REFERENCE, {})
+    baseline, candidate = default_pair(results, {n: p.role for n, p in results.items()})
     return Analysis(
         gradient_checks=measured.get("gradient_checks", ()),
         settings=settings,
@@ -219,6 +196,10 @@ def analyze(
         shapes=built.shapes,
         plans=results,
         reference=ReferenceResult(reference.get("compile_s"), reference.get("run_s"), reference.get("memory")),
+        comparison=compare(results, baseline, candidate),
+        unavailable={**built.unavailable, **unavailable},
+        processes=jax.process_count(),
+        collectives_transport=collectives_transport(),
     )
 
 
@@ -235,11 +216,16 @@ def inspect_plan(traced: Any, name: str, args: tuple, trace_s: float) -> Any:
     return inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
 
 
-def _trace(built: Any, names: tuple[str, ...], axis: str, report: Progress) -> dict[str, tuple[Any, float]]:
-    """Trace each program once: ``{name: (traced, seconds)}``."""
+def _trace(built: Any, with_reference: bool, report: Progress) -> tuple[dict[str, tuple[Any, float]], dict[str, str]]:
+    """Trace each program once: ``{name: (traced, seconds)}``, and the optional plans that failed.
+
+    The baseline failing is the model's fault (a :class:`TraceError`); a candidate plan that
+    fails to trace where the baseline traced is listed as unavailable with JAX's reason.
+    """
     from shardscope import measure, plans
 
-    traced = {}
+    names = [*built.plans, *([plans.REFERENCE] if with_reference else [])]
+    traced, unavailable = {}, {}
     for i, name in enumerate(names):
         report("tracing", i / len(names))
         try:
@@ -247,8 +233,12 @@ def _trace(built: Any, names: tuple[str, ...], axis: str, report: Progress) -> d
         except ShardscopeError:
             raise
         except Exception as exc:
-            raise plans.describe_trace_error(exc, axis) from exc
-    return traced
+            plan = built.plans.get(name)
+            if plan is not None and plan.role != "baseline" and traced:
+                unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {plans.first_line(exc)}"
+                continue
+            raise plans.describe_trace_error(exc, ",".join(built.shapes.batch_axes)) from exc
+    return traced, unavailable
 
 
 def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[str, dict[str, Any]]:
@@ -275,16 +265,19 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
         compiled, built.args, repeats, on_round=lambda i: report("timing", (i + 1) / repeats)
     )
     report("checking", 0.0)
-    expected = compiled["reference"](*built.args)
+    expected = compiled[plans.REFERENCE](*built.args)
     backend = jax.default_backend()
     out: dict[str, Any] = {
         name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
         for name in compiled
     }
     gradients = {}
-    for name in plans.PLAN_NAMES:
+    for name, plan in built.plans.items():
+        if name not in compiled:
+            continue
         out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        gradients[name] = compiled[name](*built.args)
+        out[name]["cost_analysis"] = measure.cost_summary(compiled[name])
+        gradients[name] = plan.gradient(compiled[name](*built.args))
         out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
     out["gradient_checks"] = compare(gradients)
     report("checking", 1.0)

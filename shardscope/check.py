@@ -78,7 +78,7 @@ def render(inspections: list[Any], console: Any) -> None:
         console.print()
     flagged = [ins.function for ins in inspections if ins.flagged]
     if flagged:
-        console.print(f"check failed: {', '.join(flagged)} run collectives in loops that do not need to be there.",
+        console.print(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
                       style="bold red", highlight=False)
     else:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",

@@ -14,9 +14,12 @@ from pathlib import Path
 from shardscope.errors import ShardscopeError
 from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
 
-COMMANDS = ("report", "diff", "open", "check")
+COMMANDS = ("report", "diff", "open", "check", "sweep", "presets", "calibrate")
 EXIT_USER_ERROR = 2
 DEFAULT_MAX_DEVICES = 8
+DEFAULT_TIMEOUT_S = 900
+SPAWNER_ONLY_OPTIONS = ("processes", "timeout", "worker")
+"""Options the spawner handles itself and does not pass on to its workers."""
 
 
 def _positive(text: str) -> int:
@@ -35,17 +38,72 @@ def _axis(text: str) -> str:
     return text
 
 
-def _settings_options(parser: argparse.ArgumentParser) -> None:
+def _mesh(text: str):
+    from shardscope.mesh import Mesh
+
+    try:
+        return Mesh.parse(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def _axes(text: str) -> tuple[str, ...]:
+    from shardscope.mesh import parse_axes
+
+    try:
+        return parse_axes(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
                         help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
     parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
-    parser.add_argument("-c", "--chunk-size", type=_positive,
-                        help="examples per chunk (default: the largest giving >= 2 chunks per device)")
+    parser.add_argument("--mesh", type=_mesh, metavar="AXES",
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+    parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
+                        help="the mesh axes the batch is split over, e.g. data (default: every axis)")
+    if chunk_size:
+        parser.add_argument("-c", "--chunk-size", type=_positive,
+                            help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     parser.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
                         help=f"timed runs per plan after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
+
+
+def _projection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", metavar="PRESET[:DEVICES]",
+                        help="project each plan's communication onto an interconnect preset "
+                             "(see `shardscope presets`) with DEVICES in the ring (default: --devices)")
+    parser.add_argument("--link", metavar="BW,LATENCY",
+                        help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
+                             "(alone, it implies --project link)")
+
+
+def _process_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--processes", type=_positive, default=1, metavar="P",
+                        help="run in P local processes joined by jax.distributed (CPU collectives over gloo), "
+                             "each with DEVICES/P devices; process 0 prints (default 1: in-process)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="on a cluster: join with jax.distributed.initialize() and its auto-detection "
+                             "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process")
+    parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # written by the spawner: ADDRESS,P,ID,PARENT
+
+
+def projection_target(args: argparse.Namespace):
+    """``(Link, devices or None)`` from ``--project``/``--link``, or None when neither is given."""
+    from shardscope.interconnects import CUSTOM_LINK_NAME, parse_link, parse_project
+
+    custom = parse_link(args.link) if getattr(args, "link", None) else None
+    spec = getattr(args, "project", None)
+    if spec is None:
+        return None if custom is None else (custom, None)
+    return parse_project(spec if spec else CUSTOM_LINK_NAME, custom)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{report,diff,check}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,diff,check,sweep,presets,calibrate}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
@@ -69,6 +127,29 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="print the analysis: collectives, loops, bytes, timings")
     _settings_options(report)
     report.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    _projection_options(report)
+    _process_options(report)
+    sweep = sub.add_parser("sweep", help="memory and run time of every plan at every chunk size, and a pick")
+    _settings_options(sweep, chunk_size=False)
+    sweep.add_argument("--chunk-sizes", metavar="C1,C2,...",
+                       help="chunk sizes to try (default: every divisor of the per-device batch)")
+    sweep.add_argument("--memory-budget", metavar="SIZE",
+                       help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
+    sweep.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    _process_options(sweep)
+    calibrate = sub.add_parser("calibrate", help="fit alpha and bandwidth to all-reduces measured on this machine")
+    calibrate.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
+                           help=f"devices in the all-reduce (default {DEFAULT_DEVICES})")
+    calibrate.add_argument("--sizes", metavar="S1,S2,...",
+                           help="payload sizes per device (default 1KiB,16KiB,256KiB,1MiB,4MiB)")
+    calibrate.add_argument("-r", "--repeats", type=_positive, default=DEFAULT_REPEATS,
+                           help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
+    calibrate.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    calibrate.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
+    _process_options(calibrate)
+    presets = sub.add_parser("presets", help="list the interconnect presets --project knows, with sources")
+    presets.add_argument("--json", action="store_true", help="print a JSON list of the presets")
+    presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     diff = sub.add_parser("diff", help="the unified diff of the two plans' canonical jaxprs")
     _settings_options(diff)
     diff.add_argument("-o", "--output", type=Path, help="write the diff to this file (atomically)")
@@ -101,8 +182,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
         function=args.function,
         devices=args.devices,
         axis=args.axis,
-        chunk_size=args.chunk_size,
+        chunk_size=getattr(args, "chunk_size", None),
         repeats=args.repeats,
+        mesh=args.mesh,
+        batch_axes=args.batch_axes,
     )
 
 
@@ -125,26 +208,43 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         return _check(args)
+    if args.command == "presets":
+        return _presets(args.json)
+    if args.command == "calibrate":
+        return _calibrate(args)
     settings = settings_from(args)
     if args.command == "open":
         from shardscope.app import run_app
 
-        return run_app(settings, max_devices=max(args.max_devices, args.devices),
+        return run_app(settings, max_devices=max(args.max_devices, settings.mesh.devices),
                        export_dir=args.export_dir, profile_startup=args.profile_startup)
 
     from shardscope.demos import require_file
-    from shardscope.devices import ensure_devices
 
+    target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
+    if args.command == "sweep":  # check the sweep's own options before JAX starts too
+        from shardscope.sweep import parse_chunk_sizes, parse_size
+
+        args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
+        args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
     require_file(settings.path)  # before JAX starts: a typo fails fast
-    # Start with enough devices that a count which does not divide N can be told what would.
-    ensure_devices(max(settings.devices, DEFAULT_MAX_DEVICES))
+    if getattr(args, "processes", 1) > 1 and args.worker is None:
+        return _spawn_workers(args, settings)
+    _start_jax(args, settings)
+    if args.command == "sweep":
+        return _sweep(args, settings)
     from shardscope.analysis import analyze
+    from shardscope.distributed import is_leader
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
         analysis = analyze(settings, measure=args.command == "report", graphs=False)
+    if not is_leader():
+        return 0
     if args.command == "diff":
-        text = analysis.diff_text()
+        from shardscope.text import diff_text
+
+        text = diff_text(analysis)
         if args.output is None:
             sys.stdout.write(text)
         else:
@@ -154,18 +254,172 @@ def _run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
         return 0
 
+    projection = None
+    if target is not None:
+        from shardscope.projection import project
+
+        projection = project(analysis, *target)
     if args.json:
         import json
 
         from shardscope.report import to_json
 
-        print(json.dumps(to_json(analysis), allow_nan=False))
+        print(json.dumps(to_json(analysis, projection), allow_nan=False))
     else:
         from rich.console import Console
 
         from shardscope.report import render
 
-        render(analysis, Console())
+        render(analysis, Console(), projection)
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """``shardscope calibrate``: all-reduces of several sizes, the fitted alpha and B, the fit's error."""
+    from shardscope.calibrate import DEFAULT_SIZES, calibrate
+    from shardscope.calibrate_view import calibration_json, render_calibration
+    from shardscope.errors import SettingsError
+    from shardscope.sweep import parse_size
+
+    sizes = tuple(parse_size(s) for s in args.sizes.split(",")) if args.sizes else DEFAULT_SIZES
+    if len(sizes) < 2:
+        raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
+    if args.devices < 2:
+        raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
+    if args.processes > 1 and args.worker is None:
+        return _spawn_workers(args, Settings(path=Path("."), devices=args.devices))
+    settings = Settings(path=Path("."), devices=args.devices)
+    _start_jax(args, settings)
+    from shardscope.distributed import is_leader
+
+    def progress(done: int, total: int) -> None:
+        if is_leader():
+            print(f"calibrate: size {done}/{total} done", file=sys.stderr, flush=True)
+
+    result = calibrate(args.devices, sizes, args.repeats, progress)
+    if not is_leader():
+        return 0
+    if args.json:
+        import json
+
+        print(json.dumps(calibration_json(result)))
+    else:
+        from rich.console import Console
+
+        render_calibration(result, Console())
+    return 0
+
+
+def _sweep(args: argparse.Namespace, settings: Settings) -> int:
+    """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
+    from shardscope.distributed import is_leader
+    from shardscope.sweep import run_sweep
+    from shardscope.sweep_view import render_sweep, sweep_json
+
+    def progress(done: int, total: int, chunk: int) -> None:
+        if is_leader():
+            print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress)
+    if not is_leader():
+        return 0
+    if args.json:
+        import json
+
+        from shardscope.report import _finite
+
+        print(json.dumps(_finite(sweep_json(sweep)), allow_nan=False))
+    else:
+        from rich.console import Console
+
+        render_sweep(sweep, Console())
+    return 0
+
+
+def _start_jax(args: argparse.Namespace, settings: Settings) -> None:
+    """Start JAX in-process, as a spawned worker (``--worker``) or on a cluster (``--distributed``)."""
+    from shardscope.devices import ensure_devices
+
+    worker = getattr(args, "worker", None)
+    if worker is not None:
+        from shardscope.distributed import WorkerRole, join_as_worker
+
+        role = WorkerRole.parse(worker)
+        join_as_worker(role, settings.mesh.devices // role.processes)
+        ensure_devices(settings.mesh.devices)
+    elif getattr(args, "distributed", False):
+        from shardscope.distributed import join_cluster
+
+        join_cluster()
+        ensure_devices(settings.mesh.devices)
+    else:
+        # Start with enough devices that a count which does not divide N can be told what would.
+        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
+
+
+def _spawn_workers(args: argparse.Namespace, settings: Settings) -> int:
+    """``--processes P``: the same command in P joined local workers; process 0 prints."""
+    from shardscope.errors import SettingsError
+    from shardscope.processes import WorkerFailed, run_workers
+
+    if args.distributed:
+        raise SettingsError("--processes and --distributed do not go together.",
+                            "--processes P spawns local workers; --distributed joins a cluster's launcher")
+    if settings.mesh.devices % args.processes:
+        raise SettingsError(
+            f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
+            f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
+        )
+    try:
+        return run_workers(worker_argv(args), args.processes, args.timeout)
+    except WorkerFailed as exc:
+        if args.debug:
+            raise
+        print(f"shardscope: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of ``args`` again, without the options only the spawner reads."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    argv = [args.command]
+    for action in sub.choices[args.command]._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in ("help", *SPAWNER_ONLY_OPTIONS) or value is None or value is False:
+            continue
+        if not action.option_strings:
+            argv.append(str(value))
+        elif action.nargs == 0:
+            argv.append(action.option_strings[-1])
+        elif value != action.default:
+            text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+            argv += [action.option_strings[-1], text]
+    return argv
+
+
+def _presets(as_json: bool) -> int:
+    """``shardscope presets``: every interconnect preset with its numbers and their source."""
+    from shardscope.interconnects import PRESETS, format_bandwidth, format_seconds
+
+    if as_json:
+        import json
+
+        print(json.dumps([link.to_json() for link in PRESETS]))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="interconnect presets (--project PRESET:DEVICES)", title_justify="left")
+    for column in ("name", "bandwidth (one way)", "latency (per step)", "what", "source"):
+        table.add_column(column, overflow="fold")
+    for link in PRESETS:
+        table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
+                      link.description, link.source)
+    Console().print(table)
     return 0
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from shardscope.counts import total_executions
+from shardscope.counts import Count, total_executions
 from shardscope.program import Block, Equation, Program, qualify
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -59,6 +59,11 @@ class Collective:
         """Per-device bytes moved by this collective in one call."""
         runs = self.executions
         return None if runs is None else runs * self.bytes_per_execution
+
+    @property
+    def runs(self) -> Count:
+        """:attr:`executions` as a :class:`Count`: in a ``cond`` branch it runs at most that often."""
+        return Count(self.executions, self.in_conditional)
 
 
 def _product(counts: tuple[int | None, ...]) -> int | None:
@@ -139,6 +144,11 @@ def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int 
     return _block_per_call(program.root, per_execution)
 
 
+def per_call_count(program: Program, per_execution: Callable[[Equation], int]) -> Count:
+    """:func:`per_call` as a :class:`Count`: an upper bound when a collective sits in a ``cond`` branch."""
+    return Count(per_call(program, per_execution), has_conditional(collectives(program)))
+
+
 def _block_per_call(block: Block, per_execution: Callable[[Equation], int]) -> int | None:
     total = 0
     for eqn in block.equations:
@@ -185,6 +195,11 @@ class Loop:
         Every collective counts, in every ``cond`` branch: an upper bound when one sits in a branch.
         """
         return total_executions(self.collectives)
+
+    @property
+    def executed(self) -> Count:
+        """:attr:`executed_collectives` as a :class:`Count` (an upper bound with collectives in branches)."""
+        return Count(self.executed_collectives, has_conditional(self.collectives))
 
 
 def loops(program: Program, found: tuple[Collective, ...] | None = None) -> tuple[Loop, ...]:

@@ -1,7 +1,8 @@
 """Demo files: plain Python modules whose functions are marked with :func:`demo`.
 
-A demo function is ``f(params, x) -> y``: ``params`` is replicated over the mesh, the leading
-axis of every leaf of ``x`` and ``y`` is the batch ``N`` that is sharded and chunked.
+A demo function is ``f(params, x) -> y``: ``params`` is replicated over the mesh unless
+``param_specs`` shards some leaves (FSDP), the leading axis of every leaf of ``x`` and ``y`` is
+the batch ``N`` that is sharded and chunked.
 """
 
 from __future__ import annotations
@@ -28,19 +29,23 @@ class DemoSpec:
     x: Any
     seed: int = 0
     description: str = ""
+    param_specs: Any = None
 
 
-def demo(*, params: Any, x: Any, seed: int = 0, description: str = "") -> Callable:
+def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_specs: Any = None) -> Callable:
     """Mark ``f(params, x)`` as a function shardscope can analyse.
 
     ``params`` and ``x`` are pytrees of ``jax.ShapeDtypeStruct`` or concrete arrays; the leading
     axis of every leaf of ``x`` is the batch. Shapes are filled with reproducible random values
-    drawn from ``seed`` (complex dtypes get random real and imaginary parts).
+    drawn from ``seed`` (complex dtypes get random real and imaginary parts). ``param_specs`` is
+    a pytree of ``jax.sharding.PartitionSpec`` matching ``params`` (default: every leaf
+    replicated); a leaf split over a mesh axis enters ``shard_map`` sharded (FSDP / ZeRO-3) and
+    each plan gathers it where the model needs it whole.
     """
 
     def mark(fn: Callable) -> Callable:
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        setattr(fn, _MARK, DemoSpec(params=params, x=x, seed=seed, description=doc))
+        setattr(fn, _MARK, DemoSpec(params=params, x=x, seed=seed, description=doc, param_specs=param_specs))
         return fn
 
     return mark

@@ -4,31 +4,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from shardscope.analysis import Analysis
+from shardscope.comparison import unified
 
-
-def unified(before: str, after: str, before_name: str = "naive", after_name: str = "deferred") -> list[str]:
-    """The unified diff lines (no trailing newlines) between two canonical texts."""
-    return list(
-        difflib.unified_diff(
-            before.splitlines(), after.splitlines(), fromfile=before_name, tofile=after_name, lineterm=""
-        )
-    )
-
-
-def diff_text(analysis: "Analysis") -> str:
-    """The export: settings, one summary line per plan, then the unified diff.
-
-    Deterministic (no timings), so the same settings always export the same text.
-    """
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    lines = [f"# {line}" for line in analysis.headline()]
-    lines += [f"# {name}: {plan.structure_summary()}" for name, plan in analysis.plans.items()]
-    lines += unified(naive.canonical_text, deferred.canonical_text)
-    return "\n".join(lines) + "\n"
+__all__ = ["Row", "side_by_side", "unified"]
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,35 @@ def _trip_count(rest: str) -> int | None:
     match = _TRIP.search(rest)
     return int(match.group(1)) if match else None
 
+
+
+LOOP_MOTION_REFERENCES = "openxla/xla issue 6750, PR 28184"
+"""Where XLA's pass that moves an all-reduce out of a while loop is discussed."""
+
+
+def compiler_note(backend: str, loop_collectives: dict[str, tuple[int, int]]) -> str:
+    """What this backend's compiler does with collectives in loops, and what others would do.
+
+    ``loop_collectives`` maps a plan to ``(collective equations in loops in the jaxpr,
+    collective instructions in while bodies in the compiled HLO)``. On the CPU nothing moves; on
+    a GPU or TPU the note says, per plan, whether the compiled HLO kept the loop's collectives.
+    """
+    motion = (
+        "XLA's GPU and TPU pipelines run a pass (WhileLoopAllReduceCodeMotion) that can move an "
+        f"all-reduce out of a while loop, for simple accumulation patterns only ({LOOP_MOTION_REFERENCES})"
+    )
+    if backend == "cpu":
+        return (f"The CPU compiler never moves an all-reduce out of a loop: this HLO is what runs. {motion}; "
+                "on an accelerator an all-reduce that sits in a loop here may leave it, so check there.")
+    verdicts = []
+    for plan, (in_jaxpr_loops, in_hlo_loops) in loop_collectives.items():
+        if not in_jaxpr_loops:
+            continue
+        if in_hlo_loops >= in_jaxpr_loops:
+            verdicts.append(f"{plan}: its all-reduce stayed in the loop")
+        elif in_hlo_loops == 0:
+            verdicts.append(f"{plan}: the compiler moved its loop collectives out of the loop")
+        else:
+            verdicts.append(f"{plan}: {in_hlo_loops} of {in_jaxpr_loops} loop collectives stayed in the loop")
+    said = "; ".join(verdicts) if verdicts else "no plan has collectives in loops"
+    return f"{motion}. In this {backend} module: {said}."

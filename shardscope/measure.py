@@ -86,6 +86,23 @@ def memory(compiled: Any) -> dict[str, int]:
     return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
 
 
+def cost_summary(compiled: Any) -> dict[str, float] | None:
+    """``flops`` and ``bytes_accessed`` from XLA's ``cost_analysis()`` (None if the backend has none).
+
+    XLA costs a while loop as one iteration of its body: these numbers do not grow with the trip
+    count, which is why shardscope counts collectives per call itself.
+    """
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # some backends do not implement it
+        return None
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    if not cost:
+        return None
+    return {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+
+
 def max_abs_err(result: Any, expected: Any) -> float:
     """The largest absolute difference over all leaves (complex values by modulus)."""
     import jax

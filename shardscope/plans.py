@@ -1,10 +1,10 @@
-"""The naive, deferred and reference programs of one :class:`Settings`, and their inputs.
+"""The plans: a registry of plan values, and the jitted programs and inputs of one :class:`Settings`.
 
-- naive: ``lax.scan`` over chunks of ``jax.vjp`` inside ``jax.shard_map``; ``params`` stay
-  invariant, so the transpose of the implicit ``pvary`` all-reduces every chunk's gradient.
-- deferred: ``params`` cast to varying before the loop, per-device accumulation, one
-  ``lax.psum`` after it.
-- reference: the unchunked ``jax.vjp`` of ``f`` over the whole batch.
+A :class:`Plan` is a value: a name, a one-line description, how its per-device body is built
+(:mod:`shardscope.bodies`), its ``in_specs``/``out_specs`` and what it needs. :data:`PLANS` is
+the registry; the core, the CLI, the JSON and every view iterate over the plans an analysis
+holds, never over literal names. The reference (the unchunked VJP) is not a plan: every plan's
+gradient is checked against it.
 
 All shard_maps trace with ``check_vma=True``: without it the naive all-reduce silently
 disappears and the gradient is wrong.
@@ -12,41 +12,135 @@ disappears and the gradient is wrong.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
+from shardscope import bodies
+from shardscope.bodies import Layout, Split
 from shardscope.demos import DemoFunction
 from shardscope.errors import SettingsError, TraceError
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.settings import Settings
+from shardscope.shapes import Shapes, resolve_shapes
 
-PLAN_NAMES = ("naive", "deferred")
+REFERENCE = "reference"
+"""The name of the unchunked VJP's program in :attr:`Plans.functions`."""
 
 
 @dataclass(frozen=True)
-class Shapes:
-    """The sizes that follow from a demo and the settings."""
+class Plan:
+    """One way to chunk the VJP: a value the registry holds and every layer iterates over.
 
-    batch: int
-    devices: int
-    per_device_batch: int
-    chunk_size: int
-    chunks_per_device: int
+    ``role`` is ``baseline`` (what users write first), ``candidate`` (a plan that defers the
+    reduction; the comparison picks the best one) or ``floor`` (a yardstick that skips the
+    reduction, for benchmarks). ``unavailable(layout)`` says why the plan cannot be built here,
+    or None. ``gradient(output)`` turns the program's output into the gradient the reference
+    check compares (the floor returns stacked partials).
+    """
+
+    name: str
+    description: str
+    body: Callable[[Layout], Callable]
+    role: str = "candidate"
+    unavailable: Callable[[Layout], str | None] = field(default=lambda layout: None)
+    stacked_output: bool = False
+
+    def in_specs(self, layout: Layout, param_specs: Any) -> tuple:
+        """``(params, x, v)`` specs: params as declared, the batch split over the batch axes."""
+        return (param_specs, P(layout.batch_axes), P(layout.batch_axes))
+
+    def out_specs(self, layout: Layout, param_specs: Any) -> Any:
+        """The gradient comes out sharded as its parameter (stacked over the batch axes for a floor)."""
+        if self.stacked_output:
+            return jax.tree.map(lambda _: P(layout.batch_axes), param_specs, is_leaf=lambda s: isinstance(s, P))
+        return param_specs
+
+    def gradient(self, output: Any) -> Any:
+        """The gradient the program's ``output`` stands for."""
+        if self.stacked_output:
+            return jax.tree.map(lambda g: np.asarray(g).sum(axis=0), output)
+        return output
+
+
+def _reduced_unavailable(layout: Layout) -> str | None:
+    """Why JAX's reduced/unreduced types cannot build this plan here, or None."""
+    if not reduced_types_supported():
+        return f"jax {jax.__version__} has no reduced/unreduced types (lax.pcast(..., to='reduced'))"
+    if layout.sharded:
+        return "sharded parameters: the reduced plan covers replicated parameters only"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def reduced_types_supported() -> bool:
+    """True when ``lax.pcast(..., to='reduced')`` traces here (jax 0.10 and later): probed once."""
+    try:
+        mesh = JaxMesh(np.array(jax.devices()[:1]), ("_probe",))
+        probe = jax.shard_map(_probe_reduced, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=True)
+        jax.eval_shape(probe, jax.ShapeDtypeStruct((1,), jnp.float32))
+    except Exception:
+        return False
+    return True
+
+
+def _probe_reduced(w: Any) -> Any:
+    """Both casts the reduced plan makes, and the psum of an unreduced value."""
+    jax.lax.pcast(w, "_probe", to="reduced")
+    unreduced = jax.lax.pcast(jax.lax.pcast(w, "_probe", to="varying"), "_probe", to="unreduced")
+    return jax.lax.psum(unreduced, "_probe")
+
+
+NAIVE = Plan(
+    "naive",
+    "params invariant in the loop: every chunk's gradient is reduced",
+    bodies.naive,
+    role="baseline",
+)
+DEFERRED = Plan(
+    "deferred",
+    "params cast to varying before the loop: one reduction after it",
+    bodies.deferred,
+)
+REDUCED = Plan(
+    "reduced",
+    "JAX's reduced/unreduced types: one unreduced_psum after the loop",
+    bodies.reduced,
+    unavailable=_reduced_unavailable,
+)
+FLOOR = Plan(
+    "floor",
+    "the deferred plan without its reduction: compute only, no collectives",
+    bodies.floor,
+    role="floor",
+    stacked_output=True,
+)
+
+PLANS: tuple[Plan, ...] = (NAIVE, DEFERRED, REDUCED)
+"""The plans every analysis builds (where they are available), in display order."""
+
+PLAN_NAMES = tuple(p.name for p in PLANS)
 
 
 @dataclass(frozen=True)
 class Plans:
-    """The jitted programs and the concrete, already placed inputs they run on."""
+    """The jitted programs and the concrete, already placed inputs they run on.
+
+    ``functions`` holds one program per plan that could be built, plus the reference;
+    ``unavailable`` maps each plan that could not to the reason.
+    """
 
     shapes: Shapes
-    mesh: Mesh
-    functions: dict[str, Callable]  # naive, deferred, reference
+    mesh: JaxMesh
+    plans: dict[str, Plan]
+    functions: dict[str, Callable]
     args: tuple[Any, Any, Any]  # params, x, v
+    unavailable: dict[str, str]
+    layout: Layout
 
 
 def materialize(tree: Any, seed: int) -> Any:
@@ -84,84 +178,43 @@ def batch_size(x: Any) -> int:
     return sizes.pop()
 
 
-def resolve_shapes(batch: int, settings: Settings, available_devices: int) -> Shapes:
-    """Check the settings against the batch and fill in the default chunk size."""
-    devices = settings.devices
-    if not 1 <= devices <= available_devices:
+def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
+    """``param_specs`` filled in (None: every leaf replicated) and checked against ``params``."""
+    if param_specs is None:
+        return jax.tree.map(lambda _: P(), params)
+    try:
+        specs = jax.tree.map(lambda _, s: s, params, param_specs, is_leaf=lambda s: isinstance(s, P))
+    except (ValueError, TypeError) as exc:
         raise SettingsError(
-            f"{devices} devices asked for, but {available_devices} are available.",
-            f"pick 1 to {available_devices} devices",
-        )
-    if batch % devices:
-        valid = [d for d in divisors(batch) if d <= available_devices]
-        raise SettingsError(
-            f"The batch N={batch} does not split over {devices} devices.",
-            f"use a device count that divides {batch}: {', '.join(map(str, valid))}",
-        )
-    per_device = batch // devices
-    chunk = default_chunk_size(per_device) if settings.chunk_size is None else settings.chunk_size
-    if chunk <= 0 or per_device % chunk:
-        raise SettingsError(
-            f"Chunk size {chunk} does not divide the per-device batch "
-            f"{per_device} (N={batch} over {devices} devices).",
-            f"valid chunk sizes: {', '.join(map(str, divisors(per_device)))}",
-        )
-    return Shapes(batch, devices, per_device, chunk, per_device // chunk)
+            f"param_specs does not match the structure of params: {exc}",
+            "give param_specs the same pytree structure as params, with a PartitionSpec per leaf",
+        ) from None
+    for leaf, spec in zip(jax.tree.leaves(params), jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, P))):
+        if not isinstance(spec, P):
+            raise SettingsError(f"param_specs holds {spec!r}, not a PartitionSpec.", "use jax.sharding.PartitionSpec")
+        for dim, axes in enumerate(_spec_dims(spec, np.ndim(leaf))):
+            for axis in axes:
+                mesh.check_axes((axis,), "param_specs")
+            size = mesh.size_of(axes)
+            if np.shape(leaf)[dim] % size:
+                raise SettingsError(
+                    f"A parameter of shape {np.shape(leaf)} does not split over {size} devices along axis {dim} ({spec}).",
+                    f"pick a mesh whose axes {','.join(axes)} divide {np.shape(leaf)[dim]}, or replicate that leaf",
+                )
+    return specs
 
 
-def _chunked(tree: Any, shapes: Shapes) -> Any:
-    """Split the per-device batch axis of every leaf into (chunks, chunk_size)."""
-    split = (shapes.chunks_per_device, shapes.chunk_size)
-    return jax.tree.map(lambda a: a.reshape(split + a.shape[1:]), tree)
+def _spec_dims(spec: Any, ndim: int) -> tuple[tuple[str, ...], ...]:
+    """Per array dimension, the mesh axes a ``PartitionSpec`` splits it over."""
+    dims = []
+    for k in range(ndim):
+        entry = spec[k] if k < len(spec) else None
+        dims.append(() if entry is None else tuple(entry) if isinstance(entry, (tuple, list)) else (entry,))
+    return tuple(dims)
 
 
-def _scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any) -> Any:
-    """Accumulate ``vjp(f)(params)`` over the chunks of ``x`` and ``v`` with ``lax.scan``."""
-
-    def body(acc, chunk):
-        x_chunk, v_chunk = chunk
-        _, pullback = jax.vjp(lambda p: f(p, x_chunk), params)
-        (grad,) = pullback(v_chunk)
-        return jax.tree.map(jnp.add, acc, grad), None
-
-    total, _ = lax.scan(body, init, (_chunked(x, shapes), _chunked(v, shapes)))
-    return total
-
-
-def naive_local(f: Callable, shapes: Shapes) -> Callable:
-    """The per-device naive plan: ``params`` stay invariant inside the loop."""
-
-    def local(params, x, v):
-        init = jax.tree.map(jnp.zeros_like, params)
-        return _scan_vjp(f, params, x, v, shapes, init)
-
-    return local
-
-
-def deferred_local(f: Callable, shapes: Shapes, axis: str) -> Callable:
-    """The per-device deferred plan: cast to varying, accumulate, one psum after the loop."""
-
-    def local(params, x, v):
-        varying = jax.tree.map(lambda p: lax.pcast(p, axis, to="varying"), params)
-        init = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), axis, to="varying"), params)
-        partial = _scan_vjp(f, varying, x, v, shapes, init)
-        return jax.tree.map(lambda g: lax.psum(g, axis), partial)
-
-    return local
-
-
-def reference(f: Callable) -> Callable:
-    """The unchunked VJP over the whole batch."""
-
-    def full(params, x, v):
-        _, pullback = jax.vjp(lambda p: f(p, x), params)
-        return pullback(v)[0]
-
-    return full
-
-
-def build_plans(demo_fn: DemoFunction, settings: Settings) -> Plans:
-    """Check the settings, make the inputs and the three jitted programs for ``demo_fn``."""
+def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ...] = PLANS) -> Plans:
+    """Check the settings, make the inputs and the jitted programs of ``plans`` for ``demo_fn``."""
     f = demo_fn.fn
     params = materialize(demo_fn.spec.params, demo_fn.spec.seed)
     x = materialize(demo_fn.spec.x, demo_fn.spec.seed + 1)
@@ -170,31 +223,39 @@ def build_plans(demo_fn: DemoFunction, settings: Settings) -> Plans:
     out = _output_shape(f, params, x, shapes.batch)
     v = materialize(out, demo_fn.spec.seed + 2)
 
-    mesh = Mesh(np.array(jax.devices()[: shapes.devices]), (settings.axis,))
-    replicated, sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P(settings.axis))
+    spec_mesh = settings.mesh
+    mesh = JaxMesh(np.array(jax.devices()[: spec_mesh.devices]).reshape(spec_mesh.sizes), spec_mesh.names)
+    param_specs = param_partition_specs(getattr(demo_fn.spec, "param_specs", None), params, spec_mesh)
+    splits = jax.tree.map(lambda leaf, s: Split(_spec_dims(s, np.ndim(leaf))), params, param_specs)
+    layout = Layout(f, shapes, shapes.batch_axes, splits)
+    batch_sharding = NamedSharding(mesh, P(shapes.batch_axes))
     args = (
-        jax.device_put(params, replicated),
-        jax.device_put(x, sharded),
-        jax.device_put(v, sharded),
+        jax.tree.map(lambda p, s: jax.device_put(p, NamedSharding(mesh, s)), params, param_specs),
+        jax.device_put(x, batch_sharding),
+        jax.device_put(v, batch_sharding),
     )
 
-    def mapped(local: Callable) -> Callable:
-        return jax.jit(
+    functions: dict[str, Callable] = {}
+    unavailable: dict[str, str] = {}
+    for plan in plans:
+        reason = plan.unavailable(layout)
+        if reason is not None:
+            unavailable[plan.name] = reason
+            continue
+        functions[plan.name] = jax.jit(
             jax.shard_map(
-                local,
+                plan.body(layout),
                 mesh=mesh,
-                in_specs=(P(), P(settings.axis), P(settings.axis)),
-                out_specs=P(),
+                in_specs=plan.in_specs(layout, param_specs),
+                out_specs=plan.out_specs(layout, param_specs),
                 check_vma=True,
             )
         )
-
-    functions = {
-        "naive": mapped(naive_local(f, shapes)),
-        "deferred": mapped(deferred_local(f, shapes, settings.axis)),
-        "reference": jax.jit(reference(f), out_shardings=replicated),
-    }
-    return Plans(shapes=shapes, mesh=mesh, functions=functions, args=args)
+    grad_shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), param_specs, is_leaf=lambda s: isinstance(s, P))
+    functions[REFERENCE] = jax.jit(bodies.reference(f), out_shardings=grad_shardings)
+    built = {plan.name: plan for plan in plans if plan.name in functions}
+    return Plans(shapes=shapes, mesh=mesh, plans=built, functions=functions, args=args,
+                 unavailable=unavailable, layout=layout)
 
 
 def _check_params(params: Any) -> None:
@@ -215,7 +276,7 @@ def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
         out = jax.eval_shape(f, params, x)
     except Exception as exc:  # the user's model failed on its own example inputs
         raise TraceError(
-            f"The model fails on its example inputs: {type(exc).__name__}: {_first_line(exc)}",
+            f"The model fails on its example inputs: {type(exc).__name__}: {first_line(exc)}",
             "check that f(params, x) runs on the shapes given to @shardscope.demo",
         ) from exc
     for leaf in jax.tree.leaves(out):
@@ -232,7 +293,7 @@ def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
     return out
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -243,11 +304,11 @@ def describe_trace_error(exc: BaseException, axis: str) -> TraceError:
     if "carry" in text and "manual axis types do not match" in text:
         return TraceError(
             "A loop in the model starts from a value that is the same on every device but becomes "
-            "per-device (varying over the mesh axis) inside the loop: " + _first_line(exc),
+            "per-device (varying over the mesh axis) inside the loop: " + first_line(exc),
             f"derive the initial carry from x, or cast it with lax.pcast(init, {axis!r}, to='varying')",
         )
     return TraceError(
-        f"The model fails to trace under jax.shard_map: {type(exc).__name__}: {_first_line(exc)}",
+        f"The model fails to trace under jax.shard_map: {type(exc).__name__}: {first_line(exc)}",
         "jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; "
         "--debug shows JAX's full error",
     )

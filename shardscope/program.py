@@ -33,7 +33,9 @@ COLLECTIVE_PRIMITIVES = frozenset(
 )
 """Primitives that move data between devices."""
 
-CAST_PRIMITIVES = frozenset({"pvary", "pcast", "preduced", "vary_unreduced_cast_p"})
+CAST_PRIMITIVES = frozenset(
+    {"pvary", "pcast", "preduced", "vary_unreduced_cast_p", "vary_unreduced_cast", "reduced_vary_cast", "reduced_vary_cast_p"}
+)
 """Primitives that only change a value's varying-axes type: no communication."""
 
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
@@ -55,6 +57,8 @@ class Value:
     dtype: str
     varying: frozenset[str] = frozenset()
     itemsize: int = 0
+    reduced: frozenset[str] = frozenset()
+    unreduced: frozenset[str] = frozenset()
 
     @property
     def type_str(self) -> str:
@@ -64,8 +68,13 @@ class Value:
 
     @property
     def vma_str(self) -> str:
-        """``{V:s}`` when the value varies over mesh axes, else empty."""
-        return "{V:" + ",".join(sorted(self.varying)) + "}" if self.varying else ""
+        """``{V:data,model}`` when the value varies over mesh axes, ``{R:s}`` reduced, ``{U:s}``
+        unreduced (JAX's reduced/unreduced types), several side by side; else empty."""
+        return "".join(
+            "{" + tag + ":" + ",".join(sorted(axes)) + "}"
+            for tag, axes in (("V", self.varying), ("R", self.reduced), ("U", self.unreduced))
+            if axes
+        )
 
     @property
     def nbytes(self) -> int:
@@ -370,10 +379,12 @@ def _value(atom: Any, name: str) -> Value:
     dtype = getattr(aval, "dtype", None)
     mat = getattr(aval, "manual_axis_type", None)
     varying = frozenset(getattr(mat, "varying", ()) or ())
+    reduced = frozenset(getattr(mat, "reduced", ()) or ())
+    unreduced = frozenset(getattr(mat, "unreduced", ()) or ())
     if dtype is None:
-        return Value(name, shape, type(aval).__name__, varying, 0)
+        return Value(name, shape, type(aval).__name__, varying, 0, reduced, unreduced)
     dtype_name, itemsize = _dtype_facts(dtype)
-    return Value(name, shape, dtype_name, varying, itemsize)
+    return Value(name, shape, dtype_name, varying, itemsize, reduced, unreduced)
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,19 +6,42 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from shardscope.counts import count_text
+from shardscope.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.analysis import Analysis, PlanResult
+    from shardscope.projection import Projection
 
 
-def to_json(analysis: "Analysis") -> dict[str, Any]:
+def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
+    ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
-    return _finite(_json(analysis))
+    data = _json(analysis)
+    data["projection"] = None if projection is None else projection_json(analysis, projection)
+    return _finite(data)
+
+
+def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
+    """The ``"projection"`` object, with the projected and measured ratios of the first two plans."""
+    from shardscope.projection import to_json as projected
+    from shardscope.projection_view import compared_pair
+
+    data = projected(projection)
+    pair = compared_pair(analysis)
+    if pair is not None:
+        baseline, candidate = pair
+        data["ratio"] = {
+            "baseline": baseline,
+            "candidate": candidate,
+            "projected": projection.ratio(baseline, candidate),
+            "measured": analysis.speedup,
+        }
+    return data
 
 
 def _finite(value: Any) -> Any:
@@ -33,19 +56,35 @@ def _finite(value: Any) -> Any:
 
 def _json(analysis: "Analysis") -> dict[str, Any]:
     s = analysis.shapes
+    comparison = analysis.comparison
+    speedup = comparison.speedup
     return {
         "function": analysis.function,
         "file": str(analysis.settings.path),
         "backend": analysis.backend,
         "devices": s.devices,
         "axis": analysis.settings.axis,
+        "mesh": dict(analysis.settings.mesh.axes),
+        "batch_axes": list(s.batch_axes),
         "batch": s.batch,
         "per_device_batch": s.per_device_batch,
         "chunk_size": s.chunk_size,
         "chunks_per_device": s.chunks_per_device,
         "repeats": analysis.settings.repeats,
+        "processes": analysis.processes,
+        "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
+        "comparison": {
+            "baseline": comparison.baseline,
+            "candidate": comparison.candidate,
+            "speedup": None if speedup is None else {
+                "median": speedup.median, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
+            },
+            "text": comparison.speedup_text(),
+        },
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
+        "compiler_note": compiler_note_of(analysis),
+        "unavailable": dict(analysis.unavailable),
         "warnings": analysis.warnings,
         "gradient_checks": [
             {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
@@ -62,6 +101,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
 
 def _plan_json(plan: "PlanResult") -> dict[str, Any]:
     return {
+        "description": plan.description,
         "collectives": [
             {
                 "primitive": c.primitive,
@@ -100,6 +140,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
         "max_abs_err": plan.max_abs_err,
+        "cost_analysis": plan.cost_analysis,
     }
 
 
@@ -109,57 +150,76 @@ def _times_json(times: Any) -> dict[str, float] | None:
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
 
 
-def render(analysis: "Analysis", console: "Console") -> None:
-    """Print the human report: headline, the plans side by side, every collective, a verdict."""
+def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None) -> None:
+    """Print the human report: headline, the plans side by side, every collective, a verdict.
+
+    With a ``projection``, a table of each plan's communication on that interconnect follows.
+    """
     from rich.table import Table
 
-    for i, line in enumerate(analysis.headline()):
+    for i, line in enumerate(headline(analysis)):
         console.print(line, style="bold" if i == 0 else None, highlight=False)
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
+    plans = list(analysis.plans.values())
 
     table = Table(title="plans", title_justify="left")
     table.add_column("")
-    table.add_column("naive", justify="right")
-    table.add_column("deferred", justify="right")
+    for plan in plans:
+        table.add_column(plan.name, justify="right")
     for label, fn in _ROWS:
-        table.add_row(label, fn(naive), fn(deferred))
+        table.add_row(label, *(fn(plan) for plan in plans))
     ref = analysis.reference
     console.print(table)
+    for line in unavailable_lines(analysis):
+        console.print(line, style="dim", highlight=False)
 
     coll = Table(title="collectives (bytes per device)", title_justify="left", pad_edge=False)
     for column in ("plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
         coll.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
-    for plan in (naive, deferred):
+    for plan in plans:
         for c in plan.collectives:
             loops = " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
             style = "bold red" if c.in_loop else None
-            coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, count_text(c.executions),
+            coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, c.runs.text(),
                          count_text(c.bytes_per_call), style=style)
     console.print(coll)
     if ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+    if any(p.cost_analysis for p in analysis.plans.values()):
+        console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
+                      "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
     for warning in analysis.warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
+    note = compiler_note_of(analysis)
+    if note:
+        console.print(note, style="dim", highlight=False)
+    if projection is not None:
+        from shardscope.projection_view import render_projection
+
+        render_projection(analysis, projection, console)
+
+
+def compiler_note_of(analysis: "Analysis") -> str | None:
+    """The HLO note (what other compilers would do), or None when the plans were not compiled."""
+    from shardscope.hlo import compiler_note
+
+    compiled = {name: plan for name, plan in analysis.plans.items() if plan.hlo is not None}
+    if not compiled:
+        return None
+    backend = next(iter(compiled.values())).hlo.backend
+    return compiler_note(backend, {name: (p.collectives_in_loops, p.hlo.in_loops) for name, p in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:
-    """One sentence on what the deferred plan saves."""
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    text = (
-        f"naive: {_upto(naive, count_text(naive.executed_collectives))} collective runs/call "
-        f"({naive.collectives_in_loops} inside loops); "
-        f"deferred: {_upto(deferred, count_text(deferred.executed_collectives))} "
-        f"({deferred.collectives_in_loops} inside loops)"
+    """One sentence: every plan's collective runs per call, then the comparison's speedup."""
+    text = "; ".join(
+        f"{plan.name}: {plan.executed.text()} collective runs/call ({plan.collectives_in_loops} inside loops)"
+        for plan in analysis.plans.values()
     )
-    if analysis.speedup is not None:
-        text += f"; deferred is {analysis.speedup:.2f}x the speed of naive (median run time)"
+    speedup = analysis.comparison.speedup_text()
+    if speedup is not None:
+        text += f"; {speedup}"
     return text + "."
-
-
-def _upto(plan: "PlanResult", text: str) -> str:
-    """``≤ 8`` when collectives sit in ``cond`` branches: only one branch runs per call."""
-    return f"≤ {text}" if plan.per_call_is_upper_bound else text
 
 
 def _ms(seconds: float | None) -> str:
@@ -170,22 +230,29 @@ def _hlo(plan: "PlanResult") -> str:
     return "-" if plan.hlo is None else f"{plan.hlo.count} ({plan.hlo.in_loops} in while)"
 
 
-def _mem(plan: "PlanResult") -> str:
+def _cost_bytes(plan: "PlanResult") -> str:
+    """XLA's ``bytes accessed`` (a loop body counted once), beside shardscope's bytes per call."""
+    return "-" if not plan.cost_analysis else f"{plan.cost_analysis['bytes_accessed']:,.0f}"
+
+
+def _mem(plan: "PlanResult", key: str) -> str:
     if not plan.memory:
         return "-"
-    return f"{plan.memory.get('temp_size_in_bytes', 0):,} B"
+    return f"{plan.memory.get(key, 0):,} B"
 
 
 _ROWS = (
     ("collectives (equations)", lambda p: str(len(p.collectives))),
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
-    ("  runs per call", lambda p: _upto(p, count_text(p.executed_collectives))),
-    ("  bytes per call", lambda p: _upto(p, count_text(p.bytes_per_call))),
+    ("  runs per call", lambda p: p.executed.text()),
+    ("  bytes per call", lambda p: p.bytes.text()),
+    ("  XLA cost_analysis bytes", _cost_bytes),
     ("HLO collectives", _hlo),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),
     ("run median", lambda p: _ms(p.run_s and p.run_s.median)),
     ("run min / max", lambda p: "-" if p.run_s is None else f"{_ms(p.run_s.min)} / {_ms(p.run_s.max)}"),
-    ("temp memory", _mem),
+    ("memory/device: arguments", lambda p: _mem(p, "argument_size_in_bytes")),
+    ("memory/device: temporaries", lambda p: _mem(p, "temp_size_in_bytes")),
     ("max_abs_err vs reference", lambda p: "-" if p.max_abs_err is None else f"{p.max_abs_err:.2e}"),
 )

@@ -17,7 +17,11 @@ PYTHON = sys.executable
 
 @functools.lru_cache(maxsize=None)
 def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
-    """``(args, outputs)``: the plans' concrete inputs and the gradients each program returns, as numpy."""
+    """``(args, outputs)``: the plans' concrete inputs and the gradients each program returns, as numpy.
+
+    A candidate plan JAX cannot trace here (the analysis lists it as unavailable) has no output;
+    the baseline and the reference always do.
+    """
     import jax
 
     from shardscope.demos import load_demo_file
@@ -27,7 +31,14 @@ def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
     settings = Settings(path=DEMOS / demo, devices=devices, chunk_size=chunk_size)
     built = build_plans(load_demo_file(settings.path).get(None), settings)
     as_numpy = lambda tree: jax.tree.map(np.asarray, tree)  # noqa: E731
-    outputs = {name: as_numpy(fn(*built.args)) for name, fn in built.functions.items()}
+    outputs = {}
+    for name, fn in built.functions.items():
+        plan = built.plans.get(name)
+        try:
+            outputs[name] = as_numpy(plan.gradient(fn(*built.args)) if plan else fn(*built.args))
+        except Exception:
+            if plan is None or plan.role == "baseline":
+                raise
     return as_numpy(built.args), outputs
 
 

@@ -37,7 +37,9 @@ def test_json_has_the_issue_keys(seed_json):
     assert {"function", "backend", "devices", "chunk_size", "chunks_per_device", "variants"} <= set(data)
     assert (data["function"], data["backend"], data["devices"], data["chunk_size"], data["chunks_per_device"]) == (
         "linear", "cpu", 2, 16, 2)
-    assert set(data["variants"]) == {"naive", "deferred"}
+    assert set(data["variants"]) == {"naive", "deferred", "reduced"}  # every plan the registry builds here
+    assert data["unavailable"] == {}
+    assert data["mesh"] == {"s": 2} and data["batch_axes"] == ["s"]
     for name, plan in data["variants"].items():
         assert PLAN_KEYS <= set(plan), name
         assert {"collectives", "collectives_in_loops"} <= set(plan["hlo"])

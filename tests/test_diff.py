@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from shardscope.diff import side_by_side, unified
+from shardscope.text import diff_text
 
 BEFORE = "a\nb\nc\nd\n"
 AFTER = "a\nB\nc\nd\ne\n"
 
 
 def test_unified():
-    lines = unified(BEFORE, AFTER)
+    lines = unified(BEFORE, AFTER, "naive", "deferred")
     assert lines[:2] == ["--- naive", "+++ deferred"]
     assert "-b" in lines and "+B" in lines and "+e" in lines
     assert not any(l.endswith("\n") for l in lines)
-    assert unified(BEFORE, BEFORE) == []
+    assert unified(BEFORE, BEFORE, "naive", "deferred") == []
 
 
 def test_side_by_side_rebuilds_both_texts():
@@ -33,7 +34,7 @@ def test_side_by_side_of_the_seed_case(analysis_of):
     removed = [r.left for r in rows if r.tag in ("delete", "replace") and r.left and "psum_invariant" in r.left]
     assert removed  # the all-reduce left the loop body
     assert a.export_stem() == "linear-2dev-c16"
-    text = a.diff_text()
+    text = diff_text(a)
     assert text.splitlines()[0] == "# shardscope: linear.py::linear"
-    assert "# naive: 1 collective(s), 1 in loops, 2 executed/call, 40 B/call" in text
-    assert "# deferred: 1 collective(s), 0 in loops, 1 executed/call, 20 B/call" in text
+    assert "# naive: 1 collective(s), 1 in loops, 2 runs/call, 40 B/call" in text
+    assert "# deferred: 1 collective(s), 0 in loops, 1 runs/call, 20 B/call" in text

@@ -171,3 +171,30 @@ def test_real_module_with_a_collective_in_the_while_condition():
     summary = summarize(traced.lower().compile().as_text(), "cpu")
     assert jaxpr_side.in_loop and summary.count == 1
     assert summary.in_loops == 1  # the HLO agrees with the jaxpr: inside the loop
+
+
+def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
+    from shardscope.hlo import compiler_note
+
+    cpu = compiler_note("cpu", {"naive": (1, 1), "deferred": (0, 0)})
+    assert "never moves an all-reduce out of a loop" in cpu
+    assert "openxla/xla issue 6750, PR 28184" in cpu and "WhileLoopAllReduceCodeMotion" in cpu
+    assert "naive: its all-reduce stayed in the loop" in compiler_note("gpu", {"naive": (1, 1), "deferred": (0, 0)})
+    assert "naive: the compiler moved" in compiler_note("tpu", {"naive": (1, 0)})
+    assert "1 of 4 loop collectives stayed" in compiler_note("gpu", {"naive": (4, 1)})
+
+
+def test_report_json_carries_the_compiler_note(analysis_of):
+    from shardscope.report import to_json
+
+    data = to_json(analysis_of("linear.py", devices=2, chunk_size=16))
+    assert "The CPU compiler never moves an all-reduce out of a loop" in data["compiler_note"]
+
+
+def test_cost_analysis_does_not_grow_with_the_chunks_shardscope_counts(analysis_of):
+    """XLA's cost_analysis() costs a loop body once: 4x the chunks is 4x shardscope's bytes, not XLA's."""
+    few, many = analysis_of("linear.py", devices=2, chunk_size=16), analysis_of("linear.py", devices=2, chunk_size=4)
+    a, b = few.plans["naive"], many.plans["naive"]
+    assert (a.bytes_per_call, b.bytes_per_call) == (40, 160)
+    assert a.cost_analysis["bytes_accessed"] > 0 and b.cost_analysis["bytes_accessed"] > 0
+    assert b.cost_analysis["bytes_accessed"] < 2 * a.cost_analysis["bytes_accessed"]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from shardscope.app.app import ShardscopeApp
+from shardscope.app.factory import make_app
 from shardscope.settings import Settings
 
 
@@ -21,11 +22,11 @@ def run_app(
     profile_startup: bool = False,
 ) -> int:
     """Run the explorer until the user quits; returns the exit status."""
-    app = ShardscopeApp(settings, max_devices=max_devices, export_dir=export_dir, profile_startup=profile_startup)
+    app = make_app(settings, max_devices=max_devices, export_dir=export_dir, profile_startup=profile_startup)
     app.run()
     if app.profile is not None:
         print(app.profile.json_line(), file=sys.stderr)
     return app.return_code or 0
 
 
-__all__ = ["ShardscopeApp", "run_app"]
+__all__ = ["ShardscopeApp", "make_app", "run_app"]

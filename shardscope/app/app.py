@@ -12,8 +12,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from rich.text import Text
-from textual import events, on, work
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -23,15 +22,15 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import runner
 from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
+from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.keys import DIFF_BINDINGS
-from shardscope.app.status import StatusLine, describe_settings
-from shardscope.app.summaries import done_text
+from shardscope.app.status import StatusLine
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
+from shardscope.text import diff_text
 
 TABS = (
     ("plans", "Plans", "shardscope.app.plans_view:PlansView"),
@@ -39,8 +38,9 @@ TABS = (
     ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
     ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
     ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
+    ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
 )
-"""Tab id, title and view class; the key of each tab is its position (1-5).
+"""Tab id, title and view class; the key of each tab is its position (1-6).
 
 Only the Plans view is built before the first paint: the others import numpy and networkx
 (a third of a second), so a thread worker imports them after it and they are mounted then.
@@ -55,30 +55,28 @@ class ShardscopeApp(App[int]):
 
     BINDINGS = [
         Binding("r", "run", "Run", id="run",
-                tooltip="Run the analysis of the sidebar's settings (re-reads the demo file if it changed on disk)"),
+                tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
         Binding("e", "export", "Export diff", id="export",
-                tooltip="Export the jaxpr diff to FUNCTION-Ndev-cCHUNK.diff (never overwrites: adds a suffix)"),
+                tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
+        Binding("b", "pick_baseline", "Baseline", id="pick_baseline",
+                tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
+        Binding("c", "pick_candidate", "Candidate", id="pick_candidate",
+                tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
         Binding("n", "next_collective", "Next coll.", id="next_collective",
-                tooltip="Next collective: expand and scroll both plan trees to it"),
+                tooltip="Expand and scroll both plan trees to the next collective"),
         Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
-                tooltip="Previous collective: expand and scroll both plan trees to it"),
+                tooltip="Expand and scroll both plan trees to the previous collective"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
                     tooltip=f"Show the {title} tab")
             for i, (tab, title, _) in enumerate(TABS, 1)
         ),
-        Binding("b", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
-                tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help",
-                tooltip="Help: the keys and what the tabs show"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
         Binding("escape", "escape", "Leave input", show=False, id="escape",
-                tooltip="Leave the input being typed in; otherwise hide the error panel"),
+                tooltip="Leave the input being typed in; else hide the error panel"),
     ]
-
-    NARROW = 100
-    """Under this many columns the sidebar hides by itself (``b`` brings it back)."""
 
     def __init__(
         self,
@@ -97,14 +95,13 @@ class ShardscopeApp(App[int]):
         self.export_dir = export_dir
         self.autorun = autorun
         self.analysis: Any = None  # the latest shardscope.analysis.Analysis
+        self.prepared: Any = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
         self.demo_file: Any = None  # the loaded shardscope.demos.DemoFile
         self.running = False
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None
         self.hide_measurements = hide_measurements
         self._run_id = 0
-        self._run_settings: Settings | None = None  # the settings of the run in flight
-        self._sidebar_wanted: bool | None = None  # the user's b; None: by the terminal's width
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
 
@@ -122,7 +119,6 @@ class ShardscopeApp(App[int]):
             yield Sidebar(self.settings, self.max_devices, id="sidebar")
             with Vertical(id="main"):
                 yield ErrorPanel(id="error")
-                yield Static("", id="stale")
                 with TabbedContent(id="tabs", initial="plans"):
                     for i, (tab, title, _) in enumerate(TABS, 1):
                         with TabPane(f"{i} {title}", id=tab):
@@ -134,26 +130,7 @@ class ShardscopeApp(App[int]):
 
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
-        self._fit_sidebar()
         self.call_after_refresh(self._after_first_paint)
-
-    def on_resize(self, event: events.Resize) -> None:
-        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``b``)."""
-        self._fit_sidebar(event.size.width)
-
-    @property
-    def sidebar_shown(self) -> bool:
-        """True while the settings sidebar is on screen."""
-        return not self.query_one(Sidebar).has_class("-collapsed")
-
-    def _fit_sidebar(self, width: int | None = None) -> None:
-        narrow = (self.size.width if width is None else width) < self.NARROW
-        shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
-        sidebar = self.query_one(Sidebar)
-        sidebar.set_class(not shown, "-collapsed")
-        sidebar.set_class(narrow, "-narrow")
-        if not shown and self.focused is not None and sidebar in self.focused.ancestors:
-            self.set_focus(None)
 
     def _after_first_paint(self) -> None:
         if self.profile is not None:
@@ -186,7 +163,7 @@ class ShardscopeApp(App[int]):
         try:
             settings = self.query_one(Sidebar).requested_settings(self.settings)
         except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint, refused=True)
+            self._show_error(exc.message, exc.hint)
             return
         self.settings = settings
         self._start_run(analyze=True)
@@ -196,7 +173,8 @@ class ShardscopeApp(App[int]):
         from shardscope.exports import write_new
 
         try:
-            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", self.analysis.diff_text())
+            text = diff_text(self.analysis, self.comparison)
+            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", text)
         except ShardscopeError as exc:
             self._show_error(exc.message, exc.hint)
             return
@@ -206,6 +184,50 @@ class ShardscopeApp(App[int]):
         self.last_export = path
         self.notify(str(path), title="Diff exported")
 
+    @property
+    def comparison(self) -> Any:
+        """The comparison the Diff and Graph tabs show (``shardscope.comparison.Comparison``)."""
+        if self.prepared is not None:
+            return self.prepared.comparison
+        return None if self.analysis is None else self.analysis.comparison
+
+    def action_pick_baseline(self) -> None:
+        """Make the next plan the baseline (skipping the candidate)."""
+        self._pick(baseline_step=1)
+
+    def action_pick_candidate(self) -> None:
+        """Make the next plan the candidate (skipping the baseline)."""
+        self._pick(candidate_step=1)
+
+    def _pick(self, baseline_step: int = 0, candidate_step: int = 0) -> None:
+        names = list(self.analysis.plans)
+        baseline, candidate = self.comparison.baseline, self.comparison.candidate
+        if baseline_step:
+            baseline = _next_other(names, baseline, candidate)
+        if candidate_step:
+            candidate = _next_other(names, candidate, baseline)
+        self.query_one(StatusLine).show_done(f"comparing {candidate} with {baseline}...")
+        self._compare_worker(self._run_id, self.analysis, baseline, candidate)
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
+        """Thread worker: the diff and the drawings of another pair of plans."""
+        from shardscope.app.views.prepare import prepare
+
+        worker = get_current_worker()
+        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
+        if prepared is not None:
+            self.post_message(ComparisonReady(run_id, prepared))
+
+    def on_comparison_ready(self, message: ComparisonReady) -> None:
+        """Show the picked comparison in the Diff and Graph tabs."""
+        if not self._is_current(message):
+            return
+        self.prepared = message.prepared
+        self._stale_tabs |= {"graph", "diff", "timings"}
+        self._refresh_tab(self.query_one(TabbedContent).active)
+        self.query_one(StatusLine).show_done(self._done_text(self.analysis))
+
     def action_next_collective(self) -> None:
         """Go to the next collective in both plan trees."""
         self._step_collective(1)
@@ -214,22 +236,15 @@ class ShardscopeApp(App[int]):
         """Go to the previous collective in both plan trees."""
         self._step_collective(-1)
 
-    def action_toggle_sidebar(self) -> None:
-        """Show or hide the settings sidebar; the choice holds until the next ``b``."""
-        self._sidebar_wanted = not self.sidebar_shown
-        self._fit_sidebar()
-
     def action_show_tab(self, tab: str) -> None:
-        """Show the tab ``tab`` (plans, graph, diff, timings or hlo)."""
+        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep)."""
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
-        """Show the help screen (or close it: ``?`` toggles it)."""
+        """Show the help screen."""
         from shardscope.app.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
 
-        if isinstance(self.screen, HelpScreen):  # a second ? that arrived before the screen took the keys
-            self.screen.dismiss()
-        else:
+        if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_escape(self) -> None:
@@ -243,13 +258,15 @@ class ShardscopeApp(App[int]):
         """Grey out actions that need a result (export) or a collective (n/N)."""
         if action == "export":
             return self.analysis is not None or None
+        if action in ("pick_baseline", "pick_candidate"):
+            return (self.analysis is not None and len(self.analysis.plans) > 2) or None
         if action in ("next_collective", "previous_collective"):
             has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
             return has_collectives or None
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's own commands plus every shardscope binding (the Diff tab's too)."""
+        """The command palette: Textual's own commands plus every shardscope binding."""
         yield from super().get_system_commands(screen)
         for binding in self.BINDINGS:
             if isinstance(binding, Binding) and binding.action not in ("quit", "escape"):
@@ -258,14 +275,14 @@ class ShardscopeApp(App[int]):
                     binding.description, binding.tooltip,
                     lambda action=binding.action: self.call_later(self.run_action, action),
                 )
-        for binding in DIFF_BINDINGS:
+        for binding in DIFF_BINDINGS:  # the Diff tab's keys: open the tab, then act there
             yield SystemCommand(
                 binding.description, binding.tooltip,
                 lambda action=binding.action: self.call_later(self._run_diff_action, action),
             )
 
     async def _run_diff_action(self, action: str) -> None:
-        """Open the Diff tab and run one of its actions there (as its key would)."""
+        """Open the Diff tab and run one of its actions there, as its key would."""
         self.action_show_tab("diff")
         if "diff" in self._mounted_views:
             self._refresh_tab("diff")
@@ -277,10 +294,9 @@ class ShardscopeApp(App[int]):
         """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
         self._run_id += 1
         self.running = analyze
-        self._run_settings = self.settings if analyze else None
         self.query_one(StatusLine).show_settings(self.settings)
         if analyze:
-            self.query_one(StatusLine).show_stage("loading", 0.0, self.settings)
+            self.query_one(StatusLine).show_stage("loading", 0.0)
         request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
         self._run_worker(request)
 
@@ -296,7 +312,7 @@ class ShardscopeApp(App[int]):
     def on_run_progress(self, message: RunProgress) -> None:
         """Show the stage the current run reached."""
         if self._is_current(message) and self.running:
-            self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
+            self.query_one(StatusLine).show_stage(message.stage, message.fraction)
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
         """Offer the (re)loaded file's functions in the sidebar."""
@@ -311,23 +327,22 @@ class ShardscopeApp(App[int]):
         if not self._is_current(message):
             return
         self.running = False
-        self._run_settings = None
         # The analysis holds hundreds of thousands of objects that live until the next run: a
         # full GC pass over them during a key press costs ~150 ms. Freeze them out of the
         # collector; unfreeze first so the previous analysis can be collected.
         gc.unfreeze()
         self.analysis = analysis = message.analysis
+        self.prepared = message.prepared
         gc.freeze()
         self.settings = self.settings.with_(function=analysis.function)
         self.query_one(ErrorPanel).clear()
         self.query_one(Sidebar).show_resolved(analysis.settings)
         status = self.query_one(StatusLine)
-        status.show_results(analysis.settings, analysis.shapes)
+        status.show_settings(analysis.settings, analysis.shapes)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
-        status.show_done(done_text(analysis, self.hide_measurements))
-        self._mark_stale()
+        status.show_done(self._done_text(analysis))
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
@@ -338,7 +353,6 @@ class ShardscopeApp(App[int]):
             return
         self.running = False
         self._show_error(message.message, message.hint)
-        self._mark_stale()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
@@ -361,49 +375,6 @@ class ShardscopeApp(App[int]):
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
-    @on(Sidebar.Edited)
-    def _settings_edited(self) -> None:
-        self._mark_stale()
-
-    # -- stale results ------------------------------------------------------------------
-
-    @property
-    def stale(self) -> bool:
-        """True when results are on screen and the sidebar asks for other settings."""
-        return self.query_one("#stale", Static).has_class("-visible")
-
-    def _mark_stale(self) -> None:
-        """Say so, over the tabs and in the status line, when the sidebar differs from the results."""
-        banner = self.query_one("#stale", Static)
-        asked = self._sidebar_differs()
-        banner.set_class(asked is not None, "-visible")
-        if asked is None:
-            if self.query_one(StatusLine).state == "stale":
-                self.query_one(StatusLine).show_done(done_text(self.analysis, self.hide_measurements))
-            return
-        shown = describe_settings(self.analysis.settings, self.analysis.shapes)
-        banner.update(Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
-                                    "; the sidebar asks for ", asked, (". Press r to run it.", "bold")))
-        if self.query_one(StatusLine).state not in ("running", "failed"):
-            self.query_one(StatusLine).show_stale(asked)
-
-    def _sidebar_differs(self) -> Text | None:
-        """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
-        if self.analysis is None:
-            return None
-        shown = self.analysis.settings
-        draft = self.query_one(Sidebar).draft_settings(shown)
-        if draft is None:
-            return Text("a chunk size that is not a number")
-        changes = [
-            f"{label} {value}" for label, value, before in (
-                ("function", draft.function, shown.function),
-                ("mesh", f"{draft.axis}={draft.devices}", f"{shown.axis}={self.analysis.shapes.devices}"),
-                ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
-            ) if value != before
-        ]
-        return Text(", ".join(changes), "bold") if changes else None
-
     # -- helpers ------------------------------------------------------------------------
 
     def _refresh_tab(self, tab: str | None) -> None:
@@ -413,28 +384,47 @@ class ShardscopeApp(App[int]):
             self._show_in(tab, self.analysis)
 
     def _show_in(self, tab: str, analysis: Any) -> None:
-        """Hand ``analysis`` to one tab's view; a view that fails must not take the app down."""
+        """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
+        must not take the app down."""
         try:
-            self.query_one(f"#{tab}-view").show_analysis(analysis)
+            self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
             self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
 
-    def _show_error(self, message: str, hint: str | None, *, refused: bool = False) -> None:
-        """The error panel; the status line names the settings that failed, not the ones on screen."""
+    def _show_error(self, message: str, hint: str | None) -> None:
         self.query_one(ErrorPanel).show_error(message, hint)
-        status = self.query_one(StatusLine)
-        if refused:
-            status.show_failed(None, "the sidebar's settings were refused: see the error panel")
-        else:
-            status.show_failed(self._run_settings, "failed: see the error panel")
+        self.query_one(StatusLine).show_done("failed: see the error panel", failed=True)
 
     def _step_collective(self, step: int) -> None:
         self.action_show_tab("plans")
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
 
+    def _done_text(self, analysis: Any) -> str:
+        counts = ", ".join(f"{name} {plan.executed.text()}" for name, plan in analysis.plans.items())
+        text = f"done: collective runs/call: {counts}"
+        comparison = self.comparison
+        if comparison is not None and comparison.speedup is not None:
+            if self.hide_measurements:
+                text += f"; {comparison.candidate} vs {comparison.baseline}: ···x"
+            else:
+                text += f"; {comparison.speedup_text()}"
+        if analysis.warnings:
+            text += "; warning: the plans' gradients differ (see Timings)"
+        return text
+
     def _mark_results(self) -> None:
         self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+
+
+def _next_other(names: list[str], current: str, other: str) -> str:
+    """The plan after ``current`` in ``names`` (wrapping), never ``other``."""
+    k = names.index(current)
+    for step in range(1, len(names) + 1):
+        name = names[(k + step) % len(names)]
+        if name != other:
+            return name
+    return current
 
 
 def _load(spec: str) -> type:

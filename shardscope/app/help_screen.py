@@ -13,12 +13,16 @@ from shardscope.app.keys import help_rows, markdown_table
 HELP = """\
 # shardscope
 
-Compare two plans for a chunked VJP under `jax.shard_map`:
+Compare plans for a chunked VJP under `jax.shard_map` (one column per plan in the Plans tab):
 
 - **naive**: params stay invariant inside the `lax.scan` over chunks, so every chunk's
   gradient is all-reduced (`psum_invariant` inside the loop: chunks x all-reduces per call);
 - **deferred**: params are cast to varying (`lax.pcast`) before the loop, each device
-  accumulates its own partial gradient, and one `psum` runs after the loop.
+  accumulates its own partial gradient, and one `psum` runs after the loop;
+- **reduced**: JAX's reduced/unreduced types (`{R:s}` weight, `{U:s}` gradient): one
+  `unreduced_psum` after the loop (listed as unavailable, with the reason, where JAX cannot build it).
+
+Sharded parameters (`param_specs=`) are gathered every chunk by naive, once by deferred.
 
 ## Keys
 
@@ -29,25 +33,19 @@ value and `Escape` leaves the input. Outside an input `Escape` hides the error p
 
 ## The Plans tab
 
-One node per equation. A line that carries a badge starts with it: the runs per call of a
-collective (`x2/call psum_invariant_0[s]`), or of the collective equations inside a loop or
-call (`x16/call 1 collective equation in scan_1 scan x8`). Red badges run inside a loop (once
-per iteration); green ones once per call. Loops show their kind and trip count (`scan x2`);
-expand them with `Enter` or a click. `{{V:s}}` marks a value that varies over mesh axis `s`.
-`pvary`/`pcast` are casts: they change a value's type, they move no data. Long lines are cut
-with `…`; the full line of the node under the cursor shows under its tree.
+One node per equation. Loops show their kind and trip count (`scan x2 loop`) and how many
+collectives run inside them; expand them with `Enter` or a click. `{V:s}` marks a value that
+varies over mesh axis `s`. Collectives carry a badge with how often one call runs them
+(`psum_invariant[s]  x2/call`). `pvary`/`pcast` are casts: they change a value's type, they
+move no data.
 
-## Stale results
+## Timings and Sweep
 
-The status line starts with the settings of the results on screen. When the sidebar asks for
-something else (another mesh, chunk size or function) a yellow bar over the tabs says so until
-you press `r`; a failed run names the settings that failed, and the results of the last good
-run stay on screen.
-
-## A small terminal
-
-Under 100 columns the sidebar folds away (`b` shows or hides it); the status line names the
-settings either way.
+The Timings tab ends with a projection of each plan's communication onto a real interconnect:
+pick a preset and a device count (the ring formulas and sources are in the README). The Sweep
+tab compiles and times every plan at every chunk size (in a worker: the app stays responsive)
+and charts run time and memory per device against chunk size; type a memory budget and the
+fastest point that fits is marked.
 
 ## Settings
 
@@ -59,14 +57,14 @@ change* switch on, a committed change (Enter in an input, a pick in a list) star
 ## Timing the start-up
 
 `shardscope FILE --profile-startup` writes one JSON line to stderr on exit,
-`{{"first_paint_s": ..., "results_s": ...}}`: seconds from the process start to the first
+`{"first_paint_s": ..., "results_s": ...}`: seconds from the process start to the first
 paint and to the first results on screen (also in the Textual log).
 """
 
 
 def help_text(app_bindings: list) -> str:
     """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.keys`)."""
-    return HELP.format(keys=markdown_table(help_rows(app_bindings)))
+    return HELP.replace("{keys}", markdown_table(help_rows(app_bindings)))
 
 
 class HelpScreen(ModalScreen[None]):

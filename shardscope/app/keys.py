@@ -20,6 +20,12 @@ DIFF_BINDINGS = [
 ]
 """The Diff tab's own keys (here, so the help lists them without importing the tab's view)."""
 
+SWEEP_BINDINGS = [
+    Binding("s", "sweep", "Run sweep", id="sweep",
+            tooltip="In the Sweep tab: compile and time every plan at every chunk size of the current settings"),
+]
+"""The Sweep tab's own keys (here for the same reason)."""
+
 
 def key_label(binding: Binding) -> str:
     """What the key is called on screen: ``?`` rather than ``question_mark``."""
@@ -47,14 +53,21 @@ def key_rows(bindings: Iterable[Binding]) -> list[tuple[str, str]]:
 def help_rows(app_bindings: list[Binding]) -> list[tuple[str, str]]:
     """Every key the help and the README list: the app's, the Diff tab's after the tab keys, ctrl+p."""
     after_tabs = max((k + 1 for k, b in enumerate(app_bindings) if (b.id or "").startswith("tab_")), default=0)
-    ordered = [*app_bindings[:after_tabs], *DIFF_BINDINGS, *app_bindings[after_tabs:]]
+    ordered = [*app_bindings[:after_tabs], *DIFF_BINDINGS, *SWEEP_BINDINGS, *app_bindings[after_tabs:]]
     rows = key_rows(ordered)
     rows.insert(len(rows) - 2, PALETTE_ROW)  # before quit and escape
     return rows
 
 
+def _code_placeholders(text: str) -> str:
+    """``<function>-<mesh>dev.diff`` in backticks, so Markdown shows it rather than taking it for HTML."""
+    import re
+
+    return re.sub(r"(\S*<[^>\s]+>\S*)", r"`\1`", text)
+
+
 def markdown_table(rows: list[tuple[str, str]]) -> str:
     """The rows as a Markdown table with a ``key | action`` header."""
     lines = ["| key | action |", "| --- | --- |"]
-    lines += [f"| {keys} | {action} |" for keys, action in rows]
+    lines += [f"| {keys} | {_code_placeholders(action)} |" for keys, action in rows]
     return "\n".join(lines)

@@ -42,11 +42,21 @@ class DemoLoaded(RunMessage):
 
 
 class RunFinished(RunMessage):
-    """The run produced an :class:`~shardscope.analysis.Analysis`."""
+    """The run produced an :class:`~shardscope.analysis.Analysis`, and the Graph and Diff tabs of
+    its comparison prepared in the worker (``shardscope.app.views.prepare.PreparedViews``)."""
 
-    def __init__(self, run_id: int, analysis: Any) -> None:
+    def __init__(self, run_id: int, analysis: Any, prepared: Any = None) -> None:
         super().__init__(run_id)
         self.analysis = analysis
+        self.prepared = prepared
+
+
+class ComparisonReady(RunMessage):
+    """Another pair of plans was picked and its Graph and Diff tabs are prepared."""
+
+    def __init__(self, run_id: int, prepared: Any) -> None:
+        super().__init__(run_id)
+        self.prepared = prepared
 
 
 class RunFailed(RunMessage):

@@ -1,30 +1,21 @@
-"""The Plans tab: the naive and deferred programs side by side, with next/previous collective."""
+"""The Plans tab: every plan's program side by side (one column per plan), with next/previous collective.
+
+The columns follow the analysis: one per plan it holds, in registry order, so a plan added to
+the registry shows here without a change to this file.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Input, Static, Tree
+from textual.widgets import Input, Static
 
-from shardscope.app.plan_labels import LabelStyles, badge
 from shardscope.app.plan_tree import PlanTree
-from shardscope.app.summaries import hottest, plan_line
-
-PLANS = ("naive", "deferred")
-"""The plans shown, left to right (the names of ``Analysis.plans``)."""
-
-DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
-
-PLAN_ROLES = {
-    "naive": "params invariant in the loop: the gradient is all-reduced every chunk",
-    "deferred": "params cast to varying before the loop: one all-reduce after it",
-}
-
+from shardscope.text import structure_summary
 
 def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     """Steps of n/N: per step, each plan's position of the collective carrying one value.
@@ -46,62 +37,68 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
 
 
 class PlansView(Widget):
-    """Two :class:`PlanTree` columns; ``n``/``N`` walk both trees' collectives in step."""
+    """A :class:`PlanTree` column per plan; ``n``/``N`` walk every tree's collectives in step."""
 
     DEFAULT_CSS = """
     PlansView { height: 1fr; }
     PlansView > Horizontal { height: 1fr; }
     PlansView .plan-column { width: 1fr; height: 1fr; }
-    PlansView .plan-column:first-of-type { border-right: vkey $foreground 20%; }
-    PlansView .plan-header { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
-    PlansView .plan-details { height: 2; padding: 0 1; background: $boost; color: $text-muted; }
+    PlansView .plan-column { border-left: vkey $foreground 20%; }
+    PlansView .plan-column:first-of-type { border-left: none; }
+    PlansView #plans-waiting { padding: 1 2; color: $text-muted; }
+    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}
-        self._pairs: list[dict[str, int]] | None = None  # pair_by_value of the plans shown
-        self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
+        self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
 
     def compose(self) -> ComposeResult:
-        """A header and a tree per plan."""
-        with Horizontal():
-            for name in PLANS:
-                with Vertical(classes="plan-column"):
-                    yield Static(self._waiting_header(name), id=f"{name}-header", classes="plan-header")
-                    yield PlanTree(name, id=f"{name}-tree")
-                    yield Static(DETAILS_HINT, id=f"{name}-details", classes="plan-details")
+        """The row of plan columns, empty until the first analysis says which plans there are."""
+        with Horizontal(id="plan-columns"):
+            yield Static("Waiting for the first run: one column per plan will show here.", id="plans-waiting")
 
-    def show_analysis(self, analysis: Any) -> None:
-        """Show both plans of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The plans shown, left to right."""
+        return self._names
+
+    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
+        """Show every plan of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
         self.collective_index = -1
-        self._plans = analysis.plans
-        self._pairs = None
-        for name in PLANS:
-            plan = analysis.plans[name]
-            self.query_one(f"#{name}-header", Static).update(self._header(name, plan, None))
+        self._plans = dict(analysis.plans)
+        names = tuple(analysis.plans)
+        if names == self._names:
+            self._fill()
+        else:
+            self.call_later(self._rebuild, names)
+
+    async def _rebuild(self, names: tuple[str, ...]) -> None:
+        """Replace the columns with one per plan in ``names``, then fill them."""
+        row = self.query_one("#plan-columns", Horizontal)
+        await row.remove_children()
+        await row.mount_all(self._column(name) for name in names)
+        first = not self._names
+        self._names = names
+        self._fill()
+        if first:  # the tab was shown before its trees existed: give them the focus it offered then
+            self.call_after_refresh(self._focus_a_tree)
+
+    @staticmethod
+    def _column(name: str) -> Vertical:
+        return Vertical(
+            Static(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
+            PlanTree(name, id=f"{name}-tree"),
+            classes="plan-column",
+        )
+
+    def _fill(self) -> None:
+        for name in self._names:
+            plan = self._plans[name]
+            self.query_one(f"#{name}-header", Static).update(self._header(plan, None))
             self.tree(name).show_plan(plan)
-
-    def details(self, name: str) -> Static:
-        """The line under a tree: the full label of the node under its cursor."""
-        return self.query_one(f"#{name}-details", Static)
-
-    @on(Tree.NodeHighlighted)
-    def _show_details(self, event: Tree.NodeHighlighted) -> None:
-        """Details on demand: the tree cuts long labels; the full one shows under it."""
-        if isinstance(event.control, PlanTree):
-            self._show_details_of(event.control)
-
-    def _show_details_of(self, tree: PlanTree) -> None:
-        """Show the full label of ``tree``'s cursor node, unless it already shows."""
-        node = tree.cursor_node
-        key = None if node is None or node.data is None else node.data.key
-        if self._details_key.get(tree.plan_name, ...) == key:
-            return  # a repaint that changes nothing still costs a compositor pass
-        self._details_key[tree.plan_name] = key
-        details = tree.cursor_details or DETAILS_HINT
-        self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -114,21 +111,19 @@ class PlansView(Widget):
 
     @property
     def pairs(self) -> list[dict[str, int]]:
-        """The plans' collectives paired by the value they carry (``params['Wh']``), naive order first.
+        """The plans' collectives paired by the value they carry (``params['Wh']``), first plan's order first.
 
         Each step maps a plan name to the position of its collective in ``plan.collectives``; a
-        collective with no partner of the same value in the other plan is a step of its own.
+        collective with no partner of the same value in another plan is a step of its own.
         """
-        if self._pairs is None:
-            self._pairs = pair_by_value({name: self._plans[name].collectives for name in PLANS if name in self._plans})
-        return self._pairs
+        return pair_by_value({name: self._plans[name].collectives for name in self._names if name in self._plans})
 
     def step_collective(self, step: int) -> int | None:
-        """Move both trees to the next (``step=1``) or previous (``-1``) pair of collectives.
+        """Move every tree to the next (``step=1``) or previous (``-1``) group of collectives.
 
-        Both trees go to the collective that carries the same value (wrapping); a tree whose plan
-        has no collective of that value stays where it is. Returns the new step, or None when
-        neither plan has a collective.
+        Every tree goes to the collective that carries the same value (wrapping); a tree whose
+        plan has no collective of that value stays where it is. Returns the new step, or None
+        when no plan has a collective.
         """
         pairs = self.pairs
         if not pairs:
@@ -137,13 +132,12 @@ class PlansView(Widget):
             self.collective_index = 0 if step > 0 else len(pairs) - 1
         else:
             self.collective_index = (self.collective_index + step) % len(pairs)
-        for name in PLANS:
+        for name in self._names:
             tree = self.tree(name)
             at = pairs[self.collective_index].get(name)
             if at is not None:
                 tree.reveal(tree.collective_ids[at])
-                self._show_details_of(tree)  # now, in this key's repaint, not after its highlight message
-            self.query_one(f"#{name}-header", Static).update(self._header(name, self._plans[name], at), layout=False)
+            self.query_one(f"#{name}-header", Static).update(self._header(self._plans[name], at))
         self._focus_a_tree()
         return self.collective_index
 
@@ -152,30 +146,25 @@ class PlansView(Widget):
         self.call_after_refresh(self._focus_a_tree)
 
     def _focus_a_tree(self) -> None:
-        """Focus the naive tree unless a tree already has it or the user is typing in an input."""
+        """Focus the first plan's tree unless a tree already has it or the user is typing in an input."""
         focused = self.app.focused
-        if self.is_on_screen and not isinstance(focused, (Input, PlanTree)):
-            self.tree("naive").focus()
+        if self.is_on_screen and self._names and not isinstance(focused, (Input, PlanTree)):
+            self.tree(self._names[0]).focus()
 
     @staticmethod
     def _waiting_header(name: str) -> Text:
         return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
     @staticmethod
-    def _header(name: str, plan: Any, at: int | None) -> Text:
-        """Summary, role, and the collective that runs most (or, once n/N moved, the one at the cursor)."""
-        text = Text.assemble((f"{name} plan", "bold"), "  ")
-        text.append_text(plan_line(plan))
-        text.append("\n")
-        text.append(PLAN_ROLES.get(name, ""), "dim")
-        collective = plan.collectives[at] if at is not None else hottest(plan)
-        if collective is None:
-            return text
-        label = f"{at + 1} of {len(plan.collectives)}:" if at is not None else "most runs:"
-        where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "once per call, outside loops"
-        text.append("\n")
-        text.append_text(badge(collective.executions, collective.in_loop, LabelStyles()))
-        text.append(f" {label} ", "dim")
-        of_value = f" of {collective.value}" if collective.value else ""
-        text.append(f"{collective.equation_id.rsplit('/', 1)[-1]}{of_value} {where}", "bold")
+    def _header(plan: Any, at: int | None) -> Text:
+        """Description, summary and, once n/N moved, which collective the cursor is on."""
+        text = Text.assemble((f"{plan.name} plan", "bold"), "  ", (plan.description, "dim"), "\n")
+        in_loops = plan.collectives_in_loops
+        text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
+        if at is not None:
+            collective = plan.collectives[at]
+            where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
+            text.append(f"\n> collective {at + 1} of {len(plan.collectives)}: ", "bold")
+            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}, "
+                        f"{collective.runs.badge()}")
         return text

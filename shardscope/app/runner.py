@@ -52,7 +52,11 @@ def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Calla
 
         analysis = analyze(request.settings, progress, demo_file=demo_file)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
-        post(RunFinished(request.run_id, analysis))
+        from shardscope.app.views.prepare import prepare
+
+        prepared = prepare(analysis, analysis.comparison, is_cancelled)
+        progress("checking", 1.0)
+        post(RunFinished(request.run_id, analysis, prepared))
     except Cancelled:
         return
     except ShardscopeError as exc:
@@ -76,7 +80,7 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
 
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
-    from shardscope.plans import batch_size
+    from shardscope.plans import batch_size  # imports JAX: only ever called in the worker
 
     sizes = {}
     for name, demo_fn in demo_file.functions.items():

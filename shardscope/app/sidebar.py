@@ -1,4 +1,5 @@
-"""The sidebar: which demo function, on how many devices, over which axis, in what chunks.
+"""The sidebar: which demo function, on which mesh (1-D, or named axes such as data=4,model=2, with
+the axes the batch is split over), in what chunks.
 
 Only valid choices are offered where the demo file says what is valid (device counts that
 divide the batch, up to ``--max-devices``); a typed chunk size or axis name is flagged invalid
@@ -19,7 +20,24 @@ from textual.widgets import Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
+from shardscope.mesh import Mesh, parse_axes
 from shardscope.settings import Settings, default_chunk_size, divisors
+
+
+def _mesh_is_valid(text: str) -> bool:
+    """Empty (use the 1-D fields) or ``name=size`` pairs."""
+    try:
+        return not text.strip() or bool(Mesh.parse(text))
+    except SettingsError:
+        return False
+
+
+def _axes_are_valid(text: str) -> bool:
+    """Empty (every axis) or axis names separated by commas."""
+    try:
+        return not text.strip() or bool(parse_axes(text))
+    except SettingsError:
+        return False
 
 
 class Sidebar(VerticalScroll):
@@ -65,7 +83,15 @@ class Sidebar(VerticalScroll):
         devices = s.devices if s.devices in counts else counts[-1]
         yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
         yield Label("Mesh axis name", classes="sidebar-title")
-        yield Input(s.axis, id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
+        one_axis = len(s.mesh.axes) == 1
+        yield Input(s.mesh.names[0], id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
+        yield Label("2-D mesh (replaces the two above)", classes="sidebar-title")
+        yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh",
+                    validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
+                    tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
+        yield Input(",".join(s.batch_axes or ()), placeholder="batch axes: all", id="batch-axes",
+                    validators=[Function(_axes_are_valid, "not a list of axis names")],
+                    tooltip="The mesh axes the batch is split over (e.g. data); empty: every axis")
         yield Label("Chunk size (examples/chunk)", classes="sidebar-title")
         chunk = "" if s.chunk_size is None else str(s.chunk_size)
         yield Input(chunk, placeholder="auto", id="chunk", validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
@@ -99,9 +125,13 @@ class Sidebar(VerticalScroll):
             axis=axis,
             chunk_size=self._typed_chunk(),
         )
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            axes_text = self.query_one("#batch-axes", Input).value.strip()
+            settings = settings.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
         batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
         if batch is not None:
-            from shardscope.plans import resolve_shapes  # JAX is loaded once batches are known
+            from shardscope.shapes import resolve_shapes  # pure arithmetic: no JAX
 
             resolve_shapes(batch, settings, self.max_devices)
         return settings
@@ -195,6 +225,15 @@ class Sidebar(VerticalScroll):
         batch = self.batches.get(self._current_function or "")
         if batch is None:  # also while composing, before the device picker exists
             return None
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            try:
+                mesh = Mesh.parse(mesh_text)
+                axes_text = self.query_one("#batch-axes", Input).value.strip()
+                shards = mesh.size_of(mesh.check_axes(parse_axes(axes_text) if axes_text else mesh.names, "batch axes"))
+            except SettingsError:
+                return None
+            return None if batch % shards else batch // shards
         devices = self.query_one("#devices", Select).value
         if not isinstance(devices, int) or batch % devices:
             return None
@@ -240,7 +279,7 @@ class Sidebar(VerticalScroll):
         self.post_message(self.Edited())
         self.post_message(self.Changed())
 
-    @on(Input.Changed, "#chunk")
+    @on(Input.Changed, "#chunk, #mesh, #batch-axes")
     def _chunk_typed(self, event: Input.Changed) -> None:
         event.stop()
         self._update_chunk_help()

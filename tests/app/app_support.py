@@ -7,7 +7,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-from shardscope.app import ShardscopeApp
+from shardscope.app import ShardscopeApp, make_app as make_explorer
 from shardscope.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -61,7 +61,7 @@ def run(coro):
 def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, **settings) -> ShardscopeApp:
     """The app on ``path`` with fast settings (2 timed repeats)."""
     settings.setdefault("repeats", 2)
-    return ShardscopeApp(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
+    return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
 
 
 async def settle(pilot) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app_support import DEMOS, SIZE, make_app, run, settle
+from shardscope.text import diff_text
 
 
 def test_export_writes_the_diff_and_never_overwrites(tmp_path):
@@ -16,7 +17,7 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
             await pilot.press("e")
             first = tmp_path / "linear-2dev-c16.diff"
             assert app.last_export == first
-            assert first.read_text() == app.analysis.diff_text()
+            assert first.read_text() == diff_text(app.analysis)
             await pilot.press("e")
             second = tmp_path / "linear-2dev-c16-1.diff"
             assert app.last_export == second

@@ -29,7 +29,7 @@ def test_first_run_starts_by_itself_and_fills_every_place():
             assert analysis is not None and analysis.function == "linear"
             status = app.query_one(StatusLine).plain
             assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
-            assert "done: naive 2 runs/call, deferred 1 runs/call" in status
+            assert "collective runs/call: naive 2, deferred 1, reduced 1" in status
             plans = app.query_one(PlansView)
             assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
             assert app.query_one("#sidebar").functions == ["linear"]
@@ -100,7 +100,7 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
             GATE.set()
             await settle(pilot)
             assert first[0].state == WorkerState.CANCELLED
-            assert app.analysis is not None and app.run_id == 3  # load, run, run
+            assert app.analysis is not None and app._run_id == 3  # load, run, run
             assert not app.query_one("#error").shown
 
     run(scenario())
@@ -108,10 +108,10 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
 
 def test_profile_startup_records_first_paint_then_results():
     async def scenario():
-        from shardscope.app import ShardscopeApp
+        from shardscope.app import make_app as make_explorer
         from shardscope.settings import Settings
 
-        app = ShardscopeApp(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
+        app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
         line = json.loads(app.profile.json_line())
@@ -166,13 +166,11 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"), ("hlo", "HloView")):
+            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
+                              ("hlo", "HloView"), ("sweep", "SweepView")):
                 assert type(app.query_one(f"#{tab}-view")).__name__ == name
-            views = {tab: app.query_one(f"#{tab}-view") for tab in ("graph", "diff", "timings", "hlo")}
-            assert all(view.analysis is None for view in views.values()), "only the visible tab renders"
+            assert app._stale_tabs == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
             await pilot.press("3")
-            await pilot.pause()
-            assert views["diff"].analysis is app.analysis
-            assert all(view.analysis is None for tab, view in views.items() if tab != "diff")
+            assert app._stale_tabs == {"graph", "timings", "hlo", "sweep"}
 
     run(scenario())

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from rich.console import Console
 
 from _support import GATED_COND_DEMO as GATED
 from _support import write_demo
 
 
-async def shown_timings(analysis) -> str:
+async def shown_timings(analysis, width: int = 400) -> str:
     """The plain text the Timings tab displays for ``analysis``."""
     from textual.app import App
+    from textual.widgets import Static
 
     from shardscope.app.views import TimingsView
 
@@ -24,7 +26,10 @@ async def shown_timings(analysis) -> str:
         await pilot.pause()
         view.show_analysis(analysis)
         await pilot.pause()
-        return view.plain
+        console = Console(width=width, color_system=None)
+        with console.capture() as capture:
+            console.print(view.query_one("#timings-body", Static).content)
+        return capture.get()
 
 
 def test_the_timings_view_shows_the_warning(tmp_path):

@@ -2,7 +2,7 @@
 
 Wall-clock numbers change from run to run, so the app runs in snapshot mode: the Timings tab
 shows placeholders for measured times and the status line's speedup is masked
-(``ShardscopeApp(hide_measurements=True)``). Everything else
+(``make_app(..., hide_measurements=True)``). Everything else
 (collective counts, bytes, memory, gradient error, the jaxprs, the HLO) is the real analysis.
 Update with ``pytest tests/app/test_snapshots.py --snapshot-update`` and look at the SVGs.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shardscope.app import ShardscopeApp
+from shardscope.app import make_app
 from shardscope.app.views.timings import TimingsView
 from shardscope.settings import Settings
 
@@ -27,7 +27,7 @@ TEXTUAL_VERSION = "8.2.8"
 
 def snapshot_app(demo: str = "linear.py"):
     """The explorer on ``demo`` with every measured time masked."""
-    return ShardscopeApp(Settings(DEMOS / demo, repeats=3), hide_measurements=True)
+    return make_app(Settings(DEMOS / demo, repeats=3), hide_measurements=True)
 
 
 async def analysed(pilot) -> None:
@@ -60,8 +60,3 @@ def test_diff_side_by_side_snapshot(snap_compare):
         await pilot.press("s")
 
     assert snap_compare(snapshot_app(), terminal_size=SNAPSHOT_SIZE, run_before=side_by_side)
-
-
-def test_plans_snapshot_at_80x24(snap_compare):
-    """A small terminal: the sidebar folded away, badges leading every line that has one."""
-    assert snap_compare(snapshot_app("rnn.py"), press=["1"], terminal_size=(80, 24), run_before=analysed)

@@ -1,4 +1,4 @@
-"""The Diff tab: the naive and deferred canonical jaxprs, as a coloured unified diff or side by side.
+"""The Diff tab: the compared plans' canonical jaxprs, as a coloured unified diff or side by side.
 
 The diff itself comes from :mod:`shardscope.diff` (difflib over the stable canonical texts);
 this view only colours it. ``s`` switches between the two layouts; the state is a class on the
@@ -7,7 +7,6 @@ view, so the stylesheet decides which pane shows.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -21,10 +20,11 @@ from textual.widgets import Static
 from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.views.lines import LinesView, offer_focus
 
-from shardscope.diff import Row, side_by_side, unified
+from shardscope.diff import Row, side_by_side
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
+    from shardscope.app.views.prepare import PreparedViews
 
 CONTEXT = 3
 """Equal lines kept around each change in the side-by-side view; longer equal runs fold."""
@@ -72,22 +72,23 @@ def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
 
 
 class SideBySide:
-    """Two columns, naive left and deferred right, laid out at whatever width it is given.
+    """Two columns, baseline left and candidate right, laid out at whatever width it is given.
 
-    Long lines fold within their column at token boundaries (:func:`fold`); changed rows are coloured, equal ones dim, and long
+    Long lines fold within their column; changed rows are coloured, equal ones dim, and long
     runs of equal rows fold into one marker row. A rich renderable, so the view can lay it out
     again when its width changes.
     """
 
-    def __init__(self, rows: list[Row | int]) -> None:
+    def __init__(self, rows: list[Row | int], left: str = "before", right: str = "after") -> None:
         self.rows = rows
+        self.left, self.right = left, right
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """One or more lines per row: ``marker left │ right``, each side folded to half the width."""
         column = max((options.max_width - 5) // 2, 10)
         bar = Segment(" │ ", Style.parse("bright_black"))
         header = Style.parse("bold")
-        yield from (Segment("  "), Segment("naive".ljust(column), header), bar, Segment("deferred", header), Segment.line())
+        yield from (Segment("  "), Segment(self.left.ljust(column), header), bar, Segment(self.right, header), Segment.line())
         for row in self.rows:
             if isinstance(row, int):
                 note = f"⋯ {row} equal line(s) ⋯"
@@ -101,7 +102,7 @@ def _row_segments(row: Row, column: int) -> RenderResult:
     left_style, right_style = (Style.parse(s or "dim") for s in _ROW_STYLES[row.tag])
     marker = Segment(_MARKERS[row.tag] + " ", Style.parse("cyan"))
     bar = Segment(" │ ", Style.parse("bright_black"))
-    left, right = fold(row.left or "", column), fold(row.right or "", column)
+    left, right = _fold(row.left or "", column), _fold(row.right or "", column)
     for k in range(max(len(left), len(right))):
         yield marker if k == 0 else Segment("  ")
         yield Segment((left[k] if k < len(left) else "").ljust(column), left_style)
@@ -110,47 +111,9 @@ def _row_segments(row: Row, column: int) -> RenderResult:
         yield Segment.line()
 
 
-_TOKEN = re.compile(r"\S+\s*|\s+")
-_BREAKS = (re.compile(r"[,=]"), re.compile(r"[(\[{]"))
-"""Where a word too long for a piece may break, best first: after a comma or ``=``, then a bracket."""
-
-
-def fold(line: str, width: int) -> list[str]:
-    """``line`` cut into pieces of at most ``width`` characters, never inside a token.
-
-    Breaks fall between words; a word longer than a whole piece breaks after a ``,`` or ``=``
-    inside it, else after a bracket, and only a word with no such place is cut mid-way.
-    Continuation pieces are indented like the line, plus two spaces, so they read as one (less
-    when that leaves a word no room).
-    """
-    if len(line) <= width:
-        return [line]
-    tokens = _TOKEN.findall(line)
-    longest = max(len(token.rstrip()) for token in tokens)
-    indent = " " * max(min(len(line) - len(line.lstrip(" ")) + 2, width // 2, width - longest), 0)
-    pieces: list[str] = []
-    current = ""
-    for token in _split_long(tokens, width - len(indent)):
-        if len(current) + len(token.rstrip()) > width:
-            if current.strip():
-                pieces.append(current.rstrip())
-                current = indent
-            current = current[: max(width - len(token.rstrip()), 0)]  # indentation gives way to a word
-        current += token
-    pieces.append(current.rstrip())
-    return pieces
-
-
-def _split_long(tokens: list[str], room: int) -> list[str]:
-    """Tokens longer than ``room`` split after their punctuation (or, with none, every ``room``)."""
-    out: list[str] = []
-    for token in tokens:
-        while len(token.rstrip()) > room:
-            cut = next((cuts[-1] for cuts in ([m.end() for m in p.finditer(token, 0, room)] for p in _BREAKS) if cuts), room)
-            out.append(token[:cut])
-            token = token[cut:]
-        out.append(token)
-    return out
+def _fold(line: str, width: int) -> list[str]:
+    """``line`` cut into pieces of ``width`` characters (at least one, possibly empty)."""
+    return [line[k : k + width] for k in range(0, len(line), width)] or [""]
 
 
 _MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}
@@ -188,11 +151,6 @@ class DiffView(Widget):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.analysis: "Analysis | None" = None
-        """The analysis the tab shows (None until the first)."""
-
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis; a pane for each layout."""
         yield Static("No analysis yet: press r to run.", id="diff-placeholder")
@@ -204,14 +162,19 @@ class DiffView(Widget):
         """True while the side-by-side layout shows."""
         return self.has_class("-side-by-side")
 
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render the diff between the naive and deferred canonical texts of ``analysis``."""
-        self.analysis = analysis
-        before = analysis.plans["naive"].canonical_text
-        after = analysis.plans["deferred"].canonical_text
-        self.query_one("#diff-unified", LinesView).show_lines(unified_lines(unified(before, after)))
+    def show_analysis(self, analysis: "Analysis", prepared: "PreparedViews | None" = None) -> None:
+        """Show the diff of the comparison ``prepared`` holds (prepared in the worker), or of the
+        analysis's default comparison, computed here."""
+        if prepared is None:
+            comparison = analysis.comparison
+            before = analysis.plans[comparison.baseline].canonical_text
+            after = analysis.plans[comparison.candidate].canonical_text
+            lines, rows = unified_lines(list(comparison.diff)), folded(side_by_side(before, after))
+        else:
+            comparison, lines, rows = prepared.comparison, prepared.diff_unified, prepared.diff_rows
+        self.query_one("#diff-unified", LinesView).show_lines(lines)
         self.query_one("#diff-side-by-side", LinesView).show_renderable(
-            SideBySide(folded(side_by_side(before, after))), fit_width=True
+            SideBySide(rows, comparison.baseline, comparison.candidate), fit_width=True
         )
         self.remove_class("-empty")
         self.refresh_bindings()

@@ -3,7 +3,7 @@
 For a collective inside a loop that block is the loop body: the drawing shows what the loop
 computes every iteration only to all-reduce it. For the deferred plan the same drawing shows
 the single all-reduce after the loop, fed by the loop itself, and the loop list says the loop
-is free of collectives. Both plans are stacked, naive first, in one scrollable pane.
+is free of collectives. The compared plans are stacked, baseline first, in one scrollable pane.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from shardscope.app.plan_labels import LabelStyles, badge
-from shardscope.app.summaries import plan_line
+from shardscope.app.plan_labels import LabelStyles
 from shardscope.app.views import layered
 from shardscope.counts import count_text
 from shardscope.app.views.pane import RenderedPane
@@ -23,6 +22,7 @@ from shardscope.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
+    from shardscope.comparison import Comparison
 
 MAX_BLOCKS = 6
 """Blocks with collectives drawn per plan; the rest are listed by name."""
@@ -37,7 +37,7 @@ STYLES = LabelStyles()
 """The plan trees' colours, so a loop, a collective or ``{V:s}`` looks the same in every tab."""
 
 _KIND_ORDER = {"collective": 0, "loop": 1, "op": 2, "call": 2, "cond": 2, "cast": 3, "input": 4}
-_VARYING = re.compile(r"\{V:[^}]*\}")
+_VARYING = re.compile(r"\{[VRU]:[^}]*\}")
 
 
 def short(node: str) -> str:
@@ -65,10 +65,13 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
 
 
 def plan_summary(plan: "PlanResult") -> Text:
-    """The plan's headline: runs per call, collective equations in loops, bytes per call."""
+    """The plan's headline: collectives, how many sit in loops, runs and bytes per call."""
     text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
-    text.append_text(plan_line(plan))
-    if plan.per_call_is_upper_bound:
+    in_loops = plan.collectives_in_loops
+    text.append(f"{len(plan.collectives)} collective(s), ")
+    text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
+    text.append(f", {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call")
+    if plan.executed.upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
 
@@ -80,14 +83,11 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
         text = Text("  " * (len(loop.enclosing_ids) + 1) + "⟳ ")
         text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
         if loop.collectives:
-            count = len(loop.collectives)
-            text.append("  ")
-            text.append_text(badge(loop.executed_collectives, True, STYLES))
-            text.append(f" {count} collective equation{'s' if count > 1 else ''} inside: ", "bold red")
             names = ", ".join(
-                f"{relative(c.equation_id, loop.equation_id)} x{count_text(c.executions)}/call" for c in loop.collectives[:4]
+                f"{relative(c.equation_id, loop.equation_id)} {c.runs.badge()}" for c in loop.collectives[:4]
             )
             more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
+            text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
             text.append(names + more, "red")
         else:
             text.append("  free of collectives", "bold green")
@@ -96,19 +96,17 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
 
 
 def collective_line(plan: "PlanResult", collective) -> Text:
-    """``● x2/call psum_invariant_0 over s · 40 B/call (20 B/run)  inside scan_0 [2 trips]``: cost first."""
-    style = STYLES.collective(collective.in_loop)
-    text = Text("  ● ", style)
-    text.append_text(badge(collective.executions, collective.in_loop, STYLES))
-    text.append(" ")
-    text.append(short(collective.equation_id), style)
-    text.append(f" over {','.join(collective.axes) or '?'}")
-    text.append(f" · {count_text(collective.bytes_per_call)} B/call ({collective.bytes_per_execution:,} B/run)  ")
+    """``psum_invariant_0 over s  inside scan_0 [2 trips]  x2/call · 20 B each · 40 B/call``."""
+    text = Text("  ● ", "bold red")
+    text.append(short(collective.equation_id), "bold red")
+    text.append(f" over {','.join(collective.axes) or '?'}  ")
     if collective.in_loop:
         text.append("inside ")
         text.append_text(loop_path(plan, collective.loop_ids))
     else:
-        text.append("once per call, outside every loop", STYLES.collective_once)
+        text.append("outside every loop", "bold green")
+    text.append(f"  {collective.runs.badge()}", "bold")
+    text.append(f" · {collective.bytes_per_execution:,} B each · {count_text(collective.bytes_per_call)} B/call")
     if collective.in_conditional:
         text.append("  (in a cond branch: only when that branch runs)", "dim")
     return text
@@ -133,15 +131,14 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text.assemble(badge(collective.executions, collective.in_loop, STYLES),
+        lines.append(Text.assemble((f" {collective.runs.badge()} ", STYLES.badge),
                                    f" {count_text(collective.bytes_per_call)} B/call"))
-        style = "bold red" if collective.in_loop else "bold green"
+        style = "bold red"
     elif kind == "loop":
         loop = next(loop for loop in plan.loops if loop.equation_id == node)
         lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", STYLES.loop)
         if loop.collectives:
-            count = len(loop.collectives)
-            lines.append(Text(f"{count} collective equation{'s' if count > 1 else ''} inside", "red"))
+            lines.append(Text(f"{len(loop.collectives)} collective(s) inside", "red"))
         else:
             lines.append(Text("no collectives inside", "green"))
         style = "cyan"
@@ -191,20 +188,24 @@ def block_heading(plan: "PlanResult", block: str, collectives: list) -> Text:
         text = Text("  body of ", "bold")
         text.append_text(loop_path(plan, loop_ids))
         executions = collectives[0].executions
-        text.append(f"  (runs {count_text(executions)}x per call): what feeds its collectives", "bold")
+        text.append(f"  (runs {count_text(executions)}x per call): what feeds its collective(s)", "bold")
     else:
-        text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collectives", "bold")
+        text = Text(f"  {short(block) or 'top level'} (outside every loop): what feeds its collective(s)", "bold")
     return text
 
 
-def overview(plans: "dict[str, PlanResult]") -> Text:
-    """One line per plan above the drawings: how often its collectives run, and where."""
+def overview(*plans: "PlanResult") -> Text:
+    """A line per plan above the drawings: where its collectives run, and how often."""
     text = Text()
-    width = max(len(name) for name in plans) + 1
-    for plan in plans.values():
+    width = max((len(p.name) for p in plans), default=0) + 1
+    for plan in plans:
+        inside = plan.collectives_in_loops
         text.append(f"{plan.name:<{width}}", "bold")
-        text.append_text(plan_line(plan))
-        text.append("\n")
+        if inside:
+            text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
+        else:
+            text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
+        text.append(f": {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call\n")
     text.rstrip()
     return text
 
@@ -228,14 +229,21 @@ def plan_graph(plan: "PlanResult") -> Group:
     return Group(*parts)
 
 
+def comparison_graph(analysis: "Analysis", comparison: "Comparison") -> Group:
+    """The comparison's two plans, baseline first, under an overview line per plan."""
+    baseline, candidate = analysis.plans[comparison.baseline], analysis.plans[comparison.candidate]
+    return Group(overview(baseline, candidate), Text(), plan_graph(baseline), Text(), plan_graph(candidate))
+
+
 class GraphView(RenderedPane):
-    """The Graph tab: naive and deferred dataflow drawings, stacked, in one scrollable pane."""
+    """The Graph tab: the compared plans' dataflow drawings, stacked, in one scrollable pane."""
 
     NAME = "graph"
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
-        """Both plans of ``analysis``, naive first, under a two-line overview."""
-        parts: list[RenderableType] = [overview(analysis.plans)]
-        for plan in analysis.plans.values():
-            parts += [Text(), plan_graph(plan)]
-        return Group(*parts)
+        """The default comparison's two plans of ``analysis``, baseline first."""
+        return comparison_graph(analysis, analysis.comparison)
+
+    def prepared_lines(self, prepared) -> list | None:
+        """The drawing the worker laid out (for the comparison picked in the app)."""
+        return prepared.graph_lines

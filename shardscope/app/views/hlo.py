@@ -63,19 +63,15 @@ def plan_table(plan: "PlanResult") -> Table:
 
 
 def hlo_renderable(analysis: "Analysis") -> Group:
-    """Both plans' compiled collectives, the backend, and the note about other compilers."""
-    if analysis.plans["naive"].hlo is None:
+    """Every plan's compiled collectives, the backend, and the note about other compilers."""
+    plans = list(analysis.plans.values())
+    if plans[0].hlo is None:
         return Group(Text("Traced only: the plans were not compiled, so there is no HLO to show.", "dim"))
-    backend = analysis.plans["naive"].hlo.backend
-    return Group(
-        Text.assemble(("backend: ", "bold"), (backend, "bold cyan")),
-        Text(),
-        plan_table(analysis.plans["naive"]),
-        Text(),
-        plan_table(analysis.plans["deferred"]),
-        Text(),
-        backend_note(backend),
-    )
+    backend = plans[0].hlo.backend
+    parts = [Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), Text()]
+    for plan in plans:
+        parts += [plan_table(plan), Text()]
+    return Group(*parts, backend_note(backend))
 
 
 class HloView(RenderedPane):

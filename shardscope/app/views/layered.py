@@ -9,6 +9,14 @@ that crosses another one's vertical is drawn as a hop (the vertical wins), so a 
 (``┬ ├ ┤ ┴``) always means "this value flows there".
 
 Nothing here imports Textual: the graph view wraps the result in a widget.
+
+Why not a library: checked against phart 1.1.4 and netext 0.5.0 on a loop body of eight nodes
+(the seed case's naive chunk). phart drew edges between the wrong nodes (the cast appeared fed
+by a dot_general). netext's Sugiyama layout is sound, but its default edges share runs with no
+arrowheads, so two unrelated edges merged into one line that read as "pvary feeds the psum";
+neither takes the multi-line, styled boxes (types, ``x2/call`` badges) or the per-layer width
+cap this view needs. This file keeps the one property that matters here: a junction always
+means a value flows there.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.events import Resize
@@ -38,8 +37,7 @@ class LinesView(ScrollView, can_focus=True):
         self._texts: Sequence[Text] = ()
         self._rendered: list[list[Segment]] | None = None
         self._renderable: RenderableType | None = None
-        self._strips: LRUCache[int, tuple[Strip, int]] = LRUCache(2048)  # line -> (strip, content width)
-        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
+        self._strips: LRUCache[int, Strip] = LRUCache(2048)
 
     @property
     def line_count(self) -> int:
@@ -71,17 +69,16 @@ class LinesView(ScrollView, can_focus=True):
             self._lay_out(renderable, fit_width)
         self.scroll_to(0, 0, animate=False)
 
+    def show_segments(self, lines: list[list[Segment]]) -> None:
+        """Show lines already laid out (by :func:`lay_out` in a worker thread)."""
+        self._texts, self._renderable = (), None
+        self._rendered = lines
+        self._reset(max((Segment.get_line_length(line) for line in lines), default=0), len(lines))
+        self.scroll_to(0, 0, animate=False)
+
     def _lay_out(self, renderable: RenderableType, fit_width: bool) -> None:
-        console = self.app.console
-        options = console.options
-        if fit_width:  # leave room for a vertical scrollbar that the lines may bring
-            room = self.scrollable_content_region.width
-            if not self.show_vertical_scrollbar:
-                room -= self.styles.scrollbar_size_vertical
-            width = max(room, 20)
-        else:
-            width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
-        self._rendered = console.render_lines(renderable, options.update_width(width), pad=False)
+        width = max(self.scrollable_content_region.width, 20) if fit_width else None
+        self._rendered = lay_out(self.app.console, renderable, width)
         self._reset(max((Segment.get_line_length(line) for line in self._rendered), default=0), len(self._rendered))
 
     def _reset(self, width: int, height: int) -> None:
@@ -99,32 +96,19 @@ class LinesView(ScrollView, can_focus=True):
         super().notify_style_update()
         self._strips.clear()
 
-    def render_lines(self, crop):
-        """Render the visible lines, fetching the widget's style once (it walks every ancestor)."""
-        self._pass_style = self.rich_style
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass_style = None
-
     def render_line(self, y: int) -> Strip:
         """The strip for screen row ``y``: the line under it, cropped to the visible columns."""
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
-        width = self.scrollable_content_region.width
-        style = self._pass_style or self.rich_style
+        width = self.size.width
+        style = self.rich_style
         if index >= self.line_count:
             return Strip.blank(width, style)
-        cached = self._strips.get(index)
-        if cached is None:
-            strip = self._strip(index)
-            cached = self._strips[index] = (strip.apply_style(style), content_width(strip))
-        strip, content = cached
-        visible = strip.crop_extend(scroll_x, scroll_x + width, style)
-        cut_left, cut_right = scroll_x > 0 and content > 0, content > scroll_x + width
-        if (cut_left or cut_right) and width > 2:
-            visible = _mark_cuts(visible, width, cut_left, cut_right, style)
-        return visible.apply_offsets(scroll_x, index)
+        strip = self._strips.get(index)
+        if strip is None:
+            strip = self._strip(index).apply_style(style)
+            self._strips[index] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
 
     def _strip(self, index: int) -> Strip:
         if self._rendered is not None:
@@ -133,28 +117,22 @@ class LinesView(ScrollView, can_focus=True):
         return Strip(list(text.render(self.app.console, end="")), text.cell_len)
 
 
-def content_width(strip: Strip) -> int:
-    """Cells up to the last one that shows something (trailing plain spaces do not count)."""
-    width = strip.cell_length
-    for segment in reversed(list(strip)):
-        text = segment.text
-        stripped = text.rstrip(" ")
-        if stripped or (segment.style is not None and segment.style.bgcolor is not None):
-            return width - (len(text) - len(stripped)) if stripped else width
-        width -= len(text)
-    return 0
+def lay_out(console: Console, renderable: RenderableType, width: int | None = None) -> list[list[Segment]]:
+    """``renderable`` as lines of segments, ``width`` wide or at its natural width.
+
+    Pure rendering: a worker thread may call it with a console of its own (:func:`worker_console`).
+    """
+    options = console.options
+    if width is None:
+        width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
+    return console.render_lines(renderable, options.update_width(width), pad=False)
 
 
-def _mark_cuts(visible: Strip, width: int, left: bool, right: bool, style: Style) -> Strip:
-    """``visible`` with a dim ``…`` in the first and/or last column where the line goes on."""
-    mark = Strip([Segment("…", style + Style(dim=True, bold=True))], 1)
-    parts = []
-    if left:
-        parts.append(mark)
-    parts.append(visible.crop(1 if left else 0, width - 1 if right else width))
-    if right:
-        parts.append(mark)
-    return Strip.join(parts)
+def worker_console() -> Console:
+    """A console for laying out off the UI thread: the segments keep their styles, nothing is printed."""
+    import io
+
+    return Console(file=io.StringIO(), width=100_000, force_terminal=True, color_system="truecolor", legacy_windows=False)
 
 
 def offer_focus(body: Widget, *, unless_focused: bool = False) -> None:

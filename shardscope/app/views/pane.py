@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import RenderableType
 from textual.app import ComposeResult
@@ -44,11 +44,6 @@ class RenderedPane(Widget):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.analysis: "Analysis | None" = None
-        """The analysis the tab shows (None until the first)."""
-
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis, then its rendering."""
         yield Static("No analysis yet: press r to run.", id=f"{self.NAME}-placeholder", classes="pane-placeholder")
@@ -68,10 +63,21 @@ class RenderedPane(Widget):
         """What this tab shows for ``analysis``."""
         raise NotImplementedError
 
-    def show_analysis(self, analysis: "Analysis") -> None:
-        """Render ``analysis`` into the body and take the focus unless an input has it."""
-        self.analysis = analysis
-        self.body.show_renderable(self.render_analysis(analysis), fit_width=self.FIT_WIDTH)
+    def prepared_lines(self, prepared: Any) -> list | None:
+        """This tab's rendering as laid out in the worker (``PreparedViews``), or None."""
+        return None
+
+    def show_analysis(self, analysis: "Analysis", prepared: Any = None) -> None:
+        """Render ``analysis`` into the body and take the focus unless an input has it.
+
+        ``prepared`` is what the worker laid out already (:mod:`shardscope.app.views.prepare`);
+        without it the rendering is laid out here.
+        """
+        lines = None if prepared is None else self.prepared_lines(prepared)
+        if lines is not None:
+            self.body.show_segments(lines)
+        else:
+            self.body.show_renderable(self.render_analysis(analysis), fit_width=self.FIT_WIDTH)
         self.remove_class("-empty")
         offer_focus(self.body, unless_focused=True)
 

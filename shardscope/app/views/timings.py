@@ -13,10 +13,14 @@ from rich.bar import Bar
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Static
 
-from shardscope.app.summaries import IN_LOOP, ONCE, bounded, runs_per_call, speedup_text
-from shardscope.app.views.pane import RenderedPane
+from shardscope.app.views.lines import offer_focus
+from shardscope.app.views.projection import ProjectionPanel
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -29,7 +33,7 @@ MEMORY_ROWS = (
     ("output_size_in_bytes", "memory: outputs"),
     ("temp_size_in_bytes", "memory: temporaries"),
 )
-COLUMNS = ("naive", "deferred", "reference")
+REFERENCE = "reference"
 
 
 def seconds(value: float) -> str:
@@ -46,49 +50,52 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
+def _columns(analysis: "Analysis") -> list[str]:
+    """Every plan of the analysis, then the reference."""
+    return [*analysis.plans, REFERENCE]
+
+
 def _runs(analysis: "Analysis") -> dict:
-    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.run_s}
+    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.run_s}
 
 
 def _compiles(analysis: "Analysis") -> dict:
-    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, "reference": analysis.reference.compile_s}
+    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.compile_s}
 
 
 def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     """One row per quantity, one column per plan and the unchunked reference."""
     table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
-    table.add_column("", no_wrap=True)
-    for name in COLUMNS:
-        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("")
+    columns = _columns(analysis)
+    for name in columns:
+        table.add_column(name, justify="right")
     time_cell = (lambda v: HIDDEN) if hidden else seconds
     compiles, runs = _compiles(analysis), _runs(analysis)
-    table.add_row("compile", *(time_cell(compiles[n]) for n in COLUMNS))
-    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in COLUMNS))
-    table.add_row("run min", *(time_cell(runs[n].min) for n in COLUMNS))
-    table.add_row("run max", *(time_cell(runs[n].max) for n in COLUMNS), end_section=True)
-    _collective_rows(table, analysis, ("—",))
-    table.add_section()
-    memories = {**{n: p.memory for n, p in analysis.plans.items()}, "reference": analysis.reference.memory}
+    table.add_row("compile", *(time_cell(compiles[n]) for n in columns))
+    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in columns))
+    table.add_row("run min", *(time_cell(runs[n].min) for n in columns))
+    table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
+    plans = list(analysis.plans.values())
+    table.add_row("collective runs per call", *(p.executed.text() for p in plans), "—")
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans), "—")
+    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), "—", end_section=True)
+    memories = {**{n: p.memory for n, p in analysis.plans.items()}, REFERENCE: analysis.reference.memory}
     for key, label in MEMORY_ROWS:
-        table.add_row(label, *(size((memories[n] or {}).get(key)) for n in COLUMNS))
+        table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
     table.add_section()
-    naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
-    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in (naive, deferred)), "—")
+    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
     return table
 
 
-def _collective_rows(table: Table, analysis: "Analysis", tail: tuple[str, ...]) -> None:
-    """Runs per call (coloured by where they run), collective equations in loops, bytes per call."""
-    plans = (analysis.plans["naive"], analysis.plans["deferred"])
-    table.add_row("collective runs per call",
-                  *(Text(runs_per_call(p), IN_LOOP if p.collectives_in_loops else ONCE) for p in plans), *tail)
-    table.add_row("  equations in loops", *(f"{p.collectives_in_loops} of {len(p.collectives)}" for p in plans), *tail)
-    table.add_row("bytes per call (per device)", *(bounded(p, size(p.bytes_per_call)) for p in plans), *tail)
-
-
-def ratio_line(analysis: "Analysis", hidden: bool) -> Text:
-    """``deferred is 2.22x faster than naive (...)``: the one wording the status line uses too."""
-    return Text.assemble(speedup_text(analysis, hidden), style="bold")
+def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
+    """``deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)``: the comparison's speedup."""
+    comparison = comparison or analysis.comparison
+    if hidden:
+        return Text(f"{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
+    speedup = comparison.speedup
+    colour = "bold green" if speedup.measurable and speedup.median > 1 else "bold yellow"
+    return Text(comparison.speedup_text(), colour)
 
 
 def run_bars(analysis: "Analysis", hidden: bool) -> Table:
@@ -99,8 +106,9 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
     grid.add_column(min_width=10)
     grid.add_column(width=BAR_WIDTH)
     grid.add_column()
-    colours = {"naive": "red", "deferred": "green", "reference": "blue"}
-    for name in COLUMNS:
+    palette = ("red", "green", "magenta", "yellow", "cyan")
+    colours = {name: palette[k % len(palette)] for k, name in enumerate(analysis.plans)} | {REFERENCE: "blue"}
+    for name in _columns(analysis):
         median = runs[name].median
         end = BAR_WIDTH / 2 if hidden else BAR_WIDTH * median / longest
         label = HIDDEN if hidden else f"{seconds(median)}  (min {seconds(runs[name].min)}, max {seconds(runs[name].max)})"
@@ -110,20 +118,23 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
 
 def traced_only(analysis: "Analysis") -> Group:
     """What the tab says about an analysis that was traced but not compiled or timed."""
+    plans = list(analysis.plans.values())
     table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
                   title_style="bold", header_style="bold")
-    table.add_column("", no_wrap=True)
-    table.add_column("naive", justify="right", no_wrap=True)
-    table.add_column("deferred", justify="right", no_wrap=True)
-    _collective_rows(table, analysis, ())
+    table.add_column("")
+    for plan in plans:
+        table.add_column(plan.name, justify="right")
+    table.add_row("collective runs per call", *(p.executed.text() for p in plans))
+    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans))
+    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans))
     return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
-def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
+def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> Group:
     """The whole tab: the table, the ratio, the bars, and how the times were taken."""
     if not analysis.measured:
         return traced_only(analysis)
-    repeats = len(analysis.plans["naive"].run_s.samples)
+    repeats = len(next(iter(analysis.plans.values())).run_s.samples)
     note = (
         f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
         f"interleaved; backend {analysis.backend}"
@@ -135,7 +146,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
         cost_table(analysis, hidden),
         *warnings,
         Text(),
-        ratio_line(analysis, hidden),
+        ratio_line(analysis, hidden, comparison),
         Text(),
         Text("run time (median)", "bold"),
         run_bars(analysis, hidden),
@@ -144,26 +155,72 @@ def timings_renderable(analysis: "Analysis", hidden: bool) -> Group:
     )
 
 
-class TimingsView(RenderedPane):
-    """The Timings tab: compile and run times, collectives, bytes, memory and gradient error.
-
-    At its natural width, scrolling sideways when the pane is narrower: labels never wrap.
-    """
-
-    NAME = "timings"
+class TimingsView(Widget):
+    """The Timings tab: compile and run times, collectives, bytes, memory and gradient error."""
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers (for screenshots that must not change)."""
 
+    DEFAULT_CLASSES = "-empty"
+    DEFAULT_CSS = """
+    TimingsView {
+        height: 1fr;
+    }
+    TimingsView #timings-placeholder {
+        display: none;
+        padding: 1 2;
+        color: $text-muted;
+    }
+    TimingsView.-empty #timings-placeholder {
+        display: block;
+    }
+    TimingsView.-empty VerticalScroll {
+        display: none;
+    }
+    TimingsView VerticalScroll {
+        height: 1fr;
+    }
+    TimingsView #timings-body {
+        padding: 0 1;
+    }
+    """
+
     def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self._analysis: Analysis | None = None
+        self._comparison = None
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
-    def render_analysis(self, analysis: "Analysis") -> Group:
-        """The whole tab for ``analysis``, measured times hidden or not."""
-        return timings_renderable(analysis, self.measurements_hidden)
+    def compose(self) -> ComposeResult:
+        """A placeholder until the first analysis, then the table and the bars."""
+        yield Static("No analysis yet: press r to run.", id="timings-placeholder")
+        with VerticalScroll():
+            yield Static(id="timings-body")
+            yield ProjectionPanel(measurements_hidden=self.measurements_hidden, id="timings-projection")
+
+    def show_analysis(self, analysis: "Analysis", prepared=None) -> None:
+        """Render the costs of ``analysis``; the speedup of the comparison ``prepared`` holds."""
+        self._analysis = analysis
+        self._comparison = None if prepared is None else prepared.comparison
+        self._render_analysis()
+        self.query_one(ProjectionPanel).show_analysis(analysis)
+        self.remove_class("-empty")
+        offer_focus(self.query_one(VerticalScroll), unless_focused=True)
+
+    def on_show(self) -> None:
+        """The tab was opened: let the table take the focus, so the arrow keys scroll it."""
+        offer_focus(self.query_one(VerticalScroll))
 
     def watch_measurements_hidden(self) -> None:
         """Re-render when the placeholders are switched on or off."""
-        if self.analysis is not None and self.is_mounted:
-            self.body.show_renderable(self.render_analysis(self.analysis))
+        self._render_analysis()
+        if self.is_mounted and self._analysis is not None:
+            panel = self.query_one(ProjectionPanel)
+            panel.measurements_hidden = self.measurements_hidden
+            panel.show_analysis(self._analysis)
+
+    def _render_analysis(self) -> None:
+        if self._analysis is not None and self.is_mounted:
+            self.query_one("#timings-body", Static).update(
+                timings_renderable(self._analysis, self.measurements_hidden, self._comparison)
+            )

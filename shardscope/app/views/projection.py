@@ -1,0 +1,87 @@
+"""The projection panel of the Timings tab: pick an interconnect preset and a device count.
+
+Projecting is a pure function of the analysis' collectives (no JAX), so it runs on the UI
+thread when a choice changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Select, Static
+
+from shardscope.interconnects import PRESETS, preset
+from shardscope.projection import project
+from shardscope.projection_view import lines
+
+DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
+
+
+class ProjectionPanel(Widget):
+    """Each plan's communication projected onto the chosen interconnect and ring size."""
+
+    DEFAULT_CSS = """
+    ProjectionPanel {
+        height: auto;
+        padding: 1 0 0 0;
+    }
+    ProjectionPanel #projection-choices {
+        height: 3;
+    }
+    ProjectionPanel #projection-preset {
+        width: 30;
+    }
+    ProjectionPanel #projection-devices {
+        width: 22;
+    }
+    ProjectionPanel #projection-body {
+        height: auto;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.analysis: Any = None
+        self.measurements_hidden = measurements_hidden
+
+    def compose(self) -> ComposeResult:
+        """The two pickers and the projection's lines."""
+        with Horizontal(id="projection-choices"):
+            yield Select([(p.name, p.name) for p in PRESETS], value=PRESETS[0].name, allow_blank=False,
+                         id="projection-preset", prompt="interconnect")
+            yield Select([(f"{n} devices", n) for n in DEVICE_CHOICES], value=8, allow_blank=False,
+                         id="projection-devices", prompt="devices")
+        yield Static(id="projection-body")
+
+    def show_analysis(self, analysis: Any) -> None:
+        """Project ``analysis`` with the current choices."""
+        self.analysis = analysis
+        self._update_projection()
+
+    @on(Select.Changed)
+    def _choice_changed(self) -> None:
+        self._update_projection()
+
+    @property
+    def plain(self) -> str:
+        """The projection as plain text."""
+        return str(self.query_one("#projection-body", Static).render())
+
+    def _update_projection(self) -> None:
+        if self.analysis is None or not self.is_mounted:
+            return
+        link = preset(str(self.query_one("#projection-preset", Select).value))
+        devices = int(self.query_one("#projection-devices", Select).value)
+        text = lines(self.analysis, project(self.analysis, link, devices))
+        if self.measurements_hidden:
+            text = [line.split("; measured")[0] for line in text]
+        body = Text("\n".join(text))
+        body.stylize("bold", 0, len(text[0]))
+        body.append(f"\nsource: {link.source}", "dim")
+        self.query_one("#projection-body", Static).update(body)

@@ -1,0 +1,251 @@
+"""The Sweep tab: run time and memory per device against chunk size, one line per plan.
+
+The sweep compiles every plan at every chunk size, so it runs only when asked (``s`` or the
+button), in an exclusive thread worker that checks for cancellation between chunk sizes. The
+charts are textual-plotext plots; the budget is a horizontal line, the pick a marked point.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Group
+from rich.text import Text
+from shardscope.app.keys import SWEEP_BINDINGS
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Button, Input, Static
+from textual.worker import get_current_worker
+from textual_plotext import PlotextPlot
+
+from shardscope.errors import Cancelled, ShardscopeError
+
+if TYPE_CHECKING:
+    from shardscope.settings import Settings
+    from shardscope.sweep import Sweep
+
+PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
+
+
+class SweepProgress(Message):
+    """The sweep finished another chunk size."""
+
+    def __init__(self, done: int, total: int, chunk_size: int) -> None:
+        super().__init__()
+        self.done, self.total, self.chunk_size = done, total, chunk_size
+
+
+class SweepFinished(Message):
+    """The sweep is done: every point and the pick."""
+
+    def __init__(self, sweep: "Sweep") -> None:
+        super().__init__()
+        self.sweep = sweep
+
+
+class SweepFailed(Message):
+    """The sweep failed with a message the user can act on."""
+
+    def __init__(self, message: str, hint: str | None) -> None:
+        super().__init__()
+        self.message, self.hint = message, hint
+
+
+def budget_bytes(text: str) -> int | None:
+    """The budget the input holds (None when empty); :class:`ShardscopeError` when unreadable."""
+    from shardscope.sweep import parse_size
+
+    return parse_size(text) if text.strip() else None
+
+
+def draw_time(plot: PlotextPlot, sweep: "Sweep") -> None:
+    """Median run time (ms) against chunk size, one line per plan, the pick marked."""
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
+        points = [p for p in sweep.points if p.plan == name]
+        plt.plot([_x(p.chunk_size) for p in points], [p.run_s.median * 1e3 for p in points],
+                 label=name, color=colour, marker="braille")
+    _mark_pick(plt, sweep, lambda p: p.run_s.median * 1e3)
+    _chunk_axis(plt, sweep)
+    plt.title("median run time (ms) vs chunk size")
+    plot.refresh()
+
+
+def draw_memory(plot: PlotextPlot, sweep: "Sweep") -> None:
+    """Memory per device (KiB) against chunk size, one line per plan, the budget as a line."""
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
+        points = [p for p in sweep.points if p.plan == name]
+        plt.plot([_x(p.chunk_size) for p in points], [p.footprint_bytes / 1024 for p in points],
+                 label=name, color=colour, marker="braille")
+    if sweep.memory_budget_bytes is not None:
+        plt.hline(sweep.memory_budget_bytes / 1024, "orange")
+    _mark_pick(plt, sweep, lambda p: p.footprint_bytes / 1024)
+    _chunk_axis(plt, sweep)
+    plt.title("memory per device (KiB) vs chunk size" + ("; budget: orange line" if sweep.memory_budget_bytes else ""))
+    plot.refresh()
+
+
+def _x(chunk_size: int) -> float:
+    """Chunk sizes are divisors, often powers of two: a log2 axis spaces them evenly."""
+    return math.log2(chunk_size)
+
+
+def _chunk_axis(plt: Any, sweep: "Sweep") -> None:
+    plt.xticks([_x(c) for c in sweep.chunk_sizes], [str(c) for c in sweep.chunk_sizes])
+    plt.xlabel("chunk size (log scale)")
+
+
+def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
+    pick = sweep.pick
+    if pick is not None:
+        plt.scatter([_x(pick.chunk_size)], [value(pick)], marker="X", color="white", label="pick")
+
+
+class SweepView(Widget):
+    """Run the chunk-size sweep for the current settings and chart it."""
+
+    BINDINGS = SWEEP_BINDINGS
+
+    DEFAULT_CSS = """
+    SweepView {
+        height: 1fr;
+    }
+    SweepView #sweep-controls {
+        height: 3;
+        padding: 0 1;
+    }
+    SweepView #sweep-budget {
+        width: 30;
+    }
+    SweepView #sweep-status {
+        padding: 0 1;
+        height: auto;
+    }
+    SweepView #sweep-charts {
+        height: 20;
+    }
+    SweepView PlotextPlot {
+        width: 1fr;
+    }
+    SweepView #sweep-table {
+        padding: 0 1;
+        height: auto;
+    }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings: Settings | None = None
+        self.sweep: Sweep | None = None
+        self.running = False
+
+    def compose(self) -> ComposeResult:
+        """Budget and button, status, the two charts, the table of points."""
+        with Horizontal(id="sweep-controls"):
+            yield Input(placeholder="memory budget, e.g. 20KiB", id="sweep-budget")
+            yield Button("Run sweep (s)", id="sweep-run", variant="primary")
+        yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
+        with VerticalScroll():
+            with Horizontal(id="sweep-charts"):
+                yield PlotextPlot(id="sweep-time")
+                yield PlotextPlot(id="sweep-memory")
+            yield Static(id="sweep-table")
+
+    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
+        """Remember the settings of the latest analysis: the sweep uses them."""
+        self.settings = analysis.settings
+
+    def action_sweep(self) -> None:
+        """Start the sweep (a running one is cancelled: the worker is exclusive)."""
+        settings = self.settings or getattr(self.app, "settings", None)
+        try:
+            budget = budget_bytes(self.query_one("#sweep-budget", Input).value)
+        except ShardscopeError as exc:
+            self._say(Text.assemble((exc.message, "bold red"), f"  hint: {exc.hint}"))
+            return
+        if settings is None:
+            self._say(Text("No settings yet: run an analysis first (r).", "yellow"))
+            return
+        self.running = True
+        self._say(Text(f"sweeping {settings.path.name}: starting...", "bold"))
+        self._sweep_worker(settings, budget, getattr(self.app, "max_devices", settings.devices))
+
+    @on(Button.Pressed, "#sweep-run")
+    def _button(self) -> None:
+        self.action_sweep()
+
+    @on(Input.Submitted, "#sweep-budget")
+    def _budget_entered(self) -> None:
+        """A new budget re-picks at once when a sweep is shown; else it starts one."""
+        if self.sweep is None:
+            self.action_sweep()
+            return
+        try:
+            budget = budget_bytes(self.query_one("#sweep-budget", Input).value)
+        except ShardscopeError as exc:
+            self._say(Text.assemble((exc.message, "bold red"), f"  hint: {exc.hint}"))
+            return
+        from dataclasses import replace
+
+        self._show(replace(self.sweep, memory_budget_bytes=budget))
+
+    @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
+    def _sweep_worker(self, settings: "Settings", budget: int | None, max_devices: int) -> None:
+        """Thread worker: all the JAX work of the sweep; reports with messages only."""
+        worker = get_current_worker()
+
+        def progress(done: int, total: int, chunk: int) -> None:
+            if worker.is_cancelled:
+                raise Cancelled
+            self.post_message(SweepProgress(done, total, chunk))
+
+        try:
+            from shardscope.devices import ensure_devices
+            from shardscope.sweep import run_sweep
+
+            ensure_devices(max_devices)
+            sweep = run_sweep(settings, None, budget, progress)
+        except Cancelled:
+            return
+        except ShardscopeError as exc:
+            self.post_message(SweepFailed(exc.message, exc.hint))
+            return
+        except Exception as exc:  # a bug: say so, keep the app running
+            self.post_message(SweepFailed(f"{type(exc).__name__}: {exc}", "this looks like a bug"))
+            return
+        self.post_message(SweepFinished(sweep))
+
+    def on_sweep_progress(self, message: SweepProgress) -> None:
+        """Show how far the sweep got."""
+        self._say(Text(f"sweeping: chunk size {message.chunk_size} done ({message.done}/{message.total})", "bold"))
+
+    def on_sweep_failed(self, message: SweepFailed) -> None:
+        """Say why the sweep failed; the previous charts stay."""
+        self.running = False
+        self._say(Text.assemble((message.message, "bold red"), f"  hint: {message.hint}" if message.hint else ""))
+
+    def on_sweep_finished(self, message: SweepFinished) -> None:
+        """Chart the new sweep."""
+        self.running = False
+        self._show(message.sweep)
+
+    def _show(self, sweep: "Sweep") -> None:
+        from shardscope.sweep_view import pick_sentence, sweep_table
+
+        self.sweep = sweep
+        draw_time(self.query_one("#sweep-time", PlotextPlot), sweep)
+        draw_memory(self.query_one("#sweep-memory", PlotextPlot), sweep)
+        self._say(Text(pick_sentence(sweep), "bold green" if sweep.pick else "bold yellow"))
+        self.query_one("#sweep-table", Static).update(Group(sweep_table(sweep)))
+
+    def _say(self, text: Text) -> None:
+        self.query_one("#sweep-status", Static).update(text)

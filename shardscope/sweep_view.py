@@ -1,0 +1,96 @@
+"""The sweep as a rich table with the pick, and as the ``sweep --json`` object."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shardscope.counts import count_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shardscope.sweep import Sweep, SweepPoint
+
+
+def mib(n: int) -> str:
+    """Bytes in binary units: ``512 B``, ``16.3 KiB``, ``1.25 MiB``, ``2 GiB``."""
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def pick_sentence(sweep: "Sweep") -> str:
+    """Which (plan, chunk size) to use, or that none fits and what the smallest footprint is."""
+    pick = sweep.pick
+    budget = "" if sweep.memory_budget_bytes is None else f" within the budget of {mib(sweep.memory_budget_bytes)}"
+    if pick is not None:
+        return (f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest{budget} "
+                f"(median {pick.run_s.median * 1e3:.3f} ms, {mib(pick.footprint_bytes)} per device).")
+    small = sweep.smallest_footprint
+    return (f"nothing fits{budget}: the smallest footprint is {mib(small.footprint_bytes)} per device "
+            f"({small.plan} at chunk size {small.chunk_size}).")
+
+
+def render_sweep(sweep: "Sweep", console: "Console") -> None:
+    """Print one row per (chunk size, plan), the budget and the pick."""
+    console.print(sweep_table(sweep))
+    console.print(pick_sentence(sweep), highlight=False)
+
+
+def sweep_table(sweep: "Sweep") -> "Table":
+    """One row per (chunk size, plan): run time, memory per device, communication, fit."""
+    from rich.table import Table
+
+    title = (f"sweep: {sweep.function}, {sweep.devices} devices, {sweep.per_device_batch}/device, "
+             f"{sweep.repeats} timed runs per point; runs = collective runs per call")
+    if sweep.processes > 1:
+        title += f", {sweep.processes} processes ({sweep.collectives_transport})"
+    table = Table(title=title, title_justify="left")
+    for column in ("chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"):
+        table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
+    pick = sweep.pick
+    for p in sweep.points:
+        style = "bold green" if p is pick else ("dim" if not sweep.fits(p) else None)
+        table.add_row(
+            str(p.chunk_size), p.plan,
+            f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
+            mib(p.footprint_bytes), count_text(p.executed_collectives),
+            count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
+        )
+    return table
+
+
+def sweep_json(sweep: "Sweep") -> dict[str, Any]:
+    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits)."""
+    pick = sweep.pick
+    return {
+        "function": sweep.function,
+        "devices": sweep.devices,
+        "per_device_batch": sweep.per_device_batch,
+        "repeats": sweep.repeats,
+        "processes": sweep.processes,
+        "collectives_transport": sweep.collectives_transport,
+        "memory_budget_bytes": sweep.memory_budget_bytes,
+        "points": [_point_json(sweep, p) for p in sweep.points],
+        "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
+        "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
+                               "chunk_size": sweep.smallest_footprint.chunk_size,
+                               "footprint_bytes": sweep.smallest_footprint.footprint_bytes},
+    }
+
+
+def _point_json(sweep: "Sweep", p: "SweepPoint") -> dict[str, Any]:
+    return {
+        "plan": p.plan,
+        "chunk_size": p.chunk_size,
+        "chunks_per_device": p.chunks_per_device,
+        "memory": p.memory,
+        "footprint_bytes": p.footprint_bytes,
+        "fits": sweep.fits(p),
+        "run_s": {"median": p.run_s.median, "min": p.run_s.min, "max": p.run_s.max, "samples": len(p.run_s.samples)},
+        "executed_collectives": p.executed_collectives,
+        "bytes_per_call": p.bytes_per_call,
+        "max_abs_err": p.max_abs_err,
+    }

@@ -1,0 +1,71 @@
+"""Plain-text renderings of an :class:`~shardscope.analysis.Analysis` shared by every output:
+the headline, one-line plan summaries and the diff export.
+
+Renderings live here, with the renderers, not on the analysis value; the report, the diff
+export and the app all read the same words from here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shardscope.analysis import Analysis, PlanResult
+    from shardscope.comparison import Comparison
+
+
+def mesh_text(analysis: "Analysis") -> str:
+    """``mesh s=2 (cpu)`` or ``mesh data=4,model=2 (cpu), batch over data``."""
+    mesh = analysis.settings.mesh
+    text = f"mesh {mesh.text()} ({analysis.backend})"
+    if len(mesh.axes) > 1:
+        text += f", batch over {','.join(analysis.shapes.batch_axes)}"
+    return text
+
+
+def headline(analysis: "Analysis") -> list[str]:
+    """The settings in words, as every rendering heads its output."""
+    s = analysis.shapes
+    return [
+        f"shardscope: {analysis.settings.path.name}::{analysis.function}",
+        f"{mesh_text(analysis)}, batch N={s.batch}, "
+        f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
+    ] + ([] if analysis.processes == 1 else [
+        f"across {analysis.processes} processes (jax.distributed), collectives over {analysis.collectives_transport}"
+    ])
+
+
+def structure_summary(plan: "PlanResult") -> str:
+    """One line of what the program is (deterministic): collectives, loops, runs and bytes per call."""
+    return (
+        f"{len(plan.collectives)} collective(s), {plan.collectives_in_loops} in loops, "
+        f"{plan.executed.text()} runs/call, {plan.bytes.text('B')}/call"
+    )
+
+
+def summary(plan: "PlanResult") -> str:
+    """One line: the structure summary plus run time and gradient error when measured."""
+    if plan.run_s is None:
+        return structure_summary(plan)
+    return (
+        f"{structure_summary(plan)}, run median {plan.run_s.median * 1e3:.3f} ms, "
+        f"max_abs_err {plan.max_abs_err:.2e}"
+    )
+
+
+def unavailable_lines(analysis: "Analysis") -> list[str]:
+    """``reduced: unavailable (reason)`` for every plan that could not be built."""
+    return [f"{name}: unavailable ({reason})" for name, reason in analysis.unavailable.items()]
+
+
+def diff_text(analysis: "Analysis", comparison: "Comparison | None" = None) -> str:
+    """The export: settings, one summary line per plan, then the unified diff baseline -> candidate.
+
+    Deterministic (no timings), so the same settings always export the same text.
+    """
+    comparison = comparison or analysis.comparison
+    lines = [f"# {line}" for line in headline(analysis)]
+    lines += [f"# {name}: {structure_summary(plan)}" for name, plan in analysis.plans.items()]
+    lines += [f"# {line}" for line in unavailable_lines(analysis)]
+    lines += list(comparison.diff)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,71 @@
+"""The sidebar's mesh editor and the plan picker: a 2-D mesh typed in, plans picked with b and c."""
+
+from __future__ import annotations
+
+from app_support import DEMOS, SIZE, make_app, run, settle
+from textual.widgets import Input
+
+from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.plans_view import PlansView
+from shardscope.app.status import StatusLine
+
+
+def test_a_2d_mesh_typed_in_the_sidebar_runs_with_the_batch_over_its_axes():
+    async def scenario():
+        app = make_app(DEMOS / "mlp.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one("#mesh", Input).value = "data=4,model=2"
+            app.query_one("#batch-axes", Input).value = "data"
+            await pilot.pause()
+            assert "32/device" in str(app.query_one("#chunk-help").content)  # 128 over the 4 data rows
+            app.set_focus(None)
+            await pilot.press("r")
+            await settle(pilot)
+            analysis = app.analysis
+            assert analysis.settings.mesh.text() == "data=4,model=2" and analysis.shapes.batch_axes == ("data",)
+            assert {c.axes for p in analysis.plans.values() for c in p.collectives} == {("data",)}
+            assert "mesh data=4,model=2" in app.query_one(StatusLine).plain
+            assert app.query_one(PlansView).names == ("naive", "deferred", "reduced")
+
+    run(scenario())
+
+
+def test_a_mesh_the_batch_does_not_fit_is_an_error_panel_and_no_run():
+    async def scenario():
+        app = make_app(DEMOS / "mlp.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one("#mesh", Input).value = "data=3,model=2"
+            app.set_focus(None)
+            await pilot.press("r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and app.analysis is None and app.run_id == 1
+            assert app.is_running  # the app keeps running
+
+    run(scenario())
+
+
+def test_b_and_c_pick_the_compared_plans_and_the_diff_follows():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert (app.comparison.baseline, app.comparison.candidate) == ("naive", "deferred")
+            await pilot.press("3")
+            await pilot.press("c")
+            await settle(pilot)
+            assert (app.comparison.baseline, app.comparison.candidate) == ("naive", "reduced")
+            diff = app.query_one("#diff-unified").plain
+            assert "+++ reduced" in diff and "unreduced_psum" in diff
+            await pilot.press("b")
+            await settle(pilot)
+            assert (app.comparison.baseline, app.comparison.candidate) == ("deferred", "reduced")
+            assert "--- deferred" in app.query_one("#diff-unified").plain
+            await pilot.press("2")
+            await pilot.pause()
+            graph = app.query_one("#graph-body").plain
+            assert "deferred plan" in graph and "reduced plan" in graph and "naive plan" not in graph
+
+    run(scenario())

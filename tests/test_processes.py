@@ -1,0 +1,192 @@
+"""--processes P: real cross-process collectives over gloo, and no worker or port left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from _support import DEMOS, PYTHON, ROOT, plan_outputs, run_cli, write_demo
+from shardscope.processes import free_port
+
+LINEAR = DEMOS / "linear.py"
+HELPER = Path(__file__).parent / "helpers" / "distributed_gradients.py"
+
+
+def workers_of(parent_pid: int) -> list[tuple[int, str]]:
+    """``(pid, cmdline)`` of every live shardscope worker spawned by ``parent_pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "--worker" in cmdline and cmdline.rstrip().endswith(f",{parent_pid}") and state != "Z":
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def start_cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-m", "shardscope", *map(str, args)], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_processes_give_the_in_process_gradients():
+    port = free_port()
+    workers = [
+        subprocess.Popen([PYTHON, str(HELPER), f"127.0.0.1:{port}", "2", str(i), "4", str(LINEAR)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for i in range(2)
+    ]
+    try:
+        out = [w.communicate(timeout=240)[0] for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    assert [w.returncode for w in workers] == [0, 0]
+    data = json.loads(out[0])
+    assert (data["process_count"], data["devices"]) == (2, 4)
+    _, expected = plan_outputs("linear.py", devices=4)
+    for name in ("naive", "deferred", "reference"):
+        # linear's gradient is one array (W's); the JSON holds it as nested lists
+        np.testing.assert_allclose(np.asarray(data["outputs"][name]), expected[name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_report_over_two_processes_matches_in_process_counts():
+    spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "-r", "2", "--json")
+    stdout, stderr = spawned.communicate(timeout=300)
+    assert spawned.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    over_gloo = json.loads(stdout)  # exactly one JSON value: gloo's notices stay off stdout
+    in_process = json.loads(run_cli("report", LINEAR, "--devices", "4", "-r", "2", "--json").stdout)
+    assert (over_gloo["processes"], over_gloo["collectives_transport"]) == (2, "gloo")
+    assert (in_process["processes"], in_process["collectives_transport"]) == (1, "in-process")
+    for name in ("naive", "deferred"):
+        a, b = over_gloo["variants"][name], in_process["variants"][name]
+        for key in ("collectives", "collectives_in_loops", "executed_collectives", "bytes_per_call"):
+            assert a[key] == b[key], (name, key)
+        assert (a["hlo"]["collectives"], a["hlo"]["collectives_in_loops"]) == (
+            b["hlo"]["collectives"], b["hlo"]["collectives_in_loops"])
+        assert a["max_abs_err"] < 1e-5
+    assert over_gloo["variants"]["naive"]["executed_collectives"] == 2
+    assert workers_of(spawned.pid) == []
+
+
+def test_sigint_ends_every_worker_and_frees_the_port():
+    spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "-r", "200")
+    deadline = time.monotonic() + 120
+    while len(workers_of(spawned.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = workers_of(spawned.pid)
+    assert len(workers) == 2
+    port = int(workers[0][1].split("--worker 127.0.0.1:")[1].split(",")[0])
+    time.sleep(3)  # let them reach the coordinator and start working
+    spawned.send_signal(signal.SIGINT)
+    _, stderr = spawned.communicate(timeout=10)
+    assert spawned.returncode == 130
+    assert "Traceback" not in stderr
+    assert workers_of(spawned.pid) == []
+    assert port_is_free(port)
+
+
+def test_sigterm_ends_every_worker():
+    spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "-r", "200")
+    deadline = time.monotonic() + 120
+    while len(workers_of(spawned.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    spawned.send_signal(signal.SIGTERM)
+    spawned.communicate(timeout=10)
+    assert spawned.returncode != 0
+    assert workers_of(spawned.pid) == []
+
+
+def test_a_model_error_names_the_process_and_leaves_nothing(tmp_path):
+    path = write_demo(tmp_path, "broken.py", """
+        @shardscope.demo(params=jax.ShapeDtypeStruct((4, 4), jnp.float32),
+                         x=jax.ShapeDtypeStruct((16, 4), jnp.float32))
+        def broken(W, x):
+            return x @ W[:3]
+        """)
+    spawned = start_cli("report", path, "--devices", "4", "--processes", "2", "-r", "1")
+    _, stderr = spawned.communicate(timeout=300)
+    assert spawned.returncode == 2, stderr
+    assert "shardscope: error: process " in stderr and " of 2: " in stderr
+    assert "hint:" in stderr and "Traceback" not in stderr
+    assert workers_of(spawned.pid) == []
+
+
+def test_timeout_ends_every_worker():
+    spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "--timeout", "1")
+    _, stderr = spawned.communicate(timeout=60)
+    assert spawned.returncode == 2
+    assert "did not finish within 1 s" in stderr and "--timeout" in stderr
+    assert workers_of(spawned.pid) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--devices", "3", "--processes", "2"), "does not split over --processes 2"),
+        (("--processes", "2", "--distributed"), "do not go together"),
+    ],
+)
+def test_process_options_that_do_not_fit(args, needle):
+    result = run_cli("report", LINEAR, *args)
+    assert result.returncode == 2
+    assert needle in result.stderr and "hint:" in result.stderr
+
+
+def test_distributed_outside_a_cluster_says_so():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    result = subprocess.run([PYTHON, "-m", "shardscope", "report", str(LINEAR), "--distributed"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--distributed could not join a cluster" in result.stderr
+    assert "hint:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_distributed_joins_a_simulated_slurm_step():
+    """Two tasks of a SLURM step on this machine: JAX's auto-detection finds them, process 0 prints."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    tasks = [
+        subprocess.Popen(
+            [PYTHON, "-m", "shardscope", "report", str(LINEAR), "--distributed", "--devices", "4", "-r", "2", "--json"],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**base, "SLURM_JOB_ID": "1", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
+                 "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i), "JAX_COORDINATOR_PORT": str(port),
+                 "JAX_NUM_CPU_DEVICES": "2"},
+        )
+        for i in range(2)
+    ]
+    try:
+        outputs = [task.communicate(timeout=300) for task in tasks]
+    finally:
+        for task in tasks:
+            task.kill()
+    assert [task.returncode for task in tasks] == [0, 0], outputs[0][1][-2000:]
+    leader = json.loads(outputs[0][0])
+    assert (leader["processes"], leader["collectives_transport"], leader["devices"]) == (2, "gloo", 4)
+    assert leader["variants"]["naive"]["executed_collectives"] == 2
+    assert outputs[1][0] == ""  # only process 0 prints

@@ -1,0 +1,89 @@
+"""shardscope sweep: every plan at every chunk size, memory per device, and the pick under a budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _support import DEMOS, run_cli
+from shardscope.errors import SettingsError
+from shardscope.sweep import parse_chunk_sizes, parse_size
+
+MLP = DEMOS / "mlp.py"
+BUDGET = 20 * 2**10  # mlp on 2 devices: chunk sizes 32 and 64 need more than 20 KiB per device
+
+
+@pytest.fixture(scope="module")
+def mlp_sweep():
+    result = run_cli("sweep", MLP, "--devices", "2", "-r", "2", "--memory-budget", "20KiB", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "sweep: chunk size 64 done (7/7)" in result.stderr  # progress, off stdout
+    return json.loads(result.stdout)
+
+
+def test_sweep_covers_every_plan_at_every_divisor(mlp_sweep):
+    points = mlp_sweep["points"]
+    assert mlp_sweep["per_device_batch"] == 64 and mlp_sweep["memory_budget_bytes"] == BUDGET
+    assert sorted({p["chunk_size"] for p in points}) == [1, 2, 4, 8, 16, 32, 64]
+    plans = {p["plan"] for p in points}
+    assert {"naive", "deferred"} <= plans and len(points) == 7 * len(plans)  # every plan the registry built
+    for p in points:
+        assert {"plan", "chunk_size", "memory", "run_s", "executed_collectives", "bytes_per_call"} <= set(p)
+        assert {"temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes"} <= set(p["memory"])
+        assert p["run_s"]["min"] <= p["run_s"]["median"] <= p["run_s"]["max"]
+        assert p["max_abs_err"] < 1e-4
+        chunks = 64 // p["chunk_size"]
+        # four parameter leaves: four all-reduces per chunk (naive) or once per call (the others)
+        expected_runs = 4 * chunks if p["plan"] == "naive" else 4
+        assert (p["chunks_per_device"], p["executed_collectives"]) == (chunks, expected_runs)
+        assert p["bytes_per_call"] == expected_runs // 4 * (16 * 32 + 32 + 32 * 4 + 4) * 4
+        m = p["memory"]
+        assert p["footprint_bytes"] == (m["argument_size_in_bytes"] + m["output_size_in_bytes"]
+                                        + m["temp_size_in_bytes"] - m["alias_size_in_bytes"])
+        assert p["fits"] == (p["footprint_bytes"] <= BUDGET)
+
+
+def test_the_budget_excludes_the_largest_chunks_and_the_pick_is_the_fastest_that_fits(mlp_sweep):
+    points = mlp_sweep["points"]
+    assert not any(p["fits"] for p in points if p["chunk_size"] >= 32)
+    fitting = [p for p in points if p["fits"]]
+    assert fitting
+    fastest = min(fitting, key=lambda p: p["run_s"]["median"])
+    assert mlp_sweep["pick"] == {"plan": fastest["plan"], "chunk_size": fastest["chunk_size"]}
+    assert mlp_sweep["pick"]["chunk_size"] < 32
+    smallest = min(points, key=lambda p: p["footprint_bytes"])
+    assert mlp_sweep["smallest_footprint"]["footprint_bytes"] == smallest["footprint_bytes"]
+
+
+def test_nothing_fits_a_tiny_budget():
+    result = run_cli("sweep", MLP, "--chunk-sizes", "32,64", "-r", "1", "--memory-budget", "1KiB", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "nothing fits within the budget of 1 KiB" in result.stdout
+    assert "the smallest footprint is" in result.stdout
+    data = json.loads(run_cli("sweep", MLP, "--chunk-sizes", "64", "-r", "1", "--memory-budget", "1KiB",
+                              "--json", timeout=600).stdout)
+    assert data["pick"] is None and {p["chunk_size"] for p in data["points"]} == {64}
+
+
+def test_parsers():
+    assert parse_size("512MiB") == 512 * 2**20
+    assert parse_size("2GB") == 2 * 10**9
+    assert parse_size("4096") == 4096
+    assert parse_chunk_sizes("8,2,4,2") == (2, 4, 8)
+    for bad in ("lots", "-1MiB", "0"):
+        with pytest.raises(SettingsError):
+            parse_size(bad)
+    with pytest.raises(SettingsError):
+        parse_chunk_sizes("a,b")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--chunk-sizes", "3"), "do not divide the per-device batch 64"),
+    (("--memory-budget", "heaps"), "is not a memory size"),
+])
+def test_sweep_user_errors(args, needle):
+    result = run_cli("sweep", MLP, *args)
+    assert result.returncode == 2
+    assert needle in result.stderr and "hint:" in result.stderr and "Traceback" not in result.stderr
