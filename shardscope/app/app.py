@@ -74,6 +74,8 @@ class ShardscopeApp(App[int]):
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
+                tooltip="Quit shardscope (as q), even while typing in an input"),
         Binding("escape", "escape", "Leave input", show=False, id="escape",
                 tooltip="Leave the input being typed in; else hide the error panel"),
     ]
@@ -343,6 +345,8 @@ class ShardscopeApp(App[int]):
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
+        for warning in analysis.warnings:
+            self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
@@ -410,7 +414,8 @@ class ShardscopeApp(App[int]):
             else:
                 text += f"; {comparison.speedup_text()}"
         if analysis.warnings:
-            text += "; warning: the plans' gradients differ (see Timings)"
+            what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
+            text += f"; warning: {what} (see Timings)"
         return text
 
     def _mark_results(self) -> None:

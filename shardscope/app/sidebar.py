@@ -21,7 +21,7 @@ from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
 from shardscope.mesh import Mesh, parse_axes
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.settings import Settings, check_axis_name, default_chunk_size, divisors
 
 
 def _mesh_is_valid(text: str) -> bool:
@@ -84,7 +84,7 @@ class Sidebar(VerticalScroll):
         yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
         yield Label("Mesh axis name", classes="sidebar-title")
         one_axis = len(s.mesh.axes) == 1
-        yield Input(s.mesh.names[0], id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
+        yield Input(s.mesh.names[0], id="axis", validators=[Function(_is_axis_name, "not an ASCII identifier")])
         yield Label("2-D mesh (replaces the two above)", classes="sidebar-title")
         yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
@@ -113,12 +113,7 @@ class Sidebar(VerticalScroll):
 
     def requested_settings(self, base: Settings) -> Settings:
         """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit."""
-        axis = self.query_one("#axis", Input).value.strip()
-        if not axis.isidentifier():
-            raise SettingsError(
-                f"The mesh axis name {axis!r} is not a valid name.",
-                "use letters, digits and _, not starting with a digit (for example s)",
-            )
+        axis = check_axis_name(self.query_one("#axis", Input).value.strip())
         settings = base.with_(
             function=self.function,
             devices=self.query_one("#devices", Select).value,
@@ -166,11 +161,12 @@ class Sidebar(VerticalScroll):
 
     def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str]) -> None:
         """Offer the functions of a (re)loaded demo file and the device counts that fit."""
+        from shardscope.demos import carried_over  # as the run does: a renamed function stays picked
+
+        self.function = carried_over(self.function, self.functions, list(functions))
         self.functions = list(functions)
         self.batches = dict(batches)
         self._descriptions = dict(descriptions)
-        if self.function not in self.functions:
-            self.function = None
         self._show_functions()
         self._offer_devices()
         self._update_chunk_help()
@@ -295,3 +291,11 @@ class Sidebar(VerticalScroll):
         event.stop()
         self.post_message(self.Changed())
 
+
+def _is_axis_name(text: str) -> bool:
+    """True for what :func:`~shardscope.settings.check_axis_name` accepts (ASCII identifiers)."""
+    try:
+        check_axis_name(text.strip())
+    except SettingsError:
+        return False
+    return True
