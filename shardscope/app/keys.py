@@ -55,7 +55,8 @@ def help_rows(app_bindings: list[Binding]) -> list[tuple[str, str]]:
     after_tabs = max((k + 1 for k, b in enumerate(app_bindings) if (b.id or "").startswith("tab_")), default=0)
     ordered = [*app_bindings[:after_tabs], *DIFF_BINDINGS, *SWEEP_BINDINGS, *app_bindings[after_tabs:]]
     rows = key_rows(ordered)
-    rows.insert(len(rows) - 2, PALETTE_ROW)  # before quit and escape
+    keys = [key for key, _ in rows]
+    rows.insert(keys.index("`?`") + 1 if "`?`" in keys else len(rows), PALETTE_ROW)  # after help
     return rows
 
 
