@@ -26,6 +26,7 @@ from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunF
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
+from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.status import StatusLine
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
@@ -276,6 +277,18 @@ class ShardscopeApp(App[int]):
                     binding.description, binding.tooltip,
                     lambda action=binding.action: self.call_later(self.run_action, action),
                 )
+        for binding in DIFF_BINDINGS:  # the Diff tab's keys: open the tab, then act there
+            yield SystemCommand(
+                binding.description, binding.tooltip,
+                lambda action=binding.action: self.call_later(self._run_diff_action, action),
+            )
+
+    async def _run_diff_action(self, action: str) -> None:
+        """Open the Diff tab and run one of its actions there, as its key would."""
+        self.action_show_tab("diff")
+        if "diff" in self._mounted_views:
+            self._refresh_tab("diff")
+            await self.run_action(action, self.query_one("#diff-view"))
 
     # -- the run ------------------------------------------------------------------------
 
