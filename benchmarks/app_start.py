@@ -11,6 +11,8 @@ hands that analysis to the app the way its worker does (a ``RunFinished`` messag
 Pilot key presses in the Plans tab: the first ``n`` (which expands both trees down to the first
 collective, populating the chunk loop's body), later ``n``s, then ``down`` in the naive tree;
 the latency is from the key event to the last screen update it causes (see ``_timed_presses``).
+The machine's load average at the end of the key presses is recorded next to them
+(``keys.load_average``): on a shared machine the latencies scale with it.
 
 Run alone: ``python -m benchmarks.app_start [--quick]``.
 """
@@ -178,6 +180,7 @@ async def _child_keys(target_equations: int, presses: int) -> None:
             "bare_tree_down_scrolling": await _child_baseline(presses, scrolling=True),
         },
         "tree_nodes_after_first_n": nodes_after_first_n,
+        "load_average": [round(load, 2) for load in os.getloadavg()],
         "gc_tracked_objects": tracked_objects,
         "gc_frozen_objects": frozen_objects,
     }))

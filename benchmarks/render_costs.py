@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from benchmarks import render_format as fmt
 
 
@@ -109,6 +111,11 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
                  else "no repaint")
         out.append(f"| {label} | {shown} | {press['cpu_s']['median'] * 1e3:.1f} | {fmt.gc_ms(press)} | "
                    f"{press['pilot_press_s']['median'] * 1e3:.0f} |")
+    load = k.get("load_average")
+    if load:
+        out += ["", f"The machine's load average when the keys were timed: {load[0]:.1f} (1 min), {load[1]:.1f} "
+                f"(5 min), {load[2]:.1f} (15 min), on {os.cpu_count()} cores. Latencies and CPU times grow with "
+                "the load: compare rows of one run, not runs at different loads."]
     return out + [""]
 
 

@@ -1,8 +1,11 @@
 """Drive the explorer on the demos and save an SVG screenshot of each tab into ``screenshots/``.
 
 ``make screenshots`` runs ``python -m screenshots.make``; ``--out DIR`` and ``--demo NAME``
-(repeatable) change where and what. The app runs exactly as a user starts it (the first
-analysis starts by itself); the script waits for its worker, then presses the tab keys.
+(repeatable) change where and what. The app runs as a user starts it (the first analysis
+starts by itself) except that measured times are hidden (``hide_measurements``: ``···`` in
+place of every wall-clock number), so the screenshots are the same on every run and a
+regeneration changes a file only when the screen changed; a file whose content is unchanged is
+not rewritten. The script waits for the app's worker, then presses the tab keys.
 """
 
 from __future__ import annotations
@@ -29,23 +32,40 @@ async def wait_for_analysis(pilot) -> None:
     raise RuntimeError(f"no analysis of {app.settings.path.name}: is the demo broken?")
 
 
+async def screen_settled(pilot) -> None:
+    """Wait until the screen stops changing: the footer recomposes its keys after a focus change,
+    a refresh or two after the key that caused it, and a screenshot must not catch it half done."""
+    from textual.widgets import Footer
+
+    footer = pilot.app.screen.query_one(Footer)
+    previous = None
+    for _ in range(50):
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        keys = tuple(str(child.render()) for child in footer.children)
+        if keys and keys == previous:
+            return
+        previous = keys
+    raise RuntimeError("the screen never settled")
+
+
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
     from shardscope.app import make_app
     from shardscope.settings import Settings
 
-    app = make_app(Settings(demo, repeats=REPEATS))
+    app = make_app(Settings(demo, repeats=REPEATS), hide_measurements=True)
     saved = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
         for key, tab in TABS:
             await pilot.press(key)
-            await pilot.pause()
+            await screen_settled(pilot)
             saved.append(save(app, out, f"{demo.stem}-{tab}"))
         await pilot.press("3")
         app.query_one("#diff-unified").focus()
         await pilot.press("s")
-        await pilot.pause()
+        await screen_settled(pilot)
         saved.append(save(app, out, f"{demo.stem}-diff-side-by-side"))
     return saved
 
@@ -61,7 +81,7 @@ async def shoot_sweep(out: Path) -> Path:
     from shardscope.app import ShardscopeApp
     from shardscope.settings import Settings
 
-    app = ShardscopeApp(Settings(ROOT / "demos" / SWEEP_DEMO, repeats=REPEATS))
+    app = ShardscopeApp(Settings(ROOT / "demos" / SWEEP_DEMO, repeats=REPEATS), hide_measurements=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
         await pilot.press("6")
@@ -78,9 +98,11 @@ async def shoot_sweep(out: Path) -> Path:
 
 
 def save(app, out: Path, stem: str) -> Path:
-    """Write the current screen as ``out/<stem>.svg``."""
+    """Write the current screen as ``out/<stem>.svg`` unless the file already holds exactly that."""
     path = out / f"{stem}.svg"
-    path.write_text(app.export_screenshot(title=f"shardscope {stem}"), encoding="utf-8")
+    svg = app.export_screenshot(title=f"shardscope {stem}")
+    if not path.exists() or path.read_text(encoding="utf-8") != svg:
+        path.write_text(svg, encoding="utf-8")
     return path
 
 

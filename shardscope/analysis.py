@@ -6,13 +6,14 @@ The TUI, the text report, the JSON and the diff export are all renderings of it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from shardscope.comparison import Comparison, compare, default_pair
 from shardscope.counts import Count
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError, quote_error
-from shardscope.settings import Settings
+from shardscope.settings import Settings, check_axis_name
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
 """The stages an analysis reports progress for, in order."""
@@ -102,8 +103,22 @@ class Analysis:
 
     @property
     def warnings(self) -> list[str]:
-        """What the user should know that no number shows on its own: plans that disagree."""
-        return [check.warning for check in self.gradient_checks if check.warning]
+        """What the user should know that no number shows on its own: a gradient that is not
+        finite (NaN or inf), plans that disagree."""
+        not_finite = [
+            f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the "
+            "reference): its max_abs_err is nan, not a small number"
+            for name, plan in self.plans.items()
+            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
+        ]
+        # with a NaN the plans "differ by inf": the not-finite warning already says what happened
+        checks = [c for c in self.gradient_checks if not (not_finite and not math.isfinite(c.max_abs_diff))]
+        return not_finite + [check.warning for check in checks if check.warning]
+
+    @property
+    def has_non_finite_gradient(self) -> bool:
+        """True when a plan's gradient error is NaN (a NaN or inf in a gradient)."""
+        return any(p.max_abs_err is not None and not math.isfinite(p.max_abs_err) for p in self.plans.values())
 
     @property
     def measured(self) -> bool:
@@ -161,19 +176,24 @@ def analyze(
 
     import jax
 
-    from shardscope import dataflow, plans
+    from shardscope import dataflow, failures, plans
     from shardscope.demos import load_demo_file
     from shardscope.distributed import collectives_transport
 
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each plan at least once")
+    for name in settings.mesh.names:
+        check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
-    built = plans.build_plans(demo_fn, settings, plans.PLANS if plan_set is None else plan_set)
-    settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
-    traced, unavailable = _trace(built, measure, report)
-    names = [name for name in built.plans if name in traced]
-    measured = _measure(built, traced, settings.repeats, report) if measure else {}
+    try:
+        built = plans.build_plans(demo_fn, settings, plans.PLANS if plan_set is None else plan_set)
+        settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
+        traced, unavailable = _trace(built, measure, report)
+        names = [name for name in built.plans if name in traced]
+        measured = _measure(built, traced, settings, report) if measure else {}
+    except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
+        raise failures.system_exit(exc, settings.path, demo_fn.name) from None
 
     results = {}
     for name in names:
@@ -250,11 +270,11 @@ def _trace(built: Any, with_reference: bool, report: Progress) -> tuple[dict[str
     return traced, unavailable
 
 
-def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[str, dict[str, Any]]:
+def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> dict[str, dict[str, Any]]:
     """Compile each traced program once, time them interleaved, check the gradients."""
     import jax
 
-    from shardscope import hlo, measure, plans
+    from shardscope import failures, hlo, measure, plans
     from shardscope.crosscheck import compare
 
     compiled, compile_s = {}, {}
@@ -269,25 +289,32 @@ def _measure(built: Any, traced: dict, repeats: int, report: Progress) -> dict[s
             ) from exc
 
     report("timing", 0.0)
-    times = measure.time_interleaved(
-        compiled, built.args, repeats, on_round=lambda i: report("timing", (i + 1) / repeats)
-    )
-    report("checking", 0.0)
-    expected = compiled[plans.REFERENCE](*built.args)
-    backend = jax.default_backend()
-    out: dict[str, Any] = {
-        name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
-        for name in compiled
-    }
-    gradients = {}
-    for name, plan in built.plans.items():
-        if name not in compiled:
-            continue
-        out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        out[name]["cost_analysis"] = measure.cost_summary(compiled[name])
-        gradients[name] = plan.gradient(compiled[name](*built.args))
-        out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
-    out["gradient_checks"] = compare(gradients)
+    repeats = settings.repeats
+    with failures.quiet_callback_logs():
+        for name, fn in compiled.items():  # the first run of each: a callback that raises is named
+            try:
+                jax.block_until_ready(fn(*built.args))
+            except Exception as exc:
+                raise failures.run_error(exc, name, settings.path) from exc
+        times = measure.time_interleaved(
+            compiled, built.args, repeats, warmup=1, on_round=lambda i: report("timing", (i + 1) / repeats)
+        )
+        report("checking", 0.0)
+        expected = compiled[plans.REFERENCE](*built.args)
+        backend = jax.default_backend()
+        out: dict[str, Any] = {
+            name: {"compile_s": compile_s[name], "run_s": times[name], "memory": measure.memory(compiled[name])}
+            for name in compiled
+        }
+        gradients = {}
+        for name, plan in built.plans.items():
+            if name not in compiled:
+                continue
+            out[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+            out[name]["cost_analysis"] = measure.cost_summary(compiled[name])
+            gradients[name] = plan.gradient(compiled[name](*built.args))
+            out[name]["max_abs_err"] = measure.max_abs_err(gradients[name], expected)
+        out["gradient_checks"] = compare(gradients)
     report("checking", 1.0)
     return out
 

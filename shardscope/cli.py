@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 
-from shardscope.errors import ShardscopeError
-from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings
+from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.settings import (
+    DEFAULT_AXIS,
+    DEFAULT_DEVICES,
+    DEFAULT_REPEATS,
+    MAX_DEVICES,
+    Settings,
+    check_axis_name,
+    check_device_count,
+)
 
 COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check")
 EXIT_USER_ERROR = 2
@@ -33,9 +42,10 @@ def _positive(text: str) -> int:
 
 
 def _axis(text: str) -> str:
-    if not text.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use letters, digits, _)")
-    return text
+    try:
+        return check_axis_name(text)
+    except SettingsError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use ASCII letters, digits, _)") from None
 
 
 def _mesh(text: str):
@@ -121,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     app = sub.add_parser("open", help="open the explorer (the default command)")
     _settings_options(app)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
-                     help="CPU devices to start JAX with; the sidebar offers meshes up to this size (default 8)")
+                     help="CPU devices to start JAX with; the sidebar offers meshes up to this size "
+                          f"(default 8, at most {MAX_DEVICES})")
     app.add_argument("--export-dir", type=Path, help="where `e` writes the diff (default: the working directory)")
     app.add_argument("--profile-startup", action="store_true",
                      help="log seconds to first paint and to first results on exit")
@@ -153,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     presets.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     diff = sub.add_parser("diff", help="the unified diff of the two plans' canonical jaxprs")
     _settings_options(diff)
-    diff.add_argument("-o", "--output", type=Path, help="write the diff to this file (atomically)")
+    diff.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
     diff.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     check = sub.add_parser("check", help="lint any shard_map program: collectives in loops that need not be there")
     check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo)")
@@ -191,10 +202,18 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    ``report`` and ``diff`` run in a worker thread: Ctrl+C and SIGTERM end them at once with
+    status 130 / 143 and nothing written (:mod:`shardscope.interrupts`).
+    """
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
-        return _run(args)
+        if args.command == "open":
+            return _open(args)
+        from shardscope.interrupts import run_interruptible
+
+        return run_interruptible(lambda: _run(args))
     except ShardscopeError as exc:
         if args.debug:
             raise
@@ -204,6 +223,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `shardscope report ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    max_devices = max(args.max_devices, settings.mesh.devices)
+    check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
+    from shardscope.app import run_app
+
+    return run_app(settings, max_devices=max_devices, export_dir=args.export_dir, profile_startup=args.profile_startup)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -214,12 +245,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "calibrate":
         return _calibrate(args)
     settings = settings_from(args)
-    if args.command == "open":
-        from shardscope.app import run_app
-
-        return run_app(settings, max_devices=max(args.max_devices, settings.mesh.devices),
-                       export_dir=args.export_dir, profile_startup=args.profile_startup)
-
     from shardscope.demos import require_file
 
     target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
@@ -229,6 +254,7 @@ def _run(args: argparse.Namespace) -> int:
         args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
         args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
     require_file(settings.path)  # before JAX starts: a typo fails fast
+    _check_devices_before_jax(settings)
     if getattr(args, "processes", 1) > 1 and args.worker is None:
         return _spawn_workers(args, settings)
     _start_jax(args, settings)
@@ -245,15 +271,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "diff":
         from shardscope.text import diff_text
 
-        text = diff_text(analysis)
-        if args.output is None:
-            sys.stdout.write(text)
-        else:
-            from shardscope.exports import write_atomic
-
-            path = write_atomic(args.output, text, overwrite=args.force)
-            print(f"wrote {path}", file=sys.stderr)
-        return 0
+        return _write_diff(diff_text(analysis), args.output, args.force)
 
     projection = None
     if target is not None:
@@ -424,6 +442,38 @@ def _presets(as_json: bool) -> int:
     return 0
 
 
+def _check_devices_before_jax(settings: Settings) -> None:
+    """Refuse a device count over the cap, or one that does not divide the batch, before JAX starts.
+
+    JAX starts every CPU device asked for: 20,000 hang it, 100,000 exhaust memory. Importing the
+    demo file to read its batch does not start the backend (example inputs are shapes).
+    """
+    mesh = settings.mesh
+    if len(mesh.names) > 1:
+        check_device_count(mesh.devices)
+        return
+    from shardscope.demos import load_demo_file
+    from shardscope.examples import batch_size
+
+    with contextlib.redirect_stdout(sys.stderr):
+        demo_file = load_demo_file(settings.path)
+    # a 1-D mesh splits the batch over every device: the hint lists every count that works
+    check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+
+
+def _write_diff(text: str, output: str | None, force: bool) -> int:
+    if output is None or output == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))  # as write_atomic does
+        sys.stdout.buffer.flush()
+        return 0
+    from shardscope.exports import write_atomic
+
+    path = write_atomic(output, text, overwrite=force)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _check(args: argparse.Namespace) -> int:
     """``shardscope check``: exit 1 when a loop holds a collective it does not need, else 0."""
     from shardscope import check
@@ -431,6 +481,7 @@ def _check(args: argparse.Namespace) -> int:
     from shardscope.devices import ensure_devices
 
     require_file(args.file)
+    check_device_count(args.devices or DEFAULT_MAX_DEVICES)  # before JAX starts: thousands hang it
     ensure_devices(args.devices or DEFAULT_MAX_DEVICES)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):
         inspections = check.check_file(args.file, args.function, args.devices)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import importlib.util
+import linecache
 import sys
 import traceback
 from dataclasses import dataclass
@@ -86,6 +88,19 @@ class DemoFile:
             ) from None
 
 
+def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -> str | None:
+    """The function to keep after a demo file was reloaded.
+
+    ``name`` if the file still has it; else, when it was renamed on disk, the function now in its
+    place (a rename keeps the position); else None (the first demo).
+    """
+    if name is None or name in new_names:
+        return name
+    if name in old_names and old_names.index(name) < len(new_names):
+        return new_names[old_names.index(name)]
+    return None
+
+
 def file_fingerprint(path: Path) -> str:
     """A digest of the file's bytes: a reload is needed when it changes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -156,8 +171,14 @@ def import_file(path: Path) -> tuple[Any, str]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with _importable_siblings(path):
-            spec.loader.exec_module(module)
+        _import_quietly(module, spec.loader, path)
+    except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
+        sys.modules.pop(module_name, None)
+        raise DemoFileError(
+            f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}"
+            + (f" (it said: {exc.said})" if getattr(exc, "said", "") else "") + ".",
+            "shardscope imports demo files: keep scripts' command-line code under if __name__ == '__main__':",
+        ) from None
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         # the error may be in a module the demo imports: name the file it is in
@@ -174,6 +195,76 @@ def import_file(path: Path) -> tuple[Any, str]:
             _where(exc, path),
         ) from exc
     return module, fingerprint
+
+
+def code_file_name(path: Path) -> str:
+    """The file name the demo's code is compiled under: its absolute path, made valid UTF-8.
+
+    JAX hands every function's file name to XLA as source information; a name with a byte that
+    is not UTF-8 (a Latin-1 ``é``) fails there with ``std::bad_cast``. Such bytes become U+FFFD.
+    """
+    name = str(path.resolve())
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _import_quietly(module: Any, loader: Any, path: Path) -> None:
+    """Import the demo as ``python demo.py`` would see it (argv, sibling modules).
+
+    What it writes to stderr is held back: passed on when the import ends, but when the demo
+    exits (argparse's usage error) its last line goes into shardscope's one message instead.
+    """
+    said = io.StringIO()
+    exited = False
+    try:
+        with _importable_siblings(path), _argv_of(path), contextlib.redirect_stderr(said):
+            _execute(module, loader, path)
+    except SystemExit as exc:
+        exited = True
+        exc.said = (said.getvalue().strip().splitlines() or [""])[-1]  # type: ignore[attr-defined]
+        raise
+    finally:
+        if not exited:
+            sys.stderr.write(said.getvalue())
+
+
+def _execute(module: Any, loader: Any, path: Path) -> None:
+    """Run the demo file in ``module`` (compiled under :func:`code_file_name` if it differs)."""
+    name = code_file_name(path)
+    if name == str(path.resolve()):
+        loader.exec_module(module)
+        return
+    source = path.read_bytes()
+    linecache.cache[name] = (len(source), None, source.decode("utf-8", "replace").splitlines(True), name)
+    exec(compile(source, name, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - a demo is code
+
+
+@contextlib.contextmanager
+def _argv_of(path: Path) -> Iterator[None]:
+    """``sys.argv`` as ``python demo.py`` would set it: argparse at import sees no shardscope flags."""
+    saved = sys.argv
+    sys.argv = [str(path)]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def demo_frames(exc: BaseException, path: Path) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback that run code of the demo file ``path``."""
+    names = {str(path.resolve()), code_file_name(path)}
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        try:
+            if frame.filename in names or str(Path(frame.filename).resolve()) in names:
+                frames.append(frame)
+        except OSError:
+            continue
+    return frames
+
+
+def _at_line(exc: BaseException, path: Path) -> str:
+    frames = demo_frames(exc, path)
+    return f", line {frames[-1].lineno}" if frames else ""
 
 
 @contextlib.contextmanager
@@ -197,8 +288,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _where(exc: BaseException, path: Path) -> str:
     """Point at the line of the demo file where the import failed."""
-    # the frames carry the absolute file name even when ``path`` is relative
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    frames = demo_frames(exc, path)
     if frames:
         return f"see {path.name} line {frames[-1].lineno}: {frames[-1].line}"
     return "fix the file and run again"

@@ -34,7 +34,7 @@ class Mesh:
         for part in parts:
             name, sep, size = part.partition("=")
             name, size = name.strip(), size.strip()
-            if not sep or not name.isidentifier():
+            if not sep or not is_axis_name(name):
                 raise SettingsError(f"{part!r} is not an axis: expected name=size.", hint)
             if not size.isdigit() or int(size) < 1:
                 raise SettingsError(f"The size of mesh axis {name!r} must be a whole number >= 1, not {size!r}.", hint)
@@ -85,7 +85,12 @@ class Mesh:
 def parse_axes(text: str) -> tuple[str, ...]:
     """``data,model`` -> ``("data", "model")``; raises :class:`SettingsError` for a bad name."""
     names = tuple(p.strip() for p in text.replace(" ", ",").split(",") if p.strip())
-    bad = [n for n in names if not n.isidentifier()]
+    bad = [n for n in names if not is_axis_name(n)]
     if bad or not names:
         raise SettingsError(f"{text!r} is not a list of axis names.", "write axis names separated by commas, e.g. data")
     return names
+
+
+def is_axis_name(name: str) -> bool:
+    """An ASCII Python identifier: XLA aborts the whole process on a non-ASCII axis name (``ñ``)."""
+    return name.isascii() and name.isidentifier()

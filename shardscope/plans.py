@@ -25,6 +25,8 @@ from shardscope import bodies, keys
 from shardscope.bodies import Layout, Split
 from shardscope.demos import DemoFunction
 from shardscope.errors import SettingsError, TraceError, quote_error
+from shardscope.examples import batch_size, check_fits, materialize
+from shardscope.failures import model_error
 from shardscope.settings import Settings
 from shardscope.shapes import Shapes, resolve_shapes
 
@@ -143,45 +145,6 @@ class Plans:
     layout: Layout
 
 
-def materialize(tree: Any, seed: int) -> Any:
-    """Concrete arrays for a pytree of arrays and ``ShapeDtypeStruct``s, reproducibly random."""
-    rng = np.random.default_rng(seed)
-
-    def leaf(value: Any) -> Any:
-        if isinstance(value, jax.ShapeDtypeStruct) and keys.is_key_dtype(value.dtype):
-            return keys.random_keys(value.dtype, value.shape, int(rng.integers(2**31)))
-        if isinstance(value, jax.ShapeDtypeStruct):
-            return _random(rng, value.shape, np.dtype(value.dtype))
-        if keys.is_key_array(value):
-            return value  # numpy cannot hold typed keys; they are used as given
-        return np.asarray(value)
-
-    return jax.tree.map(leaf, tree, is_leaf=lambda v: isinstance(v, jax.ShapeDtypeStruct))
-
-
-def _random(rng: np.random.Generator, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    # jnp.issubdtype knows bfloat16 and the other ml_dtypes floats; np.issubdtype does not
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        parts = rng.standard_normal((2, *shape)) / np.sqrt(2.0)
-        return (parts[0] + 1j * parts[1]).astype(dtype)
-    if jnp.issubdtype(dtype, jnp.floating):
-        return rng.standard_normal(shape).astype(dtype)
-    if jnp.issubdtype(dtype, jnp.integer):
-        return rng.integers(0, 8, shape).astype(dtype)
-    return rng.integers(0, 2, shape).astype(dtype)
-
-
-def batch_size(x: Any) -> int:
-    """The common leading axis of every leaf of ``x``."""
-    sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree.leaves(x)}
-    if len(sizes) != 1 or None in sizes:
-        raise SettingsError(
-            f"The leaves of x must share one leading (batch) axis; found sizes {sorted(map(str, sizes))}.",
-            "give every leaf of x the batch N as its first axis",
-        )
-    return sizes.pop()
-
-
 def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
     """``param_specs`` filled in (None: every leaf replicated) and checked against ``params``."""
     if param_specs is None:
@@ -220,11 +183,14 @@ def _spec_dims(spec: Any, ndim: int) -> tuple[tuple[str, ...], ...]:
 def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ...] = PLANS) -> Plans:
     """Check the settings, make the inputs and the jitted programs of ``plans`` for ``demo_fn``."""
     f = demo_fn.fn
-    params = materialize(demo_fn.spec.params, demo_fn.spec.seed)
+    batch = batch_size(demo_fn.spec.x)
+    replicated = getattr(demo_fn.spec, "param_specs", None) is None  # else sharded: no copy per device
+    check_fits(demo_fn.spec.params, demo_fn.spec.x, settings.mesh.devices if replicated else 1)
+    shapes = resolve_shapes(batch, settings, len(jax.devices()))
+    params = materialize(demo_fn.spec.params, demo_fn.spec.seed)  # only once the sizes are known to fit
     x = materialize(demo_fn.spec.x, demo_fn.spec.seed + 1)
     _check_params(params)
-    shapes = resolve_shapes(batch_size(x), settings, len(jax.devices()))
-    out = _output_shape(f, params, x, shapes.batch)
+    out = _output_shape(f, params, x, shapes.batch, settings.mesh.names[0])
     v = materialize(out, demo_fn.spec.seed + 2)
 
     spec_mesh = settings.mesh
@@ -276,15 +242,12 @@ def _check_params(params: Any) -> None:
         )
 
 
-def _output_shape(f: Callable, params: Any, x: Any, batch: int) -> Any:
+def _output_shape(f: Callable, params: Any, x: Any, batch: int, axis: str) -> Any:
     """The output's shapes (the cotangent's), checked to be inexact and batch-leading."""
     try:
         out = jax.eval_shape(f, params, x)
     except Exception as exc:  # the user's model failed on its own example inputs
-        raise TraceError(
-            f"The model fails on its example inputs: {quote_error(exc)}",
-            "check that f(params, x) runs on the shapes given to @shardscope.demo",
-        ) from exc
+        raise model_error(exc, axis) from exc
     for leaf in jax.tree.leaves(out):
         if not leaf.shape or leaf.shape[0] != batch:
             raise SettingsError(

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from shardscope.errors import SettingsError
 from shardscope.mesh import Mesh
 
 DEFAULT_DEVICES = 2
 DEFAULT_AXIS = "s"
 DEFAULT_REPEATS = 20
+MAX_DEVICES = 512
+"""The most simulated CPU devices shardscope starts. XLA gives every CPU device its own threads
+and buffers: thousands take minutes to start, and 100,000 exhausted 20 GB and aborted."""
 
 
 @dataclass(frozen=True)
@@ -62,3 +66,39 @@ def default_chunk_size(per_device_batch: int) -> int:
     """The largest chunk size that gives at least two chunks per device (1 chunk if none does)."""
     candidates = [c for c in divisors(per_device_batch) if per_device_batch // c >= 2]
     return max(candidates) if candidates else per_device_batch
+
+
+def check_device_count(devices: int, batch: int | None = None, available: int = MAX_DEVICES) -> None:
+    """Raise :class:`SettingsError` unless ``devices`` is at most ``available`` and divides ``batch``.
+
+    Needs no JAX: the CLI calls it before the backend starts (starting 20,000 CPU devices hangs).
+    The hint lists every device count that would work.
+    """
+    if devices < 1 or devices > available:
+        valid = [d for d in divisors(batch) if d <= available] if batch else []
+        limit = "shardscope simulates" if available == MAX_DEVICES else "are available"
+        raise SettingsError(
+            f"{devices:,} devices asked for, but at most {available} {limit}.",
+            f"use a device count that divides the batch {batch}: {', '.join(map(str, valid))}"
+            if valid else f"pick 1 to {available} devices",
+        )
+    if batch is not None and batch % devices:
+        valid = [d for d in divisors(batch) if d <= available]
+        raise SettingsError(
+            f"The batch N={batch} does not split over {devices} devices.",
+            f"use a device count that divides {batch}: {', '.join(map(str, valid))}",
+        )
+
+
+def check_axis_name(axis: str) -> str:
+    """``axis`` if it is an ASCII Python identifier, else :class:`SettingsError`.
+
+    XLA aborts the whole process (a fatal check, not an exception) on a non-ASCII axis name such
+    as ``ñ``, so this check comes before any tracing, in the CLI and in the app alike.
+    """
+    if not (axis.isascii() and axis.isidentifier()):
+        raise SettingsError(
+            f"The mesh axis name {axis!r} is not a valid name.",
+            "use ASCII letters, digits and _, not starting with a digit (for example s)",
+        )
+    return axis

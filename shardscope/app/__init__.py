@@ -6,12 +6,19 @@ first paint.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import sys
 from pathlib import Path
 
+from shardscope.app import runner
 from shardscope.app.app import ShardscopeApp
 from shardscope.app.factory import make_app
 from shardscope.settings import Settings
+
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def run_app(
@@ -21,12 +28,48 @@ def run_app(
     export_dir: Path | None = None,
     profile_startup: bool = False,
 ) -> int:
-    """Run the explorer until the user quits; returns the exit status."""
+    """Run the explorer until the user quits; returns the exit status.
+
+    ``q``, Ctrl+C and SIGTERM end it within about a second whatever the analysis worker does
+    (compiling a deep model, a demo stuck at import): once Textual has restored the terminal, a
+    worker still busy is not waited for (a thread cannot be stopped, and asyncio and Python's
+    exit would join it): the process leaves with ``os._exit``.
+    """
     app = make_app(settings, max_devices=max_devices, export_dir=export_dir, profile_startup=profile_startup)
-    app.run()
+    status = asyncio.run(_run_until_quit(app))
+    return status
+
+
+async def _run_until_quit(app: ShardscopeApp) -> int:
+    from shardscope.interrupts import exit_status
+
+    loop = asyncio.get_running_loop()
+    for signum in _SIGNALS:  # quit as q does (the terminal restored), with the shell's status
+        loop.add_signal_handler(signum, lambda signum=signum: app.exit(return_code=exit_status(signum)))
+    try:
+        await app.run_async()
+    finally:
+        for signum in _SIGNALS:
+            loop.remove_signal_handler(signum)
     if app.profile is not None:
         print(app.profile.json_line(), file=sys.stderr)
-    return app.return_code or 0
+    status = app.return_code or 0
+    if runner.busy():  # the terminal is restored: leave without joining the worker
+        leave_now(status)
+    return status
+
+
+def leave_now(status: int) -> None:
+    """Flush what was printed and end the process now, without joining any thread."""
+    from shardscope.interrupts import remove_temporary_files
+
+    remove_temporary_files()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream must not keep the process alive
+            pass
+    os._exit(status)
 
 
 __all__ = ["ShardscopeApp", "make_app", "run_app"]

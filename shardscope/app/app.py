@@ -26,6 +26,7 @@ from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunF
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
+from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.status import StatusLine
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
@@ -73,6 +74,8 @@ class ShardscopeApp(App[int]):
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
+                tooltip="Quit shardscope (as q), even while typing in an input"),
         Binding("escape", "escape", "Leave input", show=False, id="escape",
                 tooltip="Leave the input being typed in; else hide the error panel"),
     ]
@@ -274,6 +277,18 @@ class ShardscopeApp(App[int]):
                     binding.description, binding.tooltip,
                     lambda action=binding.action: self.call_later(self.run_action, action),
                 )
+        for binding in DIFF_BINDINGS:  # the Diff tab's keys: open the tab, then act there
+            yield SystemCommand(
+                binding.description, binding.tooltip,
+                lambda action=binding.action: self.call_later(self._run_diff_action, action),
+            )
+
+    async def _run_diff_action(self, action: str) -> None:
+        """Open the Diff tab and run one of its actions there, as its key would."""
+        self.action_show_tab("diff")
+        if "diff" in self._mounted_views:
+            self._refresh_tab("diff")
+            await self.run_action(action, self.query_one("#diff-view"))
 
     # -- the run ------------------------------------------------------------------------
 
@@ -330,6 +345,8 @@ class ShardscopeApp(App[int]):
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
+        for warning in analysis.warnings:
+            self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
@@ -397,7 +414,8 @@ class ShardscopeApp(App[int]):
             else:
                 text += f"; {comparison.speedup_text()}"
         if analysis.warnings:
-            text += "; warning: the plans' gradients differ (see Timings)"
+            what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
+            text += f"; warning: {what} (see Timings)"
         return text
 
     def _mark_results(self) -> None:

@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
+from shardscope.app.keys import help_rows, markdown_table
+
 HELP = """\
 # shardscope
 
@@ -24,18 +26,7 @@ Sharded parameters (`param_specs=`) are gathered every chunk by naive, once by d
 
 ## Keys
 
-| key | what it does |
-| --- | --- |
-| `r` | run the analysis (reloads the demo file first if it changed on disk) |
-| `e` | export the diff to `<function>-<devices>dev-c<chunk>.diff` (never overwrites) |
-| `n` / `N` | next / previous collective: expands and scrolls every plan tree |
-| `b` / `c` | step the compared baseline / candidate: the Diff and Graph tabs and the speedup follow |
-| `1`-`6` | tabs: Plans, Graph, Diff, Timings, HLO, Sweep |
-| `s` | in the Sweep tab: sweep every chunk size of the current settings |
-| `tab` / `shift+tab` | move the focus |
-| `?` | this help |
-| `q` | quit |
-| `ctrl+p` | the command palette: every action |
+{keys}
 
 Keys work whatever has the focus, except while typing in an input: there `Enter` commits the
 value and `Escape` leaves the input. Outside an input `Escape` hides the error panel.
@@ -71,6 +62,11 @@ paint and to the first results on screen (also in the Textual log).
 """
 
 
+def help_text(app_bindings: list) -> str:
+    """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.keys`)."""
+    return HELP.replace("{keys}", markdown_table(help_rows(app_bindings)))
+
+
 class HelpScreen(ModalScreen[None]):
     """The keys and what the tabs show; any of ``escape``, ``?`` or ``q`` closes it."""
 
@@ -87,9 +83,9 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        """The help text, scrollable."""
+        """The help text, scrollable, with the key table made from the app's bindings."""
         with VerticalScroll():
-            yield Markdown(HELP)
+            yield Markdown(help_text(self.app.BINDINGS))
 
     def action_close(self) -> None:
         """Close the help screen."""

@@ -6,6 +6,7 @@ sends messages to the app and an ``is_cancelled`` that asks whether the run is s
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -30,8 +31,28 @@ class RunRequest:
     analyze: bool = True  # False: only start JAX and load the demo file (for the sidebar)
 
 
+_busy = 0
+_busy_lock = threading.Lock()
+
+
+def busy() -> bool:
+    """True while a run is still working in some thread (even one the app no longer waits for)."""
+    return _busy > 0
+
+
 def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
     """Do ``request``, reporting everything through ``post``; never raises."""
+    global _busy
+    with _busy_lock:
+        _busy += 1
+    try:
+        _run(request, post, is_cancelled)
+    finally:
+        with _busy_lock:
+            _busy -= 1
+
+
+def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
 
     def progress(stage: str, fraction: float) -> None:
         if is_cancelled():
@@ -44,13 +65,19 @@ def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Calla
 
         ensure_devices(request.max_devices)  # imports JAX: here, never on the UI thread
         demo_file = current_demo_file(request.settings.path, request.demo_file)
+        settings = request.settings
         if demo_file is not request.demo_file:
             post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file)))
+            if request.demo_file is not None:  # changed on disk: the function may have been renamed
+                from shardscope.demos import carried_over
+
+                function = carried_over(settings.function, request.demo_file.names, demo_file.names)
+                settings = settings.with_(function=function)
         if not request.analyze:
             return
         from shardscope.analysis import analyze
 
-        analysis = analyze(request.settings, progress, demo_file=demo_file)
+        analysis = analyze(settings, progress, demo_file=demo_file)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
         from shardscope.app.views.prepare import prepare
 
@@ -80,7 +107,7 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
 
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
-    from shardscope.plans import batch_size  # imports JAX: only ever called in the worker
+    from shardscope.examples import batch_size  # imports JAX: only ever called in the worker
 
     sizes = {}
     for name, demo_fn in demo_file.functions.items():

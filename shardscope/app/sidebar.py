@@ -21,7 +21,7 @@ from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
 from shardscope.mesh import Mesh, parse_axes
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.settings import Settings, check_axis_name, default_chunk_size, divisors
 
 
 def _mesh_is_valid(text: str) -> bool:
@@ -45,6 +45,8 @@ class Sidebar(VerticalScroll):
 
     DEFAULT_CSS = """
     Sidebar { width: 30; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
+    Sidebar.-narrow { width: 24; }
+    Sidebar.-collapsed { display: none; }
     Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
     Sidebar OptionList { height: auto; max-height: 8; }
     Sidebar #description { color: $text-muted; height: auto; }
@@ -57,12 +59,16 @@ class Sidebar(VerticalScroll):
     class Changed(Message):
         """A setting was committed (a function picked, a device count chosen, Enter in an input)."""
 
+    class Edited(Message):
+        """A value changed, committed or not (for marking the results on screen stale)."""
+
     def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.max_devices = max_devices
         self.function = settings.function  # None: the first demo in the file
         self.functions: list[str] = []
         self.batches: dict[str, int] = {}
+        self._device_choices: list[int] = []
         self._initial = settings
 
     def compose(self) -> ComposeResult:
@@ -73,12 +79,13 @@ class Sidebar(VerticalScroll):
         yield Static("", id="description")
         yield Label("Devices (mesh size)", classes="sidebar-title")
         counts = list(range(1, self.max_devices + 1))
+        self._device_choices = counts
         devices = s.devices if s.devices in counts else counts[-1]
         yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
         yield Label("Mesh axis name", classes="sidebar-title")
         one_axis = len(s.mesh.axes) == 1
-        yield Input(s.mesh.names[0], id="axis", validators=[Function(str.isidentifier, "not a Python identifier")])
-        yield Label("2-D mesh (replaces the two above)", classes="sidebar-title")
+        yield Input(s.mesh.names[0], id="axis", validators=[Function(_is_axis_name, "not an ASCII identifier")])
+        yield Label("Named mesh (optional)", classes="sidebar-title")
         yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
                     tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
@@ -106,12 +113,7 @@ class Sidebar(VerticalScroll):
 
     def requested_settings(self, base: Settings) -> Settings:
         """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit."""
-        axis = self.query_one("#axis", Input).value.strip()
-        if not axis.isidentifier():
-            raise SettingsError(
-                f"The mesh axis name {axis!r} is not a valid name.",
-                "use letters, digits and _, not starting with a digit (for example s)",
-            )
+        axis = check_axis_name(self.query_one("#axis", Input).value.strip())
         settings = base.with_(
             function=self.function,
             devices=self.query_one("#devices", Select).value,
@@ -129,15 +131,42 @@ class Sidebar(VerticalScroll):
             resolve_shapes(batch, settings, self.max_devices)
         return settings
 
+    def draft_settings(self, base: Settings) -> Settings | None:
+        """What the sidebar shows now, defaults resolved (None while a value is not a number yet).
+
+        Unlike :meth:`requested_settings` nothing is checked: this is for comparing with the
+        settings of the results on screen, which have their defaults resolved too.
+        """
+        try:
+            chunk = self._typed_chunk()
+        except SettingsError:
+            return None
+        devices = self.query_one("#devices", Select).value
+        if chunk is None:
+            per_device = self._per_device_batch()
+            chunk = default_chunk_size(per_device) if per_device is not None else None
+        return base.with_(
+            function=self._current_function or base.function,
+            devices=devices,
+            axis=self.query_one("#axis", Input).value.strip(),
+            chunk_size=chunk,
+        )
+
+    @property
+    def device_choices(self) -> list[int]:
+        """The device counts the picker offers."""
+        return list(self._device_choices)
+
     # -- what the app tells ------------------------------------------------------------
 
     def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str]) -> None:
         """Offer the functions of a (re)loaded demo file and the device counts that fit."""
+        from shardscope.demos import carried_over  # as the run does: a renamed function stays picked
+
+        self.function = carried_over(self.function, self.functions, list(functions))
         self.functions = list(functions)
         self.batches = dict(batches)
         self._descriptions = dict(descriptions)
-        if self.function not in self.functions:
-            self.function = None
         self._show_functions()
         self._offer_devices()
         self._update_chunk_help()
@@ -173,6 +202,7 @@ class Sidebar(VerticalScroll):
         if batch is not None:
             counts = [d for d in divisors(batch) if d <= self.max_devices]
         current = select.value
+        self._device_choices = counts
         with self.prevent(Select.Changed):
             select.set_options([(str(n), n) for n in counts])
             select.value = current if current in counts else max(d for d in counts if d <= current)
@@ -235,21 +265,37 @@ class Sidebar(VerticalScroll):
         self._show_functions()
         self._offer_devices()
         self._update_chunk_help()
+        self.post_message(self.Edited())
         self.post_message(self.Changed())
 
     @on(Select.Changed, "#devices")
     def _devices_picked(self, event: Select.Changed) -> None:
         event.stop()
         self._update_chunk_help()
+        self.post_message(self.Edited())
         self.post_message(self.Changed())
 
     @on(Input.Changed, "#chunk, #mesh, #batch-axes")
     def _chunk_typed(self, event: Input.Changed) -> None:
         event.stop()
         self._update_chunk_help()
+        self.post_message(self.Edited())
+
+    @on(Input.Changed, "#axis")
+    def _axis_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.post_message(self.Edited())
 
     @on(Input.Submitted)
     def _input_committed(self, event: Input.Submitted) -> None:
         event.stop()
         self.post_message(self.Changed())
 
+
+def _is_axis_name(text: str) -> bool:
+    """True for what :func:`~shardscope.settings.check_axis_name` accepts (ASCII identifiers)."""
+    try:
+        check_axis_name(text.strip())
+    except SettingsError:
+        return False
+    return True

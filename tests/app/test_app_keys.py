@@ -41,9 +41,10 @@ def test_q_quits_with_status_zero():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            assert app.return_code is None  # running: no exit status yet
             await pilot.press("q")
             await pilot.pause()
-            assert app._exit
+            assert app.return_code == 0
         assert app.return_code == 0
 
     run(scenario())
@@ -93,7 +94,7 @@ def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
             chunk.focus()
             await pilot.press("8", "r", "q", "backspace", "backspace")
             assert chunk.value == "8"
-            assert app.run_id == 1 and app.query_one("#tabs").active == "plans" and not app._exit
+            assert app.run_id == 1 and app.query_one("#tabs").active == "plans" and app.return_code is None
             await pilot.press("escape")
             assert app.focused is None
             await pilot.press("r")
@@ -140,8 +141,7 @@ def test_device_choices_divide_the_batch_and_stay_under_max_devices():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             select = app.query_one("#devices", Select)
-            offered = [value for _, value in select._options if isinstance(value, int)]
-            assert offered == [1, 2, 4]  # divisors of N=64 up to 6
+            assert app.query_one("#sidebar").device_choices == [1, 2, 4]  # divisors of N=64 up to 6
             select.value = 4
             await pilot.pause()
             await pilot.press("r")
@@ -209,7 +209,6 @@ def test_picking_another_function_runs_it_when_auto_run_is_on(tmp_path):
             assert app.analysis.function == "small" and app.analysis.shapes.batch == 24
             assert "two.py::small" in app.query_one("#status").plain
             assert "12/device: 1 2 3 4 6 12" in str(app.query_one("#chunk-help").render())
-            select = app.query_one("#devices", Select)
-            assert [v for _, v in select._options if isinstance(v, int)] == [1, 2, 3, 4, 6, 8]
+            assert app.query_one("#sidebar").device_choices == [1, 2, 3, 4, 6, 8]  # divisors of N=24 up to 8
 
     run(scenario())

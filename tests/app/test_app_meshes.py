@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app_support import DEMOS, SIZE, make_app, run, settle
+from rich.console import Console
 from textual.widgets import Input
 
 from shardscope.app.error_panel import ErrorPanel
@@ -67,5 +68,21 @@ def test_b_and_c_pick_the_compared_plans_and_the_diff_follows():
             await pilot.pause()
             graph = app.query_one("#graph-body").plain
             assert "deferred plan" in graph and "reduced plan" in graph and "naive plan" not in graph
+
+    run(scenario())
+
+
+def test_a_plan_that_cannot_be_built_is_listed_with_its_reason_in_the_timings_tab():
+    async def scenario():
+        app = make_app(DEMOS / "fsdp.py", devices=4, axis="data")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert "reduced" not in app.analysis.plans
+            await pilot.press("4")
+            await pilot.pause()
+            console = Console(width=200, color_system=None)
+            with console.capture() as capture:
+                console.print(app.query_one("#timings-body").content)
+            assert "reduced: unavailable (sharded parameters" in " ".join(capture.get().split())
 
     run(scenario())

@@ -14,10 +14,10 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.views.lines import LinesView, offer_focus
 
 from shardscope.diff import Row, side_by_side
@@ -122,12 +122,7 @@ _MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}
 class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
 
-    BINDINGS = [
-        Binding(
-            "s", "toggle_layout", "Side by side", id="diff.toggle_layout",
-            tooltip="Switch the diff between unified and side-by-side layouts",
-        ),
-    ]
+    BINDINGS = DIFF_BINDINGS
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

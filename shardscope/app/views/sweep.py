@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
+from shardscope.app.keys import SWEEP_BINDINGS
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
@@ -113,10 +113,7 @@ def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
-    BINDINGS = [
-        Binding("s", "sweep", "Run sweep", id="sweep",
-                tooltip="Compile and time every plan at every chunk size of the current settings"),
-    ]
+    BINDINGS = SWEEP_BINDINGS
 
     DEFAULT_CSS = """
     SweepView {

@@ -22,6 +22,7 @@ from textual.widgets import Static
 from shardscope.app.views.lines import offer_focus
 from shardscope.measure import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
+from shardscope.text import unavailable_lines
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis
@@ -117,6 +118,11 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
     return grid
 
 
+def unavailable_notes(analysis: "Analysis") -> list[Text]:
+    """``reduced: unavailable (reason)`` for each plan that could not be built here."""
+    return [Text(line, "yellow") for line in unavailable_lines(analysis)]
+
+
 def traced_only(analysis: "Analysis") -> Group:
     """What the tab says about an analysis that was traced but not compiled or timed."""
     plans = list(analysis.plans.values())
@@ -128,7 +134,8 @@ def traced_only(analysis: "Analysis") -> Group:
     table.add_row("collective runs per call", *(p.executed.text() for p in plans))
     table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans))
     table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans))
-    return Group(table, Text(), Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
+    return Group(table, *unavailable_notes(analysis), Text(),
+                 Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
 def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> Group:
@@ -147,6 +154,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
     return Group(
         cost_table(analysis, hidden),
         *warnings,
+        *unavailable_notes(analysis),
         Text(),
         ratio_line(analysis, hidden, comparison),
         Text(),

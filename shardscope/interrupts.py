@@ -1,0 +1,94 @@
+"""Ctrl+C and SIGTERM end a command at once, leaving nothing half-written.
+
+Two things make the default ``KeyboardInterrupt`` unreliable under JAX: JAX runs Python
+callbacks (its GC callback among them) in which an exception is printed as "Exception ignored"
+and swallowed, and a long XLA call in the main thread (a compile) delays Python's signal
+handlers until it returns. So :func:`run_interruptible` runs the work in a daemon thread while the
+main thread only waits, and the handler removes the temporary files being written and leaves
+with ``os._exit``: nothing can swallow it, nothing delays it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_temporary_files: set[str] = set()
+_lock = threading.Lock()
+
+
+@contextmanager
+def temporary_file(path: str) -> Iterator[str]:
+    """Mark ``path`` as removed on an interrupt while the block runs.
+
+    Register a temporary file's name *before* creating it: a signal may arrive at any bytecode.
+    """
+    with _lock:
+        _temporary_files.add(path)
+    try:
+        yield path
+    finally:
+        with _lock:
+            _temporary_files.discard(path)
+
+
+def remove_temporary_files() -> None:
+    """Delete every temporary file still registered (an interrupt is leaving)."""
+    for path in list(_temporary_files):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # not created yet, or already renamed into place
+
+
+def exit_status(signum: int) -> int:
+    """The shell's status for a process ended by ``signum``: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + signum
+
+
+def leave(signum: int, frame: object = None) -> None:
+    """Signal handler: remove temporary files, say so, and exit now without unwinding."""
+    remove_temporary_files()
+    try:
+        sys.stderr.write(f"\nshardscope: interrupted ({signal.Signals(signum).name}); nothing was written\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - stderr may be closed; leaving matters more
+        pass
+    os._exit(exit_status(signum))
+
+
+def run_interruptible(work: Callable[[], T]) -> T:
+    """``work()``, run in a daemon thread so that SIGINT and SIGTERM always end the process.
+
+    The main thread waits in short, interruptible joins; the handler (:func:`leave`) runs there.
+    Returns ``work``'s result or raises its exception.
+    """
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as is
+            outcome["error"] = exc
+
+    previous = {signum: signal.signal(signum, leave) for signum in SIGNALS}
+    try:
+        thread = threading.Thread(target=target, name="shardscope-work", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.25)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["result"]  # type: ignore[return-value]
+

@@ -1,0 +1,156 @@
+"""Quitting whatever the worker does (issue 8): Pilot tests, and a real process in tmux."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from app_support import ROOT, SIZE, make_app, run
+from shardscope.app import runner
+
+STUCK_AT_IMPORT = '''
+import os
+import time
+
+import shardscope
+
+while not os.path.exists({flag!r}):  # "loops forever" at import, until the test lets it go
+    time.sleep(0.01)
+'''
+
+
+def stuck_demo(tmp_path: Path) -> tuple[Path, Path]:
+    flag = tmp_path / "let-go"
+    demo = tmp_path / "stuck.py"
+    demo.write_text(STUCK_AT_IMPORT.format(flag=str(flag)))
+    return demo, flag
+
+
+async def wait_until(predicate, pilot, seconds=120.0):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
+def test_quit_while_the_worker_is_stuck_does_not_wait_for_it(tmp_path, key):
+    demo, flag = stuck_demo(tmp_path)
+    latency = {}
+
+    async def scenario():
+        app = make_app(demo)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_until(runner.busy, pilot)
+                await pilot.pause(0.3)  # well inside the demo's endless import
+                start = time.monotonic()
+                await pilot.press(key)
+            latency["s"] = time.monotonic() - start  # the app has shut down
+            assert app.return_code == 0
+            assert runner.busy()  # the worker is still stuck: run_app leaves with os._exit here
+        finally:
+            flag.touch()  # let the thread end, so this test process can
+
+    run(scenario())
+    assert latency["s"] < 5, latency  # a bound against waiting for the worker (measured ~0.1 s)
+
+
+def test_ctrl_c_quits_even_from_an_input(tmp_path):
+    demo, flag = stuck_demo(tmp_path)
+
+    async def scenario():
+        app = make_app(demo)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                app.query_one("#axis", Input).focus()
+                await pilot.pause()
+                await pilot.press("ctrl+c")
+                await pilot.pause()
+                assert app._exit
+        finally:
+            flag.touch()
+
+    run(scenario())
+
+
+# -- a real process in a real terminal (tmux) ------------------------------------------------------
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def _pane(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-t", session, "-p"], capture_output=True, text=True).stdout
+
+
+def _child_pid(pid_file: Path, seconds: float = 60) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pid_file.exists() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        time.sleep(0.05)
+    raise AssertionError("the app never started")
+
+
+@needs_tmux
+@pytest.mark.parametrize("how", ["q", "SIGTERM"])
+def test_a_real_app_stuck_at_import_quits_at_once_in_tmux(tmp_path, how):
+    demo, flag = stuck_demo(tmp_path)
+    session = f"shardscope-quit-{os.getpid()}-{how}"
+    pid_file = tmp_path / "pid"
+    launcher = (
+        f"import os, sys; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+        f"sys.argv = ['shardscope', {str(demo)!r}]; from shardscope.cli import main; "
+        "sys.exit(main())"
+    )
+    command = f"{sys.executable} -c \"{launcher}\"; echo EXITED-$?; sleep 60"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(ROOT), command], check=True)
+    try:
+        pid = _child_pid(pid_file)
+        deadline = time.monotonic() + 120
+        while "loading" not in _pane(session):  # first paint: the worker is importing the demo
+            assert time.monotonic() < deadline, _pane(session)
+            time.sleep(0.1)
+        time.sleep(1.0)
+        start = time.monotonic()
+        if how == "q":
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        else:
+            os.kill(pid, signal.SIGTERM)
+        while _alive(pid):
+            assert time.monotonic() - start < 10, "the app did not exit"
+            time.sleep(0.02)
+        latency = time.monotonic() - start
+        time.sleep(0.3)
+        pane = _pane(session)
+        expected = 0 if how == "q" else 143
+        assert f"EXITED-{expected}" in pane, pane
+        alternate = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"],
+                                   capture_output=True, text=True).stdout.strip()
+        assert alternate == "0"  # the terminal is back to the shell's screen
+        assert "Traceback" not in pane and "terminate called" not in pane
+        print(f"quit latency ({how}): {latency:.3f} s")
+    finally:
+        flag.touch()
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by the tmux shell) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
