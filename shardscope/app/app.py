@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -27,7 +28,8 @@ from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.keys import DIFF_BINDINGS
-from shardscope.app.status import StatusLine
+from shardscope.app.status import StatusLine, describe_settings
+from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
 from shardscope.text import diff_text
@@ -104,6 +106,7 @@ class ShardscopeApp(App[int]):
         self.profile = StartupProfile() if profile_startup else None
         self.hide_measurements = hide_measurements
         self._run_id = 0
+        self._run_settings: Settings | None = None  # the settings of the run in flight
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
 
@@ -121,6 +124,7 @@ class ShardscopeApp(App[int]):
             yield Sidebar(self.settings, self.max_devices, id="sidebar")
             with Vertical(id="main"):
                 yield ErrorPanel(id="error")
+                yield Static("", id="stale")
                 with TabbedContent(id="tabs", initial="plans"):
                     for i, (tab, title, _) in enumerate(TABS, 1):
                         with TabPane(f"{i} {title}", id=tab):
@@ -165,7 +169,7 @@ class ShardscopeApp(App[int]):
         try:
             settings = self.query_one(Sidebar).requested_settings(self.settings)
         except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint)
+            self._show_error(exc.message, exc.hint, refused=True)
             return
         self.settings = settings
         self._start_run(analyze=True)
@@ -229,6 +233,7 @@ class ShardscopeApp(App[int]):
         self._stale_tabs |= {"graph", "diff", "timings"}
         self._refresh_tab(self.query_one(TabbedContent).active)
         self.query_one(StatusLine).show_done(self._done_text(self.analysis))
+        self._mark_stale()
 
     def action_next_collective(self) -> None:
         """Go to the next collective in both plan trees."""
@@ -296,9 +301,10 @@ class ShardscopeApp(App[int]):
         """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
         self._run_id += 1
         self.running = analyze
+        self._run_settings = self.settings if analyze else None
         self.query_one(StatusLine).show_settings(self.settings)
         if analyze:
-            self.query_one(StatusLine).show_stage("loading", 0.0)
+            self.query_one(StatusLine).show_stage("loading", 0.0, self.settings)
         request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
         self._run_worker(request)
 
@@ -314,7 +320,7 @@ class ShardscopeApp(App[int]):
     def on_run_progress(self, message: RunProgress) -> None:
         """Show the stage the current run reached."""
         if self._is_current(message) and self.running:
-            self.query_one(StatusLine).show_stage(message.stage, message.fraction)
+            self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
         """Offer the (re)loaded file's functions in the sidebar."""
@@ -329,6 +335,7 @@ class ShardscopeApp(App[int]):
         if not self._is_current(message):
             return
         self.running = False
+        self._run_settings = None
         # The analysis holds hundreds of thousands of objects that live until the next run: a
         # full GC pass over them during a key press costs ~150 ms. Freeze them out of the
         # collector; unfreeze first so the previous analysis can be collected.
@@ -340,11 +347,12 @@ class ShardscopeApp(App[int]):
         self.query_one(ErrorPanel).clear()
         self.query_one(Sidebar).show_resolved(analysis.settings)
         status = self.query_one(StatusLine)
-        status.show_settings(analysis.settings, analysis.shapes)
+        status.show_results(analysis.settings, analysis.shapes)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
         status.show_done(self._done_text(analysis))
+        self._mark_stale()
         for warning in analysis.warnings:
             self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
@@ -357,6 +365,7 @@ class ShardscopeApp(App[int]):
             return
         self.running = False
         self._show_error(message.message, message.hint)
+        self._mark_stale()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
@@ -379,6 +388,50 @@ class ShardscopeApp(App[int]):
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
+    @on(Sidebar.Edited)
+    def _settings_edited(self) -> None:
+        self._mark_stale()
+
+    # -- stale results ------------------------------------------------------------------
+
+    @property
+    def stale(self) -> bool:
+        """True when results are on screen and the sidebar asks for other settings."""
+        return self.query_one("#stale", Static).has_class("-visible")
+
+    def _mark_stale(self) -> None:
+        """Say so, over the tabs and in the status line, when the sidebar differs from the results."""
+        banner = self.query_one("#stale", Static)
+        status = self.query_one(StatusLine)
+        asked = self._sidebar_differs()
+        banner.set_class(asked is not None, "-visible")
+        if asked is None:
+            if status.state == "stale":
+                status.show_done(self._done_text(self.analysis))
+            return
+        shown = describe_settings(self.analysis.settings, self.analysis.shapes)
+        banner.update(Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
+                                    "; the sidebar asks for ", asked, (". Press r to run it.", "bold")))
+        if status.state not in ("running", "failed"):
+            status.show_stale(asked)
+
+    def _sidebar_differs(self) -> Text | None:
+        """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
+        if self.analysis is None:
+            return None
+        shown = self.analysis.settings
+        draft = self.query_one(Sidebar).draft_settings(shown)
+        if draft is None:
+            return Text("a chunk size that is not a number")
+        changes = [
+            f"{label} {value}" for label, value, before in (
+                ("function", draft.function, shown.function),
+                ("mesh", draft.mesh.text(), shown.mesh.text()),
+                ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
+            ) if value != before
+        ]
+        return Text(", ".join(changes), "bold") if changes else None
+
     # -- helpers ------------------------------------------------------------------------
 
     def _refresh_tab(self, tab: str | None) -> None:
@@ -395,27 +448,36 @@ class ShardscopeApp(App[int]):
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
             self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
 
-    def _show_error(self, message: str, hint: str | None) -> None:
+    def _show_error(self, message: str, hint: str | None, *, refused: bool = False) -> None:
+        """The error panel; the status line names the settings that failed, not the ones on screen."""
         self.query_one(ErrorPanel).show_error(message, hint)
-        self.query_one(StatusLine).show_done("failed: see the error panel", failed=True)
+        status = self.query_one(StatusLine)
+        if refused:
+            status.show_failed(None, "the sidebar's settings were refused: see the error panel")
+        else:
+            status.show_failed(self._run_settings, "failed: see the error panel")
 
     def _step_collective(self, step: int) -> None:
         self.action_show_tab("plans")
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
 
-    def _done_text(self, analysis: Any) -> str:
-        counts = ", ".join(f"{name} {plan.executed.text()}" for name, plan in analysis.plans.items())
-        text = f"done: collective runs/call: {counts}"
+    def _done_text(self, analysis: Any) -> Text:
+        """Each plan's runs per call, red when collectives run in a loop, green when once per call."""
+        text = Text("done: collective runs/call: ")
+        for k, (name, plan) in enumerate(analysis.plans.items()):
+            if k:
+                text.append(", ")
+            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
         comparison = self.comparison
         if comparison is not None and comparison.speedup is not None:
             if self.hide_measurements:
-                text += f"; {comparison.candidate} vs {comparison.baseline}: ···x"
+                text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")
             else:
-                text += f"; {comparison.speedup_text()}"
+                text.append(f"; {comparison.speedup_text()}")
         if analysis.warnings:
             what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
-            text += f"; warning: {what} (see Timings)"
+            text.append(f"; warning: {what} (see Timings)", "bold yellow")
         return text
 
     def _mark_results(self) -> None:

@@ -145,12 +145,20 @@ class Sidebar(VerticalScroll):
         if chunk is None:
             per_device = self._per_device_batch()
             chunk = default_chunk_size(per_device) if per_device is not None else None
-        return base.with_(
+        draft = base.with_(
             function=self._current_function or base.function,
             devices=devices,
             axis=self.query_one("#axis", Input).value.strip(),
             chunk_size=chunk,
         )
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            try:
+                axes_text = self.query_one("#batch-axes", Input).value.strip()
+                draft = draft.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
+            except SettingsError:
+                pass  # not a mesh yet: the 1-D fields stand
+        return draft
 
     @property
     def device_choices(self) -> list[int]:

@@ -1,61 +1,127 @@
-"""The status line: the current function, mesh and chunk size, and where the run is."""
+"""The status line: which settings the results on screen belong to, and what the run is doing.
+
+It has two parts. The first names the results on screen (``linear.py::linear  mesh s=2  chunk
+16``), or, before any, the settings asked for. The second says what happens now: a run's
+stages (naming the settings it runs), how it ended (a failure names the settings that failed,
+not the ones on screen), or that the sidebar asks for something the results are not. When the
+line does not fit it breaks between the two parts rather than losing the second.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
+from textual.events import Resize
 from textual.widgets import Static
 
 from shardscope.analysis import STAGES
 from shardscope.settings import Settings
 
+SEPARATOR = "  |  "
+
 
 class StatusLine(Static):
-    """``linear.py::linear | mesh s=2 | chunk 16 | loading ✓ tracing 33% compiling ...``."""
+    """``linear.py::linear  mesh s=2  chunk 16 (2 chunks/device)  |  done: naive 2 runs/call, ...``."""
 
     DEFAULT_CSS = """
-    StatusLine { height: 1; padding: 0 1; background: $panel; color: $text; }
+    StatusLine { height: auto; max-height: 3; padding: 0 1; background: $panel; color: $text; }
     StatusLine.-failed { background: $error 30%; }
     StatusLine.-running { background: $primary 30%; }
+    StatusLine.-stale { background: $warning 25%; }
     """
 
     def __init__(self, settings: Settings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._settings_text = describe_settings(settings)
+        self._results_shown = False
         self._stage_text = Text("starting", "dim")
+        self._state = ""
 
     def on_mount(self) -> None:
         """Paint the settings at once."""
         self._redraw()
 
+    def on_resize(self, event: Resize) -> None:
+        """Break the line again for the new width."""
+        self._redraw()
+
     def show_settings(self, settings: Settings, shapes: Any = None) -> None:
-        """Say which function, mesh and chunk size are current (``shapes`` once resolved)."""
+        """Name the settings asked for, while no results are on screen."""
+        if not self._results_shown:
+            self._settings_text = describe_settings(settings, shapes)
+            self._redraw()
+
+    def show_results(self, settings: Settings, shapes: Any) -> None:
+        """Name the settings of the results now on screen."""
+        self._results_shown = True
         self._settings_text = describe_settings(settings, shapes)
         self._redraw()
 
-    def show_stage(self, stage: str, fraction: float) -> None:
-        """Show the stages with ``stage`` current, ``fraction`` of it done."""
-        self.set_classes("-running")
-        self._stage_text = stage_chips(stage, fraction)
+    def show_stage(self, stage: str, fraction: float, running: Settings | None = None) -> None:
+        """Show the stages with ``stage`` current, ``fraction`` of it done (of a run of ``running``)."""
+        self._set_state("running")
+        text = Text()
+        if running is not None and self._results_shown:
+            text.append("running ", "bold")
+            text.append_text(describe_settings(running))
+            text.append(": ")
+        text.append_text(stage_chips(stage, fraction))
+        self._stage_text = text
         self._redraw()
 
-    def show_done(self, message: str, *, failed: bool = False) -> None:
-        """The run is over: say how it ended."""
-        self.set_classes("-failed" if failed else "")
-        self._stage_text = Text(message, "bold red" if failed else "")
+    def show_done(self, message: str | Text) -> None:
+        """The run is over and went well: ``message`` says what it found."""
+        self._set_state("")
+        self._stage_text = message if isinstance(message, Text) else Text(message)
+        self._redraw()
+
+    def show_failed(self, failed: Settings | None, what: str = "failed: see the error panel") -> None:
+        """The run of ``failed`` (None: settings refused before any run) ended in an error."""
+        self._set_state("failed")
+        text = Text()
+        if failed is not None:
+            text.append_text(describe_settings(failed))
+            text.append(" ")
+        text.append(what, "bold red")
+        self._stage_text = text
+        self._redraw()
+
+    def show_stale(self, asked: Text) -> None:
+        """The sidebar asks for ``asked``, which the results on screen are not."""
+        self._set_state("stale")
+        self._stage_text = Text.assemble(("stale: ", "bold"), "the sidebar asks for ", asked, (" (r: run)", "bold"))
         self._redraw()
 
     @property
-    def plain(self) -> str:
-        """The line as plain text (what a test or a screen reader sees)."""
-        return self._line().plain
+    def state(self) -> str:
+        """``running``, ``failed``, ``stale`` or empty (done, ready)."""
+        return self._state
 
-    def _line(self) -> Text:
-        return Text.assemble(self._settings_text, ("  |  ", "dim"), self._stage_text)
+    @property
+    def state_text(self) -> Text:
+        """The second part, with its styles: what the run is doing or how it ended."""
+        return self._stage_text.copy()
+
+    @property
+    def plain(self) -> str:
+        """The line as plain text (what a test or a screen reader sees), on one line."""
+        return Text.assemble(self._settings_text, SEPARATOR, self._stage_text).plain
+
+    def _set_state(self, state: str) -> None:
+        self._state = state
+        self.set_classes(f"-{state}" if state else "")
 
     def _redraw(self) -> None:
-        self.update(self._line())
+        width = self.content_region.width
+        one_line = Text.assemble(self._settings_text, (SEPARATOR, "dim"), self._stage_text)
+        if not width or one_line.cell_len <= width:
+            self.update(one_line)
+        else:  # two parts on two lines, each cut with an ellipsis rather than wrapped mid-word
+            first, second = self._settings_text.copy(), self._stage_text.copy()
+            for part in (first, second):
+                part.truncate(width, overflow="ellipsis")
+            self.update(Text.assemble(first, "\n", second))
 
 
 def describe_settings(settings: Settings, shapes: Any = None) -> Text:
