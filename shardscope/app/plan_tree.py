@@ -16,7 +16,10 @@ from textual import on
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from shardscope.app.plan_labels import LabelStyles, block_label, equation_label, gap_label
+from rich.style import Style
+from rich.text import Text
+
+from shardscope.app.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
 from shardscope.counts import total_executions
 
 PAGE = 64
@@ -54,7 +57,7 @@ class PlanIndex:
     positions: dict[str, int]  # equation id -> its position in its block
     collectives: dict[str, Any]  # equation id -> shardscope.dataflow.Collective
     order: tuple[str, ...]  # collective equation ids in program order
-    inside: dict[str, tuple[int, int | None]]  # node key -> (collectives below, executions/call)
+    inside: dict[str, Inside]  # node key -> the collectives below it
 
 
 def block_key(eqn: Any, block: Any) -> str:
@@ -83,8 +86,13 @@ def index_plan(plan: Any) -> PlanIndex:
     for c in plan.collectives:
         for key in paths.get(c.equation_id, ()):
             by_node.setdefault(key, []).append(c)
-    inside = {key: (len(found), total_executions(found)) for key, found in by_node.items()}
+    inside = {key: inside_of(found) for key, found in by_node.items()}
     return PlanIndex(paths, positions, collectives, tuple(collectives), inside)
+
+
+def inside_of(collectives: list) -> Inside:
+    """How many ``collectives``, their runs per call together, and how many sit in loops."""
+    return Inside(len(collectives), total_executions(collectives), sum(c.in_loop for c in collectives))
 
 
 class PlanTree(Tree[Entry]):
@@ -93,18 +101,22 @@ class PlanTree(Tree[Entry]):
     COMPONENT_CLASSES = {
         "plan-tree--type",
         "plan-tree--varying",
-        "plan-tree--collective",
-        "plan-tree--badge",
+        "plan-tree--collective-in-loop",
+        "plan-tree--collective-once",
+        "plan-tree--badge-in-loop",
+        "plan-tree--badge-once",
         "plan-tree--cast",
         "plan-tree--loop",
     }
 
     DEFAULT_CSS = """
-    PlanTree { height: 1fr; background: $surface; }
+    PlanTree { height: 1fr; background: $surface; overflow-x: hidden; }
     PlanTree > .plan-tree--type { color: $text-muted; }
     PlanTree > .plan-tree--varying { color: $text-warning; }
-    PlanTree > .plan-tree--collective { color: $text-error; text-style: bold; }
-    PlanTree > .plan-tree--badge { color: $text; background: $error; text-style: bold; }
+    PlanTree > .plan-tree--collective-in-loop { color: $text-error; text-style: bold; }
+    PlanTree > .plan-tree--collective-once { color: $text-success; text-style: bold; }
+    PlanTree > .plan-tree--badge-in-loop { color: $text; background: $error; text-style: bold; }
+    PlanTree > .plan-tree--badge-once { color: $text; background: $success-darken-2; text-style: bold; }
     PlanTree > .plan-tree--cast { color: $text-success; text-style: italic; }
     PlanTree > .plan-tree--loop { color: $text-primary; text-style: bold; }
     """
@@ -114,9 +126,11 @@ class PlanTree(Tree[Entry]):
         self.plan_name = plan_name
         self.show_root = False
         self.auto_expand = True
+        self.guide_depth = 3
         self.index = PlanIndex({}, {}, {}, (), {})
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
+        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
 
     def show_plan(self, plan: Any) -> None:
         """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
@@ -188,22 +202,22 @@ class PlanTree(Tree[Entry]):
         else:
             for block in blocks:
                 key = block_key(entry.equation, block)
-                label = block_label(block, self._inside(key), self._label_styles())
+                label = block_label(block, self._inside(key), self.label_styles())
                 self._node_by_key[key] = node.add(label, Entry(key, block=block))
 
     def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        styles = self._label_styles()
+        styles = self.label_styles()
         for eqn in block.equations[start:stop]:
             label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), styles)
             entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
             self._node_by_key[eqn.id] = parent.add(label, entry, before=before, allow_expand=bool(eqn.blocks))
 
     def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        inside = [
+        inside = inside_of([
             self.index.collectives[c] for c in self.index.order
             if self._parent_key(c) == parent.data.key and start <= self.index.positions[c] < stop
-        ]
-        label = gap_label(stop - start, min(PAGE, stop - start), inside, self._label_styles())
+        ])
+        label = gap_label(stop - start, min(PAGE, stop - start), inside, self.label_styles())
         parent.add(label, Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop)),
                    before=before, allow_expand=False)
 
@@ -233,24 +247,73 @@ class PlanTree(Tree[Entry]):
         path = self.index.paths[equation_id]
         return path[-1] if path else "root"
 
-    def _inside(self, key: str) -> tuple[int, int | None]:
-        return self.index.inside.get(key, (0, 0))
+    def _inside(self, key: str) -> Inside:
+        return self.index.inside.get(key, Inside())
 
-    def _label_styles(self) -> LabelStyles:
+    def label_styles(self) -> LabelStyles:
+        """The label styles, from the component classes of the current theme."""
         if self._styles is None:
             style = self.get_component_rich_style
             self._styles = LabelStyles(
                 type=style("plan-tree--type", partial=True),
                 varying=style("plan-tree--varying", partial=True),
-                collective=style("plan-tree--collective", partial=True),
-                badge=style("plan-tree--badge", partial=True),
+                collective_in_loop=style("plan-tree--collective-in-loop", partial=True),
+                collective_once=style("plan-tree--collective-once", partial=True),
+                badge_in_loop=style("plan-tree--badge-in-loop", partial=True),
+                badge_once=style("plan-tree--badge-once", partial=True),
                 cast=style("plan-tree--cast", partial=True),
                 loop=style("plan-tree--loop", partial=True),
             )
         return self._styles
 
+    def render_lines(self, crop):
+        """Render the visible lines, fetching the widget's style once for all of them.
+
+        ``Tree.render_line`` asks for ``rich_style`` on every line, which walks every ancestor's
+        styles; at a screenful of lines in two trees that was a large part of a key press.
+        """
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+    def render_line(self, y: int):
+        """One visible line (``Tree.render_line`` with the style of this render pass)."""
+        scroll_x, scroll_y = self.scroll_offset
+        style = self._pass_style or self.rich_style
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+
     def get_label_width(self, node: TreeNode[Entry]) -> int:
-        """The label's width without rendering it: labels are fixed once made."""
+        """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""
         label = node.label
-        width = label.cell_len if hasattr(label, "cell_len") else len(str(label))
-        return width + (2 if node.allow_expand else 0)
+        width = (label.cell_len if hasattr(label, "cell_len") else len(str(label))) + (2 if node.allow_expand else 0)
+        return min(width, self._room(node))
+
+    def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
+        """The label cut with an ellipsis to the room its line has: the tree never scrolls sideways.
+
+        Labels lead with what matters (the badge, the name), so the cut takes the details; the
+        full label of the node under the cursor is :attr:`cursor_details`.
+        """
+        text = super().render_label(node, base_style, style)
+        room = self._room(node)
+        if text.cell_len > room:
+            text.truncate(room, overflow="ellipsis")
+        return text
+
+    @property
+    def cursor_details(self) -> Text:
+        """The full label of the node under the cursor (empty when there is none)."""
+        node = self.cursor_node
+        return node.label.copy() if node is not None and isinstance(node.label, Text) else Text()
+
+    def _room(self, node: TreeNode[Entry]) -> int:
+        """Columns left for ``node``'s label on its line: the view's width minus the guides."""
+        depth = 0
+        parent = node.parent
+        while parent is not None and parent is not self.root:
+            depth += 1
+            parent = parent.parent
+        width = self.scrollable_content_region.width or 10_000  # not laid out yet: no cut
+        return max(width - depth * self.guide_depth, 8)

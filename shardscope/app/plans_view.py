@@ -9,13 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, Tree
 
+from shardscope.app.plan_labels import LabelStyles, badge
 from shardscope.app.plan_tree import PlanTree
 from shardscope.text import structure_summary
+
+DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
 
 def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     """Steps of n/N: per step, each plan's position of the collective carrying one value.
@@ -47,6 +51,7 @@ class PlansView(Widget):
     PlansView .plan-column:first-of-type { border-left: none; }
     PlansView #plans-waiting { padding: 1 2; color: $text-muted; }
     PlansView .plan-header { height: auto; padding: 0 1; background: $boost; }
+    PlansView .plan-details { height: 2; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -54,6 +59,7 @@ class PlansView(Widget):
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}
         self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
+        self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -82,6 +88,7 @@ class PlansView(Widget):
         await row.mount_all(self._column(name) for name in names)
         first = not self._names
         self._names = names
+        self._details_key = {}
         self._fill()
         if first:  # the tab was shown before its trees existed: give them the focus it offered then
             self.call_after_refresh(self._focus_a_tree)
@@ -91,6 +98,7 @@ class PlansView(Widget):
         return Vertical(
             Static(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
             PlanTree(name, id=f"{name}-tree"),
+            Static(DETAILS_HINT, id=f"{name}-details", classes="plan-details"),
             classes="plan-column",
         )
 
@@ -99,6 +107,26 @@ class PlansView(Widget):
             plan = self._plans[name]
             self.query_one(f"#{name}-header", Static).update(self._header(plan, None))
             self.tree(name).show_plan(plan)
+
+    def details(self, name: str) -> Static:
+        """The line under a tree: the full label of the node under its cursor."""
+        return self.query_one(f"#{name}-details", Static)
+
+    @on(Tree.NodeHighlighted)
+    def _show_details(self, event: Tree.NodeHighlighted) -> None:
+        """Details on demand: the tree cuts long labels; the full one shows under it."""
+        if isinstance(event.control, PlanTree):
+            self._show_details_of(event.control)
+
+    def _show_details_of(self, tree: PlanTree) -> None:
+        """Show the full label of ``tree``'s cursor node, unless it already shows."""
+        node = tree.cursor_node
+        key = None if node is None or node.data is None else node.data.key
+        if self._details_key.get(tree.plan_name, ...) == key:
+            return  # a repaint that changes nothing still costs a compositor pass
+        self._details_key[tree.plan_name] = key
+        details = tree.cursor_details or DETAILS_HINT
+        self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -137,6 +165,7 @@ class PlansView(Widget):
             at = pairs[self.collective_index].get(name)
             if at is not None:
                 tree.reveal(tree.collective_ids[at])
+                self._show_details_of(tree)  # now, in this key's repaint, not after its highlight message
             self.query_one(f"#{name}-header", Static).update(self._header(self._plans[name], at))
         self._focus_a_tree()
         return self.collective_index
@@ -164,7 +193,8 @@ class PlansView(Widget):
         if at is not None:
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
-            text.append(f"\n> collective {at + 1} of {len(plan.collectives)}: ", "bold")
-            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}, "
-                        f"{collective.runs.badge()}")
+            text.append("\n")
+            text.append_text(badge(collective.runs.badge(), collective.in_loop, LabelStyles()))
+            text.append(f" collective {at + 1} of {len(plan.collectives)}: ", "bold")
+            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}")
         return text

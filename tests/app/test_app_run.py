@@ -100,7 +100,7 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
             GATE.set()
             await settle(pilot)
             assert first[0].state == WorkerState.CANCELLED
-            assert app.analysis is not None and app._run_id == 3  # load, run, run
+            assert app.analysis is not None and app.run_id == 3  # load, run, run
             assert not app.query_one("#error").shown
 
     run(scenario())

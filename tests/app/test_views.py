@@ -75,19 +75,19 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
         app.view.show_analysis(analysis)
         await pilot.pause()
         naive, deferred = app.view.plain.split("deferred plan", 1)
-        assert "1 inside loops, 2 runs/call, 40 B/call" in naive
-        assert re.search(r"⟳ scan_0 \[2 trips\]\s+1 collective\(s\) inside: psum_invariant_0 x2/call", naive)
-        assert re.search(r"● psum_invariant_0 over s\s+inside scan_0 \[2 trips\]\s+x2/call · 20 B each · 40 B/call", naive)
+        assert "2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in naive
+        assert re.search(r"⟳ scan_0 \[2 trips\]\s+x2/call\s+1 collective equation inside: psum_invariant_0 x2/call", naive)
+        assert re.search(r"●  x2/call  psum_invariant_0 over s · 40 B/call \(20 B/run\)\s+inside scan_0 \[2 trips\]", naive)
         # the loop body's feeding graph: the chunk's inputs -> dot_general -> the all-reduce, in that order
         rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call  40 B/call")}
         assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call  40 B/call"]
         assert "▼" in naive and "╭" in naive
-        assert "0 inside loops, 1 runs/call, 20 B/call" in deferred
+        assert "1 runs/call, all 1 collective equations once per call, 20 B/call" in deferred
         assert re.search(r"⟳ scan_0 \[2 trips\]\s+free of collectives", deferred)
-        assert re.search(r"● psum_invariant_0 over s\s+outside every loop\s+x1/call", deferred)
+        assert re.search(r"●  x1/call  psum_invariant_0 over s · 20 B/call \(20 B/run\)\s+once per call, outside every loop", deferred)
         # the single all-reduce sits after the loop, and the loop box says it has no collectives
         assert deferred.index("no collectives inside") < deferred.index("x1/call  20 B/call")
-        assert "collective(s) inside" not in deferred
+        assert "inside:" not in deferred and "equation inside" not in deferred
 
     run(GraphView(), script)
 
@@ -103,11 +103,11 @@ def test_graph_view_shows_nested_loops_of_the_rnn(analysis_of):
         naive, deferred = app.view.plain.split("deferred plan", 1)
         chunks, steps = inner.loop_trip_counts
         assert (chunks, steps) == (2, 8)
-        assert re.search(rf"inside scan_0 \[2 trips\] › \w+ \[8 trips\]\s+x16/call · 1,024 B each · 16,384 B/call", naive)
+        assert re.search(r"x16/call  psum_invariant_0 over s · 16,384 B/call \(1,024 B/run\)\s+inside scan_0 \[2 trips\] › \w+ \[8 trips\]", naive)
         assert "(runs 16x per call)" in naive
         assert f"{naive_plan.executed_collectives} runs/call" in naive
         assert deferred.count("free of collectives") == len(analysis.plans["deferred"].loops)
-        assert deferred.count("outside every loop  x1/call") == 3
+        assert len(re.findall(r"x1/call  psum_invariant_\d over s .* once per call, outside every loop", deferred)) == 3
 
     run(GraphView(), script)
 
@@ -279,7 +279,7 @@ def test_graph_view_caps_a_block_with_many_collectives_and_names_what_it_left_ou
         left_out = {f"psum_invariant_{k}" for k in range(12)} - drawn
         assert all(name in not_drawn.group(3) or "more)" in not_drawn.group(3) for name in left_out)
         # every collective is still listed with its cost, drawn or not
-        assert naive_text.count("● psum_invariant_") == 8 and "and 4 more collectives in this block" in naive_text
+        assert len(re.findall(r"● .*/call  psum_invariant_\d+ over", naive_text)) == 8 and "and 4 more collectives in this block" in naive_text
 
     run(GraphView(), script)
 
@@ -291,8 +291,8 @@ def test_graph_view_opens_with_a_two_line_overview(analysis_of):
         app.view.show_analysis(analysis)
         await pilot.pause()
         first, second = app.view.plain.splitlines()[:2]
-        assert first == "naive    3 of 3 collective(s) inside loops: 20 runs/call, 17,024 B/call"
-        assert second == "deferred all 3 collective(s) outside loops: 3 runs/call, 1,344 B/call"
+        assert first == "naive    20 runs/call, 3 of 3 collective equations in loops, 17,024 B/call"
+        assert second == "deferred 3 runs/call, all 3 collective equations once per call, 1,344 B/call"
 
     run(GraphView(), script)
 
@@ -312,8 +312,8 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
         app.view.show_analysis(dynamic)
         await pilot.pause()
         naive = app.view.plain.split("deferred plan", 1)[0]
-        assert re.search(r"inside scan_0 \[4 trips\] › while_0 \[\? trips\]\s+x\?/call", naive)
-        assert "?/call" in naive and "? runs/call, ? B/call" in naive
+        assert re.search(r"x\?/call  psum_invariant_\d+ over \w+ · \? B/call .*inside scan_0 \[4 trips\] › while_0 \[\? trips\]", naive)
+        assert "? runs/call" in naive and "? B/call" in naive
 
     async def graph_of_branchy(app, pilot):
         app.view.show_analysis(branchy)

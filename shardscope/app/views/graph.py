@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from shardscope.app.plan_labels import LabelStyles
+from shardscope.app.plan_labels import LabelStyles, badge
+from shardscope.app.summaries import plan_line
 from shardscope.app.views import layered
 from shardscope.counts import count_text
 from shardscope.app.views.pane import RenderedPane
@@ -65,12 +66,9 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
 
 
 def plan_summary(plan: "PlanResult") -> Text:
-    """The plan's headline: collectives, how many sit in loops, runs and bytes per call."""
+    """The plan's headline: runs per call, collective equations in loops, bytes per call."""
     text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
-    in_loops = plan.collectives_in_loops
-    text.append(f"{len(plan.collectives)} collective(s), ")
-    text.append(f"{in_loops} inside loops", "bold red" if in_loops else "bold green")
-    text.append(f", {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call")
+    text.append_text(plan_line(plan))
     if plan.executed.upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
@@ -87,7 +85,10 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
                 f"{relative(c.equation_id, loop.equation_id)} {c.runs.badge()}" for c in loop.collectives[:4]
             )
             more = f", +{len(loop.collectives) - 4} more" if len(loop.collectives) > 4 else ""
-            text.append(f"  {len(loop.collectives)} collective(s) inside: ", "bold red")
+            count = len(loop.collectives)
+            text.append("  ")
+            text.append_text(badge(loop.executed.badge(), True, STYLES))
+            text.append(f" {count} collective equation{'s' if count > 1 else ''} inside: ", "bold red")
             text.append(names + more, "red")
         else:
             text.append("  free of collectives", "bold green")
@@ -96,17 +97,22 @@ def loop_lines(plan: "PlanResult") -> list[Text]:
 
 
 def collective_line(plan: "PlanResult", collective) -> Text:
-    """``psum_invariant_0 over s  inside scan_0 [2 trips]  x2/call · 20 B each · 40 B/call``."""
-    text = Text("  ● ", "bold red")
-    text.append(short(collective.equation_id), "bold red")
-    text.append(f" over {','.join(collective.axes) or '?'}  ")
+    """``● x2/call psum_invariant_0 over s · 40 B/call (20 B/run)  inside scan_0 [2 trips]``: cost first.
+
+    Red when the collective runs inside a loop, green when it runs once per call.
+    """
+    style = STYLES.collective(collective.in_loop)
+    text = Text("  ● ", style)
+    text.append_text(badge(collective.runs.badge(), collective.in_loop, STYLES))
+    text.append(" ")
+    text.append(short(collective.equation_id), style)
+    text.append(f" over {','.join(collective.axes) or '?'}")
+    text.append(f" · {count_text(collective.bytes_per_call)} B/call ({collective.bytes_per_execution:,} B/run)  ")
     if collective.in_loop:
         text.append("inside ")
         text.append_text(loop_path(plan, collective.loop_ids))
     else:
-        text.append("outside every loop", "bold green")
-    text.append(f"  {collective.runs.badge()}", "bold")
-    text.append(f" · {collective.bytes_per_execution:,} B each · {count_text(collective.bytes_per_call)} B/call")
+        text.append("once per call, outside every loop", STYLES.collective_once)
     if collective.in_conditional:
         text.append("  (in a cond branch: only when that branch runs)", "dim")
     return text
@@ -131,14 +137,15 @@ def node_box(plan: "PlanResult", node: str, elided_inputs: int) -> layered.Box:
     style = ""
     if kind == "collective":
         collective = next(c for c in plan.collectives if c.equation_id == node)
-        lines.append(Text.assemble((f" {collective.runs.badge()} ", STYLES.badge),
+        lines.append(Text.assemble(badge(collective.runs.badge(), collective.in_loop, STYLES),
                                    f" {count_text(collective.bytes_per_call)} B/call"))
-        style = "bold red"
+        style = "bold red" if collective.in_loop else "bold green"
     elif kind == "loop":
         loop = next(loop for loop in plan.loops if loop.equation_id == node)
         lines[0].append(f" ⟳ {'?' if loop.trip_count is None else loop.trip_count} trips", STYLES.loop)
         if loop.collectives:
-            lines.append(Text(f"{len(loop.collectives)} collective(s) inside", "red"))
+            count = len(loop.collectives)
+            lines.append(Text(f"{count} collective equation{'s' if count > 1 else ''} inside", "red"))
         else:
             lines.append(Text("no collectives inside", "green"))
         style = "cyan"
@@ -199,13 +206,9 @@ def overview(*plans: "PlanResult") -> Text:
     text = Text()
     width = max((len(p.name) for p in plans), default=0) + 1
     for plan in plans:
-        inside = plan.collectives_in_loops
         text.append(f"{plan.name:<{width}}", "bold")
-        if inside:
-            text.append(f"{inside} of {len(plan.collectives)} collective(s) inside loops", "bold red")
-        else:
-            text.append(f"all {len(plan.collectives)} collective(s) outside loops", "bold green")
-        text.append(f": {plan.executed.text()} runs/call, {plan.bytes.text('B')}/call\n")
+        text.append_text(plan_line(plan))
+        text.append("\n")
     text.rstrip()
     return text
 
