@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import offer_focus
 from shardscope.measure import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
@@ -79,8 +80,8 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     table.add_row("run min", *(time_cell(runs[n].min) for n in columns))
     table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
     plans = list(analysis.plans.values())
-    table.add_row("collective runs per call", *(p.executed.text() for p in plans), "—")
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans), "—")
+    table.add_row("collective runs per call", *runs_cells(plans), "—")
+    table.add_row("collective equations in loops", *in_loops_cells(plans), "—")
     table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), "—", end_section=True)
     memories = {**{n: p.memory for n, p in analysis.plans.items()}, REFERENCE: analysis.reference.memory}
     for key, label in MEMORY_ROWS:
@@ -131,8 +132,8 @@ def traced_only(analysis: "Analysis") -> Group:
     table.add_column("")
     for plan in plans:
         table.add_column(plan.name, justify="right")
-    table.add_row("collective runs per call", *(p.executed.text() for p in plans))
-    table.add_row("  of them inside loops", *(str(p.collectives_in_loops) for p in plans))
+    table.add_row("collective runs per call", *runs_cells(plans))
+    table.add_row("collective equations in loops", *in_loops_cells(plans))
     table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans))
     return Group(table, *unavailable_notes(analysis), Text(),
                  Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
@@ -234,3 +235,13 @@ class TimingsView(Widget):
             self.query_one("#timings-body", Static).update(
                 timings_renderable(self._analysis, self.measurements_hidden, self._comparison)
             )
+
+
+def runs_cells(plans: list) -> list[Text]:
+    """Each plan's runs per call: red when its collectives run in a loop, green when once per call."""
+    return [Text(p.executed.text(), loop_style(p.collectives_in_loops)) for p in plans]
+
+
+def in_loops_cells(plans: list) -> list[Text]:
+    """``1 of 1``: each plan's collective equations inside loops, of all of them, coloured as the runs."""
+    return [Text(f"{p.collectives_in_loops} of {len(p.collectives)}", loop_style(p.collectives_in_loops)) for p in plans]
