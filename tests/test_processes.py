@@ -147,7 +147,7 @@ def test_timeout_ends_every_worker():
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("--devices", "3", "--processes", "2"), "does not split over --processes 2"),
+        (("--devices", "2", "--processes", "4"), "does not split over --processes 4"),
         (("--processes", "2", "--distributed"), "do not go together"),
     ],
 )
