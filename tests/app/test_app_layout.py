@@ -43,7 +43,7 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
                         assert badge.group(1) in row, (row, label)
                     if label.rstrip() not in row:  # cut: it must say so
                         assert row.rstrip().endswith("…"), row
-            assert badges >= 4
+            assert badges >= len(plans.names), "every tree shows at least one badge, whole"
             await pilot.press("n")  # details on demand: the cut label, whole, under the tree
             for name in ("naive", "deferred"):  # the two plans of rnn.py whose first collective is cut
                 tree = plans.tree(name)
