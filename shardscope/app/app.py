@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -73,6 +73,8 @@ class ShardscopeApp(App[int]):
                     tooltip=f"Show the {title} tab")
             for i, (tab, title, _) in enumerate(TABS, 1)
         ),
+        Binding("f2", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
+                tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
@@ -81,6 +83,9 @@ class ShardscopeApp(App[int]):
         Binding("escape", "escape", "Leave input", show=False, id="escape",
                 tooltip="Leave the input being typed in; else hide the error panel"),
     ]
+
+    NARROW = 100
+    """Under this many columns the sidebar hides by itself (``f2`` brings it back)."""
 
     def __init__(
         self,
@@ -107,6 +112,7 @@ class ShardscopeApp(App[int]):
         self.hide_measurements = hide_measurements
         self._run_id = 0
         self._run_settings: Settings | None = None  # the settings of the run in flight
+        self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
 
@@ -136,7 +142,26 @@ class ShardscopeApp(App[int]):
 
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
+        self._fit_sidebar()
         self.call_after_refresh(self._after_first_paint)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``f2``)."""
+        self._fit_sidebar(event.size.width)
+
+    @property
+    def sidebar_shown(self) -> bool:
+        """True while the settings sidebar is on screen."""
+        return not self.query_one(Sidebar).has_class("-collapsed")
+
+    def _fit_sidebar(self, width: int | None = None) -> None:
+        narrow = (self.size.width if width is None else width) < self.NARROW
+        shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
+        sidebar = self.query_one(Sidebar)
+        sidebar.set_class(not shown, "-collapsed")
+        sidebar.set_class(narrow, "-narrow")
+        if not shown and self.focused is not None and sidebar in self.focused.ancestors:
+            self.set_focus(None)
 
     def _after_first_paint(self) -> None:
         if self.profile is not None:
@@ -242,6 +267,11 @@ class ShardscopeApp(App[int]):
     def action_previous_collective(self) -> None:
         """Go to the previous collective in both plan trees."""
         self._step_collective(-1)
+
+    def action_toggle_sidebar(self) -> None:
+        """Show or hide the settings sidebar; the choice holds until the next ``f2``."""
+        self._sidebar_wanted = not self.sidebar_shown
+        self._fit_sidebar()
 
     def action_show_tab(self, tab: str) -> None:
         """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep)."""

@@ -60,3 +60,8 @@ def test_diff_side_by_side_snapshot(snap_compare):
         await pilot.press("s")
 
     assert snap_compare(snapshot_app(), terminal_size=SNAPSHOT_SIZE, run_before=side_by_side)
+
+
+def test_plans_snapshot_at_80x24(snap_compare):
+    """A small terminal: the sidebar folded away, badges leading every line that has one."""
+    assert snap_compare(snapshot_app("rnn.py"), press=["1"], terminal_size=(80, 24), run_before=analysed)

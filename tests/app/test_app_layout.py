@@ -1,0 +1,103 @@
+"""The screen adapts to the terminal: nothing that matters is cut, what is cut says so with "…"."""
+
+from __future__ import annotations
+
+import re
+
+from app_support import DEMOS, make_app, run, settle
+
+from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.plans_view import PlansView
+from shardscope.app.status import StatusLine
+
+BADGE = re.compile(r"^ (x[\d,?]+/call) ")
+
+
+def screen_rows(widget) -> list[str]:
+    """What ``widget`` shows, row by row, as plain text."""
+    return ["".join(segment.text for segment in widget.render_line(y)) for y in range(widget.size.height)]
+
+
+def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert not app.sidebar_shown
+            plans = app.query_one(PlansView)
+            status = app.query_one(StatusLine)
+            assert status.size.height == 2, "the status line breaks in two rather than losing its end"
+            assert "done: collective runs/call: naive 20, deferred 3" in "".join(screen_rows(status))
+            badges = 0
+            for name in plans.names:
+                tree = plans.tree(name)
+                assert tree.size.width >= 80 // len(plans.names) - 3
+                for y, row in enumerate(screen_rows(tree)):
+                    node = tree.get_node_at_line(tree.scroll_offset.y + y)
+                    if node is None:
+                        continue
+                    label = node.label.plain
+                    badge = BADGE.match(label)
+                    if badge:
+                        badges += 1
+                        assert badge.group(1) in row, (row, label)
+                    if label.rstrip() not in row:  # cut: it must say so
+                        assert row.rstrip().endswith("…"), row
+            assert badges >= len(plans.names), "every tree shows at least one badge, whole"
+            await pilot.press("n")  # details on demand: the cut label, whole, under the tree
+            for name in ("naive", "deferred"):  # the two plans of rnn.py whose first collective is cut
+                tree = plans.tree(name)
+                assert str(plans.details(name).content) == tree.cursor_node.label.plain
+                assert tree.cursor_node.label.cell_len > tree.size.width, "a label that the tree had to cut"
+
+    run(scenario())
+
+
+def test_f2_shows_and_hides_the_sidebar_and_the_choice_sticks():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert not app.sidebar_shown
+            await pilot.press("f2")
+            assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 24
+            await pilot.resize_terminal(140, 40)
+            await pilot.pause()
+            assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 30
+            await pilot.press("f2")
+            assert not app.sidebar_shown
+            await pilot.resize_terminal(160, 40)
+            await pilot.pause()
+            assert not app.sidebar_shown, "the user hid it: a wider terminal does not bring it back"
+
+    run(scenario())
+
+
+def test_at_40x12_the_error_panel_gets_the_width():
+    async def scenario(tmp):
+        app = make_app(tmp / "nowhere.py")
+        async with app.run_test(size=(40, 12)) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and panel.size.width >= 34
+            assert "No such demo file" in panel.message
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run(scenario(Path(tmp)))
+
+
+def test_timings_labels_never_wrap_at_80_columns():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("4")
+            await pilot.pause()
+            text = "\n".join(screen_rows(app.query_one("#timings-body")))
+            assert re.search(r"│ collective runs per call\s+│\s+2\s+│\s+1\s+│", text)
+            assert re.search(r"│ bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
+
+    run(scenario())
