@@ -359,11 +359,14 @@ def _scan_groups(params: dict) -> tuple[int, int] | None:
     """
     if "num_carry" in params:
         return params["num_consts"], params["num_carry"]
-    groups = getattr(params.get("ft_in"), "elts", None)
-    if groups is None or len(groups) != 3:
+    ft_in = params.get("ft_in")
+    if hasattr(ft_in, "elts"):  # a flat tree built by scan itself
+        sizes = [len(list(group.vals)) for group in ft_in.elts]
+    elif hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
+        sizes = [child.num_leaves for child in ft_in.tree.children()]
+    else:
         return None
-    consts, carry, _ = (len(list(group.vals)) for group in groups)
-    return consts, carry
+    return (sizes[0], sizes[1]) if len(sizes) == 3 else None
 
 
 def _roles(*groups: tuple[str, int]) -> list[str]:
