@@ -335,8 +335,9 @@ def _sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
 def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[str]:
     """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
     invars = list(sub.constvars) + list(sub.invars)
-    if role == "body" and "num_carry" in params:  # scan
-        consts, carry = params["num_consts"], params["num_carry"]
+    scan_groups = _scan_groups(params) if role == "body" else None
+    if scan_groups is not None:  # scan
+        consts, carry = scan_groups
         labels = _roles(("const", consts), ("carry", carry), ("xs", len(invars) - consts - carry))
     elif role == "body" and "body_nconsts" in params:  # while
         consts = params["body_nconsts"]
@@ -348,6 +349,24 @@ def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[s
         prefix = "in" if role in ("body", "cond") else f"{role}.in"
         labels = [f"{prefix}{i}" for i in range(len(invars))]
     return [f"{eqn_name}.{label}" for label in labels]
+
+
+def _scan_groups(params: dict) -> tuple[int, int] | None:
+    """``(consts, carry)`` counts of a scan's operands, or None when ``params`` is not a scan's.
+
+    jax 0.10 records them as ``num_consts``/``num_carry``; newer JAX (0.12) as ``ft_in``, a flat
+    tree of three groups (consts, carry, xs) whose leaves are the operands.
+    """
+    if "num_carry" in params:
+        return params["num_consts"], params["num_carry"]
+    ft_in = params.get("ft_in")
+    if hasattr(ft_in, "elts"):  # a flat tree built by scan itself
+        sizes = [len(list(group.vals)) for group in ft_in.elts]
+    elif hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
+        sizes = [child.num_leaves for child in ft_in.tree.children()]
+    else:
+        return None
+    return (sizes[0], sizes[1]) if len(sizes) == 3 else None
 
 
 def _roles(*groups: tuple[str, int]) -> list[str]:
