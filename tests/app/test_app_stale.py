@@ -56,8 +56,10 @@ def test_typing_a_chunk_size_marks_the_results_stale():
             chunk = app.query_one("#chunk", Input)
             chunk.focus()
             await pilot.press("8")
+            await pilot.pause()  # the sidebar's Edited message reaches the app after the key
             assert app.stale and "the sidebar asks for chunk 8" in str(app.query_one("#stale").content)
             await pilot.press("backspace", "1", "6")  # 16 is what auto resolved to: not stale
+            await pilot.pause()
             assert not app.stale
 
     run(scenario())
