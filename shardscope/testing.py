@@ -43,7 +43,7 @@ def assert_no_collectives_in_loops(
     bad = [c for c in inspection.findings if not allowed & {c.primitive, c.value, c.verdict_kind}]
     if bad:
         names = ", ".join(f"{c.primitive} of {c.value} ({_runs(c)} runs/call)" for c in bad)
-        raise AssertionError(f"{len(bad)} collective(s) inside loops: {names}\n{inspection}")
+        raise AssertionError(f"{len(bad)} collective equation(s) inside loops: {names}\n{inspection}")
     return inspection
 
 

@@ -113,7 +113,7 @@ class Classifier:
             LOOP_INVARIANT,
             f"Its operand does not change inside {where}: every run moves the same data.",
             fix=(
-                f"move the {eqn.primitive} before {where} ({_runs_text(after)} run(s)/call instead of "
+                f"move the {eqn.primitive} before {where} ({_runs_text(after)} runs/call instead of "
                 f"{_runs_text(_runs(loops))}); its {cost:,} B result per device then stays in memory for the whole loop."
             ),
             loop_ids=tuple(loop.id for loop in hoisted),
@@ -160,7 +160,7 @@ class Classifier:
             fix=(
                 f"cast {what} to varying before {where} (lax.pcast(value, {axes}, to='varying')), start the "
                 f"accumulator varying too, and {_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once "
-                f"after the loop: {_runs_text(after)} run(s)/call instead of {_runs_text(_runs(loops))}."
+                f"after the loop: {_runs_text(after)} runs/call instead of {_runs_text(_runs(loops))}."
             ),
             loop_ids=tuple(loop.id for loop in deferred),
             executions_after=after,

@@ -22,7 +22,7 @@ def test_assert_no_collectives_in_loops_fails_with_the_findings_table(ts):
     with pytest.raises(AssertionError) as failure:
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys)
     message = str(failure.value)
-    assert message.startswith("2 collective(s) inside loops: psum_invariant of out['W2'] (4 runs/call)")
+    assert message.startswith("2 collective equation(s) inside loops: psum_invariant of out['W2'] (4 runs/call)")
     assert "deferrable" in message and "Fix: cast" in message and "psum_invariant[batch]" in message
 
 
