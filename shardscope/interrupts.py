@@ -49,14 +49,51 @@ def remove_temporary_files() -> None:
             pass  # not created yet, or already renamed into place
 
 
+_child_processes: set = set()
+
+
+def register_child(popen) -> None:
+    """End ``popen`` (a ``subprocess.Popen``) when an interrupt leaves, since ``os._exit`` skips cleanup."""
+    with _lock:
+        _child_processes.add(popen)
+
+
+def unregister_child(popen) -> None:
+    """``popen`` has been ended (or waited for) by its owner."""
+    with _lock:
+        _child_processes.discard(popen)
+
+
+def end_child_processes(grace_s: float = 1.0) -> None:
+    """SIGTERM every registered child, then SIGKILL whoever is still there after ``grace_s``."""
+    import time
+
+    children = list(_child_processes)
+    for child in children:
+        try:
+            child.terminate()
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - still running: kill it
+            try:
+                child.kill()
+            except OSError:
+                pass
+
+
 def exit_status(signum: int) -> int:
     """The shell's status for a process ended by ``signum``: 130 for SIGINT, 143 for SIGTERM."""
     return 128 + signum
 
 
 def leave(signum: int, frame: object = None) -> None:
-    """Signal handler: remove temporary files, say so, and exit now without unwinding."""
+    """Signal handler: remove temporary files, end child processes, say so, and exit now."""
     remove_temporary_files()
+    end_child_processes()
     try:
         sys.stderr.write(f"\nshardscope: interrupted ({signal.Signals(signum).name}); nothing was written\n")
         sys.stderr.flush()

@@ -23,6 +23,7 @@ from typing import Iterator
 
 from shardscope.distributed import WorkerRole
 from shardscope.errors import ShardscopeError
+from shardscope.interrupts import register_child, unregister_child
 
 GRACE_S = 1.0
 """How long a worker gets to end after SIGTERM before it is killed."""
@@ -81,12 +82,18 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
         for i in range(processes):
             role = WorkerRole(coordinator, processes, i, os.getpid())
             worker = _Worker(i, _start([*worker_args, "--worker", role.text()], i))
-            worker.reader = threading.Thread(target=worker.read_stderr, name=f"worker-{i}-stderr", daemon=True)
-            worker.reader.start()
+            # Registered before anything a signal can interrupt (starting a thread waits on an
+            # event, where SIGTERM's KeyboardInterrupt lands): end_all must reach every worker.
             workers.append(worker)
+            register_child(worker.popen)
+            reader = threading.Thread(target=worker.read_stderr, name=f"worker-{i}-stderr", daemon=True)
+            reader.start()
+            worker.reader = reader
         yield workers
     finally:
         end_all(workers)
+        for worker in workers:
+            unregister_child(worker.popen)
         for worker in workers:
             if worker.reader is not None:
                 worker.reader.join(timeout=GRACE_S)
