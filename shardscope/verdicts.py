@@ -257,34 +257,8 @@ def _accumulates(index: ValueIndex, facts: BlockFacts, k: int) -> bool:
 
 def _taint(index: ValueIndex, loop: Equation) -> set[tuple[str, str]]:
     """The values in ``loop``'s blocks (nested ones too) computed from its carry or ``xs``."""
-    sub_ids = {b.id for b in loop.blocks}
-    stack = [
-        (b.id, v.name) for b in loop.blocks for v in b.inputs if input_role(v.name) in ("carry", "xs")
-    ]
-    seen: set[tuple[str, str]] = set()
-    while stack:
-        key = stack.pop()
-        if key in seen:
-            continue
-        seen.add(key)
-        facts = index.blocks[key[0]]
-        for user, position in facts.uses.get(key[1], ()):
-            if user.blocks:
-                for sub in user.blocks:
-                    inner = index.sub_input(user, sub, position)
-                    if inner is not None:
-                        stack.append((sub.id, inner))
-                if user.kind == "loop":
-                    # an inner loop's outputs depend on its inputs in ways its body spells out;
-                    # every output counts as changing, which can only make fewer verdicts invariant
-                    stack.extend((facts.block.id, v.name) for v in user.outputs if v.name != "_")
-            else:
-                stack.extend((facts.block.id, v.name) for v in user.outputs if v.name != "_")
-        if facts.block.id in sub_ids:
-            continue  # the loop's own outputs are outside it
-        for k in facts.output_positions.get(key[1], ()):
-            if facts.owner is not None and facts.block.role != "cond" and k < len(facts.owner.outputs):
-                out = facts.owner.outputs[k]
-                if out.name != "_":
-                    stack.append((facts.outer.block.id, out.name))
-    return seen
+    seeds = [(b.id, v.name) for b in loop.blocks for v in b.inputs if input_role(v.name) in ("carry", "xs")]
+    # an inner loop's outputs count as changing whatever its body does, which can only make
+    # fewer verdicts invariant; the loop's own outputs are outside it
+    values, _ = index.reach(seeds, stop_at=frozenset(b.id for b in loop.blocks), loop_outputs=True)
+    return values
