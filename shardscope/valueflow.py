@@ -85,16 +85,24 @@ class ValueIndex:
         return {("", k) for k in outputs}
 
     def reach(
-        self, seeds: Iterable[tuple[str, str]], *, stop_at: frozenset[str] = frozenset(), loop_outputs: bool = False
+        self,
+        seeds: Iterable[tuple[str, str]],
+        *,
+        stop_at: frozenset[str] = frozenset(),
+        loop_outputs: bool = False,
+        back_edges: bool = False,
     ) -> tuple[set[tuple[str, str]], set[int]]:
         """Every value the ``seeds`` (``(block id, name)``) flow into, and the program outputs they reach.
 
         The one forward walk over the values: every output of an equation depends on every input
         of it; a sub-jaxpr's input on the operand that feeds it, and the equation's output ``k`` on
         the sub-jaxpr's output ``k``; a while loop's condition reaches nothing (it only decides how
-        often the body runs). Outputs of the blocks in ``stop_at`` are not followed out of them.
-        With ``loop_outputs``, an operand of a loop also reaches every output of the loop (what a
-        body spells out iteration by iteration, counted coarsely).
+        often the body runs); a ``cond``'s predicate reaches all its outputs (it picks the branch).
+        Outputs of the blocks in ``stop_at`` are not followed out of them. With ``loop_outputs``,
+        an operand of a loop also reaches every output of the loop (what a body spells out
+        iteration by iteration, counted coarsely). With ``back_edges``, a loop body's output ``k``
+        also reaches the carry ``k`` the next iteration starts from (in the body and in a while's
+        condition).
         """
         outputs: set[int] = set()
         seen: set[tuple[str, str]] = set()
@@ -111,13 +119,15 @@ class ValueIndex:
                         inner = self.sub_input(eqn, sub, position)
                         if inner is not None:
                             stack.append((sub.id, inner))
-                    if loop_outputs and eqn.kind == "loop":
+                    if (loop_outputs and eqn.kind == "loop") or (eqn.kind == "cond" and position == 0):
                         stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
                 else:
                     stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
             if facts.block.id in stop_at:
                 continue
             for k in facts.output_positions.get(key[1], ()):
+                if back_edges:
+                    stack.extend(self._next_iteration(facts, k))
                 if facts.owner is None:
                     outputs.add(k)
                 elif facts.block.role != "cond" and k < len(facts.owner.outputs):
@@ -125,6 +135,17 @@ class ValueIndex:
                     if out.name != "_":
                         stack.append((facts.outer.block.id, out.name))
         return seen, outputs
+
+    def _next_iteration(self, facts: BlockFacts, k: int) -> list[tuple[str, str]]:
+        """The carry inputs a loop body's output ``k`` becomes on the next iteration (body and condition)."""
+        if facts.owner is None or facts.owner.kind != "loop" or facts.block.role != "body":
+            return []
+        found = []
+        for block in facts.owner.blocks:
+            carries = [v.name for v in block.inputs if input_role(v.name) == "carry"]
+            if k < len(carries):
+                found.append((block.id, carries[k]))
+        return found
 
     def backward(self, block_id: str, names: list[str]) -> set[int]:
         """Which program inputs (positions) the values ``names`` of block ``block_id`` come from."""
