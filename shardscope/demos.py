@@ -61,6 +61,11 @@ class DemoFunction:
     fn: Callable
     spec: DemoSpec
 
+    @property
+    def description(self) -> str:
+        """What the demo computes, in one line (``@shardscope.demo(description=...)`` or its docstring)."""
+        return self.spec.description
+
 
 @dataclass(frozen=True)
 class DemoFile:
