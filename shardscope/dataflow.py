@@ -190,7 +190,7 @@ class Loop:
 
     @property
     def executed_collectives(self) -> int | None:
-        """Collective executions per call from inside this loop (None if unknown).
+        """Collective runs per call from inside this loop (None if unknown).
 
         Every collective counts, in every ``cond`` branch: an upper bound when one sits in a branch.
         """

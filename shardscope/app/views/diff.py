@@ -7,6 +7,7 @@ view, so the stylesheet decides which pane shows.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -74,7 +75,7 @@ def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
 class SideBySide:
     """Two columns, baseline left and candidate right, laid out at whatever width it is given.
 
-    Long lines fold within their column; changed rows are coloured, equal ones dim, and long
+    Long lines fold within their column at token boundaries (:func:`fold`); changed rows are coloured, equal ones dim, and long
     runs of equal rows fold into one marker row. A rich renderable, so the view can lay it out
     again when its width changes.
     """
@@ -102,7 +103,7 @@ def _row_segments(row: Row, column: int) -> RenderResult:
     left_style, right_style = (Style.parse(s or "dim") for s in _ROW_STYLES[row.tag])
     marker = Segment(_MARKERS[row.tag] + " ", Style.parse("cyan"))
     bar = Segment(" │ ", Style.parse("bright_black"))
-    left, right = _fold(row.left or "", column), _fold(row.right or "", column)
+    left, right = fold(row.left or "", column), fold(row.right or "", column)
     for k in range(max(len(left), len(right))):
         yield marker if k == 0 else Segment("  ")
         yield Segment((left[k] if k < len(left) else "").ljust(column), left_style)
@@ -111,9 +112,42 @@ def _row_segments(row: Row, column: int) -> RenderResult:
         yield Segment.line()
 
 
-def _fold(line: str, width: int) -> list[str]:
-    """``line`` cut into pieces of ``width`` characters (at least one, possibly empty)."""
-    return [line[k : k + width] for k in range(0, len(line), width)] or [""]
+_TOKEN = re.compile(r"\S+\s*|\s+")
+_BREAK_AFTER = re.compile(r"[,(\[{=]")
+
+
+def fold(line: str, width: int) -> list[str]:
+    """``line`` cut into pieces of at most ``width`` characters, never inside a token.
+
+    Breaks fall between words; a word longer than a whole piece breaks after a ``,``, ``(``,
+    ``[``, ``{`` or ``=`` inside it, and only a word with no such place is cut mid-way.
+    Continuation pieces are indented like the line, plus two spaces, so they read as one.
+    """
+    if len(line) <= width:
+        return [line]
+    indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, width // 2)
+    pieces: list[str] = []
+    current = ""
+    for token in _split_long(_TOKEN.findall(line), width - len(indent)):
+        if current.strip() and len(current) + len(token.rstrip()) > width:
+            pieces.append(current.rstrip())
+            current = indent
+        current += token
+    pieces.append(current.rstrip())
+    return pieces
+
+
+def _split_long(tokens: list[str], room: int) -> list[str]:
+    """Tokens longer than ``room`` split after their punctuation (or, with none, every ``room``)."""
+    out: list[str] = []
+    for token in tokens:
+        while len(token.rstrip()) > room:
+            cuts = [m.end() for m in _BREAK_AFTER.finditer(token, 0, room)]
+            cut = cuts[-1] if cuts else room
+            out.append(token[:cut])
+            token = token[cut:]
+        out.append(token)
+    return out
 
 
 _MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}

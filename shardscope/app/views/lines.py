@@ -13,6 +13,7 @@ from typing import Sequence
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.events import Resize
@@ -37,7 +38,7 @@ class LinesView(ScrollView, can_focus=True):
         self._texts: Sequence[Text] = ()
         self._rendered: list[list[Segment]] | None = None
         self._renderable: RenderableType | None = None
-        self._strips: LRUCache[int, Strip] = LRUCache(2048)
+        self._strips: LRUCache[int, tuple[Strip, int]] = LRUCache(2048)  # line -> (strip, content width)
 
     @property
     def line_count(self) -> int:
@@ -104,17 +105,46 @@ class LinesView(ScrollView, can_focus=True):
         style = self.rich_style
         if index >= self.line_count:
             return Strip.blank(width, style)
-        strip = self._strips.get(index)
-        if strip is None:
-            strip = self._strip(index).apply_style(style)
-            self._strips[index] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+        cached = self._strips.get(index)
+        if cached is None:
+            strip = self._strip(index)
+            cached = self._strips[index] = (strip.apply_style(style), content_width(strip))
+        strip, content = cached
+        visible = strip.crop_extend(scroll_x, scroll_x + width, style)
+        cut_left, cut_right = scroll_x > 0 and content > 0, content > scroll_x + width
+        if (cut_left or cut_right) and width > 2:
+            visible = _mark_cuts(visible, width, cut_left, cut_right, style)
+        return visible.apply_offsets(scroll_x, index)
 
     def _strip(self, index: int) -> Strip:
         if self._rendered is not None:
             return Strip(self._rendered[index])
         text = self._texts[index]
         return Strip(list(text.render(self.app.console, end="")), text.cell_len)
+
+
+def content_width(strip: Strip) -> int:
+    """Cells up to the last one that shows something (trailing plain spaces do not count)."""
+    width = strip.cell_length
+    for segment in reversed(list(strip)):
+        text = segment.text
+        stripped = text.rstrip(" ")
+        if stripped or (segment.style is not None and segment.style.bgcolor is not None):
+            return width - (len(text) - len(stripped)) if stripped else width
+        width -= len(text)
+    return 0
+
+
+def _mark_cuts(visible: Strip, width: int, left: bool, right: bool, style: Style) -> Strip:
+    """``visible`` with a dim ``…`` in the first and/or last column where the line goes on."""
+    mark = Strip([Segment("…", style + Style(dim=True, bold=True))], 1)
+    parts = []
+    if left:
+        parts.append(mark)
+    parts.append(visible.crop(1 if left else 0, width - 1 if right else width))
+    if right:
+        parts.append(mark)
+    return Strip.join(parts)
 
 
 def lay_out(console: Console, renderable: RenderableType, width: int | None = None) -> list[list[Segment]]:
