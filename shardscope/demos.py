@@ -144,8 +144,8 @@ def load_demo_file(path: str | Path) -> DemoFile:
         if program_functions(module):
             raise DemoFileError(
                 f"{path} is a program file (@shardscope.program), not a demo file.",
-                f"shardscope check {path} analyses its programs; the explorer, report and diff build "
-                "plans from @shardscope.demo functions",
+                f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "
+                "report and diff build plans from @shardscope.demo functions",
             )
         raise DemoFileError(
             f"{path} has no demo function.",

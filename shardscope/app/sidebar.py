@@ -205,7 +205,7 @@ class Sidebar(VerticalScroll):
         if programs:
             self.query_one("#programs-note", Static).update(Text(
                 f"A program file: each program builds its own mesh on the {devices} CPU devices JAX started "
-                "with (--devices), so no mesh or chunk setting applies here.\n"
+                "with (--max-devices), so no mesh or chunk setting applies here.\n"
                 "B marks the baseline, C the candidate: b / c pick the next one; Enter on a program compares "
                 "it as the candidate.", "dim"))
         else:
