@@ -33,7 +33,7 @@ class PlanResult:
     name: str
     description: str
     role: str  # baseline, candidate or floor (shardscope.plans.Plan.role)
-    program: Any  # shardscope.program.Program
+    program: Any  # shardscope.jaxpr_model.Program
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
     loops: tuple  # tuple[shardscope.dataflow.Loop, ...]: every loop, with the collectives inside it
     canonical_text: str  # the program's canonical one-line-per-equation text
