@@ -100,10 +100,9 @@ def default_comparison(results: dict[str, PlanResult], candidate: str | None = N
 
 def program_comparison(results: dict[str, PlanResult], baseline: str, candidate: str) -> Comparison:
     """:func:`shardscope.comparison.compare`, except that a program is never "faster" than itself."""
-    comparison = compare(results, baseline, candidate)
     if baseline == candidate:
         return Comparison(baseline, candidate, None, ())
-    return comparison
+    return compare(results, baseline, candidate)
 
 
 def mesh_text(closed_jaxpr: Any) -> str | None:
@@ -222,7 +221,8 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
         for name in compiled
     }
     # only programs given the same example arguments (so filled with the same values) can agree
-    same_arguments = [n for n in outputs if _layout(loaded.functions[n].spec) == _layout(loaded.functions[next(iter(outputs))].spec)]
+    first = _layout(loaded.functions[next(iter(outputs))].spec)
+    same_arguments = [name for name in outputs if _layout(loaded.functions[name].spec) == first]
     checks = compare_outputs({name: outputs[name] for name in same_arguments})
     report("checking", 1.0)
     return results, checks
