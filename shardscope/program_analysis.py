@@ -149,11 +149,12 @@ def _trace(loaded: Any, report: Progress) -> tuple[dict[str, tuple[Any, Any]], d
             continue
         except Exception as exc:
             errors.append(TraceError(
-                f"{program.name} fails to trace on its example arguments: {type(exc).__name__}: {quote_error(exc)}",
+                f"{program.name} fails to trace on its example arguments: {quote_error(exc)}",
                 "check the example arguments of @shardscope.program against what the function expects; "
                 "`shardscope check FILE --debug` shows JAX's error",
             ))
-            unavailable[program.name] = f"it fails to trace: {type(exc).__name__}: {quote_error(exc, 1)}"
+            # one line: it also heads the diff export and sits in the Timings tab's notes
+            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(exc, 3).split())
             continue
         trace_s = time.perf_counter() - start
         inspection = inspect_traced(trace, program.name, argument_names(fn, args, kwargs),
@@ -205,7 +206,7 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
         except ShardscopeError:
             raise
         except Exception as exc:  # e.g. a program that donates its arguments cannot run twice on them
-            raise ShardscopeError(f"A program failed when run again: {type(exc).__name__}: {quote_error(exc, 1)}",
+            raise ShardscopeError(f"A program failed when run again: {quote_error(exc, 1)}",
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums) in a @shardscope.program") from exc
     report("checking", 0.0)

@@ -186,3 +186,19 @@ def test_the_report_renderers_take_a_program_analysis():
     assert text.startswith("shardscope: train_step.py: 2 programs (step, step_fixed)\n")
     assert "max_abs_err" not in text and "reference" not in text and "chunk size" not in text
     assert "step: 8 runs/call (2 of 2 collective equations in loops); step_fixed: 2 runs/call" in text
+
+
+def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
+    path = write_programs(tmp_path, '''
+        key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+
+        @shardscope.program(args=(x,), kwargs={"scale": jnp.float32(2.0), "key": key})
+        def noisy(x, *, scale, key):
+            noise = jax.random.normal(key, x.shape)
+            total = jax.shard_map(lambda x: lax.psum(x.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+            return total(x + noise) * scale
+    ''')
+    analysis = analyze_programs(Settings(path=path, repeats=2))
+    plan = analysis.plans["noisy"]
+    assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
+    assert len(plan.run_s.samples) == 2 and plan.hlo.count >= 1
