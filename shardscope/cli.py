@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.errors import SettingsError, ShardscopeError, print_error
 from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, start_jax
 from shardscope.settings import (
     DEFAULT_AXIS,
@@ -217,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     except ShardscopeError as exc:
         if args.debug:
             raise
-        print(f"shardscope: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        print_error(exc)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130

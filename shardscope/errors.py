@@ -64,3 +64,12 @@ def quote_error(exc: BaseException, lines: int = QUOTED_LINES) -> str:
 
 def _cut(line: str) -> str:
     return line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
+
+
+def print_error(exc: ShardscopeError) -> None:
+    """``shardscope: error: MESSAGE`` and ``hint: HINT`` on stderr: how the CLI reports a mistake."""
+    import sys
+
+    print(f"shardscope: error: {exc.message}", file=sys.stderr)
+    if exc.hint:
+        print(f"hint: {exc.hint}", file=sys.stderr)

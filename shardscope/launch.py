@@ -7,7 +7,6 @@ The spawner runs the same command line again in each worker, without the options
 from __future__ import annotations
 
 import argparse
-import sys
 
 from shardscope.settings import Settings
 
@@ -41,7 +40,7 @@ def start_jax(args: argparse.Namespace, settings: Settings) -> None:
 
 def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse.ArgumentParser) -> int:
     """``--processes P``: the same command in P joined local workers; process 0 prints."""
-    from shardscope.errors import SettingsError
+    from shardscope.errors import SettingsError, print_error
     from shardscope.processes import WorkerFailed, run_workers
 
     if args.distributed:
@@ -57,9 +56,7 @@ def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse
     except WorkerFailed as exc:
         if args.debug:
             raise
-        print(f"shardscope: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        print_error(exc)
         return exc.exit_code
 
 
