@@ -196,7 +196,7 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
 def _jaxpr_collectives(traced: dict) -> dict[str, dict[str, int]]:
     """Per plan, shardscope's count of collectives: equations, in loops, executed and bytes per call."""
     from shardscope import dataflow
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
 
     counts = {}
     for name in ("naive", "deferred", "floor"):

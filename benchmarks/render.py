@@ -37,7 +37,7 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         report = (f" In this run `report` takes {tool['ratios']['report_over_bare']['wall_median']:.2f}x the wall time "
                   f"of bare JAX and {networkx} (`-X importtime`).")
     return [
-        "`shardscope/program.py` (d20acbe): `_value` caches each dtype's name and item size "
+        "`shardscope/jaxpr_model.py` (then `program.py`, d20acbe): `_value` caches each dtype's name and item size "
         "(`functools.lru_cache`): `str(np.dtype)` ran for every variable and was a large part of "
         "`from_jaxpr` under cProfile." + from_jaxpr,
         "`shardscope/analysis.py`, `dataflow.py`, `cli.py` (a929234): `PlanResult.graph` is a cached property "

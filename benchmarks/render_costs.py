@@ -125,7 +125,7 @@ def scaling_section(data: dict | None, failure: str | None) -> list[str]:
         return out + [fmt.missing(failure), ""]
     out += [
         f"{data['model']}; about {data['equations_per_layer']} equations per layer. Tracing is timed on its "
-        f"own; the analysis is `program.from_jaxpr` -> `dataflow.build_graph` -> `dataflow.collectives` on "
+        f"own; the analysis is `jaxpr_model.from_jaxpr` -> `dataflow.build_graph` -> `dataflow.collectives` on "
         f"the traced jaxpr, median of {data['repeats']} repeats. The process peaked at "
         f"{data['peak_rss_mib']:,.0f} MiB resident.",
         "",

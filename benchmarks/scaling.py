@@ -2,7 +2,7 @@
 
 For each target size the depth of ``demos/deep.py`` (``SHARDSCOPE_DEEP_DEPTH``) is chosen so
 the naive plan has about that many equations. Tracing is timed on its own; the analysis is
-``program.from_jaxpr`` -> ``dataflow.build_graph`` -> ``dataflow.collectives``, each timed
+``jaxpr_model.from_jaxpr`` -> ``dataflow.build_graph`` -> ``dataflow.collectives``, each timed
 separately, the median of a few repeats on the same traced jaxpr.
 
 Run alone: ``python -m benchmarks.scaling [--quick]``.
@@ -73,7 +73,7 @@ def _traced(depth: int) -> tuple[float, object, object]:
     """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
     from shardscope import plans
     from shardscope.demos import load_demo_file
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
     from shardscope.settings import Settings
 
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
@@ -89,7 +89,7 @@ def _traced(depth: int) -> tuple[float, object, object]:
 def measure(depth: int, repeats: int) -> dict:
     """Trace once, then time each analysis phase ``repeats`` times."""
     from shardscope import dataflow
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
 
     trace_s, program, jaxpr = _traced(depth)
     phases: dict[str, list[float]] = {name: [] for name in PHASES}

@@ -5,8 +5,6 @@ need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any p
 :mod:`shardscope.testing` asserts on it in tests.
 """
 
-import sys
-import types
 from typing import Any
 
 from shardscope.demos import demo
@@ -24,22 +22,6 @@ def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
     return _inspect(fn, *args, **kwargs)
 
-
-class _Package(types.ModuleType):
-    """Keeps ``shardscope.program`` the decorator once the submodule of that name is imported.
-
-    ``shardscope/program.py`` (the jaxpr model) predates the decorator; importing a submodule
-    sets it as an attribute of its package, which would replace the decorator program files use.
-    ``from shardscope.program import ...`` still finds the submodule in ``sys.modules``.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "program" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = ["demo", "inspect", "program", "ShardscopeError"]
 __version__ = "0.1.0"

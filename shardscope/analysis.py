@@ -33,7 +33,7 @@ class PlanResult:
     name: str
     description: str
     role: str  # baseline, candidate or floor (shardscope.plans.Plan.role)
-    program: Any  # shardscope.program.Program
+    program: Any  # shardscope.jaxpr_model.Program
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
     loops: tuple  # tuple[shardscope.dataflow.Loop, ...]: every loop, with the collectives inside it
     canonical_text: str  # the program's canonical one-line-per-equation text
@@ -48,6 +48,12 @@ class PlanResult:
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
+    mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
+
+    @property
+    def title(self) -> str:
+        """How headers name it: ``naive plan``, or ``step program`` for a program file's function."""
+        return f"{self.name} program" if self.role == "program" else f"{self.name} plan"
 
     @property
     def collectives_in_loops(self) -> int:
@@ -85,21 +91,33 @@ class Analysis:
 
     ``plans`` holds every plan that could be built, in registry order; ``unavailable`` maps each
     plan that could not to the reason; ``comparison`` is the default baseline vs candidate.
+
+    ``kind`` is ``"plans"`` for the plans built from a ``@shardscope.demo`` function, or
+    ``"programs"`` for the ``@shardscope.program`` functions of a program file
+    (:mod:`shardscope.program_analysis`): then ``plans`` holds one result per program, and what
+    only plans have (``shapes``, the unchunked ``reference``, ``max_abs_err``) is None.
     """
 
     settings: Settings  # resolved: function and chunk size filled in
-    function: str
+    function: str  # the demo function; for a program file, the file's stem
     description: str
     backend: str
-    shapes: Any  # shardscope.shapes.Shapes
+    shapes: Any  # shardscope.shapes.Shapes; None for a program file (no batch, no chunks)
     plans: dict[str, PlanResult]
-    reference: ReferenceResult
+    reference: ReferenceResult | None  # None for a program file: there is no unchunked reference
     comparison: Comparison
     unavailable: dict[str, str] = field(default_factory=dict)
     processes: int = 1  # JAX processes the devices span (jax.distributed)
     collectives_transport: str = "in-process"  # how collectives cross processes: "in-process", "gloo", ...
     # each plan's gradient against the first plan's (shardscope.crosscheck.GradientCheck); empty unmeasured
     gradient_checks: tuple = ()
+    kind: str = "plans"  # or "programs"
+    output_checks: tuple = ()  # programs: each one's outputs against the first one's (same structure only)
+
+    @property
+    def is_programs(self) -> bool:
+        """True for the programs of a program file (no chunks, no reference, no gradients)."""
+        return self.kind == "programs"
 
     @property
     def warnings(self) -> list[str]:
@@ -112,7 +130,8 @@ class Analysis:
             if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
         ]
         # with a NaN the plans "differ by inf": the not-finite warning already says what happened
-        checks = [c for c in self.gradient_checks if not (not_finite and not math.isfinite(c.max_abs_diff))]
+        checks = [c for c in (*self.gradient_checks, *self.output_checks)
+                  if not (not_finite and not math.isfinite(c.max_abs_diff))]
         return not_finite + [check.warning for check in checks if check.warning]
 
     @property
@@ -145,8 +164,17 @@ class Analysis:
             return self.comparison
         return compare(self.plans, baseline, candidate)
 
-    def export_stem(self) -> str:
-        """``<function>-<mesh>-c<chunk>``: the export file's name without suffix (1-D: ``4dev``)."""
+    def export_stem(self, comparison: Comparison | None = None) -> str:
+        """``<function>-<mesh>-c<chunk>``: the export file's name without suffix (1-D: ``4dev``).
+
+        For a program file (no chunks, each program its own mesh):
+        ``<file>-<baseline>-vs-<candidate>-<devices>dev`` of ``comparison`` (default: the analysis').
+        """
+        if self.is_programs:
+            comparison = comparison or self.comparison
+            pair = comparison.baseline if comparison.baseline == comparison.candidate else (
+                f"{comparison.baseline}-vs-{comparison.candidate}")
+            return f"{self.function}-{pair}-{self.settings.devices}dev"
         mesh = self.settings.mesh
         where = f"{mesh.devices}dev" if len(mesh.axes) == 1 else "x".join(map(str, mesh.sizes)) + "dev"
         return f"{self.function}-{where}-c{self.shapes.chunk_size}"

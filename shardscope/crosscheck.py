@@ -24,6 +24,7 @@ class GradientCheck:
     max_abs_diff: float
     tolerance: float
     dtype: str
+    subject: str = "gradients"  # "outputs" when two programs of a program file are compared
 
     @property
     def agree(self) -> bool:
@@ -35,6 +36,12 @@ class GradientCheck:
         """One sentence when the plans disagree, else None."""
         if self.agree:
             return None
+        if self.subject == "outputs":
+            return (
+                f"the {self.baseline} and {self.candidate} programs' outputs differ by {self.max_abs_diff:.2e} "
+                f"(more than the {self.tolerance:.1e} rounding allows for {self.dtype}): if they are meant to "
+                f"compute the same thing, one of them computes something else"
+            )
         return (
             f"the {self.baseline} and {self.candidate} plans' gradients differ by {self.max_abs_diff:.2e} "
             f"(more than the {self.tolerance:.1e} rounding allows for {self.dtype}): they chunk the batch the same "
@@ -54,25 +61,58 @@ def relative_tolerance(dtype: Any) -> float:
 
 def compare(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
     """Each plan's gradient against the first plan's (``outputs``: plan name -> gradient pytree)."""
-    import jax
-    import numpy as np
-
     names = list(outputs)
     if len(names) < 2:
         return ()
-    base_name = names[0]
-    base_leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(outputs[base_name])]
-    checks = []
-    for name in names[1:]:
-        worst: tuple[float, float, str] | None = None
-        for a, b in zip(base_leaves, (np.asarray(x) for x in jax.tree.leaves(outputs[name])), strict=True):
-            diff = float(np.max(np.abs(a - b), initial=0.0))
-            scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
-            bound = relative_tolerance(a.dtype) * scale
-            if np.isnan(diff):
-                diff = float("inf")
-            if worst is None or diff - bound > worst[0] - worst[1]:
-                worst = (diff, bound, str(a.dtype))
-        if worst is not None:
-            checks.append(GradientCheck(base_name, name, worst[0], worst[1], worst[2]))
-    return tuple(checks)
+    checks = [_check(names[0], outputs[names[0]], name, outputs[name]) for name in names[1:]]
+    return tuple(check for check in checks if check is not None)
+
+
+def compare_outputs(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
+    """Each program's outputs against the first program's, where both have the same structure,
+    shapes and dtypes (programs that compute different things are not compared)."""
+    import jax
+    import numpy as np
+
+    def layout(tree: Any) -> tuple:
+        leaves, structure = jax.tree.flatten(tree)
+        return structure, tuple((np.shape(leaf), str(getattr(leaf, "dtype", np.asarray(leaf).dtype))) for leaf in leaves)
+
+    names = list(outputs)
+    if len(names) < 2 or not jax.tree.leaves(outputs[names[0]]):
+        return ()
+    base = layout(outputs[names[0]])
+    checks = [
+        _check(names[0], outputs[names[0]], name, outputs[name], "outputs")
+        for name in names[1:] if layout(outputs[name]) == base
+    ]
+    return tuple(check for check in checks if check is not None)
+
+
+def _check(base_name: str, base: Any, name: str, other: Any, subject: str = "gradients") -> GradientCheck | None:
+    """The worst leaf of ``other`` against ``base``, relative to its tolerance (None: no leaves)."""
+    import jax
+    import numpy as np
+
+    worst: tuple[float, float, str] | None = None
+    for a, b in zip(map(_numeric, jax.tree.leaves(base)), map(_numeric, jax.tree.leaves(other)), strict=True):
+        diff = float(np.max(np.abs(a - b), initial=0.0))
+        scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
+        # integers and bools must match exactly
+        bound = relative_tolerance(a.dtype) * scale if np.issubdtype(a.dtype, np.inexact) or a.dtype.kind == "V" else 0.0
+        if np.isnan(diff):
+            diff = float("inf")
+        if worst is None or diff - bound > worst[0] - worst[1]:
+            worst = (diff, bound, str(a.dtype))
+    return None if worst is None else GradientCheck(base_name, name, worst[0], worst[1], worst[2], subject)
+
+
+def _numeric(leaf: Any) -> Any:
+    """``leaf`` as a numpy array (a typed PRNG key as its key data, a bool as an integer)."""
+    import jax
+    import numpy as np
+
+    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    array = np.asarray(leaf)
+    return array.astype(np.int64) if array.dtype == bool else array

@@ -13,7 +13,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.counts import Count, total_executions
-from shardscope.program import Block, Equation, Program, qualify
+from shardscope.jaxpr_model import Block, Equation, Program, qualify
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -79,7 +79,7 @@ def collectives(
     outputs (``params['Wh']``); a collective is named after the one output it reaches, else
     the one input it comes from, else its source line.
     """
-    from shardscope.program import short_source
+    from shardscope.jaxpr_model import short_source
     from shardscope.valueflow import ValueIndex
     from shardscope.verdicts import Classifier
 

@@ -61,6 +61,11 @@ class DemoFunction:
     fn: Callable
     spec: DemoSpec
 
+    @property
+    def description(self) -> str:
+        """What the demo computes, in one line (``@shardscope.demo(description=...)`` or its docstring)."""
+        return self.spec.description
+
 
 @dataclass(frozen=True)
 class DemoFile:
@@ -139,8 +144,8 @@ def load_demo_file(path: str | Path) -> DemoFile:
         if program_functions(module):
             raise DemoFileError(
                 f"{path} is a program file (@shardscope.program), not a demo file.",
-                f"shardscope check {path} analyses its programs; the explorer, report and diff build "
-                "plans from @shardscope.demo functions",
+                f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "
+                "report and diff build plans from @shardscope.demo functions",
             )
         raise DemoFileError(
             f"{path} has no demo function.",

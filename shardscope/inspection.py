@@ -22,7 +22,7 @@ class Inspection:
     """One traced program with its named collectives, their verdicts and its loops."""
 
     function: str
-    program: Any  # shardscope.program.Program
+    program: Any  # shardscope.jaxpr_model.Program
     collectives: tuple  # tuple[shardscope.dataflow.Collective, ...]
     trace_s: float = 0.0
 
@@ -105,7 +105,7 @@ def inspect_traced(
 ) -> Inspection:
     """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``)."""
     from shardscope.dataflow import collectives
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
 
     program = from_jaxpr(traced.jaxpr)
     invars = len(traced.jaxpr.jaxpr.invars)

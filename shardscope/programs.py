@@ -44,6 +44,11 @@ class ProgramFunction:
     fn: Callable
     spec: ProgramSpec
 
+    @property
+    def description(self) -> str:
+        """The first line of the function's docstring (empty without one)."""
+        return (getattr(self.fn, "__doc__", None) or "").strip().split("\n")[0]
+
     def inspect(self) -> Any:
         """Trace it on its example arguments: a :class:`~shardscope.inspection.Inspection`."""
         from shardscope.inspection import inspect
@@ -56,6 +61,41 @@ def _renamed(inspection: Any, name: str) -> Any:
     from dataclasses import replace
 
     return replace(inspection, function=name)
+
+
+@dataclass(frozen=True)
+class ProgramFile:
+    """The program functions of one file, in the order they were defined (the app's panes)."""
+
+    path: Path
+    functions: dict[str, ProgramFunction]
+    fingerprint: str
+    description: str = ""  # the first line of the module's docstring
+
+    @property
+    def names(self) -> list[str]:
+        """The program names, in file order."""
+        return list(self.functions)
+
+
+def load_file(path: str | Path) -> Any:
+    """Import ``path`` as a fresh module: a :class:`ProgramFile` when it marks programs, else its
+    :class:`~shardscope.demos.DemoFile` (as ``shardscope check`` decides).
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or marks neither.
+    """
+    from shardscope.demos import DemoFile, demo_functions, import_file, require_file
+
+    path = require_file(path)
+    module, fingerprint = import_file(path)
+    programs = program_functions(module)
+    if programs:
+        doc = (module.__doc__ or "").strip().split("\n")[0]
+        return ProgramFile(path=path, functions=programs, fingerprint=fingerprint, description=doc)
+    demos = demo_functions(module)
+    if not demos:
+        raise no_program_error(path)
+    return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
 
 
 def program_functions(module: Any) -> dict[str, ProgramFunction]:

@@ -148,7 +148,7 @@ def run_sweep(
 def _points(built: Any, chunk: int, expected: Any, settings: Settings) -> list[SweepPoint]:
     """Trace, compile and time each plan of ``built`` (one chunk size), interleaved."""
     from shardscope import dataflow, measure
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
 
     names = [name for name in built.plans if name in built.functions]
     traced, compiled = {}, {}

@@ -15,7 +15,16 @@ if TYPE_CHECKING:
 
 
 def mesh_text(analysis: "Analysis") -> str:
-    """``mesh s=2 (cpu)`` or ``mesh data=4,model=2 (cpu), batch over data``."""
+    """``mesh s=2 (cpu)`` or ``mesh data=4,model=2 (cpu), batch over data``.
+
+    For a program file, each program's own mesh: ``mesh batch=8 (cpu, 8 devices started)``.
+    """
+    if analysis.is_programs:
+        meshes = {plan.mesh or "no shard_map" for plan in analysis.plans.values()}
+        started = f"{analysis.backend}, {analysis.settings.devices} devices started"
+        if len(meshes) == 1:
+            return f"mesh {meshes.pop()} ({started})"
+        return "meshes " + ", ".join(f"{n}: {p.mesh or 'no shard_map'}" for n, p in analysis.plans.items()) + f" ({started})"
     mesh = analysis.settings.mesh
     text = f"mesh {mesh.text()} ({analysis.backend})"
     if len(mesh.axes) > 1:
@@ -25,6 +34,13 @@ def mesh_text(analysis: "Analysis") -> str:
 
 def headline(analysis: "Analysis") -> list[str]:
     """The settings in words, as every rendering heads its output."""
+    if analysis.is_programs:
+        count = len(analysis.plans)
+        return [
+            f"shardscope: {analysis.settings.path.name}: {count} program{'s' if count > 1 else ''} "
+            f"({', '.join(analysis.plans)})",
+            f"{mesh_text(analysis)}; each program runs on its own example arguments: no batch, no chunks",
+        ]
     s = analysis.shapes
     return [
         f"shardscope: {analysis.settings.path.name}::{analysis.function}",
@@ -54,10 +70,8 @@ def summary(plan: "PlanResult") -> str:
     """One line: the structure summary plus run time and gradient error when measured."""
     if plan.run_s is None:
         return structure_summary(plan)
-    return (
-        f"{structure_summary(plan)}, run median {plan.run_s.median * 1e3:.3f} ms, "
-        f"max_abs_err {plan.max_abs_err:.2e}"
-    )
+    text = f"{structure_summary(plan)}, run median {plan.run_s.median * 1e3:.3f} ms"
+    return text if plan.max_abs_err is None else f"{text}, max_abs_err {plan.max_abs_err:.2e}"
 
 
 def unavailable_lines(analysis: "Analysis") -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from shardscope.program import Block, Equation, Program, qualify
+from shardscope.jaxpr_model import Block, Equation, Program, qualify
 
 
 @dataclass

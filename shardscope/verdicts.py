@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from math import prod
 
 from shardscope.counts import count_text
-from shardscope.program import Equation
+from shardscope.jaxpr_model import Equation
 from shardscope.valueflow import BlockFacts, ValueIndex, input_role
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"

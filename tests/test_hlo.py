@@ -157,7 +157,7 @@ def test_real_module_with_a_collective_in_the_while_condition():
     from jax.sharding import Mesh, PartitionSpec as P
 
     from shardscope import dataflow
-    from shardscope.program import from_jaxpr
+    from shardscope.jaxpr_model import from_jaxpr
 
     def local(x):
         def cond(c):

@@ -24,7 +24,7 @@ def core_modules() -> list[str]:
         f"shardscope.{m.name}" for m in pkgutil.iter_modules(shardscope.__path__)
         if m.name not in ("app", "__main__")
     ]
-    assert {"shardscope.analysis", "shardscope.cli", "shardscope.report", "shardscope.program"} <= set(found)
+    assert {"shardscope.analysis", "shardscope.cli", "shardscope.report", "shardscope.jaxpr_model"} <= set(found)
     return found
 
 

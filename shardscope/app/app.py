@@ -28,7 +28,7 @@ from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.keys import DIFF_BINDINGS
-from shardscope.app.status import StatusLine, describe_settings
+from shardscope.app.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.errors import ShardscopeError
 from shardscope.settings import Settings
@@ -220,7 +220,7 @@ class ShardscopeApp(App[int]):
 
         try:
             text = diff_text(self.analysis, self.comparison)
-            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(), ".diff", text)
+            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(self.comparison), ".diff", text)
         except ShardscopeError as exc:
             self._show_error(exc.message, exc.hint)
             return
@@ -248,12 +248,32 @@ class ShardscopeApp(App[int]):
     def _pick(self, baseline_step: int = 0, candidate_step: int = 0) -> None:
         names = list(self.analysis.plans)
         baseline, candidate = self.comparison.baseline, self.comparison.candidate
-        if baseline_step:
-            baseline = _next_other(names, baseline, candidate)
-        if candidate_step:
-            candidate = _next_other(names, candidate, baseline)
+        if len(names) == 2 and baseline != candidate:  # two programs: the only other choice is a swap
+            baseline, candidate = candidate, baseline
+        else:
+            if baseline_step:
+                baseline = _next_other(names, baseline, candidate)
+            if candidate_step:
+                candidate = _next_other(names, candidate, baseline)
+        self._compare(baseline, candidate)
+
+    def _compare(self, baseline: str, candidate: str) -> None:
+        """Show ``candidate`` against ``baseline`` once the worker has prepared the Diff and Graph tabs."""
         self.query_one(StatusLine).show_done(f"comparing {candidate} with {baseline}...")
         self._compare_worker(self._run_id, self.analysis, baseline, candidate)
+
+    @on(Sidebar.CandidatePicked)
+    def _candidate_picked(self, event: Sidebar.CandidatePicked) -> None:
+        """A program picked in a program file's list becomes the candidate (a swap if it was the baseline)."""
+        if self.analysis is None or event.name not in self.analysis.plans:
+            return
+        baseline, candidate = self.comparison.baseline, self.comparison.candidate
+        if event.name == baseline:
+            baseline = candidate
+        elif baseline == candidate:
+            baseline = next((n for n in self.analysis.plans if n != event.name), event.name)
+        if (baseline, event.name) != (self.comparison.baseline, self.comparison.candidate):
+            self._compare(baseline, event.name)
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
@@ -261,7 +281,13 @@ class ShardscopeApp(App[int]):
         from shardscope.app.views.prepare import prepare
 
         worker = get_current_worker()
-        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
+        if analysis.is_programs:  # a program is never "faster" than itself
+            from shardscope.program_analysis import program_comparison
+
+            comparison = program_comparison(analysis.plans, baseline, candidate)
+        else:
+            comparison = analysis.compare(baseline, candidate)
+        prepared = prepare(analysis, comparison, lambda: worker.is_cancelled)
         if prepared is not None:
             self.post_message(ComparisonReady(run_id, prepared))
 
@@ -270,6 +296,7 @@ class ShardscopeApp(App[int]):
         if not self._is_current(message):
             return
         self.prepared = message.prepared
+        self._show_compared()
         self._stale_tabs |= {"graph", "diff", "timings"}
         self._refresh_tab(self.query_one(TabbedContent).active)
         self.query_one(StatusLine).show_done(self._done_text(self.analysis))
@@ -308,10 +335,11 @@ class ShardscopeApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out actions that need a result (export) or a collective (n/N)."""
-        if action == "export":
-            return self.analysis is not None or None
-        if action in ("pick_baseline", "pick_candidate"):
-            return (self.analysis is not None and len(self.analysis.plans) > 2) or None
+        if action == "export":  # a lone program has nothing to diff against
+            return (self.analysis is not None and not (self.analysis.is_programs and len(self.analysis.plans) < 2)) or None
+        if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them
+            plans = 0 if self.analysis is None else len(self.analysis.plans)
+            return (plans > 2 or (plans == 2 and self.analysis.is_programs)) or None
         if action in ("next_collective", "previous_collective"):
             has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
             return has_collectives or None
@@ -346,10 +374,12 @@ class ShardscopeApp(App[int]):
         """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
         self._run_id += 1
         self.running = analyze
-        self._run_settings = self.settings if analyze else None
-        self.query_one(StatusLine).show_settings(self.settings)
+        # a program file has no settings of its own to name: the stages alone say what runs
+        self._run_settings = self.settings if analyze and not self.programs else None
+        if not self.programs:
+            self.query_one(StatusLine).show_settings(self.settings)
         if analyze:
-            self.query_one(StatusLine).show_stage("loading", 0.0, self.settings)
+            self.query_one(StatusLine).show_stage("loading", 0.0, self._run_settings)
         request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
         self._run_worker(request)
 
@@ -367,11 +397,24 @@ class ShardscopeApp(App[int]):
         if self._is_current(message) and self.running:
             self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
 
+    @property
+    def programs(self) -> bool:
+        """True when the file loaded is a program file (``@shardscope.program`` functions)."""
+        from shardscope.programs import ProgramFile  # no JAX: a plain dataclass
+
+        return isinstance(self.demo_file, ProgramFile)
+
     def on_demo_loaded(self, message: DemoLoaded) -> None:
-        """Offer the (re)loaded file's functions in the sidebar."""
+        """Offer the (re)loaded file's functions (or programs) in the sidebar."""
         self.demo_file = message.demo_file
-        descriptions = {name: fn.spec.description for name, fn in message.demo_file.functions.items()}
-        self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions)
+        descriptions = {name: fn.description for name, fn in message.demo_file.functions.items()}
+        self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions,
+                                          programs=self.programs, devices=self.max_devices)
+        if self.programs:  # no settings of its own: name the file and its programs
+            self._run_settings = None
+            self.query_one(StatusLine).show_described(
+                describe_programs(message.demo_file.path.name, message.demo_file.names), results=False)
+            return
         if self.settings.function is None:  # name the default demo as soon as it is known
             self.query_one(StatusLine).show_settings(self.settings.with_(function=message.demo_file.names[0]))
 
@@ -385,14 +428,25 @@ class ShardscopeApp(App[int]):
         # full GC pass over them during a key press costs ~150 ms. Freeze them out of the
         # collector; unfreeze first so the previous analysis can be collected.
         gc.unfreeze()
+        kept = self._programs_compared()
         self.analysis = analysis = message.analysis
         self.prepared = message.prepared
         gc.freeze()
-        self.settings = self.settings.with_(function=analysis.function)
-        self.query_one(ErrorPanel).clear()
-        self.query_one(Sidebar).show_resolved(analysis.settings)
         status = self.query_one(StatusLine)
-        status.show_results(analysis.settings, analysis.shapes)
+        self.query_one(ErrorPanel).clear()
+        if analysis.is_programs:
+            meshes = {name: plan.mesh for name, plan in analysis.plans.items()}
+            status.show_described(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
+                                                    analysis.settings.devices), results=True)
+            self._show_compared()
+            self._show_unavailable_programs(analysis)
+            if kept is not None and set(kept) <= set(analysis.plans) and kept != (
+                    analysis.comparison.baseline, analysis.comparison.candidate):
+                self.call_after_refresh(self._compare, *kept)  # r keeps the programs the user compared
+        else:
+            self.settings = self.settings.with_(function=analysis.function)
+            self.query_one(Sidebar).show_resolved(analysis.settings)
+            status.show_results(analysis.settings, analysis.shapes)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
@@ -403,6 +457,26 @@ class ShardscopeApp(App[int]):
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results)
+
+    def _programs_compared(self) -> tuple[str, str] | None:
+        """The (baseline, candidate) a program file's results on screen compare (None: no such results)."""
+        if self.analysis is None or not self.analysis.is_programs:
+            return None
+        return self.comparison.baseline, self.comparison.candidate
+
+    def _show_compared(self) -> None:
+        """Mark a program file's baseline and candidate in the sidebar's list."""
+        if self.analysis is not None and self.analysis.is_programs:
+            self.query_one(Sidebar).show_compared(self.comparison.baseline, self.comparison.candidate)
+
+    def _show_unavailable_programs(self, analysis: Any) -> None:
+        """Programs of the file that failed to trace: the error panel names them; the others show."""
+        if analysis.unavailable:
+            failed = "; ".join(f"{name}: {reason}" for name, reason in analysis.unavailable.items())
+            self.query_one(ErrorPanel).show_error(
+                f"{len(analysis.unavailable)} program(s) of {analysis.settings.path.name} could not be analysed: {failed}",
+                "fix them and press r (the file is reloaded); the other programs are shown",
+            )
 
     def on_run_failed(self, message: RunFailed) -> None:
         """Show the error; the previous results stay on screen."""
@@ -462,7 +536,7 @@ class ShardscopeApp(App[int]):
 
     def _sidebar_differs(self) -> Text | None:
         """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
-        if self.analysis is None:
+        if self.analysis is None or self.analysis.is_programs:  # a program file has no settings to change
             return None
         shown = self.analysis.settings
         draft = self.query_one(Sidebar).draft_settings(shown)
@@ -521,7 +595,8 @@ class ShardscopeApp(App[int]):
             else:
                 text.append(f"; {comparison.speedup_text()}")
         if analysis.warnings:
-            what = "a gradient is not finite" if analysis.has_non_finite_gradient else "the plans' gradients differ"
+            what = ("a gradient is not finite" if analysis.has_non_finite_gradient
+                    else "the programs' outputs differ" if analysis.is_programs else "the plans' gradients differ")
             text.append(f"; warning: {what} (see Timings)", "bold yellow")
         return text
 

@@ -24,6 +24,12 @@ Compare plans for a chunked VJP under `jax.shard_map` (one column per plan in th
 
 Sharded parameters (`param_specs=`) are gathered every chunk by naive, once by deferred.
 
+A **program file** (functions marked `@shardscope.program`) shows one column per program
+instead; the sidebar marks the two compared (`B` baseline, `C` candidate), `b`/`c` pick the
+next ones (with two programs they swap), and Enter on a program makes it the candidate. Each
+program builds its own mesh, so there are no mesh or chunk settings, and no unchunked reference:
+the Timings tab compares the programs' outputs instead.
+
 ## Keys
 
 {keys}

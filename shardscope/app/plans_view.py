@@ -198,7 +198,10 @@ class PlansView(Widget):
     @staticmethod
     def _header(plan: Any, at: int | None) -> Text:
         """Description, summary and, once n/N moved, which collective the cursor is on."""
-        text = Text.assemble((f"{plan.name} plan", "bold"), "  ", (plan.description, "dim"), "\n")
+        text = Text.assemble((plan.title, "bold"))
+        if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
+            text.append(f"  mesh {plan.mesh}")
+        text.append_text(Text.assemble("  ", (plan.description, "dim"), "\n"))
         in_loops = plan.collectives_in_loops
         text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
         text.append("\n")

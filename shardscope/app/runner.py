@@ -75,9 +75,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
                 settings = settings.with_(function=function)
         if not request.analyze:
             return
-        from shardscope.analysis import analyze
-
-        analysis = analyze(settings, progress, demo_file=demo_file)
+        analysis = analyze_file(settings, progress, demo_file)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
         from shardscope.app.views.prepare import prepare
 
@@ -92,24 +90,43 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", BUG_HINT))
 
 
+def analyze_file(settings: Settings, progress: Callable[[str, float], None], loaded: Any) -> Any:
+    """The analysis of the loaded file: the plans of a demo, or every program of a program file."""
+    from shardscope.programs import ProgramFile
+
+    if isinstance(loaded, ProgramFile):
+        from shardscope.program_analysis import analyze_programs
+
+        return analyze_programs(settings, progress, program_file=loaded)
+    from shardscope.analysis import analyze
+
+    return analyze(settings, progress, demo_file=loaded)
+
+
 def current_demo_file(path: Path, loaded: Any) -> Any:
-    """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh."""
-    from shardscope.demos import file_fingerprint, load_demo_file
+    """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
+    :class:`~shardscope.demos.DemoFile` or a :class:`~shardscope.programs.ProgramFile`."""
+    from shardscope.demos import file_fingerprint
+    from shardscope.programs import load_file
 
     if loaded is not None and Path(loaded.path) == Path(path):
         try:
             if file_fingerprint(Path(path)) == loaded.fingerprint:
                 return loaded
         except OSError:
-            pass  # gone or unreadable: load_demo_file says so in words
-    return load_demo_file(path)
+            pass  # gone or unreadable: load_file says so in words
+    return load_file(path)
 
 
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
     from shardscope.examples import batch_size  # imports JAX: only ever called in the worker
 
-    sizes = {}
+    from shardscope.programs import ProgramFile
+
+    sizes: dict[str, int] = {}
+    if isinstance(demo_file, ProgramFile):
+        return sizes  # programs have no batch the sidebar could split
     for name, demo_fn in demo_file.functions.items():
         try:
             sizes[name] = batch_size(demo_fn.spec.x)

@@ -54,6 +54,9 @@ class Sidebar(VerticalScroll):
     Sidebar #chunk-help.-invalid { color: $text-error; }
     Sidebar .switch-row { height: auto; margin-top: 1; }
     Sidebar .switch-row Label { padding: 1 0 0 1; }
+    Sidebar #programs-note { display: none; color: $text-muted; height: auto; margin-top: 1; }
+    Sidebar.-programs #programs-note { display: block; }
+    Sidebar.-programs .plan-setting { display: none; }
     """
 
     class Changed(Message):
@@ -61,6 +64,13 @@ class Sidebar(VerticalScroll):
 
     class Edited(Message):
         """A value changed, committed or not (for marking the results on screen stale)."""
+
+    class CandidatePicked(Message):
+        """In a program file, a program was picked in the list: compare it as the candidate."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
 
     def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -70,33 +80,37 @@ class Sidebar(VerticalScroll):
         self.batches: dict[str, int] = {}
         self._device_choices: list[int] = []
         self._initial = settings
+        self.compared: tuple[str, str] | None = None  # a program file's (baseline, candidate)
 
     def compose(self) -> ComposeResult:
         """The form, filled from the starting settings."""
         s = self._initial
-        yield Label("Function", classes="sidebar-title")
+        yield Label("Function", classes="sidebar-title", id="functions-title")
         yield OptionList(Option(f"{s.function or '(loading the demo file)'}", disabled=True), id="functions")
         yield Static("", id="description")
-        yield Label("Devices (mesh size)", classes="sidebar-title")
+        yield Static("", id="programs-note")
+        yield Label("Devices (mesh size)", classes="sidebar-title plan-setting")
         counts = list(range(1, self.max_devices + 1))
         self._device_choices = counts
         devices = s.devices if s.devices in counts else counts[-1]
-        yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices")
-        yield Label("Mesh axis name", classes="sidebar-title")
+        yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices", classes="plan-setting")
+        yield Label("Mesh axis name", classes="sidebar-title plan-setting")
         one_axis = len(s.mesh.axes) == 1
-        yield Input(s.mesh.names[0], id="axis", validators=[Function(_is_axis_name, "not an ASCII identifier")])
-        yield Label("Named mesh (optional)", classes="sidebar-title")
-        yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh",
+        yield Input(s.mesh.names[0], id="axis", classes="plan-setting",
+                    validators=[Function(_is_axis_name, "not an ASCII identifier")])
+        yield Label("Named mesh (optional)", classes="sidebar-title plan-setting")
+        yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh", classes="plan-setting",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
                     tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
-        yield Input(",".join(s.batch_axes or ()), placeholder="batch axes: all", id="batch-axes",
+        yield Input(",".join(s.batch_axes or ()), placeholder="batch axes: all", id="batch-axes", classes="plan-setting",
                     validators=[Function(_axes_are_valid, "not a list of axis names")],
                     tooltip="The mesh axes the batch is split over (e.g. data); empty: every axis")
-        yield Label("Chunk size (examples/chunk)", classes="sidebar-title")
+        yield Label("Chunk size (examples/chunk)", classes="sidebar-title plan-setting")
         chunk = "" if s.chunk_size is None else str(s.chunk_size)
-        yield Input(chunk, placeholder="auto", id="chunk", validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
-        yield Static("", id="chunk-help")
-        with Horizontal(classes="switch-row"):
+        yield Input(chunk, placeholder="auto", id="chunk", classes="plan-setting",
+                    validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
+        yield Static("", id="chunk-help", classes="plan-setting")
+        with Horizontal(classes="switch-row plan-setting"):
             yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
             yield Label("run on change")
 
@@ -111,8 +125,18 @@ class Sidebar(VerticalScroll):
         """True when a committed change should start a run."""
         return self.query_one("#autorun", Switch).value
 
+    @property
+    def programs(self) -> bool:
+        """True while the file is a program file: only the program list applies."""
+        return self.has_class("-programs")
+
     def requested_settings(self, base: Settings) -> Settings:
-        """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit."""
+        """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit.
+
+        A program file has no settings here (each program builds its own mesh): ``base`` as is.
+        """
+        if self.programs:
+            return base
         axis = check_axis_name(self.query_one("#axis", Input).value.strip())
         settings = base.with_(
             function=self.function,
@@ -167,10 +191,25 @@ class Sidebar(VerticalScroll):
 
     # -- what the app tells ------------------------------------------------------------
 
-    def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str]) -> None:
-        """Offer the functions of a (re)loaded demo file and the device counts that fit."""
+    def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str],
+                  *, programs: bool = False, devices: int | None = None) -> None:
+        """Offer the functions of a (re)loaded demo file and the device counts that fit.
+
+        For a program file (``programs``) the list holds its programs, and a note replaces the
+        mesh and chunk settings, which do not apply: ``devices`` CPU devices were started.
+        """
         from shardscope.demos import carried_over  # as the run does: a renamed function stays picked
 
+        self.set_class(programs, "-programs")
+        self.query_one("#functions-title", Label).update("Programs" if programs else "Function")
+        if programs:
+            self.query_one("#programs-note", Static).update(Text(
+                f"A program file: each program builds its own mesh on the {devices} CPU devices JAX started "
+                "with (--max-devices), so no mesh or chunk setting applies here.\n"
+                "B marks the baseline, C the candidate: b / c pick the next one; Enter on a program compares "
+                "it as the candidate.", "dim"))
+        else:
+            self.compared = None
         self.function = carried_over(self.function, self.functions, list(functions))
         self.functions = list(functions)
         self.batches = dict(batches)
@@ -184,6 +223,11 @@ class Sidebar(VerticalScroll):
         self.function = settings.function
         self._show_functions()
 
+    def show_compared(self, baseline: str, candidate: str) -> None:
+        """Mark a program file's compared programs in the list (``B``, ``C``)."""
+        self.compared = (baseline, candidate)
+        self._show_functions()
+
     # -- internals ---------------------------------------------------------------------
 
     @property
@@ -192,16 +236,27 @@ class Sidebar(VerticalScroll):
 
     def _show_functions(self) -> None:
         options = self.query_one("#functions", OptionList)
-        current = self._current_function
+        current = self.compared[1] if self.programs and self.compared else self._current_function
         with self.prevent(OptionList.OptionHighlighted):
             options.clear_options()
-            options.add_options(
-                Option(Text.assemble(("● " if name == current else "  "), name), id=name) for name in self.functions
-            )
+            options.add_options(Option(self._function_label(name, current), id=name) for name in self.functions)
             if current in self.functions:
                 options.highlighted = self.functions.index(current)
         descriptions = getattr(self, "_descriptions", {})
-        self.query_one("#description", Static).update(Text(descriptions.get(current or "", ""), "dim italic"))
+        description = descriptions.get(current or "", "")
+        if self.programs and description:
+            description = f"{current}: {description}"
+        self.query_one("#description", Static).update(Text(description, "dim italic"))
+
+    def _function_label(self, name: str, current: str | None) -> Text:
+        """``● linear`` for the demo picked; ``B step`` / ``C step_fixed`` for compared programs."""
+        if not self.programs:
+            return Text.assemble(("● " if name == current else "  "), name)
+        baseline, candidate = self.compared or ("", "")
+        mark = "B " if name == baseline else "C " if name == candidate else "  "
+        if name == baseline == candidate:
+            mark = "= "
+        return Text.assemble((mark, "bold"), name)
 
     def _offer_devices(self) -> None:
         select = self.query_one("#devices", Select)
@@ -268,6 +323,9 @@ class Sidebar(VerticalScroll):
     def _function_picked(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         if event.option.id is None:
+            return
+        if self.programs:
+            self.post_message(self.CandidatePicked(event.option.id))
             return
         self.function = event.option.id
         self._show_functions()

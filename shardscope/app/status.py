@@ -58,6 +58,14 @@ class StatusLine(Static):
         self._settings_text = describe_settings(settings, shapes)
         self._redraw()
 
+    def show_described(self, text: Text, *, results: bool) -> None:
+        """Name what is on screen (``results``) or asked for in words made elsewhere
+        (:func:`describe_programs` for a program file)."""
+        if results or not self._results_shown:
+            self._results_shown = self._results_shown or results
+            self._settings_text = text
+            self._redraw()
+
     def show_stage(self, stage: str, fraction: float, running: Settings | None = None) -> None:
         """Show the stages with ``stage`` current, ``fraction`` of it done (of a run of ``running``)."""
         self._set_state("running")
@@ -137,6 +145,21 @@ def describe_settings(settings: Settings, shapes: Any = None) -> Text:
     else:
         text.append("  chunk ")
         text.append("auto" if settings.chunk_size is None else str(settings.chunk_size), "bold")
+    return text
+
+
+def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str | None] | None = None,
+                      devices: int | None = None) -> Text:
+    """``train_step.py  2 programs  mesh batch=8 (8 devices)``: a program file has no mesh or chunk
+    settings of its own; each program's mesh is shown once the analysis knows it."""
+    count = len(programs)
+    text = Text.assemble((path_name, "bold"), f"  {count} program{'s' if count != 1 else ''}")
+    if meshes:
+        distinct = sorted({mesh or "no shard_map" for mesh in meshes.values()})
+        text.append("  mesh " if len(distinct) == 1 else "  meshes ")
+        text.append(", ".join(distinct), "bold")
+    if devices is not None:
+        text.append(f" ({devices} devices)", "dim")
     return text
 
 

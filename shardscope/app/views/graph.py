@@ -67,7 +67,7 @@ def loop_path(plan: "PlanResult", loop_ids: tuple[str, ...]) -> Text:
 
 def plan_summary(plan: "PlanResult") -> Text:
     """The plan's headline: runs per call, collective equations in loops, bytes per call."""
-    text = Text.assemble((f"{plan.name} plan", "bold underline"), "  ")
+    text = Text.assemble((plan.title, "bold underline"), "  ")
     text.append_text(plan_line(plan))
     if plan.executed.upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")

@@ -41,6 +41,11 @@ def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = 
     if is_cancelled():
         return None
     unified = unified_lines(list(comparison.diff))
+    if comparison.baseline == comparison.candidate and analysis.is_programs:
+        from rich.text import Text
+
+        unified = [Text(f"{analysis.settings.path.name} has one program ({comparison.baseline}): "
+                        "nothing to compare it with. Mark another function @shardscope.program to diff the two.", "dim")]
     graph = lay_out(worker_console(), comparison_graph(analysis, comparison)) if analysis.plans[comparison.baseline].graph is not None else None
     if is_cancelled():
         return None

@@ -161,7 +161,14 @@ class SweepView(Widget):
             yield Static(id="sweep-table")
 
     def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
-        """Remember the settings of the latest analysis: the sweep uses them."""
+        """Remember the settings of the latest analysis: the sweep uses them (a program file has no chunks)."""
+        if getattr(analysis, "is_programs", False):
+            self.settings = None
+            self.query_one("#sweep-run", Button).disabled = True
+            self._say(Text("The sweep tries every chunk size of a demo's plans; a program file's programs are not "
+                           "chunked by shardscope, so there is nothing to sweep.", "dim"))
+            return
+        self.query_one("#sweep-run", Button).disabled = False
         self.settings = analysis.settings
 
     def action_sweep(self) -> None:
@@ -172,6 +179,8 @@ class SweepView(Widget):
         except ShardscopeError as exc:
             self._say(Text.assemble((exc.message, "bold red"), f"  hint: {exc.hint}"))
             return
+        if self.query_one("#sweep-run", Button).disabled:
+            return  # a program file: nothing to sweep (the status says so)
         if settings is None:
             self._say(Text("No settings yet: run an analysis first (r).", "yellow"))
             return

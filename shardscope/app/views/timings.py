@@ -54,20 +54,22 @@ def size(value: int | None) -> str:
 
 
 def _columns(analysis: "Analysis") -> list[str]:
-    """Every plan of the analysis, then the reference."""
-    return [*analysis.plans, REFERENCE]
+    """Every plan of the analysis, then the reference (a program file has none)."""
+    return [*analysis.plans] + ([] if analysis.reference is None else [REFERENCE])
 
 
 def _runs(analysis: "Analysis") -> dict:
-    return {**{name: plan.run_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.run_s}
+    runs = {name: plan.run_s for name, plan in analysis.plans.items()}
+    return runs if analysis.reference is None else {**runs, REFERENCE: analysis.reference.run_s}
 
 
 def _compiles(analysis: "Analysis") -> dict:
-    return {**{name: plan.compile_s for name, plan in analysis.plans.items()}, REFERENCE: analysis.reference.compile_s}
+    compiles = {name: plan.compile_s for name, plan in analysis.plans.items()}
+    return compiles if analysis.reference is None else {**compiles, REFERENCE: analysis.reference.compile_s}
 
 
 def cost_table(analysis: "Analysis", hidden: bool) -> Table:
-    """One row per quantity, one column per plan and the unchunked reference."""
+    """One row per quantity, one column per plan and the unchunked reference (per program, for a program file)."""
     table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
     table.add_column("")
     columns = _columns(analysis)
@@ -80,20 +82,26 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     table.add_row("run min", *(time_cell(runs[n].min) for n in columns))
     table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
     plans = list(analysis.plans.values())
-    table.add_row("collective runs per call", *runs_cells(plans), "—")
-    table.add_row("collective equations in loops", *in_loops_cells(plans), "—")
-    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), "—", end_section=True)
-    memories = {**{n: p.memory for n, p in analysis.plans.items()}, REFERENCE: analysis.reference.memory}
+    dash = () if analysis.reference is None else ("—",)
+    table.add_row("collective runs per call", *runs_cells(plans), *dash)
+    table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
+    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), *dash, end_section=True)
+    memories = {n: p.memory for n, p in analysis.plans.items()}
+    if analysis.reference is not None:
+        memories[REFERENCE] = analysis.reference.memory
     for key, label in MEMORY_ROWS:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
-    table.add_section()
-    table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
+    if analysis.reference is not None:  # a program has no reference gradient to be checked against
+        table.add_section()
+        table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
     return table
 
 
 def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
     """``deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)``: the comparison's speedup."""
     comparison = comparison or analysis.comparison
+    if comparison.baseline == comparison.candidate:
+        return Text(f"one program ({comparison.baseline}): nothing to compare its run time with", "dim")
     if hidden:
         return Text(f"{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
     speedup = comparison.speedup
@@ -117,6 +125,19 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
         label = HIDDEN if hidden else f"{seconds(median)}  (min {seconds(runs[name].min)}, max {seconds(runs[name].max)})"
         grid.add_row(name, Bar(BAR_WIDTH, 0, end, color="grey50" if hidden else colours[name]), label)
     return grid
+
+
+def outputs_note(analysis: "Analysis") -> str:
+    """What was checked about a program file's outputs: programs have no reference gradient."""
+    checks = [
+        f"{c.candidate} {'agrees with' if c.agree else 'DIFFERS from'} {c.baseline} "
+        f"(max |diff| {c.max_abs_diff:.2e}, tolerance {c.tolerance:.1e} for {c.dtype})"
+        for c in analysis.output_checks
+    ]
+    if not checks:
+        return ("outputs: no two programs take the same example arguments and return outputs of the same "
+                "structure, so none were compared (a program has no unchunked reference to check against).")
+    return "outputs on the same example arguments: " + "; ".join(checks) + "."
 
 
 def unavailable_notes(analysis: "Analysis") -> list[Text]:
@@ -144,13 +165,17 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
     if not analysis.measured:
         return traced_only(analysis)
     repeats = len(next(iter(analysis.plans.values())).run_s.samples)
-    note = (
-        f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
-        f"interleaved; backend {analysis.backend}"
-    )
+    if analysis.is_programs:
+        note = (f"{repeats} timed runs per program after warm-up, interleaved, on the example arguments of "
+                f"@shardscope.program (shapes filled with random values); backend {analysis.backend}")
+    else:
+        note = (
+            f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
+            f"interleaved; backend {analysis.backend}"
+        )
     if hidden:
         note += "; measured times hidden"
-    note += ".\n" + GRADIENT_CHECK
+    note += ".\n" + (outputs_note(analysis) if analysis.is_programs else GRADIENT_CHECK)
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
         cost_table(analysis, hidden),

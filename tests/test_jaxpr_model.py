@@ -11,7 +11,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.program import Program, from_jaxpr
+from shardscope.jaxpr_model import Program, from_jaxpr
 
 
 def mesh(n: int = 2) -> Mesh:
@@ -260,3 +260,32 @@ def test_accepts_any_closed_jaxpr():
     in_branch = [s for s in program.sites() if s.equation.kind == "collective" and s.in_conditional]
     assert len(in_branch) == 2
     assert all(s.equation.axes == ("s",) for s in program.sites() if s.equation.kind == "collective")
+
+
+def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
+    """``shardscope.program`` is the decorator program files use, whatever submodules were imported.
+
+    In a fresh interpreter: importing a submodule sets it as an attribute of its package, so a
+    submodule called ``program`` would replace the decorator.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, types\n"
+        "import shardscope.jaxpr_model\n"
+        "import shardscope\n"
+        "from shardscope.programs import program\n"
+        "assert shardscope.program is program, shardscope.program\n"
+        "for m in pkgutil.iter_modules(shardscope.__path__):\n"
+        "    if m.name not in ('app', '__main__'):\n"
+        "        importlib.import_module('shardscope.' + m.name)\n"
+        "assert shardscope.program is program, shardscope.program\n"
+        "assert not isinstance(shardscope.program, types.ModuleType)\n"
+        "fn = shardscope.program(args=(1,))(lambda x: x)\n"
+        "assert fn.__shardscope_program__.args == (1,)\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -1,0 +1,244 @@
+"""The :class:`~shardscope.analysis.Analysis` of a program file: one result per ``@shardscope.program``.
+
+Each program is traced on its example arguments and read by the same engine as the plans
+(:func:`shardscope.inspection.inspect_traced`), then compiled once and timed interleaved with
+the others on materialised example arguments placed as the compiled program expects them. A
+program has no unchunked reference and no gradient to check: those fields stay None. Two
+programs whose outputs have the same structure are checked against each other instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardscope.analysis import Analysis, PlanResult, Progress
+from shardscope.comparison import Comparison, compare
+from shardscope.errors import SettingsError, ShardscopeError, TraceError, quote_error
+from shardscope.settings import Settings
+
+SEED = 0
+"""The seed example arguments given as shapes are filled from (reproducible timings and outputs)."""
+
+
+def analyze_programs(
+    settings: Settings,
+    progress: Progress | None = None,
+    program_file: Any = None,
+    *,
+    measure: bool = True,
+    graphs: bool = True,
+) -> Analysis:
+    """Trace, compile and time every program of the program file ``settings.path``.
+
+    The CPU device count must already be set (each program builds its own mesh at import).
+    ``program_file`` (a :class:`~shardscope.programs.ProgramFile`) skips loading. The default
+    comparison is the first program against the second, or against ``settings.function`` when
+    that names one. A program that fails to trace is listed in ``unavailable`` while another
+    one traces; when none does, its :class:`TraceError` is raised.
+    """
+    report = progress or (lambda stage, fraction: None)
+    report("loading", 0.0)
+
+    import jax
+
+    from shardscope import dataflow
+    from shardscope.programs import ProgramFile, load_file, no_program_error
+
+    if settings.repeats < 1:
+        raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each program at least once")
+    loaded = program_file or load_file(settings.path)
+    if not isinstance(loaded, ProgramFile):
+        raise no_program_error(settings.path)
+    if settings.function is not None and settings.function not in loaded.functions:
+        raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
+                            f"available: {', '.join(loaded.names)}")
+    traced, unavailable = _trace(loaded, report)
+    measured, output_checks = _measure(loaded, traced, settings, report) if measure else ({}, ())
+
+    results = {}
+    for name, (trace, inspection) in traced.items():
+        program = inspection.program
+        results[name] = PlanResult(
+            name=name,
+            description=loaded.functions[name].description,
+            role="program",
+            program=program,
+            collectives=inspection.collectives,
+            loops=dataflow.loops(program, inspection.collectives),
+            canonical_text=program.canonical_text(),
+            executed=dataflow.per_call_count(program, lambda eqn: 1),
+            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
+            trace_s=inspection.trace_s,
+            graph=dataflow.build_graph(program) if graphs else None,
+            mesh=mesh_text(trace.jaxpr),
+            **measured.get(name, {}),
+        )
+    return Analysis(
+        settings=settings.with_(devices=jax.device_count()),
+        function=settings.path.stem,
+        description=loaded.description,
+        backend=jax.default_backend(),
+        shapes=None,
+        plans=results,
+        reference=None,
+        comparison=default_comparison(results, settings.function),
+        unavailable=unavailable,
+        processes=jax.process_count(),
+        kind="programs",
+        output_checks=output_checks,
+    )
+
+
+def default_comparison(results: dict[str, PlanResult], candidate: str | None = None) -> Comparison:
+    """The first program against the second (or against ``candidate``); a lone program with itself."""
+    names = list(results)
+    if candidate in results:
+        baseline = next((n for n in names if n != candidate), candidate)
+        return program_comparison(results, baseline, candidate)
+    return program_comparison(results, names[0], names[1] if len(names) > 1 else names[0])
+
+
+def program_comparison(results: dict[str, PlanResult], baseline: str, candidate: str) -> Comparison:
+    """:func:`shardscope.comparison.compare`, except that a program is never "faster" than itself."""
+    comparison = compare(results, baseline, candidate)
+    if baseline == candidate:
+        return Comparison(baseline, candidate, None, ())
+    return comparison
+
+
+def mesh_text(closed_jaxpr: Any) -> str | None:
+    """``batch=8``: the mesh of every ``shard_map`` in the program (outermost first, distinct ones)."""
+    from jax.extend.core import jaxprs_in_params
+
+    found: list[str] = []
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
+            if mesh is not None:
+                text = ",".join(f"{axis}={size}" for axis, size in mesh.shape.items())
+                if text not in found:
+                    found.append(text)
+            for sub in jaxprs_in_params(eqn.params):
+                walk(getattr(sub, "jaxpr", sub))
+
+    walk(closed_jaxpr.jaxpr)
+    return " + ".join(found) or None
+
+
+def _trace(loaded: Any, report: Progress) -> tuple[dict[str, tuple[Any, Any]], dict[str, str]]:
+    """``{name: (traced, inspection)}`` of every program that traces, and why the others do not."""
+    import time
+
+    import jax
+
+    from shardscope.inspection import argument_names, inspect_traced, pytree_names
+
+    traced, unavailable, errors = {}, {}, []
+    programs = list(loaded.functions.values())
+    for i, program in enumerate(programs):
+        report("tracing", i / len(programs))
+        fn, args, kwargs = program.fn, program.spec.args, program.spec.kwargs
+        jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
+        start = time.perf_counter()
+        try:
+            trace = jitted.trace(*args, **kwargs)
+        except SystemExit as exc:  # the program called sys.exit(): a message, not our exit status
+            errors.append(TraceError(f"{program.name} called sys.exit({exc.code!r}) while being traced.",
+                                     "shardscope traces the program: it must return, not exit"))
+            unavailable[program.name] = f"it called sys.exit({exc.code!r}) while being traced"
+            continue
+        except Exception as exc:
+            errors.append(TraceError(
+                f"{program.name} fails to trace on its example arguments: {type(exc).__name__}: {quote_error(exc)}",
+                "check the example arguments of @shardscope.program against what the function expects; "
+                "`shardscope check FILE --debug` shows JAX's error",
+            ))
+            unavailable[program.name] = f"it fails to trace: {type(exc).__name__}: {quote_error(exc, 1)}"
+            continue
+        trace_s = time.perf_counter() - start
+        inspection = inspect_traced(trace, program.name, argument_names(fn, args, kwargs),
+                                    pytree_names(trace.out_info, "out"), trace_s)
+        traced[program.name] = (trace, inspection)
+    if not traced:
+        raise errors[0]
+    return traced, unavailable
+
+
+def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) -> tuple[dict[str, dict], tuple]:
+    """Compile each program once, run it on its example arguments, time them all interleaved."""
+    import functools
+
+    import jax
+
+    from shardscope import failures, hlo, measure
+    from shardscope.crosscheck import compare_outputs
+    from shardscope.examples import materialize
+
+    compiled, compile_s, calls = {}, {}, {}
+    for i, (name, (trace, _)) in enumerate(traced.items()):
+        report("compiling", i / len(traced))
+        try:
+            compiled[name], compile_s[name] = measure.timed(lambda: trace.lower().compile())
+        except Exception as exc:
+            raise ShardscopeError(f"XLA failed to compile the program {name}: {quote_error(exc)}",
+                                  "run `shardscope check FILE --debug` for the full error") from exc
+        spec = loaded.functions[name].spec
+        args, kwargs = materialize((spec.args, spec.kwargs), SEED)
+        try:  # placed as the compiled program expects them: the timings measure the call alone
+            args, kwargs = jax.device_put((args, kwargs), compiled[name].input_shardings)
+        except Exception as exc:
+            raise _run_failed(name, exc, settings.path) from exc
+        calls[name] = functools.partial(compiled[name], *args, **kwargs)
+
+    report("timing", 0.0)
+    outputs = {}
+    with failures.quiet_callback_logs():
+        for name, call in calls.items():  # the first run of each: an error names the program
+            try:
+                outputs[name] = jax.block_until_ready(call())
+            except Exception as exc:
+                raise _run_failed(name, exc, settings.path) from exc
+        repeats = settings.repeats
+        try:
+            times = measure.time_interleaved(calls, (), repeats, warmup=1,
+                                             on_round=lambda i: report("timing", (i + 1) / repeats))
+        except ShardscopeError:
+            raise
+        except Exception as exc:  # e.g. a program that donates its arguments cannot run twice on them
+            raise ShardscopeError(f"A program failed when run again: {type(exc).__name__}: {quote_error(exc, 1)}",
+                                  "shardscope runs each program many times on the same arguments: "
+                                  "do not donate them (donate_argnums) in a @shardscope.program") from exc
+    report("checking", 0.0)
+    backend = jax.default_backend()
+    results = {
+        name: {
+            "compile_s": compile_s[name],
+            "run_s": times[name],
+            "memory": measure.memory(compiled[name]),
+            "hlo": hlo.summarize(compiled[name].as_text(), backend),
+            "cost_analysis": measure.cost_summary(compiled[name]),
+        }
+        for name in compiled
+    }
+    # only programs given the same example arguments (so filled with the same values) can agree
+    same_arguments = [n for n in outputs if _layout(loaded.functions[n].spec) == _layout(loaded.functions[next(iter(outputs))].spec)]
+    checks = compare_outputs({name: outputs[name] for name in same_arguments})
+    report("checking", 1.0)
+    return results, checks
+
+
+def _layout(spec: Any) -> tuple:
+    """The structure, shapes and dtypes of a program's example arguments."""
+    import jax
+
+    leaves, structure = jax.tree.flatten((spec.args, spec.kwargs))
+    return str(structure), tuple((tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x)))) for x in leaves)
+
+
+def _run_failed(name: str, exc: BaseException, path: Any) -> TraceError:
+    """The program ``name`` failed while running on its example arguments."""
+    from shardscope import failures
+
+    error = failures.run_error(exc, name, path)
+    return TraceError(error.message.replace(f"The {name} plan", f"The program {name}"), error.hint)

@@ -1,0 +1,189 @@
+"""The app opens program files: a pane per ``@shardscope.program``, b/c pick the two compared.
+
+Real JAX on 8 simulated CPU devices and real Textual (``App.run_test`` + Pilot); the numbers
+are those of demos/train_step.py (4 micro-batches, W1 16x32 and W2 32x1 floats).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from app_support import DEMOS, SIZE, make_app, run, settle
+from rich.console import Console
+from textual.widgets import OptionList
+
+from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.plans_view import PlansView
+from shardscope.app.views.timings import timings_renderable
+from shardscope.text import diff_text
+
+GOOD_AND_BAD = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+x = jax.ShapeDtypeStruct((8, 4), jnp.float32)
+
+
+@shardscope.program(args=(x,))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=P("d"), out_specs=P())
+def good(x):
+    """Sums every example once."""
+    return lax.psum(x.sum(), "d")
+
+
+@shardscope.program(args=(x,))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=P("d"), out_specs=P())
+def bad(x):
+    """Multiplies by a matrix of the wrong shape."""
+    return lax.psum(x @ jnp.ones((5, 5)), "d")
+'''
+
+
+def plain(renderable) -> str:
+    """A Rich renderable as one line of plain text."""
+    console = Console(record=True, width=240)
+    console.print(renderable)
+    return " ".join(console.export_text().split())
+
+
+def sidebar_marks(app) -> list[str]:
+    """The program list as the user reads it: ``B step``, ``C step_fixed``."""
+    options = app.query_one("#functions", OptionList)
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+def test_a_program_file_opens_with_a_pane_per_program():
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.analysis.is_programs and not app.query_one(ErrorPanel).shown
+            view = app.query_one(PlansView)
+            assert view.names == ("step", "step_fixed")
+            step_header = str(view.query_one("#step-header").render())
+            assert step_header.startswith("step program  mesh batch=8  Naive:")
+            assert "8 runs/call, 2 of 2 collective equations in loops, 8,704 B/call" in step_header
+            fixed_header = str(view.query_one("#step_fixed-header").render())
+            assert "2 runs/call, all 2 collective equations once per call, 2,176 B/call" in fixed_header
+            # step: two psum_invariant in the scan over 4 micro-batches, 4 runs per call each
+            step = app.analysis.plans["step"]
+            assert [(c.primitive, c.executions) for c in step.collectives] == [("psum_invariant", 4)] * 2
+            assert view.tree("step").collective_ids == (
+                "shard_map_0/scan_0/psum_invariant_0", "shard_map_0/scan_0/psum_invariant_1")
+            status = app.query_one("#status").plain
+            assert status.startswith("train_step.py  2 programs  mesh batch=8 (8 devices)  |  ")
+            assert "done: collective runs/call: step 8, step_fixed 2; " in status and "chunk" not in status
+            # the sidebar: the programs, which are compared, and no mesh or chunk controls
+            assert sidebar_marks(app) == ["B step", "C step_fixed"]
+            assert not app.query_one("#devices").display and not app.query_one("#chunk").display
+            assert not app.query_one("#mesh").display and app.query_one("#programs-note").display
+            assert "8 CPU devices" in str(app.query_one("#programs-note").render())
+
+    run(scenario())
+
+
+def test_n_pairs_the_programs_collectives_by_value():
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            view = app.query_one(PlansView)
+            await pilot.press("n")
+            step, fixed = (str(view.query_one(f"#{n}-header").render()).splitlines()[-1] for n in view.names)
+            value = app.analysis.plans["step"].collectives[0].value
+            assert step.endswith(f"collective 1 of 2: psum_invariant_0 of {value} in 1 loop(s)")
+            assert "x4/call" in step and "x1/call" in fixed
+            assert fixed.endswith(f"of {value} outside loops")
+
+    run(scenario())
+
+
+def test_b_and_c_switch_the_comparison_and_e_exports_its_diff(tmp_path):
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py", export_dir=tmp_path, repeats=5)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            first = app.comparison.speedup
+            await pilot.press("3")
+            await settle(pilot)
+            diff = app.query_one("#diff-unified").plain.splitlines()
+            assert diff[:2] == ["--- step", "+++ step_fixed"]
+            assert any(line.startswith("+") and "pvary" in line for line in diff)
+            await pilot.press("b")
+            await settle(pilot)
+            assert (app.comparison.baseline, app.comparison.candidate) == ("step_fixed", "step")
+            assert app.query_one("#diff-unified").plain.splitlines()[:2] == ["--- step_fixed", "+++ step"]
+            assert sidebar_marks(app) == ["C step", "B step_fixed"]
+            # the same aligned rounds, the other way round: with 5 rounds the median ratio inverts exactly
+            assert app.comparison.speedup.median == pytest.approx(1 / first.median)
+            await pilot.press("e")
+            exported = tmp_path / "train_step-step_fixed-vs-step-8dev.diff"
+            assert app.last_export == exported
+            assert exported.read_text() == diff_text(app.analysis, app.comparison)
+            assert "\n--- step_fixed\n+++ step\n" in exported.read_text()
+            await pilot.press("c")
+            await settle(pilot)
+            assert (app.comparison.baseline, app.comparison.candidate) == ("step", "step_fixed")
+            await pilot.press("2")
+            await settle(pilot)
+            graph = app.query_one("#graph-view").plain
+            assert graph.index("step program") < graph.index("step_fixed program")
+            assert "body of scan_0 [4 trips]  (runs 4x per call)" in graph
+            await pilot.press("4")
+            await settle(pilot)
+            view = app.query_one("#timings-view")
+            timings = plain(timings_renderable(app.analysis, False, app.comparison))
+            assert view._analysis is app.analysis  # the tab shows this analysis, rendered as here
+            assert "reference" not in timings.split("outputs")[0] and "max |grad" not in timings
+            assert "outputs on the same example arguments: step_fixed agrees with step" in timings
+
+    run(scenario())
+
+
+def test_a_program_that_fails_to_trace_shows_in_the_error_panel(tmp_path):
+    async def scenario():
+        path = tmp_path / "programs.py"
+        path.write_text(textwrap.dedent(GOOD_AND_BAD))
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "bad: it fails to trace" in panel.message
+            assert app.query_one(PlansView).names == ("good",)  # the program that traces shows
+            assert app.analysis.plans["good"].executed_collectives == 1
+            # fixed on disk: r reloads the file and both programs show, the panel goes
+            path.write_text(path.read_text().replace("jnp.ones((5, 5))", "jnp.ones((4, 5))"))
+            await pilot.press("r")
+            await settle(pilot)
+            assert not panel.shown and app.query_one(PlansView).names == ("good", "bad")
+            assert app.is_running
+
+    run(scenario())
+
+
+def test_a_program_file_with_a_syntax_error_keeps_the_app_running(tmp_path):
+    async def scenario():
+        path = tmp_path / "programs.py"
+        path.write_text(textwrap.dedent(GOOD_AND_BAD).replace("def bad(x):", "def bad(x)"))
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and panel.message.startswith(f"Syntax error in {path}")
+            assert app.analysis is None and app.is_running
+            path.write_text(textwrap.dedent(GOOD_AND_BAD).replace("jnp.ones((5, 5))", "jnp.ones((4, 5))"))
+            await pilot.press("r")
+            await settle(pilot)
+            assert not panel.shown and app.query_one(PlansView).names == ("good", "bad")
+            assert sidebar_marks(app) == ["B good", "C bad"]
+
+    run(scenario())

@@ -1,0 +1,165 @@
+"""``analyze_programs``: a program file's programs as the same Analysis the views render.
+
+Real JAX on the 8 simulated CPU devices of conftest; counts, trip counts, bytes and the
+outputs' agreement are checked on the shipped demos and on small program files.
+"""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from pathlib import Path
+
+import pytest
+from _support import DEMOS
+
+from shardscope.errors import SettingsError, TraceError
+from shardscope.program_analysis import analyze_programs
+from shardscope.settings import Settings
+from shardscope.text import diff_text, headline
+
+HEADER = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+x = jax.ShapeDtypeStruct((8, 4), jnp.float32)
+
+
+def mapped(fn):
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("d"), out_specs=P()))
+'''
+
+
+@functools.lru_cache(maxsize=None)
+def _analysis(path: str, measure: bool = True, function: str | None = None):
+    return analyze_programs(Settings(path=Path(path), function=function, repeats=3), measure=measure)
+
+
+BAD = '''
+@shardscope.program(args=(x,))
+@mapped
+def bad(x):
+    return lax.psum(x @ jnp.ones((5, 5)), "d")
+'''
+
+
+def write_programs(tmp_path: Path, *bodies: str, name: str = "programs.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(HEADER) + "".join(textwrap.dedent(body) for body in bodies))
+    return path
+
+
+def test_pipeline_has_one_ppermute_in_its_fori_loop():
+    analysis = _analysis(str(DEMOS / "pipeline.py"))
+    assert analysis.is_programs and list(analysis.plans) == ["pipeline"]
+    plan = analysis.plans["pipeline"]
+    [ppermute] = plan.collectives
+    assert (ppermute.primitive, ppermute.axes, ppermute.loop_trip_counts, ppermute.executions) == (
+        "ppermute", ("stage",), (4,), 4)
+    # 8 examples x 16 floats of 4 bytes per device, every one of the 4 steps
+    assert ppermute.bytes_per_execution == 8 * 16 * 4 and plan.bytes_per_call == 4 * 8 * 16 * 4
+    assert plan.executed_collectives == 4 and plan.collectives_in_loops == 1
+    assert ppermute.verdict_kind == "needed"
+    assert plan.mesh == "stage=4" and plan.role == "program" and plan.title == "pipeline program"
+    # compiled and timed: the compiled module keeps the transfer in the while body
+    assert plan.hlo.in_loops >= 1 and len(plan.run_s.samples) == 3 and plan.compile_s > 0
+    assert plan.memory["argument_size_in_bytes"] > 0 and plan.cost_analysis["flops"] > 0
+    # no chunks, no reference, no gradient: absent, not made up
+    assert analysis.shapes is None and analysis.reference is None and plan.max_abs_err is None
+    # one program: compared with itself, no speedup and an empty diff
+    assert (analysis.comparison.baseline, analysis.comparison.candidate) == ("pipeline", "pipeline")
+    assert analysis.comparison.speedup is None and analysis.comparison.diff == ()
+    assert analysis.export_stem() == "pipeline-pipeline-8dev"
+    assert analysis.warnings == [] and analysis.output_checks == ()
+
+
+def test_train_step_programs_and_their_comparison():
+    analysis = _analysis(str(DEMOS / "train_step.py"))
+    step, fixed = analysis.plans["step"], analysis.plans["step_fixed"]
+    assert [(c.primitive, c.executions, c.loop_trip_counts) for c in step.collectives] == [
+        ("psum_invariant", 4, (4,)), ("psum_invariant", 4, (4,))]
+    assert sorted(c.value for c in step.collectives) == ["out['W1']", "out['W2']"]
+    assert step.executed_collectives == 8 and step.collectives_in_loops == 2
+    assert fixed.executed_collectives == 2 and fixed.collectives_in_loops == 0
+    # W1 is 16x32 and W2 32x1 floats: 4 all-reduces of each per step, one after the fix
+    assert step.bytes_per_call == 4 * (16 * 32 + 32) * 4 and fixed.bytes_per_call == (16 * 32 + 32) * 4
+    assert step.hlo.in_loops >= 1 and fixed.hlo.in_loops == 0
+    comparison = analysis.comparison
+    assert (comparison.baseline, comparison.candidate) == ("step", "step_fixed")
+    assert comparison.speedup is not None and comparison.speedup.rounds == 3
+    assert comparison.diff[:2] == ("--- step", "+++ step_fixed")
+    assert any(line.startswith("+") and "pvary" in line for line in comparison.diff)
+    # the fix changes where the reduction runs, not what the step computes
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.subject) == ("step", "step_fixed", "outputs")
+    assert check.agree and check.max_abs_diff < check.tolerance and analysis.warnings == []
+    assert analysis.export_stem() == "train_step-step-vs-step_fixed-8dev"
+    assert analysis.function == "train_step" and analysis.settings.devices == 8
+
+
+def test_program_texts_are_honest_about_what_does_not_apply():
+    analysis = _analysis(str(DEMOS / "train_step.py"))
+    assert headline(analysis) == [
+        "shardscope: train_step.py: 2 programs (step, step_fixed)",
+        "mesh batch=8 (cpu, 8 devices started); each program runs on its own example arguments: no batch, no chunks",
+    ]
+    text = diff_text(analysis)
+    assert "# step: 8 runs/call, 2 of 2 collective equations in loops, 8,704 B/call" in text
+    assert "# step_fixed: 2 runs/call, all 2 collective equations once per call, 2,176 B/call" in text
+    assert "chunk" not in text.split("--- step")[0].replace("no chunks", "")
+
+
+def test_the_candidate_can_be_named_and_a_wrong_name_is_refused():
+    analysis = _analysis(str(DEMOS / "train_step.py"), measure=False, function="step")
+    assert (analysis.comparison.baseline, analysis.comparison.candidate) == ("step_fixed", "step")
+    assert analysis.plans["step"].run_s is None and analysis.plans["step"].hlo is None
+    with pytest.raises(SettingsError, match="no program 'nope'"):
+        analyze_programs(Settings(path=DEMOS / "train_step.py", function="nope"), measure=False)
+
+
+def test_a_program_that_fails_to_trace_is_unavailable_while_another_traces(tmp_path):
+    path = write_programs(tmp_path, '''
+        @shardscope.program(args=(x,))
+        @mapped
+        def good(x):
+            return lax.psum(x.sum(), "d")
+    ''', BAD)
+    analysis = analyze_programs(Settings(path=path, repeats=2), measure=False)
+    assert list(analysis.plans) == ["good"]
+    assert "bad" in analysis.unavailable and "fails to trace" in analysis.unavailable["bad"]
+    only_bad = write_programs(tmp_path, BAD, name="only_bad.py")
+    with pytest.raises(TraceError, match="bad fails to trace on its example arguments"):
+        analyze_programs(Settings(path=only_bad), measure=False)
+
+
+def test_programs_whose_outputs_differ_are_warned_about(tmp_path):
+    path = write_programs(tmp_path, '''
+        @shardscope.program(args=(x,))
+        @mapped
+        def total(x):
+            return lax.psum(x.sum(), "d")
+
+        @shardscope.program(args=(x,))
+        @mapped
+        def off_by_one(x):
+            return lax.psum(x.sum(), "d") + 1.0
+
+        @shardscope.program(args=(x, x))
+        @jax.jit
+        def other_arguments(a, b):
+            return (a + b).sum()
+    ''')
+    analysis = analyze_programs(Settings(path=path, repeats=2))
+    # other_arguments takes other example arguments: not compared
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.agree) == ("total", "off_by_one", False)
+    assert check.max_abs_diff == pytest.approx(1.0)
+    assert analysis.warnings == [check.warning]
+    assert check.warning.startswith("the total and off_by_one programs' outputs differ by 1.00e+00")
+    assert analysis.plans["other_arguments"].mesh is None and analysis.plans["other_arguments"].collectives == ()
