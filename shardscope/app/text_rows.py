@@ -35,6 +35,10 @@ class TextRows(Widget):
         """The text shown."""
         return self._text
 
+    def render(self) -> Text:
+        """The text, as ``Static.render`` gives it (the rows themselves come from :meth:`render_line`)."""
+        return self._text
+
     def update(self, text: Text | str, *, layout: bool = False) -> None:
         """Show ``text``; without ``layout`` the height stays (set it in the CSS)."""
         self._text = text if isinstance(text, Text) else Text(text)
