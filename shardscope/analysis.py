@@ -162,6 +162,8 @@ class Analysis:
         """Another comparison of two of the plans (computes a diff: call it off the UI thread)."""
         if (baseline, candidate) == (self.comparison.baseline, self.comparison.candidate):
             return self.comparison
+        if self.is_programs and baseline == candidate:  # a lone program: never "faster" than itself
+            return Comparison(baseline, candidate, None, ())
         return compare(self.plans, baseline, candidate)
 
     def export_stem(self, comparison: Comparison | None = None) -> str:

@@ -254,18 +254,18 @@ def _run(args: argparse.Namespace) -> int:
         args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
         args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
     require_file(settings.path)  # before JAX starts: a typo fails fast
-    _check_devices_before_jax(settings)
+    demo_file = _check_devices_before_jax(settings)  # loaded once: what it prints at import, once
     if getattr(args, "processes", 1) > 1 and args.worker is None:
         return _spawn_workers(args, settings)
     _start_jax(args, settings)
     if args.command == "sweep":
-        return _sweep(args, settings)
+        return _sweep(args, settings, demo_file)
     from shardscope.analysis import analyze
     from shardscope.distributed import is_leader
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
-        analysis = analyze(settings, measure=args.command == "report", graphs=False)
+        analysis = analyze(settings, demo_file=demo_file, measure=args.command == "report", graphs=False)
     if not is_leader():
         return 0
     if args.command == "diff":
@@ -329,7 +329,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep(args: argparse.Namespace, settings: Settings) -> int:
+def _sweep(args: argparse.Namespace, settings: Settings, demo_file=None) -> int:
     """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
     from shardscope.distributed import is_leader
     from shardscope.sweep import run_sweep
@@ -340,7 +340,7 @@ def _sweep(args: argparse.Namespace, settings: Settings) -> int:
             print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
 
     with contextlib.redirect_stdout(sys.stderr):
-        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress)
+        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress, demo_file)
     if not is_leader():
         return 0
     if args.json:
@@ -442,16 +442,18 @@ def _presets(as_json: bool) -> int:
     return 0
 
 
-def _check_devices_before_jax(settings: Settings) -> None:
+def _check_devices_before_jax(settings: Settings):
     """Refuse a device count over the cap, or one that does not divide the batch, before JAX starts.
 
     JAX starts every CPU device asked for: 20,000 hang it, 100,000 exhaust memory. Importing the
-    demo file to read its batch does not start the backend (example inputs are shapes).
+    demo file to read its batch does not start the backend (example inputs are shapes). Returns
+    the loaded :class:`~shardscope.demos.DemoFile` (None for a multi-axis mesh, which does not
+    need it), for the analysis to use rather than import the file a second time.
     """
     mesh = settings.mesh
     if len(mesh.names) > 1:
         check_device_count(mesh.devices)
-        return
+        return None
     from shardscope.demos import load_demo_file
     from shardscope.examples import batch_size
 
@@ -459,6 +461,7 @@ def _check_devices_before_jax(settings: Settings) -> None:
         demo_file = load_demo_file(settings.path)
     # a 1-D mesh splits the batch over every device: the hint lists every count that works
     check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+    return demo_file
 
 
 def _write_diff(text: str, output: str | None, force: bool) -> int:

@@ -101,7 +101,7 @@ def collectives(
             in_conditional=site.in_conditional,
             value=(named and value_name(index, site.equation, inputs, output_names)) or short_source(site.equation.source),
             source=short_source(site.equation.source),
-            verdict=classifier.verdict(site.equation, site.loops),
+            verdict=classifier.verdict(site.equation, site.loops, site.in_conditional),
         )
         for site in sites
     )

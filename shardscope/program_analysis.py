@@ -100,10 +100,9 @@ def default_comparison(results: dict[str, PlanResult], candidate: str | None = N
 
 def program_comparison(results: dict[str, PlanResult], baseline: str, candidate: str) -> Comparison:
     """:func:`shardscope.comparison.compare`, except that a program is never "faster" than itself."""
-    comparison = compare(results, baseline, candidate)
     if baseline == candidate:
         return Comparison(baseline, candidate, None, ())
-    return comparison
+    return compare(results, baseline, candidate)
 
 
 def mesh_text(closed_jaxpr: Any) -> str | None:
@@ -150,11 +149,12 @@ def _trace(loaded: Any, report: Progress) -> tuple[dict[str, tuple[Any, Any]], d
             continue
         except Exception as exc:
             errors.append(TraceError(
-                f"{program.name} fails to trace on its example arguments: {type(exc).__name__}: {quote_error(exc)}",
+                f"{program.name} fails to trace on its example arguments: {quote_error(exc)}",
                 "check the example arguments of @shardscope.program against what the function expects; "
                 "`shardscope check FILE --debug` shows JAX's error",
             ))
-            unavailable[program.name] = f"it fails to trace: {type(exc).__name__}: {quote_error(exc, 1)}"
+            # one line: it also heads the diff export and sits in the Timings tab's notes
+            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(exc, 3).split())
             continue
         trace_s = time.perf_counter() - start
         inspection = inspect_traced(trace, program.name, argument_names(fn, args, kwargs),
@@ -206,7 +206,7 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
         except ShardscopeError:
             raise
         except Exception as exc:  # e.g. a program that donates its arguments cannot run twice on them
-            raise ShardscopeError(f"A program failed when run again: {type(exc).__name__}: {quote_error(exc, 1)}",
+            raise ShardscopeError(f"A program failed when run again: {quote_error(exc, 1)}",
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums) in a @shardscope.program") from exc
     report("checking", 0.0)
@@ -222,7 +222,8 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
         for name in compiled
     }
     # only programs given the same example arguments (so filled with the same values) can agree
-    same_arguments = [n for n in outputs if _layout(loaded.functions[n].spec) == _layout(loaded.functions[next(iter(outputs))].spec)]
+    first = _layout(loaded.functions[next(iter(outputs))].spec)
+    same_arguments = [name for name in outputs if _layout(loaded.functions[name].spec) == first]
     checks = compare_outputs({name: outputs[name] for name in same_arguments})
     report("checking", 1.0)
     return results, checks

@@ -56,17 +56,17 @@ def _finite(value: Any) -> Any:
 
 
 def _json(analysis: "Analysis") -> dict[str, Any]:
-    s = analysis.shapes
+    s = analysis.shapes or _NO_SHAPES  # a program file: no batch, no chunks (null, not made up)
     comparison = analysis.comparison
     speedup = comparison.speedup
     return {
         "function": analysis.function,
         "file": str(analysis.settings.path),
         "backend": analysis.backend,
-        "devices": s.devices,
-        "axis": analysis.settings.axis,
-        "mesh": dict(analysis.settings.mesh.axes),
-        "batch_axes": list(s.batch_axes),
+        "devices": analysis.settings.devices if analysis.shapes is None else s.devices,
+        "axis": None if analysis.is_programs else analysis.settings.axis,
+        "mesh": None if analysis.is_programs else dict(analysis.settings.mesh.axes),
+        "batch_axes": None if s.batch_axes is None else list(s.batch_axes),
         "batch": s.batch,
         "per_device_batch": s.per_device_batch,
         "chunk_size": s.chunk_size,
@@ -94,12 +94,27 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
              "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
             for c in analysis.gradient_checks
         ],
-        "reference": {
+        "reference": None if analysis.reference is None else {
             "compile_s": analysis.reference.compile_s,
             "run_s": _times_json(analysis.reference.run_s),
             "memory": analysis.reference.memory,
         },
+        "kind": analysis.kind,
+        "output_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.output_checks
+        ],
     }
+
+
+class _NoShapes:
+    """What ``report --json`` says about the batch of a program file: nothing (null)."""
+
+    batch_axes = batch = per_device_batch = chunk_size = chunks_per_device = devices = None
+
+
+_NO_SHAPES = _NoShapes()
 
 
 def _plan_json(plan: "PlanResult") -> dict[str, Any]:
@@ -142,6 +157,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "compile_s": plan.compile_s,
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
+        "mesh": plan.mesh,
         "max_abs_err": plan.max_abs_err,
         "cost_analysis": plan.cost_analysis,
     }
@@ -164,11 +180,13 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print(line, style="bold" if i == 0 else None, highlight=False)
     plans = list(analysis.plans.values())
 
-    table = Table(title="plans", title_justify="left")
+    table = Table(title="programs" if analysis.is_programs else "plans", title_justify="left")
     table.add_column("")
     for plan in plans:
         table.add_column(plan.name, justify="right")
     for label, fn in _ROWS:
+        if analysis.is_programs and label.startswith("max_abs_err"):
+            continue  # a program has no reference gradient
         table.add_row(label, *(fn(plan) for plan in plans))
     ref = analysis.reference
     console.print(table)
@@ -176,7 +194,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print(line, style="dim", highlight=False)
 
     coll = Table(title="collectives (bytes per device)", title_justify="left", pad_edge=False)
-    for column in ("plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
+    for column in ("program" if analysis.is_programs else "plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
         coll.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
     for plan in plans:
         for c in plan.collectives:
@@ -185,7 +203,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
             coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, c.runs.text(),
                          count_text(c.bytes_per_call), style=style)
     console.print(coll)
-    if ref.run_s is not None:
+    if ref is not None and ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
         console.print(GRADIENT_CHECK, style="dim", highlight=False)
     if any(p.cost_analysis for p in analysis.plans.values()):

@@ -107,15 +107,19 @@ def run_sweep(
     chunk_sizes: tuple[int, ...] | None = None,
     memory_budget_bytes: int | None = None,
     progress: SweepProgress | None = None,
+    demo_file: Any = None,
 ) -> Sweep:
-    """Compile and time every plan at every chunk size (default: every divisor of the per-device batch)."""
+    """Compile and time every plan at every chunk size (default: every divisor of the per-device batch).
+
+    ``demo_file`` skips loading when the caller already holds the loaded file.
+    """
     import jax
 
     from shardscope import plans
     from shardscope.demos import load_demo_file
     from shardscope.distributed import collectives_transport
 
-    demo_fn = load_demo_file(settings.path).get(settings.function)
+    demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
     first = plans.build_plans(demo_fn, settings.with_(chunk_size=None))
     per_device = first.shapes.per_device_batch
     sizes = chunk_sizes or tuple(divisors(per_device))

@@ -10,7 +10,7 @@ from the loop's operand at the same position (aligned from the right, as JAX pas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from shardscope.jaxpr_model import Block, Equation, Program, qualify
 
@@ -79,15 +79,34 @@ class ValueIndex:
             self._operands[facts.block.id] = feeds
         return self._operands[facts.block.id].get(input_name)
 
-    def forward(self, block_id: str, names: Iterator[str] | list[str]) -> set[tuple[str, int]]:
-        """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``.
+    def forward(self, block_id: str, names: Iterable[str]) -> set[tuple[str, int]]:
+        """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``."""
+        _, outputs = self.reach((block_id, name) for name in names)
+        return {("", k) for k in outputs}
 
-        Every output of an equation depends on every input of it; a while loop's condition
-        reaches nothing (it only decides how often the body runs).
+    def reach(
+        self,
+        seeds: Iterable[tuple[str, str]],
+        *,
+        stop_at: frozenset[str] = frozenset(),
+        loop_outputs: bool = False,
+        back_edges: bool = False,
+    ) -> tuple[set[tuple[str, str]], set[int]]:
+        """Every value the ``seeds`` (``(block id, name)``) flow into, and the program outputs they reach.
+
+        The one forward walk over the values: every output of an equation depends on every input
+        of it; a sub-jaxpr's input on the operand that feeds it, and the equation's output ``k`` on
+        the sub-jaxpr's output ``k``; a while loop's condition reaches nothing (it only decides how
+        often the body runs); a ``cond``'s predicate reaches all its outputs (it picks the branch).
+        Outputs of the blocks in ``stop_at`` are not followed out of them. With ``loop_outputs``,
+        an operand of a loop also reaches every output of the loop (what a body spells out
+        iteration by iteration, counted coarsely). With ``back_edges``, a loop body's output ``k``
+        also reaches the carry ``k`` the next iteration starts from (in the body and in a while's
+        condition).
         """
-        reached: set[tuple[str, int]] = set()
+        outputs: set[int] = set()
         seen: set[tuple[str, str]] = set()
-        stack = [(block_id, name) for name in names]
+        stack = list(seeds)
         while stack:
             key = stack.pop()
             if key in seen:
@@ -100,16 +119,33 @@ class ValueIndex:
                         inner = self.sub_input(eqn, sub, position)
                         if inner is not None:
                             stack.append((sub.id, inner))
+                    if (loop_outputs and eqn.kind == "loop") or (eqn.kind == "cond" and position == 0):
+                        stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
                 else:
                     stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
+            if facts.block.id in stop_at:
+                continue
             for k in facts.output_positions.get(key[1], ()):
+                if back_edges:
+                    stack.extend(self._next_iteration(facts, k))
                 if facts.owner is None:
-                    reached.add(("", k))
+                    outputs.add(k)
                 elif facts.block.role != "cond" and k < len(facts.owner.outputs):
                     out = facts.owner.outputs[k]
                     if out.name != "_":
                         stack.append((facts.outer.block.id, out.name))
-        return reached
+        return seen, outputs
+
+    def _next_iteration(self, facts: BlockFacts, k: int) -> list[tuple[str, str]]:
+        """The carry inputs a loop body's output ``k`` becomes on the next iteration (body and condition)."""
+        if facts.owner is None or facts.owner.kind != "loop" or facts.block.role != "body":
+            return []
+        found = []
+        for block in facts.owner.blocks:
+            carries = [v.name for v in block.inputs if input_role(v.name) == "carry"]
+            if k < len(carries):
+                found.append((block.id, carries[k]))
+        return found
 
     def backward(self, block_id: str, names: list[str]) -> set[int]:
         """Which program inputs (positions) the values ``names`` of block ``block_id`` come from."""

@@ -163,3 +163,42 @@ def test_programs_whose_outputs_differ_are_warned_about(tmp_path):
     assert analysis.warnings == [check.warning]
     assert check.warning.startswith("the total and off_by_one programs' outputs differ by 1.00e+00")
     assert analysis.plans["other_arguments"].mesh is None and analysis.plans["other_arguments"].collectives == ()
+
+
+def test_the_report_renderers_take_a_program_analysis():
+    import json
+
+    from rich.console import Console
+
+    from shardscope.report import render, to_json
+
+    analysis = _analysis(str(DEMOS / "train_step.py"))
+    data = json.loads(json.dumps(to_json(analysis), allow_nan=False))
+    assert data["kind"] == "programs" and data["devices"] == 8 and data["function"] == "train_step"
+    assert (data["batch"], data["chunk_size"], data["mesh"], data["reference"]) == (None, None, None, None)
+    assert data["variants"]["step"]["executed_collectives"] == 8 and data["variants"]["step"]["mesh"] == "batch=8"
+    assert data["variants"]["step_fixed"]["max_abs_err"] is None
+    assert data["comparison"]["baseline"] == "step" and data["comparison"]["candidate"] == "step_fixed"
+    assert [c["agree"] for c in data["output_checks"]] == [True]
+    console = Console(record=True, width=200)
+    render(analysis, console)
+    text = console.export_text()
+    assert text.startswith("shardscope: train_step.py: 2 programs (step, step_fixed)\n")
+    assert "max_abs_err" not in text and "reference" not in text and "chunk size" not in text
+    assert "step: 8 runs/call (2 of 2 collective equations in loops); step_fixed: 2 runs/call" in text
+
+
+def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
+    path = write_programs(tmp_path, '''
+        key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+
+        @shardscope.program(args=(x,), kwargs={"scale": jnp.float32(2.0), "key": key})
+        def noisy(x, *, scale, key):
+            noise = jax.random.normal(key, x.shape)
+            total = jax.shard_map(lambda x: lax.psum(x.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+            return total(x + noise) * scale
+    ''')
+    analysis = analyze_programs(Settings(path=path, repeats=2))
+    plan = analysis.plans["noisy"]
+    assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
+    assert len(plan.run_s.samples) == 2 and plan.hlo.count >= 1

@@ -281,13 +281,7 @@ class ShardscopeApp(App[int]):
         from shardscope.app.views.prepare import prepare
 
         worker = get_current_worker()
-        if analysis.is_programs:  # a program is never "faster" than itself
-            from shardscope.program_analysis import program_comparison
-
-            comparison = program_comparison(analysis.plans, baseline, candidate)
-        else:
-            comparison = analysis.compare(baseline, candidate)
-        prepared = prepare(analysis, comparison, lambda: worker.is_cancelled)
+        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
         if prepared is not None:
             self.post_message(ComparisonReady(run_id, prepared))
 

@@ -204,10 +204,9 @@ class Sidebar(VerticalScroll):
         self.query_one("#functions-title", Label).update("Programs" if programs else "Function")
         if programs:
             self.query_one("#programs-note", Static).update(Text(
-                f"A program file: each program builds its own mesh on the {devices} CPU devices JAX started "
-                "with (--max-devices), so no mesh or chunk setting applies here.\n"
-                "B marks the baseline, C the candidate: b / c pick the next one; Enter on a program compares "
-                "it as the candidate.", "dim"))
+                f"Each program builds its own mesh on the {devices} CPU devices started (--max-devices): "
+                "no mesh or chunk settings here.\n"
+                "B: baseline, C: candidate; b / c pick the next, Enter makes a program the candidate.", "dim"))
         else:
             self.compared = None
         self.function = carried_over(self.function, self.functions, list(functions))

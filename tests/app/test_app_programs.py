@@ -187,3 +187,31 @@ def test_a_program_file_with_a_syntax_error_keeps_the_app_running(tmp_path):
             assert sidebar_marks(app) == ["B good", "C bad"]
 
     run(scenario())
+
+
+def test_a_file_with_one_program_has_nothing_to_compare(tmp_path):
+    async def scenario():
+        app = make_app(DEMOS / "pipeline.py", export_dir=tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.query_one(PlansView).names == ("pipeline",)
+            header = str(app.query_one("#pipeline-header").render())
+            assert header.startswith("pipeline program  mesh stage=4")
+            assert "4 runs/call, 1 of 1 collective equations in loops, 2,048 B/call" in header
+            # no second program: no speedup, no diff to export, nothing for b/c to pick
+            status = app.query_one("#status").plain
+            assert status.endswith("done: collective runs/call: pipeline 4") and "faster" not in status
+            assert sidebar_marks(app) == ["= pipeline"]
+            for action in ("export", "pick_baseline", "pick_candidate"):
+                assert app.check_action(action, ()) is None
+            await pilot.press("e")
+            assert app.last_export is None and list(tmp_path.iterdir()) == []
+            await pilot.press("3")
+            await settle(pilot)
+            assert "has one program (pipeline): nothing to compare it with" in app.query_one("#diff-unified").plain
+            await pilot.press("6")
+            await settle(pilot)
+            assert "nothing to sweep" in str(app.query_one("#sweep-status").render())
+            assert app.query_one("#sweep-run").disabled
+
+    run(scenario())

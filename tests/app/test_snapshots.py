@@ -65,3 +65,8 @@ def test_diff_side_by_side_snapshot(snap_compare):
 def test_plans_snapshot_at_80x24(snap_compare):
     """A small terminal: the sidebar folded away, badges leading every line that has one."""
     assert snap_compare(snapshot_app("rnn.py"), press=["1"], terminal_size=(80, 24), run_before=analysed)
+
+
+def test_program_file_plans_snapshot(snap_compare):
+    """A program file: a pane per program, the sidebar lists them marked B and C, no mesh or chunk settings."""
+    assert snap_compare(snapshot_app("train_step.py"), press=["1"], terminal_size=SNAPSHOT_SIZE, run_before=analysed)
