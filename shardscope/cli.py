@@ -1,4 +1,7 @@
-"""The ``shardscope`` command: the app, ``report`` and ``diff``.
+"""The ``shardscope`` command: its options, the app, ``report``, ``diff`` and ``check``.
+
+``sweep``, ``calibrate`` and ``presets`` run in their own modules (``*_command``); how JAX
+starts (in-process, ``--processes``, ``--distributed``) is :mod:`shardscope.launch`.
 
 Every error a user can cause prints one message (and a hint) on stderr and exits with status 2;
 ``--debug`` shows the traceback instead.
@@ -13,6 +16,7 @@ import sys
 from pathlib import Path
 
 from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, start_jax
 from shardscope.settings import (
     DEFAULT_AXIS,
     DEFAULT_DEVICES,
@@ -25,10 +29,6 @@ from shardscope.settings import (
 
 COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check")
 EXIT_USER_ERROR = 2
-DEFAULT_MAX_DEVICES = 8
-DEFAULT_TIMEOUT_S = 900
-SPAWNER_ONLY_OPTIONS = ("processes", "timeout", "worker")
-"""Options the spawner handles itself and does not pass on to its workers."""
 
 
 def _positive(text: str) -> int:
@@ -241,25 +241,28 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         return _check(args)
     if args.command == "presets":
-        return _presets(args.json)
+        from shardscope import presets_command
+
+        return presets_command.run(args.json)
     if args.command == "calibrate":
-        return _calibrate(args)
+        from shardscope import calibrate_command
+
+        return calibrate_command.run(args, build_parser())
     settings = settings_from(args)
     from shardscope.demos import require_file
 
     target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
     if args.command == "sweep":  # check the sweep's own options before JAX starts too
-        from shardscope.sweep import parse_chunk_sizes, parse_size
+        from shardscope import sweep_command
 
-        args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
-        args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
+        sweep_command.check_options(args)
     require_file(settings.path)  # before JAX starts: a typo fails fast
     demo_file = _check_devices_before_jax(settings)  # loaded once: what it prints at import, once
     if getattr(args, "processes", 1) > 1 and args.worker is None:
-        return _spawn_workers(args, settings)
-    _start_jax(args, settings)
+        return spawn_workers(args, settings, build_parser())
+    start_jax(args, settings)
     if args.command == "sweep":
-        return _sweep(args, settings, demo_file)
+        return sweep_command.run(args, settings, demo_file)
     from shardscope.analysis import analyze
     from shardscope.distributed import is_leader
 
@@ -290,155 +293,6 @@ def _run(args: argparse.Namespace) -> int:
         from shardscope.report import render
 
         render(analysis, Console(), projection)
-    return 0
-
-
-def _calibrate(args: argparse.Namespace) -> int:
-    """``shardscope calibrate``: all-reduces of several sizes, the fitted alpha and B, the fit's error."""
-    from shardscope.calibrate import DEFAULT_SIZES, calibrate
-    from shardscope.calibrate_view import calibration_json, render_calibration
-    from shardscope.errors import SettingsError
-    from shardscope.sweep import parse_size
-
-    sizes = tuple(parse_size(s) for s in args.sizes.split(",")) if args.sizes else DEFAULT_SIZES
-    if len(sizes) < 2:
-        raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
-    if args.devices < 2:
-        raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
-    if args.processes > 1 and args.worker is None:
-        return _spawn_workers(args, Settings(path=Path("."), devices=args.devices))
-    settings = Settings(path=Path("."), devices=args.devices)
-    _start_jax(args, settings)
-    from shardscope.distributed import is_leader
-
-    def progress(done: int, total: int) -> None:
-        if is_leader():
-            print(f"calibrate: size {done}/{total} done", file=sys.stderr, flush=True)
-
-    result = calibrate(args.devices, sizes, args.repeats, progress)
-    if not is_leader():
-        return 0
-    if args.json:
-        import json
-
-        print(json.dumps(calibration_json(result)))
-    else:
-        from rich.console import Console
-
-        render_calibration(result, Console())
-    return 0
-
-
-def _sweep(args: argparse.Namespace, settings: Settings, demo_file=None) -> int:
-    """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
-    from shardscope.distributed import is_leader
-    from shardscope.sweep import run_sweep
-    from shardscope.sweep_view import render_sweep, sweep_json
-
-    def progress(done: int, total: int, chunk: int) -> None:
-        if is_leader():
-            print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
-
-    with contextlib.redirect_stdout(sys.stderr):
-        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress, demo_file)
-    if not is_leader():
-        return 0
-    if args.json:
-        import json
-
-        from shardscope.report import _finite
-
-        print(json.dumps(_finite(sweep_json(sweep)), allow_nan=False))
-    else:
-        from rich.console import Console
-
-        render_sweep(sweep, Console())
-    return 0
-
-
-def _start_jax(args: argparse.Namespace, settings: Settings) -> None:
-    """Start JAX in-process, as a spawned worker (``--worker``) or on a cluster (``--distributed``)."""
-    from shardscope.devices import ensure_devices
-
-    worker = getattr(args, "worker", None)
-    if worker is not None:
-        from shardscope.distributed import WorkerRole, join_as_worker
-
-        role = WorkerRole.parse(worker)
-        join_as_worker(role, settings.mesh.devices // role.processes)
-        ensure_devices(settings.mesh.devices)
-    elif getattr(args, "distributed", False):
-        from shardscope.distributed import join_cluster
-
-        join_cluster()
-        ensure_devices(settings.mesh.devices)
-    else:
-        # Start with enough devices that a count which does not divide N can be told what would.
-        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
-
-
-def _spawn_workers(args: argparse.Namespace, settings: Settings) -> int:
-    """``--processes P``: the same command in P joined local workers; process 0 prints."""
-    from shardscope.errors import SettingsError
-    from shardscope.processes import WorkerFailed, run_workers
-
-    if args.distributed:
-        raise SettingsError("--processes and --distributed do not go together.",
-                            "--processes P spawns local workers; --distributed joins a cluster's launcher")
-    if settings.mesh.devices % args.processes:
-        raise SettingsError(
-            f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
-            f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
-        )
-    try:
-        return run_workers(worker_argv(args), args.processes, args.timeout)
-    except WorkerFailed as exc:
-        if args.debug:
-            raise
-        print(f"shardscope: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
-
-
-def worker_argv(args: argparse.Namespace) -> list[str]:
-    """The command line of ``args`` again, without the options only the spawner reads."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    argv = [args.command]
-    for action in sub.choices[args.command]._actions:
-        value = getattr(args, action.dest, None)
-        if action.dest in ("help", *SPAWNER_ONLY_OPTIONS) or value is None or value is False:
-            continue
-        if not action.option_strings:
-            argv.append(str(value))
-        elif action.nargs == 0:
-            argv.append(action.option_strings[-1])
-        elif value != action.default:
-            text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
-            argv += [action.option_strings[-1], text]
-    return argv
-
-
-def _presets(as_json: bool) -> int:
-    """``shardscope presets``: every interconnect preset with its numbers and their source."""
-    from shardscope.interconnects import PRESETS, format_bandwidth, format_seconds
-
-    if as_json:
-        import json
-
-        print(json.dumps([link.to_json() for link in PRESETS]))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="interconnect presets (--project PRESET:DEVICES)", title_justify="left")
-    for column in ("name", "bandwidth (one way)", "latency (per step)", "what", "source"):
-        table.add_column(column, overflow="fold")
-    for link in PRESETS:
-        table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
-                      link.description, link.source)
-    Console().print(table)
     return 0
 
 

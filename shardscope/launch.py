@@ -1,0 +1,81 @@
+"""How a command's JAX starts: in this process, as ``--processes P`` local workers joined by
+``jax.distributed`` (process 0 prints), or as one process of a cluster (``--distributed``).
+
+The spawner runs the same command line again in each worker, without the options only it reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shardscope.settings import Settings
+
+DEFAULT_MAX_DEVICES = 8
+"""CPU devices an in-process run starts JAX with (more when the mesh needs more)."""
+DEFAULT_TIMEOUT_S = 900
+SPAWNER_ONLY_OPTIONS = ("processes", "timeout", "worker")
+"""Options the spawner handles itself and does not pass on to its workers."""
+
+
+def start_jax(args: argparse.Namespace, settings: Settings) -> None:
+    """Start JAX in-process, as a spawned worker (``--worker``) or on a cluster (``--distributed``)."""
+    from shardscope.devices import ensure_devices
+
+    worker = getattr(args, "worker", None)
+    if worker is not None:
+        from shardscope.distributed import WorkerRole, join_as_worker
+
+        role = WorkerRole.parse(worker)
+        join_as_worker(role, settings.mesh.devices // role.processes)
+        ensure_devices(settings.mesh.devices)
+    elif getattr(args, "distributed", False):
+        from shardscope.distributed import join_cluster
+
+        join_cluster()
+        ensure_devices(settings.mesh.devices)
+    else:
+        # Start with enough devices that a count which does not divide N can be told what would.
+        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
+
+
+def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse.ArgumentParser) -> int:
+    """``--processes P``: the same command in P joined local workers; process 0 prints."""
+    from shardscope.errors import SettingsError
+    from shardscope.processes import WorkerFailed, run_workers
+
+    if args.distributed:
+        raise SettingsError("--processes and --distributed do not go together.",
+                            "--processes P spawns local workers; --distributed joins a cluster's launcher")
+    if settings.mesh.devices % args.processes:
+        raise SettingsError(
+            f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
+            f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
+        )
+    try:
+        return run_workers(worker_argv(args, parser), args.processes, args.timeout)
+    except WorkerFailed as exc:
+        if args.debug:
+            raise
+        print(f"shardscope: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+
+
+def worker_argv(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The command line of ``args`` again, without the options only the spawner reads."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    argv = [args.command]
+    for action in sub.choices[args.command]._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in ("help", *SPAWNER_ONLY_OPTIONS) or value is None or value is False:
+            continue
+        if not action.option_strings:
+            argv.append(str(value))
+        elif action.nargs == 0:
+            argv.append(action.option_strings[-1])
+        elif value != action.default:
+            text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+            argv += [action.option_strings[-1], text]
+    return argv

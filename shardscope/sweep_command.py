@@ -1,0 +1,45 @@
+"""``shardscope sweep``: every plan at every chunk size, with progress on stderr, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import Any
+
+from shardscope.settings import Settings
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Parse ``--chunk-sizes`` and ``--memory-budget`` before JAX starts (a typo fails fast)."""
+    from shardscope.sweep import parse_chunk_sizes, parse_size
+
+    args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
+    args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
+
+
+def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> int:
+    """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
+    from shardscope.distributed import is_leader
+    from shardscope.sweep import run_sweep
+    from shardscope.sweep_view import render_sweep, sweep_json
+
+    def progress(done: int, total: int, chunk: int) -> None:
+        if is_leader():
+            print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress, demo_file)
+    if not is_leader():
+        return 0
+    if args.json:
+        import json
+
+        from shardscope.report import _finite
+
+        print(json.dumps(_finite(sweep_json(sweep)), allow_nan=False))
+    else:
+        from rich.console import Console
+
+        render_sweep(sweep, Console())
+    return 0
