@@ -187,6 +187,21 @@ class ShardscopeApp(App[int]):
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
 
+    def _handle_exception(self, error: Exception) -> None:
+        """An error in a widget the quit is tearing down is not the user's problem.
+
+        ``q`` during the first second can land while the tab views are still mounting: a
+        ``Select`` then looks for its own overlay after the quit removed it (``NoMatches``),
+        which Textual reports as a crash (exit 1, a traceback) of an app that was quitting
+        anyway. Once quitting, such an error is logged, not shown; any other error still is.
+        """
+        from textual.css.query import NoMatches
+
+        if getattr(self, "_exit", False) and isinstance(error, NoMatches):
+            self.log.warning(f"ignored while quitting: {error!r}")
+            return
+        super()._handle_exception(error)
+
     # -- actions ------------------------------------------------------------------------
 
     def action_run(self) -> None:

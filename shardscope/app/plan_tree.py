@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from textual import on
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -121,6 +123,13 @@ class PlanTree(Tree[Entry]):
     PlanTree > .plan-tree--loop { color: $text-primary; text-style: bold; }
     """
 
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    """The lines the tree holds. ``Widget``'s own asks for a layout of the whole screen when it
+    changes, which is most of what a key press that opens a node costs (``n`` opens several);
+    the tree's outer size never depends on it, so here it only updates the scrollbars
+    (:meth:`watch_virtual_size`). A scrollbar that appears or goes still lays the screen out:
+    ``show_vertical_scrollbar`` asks for that itself."""
+
     def __init__(self, plan_name: str, **kwargs: Any) -> None:
         super().__init__(plan_name, **kwargs)
         self.plan_name = plan_name
@@ -131,6 +140,18 @@ class PlanTree(Tree[Entry]):
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
         self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
+
+    def watch_virtual_size(self, size: Size) -> None:
+        """Fit the scrollbars to the new content size, without a layout of the screen."""
+        self._scroll_update(size)
+        self.refresh()
+
+    def _invalidate(self) -> None:
+        """``Tree._invalidate`` without its layout of the whole screen (see :attr:`virtual_size`)."""
+        self._clear_line_cache()
+        self._updates += 1
+        self.root._reset()
+        self.refresh()
 
     def show_plan(self, plan: Any) -> None:
         """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""

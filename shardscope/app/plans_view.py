@@ -17,6 +17,7 @@ from textual.widgets import Input, Static, Tree
 
 from shardscope.app.plan_labels import LabelStyles, badge
 from shardscope.app.plan_tree import PlanTree
+from shardscope.app.text_rows import TextRows
 from shardscope.text import structure_summary
 
 DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
@@ -50,7 +51,7 @@ class PlansView(Widget):
     PlansView .plan-column { border-left: vkey $foreground 20%; }
     PlansView .plan-column:first-of-type { border-left: none; }
     PlansView #plans-waiting { padding: 1 2; color: $text-muted; }
-    PlansView .plan-header { height: auto; padding: 0 1; background: $boost; }
+    PlansView .plan-header { height: 3; padding: 0 1; background: $boost; }
     PlansView .plan-details { height: 2; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
@@ -60,6 +61,7 @@ class PlansView(Widget):
         self._plans: dict[str, Any] = {}
         self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
         self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
+        self._pairs: list[dict[str, int]] | None = None  # the n/N steps of the plans shown
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -75,6 +77,7 @@ class PlansView(Widget):
         """Show every plan of ``analysis`` (an :class:`~shardscope.analysis.Analysis`)."""
         self.collective_index = -1
         self._plans = dict(analysis.plans)
+        self._pairs = None
         names = tuple(analysis.plans)
         if names == self._names:
             self._fill()
@@ -89,6 +92,7 @@ class PlansView(Widget):
         first = not self._names
         self._names = names
         self._details_key = {}
+        self._pairs = None
         self._fill()
         if first:  # the tab was shown before its trees existed: give them the focus it offered then
             self.call_after_refresh(self._focus_a_tree)
@@ -96,26 +100,31 @@ class PlansView(Widget):
     @staticmethod
     def _column(name: str) -> Vertical:
         return Vertical(
-            Static(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
+            TextRows(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
             PlanTree(name, id=f"{name}-tree"),
-            Static(DETAILS_HINT, id=f"{name}-details", classes="plan-details"),
+            TextRows(DETAILS_HINT, wrap=True, id=f"{name}-details", classes="plan-details"),
             classes="plan-column",
         )
 
     def _fill(self) -> None:
         for name in self._names:
             plan = self._plans[name]
-            self.query_one(f"#{name}-header", Static).update(self._header(plan, None))
+            self._show_header(name, self._header(plan, None))
             self.tree(name).show_plan(plan)
 
-    def details(self, name: str) -> Static:
+    def _show_header(self, name: str, text: Text) -> None:
+        """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
+        self.query_one(f"#{name}-header", TextRows).update(text)
+
+    def details(self, name: str) -> TextRows:
         """The line under a tree: the full label of the node under its cursor."""
-        return self.query_one(f"#{name}-details", Static)
+        return self.query_one(f"#{name}-details", TextRows)
 
     @on(Tree.NodeHighlighted)
     def _show_details(self, event: Tree.NodeHighlighted) -> None:
         """Details on demand: the tree cuts long labels; the full one shows under it."""
         if isinstance(event.control, PlanTree):
+            event.stop()  # nothing above the view wants it: n moves three cursors, ten hops each
             self._show_details_of(event.control)
 
     def _show_details_of(self, tree: PlanTree) -> None:
@@ -126,7 +135,7 @@ class PlansView(Widget):
             return  # a repaint that changes nothing still costs a compositor pass
         self._details_key[tree.plan_name] = key
         details = tree.cursor_details or DETAILS_HINT
-        self.details(tree.plan_name).update(details, layout=False)  # fixed height: no relayout
+        self.details(tree.plan_name).update(details)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""
@@ -144,7 +153,9 @@ class PlansView(Widget):
         Each step maps a plan name to the position of its collective in ``plan.collectives``; a
         collective with no partner of the same value in another plan is a step of its own.
         """
-        return pair_by_value({name: self._plans[name].collectives for name in self._names if name in self._plans})
+        if self._pairs is None:
+            self._pairs = pair_by_value({name: self._plans[name].collectives for name in self._names if name in self._plans})
+        return self._pairs
 
     def step_collective(self, step: int) -> int | None:
         """Move every tree to the next (``step=1``) or previous (``-1``) group of collectives.
@@ -166,7 +177,7 @@ class PlansView(Widget):
             if at is not None:
                 tree.reveal(tree.collective_ids[at])
                 self._show_details_of(tree)  # now, in this key's repaint, not after its highlight message
-            self.query_one(f"#{name}-header", Static).update(self._header(self._plans[name], at))
+            self._show_header(name, self._header(self._plans[name], at))
         self._focus_a_tree()
         return self.collective_index
 
@@ -182,7 +193,7 @@ class PlansView(Widget):
 
     @staticmethod
     def _waiting_header(name: str) -> Text:
-        return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
+        return _one_row_each(Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim")))
 
     @staticmethod
     def _header(plan: Any, at: int | None) -> Text:
@@ -193,11 +204,20 @@ class PlansView(Widget):
         text.append_text(Text.assemble("  ", (plan.description, "dim"), "\n"))
         in_loops = plan.collectives_in_loops
         text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
+        text.append("\n")
         if at is not None:
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
-            text.append("\n")
             text.append_text(badge(collective.runs.badge(), collective.in_loop, LabelStyles()))
             text.append(f" collective {at + 1} of {len(plan.collectives)}: ", "bold")
             text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}")
-        return text
+        elif plan.collectives:
+            text.append("n/N: next collective, paired across plans by value", "dim")
+        return _one_row_each(text)
+
+
+def _one_row_each(text: Text) -> Text:
+    """``text`` with each of its lines on one row, cut with an ellipsis: the header keeps its height."""
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text

@@ -88,3 +88,34 @@ def test_a_lines_view_marks_cut_lines_with_an_ellipsis_at_the_edge_they_continue
             assert last.startswith("…") and last.rstrip().endswith("END")
 
     asyncio.run(main())
+
+
+class _Rows(App):
+    def compose(self) -> ComposeResult:
+        from shardscope.app.text_rows import TextRows
+
+        yield TextRows(Text("first line\n" + "second " * 20), id="cut")
+        yield TextRows(Text("word " * 40), wrap=True, id="wrapped", classes="two")
+
+    CSS = "#cut { width: 30; } #wrapped { width: 30; height: 2; }"
+
+
+def test_text_rows_cut_each_line_or_wrap_into_their_height_and_say_what_was_left_out():
+    from shardscope.app.text_rows import TextRows
+
+    async def main() -> None:
+        app = _Rows()
+        async with app.run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            cut, wrapped = app.query_one("#cut", TextRows), app.query_one("#wrapped", TextRows)
+            assert cut.size.height == 2  # one row per line of the text
+            rows = [cut.render_line(y).text for y in range(2)]
+            assert rows[0].rstrip() == "first line" and rows[1].endswith("…") and len(rows[1]) == 30
+            rows = [wrapped.render_line(y).text for y in range(2)]
+            assert rows[0].startswith("word word") and "…" not in rows[0]
+            assert rows[1].rstrip().endswith("…")  # 40 words do not fit in two rows of 30
+            cut.update(Text("new"))
+            await pilot.pause()
+            assert cut.render_line(0).text.rstrip() == "new" and str(cut.content) == "new"
+
+    asyncio.run(main())
