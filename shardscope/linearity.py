@@ -146,7 +146,7 @@ class AdditivePaths:
         if inner is None or input_role(inner) != "carry":
             return None
         facts = self.index.blocks[body.id]
-        k = [v.name for v in body.inputs if input_role(v.name) == "carry"].index(inner)
+        k = facts.carries.index(inner)
         if self.linear_outputs(facts, [inner]) != {k}:
             return None
         return [loop.outputs[k].name]
@@ -158,7 +158,7 @@ class AdditivePaths:
         the iteration reads for anything but adding to it is not a plain sum. A while loop's
         condition must not read the accumulators either.
         """
-        carries = [v.name for v in facts.block.inputs if input_role(v.name) == "carry"]
+        carries = facts.carries
         for k in positions:
             if k >= len(carries):
                 return False  # a scan's stacked output (ys): every iteration's value is kept

@@ -10,6 +10,7 @@ from the loop's operand at the same position (aligned from the right, as JAX pas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Iterator
 
 from shardscope.jaxpr_model import Block, Equation, Program, qualify
@@ -26,6 +27,12 @@ class BlockFacts:
     output_positions: dict[str, list[int]] = field(default_factory=dict)
     producers: dict[str, tuple[Equation, int]] = field(default_factory=dict)  # value -> (definer, output k)
     input_positions: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def carries(self) -> list[str]:
+        """The block's carry inputs in order (a loop body's accumulators); computed once, as a
+        loop body holds every parameter among its inputs and each collective asks again."""
+        return [v.name for v in self.block.inputs if input_role(v.name) == "carry"]
 
 
 class ValueIndex:
@@ -142,7 +149,7 @@ class ValueIndex:
             return []
         found = []
         for block in facts.owner.blocks:
-            carries = [v.name for v in block.inputs if input_role(v.name) == "carry"]
+            carries = self.blocks[block.id].carries
             if k < len(carries):
                 found.append((block.id, carries[k]))
         return found
