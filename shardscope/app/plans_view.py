@@ -12,6 +12,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Input, Static, Tree
 
@@ -93,7 +94,10 @@ class PlansView(Widget):
         self._names = names
         self._details_key = {}
         self._pairs = None
-        self._fill()
+        try:
+            self._fill()
+        except NoMatches:  # the app closed while the columns were mounting: nothing left to fill
+            return
         if first:  # the tab was shown before its trees existed: give them the focus it offered then
             self.call_after_refresh(self._focus_a_tree)
 
