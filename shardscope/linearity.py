@@ -6,7 +6,9 @@ reshapes, sums, scaling by a factor), into and out of ``cond`` branches and ``se
 that only add it into a carry. A factor, a branch predicate or a ``select_n`` selector must be
 the same on every device (else the sum over devices would not commute with it) and must not
 come from the reduction's result or from any accumulator it reaches, in this iteration or a
-later one. Anything else ends the search: a wrong "deferrable" is worse than a missed one.
+later one. And nothing else may be added into the accumulator (a constant, a parameter, a
+reset to another value): psum-ing it after the loop would count that term once per device.
+Anything else ends the search: a wrong "deferrable" is worse than a missed one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class AdditivePaths:
 
     def __init__(self, index: ValueIndex, eqn: Equation) -> None:
         self.index = index
+        self.eqn = eqn
         self.start = index.block_of[eqn.id]
         self.values = [v.name for v in eqn.outputs if v.name != "_"]
         # Everything computed from the result, in this iteration or later ones through the
@@ -38,6 +41,9 @@ class AdditivePaths:
         self.tainted, _ = index.reach(
             ((self.start.block.id, name) for name in self.values), loop_outputs=True, back_edges=True
         )
+        self.vma_checked = _vma_checked(self.start)
+        self._purity: dict[tuple, bool] = {}
+        self._depth = 0
 
     def loops(self) -> tuple[Equation, ...]:
         """The loops (innermost first) whose carries only accumulate the reduction's result."""
@@ -102,12 +108,91 @@ class AdditivePaths:
         return None
 
     def _safe(self, facts: BlockFacts, value: Value, closure: set[str]) -> bool:
-        """True when ``value`` (a factor or a selector) is the same on every device and not tainted."""
+        """True when ``value`` (a factor or a selector) is the same on every device and not tainted.
+
+        Only a ``shard_map`` traced with ``check_vma=True`` says which values vary; without it
+        every value looks the same on every device, so none is taken to be.
+        """
         return (
-            value.name not in closure
+            self.vma_checked
+            and value.name not in closure
             and not value.varying
             and (facts.block.id, value.name) not in self.tainted
         )
+
+    # ------------------------------------------------------------------ nothing else added in
+
+    def _pure(self, facts: BlockFacts, name: str, inputs: frozenset[str]) -> bool:
+        """True when ``name`` is a linear function of the reduction's result and of ``inputs``
+        (block inputs known to be such) alone, through safe factors: no other term is added in.
+
+        ``acc + psum(g)`` is; ``acc + psum(g) + 1.0``, ``acc + psum(g) + w`` or a branch that
+        resets ``acc`` to ``w`` are not: psum-ing such an accumulator once after the loop would
+        count the extra term once per device. Zero (a literal, or zeros made from one) is pure,
+        and so is another reduction of the same kind over the same axes (deferred with it).
+        """
+        key = (facts.block.id, name, inputs)
+        if key not in self._purity:
+            if self._depth >= _MAX_DEPTH:
+                return False  # too long a chain to follow: not proven, so not deferrable
+            self._purity[key] = False  # a cycle is not a proof
+            self._depth += 1
+            try:
+                self._purity[key] = self._pure_uncached(facts, name, inputs)
+            finally:
+                self._depth -= 1
+        return self._purity[key]
+
+    def _pure_uncached(self, facts: BlockFacts, name: str, inputs: frozenset[str]) -> bool:
+        if name in inputs or (facts is self.start and name in self.values) or _is_zero_literal(name):
+            return True
+        produced = facts.producers.get(name)
+        if produced is None:
+            return False  # another input of the block: a parameter, a constant
+        eqn, k = produced
+        if _is_zero(facts, name) or self._same_reduction(eqn):
+            return True
+        if not (eqn.blocks or eqn.primitive in _LINEAR or eqn.primitive in _SCALING or eqn.primitive == "select_n"):
+            return False
+        pure = _Lazy(lambda i: self._pure(facts, eqn.inputs[i].name, inputs), len(eqn.inputs))
+        if eqn.kind == "cond":
+            return self._safe(facts, eqn.inputs[0], set()) and all(
+                self._pure_inside(eqn, branch, pure, k) for branch in eqn.blocks
+            )
+        if eqn.kind == "loop":
+            body = next((b for b in eqn.blocks if b.role == "body"), None)
+            if body is None or any(b.role == "cond" for b in eqn.blocks):
+                return False
+            return self._pure_inside(eqn, body, pure, k)
+        if eqn.blocks:
+            return eqn.primitive != "shard_map" and len(eqn.blocks) == 1 and self._pure_inside(eqn, eqn.blocks[0], pure, k)
+        if eqn.primitive in _LINEAR:
+            return all(pure)
+        if eqn.primitive == "select_n":
+            return self._safe(facts, eqn.inputs[0], set()) and all(pure[i] for i in range(1, len(pure)))
+        if eqn.primitive in ("mul", "dot_general"):
+            return any(
+                pure[i] and all(self._safe(facts, v, set()) for j, v in enumerate(eqn.inputs) if j != i)
+                for i in range(len(eqn.inputs))
+            )
+        if eqn.primitive == "div":
+            return pure[0] and self._safe(facts, eqn.inputs[1], set())
+        return False
+
+    def _same_reduction(self, eqn: Equation) -> bool:
+        """True for another reduction like this one (same primitive, same axes): the fix defers
+        every reduction into the accumulator at once, so their sum after the loop is theirs."""
+        return eqn.primitive == self.eqn.primitive and eqn.params == self.eqn.params
+
+    def _pure_inside(self, eqn: Equation, sub: Block, pure: "_Lazy", k: int) -> bool:
+        """True when output ``k`` of ``sub`` is pure in the inputs that receive ``eqn``'s pure operands."""
+        if k >= len(sub.outputs):
+            return False
+        inner = frozenset(
+            name for i, ok in enumerate(pure) if ok
+            for name in [self.index.sub_input(eqn, sub, i)] if name is not None
+        )
+        return self._pure(self.index.blocks[sub.id], sub.outputs[k].name, inner)
 
     def _through_cond(self, facts: BlockFacts, cond: Equation, position: int, closure: set[str]) -> list[str] | None:
         """A value entering a ``cond``: linear when every branch is, and the predicate is safe."""
@@ -164,7 +249,67 @@ class AdditivePaths:
                 return False  # a scan's stacked output (ys): every iteration's value is kept
             if self.linear_outputs(facts, [carries[k]]) != {k}:
                 return False
+            if not self._pure(facts, facts.block.outputs[k].name, frozenset({carries[k]})):
+                return False  # something else is added in: the sum after the loop would count it n times
         for block in facts.owner.blocks:
             if block.role == "cond" and any((block.id, v.name) in self.tainted for v in block.outputs):
                 return False
         return True
+
+
+_MAX_DEPTH = 400
+"""How many producers back the purity check follows before it gives up (and says needed)."""
+
+
+class _Lazy:
+    """``pure[i]`` computed on first use: a sum whose first term is impure needs no more."""
+
+    def __init__(self, compute, size: int) -> None:
+        self._compute, self._size, self._known = compute, size, {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._size))]
+        if i not in self._known:
+            self._known[i] = self._compute(i)
+        return self._known[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(self._size))
+
+
+def _vma_checked(facts: BlockFacts | None) -> bool:
+    """True when the ``shard_map`` around ``facts`` was traced with ``check_vma=True``."""
+    while facts is not None:
+        owner = facts.owner
+        if owner is not None and owner.primitive == "shard_map":
+            params = dict(owner.params)
+            return params.get("check_vma", params.get("check_rep", "True")) == "True"
+        facts = facts.outer
+    return False
+
+
+def _is_zero_literal(name: str) -> bool:
+    """True for a literal zero (``0.0``, ``0``, ``-0.0``, ``0j``)."""
+    try:
+        return complex(name) == 0
+    except ValueError:
+        return False
+
+
+_ZERO_MAKERS = frozenset({"broadcast_in_dim", "convert_element_type", "reshape", "pvary", "pcast", "copy", "copy_p"})
+
+
+def _is_zero(facts: BlockFacts, name: str) -> bool:
+    """True when ``name`` is zeros made from a literal zero (``jnp.zeros_like``: a broadcast of 0.0)."""
+    for _ in range(8):
+        if _is_zero_literal(name):
+            return True
+        produced = facts.producers.get(name)
+        if produced is None or produced[0].primitive not in _ZERO_MAKERS or not produced[0].inputs:
+            return False
+        name = produced[0].inputs[0].name
+    return False

@@ -119,3 +119,20 @@ def test_text_rows_cut_each_line_or_wrap_into_their_height_and_say_what_was_left
             assert cut.render_line(0).text.rstrip() == "new" and str(cut.content) == "new"
 
     asyncio.run(main())
+
+
+def test_the_right_edge_mark_shows_left_of_the_scrollbar():
+    lines = [f"line {k} " + "goes on " * 10 for k in range(30)]  # more lines than rows: a scrollbar
+
+    async def main() -> None:
+        app = _Lines(lines)
+        async with app.run_test(size=(40, 8)) as pilot:
+            view = app.query_one(LinesView)
+            view.show_lines([Text(line) for line in lines])
+            await pilot.pause()
+            shown = view.scrollable_content_region.width
+            assert shown < view.size.width  # the vertical scrollbar takes the last column(s)
+            row = view.render_line(0).text
+            assert row[shown - 1] == "…" and row.startswith("line 0 goes on")
+
+    asyncio.run(main())

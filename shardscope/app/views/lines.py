@@ -110,11 +110,12 @@ class LinesView(ScrollView, can_focus=True):
             strip = self._strip(index)
             cached = self._strips[index] = (strip.apply_style(style), content_width(strip))
         strip, content = cached
-        visible = strip.crop_extend(scroll_x, scroll_x + width, style)
-        cut_left, cut_right = scroll_x > 0 and content > 0, content > scroll_x + width
-        if (cut_left or cut_right) and width > 2:
-            visible = _mark_cuts(visible, width, cut_left, cut_right, style)
-        return visible.apply_offsets(scroll_x, index)
+        shown = min(self.scrollable_content_region.width or width, width)  # not under the scrollbar
+        visible = strip.crop_extend(scroll_x, scroll_x + shown, style)
+        cut_left, cut_right = scroll_x > 0 and content > 0, content > scroll_x + shown
+        if (cut_left or cut_right) and shown > 2:
+            visible = _mark_cuts(visible, shown, cut_left, cut_right, style)
+        return visible.extend_cell_length(width, style).apply_offsets(scroll_x, index)
 
     def _strip(self, index: int) -> Strip:
         if self._rendered is not None:
