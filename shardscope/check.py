@@ -21,15 +21,14 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     ``devices`` is the mesh size of a demo's plans (default: the report's); program files build
     their own meshes.
     """
-    from shardscope.demos import demo_functions, import_file, require_file
-    from shardscope.programs import no_program_error, pick, program_functions
+    from shardscope.demos import import_file, require_file
+    from shardscope.programs import marked_functions, no_program_error, pick
 
     path = require_file(path)
     module, _ = import_file(path)
-    programs = program_functions(module)
+    programs, demos = marked_functions(module, path)
     if programs:
         return [p.inspect() for p in pick(programs, function, path)]
-    demos = demo_functions(module)
     if not demos:
         raise no_program_error(path)
     return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices)]

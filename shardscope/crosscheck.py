@@ -72,11 +72,6 @@ def compare_outputs(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
     """Each program's outputs against the first program's, where both have the same structure,
     shapes and dtypes (programs that compute different things are not compared)."""
     import jax
-    import numpy as np
-
-    def layout(tree: Any) -> tuple:
-        leaves, structure = jax.tree.flatten(tree)
-        return structure, tuple((np.shape(leaf), str(getattr(leaf, "dtype", np.asarray(leaf).dtype))) for leaf in leaves)
 
     names = list(outputs)
     if len(names) < 2 or not jax.tree.leaves(outputs[names[0]]):
@@ -87,6 +82,18 @@ def compare_outputs(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
         for name in names[1:] if layout(outputs[name]) == base
     ]
     return tuple(check for check in checks if check is not None)
+
+
+def layout(tree: Any) -> tuple:
+    """The structure, shapes and dtypes of a pytree's leaves (arrays, ``ShapeDtypeStruct``s, scalars)."""
+    import jax
+    import numpy as np
+
+    leaves, structure = jax.tree.flatten(tree, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct))
+    def dtype(leaf: Any) -> str:
+        return str(leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
+
+    return str(structure), tuple((tuple(np.shape(leaf)), dtype(leaf)) for leaf in leaves)
 
 
 def _check(base_name: str, base: Any, name: str, other: Any, subject: str = "gradients") -> GradientCheck | None:

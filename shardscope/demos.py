@@ -137,11 +137,11 @@ def load_demo_file(path: str | Path) -> DemoFile:
     """
     path = require_file(path)
     module, fingerprint = import_file(path)
-    functions = demo_functions(module)
-    if not functions:
-        from shardscope.programs import program_functions
+    from shardscope.programs import marked_functions
 
-        if program_functions(module):
+    programs, functions = marked_functions(module, path)
+    if not functions:
+        if programs:
             raise DemoFileError(
                 f"{path} is a program file (@shardscope.program), not a demo file.",
                 f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "

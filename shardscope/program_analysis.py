@@ -184,11 +184,15 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
             raise ShardscopeError(f"XLA failed to compile the program {name}: {quote_error(exc)}",
                                   "run `shardscope check FILE --debug` for the full error") from exc
         spec = loaded.functions[name].spec
-        args, kwargs = materialize((spec.args, spec.kwargs), SEED)
+        args, kwargs = materialize(dynamic_arguments(name, spec, trace.args_info), SEED)
         try:  # placed as the compiled program expects them: the timings measure the call alone
             args, kwargs = jax.device_put((args, kwargs), compiled[name].input_shardings)
         except Exception as exc:
-            raise _run_failed(name, exc, settings.path) from exc
+            raise ShardscopeError(
+                f"The example arguments of the program {name} cannot be placed as its compiled program "
+                f"expects them: {quote_error(exc)}",
+                "check the example arguments of @shardscope.program against the shardings the program "
+                "asks for; `shardscope check FILE --debug` shows JAX's error") from exc
         calls[name] = functools.partial(compiled[name], *args, **kwargs)
 
     report("timing", 0.0)
@@ -221,20 +225,66 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
         }
         for name in compiled
     }
-    # only programs given the same example arguments (so filled with the same values) can agree
-    first = _layout(loaded.functions[next(iter(outputs))].spec)
-    same_arguments = [name for name in outputs if _layout(loaded.functions[name].spec) == first]
-    checks = compare_outputs({name: outputs[name] for name in same_arguments})
+    # only programs given the same example arguments (same shapes and the same values) can agree
+    groups: dict[tuple, dict[str, Any]] = {}
+    for name in outputs:
+        groups.setdefault(argument_key(loaded.functions[name].spec), {})[name] = outputs[name]
+    checks = tuple(check for group in groups.values() for check in compare_outputs(group))
     report("checking", 1.0)
     return results, checks
 
 
-def _layout(spec: Any) -> tuple:
-    """The structure, shapes and dtypes of a program's example arguments."""
-    import jax
+def dynamic_arguments(name: str, spec: Any, args_info: Any) -> tuple[tuple, dict]:
+    """The example arguments the compiled program takes: all but the static ones of a
+    ``jax.jit(..., static_argnums=..., static_argnames=...)`` (``args_info`` lists the others).
 
-    leaves, structure = jax.tree.flatten((spec.args, spec.kwargs))
-    return str(structure), tuple((tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x)))) for x in leaves)
+    A static positional argument cannot be an array, so the positional arguments that are not
+    arrays or ``ShapeDtypeStruct``s are the static candidates; when there are more candidates
+    than static arguments, which ones are static is ambiguous and a ShardscopeError says so.
+    """
+    dynamic_args, dynamic_kwargs = args_info
+    kwargs = {key: value for key, value in spec.kwargs.items() if key in dynamic_kwargs}
+    n_static = len(spec.args) - len(dynamic_args)
+    if n_static == 0:
+        return spec.args, kwargs
+    candidates = [i for i, value in enumerate(spec.args) if not _holds_arrays(value)]
+    if len(candidates) != n_static:
+        raise ShardscopeError(
+            f"shardscope cannot tell which {n_static} of the example arguments of the program {name} are static.",
+            "give every argument that is not static as an array or jax.ShapeDtypeStruct (e.g. jnp.asarray(3))")
+    return tuple(value for i, value in enumerate(spec.args) if i not in candidates), kwargs
+
+
+def _holds_arrays(value: Any) -> bool:
+    """True when the pytree ``value`` has an array or ``ShapeDtypeStruct`` leaf."""
+    import jax
+    import numpy as np
+
+    return any(isinstance(leaf, (jax.Array, np.ndarray, jax.ShapeDtypeStruct))
+               for leaf in jax.tree.leaves(value, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct)))
+
+
+def argument_key(spec: Any) -> tuple:
+    """Equal for two programs given the same example arguments: the same structure, shapes and
+    dtypes (:func:`shardscope.crosscheck.layout`) and the same bytes in every concrete array and
+    value. ``ShapeDtypeStruct``s are filled from one seed, so equal layouts get equal values."""
+    import hashlib
+
+    import jax
+    import numpy as np
+
+    from shardscope import keys
+    from shardscope.crosscheck import layout
+
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves((spec.args, spec.kwargs), is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct)):
+        if isinstance(leaf, jax.ShapeDtypeStruct):
+            digest.update(b"shape")
+        else:
+            data = jax.random.key_data(leaf) if keys.is_key_array(leaf) else leaf
+            digest.update(np.ascontiguousarray(np.asarray(data)).tobytes())
+            digest.update(repr(leaf).encode() if not hasattr(leaf, "shape") else b"array")
+    return layout((spec.args, spec.kwargs)), digest.hexdigest()
 
 
 def _run_failed(name: str, exc: BaseException, path: Any) -> TraceError:

@@ -24,7 +24,7 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
     """
     data = _json(analysis)
     data["projection"] = None if projection is None else projection_json(analysis, projection)
-    return _finite(data)
+    return json_finite(data)
 
 
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
@@ -45,13 +45,13 @@ def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str,
     return data
 
 
-def _finite(value: Any) -> Any:
+def json_finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [json_finite(v) for v in value]
     return value
 
 

@@ -35,9 +35,9 @@ def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> 
     if args.json:
         import json
 
-        from shardscope.report import _finite
+        from shardscope.report import json_finite
 
-        print(json.dumps(_finite(sweep_json(sweep)), allow_nan=False))
+        print(json.dumps(json_finite(sweep_json(sweep)), allow_nan=False))
     else:
         from rich.console import Console
 

@@ -113,3 +113,20 @@ def test_report_on_a_program_file_points_at_check():
     assert result.returncode == 2
     assert "is a program file" in result.stderr and "shardscope check" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_refuses_a_file_with_programs_and_demos(tmp_path):
+    path = tmp_path / "both.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\nimport shardscope\n\n"
+        "x = jax.ShapeDtypeStruct((8, 4), jnp.float32)\n\n"
+        "@shardscope.program(args=(x,))\ndef total(x):\n    return x.sum()\n\n"
+        "@shardscope.demo(params=jax.ShapeDtypeStruct((4,), jnp.float32), x=x)\n"
+        "def model(params, x):\n    return x @ params\n"
+    )
+    for args in ((), ("--function", "model"), ("--function", "total")):
+        result = run_cli("check", path, *args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert ("both.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model)"
+                in result.stderr)
+        assert "separate files" in result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from _support import DEMOS
 
-from shardscope.errors import SettingsError, TraceError
+from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
 from shardscope.program_analysis import analyze_programs
 from shardscope.settings import Settings
 from shardscope.text import diff_text, headline
@@ -202,3 +202,114 @@ def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
     plan = analysis.plans["noisy"]
     assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
     assert len(plan.run_s.samples) == 2 and plan.hlo.count >= 1
+
+
+def test_a_program_with_static_arguments_is_placed_and_run_on_its_dynamic_ones(tmp_path):
+    path = write_programs(tmp_path, '''
+        @shardscope.program(args=(x, 3), kwargs={"scale": 2.0, "y": x})
+        @functools.partial(jax.jit, static_argnums=1, static_argnames="scale")
+        def scaled(x, n, scale, y):
+            return n * scale * jax.shard_map(lambda v: lax.psum(v.sum(), "d"), mesh=mesh, in_specs=P("d"),
+                                             out_specs=P())(x + y)
+
+        @shardscope.program(args=(x, 3), kwargs={"scale": 2.0, "y": x})
+        @jax.jit
+        def dynamic(x, n, scale, y):
+            return n * scale * jax.shard_map(lambda v: lax.psum(v.sum(), "d"), mesh=mesh, in_specs=P("d"),
+                                             out_specs=P())(x + y)
+    ''', name="static.py")
+    path.write_text("import functools\n" + path.read_text())
+    analysis = analyze_programs(Settings(path=path, repeats=2))
+    assert list(analysis.plans) == ["scaled", "dynamic"] and analysis.unavailable == {}
+    assert len(analysis.plans["scaled"].run_s.samples) == 2
+    assert analysis.plans["scaled"].executed_collectives == 1
+    # the same example arguments, static or not: the same outputs
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.agree) == ("scaled", "dynamic", True)
+    assert analysis.warnings == []
+
+
+def test_static_arguments_that_cannot_be_told_apart_are_refused(tmp_path):
+    path = write_programs(tmp_path, '''
+        @shardscope.program(args=(x, 3, 4))
+        @functools.partial(jax.jit, static_argnums=1)
+        def ambiguous(x, n, m):
+            return jax.shard_map(lambda v: lax.psum(v.sum(), "d"), mesh=mesh, in_specs=P("d"),
+                                 out_specs=P())(x) * n * m
+    ''')
+    path.write_text("import functools\n" + path.read_text())
+    with pytest.raises(ShardscopeError) as raised:
+        analyze_programs(Settings(path=path, repeats=1))
+    assert "cannot tell which 1 of the example arguments of the program ambiguous are static" in raised.value.message
+    assert "jnp.asarray(3)" in raised.value.hint
+
+
+def test_programs_given_other_concrete_values_are_not_compared(tmp_path):
+    path = write_programs(tmp_path, '''
+        w = jnp.ones((4, 4))
+
+        @shardscope.program(args=(w, x))
+        @jax.jit
+        def ones(w, x):
+            return (x @ w).sum()
+
+        @shardscope.program(args=(jnp.zeros((4, 4)), x))
+        @jax.jit
+        def zeros(w, x):
+            return (x @ w).sum()
+
+        @shardscope.program(args=(jnp.ones((4, 4)), x))
+        @jax.jit
+        def ones_again(w, x):
+            return (x @ w).sum()
+    ''')
+    analysis = analyze_programs(Settings(path=path, repeats=1))
+    # zeros runs on other values: comparing it would warn about a difference that is by design
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.agree) == ("ones", "ones_again", True)
+    assert analysis.warnings == []
+
+
+def test_programs_are_compared_within_each_group_of_equal_arguments(tmp_path):
+    path = write_programs(tmp_path, '''
+        wide = jax.ShapeDtypeStruct((16, 4), jnp.float32)
+
+        @shardscope.program(args=(wide,))
+        @mapped
+        def first_half(x):
+            return lax.psum(x.sum(), "d")
+
+        @shardscope.program(args=(x,))
+        @mapped
+        def once(x):
+            return lax.psum(x.sum(), "d")
+
+        @shardscope.program(args=(x,))
+        @mapped
+        def twice(x):
+            return 2.0 * lax.psum(x.sum(), "d")
+    ''')
+    analysis = analyze_programs(Settings(path=path, repeats=1))
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.agree) == ("once", "twice", False)
+    assert check.max_abs_diff > 100 * check.tolerance
+    assert analysis.warnings == [check.warning]
+
+
+def test_a_file_with_programs_and_demos_is_refused(tmp_path):
+    path = write_programs(tmp_path, '''
+        @shardscope.program(args=(x,))
+        @mapped
+        def total(x):
+            return lax.psum(x.sum(), "d")
+
+        @shardscope.demo(params=jax.ShapeDtypeStruct((4,), jnp.float32), x=x)
+        def model(params, x):
+            return x @ params
+    ''')
+    with pytest.raises(DemoFileError) as raised:
+        analyze_programs(Settings(path=path, repeats=1))
+    assert raised.value.message == (
+        "programs.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model); "
+        "shardscope reads one kind per file.")
+    assert "separate files" in raised.value.hint

@@ -39,8 +39,8 @@ class Entry:
     """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
 
     key: str  # the equation id, or block_key() of a sub-block
-    equation: Any = None  # shardscope.program.Equation
-    block: Any = None  # shardscope.program.Block (a block node, the root, or a gap's block)
+    equation: Any = None  # shardscope.jaxpr_model.Equation
+    block: Any = None  # shardscope.jaxpr_model.Block (a block node, the root, or a gap's block)
     populated: bool = False
     gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
 

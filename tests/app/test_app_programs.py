@@ -215,3 +215,22 @@ def test_a_file_with_one_program_has_nothing_to_compare(tmp_path):
             assert app.query_one("#sweep-run").disabled
 
     run(scenario())
+
+
+def test_a_file_with_programs_and_demos_shows_in_the_error_panel(tmp_path):
+    async def scenario():
+        path = tmp_path / "both.py"
+        path.write_text(textwrap.dedent(GOOD_AND_BAD).replace("jnp.ones((5, 5))", "jnp.ones((4, 5))") + textwrap.dedent('''
+            @shardscope.demo(params=jax.ShapeDtypeStruct((4,), jnp.float32), x=x)
+            def model(params, x):
+                return x @ params
+        '''))
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and panel.message.startswith(
+                "both.py marks both @shardscope.program functions (good, bad) and @shardscope.demo functions (model)")
+            assert app.analysis is None and app.is_running
+
+    run(scenario())

@@ -135,8 +135,8 @@ def outputs_note(analysis: "Analysis") -> str:
         for c in analysis.output_checks
     ]
     if not checks:
-        return ("outputs: no two programs take the same example arguments and return outputs of the same "
-                "structure, so none were compared (a program has no unchunked reference to check against).")
+        return ("outputs: no two programs take the same example arguments (same shapes and values) and return "
+                "outputs of the same structure, so none were compared (a program has no unchunked reference to check against).")
     return "outputs on the same example arguments: " + "; ".join(checks) + "."
 
 
