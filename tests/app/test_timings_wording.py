@@ -30,3 +30,25 @@ def test_the_timings_tab_states_the_speedup_as_the_report_does(analysis_of):
     assert sentence in verdict(analysis)
     assert sentence in _plain(timings_renderable(analysis, False))
     assert sentence not in _plain(timings_renderable(analysis, True))  # measured numbers hidden
+
+
+def test_the_timings_tab_notes_the_programs_compared_on_equal_arguments(tmp_path):
+    """a takes other arguments; b and c take the same ones and c is twice b: c against b is noted."""
+    from pathlib import Path
+
+    from shardscope.program_analysis import analyze_programs
+    from shardscope.settings import Settings
+
+    path = Path(tmp_path) / "three.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\nimport shardscope\n\n"
+        "x = jax.ShapeDtypeStruct((8, 4), jnp.float32)\n\n"
+        "@shardscope.program(args=(jax.ShapeDtypeStruct((16, 4), jnp.float32),))\n"
+        "def a(x):\n    return x[:8].sum()\n\n"
+        "@shardscope.program(args=(x,))\ndef b(x):\n    return x.sum()\n\n"
+        "@shardscope.program(args=(x,))\ndef c(x):\n    return 2.0 * x.sum()\n"
+    )
+    analysis = analyze_programs(Settings(path=path, repeats=1))
+    text = _plain(timings_renderable(analysis, False))
+    assert "outputs on the same example arguments: c DIFFERS from b" in text
+    assert "no two programs take the same example arguments" not in text
