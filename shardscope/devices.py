@@ -5,10 +5,13 @@ from __future__ import annotations
 from shardscope.errors import SettingsError
 
 
-def ensure_devices(count: int) -> int:
-    """Make at least ``count`` devices available and return how many there are.
+def ensure_devices(count: int, needed: int | None = None) -> int:
+    """Make ``count`` devices available if JAX has not started yet; return how many there are.
 
     Before the backend starts this sets ``jax_num_cpu_devices``; afterwards it can only check.
+    Raises unless at least ``needed`` (default ``count``) are there: asking for more than
+    needed (so that a count which does not divide the batch can be told what would) must not
+    refuse a run that has enough.
     """
     import jax
     from jax._src import xla_bridge
@@ -19,11 +22,12 @@ def ensure_devices(count: int) -> int:
         if current is None or current < count:
             jax.config.update("jax_num_cpu_devices", count)
     available = len(jax.devices())
-    if available < count:
+    needed = count if needed is None else needed
+    if available < needed:
         raise SettingsError(
-            f"{count} devices asked for, but JAX started with {available}"
-            + (" before shardscope could set the count (did the demo file create an array when imported?)."
-               if started_before else "."),
+            f"{needed} devices asked for, but JAX started with {available}"
+            + (" before shardscope could set the count (did the file create an array or list the "
+               "devices when imported?)." if started_before else "."),
             f"use --devices {available} or fewer; make example inputs jax.ShapeDtypeStruct, not arrays, "
             "so that the demo file does not start JAX when imported",
         )

@@ -35,7 +35,7 @@ def start_jax(args: argparse.Namespace, settings: Settings) -> None:
         ensure_devices(settings.mesh.devices)
     else:
         # Start with enough devices that a count which does not divide N can be told what would.
-        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES))
+        ensure_devices(max(settings.mesh.devices, DEFAULT_MAX_DEVICES), needed=settings.mesh.devices)
 
 
 def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse.ArgumentParser) -> int:

@@ -197,7 +197,7 @@ class PlansView(Widget):
 
     @staticmethod
     def _waiting_header(name: str) -> Text:
-        return _one_row_each(Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim")))
+        return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
     @staticmethod
     def _header(plan: Any, at: int | None) -> Text:
@@ -217,11 +217,4 @@ class PlansView(Widget):
             text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}")
         elif plan.collectives:
             text.append("n/N: next collective, paired across plans by value", "dim")
-        return _one_row_each(text)
-
-
-def _one_row_each(text: Text) -> Text:
-    """``text`` with each of its lines on one row, cut with an ellipsis: the header keeps its height."""
-    text.no_wrap = True
-    text.overflow = "ellipsis"
-    return text
+        return text  # one row per line, each cut to the column by TextRows

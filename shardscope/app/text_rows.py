@@ -46,7 +46,9 @@ class TextRows(Widget):
         self.refresh(layout=layout)
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        """One row per line."""
+        """One row per line (per wrapped line with ``wrap``)."""
+        if self.wrap:
+            return len(self._text.wrap(self.app.console, max(width, 1)))
         return len(self._text.split("\n", allow_blank=True))
 
     def render_line(self, y: int) -> Strip:
