@@ -45,15 +45,13 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "networkx. The app still gets its graphs built in its worker (the default)." + report,
         "`shardscope/app/plan_tree.py`, `plans_view.py`, `text_rows.py` (218589c): a key press no longer lays "
         "out the whole screen. Opening a tree node changed the tree's `virtual_size`, a Textual reactive that "
-        "asks for a layout of every widget (most of what `n` cost: about 0.3 s of a 0.5 s press under "
-        "cProfile); `PlanTree` redeclares it without layout and updates its scrollbars itself (a scrollbar "
+        "asks for a layout of every widget (most of what `n` cost under cProfile); `PlanTree` redeclares it without layout and updates its scrollbars itself (a scrollbar "
         "that appears still lays out). Plan headers have a fixed height (a hint line until `n`), and headers "
         "and details render through `TextRows` (one row per line, cut with an ellipsis) instead of a "
-        "`Static` relaid out on every update; the n/N pairing is computed once per analysis. At 4,986 "
-        "equations, side by side at load ~7: later `n` 313 ms to paint before, 135 ms after.",
+        "`Static` relaid out on every update; the n/N pairing is computed once per analysis.",
         "`shardscope/valueflow.py` (a49172a): a loop body's carry inputs are listed once per block "
         "(`BlockFacts.carries`) instead of once per collective: the deferrable search was quadratic in "
-        "the program's size (`dataflow.collectives` at 9,998 equations: 2.05 s -> 0.57 s CPU).",
+        "the program's size (the `collectives` column of the scaling table).",
     ]
 
 
