@@ -189,11 +189,19 @@ class PlansView(Widget):
         """Opening the tab puts the focus in a plan tree, so the arrow keys work at once."""
         self.call_after_refresh(self._focus_a_tree)
 
-    def _focus_a_tree(self) -> None:
-        """Focus the first plan's tree unless a tree already has it or the user is typing in an input."""
+    def _focus_a_tree(self, retries: int = 5) -> None:
+        """Focus the first plan's tree unless a tree already has it or the user is typing in an input.
+
+        Right after its columns are mounted the screen may not have placed them yet (a busy
+        machine): then try again after the next refreshes, while the tab is still the one shown.
+        """
         focused = self.app.focused
-        if self.is_on_screen and self._names and not isinstance(focused, (Input, PlanTree)):
+        if not self._names or isinstance(focused, (Input, PlanTree)):
+            return
+        if self.is_on_screen and self.tree(self._names[0]).is_on_screen:
             self.tree(self._names[0]).focus()
+        elif retries and self.parent is not None and self.parent.display:
+            self.call_after_refresh(self._focus_a_tree, retries - 1)
 
     @staticmethod
     def _waiting_header(name: str) -> Text:
