@@ -65,15 +65,24 @@ def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None
 
 
 async def settle(pilot) -> None:
-    """Wait until no run is in flight and every message it posted is handled."""
+    """Wait until no run is in flight, every message it posted is handled, and the Plans tab (if
+    shown) has its columns for the analysis (they are mounted on a later turn of the loop)."""
     app = pilot.app
     for _ in range(200):
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
-        if not any(worker.is_running for worker in app.workers):
+        if not any(worker.is_running for worker in app.workers) and _plans_shown(app):
             return
-    raise AssertionError("the app's workers never finished")
+    raise AssertionError("the app's workers never finished, or the Plans tab never showed the analysis")
+
+
+def _plans_shown(app) -> bool:
+    from shardscope.app.plans_view import PlansView
+
+    if app.analysis is None or app.query_one("#tabs").active != "plans":
+        return True  # a hidden tab gets the analysis when it is shown
+    return app.query_one(PlansView).names == tuple(app.analysis.plans)
 
 
 def write_demo(path: Path, *, name: str = "linear", batch: int = 64, extra: str = "") -> Path:
