@@ -63,6 +63,7 @@ class PlansView(Widget):
         self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
         self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
         self._pairs: list[dict[str, int]] | None = None  # the n/N steps of the plans shown
+        self._summaries: dict[str, tuple[Any, Text]] = {}  # plan name -> (plan, its header's first lines)
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -207,16 +208,16 @@ class PlansView(Widget):
     def _waiting_header(name: str) -> Text:
         return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
-    @staticmethod
-    def _header(plan: Any, at: int | None) -> Text:
-        """Description, summary and, once n/N moved, which collective the cursor is on."""
-        text = Text.assemble((plan.title, "bold"))
-        if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
-            text.append(f"  mesh {plan.mesh}")
-        text.append_text(Text.assemble("  ", (plan.description, "dim"), "\n"))
-        in_loops = plan.collectives_in_loops
-        text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
-        text.append("\n")
+    def _header(self, plan: Any, at: int | None) -> Text:
+        """Description, summary and, once n/N moved, which collective the cursor is on.
+
+        The first two lines are made once per analysis: ``n`` only changes the third, and the
+        summary counts every collective of the plan (thousands in a large program).
+        """
+        summary = self._summaries.get(plan.name)
+        if summary is None or summary[0] is not plan:
+            summary = self._summaries[plan.name] = (plan, _summary(plan))
+        text = summary[1].copy()
         if at is not None:
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
@@ -226,3 +227,15 @@ class PlansView(Widget):
         elif plan.collectives:
             text.append("n/N: next collective, paired across plans by value", "dim")
         return text  # one row per line, each cut to the column by TextRows
+
+
+def _summary(plan: Any) -> Text:
+    """The header's first two lines: the plan's title and description, then its collectives."""
+    text = Text.assemble((plan.title, "bold"))
+    if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
+        text.append(f"  mesh {plan.mesh}")
+    text.append_text(Text.assemble("  ", (plan.description, "dim"), "\n"))
+    in_loops = plan.collectives_in_loops
+    text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
+    text.append("\n")
+    return text
