@@ -13,6 +13,8 @@ Anything else ends the search: a wrong "deferrable" is worse than a missed one.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from shardscope.jaxpr_model import Block, Equation, Value
 from shardscope.valueflow import BlockFacts, ValueIndex, input_role
 
@@ -154,7 +156,10 @@ class AdditivePaths:
             return True
         if not (eqn.blocks or eqn.primitive in _LINEAR or eqn.primitive in _SCALING or eqn.primitive == "select_n"):
             return False
-        pure = _Lazy(lambda i: self._pure(facts, eqn.inputs[i].name, inputs), len(eqn.inputs))
+        def pure(i: int) -> bool:  # asked lazily (_pure is memoised): one impure term ends a sum
+            return self._pure(facts, eqn.inputs[i].name, inputs)
+
+        count = len(eqn.inputs)
         if eqn.kind == "cond":
             return self._safe(facts, eqn.inputs[0], set()) and all(
                 self._pure_inside(eqn, branch, pure, k) for branch in eqn.blocks
@@ -167,16 +172,16 @@ class AdditivePaths:
         if eqn.blocks:
             return eqn.primitive != "shard_map" and len(eqn.blocks) == 1 and self._pure_inside(eqn, eqn.blocks[0], pure, k)
         if eqn.primitive in _LINEAR:
-            return all(pure)
+            return all(pure(i) for i in range(count))
         if eqn.primitive == "select_n":
-            return self._safe(facts, eqn.inputs[0], set()) and all(pure[i] for i in range(1, len(pure)))
+            return self._safe(facts, eqn.inputs[0], set()) and all(pure(i) for i in range(1, count))
         if eqn.primitive in ("mul", "dot_general"):
             return any(
-                pure[i] and all(self._safe(facts, v, set()) for j, v in enumerate(eqn.inputs) if j != i)
+                pure(i) and all(self._safe(facts, v, set()) for j, v in enumerate(eqn.inputs) if j != i)
                 for i in range(len(eqn.inputs))
             )
         if eqn.primitive == "div":
-            return pure[0] and self._safe(facts, eqn.inputs[1], set())
+            return pure(0) and self._safe(facts, eqn.inputs[1], set())
         return False
 
     def _same_reduction(self, eqn: Equation) -> bool:
@@ -184,12 +189,12 @@ class AdditivePaths:
         every reduction into the accumulator at once, so their sum after the loop is theirs."""
         return eqn.primitive == self.eqn.primitive and eqn.params == self.eqn.params
 
-    def _pure_inside(self, eqn: Equation, sub: Block, pure: "_Lazy", k: int) -> bool:
+    def _pure_inside(self, eqn: Equation, sub: Block, pure: Callable[[int], bool], k: int) -> bool:
         """True when output ``k`` of ``sub`` is pure in the inputs that receive ``eqn``'s pure operands."""
         if k >= len(sub.outputs):
             return False
         inner = frozenset(
-            name for i, ok in enumerate(pure) if ok
+            name for i in range(len(eqn.inputs)) if pure(i)
             for name in [self.index.sub_input(eqn, sub, i)] if name is not None
         )
         return self._pure(self.index.blocks[sub.id], sub.outputs[k].name, inner)
@@ -259,26 +264,6 @@ class AdditivePaths:
 
 _MAX_DEPTH = 400
 """How many producers back the purity check follows before it gives up (and says needed)."""
-
-
-class _Lazy:
-    """``pure[i]`` computed on first use: a sum whose first term is impure needs no more."""
-
-    def __init__(self, compute, size: int) -> None:
-        self._compute, self._size, self._known = compute, size, {}
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._size))]
-        if i not in self._known:
-            self._known[i] = self._compute(i)
-        return self._known[i]
-
-    def __iter__(self):
-        return (self[i] for i in range(self._size))
 
 
 def _vma_checked(facts: BlockFacts | None) -> bool:
