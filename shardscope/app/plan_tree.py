@@ -9,20 +9,23 @@ cursor there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from textual import on
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import Reactive
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
 from shardscope.app.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
-from shardscope.counts import total_executions
 
 PAGE = 64
 """Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
@@ -52,6 +55,22 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class BlockCollectives:
+    """The collectives right in one block, by position, with running totals: any stretch's :class:`Inside` at once."""
+
+    positions: tuple[int, ...]  # ascending
+    runs: tuple[int, ...]  # running totals, one longer than ``positions``: runs per call (the known ones)
+    unknown: tuple[int, ...]  # ... how many have runs not known statically
+    in_loops: tuple[int, ...]  # ... how many sit in loops
+
+    def between(self, start: int, stop: int) -> Inside:
+        """The collectives at positions ``[start, stop)`` (a bisection: a plan may have thousands)."""
+        i, j = bisect_left(self.positions, start), bisect_left(self.positions, stop)
+        return Inside(j - i, None if self.unknown[j] - self.unknown[i] else self.runs[j] - self.runs[i],
+                      self.in_loops[j] - self.in_loops[i])
+
+
+@dataclass(frozen=True)
 class PlanIndex:
     """Where every equation sits, computed once per plan (cheap: no labels are made)."""
 
@@ -60,6 +79,12 @@ class PlanIndex:
     collectives: dict[str, Any]  # equation id -> shardscope.dataflow.Collective
     order: tuple[str, ...]  # collective equation ids in program order
     inside: dict[str, Inside]  # node key -> the collectives below it
+    in_blocks: dict[str, BlockCollectives] = field(default_factory=dict)  # node key -> those right in its block
+
+    def inside_between(self, parent_key: str, start: int, stop: int) -> Inside:
+        """The collectives right in ``parent_key``'s block at positions ``[start, stop)``."""
+        found = self.in_blocks.get(parent_key)
+        return Inside() if found is None else found.between(start, stop)
 
 
 def block_key(eqn: Any, block: Any) -> str:
@@ -84,21 +109,49 @@ def index_plan(plan: Any) -> PlanIndex:
 
     walk(plan.program.root, ())
     collectives = {c.equation_id: c for c in plan.collectives}
-    by_node: dict[str, list] = {}
+    # [count, known runs, unknown runs, in loops] below each node; each collective's runs once
+    tallies: dict[str, list[int]] = {}
+    in_block: dict[str, list[tuple[int, int | None, bool]]] = {}
     for c in plan.collectives:
-        for key in paths.get(c.equation_id, ()):
-            by_node.setdefault(key, []).append(c)
-    inside = {key: inside_of(found) for key, found in by_node.items()}
-    return PlanIndex(paths, positions, collectives, tuple(collectives), inside)
+        path = paths.get(c.equation_id)
+        if path is None:
+            continue
+        runs, in_loop = c.executions, c.in_loop
+        for key in path:
+            tally = tallies.setdefault(key, [0, 0, 0, 0])
+            tally[0] += 1
+            if runs is None:
+                tally[2] += 1
+            else:
+                tally[1] += runs
+            tally[3] += in_loop
+        in_block.setdefault(path[-1] if path else "root", []).append((positions[c.equation_id], runs, in_loop))
+    inside = {key: Inside(count, None if unknown else runs, in_loops) for key, (count, runs, unknown, in_loops) in tallies.items()}
+    return PlanIndex(paths, positions, collectives, tuple(collectives), inside,
+                     {key: _block_collectives(found) for key, found in in_block.items()})
 
 
-def inside_of(collectives: list) -> Inside:
-    """How many ``collectives``, their runs per call together, and how many sit in loops."""
-    return Inside(len(collectives), total_executions(collectives), sum(c.in_loop for c in collectives))
+def _block_collectives(found: list[tuple[int, int | None, bool]]) -> BlockCollectives:
+    found = sorted(found, key=lambda item: item[0])
+    runs, unknown, in_loops = [0], [0], [0]
+    for _, run, in_loop in found:
+        runs.append(runs[-1] + (run or 0))
+        unknown.append(unknown[-1] + (run is None))
+        in_loops.append(in_loops[-1] + in_loop)
+    return BlockCollectives(tuple(p for p, _, _ in found), tuple(runs), tuple(unknown), tuple(in_loops))
 
 
 class PlanTree(Tree[Entry]):
-    """The equations of one plan; collectives, casts, loops and varying values stand out."""
+    """The equations of one plan; collectives, casts, loops and varying values stand out.
+
+    Key presses at tens of thousands of equations must paint within 50 ms, so this class leans
+    on a few of Textual's privates (textual 8.2.8; check them when Textual is upgraded):
+    ``Tree._invalidate``, ``_clear_line_cache``, ``_updates`` and ``TreeNode._reset`` (open
+    nodes without a layout of the screen), ``Widget._scroll_update`` (the scrollbars),
+    ``Tree._build`` (measure lines with the width looked up once), and ``Tree._render_line`` with
+    ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``) and ``TreeNode._updates``,
+    ``_hover``, ``_selected`` (keep drawn lines by node, :meth:`_render_line`).
+    """
 
     COMPONENT_CLASSES = {
         "plan-tree--type",
@@ -130,9 +183,13 @@ class PlanTree(Tree[Entry]):
     (:meth:`watch_virtual_size`). A scrollbar that appears or goes still lays the screen out:
     ``show_vertical_scrollbar`` asks for that itself."""
 
-    def __init__(self, plan_name: str, **kwargs: Any) -> None:
+    def __init__(self, plan_name: str, *, cursor_moved: Callable[["PlanTree"], None] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(plan_name, **kwargs)
         self.plan_name = plan_name
+        self.cursor_moved = cursor_moved
+        """Called as soon as the cursor moves (before ``NodeHighlighted`` arrives): what shows the
+        cursor's details repaints in the same frame as the tree, not one frame later."""
         self.show_root = False
         self.auto_expand = True
         self.guide_depth = 3
@@ -140,11 +197,22 @@ class PlanTree(Tree[Entry]):
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
         self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
+        self._pass_view: tuple | None = None  # what every line of a render pass depends on alike
+        self._node_lines: LRUCache[tuple, tuple[int, Strip]] = LRUCache(1024)
+        self._node_lines_generation = 0  # bumped when node ids restart or the styles change
+        self._component_styles_kept: dict[tuple, Any] = {}  # until the styles change
+        self._build_width: int | None = None  # the view's width while ``_build`` measures every line
 
     def watch_virtual_size(self, size: Size) -> None:
         """Fit the scrollbars to the new content size, without a layout of the screen."""
         self._scroll_update(size)
         self.refresh()
+
+    def watch_cursor_line(self, previous_line: int, line: int) -> None:
+        """``Tree.watch_cursor_line``, then :attr:`cursor_moved` at once."""
+        super().watch_cursor_line(previous_line, line)
+        if previous_line != line and self.cursor_moved is not None:
+            self.cursor_moved(self)
 
     def _invalidate(self) -> None:
         """``Tree._invalidate`` without its layout of the whole screen (see :attr:`virtual_size`)."""
@@ -234,10 +302,7 @@ class PlanTree(Tree[Entry]):
             self._node_by_key[eqn.id] = parent.add(label, entry, before=before, allow_expand=bool(eqn.blocks))
 
     def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        inside = inside_of([
-            self.index.collectives[c] for c in self.index.order
-            if self._parent_key(c) == parent.data.key and start <= self.index.positions[c] < stop
-        ])
+        inside = self.index.inside_between(parent.data.key, start, stop)
         label = gap_label(stop - start, min(PAGE, stop - start), inside, self.label_styles())
         parent.add(label, Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop)),
                    before=before, allow_expand=False)
@@ -264,10 +329,6 @@ class PlanTree(Tree[Entry]):
                 return self._node_by_key[key]
         raise KeyError(key)
 
-    def _parent_key(self, equation_id: str) -> str:
-        path = self.index.paths[equation_id]
-        return path[-1] if path else "root"
-
     def _inside(self, key: str) -> Inside:
         return self.index.inside.get(key, Inside())
 
@@ -287,6 +348,42 @@ class PlanTree(Tree[Entry]):
             )
         return self._styles
 
+    def clear(self) -> "PlanTree":
+        """``Tree.clear``; node ids start again from 0, so the lines cached by node go too."""
+        self._node_lines_generation += 1
+        self._node_lines.clear()
+        return super().clear()
+
+    def notify_style_update(self) -> None:
+        """The styles changed (a theme, focus): no line or component style kept is right any more."""
+        self._node_lines_generation += 1
+        self._node_lines.clear()
+        self._component_styles_kept.clear()
+        super().notify_style_update()
+
+    def get_component_rich_style(self, *names: str, partial: bool = False, default: Style | None = None) -> Style:
+        """``Widget.get_component_rich_style``, kept until the styles change.
+
+        ``Widget`` forgets these on every ``refresh``, and a tree refreshes a line whenever its
+        cursor moves: each render pass then walked every ancestor's styles again for each
+        component class a line uses (guides, cursor, highlight), about 0.2 ms each.
+        """
+        key = ("rich", names, partial, default)
+        style = self._component_styles_kept.get(key)
+        if style is None:
+            style = self._component_styles_kept[key] = super().get_component_rich_style(
+                *names, partial=partial, default=default)
+        return style
+
+    def get_component_styles(self, *names: str):
+        """``DOMNode.get_component_styles``, kept until the styles change (``Tree`` reads the guides'
+        colours three times a line; the styles are only read)."""
+        key = ("styles", names)
+        styles = self._component_styles_kept.get(key)
+        if styles is None:
+            styles = self._component_styles_kept[key] = super().get_component_styles(*names)
+        return styles
+
     def render_lines(self, crop):
         """Render the visible lines, fetching the widget's style once for all of them.
 
@@ -294,16 +391,55 @@ class PlanTree(Tree[Entry]):
         styles; at a screenful of lines in two trees that was a large part of a key press.
         """
         self._pass_style = self.rich_style
+        self._pass_view = None
         try:
             return super().render_lines(crop)
         finally:
             self._pass_style = None
+            self._pass_view = None
 
     def render_line(self, y: int):
         """One visible line (``Tree.render_line`` with the style of this render pass)."""
         scroll_x, scroll_y = self.scroll_offset
         style = self._pass_style or self.rich_style
         return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """Tree line ``y``, drawn again only when its node (or how it shows) changed.
+
+        ``Tree`` caches lines by their number and forgets them all whenever a node is added or
+        expanded, which ``n`` does in every tree: so a key press redrew every visible line
+        (about 0.3 ms each). Here a line is cached by what it shows: its node, the node's state
+        (label, expanded, cursor, hover) and the guides of its path. A line that moved only
+        gets its mouse meta (``{"line": y}``, which clicks and hover read) set to its new number.
+        """
+        tree_lines = self._tree_lines
+        if y >= len(tree_lines):
+            return super()._render_line(y, x1, x2, base_style)
+        line = tree_lines[y]
+        node = line.node
+        view = self._pass_view
+        if view is None:
+            view = (self._node_lines_generation, self.size.width, self.virtual_size.width,
+                    self.scrollable_content_region.width, self.guide_depth, self.show_guides,
+                    self.show_root, self.get_pseudo_class_state(), self.has_focus)
+            if self._pass_style is not None:  # inside a render pass: the same for every line
+                self._pass_view = view
+        hover_line = self.hover_line
+        key = (view, node.id, node._updates, x1, x2, base_style, self.cursor_line == y, hover_line == y,
+               hover_line >= 0 and any(n._hover for n in line.path), line.last,
+               tuple((n._hover, n._selected, n.is_last) for n in line.path))
+        cached = self._node_lines.get(key)
+        if cached is None:
+            strip = super()._render_line(y, x1, x2, base_style)
+            self._node_lines[key] = (y, strip)
+            return strip
+        drawn_at, strip = cached
+        if drawn_at == y:
+            return strip
+        moved = Strip(Segment.apply_style(strip, post_style=Style.from_meta({"line": y})), strip.cell_length)
+        self._node_lines[key] = (y, moved)
+        return moved
 
     def get_label_width(self, node: TreeNode[Entry]) -> int:
         """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""
@@ -329,12 +465,28 @@ class PlanTree(Tree[Entry]):
         node = self.cursor_node
         return node.label.copy() if node is not None and isinstance(node.label, Text) else Text()
 
+    def _build(self) -> None:
+        """``Tree._build``, with the view's width looked up once for all lines, not once a line.
+
+        ``_build`` measures every open line (:meth:`get_label_width`) after each key press that
+        opens a node; the width (``scrollable_content_region``) was most of that.
+        """
+        self._build_width = self._view_width()
+        try:
+            super()._build()
+        finally:
+            self._build_width = None
+
+    def _view_width(self) -> int:
+        return self.scrollable_content_region.width or 10_000  # not laid out yet: no cut
+
     def _room(self, node: TreeNode[Entry]) -> int:
         """Columns left for ``node``'s label on its line: the view's width minus the guides."""
         depth = 0
         parent = node.parent
-        while parent is not None and parent is not self.root:
+        root = self.root
+        while parent is not None and parent is not root:
             depth += 1
             parent = parent.parent
-        width = self.scrollable_content_region.width or 10_000  # not laid out yet: no cut
+        width = self._build_width or self._view_width()
         return max(width - depth * self.guide_depth, 8)

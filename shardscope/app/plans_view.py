@@ -102,11 +102,10 @@ class PlansView(Widget):
         if first:  # the tab was shown before its trees existed: give them the focus it offered then
             self.call_after_refresh(self._focus_a_tree)
 
-    @staticmethod
-    def _column(name: str) -> Vertical:
+    def _column(self, name: str) -> Vertical:
         return Vertical(
             TextRows(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
-            PlanTree(name, id=f"{name}-tree"),
+            PlanTree(name, id=f"{name}-tree", cursor_moved=self._show_details_of),
             TextRows(DETAILS_HINT, wrap=True, id=f"{name}-details", classes="plan-details"),
             classes="plan-column",
         )
@@ -116,6 +115,12 @@ class PlansView(Widget):
             plan = self._plans[name]
             self._show_header(name, self._header(plan, None))
             self.tree(name).show_plan(plan)
+        self.call_after_refresh(self._pair_when_idle)
+
+    def _pair_when_idle(self) -> None:
+        """Pair the plans' collectives once the plans show, not on the first ``n`` (thousands in a large program)."""
+        if self._plans:
+            self.pairs
 
     def _show_header(self, name: str, text: Text) -> None:
         """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
@@ -138,9 +143,12 @@ class PlansView(Widget):
         key = None if node is None or node.data is None else node.data.key
         if self._details_key.get(tree.plan_name, ...) == key:
             return  # a repaint that changes nothing still costs a compositor pass
+        try:
+            row = self.details(tree.plan_name)
+        except NoMatches:  # the tree's column is being replaced (a new analysis)
+            return
         self._details_key[tree.plan_name] = key
-        details = tree.cursor_details or DETAILS_HINT
-        self.details(tree.plan_name).update(details)  # fixed height: no relayout
+        row.update(tree.cursor_details or DETAILS_HINT)  # fixed height: no relayout
 
     def tree(self, name: str) -> PlanTree:
         """The tree of the plan called ``name``."""

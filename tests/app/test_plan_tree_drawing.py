@@ -1,0 +1,114 @@
+"""How a plan tree draws its lines: kept by node across key presses, yet exactly what a fresh draw gives.
+
+The tree keeps each drawn line by what it shows (its node and the node's state), so a key press
+that opens nodes or scrolls redraws only the lines that changed. These tests hold it to the lines
+``Tree`` itself draws, including the mouse meta that clicks and hover read (``line``, ``node``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from app_support import DEMOS, SIZE, make_app, run, settle
+
+from shardscope.app.plans_view import PlansView
+
+
+def _rows(tree) -> list[list]:
+    """Every visible row of ``tree`` as its segments (text, style with meta, control)."""
+    return [list(tree.render_line(y)) for y in range(tree.scrollable_content_region.height)]
+
+
+def _check_rows_match_their_lines(tree, rows) -> None:
+    top = tree.scroll_offset.y
+    for y, segments in enumerate(rows):
+        node = tree.get_node_at_line(top + y)
+        metas = [segment.style.meta for segment in segments if segment.style is not None and segment.style.meta]
+        if node is None:
+            continue  # a blank row below the last line
+        assert metas and all(meta["line"] == top + y for meta in metas), f"row {y}: clicks must land on line {top + y}"
+        assert any(meta.get("node") == node.id for meta in metas), f"row {y} is drawn for its own node"
+
+
+def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            naive = app.query_one(PlansView).tree("naive")
+            for key in ("N", "open the gap above", "n", "N", "down", "down", "n", "N"):
+                if key == "open the gap above":  # a page opens above the lines just drawn: they move down
+                    body = naive.cursor_node.parent
+                    above = [n for n in body.children if n.data.gap is not None and n.line < naive.cursor_line]
+                    naive.select_node(above[-1])
+                else:
+                    await pilot.press(key)  # N: back to the lines drawn before, now further down
+                await pilot.pause()
+                _check_rows_match_their_lines(naive, _rows(naive))
+            kept = _rows(naive)
+            naive.notify_style_update()  # forget every kept line: the next draw starts afresh
+            assert _rows(naive) == kept, "a kept line differs from a fresh draw"
+
+    assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
+    run(scenario())
+
+
+def test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            naive = app.query_one(PlansView).tree("naive")
+            await pilot.press("N")
+            await pilot.pause()
+            body = naive.cursor_node.parent
+            naive.select_node([n for n in body.children if n.data.gap is not None and n.line < naive.cursor_line][-1])
+            await pilot.press("n", "N")  # the lines drawn at first, now moved down by the page opened above them
+            await pilot.pause()
+            top = naive.scroll_offset.y
+            row = naive.cursor_line - 1 - top  # the line above the collective: drawn at first, then moved
+            target = naive.get_node_at_line(top + row)
+            assert target is not None and target is not naive.cursor_node
+            await pilot.click(naive, offset=(naive.scrollable_content_region.width - 2, row))  # on the label's end
+            await pilot.pause()
+            assert naive.cursor_node is target, "the click selects the line under the mouse"
+            details = str(app.query_one(PlansView).details("naive").content)
+            assert details == target.label.plain, "the details line shows the clicked node's full label"
+
+    run(scenario())
+
+
+def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
+    from rich.text import Text
+    from textual.app import App
+
+    from shardscope.app.text_rows import TextRows
+
+    class Rows(App):
+        CSS = "TextRows { width: 20; height: 3; }"
+
+        def compose(self):
+            yield TextRows(Text("title\nsummary\nstep 1"), id="rows")
+
+    async def scenario():
+        app = Rows()
+        async with app.run_test(size=(40, 6)) as pilot:
+            await pilot.pause()
+            rows = app.query_one("#rows", TextRows)
+            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 1"]
+            rows.update(Text("title\nsummary\nstep 2 of a very long line"))  # n: only the last line changes
+            await pilot.pause()
+            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 2 of a very lo…"]
+            screen = app.export_screenshot().replace("&#160;", " ")
+            assert "step 2 of a very lo…" in screen and "summary" in screen and "step 1" not in screen
+            rows.update(Text("other\nlines"))  # fewer lines: every row again, the last one blank
+            await pilot.pause()
+            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["other", "lines", ""]
+            screen = app.export_screenshot().replace("&#160;", " ")
+            assert "other" in screen and "summary" not in screen and "step 2" not in screen
+
+    run(scenario())
