@@ -50,6 +50,29 @@ class PlanResult:
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
 
+    @classmethod
+    def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,
+                        graphs: bool, **measured: Any) -> "PlanResult":
+        """The result for one traced program (a plan's or a program file's): its collectives, loops,
+        per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
+        from shardscope import dataflow
+
+        program = inspection.program
+        return cls(
+            name=name,
+            description=description,
+            role=role,
+            program=program,
+            collectives=inspection.collectives,
+            loops=dataflow.loops(program, inspection.collectives),
+            canonical_text=program.canonical_text(),
+            executed=dataflow.per_call_count(program, lambda eqn: 1),
+            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
+            trace_s=trace_s,
+            graph=dataflow.build_graph(program) if graphs else None,
+            **measured,
+        )
+
     @property
     def title(self) -> str:
         """How headers name it: ``naive plan``, or ``step program`` for a program file's function."""
@@ -206,7 +229,7 @@ def analyze(
 
     import jax
 
-    from shardscope import dataflow, failures, plans
+    from shardscope import failures, plans
     from shardscope.demos import load_demo_file
     from shardscope.distributed import collectives_transport
 
@@ -228,21 +251,10 @@ def analyze(
     results = {}
     for name in names:
         inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
-        program = inspection.program
         plan = built.plans[name]
-        results[name] = PlanResult(
-            name=name,
-            description=plan.description,
-            role=plan.role,
-            program=program,
-            collectives=inspection.collectives,
-            loops=dataflow.loops(program, inspection.collectives),
-            canonical_text=program.canonical_text(),
-            executed=dataflow.per_call_count(program, lambda eqn: 1),
-            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
-            trace_s=traced[name][1],
-            graph=dataflow.build_graph(program) if graphs else None,
-            **measured.get(name, {}),
+        results[name] = PlanResult.from_inspection(
+            inspection, name=name, description=plan.description, role=plan.role, trace_s=traced[name][1],
+            graphs=graphs, **measured.get(name, {}),
         )
     reference = measured.get(plans.REFERENCE, {})
     baseline, candidate = default_pair(results, {n: p.role for n, p in results.items()})

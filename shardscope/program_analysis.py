@@ -41,7 +41,6 @@ def analyze_programs(
 
     import jax
 
-    from shardscope import dataflow
     from shardscope.programs import ProgramFile, load_file, no_program_error
 
     if settings.repeats < 1:
@@ -57,21 +56,9 @@ def analyze_programs(
 
     results = {}
     for name, (trace, inspection) in traced.items():
-        program = inspection.program
-        results[name] = PlanResult(
-            name=name,
-            description=loaded.functions[name].description,
-            role="program",
-            program=program,
-            collectives=inspection.collectives,
-            loops=dataflow.loops(program, inspection.collectives),
-            canonical_text=program.canonical_text(),
-            executed=dataflow.per_call_count(program, lambda eqn: 1),
-            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
-            trace_s=inspection.trace_s,
-            graph=dataflow.build_graph(program) if graphs else None,
-            mesh=mesh_text(trace.jaxpr),
-            **measured.get(name, {}),
+        results[name] = PlanResult.from_inspection(
+            inspection, name=name, description=loaded.functions[name].description, role="program",
+            trace_s=inspection.trace_s, graphs=graphs, mesh=mesh_text(trace.jaxpr), **measured.get(name, {}),
         )
     return Analysis(
         settings=settings.with_(devices=jax.device_count()),

@@ -121,6 +121,11 @@ class ShardscopeApp(App[int]):
         """How many runs were started (the first, load-only or not, is 1)."""
         return self._run_id
 
+    @property
+    def tabs_behind(self) -> frozenset[str]:
+        """Tabs not yet showing the latest analysis: each gets it when it is opened."""
+        return frozenset(self._stale_tabs)
+
     # -- layout -------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 from shardscope.app import ShardscopeApp, make_app as make_explorer
@@ -64,14 +65,45 @@ def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None
     return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
 
 
+async def eventually(pilot, predicate, what: str, seconds: float = 60.0) -> None:
+    """Pause until ``predicate()`` holds: a message that hops widget to widget (Input.Changed, then
+    Sidebar.Edited, then the app) lands after an unknown number of turns on a loaded machine, and
+    ``pilot.pause()`` only waits for the CPU to look idle. Fails with ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"never happened within {seconds:.0f} s: {what}"
+        await pilot.pause(0.02)
+
+
+async def drain(pilot, rounds: int = 50) -> None:
+    """Let messages that hop widget to widget land, however loaded the machine is.
+
+    A key typed into a sidebar Input travels app -> Input -> Input.Changed -> each container up to
+    the Sidebar -> Sidebar.Edited -> ... -> app. One ``pilot.pause()`` lets every widget handle what
+    was queued when it began (one hop), and its wait for an idle CPU returns early when the process
+    is merely starved of a core (two pytest workers on two cores). So: pause round after round until
+    a round ends with every queue on the screen empty, i.e. nothing handled posted anything more."""
+    for _ in range(rounds):
+        await pilot.pause(0)
+        pumps = [pilot.app, *pilot.app.screen.walk_children(with_self=True)]
+        if not any(pump.message_queue_size for pump in pumps):
+            return
+    raise AssertionError(f"messages were still being posted after {rounds} rounds")
+
+
+async def press(pilot, *keys: str) -> None:
+    """Press ``keys`` and :func:`drain` what they set off."""
+    await pilot.press(*keys)
+    await drain(pilot)
+
+
 async def settle(pilot) -> None:
     """Wait until no run is in flight, every message it posted is handled, and the Plans tab (if
     shown) has its columns for the analysis (they are mounted on a later turn of the loop)."""
     app = pilot.app
     for _ in range(200):
         await app.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.pause()
+        await drain(pilot)
         if not any(worker.is_running for worker in app.workers) and _plans_shown(app):
             return
     raise AssertionError("the app's workers never finished, or the Plans tab never showed the analysis")

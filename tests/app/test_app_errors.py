@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, make_app, run, settle, write_demo
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle, write_demo
 from textual.widgets import Input
 
 from shardscope.app.error_panel import ErrorPanel
@@ -36,10 +36,10 @@ def test_bad_chunk_size_is_flagged_and_refused_before_running():
             before = app.analysis
             chunk = app.query_one("#chunk", Input)
             chunk.focus()
-            await pilot.press("7")
+            await press(pilot, "7")
             assert chunk.has_class("-invalid")
             assert app.query_one("#chunk-help").has_class("-invalid")
-            await pilot.press("enter", "escape", "r")
+            await press(pilot, "enter", "escape", "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown
@@ -48,7 +48,7 @@ def test_bad_chunk_size_is_flagged_and_refused_before_running():
             assert app.run_id == 1, "no run started"
             assert app.analysis is before
             assert app.query_one(PlansView).tree("naive").collective_ids  # old results still shown
-            await pilot.press("escape")
+            await press(pilot, "escape")
             assert not panel.shown
 
     run(scenario())
@@ -61,9 +61,9 @@ def test_bad_axis_name_is_refused_before_running():
             await settle(pilot)
             axis = app.query_one("#axis", Input)
             axis.value = "my axis"
-            await pilot.pause()
+            await drain(pilot)
             assert axis.has_class("-invalid")
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
             assert app.run_id == 1
@@ -80,7 +80,7 @@ def test_demo_file_that_stops_importing_after_an_edit(tmp_path):
             before = app.analysis
             assert before is not None
             path.write_text(path.read_text() + "\nraise RuntimeError('broken on purpose')\n")
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown
@@ -89,7 +89,7 @@ def test_demo_file_that_stops_importing_after_an_edit(tmp_path):
             assert app.analysis is before and app.is_running
             assert "failed" in app.query_one("#status").plain
             write_demo(path)  # fixed again
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert not panel.shown and app.analysis is not before
 
@@ -149,7 +149,7 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
             await settle(pilot)
             assert app.analysis.shapes.batch == 64
             first_file = app.demo_file
-            await pilot.press("r")  # unchanged on disk: the loaded file is reused
+            await press(pilot, "r")  # unchanged on disk: the loaded file is reused
             await settle(pilot)
             assert app.demo_file is first_file
             write_demo(path, batch=32, extra='''
@@ -159,7 +159,7 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
                 """A second demo, added while the app runs."""
                 return 2.0 * (x @ W)
             ''')
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert app.demo_file is not first_file
             assert app.analysis.shapes.batch == 32
@@ -178,13 +178,13 @@ def test_a_chunk_size_that_stops_fitting_when_the_mesh_grows_is_flagged():
             await settle(pilot)
             chunk = app.query_one("#chunk", Input)
             chunk.value = "32"
-            await pilot.pause()
+            await drain(pilot)
             assert not chunk.has_class("-invalid")  # 64 over 2 devices: 32 per device
             app.query_one("#devices", Select).value = 4
-            await pilot.pause()
+            await drain(pilot)
             assert chunk.has_class("-invalid")  # 16 per device now
             assert "16/device: 1 2 4 8 16" in str(app.query_one("#chunk-help").content)
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown and "Chunk size 32 does not divide the per-device batch 16" in panel.message
@@ -201,7 +201,7 @@ def test_settings_from_the_command_line_that_do_not_fit_show_the_core_message():
             panel = app.query_one(ErrorPanel)
             assert panel.shown and "does not split over 3 devices" in panel.message
             assert "1, 2, 4, 8" in panel.hint
-            await pilot.press("escape", "r")  # the sidebar offers 2 instead: a run now works
+            await press(pilot, "escape", "r")  # the sidebar offers 2 instead: a run now works
             await settle(pilot)
             assert app.analysis is not None and app.analysis.shapes.devices == 2
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import SIZE, make_app, run, settle, write_demo
+from app_support import SIZE, drain, make_app, press, run, settle, write_demo
 from textual.widgets import Input
 
 from shardscope.app.error_panel import ErrorPanel
@@ -16,7 +16,7 @@ def test_a_function_renamed_on_disk_is_followed_by_r(tmp_path):
             await settle(pilot)
             assert app.analysis.function == "rnn"
             write_demo(path, name="recurrent")  # renamed in the editor
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert not panel.shown, panel.message
@@ -35,9 +35,9 @@ def test_a_non_ascii_axis_name_is_refused_in_the_sidebar(tmp_path):
             runs = app.run_id
             axis = app.query_one("#axis", Input)
             axis.value = "ñ"  # an identifier to Python; XLA aborts the process on it
-            await pilot.pause()
+            await drain(pilot)
             assert axis.has_class("-invalid")
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown and "'ñ'" in panel.message and "ASCII" in panel.hint
@@ -119,8 +119,8 @@ def test_the_export_key_writes_with_the_umask_like_the_cli(tmp_path):
         app = make_app(write_demo(tmp_path / "model.py"), export_dir=tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("e")
-            await pilot.pause()
+            await press(pilot, "e")
+            await drain(pilot)
             return app.last_export
 
     path = run(scenario())

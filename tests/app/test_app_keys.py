@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, make_app, run, settle
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 from textual.widgets import Input, Select
 
 from shardscope.app.help_screen import HelpScreen
@@ -16,7 +16,7 @@ def test_number_keys_switch_tabs():
             await settle(pilot)
             tabs = app.query_one("#tabs")
             for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
-                await pilot.press(key)
+                await press(pilot, key)
                 assert tabs.active == tab
 
     run(scenario())
@@ -26,11 +26,11 @@ def test_question_mark_opens_help_and_escape_closes_it():
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("question_mark")
+            await press(pilot, "question_mark")
             assert isinstance(app.screen, HelpScreen)
-            await pilot.press("escape")
+            await press(pilot, "escape")
             assert not isinstance(app.screen, HelpScreen)
-            await pilot.press("question_mark", "question_mark")  # ? toggles it too
+            await press(pilot, "question_mark", "question_mark")  # ? toggles it too
             assert not isinstance(app.screen, HelpScreen)
 
     run(scenario())
@@ -42,8 +42,8 @@ def test_q_quits_with_status_zero():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert app.return_code is None  # running: no exit status yet
-            await pilot.press("q")
-            await pilot.pause()
+            await press(pilot, "q")
+            await drain(pilot)
             assert app.return_code == 0
         assert app.return_code == 0
 
@@ -57,7 +57,7 @@ def test_tab_moves_the_focus():
             await settle(pilot)
             seen = []
             for _ in range(6):
-                await pilot.press("tab")
+                await press(pilot, "tab")
                 seen.append(app.focused)
             assert len({id(w) for w in seen}) >= 5
             assert any(isinstance(w, Input) for w in seen)
@@ -71,14 +71,14 @@ def test_keys_work_whatever_has_the_focus():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             app.query_one(PlansView).tree("deferred").focus()
-            await pilot.press("2")
+            await press(pilot, "2")
             assert app.query_one("#tabs").active == "graph"
             app.query_one("#devices", Select).focus()
-            await pilot.press("n")
+            await press(pilot, "n")
             assert app.query_one("#tabs").active == "plans"
             assert app.query_one(PlansView).collective_index == 0
             before = app.analysis
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert app.run_id == 2 and app.analysis is not before
 
@@ -92,12 +92,12 @@ def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
             await settle(pilot)
             chunk = app.query_one("#chunk", Input)
             chunk.focus()
-            await pilot.press("8", "r", "q", "backspace", "backspace")
+            await press(pilot, "8", "r", "q", "backspace", "backspace")
             assert chunk.value == "8"
             assert app.run_id == 1 and app.query_one("#tabs").active == "plans" and app.return_code is None
-            await pilot.press("escape")
+            await press(pilot, "escape")
             assert app.focused is None
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert app.run_id == 2
             assert app.analysis.shapes.chunk_size == 8
@@ -113,7 +113,7 @@ def test_enter_commits_and_runs_when_auto_run_is_on():
             await pilot.click("#autorun")
             assert app.query_one("#sidebar").autorun
             app.query_one("#chunk", Input).focus()
-            await pilot.press("4", "enter")
+            await press(pilot, "4", "enter")
             await settle(pilot)
             assert app.run_id == 2 and app.analysis.shapes.chunk_size == 4
             assert "chunk 4 (8 chunks/device)" in app.query_one("#status").plain
@@ -127,7 +127,7 @@ def test_enter_commits_without_running_when_auto_run_is_off():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             app.query_one("#chunk", Input).focus()
-            await pilot.press("4", "enter")
+            await press(pilot, "4", "enter")
             await settle(pilot)
             assert app.run_id == 1 and app.analysis is None
 
@@ -143,8 +143,8 @@ def test_device_choices_divide_the_batch_and_stay_under_max_devices():
             select = app.query_one("#devices", Select)
             assert app.query_one("#sidebar").device_choices == [1, 2, 4]  # divisors of N=64 up to 6
             select.value = 4
-            await pilot.pause()
-            await pilot.press("r")
+            await drain(pilot)
+            await press(pilot, "r")
             await settle(pilot)
             assert app.analysis.shapes.devices == 4 and "mesh s=4" in app.query_one("#status").plain
 
@@ -159,7 +159,7 @@ def test_export_and_collective_steps_are_greyed_out_before_results():
             for action in ("export", "next_collective", "previous_collective"):
                 assert app.check_action(action, ()) is None
             assert app.check_action("run", ()) is True
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             for action in ("export", "next_collective", "previous_collective"):
                 assert app.check_action(action, ()) is True
@@ -176,7 +176,7 @@ def test_command_palette_offers_every_action():
             for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "HLO", "Help", "Focus", "Quit"):
                 assert title in commands, title
             commands["Timings"].callback()
-            await pilot.pause()
+            await drain(pilot)
             assert app.query_one("#tabs").active == "timings"
             commands["Run"].callback()
             await settle(pilot)
@@ -204,7 +204,7 @@ def test_picking_another_function_runs_it_when_auto_run_is_on(tmp_path):
             await pilot.click("#autorun")
             options = app.query_one("#functions", OptionList)
             options.focus()
-            await pilot.press("down", "enter")
+            await press(pilot, "down", "enter")
             await settle(pilot)
             assert app.analysis.function == "small" and app.analysis.shapes.batch == 24
             assert "two.py::small" in app.query_one("#status").plain

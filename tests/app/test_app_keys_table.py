@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, ROOT, SIZE, make_app, run, settle
+from app_support import DEMOS, ROOT, SIZE, drain, make_app, press, run, settle
 from textual.widgets import Markdown
 
 from shardscope.app import ShardscopeApp
@@ -34,17 +34,17 @@ def test_every_binding_is_in_the_help_and_the_palette_including_the_diff_tab_s()
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("question_mark")
-            await pilot.pause()
+            await press(pilot, "question_mark")
+            await drain(pilot)
             assert isinstance(app.screen, HelpScreen)
             assert app.screen.query_one(Markdown).source == help_text(ShardscopeApp.BINDINGS)
-            await pilot.press("escape")
-            await pilot.pause()
+            await press(pilot, "escape")
+            await drain(pilot)
             commands = {c.title: c for c in app.get_system_commands(app.screen)}
             assert "Side by side" in commands
             commands["Side by side"].callback()  # from the Plans tab: opens the diff, side by side
             for _ in range(5):
-                await pilot.pause()
+                await drain(pilot)
             assert app.query_one("#tabs").active == "diff" and app.query_one("#diff-view").side_by_side
 
     run(scenario())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from app_support import DEMOS, make_app, run, settle
+from app_support import DEMOS, drain, make_app, press, run, settle
 
 from shardscope.app.error_panel import ErrorPanel
 from shardscope.app.plans_view import PlansView
@@ -44,7 +44,7 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
                     if label.rstrip() not in row:  # cut: it must say so
                         assert row.rstrip().endswith("…"), row
             assert badges >= len(plans.names), "every tree shows at least one badge, whole"
-            await pilot.press("n")  # details on demand: the cut label, whole, under the tree
+            await press(pilot, "n")  # details on demand: the cut label, whole, under the tree
             for name in ("naive", "deferred"):  # the two plans of rnn.py whose first collective is cut
                 tree = plans.tree(name)
                 assert str(plans.details(name).content) == tree.cursor_node.label.plain
@@ -59,15 +59,15 @@ def test_f2_shows_and_hides_the_sidebar_and_the_choice_sticks():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             assert not app.sidebar_shown
-            await pilot.press("f2")
+            await press(pilot, "f2")
             assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 24
             await pilot.resize_terminal(140, 40)
-            await pilot.pause()
+            await drain(pilot)
             assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 30
-            await pilot.press("f2")
+            await press(pilot, "f2")
             assert not app.sidebar_shown
             await pilot.resize_terminal(160, 40)
-            await pilot.pause()
+            await drain(pilot)
             assert not app.sidebar_shown, "the user hid it: a wider terminal does not bring it back"
 
     run(scenario())
@@ -94,8 +94,8 @@ def test_timings_labels_never_wrap_at_80_columns():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            await pilot.press("4")
-            await pilot.pause()
+            await press(pilot, "4")
+            await drain(pilot)
             text = "\n".join(screen_rows(app.query_one("#timings-body")))
             assert re.search(r"│ collective runs per call\s+│\s+2\s+│\s+1\s+│", text)
             assert re.search(r"│ bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, make_app, run, settle
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 from rich.console import Console
 from textual.widgets import Input
 
@@ -18,10 +18,10 @@ def test_a_2d_mesh_typed_in_the_sidebar_runs_with_the_batch_over_its_axes():
             await settle(pilot)
             app.query_one("#mesh", Input).value = "data=4,model=2"
             app.query_one("#batch-axes", Input).value = "data"
-            await pilot.pause()
+            await drain(pilot)
             assert "32/device" in str(app.query_one("#chunk-help").content)  # 128 over the 4 data rows
             app.set_focus(None)
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             analysis = app.analysis
             assert analysis.settings.mesh.text() == "data=4,model=2" and analysis.shapes.batch_axes == ("data",)
@@ -39,7 +39,7 @@ def test_a_mesh_the_batch_does_not_fit_is_an_error_panel_and_no_run():
             await settle(pilot)
             app.query_one("#mesh", Input).value = "data=3,model=2"
             app.set_focus(None)
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown and app.analysis is None and app.run_id == 1
@@ -54,18 +54,18 @@ def test_b_and_c_pick_the_compared_plans_and_the_diff_follows():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert (app.comparison.baseline, app.comparison.candidate) == ("naive", "deferred")
-            await pilot.press("3")
-            await pilot.press("c")
+            await press(pilot, "3")
+            await press(pilot, "c")
             await settle(pilot)
             assert (app.comparison.baseline, app.comparison.candidate) == ("naive", "reduced")
             diff = app.query_one("#diff-unified").plain
             assert "+++ reduced" in diff and "unreduced_psum" in diff
-            await pilot.press("b")
+            await press(pilot, "b")
             await settle(pilot)
             assert (app.comparison.baseline, app.comparison.candidate) == ("deferred", "reduced")
             assert "--- deferred" in app.query_one("#diff-unified").plain
-            await pilot.press("2")
-            await pilot.pause()
+            await press(pilot, "2")
+            await drain(pilot)
             graph = app.query_one("#graph-body").plain
             assert "deferred plan" in graph and "reduced plan" in graph and "naive plan" not in graph
 
@@ -78,8 +78,8 @@ def test_a_plan_that_cannot_be_built_is_listed_with_its_reason_in_the_timings_ta
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert "reduced" not in app.analysis.plans
-            await pilot.press("4")
-            await pilot.pause()
+            await press(pilot, "4")
+            await drain(pilot)
             console = Console(width=200, color_system=None)
             with console.capture() as capture:
                 console.print(app.query_one("#timings-body").content)

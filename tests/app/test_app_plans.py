@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from app_support import DEMOS, SIZE, make_app, run, settle
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 
 from shardscope.app.plan_tree import PAGE
 from shardscope.app.plans_view import PlansView
@@ -29,9 +29,9 @@ def test_n_and_N_move_both_trees_to_their_collectives():
             assert naive_values == ["params['Wh']", "params['b']", "params['Wx']"]
             assert sorted(deferred_by_value) == sorted(naive_values)
             assert len(naive_ids) == 3
-            await pilot.press("4")  # n from another tab comes back to Plans
+            await press(pilot, "4")  # n from another tab comes back to Plans
             for step, position in (("n", 0), ("n", 1), ("n", 2), ("n", 0), ("N", 2), ("N", 1)):
-                await pilot.press(step)
+                await press(pilot, step)
                 assert app.query_one("#tabs").active == "plans"
                 assert cursor_key(naive) == naive_ids[position]
                 assert cursor_key(deferred) == deferred_by_value[naive_values[position]]
@@ -57,7 +57,7 @@ def test_labels_show_badges_trip_counts_casts_and_varying_axes():
         app = make_app(DEMOS / "rnn.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("n")  # the naive collective in the time loop: chunks x T runs
+            await press(pilot, "n")  # the naive collective in the time loop: chunks x T runs
             naive = app.query_one(PlansView).tree("naive")
             label = naive.cursor_node.label.plain
             assert label.startswith(" x16/call  psum_invariant_0[s]"), "the badge leads, so a narrow pane never cuts it"
@@ -69,7 +69,7 @@ def test_labels_show_badges_trip_counts_casts_and_varying_axes():
             chunk_loop = naive.cursor_node.parent.parent
             casts = [n.label.plain for n in chunk_loop.children if n.label.plain.startswith("pvary")]
             assert casts and all("cast, moves no data" in text for text in casts)
-            await pilot.press("n")
+            await press(pilot, "n")
             deferred = app.query_one(PlansView).tree("deferred")
             assert "x1/call" in deferred.cursor_node.label.plain
 
@@ -89,7 +89,7 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             # opened by itself: the shard_map and the chunk loop, each body showing one page
             assert naive.node_count <= 2 * PAGE + 20 < total, "nodes exist only for what is on show"
             last = naive.collective_ids[-1]
-            await pilot.press("N")  # the last collective: deep inside a long loop body
+            await press(pilot, "N")  # the last collective: deep inside a long loop body
             assert cursor_key(naive) == last
             assert naive.node_count < 3 * PAGE, "a gap opened around the target, not the whole body"
             body = naive.cursor_node.parent
@@ -97,7 +97,7 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             assert gaps and "more equation(s)" in gaps[0].label.plain
             shown = len(body.children)
             naive.select_node(gaps[0])
-            await pilot.pause()
+            await drain(pilot)
             assert len(body.children) > shown, "enter on a gap shows the next page"
 
     assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
@@ -115,18 +115,18 @@ def test_the_plans_tab_takes_the_focus_but_not_from_an_input():
             assert app.focused is naive
             chunk = app.query_one("#chunk", Input)
             chunk.focus()
-            await pilot.pause()  # focus() lands on a later turn: escape must find the input focused
+            await drain(pilot)  # focus() lands on a later turn: escape must find the input focused
             assert app.focused is chunk
-            await pilot.press("escape", "2", "1")  # leave the input, then back to Plans
-            await pilot.pause()
+            await press(pilot, "escape", "2", "1")  # leave the input, then back to Plans
+            await drain(pilot)
             assert app.focused is naive
             chunk.focus()
-            await pilot.pause()
+            await drain(pilot)
             app.action_show_tab("graph")
             app.action_show_tab("plans")
-            await pilot.pause()
+            await drain(pilot)
             assert app.focused is chunk, "the input keeps the focus while the user types"
-            await pilot.press("escape", "n", "down")
+            await press(pilot, "escape", "n", "down")
             assert app.focused is naive and naive.cursor_node.data.key.endswith("add_0")  # the line after the psum
 
     run(scenario())

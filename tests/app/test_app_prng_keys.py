@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from _support import DROPOUT, write_demo
-from app_support import SIZE, make_app, run, settle
+from app_support import SIZE, make_app, press, run, settle
 
 from shardscope.app.error_panel import ErrorPanel
 from shardscope.app.plans_view import PlansView
@@ -21,7 +21,7 @@ def test_the_app_analyses_a_model_with_prng_keys(tmp_path):
             assert analysis is not None and analysis.function == "dropout"
             assert (analysis.plans["naive"].executed_collectives, analysis.plans["deferred"].executed_collectives) == (2, 1)
             assert analysis.plans["naive"].max_abs_err < 1e-5
-            await pilot.press("n")
+            await press(pilot, "n")
             naive = app.query_one(PlansView).tree("naive")
             assert "x2/call" in naive.cursor_node.label.plain
             shown = [node.label.plain for node in _loaded(naive.root)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from app_support import DEMOS, SIZE, make_app, run, settle
+from app_support import DEMOS, SIZE, make_app, press, run, settle
 from rich.console import Console
 from textual.widgets import OptionList
 
@@ -97,7 +97,7 @@ def test_n_pairs_the_programs_collectives_by_value():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             view = app.query_one(PlansView)
-            await pilot.press("n")
+            await press(pilot, "n")
             step, fixed = (str(view.query_one(f"#{n}-header").render()).splitlines()[-1] for n in view.names)
             value = app.analysis.plans["step"].collectives[0].value
             assert step.endswith(f"collective 1 of 2: psum_invariant_0 of {value} in 1 loop(s)")
@@ -113,36 +113,36 @@ def test_b_and_c_switch_the_comparison_and_e_exports_its_diff(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             first = app.comparison.speedup
-            await pilot.press("3")
+            await press(pilot, "3")
             await settle(pilot)
             diff = app.query_one("#diff-unified").plain.splitlines()
             assert diff[:2] == ["--- step", "+++ step_fixed"]
             assert any(line.startswith("+") and "pvary" in line for line in diff)
-            await pilot.press("b")
+            await press(pilot, "b")
             await settle(pilot)
             assert (app.comparison.baseline, app.comparison.candidate) == ("step_fixed", "step")
             assert app.query_one("#diff-unified").plain.splitlines()[:2] == ["--- step_fixed", "+++ step"]
             assert sidebar_marks(app) == ["C step", "B step_fixed"]
             # the same aligned rounds, the other way round: with 5 rounds the median ratio inverts exactly
             assert app.comparison.speedup.median == pytest.approx(1 / first.median)
-            await pilot.press("e")
+            await press(pilot, "e")
             exported = tmp_path / "train_step-step_fixed-vs-step-8dev.diff"
             assert app.last_export == exported
             assert exported.read_text() == diff_text(app.analysis, app.comparison)
             assert "\n--- step_fixed\n+++ step\n" in exported.read_text()
-            await pilot.press("c")
+            await press(pilot, "c")
             await settle(pilot)
             assert (app.comparison.baseline, app.comparison.candidate) == ("step", "step_fixed")
-            await pilot.press("2")
+            await press(pilot, "2")
             await settle(pilot)
             graph = app.query_one("#graph-view").plain
             assert graph.index("step program") < graph.index("step_fixed program")
             assert "body of scan_0 [4 trips]  (runs 4x per call)" in graph
-            await pilot.press("4")
+            await press(pilot, "4")
             await settle(pilot)
             view = app.query_one("#timings-view")
             timings = plain(timings_renderable(app.analysis, False, app.comparison))
-            assert view._analysis is app.analysis  # the tab shows this analysis, rendered as here
+            assert view.analysis is app.analysis  # the tab shows this analysis, rendered as here
             assert "reference" not in timings.split("outputs")[0] and "max |grad" not in timings
             assert "outputs on the same example arguments: step_fixed agrees with step" in timings
 
@@ -162,7 +162,7 @@ def test_a_program_that_fails_to_trace_shows_in_the_error_panel(tmp_path):
             assert app.analysis.plans["good"].executed_collectives == 1
             # fixed on disk: r reloads the file and both programs show, the panel goes
             path.write_text(path.read_text().replace("jnp.ones((5, 5))", "jnp.ones((4, 5))"))
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert not panel.shown and app.query_one(PlansView).names == ("good", "bad")
             assert app.is_running
@@ -181,7 +181,7 @@ def test_a_program_file_with_a_syntax_error_keeps_the_app_running(tmp_path):
             assert panel.shown and panel.message.startswith(f"Syntax error in {path}")
             assert app.analysis is None and app.is_running
             path.write_text(textwrap.dedent(GOOD_AND_BAD).replace("jnp.ones((5, 5))", "jnp.ones((4, 5))"))
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert not panel.shown and app.query_one(PlansView).names == ("good", "bad")
             assert sidebar_marks(app) == ["B good", "C bad"]
@@ -204,12 +204,12 @@ def test_a_file_with_one_program_has_nothing_to_compare(tmp_path):
             assert sidebar_marks(app) == ["= pipeline"]
             for action in ("export", "pick_baseline", "pick_candidate"):
                 assert app.check_action(action, ()) is None
-            await pilot.press("e")
+            await press(pilot, "e")
             assert app.last_export is None and list(tmp_path.iterdir()) == []
-            await pilot.press("3")
+            await press(pilot, "3")
             await settle(pilot)
             assert "has one program (pipeline): nothing to compare it with" in app.query_one("#diff-unified").plain
-            await pilot.press("6")
+            await press(pilot, "6")
             await settle(pilot)
             assert "nothing to sweep" in str(app.query_one("#sweep-status").render())
             assert app.query_one("#sweep-run").disabled

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from app_support import ROOT, SIZE, make_app, run
+from app_support import ROOT, SIZE, eventually, make_app, run
 from shardscope.app import runner
 
 STUCK_AT_IMPORT = '''
@@ -34,13 +34,6 @@ def stuck_demo(tmp_path: Path) -> tuple[Path, Path]:
     return demo, flag
 
 
-async def wait_until(predicate, pilot, seconds=120.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
-
-
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])
 def test_quit_while_the_worker_is_stuck_does_not_wait_for_it(tmp_path, key):
     demo, flag = stuck_demo(tmp_path)
@@ -50,7 +43,7 @@ def test_quit_while_the_worker_is_stuck_does_not_wait_for_it(tmp_path, key):
         app = make_app(demo)
         try:
             async with app.run_test(size=SIZE) as pilot:
-                await wait_until(runner.busy, pilot)
+                await eventually(pilot, runner.busy, "the run started", seconds=120)
                 await pilot.pause(0.3)  # well inside the demo's endless import
                 start = time.monotonic()
                 await pilot.press(key)
@@ -75,7 +68,7 @@ def test_ctrl_c_quits_even_from_an_input(tmp_path):
                 await pilot.pause()
                 await pilot.press("ctrl+c")
                 await pilot.pause()
-                assert app._exit
+                assert app.return_code == 0, "ctrl+c asked the app to exit"
         finally:
             flag.touch()
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from app_support import DEMOS, GATE, ROOT, SIZE, make_app, run, settle, write_gated_demo
+from app_support import DEMOS, GATE, ROOT, SIZE, make_app, press, run, settle, write_gated_demo
 from textual.worker import WorkerState
 
 from shardscope.app.plans_view import PlansView
@@ -55,7 +55,7 @@ def test_progress_goes_through_the_stages_in_order():
             assert app.query_one(StatusLine).plain.startswith("linear.py::linear  mesh s=2  chunk auto")
             assert "ready: press r to run" in app.query_one(StatusLine).plain
             stages.clear()
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert app.analysis is not None
         seen = list(dict.fromkeys(stages))
@@ -70,13 +70,13 @@ def test_a_key_pressed_during_a_run_is_handled_at_once(tmp_path):
         app = make_app(write_gated_demo(tmp_path / "gated.py"), autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("r")
+            await press(pilot, "r")
             worker = next(w for w in app.workers if w.is_running)
-            await pilot.press("3")
+            await press(pilot, "3")
             assert app.query_one("#tabs").active == "diff"
-            await pilot.press("question_mark")
+            await press(pilot, "question_mark")
             assert type(app.screen).__name__ == "HelpScreen"
-            await pilot.press("escape")
+            await press(pilot, "escape")
             assert worker.is_running and app.running, "the keys were handled while the run was still tracing"
             assert "tracing" in app.query_one(StatusLine).plain
             GATE.set()
@@ -92,10 +92,10 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
 
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("r")
+            await press(pilot, "r")
             first = [w for w in app.workers if w.is_running]
             assert len(first) == 1
-            await pilot.press("r")
+            await press(pilot, "r")
             assert first[0].is_cancelled
             GATE.set()
             await settle(pilot)
@@ -169,8 +169,8 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
             for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
                               ("hlo", "HloView"), ("sweep", "SweepView")):
                 assert type(app.query_one(f"#{tab}-view")).__name__ == name
-            assert app._stale_tabs == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
-            await pilot.press("3")
-            assert app._stale_tabs == {"graph", "timings", "hlo", "sweep"}
+            assert app.tabs_behind == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
+            await press(pilot, "3")
+            assert app.tabs_behind == {"graph", "timings", "hlo", "sweep"}
 
     run(scenario())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, make_app, run, settle, write_demo
+from app_support import DEMOS, SIZE, eventually, make_app, press, run, settle, write_demo
 from textual.widgets import Input, OptionList, Select
 
 from shardscope.app.error_panel import ErrorPanel
@@ -27,18 +27,18 @@ def test_picking_another_mesh_marks_the_results_stale_until_they_are_run():
             status = app.query_one(StatusLine)
             assert not app.stale and status.state == ""
             app.query_one("#devices", Select).value = 4
-            await pilot.pause()
-            assert app.stale and status.state == "stale"
+            await eventually(pilot, lambda: app.stale, "picking 4 devices marked the results stale")
+            assert status.state == "stale"
             banner = str(app.query_one("#stale").content)
             assert "results below are for linear.py::linear  mesh s=2  chunk 16" in banner
             assert "the sidebar asks for mesh s=4, chunk 8" in banner  # auto chunk at 4 devices: 8
             assert status.plain.startswith("linear.py::linear  mesh s=2  chunk 16 (2 chunks/device)")
             assert "stale: the sidebar asks for mesh s=4, chunk 8 (r: run)" in status.plain
             app.query_one("#devices", Select).value = 2  # back to what is on screen: not stale
-            await pilot.pause()
-            assert not app.stale and status.state == "" and "done: collective runs/call: naive 2, deferred 1" in status.plain
+            await eventually(pilot, lambda: not app.stale, "picking 2 devices again cleared the mark")
+            assert status.state == "" and "done: collective runs/call: naive 2, deferred 1" in status.plain
             app.query_one("#devices", Select).value = 4
-            await pilot.press("r")
+            await press(pilot, "r")
             await settle(pilot)
             assert not app.stale and app.analysis.shapes.devices == 4
             assert status.plain.startswith("linear.py::linear  mesh s=4  chunk 8 (2 chunks/device)")
@@ -55,11 +55,13 @@ def test_typing_a_chunk_size_marks_the_results_stale():
             await settle(pilot)
             chunk = app.query_one("#chunk", Input)
             chunk.focus()
-            await pilot.press("8")
-            await pilot.pause()  # the sidebar's Edited message reaches the app after the key
-            assert app.stale and "the sidebar asks for chunk 8" in str(app.query_one("#stale").content)
-            await pilot.press("backspace", "1", "6")  # 16 is what auto resolved to: not stale
-            await pilot.pause()
+            await press(pilot, "8")
+            # The sidebar's Edited message reaches the app some turns after the key.
+            await eventually(pilot, lambda: app.stale, "typing 8 marked the results stale")
+            assert "the sidebar asks for chunk 8" in str(app.query_one("#stale").content)
+            await press(pilot, "backspace", "1", "6")  # 16 is what auto resolved to: not stale
+            await eventually(pilot, lambda: chunk.value == "16" and not app.stale, "typing 16 cleared the mark")
+            await settle(pilot)  # the edits in between ("", "1") have all been handled: still not stale
             assert not app.stale
 
     run(scenario())
@@ -76,9 +78,10 @@ def test_a_failed_run_names_the_settings_that_failed_not_the_ones_on_screen(tmp_
             assert app.analysis.function == "linear"
             options = app.query_one("#functions", OptionList)
             options.focus()
-            await pilot.press("down", "enter")  # pick "broken"; run on change is off
-            assert app.stale and "function broken" in str(app.query_one("#stale").content)
-            await pilot.press("r")
+            await press(pilot, "down", "enter")  # pick "broken"; run on change is off
+            await eventually(pilot, lambda: app.stale, "picking another function marked the results stale")
+            assert "function broken" in str(app.query_one("#stale").content)
+            await press(pilot, "r")
             await settle(pilot)
             status = app.query_one(StatusLine)
             assert app.query_one(ErrorPanel).shown and status.state == "failed"
@@ -96,8 +99,8 @@ def test_settings_refused_before_a_run_do_not_blame_the_results_on_screen():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             app.query_one("#chunk", Input).value = "7"
-            await pilot.pause()
-            await pilot.press("r")
+            await eventually(pilot, lambda: app.stale, "typing chunk 7 marked the results stale")
+            await press(pilot, "r")
             await settle(pilot)
             shown, state = app.query_one(StatusLine).plain.split("  |  ")
             assert shown.startswith("linear.py::linear  mesh s=2  chunk 16")

@@ -11,7 +11,7 @@ import ast
 import html
 import re
 
-from app_support import DEMOS, ROOT, make_app, run, settle
+from app_support import DEMOS, ROOT, drain, make_app, press, run, settle
 
 RETIRED = re.compile(
     r"collective\(s\)/call|collectives?/call|executed/call|run\(s\)/call|"
@@ -37,11 +37,11 @@ def test_every_tab_of_the_app_uses_the_team_words_and_none_of_the_retired_ones()
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot)
             for key, tab in zip("123456", ("plans", "graph", "diff", "timings", "hlo", "sweep")):
-                await pilot.press(key)
+                await press(pilot, key)
                 await settle(pilot)
                 seen[tab] = _visible_text(app.export_screenshot())
-            await pilot.press("question_mark")
-            await pilot.pause()
+            await press(pilot, "question_mark")
+            await drain(pilot)
             seen["help"] = _visible_text(app.export_screenshot())
 
     run(scenario())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from app_support import drain
 from rich.console import Console
 
 from _support import GATED_COND_DEMO as GATED
@@ -23,9 +24,9 @@ async def shown_timings(analysis, width: int = 400) -> str:
             yield view
 
     async with Harness().run_test(size=(160, 60)) as pilot:
-        await pilot.pause()
+        await drain(pilot)
         view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         console = Console(width=width, color_system=None)
         with console.capture() as capture:
             console.print(view.query_one("#timings-body", Static).content)

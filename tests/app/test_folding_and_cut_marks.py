@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from app_support import drain
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -71,19 +72,19 @@ def test_a_lines_view_marks_cut_lines_with_an_ellipsis_at_the_edge_they_continue
         async with app.run_test(size=(40, 8)) as pilot:
             view = app.query_one(LinesView)
             view.show_lines([Text(line) for line in lines])
-            await pilot.pause()
+            await drain(pilot)
             width = view.size.width
             row = [view.render_line(y).text for y in range(3)]
             assert row[0].rstrip() == "short line" and "…" not in row[0]
             assert row[1].endswith("…") and row[1].startswith("a long line") and len(row[1]) == width
             assert "…" not in row[2]  # a line of spaces shows nothing to cut
             view.scroll_to(x=20, animate=False)
-            await pilot.pause()
+            await drain(pilot)
             row = [view.render_line(y).text for y in range(3)]
             assert row[1].startswith("…") and row[1].endswith("…")
             assert row[0].startswith("…") and row[0][1:].strip() == ""  # all of it is left of the view
             view.scroll_to(x=view.max_scroll_x, animate=False)
-            await pilot.pause()
+            await drain(pilot)
             last = view.render_line(1).text
             assert last.startswith("…") and last.rstrip().endswith("END")
 
@@ -106,7 +107,7 @@ def test_text_rows_cut_each_line_or_wrap_into_their_height_and_say_what_was_left
     async def main() -> None:
         app = _Rows()
         async with app.run_test(size=(60, 10)) as pilot:
-            await pilot.pause()
+            await drain(pilot)
             cut, wrapped = app.query_one("#cut", TextRows), app.query_one("#wrapped", TextRows)
             assert cut.size.height == 2  # one row per line of the text
             rows = [cut.render_line(y).text for y in range(2)]
@@ -115,7 +116,7 @@ def test_text_rows_cut_each_line_or_wrap_into_their_height_and_say_what_was_left
             assert rows[0].startswith("word word") and "…" not in rows[0]
             assert rows[1].rstrip().endswith("…")  # 40 words do not fit in two rows of 30
             cut.update(Text("new"))
-            await pilot.pause()
+            await drain(pilot)
             assert cut.render_line(0).text.rstrip() == "new" and str(cut.content) == "new"
 
     asyncio.run(main())
@@ -129,7 +130,7 @@ def test_the_right_edge_mark_shows_left_of_the_scrollbar():
         async with app.run_test(size=(40, 8)) as pilot:
             view = app.query_one(LinesView)
             view.show_lines([Text(line) for line in lines])
-            await pilot.pause()
+            await drain(pilot)
             shown = view.scrollable_content_region.width
             assert shown < view.size.width  # the vertical scrollbar takes the last column(s)
             row = view.render_line(0).text

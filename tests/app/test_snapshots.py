@@ -13,6 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from app_support import drain, press
 
 from shardscope.app import make_app
 from shardscope.app.views.timings import TimingsView
@@ -35,12 +36,12 @@ async def analysed(pilot) -> None:
     app = pilot.app
     for _ in range(500):
         await app.workers.wait_for_complete()
-        await pilot.pause()
+        await drain(pilot)
         if app.analysis is not None and not any(worker.is_running for worker in app.workers):
             break
     assert app.analysis is not None, "the analysis did not finish"
     assert pilot.app.query_one(TimingsView).measurements_hidden
-    await pilot.pause()
+    await drain(pilot)
 
 
 def test_snapshots_are_pinned_to_the_textual_version_they_were_made_with():
@@ -55,9 +56,9 @@ def test_tab_snapshot(snap_compare, key, tab):
 def test_diff_side_by_side_snapshot(snap_compare):
     async def side_by_side(pilot):
         await analysed(pilot)
-        await pilot.press("3")
+        await press(pilot, "3")
         pilot.app.query_one("#diff-unified").focus()
-        await pilot.press("s")
+        await press(pilot, "s")
 
     assert snap_compare(snapshot_app(), terminal_size=SNAPSHOT_SIZE, run_before=side_by_side)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-
+from app_support import drain
 from textual.widgets import Input, Select, Static
 from textual_plotext import PlotextPlot
 
@@ -14,20 +12,7 @@ from shardscope.app.views.sweep import SweepView
 from shardscope.interconnects import format_seconds, preset
 from shardscope.projection import project
 from shardscope.settings import Settings
-from test_views import DEMOS, ViewHarness, shown
-
-SIZE = (160, 60)
-
-
-def run(view, script) -> None:
-    async def main() -> None:
-        app = ViewHarness(view)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            await script(app, pilot)
-
-    asyncio.run(main())
-
+from view_support import DEMOS, run_view as run, shown
 
 def test_timings_tab_projects_onto_the_picked_preset_and_device_count(analysis_of):
     analysis = analysis_of("linear.py")
@@ -35,7 +20,7 @@ def test_timings_tab_projects_onto_the_picked_preset_and_device_count(analysis_o
 
     async def script(app, pilot):
         view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         panel = view.query_one(ProjectionPanel)
         text = shown(panel.query_one("#projection-body", Static))
         expected = project(analysis, preset("nvlink-h100"), 8)
@@ -46,14 +31,14 @@ def test_timings_tab_projects_onto_the_picked_preset_and_device_count(analysis_o
 
         panel.query_one("#projection-preset", Select).value = "dcn-100g"
         panel.query_one("#projection-devices", Select).value = 4
-        await pilot.pause()
+        await drain(pilot)
         text = shown(panel.query_one("#projection-body", Static))
         expected = project(analysis, preset("dcn-100g"), 4)
         assert "projected onto dcn-100g" in text and "with 4 devices" in text
         assert f"deferred: {format_seconds(expected.plans['deferred'].comm_s_per_call)} per call" in text
 
         view.measurements_hidden = True
-        await pilot.pause()
+        await drain(pilot)
         hidden = shown(panel.query_one("#projection-body", Static))
         assert "measured" not in hidden and "projected naive/deferred communication time: 2.00x" in hidden
 
@@ -68,8 +53,8 @@ def test_sweep_tab_runs_the_sweep_in_a_worker_and_charts_it():
         view.query_one("#sweep-budget", Input).value = "1KiB"
         view.action_sweep()
         await app.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.pause()
+        await drain(pilot)
+        await drain(pilot)
         sweep = view.sweep
         assert sweep is not None and sweep.chunk_sizes == [1, 2, 4, 8, 16, 32]
         assert len(sweep.points) == 6 * len(sweep.plan_names) and sweep.memory_budget_bytes == 1024
@@ -84,7 +69,7 @@ def test_sweep_tab_runs_the_sweep_in_a_worker_and_charts_it():
         # a tighter budget re-picks without sweeping again
         view.query_one("#sweep-budget", Input).value = "10B"
         await view.query_one("#sweep-budget", Input).action_submit()
-        await pilot.pause()
+        await drain(pilot)
         assert view.sweep is not sweep and view.sweep.points == sweep.points and view.sweep.pick is None
         assert "nothing fits within the budget of 10 B" in shown(view.query_one("#sweep-status", Static))
 
@@ -98,7 +83,7 @@ def test_sweep_tab_says_what_is_wrong_with_a_budget():
         view.settings = Settings(path=DEMOS / "linear.py", devices=2, repeats=1)
         view.query_one("#sweep-budget", Input).value = "plenty"
         view.action_sweep()
-        await pilot.pause()
+        await drain(pilot)
         assert "is not a memory size" in shown(view.query_one("#sweep-status", Static))
         assert not view.running
 

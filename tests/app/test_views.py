@@ -4,52 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-from pathlib import Path
 
-from rich.console import Console
+from app_support import drain, press
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
+from view_support import DEMOS, SIZE, ViewHarness, run_view as run, shown
 
 from shardscope.app.views import DiffView, GraphView, HloView, TimingsView
 from shardscope.app.views.diff import unified_lines
 from shardscope.app.views.lines import LinesView
 from shardscope.app.views.timings import seconds
 from shardscope.diff import unified
-
-SIZE = (160, 60)
-DEMOS = Path(__file__).resolve().parents[2] / "demos"
-
-
-class ViewHarness(App):
-    """Mounts one view, full screen."""
-
-    def __init__(self, view: Widget) -> None:
-        super().__init__()
-        self.view = view
-
-    def compose(self) -> ComposeResult:
-        yield self.view
-
-
-def shown(static: Static, width: int = 400) -> str:
-    """The plain text a Static displays."""
-    console = Console(width=width, color_system=None, legacy_windows=False)
-    with console.capture() as capture:
-        console.print(static.content)
-    return capture.get()
-
-
-def run(view: Widget, script) -> None:
-    """Mount ``view`` in the harness and run ``await script(app, pilot)``."""
-
-    async def main() -> None:
-        app = ViewHarness(view)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            await script(app, pilot)
-
-    asyncio.run(main())
 
 
 def test_every_view_shows_a_placeholder_until_an_analysis_arrives(analysis_of):
@@ -61,7 +27,7 @@ def test_every_view_shows_a_placeholder_until_an_analysis_arrives(analysis_of):
             assert placeholder.display and "press r to run" in shown(placeholder)
             assert all(not c.display for c in app.view.query("LinesView, VerticalScroll"))
             app.view.show_analysis(analysis)
-            await pilot.pause()
+            await drain(pilot)
             assert not placeholder.display
             assert any(c.display and c.region.height > 0 for c in app.view.query("LinesView, VerticalScroll"))
 
@@ -73,7 +39,7 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         naive, deferred = app.view.plain.split("deferred plan", 1)
         assert "2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in naive
         assert re.search(r"⟳ scan_0 \[2 trips\]\s+x2/call\s+1 collective equation inside: psum_invariant_0 x2/call", naive)
@@ -99,7 +65,7 @@ def test_graph_view_shows_nested_loops_of_the_rnn(analysis_of):
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         naive, deferred = app.view.plain.split("deferred plan", 1)
         chunks, steps = inner.loop_trip_counts
         assert (chunks, steps) == (2, 8)
@@ -119,7 +85,7 @@ def test_diff_view_colours_the_unified_diff_and_switches_to_side_by_side(analysi
     async def script(app, pilot):
         assert view.check_action("toggle_layout", ()) is None  # greyed out: nothing to show yet
         view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         text = view.query_one("#diff-unified", LinesView).plain
         removed = [line for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
         added = [line for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
@@ -129,8 +95,8 @@ def test_diff_view_colours_the_unified_diff_and_switches_to_side_by_side(analysi
         assert any(line.startswith("@@") for line in text.splitlines())
         assert view.query_one("#diff-unified").display and not view.query_one("#diff-side-by-side").display
         view.query_one("#diff-unified").focus()
-        await pilot.press("s")
-        await pilot.pause()
+        await press(pilot, "s")
+        await drain(pilot)
         assert view.side_by_side and view.query_one("#diff-side-by-side").has_focus
         assert view.query_one("#diff-side-by-side").display and not view.query_one("#diff-unified").display
         table = view.query_one("#diff-side-by-side", LinesView).plain.splitlines()
@@ -141,7 +107,7 @@ def test_diff_view_colours_the_unified_diff_and_switches_to_side_by_side(analysi
         assert row[0] in "-~" and row.index("psum_invariant_0") < column
         assert any("pvary" in line[column:] for line in table)
         assert all(len(line) <= SIZE[0] for line in table)  # folded to the view's width
-        await pilot.press("s")
+        await press(pilot, "s")
         assert not view.side_by_side
 
     run(view, script)
@@ -153,7 +119,7 @@ def test_timings_view_shows_costs_ratio_and_error(analysis_of):
 
     async def script(app, pilot):
         view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         text = shown(view.query_one("#timings-body", Static))
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
         assert analysis.comparison.speedup_text() in text
@@ -169,7 +135,7 @@ def test_timings_view_shows_costs_ratio_and_error(analysis_of):
         assert "█" in text or "━" in text  # the bars
 
         view.measurements_hidden = True
-        await pilot.pause()
+        await drain(pilot)
         hidden = shown(view.query_one("#timings-body", Static))
         assert "···x" in hidden and "measured times hidden" in hidden
         assert seconds(naive.run_s.median) not in hidden and f"{analysis.speedup:.2f}x" not in hidden
@@ -189,7 +155,7 @@ def test_hlo_view_shows_the_naive_all_reduce_in_the_while_body_and_the_deferred_
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         text = app.view.plain
         assert f"backend: {analysis.backend}" in text and analysis.backend == "cpu"
         naive_part, deferred_part = text.split("deferred:", 1)
@@ -208,7 +174,7 @@ def test_hlo_view_shows_nested_while_trip_counts_of_the_rnn(analysis_of):
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         text = app.view.plain
         assert "in while body [2 trips] › while body [8 trips]" in text
 
@@ -241,19 +207,19 @@ def test_views_of_a_traced_only_analysis_say_what_is_missing():
 
     async def timings(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         text = shown(app.view.query_one("#timings-body", Static))
         assert "traced only" in text and re.search(r"collective runs per call\s+│\s+2\s+│\s+1", text)
         assert "ms" not in text
 
     async def hlo(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         assert "not compiled" in app.view.plain
 
     async def graph(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         assert "x2/call" in app.view.plain
 
     run(TimingsView(), timings)
@@ -270,7 +236,7 @@ def test_graph_view_caps_a_block_with_many_collectives_and_names_what_it_left_ou
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         naive_text = app.view.plain.split("deferred plan", 1)[0]
         boxes = [line for line in naive_text.splitlines() if "/call" in line and "│" in line]
         drawn = set(re.findall(r"│ (psum_invariant_\d+)", naive_text))
@@ -290,7 +256,7 @@ def test_graph_view_opens_with_a_two_line_overview(analysis_of):
 
     async def script(app, pilot):
         app.view.show_analysis(analysis)
-        await pilot.pause()
+        await drain(pilot)
         first, second = app.view.plain.splitlines()[:2]
         assert first == "naive    20 runs/call, 3 of 3 collective equations in loops, 17,024 B/call"
         assert second == "deferred 3 runs/call, all 3 collective equations once per call, 1,344 B/call"
@@ -311,21 +277,21 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
 
     async def graph_of_dynamic(app, pilot):
         app.view.show_analysis(dynamic)
-        await pilot.pause()
+        await drain(pilot)
         naive = app.view.plain.split("deferred plan", 1)[0]
         assert re.search(r"x\?/call  psum_invariant_\d+ over \w+ · \? B/call .*inside scan_0 \[4 trips\] › while_0 \[\? trips\]", naive)
         assert "? runs/call" in naive and "? B/call" in naive
 
     async def graph_of_branchy(app, pilot):
         app.view.show_analysis(branchy)
-        await pilot.pause()
+        await drain(pilot)
         assert "≤ 8 runs/call" in app.view.plain and "largest branch counted" in app.view.plain
         naive = app.view.plain.split("deferred plan", 1)[0]
         assert naive.count("(in a cond branch: only when that branch runs)") == 2  # two of the three
 
     async def timings_of_branchy(app, pilot):
         app.view.show_analysis(branchy)
-        await pilot.pause()
+        await drain(pilot)
         assert re.search(r"collective runs per call\s+│\s+≤ 8\s+│\s+2", shown(app.view.query_one("#timings-body", Static)))
 
     run(GraphView(), graph_of_dynamic)
@@ -356,16 +322,16 @@ def test_a_shown_view_takes_the_focus_unless_the_user_is_typing(analysis_of):
         async with app.run_test(size=SIZE) as pilot:
             if typing:
                 app.query_one("#typing").focus()
-            await pilot.pause()
+            await drain(pilot)
             view.show_analysis(analysis)
-            await pilot.pause()
-            await pilot.pause()
+            await drain(pilot)
+            await drain(pilot)
             if typing:
                 assert app.focused is app.query_one("#typing")
                 return
             assert app.focused is view.query_one("#diff-unified")
-            await pilot.press("s")  # works at once: the diff has the focus
-            await pilot.pause()
+            await press(pilot, "s")  # works at once: the diff has the focus
+            await drain(pilot)
             assert view.side_by_side and app.focused is view.query_one("#diff-side-by-side")
 
     asyncio.run(scenario(typing=False))
@@ -386,10 +352,10 @@ def test_lines_view_draws_only_what_is_on_screen_and_scrolls():
 
     async def script(app, pilot):
         view.show_lines([RichText(f"line {k}") for k in range(10_000)])
-        await pilot.pause()
+        await drain(pilot)
         assert view.virtual_size.height == 10_000 and max(view.drawn) < SIZE[1]
         view.scroll_end(animate=False)
-        await pilot.pause()
+        await drain(pilot)
         assert view.scroll_offset.y == 10_000 - view.size.height
         assert 9_999 in view.drawn and len(view.drawn) < 3 * SIZE[1]
         assert view.plain.splitlines()[1234] == "line 1234"

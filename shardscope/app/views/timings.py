@@ -234,6 +234,11 @@ class TimingsView(Widget):
             yield Static(id="timings-body")
             yield ProjectionPanel(measurements_hidden=self.measurements_hidden, id="timings-projection")
 
+    @property
+    def analysis(self) -> "Analysis | None":
+        """The analysis the tab shows (None before the first)."""
+        return self._analysis
+
     def show_analysis(self, analysis: "Analysis", prepared=None) -> None:
         """Render the costs of ``analysis``; the speedup of the comparison ``prepared`` holds."""
         self._analysis = analysis
