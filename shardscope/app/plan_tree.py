@@ -261,8 +261,7 @@ class PlanTree(Tree[Entry]):
                 node.expand()
             node = self._node_by_key.get(key) or self._open_gap_around(node, key)
         self.get_node_at_line(0)  # rebuilds the tree lines, so node.line is current
-        self.move_cursor(node)
-        self.scroll_to_node(node, animate=False)
+        self.move_cursor(node)  # which scrolls to it too
         return node
 
     @on(Tree.NodeExpanded)
