@@ -115,6 +115,8 @@ class ShardscopeApp(App[int]):
         self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
+        self._views_requested = False
+        self._pending_diff_action: str | None = None  # a Diff action asked for before its view was mounted
 
     @property
     def run_id(self) -> int:
@@ -172,7 +174,14 @@ class ShardscopeApp(App[int]):
         if self.profile is not None:
             self.log(f"startup: first paint after {self.profile.mark_first_paint():.3f} s")
         self._start_run(analyze=self.autorun)
-        self._import_views()
+
+    def _load_views(self) -> None:
+        """Import and mount the other tabs' views, once: when the first run ends, or sooner if the
+        user opens one of those tabs. Importing them while the first run imports JAX made both
+        compete for the GIL: the first results came about 0.7 s later."""
+        if not self._views_requested:
+            self._views_requested = True
+            self._import_views()
 
     @work(thread=True, group="views", exit_on_error=False)
     def _import_views(self) -> None:
@@ -191,6 +200,9 @@ class ShardscopeApp(App[int]):
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
+        if self._pending_diff_action is not None:
+            action, self._pending_diff_action = self._pending_diff_action, None
+            await self._run_diff_action(action)
 
     def _handle_exception(self, error: Exception) -> None:
         """An error in a widget the quit is tearing down is not the user's problem.
@@ -363,9 +375,12 @@ class ShardscopeApp(App[int]):
     async def _run_diff_action(self, action: str) -> None:
         """Open the Diff tab and run one of its actions there, as its key would."""
         self.action_show_tab("diff")
-        if "diff" in self._mounted_views:
-            self._refresh_tab("diff")
-            await self.run_action(action, self.query_one("#diff-view"))
+        if "diff" not in self._mounted_views:
+            self._pending_diff_action = action  # run when the view is mounted (opening the tab loads it)
+            self._load_views()
+            return
+        self._refresh_tab("diff")
+        await self.run_action(action, self.query_one("#diff-view"))
 
     # -- the run ------------------------------------------------------------------------
 
@@ -489,6 +504,8 @@ class ShardscopeApp(App[int]):
         """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
         if event.worker.group != "analysis":
             return
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self._load_views()  # the first run is over: the other tabs' imports no longer slow it down
         if event.state == WorkerState.ERROR:
             self.running = False
             error = event.worker.error
@@ -499,6 +516,8 @@ class ShardscopeApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id != "plans":
+            self._load_views()
         self._refresh_tab(event.pane.id)
 
     @on(Sidebar.Changed)

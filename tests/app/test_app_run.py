@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 
-from app_support import DEMOS, GATE, ROOT, SIZE, make_app, press, run, settle, write_gated_demo
+from app_support import DEMOS, GATE, ROOT, SIZE, drain, eventually, make_app, press, run, settle, write_gated_demo
 from textual.worker import WorkerState
 
+from shardscope.app.error_panel import ErrorPanel
 from shardscope.app.plans_view import PlansView
 from shardscope.app.status import StatusLine
 
@@ -172,5 +173,45 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
             assert app.tabs_behind == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
             await press(pilot, "3")
             assert app.tabs_behind == {"graph", "timings", "hlo", "sweep"}
+
+    run(scenario())
+
+
+def test_the_other_tabs_load_after_the_first_run_unless_one_is_opened_sooner(tmp_path):
+    """Their imports would compete with the first run's import of JAX: they wait for the run to end,
+    but opening a tab (or asking for a Diff action) during the run loads them at once."""
+
+    async def scenario():
+        app = make_app(write_gated_demo(tmp_path / "gated.py"))  # the first run blocks while tracing
+        async with app.run_test(size=SIZE) as pilot:
+            await eventually(pilot, lambda: "tracing" in app.query_one(StatusLine).plain, "the first run traces")
+            await drain(pilot)
+            assert not app.query("#graph-view") and not app.query("#diff-view"), "not while the first run runs"
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
+            commands["Side by side"].callback()  # opens the Diff tab, whose view does not exist yet
+            await eventually(pilot, lambda: bool(app.query("#diff-view")), "opening the Diff tab loaded the views")
+            await drain(pilot)
+            assert app.query_one("#tabs").active == "diff" and app.running, "while the first run still traces"
+            assert not app.query_one("#diff-view").side_by_side, "no diff yet: the layout switch is greyed out"
+            GATE.set()
+            await settle(pilot)
+            assert app.analysis is not None and app.tabs_behind == {"plans", "graph", "timings", "hlo", "sweep"}
+            commands["Side by side"].callback()
+            await eventually(pilot, lambda: app.query_one("#diff-view").side_by_side, "the layout switched")
+
+    run(scenario())
+
+
+def test_after_a_first_run_that_fails_the_other_tabs_load_anyway(tmp_path):
+    async def scenario():
+        path = tmp_path / "broken.py"
+        path.write_text("import jax\nimport shardscope\nraise RuntimeError('no model today')\n")
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.query_one(ErrorPanel).shown and app.analysis is None
+            await eventually(pilot, lambda: bool(app.query("#graph-view")), "the views loaded after the failed run")
+            await press(pilot, "2")
+            assert "press r to run" in str(app.query_one("#graph-placeholder").content)
 
     run(scenario())
