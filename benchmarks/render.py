@@ -49,6 +49,15 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "that appears still lays out). Plan headers have a fixed height (a hint line until `n`), and headers "
         "and details render through `TextRows` (one row per line, cut with an ellipsis) instead of a "
         "`Static` relaid out on every update; the n/N pairing is computed once per analysis.",
+        "`shardscope/app/plan_tree.py`, `plans_view.py`, `text_rows.py` (9b15ae5): what a key press redraws is "
+        "only what changed. `Tree` caches drawn lines by line number and forgets them all whenever a node is "
+        "added, which `n` does in every tree; `PlanTree` keeps them by node (and the node's cursor, hover and "
+        "guide state) and only renumbers the mouse meta of a line that moved. Component styles are kept until "
+        "the styles change (`Widget` dropped them on every refresh), `Tree._build` looks the view's width up once "
+        "instead of once a line, and a gap's collective counts come from running totals (a bisection, not a scan "
+        "of every collective of the plan). A header repaints only its changed line; the details line repaints in "
+        "the cursor's own frame (`down` painted twice, a frame apart); the n/N pairing is made when the plans "
+        "show, not on the first `n`.",
         "`shardscope/valueflow.py` (a49172a): a loop body's carry inputs are listed once per block "
         "(`BlockFacts.carries`) instead of once per collective: the deferrable search was quadratic in "
         "the program's size (the `collectives` column of the scaling table).",
@@ -258,10 +267,12 @@ def _misses(results: dict) -> list[str]:
         if "n" in slow:
             out.append(
                 "- A later `n` does little work in shardscope: `PlansView.step_collective` is a few ms of the "
-                "press. The rest is Textual repainting the three trees it scrolled (each visible line), their "
-                "scrollbars and the headers, through the compositor (`Compositor._render_chops`, "
-                "`StylesCache.render_line`) and the message pump; no layout of the screen happens any more "
-                "(see the changes below). The bare-`Tree` scrolling row is the floor of one tree's repaint.")
+                "press. The rest is Textual repainting the tree it scrolled (each visible line goes through "
+                "`StylesCache.render_line`, even the ones kept by node), that tree's scrollbar (a full re-render "
+                "of a few ms), the other trees' cursor lines and the headers, through the compositor "
+                "(`Compositor._render_chops` renders every widget that overlaps the changed area, containers "
+                "included); no layout of the screen happens any more (see the changes below). The bare-`Tree` "
+                "scrolling row is the floor of one tree's repaint.")
         if "down" in slow:
             out.append(
                 "- `down` scrolls the tree once the cursor is at the bottom edge, and a scrolled Textual `Tree` "
