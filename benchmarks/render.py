@@ -58,6 +58,9 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "of every collective of the plan). A header repaints only its changed line; the details line repaints in "
         "the cursor's own frame (`down` painted twice, a frame apart); the n/N pairing is made when the plans "
         "show, not on the first `n`.",
+        "`shardscope/app/app.py` (5569189): the other tabs' views are imported when the first run ends "
+        "(or when the user opens one of them), not in a second thread alongside the first run's import of "
+        "JAX, which both held the GIL: the `loading` stage of the first run got shorter (the stage table above).",
         "`shardscope/valueflow.py` (a49172a): a loop body's carry inputs are listed once per block "
         "(`BlockFacts.carries`) instead of once per collective: the deferrable search was quadratic in "
         "the program's size (the `collectives` column of the scaling table).",
