@@ -116,7 +116,7 @@ class ShardscopeApp(App[int]):
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
         self._views_requested = False
-        self._pending_diff_action: str | None = None  # a Diff action asked for before its view was mounted
+        self._pending_diff_action: str | None = None  # a Diff action asked for before there was a diff to act on
 
     @property
     def run_id(self) -> int:
@@ -200,9 +200,7 @@ class ShardscopeApp(App[int]):
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
-        if self._pending_diff_action is not None:
-            action, self._pending_diff_action = self._pending_diff_action, None
-            await self._run_diff_action(action)
+        self._run_pending_diff_action()
 
     def _handle_exception(self, error: Exception) -> None:
         """An error in a widget the quit is tearing down is not the user's problem.
@@ -373,12 +371,17 @@ class ShardscopeApp(App[int]):
             )
 
     async def _run_diff_action(self, action: str) -> None:
-        """Open the Diff tab and run one of its actions there, as its key would."""
+        """Open the Diff tab and run one of its actions there, as its key would.
+
+        Before there is a diff to act on (the view still loading, or the first run still going)
+        the action waits, and runs when the diff shows unless the user has left the tab by then.
+        """
         self.action_show_tab("diff")
-        if "diff" not in self._mounted_views:
-            self._pending_diff_action = action  # run when the view is mounted (opening the tab loads it)
+        if "diff" not in self._mounted_views or self.analysis is None:
+            self._pending_diff_action = action
             self._load_views()
             return
+        self._pending_diff_action = None
         self._refresh_tab("diff")
         await self.run_action(action, self.query_one("#diff-view"))
 
@@ -464,6 +467,7 @@ class ShardscopeApp(App[int]):
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
+        self._run_pending_diff_action()
         status.show_done(self._done_text(analysis))
         self._mark_stale()
         for warning in analysis.warnings:
@@ -516,9 +520,12 @@ class ShardscopeApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id != "diff":
+            self._pending_diff_action = None  # the user went elsewhere: a Diff action asked for earlier lapses
         if event.pane.id != "plans":
             self._load_views()
         self._refresh_tab(event.pane.id)
+        self._run_pending_diff_action()
 
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
@@ -576,6 +583,18 @@ class ShardscopeApp(App[int]):
         if tab in self._stale_tabs and tab in self._mounted_views and self.analysis is not None:
             self._stale_tabs.discard(tab)
             self._show_in(tab, self.analysis)
+
+    def _run_pending_diff_action(self) -> None:
+        """Run the Diff action that waited for a diff, once the Diff tab (still open) shows one."""
+        action = self._pending_diff_action
+        if action is None or "diff" not in self._mounted_views or self.analysis is None:
+            return
+        if self.query_one(TabbedContent).active != "diff":
+            self._pending_diff_action = None
+            return
+        self._refresh_tab("diff")
+        self._pending_diff_action = None
+        self.call_later(self.run_action, action, self.query_one("#diff-view"))
 
     def _show_in(self, tab: str, analysis: Any) -> None:
         """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails

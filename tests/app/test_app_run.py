@@ -179,7 +179,8 @@ def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
 
 def test_the_other_tabs_load_after_the_first_run_unless_one_is_opened_sooner(tmp_path):
     """Their imports would compete with the first run's import of JAX: they wait for the run to end,
-    but opening a tab (or asking for a Diff action) during the run loads them at once."""
+    but opening a tab during the run loads them at once. A Diff action asked for before there is a
+    diff waits for it."""
 
     async def scenario():
         app = make_app(write_gated_demo(tmp_path / "gated.py"))  # the first run blocks while tracing
@@ -192,12 +193,33 @@ def test_the_other_tabs_load_after_the_first_run_unless_one_is_opened_sooner(tmp
             await eventually(pilot, lambda: bool(app.query("#diff-view")), "opening the Diff tab loaded the views")
             await drain(pilot)
             assert app.query_one("#tabs").active == "diff" and app.running, "while the first run still traces"
-            assert not app.query_one("#diff-view").side_by_side, "no diff yet: the layout switch is greyed out"
+            assert not app.query_one("#diff-view").side_by_side, "no diff to lay out yet"
             GATE.set()
             await settle(pilot)
-            assert app.analysis is not None and app.tabs_behind == {"plans", "graph", "timings", "hlo", "sweep"}
+            assert app.analysis is not None and app.query_one("#tabs").active == "diff"
+            assert app.query_one("#diff-view").side_by_side, "the layout switch asked for waited for the diff"
+
+    run(scenario())
+
+
+def test_a_diff_action_that_waits_lapses_when_the_user_leaves_the_tab(tmp_path):
+    async def scenario():
+        app = make_app(write_gated_demo(tmp_path / "gated.py"))
+        async with app.run_test(size=SIZE) as pilot:
+            await eventually(pilot, lambda: "tracing" in app.query_one(StatusLine).plain, "the first run traces")
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
             commands["Side by side"].callback()
-            await eventually(pilot, lambda: app.query_one("#diff-view").side_by_side, "the layout switched")
+            await eventually(pilot, lambda: app.query_one("#tabs").active == "diff", "the palette opened the Diff tab")
+            await press(pilot, "1")  # back to Plans, before or while the views load
+            await eventually(pilot, lambda: bool(app.query("#diff-view")), "the views loaded")
+            await drain(pilot)
+            assert app.query_one("#tabs").active == "plans", "loading the views does not pull the user back"
+            GATE.set()
+            await settle(pilot)
+            assert app.analysis is not None and app.query_one("#tabs").active == "plans"
+            await press(pilot, "3")
+            await settle(pilot)
+            assert not app.query_one("#diff-view").side_by_side, "the request lapsed when the user left"
 
     run(scenario())
 
