@@ -370,20 +370,17 @@ class ShardscopeApp(App[int]):
                 lambda action=binding.action: self.call_later(self._run_diff_action, action),
             )
 
-    async def _run_diff_action(self, action: str) -> None:
+    def _run_diff_action(self, action: str) -> None:
         """Open the Diff tab and run one of its actions there, as its key would.
 
         Before there is a diff to act on (the view still loading, or the first run still going)
-        the action waits, and runs when the diff shows unless the user has left the tab by then.
+        the action waits (:meth:`_run_pending_diff_action`), and runs when the diff shows unless
+        the user has left the tab by then.
         """
         self.action_show_tab("diff")
-        if "diff" not in self._mounted_views or self.analysis is None:
-            self._pending_diff_action = action
-            self._load_views()
-            return
-        self._pending_diff_action = None
-        self._refresh_tab("diff")
-        await self.run_action(action, self.query_one("#diff-view"))
+        self._pending_diff_action = action
+        self._load_views()
+        self._run_pending_diff_action()
 
     # -- the run ------------------------------------------------------------------------
 

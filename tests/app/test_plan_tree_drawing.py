@@ -7,9 +7,7 @@ that opens nodes or scrolls redraws only the lines that changed. These tests hol
 
 from __future__ import annotations
 
-import os
-
-from app_support import DEMOS, SIZE, make_app, run, settle
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 
 from shardscope.app.plans_view import PlansView
 
@@ -30,6 +28,12 @@ def _check_rows_match_their_lines(tree, rows) -> None:
         assert any(meta.get("node") == node.id for meta in metas), f"row {y} is drawn for its own node"
 
 
+def _open_the_page_above(tree) -> None:
+    """Select the gap node above the cursor in its block: a page opens there and the lines below move down."""
+    body = tree.cursor_node.parent
+    tree.select_node([n for n in body.children if n.data.gap is not None and n.line < tree.cursor_line][-1])
+
+
 def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
 
@@ -40,18 +44,15 @@ def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch)
             naive = app.query_one(PlansView).tree("naive")
             for key in ("N", "open the gap above", "n", "N", "down", "down", "n", "N"):
                 if key == "open the gap above":  # a page opens above the lines just drawn: they move down
-                    body = naive.cursor_node.parent
-                    above = [n for n in body.children if n.data.gap is not None and n.line < naive.cursor_line]
-                    naive.select_node(above[-1])
+                    _open_the_page_above(naive)
                 else:
-                    await pilot.press(key)  # N: back to the lines drawn before, now further down
-                await pilot.pause()
+                    await press(pilot, key)  # N: back to the lines drawn before, now further down
+                await drain(pilot)
                 _check_rows_match_their_lines(naive, _rows(naive))
             kept = _rows(naive)
             naive.notify_style_update()  # forget every kept line: the next draw starts afresh
             assert _rows(naive) == kept, "a kept line differs from a fresh draw"
 
-    assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
     run(scenario())
 
 
@@ -63,18 +64,15 @@ def test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved(monkeyp
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             naive = app.query_one(PlansView).tree("naive")
-            await pilot.press("N")
-            await pilot.pause()
-            body = naive.cursor_node.parent
-            naive.select_node([n for n in body.children if n.data.gap is not None and n.line < naive.cursor_line][-1])
-            await pilot.press("n", "N")  # the lines drawn at first, now moved down by the page opened above them
-            await pilot.pause()
+            await press(pilot, "N")
+            _open_the_page_above(naive)
+            await press(pilot, "n", "N")  # the lines drawn at first, now moved down by the page opened above them
             top = naive.scroll_offset.y
             row = naive.cursor_line - 1 - top  # the line above the collective: drawn at first, then moved
             target = naive.get_node_at_line(top + row)
             assert target is not None and target is not naive.cursor_node
             await pilot.click(naive, offset=(naive.scrollable_content_region.width - 2, row))  # on the label's end
-            await pilot.pause()
+            await drain(pilot)
             assert naive.cursor_node is target, "the click selects the line under the mouse"
             details = str(app.query_one(PlansView).details("naive").content)
             assert details == target.label.plain, "the details line shows the clicked node's full label"
@@ -97,16 +95,16 @@ def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
     async def scenario():
         app = Rows()
         async with app.run_test(size=(40, 6)) as pilot:
-            await pilot.pause()
+            await drain(pilot)
             rows = app.query_one("#rows", TextRows)
             assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 1"]
             rows.update(Text("title\nsummary\nstep 2 of a very long line"))  # n: only the last line changes
-            await pilot.pause()
+            await drain(pilot)
             assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 2 of a very lo…"]
             screen = app.export_screenshot().replace("&#160;", " ")
             assert "step 2 of a very lo…" in screen and "summary" in screen and "step 1" not in screen
             rows.update(Text("other\nlines"))  # fewer lines: every row again, the last one blank
-            await pilot.pause()
+            await drain(pilot)
             assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["other", "lines", ""]
             screen = app.export_screenshot().replace("&#160;", " ")
             assert "other" in screen and "summary" not in screen and "step 2" not in screen
