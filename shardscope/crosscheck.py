@@ -90,6 +90,7 @@ def layout(tree: Any) -> tuple:
     import numpy as np
 
     leaves, structure = jax.tree.flatten(tree, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct))
+
     def dtype(leaf: Any) -> str:
         return str(leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
 

@@ -46,6 +46,7 @@ def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str,
 
 
 def json_finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in dicts and lists) replaced by None: strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
