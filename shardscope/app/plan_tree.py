@@ -202,6 +202,8 @@ class PlanTree(Tree[Entry]):
         self._node_lines_generation = 0  # bumped when node ids restart or the styles change
         self._component_styles_kept: dict[tuple, Any] = {}  # until the styles change
         self._build_width: int | None = None  # the view's width while ``_build`` measures every line
+        self.lines_drawn = 0
+        """How many lines were drawn anew so far (not found kept by :meth:`_render_line`)."""
 
     def watch_virtual_size(self, size: Size) -> None:
         """Fit the scrollbars to the new content size, without a layout of the screen."""
@@ -247,22 +249,69 @@ class PlanTree(Tree[Entry]):
         """The collective equations, in program order."""
         return self.index.order
 
+    def node_for(self, key: str) -> TreeNode[Entry] | None:
+        """The node of an equation id (or a sub-block's key), if it has one yet."""
+        return self._node_by_key.get(key)
+
     @property
     def node_count(self) -> int:
         """How many nodes exist so far (lazy population keeps this small)."""
         return len(self._node_by_key)
 
-    def reveal(self, equation_id: str) -> TreeNode[Entry]:
-        """Expand every node above ``equation_id``, move the cursor to it and scroll to it."""
+    def open_path(self, equation_id: str) -> TreeNode[Entry]:
+        """Expand every node above ``equation_id`` (opening only the part of a gap around it); its node."""
         node = self.root
         for key in (*self.index.paths[equation_id], equation_id):
             self._populate(node)
             if not node.is_expanded:
                 node.expand()
             node = self._node_by_key.get(key) or self._open_gap_around(node, key)
+        return node
+
+    def reveal(self, equation_id: str) -> TreeNode[Entry]:
+        """Expand every node above ``equation_id``, move the cursor to it and scroll to it."""
+        node = self.open_path(equation_id)
         self.get_node_at_line(0)  # rebuilds the tree lines, so node.line is current
         self.move_cursor(node)  # which scrolls to it too
         return node
+
+    def draw_ahead(self, equation_id: str) -> int:
+        """Draw now the lines that moving the cursor to ``equation_id`` brings into view; how many.
+
+        The first ``n`` scrolls every tree far from its top, onto a screenful of lines never
+        drawn (about 0.3 ms each: most of that key press at tens of thousands of equations).
+        Drawn here, while the app is idle, they are kept by node (:meth:`_render_line`) and the
+        key press finds them. They are drawn as they will look with the cursor on the equation
+        (``Tree`` marks the cursor's node selected, which colours the guides of the lines below
+        it); the cursor's own line is left to the key press. A line kept here is used only if
+        everything it depends on is as it was (the key of :meth:`_render_line`), so drawing
+        ahead can waste work but never show a wrong line.
+        """
+        node = self.node_for(equation_id)
+        if node is None or not self.is_on_screen or not self.size.area:
+            return 0
+        self.get_node_at_line(0)  # rebuilds the tree lines if nodes were added, so node.line is current
+        line, cursor = node.line, self.cursor_node
+        if line < 0 or node is cursor:
+            return 0
+        height = self.scrollable_content_region.height
+        x1 = self.scroll_offset.x
+        selected = [(each, each._selected) for each in (cursor, node) if each is not None]
+        self._pass_style, self._pass_view = self.rich_style, None
+        drawn = 0
+        try:
+            if cursor is not None:
+                cursor._selected = False
+            node._selected = True
+            for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
+                if y not in (line, self.cursor_line):
+                    self._render_line(y, x1, x1 + self.size.width, self._pass_style)
+                    drawn += 1
+        finally:
+            for each, was in selected:
+                each._selected = was
+            self._pass_style = self._pass_view = None
+        return drawn
 
     @on(Tree.NodeExpanded)
     def _populate_on_expand(self, event: Tree.NodeExpanded[Entry]) -> None:
@@ -430,6 +479,7 @@ class PlanTree(Tree[Entry]):
                tuple((n._hover, n._selected, n.is_last) for n in line.path))
         cached = self._node_lines.get(key)
         if cached is None:
+            self.lines_drawn += 1
             strip = super()._render_line(y, x1, x2, base_style)
             self._node_lines[key] = (y, strip)
             return strip

@@ -6,6 +6,7 @@ the registry shows here without a change to this file.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from rich.text import Text
@@ -42,6 +43,21 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     return steps
 
 
+def first_step(collectives: dict[str, tuple]) -> dict[str, int]:
+    """``pair_by_value(collectives)[0]``, the step the first ``n`` goes to, without pairing them all.
+
+    That step is the value of the first collective of the first plan that has one; every plan
+    pairs its first collective of that value with it.
+    """
+    value = next((found[0].value for found in collectives.values() if found), None)
+    step: dict[str, int] = {}
+    for name, found in collectives.items():
+        at = next((position for position, c in enumerate(found) if c.value == value), None)
+        if value is not None and at is not None:
+            step[name] = at
+    return step
+
+
 class PlansView(Widget):
     """A :class:`PlanTree` column per plan; ``n``/``N`` walk every tree's collectives in step."""
 
@@ -64,6 +80,7 @@ class PlansView(Widget):
         self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
         self._pairs: list[dict[str, int]] | None = None  # the n/N steps of the plans shown
         self._summaries: dict[str, tuple[Any, Text]] = {}  # plan name -> (plan, its header's first lines)
+        self._first_step_drawn = False
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -111,16 +128,60 @@ class PlansView(Widget):
         )
 
     def _fill(self) -> None:
+        """Show each plan, open where the first ``n`` goes, and prepare that key press when idle.
+
+        The trees open the path to the collectives of the first step now (with the loops that hold
+        collectives, where to look first), so the first ``n`` only moves the cursors; what it
+        scrolls into view is drawn while the app is idle (:meth:`_prepare_first_step`).
+        """
+        self._first_step_drawn = False
+        first = first_step({name: self._plans[name].collectives for name in self._names})
         for name in self._names:
             plan = self._plans[name]
             self._show_header(name, self._header(plan, None))
-            self.tree(name).show_plan(plan)
-        self.call_after_refresh(self._pair_when_idle)
+            tree = self.tree(name)
+            tree.show_plan(plan)
+            if name in first:
+                tree.open_path(tree.collective_ids[first[name]])
+        self.call_after_refresh(self._prepare_first_step, self._plans)
 
-    def _pair_when_idle(self) -> None:
-        """Pair the plans' collectives once the plans show, not on the first ``n`` (thousands in a large program)."""
-        if self._plans:
-            self.pairs
+    def _prepare_first_step(self, plans: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
+        """Pair the collectives, then draw ahead what the first ``n`` shows: one tree per idle turn.
+
+        Pairing (thousands of collectives in a large program) and drawing a screenful of lines per
+        tree are the bulk of a first ``n``; done here, that key press costs what a later one does.
+        Stops when another analysis shows or ``n``/``N`` came first.
+        """
+        if plans is not self._plans or not plans or self.collective_index >= 0:
+            return
+        steps = self.pairs
+        if names is None:  # first turn: pair, and focus a tree as n does (lines are drawn for the focus they will have)
+            self._focus_a_tree(retries=0)
+            if steps:
+                self.call_after_refresh(self._prepare_first_step, plans, self._names)  # after the focus moved
+            return
+        if not names:
+            return
+        name, rest = names[0], names[1:]
+        at = steps[0].get(name)
+        try:
+            tree = self.tree(name)
+        except NoMatches:  # the columns are being replaced (a new analysis)
+            return
+        if at is not None:
+            tree.draw_ahead(tree.collective_ids[at])
+        if rest:
+            self.call_after_refresh(self._prepare_first_step, plans, rest)
+        else:
+            self._first_step_drawn = True
+            # The trees and their lines live until the next run, as the analysis does: keep them
+            # out of the cyclic GC's passes too (the app unfreezes when the next analysis arrives).
+            gc.freeze()
+
+    @property
+    def first_step_drawn(self) -> bool:
+        """Whether the lines the first ``n`` scrolls into view were drawn ahead for the plans shown."""
+        return self._first_step_drawn
 
     def _show_header(self, name: str, text: Text) -> None:
         """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
@@ -195,8 +256,12 @@ class PlansView(Widget):
         return self.collective_index
 
     def on_show(self) -> None:
-        """Opening the tab puts the focus in a plan tree, so the arrow keys work at once."""
+        """Opening the tab puts the focus in a plan tree, so the arrow keys work at once.
+
+        The trees had no size while the tab was hidden: draw ahead for the first ``n`` again.
+        """
         self.call_after_refresh(self._focus_a_tree)
+        self.call_after_refresh(self._prepare_first_step, self._plans)
 
     def _focus_a_tree(self, retries: int = 5) -> None:
         """Focus the first plan's tree unless a tree already has it or the user is typing in an input.
@@ -208,7 +273,7 @@ class PlansView(Widget):
         if not self._names or isinstance(focused, (Input, PlanTree)):
             return
         if self.is_on_screen and self.tree(self._names[0]).is_on_screen:
-            self.tree(self._names[0]).focus()
+            self.screen.set_focus(self.tree(self._names[0]))  # now, not after the messages queued (``focus``)
         elif retries and self.parent is not None and self.parent.display:
             self.call_after_refresh(self._focus_a_tree, retries - 1)
 

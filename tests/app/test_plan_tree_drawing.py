@@ -7,7 +7,7 @@ that opens nodes or scrolls redraws only the lines that changed. These tests hol
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
+from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle
 
 from shardscope.app.plans_view import PlansView
 
@@ -108,5 +108,37 @@ def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
             assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["other", "lines", ""]
             screen = app.export_screenshot().replace("&#160;", " ")
             assert "other" in screen and "summary" not in screen and "step 2" not in screen
+
+    run(scenario())
+
+
+def test_the_first_n_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_draw_gives(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            view = app.query_one(PlansView)
+            await eventually(pilot, lambda: view.first_step_drawn, "the lines of the first n drawn ahead")
+            first = view.pairs[0]
+            trees = {name: view.tree(name) for name in first}
+            assert len(trees) == 3
+            for name, tree in trees.items():  # the path is open, the cursor not there yet, nor the view
+                node = tree.node_for(tree.collective_ids[first[name]])
+                assert node.line >= 0 and tree.cursor_node is not node
+                assert node.line >= tree.scroll_offset.y + tree.scrollable_content_region.height, "n scrolls"
+            nodes = {name: tree.node_count for name, tree in trees.items()}
+            drawn = {name: tree.lines_drawn for name, tree in trees.items()}
+            await press(pilot, "n")
+            for name, tree in trees.items():
+                assert tree.cursor_node.data.key == tree.collective_ids[first[name]]
+                assert tree.node_count == nodes[name], "the first n opened nothing: the path was open"
+                # a screenful scrolled into view, and only the cursor's own line was drawn for it
+                assert tree.lines_drawn - drawn[name] == 1, name
+                rows = _rows(tree)
+                _check_rows_match_their_lines(tree, rows)
+                tree.notify_style_update()  # forget every kept line: the next draw starts afresh
+                assert _rows(tree) == rows, f"{name}: a line drawn ahead differs from a fresh draw"
 
     run(scenario())
