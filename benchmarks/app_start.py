@@ -167,14 +167,14 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         last = sample == FIRST_N_APPS - 1
         shown = await _show_and_press(settings, analysis, presses if last else 0)
         shows.append(shown["show_s"])
-        drawn_ahead.append(shown["first_step_drawn_s"])
+        drawn_ahead.append(shown["first_moves_drawn_s"])
         first_ns.append(shown["first_n"])
     print(json.dumps({
         "depth": depth,
         "equations": analysis.plans["naive"].program.equation_count,
         "analyze_trace_only_s": analyze_s,
         "show_results_s": statistics.median(shows),
-        "first_step_drawn_s": stats(drawn_ahead),
+        "first_moves_drawn_s": stats(drawn_ahead),
         "first_n_apps": FIRST_N_APPS,
         "presses": {
             "first_n": _pooled(first_ns),
@@ -209,7 +209,7 @@ async def _show_and_press(settings, analysis, presses: int) -> dict:
         show_s = time.perf_counter() - start
         # while idle after the plans show, the app draws ahead the lines the first n scrolls into view
         view = app.query_one(PlansView)
-        await _wait_until(pilot, lambda: view.first_step_drawn, 60)
+        await _wait_until(pilot, lambda: view.first_moves_drawn, 60)
         drawn_s = time.perf_counter() - start
         # the app freezes the analysis (and then the trees) out of the cyclic GC (gc.freeze)
         tracked_objects, frozen_objects = len(gc.get_objects()), gc.get_freeze_count()
@@ -217,7 +217,7 @@ async def _show_and_press(settings, analysis, presses: int) -> dict:
         tree.focus()
         await pilot.pause()
         first_n = await _timed_presses(pilot, "n", 1)
-        result = {"show_s": show_s, "first_step_drawn_s": drawn_s, "first_n": first_n,
+        result = {"show_s": show_s, "first_moves_drawn_s": drawn_s, "first_n": first_n,
                   "nodes_after_first_n": tree.node_count, "gc_tracked_objects": tracked_objects,
                   "gc_frozen_objects": frozen_objects}
         if presses:

@@ -68,7 +68,7 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "own line drawn. The plan trees also draw no scrollbar: Textual redraws a scrollbar whole whenever "
         "its tree scrolls, which was about 40% of a key that scrolls all three trees."
         + (f" In this run the lines were drawn ahead {k_drawn:.0f} ms after the analysis arrived (median)."
-           if (k_drawn := _first_step_drawn_ms(results)) is not None else ""),
+           if (k_drawn := _first_moves_drawn_ms(results)) is not None else ""),
         "`shardscope/app/app.py` (5569189): the other tabs' views are imported when the first run ends "
         "(or when the user opens one of them), not in a second thread alongside the first run's import of "
         "JAX, which both held the GIL: the `loading` stage of the first run got shorter (the stage table above).",
@@ -78,8 +78,8 @@ def core_changes(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def _first_step_drawn_ms(results: dict[str, Any]) -> float | None:
-    drawn = results.get("app_start", {}).get("keys", {}).get("first_step_drawn_s")
+def _first_moves_drawn_ms(results: dict[str, Any]) -> float | None:
+    drawn = results.get("app_start", {}).get("keys", {}).get("first_moves_drawn_s")
     return None if drawn is None else drawn["median"] * 1e3
 
 

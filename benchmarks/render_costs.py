@@ -80,8 +80,8 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         f"Keys: `demos/deep.py` at depth {k['depth']} ({k['equations']:,} equations in the naive plan), traced "
         f"with `analyze(measure=False)` ({k['analyze_trace_only_s']:.1f} s), handed to the app as its worker "
         f"does (a `RunFinished` message; on screen {k['show_results_s'] * 1e3:.0f} ms later"
-        + (f", the first `n`'s lines drawn ahead {k['first_step_drawn_s']['median'] * 1e3:.0f} ms after it arrived"
-           if k.get("first_step_drawn_s") else "")
+        + (f", the first `n`'s lines drawn ahead {k['first_moves_drawn_s']['median'] * 1e3:.0f} ms after it arrived"
+           if k.get("first_moves_drawn_s") else "")
         + "), then Pilot key presses in the Plans tab. **Key to paint** is from the key event to the last screen update it causes "
         "(the app's `_display` is wrapped to timestamp the compositor's updates). `pilot.press` itself only "
         "returns after Textual's idle detection (it sleeps until the process is idle), which puts a floor "

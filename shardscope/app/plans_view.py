@@ -43,21 +43,6 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     return steps
 
 
-def first_step(collectives: dict[str, tuple]) -> dict[str, int]:
-    """``pair_by_value(collectives)[0]``, the step the first ``n`` goes to, without pairing them all.
-
-    That step is the value of the first collective of the first plan that has one; every plan
-    pairs its first collective of that value with it.
-    """
-    value = next((found[0].value for found in collectives.values() if found), None)
-    step: dict[str, int] = {}
-    for name, found in collectives.items():
-        at = next((position for position, c in enumerate(found) if c.value == value), None)
-        if value is not None and at is not None:
-            step[name] = at
-    return step
-
-
 class PlansView(Widget):
     """A :class:`PlanTree` column per plan; ``n``/``N`` walk every tree's collectives in step."""
 
@@ -80,7 +65,7 @@ class PlansView(Widget):
         self._details_key: dict[str, str | None] = {}  # plan -> the node whose details show
         self._pairs: list[dict[str, int]] | None = None  # the n/N steps of the plans shown
         self._summaries: dict[str, tuple[Any, Text]] = {}  # plan name -> (plan, its header's first lines)
-        self._first_step_drawn = False
+        self._first_moves_drawn = False
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -128,60 +113,69 @@ class PlansView(Widget):
         )
 
     def _fill(self) -> None:
-        """Show each plan, open where the first ``n`` goes, and prepare that key press when idle.
+        """Show each plan, open where the first ``n`` and the first ``N`` go, and draw those when idle.
 
-        The trees open the path to the collectives of the first step now (with the loops that hold
-        collectives, where to look first), so the first ``n`` only moves the cursors; what it
-        scrolls into view is drawn while the app is idle (:meth:`_prepare_first_step`).
+        The trees open the paths to the collectives of the first and the last step now (besides the
+        loops that hold collectives, where to look first), so the first ``n`` or ``N`` only moves
+        the cursors; what it scrolls into view is drawn while the app is idle
+        (:meth:`_draw_first_moves`). Pairing the plans' collectives (thousands in a large program)
+        happens here too, once per analysis.
         """
-        self._first_step_drawn = False
-        first = first_step({name: self._plans[name].collectives for name in self._names})
+        self._first_moves_drawn = False
+        ends = self._first_moves()
         for name in self._names:
             plan = self._plans[name]
             self._show_header(name, self._header(plan, None))
             tree = self.tree(name)
             tree.show_plan(plan)
-            if name in first:
-                tree.open_path(tree.collective_ids[first[name]])
-        self.call_after_refresh(self._prepare_first_step, self._plans)
+            for step in ends:
+                if name in step:
+                    tree.open_path(tree.collective_ids[step[name]])
+        self.call_after_refresh(self._draw_first_moves, self._plans)
 
-    def _prepare_first_step(self, plans: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
-        """Pair the collectives, then draw ahead what the first ``n`` shows: one tree per idle turn.
+    def _first_moves(self) -> list[dict[str, int]]:
+        """The steps the first ``n`` and the first ``N`` go to (one when there is one step, none without)."""
+        steps = self.pairs
+        return steps[:1] + steps[1:][-1:]
 
-        Pairing (thousands of collectives in a large program) and drawing a screenful of lines per
-        tree are the bulk of a first ``n``; done here, that key press costs what a later one does.
-        Stops when another analysis shows or ``n``/``N`` came first.
+    def _draw_first_moves(self, plans: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
+        """Draw ahead what the first ``n`` and the first ``N`` show: one tree per idle turn.
+
+        A screenful of lines never drawn, in every tree, was most of the first ``n`` or ``N``; drawn
+        here, that key press costs what a later ``n`` does. The first turn puts the focus in a tree
+        as ``n`` does, so the lines are drawn for the focus they will have. Stops when another
+        analysis shows or ``n``/``N`` came first.
         """
         if plans is not self._plans or not plans or self.collective_index >= 0:
             return
-        steps = self.pairs
-        if names is None:  # first turn: pair, and focus a tree as n does (lines are drawn for the focus they will have)
+        ends = self._first_moves()
+        if names is None:
             self._focus_a_tree(retries=0)
-            if steps:
-                self.call_after_refresh(self._prepare_first_step, plans, self._names)  # a tree per turn from the next
+            if ends:
+                self.call_after_refresh(self._draw_first_moves, plans, self._names)
             return
         if not names:
             return
         name, rest = names[0], names[1:]
-        at = steps[0].get(name)
         try:
             tree = self.tree(name)
         except NoMatches:  # the columns are being replaced (a new analysis)
             return
-        if at is not None:
-            tree.draw_ahead(tree.collective_ids[at])
+        for step in ends:
+            if name in step:
+                tree.draw_ahead(tree.collective_ids[step[name]])
         if rest:
-            self.call_after_refresh(self._prepare_first_step, plans, rest)
+            self.call_after_refresh(self._draw_first_moves, plans, rest)
         else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
-            self._first_step_drawn = all(self.tree(each).is_on_screen for each in self._names)
+            self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
             # The trees and their lines live until the next run, as the analysis does: keep them
             # out of the cyclic GC's passes too (the app unfreezes when the next analysis arrives).
             gc.freeze()
 
     @property
-    def first_step_drawn(self) -> bool:
-        """Whether the lines the first ``n`` scrolls into view were drawn ahead for the plans shown."""
-        return self._first_step_drawn
+    def first_moves_drawn(self) -> bool:
+        """Whether the lines the first ``n`` and the first ``N`` scroll into view were drawn ahead."""
+        return self._first_moves_drawn
 
     def _show_header(self, name: str, text: Text) -> None:
         """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
@@ -258,10 +252,10 @@ class PlansView(Widget):
     def on_show(self) -> None:
         """Opening the tab puts the focus in a plan tree, so the arrow keys work at once.
 
-        The trees had no size while the tab was hidden: draw ahead for the first ``n`` again.
+        The trees had no size while the tab was hidden: draw ahead for the first ``n`` and ``N`` again.
         """
         self.call_after_refresh(self._focus_a_tree)
-        self.call_after_refresh(self._prepare_first_step, self._plans)
+        self.call_after_refresh(self._draw_first_moves, self._plans)
 
     def _focus_a_tree(self, retries: int = 5) -> None:
         """Focus the first plan's tree unless a tree already has it or the user is typing in an input.

@@ -86,15 +86,18 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             naive = app.query_one(PlansView).tree("naive")
             total = app.analysis.plans["naive"].program.equation_count
             assert total > 4 * PAGE
-            # opened by itself: the shard_map and the chunk loop, each body showing one page, and
-            # the equations around the first collective (where the first n goes) with a gap either side
-            assert naive.node_count <= 2 * PAGE + (2 * CONTEXT + 1) + 2 + 20 < total, "nodes exist only for what is on show"
-            last = naive.collective_ids[-1]
+            # opened by itself: the shard_map and the chunk loop, each body showing one page, and the
+            # equations around the first and the last collective (where the first n and the first N
+            # go), each page of them with a gap either side: far fewer nodes than equations
+            around = 2 * CONTEXT + 1 + 2
+            assert naive.node_count <= 2 * PAGE + 2 * around + 20 < total, "nodes exist only for what is on show"
             before = naive.node_count
-            await press(pilot, "N")  # the last collective: deep inside a long loop body
-            assert cursor_key(naive) == last
-            # a gap opened around the target (its page, and a gap either side), not the whole body
-            assert naive.node_count <= before + 2 * CONTEXT + 1 + 2
+            await press(pilot, "N")  # the last collective: deep inside a long loop body, opened already
+            assert cursor_key(naive) == naive.collective_ids[-1]
+            assert naive.node_count == before
+            await press(pilot, "N")  # the one before: a gap opens around it (its page), not the whole body
+            assert cursor_key(naive) == naive.collective_ids[-2]
+            assert naive.node_count <= before + around
             body = naive.cursor_node.parent
             gaps = [n for n in body.children if n.data.gap is not None]
             assert gaps and "more equation(s)" in gaps[0].label.plain

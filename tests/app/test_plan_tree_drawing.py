@@ -7,6 +7,7 @@ that opens nodes or scrolls redraws only the lines that changed. These tests hol
 
 from __future__ import annotations
 
+import pytest
 from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle
 
 from shardscope.app.plans_view import PlansView
@@ -112,7 +113,8 @@ def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
     run(scenario())
 
 
-def test_the_first_n_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_draw_gives(monkeypatch):
+@pytest.mark.parametrize("key", ["n", "N"])
+def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_draw_gives(monkeypatch, key):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
 
     async def scenario():
@@ -120,20 +122,20 @@ def test_the_first_n_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             view = app.query_one(PlansView)
-            await eventually(pilot, lambda: view.first_step_drawn, "the lines of the first n drawn ahead")
-            first = view.pairs[0]
-            trees = {name: view.tree(name) for name in first}
+            await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
+            step = view.pairs[0 if key == "n" else -1]
+            trees = {name: view.tree(name) for name in step}
             assert len(trees) == 3
             for name, tree in trees.items():  # the path is open, the cursor not there yet, nor the view
-                node = tree.node_for(tree.collective_ids[first[name]])
+                node = tree.node_for(tree.collective_ids[step[name]])
                 assert node.line >= 0 and tree.cursor_node is not node
-                assert node.line >= tree.scroll_offset.y + tree.scrollable_content_region.height, "n scrolls"
+                assert node.line >= tree.scroll_offset.y + tree.scrollable_content_region.height, f"{key} scrolls"
             nodes = {name: tree.node_count for name, tree in trees.items()}
             drawn = {name: tree.lines_drawn for name, tree in trees.items()}
-            await press(pilot, "n")
+            await press(pilot, key)
             for name, tree in trees.items():
-                assert tree.cursor_node.data.key == tree.collective_ids[first[name]]
-                assert tree.node_count == nodes[name], "the first n opened nothing: the path was open"
+                assert tree.cursor_node.data.key == tree.collective_ids[step[name]]
+                assert tree.node_count == nodes[name], f"the first {key} opened nothing: the path was open"
                 # a screenful scrolled into view, and only the cursor's own line was drawn for it
                 assert tree.lines_drawn - drawn[name] == 1, name
                 rows = _rows(tree)
@@ -154,7 +156,7 @@ def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
             await settle(pilot)
             await press(pilot, "1")
             view = app.query_one(PlansView)
-            await eventually(pilot, lambda: view.first_step_drawn, "the lines of the first n drawn ahead")
+            await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
             trees = [view.tree(name) for name in view.names]
             drawn = [tree.lines_drawn for tree in trees]
             await press(pilot, "n")
