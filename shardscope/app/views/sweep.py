@@ -18,6 +18,7 @@ from rich.text import Text
 from shardscope.app.keys import SWEEP_BINDINGS
 from textual import on, work
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
@@ -74,7 +75,7 @@ def draw_time(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
     plt.clear_data()
     plt.clear_figure()
     if hidden:
-        _placeholder(plt, sweep)
+        _placeholder(plot, sweep)
         plot.refresh()
         return
     for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
@@ -116,15 +117,18 @@ def _chunk_axis(plt: Any, sweep: "Sweep") -> None:
     plt.xlabel("chunk size (log scale)")
 
 
-def _placeholder(plt: Any, sweep: "Sweep") -> None:
-    """The time chart's frame and chunk-size axis with ``··· (measured times hidden)`` inside."""
+def _placeholder(plot: PlotextPlot, sweep: "Sweep") -> None:
+    """The time chart's frame and chunk-size axis with ``··· (measured times hidden)`` inside,
+    in the colours of the axes (plotext's own default would be a white box)."""
+    plt, theme = plot.plt, plot.app.theme_variables
     low, high = _x(sweep.chunk_sizes[0]), _x(sweep.chunk_sizes[-1])
     if high == low:  # one chunk size: give the axis some width
         low, high = low - 1, high + 1
     plt.xlim(low, high)
     plt.ylim(0, 1)
     plt.yticks([])
-    plt.text(f"{HIDDEN} (measured times hidden)", (low + high) / 2, 0.5, alignment="center")
+    plt.text(f"{HIDDEN} (measured times hidden)", (low + high) / 2, 0.5, alignment="center",
+             color=Color.parse(theme["foreground"]).rgb, background=Color.parse(theme["surface"]).rgb)
     _chunk_axis(plt, sweep)
     plt.title("median run time (ms) vs chunk size")
 
