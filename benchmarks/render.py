@@ -58,6 +58,17 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "of every collective of the plan). A header repaints only its changed line; the details line repaints in "
         "the cursor's own frame (`down` painted twice, a frame apart); the n/N pairing is made when the plans "
         "show, not on the first `n`.",
+        "`shardscope/app/plan_tree.py`, `plans_view.py` (6e00075, f861189): the first `n` costs what a later "
+        "one does. When the plans show, each tree opens the path to its collective of the first n/N step "
+        "(`PlanTree.open_path`; the first step is found without pairing every collective, "
+        "`plans_view.first_step`); while the app is then idle, each tree draws the screenful of lines the "
+        "first `n` scrolls into view, as they will look with the cursor on the collective "
+        "(`PlanTree.draw_ahead`, one tree per idle turn), and the trees are frozen out of the cyclic GC "
+        "with the analysis. The first `n` then only moves the cursors, and finds all but the cursor's "
+        "own line drawn. The plan trees also draw no scrollbar: Textual redraws a scrollbar whole whenever "
+        "its tree scrolls, which was about 40% of a key that scrolls all three trees."
+        + (f" In this run the lines were drawn ahead {k_drawn:.0f} ms after the analysis arrived (median)."
+           if (k_drawn := _first_step_drawn_ms(results)) is not None else ""),
         "`shardscope/app/app.py` (5569189): the other tabs' views are imported when the first run ends "
         "(or when the user opens one of them), not in a second thread alongside the first run's import of "
         "JAX, which both held the GIL: the `loading` stage of the first run got shorter (the stage table above).",
@@ -65,6 +76,11 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "(`BlockFacts.carries`) instead of once per collective: the deferrable search was quadratic in "
         "the program's size (the `collectives` column of the scaling table).",
     ]
+
+
+def _first_step_drawn_ms(results: dict[str, Any]) -> float | None:
+    drawn = results.get("app_start", {}).get("keys", {}).get("first_step_drawn_s")
+    return None if drawn is None else drawn["median"] * 1e3
 
 
 def load(directory: Path) -> dict[str, Any]:
@@ -225,7 +241,9 @@ def _summary(results: dict) -> list[str]:
                              fmt.verdict(paint["median"] < t["key"], paint["median"] / t["key"])))
         first = keys["presses"]["first_n"]["paint_s"]
         if first:
-            rows.append(("first `n` there (expands both trees to the first collective)", f"< {t['key'] * 1e3:.0f} ms",
+            apps = keys.get("first_n_apps")
+            rows.append((f"first `n` there (every tree to the first collective{f'; {apps} fresh apps' if apps else ''})",
+                         f"< {t['key'] * 1e3:.0f} ms",
                          f"{first['median'] * 1e3:.0f} ms", fmt.verdict(first["median"] < t["key"], first["median"] / t["key"])))
     scaling = results.get("scaling")
     if scaling:
@@ -258,24 +276,19 @@ def _misses(results: dict) -> list[str]:
         if slow or spikes:
             out += [f"**Keys in the Plans tree** ({k['equations']:,} equations; profiled with pyinstrument and "
                     "cProfile around the Pilot presses):", ""]
-        if "first_n" in slow:
+        if "first_n" in slow or "n" in slow:
+            which = " and ".join(label for name, label in (("first_n", "the first `n`"), ("n", "a later `n`"))
+                                 if name in slow)
             out.append(
-                "- The first `n` opens the loops down to the first collective in both trees, building a page of "
-                "`plan_tree.PAGE` equations per block (plus a gap node), and both trees re-render. "
-                f"Here: {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to paint, "
-                f"{presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU. A smaller page helped little: "
-                "cProfile of the press puts part of it in the handler and the rest in Textual's compositor "
-                "rendering both trees' visible lines (`Tree._render_line`, `StylesCache.render_line`), which "
-                "shardscope's long rich labels feed.")
-        if "n" in slow:
-            out.append(
-                "- A later `n` does little work in shardscope: `PlansView.step_collective` is a few ms of the "
-                "press. The rest is Textual repainting the tree it scrolled (each visible line goes through "
-                "`StylesCache.render_line`, even the ones kept by node), that tree's scrollbar (a full re-render "
-                "of a few ms), the other trees' cursor lines and the headers, through the compositor "
-                "(`Compositor._render_chops` renders every widget that overlaps the changed area, containers "
-                "included); no layout of the screen happens any more (see the changes below). The bare-`Tree` "
-                "scrolling row is the floor of one tree's repaint.")
+                f"- {which[0].upper() + which[1:]} does little work in shardscope: the path is open and the "
+                "lines are drawn ahead (first `n`) or kept by node (later ones); `PlansView.step_collective` is "
+                "a few ms of the press. The rest is Textual repainting the trees it scrolled (each visible line "
+                "goes through `StylesCache.render_line`, even the ones kept by node), the headers and details, "
+                "through the compositor (`Compositor._render_chops` renders every widget that overlaps the "
+                "changed area, containers included). The bare-`Tree` scrolling row is the floor of one tree's "
+                f"repaint. Here the first `n` took {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to "
+                f"paint, {presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU: compare the load average "
+                "below with the run's.")
         if "down" in slow:
             out.append(
                 "- `down` scrolls the tree once the cursor is at the bottom edge, and a scrolled Textual `Tree` "

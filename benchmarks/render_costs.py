@@ -79,8 +79,10 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         "",
         f"Keys: `demos/deep.py` at depth {k['depth']} ({k['equations']:,} equations in the naive plan), traced "
         f"with `analyze(measure=False)` ({k['analyze_trace_only_s']:.1f} s), handed to the app as its worker "
-        f"does (a `RunFinished` message; on screen {k['show_results_s'] * 1e3:.0f} ms later), then Pilot key "
-        "presses in the Plans tab. **Key to paint** is from the key event to the last screen update it causes "
+        f"does (a `RunFinished` message; on screen {k['show_results_s'] * 1e3:.0f} ms later"
+        + (f", the first `n`'s lines drawn ahead {k['first_step_drawn_s']['median'] * 1e3:.0f} ms after it arrived"
+           if k.get("first_step_drawn_s") else "")
+        + "), then Pilot key presses in the Plans tab. **Key to paint** is from the key event to the last screen update it causes "
         "(the app's `_display` is wrapped to timestamp the compositor's updates). `pilot.press` itself only "
         "returns after Textual's idle detection (it sleeps until the process is idle), which puts a floor "
         "under its wall time whatever the key does: the bare Textual `Tree` row shows that floor"
@@ -96,7 +98,8 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         "|---|---:|---:|---:|---:|",
     ]
     labels = {
-        "first_n": "first `n`: expands both trees to the first collective",
+        "first_n": (f"first `n`: every tree's cursor to the first collective (once in each of {k['first_n_apps']} "
+                    "fresh apps)" if k.get("first_n_apps") else "first `n`: every tree to the first collective"),
         "n": "later `n`: next collective in both trees",
         "down": f"`down` in the naive tree ({k['tree_nodes_after_first_n']:,} nodes after the first `n`)",
         "bare_tree_down": "`down` in a bare Textual `Tree` of 1,000 leaves, no scrolling (the method's floor)",
