@@ -67,9 +67,9 @@ class ShardscopeApp(App[int]):
         Binding("c", "pick_candidate", "Candidate", id="pick_candidate",
                 tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
         Binding("n", "next_collective", "Next coll.", id="next_collective",
-                tooltip="Expand and scroll both plan trees to the next collective"),
+                tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
         Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
-                tooltip="Expand and scroll both plan trees to the previous collective"),
+                tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
                     tooltip=f"Show the {title} tab")
@@ -314,11 +314,11 @@ class ShardscopeApp(App[int]):
         self._mark_stale()
 
     def action_next_collective(self) -> None:
-        """Go to the next collective in both plan trees."""
+        """Go to the next collective in every plan tree."""
         self._step_collective(1)
 
     def action_previous_collective(self) -> None:
-        """Go to the previous collective in both plan trees."""
+        """Go to the previous collective in every plan tree."""
         self._step_collective(-1)
 
     def action_toggle_sidebar(self) -> None:

@@ -158,7 +158,7 @@ class PlansView(Widget):
         if names is None:  # first turn: pair, and focus a tree as n does (lines are drawn for the focus they will have)
             self._focus_a_tree(retries=0)
             if steps:
-                self.call_after_refresh(self._prepare_first_step, plans, self._names)  # after the focus moved
+                self.call_after_refresh(self._prepare_first_step, plans, self._names)  # a tree per turn from the next
             return
         if not names:
             return
@@ -172,8 +172,8 @@ class PlansView(Widget):
             tree.draw_ahead(tree.collective_ids[at])
         if rest:
             self.call_after_refresh(self._prepare_first_step, plans, rest)
-        else:
-            self._first_step_drawn = True
+        else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
+            self._first_step_drawn = all(self.tree(each).is_on_screen for each in self._names)
             # The trees and their lines live until the next run, as the analysis does: keep them
             # out of the cyclic GC's passes too (the app unfreezes when the next analysis arrives).
             gc.freeze()

@@ -142,3 +142,22 @@ def test_the_first_n_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_
                 assert _rows(tree) == rows, f"{name}: a line drawn ahead differs from a fresh draw"
 
     run(scenario())
+
+
+def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await press(pilot, "2")  # the Graph tab while the first run traces: the plans show later
+            await settle(pilot)
+            await press(pilot, "1")
+            view = app.query_one(PlansView)
+            await eventually(pilot, lambda: view.first_step_drawn, "the lines of the first n drawn ahead")
+            trees = [view.tree(name) for name in view.names]
+            drawn = [tree.lines_drawn for tree in trees]
+            await press(pilot, "n")
+            assert [tree.lines_drawn - before for tree, before in zip(trees, drawn)] == [1, 1, 1]
+
+    run(scenario())
