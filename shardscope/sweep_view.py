@@ -1,4 +1,10 @@
-"""The sweep as a rich table with the pick, and as the ``sweep --json`` object."""
+"""The sweep as a rich table with the pick, and as the ``sweep --json`` object.
+
+With ``hidden`` (the app's ``measurements_hidden``, for screenshots that must not change) the run
+times show as ``···``, and so does the pick: which plan and chunk size is the fastest is a measured
+result. Memory and communication are computed, not measured, and stay. The ``sweep`` command
+never hides anything.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,9 @@ if TYPE_CHECKING:
 
     from shardscope.sweep import Sweep, SweepPoint
 
+HIDDEN = "···"
+"""What a measured time, or the pick made from one, shows while measurements are hidden."""
+
 
 def mib(n: int) -> str:
     """Bytes in binary units: ``512 B``, ``16.3 KiB``, ``1.25 MiB``, ``2 GiB``."""
@@ -21,10 +30,14 @@ def mib(n: int) -> str:
     return f"{n} B"
 
 
-def pick_sentence(sweep: "Sweep") -> str:
-    """Which (plan, chunk size) to use, or that none fits and what the smallest footprint is."""
+def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
+    """Which (plan, chunk size) to use, or that none fits and what the smallest footprint is.
+
+    With ``hidden`` a pick shows as ``···``: it is the fastest point, a measured result."""
     pick = sweep.pick
     budget = "" if sweep.memory_budget_bytes is None else f" within the budget of {mib(sweep.memory_budget_bytes)}"
+    if pick is not None and hidden:
+        return f"pick: {HIDDEN} (the fastest{budget})."
     if pick is not None:
         return (f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest{budget} "
                 f"(median {pick.run_s.median * 1e3:.3f} ms, {mib(pick.footprint_bytes)} per device).")
@@ -39,23 +52,27 @@ def render_sweep(sweep: "Sweep", console: "Console") -> None:
     console.print(pick_sentence(sweep), highlight=False)
 
 
-def sweep_table(sweep: "Sweep") -> "Table":
-    """One row per (chunk size, plan): run time, memory per device, communication, fit."""
+def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
+    """One row per (chunk size, plan): run time, memory per device, communication, fit; the pick in green.
+
+    With ``hidden`` the run times show as ``···`` and no row is marked as the pick."""
     from rich.table import Table
 
     title = (f"sweep: {sweep.function}, {sweep.devices} devices, {sweep.per_device_batch}/device, "
              f"{sweep.repeats} timed runs per point; runs = collective runs per call")
     if sweep.processes > 1:
         title += f", {sweep.processes} processes ({sweep.collectives_transport})"
+    if hidden:
+        title += "; measured times hidden"
     table = Table(title=title, title_justify="left")
     for column in ("chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"):
         table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
-    pick = sweep.pick
+    pick = None if hidden else sweep.pick
     for p in sweep.points:
         style = "bold green" if p is pick else ("dim" if not sweep.fits(p) else None)
         table.add_row(
             str(p.chunk_size), p.plan,
-            f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
+            HIDDEN if hidden else f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
             mib(p.footprint_bytes), count_text(p.executed_collectives),
             count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
         )

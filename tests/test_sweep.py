@@ -87,3 +87,24 @@ def test_sweep_user_errors(args, needle):
     result = run_cli("sweep", MLP, *args)
     assert result.returncode == 2
     assert needle in result.stderr and "hint:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_sweep_command_shows_every_measured_time_and_the_pick():
+    """Only the app hides measurements (for its screenshots): the command's table and pick never do."""
+    from rich.console import Console
+
+    from shardscope.settings import Settings
+    from shardscope.sweep import run_sweep
+    from shardscope.sweep_view import render_sweep
+
+    sweep = run_sweep(Settings(path=DEMOS / "linear.py", devices=2, repeats=1), (16, 32))
+    console = Console(width=200, color_system=None)
+    with console.capture() as capture:
+        render_sweep(sweep, console)
+    out = capture.get()
+    for p in sweep.points:
+        run = f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})"
+        assert any(f"│ {p.plan}" in line and run in line for line in out.splitlines()), (p.plan, run)
+    pick = sweep.pick
+    assert f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest (median {pick.run_s.median * 1e3:.3f} ms" in out
+    assert "···" not in out and "hidden" not in out

@@ -47,6 +47,8 @@ TABS = (
 Only the Plans view is built before the first paint: the others import numpy and networkx
 (a third of a second), so a thread worker imports them after it and they are mounted then.
 """
+MEASURING_TABS = ("timings", "sweep")
+"""The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 
 
 class ShardscopeApp(App[int]):
@@ -196,7 +198,7 @@ class ShardscopeApp(App[int]):
     async def _mount_views(self, views: dict[str, type]) -> None:
         for tab, view in views.items():
             await self.query_one(f"#{tab}-placeholder").remove()
-            options = {"measurements_hidden": True} if tab == "timings" and self.hide_measurements else {}
+            options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)

@@ -3,6 +3,9 @@
 The sweep compiles every plan at every chunk size, so it runs only when asked (``s`` or the
 button), in an exclusive thread worker that checks for cancellation between chunk sizes. The
 charts are textual-plotext plots; the budget is a horizontal line, the pick a marked point.
+With ``measurements_hidden`` the run times, the time chart's curves and the pick (the fastest
+point, a measured result) show as ``···`` or are not drawn, so a screenshot of the tab is the
+same on every run; memory per device is computed, not measured, and stays.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from rich.text import Text
 from shardscope.app.keys import SWEEP_BINDINGS
 from textual import on, work
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Button, Input, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.sweep_view import HIDDEN, pick_sentence, sweep_table
 
 if TYPE_CHECKING:
     from shardscope.settings import Settings
@@ -62,11 +68,16 @@ def budget_bytes(text: str) -> int | None:
     return parse_size(text) if text.strip() else None
 
 
-def draw_time(plot: PlotextPlot, sweep: "Sweep") -> None:
-    """Median run time (ms) against chunk size, one line per plan, the pick marked."""
+def draw_time(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
+    """Median run time (ms) against chunk size, one line per plan, the pick marked; with
+    ``hidden`` no curve, only the chunk-size axis and a placeholder."""
     plt = plot.plt
     plt.clear_data()
     plt.clear_figure()
+    if hidden:
+        _placeholder(plot, sweep)
+        plot.refresh()
+        return
     for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
         points = [p for p in sweep.points if p.plan == name]
         plt.plot([_x(p.chunk_size) for p in points], [p.run_s.median * 1e3 for p in points],
@@ -77,8 +88,9 @@ def draw_time(plot: PlotextPlot, sweep: "Sweep") -> None:
     plot.refresh()
 
 
-def draw_memory(plot: PlotextPlot, sweep: "Sweep") -> None:
-    """Memory per device (KiB) against chunk size, one line per plan, the budget as a line."""
+def draw_memory(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
+    """Memory per device (KiB) against chunk size, one line per plan, the budget as a line; the
+    pick marked unless ``hidden`` (it is the fastest point that fits, a measured result)."""
     plt = plot.plt
     plt.clear_data()
     plt.clear_figure()
@@ -88,7 +100,8 @@ def draw_memory(plot: PlotextPlot, sweep: "Sweep") -> None:
                  label=name, color=colour, marker="braille")
     if sweep.memory_budget_bytes is not None:
         plt.hline(sweep.memory_budget_bytes / 1024, "orange")
-    _mark_pick(plt, sweep, lambda p: p.footprint_bytes / 1024)
+    if not hidden:
+        _mark_pick(plt, sweep, lambda p: p.footprint_bytes / 1024)
     _chunk_axis(plt, sweep)
     plt.title("memory per device (KiB) vs chunk size" + ("; budget: orange line" if sweep.memory_budget_bytes else ""))
     plot.refresh()
@@ -104,6 +117,22 @@ def _chunk_axis(plt: Any, sweep: "Sweep") -> None:
     plt.xlabel("chunk size (log scale)")
 
 
+def _placeholder(plot: PlotextPlot, sweep: "Sweep") -> None:
+    """The time chart's frame and chunk-size axis with ``··· (measured times hidden)`` inside,
+    in the colours of the axes (plotext's own default would be a white box)."""
+    plt, theme = plot.plt, plot.app.theme_variables
+    low, high = _x(sweep.chunk_sizes[0]), _x(sweep.chunk_sizes[-1])
+    if high == low:  # one chunk size: give the axis some width
+        low, high = low - 1, high + 1
+    plt.xlim(low, high)
+    plt.ylim(0, 1)
+    plt.yticks([])
+    plt.text(f"{HIDDEN} (measured times hidden)", (low + high) / 2, 0.5, alignment="center",
+             color=Color.parse(theme["foreground"]).rgb, background=Color.parse(theme["surface"]).rgb)
+    _chunk_axis(plt, sweep)
+    plt.title("median run time (ms) vs chunk size")
+
+
 def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
     pick = sweep.pick
     if pick is not None:
@@ -114,6 +143,9 @@ class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
     BINDINGS = SWEEP_BINDINGS
+
+    measurements_hidden: reactive[bool] = reactive(False)
+    """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""
 
     DEFAULT_CSS = """
     SweepView {
@@ -142,11 +174,12 @@ class SweepView(Widget):
     }
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings: Settings | None = None
         self.sweep: Sweep | None = None
         self.running = False
+        self.set_reactive(SweepView.measurements_hidden, measurements_hidden)
 
     def compose(self) -> ComposeResult:
         """Budget and button, status, the two charts, the table of points."""
@@ -247,14 +280,19 @@ class SweepView(Widget):
         self.running = False
         self._show(message.sweep)
 
-    def _show(self, sweep: "Sweep") -> None:
-        from shardscope.sweep_view import pick_sentence, sweep_table
+    def watch_measurements_hidden(self) -> None:
+        """Re-render the sweep shown when the placeholders are switched on or off (a running sweep
+        renders with the new setting when it ends)."""
+        if self.sweep is not None and self.is_mounted and not self.running:
+            self._show(self.sweep)
 
+    def _show(self, sweep: "Sweep") -> None:
         self.sweep = sweep
-        draw_time(self.query_one("#sweep-time", PlotextPlot), sweep)
-        draw_memory(self.query_one("#sweep-memory", PlotextPlot), sweep)
-        self._say(Text(pick_sentence(sweep), "bold green" if sweep.pick else "bold yellow"))
-        self.query_one("#sweep-table", Static).update(Group(sweep_table(sweep)))
+        hidden = self.measurements_hidden
+        draw_time(self.query_one("#sweep-time", PlotextPlot), sweep, hidden)
+        draw_memory(self.query_one("#sweep-memory", PlotextPlot), sweep, hidden)
+        self._say(Text(pick_sentence(sweep, hidden), "bold green" if sweep.pick else "bold yellow"))
+        self.query_one("#sweep-table", Static).update(Group(sweep_table(sweep, hidden)))
 
     def _say(self, text: Text) -> None:
         self.query_one("#sweep-status", Static).update(text)
