@@ -11,7 +11,8 @@ hands that analysis to the app the way its worker does (a ``RunFinished`` messag
 the app has drawn ahead what the first ``n`` shows (it does that while idle after the plans show;
 the time it took is recorded), then times Pilot key presses in the Plans tab: the first ``n``
 (every tree's cursor to the first collective, far down the chunk loop's body), once in each of
-``FIRST_N_APPS`` fresh apps, then later ``n``s and ``down`` in the naive tree of the last app;
+``FIRST_N_APPS`` fresh apps, and the first ``N`` (to the last collective) in ``FIRST_CAPITAL_N_APPS``
+others, then later ``n``s and ``down`` in the naive tree of the last app;
 the latency is from the key event to the last screen update it causes (see ``_timed_presses``).
 The machine's load average at the end of the key presses is recorded next to them
 (``keys.load_average``): on a shared machine the latencies scale with it.
@@ -35,8 +36,8 @@ FIRST_PAINT_TARGET_S, RESULTS_TARGET_S, KEY_TARGET_S = 1.0, 3.0, 0.050
 FULL = {"rounds": 7, "key_equations": 50_000, "presses": 20}
 QUICK = {"rounds": 2, "key_equations": 5_000, "presses": 8}
 SIZE = (160, 48)
-FIRST_N_APPS = 5
-"""Fresh apps, one first ``n`` each (one analysis, traced once)."""
+FIRST_N_APPS, FIRST_CAPITAL_N_APPS = 5, 3
+"""Fresh apps, one first ``n`` (or first ``N``) each (one analysis, traced once)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -162,13 +163,14 @@ async def _child_keys(target_equations: int, presses: int) -> None:
     apps (one process, one analysis) is what a noisy machine allows quoting.
     """
     depth, settings, analysis, analyze_s = _deep_analysis(target_equations)
-    shows, drawn_ahead, first_ns = [], [], []
-    for sample in range(FIRST_N_APPS):
-        last = sample == FIRST_N_APPS - 1
-        shown = await _show_and_press(settings, analysis, presses if last else 0)
+    shows, drawn_ahead, firsts = [], [], {"n": [], "N": []}
+    first_keys = ["N"] * FIRST_CAPITAL_N_APPS + ["n"] * FIRST_N_APPS  # later keys in the last app
+    for sample, key in enumerate(first_keys):
+        last = sample == len(first_keys) - 1
+        shown = await _show_and_press(settings, analysis, key, presses if last else 0)
         shows.append(shown["show_s"])
         drawn_ahead.append(shown["first_moves_drawn_s"])
-        first_ns.append(shown["first_n"])
+        firsts[key].append(shown["first"])
     print(json.dumps({
         "depth": depth,
         "equations": analysis.plans["naive"].program.equation_count,
@@ -176,8 +178,10 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         "show_results_s": statistics.median(shows),
         "first_moves_drawn_s": stats(drawn_ahead),
         "first_n_apps": FIRST_N_APPS,
+        "first_capital_n_apps": FIRST_CAPITAL_N_APPS,
         "presses": {
-            "first_n": _pooled(first_ns),
+            "first_n": _pooled(firsts["n"]),
+            "first_N": _pooled(firsts["N"]),
             "n": shown["n"],
             "down": shown["down"],
             "bare_tree_down": await _child_baseline(presses, scrolling=False),
@@ -190,9 +194,9 @@ async def _child_keys(target_equations: int, presses: int) -> None:
     }))
 
 
-async def _show_and_press(settings, analysis, presses: int) -> dict:
-    """A fresh app shows ``analysis`` as its worker would hand it over; then the first ``n`` (and,
-    with ``presses``, later ``n``s and ``down``) in the naive tree, timed."""
+async def _show_and_press(settings, analysis, first_key: str, presses: int) -> dict:
+    """A fresh app shows ``analysis`` as its worker would hand it over; then ``first_key`` (``n`` or
+    ``N``; with ``presses``, then later ``n``s and ``down``) in the naive tree, timed."""
     from shardscope.app import ShardscopeApp
     from shardscope.app.messages import RunFinished
     from shardscope.app.plans_view import PlansView
@@ -216,8 +220,8 @@ async def _show_and_press(settings, analysis, presses: int) -> dict:
         tree = view.tree("naive")
         tree.focus()
         await pilot.pause()
-        first_n = await _timed_presses(pilot, "n", 1)
-        result = {"show_s": show_s, "first_moves_drawn_s": drawn_s, "first_n": first_n,
+        first = await _timed_presses(pilot, first_key, 1)
+        result = {"show_s": show_s, "first_moves_drawn_s": drawn_s, "first": first,
                   "nodes_after_first_n": tree.node_count, "gc_tracked_objects": tracked_objects,
                   "gc_frozen_objects": frozen_objects}
         if presses:

@@ -58,15 +58,15 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "of every collective of the plan). A header repaints only its changed line; the details line repaints in "
         "the cursor's own frame (`down` painted twice, a frame apart); the n/N pairing is made when the plans "
         "show, not on the first `n`.",
-        "`shardscope/app/plan_tree.py`, `plans_view.py` (6e00075, f861189): the first `n` costs what a later "
-        "one does. When the plans show, each tree opens the path to its collective of the first n/N step "
-        "(`PlanTree.open_path`; the first step is found without pairing every collective, "
-        "`plans_view.first_step`); while the app is then idle, each tree draws the screenful of lines the "
-        "first `n` scrolls into view, as they will look with the cursor on the collective "
-        "(`PlanTree.draw_ahead`, one tree per idle turn), and the trees are frozen out of the cyclic GC "
-        "with the analysis. The first `n` then only moves the cursors, and finds all but the cursor's "
-        "own line drawn. The plan trees also draw no scrollbar: Textual redraws a scrollbar whole whenever "
-        "its tree scrolls, which was about 40% of a key that scrolls all three trees."
+        "`shardscope/app/plan_tree.py`, `plans_view.py` (6e00075, f861189, f236eac): the first `n` or `N` "
+        "costs what a later `n` does. When the plans show, the n/N pairing is made and each tree opens the "
+        "paths to its collectives of the first and the last step (`PlanTree.open_path`); while the app is "
+        "then idle, each tree draws the screenfuls of lines the first `n` and the first `N` scroll into "
+        "view, as they will look with the cursor on the collective (`PlanTree.draw_ahead`, one tree per "
+        "idle turn), and the trees are frozen out of the cyclic GC with the analysis. The first `n` or `N` "
+        "then only moves the cursors, and finds all but the cursor's own line drawn. The plan trees also "
+        "draw no scrollbar: Textual redraws a scrollbar whole whenever its tree scrolls, which was about "
+        "40% of a key that scrolls all three trees."
         + (f" In this run the lines were drawn ahead {k_drawn:.0f} ms after the analysis arrived (median)."
            if (k_drawn := _first_moves_drawn_ms(results)) is not None else ""),
         "`shardscope/app/app.py` (5569189): the other tabs' views are imported when the first run ends "
@@ -245,6 +245,11 @@ def _summary(results: dict) -> list[str]:
             rows.append((f"first `n` there (every tree to the first collective{f'; {apps} fresh apps' if apps else ''})",
                          f"< {t['key'] * 1e3:.0f} ms",
                          f"{first['median'] * 1e3:.0f} ms", fmt.verdict(first["median"] < t["key"], first["median"] / t["key"])))
+        first_back = keys["presses"].get("first_N", {}).get("paint_s")
+        if first_back:
+            rows.append((f"first `N` there (every tree to the last collective; {keys['first_capital_n_apps']} fresh apps)",
+                         f"< {t['key'] * 1e3:.0f} ms", f"{first_back['median'] * 1e3:.0f} ms",
+                         fmt.verdict(first_back["median"] < t["key"], first_back["median"] / t["key"])))
     scaling = results.get("scaling")
     if scaling:
         row = min(scaling["rows"], key=lambda r: abs(r["equations"] - 10_000))
@@ -270,18 +275,18 @@ def _misses(results: dict) -> list[str]:
     if app:
         k, t = app["keys"], app["targets_s"]["key"]
         presses = k["presses"]
-        slow = [name for name in ("first_n", "n", "down") if presses[name]["paint_s"]
-                and presses[name]["paint_s"]["median"] >= t]
-        spikes = [name for name in ("first_n", "n", "down") if presses[name]["gc_pause_s"]["max"] >= t]
+        timed = [name for name in ("first_n", "first_N", "n", "down") if name in presses]
+        slow = [name for name in timed if presses[name]["paint_s"] and presses[name]["paint_s"]["median"] >= t]
+        spikes = [name for name in timed if presses[name]["gc_pause_s"]["max"] >= t]
         if slow or spikes:
             out += [f"**Keys in the Plans tree** ({k['equations']:,} equations; profiled with pyinstrument and "
                     "cProfile around the Pilot presses):", ""]
-        if "first_n" in slow or "n" in slow:
-            which = " and ".join(label for name, label in (("first_n", "the first `n`"), ("n", "a later `n`"))
-                                 if name in slow)
+        if {"first_n", "first_N", "n"} & set(slow):
+            which = " and ".join(label for name, label in (("first_n", "the first `n`"), ("first_N", "the first `N`"),
+                                                           ("n", "a later `n`")) if name in slow)
             out.append(
                 f"- {which[0].upper() + which[1:]} does little work in shardscope: the path is open and the "
-                "lines are drawn ahead (first `n`) or kept by node (later ones); `PlansView.step_collective` is "
+                "lines are drawn ahead (first `n` or `N`) or kept by node (later ones); `PlansView.step_collective` is "
                 "a few ms of the press. The rest is Textual repainting the trees it scrolled (each visible line "
                 "goes through `StylesCache.render_line`, even the ones kept by node), the headers and details, "
                 "through the compositor (`Compositor._render_chops` renders every widget that overlaps the "

@@ -100,14 +100,16 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
     labels = {
         "first_n": (f"first `n`: every tree's cursor to the first collective (once in each of {k['first_n_apps']} "
                     "fresh apps)" if k.get("first_n_apps") else "first `n`: every tree to the first collective"),
-        "n": "later `n`: next collective in both trees",
+        "first_N": (f"first `N`: every tree's cursor to the last collective (once in each of "
+                    f"{k['first_capital_n_apps']} other fresh apps)" if k.get("first_capital_n_apps") else None),
+        "n": "later `n`: next collective in every tree",
         "down": f"`down` in the naive tree ({k['tree_nodes_after_first_n']:,} nodes after the first `n`)",
         "bare_tree_down": "`down` in a bare Textual `Tree` of 1,000 leaves, no scrolling (the method's floor)",
         "bare_tree_down_scrolling": "the same, each `down` scrolling the tree by a line",
     }
     for name, label in labels.items():
         press = k["presses"].get(name)
-        if press is None:
+        if press is None or label is None:
             continue
         paint = press["paint_s"]
         shown = (f"{paint['median'] * 1e3:.1f} ({paint['min'] * 1e3:.1f}-{paint['max'] * 1e3:.1f})" if paint
