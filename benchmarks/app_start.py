@@ -12,7 +12,7 @@ the app has drawn ahead what the first ``n`` shows (it does that while idle afte
 the time it took is recorded), then times Pilot key presses in the Plans tab: the first ``n``
 (every tree's cursor to the first collective, far down the chunk loop's body), once in each of
 ``FIRST_N_APPS`` fresh apps, and the first ``N`` (to the last collective) in ``FIRST_CAPITAL_N_APPS``
-others, then later ``n``s and ``down`` in the naive tree of the last app;
+others (alternated), then later ``n``s and ``down`` in the naive tree of the last app;
 the latency is from the key event to the last screen update it causes (see ``_timed_presses``).
 The machine's load average at the end of the key presses is recorded next to them
 (``keys.load_average``): on a shared machine the latencies scale with it.
@@ -36,7 +36,7 @@ FIRST_PAINT_TARGET_S, RESULTS_TARGET_S, KEY_TARGET_S = 1.0, 3.0, 0.050
 FULL = {"rounds": 7, "key_equations": 50_000, "presses": 20}
 QUICK = {"rounds": 2, "key_equations": 5_000, "presses": 8}
 SIZE = (160, 48)
-FIRST_N_APPS, FIRST_CAPITAL_N_APPS = 5, 3
+FIRST_N_APPS, FIRST_CAPITAL_N_APPS = 5, 5
 """Fresh apps, one first ``n`` (or first ``N``) each (one analysis, traced once)."""
 
 
@@ -164,7 +164,10 @@ async def _child_keys(target_equations: int, presses: int) -> None:
     """
     depth, settings, analysis, analyze_s = _deep_analysis(target_equations)
     shows, drawn_ahead, firsts = [], [], {"n": [], "N": []}
-    first_keys = ["N"] * FIRST_CAPITAL_N_APPS + ["n"] * FIRST_N_APPS  # later keys in the last app
+    # alternated, so the first app of the process (the coldest caches) is not always one key's;
+    # the later keys are timed in the last app
+    first_keys = [key for pair in zip("n" * FIRST_N_APPS, "N" * FIRST_CAPITAL_N_APPS) for key in pair]
+    first_keys += ["n"] * (FIRST_N_APPS - FIRST_CAPITAL_N_APPS)
     for sample, key in enumerate(first_keys):
         last = sample == len(first_keys) - 1
         shown = await _show_and_press(settings, analysis, key, presses if last else 0)

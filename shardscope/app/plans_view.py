@@ -170,7 +170,10 @@ class PlansView(Widget):
             self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
             # The trees and their lines live until the next run, as the analysis does: keep them
             # out of the cyclic GC's passes too (the app unfreezes when the next analysis arrives).
+            # Collecting the young generations, empty once frozen, costs nothing and restarts their
+            # counts, so the next key press does not begin one collection short of a generation-1 pass.
             gc.freeze()
+            gc.collect(1)
 
     @property
     def first_moves_drawn(self) -> bool:
