@@ -4,7 +4,8 @@ A node's children are only added when it is first expanded, and a block of many 
 them a page at a time: the rest sits in a "... more equations" gap node that opens on Enter.
 So a program of tens of thousands of equations costs a few hundred nodes. :meth:`PlanTree.reveal`
 expands the path to any equation, opening only the part of a gap around it, and moves the
-cursor there.
+cursor there; :meth:`PlanTree.open_path` opens it without moving the cursor, and
+:meth:`PlanTree.draw_ahead` draws, while the app is idle, the lines such a move will show.
 """
 
 from __future__ import annotations
@@ -147,15 +148,16 @@ class PlanTree(Tree[Entry]):
     Key presses at tens of thousands of equations must paint within 50 ms, so this class leans
     on a few of Textual's privates (textual 8.2.8; check them when Textual is upgraded):
     ``Tree._invalidate``, ``_clear_line_cache``, ``_updates`` and ``TreeNode._reset`` (open
-    nodes without a layout of the screen), ``Widget._scroll_update`` (the scrollbars),
+    nodes without a layout of the screen), ``Widget._scroll_update`` (the scroll range),
     ``Tree._build`` (measure lines with the width looked up once), and ``Tree._render_line`` with
     ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``) and ``TreeNode._updates``,
     ``_hover``, ``_selected`` (keep drawn lines by node, :meth:`_render_line`).
 
     The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
     whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were
-    about 40% of the first ``n`` (56 -> 33 ms without them, median of five). The gap lines say
-    how many equations are not shown, and each pane keeps two more columns for its labels.
+    about 40% of the first ``n`` (85.5 and 103.6 -> 43.3 and 50.2 ms without them, alternated
+    runs). The gap lines say how many equations are not shown, and each pane keeps two more
+    columns for its labels.
     """
 
     COMPONENT_CLASSES = {
@@ -184,9 +186,9 @@ class PlanTree(Tree[Entry]):
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
     """The lines the tree holds. ``Widget``'s own asks for a layout of the whole screen when it
     changes, which is most of what a key press that opens a node costs (``n`` opens several);
-    the tree's outer size never depends on it, so here it only updates the scrollbars
-    (:meth:`watch_virtual_size`). A scrollbar that appears or goes still lays the screen out:
-    ``show_vertical_scrollbar`` asks for that itself."""
+    the tree's outer size never depends on it, so here it only updates the scroll range
+    (:meth:`watch_virtual_size`). The tree's content outgrowing its view, or fitting it again,
+    still lays the screen out: ``show_vertical_scrollbar`` asks for that itself."""
 
     def __init__(self, plan_name: str, *, cursor_moved: Callable[["PlanTree"], None] | None = None,
                  **kwargs: Any) -> None:
@@ -211,7 +213,7 @@ class PlanTree(Tree[Entry]):
         """How many lines were drawn anew so far (not found kept by :meth:`_render_line`)."""
 
     def watch_virtual_size(self, size: Size) -> None:
-        """Fit the scrollbars to the new content size, without a layout of the screen."""
+        """Fit the scroll range to the new content size, without a layout of the screen."""
         self._scroll_update(size)
         self.refresh()
 
@@ -406,6 +408,13 @@ class PlanTree(Tree[Entry]):
         self._node_lines_generation += 1
         self._node_lines.clear()
         return super().clear()
+
+    def forget_drawn_lines(self) -> None:
+        """Draw every line afresh on the next render: the lines kept by node, and ``Tree``'s own."""
+        self._node_lines_generation += 1
+        self._node_lines.clear()
+        self._clear_line_cache()
+        self.refresh()
 
     def notify_style_update(self) -> None:
         """The styles changed (a theme, focus): no line or component style kept is right any more."""

@@ -142,15 +142,16 @@ class PlansView(Widget):
         """Draw ahead what the first ``n`` and the first ``N`` show: one tree per idle turn.
 
         A screenful of lines never drawn, in every tree, was most of the first ``n`` or ``N``; drawn
-        here, that key press costs what a later ``n`` does. The first turn puts the focus in a tree
-        as ``n`` does, so the lines are drawn for the focus they will have. Stops when another
-        analysis shows or ``n``/``N`` came first.
+        here, that key press costs what a later ``n`` does. The drawing starts a turn later, after
+        the focus a tree takes when the plans first show (``_rebuild``, ``on_show``): lines are
+        drawn for the focus they will have. It never moves the focus itself (a re-run must leave
+        it in the sidebar); a key that moves it finds no line kept and draws afresh. Stops when
+        another analysis shows or ``n``/``N`` came first.
         """
         if plans is not self._plans or not plans or self.collective_index >= 0:
             return
         ends = self._first_moves()
         if names is None:
-            self._focus_a_tree(retries=0)
             if ends:
                 self.call_after_refresh(self._draw_first_moves, plans, self._names)
             return

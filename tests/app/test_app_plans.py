@@ -1,4 +1,4 @@
-"""The Plans tab: lazy trees, badges, casts, and n/N walking both trees' collectives."""
+"""The Plans tab: lazy trees, badges, casts, and n/N walking every tree's collectives."""
 
 from __future__ import annotations
 
@@ -107,6 +107,23 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             assert len(body.children) > shown, "enter on a gap shows the next page"
 
     assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
+    run(scenario())
+
+
+def test_a_rerun_leaves_the_focus_in_the_sidebar():
+    from textual.widgets import OptionList, Select
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            for widget in (app.query_one("#devices", Select), app.query_one("#functions", OptionList)):
+                widget.focus()
+                await drain(pilot)
+                await press(pilot, "r")  # the user set something in the sidebar and runs it
+                await settle(pilot)
+                assert app.focused is widget, f"the run's results took the focus from {widget.id}"
+
     run(scenario())
 
 

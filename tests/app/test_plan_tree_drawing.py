@@ -51,7 +51,7 @@ def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch)
                 await drain(pilot)
                 _check_rows_match_their_lines(naive, _rows(naive))
             kept = _rows(naive)
-            naive.notify_style_update()  # forget every kept line: the next draw starts afresh
+            naive.forget_drawn_lines()  # the next draw starts afresh
             assert _rows(naive) == kept, "a kept line differs from a fresh draw"
 
     run(scenario())
@@ -140,7 +140,7 @@ def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_f
                 assert tree.lines_drawn - drawn[name] == 1, name
                 rows = _rows(tree)
                 _check_rows_match_their_lines(tree, rows)
-                tree.notify_style_update()  # forget every kept line: the next draw starts afresh
+                tree.forget_drawn_lines()  # the next draw starts afresh
                 assert _rows(tree) == rows, f"{name}: a line drawn ahead differs from a fresh draw"
 
     run(scenario())
