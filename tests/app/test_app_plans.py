@@ -153,3 +153,32 @@ def test_the_plans_tab_takes_the_focus_but_not_from_an_input():
             assert app.focused is naive and naive.cursor_node.data.key.endswith("add_0")  # the line after the psum
 
     run(scenario())
+
+
+def test_runs_do_not_pile_up_garbage_frozen_out_of_the_collector():
+    import gc
+
+    def frozen_garbage() -> int:
+        """Collect what is frozen as well (then freeze what lives again): the objects that were garbage."""
+        gc.unfreeze()
+        found = gc.collect()
+        gc.freeze()
+        return found
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            frozen_garbage()
+            await press(pilot, "r")
+            await settle(pilot)
+            one_run = frozen_garbage()  # what one run leaves: the analysis it replaced, and more
+            for _ in range(4):
+                await press(pilot, "r")
+                await settle(pilot)
+            four_runs = frozen_garbage()
+            assert one_run > 1000
+            # each run starts by collecting what the runs before left: one run's worth stays, not four
+            assert four_runs < 2 * one_run, (one_run, four_runs)
+
+    run(scenario())
