@@ -7,7 +7,6 @@ worker that only posts messages, so the first paint never waits for JAX.
 
 from __future__ import annotations
 
-import gc
 import importlib
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from shardscope.app import runner
+from shardscope.app import gc_policy, runner
 from shardscope.app.error_panel import ErrorPanel
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
@@ -404,7 +403,7 @@ class ShardscopeApp(App[int]):
         """Thread worker: everything JAX, reported back with messages only."""
         worker = get_current_worker()
         if request.analyze:
-            _collect_earlier_runs()
+            gc_policy.collect_earlier_runs()
         runner.run(request, self.post_message, lambda: worker.is_cancelled)
 
     def _is_current(self, message: RunMessage) -> bool:
@@ -442,15 +441,10 @@ class ShardscopeApp(App[int]):
             return
         self.running = False
         self._run_settings = None
-        # The analysis holds hundreds of thousands of objects that live until the next run: a
-        # full GC pass over them during a key press costs ~150 ms. Freeze them out of the
-        # collector. The previous analysis, garbage from here on, is frozen with them: the next
-        # run collects it when it starts (_collect_earlier_runs).
-        gc.unfreeze()
         kept = self._programs_compared()
         self.analysis = analysis = message.analysis
         self.prepared = message.prepared
-        gc.freeze()
+        gc_policy.freeze_what_lives()  # until the next run, which collects what this one replaced
         status = self.query_one(StatusLine)
         self.query_one(ErrorPanel).clear()
         if analysis.is_programs:
@@ -658,16 +652,3 @@ def _load(spec: str) -> type:
     module, name = spec.split(":")
     return getattr(importlib.import_module(module), name)
 
-
-def _collect_earlier_runs() -> None:
-    """Collect what earlier runs left as cyclic garbage, then freeze what is alive again.
-
-    ``on_run_finished`` freezes everything alive out of the cyclic GC, the analysis on screen and
-    the one it replaced alike (garbage, but not collected yet), and a frozen object is never
-    collected: without this, every run kept the analysis before it for good. A run starts with
-    one full pass (in its worker thread, before any JAX work), so at most one run's garbage stays
-    frozen. The pass holds the GIL: about 0.1 s on the demos, seconds at 50k equations.
-    """
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()

@@ -11,8 +11,9 @@ cursor there; :meth:`PlanTree.open_path` opens it without moving the cursor, and
 from __future__ import annotations
 
 from bisect import bisect_left
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from textual import on
 from textual.cache import LRUCache
@@ -304,20 +305,19 @@ class PlanTree(Tree[Entry]):
         height = self.scrollable_content_region.height
         x1 = self.scroll_offset.x
         selected = [(each, each._selected) for each in (cursor, node) if each is not None]
-        self._pass_style, self._pass_view = self.rich_style, None
         drawn = 0
         try:
             if cursor is not None:
                 cursor._selected = False
             node._selected = True
-            for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
-                if y not in (line, self.cursor_line):
-                    self._render_line(y, x1, x1 + self.size.width, self._pass_style)
-                    drawn += 1
+            with self._render_pass() as style:
+                for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
+                    if y not in (line, self.cursor_line):
+                        self._render_line(y, x1, x1 + self.size.width, style)
+                        drawn += 1
         finally:
             for each, was in selected:
                 each._selected = was
-            self._pass_style = self._pass_view = None
         return drawn
 
     @on(Tree.NodeExpanded)
@@ -405,21 +405,22 @@ class PlanTree(Tree[Entry]):
 
     def clear(self) -> "PlanTree":
         """``Tree.clear``; node ids start again from 0, so the lines cached by node go too."""
-        self._node_lines_generation += 1
-        self._node_lines.clear()
+        self._forget_kept_lines()
         return super().clear()
 
     def forget_drawn_lines(self) -> None:
         """Draw every line afresh on the next render: the lines kept by node, and ``Tree``'s own."""
-        self._node_lines_generation += 1
-        self._node_lines.clear()
+        self._forget_kept_lines()
         self._clear_line_cache()
         self.refresh()
 
-    def notify_style_update(self) -> None:
-        """The styles changed (a theme, focus): no line or component style kept is right any more."""
+    def _forget_kept_lines(self) -> None:
         self._node_lines_generation += 1
         self._node_lines.clear()
+
+    def notify_style_update(self) -> None:
+        """The styles changed (a theme, focus): no line or component style kept is right any more."""
+        self._forget_kept_lines()
         self._component_styles_kept.clear()
         super().notify_style_update()
 
@@ -452,13 +453,17 @@ class PlanTree(Tree[Entry]):
         ``Tree.render_line`` asks for ``rich_style`` on every line, which walks every ancestor's
         styles; at a screenful of lines in two trees that was a large part of a key press.
         """
-        self._pass_style = self.rich_style
-        self._pass_view = None
-        try:
+        with self._render_pass():
             return super().render_lines(crop)
+
+    @contextmanager
+    def _render_pass(self) -> Iterator[Style]:
+        """Lines drawn inside share the widget's style and view, fetched once (the style yielded)."""
+        self._pass_style, self._pass_view = self.rich_style, None
+        try:
+            yield self._pass_style
         finally:
-            self._pass_style = None
-            self._pass_view = None
+            self._pass_style = self._pass_view = None
 
     def render_line(self, y: int):
         """One visible line (``Tree.render_line`` with the style of this render pass)."""

@@ -6,7 +6,6 @@ the registry shows here without a change to this file.
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from rich.text import Text
@@ -17,6 +16,7 @@ from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Input, Static, Tree
 
+from shardscope.app import gc_policy
 from shardscope.app.plan_labels import LabelStyles, badge
 from shardscope.app.plan_tree import PlanTree
 from shardscope.app.text_rows import TextRows
@@ -169,12 +169,7 @@ class PlansView(Widget):
             self.call_after_refresh(self._draw_first_moves, plans, rest)
         else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
             self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
-            # The trees and their lines live until the next run, as the analysis does: keep them
-            # out of the cyclic GC's passes too (the app unfreezes when the next analysis arrives).
-            # Collecting the young generations, empty once frozen, costs nothing and restarts their
-            # counts, so the next key press does not begin one collection short of a generation-1 pass.
-            gc.freeze()
-            gc.collect(1)
+            gc_policy.freeze_what_lives()  # the trees and their lines live until the next run too
 
     @property
     def first_moves_drawn(self) -> bool:
