@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from textual import on
+from textual import events, on
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import Tree
@@ -150,9 +150,11 @@ class PlanTree(Tree[Entry]):
     on a few of Textual's privates (textual 8.2.8; check them when Textual is upgraded):
     ``Tree._invalidate``, ``_clear_line_cache``, ``_updates`` and ``TreeNode._reset`` (open
     nodes without a layout of the screen), ``Widget._scroll_update`` (the scroll range),
-    ``Tree._build`` (measure lines with the width looked up once), and ``Tree._render_line`` with
-    ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``) and ``TreeNode._updates``,
-    ``_hover``, ``_selected`` (keep drawn lines by node, :meth:`_render_line`).
+    ``Tree._build`` (measure lines with the width looked up once), ``Tree._render_line`` with
+    ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``), ``_pseudo_class_state`` and
+    ``TreeNode._updates``, ``_hover``, ``_selected``, and ``Widget._styles_cache`` (keep finished
+    lines by node, :meth:`render_lines`), ``Tree._toggle_node`` (clicks, :meth:`_on_click`) and
+    ``Widget._refresh_scroll`` (scroll without the hidden scrollbar, :meth:`watch_scroll_y`).
 
     The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
     whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were
@@ -206,17 +208,32 @@ class PlanTree(Tree[Entry]):
         self._styles: LabelStyles | None = None
         self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
         self._pass_view: tuple | None = None  # what every line of a render pass depends on alike
-        self._node_lines: LRUCache[tuple, tuple[int, Strip]] = LRUCache(1024)
+        self._pass_finish: tuple | None = None  # the arguments of StylesCache.render_line, for the pass
+        self._node_lines: LRUCache[tuple, Strip] = LRUCache(1024)  # finished lines, by what they show
         self._node_lines_generation = 0  # bumped when node ids restart or the styles change
         self._component_styles_kept: dict[tuple, Any] = {}  # until the styles change
         self._build_width: int | None = None  # the view's width while ``_build`` measures every line
         self.lines_drawn = 0
-        """How many lines were drawn anew so far (not found kept by :meth:`_render_line`)."""
+        """How many lines were drawn anew so far (not found kept by :meth:`render_lines`)."""
 
     def watch_virtual_size(self, size: Size) -> None:
         """Fit the scroll range to the new content size, without a layout of the screen."""
         self._scroll_update(size)
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """``Widget.watch_scroll_y``, without moving the scrollbar this tree does not draw.
+
+        The scrollbar has no width (``scrollbar-size-vertical: 0``), so it is not on screen; a
+        refresh of a widget that is not on screen makes the compositor rebuild its whole map of
+        the screen, which on every scroll (``n``) was about 3 ms at 160x48. Textual's own
+        ``_scroll_update`` skips such a scrollbar in the same way. A plan tree is never anchored
+        (``Widget.anchor``), so the rest of ``Widget.watch_scroll_y`` is this refresh.
+        """
+        if self.styles.scrollbar_size_vertical:
+            super().watch_scroll_y(old_value, new_value)
+        elif round(old_value) != round(new_value):
+            self._refresh_scroll()
 
     def watch_cursor_line(self, previous_line: int, line: int) -> None:
         """``Tree.watch_cursor_line``, then :attr:`cursor_moved` at once."""
@@ -292,8 +309,8 @@ class PlanTree(Tree[Entry]):
         key press finds them. They are drawn as they will look with the cursor on the equation
         (``Tree`` marks the cursor's node selected, which colours the guides of the lines below
         it); the cursor's own line is left to the key press. A line kept here is used only if
-        everything it depends on is as it was (the key of :meth:`_render_line`), so drawing
-        ahead can waste work but never show a wrong line.
+        everything it depends on is as it was (the key of :meth:`_line_key`), so drawing ahead
+        can waste work but never show a wrong line.
         """
         node = self.node_for(equation_id)
         if node is None or not self.is_on_screen or not self.size.area:
@@ -311,9 +328,11 @@ class PlanTree(Tree[Entry]):
                 cursor._selected = False
             node._selected = True
             with self._render_pass() as style:
+                if self._pass_finish is None:  # a box Textual styles itself (see render_lines)
+                    return 0
                 for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
                     if y not in (line, self.cursor_line):
-                        self._render_line(y, x1, x1 + self.size.width, style)
+                        self._finished_line(y, x1, x1 + self.size.width, style)
                         drawn += 1
         finally:
             for each, was in selected:
@@ -447,67 +466,120 @@ class PlanTree(Tree[Entry]):
             styles = self._component_styles_kept[key] = super().get_component_styles(*names)
         return styles
 
-    def render_lines(self, crop):
-        """Render the visible lines, fetching the widget's style once for all of them.
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The visible lines as the compositor takes them, each kept by what it shows.
 
-        ``Tree.render_line`` asks for ``rich_style`` on every line, which walks every ancestor's
-        styles; at a screenful of lines in two trees that was a large part of a key press.
+        ``Tree`` caches a line by its number and Textual's styles cache keeps the finished line
+        (background, filters) by its row; a key press that opens nodes (``n`` does in every
+        tree) or scrolls drops both, so every visible line was drawn and finished again, about
+        0.3 ms each. Here a finished line is kept by its node and the node's state
+        (:meth:`_line_key`), whatever row it lands on: a line scrolled into view that was seen,
+        or drawn ahead (:meth:`draw_ahead`), costs a lookup. The widget's style and everything
+        the lines share are fetched once per call.
+
+        A tree with a border, padding or an outline (none here) is styled by Textual itself.
         """
-        with self._render_pass():
-            return super().render_lines(crop)
+        with self._render_pass() as style:
+            if self._pass_finish is None:
+                return super().render_lines(crop)
+            scroll_x, scroll_y = self.scroll_offset
+            x2 = scroll_x + self.size.width
+            strips = [self._finished_line(row + scroll_y, scroll_x, x2, style) for row in crop.line_range]
+        if crop.column_span != (0, self.size.width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
     @contextmanager
     def _render_pass(self) -> Iterator[Style]:
-        """Lines drawn inside share the widget's style and view, fetched once (the style yielded)."""
-        self._pass_style, self._pass_view = self.rich_style, None
+        """Lines drawn inside share the widget's style, view and finish, fetched once (the style yielded)."""
+        self._pseudo_class_state = self.get_pseudo_class_state()  # what ``Tree.render_lines`` sets
+        self._pass_style, self._pass_view, self._pass_finish = self.rich_style, None, self._pass_finish_args()
         try:
             yield self._pass_style
         finally:
-            self._pass_style = self._pass_view = None
+            self._pass_style = self._pass_view = self._pass_finish = None
 
-    def render_line(self, y: int):
-        """One visible line (``Tree.render_line`` with the style of this render pass)."""
-        scroll_x, scroll_y = self.scroll_offset
-        style = self._pass_style or self.rich_style
-        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+    def _pass_finish_args(self) -> tuple | None:
+        """What finishing a line takes (``StylesCache.render_line``'s arguments, the line filters).
 
-    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """Tree line ``y``, drawn again only when its node (or how it shows) changed.
-
-        ``Tree`` caches lines by their number and forgets them all whenever a node is added or
-        expanded, which ``n`` does in every tree: so a key press redrew every visible line
-        (about 0.3 ms each). Here a line is cached by what it shows: its node, the node's state
-        (label, expanded, cursor, hover) and the guides of its path. A line that moved only
-        gets its mouse meta (``{"line": y}``, which clicks and hover read) set to its new number.
+        None when the tree has a border, padding or outline: a finished line then depends on its
+        row, and Textual's own styles cache finishes it.
         """
-        tree_lines = self._tree_lines
-        if y >= len(tree_lines):
-            return super()._render_line(y, x1, x2, base_style)
-        line = tree_lines[y]
-        node = line.node
+        styles = self.styles
+        if any(self.gutter) or any(edge for edge, _ in styles.outline):
+            return None
+        base_background, background = self.background_colors
+        app = self.app
+        return (styles, self.size, self.content_region.size, styles.padding, base_background, background,
+                self.opacity, app.ansi_theme, app.native_ansi_color, tuple(self.get_line_filters()),
+                (styles.tint, styles.text_opacity, styles.hatch if styles.has_rule("hatch") else None))
+
+    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple:
+        """Everything tree line ``y`` as finished depends on, but not the row it lands on."""
+        line = self._tree_lines[y]
         view = self._pass_view
         if view is None:
-            view = (self._node_lines_generation, self.size.width, self.virtual_size.width,
-                    self.scrollable_content_region.width, self.guide_depth, self.show_guides,
-                    self.show_root, self.get_pseudo_class_state(), self.has_focus)
-            if self._pass_style is not None:  # inside a render pass: the same for every line
-                self._pass_view = view
+            view = self._pass_view = (
+                self._node_lines_generation, self.virtual_size.width, self.guide_depth, self.show_guides,
+                self.show_root, self._pseudo_class_state, self.has_focus, base_style, self._pass_finish[1:])
+        node = line.node
         hover_line = self.hover_line
-        key = (view, node.id, node._updates, x1, x2, base_style, self.cursor_line == y, hover_line == y,
-               hover_line >= 0 and any(n._hover for n in line.path), line.last,
-               tuple((n._hover, n._selected, n.is_last) for n in line.path))
-        cached = self._node_lines.get(key)
-        if cached is None:
+        return (view, node.id, node._updates, x1, x2, self.cursor_line == y, hover_line == y,
+                hover_line >= 0 and any(n._hover for n in line.path), line.last,
+                tuple((n._hover, n._selected, n.is_last) for n in line.path))
+
+    def _finished_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """Tree line ``y`` as the compositor takes it: kept by :meth:`_line_key`, else drawn and finished."""
+        if y >= len(self._tree_lines):  # a blank row below the last line
+            return self._finish(super()._render_line(y, x1, x2, base_style))
+        key = self._line_key(y, x1, x2, base_style)
+        strip = self._node_lines.get(key)
+        if strip is None:
             self.lines_drawn += 1
-            strip = super()._render_line(y, x1, x2, base_style)
-            self._node_lines[key] = (y, strip)
-            return strip
-        drawn_at, strip = cached
-        if drawn_at == y:
-            return strip
-        moved = Strip(Segment.apply_style(strip, post_style=Style.from_meta({"line": y})), strip.cell_length)
-        self._node_lines[key] = (y, moved)
-        return moved
+            strip = self._node_lines[key] = self._finish(_without_row(super()._render_line(y, x1, x2, base_style)))
+        return strip
+
+    def _finish(self, content: Strip) -> Strip:
+        """A content line with what Textual's styles cache adds to every line (background, tint, filters)."""
+        styles, size, content_size, padding, base_background, background, opacity, ansi_theme, native_ansi, \
+            filters, _ = self._pass_finish
+        strip = self._styles_cache.render_line(styles, 0, size, content_size, padding, base_background, background,
+                                               lambda _: content, None, None, opacity, ansi_theme, native_ansi)
+        for line_filter in filters:
+            strip = strip.apply_filter(line_filter, background)
+        return strip
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        """Hover the line under the mouse, found by its position: a kept line carries no row number."""
+        event.prevent_default()  # ``Tree``'s handler reads the row from the line's mouse meta
+        self.hover_line = self._line_at(event)
+
+    async def _on_click(self, event: events.Click) -> None:
+        """Move the cursor to the clicked line and select it, or toggle its node on the arrow.
+
+        ``Tree``'s own handler, which runs next, reads the row from the line's mouse meta; the
+        kept lines carry none, so it does nothing.
+        """
+        line = self._line_at(event)
+        if line < 0:
+            return
+        async with self.lock:
+            if event.style.meta.get("toggle", False):
+                node = self.get_node_at_line(line)
+                if node is not None:
+                    self._toggle_node(node)
+            else:
+                self.cursor_line = line
+                await self.run_action("select_cursor")
+
+    def _line_at(self, event: events.MouseEvent) -> int:
+        """The tree line under the mouse, or -1."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return -1
+        line = offset.y + self.scroll_offset.y
+        return line if line < len(self._tree_lines) else -1
 
     def get_label_width(self, node: TreeNode[Entry]) -> int:
         """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""
@@ -558,3 +630,32 @@ class PlanTree(Tree[Entry]):
             parent = parent.parent
         width = self._build_width or self._view_width()
         return max(width - depth * self.guide_depth, 8)
+
+
+def _without_row(strip: Strip) -> Strip:
+    """``strip`` without the row number ``Tree`` puts in each line's mouse meta (``{"line": y}``).
+
+    A line kept by node lands on other rows as the tree scrolls and nodes open; the row it was
+    drawn on would be wrong there, so kept lines carry none and the mouse handlers find the row
+    by position. The other meta (the node, the expand arrow's toggle) stays.
+    """
+    without: dict[Style, Style] = {}
+    segments = []
+    for text, style, control in strip:
+        if style is not None:
+            if style not in without:
+                without[style] = _style_without_row(style)
+            style = without[style]
+        segments.append(Segment(text, style, control))
+    return Strip(segments, strip.cell_length)
+
+
+def _style_without_row(style: Style) -> Style:
+    meta = style.meta
+    if "line" not in meta:
+        return style
+    rest = {name: value for name, value in meta.items() if name != "line"}
+    plain = style.clear_meta_and_links()
+    if style.link:
+        plain += Style(link=style.link)
+    return plain + Style.from_meta(rest) if rest else plain
