@@ -45,6 +45,19 @@ def _count_lines_finished(tree) -> list[int]:
     return finished
 
 
+def _count_refreshes(widget) -> list[int]:
+    """From now on, count ``widget``'s refreshes (the list's one item)."""
+    refreshes = [0]
+    refresh = widget.refresh
+
+    def counted(*args, **kwargs):
+        refreshes[0] += 1
+        return refresh(*args, **kwargs)
+
+    widget.refresh = counted
+    return refreshes
+
+
 def _open_the_page_above(tree) -> None:
     """Select the gap node above the cursor in its block: a page opens there and the lines below move down."""
     body = tree.cursor_node.parent
@@ -156,6 +169,7 @@ def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_f
             nodes = {name: tree.node_count for name, tree in trees.items()}
             drawn = {name: tree.lines_drawn for name, tree in trees.items()}
             finished = {name: _count_lines_finished(tree) for name, tree in trees.items()}
+            scrollbar_refreshes = {name: _count_refreshes(tree.vertical_scrollbar) for name, tree in trees.items()}
             await press(pilot, key)
             for name, tree in trees.items():
                 assert tree.cursor_node.data.key == tree.collective_ids[step[name]]
@@ -164,6 +178,8 @@ def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_f
                 # and only that line went through Textual's styles cache (background, filters)
                 assert tree.lines_drawn - drawn[name] == 1, name
                 assert finished[name] == [1], name
+                # the scrollbar has no width: refreshing it rebuilt the compositor's map of the whole screen
+                assert tree.scroll_offset.y > 0 and scrollbar_refreshes[name] == [0], name
                 rows = _rows(tree)
                 _check_rows_match_their_lines(tree, rows)
                 tree.forget_drawn_lines()  # the next draw starts afresh
