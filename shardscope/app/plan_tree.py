@@ -154,7 +154,7 @@ class PlanTree(Tree[Entry]):
     ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``), ``_pseudo_class_state`` and
     ``TreeNode._updates``, ``_hover``, ``_selected``, and ``Widget._styles_cache`` (keep finished
     lines by node, :meth:`render_lines`), ``Tree._toggle_node`` (clicks, :meth:`_on_click`) and
-    ``Widget._refresh_scroll`` (scroll without the hidden scrollbar, :meth:`watch_scroll_y`).
+    ``ScrollView.watch_scroll_y`` (scroll without the hidden scrollbar, :meth:`watch_scroll_y`).
 
     The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
     whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were
@@ -222,18 +222,19 @@ class PlanTree(Tree[Entry]):
         self.refresh()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        """``Widget.watch_scroll_y``, without moving the scrollbar this tree does not draw.
+        """``ScrollView.watch_scroll_y``, without moving the scrollbar this tree does not draw.
 
         The scrollbar has no width (``scrollbar-size-vertical: 0``), so it is not on screen; a
         refresh of a widget that is not on screen makes the compositor rebuild its whole map of
         the screen, which on every scroll (``n``) was about 3 ms at 160x48. Textual's own
-        ``_scroll_update`` skips such a scrollbar in the same way. A plan tree is never anchored
-        (``Widget.anchor``), so the rest of ``Widget.watch_scroll_y`` is this refresh.
+        ``_scroll_update`` skips such a scrollbar in the same way. The rest is the repaint of
+        the whole view that ``ScrollView`` does: its lines moved (``Widget._refresh_scroll``
+        would only re-place widgets, which a tree has none of, and leave stale rows on screen).
         """
         if self.styles.scrollbar_size_vertical:
             super().watch_scroll_y(old_value, new_value)
         elif round(old_value) != round(new_value):
-            self._refresh_scroll()
+            self.refresh(self.size.region)
 
     def watch_cursor_line(self, previous_line: int, line: int) -> None:
         """``Tree.watch_cursor_line``, then :attr:`cursor_moved` at once."""

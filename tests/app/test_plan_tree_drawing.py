@@ -10,6 +10,9 @@ the mouse's position).
 from __future__ import annotations
 
 import pytest
+from rich.cells import cell_len
+from rich.segment import ControlType
+from textual.events import MouseScrollDown
 from textual.geometry import Region
 
 from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle
@@ -56,6 +59,54 @@ def _count_refreshes(widget) -> list[int]:
 
     widget.refresh = counted
     return refreshes
+
+
+class _Terminal:
+    """What the terminal shows: every screen update the app sends it, applied to a grid of cells."""
+
+    def __init__(self, app) -> None:
+        width, height = app.size
+        self.cells = [[" "] * width for _ in range(height)]
+        display = app._display
+
+        def shown(screen, update):
+            if update is not None and not app._batch_count:  # what ``App._display`` writes
+                self._apply(update, app.console)
+            return display(screen, update)
+
+        app._display = shown
+
+    def _apply(self, update, console) -> None:
+        x = y = 0
+        for segment in update.__rich_console__(console, console.options):
+            for control in segment.control or ():
+                if control[0] == ControlType.CURSOR_MOVE_TO:
+                    x, y = control[1], control[2]
+            if segment.control or segment.text == "\n":
+                continue
+            for char in segment.text:
+                if 0 <= y < len(self.cells) and 0 <= x < len(self.cells[y]):
+                    self.cells[y][x] = char
+                x += cell_len(char)
+
+    def rows(self, region: Region) -> list[str]:
+        """The text the terminal shows in ``region`` of the screen, row by row."""
+        return ["".join(self.cells[y][region.x:region.right]) for y in range(region.y, region.bottom)]
+
+
+async def _check_the_terminal_shows_the_tree(pilot, terminal, tree, when: str) -> None:
+    """Wait for the screen updates, then the terminal must show the tree's visible lines (no stale row)."""
+    def lines():
+        return [strip.text for strip in tree.render_lines(Region(0, 0, tree.size.width, tree.size.height))]
+
+    def shown() -> bool:
+        return terminal.rows(tree.region) == lines()
+
+    try:
+        await eventually(pilot, shown, when, seconds=5)
+    except AssertionError:
+        stale = [y for y, (row, line) in enumerate(zip(terminal.rows(tree.region), lines())) if row != line]
+        raise AssertionError(f"{when}: the terminal shows stale rows {stale} of {tree.size.height}") from None
 
 
 def _open_the_page_above(tree) -> None:
@@ -203,5 +254,36 @@ def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
             drawn = [tree.lines_drawn for tree in trees]
             await press(pilot, "n")
             assert [tree.lines_drawn - before for tree, before in zip(trees, drawn)] == [1, 1, 1]
+
+    run(scenario())
+
+
+def test_the_terminal_shows_the_tree_lines_after_every_scroll_by_keys_or_wheel(monkeypatch):
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+
+    async def scenario():
+        app = make_app(DEMOS / "deep.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            view = app.query_one(PlansView)
+            await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
+            terminal = _Terminal(app)
+            app.screen.refresh()  # one full update: the terminal starts out whole
+            trees = [view.tree(name) for name in view.names]
+            for tree in trees:
+                await _check_the_terminal_shows_the_tree(pilot, terminal, tree, "at start")
+            for key in ("n", "n", "n", "N"):  # each n scrolls the trees (which scroll without a scrollbar)
+                tops = [tree.scroll_offset.y for tree in trees]
+                await press(pilot, key)
+                assert key == "N" or [tree.scroll_offset.y for tree in trees] != tops, f"{key} scrolls"
+                for tree in trees:
+                    await _check_the_terminal_shows_the_tree(pilot, terminal, tree, f"after {key}")
+            naive = trees[0]
+            for turn in range(3):  # the mouse wheel over a tree
+                top = naive.scroll_offset.y
+                await pilot._post_mouse_events([MouseScrollDown], naive, offset=(5, 5))
+                await drain(pilot)
+                assert naive.scroll_offset.y > top, "the wheel scrolls the tree"
+                await _check_the_terminal_shows_the_tree(pilot, terminal, naive, f"after wheel turn {turn + 1}")
 
     run(scenario())
