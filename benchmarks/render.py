@@ -69,6 +69,13 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "40% of a key that scrolls all three trees."
         + (f" In this run the lines were drawn ahead {k_drawn:.0f} ms after the analysis arrived (median)."
            if (k_drawn := _first_moves_drawn_ms(results)) is not None else ""),
+        "`shardscope/app/plan_tree.py` (7c64804): a line scrolled into view is not finished again. "
+        "Textual's styles cache keeps each widget's finished lines (background, line filters) by row and "
+        "drops them whenever the widget scrolls, so every visible line of every tree went through it again "
+        "on `n`, even when its node's line was kept. `PlanTree.render_lines` keeps the finished lines by node "
+        "instead; they carry no row number in their mouse meta (clicks and hover find the row from the mouse's "
+        "position). Scrolling also no longer refreshes the trees' zero-width scrollbars: a refresh of a widget "
+        "that is not on screen made the compositor rebuild its map of the whole screen on every `n`.",
         "`shardscope/app/app.py` (5569189): the other tabs' views are imported when the first run ends "
         "(or when the user opens one of them), not in a second thread alongside the first run's import of "
         "JAX, which both held the GIL: the `loading` stage of the first run got shorter (the stage table above).",
