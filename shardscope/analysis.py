@@ -13,6 +13,7 @@ from typing import Any, Callable
 from shardscope.comparison import Comparison, compare, default_pair
 from shardscope.counts import Count
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError, quote_error
+from shardscope.gc_pause import gc_paused
 from shardscope.settings import Settings, check_axis_name
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
@@ -51,6 +52,7 @@ class PlanResult:
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
 
     @classmethod
+    @gc_paused
     def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,
                         graphs: bool, **measured: Any) -> "PlanResult":
         """The result for one traced program (a plan's or a program file's): its collectives, loops,

@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from shardscope.gc_pause import gc_paused
+
 COLLECTIVE_PRIMITIVES = frozenset(
     {
         "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
@@ -220,6 +222,7 @@ def qualify(block_id: str, name: str) -> str:
     return f"{block_id}/{name}" if block_id else name
 
 
+@gc_paused
 def from_jaxpr(closed_jaxpr: Any) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
     jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
