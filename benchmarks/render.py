@@ -89,6 +89,9 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "`PlanResult.from_inspection`). Everything it allocates stays alive, yet the collector's full passes "
         "over every tracked object in the process were 40-45% of the analysis time under cProfile; the "
         "collector resumes when the outermost phase ends." + analysis,
+        "`shardscope/jaxpr_model.py` (9d44da6): a variable's `Value` is made once and shared by all its uses "
+        "(it was made again at each use), a value's type text is kept once made, and `jax.extend.core` is looked "
+        "up once instead of by an import statement on every call.",
         "`shardscope/valueflow.py` (a49172a): a loop body's carry inputs are listed once per block "
         "(`BlockFacts.carries`) instead of once per collective: the deferrable search was quadratic in "
         "the program's size (the `collectives` column of the scaling table).",
