@@ -96,12 +96,17 @@ def _child(extra: list[str], timeout: float = 300) -> dict:
 
 
 async def _wait_until(pilot, condition, timeout: float) -> None:
-    """Let the app run until ``condition()`` holds (the Pilot's pause, not a sleep of the test)."""
+    """Let the app run until ``condition()`` holds, polling with plain asyncio sleeps.
+
+    Not ``pilot.pause``: each pause posts a callback to every widget of the screen and forces a
+    screen update, which every 10 ms was work for the app's thread that no user causes; while a
+    run traced and compiled in its worker thread, that work took the GIL from it.
+    """
     deadline = time.perf_counter() + timeout
     while not condition():
         if time.perf_counter() > deadline:
             raise TimeoutError("the app did not get there in time")
-        await pilot.pause(0.01)
+        await asyncio.sleep(0.01)
 
 
 async def _child_start() -> None:

@@ -56,7 +56,10 @@ def app_start_section(data: dict | None, failure: str | None) -> list[str]:
         f"Start: `ShardscopeApp(Settings('demos/linear.py'), profile_startup=True)` run headless through the "
         f"Pilot (`run_test(size={tuple(data['terminal_size'])})`), a fresh process per round, {data['rounds']} "
         "rounds after one untimed. The times are the app's own `--profile-startup` marks, in seconds since "
-        "the process started (Python start and imports included).",
+        "the process started (Python start and imports included). While it waits for them, the benchmark "
+        "polls with plain asyncio sleeps: a Pilot pause posts a callback to every widget and forces a screen "
+        "update, work that no user causes and that took the GIL from the run's worker (since c3dbbce; runs "
+        "before it measured first results about 1 s later for that reason alone).",
         "",
         "| | median s | min s | max s | target |",
         "|---|---:|---:|---:|---:|",

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from shardscope.comparison import Comparison, compare, default_pair
 from shardscope.counts import Count
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError, quote_error
+from shardscope.gc_pause import gc_paused, paused
 from shardscope.settings import Settings, check_axis_name
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
@@ -51,6 +52,7 @@ class PlanResult:
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
 
     @classmethod
+    @gc_paused
     def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,
                         graphs: bool, **measured: Any) -> "PlanResult":
         """The result for one traced program (a plan's or a program file's): its collectives, loops,
@@ -249,13 +251,14 @@ def analyze(
         raise failures.system_exit(exc, settings.path, demo_fn.name) from None
 
     results = {}
-    for name in names:
-        inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
-        plan = built.plans[name]
-        results[name] = PlanResult.from_inspection(
-            inspection, name=name, description=plan.description, role=plan.role, trace_s=traced[name][1],
-            graphs=graphs, **measured.get(name, {}),
-        )
+    with paused():  # one pause for every plan: the collector catches up once, not after each phase
+        for name in names:
+            inspection = inspect_plan(traced[name][0], name, built.args, traced[name][1])
+            plan = built.plans[name]
+            results[name] = PlanResult.from_inspection(
+                inspection, name=name, description=plan.description, role=plan.role, trace_s=traced[name][1],
+                graphs=graphs, **measured.get(name, {}),
+            )
     reference = measured.get(plans.REFERENCE, {})
     baseline, candidate = default_pair(results, {n: p.role for n, p in results.items()})
     return Analysis(

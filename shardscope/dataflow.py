@@ -13,6 +13,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.counts import Count, total_executions
+from shardscope.gc_pause import gc_paused
 from shardscope.jaxpr_model import Block, Equation, Program, qualify
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -70,6 +71,7 @@ def _product(counts: tuple[int | None, ...]) -> int | None:
     return None if any(c is None for c in counts) else prod(counts)
 
 
+@gc_paused
 def collectives(
     program: Program, input_names: Sequence[str] = (), output_names: Sequence[str] = ()
 ) -> tuple[Collective, ...]:
@@ -221,6 +223,7 @@ def loops(program: Program, found: tuple[Collective, ...] | None = None) -> tupl
     )
 
 
+@gc_paused
 def build_graph(program: Program) -> nx.DiGraph:
     """The def -> use graph of ``program``, across loop and call boundaries.
 

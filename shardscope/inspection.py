@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from shardscope.counts import total_executions
 from shardscope.errors import TraceError
+from shardscope.gc_pause import gc_paused
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def inspect(fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
     return inspect_traced(traced, name, argument_names(fn, args, kwargs), pytree_names(traced.out_info, "out"), trace_s)
 
 
+@gc_paused
 def inspect_traced(
     traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0
 ) -> Inspection:

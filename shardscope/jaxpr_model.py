@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from shardscope.gc_pause import gc_paused
+
 COLLECTIVE_PRIMITIVES = frozenset(
     {
         "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
@@ -60,13 +62,13 @@ class Value:
     reduced: frozenset[str] = frozenset()
     unreduced: frozenset[str] = frozenset()
 
-    @property
+    @functools.cached_property
     def type_str(self) -> str:
         """``f32[16,5]`` (the per-device shape inside a shard_map)."""
         short = _DTYPE_SHORT.get(self.dtype, self.dtype)
         return f"{short}[{','.join(map(str, self.shape))}]"
 
-    @property
+    @functools.cached_property
     def vma_str(self) -> str:
         """``{V:data,model}`` when the value varies over mesh axes, ``{R:s}`` reduced, ``{U:s}``
         unreduced (JAX's reduced/unreduced types), several side by side; else empty."""
@@ -220,6 +222,7 @@ def qualify(block_id: str, name: str) -> str:
     return f"{block_id}/{name}" if block_id else name
 
 
+@gc_paused
 def from_jaxpr(closed_jaxpr: Any) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
     jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
@@ -233,6 +236,7 @@ class _Namer:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.names: dict[Any, str] = {}
+        self.values: dict[Any, Value] = {}  # a variable's value, made once for all its uses
 
     def next_id(self, primitive: str) -> str:
         k = self.counts[primitive]
@@ -241,12 +245,14 @@ class _Namer:
 
     def bind(self, var: Any, name: str) -> Value:
         self.names[var] = name
-        return _value(var, name)
+        value = self.values[var] = _value(var, name)
+        return value
 
     def use(self, atom: Any) -> Value:
         if _is_literal(atom):
             return _value(atom, _literal_text(atom))
-        return _value(atom, self.names.get(atom, "?"))
+        value = self.values.get(atom)
+        return value if value is not None else _value(atom, "?")
 
 
 def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Block:
@@ -378,9 +384,15 @@ def _open(jaxpr: Any) -> Any:
 
 
 def _is_literal(atom: Any) -> bool:
-    from jax.extend.core import Literal
+    return isinstance(atom, _jax_core().Literal)
 
-    return isinstance(atom, Literal)
+
+@functools.cache
+def _jax_core() -> Any:
+    """``jax.extend.core``, imported once (an import statement costs a lookup on every call)."""
+    import jax.extend.core
+
+    return jax.extend.core
 
 
 def _is_drop(var: Any) -> bool:
@@ -425,14 +437,14 @@ _SKIPPED_PARAMS = {"jaxpr", "body_jaxpr", "cond_jaxpr", "branches", "call_jaxpr"
 
 def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
     """Printable parameters: no sub-jaxprs, no private or unset ones, long values shortened."""
-    from jax.extend.core import ClosedJaxpr, Jaxpr
-
+    core = _jax_core()
+    jaxpr_types = (core.Jaxpr, core.ClosedJaxpr)
     kept = []
     for key, value in sorted(params.items()):
         if key.startswith("_") or key in _SKIPPED_PARAMS or value is None:
             continue
-        if isinstance(value, (Jaxpr, ClosedJaxpr)) or (
-            isinstance(value, (tuple, list)) and value and isinstance(value[0], (Jaxpr, ClosedJaxpr))
+        if isinstance(value, jaxpr_types) or (
+            isinstance(value, (tuple, list)) and value and isinstance(value[0], jaxpr_types)
         ):
             continue
         text = _param_text(value)

@@ -14,6 +14,7 @@ from typing import Any
 from shardscope.analysis import Analysis, PlanResult, Progress
 from shardscope.comparison import Comparison, compare
 from shardscope.errors import SettingsError, ShardscopeError, TraceError, quote_error
+from shardscope.gc_pause import paused
 from shardscope.settings import Settings
 
 SEED = 0
@@ -55,11 +56,12 @@ def analyze_programs(
     measured, output_checks = _measure(loaded, traced, settings, report) if measure else ({}, ())
 
     results = {}
-    for name, (trace, inspection) in traced.items():
-        results[name] = PlanResult.from_inspection(
-            inspection, name=name, description=loaded.functions[name].description, role="program",
-            trace_s=inspection.trace_s, graphs=graphs, mesh=mesh_text(trace.jaxpr), **measured.get(name, {}),
-        )
+    with paused():  # one pause for every program: the collector catches up once, not after each
+        for name, (trace, inspection) in traced.items():
+            results[name] = PlanResult.from_inspection(
+                inspection, name=name, description=loaded.functions[name].description, role="program",
+                trace_s=inspection.trace_s, graphs=graphs, mesh=mesh_text(trace.jaxpr), **measured.get(name, {}),
+            )
     return Analysis(
         settings=settings.with_(devices=jax.device_count()),
         function=settings.path.stem,
