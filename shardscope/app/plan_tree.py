@@ -553,15 +553,21 @@ class PlanTree(Tree[Entry]):
 
     def _on_mouse_move(self, event: events.MouseMove) -> None:
         """Hover the line under the mouse, found by its position: a kept line carries no row number."""
-        event.prevent_default()  # ``Tree``'s handler reads the row from the line's mouse meta
+        if "line" in event.style.meta:
+            return  # a line Textual styled itself (a tree with a box): ``Tree``'s handler reads its row
+        event.prevent_default()  # ``Tree``'s handler would find no row and clear the hover
         self.hover_line = self._line_at(event)
 
     async def _on_click(self, event: events.Click) -> None:
         """Move the cursor to the clicked line and select it, or toggle its node on the arrow.
 
         ``Tree``'s own handler, which runs next, reads the row from the line's mouse meta; the
-        kept lines carry none, so it does nothing.
+        kept lines carry none, so it does nothing. A line Textual styled itself (a tree with a
+        border or padding, see :meth:`render_lines`) carries its row: that click is ``Tree``'s
+        alone (handled twice, the arrow would toggle its node back).
         """
+        if "line" in event.style.meta:
+            return
         line = self._line_at(event)
         if line < 0:
             return

@@ -287,3 +287,32 @@ def test_the_terminal_shows_the_tree_lines_after_every_scroll_by_keys_or_wheel(m
                 await _check_the_terminal_shows_the_tree(pilot, terminal, naive, f"after wheel turn {turn + 1}")
 
     run(scenario())
+
+
+def test_a_tree_with_padding_drawn_by_textual_toggles_a_node_once_per_click_on_its_arrow():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            tree = app.query_one(PlansView).tree("naive")
+            tree.styles.padding = (0, 1)  # a box: Textual draws and finishes its lines, row numbers and all
+            await drain(pilot)
+            assert any("line" in segment.style.meta for segment in _rows(tree)[0] if segment.style is not None)
+            node = tree.get_node_at_line(0)
+            assert node.allow_expand and node.is_expanded
+            await pilot.click(tree, offset=(1, 0))  # on the expand arrow, right of the left padding
+            await drain(pilot)
+            assert not node.is_expanded, "a click on the arrow collapses the node (once, not back again)"
+            await pilot.click(tree, offset=(1, 0))
+            await drain(pilot)
+            assert node.is_expanded, "a second click on the arrow expands it again"
+            leaf = tree.get_node_at_line(2)
+            assert not leaf.allow_expand
+            await pilot.click(tree, offset=(8, 2))
+            await drain(pilot)
+            assert tree.cursor_node is leaf, "a click on a label moves the cursor there"
+            await pilot.hover(tree, offset=(8, 3))
+            await drain(pilot)
+            assert tree.hover_line == 3, "hover lands on the line under the mouse"
+
+    run(scenario())
