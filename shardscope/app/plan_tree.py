@@ -306,7 +306,7 @@ class PlanTree(Tree[Entry]):
 
         The first ``n`` scrolls every tree far from its top, onto a screenful of lines never
         drawn (about 0.3 ms each: most of that key press at tens of thousands of equations).
-        Drawn here, while the app is idle, they are kept by node (:meth:`_render_line`) and the
+        Drawn here, while the app is idle, they are kept by node (:meth:`_finished_line`) and the
         key press finds them. They are drawn as they will look with the cursor on the equation
         (``Tree`` marks the cursor's node selected, which colours the guides of the lines below
         it); the cursor's own line is left to the key press. A line kept here is used only if
