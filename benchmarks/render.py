@@ -74,7 +74,7 @@ def core_changes(results: dict[str, Any]) -> list[str]:
         "40% of a key that scrolls all three trees."
         + (f" In this run the lines were drawn ahead {k_drawn:.0f} ms after the analysis arrived (median)."
            if (k_drawn := _first_moves_drawn_ms(results)) is not None else ""),
-        "`shardscope/app/plan_tree.py` (7c64804): a line scrolled into view is not finished again. "
+        "`shardscope/app/plan_tree.py` (7c64804, 0c226cc): a line scrolled into view is not finished again. "
         "Textual's styles cache keeps each widget's finished lines (background, line filters) by row and "
         "drops them whenever the widget scrolls, so every visible line of every tree went through it again "
         "on `n`, even when its node's line was kept. `PlanTree.render_lines` keeps the finished lines by node "
