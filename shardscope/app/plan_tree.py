@@ -366,21 +366,35 @@ class PlanTree(Tree[Entry]):
         else:
             for block in blocks:
                 key = block_key(entry.equation, block)
-                label = block_label(block, self._inside(key), self.label_styles())
-                self._node_by_key[key] = node.add(label, Entry(key, block=block))
+                child = Entry(key, block=block)
+                self._node_by_key[key] = node.add(self._label_of(child, node), child)
 
     def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        styles = self.label_styles()
         for eqn in block.equations[start:stop]:
-            label = equation_label(eqn, self.index.collectives.get(eqn.id), self._inside(eqn.id), styles)
             entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
-            self._node_by_key[eqn.id] = parent.add(label, entry, before=before, allow_expand=bool(eqn.blocks))
+            self._node_by_key[eqn.id] = parent.add(self._label_of(entry, parent), entry, before=before,
+                                                   allow_expand=bool(eqn.blocks))
 
     def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        inside = self.index.inside_between(parent.data.key, start, stop)
-        label = gap_label(stop - start, min(PAGE, stop - start), inside, self.label_styles())
-        parent.add(label, Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop)),
-                   before=before, allow_expand=False)
+        entry = Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop))
+        parent.add(self._label_of(entry, parent), entry, before=before, allow_expand=False)
+
+    def _label_of(self, entry: Entry, parent: TreeNode[Entry]) -> Text:
+        """The label of ``entry``'s node under ``parent``: an equation, a sub-block, or a gap."""
+        styles = self.label_styles()
+        if entry.gap is not None:
+            start, stop = entry.gap
+            inside = self.index.inside_between(parent.data.key, start, stop)
+            return gap_label(stop - start, min(PAGE, stop - start), inside, styles)
+        if entry.equation is not None:
+            return equation_label(entry.equation, self.index.collectives.get(entry.key), self._inside(entry.key), styles)
+        return block_label(entry.block, self._inside(entry.key), styles)
+
+    def _relabel(self, node: TreeNode[Entry]) -> None:
+        """Make every label below ``node`` again, with the current label styles."""
+        for child in node.children:
+            child.set_label(self._label_of(child.data, node))
+            self._relabel(child)
 
     def _open_gap(self, gap_node: TreeNode[Entry], around: int | None) -> None:
         """Show a page of the gap's equations (the page around position ``around`` if given)."""
@@ -439,10 +453,24 @@ class PlanTree(Tree[Entry]):
         self._node_lines.clear()
 
     def notify_style_update(self) -> None:
-        """The styles changed (a theme, focus): no line or component style kept is right any more."""
+        """The styles changed (a theme, focus): no line or component style kept is right any more.
+
+        The labels carry their colours, made when their node was added: if the label styles
+        changed (a theme; not a focus change), every label is made again. Textual updates the
+        component classes' styles (which the label styles come from) only after this call
+        (``Stylesheet.apply``), so that is checked on the next turn.
+        """
         self._forget_kept_lines()
         self._component_styles_kept.clear()
         super().notify_style_update()
+        if self._styles is not None:
+            self.call_later(self._relabel_if_styles_changed, self._styles)
+
+    def _relabel_if_styles_changed(self, made_with: LabelStyles) -> None:
+        self._component_styles_kept.clear()  # what was read before the component classes' update
+        self._styles = None
+        if self.label_styles() != made_with:
+            self._relabel(self.root)
 
     def get_component_rich_style(self, *names: str, partial: bool = False, default: Style | None = None) -> Style:
         """``Widget.get_component_rich_style``, kept until the styles change.

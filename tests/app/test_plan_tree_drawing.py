@@ -316,3 +316,40 @@ def test_a_tree_with_padding_drawn_by_textual_toggles_a_node_once_per_click_on_i
             assert tree.hover_line == 3, "hover lands on the line under the mouse"
 
     run(scenario())
+
+
+def test_a_theme_switch_recolours_the_labels_of_nodes_already_shown():
+    """Labels carry their colours from when their node was added: a new theme makes them again."""
+
+    def name_styles(tree) -> set:
+        """The styles of the collectives' names in the labels shown (the span over the name)."""
+        found = set()
+        for key in tree.collective_ids:
+            node = tree.node_for(key)
+            if node is not None:
+                name = key.rsplit("/", 1)[-1]
+                start = node.label.plain.index(name)
+                found |= {str(span.style) for span in node.label.spans if span.start == start}
+        return found
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            naive = app.query_one(PlansView).tree("naive")
+            before = name_styles(naive)
+            in_loop = str(naive.get_component_rich_style("plan-tree--collective-in-loop", partial=True))
+            assert before == {in_loop}, "the naive plan's collectives sit in its chunk loop"
+            app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+            await drain(pilot)
+            recoloured = str(naive.get_component_rich_style("plan-tree--collective-in-loop", partial=True))
+            assert recoloured != in_loop, "the new theme colours collectives in loops differently"
+            assert name_styles(naive) == {recoloured}, "the labels shown take the new theme's colours"
+            # and so are the lines on screen (the cursor's line takes the cursor's colours)
+            top, colour = naive.scroll_offset.y, naive.get_component_rich_style("plan-tree--collective-in-loop").color
+            shown = [row for y, row in enumerate(_rows(naive))
+                     if (node := naive.get_node_at_line(top + y)) is not None and node.data.key in naive.collective_ids
+                     and top + y != naive.cursor_line]
+            assert shown and all(colour in {segment.style.color for segment in row if segment.style} for row in shown)
+
+    run(scenario())
