@@ -10,6 +10,8 @@ collected, and the analysis a new one replaces is frozen with it).
 from __future__ import annotations
 
 import gc
+import threading
+import time
 
 
 def freeze_what_lives() -> None:
@@ -30,5 +32,31 @@ def collect_earlier_runs() -> None:
     at 10k equations and more, during which the UI waits.
     """
     gc.unfreeze()
-    gc.collect()
+    _collect_fully()
     freeze_what_lives()
+
+
+def _collect_fully() -> None:
+    """``gc.collect()``, again until a full pass has run in this thread.
+
+    CPython runs one collection at a time: a ``gc.collect()`` made while another thread's
+    collection runs finalizers (which let other threads run) returns at once, doing nothing,
+    and what this pass was for would then be frozen with the rest. The collector's callbacks
+    run in the thread that collects, so they tell whether this thread's pass ran.
+    """
+    thread = threading.get_ident()
+    passes: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] == 2 and threading.get_ident() == thread:
+            passes.append(1)
+
+    gc.callbacks.append(count)
+    try:
+        for _ in range(1000):
+            gc.collect()
+            if passes:
+                return
+            time.sleep(0.001)  # let the other thread's collection end
+    finally:
+        gc.callbacks.remove(count)

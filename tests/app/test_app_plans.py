@@ -159,7 +159,12 @@ def test_runs_do_not_pile_up_garbage_frozen_out_of_the_collector():
     import gc
 
     def frozen_garbage() -> int:
-        """Collect what is frozen as well (then freeze what lives again): the objects that were garbage."""
+        """The garbage the collector could not reach because it was frozen (then freeze what lives again).
+
+        What is not frozen is collected first and not counted: garbage that other threads of the
+        test process make meanwhile is no run's doing.
+        """
+        gc.collect()
         gc.unfreeze()
         found = gc.collect()
         gc.freeze()
