@@ -178,12 +178,15 @@ def test_runs_do_not_pile_up_garbage_frozen_out_of_the_collector():
             await press(pilot, "r")
             await settle(pilot)
             one_run = frozen_garbage()  # what one run leaves: the analysis it replaced, and more
-            for _ in range(4):
+            for _ in range(6):
                 await press(pilot, "r")
                 await settle(pilot)
-            four_runs = frozen_garbage()
+            six_runs = frozen_garbage()
             assert one_run > 1000
-            # each run starts by collecting what the runs before left: one run's worth stays, not four
-            assert four_runs < 2 * one_run, (one_run, four_runs)
+            # each run starts by collecting what the runs before left, so what stays frozen does not
+            # grow with the runs: without that collection six runs left 6.1 times one run's (37,967
+            # against 6,231); with it, after four runs, 1.0 to 2.1 times (the most in a full-suite
+            # run, where the process holds much more)
+            assert six_runs < 3 * one_run, (one_run, six_runs)
 
     run(scenario())
