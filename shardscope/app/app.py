@@ -651,4 +651,3 @@ def _load(spec: str) -> type:
     """The class ``module:name`` names."""
     module, name = spec.split(":")
     return getattr(importlib.import_module(module), name)
-

@@ -544,24 +544,31 @@ class PlanTree(Tree[Entry]):
                 self.opacity, app.ansi_theme, app.native_ansi_color, tuple(self.get_line_filters()),
                 (styles.tint, styles.text_opacity, styles.hatch if styles.has_rule("hatch") else None))
 
-    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple:
-        """Everything tree line ``y`` as finished depends on, but not the row it lands on."""
-        line = self._tree_lines[y]
+    def _view(self, base_style: Style) -> tuple:
+        """What every line of this render pass depends on alike (computed once per pass)."""
         view = self._pass_view
         if view is None:
             view = self._pass_view = (
                 self._node_lines_generation, self.virtual_size.width, self.guide_depth, self.show_guides,
                 self.show_root, self._pseudo_class_state, self.has_focus, base_style, self._pass_finish[1:])
+        return view
+
+    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple:
+        """Everything tree line ``y`` as finished depends on, but not the row it lands on.
+
+        A row below the last line is blank: its key is the view alone.
+        """
+        if y >= len(self._tree_lines):
+            return (self._view(base_style), None, x1, x2)
+        line = self._tree_lines[y]
         node = line.node
         hover_line = self.hover_line
-        return (view, node.id, node._updates, x1, x2, self.cursor_line == y, hover_line == y,
+        return (self._view(base_style), node.id, node._updates, x1, x2, self.cursor_line == y, hover_line == y,
                 hover_line >= 0 and any(n._hover for n in line.path), line.last,
                 tuple((n._hover, n._selected, n.is_last) for n in line.path))
 
     def _finished_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         """Tree line ``y`` as the compositor takes it: kept by :meth:`_line_key`, else drawn and finished."""
-        if y >= len(self._tree_lines):  # a blank row below the last line
-            return self._finish(super()._render_line(y, x1, x2, base_style))
         key = self._line_key(y, x1, x2, base_style)
         strip = self._node_lines.get(key)
         if strip is None:
