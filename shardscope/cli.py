@@ -15,8 +15,9 @@ import os
 import sys
 from pathlib import Path
 
+from shardscope.devices import ensure_devices
 from shardscope.errors import SettingsError, ShardscopeError, print_error
-from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, start_jax
+from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, spawns_workers, start_jax
 from shardscope.settings import (
     DEFAULT_AXIS,
     DEFAULT_DEVICES,
@@ -226,13 +227,29 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _open(args: argparse.Namespace) -> int:
+def open_options(argv: list[str]) -> tuple[Settings, dict]:
+    """The settings and the :func:`~shardscope.app.make_app` options of ``shardscope open ARGV``.
+
+    Needs no JAX: the app starts JAX in its first worker, with the device count set before the
+    file is imported. A device count over the cap is refused here, before JAX starts.
+    """
+    args = parse(["open", *argv])
+    return _app_options(args)
+
+
+def _app_options(args: argparse.Namespace) -> tuple[Settings, dict]:
     settings = settings_from(args)
     max_devices = max(args.max_devices, settings.mesh.devices)
     check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
+    return settings, {"max_devices": max_devices, "export_dir": args.export_dir,
+                      "profile_startup": args.profile_startup}
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings, options = _app_options(args)
     from shardscope.app import run_app
 
-    return run_app(settings, max_devices=max_devices, export_dir=args.export_dir, profile_startup=args.profile_startup)
+    return run_app(settings, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -255,10 +272,11 @@ def _run(args: argparse.Namespace) -> int:
 
         sweep_command.check_options(args)
     require_file(settings.path)  # before JAX starts: a typo fails fast
-    demo_file = _check_devices_before_jax(settings)  # loaded once: what it prints at import, once
-    if getattr(args, "processes", 1) > 1 and args.worker is None:
+    start_jax(args, settings)  # the device count is set before the file is imported
+    demo_file = _load_checked(settings)  # loaded once: what it prints at import, once
+    if spawns_workers(args):
         return spawn_workers(args, settings, build_parser())
-    start_jax(args, settings)
+    ensure_devices(settings.mesh.devices)
     if args.command == "sweep":
         return sweep_command.run(args, settings, demo_file)
     from shardscope.analysis import analyze
@@ -294,25 +312,25 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_devices_before_jax(settings: Settings):
-    """Refuse a device count over the cap, or one that does not divide the batch, before JAX starts.
+def _load_checked(settings: Settings):
+    """Import the demo file and check the device count against its batch.
 
-    JAX starts every CPU device asked for: 20,000 hang it, 100,000 exhaust memory. Importing the
-    demo file to read its batch does not start the backend (example inputs are shapes). Returns
-    the loaded :class:`~shardscope.demos.DemoFile` (None for a multi-axis mesh, which does not
-    need it), for the analysis to use rather than import the file a second time.
+    JAX's device count is already set (:func:`~shardscope.launch.start_jax`): a file that builds
+    arrays when imported gets the devices asked for. The backend has not started unless the file
+    started it, so a count that does not divide the batch is refused before anything else is
+    allocated. Returns the loaded :class:`~shardscope.demos.DemoFile`, for the analysis to use
+    rather than import the file a second time.
     """
-    mesh = settings.mesh
-    if len(mesh.names) > 1:
-        check_device_count(mesh.devices)
-        return None
     from shardscope.demos import load_demo_file
     from shardscope.examples import batch_size
 
     with contextlib.redirect_stdout(sys.stderr):
         demo_file = load_demo_file(settings.path)
-    # a 1-D mesh splits the batch over every device: the hint lists every count that works
-    check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+    if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device
+        # the hint lists every count that works
+        check_device_count(settings.mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+    else:
+        check_device_count(settings.mesh.devices)
     return demo_file
 
 
@@ -333,7 +351,6 @@ def _check(args: argparse.Namespace) -> int:
     """``shardscope check``: exit 1 when a loop holds a collective it does not need, else 0."""
     from shardscope import check
     from shardscope.demos import require_file
-    from shardscope.devices import ensure_devices
 
     require_file(args.file)
     check_device_count(args.devices or DEFAULT_MAX_DEVICES)  # before JAX starts: thousands hang it
