@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardscope.counts import count_text
+from shardscope.text import plans_unavailable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,8 +48,10 @@ def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
 
 
 def render_sweep(sweep: "Sweep", console: "Console") -> None:
-    """Print one row per (chunk size, plan), the budget and the pick."""
+    """Print one row per (chunk size, plan), the plans that could not be swept, the budget and the pick."""
     console.print(sweep_table(sweep))
+    for line in plans_unavailable(sweep.unavailable):
+        console.print(line, style="yellow", highlight=False)
     console.print(pick_sentence(sweep), highlight=False)
 
 
@@ -91,6 +94,7 @@ def sweep_json(sweep: "Sweep") -> dict[str, Any]:
         "collectives_transport": sweep.collectives_transport,
         "memory_budget_bytes": sweep.memory_budget_bytes,
         "points": [_point_json(sweep, p) for p in sweep.points],
+        "unavailable": dict(sweep.unavailable),
         "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
         "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
                                "chunk_size": sweep.smallest_footprint.chunk_size,
