@@ -241,6 +241,7 @@ def analyze(
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     try:
         built = plans.build_plans(demo_fn, settings, plans.PLANS if plan_set is None else plan_set)
         settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)

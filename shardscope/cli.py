@@ -70,11 +70,12 @@ def _axes(text: str) -> tuple[str, ...]:
 def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
-    parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
-                        help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
-    parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("-d", "--devices", type=_positive,
+                        help=f"devices in the 1-D mesh (default: the demo's own mesh, else {DEFAULT_DEVICES})")
+    parser.add_argument("--axis", type=_axis, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
     parser.add_argument("--mesh", type=_mesh, metavar="AXES",
-                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis; "
+                             "default: the demo's own mesh, else s=2)")
     parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
                         help="the mesh axes the batch is split over, e.g. data (default: every axis)")
     if chunk_size:
@@ -193,12 +194,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         path=args.file,
         function=args.function,
-        devices=args.devices,
-        axis=args.axis,
+        devices=DEFAULT_DEVICES if args.devices is None else args.devices,
+        axis=args.axis or DEFAULT_AXIS,
         chunk_size=getattr(args, "chunk_size", None),
         repeats=args.repeats,
         mesh=args.mesh,
         batch_axes=args.batch_axes,
+        demo_mesh=args.mesh is None and args.devices is None and args.axis is None,
     )
 
 
@@ -273,8 +275,9 @@ def _run(args: argparse.Namespace) -> int:
         sweep_command.check_options(args)
     require_file(settings.path)  # before JAX starts: a typo fails fast
     start_jax(args, settings)  # the device count is set before the file is imported
-    demo_file = _load_checked(settings)  # loaded once: what it prints at import, once
+    demo_file, settings = _load_checked(settings)  # loaded once: what it prints at import, once
     if spawns_workers(args):
+        args.mesh = settings.mesh  # the demo's own mesh, if it has one: the workers run on it too
         return spawn_workers(args, settings, build_parser())
     ensure_devices(settings.mesh.devices)
     if args.command == "sweep":
@@ -319,19 +322,24 @@ def _load_checked(settings: Settings):
     arrays when imported gets the devices asked for. The backend has not started unless the file
     started it, so a count that does not divide the batch is refused before anything else is
     allocated. Returns the loaded :class:`~shardscope.demos.DemoFile`, for the analysis to use
-    rather than import the file a second time.
+    rather than import the file a second time, and the settings on the demo's own mesh when the
+    user gave none.
     """
     from shardscope.demos import load_demo_file
+    from shardscope.devices import request_devices
     from shardscope.examples import batch_size
 
     with contextlib.redirect_stdout(sys.stderr):
         demo_file = load_demo_file(settings.path)
+    demo_fn = demo_file.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)
     if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device
         # the hint lists every count that works
-        check_device_count(settings.mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
+        check_device_count(settings.mesh.devices, batch_size(demo_fn.spec.x))
     else:
         check_device_count(settings.mesh.devices)
-    return demo_file
+    request_devices(settings.mesh.devices)  # a demo's own mesh may need more than were asked for
+    return demo_file, settings
 
 
 def _write_diff(text: str, output: str | None, force: bool) -> int:

@@ -29,7 +29,7 @@ def start_jax(args: argparse.Namespace, settings: Settings) -> None:
     """
     from shardscope.devices import request_devices
 
-    check_process_options(args, settings)
+    check_process_options(args)  # the device count is checked once the demo's own mesh is known
     devices = settings.mesh.devices
     worker = getattr(args, "worker", None)
     if worker is not None:
@@ -52,8 +52,9 @@ def start_jax(args: argparse.Namespace, settings: Settings) -> None:
         request_devices(max(devices, DEFAULT_MAX_DEVICES))
 
 
-def check_process_options(args: argparse.Namespace, settings: Settings) -> None:
-    """Refuse ``--processes P`` with ``--distributed``, or with a device count P does not divide."""
+def check_process_options(args: argparse.Namespace, settings: Settings | None = None) -> None:
+    """Refuse ``--processes P`` with ``--distributed``, or (given the settings) with a device count
+    that P does not divide."""
     from shardscope.errors import SettingsError
 
     if not spawns_workers(args):
@@ -61,7 +62,7 @@ def check_process_options(args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "distributed", False):
         raise SettingsError("--processes and --distributed do not go together.",
                             "--processes P spawns local workers; --distributed joins a cluster's launcher")
-    if settings.mesh.devices % args.processes:
+    if settings is not None and settings.mesh.devices % args.processes:
         raise SettingsError(
             f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
             f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",

@@ -160,8 +160,13 @@ def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
         if not isinstance(spec, P):
             raise SettingsError(f"param_specs holds {spec!r}, not a PartitionSpec.", "use jax.sharding.PartitionSpec")
         for dim, axes in enumerate(_spec_dims(spec, np.ndim(leaf))):
-            for axis in axes:
-                mesh.check_axes((axis,), "param_specs")
+            missing = [axis for axis in axes if axis not in mesh.names]
+            if missing:
+                example = ",".join(f"{axis}=2" for axis in missing)
+                raise SettingsError(
+                    f"param_specs names {', '.join(map(repr, missing))}, which the mesh {mesh.text()} does not have.",
+                    f"give a mesh with that axis (e.g. --mesh {example}), or no mesh at all to run on the demo's own",
+                )
             size = mesh.size_of(axes)
             if np.shape(leaf)[dim] % size:
                 raise SettingsError(

@@ -77,6 +77,8 @@ class Sweep:
     collectives_transport: str = "in-process"
     unavailable: dict[str, str] = field(default_factory=dict)
     """Each plan that could not be built or traced here, with the reason (as the report lists it)."""
+    mesh: dict[str, int] = field(default_factory=dict)
+    """The mesh swept on, axis by axis (a demo's own mesh when the user gave none)."""
 
     def fits(self, point: SweepPoint) -> bool:
         """True when ``point`` fits the budget (always, without a budget)."""
@@ -122,6 +124,7 @@ def run_sweep(
     from shardscope.distributed import collectives_transport
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     first = plans.build_plans(demo_fn, settings.with_(chunk_size=None))
     per_device = first.shapes.per_device_batch
     sizes = chunk_sizes or tuple(divisors(per_device))
@@ -153,6 +156,7 @@ def run_sweep(
         processes=jax.process_count(),
         collectives_transport=collectives_transport(),
         unavailable={name: _reason(by_chunk, sizes) for name, by_chunk in unavailable.items()},
+        mesh=dict(settings.mesh.axes),
     )
 
 

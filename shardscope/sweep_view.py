@@ -61,7 +61,9 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
     With ``hidden`` the run times show as ``···`` and no row is marked as the pick."""
     from rich.table import Table
 
-    title = (f"sweep: {sweep.function}, {sweep.devices} devices, {sweep.per_device_batch}/device, "
+    mesh = ",".join(f"{name}={size}" for name, size in sweep.mesh.items())
+    where = f"mesh {mesh}" if len(sweep.mesh) > 1 or sweep.mesh.keys() - {"s"} else f"{sweep.devices} devices"
+    title = (f"sweep: {sweep.function}, {where}, {sweep.per_device_batch}/device, "
              f"{sweep.repeats} timed runs per point; runs = collective runs per call")
     if sweep.processes > 1:
         title += f", {sweep.processes} processes ({sweep.collectives_transport})"
@@ -88,6 +90,7 @@ def sweep_json(sweep: "Sweep") -> dict[str, Any]:
     return {
         "function": sweep.function,
         "devices": sweep.devices,
+        "mesh": dict(sweep.mesh),
         "per_device_batch": sweep.per_device_batch,
         "repeats": sweep.repeats,
         "processes": sweep.processes,
