@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from shardscope.bundled import SEED_DEMO, find_file, listing
 from shardscope.devices import ensure_devices
 from shardscope.errors import SettingsError, ShardscopeError, print_error
 from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, spawns_workers, start_jax
@@ -28,7 +29,7 @@ from shardscope.settings import (
     check_device_count,
 )
 
-COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check")
+COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check", "demos")
 EXIT_USER_ERROR = 2
 
 
@@ -67,8 +68,15 @@ def _axes(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
 
 
-def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
-    parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
+FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
+
+
+def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+    if seed_default:
+        parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
+                            help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
+    else:
+        parser.add_argument("file", type=Path, help=FILE_HELP)
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
     parser.add_argument("-d", "--devices", type=_positive,
                         help=f"devices in the 1-D mesh (default: the demo's own mesh, else {DEFAULT_DEVICES})")
@@ -123,15 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardscope",
         description="See the communication plan of a chunked VJP under jax.shard_map.",
-        epilog="shardscope FILE is short for shardscope open FILE (the explorer); "
-        "report, diff and check run headless.",
+        epilog="shardscope FILE is short for shardscope open FILE (the explorer); shardscope alone opens the "
+        f"shipped {SEED_DEMO} demo. report, diff, sweep and check run headless. FILE may be a shipped demo's "
+        "name (shardscope demos lists them).",
     )
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
-    _settings_options(app)
+    _settings_options(app, seed_default=True)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
                      help="CPU devices to start JAX with; the sidebar offers meshes up to this size "
                           f"(default 8, at most {MAX_DEVICES})")
@@ -169,30 +178,31 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
     diff.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     check = sub.add_parser("check", help="lint any shard_map program: collectives in loops that need not be there")
-    check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo)")
+    check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo), "
+                       "or a shipped demo's name (shardscope demos)")
     check.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
     check.add_argument("-d", "--devices", type=_positive,
                        help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                             f"(default {DEFAULT_DEVICES})")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     check.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
+    demos = sub.add_parser("demos", help="list the shipped demos, with what each shows and where they are")
+    demos.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     return parser
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Parse ``argv``; a bare ``shardscope FILE`` means ``shardscope open FILE``."""
-    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
+    """Parse ``argv``; a bare ``shardscope FILE`` means ``shardscope open FILE`` (and ``shardscope``
+    alone opens the seed demo)."""
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["open", *argv]
-    args = build_parser().parse_args(argv)
-    if args.command is None:
-        build_parser().error("give a demo file: shardscope FILE, or shardscope report|diff FILE")
-    return args
+    return build_parser().parse_args(argv)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    """The :class:`Settings` the options describe."""
+    """The :class:`Settings` the options describe (FILE may name a shipped demo)."""
     return Settings(
-        path=args.file,
+        path=find_file(args.file),
         function=args.function,
         devices=DEFAULT_DEVICES if args.devices is None else args.devices,
         axis=args.axis or DEFAULT_AXIS,
@@ -212,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command == "demos":
+            print(listing())
+            return 0
         if args.command == "open":
             return _open(args)
         from shardscope.interrupts import run_interruptible
@@ -360,15 +373,15 @@ def _check(args: argparse.Namespace) -> int:
     from shardscope import check
     from shardscope.demos import require_file
 
-    require_file(args.file)
+    path = require_file(find_file(args.file))  # FILE may name a shipped demo
     check_device_count(args.devices or DEFAULT_MAX_DEVICES)  # before JAX starts: thousands hang it
     ensure_devices(args.devices or DEFAULT_MAX_DEVICES)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):
-        inspections = check.check_file(args.file, args.function, args.devices)
+        inspections = check.check_file(path, args.function, args.devices)
     if args.json:
         import json
 
-        print(json.dumps(check.to_json(args.file, inspections), allow_nan=False))
+        print(json.dumps(check.to_json(path, inspections), allow_nan=False))
     else:
         from rich.console import Console
 
