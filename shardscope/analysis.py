@@ -241,10 +241,11 @@ def analyze(
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_file = demo_file or load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     try:
         built = plans.build_plans(demo_fn, settings, plans.PLANS if plan_set is None else plan_set)
         settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
-        traced, unavailable = _trace(built, measure, report)
+        traced, unavailable = plans.trace_plans(built, with_reference=measure, progress=report)
         names = [name for name in built.plans if name in traced]
         measured = _measure(built, traced, settings, report) if measure else {}
     except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
@@ -288,31 +289,6 @@ def inspect_plan(traced: Any, name: str, args: tuple, trace_s: float) -> Any:
     params, x, v = args
     inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
     return inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
-
-
-def _trace(built: Any, with_reference: bool, report: Progress) -> tuple[dict[str, tuple[Any, float]], dict[str, str]]:
-    """Trace each program once: ``{name: (traced, seconds)}``, and the optional plans that failed.
-
-    The baseline failing is the model's fault (a :class:`TraceError`); a candidate plan that
-    fails to trace where the baseline traced is listed as unavailable with JAX's reason.
-    """
-    from shardscope import measure, plans
-
-    names = [*built.plans, *([plans.REFERENCE] if with_reference else [])]
-    traced, unavailable = {}, {}
-    for i, name in enumerate(names):
-        report("tracing", i / len(names))
-        try:
-            traced[name] = measure.timed(lambda: built.functions[name].trace(*built.args))
-        except ShardscopeError:
-            raise
-        except Exception as exc:
-            plan = built.plans.get(name)
-            if plan is not None and plan.role != "baseline" and traced:
-                unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {plans.first_line(exc)}"
-                continue
-            raise plans.describe_trace_error(exc, ",".join(built.shapes.batch_axes)) from exc
-    return traced, unavailable
 
 
 def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> dict[str, dict[str, Any]]:

@@ -18,8 +18,8 @@ EXIT_CLEAN, EXIT_FLAGGED = 0, 1
 def check_file(path: Path, function: str | None = None, devices: int | None = None) -> list[Any]:
     """The :class:`~shardscope.inspection.Inspection` of each program (or demo plan) in ``path``.
 
-    ``devices`` is the mesh size of a demo's plans (default: the report's); program files build
-    their own meshes.
+    ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
+    report's default); program files build their own meshes.
     """
     from shardscope.demos import import_file, require_file
     from shardscope.programs import marked_functions, no_program_error, pick
@@ -41,7 +41,8 @@ def _demo_plans(path: Path, demo: Any, devices: int | None) -> list[Any]:
     from shardscope.inspection import Inspection
     from shardscope.settings import Settings
 
-    settings = Settings(path=path, function=demo.name, devices=devices or DEFAULT_DEVICES)
+    # without --devices, a demo's own mesh (its mesh=, or one its param_specs name) is used
+    settings = Settings(path=path, function=demo.name, devices=devices or DEFAULT_DEVICES, demo_mesh=devices is None)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
     analysis = analyze(settings, demo_file=loaded, measure=False, graphs=False)
     return [

@@ -15,8 +15,10 @@ import os
 import sys
 from pathlib import Path
 
+from shardscope.bundled import SEED_DEMO, find_file, listing
+from shardscope.devices import ensure_devices
 from shardscope.errors import SettingsError, ShardscopeError, print_error
-from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, start_jax
+from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, spawns_workers, start_jax
 from shardscope.settings import (
     DEFAULT_AXIS,
     DEFAULT_DEVICES,
@@ -27,7 +29,7 @@ from shardscope.settings import (
     check_device_count,
 )
 
-COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check")
+COMMANDS = ("open", "report", "sweep", "calibrate", "presets", "diff", "check", "demos")
 EXIT_USER_ERROR = 2
 
 
@@ -66,14 +68,22 @@ def _axes(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
 
 
-def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True) -> None:
-    parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.demo")
+FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
+
+
+def _settings_options(parser: argparse.ArgumentParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+    if seed_default:
+        parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
+                            help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
+    else:
+        parser.add_argument("file", type=Path, help=FILE_HELP)
     parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
-    parser.add_argument("-d", "--devices", type=_positive, default=DEFAULT_DEVICES,
-                        help=f"devices in the 1-D mesh (default {DEFAULT_DEVICES})")
-    parser.add_argument("--axis", type=_axis, default=DEFAULT_AXIS, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("-d", "--devices", type=_positive,
+                        help=f"devices in the 1-D mesh (default: the demo's own mesh, else {DEFAULT_DEVICES})")
+    parser.add_argument("--axis", type=_axis, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
     parser.add_argument("--mesh", type=_mesh, metavar="AXES",
-                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis)")
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis; "
+                             "default: the demo's own mesh, else s=2)")
     parser.add_argument("--batch-axes", type=_axes, metavar="AXES",
                         help="the mesh axes the batch is split over, e.g. data (default: every axis)")
     if chunk_size:
@@ -121,15 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardscope",
         description="See the communication plan of a chunked VJP under jax.shard_map.",
-        epilog="shardscope FILE is short for shardscope open FILE (the explorer); "
-        "report, diff and check run headless.",
+        epilog="shardscope FILE is short for shardscope open FILE (the explorer); shardscope alone opens the "
+        f"shipped {SEED_DEMO} demo. report, diff, sweep and check run headless. FILE may be a shipped demo's "
+        "name (shardscope demos lists them).",
     )
     from shardscope import __version__
 
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     app = sub.add_parser("open", help="open the explorer (the default command)")
-    _settings_options(app)
+    _settings_options(app, seed_default=True)
     app.add_argument("--max-devices", type=_positive, default=DEFAULT_MAX_DEVICES,
                      help="CPU devices to start JAX with; the sidebar offers meshes up to this size "
                           f"(default 8, at most {MAX_DEVICES})")
@@ -167,37 +178,39 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
     diff.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     check = sub.add_parser("check", help="lint any shard_map program: collectives in loops that need not be there")
-    check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo)")
+    check.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo), "
+                       "or a shipped demo's name (shardscope demos)")
     check.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
     check.add_argument("-d", "--devices", type=_positive,
                        help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                             f"(default {DEFAULT_DEVICES})")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     check.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
+    demos = sub.add_parser("demos", help="list the shipped demos, with what each shows and where they are")
+    demos.add_argument("--debug", action="store_true", help="show tracebacks instead of short messages")
     return parser
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Parse ``argv``; a bare ``shardscope FILE`` means ``shardscope open FILE``."""
-    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
+    """Parse ``argv``; a bare ``shardscope FILE`` means ``shardscope open FILE`` (and ``shardscope``
+    alone opens the seed demo)."""
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["open", *argv]
-    args = build_parser().parse_args(argv)
-    if args.command is None:
-        build_parser().error("give a demo file: shardscope FILE, or shardscope report|diff FILE")
-    return args
+    return build_parser().parse_args(argv)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    """The :class:`Settings` the options describe."""
+    """The :class:`Settings` the options describe (FILE may name a shipped demo)."""
     return Settings(
-        path=args.file,
+        path=find_file(args.file),
         function=args.function,
-        devices=args.devices,
-        axis=args.axis,
+        devices=DEFAULT_DEVICES if args.devices is None else args.devices,
+        axis=args.axis or DEFAULT_AXIS,
         chunk_size=getattr(args, "chunk_size", None),
         repeats=args.repeats,
         mesh=args.mesh,
         batch_axes=args.batch_axes,
+        demo_mesh=args.mesh is None and args.devices is None and args.axis is None,
     )
 
 
@@ -209,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command == "demos":
+            print(listing())
+            return 0
         if args.command == "open":
             return _open(args)
         from shardscope.interrupts import run_interruptible
@@ -226,13 +242,29 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _open(args: argparse.Namespace) -> int:
+def open_options(argv: list[str]) -> tuple[Settings, dict]:
+    """The settings and the :func:`~shardscope.app.make_app` options of ``shardscope open ARGV``.
+
+    Needs no JAX: the app starts JAX in its first worker, with the device count set before the
+    file is imported. A device count over the cap is refused here, before JAX starts.
+    """
+    args = parse(["open", *argv])
+    return _app_options(args)
+
+
+def _app_options(args: argparse.Namespace) -> tuple[Settings, dict]:
     settings = settings_from(args)
     max_devices = max(args.max_devices, settings.mesh.devices)
     check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
+    return settings, {"max_devices": max_devices, "export_dir": args.export_dir,
+                      "profile_startup": args.profile_startup}
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings, options = _app_options(args)
     from shardscope.app import run_app
 
-    return run_app(settings, max_devices=max_devices, export_dir=args.export_dir, profile_startup=args.profile_startup)
+    return run_app(settings, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -255,10 +287,12 @@ def _run(args: argparse.Namespace) -> int:
 
         sweep_command.check_options(args)
     require_file(settings.path)  # before JAX starts: a typo fails fast
-    demo_file = _check_devices_before_jax(settings)  # loaded once: what it prints at import, once
-    if getattr(args, "processes", 1) > 1 and args.worker is None:
+    start_jax(args, settings)  # the device count is set before the file is imported
+    demo_file, settings = _load_checked(settings)  # loaded once: what it prints at import, once
+    if spawns_workers(args):
+        args.mesh = settings.mesh  # the demo's own mesh, if it has one: the workers run on it too
         return spawn_workers(args, settings, build_parser())
-    start_jax(args, settings)
+    ensure_devices(settings.mesh.devices)
     if args.command == "sweep":
         return sweep_command.run(args, settings, demo_file)
     from shardscope.analysis import analyze
@@ -294,26 +328,31 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_devices_before_jax(settings: Settings):
-    """Refuse a device count over the cap, or one that does not divide the batch, before JAX starts.
+def _load_checked(settings: Settings):
+    """Import the demo file and check the device count against its batch.
 
-    JAX starts every CPU device asked for: 20,000 hang it, 100,000 exhaust memory. Importing the
-    demo file to read its batch does not start the backend (example inputs are shapes). Returns
-    the loaded :class:`~shardscope.demos.DemoFile` (None for a multi-axis mesh, which does not
-    need it), for the analysis to use rather than import the file a second time.
+    JAX's device count is already set (:func:`~shardscope.launch.start_jax`): a file that builds
+    arrays when imported gets the devices asked for. The backend has not started unless the file
+    started it, so a count that does not divide the batch is refused before anything else is
+    allocated. Returns the loaded :class:`~shardscope.demos.DemoFile`, for the analysis to use
+    rather than import the file a second time, and the settings on the demo's own mesh when the
+    user gave none.
     """
-    mesh = settings.mesh
-    if len(mesh.names) > 1:
-        check_device_count(mesh.devices)
-        return None
     from shardscope.demos import load_demo_file
+    from shardscope.devices import request_devices
     from shardscope.examples import batch_size
 
     with contextlib.redirect_stdout(sys.stderr):
         demo_file = load_demo_file(settings.path)
-    # a 1-D mesh splits the batch over every device: the hint lists every count that works
-    check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
-    return demo_file
+    demo_fn = demo_file.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)
+    if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device
+        # the hint lists every count that works
+        check_device_count(settings.mesh.devices, batch_size(demo_fn.spec.x))
+    else:
+        check_device_count(settings.mesh.devices)
+    request_devices(settings.mesh.devices)  # a demo's own mesh may need more than were asked for
+    return demo_file, settings
 
 
 def _write_diff(text: str, output: str | None, force: bool) -> int:
@@ -333,17 +372,16 @@ def _check(args: argparse.Namespace) -> int:
     """``shardscope check``: exit 1 when a loop holds a collective it does not need, else 0."""
     from shardscope import check
     from shardscope.demos import require_file
-    from shardscope.devices import ensure_devices
 
-    require_file(args.file)
+    path = require_file(find_file(args.file))  # FILE may name a shipped demo
     check_device_count(args.devices or DEFAULT_MAX_DEVICES)  # before JAX starts: thousands hang it
     ensure_devices(args.devices or DEFAULT_MAX_DEVICES)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):
-        inspections = check.check_file(args.file, args.function, args.devices)
+        inspections = check.check_file(path, args.function, args.devices)
     if args.json:
         import json
 
-        print(json.dumps(check.to_json(args.file, inspections), allow_nan=False))
+        print(json.dumps(check.to_json(path, inspections), allow_nan=False))
     else:
         from rich.console import Console
 

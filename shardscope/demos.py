@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from shardscope.errors import DemoFileError, SettingsError
+from shardscope.mesh import Mesh, is_axis_name
 
 _MARK = "__shardscope_demo__"
 
@@ -32,9 +33,11 @@ class DemoSpec:
     seed: int = 0
     description: str = ""
     param_specs: Any = None
+    mesh: Mesh | None = None
 
 
-def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_specs: Any = None) -> Callable:
+def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_specs: Any = None,
+         mesh: str | Mesh | None = None) -> Callable:
     """Mark ``f(params, x)`` as a function shardscope can analyse.
 
     ``params`` and ``x`` are pytrees of ``jax.ShapeDtypeStruct`` or concrete arrays; the leading
@@ -42,15 +45,64 @@ def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_spe
     drawn from ``seed`` (complex dtypes get random real and imaginary parts). ``param_specs`` is
     a pytree of ``jax.sharding.PartitionSpec`` matching ``params`` (default: every leaf
     replicated); a leaf split over a mesh axis enters ``shard_map`` sharded (FSDP / ZeRO-3) and
-    each plan gathers it where the model needs it whole.
+    each plan gathers it where the model needs it whole. ``mesh`` (``"data=4"``,
+    ``"data=4,model=2"``) is the mesh the demo runs on when the user gives none (``--mesh``,
+    ``--devices``, ``--axis``); without it, a demo whose ``param_specs`` name mesh axes gets
+    one derived from them (:func:`derived_mesh`), any other the default ``s=2``.
     """
+    demo_mesh = _demo_mesh(mesh)
 
     def mark(fn: Callable) -> Callable:
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        setattr(fn, _MARK, DemoSpec(params=params, x=x, seed=seed, description=doc, param_specs=param_specs))
+        spec = DemoSpec(params=params, x=x, seed=seed, description=doc, param_specs=param_specs, mesh=demo_mesh)
+        setattr(fn, _MARK, spec)
         return fn
 
     return mark
+
+
+def _demo_mesh(mesh: str | Mesh | None) -> Mesh | None:
+    """``@shardscope.demo(mesh=...)`` as a :class:`Mesh`; a ``ValueError`` in one line when it is not one
+    (raised while the file is imported: the message names the file's line)."""
+    if mesh is None or isinstance(mesh, Mesh):
+        return mesh
+    try:
+        return Mesh.parse(str(mesh))
+    except SettingsError as exc:
+        raise ValueError(f"mesh={mesh!r} is not a mesh: {exc.message} Write it as name=size pairs, "
+                         "e.g. mesh=\"data=4\" or mesh=\"data=4,model=2\".") from None
+
+
+def derived_mesh(params: Any, param_specs: Any) -> Mesh | None:
+    """A mesh with every axis ``param_specs`` names, for a demo that gives no ``mesh``; else None.
+
+    Each axis gets size 2 (the default device count), or 1 where 2 does not divide a dimension
+    it splits: the demo then opens on a mesh its parameters fit, not on one without their axes.
+    """
+    import jax
+    from jax.sharding import PartitionSpec
+
+    if param_specs is None:
+        return None
+    is_spec = lambda s: isinstance(s, PartitionSpec)  # noqa: E731
+    try:
+        specs = jax.tree.map(lambda _, spec: spec, params, param_specs, is_leaf=is_spec)
+    except (TypeError, ValueError):
+        return None  # a structure mismatch: the plans say so in words
+    sizes: dict[str, int] = {}
+    for leaf, spec in zip(jax.tree.leaves(params), jax.tree.leaves(specs, is_leaf=is_spec)):
+        if not is_spec(spec):
+            return None  # not a PartitionSpec: the plans say so in words
+        shape = tuple(getattr(leaf, "shape", ()))
+        for dim, entry in enumerate(spec):
+            axes = () if entry is None else tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
+            for axis in axes:
+                sizes.setdefault(axis, 2)
+            if dim < len(shape) and axes and shape[dim] % 2 ** len(axes):
+                sizes.update({axis: 1 for axis in axes})
+    if not sizes or not all(is_axis_name(axis) for axis in sizes):
+        return None
+    return Mesh(tuple(sizes.items()))
 
 
 @dataclass(frozen=True)
@@ -65,6 +117,12 @@ class DemoFunction:
     def description(self) -> str:
         """What the demo computes, in one line (``@shardscope.demo(description=...)`` or its docstring)."""
         return self.spec.description
+
+    @property
+    def default_mesh(self) -> Mesh | None:
+        """The mesh this demo runs on when the user gives none: its ``mesh``, or one derived from
+        its ``param_specs``; None for the default ``s=2``."""
+        return self.spec.mesh or derived_mesh(self.spec.params, self.spec.param_specs)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,30 @@
-"""The CPU device count is fixed when JAX's backend starts: set it before anything else."""
+"""The CPU device count is fixed when JAX's backend starts: set it before anything else.
+
+A demo or program file may start the backend when it is imported (every flax and equinox model
+builds its parameters at import, and so does a ``jnp`` array of example inputs), so the count is
+set before the file is imported: :func:`request_devices` sets it without starting the backend,
+and :func:`ensure_devices` also checks how many there are.
+"""
 
 from __future__ import annotations
 
 from shardscope.errors import SettingsError
+
+
+def request_devices(count: int) -> bool:
+    """Ask JAX for at least ``count`` CPU devices, without starting its backend.
+
+    Returns False when the backend has already started (the count can no longer change).
+    """
+    import jax
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        return False
+    current = jax.config.jax_num_cpu_devices
+    if current is None or current < count:
+        jax.config.update("jax_num_cpu_devices", count)
+    return True
 
 
 def ensure_devices(count: int, needed: int | None = None) -> int:
@@ -14,21 +36,16 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     refuse a run that has enough.
     """
     import jax
-    from jax._src import xla_bridge
 
-    started_before = xla_bridge.backends_are_initialized()
-    if not started_before:
-        current = jax.config.jax_num_cpu_devices
-        if current is None or current < count:
-            jax.config.update("jax_num_cpu_devices", count)
+    set_here = request_devices(count)
     available = len(jax.devices())
     needed = count if needed is None else needed
     if available < needed:
         raise SettingsError(
             f"{needed} devices asked for, but JAX started with {available}"
-            + (" before shardscope could set the count (did the file create an array or list the "
-               "devices when imported?)." if started_before else "."),
-            f"use --devices {available} or fewer; make example inputs jax.ShapeDtypeStruct, not arrays, "
-            "so that the demo file does not start JAX when imported",
+            + (" before shardscope could set the count (something set jax_num_cpu_devices, or started "
+               "JAX's backend, before shardscope did)." if not set_here else "."),
+            f"use --devices {available} or fewer; leave the CPU device count to shardscope "
+            "(do not set jax_num_cpu_devices in the file)",
         )
     return available

@@ -24,7 +24,7 @@ from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 from shardscope import bodies, keys
 from shardscope.bodies import Layout, Split
 from shardscope.demos import DemoFunction
-from shardscope.errors import SettingsError, TraceError, quote_error
+from shardscope.errors import SettingsError, ShardscopeError, TraceError, quote_error
 from shardscope.examples import batch_size, check_fits, materialize
 from shardscope.failures import model_error
 from shardscope.settings import Settings
@@ -160,8 +160,13 @@ def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
         if not isinstance(spec, P):
             raise SettingsError(f"param_specs holds {spec!r}, not a PartitionSpec.", "use jax.sharding.PartitionSpec")
         for dim, axes in enumerate(_spec_dims(spec, np.ndim(leaf))):
-            for axis in axes:
-                mesh.check_axes((axis,), "param_specs")
+            missing = [axis for axis in axes if axis not in mesh.names]
+            if missing:
+                example = ",".join(f"{axis}=2" for axis in missing)
+                raise SettingsError(
+                    f"param_specs names {', '.join(map(repr, missing))}, which the mesh {mesh.text()} does not have.",
+                    f"give a mesh with that axis (e.g. --mesh {example}), or no mesh at all to run on the demo's own",
+                )
             size = mesh.size_of(axes)
             if np.shape(leaf)[dim] % size:
                 raise SettingsError(
@@ -226,6 +231,39 @@ def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ..
     built = {plan.name: plan for plan in plans if plan.name in functions}
     return Plans(shapes=shapes, mesh=mesh, plans=built, functions=functions, args=args,
                  unavailable=unavailable, layout=layout)
+
+
+def trace_plans(
+    built: Plans, *, with_reference: bool = False, progress: Callable[[str, float], None] | None = None,
+) -> tuple[dict[str, tuple[Any, float]], dict[str, str]]:
+    """Trace each plan of ``built`` once: ``{name: (traced, seconds)}``, and the plans JAX cannot trace.
+
+    The one place that decides which built plans are available, for the report, the diff, the
+    check, the sweep and the app alike. The baseline failing to trace is the model's fault (a
+    :class:`TraceError` that quotes JAX); a candidate plan that fails where the baseline traced
+    is shardscope's own plan meeting a limit of the installed JAX (the reduced plan on a model
+    whose own scan closes over the reduced weight): it is listed as unavailable with JAX's
+    reason, never blamed on the model. ``with_reference`` traces the reference too.
+    """
+    from shardscope import measure
+
+    report = progress or (lambda stage, fraction: None)
+    names = [*built.plans, *([REFERENCE] if with_reference else [])]
+    traced: dict[str, tuple[Any, float]] = {}
+    unavailable: dict[str, str] = {}
+    for i, name in enumerate(names):
+        report("tracing", i / len(names))
+        try:
+            traced[name] = measure.timed(lambda: built.functions[name].trace(*built.args))
+        except ShardscopeError:
+            raise
+        except Exception as exc:
+            plan = built.plans.get(name)
+            if plan is not None and plan.role != "baseline" and traced:
+                unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {first_line(exc)}"
+                continue
+            raise describe_trace_error(exc, ",".join(built.shapes.batch_axes)) from exc
+    return traced, unavailable
 
 
 def _check_params(params: Any) -> None:

@@ -25,6 +25,9 @@ class Settings:
     (``devices`` its size, ``axis`` its axis names joined by commas). ``batch_axes=None`` splits
     the batch over every mesh axis. ``function=None`` is the first demo in the file;
     ``chunk_size=None`` is the largest chunk size that still gives at least two chunks per device.
+    ``demo_mesh`` says the user gave no mesh: :meth:`for_demo` then puts the demo's own mesh
+    (``@shardscope.demo(mesh=...)``, or one derived from its ``param_specs``) in place of the
+    default ``s=2``.
     """
 
     path: Path
@@ -35,6 +38,7 @@ class Settings:
     repeats: int = DEFAULT_REPEATS
     mesh: Mesh | None = field(default=None)
     batch_axes: tuple[str, ...] | None = None
+    demo_mesh: bool = False
 
     def __post_init__(self) -> None:
         mesh = self.mesh if self.mesh is not None else Mesh.one_axis(self.axis, self.devices)
@@ -50,11 +54,28 @@ class Settings:
         return self.mesh.names if self.batch_axes is None else self.batch_axes
 
     def with_(self, **changes) -> "Settings":
-        """A copy with some fields changed; changing ``devices`` or ``axis`` rebuilds a 1-D mesh."""
+        """A copy with some fields changed; changing ``devices`` or ``axis`` rebuilds a 1-D mesh.
+
+        A mesh given this way is the user's (``demo_mesh`` becomes False) unless ``demo_mesh`` is
+        among the changes.
+        """
         if ("devices" in changes or "axis" in changes) and "mesh" not in changes:
             changes["mesh"] = Mesh.one_axis(changes.get("axis", self.mesh.names[0]), changes.get("devices", self.devices))
             changes.setdefault("batch_axes", None)
+        if "mesh" in changes:
+            changes.setdefault("demo_mesh", False)
         return replace(self, **changes)
+
+    def for_demo(self, demo_mesh: Mesh | None) -> "Settings":
+        """These settings on ``demo_mesh`` (a demo's own mesh) when the user gave none.
+
+        Without a demo mesh the default 1-D mesh stands. ``demo_mesh`` stays True, so the next
+        demo function picked gets its own mesh too; a mesh the user gave is never replaced.
+        """
+        if not self.demo_mesh:
+            return self
+        mesh = demo_mesh or Mesh.one_axis(DEFAULT_AXIS, DEFAULT_DEVICES)
+        return replace(self, mesh=mesh)
 
 
 def divisors(n: int) -> list[int]:

@@ -8,7 +8,7 @@ pick is the fastest point whose per-device footprint fits the memory budget.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from shardscope.errors import SettingsError, ShardscopeError
@@ -75,6 +75,10 @@ class Sweep:
     memory_budget_bytes: int | None
     processes: int = 1
     collectives_transport: str = "in-process"
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Each plan that could not be built or traced here, with the reason (as the report lists it)."""
+    mesh: dict[str, int] = field(default_factory=dict)
+    """The mesh swept on, axis by axis (a demo's own mesh when the user gave none)."""
 
     def fits(self, point: SweepPoint) -> bool:
         """True when ``point`` fits the budget (always, without a budget)."""
@@ -120,6 +124,7 @@ def run_sweep(
     from shardscope.distributed import collectives_transport
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     first = plans.build_plans(demo_fn, settings.with_(chunk_size=None))
     per_device = first.shapes.per_device_batch
     sizes = chunk_sizes or tuple(divisors(per_device))
@@ -132,9 +137,13 @@ def run_sweep(
     reference = _compile("reference", first.functions["reference"], first.args, settings.axis)
     expected = reference(*first.args)
     points: list[SweepPoint] = []
+    unavailable: dict[str, dict[int, str]] = {}  # plan -> chunk size -> why
     for i, chunk in enumerate(sizes):
         built = plans.build_plans(demo_fn, settings.with_(chunk_size=chunk))
-        points += _points(built, chunk, expected, settings)
+        traced, untraced = plans.trace_plans(built)
+        for name, reason in {**built.unavailable, **untraced}.items():
+            unavailable.setdefault(name, {})[chunk] = reason
+        points += _points(built, traced, chunk, expected, settings)
         if progress is not None:
             progress(i + 1, len(sizes), chunk)
     return Sweep(
@@ -146,23 +155,34 @@ def run_sweep(
         memory_budget_bytes=memory_budget_bytes,
         processes=jax.process_count(),
         collectives_transport=collectives_transport(),
+        unavailable={name: _reason(by_chunk, sizes) for name, by_chunk in unavailable.items()},
+        mesh=dict(settings.mesh.axes),
     )
 
 
-def _points(built: Any, chunk: int, expected: Any, settings: Settings) -> list[SweepPoint]:
-    """Trace, compile and time each plan of ``built`` (one chunk size), interleaved."""
+def _reason(by_chunk: dict[int, str], sizes: tuple[int, ...]) -> str:
+    """Why a plan is missing from the sweep: the reason, and at which chunk sizes unless at every one."""
+    reasons = list(dict.fromkeys(by_chunk.values()))
+    if len(by_chunk) == len(sizes) and len(reasons) == 1:
+        return reasons[0]
+    return "; ".join(
+        f"at chunk size {', '.join(str(c) for c in by_chunk if by_chunk[c] == reason)}: {reason}" for reason in reasons
+    )
+
+
+def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expected: Any,
+            settings: Settings) -> list[SweepPoint]:
+    """Compile and time each traced plan of ``built`` (one chunk size), interleaved."""
     from shardscope import dataflow, measure
     from shardscope.jaxpr_model import from_jaxpr
 
-    names = [name for name in built.plans if name in built.functions]
-    traced, compiled = {}, {}
-    for name in names:
-        traced[name] = _trace(name, built, settings.axis)
-        compiled[name] = _compile(name, built.functions[name], built.args, settings.axis, traced[name])
+    names = [name for name in built.plans if name in traced]
+    compiled = {name: _compile(name, built.functions[name], built.args, settings.axis, traced[name][0])
+                for name in names}
     times = measure.time_interleaved(compiled, built.args, settings.repeats)
     out = []
     for name in names:
-        program = from_jaxpr(traced[name].jaxpr)
+        program = from_jaxpr(traced[name][0].jaxpr)
         out.append(SweepPoint(
             plan=name,
             chunk_size=chunk,
@@ -174,10 +194,6 @@ def _points(built: Any, chunk: int, expected: Any, settings: Settings) -> list[S
             max_abs_err=measure.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
         ))
     return out
-
-
-def _trace(name: str, built: Any, axis: str) -> Any:
-    return _trace_fn(built.functions[name], built.args, axis)
 
 
 def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:

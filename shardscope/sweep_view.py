@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardscope.counts import count_text
+from shardscope.text import plans_unavailable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,8 +48,10 @@ def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
 
 
 def render_sweep(sweep: "Sweep", console: "Console") -> None:
-    """Print one row per (chunk size, plan), the budget and the pick."""
+    """Print one row per (chunk size, plan), the plans that could not be swept, the budget and the pick."""
     console.print(sweep_table(sweep))
+    for line in plans_unavailable(sweep.unavailable):
+        console.print(line, style="yellow", highlight=False)
     console.print(pick_sentence(sweep), highlight=False)
 
 
@@ -58,7 +61,9 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
     With ``hidden`` the run times show as ``···`` and no row is marked as the pick."""
     from rich.table import Table
 
-    title = (f"sweep: {sweep.function}, {sweep.devices} devices, {sweep.per_device_batch}/device, "
+    mesh = ",".join(f"{name}={size}" for name, size in sweep.mesh.items())
+    where = f"mesh {mesh}" if len(sweep.mesh) > 1 or sweep.mesh.keys() - {"s"} else f"{sweep.devices} devices"
+    title = (f"sweep: {sweep.function}, {where}, {sweep.per_device_batch}/device, "
              f"{sweep.repeats} timed runs per point; runs = collective runs per call")
     if sweep.processes > 1:
         title += f", {sweep.processes} processes ({sweep.collectives_transport})"
@@ -85,12 +90,14 @@ def sweep_json(sweep: "Sweep") -> dict[str, Any]:
     return {
         "function": sweep.function,
         "devices": sweep.devices,
+        "mesh": dict(sweep.mesh),
         "per_device_batch": sweep.per_device_batch,
         "repeats": sweep.repeats,
         "processes": sweep.processes,
         "collectives_transport": sweep.collectives_transport,
         "memory_budget_bytes": sweep.memory_budget_bytes,
         "points": [_point_json(sweep, p) for p in sweep.points],
+        "unavailable": dict(sweep.unavailable),
         "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
         "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
                                "chunk_size": sweep.smallest_footprint.chunk_size,

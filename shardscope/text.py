@@ -7,7 +7,7 @@ export and the app all read the same words from here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
     from shardscope.analysis import Analysis, PlanResult
@@ -76,7 +76,12 @@ def summary(plan: "PlanResult") -> str:
 
 def unavailable_lines(analysis: "Analysis") -> list[str]:
     """``reduced: unavailable (reason)`` for every plan that could not be built."""
-    return [f"{name}: unavailable ({reason})" for name, reason in analysis.unavailable.items()]
+    return plans_unavailable(analysis.unavailable)
+
+
+def plans_unavailable(unavailable: Mapping[str, str]) -> list[str]:
+    """``reduced: unavailable (reason)`` for each plan in ``unavailable`` (the report's and the sweep's)."""
+    return [f"{name}: unavailable ({reason})" for name, reason in unavailable.items()]
 
 
 def diff_text(analysis: "Analysis", comparison: "Comparison | None" = None) -> str:

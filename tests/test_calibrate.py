@@ -48,6 +48,7 @@ def test_calibrate_json_in_process_and_over_two_processes():
 
 
 def test_calibrate_user_errors():
-    for args, needle in ((("--sizes", "1KiB"), "at least two sizes"), (("--devices", "1"), "at least 2 devices")):
+    for args, needle in ((("--sizes", "1KiB"), "at least two sizes"), (("--devices", "1"), "at least 2 devices"),
+                         (("--devices", "20000"), "20,000 devices asked for, but at most 512")):
         result = run_cli("calibrate", *args)
         assert result.returncode == 2 and needle in result.stderr and "hint:" in result.stderr

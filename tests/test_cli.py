@@ -243,8 +243,9 @@ def test_entry_point_and_module():
         assert result.returncode == 0 and result.stdout.startswith("shardscope "), result
 
 
-def test_no_arguments_is_a_usage_error():
-    result = run_cli()
+def test_an_unknown_option_is_a_usage_error():
+    # (no arguments at all open the seed demo: tests/test_shipped_demos.py)
+    result = run_cli("--no-such-option")
     assert result.returncode == 2 and "Traceback" not in result.stderr and "usage" in result.stderr.lower()
 
 

@@ -1,5 +1,6 @@
-"""A demo file that starts JAX when imported (listing the devices) gets the devices JAX started
-with: the hint's --devices works, and a count above it is refused in words."""
+"""A demo file that starts JAX when imported (listing the devices) gets the devices asked for:
+the count is set before the file is imported. One that sets its own smaller count first gets
+what JAX started with, and a count above it is refused in words."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ DEMO = '''
 import jax
 import jax.numpy as jnp
 import shardscope
-
-STARTED_WITH = len(jax.devices())  # starts JAX's backend at import, with one CPU device
+{set_count}
+STARTED_WITH = len(jax.devices())  # starts JAX's backend at import
 
 
 @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((64, 5), jnp.float32))
@@ -27,13 +28,21 @@ def _report(path, devices):
                            "--json", "--repeats", "1"], capture_output=True, text=True, timeout=300)
 
 
-def test_the_device_count_jax_started_with_is_enough_and_more_is_refused_in_words(tmp_path):
+def test_a_file_that_lists_the_devices_at_import_gets_the_count_asked_for(tmp_path):
     demo = tmp_path / "lists_devices.py"
-    demo.write_text(textwrap.dedent(DEMO))
+    demo.write_text(textwrap.dedent(DEMO.format(set_count="")))
+    four = _report(demo, 4)
+    assert four.returncode == 0, four.stderr
+    assert json.loads(four.stdout)["devices"] == 4
+
+
+def test_a_file_that_sets_its_own_count_gets_it_and_more_is_refused_in_words(tmp_path):
+    demo = tmp_path / "sets_one_device.py"
+    demo.write_text(textwrap.dedent(DEMO.format(set_count='jax.config.update("jax_num_cpu_devices", 1)')))
     one = _report(demo, 1)
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["devices"] == 1
     two = _report(demo, 2)
     assert two.returncode == 2 and "Traceback" not in two.stderr
-    assert "2 devices asked for, but JAX started with 1" in two.stderr
-    assert "list the devices when imported" in two.stderr and "--devices 1 or fewer" in two.stderr
+    assert "2 devices asked for, but JAX started with 1 before shardscope could set the count" in two.stderr
+    assert "--devices 1 or fewer" in two.stderr and "do not set jax_num_cpu_devices" in two.stderr

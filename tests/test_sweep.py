@@ -108,3 +108,28 @@ def test_the_sweep_command_shows_every_measured_time_and_the_pick():
     pick = sweep.pick
     assert f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest (median {pick.run_s.median * 1e3:.3f} ms" in out
     assert "···" not in out and "hidden" not in out
+
+
+def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_of):
+    """rnn's own scan closes over the reduced weight: JAX refuses the unreduced cotangent in it.
+
+    The report lists the reduced plan as unavailable; the sweep must do the same in text and
+    JSON (exit 0), sweep the plans that exist, and never blame the model for shardscope's plan.
+    """
+    report = analysis_of("rnn.py", devices=2, chunk_size=16, repeats=1)
+    assert "reduced" in report.unavailable  # on jax 0.10.2 and 0.12 (the README says so)
+    result = run_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "8,16", "-r", "1", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    sweep = json.loads(result.stdout)
+    assert set(sweep["unavailable"]) == set(report.unavailable)
+    assert sweep["unavailable"]["reduced"] == report.unavailable["reduced"]
+    assert {p["plan"] for p in sweep["points"]} == set(report.plans)
+    # Wh's all-reduce runs in the time loop (T=8) of every chunk; Wx's and b's once per chunk
+    runs = {(p["plan"], p["chunk_size"]): p["executed_collectives"] for p in sweep["points"]}
+    assert runs == {("naive", 8): 4 * 8 + 4 + 4, ("naive", 16): 2 * 8 + 2 + 2,
+                    ("deferred", 8): 3, ("deferred", 16): 3}
+
+    text = run_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "16", "-r", "1", timeout=600)
+    assert text.returncode == 0, text.stderr
+    assert "reduced: unavailable (JAX cannot trace it here:" in " ".join(text.stdout.split())
+    assert "fails to trace" not in text.stdout + text.stderr

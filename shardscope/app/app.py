@@ -425,8 +425,13 @@ class ShardscopeApp(App[int]):
         """Offer the (re)loaded file's functions (or programs) in the sidebar."""
         self.demo_file = message.demo_file
         descriptions = {name: fn.description for name, fn in message.demo_file.functions.items()}
+        meshes = message.meshes
         self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions,
-                                          programs=self.programs, devices=self.max_devices)
+                                          programs=self.programs, devices=self.max_devices,
+                                          meshes=meshes, demo_mesh=self.settings.demo_mesh)
+        if meshes and self.settings.demo_mesh:  # the user gave no mesh: the demo's own is the one run
+            function = self.settings.function if self.settings.function in meshes else message.demo_file.names[0]
+            self.settings = self.settings.for_demo(meshes[function])
         if self.programs:  # no settings of its own: name the file and its programs
             self._run_settings = None
             self.query_one(StatusLine).show_described(

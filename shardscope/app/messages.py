@@ -33,12 +33,15 @@ class RunProgress(RunMessage):
 
 
 class DemoLoaded(RunMessage):
-    """The demo file was (re)loaded: its functions and each one's batch size, for the sidebar."""
+    """The demo file was (re)loaded: its functions, each one's batch size and own mesh (None: the
+    default), for the sidebar."""
 
-    def __init__(self, run_id: int, demo_file: Any, batches: dict[str, int]) -> None:
+    def __init__(self, run_id: int, demo_file: Any, batches: dict[str, int],
+                 meshes: dict[str, Any] | None = None) -> None:
         super().__init__(run_id)
         self.demo_file = demo_file  # shardscope.demos.DemoFile
         self.batches = batches
+        self.meshes = meshes or {}  # name -> shardscope.mesh.Mesh | None
 
 
 class RunFinished(RunMessage):

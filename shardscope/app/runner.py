@@ -67,7 +67,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         demo_file = current_demo_file(request.settings.path, request.demo_file)
         settings = request.settings
         if demo_file is not request.demo_file:
-            post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file)))
+            post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file), demo_meshes(demo_file)))
             if request.demo_file is not None:  # changed on disk: the function may have been renamed
                 from shardscope.demos import carried_over
 
@@ -133,3 +133,12 @@ def batch_sizes(demo_file: Any) -> dict[str, int]:
         except ShardscopeError:
             continue
     return sizes
+
+
+def demo_meshes(demo_file: Any) -> dict[str, Any]:
+    """Each demo function's own mesh (None: the default), read in the worker (it walks pytrees with JAX)."""
+    from shardscope.programs import ProgramFile
+
+    if isinstance(demo_file, ProgramFile):
+        return {}
+    return {name: demo_fn.default_mesh for name, demo_fn in demo_file.functions.items()}

@@ -81,6 +81,9 @@ class Sidebar(VerticalScroll):
         self._device_choices: list[int] = []
         self._initial = settings
         self.compared: tuple[str, str] | None = None  # a program file's (baseline, candidate)
+        self._demo_meshes: dict[str, Mesh | None] = {}  # each demo's own mesh (None: the default s=2)
+        # the mesh the sidebar filled in from the demo, while its fields still show it (None: the user's)
+        self._auto_mesh: Mesh | None = None
 
     def compose(self) -> ComposeResult:
         """The form, filled from the starting settings."""
@@ -148,6 +151,8 @@ class Sidebar(VerticalScroll):
         if mesh_text:
             axes_text = self.query_one("#batch-axes", Input).value.strip()
             settings = settings.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
+        if self._mesh_is_the_demos():
+            settings = settings.with_(demo_mesh=True)  # the next demo picked brings its own mesh
         batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
         if batch is not None:
             from shardscope.shapes import resolve_shapes  # pure arithmetic: no JAX
@@ -192,11 +197,14 @@ class Sidebar(VerticalScroll):
     # -- what the app tells ------------------------------------------------------------
 
     def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str],
-                  *, programs: bool = False, devices: int | None = None) -> None:
+                  *, programs: bool = False, devices: int | None = None,
+                  meshes: dict[str, Mesh | None] | None = None, demo_mesh: bool = False) -> None:
         """Offer the functions of a (re)loaded demo file and the device counts that fit.
 
         For a program file (``programs``) the list holds its programs, and a note replaces the
         mesh and chunk settings, which do not apply: ``devices`` CPU devices were started.
+        ``meshes`` holds each demo's own mesh; with ``demo_mesh`` (the user gave no mesh) the
+        fields show the current demo's, and follow the demo picked until the user edits them.
         """
         from shardscope.demos import carried_over  # as the run does: a renamed function stays picked
 
@@ -214,6 +222,10 @@ class Sidebar(VerticalScroll):
         self.batches = dict(batches)
         self._descriptions = dict(descriptions)
         self._show_functions()
+        first_load = not self._demo_meshes
+        self._demo_meshes = dict(meshes or {})
+        if demo_mesh and not programs and (first_load or self._mesh_is_the_demos()):
+            self._show_demo_mesh()
         self._offer_devices()
         self._update_chunk_help()
 
@@ -256,6 +268,38 @@ class Sidebar(VerticalScroll):
         if name == baseline == candidate:
             mark = "= "
         return Text.assemble((mark, "bold"), name)
+
+    def _fields_mesh(self) -> Mesh | None:
+        """The mesh the fields show (None while one is not valid)."""
+        try:
+            mesh_text = self.query_one("#mesh", Input).value.strip()
+            if mesh_text:
+                return Mesh.parse(mesh_text)
+            devices = self.query_one("#devices", Select).value
+            return Mesh.one_axis(check_axis_name(self.query_one("#axis", Input).value.strip()), devices)
+        except (SettingsError, TypeError):
+            return None
+
+    def _mesh_is_the_demos(self) -> bool:
+        """True while the fields show the mesh the sidebar filled in from the demo."""
+        return self._auto_mesh is not None and self._fields_mesh() == self._auto_mesh
+
+    def _show_demo_mesh(self) -> None:
+        """Fill the mesh fields with the current demo's own mesh (the default ``s=2`` if it has none)."""
+        from shardscope.settings import DEFAULT_AXIS, DEFAULT_DEVICES
+
+        mesh = self._demo_meshes.get(self._current_function or "") or Mesh.one_axis(DEFAULT_AXIS, DEFAULT_DEVICES)
+        one_axis = len(mesh.axes) == 1 and mesh.devices <= self.max_devices
+        select = self.query_one("#devices", Select)
+        with self.prevent(Input.Changed, Select.Changed):
+            if one_axis:
+                options = sorted({*self._device_choices, mesh.devices})
+                select.set_options([(str(n), n) for n in options])
+                select.value = mesh.devices
+            self.query_one("#axis", Input).value = mesh.names[0]
+            self.query_one("#mesh", Input).value = "" if one_axis else mesh.text()
+            self.query_one("#batch-axes", Input).value = ""
+        self._auto_mesh = mesh
 
     def _offer_devices(self) -> None:
         select = self.query_one("#devices", Select)
@@ -326,8 +370,11 @@ class Sidebar(VerticalScroll):
         if self.programs:
             self.post_message(self.CandidatePicked(event.option.id))
             return
+        follow = self._mesh_is_the_demos()
         self.function = event.option.id
         self._show_functions()
+        if follow:  # the fields showed the previous demo's own mesh: show this one's
+            self._show_demo_mesh()
         self._offer_devices()
         self._update_chunk_help()
         self.post_message(self.Edited())

@@ -88,3 +88,22 @@ def test_sweep_tab_says_what_is_wrong_with_a_budget():
         assert not view.running
 
     run(view, script)
+
+
+def test_sweep_tab_sweeps_the_plans_that_exist_and_names_the_one_that_does_not():
+    """On rnn the reduced plan cannot be traced by this JAX: the tab says so and charts the others."""
+    view = SweepView()
+
+    async def script(app, pilot):
+        view.settings = Settings(path=DEMOS / "rnn.py", devices=2, repeats=1)
+        view.action_sweep()
+        await app.workers.wait_for_complete()
+        await drain(pilot)
+        await drain(pilot)
+        assert view.sweep is not None, shown(view.query_one("#sweep-status", Static))
+        assert view.sweep.plan_names == ["naive", "deferred"] and "reduced" in view.sweep.unavailable
+        status = " ".join(shown(view.query_one("#sweep-status", Static)).split())
+        assert "pick:" in status and "reduced: unavailable (JAX cannot trace it here:" in status
+        assert "fails to trace" not in status
+
+    run(view, script)

@@ -29,6 +29,7 @@ from textual_plotext import PlotextPlot
 
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.sweep_view import HIDDEN, pick_sentence, sweep_table
+from shardscope.text import plans_unavailable
 
 if TYPE_CHECKING:
     from shardscope.settings import Settings
@@ -291,7 +292,10 @@ class SweepView(Widget):
         hidden = self.measurements_hidden
         draw_time(self.query_one("#sweep-time", PlotextPlot), sweep, hidden)
         draw_memory(self.query_one("#sweep-memory", PlotextPlot), sweep, hidden)
-        self._say(Text(pick_sentence(sweep, hidden), "bold green" if sweep.pick else "bold yellow"))
+        said = Text(pick_sentence(sweep, hidden), "bold green" if sweep.pick else "bold yellow")
+        for line in plans_unavailable(sweep.unavailable):
+            said.append(f"\n{line}", "yellow")
+        self._say(said)
         self.query_one("#sweep-table", Static).update(Group(sweep_table(sweep, hidden)))
 
     def _say(self, text: Text) -> None:

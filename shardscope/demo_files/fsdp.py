@@ -1,8 +1,8 @@
 """FSDP / ZeRO-3: an MLP whose big weights are sharded over the data axis, its biases replicated.
 
 Each device holds 1/n of ``w1`` and ``w2`` (split along their first dimension over ``data``);
-every plan gathers them where the model needs them whole. Run it on a mesh with a ``data``
-axis, e.g. ``shardscope report demos/fsdp.py --mesh data=4`` or ``--mesh data=4,model=2``.
+every plan gathers them where the model needs them whole. It runs on its own mesh ``data=4``
+(``mesh=`` below) unless given another with a ``data`` axis, e.g. ``--mesh data=4,model=2``.
 """
 
 import jax
@@ -23,6 +23,7 @@ D, H, O = 64, 256, 16
     },
     param_specs={"w1": P("data"), "b1": P(), "w2": P("data"), "b2": P()},
     x=jax.ShapeDtypeStruct((256, D), jnp.float32),
+    mesh="data=4",
 )
 def fsdp(params, x):
     """tanh MLP, w1 and w2 sharded over data (FSDP): naive gathers them every chunk, deferred once."""
