@@ -59,10 +59,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, **settings) -> ShardscopeApp:
+def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, hide_measurements: bool = False,
+             **settings) -> ShardscopeApp:
     """The app on ``path`` with fast settings (2 timed repeats)."""
     settings.setdefault("repeats", 2)
-    return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
+    return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir,
+                         hide_measurements=hide_measurements)
 
 
 async def eventually(pilot, predicate, what: str, seconds: float = 60.0) -> None:

@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.views.lines import LinesView, offer_focus
 
 from shardscope.diff import Row, side_by_side
@@ -155,8 +154,6 @@ _MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}
 
 class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
-
-    BINDINGS = DIFF_BINDINGS
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

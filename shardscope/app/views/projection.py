@@ -13,7 +13,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
-from textual.widgets import Select, Static
+from textual.widgets import Label, Select, Static
 
 from shardscope.interconnects import PRESETS, preset
 from shardscope.projection import project
@@ -32,6 +32,9 @@ class ProjectionPanel(Widget):
     }
     ProjectionPanel #projection-choices {
         height: 3;
+    }
+    ProjectionPanel .projection-label {
+        padding: 1 1 0 1;
     }
     ProjectionPanel #projection-preset {
         width: 30;
@@ -53,8 +56,10 @@ class ProjectionPanel(Widget):
     def compose(self) -> ComposeResult:
         """The two pickers and the projection's lines."""
         with Horizontal(id="projection-choices"):
+            yield Label("Project onto", classes="projection-label")
             yield Select([(p.name, p.name) for p in PRESETS], value=PRESETS[0].name, allow_blank=False,
                          id="projection-preset", prompt="interconnect")
+            yield Label("with", classes="projection-label")
             yield Select([(f"{n} devices", n) for n in DEVICE_CHOICES], value=8, allow_blank=False,
                          id="projection-devices", prompt="devices")
         yield Static(id="projection-body")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
-from shardscope.app.keys import SWEEP_BINDINGS
 from textual import on, work
 from textual.app import ComposeResult
 from textual.color import Color
@@ -23,10 +22,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
+from shardscope.app.views.lines import offer_focus
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.sweep_view import HIDDEN, pick_sentence, sweep_table
 
@@ -142,8 +142,6 @@ def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
-    BINDINGS = SWEEP_BINDINGS
-
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""
 
@@ -155,8 +153,11 @@ class SweepView(Widget):
         height: 3;
         padding: 0 1;
     }
+    SweepView #sweep-budget-label {
+        padding: 1 1 0 0;
+    }
     SweepView #sweep-budget {
-        width: 30;
+        width: 24;
     }
     SweepView #sweep-status {
         padding: 0 1;
@@ -184,7 +185,8 @@ class SweepView(Widget):
     def compose(self) -> ComposeResult:
         """Budget and button, status, the two charts, the table of points."""
         with Horizontal(id="sweep-controls"):
-            yield Input(placeholder="memory budget, e.g. 20KiB", id="sweep-budget")
+            yield Label("Memory budget per device", id="sweep-budget-label")
+            yield Input(placeholder="none, e.g. 20KiB", id="sweep-budget")
             yield Button("Run sweep (s)", id="sweep-run", variant="primary")
         yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
         with VerticalScroll():
@@ -203,6 +205,10 @@ class SweepView(Widget):
             return
         self.query_one("#sweep-run", Button).disabled = False
         self.settings = analysis.settings
+
+    def on_show(self) -> None:
+        """The tab was opened: the charts and the table take the focus, so the arrow keys scroll them."""
+        offer_focus(self.query_one(VerticalScroll))
 
     def action_sweep(self) -> None:
         """Start the sweep (a running one is cancelled: the worker is exclusive)."""
