@@ -25,7 +25,7 @@ from shardscope.app.error_panel import ErrorPanel
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
-from shardscope.app.screenshots import save_svg
+from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.sidebar import Sidebar
 from shardscope.app.keys import TAB_ACTIONS, tab_key_bindings
 from shardscope.app.status import StatusLine, describe_programs, describe_settings
@@ -268,6 +268,11 @@ class ShardscopeApp(App[int]):
     def export_directory(self) -> Path:
         """Where exports and screenshots go: ``--export-dir``, else the working directory (absolute)."""
         return (self.export_dir or Path.cwd()).absolute()
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """Textual's SVG of the screen, its class names made from what is drawn (:func:`stable_svg`),
+        so the same screen always gives the same file (``make screenshots``, the snapshot tests)."""
+        return stable_svg(super().export_screenshot(title=title, simplify=simplify))
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle, write_demo
 
 from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.screenshots import stable_svg
 from shardscope.app.status import StatusLine
 from shardscope.text import diff_text
 
@@ -137,3 +138,25 @@ def test_a_screenshot_that_cannot_be_saved_is_an_error_panel(tmp_path):
             assert blocker.read_text() == "a file where the directory would go"
 
     run(scenario())
+def test_the_same_screen_gives_the_same_svg_bytes(tmp_path):
+    async def scenario():
+        svgs = []
+        for _ in range(2):
+            app = make_app(DEMOS / "linear.py", hide_measurements=True)
+            async with app.run_test(size=SIZE) as pilot:
+                await settle(pilot)
+                await press(pilot, "n")
+                await drain(pilot)
+                svgs.append(app.export_screenshot(title="same"))
+        assert svgs[0] == svgs[1]
+
+    run(scenario())
+
+
+
+
+def test_stable_svg_names_the_classes_after_the_drawing_alone():
+    drawing = '<style>.terminal-{n}-r1 {{ fill: #fff }}</style><text class="terminal-{n}-r1">{text}</text>'
+    one, other = stable_svg(drawing.format(n=111, text="x")), stable_svg(drawing.format(n=222, text="x"))
+    assert one == other and "terminal-111" not in one
+    assert stable_svg(drawing.format(n=111, text="y")) != one

@@ -7,6 +7,7 @@ show as placeholders, so a screenshot of the tab is the same on every run.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich.bar import Bar
@@ -53,6 +54,16 @@ def size(value: int | None) -> str:
     return "—" if value is None else f"{value:,} B"
 
 
+def error_text(error: float, hidden: bool) -> str:
+    """A gradient error, ``7.25e-05``; while measurements are hidden, the power of ten above it,
+    ``< 1e-04``: the last digits come from the machine's floating-point rounding (another CPU,
+    another XLA thread split of a sum) and would make a screenshot differ from one machine to
+    the next."""
+    if not hidden or not math.isfinite(error) or error <= 0:
+        return f"{error:.2e}"
+    return f"< 1e{math.floor(math.log10(error)) + 1:+03d}"
+
+
 def _columns(analysis: "Analysis") -> list[str]:
     """Every plan of the analysis, then the reference (a program file has none)."""
     return [*analysis.plans] + ([] if analysis.reference is None else [REFERENCE])
@@ -93,7 +104,7 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
     if analysis.reference is not None:  # a program has no reference gradient to be checked against
         table.add_section()
-        table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
+        table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) for p in plans), "—")
     return table
 
 
@@ -174,7 +185,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
             f"interleaved; backend {analysis.backend}"
         )
     if hidden:
-        note += "; measured times hidden"
+        note += "; measured times hidden, gradient errors shown as the power of ten above them"
     note += ".\n" + (outputs_note(analysis) if analysis.is_programs else GRADIENT_CHECK)
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
