@@ -17,7 +17,7 @@ from textual.widgets import Label, Select, Static
 
 from shardscope.interconnects import PRESETS, preset
 from shardscope.projection import project
-from shardscope.projection_view import lines
+from shardscope.projection_view import MEASURED, lines
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
 
@@ -51,6 +51,7 @@ class ProjectionPanel(Widget):
     def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.analysis: Any = None
+        self.comparison: Any = None  # the pair the Timings tab shows (b/c); None: the analysis's
         self.measurements_hidden = measurements_hidden
 
     def compose(self) -> ComposeResult:
@@ -64,9 +65,11 @@ class ProjectionPanel(Widget):
                          id="projection-devices", prompt="devices")
         yield Static(id="projection-body")
 
-    def show_analysis(self, analysis: Any) -> None:
-        """Project ``analysis`` with the current choices."""
+    def show_analysis(self, analysis: Any, comparison: Any = None) -> None:
+        """Project ``analysis`` with the current choices; the ratio line is about ``comparison``
+        (a :class:`~shardscope.comparison.Comparison`; None: the analysis's default pair)."""
         self.analysis = analysis
+        self.comparison = comparison
         self._update_projection()
 
     @on(Select.Changed)
@@ -83,9 +86,9 @@ class ProjectionPanel(Widget):
             return
         link = preset(str(self.query_one("#projection-preset", Select).value))
         devices = int(self.query_one("#projection-devices", Select).value)
-        text = lines(self.analysis, project(self.analysis, link, devices))
+        text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
         if self.measurements_hidden:
-            text = [line.split("; measured")[0] for line in text]
+            text = [line.split(MEASURED)[0] for line in text]
         body = Text("\n".join(text))
         body.stylize("bold", 0, len(text[0]))
         body.append(f"\nsource: {link.source}", "dim")

@@ -255,7 +255,7 @@ class TimingsView(Widget):
         self._analysis = analysis
         self._comparison = None if prepared is None else prepared.comparison
         self._render_analysis()
-        self.query_one(ProjectionPanel).show_analysis(analysis)
+        self.query_one(ProjectionPanel).show_analysis(analysis, self._comparison)
         self.remove_class("-empty")
         offer_focus(self.query_one(VerticalScroll), unless_focused=True)
 
@@ -269,7 +269,7 @@ class TimingsView(Widget):
         if self.is_mounted and self._analysis is not None:
             panel = self.query_one(ProjectionPanel)
             panel.measurements_hidden = self.measurements_hidden
-            panel.show_analysis(self._analysis)
+            panel.show_analysis(self._analysis, self._comparison)
 
     def _render_analysis(self) -> None:
         if self._analysis is not None and self.is_mounted:
