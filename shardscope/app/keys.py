@@ -4,9 +4,9 @@ The bindings are the one place a key is defined; :func:`key_rows` turns them int
 six tab keys into one ``1``-``6`` row), and a test checks the README's table is
 :func:`markdown_table` of the same rows.
 
-A tab's own keys (``s`` in the Diff and in the Sweep tab) are app bindings too
-(:func:`tab_key_bindings`): the app runs them on the tab shown, wherever the focus is, so they
-work as soon as the tab shows and the command palette offers them like any other key.
+A tab's own keys (``s`` in the Diff and in the Sweep tab) are its view's bindings and app
+bindings too (:func:`tab_key_bindings`): the app runs them on the tab shown, wherever the focus
+is, so they work as soon as the tab shows and the command palette offers them like any other key.
 """
 
 from __future__ import annotations

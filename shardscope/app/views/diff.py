@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
+from shardscope.app.keys import DIFF_BINDINGS
 from shardscope.app.views.lines import LinesView, offer_focus
 
 from shardscope.diff import Row, side_by_side
@@ -154,6 +155,9 @@ _MARKERS = {"delete": "-", "insert": "+", "replace": "~", "equal": " "}
 
 class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
+
+    BINDINGS = DIFF_BINDINGS
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

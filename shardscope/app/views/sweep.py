@@ -26,6 +26,7 @@ from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
+from shardscope.app.keys import SWEEP_BINDINGS
 from shardscope.app.views.lines import offer_focus
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.sweep_view import HIDDEN, pick_sentence, sweep_table
@@ -141,6 +142,9 @@ def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
 
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
+
+    BINDINGS = SWEEP_BINDINGS
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""
