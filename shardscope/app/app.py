@@ -17,11 +17,12 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Select, Static, Switch, TabbedContent, TabPane
+from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import gc_policy, runner
 from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.footer import KeysFooter
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
@@ -55,6 +56,12 @@ a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolli
 """The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 
 
+COMPARE = Binding.Group("Compare")
+COLLECTIVES = Binding.Group("Collective")
+"""Footer groups: ``b c Compare`` and ``n N Collective`` take half the room of four keys (the
+palette and the help list each key on its own)."""
+
+
 class ShardscopeApp(App[int]):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
@@ -69,13 +76,13 @@ class ShardscopeApp(App[int]):
                 tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
         Binding("e", "export", "Export diff", id="export",
                 tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
-        Binding("b", "pick_baseline", "Baseline", id="pick_baseline",
+        Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
                 tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
-        Binding("c", "pick_candidate", "Candidate", id="pick_candidate",
+        Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
                 tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
-        Binding("n", "next_collective", "Next coll.", id="next_collective",
+        Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
                 tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
-        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
+        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
                 tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
@@ -156,7 +163,7 @@ class ShardscopeApp(App[int]):
                                 yield PlansView(id="plans-view")
                             else:
                                 yield Static("loading this view...", id=f"{tab}-placeholder")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""

@@ -81,8 +81,8 @@ def _compiles(analysis: "Analysis") -> dict:
 
 def cost_table(analysis: "Analysis", hidden: bool) -> Table:
     """One row per quantity, one column per plan and the unchunked reference (per program, for a program file)."""
-    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
-    table.add_column("")
+    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold", pad_edge=False)
+    table.add_column("", no_wrap=True)  # a narrow terminal squeezes the numbers, never splits a label
     columns = _columns(analysis)
     for name in columns:
         table.add_column(name, justify="right")
@@ -161,7 +161,7 @@ def traced_only(analysis: "Analysis") -> Group:
     plans = list(analysis.plans.values())
     table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
                   title_style="bold", header_style="bold")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for plan in plans:
         table.add_column(plan.name, justify="right")
     table.add_row("collective runs per call", *runs_cells(plans))
