@@ -44,7 +44,7 @@ async def screen_settled(pilot) -> None:
     for _ in range(50):
         await pilot.pause()
         await pilot.wait_for_scheduled_animations()
-        keys = tuple(str(child.render()) for child in footer.children)
+        keys = tuple(str(key.render()) for key in footer.query("FooterKey"))  # in groups too
         if keys and keys == previous:
             return
         previous = keys
