@@ -38,6 +38,8 @@ MEMORY_ROWS = (
     ("temp_size_in_bytes", "memory: temporaries"),
 )
 REFERENCE = "reference"
+NARROW = 82
+"""Under this many columns the cost table drops its edge padding (80 columns, three plans and the reference)."""
 
 
 def seconds(value: float) -> str:
@@ -79,9 +81,12 @@ def _compiles(analysis: "Analysis") -> dict:
     return compiles if analysis.reference is None else {**compiles, REFERENCE: analysis.reference.compile_s}
 
 
-def cost_table(analysis: "Analysis", hidden: bool) -> Table:
-    """One row per quantity, one column per plan and the unchunked reference (per program, for a program file)."""
-    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold", pad_edge=False)
+def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Table:
+    """One row per quantity, one column per plan and the unchunked reference (per program, for a
+    program file); ``narrow`` drops the padding at the table's edges, which an 80-column tab
+    needs to show three plans and the reference whole."""
+    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold",
+                  pad_edge=not narrow)
     table.add_column("", no_wrap=True)  # a narrow terminal squeezes the numbers, never splits a label
     columns = _columns(analysis)
     for name in columns:
@@ -171,8 +176,9 @@ def traced_only(analysis: "Analysis") -> Group:
                  Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
-def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> Group:
-    """The whole tab: the table, the ratio, the bars, and how the times were taken."""
+def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narrow: bool = False) -> Group:
+    """The whole tab: the table, the ratio, the bars, and how the times were taken (``narrow``:
+    for a tab under :data:`NARROW` columns)."""
     if not analysis.measured:
         return traced_only(analysis)
     repeats = len(next(iter(analysis.plans.values())).run_s.samples)
@@ -189,7 +195,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
     note += ".\n" + (outputs_note(analysis) if analysis.is_programs else GRADIENT_CHECK)
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
-        cost_table(analysis, hidden),
+        cost_table(analysis, hidden, narrow),
         *warnings,
         *unavailable_notes(analysis),
         Text(),
@@ -236,6 +242,7 @@ class TimingsView(Widget):
         super().__init__(**kwargs)
         self._analysis: Analysis | None = None
         self._comparison = None
+        self._narrow = False  # the table was laid out for a tab under NARROW columns
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
     def compose(self) -> ComposeResult:
@@ -271,10 +278,16 @@ class TimingsView(Widget):
             panel.measurements_hidden = self.measurements_hidden
             panel.show_analysis(self._analysis, self._comparison)
 
+    def on_resize(self) -> None:
+        """Lay the table out again when the tab crosses :data:`NARROW` columns."""
+        if (self.size.width < NARROW) != self._narrow:
+            self._render_analysis()
+
     def _render_analysis(self) -> None:
         if self._analysis is not None and self.is_mounted:
+            self._narrow = self.size.width < NARROW
             self.query_one("#timings-body", Static).update(
-                timings_renderable(self._analysis, self.measurements_hidden, self._comparison)
+                timings_renderable(self._analysis, self.measurements_hidden, self._comparison, self._narrow)
             )
 
 
