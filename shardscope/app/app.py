@@ -50,10 +50,10 @@ Only the Plans view is built before the first paint: the others import numpy and
 (a third of a second), so a thread worker imports them after it and they are mounted then.
 """
 MEASURING_TABS = ("timings", "sweep")
+"""The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 CONTROLS = (Input, Select, Button, Switch)
 """Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
-"""The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 
 
 COMPARE = Binding.Group("Compare")
