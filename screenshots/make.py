@@ -3,9 +3,11 @@
 ``make screenshots`` runs ``python -m screenshots.make``; ``--out DIR`` and ``--demo NAME``
 (repeatable) change where and what. The app runs as a user starts it (the first analysis
 starts by itself) except that measured times are hidden (``hide_measurements``: ``···`` in
-place of every wall-clock number), so the screenshots are the same on every run and a
-regeneration changes a file only when the screen changed; a file whose content is unchanged is
-not rewritten. The script waits for the app's worker, then presses the tab keys.
+place of every wall-clock number, gradient errors as the power of ten above them), so the
+screenshots are the same on every run and every machine, and a regeneration changes a file only
+when the screen changed (the SVG's class names come from what is drawn:
+:func:`shardscope.app.screenshots.stable_svg`); a file whose content is unchanged is not
+rewritten. The script waits for the app's worker, then presses the keys a user would.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ async def screen_settled(pilot) -> None:
     for _ in range(50):
         await pilot.pause()
         await pilot.wait_for_scheduled_animations()
-        keys = tuple(str(child.render()) for child in footer.children)
+        keys = tuple(str(key.render()) for key in footer.query("FooterKey"))  # in groups too
         if keys and keys == previous:
             return
         previous = keys
@@ -62,9 +64,7 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
             await pilot.press(key)
             await screen_settled(pilot)
             saved.append(save(app, out, f"{demo.stem}-{tab}"))
-        await pilot.press("3")
-        app.query_one("#diff-unified").focus()
-        await pilot.press("s")
+        await pilot.press("3", "s")
         await screen_settled(pilot)
         saved.append(save(app, out, f"{demo.stem}-diff-side-by-side"))
     return saved
@@ -85,15 +85,19 @@ async def shoot_sweep(out: Path) -> Path:
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
         await pilot.press("6")
-        await pilot.pause()
+        for _ in range(500):  # the tab's view is mounted after the first run
+            await pilot.pause()
+            if app.query("#sweep-view"):
+                break
         view = app.query_one("#sweep-view")
         view.query_one("#sweep-budget", Input).value = SWEEP_BUDGET
-        view.action_sweep()
+        await pilot.press("s")
         for _ in range(500):
             await app.workers.wait_for_complete()
             await pilot.pause()
             if view.sweep is not None and not view.running:
                 break
+        await screen_settled(pilot)
         return save(app, out, f"{Path(SWEEP_DEMO).stem}-sweep")
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from shardscope.counts import Count, total_executions
 from shardscope.gc_pause import gc_paused
 from shardscope.jaxpr_model import Block, Equation, Program, qualify
+from shardscope.loop_names import loop_path, loop_words
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -189,6 +190,19 @@ class Loop:
     trip_count: int | None
     enclosing_ids: tuple[str, ...]
     collectives: tuple[Collective, ...]
+    source: str = ""  # ``/path/rnn.py:36 (rnn)``: the line that wrote the loop (empty when unknown)
+    written_as: str = ""  # ``fori_loop``: the JAX function called there (empty when unknown)
+
+    @property
+    def path(self) -> str:
+        """``scan_0/scan_1``: the loop's name with the loops around it, which tells nested loops apart
+        (equation names are only unique in their block: two loops in two bodies are both ``scan_0``)."""
+        return loop_path(self.equation_id, self.enclosing_ids)
+
+    @property
+    def words(self) -> str:
+        """``the lax.scan at rnn.py:36 (rnn)``, ``the plan's chunk loop``: the loop as the user wrote it."""
+        return loop_words(self.primitive, self.written_as, self.source)
 
     @property
     def executed_collectives(self) -> int | None:
@@ -217,6 +231,8 @@ def loops(program: Program, found: tuple[Collective, ...] | None = None) -> tupl
             trip_count=site.equation.trip_count,
             enclosing_ids=tuple(loop.id for loop in site.loops),
             collectives=tuple(c for c in found if site.equation.id in c.loop_ids),
+            source=site.equation.source,
+            written_as=site.equation.written_as,
         )
         for site in program.sites()
         if site.equation.kind == "loop"

@@ -118,10 +118,13 @@ class Equation:
     params: tuple[tuple[str, str], ...]
     blocks: tuple[Block, ...] = ()
     trip_count: int | None = None
-    # ``file.py:42 (fn)``: the user's line that made a collective (empty for other equations,
-    # whose source is never shown, and not compared: the same program traced from another file
-    # is the same program).
+    # ``file.py:42 (fn)``: the user's line that made a collective or a loop (empty for other
+    # equations, whose source is never shown, and not compared: the same program traced from
+    # another file is the same program).
     source: str = field(default="", compare=False)
+    # ``fori_loop``: the JAX function the user called that made a loop (a fori_loop with static
+    # bounds is a scan in the jaxpr; only the traceback says which it was). Empty when unknown.
+    written_as: str = field(default="", compare=False)
 
     @property
     def kind(self) -> str:
@@ -288,7 +291,8 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         params=_short_params(eqn.params),
         blocks=blocks,
         trip_count=trip,
-        source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES else "",
+        source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
+        written_as=_written_as(eqn) if primitive in LOOP_PRIMITIVES else "",
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
 
@@ -303,12 +307,45 @@ def _source(eqn: Any) -> str:
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
 
 
+LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})
+"""The ``jax.lax`` functions whose loops :func:`_written_as` names (others: empty, a neutral "loop")."""
+
+
+def _written_as(eqn: Any) -> str:
+    """``fori_loop``: the JAX function called from the user's line that made the loop ``eqn``.
+
+    The traceback (innermost first) runs through JAX's own frames up to the user's; the last
+    JAX function before the user's frame, API wrappers skipped, is what the user called
+    (``lax.fori_loop`` with static bounds binds ``scan``: its frame is ``fori_loop``). Checked
+    on jax 0.10.2 and 0.12, forward and transposed loops alike (a transpose keeps the
+    forward's traceback).
+    """
+    from jax._src import source_info_util
+
+    traceback = eqn.source_info.traceback
+    if traceback is None:
+        return ""
+    called = ""
+    for code in traceback.raw_frames()[0]:
+        if source_info_util.is_user_filename(code.co_filename):
+            return called if called in LOOP_FUNCTIONS else ""
+        if code.co_name != "reraise_with_filtered_traceback":  # jax's api_boundary wrapper
+            called = code.co_name
+    return ""
+
+
 def source_line(source: str) -> str:
     """The text of the line a ``file:42 (fn)`` source points at (empty when unreadable)."""
     import linecache
 
     match = _SOURCE.match(source)
     return linecache.getline(match["file"], int(match["line"])).strip() if match else ""
+
+
+def source_file(source: str) -> str | None:
+    """The file of a ``file:42 (fn)`` source, with its directories (None when there is none)."""
+    match = _SOURCE.match(source)
+    return match["file"] if match else None
 
 
 def short_source(source: str) -> str:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.analysis import Analysis
+    from shardscope.comparison import Comparison
     from shardscope.projection import PlanProjection, Projection
 
 
@@ -42,33 +43,35 @@ def dominated_text(plan: "PlanProjection") -> str:
     return f"{dominated} of {len(plan.collectives)}"
 
 
-def compared_pair(analysis: "Analysis") -> tuple[str, str] | None:
-    """The analysis' comparison (baseline, candidate), as the measured speedup uses it."""
-    comparison = getattr(analysis, "comparison", None)
-    if comparison is not None:
-        return comparison.baseline, comparison.candidate
-    names = list(analysis.plans)
-    return (names[0], names[1]) if len(names) >= 2 else None
+def ratio_sentence(analysis: "Analysis", projection: "Projection", comparison: "Comparison | None" = None) -> str | None:
+    """The projected communication ratio of the compared plans, then what was measured here.
 
-
-def ratio_sentence(analysis: "Analysis", projection: "Projection") -> str | None:
-    """The projected communication ratio of the first two plans next to the measured run-time one."""
-    pair = compared_pair(analysis)
-    if pair is None:
+    ``comparison`` is the pair the user looks at (the app's ``b``/``c``; default: the
+    analysis's). The measured part is that comparison's own sentence
+    (:meth:`~shardscope.comparison.Comparison.speedup_text`): one statement, from one
+    computation, wherever the speedup is printed.
+    """
+    comparison = comparison or getattr(analysis, "comparison", None)
+    if comparison is None or comparison.baseline == comparison.candidate:
         return None
-    baseline, candidate = pair
+    baseline, candidate = comparison.baseline, comparison.candidate
     projected = projection.ratio(baseline, candidate)
     text = (
         f"projected {baseline}/{candidate} communication time: "
         f"{'?' if projected is None else f'{projected:.2f}x'}"
     )
-    if analysis.speedup is not None:
-        text += f"; measured {baseline}/{candidate} run time here: {analysis.speedup:.2f}x"
+    measured = comparison.speedup_text()
+    if measured is not None:
+        text += f"{MEASURED}{measured}"
     return text
 
 
-def lines(analysis: "Analysis", projection: "Projection") -> list[str]:
-    """The projection as plain lines (the app's Timings tab shows these)."""
+MEASURED = "; measured run time here: "
+"""Where the measured part of :func:`ratio_sentence` starts (the app hides it with measured times)."""
+
+
+def lines(analysis: "Analysis", projection: "Projection", comparison: "Comparison | None" = None) -> list[str]:
+    """The projection as plain lines (the app's Timings tab shows these, for the comparison shown)."""
     out = [title(projection)]
     for name, plan in projection.plans.items():
         runs = count_text(analysis.plans[name].executed_collectives)
@@ -77,7 +80,7 @@ def lines(analysis: "Analysis", projection: "Projection") -> list[str]:
             f"{dominated_text(plan)} collectives latency-dominated"
         )
     out.append(f"  payloads under {projection.crossover_bytes:,.0f} B are latency-dominated on this link")
-    sentence = ratio_sentence(analysis, projection)
+    sentence = ratio_sentence(analysis, projection, comparison)
     if sentence:
         out.append("  " + sentence)
     return out

@@ -28,14 +28,14 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
 
 
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
-    """The ``"projection"`` object, with the projected and measured ratios of the first two plans."""
+    """The ``"projection"`` object, with the projected and measured ratios of the compared plans
+    (``measured`` is the comparison's median per-round ratio, the report's ``speedup``)."""
     from shardscope.projection import to_json as projected
-    from shardscope.projection_view import compared_pair
 
     data = projected(projection)
-    pair = compared_pair(analysis)
-    if pair is not None:
-        baseline, candidate = pair
+    comparison = analysis.comparison
+    if comparison.baseline != comparison.candidate:
+        baseline, candidate = comparison.baseline, comparison.candidate
         data["ratio"] = {
             "baseline": baseline,
             "candidate": candidate,

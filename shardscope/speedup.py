@@ -63,8 +63,10 @@ def speedup_of(baseline_samples: tuple[float, ...], candidate_samples: tuple[flo
 def speedup_text(speedup: Speedup, baseline: str, candidate: str) -> str:
     """The one wording: ``deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)``.
 
-    Or ``no measurable difference between naive and deferred (per-round ratios 0.93-1.12x)``
-    when the spread contains 1, and says so when too few rounds were timed to tell.
+    Or ``no measurable difference between naive and deferred (per-round ratios 0.93-1.12x,
+    median 1.03x)`` when the spread contains 1: the median is stated, so a reader who divides the
+    two plans' median times (a different number) sees which ratio the verdict is about. Says so
+    when too few rounds were timed to tell.
     """
     spread = f"per-round ratios {speedup.low:.2f}-{speedup.high:.2f}x"
     verdict = speedup.verdict
@@ -74,7 +76,7 @@ def speedup_text(speedup: Speedup, baseline: str, candidate: str) -> str:
             f"(median ratio {speedup.median:.2f}x; time {MIN_ROUNDS} or more)"
         )
     if verdict == NO_DIFFERENCE:
-        return f"no measurable difference between {baseline} and {candidate} ({spread})"
+        return f"no measurable difference between {baseline} and {candidate} ({spread}, median {speedup.median:.2f}x)"
     if verdict == FASTER:
         return f"{candidate} is {speedup.median:.2f}x faster than {baseline} ({spread})"
     return f"{candidate} is {1 / speedup.median:.2f}x slower than {baseline} ({spread})"

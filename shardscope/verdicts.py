@@ -18,6 +18,7 @@ from math import prod
 from shardscope.counts import Count
 from shardscope.jaxpr_model import Equation
 from shardscope.linearity import AdditivePaths
+from shardscope.loop_names import loop_words
 from shardscope.valueflow import ValueIndex, input_role
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
@@ -156,12 +157,16 @@ def _runs(loops: tuple[Equation, ...]) -> int | None:
 
 
 def _loops_words(loops: tuple[Equation, ...]) -> str:
-    """``the scan loop (4 iterations)``, or ``the 2 nested loops (8 x 2 iterations)`` (innermost first)."""
+    """``the lax.fori_loop at step.py:40 (step) (4 iterations)``; for nested loops (``loops``
+    innermost first) ``the 2 nested loops (2 x 8 iterations: the lax.scan at rnn.py:36 (rnn)
+    inside the plan's chunk loop)``, the trip counts outermost first. Each loop is named as its
+    user wrote it (:func:`~shardscope.loop_names.loop_words`)."""
     trips = " x ".join("?" if loop.trip_count is None else str(loop.trip_count) for loop in reversed(loops))
+    words = [loop_words(loop.primitive, loop.written_as, loop.source) for loop in loops]
     if len(loops) == 1:
         count = "an unknown number of" if loops[0].trip_count is None else trips
-        return f"the {loops[0].primitive} loop ({count} iterations)"
-    return f"the {len(loops)} nested loops ({trips} iterations)"
+        return f"{words[0]} ({count} iterations)"
+    return f"the {len(loops)} nested loops ({trips} iterations: {' inside '.join(words)})"
 
 
 def _taint(index: ValueIndex, loop: Equation) -> set[tuple[str, str]]:

@@ -104,7 +104,7 @@ def test_human_report_heads_with_the_settings_and_states_the_verdict():
         r"naive: 2 runs/call \(1 of 1 collective equations in loops\); "
         r"deferred: 1 runs/call \(0 of 1 collective equations in loops\); .*"
         r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
-        r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx\)\.", words), words[-300:]
+        r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx(, median \d+\.\d\dx)?\)\.", words), words[-300:]
 
 
 def test_dynamic_trip_count_is_null_in_json(tmp_path):

@@ -7,6 +7,8 @@ reduction nor the accumulator is linear in the value it passes on. Real jaxprs, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -182,7 +184,11 @@ def test_psum_in_a_cond_branch_of_nested_loops_is_deferrable_out_of_both():
     assert found(ins) == [("psum", (2, 3), "≤ 6", "deferrable")]
     verdict = ins.collectives[0].verdict
     assert len(verdict.loop_ids) == 2 and verdict.executions_after == 1
-    assert "the 2 nested loops (2 x 3 iterations)" in verdict.reason
+    lines = Path(__file__).read_text().splitlines()
+    inner = next(k for k, line in enumerate(lines, 1) if "inner = lax.scan(" in line)
+    outer = next(k for k, line in enumerate(lines, 1) if "return lax.scan(outer," in line)
+    assert (f"the 2 nested loops (2 x 3 iterations: the lax.scan at test_deferral_paths.py:{inner} (_nested.<locals>.run."
+            f"<locals>.outer) inside the lax.scan at test_deferral_paths.py:{outer} (_nested.<locals>.run))") in verdict.reason
     assert "1 runs/call instead of ≤ 6" in verdict.fix
 
 

@@ -127,3 +127,20 @@ def test_bad_projection_options_exit_2_before_jax(args, needle):
     assert result.returncode == 2
     assert needle in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_report_project_states_the_measured_comparison_in_the_reports_own_sentence():
+    """One statement of the comparison: the projection's "measured here" is the verdict's sentence,
+    not a second number computed on its own (it said 1.94x beside "no measurable difference")."""
+    import re
+
+    result = run_cli("report", LINEAR, "-c", "16", "-r", "5", "--project", "nvlink-h100:8")
+    assert result.returncode == 0, result.stderr
+    words = " ".join(result.stdout.split())
+    sentence = (r"deferred is \d+\.\d\dx (?:faster|slower) than naive \(per-round ratios [^)]*\)"
+                r"|no measurable difference between naive and deferred \([^)]*\)")
+    verdict = re.search(rf"collective equations in loops\); ({sentence})\.", words)
+    measured = re.search(rf"communication time: 2\.00x; measured run time here: ({sentence})\.", words)
+    assert verdict and measured, words[-800:]
+    assert measured.group(1) == verdict.group(1)
+    assert "measured naive/deferred run time here" not in words

@@ -37,7 +37,7 @@ def test_the_wording_for_each_verdict():
     assert speedup_text(Speedup(2.2222, 2.1, 2.35, 20), "naive", "deferred") == (
         "deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)")
     assert speedup_text(Speedup(1.03, 0.93, 1.12, 20), "naive", "deferred") == (
-        "no measurable difference between naive and deferred (per-round ratios 0.93-1.12x)")
+        "no measurable difference between naive and deferred (per-round ratios 0.93-1.12x, median 1.03x)")
     assert speedup_text(Speedup(0.8, 0.75, 0.85, 20), "naive", "deferred") == (
         "deferred is 1.25x slower than naive (per-round ratios 0.75-0.85x)")
     few = Speedup(1.5, 1.5, 1.5, MIN_ROUNDS - 1)

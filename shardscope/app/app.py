@@ -17,19 +17,22 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import gc_policy, runner
 from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.footer import KeysFooter
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
+from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.sidebar import Sidebar
-from shardscope.app.keys import DIFF_BINDINGS
+from shardscope.app.keys import TAB_ACTIONS, tab_key_bindings
 from shardscope.app.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.errors import ShardscopeError
+from shardscope.exports import write_new
 from shardscope.settings import Settings
 from shardscope.text import diff_text
 
@@ -48,6 +51,15 @@ Only the Plans view is built before the first paint: the others import numpy and
 """
 MEASURING_TABS = ("timings", "sweep")
 """The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
+CONTROLS = (Input, Select, Button, Switch)
+"""Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
+a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
+
+
+COMPARE = Binding.Group("Compare")
+COLLECTIVES = Binding.Group("Collective")
+"""Footer groups: ``b c Compare`` and ``n N Collective`` take half the room of four keys (the
+palette and the help list each key on its own)."""
 
 
 class ShardscopeApp(App[int]):
@@ -55,25 +67,29 @@ class ShardscopeApp(App[int]):
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
     TITLE = "shardscope"
+    AUTO_FOCUS = None
+    """No focus by DOM order: Textual's default ("*") gave it to the sidebar even while folded away
+    (after the help or the palette closed). The tab shown takes it (:meth:`_focus_shown_tab`)."""
 
     BINDINGS = [
         Binding("r", "run", "Run", id="run",
                 tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
         Binding("e", "export", "Export diff", id="export",
                 tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
-        Binding("b", "pick_baseline", "Baseline", id="pick_baseline",
+        Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
                 tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
-        Binding("c", "pick_candidate", "Candidate", id="pick_candidate",
+        Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
                 tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
-        Binding("n", "next_collective", "Next coll.", id="next_collective",
+        Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
                 tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
-        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective",
+        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
                 tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
                     tooltip=f"Show the {title} tab")
             for i, (tab, title, _) in enumerate(TABS, 1)
         ),
+        *tab_key_bindings(),
         Binding("f2", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
                 tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
         Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
@@ -81,7 +97,7 @@ class ShardscopeApp(App[int]):
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
                 tooltip="Quit shardscope (as q), even while typing in an input"),
-        Binding("escape", "escape", "Leave input", show=False, id="escape",
+        Binding("escape", "escape", "Leave input, hide error", show=False, id="escape",
                 tooltip="Leave the input being typed in; else hide the error panel"),
     ]
 
@@ -117,7 +133,8 @@ class ShardscopeApp(App[int]):
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
         self._views_requested = False
-        self._pending_diff_action: str | None = None  # a Diff action asked for before there was a diff to act on
+        self._error_spares_results = False  # the error shown left the results on screen as they were
+        self._pending_tab_action: tuple[str, str] | None = None  # (tab, action) asked for before its view could act
 
     @property
     def run_id(self) -> int:
@@ -146,7 +163,7 @@ class ShardscopeApp(App[int]):
                                 yield PlansView(id="plans-view")
                             else:
                                 yield Static("loading this view...", id=f"{tab}-placeholder")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
@@ -168,8 +185,16 @@ class ShardscopeApp(App[int]):
         sidebar = self.query_one(Sidebar)
         sidebar.set_class(not shown, "-collapsed")
         sidebar.set_class(narrow, "-narrow")
-        if not shown and self.focused is not None and sidebar in self.focused.ancestors:
-            self.set_focus(None)
+        if not shown and self.focused is not None and sidebar in self.focused.ancestors_with_self:
+            self._focus_shown_tab()
+
+    def _focus_shown_tab(self) -> None:
+        """Give the focus to the tab shown: its first focusable widget that is not a control
+        (:data:`CONTROLS`), so every key works; else to nothing (the keys still reach the app)."""
+        pane = self.query_one(TabbedContent).active_pane
+        target = next((w for w in self.screen.focus_chain
+                       if pane in w.ancestors and not isinstance(w, CONTROLS)), None)
+        self.set_focus(target)
 
     def _after_first_paint(self) -> None:
         if self.profile is not None:
@@ -190,7 +215,8 @@ class ShardscopeApp(App[int]):
         try:
             views = {tab: _load(spec) for tab, _, spec in TABS if tab != "plans"}
         except Exception as exc:  # a broken view must not take the app down
-            self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT)
+            self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
+                                  failed="loading the tabs")
             return
         self.call_from_thread(self._mount_views, views)
 
@@ -201,7 +227,7 @@ class ShardscopeApp(App[int]):
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
-        self._run_pending_diff_action()
+        self._run_pending_tab_action()
 
     def _handle_exception(self, error: Exception) -> None:
         """An error in a widget the quit is tearing down is not the user's problem.
@@ -232,19 +258,51 @@ class ShardscopeApp(App[int]):
 
     def action_export(self) -> None:
         """Write the diff of the latest analysis to a new file and say where."""
-        from shardscope.exports import write_new
-
         try:
             text = diff_text(self.analysis, self.comparison)
-            path = write_new(self.export_dir or Path.cwd(), self.analysis.export_stem(self.comparison), ".diff", text)
+            path = write_new(self.export_directory, self.analysis.export_stem(self.comparison), ".diff", text)
         except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint)
+            self._show_error(exc.message, exc.hint, failed="the export")
             return
         except OSError as exc:
-            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory")
+            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory",
+                             failed="the export")
             return
         self.last_export = path
         self.notify(str(path), title="Diff exported")
+
+    @property
+    def export_directory(self) -> Path:
+        """Where exports and screenshots go: ``--export-dir``, else the working directory (absolute)."""
+        return (self.export_dir or Path.cwd()).absolute()
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """Textual's SVG of the screen, its class names made from what is drawn (:func:`stable_svg`),
+        so the same screen always gives the same file (``make screenshots``, the snapshot tests)."""
+        return stable_svg(super().export_screenshot(title=title, simplify=simplify))
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: an SVG of the screen in the export directory, under a free name.
+
+        Textual's own saves into ``~/Downloads`` and fails with a clipped message when there is
+        none. Here the directory is made if needed, the file is written atomically and never
+        replaces one (``rnn-timings.svg``, then ``rnn-timings-1.svg``), and the notice gives the
+        full path. Returns the path written (None when it failed: the error panel says why).
+        """
+        directory = Path(path).expanduser().absolute() if path else self.export_directory
+        stem = Path(filename).stem if filename else f"{self.settings.path.stem}-{self.query_one(TabbedContent).active}"
+        try:
+            written = save_svg(directory, stem, self.export_screenshot(title=f"shardscope {stem}"))
+        except ShardscopeError as exc:
+            self._show_error(f"Could not save the screenshot: {exc.message}", exc.hint, failed="the screenshot")
+            return None
+        except OSError as exc:
+            self._show_error(f"Could not save the screenshot in {directory}: {exc.strerror or exc}",
+                             "check --export-dir names a directory you can write to", failed="the screenshot")
+            return None
+        self.notify(str(written), title="Screenshot saved", timeout=10)
+        return str(written)
 
     @property
     def comparison(self) -> Any:
@@ -321,13 +379,27 @@ class ShardscopeApp(App[int]):
         self._step_collective(-1)
 
     def action_toggle_sidebar(self) -> None:
-        """Show or hide the settings sidebar; the choice holds until the next ``f2``."""
+        """Show or hide the settings sidebar; the choice holds until the next ``f2``.
+
+        Afterwards the keys work: focus left nowhere, or in an input (f2 from the Sweep tab's
+        budget left the digits typing there), goes to the tab shown.
+        """
         self._sidebar_wanted = not self.sidebar_shown
         self._fit_sidebar()
+        if self.focused is None or isinstance(self.focused, Input):
+            self.call_after_refresh(self._focus_shown_tab)  # after the layout: the chain holds what shows
 
     def action_show_tab(self, tab: str) -> None:
-        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep)."""
-        self.query_one(TabbedContent).active = tab
+        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep).
+
+        The focus leaves the tab being hidden first: else Textual gives it to another widget of
+        that tab (the Sweep tab's input, after its button), and the tabs switch back to it.
+        The tab shown then takes the focus (each view's ``on_show``).
+        """
+        tabs = self.query_one(TabbedContent)
+        if tab != tabs.active and self.focused is not None and tabs.active_pane in self.focused.ancestors:
+            self.set_focus(None)
+        tabs.active = tab
 
     def action_help(self) -> None:
         """Show the help screen."""
@@ -341,10 +413,26 @@ class ShardscopeApp(App[int]):
         if isinstance(self.focused, Input):
             self.set_focus(None)
         else:
-            self.query_one(ErrorPanel).clear()
+            self._clear_error()
+
+    def _clear_error(self) -> None:
+        """Hide the error panel; when the error was not the run's (an export, a screenshot, refused
+        settings), the status line says again what the results on screen are."""
+        self.query_one(ErrorPanel).clear()
+        status = self.query_one(StatusLine)
+        if self._error_spares_results and status.state == "failed":
+            status.show_done(self._done_text(self.analysis) if self.analysis is not None else "ready: press r to run")
+            self._mark_stale()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Grey out actions that need a result (export) or a collective (n/N)."""
+        """Grey out actions that need a result (export) or a collective (n/N); a tab's own key
+        applies only while its tab shows (else it is hidden, and the key goes to the next binding)."""
+        if action == "in_tab":
+            tab, tab_action = parameters
+            if self.query_one(TabbedContent).active != tab:
+                return False
+            view = self._tab_view(tab)
+            return True if view is None else (view.check_action(str(tab_action), ()) or None)
         if action == "export":  # a lone program has nothing to diff against
             return (self.analysis is not None and not (self.analysis.is_programs and len(self.analysis.plans) < 2)) or None
         if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them
@@ -356,32 +444,32 @@ class ShardscopeApp(App[int]):
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's own commands plus every shardscope binding."""
+        """The command palette: Textual's own commands plus every shardscope binding.
+
+        A tab's own key (``s``) opens its tab and acts there, from whatever tab is shown.
+        """
         yield from super().get_system_commands(screen)
         for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.action not in ("quit", "escape"):
-                # call_later: run_action is a coroutine, and the palette wants a plain callable
-                yield SystemCommand(
-                    binding.description, binding.tooltip,
-                    lambda action=binding.action: self.call_later(self.run_action, action),
-                )
-        for binding in DIFF_BINDINGS:  # the Diff tab's keys: open the tab, then act there
-            yield SystemCommand(
-                binding.description, binding.tooltip,
-                lambda action=binding.action: self.call_later(self._run_diff_action, action),
-            )
+            if not isinstance(binding, Binding) or binding.action == "quit":  # Textual offers its own Quit
+                continue
+            tab_action = TAB_ACTIONS.get(binding.action)
+            if tab_action is not None:
+                callback = lambda tab_action=tab_action: self.call_later(self.action_in_tab, *tab_action)
+            else:  # call_later: run_action is a coroutine, and the palette wants a plain callable
+                callback = lambda action=binding.action: self.call_later(self.run_action, action)
+            yield SystemCommand(binding.description, binding.tooltip, callback)
 
-    def _run_diff_action(self, action: str) -> None:
-        """Open the Diff tab and run one of its actions there, as its key would.
+    def action_in_tab(self, tab: str, action: str) -> None:
+        """Show ``tab`` and run its view's ``action`` there, as the tab's own key does.
 
-        Before there is a diff to act on (the view still loading, or the first run still going)
-        the action waits (:meth:`_run_pending_diff_action`), and runs when the diff shows unless
-        the user has left the tab by then.
+        Before the view can act (still loading, or a diff waiting for the first run) the action
+        waits (:meth:`_run_pending_tab_action`) and runs when it can, unless the user has left
+        the tab by then.
         """
-        self.action_show_tab("diff")
-        self._pending_diff_action = action
+        self.action_show_tab(tab)
+        self._pending_tab_action = (tab, action)
         self._load_views()
-        self._run_pending_diff_action()
+        self._run_pending_tab_action()
 
     # -- the run ------------------------------------------------------------------------
 
@@ -468,7 +556,7 @@ class ShardscopeApp(App[int]):
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)
-        self._run_pending_diff_action()
+        self._run_pending_tab_action()
         status.show_done(self._done_text(analysis))
         self._mark_stale()
         for warning in analysis.warnings:
@@ -521,12 +609,13 @@ class ShardscopeApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id != "diff":
-            self._pending_diff_action = None  # the user went elsewhere: a Diff action asked for earlier lapses
+        if self._pending_tab_action is not None and self._pending_tab_action[0] != event.pane.id:
+            self._pending_tab_action = None  # the user went elsewhere: a tab's action asked for earlier lapses
         if event.pane.id != "plans":
             self._load_views()
         self._refresh_tab(event.pane.id)
-        self._run_pending_diff_action()
+        self._run_pending_tab_action()
+        self.refresh_bindings()  # the footer shows the keys of the tab shown (s)
 
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
@@ -585,17 +674,26 @@ class ShardscopeApp(App[int]):
             self._stale_tabs.discard(tab)
             self._show_in(tab, self.analysis)
 
-    def _run_pending_diff_action(self) -> None:
-        """Run the Diff action that waited for a diff, once the Diff tab (still open) shows one."""
-        action = self._pending_diff_action
-        if action is None or "diff" not in self._mounted_views or self.analysis is None:
+    def _run_pending_tab_action(self) -> None:
+        """Run the tab action that waited, once its tab (still shown) has a view that can act."""
+        if self._pending_tab_action is None:
             return
-        if self.query_one(TabbedContent).active != "diff":
-            self._pending_diff_action = None
+        tab, action = self._pending_tab_action
+        if self.query_one(TabbedContent).active != tab:
+            self._pending_tab_action = None
             return
-        self._refresh_tab("diff")
-        self._pending_diff_action = None
-        self.call_later(self.run_action, action, self.query_one("#diff-view"))
+        view = self._tab_view(tab)
+        if view is None:
+            return  # still loading: _mount_views runs it
+        self._refresh_tab(tab)
+        if not view.check_action(action, ()):
+            return  # nothing to act on yet (no diff before the first run): the run's end runs it
+        self._pending_tab_action = None
+        self.call_later(self.run_action, action, view)
+
+    def _tab_view(self, tab: str) -> Any:
+        """The view of ``tab`` once mounted (None while its placeholder shows)."""
+        return self.query_one(f"#{tab}-view") if tab in self._mounted_views else None
 
     def _show_in(self, tab: str, analysis: Any) -> None:
         """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
@@ -603,14 +701,21 @@ class ShardscopeApp(App[int]):
         try:
             self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
-            self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT)
+            self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT,
+                             failed=f"the {tab} tab")
 
-    def _show_error(self, message: str, hint: str | None, *, refused: bool = False) -> None:
-        """The error panel; the status line names the settings that failed, not the ones on screen."""
+    def _show_error(self, message: str, hint: str | None, *, refused: bool = False, failed: str | None = None) -> None:
+        """The error panel and the status line: a run's failure names the settings that failed, not
+        the ones on screen; ``failed`` names what else failed (``the export``), ``refused`` says the
+        sidebar's settings were refused. Those two leave the results on screen as they were, so
+        hiding the panel (:meth:`_clear_error`) gives the status line back to them."""
         self.query_one(ErrorPanel).show_error(message, hint)
         status = self.query_one(StatusLine)
+        self._error_spares_results = refused or failed is not None
         if refused:
             status.show_failed(None, "the sidebar's settings were refused: see the error panel")
+        elif failed is not None:
+            status.show_failed(None, f"{failed} failed: see the error panel")
         else:
             status.show_failed(self._run_settings, "failed: see the error panel")
 

@@ -13,6 +13,8 @@ from shardscope.app.keys import help_rows, markdown_table
 HELP = """\
 # shardscope
 
+{close}
+
 Compare plans for a chunked VJP under `jax.shard_map` (one column per plan in the Plans tab):
 
 - **naive**: params stay invariant inside the `lax.scan` over chunks, so every chunk's
@@ -68,13 +70,28 @@ paint and to the first results on screen (also in the Textual log).
 """
 
 
+CLOSE_BINDING = Binding("escape,question_mark,q", "close", "Close help", id="close_help")
+"""The keys that close the help; the help's first line and its frame name them."""
+
+
+def close_keys() -> str:
+    """``Escape, ? or q``: the keys of :data:`CLOSE_BINDING` as a reader calls them."""
+    names = {"escape": "Escape", "question_mark": "?"}
+    keys = [names.get(key, key) for key in CLOSE_BINDING.key.split(",")]
+    return ", ".join(keys[:-1]) + " or " + keys[-1]
+
+
 def help_text(app_bindings: list) -> str:
     """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.keys`)."""
-    return HELP.replace("{keys}", markdown_table(help_rows(app_bindings)))
+    close = f"**{close_keys()} closes this help**; the arrow keys and Page Up/Down scroll it."
+    return HELP.replace("{close}", close).replace("{keys}", markdown_table(help_rows(app_bindings)))
 
 
 class HelpScreen(ModalScreen[None]):
     """The keys and what the tabs show; any of ``escape``, ``?`` or ``q`` closes it."""
+
+    AUTO_FOCUS = "VerticalScroll"
+    """The text takes the focus, so the arrow keys scroll it (the app itself focuses nothing by DOM order)."""
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -84,13 +101,14 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    BINDINGS = [
-        Binding("escape,question_mark,q", "close", "Close help", id="close_help"),
-    ]
+    BINDINGS = [CLOSE_BINDING]
 
     def compose(self) -> ComposeResult:
-        """The help text, scrollable, with the key table made from the app's bindings."""
-        with VerticalScroll():
+        """The help text, scrollable, with the key table made from the app's bindings; the frame
+        says how to close it too (the first line scrolls away)."""
+        with VerticalScroll() as scroll:
+            scroll.border_title = "help"
+            scroll.border_subtitle = f"{close_keys()}: close"
             yield Markdown(help_text(self.app.BINDINGS))
 
     def action_close(self) -> None:

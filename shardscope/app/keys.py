@@ -1,12 +1,17 @@
 """The key table, made from the bindings: the help screen shows it and the README carries it.
 
 The bindings are the one place a key is defined; :func:`key_rows` turns them into rows (the
-five tab keys into one ``1``-``5`` row), and a test checks the README's table is
+six tab keys into one ``1``-``6`` row), and a test checks the README's table is
 :func:`markdown_table` of the same rows.
+
+A tab's own keys (``s`` in the Diff and in the Sweep tab) are its view's bindings and app
+bindings too (:func:`tab_key_bindings`): the app runs them on the tab shown, wherever the focus
+is, so they work as soon as the tab shows and the command palette offers them like any other key.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from textual.binding import Binding
@@ -18,13 +23,40 @@ DIFF_BINDINGS = [
     Binding("s", "toggle_layout", "Side by side", id="diff.toggle_layout",
             tooltip="In the Diff tab: switch between the unified and the side-by-side layout"),
 ]
-"""The Diff tab's own keys (here, so the help lists them without importing the tab's view)."""
+"""The Diff tab's own keys: actions of its view (here, so the app binds them without importing the view)."""
 
 SWEEP_BINDINGS = [
     Binding("s", "sweep", "Run sweep", id="sweep",
             tooltip="In the Sweep tab: compile and time every plan at every chunk size of the current settings"),
 ]
 """The Sweep tab's own keys (here for the same reason)."""
+
+TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS}
+"""Each tab's own keys, by tab id; each binding's action is an action of that tab's view."""
+
+
+def tab_key_bindings() -> list[Binding]:
+    """The tabs' own keys as app bindings: ``s`` runs ``in_tab('diff', 'toggle_layout')``.
+
+    Bound on the app rather than on the views, they do not wait for the focus to be inside the
+    tab (the Sweep tab's only focusable widgets are an input and a button); the app's
+    ``check_action`` hides each one unless its tab is shown, so one key serves several tabs.
+    """
+    return [
+        Binding(b.key, tab_action(tab, b.action), b.description, id=b.id, tooltip=b.tooltip, key_display=b.key_display)
+        for tab, bindings in TAB_BINDINGS.items() for b in bindings
+    ]
+
+
+def tab_action(tab: str, action: str) -> str:
+    """The app's action string that runs the view action ``action`` in ``tab``."""
+    return f"in_tab({tab!r}, {action!r})"
+
+
+TAB_ACTIONS: dict[str, tuple[str, str]] = {
+    tab_action(tab, b.action): (tab, b.action) for tab, bindings in TAB_BINDINGS.items() for b in bindings
+}
+"""Each tab key's app action string -> (tab, view action)."""
 
 
 def key_label(binding: Binding) -> str:
@@ -51,10 +83,8 @@ def key_rows(bindings: Iterable[Binding]) -> list[tuple[str, str]]:
 
 
 def help_rows(app_bindings: list[Binding]) -> list[tuple[str, str]]:
-    """Every key the help and the README list: the app's, the Diff tab's after the tab keys, ctrl+p."""
-    after_tabs = max((k + 1 for k, b in enumerate(app_bindings) if (b.id or "").startswith("tab_")), default=0)
-    ordered = [*app_bindings[:after_tabs], *DIFF_BINDINGS, *SWEEP_BINDINGS, *app_bindings[after_tabs:]]
-    rows = key_rows(ordered)
+    """Every key the help and the README list: the app's (the tabs' own among them), then ctrl+p after help."""
+    rows = key_rows(app_bindings)
     keys = [key for key, _ in rows]
     rows.insert(keys.index("`?`") + 1 if "`?`" in keys else len(rows), PALETTE_ROW)  # after help
     return rows
@@ -62,8 +92,6 @@ def help_rows(app_bindings: list[Binding]) -> list[tuple[str, str]]:
 
 def _code_placeholders(text: str) -> str:
     """``<function>-<mesh>dev.diff`` in backticks, so Markdown shows it rather than taking it for HTML."""
-    import re
-
     return re.sub(r"(\S*<[^>\s]+>\S*)", r"`\1`", text)
 
 

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 from rich.style import Style
 from rich.text import Text
 
+from shardscope.loop_names import loop_words
+
 MAX_VALUES = 3
 """How many outputs or operands a label lists before it says ``+N``."""
 
@@ -95,6 +97,8 @@ def equation_label(eqn: Any, collective: Any, inside: Inside, styles: LabelStyle
         _names(text, eqn.inputs)
     if kind == "collective" and collective is not None:
         text.append(f"  {collective.bytes_per_execution:,} B/run", styles.type)
+    if kind == "loop":  # which loop of the user's this is: nested loops' names repeat (scan_0 in scan_0)
+        text.append(f"  {loop_words(eqn.primitive, eqn.written_as, eqn.source).removeprefix('the ')}", styles.type)
     return text
 
 

@@ -643,9 +643,23 @@ class PlanTree(Tree[Entry]):
 
     @property
     def cursor_details(self) -> Text:
-        """The full label of the node under the cursor (empty when there is none)."""
+        """The node under the cursor in full (empty when there is none): its label, and for a
+        collective the value it carries first and its source line last (``params['Wh']  x16/call
+        psum_invariant_0[s] ...  rnn.py:30 (step)``). Wrappable, unlike the tree's own labels
+        (``no_wrap``: one line each, cut with an ellipsis)."""
         node = self.cursor_node
-        return node.label.copy() if node is not None and isinstance(node.label, Text) else Text()
+        if node is None or not isinstance(node.label, Text):
+            return Text()
+        details = Text(overflow="fold")
+        collective = self.index.collectives.get(node.data.key) if node.data is not None else None
+        if collective is not None:
+            details.append(f"{collective.value} ", "bold")
+        label = node.label.copy()
+        label.no_wrap, label.overflow = False, "fold"
+        details.append_text(label)
+        if collective is not None and collective.source and collective.source != collective.value:
+            details.append(f"  {collective.source}", "dim")
+        return details
 
     def _build(self) -> None:
         """``Tree._build``, with the view's width looked up once for all lines, not once a line.

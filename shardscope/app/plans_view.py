@@ -54,7 +54,7 @@ class PlansView(Widget):
     PlansView .plan-column:first-of-type { border-left: none; }
     PlansView #plans-waiting { padding: 1 2; color: $text-muted; }
     PlansView .plan-header { height: 3; padding: 0 1; background: $boost; }
-    PlansView .plan-details { height: 2; padding: 0 1; background: $boost; color: $text-muted; }
+    PlansView .plan-details { height: 3; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -284,12 +284,12 @@ class PlansView(Widget):
         if summary is None or summary[0] is not plan:
             summary = self._summaries[plan.name] = (plan, _summary(plan))
         text = summary[1].copy()
-        if at is not None:
+        if at is not None:  # the value first: a narrow column cuts the end of the line
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
             text.append_text(badge(collective.runs.badge(), collective.in_loop, LabelStyles()))
-            text.append(f" collective {at + 1} of {len(plan.collectives)}: ", "bold")
-            text.append(f"{collective.equation_id.rsplit('/', 1)[-1]} of {collective.value} {where}")
+            text.append(f" {collective.value}:", "bold")
+            text.append(f" collective {at + 1} of {len(plan.collectives)}, {collective.equation_id.rsplit('/', 1)[-1]} {where}")
         elif plan.collectives:
             text.append("n/N: next collective, paired across plans by value", "dim")
         return text  # one row per line, each cut to the column by TextRows

@@ -52,6 +52,8 @@ class Sidebar(VerticalScroll):
     Sidebar #description { color: $text-muted; height: auto; }
     Sidebar #chunk-help { color: $text-muted; height: auto; }
     Sidebar #chunk-help.-invalid { color: $text-error; }
+    Sidebar #mesh-note { color: $text-muted; height: auto; display: none; }
+    Sidebar #mesh-note.-shown { display: block; }
     Sidebar .switch-row { height: auto; margin-top: 1; }
     Sidebar .switch-row Label { padding: 1 0 0 1; }
     Sidebar #programs-note { display: none; color: $text-muted; height: auto; margin-top: 1; }
@@ -105,7 +107,9 @@ class Sidebar(VerticalScroll):
         yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh", classes="plan-setting",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
                     tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
-        yield Input(",".join(s.batch_axes or ()), placeholder="batch axes: all", id="batch-axes", classes="plan-setting",
+        yield Static("", id="mesh-note", classes="plan-setting")
+        yield Label("Batch axes (optional)", classes="sidebar-title plan-setting")
+        yield Input(",".join(s.batch_axes or ()), placeholder="all axes of the mesh", id="batch-axes", classes="plan-setting",
                     validators=[Function(_axes_are_valid, "not a list of axis names")],
                     tooltip="The mesh axes the batch is split over (e.g. data); empty: every axis")
         yield Label("Chunk size (examples/chunk)", classes="sidebar-title plan-setting")
@@ -120,6 +124,7 @@ class Sidebar(VerticalScroll):
     def on_mount(self) -> None:
         """Show the chunk hint for the starting settings."""
         self._update_chunk_help()
+        self._update_mesh_fields()
 
     # -- what the app asks -------------------------------------------------------------
 
@@ -391,7 +396,31 @@ class Sidebar(VerticalScroll):
     def _chunk_typed(self, event: Input.Changed) -> None:
         event.stop()
         self._update_chunk_help()
+        self._update_mesh_fields()
         self.post_message(self.Edited())
+
+    def _update_mesh_fields(self) -> None:
+        """A named mesh sets the device count and the axes: the 1-D fields then do not apply.
+
+        They are disabled (the Devices picker would still say 2 beside ``data=4,model=2``) and a
+        note under the mesh says what it sets; clearing the mesh gives them back.
+        """
+        mesh = self._typed_mesh()
+        note = self.query_one("#mesh-note", Static)
+        for field_id in ("#devices", "#axis"):
+            self.query_one(field_id).disabled = mesh is not None
+        note.set_class(mesh is not None, "-shown")
+        if mesh is not None:
+            note.update(f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
+                        "Devices and Mesh axis name above (clear it to use them)")
+
+    def _typed_mesh(self) -> Mesh | None:
+        """The named mesh typed (None when empty or not a mesh yet)."""
+        text = self.query_one("#mesh", Input).value.strip()
+        try:
+            return Mesh.parse(text) if text else None
+        except SettingsError:
+            return None
 
     @on(Input.Changed, "#axis")
     def _axis_typed(self, event: Input.Changed) -> None:

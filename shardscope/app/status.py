@@ -19,6 +19,8 @@ from shardscope.analysis import STAGES
 from shardscope.settings import Settings
 
 SEPARATOR = "  |  "
+STATE_LINES = 2
+"""Lines the second part may take when the line does not fit (the widget is at most three high)."""
 
 
 class StatusLine(Static):
@@ -125,11 +127,18 @@ class StatusLine(Static):
         one_line = Text.assemble(self._settings_text, (SEPARATOR, "dim"), self._stage_text)
         if not width or one_line.cell_len <= width:
             self.update(one_line)
-        else:  # two parts on two lines, each cut with an ellipsis rather than wrapped mid-word
-            first, second = self._settings_text.copy(), self._stage_text.copy()
-            for part in (first, second):
-                part.truncate(width, overflow="ellipsis")
-            self.update(Text.assemble(first, "\n", second))
+            return
+        # the settings on one line, cut with an ellipsis; what happens now (the speedup's
+        # sentence at the end of "done: ...") wrapped at word boundaries over the two lines left
+        first = self._settings_text.copy()
+        first.truncate(width, overflow="ellipsis")
+        second = self._stage_text.copy().wrap(self.app.console, width, overflow="ellipsis")
+        lines = list(second)
+        if len(lines) > STATE_LINES:
+            lines = lines[:STATE_LINES]
+            lines[-1].truncate(width - 1)
+            lines[-1].append("…")
+        self.update(Text("\n").join([first, *lines]))
 
 
 def describe_settings(settings: Settings, shapes: Any = None) -> Text:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import textwrap
 import threading
 import time
@@ -59,10 +61,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, **settings) -> ShardscopeApp:
+def make_app(path: Path, *, autorun: bool = True, export_dir: Path | None = None, hide_measurements: bool = False,
+             **settings) -> ShardscopeApp:
     """The app on ``path`` with fast settings (2 timed repeats)."""
     settings.setdefault("repeats", 2)
-    return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir)
+    return make_explorer(Settings(Path(path), **settings), autorun=autorun, export_dir=export_dir,
+                         hide_measurements=hide_measurements)
 
 
 async def eventually(pilot, predicate, what: str, seconds: float = 60.0) -> None:
@@ -128,3 +132,22 @@ def write_gated_demo(path: Path) -> Path:
     GATE.clear()
     path.write_text(GATED_DEMO)
     return path
+
+
+_SVG_TEXT = re.compile(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)" textLength="[\d.]+"[^>]*>(.*?)</text>')
+
+
+def screen_text(app) -> list[str]:
+    """The screen as the user sees it, one string per row, from the app's own SVG screenshot.
+
+    Rich writes each run of text at ``x = column * 12.2`` and ``y = row * 24.4 + 20`` (a 20 px
+    font, aspect 0.61, line height 1.22): the text is put back in its cells, so the gaps that
+    margins make stay spaces."""
+    width, height = app.size
+    rows = [[" "] * width for _ in range(height)]
+    for x, y, text in _SVG_TEXT.findall(app.export_screenshot()):
+        column, row = round(float(x) / 12.2), round((float(y) - 20) / 24.4)
+        for k, char in enumerate(html.unescape(text).replace("\xa0", " ")):
+            if 0 <= row < height and column + k < width:
+                rows[row][column + k] = char
+    return ["".join(row) for row in rows]

@@ -86,3 +86,55 @@ def test_a_plan_that_cannot_be_built_is_listed_with_its_reason_in_the_timings_ta
             assert "reduced: unavailable (sharded parameters" in " ".join(capture.get().split())
 
     run(scenario())
+
+
+def label_of(widget) -> str | None:
+    """The text of the Label just before ``widget`` among its siblings (notes between them allowed)."""
+    from textual.widgets import Label, Select
+
+    siblings = list(widget.parent.children)
+    for sibling in reversed(siblings[: siblings.index(widget)]):
+        if isinstance(sibling, Label):
+            return str(sibling.content)
+        if isinstance(sibling, (Input, Select)):
+            return None
+    return None
+
+
+def test_every_input_and_picker_has_a_label_that_stays_when_typed_into():
+    from textual.widgets import Select
+
+    async def scenario():
+        app = make_app(DEMOS / "mlp.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "6")  # mounts every tab's view
+            await settle(pilot)
+            fields = [w for w in app.screen.query("*") if isinstance(w, (Input, Select))]
+            assert {"batch-axes", "sweep-budget", "projection-preset", "projection-devices"} <= {f.id for f in fields}
+            unlabelled = [f.id for f in fields if not label_of(f)]
+            assert not unlabelled, f"fields with no label (only a placeholder, gone once typed into): {unlabelled}"
+            assert label_of(app.query_one("#batch-axes", Input)) == "Batch axes (optional)"
+
+    run(scenario())
+
+
+def test_a_2d_mesh_disables_the_device_count_and_axis_fields_and_says_why():
+    from textual.widgets import Select
+
+    async def scenario():
+        app = make_app(DEMOS / "mlp.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            devices, axis = app.query_one("#devices", Select), app.query_one("#axis", Input)
+            note = app.query_one("#mesh-note")
+            assert not devices.disabled and not axis.disabled and not note.display
+            app.query_one("#mesh", Input).value = "data=4,model=2"
+            await drain(pilot)
+            assert devices.disabled and axis.disabled and note.display
+            assert "8 devices, axes data, model" in str(note.content)
+            app.query_one("#mesh", Input).value = ""
+            await drain(pilot)
+            assert not devices.disabled and not axis.disabled and not note.display
+
+    run(scenario())

@@ -36,7 +36,9 @@ def test_n_and_N_move_both_trees_to_their_collectives():
                 assert cursor_key(naive) == naive_ids[position]
                 assert cursor_key(deferred) == deferred_by_value[naive_values[position]]
                 header = str(app.query_one("#naive-header").content)
-                assert re.search(rf"/call  collective {position + 1} of 3: {naive_ids[position].rsplit('/', 1)[-1]} ", header)
+                name = naive_ids[position].rsplit('/', 1)[-1]
+                value = re.escape(naive_values[position])
+                assert re.search(rf"/call  {value}: collective {position + 1} of 3, {name} ", header), header
                 for tree in (naive, deferred):
                     node = tree.cursor_node
                     assert all(parent.is_expanded for parent in _ancestors(node))

@@ -8,7 +8,7 @@ from textual_plotext import PlotextPlot
 
 from shardscope.app.views import TimingsView
 from shardscope.app.views.projection import ProjectionPanel
-from shardscope.app.views.sweep import SweepView
+from shardscope.app.views.sweep import SweepView, same_series
 from shardscope.interconnects import format_seconds, preset
 from shardscope.projection import project
 from shardscope.settings import Settings
@@ -65,6 +65,12 @@ def test_sweep_tab_runs_the_sweep_in_a_worker_and_charts_it():
         assert "deferred" in table and "naive" in table
         chart = view.query_one("#sweep-memory", PlotextPlot).plt.build()
         assert "memory per device (KiB) vs chunk size" in chart
+        # plans that need the same memory at every chunk size share one line, named for both
+        # (a second line drew over the first and hid it), and the budget is in the legend
+        footprints = {name: [p.footprint_bytes for p in sweep.points if p.plan == name] for name in sweep.plan_names}
+        assert footprints["deferred"] == footprints["reduced"] != footprints["naive"]
+        assert "deferred = reduced" in chart and "budget 1 KiB" in chart
+        assert [names for names, _ in same_series(sweep, lambda p: p.footprint_bytes)] == [["naive"], ["deferred", "reduced"]]
 
         # a tighter budget re-picks without sweeping again
         view.query_one("#sweep-budget", Input).value = "10B"

@@ -157,6 +157,7 @@ class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
 
     BINDINGS = DIFF_BINDINGS
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

@@ -75,11 +75,14 @@ def plan_summary(plan: "PlanResult") -> Text:
 
 
 def loop_lines(plan: "PlanResult") -> list[Text]:
-    """One line per loop, indented by nesting: its trip count and the collectives inside it."""
+    """One line per loop, indented by nesting: its name with the loops around it (``scan_0/scan_1``:
+    two loops in two bodies are both ``scan_0`` on their own), its trip count, the line that wrote
+    it and the collectives inside it."""
     lines = []
     for loop in plan.loops:
         text = Text("  " * (len(loop.enclosing_ids) + 1) + "⟳ ")
-        text.append(f"{short(loop.equation_id)} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
+        text.append(f"{loop.path} [{'?' if loop.trip_count is None else loop.trip_count} trips]", STYLES.loop)
+        text.append(f" {loop.words.removeprefix('the ')}", "dim")
         if loop.collectives:
             names = ", ".join(
                 f"{relative(c.equation_id, loop.equation_id)} {c.runs.badge()}" for c in loop.collectives[:4]

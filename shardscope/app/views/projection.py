@@ -13,11 +13,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
-from textual.widgets import Select, Static
+from textual.widgets import Label, Select, Static
 
 from shardscope.interconnects import PRESETS, preset
 from shardscope.projection import project
-from shardscope.projection_view import lines
+from shardscope.projection_view import MEASURED, lines
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
 
@@ -32,6 +32,9 @@ class ProjectionPanel(Widget):
     }
     ProjectionPanel #projection-choices {
         height: 3;
+    }
+    ProjectionPanel .projection-label {
+        padding: 1 1 0 1;
     }
     ProjectionPanel #projection-preset {
         width: 30;
@@ -48,20 +51,25 @@ class ProjectionPanel(Widget):
     def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.analysis: Any = None
+        self.comparison: Any = None  # the pair the Timings tab shows (b/c); None: the analysis's
         self.measurements_hidden = measurements_hidden
 
     def compose(self) -> ComposeResult:
         """The two pickers and the projection's lines."""
         with Horizontal(id="projection-choices"):
+            yield Label("Project onto", classes="projection-label")
             yield Select([(p.name, p.name) for p in PRESETS], value=PRESETS[0].name, allow_blank=False,
                          id="projection-preset", prompt="interconnect")
+            yield Label("with", classes="projection-label")
             yield Select([(f"{n} devices", n) for n in DEVICE_CHOICES], value=8, allow_blank=False,
                          id="projection-devices", prompt="devices")
         yield Static(id="projection-body")
 
-    def show_analysis(self, analysis: Any) -> None:
-        """Project ``analysis`` with the current choices."""
+    def show_analysis(self, analysis: Any, comparison: Any = None) -> None:
+        """Project ``analysis`` with the current choices; the ratio line is about ``comparison``
+        (a :class:`~shardscope.comparison.Comparison`; None: the analysis's default pair)."""
         self.analysis = analysis
+        self.comparison = comparison
         self._update_projection()
 
     @on(Select.Changed)
@@ -78,9 +86,9 @@ class ProjectionPanel(Widget):
             return
         link = preset(str(self.query_one("#projection-preset", Select).value))
         devices = int(self.query_one("#projection-devices", Select).value)
-        text = lines(self.analysis, project(self.analysis, link, devices))
+        text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
         if self.measurements_hidden:
-            text = [line.split("; measured")[0] for line in text]
+            text = [line.split(MEASURED)[0] for line in text]
         body = Text("\n".join(text))
         body.stylize("bold", 0, len(text[0]))
         body.append(f"\nsource: {link.source}", "dim")

@@ -11,11 +11,10 @@ same on every run; memory per device is computed, not measured, and stays.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.console import Group
 from rich.text import Text
-from shardscope.app.keys import SWEEP_BINDINGS
 from textual import on, work
 from textual.app import ComposeResult
 from textual.color import Color
@@ -23,12 +22,14 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
+from shardscope.app.keys import SWEEP_BINDINGS
+from shardscope.app.views.lines import offer_focus
 from shardscope.errors import Cancelled, ShardscopeError
-from shardscope.sweep_view import HIDDEN, pick_sentence, sweep_table
+from shardscope.sweep_view import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.text import plans_unavailable
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from shardscope.sweep import Sweep
 
 PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
+BUDGET_COLOUR = "orange"
 
 
 class SweepProgress(Message):
@@ -79,10 +81,7 @@ def draw_time(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
         _placeholder(plot, sweep)
         plot.refresh()
         return
-    for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
-        points = [p for p in sweep.points if p.plan == name]
-        plt.plot([_x(p.chunk_size) for p in points], [p.run_s.median * 1e3 for p in points],
-                 label=name, color=colour, marker="braille")
+    _plot_series(plt, sweep, lambda p: p.run_s.median * 1e3)
     _mark_pick(plt, sweep, lambda p: p.run_s.median * 1e3)
     _chunk_axis(plt, sweep)
     plt.title("median run time (ms) vs chunk size")
@@ -90,22 +89,48 @@ def draw_time(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
 
 
 def draw_memory(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None:
-    """Memory per device (KiB) against chunk size, one line per plan, the budget as a line; the
-    pick marked unless ``hidden`` (it is the fastest point that fits, a measured result)."""
+    """Memory per device (KiB) against chunk size, one line per plan, the budget as a line in
+    the legend; the pick marked unless ``hidden`` (it is the fastest point that fits, a measured result)."""
     plt = plot.plt
     plt.clear_data()
     plt.clear_figure()
-    for colour, name in zip(PLAN_COLOURS, sweep.plan_names):
-        points = [p for p in sweep.points if p.plan == name]
-        plt.plot([_x(p.chunk_size) for p in points], [p.footprint_bytes / 1024 for p in points],
-                 label=name, color=colour, marker="braille")
+    _plot_series(plt, sweep, lambda p: p.footprint_bytes / 1024)
     if sweep.memory_budget_bytes is not None:
-        plt.hline(sweep.memory_budget_bytes / 1024, "orange")
+        budget = sweep.memory_budget_bytes / 1024
+        plt.hline(budget, BUDGET_COLOUR)  # across the frame; a line plotted from end to end overshot it
+        plt.plot([_x(sweep.chunk_sizes[0])], [budget], label=f"budget {mib(sweep.memory_budget_bytes)}",
+                 color=BUDGET_COLOUR, marker="braille")  # one point on that line: the budget's entry in the legend
     if not hidden:
         _mark_pick(plt, sweep, lambda p: p.footprint_bytes / 1024)
     _chunk_axis(plt, sweep)
-    plt.title("memory per device (KiB) vs chunk size" + ("; budget: orange line" if sweep.memory_budget_bytes else ""))
+    plt.title("memory per device (KiB) vs chunk size")
     plot.refresh()
+
+
+def same_series(sweep: "Sweep", value: Callable[[Any], float]) -> list[tuple[list[str], list[tuple[int, float]]]]:
+    """Each plan's ``(chunk size, value)`` points, plans with identical points together:
+    ``[(["naive"], [...]), (["deferred", "reduced"], [...])]`` in plan order. One line each: a
+    second identical line would be drawn over the first and hide it (mlp's deferred and
+    reduced plans need the same memory at every chunk size)."""
+    groups: list[tuple[list[str], list[tuple[int, float]]]] = []
+    for name in sweep.plan_names:
+        series = [(p.chunk_size, value(p)) for p in sweep.points if p.plan == name]
+        for names, seen in groups:
+            if seen == series:
+                names.append(name)
+                break
+        else:
+            groups.append(([name], series))
+    return groups
+
+
+def _plot_series(plt: Any, sweep: "Sweep", value: Callable[[Any], float]) -> None:
+    """One line per distinct series, labelled ``deferred = reduced`` when plans share it, in the
+    colour of its first plan (each plan keeps its colour, merged or not)."""
+    colours = dict(zip(sweep.plan_names, PLAN_COLOURS))
+    for names, series in same_series(sweep, value):
+        plt.plot([_x(c) for c, _ in series], [y for _, y in series], label=" = ".join(names),
+                 color=colours[names[0]], marker="braille")
 
 
 def _x(chunk_size: int) -> float:
@@ -144,6 +169,7 @@ class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
     BINDINGS = SWEEP_BINDINGS
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""
@@ -156,8 +182,11 @@ class SweepView(Widget):
         height: 3;
         padding: 0 1;
     }
+    SweepView #sweep-budget-label {
+        padding: 1 1 0 0;
+    }
     SweepView #sweep-budget {
-        width: 30;
+        width: 24;
     }
     SweepView #sweep-status {
         padding: 0 1;
@@ -185,7 +214,8 @@ class SweepView(Widget):
     def compose(self) -> ComposeResult:
         """Budget and button, status, the two charts, the table of points."""
         with Horizontal(id="sweep-controls"):
-            yield Input(placeholder="memory budget, e.g. 20KiB", id="sweep-budget")
+            yield Label("Memory budget per device", id="sweep-budget-label")
+            yield Input(placeholder="none, e.g. 20KiB", id="sweep-budget")
             yield Button("Run sweep (s)", id="sweep-run", variant="primary")
         yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
         with VerticalScroll():
@@ -204,6 +234,10 @@ class SweepView(Widget):
             return
         self.query_one("#sweep-run", Button).disabled = False
         self.settings = analysis.settings
+
+    def on_show(self) -> None:
+        """The tab was opened: the charts and the table take the focus, so the arrow keys scroll them."""
+        offer_focus(self.query_one(VerticalScroll))
 
     def action_sweep(self) -> None:
         """Start the sweep (a running one is cancelled: the worker is exclusive)."""

@@ -7,6 +7,7 @@ show as placeholders, so a screenshot of the tab is the same on every run.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich.bar import Bar
@@ -37,6 +38,8 @@ MEMORY_ROWS = (
     ("temp_size_in_bytes", "memory: temporaries"),
 )
 REFERENCE = "reference"
+NARROW = 82
+"""Under this many columns the cost table drops its edge padding (80 columns, three plans and the reference)."""
 
 
 def seconds(value: float) -> str:
@@ -51,6 +54,16 @@ def seconds(value: float) -> str:
 def size(value: int | None) -> str:
     """Bytes with thousands separators, or ``—`` when not known."""
     return "—" if value is None else f"{value:,} B"
+
+
+def error_text(error: float, hidden: bool) -> str:
+    """A gradient error, ``7.25e-05``; while measurements are hidden, the power of ten above it,
+    ``< 1e-04``: the last digits come from the machine's floating-point rounding (another CPU,
+    another XLA thread split of a sum) and would make a screenshot differ from one machine to
+    the next."""
+    if not hidden or not math.isfinite(error) or error <= 0:
+        return f"{error:.2e}"
+    return f"< 1e{math.floor(math.log10(error)) + 1:+03d}"
 
 
 def _columns(analysis: "Analysis") -> list[str]:
@@ -68,10 +81,13 @@ def _compiles(analysis: "Analysis") -> dict:
     return compiles if analysis.reference is None else {**compiles, REFERENCE: analysis.reference.compile_s}
 
 
-def cost_table(analysis: "Analysis", hidden: bool) -> Table:
-    """One row per quantity, one column per plan and the unchunked reference (per program, for a program file)."""
-    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold")
-    table.add_column("")
+def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Table:
+    """One row per quantity, one column per plan and the unchunked reference (per program, for a
+    program file); ``narrow`` drops the padding at the table's edges, which an 80-column tab
+    needs to show three plans and the reference whole."""
+    table = Table(title="cost per call", title_justify="left", title_style="bold", header_style="bold",
+                  pad_edge=not narrow)
+    table.add_column("", no_wrap=True)  # a narrow terminal squeezes the numbers, never splits a label
     columns = _columns(analysis)
     for name in columns:
         table.add_column(name, justify="right")
@@ -93,7 +109,7 @@ def cost_table(analysis: "Analysis", hidden: bool) -> Table:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
     if analysis.reference is not None:  # a program has no reference gradient to be checked against
         table.add_section()
-        table.add_row("max |grad - reference|", *(f"{p.max_abs_err:.2e}" for p in plans), "—")
+        table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) for p in plans), "—")
     return table
 
 
@@ -150,7 +166,7 @@ def traced_only(analysis: "Analysis") -> Group:
     plans = list(analysis.plans.values())
     table = Table(title="per call (traced only: nothing was compiled or timed)", title_justify="left",
                   title_style="bold", header_style="bold")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for plan in plans:
         table.add_column(plan.name, justify="right")
     table.add_row("collective runs per call", *runs_cells(plans))
@@ -160,8 +176,9 @@ def traced_only(analysis: "Analysis") -> Group:
                  Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
-def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> Group:
-    """The whole tab: the table, the ratio, the bars, and how the times were taken."""
+def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narrow: bool = False) -> Group:
+    """The whole tab: the table, the ratio, the bars, and how the times were taken (``narrow``:
+    for a tab under :data:`NARROW` columns)."""
     if not analysis.measured:
         return traced_only(analysis)
     repeats = len(next(iter(analysis.plans.values())).run_s.samples)
@@ -174,11 +191,11 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None) -> G
             f"interleaved; backend {analysis.backend}"
         )
     if hidden:
-        note += "; measured times hidden"
+        note += "; measured times hidden, gradient errors shown as the power of ten above them"
     note += ".\n" + (outputs_note(analysis) if analysis.is_programs else GRADIENT_CHECK)
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
-        cost_table(analysis, hidden),
+        cost_table(analysis, hidden, narrow),
         *warnings,
         *unavailable_notes(analysis),
         Text(),
@@ -225,6 +242,7 @@ class TimingsView(Widget):
         super().__init__(**kwargs)
         self._analysis: Analysis | None = None
         self._comparison = None
+        self._narrow = False  # the table was laid out for a tab under NARROW columns
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
     def compose(self) -> ComposeResult:
@@ -244,7 +262,7 @@ class TimingsView(Widget):
         self._analysis = analysis
         self._comparison = None if prepared is None else prepared.comparison
         self._render_analysis()
-        self.query_one(ProjectionPanel).show_analysis(analysis)
+        self.query_one(ProjectionPanel).show_analysis(analysis, self._comparison)
         self.remove_class("-empty")
         offer_focus(self.query_one(VerticalScroll), unless_focused=True)
 
@@ -258,12 +276,18 @@ class TimingsView(Widget):
         if self.is_mounted and self._analysis is not None:
             panel = self.query_one(ProjectionPanel)
             panel.measurements_hidden = self.measurements_hidden
-            panel.show_analysis(self._analysis)
+            panel.show_analysis(self._analysis, self._comparison)
+
+    def on_resize(self) -> None:
+        """Lay the table out again when the tab crosses :data:`NARROW` columns."""
+        if (self.size.width < NARROW) != self._narrow:
+            self._render_analysis()
 
     def _render_analysis(self) -> None:
         if self._analysis is not None and self.is_mounted:
+            self._narrow = self.size.width < NARROW
             self.query_one("#timings-body", Static).update(
-                timings_renderable(self._analysis, self.measurements_hidden, self._comparison)
+                timings_renderable(self._analysis, self.measurements_hidden, self._comparison, self._narrow)
             )
 
 

@@ -1,0 +1,48 @@
+"""How a loop is named to the user: by its place among the loops around it and by the line that wrote it.
+
+Equation names are unique only in their block, so the chunk loop of an RNN's plan and the RNN's
+own scan inside it are both ``scan_0``. :func:`loop_path` names a loop with the loops around it
+(``scan_0/scan_1``); :func:`loop_words` says what the user wrote (``the lax.fori_loop at
+model.py:12 (step)``, from the traceback: a fori_loop with static bounds is a scan in the
+jaxpr), ``the plan's chunk loop`` for the loop shardscope's plans add, and a neutral ``the loop
+at model.py:12`` when the JAX function is not known.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from shardscope.jaxpr_model import short_source, source_file
+
+OWN_CODE = Path(__file__).resolve().parent
+"""shardscope's package: a loop whose line is here is a plan's own (the chunk loop), not the user's."""
+
+
+def loop_path(loop_id: str, enclosing_ids: tuple[str, ...]) -> str:
+    """``scan_0/scan_1``: ``loop_id`` from its outermost enclosing loop on (``scan_0`` alone for an outermost loop)."""
+    outermost = enclosing_ids[0] if enclosing_ids else loop_id
+    head = outermost.rsplit("/", 1)[0] + "/" if "/" in outermost else ""
+    return loop_id[len(head):] if loop_id.startswith(head) else loop_id
+
+
+@lru_cache(maxsize=1024)
+def is_own_code(source: str) -> bool:
+    """True when ``source`` (``/path/file.py:42 (fn)``) is a line of shardscope's own package
+    (cached: resolving the path asks the file system, and every loop label asks)."""
+    path = source_file(source)
+    return path is not None and Path(path).resolve().is_relative_to(OWN_CODE)
+
+
+def loop_words(primitive: str, written_as: str, source: str) -> str:
+    """``the lax.scan at rnn.py:36 (rnn)``: a loop as its user wrote it (``source`` with its directories).
+
+    ``the plan's chunk loop`` when shardscope's plan made it; ``the loop at model.py:12`` when the
+    JAX function is not known; ``the while loop`` when nothing is.
+    """
+    if is_own_code(source):
+        return "the plan's chunk loop"
+    where = f" at {short_source(source)}" if source else ""
+    if written_as:
+        return f"the lax.{written_as}{where}"
+    return f"the loop{where}" if where else f"the {primitive} loop"

@@ -1,0 +1,176 @@
+"""A tab's own key works as soon as the tab shows, every action is in the palette, and the focus
+never leaves the keys typing into an input or a hidden sidebar."""
+
+from __future__ import annotations
+
+import inspect
+
+from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle, write_demo
+from textual.system_commands import SystemCommandsProvider
+from textual.widgets import Input
+from textual.widgets._tabbed_content import ContentTabs
+
+from shardscope.app import ShardscopeApp
+from shardscope.app.help_screen import HelpScreen
+from shardscope.app.keys import TAB_BINDINGS
+from shardscope.app.sidebar import Sidebar
+from shardscope.app.views.diff import DiffView
+from shardscope.app.views.sweep import SweepView
+
+
+def small_demo(tmp_path):
+    """A linear demo with 8 examples: 4 per device, chunk sizes 1, 2, 4, so a sweep is short."""
+    return write_demo(tmp_path / "small.py", batch=8)
+
+
+def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
+    async def scenario():
+        app = make_app(small_demo(tmp_path))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.focused is not None and app.focused.id == "naive-tree"  # where the first run leaves it
+            await press(pilot, "6")
+            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
+            assert app.query_one("#tabs").active == "sweep"
+            await press(pilot, "s")
+            await settle(pilot)
+            sweep = app.query_one(SweepView).sweep
+            assert sweep is not None and sweep.chunk_sizes == [1, 2, 4]
+            # from the tab bar too, and the footer offers the key while the tab shows
+            app.query_one(ContentTabs).focus()
+            await drain(pilot)
+            assert "sweep" in {b.binding.id for b in app.screen.active_bindings.values()}
+
+    run(scenario())
+
+
+def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await press(pilot, "3")  # during the first run: the tab holds a placeholder
+            await settle(pilot)
+            assert not isinstance(app.focused, Sidebar), "the folded-away sidebar must not hold the focus"
+            await press(pilot, "s")
+            assert app.query_one(DiffView).side_by_side
+            await press(pilot, "1", "s")  # on another tab the key is not the Diff tab's
+            assert app.query_one(DiffView).side_by_side
+
+    run(scenario())
+
+
+def test_the_palette_offers_every_binding_and_every_action_has_one(tmp_path):
+    app_actions = {name[len("action_"):] for name, _ in inspect.getmembers(ShardscopeApp, inspect.isfunction)
+                   if name.startswith("action_") and name in vars(ShardscopeApp)}
+    bound = {binding.action.split("(")[0] for binding in ShardscopeApp.BINDINGS}
+    assert app_actions <= bound, f"actions of the app with no key (so not in the palette): {app_actions - bound}"
+    for view, tab in ((DiffView, "diff"), (SweepView, "sweep")):
+        view_actions = {name[len("action_"):] for name in vars(view) if name.startswith("action_")}
+        assert view_actions <= {b.action for b in TAB_BINDINGS[tab]}, (view, view_actions)
+
+    async def scenario():
+        app = make_app(small_demo(tmp_path))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            provider = SystemCommandsProvider(app.screen)
+            hits = {hit.text: hit async for hit in provider.discover()}
+            for binding in ShardscopeApp.BINDINGS:
+                title = "Quit" if binding.action == "quit" else binding.description  # Textual offers its own Quit
+                assert title in hits, f"the palette does not offer {binding.key} ({title})"
+                if binding.action != "quit":
+                    assert hits[title].help == binding.tooltip, title
+            # a tab's own action runs from another tab: the palette opens the tab and acts there
+            assert app.query_one("#tabs").active == "plans"
+            hits["Run sweep"].command()
+            await eventually(pilot, lambda: app.query_one("#tabs").active == "sweep", "the Sweep tab opens")
+            await settle(pilot)
+            assert app.query_one(SweepView).sweep is not None
+            hits["Side by side"].command()
+            await settle(pilot)
+            assert app.query_one("#tabs").active == "diff" and app.query_one(DiffView).side_by_side
+
+    run(scenario())
+
+
+def test_after_f2_twice_the_digits_switch_tabs_even_from_an_input():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "6")
+            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
+            budget = app.query_one("#sweep-budget", Input)
+            budget.focus()
+            await press(pilot, "2", "0")
+            assert budget.value == "20"  # typing in the input, as it should
+            await press(pilot, "f2", "f2")
+            assert app.sidebar_shown
+            assert not isinstance(app.focused, Input), f"f2 left the focus in {app.focused}"
+            await press(pilot, "2")
+            assert app.query_one("#tabs").active == "graph" and budget.value == "20"
+            assert app.focused is not None and app.query_one("#graph") in app.focused.ancestors
+
+    run(scenario())
+
+
+def test_the_digits_switch_tabs_from_the_sweep_tabs_button():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "6")
+            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
+            app.query_one("#sweep-run").focus()
+            await press(pilot, "2")
+            assert app.query_one("#tabs").active == "graph", "Textual gave the focus to the budget input, in the Sweep tab"
+            assert app.query_one("#sweep-budget", Input).value == ""
+
+    run(scenario())
+
+
+def test_hiding_the_sidebar_gives_the_focus_to_the_tab_shown():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one("#functions").focus()
+            await press(pilot, "f2")
+            assert not app.sidebar_shown
+            assert app.focused is not None and app.focused.id == "naive-tree"
+            await press(pilot, "6", "f2", "f2")  # the Sweep tab: its scrolling charts, not its budget input
+            assert app.focused is not None and app.query_one("#sweep") in app.focused.ancestors
+            assert not isinstance(app.focused, Input)
+
+    run(scenario())
+
+
+def test_closing_the_help_leaves_the_focus_out_of_the_folded_sidebar():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            app.set_focus(None)  # as on a tab with nothing to focus
+            await press(pilot, "question_mark", "escape")
+            focused = app.focused
+            assert focused is None or app.query_one(Sidebar) not in focused.ancestors_with_self, focused
+            await press(pilot, "f2", "f2", "2")
+            assert app.query_one("#tabs").active == "graph"
+
+    run(scenario())
+
+
+def test_the_help_says_how_to_close_it():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await press(pilot, "question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            scroll = app.screen.query_one("VerticalScroll")
+            assert scroll.border_subtitle == "Escape, ? or q: close"
+            first_lines = app.screen.query_one("Markdown").source.splitlines()[:3]
+            assert "**Escape, ? or q closes this help**" in "\n".join(first_lines)
+            assert app.screen.focused is scroll, "the help takes the focus, so the arrow keys scroll it"
+            await press(pilot, "q")
+            assert not isinstance(app.screen, HelpScreen) and app.is_running
+
+    run(scenario())
