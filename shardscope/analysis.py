@@ -311,7 +311,7 @@ def _trace(built: Any, with_reference: bool, report: Progress) -> tuple[dict[str
             if plan is not None and plan.role != "baseline" and traced:
                 unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {plans.first_line(exc)}"
                 continue
-            raise plans.describe_trace_error(exc, ",".join(built.shapes.batch_axes)) from exc
+            raise plans.describe_trace_error(exc, tuple(built.shapes.batch_axes)) from exc
     return traced, unavailable
 
 

@@ -116,36 +116,26 @@ def mesh_text(closed_jaxpr: Any) -> str | None:
 
 def _trace(loaded: Any, report: Progress) -> tuple[dict[str, tuple[Any, Any]], dict[str, str]]:
     """``{name: (traced, inspection)}`` of every program that traces, and why the others do not."""
-    import time
-
-    import jax
-
-    from shardscope.inspection import argument_names, inspect_traced, pytree_names
+    from shardscope.inspection import argument_names, inspect_traced, pytree_names, trace_program
+    from shardscope.programs import CLI_DEBUG
 
     traced, unavailable, errors = {}, {}, []
     programs = list(loaded.functions.values())
     for i, program in enumerate(programs):
         report("tracing", i / len(programs))
         fn, args, kwargs = program.fn, program.spec.args, program.spec.kwargs
-        jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
-        start = time.perf_counter()
         try:
-            trace = jitted.trace(*args, **kwargs)
+            trace, trace_s = trace_program(fn, args, kwargs, program.name, CLI_DEBUG)
         except SystemExit as exc:  # the program called sys.exit(): a message, not our exit status
             errors.append(TraceError(f"{program.name} called sys.exit({exc.code!r}) while being traced.",
                                      "shardscope traces the program: it must return, not exit"))
             unavailable[program.name] = f"it called sys.exit({exc.code!r}) while being traced"
             continue
-        except Exception as exc:
-            errors.append(TraceError(
-                f"{program.name} fails to trace on its example arguments: {quote_error(exc)}",
-                "check the example arguments of @shardscope.program against what the function expects; "
-                "`shardscope check FILE --debug` shows JAX's error",
-            ))
+        except TraceError as error:
+            errors.append(error)
             # one line: it also heads the diff export and sits in the Timings tab's notes
-            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(exc, 3).split())
+            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(error.__cause__, 3).split())
             continue
-        trace_s = time.perf_counter() - start
         inspection = inspect_traced(trace, program.name, argument_names(fn, args, kwargs),
                                     pytree_names(trace.out_info, "out"), trace_s)
         traced[program.name] = (trace, inspection)
