@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -294,13 +296,34 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
 
 
 def _source(eqn: Any) -> str:
-    """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``."""
+    """``file.py:42 (fn)``: the innermost frame outside JAX and outside shardscope that made ``eqn``.
+
+    A plan's own collectives (the deferred plan's ``psum`` after the loop) are made in
+    shardscope's plan bodies, called from shardscope's analysis: they have no such frame, and
+    their source is empty (the plan names them, :func:`shardscope.analysis.inspect_plan`).
+    """
     from jax._src import source_info_util
 
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    frames = source_info_util.user_frames(eqn.source_info.traceback)
+    frame = next((f for f in frames if not is_shardscope_file(f.file_name)), None)
     if frame is None:
         return ""
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=256)
+def is_shardscope_file(file_name: str) -> bool:
+    """True when ``file_name`` is a module of the shardscope package (not a demo shipped in it:
+    demo and program files are imported under names of their own, not ``shardscope.*``)."""
+    try:
+        relative = Path(file_name).resolve().relative_to(_PACKAGE_DIR)
+    except (ValueError, OSError):
+        return False
+    parts = [*relative.parent.parts, relative.stem] if relative.stem != "__init__" else [*relative.parent.parts]
+    return ".".join(["shardscope", *parts]) in sys.modules
 
 
 def source_line(source: str) -> str:
