@@ -124,6 +124,9 @@ class Equation:
     # whose source is never shown, and not compared: the same program traced from another file
     # is the same program).
     source: str = field(default="", compare=False)
+    # the user's frames that made a cast or a psum_invariant (``_origin``): a psum_invariant is
+    # paired with the pvary it transposes by them; not compared, as ``source``
+    origin: tuple[tuple[str, int, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -291,8 +294,26 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         blocks=blocks,
         trip_count=trip,
         source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES else "",
+        origin=_origin(eqn) if primitive in ORIGIN_PRIMITIVES else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
+
+
+ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
+"""The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
+transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
+
+
+def _origin(eqn: Any) -> tuple[tuple[str, int, str], ...]:
+    """The user's frames (outside JAX) that made ``eqn``: ``((file, line, function), ...)``.
+
+    JAX transposes an equation under the source information of the equation it transposes, so
+    the ``psum_invariant`` that is the transpose of a ``pvary`` has the same frames.
+    """
+    from jax._src import source_info_util
+
+    return tuple((f.file_name, f.start_line, f.function_name)
+                 for f in source_info_util.user_frames(eqn.source_info.traceback))
 
 
 def _source(eqn: Any) -> str:
