@@ -165,7 +165,7 @@ def test_inspection_renders_as_rich_text_and_html(train_step):
     assert "psum_invariant[batch]" in text and "params['W1']" in text and "deferrable" in text
     assert "Fix: cast" in text
     html = ins._repr_html_()
-    assert html.lstrip().startswith("<!DOCTYPE html>") and "deferrable" in html
+    assert html.startswith('<div id="shardscope-') and "deferrable" in html  # tests/test_inspection_html.py
     assert ins.__rich__() is not None
 
 
