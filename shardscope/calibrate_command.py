@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
         print(json.dumps(calibration_json(result)))
     else:
-        from rich.console import Console
+        from shardscope.output import stdout_console
 
-        render_calibration(result, Console())
+        render_calibration(result, stdout_console())
     return 0

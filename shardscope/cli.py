@@ -286,11 +286,10 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json.dumps(to_json(analysis, projection), allow_nan=False))
     else:
-        from rich.console import Console
-
+        from shardscope.output import stdout_console
         from shardscope.report import render
 
-        render(analysis, Console(), projection)
+        render(analysis, stdout_console(), projection)
     return 0
 
 
@@ -345,7 +344,7 @@ def _check(args: argparse.Namespace) -> int:
 
         print(json.dumps(check.to_json(args.file, inspections), allow_nan=False))
     else:
-        from rich.console import Console
+        from shardscope.output import stdout_console
 
-        check.render(inspections, Console())
+        check.render(inspections, stdout_console())
     return check.exit_code(inspections)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> 
 
         print(json.dumps(json_finite(sweep_json(sweep)), allow_nan=False))
     else:
-        from rich.console import Console
+        from shardscope.output import stdout_console
 
-        render_sweep(sweep, Console())
+        render_sweep(sweep, stdout_console())
     return 0
