@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from shardscope.launch import spawn_workers, start_jax
-from shardscope.settings import Settings
+from shardscope.settings import Settings, check_device_count
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -22,6 +22,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
     if args.devices < 2:
         raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
+    check_device_count(args.devices)  # before JAX starts: a thousand CPU devices take minutes to start
     if args.processes > 1 and args.worker is None:
         return spawn_workers(args, Settings(path=Path("."), devices=args.devices), parser)
     settings = Settings(path=Path("."), devices=args.devices)

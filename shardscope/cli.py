@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from shardscope.errors import SettingsError, ShardscopeError, print_error
 from shardscope.launch import DEFAULT_MAX_DEVICES, DEFAULT_TIMEOUT_S, spawn_workers, start_jax
@@ -257,7 +258,8 @@ def _run(args: argparse.Namespace) -> int:
     require_file(settings.path)  # before JAX starts: a typo fails fast
     demo_file = _check_devices_before_jax(settings)  # loaded once: what it prints at import, once
     if getattr(args, "processes", 1) > 1 and args.worker is None:
-        return spawn_workers(args, settings, build_parser())
+        batch = None if demo_file is None else _batch(demo_file, settings)
+        return spawn_workers(args, settings, build_parser(), batch)
     start_jax(args, settings)
     if args.command == "sweep":
         return sweep_command.run(args, settings, demo_file)
@@ -313,6 +315,16 @@ def _check_devices_before_jax(settings: Settings):
     # a 1-D mesh splits the batch over every device: the hint lists every count that works
     check_device_count(mesh.devices, batch_size(demo_file.get(settings.function).spec.x))
     return demo_file
+
+
+def _batch(demo_file: Any, settings: Settings) -> int | None:
+    """The demo's batch N, which the device counts suggested for ``--processes`` must split."""
+    from shardscope.examples import batch_size
+
+    try:
+        return batch_size(demo_file.get(settings.function).spec.x)
+    except ShardscopeError:
+        return None
 
 
 def _write_diff(text: str, output: str | None, force: bool) -> int:
