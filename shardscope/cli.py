@@ -182,10 +182,39 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``argv``; a bare ``shardscope FILE`` means ``shardscope open FILE``."""
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["open", *argv]
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(glue_dash_values(argv, parser))
     if args.command is None:
         build_parser().error("give a demo file: shardscope FILE, or shardscope report|diff FILE")
     return args
+
+
+def glue_dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--link -25GB/s,5us`` as ``--link=-25GB/s,5us``.
+
+    argparse reads a value that starts with ``-`` (and is not a plain negative number) as
+    another option, and says "expected one argument"; glued to its option, the value reaches
+    the option's own check, which says what is wrong with it (a negative bandwidth). A word that
+    is one of shardscope's options is left alone: ``--link --json`` is a missing value.
+    """
+    takes_value, known = set(), {"--"}
+    for sub in parser._subparsers._group_actions[0].choices.values():  # type: ignore[union-attr]
+        for action in sub._actions:
+            known.update(action.option_strings)
+            if action.option_strings and action.nargs is None:
+                takes_value.update(action.option_strings)
+    glued, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if word in takes_value and following and following.startswith("-") and following != "-" \
+                and following.split("=", 1)[0] not in known:
+            glued.append(f"{word}={following}")
+            i += 2
+            continue
+        glued.append(word)
+        i += 1
+    return glued
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

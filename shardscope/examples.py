@@ -132,8 +132,8 @@ def available_memory() -> int | None:
 
 def human_bytes(count: float) -> str:
     """``40.0 GB``, ``1.5 MB``, ``12 B`` (powers of 1000, as disks and memory are sold)."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if count < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB", "EB"):
+        if count < 1000 or unit == "EB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1000
     raise AssertionError("unreachable")

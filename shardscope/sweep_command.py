@@ -12,7 +12,8 @@ from shardscope.settings import Settings
 
 def check_options(args: argparse.Namespace) -> None:
     """Parse ``--chunk-sizes`` and ``--memory-budget`` before JAX starts (a typo fails fast)."""
-    from shardscope.sweep import parse_chunk_sizes, parse_size
+    from shardscope.quantities import parse_size
+    from shardscope.sweep import parse_chunk_sizes
 
     args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
     args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
