@@ -152,9 +152,11 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
 
     from shardscope import failures, hlo, measure
     from shardscope.crosscheck import compare_outputs
-    from shardscope.examples import materialize
+    from shardscope.examples import check_program_fits, materialize
+    from shardscope.inspection import argument_names
 
     compiled, compile_s, calls = {}, {}, {}
+    held = 0  # bytes the example arguments of the programs so far take (all are held until timed)
     for i, (name, (trace, _)) in enumerate(traced.items()):
         report("compiling", i / len(traced))
         try:
@@ -163,7 +165,10 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
             raise ShardscopeError(f"XLA failed to compile the program {name}: {quote_error(exc)}",
                                   "run `shardscope check FILE --debug` for the full error") from exc
         spec = loaded.functions[name].spec
-        args, kwargs = materialize(dynamic_arguments(name, spec, trace.args_info), SEED)
+        arguments = dynamic_arguments(name, spec, trace.args_info)
+        names = argument_names(loaded.functions[name].fn, *arguments) if arguments[0] is spec.args else None
+        held += check_program_fits(name, arguments, compiled[name].input_shardings, names, held)  # before they are made
+        args, kwargs = materialize(arguments, SEED)
         try:  # placed as the compiled program expects them: the timings measure the call alone
             args, kwargs = jax.device_put((args, kwargs), compiled[name].input_shardings)
         except Exception as exc:
