@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from shardscope.errors import DemoFileError, SettingsError
+from shardscope.interrupts import activity
 from shardscope.source_files import imported_source_error, not_a_file_error, source_text_error
 
 _MARK = "__shardscope_demo__"
@@ -182,7 +183,8 @@ def import_file(path: Path) -> tuple[Any, str]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        _import_quietly(module, spec.loader, path)
+        with activity(f"importing {path}", code_file_name(path)):  # named if interrupted meanwhile
+            _import_quietly(module, spec.loader, path)
     except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
         sys.modules.pop(module_name, None)
         raise DemoFileError(
