@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-newest bench bench-quick screenshots clean
+.PHONY: demo test test-newest bench bench-quick screenshots readme clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -43,6 +43,10 @@ bench-quick: $(STAMP)
 
 screenshots: $(STAMP)
 	$(BIN)/python -m screenshots.make
+
+# The README's command-output samples, rewritten from real runs (screenshots/readme.py).
+readme: $(STAMP)
+	$(BIN)/python -m screenshots.readme
 
 clean:
 	rm -rf $(VENV) $(NEWEST_VENV) build *.egg-info .pytest_cache
