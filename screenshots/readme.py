@@ -11,7 +11,8 @@ columns, from this checkout. ``from TEXT`` keeps the output from the first line 
 ``lines N`` its first N lines (``...`` marks what is left out), ``status`` writes the exit status
 beside the command; ``;`` separates several commands in one block. ``--check`` rewrites nothing
 and exits 1 when a sample's structure (:func:`structure`: rows, columns, counts and bytes, with
-times and ratios masked) differs from a fresh run's; the tests run the same comparison.
+times and ratios masked) differs from a fresh run's; the tests run the same comparison. The
+samples are made in the reference environment (``.venv``: jax 0.10.2), as the screenshots are.
 """
 
 from __future__ import annotations
