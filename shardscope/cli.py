@@ -198,7 +198,8 @@ def glue_dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[s
     is one of shardscope's options is left alone: ``--link --json`` is a missing value.
     """
     takes_value, known = set(), {"--"}
-    for sub in parser._subparsers._group_actions[0].choices.values():  # type: ignore[union-attr]
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for sub in commands.choices.values():
         for action in sub._actions:
             known.update(action.option_strings)
             if action.option_strings and action.nargs is None:
