@@ -288,7 +288,40 @@ def inspect_plan(traced: Any, name: str, args: tuple, trace_s: float) -> Any:
 
     params, x, v = args
     inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
-    return inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
+    inspection = inspect_traced(traced, name, inputs, pytree_names(traced.out_info, "params"), trace_s)
+    return with_plan_sources(inspection, name)
+
+
+def with_plan_sources(inspection: Any, plan: str) -> Any:
+    """``inspection`` with the plan's own collectives named as such: a collective no line of the
+    user's made (the deferred plan's ``psum`` after the loop, the naive plan's ``all_gather`` of
+    a sharded leaf) gets ``the deferred plan's own psum_invariant, after the chunk loop`` as its
+    source, not a line of shardscope's plan bodies."""
+    from dataclasses import replace
+
+    if all(c.source for c in inspection.collectives):
+        return inspection
+    where = {site.equation.id: _placement(site) for site in inspection.program.sites()
+             if site.equation.kind == "collective"}
+    named = []
+    for c in inspection.collectives:
+        if not c.source:
+            source = f"the {plan} plan's own {c.primitive}, {where[c.equation_id]}"
+            c = replace(c, source=source, value=c.value or source)
+        named.append(c)
+    return replace(inspection, collectives=tuple(named))
+
+
+def _placement(site: Any) -> str:
+    """``inside the chunk loop``, ``before the chunk loop`` or ``after the chunk loop``: where a
+    plan's collective sits against the plan's loop over the chunks (the outermost loop)."""
+    if site.loops:
+        return "inside the chunk loop" if len(site.loops) == 1 else "inside a loop in the chunk loop"
+    names = [eqn.name for eqn in site.block.equations]
+    loops = [i for i, eqn in enumerate(site.block.equations) if eqn.kind == "loop"]
+    if not loops:
+        return "with no loop around it"
+    return "before the chunk loop" if names.index(site.equation.name) < loops[0] else "after the chunk loop"
 
 
 def _measure(built: Any, traced: dict, settings: Settings, report: Progress) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from shardscope.bundled import SEED_DEMO, find_file, listing
 from shardscope.devices import ensure_devices
@@ -196,7 +197,37 @@ def parse(argv: list[str]) -> argparse.Namespace:
     alone opens the seed demo)."""
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["open", *argv]
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    return parser.parse_args(glue_dash_values(argv, parser))
+
+
+def glue_dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--link -25GB/s,5us`` as ``--link=-25GB/s,5us``.
+
+    argparse reads a value that starts with ``-`` (and is not a plain negative number) as
+    another option, and says "expected one argument"; glued to its option, the value reaches
+    the option's own check, which says what is wrong with it (a negative bandwidth). A word that
+    is one of shardscope's options is left alone: ``--link --json`` is a missing value.
+    """
+    takes_value, known = set(), {"--"}
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for sub in commands.choices.values():
+        for action in sub._actions:
+            known.update(action.option_strings)
+            if action.option_strings and action.nargs is None:
+                takes_value.update(action.option_strings)
+    glued, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if word in takes_value and following and following.startswith("-") and following != "-" \
+                and following.split("=", 1)[0] not in known:
+            glued.append(f"{word}={following}")
+            i += 2
+            continue
+        glued.append(word)
+        i += 1
+    return glued
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -291,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
     demo_file, settings = _load_checked(settings)  # loaded once: what it prints at import, once
     if spawns_workers(args):
         args.mesh = settings.mesh  # the demo's own mesh, if it has one: the workers run on it too
-        return spawn_workers(args, settings, build_parser())
+        return spawn_workers(args, settings, build_parser(), _batch(demo_file, settings))
     ensure_devices(settings.mesh.devices)
     if args.command == "sweep":
         return sweep_command.run(args, settings, demo_file)
@@ -320,11 +351,10 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json.dumps(to_json(analysis, projection), allow_nan=False))
     else:
-        from rich.console import Console
-
+        from shardscope.output import stdout_console
         from shardscope.report import render
 
-        render(analysis, Console(), projection)
+        render(analysis, stdout_console(), projection)
     return 0
 
 
@@ -355,6 +385,16 @@ def _load_checked(settings: Settings):
     return demo_file, settings
 
 
+def _batch(demo_file: Any, settings: Settings) -> int | None:
+    """The demo's batch N, which the device counts suggested for ``--processes`` must split."""
+    from shardscope.examples import batch_size
+
+    try:
+        return batch_size(demo_file.get(settings.function).spec.x)
+    except ShardscopeError:
+        return None
+
+
 def _write_diff(text: str, output: str | None, force: bool) -> int:
     if output is None or output == "-":
         sys.stdout.flush()
@@ -383,7 +423,7 @@ def _check(args: argparse.Namespace) -> int:
 
         print(json.dumps(check.to_json(path, inspections), allow_nan=False))
     else:
-        from rich.console import Console
+        from shardscope.output import stdout_console
 
-        check.render(inspections, Console())
+        check.render(inspections, stdout_console())
     return check.exit_code(inspections)

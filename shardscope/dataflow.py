@@ -93,21 +93,69 @@ def collectives(
     classifier = Classifier(index)
     inputs = [""] * (len(program.root.inputs) - len(input_names)) + list(input_names)
     named = any(inputs) or any(output_names)
-    return tuple(
-        Collective(
-            equation_id=site.equation.id,
-            primitive=site.equation.primitive,
-            axes=site.equation.axes,
+    gradients = gradient_names(program, index, inputs) if any(inputs) else {}
+    found = []
+    for site in sites:
+        eqn = site.equation
+        gradient_of = gradients.get(eqn.id, "")
+        value = gradient_of or (named and value_name(index, eqn, inputs, output_names)) or short_source(eqn.source)
+        found.append(Collective(
+            equation_id=eqn.id,
+            primitive=eqn.primitive,
+            axes=eqn.axes,
             loop_ids=tuple(loop.id for loop in site.loops),
             loop_trip_counts=tuple(loop.trip_count for loop in site.loops),
-            bytes_per_execution=payload_bytes(site.equation),
+            bytes_per_execution=payload_bytes(eqn),
             in_conditional=site.in_conditional,
-            value=(named and value_name(index, site.equation, inputs, output_names)) or short_source(site.equation.source),
-            source=short_source(site.equation.source),
-            verdict=classifier.verdict(site.equation, site.loops, site.in_conditional),
-        )
-        for site in sites
-    )
+            value=value,
+            source=short_source(eqn.source),
+            verdict=classifier.verdict(eqn, site.loops, site.in_conditional, gradient_of=gradient_of),
+        ))
+    return tuple(found)
+
+
+def gradient_names(program: Program, index: Any, input_names: Sequence[str]) -> dict[str, str]:
+    """``{psum_invariant id: the program input whose gradient it sums}`` (``W``, ``params['W1']``).
+
+    A ``psum_invariant`` inside a VJP is the transpose of the implicit ``pvary`` of a value that is
+    the same on every device, where the model uses it. JAX makes the transpose under the
+    ``pvary``'s source information, so the two share their user frames (``Equation.origin``), axes
+    and type; the ``pvary``'s operand leads back to a program input. Only a pairing that leads
+    to exactly one input names one: the sum's own output (``out``) says nothing about it.
+    """
+    casts: dict[tuple, list[tuple[Equation, int]]] = {}
+    sums = []
+    for site in program.sites():
+        eqn = site.equation
+        if eqn.primitive in ("pvary", "pcast") and eqn.origin:
+            for k, operand in enumerate(eqn.inputs):
+                casts.setdefault(_pairing_key(eqn, operand), []).append((eqn, k))
+        elif eqn.primitive == "psum_invariant" and eqn.origin:
+            sums.append(eqn)
+    came_from: dict[tuple[str, int], set[str]] = {}  # a cast's operand -> the inputs it comes from
+
+    def inputs_of(cast: Equation, k: int) -> set[str]:
+        if (cast.id, k) not in came_from:
+            reached = index.backward(index.block_of[cast.id].block.id, [cast.inputs[k].name])
+            came_from[cast.id, k] = {input_names[i] for i in reached if i < len(input_names) and input_names[i]}
+        return came_from[cast.id, k]
+
+    names = {}
+    for eqn in sums:
+        found: set[str] = set()
+        pairs = [pair for result in eqn.outputs for pair in casts.get(_pairing_key(eqn, result), ())]
+        for cast, k in pairs:
+            found |= inputs_of(cast, k)
+            if len(found) > 1:  # layers made by one line in a loop: ambiguous, named by the output
+                break
+        if len(found) == 1:
+            names[eqn.id] = found.pop()
+    return names
+
+
+def _pairing_key(eqn: Equation, value: Any) -> tuple:
+    """What a ``pvary``'s operand and the ``psum_invariant`` transposing it have in common."""
+    return (eqn.origin, tuple(sorted(eqn.axes)), value.shape, value.dtype)
 
 
 def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str]) -> str:

@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 
 from shardscope.errors import DemoFileError, SettingsError
 from shardscope.mesh import Mesh, is_axis_name
+from shardscope.interrupts import activity
+from shardscope.source_files import imported_source_error, not_a_file_error, source_text_error
 
 _MARK = "__shardscope_demo__"
 
@@ -165,8 +167,12 @@ def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -
 
 
 def file_fingerprint(path: Path) -> str:
-    """A digest of the file's bytes: a reload is needed when it changes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    """A digest of the file's bytes: a reload is needed when it changes.
+
+    Raises :class:`DemoFileError` when ``path`` is no longer a regular file (reading a FIFO
+    would block until a writer comes, ``/dev/zero`` never ends).
+    """
+    return hashlib.sha256(require_file(path).read_bytes()).hexdigest()[:16]
 
 
 def require_file(path: str | Path) -> Path:
@@ -180,11 +186,8 @@ def require_file(path: str | Path) -> Path:
             if scripts
             else "give the path to a Python file with functions marked @shardscope.demo(...)",
         )
-    if not path.is_file():
-        raise DemoFileError(
-            f"No such demo file: {path}",
-            "give the path to a Python file with functions marked @shardscope.demo(...)",
-        )
+    if not path.is_file():  # missing, or a device, a FIFO, a socket: said without opening it
+        raise not_a_file_error(path)
     return path
 
 
@@ -226,7 +229,11 @@ def import_file(path: Path) -> tuple[Any, str]:
 
     Raises :class:`DemoFileError` with the failing line when the import fails.
     """
-    fingerprint = file_fingerprint(path)
+    source = path.read_bytes()
+    not_text = source_text_error(path, source)
+    if not_text is not None:
+        raise not_text
+    fingerprint = hashlib.sha256(source).hexdigest()[:16]  # as file_fingerprint
     module_name = f"_shardscope_demo_{path.stem}_{fingerprint}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -234,7 +241,8 @@ def import_file(path: Path) -> tuple[Any, str]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        _import_quietly(module, spec.loader, path)
+        with activity(f"importing {path}", code_file_name(path)):  # named if interrupted meanwhile
+            _import_quietly(module, spec.loader, path)
     except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
         sys.modules.pop(module_name, None)
         raise DemoFileError(
@@ -244,6 +252,9 @@ def import_file(path: Path) -> tuple[Any, str]:
         ) from None
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
+        not_text = imported_source_error(exc, path)
+        if not_text is not None:
+            raise not_text from exc
         # the error may be in a module the demo imports: name the file it is in
         where = Path(exc.filename) if exc.filename else path
         imported = "" if _same_file(where, path) else f" (imported by {path.name})"

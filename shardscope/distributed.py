@@ -62,6 +62,9 @@ def join_as_worker(role: WorkerRole, local_devices: int) -> None:
     jax.config.update("jax_num_cpu_devices", local_devices)
     jax.distributed.initialize(
         coordinator_address=role.coordinator,
+        # JAX binds the coordinator on every interface ([::]:PORT) whatever the address says:
+        # local workers keep it on the loopback address they connect to
+        coordinator_bind_address=role.coordinator,
         num_processes=role.processes,
         process_id=role.process_id,
         initialization_timeout=INITIALIZATION_TIMEOUT_S,

@@ -103,6 +103,55 @@ def check_fits(params: Any, x: Any, devices: int) -> int:
     return sum(sizes.values())
 
 
+def check_program_fits(program: str, arguments: Any, shardings: Any, names: list[str] | None = None,
+                       held: int = 0) -> int:
+    """Refuse a program's example arguments that cannot fit in memory, before they are made.
+
+    ``arguments`` is the ``(args, kwargs)`` the compiled program takes and ``shardings`` its
+    ``input_shardings`` (the same structure): a shape leaf is filled on the host, then placed as
+    the program expects it (a replicated leaf once on every device, a sharded one split over
+    them). Concrete arrays exist already; only their device copies count. ``names`` are the
+    leaves' names (``params['W']``; default ``args[0]['W']``); ``held`` the bytes the arguments
+    of the programs before it already take. Returns the bytes these arguments take.
+    """
+    named = named_leaves(arguments, "")
+    # None: an argument the program does not use (jit prunes it), put on one device as it is
+    placed = jax.tree.leaves(shardings, is_leaf=lambda s: s is None or isinstance(s, jax.sharding.Sharding))
+    if len(placed) != len(named):
+        return 0  # a structure this check does not understand: the allocation will say what it says
+    if names is None or len(names) != len(named):
+        names = [_argument_name(path) for path, _ in named]
+    needed, sizes = 0, {}
+    for name, (_, leaf), sharding in zip(names, named, placed):
+        shape, itemsize = leaf_shape(name, leaf), leaf_dtype(leaf).itemsize
+        whole = math.prod(shape) * itemsize
+        on_devices = whole if sharding is None else (
+            math.prod(sharding.shard_shape(shape)) * itemsize * len(sharding.device_set))
+        host = whole if is_shape(leaf) else 0
+        sizes[name] = (shape, leaf_dtype(leaf), whole)
+        needed += host + on_devices
+    available = available_memory()
+    if available is not None and held + needed > available:
+        name, (shape, dtype, size) = max(sizes.items(), key=lambda item: item[1][2])
+        others = f" besides the {human_bytes(held)} of the programs before it" if held else ""
+        raise SettingsError(
+            f"The example arguments of the program {program} do not fit in memory: {name} alone is {shape} "
+            f"{dtype.name} = {human_bytes(size)}; made and placed as the program expects them they need at least "
+            f"{human_bytes(needed)}{others}, and {human_bytes(available)} is available.",
+            f"give {program} smaller example arguments in @shardscope.program(args=...) to open it here (the "
+            "collectives do not depend on the sizes); `shardscope check FILE` traces it as it is, without "
+            "making the arguments",
+        )
+    return needed
+
+
+def _argument_name(path: str) -> str:
+    """``[0]['embedding']`` (a leaf of ``(args, kwargs)``) as ``args[0]['embedding']``."""
+    if path.startswith("[0]"):
+        return "args" + path[3:]
+    return "kwargs" + path[3:] if path.startswith("[1]") else path
+
+
 def available_memory() -> int | None:
     """Bytes this process may still allocate: MemAvailable, or the cgroup's limit if lower."""
     limits = []
@@ -132,8 +181,8 @@ def available_memory() -> int | None:
 
 def human_bytes(count: float) -> str:
     """``40.0 GB``, ``1.5 MB``, ``12 B`` (powers of 1000, as disks and memory are sold)."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if count < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB", "EB"):
+        if count < 1000 or unit == "EB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1000
     raise AssertionError("unreachable")

@@ -35,17 +35,27 @@ def collectives_table(collectives: tuple, title: str | None = None) -> Any:
     from rich.text import Text
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("#", "collective", "value", "loops", "runs/call", "B/call", "verdict"):
-        table.add_column(column, justify="right" if column in ("#", "runs/call", "B/call") else "left",
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in RIGHT_ALIGNED else "left",
                          no_wrap=column not in ("collective", "value"))
-    for i, c in enumerate(collectives, 1):
-        kind = c.verdict_kind if c.in_loop else "-"
-        table.add_row(
-            str(i), Text(f"{c.primitive}[{','.join(c.axes)}]"), Text(c.value), trips_text(c.loop_trip_counts), runs_text(c),
-            "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}",
-            Text(kind, VERDICT_STYLES.get(kind, "")),
-        )
+    for row in table_rows(collectives):
+        *cells, kind = row
+        table.add_row(*map(Text, cells), Text(kind, VERDICT_STYLES.get(kind, "")))
     return table
+
+
+COLUMNS = ("#", "collective", "value", "loops", "runs/call", "B/call", "verdict")
+"""The columns of the findings table, in the text, rich and HTML renderings alike."""
+RIGHT_ALIGNED = frozenset({"#", "runs/call", "B/call"})
+
+
+def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
+    """The cells of the findings table, one tuple per collective (the verdict ``-`` outside loops)."""
+    return [
+        (str(i), f"{c.primitive}[{','.join(c.axes)}]", c.value, trips_text(c.loop_trip_counts), runs_text(c),
+         "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.verdict_kind if c.in_loop else "-")
+        for i, c in enumerate(collectives, 1)
+    ]
 
 
 def notes(collectives: tuple) -> list[str]:
@@ -93,12 +103,10 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
 
 
 def to_html(inspection: "Inspection") -> str:
-    """The rendering as HTML (for notebooks)."""
-    from rich.console import Console
+    """The rendering as an HTML fragment for notebooks (:mod:`shardscope.findings_html`)."""
+    from shardscope.findings_html import inspection_html
 
-    console = Console(record=True, file=io.StringIO(), width=140)
-    console.print(render_inspection(inspection))
-    return console.export_html(inline_styles=True)
+    return inspection_html(inspection)
 
 
 def collective_json(c: Any) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from functools import cached_property
 from typing import Any, Callable, Sequence
 
 from shardscope.counts import total_executions
-from shardscope.errors import TraceError
+from shardscope.errors import ShardscopeError
+from shardscope.failures import trace_error
 from shardscope.gc_pause import gc_paused
 
 
@@ -84,21 +85,36 @@ def inspect(fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
     ``jax.ShapeDtypeStruct`` pytrees. Raises :class:`~shardscope.errors.TraceError` when it does
     not trace.
     """
+    return inspect_program(fn, args, kwargs, debug=API_DEBUG)
+
+
+API_DEBUG = "JAX's whole error is this exception's __cause__"
+"""Where the Python API's trace errors say the whole of JAX's error is (the CLI says ``--debug``)."""
+
+
+def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
+                    debug: str = API_DEBUG) -> Inspection:
+    """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace error says that
+    ``debug`` shows the whole of JAX's error."""
+    name = name or getattr(fn, "__name__", type(fn).__name__)
+    traced, trace_s = trace_program(fn, args, kwargs, name, debug)
+    return inspect_traced(traced, name, argument_names(fn, args, kwargs), pytree_names(traced.out_info, "out"), trace_s)
+
+
+def trace_program(fn: Callable, args: tuple, kwargs: dict, name: str, debug: str) -> tuple[Any, float]:
+    """``jax.jit(fn).trace(*args, **kwargs)`` and its seconds; JAX's error as a :class:`TraceError`
+    (:func:`shardscope.failures.trace_error`, the quoting every command shares)."""
     import jax
 
     jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
-    name = getattr(fn, "__name__", type(fn).__name__)
     start = time.perf_counter()
     try:
         traced = jitted.trace(*args, **kwargs)
+    except ShardscopeError:
+        raise
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TraceError(
-            f"{name} fails to trace on its example arguments: {type(exc).__name__}: {first}",
-            "check the example arguments against what the function expects; --debug shows JAX's error",
-        ) from exc
-    trace_s = time.perf_counter() - start
-    return inspect_traced(traced, name, argument_names(fn, args, kwargs), pytree_names(traced.out_info, "out"), trace_s)
+        raise trace_error(exc, name, demo=False, debug=debug) from exc
+    return traced, time.perf_counter() - start
 
 
 @gc_paused

@@ -7,10 +7,10 @@ come from; where a vendor publishes no latency, the source says the value is an 
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
+from shardscope.quantities import parse_rate
 
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 """Where the ring formulas (and the bus-bandwidth factors 2(n-1)/n and (n-1)/n) come from."""
@@ -75,6 +75,10 @@ PRESETS: tuple[Link, ...] = (
 )
 """The presets ``--project`` and ``shardscope presets`` know, fastest first."""
 
+MAX_PROJECTED_DEVICES = 100_000
+"""The most devices ``--project PRESET:DEVICES`` puts in one ring: the largest clusters hold about
+100,000 accelerators, and a flat ring over more is not a model of any machine."""
+
 CUSTOM_LINK_NAME = "link"
 """The name ``--project`` uses for the link given with ``--link BW,LATENCY``."""
 
@@ -96,36 +100,15 @@ _BANDWIDTH_UNITS = {
     "bps": 1 / 8, "kbps": 1e3 / 8, "mbps": 1e6 / 8, "gbps": 1e9 / 8, "tbps": 1e12 / 8,
 }
 _LATENCY_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([^\s]*)\s*$")
-
-
-def _quantity(text: str, units: dict[str, float], default_unit: str) -> float | None:
-    match = _NUMBER.match(text)
-    if not match:
-        return None
-    number, unit = float(match.group(1)), match.group(2)
-    # B/s is bytes, b/s and bps are bits: only the unit's case tells them apart
-    if unit.endswith("B/s"):
-        scale = units.get(unit[:-3].lower() + "b/s")
-    elif unit.endswith("b/s"):
-        scale = units.get(unit[:-3].lower() + "bps")
-    else:
-        scale = units.get(unit.lower() or default_unit)
-    return None if scale is None else number * scale
-
-
 def parse_link(text: str) -> Link:
     """``--link BW,LATENCY``: ``25GB/s,5us``, ``400Gb/s,2us``, ``25e9,5e-6`` (bytes/s, seconds)."""
     parts = text.split(",")
-    hint = "write --link BW,LATENCY, e.g. --link 25GB/s,5us or --link 400Gbps,2us (plain numbers: B/s and s)"
+    hint = ("write --link BW,LATENCY, e.g. --link 25GB/s,5us or --link 400Gbps,2us (plain numbers: B/s and s); "
+            "bandwidth units B/s, kB/s ... TB/s, KiB/s ... TiB/s, b/s or bps ... Tbps; latency units s, ms, us, ns")
     if len(parts) != 2:
         raise SettingsError(f"--link {text!r} is not BW,LATENCY.", hint)
-    bandwidth = _quantity(parts[0], _BANDWIDTH_UNITS, "b/s")
-    latency = _quantity(parts[1], _LATENCY_UNITS, "s")
-    if bandwidth is None or bandwidth <= 0:
-        raise SettingsError(f"--link bandwidth {parts[0].strip()!r} is not a positive bandwidth.", hint)
-    if latency is None:
-        raise SettingsError(f"--link latency {parts[1].strip()!r} is not a time.", hint)
+    bandwidth = parse_rate(parts[0], _BANDWIDTH_UNITS, "b/s", "--link bandwidth", hint)
+    latency = parse_rate(parts[1], _LATENCY_UNITS, "s", "--link latency", hint, allow_zero=True)
     return Link(CUSTOM_LINK_NAME, bandwidth, latency, f"given on the command line: --link {text}")
 
 
@@ -143,6 +126,12 @@ def parse_project(text: str, custom: Link | None) -> tuple[Link, int | None]:
                 "write --project PRESET:DEVICES, e.g. --project nvlink-h100:8",
             )
         devices = int(devices_text)
+        if devices > MAX_PROJECTED_DEVICES:
+            raise SettingsError(
+                f"--project {text!r}: {devices:,} devices is more than the {MAX_PROJECTED_DEVICES:,} a projection "
+                "takes (one ring over every device; no machine has more accelerators in one collective).",
+                f"project onto at most {MAX_PROJECTED_DEVICES:,} devices, e.g. --project {name or 'PRESET'}:1024",
+            )
     if name == CUSTOM_LINK_NAME:
         if custom is None:
             raise SettingsError("--project link needs --link BW,LATENCY.", "e.g. --link 25GB/s,5us --project link:16")

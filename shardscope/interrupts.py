@@ -85,6 +85,47 @@ def end_child_processes(grace_s: float = 1.0) -> None:
                 pass
 
 
+_activities: dict[int, list[tuple[str, str | None]]] = {}  # thread id -> what it is doing, innermost last
+
+
+@contextmanager
+def activity(what: str, code_file: str | None = None) -> Iterator[None]:
+    """Say what this thread is doing while the block runs (``importing demo.py``), for the message
+    of an interrupt that lands meanwhile; ``code_file`` is the file whose line it is at then."""
+    ident = threading.get_ident()
+    with _lock:
+        _activities.setdefault(ident, []).append((what, code_file))
+    try:
+        yield
+    finally:
+        with _lock:
+            stack = _activities[ident]
+            stack.pop()
+            if not stack:
+                del _activities[ident]
+
+
+def current_activity() -> str | None:
+    """``importing demo.py, at line 3``: what a thread was last said to be doing (None: nothing)."""
+    with _lock:
+        doing = [(ident, stack[-1]) for ident, stack in _activities.items() if stack]
+    if not doing:
+        return None
+    ident, (what, code_file) = doing[-1]
+    line = _line_in(ident, code_file) if code_file else None
+    return what + (f", at line {line}" if line is not None else "")
+
+
+def _line_in(ident: int, code_file: str) -> int | None:
+    """The line of ``code_file`` the thread ``ident`` is at (its innermost frame in that file)."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code.co_filename == code_file:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
 def exit_status(signum: int) -> int:
     """The shell's status for a process ended by ``signum``: 130 for SIGINT, 143 for SIGTERM."""
     return 128 + signum
@@ -94,9 +135,12 @@ def leave(signum: int, frame: object = None) -> None:
     """Signal handler: remove temporary files, end child processes, say so, and exit now."""
     remove_temporary_files()
     end_child_processes()
-    try:
-        sys.stderr.write(f"\nshardscope: interrupted ({signal.Signals(signum).name}); nothing was written\n")
-        sys.stderr.flush()
+    doing = current_activity()
+    during = f" while {doing}" if doing else ""
+    try:  # the real stderr: an import in progress has sys.stderr redirected to hold its output
+        stderr = sys.__stderr__ or sys.stderr
+        stderr.write(f"\nshardscope: interrupted ({signal.Signals(signum).name}){during}; nothing was written\n")
+        stderr.flush()
     except Exception:  # noqa: BLE001 - stderr may be closed; leaving matters more
         pass
     os._exit(exit_status(signum))

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -125,6 +127,9 @@ class Equation:
     # ``fori_loop``: the JAX function the user called that made a loop (a fori_loop with static
     # bounds is a scan in the jaxpr; only the traceback says which it was). Empty when unknown.
     written_as: str = field(default="", compare=False)
+    # the user's frames that made a cast or a psum_invariant (``_origin``): a psum_invariant is
+    # paired with the pvary it transposes by them; not compared, as ``source``
+    origin: tuple[tuple[str, int, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -293,15 +298,39 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         trip_count=trip,
         source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
         written_as=_written_as(eqn) if primitive in LOOP_PRIMITIVES else "",
+        origin=_origin(eqn) if primitive in ORIGIN_PRIMITIVES else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
 
 
-def _source(eqn: Any) -> str:
-    """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``."""
+ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
+"""The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
+transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
+
+
+def _origin(eqn: Any) -> tuple[tuple[str, int, str], ...]:
+    """The user's frames (outside JAX) that made ``eqn``: ``((file, line, function), ...)``.
+
+    JAX transposes an equation under the source information of the equation it transposes, so
+    the ``psum_invariant`` that is the transpose of a ``pvary`` has the same frames.
+    """
     from jax._src import source_info_util
 
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    return tuple((f.file_name, f.start_line, f.function_name)
+                 for f in source_info_util.user_frames(eqn.source_info.traceback))
+
+
+def _source(eqn: Any) -> str:
+    """``file.py:42 (fn)``: the innermost frame outside JAX and outside shardscope that made ``eqn``.
+
+    A plan's own collectives (the deferred plan's ``psum`` after the loop) are made in
+    shardscope's plan bodies, called from shardscope's analysis: they have no such frame, and
+    their source is empty (the plan names them, :func:`shardscope.analysis.inspect_plan`).
+    """
+    from jax._src import source_info_util
+
+    frames = source_info_util.user_frames(eqn.source_info.traceback)
+    frame = next((f for f in frames if not is_shardscope_file(f.file_name)), None)
     if frame is None:
         return ""
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
@@ -332,6 +361,19 @@ def _written_as(eqn: Any) -> str:
         if code.co_name != "reraise_with_filtered_traceback":  # jax's api_boundary wrapper
             called = code.co_name
     return ""
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=256)
+def is_shardscope_file(file_name: str) -> bool:
+    """True when ``file_name`` is a module of the shardscope package (not a demo shipped in it:
+    demo and program files are imported under names of their own, not ``shardscope.*``)."""
+    try:
+        relative = Path(file_name).resolve().relative_to(_PACKAGE_DIR)
+    except (ValueError, OSError):
+        return False
+    parts = [*relative.parent.parts, relative.stem] if relative.stem != "__init__" else [*relative.parent.parts]
+    return ".".join(["shardscope", *parts]) in sys.modules
 
 
 def source_line(source: str) -> str:

@@ -52,9 +52,10 @@ def start_jax(args: argparse.Namespace, settings: Settings) -> None:
         request_devices(max(devices, DEFAULT_MAX_DEVICES))
 
 
-def check_process_options(args: argparse.Namespace, settings: Settings | None = None) -> None:
+def check_process_options(args: argparse.Namespace, settings: Settings | None = None,
+                          batch: int | None = None) -> None:
     """Refuse ``--processes P`` with ``--distributed``, or (given the settings) with a device count
-    that P does not divide."""
+    that P does not divide (the counts suggested also split ``batch``, a demo's N, when known)."""
     from shardscope.errors import SettingsError
 
     if not spawns_workers(args):
@@ -62,11 +63,8 @@ def check_process_options(args: argparse.Namespace, settings: Settings | None = 
     if getattr(args, "distributed", False):
         raise SettingsError("--processes and --distributed do not go together.",
                             "--processes P spawns local workers; --distributed joins a cluster's launcher")
-    if settings is not None and settings.mesh.devices % args.processes:
-        raise SettingsError(
-            f"--devices {settings.mesh.devices} does not split over --processes {args.processes}.",
-            f"use a device count that is a multiple of {args.processes}, e.g. --devices {2 * args.processes}",
-        )
+    if settings is not None:
+        check_process_split(settings.mesh.devices, args.processes, batch)
 
 
 def spawns_workers(args: argparse.Namespace) -> bool:
@@ -74,12 +72,17 @@ def spawns_workers(args: argparse.Namespace) -> bool:
     return getattr(args, "processes", 1) > 1 and getattr(args, "worker", None) is None
 
 
-def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse.ArgumentParser) -> int:
-    """``--processes P``: the same command in P joined local workers; process 0 prints."""
+def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse.ArgumentParser,
+                  batch: int | None = None) -> int:
+    """``--processes P``: the same command in P joined local workers; process 0 prints.
+
+    ``batch`` (a demo's N, when known) narrows the device counts a refusal suggests to the ones
+    that also split the batch.
+    """
     from shardscope.errors import print_error
     from shardscope.processes import WorkerFailed, run_workers
 
-    check_process_options(args, settings)
+    check_process_options(args, settings, batch)
     try:
         return run_workers(worker_argv(args, parser), args.processes, args.timeout)
     except WorkerFailed as exc:
@@ -87,6 +90,34 @@ def spawn_workers(args: argparse.Namespace, settings: Settings, parser: argparse
             raise
         print_error(exc)
         return exc.exit_code
+
+
+def check_process_split(devices: int, processes: int, batch: int | None = None) -> None:
+    """Raise :class:`SettingsError` unless ``devices`` splits evenly over ``processes`` workers.
+
+    The device counts a refusal suggests are multiples of ``processes`` within the cap of
+    simulated devices (and divisors of ``batch`` when given); when none is, it says so and
+    suggests process counts that split ``devices`` instead.
+    """
+    from shardscope.errors import SettingsError
+    from shardscope.settings import MAX_DEVICES
+
+    if devices % processes == 0:
+        return
+    fitting = [d for d in range(processes, MAX_DEVICES + 1, processes) if batch is None or batch % d == 0]
+    within = f" (at most {MAX_DEVICES} simulated devices" + (f" that split the batch N={batch})" if batch else ")")
+    splits = ", ".join(str(p) for p in range(2, devices + 1) if devices % p == 0) or "1"
+    if processes > MAX_DEVICES:
+        hint = (f"each worker needs a device of its own and shardscope simulates at most {MAX_DEVICES}: "
+                f"use --processes {splits} with --devices {devices}")
+    elif fitting:
+        larger = [d for d in fitting if d >= devices]
+        examples = ", ".join(map(str, (larger or fitting[::-1])[:3]))
+        hint = f"use a device count that is a multiple of {processes}{within}: --devices {examples}"
+    else:
+        hint = (f"no device count up to {MAX_DEVICES}{f' that splits the batch N={batch}' if batch else ''} is a "
+                f"multiple of {processes}: use --processes {splits} with --devices {devices}")
+    raise SettingsError(f"--devices {devices} does not split over --processes {processes}.", hint)
 
 
 def worker_argv(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:

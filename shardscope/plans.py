@@ -24,9 +24,9 @@ from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 from shardscope import bodies, keys
 from shardscope.bodies import Layout, Split
 from shardscope.demos import DemoFunction
-from shardscope.errors import SettingsError, ShardscopeError, TraceError, quote_error
+from shardscope.errors import SettingsError, ShardscopeError, TraceError
 from shardscope.examples import batch_size, check_fits, materialize
-from shardscope.failures import model_error
+from shardscope.failures import model_error, trace_error
 from shardscope.settings import Settings
 from shardscope.shapes import Shapes, resolve_shapes
 
@@ -262,7 +262,7 @@ def trace_plans(
             if plan is not None and plan.role != "baseline" and traced:
                 unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {first_line(exc)}"
                 continue
-            raise describe_trace_error(exc, ",".join(built.shapes.batch_axes)) from exc
+            raise describe_trace_error(exc, tuple(built.shapes.batch_axes)) from exc
     return traced, unavailable
 
 
@@ -305,19 +305,6 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def describe_trace_error(exc: BaseException, axis: str) -> TraceError:
-    """Turn JAX's tracing error into a message that quotes it, with a ``lax.pcast`` hint for carry errors."""
-    text = str(exc)
-    if "carry" in text and "manual axis types do not match" in text:
-        return TraceError(
-            "A loop in the model starts from a value that is the same on every device but becomes "
-            "per-device (varying over the mesh axis) inside the loop: " + quote_error(exc),
-            "derive the initial carry from x, e.g. jnp.zeros_like(x[:, 0]), so that it is per-device like x "
-            f"(lax.pcast(init, {axis!r}, to='varying') does the same only where f runs inside shard_map: "
-            "shardscope also runs f unmapped, for the reference)",
-        )
-    return TraceError(
-        f"The model fails to trace under jax.shard_map: {quote_error(exc)}",
-        "jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; "
-        "--debug shows JAX's full error",
-    )
+def describe_trace_error(exc: BaseException, axis: str | tuple[str, ...]) -> TraceError:
+    """JAX's error tracing a plan of the demo's ``f`` over ``axis`` (:func:`failures.trace_error`)."""
+    return trace_error(exc, "the model", demo=True, axis=axis)

@@ -12,8 +12,9 @@ def run(as_json: bool) -> int:
 
         print(json.dumps([link.to_json() for link in PRESETS]))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from shardscope.output import stdout_console
 
     table = Table(title="interconnect presets (--project PRESET:DEVICES)", title_justify="left")
     for column in ("name", "bandwidth (one way)", "latency (per step)", "what", "source"):
@@ -21,5 +22,5 @@ def run(as_json: bool) -> int:
     for link in PRESETS:
         table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
                       link.description, link.source)
-    Console().print(table)
+    stdout_console().print(table)
     return 0

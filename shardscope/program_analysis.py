@@ -116,36 +116,26 @@ def mesh_text(closed_jaxpr: Any) -> str | None:
 
 def _trace(loaded: Any, report: Progress) -> tuple[dict[str, tuple[Any, Any]], dict[str, str]]:
     """``{name: (traced, inspection)}`` of every program that traces, and why the others do not."""
-    import time
-
-    import jax
-
-    from shardscope.inspection import argument_names, inspect_traced, pytree_names
+    from shardscope.inspection import argument_names, inspect_traced, pytree_names, trace_program
+    from shardscope.programs import CLI_DEBUG
 
     traced, unavailable, errors = {}, {}, []
     programs = list(loaded.functions.values())
     for i, program in enumerate(programs):
         report("tracing", i / len(programs))
         fn, args, kwargs = program.fn, program.spec.args, program.spec.kwargs
-        jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
-        start = time.perf_counter()
         try:
-            trace = jitted.trace(*args, **kwargs)
+            trace, trace_s = trace_program(fn, args, kwargs, program.name, CLI_DEBUG)
         except SystemExit as exc:  # the program called sys.exit(): a message, not our exit status
             errors.append(TraceError(f"{program.name} called sys.exit({exc.code!r}) while being traced.",
                                      "shardscope traces the program: it must return, not exit"))
             unavailable[program.name] = f"it called sys.exit({exc.code!r}) while being traced"
             continue
-        except Exception as exc:
-            errors.append(TraceError(
-                f"{program.name} fails to trace on its example arguments: {quote_error(exc)}",
-                "check the example arguments of @shardscope.program against what the function expects; "
-                "`shardscope check FILE --debug` shows JAX's error",
-            ))
+        except TraceError as error:
+            errors.append(error)
             # one line: it also heads the diff export and sits in the Timings tab's notes
-            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(exc, 3).split())
+            unavailable[program.name] = "it fails to trace: " + " ".join(quote_error(error.__cause__, 3).split())
             continue
-        trace_s = time.perf_counter() - start
         inspection = inspect_traced(trace, program.name, argument_names(fn, args, kwargs),
                                     pytree_names(trace.out_info, "out"), trace_s)
         traced[program.name] = (trace, inspection)
@@ -162,9 +152,11 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
 
     from shardscope import failures, hlo, measure
     from shardscope.crosscheck import compare_outputs
-    from shardscope.examples import materialize
+    from shardscope.examples import check_program_fits, materialize
+    from shardscope.inspection import argument_names
 
     compiled, compile_s, calls = {}, {}, {}
+    held = 0  # bytes the example arguments of the programs so far take (all are held until timed)
     for i, (name, (trace, _)) in enumerate(traced.items()):
         report("compiling", i / len(traced))
         try:
@@ -173,7 +165,10 @@ def _measure(loaded: Any, traced: dict, settings: Settings, report: Progress) ->
             raise ShardscopeError(f"XLA failed to compile the program {name}: {quote_error(exc)}",
                                   "run `shardscope check FILE --debug` for the full error") from exc
         spec = loaded.functions[name].spec
-        args, kwargs = materialize(dynamic_arguments(name, spec, trace.args_info), SEED)
+        arguments = dynamic_arguments(name, spec, trace.args_info)
+        names = argument_names(loaded.functions[name].fn, *arguments) if arguments[0] is spec.args else None
+        held += check_program_fits(name, arguments, compiled[name].input_shardings, names, held)  # before they are made
+        args, kwargs = materialize(arguments, SEED)
         try:  # placed as the compiled program expects them: the timings measure the call alone
             args, kwargs = jax.device_put((args, kwargs), compiled[name].input_shardings)
         except Exception as exc:

@@ -51,16 +51,13 @@ class ProgramFunction:
 
     def inspect(self) -> Any:
         """Trace it on its example arguments: a :class:`~shardscope.inspection.Inspection`."""
-        from shardscope.inspection import inspect
+        from shardscope.inspection import inspect_program
 
-        result = inspect(self.fn, *self.spec.args, **self.spec.kwargs)
-        return result if result.function == self.name else _renamed(result, self.name)
+        return inspect_program(self.fn, self.spec.args, self.spec.kwargs, self.name, CLI_DEBUG)
 
 
-def _renamed(inspection: Any, name: str) -> Any:
-    from dataclasses import replace
-
-    return replace(inspection, function=name)
+CLI_DEBUG = "`shardscope check FILE --debug` shows JAX's whole error"
+"""Where a program's trace error says the whole of JAX's error is (in the CLI and the app)."""
 
 
 @dataclass(frozen=True)

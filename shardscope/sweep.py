@@ -7,7 +7,6 @@ pick is the fastest point whose per-device footprint fits the memory budget.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -16,19 +15,6 @@ from shardscope.settings import Settings, divisors
 
 SweepProgress = Callable[[int, int, int], None]
 """``progress(done, total, chunk_size)`` after each chunk size; may raise to cancel."""
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?[bB]|[bB])?\s*$")
-_SIZE_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """``512MiB``, ``1.5GB``, ``4096`` (bytes) as a whole number of bytes."""
-    match = _SIZE.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise SettingsError(f"{text!r} is not a memory size.", "write e.g. --memory-budget 512MiB, 2GB or 1048576")
-    return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()])
-
 
 def parse_chunk_sizes(text: str) -> tuple[int, ...]:
     """``1,2,4,8`` as ascending distinct chunk sizes."""

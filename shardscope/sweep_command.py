@@ -12,7 +12,8 @@ from shardscope.settings import Settings
 
 def check_options(args: argparse.Namespace) -> None:
     """Parse ``--chunk-sizes`` and ``--memory-budget`` before JAX starts (a typo fails fast)."""
-    from shardscope.sweep import parse_chunk_sizes, parse_size
+    from shardscope.quantities import parse_size
+    from shardscope.sweep import parse_chunk_sizes
 
     args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
     args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> 
 
         print(json.dumps(json_finite(sweep_json(sweep)), allow_nan=False))
     else:
-        from rich.console import Console
+        from shardscope.output import stdout_console
 
-        render_sweep(sweep, Console())
+        render_sweep(sweep, stdout_console())
     return 0

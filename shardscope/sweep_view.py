@@ -24,8 +24,8 @@ HIDDEN = "···"
 
 
 def mib(n: int) -> str:
-    """Bytes in binary units: ``512 B``, ``16.3 KiB``, ``1.25 MiB``, ``2 GiB``."""
-    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+    """Bytes in binary units: ``512 B``, ``16.3 KiB``, ``1.25 MiB``, ``2 GiB``, ``1 PiB``."""
+    for scale, unit in ((2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"

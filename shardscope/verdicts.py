@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import prod
 
@@ -60,10 +61,13 @@ class Classifier:
         self.index = index
         self._varying: dict[str, set[tuple[str, str]]] = {}
 
-    def verdict(self, eqn: Equation, loops: tuple[Equation, ...], conditional: bool = False) -> Verdict:
+    def verdict(self, eqn: Equation, loops: tuple[Equation, ...], conditional: bool = False,
+                gradient_of: str = "") -> Verdict:
         """The verdict of the collective ``eqn``, inside ``loops`` (outermost first).
 
         ``conditional``: it sits in a ``cond`` branch, so its runs per call are an upper bound.
+        ``gradient_of``: the program input whose gradient a ``psum_invariant`` sums (``W``,
+        ``params['W1']``; empty when unknown), which the fix casts to varying.
         """
         if not loops:
             return Verdict(NEEDED, "It runs once per call, outside any loop.")
@@ -73,7 +77,7 @@ class Classifier:
         if eqn.primitive in REDUCTIONS:
             deferred_out_of = AdditivePaths(self.index, eqn).loops()
             if deferred_out_of:
-                return self._deferrable(eqn, loops, deferred_out_of, conditional)
+                return self._deferrable(eqn, loops, deferred_out_of, conditional, gradient_of)
             return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
         return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
                                "it must run in the loop.")
@@ -116,28 +120,49 @@ class Classifier:
 
     # ------------------------------------------------------------------ deferral
 
-    def _deferrable(self, eqn: Equation, loops: tuple, deferred: tuple, conditional: bool) -> Verdict:
+    def _deferrable(self, eqn: Equation, loops: tuple, deferred: tuple, conditional: bool,
+                    gradient_of: str = "") -> Verdict:
         remaining = tuple(loop for loop in loops if loop not in deferred)
         after = _runs(remaining)
-        axes = ", ".join(repr(a) for a in eqn.axes)
+        axes = axes_argument(eqn.axes)
         where = _loops_words(deferred)
         if eqn.primitive == "psum_invariant":
             # the transpose of the implicit pvary of a value that is the same on every device
-            what = "the replicated value whose gradient this is (e.g. params)"
+            what, code = cast_to_varying(gradient_of, axes)
         else:
-            what = "the accumulator"
+            what, code = "the accumulator", f"lax.pcast(value, {axes}, to='varying')"
         return Verdict(
             DEFERRABLE,
             f"Its result is only added into the carry of {where}: the sum over devices commutes "
             "with the sum over iterations.",
             fix=(
-                f"cast {what} to varying before {where} (lax.pcast(value, {axes}, to='varying')), start the "
-                f"accumulator varying too, and {_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once "
-                f"after the loop: {_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
+                f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
+                f"{_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once after the loop: "
+                f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
             ),
             loop_ids=tuple(loop.id for loop in deferred),
             executions_after=after,
         )
+
+
+def axes_argument(axes: tuple[str, ...]) -> str:
+    """The mesh axes as ``lax.pcast`` and ``lax.psum`` take them: ``'s'``, ``('data', 'model')``."""
+    return repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
+
+
+def cast_to_varying(gradient_of: str, axes: str) -> tuple[str, str]:
+    """What to cast and the line that does it: the argument by its name (``W``, ``W =
+    lax.pcast(W, 's', to='varying')``), a pytree argument as a whole when the gradient is of one
+    of its leaves (``params = jax.tree.map(...)``), else a description and a template."""
+    root = re.match(r"[A-Za-z_]\w*", gradient_of)
+    if root is None or gradient_of.startswith("args["):
+        return ("the replicated value whose gradient this is (e.g. params)",
+                f"lax.pcast(value, {axes}, to='varying')")
+    name = root.group()
+    if name == gradient_of:
+        return name, f"{name} = lax.pcast({name}, {axes}, to='varying')"
+    return (f"{name} (this is the gradient of its leaf {gradient_of})",
+            f"{name} = jax.tree.map(lambda p: lax.pcast(p, {axes}, to='varying'), {name})")
 
 
 def _runs_text(runs: int | None, upper_bound: bool = False) -> str:

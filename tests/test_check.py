@@ -17,8 +17,8 @@ def test_check_step_exits_1_and_prints_the_fix():
     result = run_cli("check", DEMOS / "train_step.py", "--function", "step")
     assert result.returncode == 1, result.stderr
     out = result.stdout
-    assert "deferrable" in out and "out['W1']" in out and "out['W2']" in out
-    assert "lax.pcast(value, 'batch', to='varying')" in " ".join(out.split())
+    assert "deferrable" in out and "params['W1']" in out and "params['W2']" in out
+    assert "params = jax.tree.map(lambda p: lax.pcast(p, 'batch', to='varying'), params)" in " ".join(out.split())
     assert "check failed: step" in out
 
 
@@ -40,7 +40,7 @@ def test_check_json_has_the_issue_fields():
         assert finding["verdict"] == "deferrable" and finding["executions"] == 4
         assert finding["loop_trip_counts"] == [4] and finding["axes"] == ["batch"]
         assert finding["source"].startswith("train_step.py:") and finding["fix"]
-    assert sorted(f["value"] for f in step["findings"]) == ["out['W1']", "out['W2']"]
+    assert sorted(f["value"] for f in step["findings"]) == ["params['W1']", "params['W2']"]
     assert {c["verdict"] for c in fixed["collectives"]} == {"needed"}
     assert [c["bytes_per_call"] for c in fixed["collectives"]] == [2048, 128]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -108,6 +109,62 @@ def test_sigint_ends_every_worker_and_frees_the_port():
     assert "Traceback" not in stderr
     assert workers_of(spawned.pid) == []
     assert port_is_free(port)
+
+
+def listening_sockets() -> dict[str, tuple[str, int]]:
+    """``{socket inode: (address, port)}`` of every listening TCP socket, from /proc/net/tcp{,6}."""
+    found = {}
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A":  # TCP_LISTEN
+                continue
+            address, port = fields[1].split(":")
+            # the kernel prints each 32-bit word of the address in host (little-endian) order
+            words = [bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, len(address), 8)]
+            packed = b"".join(words)
+            family = socket.AF_INET if table == "tcp" else socket.AF_INET6
+            found[fields[9]] = (socket.inet_ntop(family, packed), int(port, 16))
+    return found
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    return inodes
+
+
+def is_loopback(address: str) -> bool:
+    return address.startswith("127.") or address in ("::1",) or address.startswith("::ffff:127.")
+
+
+def test_workers_listen_on_the_loopback_address_only():
+    """The coordinator (process 0) and gloo's sockets: read while the run is in progress."""
+    spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "-r", "300")
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers_of(spawned.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = workers_of(spawned.pid)
+        port = int(workers[0][1].split("--worker 127.0.0.1:")[1].split(",")[0])
+        coordinator = []
+        while not coordinator and time.monotonic() < deadline:
+            coordinator = [address for address, p in listening_sockets().values() if p == port]
+            time.sleep(0.1)
+        # 127.0.0.1 (or ::ffff:127.0.0.1 in tcp6), not [::] or 0.0.0.0: every interface
+        assert coordinator and all(is_loopback(address) for address in coordinator), coordinator
+        time.sleep(2)  # the workers have joined: gloo's own sockets are open too
+        inodes = set().union(*(socket_inodes(pid) for pid, _ in workers_of(spawned.pid)))
+        opened = [sock for inode, sock in listening_sockets().items() if inode in inodes]
+        assert opened and all(is_loopback(address) for address, _ in opened), opened
+    finally:
+        spawned.send_signal(signal.SIGINT)
+        spawned.communicate(timeout=30)
+    assert workers_of(spawned.pid) == []
 
 
 def test_sigterm_ends_every_worker():

@@ -8,7 +8,8 @@ import pytest
 
 from _support import DEMOS, run_cli
 from shardscope.errors import SettingsError
-from shardscope.sweep import parse_chunk_sizes, parse_size
+from shardscope.quantities import parse_size
+from shardscope.sweep import parse_chunk_sizes
 
 MLP = DEMOS / "mlp.py"
 BUDGET = 20 * 2**10  # mlp on 2 devices: chunk sizes 32 and 64 need more than 20 KiB per device

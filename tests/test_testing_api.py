@@ -22,7 +22,7 @@ def test_assert_no_collectives_in_loops_fails_with_the_findings_table(ts):
     with pytest.raises(AssertionError) as failure:
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys)
     message = str(failure.value)
-    assert message.startswith("2 collective equation(s) inside loops: psum_invariant of out['W2'] (4 runs/call)")
+    assert message.startswith("2 collective equation(s) inside loops: psum_invariant of params['W2'] (4 runs/call)")
     assert "deferrable" in message and "Fix: cast" in message and "psum_invariant[batch]" in message
 
 
@@ -35,8 +35,8 @@ def test_assert_no_collectives_in_loops_passes_and_allows(ts):
     assert_no_collectives_in_loops(pipeline.pipeline, pipeline.weights, pipeline.inputs, allow=["ppermute"])
     assert_no_collectives_in_loops(pipeline.pipeline, pipeline.weights, pipeline.inputs, allow=["needed"])
     with pytest.raises(AssertionError):
-        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["out['W1']"])  # W2 still fails
-    assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["out['W1']", "out['W2']"])
+        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']"])  # W2 still fails
+    assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']", "params['W2']"])
 
 
 def test_assert_collectives_max_per_call(ts):
@@ -45,4 +45,4 @@ def test_assert_collectives_max_per_call(ts):
     with pytest.raises(AssertionError) as failure:
         assert_collectives(ts.step, ts.params, ts.xs, ts.ys, max_per_call={"psum_invariant": 2})
     assert "psum_invariant: 8 runs/call (at most 2)" in str(failure.value)
-    assert "out['W1']" in str(failure.value)
+    assert "params['W1']" in str(failure.value)

@@ -55,8 +55,19 @@ async def _run_until_quit(app: ShardscopeApp) -> int:
         print(app.profile.json_line(), file=sys.stderr)
     status = app.return_code or 0
     if runner.busy():  # the terminal is restored: leave without joining the worker
+        say_what_was_interrupted()
         leave_now(status)
     return status
+
+
+def say_what_was_interrupted() -> None:
+    """On stderr, what the worker left behind was doing (``importing demo.py, at line 3``), if it
+    said: a demo that loops forever at import is named when the user quits the loading screen."""
+    from shardscope.interrupts import current_activity
+
+    doing = current_activity()
+    if doing is not None:
+        print(f"shardscope: quit while {doing}; it had not finished", file=sys.__stderr__ or sys.stderr)
 
 
 def leave_now(status: int) -> None:

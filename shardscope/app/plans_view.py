@@ -6,6 +6,7 @@ the registry shows here without a change to this file.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.text import Text
@@ -28,8 +29,12 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     """Steps of n/N: per step, each plan's position of the collective carrying one value.
 
     Values repeat (two collectives of one source line): the k-th of a value pairs with the k-th.
+    A collective left without a partner then pairs with one of another plan that carries the
+    same leaf under another root (``params['W2']``, the gradient an all-reduce in a loop sums,
+    and ``out['W2']``, the same sum after the loop in a program that returns it).
     """
     steps: list[dict[str, int]] = []
+    values: list[str] = []
     where: dict[tuple[str, int], dict[str, int]] = {}
     for name, found in collectives.items():
         seen: dict[str, int] = {}
@@ -39,8 +44,31 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
             if key not in where:
                 where[key] = {}
                 steps.append(where[key])
+                values.append(c.value)
             where[key][name] = position
-    return steps
+    return _pair_leaves(steps, values, len(collectives))
+
+
+def _pair_leaves(steps: list[dict[str, int]], values: list[str], plans: int) -> list[dict[str, int]]:
+    """Merge steps that lack a plan with later ones of the same leaf path and other plans."""
+    merged: list[dict[str, int]] = []
+    open_steps: dict[str, list[dict[str, int]]] = {}  # leaf path -> merged steps still missing a plan
+    for step, value in zip(steps, values):
+        leaf = _LEAF.sub("", value) if _LEAF.match(value) else None
+        partner = next((s for s in open_steps.get(leaf, []) if not s.keys() & step.keys()), None) if leaf else None
+        if partner is not None:
+            partner.update(step)
+            if len(partner) == plans:
+                open_steps[leaf].remove(partner)
+            continue
+        merged.append(dict(step))
+        if leaf and len(step) < plans:
+            open_steps.setdefault(leaf, []).append(merged[-1])
+    return merged
+
+
+_LEAF = re.compile(r"^[A-Za-z_]\w*(?=\[)")
+"""The root of a pytree path (``params`` of ``params['W2']``), when a leaf path follows it."""
 
 
 class PlansView(Widget):

@@ -18,6 +18,15 @@ from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.settings import Settings
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
+PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows the traceback"
+"""The same for a program file, which ``report`` refuses."""
+
+
+def bug_hint(loaded: Any) -> str:
+    """The hint for an error that is not the user's: the command that shows its traceback."""
+    from shardscope.programs import ProgramFile
+
+    return PROGRAM_BUG_HINT if isinstance(loaded, ProgramFile) else BUG_HINT
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
             raise Cancelled
         post(RunProgress(request.run_id, stage, fraction))
 
+    demo_file = request.demo_file
     try:
         progress("loading", 0.0)
         from shardscope.devices import ensure_devices
@@ -87,7 +97,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
     except ShardscopeError as exc:
         post(RunFailed(request.run_id, exc.message, exc.hint))
     except Exception as exc:  # a traceback is a bug, but the app must keep running
-        post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", BUG_HINT))
+        post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", bug_hint(demo_file)))
 
 
 def analyze_file(settings: Settings, progress: Callable[[str, float], None], loaded: Any) -> Any:

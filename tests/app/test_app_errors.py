@@ -141,6 +141,25 @@ def test_missing_demo_file_is_an_error_panel(tmp_path):
     run(scenario())
 
 
+def test_a_fifo_is_named_in_the_error_panel_and_never_read(tmp_path):
+    import os
+
+    fifo = tmp_path / "model.py"
+    os.mkfifo(fifo)
+
+    async def scenario():
+        app = make_app(fifo)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "is a FIFO (named pipe), not a Python file" in panel.message
+            await press(pilot, "r")  # the reload check does not read it either
+            await settle(pilot)
+            assert panel.shown and "is a FIFO" in panel.message and app.is_running
+
+    run(scenario())
+
+
 def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
     async def scenario():
         path = write_demo(tmp_path / "model.py", batch=64)

@@ -66,7 +66,7 @@ class SweepFailed(Message):
 
 def budget_bytes(text: str) -> int | None:
     """The budget the input holds (None when empty); :class:`ShardscopeError` when unreadable."""
-    from shardscope.sweep import parse_size
+    from shardscope.quantities import parse_size
 
     return parse_size(text) if text.strip() else None
 
