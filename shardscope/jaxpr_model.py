@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+import shardscope
 from shardscope.gc_pause import gc_paused
 
 COLLECTIVE_PRIMITIVES = frozenset(
@@ -296,7 +297,8 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         params=_short_params(eqn.params),
         blocks=blocks,
         trip_count=trip,
-        source=_source(eqn) if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
+        source=_source(eqn, own=primitive in LOOP_PRIMITIVES)
+        if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
         written_as=_written_as(eqn) if primitive in LOOP_PRIMITIVES else "",
         origin=_origin(eqn) if primitive in ORIGIN_PRIMITIVES else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
@@ -320,18 +322,19 @@ def _origin(eqn: Any) -> tuple[tuple[str, int, str], ...]:
                  for f in source_info_util.user_frames(eqn.source_info.traceback))
 
 
-def _source(eqn: Any) -> str:
-    """``file.py:42 (fn)``: the innermost frame outside JAX and outside shardscope that made ``eqn``.
+def _source(eqn: Any, own: bool = False) -> str:
+    """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``.
 
-    A plan's own collectives (the deferred plan's ``psum`` after the loop) are made in
-    shardscope's plan bodies, called from shardscope's analysis: they have no such frame, and
-    their source is empty (the plan names them, :func:`shardscope.analysis.inspect_plan`).
+    When that frame is shardscope's own (a plan's chunk loop, the deferred plan's ``psum``
+    after the loop, made in shardscope's plan bodies) the source is empty, and the plan names
+    its collectives itself (:func:`shardscope.analysis.inspect_plan`); with ``own`` it is kept,
+    so that a loop can be told to be the plan's (:func:`shardscope.loop_names.loop_words`).
+    Frames further out (the analysis, the CLI, a test) never name an equation.
     """
     from jax._src import source_info_util
 
-    frames = source_info_util.user_frames(eqn.source_info.traceback)
-    frame = next((f for f in frames if not is_shardscope_file(f.file_name)), None)
-    if frame is None:
+    frame = next(iter(source_info_util.user_frames(eqn.source_info.traceback)), None)
+    if frame is None or (not own and is_shardscope_file(frame.file_name)):
         return ""
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
 
@@ -361,19 +364,19 @@ def _written_as(eqn: Any) -> str:
         if code.co_name != "reraise_with_filtered_traceback":  # jax's api_boundary wrapper
             called = code.co_name
     return ""
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(shardscope.__file__).resolve().parent
+_SHIPPED_DEMOS = "demo_files"
 
 
 @functools.lru_cache(maxsize=256)
 def is_shardscope_file(file_name: str) -> bool:
-    """True when ``file_name`` is a module of the shardscope package (not a demo shipped in it:
-    demo and program files are imported under names of their own, not ``shardscope.*``)."""
+    """True when ``file_name`` is one of shardscope's own modules; the demos shipped in the package
+    (``shardscope/demo_files``) are the user's code."""
     try:
         relative = Path(file_name).resolve().relative_to(_PACKAGE_DIR)
     except (ValueError, OSError):
         return False
-    parts = [*relative.parent.parts, relative.stem] if relative.stem != "__init__" else [*relative.parent.parts]
-    return ".".join(["shardscope", *parts]) in sys.modules
+    return relative.parts[0] != _SHIPPED_DEMOS
 
 
 def source_line(source: str) -> str:

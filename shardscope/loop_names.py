@@ -10,13 +10,7 @@ at model.py:12`` when the JAX function is not known.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
-
-from shardscope.jaxpr_model import short_source, source_file
-
-OWN_CODE = Path(__file__).resolve().parent
-"""shardscope's package: a loop whose line is here is a plan's own (the chunk loop), not the user's."""
+from shardscope.jaxpr_model import is_shardscope_file, short_source, source_file
 
 
 def loop_path(loop_id: str, enclosing_ids: tuple[str, ...]) -> str:
@@ -26,12 +20,11 @@ def loop_path(loop_id: str, enclosing_ids: tuple[str, ...]) -> str:
     return loop_id[len(head):] if loop_id.startswith(head) else loop_id
 
 
-@lru_cache(maxsize=1024)
 def is_own_code(source: str) -> bool:
-    """True when ``source`` (``/path/file.py:42 (fn)``) is a line of shardscope's own package
-    (cached: resolving the path asks the file system, and every loop label asks)."""
+    """True when ``source`` (``/path/file.py:42 (fn)``) is a line of shardscope's own modules (a
+    demo shipped in the package is the user's code: it is not imported as a shardscope module)."""
     path = source_file(source)
-    return path is not None and Path(path).resolve().is_relative_to(OWN_CODE)
+    return path is not None and is_shardscope_file(path)
 
 
 def loop_words(primitive: str, written_as: str, source: str) -> str:

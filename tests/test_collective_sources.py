@@ -16,7 +16,9 @@ from shardscope.analysis import analyze
 from shardscope.mesh import Mesh
 from shardscope.settings import Settings
 
-SHARDSCOPE_FILES = {path.name for path in (DEMOS.parent / "shardscope").rglob("*.py")}
+PACKAGE = DEMOS.parent / "shardscope"
+SHARDSCOPE_FILES = {path.name for path in PACKAGE.rglob("*.py") if "demo_files" not in path.relative_to(PACKAGE).parts}
+"""shardscope's own modules; the demos shipped in the package (shardscope/demo_files) are the user's code."""
 
 
 def sources(analysis) -> dict[str, list[tuple[str, str]]]:

@@ -14,6 +14,7 @@ import shardscope
 from shardscope.dataflow import loops
 from shardscope.jaxpr_model import from_jaxpr
 from shardscope.loop_names import loop_path, loop_words
+from _support import run_cli
 
 HERE = Path(__file__)
 DEMOS = HERE.parent.parent / "demos"
@@ -110,3 +111,18 @@ def test_the_rnn_plans_name_their_nested_loops_apart(analysis_of):
     ]
     wh = next(c for c in naive.collectives if c.value == "params['Wh']")
     assert f"the lax.scan at rnn.py:{scan_line} (rnn) inside the plan's chunk loop" in wh.verdict.fix
+
+
+def test_a_program_shipped_in_the_package_is_named_as_the_users_code_not_as_a_plan():
+    """The shipped demos live in shardscope's package folder (shardscope/demo_files) but are the
+    user's code: train_step's scan is "the lax.scan at train_step.py:N", never "the plan's chunk loop"."""
+    import shardscope.demo_files
+
+    path = Path(shardscope.demo_files.__path__[0]) / "train_step.py"
+    result = run_cli("check", path, "--function", "step")
+    assert result.returncode == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    line = 56  # the first of the two scans: step's (step_fixed's is the second)
+    assert "lax.scan(micro_batch" in path.read_text().splitlines()[line - 1]
+    assert f"the lax.scan at train_step.py:{line} (step)" in text
+    assert "plan's chunk loop" not in text
