@@ -119,6 +119,7 @@ _MASKS = (
     (re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:s|ms|us|µs|ns)\b"), "<time>"),
     (re.compile(r"\d+(?:\.\d+)?-\d+(?:\.\d+)?x\b"), "<ratios>"),
     (re.compile(r"\d+(?:\.\d+)?x\b"), "<ratio>"),
+    (re.compile(r",\s+median\s+<ratio>"), ""),  # a spread that contains 1 also says its median
     (re.compile(r"\b\d+(?:\.\d+)?e[-+]\d+\b"), "<error>"),  # a gradient error: floating-point noise
     (re.compile(r"\bnan\b"), "<error>"),
 )
