@@ -111,7 +111,7 @@ async def _wait_until(pilot, condition, timeout: float) -> None:
 
 async def _child_start() -> None:
     from shardscope.app import ShardscopeApp
-    from shardscope.settings import Settings
+    from shardscope.plans.settings import Settings
 
     from shardscope.app.messages import RunFinished, RunProgress
     from shardscope.app.profiling import process_age
@@ -207,7 +207,7 @@ async def _show_and_press(settings, analysis, first_key: str, presses: int) -> d
     ``N``; with ``presses``, then later ``n``s and ``down``) in the naive tree, timed."""
     from shardscope.app import ShardscopeApp
     from shardscope.app.messages import RunFinished
-    from shardscope.app.plans_view import PlansView
+    from shardscope.app.views.plans.plans_view import PlansView
 
     app = ShardscopeApp(settings, autorun=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -252,14 +252,14 @@ def _pooled(runs: list[dict]) -> dict:
 def _deep_analysis(target_equations: int) -> tuple[int, object, object, float]:
     """``demos/deep.py`` at the depth giving about ``target_equations``, traced only: (depth, settings, analysis, s)."""
     from benchmarks.scaling import calibrate, depth_for
-    from shardscope.devices import ensure_devices
+    from shardscope.pipeline.devices import ensure_devices
 
     ensure_devices(8)
     depth = depth_for(target_equations, *calibrate())
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
 
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     settings = Settings(path=DEMOS / "deep.py")
     start = time.perf_counter()

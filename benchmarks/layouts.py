@@ -3,7 +3,7 @@
 
 Run alone: ``python -m benchmarks.layouts [--repeats R]``; writes ``benchmarks/results/layouts.json``
 and prints the Markdown table BENCHMARKS.md quotes. Times are medians of interleaved rounds; the
-speedup is the median of the per-round ratios (shardscope.comparison).
+speedup is the median of the per-round ratios (shardscope.pipeline.comparison).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ CASES = (
 
 def run_case(demo: str, mesh: str, batch_axes: str | None, repeats: int) -> dict:
     """One analysis: per plan, runs per call, bytes, memory per device, median run time, error."""
-    from shardscope.analysis import analyze
-    from shardscope.mesh import Mesh, parse_axes
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.mesh import Mesh, parse_axes
+    from shardscope.plans.settings import Settings
 
     settings = Settings(ROOT / "demos" / demo, mesh=Mesh.parse(mesh), repeats=repeats,
                         batch_axes=None if batch_axes is None else parse_axes(batch_axes))
@@ -65,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    from shardscope.devices import ensure_devices
+    from shardscope.pipeline.devices import ensure_devices
 
     ensure_devices(8)
     results = [run_case(*case, args.repeats) for case in CASES]

@@ -5,7 +5,7 @@ On 8 simulated CPU devices, for a linear layer ``f(W, x) = x @ W`` with ``M`` pa
 ``T`` steps, at several chunks per device. The per-device batch ``B`` is fixed, so every
 chunk count does the same arithmetic: only the number of all-reduces changes.
 
-The floor is the registry's ``floor`` plan (``shardscope.plans.FLOOR``): the deferred plan
+The floor is the registry's ``floor`` plan (``shardscope.plans.registry.FLOOR``): the deferred plan
 without its final ``psum``; each device returns its partial gradient, stacked over the mesh axis
 (``out_specs=P(axis)``). It does the same chunked compute
 and no communication; the benchmark checks that its jaxpr and its compiled HLO have no
@@ -55,7 +55,7 @@ TIMED = ("naive", "deferred", "reference", "floor")
 def main(argv: list[str] | None = None) -> None:
     """Run the grid and write ``plans_at_scale.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    from shardscope.devices import ensure_devices
+    from shardscope.pipeline.devices import ensure_devices
 
     ensure_devices(DEVICES)
     grid = QUICK if args.quick else FULL
@@ -109,7 +109,7 @@ def _linear_demo(m: int, per_device_batch: int) -> Any:
     import jax
     import jax.numpy as jnp
 
-    from shardscope.demos import DemoFunction, DemoSpec
+    from shardscope.sources.demos import DemoFunction, DemoSpec
 
     def linear(W, x):
         return x @ W
@@ -128,7 +128,7 @@ def _rnn_demo(steps: int, per_device_batch: int) -> Any:
     import jax
     import jax.numpy as jnp
 
-    from shardscope.demos import load_demo_file
+    from shardscope.sources.demos import load_demo_file
 
     demo = load_demo_file(DEMOS / "rnn.py").get("rnn")
     assert demo.spec.params["Wh"].shape == (RNN_DIMS["H"],) * 2
@@ -141,13 +141,14 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
     import jax
     import numpy as np
 
-    from shardscope import measure, plans
-    from shardscope.settings import Settings
+    from shardscope.measure import timing
+    from shardscope.plans import registry
+    from shardscope.plans.settings import Settings
 
     settings = Settings(path=Path("benchmark"), devices=DEVICES, axis=AXIS,
                         chunk_size=per_device_batch // chunks, repeats=repeats)
     # the floor is one more plan of the registry: the deferred plan without its reduction
-    built = plans.build_plans(demo, settings, (plans.NAIVE, plans.DEFERRED, plans.FLOOR))
+    built = registry.build_plans(demo, settings, (registry.NAIVE, registry.DEFERRED, registry.FLOOR))
     assert built.shapes.chunks_per_device == chunks
     functions = built.functions
 
@@ -161,7 +162,7 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
     if collectives["floor"]["equations"] or hlo_collectives["floor"]["instructions"]:
         raise AssertionError(f"the floor program communicates: {collectives['floor']}, HLO {hlo_collectives['floor']}")
 
-    times = measure.time_interleaved({name: compiled[name] for name in TIMED}, built.args, repeats)
+    times = timing.time_interleaved({name: compiled[name] for name in TIMED}, built.args, repeats)
     median = {name: times[name].median for name in TIMED}
     rounds = _quartiles([n / d for n, d in zip(times["naive"].samples, times["deferred"].samples)])
     cell = {
@@ -173,12 +174,12 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
         "batch": built.shapes.batch,
         "collectives": collectives,
         "hlo_collectives": hlo_collectives,
-        "memory": {name: measure.memory(compiled[name]) for name in TIMED},
+        "memory": {name: timing.memory(compiled[name]) for name in TIMED},
         "max_abs_err": _errors(compiled, built.args),
         "trace_s": trace_s,
         "compile_s": compile_s,
         "run_s": {name: stats(times[name].samples) for name in TIMED},
-        # each round runs every program once (measure.time_interleaved rotates the order), so the
+        # each round runs every program once (timing.time_interleaved rotates the order), so the
         # ratio within one round is the side by side comparison; its median is the headline
         "naive_over_deferred": rounds["median"],
         "naive_over_deferred_rounds": rounds,
@@ -195,8 +196,8 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
 
 def _jaxpr_collectives(traced: dict) -> dict[str, dict[str, int]]:
     """Per plan, shardscope's count of collectives: equations, in loops, executed and bytes per call."""
-    from shardscope import dataflow
-    from shardscope.jaxpr_model import from_jaxpr
+    from shardscope.engine import dataflow
+    from shardscope.engine.jaxpr_model import from_jaxpr
 
     counts = {}
     for name in ("naive", "deferred", "floor"):
@@ -214,7 +215,7 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
     """Per program, the collective instructions XLA compiled (it may combine per-leaf all-reduces)."""
     import jax
 
-    from shardscope import hlo
+    from shardscope.engine import hlo
 
     counts = {}
     for name, program in compiled.items():
@@ -229,12 +230,13 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
 
 def _errors(compiled: dict, args: tuple) -> dict[str, float]:
     """Max abs error of each plan, and of the floor's partials summed, against the unchunked VJP."""
-    from shardscope import measure, plans
+    from shardscope.measure import timing
+    from shardscope.plans import registry
 
-    expected = compiled[plans.REFERENCE](*args)
-    errors = {plan.name: measure.max_abs_err(plan.gradient(compiled[plan.name](*args)), expected)
-              for plan in (plans.NAIVE, plans.DEFERRED)}
-    errors["floor_summed"] = measure.max_abs_err(plans.FLOOR.gradient(compiled["floor"](*args)), expected)
+    expected = compiled[registry.REFERENCE](*args)
+    errors = {plan.name: timing.max_abs_err(plan.gradient(compiled[plan.name](*args)), expected)
+              for plan in (registry.NAIVE, registry.DEFERRED)}
+    errors["floor_summed"] = timing.max_abs_err(registry.FLOOR.gradient(compiled["floor"](*args)), expected)
     return errors
 
 

@@ -28,7 +28,7 @@ PHASES = ("from_jaxpr", "build_graph", "collectives")
 def main(argv: list[str] | None = None) -> None:
     """Measure every size and write ``scaling.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    from shardscope.devices import ensure_devices
+    from shardscope.pipeline.devices import ensure_devices
 
     ensure_devices(2)
     grid = QUICK if args.quick else FULL
@@ -71,15 +71,15 @@ def depth_for(equations: int, base: int, per_layer: int) -> int:
 
 def _traced(depth: int) -> tuple[float, object, object]:
     """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
-    from shardscope import plans
-    from shardscope.demos import load_demo_file
-    from shardscope.jaxpr_model import from_jaxpr
-    from shardscope.settings import Settings
+    from shardscope.plans import registry
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.plans.settings import Settings
 
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
     demo = load_demo_file(DEEP).get("deep")
     assert len(demo.spec.params) == depth, "demos/deep.py did not take its depth from the environment"
-    built = plans.build_plans(demo, Settings(path=Path(DEEP)))
+    built = registry.build_plans(demo, Settings(path=Path(DEEP)))
     start = time.perf_counter()
     traced = built.functions["naive"].trace(*built.args)
     trace_s = time.perf_counter() - start
@@ -88,8 +88,8 @@ def _traced(depth: int) -> tuple[float, object, object]:
 
 def measure(depth: int, repeats: int) -> dict:
     """Trace once, then time each analysis phase ``repeats`` times."""
-    from shardscope import dataflow
-    from shardscope.jaxpr_model import from_jaxpr
+    from shardscope.engine import dataflow
+    from shardscope.engine.jaxpr_model import from_jaxpr
 
     trace_s, program, jaxpr = _traced(depth)
     phases: dict[str, list[float]] = {name: [] for name in PHASES}

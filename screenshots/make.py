@@ -54,7 +54,7 @@ async def screen_settled(pilot) -> None:
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
     from shardscope.app import make_app
-    from shardscope.settings import Settings
+    from shardscope.plans.settings import Settings
 
     app = make_app(Settings(demo, repeats=REPEATS), hide_measurements=True)
     saved = []
@@ -79,7 +79,7 @@ async def shoot_sweep(out: Path) -> Path:
     from textual.widgets import Input
 
     from shardscope.app import ShardscopeApp
-    from shardscope.settings import Settings
+    from shardscope.plans.settings import Settings
 
     app = ShardscopeApp(Settings(ROOT / "demos" / SWEEP_DEMO, repeats=REPEATS), hide_measurements=True)
     async with app.run_test(size=SIZE) as pilot:

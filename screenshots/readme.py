@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     updated = rewrite(text, fresh)
     if updated != text:
-        from shardscope.exports import write_atomic
+        from shardscope.render.exports import write_atomic
 
         write_atomic(README, updated, overwrite=True)
         print(f"rewrote {len(fresh)} sample(s) in {README.name}", file=sys.stderr)

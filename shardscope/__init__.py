@@ -7,18 +7,18 @@ need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any p
 
 from typing import Any
 
-from shardscope.demos import demo
+from shardscope.sources.demos import demo
 from shardscope.errors import ShardscopeError
-from shardscope.programs import program
+from shardscope.sources.programs import program
 
 
 def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.inspection.Inspection`.
+    """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.engine.inspection.Inspection`.
 
     Every collective with its loops, runs per call, bytes, value, source line and verdict;
     ``print()`` shows the table, a notebook its HTML.
     """
-    from shardscope.inspection import inspect as _inspect
+    from shardscope.engine.inspection import inspect as _inspect
 
     return _inspect(fn, *args, **kwargs)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from shardscope.inspection import Inspection, inspect
+from shardscope.engine.inspection import Inspection, inspect
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts"]
 

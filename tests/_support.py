@@ -24,9 +24,9 @@ def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
     """
     import jax
 
-    from shardscope.demos import load_demo_file
-    from shardscope.plans import build_plans
-    from shardscope.settings import Settings
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.plans.registry import build_plans
+    from shardscope.plans.settings import Settings
 
     settings = Settings(path=DEMOS / demo, devices=devices, chunk_size=chunk_size)
     built = build_plans(load_demo_file(settings.path).get(None), settings)
@@ -146,7 +146,7 @@ def branchy(p, x):
 
 def load_program_module(path: Path):
     """Import a program file (the devices are already set by conftest) and return the module."""
-    from shardscope.demos import import_file
+    from shardscope.sources.demos import import_file
 
     return import_file(path)[0]
 

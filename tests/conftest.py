@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardscope.devices import ensure_devices
+from shardscope.pipeline.devices import ensure_devices
 
 MAX_DEVICES = 8
 ensure_devices(MAX_DEVICES)
@@ -18,8 +18,8 @@ DEMOS = ROOT / "demos"
 
 @functools.lru_cache(maxsize=None)
 def _analysis(demo: str, function: str | None, devices: int, chunk_size: int | None, repeats: int):
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     settings = Settings(path=DEMOS / demo, function=function, devices=devices, chunk_size=chunk_size, repeats=repeats)
     return analyze(settings)

@@ -11,7 +11,7 @@ import re
 import pytest
 from _support import DEMOS, run_cli
 
-from shardscope.settings import MAX_DEVICES
+from shardscope.plans.settings import MAX_DEVICES
 
 LINEAR = DEMOS / "linear.py"  # N = 64
 BATCH = 64
@@ -77,7 +77,7 @@ def test_a_missing_value_is_still_a_missing_value():
 
 
 def test_petabytes_and_exabytes_are_sizes():
-    from shardscope.quantities import parse_size
+    from shardscope.costmodel.quantities import parse_size
 
     assert parse_size("1PiB") == 2**50 and parse_size("1PB") == 10**15
     assert parse_size("2EiB") == 2 * 2**60 and parse_size("1.5 TiB") == 3 * 2**39
@@ -99,7 +99,7 @@ def test_calibrate_refuses_sizes_that_do_not_fit_in_memory():
 
 
 def test_a_projection_is_capped_at_a_documented_device_count():
-    from shardscope.interconnects import MAX_PROJECTED_DEVICES
+    from shardscope.costmodel.interconnects import MAX_PROJECTED_DEVICES
 
     message, hint = refused("report", LINEAR, "--project", "nvlink-h100:99999999999999999999")
     assert f"more than the {MAX_PROJECTED_DEVICES:,} a projection takes" in message

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from _support import run_cli
-from shardscope.calibrate import AllReducePoint, Calibration, fit
+from shardscope.costmodel.calibrate import AllReducePoint, Calibration, fit
 
 
 def synthetic(devices: int, alpha: float, bandwidth: float, sizes: list[int]) -> list[AllReducePoint]:

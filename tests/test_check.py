@@ -7,7 +7,7 @@ import json
 import pytest
 from _support import DEMOS, run_cli
 
-from shardscope.check import check_file, exit_code
+from shardscope.pipeline.check import check_file, exit_code
 
 FINDING_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes_per_call", "verdict", "source",
                 "value", "fix"}

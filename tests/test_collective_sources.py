@@ -12,9 +12,9 @@ import json
 
 from _support import DEMOS, run_cli
 
-from shardscope.analysis import analyze
-from shardscope.mesh import Mesh
-from shardscope.settings import Settings
+from shardscope.pipeline.analysis import analyze
+from shardscope.plans.mesh import Mesh
+from shardscope.plans.settings import Settings
 
 PACKAGE = DEMOS.parent / "shardscope"
 SHARDSCOPE_FILES = {path.name for path in PACKAGE.rglob("*.py") if "demo_files" not in path.relative_to(PACKAGE).parts}

@@ -11,15 +11,15 @@ DEEP = DEMOS / "deep.py"
 
 def analyse(monkeypatch, depth: int, *, measure: bool = False):
     """The analysis of the deep demo at ``depth`` (traced only unless ``measure``)."""
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", str(depth))
     return analyze(Settings(path=DEEP, repeats=2), measure=measure)
 
 
 def test_default_depth_without_the_variable(monkeypatch):
-    from shardscope.demos import load_demo_file
+    from shardscope.sources.demos import load_demo_file
 
     monkeypatch.delenv("SHARDSCOPE_DEEP_DEPTH", raising=False)
     demo = load_demo_file(DEEP).get(None)

@@ -7,10 +7,10 @@ import textwrap
 import pytest
 
 from _support import DEMOS
-from shardscope.analysis import analyze
-from shardscope.demos import load_demo_file
+from shardscope.pipeline.analysis import analyze
+from shardscope.sources.demos import load_demo_file
 from shardscope.errors import SettingsError
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 
 def test_a_demo_imports_the_module_next_to_it(tmp_path):
@@ -40,7 +40,7 @@ def test_repeats_below_one_is_a_settings_error():
 def test_the_report_marks_per_call_totals_of_cond_branches_as_upper_bounds(tmp_path):
     from rich.console import Console
 
-    from shardscope.report import render
+    from shardscope.render.report import render
 
     demo = tmp_path / "branchy.py"
     demo.write_text(textwrap.dedent("""

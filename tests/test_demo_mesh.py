@@ -17,9 +17,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from _support import DEMOS, run_cli, write_demo
-from shardscope.demos import derived_mesh
-from shardscope.mesh import Mesh
-from shardscope.settings import Settings
+from shardscope.sources.demos import derived_mesh
+from shardscope.plans.mesh import Mesh
+from shardscope.plans.settings import Settings
 
 FSDP = DEMOS / "fsdp.py"
 F = jax.ShapeDtypeStruct

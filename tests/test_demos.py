@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from _support import DEMOS, plan_outputs
-from shardscope.text import diff_text
+from shardscope.render.text import diff_text
 
 DEMO_FILES = ["linear.py", "mlp.py", "rnn.py", "rbm.py"]
 PARAM_LEAVES = {"linear.py": 1, "mlp.py": 4, "rnn.py": 3, "rbm.py": 3}

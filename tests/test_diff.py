@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shardscope.diff import side_by_side, unified
-from shardscope.text import diff_text
+from shardscope.render.diff import side_by_side, unified
+from shardscope.render.text import diff_text
 
 BEFORE = "a\nb\nc\nd\n"
 AFTER = "a\nB\nc\nd\ne\n"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from _support import CARRY_FROM_ZEROS, DEMOS, write_demo
-from shardscope.demos import load_demo_file
+from shardscope.sources.demos import load_demo_file
 from shardscope.errors import QUOTED_LINES, DemoFileError, SettingsError, ShardscopeError, TraceError, quote_error
-from shardscope.settings import Settings, default_chunk_size, divisors
+from shardscope.plans.settings import Settings, default_chunk_size, divisors
 
 def analyze(path: Path, **settings):
-    from shardscope.analysis import analyze
+    from shardscope.pipeline.analysis import analyze
 
     return analyze(Settings(path=path, repeats=1, **settings))
 

@@ -11,7 +11,7 @@ import pytest
 from _support import DEMOS, PYTHON, ROOT
 from shardscope.cli import main
 from shardscope.errors import ShardscopeError
-from shardscope.exports import current_umask, write_atomic
+from shardscope.render.exports import current_umask, write_atomic
 
 LINEAR = DEMOS / "linear.py"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shardscope.errors import ShardscopeError
-from shardscope.exports import write_atomic, write_new
+from shardscope.render.exports import write_atomic, write_new
 
 
 def names(directory):

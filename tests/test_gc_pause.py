@@ -9,7 +9,7 @@ import pytest
 
 from _support import DEMOS
 
-from shardscope.gc_pause import paused
+from shardscope.pipeline.gc_pause import paused
 
 
 @pytest.fixture(autouse=True)
@@ -67,15 +67,15 @@ def test_concurrent_pauses_resume_the_collector_when_the_last_one_ends():
 
 def test_analysing_a_deep_program_runs_no_collection_in_the_engine(monkeypatch):
     """Tracing may collect; reading the traced program (from_jaxpr, collectives, graph, counts) does not."""
-    from shardscope import plans
-    from shardscope.analysis import PlanResult
-    from shardscope.demos import load_demo_file
-    from shardscope.inspection import inspect_traced, pytree_names
-    from shardscope.settings import Settings
+    from shardscope.plans import registry
+    from shardscope.pipeline.analysis import PlanResult
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.engine.inspection import inspect_traced, pytree_names
+    from shardscope.plans.settings import Settings
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "48")
     demo = load_demo_file(DEMOS / "deep.py").get("deep")
-    built = plans.build_plans(demo, Settings(path=DEMOS / "deep.py"))
+    built = registry.build_plans(demo, Settings(path=DEMOS / "deep.py"))
     traced = built.functions["naive"].trace(*built.args)
     params, x, v = built.args
     inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardscope.hlo import summarize
+from shardscope.engine.hlo import summarize
 
 NESTED = """\
 HloModule nested, entry_computation_layout={(f32[4]{0}, pred[])->f32[4]{0}}
@@ -156,8 +156,8 @@ def test_real_module_with_a_collective_in_the_while_condition():
     from jax import lax
     from jax.sharding import Mesh, PartitionSpec as P
 
-    from shardscope import dataflow
-    from shardscope.jaxpr_model import from_jaxpr
+    from shardscope.engine import dataflow
+    from shardscope.engine.jaxpr_model import from_jaxpr
 
     def local(x):
         def cond(c):
@@ -174,7 +174,7 @@ def test_real_module_with_a_collective_in_the_while_condition():
 
 
 def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
-    from shardscope.hlo import compiler_note
+    from shardscope.engine.hlo import compiler_note
 
     cpu = compiler_note("cpu", {"naive": (1, 1), "deferred": (0, 0)})
     assert "never moves an all-reduce out of a loop" in cpu
@@ -185,7 +185,7 @@ def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
 
 
 def test_report_json_carries_the_compiler_note(analysis_of):
-    from shardscope.report import to_json
+    from shardscope.render.report import to_json
 
     data = to_json(analysis_of("linear.py", devices=2, chunk_size=16))
     assert "The CPU compiler never moves an all-reduce out of a loop" in data["compiler_note"]

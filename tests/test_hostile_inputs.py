@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from _support import DEMOS, PYTHON, ROOT, write_demo
-from shardscope.analysis import analyze
+from shardscope.pipeline.analysis import analyze
 from shardscope.cli import main
 from shardscope.errors import SettingsError, TraceError
-from shardscope.examples import batch_size, check_fits, human_bytes, materialize
-from shardscope.measure import max_abs_err
-from shardscope.settings import MAX_DEVICES, Settings, check_axis_name
+from shardscope.sources.examples import batch_size, check_fits, human_bytes, materialize
+from shardscope.measure.timing import max_abs_err
+from shardscope.plans.settings import MAX_DEVICES, Settings, check_axis_name
 
 LINEAR = DEMOS / "linear.py"
 F = jax.ShapeDtypeStruct

@@ -14,7 +14,7 @@ import pytest
 from _support import DEMOS
 
 import shardscope
-from shardscope.demos import import_file
+from shardscope.sources.demos import import_file
 
 
 @pytest.fixture(scope="module")

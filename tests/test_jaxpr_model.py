@@ -11,7 +11,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.jaxpr_model import Program, from_jaxpr
+from shardscope.engine.jaxpr_model import Program, from_jaxpr
 
 
 def mesh(n: int = 2) -> Mesh:
@@ -55,9 +55,9 @@ def linear_naive(analysis_of):
 
 
 def test_same_program_twice_same_text(analysis_of):
-    from shardscope.demos import load_demo_file
-    from shardscope.plans import build_plans
-    from shardscope.settings import Settings
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.plans.registry import build_plans
+    from shardscope.plans.settings import Settings
 
     from _support import DEMOS
 
@@ -147,9 +147,9 @@ def test_one_extra_equation_changes_one_line():
 
 def test_varying_axes_match_jax(analysis_of):
     """Every value's varying axes (and its {V:..} mark) are exactly what JAX's aval says."""
-    from shardscope.demos import load_demo_file
-    from shardscope.plans import build_plans
-    from shardscope.settings import Settings
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.plans.registry import build_plans
+    from shardscope.plans.settings import Settings
 
     from _support import DEMOS
 
@@ -273,9 +273,9 @@ def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
 
     code = (
         "import importlib, pkgutil, types\n"
-        "import shardscope.jaxpr_model\n"
+        "import shardscope.engine.jaxpr_model\n"
         "import shardscope\n"
-        "from shardscope.programs import program\n"
+        "from shardscope.sources.programs import program\n"
         "assert shardscope.program is program, shardscope.program\n"
         "for m in pkgutil.iter_modules(shardscope.__path__):\n"
         "    if m.name not in ('app', '__main__'):\n"

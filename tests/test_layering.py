@@ -19,12 +19,12 @@ def loaded_after(code: str) -> set[str]:
 
 
 def core_modules() -> list[str]:
-    """Every module of the package outside shardscope.app (and the __main__ entry)."""
+    """Every module of the package outside shardscope.app (and the __main__ entry, and the shipped demos)."""
     found = [
-        f"shardscope.{m.name}" for m in pkgutil.iter_modules(shardscope.__path__)
-        if m.name not in ("app", "__main__")
+        m.name for m in pkgutil.walk_packages(shardscope.__path__, "shardscope.")
+        if m.name.split(".")[1] not in ("app", "__main__", "demo_files")
     ]
-    assert {"shardscope.analysis", "shardscope.cli", "shardscope.report", "shardscope.jaxpr_model"} <= set(found)
+    assert {"shardscope.pipeline.analysis", "shardscope.cli", "shardscope.render.report", "shardscope.engine.jaxpr_model"} <= set(found)
     return found
 
 
@@ -37,9 +37,9 @@ def test_core_never_imports_textual():
 
 def test_running_an_analysis_never_imports_textual():
     code = (
-        "from shardscope.devices import ensure_devices\nensure_devices(2)\n"
-        "from pathlib import Path\nfrom shardscope.analysis import analyze\nfrom shardscope.settings import Settings\n"
-        "from shardscope.report import to_json\n"
+        "from shardscope.pipeline.devices import ensure_devices\nensure_devices(2)\n"
+        "from pathlib import Path\nfrom shardscope.pipeline.analysis import analyze\nfrom shardscope.plans.settings import Settings\n"
+        "from shardscope.render.report import to_json\n"
         "a = analyze(Settings(path=Path('demos/linear.py'), repeats=1))\nto_json(a)\n"
     )
     loaded = loaded_after(code)
@@ -53,7 +53,7 @@ def test_import_shardscope_is_cheap():
 
 def test_loading_a_demo_file_does_not_start_the_backend():
     code = (
-        "from shardscope.demos import load_demo_file\n"
+        "from shardscope.sources.demos import load_demo_file\n"
         "for name in ('linear', 'mlp', 'rnn', 'rbm'):\n"
         "    load_demo_file(f'demos/{name}.py')\n"
         "from jax._src import xla_bridge\nassert not xla_bridge.backends_are_initialized()\n"

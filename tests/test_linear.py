@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from _support import plan_outputs
-from shardscope.text import diff_text, summary
+from shardscope.render.text import diff_text, summary
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,8 @@ def test_default_chunk_size_gives_two_chunks(analysis_of):
 
 
 def test_structure_only_analysis_agrees_and_is_deterministic(seed_case):
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     from _support import DEMOS
 
@@ -133,9 +133,9 @@ def test_structure_only_analysis_agrees_and_is_deterministic(seed_case):
 
 
 def test_progress_stages_in_order_and_cancellation():
-    from shardscope.analysis import STAGES, analyze
+    from shardscope.pipeline.analysis import STAGES, analyze
     from shardscope.errors import Cancelled
-    from shardscope.settings import Settings
+    from shardscope.plans.settings import Settings
 
     from _support import DEMOS
 

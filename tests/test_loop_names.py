@@ -11,9 +11,9 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 import shardscope
-from shardscope.dataflow import loops
-from shardscope.jaxpr_model import from_jaxpr
-from shardscope.loop_names import loop_path, loop_words
+from shardscope.engine.dataflow import loops
+from shardscope.engine.jaxpr_model import from_jaxpr
+from shardscope.engine.loop_names import loop_path, loop_words
 from _support import run_cli
 
 HERE = Path(__file__)

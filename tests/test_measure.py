@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardscope.measure import time_interleaved
+from shardscope.measure.timing import time_interleaved
 
 
 def test_every_program_takes_a_turn_right_after_the_round_hook():

@@ -11,14 +11,14 @@ import pytest
 
 from _support import DEMOS, run_cli
 from shardscope.errors import SettingsError
-from shardscope.mesh import Mesh, parse_axes
-from shardscope.settings import Settings
-from shardscope.shapes import resolve_shapes
+from shardscope.plans.mesh import Mesh, parse_axes
+from shardscope.plans.settings import Settings
+from shardscope.plans.shapes import resolve_shapes
 
 
 @functools.lru_cache(maxsize=None)
 def analysis(demo: str, mesh: str, batch_axes: str | None = None, measure: bool = True):
-    from shardscope.analysis import analyze
+    from shardscope.pipeline.analysis import analyze
 
     axes = None if batch_axes is None else tuple(batch_axes.split(","))
     settings = Settings(DEMOS / demo, mesh=Mesh.parse(mesh), batch_axes=axes, repeats=2)
@@ -179,8 +179,8 @@ def test_a_plan_jax_cannot_trace_is_unavailable_with_the_reason():
 
 
 def test_the_compute_only_floor_is_one_more_plan():
-    from shardscope.analysis import analyze
-    from shardscope.plans import FLOOR, PLANS
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.registry import FLOOR, PLANS
 
     a = analyze(Settings(DEMOS / "mlp.py", devices=4, repeats=2), plan_set=(*PLANS, FLOOR), graphs=False)
     floor = a.plans["floor"]

@@ -15,7 +15,7 @@ import subprocess
 
 from _support import PYTHON, ROOT, run_cli
 
-from shardscope.processes import free_port
+from shardscope.distributed.processes import free_port
 
 FRAMEWORK_MODELS = '''
 """A flax nnx model and an equinox model: both build their parameters when imported."""

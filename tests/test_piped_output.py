@@ -83,7 +83,7 @@ def accumulate(params, xs):
 
 
 def test_presets_print_one_row_per_preset_with_its_urls_whole():
-    from shardscope.interconnects import PRESETS
+    from shardscope.costmodel.interconnects import PRESETS
 
     text = piped("presets")
     for link in PRESETS:
@@ -117,7 +117,7 @@ def test_report_prints_values_and_the_sources_url_whole(tmp_path):
 def test_prose_wraps_between_words_and_keeps_long_words_whole():
     from io import StringIO
 
-    from shardscope.output import PipeConsole
+    from shardscope.render.console import PipeConsole
 
     buffer = StringIO()
     url = "https://arxiv.org/abs/2507.04786/" + "x" * 60

@@ -16,7 +16,7 @@ import pytest
 
 from _support import DROPOUT, run_cli, write_demo
 from shardscope.errors import SettingsError
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 KEY_BYTES = 8  # a threefry key's data is uint32[2]
 
@@ -28,13 +28,13 @@ def dropout_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dropout_analysis(dropout_path):
-    from shardscope.analysis import analyze
+    from shardscope.pipeline.analysis import analyze
 
     return analyze(Settings(path=dropout_path, devices=2, chunk_size=8, repeats=2))
 
 
 def test_example_keys_are_split_from_the_seed_reproducibly():
-    from shardscope.plans import materialize
+    from shardscope.plans.registry import materialize
 
     spec = {"key": jax.ShapeDtypeStruct((6,), jax.random.key(0).dtype), "w": jax.ShapeDtypeStruct((3,), jnp.float32)}
     one, two, other = materialize(spec, 5), materialize(spec, 5), materialize(spec, 6)
@@ -46,7 +46,7 @@ def test_example_keys_are_split_from_the_seed_reproducibly():
 
 
 def test_keys_of_another_implementation_keep_their_dtype():
-    from shardscope.plans import materialize
+    from shardscope.plans.registry import materialize
 
     rbg = jax.random.key(0, impl="rbg").dtype
     keys = materialize(jax.ShapeDtypeStruct((4, 2), rbg), 0)
@@ -70,8 +70,8 @@ def test_dropout_counts_and_gradients_match_the_reference(dropout_analysis):
 
 def test_dropout_gradient_is_the_gradient_of_the_masked_model(dropout_path):
     """The keys reach f: the gradient equals one computed by hand from the same keys and mask."""
-    from shardscope.demos import load_demo_file
-    from shardscope.plans import build_plans
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.plans.registry import build_plans
 
     settings = Settings(path=dropout_path, devices=2, chunk_size=8)
     built = build_plans(load_demo_file(dropout_path).get(None), settings)
@@ -106,7 +106,7 @@ def test_diff_of_the_dropout_model_shows_the_keys(dropout_path):
 
 
 def test_keys_in_params_are_refused_with_a_hint(tmp_path):
-    from shardscope.analysis import analyze
+    from shardscope.pipeline.analysis import analyze
 
     path = write_demo(tmp_path, "keyparams.py", """
         @shardscope.demo(params={"W": jax.ShapeDtypeStruct((4,), jnp.float32),

@@ -14,9 +14,9 @@ import pytest
 from _support import DEMOS
 
 from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
-from shardscope.program_analysis import analyze_programs
-from shardscope.settings import Settings
-from shardscope.text import diff_text, headline
+from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.plans.settings import Settings
+from shardscope.render.text import diff_text, headline
 
 HEADER = '''
 import jax
@@ -170,7 +170,7 @@ def test_the_report_renderers_take_a_program_analysis():
 
     from rich.console import Console
 
-    from shardscope.report import render, to_json
+    from shardscope.render.report import render, to_json
 
     analysis = _analysis(str(DEMOS / "train_step.py"))
     data = json.loads(json.dumps(to_json(analysis), allow_nan=False))

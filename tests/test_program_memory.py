@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from shardscope.errors import SettingsError
-from shardscope.examples import available_memory
-from shardscope.program_analysis import analyze_programs
-from shardscope.settings import Settings
+from shardscope.sources.examples import available_memory
+from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.plans.settings import Settings
 
 HUGE = '''
 import jax
@@ -76,7 +76,7 @@ def test_the_app_shows_it_in_the_error_panel(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "app"))
     from app_support import SIZE, make_app, run, settle
 
-    from shardscope.app.error_panel import ErrorPanel
+    from shardscope.app.widgets.error_panel import ErrorPanel
 
     async def scenario():
         app = make_app(huge_program(tmp_path))
@@ -92,7 +92,7 @@ def test_the_app_shows_it_in_the_error_panel(tmp_path, monkeypatch):
 
 def test_an_unexpected_error_in_a_program_file_points_at_check():
     from shardscope.app.runner import bug_hint
-    from shardscope.programs import ProgramFile
+    from shardscope.sources.programs import ProgramFile
 
     assert "`shardscope check FILE --debug`" in bug_hint(ProgramFile(Path("p.py"), {}, ""))
     assert "`shardscope report FILE --debug`" in bug_hint(None)

@@ -8,8 +8,8 @@ import pytest
 
 from _support import DEMOS, run_cli
 from shardscope.errors import SettingsError
-from shardscope.interconnects import PRESETS, parse_link, parse_project, preset
-from shardscope.projection import crossover_bytes, project, ring_terms
+from shardscope.costmodel.interconnects import PRESETS, parse_link, parse_project, preset
+from shardscope.costmodel.projection import crossover_bytes, project, ring_terms
 
 LINEAR = DEMOS / "linear.py"
 

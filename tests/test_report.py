@@ -7,9 +7,9 @@ import json
 import pytest
 from rich.console import Console
 
-from shardscope.measure import GRADIENT_CHECK
-from shardscope.report import render, to_json, verdict
-from shardscope.speedup import speedup_text
+from shardscope.measure.timing import GRADIENT_CHECK
+from shardscope.render.report import render, to_json, verdict
+from shardscope.measure.speedup import speedup_text
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,8 @@ def test_json_speedup_keys_agree_with_the_per_round_samples(seed_case):
 
 def test_json_speedup_keys_are_null_when_only_traced(tmp_path):
     from _support import DEMOS
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     data = to_json(analyze(Settings(path=DEMOS / "linear.py"), measure=False))
     assert (data["speedup"], data["speedup_spread"], data["speedup_verdict"]) == (None, None, None)

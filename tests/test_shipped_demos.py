@@ -13,7 +13,7 @@ import sysconfig
 from pathlib import Path
 
 from _support import DEMOS, PYTHON, ROOT, run_cli
-from shardscope.bundled import DEMO_DIR
+from shardscope.sources.bundled import DEMO_DIR
 from shardscope.cli import open_options
 
 SHIPPED = sorted(p.stem for p in (ROOT / "shardscope" / "demo_files").glob("*.py"))

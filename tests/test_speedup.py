@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from shardscope.speedup import (
+from shardscope.measure.speedup import (
     FASTER, MIN_ROUNDS, NO_DIFFERENCE, SLOWER, TOO_FEW_ROUNDS, Speedup, speedup_of, speedup_short_text, speedup_text,
 )
 

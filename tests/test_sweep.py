@@ -8,8 +8,8 @@ import pytest
 
 from _support import DEMOS, run_cli
 from shardscope.errors import SettingsError
-from shardscope.quantities import parse_size
-from shardscope.sweep import parse_chunk_sizes
+from shardscope.costmodel.quantities import parse_size
+from shardscope.costmodel.sweep import parse_chunk_sizes
 
 MLP = DEMOS / "mlp.py"
 BUDGET = 20 * 2**10  # mlp on 2 devices: chunk sizes 32 and 64 need more than 20 KiB per device
@@ -94,9 +94,9 @@ def test_the_sweep_command_shows_every_measured_time_and_the_pick():
     """Only the app hides measurements (for its screenshots): the command's table and pick never do."""
     from rich.console import Console
 
-    from shardscope.settings import Settings
-    from shardscope.sweep import run_sweep
-    from shardscope.sweep_view import render_sweep
+    from shardscope.plans.settings import Settings
+    from shardscope.costmodel.sweep import run_sweep
+    from shardscope.render.sweep import render_sweep
 
     sweep = run_sweep(Settings(path=DEMOS / "linear.py", devices=2, repeats=1), (16, 32))
     console = Console(width=200, color_system=None)

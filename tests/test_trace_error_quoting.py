@@ -18,8 +18,8 @@ from _support import CARRY_FROM_ZEROS, run_cli, write_demo
 
 import shardscope
 from shardscope.errors import TraceError
-from shardscope.program_analysis import analyze_programs
-from shardscope.settings import Settings
+from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.plans.settings import Settings
 
 CARRY_PROGRAM = '''
 import jax

@@ -15,7 +15,7 @@ from pathlib import Path
 from shardscope.app import runner
 from shardscope.app.app import ShardscopeApp
 from shardscope.app.factory import make_app
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -41,7 +41,7 @@ def run_app(
 
 
 async def _run_until_quit(app: ShardscopeApp) -> int:
-    from shardscope.interrupts import exit_status
+    from shardscope.distributed.interrupts import exit_status
 
     loop = asyncio.get_running_loop()
     for signum in _SIGNALS:  # quit as q does (the terminal restored), with the shell's status
@@ -63,7 +63,7 @@ async def _run_until_quit(app: ShardscopeApp) -> int:
 def say_what_was_interrupted() -> None:
     """On stderr, what the worker left behind was doing (``importing demo.py, at line 3``), if it
     said: a demo that loops forever at import is named when the user quits the loading screen."""
-    from shardscope.interrupts import current_activity
+    from shardscope.distributed.interrupts import current_activity
 
     doing = current_activity()
     if doing is not None:
@@ -72,7 +72,7 @@ def say_what_was_interrupted() -> None:
 
 def leave_now(status: int) -> None:
     """Flush what was printed and end the process now, without joining any thread."""
-    from shardscope.interrupts import remove_temporary_files
+    from shardscope.distributed.interrupts import remove_temporary_files
 
     remove_temporary_files()
     for stream in (sys.stdout, sys.stderr):

@@ -1,6 +1,6 @@
 """The shardscope explorer: composes the sidebar, status line, error panel and tabs, and routes.
 
-State lives here (the settings asked for, the latest :class:`~shardscope.analysis.Analysis`,
+State lives here (the settings asked for, the latest :class:`~shardscope.pipeline.analysis.Analysis`,
 the demo file loaded); rendering lives in the widgets. Analyses run in one exclusive thread
 worker that only posts messages, so the first paint never waits for JAX.
 """
@@ -21,23 +21,23 @@ from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app import gc_policy, runner
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.footer import KeysFooter
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
-from shardscope.app.plans_view import PlansView
+from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.screenshots import save_svg, stable_svg
-from shardscope.app.sidebar import Sidebar
-from shardscope.app.keys import TAB_ACTIONS, tab_key_bindings
-from shardscope.app.status import StatusLine, describe_programs, describe_settings
+from shardscope.app.widgets.sidebar import Sidebar
+from shardscope.app.bindings import TAB_ACTIONS, tab_key_bindings
+from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.errors import ShardscopeError
-from shardscope.exports import write_new
-from shardscope.settings import Settings
-from shardscope.text import diff_text
+from shardscope.render.exports import write_new
+from shardscope.plans.settings import Settings
+from shardscope.render.text import diff_text
 
 TABS = (
-    ("plans", "Plans", "shardscope.app.plans_view:PlansView"),
+    ("plans", "Plans", "shardscope.app.views.plans.plans_view:PlansView"),
     ("graph", "Graph", "shardscope.app.views.graph:GraphView"),
     ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
     ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
@@ -120,9 +120,9 @@ class ShardscopeApp(App[int]):
         self.max_devices = max(max_devices, settings.devices)
         self.export_dir = export_dir
         self.autorun = autorun
-        self.analysis: Any = None  # the latest shardscope.analysis.Analysis
+        self.analysis: Any = None  # the latest shardscope.pipeline.analysis.Analysis
         self.prepared: Any = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
-        self.demo_file: Any = None  # the loaded shardscope.demos.DemoFile
+        self.demo_file: Any = None  # the loaded shardscope.sources.demos.DemoFile
         self.running = False
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None
@@ -306,7 +306,7 @@ class ShardscopeApp(App[int]):
 
     @property
     def comparison(self) -> Any:
-        """The comparison the Diff and Graph tabs show (``shardscope.comparison.Comparison``)."""
+        """The comparison the Diff and Graph tabs show (``shardscope.pipeline.comparison.Comparison``)."""
         if self.prepared is not None:
             return self.prepared.comparison
         return None if self.analysis is None else self.analysis.comparison
@@ -403,7 +403,7 @@ class ShardscopeApp(App[int]):
 
     def action_help(self) -> None:
         """Show the help screen."""
-        from shardscope.app.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
+        from shardscope.app.widgets.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -505,7 +505,7 @@ class ShardscopeApp(App[int]):
     @property
     def programs(self) -> bool:
         """True when the file loaded is a program file (``@shardscope.program`` functions)."""
-        from shardscope.programs import ProgramFile  # no JAX: a plain dataclass
+        from shardscope.sources.programs import ProgramFile  # no JAX: a plain dataclass
 
         return isinstance(self.demo_file, ProgramFile)
 

@@ -20,7 +20,7 @@ class RunMessage(Message):
 
 
 class RunProgress(RunMessage):
-    """The run reached ``stage`` (one of :data:`shardscope.analysis.STAGES`), ``fraction`` done."""
+    """The run reached ``stage`` (one of :data:`shardscope.pipeline.analysis.STAGES`), ``fraction`` done."""
 
     def __init__(self, run_id: int, stage: str, fraction: float) -> None:
         super().__init__(run_id)
@@ -39,13 +39,13 @@ class DemoLoaded(RunMessage):
     def __init__(self, run_id: int, demo_file: Any, batches: dict[str, int],
                  meshes: dict[str, Any] | None = None) -> None:
         super().__init__(run_id)
-        self.demo_file = demo_file  # shardscope.demos.DemoFile
+        self.demo_file = demo_file  # shardscope.sources.demos.DemoFile
         self.batches = batches
-        self.meshes = meshes or {}  # name -> shardscope.mesh.Mesh | None
+        self.meshes = meshes or {}  # name -> shardscope.plans.mesh.Mesh | None
 
 
 class RunFinished(RunMessage):
-    """The run produced an :class:`~shardscope.analysis.Analysis`, and the Graph and Diff tabs of
+    """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
     its comparison prepared in the worker (``shardscope.app.views.prepare.PreparedViews``)."""
 
     def __init__(self, run_id: int, analysis: Any, prepared: Any = None) -> None:

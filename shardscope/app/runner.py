@@ -15,7 +15,7 @@ from textual.message import Message
 
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
 from shardscope.errors import Cancelled, ShardscopeError
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
 PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows the traceback"
@@ -24,7 +24,7 @@ PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows
 
 def bug_hint(loaded: Any) -> str:
     """The hint for an error that is not the user's: the command that shows its traceback."""
-    from shardscope.programs import ProgramFile
+    from shardscope.sources.programs import ProgramFile
 
     return PROGRAM_BUG_HINT if isinstance(loaded, ProgramFile) else BUG_HINT
 
@@ -36,7 +36,7 @@ class RunRequest:
     run_id: int
     settings: Settings
     max_devices: int
-    demo_file: Any = None  # shardscope.demos.DemoFile: reused unless the file changed on disk
+    demo_file: Any = None  # shardscope.sources.demos.DemoFile: reused unless the file changed on disk
     analyze: bool = True  # False: only start JAX and load the demo file (for the sidebar)
 
 
@@ -71,7 +71,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
     demo_file = request.demo_file
     try:
         progress("loading", 0.0)
-        from shardscope.devices import ensure_devices
+        from shardscope.pipeline.devices import ensure_devices
 
         ensure_devices(request.max_devices)  # imports JAX: here, never on the UI thread
         demo_file = current_demo_file(request.settings.path, request.demo_file)
@@ -79,7 +79,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         if demo_file is not request.demo_file:
             post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file), demo_meshes(demo_file)))
             if request.demo_file is not None:  # changed on disk: the function may have been renamed
-                from shardscope.demos import carried_over
+                from shardscope.sources.demos import carried_over
 
                 function = carried_over(settings.function, request.demo_file.names, demo_file.names)
                 settings = settings.with_(function=function)
@@ -102,22 +102,22 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
 
 def analyze_file(settings: Settings, progress: Callable[[str, float], None], loaded: Any) -> Any:
     """The analysis of the loaded file: the plans of a demo, or every program of a program file."""
-    from shardscope.programs import ProgramFile
+    from shardscope.sources.programs import ProgramFile
 
     if isinstance(loaded, ProgramFile):
-        from shardscope.program_analysis import analyze_programs
+        from shardscope.pipeline.program_analysis import analyze_programs
 
         return analyze_programs(settings, progress, program_file=loaded)
-    from shardscope.analysis import analyze
+    from shardscope.pipeline.analysis import analyze
 
     return analyze(settings, progress, demo_file=loaded)
 
 
 def current_demo_file(path: Path, loaded: Any) -> Any:
     """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
-    :class:`~shardscope.demos.DemoFile` or a :class:`~shardscope.programs.ProgramFile`."""
-    from shardscope.demos import file_fingerprint
-    from shardscope.programs import load_file
+    :class:`~shardscope.sources.demos.DemoFile` or a :class:`~shardscope.sources.programs.ProgramFile`."""
+    from shardscope.sources.demos import file_fingerprint
+    from shardscope.sources.programs import load_file
 
     if loaded is not None and Path(loaded.path) == Path(path):
         try:
@@ -130,9 +130,9 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
 
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
-    from shardscope.examples import batch_size  # imports JAX: only ever called in the worker
+    from shardscope.sources.examples import batch_size  # imports JAX: only ever called in the worker
 
-    from shardscope.programs import ProgramFile
+    from shardscope.sources.programs import ProgramFile
 
     sizes: dict[str, int] = {}
     if isinstance(demo_file, ProgramFile):
@@ -147,7 +147,7 @@ def batch_sizes(demo_file: Any) -> dict[str, int]:
 
 def demo_meshes(demo_file: Any) -> dict[str, Any]:
     """Each demo function's own mesh (None: the default), read in the worker (it walks pytrees with JAX)."""
-    from shardscope.programs import ProgramFile
+    from shardscope.sources.programs import ProgramFile
 
     if isinstance(demo_file, ProgramFile):
         return {}

@@ -14,7 +14,7 @@ import re
 import zlib
 from pathlib import Path
 
-from shardscope.exports import write_new
+from shardscope.render.exports import write_new
 
 _UNIQUE_ID = re.compile(r"terminal-(\d+)-")
 """Rich's prefix of every class and id in an exported SVG (``terminal-1598221433-r1``)."""
@@ -32,6 +32,6 @@ def stable_svg(svg: str) -> str:
 
 def save_svg(directory: Path, stem: str, svg: str) -> Path:
     """Write ``svg`` as ``directory/stem.svg`` (``stem-1.svg``, ... when taken), making the
-    directory if needed; atomic, and never over an existing file (:func:`shardscope.exports.write_new`)."""
+    directory if needed; atomic, and never over an existing file (:func:`shardscope.render.exports.write_new`)."""
     directory.mkdir(parents=True, exist_ok=True)
     return write_new(directory, stem, ".svg", svg)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from shardscope.app import ShardscopeApp, make_app as make_explorer
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMOS = ROOT / "demos"
@@ -114,7 +114,7 @@ async def settle(pilot) -> None:
 
 
 def _plans_shown(app) -> bool:
-    from shardscope.app.plans_view import PlansView
+    from shardscope.app.views.plans.plans_view import PlansView
 
     if app.analysis is None or app.query_one("#tabs").active != "plans":
         return True  # a hidden tab gets the analysis when it is shown

@@ -5,8 +5,8 @@ from __future__ import annotations
 from app_support import DEMOS, SIZE, make_app, run, settle
 from rich.style import Style
 
-from shardscope.app.plan_labels import LabelStyles
-from shardscope.app.status import StatusLine
+from shardscope.app.views.plans.plan_labels import LabelStyles
+from shardscope.app.widgets.status import StatusLine
 from shardscope.app.views.graph import collective_line
 
 

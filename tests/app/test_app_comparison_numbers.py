@@ -6,7 +6,7 @@ from app_support import DEMOS, SIZE, eventually, make_app, press, run, settle
 from textual.widgets import Static
 from view_support import shown
 
-from shardscope.app.status import StatusLine
+from shardscope.app.widgets.status import StatusLine
 from shardscope.app.views.projection import ProjectionPanel
 
 

@@ -12,9 +12,9 @@ from app_support import DEMOS, SIZE, eventually, press, run, settle
 from textual.widgets import Input, OptionList, Select
 
 from shardscope.app import make_app
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.status import StatusLine
-from shardscope.settings import Settings
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.widgets.status import StatusLine
+from shardscope.plans.settings import Settings
 
 TWO_DEMOS = '''
 import jax

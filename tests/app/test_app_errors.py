@@ -5,8 +5,8 @@ from __future__ import annotations
 from app_support import DEMOS, SIZE, drain, make_app, press, run, settle, write_demo
 from textual.widgets import Input
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
 
 BAD_PARAMS_DEMO = '''
 import jax

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle, write_demo
 
-from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.screenshots import stable_svg
-from shardscope.app.status import StatusLine
-from shardscope.text import diff_text
+from shardscope.app.widgets.status import StatusLine
+from shardscope.render.text import diff_text
 
 
 def test_export_writes_the_diff_and_never_overwrites(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app_support import SIZE, drain, make_app, press, run, settle, write_demo
 from textual.widgets import Input
 
-from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.widgets.error_panel import ErrorPanel
 
 
 def test_a_function_renamed_on_disk_is_followed_by_r(tmp_path):
@@ -113,7 +113,7 @@ def test_the_export_key_writes_with_the_umask_like_the_cli(tmp_path):
     import os
     import stat
 
-    from shardscope.exports import current_umask
+    from shardscope.render.exports import current_umask
 
     async def scenario():
         app = make_app(write_demo(tmp_path / "model.py"), export_dir=tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 from textual.widgets import Input, Select
 
-from shardscope.app.help_screen import HelpScreen
-from shardscope.app.plans_view import PlansView
+from shardscope.app.widgets.help_screen import HelpScreen
+from shardscope.app.views.plans.plans_view import PlansView
 
 
 def test_number_keys_switch_tabs():

@@ -6,8 +6,8 @@ from app_support import DEMOS, ROOT, SIZE, drain, make_app, press, run, settle
 from textual.widgets import Markdown
 
 from shardscope.app import ShardscopeApp
-from shardscope.app.help_screen import HelpScreen, help_text
-from shardscope.app.keys import DIFF_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
+from shardscope.app.widgets.help_screen import HelpScreen, help_text
+from shardscope.app.bindings import DIFF_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
 
 
 def readme_key_table() -> str:

@@ -6,9 +6,9 @@ import re
 
 from app_support import DEMOS, drain, make_app, press, run, settle
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
-from shardscope.app.status import StatusLine
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
+from shardscope.app.widgets.status import StatusLine
 
 BADGE = re.compile(r"^ (x[\d,?]+/call) ")
 

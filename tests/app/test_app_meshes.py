@@ -6,9 +6,9 @@ from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 from rich.console import Console
 from textual.widgets import Input
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
-from shardscope.app.status import StatusLine
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
+from shardscope.app.widgets.status import StatusLine
 
 
 def test_a_2d_mesh_typed_in_the_sidebar_runs_with_the_batch_over_its_axes():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from app_support import DEMOS, make_app, press, run, screen_text, settle
 
-from shardscope.app.plans_view import PlansView
+from shardscope.app.views.plans.plans_view import PlansView
 
 NARROW = (80, 24)
 

@@ -7,8 +7,8 @@ import re
 
 from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 
-from shardscope.app.plan_tree import CONTEXT, PAGE
-from shardscope.app.plans_view import PlansView
+from shardscope.app.views.plans.plan_tree import CONTEXT, PAGE
+from shardscope.app.views.plans.plans_view import PlansView
 
 
 def cursor_key(tree) -> str | None:

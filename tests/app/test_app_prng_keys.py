@@ -5,8 +5,8 @@ from __future__ import annotations
 from _support import DROPOUT, write_demo
 from app_support import SIZE, make_app, press, run, settle
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
 
 
 def test_the_app_analyses_a_model_with_prng_keys(tmp_path):

@@ -13,10 +13,10 @@ from app_support import DEMOS, SIZE, make_app, press, run, settle
 from rich.console import Console
 from textual.widgets import OptionList
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.views.timings import timings_renderable
-from shardscope.text import diff_text
+from shardscope.render.text import diff_text
 
 GOOD_AND_BAD = '''
 import jax

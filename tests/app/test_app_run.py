@@ -9,9 +9,9 @@ import sys
 from app_support import DEMOS, GATE, ROOT, SIZE, drain, eventually, make_app, press, run, settle, write_gated_demo
 from textual.worker import WorkerState
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.plans_view import PlansView
-from shardscope.app.status import StatusLine
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.views.plans.plans_view import PlansView
+from shardscope.app.widgets.status import StatusLine
 
 
 def test_importing_the_app_does_not_import_jax():
@@ -41,7 +41,7 @@ def test_first_run_starts_by_itself_and_fills_every_place():
 def test_progress_goes_through_the_stages_in_order():
     async def scenario():
         from shardscope.app import ShardscopeApp
-        from shardscope.settings import Settings
+        from shardscope.plans.settings import Settings
 
         stages = []
 
@@ -110,7 +110,7 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
 def test_profile_startup_records_first_paint_then_results():
     async def scenario():
         from shardscope.app import make_app as make_explorer
-        from shardscope.settings import Settings
+        from shardscope.plans.settings import Settings
 
         app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
         async with app.run_test(size=SIZE) as pilot:
@@ -125,7 +125,7 @@ FIRST_PAINT_PROBE = '''
 import asyncio, json, sys
 from pathlib import Path
 from shardscope.app import ShardscopeApp
-from shardscope.settings import Settings
+from shardscope.plans.settings import Settings
 
 seen = {}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from app_support import DEMOS, SIZE, eventually, make_app, press, run, settle, write_demo
 from textual.widgets import Input, OptionList, Select
 
-from shardscope.app.error_panel import ErrorPanel
-from shardscope.app.status import StatusLine
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.widgets.status import StatusLine
 
 BROKEN = '''
 

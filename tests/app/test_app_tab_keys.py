@@ -11,9 +11,9 @@ from textual.widgets import Input
 from textual.widgets._tabbed_content import ContentTabs
 
 from shardscope.app import ShardscopeApp
-from shardscope.app.help_screen import HelpScreen
-from shardscope.app.keys import TAB_BINDINGS
-from shardscope.app.sidebar import Sidebar
+from shardscope.app.widgets.help_screen import HelpScreen
+from shardscope.app.bindings import TAB_BINDINGS
+from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.views.diff import DiffView
 from shardscope.app.views.sweep import SweepView
 

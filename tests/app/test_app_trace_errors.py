@@ -5,7 +5,7 @@ from __future__ import annotations
 from _support import CARRY_FROM_ZEROS, write_demo
 from app_support import SIZE, make_app, run, settle
 
-from shardscope.app.error_panel import ErrorPanel
+from shardscope.app.widgets.error_panel import ErrorPanel
 
 
 def test_the_error_panel_quotes_the_carry_type_line(tmp_path):

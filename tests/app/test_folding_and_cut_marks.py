@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 
 from shardscope.app.views.diff import fold
 from shardscope.app.views.lines import LinesView
-from shardscope.text import diff_text
+from shardscope.render.text import diff_text
 
 CAST = "    pvary_0:f32[8,5]{V:s} = pvary[axes=('s',) newly_manual_axes=frozenset({'s'})] scan_0.carry0"
 
@@ -93,7 +93,7 @@ def test_a_lines_view_marks_cut_lines_with_an_ellipsis_at_the_edge_they_continue
 
 class _Rows(App):
     def compose(self) -> ComposeResult:
-        from shardscope.app.text_rows import TextRows
+        from shardscope.app.widgets.text_rows import TextRows
 
         yield TextRows(Text("first line\n" + "second " * 20), id="cut")
         yield TextRows(Text("word " * 40), wrap=True, id="wrapped", classes="two")
@@ -102,7 +102,7 @@ class _Rows(App):
 
 
 def test_text_rows_cut_each_line_or_wrap_into_their_height_and_say_what_was_left_out():
-    from shardscope.app.text_rows import TextRows
+    from shardscope.app.widgets.text_rows import TextRows
 
     async def main() -> None:
         app = _Rows()

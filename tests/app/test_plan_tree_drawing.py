@@ -16,7 +16,7 @@ from textual.events import MouseScrollDown
 from textual.geometry import Region
 
 from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle
-from shardscope.app.plans_view import PlansView
+from shardscope.app.views.plans.plans_view import PlansView
 
 
 def _rows(tree) -> list[list]:
@@ -172,7 +172,7 @@ def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
     from rich.text import Text
     from textual.app import App
 
-    from shardscope.app.text_rows import TextRows
+    from shardscope.app.widgets.text_rows import TextRows
 
     class Rows(App):
         CSS = "TextRows { width: 20; height: 3; }"

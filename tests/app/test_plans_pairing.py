@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from shardscope.app.plans_view import pair_by_value
+from shardscope.app.views.plans.plans_view import pair_by_value
 
 
 def _plans(values_per_plan: dict[str, list[str]]) -> dict[str, tuple]:

@@ -13,8 +13,8 @@ from textual_plotext import PlotextPlot
 
 from shardscope.app import make_app
 from shardscope.app.views.sweep import SweepView
-from shardscope.settings import Settings
-from shardscope.sweep_view import mib
+from shardscope.plans.settings import Settings
+from shardscope.render.sweep import mib
 from view_support import DEMOS, run_view, shown
 
 SETTINGS = Settings(path=DEMOS / "linear.py", devices=2, repeats=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from shardscope.app.views.timings import timings_renderable
-from shardscope.measure import GRADIENT_CHECK
+from shardscope.measure.timing import GRADIENT_CHECK
 
 
 def _plain(renderable) -> str:
@@ -23,7 +23,7 @@ def test_the_timings_tab_explains_the_gradient_check(analysis_of):
 
 
 def test_the_timings_tab_states_the_speedup_as_the_report_does(analysis_of):
-    from shardscope.report import verdict
+    from shardscope.render.report import verdict
 
     analysis = analysis_of("linear.py", devices=2, chunk_size=16)
     sentence = analysis.speedup_text()
@@ -36,8 +36,8 @@ def test_the_timings_tab_notes_the_programs_compared_on_equal_arguments(tmp_path
     """a takes other arguments; b and c take the same ones and c is twice b: c against b is noted."""
     from pathlib import Path
 
-    from shardscope.program_analysis import analyze_programs
-    from shardscope.settings import Settings
+    from shardscope.pipeline.program_analysis import analyze_programs
+    from shardscope.plans.settings import Settings
 
     path = Path(tmp_path) / "three.py"
     path.write_text(

@@ -15,7 +15,7 @@ from shardscope.app.views import DiffView, GraphView, HloView, TimingsView
 from shardscope.app.views.diff import unified_lines
 from shardscope.app.views.lines import LinesView
 from shardscope.app.views.timings import seconds
-from shardscope.diff import unified
+from shardscope.render.diff import unified
 
 
 def test_every_view_shows_a_placeholder_until_an_analysis_arrives(analysis_of):
@@ -198,8 +198,8 @@ def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
 
 def traced_only(demo: str, monkeypatch=None, **env):
     """An analysis of ``demo`` that was traced but not compiled or timed."""
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -274,8 +274,8 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
     from test_cli import DYNAMIC_WHILE
     from test_custom_models import BRANCHY
 
-    from shardscope.analysis import analyze
-    from shardscope.settings import Settings
+    from shardscope.pipeline.analysis import analyze
+    from shardscope.plans.settings import Settings
 
     dynamic = analyze(Settings(write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE), devices=4, chunk_size=2), measure=False)
     branchy = analyze(Settings(write_demo(tmp_path, "branchy.py", BRANCHY), devices=2, chunk_size=4), measure=False)

@@ -27,7 +27,7 @@ async def _until(pilot, predicate) -> None:
 
 
 def _error(app) -> str:
-    from shardscope.app.error_panel import ErrorPanel
+    from shardscope.app.widgets.error_panel import ErrorPanel
 
     return str(app.query_one(ErrorPanel).message or "")
 

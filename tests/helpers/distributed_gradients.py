@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from shardscope.distributed import WorkerRole, join_as_worker
+from shardscope.distributed.workers import WorkerRole, join_as_worker
 
 address, processes, process_id, devices, demo = sys.argv[1:]
 role = WorkerRole(address, int(processes), int(process_id), os.getppid())
@@ -18,9 +18,9 @@ join_as_worker(role, int(devices) // role.processes)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from shardscope.demos import load_demo_file  # noqa: E402
-from shardscope.plans import build_plans  # noqa: E402
-from shardscope.settings import Settings  # noqa: E402
+from shardscope.sources.demos import load_demo_file  # noqa: E402
+from shardscope.plans.registry import build_plans  # noqa: E402
+from shardscope.plans.settings import Settings  # noqa: E402
 
 settings = Settings(path=Path(demo), devices=int(devices))
 built = build_plans(load_demo_file(settings.path).get(None), settings)

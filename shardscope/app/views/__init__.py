@@ -1,4 +1,4 @@
-"""The tab views of the explorer: each renders one :class:`shardscope.analysis.Analysis`.
+"""The tab views of the explorer: each renders one :class:`shardscope.pipeline.analysis.Analysis`.
 
 Every view shows a "press r to run" placeholder until ``show_analysis(analysis)`` is called,
 and only renders what the core computed.

@@ -1,6 +1,6 @@
 """The Diff tab: the compared plans' canonical jaxprs, as a coloured unified diff or side by side.
 
-The diff itself comes from :mod:`shardscope.diff` (difflib over the stable canonical texts);
+The diff itself comes from :mod:`shardscope.render.diff` (difflib over the stable canonical texts);
 this view only colours it. ``s`` switches between the two layouts; the state is a class on the
 view, so the stylesheet decides which pane shows.
 """
@@ -18,13 +18,13 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.keys import DIFF_BINDINGS
+from shardscope.app.bindings import DIFF_BINDINGS
 from shardscope.app.views.lines import LinesView, offer_focus
 
-from shardscope.diff import Row, side_by_side
+from shardscope.render.diff import Row, side_by_side
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis
+    from shardscope.pipeline.analysis import Analysis
     from shardscope.app.views.prepare import PreparedViews
 
 CONTEXT = 3
@@ -157,7 +157,7 @@ class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
 
     BINDINGS = DIFF_BINDINGS
-    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from shardscope.app.plan_labels import LabelStyles, badge
+from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.summaries import plan_line
 from shardscope.app.views import layered
-from shardscope.counts import count_text
+from shardscope.engine.counts import count_text
 from shardscope.app.views.pane import RenderedPane
-from shardscope.dataflow import feeding_subgraph
+from shardscope.engine.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis, PlanResult
-    from shardscope.comparison import Comparison
+    from shardscope.pipeline.analysis import Analysis, PlanResult
+    from shardscope.pipeline.comparison import Comparison
 
 MAX_BLOCKS = 6
 """Blocks with collectives drawn per plan; the rest are listed by name."""

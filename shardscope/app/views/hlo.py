@@ -16,7 +16,7 @@ from rich.text import Text
 from shardscope.app.views.pane import RenderedPane
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis, PlanResult
+    from shardscope.pipeline.analysis import Analysis, PlanResult
 
 
 def backend_note(backend: str) -> Text:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from shardscope.app.views.lines import LinesView, offer_focus
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis
+    from shardscope.pipeline.analysis import Analysis
 
 
 class RenderedPane(Widget):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis
-    from shardscope.comparison import Comparison
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = 
     from shardscope.app.views.diff import folded, unified_lines
     from shardscope.app.views.graph import comparison_graph
     from shardscope.app.views.lines import lay_out, worker_console
-    from shardscope.diff import side_by_side
+    from shardscope.render.diff import side_by_side
 
     before = analysis.plans[comparison.baseline].canonical_text
     after = analysis.plans[comparison.candidate].canonical_text

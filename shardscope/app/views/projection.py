@@ -15,9 +15,9 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
-from shardscope.interconnects import PRESETS, preset
-from shardscope.projection import project
-from shardscope.projection_view import MEASURED, lines
+from shardscope.costmodel.interconnects import PRESETS, preset
+from shardscope.costmodel.projection import project
+from shardscope.render.projection import MEASURED, lines
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
 
@@ -67,7 +67,7 @@ class ProjectionPanel(Widget):
 
     def show_analysis(self, analysis: Any, comparison: Any = None) -> None:
         """Project ``analysis`` with the current choices; the ratio line is about ``comparison``
-        (a :class:`~shardscope.comparison.Comparison`; None: the analysis's default pair)."""
+        (a :class:`~shardscope.pipeline.comparison.Comparison`; None: the analysis's default pair)."""
         self.analysis = analysis
         self.comparison = comparison
         self._update_projection()

@@ -26,15 +26,15 @@ from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
-from shardscope.app.keys import SWEEP_BINDINGS
+from shardscope.app.bindings import SWEEP_BINDINGS
 from shardscope.app.views.lines import offer_focus
 from shardscope.errors import Cancelled, ShardscopeError
-from shardscope.sweep_view import HIDDEN, mib, pick_sentence, sweep_table
-from shardscope.text import plans_unavailable
+from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
+from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
-    from shardscope.settings import Settings
-    from shardscope.sweep import Sweep
+    from shardscope.plans.settings import Settings
+    from shardscope.costmodel.sweep import Sweep
 
 PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
 BUDGET_COLOUR = "orange"
@@ -66,7 +66,7 @@ class SweepFailed(Message):
 
 def budget_bytes(text: str) -> int | None:
     """The budget the input holds (None when empty); :class:`ShardscopeError` when unreadable."""
-    from shardscope.quantities import parse_size
+    from shardscope.costmodel.quantities import parse_size
 
     return parse_size(text) if text.strip() else None
 
@@ -169,7 +169,7 @@ class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
     BINDINGS = SWEEP_BINDINGS
-    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.keys.tab_key_bindings`)."""
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""
@@ -286,8 +286,8 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            from shardscope.devices import ensure_devices
-            from shardscope.sweep import run_sweep
+            from shardscope.pipeline.devices import ensure_devices
+            from shardscope.costmodel.sweep import run_sweep
 
             ensure_devices(max_devices)
             sweep = run_sweep(settings, None, budget, progress)

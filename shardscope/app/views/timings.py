@@ -1,6 +1,6 @@
 """The Timings tab: what each plan costs (time, communication, memory) and whether it is right.
 
-Every number comes from the :class:`~shardscope.analysis.Analysis`; this view formats them. With
+Every number comes from the :class:`~shardscope.pipeline.analysis.Analysis`; this view formats them. With
 ``measurements_hidden`` the wall-clock numbers (compile and run times, their ratio, the bars)
 show as placeholders, so a screenshot of the tab is the same on every run.
 """
@@ -22,12 +22,12 @@ from textual.widgets import Static
 
 from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import offer_focus
-from shardscope.measure import GRADIENT_CHECK
+from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
-from shardscope.text import unavailable_lines
+from shardscope.render.text import unavailable_lines
 
 if TYPE_CHECKING:
-    from shardscope.analysis import Analysis
+    from shardscope.pipeline.analysis import Analysis
 
 HIDDEN = "··· ms"
 """What a measured time shows while measurements are hidden."""

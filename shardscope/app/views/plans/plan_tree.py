@@ -1,0 +1,717 @@
+"""One plan's program as a lazily populated ``Tree``: one node per equation, loops expandable.
+
+A node's children are only added when it is first expanded, and a block of many equations gets
+them a page at a time: the rest sits in a "... more equations" gap node that opens on Enter.
+So a program of tens of thousands of equations costs a few hundred nodes. :meth:`PlanTree.reveal`
+expands the path to any equation, opening only the part of a gap around it, and moves the
+cursor there; :meth:`PlanTree.open_path` opens it without moving the cursor, and
+:meth:`PlanTree.draw_ahead` draws, while the app is idle, the lines such a move will show.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from textual import events, on
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.reactive import Reactive
+from textual.strip import Strip
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+
+from shardscope.app.views.plans.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
+
+PAGE = 64
+"""Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
+
+CONTEXT = 20
+"""Equations shown either side of one that n/N reveals inside a gap."""
+
+OPEN_DEPTH = 3
+"""How many levels of nodes with collectives inside a new plan opens by itself."""
+
+
+@dataclass
+class Entry:
+    """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
+
+    key: str  # the equation id, or block_key() of a sub-block
+    equation: Any = None  # shardscope.engine.jaxpr_model.Equation
+    block: Any = None  # shardscope.engine.jaxpr_model.Block (a block node, the root, or a gap's block)
+    populated: bool = False
+    gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
+
+    def child_blocks(self) -> list:
+        """The blocks whose equations are this node's children (or whose nodes are)."""
+        if self.block is not None:
+            return [self.block]
+        return list(self.equation.blocks)
+
+
+@dataclass(frozen=True)
+class BlockCollectives:
+    """The collectives right in one block, by position, with running totals: any stretch's :class:`Inside` at once."""
+
+    positions: tuple[int, ...]  # ascending
+    runs: tuple[int, ...]  # running totals, one longer than ``positions``: runs per call (the known ones)
+    unknown: tuple[int, ...]  # ... how many have runs not known statically
+    in_loops: tuple[int, ...]  # ... how many sit in loops
+
+    def between(self, start: int, stop: int) -> Inside:
+        """The collectives at positions ``[start, stop)`` (a bisection: a plan may have thousands)."""
+        i, j = bisect_left(self.positions, start), bisect_left(self.positions, stop)
+        return Inside(j - i, None if self.unknown[j] - self.unknown[i] else self.runs[j] - self.runs[i],
+                      self.in_loops[j] - self.in_loops[i])
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    """Where every equation sits, computed once per plan (cheap: no labels are made)."""
+
+    paths: dict[str, tuple[str, ...]]  # equation id -> keys of the nodes above it, outermost first
+    positions: dict[str, int]  # equation id -> its position in its block
+    collectives: dict[str, Any]  # equation id -> shardscope.engine.dataflow.Collective
+    order: tuple[str, ...]  # collective equation ids in program order
+    inside: dict[str, Inside]  # node key -> the collectives below it
+    in_blocks: dict[str, BlockCollectives] = field(default_factory=dict)  # node key -> those right in its block
+
+    def inside_between(self, parent_key: str, start: int, stop: int) -> Inside:
+        """The collectives right in ``parent_key``'s block at positions ``[start, stop)``."""
+        found = self.in_blocks.get(parent_key)
+        return Inside() if found is None else found.between(start, stop)
+
+
+def block_key(eqn: Any, block: Any) -> str:
+    """The node key of one of an equation's several sub-blocks (a body's id is its equation's)."""
+    return f"{eqn.id}::{block.role}"
+
+
+def index_plan(plan: Any) -> PlanIndex:
+    """Index ``plan`` (a :class:`~shardscope.pipeline.analysis.PlanResult`) for lazy display and search."""
+    paths: dict[str, tuple[str, ...]] = {}
+    positions: dict[str, int] = {}
+
+    def walk(block: Any, path: tuple[str, ...]) -> None:
+        for position, eqn in enumerate(block.equations):
+            paths[eqn.id] = path
+            positions[eqn.id] = position
+            if len(eqn.blocks) == 1:
+                walk(eqn.blocks[0], path + (eqn.id,))
+            else:
+                for sub in eqn.blocks:
+                    walk(sub, path + (eqn.id, block_key(eqn, sub)))
+
+    walk(plan.program.root, ())
+    collectives = {c.equation_id: c for c in plan.collectives}
+    # [count, known runs, unknown runs, in loops] below each node; each collective's runs once
+    tallies: dict[str, list[int]] = {}
+    in_block: dict[str, list[tuple[int, int | None, bool]]] = {}
+    for c in plan.collectives:
+        path = paths.get(c.equation_id)
+        if path is None:
+            continue
+        runs, in_loop = c.executions, c.in_loop
+        for key in path:
+            tally = tallies.setdefault(key, [0, 0, 0, 0])
+            tally[0] += 1
+            if runs is None:
+                tally[2] += 1
+            else:
+                tally[1] += runs
+            tally[3] += in_loop
+        in_block.setdefault(path[-1] if path else "root", []).append((positions[c.equation_id], runs, in_loop))
+    inside = {key: Inside(count, None if unknown else runs, in_loops) for key, (count, runs, unknown, in_loops) in tallies.items()}
+    return PlanIndex(paths, positions, collectives, tuple(collectives), inside,
+                     {key: _block_collectives(found) for key, found in in_block.items()})
+
+
+def _block_collectives(found: list[tuple[int, int | None, bool]]) -> BlockCollectives:
+    found = sorted(found, key=lambda item: item[0])
+    runs, unknown, in_loops = [0], [0], [0]
+    for _, run, in_loop in found:
+        runs.append(runs[-1] + (run or 0))
+        unknown.append(unknown[-1] + (run is None))
+        in_loops.append(in_loops[-1] + in_loop)
+    return BlockCollectives(tuple(p for p, _, _ in found), tuple(runs), tuple(unknown), tuple(in_loops))
+
+
+class PlanTree(Tree[Entry]):
+    """The equations of one plan; collectives, casts, loops and varying values stand out.
+
+    Key presses at tens of thousands of equations must paint within 50 ms, so this class leans
+    on a few of Textual's privates (textual 8.2.8; check them when Textual is upgraded):
+    ``Tree._invalidate``, ``_clear_line_cache``, ``_updates`` and ``TreeNode._reset`` (open
+    nodes without a layout of the screen), ``Widget._scroll_update`` (the scroll range),
+    ``Tree._build`` (measure lines with the width looked up once), ``Tree._render_line`` with
+    ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``), ``_pseudo_class_state`` and
+    ``TreeNode._updates``, ``_hover``, ``_selected``, and ``Widget._styles_cache`` (keep finished
+    lines by node, :meth:`render_lines`), ``Tree._toggle_node`` (clicks, :meth:`_on_click`) and
+    ``ScrollView.watch_scroll_y`` (scroll without the hidden scrollbar, :meth:`watch_scroll_y`).
+
+    The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
+    whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were
+    about 40% of the first ``n`` (85.5 and 103.6 -> 43.3 and 50.2 ms without them, alternated
+    runs). The gap lines say how many equations are not shown, and each pane keeps two more
+    columns for its labels.
+    """
+
+    COMPONENT_CLASSES = {
+        "plan-tree--type",
+        "plan-tree--varying",
+        "plan-tree--collective-in-loop",
+        "plan-tree--collective-once",
+        "plan-tree--badge-in-loop",
+        "plan-tree--badge-once",
+        "plan-tree--cast",
+        "plan-tree--loop",
+    }
+
+    DEFAULT_CSS = """
+    PlanTree { height: 1fr; background: $surface; overflow-x: hidden; scrollbar-size-vertical: 0; }
+    PlanTree > .plan-tree--type { color: $text-muted; }
+    PlanTree > .plan-tree--varying { color: $text-warning; }
+    PlanTree > .plan-tree--collective-in-loop { color: $text-error; text-style: bold; }
+    PlanTree > .plan-tree--collective-once { color: $text-success; text-style: bold; }
+    PlanTree > .plan-tree--badge-in-loop { color: $text; background: $error; text-style: bold; }
+    PlanTree > .plan-tree--badge-once { color: $text; background: $success-darken-2; text-style: bold; }
+    PlanTree > .plan-tree--cast { color: $text-success; text-style: italic; }
+    PlanTree > .plan-tree--loop { color: $text-primary; text-style: bold; }
+    """
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    """The lines the tree holds. ``Widget``'s own asks for a layout of the whole screen when it
+    changes, which is most of what a key press that opens a node costs (``n`` opens several);
+    the tree's outer size never depends on it, so here it only updates the scroll range
+    (:meth:`watch_virtual_size`). The tree's content outgrowing its view, or fitting it again,
+    still lays the screen out: ``show_vertical_scrollbar`` asks for that itself."""
+
+    def __init__(self, plan_name: str, *, cursor_moved: Callable[["PlanTree"], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(plan_name, **kwargs)
+        self.plan_name = plan_name
+        self.cursor_moved = cursor_moved
+        """Called as soon as the cursor moves (before ``NodeHighlighted`` arrives): what shows the
+        cursor's details repaints in the same frame as the tree, not one frame later."""
+        self.show_root = False
+        self.auto_expand = True
+        self.guide_depth = 3
+        self.index = PlanIndex({}, {}, {}, (), {})
+        self._node_by_key: dict[str, TreeNode[Entry]] = {}
+        self._styles: LabelStyles | None = None
+        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
+        self._pass_view: tuple | None = None  # what every line of a render pass depends on alike
+        self._pass_finish: tuple | None = None  # the arguments of StylesCache.render_line, for the pass
+        self._node_lines: LRUCache[tuple, Strip] = LRUCache(1024)  # finished lines, by what they show
+        self._node_lines_generation = 0  # bumped when node ids restart or the styles change
+        self._component_styles_kept: dict[tuple, Any] = {}  # until the styles change
+        self._build_width: int | None = None  # the view's width while ``_build`` measures every line
+        self.lines_drawn = 0
+        """How many lines were drawn anew so far (not found kept by :meth:`render_lines`)."""
+
+    def watch_virtual_size(self, size: Size) -> None:
+        """Fit the scroll range to the new content size, without a layout of the screen."""
+        self._scroll_update(size)
+        self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """``ScrollView.watch_scroll_y``, without moving the scrollbar this tree does not draw.
+
+        The scrollbar has no width (``scrollbar-size-vertical: 0``), so it is not on screen; a
+        refresh of a widget that is not on screen makes the compositor rebuild its whole map of
+        the screen, which on every scroll (``n``) was about 3 ms at 160x48. Textual's own
+        ``_scroll_update`` skips such a scrollbar in the same way. The rest is the repaint of
+        the whole view that ``ScrollView`` does: its lines moved (``Widget._refresh_scroll``
+        would only re-place widgets, which a tree has none of, and leave stale rows on screen).
+        """
+        if self.styles.scrollbar_size_vertical:
+            super().watch_scroll_y(old_value, new_value)
+        elif round(old_value) != round(new_value):
+            self.refresh(self.size.region)
+
+    def watch_cursor_line(self, previous_line: int, line: int) -> None:
+        """``Tree.watch_cursor_line``, then :attr:`cursor_moved` at once."""
+        super().watch_cursor_line(previous_line, line)
+        if previous_line != line and self.cursor_moved is not None:
+            self.cursor_moved(self)
+
+    def _invalidate(self) -> None:
+        """``Tree._invalidate`` without its layout of the whole screen (see :attr:`virtual_size`)."""
+        self._clear_line_cache()
+        self._updates += 1
+        self.root._reset()
+        self.refresh()
+
+    def show_plan(self, plan: Any) -> None:
+        """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
+        self.index = index_plan(plan)
+        self._styles = None  # the theme may have changed since the last plan
+        self.clear()
+        self._node_by_key = {}
+        self.root.data = Entry("root", block=plan.program.root)
+        self._populate(self.root)
+        self.root.expand()
+        self._expand_towards_collectives(self.root, OPEN_DEPTH)
+
+    def _expand_towards_collectives(self, node: TreeNode[Entry], depth: int) -> None:
+        """Open the nodes with collectives inside, ``depth`` levels down: where to look first."""
+        if depth <= 0:
+            return
+        for child in list(node.children):
+            if child.data.gap is None and self._inside(child.data.key)[0]:
+                self._populate(child)
+                child.expand()
+                self._expand_towards_collectives(child, depth - 1)
+
+    @property
+    def collective_ids(self) -> tuple[str, ...]:
+        """The collective equations, in program order."""
+        return self.index.order
+
+    def node_for(self, key: str) -> TreeNode[Entry] | None:
+        """The node of an equation id (or a sub-block's key), if it has one yet."""
+        return self._node_by_key.get(key)
+
+    @property
+    def node_count(self) -> int:
+        """How many nodes exist so far (lazy population keeps this small)."""
+        return len(self._node_by_key)
+
+    def open_path(self, equation_id: str) -> TreeNode[Entry]:
+        """Expand every node above ``equation_id`` (opening only the part of a gap around it); its node."""
+        node = self.root
+        for key in (*self.index.paths[equation_id], equation_id):
+            self._populate(node)
+            if not node.is_expanded:
+                node.expand()
+            node = self._node_by_key.get(key) or self._open_gap_around(node, key)
+        return node
+
+    def reveal(self, equation_id: str) -> TreeNode[Entry]:
+        """Expand every node above ``equation_id``, move the cursor to it and scroll to it."""
+        node = self.open_path(equation_id)
+        self.get_node_at_line(0)  # rebuilds the tree lines, so node.line is current
+        self.move_cursor(node)  # which scrolls to it too
+        return node
+
+    def draw_ahead(self, equation_id: str) -> int:
+        """Draw now the lines that moving the cursor to ``equation_id`` brings into view; how many.
+
+        The first ``n`` scrolls every tree far from its top, onto a screenful of lines never
+        drawn (about 0.3 ms each: most of that key press at tens of thousands of equations).
+        Drawn here, while the app is idle, they are kept by node (:meth:`_finished_line`) and the
+        key press finds them. They are drawn as they will look with the cursor on the equation
+        (``Tree`` marks the cursor's node selected, which colours the guides of the lines below
+        it); the cursor's own line is left to the key press. A line kept here is used only if
+        everything it depends on is as it was (the key of :meth:`_line_key`), so drawing ahead
+        can waste work but never show a wrong line.
+        """
+        node = self.node_for(equation_id)
+        if node is None or not self.is_on_screen or not self.size.area:
+            return 0
+        self.get_node_at_line(0)  # rebuilds the tree lines if nodes were added, so node.line is current
+        line, cursor = node.line, self.cursor_node
+        if line < 0 or node is cursor:
+            return 0
+        height = self.scrollable_content_region.height
+        x1 = self.scroll_offset.x
+        selected = [(each, each._selected) for each in (cursor, node) if each is not None]
+        drawn = 0
+        try:
+            if cursor is not None:
+                cursor._selected = False
+            node._selected = True
+            with self._render_pass() as style:
+                if self._pass_finish is None:  # a box Textual styles itself (see render_lines)
+                    return 0
+                for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
+                    if y not in (line, self.cursor_line):
+                        self._finished_line(y, x1, x1 + self.size.width, style)
+                        drawn += 1
+        finally:
+            for each, was in selected:
+                each._selected = was
+        return drawn
+
+    @on(Tree.NodeExpanded)
+    def _populate_on_expand(self, event: Tree.NodeExpanded[Entry]) -> None:
+        if event.node.tree is self:
+            self._populate(event.node)
+
+    @on(Tree.NodeSelected)
+    def _open_gap_on_select(self, event: Tree.NodeSelected[Entry]) -> None:
+        entry = event.node.data
+        if event.node.tree is self and entry is not None and entry.gap is not None:
+            self._open_gap(event.node, None)
+
+    def _populate(self, node: TreeNode[Entry]) -> None:
+        """Add ``node``'s children the first time it is needed (the first page of a long block)."""
+        entry = node.data
+        if entry is None or entry.populated:
+            return
+        entry.populated = True
+        blocks = entry.child_blocks()
+        if len(blocks) == 1:
+            count = len(blocks[0].equations)
+            self._add_equations(node, blocks[0], 0, min(count, PAGE))
+            if count > PAGE:
+                self._add_gap(node, blocks[0], PAGE, count)
+        else:
+            for block in blocks:
+                key = block_key(entry.equation, block)
+                child = Entry(key, block=block)
+                self._node_by_key[key] = node.add(self._label_of(child, node), child)
+
+    def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
+        for eqn in block.equations[start:stop]:
+            entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
+            self._node_by_key[eqn.id] = parent.add(self._label_of(entry, parent), entry, before=before,
+                                                   allow_expand=bool(eqn.blocks))
+
+    def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
+        entry = Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop))
+        parent.add(self._label_of(entry, parent), entry, before=before, allow_expand=False)
+
+    def _label_of(self, entry: Entry, parent: TreeNode[Entry]) -> Text:
+        """The label of ``entry``'s node under ``parent``: an equation, a sub-block, or a gap."""
+        styles = self.label_styles()
+        if entry.gap is not None:
+            start, stop = entry.gap
+            inside = self.index.inside_between(parent.data.key, start, stop)
+            return gap_label(stop - start, min(PAGE, stop - start), inside, styles)
+        if entry.equation is not None:
+            return equation_label(entry.equation, self.index.collectives.get(entry.key), self._inside(entry.key), styles)
+        return block_label(entry.block, self._inside(entry.key), styles)
+
+    def _relabel(self, node: TreeNode[Entry]) -> None:
+        """Make every label below ``node`` again, with the current label styles."""
+        for child in node.children:
+            child.set_label(self._label_of(child.data, node))
+            self._relabel(child)
+
+    def _open_gap(self, gap_node: TreeNode[Entry], around: int | None) -> None:
+        """Show a page of the gap's equations (the page around position ``around`` if given)."""
+        parent, entry = gap_node.parent, gap_node.data
+        start, stop = entry.gap
+        low, high = (start, min(stop, start + PAGE)) if around is None else (
+            max(start, around - CONTEXT), min(stop, around + CONTEXT + 1))
+        if low > start:
+            self._add_gap(parent, entry.block, start, low, before=gap_node)
+        self._add_equations(parent, entry.block, low, high, before=gap_node)
+        if high < stop:
+            self._add_gap(parent, entry.block, high, stop, before=gap_node)
+        gap_node.remove()
+
+    def _open_gap_around(self, parent: TreeNode[Entry], key: str) -> TreeNode[Entry]:
+        position = self.index.positions[key]
+        for child in parent.children:
+            gap = child.data.gap
+            if gap is not None and gap[0] <= position < gap[1]:
+                self._open_gap(child, position)
+                return self._node_by_key[key]
+        raise KeyError(key)
+
+    def _inside(self, key: str) -> Inside:
+        return self.index.inside.get(key, Inside())
+
+    def label_styles(self) -> LabelStyles:
+        """The label styles, from the component classes of the current theme."""
+        if self._styles is None:
+            style = self.get_component_rich_style
+            self._styles = LabelStyles(
+                type=style("plan-tree--type", partial=True),
+                varying=style("plan-tree--varying", partial=True),
+                collective_in_loop=style("plan-tree--collective-in-loop", partial=True),
+                collective_once=style("plan-tree--collective-once", partial=True),
+                badge_in_loop=style("plan-tree--badge-in-loop", partial=True),
+                badge_once=style("plan-tree--badge-once", partial=True),
+                cast=style("plan-tree--cast", partial=True),
+                loop=style("plan-tree--loop", partial=True),
+            )
+        return self._styles
+
+    def clear(self) -> "PlanTree":
+        """``Tree.clear``; node ids start again from 0, so the lines cached by node go too."""
+        self._forget_kept_lines()
+        return super().clear()
+
+    def forget_drawn_lines(self) -> None:
+        """Draw every line afresh on the next render: the lines kept by node, and ``Tree``'s own."""
+        self._forget_kept_lines()
+        self._clear_line_cache()
+        self.refresh()
+
+    def _forget_kept_lines(self) -> None:
+        self._node_lines_generation += 1
+        self._node_lines.clear()
+
+    def notify_style_update(self) -> None:
+        """The styles changed (a theme, focus): no line or component style kept is right any more.
+
+        The labels carry their colours, made when their node was added: if the label styles
+        changed (a theme; not a focus change), every label is made again. Textual updates the
+        component classes' styles (which the label styles come from) only after this call
+        (``Stylesheet.apply``), so that is checked on the next turn.
+        """
+        self._forget_kept_lines()
+        self._component_styles_kept.clear()
+        super().notify_style_update()
+        if self._styles is not None:
+            self.call_later(self._relabel_if_styles_changed, self._styles)
+
+    def _relabel_if_styles_changed(self, made_with: LabelStyles) -> None:
+        self._component_styles_kept.clear()  # what was read before the component classes' update
+        self._styles = None
+        if self.label_styles() != made_with:
+            self._relabel(self.root)
+
+    def get_component_rich_style(self, *names: str, partial: bool = False, default: Style | None = None) -> Style:
+        """``Widget.get_component_rich_style``, kept until the styles change.
+
+        ``Widget`` forgets these on every ``refresh``, and a tree refreshes a line whenever its
+        cursor moves: each render pass then walked every ancestor's styles again for each
+        component class a line uses (guides, cursor, highlight), about 0.2 ms each.
+        """
+        key = ("rich", names, partial, default)
+        style = self._component_styles_kept.get(key)
+        if style is None:
+            style = self._component_styles_kept[key] = super().get_component_rich_style(
+                *names, partial=partial, default=default)
+        return style
+
+    def get_component_styles(self, *names: str):
+        """``DOMNode.get_component_styles``, kept until the styles change (``Tree`` reads the guides'
+        colours three times a line; the styles are only read)."""
+        key = ("styles", names)
+        styles = self._component_styles_kept.get(key)
+        if styles is None:
+            styles = self._component_styles_kept[key] = super().get_component_styles(*names)
+        return styles
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The visible lines as the compositor takes them, each kept by what it shows.
+
+        ``Tree`` caches a line by its number and Textual's styles cache keeps the finished line
+        (background, filters) by its row; a key press that opens nodes (``n`` does in every
+        tree) or scrolls drops both, so every visible line was drawn and finished again, about
+        0.3 ms each. Here a finished line is kept by its node and the node's state
+        (:meth:`_line_key`), whatever row it lands on: a line scrolled into view that was seen,
+        or drawn ahead (:meth:`draw_ahead`), costs a lookup. The widget's style and everything
+        the lines share are fetched once per call.
+
+        A tree with a border, padding or an outline (none here) is styled by Textual itself.
+        """
+        with self._render_pass() as style:
+            if self._pass_finish is None:
+                return super().render_lines(crop)
+            scroll_x, scroll_y = self.scroll_offset
+            x2 = scroll_x + self.size.width
+            strips = [self._finished_line(row + scroll_y, scroll_x, x2, style) for row in crop.line_range]
+        if crop.column_span != (0, self.size.width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    @contextmanager
+    def _render_pass(self) -> Iterator[Style]:
+        """Lines drawn inside share the widget's style, view and finish, fetched once (the style yielded)."""
+        self._pseudo_class_state = self.get_pseudo_class_state()  # what ``Tree.render_lines`` sets
+        self._pass_style, self._pass_view, self._pass_finish = self.rich_style, None, self._pass_finish_args()
+        try:
+            yield self._pass_style
+        finally:
+            self._pass_style = self._pass_view = self._pass_finish = None
+
+    def _pass_finish_args(self) -> tuple | None:
+        """What finishing a line takes (``StylesCache.render_line``'s arguments, the line filters).
+
+        None when the tree has a border, padding or outline: a finished line then depends on its
+        row, and Textual's own styles cache finishes it.
+        """
+        styles = self.styles
+        if any(self.gutter) or any(edge for edge, _ in styles.outline):
+            return None
+        base_background, background = self.background_colors
+        app = self.app
+        return (styles, self.size, self.content_region.size, styles.padding, base_background, background,
+                self.opacity, app.ansi_theme, app.native_ansi_color, tuple(self.get_line_filters()),
+                (styles.tint, styles.text_opacity, styles.hatch if styles.has_rule("hatch") else None))
+
+    def _view(self, base_style: Style) -> tuple:
+        """What every line of this render pass depends on alike (computed once per pass)."""
+        view = self._pass_view
+        if view is None:
+            view = self._pass_view = (
+                self._node_lines_generation, self.virtual_size.width, self.guide_depth, self.show_guides,
+                self.show_root, self._pseudo_class_state, self.has_focus, base_style, self._pass_finish[1:])
+        return view
+
+    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple:
+        """Everything tree line ``y`` as finished depends on, but not the row it lands on.
+
+        A row below the last line is blank: its key is the view alone.
+        """
+        if y >= len(self._tree_lines):
+            return (self._view(base_style), None, x1, x2)
+        line = self._tree_lines[y]
+        node = line.node
+        hover_line = self.hover_line
+        return (self._view(base_style), node.id, node._updates, x1, x2, self.cursor_line == y, hover_line == y,
+                hover_line >= 0 and any(n._hover for n in line.path), line.last,
+                tuple((n._hover, n._selected, n.is_last) for n in line.path))
+
+    def _finished_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """Tree line ``y`` as the compositor takes it: kept by :meth:`_line_key`, else drawn and finished."""
+        key = self._line_key(y, x1, x2, base_style)
+        strip = self._node_lines.get(key)
+        if strip is None:
+            self.lines_drawn += 1
+            strip = self._node_lines[key] = self._finish(_without_row(super()._render_line(y, x1, x2, base_style)))
+        return strip
+
+    def _finish(self, content: Strip) -> Strip:
+        """A content line with what Textual's styles cache adds to every line (background, tint, filters)."""
+        styles, size, content_size, padding, base_background, background, opacity, ansi_theme, native_ansi, \
+            filters, _ = self._pass_finish
+        strip = self._styles_cache.render_line(styles, 0, size, content_size, padding, base_background, background,
+                                               lambda _: content, None, None, opacity, ansi_theme, native_ansi)
+        for line_filter in filters:
+            strip = strip.apply_filter(line_filter, background)
+        return strip
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        """Hover the line under the mouse, found by its position: a kept line carries no row number."""
+        if "line" in event.style.meta:
+            return  # a line Textual styled itself (a tree with a box): ``Tree``'s handler reads its row
+        event.prevent_default()  # ``Tree``'s handler would find no row and clear the hover
+        self.hover_line = self._line_at(event)
+
+    async def _on_click(self, event: events.Click) -> None:
+        """Move the cursor to the clicked line and select it, or toggle its node on the arrow.
+
+        ``Tree``'s own handler, which runs next, reads the row from the line's mouse meta; the
+        kept lines carry none, so it does nothing. A line Textual styled itself (a tree with a
+        border or padding, see :meth:`render_lines`) carries its row: that click is ``Tree``'s
+        alone (handled twice, the arrow would toggle its node back).
+        """
+        if "line" in event.style.meta:
+            return
+        line = self._line_at(event)
+        if line < 0:
+            return
+        async with self.lock:
+            if event.style.meta.get("toggle", False):
+                node = self.get_node_at_line(line)
+                if node is not None:
+                    self._toggle_node(node)
+            else:
+                self.cursor_line = line
+                await self.run_action("select_cursor")
+
+    def _line_at(self, event: events.MouseEvent) -> int:
+        """The tree line under the mouse, or -1."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return -1
+        line = offset.y + self.scroll_offset.y
+        return line if line < len(self._tree_lines) else -1
+
+    def get_label_width(self, node: TreeNode[Entry]) -> int:
+        """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""
+        label = node.label
+        width = (label.cell_len if hasattr(label, "cell_len") else len(str(label))) + (2 if node.allow_expand else 0)
+        return min(width, self._room(node))
+
+    def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
+        """The label cut with an ellipsis to the room its line has: the tree never scrolls sideways.
+
+        Labels lead with what matters (the badge, the name), so the cut takes the details; the
+        full label of the node under the cursor is :attr:`cursor_details`.
+        """
+        text = super().render_label(node, base_style, style)
+        room = self._room(node)
+        if text.cell_len > room:
+            text.truncate(room, overflow="ellipsis")
+        return text
+
+    @property
+    def cursor_details(self) -> Text:
+        """The node under the cursor in full (empty when there is none): its label, and for a
+        collective the value it carries first and its source line last (``params['Wh']  x16/call
+        psum_invariant_0[s] ...  rnn.py:30 (step)``). Wrappable, unlike the tree's own labels
+        (``no_wrap``: one line each, cut with an ellipsis)."""
+        node = self.cursor_node
+        if node is None or not isinstance(node.label, Text):
+            return Text()
+        details = Text(overflow="fold")
+        collective = self.index.collectives.get(node.data.key) if node.data is not None else None
+        if collective is not None:
+            details.append(f"{collective.value} ", "bold")
+        label = node.label.copy()
+        label.no_wrap, label.overflow = False, "fold"
+        details.append_text(label)
+        if collective is not None and collective.source and collective.source != collective.value:
+            details.append(f"  {collective.source}", "dim")
+        return details
+
+    def _build(self) -> None:
+        """``Tree._build``, with the view's width looked up once for all lines, not once a line.
+
+        ``_build`` measures every open line (:meth:`get_label_width`) after each key press that
+        opens a node; the width (``scrollable_content_region``) was most of that.
+        """
+        self._build_width = self._view_width()
+        try:
+            super()._build()
+        finally:
+            self._build_width = None
+
+    def _view_width(self) -> int:
+        return self.scrollable_content_region.width or 10_000  # not laid out yet: no cut
+
+    def _room(self, node: TreeNode[Entry]) -> int:
+        """Columns left for ``node``'s label on its line: the view's width minus the guides."""
+        depth = 0
+        parent = node.parent
+        root = self.root
+        while parent is not None and parent is not root:
+            depth += 1
+            parent = parent.parent
+        width = self._build_width or self._view_width()
+        return max(width - depth * self.guide_depth, 8)
+
+
+def _without_row(strip: Strip) -> Strip:
+    """``strip`` without the row number ``Tree`` puts in each line's mouse meta (``{"line": y}``).
+
+    A line kept by node lands on other rows as the tree scrolls and nodes open; the row it was
+    drawn on would be wrong there, so kept lines carry none and the mouse handlers find the row
+    by position. The other meta (the node, the expand arrow's toggle) stays.
+    """
+    without: dict[Style, Style] = {}
+    segments = []
+    for text, style, control in strip:
+        if style is not None:
+            if style not in without:
+                without[style] = _style_without_row(style)
+            style = without[style]
+        segments.append(Segment(text, style, control))
+    return Strip(segments, strip.cell_length)
+
+
+def _style_without_row(style: Style) -> Style:
+    meta = style.meta
+    if "line" not in meta:
+        return style
+    rest = {name: value for name, value in meta.items() if name != "line"}
+    plain = style.clear_meta_and_links()
+    if style.link:
+        plain += Style(link=style.link)
+    return plain + Style.from_meta(rest) if rest else plain

@@ -1,0 +1,1 @@
+"""The explorer's reusable widgets: sidebar, status line, error panel, help screen, text rows."""

@@ -1,0 +1,442 @@
+"""The sidebar: which demo function, on which mesh (1-D, or named axes such as data=4,model=2, with
+the axes the batch is split over), in what chunks.
+
+Only valid choices are offered where the demo file says what is valid (device counts that
+divide the batch, up to ``--max-devices``); a typed chunk size or axis name is flagged invalid
+as you type, and :meth:`Sidebar.requested_settings` refuses it before any run starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.validation import Function
+from textual.widgets import Input, Label, OptionList, Select, Static, Switch
+from textual.widgets.option_list import Option
+
+from shardscope.errors import SettingsError
+from shardscope.plans.mesh import Mesh, parse_axes
+from shardscope.plans.settings import Settings, check_axis_name, default_chunk_size, divisors
+
+
+def _mesh_is_valid(text: str) -> bool:
+    """Empty (use the 1-D fields) or ``name=size`` pairs."""
+    try:
+        return not text.strip() or bool(Mesh.parse(text))
+    except SettingsError:
+        return False
+
+
+def _axes_are_valid(text: str) -> bool:
+    """Empty (every axis) or axis names separated by commas."""
+    try:
+        return not text.strip() or bool(parse_axes(text))
+    except SettingsError:
+        return False
+
+
+class Sidebar(VerticalScroll):
+    """The settings form. Posts :class:`Sidebar.Changed` when a value is committed."""
+
+    DEFAULT_CSS = """
+    Sidebar { width: 30; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
+    Sidebar.-narrow { width: 24; }
+    Sidebar.-collapsed { display: none; }
+    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
+    Sidebar OptionList { height: auto; max-height: 8; }
+    Sidebar #description { color: $text-muted; height: auto; }
+    Sidebar #chunk-help { color: $text-muted; height: auto; }
+    Sidebar #chunk-help.-invalid { color: $text-error; }
+    Sidebar #mesh-note { color: $text-muted; height: auto; display: none; }
+    Sidebar #mesh-note.-shown { display: block; }
+    Sidebar .switch-row { height: auto; margin-top: 1; }
+    Sidebar .switch-row Label { padding: 1 0 0 1; }
+    Sidebar #programs-note { display: none; color: $text-muted; height: auto; margin-top: 1; }
+    Sidebar.-programs #programs-note { display: block; }
+    Sidebar.-programs .plan-setting { display: none; }
+    """
+
+    class Changed(Message):
+        """A setting was committed (a function picked, a device count chosen, Enter in an input)."""
+
+    class Edited(Message):
+        """A value changed, committed or not (for marking the results on screen stale)."""
+
+    class CandidatePicked(Message):
+        """In a program file, a program was picked in the list: compare it as the candidate."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_devices = max_devices
+        self.function = settings.function  # None: the first demo in the file
+        self.functions: list[str] = []
+        self.batches: dict[str, int] = {}
+        self._device_choices: list[int] = []
+        self._initial = settings
+        self.compared: tuple[str, str] | None = None  # a program file's (baseline, candidate)
+        self._demo_meshes: dict[str, Mesh | None] = {}  # each demo's own mesh (None: the default s=2)
+        # the mesh the sidebar filled in from the demo, while its fields still show it (None: the user's)
+        self._auto_mesh: Mesh | None = None
+
+    def compose(self) -> ComposeResult:
+        """The form, filled from the starting settings."""
+        s = self._initial
+        yield Label("Function", classes="sidebar-title", id="functions-title")
+        yield OptionList(Option(f"{s.function or '(loading the demo file)'}", disabled=True), id="functions")
+        yield Static("", id="description")
+        yield Static("", id="programs-note")
+        yield Label("Devices (mesh size)", classes="sidebar-title plan-setting")
+        counts = list(range(1, self.max_devices + 1))
+        self._device_choices = counts
+        devices = s.devices if s.devices in counts else counts[-1]
+        yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices", classes="plan-setting")
+        yield Label("Mesh axis name", classes="sidebar-title plan-setting")
+        one_axis = len(s.mesh.axes) == 1
+        yield Input(s.mesh.names[0], id="axis", classes="plan-setting",
+                    validators=[Function(_is_axis_name, "not an ASCII identifier")])
+        yield Label("Named mesh (optional)", classes="sidebar-title plan-setting")
+        yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh", classes="plan-setting",
+                    validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
+                    tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
+        yield Static("", id="mesh-note", classes="plan-setting")
+        yield Label("Batch axes (optional)", classes="sidebar-title plan-setting")
+        yield Input(",".join(s.batch_axes or ()), placeholder="all axes of the mesh", id="batch-axes", classes="plan-setting",
+                    validators=[Function(_axes_are_valid, "not a list of axis names")],
+                    tooltip="The mesh axes the batch is split over (e.g. data); empty: every axis")
+        yield Label("Chunk size (examples/chunk)", classes="sidebar-title plan-setting")
+        chunk = "" if s.chunk_size is None else str(s.chunk_size)
+        yield Input(chunk, placeholder="auto", id="chunk", classes="plan-setting",
+                    validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
+        yield Static("", id="chunk-help", classes="plan-setting")
+        with Horizontal(classes="switch-row plan-setting"):
+            yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
+            yield Label("run on change")
+
+    def on_mount(self) -> None:
+        """Show the chunk hint for the starting settings."""
+        self._update_chunk_help()
+        self._update_mesh_fields()
+
+    # -- what the app asks -------------------------------------------------------------
+
+    @property
+    def autorun(self) -> bool:
+        """True when a committed change should start a run."""
+        return self.query_one("#autorun", Switch).value
+
+    @property
+    def programs(self) -> bool:
+        """True while the file is a program file: only the program list applies."""
+        return self.has_class("-programs")
+
+    def requested_settings(self, base: Settings) -> Settings:
+        """``base`` with the sidebar's choices; raises :class:`SettingsError` when they do not fit.
+
+        A program file has no settings here (each program builds its own mesh): ``base`` as is.
+        """
+        if self.programs:
+            return base
+        axis = check_axis_name(self.query_one("#axis", Input).value.strip())
+        settings = base.with_(
+            function=self.function,
+            devices=self.query_one("#devices", Select).value,
+            axis=axis,
+            chunk_size=self._typed_chunk(),
+        )
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            axes_text = self.query_one("#batch-axes", Input).value.strip()
+            settings = settings.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
+        if self._mesh_is_the_demos():
+            settings = settings.with_(demo_mesh=True)  # the next demo picked brings its own mesh
+        batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
+        if batch is not None:
+            from shardscope.plans.shapes import resolve_shapes  # pure arithmetic: no JAX
+
+            resolve_shapes(batch, settings, self.max_devices)
+        return settings
+
+    def draft_settings(self, base: Settings) -> Settings | None:
+        """What the sidebar shows now, defaults resolved (None while a value is not a number yet).
+
+        Unlike :meth:`requested_settings` nothing is checked: this is for comparing with the
+        settings of the results on screen, which have their defaults resolved too.
+        """
+        try:
+            chunk = self._typed_chunk()
+        except SettingsError:
+            return None
+        devices = self.query_one("#devices", Select).value
+        if chunk is None:
+            per_device = self._per_device_batch()
+            chunk = default_chunk_size(per_device) if per_device is not None else None
+        draft = base.with_(
+            function=self._current_function or base.function,
+            devices=devices,
+            axis=self.query_one("#axis", Input).value.strip(),
+            chunk_size=chunk,
+        )
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            try:
+                axes_text = self.query_one("#batch-axes", Input).value.strip()
+                draft = draft.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
+            except SettingsError:
+                pass  # not a mesh yet: the 1-D fields stand
+        return draft
+
+    @property
+    def device_choices(self) -> list[int]:
+        """The device counts the picker offers."""
+        return list(self._device_choices)
+
+    # -- what the app tells ------------------------------------------------------------
+
+    def load_demo(self, functions: list[str], batches: dict[str, int], descriptions: dict[str, str],
+                  *, programs: bool = False, devices: int | None = None,
+                  meshes: dict[str, Mesh | None] | None = None, demo_mesh: bool = False) -> None:
+        """Offer the functions of a (re)loaded demo file and the device counts that fit.
+
+        For a program file (``programs``) the list holds its programs, and a note replaces the
+        mesh and chunk settings, which do not apply: ``devices`` CPU devices were started.
+        ``meshes`` holds each demo's own mesh; with ``demo_mesh`` (the user gave no mesh) the
+        fields show the current demo's, and follow the demo picked until the user edits them.
+        """
+        from shardscope.sources.demos import carried_over  # as the run does: a renamed function stays picked
+
+        self.set_class(programs, "-programs")
+        self.query_one("#functions-title", Label).update("Programs" if programs else "Function")
+        if programs:
+            self.query_one("#programs-note", Static).update(Text(
+                f"Each program builds its own mesh on the {devices} CPU devices started (--max-devices): "
+                "no mesh or chunk settings here.\n"
+                "B: baseline, C: candidate; b / c pick the next, Enter makes a program the candidate.", "dim"))
+        else:
+            self.compared = None
+        self.function = carried_over(self.function, self.functions, list(functions))
+        self.functions = list(functions)
+        self.batches = dict(batches)
+        self._descriptions = dict(descriptions)
+        self._show_functions()
+        first_load = not self._demo_meshes
+        self._demo_meshes = dict(meshes or {})
+        if demo_mesh and not programs and (first_load or self._mesh_is_the_demos()):
+            self._show_demo_mesh()
+        self._offer_devices()
+        self._update_chunk_help()
+
+    def show_resolved(self, settings: Settings) -> None:
+        """Mark the function an analysis ran (the default one resolved to its name)."""
+        self.function = settings.function
+        self._show_functions()
+
+    def show_compared(self, baseline: str, candidate: str) -> None:
+        """Mark a program file's compared programs in the list (``B``, ``C``)."""
+        self.compared = (baseline, candidate)
+        self._show_functions()
+
+    # -- internals ---------------------------------------------------------------------
+
+    @property
+    def _current_function(self) -> str | None:
+        return self.function or (self.functions[0] if self.functions else None)
+
+    def _show_functions(self) -> None:
+        options = self.query_one("#functions", OptionList)
+        current = self.compared[1] if self.programs and self.compared else self._current_function
+        with self.prevent(OptionList.OptionHighlighted):
+            options.clear_options()
+            options.add_options(Option(self._function_label(name, current), id=name) for name in self.functions)
+            if current in self.functions:
+                options.highlighted = self.functions.index(current)
+        descriptions = getattr(self, "_descriptions", {})
+        description = descriptions.get(current or "", "")
+        if self.programs and description:
+            description = f"{current}: {description}"
+        self.query_one("#description", Static).update(Text(description, "dim italic"))
+
+    def _function_label(self, name: str, current: str | None) -> Text:
+        """``● linear`` for the demo picked; ``B step`` / ``C step_fixed`` for compared programs."""
+        if not self.programs:
+            return Text.assemble(("● " if name == current else "  "), name)
+        baseline, candidate = self.compared or ("", "")
+        mark = "B " if name == baseline else "C " if name == candidate else "  "
+        if name == baseline == candidate:
+            mark = "= "
+        return Text.assemble((mark, "bold"), name)
+
+    def _fields_mesh(self) -> Mesh | None:
+        """The mesh the fields show (None while one is not valid)."""
+        try:
+            mesh_text = self.query_one("#mesh", Input).value.strip()
+            if mesh_text:
+                return Mesh.parse(mesh_text)
+            devices = self.query_one("#devices", Select).value
+            return Mesh.one_axis(check_axis_name(self.query_one("#axis", Input).value.strip()), devices)
+        except (SettingsError, TypeError):
+            return None
+
+    def _mesh_is_the_demos(self) -> bool:
+        """True while the fields show the mesh the sidebar filled in from the demo."""
+        return self._auto_mesh is not None and self._fields_mesh() == self._auto_mesh
+
+    def _show_demo_mesh(self) -> None:
+        """Fill the mesh fields with the current demo's own mesh (the default ``s=2`` if it has none)."""
+        from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES
+
+        mesh = self._demo_meshes.get(self._current_function or "") or Mesh.one_axis(DEFAULT_AXIS, DEFAULT_DEVICES)
+        one_axis = len(mesh.axes) == 1 and mesh.devices <= self.max_devices
+        select = self.query_one("#devices", Select)
+        with self.prevent(Input.Changed, Select.Changed):
+            if one_axis:
+                options = sorted({*self._device_choices, mesh.devices})
+                select.set_options([(str(n), n) for n in options])
+                select.value = mesh.devices
+            self.query_one("#axis", Input).value = mesh.names[0]
+            self.query_one("#mesh", Input).value = "" if one_axis else mesh.text()
+            self.query_one("#batch-axes", Input).value = ""
+        self._auto_mesh = mesh
+
+    def _offer_devices(self) -> None:
+        select = self.query_one("#devices", Select)
+        batch = self.batches.get(self._current_function or "")
+        counts = list(range(1, self.max_devices + 1))
+        if batch is not None:
+            counts = [d for d in divisors(batch) if d <= self.max_devices]
+        current = select.value
+        self._device_choices = counts
+        with self.prevent(Select.Changed):
+            select.set_options([(str(n), n) for n in counts])
+            select.value = current if current in counts else max(d for d in counts if d <= current)
+
+    def _typed_chunk(self) -> int | None:
+        text = self.query_one("#chunk", Input).value.strip().lower()
+        if text in ("", "auto"):
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise SettingsError(f"The chunk size {text!r} is not a whole number.", "type a number, or leave it empty for auto") from None
+        return value
+
+    def _per_device_batch(self) -> int | None:
+        batch = self.batches.get(self._current_function or "")
+        if batch is None:  # also while composing, before the device picker exists
+            return None
+        mesh_text = self.query_one("#mesh", Input).value.strip()
+        if mesh_text:
+            try:
+                mesh = Mesh.parse(mesh_text)
+                axes_text = self.query_one("#batch-axes", Input).value.strip()
+                shards = mesh.size_of(mesh.check_axes(parse_axes(axes_text) if axes_text else mesh.names, "batch axes"))
+            except SettingsError:
+                return None
+            return None if batch % shards else batch // shards
+        devices = self.query_one("#devices", Select).value
+        if not isinstance(devices, int) or batch % devices:
+            return None
+        return batch // devices
+
+    def _chunk_is_valid(self, text: str) -> bool:
+        text = text.strip().lower()
+        if text in ("", "auto"):
+            return True
+        if not text.isdigit() or int(text) < 1:
+            return False
+        per_device = self._per_device_batch()
+        return per_device is None or per_device % int(text) == 0
+
+    def _update_chunk_help(self) -> None:
+        help_text = self.query_one("#chunk-help", Static)
+        chunk = self.query_one("#chunk", Input)
+        chunk.validate(chunk.value)
+        per_device = self._per_device_batch()
+        if per_device is None:
+            help_text.update("a divisor of the per-device batch; empty = auto")
+        else:
+            valid = " ".join(map(str, divisors(per_device)))
+            help_text.update(f"{per_device}/device: {valid}\n(empty = auto = {default_chunk_size(per_device)})")
+        help_text.set_class(not self._chunk_is_valid(chunk.value), "-invalid")
+
+    @on(OptionList.OptionSelected, "#functions")
+    def _function_picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id is None:
+            return
+        if self.programs:
+            self.post_message(self.CandidatePicked(event.option.id))
+            return
+        follow = self._mesh_is_the_demos()
+        self.function = event.option.id
+        self._show_functions()
+        if follow:  # the fields showed the previous demo's own mesh: show this one's
+            self._show_demo_mesh()
+        self._offer_devices()
+        self._update_chunk_help()
+        self.post_message(self.Edited())
+        self.post_message(self.Changed())
+
+    @on(Select.Changed, "#devices")
+    def _devices_picked(self, event: Select.Changed) -> None:
+        event.stop()
+        self._update_chunk_help()
+        self.post_message(self.Edited())
+        self.post_message(self.Changed())
+
+    @on(Input.Changed, "#chunk, #mesh, #batch-axes")
+    def _chunk_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._update_chunk_help()
+        self._update_mesh_fields()
+        self.post_message(self.Edited())
+
+    def _update_mesh_fields(self) -> None:
+        """A named mesh sets the device count and the axes: the 1-D fields then do not apply.
+
+        They are disabled (the Devices picker would still say 2 beside ``data=4,model=2``) and a
+        note under the mesh says what it sets; clearing the mesh gives them back.
+        """
+        mesh = self._typed_mesh()
+        note = self.query_one("#mesh-note", Static)
+        for field_id in ("#devices", "#axis"):
+            self.query_one(field_id).disabled = mesh is not None
+        note.set_class(mesh is not None, "-shown")
+        if mesh is not None:
+            note.update(f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
+                        "Devices and Mesh axis name above (clear it to use them)")
+
+    def _typed_mesh(self) -> Mesh | None:
+        """The named mesh typed (None when empty or not a mesh yet)."""
+        text = self.query_one("#mesh", Input).value.strip()
+        try:
+            return Mesh.parse(text) if text else None
+        except SettingsError:
+            return None
+
+    @on(Input.Changed, "#axis")
+    def _axis_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.post_message(self.Edited())
+
+    @on(Input.Submitted)
+    def _input_committed(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(self.Changed())
+
+
+def _is_axis_name(text: str) -> bool:
+    """True for what :func:`~shardscope.plans.settings.check_axis_name` accepts (ASCII identifiers)."""
+    try:
+        check_axis_name(text.strip())
+    except SettingsError:
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""The cost model: projection onto interconnects, their presets, calibration, the chunk sweep."""

@@ -1,0 +1,174 @@
+"""Project each plan's collectives onto an interconnect with the ring (alpha-beta) model.
+
+For ``n`` devices, a payload of ``S`` bytes, per-step latency alpha and one-way bandwidth ``B``
+(the formulas of NCCL's performance notes, :data:`shardscope.costmodel.interconnects.NCCL_PERFORMANCE`):
+
+- all-reduce (``psum``, ``psum_invariant``, ``unreduced_psum``, ``pmax``, ``pmin``):
+  ``2(n-1)·alpha + 2(n-1)/n · S/B``
+- reduce-scatter, all-gather, all-to-all: ``(n-1)·alpha + (n-1)/n · S/B``, where ``S`` is the
+  full (unscattered, gathered) array: for an all-gather that is ``n`` times its operand
+- ppermute (and send/recv): ``alpha + S/B``; pbroadcast: ``(n-1)·alpha + S/B`` (a pipelined chain)
+
+Each plan sums these over its executed collectives (runs per call × cost per run). The projection
+keeps the analysed per-device program (same chunks per device, same payloads) and puts it on a
+ring of ``devices`` devices: only the communication is projected, not the compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shardscope.costmodel.interconnects import Link
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import Analysis
+
+_ALL_REDUCE = {"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"}
+_SCATTER_GATHER = {"reduce_scatter", "unreduced_reduce_scatter", "all_to_all", "ragged_all_to_all"}
+_GATHER = {"all_gather", "all_gather_invariant", "all_gather_reduced"}
+_POINT_TO_POINT = {"ppermute", "psend", "precv"}
+
+
+def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float, float]:
+    """``(latency steps, bytes over the link)`` of one run: time = steps·alpha + bytes/B.
+
+    ``payload_bytes`` is the per-device operand size shardscope reports (``bytes`` in the JSON).
+    """
+    n = devices
+    base = primitive.removesuffix("_start")
+    if n < 2:
+        return 0.0, 0.0
+    if base in _ALL_REDUCE:
+        return 2 * (n - 1), 2 * (n - 1) / n * payload_bytes
+    if base in _GATHER:
+        return n - 1, (n - 1) / n * (n * payload_bytes)
+    if base in _SCATTER_GATHER:
+        return n - 1, (n - 1) / n * payload_bytes
+    if base in _POINT_TO_POINT:
+        return 1, payload_bytes
+    if base == "pbroadcast":
+        return n - 1, payload_bytes
+    raise ValueError(f"no communication model for {primitive!r}")
+
+
+def run_seconds(primitive: str, payload_bytes: int, devices: int, link: Link) -> tuple[float, float]:
+    """``(latency seconds, bandwidth seconds)`` of one run of a collective on ``link``."""
+    steps, wire_bytes = ring_terms(primitive, payload_bytes, devices)
+    return steps * link.latency_s, wire_bytes / link.bandwidth_Bps
+
+
+def crossover_bytes(devices: int, link: Link) -> float:
+    """The all-reduce payload below which latency costs more than bandwidth: ``n·alpha·B``."""
+    return devices * link.latency_s * link.bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class CollectiveProjection:
+    """One collective on the link: seconds per run (latency and bandwidth parts) and per call."""
+
+    equation_id: str
+    primitive: str
+    executions: int | None
+    bytes_per_execution: int
+    latency_s: float
+    bandwidth_s: float
+
+    @property
+    def seconds_per_execution(self) -> float:
+        """Projected seconds of one run."""
+        return self.latency_s + self.bandwidth_s
+
+    @property
+    def latency_dominated(self) -> bool:
+        """True when the payload is under the crossover size: latency costs more than bytes."""
+        return self.latency_s > self.bandwidth_s
+
+
+@dataclass(frozen=True)
+class PlanProjection:
+    """One plan on the link: communication seconds per call and the latency's share of it."""
+
+    name: str
+    comm_s_per_call: float | None
+    latency_s_per_call: float | None
+    is_upper_bound: bool
+    collectives: tuple[CollectiveProjection, ...]
+
+    @property
+    def latency_share(self) -> float | None:
+        """The fraction of the communication time spent on latency (None when unknown or zero)."""
+        if not self.comm_s_per_call or self.latency_s_per_call is None:
+            return None
+        return self.latency_s_per_call / self.comm_s_per_call
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Every plan of an analysis projected onto ``link`` with ``devices`` devices in the ring."""
+
+    link: Link
+    devices: int
+    plans: dict[str, PlanProjection]
+
+    @property
+    def crossover_bytes(self) -> float:
+        """All-reduce payloads below this many bytes are latency-dominated."""
+        return crossover_bytes(self.devices, self.link)
+
+    def ratio(self, baseline: str, candidate: str) -> float | None:
+        """Projected communication time of ``baseline`` over ``candidate`` (None if unknown)."""
+        a, b = self.plans[baseline].comm_s_per_call, self.plans[candidate].comm_s_per_call
+        if a is None or b is None or b == 0:
+            return None
+        return a / b
+
+
+def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
+    """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh)."""
+    from shardscope.engine.dataflow import per_call
+
+    n = devices or analysis.shapes.devices
+    plans = {}
+    for name, plan in analysis.plans.items():
+        def part(eqn: Any, index: int) -> float:
+            from shardscope.engine.dataflow import payload_bytes
+
+            return run_seconds(eqn.primitive, payload_bytes(eqn), n, link)[index]
+
+        latency = per_call(plan.program, lambda eqn: part(eqn, 0))
+        bandwidth = per_call(plan.program, lambda eqn: part(eqn, 1))
+        plans[name] = PlanProjection(
+            name=name,
+            comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,
+            latency_s_per_call=latency,
+            is_upper_bound=plan.per_call_is_upper_bound,
+            collectives=tuple(
+                CollectiveProjection(c.equation_id, c.primitive, c.executions, c.bytes_per_execution,
+                                     *run_seconds(c.primitive, c.bytes_per_execution, n, link))
+                for c in plan.collectives
+            ),
+        )
+    return Projection(link=link, devices=n, plans=plans)
+
+
+def to_json(projection: Projection) -> dict[str, Any]:
+    """The ``report --json`` ``"projection"`` object."""
+    link = projection.link
+    return {
+        "preset": link.name,
+        "devices": projection.devices,
+        "bandwidth_Bps": link.bandwidth_Bps,
+        "latency_s": link.latency_s,
+        "source": link.source,
+        "crossover_bytes": projection.crossover_bytes,
+        "plans": {
+            name: {
+                "comm_s_per_call": plan.comm_s_per_call,
+                "latency_share": plan.latency_share,
+                "per_call_is_upper_bound": plan.is_upper_bound,
+                "latency_dominated_collectives": [c.equation_id for c in plan.collectives if c.latency_dominated],
+            }
+            for name, plan in projection.plans.items()
+        },
+    }

@@ -1,0 +1,204 @@
+"""The chunk-size trade-off: memory and run time of every plan at every chunk size.
+
+Each (plan, chunk size) is traced and compiled once; the reference (which does not depend on
+the chunk size) is compiled once for the whole sweep and checks every point's gradient. The
+pick is the fastest point whose per-device footprint fits the memory budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.plans.settings import Settings, divisors
+
+SweepProgress = Callable[[int, int, int], None]
+"""``progress(done, total, chunk_size)`` after each chunk size; may raise to cancel."""
+
+def parse_chunk_sizes(text: str) -> tuple[int, ...]:
+    """``1,2,4,8`` as ascending distinct chunk sizes."""
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 1:
+        raise SettingsError(f"--chunk-sizes {text!r} is not a list of positive whole numbers.",
+                            "write e.g. --chunk-sizes 1,2,4,8")
+    return tuple(sizes)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One plan at one chunk size: its memory per device, run time and communication per call."""
+
+    plan: str
+    chunk_size: int
+    chunks_per_device: int
+    memory: dict[str, int]
+    run_s: Any  # shardscope.measure.timing.RunTimes
+    executed_collectives: int | None
+    bytes_per_call: int | None
+    max_abs_err: float
+
+    @property
+    def footprint_bytes(self) -> int:
+        """Per-device bytes the compiled program holds: arguments + outputs + temporaries - aliases."""
+        m = self.memory
+        return (m.get("argument_size_in_bytes", 0) + m.get("output_size_in_bytes", 0)
+                + m.get("temp_size_in_bytes", 0) - m.get("alias_size_in_bytes", 0))
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Every point of the sweep, the budget, and the pick."""
+
+    function: str
+    devices: int
+    per_device_batch: int
+    repeats: int
+    points: tuple[SweepPoint, ...]
+    memory_budget_bytes: int | None
+    processes: int = 1
+    collectives_transport: str = "in-process"
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Each plan that could not be built or traced here, with the reason (as the report lists it)."""
+    mesh: dict[str, int] = field(default_factory=dict)
+    """The mesh swept on, axis by axis (a demo's own mesh when the user gave none)."""
+
+    def fits(self, point: SweepPoint) -> bool:
+        """True when ``point`` fits the budget (always, without a budget)."""
+        return self.memory_budget_bytes is None or point.footprint_bytes <= self.memory_budget_bytes
+
+    @property
+    def pick(self) -> SweepPoint | None:
+        """The fastest point (median run time) that fits the budget; None when none fits."""
+        fitting = [p for p in self.points if self.fits(p)]
+        return min(fitting, key=lambda p: p.run_s.median) if fitting else None
+
+    @property
+    def smallest_footprint(self) -> SweepPoint:
+        """The point that needs the least memory per device."""
+        return min(self.points, key=lambda p: p.footprint_bytes)
+
+    @property
+    def plan_names(self) -> list[str]:
+        """The plans swept, in order."""
+        return list(dict.fromkeys(p.plan for p in self.points))
+
+    @property
+    def chunk_sizes(self) -> list[int]:
+        """The chunk sizes swept, ascending."""
+        return sorted({p.chunk_size for p in self.points})
+
+
+def run_sweep(
+    settings: Settings,
+    chunk_sizes: tuple[int, ...] | None = None,
+    memory_budget_bytes: int | None = None,
+    progress: SweepProgress | None = None,
+    demo_file: Any = None,
+) -> Sweep:
+    """Compile and time every plan at every chunk size (default: every divisor of the per-device batch).
+
+    ``demo_file`` skips loading when the caller already holds the loaded file.
+    """
+    import jax
+
+    from shardscope.plans import registry
+    from shardscope.sources.demos import load_demo_file
+    from shardscope.distributed.workers import collectives_transport
+
+    demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
+    first = registry.build_plans(demo_fn, settings.with_(chunk_size=None))
+    per_device = first.shapes.per_device_batch
+    sizes = chunk_sizes or tuple(divisors(per_device))
+    bad = [c for c in sizes if per_device % c]
+    if bad:
+        raise SettingsError(
+            f"chunk size(s) {', '.join(map(str, bad))} do not divide the per-device batch {per_device}.",
+            f"valid chunk sizes: {', '.join(map(str, divisors(per_device)))}",
+        )
+    reference = _compile("reference", first.functions["reference"], first.args, settings.axis)
+    expected = reference(*first.args)
+    points: list[SweepPoint] = []
+    unavailable: dict[str, dict[int, str]] = {}  # plan -> chunk size -> why
+    for i, chunk in enumerate(sizes):
+        built = registry.build_plans(demo_fn, settings.with_(chunk_size=chunk))
+        traced, untraced = registry.trace_plans(built)
+        for name, reason in {**built.unavailable, **untraced}.items():
+            unavailable.setdefault(name, {})[chunk] = reason
+        points += _points(built, traced, chunk, expected, settings)
+        if progress is not None:
+            progress(i + 1, len(sizes), chunk)
+    return Sweep(
+        function=demo_fn.name,
+        devices=first.shapes.devices,
+        per_device_batch=per_device,
+        repeats=settings.repeats,
+        points=tuple(points),
+        memory_budget_bytes=memory_budget_bytes,
+        processes=jax.process_count(),
+        collectives_transport=collectives_transport(),
+        unavailable={name: _reason(by_chunk, sizes) for name, by_chunk in unavailable.items()},
+        mesh=dict(settings.mesh.axes),
+    )
+
+
+def _reason(by_chunk: dict[int, str], sizes: tuple[int, ...]) -> str:
+    """Why a plan is missing from the sweep: the reason, and at which chunk sizes unless at every one."""
+    reasons = list(dict.fromkeys(by_chunk.values()))
+    if len(by_chunk) == len(sizes) and len(reasons) == 1:
+        return reasons[0]
+    return "; ".join(
+        f"at chunk size {', '.join(str(c) for c in by_chunk if by_chunk[c] == reason)}: {reason}" for reason in reasons
+    )
+
+
+def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expected: Any,
+            settings: Settings) -> list[SweepPoint]:
+    """Compile and time each traced plan of ``built`` (one chunk size), interleaved."""
+    from shardscope.engine import dataflow
+    from shardscope.measure import timing
+    from shardscope.engine.jaxpr_model import from_jaxpr
+
+    names = [name for name in built.plans if name in traced]
+    compiled = {name: _compile(name, built.functions[name], built.args, settings.axis, traced[name][0])
+                for name in names}
+    times = timing.time_interleaved(compiled, built.args, settings.repeats)
+    out = []
+    for name in names:
+        program = from_jaxpr(traced[name][0].jaxpr)
+        out.append(SweepPoint(
+            plan=name,
+            chunk_size=chunk,
+            chunks_per_device=built.shapes.chunks_per_device,
+            memory=timing.memory(compiled[name]),
+            run_s=times[name],
+            executed_collectives=dataflow.per_call(program, lambda eqn: 1),
+            bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
+            max_abs_err=timing.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
+        ))
+    return out
+
+
+def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:
+    traced = traced if traced is not None else _trace_fn(fn, args, axis)
+    try:
+        return traced.lower().compile()
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ShardscopeError(f"XLA failed to compile the {name} plan: {type(exc).__name__}: {first}",
+                              "run with --debug for the full error") from exc
+
+
+def _trace_fn(fn: Any, args: tuple, axis: str) -> Any:
+    from shardscope.plans import registry
+
+    try:
+        return fn.trace(*args)
+    except ShardscopeError:
+        raise
+    except Exception as exc:
+        raise registry.describe_trace_error(exc, axis) from exc

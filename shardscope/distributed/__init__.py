@@ -1,0 +1,1 @@
+"""Beyond one process: how JAX starts, local worker processes, clusters, interrupts."""

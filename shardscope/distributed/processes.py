@@ -1,0 +1,182 @@
+"""Spawn P local worker processes joined by ``jax.distributed``, and never leave one behind.
+
+Process 0 prints the report (its stdout is ours); the others print nothing. Each worker's
+stderr is read by a thread: process 0's progress lines are passed on, and the last lines of
+every worker say why it failed if it does. On a worker's failure,
+a timeout, Ctrl+C or SIGTERM every worker is ended (SIGTERM, then SIGKILL after a grace period)
+before this returns or raises: the coordinator's port closes with process 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from shardscope.distributed.workers import WorkerRole
+from shardscope.errors import ShardscopeError
+from shardscope.distributed.interrupts import register_child, unregister_child
+
+GRACE_S = 1.0
+"""How long a worker gets to end after SIGTERM before it is killed."""
+
+PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
+"""Lines of process 0's stderr that are progress, passed on to ours as they come."""
+
+
+class WorkerFailed(ShardscopeError):
+    """A worker ended with an error; ``exit_code`` is what the CLI should exit with."""
+
+    def __init__(self, message: str, hint: str | None, exit_code: int) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code
+
+
+@dataclass
+class _Worker:
+    process_id: int
+    popen: subprocess.Popen
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
+    reader: threading.Thread | None = None
+
+    def read_stderr(self) -> None:
+        """Keep the last lines of the worker's stderr; pass process 0's progress on."""
+        for raw in self.popen.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr_tail.append(line)
+            if self.process_id == 0 and line.startswith(PROGRESS_PREFIXES):
+                print(line, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_workers(worker_args: list[str], processes: int, timeout_s: float) -> int:
+    """Run ``python -m shardscope WORKER_ARGS --worker ...`` as ``processes`` joined workers.
+
+    Returns 0 when every worker succeeds. Raises :class:`WorkerFailed` naming the first worker
+    that failed (with its message), or when they do not finish within ``timeout_s``.
+    ``KeyboardInterrupt`` (Ctrl+C, or SIGTERM here) ends every worker and propagates.
+    """
+    coordinator = f"127.0.0.1:{free_port()}"
+    with _sigterm_as_interrupt(), _workers(worker_args, processes, coordinator) as workers:
+        return _wait(workers, timeout_s)
+
+
+@contextlib.contextmanager
+def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterator[list[_Worker]]:
+    workers: list[_Worker] = []
+    try:
+        for i in range(processes):
+            role = WorkerRole(coordinator, processes, i, os.getpid())
+            worker = _Worker(i, _start([*worker_args, "--worker", role.text()], i))
+            # Registered before anything a signal can interrupt (starting a thread waits on an
+            # event, where SIGTERM's KeyboardInterrupt lands): end_all must reach every worker.
+            workers.append(worker)
+            register_child(worker.popen)
+            reader = threading.Thread(target=worker.read_stderr, name=f"worker-{i}-stderr", daemon=True)
+            reader.start()
+            worker.reader = reader
+        yield workers
+    finally:
+        end_all(workers)
+        for worker in workers:
+            unregister_child(worker.popen)
+        for worker in workers:
+            if worker.reader is not None:
+                worker.reader.join(timeout=GRACE_S)
+            worker.popen.stderr.close()
+
+
+def _start(argv: list[str], process_id: int) -> subprocess.Popen:
+    # Own session: a Ctrl+C in the terminal reaches only us, and we end the workers in order.
+    return subprocess.Popen(
+        [sys.executable, "-m", "shardscope", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=None if process_id == 0 else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def _wait(workers: list[_Worker], timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    running = list(workers)
+    while running:
+        for worker in list(running):
+            code = worker.popen.poll()
+            if code is None:
+                continue
+            running.remove(worker)
+            if code != 0:
+                raise _failure(worker, code, len(workers))
+        if time.monotonic() > deadline:
+            raise WorkerFailed(
+                f"the {len(workers)} worker processes did not finish within {timeout_s:g} s; all were ended.",
+                "raise --timeout, or use fewer --repeats",
+                2,
+            )
+        time.sleep(0.05)
+    return 0
+
+
+def _failure(worker: _Worker, code: int, processes: int) -> WorkerFailed:
+    """Say which worker failed and why, from the end of its stderr."""
+    if worker.reader is not None:
+        worker.reader.join(timeout=GRACE_S)  # the worker has ended: its last lines are on their way
+    lines = [line.strip() for line in worker.stderr_tail if line.strip()]
+    errors = [line.removeprefix("shardscope: error: ") for line in lines if line.startswith("shardscope: error:")]
+    hints = [line.removeprefix("hint: ") for line in lines if line.startswith("hint: ")]
+    who = f"process {worker.process_id} of {processes}"
+    if errors:
+        return WorkerFailed(f"{who}: {errors[-1]}", hints[-1] if hints else None, code if code > 0 else 1)
+    why = f"ended by signal {-code}" if code < 0 else f"exited with status {code}"
+    last = f": {lines[-1]}" if lines else ""
+    return WorkerFailed(f"{who} {why}{last}", "run with --debug to see the worker's traceback", 1)
+
+
+def end_all(workers: list[_Worker]) -> None:
+    """SIGTERM every live worker, then SIGKILL whoever is still there after :data:`GRACE_S`."""
+    live = [w for w in workers if w.popen.poll() is None]
+    for worker in live:
+        with contextlib.suppress(ProcessLookupError):
+            worker.popen.terminate()
+    deadline = time.monotonic() + GRACE_S
+    for worker in live:
+        try:
+            worker.popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                worker.popen.kill()
+            worker.popen.wait()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While waiting on workers, SIGTERM unwinds like Ctrl+C so the workers are ended."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

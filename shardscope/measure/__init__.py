@@ -1,0 +1,1 @@
+"""Measurement: compile and run times, speedups with their spread, output cross-checks."""

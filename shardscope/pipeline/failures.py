@@ -1,0 +1,134 @@
+"""What the user's code raised inside JAX, as one :class:`TraceError` with a hint.
+
+Demo code runs at import, while tracing (``jax.eval_shape``, ``.trace``) and at run time
+(``jax.debug.callback``). Whatever it raises there, including ``sys.exit()``, becomes one
+message that names the stage and the demo file's line; a traceback is for ``--debug``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from pathlib import Path
+from typing import Iterator
+
+from shardscope.errors import TraceError, quote_error
+
+_CALLBACK_LOGGER = "jax._src.debugging"  # logs every failing jax.debug.callback with a traceback
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of ``exc``'s text (its type name when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+_CARRY_CAST = re.compile(
+    r"pcast\(\.\.\., (\([^)]*\)), to='varying'\)`, to the initial carry value corresponding to "
+    r"the input carry(?: component)? ([^\s.;]+)"
+)
+"""JAX's own fix for a loop carry that starts invariant and comes out varying (the axes, the carry)."""
+
+
+def trace_error(exc: BaseException, subject: str, *, demo: bool, axis: str | tuple[str, ...] | None = None,
+                debug: str = "--debug shows JAX's whole error") -> TraceError:
+    """JAX's tracing error ``exc`` as one :class:`TraceError`: every command and the Python API
+    quote it the same way (the lines that name the value and its types, :func:`quote_error`).
+
+    ``subject`` is what failed ("the model", a program's name); ``demo`` says whether it is a
+    demo's ``f``, which shardscope maps itself and also runs unmapped (for the reference), or
+    the user's own program. A loop carry that starts the same on every device and comes out
+    per-device gets its own message and the fix for that case; ``debug`` says where the whole
+    error is.
+    """
+    text, quoted = str(exc), quote_error(exc)
+    if "carry" in text and "manual axis types do not match" in text:
+        return TraceError(
+            f"A loop in {subject} starts from a value that is the same on every device but becomes "
+            f"per-device (varying over the mesh axis) inside the loop: {quoted}",
+            f"{_carry_hint(text, demo, axis)}; {debug}",
+        )
+    if demo:
+        return TraceError(
+            f"The model fails to trace under jax.shard_map: {quoted}",
+            f"jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; {debug}",
+        )
+    return TraceError(
+        f"{subject} fails to trace on its example arguments: {quoted}",
+        f"JAX's message above says which value and which types disagree; {debug}",
+    )
+
+
+def _carry_hint(text: str, demo: bool, axis: str | tuple[str, ...] | None) -> str:
+    """Cast the initial carry to varying (a program), or derive it from ``x`` (a demo's ``f``)."""
+    found = _CARRY_CAST.search(text)
+    if axis is None:
+        axis = tuple(re.findall(r"'([^']*)'", found.group(1))) if found else ("AXIS",)
+    axes = axis[0] if isinstance(axis, tuple) and len(axis) == 1 else axis
+    if demo:
+        return ("derive the initial carry from x, e.g. jnp.zeros_like(x[:, 0]), so that it is per-device like x "
+                f"(lax.pcast(init, {axes!r}, to='varying') does the same only where f runs inside shard_map: "
+                "shardscope also runs f unmapped, for the reference)")
+    carry = f"the carry {found.group(2)}" if found else "the carry"
+    return (f"cast the initial value of {carry} to varying before the loop, "
+            f"lax.pcast(init, {axes!r}, to='varying'), or derive it from a per-device argument "
+            "(jnp.zeros_like of a slice of it) so that it is per-device from the start")
+
+
+def system_exit(exc: SystemExit, path: Path, function: str) -> TraceError:
+    """``sys.exit(N)`` called inside the model while shardscope traced or ran it."""
+    from shardscope.sources.demos import demo_frames
+
+    frames = demo_frames(exc, path)
+    where = f", {path.name} line {frames[-1].lineno}" if frames else ""
+    return TraceError(
+        f"The demo called sys.exit({exc.code!r}) inside {function}{where}.",
+        "shardscope traces and runs the model: it must return its output, not exit",
+    )
+
+
+def model_error(exc: BaseException, axis: str) -> TraceError:
+    """The model failed on its own example inputs (outside ``shard_map``)."""
+    text = str(exc)
+    if "unbound axis name" in text:
+        found = first_line(exc).split(". ")[0].rstrip(".")  # JAX goes on: "call psum under shard_map"
+        return TraceError(
+            f"The model uses a mesh axis itself: {type(exc).__name__}: {found}.",
+            f"shardscope maps f(params, x) per example and adds the collectives over {axis!r} itself: "
+            "the model may not use the mesh axis (no lax.psum, all_gather, ... inside it)",
+        )
+    return TraceError(
+        f"The model fails on its example inputs: {type(exc).__name__}: {first_line(exc)}",
+        "check that f(params, x) runs on the shapes given to @shardscope.demo",
+    )
+
+
+def run_error(exc: BaseException, plan: str, path: Path) -> TraceError:
+    """The compiled ``plan`` failed while running (a ``jax.debug.callback`` that raised).
+
+    JAX wraps the callback's exception and its traceback in a ``JaxRuntimeError``: the message
+    keeps the callback's own last line and points at the demo file's line.
+    """
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(" ")]
+    cause = lines[-1] if lines else type(exc).__name__
+    where = re.findall(rf'File "[^"]*{re.escape(path.name)}", line (\d+)', text)
+    at = f" ({path.name} line {where[-1]})" if where else ""
+    return TraceError(
+        f"The {plan} plan failed while running: {cause}{at}.",
+        "a callback in the model (jax.debug.callback, io_callback, pure_callback) raised; "
+        "--debug shows JAX's full error",
+    )
+
+
+@contextlib.contextmanager
+def quiet_callback_logs() -> Iterator[None]:
+    """Keep JAX from logging a traceback per failing ``jax.debug.callback`` (it raises anyway)."""
+    logger = logging.getLogger(_CALLBACK_LOGGER)
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)

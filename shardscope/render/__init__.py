@@ -1,0 +1,2 @@
+"""Renderings of an analysis: plain text, rich tables, findings, the report, JSON, the diff,
+and writing them to files."""

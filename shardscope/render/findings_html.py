@@ -1,0 +1,87 @@
+"""An :class:`~shardscope.engine.inspection.Inspection` as an HTML fragment for notebooks.
+
+A notebook puts the fragment inside its own page, so it has one root element with an id of
+its own and every style rule is scoped under that id: nothing restyles the page around it.
+Text inherits the page's colour; the only colours set are the verdict badges', each with its
+own background, so the fragment reads the same on a light and a dark theme.
+"""
+
+from __future__ import annotations
+
+import html
+import uuid
+from typing import TYPE_CHECKING
+
+from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
+
+if TYPE_CHECKING:
+    from shardscope.engine.inspection import Inspection
+
+BADGES = {
+    "deferrable": ("#b71c1c", "#ffffff"),
+    "loop_invariant": ("#f9a825", "#000000"),
+    "needed": ("#1b5e20", "#ffffff"),
+}
+"""Verdict -> (background, text colour) of its badge: readable whatever the page's colours are."""
+
+_RULES = """
+{root} {{ font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
+  font-size: 13px; line-height: 1.4; color: inherit; background: transparent; margin: 0.5em 0; }}
+{root} .summary {{ font-weight: bold; margin: 0 0 0.4em 0; padding-left: 0.5em; border-left: 4px solid {mark}; }}
+{root} table {{ border-collapse: collapse; margin: 0 0 0.4em 0; color: inherit; }}
+{root} th, {root} td {{ padding: 2px 10px; border-bottom: 1px solid rgba(127, 127, 127, 0.35);
+  text-align: left; white-space: nowrap; color: inherit; background: transparent; }}
+{root} th {{ font-weight: bold; border-bottom: 1px solid rgba(127, 127, 127, 0.8); }}
+{root} .num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+{root} .badge {{ display: inline-block; padding: 0 6px; border-radius: 3px; font-weight: bold; }}
+{badges}
+{root} ol.notes {{ margin: 0; padding-left: 0; list-style: none; }}
+{root} ol.notes li {{ margin: 0 0 0.3em 0; white-space: normal; max-width: 110ch; }}
+"""
+
+
+def inspection_html(inspection: "Inspection") -> str:
+    """One ``<div>`` with its scoped ``<style>``: the summary, the findings table, the fixes."""
+    root_id = f"shardscope-{uuid.uuid4().hex[:12]}"
+    return (
+        f'<div id="{root_id}" class="shardscope-inspection">'
+        f"<style>{_style(f'#{root_id}', bool(inspection.flagged))}</style>"
+        f'<p class="summary">{html.escape(summary(inspection))}</p>'
+        f"{_table(inspection) if inspection.collectives else ''}"
+        f"{_notes(inspection)}"
+        "</div>"
+    )
+
+
+def _style(root: str, flagged: bool) -> str:
+    """The style rules, every selector under ``root``."""
+    badges = "\n".join(
+        f"{root} .badge.{kind} {{ background: {background}; color: {text}; }}"
+        for kind, (background, text) in BADGES.items()
+    )
+    mark = BADGES["deferrable" if flagged else "needed"][0]
+    return _RULES.format(root=root, badges=badges, mark=mark)
+
+
+def _table(inspection: "Inspection") -> str:
+    """A real ``<table>``: the same cells as the text rendering (:func:`table_rows`)."""
+    head = "".join(f'<th class="{_align(column)}">{html.escape(column)}</th>' for column in COLUMNS)
+    body = []
+    for row in table_rows(inspection.collectives):
+        *cells, kind = row
+        tds = "".join(f'<td class="{_align(column)}">{html.escape(cell)}</td>' for column, cell in zip(COLUMNS, cells))
+        verdict = f'<span class="badge {kind}">{html.escape(kind)}</span>' if kind in BADGES else html.escape(kind)
+        body.append(f"<tr>{tds}<td>{verdict}</td></tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _align(column: str) -> str:
+    return "num" if column in RIGHT_ALIGNED else "text"
+
+
+def _notes(inspection: "Inspection") -> str:
+    """Each finding's source, verdict and fix, one list item each (nothing without findings)."""
+    lines = notes(inspection.collectives)
+    if not lines:
+        return ""
+    return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"

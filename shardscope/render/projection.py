@@ -1,0 +1,107 @@
+"""The projection as text: one rich table for ``report`` and one list of lines for the app."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shardscope.engine.counts import count_text
+from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
+    from shardscope.costmodel.projection import PlanProjection, Projection
+
+
+def title(projection: "Projection") -> str:
+    """What was projected onto what, in one line."""
+    link = projection.link
+    return (
+        f"projected onto {link.name} ({format_bandwidth(link.bandwidth_Bps)} one way, "
+        f"{format_seconds(link.latency_s)} per ring step) with {projection.devices} devices; "
+        "communication only, the analysed per-device program"
+    )
+
+
+def seconds_text(plan: "PlanProjection") -> str:
+    """``≤ 12.5 us`` / ``12.5 us`` / ``?``."""
+    if plan.comm_s_per_call is None:
+        return "?"
+    return ("≤ " if plan.is_upper_bound else "") + format_seconds(plan.comm_s_per_call)
+
+
+def share_text(plan: "PlanProjection") -> str:
+    """The latency share as a percentage, ``-`` when there is no communication."""
+    return "-" if plan.latency_share is None else f"{plan.latency_share:.0%}"
+
+
+def dominated_text(plan: "PlanProjection") -> str:
+    """``1 of 2`` collectives whose payload is under the crossover size."""
+    dominated = sum(c.latency_dominated for c in plan.collectives)
+    return f"{dominated} of {len(plan.collectives)}"
+
+
+def ratio_sentence(analysis: "Analysis", projection: "Projection", comparison: "Comparison | None" = None) -> str | None:
+    """The projected communication ratio of the compared plans, then what was measured here.
+
+    ``comparison`` is the pair the user looks at (the app's ``b``/``c``; default: the
+    analysis's). The measured part is that comparison's own sentence
+    (:meth:`~shardscope.pipeline.comparison.Comparison.speedup_text`): one statement, from one
+    computation, wherever the speedup is printed.
+    """
+    comparison = comparison or getattr(analysis, "comparison", None)
+    if comparison is None or comparison.baseline == comparison.candidate:
+        return None
+    baseline, candidate = comparison.baseline, comparison.candidate
+    projected = projection.ratio(baseline, candidate)
+    text = (
+        f"projected {baseline}/{candidate} communication time: "
+        f"{'?' if projected is None else f'{projected:.2f}x'}"
+    )
+    measured = comparison.speedup_text()
+    if measured is not None:
+        text += f"{MEASURED}{measured}"
+    return text
+
+
+MEASURED = "; measured run time here: "
+"""Where the measured part of :func:`ratio_sentence` starts (the app hides it with measured times)."""
+
+
+def lines(analysis: "Analysis", projection: "Projection", comparison: "Comparison | None" = None) -> list[str]:
+    """The projection as plain lines (the app's Timings tab shows these, for the comparison shown)."""
+    out = [title(projection)]
+    for name, plan in projection.plans.items():
+        runs = count_text(analysis.plans[name].executed_collectives)
+        out.append(
+            f"  {name}: {seconds_text(plan)} per call ({runs} collective runs), latency {share_text(plan)}, "
+            f"{dominated_text(plan)} collectives latency-dominated"
+        )
+    out.append(f"  payloads under {projection.crossover_bytes:,.0f} B are latency-dominated on this link")
+    sentence = ratio_sentence(analysis, projection, comparison)
+    if sentence:
+        out.append("  " + sentence)
+    return out
+
+
+def render_projection(analysis: "Analysis", projection: "Projection", console: "Console") -> None:
+    """Print the projection table, the crossover size, the ratios and the source of the numbers."""
+    from rich.table import Table
+
+    table = Table(title=title(projection), title_justify="left")
+    for column in ("plan", "comm/call", "latency share", "runs/call", "latency-dominated"):
+        table.add_column(column, justify="left" if column == "plan" else "right")
+    for name, plan in projection.plans.items():
+        table.add_row(name, seconds_text(plan), share_text(plan),
+                      count_text(analysis.plans[name].executed_collectives), dominated_text(plan))
+    console.print(table)
+    console.print(
+        f"collective payloads under {projection.crossover_bytes:,.0f} B (n·alpha·B) are latency-dominated here.",
+        highlight=False,
+    )
+    sentence = ratio_sentence(analysis, projection)
+    if sentence:
+        console.print(sentence + ".", highlight=False)
+    console.print(f"source: {projection.link.source}", highlight=False, style="dim")

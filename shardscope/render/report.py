@@ -1,0 +1,282 @@
+"""Renderings of an :class:`~shardscope.pipeline.analysis.Analysis` for the terminal and for scripts."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from shardscope.engine.counts import count_text
+from shardscope.measure.timing import GRADIENT_CHECK
+from shardscope.render.text import headline, unavailable_lines
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shardscope.pipeline.analysis import Analysis, PlanResult
+    from shardscope.costmodel.projection import Projection
+
+
+def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
+    """The ``report --json`` object. Keys are a contract: extend, never rename.
+
+    ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
+    Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
+    """
+    data = _json(analysis)
+    data["projection"] = None if projection is None else projection_json(analysis, projection)
+    return json_finite(data)
+
+
+def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
+    """The ``"projection"`` object, with the projected and measured ratios of the compared plans
+    (``measured`` is the comparison's median per-round ratio, the report's ``speedup``)."""
+    from shardscope.costmodel.projection import to_json as projected
+
+    data = projected(projection)
+    comparison = analysis.comparison
+    if comparison.baseline != comparison.candidate:
+        baseline, candidate = comparison.baseline, comparison.candidate
+        data["ratio"] = {
+            "baseline": baseline,
+            "candidate": candidate,
+            "projected": projection.ratio(baseline, candidate),
+            "measured": analysis.speedup,
+        }
+    return data
+
+
+def json_finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in dicts and lists) replaced by None: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_finite(v) for v in value]
+    return value
+
+
+def _json(analysis: "Analysis") -> dict[str, Any]:
+    s = analysis.shapes or _NO_SHAPES  # a program file: no batch, no chunks (null, not made up)
+    comparison = analysis.comparison
+    speedup = comparison.speedup
+    return {
+        "function": analysis.function,
+        "file": str(analysis.settings.path),
+        "backend": analysis.backend,
+        "devices": analysis.settings.devices if analysis.shapes is None else s.devices,
+        "axis": None if analysis.is_programs else analysis.settings.axis,
+        "mesh": None if analysis.is_programs else dict(analysis.settings.mesh.axes),
+        "batch_axes": None if s.batch_axes is None else list(s.batch_axes),
+        "batch": s.batch,
+        "per_device_batch": s.per_device_batch,
+        "chunk_size": s.chunk_size,
+        "chunks_per_device": s.chunks_per_device,
+        "repeats": analysis.settings.repeats,
+        "processes": analysis.processes,
+        "collectives_transport": analysis.collectives_transport,
+        "speedup": analysis.speedup,
+        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_verdict": None if speedup is None else speedup.verdict,
+        "comparison": {
+            "baseline": comparison.baseline,
+            "candidate": comparison.candidate,
+            "speedup": None if speedup is None else {
+                "median": speedup.median, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
+            },
+            "text": comparison.speedup_text(),
+        },
+        "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
+        "compiler_note": compiler_note_of(analysis),
+        "unavailable": dict(analysis.unavailable),
+        "warnings": analysis.warnings,
+        "gradient_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.gradient_checks
+        ],
+        "reference": None if analysis.reference is None else {
+            "compile_s": analysis.reference.compile_s,
+            "run_s": _times_json(analysis.reference.run_s),
+            "memory": analysis.reference.memory,
+        },
+        "kind": analysis.kind,
+        "output_checks": [
+            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
+             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
+            for c in analysis.output_checks
+        ],
+    }
+
+
+class _NoShapes:
+    """What ``report --json`` says about the batch of a program file: nothing (null)."""
+
+    batch_axes = batch = per_device_batch = chunk_size = chunks_per_device = devices = None
+
+
+_NO_SHAPES = _NoShapes()
+
+
+def _plan_json(plan: "PlanResult") -> dict[str, Any]:
+    return {
+        "description": plan.description,
+        "collectives": [
+            {
+                "primitive": c.primitive,
+                "axes": list(c.axes),
+                "loop_trip_counts": list(c.loop_trip_counts),
+                "executions": c.executions,
+                "bytes": c.bytes_per_execution,
+                "bytes_per_call": c.bytes_per_call,
+                "equation": c.equation_id,
+                "in_conditional": c.in_conditional,
+                "value": c.value,
+                "source": c.source,
+                "verdict": c.verdict_kind,
+                "fix": None if c.verdict is None else c.verdict.fix,
+            }
+            for c in plan.collectives
+        ],
+        "collectives_in_loops": plan.collectives_in_loops,
+        "executed_collectives": plan.executed_collectives,
+        "bytes_per_call": plan.bytes_per_call,
+        "per_call_is_upper_bound": plan.per_call_is_upper_bound,
+        "equations": plan.program.equation_count,
+        "hlo": None
+        if plan.hlo is None
+        else {
+            "backend": plan.hlo.backend,
+            "collectives": plan.hlo.count,
+            "collectives_in_loops": plan.hlo.in_loops,
+            "instructions": [
+                {"opcode": c.opcode, "shape": c.shape, "in_loop": c.in_loop, "while_trip_counts": list(c.while_trip_counts)}
+                for c in plan.hlo.collectives
+            ],
+        },
+        "trace_s": plan.trace_s,
+        "compile_s": plan.compile_s,
+        "run_s": _times_json(plan.run_s),
+        "memory": plan.memory,
+        "mesh": plan.mesh,
+        "max_abs_err": plan.max_abs_err,
+        "cost_analysis": plan.cost_analysis,
+    }
+
+
+def _times_json(times: Any) -> dict[str, float] | None:
+    if times is None:
+        return None
+    return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
+
+
+def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None) -> None:
+    """Print the human report: headline, the plans side by side, every collective, a verdict.
+
+    With a ``projection``, a table of each plan's communication on that interconnect follows.
+    """
+    from rich.table import Table
+
+    for i, line in enumerate(headline(analysis)):
+        console.print(line, style="bold" if i == 0 else None, highlight=False)
+    plans = list(analysis.plans.values())
+
+    table = Table(title="programs" if analysis.is_programs else "plans", title_justify="left")
+    table.add_column("")
+    for plan in plans:
+        table.add_column(plan.name, justify="right")
+    for label, fn in _ROWS:
+        if analysis.is_programs and label.startswith("max_abs_err"):
+            continue  # a program has no reference gradient
+        table.add_row(label, *(fn(plan) for plan in plans))
+    ref = analysis.reference
+    console.print(table)
+    for line in unavailable_lines(analysis):
+        console.print(line, style="dim", highlight=False)
+
+    coll = Table(title="collectives (bytes per device)", title_justify="left", pad_edge=False)
+    for column in ("program" if analysis.is_programs else "plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
+        coll.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
+    for plan in plans:
+        for c in plan.collectives:
+            loops = " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
+            style = "bold red" if c.in_loop else None
+            coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, c.runs.text(),
+                         count_text(c.bytes_per_call), style=style)
+    console.print(coll)
+    if ref is not None and ref.run_s is not None:
+        console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+        console.print(GRADIENT_CHECK, style="dim", highlight=False)
+    if any(p.cost_analysis for p in analysis.plans.values()):
+        console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
+                      "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
+    console.print(verdict(analysis), highlight=False)
+    for warning in analysis.warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False)
+    note = compiler_note_of(analysis)
+    if note:
+        console.print(note, style="dim", highlight=False)
+    if projection is not None:
+        from shardscope.render.projection import render_projection
+
+        render_projection(analysis, projection, console)
+
+
+def compiler_note_of(analysis: "Analysis") -> str | None:
+    """The HLO note (what other compilers would do), or None when the plans were not compiled."""
+    from shardscope.engine.hlo import compiler_note
+
+    compiled = {name: plan for name, plan in analysis.plans.items() if plan.hlo is not None}
+    if not compiled:
+        return None
+    backend = next(iter(compiled.values())).hlo.backend
+    return compiler_note(backend, {name: (p.collectives_in_loops, p.hlo.in_loops) for name, p in compiled.items()})
+
+
+def verdict(analysis: "Analysis") -> str:
+    """One sentence: every plan's runs per call, then the comparison's speedup."""
+    text = "; ".join(
+        f"{plan.name}: {plan.executed.text()} runs/call "
+        f"({plan.collectives_in_loops} of {len(plan.collectives)} collective equations in loops)"
+        for plan in analysis.plans.values()
+    )
+    speedup = analysis.comparison.speedup_text()
+    if speedup is not None:
+        text += f"; {speedup}"
+    return text + "."
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
+def _hlo(plan: "PlanResult") -> str:
+    return "-" if plan.hlo is None else f"{plan.hlo.count} ({plan.hlo.in_loops} in while)"
+
+
+def _cost_bytes(plan: "PlanResult") -> str:
+    """XLA's ``bytes accessed`` (a loop body counted once), beside shardscope's bytes per call."""
+    return "-" if not plan.cost_analysis else f"{plan.cost_analysis['bytes_accessed']:,.0f}"
+
+
+def _mem(plan: "PlanResult", key: str) -> str:
+    if not plan.memory:
+        return "-"
+    return f"{plan.memory.get(key, 0):,} B"
+
+
+_ROWS = (
+    ("collective equations", lambda p: str(len(p.collectives))),
+    ("  inside loops", lambda p: str(p.collectives_in_loops)),
+    ("  runs per call", lambda p: p.executed.text()),
+    ("  bytes per call", lambda p: p.bytes.text()),
+    ("  XLA cost_analysis bytes", _cost_bytes),
+    ("HLO collectives", _hlo),
+    ("equations", lambda p: f"{p.program.equation_count:,}"),
+    ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),
+    ("run median", lambda p: _ms(p.run_s and p.run_s.median)),
+    ("run min / max", lambda p: "-" if p.run_s is None else f"{_ms(p.run_s.min)} / {_ms(p.run_s.max)}"),
+    ("memory/device: arguments", lambda p: _mem(p, "argument_size_in_bytes")),
+    ("memory/device: temporaries", lambda p: _mem(p, "temp_size_in_bytes")),
+    ("max_abs_err vs reference", lambda p: "-" if p.max_abs_err is None else f"{p.max_abs_err:.2e}"),
+)

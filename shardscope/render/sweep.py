@@ -1,0 +1,120 @@
+"""The sweep as a rich table with the pick, and as the ``sweep --json`` object.
+
+With ``hidden`` (the app's ``measurements_hidden``, for screenshots that must not change) the run
+times show as ``···``, and so does the pick: which plan and chunk size is the fastest is a measured
+result. Memory and communication are computed, not measured, and stay. The ``sweep`` command
+never hides anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shardscope.engine.counts import count_text
+from shardscope.render.text import plans_unavailable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shardscope.costmodel.sweep import Sweep, SweepPoint
+
+HIDDEN = "···"
+"""What a measured time, or the pick made from one, shows while measurements are hidden."""
+
+
+def mib(n: int) -> str:
+    """Bytes in binary units: ``512 B``, ``16.3 KiB``, ``1.25 MiB``, ``2 GiB``, ``1 PiB``."""
+    for scale, unit in ((2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
+    """Which (plan, chunk size) to use, or that none fits and what the smallest footprint is.
+
+    With ``hidden`` a pick shows as ``···``: it is the fastest point, a measured result."""
+    pick = sweep.pick
+    budget = "" if sweep.memory_budget_bytes is None else f" within the budget of {mib(sweep.memory_budget_bytes)}"
+    if pick is not None and hidden:
+        return f"pick: {HIDDEN} (the fastest{budget})."
+    if pick is not None:
+        return (f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest{budget} "
+                f"(median {pick.run_s.median * 1e3:.3f} ms, {mib(pick.footprint_bytes)} per device).")
+    small = sweep.smallest_footprint
+    return (f"nothing fits{budget}: the smallest footprint is {mib(small.footprint_bytes)} per device "
+            f"({small.plan} at chunk size {small.chunk_size}).")
+
+
+def render_sweep(sweep: "Sweep", console: "Console") -> None:
+    """Print one row per (chunk size, plan), the plans that could not be swept, the budget and the pick."""
+    console.print(sweep_table(sweep))
+    for line in plans_unavailable(sweep.unavailable):
+        console.print(line, style="yellow", highlight=False)
+    console.print(pick_sentence(sweep), highlight=False)
+
+
+def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
+    """One row per (chunk size, plan): run time, memory per device, communication, fit; the pick in green.
+
+    With ``hidden`` the run times show as ``···`` and no row is marked as the pick."""
+    from rich.table import Table
+
+    mesh = ",".join(f"{name}={size}" for name, size in sweep.mesh.items())
+    where = f"mesh {mesh}" if len(sweep.mesh) > 1 or sweep.mesh.keys() - {"s"} else f"{sweep.devices} devices"
+    title = (f"sweep: {sweep.function}, {where}, {sweep.per_device_batch}/device, "
+             f"{sweep.repeats} timed runs per point; runs = collective runs per call")
+    if sweep.processes > 1:
+        title += f", {sweep.processes} processes ({sweep.collectives_transport})"
+    if hidden:
+        title += "; measured times hidden"
+    table = Table(title=title, title_justify="left")
+    for column in ("chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"):
+        table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
+    pick = None if hidden else sweep.pick
+    for p in sweep.points:
+        style = "bold green" if p is pick else ("dim" if not sweep.fits(p) else None)
+        table.add_row(
+            str(p.chunk_size), p.plan,
+            HIDDEN if hidden else f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
+            mib(p.footprint_bytes), count_text(p.executed_collectives),
+            count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
+        )
+    return table
+
+
+def sweep_json(sweep: "Sweep") -> dict[str, Any]:
+    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits)."""
+    pick = sweep.pick
+    return {
+        "function": sweep.function,
+        "devices": sweep.devices,
+        "mesh": dict(sweep.mesh),
+        "per_device_batch": sweep.per_device_batch,
+        "repeats": sweep.repeats,
+        "processes": sweep.processes,
+        "collectives_transport": sweep.collectives_transport,
+        "memory_budget_bytes": sweep.memory_budget_bytes,
+        "points": [_point_json(sweep, p) for p in sweep.points],
+        "unavailable": dict(sweep.unavailable),
+        "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
+        "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
+                               "chunk_size": sweep.smallest_footprint.chunk_size,
+                               "footprint_bytes": sweep.smallest_footprint.footprint_bytes},
+    }
+
+
+def _point_json(sweep: "Sweep", p: "SweepPoint") -> dict[str, Any]:
+    return {
+        "plan": p.plan,
+        "chunk_size": p.chunk_size,
+        "chunks_per_device": p.chunks_per_device,
+        "memory": p.memory,
+        "footprint_bytes": p.footprint_bytes,
+        "fits": sweep.fits(p),
+        "run_s": {"median": p.run_s.median, "min": p.run_s.min, "max": p.run_s.max, "samples": len(p.run_s.samples)},
+        "executed_collectives": p.executed_collectives,
+        "bytes_per_call": p.bytes_per_call,
+        "max_abs_err": p.max_abs_err,
+    }

@@ -1,0 +1,139 @@
+"""Program files: any function that uses ``jax.shard_map``, marked with :func:`program`.
+
+A program file is a plain Python module, like a demo file; ``@shardscope.program(args=...,
+kwargs=...)`` records the example arguments (pytrees of ``jax.ShapeDtypeStruct`` or arrays) that
+``shardscope check`` and :func:`shardscope.inspect` trace the function with. The CPU device count
+is set before the file is imported, so a module-level ``jax.make_mesh`` or ``Mesh`` works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shardscope.errors import DemoFileError, SettingsError
+
+_MARK = "__shardscope_program__"
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What :func:`program` records: the example positional and keyword arguments."""
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:
+    """Mark ``fn`` (jitted or not) as a program ``shardscope check`` analyses with these arguments."""
+    spec = ProgramSpec(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, _MARK, spec)
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class ProgramFunction:
+    """One marked function of a program file with its example arguments."""
+
+    name: str
+    fn: Callable
+    spec: ProgramSpec
+
+    @property
+    def description(self) -> str:
+        """The first line of the function's docstring (empty without one)."""
+        return (getattr(self.fn, "__doc__", None) or "").strip().split("\n")[0]
+
+    def inspect(self) -> Any:
+        """Trace it on its example arguments: a :class:`~shardscope.engine.inspection.Inspection`."""
+        from shardscope.engine.inspection import inspect_program
+
+        return inspect_program(self.fn, self.spec.args, self.spec.kwargs, self.name, CLI_DEBUG)
+
+
+CLI_DEBUG = "`shardscope check FILE --debug` shows JAX's whole error"
+"""Where a program's trace error says the whole of JAX's error is (in the CLI and the app)."""
+
+
+@dataclass(frozen=True)
+class ProgramFile:
+    """The program functions of one file, in the order they were defined (the app's panes)."""
+
+    path: Path
+    functions: dict[str, ProgramFunction]
+    fingerprint: str
+    description: str = ""  # the first line of the module's docstring
+
+    @property
+    def names(self) -> list[str]:
+        """The program names, in file order."""
+        return list(self.functions)
+
+
+def load_file(path: str | Path) -> Any:
+    """Import ``path`` as a fresh module: a :class:`ProgramFile` when it marks programs, else its
+    :class:`~shardscope.sources.demos.DemoFile` (as ``shardscope check`` decides).
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or marks neither.
+    """
+    from shardscope.sources.demos import DemoFile, import_file, require_file
+
+    path = require_file(path)
+    module, fingerprint = import_file(path)
+    programs, demos = marked_functions(module, path)
+    if programs:
+        doc = (module.__doc__ or "").strip().split("\n")[0]
+        return ProgramFile(path=path, functions=programs, fingerprint=fingerprint, description=doc)
+    if not demos:
+        raise no_program_error(path)
+    return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
+
+
+def marked_functions(module: Any, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, Any]]:
+    """The program functions and the demo functions of ``module``: one of them is empty.
+
+    Raises :class:`DemoFileError` when the file marks both kinds: shardscope reads a file as
+    programs or as demos, and would otherwise drop one kind without a word.
+    """
+    from shardscope.sources.demos import demo_functions
+
+    programs, demos = program_functions(module), demo_functions(module)
+    if programs and demos:
+        raise DemoFileError(
+            f"{path.name} marks both @shardscope.program functions ({', '.join(programs)}) and "
+            f"@shardscope.demo functions ({', '.join(demos)}); shardscope reads one kind per file.",
+            "put the programs and the demos in separate files and check or open each file on its own")
+    return programs, demos
+
+
+def program_functions(module: Any) -> dict[str, ProgramFunction]:
+    """The functions of ``module`` marked with :func:`program`, in definition order."""
+    return {
+        name: ProgramFunction(name, value, getattr(value, _MARK))
+        for name, value in vars(module).items()
+        if callable(value) and isinstance(getattr(value, _MARK, None), ProgramSpec)
+    }
+
+
+def pick(functions: dict[str, Any], name: str | None, path: Path) -> list[Any]:
+    """All of ``functions``, or the one called ``name``."""
+    if name is None:
+        return list(functions.values())
+    if name not in functions:
+        raise SettingsError(f"{path.name} has no program or demo function {name!r}.",
+                            f"available: {', '.join(functions)}")
+    return [functions[name]]
+
+
+def no_program_error(path: Path) -> DemoFileError:
+    """The error for a file with neither programs nor demos."""
+    return DemoFileError(
+        f"{path} has no function marked @shardscope.program or @shardscope.demo.",
+        "mark your step function with @shardscope.program(args=(...)) and example arguments "
+        "(jax.ShapeDtypeStruct or arrays)",
+    )
