@@ -258,7 +258,7 @@ def _deep_analysis(target_equations: int) -> tuple[int, object, object, float]:
     depth = depth_for(target_equations, *calibrate())
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
 
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     settings = Settings(path=DEMOS / "deep.py")

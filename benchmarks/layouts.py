@@ -23,7 +23,7 @@ CASES = (
 
 def run_case(demo: str, mesh: str, batch_axes: str | None, repeats: int) -> dict:
     """One analysis: per plan, runs per call, bytes, memory per device, median run time, error."""
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.mesh import Mesh, parse_axes
     from shardscope.plans.settings import Settings
 

@@ -128,7 +128,7 @@ def _rnn_demo(steps: int, per_device_batch: int) -> Any:
     import jax
     import jax.numpy as jnp
 
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
 
     demo = load_demo_file(DEMOS / "rnn.py").get("rnn")
     assert demo.spec.params["Wh"].shape == (RNN_DIMS["H"],) * 2

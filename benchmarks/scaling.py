@@ -72,7 +72,7 @@ def depth_for(equations: int, base: int, per_layer: int) -> int:
 def _traced(depth: int) -> tuple[float, object, object]:
     """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
     from shardscope.plans import registry
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.engine.jaxpr_model import from_jaxpr
     from shardscope.plans.settings import Settings
 

@@ -24,7 +24,7 @@ def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
     """
     import jax
 
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
     from shardscope.plans.settings import Settings
 
@@ -146,7 +146,7 @@ def branchy(p, x):
 
 def load_program_module(path: Path):
     """Import a program file (the devices are already set by conftest) and return the module."""
-    from shardscope.sources.demos import import_file
+    from shardscope.sources.loading import import_file
 
     return import_file(path)[0]
 

@@ -12,7 +12,7 @@ import json
 
 from _support import DEMOS, run_cli
 
-from shardscope.pipeline.analysis import analyze
+from shardscope.pipeline.run import analyze
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _support import GATED_COND_DEMO, run_cli, write_demo
 
-from shardscope.measure.crosscheck import compare, relative_tolerance
+from shardscope.measure.crosscheck import compare_results as compare, relative_tolerance
 
 GATED = GATED_COND_DEMO
 

@@ -11,7 +11,7 @@ DEEP = DEMOS / "deep.py"
 
 def analyse(monkeypatch, depth: int, *, measure: bool = False):
     """The analysis of the deep demo at ``depth`` (traced only unless ``measure``)."""
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", str(depth))
@@ -19,7 +19,7 @@ def analyse(monkeypatch, depth: int, *, measure: bool = False):
 
 
 def test_default_depth_without_the_variable(monkeypatch):
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
 
     monkeypatch.delenv("SHARDSCOPE_DEEP_DEPTH", raising=False)
     demo = load_demo_file(DEEP).get(None)

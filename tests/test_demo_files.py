@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from _support import DEMOS
-from shardscope.pipeline.analysis import analyze
-from shardscope.sources.demos import load_demo_file
+from shardscope.pipeline.run import analyze
+from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError
 from shardscope.plans.settings import Settings
 

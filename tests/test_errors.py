@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from _support import CARRY_FROM_ZEROS, DEMOS, write_demo
-from shardscope.sources.demos import load_demo_file
+from shardscope.sources.loading import load_demo_file
 from shardscope.errors import QUOTED_LINES, DemoFileError, SettingsError, ShardscopeError, TraceError, quote_error
 from shardscope.plans.settings import Settings, default_chunk_size, divisors
 
 def analyze(path: Path, **settings):
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
 
     return analyze(Settings(path=path, repeats=1, **settings))
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from _support import PYTHON, run_cli
 
-from shardscope.sources.demos import load_demo_file
+from shardscope.sources.loading import load_demo_file
 from shardscope.errors import DemoFileError
 
 COMMANDS = ("report", "diff", "sweep", "check")
@@ -92,7 +92,7 @@ def test_a_binary_module_the_demo_imports_is_named_with_the_import_line(tmp_path
 def test_the_reload_check_never_reads_a_fifo(fifo):
     """The app's check for an edited file, on a file replaced by a FIFO (in a child process: a
     read of the FIFO would block it, and the timeout would fail the test instead of hanging it)."""
-    code = ("from pathlib import Path\nfrom shardscope.sources.demos import file_fingerprint\n"
+    code = ("from pathlib import Path\nfrom shardscope.sources.loading import file_fingerprint\n"
             f"file_fingerprint(Path({str(fifo)!r}))")
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
     assert "DemoFileError" in result.stderr and "is a FIFO (named pipe)" in result.stderr, result.stderr

@@ -1,4 +1,4 @@
-"""The engine reads a program with the cyclic GC paused, and leaves the collector as it found it."""
+"""The pipeline reads programs with the cyclic GC paused; the library leaves the caller's collector alone."""
 
 from __future__ import annotations
 
@@ -65,13 +65,32 @@ def test_concurrent_pauses_resume_the_collector_when_the_last_one_ends():
     assert gc.isenabled()
 
 
-def test_analysing_a_deep_program_runs_no_collection_in_the_engine(monkeypatch):
-    """Tracing may collect; reading the traced program (from_jaxpr, collectives, graph, counts) does not."""
+def _collections_during(phase):
+    """``phase()`` and how many collections ran during it, with a collection due every 1,000
+    allocations (reading a deep program makes 100,000s) unless the collector is paused."""
+    collections = []
+
+    def count(stage, info):
+        if stage == "start":
+            collections.append(info["generation"])
+
+    gc.collect()  # what earlier phases left to collect, before the count starts
+    threshold = gc.get_threshold()
+    gc.set_threshold(1000, 1, 1)
+    gc.callbacks.append(count)
+    try:
+        return phase(), len(collections)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+
+
+def _deep_naive_plan(monkeypatch):
+    """The deep demo's naive plan, traced, with the names of its inputs and outputs."""
+    from shardscope.engine.inspection import pytree_names
     from shardscope.plans import registry
-    from shardscope.pipeline.analysis import PlanResult
-    from shardscope.sources.demos import load_demo_file
-    from shardscope.engine.inspection import inspect_traced, pytree_names
     from shardscope.plans.settings import Settings
+    from shardscope.sources.loading import load_demo_file
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "48")
     demo = load_demo_file(DEMOS / "deep.py").get("deep")
@@ -79,32 +98,46 @@ def test_analysing_a_deep_program_runs_no_collection_in_the_engine(monkeypatch):
     traced = built.functions["naive"].trace(*built.args)
     params, x, v = built.args
     inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
-    outputs = pytree_names(traced.out_info, "params")
+    return traced, inputs, pytree_names(traced.out_info, "params")
+
+
+def test_the_pipeline_reads_a_deep_program_with_no_collection(monkeypatch):
+    """The pipeline (the CLI's and the app's) reads each traced program with the collector paused:
+    at most one collection, when the pause ends (tracing itself may collect, and is not counted)."""
+    from shardscope.pipeline import run as pipeline
+
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "48")
+    counted = []
+    read = pipeline.inspect_traced
+
+    def counting(*args, **kwargs):
+        result, collections = _collections_during(lambda: read(*args, **kwargs))
+        counted.append((result.program.equation_count, collections))
+        return result
+
+    monkeypatch.setattr(pipeline, "inspect_traced", counting)
     gc.enable()
-    collections = []
+    from shardscope.plans.settings import Settings
 
-    def count(phase, info):
-        if phase == "start":
-            collections.append(info["generation"])
+    analysis = pipeline.analyze(Settings(path=DEMOS / "deep.py"), measure=False)
+    assert analysis.plans["naive"].program.equation_count > 1000
+    assert counted and all(collections <= 1 for _, collections in counted), counted
+    assert gc.isenabled()
 
-    def counted(phase):
-        """``phase()`` and how many collections ran during it."""
-        gc.collect()  # what earlier phases left to collect, before the count starts
-        threshold = gc.get_threshold()
-        gc.set_threshold(1000, 1, 1)  # a collection every 1,000 allocations (the phases make 100,000s), unless paused
-        collections.clear()
-        gc.callbacks.append(count)
-        try:
-            return phase(), len(collections)
-        finally:
-            gc.callbacks.remove(count)
-            gc.set_threshold(*threshold)
 
-    inspection, during_inspection = counted(lambda: inspect_traced(traced, "naive", inputs, outputs))
-    result, during_result = counted(lambda: PlanResult.from_inspection(
-        inspection, name="naive", description="", role="plan", trace_s=0.0, graphs=True))
-    assert result.program.equation_count > 1000 and result.graph.number_of_nodes() > 1000
-    # at most one: the collection that catches up with the young objects once the pause ends
-    assert during_inspection <= 1, f"{during_inspection} collections while the program was read"
-    assert during_result <= 1, f"{during_result} collections while its counts and graph were built"
+def test_the_library_leaves_the_callers_collector_alone(monkeypatch):
+    """``shardscope.inspect`` and the engine are called from a user's code (a pytest run): they
+    never switch the collector off, so it collects as the caller set it while a program is read."""
+    from shardscope.engine.inspection import inspect_traced
+
+    traced, inputs, outputs = _deep_naive_plan(monkeypatch)
+    gc.enable()
+    seen_enabled = []
+    gc.callbacks.append(lambda stage, info: seen_enabled.append(gc.isenabled()))
+    try:
+        inspection, collections = _collections_during(lambda: inspect_traced(traced, "naive", inputs, outputs))
+    finally:
+        gc.callbacks.pop()
+    assert inspection.program.equation_count > 1000
+    assert collections > 1, "the collector ran while the program was read, as the caller left it"
     assert gc.isenabled()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from _support import DEMOS, PYTHON, ROOT, write_demo
-from shardscope.pipeline.analysis import analyze
+from shardscope.pipeline.run import analyze
 from shardscope.cli import main
 from shardscope.errors import SettingsError, TraceError
 from shardscope.sources.examples import batch_size, check_fits, human_bytes, materialize

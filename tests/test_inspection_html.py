@@ -14,7 +14,7 @@ import pytest
 from _support import DEMOS
 
 import shardscope
-from shardscope.sources.demos import import_file
+from shardscope.sources.loading import import_file
 
 
 @pytest.fixture(scope="module")

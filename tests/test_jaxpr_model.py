@@ -55,7 +55,7 @@ def linear_naive(analysis_of):
 
 
 def test_same_program_twice_same_text(analysis_of):
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
     from shardscope.plans.settings import Settings
 
@@ -147,7 +147,7 @@ def test_one_extra_equation_changes_one_line():
 
 def test_varying_axes_match_jax(analysis_of):
     """Every value's varying axes (and its {V:..} mark) are exactly what JAX's aval says."""
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
     from shardscope.plans.settings import Settings
 

@@ -38,7 +38,7 @@ def test_core_never_imports_textual():
 def test_running_an_analysis_never_imports_textual():
     code = (
         "from shardscope.pipeline.devices import ensure_devices\nensure_devices(2)\n"
-        "from pathlib import Path\nfrom shardscope.pipeline.analysis import analyze\nfrom shardscope.plans.settings import Settings\n"
+        "from pathlib import Path\nfrom shardscope.pipeline.run import analyze\nfrom shardscope.plans.settings import Settings\n"
         "from shardscope.render.report import to_json\n"
         "a = analyze(Settings(path=Path('demos/linear.py'), repeats=1))\nto_json(a)\n"
     )
@@ -53,7 +53,7 @@ def test_import_shardscope_is_cheap():
 
 def test_loading_a_demo_file_does_not_start_the_backend():
     code = (
-        "from shardscope.sources.demos import load_demo_file\n"
+        "from shardscope.sources.loading import load_demo_file\n"
         "for name in ('linear', 'mlp', 'rnn', 'rbm'):\n"
         "    load_demo_file(f'demos/{name}.py')\n"
         "from jax._src import xla_bridge\nassert not xla_bridge.backends_are_initialized()\n"

@@ -18,7 +18,7 @@ from shardscope.plans.shapes import resolve_shapes
 
 @functools.lru_cache(maxsize=None)
 def analysis(demo: str, mesh: str, batch_axes: str | None = None, measure: bool = True):
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
 
     axes = None if batch_axes is None else tuple(batch_axes.split(","))
     settings = Settings(DEMOS / demo, mesh=Mesh.parse(mesh), batch_axes=axes, repeats=2)
@@ -179,7 +179,7 @@ def test_a_plan_jax_cannot_trace_is_unavailable_with_the_reason():
 
 
 def test_the_compute_only_floor_is_one_more_plan():
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.registry import FLOOR, PLANS
 
     a = analyze(Settings(DEMOS / "mlp.py", devices=4, repeats=2), plan_set=(*PLANS, FLOOR), graphs=False)

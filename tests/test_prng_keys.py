@@ -28,7 +28,7 @@ def dropout_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dropout_analysis(dropout_path):
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
 
     return analyze(Settings(path=dropout_path, devices=2, chunk_size=8, repeats=2))
 
@@ -70,7 +70,7 @@ def test_dropout_counts_and_gradients_match_the_reference(dropout_analysis):
 
 def test_dropout_gradient_is_the_gradient_of_the_masked_model(dropout_path):
     """The keys reach f: the gradient equals one computed by hand from the same keys and mask."""
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
 
     settings = Settings(path=dropout_path, devices=2, chunk_size=8)
@@ -106,7 +106,7 @@ def test_diff_of_the_dropout_model_shows_the_keys(dropout_path):
 
 
 def test_keys_in_params_are_refused_with_a_hint(tmp_path):
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
 
     path = write_demo(tmp_path, "keyparams.py", """
         @shardscope.demo(params={"W": jax.ShapeDtypeStruct((4,), jnp.float32),

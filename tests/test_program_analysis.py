@@ -14,7 +14,7 @@ import pytest
 from _support import DEMOS
 
 from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
-from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.pipeline.run import analyze
 from shardscope.plans.settings import Settings
 from shardscope.render.text import diff_text, headline
 
@@ -38,7 +38,7 @@ def mapped(fn):
 
 @functools.lru_cache(maxsize=None)
 def _analysis(path: str, measure: bool = True, function: str | None = None):
-    return analyze_programs(Settings(path=Path(path), function=function, repeats=3), measure=measure)
+    return analyze(Settings(path=Path(path), function=function, repeats=3), measure=measure)
 
 
 BAD = '''
@@ -57,7 +57,7 @@ def write_programs(tmp_path: Path, *bodies: str, name: str = "programs.py") -> P
 
 def test_pipeline_has_one_ppermute_in_its_fori_loop():
     analysis = _analysis(str(DEMOS / "pipeline.py"))
-    assert analysis.is_programs and list(analysis.plans) == ["pipeline"]
+    assert analysis.origin.noun == "program" and list(analysis.plans) == ["pipeline"]
     plan = analysis.plans["pipeline"]
     [ppermute] = plan.collectives
     assert (ppermute.primitive, ppermute.axes, ppermute.loop_trip_counts, ppermute.executions) == (
@@ -120,7 +120,7 @@ def test_the_candidate_can_be_named_and_a_wrong_name_is_refused():
     assert (analysis.comparison.baseline, analysis.comparison.candidate) == ("step_fixed", "step")
     assert analysis.plans["step"].run_s is None and analysis.plans["step"].hlo is None
     with pytest.raises(SettingsError, match="no program 'nope'"):
-        analyze_programs(Settings(path=DEMOS / "train_step.py", function="nope"), measure=False)
+        analyze(Settings(path=DEMOS / "train_step.py", function="nope"), measure=False)
 
 
 def test_a_program_that_fails_to_trace_is_unavailable_while_another_traces(tmp_path):
@@ -130,12 +130,12 @@ def test_a_program_that_fails_to_trace_is_unavailable_while_another_traces(tmp_p
         def good(x):
             return lax.psum(x.sum(), "d")
     ''', BAD)
-    analysis = analyze_programs(Settings(path=path, repeats=2), measure=False)
+    analysis = analyze(Settings(path=path, repeats=2), measure=False)
     assert list(analysis.plans) == ["good"]
     assert "bad" in analysis.unavailable and "fails to trace" in analysis.unavailable["bad"]
     only_bad = write_programs(tmp_path, BAD, name="only_bad.py")
     with pytest.raises(TraceError, match="bad fails to trace on its example arguments"):
-        analyze_programs(Settings(path=only_bad), measure=False)
+        analyze(Settings(path=only_bad), measure=False)
 
 
 def test_programs_whose_outputs_differ_are_warned_about(tmp_path):
@@ -155,7 +155,7 @@ def test_programs_whose_outputs_differ_are_warned_about(tmp_path):
         def other_arguments(a, b):
             return (a + b).sum()
     ''')
-    analysis = analyze_programs(Settings(path=path, repeats=2))
+    analysis = analyze(Settings(path=path, repeats=2))
     # other_arguments takes other example arguments: not compared
     [check] = analysis.output_checks
     assert (check.baseline, check.candidate, check.agree) == ("total", "off_by_one", False)
@@ -198,7 +198,7 @@ def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
             total = jax.shard_map(lambda x: lax.psum(x.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
             return total(x + noise) * scale
     ''')
-    analysis = analyze_programs(Settings(path=path, repeats=2))
+    analysis = analyze(Settings(path=path, repeats=2))
     plan = analysis.plans["noisy"]
     assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
     assert len(plan.run_s.samples) == 2 and plan.hlo.count >= 1
@@ -219,7 +219,7 @@ def test_a_program_with_static_arguments_is_placed_and_run_on_its_dynamic_ones(t
                                              out_specs=P())(x + y)
     ''', name="static.py")
     path.write_text("import functools\n" + path.read_text())
-    analysis = analyze_programs(Settings(path=path, repeats=2))
+    analysis = analyze(Settings(path=path, repeats=2))
     assert list(analysis.plans) == ["scaled", "dynamic"] and analysis.unavailable == {}
     assert len(analysis.plans["scaled"].run_s.samples) == 2
     assert analysis.plans["scaled"].executed_collectives == 1
@@ -239,7 +239,7 @@ def test_static_arguments_that_cannot_be_told_apart_are_refused(tmp_path):
     ''')
     path.write_text("import functools\n" + path.read_text())
     with pytest.raises(ShardscopeError) as raised:
-        analyze_programs(Settings(path=path, repeats=1))
+        analyze(Settings(path=path, repeats=1))
     assert "cannot tell which 1 of the example arguments of the program ambiguous are static" in raised.value.message
     assert "jnp.asarray(3)" in raised.value.hint
 
@@ -263,7 +263,7 @@ def test_programs_given_other_concrete_values_are_not_compared(tmp_path):
         def ones_again(w, x):
             return (x @ w).sum()
     ''')
-    analysis = analyze_programs(Settings(path=path, repeats=1))
+    analysis = analyze(Settings(path=path, repeats=1))
     # zeros runs on other values: comparing it would warn about a difference that is by design
     [check] = analysis.output_checks
     assert (check.baseline, check.candidate, check.agree) == ("ones", "ones_again", True)
@@ -289,7 +289,7 @@ def test_programs_are_compared_within_each_group_of_equal_arguments(tmp_path):
         def twice(x):
             return 2.0 * lax.psum(x.sum(), "d")
     ''')
-    analysis = analyze_programs(Settings(path=path, repeats=1))
+    analysis = analyze(Settings(path=path, repeats=1))
     [check] = analysis.output_checks
     assert (check.baseline, check.candidate, check.agree) == ("once", "twice", False)
     assert check.max_abs_diff > 100 * check.tolerance
@@ -308,7 +308,7 @@ def test_a_file_with_programs_and_demos_is_refused(tmp_path):
             return x @ params
     ''')
     with pytest.raises(DemoFileError) as raised:
-        analyze_programs(Settings(path=path, repeats=1))
+        analyze(Settings(path=path, repeats=1))
     assert raised.value.message == (
         "programs.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model); "
         "shardscope reads one kind per file.")

@@ -16,7 +16,7 @@ import pytest
 
 from shardscope.errors import SettingsError
 from shardscope.sources.examples import available_memory
-from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.pipeline.run import analyze
 from shardscope.plans.settings import Settings
 
 HUGE = '''
@@ -52,7 +52,7 @@ def test_a_program_argument_too_big_for_memory_is_named_before_it_is_made(tmp_pa
     available = available_memory()
     assert available is not None and available < EMBEDDING_BYTES
     with pytest.raises(SettingsError) as info:
-        analyze_programs(Settings(path=huge_program(tmp_path), repeats=2))
+        analyze(Settings(path=huge_program(tmp_path), repeats=2))
     message = info.value.message
     assert message.startswith("The example arguments of the program step do not fit in memory: "
                               "params['embedding'] alone is (4194304, 2097152) float32 = 35.2 TB")

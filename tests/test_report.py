@@ -69,7 +69,7 @@ def test_json_speedup_keys_agree_with_the_per_round_samples(seed_case):
 
 def test_json_speedup_keys_are_null_when_only_traced(tmp_path):
     from _support import DEMOS
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     data = to_json(analyze(Settings(path=DEMOS / "linear.py"), measure=False))

@@ -18,7 +18,7 @@ from _support import CARRY_FROM_ZEROS, run_cli, write_demo
 
 import shardscope
 from shardscope.errors import TraceError
-from shardscope.pipeline.program_analysis import analyze_programs
+from shardscope.pipeline.run import analyze
 from shardscope.plans.settings import Settings
 
 CARRY_PROGRAM = '''
@@ -86,7 +86,7 @@ def test_inspect_raises_the_same_quoting(carry_program, monkeypatch):
 
 def test_the_program_analysis_of_the_app_says_the_same_as_check(carry_program):
     with pytest.raises(TraceError) as info:
-        analyze_programs(Settings(path=carry_program), measure=False)
+        analyze(Settings(path=carry_program), measure=False)
     assert_quotes_the_carry(info.value.message, info.value.hint)
     check = run_cli("check", carry_program)
     assert f"shardscope: error: {info.value.message}\nhint: {info.value.hint}\n" == check.stderr

@@ -434,10 +434,10 @@ class ShardscopeApp(App[int]):
             view = self._tab_view(tab)
             return True if view is None else (view.check_action(str(tab_action), ()) or None)
         if action == "export":  # a lone program has nothing to diff against
-            return (self.analysis is not None and not (self.analysis.is_programs and len(self.analysis.plans) < 2)) or None
+            return (self.analysis is not None and len(self.analysis.plans) > 1) or None
         if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them
             plans = 0 if self.analysis is None else len(self.analysis.plans)
-            return (plans > 2 or (plans == 2 and self.analysis.is_programs)) or None
+            return (plans > 2 or (plans == 2 and not self.analysis.origin.chunked)) or None
         if action in ("next_collective", "previous_collective"):
             has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
             return has_collectives or None
@@ -540,7 +540,7 @@ class ShardscopeApp(App[int]):
         gc_policy.freeze_what_lives()  # until the next run, which collects what this one replaced
         status = self.query_one(StatusLine)
         self.query_one(ErrorPanel).clear()
-        if analysis.is_programs:
+        if not analysis.origin.chunked:  # a program file: the sidebar lists its programs
             meshes = {name: plan.mesh for name, plan in analysis.plans.items()}
             status.show_described(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
                                                     analysis.settings.devices), results=True)
@@ -567,13 +567,13 @@ class ShardscopeApp(App[int]):
 
     def _programs_compared(self) -> tuple[str, str] | None:
         """The (baseline, candidate) a program file's results on screen compare (None: no such results)."""
-        if self.analysis is None or not self.analysis.is_programs:
+        if self.analysis is None or self.analysis.origin.chunked:
             return None
         return self.comparison.baseline, self.comparison.candidate
 
     def _show_compared(self) -> None:
         """Mark a program file's baseline and candidate in the sidebar's list."""
-        if self.analysis is not None and self.analysis.is_programs:
+        if self.analysis is not None and not self.analysis.origin.chunked:
             self.query_one(Sidebar).show_compared(self.comparison.baseline, self.comparison.candidate)
 
     def _show_unavailable_programs(self, analysis: Any) -> None:
@@ -651,7 +651,7 @@ class ShardscopeApp(App[int]):
 
     def _sidebar_differs(self) -> Text | None:
         """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
-        if self.analysis is None or self.analysis.is_programs:  # a program file has no settings to change
+        if self.analysis is None or not self.analysis.origin.chunked:  # a program file has no settings to change
             return None
         shown = self.analysis.settings
         draft = self.query_one(Sidebar).draft_settings(shown)
@@ -739,7 +739,7 @@ class ShardscopeApp(App[int]):
                 text.append(f"; {comparison.speedup_text()}")
         if analysis.warnings:
             what = ("a gradient is not finite" if analysis.has_non_finite_gradient
-                    else "the programs' outputs differ" if analysis.is_programs else "the plans' gradients differ")
+                    else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")
             text.append(f"; warning: {what} (see Timings)", "bold yellow")
         return text
 

@@ -85,7 +85,9 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
                 settings = settings.with_(function=function)
         if not request.analyze:
             return
-        analysis = analyze_file(settings, progress, demo_file)
+        from shardscope.pipeline.run import analyze  # imports JAX: here, never on the UI thread
+
+        analysis = analyze(settings, progress, demo_file)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
         from shardscope.app.views.prepare import prepare
 
@@ -100,24 +102,11 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", bug_hint(demo_file)))
 
 
-def analyze_file(settings: Settings, progress: Callable[[str, float], None], loaded: Any) -> Any:
-    """The analysis of the loaded file: the plans of a demo, or every program of a program file."""
-    from shardscope.sources.programs import ProgramFile
-
-    if isinstance(loaded, ProgramFile):
-        from shardscope.pipeline.program_analysis import analyze_programs
-
-        return analyze_programs(settings, progress, program_file=loaded)
-    from shardscope.pipeline.analysis import analyze
-
-    return analyze(settings, progress, demo_file=loaded)
-
-
 def current_demo_file(path: Path, loaded: Any) -> Any:
     """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
     :class:`~shardscope.sources.demos.DemoFile` or a :class:`~shardscope.sources.programs.ProgramFile`."""
-    from shardscope.sources.demos import file_fingerprint
-    from shardscope.sources.programs import load_file
+    from shardscope.sources.loading import file_fingerprint
+    from shardscope.sources.loading import load_file
 
     if loaded is not None and Path(loaded.path) == Path(path):
         try:

@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return calibrate.run(args, build_parser())
     settings = settings_from(args)
-    from shardscope.sources.demos import require_file
+    from shardscope.sources.loading import require_file
 
     target = projection_target(args) if args.command == "report" else None  # fails before JAX starts
     if args.command == "sweep":  # check the sweep's own options before JAX starts too
@@ -326,12 +326,12 @@ def _run(args: argparse.Namespace) -> int:
     ensure_devices(settings.mesh.devices)
     if args.command == "sweep":
         return sweep.run(args, settings, demo_file)
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.distributed.workers import is_leader
 
     # What the demo prints (at import, while tracing) must not mix into the report or the diff.
     with contextlib.redirect_stdout(sys.stderr):
-        analysis = analyze(settings, demo_file=demo_file, measure=args.command == "report", graphs=False)
+        analysis = analyze(settings, loaded=demo_file, measure=args.command == "report", graphs=False)
     if not is_leader():
         return 0
     if args.command == "diff":
@@ -368,7 +368,7 @@ def _load_checked(settings: Settings):
     rather than import the file a second time, and the settings on the demo's own mesh when the
     user gave none.
     """
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.pipeline.devices import request_devices
     from shardscope.sources.examples import batch_size
 
@@ -411,7 +411,8 @@ def _write_diff(text: str, output: str | None, force: bool) -> int:
 def _check(args: argparse.Namespace) -> int:
     """``shardscope check``: exit 1 when a loop holds a collective it does not need, else 0."""
     from shardscope.pipeline import check
-    from shardscope.sources.demos import require_file
+    from shardscope.render import check as check_output
+    from shardscope.sources.loading import require_file
 
     path = require_file(find_file(args.file))  # FILE may name a shipped demo
     check_device_count(args.devices or DEFAULT_MAX_DEVICES)  # before JAX starts: thousands hang it
@@ -421,9 +422,9 @@ def _check(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(check.to_json(path, inspections), allow_nan=False))
+        print(json.dumps(check_output.to_json(path, inspections), allow_nan=False))
     else:
         from shardscope.render.console import stdout_console
 
-        check.render(inspections, stdout_console())
+        check_output.render(inspections, stdout_console())
     return check.exit_code(inspections)

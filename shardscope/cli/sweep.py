@@ -36,9 +36,9 @@ def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> 
     if args.json:
         import json
 
-        from shardscope.render.report import json_finite
+        from shardscope.render.json_values import finite
 
-        print(json.dumps(json_finite(sweep_json(sweep)), allow_nan=False))
+        print(json.dumps(finite(sweep_json(sweep)), allow_nan=False))
     else:
         from shardscope.render.console import stdout_console
 

@@ -106,7 +106,7 @@ def run_sweep(
     import jax
 
     from shardscope.plans import registry
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.distributed.workers import collectives_transport
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)

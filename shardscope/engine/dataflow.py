@@ -13,7 +13,6 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.counts import Count, total_executions
-from shardscope.pipeline.gc_pause import gc_paused
 from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify
 from shardscope.engine.loop_names import loop_path, loop_words
 
@@ -70,9 +69,6 @@ class Collective:
 
 def _product(counts: tuple[int | None, ...]) -> int | None:
     return None if any(c is None for c in counts) else prod(counts)
-
-
-@gc_paused
 def collectives(
     program: Program, input_names: Sequence[str] = (), output_names: Sequence[str] = ()
 ) -> tuple[Collective, ...]:
@@ -285,9 +281,6 @@ def loops(program: Program, found: tuple[Collective, ...] | None = None) -> tupl
         for site in program.sites()
         if site.equation.kind == "loop"
     )
-
-
-@gc_paused
 def build_graph(program: Program) -> nx.DiGraph:
     """The def -> use graph of ``program``, across loop and call boundaries.
 

@@ -15,8 +15,9 @@ from typing import Any, Callable, Sequence
 
 from shardscope.engine.counts import total_executions
 from shardscope.errors import ShardscopeError
-from shardscope.pipeline.failures import trace_error
-from shardscope.pipeline.gc_pause import gc_paused
+from shardscope.failures import trace_error
+from shardscope.render.findings import render_inspection, to_text
+from shardscope.render.findings_html import inspection_html
 
 
 @dataclass(frozen=True)
@@ -59,20 +60,14 @@ class Inspection:
 
     def __rich__(self) -> Any:
         """The findings table with the fixes under it (``rich.print(inspection)``)."""
-        from shardscope.render.findings import render_inspection
-
         return render_inspection(self)
 
     def __str__(self) -> str:
-        from shardscope.render.findings import to_text
-
         return to_text(self)
 
     def _repr_html_(self) -> str:
         """The same table in a notebook."""
-        from shardscope.render.findings import to_html
-
-        return to_html(self)
+        return inspection_html(self)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
@@ -103,7 +98,7 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
 
 def trace_program(fn: Callable, args: tuple, kwargs: dict, name: str, debug: str) -> tuple[Any, float]:
     """``jax.jit(fn).trace(*args, **kwargs)`` and its seconds; JAX's error as a :class:`TraceError`
-    (:func:`shardscope.pipeline.failures.trace_error`, the quoting every command shares)."""
+    (:func:`shardscope.failures.trace_error`, the quoting every command shares)."""
     import jax
 
     jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
@@ -115,9 +110,6 @@ def trace_program(fn: Callable, args: tuple, kwargs: dict, name: str, debug: str
     except Exception as exc:
         raise trace_error(exc, name, demo=False, debug=debug) from exc
     return traced, time.perf_counter() - start
-
-
-@gc_paused
 def inspect_traced(
     traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0
 ) -> Inspection:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
@@ -24,7 +23,6 @@ from typing import Any, Iterator
 import numpy as np
 
 import shardscope
-from shardscope.pipeline.gc_pause import gc_paused
 
 COLLECTIVE_PRIMITIVES = frozenset(
     {
@@ -229,9 +227,6 @@ def _render(block: Block, depth: int, lines: list[str]) -> None:
 def qualify(block_id: str, name: str) -> str:
     """The program-wide id of ``name`` defined in the block ``block_id``."""
     return f"{block_id}/{name}" if block_id else name
-
-
-@gc_paused
 def from_jaxpr(closed_jaxpr: Any) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
     jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)

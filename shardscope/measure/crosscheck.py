@@ -59,27 +59,19 @@ def relative_tolerance(dtype: Any) -> float:
     return float(np.sqrt(float(jnp.finfo(real).eps)))
 
 
-def compare(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
-    """Each plan's gradient against the first plan's (``outputs``: plan name -> gradient pytree)."""
-    names = list(outputs)
-    if len(names) < 2:
-        return ()
-    checks = [_check(names[0], outputs[names[0]], name, outputs[name]) for name in names[1:]]
-    return tuple(check for check in checks if check is not None)
-
-
-def compare_outputs(outputs: dict[str, Any]) -> tuple[GradientCheck, ...]:
-    """Each program's outputs against the first program's, where both have the same structure,
-    shapes and dtypes (programs that compute different things are not compared)."""
+def compare_results(results: dict[str, Any], subject: str = "gradients") -> tuple[GradientCheck, ...]:
+    """Each result against the first one's (``results``: plan or program name -> pytree), where
+    both have the same structure, shapes and dtypes: programs that compute different things are
+    not compared. ``subject`` (``gradients``, ``outputs``) says what the results are."""
     import jax
 
-    names = list(outputs)
-    if len(names) < 2 or not jax.tree.leaves(outputs[names[0]]):
+    names = list(results)
+    if len(names) < 2 or not jax.tree.leaves(results[names[0]]):
         return ()
-    base = layout(outputs[names[0]])
+    base = layout(results[names[0]])
     checks = [
-        _check(names[0], outputs[names[0]], name, outputs[name], "outputs")
-        for name in names[1:] if layout(outputs[name]) == base
+        _check(names[0], results[names[0]], name, results[name], subject)
+        for name in names[1:] if layout(results[name]) == base
     ]
     return tuple(check for check in checks if check is not None)
 

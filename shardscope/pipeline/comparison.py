@@ -42,15 +42,21 @@ def unified(before: str, after: str, before_name: str, after_name: str) -> list[
     )
 
 
-def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str]) -> tuple[str, str]:
+def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str], candidate: str | None = None) -> tuple[str, str]:
     """``(baseline, candidate)``: the baseline plan and the best candidate, by structure only.
 
-    ``plans`` maps names to plan results (in registry order); ``roles`` maps names to roles.
-    With a single plan, both are that plan.
+    ``plans`` maps names to plan results (in display order); ``roles`` maps names to roles. A
+    ``candidate`` that names one of them (``--function`` naming a program) is compared with the
+    first other one. Without candidate plans (a program file's programs) the first is compared
+    with the second; a single plan with itself.
     """
     names = list(plans)
+    if candidate in plans:
+        return next((n for n in names if n != candidate), candidate), candidate
     baseline = next((n for n in names if roles.get(n) == "baseline"), names[0])
-    candidates = [n for n in names if roles.get(n) == "candidate"] or [n for n in names if n != baseline] or [baseline]
+    candidates = [n for n in names if roles.get(n) == "candidate"]
+    if not candidates:
+        return baseline, next((n for n in names if n != baseline), baseline)
 
     def cost(name: str) -> tuple:
         plan = plans[name]
@@ -61,7 +67,10 @@ def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str]) -> tuple[st
 
 
 def compare(plans: Mapping[str, Any], baseline: str, candidate: str) -> Comparison:
-    """The :class:`Comparison` of two plan results (``PlanResult``) by name."""
+    """The :class:`Comparison` of two plan results (``PlanResult``) by name; a plan compared with
+    itself (a program file's lone program) has no speedup and no diff."""
+    if baseline == candidate:
+        return Comparison(baseline, candidate, None, ())
     before, after = plans[baseline], plans[candidate]
     speedup = None
     if before.run_s is not None and after.run_s is not None:

@@ -5,22 +5,22 @@ graph nodes) that all stay alive. CPython's collector runs each time enough obje
 allocated, and as they survive it makes full passes over every tracked object in the process
 (JAX's included): at 10k equations those passes were 40-45% of the analysis (1.29 s with the
 collector, 0.72 s with it paused, the same peak memory, and 75 objects of cyclic garbage left at
-the end). So the engine's phases run with the collector paused (:func:`gc_paused`), and it
-resumes as it was when the outermost phase ends.
+the end). So the pipeline reads each program with the collector :func:`paused`, and it resumes
+as it was when the outermost pause ends.
 
-The collector is one switch for the whole process: while a phase runs, other threads (the app's
-UI) allocate without it too. A phase takes seconds at most; ``gc.collect()`` still works.
+The collector is one switch for the whole process: while a pause lasts, other threads (the app's
+UI) allocate without it too. So only the pipeline pauses it, which runs where shardscope owns the
+process (the CLI, the app); the engine, called as a library (``shardscope.inspect``,
+``shardscope.testing`` in a user's pytest run), leaves the caller's collector alone. A pause
+lasts seconds at most; ``gc.collect()`` still works.
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
-
-_F = TypeVar("_F", bound=Callable)
+from typing import Iterator
 
 _lock = threading.Lock()
 _depth = 0  # phases running now, in any thread
@@ -46,14 +46,3 @@ def paused() -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _enabled_before:
                 gc.enable()
-
-
-def gc_paused(function: _F) -> _F:
-    """Run ``function`` with the cyclic GC :func:`paused`."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        with paused():
-            return function(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

@@ -27,7 +27,7 @@ from shardscope.plans.bodies import Layout, Split
 from shardscope.sources.demos import DemoFunction
 from shardscope.errors import SettingsError, ShardscopeError, TraceError
 from shardscope.sources.examples import batch_size, check_fits, materialize
-from shardscope.pipeline.failures import model_error, trace_error
+from shardscope.failures import first_line, model_error, trace_error
 from shardscope.plans.settings import Settings
 from shardscope.plans.shapes import Shapes, resolve_shapes
 
@@ -261,7 +261,7 @@ def trace_plans(
         except Exception as exc:
             plan = built.plans.get(name)
             if plan is not None and plan.role != "baseline" and traced:
-                unavailable[name] = f"JAX cannot trace it here: {type(exc).__name__}: {first_line(exc)}"
+                unavailable[name] = untraceable(exc)
                 continue
             raise describe_trace_error(exc, tuple(built.shapes.batch_axes)) from exc
     return traced, unavailable
@@ -301,9 +301,9 @@ def _output_shape(f: Callable, params: Any, x: Any, batch: int, axis: str) -> An
     return out
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def untraceable(exc: BaseException) -> str:
+    """Why a candidate plan is unavailable when JAX cannot trace it (the first line of JAX's error)."""
+    return f"JAX cannot trace it here: {type(exc).__name__}: {first_line(exc)}"
 
 
 def describe_trace_error(exc: BaseException, axis: str | tuple[str, ...]) -> TraceError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
@@ -102,13 +101,6 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
     return buffer.getvalue()
 
 
-def to_html(inspection: "Inspection") -> str:
-    """The rendering as an HTML fragment for notebooks (:mod:`shardscope.render.findings_html`)."""
-    from shardscope.render.findings_html import inspection_html
-
-    return inspection_html(inspection)
-
-
 def collective_json(c: Any) -> dict[str, Any]:
     """The ``check --json`` fields of one collective."""
     return {
@@ -134,14 +126,3 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
         "collectives": [collective_json(c) for c in inspection.collectives],
         "flagged": len(inspection.flagged),
     }
-
-
-def finite(value: Any) -> Any:
-    """``value`` with non-finite floats as None (bare NaN is not JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value

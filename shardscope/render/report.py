@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
+from shardscope.render.json_values import finite
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
     """
     data = _json(analysis)
     data["projection"] = None if projection is None else projection_json(analysis, projection)
-    return json_finite(data)
+    return finite(data)
 
 
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
@@ -45,17 +45,6 @@ def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str,
     return data
 
 
-def json_finite(value: Any) -> Any:
-    """``value`` with every NaN or infinite float (in dicts and lists) replaced by None: strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_finite(v) for v in value]
-    return value
-
-
 def _json(analysis: "Analysis") -> dict[str, Any]:
     s = analysis.shapes or _NO_SHAPES  # a program file: no batch, no chunks (null, not made up)
     comparison = analysis.comparison
@@ -65,8 +54,8 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "file": str(analysis.settings.path),
         "backend": analysis.backend,
         "devices": analysis.settings.devices if analysis.shapes is None else s.devices,
-        "axis": None if analysis.is_programs else analysis.settings.axis,
-        "mesh": None if analysis.is_programs else dict(analysis.settings.mesh.axes),
+        "axis": analysis.settings.axis if analysis.origin.chunked else None,  # a program file: each program its own mesh
+        "mesh": dict(analysis.settings.mesh.axes) if analysis.origin.chunked else None,
         "batch_axes": None if s.batch_axes is None else list(s.batch_axes),
         "batch": s.batch,
         "per_device_batch": s.per_device_batch,
@@ -100,7 +89,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
             "run_s": _times_json(analysis.reference.run_s),
             "memory": analysis.reference.memory,
         },
-        "kind": analysis.kind,
+        "kind": f"{analysis.origin.noun}s",
         "output_checks": [
             {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
              "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
@@ -181,13 +170,13 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print(line, style="bold" if i == 0 else None, highlight=False)
     plans = list(analysis.plans.values())
 
-    table = Table(title="programs" if analysis.is_programs else "plans", title_justify="left")
+    table = Table(title=f"{analysis.origin.noun}s", title_justify="left")
     table.add_column("")
     for plan in plans:
         table.add_column(plan.name, justify="right")
     for label, fn in _ROWS:
-        if analysis.is_programs and label.startswith("max_abs_err"):
-            continue  # a program has no reference gradient
+        if analysis.reference is None and label.startswith("max_abs_err"):
+            continue  # a program file's programs have no reference gradient
         table.add_row(label, *(fn(plan) for plan in plans))
     ref = analysis.reference
     console.print(table)
@@ -195,7 +184,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print(line, style="dim", highlight=False)
 
     coll = Table(title="collectives (bytes per device)", title_justify="left", pad_edge=False)
-    for column in ("program" if analysis.is_programs else "plan", "primitive", "axes", "value", "loops", "runs/call", "B/call"):
+    for column in (analysis.origin.noun, "primitive", "axes", "value", "loops", "runs/call", "B/call"):
         coll.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
     for plan in plans:
         for c in plan.collectives:

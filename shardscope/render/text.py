@@ -14,41 +14,9 @@ if TYPE_CHECKING:
     from shardscope.pipeline.comparison import Comparison
 
 
-def mesh_text(analysis: "Analysis") -> str:
-    """``mesh s=2 (cpu)`` or ``mesh data=4,model=2 (cpu), batch over data``.
-
-    For a program file, each program's own mesh: ``mesh batch=8 (cpu, 8 devices started)``.
-    """
-    if analysis.is_programs:
-        meshes = {plan.mesh or "no shard_map" for plan in analysis.plans.values()}
-        started = f"{analysis.backend}, {analysis.settings.devices} devices started"
-        if len(meshes) == 1:
-            return f"mesh {meshes.pop()} ({started})"
-        return "meshes " + ", ".join(f"{n}: {p.mesh or 'no shard_map'}" for n, p in analysis.plans.items()) + f" ({started})"
-    mesh = analysis.settings.mesh
-    text = f"mesh {mesh.text()} ({analysis.backend})"
-    if len(mesh.axes) > 1:
-        text += f", batch over {','.join(analysis.shapes.batch_axes)}"
-    return text
-
-
 def headline(analysis: "Analysis") -> list[str]:
-    """The settings in words, as every rendering heads its output."""
-    if analysis.is_programs:
-        count = len(analysis.plans)
-        return [
-            f"shardscope: {analysis.settings.path.name}: {count} program{'s' if count > 1 else ''} "
-            f"({', '.join(analysis.plans)})",
-            f"{mesh_text(analysis)}; each program runs on its own example arguments: no batch, no chunks",
-        ]
-    s = analysis.shapes
-    return [
-        f"shardscope: {analysis.settings.path.name}::{analysis.function}",
-        f"{mesh_text(analysis)}, batch N={s.batch}, "
-        f"{s.per_device_batch}/device, chunk size {s.chunk_size} -> {s.chunks_per_device} chunks/device",
-    ] + ([] if analysis.processes == 1 else [
-        f"across {analysis.processes} processes (jax.distributed), collectives over {analysis.collectives_transport}"
-    ])
+    """The settings in words, as every rendering heads its output (the origin says them)."""
+    return analysis.origin.headline(analysis)
 
 
 def structure_summary(plan: "PlanResult") -> str:

@@ -75,42 +75,6 @@ class ProgramFile:
         return list(self.functions)
 
 
-def load_file(path: str | Path) -> Any:
-    """Import ``path`` as a fresh module: a :class:`ProgramFile` when it marks programs, else its
-    :class:`~shardscope.sources.demos.DemoFile` (as ``shardscope check`` decides).
-
-    Raises :class:`DemoFileError` when the file is missing, fails to import, or marks neither.
-    """
-    from shardscope.sources.demos import DemoFile, import_file, require_file
-
-    path = require_file(path)
-    module, fingerprint = import_file(path)
-    programs, demos = marked_functions(module, path)
-    if programs:
-        doc = (module.__doc__ or "").strip().split("\n")[0]
-        return ProgramFile(path=path, functions=programs, fingerprint=fingerprint, description=doc)
-    if not demos:
-        raise no_program_error(path)
-    return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
-
-
-def marked_functions(module: Any, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, Any]]:
-    """The program functions and the demo functions of ``module``: one of them is empty.
-
-    Raises :class:`DemoFileError` when the file marks both kinds: shardscope reads a file as
-    programs or as demos, and would otherwise drop one kind without a word.
-    """
-    from shardscope.sources.demos import demo_functions
-
-    programs, demos = program_functions(module), demo_functions(module)
-    if programs and demos:
-        raise DemoFileError(
-            f"{path.name} marks both @shardscope.program functions ({', '.join(programs)}) and "
-            f"@shardscope.demo functions ({', '.join(demos)}); shardscope reads one kind per file.",
-            "put the programs and the demos in separate files and check or open each file on its own")
-    return programs, demos
-
-
 def program_functions(module: Any) -> dict[str, ProgramFunction]:
     """The functions of ``module`` marked with :func:`program`, in definition order."""
     return {

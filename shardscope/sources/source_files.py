@@ -14,6 +14,7 @@ import io
 import os
 import stat
 import tokenize
+import traceback
 from pathlib import Path
 from types import TracebackType
 
@@ -92,8 +93,6 @@ def imported_source_error(exc: SyntaxError, path: Path) -> DemoFileError | None:
             error = source_text_error(Path(found), file.read())
         if error is not None:
             return DemoFileError(f"{error.message.rstrip('.')} (imported by {path.name}).", f"fix or remove {found}")
-    from shardscope.sources.demos import demo_frames
-
     frames = demo_frames(exc, path)
     where = f"see {path.name} line {frames[-1].lineno}: {frames[-1].line}" if frames else "look at what it imports"
     return DemoFileError(f"A module {path.name} imports is not Python source text: {exc.msg}.", where)
@@ -108,3 +107,26 @@ def _source_path(tb: TracebackType | None) -> str | None:
             found = frame.f_locals["source_path"]
         tb = tb.tb_next
     return found
+
+
+def code_file_name(path: Path) -> str:
+    """The file name the demo's code is compiled under: its absolute path, made valid UTF-8.
+
+    JAX hands every function's file name to XLA as source information; a name with a byte that
+    is not UTF-8 (a Latin-1 ``é``) fails there with ``std::bad_cast``. Such bytes become U+FFFD.
+    """
+    name = str(path.resolve())
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def demo_frames(exc: BaseException, path: Path) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback that run code of the demo file ``path``."""
+    names = {str(path.resolve()), code_file_name(path)}
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        try:
+            if frame.filename in names or str(Path(frame.filename).resolve()) in names:
+                frames.append(frame)
+        except OSError:
+            continue
+    return frames

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_support import DEMOS, SIZE, eventually, make_app, press, run, settle
+from app_support import DEMOS, eventually, make_app, press, run, settle
 from textual.widgets import Static
 from view_support import shown
 

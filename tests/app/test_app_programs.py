@@ -66,7 +66,7 @@ def test_a_program_file_opens_with_a_pane_per_program():
         app = make_app(DEMOS / "train_step.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            assert app.analysis.is_programs and not app.query_one(ErrorPanel).shown
+            assert app.analysis.origin.noun == "program" and not app.query_one(ErrorPanel).shown
             view = app.query_one(PlansView)
             assert view.names == ("step", "step_fixed")
             step_header = str(view.query_one("#step-header").render())

@@ -36,7 +36,7 @@ def test_the_timings_tab_notes_the_programs_compared_on_equal_arguments(tmp_path
     """a takes other arguments; b and c take the same ones and c is twice b: c against b is noted."""
     from pathlib import Path
 
-    from shardscope.pipeline.program_analysis import analyze_programs
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     path = Path(tmp_path) / "three.py"
@@ -48,7 +48,7 @@ def test_the_timings_tab_notes_the_programs_compared_on_equal_arguments(tmp_path
         "@shardscope.program(args=(x,))\ndef b(x):\n    return x.sum()\n\n"
         "@shardscope.program(args=(x,))\ndef c(x):\n    return 2.0 * x.sum()\n"
     )
-    analysis = analyze_programs(Settings(path=path, repeats=1))
+    analysis = analyze(Settings(path=path, repeats=1))
     text = _plain(timings_renderable(analysis, False))
     assert "outputs on the same example arguments: c DIFFERS from b" in text
     assert "no two programs take the same example arguments" not in text

@@ -198,7 +198,7 @@ def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
 
 def traced_only(demo: str, monkeypatch=None, **env):
     """An analysis of ``demo`` that was traced but not compiled or timed."""
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     for key, value in env.items():
@@ -274,7 +274,7 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
     from test_cli import DYNAMIC_WHILE
     from test_custom_models import BRANCHY
 
-    from shardscope.pipeline.analysis import analyze
+    from shardscope.pipeline.run import analyze
     from shardscope.plans.settings import Settings
 
     dynamic = analyze(Settings(write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE), devices=4, chunk_size=2), measure=False)

@@ -18,7 +18,7 @@ join_as_worker(role, int(devices) // role.processes)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from shardscope.sources.demos import load_demo_file  # noqa: E402
+from shardscope.sources.loading import load_demo_file  # noqa: E402
 from shardscope.plans.registry import build_plans  # noqa: E402
 from shardscope.plans.settings import Settings  # noqa: E402
 

@@ -66,8 +66,8 @@ def hlo_renderable(analysis: "Analysis") -> Group:
     """Every plan's compiled collectives, the backend, and the note about other compilers."""
     plans = list(analysis.plans.values())
     if plans[0].hlo is None:
-        what = "programs" if analysis.is_programs else "plans"
-        return Group(Text(f"Traced only: the {what} were not compiled, so there is no HLO to show.", "dim"))
+        return Group(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no HLO to show.",
+                          "dim"))
     backend = plans[0].hlo.backend
     parts = [Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), Text()]
     for plan in plans:

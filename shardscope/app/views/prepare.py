@@ -41,7 +41,7 @@ def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = 
     if is_cancelled():
         return None
     unified = unified_lines(list(comparison.diff))
-    if comparison.baseline == comparison.candidate and analysis.is_programs:
+    if comparison.baseline == comparison.candidate:  # a program file's lone program
         from rich.text import Text
 
         unified = [Text(f"{analysis.settings.path.name} has one program ({comparison.baseline}): "

@@ -226,7 +226,7 @@ class SweepView(Widget):
 
     def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
         """Remember the settings of the latest analysis: the sweep uses them (a program file has no chunks)."""
-        if getattr(analysis, "is_programs", False):
+        if not analysis.origin.chunked:
             self.settings = None
             self.query_one("#sweep-run", Button).disabled = True
             self._say(Text("The sweep tries every chunk size of a demo's plans; a program file's programs are not "

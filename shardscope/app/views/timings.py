@@ -182,17 +182,10 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
     if not analysis.measured:
         return traced_only(analysis)
     repeats = len(next(iter(analysis.plans.values())).run_s.samples)
-    if analysis.is_programs:
-        note = (f"{repeats} timed runs per program after warm-up, interleaved, on the example arguments of "
-                f"@shardscope.program (shapes filled with random values); backend {analysis.backend}")
-    else:
-        note = (
-            f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after warm-up, "
-            f"interleaved; backend {analysis.backend}"
-        )
+    note = analysis.origin.timing_note(repeats, analysis.backend)
     if hidden:
         note += "; measured times hidden, gradient errors shown as the power of ten above them"
-    note += ".\n" + (outputs_note(analysis) if analysis.is_programs else GRADIENT_CHECK)
+    note += ".\n" + (GRADIENT_CHECK if analysis.reference is not None else outputs_note(analysis))
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
         cost_table(analysis, hidden, narrow),

@@ -78,7 +78,7 @@ def _carry_hint(text: str, demo: bool, axis: str | tuple[str, ...] | None) -> st
 
 def system_exit(exc: SystemExit, path: Path, function: str) -> TraceError:
     """``sys.exit(N)`` called inside the model while shardscope traced or ran it."""
-    from shardscope.sources.demos import demo_frames
+    from shardscope.sources.source_files import demo_frames
 
     frames = demo_frames(exc, path)
     where = f", {path.name} line {frames[-1].lineno}" if frames else ""
@@ -104,8 +104,9 @@ def model_error(exc: BaseException, axis: str) -> TraceError:
     )
 
 
-def run_error(exc: BaseException, plan: str, path: Path) -> TraceError:
-    """The compiled ``plan`` failed while running (a ``jax.debug.callback`` that raised).
+def run_error(exc: BaseException, title: str, path: Path) -> TraceError:
+    """The compiled program ``title`` (``naive plan``, ``program step``) failed while running (a
+    ``jax.debug.callback`` that raised).
 
     JAX wraps the callback's exception and its traceback in a ``JaxRuntimeError``: the message
     keeps the callback's own last line and points at the demo file's line.
@@ -116,7 +117,7 @@ def run_error(exc: BaseException, plan: str, path: Path) -> TraceError:
     where = re.findall(rf'File "[^"]*{re.escape(path.name)}", line (\d+)', text)
     at = f" ({path.name} line {where[-1]})" if where else ""
     return TraceError(
-        f"The {plan} plan failed while running: {cause}{at}.",
+        f"The {title} failed while running: {cause}{at}.",
         "a callback in the model (jax.debug.callback, io_callback, pure_callback) raised; "
         "--debug shows JAX's full error",
     )

@@ -1,0 +1,143 @@
+"""A demo function's plans as a :class:`Workload`: the programs shardscope generates for it.
+
+Each plan (:mod:`shardscope.plans.registry`) is a ``shard_map`` + ``scan`` VJP of the demo's
+``f`` over the settings' mesh, traced on ``(params, x, v)`` and checked against the reference,
+the unchunked VJP. The baseline (naive) plan failing to trace is the model's fault; a candidate
+plan that fails where the baseline traced is shardscope's plan meeting a limit of the installed
+JAX, listed as unavailable with JAX's reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shardscope import failures
+from shardscope.engine.inspection import Inspection, pytree_names
+from shardscope.errors import ShardscopeError
+from shardscope.pipeline.workload import PipelineProgram, Workload
+from shardscope.plans import registry
+from shardscope.plans.settings import Settings
+from shardscope.sources.demos import DemoFunction
+
+if TYPE_CHECKING:
+    from shardscope.engine.jaxpr_model import Site
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
+
+
+@dataclass(frozen=True)
+class DemoPlans:
+    """The origin of an analysis of a demo's plans: chunked by shardscope, checked against the
+    unchunked reference."""
+
+    path: Path
+    function: str
+    description: str
+    noun = "plan"
+    chunked = True
+    checked = "gradients"
+
+    @property
+    def name(self) -> str:
+        """The demo function."""
+        return self.function
+
+    def headline(self, analysis: "Analysis") -> list[str]:
+        """``shardscope: rnn.py::rnn`` and the mesh, batch and chunks."""
+        s = analysis.shapes
+        mesh = analysis.settings.mesh
+        where = f"mesh {mesh.text()} ({analysis.backend})"
+        if len(mesh.axes) > 1:
+            where += f", batch over {','.join(s.batch_axes)}"
+        lines = [
+            f"shardscope: {self.path.name}::{self.function}",
+            f"{where}, batch N={s.batch}, {s.per_device_batch}/device, chunk size {s.chunk_size} -> "
+            f"{s.chunks_per_device} chunks/device",
+        ]
+        if analysis.processes > 1:
+            lines.append(f"across {analysis.processes} processes (jax.distributed), "
+                         f"collectives over {analysis.collectives_transport}")
+        return lines
+
+    def timing_note(self, repeats: int, backend: str) -> str:
+        """The reference and how the plans were timed."""
+        return (f"reference: the unchunked VJP over the whole batch. {repeats} timed runs per plan after "
+                f"warm-up, interleaved; backend {backend}")
+
+    def export_stem(self, analysis: "Analysis", comparison: "Comparison") -> str:
+        """``<function>-<mesh>-c<chunk>`` (a 1-D mesh as ``4dev``, else ``4x2dev``)."""
+        mesh = analysis.settings.mesh
+        where = f"{mesh.devices}dev" if len(mesh.axes) == 1 else "x".join(map(str, mesh.sizes)) + "dev"
+        return f"{self.function}-{where}-c{analysis.shapes.chunk_size}"
+
+
+def demo_workload(demo_fn: DemoFunction, settings: Settings, path: Path,
+                  plan_set: tuple[registry.Plan, ...] = registry.PLANS) -> Workload:
+    """The plans of ``demo_fn`` under ``settings`` (checked and resolved: the chunk size filled in)."""
+    built = registry.build_plans(demo_fn, settings, plan_set)
+    settings = settings.with_(function=demo_fn.name, chunk_size=built.shapes.chunk_size)
+    axes = tuple(built.shapes.batch_axes)
+    params, x, v = built.args
+    inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
+
+    def program(name: str, description: str, role: str, result: Any = None) -> PipelineProgram:
+        def trace_failure(exc: BaseException) -> tuple[ShardscopeError, str]:
+            if isinstance(exc, SystemExit):
+                error = failures.system_exit(exc, path, demo_fn.name)
+                return error, error.message
+            return registry.describe_trace_error(exc, axes), registry.untraceable(exc)
+
+        return PipelineProgram(
+            name=name, description=description, role=role, function=built.functions[name],
+            arguments=(built.args, {}),
+            input_names=lambda traced: inputs,
+            output_names=lambda traced: pytree_names(traced.out_info, "params"),
+            run_arguments=lambda traced, compiled: (built.args, {}),
+            trace_failure=trace_failure,
+            optional=role == "candidate" or role == "floor",
+            result=result or (lambda output: output),
+            relabel=lambda inspection: with_plan_sources(inspection, name),
+        )
+
+    plans = tuple(program(name, plan.description, plan.role, plan.gradient) for name, plan in built.plans.items())
+    reference = program(registry.REFERENCE, "the unchunked VJP over the whole batch", "reference")
+    return Workload(
+        origin=DemoPlans(path, demo_fn.name, demo_fn.spec.description),
+        settings=settings,
+        programs=plans,
+        reference=reference,
+        shapes=built.shapes,
+        unavailable=dict(built.unavailable),
+    )
+
+
+def with_plan_sources(inspection: Inspection, plan: str) -> Inspection:
+    """``inspection`` with the plan's own collectives named as such: a collective no line of the
+    user's made (the deferred plan's ``psum`` after the loop, the naive plan's ``all_gather`` of
+    a sharded leaf) gets ``the deferred plan's own psum_invariant, after the chunk loop`` as its
+    source, not a line of shardscope's plan bodies."""
+    if all(c.source for c in inspection.collectives):
+        return inspection
+    where = {site.equation.id: _placement(site) for site in inspection.program.sites()
+             if site.equation.kind == "collective"}
+    named = []
+    for c in inspection.collectives:
+        if not c.source:
+            source = f"the {plan} plan's own {c.primitive}, {where[c.equation_id]}"
+            c = replace(c, source=source, value=c.value or source)
+        named.append(c)
+    return replace(inspection, collectives=tuple(named))
+
+
+def _placement(site: "Site") -> str:
+    """``inside the chunk loop``, ``before the chunk loop`` or ``after the chunk loop``: where a
+    plan's collective sits against the plan's loop over the chunks (the outermost loop)."""
+    if site.loops:
+        return "inside the chunk loop" if len(site.loops) == 1 else "inside a loop in the chunk loop"
+    names = [eqn.name for eqn in site.block.equations]
+    loops = [i for i, eqn in enumerate(site.block.equations) if eqn.kind == "loop"]
+    if not loops:
+        return "with no loop around it"
+    return "before the chunk loop" if names.index(site.equation.name) < loops[0] else "after the chunk loop"

@@ -1,0 +1,245 @@
+"""The one pipeline: trace, compile, run, time and check the programs of a :class:`Workload`.
+
+The same sequence for a demo's plans and a program file's programs: trace each program once
+(an optional one that fails is listed as unavailable), compile each once, place its arguments as
+the compiled program expects them, run each once (an error names the program), time them all
+interleaved, read the compiled module (HLO, memory, XLA's cost analysis) and check the results:
+against the reference where there is one, and with each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from shardscope import failures
+from shardscope.engine.inspection import Inspection, inspect_traced
+from shardscope.errors import SettingsError, ShardscopeError, quote_error
+from shardscope.failures import quiet_callback_logs
+from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
+from shardscope.pipeline.comparison import compare, default_pair
+from shardscope.pipeline.demo_plans import demo_workload
+from shardscope.pipeline.gc_pause import paused
+from shardscope.pipeline.program_files import program_workload
+from shardscope.pipeline.workload import PipelineProgram, Workload
+from shardscope.plans import registry
+from shardscope.plans.settings import Settings, check_axis_name
+from shardscope.sources.demos import DemoFile
+from shardscope.sources.programs import ProgramFile
+from shardscope.sources.loading import load_file
+
+if TYPE_CHECKING:
+    from jax.stages import Compiled, Traced
+
+    from shardscope.measure.crosscheck import GradientCheck
+
+Traces = dict[str, tuple["Traced", Inspection]]
+
+
+def analyze(
+    settings: Settings,
+    progress: Progress | None = None,
+    loaded: DemoFile | ProgramFile | None = None,
+    *,
+    measure: bool = True,
+    graphs: bool = True,
+    plan_set: tuple | None = None,
+) -> Analysis:
+    """Load ``settings.path`` and run the pipeline on its programs: a demo's plans, or every
+    program of a program file (:func:`shardscope.pipeline.run.run`).
+
+    The CPU device count must already be set (:func:`shardscope.pipeline.devices.ensure_devices`).
+    ``loaded`` skips loading when the caller already holds the loaded file. With
+    ``measure=False`` the programs are only traced: no HLO, timings, memory or error. With
+    ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` never draw one, and
+    skip importing networkx). ``plan_set`` replaces the registry's plans of a demo
+    (:data:`shardscope.plans.registry.PLANS`), e.g. to add the compute-only floor.
+    Raises :class:`ShardscopeError` for anything the user can fix.
+    """
+    report = progress or (lambda stage, fraction: None)
+    report("loading", 0.0)
+    if settings.repeats < 1:
+        raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each program at least once")
+    loaded = loaded or load_file(settings.path)
+    if isinstance(loaded, ProgramFile):
+        if settings.function is not None and settings.function not in loaded.functions:
+            raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
+                                f"available: {', '.join(loaded.names)}")
+        return run(program_workload(loaded, settings), report, measure=measure, graphs=graphs)
+    for name in settings.mesh.names:
+        check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
+    demo_fn = loaded.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
+    try:
+        workload = demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set)
+        return run(workload, report, measure=measure, graphs=graphs)
+    except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
+        raise failures.system_exit(exc, settings.path, demo_fn.name) from None
+
+
+def run(workload: Workload, progress: Progress | None = None, *, measure: bool = True, graphs: bool = True) -> Analysis:
+    """The :class:`Analysis` of ``workload``'s programs.
+
+    With ``measure=False`` the programs are only traced (no compiled module, timings, memory or
+    checks); with ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` draw none).
+    """
+    import jax
+
+    from shardscope.distributed.workers import collectives_transport
+
+    report = progress or (lambda stage, fraction: None)
+    traced, unavailable = _trace(workload, report, measure)
+    measured = _measure(workload, traced, report) if measure else _Measured()
+    results = {}
+    with paused():  # one pause for every program: the collector catches up once, not after each
+        for program in workload.programs:
+            if program.name not in traced:
+                continue
+            trace, inspection = traced[program.name]
+            results[program.name] = PlanResult.from_inspection(
+                inspection, name=program.name, description=program.description, role=program.role,
+                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace),
+                **measured.per_program.get(program.name, {}),
+            )
+    roles = {name: result.role for name, result in results.items()}
+    baseline, candidate = default_pair(results, roles, workload.settings.function)
+    return Analysis(
+        origin=workload.origin,
+        settings=workload.settings,
+        backend=jax.default_backend(),
+        shapes=workload.shapes,
+        plans=results,
+        reference=measured.reference if workload.reference is not None else None,
+        comparison=compare(results, baseline, candidate),
+        unavailable={**workload.unavailable, **unavailable},
+        processes=jax.process_count(),
+        collectives_transport=collectives_transport(),
+        checks=measured.checks,
+    )
+
+
+def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[Traces, dict[str, str]]:
+    """``{name: (traced, inspection)}`` of every program that traces, and why the others do not.
+
+    A required program that fails stops the analysis with its error; an optional one is listed
+    as unavailable with its reason. When no program traces, the first error is raised.
+    """
+    reference = [workload.reference] if with_reference and workload.reference is not None else []
+    programs = [*workload.programs, *reference]
+    traced: Traces = {}
+    unavailable: dict[str, str] = {}
+    errors: list[ShardscopeError] = []
+    for i, program in enumerate(programs):
+        report("tracing", i / len(programs))
+        args, kwargs = program.arguments
+        start = time.perf_counter()
+        try:
+            trace = program.function.trace(*args, **kwargs)
+        except ShardscopeError:
+            raise
+        except (Exception, SystemExit) as exc:  # SystemExit: the model called sys.exit()
+            error, reason = program.trace_failure(exc)
+            if not program.optional:
+                raise error from exc
+            errors.append(error)
+            unavailable[program.name] = reason
+            continue
+        trace_s = time.perf_counter() - start
+        with paused():  # reading it makes 100,000s of objects that live on: no full passes meanwhile
+            inspection = inspect_traced(trace, program.name, program.input_names(trace),
+                                        program.output_names(trace), trace_s)
+        traced[program.name] = (trace, program.relabel(inspection))
+    if errors and not any(program.name in traced for program in workload.programs):
+        raise errors[0]
+    return traced, unavailable
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What needs the compiled programs: each one's numbers, the reference's, the cross-checks."""
+
+    per_program: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reference: ReferenceResult | None = None
+    checks: tuple["GradientCheck", ...] = ()
+
+
+def _measure(workload: Workload, traced: Traces, report: Progress) -> _Measured:
+    """Compile each traced program once, run each once, time them interleaved, check the results."""
+    import jax
+
+    from shardscope.engine import hlo
+    from shardscope.measure import timing
+
+    programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
+    compiled: dict[str, Compiled] = {}
+    compile_s: dict[str, float] = {}
+    calls = {}
+    for i, program in enumerate(programs):
+        report("compiling", i / len(programs))
+        trace = traced[program.name][0]
+        try:
+            compiled[program.name], compile_s[program.name] = timing.timed(lambda: trace.lower().compile())
+        except Exception as exc:
+            raise ShardscopeError(f"XLA failed to compile the {program.title}: {quote_error(exc)}",
+                                  "run with --debug for the full error") from exc
+        args, kwargs = program.run_arguments(trace, compiled[program.name])
+        calls[program.name] = functools.partial(compiled[program.name], *args, **kwargs)
+
+    report("timing", 0.0)
+    repeats = workload.settings.repeats
+    with quiet_callback_logs():
+        outputs = {program.name: _first_run(program, calls[program.name], workload) for program in programs}
+        try:
+            times = timing.time_interleaved(calls, (), repeats, warmup=1,
+                                            on_round=lambda i: report("timing", (i + 1) / repeats))
+        except ShardscopeError:
+            raise
+        except Exception as exc:  # e.g. a program that donates its arguments cannot run twice on them
+            raise ShardscopeError(f"A program failed when run again: {quote_error(exc, 1)}",
+                                  "shardscope runs each program many times on the same arguments: "
+                                  "do not donate them (donate_argnums)") from exc
+    report("checking", 0.0)
+    backend = jax.default_backend()
+    numbers = {
+        name: {"compile_s": compile_s[name], "run_s": times[name], "memory": timing.memory(compiled[name])}
+        for name in compiled
+    }
+    results = {program.name: program.result(outputs[program.name]) for program in workload.programs
+               if program.name in outputs}
+    reference = None
+    if workload.reference is not None and workload.reference.name in outputs:
+        name = workload.reference.name
+        reference = ReferenceResult(compile_s[name], times[name], numbers.pop(name)["memory"])
+        expected = outputs[name]
+        for program_name, result in results.items():
+            numbers[program_name]["max_abs_err"] = timing.max_abs_err(result, expected)
+    for name in results:
+        numbers[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
+        numbers[name]["cost_analysis"] = timing.cost_summary(compiled[name])
+    checks = _cross_checks(workload, results)
+    report("checking", 1.0)
+    return _Measured(numbers, reference, checks)
+
+
+def _first_run(program: PipelineProgram, call: Any, workload: Workload) -> Any:
+    """The first run of ``program``: its output, or an error that names it."""
+    import jax
+
+    from shardscope.failures import run_error
+
+    try:
+        return jax.block_until_ready(call())
+    except Exception as exc:
+        raise run_error(exc, program.title, workload.origin.path) from exc
+
+
+def _cross_checks(workload: Workload, results: dict[str, Any]) -> tuple["GradientCheck", ...]:
+    """Each program's result against the first one's of its check group (same structure only)."""
+    from shardscope.measure.crosscheck import compare_results
+
+    groups: dict[Any, dict[str, Any]] = {}
+    for name, result in results.items():
+        groups.setdefault(workload.check_group(name), {})[name] = result
+    return tuple(check for group in groups.values() for check in compare_results(group, workload.origin.checked))
