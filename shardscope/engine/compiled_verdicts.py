@@ -1,0 +1,370 @@
+"""Whether a compiled collective inside a while loop has to run there.
+
+The same three verdicts as the jaxpr view (:mod:`shardscope.verdicts`), decided on the
+partitioned module:
+
+- ``deferrable``: a sum (an all-reduce or reduce-scatter whose combiner adds numbers) whose
+  result only reaches a loop-carried accumulator: through ``convert``, ``bitcast``,
+  ``reshape``, ``transpose`` and ``copy``, an ``add`` with the carry element at the same tuple
+  index (a ``dynamic-slice``/``dynamic-update-slice`` pair around it allowed), the buffer read
+  nowhere else in the loop. These are the conditions of XLA's own
+  ``WhileLoopAllReduceCodeMotion``, seen through fusions and through nested loops (an inner
+  loop that stacks each iteration's sum into a zero-initialised buffer, or that accumulates
+  into the outer loop's carry threaded through it). And one run after the loop must move
+  fewer bytes than the runs in it: a sum written into its own slot of a stacked output (each
+  layer's gradient in a scan over layers) is ``needed``, since deferring it saves nothing.
+- ``loop_invariant``: no operand depends on what the loop changes (its changing carry
+  elements): it can run before the loop.
+- ``needed``: anything else (a wrong "deferrable" is worse than a missed one).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from math import prod
+from typing import Iterable
+
+from shardscope.engine.hlo_flow import FORWARDING, Flow
+from shardscope.engine.hlo_text import Computation, HloModule, Instruction
+
+DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
+SUM_KINDS = frozenset({"all-reduce", "reduce-scatter"})
+_NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
+_NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
+                               "send-done", "outfeed"})
+_CALLS = frozenset({"while", "call", "conditional", "async-start"})
+
+
+@dataclass(frozen=True)
+class OperandVerdict:
+    """The verdict on one value a collective carries (a combined collective carries several).
+
+    ``loops``: the while loops (outermost first) it can leave; ``bytes_after`` the per-device
+    bytes one run after them moves (the accumulator), ``stacked`` when it is written into its
+    own slot of a stacked output.
+    """
+
+    kind: str
+    loops: tuple[str, ...] = ()
+    bytes_after: int | None = None
+    stacked: bool = False
+
+
+@dataclass(frozen=True)
+class _Level:
+    """How a value reaches one loop's carry: the tuple index, and ``add`` (accumulates),
+    ``dus`` (written into a slot) or ``thread`` (the carry goes through an inner loop that
+    accumulates into it)."""
+
+    index: int
+    kind: str
+
+
+class CompiledClassifier:
+    """Verdicts for the collectives of one module (per-loop facts cached)."""
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.flow = Flow(module)
+
+    # ------------------------------------------------------------------ entry point
+
+    def operand_verdicts(self, inst: Instruction, loops: tuple[Instruction, ...]) -> tuple[OperandVerdict, ...]:
+        """One verdict per operand of the collective ``inst`` inside ``loops`` (outermost first)."""
+        count = max(1, len(inst.operands))
+        if not loops:
+            return (OperandVerdict(NEEDED),) * count
+        invariant = self._invariant_loops(inst, loops)
+        if invariant:
+            return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant))),) * count
+        kind = inst.opcode.removesuffix("-start")
+        if kind not in SUM_KINDS or not self._is_sum(inst):
+            return (OperandVerdict(NEEDED),) * count
+        tuple_shaped = inst.shape.is_tuple and kind == "all-reduce"
+        return tuple(self._deferral(inst, k if tuple_shaped else None, loops) for k in range(count))
+
+    # ------------------------------------------------------------------ loop invariance
+
+    def _invariant_loops(self, inst: Instruction, loops: tuple[Instruction, ...]) -> tuple[Instruction, ...]:
+        """The loops, innermost first, whose changing values no operand of ``inst`` reads."""
+        found = []
+        for loop in reversed(loops):
+            if inst.computation == getattr(self._called(loop, "condition"), "name", None):
+                break  # the loop's test reads the carry on every iteration
+            varying = self._varying(loop.name)
+            if any(op in varying for op in inst.operands):
+                break
+            found.append(loop)
+        return tuple(found)
+
+    @functools.lru_cache(maxsize=None)
+    def _varying(self, loop_name: str) -> frozenset[str]:
+        """Every instruction inside the loop (nested computations too) that depends on a carry
+        element the loop changes, or on something that differs between iterations anyway."""
+        loop = self.module.instruction(loop_name)
+        body = self._called(loop, "body")
+        if body is None or body.root is None:
+            return frozenset(inst.name for c in self.module.computations.values() for inst in c.instructions)
+        param = body.parameters[0] if body.parameters else None
+        seeds: list[Instruction] = []
+        root_operands = body.root.operands if body.root.opcode == "tuple" else ()
+        for inst in body.instructions:
+            if inst.opcode in _NONDETERMINISTIC:
+                seeds.append(inst)
+            elif param is not None and inst.opcode == "get-tuple-element" and inst.operands == (param.name,):
+                i = inst.tuple_index
+                passed = i is not None and i < len(root_operands) and self._is_carry_element(root_operands[i], param.name, i)
+                if not passed:
+                    seeds.append(inst)
+        if param is not None and any(u.opcode != "get-tuple-element" for u, _ in body.users.get(param.name, ())):
+            seeds.append(param)
+        return frozenset(self._reach(seeds))
+
+    def _is_carry_element(self, name: str, param: str, index: int) -> bool:
+        inst = self.module.instruction(name)
+        return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
+
+    def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
+        """Names of everything computed from ``seeds``, into fusions and called computations."""
+        seen: set[str] = set()
+        stack = list(seeds)
+        while stack:
+            inst = stack.pop()
+            if inst.name in seen:
+                continue
+            seen.add(inst.name)
+            for user, _ in self.flow.uses(inst):
+                stack.append(user)
+                if user.opcode in _CALLS:
+                    for role, callee in user.called_computations:
+                        computation = self.module.computations.get(callee)
+                        if computation is not None and role != "to_apply":
+                            stack += computation.parameters
+        return seen
+
+    # ------------------------------------------------------------------ deferral
+
+    def _is_sum(self, inst: Instruction) -> bool:
+        """The combiner adds, and every element type is numeric."""
+        combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
+        if combiner is None or combiner.root is None or combiner.root.opcode != "add":
+            return False
+        return all(a.dtype in _NUMERIC for a in inst.shape.arrays)
+
+    def _deferral(self, inst: Instruction, index: int | None, loops: tuple[Instruction, ...]) -> OperandVerdict:
+        """Follow one value the sum makes outwards, loop by loop, and keep the outermost loop
+        whose carry accumulates it with bytes saved."""
+        operand = self.module.instruction(inst.operands[index or 0])
+        value_bytes = operand.shape.nbytes if operand is not None else 0
+        value, value_index = inst, index
+        runs: int | None = 1
+        best: OperandVerdict | None = None
+        stacked = False
+        inner: str | None = None  # what the inner loop did with it: add or dus
+        init: str | None = None  # the inner loop's initial value there: zero or threaded
+        for depth, loop in enumerate(reversed(loops)):
+            body = self._called(loop, "body")
+            if body is None or value.computation != body.name:
+                break
+            level = self._level(value, value_index, body, init)
+            if level is None:
+                break
+            kind = inner if level.kind == "thread" else level.kind
+            accumulates = kind == "add"
+            stacked = stacked or kind == "dus"
+            trip = loop.known_trip_count
+            runs = None if runs is None or trip is None else runs * trip
+            buffer_bytes = body.root.shape.element(level.index).nbytes if body.root.shape.is_tuple else 0
+            if accumulates and _saves(buffer_bytes, value_bytes, runs):
+                best = OperandVerdict(DEFERRABLE, tuple(w.name for w in loops[len(loops) - depth - 1 :]), buffer_bytes, stacked)
+            # outwards: the loop's result at that index, if its initial value adds nothing to the sum
+            init = self._initial_value(loop, level)
+            if init is None:
+                break
+            value, value_index, inner = loop, level.index, kind
+        if best is not None:
+            return best
+        return OperandVerdict(NEEDED, stacked=stacked)
+
+    def _level(self, start: Instruction, index: int | None, body: Computation, init: str | None) -> _Level | None:
+        """How the value reaches ``body``'s carry, or None when some use is not linear.
+
+        ``init`` says how the inner loop whose result the value is started: from ``zero`` (its
+        result is a sum of the collective's results: it may be added or stacked) or
+        ``threaded`` from this body's carry (its result may only go back to that carry).
+        """
+        found: set[tuple[int, str]] = set()
+        allowed: set[str] = set()
+        stack: list[tuple[Instruction, int | None]] = [(start, index)]
+        seen: set[tuple[str, int | None]] = set()
+        while stack:
+            inst, idx = stack.pop()
+            if (inst.name, idx) in seen:
+                continue
+            seen.add((inst.name, idx))
+            for user, position in self.flow.uses(inst):
+                op = user.opcode
+                if op == "get-tuple-element":
+                    if idx is None or user.tuple_index == idx:
+                        stack.append((user, None))
+                    continue
+                if idx is not None:
+                    return None  # a combined result used whole
+                if op in FORWARDING:
+                    stack.append((user, None))
+                elif op == "add":
+                    origin = self._carry_origin(self.flow.producer(user, 1 - position), body, allowed)
+                    target = self._to_root(user, body, allowed)
+                    if origin is None or origin != target:
+                        return None
+                    allowed.add(user.name)
+                    found.add((origin, "add"))
+                elif op == "dynamic-update-slice" and position == 1:
+                    origin = self._carry_origin(self.flow.producer(user, 0), body, allowed)
+                    target = self._to_root(user, body, allowed)
+                    if origin is None or origin != target:
+                        return None
+                    allowed.add(user.name)
+                    found.add((origin, "dus"))
+                elif op == "tuple" and user is body.root and init == "threaded":
+                    found.add((position, "thread"))
+                else:
+                    return None
+        if len(found) != 1:
+            return None
+        (carry, kind), = found
+        if (kind == "thread") != (init == "threaded"):
+            return None
+        if kind == "thread" and not self._threaded(body, carry, start, index):
+            return None
+        if not self._buffer_only_accumulated(body, carry, allowed, start):
+            return None
+        return _Level(carry, kind)
+
+    def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
+        """The carry index ``inst`` reads (through forwarding and one dynamic-slice), else None."""
+        slices = 0
+        while inst is not None:
+            inst = self.flow.resolve(inst)
+            if inst.opcode in FORWARDING or (inst.opcode == "dynamic-slice" and slices == 0):
+                slices += inst.opcode == "dynamic-slice"
+                allowed.add(inst.name)
+                inst = self.flow.producer(inst, 0)
+                continue
+            param = body.parameters[0] if body.parameters else None
+            if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
+                allowed.add(inst.name)
+                return inst.tuple_index
+            return None
+        return None
+
+    def _to_root(self, inst: Instruction, body: Computation, allowed: set[str]) -> int | None:
+        """The root tuple position ``inst``'s result reaches through forwarding (and one
+        dynamic-update-slice of it), else None; every use must lead there."""
+        targets: set[int] = set()
+        stack = [inst]
+        updates = 0
+        while stack:
+            current = stack.pop()
+            for user, position in self.flow.uses(current):
+                if user.opcode in FORWARDING:
+                    allowed.add(user.name)
+                    stack.append(user)
+                elif user.opcode == "dynamic-update-slice" and position == 1 and updates == 0:
+                    updates += 1
+                    allowed.add(user.name)
+                    stack.append(user)
+                elif user.opcode == "tuple" and user is body.root:
+                    targets.add(position)
+                else:
+                    return None
+        return targets.pop() if len(targets) == 1 else None
+
+    def _buffer_only_accumulated(self, body: Computation, carry: int, allowed: set[str], start: Instruction) -> bool:
+        """The carry element is read only on the accumulation's own path (and by nothing in the
+        loop's condition)."""
+        param = body.parameters[0] if body.parameters else None
+        if param is None:
+            return False
+        stack = [u for u, _ in body.users.get(param.name, ()) if u.opcode == "get-tuple-element" and u.tuple_index == carry]
+        seen: set[str] = set()
+        while stack:
+            inst = stack.pop()
+            if inst.name in seen:
+                continue
+            seen.add(inst.name)
+            for user, _ in self.flow.uses(inst):
+                if user.name in allowed or user is body.root:
+                    continue
+                if user.opcode in FORWARDING:
+                    stack.append(user)
+                elif user.opcode == "tuple" and any(w.opcode == "while" for w, _ in self.flow.uses(user)):
+                    continue  # threaded into an inner loop: checked by that loop's own level
+                else:
+                    return False
+        return not self._condition_reads(body, carry)
+
+    def _condition_reads(self, body: Computation, carry: int) -> bool:
+        for loop in self._loops_of(body.name):
+            condition = self._called(loop, "condition")
+            if condition is None or not condition.parameters:
+                continue
+            param = condition.parameters[0]
+            if any(u.opcode != "get-tuple-element" or u.tuple_index == carry for u, _ in condition.users.get(param.name, ())):
+                return True
+        return False
+
+    def _threaded(self, body: Computation, carry: int, inner_loop: Instruction, index: int | None) -> bool:
+        """The inner loop starts its element ``index`` from this body's carry element ``carry``."""
+        init = self.module.instruction(inner_loop.operands[0]) if inner_loop.operands else None
+        if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
+            return False
+        return self._carry_origin(self.module.instruction(init.operands[index]), body, set()) == carry
+
+    def _initial_value(self, loop: Instruction, level: _Level) -> str | None:
+        """How ``loop`` starts its carry element ``level.index``: ``zero``, ``threaded`` (from
+        a carry element of the loop around it, checked there), or None (a value that would be
+        summed over devices too if the sum moved out)."""
+        init = self.module.instruction(loop.operands[0]) if loop.operands else None
+        if init is None or init.opcode != "tuple" or level.index >= len(init.operands):
+            return None
+        element = self.module.instruction(init.operands[level.index])
+        if element is None:
+            return None
+        if self.flow.is_zero(element):
+            return "zero"
+        return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _called(self, loop: Instruction, role: str) -> Computation | None:
+        name = next((c for r, c in loop.called_computations if r == role), None)
+        return self.module.computations.get(name or "")
+
+    @functools.cached_property
+    def _loops_by_body(self) -> dict[str, list[Instruction]]:
+        found: dict[str, list[Instruction]] = {}
+        for inst in self.module.instructions():
+            if inst.opcode == "while":
+                for role, callee in inst.called_computations:
+                    if role == "body":
+                        found.setdefault(callee, []).append(inst)
+        return found
+
+    def _loops_of(self, body: str) -> list[Instruction]:
+        return self._loops_by_body.get(body, [])
+
+
+def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
+    """One run on the accumulator after the loop moves fewer bytes than the runs inside it
+    (an unknown trip count saves when the accumulator is no larger than one run's value)."""
+    if runs is None:
+        return buffer_bytes <= value_bytes
+    return buffer_bytes < runs * value_bytes
+
+
+def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...]) -> int | None:
+    """Runs per call once the collective leaves the loops named ``left``."""
+    counts = [w.known_trip_count for w in loops if w.name not in left]
+    return None if None in counts else prod(counts)
