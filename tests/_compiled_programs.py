@@ -255,13 +255,14 @@ def explicit_accumulate(fixed: bool) -> Case:
 def shard_map_accumulate(fixed: bool) -> Case:
     """The accumulation loop inside ``shard_map``: naive (psum_invariant per micro-batch) or fixed."""
     mesh = mesh_2d()
+    devices = mesh.shape["data"]
 
     def local(params, xs, ys):
         if fixed:
             params = lax.pcast(params, "data", to="varying")
 
-        def body(acc, xy):
-            grads = jax.grad(_mlp_loss)(params, *xy)
+        def body(acc, xy):  # each device's mean over its rows, over the devices: the global mean
+            grads = jax.grad(lambda p, x, y: _mlp_loss(p, x, y) / devices)(params, *xy)
             return jax.tree.map(jnp.add, acc, grads), None
 
         zeros = jax.tree.map(jnp.zeros_like, params)
@@ -434,3 +435,57 @@ def contracted_matmul(axes: tuple[str, ...] = ("model",), permuted: bool = False
     args = (jax.device_put(_data((8, 16), 17), NamedSharding(mesh, P(None, spec))),
             jax.device_put(_data((16, 8), 18), NamedSharding(mesh, P(spec, None))))
     return Case(f"contracted_matmul_{'_'.join(axes)}{'_permuted' if permuted else ''}", jax.jit(jnp.matmul), args, mesh, "auto")
+
+
+def shard_map_fsdp_gather_in_loop() -> Case:
+    """FSDP under ``shard_map``: each micro-batch all-gathers the sharded weight again, although
+    it does not change inside the loop (loop-invariant)."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    def local(w_shard, xs):
+        def body(acc, x):
+            w = lax.all_gather(w_shard, "data", tiled=True)
+            return acc + jnp.sum(jnp.tanh(x @ w)), None
+
+        total, _ = lax.scan(body, lax.pcast(jnp.zeros((), jnp.float32), "data", to="varying"), xs)
+        return lax.psum(total, "data")
+
+    step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P(None, "data")), out_specs=P()))
+    args = (jax.device_put(_data((16, 8), 19), NamedSharding(mesh, P("data"))),
+            jax.device_put(_data((MICRO, 32, 16), 20), NamedSharding(mesh, P(None, "data"))))
+    return Case("shard_map_fsdp_gather_in_loop", step, args, mesh, "shard_map")
+
+
+def shard_map_while_and_cond() -> Case:
+    """A psum in a ``while_loop`` with a bound known only at run time, and one in a ``cond`` branch."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    def local(x, n):
+        def body(carry):
+            i, v = carry
+            return i + 1, lax.pcast(lax.psum(v, "data") * 0.5, "data", to="varying")
+
+        _, v = lax.while_loop(lambda c: c[0] < n, body, (0, x))
+        return lax.cond(n > 2, lambda v: lax.pcast(lax.psum(v, "data"), "data", to="varying"), lambda v: v * 2.0, v)
+
+    step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P()), out_specs=P("data")))
+    args = (jax.device_put(_data((8, 4), 21), NamedSharding(mesh, P("data"))), jnp.asarray(3))
+    return Case("shard_map_while_and_cond", step, args, mesh, "shard_map")
+
+
+def shard_map_invariant_psum_in_loop() -> Case:
+    """A ``psum`` of a value the loop never changes (a weight's norm), taken in every iteration."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    def local(w_shard, xs):
+        def body(acc, x):
+            scale = lax.psum(jnp.sum(w_shard**2), "data")
+            return acc + jnp.sum(x) / scale, None
+
+        total, _ = lax.scan(body, lax.pcast(jnp.zeros((), jnp.float32), "data", to="varying"), xs)
+        return lax.psum(total, "data")
+
+    step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P(None, "data")), out_specs=P()))
+    args = (jax.device_put(_data((16, 8), 22), NamedSharding(mesh, P("data"))),
+            jax.device_put(_data((MICRO, 32, 16), 23), NamedSharding(mesh, P(None, "data"))))
+    return Case("shard_map_invariant_psum_in_loop", step, args, mesh, "shard_map")

@@ -190,18 +190,6 @@ class CompiledPlan:
             found.setdefault(c.kind, []).append(c)
         return {kind: total_executions(group) for kind, group in found.items()}
 
-    def summary(self) -> "HloSummaryLike":
-        """What :func:`shardscope.hlo.summarize` gives: each collective and its loops' trip counts."""
-        return HloSummaryLike(self.backend, tuple((c.name, c.opcode, c.computation, c.loop_trip_counts) for c in self.collectives))
-
-
-@dataclass(frozen=True)
-class HloSummaryLike:
-    """The fields of ``shardscope.hlo.HloSummary``, for callers moving to the compiled plan."""
-
-    backend: str
-    collectives: tuple[tuple[str, str, str, tuple[int | None, ...]], ...]
-
 
 @dataclass(frozen=True)
 class JaxprCollectiveRef:
@@ -566,7 +554,7 @@ def _pair(built: list[CompiledCollective], refs: list[JaxprCollectiveRef]) -> tu
 
     A jaxpr collective pairs with a compiled one of its kind (a reduction may also compile to an
     all-reduce) whose op_name ends with its primitive and whose source line is its own, inside
-    as many loops of the same trip counts (loops of one iteration vanish in the compiler); a
+    loops whose trip counts are among its own (the compiler removes loops, never adds one); a
     combined instruction takes one jaxpr collective per operand. A compiled collective that
     pairs with none was written by the partitioner, unless its op_name names a JAX collective.
     """
@@ -597,5 +585,7 @@ def _matches(c: CompiledCollective, r: JaxprCollectiveRef, by_source: bool = Tru
         return False
     if by_source and r.source and c.source and r.source.split(" ")[0] != c.source.split(" ")[0]:
         return False
-    trips = tuple(t for t in r.loop_trip_counts if t != 1)
-    return trips == tuple(t for t in c.loop_trip_counts if t != 1)
+    # the compiler removes loops (of one iteration; around a loop-invariant collective it hoists)
+    # and never adds one: the compiled trip counts are a subsequence of the jaxpr's
+    remaining = iter(t for t in r.loop_trip_counts if t != 1)
+    return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)
