@@ -126,7 +126,7 @@ class CompiledClassifier:
         return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
 
     def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
-        """Names of everything computed from ``seeds``, into fusions and called computations."""
+        """Names of everything computed from ``seeds``, into called computations (a fusion counts as one step)."""
         seen: set[str] = set()
         stack = list(seeds)
         while stack:
@@ -134,7 +134,9 @@ class CompiledClassifier:
             if inst.name in seen:
                 continue
             seen.add(inst.name)
-            for user, _ in self.flow.uses(inst):
+            # a fusion is one step here (its result depends on all its operands): no need to
+            # parse the thousands of fused computations of a large module
+            for user, _ in self.module.computations[inst.computation].users.get(inst.name, ()):
                 stack.append(user)
                 if user.opcode in _CALLS:
                     for role, callee in user.called_computations:
@@ -213,6 +215,8 @@ class CompiledClassifier:
                     return None  # a combined result used whole
                 if op in FORWARDING:
                     stack.append((user, None))
+                elif op == "add" and self._from(self.flow.producer(user, 1 - position), start):
+                    stack.append((user, None))  # the sum of two of its own results: still linear in it
                 elif op == "add":
                     origin = self._carry_origin(self.flow.producer(user, 1 - position), body, allowed)
                     target = self._to_root(user, body, allowed)
@@ -241,6 +245,18 @@ class CompiledClassifier:
         if not self._buffer_only_accumulated(body, carry, allowed, start):
             return None
         return _Level(carry, kind)
+
+    def _from(self, inst: Instruction | None, collective: Instruction) -> bool:
+        """True when ``inst`` is a result of ``collective`` (a combined one's element), moved
+        only by forwarding ops: adding two of its results keeps the sum linear in it."""
+        while inst is not None:
+            inst = self.flow.resolve(inst)
+            if inst is collective:
+                return True
+            if inst.opcode not in FORWARDING and inst.opcode != "get-tuple-element":
+                return False
+            inst = self.flow.producer(inst, 0)
+        return False
 
     def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
         """The carry index ``inst`` reads (through forwarding and one dynamic-slice), else None."""
