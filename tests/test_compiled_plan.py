@@ -288,3 +288,57 @@ def test_auto_axes_fix_as_shard_map_gives_one_all_reduce_and_the_same_gradient(s
     got, want = fixed_case.run(), auto_case.run()
     for name in ("W", "V"):
         np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-6)
+
+
+def test_two_results_of_one_combined_sum_added_together_are_deferrable():
+    """A parameter used twice (an embedding read and its transpose) has two gradient parts; the
+    combiner all-reduces both in one instruction and the body adds them before accumulating."""
+    text = """HloModule m, num_partitions=2
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: (s32[], f32[4], f32[4])) -> (s32[], f32[4], f32[4]) {
+  %p = (s32[], f32[4]{0}, f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %x = f32[4]{0} get-tuple-element(%p), index=1
+  %acc = f32[4]{0} get-tuple-element(%p), index=2
+  %ic = f32[] convert(%i)
+  %b = f32[4]{0} broadcast(%ic), dimensions={}
+  %g1 = f32[4]{0} multiply(%x, %b)
+  %g2 = f32[4]{0} sine(%g1)
+  %ar = (f32[4]{0}, f32[4]{0}) all-reduce(%g1, %g2), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+  %r1 = f32[4]{0} get-tuple-element(%ar), index=0
+  %r2 = f32[4]{0} get-tuple-element(%ar), index=1
+  %both = f32[4]{0} add(%r1, %r2)
+  %sum = f32[4]{0} add(%acc, %both)
+  ROOT %t = (s32[], f32[4]{0}, f32[4]{0}) tuple(%next, %x, %sum)
+}
+
+%cond (q: (s32[], f32[4], f32[4])) -> pred[] {
+  %q = (s32[], f32[4]{0}, f32[4]{0}) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %n = s32[] constant(8)
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %z = f32[] constant(0)
+  %zeros = f32[4]{0} broadcast(%z), dimensions={}
+  %init = (s32[], f32[4]{0}, f32[4]{0}) tuple(%zero, %x, %zeros)
+  %loop = (s32[], f32[4]{0}, f32[4]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"8"}}
+  ROOT %out = f32[4]{0} get-tuple-element(%loop), index=2
+}
+"""
+    (c,) = compiled_plan(text).collectives
+    assert [op.verdict for op in c.operands] == ["deferrable", "deferrable"] and c.verdict.kind == "deferrable"
+    # adding one result to something else the loop computes is not a sum of its own results
+    other = text.replace("%both = f32[4]{0} add(%r1, %r2)", "%both = f32[4]{0} add(%r1, %g2)")
+    assert compiled_plan(other).collectives[0].verdict.kind == "needed"
