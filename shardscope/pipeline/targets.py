@@ -54,11 +54,19 @@ _CHIP_CONFIGS = {
 tests match it): without it a v4 topology lists each TensorCore as a device, two per chip,
 where a v4 host shows one device per chip."""
 
-_LIBTPU_QUIET_ENV = {"TPU_ACCELERATOR_TYPE": "v5litepod-4", "TPU_WORKER_HOSTNAMES": "localhost"}
-"""What libtpu's start-up looks up about the TPU host it runs on. Where they are unset and the
-machine has no TPU, it prints two warnings (and an error line with a source trace) straight to
-file descriptor 2, which no log level silences. The compiled modules are the same with and
-without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e)."""
+_COMPILE_ONLY_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-4",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
+"""What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
+
+Without the first two it prints two warnings (and an error line with a source trace) straight
+to file descriptor 2, which no log level silences; the compiled modules are the same with and
+without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
+third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
+test worker, another shardscope) then fails to start it with "Internal error when accessing
+libtpu multi-process lockfile"."""
 
 _PLUGIN_START = threading.Lock()
 
@@ -120,7 +128,7 @@ class TargetDevices:
 
 
 def load_target(target: Target) -> TargetDevices:
-    """The devices of ``target``'s topology, from libtpu (loaded once per process, quietly).
+    """The devices of ``target``'s topology, from libtpu (started once per process, quietly).
 
     Raises :class:`TargetError` when libtpu is missing or does not fit the installed jax, and
     when libtpu does not know the topology (its own reason quoted).
@@ -132,7 +140,7 @@ def load_target(target: Target) -> TargetDevices:
 def _load_topology(topology: str) -> TargetDevices:
     target = Target("tpu", topology)
     _require_libtpu()
-    with _quiet_libtpu_start():
+    with _compile_only_start():
         devices = _topology_devices(target, {})
         chip_config = _CHIP_CONFIGS.get(devices[0].device_kind)
         if chip_config is not None:
@@ -162,22 +170,27 @@ def _topology_devices(target: Target, options: dict[str, str]) -> list:
 def _require_libtpu() -> None:
     """:class:`TargetError` (exit 2) unless a libtpu is installed (the package or ``TPU_LIBRARY_PATH``)."""
     path = os.environ.get("TPU_LIBRARY_PATH")
-    if (path and os.path.isfile(path)) or importlib.util.find_spec("libtpu") is not None:
+    try:
+        installed = importlib.util.find_spec("libtpu") is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        installed = False
+    if installed or (path and os.path.isfile(path)):
         return
     raise TargetError("Compiling for a TPU target needs libtpu, which is not installed.",
                       f"{TPU_EXTRA} (it installs the libtpu that fits your jax)")
 
 
 @contextlib.contextmanager
-def _quiet_libtpu_start() -> Iterator[None]:
-    """libtpu's start-up without its warnings about a TPU host this machine is not.
+def _compile_only_start() -> Iterator[None]:
+    """libtpu started as a compiler only: quiet, and beside other processes that started it.
 
     The variables are set only while libtpu starts, only where they are unset, and only on a
-    machine without TPU chips: on a TPU host they describe the real slice and JAX's own TPU
-    backend reads them. Errors still surface: they are exceptions, not these lines.
+    machine without TPU chips: on a TPU host they describe the real slice, the lockfile guards
+    its chips, and JAX's own TPU backend reads them. Errors still surface: they are exceptions,
+    not the lines these variables silence.
     """
     with _PLUGIN_START:
-        added = {} if _tpu_chips_attached() else {k: v for k, v in _LIBTPU_QUIET_ENV.items() if k not in os.environ}
+        added = {} if _tpu_chips_attached() else {k: v for k, v in _COMPILE_ONLY_ENV.items() if k not in os.environ}
         os.environ.update(added)
         try:
             yield
@@ -231,14 +244,16 @@ def device_grid(devices: tuple, shape: tuple[int, ...]) -> Any:
 class TargetCompilation:
     """What XLA's compiler for a target made of one program: plain values, nothing that runs.
 
-    ``devices`` is how many of the target's devices the program spans; ``memory`` is
-    ``memory_analysis()`` in bytes per device (TPU arrays are padded to their tiled layouts);
-    ``cost`` is ``cost_analysis()``, which costs a while loop as one iteration of its body.
+    ``devices`` is how many of the target's devices the program spans and ``device_ids`` which
+    one runs each of the program's device positions; ``memory`` is ``memory_analysis()`` in
+    bytes per device (TPU arrays are padded to their tiled layouts); ``cost`` is
+    ``cost_analysis()``, which costs a while loop as one iteration of its body.
     """
 
     target: Target
     device_kind: str
     devices: int
+    device_ids: tuple[int, ...]
     hlo_text: str
     memory: dict[str, int]
     cost: dict[str, float]
@@ -263,6 +278,7 @@ def compile_for_target(traced: Any, devices: TargetDevices, name: str = "the pro
         target=devices.target,
         device_kind=devices.device_kind,
         devices=len(placement),
+        device_ids=tuple(placement[device].id for device in lowering._device_list),
         hlo_text=executable.as_text(),
         memory=_memory(executable),
         cost=_cost(executable),
