@@ -135,7 +135,7 @@ def test_a_malformed_target_is_one_message_with_examples(text):
 def test_a_gpu_target_is_refused_with_the_reason():
     with pytest.raises(SettingsError, match="TPU slices only") as error:
         targets.parse_target("gpu:h100:8")
-    assert "needs a GPU" in error.value.hint
+    assert "tpu:v5e:16x16" in error.value.hint and "description of the GPU" in error.value.hint
 
 
 def test_without_libtpu_a_target_says_which_extra_to_install():

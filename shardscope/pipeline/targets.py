@@ -97,8 +97,8 @@ def parse_target(text: str) -> Target:
     if platform.lower() == "gpu":
         raise SettingsError(
             f"{text!r}: shardscope compiles for TPU slices only.",
-            "JAX's CUDA plugin needs a GPU (or a GPU target description) to compile for one; "
-            f"use a TPU target, e.g. {examples}")
+            f"use a TPU target, e.g. {examples} (compiling for a GPU without one needs JAX's CUDA "
+            "wheels and a description of the GPU: docs/tpu-targets.md)")
     if platform.lower() != "tpu" or not sep:
         raise SettingsError(f"{text!r} is not a target: expected tpu:TOPOLOGY.", f"for example {examples}")
     topology = topology.strip()
