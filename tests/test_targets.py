@@ -380,3 +380,25 @@ def test_the_cpu_run_and_the_target_share_a_process_quietly(first):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert json.loads(done.stdout) == {"cpu": ["cpu", 4, "cpu"], "tried": [], "after": ["cpu", 4], "tpu": 4, "left": []}
+
+
+_ONE_WORKER = textwrap.dedent("""
+    import json, os, sys
+    from shardscope.distributed import WorkerRole, join_as_worker
+    from shardscope.processes import free_port
+    join_as_worker(WorkerRole(f"127.0.0.1:{free_port()}", 1, 0, os.getppid()), 2)
+    import jax
+    from jax._src import xla_bridge
+    print(json.dumps([jax.default_backend(), len(jax.devices()), sorted(xla_bridge._backend_errors)]), file=sys.stderr)
+""")
+
+
+@needs_libtpu
+def test_a_local_worker_starts_the_cpu_backend_without_trying_a_tpu():
+    """A --processes worker (here a cluster of one) with libtpu installed: no libtpu lines on its stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    done = subprocess.run([sys.executable, "-c", _ONE_WORKER], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == ["cpu", 2, []]
+    assert "TPU" not in done.stderr
