@@ -259,6 +259,22 @@ def test_a_program_on_another_device_count_than_the_slice_is_refused_with_both()
     assert "a topology with 8 chips" in error.value.hint and "jax.devices()[:4]" in error.value.hint
 
 
+@needs_libtpu
+def test_a_host_callback_is_refused_in_words():
+    """jax.debug.print lowers against its devices' backend: JAX refuses the CPU's for TPU."""
+    mesh = _cpu_mesh(4)
+
+    @jax.jit
+    def step(x):
+        jax.debug.print("sum {}", x.sum())
+        return x * 2
+
+    x = jax.ShapeDtypeStruct((8, 16), np.float32, sharding=NamedSharding(mesh, P("data")))
+    with pytest.raises(TargetError, match="step calls back to Python") as error:
+        targets.compile_for_target(step.trace(x), targets.load_target(targets.parse_target("tpu:v5e:2x2")), "step")
+    assert "\n" not in error.value.message and "leave the callback out" in error.value.hint
+
+
 # --- what the TPU compiler does with the loops' all-reduces (v5e:2x2, 4 chips) -------------------
 
 def _plan_traces(file: str, function: str) -> dict:

@@ -285,11 +285,25 @@ def compile_for_target(traced: Any, devices: TargetDevices, name: str = "the pro
     )
 
 
+_HOST_CALLBACK_ERROR = "the platform for the specified backend"
+"""How JAX's lowering refuses a host callback for a platform other than its devices' own."""
+
+
 def _lower_for_tpu(traced: Any, target: Target, name: str) -> Any:
-    """JAX's lowering of ``traced`` for the TPU platform, over the devices it was traced on."""
+    """JAX's lowering of ``traced`` for the TPU platform, over the devices it was traced on.
+
+    A host callback (``jax.debug.print``, ``jax.debug.callback``, ``pure_callback``,
+    ``io_callback``) is lowered against the backend of the devices, the CPU's here: JAX refuses
+    it for the TPU platform, and the message says so.
+    """
     try:
         return traced.lower(lowering_platforms=("tpu",))._lowering
     except Exception as exc:
+        if _HOST_CALLBACK_ERROR in str(exc):
+            raise TargetError(
+                f"{name} calls back to Python (jax.debug.print, jax.debug.callback, pure_callback or "
+                f"io_callback), which shardscope cannot compile for {target} from its trace on CPU devices.",
+                "leave the callback out of the program you check against a target") from exc
         raise TargetError(f"JAX failed to lower {name} for {target}: {quote_error(exc)}",
                           "--debug shows JAX's whole message") from exc
 
