@@ -318,6 +318,36 @@ def test_the_rnn_naive_plan_keeps_the_recurrent_weights_all_reduce_in_a_loop():
     assert deferred[1] == 0 and deferred[0].startswith("(f32[16,16]") and deferred[0].count("f32[") == 3
 
 
+def _directly_in_loop(op_name: str, loop_op_name: str) -> bool:
+    """True when ``op_name`` was written in the body of the loop ``loop_op_name``, not in a loop inside it."""
+    body = loop_op_name + "/body/"
+    return loop_op_name.endswith("/while") and op_name.startswith(body) and "/while/" not in op_name[len(body):]
+
+
+def _all_reduce_op_names(text: str) -> list[str]:
+    """The op_name metadata of every all-reduce: where in the program it was written."""
+    return sorted(re.search(r'op_name="([^"]*)"', line).group(1) for line in text.splitlines()
+                  if re.search(r"\sall-reduce(?:-start)?\(", line))
+
+
+@needs_libtpu
+@pytest.mark.parametrize("case", ["gspmd", "rnn"])
+def test_each_tpu_all_reduce_names_the_cpu_one_it_comes_from(case):
+    """What pairs a CPU collective with the TPU's. With libtpu 0.0.50 (jax 0.12) a moved all-reduce
+    keeps its op_name (still .../while/body/...); with libtpu 0.0.42 (jax 0.10.2) it takes the
+    op_name of the while loop it left: the CPU one's, cut where that loop's body begins."""
+    traced = (programs.gspmd_accumulate(_cpu_mesh(4)).trace() if case == "gspmd"
+              else _plan_traces("rnn.py", "rnn")["naive"])
+    cpu = _all_reduce_op_names(traced.lower().compile().as_text())
+    tpu = _all_reduce_op_names(_on("v5e:2x2", traced))
+    assert len(tpu) == len(cpu) == (1 if case == "gspmd" else 2)
+    for name in tpu:
+        pairs = [c for c in cpu if c == name or _directly_in_loop(c, name)]
+        assert len(pairs) == 1, (name, cpu)
+    if tuple(int(part) for part in jax.__version__.split(".")[:2]) >= (0, 12):
+        assert tpu == cpu
+
+
 @needs_libtpu
 @pytest.mark.parametrize("topology", ["v4:2x2x1", "v5e:2x2", "v5p:2x2x1", "v6e:2x2"])
 def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(topology):
