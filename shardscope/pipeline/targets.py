@@ -25,7 +25,6 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from math import prod
 from typing import TYPE_CHECKING, Any, Iterator
 
 from shardscope.errors import SettingsError, TargetError, quote_error
