@@ -5,7 +5,11 @@ under jit with shardings (params replicated, batch sharded over ``data`` of a 4x
 compiled on 8 CPU devices (about 29,000 HLO instructions, one compile of about 20 s). It is
 then scaled: its computations are copied with renamed instructions until the text holds at
 least 100,000 instructions (the target: the parse under 0.5 s there). Each phase is the median
-of a few repeats, ``hlo_text.parse`` and ``compiled.compiled_plan`` timed separately.
+of a few repeats, ``hlo_text.parse`` and ``compiled.compiled_plan`` timed separately. The engine
+leaves the caller's garbage collector alone (a library call must not switch it off), so the
+parse is timed both ways, interleaved: with the collector running (what a library call costs)
+and inside ``gc_pause.paused()`` (what a caller that owns the process, the CLI or the app, gets
+by pausing it around the call).
 
 Run alone: ``python -m benchmarks.compiled_parse [--quick]``. Not part of ``make bench``
 (the compile alone takes longer than the other quick benchmarks).
@@ -120,13 +124,18 @@ def scaled(text: str, copies: int) -> str:
 def measure(text: str, copies: int, repeats: int) -> dict:
     """Median parse and plan times of ``text``."""
     from shardscope.engine import compiled, hlo_text
+    from shardscope.gc_pause import paused
 
     module = hlo_text.parse(text)
-    parse_s, plan_s = [], []
+    parse_s, paused_s, plan_s = [], [], []
     for _ in range(repeats):
         start = time.perf_counter()
         hlo_text.parse(text)
         parse_s.append(time.perf_counter() - start)
+        with paused():
+            start = time.perf_counter()
+            hlo_text.parse(text)
+            paused_s.append(time.perf_counter() - start)
         start = time.perf_counter()
         plan = compiled.compiled_plan(text)
         plan_s.append(time.perf_counter() - start)
@@ -136,6 +145,7 @@ def measure(text: str, copies: int, repeats: int) -> dict:
         "characters": len(text),
         "collectives": len(plan.collectives),
         "parse_s": stats(parse_s),
+        "parse_collector_paused_s": stats(paused_s),
         "plan_s": stats(plan_s),
         "parse_us_per_instruction": statistics.median(parse_s) / module.instruction_count * 1e6,
     }

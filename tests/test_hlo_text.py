@@ -185,3 +185,29 @@ def _check_against_text(module: hlo_text.HloModule, text: str) -> None:
     frames = re.findall(r"^\d+ \{file_location_id=(\d+) parent_frame_id=(\d+)\}$", text, re.M)
     assert [(f.file_location_id, f.parent_frame_id + 1) for f in module.stack_frames.frames] == [
         (int(a), int(b)) for a, b in frames]
+
+
+def test_the_parse_leaves_the_callers_garbage_collector_alone():
+    """A library call (``shardscope.inspect`` in a user's test run) must not switch the
+    collector off: every Python function the parse and the plan call runs with the collector
+    on, as the caller left it."""
+    import gc
+    import sys
+
+    from shardscope.engine.compiled import compiled_plan
+
+    text = (FIXTURES / "jax-0.12.0.1" / "scan_over_layers.txt").read_text()
+    states: set[bool] = set()
+
+    def watch(frame, event, arg):
+        if event == "call":
+            states.add(gc.isenabled())
+
+    assert gc.isenabled()
+    sys.setprofile(watch)
+    try:
+        hlo_text.parse(text)
+        compiled_plan(text)
+    finally:
+        sys.setprofile(None)
+    assert states == {True} and gc.isenabled()

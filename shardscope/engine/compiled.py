@@ -29,7 +29,6 @@ from shardscope.counts import Count, total_executions
 from shardscope.engine import compiled_fixes, replica_groups
 from shardscope.engine.compiled_verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, CompiledClassifier, OperandVerdict, runs_after
 from shardscope.engine.hlo_text import HloModule, Instruction, parse
-from shardscope.gc_pause import gc_paused
 from shardscope.verdicts import Verdict
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
@@ -207,7 +206,6 @@ class JaxprCollectiveRef:
 # --------------------------------------------------------------------------- building the plan
 
 
-@gc_paused
 def compiled_plan(
     text: str,
     *,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Iterator, Mapping
 
-from shardscope.gc_pause import gc_paused
 
 _DTYPE_BITS = {
     "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
@@ -509,7 +508,6 @@ _LINE = re.compile(
 )
 
 
-@gc_paused
 def parse(text: str) -> HloModule:
     """Parse the text of one HLO module (``compiled.as_text()``).
 
