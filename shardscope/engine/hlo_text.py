@@ -6,7 +6,8 @@ the raw text after the opcode; operands and attributes are parsed when first ask
 module of 100,000 instructions is read to find a few dozen collectives and the loops around
 them. Both printings are accepted: with and without ``%`` sigils, operands with or without
 their types, ``metadata`` with a ``stack_frame_id`` into the module's stack-frame tables or
-with inline ``source_file``/``source_line``.
+with inline ``source_file``/``source_line``. Shapes (:mod:`hlo_shapes`) and the source tables
+(:mod:`hlo_source`) have modules of their own; their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -15,177 +16,16 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
-from math import prod
 from typing import Iterator, Mapping
 
+from shardscope.engine.hlo_shapes import DTYPE_BITS, ArrayShape, Shape, parse_shape
+from shardscope.engine.hlo_source import FileLocation, SourceLocation, StackFrame, StackFrameIndex, parse_stack_frames
+from shardscope.engine.hlo_syntax import COMMENT, matching, split_top, to_int, unquote
 
-_DTYPE_BITS = {
-    "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
-    "s32": 32, "u32": 32, "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64,
-    "c128": 128, "f8e5m2": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8, "f8e5m2fnuz": 8, "f8e4m3fnuz": 8,
-    "f8e3m4": 8, "f8e8m0fnu": 8, "f4e2m1fn": 4, "token": 0, "opaque": 0,
-}
-"""Bits per element of each primitive type as HLO prints it."""
-
-
-# --------------------------------------------------------------------------- shapes
-
-
-@dataclass(frozen=True)
-class ArrayShape:
-    """One array: ``f32[16,32]`` (dims as printed; a dynamic ``<=8`` counts its bound)."""
-
-    dtype: str
-    dims: tuple[int, ...]
-
-    @property
-    def elements(self) -> int:
-        """How many elements it holds."""
-        return prod(self.dims)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of one copy (sub-byte types packed, rounded up to whole bytes)."""
-        return (self.elements * _DTYPE_BITS.get(self.dtype, 0) + 7) // 8
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(map(str, self.dims))}]"
-
-
-@dataclass(frozen=True)
-class Shape:
-    """An instruction's shape: one array, or a tuple of shapes (``elements``)."""
-
-    text: str
-    array: ArrayShape | None
-    elements: tuple["Shape", ...] = ()
-
-    @property
-    def is_tuple(self) -> bool:
-        """True for a tuple shape (a while's carry, a combined collective)."""
-        return self.array is None
-
-    @functools.cached_property
-    def arrays(self) -> tuple[ArrayShape, ...]:
-        """Every array leaf, in order."""
-        if self.array is not None:
-            return (self.array,)
-        return tuple(leaf for element in self.elements for leaf in element.arrays)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of every leaf together."""
-        return sum(a.nbytes for a in self.arrays)
-
-    def element(self, index: int) -> "Shape":
-        """The tuple element ``index`` (the shape itself for an array and index 0)."""
-        if self.array is not None:
-            if index != 0:
-                raise IndexError(f"{self.text} is not a tuple")
-            return self
-        return self.elements[index]
-
-
-_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
-_COMMENT = re.compile(r"/\*.*?\*/")
-
-
-@functools.lru_cache(maxsize=4096)
-def parse_shape(text: str) -> Shape:
-    """``f32[16,32]{1,0}`` or ``(f32[4]{0}, (s32[], f32[]))`` as a :class:`Shape`."""
-    text = _COMMENT.sub("", text).strip()
-    if text.startswith("("):
-        inner = text[1 : _matching(text, 0)]
-        return Shape(text, None, tuple(parse_shape(part) for part in _split_top(inner) if part.strip()))
-    match = _ARRAY.match(text)
-    if match is None:
-        return Shape(text, ArrayShape(text.split("[", 1)[0] or "opaque", ()))
-    dims = tuple(int(d.lstrip("<=")) for d in match.group(2).split(",") if d.strip())
-    return Shape(text, ArrayShape(match.group(1), dims))
-
-
-# --------------------------------------------------------------------------- source tables
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    """A Python source position: ``file``, ``line``, the ``function`` it is in."""
-
-    file: str
-    line: int
-    function: str = ""
-    column: int = 0
-
-    def text(self, short: bool = True) -> str:
-        """``train.py:42 (loss)`` (the whole path when ``short`` is false)."""
-        file = self.file.rsplit("/", 1)[-1] if short else self.file
-        return f"{file}:{self.line}" + (f" ({self.function})" if self.function else "")
-
-    def __str__(self) -> str:
-        return self.text()
-
-
-@dataclass(frozen=True)
-class FileLocation:
-    """An entry of the ``FileLocations`` table (ids are 1-based positions in the other tables)."""
-
-    file_name_id: int
-    function_name_id: int
-    line: int
-    column: int = 0
-
-
-@dataclass(frozen=True)
-class StackFrame:
-    """An entry of the ``StackFrames`` table: a location and the frame that called it (0: none)."""
-
-    file_location_id: int
-    parent_frame_id: int
-
-
-@dataclass(frozen=True)
-class StackFrameIndex:
-    """The module's stack-frame tables, which ``metadata={... stack_frame_id=N}`` points into.
-
-    XLA prints every table 1-based and each parent as ``parent_frame_id + 1`` (the proto's
-    1-based id plus one: ``HloModule::PrintStackFrameIndex``), so the printed ``1`` means "no
-    parent"; the parse stores the proto's value (0 for none).
-    """
-
-    file_names: tuple[str, ...] = ()
-    function_names: tuple[str, ...] = ()
-    file_locations: tuple[FileLocation, ...] = ()
-    frames: tuple[StackFrame, ...] = ()
-
-    def stack(self, frame_id: int) -> tuple[SourceLocation, ...]:
-        """The call stack of ``frame_id``, innermost first (empty when the id is unknown)."""
-        found: list[SourceLocation] = []
-        seen: set[int] = set()
-        while 0 < frame_id <= len(self.frames) and frame_id not in seen:
-            seen.add(frame_id)
-            frame = self.frames[frame_id - 1]
-            location = self._location(frame.file_location_id)
-            if location is not None:
-                found.append(location)
-            frame_id = frame.parent_frame_id
-        return tuple(found)
-
-    def location(self, frame_id: int) -> SourceLocation | None:
-        """The innermost source position of ``frame_id``: the line that made the instruction."""
-        stack = self.stack(frame_id)
-        return stack[0] if stack else None
-
-    def _location(self, location_id: int) -> SourceLocation | None:
-        if not 0 < location_id <= len(self.file_locations):
-            return None
-        loc = self.file_locations[location_id - 1]
-        file = _table_entry(self.file_names, loc.file_name_id)
-        function = _table_entry(self.function_names, loc.function_name_id)
-        return SourceLocation(file, loc.line, function, loc.column)
-
-
-def _table_entry(table: tuple[str, ...], one_based: int) -> str:
-    return table[one_based - 1] if 0 < one_based <= len(table) else ""
+__all__ = [
+    "DTYPE_BITS", "ArrayShape", "Shape", "parse_shape", "FileLocation", "SourceLocation", "StackFrame",
+    "StackFrameIndex", "OpMetadata", "Instruction", "Computation", "HloModule", "parse",
+]
 
 
 # --------------------------------------------------------------------------- instructions
@@ -208,13 +48,10 @@ class OpMetadata:
 
 
 _NO_METADATA = OpMetadata()
-_CALL_ROLES = ("body", "condition", "calls", "to_apply", "true_computation", "false_computation")
 _CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
 _CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*)\}")
 _INDEX = re.compile(r"\bindex=(\d+)")
 _METADATA_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
-_ESCAPE = re.compile(rb"\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)")
-_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r"}
 
 
 @dataclass(frozen=True)
@@ -240,7 +77,7 @@ class Instruction:
     @functools.cached_property
     def _split(self) -> tuple[str, str]:
         """``(operand text, attribute text)``."""
-        end = _matching(self.body, -1)
+        end = matching(self.body, -1)
         return self.body[:end], self.body[end + 1 :]
 
     @functools.cached_property
@@ -249,8 +86,8 @@ class Instruction:
         if self.opcode in ("constant", "parameter", "iota", "partition-id", "replica-id"):
             return ()
         names = []
-        for part in _split_top(self._split[0]):
-            token = _COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
+        for part in split_top(self._split[0]):
+            token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
             if token:
                 names.append(token.lstrip("%"))
         return tuple(names)
@@ -265,7 +102,7 @@ class Instruction:
         """``{key: raw value}`` of the attributes after the operands, in print order."""
         found: dict[str, str] = {}
         last = None
-        for part in _split_top(self._split[1]):
+        for part in split_top(self._split[1]):
             key, sep, value = part.strip().partition("=")
             if not sep:
                 continue
@@ -286,13 +123,13 @@ class Instruction:
         raw = self.attribute("metadata")
         if not raw:
             return _NO_METADATA
-        fields = {key: _unquote(value) for key, value in _METADATA_FIELD.findall(raw.strip()[1:-1])}
+        fields = {key: unquote(value) for key, value in _METADATA_FIELD.findall(raw.strip()[1:-1])}
         return OpMetadata(
             op_name=fields.get("op_name", ""),
             op_type=fields.get("op_type", ""),
             source_file=fields.get("source_file", ""),
-            source_line=_int(fields.get("source_line")),
-            stack_frame_id=_int(fields.get("stack_frame_id")),
+            source_line=to_int(fields.get("source_line")),
+            stack_frame_id=to_int(fields.get("stack_frame_id")),
         )
 
     @functools.cached_property
@@ -301,8 +138,8 @@ class Instruction:
         raw = self.attribute("frontend_attributes")
         if not raw:
             return {}
-        pairs = (part.strip().partition("=") for part in _split_top(raw.strip()[1:-1]))
-        return {key: _unquote(value) for key, _, value in pairs if key}
+        pairs = (part.strip().partition("=") for part in split_top(raw.strip()[1:-1]))
+        return {key: unquote(value) for key, _, value in pairs if key}
 
     @functools.cached_property
     def called_computations(self) -> tuple[tuple[str, str], ...]:
@@ -347,7 +184,7 @@ class Instruction:
         raw = self.attribute("backend_config")
         if raw is None:
             return None
-        text = _unquote(raw) if raw.startswith('"') else raw
+        text = unquote(raw) if raw.startswith('"') else raw
         try:
             return json.loads(text)
         except ValueError:
@@ -496,9 +333,6 @@ _MAY_CALL = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|fal
 # --------------------------------------------------------------------------- the parse
 
 
-_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_STRING_ENTRY = re.compile(r'^\s*\d+\s+"((?:[^"\\]|\\.)*)"\s*$')
-_FIELDS_ENTRY = re.compile(r"(\w+)=(-?\d+)")
 _HEADER = re.compile(r"^HloModule\s+([^\s,]+),?(.*)$", re.M)
 _LINE = re.compile(
     r"^[ \t]+(ROOT )?%?([^\s=]+) = (\(.*?\)|\S+) ([a-z][\w\-]*)\((.*)$"  # an instruction
@@ -535,107 +369,4 @@ def parse(text: str) -> HloModule:
             computations[current] = Computation(current, tuple(instructions), is_entry)
             current = None
     return HloModule(header.group(1) if header else "", header.group(2) if header else "", computations, entry,
-                     _stack_frames({table: _table_rows(text, table) for table in _TABLES}))
-
-
-def _table_rows(text: str, table: str) -> list[str]:
-    """The numbered rows under the line ``table`` (``FileNames``, ...), up to the next other line."""
-    start = text.find("\n" + table + "\n")
-    if start < 0:
-        return []
-    rows = []
-    end = text.find("\n\n", start + 1)
-    for line in text[start + len(table) + 2 : end if end >= 0 else len(text)].splitlines():
-        line = line.strip()
-        if not line[:1].isdigit():
-            break
-        rows.append(line)
-    return rows
-
-
-def _stack_frames(tables: dict[str, list[str]]) -> StackFrameIndex:
-    def strings(rows: list[str]) -> tuple[str, ...]:
-        found = []
-        for row in rows:
-            match = _STRING_ENTRY.match(row)
-            found.append(_unquote('"' + match.group(1) + '"') if match else "")
-        return tuple(found)
-
-    def fields(rows: list[str]) -> list[dict[str, int]]:
-        return [{k: int(v) for k, v in _FIELDS_ENTRY.findall(row)} for row in rows]
-
-    locations = tuple(
-        FileLocation(f.get("file_name_id", 0), f.get("function_name_id", 0), f.get("line", 0), f.get("column", 0))
-        for f in fields(tables["FileLocations"])
-    )
-    # printed as parent_frame_id + 1 (HloModule::PrintStackFrameIndex): store the proto's value
-    frames = tuple(
-        StackFrame(f.get("file_location_id", 0), max(f.get("parent_frame_id", 0) - 1, 0))
-        for f in fields(tables["StackFrames"])
-    )
-    return StackFrameIndex(strings(tables["FileNames"]), strings(tables["FunctionNames"]), locations, frames)
-
-
-# --------------------------------------------------------------------------- text helpers
-
-
-_OPEN, _CLOSE = "([{", ")]}"
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
-
-
-def _matching(text: str, start: int) -> int:
-    """The index of the bracket closing the one at ``start`` (``start=-1``: an implied opening
-    bracket before the text). The length of the text when it is never closed."""
-    depth = 0
-    for match in _TOKENS.finditer(text, start + 1 if start >= 0 else 0):
-        token = match.group()
-        if token in _OPEN:
-            depth += 1
-        elif token in _CLOSE:
-            if depth == 0:
-                return match.start()
-            depth -= 1
-    return len(text)
-
-
-def _split_top(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets and quotes."""
-    parts, depth, last = [], 0, 0
-    for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token == ",":
-            if depth == 0:
-                parts.append(text[last : match.start()])
-                last = match.end()
-        elif token in _OPEN:
-            depth += 1
-        elif token in _CLOSE:
-            depth -= 1
-    parts.append(text[last:])
-    return [part for part in parts if part.strip()]
-
-
-def _unquote(value: str) -> str:
-    """A C-escaped quoted string (``"params[\\'W\\']"``) as its text; other values unchanged."""
-    if len(value) < 2 or value[0] != '"' or value[-1] != '"':
-        return value
-    raw = value[1:-1]
-    if "\\" not in raw:
-        return raw
-    return _ESCAPE.sub(_unescape, raw.encode("utf-8")).decode("utf-8", "replace")
-
-
-def _unescape(match: re.Match) -> bytes:
-    code = match.group(1)
-    if code[:1].isdigit():
-        return bytes([int(code, 8) & 0xFF])
-    if code[:1] == b"x" and len(code) == 3:
-        return bytes([int(code[1:], 16)])
-    return _ESCAPES.get(code, code)
-
-
-def _int(value: str | None) -> int:
-    try:
-        return int(value) if value is not None else 0
-    except ValueError:
-        return 0
+                     parse_stack_frames(text))
