@@ -84,7 +84,7 @@ def test_a_jit_with_shardings_accumulation_is_counted_and_flagged(shardy):
     assert inspect(case.fn, *case.args).collectives == ()  # what the jaxpr view sees: nothing
     (c,) = plan.collectives
     assert (c.kind, c.loop_trip_counts, c.executions, c.axes) == ("all-reduce", (programs.MICRO,), programs.MICRO, ("data",))
-    assert c.written_by == PARTITIONER and c.combined and {op.value for op in c.operands} == {"out['W']", "out['V']"}
+    assert c.written_by == PARTITIONER and c.combined and {op.value for op in c.operands} == {"params['W']", "params['V']"}
     assert c.verdict.kind == "deferrable" and plan.flagged == (c,)
     assert "Explicit" in c.verdict.fix and "jax.shard_map" in c.verdict.fix and "reduced={'data'}" in c.verdict.fix
     assert c.source.startswith("_compiled_programs.py:") and c.source.endswith("(_mlp_loss)")

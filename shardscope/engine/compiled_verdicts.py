@@ -1,21 +1,29 @@
 """Whether a compiled collective inside a while loop has to run there.
 
 The same three verdicts as the jaxpr view (:mod:`shardscope.verdicts`), decided on the
-partitioned module:
+partitioned module, per value the collective carries (a combined one carries several):
 
-- ``deferrable``: a sum (an all-reduce or reduce-scatter whose combiner adds numbers) whose
-  result only reaches a loop-carried accumulator: through ``convert``, ``bitcast``,
-  ``reshape``, ``transpose`` and ``copy``, an ``add`` with the carry element at the same tuple
-  index (a ``dynamic-slice``/``dynamic-update-slice`` pair around it allowed), the buffer read
-  nowhere else in the loop. These are the conditions of XLA's own
-  ``WhileLoopAllReduceCodeMotion``, seen through fusions and through nested loops (an inner
-  loop that stacks each iteration's sum into a zero-initialised buffer, or that accumulates
-  into the outer loop's carry threaded through it). And one run after the loop must move
-  fewer bytes than the runs in it: a sum written into its own slot of a stacked output (each
-  layer's gradient in a scan over layers) is ``needed``, since deferring it saves nothing.
+- ``deferrable``: a sum (an all-reduce or reduce-scatter whose combiner adds two numbers, real
+  or complex) whose result only reaches a loop-carried accumulator, through the steps XLA's own
+  ``WhileLoopAllReduceCodeMotion`` accepts: ``convert``, ``bitcast``, ``reshape``,
+  ``transpose``, ``copy``, ``slice``, ``select(p, value, 0)`` with a predicate the same on every
+  device, then an ``add`` with the carry element at the same tuple index (one
+  ``dynamic-slice``/``dynamic-update-slice`` pair around it allowed, at offsets the same on
+  every device), the buffer read nowhere else in the loop nor in its condition. Seen through
+  fusions and through nested loops (an inner loop that stacks each iteration's sum into a
+  zero-initialised buffer, or that accumulates into the outer loop's carry threaded through
+  it). And one run after the loop must move fewer bytes than the runs in it: a sum written
+  into its own slot of a stacked output (each layer's gradient in a scan over layers) is
+  ``needed``, since deferring it saves nothing. A reduce-scatter (or the TPU's all-reduce
+  scattered by its fusion) deferred sums the whole accumulator after the loop: its bytes, not
+  the shard's, are what one run then moves.
 - ``loop_invariant``: no operand depends on what the loop changes (its changing carry
   elements): it can run before the loop.
 - ``needed``: anything else (a wrong "deferrable" is worse than a missed one).
+
+"The same on every device" is decided as XLA's replication analysis would for the values a
+JAX loop makes: constants and the loop's own induction variable, combined by arithmetic and
+comparisons.
 """
 
 from __future__ import annotations
@@ -25,15 +33,20 @@ from dataclasses import dataclass
 from math import prod
 from typing import Iterable
 
+from shardscope.engine.collective_sites import CollectiveSite
 from shardscope.engine.hlo_flow import FORWARDING, Flow
+from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import Computation, HloModule, Instruction
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 SUM_KINDS = frozenset({"all-reduce", "reduce-scatter"})
-_NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
+_NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
 _NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
                                "send-done", "outfeed"})
-_CALLS = frozenset({"while", "call", "conditional", "async-start"})
+_ON_THE_WAY = FORWARDING | {"slice"}
+_CALLS = {"while": ("body", "condition"), "call": ("to_apply", "calls"), "conditional": None, "async-start": ("calls",)}
+_REPLICATED_OPS = frozenset({"constant", "iota", "compare", "add", "subtract", "multiply", "divide", "remainder", "negate",
+                             "maximum", "minimum", "and", "or", "not", "xor", "select", "clamp", "broadcast"}) | FORWARDING
 
 
 @dataclass(frozen=True)
@@ -64,36 +77,40 @@ class _Level:
 class CompiledClassifier:
     """Verdicts for the collectives of one module (per-loop facts cached)."""
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, flow: Flow | None = None, counts: LoopCounts | None = None) -> None:
         self.module = module
-        self.flow = Flow(module)
+        self.flow = flow or Flow(module)
+        self.counts = counts or LoopCounts(module, self.flow)
 
-    # ------------------------------------------------------------------ entry point
-
-    def operand_verdicts(self, inst: Instruction, loops: tuple[Instruction, ...]) -> tuple[OperandVerdict, ...]:
-        """One verdict per operand of the collective ``inst`` inside ``loops`` (outermost first)."""
+    def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
+        """One verdict per operand of the collective at ``site``."""
+        inst, loops = site.instruction, site.loops
         count = max(1, len(inst.operands))
         if not loops:
             return (OperandVerdict(NEEDED),) * count
-        invariant = self._invariant_loops(inst, loops)
+        invariant = self._invariant_loops(site)
         if invariant:
             return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant))),) * count
-        kind = inst.opcode.removesuffix("-start")
-        if kind not in SUM_KINDS or not self._is_sum(inst):
+        if site.kind not in SUM_KINDS or not self._is_sum(inst):
             return (OperandVerdict(NEEDED),) * count
-        tuple_shaped = inst.shape.is_tuple and kind == "all-reduce"
-        return tuple(self._deferral(inst, k if tuple_shaped else None, loops) for k in range(count))
+        if len(inst.operands) > 1 and site.kind != "all-reduce":
+            return (OperandVerdict(NEEDED),) * count
+        return tuple(self._deferral(site, k if len(inst.operands) > 1 else None) for k in range(count))
+
+    def trip_count(self, loop: Instruction) -> int | None:
+        """The loop's trip count (written by XLA or derived)."""
+        return self.counts.trip_count(loop.name)
 
     # ------------------------------------------------------------------ loop invariance
 
-    def _invariant_loops(self, inst: Instruction, loops: tuple[Instruction, ...]) -> tuple[Instruction, ...]:
-        """The loops, innermost first, whose changing values no operand of ``inst`` reads."""
+    def _invariant_loops(self, site: CollectiveSite) -> tuple[Instruction, ...]:
+        """The loops, innermost first, whose changing values no operand of the collective reads."""
         found = []
-        for loop in reversed(loops):
-            if inst.computation == getattr(self._called(loop, "condition"), "name", None):
+        for loop in reversed(site.loops):
+            if site.anchor.computation == getattr(self._called(loop, "condition"), "name", None):
                 break  # the loop's test reads the carry on every iteration
             varying = self._varying(loop.name)
-            if any(op in varying for op in inst.operands):
+            if site.anchor.name in varying or any(op in varying for op in site.anchor.operands):
                 break
             found.append(loop)
         return tuple(found)
@@ -138,48 +155,50 @@ class CompiledClassifier:
             # parse the thousands of fused computations of a large module
             for user, _ in self.module.computations[inst.computation].users.get(inst.name, ()):
                 stack.append(user)
-                if user.opcode in _CALLS:
-                    for role, callee in user.called_computations:
-                        computation = self.module.computations.get(callee)
-                        if computation is not None and role != "to_apply":
-                            stack += computation.parameters
+                roles = _CALLS.get(user.opcode, ())
+                for role, callee in user.called_computations if user.opcode in _CALLS else ():
+                    computation = self.module.computations.get(callee)
+                    if computation is not None and (roles is None or role in roles):
+                        stack += computation.parameters
         return seen
 
     # ------------------------------------------------------------------ deferral
 
     def _is_sum(self, inst: Instruction) -> bool:
-        """The combiner adds, and every element type is numeric."""
+        """The combiner adds its two parameters, and every element type is a number."""
         combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
-        if combiner is None or combiner.root is None or combiner.root.opcode != "add":
+        root = combiner.root if combiner is not None else None
+        if root is None or root.opcode != "add" or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
             return False
-        return all(a.dtype in _NUMERIC for a in inst.shape.arrays)
+        operands = [self.module.instruction(o) for o in inst.operands]
+        return all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
 
-    def _deferral(self, inst: Instruction, index: int | None, loops: tuple[Instruction, ...]) -> OperandVerdict:
+    def _deferral(self, site: CollectiveSite, index: int | None) -> OperandVerdict:
         """Follow one value the sum makes outwards, loop by loop, and keep the outermost loop
         whose carry accumulates it with bytes saved."""
-        operand = self.module.instruction(inst.operands[index or 0])
+        operand = self.module.instruction(site.instruction.operands[index or 0])
         value_bytes = operand.shape.nbytes if operand is not None else 0
-        value, value_index = inst, index
+        value, value_index = site.result, index
         runs: int | None = 1
         best: OperandVerdict | None = None
         stacked = False
         inner: str | None = None  # what the inner loop did with it: add or dus
         init: str | None = None  # the inner loop's initial value there: zero or threaded
-        for depth, loop in enumerate(reversed(loops)):
+        for depth, loop in enumerate(reversed(site.loops)):
             body = self._called(loop, "body")
             if body is None or value.computation != body.name:
                 break
-            level = self._level(value, value_index, body, init)
+            level = self._level(value, value_index, body, init, site.result)
             if level is None:
                 break
             kind = inner if level.kind == "thread" else level.kind
-            accumulates = kind == "add"
             stacked = stacked or kind == "dus"
-            trip = loop.known_trip_count
+            trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
-            buffer_bytes = body.root.shape.element(level.index).nbytes if body.root.shape.is_tuple else 0
-            if accumulates and _saves(buffer_bytes, value_bytes, runs):
-                best = OperandVerdict(DEFERRABLE, tuple(w.name for w in loops[len(loops) - depth - 1 :]), buffer_bytes, stacked)
+            buffer_bytes = (body.root.shape.element(level.index).nbytes if body.root.shape.is_tuple else 0) * self._expansion(site, index)
+            if kind == "add" and _saves(buffer_bytes, value_bytes, runs):
+                best = OperandVerdict(DEFERRABLE, tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :]),
+                                      buffer_bytes, stacked)
             # outwards: the loop's result at that index, if its initial value adds nothing to the sum
             init = self._initial_value(loop, level)
             if init is None:
@@ -189,7 +208,19 @@ class CompiledClassifier:
             return best
         return OperandVerdict(NEEDED, stacked=stacked)
 
-    def _level(self, start: Instruction, index: int | None, body: Computation, init: str | None) -> _Level | None:
+    def _expansion(self, site: CollectiveSite, index: int | None) -> int:
+        """How many times larger the sum's operand is than its result where it runs: 1 for an
+        all-reduce, the group size for a reduce-scatter or a scattering fusion (deferred, the
+        accumulator is the operand's size)."""
+        operand = self.module.instruction(site.instruction.operands[index or 0])
+        result = site.result.shape.element(index) if index is not None and site.result.shape.is_tuple else site.result.shape
+        if operand is None or not result.arrays:
+            return 1
+        elements = prod(a.elements for a in result.arrays)
+        return max(1, operand.shape.arrays[0].elements // elements) if elements else 1
+
+    def _level(self, start: Instruction, index: int | None, body: Computation, init: str | None,
+               collective: Instruction) -> _Level | None:
         """How the value reaches ``body``'s carry, or None when some use is not linear.
 
         ``init`` says how the inner loop whose result the value is started: from ``zero`` (its
@@ -206,35 +237,46 @@ class CompiledClassifier:
                 continue
             seen.add((inst.name, idx))
             for user, position in self.flow.uses(inst):
-                op = user.opcode
-                if op == "get-tuple-element":
-                    if idx is None or user.tuple_index == idx:
-                        stack.append((user, None))
-                    continue
-                if idx is not None:
-                    return None  # a combined result used whole
-                if op in FORWARDING:
-                    stack.append((user, None))
-                elif op == "add" and self._from(self.flow.producer(user, 1 - position), start):
-                    stack.append((user, None))  # the sum of two of its own results: still linear in it
-                elif op == "add":
-                    origin = self._carry_origin(self.flow.producer(user, 1 - position), body, allowed)
-                    target = self._to_root(user, body, allowed)
-                    if origin is None or origin != target:
-                        return None
-                    allowed.add(user.name)
-                    found.add((origin, "add"))
-                elif op == "dynamic-update-slice" and position == 1:
-                    origin = self._carry_origin(self.flow.producer(user, 0), body, allowed)
-                    target = self._to_root(user, body, allowed)
-                    if origin is None or origin != target:
-                        return None
-                    allowed.add(user.name)
-                    found.add((origin, "dus"))
-                elif op == "tuple" and user is body.root and init == "threaded":
-                    found.add((position, "thread"))
-                else:
+                step = self._step(user, position, idx, body, init, collective, allowed)
+                if step is False:
                     return None
+                if isinstance(step, tuple):
+                    found.add(step)
+                elif step:
+                    stack.append((user, None))
+        return self._accumulator(found, body, init, start, index, allowed, collective)
+
+    def _step(self, user: Instruction, position: int, idx: int | None, body: Computation, init: str | None,
+              collective: Instruction, allowed: set[str]) -> bool | tuple[int, str] | None:
+        """One use of the value on its way to the carry: ``True`` to follow it, a ``(carry
+        index, kind)`` where it is accumulated, None for a use that takes another element of a
+        combined result, ``False`` where the way is not linear."""
+        op = user.opcode
+        if op == "get-tuple-element":
+            return (True if idx is None or user.tuple_index == idx else None)
+        if idx is not None:
+            return False  # a combined result used whole
+        if op in _ON_THE_WAY:
+            return True
+        if op == "select" and self._selects_zero(user, position, body):
+            return True
+        if op == "add" and self._from(self.flow.producer(user, 1 - position), collective):
+            return True  # the sum of two of its own results: still linear in it
+        if op == "add" or (op == "dynamic-update-slice" and position == 1):
+            buffer = self.flow.producer(user, 1 - position if op == "add" else 0)
+            origin = self._carry_origin(buffer, body, allowed)
+            target = self._to_root(user, body, allowed)
+            if origin is None or origin != target or (op == "dynamic-update-slice" and not self._indices_replicated(user, 2, body)):
+                return False
+            allowed.add(user.name)
+            return (origin, "add" if op == "add" else "dus")
+        if op == "tuple" and user is body.root and init == "threaded":
+            return (position, "thread")
+        return False
+
+    def _accumulator(self, found: set[tuple[int, str]], body: Computation, init: str | None, start: Instruction,
+                     index: int | None, allowed: set[str], collective: Instruction) -> _Level | None:
+        """The one carry element every path accumulates into, if the loop reads it nowhere else."""
         if len(found) != 1:
             return None
         (carry, kind), = found
@@ -242,7 +284,7 @@ class CompiledClassifier:
             return None
         if kind == "thread" and not self._threaded(body, carry, start, index):
             return None
-        if not self._buffer_only_accumulated(body, carry, allowed, start):
+        if not self._buffer_only_accumulated(body, carry, allowed):
             return None
         return _Level(carry, kind)
 
@@ -258,15 +300,32 @@ class CompiledClassifier:
             inst = self.flow.producer(inst, 0)
         return False
 
+    def _selects_zero(self, select: Instruction, position: int, body: Computation) -> bool:
+        """``select(p, value, 0)`` or ``select(p, 0, value)`` with ``p`` the same on every device:
+        the value dropped in some iterations, linearly."""
+        if position not in (1, 2):
+            return False
+        other = self.flow.producer(select, 3 - position)
+        return other is not None and self.flow.is_zero(other) and self._replicated(self.flow.producer(select, 0), body)
+
     def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
-        """The carry index ``inst`` reads (through forwarding and one dynamic-slice), else None."""
+        """The carry index ``inst`` reads (through forwarding, one dynamic-slice at offsets the
+        same on every device, and selects of it with zero), else None."""
         slices = 0
         while inst is not None:
             inst = self.flow.resolve(inst)
-            if inst.opcode in FORWARDING or (inst.opcode == "dynamic-slice" and slices == 0):
+            if inst.opcode in FORWARDING or (inst.opcode == "dynamic-slice" and slices == 0
+                                             and self._indices_replicated(inst, 1, body)):
                 slices += inst.opcode == "dynamic-slice"
                 allowed.add(inst.name)
                 inst = self.flow.producer(inst, 0)
+                continue
+            if inst.opcode == "select":
+                kept = next((k for k in (1, 2) if self._selects_zero(inst, k, body)), None)
+                if kept is None:
+                    return None
+                allowed.add(inst.name)
+                inst = self.flow.producer(inst, kept)
                 continue
             param = body.parameters[0] if body.parameters else None
             if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
@@ -284,7 +343,7 @@ class CompiledClassifier:
         while stack:
             current = stack.pop()
             for user, position in self.flow.uses(current):
-                if user.opcode in FORWARDING:
+                if user.opcode in _ON_THE_WAY:
                     allowed.add(user.name)
                     stack.append(user)
                 elif user.opcode == "dynamic-update-slice" and position == 1 and updates == 0:
@@ -297,23 +356,26 @@ class CompiledClassifier:
                     return None
         return targets.pop() if len(targets) == 1 else None
 
-    def _buffer_only_accumulated(self, body: Computation, carry: int, allowed: set[str], start: Instruction) -> bool:
+    def _buffer_only_accumulated(self, body: Computation, carry: int, allowed: set[str]) -> bool:
         """The carry element is read only on the accumulation's own path (and by nothing in the
-        loop's condition)."""
+        loop's condition); the body reads its parameter only element by element."""
         param = body.parameters[0] if body.parameters else None
         if param is None:
             return False
-        stack = [u for u, _ in body.users.get(param.name, ()) if u.opcode == "get-tuple-element" and u.tuple_index == carry]
+        users = body.users.get(param.name, ())
+        if any(u.opcode != "get-tuple-element" for u, _ in users):
+            return False
+        stack = [u for u, _ in users if u.tuple_index == carry]
         seen: set[str] = set()
         while stack:
             inst = stack.pop()
             if inst.name in seen:
                 continue
             seen.add(inst.name)
-            for user, _ in self.flow.uses(inst):
+            for user, position in self.flow.uses(inst):
                 if user.name in allowed or user is body.root:
                     continue
-                if user.opcode in FORWARDING:
+                if user.opcode in FORWARDING or (user.opcode == "select" and self._selects_zero(user, position, body)):
                     stack.append(user)
                 elif user.opcode == "tuple" and any(w.opcode == "while" for w, _ in self.flow.uses(user)):
                     continue  # threaded into an inner loop: checked by that loop's own level
@@ -352,9 +414,38 @@ class CompiledClassifier:
             return "zero"
         return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
 
+    # ------------------------------------------------------------------ the same on every device
+
+    def _indices_replicated(self, inst: Instruction, first: int, body: Computation) -> bool:
+        """The offsets of a dynamic-slice (``first`` = 1) or dynamic-update-slice (2) are the
+        same on every device."""
+        return all(self._replicated(self.flow.producer(inst, k), body) for k in range(first, len(inst.operands)))
+
+    def _replicated(self, inst: Instruction | None, body: Computation, depth: int = 0) -> bool:
+        """``inst`` computes the same value on every device: made of constants and the loop's
+        induction variable (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any
+        data make it differ."""
+        if inst is None or depth > 24:
+            return False
+        inst = self.flow.resolve(inst)
+        param = body.parameters[0] if body.parameters else None
+        if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
+            return inst.tuple_index in self._induction_indices(body.name)
+        if inst.opcode not in _REPLICATED_OPS:
+            return False
+        return all(self._replicated(self.flow.producer(inst, k), body, depth + 1) for k in range(len(inst.operands)))
+
+    @functools.lru_cache(maxsize=None)
+    def _induction_indices(self, body: str) -> frozenset[int]:
+        """The carry indices that hold the induction variable of the loops running ``body``."""
+        found = {v.index for v in (self.counts.induction_variable(w.name) for w in self._loops_of(body)) if v is not None}
+        return frozenset(found)
+
     # ------------------------------------------------------------------ helpers
 
-    def _called(self, loop: Instruction, role: str) -> Computation | None:
+    def _called(self, loop: Instruction | None, role: str) -> Computation | None:
+        if loop is None:
+            return None
         name = next((c for r, c in loop.called_computations if r == role), None)
         return self.module.computations.get(name or "")
 
@@ -380,7 +471,7 @@ def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
     return buffer_bytes < runs * value_bytes
 
 
-def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...]) -> int | None:
+def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...], counts: LoopCounts) -> int | None:
     """Runs per call once the collective leaves the loops named ``left``."""
-    counts = [w.known_trip_count for w in loops if w.name not in left]
-    return None if None in counts else prod(counts)
+    trips = [counts.trip_count(w.name) for w in loops if w.name not in left]
+    return None if None in trips else prod(trips)

@@ -10,7 +10,7 @@ identity and named as :mod:`shardscope.jaxpr_model` names them.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
 from shardscope.jaxpr_model import COLLECTIVE_PRIMITIVES, _open, _sub_jaxprs, qualify
 
@@ -22,7 +22,7 @@ def dead_collectives(closed_jaxpr: Any) -> tuple[str, ...]:
     jaxpr = _open(closed_jaxpr)
     kept, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
     alive = {id(eqn) for eqn in _equations(kept) if eqn.primitive.name in COLLECTIVE_PRIMITIVES}
-    return tuple(eqn_id for eqn_id, eqn in _named(jaxpr, "") if eqn.primitive.name in COLLECTIVE_PRIMITIVES
+    return tuple(eqn_id for eqn_id, eqn in named_equations(jaxpr, "") if eqn.primitive.name in COLLECTIVE_PRIMITIVES
                  and id(eqn) not in alive)
 
 
@@ -33,8 +33,10 @@ def _equations(jaxpr: Any):
             yield from _equations(sub)
 
 
-def _named(jaxpr: Any, block_id: str):
-    """``(equation id, equation)`` in the order and with the names of ``jaxpr_model``."""
+def named_equations(jaxpr: Any, block_id: str = "") -> Iterator[tuple[str, Any]]:
+    """``(equation id, JAX equation)`` of every equation at any depth, in the order and with
+    the ids of :mod:`shardscope.jaxpr_model` (how the raw equations behind a
+    :class:`~shardscope.jaxpr_model.Program` are found)."""
     counts: Counter[str] = Counter()
     for eqn in jaxpr.eqns:
         primitive = eqn.primitive.name
@@ -43,7 +45,7 @@ def _named(jaxpr: Any, block_id: str):
         eqn_id = qualify(block_id, name)
         yield eqn_id, eqn
         for role, sub in _sub_jaxprs(eqn):
-            yield from _named(sub, eqn_id if role == "body" else f"{eqn_id}.{role}")
+            yield from named_equations(sub, eqn_id if role == "body" else f"{eqn_id}.{role}")
 
 
 def mesh_and_style(closed_jaxpr: Any, compiled: Any = None) -> tuple[Any, str]:

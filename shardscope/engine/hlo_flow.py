@@ -1,10 +1,12 @@
 """Where a value of a compiled module goes and where it comes from, through fusions and calls.
 
 The CPU compiler fuses the add of an accumulation into a loop fusion with the transposes and
-copies before it, so a walk along def-use edges must see through fusion boundaries: a fusion's
-operand ``k`` is its fused computation's ``parameter(k)``, and the fused root is the fusion's
-result. :class:`Flow` gives that view: :meth:`uses` and :meth:`producer` cross into and out of
-fused computations; everything else stays inside one computation (loops are the callers' job).
+copies before it, and wraps some loops in a ``call`` of their own (``xla_cpu_small_call``), so
+a walk along def-use edges must see through those boundaries: the operand ``k`` of a fusion
+or a call is its computation's ``parameter(k)``, and that computation's root is its result.
+An ``async-start`` hands its operands to the computation it wraps the same way. :class:`Flow`
+gives that view: :meth:`uses` and :meth:`producer` cross into and out of such computations;
+loops and conditionals stay boundaries (they are the callers' job).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from shardscope.engine.hlo_text import Computation, HloModule, Instruction
 FORWARDING = frozenset({"bitcast", "convert", "reshape", "transpose", "copy"})
 """Opcodes that move a value without combining it with another one (element for element)."""
 
+_INLINE_CALLS = {"fusion": ("calls",), "call": ("to_apply", "calls"), "async-start": ("calls",)}
+"""The instructions whose computation runs as part of them, by the role it is called in."""
+
 
 class Flow:
     """Def-use walks over one module, fusions transparent."""
@@ -26,15 +31,21 @@ class Flow:
         self.module = module
 
     @functools.cached_property
-    def fusion_of(self) -> dict[str, Instruction]:
-        """``{fused computation: the one fusion instruction that calls it}``."""
+    def inlined_by(self) -> dict[str, Instruction]:
+        """``{computation: the one fusion, call or async-start that runs it inline}``.
+
+        A computation called from several places (never after XLA flattened the call graph)
+        is left out: its parameters stay where they are.
+        """
         found: dict[str, Instruction] = {}
+        shared: set[str] = set()
         for inst in self.module.instructions():
-            if inst.opcode == "fusion":
+            if inst.opcode in _INLINE_CALLS:
                 for role, callee in inst.called_computations:
-                    if role == "calls":
+                    if role in _INLINE_CALLS[inst.opcode]:
+                        shared |= {callee} if callee in found else set()
                         found[callee] = inst
-        return found
+        return {name: inst for name, inst in found.items() if name not in shared}
 
     def computation(self, inst: Instruction) -> Computation:
         """The computation ``inst`` sits in."""
@@ -45,14 +56,15 @@ class Flow:
         as the uses of its fused computation's parameter, and a fused root's as its fusion's."""
         computation = self.computation(inst)
         for user, position in computation.users.get(inst.name, ()):
-            if user.opcode == "fusion":
+            if user.opcode in ("fusion", "call"):
                 inner = self._fused_parameter(user, position)
                 if inner is not None:
                     yield from self.uses(inner)
                     continue
             yield user, position
-        if inst is computation.root and computation.name in self.fusion_of:
-            yield from self.uses(self.fusion_of[computation.name])
+        caller = self.inlined_by.get(computation.name)
+        if inst is computation.root and caller is not None and caller.opcode != "async-start":
+            yield from self.uses(caller)
 
     def producer(self, inst: Instruction, position: int) -> Instruction | None:
         """The instruction behind ``inst``'s operand ``position``: inside a fusion's computation
@@ -63,18 +75,18 @@ class Flow:
         return self.resolve(found) if found is not None else None
 
     def resolve(self, inst: Instruction) -> Instruction:
-        """``inst`` with fusion boundaries removed: a fusion is its fused root, a fused
-        computation's parameter the fusion's operand (repeatedly)."""
+        """``inst`` with fusion and call boundaries removed: a fusion or a call is its
+        computation's root, that computation's parameter the caller's operand (repeatedly)."""
         while True:
-            if inst.opcode == "fusion":
-                callee = next((c for role, c in inst.called_computations if role == "calls"), None)
+            if inst.opcode in ("fusion", "call"):
+                callee = next((c for role, c in inst.called_computations if role in _INLINE_CALLS[inst.opcode]), None)
                 root = self.module.computations[callee].root if callee in self.module.computations else None
                 if root is None:
                     return inst
                 inst = root
                 continue
-            if inst.opcode == "parameter" and inst.computation in self.fusion_of:
-                fusion = self.fusion_of[inst.computation]
+            if inst.opcode == "parameter" and inst.computation in self.inlined_by:
+                fusion = self.inlined_by[inst.computation]
                 number = inst.parameter_number or 0
                 outer = self.module.instruction(fusion.operands[number]) if number < len(fusion.operands) else None
                 if outer is None:
@@ -84,9 +96,10 @@ class Flow:
             return inst
 
     def _fused_parameter(self, fusion: Instruction, position: int) -> Instruction | None:
-        callee = next((c for role, c in fusion.called_computations if role == "calls"), None)
+        roles = _INLINE_CALLS.get(fusion.opcode, ())
+        callee = next((c for role, c in fusion.called_computations if role in roles), None)
         computation = self.module.computations.get(callee or "")
-        if computation is None or self.fusion_of.get(computation.name) is not fusion:
+        if computation is None or self.inlined_by.get(computation.name) is not fusion:
             return None
         params = computation.parameters
         return params[position] if position < len(params) else None
