@@ -144,9 +144,34 @@ def explicit_reduced(mesh: Mesh) -> Built:
     return Built(step, (W, x), emesh)
 
 
+def fsdp_accumulate(mesh: Mesh) -> Built:
+    """jit + NamedSharding, FSDP: two weights sharded over ``data`` on their first axis, the
+    batch too, grads of 4 micro-batches added in a scan and returned sharded like the weights
+    (on TPU: the weights' all-gathers as async collective fusions, the gradients' sums as
+    all-reduce-scatter fusions)."""
+    sharded = NamedSharding(mesh, P("data"))
+    params = {"w1": jax.ShapeDtypeStruct((512, 1024), jnp.float32, sharding=sharded),
+              "w2": jax.ShapeDtypeStruct((1024, 512), jnp.float32, sharding=sharded)}
+    x = jax.ShapeDtypeStruct((MICRO_BATCHES, 64, 512), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    def loss(p, xb):
+        return jnp.mean(jnp.tanh(xb @ p["w1"]) @ p["w2"])
+
+    @jax.jit
+    def step(params, x):
+        def body(acc, xb):
+            return jax.tree.map(jnp.add, acc, jax.grad(loss)(params, xb)), None
+
+        acc, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), x)
+        return jax.tree.map(lambda g: lax.with_sharding_constraint(g, sharded), acc)
+
+    return Built(step, (params, x))
+
+
 PROGRAMS: dict[str, Callable[[Mesh], Built]] = {
     "gspmd_accumulate": gspmd_accumulate,
     "needed_in_loop": needed_in_loop,
+    "fsdp_accumulate": fsdp_accumulate,
     "nested": nested,
     "explicit_naive": explicit_naive,
     "explicit_reduced": explicit_reduced,

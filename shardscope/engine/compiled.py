@@ -294,11 +294,12 @@ class _Builder:
         operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
                          for k in range(len(inst.operands)))
         groups, axes = self._groups_and_axes(inst)
-        source = self.module.source(inst)
+        named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
+        source = self.module.source(named)
         collective = CompiledCollective(
             name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
-            written_by=_author(inst), source=source.text() if source else "", op_name=inst.metadata.op_name,
+            written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site),
         )

@@ -183,9 +183,24 @@ class CollectiveNamer:
             seen.add(current.name)
             if current.opcode == "parameter":
                 stack += self._parameter_sources(current, found)
+            elif current.opcode == "get-tuple-element" and self._carried(current) is not None:
+                stack.append(self._carried(current))
             elif current.opcode not in _OPAQUE:
                 stack += [self.module.instruction(o) for o in current.operands]
         return found
+
+    def _carried(self, gte: Instruction) -> Instruction | None:
+        """Where a loop body's carry element comes from in the first iteration: the element of
+        the while's initial tuple (None for any other get-tuple-element)."""
+        param = self.module.instruction(gte.operands[0]) if gte.operands else None
+        caller = self._callers.get(gte.computation)
+        if param is None or param.opcode != "parameter" or caller is None or caller[0].opcode != "while":
+            return None
+        init = self.module.instruction(caller[0].operands[0]) if caller[0].operands else None
+        index = gte.tuple_index
+        if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
+            return None
+        return self.module.instruction(init.operands[index])
 
     def _parameter_sources(self, param: Instruction, found: set[str]) -> list[Instruction | None]:
         """An entry parameter adds its name to ``found``; another one leads to its caller's operand."""

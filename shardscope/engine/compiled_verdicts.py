@@ -68,10 +68,12 @@ class OperandVerdict:
 class _Level:
     """How a value reaches one loop's carry: the tuple index, and ``add`` (accumulates),
     ``dus`` (written into a slot) or ``thread`` (the carry goes through an inner loop that
-    accumulates into it)."""
+    accumulates into it); ``scattered`` when only a shard of the sum (a dynamic-slice at an
+    offset the loop does not change, a device's own) reaches it."""
 
     index: int
     kind: str
+    scattered: bool = False
 
 
 class CompiledClassifier:
@@ -181,21 +183,24 @@ class CompiledClassifier:
         value, value_index = site.result, index
         runs: int | None = 1
         best: OperandVerdict | None = None
-        stacked = False
+        stacked = scattered = False
         inner: str | None = None  # what the inner loop did with it: add or dus
         init: str | None = None  # the inner loop's initial value there: zero or threaded
         for depth, loop in enumerate(reversed(site.loops)):
             body = self._called(loop, "body")
             if body is None or value.computation != body.name:
                 break
-            level = self._level(value, value_index, body, init, site.result)
+            level = self._level(value, value_index, loop, body, init, site.result)
             if level is None:
                 break
             kind = inner if level.kind == "thread" else level.kind
             stacked = stacked or kind == "dus"
+            scattered = scattered or level.scattered or self._scatters(site, index)
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
-            buffer_bytes = (body.root.shape.element(level.index).nbytes if body.root.shape.is_tuple else 0) * self._expansion(site, index)
+            # deferred, a scattered sum accumulates the whole unscattered value on each device
+            buffer_bytes = value_bytes if scattered else (body.root.shape.element(level.index).nbytes
+                                                          if body.root.shape.is_tuple else 0)
             if kind == "add" and _saves(buffer_bytes, value_bytes, runs):
                 best = OperandVerdict(DEFERRABLE, tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :]),
                                       buffer_bytes, stacked)
@@ -208,18 +213,14 @@ class CompiledClassifier:
             return best
         return OperandVerdict(NEEDED, stacked=stacked)
 
-    def _expansion(self, site: CollectiveSite, index: int | None) -> int:
-        """How many times larger the sum's operand is than its result where it runs: 1 for an
-        all-reduce, the group size for a reduce-scatter or a scattering fusion (deferred, the
-        accumulator is the operand's size)."""
+    def _scatters(self, site: CollectiveSite, index: int | None) -> bool:
+        """True when the sum's result where it runs is smaller than its operand: a
+        reduce-scatter, or an all-reduce whose fusion keeps the device's shard (TPU)."""
         operand = self.module.instruction(site.instruction.operands[index or 0])
         result = site.result.shape.element(index) if index is not None and site.result.shape.is_tuple else site.result.shape
-        if operand is None or not result.arrays:
-            return 1
-        elements = prod(a.elements for a in result.arrays)
-        return max(1, operand.shape.arrays[0].elements // elements) if elements else 1
+        return operand is not None and result.nbytes < operand.shape.nbytes
 
-    def _level(self, start: Instruction, index: int | None, body: Computation, init: str | None,
+    def _level(self, start: Instruction, index: int | None, loop: Instruction, body: Computation, init: str | None,
                collective: Instruction) -> _Level | None:
         """How the value reaches ``body``'s carry, or None when some use is not linear.
 
@@ -231,12 +232,17 @@ class CompiledClassifier:
         allowed: set[str] = set()
         stack: list[tuple[Instruction, int | None]] = [(start, index)]
         seen: set[tuple[str, int | None]] = set()
+        scattered = False
         while stack:
             inst, idx = stack.pop()
             if (inst.name, idx) in seen:
                 continue
             seen.add((inst.name, idx))
             for user, position in self.flow.uses(inst):
+                if user.opcode == "dynamic-slice" and position == 0 and idx is None and self._offsets_fixed(user, loop):
+                    scattered = True
+                    stack.append((user, None))
+                    continue
                 step = self._step(user, position, idx, body, init, collective, allowed)
                 if step is False:
                     return None
@@ -244,7 +250,8 @@ class CompiledClassifier:
                     found.add(step)
                 elif step:
                     stack.append((user, None))
-        return self._accumulator(found, body, init, start, index, allowed, collective)
+        level = self._accumulator(found, body, init, start, index, allowed)
+        return None if level is None else _Level(level.index, level.kind, scattered)
 
     def _step(self, user: Instruction, position: int, idx: int | None, body: Computation, init: str | None,
               collective: Instruction, allowed: set[str]) -> bool | tuple[int, str] | None:
@@ -275,7 +282,7 @@ class CompiledClassifier:
         return False
 
     def _accumulator(self, found: set[tuple[int, str]], body: Computation, init: str | None, start: Instruction,
-                     index: int | None, allowed: set[str], collective: Instruction) -> _Level | None:
+                     index: int | None, allowed: set[str]) -> _Level | None:
         """The one carry element every path accumulates into, if the loop reads it nowhere else."""
         if len(found) != 1:
             return None
@@ -415,6 +422,23 @@ class CompiledClassifier:
         return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
 
     # ------------------------------------------------------------------ the same on every device
+
+    def _offsets_fixed(self, dynamic_slice: Instruction, loop: Instruction) -> bool:
+        """The dynamic-slice's offsets do not change inside ``loop`` (each device's shard of a sum
+        the partitioner scatters: the offsets come from the device's id)."""
+        varying = self._varying(loop.name)
+        offsets = [self.flow.producer(dynamic_slice, k) for k in range(1, len(dynamic_slice.operands))]
+        return bool(offsets) and not any(o is None or self._depends_on(o, varying) for o in offsets)
+
+    def _depends_on(self, inst: Instruction, varying: frozenset[str], depth: int = 0) -> bool:
+        """True when ``inst`` (inside fusions too) is computed from one of ``varying``."""
+        inst = self.flow.resolve(inst)
+        if inst.name in varying or depth > 24:
+            return True
+        if inst.opcode in ("parameter", "constant", "partition-id", "replica-id", "iota"):
+            return False
+        return any(p is None or self._depends_on(p, varying, depth + 1)
+                   for p in (self.flow.producer(inst, k) for k in range(len(inst.operands))))
 
     def _indices_replicated(self, inst: Instruction, first: int, body: Computation) -> bool:
         """The offsets of a dynamic-slice (``first`` = 1) or dynamic-update-slice (2) are the
