@@ -249,12 +249,14 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
             text: str | None = None) -> CompiledPlan:
     """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
     (or the module's ``text``, a target's) is given; the jaxpr's collectives are paired with the
-    compiled ones, its dead ones named, and the values named as the jaxpr view names them."""
+    compiled ones, its dead ones named, and the values named as the jaxpr view names them.
+    ``traced`` may be flax's ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``."""
     import jax
 
     from shardscope.engine.equation_names import EquationNames
 
     compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
+    traced = traced if hasattr(traced, "jaxpr") else traced.traced
     program = from_jaxpr(traced.jaxpr)
     outputs = list(output_names) or pytree_names(traced.out_info, "out")
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []

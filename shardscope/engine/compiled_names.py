@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from shardscope.engine.collective_sites import CollectiveSite
 from shardscope.engine.hlo_flow import FORWARDING, Flow
 from shardscope.engine.hlo_text import HloModule, Instruction, SourceLocation
+from shardscope.engine.pytree_paths import tail
 
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledCollective
@@ -35,9 +36,9 @@ class EquationNamer(Protocol):
         """The value a jaxpr collective carries (``""`` when it has no name)."""
         ...
 
-    def value_of(self, op_name: str, source: SourceLocation | None, elements: int) -> str:
-        """The value of the equation an HLO instruction with this ``op_name`` and source line
-        comes from (``elements``: its per-device size, to tell equations of one line apart)."""
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+        """The values of the equations an HLO instruction with this ``op_name`` and source line
+        may come from (``elements``: its per-device size, to tell equations of one line apart)."""
         ...
 
 
@@ -54,15 +55,18 @@ class CollectiveNamer:
 
     def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
         """The name of the value the collective's operand ``operand`` carries."""
-        if self.equations is not None:
-            producer = self._producer(site, operand)
-            if producer is not None:
-                shape = producer.shape
-                elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
-                name = self.equations.value_of(producer.metadata.op_name, self.module.source(producer), elements)
-                if name:
-                    return name
-        return self._module_value(site, operand, reduction)
+        reached = self._module_value(site, operand, reduction)
+        if self.equations is None:
+            return reached
+        producer = self._producer(site, operand)
+        if producer is None:
+            return reached
+        shape = producer.shape
+        elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
+        names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements)
+        if len(names) > 1:  # one line made several values: the output the sum reaches tells which
+            names = {name for name in names if reached and tail(name) == tail(reached)}
+        return names.pop() if len(names) == 1 else reached
 
     def paired_value(self, c: "CompiledCollective") -> str:
         """The jaxpr view's name of the collective a program-written one pairs with."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.dataflow import value_name
 from shardscope.engine.dead_code import named_equations
 from shardscope.engine.hlo_source import SourceLocation
+from shardscope.engine.pytree_paths import tail
 from shardscope.jaxpr_model import Equation, Program
 from shardscope.valueflow import ValueIndex
 
@@ -35,10 +36,14 @@ if TYPE_CHECKING:
 Frames = tuple[tuple[str, int, str], ...]
 """The user's frames of an equation, innermost first: ``((file, line, function), ...)``."""
 
-_FORWARD_OF = {"transpose": {"dot_general", "transpose"}, "psum_invariant": {"pvary", "pcast"}}
+_FORWARD_OF = {"transpose": {"dot_general", "transpose"}, "psum_invariant": {"pvary", "pcast"},
+               "reduce_sum": {"broadcast_in_dim", "reduce_sum", "reshape"}, "scatter-add": {"gather"},
+               "scatter_add": {"gather"}}
 """The forward primitives a backward-pass primitive transposes, where they differ: the gradient
 of a matmul's operand is a ``dot_general``, sometimes followed by a ``transpose``; the sum of a
-replicated value's gradient is the transpose of its implicit ``pvary``."""
+replicated value's gradient is the transpose of its implicit ``pvary``; a broadcast's (a norm's
+scale times the activations, a bias reshaped to add to every row as flax's ``Linear`` does) is
+a ``reduce_sum``; an embedding lookup's a ``scatter-add``."""
 
 
 class EquationNames:
@@ -57,46 +62,43 @@ class EquationNames:
         """The value the jaxpr view gives the collective ``equation_id``."""
         return self._collectives.get(equation_id, "")
 
-    def value_of(self, op_name: str, source: SourceLocation | None, elements: int) -> str:
-        """The value of the equation an HLO instruction comes from, or ``""`` when no equation
-        (or several with different names) has its primitive, pass and line. ``elements``
-        prefers the equations whose output has that many elements."""
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+        """The names of the equations an HLO instruction may come from: those with its
+        primitive, pass (forward or backward) and line, preferring the ones whose output has
+        ``elements`` elements. Several when one line made several values (``q, k, v = ...``)."""
         head = op_name.split(";", 1)[0]
         primitive = head.rsplit("/", 1)[-1]
         if not primitive or source is None:
-            return ""
+            return set()
         found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, source.file, source.line)
                  if self._backward[eqn_id] == ("transpose(" in head)]
         sized = [pair for pair in found if _elements(pair[1]) == elements]
-        names = {self.name(eqn_id) for eqn_id, _ in (sized or found)}
-        return names.pop() if len(names) == 1 else ""
+        return {self.name(eqn_id) for eqn_id, _ in (sized or found)} - {""}
 
     @functools.lru_cache(maxsize=None)
     def name(self, equation_id: str) -> str:
         """The value of the equation ``equation_id``: the argument it is the gradient of, else
         the one output it reaches or input it comes from (``""`` when none is one value)."""
-        gradient = self.gradient_of(equation_id)
-        if gradient:
-            return gradient
         eqn = self._equations.get(equation_id)
-        if eqn is None:
-            return ""
-        return value_name(self.index, eqn, self.inputs, self.outputs, reduction=True)
+        reached = value_name(self.index, eqn, self.inputs, self.outputs, reduction=True) if eqn is not None else ""
+        arguments = self.gradient_of(equation_id)
+        if len(arguments) > 1:  # one line made several (q, k, v of a list): the output tells which
+            arguments = {a for a in arguments if reached and tail(a) == tail(reached)}
+        return arguments.pop() if len(arguments) == 1 else reached
 
-    def gradient_of(self, equation_id: str) -> str:
-        """The argument whose gradient the backward-pass equation ``equation_id`` computes."""
+    def gradient_of(self, equation_id: str) -> set[str]:
+        """The arguments whose gradient the backward-pass equation ``equation_id`` may compute:
+        one when its forward equation says which, several when one line made several values."""
         raw = self._raw.get(equation_id)
         if raw is None or not self._backward[equation_id] or len(raw.outvars) != 1:
-            return ""
+            return set()
         found: set[str] = set()
         for forward_id, forward in self._forward_equations(raw):
             eqn = self._equations.get(forward_id)
             k = _primal_operand(forward, raw)
             if eqn is not None and k is not None:
                 found |= self._inputs_of(forward_id, eqn.inputs[k].name)
-            if len(found) > 1:
-                return ""
-        return found.pop() if len(found) == 1 else ""
+        return found
 
     def _forward_equations(self, raw: "jax.extend.core.JaxprEqn") -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
         """The forward equations ``raw`` may transpose: the same origin, a primitive it transposes."""
