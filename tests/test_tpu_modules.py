@@ -49,7 +49,7 @@ def test_tpu_loops_count_their_trips_from_condition_body_and_start(version, prog
     assert "known_trip_count" not in text  # the TPU compiler writes none
     plan = compiled_plan(text)
     assert sorted(loop.trip_count for loop in plan.loops) == TRIPS[program]
-    (cpu_plan := compiled_plan(_text(version, program, "cpu")))
+    cpu_plan = compiled_plan(_text(version, program, "cpu"))
     assert sorted(loop.trip_count for loop in cpu_plan.loops) == TRIPS[program]
 
 

@@ -21,32 +21,24 @@ partitioned module, per value the collective carries (a combined one carries sev
   elements): it can run before the loop.
 - ``needed``: anything else (a wrong "deferrable" is worse than a missed one).
 
-"The same on every device" is decided as XLA's replication analysis would for the values a
-JAX loop makes: constants and the loop's own induction variable, combined by arithmetic and
-comparisons.
+Which values a loop changes and which are the same on every device is :mod:`loop_facts`'.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from math import prod
-from typing import Iterable
 
 from shardscope.engine.collective_sites import CollectiveSite
 from shardscope.engine.hlo_flow import FORWARDING, Flow
 from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import Computation, HloModule, Instruction
+from shardscope.engine.loop_facts import LoopFacts
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 SUM_KINDS = frozenset({"all-reduce", "reduce-scatter"})
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
-_NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
-                               "send-done", "outfeed"})
 _ON_THE_WAY = FORWARDING | {"slice"}
-_CALLS = {"while": ("body", "condition"), "call": ("to_apply", "calls"), "conditional": None, "async-start": ("calls",)}
-_REPLICATED_OPS = frozenset({"constant", "iota", "compare", "add", "subtract", "multiply", "divide", "remainder", "negate",
-                             "maximum", "minimum", "and", "or", "not", "xor", "select", "clamp", "broadcast"}) | FORWARDING
 
 
 @dataclass(frozen=True)
@@ -83,6 +75,7 @@ class CompiledClassifier:
         self.module = module
         self.flow = flow or Flow(module)
         self.counts = counts or LoopCounts(module, self.flow)
+        self.facts = LoopFacts(module, self.flow, self.counts)
 
     def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
         """One verdict per operand of the collective at ``site``."""
@@ -109,60 +102,13 @@ class CompiledClassifier:
         """The loops, innermost first, whose changing values no operand of the collective reads."""
         found = []
         for loop in reversed(site.loops):
-            if site.anchor.computation == getattr(self._called(loop, "condition"), "name", None):
+            if site.anchor.computation == getattr(self.facts.called(loop, "condition"), "name", None):
                 break  # the loop's test reads the carry on every iteration
-            varying = self._varying(loop.name)
+            varying = self.facts.varying(loop.name)
             if site.anchor.name in varying or any(op in varying for op in site.anchor.operands):
                 break
             found.append(loop)
         return tuple(found)
-
-    @functools.lru_cache(maxsize=None)
-    def _varying(self, loop_name: str) -> frozenset[str]:
-        """Every instruction inside the loop (nested computations too) that depends on a carry
-        element the loop changes, or on something that differs between iterations anyway."""
-        loop = self.module.instruction(loop_name)
-        body = self._called(loop, "body")
-        if body is None or body.root is None:
-            return frozenset(inst.name for c in self.module.computations.values() for inst in c.instructions)
-        param = body.parameters[0] if body.parameters else None
-        seeds: list[Instruction] = []
-        root_operands = body.root.operands if body.root.opcode == "tuple" else ()
-        for inst in body.instructions:
-            if inst.opcode in _NONDETERMINISTIC:
-                seeds.append(inst)
-            elif param is not None and inst.opcode == "get-tuple-element" and inst.operands == (param.name,):
-                i = inst.tuple_index
-                passed = i is not None and i < len(root_operands) and self._is_carry_element(root_operands[i], param.name, i)
-                if not passed:
-                    seeds.append(inst)
-        if param is not None and any(u.opcode != "get-tuple-element" for u, _ in body.users.get(param.name, ())):
-            seeds.append(param)
-        return frozenset(self._reach(seeds))
-
-    def _is_carry_element(self, name: str, param: str, index: int) -> bool:
-        inst = self.module.instruction(name)
-        return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
-
-    def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
-        """Names of everything computed from ``seeds``, into called computations (a fusion counts as one step)."""
-        seen: set[str] = set()
-        stack = list(seeds)
-        while stack:
-            inst = stack.pop()
-            if inst.name in seen:
-                continue
-            seen.add(inst.name)
-            # a fusion is one step here (its result depends on all its operands): no need to
-            # parse the thousands of fused computations of a large module
-            for user, _ in self.module.computations[inst.computation].users.get(inst.name, ()):
-                stack.append(user)
-                roles = _CALLS.get(user.opcode, ())
-                for role, callee in user.called_computations if user.opcode in _CALLS else ():
-                    computation = self.module.computations.get(callee)
-                    if computation is not None and (roles is None or role in roles):
-                        stack += computation.parameters
-        return seen
 
     # ------------------------------------------------------------------ deferral
 
@@ -187,7 +133,7 @@ class CompiledClassifier:
         inner: str | None = None  # what the inner loop did with it: add or dus
         init: str | None = None  # the inner loop's initial value there: zero or threaded
         for depth, loop in enumerate(reversed(site.loops)):
-            body = self._called(loop, "body")
+            body = self.facts.called(loop, "body")
             if body is None or value.computation != body.name:
                 break
             level = self._level(value, value_index, loop, body, init, site.result)
@@ -239,7 +185,7 @@ class CompiledClassifier:
                 continue
             seen.add((inst.name, idx))
             for user, position in self.flow.uses(inst):
-                if user.opcode == "dynamic-slice" and position == 0 and idx is None and self._offsets_fixed(user, loop):
+                if user.opcode == "dynamic-slice" and position == 0 and idx is None and self.facts.offsets_fixed(user, loop):
                     scattered = True
                     stack.append((user, None))
                     continue
@@ -273,7 +219,7 @@ class CompiledClassifier:
             buffer = self.flow.producer(user, 1 - position if op == "add" else 0)
             origin = self._carry_origin(buffer, body, allowed)
             target = self._to_root(user, body, allowed)
-            if origin is None or origin != target or (op == "dynamic-update-slice" and not self._indices_replicated(user, 2, body)):
+            if origin is None or origin != target or (op == "dynamic-update-slice" and not self.facts.indices_replicated(user, 2, body)):
                 return False
             allowed.add(user.name)
             return (origin, "add" if op == "add" else "dus")
@@ -313,7 +259,7 @@ class CompiledClassifier:
         if position not in (1, 2):
             return False
         other = self.flow.producer(select, 3 - position)
-        return other is not None and self.flow.is_zero(other) and self._replicated(self.flow.producer(select, 0), body)
+        return other is not None and self.flow.is_zero(other) and self.facts.replicated(self.flow.producer(select, 0), body)
 
     def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
         """The carry index ``inst`` reads (through forwarding, one dynamic-slice at offsets the
@@ -322,7 +268,7 @@ class CompiledClassifier:
         while inst is not None:
             inst = self.flow.resolve(inst)
             if inst.opcode in FORWARDING or (inst.opcode == "dynamic-slice" and slices == 0
-                                             and self._indices_replicated(inst, 1, body)):
+                                             and self.facts.indices_replicated(inst, 1, body)):
                 slices += inst.opcode == "dynamic-slice"
                 allowed.add(inst.name)
                 inst = self.flow.producer(inst, 0)
@@ -388,17 +334,7 @@ class CompiledClassifier:
                     continue  # threaded into an inner loop: checked by that loop's own level
                 else:
                     return False
-        return not self._condition_reads(body, carry)
-
-    def _condition_reads(self, body: Computation, carry: int) -> bool:
-        for loop in self._loops_of(body.name):
-            condition = self._called(loop, "condition")
-            if condition is None or not condition.parameters:
-                continue
-            param = condition.parameters[0]
-            if any(u.opcode != "get-tuple-element" or u.tuple_index == carry for u, _ in condition.users.get(param.name, ())):
-                return True
-        return False
+        return not self.facts.condition_reads(body, carry)
 
     def _threaded(self, body: Computation, carry: int, inner_loop: Instruction, index: int | None) -> bool:
         """The inner loop starts its element ``index`` from this body's carry element ``carry``."""
@@ -420,72 +356,6 @@ class CompiledClassifier:
         if self.flow.is_zero(element):
             return "zero"
         return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
-
-    # ------------------------------------------------------------------ the same on every device
-
-    def _offsets_fixed(self, dynamic_slice: Instruction, loop: Instruction) -> bool:
-        """The dynamic-slice's offsets do not change inside ``loop`` (each device's shard of a sum
-        the partitioner scatters: the offsets come from the device's id)."""
-        varying = self._varying(loop.name)
-        offsets = [self.flow.producer(dynamic_slice, k) for k in range(1, len(dynamic_slice.operands))]
-        return bool(offsets) and not any(o is None or self._depends_on(o, varying) for o in offsets)
-
-    def _depends_on(self, inst: Instruction, varying: frozenset[str], depth: int = 0) -> bool:
-        """True when ``inst`` (inside fusions too) is computed from one of ``varying``."""
-        inst = self.flow.resolve(inst)
-        if inst.name in varying or depth > 24:
-            return True
-        if inst.opcode in ("parameter", "constant", "partition-id", "replica-id", "iota"):
-            return False
-        return any(p is None or self._depends_on(p, varying, depth + 1)
-                   for p in (self.flow.producer(inst, k) for k in range(len(inst.operands))))
-
-    def _indices_replicated(self, inst: Instruction, first: int, body: Computation) -> bool:
-        """The offsets of a dynamic-slice (``first`` = 1) or dynamic-update-slice (2) are the
-        same on every device."""
-        return all(self._replicated(self.flow.producer(inst, k), body) for k in range(first, len(inst.operands)))
-
-    def _replicated(self, inst: Instruction | None, body: Computation, depth: int = 0) -> bool:
-        """``inst`` computes the same value on every device: made of constants and the loop's
-        induction variable (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any
-        data make it differ."""
-        if inst is None or depth > 24:
-            return False
-        inst = self.flow.resolve(inst)
-        param = body.parameters[0] if body.parameters else None
-        if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
-            return inst.tuple_index in self._induction_indices(body.name)
-        if inst.opcode not in _REPLICATED_OPS:
-            return False
-        return all(self._replicated(self.flow.producer(inst, k), body, depth + 1) for k in range(len(inst.operands)))
-
-    @functools.lru_cache(maxsize=None)
-    def _induction_indices(self, body: str) -> frozenset[int]:
-        """The carry indices that hold the induction variable of the loops running ``body``."""
-        found = {v.index for v in (self.counts.induction_variable(w.name) for w in self._loops_of(body)) if v is not None}
-        return frozenset(found)
-
-    # ------------------------------------------------------------------ helpers
-
-    def _called(self, loop: Instruction | None, role: str) -> Computation | None:
-        if loop is None:
-            return None
-        name = next((c for r, c in loop.called_computations if r == role), None)
-        return self.module.computations.get(name or "")
-
-    @functools.cached_property
-    def _loops_by_body(self) -> dict[str, list[Instruction]]:
-        found: dict[str, list[Instruction]] = {}
-        for inst in self.module.instructions():
-            if inst.opcode == "while":
-                for role, callee in inst.called_computations:
-                    if role == "body":
-                        found.setdefault(callee, []).append(inst)
-        return found
-
-    def _loops_of(self, body: str) -> list[Instruction]:
-        return self._loops_by_body.get(body, [])
-
 
 def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
     """One run on the accumulator after the loop moves fewer bytes than the runs inside it
