@@ -142,3 +142,16 @@ def test_an_accumulator_slot_is_deferrable_only_at_an_offset_the_same_on_every_d
         "  %new = f32[16]{0} dynamic-update-slice(%acc, %added, %at)".replace("OFFSET", offset))
     (c,) = compiled_plan(text).collectives
     assert c.verdict.kind == verdict
+
+
+def test_a_collective_in_a_loops_condition_runs_once_more_than_its_body():
+    """``lax.while_loop(lambda c: lax.psum(...) < bound, ...)``: the condition runs before each
+    of the 8 iterations and once more to stop."""
+    text = _module(PLAIN).replace(PLAIN, "  %summed = f32[8]{0} copy(%g)").replace(
+        "  ROOT %lt = pred[] compare(%j, %n), direction=LT",
+        "  %jf = f32[] convert(%j)\n"
+        "  %total = f32[] all-reduce(%jf), channel_id=2, replica_groups={{0,1}}, to_apply=%add\n"
+        "  %two = f32[] constant(2)\n  %half = f32[] divide(%total, %two)\n  %back = s32[] convert(%half)\n"
+        "  ROOT %lt = pred[] compare(%back, %n), direction=LT")
+    (c,) = compiled_plan(text).collectives
+    assert c.loop_trip_counts == (8,) and c.executions == 9 and c.verdict.kind == "needed"

@@ -40,11 +40,12 @@ _ASYNC_FUSION = "async_collective_fusion_config"
 
 @dataclass(frozen=True)
 class Context:
-    """One way a computation is reached from the entry: the loops around it and whether a
-    conditional branch is on the way."""
+    """One way a computation is reached from the entry: the loops around it, the ones among
+    them whose condition (not body) holds it, and whether a conditional branch is on the way."""
 
     loops: tuple[Instruction, ...] = ()
     in_conditional: bool = False
+    conditions: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class CollectiveSite:
     loops: tuple[Instruction, ...]
     in_conditional: bool
     paths: int = 1
+    conditions: frozenset[str] = frozenset()
 
     @property
     def kind(self) -> str:
@@ -91,13 +93,13 @@ class SiteFinder:
             if key is not None and key in seen:  # the same collective's overlap or done fusion
                 first = found[seen[key]]
                 found[seen[key]] = CollectiveSite(first.instruction, first.anchor, anchor, first.loops,
-                                                  first.in_conditional, first.paths)
+                                                  first.in_conditional, first.paths, first.conditions)
                 continue
             if key is not None:
                 seen[key] = len(found)
             context = contexts[0]
             found.append(CollectiveSite(inst, anchor, self._result(inst, anchor), context.loops,
-                                        context.in_conditional, len(contexts)))
+                                        context.in_conditional, len(contexts), context.conditions))
         return found
 
     @functools.lru_cache(maxsize=None)
@@ -154,10 +156,12 @@ class SiteFinder:
 def _inner(caller: Instruction, role: str, outer: Context) -> Context | None:
     """The context inside the computation ``caller`` calls in ``role``, or None when that
     computation does not run as a place collectives run in (a reduction's combiner)."""
-    if caller.opcode == "while" and role in ("body", "condition"):
-        return Context(outer.loops + (caller,), outer.in_conditional)
+    if caller.opcode == "while" and role == "body":
+        return Context(outer.loops + (caller,), outer.in_conditional, outer.conditions)
+    if caller.opcode == "while" and role == "condition":  # tested once more than the body runs
+        return Context(outer.loops + (caller,), outer.in_conditional, outer.conditions | {caller.name})
     if caller.opcode == "conditional" and role in _BRANCH_ROLES:
-        return Context(outer.loops, True)
+        return Context(outer.loops, True, outer.conditions)
     if role in _PASSING_ROLES.get(caller.opcode, ()):
         return outer
     return None

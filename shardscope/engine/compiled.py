@@ -107,11 +107,19 @@ class CompiledCollective:
     paths: int = 1
     wrapper: str = ""
     scatters: bool = False
+    in_condition_of: tuple[str, ...] = ()
 
     @property
     def loop_trip_counts(self) -> tuple[int | None, ...]:
         """The enclosing loops' trip counts, outermost first (None: not known statically)."""
         return tuple(loop.trip_count for loop in self.loops)
+
+    @property
+    def runs_per_loop(self) -> tuple[int | None, ...]:
+        """How often each enclosing loop runs it per run of the loop: its trip count, one more
+        for a loop whose condition holds it (tested before every iteration and once at the end)."""
+        return tuple(None if loop.trip_count is None else loop.trip_count + (loop.name in self.in_condition_of)
+                     for loop in self.loops)
 
     @property
     def in_loop(self) -> bool:
@@ -121,7 +129,7 @@ class CompiledCollective:
     @property
     def executions(self) -> int | None:
         """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
-        counts = self.loop_trip_counts
+        counts = self.runs_per_loop
         return None if None in counts else prod(counts) * self.paths
 
     @property
@@ -303,7 +311,7 @@ class _Builder:
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
             written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
-            scatters=self._scatters(site),
+            scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
         )
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
 

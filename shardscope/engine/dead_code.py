@@ -10,12 +10,18 @@ identity and named as :mod:`shardscope.jaxpr_model` names them.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator, Union
 
 from shardscope.jaxpr_model import COLLECTIVE_PRIMITIVES, _open, _sub_jaxprs, qualify
 
+if TYPE_CHECKING:
+    import jax
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
 
-def dead_collectives(closed_jaxpr: Any) -> tuple[str, ...]:
+    AnyJaxpr = Union[ClosedJaxpr, Jaxpr]
+
+
+def dead_collectives(closed_jaxpr: "AnyJaxpr") -> tuple[str, ...]:
     """The equation ids (``shard_map_0/ppermute_0``) of the collectives DCE removes."""
     from jax._src.interpreters import partial_eval as pe
 
@@ -26,14 +32,14 @@ def dead_collectives(closed_jaxpr: Any) -> tuple[str, ...]:
                  and id(eqn) not in alive)
 
 
-def _equations(jaxpr: Any):
+def _equations(jaxpr: "Jaxpr") -> Iterator["JaxprEqn"]:
     for eqn in jaxpr.eqns:
         yield eqn
         for _, sub in _sub_jaxprs(eqn):
             yield from _equations(sub)
 
 
-def named_equations(jaxpr: Any, block_id: str = "") -> Iterator[tuple[str, Any]]:
+def named_equations(jaxpr: "AnyJaxpr", block_id: str = "") -> Iterator[tuple[str, "JaxprEqn"]]:
     """``(equation id, JAX equation)`` of every equation at any depth, in the order and with
     the ids of :mod:`shardscope.jaxpr_model` (how the raw equations behind a
     :class:`~shardscope.jaxpr_model.Program` are found)."""
@@ -48,7 +54,8 @@ def named_equations(jaxpr: Any, block_id: str = "") -> Iterator[tuple[str, Any]]
             yield from named_equations(sub, eqn_id if role == "body" else f"{eqn_id}.{role}")
 
 
-def mesh_and_style(closed_jaxpr: Any, compiled: Any = None) -> tuple[Any, str]:
+def mesh_and_style(closed_jaxpr: "AnyJaxpr", compiled: "jax.stages.Compiled | None" = None
+                   ) -> tuple["jax.sharding.Mesh | None", str]:
     """``(mesh, style)``: the program's mesh (a ``shard_map``'s, else its arguments' shardings')
     and ``shard_map``, ``explicit`` (every mesh axis Explicit) or ``auto``."""
     jaxpr = _open(closed_jaxpr)
