@@ -448,3 +448,28 @@ def test_a_local_worker_starts_the_cpu_backend_without_trying_a_tpu():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stderr.strip().splitlines()[-1]) == ["cpu", 2, []]
     assert "TPU" not in done.stderr
+
+
+# --- the target's compiled plan beside the CPU's ------------------------------------------------
+
+@needs_libtpu
+def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
+    """plan_of on the TPU module's text (the CPU compile still names the mesh): the CPU's all-reduce
+    of W's gradient, 4 runs in the micro-batch loop, runs once after it on v5e:2x2."""
+    from shardscope.engine.compiled import plan_of
+    from shardscope.engine.target_plan import LEFT_LOOP, compare_plans
+    from shardscope.inspection import argument_names
+
+    built = programs.gspmd_accumulate(_cpu_mesh(4))
+    traced = built.trace()
+    compiled = traced.lower().compile()
+    names = argument_names(built.fn, built.args, {})
+    cpu = plan_of(traced, compiled, input_names=names)
+    tpu = plan_of(traced, compiled, text=_on("v5e:2x2", traced), input_names=names, backend="tpu")
+    (c,) = cpu.collectives
+    assert (c.value, c.executions, c.axes, c.verdict.kind) == ("W", 4, ("data",), "deferrable")
+    (t,) = tpu.collectives
+    assert (tpu.backend, t.executions, t.axes, [op.shape for op in t.operands]) == ("tpu", 1, ("data",), ["f32[16,16]"])
+    comparison = compare_plans(cpu, tpu, "v5e:2x2")
+    (p,) = comparison.placements
+    assert p.change == LEFT_LOOP and p.target == (t,) and p.deferred_by_compiler and not comparison.staying_findings

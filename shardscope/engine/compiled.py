@@ -256,9 +256,11 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
             input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
             text: str | None = None) -> CompiledPlan:
     """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
-    (or the module's ``text``, a target's) is given; the jaxpr's collectives are paired with the
-    compiled ones, its dead ones named, and the values named as the jaxpr view names them.
-    ``traced`` may be flax's ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``."""
+    is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
+    and the values named as the jaxpr view names them. ``text`` is another module of the same
+    trace to read instead of ``compiled``'s (a target's, ``TargetCompilation.hlo_text``; the
+    CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
+    ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``."""
     import jax
 
     from shardscope.engine.equation_names import EquationNames

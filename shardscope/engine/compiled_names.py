@@ -134,24 +134,21 @@ class CollectiveNamer:
         return reached
 
     def _into(self, user: Instruction, position: int, idx: int | None) -> list[tuple[Instruction, int | None]]:
-        """Where a value (tuple element ``idx``) goes when ``user`` reads it at ``position``."""
+        """Where a value (tuple element ``idx``) goes when ``user`` reads it at ``position``:
+        a loop's body parameter, a call's parameter ``position``, a conditional's branch
+        ``position - 1`` (operand 0 picks the branch), else the user's own result."""
         if user.opcode == "get-tuple-element":
             return [(user, None)] if idx is None or user.tuple_index == idx else []
         if user.opcode == "tuple":
             return [(user, position)]
-        if user.opcode in ("while", "call", "conditional"):
-            found = []
-            for k, (role, callee) in enumerate(r for r in user.called_computations if r[0] in ("body", "to_apply", "calls", "branch", "true_computation", "false_computation")):
-                target = self.module.computations.get(callee)
-                if target is None or not target.parameters:
-                    continue
-                if user.opcode == "while" and role == "body":
-                    found.append((target.parameters[0], idx))
-                elif user.opcode == "call" and position < len(target.parameters):
-                    found.append((target.parameters[position], idx))
-                elif user.opcode == "conditional" and position == k + 1:
-                    found.append((target.parameters[0], idx))
-            return found
+        called = [self.module.computations.get(c) for role, c in user.called_computations if role != "condition"]
+        targets = [c for c in called if c is not None and c.parameters]
+        if user.opcode == "while":
+            return [(c.parameters[0], idx) for c in targets[:1]]
+        if user.opcode == "call":
+            return [(c.parameters[position], idx) for c in targets[:1] if position < len(c.parameters)]
+        if user.opcode == "conditional":
+            return [(targets[position - 1].parameters[0], idx)] if 0 < position <= len(targets) else []
         return [(user, None)]
 
     def _leave(self, computation: str, idx: int | None, reached: set[str], stack: list) -> None:
