@@ -342,3 +342,25 @@ ENTRY %main (x: f32[4]) -> f32[4] {
     # adding one result to something else the loop computes is not a sum of its own results
     other = text.replace("%both = f32[4]{0} add(%r1, %r2)", "%both = f32[4]{0} add(%r1, %g2)")
     assert compiled_plan(other).collectives[0].verdict.kind == "needed"
+
+
+def test_an_unused_argument_does_not_shift_the_names_of_the_entry_parameters():
+    """jit drops an argument the program never reads, so the module's parameter 0 is the second
+    argument: a gather of ``W`` is named ``W`` even in a module that prints no parameter names."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    @jax.jit
+    def f(unused, W, x):
+        return x @ W
+
+    args = [jax.device_put(np.ones(shape, np.float32), NamedSharding(mesh, spec))
+            for shape, spec in (((3,), P()), ((16, 8), P("data", None)), ((32, 16), P()))]
+    traced = f.trace(*args)
+    compiled = traced.lower().compile()
+    text = re.sub(r', metadata=\{op_name="(W|x|unused)"\}', "", compiled.as_text())
+    assert "parameter(0)" in text and 'op_name="W"' not in text
+    plan = plan_of(traced, compiled, text=text, input_names=["unused", "W", "x"])
+    (gather,) = [c for c in plan.collectives if c.kind == "all-gather"]
+    assert gather.value == "W"

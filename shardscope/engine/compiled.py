@@ -274,10 +274,19 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
     return compiled_plan(
         text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
-        style=style, jaxpr_collectives=found, input_names=inputs, output_names=outputs,
+        style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
+
+
+def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
+    """The names of the module's entry parameters: jit drops the arguments the program never
+    reads (``keep_unused=False``), so parameter ``k`` is the ``k``-th kept argument."""
+    kept = getattr(getattr(compiled, "_executable", None), "_kept_var_idx", None)
+    if not inputs or not kept or max(kept) >= len(inputs):
+        return inputs
+    return [inputs[k] for k in sorted(kept)]
 
 
 def _mesh_shape(mesh: "MeshShape | jax.sharding.Mesh | None") -> MeshShape | None:
