@@ -473,3 +473,17 @@ def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
     comparison = compare_plans(cpu, tpu, "v5e:2x2")
     (p,) = comparison.placements
     assert p.change == LEFT_LOOP and p.target == (t,) and p.deferred_by_compiler and not comparison.staying_findings
+
+
+@needs_libtpu
+def test_a_sum_the_tpu_moved_out_of_the_loop_is_named_after_the_gradient_it_sums():
+    """The TPU's all-reduce after the loop sums the accumulator: its value is still W's gradient,
+    as on the CPU, whatever op_name the moved instruction took (jax 0.10.2: the loop's)."""
+    from shardscope.engine.compiled import plan_of
+    from shardscope.inspection import argument_names
+
+    built = programs.gspmd_accumulate(_cpu_mesh(4))
+    traced = built.trace()
+    names = argument_names(built.fn, built.args, {})
+    (t,) = plan_of(traced, traced.lower().compile(), text=_on("v5e:2x2", traced), input_names=names).collectives
+    assert not t.in_loop and t.value == "W"

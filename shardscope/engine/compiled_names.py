@@ -76,21 +76,63 @@ class CollectiveNamer:
         return names.pop() if len(names) == 1 else ""
 
     def _producer(self, site: CollectiveSite, operand: int) -> Instruction | None:
-        """The instruction that computes the operand, past moves (bitcasts, copies, transposes)
-        and into fusions: it holds the metadata of the JAX equation that made the value."""
+        """The instruction that computes the operand, past moves (bitcasts, copies, transposes),
+        into fusions, and for the sum of a loop's result (an all-reduce the TPU moved out of the
+        loop) into the loop, past the accumulation (``acc + value``, the TPU's ``select(i == 0,
+        0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
         names = site.instruction.operands
         inst = self.module.instruction(names[operand]) if operand < len(names) else None
         for _ in range(64):
             if inst is None:
                 return None
             inst = self.flow.resolve(inst)
-            if inst.opcode in FORWARDING or inst.opcode == "get-tuple-element":
-                if inst.opcode == "get-tuple-element" and self.flow.resolve(self.flow.producer(inst, 0) or inst).opcode == "parameter":
-                    return None  # a value the loop carries in: no equation of this iteration made it
+            if inst.opcode in FORWARDING:
                 inst = self.flow.producer(inst, 0)
-                continue
-            return None if inst.opcode in ("parameter", *_OPAQUE) or not inst.metadata.op_name else inst
+            elif inst.opcode == "get-tuple-element":
+                inst = self._element_source(inst)
+            elif inst.opcode == "add" and self._accumulated(inst) is not None:
+                inst = self._accumulated(inst)
+            else:
+                return None if inst.opcode in ("parameter", *_OPAQUE) or not inst.metadata.op_name else inst
         return None
+
+    def _element_source(self, gte: Instruction) -> Instruction | None:
+        """What computes a tuple element: a loop's result element is its body's root operand
+        (None for a value the loop carries in from outside this iteration)."""
+        source = self.flow.producer(gte, 0)
+        if source is None or source.opcode == "parameter":
+            return None
+        if source.opcode == "while" and gte.tuple_index is not None:
+            body = next((c for role, c in source.called_computations if role == "body"), "")
+            root = self.module.computations[body].root if body in self.module.computations else None
+            if root is not None and root.opcode == "tuple" and gte.tuple_index < len(root.operands):
+                return self.module.instruction(root.operands[gte.tuple_index])
+            return None
+        if source.opcode == "tuple" and gte.tuple_index is not None and gte.tuple_index < len(source.operands):
+            return self.module.instruction(source.operands[gte.tuple_index])
+        return source
+
+    def _accumulated(self, add: Instruction) -> Instruction | None:
+        """The value an accumulation adds: the operand of ``add`` that is not the loop's carry
+        (read through moves and a select with zero); None when neither operand is the carry."""
+        sides = [self.flow.producer(add, k) for k in (0, 1)]
+        carried = [k for k, side in enumerate(sides) if side is not None and self._reads_carry(side)]
+        return sides[1 - carried[0]] if len(carried) == 1 else None
+
+    def _reads_carry(self, inst: Instruction) -> bool:
+        for _ in range(16):
+            inst = self.flow.resolve(inst)
+            if inst.opcode in FORWARDING:
+                inst = self.flow.producer(inst, 0)
+            elif inst.opcode == "select" and any(self.flow.is_zero(z) for z in
+                                                 (self.flow.producer(inst, k) for k in (1, 2)) if z is not None):
+                inst = next(p for p in (self.flow.producer(inst, k) for k in (1, 2)) if p is not None and not self.flow.is_zero(p))
+            else:
+                source = self.flow.producer(inst, 0) if inst.opcode == "get-tuple-element" else None
+                return source is not None and source.opcode == "parameter" and source.computation != self.module.entry_name
+            if inst is None:
+                return False
+        return False
 
     # ------------------------------------------------------------------ from the module alone
 
