@@ -487,3 +487,16 @@ def test_a_sum_the_tpu_moved_out_of_the_loop_is_named_after_the_gradient_it_sums
     names = argument_names(built.fn, built.args, {})
     (t,) = plan_of(traced, traced.lower().compile(), text=_on("v5e:2x2", traced), input_names=names).collectives
     assert not t.in_loop and t.value == "W"
+
+
+@needs_libtpu
+def test_the_seed_naive_plans_psum_the_tpu_moved_is_still_the_programs():
+    """The shard_map psum_invariant the TPU moves out of the chunk loop pairs with its jaxpr
+    equation on both versions (jax 0.10.2 prints it under the loop's op_name): the program
+    wrote it, not the partitioner."""
+    from shardscope.engine.compiled import PROGRAM, plan_of
+
+    naive = _plan_traces("linear.py", "linear")["naive"]
+    (t,) = plan_of(naive, naive.lower().compile(), text=_on("v5e:2x2", naive)).collectives
+    assert not t.in_loop and t.written_by == PROGRAM and len(t.equations) == 1
+    assert t.equations[0].rsplit("/", 1)[-1].startswith("psum_invariant")

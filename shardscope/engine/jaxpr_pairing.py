@@ -7,8 +7,10 @@ all-reduce) whose ``op_name`` ends with its primitive and whose source line is i
 loops whose trip counts are among its own (the compiler removes loops, never adds one); among
 several such, the one whose bytes equal the operand's. A combined instruction takes one
 jaxpr collective per operand: the others carry the ``op_name`` of none, so they pair by kind
-and bytes. A compiled collective that pairs with none was written by the partitioner, unless
-its ``op_name`` names a JAX collective.
+and bytes. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
+loop's on jax 0.10.2: then it pairs by kind and bytes with a jaxpr collective that ran in more
+loops. A compiled collective that pairs with none was written by the partitioner, unless its
+``op_name`` names a JAX collective.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def _chosen(c: "CompiledCollective", free: list[JaxprCollective]) -> list[JaxprC
     """The jaxpr collectives ``c`` carries: one whose op_name and line are its own, then one
     per further operand of a combined instruction, by bytes."""
     sizes = [op.bytes for op in c.operands]
-    candidates = [r for r in free if _matches(c, r)]
+    candidates = [r for r in free if _matches(c, r)] or [r for r in free if _moved_out_of_a_loop(c, r, sizes)]
     if not candidates:
         return []
     first = min(candidates, key=lambda r: (r.bytes_per_execution not in sizes, free.index(r)))
@@ -96,6 +98,16 @@ def _chosen(c: "CompiledCollective", free: list[JaxprCollective]) -> list[JaxprC
             rest = [r for r in free if r not in chosen and _matches(c, r, by_source=False) and r.bytes_per_execution == size]
             chosen += rest[:1]
     return chosen
+
+
+def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:
+    """A sum a TPU compiler moved out of a loop, printed by jax 0.10.2 under the ``op_name`` of the
+    loop it left (``.../while``, and that loop's line): the jaxpr collective of its kind and
+    bytes that ran inside loops it no longer runs in."""
+    kind = HLO_KIND.get(r.primitive)
+    if not c.op_name.endswith("/while") or kind is None or (c.kind != kind and not (kind == "reduce-scatter" and c.kind == "all-reduce")):
+        return False
+    return r.bytes_per_execution in sizes and len(r.loop_trip_counts) > len(c.loop_trip_counts)
 
 
 def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True) -> bool:
