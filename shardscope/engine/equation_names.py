@@ -93,17 +93,18 @@ class EquationNames:
         if raw is None or not self._backward[equation_id] or len(raw.outvars) != 1:
             return set()
         found: set[str] = set()
-        for forward_id, forward in self._forward_equations(raw):
+        for forward_id, forward in self._forward_equations(equation_id, raw):
             eqn = self._equations.get(forward_id)
             k = _primal_operand(forward, raw)
             if eqn is not None and k is not None:
                 found |= self._inputs_of(forward_id, eqn.inputs[k].name)
         return found
 
-    def _forward_equations(self, raw: "jax.extend.core.JaxprEqn") -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
+    def _forward_equations(self, equation_id: str, raw: "jax.extend.core.JaxprEqn"
+                           ) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
         """The forward equations ``raw`` may transpose: the same origin, a primitive it transposes."""
         primitives = _FORWARD_OF.get(raw.primitive.name, {raw.primitive.name})
-        return [(eqn_id, eqn) for eqn_id, eqn in self._by_origin().get(_origin(raw), ())
+        return [(eqn_id, eqn) for eqn_id, eqn in self._by_origin().get(self._origins[equation_id], ())
                 if not self._backward[eqn_id] and eqn.primitive.name in primitives]
 
     def _inputs_of(self, equation_id: str, value: str) -> set[str]:
@@ -130,11 +131,16 @@ class EquationNames:
     def _equations(self) -> dict[str, Equation]:
         return {site.equation.id: site.equation for site in self.program.sites()}
 
+    @functools.cached_property
+    def _origins(self) -> dict[str, Frames]:
+        """Every equation's user frames (the costly part: one traceback walk per equation)."""
+        return {eqn_id: _origin(eqn) for eqn_id, eqn in self._raw.items()}
+
     @functools.cache
     def _by_primitive_line(self) -> dict[tuple[str, str, int], list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
         found: dict[tuple[str, str, int], list] = {}
         for eqn_id, eqn in self._raw.items():
-            origin = _origin(eqn)
+            origin = self._origins[eqn_id]
             if origin:
                 found.setdefault((eqn.primitive.name, origin[0][0], origin[0][1]), []).append((eqn_id, eqn))
         return found
@@ -143,7 +149,7 @@ class EquationNames:
     def _by_origin(self) -> dict[Frames, list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
         found: dict[Frames, list] = {}
         for eqn_id, eqn in self._raw.items():
-            found.setdefault(_origin(eqn), []).append((eqn_id, eqn))
+            found.setdefault(self._origins[eqn_id], []).append((eqn_id, eqn))
         return found
 
     def _at(self, primitive: str, file: str, line: int) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
