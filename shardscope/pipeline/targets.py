@@ -25,13 +25,17 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.mesh import Mesh
 
 if TYPE_CHECKING:
     import jax
+    import numpy as np
+    from jax._src.interpreters.pxla import MeshComputation, MeshExecutable
+
+    Placement = dict[jax.Device, jax.Device]
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
 """What installs libtpu next to the user's own jax (the ``tpu`` extra)."""
@@ -113,7 +117,7 @@ class TargetDevices:
     """The compile-only devices of a target's topology, in the topology's own order."""
 
     target: Target
-    devices: tuple  # tuple[jax.Device, ...]
+    devices: tuple["jax.Device", ...]
 
     @property
     def count(self) -> int:
@@ -224,7 +228,7 @@ def target_mesh(devices: TargetDevices, mesh: Mesh | None = None, axis: str = "s
     return JaxMesh(device_grid(devices.devices, spec.sizes), spec.names)
 
 
-def device_grid(devices: tuple, shape: tuple[int, ...]) -> Any:
+def device_grid(devices: tuple["jax.Device", ...], shape: tuple[int, ...]) -> "np.ndarray":
     """``devices`` as an array of ``shape`` (numpy, dtype object), in ``jax.make_mesh``'s layout.
 
     ``mesh_utils.create_device_mesh`` orders a TPU slice's chips so that mesh neighbours are ICI
@@ -258,7 +262,7 @@ class TargetCompilation:
     cost: dict[str, float]
 
 
-def compile_for_target(traced: Any, devices: TargetDevices, name: str = "the program") -> TargetCompilation:
+def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name: str = "the program") -> TargetCompilation:
     """Compile ``traced`` (``jax.jit(f).trace(...)``) for ``devices``' slice.
 
     A program traced over CPU devices must span as many as the target has; its device at
@@ -288,7 +292,7 @@ _HOST_CALLBACK_ERROR = "the platform for the specified backend"
 """How JAX's lowering refuses a host callback for a platform other than its devices' own."""
 
 
-def _lower_for_tpu(traced: Any, target: Target, name: str) -> Any:
+def _lower_for_tpu(traced: "jax.stages.Traced", target: Target, name: str) -> "MeshComputation":
     """JAX's lowering of ``traced`` for the TPU platform, over the devices it was traced on.
 
     A host callback (``jax.debug.print``, ``jax.debug.callback``, ``pure_callback``,
@@ -307,7 +311,7 @@ def _lower_for_tpu(traced: Any, target: Target, name: str) -> Any:
                           "--debug shows JAX's whole message") from exc
 
 
-def _placement(lowering: Any, devices: TargetDevices, name: str) -> dict:
+def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -> "Placement":
     """The target device that runs each device position of ``lowering``'s device assignment."""
     program_devices = tuple(lowering._device_list)
     if set(program_devices) <= set(devices.devices):
@@ -322,7 +326,7 @@ def _placement(lowering: Any, devices: TargetDevices, name: str) -> dict:
     return dict(zip(program_devices, grid.flat))
 
 
-def _mesh_shape(lowering: Any, program_devices: tuple) -> tuple[int, ...]:
+def _mesh_shape(lowering: "MeshComputation", program_devices: tuple["jax.Device", ...]) -> tuple[int, ...]:
     """The shape of the program's mesh over its device assignment (1-D when it names none)."""
     from jax.sharding import Mesh as JaxMesh, NamedSharding
 
@@ -336,7 +340,7 @@ def _mesh_shape(lowering: Any, program_devices: tuple) -> tuple[int, ...]:
     return (len(program_devices),)
 
 
-def _retargeted(lowering: Any, placement: dict) -> Any:
+def _retargeted(lowering: "MeshComputation", placement: "Placement") -> "MeshComputation":
     """``lowering`` with its device assignment, backend and shardings moved to the target.
 
     The lowered module itself stays as JAX made it: it holds positions, not devices.
@@ -357,7 +361,7 @@ def _retargeted(lowering: Any, placement: dict) -> Any:
         lowering._compiler_options_kvs, xla_client.DeviceList(order), **args)
 
 
-def _moved_sharding(sharding: Any, placement: dict) -> Any:
+def _moved_sharding(sharding: "jax.sharding.Sharding", placement: "Placement") -> "jax.sharding.Sharding":
     """A ``NamedSharding`` over the placed devices (unspecified shardings stay as they are)."""
     from jax.sharding import NamedSharding, Sharding
 
@@ -369,13 +373,13 @@ def _moved_sharding(sharding: Any, placement: dict) -> Any:
     return sharding
 
 
-def _is_concrete_mesh(mesh: Any) -> bool:
+def _is_concrete_mesh(mesh: object) -> bool:
     from jax.sharding import Mesh as JaxMesh
 
     return isinstance(mesh, JaxMesh) and mesh.size > 0
 
 
-def _moved_mesh(mesh: Any, placement: dict) -> Any:
+def _moved_mesh(mesh: "jax.sharding.Mesh", placement: "Placement") -> "jax.sharding.Mesh":
     """``mesh`` with each device replaced by the one placed at its position."""
     import numpy as np
     from jax.sharding import Mesh as JaxMesh
@@ -384,7 +388,7 @@ def _moved_mesh(mesh: Any, placement: dict) -> Any:
     return JaxMesh(moved, mesh.axis_names, axis_types=mesh.axis_types)
 
 
-def _memory(executable: Any) -> dict[str, int]:
+def _memory(executable: "MeshExecutable") -> dict[str, int]:
     """``memory_analysis()`` as plain ints: every byte count the compiler reports."""
     stats = executable.memory_analysis()
     if stats is None:
@@ -394,7 +398,7 @@ def _memory(executable: Any) -> dict[str, int]:
             if isinstance(value := getattr(stats, name), int) and not isinstance(value, bool)}
 
 
-def _cost(executable: Any) -> dict[str, float]:
+def _cost(executable: "MeshExecutable") -> dict[str, float]:
     """``cost_analysis()`` as plain floats (TPU keys: ``flops``, ``optimal_seconds``, ``utilization*``...)."""
     cost = executable.cost_analysis()
     if isinstance(cost, (list, tuple)):
