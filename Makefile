@@ -6,10 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-newest bench bench-quick screenshots readme clean
 
+# The tpu extra (libtpu: compiling for --target tpu:... without a TPU) where libtpu ships, Linux
+# x86-64; elsewhere the target tests skip and say why.
+TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu)
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test$(TPU_EXTRA)]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +33,7 @@ $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test]' jax
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test$(TPU_EXTRA)]' jax
 	@touch $(NEWEST_STAMP)
 
 test-newest: $(NEWEST_STAMP)

@@ -31,6 +31,10 @@ class TraceError(ShardscopeError):
     """The model fails to trace (or compile) under ``jax.shard_map``."""
 
 
+class TargetError(ShardscopeError):
+    """A target cannot be compiled for: libtpu is missing, does not know the topology, or XLA fails."""
+
+
 class Cancelled(Exception):
     """Raised from a progress callback to stop an analysis that is no longer wanted."""
 

@@ -53,11 +53,17 @@ def keep_stdout_for_report() -> None:
 
 
 def join_as_worker(role: WorkerRole, local_devices: int) -> None:
-    """Start JAX as one of ``role.processes`` local workers, each with ``local_devices`` CPU devices."""
+    """Start JAX as one of ``role.processes`` local workers, each with ``local_devices`` CPU devices.
+
+    The backend is the CPU's unless the user chose platforms: with libtpu installed JAX would try
+    a TPU first, and libtpu's start-up warnings would fill the worker's stderr.
+    """
     import jax
 
     _exit_with_parent(role.parent_pid)
     keep_stdout_for_report()
+    if not jax.config.jax_platforms:
+        jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_num_cpu_devices", local_devices)
     jax.distributed.initialize(

@@ -154,12 +154,14 @@ def _pairing_key(eqn: Equation, value: Any) -> tuple:
     return (eqn.origin, tuple(sorted(eqn.axes)), value.shape, value.dtype)
 
 
-def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str]) -> str:
+def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str],
+               reduction: bool | None = None) -> str:
     """The program output or input ``eqn`` carries, or ``""`` when that is not one value.
 
     A reduction is named after the one output it feeds (the gradient it sums), any other
     collective after the one input it moves (the parameter an ``all_gather`` gathers); each
-    falls back on the other direction.
+    falls back on the other direction. ``reduction`` says which ``eqn`` is when it is no
+    collective (the equation whose value a compiled all-reduce sums).
     """
     block_id = index.block_of[eqn.id].block.id
 
@@ -173,7 +175,8 @@ def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_nam
 
     from shardscope.engine.verdicts import REDUCTIONS
 
-    order = (forward, backward) if eqn.primitive in REDUCTIONS else (backward, forward)
+    summed = eqn.primitive in REDUCTIONS if reduction is None else reduction
+    order = (forward, backward) if summed else (backward, forward)
     for direction in order:
         names = direction()
         if len(names) == 1:

@@ -4,6 +4,11 @@ A demo or program file may start the backend when it is imported (every flax and
 builds its parameters at import, and so does a ``jnp`` array of example inputs), so the count is
 set before the file is imported: :func:`request_devices` sets it without starting the backend,
 and :func:`ensure_devices` also checks how many there are.
+
+shardscope analyses on simulated CPU devices, so the backend JAX starts is the CPU's unless the
+user chose platforms (``JAX_PLATFORMS``): with libtpu installed (the ``tpu`` extra) JAX would
+otherwise try a TPU first, and libtpu's start-up prints warnings on a machine without one.
+Compiling for a TPU target does not need JAX's TPU backend (:mod:`shardscope.pipeline.targets`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from shardscope.errors import SettingsError
 
 
 def request_devices(count: int) -> bool:
-    """Ask JAX for at least ``count`` CPU devices, without starting its backend.
+    """Ask JAX for at least ``count`` CPU devices (on the CPU backend, unless the user chose
+    platforms), without starting its backend.
 
     Returns False when the backend has already started (the count can no longer change).
     """
@@ -21,6 +27,8 @@ def request_devices(count: int) -> bool:
 
     if xla_bridge.backends_are_initialized():
         return False
+    if not jax.config.jax_platforms:
+        jax.config.update("jax_platforms", "cpu")
     current = jax.config.jax_num_cpu_devices
     if current is None or current < count:
         jax.config.update("jax_num_cpu_devices", count)

@@ -1,0 +1,155 @@
+"""Benchmark 4b: parsing a large compiled module, and building its compiled plan.
+
+The module is a real one: a 12-layer transformer train step with 4-step gradient accumulation
+under jit with shardings (params replicated, batch sharded over ``data`` of a 4x2 mesh),
+compiled on 8 CPU devices (about 29,000 HLO instructions, one compile of about 20 s). It is
+then scaled: its computations are copied with renamed instructions until the text holds at
+least 100,000 instructions (the target: the parse under 0.5 s there). Each phase is the median
+of a few repeats, ``hlo_text.parse`` and ``compiled.compiled_plan`` timed separately. The engine
+leaves the caller's garbage collector alone (a library call must not switch it off), so the
+parse is timed both ways, interleaved: with the collector running (what a library call costs)
+and inside ``gc_pause.paused()`` (what a caller that owns the process, the CLI or the app, gets
+by pausing it around the call).
+
+Run alone: ``python -m benchmarks.compiled_parse [--quick]``. Not part of ``make bench``
+(the compile alone takes longer than the other quick benchmarks).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+
+from benchmarks.common import parse_args, peak_rss_mib, stats, write_result
+
+TARGET_S_AT_100K = 0.5
+LAYERS, WIDTH, HEADS, FFN, TOKENS, BATCH, MICRO = 12, 64, 4, 256, 32, 16, 4
+FULL = {"repeats": 7, "target_instructions": (100_000, 200_000)}
+QUICK = {"repeats": 3, "target_instructions": (100_000,)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Compile the transformer step once, time the parse at each size, write ``compiled_parse.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    grid = QUICK if args.quick else FULL
+    from shardscope.pipeline.devices import ensure_devices
+
+    ensure_devices(8)
+    compile_s, text = transformer_module()
+    rows = [measure(text, 1, grid["repeats"])]
+    base = rows[0]["instructions"]
+    for target in grid["target_instructions"]:
+        copies = -(-target // base)
+        rows.append(measure(scaled(text, copies), copies, grid["repeats"]))
+    at_100k = next(r for r in rows if r["instructions"] >= 100_000)
+    write_result("compiled_parse", args.quick, {
+        "model": f"{LAYERS}-layer transformer (d={WIDTH}, {HEADS} heads, ffn {FFN}, {TOKENS} tokens, batch {BATCH}), "
+                 f"{MICRO} micro-batches under jit with shardings, mesh data=4 x model=2 (CPU)",
+        "compile_s": compile_s,
+        "target_s_at_100k": TARGET_S_AT_100K,
+        "parse_s_at_100k": at_100k["parse_s"]["median"],
+        "rows": rows,
+        "peak_rss_mib": peak_rss_mib(),
+    }, args.out)
+
+
+def transformer_module() -> tuple[float, str]:
+    """``(compile seconds, compiled text)`` of the train step."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+
+    def init(key):
+        def layer(k):
+            ks = jax.random.split(k, 4)
+            return {"qkv": jax.random.normal(ks[0], (WIDTH, 3 * WIDTH)) * 0.02,
+                    "o": jax.random.normal(ks[1], (WIDTH, WIDTH)) * 0.02,
+                    "w1": jax.random.normal(ks[2], (WIDTH, FFN)) * 0.02,
+                    "w2": jax.random.normal(ks[3], (FFN, WIDTH)) * 0.02,
+                    "ln1": jnp.ones(WIDTH), "ln2": jnp.ones(WIDTH)}
+        keys = jax.random.split(key, LAYERS + 1)
+        return {"embed": jax.random.normal(keys[0], (256, WIDTH)) * 0.02, "layers": [layer(k) for k in keys[1:]]}
+
+    def norm(x, g):
+        return g * (x - x.mean(-1, keepdims=True)) * lax.rsqrt(x.var(-1, keepdims=True) + 1e-5)
+
+    def block(p, x):
+        h = norm(x, p["ln1"])
+        q, k, v = jnp.split(h @ p["qkv"], 3, -1)
+        q, k, v = (a.reshape(a.shape[0], TOKENS, HEADS, WIDTH // HEADS) for a in (q, k, v))
+        mask = jnp.tril(jnp.ones((TOKENS, TOKENS), bool))
+        att = jnp.where(mask, jnp.einsum("bthd,bshd->bhts", q, k) / np.sqrt(WIDTH // HEADS), -1e9)
+        x = x + jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(att, -1), v).reshape(x.shape) @ p["o"]
+        return x + jax.nn.gelu(norm(x, p["ln2"]) @ p["w1"]) @ p["w2"]
+
+    def loss(params, tokens):
+        x = params["embed"][tokens]
+        for p in params["layers"]:
+            x = block(p, x)
+        return -jnp.mean(jax.nn.log_softmax(x @ params["embed"].T)[..., 0])
+
+    @jax.jit
+    def step(params, batches):
+        def body(acc, tokens):
+            return jax.tree.map(jnp.add, acc, jax.grad(loss)(params, tokens)), None
+
+        acc, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), batches)
+        return jax.tree.map(lambda p, g: p - 1e-3 * g / MICRO, params, acc)
+
+    params = jax.device_put(init(jax.random.key(0)), NamedSharding(mesh, P()))
+    batches = jax.device_put(jnp.zeros((MICRO, BATCH, TOKENS), jnp.int32), NamedSharding(mesh, P(None, "data")))
+    start = time.perf_counter()
+    compiled = step.lower(params, batches).compile()
+    return time.perf_counter() - start, compiled.as_text()
+
+
+_NAME = re.compile(r"%([\w.\-]+)")
+
+
+def scaled(text: str, copies: int) -> str:
+    """``text`` with every computation repeated ``copies`` times under new names (one ENTRY)."""
+    first = re.search(r"^(ENTRY )?%[\w.\-]+ .*\{$", text, re.M).start()
+    head, body = text[:first], text[first:]
+    parts = [body]
+    for n in range(1, copies):
+        parts.append(_NAME.sub(lambda m: f"%{m.group(1)}.copy{n}", body.replace("ENTRY %", "%")))
+    return head + "\n".join(parts)
+
+
+def measure(text: str, copies: int, repeats: int) -> dict:
+    """Median parse and plan times of ``text``."""
+    from shardscope.engine import compiled, hlo_text
+    from shardscope.pipeline.gc_pause import paused
+
+    module = hlo_text.parse(text)
+    parse_s, paused_s, plan_s = [], [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        hlo_text.parse(text)
+        parse_s.append(time.perf_counter() - start)
+        with paused():
+            start = time.perf_counter()
+            hlo_text.parse(text)
+            paused_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        plan = compiled.compiled_plan(text)
+        plan_s.append(time.perf_counter() - start)
+    return {
+        "copies": copies,
+        "instructions": module.instruction_count,
+        "characters": len(text),
+        "collectives": len(plan.collectives),
+        "parse_s": stats(parse_s),
+        "parse_collector_paused_s": stats(paused_s),
+        "plan_s": stats(plan_s),
+        "parse_us_per_instruction": statistics.median(parse_s) / module.instruction_count * 1e6,
+    }
+
+
+if __name__ == "__main__":
+    main()

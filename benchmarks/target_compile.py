@@ -1,0 +1,94 @@
+"""Compile time for TPU targets of 8, 64 and 256 devices (docs/tpu-targets.md; not in ``run.py`` yet).
+
+``python -m benchmarks.target_compile`` (needs the ``tpu`` extra): demos/train_step.py's ``step``
+written with its mesh over n devices. Per target, medians (min-max) of 5 rounds, the routes
+interleaved, a new ``jax.jit`` each round (JAX caches traces, lowerings and compiles per
+function): the trace over n CPU devices, ``compile_for_target`` of that trace (lowering and TPU
+compile), the same program written over the target's devices (JAX's own route), and the CPU
+compile.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+TOPOLOGIES = ("v5e:2x4", "v5p:4x4x4", "v5e:16x16")
+ROUNDS = 5
+MICRO_BATCHES, PER_DEVICE, D_IN, D_HIDDEN = 4, 8, 16, 32
+
+
+def train_step(mesh: Any) -> tuple[Callable, tuple]:
+    """demos/train_step.py's naive ``step`` over ``mesh`` (axis ``batch``), with its example arguments."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+
+    def loss(params, x, y):
+        return jnp.mean((jnp.tanh(x @ params["W1"]) @ params["W2"] - y) ** 2)
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "batch"), P(None, "batch")), out_specs=P())
+    def step(params, xs, ys):
+        def body(acc, batch):
+            return jax.tree.map(jnp.add, acc, jax.grad(loss)(params, *batch)), None
+
+        grads, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), (xs, ys))
+        return jax.tree.map(lambda p, g: p - 0.1 * g / MICRO_BATCHES, params, grads)
+
+    batch = PER_DEVICE * mesh.size
+    params = {"W1": jax.ShapeDtypeStruct((D_IN, D_HIDDEN), jnp.float32),
+              "W2": jax.ShapeDtypeStruct((D_HIDDEN, 1), jnp.float32)}
+    xs = jax.ShapeDtypeStruct((MICRO_BATCHES, batch, D_IN), jnp.float32)
+    ys = jax.ShapeDtypeStruct((MICRO_BATCHES, batch, 1), jnp.float32)
+    return step, (params, xs, ys)
+
+
+def _seconds(fn: Callable) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(topology: str) -> dict[str, list[float]]:
+    """The four timings of ``ROUNDS`` rounds for one topology."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from shardscope.pipeline import targets
+
+    devices = targets.load_target(targets.parse_target(f"tpu:{topology}"))
+    cpu_mesh = Mesh(np.array(jax.devices()[: devices.count]), ("batch",))
+    tpu_mesh = targets.target_mesh(devices, axis="batch")
+    rounds: dict[str, list[float]] = {"trace": [], "retargeted": [], "direct": [], "cpu": []}
+    for _ in range(ROUNDS):
+        step, args = train_step(cpu_mesh)
+        rounds["trace"].append(_seconds(lambda: step.trace(*args)))
+        traced = step.trace(*args)
+        rounds["retargeted"].append(_seconds(lambda: targets.compile_for_target(traced, devices)))
+        step, args = train_step(tpu_mesh)
+        rounds["direct"].append(_seconds(lambda: step.trace(*args).lower().compile()))
+        step, args = train_step(cpu_mesh)
+        rounds["cpu"].append(_seconds(lambda: step.trace(*args).lower().compile()))
+    return rounds
+
+
+def main() -> None:
+    """Print one line per topology."""
+    from shardscope.pipeline.devices import ensure_devices
+
+    ensure_devices(256)
+    import jax
+
+    print(f"jax {jax.__version__}, {ROUNDS} rounds, median (min-max) seconds")
+    for topology in TOPOLOGIES:
+        rounds = measure(topology)
+        cells = ", ".join(f"{name} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for name, v in rounds.items())
+        print(f"{topology}: {cells}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

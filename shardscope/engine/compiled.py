@@ -1,0 +1,378 @@
+"""The compiled communication plan: every collective the partitioned module runs, and what it costs.
+
+The jaxpr shows what a program writes; a jit with shardings has no collective there at all, the
+partitioner (GSPMD or Shardy) writes them during ``compile()``. This module reads the compiled
+text and lists each collective instruction with the while loops around it and their trip
+counts, runs and bytes per call, the mesh axes it spans, who wrote it, the source line, the
+value it carries, its verdict and fix, and the jaxpr equations it comes from.
+
+How ``check``, ``inspect`` and ``shardscope.testing`` call it::
+
+    traced = jax.jit(step).trace(params, batch)
+    plan = plan_of(traced, input_names=argument_names(step, args, {}))
+    plan.counts()            # {"all-reduce": 4}: runs per call of each kind
+    plan.flagged             # the collectives a loop runs without needing to
+    for c in plan.collectives:
+        c.kind, c.executions, c.bytes_per_call, c.axes, c.written_by, c.source, c.value, c.verdict.fix
+
+or, with text alone (a module dumped elsewhere, a target's module),
+``compiled_plan(text, mesh=mesh)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from math import prod
+from typing import TYPE_CHECKING, Sequence
+
+from shardscope.engine.counts import Count, total_executions
+from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
+from shardscope.engine import replica_groups
+from shardscope.engine.collective_sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
+from shardscope.engine.compiled_fixes import verdict_of
+from shardscope.engine.compiled_names import CollectiveNamer, EquationNamer
+from shardscope.engine.compiled_verdicts import NEEDED, CompiledClassifier
+from shardscope.engine.dead_code import dead_collectives, mesh_and_style
+from shardscope.engine.hlo_flow import Flow
+from shardscope.engine.hlo_loops import LoopCounts
+from shardscope.engine.hlo_text import HloModule, Instruction, parse
+from shardscope.engine.jaxpr_pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
+from shardscope.engine.replica_groups import MeshShape
+from shardscope.engine.inspection import pytree_names
+from shardscope.engine.jaxpr_model import from_jaxpr
+from shardscope.engine.verdicts import Verdict
+
+if TYPE_CHECKING:
+    import jax
+
+__all__ = ["COLLECTIVE_KINDS", "PROGRAM", "PARTITIONER", "CompiledLoop", "CompiledOperand", "CompiledCollective",
+           "CompiledPlan", "compiled_plan", "plan_of"]
+
+
+@dataclass(frozen=True)
+class CompiledLoop:
+    """A while loop of the module: the instruction, its body, its trip count (None: unknown),
+    where the program made it and its ``op_name`` (``jit(step)/while``)."""
+
+    name: str
+    body: str
+    trip_count: int | None
+    source: str = ""
+    op_name: str = ""
+
+
+@dataclass(frozen=True)
+class CompiledOperand:
+    """One value a collective carries: a combined (tuple-shaped) collective carries several."""
+
+    instruction: str
+    shape: str
+    bytes: int
+    value: str = ""
+    verdict: str = NEEDED
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The operand's dimensions (from its logical shape)."""
+        inner = self.shape[self.shape.find("[") + 1 : self.shape.find("]")] if "[" in self.shape else ""
+        return tuple(int(d) for d in inner.split(",") if d.strip().isdigit())
+
+
+@dataclass(frozen=True)
+class CompiledCollective:
+    """One collective instruction of the compiled module and what it costs per call.
+
+    ``loops`` are the while loops around it, outermost first; ``bytes_per_execution`` is the
+    per-device payload, the size of its operands (as the jaxpr view counts). An ``-start``/
+    ``-done`` pair is one collective (the start); a collective wrapped by an ``async-start`` or
+    a fusion is listed as itself, with the wrapper's name in ``wrapper``; the TPU's async
+    collective fusion (the same collective in three fusions) is one collective.
+    """
+
+    name: str
+    kind: str
+    opcode: str
+    computation: str
+    operands: tuple[CompiledOperand, ...]
+    loops: tuple[CompiledLoop, ...]
+    in_conditional: bool
+    groups: tuple[tuple[int, ...], ...] | None
+    axes: tuple[str, ...] | None
+    written_by: str
+    source: str
+    op_name: str
+    verdict: Verdict
+    equations: tuple[str, ...] = ()
+    paths: int = 1
+    wrapper: str = ""
+    scatters: bool = False
+    in_condition_of: tuple[str, ...] = ()
+
+    @property
+    def loop_trip_counts(self) -> tuple[int | None, ...]:
+        """The enclosing loops' trip counts, outermost first (None: not known statically)."""
+        return tuple(loop.trip_count for loop in self.loops)
+
+    @property
+    def runs_per_loop(self) -> tuple[int | None, ...]:
+        """How often each enclosing loop runs it per run of the loop: its trip count, one more
+        for a loop whose condition holds it (tested before every iteration and once at the end)."""
+        return tuple(None if loop.trip_count is None else loop.trip_count + (loop.name in self.in_condition_of)
+                     for loop in self.loops)
+
+    @property
+    def in_loop(self) -> bool:
+        """True when a while loop encloses it."""
+        return bool(self.loops)
+
+    @property
+    def executions(self) -> int | None:
+        """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
+        counts = self.runs_per_loop
+        return None if None in counts else prod(counts) * self.paths
+
+    @property
+    def bytes_per_execution(self) -> int:
+        """Per-device bytes of one run: its operands together."""
+        return sum(op.bytes for op in self.operands)
+
+    @property
+    def bytes_per_call(self) -> int | None:
+        """Per-device bytes of one call (None when the runs are unknown)."""
+        runs = self.executions
+        return None if runs is None else runs * self.bytes_per_execution
+
+    @property
+    def runs(self) -> Count:
+        """:attr:`executions` as a :class:`Count` (an upper bound inside a conditional's branch)."""
+        return Count(self.executions, self.in_conditional)
+
+    @property
+    def verdict_kind(self) -> str:
+        """``deferrable``, ``loop_invariant`` or ``needed``."""
+        return self.verdict.kind
+
+    @property
+    def value(self) -> str:
+        """The value(s) it carries: ``params['W']``, ``params['W'], params['V']``, or ``3 values``."""
+        names = [op.value for op in self.operands if op.value]
+        if not names:
+            return ""
+        unique = list(dict.fromkeys(names))
+        return ", ".join(unique) if len(unique) <= 3 else f"{unique[0]}, {unique[1]} and {len(unique) - 2} more"
+
+    @property
+    def combined(self) -> bool:
+        """True when XLA's combiner merged several collectives into this one."""
+        return len(self.operands) > 1
+
+    def describe(self) -> str:
+        """``psum_invariant of params['W'] -> all-reduce.2 in the while body, x4/call`` in words."""
+        where = "outside loops" if not self.loops else (
+            "in the while body" if len(self.loops) == 1 else f"in {len(self.loops)} nested while bodies")
+        head = ", ".join(self.equations) + " -> " if self.equations else ""
+        what = f" of {self.value}" if self.value else ""
+        merged = (f" (XLA's combiner merged {len(self.operands)} {self.kind}s into this one)" if self.combined else "")
+        return f"{head}{self.name}{what} {where}, {self.runs.badge()}{merged}"
+
+
+@dataclass(frozen=True)
+class CompiledPlan:
+    """Every collective of one compiled module, with the backend that compiled it."""
+
+    backend: str
+    collectives: tuple[CompiledCollective, ...]
+    loops: tuple[CompiledLoop, ...]
+    dead_equations: tuple[str, ...] = ()
+    unmatched_equations: tuple[str, ...] = ()
+    module: HloModule | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def findings(self) -> tuple[CompiledCollective, ...]:
+        """The collectives inside loops: the ones a verdict is about."""
+        return tuple(c for c in self.collectives if c.in_loop)
+
+    @property
+    def flagged(self) -> tuple[CompiledCollective, ...]:
+        """The collectives a loop runs without needing to (deferrable or loop-invariant)."""
+        return tuple(c for c in self.collectives if c.verdict.flagged)
+
+    @property
+    def executed_collectives(self) -> int | None:
+        """Collective runs per call (None when a loop's trip count is unknown)."""
+        return total_executions(self.collectives)
+
+    def counts(self) -> dict[str, int | None]:
+        """Runs per call of each kind, e.g. ``{"all-reduce": 4}`` (None when a count is unknown)."""
+        found: dict[str, list[CompiledCollective]] = {}
+        for c in self.collectives:
+            found.setdefault(c.kind, []).append(c)
+        return {kind: total_executions(group) for kind, group in found.items()}
+
+    def loop(self, name: str) -> CompiledLoop | None:
+        """The loop called ``name``."""
+        return next((loop for loop in self.loops if loop.name == name), None)
+
+
+# --------------------------------------------------------------------------- building the plan
+
+
+def compiled_plan(
+    text: str,
+    *,
+    mesh: "MeshShape | jax.sharding.Mesh | None" = None,
+    backend: str = "cpu",
+    style: str = "auto",
+    jaxpr_collectives: Sequence[JaxprCollective] = (),
+    input_names: Sequence[str] = (),
+    output_names: Sequence[str] = (),
+    dead_equations: Sequence[str] = (),
+    equation_names: EquationNamer | None = None,
+) -> CompiledPlan:
+    """The :class:`CompiledPlan` of ``compiled.as_text()``.
+
+    ``mesh`` (a ``jax.sharding.Mesh`` or :class:`~shardscope.engine.replica_groups.MeshShape`)
+    names the groups' axes; ``style`` (``auto``, ``explicit``, ``shard_map``) picks the fixes'
+    wording; ``jaxpr_collectives`` (``dataflow.Collective`` values) are paired with the compiled
+    ones, which also tells on jax 0.10 who wrote a collective; ``equation_names`` (the jaxpr
+    view's names, :class:`~shardscope.engine.equation_names.EquationNames`) names the values
+    they carry; without it, ``input_names`` and ``output_names`` (the pytree paths of the flat
+    inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
+    ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes.
+    """
+    module = parse(text)
+    builder = _Builder(module, _mesh_shape(mesh), style, CollectiveNamer(module, Flow(module), input_names, output_names,
+                                                                        equation_names))
+    dead = set(dead_equations)
+    refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
+    paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
+    paired = [builder.named_after_pairing(c) for c in paired]
+    loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
+    return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
+
+
+def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" = None, *,
+            input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
+            text: str | None = None) -> CompiledPlan:
+    """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
+    is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
+    and the values named as the jaxpr view names them. ``text`` is another module of the same
+    trace to read instead of ``compiled``'s (a target's, ``TargetCompilation.hlo_text``; the
+    CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
+    ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``."""
+    import jax
+
+    from shardscope.engine.equation_names import EquationNames
+
+    compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
+    traced = traced if hasattr(traced, "jaxpr") else traced.traced
+    program = from_jaxpr(traced.jaxpr)
+    outputs = list(output_names) or pytree_names(traced.out_info, "out")
+    inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
+    found = jaxpr_collectives_of(program, inputs, outputs)
+    mesh, style = mesh_and_style(traced.jaxpr, compiled)
+    return compiled_plan(
+        text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
+        style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
+        dead_equations=dead_collectives(traced.jaxpr),
+        equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
+    )
+
+
+def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
+    """The names of the module's entry parameters: jit drops the arguments the program never
+    reads (``keep_unused=False``), so parameter ``k`` is the ``k``-th kept argument."""
+    kept = getattr(getattr(compiled, "_executable", None), "_kept_var_idx", None)
+    if not inputs or not kept or max(kept) >= len(inputs):
+        return inputs
+    return [inputs[k] for k in sorted(kept)]
+
+
+def _mesh_shape(mesh: "MeshShape | jax.sharding.Mesh | None") -> MeshShape | None:
+    if mesh is None or isinstance(mesh, MeshShape):
+        return mesh
+    return MeshShape.of(mesh)
+
+
+class _Builder:
+    """Turns each site of one module into a :class:`CompiledCollective`."""
+
+    def __init__(self, module: HloModule, mesh: MeshShape | None, style: str, namer: CollectiveNamer) -> None:
+        self.module = module
+        self.mesh = mesh
+        self.style = style
+        self.namer = namer
+        self.flow = namer.flow
+        self.counts = LoopCounts(module, self.flow)
+        self.finder = SiteFinder(module, self.flow)
+        self.classifier = CompiledClassifier(module, self.flow, self.counts)
+
+    def collective(self, site: CollectiveSite) -> CompiledCollective:
+        """The collective at ``site``, with its verdict."""
+        inst = site.instruction
+        verdicts = self.classifier.operand_verdicts(site)
+        operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
+                         for k in range(len(inst.operands)))
+        groups, axes = self._groups_and_axes(inst)
+        named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
+        source = self.module.source(named)
+        collective = CompiledCollective(
+            name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
+            loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
+            written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
+            verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
+            scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
+        )
+        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
+
+    def named_after_pairing(self, c: CompiledCollective) -> CompiledCollective:
+        """``c`` with the jaxpr view's name of the collective it pairs with, where it has one
+        (a combined instruction keeps its operands' own names)."""
+        name = self.namer.paired_value(c) if not c.combined else ""
+        if not name:
+            return c
+        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name) for op in c.operands))
+
+    def loop(self, inst: Instruction) -> CompiledLoop:
+        """The :class:`CompiledLoop` of the while instruction ``inst``."""
+        body = next((c for role, c in inst.called_computations if role == "body"), "")
+        source = self.module.source(inst)
+        return CompiledLoop(inst.name, body, self.counts.trip_count(inst.name), source.text() if source else "",
+                            inst.metadata.op_name)
+
+    def _operand(self, site: CollectiveSite, k: int, verdict: str) -> CompiledOperand:
+        name = site.instruction.operands[k]
+        operand = self.module.instruction(name)
+        shape = operand.shape if operand is not None else None
+        text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
+        value = self.namer.operand_value(site, k, reduction=site.kind in ("all-reduce", "reduce-scatter"))
+        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=value, verdict=verdict)
+
+    def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
+        devices = self.module.num_partitions * self.module.replica_count
+        try:
+            if inst.source_target_pairs is not None:
+                pairs = replica_groups.decode_pairs(inst.source_target_pairs)
+                return tuple(pairs), (replica_groups.pair_axes_of(pairs, self.mesh) if self.mesh else None)
+            text = inst.replica_groups
+            groups = replica_groups.decode(text if text is not None else "{}", devices)
+        except replica_groups.ReplicaGroupsError:
+            return None, None
+        return groups, (replica_groups.mesh_axes_of(groups, self.mesh) if self.mesh else None)
+
+    def _scatters(self, site: CollectiveSite) -> bool:
+        """True for an all-reduce whose wrapping fusion keeps one shard of the sum (the TPU's
+        all-reduce-scatter fusion): a reduce-scatter in effect."""
+        if site.kind != "all-reduce" or site.anchor.opcode != "fusion":
+            return False
+        operand = self.module.instruction(site.instruction.operands[0]) if site.instruction.operands else None
+        return operand is not None and site.result.shape.nbytes < operand.shape.nbytes
+
+
+def _author(inst: Instruction) -> str:
+    """Who wrote it, when the instruction says: the partitioner marks its own on jax >= 0.11,
+    and an ``op_name`` ending in a JAX collective is the program's; else pairing decides."""
+    if inst.is_spmd_generated:
+        return PARTITIONER
+    return PROGRAM if inst.metadata.primitive in JAX_COLLECTIVE_PRIMITIVES else ""

@@ -1,0 +1,240 @@
+"""Which devices a compiled collective groups, and which mesh axes those groups are.
+
+XLA prints ``replica_groups`` in three forms (``xla/hlo/ir/replica_group.h``):
+
+- explicit: ``{{0,4},{1,5},{2,6},{3,7}}`` (``{}``: every device in one group);
+- iota: ``[4,2]<=[2,4]T(1,0)``: ``iota(8).reshape(2,4).transpose(1,0).reshape(4,2)``, one group a row;
+- mesh axes: ``mesh['axis_0'=4,'axis_1'=2] {'axis_0'}``, with ``device_ids=(...)`` when the
+  mesh's devices are not in iota order and ``'a':(2)2`` for a sub-axis; the axis names are the
+  program's (``mesh['data'=4,...]``) or synthetic (``axis_N``, sometimes with size-1 axes).
+
+Ids are positions in the program mesh's ``mesh.devices.flat`` (the executable's device
+assignment), not ``device.id``. :func:`mesh_axes_of` names the groups after the program's own
+mesh by comparing them with the groups of each subset of its axes: users read ``data``, not
+``axis_0``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from math import prod
+from typing import Sequence
+
+import numpy as np
+
+Groups = tuple[tuple[int, ...], ...]
+"""Device groups: each a tuple of positions in the mesh, in the collective's order."""
+
+
+@dataclass(frozen=True)
+class MeshShape:
+    """A program's mesh as the decoder needs it: axis names and sizes, major to minor."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, mesh: object) -> "MeshShape":
+        """From a ``jax.sharding.Mesh`` (or anything with ``axis_names`` and ``shape``)."""
+        names = tuple(mesh.axis_names)  # type: ignore[attr-defined]
+        shape = mesh.shape  # type: ignore[attr-defined]
+        return cls(names, tuple(int(shape[n]) for n in names))
+
+    @property
+    def size(self) -> int:
+        """How many devices it holds."""
+        return prod(self.sizes)
+
+
+class ReplicaGroupsError(ValueError):
+    """The text is in none of the forms this decoder reads."""
+
+
+def decode(text: str, num_devices: int | None = None) -> Groups:
+    """The device groups of a ``replica_groups`` text, each in the collective's order.
+
+    ``num_devices`` is needed for ``{}`` (one group of every device); without it ``{}`` decodes
+    to no group.
+    """
+    text = text.strip()
+    if text.startswith("mesh[") or text.startswith("maximal_mesh["):
+        return _decode_mesh(text)
+    if text.startswith("["):
+        return _decode_iota(text)
+    if text.startswith("{"):
+        groups = tuple(tuple(int(i) for i in group.split(",") if i.strip()) for group in re.findall(r"\{([^{}]*)\}", text[1:-1]))
+        if not groups and num_devices:
+            return (tuple(range(num_devices)),)
+        return groups
+    raise ReplicaGroupsError(f"unknown replica_groups form: {text[:80]!r}")
+
+
+def decode_pairs(text: str) -> tuple[tuple[int, int], ...]:
+    """A collective-permute's ``source_target_pairs={{0,1},{1,2}}`` as ``((0, 1), (1, 2))``."""
+    pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", text)
+    return tuple((int(a), int(b)) for a, b in pairs)
+
+
+# --------------------------------------------------------------------------- the three forms
+
+
+_IOTA = re.compile(r"^\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?$")
+
+
+def _decode_iota(text: str) -> Groups:
+    match = _IOTA.match(text.replace(" ", ""))
+    if match is None:
+        raise ReplicaGroupsError(f"unknown iota replica groups: {text[:80]!r}")
+    shape = _ints(match.group(1))
+    ids = _iota(_ints(match.group(2)), _ints(match.group(3)) if match.group(3) else None)
+    return tuple(tuple(int(i) for i in row) for row in ids.reshape(shape[0], -1))
+
+
+_MESH_AXIS = re.compile(r"'?([^'=,\[\]]+)'?\s*=\s*(\d+)")
+_AXIS_REF = re.compile(r"'?([^':,{}]+)'?(?::\((\d+)\)(\d+))?")
+
+
+def _decode_mesh(text: str) -> Groups:
+    if text.startswith("maximal_mesh["):
+        device = int(re.search(r"device_id=(\d+)", text).group(1))
+        return ((device,),)
+    close = text.index("]")
+    axes = _MESH_AXIS.findall(text[len("mesh[") : close])
+    names = [name.strip() for name, _ in axes]
+    sizes = [int(size) for _, size in axes]
+    rest = text[close + 1 :].strip()
+    devices = np.arange(prod(sizes))
+    if rest.startswith(","):
+        rest = rest[1:].strip()
+    if rest.startswith("device_ids="):
+        end = _closing_paren(rest, len("device_ids="))
+        devices = _device_ids(rest[len("device_ids=") + 1 : end], prod(sizes))
+        rest = rest[end + 1 :].strip()
+    refs_text = rest[rest.index("{") + 1 : rest.rindex("}")] if "{" in rest else ""
+    refs = [m for m in (_AXIS_REF.fullmatch(part.strip()) for part in refs_text.split(",") if part.strip()) if m]
+    # every axis (and sub-axis) as its own dimension, then the grouped ones moved last, in the
+    # order the text lists them (MeshAxesReplicaGroupList::flattened_replica_groups)
+    dims, grouped = _split_axes(names, sizes, [(m.group(1).strip(), _sub(m)) for m in refs])
+    array = devices.reshape(dims)
+    order = [d for d in range(len(dims)) if d not in grouped] + grouped
+    per_group = prod(dims[d] for d in grouped)
+    return tuple(tuple(int(i) for i in row) for row in array.transpose(order).reshape(-1, per_group))
+
+
+def _sub(match: re.Match) -> tuple[int, int] | None:
+    return (int(match.group(2)), int(match.group(3))) if match.group(2) else None
+
+
+def _split_axes(names: list[str], sizes: list[int], refs: list[tuple[str, tuple[int, int] | None]]) -> tuple[list[int], list[int]]:
+    """The mesh's dimensions with each referenced sub-axis split out, and the grouped dimensions.
+
+    A sub-axis ``'a':(pre)size`` is Shardy's: the axis reshaped major to minor as
+    ``[pre, size, rest]``, the group over ``size`` (``pre`` is the product of the sizes to its
+    left). Each axis is cut at every such boundary; a part is known by the product of the parts
+    to its left (its prefix).
+    """
+    cuts: dict[int, set[int]] = {i: set() for i in range(len(names))}
+    for name, sub in refs:
+        if sub is not None:
+            pre, size = sub
+            cuts[names.index(name)] |= {pre, pre * size}
+    dims: list[int] = []
+    where: dict[tuple[int, int], int] = {}  # (axis, prefix) -> dimension
+    for axis, size in enumerate(sizes):
+        bounds = sorted({1, size} | {c for c in cuts[axis] if 1 < c < size})
+        for low, high in zip(bounds, bounds[1:]) if len(bounds) > 1 else [(1, size)]:
+            where[(axis, low)] = len(dims)
+            dims.append(high // low)
+    grouped = []
+    for name, sub in refs:
+        axis = names.index(name)
+        low, high = (1, sizes[axis] + 1) if sub is None else (sub[0], sub[0] * sub[1])
+        grouped += [where[(a, p)] for a, p in sorted(where) if a == axis and low <= p < high]
+    return dims, grouped
+
+
+def _device_ids(text: str, count: int) -> np.ndarray:
+    """``device_ids=(...)``: an iota ``[4,2]T(1,0)`` (optionally ``[dims]<=[...]T(...)``) or a list."""
+    text = text.strip()
+    if text.startswith("["):
+        match = re.match(r"^\[([\d,\s]+)\](?:<=\[([\d,\s]+)\])?(?:T\(([\d,\s]+)\))?$", text)
+        if match is None:
+            raise ReplicaGroupsError(f"unknown device_ids: {text[:80]!r}")
+        reshape = _ints(match.group(2) or match.group(1))
+        return _iota(reshape, _ints(match.group(3)) if match.group(3) else None).reshape(-1)
+    ids = np.array(_ints(text))
+    if ids.size != count:
+        raise ReplicaGroupsError(f"device_ids lists {ids.size} devices, the mesh holds {count}")
+    return ids
+
+
+def _iota(reshape: tuple[int, ...], perm: tuple[int, ...] | None) -> np.ndarray:
+    ids = np.arange(prod(reshape)).reshape(reshape)
+    return ids.transpose(perm) if perm else ids
+
+
+def _closing_paren(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ReplicaGroupsError(f"unclosed device_ids: {text[:80]!r}")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(t) for t in text.split(",") if t.strip())
+
+
+# --------------------------------------------------------------------------- naming the axes
+
+
+def axis_groups(mesh: MeshShape, axes: Sequence[str]) -> Groups:
+    """The groups a collective over ``axes`` (in that order) of ``mesh`` makes: positions in
+    ``mesh.devices.flat``, each group in the order of the axes listed, major first."""
+    ids = np.arange(mesh.size).reshape(mesh.sizes)
+    grouped = [mesh.names.index(a) for a in axes]
+    order = [d for d in range(len(mesh.names)) if d not in grouped] + grouped
+    per_group = prod(mesh.sizes[d] for d in grouped)
+    return tuple(tuple(int(i) for i in row) for row in ids.transpose(order).reshape(-1, per_group))
+
+
+def mesh_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
+    """The program mesh's axes whose collective makes exactly ``groups`` (as sets of devices).
+
+    The order is the one the groups list their members in when some order of the axes gives it
+    exactly (an all-gather's concatenation order), else the mesh's order. Axes of size one
+    change no group: they are left out. ``()`` for groups of one device each; None when no
+    subset of the axes makes these groups (a collective over devices the mesh does not split
+    along its axes, or over another mesh).
+    """
+    if not groups or sum(len(g) for g in groups) != mesh.size:
+        return None
+    wanted = frozenset(frozenset(g) for g in groups)
+    candidates = [name for name, size in zip(mesh.names, mesh.sizes) if size > 1]
+    for count in range(len(candidates) + 1):
+        for subset in itertools.combinations(candidates, count):
+            if frozenset(frozenset(g) for g in axis_groups(mesh, subset)) != wanted:
+                continue
+            for order in itertools.permutations(subset):
+                if set(axis_groups(mesh, order)) == set(groups):
+                    return order
+            return subset
+    return None
+
+
+def pair_axes_of(pairs: Sequence[tuple[int, int]], mesh: MeshShape) -> tuple[str, ...] | None:
+    """The mesh axes a collective-permute moves data along: the axes on which some source and
+    its target differ (None when a position is outside the mesh)."""
+    if any(not (0 <= p < mesh.size) for pair in pairs for p in pair):
+        return None
+    coords = np.array(np.unravel_index(np.arange(mesh.size), mesh.sizes)).T
+    moved: set[int] = set()
+    for source, target in pairs:
+        moved |= {d for d in range(len(mesh.sizes)) if coords[source][d] != coords[target][d]}
+    return tuple(mesh.names[d] for d in sorted(moved))
