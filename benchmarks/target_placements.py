@@ -25,7 +25,7 @@ def traced_cases() -> dict[str, Any]:
     from jax.sharding import Mesh
 
     import _target_programs as programs
-    from shardscope.sources.demos import load_demo_file
+    from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
     from shardscope.plans.settings import Settings
 

@@ -26,12 +26,12 @@ from jax.experimental import topologies
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
-from shardscope.sources.demos import load_demo_file
+from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
 from shardscope.plans.mesh import Mesh
 from shardscope.pipeline import targets
 from shardscope.plans.registry import build_plans
-from shardscope.sources.programs import load_file
+from shardscope.sources.loading import load_file
 from shardscope.plans.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
