@@ -174,7 +174,7 @@ def test_real_module_with_a_collective_in_the_while_condition():
 
 
 def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
-    from shardscope.engine.hlo import compiler_note
+    from shardscope.engine.compiler_note import compiler_note
 
     cpu = compiler_note("cpu", {"naive": (1, 1), "deferred": (0, 0)})
     assert "never moves an all-reduce out of a loop" in cpu

@@ -70,9 +70,13 @@ class CollectiveNamer:
 
     def paired_value(self, c: "CompiledCollective") -> str:
         """The jaxpr view's name of the collective a program-written one pairs with."""
-        if self.equations is None or not c.equations:
+        return self.equation_value(c.equations)
+
+    def equation_value(self, equation_ids: Sequence[str]) -> str:
+        """The one name the jaxpr view gives the collectives ``equation_ids`` (``""`` for none or several)."""
+        if self.equations is None or not equation_ids:
             return ""
-        names = {self.equations.collective_value(e) for e in c.equations} - {""}
+        names = {self.equations.collective_value(e) for e in equation_ids} - {""}
         return names.pop() if len(names) == 1 else ""
 
     def _producer(self, site: CollectiveSite, operand: int) -> Instruction | None:
