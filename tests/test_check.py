@@ -94,7 +94,9 @@ def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
     assert list(found)[:2] == ["naive", "deferred"]  # every plan the registry builds for it, in order
     naive = found.pop("naive")
     assert naive.flagged and all(c.verdict_kind == "deferrable" for c in naive.findings)
-    assert len(naive.flagged) == len(naive.collectives)
+    # every collective equation belongs to one flagged instruction (XLA may combine several into one)
+    assert _covered(naive.flagged) == {c.equation_id for c in naive.collectives}
+    assert len(naive.flagged) == len(naive.compiled.findings)
     for name, plan in found.items():
         assert not plan.flagged and plan.findings == (), name
     assert exit_code([naive, *found.values()]) == 1 and exit_code(list(found.values())) == 0
@@ -104,8 +106,14 @@ def test_check_on_the_deep_demo(monkeypatch):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "6")
     naive, *others = check_file(DEMOS / "deep.py")
     assert naive.function == "deep[naive]"
-    assert len(naive.flagged) == len(naive.collectives) == 12  # a weight and a bias per layer
+    assert len(naive.collectives) == 12  # a weight and a bias per layer
+    assert _covered(naive.flagged) == {c.equation_id for c in naive.collectives}  # however XLA combined them
     assert others and not any(plan.flagged for plan in others)
+
+
+def _covered(flagged) -> set[str]:
+    """The jaxpr collectives the flagged compiled collectives come from."""
+    return {e.equation_id for c in flagged for e in c.equations}
 
 
 def test_report_on_a_program_file_points_at_check():

@@ -66,6 +66,13 @@ class PairedCollective:
         return ", ".join(names)
 
     @property
+    def values(self) -> tuple[str, ...]:
+        """Every value it carries, each once: a combined instruction's operands' and its equations'."""
+        names = [op.value for op in self.compiled.operands] if self.compiled is not None else []
+        names += [e.value for e in self.equations]
+        return tuple(dict.fromkeys(name for name in names if name))
+
+    @property
     def source(self) -> str:
         """The user's line that made it: the jaxpr's where it pairs, else the compiled metadata's."""
         written = next((e.source for e in self.equations if e.source), "")
