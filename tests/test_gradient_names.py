@@ -122,7 +122,8 @@ def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path):
     assert fix_code(finding["fix"]) == "W = lax.pcast(W, 's', to='varying')"
     assert "e.g. params" not in finding["fix"]
     text = check(write(tmp_path, "seed.py", SEED))
-    assert "psum_invariant of W (seed.py:" in " ".join(text.stdout.split())
+    words = " ".join(text.stdout.split())
+    assert "psum_invariant of W -> all-reduce" in words and "x2/call (seed.py:" in words
 
 
 def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradient(tmp_path):

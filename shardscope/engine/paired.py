@@ -166,7 +166,8 @@ class PairedCollective:
         loops = len(c.loops)
         where = ("outside loops" if not loops else "in the while body" if loops == 1
                  else f"in {loops} nested while bodies")
-        head = f"{written} -> {c.name}" if written else f"{c.name}{f' of {self.value}' if self.value else ''}"
+        instruction = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"  # XLA may name it after the op
+        head = f"{written} -> {instruction}" if written else f"{instruction}{f' of {self.value}' if self.value else ''}"
         text = f"{head} {where}, {self.runs.badge()}"
         if c.combined:
             text += f" (XLA's combiner merged {len(c.operands)} {c.kind}s into this one)"
