@@ -101,8 +101,8 @@ def test_human_report_heads_with_the_settings_and_states_the_verdict():
     assert [cell.strip() for cell in runs[0].strip("│").split("│")][:3] == ["runs per call", "2", "1"]
     words = " ".join(result.stdout.split())
     assert re.search(
-        r"naive: 2 runs/call \(1 of 1 collective equations in loops\); "
-        r"deferred: 1 runs/call \(0 of 1 collective equations in loops\); .*"
+        r"naive: 2 runs/call \(1 of 1 collective equations in loops; compiled: 2 runs/call\); "
+        r"deferred: 1 runs/call \(0 of 1 collective equations in loops; compiled: 1 runs/call\); .*"
         r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
         r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx(, median \d+\.\d\dx)?\)\.", words), words[-300:]
 

@@ -48,12 +48,13 @@ def test_check_prints_every_collective_and_value_whole(tmp_path):
     path.write_text(PROGRAM)
     text = piped("check", path)
     data = json.loads(piped("check", path, "--json"))
-    cells = {f"{c['primitive']}[{','.join(c['axes'])}]" for c in data["collectives"]} | {
-        c["value"] for c in data["collectives"]}
-    assert "params['encoder_layer']['kernel']" in cells and "psum_invariant[batch_axis]" in cells
+    cells = {f"{c['kind']}[{','.join(c['axes'])}]" for c in data["compiled_collectives"]} | {
+        c["value"] for c in data["compiled_collectives"]}
+    assert "params['encoder_layer']['kernel']" in cells and "all-reduce[batch_axis]" in cells
     assert_whole(cells, text)
-    for c in data["collectives"]:
-        one_line_holding(text, c["value"], f"{c['primitive']}[{','.join(c['axes'])}]")
+    for c in data["compiled_collectives"]:
+        one_line_holding(text, c["value"], f"{c['kind']}[{','.join(c['axes'])}]")
+    assert_whole({f"{c['primitive']} of {c['value']}" for c in data["collectives"]}, text)  # the pairing
 
 
 PROGRAM = '''
