@@ -41,7 +41,7 @@ TABS = (
     ("graph", "Graph", "shardscope.app.views.graph:GraphView"),
     ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
     ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
-    ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
+    ("hlo", "Compiled", "shardscope.app.views.hlo:HloView"),
     ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
 )
 """Tab id, title and view class; the key of each tab is its position (1-6).
@@ -81,9 +81,11 @@ class ShardscopeApp(App[int]):
         Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
                 tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
         Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
+                tooltip="Move every plan tree to the next collective (paired by the value it carries); "
+                        "in the Compiled tab, go to the next compiled collective"),
         Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
+                tooltip="Move every plan tree to the previous collective (paired by the value it carries); "
+                        "in the Compiled tab, go to the previous compiled collective"),
         *(
             Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
                     tooltip=f"Show the {title} tab")
@@ -439,7 +441,7 @@ class ShardscopeApp(App[int]):
             plans = 0 if self.analysis is None else len(self.analysis.plans)
             return (plans > 2 or (plans == 2 and not self.analysis.origin.chunked)) or None
         if action in ("next_collective", "previous_collective"):
-            has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
+            has_collectives = self.analysis is not None and any(p.collectives or p.paired for p in self.analysis.plans.values())
             return has_collectives or None
         return True
 
@@ -720,6 +722,11 @@ class ShardscopeApp(App[int]):
             status.show_failed(self._run_settings, "failed: see the error panel")
 
     def _step_collective(self, step: int) -> None:
+        compiled = self._tab_view("hlo")
+        if self.query_one(TabbedContent).active == "hlo" and compiled is not None:
+            self._refresh_tab("hlo")
+            compiled.step_collective(step)
+            return
         self.action_show_tab("plans")
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
@@ -730,7 +737,10 @@ class ShardscopeApp(App[int]):
         for k, (name, plan) in enumerate(analysis.plans.items()):
             if k:
                 text.append(", ")
-            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
+            if plan.compiled is not None:  # what runs: a jit with shardings has no collective in its jaxpr
+                text.append(f"{name} {plan.compiled_runs.text()}", IN_LOOP if plan.compiled.findings else ONCE)
+            else:
+                text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
         comparison = self.comparison
         if comparison is not None and comparison.speedup is not None:
             if self.hide_measurements:
