@@ -71,7 +71,9 @@ class PlanResult:
         from shardscope.engine.paired import paired_collectives
 
         program = inspection.program
-        measured.setdefault("paired", paired_collectives(inspection.collectives, measured.get("compiled")))
+        measured.setdefault("compiled", inspection.compiled)
+        measured.setdefault("compile_s", inspection.compile_s)
+        measured.setdefault("paired", paired_collectives(inspection.collectives, measured["compiled"]))
         return cls(
             name=name,
             description=description,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shardscope import failures
@@ -104,11 +104,13 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             if program.name not in traced:
                 continue
             trace, inspection = traced[program.name]
-            plan = _compiled_plan(program, trace, inspection, compiled[program.name][0]) if program.name in compiled else None
+            if program.name in compiled:
+                executable, compile_s = compiled[program.name]
+                inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
+                                     compile_s=compile_s)
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
-                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace), compiled=plan,
-                compile_s=compiled[program.name][1] if program.name in compiled else None,
+                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace),
                 **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}

@@ -85,12 +85,12 @@ def loops_line(loops: "tuple[CompiledLoop, ...]") -> Text:
 
 def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
     """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the jaxpr's."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", expand=True)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
     for column, justify in (("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"),
                             ("runs/call", "right"), ("B/call", "right"), ("by", "left"), ("verdict", "left"),
-                            ("from the jaxpr", "left")):
-        table.add_column(column, justify=justify, no_wrap=column not in ("value", "from the jaxpr"),
-                         overflow="fold")
+                            ("jaxpr", "left")):
+        table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
+                         min_width=12 if column == "value" else None)
     for i, c in enumerate(plan.paired):
         kind = c.verdict_kind if c.in_loop or c.dead else "-"
         table.add_row(str(i + 1), _collective(c), c.value, _trips(c), Text(c.runs.text(), loop_style(c.in_loop)),
@@ -99,12 +99,11 @@ def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
     return table
 
 
-def details(plan: "PlanResult", index: int, selected: bool) -> Group:
-    """One collective's details: the pairing, its source and ``op_name``, the verdict and the fix."""
+def details(plan: "PlanResult", index: int, selected: bool) -> Table:
+    """One collective's details: the pairing, its source and ``op_name``, the verdict and the fix
+    (``▶`` in the margin when ``n``/``N`` went to it)."""
     c = plan.paired[index]
-    head = Text()
-    head.append("▶ " if selected else "  ", "bold")
-    head.append(f"{plan.name} #{index + 1} ", SELECTED if selected else "bold")
+    head = Text(f"{plan.name} #{index + 1} ", SELECTED if selected else "bold")
     head.append(c.pairing(), "bold" if c.flagged else "")
     lines: list[RenderableType] = []
     if c.source or (c.compiled is not None and c.compiled.op_name):
@@ -120,7 +119,11 @@ def details(plan: "PlanResult", index: int, selected: bool) -> Group:
         lines.append(said)
         if verdict.fix:
             lines.append(Text.assemble(("fix: ", "bold"), verdict.fix))
-    return Group(head, Padding(Group(*lines), (0, 0, 0, 4)))
+    grid = Table.grid()
+    grid.add_column(width=2, no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row(Text("▶" if selected else "", "bold"), Group(head, Padding(Group(*lines), (0, 0, 0, 2))))
+    return grid
 
 
 def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[RenderableType, Target | None]]:
