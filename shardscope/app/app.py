@@ -7,7 +7,6 @@ worker that only posts messages, so the first paint never waits for JAX.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,38 +27,18 @@ from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.bindings import TAB_ACTIONS, tab_key_bindings
+from shardscope.app.bindings import APP_BINDINGS, TAB_ACTIONS
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
+from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
 from shardscope.errors import ShardscopeError
 from shardscope.render.exports import write_new
 from shardscope.plans.settings import Settings
 from shardscope.render.text import diff_text
 
-TABS = (
-    ("plans", "Plans", "shardscope.app.views.plans.plans_view:PlansView"),
-    ("graph", "Graph", "shardscope.app.views.graph:GraphView"),
-    ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
-    ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
-    ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
-    ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
-)
-"""Tab id, title and view class; the key of each tab is its position (1-6).
-
-Only the Plans view is built before the first paint: the others import numpy and networkx
-(a third of a second), so a thread worker imports them after it and they are mounted then.
-"""
-MEASURING_TABS = ("timings", "sweep")
-"""The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 CONTROLS = (Input, Select, Button, Switch)
 """Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
-
-
-COMPARE = Binding.Group("Compare")
-COLLECTIVES = Binding.Group("Collective")
-"""Footer groups: ``b c Compare`` and ``n N Collective`` take half the room of four keys (the
-palette and the help list each key on its own)."""
 
 
 class ShardscopeApp(App[int]):
@@ -71,35 +50,7 @@ class ShardscopeApp(App[int]):
     """No focus by DOM order: Textual's default ("*") gave it to the sidebar even while folded away
     (after the help or the palette closed). The tab shown takes it (:meth:`_focus_shown_tab`)."""
 
-    BINDINGS = [
-        Binding("r", "run", "Run", id="run",
-                tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
-        Binding("e", "export", "Export diff", id="export",
-                tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
-        Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
-                tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
-        Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
-                tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
-        Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
-        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
-        *(
-            Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
-                    tooltip=f"Show the {title} tab")
-            for i, (tab, title, _) in enumerate(TABS, 1)
-        ),
-        *tab_key_bindings(),
-        Binding("f2", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
-                tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
-        Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
-        Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
-                tooltip="Quit shardscope (as q), even while typing in an input"),
-        Binding("escape", "escape", "Leave input, hide error", show=False, id="escape",
-                tooltip="Leave the input being typed in; else hide the error panel"),
-    ]
+    BINDINGS = APP_BINDINGS
 
     NARROW = 100
     """Under this many columns the sidebar hides by itself (``f2`` brings it back)."""
@@ -213,7 +164,7 @@ class ShardscopeApp(App[int]):
     def _import_views(self) -> None:
         """Thread worker: import the deferred tab views, then mount them on the UI thread."""
         try:
-            views = {tab: _load(spec) for tab, _, spec in TABS if tab != "plans"}
+            views = {tab: view_class(spec) for tab, _, spec in TABS if tab != "plans"}
         except Exception as exc:  # a broken view must not take the app down
             self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
                                   failed="loading the tabs")
@@ -756,9 +707,3 @@ def _next_other(names: list[str], current: str, other: str) -> str:
         if name != other:
             return name
     return current
-
-
-def _load(spec: str) -> type:
-    """The class ``module:name`` names."""
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
