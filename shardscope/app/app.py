@@ -13,7 +13,6 @@ from typing import Any, Iterable
 from rich.text import Text
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
@@ -27,7 +26,8 @@ from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.bindings import APP_BINDINGS, TAB_ACTIONS
+from shardscope.app.bindings import APP_BINDINGS
+from shardscope.app.commands import binding_commands
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
@@ -396,20 +396,9 @@ class ShardscopeApp(App[int]):
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's own commands plus every shardscope binding.
-
-        A tab's own key (``s``) opens its tab and acts there, from whatever tab is shown.
-        """
+        """The command palette: Textual's own commands plus every shardscope binding (:mod:`commands`)."""
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            if not isinstance(binding, Binding) or binding.action == "quit":  # Textual offers its own Quit
-                continue
-            tab_action = TAB_ACTIONS.get(binding.action)
-            if tab_action is not None:
-                callback = lambda tab_action=tab_action: self.call_later(self.action_in_tab, *tab_action)
-            else:  # call_later: run_action is a coroutine, and the palette wants a plain callable
-                callback = lambda action=binding.action: self.call_later(self.run_action, action)
-            yield SystemCommand(binding.description, binding.tooltip, callback)
+        yield from binding_commands(self)
 
     def action_in_tab(self, tab: str, action: str) -> None:
         """Show ``tab`` and run its view's ``action`` there, as the tab's own key does.
