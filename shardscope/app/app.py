@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from rich.text import Text
 from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
@@ -24,24 +24,22 @@ from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.profiling import StartupProfile
-from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.bindings import APP_BINDINGS
 from shardscope.app.commands import binding_commands
+from shardscope.app.export_actions import ExportActions
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
 from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
 from shardscope.errors import ShardscopeError
-from shardscope.render.exports import write_new
 from shardscope.plans.settings import Settings
-from shardscope.render.text import diff_text
 
 CONTROLS = (Input, Select, Button, Switch)
 """Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
 
 
-class ShardscopeApp(App[int]):
+class ShardscopeApp(ExportActions):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
@@ -50,7 +48,7 @@ class ShardscopeApp(App[int]):
     """No focus by DOM order: Textual's default ("*") gave it to the sidebar even while folded away
     (after the help or the palette closed). The tab shown takes it (:meth:`_focus_shown_tab`)."""
 
-    BINDINGS = APP_BINDINGS
+    BINDINGS = [*APP_BINDINGS]  # a list of the base class's type (BindingType)
 
     NARROW = 100
     """Under this many columns the sidebar hides by itself (``f2`` brings it back)."""
@@ -208,53 +206,6 @@ class ShardscopeApp(App[int]):
         self.settings = settings
         self._start_run(analyze=True)
 
-    def action_export(self) -> None:
-        """Write the diff of the latest analysis to a new file and say where."""
-        try:
-            text = diff_text(self.analysis, self.comparison)
-            path = write_new(self.export_directory, self.analysis.export_stem(self.comparison), ".diff", text)
-        except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint, failed="the export")
-            return
-        except OSError as exc:
-            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory",
-                             failed="the export")
-            return
-        self.last_export = path
-        self.notify(str(path), title="Diff exported")
-
-    @property
-    def export_directory(self) -> Path:
-        """Where exports and screenshots go: ``--export-dir``, else the working directory (absolute)."""
-        return (self.export_dir or Path.cwd()).absolute()
-
-    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        """Textual's SVG of the screen, its class names made from what is drawn (:func:`stable_svg`),
-        so the same screen always gives the same file (``make screenshots``, the snapshot tests)."""
-        return stable_svg(super().export_screenshot(title=title, simplify=simplify))
-
-    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
-                           time_format: str | None = None) -> str | None:
-        """The palette's Screenshot: an SVG of the screen in the export directory, under a free name.
-
-        Textual's own saves into ``~/Downloads`` and fails with a clipped message when there is
-        none. Here the directory is made if needed, the file is written atomically and never
-        replaces one (``rnn-timings.svg``, then ``rnn-timings-1.svg``), and the notice gives the
-        full path. Returns the path written (None when it failed: the error panel says why).
-        """
-        directory = Path(path).expanduser().absolute() if path else self.export_directory
-        stem = Path(filename).stem if filename else f"{self.settings.path.stem}-{self.query_one(TabbedContent).active}"
-        try:
-            written = save_svg(directory, stem, self.export_screenshot(title=f"shardscope {stem}"))
-        except ShardscopeError as exc:
-            self._show_error(f"Could not save the screenshot: {exc.message}", exc.hint, failed="the screenshot")
-            return None
-        except OSError as exc:
-            self._show_error(f"Could not save the screenshot in {directory}: {exc.strerror or exc}",
-                             "check --export-dir names a directory you can write to", failed="the screenshot")
-            return None
-        self.notify(str(written), title="Screenshot saved", timeout=10)
-        return str(written)
 
     @property
     def comparison(self) -> Any:
