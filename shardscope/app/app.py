@@ -30,7 +30,8 @@ from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
 from shardscope.app.summaries import IN_LOOP, ONCE
-from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
+from shardscope.app.tab_routing import TabRouting
+from shardscope.app.tabs import TABS
 from shardscope.errors import ShardscopeError
 from shardscope.plans.settings import Settings
 
@@ -39,7 +40,7 @@ CONTROLS = (Input, Select, Button, Switch)
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
 
 
-class ShardscopeApp(ExportActions):
+class ShardscopeApp(TabRouting, ExportActions):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
@@ -89,11 +90,6 @@ class ShardscopeApp(ExportActions):
     def run_id(self) -> int:
         """How many runs were started (the first, load-only or not, is 1)."""
         return self._run_id
-
-    @property
-    def tabs_behind(self) -> frozenset[str]:
-        """Tabs not yet showing the latest analysis: each gets it when it is opened."""
-        return frozenset(self._stale_tabs)
 
     # -- layout -------------------------------------------------------------------------
 
@@ -149,34 +145,6 @@ class ShardscopeApp(ExportActions):
         if self.profile is not None:
             self.log(f"startup: first paint after {self.profile.mark_first_paint():.3f} s")
         self._start_run(analyze=self.autorun)
-
-    def _load_views(self) -> None:
-        """Import and mount the other tabs' views, once: when the first run ends, or sooner if the
-        user opens one of those tabs. Importing them while the first run imports JAX made both
-        compete for the GIL: the first results came about 0.7 s later."""
-        if not self._views_requested:
-            self._views_requested = True
-            self._import_views()
-
-    @work(thread=True, group="views", exit_on_error=False)
-    def _import_views(self) -> None:
-        """Thread worker: import the deferred tab views, then mount them on the UI thread."""
-        try:
-            views = {tab: view_class(spec) for tab, _, spec in TABS if tab != "plans"}
-        except Exception as exc:  # a broken view must not take the app down
-            self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
-                                  failed="loading the tabs")
-            return
-        self.call_from_thread(self._mount_views, views)
-
-    async def _mount_views(self, views: dict[str, type]) -> None:
-        for tab, view in views.items():
-            await self.query_one(f"#{tab}-placeholder").remove()
-            options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
-            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
-        self._mounted_views.update(views)
-        self._refresh_tab(self.query_one(TabbedContent).active)
-        self._run_pending_tab_action()
 
     def _handle_exception(self, error: Exception) -> None:
         """An error in a widget the quit is tearing down is not the user's problem.
@@ -292,18 +260,6 @@ class ShardscopeApp(ExportActions):
         if self.focused is None or isinstance(self.focused, Input):
             self.call_after_refresh(self._focus_shown_tab)  # after the layout: the chain holds what shows
 
-    def action_show_tab(self, tab: str) -> None:
-        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep).
-
-        The focus leaves the tab being hidden first: else Textual gives it to another widget of
-        that tab (the Sweep tab's input, after its button), and the tabs switch back to it.
-        The tab shown then takes the focus (each view's ``on_show``).
-        """
-        tabs = self.query_one(TabbedContent)
-        if tab != tabs.active and self.focused is not None and tabs.active_pane in self.focused.ancestors:
-            self.set_focus(None)
-        tabs.active = tab
-
     def action_help(self) -> None:
         """Show the help screen."""
         from shardscope.app.widgets.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
@@ -331,11 +287,7 @@ class ShardscopeApp(ExportActions):
         """Grey out actions that need a result (export) or a collective (n/N); a tab's own key
         applies only while its tab shows (else it is hidden, and the key goes to the next binding)."""
         if action == "in_tab":
-            tab, tab_action = parameters
-            if self.query_one(TabbedContent).active != tab:
-                return False
-            view = self._tab_view(tab)
-            return True if view is None else (view.check_action(str(tab_action), ()) or None)
+            return self._check_tab_action(*parameters)
         if action == "export":  # a lone program has nothing to diff against
             return (self.analysis is not None and not (self.analysis.is_programs and len(self.analysis.plans) < 2)) or None
         if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them
@@ -350,18 +302,6 @@ class ShardscopeApp(ExportActions):
         """The command palette: Textual's own commands plus every shardscope binding (:mod:`commands`)."""
         yield from super().get_system_commands(screen)
         yield from binding_commands(self)
-
-    def action_in_tab(self, tab: str, action: str) -> None:
-        """Show ``tab`` and run its view's ``action`` there, as the tab's own key does.
-
-        Before the view can act (still loading, or a diff waiting for the first run) the action
-        waits (:meth:`_run_pending_tab_action`) and runs when it can, unless the user has left
-        the tab by then.
-        """
-        self.action_show_tab(tab)
-        self._pending_tab_action = (tab, action)
-        self._load_views()
-        self._run_pending_tab_action()
 
     # -- the run ------------------------------------------------------------------------
 
@@ -499,16 +439,6 @@ class ShardscopeApp(ExportActions):
             if not self.query_one(ErrorPanel).shown and self.analysis is None:
                 self.query_one(StatusLine).show_done("ready: press r to run")
 
-    @on(TabbedContent.TabActivated)
-    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        if self._pending_tab_action is not None and self._pending_tab_action[0] != event.pane.id:
-            self._pending_tab_action = None  # the user went elsewhere: a tab's action asked for earlier lapses
-        if event.pane.id != "plans":
-            self._load_views()
-        self._refresh_tab(event.pane.id)
-        self._run_pending_tab_action()
-        self.refresh_bindings()  # the footer shows the keys of the tab shown (s)
-
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
         if self.query_one(Sidebar).autorun:
@@ -559,42 +489,6 @@ class ShardscopeApp(ExportActions):
         return Text(", ".join(changes), "bold") if changes else None
 
     # -- helpers ------------------------------------------------------------------------
-
-    def _refresh_tab(self, tab: str | None) -> None:
-        """Hand the latest analysis to ``tab``'s view unless it already shows it."""
-        if tab in self._stale_tabs and tab in self._mounted_views and self.analysis is not None:
-            self._stale_tabs.discard(tab)
-            self._show_in(tab, self.analysis)
-
-    def _run_pending_tab_action(self) -> None:
-        """Run the tab action that waited, once its tab (still shown) has a view that can act."""
-        if self._pending_tab_action is None:
-            return
-        tab, action = self._pending_tab_action
-        if self.query_one(TabbedContent).active != tab:
-            self._pending_tab_action = None
-            return
-        view = self._tab_view(tab)
-        if view is None:
-            return  # still loading: _mount_views runs it
-        self._refresh_tab(tab)
-        if not view.check_action(action, ()):
-            return  # nothing to act on yet (no diff before the first run): the run's end runs it
-        self._pending_tab_action = None
-        self.call_later(self.run_action, action, view)
-
-    def _tab_view(self, tab: str) -> Any:
-        """The view of ``tab`` once mounted (None while its placeholder shows)."""
-        return self.query_one(f"#{tab}-view") if tab in self._mounted_views else None
-
-    def _show_in(self, tab: str, analysis: Any) -> None:
-        """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
-        must not take the app down."""
-        try:
-            self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
-        except Exception as exc:  # a rendering bug: say so, keep the other tabs
-            self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT,
-                             failed=f"the {tab} tab")
 
     def _show_error(self, message: str, hint: str | None, *, refused: bool = False, failed: str | None = None) -> None:
         """The error panel and the status line: a run's failure names the settings that failed, not
