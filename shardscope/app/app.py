@@ -22,14 +22,14 @@ from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.run_handling import RunHandling
-from shardscope.app.summaries import IN_LOOP, ONCE
+from shardscope.app.summaries import done_text
 from shardscope.app.tab_routing import TabRouting
 from shardscope.app.tabs import TABS
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.widgets.status import StatusLine, describe_settings
+from shardscope.app.widgets.status import StatusLine, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
 from shardscope.plans.settings import Settings
 
@@ -298,9 +298,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
             if status.state == "stale":
                 status.show_done(self._done_text(self.analysis))
             return
-        shown = describe_settings(self.analysis.settings, self.analysis.shapes)
-        banner.update(Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
-                                    "; the sidebar asks for ", asked, (". Press r to run it.", "bold")))
+        banner.update(stale_banner(describe_settings(self.analysis.settings, self.analysis.shapes), asked))
         if status.state not in ("running", "failed"):
             status.show_stale(asked)
 
@@ -309,17 +307,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         if self.analysis is None or self.analysis.is_programs:  # a program file has no settings to change
             return None
         shown = self.analysis.settings
-        draft = self.query_one(Sidebar).draft_settings(shown)
-        if draft is None:
-            return Text("a chunk size that is not a number")
-        changes = [
-            f"{label} {value}" for label, value, before in (
-                ("function", draft.function, shown.function),
-                ("mesh", draft.mesh.text(), shown.mesh.text()),
-                ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
-            ) if value != before
-        ]
-        return Text(", ".join(changes), "bold") if changes else None
+        return settings_changes(shown, self.query_one(Sidebar).draft_settings(shown))
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -344,24 +332,8 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.query_one(PlansView).step_collective(step)
 
     def _done_text(self, analysis: Any) -> Text:
-        """Each plan's runs per call, red when collectives run in a loop, green when once per call."""
-        text = Text("done: collective runs/call: ")
-        for k, (name, plan) in enumerate(analysis.plans.items()):
-            if k:
-                text.append(", ")
-            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
-        comparison = self.comparison
-        if comparison is not None and comparison.speedup is not None:
-            if self.hide_measurements:
-                text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")
-            else:
-                text.append(f"; {comparison.speedup_text()}")
-        if analysis.warnings:
-            what = ("a gradient is not finite" if analysis.has_non_finite_gradient
-                    else "the programs' outputs differ" if analysis.is_programs else "the plans' gradients differ")
-            text.append(f"; warning: {what} (see Timings)", "bold yellow")
-        return text
-
+        """The status line's summary of ``analysis`` (:func:`~shardscope.app.summaries.done_text`)."""
+        return done_text(analysis, self.comparison, self.hide_measurements)
 
 def _next_other(names: list[str], current: str, other: str) -> str:
     """The plan after ``current`` in ``names`` (wrapping), never ``other``."""
