@@ -1,8 +1,12 @@
 """The shardscope explorer: composes the sidebar, status line, error panel and tabs, and routes.
 
 State lives here (the settings asked for, the latest :class:`~shardscope.pipeline.analysis.Analysis`,
-the demo file loaded); rendering lives in the widgets. Analyses run in one exclusive thread
-worker that only posts messages, so the first paint never waits for JAX.
+the demo file loaded); rendering lives in the widgets. The app's other parts are its base
+classes, one concern each: :mod:`~shardscope.app.run_handling` (the runs: analyses run in one
+exclusive thread worker that only posts messages, so the first paint never waits for JAX),
+:mod:`~shardscope.app.tab_routing` (which tab shows what, the tabs' own keys) and
+:mod:`~shardscope.app.export_actions` (the diff and the screenshot). The keys are in
+:mod:`~shardscope.app.bindings`, the palette's commands in :mod:`~shardscope.app.commands`.
 """
 
 from __future__ import annotations
@@ -270,7 +274,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         yield from super().get_system_commands(screen)
         yield from binding_commands(self)
 
-    # -- the run ------------------------------------------------------------------------
+    # -- the sidebar's settings ------------------------------------------------------------
 
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
