@@ -274,7 +274,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         yield from super().get_system_commands(screen)
         yield from binding_commands(self)
 
-    # -- the sidebar's settings ------------------------------------------------------------
+    # -- the sidebar's settings ---------------------------------------------------------
 
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
