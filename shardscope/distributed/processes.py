@@ -33,11 +33,11 @@ PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
 
 
 class WorkerFailed(ShardscopeError):
-    """A worker ended with an error; ``exit_code`` is what the CLI should exit with."""
+    """A worker ended with an error; ``exit_status`` is what the CLI should exit with."""
 
-    def __init__(self, message: str, hint: str | None, exit_code: int) -> None:
+    def __init__(self, message: str, hint: str | None, exit_status: int) -> None:
         super().__init__(message, hint)
-        self.exit_code = exit_code
+        self.exit_status = exit_status
 
 
 @dataclass
@@ -75,13 +75,22 @@ def run_workers(worker_args: list[str], processes: int, timeout_s: float) -> int
         return _wait(workers, timeout_s)
 
 
+def with_options(argv: list[str], *options: str) -> list[str]:
+    """``argv`` with ``options`` added where argparse reads them as options: at the end, or
+    before the ``--`` that ends the options when there is one."""
+    if "--" in argv:
+        end = argv.index("--")
+        return [*argv[:end], *options, *argv[end:]]
+    return [*argv, *options]
+
+
 @contextlib.contextmanager
 def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterator[list[_Worker]]:
     workers: list[_Worker] = []
     try:
         for i in range(processes):
             role = WorkerRole(coordinator, processes, i, os.getpid())
-            worker = _Worker(i, _start([*worker_args, "--worker", role.text()], i))
+            worker = _Worker(i, _start(with_options(worker_args, "--worker", role.text()), i))
             # Registered before anything a signal can interrupt (starting a thread waits on an
             # event, where SIGTERM's KeyboardInterrupt lands): end_all must reach every worker.
             workers.append(worker)
@@ -112,6 +121,8 @@ def _start(argv: list[str], process_id: int) -> subprocess.Popen:
 
 
 def _wait(workers: list[_Worker], timeout_s: float) -> int:
+    """0 once every worker has succeeded; raises :class:`WorkerFailed` for the first that failed,
+    or after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     running = list(workers)
     while running:
@@ -166,8 +177,6 @@ def end_all(workers: list[_Worker]) -> None:
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """While waiting on workers, SIGTERM unwinds like Ctrl+C so the workers are ended."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
