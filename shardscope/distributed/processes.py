@@ -5,6 +5,11 @@ stderr is read by a thread: process 0's progress lines are passed on, and the la
 every worker say why it failed if it does. On a worker's failure,
 a timeout, Ctrl+C or SIGTERM every worker is ended (SIGTERM, then SIGKILL after a grace period)
 before this returns or raises: the coordinator's port closes with process 0.
+
+The coordinator's port is picked free here and bound by process 0 a second or so later; another
+process may take it in between. Process 0 then exits with
+:data:`~shardscope.distributed.workers.COORDINATOR_PORT_TAKEN`, and the workers start again on
+a port picked anew.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from shardscope.distributed.workers import WorkerRole
+from shardscope.distributed.workers import COORDINATOR_PORT_TAKEN, WorkerRole
 from shardscope.errors import ShardscopeError
 from shardscope.distributed.interrupts import register_child, unregister_child
 
@@ -31,6 +36,9 @@ GRACE_S = 1.0
 PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
 """Lines of process 0's stderr that are progress, passed on to ours as they come."""
 
+PORT_ATTEMPTS = 5
+"""How many coordinator ports a run tries before it gives up (each taken before process 0 bound it)."""
+
 
 class WorkerFailed(ShardscopeError):
     """A worker ended with an error; ``exit_status`` is what the CLI should exit with."""
@@ -38,6 +46,14 @@ class WorkerFailed(ShardscopeError):
     def __init__(self, message: str, hint: str | None, exit_status: int) -> None:
         super().__init__(message, hint)
         self.exit_status = exit_status
+
+
+class _PortTaken(Exception):
+    """Process 0 could not bind the coordinator's port; ``failure`` says so if no port is left to try."""
+
+    def __init__(self, failure: WorkerFailed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 @dataclass
@@ -67,12 +83,27 @@ def run_workers(worker_args: list[str], processes: int, timeout_s: float) -> int
     """Run ``python -m shardscope WORKER_ARGS --worker ...`` as ``processes`` joined workers.
 
     Returns 0 when every worker succeeds. Raises :class:`WorkerFailed` naming the first worker
-    that failed (with its message), or when they do not finish within ``timeout_s``.
+    that failed (with its message), or when they do not finish within ``timeout_s`` (all the
+    attempts together). When process 0 finds the coordinator's port taken, every worker is ended
+    and started again on another port, up to :data:`PORT_ATTEMPTS` ports.
     ``KeyboardInterrupt`` (Ctrl+C, or SIGTERM here) ends every worker and propagates.
     """
+    deadline = time.monotonic() + timeout_s
+    with _sigterm_as_interrupt():
+        for _ in range(PORT_ATTEMPTS - 1):
+            with contextlib.suppress(_PortTaken):
+                return _attempt(worker_args, processes, deadline, timeout_s)
+        try:
+            return _attempt(worker_args, processes, deadline, timeout_s)
+        except _PortTaken as taken:
+            raise taken.failure from None
+
+
+def _attempt(worker_args: list[str], processes: int, deadline: float, timeout_s: float) -> int:
+    """The workers on a coordinator port picked now, waited for; every one ended before this returns."""
     coordinator = f"127.0.0.1:{free_port()}"
-    with _sigterm_as_interrupt(), _workers(worker_args, processes, coordinator) as workers:
-        return _wait(workers, timeout_s)
+    with _workers(worker_args, processes, coordinator) as workers:
+        return _wait(workers, deadline, timeout_s)
 
 
 def with_options(argv: list[str], *options: str) -> list[str]:
@@ -120,17 +151,18 @@ def _start(argv: list[str], process_id: int) -> subprocess.Popen:
     )
 
 
-def _wait(workers: list[_Worker], timeout_s: float) -> int:
-    """0 once every worker has succeeded; raises :class:`WorkerFailed` for the first that failed,
-    or after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+def _wait(workers: list[_Worker], deadline: float, timeout_s: float) -> int:
+    """0 once every worker has succeeded; raises :class:`WorkerFailed` for the first that failed
+    (:class:`_PortTaken` when process 0 could not bind the coordinator's port) or at ``deadline``."""
     running = list(workers)
     while running:
-        for worker in list(running):
+        for worker in list(running):  # in process order: process 0's bind failure is seen first
             code = worker.popen.poll()
             if code is None:
                 continue
             running.remove(worker)
+            if code == COORDINATOR_PORT_TAKEN and worker.process_id == 0:
+                raise _PortTaken(_failure(worker, code, len(workers)))
             if code != 0:
                 raise _failure(worker, code, len(workers))
         if time.monotonic() > deadline:
