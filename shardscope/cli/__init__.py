@@ -53,8 +53,8 @@ def command_line() -> CommandLine:
     subcommands = parser.add_subparsers(metavar="{" + ",".join(COMMANDS) + "}", parser_class=CommandParser)
     commands: list[CommandParser] = []
 
-    def add_parser(name: str, **kwargs: str) -> CommandParser:
-        command = subcommands.add_parser(name, **kwargs)
+    def add_parser(name: str, help: str) -> CommandParser:  # noqa: A002 - argparse's own keyword
+        command = subcommands.add_parser(name, help=help)
         commands.append(command)
         return command
 

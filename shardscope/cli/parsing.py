@@ -8,7 +8,7 @@ list of the options added to it (the ``Action`` objects ``add_argument`` returns
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -25,9 +25,11 @@ class CommandParser(argparse.ArgumentParser):
         return action
 
 
-AddParser = Callable[..., CommandParser]
-"""``add_parser(name, help=...)`` of the ``shardscope`` parser's subcommands: what a command's
-``register`` is given to add its own subparser."""
+class AddParser(Protocol):
+    """``add_parser(name, help=...)`` of the ``shardscope`` parser's subcommands: what a command's
+    ``register`` is given to add its own subparser."""
+
+    def __call__(self, name: str, help: str) -> CommandParser: ...  # noqa: A002 - argparse's keyword
 
 
 class CommandRun(Protocol):
@@ -47,7 +49,8 @@ def glue_dash_values(argv: Sequence[str], parsers: Iterable[CommandParser]) -> l
     the option's own check, which says what is wrong with it (a negative bandwidth). A word that
     is one of shardscope's options is left alone: ``--link --json`` is a missing value.
     """
-    takes_value, known = set(), {"--"}
+    takes_value: set[str] = set()
+    known = {"--"}
     for parser in parsers:
         for action in parser.options:
             known.update(action.option_strings)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import IO, Iterator
 
 from shardscope.distributed.workers import COORDINATOR_PORT_TAKEN, WorkerRole
 from shardscope.errors import ShardscopeError
@@ -58,14 +58,17 @@ class _PortTaken(Exception):
 
 @dataclass
 class _Worker:
+    """One spawned worker: its process, the pipe of its stderr and the last lines read from it."""
+
     process_id: int
-    popen: subprocess.Popen
-    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
+    popen: subprocess.Popen[bytes]
+    stderr: IO[bytes]
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     reader: threading.Thread | None = None
 
     def read_stderr(self) -> None:
         """Keep the last lines of the worker's stderr; pass process 0's progress on."""
-        for raw in self.popen.stderr:
+        for raw in self.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             self.stderr_tail.append(line)
             if self.process_id == 0 and line.startswith(PROGRESS_PREFIXES):
@@ -121,7 +124,9 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
     try:
         for i in range(processes):
             role = WorkerRole(coordinator, processes, i, os.getpid())
-            worker = _Worker(i, _start(with_options(worker_args, "--worker", role.text()), i))
+            popen = _start(with_options(worker_args, "--worker", role.text()), i)
+            assert popen.stderr is not None  # started with stderr=PIPE
+            worker = _Worker(i, popen, popen.stderr)
             # Registered before anything a signal can interrupt (starting a thread waits on an
             # event, where SIGTERM's KeyboardInterrupt lands): end_all must reach every worker.
             workers.append(worker)
@@ -137,10 +142,10 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
         for worker in workers:
             if worker.reader is not None:
                 worker.reader.join(timeout=GRACE_S)
-            worker.popen.stderr.close()
+            worker.stderr.close()
 
 
-def _start(argv: list[str], process_id: int) -> subprocess.Popen:
+def _start(argv: list[str], process_id: int) -> subprocess.Popen[bytes]:
     # Own session: a Ctrl+C in the terminal reaches only us, and we end the workers in order.
     return subprocess.Popen(
         [sys.executable, "-m", "shardscope", *argv],
