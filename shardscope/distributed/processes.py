@@ -8,8 +8,8 @@ before this returns or raises: the coordinator's port closes with process 0.
 
 The coordinator's port is picked free here and bound by process 0 a second or so later; another
 process may take it in between. Process 0 then exits with
-:data:`~shardscope.distributed.workers.COORDINATOR_PORT_TAKEN`, and the workers start again on
-a port picked anew.
+:data:`~shardscope.distributed.workers.COORDINATOR_PORT_TAKEN` (or crashes, having logged
+:data:`GRPC_BIND_FAILURE`), and the workers start again on a port picked anew.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from shardscope.distributed.workers import COORDINATOR_PORT_TAKEN, WorkerRole
 from shardscope.errors import ShardscopeError
@@ -38,6 +38,14 @@ PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
 
 PORT_ATTEMPTS = 5
 """How many coordinator ports a run tries before it gives up (each taken before process 0 bound it)."""
+
+GRPC_BIND_FAILURE = "Failed to add port to server"
+"""gRPC's log line on stderr, naming the address, when process 0 cannot listen on the coordinator's
+port (``add_port.cc``: "Failed to add port to server: No address added out of total 1 resolved
+for '127.0.0.1:PORT'", on jax 0.10.2 and 0.12). Process 0 often dies of SIGSEGV right after
+it, before it can say so itself (half of 16 runs on jax 0.10.2 and 0.12: XLA's
+``DistributedRuntimeService`` starts its RPC thread even when the server did not start, and
+tears both down as ``initialize`` fails): then this line is the sign."""
 
 
 class WorkerFailed(ShardscopeError):
@@ -106,7 +114,7 @@ def _attempt(worker_args: list[str], processes: int, deadline: float, timeout_s:
     """The workers on a coordinator port picked now, waited for; every one ended before this returns."""
     coordinator = f"127.0.0.1:{free_port()}"
     with _workers(worker_args, processes, coordinator) as workers:
-        return _wait(workers, deadline, timeout_s)
+        return _wait(workers, coordinator, deadline, timeout_s)
 
 
 def with_options(argv: list[str], *options: str) -> list[str]:
@@ -156,9 +164,9 @@ def _start(argv: list[str], process_id: int) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait(workers: list[_Worker], deadline: float, timeout_s: float) -> int:
+def _wait(workers: list[_Worker], coordinator: str, deadline: float, timeout_s: float) -> int:
     """0 once every worker has succeeded; raises :class:`WorkerFailed` for the first that failed
-    (:class:`_PortTaken` when process 0 could not bind the coordinator's port) or at ``deadline``."""
+    (:class:`_PortTaken` when process 0 could not bind ``coordinator``) or at ``deadline``."""
     running = list(workers)
     while running:
         for worker in list(running):  # in process order: process 0's bind failure is seen first
@@ -166,10 +174,12 @@ def _wait(workers: list[_Worker], deadline: float, timeout_s: float) -> int:
             if code is None:
                 continue
             running.remove(worker)
-            if code == COORDINATOR_PORT_TAKEN and worker.process_id == 0:
-                raise _PortTaken(_failure(worker, code, len(workers)))
-            if code != 0:
-                raise _failure(worker, code, len(workers))
+            if code == 0:
+                continue
+            failure = _failure(worker, code, len(workers))  # reads the worker's last lines
+            if worker.process_id == 0 and port_taken(code, worker.stderr_tail, coordinator):
+                raise _PortTaken(failure)
+            raise failure
         if time.monotonic() > deadline:
             raise WorkerFailed(
                 f"the {len(workers)} worker processes did not finish within {timeout_s:g} s; all were ended.",
@@ -178,6 +188,14 @@ def _wait(workers: list[_Worker], deadline: float, timeout_s: float) -> int:
             )
         time.sleep(0.05)
     return 0
+
+
+def port_taken(code: int, stderr_lines: Iterable[str], coordinator: str) -> bool:
+    """Whether process 0, ended with ``code`` after writing ``stderr_lines``, could not listen on
+    ``coordinator``: it said so with its exit status, or gRPC did before it crashed."""
+    address = f"'{coordinator}'"  # as gRPC quotes it
+    return code == COORDINATOR_PORT_TAKEN or any(GRPC_BIND_FAILURE in line and address in line
+                                                 for line in stderr_lines)
 
 
 def _failure(worker: _Worker, code: int, processes: int) -> WorkerFailed:
