@@ -8,6 +8,7 @@ collectives implementation are fixed when the CPU backend starts.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -60,8 +61,6 @@ def keep_stdout_for_report() -> None:
     gloo's C++ code prints connection notices on stdout; the report (one JSON object with
     ``--json``) must stay alone there.
     """
-    import sys
-
     sys.stdout.flush()
     report_fd = os.dup(1)
     os.dup2(2, 1)
