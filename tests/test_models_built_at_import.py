@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 
+import pytest
 from _support import PYTHON, ROOT, run_cli
 
 from shardscope.distributed.processes import free_port
@@ -66,6 +67,8 @@ LEAVES = {"flax_linear": 2, "equinox_mlp": 4, "concrete": 1}
 """Parameter leaves: nnx.Linear has a kernel and a bias; eqx.nn.MLP(depth=1) two Linear layers."""
 CHUNKS = 2
 TOLERANCE = 1e-5
+
+pytestmark = pytest.mark.slow  # every test starts fresh processes: that is the point
 
 
 def _files(tmp_path):

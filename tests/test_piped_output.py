@@ -42,6 +42,7 @@ def one_line_holding(text: str, *values: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_check_prints_every_collective_and_value_whole(tmp_path):
     # a leaf path longer than 13 columns, as params['l2']['kernel'] is in a flax model
     path = tmp_path / "long_names.py"
@@ -103,6 +104,7 @@ def long_names(params, x):
 """
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_report_prints_values_and_the_sources_url_whole(tmp_path):
     path = write_demo(tmp_path, "long_names.py", LONG_NAMES_DEMO)
     args = ("report", path, "--repeats", "2", "--project", "nvlink-h100:8")
@@ -129,6 +131,7 @@ def test_prose_wraps_between_words_and_keeps_long_words_whole():
     assert all(len(line) <= 40 for line in lines if line != url) and url in lines
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_sweep_and_calibrate_rows_are_whole():
     sweep = piped("sweep", DEMOS / "linear.py", "--repeats", "1", "--chunk-sizes", "1,32")
     for plan in ("naive", "deferred"):

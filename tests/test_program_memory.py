@@ -64,6 +64,7 @@ def test_a_program_argument_too_big_for_memory_is_named_before_it_is_made(tmp_pa
     assert "shardscope check FILE" in info.value.hint and "report" not in info.value.hint
 
 
+@pytest.mark.slow  # a fresh process: were the arguments made, 32 TiB would be asked of it, not of this one
 def test_check_traces_it_without_making_the_arguments(tmp_path):
     from _support import run_cli
 

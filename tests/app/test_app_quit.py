@@ -118,6 +118,7 @@ def _child_pid(pid_file: Path, seconds: float = 60) -> int:
     raise AssertionError("the app never started")
 
 
+@pytest.mark.slow  # the app in a fresh process, in tmux
 @needs_tmux
 @pytest.mark.parametrize("how", ["q", "SIGTERM"])
 def test_a_real_app_stuck_at_import_quits_at_once_in_tmux(tmp_path, how):
