@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardscope.cli.options import JSON_HELP, add_debug_option, positive
+from shardscope.cli.options import JSON_HELP, add_debug_option, add_target_option, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
@@ -33,23 +33,26 @@ def register(add_parser: AddParser) -> None:
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                              f"(default {DEFAULT_DEVICES})")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_target_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)
 
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """The options of ``shardscope check``: ``function`` None checks every one in the file."""
+    """The options of ``shardscope check``: ``function`` None checks every one in the file;
+    ``targets`` are the ``--target`` values, parsed when it runs."""
 
     file: Path
     function: str | None
     devices: int | None
     json: bool
+    targets: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
         """The options as ``check``'s subparser parsed them."""
-        return cls(args.file, args.function, args.devices, args.json)
+        return cls(args.file, args.function, args.devices, args.json, tuple(args.target))
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -59,16 +62,21 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 
 def check(options: CheckOptions) -> int:
-    """Check the file's programs; exit status 1 when a loop holds a collective it does not need, else 0."""
+    """Check the file's programs; exit status 1 when a loop holds a collective it does not need, else 0.
+
+    With ``--target``, 1 only when a target still runs such a collective in a loop.
+    """
     from shardscope.pipeline.check import check_file, exit_code  # imports JAX (about 1 s): not for --help
+    from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count
     from shardscope.render.check import render, to_json
 
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
-    devices = options.devices or DEFAULT_MAX_DEVICES
+    targets = load_targets(parse_targets(options.targets))  # libtpu missing: one message, before the file loads
+    devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
-        inspections = check_file(path, options.function, options.devices)
+        inspections = check_file(path, options.function, options.devices, targets)
     if options.json:
         print(json.dumps(to_json(path, inspections), allow_nan=False))
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import DemoOptions
 from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_jax
@@ -18,6 +19,9 @@ from shardscope.plans.settings import Settings, check_device_count
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.loading import load_demo_file, require_file
 
+if TYPE_CHECKING:
+    from shardscope.pipeline.targets import TargetDevices
+
 
 @dataclass(frozen=True)
 class LoadedDemo:
@@ -28,8 +32,11 @@ class LoadedDemo:
     settings: Settings
 
 
-def load_demo(settings: Settings, processes: ProcessOptions) -> LoadedDemo:
+def load_demo(settings: Settings, processes: ProcessOptions, targets: "Sequence[TargetDevices]" = ()) -> LoadedDemo:
     """Start JAX as ``processes`` says, then import the demo file and check the device count.
+
+    With ``targets`` (loaded TPU slices) the mesh is laid over their devices
+    (:func:`~shardscope.pipeline.target_plans.settings_on_targets`).
 
     A typo in FILE fails before JAX starts. JAX's device count is set before the import
     (:func:`~shardscope.distributed.launch.start_jax`): a file that builds arrays when imported
@@ -44,6 +51,10 @@ def load_demo(settings: Settings, processes: ProcessOptions) -> LoadedDemo:
         demo_file = load_demo_file(settings.path)
     demo_fn = demo_file.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)
+    if targets:
+        from shardscope.pipeline.target_plans import settings_on_targets
+
+        settings = settings_on_targets(settings, targets)
     if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device
         # the hint lists every count that works
         check_device_count(settings.mesh.devices, batch_size(demo_fn.spec.x))
@@ -66,14 +77,14 @@ def spawn_on_demo_mesh(loaded: LoadedDemo, demo: DemoOptions, processes: Process
                          _batch(loaded.demo_file, loaded.settings))
 
 
-def analyse(loaded: LoadedDemo, measure: bool) -> Analysis:
-    """The analysis of the loaded demo (timed when ``measure``); what the demo prints while it is
-    traced goes to stderr, off the report and the diff."""
+def analyse(loaded: LoadedDemo, measure: bool, targets: "Sequence[TargetDevices]" = ()) -> Analysis:
+    """The analysis of the loaded demo (timed when ``measure``; compiled for each of ``targets``
+    too); what the demo prints while it is traced goes to stderr, off the report and the diff."""
     from shardscope.pipeline.run import analyze  # imports JAX (about 1 s): not for --help
 
     ensure_devices(loaded.settings.mesh.devices)
     with contextlib.redirect_stdout(sys.stderr):
-        return analyze(loaded.settings, loaded=loaded.demo_file, measure=measure, graphs=False)
+        return analyze(loaded.settings, loaded=loaded.demo_file, measure=measure, graphs=False, targets=targets)
 
 
 def _batch(demo_file: DemoFile, settings: Settings) -> int | None:

@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
-from shardscope.cli.options import JSON_HELP, DemoOptions, add_demo_options, add_process_options, process_options
+from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_process_options, add_target_option,
+                                    process_options, refuse_targets_across_processes)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
 from shardscope.costmodel.projection import project
@@ -32,6 +33,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--link", metavar="BW,LATENCY",
                         help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
                              "(alone, it implies --project link)")
+    add_target_option(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -45,11 +47,13 @@ class ReportOptions:
     json: bool
     project: str | None
     link: str | None
+    targets: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> ReportOptions:
         """The options as ``report``'s subparser parsed them from ``argv``."""
-        return cls(DemoOptions.from_args(args), process_options(args, argv), args.json, args.project, args.link)
+        return cls(DemoOptions.from_args(args), process_options(args, argv), args.json, args.project, args.link,
+                   tuple(args.target))
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -60,12 +64,17 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
+    from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine (0.4 s): not for --help
+
     settings = options.demo.settings()
     target = projection_target(options.project, options.link)  # fails before JAX starts
-    loaded = load_demo(settings, options.processes)
+    slices = parse_targets(options.targets)
+    refuse_targets_across_processes(slices, options.processes)
+    loaded_targets = load_targets(slices) if slices else ()  # libtpu missing: one message before the demo loads
+    loaded = load_demo(settings, options.processes, loaded_targets)
     if options.processes.spawns_workers:
         return spawn_on_demo_mesh(loaded, options.demo, options.processes)
-    analysis = analyse(loaded, measure=True)
+    analysis = analyse(loaded, measure=True, targets=loaded_targets)
     if not is_leader():
         return 0
     projection = None if target is None else project(analysis, *target)

@@ -27,6 +27,7 @@ from shardscope.render.findings_html import inspection_html
 if TYPE_CHECKING:
     from shardscope.engine.dataflow import Collective, Loop
     from shardscope.engine.jaxpr_model import Program
+    from shardscope.engine.target_plan import TargetPlan
 
 __all__ = ["Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
 
@@ -39,7 +40,8 @@ class Inspection:
     shardings has none there); ``compiled`` is the compiled plan (what runs: every collective
     instruction of the partitioned module, the partitioner's too), None for a program that was
     only traced. :attr:`paired` joins the two, one entry per collective: what the tables, the
-    findings and ``check``'s exit code count.
+    findings and ``check``'s exit code count. ``targets`` are its plans on the TPU slices
+    ``check --target`` compiled it for (nothing runs there).
     """
 
     function: str
@@ -48,6 +50,7 @@ class Inspection:
     trace_s: float = 0.0
     compiled: CompiledPlan | None = None
     compile_s: float | None = None
+    targets: tuple[TargetPlan, ...] = ()
 
     @cached_property
     def loops(self) -> tuple[Loop, ...]:

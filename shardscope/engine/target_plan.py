@@ -28,6 +28,7 @@ from typing import Iterable
 
 from shardscope.engine.counts import Count
 from shardscope.engine.compiled import CompiledCollective, CompiledLoop, CompiledPlan
+from shardscope.engine.paired import PairedCollective
 
 STAYED, LEFT_LOOP, ENTERED_LOOP = "stayed", "left_loop", "entered_loop"
 COMBINED, PIPELINED, REMOVED = "combined", "pipelined", "removed"
@@ -145,6 +146,45 @@ class TargetComparison:
         verdict says they can leave: the fix is worth writing for this target."""
         return tuple(p for p in self.placements if p.collective.verdict.flagged and not p.deferred_by_compiler
                      and not p.removed)
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """One program compiled for a target slice beside the CPU: nothing runs there, so no timings.
+
+    ``target`` is the target's text (``tpu:v5e:2x2``) and ``topology`` its name (``v5e:2x2``);
+    ``devices`` how many of the slice's devices the program spans; ``compiled`` the target
+    module's compiled plan and ``paired`` its collectives joined with the jaxpr's;
+    ``comparison`` what the target did with each CPU collective; ``memory`` is
+    ``memory_analysis()`` per device (TPU arrays padded to their tiled layouts), ``cost``
+    ``cost_analysis()`` (a loop body counted once); ``compile_s`` the lowering and compile;
+    ``cpu_memory`` the CPU module's ``memory_analysis()``, to set beside ``memory``.
+    """
+
+    target: str
+    topology: str
+    device_kind: str
+    devices: int
+    compiled: CompiledPlan
+    paired: tuple[PairedCollective, ...]
+    comparison: "TargetComparison"
+    memory: dict[str, int]
+    cost: dict[str, float]
+    compile_s: float
+    cpu_memory: dict[str, int]
+
+    def placements_of(self, collective: CompiledCollective) -> tuple["TargetPlacement", ...]:
+        """The placements of the CPU collectives whose values the target's ``collective`` carries."""
+        return tuple(p for p in self.comparison.placements if any(t is collective for t in p.target))
+
+    def left_loop(self, collective: CompiledCollective) -> bool:
+        """True when the target's ``collective`` carries a CPU collective out of a loop it runs in on the CPU."""
+        return any(p.left_loop for p in self.placements_of(collective))
+
+    @property
+    def staying_findings(self) -> tuple["TargetPlacement", ...]:
+        """The CPU findings this target still runs in a loop they could leave."""
+        return self.comparison.staying_findings
 
 
 # --------------------------------------------------------------------------- pairing

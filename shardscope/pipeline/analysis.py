@@ -19,6 +19,7 @@ from shardscope.plans.settings import Settings
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledPlan
     from shardscope.engine.paired import PairedCollective
+    from shardscope.engine.target_plan import TargetPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.plans.shapes import Shapes
@@ -61,6 +62,7 @@ class PlanResult:
     max_abs_err: float | None = None
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
+    targets: "tuple[TargetPlan, ...]" = ()  # its plan on each --target slice (compiled there, never run)
 
     @classmethod
     def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,

@@ -9,25 +9,34 @@ with the jaxpr's, each collective once. The CPU device count must already be set
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.inspection import Inspection, compile_program, inspect_traced, trace_program
+from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.traceable import traceable
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
+from shardscope.pipeline.target_plans import settings_on_targets, target_device_count, target_plans
+from shardscope.pipeline.targets import TargetDevices
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
 from shardscope.sources.loading import import_file, marked_functions, require_file
-from shardscope.sources.programs import no_program_error, pick
+from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
 
 
-def check_file(path: Path, function: str | None = None, devices: int | None = None) -> list[Inspection]:
+def check_file(path: Path, function: str | None = None, devices: int | None = None,
+               targets: Sequence[TargetDevices] = ()) -> list[Inspection]:
     """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in ``path``.
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
-    report's default); program files build their own meshes. The command owns the process: the
-    programs are read with the collector paused (:mod:`shardscope.pipeline.gc_pause`).
+    report's default; with ``targets``, the targets' device count); program files build their
+    own meshes. Each program is also compiled for each of ``targets`` (its
+    :attr:`Inspection.targets`). The command owns the process: the programs are read with the
+    collector paused (:mod:`shardscope.pipeline.gc_pause`).
     """
     path = require_file(path)
     module, _ = import_file(path)
@@ -36,23 +45,48 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         raise no_program_error(path)
     with paused():
         if programs:
-            return [p.inspect() for p in pick(programs, function, path)]
-        return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices)]
+            return [_program(p, targets) for p in pick(programs, function, path)]
+        return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices, targets)]
 
 
-def _demo_plans(path: Path, demo: DemoFunction, devices: int | None) -> list[Inspection]:
+def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Inspection:
+    """A program's inspection (traced and compiled, not run), with its plan on each target."""
+    if not targets:
+        return program.inspect()
+    fn = traceable(program.fn, program.spec.args, program.spec.kwargs)
+    traced, trace_s = trace_program(fn, program.name, CLI_DEBUG)
+    compiled, compile_s = compile_program(traced, program.name, CLI_DEBUG)
+    outputs = pytree_names(traced.out_info, "out")
+    inspection = inspect_traced(traced, program.name, fn.input_names, outputs, trace_s, compiled=compiled,
+                                compile_s=compile_s)
+    inputs = fn.input_names if len(fn.input_names) == len(traced.jaxpr.jaxpr.invars) else []
+    plans = target_plans(traced, compiled, inspection, targets, program.name, inputs, outputs)
+    return replace(inspection, targets=plans)
+
+
+def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
+                targets: Sequence[TargetDevices]) -> list[Inspection]:
     """A demo's plans, each as an inspection named ``demo[plan]`` (traced and compiled, not run)."""
     # without --devices, a demo's own mesh (its mesh=, or one its param_specs name) is used
-    settings = Settings(path=path, function=demo.name, devices=devices or DEFAULT_DEVICES, demo_mesh=devices is None)
+    count = devices or target_device_count(targets) or DEFAULT_DEVICES
+    settings = Settings(path=path, function=demo.name, devices=count, demo_mesh=devices is None)
+    settings = settings_on_targets(settings.for_demo(demo.default_mesh), targets)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
-    analysis = analyze(settings, loaded=loaded, measure=False, compile=True, graphs=False)
+    analysis = analyze(settings, loaded=loaded, measure=False, compile=True, graphs=False, targets=targets)
     return [
-        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s)
+        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s,
+                   plan.targets)
         for name, plan in analysis.plans.items()
     ]
 
 
 def exit_code(inspections: list[Inspection]) -> int:
     """1 when any loop runs a collective it need not (deferrable or loop-invariant in the compiled
-    plan or the jaxpr: a collective and the instruction it compiles to count once), else 0."""
+    plan or the jaxpr: a collective and the instruction it compiles to count once), else 0.
+
+    Programs checked against targets fail only on findings a target still runs in a loop they
+    could leave: a finding every target's compiler already moves out is no reason to fail.
+    """
+    if any(ins.targets for ins in inspections):
+        return EXIT_FLAGGED if any(plan.staying_findings for ins in inspections for plan in ins.targets) else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN

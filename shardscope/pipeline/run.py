@@ -32,7 +32,12 @@ from shardscope.sources.programs import ProgramFile
 from shardscope.sources.loading import load_file
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from jax.stages import Compiled, Traced
+
+    from shardscope.engine.target_plan import TargetPlan
+    from shardscope.pipeline.targets import TargetDevices
 
     from shardscope.measure.crosscheck import GradientCheck
 
@@ -48,6 +53,7 @@ def analyze(
     compile: bool = False,
     graphs: bool = True,
     plan_set: tuple | None = None,
+    targets: "Sequence[TargetDevices]" = (),
 ) -> Analysis:
     """Load ``settings.path`` and run the pipeline on its programs: a demo's plans, or every
     program of a program file (:func:`shardscope.pipeline.run.run`).
@@ -58,8 +64,9 @@ def analyze(
     ``compile=True`` compiles them all the same and reads their compiled plans (``check``). With
     ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` never draw one, and
     skip importing networkx). ``plan_set`` replaces the registry's plans of a demo
-    (:data:`shardscope.plans.registry.PLANS`), e.g. to add the compute-only floor.
-    Raises :class:`ShardscopeError` for anything the user can fix.
+    (:data:`shardscope.plans.registry.PLANS`), e.g. to add the compute-only floor. Each
+    program is also compiled for each of ``targets`` (loaded TPU slices: nothing runs there),
+    which needs the CPU compile too. Raises :class:`ShardscopeError` for anything the user can fix.
     """
     report = progress or (lambda stage, fraction: None)
     report("loading", 0.0)
@@ -70,25 +77,27 @@ def analyze(
         if settings.function is not None and settings.function not in loaded.functions:
             raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
                                 f"available: {', '.join(loaded.names)}")
-        return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs)
+        return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
+                   targets=targets)
     for name in settings.mesh.names:
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_fn = loaded.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     try:
         workload = demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set)
-        return run(workload, report, measure=measure, compile=compile, graphs=graphs)
+        return run(workload, report, measure=measure, compile=compile, graphs=graphs, targets=targets)
     except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
         raise failures.system_exit(exc, settings.path, demo_fn.name) from None
 
 
 def run(workload: Workload, progress: Progress | None = None, *, measure: bool = True, compile: bool = False,
-        graphs: bool = True) -> Analysis:
+        graphs: bool = True, targets: "Sequence[TargetDevices]" = ()) -> Analysis:
     """The :class:`Analysis` of ``workload``'s programs.
 
     With ``measure=False`` the programs are only traced (no compiled plan, timings, memory or
-    checks), unless ``compile`` asks for their compiled plans; with ``graphs=False`` no dataflow
-    graph is built (``report`` and ``diff`` draw none).
+    checks), unless ``compile`` asks for their compiled plans (``targets`` do too: each
+    program's plan on each target is compared with its CPU plan); with ``graphs=False`` no
+    dataflow graph is built (``report`` and ``diff`` draw none).
     """
     import jax
 
@@ -96,7 +105,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
 
     report = progress or (lambda stage, fraction: None)
     traced, unavailable = _trace(workload, report, measure)
-    compiled = _compile(workload, traced, report) if measure or compile else {}
+    compiled = _compile(workload, traced, report) if measure or compile or targets else {}
     measured = _measure(workload, traced, compiled, report) if measure else _Measured()
     results = {}
     with paused():  # one pause for every program: the collector catches up once, not after each
@@ -104,13 +113,17 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             if program.name not in traced:
                 continue
             trace, inspection = traced[program.name]
+            on_targets = ()
             if program.name in compiled:
                 executable, compile_s = compiled[program.name]
                 inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
                                      compile_s=compile_s)
+                if targets:
+                    report("compiling", 1.0)
+                    on_targets = _target_plans(program, trace, executable, inspection, targets)
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
-                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace),
+                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace), targets=on_targets,
                 **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}
@@ -138,6 +151,16 @@ def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspec
     with paused():  # the parse makes an object per instruction: no full passes meanwhile
         return plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
                        program=inspection.program, jaxpr_collectives=inspection.collectives)
+
+
+def _target_plans(program: PipelineProgram, trace: "Traced", executable: "Compiled", inspection: Inspection,
+                  targets: "Sequence[TargetDevices]") -> "tuple[TargetPlan, ...]":
+    """The program's plan on each target, named as its CPU plan is (a plan's own loops and collectives)."""
+    from shardscope.pipeline.target_plans import target_plans
+
+    with paused():
+        return target_plans(trace, executable, program.relabel(inspection), targets, program.title,
+                            program.input_names(trace), program.output_names(trace), program.relabel)
 
 
 def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[Traces, dict[str, str]]:

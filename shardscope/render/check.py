@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from shardscope.pipeline.check import exit_code
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
+from shardscope.render.targets import render_targets, targets_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,19 +21,43 @@ def to_json(path: Path, inspections: list[Inspection]) -> dict[str, Any]:
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
     ``findings``, ``collectives`` and ``compiled_collectives`` are also at the top level.
+    ``targets`` holds each ``--target``'s programs as ``report --json`` holds its plans
+    (``{TARGET: {"devices", "variants": {FUNCTION: ...}}}``); each program's object has its own.
     """
-    programs = [inspection_json(ins) for ins in inspections]
-    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs}
+    programs = []
+    for ins in inspections:
+        data = inspection_json(ins)
+        data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
+                           for target, entry in targets_json(_named([ins])).items()}
+        programs.append(data)
+    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs,
+                              "targets": targets_json(_named(inspections))}
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
     return finite(result)
 
 
+def _named(inspections: list[Inspection]) -> list[tuple[str, str, Inspection]]:
+    """``(function, title, inspection)`` of each program, for the targets' renderings."""
+    return [(ins.function, _title(ins.function), ins) for ins in inspections]
+
+
+def _title(function: str) -> str:
+    """``linear's naive plan`` for a demo's plan (``linear[naive]``), ``step program`` for a program."""
+    demo, bracket, plan = function.partition("[")
+    return f"{demo}'s {plan.rstrip(']')} plan" if bracket else f"{function} program"
+
+
 def render(inspections: list[Inspection], console: Console) -> None:
-    """Each program's findings table and fixes, then one line with the outcome."""
+    """Each program's findings table and fixes, then one line with the outcome (on the targets
+    when there are any: what each target did with every collective, and a verdict)."""
     for ins in inspections:
         console.print(ins)
         console.print()
+    if any(ins.targets for ins in inspections):
+        render_targets(_named(inspections), console, "program")
+        _render_target_outcome(inspections, console)
+        return
     flagged = [ins.function for ins in inspections if ins.flagged]
     if flagged:
         console.print(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
@@ -41,3 +66,17 @@ def render(inspections: list[Inspection], console: Console) -> None:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)
 
+
+
+def _render_target_outcome(inspections: list[Inspection], console: Console) -> None:
+    """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...``."""
+    targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
+    staying = {target: [ins.function for ins in inspections for plan in ins.targets
+                        if plan.target == target and plan.staying_findings] for target in targets}
+    for target, functions in staying.items():
+        if functions:
+            console.print(f"check failed on {target}: {', '.join(functions)}: collectives stay in loops that "
+                          "need not hold them there.", style="bold red", highlight=False)
+        else:
+            console.print(f"check passed on {target}: every collective a loop holds there is needed, or the "
+                          "compiler already moves it out.", style="bold green", highlight=False)

@@ -8,6 +8,7 @@ from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import compiled_json
 from shardscope.render.json_values import finite
+from shardscope.render.targets import render_targets, targets_json
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
@@ -20,12 +21,18 @@ if TYPE_CHECKING:
 def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
-    ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
+    ``"targets"`` holds each ``--target``'s plans (empty without one). ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
     data = _json(analysis)
     data["projection"] = None if projection is None else projection_json(analysis, projection)
+    data["targets"] = targets_json(_named(analysis))
     return finite(data)
+
+
+def _named(analysis: "Analysis") -> list[tuple[str, str, "PlanResult"]]:
+    """``(name, title, plan)`` of every plan, for the targets' renderings."""
+    return [(name, plan.title, plan) for name, plan in analysis.plans.items()]
 
 
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
@@ -221,10 +228,14 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
+    if any(plan.targets for plan in plans):
+        render_targets(_named(analysis), console, analysis.origin.noun)
     for warning in analysis.warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
     note = compiler_note_of(analysis)
     if note:
+        if any(plan.targets for plan in plans):
+            note += " The tables above show what the TPU compiler of each --target does."
         console.print(note, style="dim", highlight=False)
     if projection is not None:
         from shardscope.render.projection import render_projection

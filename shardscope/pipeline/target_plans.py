@@ -1,0 +1,106 @@
+"""The targets of ``--target tpu:TOPOLOGY``: loaded once, the mesh laid over them, and each
+program's :class:`~shardscope.engine.target_plan.TargetPlan` beside its CPU plan.
+
+A program is traced once; its trace is compiled for the CPU (where it runs and is timed) and
+for each target (where nothing runs: :mod:`shardscope.pipeline.targets`). The target's module
+is read by the same engine as the CPU's, paired with the same jaxpr, and compared with the CPU's
+compiled plan collective by collective (:func:`shardscope.engine.target_plan.compare_plans`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from shardscope.engine.compiled import CompiledPlan, plan_of
+from shardscope.engine.paired import paired_collectives
+from shardscope.engine.target_plan import TargetPlan, compare_plans
+from shardscope.errors import SettingsError
+from shardscope.pipeline.targets import Target, TargetDevices, compile_for_target, load_target, parse_target
+from shardscope.plans.mesh import Mesh
+from shardscope.plans.settings import Settings
+
+if TYPE_CHECKING:
+    from jax.stages import Compiled, Traced
+
+    from shardscope.engine.inspection import Inspection
+
+
+def parse_targets(texts: Sequence[str]) -> tuple[Target, ...]:
+    """``--target`` values as targets, each once, in the order given (no libtpu needed)."""
+    return tuple(dict.fromkeys(parse_target(text) for text in texts))
+
+
+def load_targets(targets: Sequence[Target]) -> tuple[TargetDevices, ...]:
+    """The devices of each target (libtpu started once); they must all have as many devices,
+    since one analysis lays one mesh over each of them (:class:`SettingsError` if not)."""
+    loaded = tuple(load_target(target) for target in targets)
+    counts = {devices.count for devices in loaded}
+    if len(counts) > 1:
+        listed = ", ".join(f"{devices.target} has {devices.count}" for devices in loaded)
+        raise SettingsError(f"The targets have different device counts ({listed}): one mesh cannot cover them all.",
+                            "run once per device count, e.g. shardscope report ... --target tpu:v5e:2x2, then "
+                            "--target tpu:v5e:2x4")
+    return loaded
+
+
+def target_device_count(targets: Sequence[TargetDevices]) -> int | None:
+    """How many devices every target has (None without targets)."""
+    return targets[0].count if targets else None
+
+
+def settings_on_targets(settings: Settings, targets: Sequence[TargetDevices]) -> Settings:
+    """``settings`` with their mesh laid over the targets' devices.
+
+    A mesh the user gave (``--mesh``, ``--devices``) must have as many devices as the targets;
+    without one, a demo's own mesh of that size is kept, a 1-D one (or the default) is
+    stretched over every device of the target, and any other is refused with a hint.
+    """
+    count = target_device_count(targets)
+    mesh = settings.mesh
+    if count is None or mesh.devices == count:
+        return settings
+    if settings.demo_mesh and len(mesh.names) == 1:
+        return settings.with_(mesh=Mesh.one_axis(mesh.names[0], count))
+    target = targets[0].target
+    example = ",".join(f"{name}={count if i == 0 else 1}" for i, name in enumerate(mesh.names))
+    raise SettingsError(f"The mesh {mesh.text()} has {mesh.devices} devices; {target} has {count}.",
+                        f"leave --mesh and --devices out for a 1-D mesh over the {count} devices of {target}, "
+                        f"or give mesh sizes that multiply to {count}, e.g. --mesh {example}")
+
+
+Relabel = Callable[["Inspection"], "Inspection"]
+
+
+def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection", targets: Sequence[TargetDevices],
+                 name: str, input_names: Sequence[str], output_names: Sequence[str],
+                 relabel: Relabel = lambda inspection: inspection) -> tuple[TargetPlan, ...]:
+    """The plan of ``traced`` on each target, compared with ``inspection``'s CPU compiled plan.
+
+    ``compiled`` is the CPU's compile of the same trace (it names the mesh the groups span);
+    ``inspection`` holds the jaxpr view and the CPU plan (as ``relabel`` names them: a demo's
+    plans name their own collectives and loops); the target's plan is named the same way.
+    Raises :class:`~shardscope.errors.TargetError` when a target cannot compile the program.
+    """
+    from shardscope.measure.timing import memory
+
+    cpu: CompiledPlan = inspection.compiled
+    cpu_memory = memory(compiled)
+    plans = []
+    for devices in targets:
+        start = time.perf_counter()
+        compilation = compile_for_target(traced, devices, name)
+        compile_s = time.perf_counter() - start
+        plan = plan_of(traced, compiled, text=compilation.hlo_text, input_names=input_names,
+                       output_names=output_names, backend=devices.target.platform, program=inspection.program,
+                       jaxpr_collectives=inspection.collectives)
+        named = relabel(replace(inspection, compiled=plan))
+        plans.append(TargetPlan(
+            target=devices.target.text(), topology=devices.target.topology, device_kind=compilation.device_kind,
+            devices=compilation.devices, compiled=named.compiled,
+            paired=paired_collectives(named.collectives, named.compiled),
+            comparison=compare_plans(cpu, named.compiled, devices.target.topology),
+            memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
+        ))
+    return tuple(plans)

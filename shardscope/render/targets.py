@@ -1,0 +1,233 @@
+"""A program's plans on ``--target`` slices beside the CPU's: tables, verdicts in words, JSON.
+
+Every rendering reads the :class:`~shardscope.engine.target_plan.TargetPlan` values the
+pipeline made (what the target's compiler did with each CPU collective); nothing here
+compiles or recounts. Nothing runs on a target: its tables say so where timings would be.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+from shardscope.engine.counts import count_text
+from shardscope.engine.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
+from shardscope.render.findings import compiled_collective_json, trips_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shardscope.engine.compiled import CompiledLoop, CompiledPlan
+    from shardscope.engine.target_plan import TargetPlacement, TargetPlan
+
+NOT_RUN = "not run (compiled only)"
+"""What a target's table says where the CPU's has timings."""
+
+PLACEMENT_WORDS = {
+    STAYED: "stayed in loop", LEFT_LOOP: "left loop", ENTERED_LOOP: "entered loop", COMBINED: "combined",
+    PIPELINED: "pipelined", REMOVED: "removed",
+}
+"""How the tables name what a target did with a CPU collective."""
+
+_PLAN_LOOP_WORDS = "the plan's chunk loop"
+
+
+def placement_words(p: "TargetPlacement") -> str:
+    """``left loop``, ``stayed in loop``, ``left 1 of 2 loops`` ... (``, combined`` when merged)."""
+    if p.removed:
+        return PLACEMENT_WORDS[REMOVED]
+    if p.left and p.stays_in:
+        words = f"left {len(p.left)} of {len(p.left) + len(p.stays_in)} loops"
+    elif p.left:
+        words = PLACEMENT_WORDS[LEFT_LOOP]
+    elif p.entered:
+        words = PLACEMENT_WORDS[ENTERED_LOOP]
+    elif p.collective.in_loop:
+        words = PLACEMENT_WORDS[STAYED]
+    else:
+        words = "outside loops, as on the CPU"
+    if p.pipelined:
+        words += ", pipelined"
+    return words + (", combined" if p.combined else "")
+
+
+def loop_words(loop: "CompiledLoop") -> str:
+    """``the plan's chunk loop (2 iterations)``, ``the loop at rnn.py:21 (8 iterations)``."""
+    trips = "? iterations" if loop.trip_count is None else f"{loop.trip_count} iteration{'' if loop.trip_count == 1 else 's'}"
+    if loop.source == _PLAN_LOOP_WORDS:
+        return f"{loop.source} ({trips})"
+    return f"the loop at {loop.source} ({trips})" if loop.source else f"{loop.name} ({trips})"
+
+
+def _what(placements: Iterable["TargetPlacement"]) -> tuple[str, bool]:
+    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural."""
+    names = [f"{p.collective.kind}{f' of {p.collective.value}' if p.collective.value else ''}" for p in placements]
+    return " and ".join(names), len(names) > 1
+
+
+def plan_verdict(title: str, plan: "TargetPlan") -> str:
+    """One sentence: on this target, does the plan's flagged collective leave its loop (the
+    compiler defers it already) or stay (the deferral is worth writing)?
+
+    ``title`` names the plan (``naive plan``, ``step program``).
+    """
+    on = f"on {plan.topology} the {title}"
+    flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged]
+    if not flagged:
+        in_loops = len(plan.compiled.findings)
+        if not in_loops:
+            return f"{on} runs no collective in a loop."
+        return f"{on} keeps {in_loops} collective{'s' if in_loops > 1 else ''} in a loop, needed there (as on the CPU)."
+    staying = [p for p in flagged if not p.deferred_by_compiler and not p.removed]
+    moved = [p for p in flagged if all(p is not q for q in staying)]
+    if not staying:
+        what, plural = _what(moved)
+        return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here."
+    what, plural = _what(staying)
+    loops = sorted({loop_words(loop) for p in staying for loop in p.stays_in})
+    text = (f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: "
+            "the deferral is worth writing")
+    if moved:
+        left, plural = _what(moved)
+        text += f"; its {left} leave{'' if plural else 's'} the loop"
+    return text + "."
+
+
+def _runs(c: Any) -> str:
+    return "unknown" if c.executions is None else f"{c.executions:,}"
+
+
+def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Any:
+    """Every CPU collective of each ``(name, plan)`` and what the target did with it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    target = rows[0][1].target
+    table = Table(title=f"{target}: each CPU collective on the target", title_justify="left", pad_edge=False)
+    for column in (noun, "CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call",
+                   "placement"):
+        table.add_column(column, justify="right" if "runs" in column else "left", no_wrap=column != "value")
+    for name, plan in rows:
+        for p in plan.comparison.placements:
+            c = p.collective
+            names = ", ".join(t.name for t in p.target) or "-"
+            loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
+            staying = p.collective.verdict.flagged and not p.deferred_by_compiler and not p.removed
+            cells = (name, c.name, c.value, trips_text(c.loop_trip_counts), _runs(c), names, loops,
+                     "-" if p.removed else p.runs.text(), placement_words(p))
+            table.add_row(*map(Text, cells), style="bold red" if staying else None)
+    return table
+
+
+def _memory(memory: dict[str, int] | None, key: str) -> str:
+    return "-" if not memory or key not in memory else f"{memory[key]:,} B"
+
+
+def _compiled_summary(plan: "CompiledPlan") -> str:
+    return f"{len(plan.collectives)} ({len(plan.findings)} in while)"
+
+
+def targets_of(named_plans: Iterable[tuple[str, Any]]) -> list[str]:
+    """The targets the plans were compiled for, in the order given."""
+    return list(dict.fromkeys(t.target for _, result in named_plans for t in result.targets))
+
+
+def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
+    """One column per plan on ``target``: its compiled collectives, runs, bytes and memory per
+    device beside the CPU's; where the CPU's table has timings, it says the target ran nothing."""
+    from rich.table import Table
+    from rich.text import Text
+
+    columns = [(name, result, next(t for t in result.targets if t.target == target)) for name, result in named]
+    first = columns[0][2]
+    table = Table(title=f"{target}: {first.devices} x {first.device_kind} (compiled for, never run: no timings)",
+                  title_justify="left")
+    table.add_column("")
+    for name, _, _ in columns:
+        table.add_column(Text(name), justify="right")
+    rows = (
+        ("compiled collectives", lambda r, t: _compiled_summary(t.compiled)),
+        ("  compiled runs per call", lambda r, t: count_text(t.compiled.executed_collectives)),
+        ("  runs per call on the CPU", lambda r, t: "-" if r.compiled is None else count_text(r.compiled.executed_collectives)),
+        ("compile for the target", lambda r, t: f"{t.compile_s:.3f} s"),
+        ("run median", lambda r, t: NOT_RUN),
+        ("memory/device: arguments", lambda r, t: _memory(t.memory, "argument_size_in_bytes")),
+        ("  on the CPU", lambda r, t: _memory(t.cpu_memory, "argument_size_in_bytes")),
+        ("memory/device: temporaries", lambda r, t: _memory(t.memory, "temp_size_in_bytes")),
+        ("  on the CPU", lambda r, t: _memory(t.cpu_memory, "temp_size_in_bytes")),
+        ("memory/device: peak", lambda r, t: _memory(t.memory, "peak_memory_in_bytes")),
+    )
+    for label, cell in rows:
+        table.add_row(label, *(cell(result, plan) for _, result, plan in columns))
+    return table
+
+
+def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: str) -> None:
+    """For each target: the plans' table, each CPU collective's placement, one verdict per plan.
+
+    ``named`` holds ``(name, title, result)``: a result (a plan's or a program's) has
+    ``targets`` and ``compiled``.
+    """
+    pairs = [(name, result) for name, _, result in named]
+    for target in targets_of(pairs):
+        console.print(target_table(target, pairs))
+        rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
+        console.print(placements_table(rows, noun))
+        for (_, title, _), (_, plan) in zip(named, rows):
+            console.print(plan_verdict(title, plan), highlight=False,
+                          style="bold red" if plan.staying_findings else "bold green")
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def placement_json(p: "TargetPlacement") -> dict[str, Any]:
+    """What the target did with one CPU collective."""
+    return {
+        "cpu_collective": p.collective.name,
+        "value": p.collective.value,
+        "change": p.change,
+        "placement": placement_words(p),
+        "target_collectives": [t.name for t in p.target],
+        "left_loops": [loop.name for loop in p.left],
+        "stays_in_loops": [loop.name for loop in p.stays_in],
+        "combined": p.combined,
+        "pipelined": p.pipelined,
+        "executions": p.executions,
+        "cpu_executions": p.collective.executions,
+        "deferred_by_compiler": p.deferred_by_compiler,
+    }
+
+
+def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
+    """One plan on one target: its compiled collectives (the CPU compiled plan's fields and
+    ``left_loop``), memory and cost per device, each CPU collective's placement, the verdict."""
+    collectives = []
+    for p in plan.paired:
+        if p.compiled is None:
+            continue
+        fields = compiled_collective_json(p)
+        fields["left_loop"] = plan.left_loop(p.compiled)
+        fields["carries"] = [placement.collective.name for placement in plan.placements_of(p.compiled)]
+        collectives.append(fields)
+    return {
+        "compiled_collectives": collectives,
+        "compiled_executed_collectives": plan.compiled.executed_collectives,
+        "memory": dict(plan.memory),
+        "cpu_memory": dict(plan.cpu_memory),
+        "cost_analysis": dict(plan.cost),
+        "compile_s": plan.compile_s,
+        "placements": [placement_json(p) for p in plan.comparison.placements],
+        "staying_findings": [p.collective.name for p in plan.staying_findings],
+        "verdict": plan_verdict(title, plan),
+    }
+
+
+def targets_json(named: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    """``{TARGET: {"devices", "device_kind", "variants": {NAME: ...}}}`` of ``(name, title, result)``s."""
+    data: dict[str, Any] = {}
+    for name, title, result in named:
+        for plan in result.targets:
+            entry = data.setdefault(plan.target, {"devices": plan.devices, "device_kind": plan.device_kind,
+                                                  "topology": plan.topology, "variants": {}})
+            entry["variants"][name] = target_plan_json(title, plan)
+    return data
