@@ -26,6 +26,7 @@ from jax.experimental import topologies
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
+from _tpu_text import all_reduces, entry_parameters as _entry_parameters, padded_bytes as _padded_bytes
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
 from shardscope.plans.mesh import Mesh
@@ -41,76 +42,11 @@ needs_libtpu = pytest.mark.skipif(not LIBTPU_SHIPS, reason=(
     "the tpu extra cannot be installed here"))
 
 
-# --- an independent reading of the compiled text ---------------------------------------------
-
-_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-_CALLS = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
-_WHILE_BODY = re.compile(r"\bwhile\(.*\bbody=%?([\w.\-]+)")
-_ALL_REDUCE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-reduce(?:-start)?\(")
-
-
-def _computations(text: str) -> tuple[dict[str, list[str]], str]:
-    """Each computation's instruction lines, by name, and the entry computation's name."""
-    found: dict[str, list[str]] = {}
-    entry, current = "", None
-    for line in text.splitlines():
-        if current is None:
-            match = _HEADER.match(line)
-            if match and not line.startswith(" "):
-                current = match.group(1)
-                found[current] = []
-                entry = current if line.startswith("ENTRY") else entry
-        elif line.startswith("}"):
-            current = None
-        else:
-            found[current].append(line)
-    return found, entry
-
-
-def all_reduces(text: str) -> list[tuple[str, int]]:
-    """``(shape, loop depth)`` of every all-reduce: depth is how many while bodies run it."""
-    computations, entry = _computations(text)
-    depth_of: dict[str, int] = {}
-
-    def visit(name: str, depth: int) -> None:
-        if depth_of.get(name, -1) >= depth or name not in computations:
-            return
-        depth_of[name] = depth
-        for line in computations[name]:
-            bodies = set(_WHILE_BODY.findall(line))
-            for callee in _CALLS.findall(line):
-                visit(callee, depth + (callee in bodies or "condition=%" + callee in line))
-
-    visit(entry, 0)
-    return [(match.group(1), depth_of[name]) for name, lines in computations.items() if name in depth_of
-            for match in map(_ALL_REDUCE.match, lines) if match]
-
-
 def _normalized(text: str) -> str:
     """The module without its name and its stack-frame tables (those hold the tracing call site)."""
     text = re.sub(r"^HloModule \S+", "HloModule m", text, flags=re.M)
     text = re.sub(r"^(FileNames|FunctionNames|FileLocations|StackFrames)\n.*?\n\n", "", text, flags=re.S | re.M)
     return re.sub(r" stack_frame_id=\d+", "", text)
-
-
-def _padded_bytes(shape: str) -> int:
-    """Bytes of one array as the TPU lays it out: ``f32[4,16,16]{2,1,0:T(8,128)}`` is 4*16*128*4.
-
-    The tile covers the most minor dimensions (a default, row-major layout here): each is
-    rounded up to the tile's size along it.
-    """
-    dtype, dims, tile = re.match(r"(\w+)\[([\d,]*)\]\{[\d,]*(?::T\(([\d,]+)\))?", shape).groups()
-    sizes = [int(d) for d in dims.split(",") if d]
-    tiles = [int(t) for t in tile.split(",")] if tile else []
-    for k, t in enumerate(reversed(tiles), start=1):
-        sizes[-k] = -(-sizes[-k] // t) * t
-    return math.prod(sizes) * {"f32": 4, "bf16": 2, "s32": 4}[dtype]
-
-
-def _entry_parameters(text: str) -> list[str]:
-    """The entry computation's parameter shapes, from the module header's layout."""
-    layout = re.search(r"entry_computation_layout=\{\((.*?)\)->", text).group(1)
-    return re.findall(r"\w+\[[\d,]*\]\{[^}]*\}", layout)
 
 
 # --- parsing a target (no libtpu needed) ------------------------------------------------------

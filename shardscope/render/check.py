@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
+
 from shardscope.pipeline.check import exit_code
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
@@ -43,9 +45,9 @@ def _named(inspections: list[Inspection]) -> list[tuple[str, str, Inspection]]:
 
 
 def _title(function: str) -> str:
-    """``linear's naive plan`` for a demo's plan (``linear[naive]``), ``step program`` for a program."""
+    """``linear's naive plan`` for a demo's plan (``linear[naive]``), ``the step program`` for a program."""
     demo, bracket, plan = function.partition("[")
-    return f"{demo}'s {plan.rstrip(']')} plan" if bracket else f"{function} program"
+    return f"{demo}'s {plan.rstrip(']')} plan" if bracket else f"the {function} program"
 
 
 def render(inspections: list[Inspection], console: Console) -> None:
@@ -59,9 +61,9 @@ def render(inspections: list[Inspection], console: Console) -> None:
         _render_target_outcome(inspections, console)
         return
     flagged = [ins.function for ins in inspections if ins.flagged]
-    if flagged:
-        console.print(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
-                      style="bold red", highlight=False)
+    if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
+        console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
+                           style="bold red"))
     else:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)
@@ -75,8 +77,8 @@ def _render_target_outcome(inspections: list[Inspection], console: Console) -> N
                         if plan.target == target and plan.staying_findings] for target in targets}
     for target, functions in staying.items():
         if functions:
-            console.print(f"check failed on {target}: {', '.join(functions)}: collectives stay in loops that "
-                          "need not hold them there.", style="bold red", highlight=False)
+            console.print(Text(f"check failed on {target}: {', '.join(functions)}: collectives stay in loops that "
+                               "need not hold them there.", style="bold red"))
         else:
-            console.print(f"check passed on {target}: every collective a loop holds there is needed, or the "
-                          "compiler already moves it out.", style="bold green", highlight=False)
+            console.print(Text(f"check passed on {target}: every collective a loop holds there is needed, or the "
+                               "compiler already moves it out.", style="bold green"))

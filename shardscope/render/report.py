@@ -32,7 +32,7 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
 
 def _named(analysis: "Analysis") -> list[tuple[str, str, "PlanResult"]]:
     """``(name, title, plan)`` of every plan, for the targets' renderings."""
-    return [(name, plan.title, plan) for name, plan in analysis.plans.items()]
+    return [(name, f"the {plan.title}", plan) for name, plan in analysis.plans.items()]
 
 
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:

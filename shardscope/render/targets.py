@@ -68,9 +68,10 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     """One sentence: on this target, does the plan's flagged collective leave its loop (the
     compiler defers it already) or stay (the deferral is worth writing)?
 
-    ``title`` names the plan (``naive plan``, ``step program``).
+    ``title`` names the plan with its article (``the naive plan``, ``the step program``,
+    ``linear's naive plan``).
     """
-    on = f"on {plan.topology} the {title}"
+    on = f"on {plan.topology} {title}"
     flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged]
     if not flagged:
         in_loops = len(plan.compiled.findings)
@@ -167,14 +168,15 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
     ``named`` holds ``(name, title, result)``: a result (a plan's or a program's) has
     ``targets`` and ``compiled``.
     """
+    from rich.text import Text
+
     pairs = [(name, result) for name, _, result in named]
     for target in targets_of(pairs):
         console.print(target_table(target, pairs))
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
         console.print(placements_table(rows, noun))
         for (_, title, _), (_, plan) in zip(named, rows):
-            console.print(plan_verdict(title, plan), highlight=False,
-                          style="bold red" if plan.staying_findings else "bold green")
+            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
 
 
 # --------------------------------------------------------------------------- JSON

@@ -1,0 +1,74 @@
+"""An independent reading of compiled module text (CPU or TPU), for the target tests.
+
+Where each all-reduce sits is recounted here from the text (which computations a while loop
+runs), never taken from shardscope's own parser; so are the entry parameters' padded sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_CALLS = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
+_WHILE_BODY = re.compile(r"\bwhile\(.*\bbody=%?([\w.\-]+)")
+_ALL_REDUCE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-reduce(?:-start)?\(")
+
+
+def _computations(text: str) -> tuple[dict[str, list[str]], str]:
+    """Each computation's instruction lines, by name, and the entry computation's name."""
+    found: dict[str, list[str]] = {}
+    entry, current = "", None
+    for line in text.splitlines():
+        if current is None:
+            match = _HEADER.match(line)
+            if match and not line.startswith(" "):
+                current = match.group(1)
+                found[current] = []
+                entry = current if line.startswith("ENTRY") else entry
+        elif line.startswith("}"):
+            current = None
+        else:
+            found[current].append(line)
+    return found, entry
+
+
+def all_reduces(text: str) -> list[tuple[str, int]]:
+    """``(shape, loop depth)`` of every all-reduce: depth is how many while bodies run it."""
+    computations, entry = _computations(text)
+    depth_of: dict[str, int] = {}
+
+    def visit(name: str, depth: int) -> None:
+        if depth_of.get(name, -1) >= depth or name not in computations:
+            return
+        depth_of[name] = depth
+        for line in computations[name]:
+            bodies = set(_WHILE_BODY.findall(line))
+            for callee in _CALLS.findall(line):
+                visit(callee, depth + (callee in bodies or "condition=%" + callee in line))
+
+    visit(entry, 0)
+    return [(match.group(1), depth_of[name]) for name, lines in computations.items() if name in depth_of
+            for match in map(_ALL_REDUCE.match, lines) if match]
+
+
+def padded_bytes(shape: str) -> int:
+    """Bytes of one array as the TPU lays it out: ``f32[4,16,16]{2,1,0:T(8,128)}`` is 4*16*128*4.
+
+    The layout lists the dimensions from the most minor; the tile covers the most minor ones
+    (its last size the most minor): each is rounded up to the tile's size along it
+    (``f32[16,5]{0,1:T(8,128)}``: 16 is the minor dimension, 128 x 8).
+    """
+    dtype, dims, order, tile = re.match(r"(\w+)\[([\d,]*)\]\{([\d,]*)(?::T\(([\d,]+)\))?", shape).groups()
+    sizes = [int(d) for d in dims.split(",") if d]
+    minor_first = [int(d) for d in order.split(",") if d] or list(reversed(range(len(sizes))))
+    tiles = [int(t) for t in tile.split(",")] if tile else []
+    for dim, t in zip(minor_first, reversed(tiles)):
+        sizes[dim] = -(-sizes[dim] // t) * t
+    return math.prod(sizes) * {"f32": 4, "bf16": 2, "s32": 4}[dtype]
+
+
+def entry_parameters(text: str) -> list[str]:
+    """The entry computation's parameter shapes, from the module header's layout."""
+    layout = re.search(r"entry_computation_layout=\{\((.*?)\)->", text).group(1)
+    return re.findall(r"\w+\[[\d,]*\]\{[^}]*\}", layout)

@@ -1,0 +1,240 @@
+"""``report --target`` and ``check --target``: the plans compiled for a TPU slice beside the CPU.
+
+Where each all-reduce sits on the target is recounted here from the target's compiled text
+(the same trace compiled with ``compile_for_target``, read by ``_tpu_text``), never from
+shardscope's output; so are the memory per device (the entry layout's padded sizes) and the
+trip counts (by hand from the demos). libtpu ships for Linux x86-64 only: elsewhere these skip.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import textwrap
+
+import pytest
+from _support import DEMOS
+from _tpu_text import all_reduces, entry_parameters, padded_bytes
+
+from shardscope.pipeline import targets
+from shardscope.plans.registry import build_plans
+from shardscope.plans.settings import Settings
+from shardscope.sources.loading import load_demo_file, load_file
+
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+
+CHUNKS = 2
+"""Chunks per device of the demos' default chunk size: the largest that gives two."""
+
+
+def _on(topology: str, traced) -> str:
+    return targets.compile_for_target(traced, targets.load_target(targets.parse_target(f"tpu:{topology}"))).hlo_text
+
+
+def _plan_texts(demo: str, function: str, topology: str, devices: int) -> dict[str, tuple[str, str]]:
+    """``{plan: (CPU text, target text)}`` of the naive and deferred plans, compiled here."""
+    settings = Settings(path=DEMOS / demo, devices=devices)
+    built = build_plans(load_demo_file(settings.path).functions[function], settings)
+    found = {}
+    for plan in ("naive", "deferred"):
+        traced = built.functions[plan].trace(*built.args)
+        found[plan] = (traced.lower().compile().as_text(), _on(topology, traced))
+    return found
+
+
+def _depths(collectives: list[dict]) -> list[int]:
+    return sorted(len(c["loops"]) for c in collectives)
+
+
+def test_report_on_a_v5e_slice_shows_the_seed_naive_plans_all_reduce_leave_the_loop(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["devices"] == 4 and data["mesh"] == {"s": 4}  # a 1-D mesh over the slice's 4 chips
+    target = data["targets"]["tpu:v5e:2x2"]
+    assert target["devices"] == 4 and target["device_kind"] == "TPU v5 lite"
+    texts = _plan_texts("linear.py", "linear", "v5e:2x2", 4)
+    cpu, tpu = texts["naive"]
+    assert [depth for _, depth in all_reduces(cpu)] == [1] and [depth for _, depth in all_reduces(tpu)] == [0]
+    naive = target["variants"]["naive"]
+    (moved,) = naive["compiled_collectives"]
+    assert moved["kind"] == "all-reduce" and moved["loops"] == [] and moved["executions"] == 1
+    assert moved["left_loop"] is True and moved["value"] == "params"
+    (placement,) = naive["placements"]
+    assert placement["change"] == "left_loop" and placement["cpu_executions"] == CHUNKS
+    assert naive["staying_findings"] == []
+    assert naive["verdict"] == ("on v5e:2x2 the naive plan's all-reduce of params leaves the loop: "
+                                "the compiler already does the deferral here.")
+    assert naive["memory"]["argument_size_in_bytes"] == sum(map(padded_bytes, entry_parameters(tpu)))
+    assert naive["cpu_memory"] == data["variants"]["naive"]["memory"]
+    deferred = target["variants"]["deferred"]
+    assert _depths(deferred["compiled_collectives"]) == [d for _, d in all_reduces(texts["deferred"][1])] == [0]
+    assert not any(c["left_loop"] for c in deferred["compiled_collectives"])
+
+
+def test_report_without_a_target_has_no_targets(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["targets"] == {}
+
+
+def test_the_report_text_has_the_targets_columns_without_timings(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "tpu:v5e:2x2: 4 x TPU v5 lite (compiled for, never run: no timings)" in out
+    assert "run median │ not run (compiled only) │ not run (compiled only)" in out
+    assert "memory/device: arguments" in out and "on the CPU" in out
+    assert "tpu:v5e:2x2: each CPU collective on the target" in out and "left loop" in out
+    assert "on v5e:2x2 the naive plan's all-reduce of params leaves the loop: the compiler already does the deferral here." in out
+
+
+def test_the_rnn_naive_plan_keeps_the_recurrent_weights_all_reduce_in_the_chunk_loop(shardscope_cli):
+    """Wh's all-reduce leaves the time loop but stays in the chunk loop on v5e:2x2; Wx's and b's
+    leave both, combined at the entry; the deferred plan has one all-reduce of all three there."""
+    result = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    target = json.loads(result.stdout)["targets"]["tpu:v5e:2x2"]["variants"]
+    texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
+    tpu = all_reduces(texts["naive"][1])
+    (in_loop,) = [shape for shape, depth in tpu if depth == 1]
+    (at_entry,) = [shape for shape, depth in tpu if depth == 0]
+    assert in_loop.startswith("f32[16,16]") and at_entry.count("f32[") == 2 and len(tpu) == 2
+    naive = target["naive"]
+    by_depth = {len(c["loops"]): c for c in naive["compiled_collectives"]}
+    assert sorted(by_depth) == [0, 1]
+    assert by_depth[1]["values"] == ["params['Wh']"] and by_depth[1]["loop_trip_counts"] == [CHUNKS]
+    assert by_depth[1]["left_loop"] is True  # out of the time loop, still in the chunk loop
+    assert by_depth[0]["operands"] == 2 and by_depth[0]["left_loop"] is True
+    (wh,) = [p for p in naive["placements"] if p["value"] == "params['Wh']"]
+    assert wh["placement"] == "left 1 of 2 loops" and naive["staying_findings"] == [wh["cpu_collective"]]
+    assert naive["verdict"].startswith("on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's "
+                                       f"chunk loop ({CHUNKS} iterations): the deferral is worth writing")
+    ((shape, depth),) = all_reduces(texts["deferred"][1])
+    (one,) = target["deferred"]["compiled_collectives"]
+    assert depth == 0 and one["loops"] == [] and one["operands"] == shape.count("f32[") == 3
+
+
+def test_check_with_a_target_fails_only_where_a_finding_stays_in_a_loop(shardscope_cli):
+    rnn = shardscope_cli("check", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2")
+    assert rnn.returncode == 1, rnn.stderr
+    assert "check failed on tpu:v5e:2x2: rnn[naive]" in " ".join(rnn.stdout.split())
+    linear = shardscope_cli("check", DEMOS / "linear.py", "--target", "tpu:v5e:2x2")
+    assert linear.returncode == 0, linear.stderr
+    out = " ".join(linear.stdout.split())
+    assert "check passed on tpu:v5e:2x2" in out
+    assert "on v5e:2x2 linear's naive plan's all-reduce of params leaves the loop: the compiler already does the " \
+           "deferral here." in out
+    assert shardscope_cli("check", DEMOS / "linear.py").returncode == 1  # the CPU keeps it in the loop
+
+
+def test_check_json_of_the_accumulation_on_a_slice_of_its_size(shardscope_cli):
+    """demos/gspmd_accumulate.py builds its mesh over 8 CPU devices: on v5e:2x4 (8 chips) the
+    partitioner's all-reduce in the scan runs once after it."""
+    result = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step", "--target", "tpu:v5e:2x4",
+                            "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    step = load_file(DEMOS / "gspmd_accumulate.py").functions["step"]
+    traced = step.fn.trace(*step.spec.args)
+    cpu, tpu = traced.lower().compile().as_text(), _on("v5e:2x4", traced)
+    assert {depth for _, depth in all_reduces(cpu)} == {1} and {depth for _, depth in all_reduces(tpu)} == {0}
+    (program,) = data["programs"]
+    on_target = program["targets"]["tpu:v5e:2x4"]
+    assert on_target["devices"] == 8
+    assert _depths(on_target["compiled_collectives"]) == sorted(d for _, d in all_reduces(tpu))
+    assert all(c["left_loop"] for c in on_target["compiled_collectives"])
+    assert on_target["memory"]["argument_size_in_bytes"] == sum(map(padded_bytes, entry_parameters(tpu)))
+    assert data["targets"]["tpu:v5e:2x4"]["variants"]["step"]["placements"] == on_target["placements"]
+    assert shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step").returncode == 1
+
+
+NEEDED_IN_LOOP = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+    W = jax.ShapeDtypeStruct((16, 16), jnp.float32, sharding=NamedSharding(mesh, P()))
+    h = jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+
+    def local(W, h):
+        def body(h, _):
+            total = lax.psum(jnp.sum(h @ W, axis=0, keepdims=True), "data")
+            return jnp.tanh(h + total), None
+
+        h, _ = lax.scan(body, h, None, length=4)
+        return h
+
+    step = shardscope.program(args=(W, h))(
+        jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P("data")), out_specs=P("data"))))
+''')
+
+EVERY_GENERATION = ("v4:2x2x1", "v5e:2x2", "v5p:2x2x1", "v6e:2x2")
+
+
+def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(tmp_path, shardscope_cli):
+    path = tmp_path / "needed.py"
+    path.write_text(NEEDED_IN_LOOP)
+    flags = [word for topology in EVERY_GENERATION for word in ("--target", f"tpu:{topology}")]
+    result = shardscope_cli("check", path, *flags, "--json")
+    assert result.returncode == 0, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    step = load_file(path).functions["step"]
+    traced = step.fn.trace(*step.spec.args)
+    assert list(program["targets"]) == [f"tpu:{t}" for t in EVERY_GENERATION]
+    for topology in EVERY_GENERATION:
+        assert [depth for _, depth in all_reduces(_on(topology, traced))] == [1]
+        on_target = program["targets"][f"tpu:{topology}"]
+        assert _depths(on_target["compiled_collectives"]) == [1]
+        assert not any(c["left_loop"] for c in on_target["compiled_collectives"])
+        assert [p["change"] for p in on_target["placements"]] == ["stayed"]
+        assert on_target["verdict"] == f"on {topology} the step program keeps 1 collective in a loop, needed there (as on the CPU)."
+    text = shardscope_cli("check", path, *flags)
+    assert all(f"check passed on tpu:{t}" in " ".join(text.stdout.split()) for t in EVERY_GENERATION)
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--devices", "2"),
+     "The mesh s=2 has 2 devices; tpu:v5e:2x2 has 4.", "multiply to 4"),
+    (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v5e:2x4"),
+     "different device counts (tpu:v5e:2x2 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
+    (("check", DEMOS / "linear.py", "--target", "gpu:h100:8"), "TPU slices only", "tpu:v5e:16x16"),
+    (("report", DEMOS / "linear.py", "--target", "tpu:v9:2x2"), "libtpu does not know the topology 'v9:2x2'",
+     "tpu:v5e:16x16"),
+    (("check", DEMOS / "gspmd_accumulate.py", "--target", "tpu:v5e:2x2"),
+     "runs on 8 devices; tpu:v5e:2x2 has 4", "a topology with 8 chips"),
+    (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--processes", "2"),
+     "does not go with --processes", "leave --processes"),
+])
+def test_a_target_that_does_not_fit_is_one_message_with_exit_2(args, message, hint, shardscope_cli):
+    result = shardscope_cli(*args)
+    assert result.returncode == 2, result.stdout
+    assert message in " ".join(result.stderr.split()) and hint in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+class _NoLibtpu:
+    """An import finder that says libtpu is not installed, as on a machine without the extra."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "libtpu":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatch, shardscope_cli):
+    monkeypatch.setattr(sys, "meta_path", [_NoLibtpu(), *sys.meta_path])
+    for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+    targets._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
+    result = shardscope_cli(command, DEMOS / "linear.py", "--target", "tpu:v5e:2x2")
+    assert result.returncode == 2
+    assert "needs libtpu, which is not installed" in result.stderr
+    assert "pip install 'shardscope[tpu]'" in result.stderr and "Traceback" not in result.stderr
