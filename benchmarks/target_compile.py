@@ -1,6 +1,8 @@
-"""Compile time for TPU targets of 8, 64 and 256 devices (docs/tpu-targets.md; not in ``run.py`` yet).
+"""Compile time for TPU targets of 8, 64 and 256 devices (docs/tpu-targets.md; not in ``run.py``).
 
-``python -m benchmarks.target_compile`` (needs the ``tpu`` extra): demos/train_step.py's ``step``
+``python -m benchmarks.target_compile`` (needs the ``tpu`` extra; writes
+``benchmarks/results/target_compile.json``, which ``python -m benchmarks.render`` puts in
+``BENCHMARKS.md``; run alone, about a minute): demos/train_step.py's ``step``
 written with its mesh over n devices. Per target, medians (min-max) of 5 rounds, the routes
 interleaved, a new ``jax.jit`` each round (JAX caches traces, lowerings and compiles per
 function): the trace over n CPU devices, ``compile_for_target`` of that trace (lowering and TPU
@@ -77,17 +79,27 @@ def measure(topology: str) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    """Print one line per topology."""
+    """Print one line per topology and write the rounds to ``benchmarks/results/target_compile.json``."""
+    from benchmarks.common import write_result
+    from shardscope.pipeline import targets
     from shardscope.pipeline.devices import ensure_devices
 
     ensure_devices(256)
     import jax
 
+    import libtpu
+
     print(f"jax {jax.__version__}, {ROUNDS} rounds, median (min-max) seconds")
+    cases = []
     for topology in TOPOLOGIES:
         rounds = measure(topology)
         cells = ", ".join(f"{name} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for name, v in rounds.items())
         print(f"{topology}: {cells}", flush=True)
+        devices = targets.load_target(targets.parse_target(f"tpu:{topology}")).count
+        cases.append({"topology": topology, "devices": devices, "rounds": rounds})
+    path = write_result("target_compile", False, {"rounds_per_case": ROUNDS, "libtpu": libtpu.__version__,
+                                                  "cases": cases})
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
