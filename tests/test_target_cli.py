@@ -210,6 +210,8 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
      "runs on 8 devices; tpu:v5e:2x2 has 4", "a topology with 8 chips"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--processes", "2"),
      "does not go with --processes", "leave --processes"),
+    (("sweep", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v6e:2x2"),
+     "sweep takes one --target", "one sweep per target"),
 ])
 def test_a_target_that_does_not_fit_is_one_message_with_exit_2(args, message, hint, shardscope_cli):
     result = shardscope_cli(*args)
@@ -238,3 +240,39 @@ def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatc
     assert result.returncode == 2
     assert "needs libtpu, which is not installed" in result.stderr
     assert "pip install 'shardscope[tpu]'" in result.stderr and "Traceback" not in result.stderr
+
+
+def _footprint(memory: dict) -> int:
+    """Arguments + outputs + temporaries - aliases, per device: what a budget must hold."""
+    return (memory["argument_size_in_bytes"] + memory["output_size_in_bytes"] + memory["temp_size_in_bytes"]
+            - memory["alias_size_in_bytes"])
+
+
+def test_sweep_with_a_target_fits_the_budget_to_the_targets_memory(shardscope_cli):
+    """At chunk size 1 the seed demo's plans hold under 1 KiB per CPU device but far more on
+    v5e:2x2 (each chunk's arrays padded to the TPU's tiles): a 30 KiB budget rules them out
+    there; each footprint is read here from the TPU module's memory_analysis()."""
+    result = shardscope_cli("sweep", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--chunk-sizes", "1,16",
+                            "--memory-budget", "30KiB", "-r", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["target"] == "tpu:v5e:2x2" and data["devices"] == 4
+    devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    demo = load_demo_file(DEMOS / "linear.py").functions["linear"]
+    budget = 30 * 1024
+    for point in data["points"]:
+        built = build_plans(demo, Settings(path=DEMOS / "linear.py", devices=4, chunk_size=point["chunk_size"]))
+        traced = built.functions[point["plan"]].trace(*built.args)
+        on_tpu = _footprint(targets.compile_for_target(traced, devices).memory)
+        stats = traced.lower().compile().memory_analysis()
+        on_cpu = _footprint({name: getattr(stats, name) for name in (
+            "argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")})
+        assert point["target_footprint_bytes"] == on_tpu and point["footprint_bytes"] == on_cpu
+        assert point["fits"] == (on_tpu <= budget)
+        if point["chunk_size"] == 1:
+            assert on_cpu <= budget < on_tpu and not point["fits"]
+    assert data["pick"]["chunk_size"] == 16
+    text = shardscope_cli("sweep", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--chunk-sizes", "1,16",
+                          "--memory-budget", "30KiB", "-r", "1")
+    assert "mem/dev on tpu:v5e:2x2" in text.stdout
+    assert "within the budget of 30 KiB per device on tpu:v5e:2x2" in " ".join(text.stdout.split())

@@ -9,13 +9,15 @@ import sys
 from dataclasses import dataclass
 
 from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
-from shardscope.cli.options import JSON_HELP, DemoOptions, add_demo_options, add_process_options, process_options
+from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_process_options, add_target_option,
+                                    process_options, refuse_targets_across_processes)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import parse_chunk_sizes, run_sweep
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
+from shardscope.errors import SettingsError
 from shardscope.pipeline.devices import ensure_devices
 from shardscope.render.console import stdout_console
 from shardscope.render.json_values import finite
@@ -33,6 +35,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--memory-budget", metavar="SIZE",
                         help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_target_option(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -47,12 +50,13 @@ class SweepOptions:
     chunk_sizes: str | None
     memory_budget: str | None
     json: bool
+    targets: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> SweepOptions:
         """The options as ``sweep``'s subparser parsed them from ``argv``."""
         return cls(DemoOptions.from_args(args), process_options(args, argv), args.chunk_sizes, args.memory_budget,
-                   args.json)
+                   args.json, tuple(args.target))
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -62,12 +66,24 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 
 def sweep(options: SweepOptions) -> int:
-    """Every plan at every chunk size, with progress on stderr; process 0 prints the table or JSON."""
+    """Every plan at every chunk size, with progress on stderr; process 0 prints the table or JSON.
+
+    With ``--target`` each point is compiled for the slice too, and ``--memory-budget`` is its
+    memory per device there.
+    """
+    from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine (0.4 s): not for --help
+
     settings = options.demo.settings()
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None
-    loaded = load_demo(settings, options.processes)
+    slices = parse_targets(options.targets)
+    if len(slices) > 1:
+        raise SettingsError("sweep takes one --target: the budget is checked against one slice's memory.",
+                            "run one sweep per target")
+    refuse_targets_across_processes(slices, options.processes)
+    targets = load_targets(slices) if slices else ()
+    loaded = load_demo(settings, options.processes, targets)
     if options.processes.spawns_workers:
         return spawn_on_demo_mesh(loaded, options.demo, options.processes)
     ensure_devices(loaded.settings.mesh.devices)
@@ -77,7 +93,8 @@ def sweep(options: SweepOptions) -> int:
             print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
 
     with contextlib.redirect_stdout(sys.stderr):  # what the demo prints while traced stays off stdout
-        result = run_sweep(loaded.settings, chunk_sizes, budget_bytes, progress, loaded.demo_file)
+        result = run_sweep(loaded.settings, chunk_sizes, budget_bytes, progress, loaded.demo_file,
+                           targets[0] if targets else None)
     if not is_leader():
         return 0
     if options.json:

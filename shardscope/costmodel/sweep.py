@@ -8,10 +8,13 @@ pick is the fastest point whose per-device footprint fits the memory budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.plans.settings import Settings, divisors
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.targets import TargetDevices
 
 SweepProgress = Callable[[int, int, int], None]
 """``progress(done, total, chunk_size)`` after each chunk size; may raise to cancel."""
@@ -40,13 +43,23 @@ class SweepPoint:
     executed_collectives: int | None
     bytes_per_call: int | None
     max_abs_err: float
+    target_memory: dict[str, int] | None = None  # memory_analysis() of its compile for the sweep's target
 
     @property
     def footprint_bytes(self) -> int:
         """Per-device bytes the compiled program holds: arguments + outputs + temporaries - aliases."""
-        m = self.memory
-        return (m.get("argument_size_in_bytes", 0) + m.get("output_size_in_bytes", 0)
-                + m.get("temp_size_in_bytes", 0) - m.get("alias_size_in_bytes", 0))
+        return footprint(self.memory)
+
+    @property
+    def target_footprint_bytes(self) -> int | None:
+        """The same on the sweep's target (None without one)."""
+        return None if self.target_memory is None else footprint(self.target_memory)
+
+
+def footprint(memory: dict[str, int]) -> int:
+    """Per-device bytes of a ``memory_analysis()``: arguments + outputs + temporaries - aliases."""
+    return (memory.get("argument_size_in_bytes", 0) + memory.get("output_size_in_bytes", 0)
+            + memory.get("temp_size_in_bytes", 0) - memory.get("alias_size_in_bytes", 0))
 
 
 @dataclass(frozen=True)
@@ -65,10 +78,17 @@ class Sweep:
     """Each plan that could not be built or traced here, with the reason (as the report lists it)."""
     mesh: dict[str, int] = field(default_factory=dict)
     """The mesh swept on, axis by axis (a demo's own mesh when the user gave none)."""
+    target: str | None = None
+    """The slice every point was also compiled for (``tpu:v5e:2x2``): the budget is its memory's."""
+
+    def budgeted_bytes(self, point: SweepPoint) -> int:
+        """The footprint the budget is checked against: the target's, else the CPU's."""
+        on_target = point.target_footprint_bytes
+        return point.footprint_bytes if self.target is None or on_target is None else on_target
 
     def fits(self, point: SweepPoint) -> bool:
         """True when ``point`` fits the budget (always, without a budget)."""
-        return self.memory_budget_bytes is None or point.footprint_bytes <= self.memory_budget_bytes
+        return self.memory_budget_bytes is None or self.budgeted_bytes(point) <= self.memory_budget_bytes
 
     @property
     def pick(self) -> SweepPoint | None:
@@ -78,8 +98,8 @@ class Sweep:
 
     @property
     def smallest_footprint(self) -> SweepPoint:
-        """The point that needs the least memory per device."""
-        return min(self.points, key=lambda p: p.footprint_bytes)
+        """The point that needs the least memory per device (on the target, with one)."""
+        return min(self.points, key=self.budgeted_bytes)
 
     @property
     def plan_names(self) -> list[str]:
@@ -98,10 +118,12 @@ def run_sweep(
     memory_budget_bytes: int | None = None,
     progress: SweepProgress | None = None,
     demo_file: Any = None,
+    target: "TargetDevices | None" = None,
 ) -> Sweep:
     """Compile and time every plan at every chunk size (default: every divisor of the per-device batch).
 
-    ``demo_file`` skips loading when the caller already holds the loaded file.
+    ``demo_file`` skips loading when the caller already holds the loaded file; with ``target``
+    (a loaded TPU slice as many devices wide as the mesh) each point is compiled for it too.
     """
     import jax
 
@@ -129,7 +151,7 @@ def run_sweep(
         traced, untraced = registry.trace_plans(built)
         for name, reason in {**built.unavailable, **untraced}.items():
             unavailable.setdefault(name, {})[chunk] = reason
-        points += _points(built, traced, chunk, expected, settings)
+        points += _points(built, traced, chunk, expected, settings, target)
         if progress is not None:
             progress(i + 1, len(sizes), chunk)
     return Sweep(
@@ -143,6 +165,7 @@ def run_sweep(
         collectives_transport=collectives_transport(),
         unavailable={name: _reason(by_chunk, sizes) for name, by_chunk in unavailable.items()},
         mesh=dict(settings.mesh.axes),
+        target=None if target is None else target.target.text(),
     )
 
 
@@ -157,8 +180,9 @@ def _reason(by_chunk: dict[int, str], sizes: tuple[int, ...]) -> str:
 
 
 def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expected: Any,
-            settings: Settings) -> list[SweepPoint]:
-    """Compile and time each traced plan of ``built`` (one chunk size), interleaved."""
+            settings: Settings, target: "TargetDevices | None" = None) -> list[SweepPoint]:
+    """Compile and time each traced plan of ``built`` (one chunk size), interleaved; compile it
+    for ``target`` too, for its memory there."""
     from shardscope.engine import dataflow
     from shardscope.measure import timing
     from shardscope.engine.jaxpr_model import from_jaxpr
@@ -179,8 +203,16 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
             executed_collectives=dataflow.per_call(program, lambda eqn: 1),
             bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
             max_abs_err=timing.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
+            target_memory=None if target is None else _target_memory(traced[name][0], target, name),
         ))
     return out
+
+
+def _target_memory(traced: Any, target: "TargetDevices", name: str) -> dict[str, int]:
+    """``memory_analysis()`` of the plan compiled for ``target`` (nothing runs there)."""
+    from shardscope.pipeline.targets import compile_for_target
+
+    return compile_for_target(traced, target, f"the {name} plan").memory
 
 
 def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:

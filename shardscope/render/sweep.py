@@ -37,13 +37,18 @@ def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
     With ``hidden`` a pick shows as ``···``: it is the fastest point, a measured result."""
     pick = sweep.pick
     budget = "" if sweep.memory_budget_bytes is None else f" within the budget of {mib(sweep.memory_budget_bytes)}"
+    if budget and sweep.target is not None:
+        budget += f" per device on {sweep.target}"
     if pick is not None and hidden:
         return f"pick: {HIDDEN} (the fastest{budget})."
     if pick is not None:
+        where = "" if sweep.target is None else f" on {sweep.target}"
+        timed = "" if sweep.target is None else " on the CPU"
         return (f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest{budget} "
-                f"(median {pick.run_s.median * 1e3:.3f} ms, {mib(pick.footprint_bytes)} per device).")
+                f"(median {pick.run_s.median * 1e3:.3f} ms{timed}, {mib(sweep.budgeted_bytes(pick))} per device{where}).")
     small = sweep.smallest_footprint
-    return (f"nothing fits{budget}: the smallest footprint is {mib(small.footprint_bytes)} per device "
+    where = "" if sweep.target is None else f" on {sweep.target}"
+    return (f"nothing fits{budget}: the smallest footprint is {mib(sweep.budgeted_bytes(small))} per device{where} "
             f"({small.plan} at chunk size {small.chunk_size}).")
 
 
@@ -69,23 +74,32 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
         title += f", {sweep.processes} processes ({sweep.collectives_transport})"
     if hidden:
         title += "; measured times hidden"
+    if sweep.target is not None:
+        title += f"; compiled for {sweep.target} too (never run there): fits = its memory there"
     table = Table(title=title, title_justify="left")
-    for column in ("chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"):
+    columns = ["chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"]
+    if sweep.target is not None:
+        columns.insert(4, f"mem/dev on {sweep.target}")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
     pick = None if hidden else sweep.pick
     for p in sweep.points:
         style = "bold green" if p is pick else ("dim" if not sweep.fits(p) else None)
+        on_target = [] if sweep.target is None else [
+            "-" if p.target_footprint_bytes is None else mib(p.target_footprint_bytes)]
         table.add_row(
             str(p.chunk_size), p.plan,
             HIDDEN if hidden else f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
-            mib(p.footprint_bytes), count_text(p.executed_collectives),
+            mib(p.footprint_bytes), *on_target, count_text(p.executed_collectives),
             count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
         )
     return table
 
 
 def sweep_json(sweep: "Sweep") -> dict[str, Any]:
-    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits)."""
+    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits); with a
+    ``target``, each point's ``target_memory`` and the footprint there, which ``fits`` and
+    ``smallest_footprint`` read."""
     pick = sweep.pick
     return {
         "function": sweep.function,
@@ -96,12 +110,13 @@ def sweep_json(sweep: "Sweep") -> dict[str, Any]:
         "processes": sweep.processes,
         "collectives_transport": sweep.collectives_transport,
         "memory_budget_bytes": sweep.memory_budget_bytes,
+        "target": sweep.target,
         "points": [_point_json(sweep, p) for p in sweep.points],
         "unavailable": dict(sweep.unavailable),
         "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
         "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
                                "chunk_size": sweep.smallest_footprint.chunk_size,
-                               "footprint_bytes": sweep.smallest_footprint.footprint_bytes},
+                               "footprint_bytes": sweep.budgeted_bytes(sweep.smallest_footprint)},
     }
 
 
@@ -112,6 +127,8 @@ def _point_json(sweep: "Sweep", p: "SweepPoint") -> dict[str, Any]:
         "chunks_per_device": p.chunks_per_device,
         "memory": p.memory,
         "footprint_bytes": p.footprint_bytes,
+        "target_memory": p.target_memory,
+        "target_footprint_bytes": p.target_footprint_bytes,
         "fits": sweep.fits(p),
         "run_s": {"median": p.run_s.median, "min": p.run_s.min, "max": p.run_s.max, "samples": len(p.run_s.samples)},
         "executed_collectives": p.executed_collectives,
