@@ -139,7 +139,7 @@ def test_report_project_states_the_measured_comparison_in_the_reports_own_senten
     words = " ".join(result.stdout.split())
     sentence = (r"deferred is \d+\.\d\dx (?:faster|slower) than naive \(per-round ratios [^)]*\)"
                 r"|no measurable difference between naive and deferred \([^)]*\)")
-    verdict = re.search(rf"collective equations in loops\); ({sentence})\.", words)
+    verdict = re.search(rf"collective equations in loops(?:; compiled: [^)]*)?\); ({sentence})\.", words)
     measured = re.search(rf"communication time: 2\.00x; measured run time here: ({sentence})\.", words)
     assert verdict and measured, words[-800:]
     assert measured.group(1) == verdict.group(1)

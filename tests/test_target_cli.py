@@ -9,7 +9,9 @@ trip counts (by hand from the demos). libtpu ships for Linux x86-64 only: elsewh
 from __future__ import annotations
 
 import json
+import math
 import platform
+import re
 import sys
 import textwrap
 
@@ -276,3 +278,34 @@ def test_sweep_with_a_target_fits_the_budget_to_the_targets_memory(shardscope_cl
                           "--memory-budget", "30KiB", "-r", "1")
     assert "mem/dev on tpu:v5e:2x2" in text.stdout
     assert "within the budget of 30 KiB per device on tpu:v5e:2x2" in " ".join(text.stdout.split())
+
+
+def _logical_bytes(shape: str) -> int:
+    """Bytes of the f32 arrays of a shape text, without the TPU's tile padding (what moves)."""
+    return sum(4 * math.prod(int(d) for d in dims.split(",") if d)
+               for dims in re.findall(r"f32\[([\d,]*)\]", shape))
+
+
+def test_the_projection_of_a_target_reads_its_compiled_collectives_on_the_topologys_ici(shardscope_cli):
+    """rnn on v5e:2x2: Wh's all-reduce twice per call (the chunk loop), Wx's and b's once, on the
+    v5e ICI preset (200 GB/s one way, 1 us per ring step) over the 4 chips: the ring all-reduce
+    2(n-1) alpha + 2(n-1)/n S/B per run, summed here by hand from the TPU text."""
+    result = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    projection = json.loads(result.stdout)["targets"]["tpu:v5e:2x2"]["projection"]
+    assert projection["preset"] == "tpu-v5e-ici" and projection["devices"] == 4
+    n, alpha, bandwidth = 4, 1e-6, 200e9
+    texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
+    for plan in ("naive", "deferred"):
+        expected = sum(CHUNKS ** depth * (2 * (n - 1) * alpha + 2 * (n - 1) / n * _logical_bytes(shape) / bandwidth)
+                       for shape, depth in all_reduces(texts[plan][1]))
+        assert projection["plans"][plan]["comm_s_per_call"] == pytest.approx(expected, rel=1e-9)
+    with_link = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1",
+                               "--link", "100GB/s,2us")
+    assert json.loads(with_link.stdout)["targets"]["tpu:v5e:2x2"]["projection"]["preset"] == "link"
+
+
+def test_a_topology_without_an_ici_preset_has_no_projection_unless_given_a_link(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v6e:2x2", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["targets"]["tpu:v6e:2x2"]["projection"] is None

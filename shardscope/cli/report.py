@@ -12,7 +12,7 @@ from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, ad
                                     process_options, refuse_targets_across_processes)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
-from shardscope.costmodel.projection import project
+from shardscope.costmodel.projection import project, project_targets
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
@@ -29,7 +29,8 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.add_argument("--project", metavar="PRESET[:DEVICES]",
                         help="project each plan's communication onto an interconnect preset "
-                             "(see `shardscope presets`) with DEVICES in the ring (default: --devices)")
+                             "(see `shardscope presets`) with DEVICES in the ring (default: --devices); with --target, "
+                             "each target's compiled collectives too (default there: the topology's ICI preset)")
     parser.add_argument("--link", metavar="BW,LATENCY",
                         help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
                              "(alone, it implies --project link)")
@@ -78,10 +79,11 @@ def report(options: ReportOptions) -> int:
     if not is_leader():
         return 0
     projection = None if target is None else project(analysis, *target)
+    on_targets = project_targets(analysis, *(target or (None, None)))
     if options.json:
-        print(json.dumps(to_json(analysis, projection), allow_nan=False))
+        print(json.dumps(to_json(analysis, projection, on_targets), allow_nan=False))
     else:
-        render(analysis, stdout_console(), projection)
+        render(analysis, stdout_console(), projection, on_targets)
     return 0
 
 

@@ -7,6 +7,8 @@ come from; where a vendor publishes no latency, the source says the value is an 
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
@@ -137,6 +139,19 @@ def parse_project(text: str, custom: Link | None) -> tuple[Link, int | None]:
             raise SettingsError("--project link needs --link BW,LATENCY.", "e.g. --link 25GB/s,5us --project link:16")
         return custom, devices
     return preset(name), devices
+
+
+ICI_PRESETS = {"v5e": "tpu-v5e-ici", "v5litepod": "tpu-v5e-ici", "TPU v5 lite": "tpu-v5e-ici",
+               "v5p": "tpu-v5p-ici", "TPU v5": "tpu-v5p-ici"}
+"""The ICI preset of a TPU generation, by the names a topology starts with."""
+
+
+def ici_preset(topology: str) -> Link | None:
+    """The ICI preset of ``topology``'s TPU generation (``v5e:2x2`` -> ``tpu-v5e-ici``); None
+    for a generation without one (v4, v6e: give --project or --link)."""
+    match = re.match(r"^(.*?)[=_:][0-9x]+(?:_twisted|_untwisted)?$", topology.strip())
+    name = ICI_PRESETS.get(match.group(1).strip()) if match else None
+    return None if name is None else preset(name)
 
 
 def format_bandwidth(bandwidth_Bps: float) -> str:

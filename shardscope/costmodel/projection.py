@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from shardscope.costmodel.interconnects import Link
 
 if TYPE_CHECKING:
+    from shardscope.engine.compiled import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
 _ALL_REDUCE = {"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"}
@@ -150,6 +151,64 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
             ),
         )
     return Projection(link=link, devices=n, plans=plans)
+
+
+COMPILED_MODELS = {
+    "all-reduce": "psum", "reduce-scatter": "reduce_scatter", "all-gather": "all_gather",
+    "all-to-all": "all_to_all", "ragged-all-to-all": "ragged_all_to_all", "collective-permute": "ppermute",
+    "collective-broadcast": "pbroadcast",
+}
+"""The ring model of each compiled collective kind, by the JAX primitive that has the same one."""
+
+
+def compiled_model(c: "CompiledCollective") -> str:
+    """The primitive whose ring model ``c`` follows: an all-reduce that keeps one shard of its
+    sum (the TPU's all-reduce-scatter fusion) is a reduce-scatter."""
+    return "reduce_scatter" if c.kind == "all-reduce" and c.scatters else COMPILED_MODELS[c.kind]
+
+
+def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:
+    """Project the compiled collectives of each plan (a target's: what its compiler runs) onto
+    ``link`` with ``devices`` in the ring: each instruction's runs per call times one run's cost."""
+    projected = {}
+    for name, plan in plans.items():
+        collectives = tuple(
+            CollectiveProjection(c.name, compiled_model(c), c.executions, c.bytes_per_execution,
+                                 *run_seconds(compiled_model(c), c.bytes_per_execution, devices, link))
+            for c in plan.collectives
+        )
+        runs = [c.executions for c in collectives]
+        known = None not in runs
+        latency = sum(c.executions * c.latency_s for c in collectives) if known else None
+        bandwidth = sum(c.executions * c.bandwidth_s for c in collectives) if known else None
+        projected[name] = PlanProjection(
+            name=name,
+            comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,
+            latency_s_per_call=latency,
+            is_upper_bound=any(c.in_conditional for c in plan.collectives),
+            collectives=collectives,
+        )
+    return Projection(link=link, devices=devices, plans=projected)
+
+
+def project_targets(analysis: "Analysis", link: Link | None = None, devices: int | None = None) -> dict[str, Projection]:
+    """Each ``--target``'s compiled plans projected onto ``link`` (default: the topology's ICI
+    preset; a target without one and no ``link`` is left out) with ``devices`` in the ring
+    (default: the target's device count)."""
+    from shardscope.costmodel.interconnects import ici_preset
+
+    found: dict[str, Projection] = {}
+    for plan in analysis.plans.values():
+        for target in plan.targets:
+            if target.target in found:
+                continue
+            on = link or ici_preset(target.topology)
+            if on is None:
+                continue
+            compiled = {name: t.compiled for name, p in analysis.plans.items() for t in p.targets
+                        if t.target == target.target}
+            found[target.target] = project_compiled(compiled, on, devices or target.devices)
+    return found
 
 
 def to_json(projection: Projection) -> dict[str, Any]:

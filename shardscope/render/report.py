@@ -18,15 +18,17 @@ if TYPE_CHECKING:
     from shardscope.costmodel.projection import Projection
 
 
-def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dict[str, Any]:
+def to_json(analysis: "Analysis", projection: "Projection | None" = None,
+            target_projections: "dict[str, Projection] | None" = None) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
-    ``"targets"`` holds each ``--target``'s plans (empty without one). ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
+    ``"targets"`` holds each ``--target``'s plans (empty without one), with ``target_projections``
+    (its compiled collectives projected, by target) as its ``"projection"``. ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
     data = _json(analysis)
     data["projection"] = None if projection is None else projection_json(analysis, projection)
-    data["targets"] = targets_json(_named(analysis))
+    data["targets"] = targets_json(_named(analysis), target_projections or {})
     return finite(data)
 
 
@@ -185,7 +187,8 @@ def _times_json(times: Any) -> dict[str, float] | None:
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
 
 
-def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None) -> None:
+def render(analysis: "Analysis", console: "Console", projection: "Projection | None" = None,
+           target_projections: "dict[str, Projection] | None" = None) -> None:
     """Print the human report: headline, the plans side by side, every collective, a verdict.
 
     With a ``projection``, a table of each plan's communication on that interconnect follows.
@@ -229,7 +232,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
     console.print(verdict(analysis), highlight=False)
     if any(plan.targets for plan in plans):
-        render_targets(_named(analysis), console, analysis.origin.noun)
+        render_targets(_named(analysis), console, analysis.origin.noun, target_projections or {})
     for warning in analysis.warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
     note = compiler_note_of(analysis)

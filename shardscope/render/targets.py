@@ -16,6 +16,7 @@ from shardscope.render.findings import compiled_collective_json, trips_text
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shardscope.costmodel.projection import Projection
     from shardscope.engine.compiled import CompiledLoop, CompiledPlan
     from shardscope.engine.target_plan import TargetPlacement, TargetPlan
 
@@ -162,8 +163,10 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
     return table
 
 
-def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: str) -> None:
-    """For each target: the plans' table, each CPU collective's placement, one verdict per plan.
+def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: str,
+                   projections: "dict[str, Projection] | None" = None) -> None:
+    """For each target: the plans' table, each CPU collective's placement, one verdict per plan,
+    and the projection of its compiled collectives where ``projections`` has one.
 
     ``named`` holds ``(name, title, result)``: a result (a plan's or a program's) has
     ``targets`` and ``compiled``.
@@ -177,6 +180,17 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         console.print(placements_table(rows, noun))
         for (_, title, _), (_, plan) in zip(named, rows):
             console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
+        projection = (projections or {}).get(target)
+        if projection is not None:
+            console.print(Text(projection_sentence(target, projection)))
+
+
+def projection_sentence(target: str, projection: "Projection") -> str:
+    """``tpu:v5e:2x2's compiled collectives projected onto tpu-v5e-ici (...): naive 12 us/call, ...``."""
+    from shardscope.render.projection import seconds_text, title
+
+    per_plan = ", ".join(f"{name} {seconds_text(plan)}/call" for name, plan in projection.plans.items())
+    return f"{target}'s compiled collectives (what its compiler runs) {title(projection)}: {per_plan}."
 
 
 # --------------------------------------------------------------------------- JSON
@@ -224,12 +238,19 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
     }
 
 
-def targets_json(named: list[tuple[str, str, Any]]) -> dict[str, Any]:
-    """``{TARGET: {"devices", "device_kind", "variants": {NAME: ...}}}`` of ``(name, title, result)``s."""
+def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Projection] | None" = None) -> dict[str, Any]:
+    """``{TARGET: {"devices", "device_kind", "topology", "variants": {NAME: ...}, "projection"}}``
+    of ``(name, title, result)``s; ``projection`` (null without one) projects the target's
+    compiled collectives."""
+    from shardscope.costmodel.projection import to_json as projection_json
+
     data: dict[str, Any] = {}
     for name, title, result in named:
         for plan in result.targets:
             entry = data.setdefault(plan.target, {"devices": plan.devices, "device_kind": plan.device_kind,
-                                                  "topology": plan.topology, "variants": {}})
+                                                  "topology": plan.topology, "variants": {}, "projection": None})
             entry["variants"][name] = target_plan_json(title, plan)
+    for target, projection in (projections or {}).items():
+        if target in data:
+            data[target]["projection"] = projection_json(projection)
     return data
