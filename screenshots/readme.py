@@ -117,6 +117,7 @@ _MASKS = (
     (re.compile(r"\bno measurable difference between (\w+) and (\w+)"), r"<comparison of \1 and \2>"),
     (re.compile(r"\btoo few rounds to compare (\w+) and (\w+)"), r"<comparison of \1 and \2>"),
     (re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:s|ms|us|µs|ns)\b"), "<time>"),
+    (re.compile(r"\b\d+\.\d{3} \(\d+\.\d\d-\d+\.\d\d\)"), "<time>"),  # the sweep's run ms (min-max) cells
     (re.compile(r"\d+(?:\.\d+)?-\d+(?:\.\d+)?x\b"), "<ratios>"),
     (re.compile(r"\d+(?:\.\d+)?x\b"), "<ratio>"),
     (re.compile(r",\s+median\s+<ratio>"), ""),  # a spread that contains 1 also says its median
