@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count
-from shardscope.engine.compiled import CompiledCollective, CompiledLoop, CompiledPlan
-from shardscope.engine.paired import PairedCollective
+
+if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
+    from shardscope.engine.compiled import CompiledCollective, CompiledLoop, CompiledPlan
+    from shardscope.engine.paired import PairedCollective
 
 STAYED, LEFT_LOOP, ENTERED_LOOP = "stayed", "left_loop", "entered_loop"
 COMBINED, PIPELINED, REMOVED = "combined", "pipelined", "removed"
