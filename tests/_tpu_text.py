@@ -35,6 +35,20 @@ def _computations(text: str) -> tuple[dict[str, list[str]], str]:
 
 def all_reduces(text: str) -> list[tuple[str, int]]:
     """``(shape, loop depth)`` of every all-reduce: depth is how many while bodies run it."""
+    return collectives(text, _ALL_REDUCE)
+
+
+def all_gather_depths(text: str) -> set[int]:
+    """The loop depths the module's all-gathers run at (an async one's start, fusions included)."""
+    return {depth for _, depth in collectives(text, _ALL_GATHER)}
+
+
+_ALL_GATHER = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-gather(?:-start)?\(")
+
+
+def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
+    """``(shape, loop depth)`` of every instruction line ``pattern`` matches, in any computation
+    the entry reaches (through while bodies, fusions and calls)."""
     computations, entry = _computations(text)
     depth_of: dict[str, int] = {}
 
@@ -49,7 +63,7 @@ def all_reduces(text: str) -> list[tuple[str, int]]:
 
     visit(entry, 0)
     return [(match.group(1), depth_of[name]) for name, lines in computations.items() if name in depth_of
-            for match in map(_ALL_REDUCE.match, lines) if match]
+            for match in map(pattern.match, lines) if match]
 
 
 def padded_bytes(shape: str) -> int:

@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 from _support import DEMOS
-from _tpu_text import all_reduces, entry_parameters, padded_bytes
+from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
 from shardscope.pipeline import targets
 from shardscope.plans.registry import build_plans
@@ -36,9 +36,9 @@ def _on(topology: str, traced) -> str:
     return targets.compile_for_target(traced, targets.load_target(targets.parse_target(f"tpu:{topology}"))).hlo_text
 
 
-def _plan_texts(demo: str, function: str, topology: str, devices: int) -> dict[str, tuple[str, str]]:
-    """``{plan: (CPU text, target text)}`` of the naive and deferred plans, compiled here."""
-    settings = Settings(path=DEMOS / demo, devices=devices)
+def _plan_texts(demo: str, function: str, topology: str, devices: int, axis: str = "s") -> dict[str, tuple[str, str]]:
+    """``{plan: (CPU text, target text)}`` of the naive and deferred plans on a 1-D mesh, compiled here."""
+    settings = Settings(path=DEMOS / demo, devices=devices, axis=axis)
     built = build_plans(load_demo_file(settings.path).functions[function], settings)
     found = {}
     for plan in ("naive", "deferred"):
@@ -309,3 +309,17 @@ def test_a_topology_without_an_ici_preset_has_no_projection_unless_given_a_link(
     result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v6e:2x2", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["targets"]["tpu:v6e:2x2"]["projection"] is None
+
+
+def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice(shardscope_cli):
+    """The CPU gathers each sharded weight once, before the chunk loop; the TPU gathers it in
+    every chunk (holding only the shard between them): the placement says so, and the verdict."""
+    result = shardscope_cli("report", DEMOS / "fsdp.py", "--target", "tpu:v5e:2x4", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    naive = json.loads(result.stdout)["targets"]["tpu:v5e:2x4"]["variants"]["naive"]
+    cpu, tpu = _plan_texts("fsdp.py", "fsdp", "v5e:2x4", 8, axis="data")["naive"]
+    assert all_gather_depths(cpu) == {0} and all_gather_depths(tpu) == {1}
+    gathers = [p for p in naive["placements"] if p["cpu_collective"].startswith("all_gather")]
+    assert len(gathers) == 2 and {p["change"] for p in gathers} == {"entered_loop"}
+    assert {p["executions"] for p in gathers} == {CHUNKS} and {p["cpu_executions"] for p in gathers} == {1}
+    assert naive["verdict"].endswith(f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU).")

@@ -62,7 +62,8 @@ def loop_words(loop: "CompiledLoop") -> str:
 def _what(placements: Iterable["TargetPlacement"]) -> tuple[str, bool]:
     """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural."""
     names = [f"{p.collective.kind}{f' of {p.collective.value}' if p.collective.value else ''}" for p in placements]
-    return " and ".join(names), len(names) > 1
+    words = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
+    return words, len(names) > 1
 
 
 def plan_verdict(title: str, plan: "TargetPlan") -> str:
@@ -73,17 +74,30 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     ``linear's naive plan``).
     """
     on = f"on {plan.topology} {title}"
+    entered = [p for p in plan.comparison.placements if p.entered]
+    return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "."
+
+
+def _entered_words(entered: list["TargetPlacement"]) -> str:
+    """``; its all-gather of params['w1'] runs in the plan's chunk loop there (outside it on the CPU)``."""
+    what, plural = _what(entered)
+    loops = sorted({loop_words(loop) for p in entered for loop in p.entered})
+    return f"; its {what} run{'' if plural else 's'} in {' and '.join(loops)} there (outside loops on the CPU)"
+
+
+def _verdict(on: str, plan: "TargetPlan") -> str:
+    """The verdict on the plan's flagged collectives, without the final full stop."""
     flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged]
     if not flagged:
         in_loops = len(plan.compiled.findings)
         if not in_loops:
-            return f"{on} runs no collective in a loop."
-        return f"{on} keeps {in_loops} collective{'s' if in_loops > 1 else ''} in a loop, needed there (as on the CPU)."
+            return f"{on} runs no collective in a loop"
+        return f"{on} keeps {in_loops} collective{'s' if in_loops > 1 else ''} in a loop, needed there (as on the CPU)"
     staying = [p for p in flagged if not p.deferred_by_compiler and not p.removed]
     moved = [p for p in flagged if all(p is not q for q in staying)]
     if not staying:
         what, plural = _what(moved)
-        return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here."
+        return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
     what, plural = _what(staying)
     loops = sorted({loop_words(loop) for p in staying for loop in p.stays_in})
     text = (f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: "
@@ -91,7 +105,7 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     if moved:
         left, plural = _what(moved)
         text += f"; its {left} leave{'' if plural else 's'} the loop"
-    return text + "."
+    return text
 
 
 def _runs(c: Any) -> str:
