@@ -1,5 +1,6 @@
 """``shardscope check``: the lint of any shard_map program, collectives in loops that need not be
-there; exit status 1 when a loop holds one, else 0."""
+there; exit status 1 when a loop holds one, else 0 (with ``--target tpu:TOPOLOGY``: 1 only when
+a target's compiler still keeps one in a loop)."""
 
 from __future__ import annotations
 

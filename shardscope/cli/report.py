@@ -1,5 +1,6 @@
 """``shardscope report``: the analysis of a demo function's plans (collectives, loops, bytes,
-timings) as text or one JSON object, optionally projected onto an interconnect."""
+timings) as text or one JSON object, optionally projected onto an interconnect and compiled for
+TPU slices (``--target``) beside the CPU."""
 
 from __future__ import annotations
 
