@@ -81,7 +81,9 @@ def test_a_program_file_opens_with_a_pane_per_program():
                 "shard_map_0/scan_0/psum_invariant_0", "shard_map_0/scan_0/psum_invariant_1")
             status = app.query_one("#status").plain
             assert status.startswith("train_step.py  2 programs  mesh batch=8 (8 devices)  |  ")
-            assert "done: collective runs/call: step 8, step_fixed 2; " in status and "chunk" not in status
+            # compiled: XLA combines the two gradient sums into one all-reduce: 4 micro-batches x 1 in step,
+            # 1 after the loop in step_fixed (the headers above count the jaxpr's two equations)
+            assert "done: compiled collective runs/call: step 4, step_fixed 1; " in status and "chunk" not in status
             # the sidebar: the programs, which are compared, and no mesh or chunk controls
             assert sidebar_marks(app) == ["B step", "C step_fixed"]
             assert not app.query_one("#devices").display and not app.query_one("#chunk").display
@@ -201,7 +203,8 @@ def test_a_file_with_one_program_has_nothing_to_compare(tmp_path):
             assert "4 runs/call, 1 of 1 collective equations in loops, 2,048 B/call" in header
             # no second program: no speedup, no diff to export, nothing for b/c to pick
             status = app.query_one("#status").plain
-            assert status.endswith("done: collective runs/call: pipeline 4") and "faster" not in status
+            # compiled: one collective-permute per stage step of the 4-step loop
+            assert status.endswith("done: compiled collective runs/call: pipeline 4") and "faster" not in status
             assert sidebar_marks(app) == ["= pipeline"]
             for action in ("export", "pick_baseline", "pick_candidate"):
                 assert app.check_action(action, ()) is None
