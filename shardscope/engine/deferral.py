@@ -31,6 +31,7 @@ from shardscope.engine.type_reach import Axes, Carry, TypeReach, type_reach
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
+    from jax.sharding import PartitionSpec
 
 SHARD_MAP, EXPLICIT = "shard_map", "explicit"
 
@@ -200,7 +201,7 @@ def _unreduced(axes: Axes) -> Replacement:
         from jax.sharding import NamedSharding
 
         sharding = eqn.outvars[0].aval.sharding
-        spec = sharding.spec.update(unreduced=frozenset(sharding.spec.unreduced) | axes)
+        spec = unreduced_spec(sharding.spec, frozenset(sharding.spec.unreduced) | axes)
         params = dict(eqn.params, out_sharding=NamedSharding(sharding.mesh, spec))
         bind_params = eqn.primitive.get_bind_params(params)
         out = eqn.primitive.bind(*invals, **bind_params)
@@ -231,6 +232,7 @@ def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
     import jax
     from jax import lax
     from jax._src import core
+    from jax.sharding import NamedSharding
 
     aval = core.typeof(value)
     if style == SHARD_MAP:
@@ -239,15 +241,26 @@ def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
     spec = aval.sharding.spec
     if axes <= frozenset(spec.unreduced):
         return value
-    return jax.sharding.reshard(value, spec.update(unreduced=frozenset(spec.unreduced) | axes))
+    return jax.sharding.reshard(value, NamedSharding(aval.sharding.mesh, unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
 
 
 def _sum(value: Any, axes: Axes, style: str) -> Any:
     import jax
     from jax import lax
     from jax._src import core
+    from jax.sharding import NamedSharding
 
     if style == SHARD_MAP:
         return lax.psum(value, tuple(sorted(axes)))
-    spec = core.typeof(value).sharding.spec
-    return jax.sharding.reshard(value, spec.update(unreduced=frozenset(spec.unreduced) - axes))
+    sharding = core.typeof(value).sharding
+    spec = sharding.spec
+    return jax.sharding.reshard(value, NamedSharding(sharding.mesh, unreduced_spec(spec, frozenset(spec.unreduced) - axes)))
+
+
+def unreduced_spec(spec: "PartitionSpec", unreduced: Axes) -> "PartitionSpec":
+    """``spec`` unreduced over ``unreduced`` (none: a plain spec, which jax 0.12 needs spelled so)."""
+    from jax.sharding import PartitionSpec
+
+    reduced = frozenset(spec.reduced)
+    extra = {"reduced": reduced} if reduced else {}
+    return PartitionSpec(*spec.partitions, unreduced=unreduced, **extra) if unreduced else PartitionSpec(*spec.partitions, **extra)

@@ -22,6 +22,7 @@ point at.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -30,11 +31,15 @@ from shardscope.engine.jaxpr_model import _scan_groups, _sub_jaxprs, qualify
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
+    from jax.sharding import AbstractMesh
 
 Replacement = Callable[["JaxprEqn", list], list]
 """New results of an equation from its (new) operands."""
 
-__all__ = ["Edits", "RetraceError", "Retracer", "block_id_of", "equation_ids"]
+Rule = Callable[["JaxprEqn", str, list, Mapping[str, Any]], list]
+"""How every equation of one primitive is bound: ``rule(eqn, eqn id, operands, params) -> results``."""
+
+__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids"]
 
 
 class RetraceError(Exception):
@@ -83,10 +88,19 @@ _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call"
 
 
 class Retracer:
-    """Evaluates closed jaxprs with :class:`Edits` applied (call inside a JAX trace: ``jax.jit``)."""
+    """Evaluates closed jaxprs with :class:`Edits` applied (call inside a JAX trace: ``jax.jit``).
 
-    def __init__(self, edits: Edits) -> None:
+    ``mesh``: the abstract mesh every equation traced outside a ``shard_map`` runs under
+    instead of the one it was traced under (the same mesh with Explicit axes, to trace an Auto
+    program again as an Explicit one); ``rules`` bind every equation of a primitive (by name)
+    their own way (the Explicit-axes ``dot_general``, which must say how a sum is sharded).
+    """
+
+    def __init__(self, edits: Edits, mesh: "AbstractMesh | None" = None,
+                 rules: Mapping[str, Rule] | None = None) -> None:
         self.edits = edits
+        self.mesh = mesh
+        self.rules = dict(rules or {})
 
     def run(self, closed: "ClosedJaxpr", args: Sequence[Any]) -> list:
         """The outputs of ``closed`` on ``args`` (its flat inputs), with the edits applied."""
@@ -101,7 +115,9 @@ class Retracer:
         env: dict[Any, Any] = {}
 
         def read(atom: Any) -> Any:
-            return atom.val if isinstance(atom, Literal) else env[atom]
+            if not isinstance(atom, Literal):
+                return env[atom]
+            return atom.val if self.mesh is None else _unplaced(atom.val)
 
         for var, value in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args), strict=True):
             env[var] = value
@@ -116,7 +132,8 @@ class Retracer:
         from jax._src import source_info_util
 
         name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
-        with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager:
+        with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager, \
+                self._mesh_context(eqn):
             before = self.edits.before.get(eqn_id)
             if before is not None:
                 invals = before(eqn, invals)
@@ -125,10 +142,22 @@ class Retracer:
                 outs = replace(eqn, invals)
             elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
                 outs = self.retrace(eqn, eqn_id, invals)
+            elif eqn.primitive.name in self.rules:
+                outs = self.rules[eqn.primitive.name](eqn, eqn_id, invals, self._params(eqn))
             else:
-                outs = _bind(eqn, invals, eqn.params)
+                outs = bind(eqn, invals, self._params(eqn))
             after = self.edits.after.get(eqn_id)
             return list(after(eqn, outs)) if after is not None else list(outs)
+
+    def _mesh_context(self, eqn: "JaxprEqn") -> "contextlib.AbstractContextManager":
+        """The mesh ``eqn`` runs under: its own, or :attr:`mesh` in its place outside a shard_map
+        (also where it was traced under none: a jit of Auto-placed arrays sets no mesh)."""
+        import jax
+
+        traced_under = eqn.ctx.cur_abstract_mesh
+        if self.mesh is None or traced_under.manual_axes:
+            return contextlib.nullcontext()
+        return jax.sharding.use_abstract_mesh(self.mesh)
 
     def retrace(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         """Trace ``eqn`` again on ``invals``: its sub-jaxprs are evaluated here, edits and all."""
@@ -148,7 +177,19 @@ class Retracer:
             raise RetraceError(f"the rewrite passes through a {name}, which shardscope cannot trace again")
         if name == "pvary":
             return _pvary(eqn, invals[0])
-        return _bind(eqn, _agreeing(eqn, invals), eqn.params)
+        if name in self.rules:
+            return self.rules[name](eqn, eqn_id, _agreeing(eqn, invals), self._params(eqn))
+        return bind(eqn, _agreeing(eqn, invals), self._params(eqn))
+
+    def _params(self, eqn: "JaxprEqn") -> Mapping[str, Any]:
+        """``eqn``'s parameters, its shardings on :attr:`mesh` when one is given: a sharding the
+        program asked for (``with_sharding_constraint``, ``reshard``) moves there, one JAX
+        inferred (the ``out_sharding`` of a ``dot_general``, which with Auto axes only says
+        "unconstrained") is inferred again."""
+        if self.mesh is None:
+            return eqn.params
+        inferred = _INFERRED_SHARDINGS - ({"sharding"} if eqn.primitive.name == "sharding_constraint" else set())
+        return {k: (None if k in inferred else _on_mesh(v, self.mesh)) for k, v in eqn.params.items()}
 
     # ------------------------------------------------------------------ higher-order primitives
 
@@ -226,7 +267,7 @@ class Retracer:
 # --------------------------------------------------------------------------- binding
 
 
-def _bind(eqn: "JaxprEqn", invals: list, params: Mapping[str, Any]) -> list:
+def bind(eqn: "JaxprEqn", invals: list, params: Mapping[str, Any]) -> list:
     """``eqn``'s primitive bound on ``invals`` with ``params``, as ``eval_jaxpr`` binds it."""
     bind_params = eqn.primitive.get_bind_params(dict(params))
     out = eqn.primitive.bind(*invals, **bind_params)
@@ -257,13 +298,37 @@ def _agreeing(eqn: "JaxprEqn", invals: list) -> list:
     return list(core.auto_insert_reshard(*invals))
 
 
+_INFERRED_SHARDINGS = frozenset({"out_sharding", "sharding"})
+"""Parameters that hold the sharding JAX inferred for a result (``broadcast_in_dim``'s, ``dot_general``'s)."""
+
+
+def _unplaced(value: Any) -> Any:
+    """A literal without the mesh it was traced on (a host array that carries a type: jax >= 0.10)."""
+    aval = getattr(value, "aval", None)
+    mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
+    if mesh is None or mesh.empty or not hasattr(value, "val"):
+        return value
+    from jax._src import core
+
+    return type(value)(value.val, core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
+
+
+def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:
+    """A ``NamedSharding`` parameter moved to ``mesh`` (one with the same axes); anything else as is."""
+    from jax.sharding import NamedSharding
+
+    if isinstance(value, NamedSharding) and tuple(value.mesh.axis_names) == tuple(mesh.axis_names):
+        return NamedSharding(mesh, value.spec)
+    return value
+
+
 def _pvary(eqn: "JaxprEqn", value: Any) -> list:
     """``pvary`` of a value that may already vary over some of its axes: only the others are cast."""
     from jax._src import core
 
     varying = core.typeof(value).manual_axis_type.varying
     axes = tuple(a for a in eqn.params["axes"] if a not in varying)
-    return [value] if not axes else _bind(eqn, [value], {**eqn.params, "axes": axes})
+    return [value] if not axes else bind(eqn, [value], {**eqn.params, "axes": axes})
 
 
 def _is_jaxpr(value: Any) -> bool:

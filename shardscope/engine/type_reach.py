@@ -1,17 +1,24 @@
-"""Which values of a traced program a rewrite changes the type of, and where the change ends.
+"""Which values of a traced program a deferral leaves unsummed, and whether that keeps its result.
 
 Moving a sum out of its loop leaves its result unsummed (varying over the mesh axes, or
 unreduced) where it was made; every value computed from it is unsummed too, up to the loop's
 accumulator, which must then start unsummed, and the one sum after the loop. This follows
-those values through a closed jaxpr, as JAX's own typing would, before anything is traced
-again: which carries of which loops must start unsummed, which loop results the sum after the
-loop takes, and where the change would leak (a loop's stacked output, a condition or a branch
-index, the program's outputs), which the rewrite refuses.
+those values through a closed jaxpr before anything is traced again: which carries of which
+loops start unsummed, which loop results the sum after the loop takes, and every place where
+summing later would change the result (a "leak", said in words):
 
-A value's mark is the set of mesh axes it is unsummed over. Reductions over those axes clear
-them (a ``psum_invariant`` of a varying value is summed again); every other equation passes
-the union of its operands' marks to all its results (at least as far as JAX would: a wrong
-"unchanged" would make the traced-again loop fail, never compute something else).
+- an operation that is not linear in the value (``tanh`` of it, the product of two of them);
+- a factor, branch index or selector that differs between the devices of the sum (varying
+  over its axes, or sharded over them);
+- another term added into the accumulator (``acc + psum(g) + w``): summed after the loop it
+  would count once per device;
+- the value kept per iteration by the loop it leaves (its stacked output), read by a while
+  loop's condition, or reaching the program's outputs any other way than through the sum after
+  the loop.
+
+A value's mark is the set of mesh axes it is unsummed over; a reduction over those axes clears
+them. Loops are followed to a fixed point of their carries' marks, and only the last pass's
+leaks count (the first pass sees the accumulator unmarked, which is not yet the program).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from shardscope.engine.jaxpr_model import _scan_groups, qualify
+from shardscope.engine.linearity import _LINEAR
 from shardscope.engine.retrace import block_id_of
 
 if TYPE_CHECKING:
@@ -31,6 +39,9 @@ _NONE: Axes = frozenset()
 
 _SUMS = frozenset({"psum", "psum_invariant", "unreduced_psum", "reduce_scatter", "psum_scatter",
                    "unreduced_reduce_scatter"})
+_CASTS = frozenset({"reshard", "sharding_constraint", "reduced_vary_cast", "vary_unreduced_cast", "conj", "cumsum"})
+_TERMS = frozenset({"add", "add_any", "sub", "concatenate"})
+"""Linear operations that combine terms: every unmarked term must be zero."""
 _ZERO_MAKERS = frozenset({"broadcast_in_dim", "convert_element_type", "reshape", "pvary", "pcast", "copy", "copy_p",
                           "reshard", "sharding_constraint", "transpose", "squeeze", "expand_dims"})
 
@@ -50,12 +61,11 @@ class Carry:
 class TypeReach:
     """Where the change goes: ``carries[loop id]`` are the carries that must start unsummed,
     ``summed[loop id]`` the results the sum after that loop takes (by result position),
-    ``leaks`` where it goes that the rewrite cannot follow, in words."""
+    ``leaks`` where summing later would change the result, in words."""
 
     carries: dict[str, tuple[Carry, ...]] = field(default_factory=dict)
     summed: dict[str, dict[int, Axes]] = field(default_factory=dict)
     leaks: list[str] = field(default_factory=list)
-    reached: set[str] = field(default_factory=set)  # the ids of every equation a changed value enters
 
 
 def type_reach(jaxpr: "Jaxpr", seeds: Mapping[str, Axes], sum_after: frozenset[str]) -> TypeReach:
@@ -74,6 +84,10 @@ class _Walker:
         self.sum_after = sum_after
         self.result = TypeReach()
 
+    def leak(self, text: str) -> None:
+        if text not in self.result.leaks:
+            self.result.leaks.append(text)
+
     def block(self, jaxpr: "Jaxpr", marks: list[Axes], block_id: str) -> list[Axes]:
         """The marks of ``jaxpr``'s outputs, given its inputs' (constvars first)."""
         env: dict[Any, Axes] = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), marks))
@@ -83,21 +97,18 @@ class _Walker:
             name = eqn.primitive.name
             eqn_id = qualify(block_id, f"{name}_{counts[name]}")
             counts[name] += 1
-            ins = [env.get(v, _NONE) if not _is_literal(v) else _NONE for v in eqn.invars]
-            if any(ins):
-                self.result.reached.add(eqn_id)
+            ins = [_NONE if _is_literal(v) else env.get(v, _NONE) for v in eqn.invars]
             outs = self.equation(eqn, eqn_id, ins, env, producers)
             for var, mark in zip(eqn.outvars, outs):
                 env[var] = mark
                 producers[var] = eqn
-        return [env.get(v, _NONE) if not _is_literal(v) else _NONE for v in jaxpr.outvars]
+        return [_NONE if _is_literal(v) else env.get(v, _NONE) for v in jaxpr.outvars]
 
     def equation(self, eqn: "JaxprEqn", eqn_id: str, ins: list[Axes], env: dict, producers: dict) -> list[Axes]:
         name = eqn.primitive.name
         n_out = len(eqn.outvars)
         if eqn_id in self.seeds:
-            seed = self.seeds[eqn_id]
-            return [seed | _union(ins)] * n_out
+            return [self.seeds[eqn_id] | _union(ins)] * n_out
         if name == "scan":
             outs = self._scan(eqn, eqn_id, ins, env, producers)
         elif name == "while":
@@ -107,67 +118,112 @@ class _Walker:
         elif name == "shard_map":
             outs = self.block(_open(eqn.params["jaxpr"]), ins, block_id_of(eqn_id, "body"))
             if any(outs):
-                self.result.leaks.append("the unsummed value leaves the shard_map")
+                self.leak("the unsummed value leaves the shard_map")
+        elif not any(ins):
+            outs = [_NONE] * n_out
         elif name in _SUMS:
             axes = frozenset(_axes(eqn))
             outs = [m - axes for m in ins][:n_out] if len(ins) == n_out else [_union(ins) - axes] * n_out
+        elif _calls(eqn):
+            sub = _open(_calls(eqn)[0])
+            outs = self.block(sub, [_NONE] * len(sub.constvars) + ins, block_id_of(eqn_id, "body"))
         else:
-            subs = [v for v in eqn.params.values() if _is_jaxpr(v)]
-            if len(subs) == 1 and len(_open(subs[0]).invars) == len(ins):
-                outs = self.block(_open(subs[0]), [_NONE] * len(_open(subs[0]).constvars) + ins,
-                                  block_id_of(eqn_id, "body"))
-            else:
-                outs = [_union(ins)] * n_out
+            self._linear(eqn, ins, producers)
+            outs = [_union(ins)] * n_out
         if eqn_id in self.sum_after:
             self.result.summed[eqn_id] = {k: m for k, m in enumerate(outs) if m}
             outs = [_NONE] * n_out
         return outs
 
+    # ------------------------------------------------------------------ linearity
+
+    def _linear(self, eqn: "JaxprEqn", ins: list[Axes], producers: dict) -> None:
+        """Record a leak when ``eqn`` is not linear in its marked operands."""
+        name = eqn.primitive.name
+        marked = [k for k, m in enumerate(ins) if m]
+        axes = _union(ins)
+        if name in _TERMS:
+            if any(not ins[k] and not _is_zero(v, producers) for k, v in enumerate(eqn.invars)):
+                self.leak(f"something else is added into the accumulator (a {name} with a term that is not "
+                          "the sum's): summed over the devices after the loop, it would count once per device")
+        elif name in _LINEAR or name in _CASTS:
+            return
+        elif name in ("mul", "dot_general", "div"):
+            if len(marked) > 1:
+                self.leak(f"the loop multiplies the sum's result by another such value (a {name})")
+            elif name == "div" and marked != [0]:
+                self.leak("the loop divides by the sum's result")
+            elif not all(_same_everywhere(v, axes) for k, v in enumerate(eqn.invars) if k not in marked):
+                self.leak(f"the loop scales the sum's result by a value that differs between the devices (a {name})")
+        elif name == "select_n":
+            if 0 in marked:
+                self.leak("the loop chooses between values by the sum's result")
+            elif not _same_everywhere(eqn.invars[0], axes):
+                self.leak("the loop chooses between values by a predicate that differs between the devices")
+            elif any(not ins[k] and not _is_zero(v, producers) for k, v in enumerate(eqn.invars) if k > 0):
+                self.leak("the loop replaces the accumulator by another value in some iterations")
+        elif name == "dynamic_slice":
+            if marked != [0] or not all(_same_everywhere(v, axes) for v in eqn.invars[1:]):
+                self.leak("the loop slices the sum's result at offsets that differ between the devices")
+        elif name == "dynamic_update_slice":
+            if not set(marked) <= {0, 1} or not all(_same_everywhere(v, axes) for v in eqn.invars[2:]):
+                self.leak("the loop writes the sum's result at offsets that differ between the devices")
+        else:
+            self.leak(f"the loop reads the sum's result with a {name}, which is not linear in it")
+
     # ------------------------------------------------------------------ loops
+
+    def _fixed_point(self, walk: Any, carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
+        """Walk a loop body until its carries' marks settle; only the last walk's leaks stay."""
+        while True:
+            before = len(self.result.leaks)
+            outs = walk(carry)
+            grown = [c | o for c, o in zip(carry, outs[:n_carry])]
+            if grown == carry:
+                return carry, outs
+            del self.result.leaks[before:]
+            carry = grown
 
     def _scan(self, eqn: "JaxprEqn", eqn_id: str, ins: list[Axes], env: dict, producers: dict) -> list[Axes]:
         groups = _scan_groups(eqn.params)
         if groups is None:
-            self.result.leaks.append("a scan whose operands shardscope cannot tell apart")
+            self.leak("a scan whose operands shardscope cannot tell apart")
             return [_union(ins)] * len(eqn.outvars)
         n_consts, n_carry = groups
         body = eqn.params["jaxpr"]
-        consts, carry, xs = ins[:n_consts], ins[n_consts:n_consts + n_carry], ins[n_consts + n_carry:]
+        consts, xs = ins[:n_consts], ins[n_consts + n_carry:]
         inner = [_NONE] * len(body.jaxpr.constvars)
-        while True:
-            outs = self.block(body.jaxpr, inner + consts + carry + xs, block_id_of(eqn_id, "body"))
-            grown = [c | o for c, o in zip(carry, outs[:n_carry])]
-            if grown == carry:
-                break
-            carry = grown
+        carry, outs = self._fixed_point(
+            lambda c: self.block(body.jaxpr, inner + consts + c + xs, block_id_of(eqn_id, "body")),
+            ins[n_consts:n_consts + n_carry], n_carry)
         ys = outs[n_carry:]
-        if any(ys):
-            self.result.leaks.append("the unsummed value is stacked into a scan's output (every iteration's is kept)")
-        self._record(eqn, eqn_id, carry, ins[n_consts:n_consts + n_carry], eqn.invars[n_consts:n_consts + n_carry],
-                     env, producers)
+        if any(ys) and eqn_id in self.sum_after:
+            # an inner loop may stack it (each layer's gradient in a scan over layers), if the
+            # stack then goes into the accumulator; the loop it leaves may not
+            self.leak("the loop keeps every iteration's unsummed value in its stacked output")
+        self._record(eqn_id, carry, ins[n_consts:n_consts + n_carry], eqn.invars[n_consts:n_consts + n_carry], producers)
         return carry + ys
 
     def _while(self, eqn: "JaxprEqn", eqn_id: str, ins: list[Axes], env: dict, producers: dict) -> list[Axes]:
         n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond, body = eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]
-        cond_consts, body_consts, carry = ins[:n_cond], ins[n_cond:n_cond + n_body], ins[n_cond + n_body:]
-        while True:
-            outs = self.block(body.jaxpr, [_NONE] * len(body.jaxpr.constvars) + body_consts + carry,
-                              block_id_of(eqn_id, "body"))
-            grown = [c | o for c, o in zip(carry, outs)]
-            if grown == carry:
-                break
-            carry = grown
+        cond_consts, body_consts = ins[:n_cond], ins[n_cond:n_cond + n_body]
+        init = ins[n_cond + n_body:]
+        carry, _ = self._fixed_point(
+            lambda c: self.block(body.jaxpr, [_NONE] * len(body.jaxpr.constvars) + body_consts + c,
+                                 block_id_of(eqn_id, "body")), init, len(init))
         test = self.block(cond.jaxpr, [_NONE] * len(cond.jaxpr.constvars) + cond_consts + carry,
                           block_id_of(eqn_id, "cond"))
         if any(test):
-            self.result.leaks.append("the while loop's condition reads the unsummed value")
-        self._record(eqn, eqn_id, carry, ins[n_cond + n_body:], eqn.invars[n_cond + n_body:], env, producers)
+            self.leak("the while loop's condition reads the unsummed value")
+        self._record(eqn_id, carry, init, eqn.invars[n_cond + n_body:], producers)
         return carry
 
     def _cond(self, eqn: "JaxprEqn", eqn_id: str, ins: list[Axes]) -> list[Axes]:
         if ins[0]:
-            self.result.leaks.append("a branch index is computed from the unsummed value")
+            self.leak("a branch index is computed from the unsummed value")
+        elif any(ins[1:]) and not _same_everywhere(eqn.invars[0], _union(ins[1:])):
+            self.leak("a lax.cond whose branch differs between the devices takes the unsummed value")
         outs = [_NONE] * len(eqn.outvars)
         for k, branch in enumerate(eqn.params["branches"]):
             found = self.block(branch.jaxpr, [_NONE] * len(branch.jaxpr.constvars) + ins[1:],
@@ -175,8 +231,7 @@ class _Walker:
             outs = [a | b for a, b in zip(outs, found)]
         return outs
 
-    def _record(self, eqn: "JaxprEqn", eqn_id: str, carry: list[Axes], init: list[Axes], atoms: list,
-                env: dict, producers: dict) -> None:
+    def _record(self, eqn_id: str, carry: list[Axes], init: list[Axes], atoms: list, producers: dict) -> None:
         """The carries of a loop that must start unsummed, and how the program starts them."""
         found = []
         for k, (axes, start_mark, atom) in enumerate(zip(carry, init, atoms)):
@@ -200,13 +255,38 @@ def _axes(eqn: "JaxprEqn") -> tuple[str, ...]:
     return tuple(raw) if isinstance(raw, (tuple, list, set, frozenset)) else (raw,)
 
 
+def _same_everywhere(atom: Any, axes: Axes) -> bool:
+    """True when ``atom`` is the same on every device of a sum over ``axes``: a literal, or a
+    value neither varying over them (``shard_map``) nor sharded or unreduced over them."""
+    if _is_literal(atom):
+        return True
+    aval = atom.aval
+    mat = getattr(aval, "manual_axis_type", None)
+    if axes & frozenset(getattr(mat, "varying", ()) or ()):
+        return False
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    if spec is None:
+        return True
+    named: set[str] = set(getattr(spec, "unreduced", ()) or ())
+    for entry in tuple(spec.partitions):
+        if entry is not None:
+            named |= set(entry) if isinstance(entry, (tuple, list)) else {entry}
+    return not (axes & named)
+
+
+def _calls(eqn: "JaxprEqn") -> list:
+    """The one sub-jaxpr of a call whose inputs are its operands (``pjit``, ``custom_jvp_call``...)."""
+    subs = [v for v in eqn.params.values() if _is_jaxpr(v)]
+    return subs if len(subs) == 1 and len(_open(subs[0]).invars) == len(eqn.invars) else []
+
+
 def _is_zero(atom: Any, producers: dict) -> bool:
     """True when ``atom`` is zeros made from a literal zero (``jnp.zeros_like``: a broadcast of 0.0)."""
     for _ in range(16):
         if _is_literal(atom):
-            try:
-                import numpy as np
+            import numpy as np
 
+            try:
                 return bool(np.all(np.asarray(atom.val) == 0))
             except (TypeError, ValueError):
                 return False
