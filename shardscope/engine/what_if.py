@@ -31,7 +31,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from shardscope.engine.deferral import EXPLICIT, SHARD_MAP, EquationIndex, Refused, plan_deferral
+from shardscope.engine.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral
 from shardscope.engine.rewrite_checks import PlanCheck, plan_check
 from shardscope.engine.retrace import Edits, RetraceError, Retracer
 
@@ -304,9 +304,10 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
     except (RetraceError, Exception) as exc:  # JAX refused the rewritten program: say so, never a saving
         return dataclasses.replace(base, status=FAILED, reason=f"the rewritten program does not trace or compile: "
                                                                f"{_first_line(exc)}")
-    program, moved, kind, route, memory = built
-    check = plan_check(subject.plan, program.plan, kind, moved)
-    base = dataclasses.replace(base, route=route, program=program, plan_check=check, memory_bytes=memory)
+    program = built.program
+    check = plan_check(subject.plan, program.plan, built.kind, built.moved)
+    base = dataclasses.replace(base, route=built.route, program=program, plan_check=check, memory_bytes=built.memory,
+                               patch=_patch(subject, group, built))
     try:
         outputs = _compare(subject, program)
     except Exception as exc:
@@ -317,7 +318,7 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
         return dataclasses.replace(base, status=OUTPUTS_DIFFER, reason=outputs.warning or "its outputs differ")
     if not check.saves:
         return dataclasses.replace(base, status=NO_SAVING, reason=(
-            f"the compiler already runs the {kind} {_text(check.runs_before)} times per call here: the rewrite "
+            f"the compiler already runs the {built.kind} {_text(check.runs_before)} times per call here: the rewrite "
             "changes nothing this backend runs"))
     if not check.ok:
         return dataclasses.replace(base, status=STILL_IN_LOOP, reason=check.reason())
@@ -325,27 +326,44 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
     return dataclasses.replace(base, status=VERIFIED, reason=f"outputs match {tolerance}")
 
 
-def _build(subject: Subject, group: _Group) -> tuple[RewrittenProgram, list, str, str, int]:
-    """``(program, [(compiled collective, runs after)], kind, route, memory bytes)``."""
+@dataclass(frozen=True)
+class _Built:
+    """A rewritten program and what its checks and patch need: the compiled collectives it moves
+    with the runs per call each should have after, the collectives' kind, the route, the memory
+    a hoist keeps alive, the loop's source line and whether every carry accumulates."""
+
+    program: RewrittenProgram
+    moved: list
+    kind: str
+    route: str
+    memory: int
+    loop_source: str
+    whole_carry: bool = True
+
+
+def _build(subject: Subject, group: _Group) -> _Built:
+    """The rewritten program of one group, compiled and planned."""
     from shardscope.engine.hoisting import plan_hoist
     from shardscope.engine.jaxpr_pairing import HLO_KIND
 
     _check_signature(subject)
     index = EquationIndex(subject.traced.jaxpr)
+    moved = [(c, _after(c, group.equations)) for c in group.findings]
     if group.kind == HOIST:
         hoist = plan_hoist(index, tuple(c.equation_id for c in group.equations), group.loop)
         program = _program(subject, subject.traced.jaxpr, hoist.edits(index))
-        moved = [(c, _after(c, group.equations)) for c in group.findings]
-        return program, moved, HLO_KIND[group.equations[0].primitive], SHARD_MAP, hoist.memory_bytes
+        return _Built(program, moved, HLO_KIND[group.equations[0].primitive], SHARD_MAP, hoist.memory_bytes,
+                      _source_of(index, group.loop))
     if subject.style == SHARD_MAP:
         reductions = {c.equation_id: frozenset(c.axes) for c in group.equations}
         deferral = plan_deferral(index, reductions, group.loop, SHARD_MAP)
         program = _program(subject, subject.traced.jaxpr, deferral.edits(index))
-        return program, [(c, _after(c, group.equations)) for c in group.findings], "all-reduce", SHARD_MAP, 0
+        return _Built(program, moved, "all-reduce", SHARD_MAP, 0, _source_of(index, group.loop),
+                      _whole_carry(index, deferral))
     return _build_jit(subject, group, index)
 
 
-def _build_jit(subject: Subject, group: _Group, index: EquationIndex) -> tuple[RewrittenProgram, list, str, str, int]:
+def _build_jit(subject: Subject, group: _Group, index: EquationIndex) -> _Built:
     """The Explicit-axes route, on the program itself or on the Auto program traced again with
     Explicit axes."""
     import jax
@@ -354,23 +372,26 @@ def _build_jit(subject: Subject, group: _Group, index: EquationIndex) -> tuple[R
 
     loop = group.findings[0].loops[[w.name for w in group.findings[0].loops].index(group.loop)]
     moved = [(c, c.verdict.executions_after) for c in group.findings]
+    kind = group.findings[0].kind
     if subject.style == EXPLICIT:
         loop_id = _jaxpr_loop(index, loop.source, loop.trip_count)
-        program = _program(subject, subject.traced.jaxpr, _explicit_edits(index, loop_id), mesh=subject.mesh,
-                           style=EXPLICIT)
-        return program, moved, group.findings[0].kind, EXPLICIT, 0
+        deferral = _explicit_deferral(index, loop_id)
+        program = _program(subject, subject.traced.jaxpr, deferral.edits(index), mesh=subject.mesh, style=EXPLICIT)
+        return _Built(program, moved, kind, EXPLICIT, 0, _source_of(index, loop_id), _whole_carry(index, deferral))
     if subject.mesh is None:
         raise Refused("the program's arguments name no mesh: there is nothing to shard with Explicit axes.")
     leaves = jax.tree.leaves((subject.args, subject.kwargs))
     converted = as_explicit(subject.traced.jaxpr, subject.mesh, jax.tree.leaves(subject.compiled.input_shardings), leaves)
     explicit_index = EquationIndex(converted.traced.jaxpr)
     loop_id = _jaxpr_loop(explicit_index, loop.source, loop.trip_count)
-    program = _program(subject, converted.traced.jaxpr, _explicit_edits(explicit_index, loop_id), mesh=converted.mesh,
+    deferral = _explicit_deferral(explicit_index, loop_id)
+    program = _program(subject, converted.traced.jaxpr, deferral.edits(explicit_index), mesh=converted.mesh,
                        style=EXPLICIT, converted=converted)
-    return program, moved, group.findings[0].kind, AUTO, 0
+    return _Built(program, moved, kind, AUTO, 0, _source_of(index, _jaxpr_loop(index, loop.source, loop.trip_count)),
+                  _whole_carry(explicit_index, deferral))
 
 
-def _explicit_edits(index: EquationIndex, loop_id: str) -> Edits:
+def _explicit_deferral(index: EquationIndex, loop_id: str) -> "Deferral":
     """The deferral of every sum the partitioner writes inside ``loop_id`` that the loop only
     accumulates (each checked alone: a forward pass's sum read by a ``tanh`` is not one)."""
     from shardscope.engine.explicit_axes import implicit_sums
@@ -388,7 +409,61 @@ def _explicit_edits(index: EquationIndex, loop_id: str) -> Edits:
     if not accumulated:
         why = f" ({reasons[0]})" if reasons else ""
         raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it{why}.")
-    return plan_deferral(index, accumulated, loop_id, EXPLICIT).edits(index)
+    return plan_deferral(index, accumulated, loop_id, EXPLICIT)
+
+
+def _source_of(index: EquationIndex, eqn_id: str) -> str:
+    """``/path/file.py:56 (step)``: the user's line that made the equation."""
+    from shardscope.engine.jaxpr_model import _source
+
+    return _source(index.equation(eqn_id), own=True)
+
+
+def _whole_carry(index: EquationIndex, deferral: "Deferral") -> bool:
+    """True when every carry of the loop the sums leave is an accumulator the rewrite starts unsummed."""
+    from shardscope.engine.jaxpr_model import _scan_groups
+
+    eqn = index.equation(deferral.loop)
+    if eqn.primitive.name == "scan":
+        groups = _scan_groups(eqn.params)
+        n_carry = groups[1] if groups else -1
+    else:
+        n_carry = len(eqn.invars) - eqn.params["cond_nconsts"] - eqn.params["body_nconsts"]
+    return len(deferral.carries.get(deferral.loop, ())) == n_carry
+
+
+def _patch(subject: Subject, group: _Group, built: _Built) -> "Patch | None":
+    """The change as code (a diff of the user's file, else a snippet)."""
+    from shardscope.engine.patch import PatchRequest, patch_for
+
+    sources = tuple(c.source for c in group.equations) if group.kind == HOIST else ()
+    full = tuple(_full_source(subject, c.equation_id) for c in group.equations) if group.kind == HOIST else ()
+    request = PatchRequest(kind=group.kind, route=built.route, axes=_axes(group), values=_values(group),
+                           loop_source=built.loop_source, collective_sources=full or sources,
+                           whole_carry=built.whole_carry, inputs=subject.input_names,
+                           primitive=group.equations[0].primitive if group.equations else "",
+                           replicated=_replicated(subject, _values(group)))
+    try:
+        return patch_for(request)
+    except Exception:  # a patch is a convenience: its absence never hides the checked rewrite
+        return None
+
+
+def _full_source(subject: Subject, eqn_id: str) -> str:
+    return _source_of(EquationIndex(subject.traced.jaxpr), eqn_id)
+
+
+def _replicated(subject: Subject, values: tuple[str, ...]) -> bool:
+    """True when the inputs the values belong to are replicated (their reshard keeps no other sharding)."""
+    import jax
+
+    shardings = jax.tree.leaves(subject.compiled.input_shardings)
+    for name, sharding in zip(subject.input_names, shardings):
+        if any(name == v or name.startswith(v.split("[")[0]) for v in values):
+            spec = getattr(sharding, "spec", None)
+            if spec is not None and any(entry is not None for entry in spec):
+                return False
+    return True
 
 
 def _jaxpr_loop(index: EquationIndex, source: str, trip_count: int | None) -> str:
