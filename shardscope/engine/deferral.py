@@ -86,7 +86,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
                           "gradient is)")
     reach = type_reach(index.jaxpr, reductions, frozenset({loop}))
     if reach.leaks:
-        raise Refused(_sentence(reach.leaks[0]) + ": moving the sum after the loop would change what the program "
+        raise Refused(_sentence(reach.first_leak) + "; moving the sum after the loop would change what the program "
                       "computes.")
     if loop not in reach.summed or not reach.summed[loop]:
         raise Refused("the sum's result does not reach the loop's accumulator.")

@@ -42,6 +42,7 @@ _SUMS = frozenset({"psum", "psum_invariant", "unreduced_psum", "reduce_scatter",
 _CASTS = frozenset({"reshard", "sharding_constraint", "reduced_vary_cast", "vary_unreduced_cast", "conj", "cumsum"})
 _TERMS = frozenset({"add", "add_any", "sub", "concatenate"})
 """Linear operations that combine terms: every unmarked term must be zero."""
+ADDED_TERM = "something else is added into the accumulator"
 _ZERO_MAKERS = frozenset({"broadcast_in_dim", "convert_element_type", "reshape", "pvary", "pcast", "copy", "copy_p",
                           "reshard", "sharding_constraint", "transpose", "squeeze", "expand_dims"})
 
@@ -66,6 +67,19 @@ class TypeReach:
     carries: dict[str, tuple[Carry, ...]] = field(default_factory=dict)
     summed: dict[str, dict[int, Axes]] = field(default_factory=dict)
     leaks: list[str] = field(default_factory=list)
+    direct: set[str] = field(default_factory=set)  # leaks already in an iteration's own use of the sum
+
+    @property
+    def first_leak(self) -> str:
+        """The leak that says most: the iteration's own non-linear use of the sum, then one the
+        next iteration makes of it through the carry, then another term added in (an
+        accumulator that is also read non-linearly shows all three; the read is the cause)."""
+        if not self.leaks:
+            return ""
+        text = min(self.leaks, key=lambda t: (t.startswith(ADDED_TERM), t not in self.direct))
+        if text in self.direct or text.startswith(ADDED_TERM) or not text.startswith("the loop "):
+            return text
+        return "through its carry, the next iteration " + text[len("the loop "):]
 
 
 def type_reach(jaxpr: "Jaxpr", seeds: Mapping[str, Axes], sum_after: frozenset[str]) -> TypeReach:
@@ -144,8 +158,8 @@ class _Walker:
         axes = _union(ins)
         if name in _TERMS:
             if any(not ins[k] and not _is_zero(v, producers) for k, v in enumerate(eqn.invars)):
-                self.leak(f"something else is added into the accumulator (a {name} with a term that is not "
-                          "the sum's): summed over the devices after the loop, it would count once per device")
+                self.leak(f"{ADDED_TERM} (a term that is not the sum's): summed over the devices after the loop, "
+                          "it would count once per device")
         elif name in _LINEAR or name in _CASTS:
             return
         elif name in ("mul", "dot_general", "div"):
@@ -174,10 +188,15 @@ class _Walker:
     # ------------------------------------------------------------------ loops
 
     def _fixed_point(self, walk: Any, carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
-        """Walk a loop body until its carries' marks settle; only the last walk's leaks stay."""
+        """Walk a loop body until its carries' marks settle; only the last walk's leaks stay (the
+        first walk's non-linear uses are the iteration's own: marks only grow, so they stay)."""
+        first = True
         while True:
             before = len(self.result.leaks)
             outs = walk(carry)
+            if first:
+                self.result.direct |= {t for t in self.result.leaks[before:] if not t.startswith(ADDED_TERM)}
+                first = False
             grown = [c | o for c, o in zip(carry, outs[:n_carry])]
             if grown == carry:
                 return carry, outs

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from shardscope.pipeline.workload import PipelineProgram
 
 __all__ = ["DEFER", "HOIST", "VERIFIED", "REFUSED", "FAILED", "STILL_IN_LOOP", "OUTPUTS_DIFFER", "NO_SAVING",
-           "Subject", "RewrittenProgram", "Rewrite", "WhatIf", "subject_of", "rewrites_of", "what_if"]
+           "Subject", "RewrittenProgram", "Rewrite", "WhatIf", "subject_of", "rewrites_of", "what_if",
+           "rewritten_program", "verify"]
 
 DEFER, HOIST = "defer", "hoist"
 """The two rewrites: a sum moved after its loop, a loop-invariant collective moved before it."""
@@ -183,7 +184,9 @@ class Rewrite:
         """One line: what moved, where, the runs per call it makes, and the status."""
         what = ", ".join(self.values) or "its values"
         kind = self.plan_check.kind if self.plan_check else (self.findings[0].kind if self.findings else "collective")
-        subject = f"the {'sum' if self.kind == DEFER else kind} of {what}"
+        primitive = self.equations[0].primitive if self.equations else ""
+        noun = primitive if primitive in _OTHER_REDUCTIONS else ("sum" if self.kind == DEFER else kind)
+        subject = f"the {noun} of {what}"
         if self.status == REFUSED:
             return f"{subject} in {self.loop_words}: not rewritten: {self.reason}"
         verb = "moved out of" if self.kind == DEFER else "moved before"
@@ -245,12 +248,13 @@ def _shard_map_groups(subject: Subject) -> list[_Group]:
 
     grouped: dict[tuple[str, str], list[Collective]] = {}
     refused: dict[str, list[Collective]] = {}
+    index = EquationIndex(subject.traced.jaxpr)
     for c in subject.collectives:
         kind = c.verdict_kind
         if kind in (DEFERRABLE, LOOP_INVARIANT) and c.verdict.loop_ids:
             grouped.setdefault((DEFER if kind == DEFERRABLE else HOIST, c.verdict.loop_ids[-1]), []).append(c)
-        elif kind == NEEDED and c.in_loop and c.primitive in REDUCTIONS:
-            refused.setdefault(c.verdict.reason, []).append(c)
+        elif kind == NEEDED and c.in_loop and (c.primitive in REDUCTIONS or c.primitive in _OTHER_REDUCTIONS):
+            refused.setdefault(_refusal(index, c), []).append(c)
     groups = [_Group(kind, loop, tuple(found), _paired(subject.plan, found)) for (kind, loop), found in grouped.items()]
     groups += [_Group(DEFER, found[-1].loop_ids[-1], tuple(found), _paired(subject.plan, found), reason)
                for reason, found in refused.items()]
@@ -261,6 +265,26 @@ def _shard_map_groups(subject: Subject) -> list[_Group]:
                                  f"the partitioner writes this {c.kind} (no collective of the program pairs with it): "
                                  "shardscope rewrites the collectives a shard_map program writes."))
     return groups
+
+
+_OTHER_REDUCTIONS = {"pmax": "max", "pmin": "min"}
+"""Reductions over devices that are not sums: they do not commute with a sum over iterations."""
+
+
+def _refusal(index: EquationIndex, c: "Collective") -> str:
+    """Why a reduction a loop needs is not moved, as precisely as the program says: a max is no
+    sum; else where the unsummed value would go (:mod:`type_reach`); else the verdict's reason."""
+    if c.primitive in _OTHER_REDUCTIONS:
+        return (f"a {c.primitive} takes the {_OTHER_REDUCTIONS[c.primitive]} over devices, not a sum: it does not "
+                "commute with the sum over iterations, so it cannot move after the loop.")
+    if c.primitive == "psum_invariant" and c.loop_ids:
+        try:
+            plan_deferral(index, {c.equation_id: frozenset(c.axes)}, c.loop_ids[-1], SHARD_MAP)
+        except Refused as exc:
+            return exc.reason
+        except Exception:  # the analysis of a program it was not meant for: the verdict's words stand
+            pass
+    return c.verdict.reason
 
 
 def _jit_groups(subject: Subject) -> list[_Group]:
@@ -294,7 +318,7 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
     """The rewrite of one group: built, compiled, planned, run and checked (or refused)."""
     base = Rewrite(kind=group.kind, route=subject.style, loop=group.loop, loop_words=_loop_words(subject, group),
                    findings=group.findings, equations=group.equations, status=REFUSED, reason=group.refusal,
-                   values=_values(group), axes=_axes(group))
+                   values=_values(group, subject.input_names), axes=_axes(group))
     if group.refusal:
         return base
     try:
@@ -304,10 +328,17 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
     except (RetraceError, Exception) as exc:  # JAX refused the rewritten program: say so, never a saving
         return dataclasses.replace(base, status=FAILED, reason=f"the rewritten program does not trace or compile: "
                                                                f"{_first_line(exc)}")
-    program = built.program
-    check = plan_check(subject.plan, program.plan, built.kind, built.moved)
-    base = dataclasses.replace(base, route=built.route, program=program, plan_check=check, memory_bytes=built.memory,
-                               patch=_patch(subject, group, built))
+    base = dataclasses.replace(base, route=built.route, memory_bytes=built.memory, patch=_patch(subject, group, built))
+    return verify(subject, base, built.program, built.kind, built.moved)
+
+
+def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: str,
+           moved: Sequence[tuple["CompiledCollective", int | None]]) -> Rewrite:
+    """``rewrite`` with ``program`` checked: its compiled plan runs the ``kind`` collectives of
+    ``moved`` as often as each says (``(original collective, runs per call after)``), and its
+    outputs on the subject's run arguments match the original's. Only then ``verified``."""
+    check = plan_check(subject.plan, program.plan, kind, moved)
+    base = dataclasses.replace(rewrite, program=program, plan_check=check)
     try:
         outputs = _compare(subject, program)
     except Exception as exc:
@@ -318,7 +349,7 @@ def _rewrite(subject: Subject, group: _Group) -> Rewrite:
         return dataclasses.replace(base, status=OUTPUTS_DIFFER, reason=outputs.warning or "its outputs differ")
     if not check.saves:
         return dataclasses.replace(base, status=NO_SAVING, reason=(
-            f"the compiler already runs the {built.kind} {_text(check.runs_before)} times per call here: the rewrite "
+            f"the compiler already runs the {kind} {_text(check.runs_before)} times per call here: the rewrite "
             "changes nothing this backend runs"))
     if not check.ok:
         return dataclasses.replace(base, status=STILL_IN_LOOP, reason=check.reason())
@@ -351,13 +382,13 @@ def _build(subject: Subject, group: _Group) -> _Built:
     moved = [(c, _after(c, group.equations)) for c in group.findings]
     if group.kind == HOIST:
         hoist = plan_hoist(index, tuple(c.equation_id for c in group.equations), group.loop)
-        program = _program(subject, subject.traced.jaxpr, hoist.edits(index))
+        program = rewritten_program(subject, subject.traced.jaxpr, hoist.edits(index))
         return _Built(program, moved, HLO_KIND[group.equations[0].primitive], SHARD_MAP, hoist.memory_bytes,
                       _source_of(index, group.loop))
     if subject.style == SHARD_MAP:
         reductions = {c.equation_id: frozenset(c.axes) for c in group.equations}
         deferral = plan_deferral(index, reductions, group.loop, SHARD_MAP)
-        program = _program(subject, subject.traced.jaxpr, deferral.edits(index))
+        program = rewritten_program(subject, subject.traced.jaxpr, deferral.edits(index))
         return _Built(program, moved, "all-reduce", SHARD_MAP, 0, _source_of(index, group.loop),
                       _whole_carry(index, deferral))
     return _build_jit(subject, group, index)
@@ -376,7 +407,7 @@ def _build_jit(subject: Subject, group: _Group, index: EquationIndex) -> _Built:
     if subject.style == EXPLICIT:
         loop_id = _jaxpr_loop(index, loop.source, loop.trip_count)
         deferral = _explicit_deferral(index, loop_id)
-        program = _program(subject, subject.traced.jaxpr, deferral.edits(index), mesh=subject.mesh, style=EXPLICIT)
+        program = rewritten_program(subject, subject.traced.jaxpr, deferral.edits(index), mesh=subject.mesh, style=EXPLICIT)
         return _Built(program, moved, kind, EXPLICIT, 0, _source_of(index, loop_id), _whole_carry(index, deferral))
     if subject.mesh is None:
         raise Refused("the program's arguments name no mesh: there is nothing to shard with Explicit axes.")
@@ -385,7 +416,7 @@ def _build_jit(subject: Subject, group: _Group, index: EquationIndex) -> _Built:
     explicit_index = EquationIndex(converted.traced.jaxpr)
     loop_id = _jaxpr_loop(explicit_index, loop.source, loop.trip_count)
     deferral = _explicit_deferral(explicit_index, loop_id)
-    program = _program(subject, converted.traced.jaxpr, deferral.edits(explicit_index), mesh=converted.mesh,
+    program = rewritten_program(subject, converted.traced.jaxpr, deferral.edits(explicit_index), mesh=converted.mesh,
                        style=EXPLICIT, converted=converted)
     return _Built(program, moved, kind, AUTO, 0, _source_of(index, _jaxpr_loop(index, loop.source, loop.trip_count)),
                   _whole_carry(explicit_index, deferral))
@@ -405,7 +436,7 @@ def _explicit_deferral(index: EquationIndex, loop_id: str) -> "Deferral":
         if not reach.leaks and reach.summed.get(loop_id):
             accumulated[eqn_id] = axes
         elif reach.leaks:
-            reasons.append(reach.leaks[0])
+            reasons.append(reach.first_leak)
     if not accumulated:
         why = f" ({reasons[0]})" if reasons else ""
         raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it{why}.")
@@ -438,11 +469,12 @@ def _patch(subject: Subject, group: _Group, built: _Built) -> "Patch | None":
 
     sources = tuple(c.source for c in group.equations) if group.kind == HOIST else ()
     full = tuple(_full_source(subject, c.equation_id) for c in group.equations) if group.kind == HOIST else ()
-    request = PatchRequest(kind=group.kind, route=built.route, axes=_axes(group), values=_values(group),
+    values = _values(group, subject.input_names)
+    request = PatchRequest(kind=group.kind, route=built.route, axes=_axes(group), values=values,
                            loop_source=built.loop_source, collective_sources=full or sources,
                            whole_carry=built.whole_carry, inputs=subject.input_names,
                            primitive=group.equations[0].primitive if group.equations else "",
-                           replicated=_replicated(subject, _values(group)))
+                           replicated=_replicated(subject, values))
     try:
         return patch_for(request)
     except Exception:  # a patch is a convenience: its absence never hides the checked rewrite
@@ -511,10 +543,10 @@ class MeshBound:
             return self.jitted(*args, **kwargs)
 
 
-def _program(subject: Subject, closed: Any, edits: Edits, mesh: "Mesh | None" = None, style: str = SHARD_MAP,
+def rewritten_program(subject: Subject, closed: Any, edits: Edits, mesh: "Mesh | None" = None, style: str = SHARD_MAP,
              converted: Any = None) -> RewrittenProgram:
-    """The rewritten program of ``closed`` with ``edits``: jitted over the original's arguments,
-    traced, compiled and planned."""
+    """The program ``closed`` (the subject's jaxpr, or its Explicit-axes trace ``converted``) run
+    with ``edits``: jitted over the subject's arguments, traced, compiled and planned."""
     import jax
 
     from shardscope.engine.compiled import plan_of
@@ -613,10 +645,16 @@ def _loop_words(subject: Subject, group: _Group) -> str:
     return "its loop"
 
 
-def _values(group: _Group) -> tuple[str, ...]:
-    names = [c.value for c in group.equations if c.value] or [op.value for c in group.findings for op in c.operands
-                                                               if op.value]
-    return tuple(dict.fromkeys(names))
+def _values(group: _Group, inputs: Sequence[str]) -> tuple[str, ...]:
+    """The values the rewrite moves, by the arguments they belong to, in the arguments' order:
+    the compiled view's names when they all name arguments (it names a bias's gradient after its
+    parameter), else the jaxpr view's."""
+    compiled = [op.value for c in group.findings for op in c.operands if op.value]
+    jaxpr = [c.value for c in group.equations if c.value]
+    known = set(inputs)
+    names = compiled if compiled and set(compiled) <= known else (jaxpr or compiled)
+    order = {name: k for k, name in enumerate(inputs)}
+    return tuple(sorted(dict.fromkeys(names), key=lambda name: order.get(name, len(order))))
 
 
 def _axes(group: _Group) -> tuple[str, ...]:
