@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from shardscope.engine.jaxpr_model import _origin
 from shardscope.engine.retrace import Edits, Replacement, block_id_of
-from shardscope.engine.type_reach import Axes, Carry, TypeReach, type_reach
+from shardscope.engine.type_reach import Axes, Carry, type_reach
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
