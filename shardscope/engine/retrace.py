@@ -132,22 +132,30 @@ class Retracer:
         from jax._src import source_info_util
 
         name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
-        with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager, \
-                self._mesh_context(eqn):
-            before = self.edits.before.get(eqn_id)
-            if before is not None:
-                invals = before(eqn, invals)
-            replace = self.edits.replace.get(eqn_id)
-            if replace is not None:
-                outs = replace(eqn, invals)
-            elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
-                outs = self.retrace(eqn, eqn_id, invals)
-            elif eqn.primitive.name in self.rules:
-                outs = self.rules[eqn.primitive.name](eqn, eqn_id, invals, self._params(eqn))
-            else:
-                outs = bind(eqn, invals, self._params(eqn))
-            after = self.edits.after.get(eqn_id)
-            return list(after(eqn, outs)) if after is not None else list(outs)
+        try:
+            with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager, \
+                    self._mesh_context(eqn):
+                return self._equation(eqn, eqn_id, invals)
+        except RetraceError:
+            raise
+        except Exception as exc:  # JAX refuses this equation: say which, at the user's line
+            raise RetraceError(f"{_first_line(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
+
+    def _equation(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
+        before = self.edits.before.get(eqn_id)
+        if before is not None:
+            invals = before(eqn, invals)
+        replace = self.edits.replace.get(eqn_id)
+        if replace is not None:
+            outs = replace(eqn, invals)
+        elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
+            outs = self.retrace(eqn, eqn_id, invals)
+        elif eqn.primitive.name in self.rules:
+            outs = self.rules[eqn.primitive.name](eqn, eqn_id, invals, self._params(eqn))
+        else:
+            outs = bind(eqn, invals, self._params(eqn))
+        after = self.edits.after.get(eqn_id)
+        return list(after(eqn, outs)) if after is not None else list(outs)
 
     def _mesh_context(self, eqn: "JaxprEqn") -> "contextlib.AbstractContextManager":
         """The mesh ``eqn`` runs under: its own, or :attr:`mesh` in its place outside a shard_map
@@ -329,6 +337,21 @@ def _pvary(eqn: "JaxprEqn", value: Any) -> list:
     varying = core.typeof(value).manual_axis_type.varying
     axes = tuple(a for a in eqn.params["axes"] if a not in varying)
     return [value] if not axes else bind(eqn, [value], {**eqn.params, "axes": axes})
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _where(eqn: "JaxprEqn") -> str:
+    """``model.py:12 (loss)``: the user's line that made ``eqn`` (``an unknown line`` without one)."""
+    from jax._src import source_info_util
+
+    frame = next(iter(source_info_util.user_frames(eqn.source_info.traceback)), None)
+    if frame is None:
+        return "an unknown line"
+    return f"{frame.file_name.rsplit('/', 1)[-1]}:{frame.start_line} ({frame.function_name})"
 
 
 def _is_jaxpr(value: Any) -> bool:
