@@ -306,3 +306,18 @@ def test_the_rewritten_program_goes_through_the_pipeline_as_a_program(train_step
     wp.assert_same(jax.tree.map(np.asarray, compiled(*args, **kwargs)),
                    jax.tree.map(np.asarray, rewrite.program.run(*subject.run_arguments)), rtol=0)
     assert dataclasses.is_dataclass(rewrite) and rewrite.__dataclass_params__.frozen
+
+
+def test_the_plan_check_fails_a_rewrite_whose_sum_stayed_in_the_loop():
+    """The compiled check on its own: a "rewritten" plan that is the original's (the sum still
+    in the loop, 4 runs per call where the rewrite predicts 1) fails with the counts in words."""
+    from shardscope.engine.rewrite_checks import plan_check
+
+    step, args = wp.weight_decay_added()
+    subject = subject_of(step, args)
+    assert wp.recount(subject.compiled.as_text())["runs"] == {"all-reduce": wp.MICRO}
+    (c,) = subject.plan.collectives
+    check = plan_check(subject.plan, subject.plan, "all-reduce", [(c, 1)])
+    assert not check.ok and check.runs_before == check.runs_after == wp.MICRO and check.runs_expected == 1
+    assert check.in_loops == (0, 1)
+    assert "still carries 1 value(s) in all-reduces inside loops" in check.reason()

@@ -34,6 +34,7 @@ class PlanCheck:
     runs_after: int | None
     grew: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     instruction_runs: tuple[int | None, int | None] = (None, None)  # runs per call of the instructions themselves
+    in_loops: tuple[int, int] = (0, 0)  # values of this kind carried inside loops: at most, and in the rewritten plan
 
     @property
     def ok(self) -> bool:
@@ -41,7 +42,8 @@ class PlanCheck:
         (fewer is the rewrite doing better: two sums that add into one accumulator, deferred
         together, are one value after the loop, not two)."""
         known = None not in (self.runs_expected, self.runs_after)
-        return known and self.runs_after <= self.runs_expected and not self.grew
+        return (known and self.runs_after <= self.runs_expected and not self.grew
+                and self.in_loops[1] <= self.in_loops[0])
 
     @property
     def saves(self) -> bool:
@@ -52,6 +54,9 @@ class PlanCheck:
         """Why the check failed, in words (empty when it passed)."""
         if self.ok:
             return ""
+        if self.in_loops[1] > self.in_loops[0]:
+            return (f"the rewritten program still carries {self.in_loops[1]} value(s) in {self.kind}s inside loops, "
+                    f"where the rewrite leaves at most {self.in_loops[0]}")
         if None in (self.runs_expected, self.runs_after):
             return (f"a loop's trip count is unknown, so the {self.kind} runs per call of the rewritten program "
                     "cannot be checked against the rewrite's count")
@@ -97,7 +102,14 @@ def plan_check(before: "CompiledPlan", after: "CompiledPlan", kind: str,
     grew = {k: (runs_before.get(k, 0), n) for k, n in runs_after.items()
             if k != kind and _grew(runs_before.get(k, 0), n)}
     instructions = (before.counts().get(kind, 0), after.counts().get(kind, 0))
-    return PlanCheck(kind, runs_before.get(kind, 0), expected, runs_after.get(kind, 0), grew, instructions)
+    left = sum(max(1, len(c.operands)) for c, runs in moved if runs is None or c.executions is None or runs < c.executions)
+    in_loops = (max(0, _in_loops(before, kind) - left), _in_loops(after, kind))
+    return PlanCheck(kind, runs_before.get(kind, 0), expected, runs_after.get(kind, 0), grew, instructions, in_loops)
+
+
+def _in_loops(plan: "CompiledPlan", kind: str) -> int:
+    """The values ``kind`` collectives carry inside loops."""
+    return sum(max(1, len(c.operands)) for c in plan.collectives if c.kind == kind and c.in_loop)
 
 
 def _grew(before: int | None, after: int | None) -> bool:
