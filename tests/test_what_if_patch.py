@@ -63,6 +63,29 @@ def step(w_shard, xs):
     return lax.scan(body, (0, acc0), xs)[0][1]
 '''
 
+FORI_STEP = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+
+def loss(W, x, y):
+    return jnp.mean((jnp.tanh(x @ W) - y) ** 2) / 4
+
+
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data"), P()), out_specs=P())
+def step(W, xs, ys, n):
+    def body(i, acc):
+        return acc + jax.grad(loss)(W, xs[i], ys[i])
+
+    return lax.fori_loop(0, n[0], body, jnp.zeros_like(W))
+'''
+
 PARTIAL_BODY_STEP = '''
 import functools
 
@@ -152,6 +175,31 @@ def test_the_hoist_patch_moves_the_gather_out_of_the_branch(tmp_path):
     assert counts["in_loop"] == {} and counts["runs"] == {"all-gather": 1}
     assert wp.recount(subject.compiled.as_text())["in_loop"] == {"all-gather": 1}
     wp.assert_same(wp.outputs(module.step, args), np.asarray(compiled(*args)), rtol=1e-6)
+
+
+def test_a_fori_loop_with_a_bound_known_at_run_time_is_rewritten_and_patched(tmp_path):
+    """The while loop's trip count is unknown: the runs per call cannot be compared, so the check
+    is that the sum left the loop (recounted from the text: no all-reduce in the while body);
+    the returned loop's result is summed where it is returned."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    module = _module(tmp_path, "fori_step", FORI_STEP)
+    args = _placed(module.mesh, [((8, 4), P()), ((wp.MICRO, 32, 8), P(None, "data")),
+                                 ((wp.MICRO, 32, 4), P(None, "data"))], seed=3)
+    args += (jax.device_put(np.array([wp.MICRO], np.int32), NamedSharding(module.mesh, P())),)
+    subject = subject_of(module.step, args)
+    assert subject.plan.counts() == {"all-reduce": None}
+    (rewrite,) = rewrites_of(subject)
+    assert rewrite.status == VERIFIED and "trip count is unknown" in rewrite.reason
+    assert wp.recount(subject.compiled.as_text())["in_loop"] == {"all-reduce": 1}
+    assert wp.recount(rewrite.program.compiled.as_text())["in_loop"] == {}
+    added = [line[1:].strip() for line in rewrite.patch.text.splitlines() if line.startswith("+ ")]
+    assert ("return lax.psum(lax.fori_loop(0, n[0], body, lax.pcast(jnp.zeros_like(W), 'data', to='varying')), "
+            "'data')") in added
+    patched = _patched(tmp_path, "fori_step", rewrite)
+    compiled = patched.step.trace(*args).lower().compile()
+    assert wp.recount(compiled.as_text())["in_loop"] == {}
+    wp.assert_same(wp.outputs(module.step, args), np.asarray(compiled(*args)))
 
 
 def test_a_body_the_loop_is_given_by_partial_gets_a_snippet(tmp_path):

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-LOOP_CALLS = {"scan": 1, "fori_loop": 2, "while_loop": 2}
-"""The JAX loops a patch rewrites, with the position of their start value (init)."""
+LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
+"""The JAX loops a patch rewrites, with the positions of their body and of their start value."""
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,9 @@ def patch_for(request: PatchRequest) -> Patch:
     except (OSError, SyntaxError, ValueError) as exc:
         return _snippet(request, (f"{path} cannot be read as Python ({type(exc).__name__})",))
     try:
-        edits = _edits(request, text, tree, line)
+        changed = _apply(text, _edits(request, text, tree, line))
     except _NoDiff as exc:
         return _snippet(request, (str(exc),))
-    changed = _apply(text, edits)
     diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), changed.splitlines(keepends=True),
                                         fromfile=f"a/{Path(path).name}", tofile=f"b/{Path(path).name}"))
     return Patch(diff, True, path, patched=changed)
@@ -131,9 +130,9 @@ def _find_loop(tree: ast.Module, line: int) -> _Loop:
     call = min(calls, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
     primitive = _called(call)
     statement = next(s for s in function.body if s.lineno <= call.lineno <= (s.end_lineno or s.lineno))
-    body_arg = _argument(call, 0 if primitive == "scan" else (2 if primitive == "fori_loop" else 1),
-                         ("f", "body_fun"))
-    init = _argument(call, LOOP_CALLS[primitive], ("init", "init_val"))
+    body_position, init_position = LOOP_CALLS[primitive]
+    body_arg = _argument(call, body_position, ("f", "body_fun"))
+    init = _argument(call, init_position, ("init", "init_val"))
     return _Loop(call, primitive, statement, function, _body(function, body_arg, call.lineno), init)
 
 
@@ -209,7 +208,7 @@ def _edits(request: PatchRequest, text: str, tree: ast.Module, line: int) -> lis
     blank = "\n" if isinstance(anchor, (ast.FunctionDef, ast.AsyncFunctionDef)) else ""
     edits.append(_Edit(offsets.at(anchor.lineno, 0), offsets.at(anchor.lineno, 0), f"{indent}{local} = {cast}\n{blank}"))
     edits.append(_start_edit(loop, offsets, text, start))
-    edits.append(_finish_edit(loop, offsets, text, finish))
+    edits += _finish_edit(loop, offsets, text, finish)
     return edits
 
 
@@ -239,9 +238,19 @@ def _start_edit(loop: _Loop, offsets: "_Offsets", text: str, start: "callable") 
     return _Edit(offsets.at(init.lineno, init.col_offset), offsets.at(init.end_lineno, init.end_col_offset), start(code))
 
 
-def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: "callable") -> _Edit:
-    """The one sum after the loop: on the name its carry is bound to."""
+def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: "callable") -> list[_Edit]:
+    """The one sum after the loop: on the name its carry is bound to, or around the loop's
+    result where it is returned (``return lax.fori_loop(...)``, ``return lax.scan(...)[0]``)."""
     statement = loop.statement
+    returned = statement.value if isinstance(statement, ast.Return) else None
+    if returned is loop.call and loop.primitive != "scan" or (
+            isinstance(returned, ast.Subscript) and returned.value is loop.call and _is_zero_index(returned.slice)):
+        # two insertions around the returned value, so that the edits inside it (its start value) stay
+        prefix, suffix = finish("\0").split("\0")
+        return [_Edit(offsets.at(returned.lineno, returned.col_offset), offsets.at(returned.lineno, returned.col_offset),
+                      prefix),
+                _Edit(offsets.at(returned.end_lineno, returned.end_col_offset),
+                      offsets.at(returned.end_lineno, returned.end_col_offset), suffix)]
     target = None
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.value is loop.call:
         bound = statement.targets[0]
@@ -252,7 +261,11 @@ def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: "callable"
         raise _NoDiff("the loop's result is not bound to a name (grads, _ = lax.scan(...)): sum it after the loop by hand")
     indent = " " * statement.col_offset
     end = offsets.at(statement.end_lineno + 1, 0)
-    return _Edit(end, end, f"{indent}{target} = {finish(target)}\n")
+    return [_Edit(end, end, f"{indent}{target} = {finish(target)}\n")]
+
+
+def _is_zero_index(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0
 
 
 def _hoist_edits(request: PatchRequest, loop: _Loop, offsets: "_Offsets", text: str, tree: ast.Module) -> list[_Edit]:
@@ -371,38 +384,52 @@ class _Offsets:
 
 
 def _apply(text: str, edits: list[_Edit]) -> str:
-    """``text`` with every edit made (from the last to the first, so offsets stay right)."""
-    for edit in sorted(edits, reverse=True):
+    """``text`` with every edit made (from the last to the first, so offsets stay right; edits
+    never overlap: one that wraps a value is two insertions around it)."""
+    ordered = sorted(edits, reverse=True)
+    for later, earlier in zip(ordered, ordered[1:]):
+        if earlier.end > later.start:
+            raise _NoDiff("two changes overlap in the source")
+    for edit in ordered:
         text = text[: edit.start] + edit.new + text[edit.end:]
     return text
 
 
 def _snippet(request: PatchRequest, notes: tuple[str, ...]) -> Patch:
-    """The change in words and lines, to make by hand."""
+    """The change in words and lines, with the program's own names, to make by hand."""
     where = request.loop_source.rsplit("/", 1)[-1] or "the loop"
     axes = _axes_text(request.axes) if request.axes else "'data'"
     values = ", ".join(request.values) or "the summed values"
+    root = _snippet_root(request.values)
+    each = (lambda f: f"jax.tree.map(lambda p: {f('p')}, {root})") if any("[" in v for v in request.values) \
+        else (lambda f: f(root))
     if request.kind == "hoist":
-        lines = [f"# {request.primitive or 'the collective'} of {values} does not change inside the loop at {where}:",
-                 "# call it once before the loop and read the result inside:",
-                 "gathered = lax.all_gather(w, " + axes + ", tiled=True)  # before the loop"]
+        lines = [f"# the {request.primitive or 'collective'} of {values} does not change inside the loop at {where}:",
+                 f"# call it once before the loop (its result stays alive through the loop) and read that inside"]
     elif request.route == "shard_map":
         lines = [f"# the sum of {values} only accumulates in the loop at {where}:",
-                 f"local = jax.tree.map(lambda p: lax.pcast(p, {axes}, to='varying'), params)  # before the loop",
-                 "# read `local` inside the loop body instead of the replicated parameters",
+                 f"local_{root} = {each(lambda p: f'lax.pcast({p}, {axes}, to={chr(39)}varying{chr(39)})')}"
+                 "  # before the loop",
+                 f"# read local_{root} inside the loop body instead of {root}",
                  f"acc0 = jax.tree.map(lambda a: lax.pcast(a, {axes}, to='varying'), acc0)  # the accumulator's start",
                  f"acc = lax.psum(acc, {axes})  # once, after the loop"]
     else:
         named = "{" + ", ".join(repr(a) for a in request.axes) + "}"
         lines = [f"# the sum of {values} only accumulates in the loop at {where}:"]
         if request.route == "auto":
-            lines += ["# with Explicit axes: mesh = jax.make_mesh(shape, names, axis_types=(AxisType.Explicit,) * "
-                      "len(names)); jax.set_mesh(mesh)"]
-        lines += [f"params_reduced = jax.tree.map(lambda p: jax.reshard(p, P(reduced={named})), params)  # before the loop",
-                  "# take the gradient of params_reduced inside the loop body",
+            lines += ["# switch the mesh to Explicit axes first: mesh = jax.make_mesh(shape, names, "
+                      "axis_types=(AxisType.Explicit,) * len(names)); jax.set_mesh(mesh)"]
+        lines += [f"{root}_reduced = {each(lambda p: f'jax.reshard({p}, P(reduced={named}))')}  # before the loop",
+                  f"# take the gradient of {root}_reduced inside the loop body",
                   f"acc0 = jax.tree.map(lambda a: jax.reshard(a, P(unreduced={named})), acc0)  # the accumulator's start",
                   "acc = jax.tree.map(lambda a: jax.reshard(a, P()), acc)  # once, after the loop"]
     return Patch("\n".join(lines) + "\n", False, None, notes)
+
+
+def _snippet_root(values: tuple[str, ...]) -> str:
+    """The argument the values belong to, or ``params`` when they are not one argument's."""
+    roots = {m.group() for v in values for m in [re.match(r"[A-Za-z_]\w*", v)] if m}
+    return roots.pop() if len(roots) == 1 else "params"
 
 
 _SOURCE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?: \(.*\))?$")

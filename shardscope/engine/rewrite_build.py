@@ -123,8 +123,9 @@ def _source_of(index: EquationIndex, eqn_id: str) -> str:
 
 
 def _whole_carry(index: EquationIndex, deferral: "Deferral") -> bool:
-    """True when every carry of the loop the sums leave is an accumulator the rewrite starts unsummed."""
-    from shardscope.engine.jaxpr_model import _scan_groups
+    """True when every carry the user gave the loop the sums leave is an accumulator the rewrite
+    starts unsummed (a ``lax.fori_loop`` adds its counter, and its bound when it is a while loop)."""
+    from shardscope.engine.jaxpr_model import _scan_groups, _written_as
 
     eqn = index.equation(deferral.loop)
     if eqn.primitive.name == "scan":
@@ -132,6 +133,8 @@ def _whole_carry(index: EquationIndex, deferral: "Deferral") -> bool:
         n_carry = groups[1] if groups else -1
     else:
         n_carry = len(eqn.invars) - eqn.params["cond_nconsts"] - eqn.params["body_nconsts"]
+    if _written_as(eqn) == "fori_loop":
+        n_carry -= 1 if eqn.primitive.name == "scan" else 2
     return len(deferral.carries.get(deferral.loop, ())) == n_carry
 
 

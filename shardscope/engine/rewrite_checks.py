@@ -34,7 +34,7 @@ class PlanCheck:
     runs_after: int | None
     grew: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     instruction_runs: tuple[int | None, int | None] = (None, None)  # runs per call of the instructions themselves
-    in_loops: tuple[int, int] = (0, 0)  # values of this kind carried inside loops: at most, and in the rewritten plan
+    in_loops: tuple[int, int, int] = (0, 0, 0)  # values of this kind inside loops: before, at most after, after
 
     @property
     def ok(self) -> bool:
@@ -42,25 +42,25 @@ class PlanCheck:
         (fewer is the rewrite doing better: two sums that add into one accumulator, deferred
         together, are one value after the loop, not two)."""
         known = None not in (self.runs_expected, self.runs_after)
-        return (known and self.runs_after <= self.runs_expected and not self.grew
-                and self.in_loops[1] <= self.in_loops[0])
+        fewer = not known or self.runs_after <= self.runs_expected  # a while loop's count may be unknown
+        return fewer and not self.grew and self.in_loops[2] <= self.in_loops[1]
 
     @property
     def saves(self) -> bool:
-        """True when the rewrite predicts fewer runs than the original's."""
-        return None not in (self.runs_before, self.runs_expected) and self.runs_expected < self.runs_before
+        """True when the rewrite predicts fewer runs than the original's (with a trip count
+        unknown, fewer values inside loops)."""
+        if None not in (self.runs_before, self.runs_expected):
+            return self.runs_expected < self.runs_before
+        return self.in_loops[1] < self.in_loops[0]
 
     def reason(self) -> str:
         """Why the check failed, in words (empty when it passed)."""
         if self.ok:
             return ""
-        if self.in_loops[1] > self.in_loops[0]:
-            return (f"the rewritten program still carries {self.in_loops[1]} value(s) in {self.kind}s inside loops, "
-                    f"where the rewrite leaves at most {self.in_loops[0]}")
-        if None in (self.runs_expected, self.runs_after):
-            return (f"a loop's trip count is unknown, so the {self.kind} runs per call of the rewritten program "
-                    "cannot be checked against the rewrite's count")
-        if self.runs_after > self.runs_expected:
+        if self.in_loops[2] > self.in_loops[1]:
+            return (f"the rewritten program still carries {self.in_loops[2]} value(s) in {self.kind}s inside loops, "
+                    f"where the rewrite leaves at most {self.in_loops[1]}")
+        if None not in (self.runs_expected, self.runs_after) and self.runs_after > self.runs_expected:
             return (f"the rewritten program still runs {self.kind} {_runs(self.runs_after)} times per call (counted per "
                     f"value carried), not the {_runs(self.runs_expected)} the rewrite predicts (the original runs "
                     f"{_runs(self.runs_before)})")
@@ -103,7 +103,7 @@ def plan_check(before: "CompiledPlan", after: "CompiledPlan", kind: str,
             if k != kind and _grew(runs_before.get(k, 0), n)}
     instructions = (before.counts().get(kind, 0), after.counts().get(kind, 0))
     left = sum(max(1, len(c.operands)) for c, runs in moved if runs is None or c.executions is None or runs < c.executions)
-    in_loops = (max(0, _in_loops(before, kind) - left), _in_loops(after, kind))
+    in_loops = (_in_loops(before, kind), max(0, _in_loops(before, kind) - left), _in_loops(after, kind))
     return PlanCheck(kind, runs_before.get(kind, 0), expected, runs_after.get(kind, 0), grew, instructions, in_loops)
 
 
