@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable
 
-from shardscope.engine.deferral import EquationIndex, Refused
+from shardscope.engine.deferral import EquationIndex, Refused, block_of
 from shardscope.engine.jaxpr_model import _scan_groups, _sub_jaxprs
 from shardscope.engine.retrace import Edits, Retracer, block_id_of, equation_ids
 
@@ -63,15 +63,11 @@ def plan_hoist(index: EquationIndex, collectives: tuple[str, ...], loop: str) ->
         if not (c.startswith(loop + "/") or c.startswith(loop + ".")):
             raise Refused("the collective is not inside the loop it would leave.")
         for var in index.equation(c).invars:
-            reason = blocks.invariant(block_of_id(c), var, loop)
+            reason = blocks.invariant(block_of(c), var, loop)
             if reason:
                 raise Refused(reason)
     cost = sum(_nbytes(v.aval) for c in collectives for v in index.equation(c).outvars)
     return Hoist(tuple(collectives), loop, cost)
-
-
-def block_of_id(eqn_id: str) -> str:
-    return eqn_id.rsplit("/", 1)[0] if "/" in eqn_id else ""
 
 
 def _nbytes(aval: Any) -> int:
@@ -126,7 +122,7 @@ class _Blocks:
         var)``; or why it changes inside ``loop`` (a carry or ``xs`` of a loop)."""
         block = self.blocks[block_id]
         eqn = self.index.equation(block.owner)
-        outer = block_of_id(block.owner)
+        outer = block_of(block.owner)
         position = list(block.jaxpr.constvars).index(var) if var in block.jaxpr.constvars else None
         if position is not None:
             return "a constant of the jaxpr"  # closed-over constants are not operands
@@ -184,7 +180,7 @@ class _Outside:
     def results(self, collective: str) -> list:
         """The collective's results, computed before the loop."""
         eqn = self.blocks.index.equation(collective)
-        block_id = block_of_id(collective)
+        block_id = block_of(collective)
         invals = [self.value(block_id, v) for v in eqn.invars]
         return self.retracer.equation(eqn, collective, invals)
 

@@ -27,7 +27,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
 """The JAX loops a patch rewrites, with the positions of their body and of their start value."""
@@ -162,12 +162,13 @@ def _body(function: ast.AST, body: ast.expr | None, before_line: int) -> ast.AST
 
 
 def _edits(request: PatchRequest, text: str, tree: ast.Module, line: int) -> list[_Edit]:
+    """The edits of one rewrite in the file's text (raises :class:`_NoDiff` when the code has
+    another shape than the one a diff is written for)."""
     if request.route == "auto":
         raise _NoDiff("the program uses Auto axes: the fix switches its mesh to Explicit axes first, which "
                       "shardscope does not write into the file")
     loop = _find_loop(tree, line)
     offsets = _Offsets(text)
-    lax = _lax_name(tree)
     if request.kind == "hoist":
         return _hoist_edits(request, loop, offsets, text, tree)
     root, whole = _root(request)
@@ -180,36 +181,61 @@ def _edits(request: PatchRequest, text: str, tree: ast.Module, line: int) -> lis
     uses = _closure_uses(loop.body, root)
     if not uses:
         raise _NoDiff(f"the loop's body does not read {root} by name (it is passed in): cast it where it is passed")
-    local = f"local_{root}" if request.route == "shard_map" else f"{root}_reduced"
-    pytree = any("[" in v or "." in v for v in request.values)
-    axes = _axes_text(request.axes)
-    spec = _spec_name(tree)
-    if request.route == "shard_map":
-        cast = (f"jax.tree.map(lambda p: {lax}.pcast(p, {axes}, to='varying'), {root})" if pytree
-                else f"{lax}.pcast({root}, {axes}, to='varying')")
-        start = ((lambda code: f"jax.tree.map(lambda a: {lax}.pcast(a, {axes}, to='varying'), {code})") if pytree
-                 else (lambda code: f"{lax}.pcast({code}, {axes}, to='varying')"))
-        finish = lambda name: f"{lax}.psum({name}, {axes})"  # noqa: E731
-    else:
-        named = "{" + ", ".join(repr(a) for a in request.axes) + "}"
-        own = "" if request.replicated else "*jax.typeof(p).sharding.spec, "
-        own_a = own.replace("(p)", "(a)")
-        cast = (f"jax.tree.map(lambda p: jax.reshard(p, {spec}({own}reduced={named})), {root})" if pytree
-                else f"jax.reshard({root}, {spec}({own.replace('(p)', f'({root})')}reduced={named}))")
-        if pytree:
-            start = lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own_a}unreduced={named})), {code})"  # noqa: E731
-            finish = lambda name: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own_a.rstrip(', ')})), {name})"  # noqa: E731
-        else:
-            start = lambda code: f"jax.reshard({code}, {spec}({own_a.replace('(a)', f'({code})')}unreduced={named}))"  # noqa: E731
-            finish = lambda name: f"jax.reshard({name}, {spec}({own_a.replace('(a)', f'({name})').rstrip(', ')}))"  # noqa: E731
-    edits = [_Edit(offsets.at(u.lineno, u.col_offset), offsets.at(u.end_lineno, u.end_col_offset), local) for u in uses]
+    code = _shard_map_code(request, tree, root) if request.route == "shard_map" else _explicit_code(request, tree, root)
+    edits = [_Edit(offsets.at(u.lineno, u.col_offset), offsets.at(u.end_lineno, u.end_col_offset), code.local)
+             for u in uses]
     anchor = _anchor(loop)
     indent = " " * anchor.col_offset
     blank = "\n" if isinstance(anchor, (ast.FunctionDef, ast.AsyncFunctionDef)) else ""
-    edits.append(_Edit(offsets.at(anchor.lineno, 0), offsets.at(anchor.lineno, 0), f"{indent}{local} = {cast}\n{blank}"))
-    edits.append(_start_edit(loop, offsets, text, start))
-    edits += _finish_edit(loop, offsets, text, finish)
+    edits.append(_Edit(offsets.at(anchor.lineno, 0), offsets.at(anchor.lineno, 0),
+                       f"{indent}{code.local} = {code.cast}\n{blank}"))
+    edits.append(_start_edit(loop, offsets, text, code.start))
+    edits += _finish_edit(loop, offsets, text, code.finish)
     return edits
+
+
+@dataclass(frozen=True)
+class _Code:
+    """The lines of one style: the name the body reads, the cast that makes it, and how the
+    accumulator's start and the loop's result are written (``start(code)``, ``finish(code)``)."""
+
+    local: str
+    cast: str
+    start: Callable[[str], str]
+    finish: Callable[[str], str]
+
+
+def _shard_map_code(request: PatchRequest, tree: ast.Module, root: str) -> _Code:
+    """``lax.pcast(..., to='varying')`` before the loop and for the start, ``lax.psum`` after."""
+    lax, axes = _lax_name(tree), _axes_text(request.axes)
+    if _is_pytree(request):
+        return _Code(f"local_{root}", f"jax.tree.map(lambda p: {lax}.pcast(p, {axes}, to='varying'), {root})",
+                     lambda code: f"jax.tree.map(lambda a: {lax}.pcast(a, {axes}, to='varying'), {code})",
+                     lambda code: f"{lax}.psum({code}, {axes})")
+    return _Code(f"local_{root}", f"{lax}.pcast({root}, {axes}, to='varying')",
+                 lambda code: f"{lax}.pcast({code}, {axes}, to='varying')", lambda code: f"{lax}.psum({code}, {axes})")
+
+
+def _explicit_code(request: PatchRequest, tree: ast.Module, root: str) -> _Code:
+    """``jax.reshard`` to ``reduced`` before the loop, to ``unreduced`` for the start, and back
+    after (each leaf keeps its own sharding when the parameters are not replicated)."""
+    spec, named = _spec_name(tree), "{" + ", ".join(repr(a) for a in request.axes) + "}"
+
+    def own(name: str) -> str:
+        return "" if request.replicated else f"*jax.typeof({name}).sharding.spec, "
+
+    if _is_pytree(request):
+        return _Code(f"{root}_reduced", f"jax.tree.map(lambda p: jax.reshard(p, {spec}({own('p')}reduced={named})), {root})",
+                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own('a')}unreduced={named})), {code})",
+                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own('a').rstrip(', ')})), {code})")
+    return _Code(f"{root}_reduced", f"jax.reshard({root}, {spec}({own(root)}reduced={named}))",
+                 lambda code: f"jax.reshard({code}, {spec}({own(code)}unreduced={named}))",
+                 lambda code: f"jax.reshard({code}, {spec}({own(code).rstrip(', ')}))")
+
+
+def _is_pytree(request: PatchRequest) -> bool:
+    """True when the values are leaves of a pytree argument (``params['W1']``), not a bare array."""
+    return any("[" in v or "." in v for v in request.values)
 
 
 def _anchor(loop: _Loop) -> ast.stmt:
@@ -221,7 +247,7 @@ def _anchor(loop: _Loop) -> ast.stmt:
     return loop.statement
 
 
-def _start_edit(loop: _Loop, offsets: "_Offsets", text: str, start: "callable") -> _Edit:
+def _start_edit(loop: _Loop, offsets: "_Offsets", text: str, start: Callable[[str], str]) -> _Edit:
     """The accumulator's start value made unsummed: where it is assigned, or where it is passed."""
     init = loop.init
     if init is None:
@@ -238,7 +264,7 @@ def _start_edit(loop: _Loop, offsets: "_Offsets", text: str, start: "callable") 
     return _Edit(offsets.at(init.lineno, init.col_offset), offsets.at(init.end_lineno, init.end_col_offset), start(code))
 
 
-def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: "callable") -> list[_Edit]:
+def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: Callable[[str], str]) -> list[_Edit]:
     """The one sum after the loop: on the name its carry is bound to, or around the loop's
     result where it is returned (``return lax.fori_loop(...)``, ``return lax.scan(...)[0]``)."""
     statement = loop.statement
@@ -376,6 +402,7 @@ class _Offsets:
             self.starts.append(self.starts[-1] + len(line))
 
     def at(self, line: int | None, column: int | None) -> int:
+        """The offset of ``(line, column)``; past the last line, the end of the text."""
         line = line or 1
         if line > len(self.lines):
             return self.starts[-1]
@@ -405,7 +432,7 @@ def _snippet(request: PatchRequest, notes: tuple[str, ...]) -> Patch:
         else (lambda f: f(root))
     if request.kind == "hoist":
         lines = [f"# the {request.primitive or 'collective'} of {values} does not change inside the loop at {where}:",
-                 f"# call it once before the loop (its result stays alive through the loop) and read that inside"]
+                 "# call it once before the loop (its result stays alive through the loop) and read that inside"]
     elif request.route == "shard_map":
         lines = [f"# the sum of {values} only accumulates in the loop at {where}:",
                  f"local_{root} = {each(lambda p: f'lax.pcast({p}, {axes}, to={chr(39)}varying{chr(39)})')}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     import jax
@@ -51,7 +51,6 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
     import jax
 
     from shardscope.engine.compiled import plan_of
-    from shardscope.engine.dead_code import mesh_and_style
     from shardscope.engine.inspection import argument_names, inspect_traced, pytree_names
 
     kwargs = dict(kwargs or {})
@@ -62,15 +61,29 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
     names = argument_names(fn, args, kwargs)
     plan = plan_of(traced, compiled, input_names=names)
     inspection = inspect_traced(traced, name, names, pytree_names(traced.out_info, "out"))
+    return subject_from(name, jitted, (tuple(args), kwargs), traced, compiled, plan, inspection.collectives, names,
+                        run_arguments)
+
+
+def subject_from(name: str, function: Any, arguments: tuple[tuple, dict], traced: "jax.stages.Traced",
+                 compiled: "jax.stages.Compiled", plan: "CompiledPlan", collectives: tuple["Collective", ...],
+                 input_names: Sequence[str], run_arguments: tuple[tuple, dict] | None = None) -> Subject:
+    """The :class:`Subject` of what the pipeline already has for a program: its function and
+    (dynamic) arguments, trace, compiled program, plan (``compiled.plan_of``), the jaxpr view's
+    collectives (``Inspection.collectives``), input names and placed run arguments (default: the
+    arguments filled from seed 0 and placed as the compiled program takes them)."""
+    import jax
+
+    from shardscope.engine.dead_code import mesh_and_style
+
+    args, kwargs = tuple(arguments[0]), dict(arguments[1])
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
     if run_arguments is None:
         from shardscope.sources.examples import materialize
 
-        run_arguments = jax.device_put(materialize((tuple(args), kwargs), 0), compiled.input_shardings)
-    return Subject(name, jitted, tuple(args), kwargs, traced, compiled, plan, inspection.collectives, tuple(names),
+        run_arguments = jax.device_put(materialize((args, kwargs), 0), compiled.input_shardings)
+    return Subject(name, function, args, kwargs, traced, compiled, plan, tuple(collectives), tuple(input_names),
                    (tuple(run_arguments[0]), dict(run_arguments[1])), mesh, style)
-
-
 
 
 def mesh_context(mesh: "Mesh | None") -> contextlib.AbstractContextManager:
