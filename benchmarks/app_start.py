@@ -215,7 +215,7 @@ async def _show_and_press(settings, analysis, first_key: str, presses: int) -> d
         await pilot.pause()
         # what the run worker posts when an analysis is done (the app's current run id)
         start = time.perf_counter()
-        app.post_message(RunFinished(app._run_id, analysis))
+        app.post_message(RunFinished(app.run_id, analysis))
         await _wait_until(pilot, lambda: app.analysis is analysis, 120)
         await pilot.pause()
         show_s = time.perf_counter() - start

@@ -16,7 +16,6 @@ Run alone: ``python -m benchmarks.plans_at_scale [--quick]``.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -215,15 +214,15 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
     """Per program, the collective instructions XLA compiled (it may combine per-leaf all-reduces)."""
     import jax
 
-    from shardscope.engine import hlo
+    from shardscope.engine.compiled import compiled_plan
 
     counts = {}
     for name, program in compiled.items():
-        summary = hlo.summarize(program.as_text(), jax.default_backend())
+        plan = compiled_plan(program.as_text(), backend=jax.default_backend())
         counts[name] = {
-            "instructions": summary.count,
-            "in_loops": summary.in_loops,
-            "executed_per_call": _executions(summary.collectives),
+            "instructions": len(plan.collectives),
+            "in_loops": len(plan.findings),
+            "executed_per_call": plan.executed_collectives,
         }
     return counts
 
@@ -244,15 +243,6 @@ def _quartiles(values: list[float]) -> dict[str, float]:
     q1, q2, q3 = statistics.quantiles(values, n=4)
     return {"p25": q1, "median": q2, "p75": q3, "min": min(values), "max": max(values)}
 
-
-def _executions(hlo_collectives: tuple) -> int | None:
-    """Collective instructions run per call (None when a while loop has no known trip count)."""
-    total = 0
-    for collective in hlo_collectives:
-        if None in collective.while_trip_counts:
-            return None
-        total += math.prod(collective.while_trip_counts)
-    return total
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ class ShardscopeError(Exception):
     """An error the user can fix: a bad file, bad settings, a model that does not trace.
 
     ``message`` says what went wrong in one sentence; ``hint`` says what to do next.
-    The CLI prints both and exits with status 2; the app shows them in an error panel.
+    The CLI prints both and exits with :attr:`exit_status`; the app shows them in an error panel.
     """
+
+    exit_status = 2
+    """The CLI's exit status for this error: 2, a mistake the user can fix."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)

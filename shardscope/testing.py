@@ -2,71 +2,103 @@
 
     from shardscope.testing import assert_no_collectives_in_loops, collective_counts
 
-    def test_step_all_reduces_once_per_parameter():
-        assert collective_counts(step, params, xs, ys) == {"psum_invariant": 2}
+    def test_step_all_reduces_once_per_step():
+        assert collective_counts(step, params, xs, ys) == {"all-reduce": 1}
         assert_no_collectives_in_loops(step, params, xs, ys)
 
-Each function traces ``fn(*args, **kwargs)`` (nothing runs) with the engine behind
-:func:`shardscope.inspect`. A failing assertion raises ``AssertionError`` whose message is the
-findings table with the fixes. The CPU device count must be set before JAX starts (e.g. in
-``conftest.py``: ``jax.config.update("jax_num_cpu_devices", 8)``).
+Each function traces and compiles ``fn(*args, **kwargs)`` (nothing runs) with the engine behind
+:func:`shardscope.inspect`, so it sees what XLA runs: the collectives a ``shard_map`` writes and
+the ones the partitioner writes for a jit with shardings. Counts are keyed by the compiled
+collective's kind (``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all``,
+``collective-permute``, ``collective-broadcast``), combined instructions counted once;
+:func:`jaxpr_collective_counts` keys the jaxpr's by JAX primitive (``psum_invariant``), dead
+ones left out. A failing assertion raises ``AssertionError`` whose message is the findings table
+with the fixes. The CPU device count must be set before JAX starts (e.g. in ``conftest.py``:
+``jax.config.update("jax_num_cpu_devices", 8)``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from shardscope.engine.collective_sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
+from shardscope.engine.jaxpr_model import COLLECTIVE_PRIMITIVES
 
-__all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts"]
+__all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
 
 
 def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
-    """Runs per call of each collective primitive, e.g. ``{"psum_invariant": 8}``.
+    """Runs per call of each compiled collective kind, e.g. ``{"all-reduce": 4}``: what XLA runs.
 
-    ``None`` for a primitive inside a ``while`` loop with no static trip count; collectives in
-    ``cond`` branches all count (an upper bound).
+    ``None`` for a kind inside a while loop with no static trip count; collectives in
+    conditional branches all count (an upper bound).
     """
     return inspect(fn, *args, **kwargs).counts()
+
+
+def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+    """Runs per call of each JAX collective primitive the program writes, e.g. ``{"psum_invariant": 8}``.
+
+    The jaxpr's count: empty for a jit with shardings (the partitioner's collectives are only in
+    the compiled module), each of several collectives XLA combines into one counted on its own,
+    and the dead ones (whose result nothing uses: the compiler removes them) left out.
+    """
+    return inspect(fn, *args, **kwargs).jaxpr_counts()
 
 
 def assert_no_collectives_in_loops(
     fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any
 ) -> Inspection:
-    """Fail when a collective runs inside a loop, unless its primitive or value is in ``allow``.
+    """Fail when a collective runs inside a loop of the compiled program, unless ``allow`` names it.
 
-    ``allow`` holds primitives (``"ppermute"``), values (``"params['W']"``) or verdicts
+    ``allow`` holds compiled kinds (``"collective-permute"``), JAX primitives (``"ppermute"``: a
+    collective the program wrote as one), values (``"params['W']"``; an instruction XLA combined
+    from several collectives is allowed when every value it carries is) or verdicts
     (``"needed"``: allow every collective the loop needs). Returns the inspection.
     """
     allowed = set(allow)
     inspection = inspect(fn, *args, **kwargs)
-    bad = [c for c in inspection.findings if not allowed & {c.primitive, c.value, c.verdict_kind}]
+    bad = [c for c in inspection.findings if not _allowed(c, allowed)]
     if bad:
-        names = ", ".join(f"{c.primitive} of {c.value} ({_runs(c)} runs/call)" for c in bad)
-        raise AssertionError(f"{len(bad)} collective equation(s) inside loops: {names}\n{inspection}")
+        names = ", ".join(f"{c.kind} of {c.value or 'an unnamed value'} ({_runs(c)} runs/call)" for c in bad)
+        raise AssertionError(f"{len(bad)} collective(s) inside loops: {names}\n{inspection}")
     return inspection
 
 
 def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], **kwargs: Any) -> Inspection:
-    """Fail when a primitive runs more often per call than ``max_per_call[primitive]``.
+    """Fail when a collective runs more often per call than ``max_per_call`` allows.
 
-    Primitives missing from ``max_per_call`` are not limited; an unknown count (a ``while``
-    loop) fails, since it cannot be shown to stay under the limit. Returns the inspection.
+    A key is a compiled kind (``"all-reduce"``: the compiled module's runs, see
+    :func:`collective_counts`) or a JAX primitive (``"psum_invariant"``: the jaxpr's, see
+    :func:`jaxpr_collective_counts`); both kinds of key may be mixed. Kinds missing from
+    ``max_per_call`` are not limited; an unknown count (a while loop) fails, since it cannot be
+    shown to stay under the limit. A key that is neither raises ``ValueError``. Returns the
+    inspection.
     """
+    unknown = sorted(key for key in max_per_call if key not in COLLECTIVE_KINDS and key not in COLLECTIVE_PRIMITIVES)
+    if unknown:
+        raise ValueError(f"max_per_call: {', '.join(map(repr, unknown))} is neither a compiled collective kind "
+                         f"({', '.join(COLLECTIVE_KINDS)}) nor a JAX collective primitive (psum, all_gather, ...)")
     inspection = inspect(fn, *args, **kwargs)
-    counts = inspection.counts()
+    counts = {**inspection.jaxpr_counts(), **inspection.counts()}  # the two kinds of key never collide
     over = {
-        primitive: counts[primitive]
-        for primitive, limit in max_per_call.items()
-        if primitive in counts and (counts[primitive] is None or counts[primitive] > limit)
+        key: counts[key]
+        for key, limit in max_per_call.items()
+        if key in counts and (counts[key] is None or counts[key] > limit)
     }
     if over:
         text = ", ".join(
-            f"{primitive}: {'unknown' if runs is None else runs} runs/call (at most {max_per_call[primitive]})"
-            for primitive, runs in over.items()
+            f"{key}: {'unknown' if runs is None else runs} runs/call (at most {max_per_call[key]})"
+            for key, runs in over.items()
         )
         raise AssertionError(f"too many collective runs per call: {text}\n{inspection}")
     return inspection
+
+
+def _allowed(c: Any, allowed: set[str]) -> bool:
+    """True when ``allowed`` names ``c``'s kind, a primitive it comes from, its verdict, or every value it carries."""
+    return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (bool(c.values) and set(c.values) <= allowed)
 
 
 def _runs(c: Any) -> str:

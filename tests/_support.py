@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import subprocess
 import sys
 import textwrap
@@ -56,6 +58,22 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
         [PYTHON, "-m", "shardscope", *map(str, args)],
         capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
     )
+
+
+def run_main(*args: object) -> subprocess.CompletedProcess:
+    """``shardscope.cli.main(ARGS)`` in this process, with what it wrote to ``sys.stdout`` and
+    ``sys.stderr``: for a fixture shared by a module's tests (the ``shardscope_cli`` fixture,
+    for one test, also reads the file descriptors)."""
+    from shardscope.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # argparse: a usage error, --help, --version
+            status = 0 if exc.code is None else exc.code
+    return subprocess.CompletedProcess(["shardscope", *argv], status, out.getvalue(), err.getvalue())
 
 
 DROPOUT = """

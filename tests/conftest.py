@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -33,3 +36,29 @@ def analysis_of():
         return _analysis(demo, function, devices, chunk_size, repeats)
 
     return get
+
+
+@pytest.fixture
+def shardscope_cli(capfd) -> Callable[..., subprocess.CompletedProcess]:
+    """``shardscope_cli("report", FILE, ..., cwd=None)``: ``shardscope.cli.main`` in this process,
+    with its exit status, stdout and stderr as ``run_cli`` gives them (read at the file
+    descriptors, so output that bypasses ``sys.stdout`` is seen too).
+
+    For what a test checks in the command's output and status. JAX here has already started with
+    this process's 8 devices: a test that needs another device count, a real signal, the
+    interpreter's own exit or a fresh import uses ``run_cli`` (a new process).
+    """
+    from shardscope.cli import main
+
+    def run(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        argv = [str(a) for a in args]
+        capfd.readouterr()  # what came before is not this command's
+        with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+            try:
+                status = main(argv)
+            except SystemExit as exc:  # argparse: a usage error, --help, --version
+                status = 0 if exc.code is None else exc.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["shardscope", *argv], status, out, err)
+
+    return run

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _support import DEMOS, run_cli
+from _support import DEMOS
 
 from shardscope.plans.settings import MAX_DEVICES
 
@@ -17,17 +17,24 @@ LINEAR = DEMOS / "linear.py"  # N = 64
 BATCH = 64
 
 
-def refused(*args: str) -> tuple[str, str]:
-    result = run_cli(*args, timeout=60)
-    assert result.returncode == 2, (args, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    message, _, hint = result.stderr.partition("\nhint: ")
-    assert message.startswith("shardscope: error: ") and hint, result.stderr
-    return message.removeprefix("shardscope: error: "), hint.strip()
+@pytest.fixture
+def refused(shardscope_cli):
+    """``refused(*args)``: run the CLI (in this process), check it refused with one message and a
+    hint (status 2, no traceback), and return ``(message, hint)``."""
+
+    def run(*args: object) -> tuple[str, str]:
+        result = shardscope_cli(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+        message, _, hint = result.stderr.partition("\nhint: ")
+        assert message.startswith("shardscope: error: ") and hint, result.stderr
+        return message.removeprefix("shardscope: error: "), hint.strip()
+
+    return run
 
 
 @pytest.mark.parametrize(("devices", "processes"), [(2, 1000), (2, 300), (2, 4), (8, 3), (2, 513)])
-def test_process_counts_suggest_only_device_counts_that_work(devices, processes):
+def test_process_counts_suggest_only_device_counts_that_work(devices, processes, refused):
     message, hint = refused("report", LINEAR, "--devices", str(devices), "--processes", str(processes))
     assert f"--devices {devices} does not split over --processes {processes}" in message
     suggested = [int(d) for d in re.findall(r"--devices ([\d, ]+)", hint)[0].replace(",", " ").split()]
@@ -42,7 +49,7 @@ def test_process_counts_suggest_only_device_counts_that_work(devices, processes)
         assert str(MAX_DEVICES) in hint  # the cap is said when no device count fits
 
 
-def test_calibrate_refuses_more_devices_than_the_cap_before_starting_them():
+def test_calibrate_refuses_more_devices_than_the_cap_before_starting_them(refused):
     message, hint = refused("calibrate", "--devices", "1000")
     assert message == f"1,000 devices asked for, but at most {MAX_DEVICES} shardscope simulates."
     message, hint = refused("calibrate", "--devices", "3", "--processes", "2")
@@ -65,18 +72,18 @@ def test_calibrate_refuses_more_devices_than_the_cap_before_starting_them():
     (("report", LINEAR, "--link", "25GB/s,nan"), "--link latency 'nan' is not a finite number"),
     (("report", LINEAR, "--link", "1e-400,1us"), "--link bandwidth '1e-400' is so small it underflows to zero"),
 ])
-def test_negative_and_non_finite_values_are_refused_with_what_is_wrong(args, message):
+def test_negative_and_non_finite_values_are_refused_with_what_is_wrong(args, message, refused):
     said, hint = refused(*args)
     assert message in said, said
     assert "expected one argument" not in said
 
 
-def test_a_missing_value_is_still_a_missing_value():
-    result = run_cli("report", LINEAR, "--link", "--json")
+def test_a_missing_value_is_still_a_missing_value(shardscope_cli):
+    result = shardscope_cli("report", LINEAR, "--link", "--json")
     assert result.returncode == 2 and "--link: expected one argument" in result.stderr
 
 
-def test_petabytes_and_exabytes_are_sizes():
+def test_petabytes_and_exabytes_are_sizes(refused):
     from shardscope.costmodel.quantities import parse_size
 
     assert parse_size("1PiB") == 2**50 and parse_size("1PB") == 10**15
@@ -86,19 +93,19 @@ def test_petabytes_and_exabytes_are_sizes():
     assert "PiB" in hint and "EiB" in hint  # the units that exist
 
 
-def test_a_sweep_takes_a_petabyte_budget():
-    result = run_cli("sweep", LINEAR, "--memory-budget", "1PiB", "--chunk-sizes", "32", "-r", "1", timeout=300)
+def test_a_sweep_takes_a_petabyte_budget(shardscope_cli):
+    result = shardscope_cli("sweep", LINEAR, "--memory-budget", "1PiB", "--chunk-sizes", "32", "-r", "1")
     assert result.returncode == 0, result.stderr
     assert "within the budget of 1 PiB" in result.stdout
 
 
-def test_calibrate_refuses_sizes_that_do_not_fit_in_memory():
+def test_calibrate_refuses_sizes_that_do_not_fit_in_memory(refused):
     message, hint = refused("calibrate", "--sizes", "1KiB,1PiB")
     assert message.startswith("--sizes: 1.1 PB per device on 2 devices needs about 6.8 PB") and "available" in message
     assert "--sizes 1KiB" in hint
 
 
-def test_a_projection_is_capped_at_a_documented_device_count():
+def test_a_projection_is_capped_at_a_documented_device_count(refused):
     from shardscope.costmodel.interconnects import MAX_PROJECTED_DEVICES
 
     message, hint = refused("report", LINEAR, "--project", "nvlink-h100:99999999999999999999")

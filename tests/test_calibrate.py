@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from _support import run_cli
 from shardscope.costmodel.calibrate import AllReducePoint, Calibration, fit
 
 
@@ -34,10 +33,11 @@ def test_fit_error_is_reported_for_points_off_the_line():
     assert c.rms_relative_error <= c.max_relative_error
 
 
-def test_calibrate_json_in_process_and_over_two_processes():
+@pytest.mark.slow  # starts two worker processes
+def test_calibrate_json_in_process_and_over_two_processes(shardscope_cli):
     for extra, transport, processes in (((), "in-process", 1), (("--processes", "2"), "gloo", 2)):
-        result = run_cli("calibrate", "--devices", "2", "--sizes", "1KiB,64KiB,256KiB", "-r", "3", "--json",
-                         *extra, timeout=300)
+        result = shardscope_cli("calibrate", "--devices", "2", "--sizes", "1KiB,64KiB,256KiB", "-r", "3", "--json",
+                         *extra)
         assert result.returncode == 0, result.stderr
         data = json.loads(result.stdout)
         assert (data["processes"], data["collectives_transport"], data["devices"]) == (processes, transport, 2)
@@ -47,8 +47,8 @@ def test_calibrate_json_in_process_and_over_two_processes():
         assert data["link"].count(",") == 1
 
 
-def test_calibrate_user_errors():
+def test_calibrate_user_errors(shardscope_cli):
     for args, needle in ((("--sizes", "1KiB"), "at least two sizes"), (("--devices", "1"), "at least 2 devices"),
                          (("--devices", "20000"), "20,000 devices asked for, but at most 512")):
-        result = run_cli("calibrate", *args)
+        result = shardscope_cli("calibrate", *args)
         assert result.returncode == 2 and needle in result.stderr and "hint:" in result.stderr

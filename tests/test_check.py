@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _support import DEMOS, run_cli
+from _support import DEMOS
 
 from shardscope.pipeline.check import check_file, exit_code
 
@@ -13,8 +13,8 @@ FINDING_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes_pe
                 "value", "fix"}
 
 
-def test_check_step_exits_1_and_prints_the_fix():
-    result = run_cli("check", DEMOS / "train_step.py", "--function", "step")
+def test_check_step_exits_1_and_prints_the_fix(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "train_step.py", "--function", "step")
     assert result.returncode == 1, result.stderr
     out = result.stdout
     assert "deferrable" in out and "params['W1']" in out and "params['W2']" in out
@@ -22,14 +22,14 @@ def test_check_step_exits_1_and_prints_the_fix():
     assert "check failed: step" in out
 
 
-def test_check_step_fixed_exits_0():
-    result = run_cli("check", DEMOS / "train_step.py", "--function", "step_fixed")
+def test_check_step_fixed_exits_0(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "train_step.py", "--function", "step_fixed")
     assert result.returncode == 0, result.stderr
     assert "check passed" in result.stdout and "deferrable" not in result.stdout
 
 
-def test_check_json_has_the_issue_fields():
-    result = run_cli("check", DEMOS / "train_step.py", "--json")
+def test_check_json_has_the_issue_fields(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "train_step.py", "--json")
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     assert [p["function"] for p in data["programs"]] == ["step", "step_fixed"]
@@ -45,8 +45,8 @@ def test_check_json_has_the_issue_fields():
     assert [c["bytes_per_call"] for c in fixed["collectives"]] == [2048, 128]
 
 
-def test_check_json_of_one_function_has_its_fields_at_the_top():
-    result = run_cli("check", DEMOS / "pipeline.py", "--json")
+def test_check_json_of_one_function_has_its_fields_at_the_top(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "pipeline.py", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["function"] == "pipeline" and data["exit_code"] == 0
@@ -62,28 +62,28 @@ def test_check_json_of_one_function_has_its_fields_at_the_top():
         ((DEMOS / "train_step.py", "--function", "nope"), "has no program or demo function 'nope'"),
     ],
 )
-def test_check_user_errors_exit_2(args, message):
-    result = run_cli("check", *args)
+def test_check_user_errors_exit_2(args, message, shardscope_cli):
+    result = shardscope_cli("check", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_check_a_file_without_programs_or_demos_exits_2(tmp_path):
+def test_check_a_file_without_programs_or_demos_exits_2(tmp_path, shardscope_cli):
     path = tmp_path / "plain.py"
     path.write_text("x = 1\n")
-    result = run_cli("check", path)
+    result = shardscope_cli("check", path)
     assert result.returncode == 2
     assert "@shardscope.program" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_check_a_program_that_fails_to_trace_exits_2(tmp_path):
+def test_check_a_program_that_fails_to_trace_exits_2(tmp_path, shardscope_cli):
     path = tmp_path / "bad.py"
     path.write_text(
         "import jax, jax.numpy as jnp\nimport shardscope\n\n"
         "@shardscope.program(args=(jax.ShapeDtypeStruct((2, 3), jnp.float32),))\n"
         "def bad(x):\n    return x @ x\n"
     )
-    result = run_cli("check", path)
+    result = shardscope_cli("check", path)
     assert result.returncode == 2
     assert "bad fails to trace" in result.stderr and "Traceback" not in result.stderr
 
@@ -94,7 +94,9 @@ def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
     assert list(found)[:2] == ["naive", "deferred"]  # every plan the registry builds for it, in order
     naive = found.pop("naive")
     assert naive.flagged and all(c.verdict_kind == "deferrable" for c in naive.findings)
-    assert len(naive.flagged) == len(naive.collectives)
+    # every collective equation belongs to one flagged instruction (XLA may combine several into one)
+    assert _covered(naive.flagged) == {c.equation_id for c in naive.collectives}
+    assert len(naive.flagged) == len(naive.compiled.findings)
     for name, plan in found.items():
         assert not plan.flagged and plan.findings == (), name
     assert exit_code([naive, *found.values()]) == 1 and exit_code(list(found.values())) == 0
@@ -104,18 +106,24 @@ def test_check_on_the_deep_demo(monkeypatch):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "6")
     naive, *others = check_file(DEMOS / "deep.py")
     assert naive.function == "deep[naive]"
-    assert len(naive.flagged) == len(naive.collectives) == 12  # a weight and a bias per layer
+    assert len(naive.collectives) == 12  # a weight and a bias per layer
+    assert _covered(naive.flagged) == {c.equation_id for c in naive.collectives}  # however XLA combined them
     assert others and not any(plan.flagged for plan in others)
 
 
-def test_report_on_a_program_file_points_at_check():
-    result = run_cli("report", DEMOS / "train_step.py")
+def _covered(flagged) -> set[str]:
+    """The jaxpr collectives the flagged compiled collectives come from."""
+    return {e.equation_id for c in flagged for e in c.equations}
+
+
+def test_report_on_a_program_file_points_at_check(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "train_step.py")
     assert result.returncode == 2
     assert "is a program file" in result.stderr and "shardscope check" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_check_refuses_a_file_with_programs_and_demos(tmp_path):
+def test_check_refuses_a_file_with_programs_and_demos(tmp_path, shardscope_cli):
     path = tmp_path / "both.py"
     path.write_text(
         "import jax, jax.numpy as jnp\nimport shardscope\n\n"
@@ -125,7 +133,7 @@ def test_check_refuses_a_file_with_programs_and_demos(tmp_path):
         "def model(params, x):\n    return x @ params\n"
     )
     for args in ((), ("--function", "model"), ("--function", "total")):
-        result = run_cli("check", path, *args)
+        result = shardscope_cli("check", path, *args)
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert ("both.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model)"
                 in result.stderr)

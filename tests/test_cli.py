@@ -1,4 +1,9 @@
-"""The headless CLI in a fresh interpreter: JSON contract, diff export, defaults, user errors."""
+"""The headless CLI: JSON contract, diff export, defaults, user errors.
+
+Most run ``shardscope.cli.main`` in this process (the ``shardscope_cli`` fixture). The ones about the
+interpreter itself (the entry point, a traceback, argparse's usage exit, ``--help``, a missing file's
+exit status) start a fresh one: each fails before JAX is imported, so it costs a fraction of a second.
+"""
 
 from __future__ import annotations
 
@@ -19,16 +24,16 @@ PLAN_KEYS = {
 COLLECTIVE_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes"}
 
 
-def report_json(*args):
-    result = run_cli("report", *args, "--json", "-r", "2")
+def report_json(cli, *args):
+    result = cli("report", *args, "--json", "-r", "2")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     return json.loads(result.stdout)  # fails unless stdout is exactly one JSON value
 
 
-@pytest.fixture(scope="module")
-def seed_json():
-    return report_json(LINEAR, "--devices", "2", "--chunk-size", "16")
+@pytest.fixture
+def seed_json(shardscope_cli):
+    return report_json(shardscope_cli, LINEAR, "--devices", "2", "--chunk-size", "16")
 
 
 def test_json_has_the_issue_keys(seed_json):
@@ -65,15 +70,15 @@ def test_json_numbers_of_the_seed_case(seed_json):
     assert (deferred["hlo"]["collectives"], deferred["hlo"]["collectives_in_loops"]) == (1, 0)
 
 
-def test_defaults():
-    data = report_json(LINEAR)
+def test_defaults(shardscope_cli):
+    data = report_json(shardscope_cli, LINEAR)
     assert data["function"] == "linear"  # the first (only) demo
     assert data["devices"] == 2
     assert data["chunk_size"] == 16 and data["chunks_per_device"] == 2  # largest with >= 2 chunks/device
     assert data["variants"]["naive"]["collectives"][0]["axes"] == ["s"]
 
 
-def test_function_devices_axis_chunk_options(tmp_path):
+def test_function_devices_axis_chunk_options(tmp_path, shardscope_cli):
     path = write_demo(tmp_path, "two.py", """
         SPEC = dict(params=jax.ShapeDtypeStruct((3,), jnp.float32), x=jax.ShapeDtypeStruct((32, 3), jnp.float32))
 
@@ -85,14 +90,14 @@ def test_function_devices_axis_chunk_options(tmp_path):
         def second(W, x):
             return jnp.sin(x @ W)
     """)
-    data = report_json(path, "--function", "second", "--devices", "4", "--axis", "batch", "--chunk-size", "2")
+    data = report_json(shardscope_cli, path, "--function", "second", "--devices", "4", "--axis", "batch", "--chunk-size", "2")
     assert (data["function"], data["devices"], data["chunk_size"], data["chunks_per_device"]) == ("second", 4, 2, 4)
     (c,) = data["variants"]["naive"]["collectives"]
     assert c["axes"] == ["batch"] and c["loop_trip_counts"] == [4] and c["executions"] == 4 and c["bytes"] == 12
 
 
-def test_human_report_heads_with_the_settings_and_states_the_verdict():
-    result = run_cli("report", LINEAR, "-r", "3", "--chunk-size", "16")
+def test_human_report_heads_with_the_settings_and_states_the_verdict(shardscope_cli):
+    result = shardscope_cli("report", LINEAR, "-r", "3", "--chunk-size", "16")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shardscope: linear.py::linear",
@@ -101,16 +106,16 @@ def test_human_report_heads_with_the_settings_and_states_the_verdict():
     assert [cell.strip() for cell in runs[0].strip("│").split("│")][:3] == ["runs per call", "2", "1"]
     words = " ".join(result.stdout.split())
     assert re.search(
-        r"naive: 2 runs/call \(1 of 1 collective equations in loops\); "
-        r"deferred: 1 runs/call \(0 of 1 collective equations in loops\); .*"
+        r"naive: 2 runs/call \(1 of 1 collective equations in loops; compiled: 2 runs/call\); "
+        r"deferred: 1 runs/call \(0 of 1 collective equations in loops; compiled: 1 runs/call\); .*"
         r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
         r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx(, median \d+\.\d\dx)?\)\.", words), words[-300:]
 
 
-def test_dynamic_trip_count_is_null_in_json(tmp_path):
+def test_dynamic_trip_count_is_null_in_json(tmp_path, shardscope_cli):
     """A collective in a while loop runs an unknown number of times: null, never a made-up count."""
     path = write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE)
-    data = report_json(path, "--devices", "2", "--chunk-size", "8")
+    data = report_json(shardscope_cli, path, "--devices", "2", "--chunk-size", "8")
     naive, deferred = data["variants"]["naive"], data["variants"]["deferred"]
     (c,) = naive["collectives"]
     assert c["loop_trip_counts"] == [2, None]
@@ -124,8 +129,8 @@ def test_dynamic_trip_count_is_null_in_json(tmp_path):
 # ------------------------------------------------------------------------------------ diff
 
 
-def test_diff_to_stdout():
-    result = run_cli("diff", LINEAR, "--chunk-size", "16")
+def test_diff_to_stdout(shardscope_cli):
+    result = shardscope_cli("diff", LINEAR, "--chunk-size", "16")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert text.startswith("# shardscope: linear.py::linear")
@@ -134,9 +139,9 @@ def test_diff_to_stdout():
     assert any(l.startswith("-") and "psum_invariant" in l for l in text.splitlines())
 
 
-def test_diff_output_atomic_no_overwrite_force(tmp_path):
+def test_diff_output_atomic_no_overwrite_force(tmp_path, shardscope_cli):
     out = tmp_path / "plans.diff"
-    first = run_cli("diff", LINEAR, "-o", out)
+    first = shardscope_cli("diff", LINEAR, "-o", out)
     assert first.returncode == 0, first.stderr
     written = out.read_text()
     assert "--- naive" in written
@@ -144,19 +149,19 @@ def test_diff_output_atomic_no_overwrite_force(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plans.diff"]  # no temp file left behind
 
     out.write_text("mine\n")
-    refused = run_cli("diff", LINEAR, "-o", out)
+    refused = shardscope_cli("diff", LINEAR, "-o", out)
     assert refused.returncode == 2
     assert "exists" in refused.stderr and "Traceback" not in refused.stderr
     assert out.read_text() == "mine\n"
 
-    forced = run_cli("diff", LINEAR, "-o", out, "--force")
+    forced = shardscope_cli("diff", LINEAR, "-o", out, "--force")
     assert forced.returncode == 0, forced.stderr
     assert out.read_text() == written  # the same settings give the same export
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plans.diff"]
 
 
-def test_diff_output_into_missing_directory(tmp_path):
-    result = run_cli("diff", LINEAR, "-o", tmp_path / "no" / "such" / "x.diff")
+def test_diff_output_into_missing_directory(tmp_path, shardscope_cli):
+    result = shardscope_cli("diff", LINEAR, "-o", tmp_path / "no" / "such" / "x.diff")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
 
@@ -181,10 +186,10 @@ def assert_user_error(result, *needles):
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_broken_demo_files(tmp_path, name):
+def test_broken_demo_files(tmp_path, name, shardscope_cli):
     body, needle = BROKEN[name]
     path = write_demo(tmp_path, name, body)
-    assert_user_error(run_cli("report", path, "--json"), needle)
+    assert_user_error(shardscope_cli("report", path, "--json"), needle)
 
 
 def test_missing_file(tmp_path):
@@ -197,33 +202,33 @@ def test_a_directory_is_not_a_missing_file():
     assert "No such demo file" not in result.stderr
 
 
-def test_syntax_error_in_an_imported_module_names_its_file(tmp_path):
+def test_syntax_error_in_an_imported_module_names_its_file(tmp_path, shardscope_cli):
     (tmp_path / "helper_cli_syntax.py").write_text("def model(W, x:\n    return x @ W\n")
     path = write_demo(tmp_path, "demo.py", "from helper_cli_syntax import model\n")
-    assert_user_error(run_cli("report", path), f"Syntax error in {tmp_path / 'helper_cli_syntax.py'} line 1")
+    assert_user_error(shardscope_cli("report", path), f"Syntax error in {tmp_path / 'helper_cli_syntax.py'} line 1")
 
 
-def test_carry_type_error_shows_jax_s_line_without_debug(tmp_path):
-    result = run_cli("report", write_demo(tmp_path, "carry.py", CARRY_FROM_ZEROS), "--chunk-size", "8")
+def test_carry_type_error_shows_jax_s_line_without_debug(tmp_path, shardscope_cli):
+    result = shardscope_cli("report", write_demo(tmp_path, "carry.py", CARRY_FROM_ZEROS), "--chunk-size", "8")
     assert_user_error(result, "lax.pcast")
     assert re.search(r"input carry h has type float32\[8,4\] but .* float32\[8,4\]\{V:s\}", result.stderr)
 
 
-def test_unknown_function_lists_available():
-    assert_user_error(run_cli("report", LINEAR, "--function", "nope"), "'nope'", "available: linear")
+def test_unknown_function_lists_available(shardscope_cli):
+    assert_user_error(shardscope_cli("report", LINEAR, "--function", "nope"), "'nope'", "available: linear")
 
 
-def test_chunk_size_that_does_not_divide():
-    assert_user_error(run_cli("report", LINEAR, "--chunk-size", "5"), "Chunk size 5", "1, 2, 4, 8, 16, 32")
+def test_chunk_size_that_does_not_divide(shardscope_cli):
+    assert_user_error(shardscope_cli("report", LINEAR, "--chunk-size", "5"), "Chunk size 5", "1, 2, 4, 8, 16, 32")
 
 
-def test_devices_that_do_not_divide():
-    assert_user_error(run_cli("report", LINEAR, "--devices", "3"), "does not split over 3 devices")
+def test_devices_that_do_not_divide(shardscope_cli):
+    assert_user_error(shardscope_cli("report", LINEAR, "--devices", "3"), "does not split over 3 devices")
 
 
 @pytest.mark.parametrize("option", [["--chunk-size", "0"], ["--devices", "0"], ["--repeats", "-1"], ["--axis", "1x"]])
-def test_bad_option_values(option):
-    result = run_cli("report", LINEAR, *option)
+def test_bad_option_values(option, shardscope_cli):
+    result = shardscope_cli("report", LINEAR, *option)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and option[0] in result.stderr
 
@@ -260,14 +265,14 @@ def _reject_constant(name):
     raise ValueError(f"not JSON: {name}")
 
 
-def test_json_stays_json_when_the_gradient_is_nan(tmp_path):
-    result = run_cli("report", write_demo(tmp_path, "nan.py", NAN_GRADIENT), "--json", "-r", "1")
+def test_json_stays_json_when_the_gradient_is_nan(tmp_path, shardscope_cli):
+    result = shardscope_cli("report", write_demo(tmp_path, "nan.py", NAN_GRADIENT), "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout, parse_constant=_reject_constant)
 
 
-def test_device_hint_offers_larger_counts_that_work():
-    result = run_cli("report", LINEAR, "--devices", "3")
+def test_device_hint_offers_larger_counts_that_work(shardscope_cli):
+    result = shardscope_cli("report", LINEAR, "--devices", "3")
     assert result.returncode == 2
     hint = [l for l in result.stderr.splitlines() if l.startswith("hint:")][0]
     assert "4" in hint.split(":")[-1].split(", ")
@@ -284,15 +289,15 @@ def chatty(W, x):
 """
 
 
-def test_json_stdout_survives_a_demo_that_prints(tmp_path):
-    result = run_cli("report", write_demo(tmp_path, "chatty.py", CHATTY), "--json", "-r", "1")
+def test_json_stdout_survives_a_demo_that_prints(tmp_path, shardscope_cli):
+    result = shardscope_cli("report", write_demo(tmp_path, "chatty.py", CHATTY), "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["function"] == "chatty"
 
 
-def test_diff_output_onto_a_directory(tmp_path):
+def test_diff_output_onto_a_directory(tmp_path, shardscope_cli):
     for force in ([], ["--force"]):
-        result = run_cli("diff", LINEAR, "-o", tmp_path, *force)
+        result = shardscope_cli("diff", LINEAR, "-o", tmp_path, *force)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []
 

@@ -1,4 +1,5 @@
-"""The CLI imports a demo file once: what it prints at import appears once (real CLI, fresh interpreter)."""
+"""The CLI imports a demo file once: what it prints at import appears once (the CLI run in this process;
+every import of a demo file is a fresh module, so a second import would print again)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 import pytest
 
-from _support import run_cli, write_demo
+from _support import write_demo
 
 ANNOUNCING = """
 print("IMPORTING-THE-DEMO")
@@ -27,9 +28,9 @@ def announcing(W, x):
         ("sweep", ("--chunk-sizes", "8,16", "--json", "-r", "1")),
     ],
 )
-def test_a_demo_that_prints_at_import_prints_once(tmp_path, command, options):
+def test_a_demo_that_prints_at_import_prints_once(tmp_path, command, options, shardscope_cli):
     demo = write_demo(tmp_path, "announcing.py", ANNOUNCING)
-    result = run_cli(command, demo, "--devices", "2", *options, timeout=300)
+    result = shardscope_cli(command, demo, "--devices", "2", *options)
     assert result.returncode == 0, result.stderr
     # the demo's own output goes to stderr, so stdout stays the report, the JSON or the diff
     assert result.stderr.count("IMPORTING-THE-DEMO") == 1, result.stderr

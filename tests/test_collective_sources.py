@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from _support import DEMOS, run_cli
+from _support import DEMOS
 
 from shardscope.pipeline.run import analyze
 from shardscope.plans.mesh import Mesh
@@ -65,20 +65,20 @@ def test_fsdp_gathers_and_scatters_are_the_plans_own_with_where_they_sit():
     assert sorted(biases) == sorted(f"fsdp.py:{line_of('fsdp.py', b)} (fsdp)" for b in ('params["b1"]', 'params["b2"]'))
 
 
-def test_report_json_and_check_notes_never_name_shardscope_code():
-    report = run_cli("report", DEMOS / "linear.py", "--json", "--repeats", "1")
+def test_report_json_and_check_notes_never_name_shardscope_code(shardscope_cli):
+    report = shardscope_cli("report", DEMOS / "linear.py", "--json", "--repeats", "1")
     assert report.returncode == 0, report.stderr
     variants = json.loads(report.stdout)["variants"]
     assert variants["deferred"]["collectives"][0]["source"].startswith("the deferred plan's own psum_invariant")
-    check = run_cli("check", DEMOS / "linear.py", "--json")
+    check = shardscope_cli("check", DEMOS / "linear.py", "--json")
     for program in json.loads(check.stdout)["programs"]:
         for c in program["collectives"]:
             assert c["source"].split(":")[0] not in SHARDSCOPE_FILES, c
     assert "bodies.py" not in report.stdout + check.stdout
 
 
-def test_a_users_program_keeps_its_own_lines():
-    check = run_cli("check", DEMOS / "train_step.py", "--json")
+def test_a_users_program_keeps_its_own_lines(shardscope_cli):
+    check = shardscope_cli("check", DEMOS / "train_step.py", "--json")
     loss_line = line_of("train_step.py", 'prediction = jnp.tanh(x @ params["W1"])')
     step = json.loads(check.stdout)["programs"][0]
     assert {c["source"] for c in step["collectives"]} == {f"train_step.py:{loss_line} (loss)"}

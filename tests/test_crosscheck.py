@@ -7,7 +7,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _support import GATED_COND_DEMO, run_cli, write_demo
+from _support import GATED_COND_DEMO, write_demo
 
 from shardscope.measure.crosscheck import compare_results as compare, relative_tolerance
 
@@ -34,9 +34,9 @@ def test_compare_flags_a_difference_beyond_rounding_only():
     assert not compare({"naive": grads, "deferred": nan})[0].agree
 
 
-def test_report_warns_when_the_plans_disagree(tmp_path):
+def test_report_warns_when_the_plans_disagree(tmp_path, shardscope_cli):
     path = write_demo(tmp_path, "gated.py", GATED)
-    result = run_cli("report", path, "--chunk-size", "4", "--repeats", "1", "--json")
+    result = shardscope_cli("report", path, "--chunk-size", "4", "--repeats", "1", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     (check,) = data["gradient_checks"]
@@ -44,7 +44,7 @@ def test_report_warns_when_the_plans_disagree(tmp_path):
     assert check["max_abs_diff"] > 1.0 and check["dtype"] == "float32"
     (warning,) = data["warnings"]
     assert "gradients differ by" in warning and "lax.cond" in warning
-    text = run_cli("report", path, "--chunk-size", "4", "--repeats", "1")
+    text = shardscope_cli("report", path, "--chunk-size", "4", "--repeats", "1")
     assert "warning: the naive and deferred plans' gradients differ" in " ".join(text.stdout.split())
 
 

@@ -68,7 +68,7 @@ def test_model_with_its_own_static_loop(tmp_path):
     assert c.loop_trip_counts == (chunks, 3) and c.executions == 12
     assert c.bytes_per_execution == 4 * 4 * 4 and naive.bytes_per_call == 12 * 64
     assert deferred.executed_collectives == 1 and deferred.collectives_in_loops == 0
-    assert [h.while_trip_counts for h in naive.hlo.collectives] == [(4, 3)]
+    assert [h.loop_trip_counts for h in naive.compiled.collectives] == [(4, 3)]
     assert naive.max_abs_err < 1e-5 and deferred.max_abs_err < 1e-5
 
 

@@ -58,6 +58,6 @@ def test_measured_plans_match_the_reference(monkeypatch):
         assert plan.max_abs_err < 1e-5
     # XLA's CPU compiler may combine the four per-leaf all-reduces into one tuple all-reduce,
     # so only where they run is asserted: in the while body when naive, after it when deferred
-    naive, deferred = a.plans["naive"].hlo, a.plans["deferred"].hlo
-    assert naive.count >= 1 and naive.in_loops == naive.count
-    assert deferred.count >= 1 and deferred.in_loops == 0
+    naive, deferred = a.plans["naive"].compiled, a.plans["deferred"].compiled
+    assert len(naive.collectives) >= 1 and len(naive.findings) == len(naive.collectives)
+    assert len(deferred.collectives) >= 1 and len(deferred.findings) == 0

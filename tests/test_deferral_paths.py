@@ -62,7 +62,8 @@ def test_psum_in_a_cond_branch_that_adds_or_passes_through_is_deferrable():
     (c,) = ins.collectives
     assert c.in_conditional and c.executions == 3 and c.verdict.executions_after == 1
     assert "1 runs/call instead of ≤ 3" in c.verdict.fix
-    assert ins.flagged == (c,)
+    (flagged,) = ins.flagged  # the all-reduce it compiles to, in the branch of the while body
+    assert flagged.equations == (c,) and flagged.compiled.in_conditional and flagged.compiled.loop_trip_counts == (3,)
 
 
 def test_psum_in_both_branches_each_adding_into_the_carry_is_deferrable():

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from _support import DEMOS, run_cli, write_demo
+from _support import DEMOS, write_demo
 from shardscope.sources.demos import derived_mesh
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
@@ -42,56 +42,57 @@ def lin(W, x):
 """
 
 
-def test_fsdp_runs_on_its_own_mesh_in_report_diff_sweep_and_check():
-    report = run_cli("report", FSDP, "-r", "1", "--json", timeout=600)
+def test_fsdp_runs_on_its_own_mesh_in_report_diff_sweep_and_check(shardscope_cli):
+    report = shardscope_cli("report", FSDP, "-r", "1", "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
     assert data["mesh"] == {"data": 4} and data["chunks_per_device"] == 2
     assert {name: v["executed_collectives"] for name, v in data["variants"].items()} == {"naive": 12, "deferred": 6}
     assert "sharded parameters" in data["unavailable"]["reduced"]
 
-    diff = run_cli("diff", FSDP, timeout=600)
+    diff = shardscope_cli("diff", FSDP)
     assert diff.returncode == 0, diff.stderr
     assert "# mesh data=4 (cpu)" in diff.stdout
 
-    sweep = run_cli("sweep", FSDP, "--chunk-sizes", "32", "-r", "1", "--json", timeout=600)
+    sweep = shardscope_cli("sweep", FSDP, "--chunk-sizes", "32", "-r", "1", "--json")
     assert sweep.returncode == 0, sweep.stderr
     swept = json.loads(sweep.stdout)
     assert swept["mesh"] == {"data": 4} and "reduced" in swept["unavailable"]
     assert {p["plan"]: p["executed_collectives"] for p in swept["points"]} == {"naive": 12, "deferred": 6}
 
-    check = run_cli("check", FSDP, "--json", timeout=600)
+    check = shardscope_cli("check", FSDP, "--json")
     assert check.returncode == 1, check.stderr  # the naive plan's collectives in the loop need not be there
     flagged = {p["function"]: p["flagged"] for p in json.loads(check.stdout)["programs"]}
     assert flagged["fsdp[deferred]"] == 0 and flagged["fsdp[naive]"] > 0
 
 
-def test_a_mesh_the_user_gives_wins_with_the_clear_error():
+def test_a_mesh_the_user_gives_wins_with_the_clear_error(shardscope_cli):
     for args in (("--devices", "2"), ("--mesh", "model=2")):
-        result = run_cli("report", FSDP, *args, "-r", "1")
+        result = shardscope_cli("report", FSDP, *args, "-r", "1")
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "param_specs names 'data', which the mesh" in result.stderr, result.stderr
         assert "hint: give a mesh with that axis (e.g. --mesh data=2)" in result.stderr
-    on_2d = run_cli("report", FSDP, "--mesh", "data=2,model=2", "-r", "1", "--json", timeout=600)
+    on_2d = shardscope_cli("report", FSDP, "--mesh", "data=2,model=2", "-r", "1", "--json")
     assert on_2d.returncode == 0, on_2d.stderr
     assert json.loads(on_2d.stdout)["mesh"] == {"data": 2, "model": 2}
 
 
-def test_a_mesh_derived_from_param_specs_and_one_passed_on_to_the_processes(tmp_path):
-    derived = run_cli("report", write_demo(tmp_path, "derived.py", DERIVED), "-r", "1", "--json", timeout=600)
+@pytest.mark.slow  # starts two worker processes
+def test_a_mesh_derived_from_param_specs_and_one_passed_on_to_the_processes(tmp_path, shardscope_cli):
+    derived = shardscope_cli("report", write_demo(tmp_path, "derived.py", DERIVED), "-r", "1", "--json")
     assert derived.returncode == 0, derived.stderr
     assert json.loads(derived.stdout)["mesh"] == {"model": 2}
 
     own = write_demo(tmp_path, "own.py", OWN_MESH)
-    spawned = run_cli("report", own, "--processes", "2", "-r", "1", "--json", timeout=600)
+    spawned = shardscope_cli("report", own, "--processes", "2", "-r", "1", "--json")
     assert spawned.returncode == 0, spawned.stderr
     data = json.loads(spawned.stdout)
     assert (data["mesh"], data["processes"], data["per_device_batch"]) == ({"batch": 4}, 2, 8)
 
 
-def test_a_demo_mesh_that_is_not_a_mesh_is_one_message(tmp_path):
+def test_a_demo_mesh_that_is_not_a_mesh_is_one_message(tmp_path, shardscope_cli):
     bad = write_demo(tmp_path, "bad.py", OWN_MESH.replace('mesh="batch=4"', 'mesh="batch=four"'))
-    result = run_cli("report", bad)
+    result = shardscope_cli("report", bad)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "The size of mesh axis 'batch' must be a whole number" in result.stderr
     assert "bad.py line" in result.stderr  # the line of the demo that says it
@@ -120,6 +121,7 @@ def test_settings_take_the_demo_mesh_only_when_none_was_given(settings, mesh):
     assert Settings(FSDP, demo_mesh=True).for_demo(None).mesh.text() == "s=2"
 
 
+@pytest.mark.slow  # the explorer in a fresh process
 def test_the_explorer_opens_fsdp_on_its_own_mesh_as_the_command_line_starts_it():
     import subprocess
 

@@ -39,7 +39,7 @@ def test_naive_collectives_all_in_loops(analysis_of, demo):
         assert c.executions == np.prod(c.loop_trip_counts)
         assert c.bytes_per_call == c.executions * c.bytes_per_execution
     assert naive.executed_collectives == sum(c.executions for c in naive.collectives)
-    assert naive.hlo.count >= 1 and naive.hlo.in_loops == naive.hlo.count
+    assert len(naive.compiled.collectives) >= 1 and len(naive.compiled.findings) == len(naive.compiled.collectives)
 
 
 @pytest.mark.parametrize("demo", DEMO_FILES)
@@ -50,7 +50,7 @@ def test_deferred_one_collective_per_leaf_outside_loops(analysis_of, demo):
     assert deferred.collectives_in_loops == 0
     assert all(c.executions == 1 and c.loop_trip_counts == () for c in deferred.collectives)
     assert deferred.executed_collectives == PARAM_LEAVES[demo]
-    assert deferred.hlo.count >= 1 and deferred.hlo.in_loops == 0
+    assert len(deferred.compiled.collectives) >= 1 and len(deferred.compiled.findings) == 0
 
 
 @pytest.mark.parametrize("demo", DEMO_FILES)
@@ -104,8 +104,8 @@ def test_rnn_naive_runs_chunks_times_T(analysis_of):
         others = [c for c in naive.collectives if c is not wh]
         assert [c.executions for c in others] == [chunks] * len(others)
         assert naive.executed_collectives == chunks * T + chunks * len(others)
-        hlo_inner = [c for c in naive.hlo.collectives if len(c.while_trip_counts) == 2]
-        assert [c.while_trip_counts for c in hlo_inner] == [(chunks, T)]
+        hlo_inner = [c for c in naive.compiled.collectives if len(c.loop_trip_counts) == 2]
+        assert [c.loop_trip_counts for c in hlo_inner] == [(chunks, T)]
         assert a.plans["deferred"].executed_collectives == 3
 
 
@@ -117,7 +117,7 @@ def test_rbm_collectives_are_complex64(analysis_of):
             (operand,) = equation(plan.program, c.equation_id).inputs
             assert operand.dtype == "complex64"
             assert c.bytes_per_execution == 8 * int(np.prod(operand.shape))
-    assert any("c64" in c.shape for c in a.plans["naive"].hlo.collectives)
+    assert any(op.shape.startswith("c64") for c in a.plans["naive"].compiled.collectives for op in c.operands)
 
 
 def test_rbm_gradient_is_really_complex():

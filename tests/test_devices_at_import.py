@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 DEMO = '''
 import jax
 import jax.numpy as jnp
@@ -28,6 +30,7 @@ def _report(path, devices):
                            "--json", "--repeats", "1"], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a fresh process: its device count
 def test_a_file_that_lists_the_devices_at_import_gets_the_count_asked_for(tmp_path):
     demo = tmp_path / "lists_devices.py"
     demo.write_text(textwrap.dedent(DEMO.format(set_count="")))
@@ -36,6 +39,7 @@ def test_a_file_that_lists_the_devices_at_import_gets_the_count_asked_for(tmp_pa
     assert json.loads(four.stdout)["devices"] == 4
 
 
+@pytest.mark.slow  # a fresh process: its device count
 def test_a_file_that_sets_its_own_count_gets_it_and_more_is_refused_in_words(tmp_path):
     demo = tmp_path / "sets_one_device.py"
     demo.write_text(textwrap.dedent(DEMO.format(set_count='jax.config.update("jax_num_cpu_devices", 1)')))

@@ -90,6 +90,7 @@ def test_new_files_get_the_umask_and_forced_files_keep_their_mode(tmp_path):
         os.umask(previous)
 
 
+@pytest.mark.slow  # a fresh process with its own umask
 def test_the_cli_export_matches_a_plain_open(tmp_path):
     script = (
         "import os, sys\nos.umask(0o002)\nfrom shardscope.cli import main\n"

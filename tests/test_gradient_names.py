@@ -112,6 +112,7 @@ def fix_code(fix: str) -> str:
     return re.search(r"to varying before the .*?: (.*?); start the accumulator", fix).group(1)
 
 
+@pytest.mark.slow  # a fresh process per program
 def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path):
     import json
 
@@ -122,9 +123,11 @@ def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path):
     assert fix_code(finding["fix"]) == "W = lax.pcast(W, 's', to='varying')"
     assert "e.g. params" not in finding["fix"]
     text = check(write(tmp_path, "seed.py", SEED))
-    assert "psum_invariant of W (seed.py:" in " ".join(text.stdout.split())
+    words = " ".join(text.stdout.split())
+    assert "psum_invariant of W -> all-reduce" in words and "x2/call (seed.py:" in words
 
 
+@pytest.mark.slow  # a fresh process per program
 def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradient(tmp_path):
     import json
 
@@ -158,6 +161,7 @@ print(" ".join(map(str, out)))
     return [float(t) for t in result.stdout.split()]
 
 
+@pytest.mark.slow  # a fresh process per program
 def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_path):
     import json
 

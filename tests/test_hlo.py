@@ -1,8 +1,9 @@
-"""Collectives of compiled HLO: which sit in a while body, with the loops' known trip counts."""
+"""Collectives of compiled HLO (the compiled plan): which sit in a while body, with the loops' known trip counts,
+and the note on what other compilers do with them."""
 
 from __future__ import annotations
 
-from shardscope.engine.hlo import summarize
+from shardscope.engine.compiled import compiled_plan
 
 NESTED = """\
 HloModule nested, entry_computation_layout={(f32[4]{0}, pred[])->f32[4]{0}}
@@ -87,53 +88,56 @@ ENTRY %main (arg: f32[4], pred: pred[]) -> f32[4] {
 """
 
 
-def by_name(summary):
-    return {c.name: c for c in summary.collectives}
+def by_name(plan):
+    return {c.name: c for c in plan.collectives}
 
 
 def test_nested_whiles_and_conditional():
-    summary = summarize(NESTED, "cpu")
-    found = by_name(summary)
+    plan = compiled_plan(NESTED, backend="cpu")
+    found = by_name(plan)
     assert set(found) == {"inner.ar", "outer.ag", "dyn.perm", "then.ar", "top.ar"}  # not the dead one
-    assert found["inner.ar"].while_trip_counts == (3, 8)
+    assert found["inner.ar"].loop_trip_counts == (3, 8) and found["inner.ar"].executions == 24
     assert found["inner.ar"].computation == "inner_body"
-    assert found["outer.ag"].while_trip_counts == (3,)
-    assert found["outer.ag"].opcode == "all-gather" and found["outer.ag"].shape == "f32[8]{0}"
-    assert found["dyn.perm"].while_trip_counts == (None,)  # no known trip count
-    assert found["dyn.perm"].opcode == "collective-permute"
-    assert found["then.ar"].while_trip_counts == () and not found["then.ar"].in_loop
-    assert found["top.ar"].shape == "(f32[4]{0}, f32[4]{0})"
-    assert (summary.count, summary.in_loops) == (5, 3)
-    assert summary.backend == "cpu"
+    assert found["outer.ag"].loop_trip_counts == (3,)
+    assert found["outer.ag"].kind == "all-gather" and plan.module.instruction("outer.ag").shape_text == "f32[8]{0}"
+    assert found["dyn.perm"].loop_trip_counts == (None,) and found["dyn.perm"].executions is None  # no known trip count
+    assert found["dyn.perm"].kind == "collective-permute"
+    assert found["then.ar"].loop_trip_counts == () and not found["then.ar"].in_loop and found["then.ar"].in_conditional
+    assert plan.module.instruction("top.ar").shape_text == "(f32[4]{0}, f32[4]{0})"
+    assert found["top.ar"].combined and found["top.ar"].bytes_per_execution == 2 * 4 * 4
+    assert (len(plan.collectives), len(plan.findings)) == (5, 3)
+    assert plan.backend == "cpu"
+    # 3 x 8 + the branch's 1 (an upper bound) + the combined 1; the permute's loop has no count
+    assert plan.counts() == {"all-reduce": 3 * 8 + 1 + 1, "all-gather": 3, "collective-permute": None}
 
 
 def test_branch_computations_syntax():
     text = NESTED.replace(
         "true_computation=%then, false_computation=%else", "branch_computations={%then, %else}"
     )
-    found = by_name(summarize(text, "cpu"))
-    assert "then.ar" in found and found["then.ar"].while_trip_counts == ()
+    found = by_name(compiled_plan(text))
+    assert "then.ar" in found and found["then.ar"].loop_trip_counts == ()
 
 
 def test_names_without_percent_signs():
     """Newer XLA prints HLO without the % sigils."""
-    found = by_name(summarize(NESTED.replace("%", ""), "tpu"))
-    assert found["inner.ar"].while_trip_counts == (3, 8)
+    found = by_name(compiled_plan(NESTED.replace("%", ""), backend="tpu"))
+    assert found["inner.ar"].loop_trip_counts == (3, 8)
     assert len(found) == 5
 
 
 def test_empty_and_garbage_text():
-    assert summarize("", "cpu").count == 0
-    assert summarize("not hlo at all\n{\n}\n", "cpu").count == 0
+    assert compiled_plan("").collectives == ()
+    assert compiled_plan("not hlo at all\n{\n}\n").collectives == ()
 
 
 def test_real_compiled_modules(analysis_of):
     a = analysis_of("rnn.py")
-    naive, deferred = a.plans["naive"].hlo, a.plans["deferred"].hlo
+    naive, deferred = a.plans["naive"].compiled, a.plans["deferred"].compiled
     assert naive.backend == "cpu"
-    assert {c.while_trip_counts for c in naive.collectives} == {(2,), (2, 8)}
-    assert all(c.opcode == "all-reduce" for c in naive.collectives + deferred.collectives)
-    assert deferred.in_loops == 0 and deferred.count >= 1
+    assert {c.loop_trip_counts for c in naive.collectives} == {(2,), (2, 8)}
+    assert all(c.kind == "all-reduce" for c in naive.collectives + deferred.collectives)
+    assert len(deferred.findings) == 0 and len(deferred.collectives) >= 1
 
 
 def test_collective_in_a_while_condition_is_in_the_loop():
@@ -145,8 +149,8 @@ def test_collective_in_a_while_condition_is_in_the_loop():
         "  %one = f32[] constant(1)\n"
         "  ROOT %flag = pred[] compare(f32[] %cond.ar, f32[] %one), direction=GT\n",
     )
-    found = by_name(summarize(text, "cpu"))
-    assert found["cond.ar"].while_trip_counts == (None,) and found["cond.ar"].in_loop
+    found = by_name(compiled_plan(text))
+    assert found["cond.ar"].loop_trip_counts == (None,) and found["cond.ar"].in_loop
 
 
 def test_real_module_with_a_collective_in_the_while_condition():
@@ -168,13 +172,13 @@ def test_real_module_with_a_collective_in_the_while_condition():
     mesh = Mesh(np.array(jax.devices()[:2]), ("s",))
     traced = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P("s"), out_specs=P("s"))).trace(jnp.ones(8))
     (jaxpr_side,) = dataflow.collectives(from_jaxpr(traced.jaxpr))
-    summary = summarize(traced.lower().compile().as_text(), "cpu")
-    assert jaxpr_side.in_loop and summary.count == 1
-    assert summary.in_loops == 1  # the HLO agrees with the jaxpr: inside the loop
+    plan = compiled_plan(traced.lower().compile().as_text())
+    assert jaxpr_side.in_loop and len(plan.collectives) == 1
+    assert len(plan.findings) == 1  # the HLO agrees with the jaxpr: inside the loop
 
 
 def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
-    from shardscope.engine.hlo import compiler_note
+    from shardscope.engine.compiler_note import compiler_note
 
     cpu = compiler_note("cpu", {"naive": (1, 1), "deferred": (0, 0)})
     assert "never moves an all-reduce out of a loop" in cpu

@@ -47,6 +47,7 @@ print(codes, xla_bridge.backends_are_initialized())
 """
 
 
+@pytest.mark.slow  # a fresh process: the backend not started
 def test_device_counts_are_refused_before_the_backend_starts():
     runs = [
         ["report", str(LINEAR), "--devices", "20000"],
@@ -238,6 +239,7 @@ def test_non_ascii_or_invalid_axis_names_are_refused(axis, capsys):
 # -- a demo file name that is not UTF-8 -----------------------------------------------------------
 
 
+@pytest.mark.slow  # a fresh process with a Latin-1 file system encoding
 def test_a_latin1_file_name_compiles_and_exports(tmp_path):
     name = b"d\xe9mo.py"
     directory = bytes(tmp_path)

@@ -37,7 +37,11 @@ def test_train_step_naive_all_reduces_every_micro_batch_and_is_deferrable(train_
         ("psum_invariant", "params['W2']", (4,), 4, 512, "deferrable"),  # the gradient of params['W2']
         ("psum_invariant", "params['W1']", (4,), 4, 8192, "deferrable"),
     ]
-    assert ins.executed_collectives == 8 and len(ins.flagged) == 2
+    assert ins.jaxpr_counts() == {"psum_invariant": 8}
+    # XLA combines the two sums into one all-reduce: one finding, made of both equations, 4 runs
+    (finding,) = ins.flagged
+    assert [e.equation_id for e in finding.equations] == [c.equation_id for c in ins.collectives]
+    assert ins.executed_collectives == finding.executions == 4 and finding.bytes_per_execution == 2048 + 128
     for c in ins.collectives:
         assert c.source.startswith("train_step.py:") and "(loss)" in c.source
         assert c.verdict.executions_after == 1
@@ -90,8 +94,10 @@ def test_while_loop_with_unknown_trip_count_counts_as_unknown():
         ((), 1, 32, "needed"),
     ]
     assert found[1][1] == "x"  # named after the input it reduces
+    text = solve.trace(SDS((8, 8), jnp.float32), SDS((16, 8), jnp.float32)).lower().compile().as_text()
+    assert " while(" in text and '"known_trip_count":' not in text  # the compiled loop has no static count either
     assert ins.executed_collectives is None
-    assert ins.counts() == {"psum_invariant": None}
+    assert ins.jaxpr_counts() == {"psum_invariant": None} and ins.counts() == {"all-reduce": None}
     hoist = ins.collectives[1].verdict
     assert hoist.hoist_bytes == 4 and hoist.executions_after == 1
     assert "4 B result per device" in hoist.fix and "an unknown number" in hoist.fix
@@ -162,7 +168,8 @@ def test_plans_go_through_the_same_engine(analysis_of, demo, naive):
 def test_inspection_renders_as_rich_text_and_html(train_step):
     ins = shardscope.inspect(train_step.step, train_step.params, train_step.xs, train_step.ys)
     text = str(ins)
-    assert "psum_invariant[batch]" in text and "params['W1']" in text and "deferrable" in text
+    assert "all-reduce[batch]" in text and "params['W1']" in text and "deferrable" in text
+    assert "psum_invariant of params['W2'] + psum_invariant of params['W1'] -> all-reduce" in text
     assert "Fix: cast" in text
     html = ins._repr_html_()
     assert html.startswith('<div id="shardscope-') and "deferrable" in html  # tests/test_inspection_html.py

@@ -47,6 +47,7 @@ def wait_for(marker: Path, process: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # real signals to a real process
 @pytest.mark.parametrize(("command", "signum", "status"), [
     ("check", signal.SIGINT, 130),
     ("check", signal.SIGTERM, 143),
@@ -67,6 +68,7 @@ def test_an_interrupt_names_the_file_being_imported_and_its_line(tmp_path, comma
     assert stdout == ""
 
 
+@pytest.mark.slow  # the app in a real terminal
 def test_quitting_the_loading_screen_names_the_file_being_imported(tmp_path):
     path, marker, line = looping_demo(tmp_path)
     controller, terminal = pty.openpty()

@@ -42,6 +42,7 @@ def wait_for_line(process, needle, timeout=180):
     pytest.fail(f"never saw {needle!r}: {''.join(seen)}")
 
 
+@pytest.mark.slow  # real signals to a real process
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_diff_exits_at_once_and_writes_nothing(tmp_path, signum, status):
     demo = write_demo(tmp_path, "slow.py", SLOW_TRACE)
@@ -75,6 +76,7 @@ sys.exit(main(["diff", {demo!r}, "-o", "out.diff"]))
 """
 
 
+@pytest.mark.slow  # real signals to a real process
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_while_the_temporary_file_exists_removes_it(tmp_path, signum, status):
     script = textwrap.dedent(WRITE_SLOWLY).format(demo=str(DEMOS / "linear.py"))
@@ -87,6 +89,7 @@ def test_a_signal_while_the_temporary_file_exists_removes_it(tmp_path, signum, s
     assert list(tmp_path.iterdir()) == [], err
 
 
+@pytest.mark.slow  # real signals to a real process
 def test_report_interrupted_while_timing_exits_130(tmp_path):
     process = start(["-m", "shardscope", "report", str(DEMOS / "linear.py"), "-r", "100000"], ROOT)
     time.sleep(0.5)

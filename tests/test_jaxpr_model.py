@@ -262,6 +262,7 @@ def test_accepts_any_closed_jaxpr():
     assert all(s.equation.axes == ("s",) for s in program.sites() if s.equation.kind == "collective")
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
     """``shardscope.program`` is the decorator program files use, whatever submodules were imported.
 

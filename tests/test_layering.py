@@ -6,6 +6,8 @@ import json
 import pkgutil
 import subprocess
 
+import pytest
+
 import shardscope
 from _support import PYTHON, ROOT
 
@@ -28,6 +30,7 @@ def core_modules() -> list[str]:
     return found
 
 
+@pytest.mark.slow  # a fresh interpreter's imports
 def test_core_never_imports_textual():
     modules = core_modules()
     loaded = loaded_after("import shardscope\n" + "\n".join(f"import {m}" for m in modules))
@@ -35,6 +38,7 @@ def test_core_never_imports_textual():
     assert "textual" not in loaded
 
 
+@pytest.mark.slow  # a fresh interpreter's imports
 def test_running_an_analysis_never_imports_textual():
     code = (
         "from shardscope.pipeline.devices import ensure_devices\nensure_devices(2)\n"
@@ -51,6 +55,7 @@ def test_import_shardscope_is_cheap():
     assert "jax" not in loaded and "textual" not in loaded and "networkx" not in loaded
 
 
+@pytest.mark.slow  # a fresh interpreter's backend
 def test_loading_a_demo_file_does_not_start_the_backend():
     code = (
         "from shardscope.sources.loading import load_demo_file\n"
@@ -61,6 +66,7 @@ def test_loading_a_demo_file_does_not_start_the_backend():
     loaded_after(code)
 
 
+@pytest.mark.slow  # a fresh interpreter's imports
 def test_headless_commands_never_import_textual():
     code = (
         "from shardscope.cli import main\n"

@@ -53,14 +53,14 @@ def test_deferred_all_reduces_once(seed_case):
 
 
 def test_hlo_agrees(seed_case):
-    naive, deferred = seed_case.plans["naive"].hlo, seed_case.plans["deferred"].hlo
+    naive, deferred = seed_case.plans["naive"].compiled, seed_case.plans["deferred"].compiled
     assert naive.backend == deferred.backend == "cpu"
     assert [c.opcode for c in naive.collectives] == ["all-reduce"]
-    assert naive.collectives[0].while_trip_counts == (2,)
-    assert (naive.count, naive.in_loops) == (1, 1)
+    assert naive.collectives[0].loop_trip_counts == (2,)
+    assert (len(naive.collectives), len(naive.findings)) == (1, 1)
     assert [c.opcode for c in deferred.collectives] == ["all-reduce"]
-    assert deferred.collectives[0].while_trip_counts == ()
-    assert (deferred.count, deferred.in_loops) == (1, 0)
+    assert deferred.collectives[0].loop_trip_counts == ()
+    assert (len(deferred.collectives), len(deferred.findings)) == (1, 0)
 
 
 def test_both_plans_match_reference(seed_case):
@@ -100,10 +100,10 @@ def test_counts_follow_devices_and_chunks(analysis_of, devices, chunk_size, chun
     assert naive.executed_collectives == chunks
     assert naive.bytes_per_call == 20 * chunks
     assert deferred.executed_collectives == 1 and deferred.collectives_in_loops == 0
-    assert naive.hlo.count == 1 and deferred.hlo.in_loops == 0
+    assert len(naive.compiled.collectives) == 1 and len(deferred.compiled.findings) == 0
     if chunks > 1:
         # XLA may fully unroll a one-trip loop, so only check the while body when it loops
-        assert naive.hlo.collectives[0].while_trip_counts == (chunks,)
+        assert naive.compiled.collectives[0].loop_trip_counts == (chunks,)
     for plan in (naive, deferred):
         assert plan.max_abs_err < 1e-5
 

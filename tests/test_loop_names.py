@@ -14,7 +14,6 @@ import shardscope
 from shardscope.engine.dataflow import loops
 from shardscope.engine.jaxpr_model import from_jaxpr
 from shardscope.engine.loop_names import loop_path, loop_words
-from _support import run_cli
 
 HERE = Path(__file__)
 DEMOS = HERE.parent.parent / "demos"
@@ -113,13 +112,13 @@ def test_the_rnn_plans_name_their_nested_loops_apart(analysis_of):
     assert f"the lax.scan at rnn.py:{scan_line} (rnn) inside the plan's chunk loop" in wh.verdict.fix
 
 
-def test_a_program_shipped_in_the_package_is_named_as_the_users_code_not_as_a_plan():
+def test_a_program_shipped_in_the_package_is_named_as_the_users_code_not_as_a_plan(shardscope_cli):
     """The shipped demos live in shardscope's package folder (shardscope/demo_files) but are the
     user's code: train_step's scan is "the lax.scan at train_step.py:N", never "the plan's chunk loop"."""
     import shardscope.demo_files
 
     path = Path(shardscope.demo_files.__path__[0]) / "train_step.py"
-    result = run_cli("check", path, "--function", "step")
+    result = shardscope_cli("check", path, "--function", "step")
     assert result.returncode == 1, result.stderr
     text = " ".join(result.stdout.split())
     line = 56  # the first of the two scans: step's (step_fixed's is the second)

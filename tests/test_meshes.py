@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from _support import DEMOS, run_cli
+from _support import DEMOS
 from shardscope.errors import SettingsError
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import Settings
@@ -91,8 +91,8 @@ def test_mlp_on_a_4x2_mesh_reduces_over_the_batch_axes(batch_axes, axes):
     assert ("{V:" + ",".join(axes) + "}") in a.plans["deferred"].canonical_text
 
 
-def test_the_json_has_the_mesh_the_batch_axes_and_each_collectives_axes():
-    result = run_cli("report", DEMOS / "mlp.py", "--mesh", "data=4,model=2", "--batch-axes", "data", "-r", "2", "--json")
+def test_the_json_has_the_mesh_the_batch_axes_and_each_collectives_axes(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "mlp.py", "--mesh", "data=4,model=2", "--batch-axes", "data", "-r", "2", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["mesh"] == {"data": 4, "model": 2} and data["batch_axes"] == ["data"] and data["devices"] == 8
@@ -102,11 +102,11 @@ def test_the_json_has_the_mesh_the_batch_axes_and_each_collectives_axes():
         assert all(c["axes"] == ["data"] for c in plan["collectives"])
 
 
-def test_a_mesh_the_batch_does_not_fit_is_one_message():
-    result = run_cli("report", DEMOS / "mlp.py", "--mesh", "data=3,model=2")
+def test_a_mesh_the_batch_does_not_fit_is_one_message(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "mlp.py", "--mesh", "data=3,model=2")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "does not split over 6" in result.stderr
-    bad = run_cli("report", DEMOS / "mlp.py", "--mesh", "data=4,data=2")
+    bad = shardscope_cli("report", DEMOS / "mlp.py", "--mesh", "data=4,data=2")
     assert bad.returncode == 2 and "twice" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -42,18 +42,20 @@ def one_line_holding(text: str, *values: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_check_prints_every_collective_and_value_whole(tmp_path):
     # a leaf path longer than 13 columns, as params['l2']['kernel'] is in a flax model
     path = tmp_path / "long_names.py"
     path.write_text(PROGRAM)
     text = piped("check", path)
     data = json.loads(piped("check", path, "--json"))
-    cells = {f"{c['primitive']}[{','.join(c['axes'])}]" for c in data["collectives"]} | {
-        c["value"] for c in data["collectives"]}
-    assert "params['encoder_layer']['kernel']" in cells and "psum_invariant[batch_axis]" in cells
+    cells = {f"{c['kind']}[{','.join(c['axes'])}]" for c in data["compiled_collectives"]} | {
+        c["value"] for c in data["compiled_collectives"]}
+    assert "params['encoder_layer']['kernel']" in cells and "all-reduce[batch_axis]" in cells
     assert_whole(cells, text)
-    for c in data["collectives"]:
-        one_line_holding(text, c["value"], f"{c['primitive']}[{','.join(c['axes'])}]")
+    for c in data["compiled_collectives"]:
+        one_line_holding(text, c["value"], f"{c['kind']}[{','.join(c['axes'])}]")
+    assert_whole({f"{c['primitive']} of {c['value']}" for c in data["collectives"]}, text)  # the pairing
 
 
 PROGRAM = '''
@@ -102,6 +104,7 @@ def long_names(params, x):
 """
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_report_prints_values_and_the_sources_url_whole(tmp_path):
     path = write_demo(tmp_path, "long_names.py", LONG_NAMES_DEMO)
     args = ("report", path, "--repeats", "2", "--project", "nvlink-h100:8")
@@ -128,6 +131,7 @@ def test_prose_wraps_between_words_and_keeps_long_words_whole():
     assert all(len(line) <= 40 for line in lines if line != url) and url in lines
 
 
+@pytest.mark.slow  # a real process's piped stdout
 def test_sweep_and_calibrate_rows_are_whole():
     sweep = piped("sweep", DEMOS / "linear.py", "--repeats", "1", "--chunk-sizes", "1,32")
     for plan in ("naive", "deferred"):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _support import DROPOUT, run_cli, write_demo
+from _support import DROPOUT, write_demo
 from shardscope.errors import SettingsError
 from shardscope.plans.settings import Settings
 
@@ -85,8 +85,8 @@ def test_dropout_gradient_is_the_gradient_of_the_masked_model(dropout_path):
         np.testing.assert_allclose(built.functions[name](*built.args), by_hand, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_report_json_of_the_dropout_model(dropout_path):
-    result = run_cli("report", dropout_path, "--json", "-r", "2", "--chunk-size", "8")
+def test_report_json_of_the_dropout_model(dropout_path, shardscope_cli):
+    result = shardscope_cli("report", dropout_path, "--json", "-r", "2", "--chunk-size", "8")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     naive, deferred = data["variants"]["naive"], data["variants"]["deferred"]
@@ -95,8 +95,8 @@ def test_report_json_of_the_dropout_model(dropout_path):
     assert naive["max_abs_err"] < 1e-5 and deferred["max_abs_err"] < 1e-5
 
 
-def test_diff_of_the_dropout_model_shows_the_keys(dropout_path):
-    result = run_cli("diff", dropout_path, "--chunk-size", "8")
+def test_diff_of_the_dropout_model_shows_the_keys(dropout_path, shardscope_cli):
+    result = shardscope_cli("diff", dropout_path, "--chunk-size", "8")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any(l.startswith(" in ") and "key<fry>[32]" in l for l in lines)

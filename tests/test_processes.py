@@ -20,6 +20,8 @@ from shardscope.distributed.processes import free_port
 LINEAR = DEMOS / "linear.py"
 HELPER = Path(__file__).parent / "helpers" / "distributed_gradients.py"
 
+pytestmark = pytest.mark.slow  # every test starts shardscope processes that import JAX
+
 
 def workers_of(parent_pid: int) -> list[tuple[int, str]]:
     """``(pid, cmdline)`` of every live shardscope worker spawned by ``parent_pid``."""

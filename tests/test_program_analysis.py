@@ -11,7 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _support import DEMOS
+from _support import DEMOS, load_program_module
+
+import _compiled_programs as programs
 
 from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
 from shardscope.pipeline.run import analyze
@@ -68,7 +70,7 @@ def test_pipeline_has_one_ppermute_in_its_fori_loop():
     assert ppermute.verdict_kind == "needed"
     assert plan.mesh == "stage=4" and plan.role == "program" and plan.title == "pipeline program"
     # compiled and timed: the compiled module keeps the transfer in the while body
-    assert plan.hlo.in_loops >= 1 and len(plan.run_s.samples) == 3 and plan.compile_s > 0
+    assert len(plan.compiled.findings) >= 1 and len(plan.run_s.samples) == 3 and plan.compile_s > 0
     assert plan.memory["argument_size_in_bytes"] > 0 and plan.cost_analysis["flops"] > 0
     # no chunks, no reference, no gradient: absent, not made up
     assert analysis.shapes is None and analysis.reference is None and plan.max_abs_err is None
@@ -89,7 +91,7 @@ def test_train_step_programs_and_their_comparison():
     assert fixed.executed_collectives == 2 and fixed.collectives_in_loops == 0
     # W1 is 16x32 and W2 32x1 floats: 4 all-reduces of each per step, one after the fix
     assert step.bytes_per_call == 4 * (16 * 32 + 32) * 4 and fixed.bytes_per_call == (16 * 32 + 32) * 4
-    assert step.hlo.in_loops >= 1 and fixed.hlo.in_loops == 0
+    assert len(step.compiled.findings) >= 1 and len(fixed.compiled.findings) == 0
     comparison = analysis.comparison
     assert (comparison.baseline, comparison.candidate) == ("step", "step_fixed")
     assert comparison.speedup is not None and comparison.speedup.rounds == 3
@@ -118,7 +120,7 @@ def test_program_texts_are_honest_about_what_does_not_apply():
 def test_the_candidate_can_be_named_and_a_wrong_name_is_refused():
     analysis = _analysis(str(DEMOS / "train_step.py"), measure=False, function="step")
     assert (analysis.comparison.baseline, analysis.comparison.candidate) == ("step_fixed", "step")
-    assert analysis.plans["step"].run_s is None and analysis.plans["step"].hlo is None
+    assert analysis.plans["step"].run_s is None and analysis.plans["step"].compiled is None
     with pytest.raises(SettingsError, match="no program 'nope'"):
         analyze(Settings(path=DEMOS / "train_step.py", function="nope"), measure=False)
 
@@ -185,7 +187,20 @@ def test_the_report_renderers_take_a_program_analysis():
     text = console.export_text()
     assert text.startswith("shardscope: train_step.py: 2 programs (step, step_fixed)\n")
     assert "max_abs_err" not in text and "reference" not in text and "chunk size" not in text
-    assert "step: 8 runs/call (2 of 2 collective equations in loops); step_fixed: 2 runs/call" in text
+    module = load_program_module(DEMOS / "train_step.py")
+    runs = {name: programs.recount(getattr(module, name).trace(module.params, module.xs, module.ys).lower().compile()
+                                   .as_text())["runs"]["all-reduce"] for name in ("step", "step_fixed")}
+    assert runs == {"step": 4, "step_fixed": 1}  # XLA combines the two gradients' sums into one instruction
+    assert (f"step: 8 runs/call (2 of 2 collective equations in loops; compiled: {runs['step']} runs/call); "
+            f"step_fixed: 2 runs/call (0 of 2 collective equations in loops; compiled: {runs['step_fixed']} runs/call)"
+            in " ".join(text.split()))
+    assert data["variants"]["step"]["compiled_executed_collectives"] == runs["step"]
+    (combined,) = data["variants"]["step"]["compiled_collectives"]
+    assert (combined["kind"], combined["operands"], combined["executions"], combined["written_by"]) == (
+        "all-reduce", 2, 4, "program")
+    assert combined["bytes"] == (16 * 32 + 32) * 4 and combined["bytes_per_call"] == 4 * combined["bytes"]
+    assert len(combined["equations"]) == 2 and combined["verdict"] == "deferrable"
+    assert data["variants"]["step"]["hlo"]["collectives_in_loops"] == 1
 
 
 def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
@@ -201,7 +216,7 @@ def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
     analysis = analyze(Settings(path=path, repeats=2))
     plan = analysis.plans["noisy"]
     assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
-    assert len(plan.run_s.samples) == 2 and plan.hlo.count >= 1
+    assert len(plan.run_s.samples) == 2 and len(plan.compiled.collectives) >= 1
 
 
 def test_a_program_with_static_arguments_is_placed_and_run_on_its_dynamic_ones(tmp_path):

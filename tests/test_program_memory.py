@@ -64,12 +64,13 @@ def test_a_program_argument_too_big_for_memory_is_named_before_it_is_made(tmp_pa
     assert "shardscope check FILE" in info.value.hint and "report" not in info.value.hint
 
 
+@pytest.mark.slow  # a fresh process: were the arguments made, 32 TiB would be asked of it, not of this one
 def test_check_traces_it_without_making_the_arguments(tmp_path):
     from _support import run_cli
 
     result = run_cli("check", huge_program(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "psum_invariant[s]" in result.stdout or "psum[s]" in result.stdout
+    assert "all-reduce[s]" in result.stdout  # compiled too: a compile makes no argument either
 
 
 def test_the_app_shows_it_in_the_error_panel(tmp_path, monkeypatch):

@@ -86,8 +86,8 @@ def test_parse_project():
             parse_project(bad, None)
 
 
-def test_presets_json_lists_every_preset_with_a_source():
-    result = run_cli("presets", "--json")
+def test_presets_json_lists_every_preset_with_a_source(shardscope_cli):
+    result = shardscope_cli("presets", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [p["name"] for p in data] == [p.name for p in PRESETS]
@@ -95,12 +95,12 @@ def test_presets_json_lists_every_preset_with_a_source():
         assert {"name", "bandwidth_Bps", "latency_s", "source"} <= set(item)
         assert item["bandwidth_Bps"] > 0 and item["latency_s"] > 0
         assert "bandwidth:" in item["source"] and "latency:" in item["source"]
-    text = run_cli("presets")
+    text = shardscope_cli("presets")
     assert text.returncode == 0 and "nvlink-h100" in text.stdout
 
 
-def test_report_json_has_the_projection():
-    result = run_cli("report", LINEAR, "-c", "16", "-r", "2", "--project", "ib-ndr:16", "--json")
+def test_report_json_has_the_projection(shardscope_cli):
+    result = shardscope_cli("report", LINEAR, "-c", "16", "-r", "2", "--project", "ib-ndr:16", "--json")
     assert result.returncode == 0, result.stderr
     projection = json.loads(result.stdout)["projection"]
     assert (projection["preset"], projection["devices"]) == ("ib-ndr", 16)
@@ -110,7 +110,7 @@ def test_report_json_has_the_projection():
     assert 0.99 < projection["plans"]["naive"]["latency_share"] <= 1
     assert projection["ratio"]["projected"] == pytest.approx(2.0)
     assert projection["ratio"]["measured"] > 0
-    plain = run_cli("report", LINEAR, "-c", "16", "-r", "2", "--json")
+    plain = shardscope_cli("report", LINEAR, "-c", "16", "-r", "2", "--json")
     assert json.loads(plain.stdout)["projection"] is None
 
 
@@ -129,12 +129,12 @@ def test_bad_projection_options_exit_2_before_jax(args, needle):
     assert "Traceback" not in result.stderr
 
 
-def test_report_project_states_the_measured_comparison_in_the_reports_own_sentence():
+def test_report_project_states_the_measured_comparison_in_the_reports_own_sentence(shardscope_cli):
     """One statement of the comparison: the projection's "measured here" is the verdict's sentence,
     not a second number computed on its own (it said 1.94x beside "no measurable difference")."""
     import re
 
-    result = run_cli("report", LINEAR, "-c", "16", "-r", "5", "--project", "nvlink-h100:8")
+    result = shardscope_cli("report", LINEAR, "-c", "16", "-r", "5", "--project", "nvlink-h100:8")
     assert result.returncode == 0, result.stderr
     words = " ".join(result.stdout.split())
     sentence = (r"deferred is \d+\.\d\dx (?:faster|slower) than naive \(per-round ratios [^)]*\)"

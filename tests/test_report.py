@@ -36,13 +36,17 @@ def test_rows_use_runs_per_call_and_collective_equations(seed_case):
     assert _row(text, "  inside loops")[:3] == ["inside loops", "1", "0"]
     assert _row(text, "  runs per call")[:3] == ["runs per call", "2", "1"]
     assert _row(text, "  bytes per call")[:3] == ["bytes per call", "40", "20"]
+    # one all-reduce of W (5 floats) in the while body of 2 chunks, one after the loop: as the jaxpr
+    assert _row(text, "compiled collectives")[:3] == ["compiled collectives", "1 (1 in while)", "1 (0 in while)"]
+    assert _row(text, "  compiled runs per call")[:3] == ["compiled runs per call", "2", "1"]
+    assert _row(text, "  compiled bytes per call")[:3] == ["compiled bytes per call", "40", "20"]
 
 
 def test_the_verdict_sentence_has_the_runs_and_the_one_speedup_wording(seed_case):
     sentence = verdict(seed_case)
     assert sentence.startswith(
-        "naive: 2 runs/call (1 of 1 collective equations in loops); deferred: 1 runs/call (0 of 1 collective "
-        "equations in loops); ")
+        "naive: 2 runs/call (1 of 1 collective equations in loops; compiled: 2 runs/call); deferred: 1 runs/call "
+        "(0 of 1 collective equations in loops; compiled: 1 runs/call); ")
     assert sentence.endswith(seed_case.speedup_text() + ".")
     c = seed_case.comparison
     assert seed_case.speedup_text() == speedup_text(seed_case.measured_speedup, c.baseline, c.candidate)

@@ -12,6 +12,8 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from _support import DEMOS, PYTHON, ROOT, run_cli
 from shardscope.sources.bundled import DEMO_DIR
 from shardscope.cli import open_options
@@ -25,7 +27,8 @@ def _first_line_of_docstring(path: Path) -> str:
 
 def test_the_repository_keeps_one_copy_of_each_demo():
     assert DEMOS.is_symlink() and DEMOS.resolve() == DEMO_DIR
-    assert SHIPPED == ["deep", "fsdp", "linear", "mlp", "pipeline", "rbm", "rnn", "train_step"]
+    assert SHIPPED == ["deep", "explicit_accumulate", "fsdp", "gspmd_accumulate", "linear", "mlp", "pipeline", "rbm", "rnn",
+                       "train_step"]
 
 
 def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path):
@@ -41,8 +44,8 @@ def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path)
     assert "[programs" in next(line for line in lines if line.split()[:1] == ["train_step"])
 
 
-def test_every_command_takes_a_shipped_demo_by_name(tmp_path):
-    report = run_cli("report", "linear", "-r", "1", "--json", cwd=tmp_path, timeout=300)
+def test_every_command_takes_a_shipped_demo_by_name(tmp_path, shardscope_cli):
+    report = shardscope_cli("report", "linear", "-r", "1", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
     assert Path(data["file"]) == DEMO_DIR / "linear.py"
@@ -50,11 +53,11 @@ def test_every_command_takes_a_shipped_demo_by_name(tmp_path):
     assert data["variants"]["naive"]["executed_collectives"] == 2
     assert data["variants"]["deferred"]["executed_collectives"] == 1
 
-    check = run_cli("check", "train_step", "--function", "step", "--json", cwd=tmp_path, timeout=300)
+    check = shardscope_cli("check", "train_step", "--function", "step", "--json", cwd=tmp_path)
     assert check.returncode == 1, check.stderr  # step's all-reduces run in its micro-batch loop
     assert json.loads(check.stdout)["function"] == "step"
 
-    diff = run_cli("diff", "rnn.py", cwd=tmp_path, timeout=300)  # the name with .py works too
+    diff = shardscope_cli("diff", "rnn.py", cwd=tmp_path)  # the name with .py works too
     assert diff.returncode == 0, diff.stderr
     assert "# shardscope: rnn.py::rnn" in diff.stdout
 
@@ -67,17 +70,18 @@ def test_a_name_that_is_neither_a_file_nor_a_demo_lists_the_demos(tmp_path):
         assert ", ".join(SHIPPED) in result.stderr and "shardscope demos lists them" in result.stderr
 
 
-def test_a_file_of_the_user_wins_over_a_shipped_name(tmp_path):
+def test_a_file_of_the_user_wins_over_a_shipped_name(tmp_path, shardscope_cli):
     (tmp_path / "linear.py").write_text(
         "import jax, jax.numpy as jnp\nimport shardscope\n\n\n"
         "@shardscope.demo(params=jax.ShapeDtypeStruct((3,), jnp.float32), x=jax.ShapeDtypeStruct((8, 3), jnp.float32))\n"
         "def mine(W, x):\n    return x @ W\n"
     )
-    result = run_cli("report", "linear.py", "-r", "1", "--json", cwd=tmp_path, timeout=300)
+    result = shardscope_cli("report", "linear.py", "-r", "1", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["function"] == "mine"
 
 
+@pytest.mark.slow  # the explorer in a fresh process
 def test_shardscope_alone_opens_the_seed_demo(tmp_path):
     settings, _ = open_options([])
     assert settings.path == DEMO_DIR / "linear.py"
@@ -118,6 +122,7 @@ def _fresh_venv(tmp_path: Path) -> Path:
     return venv
 
 
+@pytest.mark.slow  # builds a wheel and runs it from a fresh venv
 def test_the_installed_wheel_ships_the_demos(tmp_path):
     wheel = _build_wheel_from_sdist(tmp_path)
     venv = _fresh_venv(tmp_path)

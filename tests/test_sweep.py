@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from _support import DEMOS, run_cli
+from _support import DEMOS, run_main
 from shardscope.errors import SettingsError
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import parse_chunk_sizes
@@ -17,7 +17,7 @@ BUDGET = 20 * 2**10  # mlp on 2 devices: chunk sizes 32 and 64 need more than 20
 
 @pytest.fixture(scope="module")
 def mlp_sweep():
-    result = run_cli("sweep", MLP, "--devices", "2", "-r", "2", "--memory-budget", "20KiB", "--json", timeout=600)
+    result = run_main("sweep", MLP, "--devices", "2", "-r", "2", "--memory-budget", "20KiB", "--json")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert "sweep: chunk size 64 done (7/7)" in result.stderr  # progress, off stdout
@@ -58,13 +58,13 @@ def test_the_budget_excludes_the_largest_chunks_and_the_pick_is_the_fastest_that
     assert mlp_sweep["smallest_footprint"]["footprint_bytes"] == smallest["footprint_bytes"]
 
 
-def test_nothing_fits_a_tiny_budget():
-    result = run_cli("sweep", MLP, "--chunk-sizes", "32,64", "-r", "1", "--memory-budget", "1KiB", timeout=600)
+def test_nothing_fits_a_tiny_budget(shardscope_cli):
+    result = shardscope_cli("sweep", MLP, "--chunk-sizes", "32,64", "-r", "1", "--memory-budget", "1KiB")
     assert result.returncode == 0, result.stderr
     assert "nothing fits within the budget of 1 KiB" in result.stdout
     assert "the smallest footprint is" in result.stdout
-    data = json.loads(run_cli("sweep", MLP, "--chunk-sizes", "64", "-r", "1", "--memory-budget", "1KiB",
-                              "--json", timeout=600).stdout)
+    data = json.loads(shardscope_cli("sweep", MLP, "--chunk-sizes", "64", "-r", "1", "--memory-budget", "1KiB",
+                              "--json").stdout)
     assert data["pick"] is None and {p["chunk_size"] for p in data["points"]} == {64}
 
 
@@ -84,8 +84,8 @@ def test_parsers():
     (("--chunk-sizes", "3"), "do not divide the per-device batch 64"),
     (("--memory-budget", "heaps"), "is not a memory size"),
 ])
-def test_sweep_user_errors(args, needle):
-    result = run_cli("sweep", MLP, *args)
+def test_sweep_user_errors(args, needle, shardscope_cli):
+    result = shardscope_cli("sweep", MLP, *args)
     assert result.returncode == 2
     assert needle in result.stderr and "hint:" in result.stderr and "Traceback" not in result.stderr
 
@@ -111,7 +111,7 @@ def test_the_sweep_command_shows_every_measured_time_and_the_pick():
     assert "···" not in out and "hidden" not in out
 
 
-def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_of):
+def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_of, shardscope_cli):
     """rnn's own scan closes over the reduced weight: JAX refuses the unreduced cotangent in it.
 
     The report lists the reduced plan as unavailable; the sweep must do the same in text and
@@ -119,7 +119,7 @@ def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_
     """
     report = analysis_of("rnn.py", devices=2, chunk_size=16, repeats=1)
     assert "reduced" in report.unavailable  # on jax 0.10.2 and 0.12 (the README says so)
-    result = run_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "8,16", "-r", "1", "--json", timeout=600)
+    result = shardscope_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "8,16", "-r", "1", "--json")
     assert result.returncode == 0, result.stderr
     sweep = json.loads(result.stdout)
     assert set(sweep["unavailable"]) == set(report.unavailable)
@@ -130,7 +130,7 @@ def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_
     assert runs == {("naive", 8): 4 * 8 + 4 + 4, ("naive", 16): 2 * 8 + 2 + 2,
                     ("deferred", 8): 3, ("deferred", 16): 3}
 
-    text = run_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "16", "-r", "1", timeout=600)
+    text = shardscope_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "16", "-r", "1")
     assert text.returncode == 0, text.stderr
     assert "reduced: unavailable (JAX cannot trace it here:" in " ".join(text.stdout.split())
     assert "fails to trace" not in text.stdout + text.stderr

@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _support import CARRY_FROM_ZEROS, run_cli, write_demo
+from _support import CARRY_FROM_ZEROS, write_demo
 
 import shardscope
 from shardscope.errors import TraceError
@@ -66,8 +66,8 @@ def assert_quotes_the_carry(message: str, hint: str) -> None:
     assert PROGRAM_FIX in hint and "the carry h" in hint, hint
 
 
-def test_check_quotes_the_carry_and_its_types(carry_program):
-    result = run_cli("check", carry_program)
+def test_check_quotes_the_carry_and_its_types(carry_program, shardscope_cli):
+    result = shardscope_cli("check", carry_program)
     assert result.returncode == 2, result.stdout
     message, _, hint = result.stderr.partition("\nhint: ")
     assert_quotes_the_carry(message, hint)
@@ -84,17 +84,17 @@ def test_inspect_raises_the_same_quoting(carry_program, monkeypatch):
     assert isinstance(info.value.__cause__, TypeError)
 
 
-def test_the_program_analysis_of_the_app_says_the_same_as_check(carry_program):
+def test_the_program_analysis_of_the_app_says_the_same_as_check(carry_program, shardscope_cli):
     with pytest.raises(TraceError) as info:
         analyze(Settings(path=carry_program), measure=False)
     assert_quotes_the_carry(info.value.message, info.value.hint)
-    check = run_cli("check", carry_program)
+    check = shardscope_cli("check", carry_program)
     assert f"shardscope: error: {info.value.message}\nhint: {info.value.hint}\n" == check.stderr
 
 
-def test_report_on_a_demo_quotes_the_carry(tmp_path):
+def test_report_on_a_demo_quotes_the_carry(tmp_path, shardscope_cli):
     path = write_demo(tmp_path, "carry_demo.py", CARRY_FROM_ZEROS)
-    result = run_cli("report", path, "--devices", "2", "--repeats", "1")
+    result = shardscope_cli("report", path, "--devices", "2", "--repeats", "1")
     assert result.returncode == 2, result.stdout
     message, _, hint = result.stderr.partition("\nhint: ")
     assert re.search(r"input carry h has type float32\[8,4\] but .* float32\[8,4\]\{V:s\}", message), message

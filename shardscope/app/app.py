@@ -1,68 +1,48 @@
 """The shardscope explorer: composes the sidebar, status line, error panel and tabs, and routes.
 
 State lives here (the settings asked for, the latest :class:`~shardscope.pipeline.analysis.Analysis`,
-the demo file loaded); rendering lives in the widgets. Analyses run in one exclusive thread
-worker that only posts messages, so the first paint never waits for JAX.
+the demo file loaded); rendering lives in the widgets. The app's other parts are its base
+classes, one concern each: :mod:`~shardscope.app.run_handling` (the runs: analyses run in one
+exclusive thread worker that only posts messages, so the first paint never waits for JAX),
+:mod:`~shardscope.app.tab_routing` (which tab shows what, the tabs' own keys) and
+:mod:`~shardscope.app.export_actions` (the diff and the screenshot). The keys are in
+:mod:`~shardscope.app.bindings`, the palette's commands in :mod:`~shardscope.app.commands`.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, Iterable
 
 from rich.text import Text
-from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual import events, on
+from textual.app import ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
 
-from shardscope.app import gc_policy, runner
+from shardscope.app.bindings import APP_BINDINGS
+from shardscope.app.commands import binding_commands
+from shardscope.app.export_actions import ExportActions
+from shardscope.app.profiling import StartupProfile
+from shardscope.app.run_handling import RunHandling
+from shardscope.app.summaries import done_text
+from shardscope.app.tab_routing import TabRouting
+from shardscope.app.tabs import TABS
+from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.footer import KeysFooter
-from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
-from shardscope.app.views.plans.plans_view import PlansView
-from shardscope.app.profiling import StartupProfile
-from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.bindings import TAB_ACTIONS, tab_key_bindings
-from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings
-from shardscope.app.summaries import IN_LOOP, ONCE
+from shardscope.app.widgets.status import StatusLine, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
-from shardscope.render.exports import write_new
 from shardscope.plans.settings import Settings
-from shardscope.render.text import diff_text
 
-TABS = (
-    ("plans", "Plans", "shardscope.app.views.plans.plans_view:PlansView"),
-    ("graph", "Graph", "shardscope.app.views.graph:GraphView"),
-    ("diff", "Diff", "shardscope.app.views.diff:DiffView"),
-    ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
-    ("hlo", "HLO", "shardscope.app.views.hlo:HloView"),
-    ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
-)
-"""Tab id, title and view class; the key of each tab is its position (1-6).
-
-Only the Plans view is built before the first paint: the others import numpy and networkx
-(a third of a second), so a thread worker imports them after it and they are mounted then.
-"""
-MEASURING_TABS = ("timings", "sweep")
-"""The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 CONTROLS = (Input, Select, Button, Switch)
 """Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
 
 
-COMPARE = Binding.Group("Compare")
-COLLECTIVES = Binding.Group("Collective")
-"""Footer groups: ``b c Compare`` and ``n N Collective`` take half the room of four keys (the
-palette and the help list each key on its own)."""
-
-
-class ShardscopeApp(App[int]):
+class ShardscopeApp(RunHandling, TabRouting, ExportActions):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
@@ -71,35 +51,7 @@ class ShardscopeApp(App[int]):
     """No focus by DOM order: Textual's default ("*") gave it to the sidebar even while folded away
     (after the help or the palette closed). The tab shown takes it (:meth:`_focus_shown_tab`)."""
 
-    BINDINGS = [
-        Binding("r", "run", "Run", id="run",
-                tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
-        Binding("e", "export", "Export diff", id="export",
-                tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
-        Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
-                tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
-        Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
-                tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
-        Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the next collective (paired by the value it carries)"),
-        Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
-                tooltip="Move every plan tree to the previous collective (paired by the value it carries)"),
-        *(
-            Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
-                    tooltip=f"Show the {title} tab")
-            for i, (tab, title, _) in enumerate(TABS, 1)
-        ),
-        *tab_key_bindings(),
-        Binding("f2", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
-                tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
-        Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
-        Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
-                tooltip="Quit shardscope (as q), even while typing in an input"),
-        Binding("escape", "escape", "Leave input, hide error", show=False, id="escape",
-                tooltip="Leave the input being typed in; else hide the error panel"),
-    ]
+    BINDINGS = [*APP_BINDINGS]  # a list of the base class's type (BindingType)
 
     NARROW = 100
     """Under this many columns the sidebar hides by itself (``f2`` brings it back)."""
@@ -135,16 +87,6 @@ class ShardscopeApp(App[int]):
         self._views_requested = False
         self._error_spares_results = False  # the error shown left the results on screen as they were
         self._pending_tab_action: tuple[str, str] | None = None  # (tab, action) asked for before its view could act
-
-    @property
-    def run_id(self) -> int:
-        """How many runs were started (the first, load-only or not, is 1)."""
-        return self._run_id
-
-    @property
-    def tabs_behind(self) -> frozenset[str]:
-        """Tabs not yet showing the latest analysis: each gets it when it is opened."""
-        return frozenset(self._stale_tabs)
 
     # -- layout -------------------------------------------------------------------------
 
@@ -201,34 +143,6 @@ class ShardscopeApp(App[int]):
             self.log(f"startup: first paint after {self.profile.mark_first_paint():.3f} s")
         self._start_run(analyze=self.autorun)
 
-    def _load_views(self) -> None:
-        """Import and mount the other tabs' views, once: when the first run ends, or sooner if the
-        user opens one of those tabs. Importing them while the first run imports JAX made both
-        compete for the GIL: the first results came about 0.7 s later."""
-        if not self._views_requested:
-            self._views_requested = True
-            self._import_views()
-
-    @work(thread=True, group="views", exit_on_error=False)
-    def _import_views(self) -> None:
-        """Thread worker: import the deferred tab views, then mount them on the UI thread."""
-        try:
-            views = {tab: _load(spec) for tab, _, spec in TABS if tab != "plans"}
-        except Exception as exc:  # a broken view must not take the app down
-            self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
-                                  failed="loading the tabs")
-            return
-        self.call_from_thread(self._mount_views, views)
-
-    async def _mount_views(self, views: dict[str, type]) -> None:
-        for tab, view in views.items():
-            await self.query_one(f"#{tab}-placeholder").remove()
-            options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
-            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
-        self._mounted_views.update(views)
-        self._refresh_tab(self.query_one(TabbedContent).active)
-        self._run_pending_tab_action()
-
     def _handle_exception(self, error: Exception) -> None:
         """An error in a widget the quit is tearing down is not the user's problem.
 
@@ -236,10 +150,11 @@ class ShardscopeApp(App[int]):
         ``Select`` then looks for its own overlay after the quit removed it (``NoMatches``),
         which Textual reports as a crash (exit 1, a traceback) of an app that was quitting
         anyway. Once quitting, such an error is logged, not shown; any other error still is.
+        Overrides a private of Textual (``textual_adapter``: no public hook sees such an error).
         """
         from textual.css.query import NoMatches
 
-        if getattr(self, "_exit", False) and isinstance(error, NoMatches):
+        if self.return_code is not None and isinstance(error, NoMatches):  # exit() was called
             self.log.warning(f"ignored while quitting: {error!r}")
             return
         super()._handle_exception(error)
@@ -256,53 +171,6 @@ class ShardscopeApp(App[int]):
         self.settings = settings
         self._start_run(analyze=True)
 
-    def action_export(self) -> None:
-        """Write the diff of the latest analysis to a new file and say where."""
-        try:
-            text = diff_text(self.analysis, self.comparison)
-            path = write_new(self.export_directory, self.analysis.export_stem(self.comparison), ".diff", text)
-        except ShardscopeError as exc:
-            self._show_error(exc.message, exc.hint, failed="the export")
-            return
-        except OSError as exc:
-            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory",
-                             failed="the export")
-            return
-        self.last_export = path
-        self.notify(str(path), title="Diff exported")
-
-    @property
-    def export_directory(self) -> Path:
-        """Where exports and screenshots go: ``--export-dir``, else the working directory (absolute)."""
-        return (self.export_dir or Path.cwd()).absolute()
-
-    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        """Textual's SVG of the screen, its class names made from what is drawn (:func:`stable_svg`),
-        so the same screen always gives the same file (``make screenshots``, the snapshot tests)."""
-        return stable_svg(super().export_screenshot(title=title, simplify=simplify))
-
-    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
-                           time_format: str | None = None) -> str | None:
-        """The palette's Screenshot: an SVG of the screen in the export directory, under a free name.
-
-        Textual's own saves into ``~/Downloads`` and fails with a clipped message when there is
-        none. Here the directory is made if needed, the file is written atomically and never
-        replaces one (``rnn-timings.svg``, then ``rnn-timings-1.svg``), and the notice gives the
-        full path. Returns the path written (None when it failed: the error panel says why).
-        """
-        directory = Path(path).expanduser().absolute() if path else self.export_directory
-        stem = Path(filename).stem if filename else f"{self.settings.path.stem}-{self.query_one(TabbedContent).active}"
-        try:
-            written = save_svg(directory, stem, self.export_screenshot(title=f"shardscope {stem}"))
-        except ShardscopeError as exc:
-            self._show_error(f"Could not save the screenshot: {exc.message}", exc.hint, failed="the screenshot")
-            return None
-        except OSError as exc:
-            self._show_error(f"Could not save the screenshot in {directory}: {exc.strerror or exc}",
-                             "check --export-dir names a directory you can write to", failed="the screenshot")
-            return None
-        self.notify(str(written), title="Screenshot saved", timeout=10)
-        return str(written)
 
     @property
     def comparison(self) -> Any:
@@ -331,11 +199,6 @@ class ShardscopeApp(App[int]):
                 candidate = _next_other(names, candidate, baseline)
         self._compare(baseline, candidate)
 
-    def _compare(self, baseline: str, candidate: str) -> None:
-        """Show ``candidate`` against ``baseline`` once the worker has prepared the Diff and Graph tabs."""
-        self.query_one(StatusLine).show_done(f"comparing {candidate} with {baseline}...")
-        self._compare_worker(self._run_id, self.analysis, baseline, candidate)
-
     @on(Sidebar.CandidatePicked)
     def _candidate_picked(self, event: Sidebar.CandidatePicked) -> None:
         """A program picked in a program file's list becomes the candidate (a swap if it was the baseline)."""
@@ -348,27 +211,6 @@ class ShardscopeApp(App[int]):
             baseline = next((n for n in self.analysis.plans if n != event.name), event.name)
         if (baseline, event.name) != (self.comparison.baseline, self.comparison.candidate):
             self._compare(baseline, event.name)
-
-    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
-    def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
-        """Thread worker: the diff and the drawings of another pair of plans."""
-        from shardscope.app.views.prepare import prepare
-
-        worker = get_current_worker()
-        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
-        if prepared is not None:
-            self.post_message(ComparisonReady(run_id, prepared))
-
-    def on_comparison_ready(self, message: ComparisonReady) -> None:
-        """Show the picked comparison in the Diff and Graph tabs."""
-        if not self._is_current(message):
-            return
-        self.prepared = message.prepared
-        self._show_compared()
-        self._stale_tabs |= {"graph", "diff", "timings"}
-        self._refresh_tab(self.query_one(TabbedContent).active)
-        self.query_one(StatusLine).show_done(self._done_text(self.analysis))
-        self._mark_stale()
 
     def action_next_collective(self) -> None:
         """Go to the next collective in every plan tree."""
@@ -388,18 +230,6 @@ class ShardscopeApp(App[int]):
         self._fit_sidebar()
         if self.focused is None or isinstance(self.focused, Input):
             self.call_after_refresh(self._focus_shown_tab)  # after the layout: the chain holds what shows
-
-    def action_show_tab(self, tab: str) -> None:
-        """Show the tab ``tab`` (plans, graph, diff, timings, hlo or sweep).
-
-        The focus leaves the tab being hidden first: else Textual gives it to another widget of
-        that tab (the Sweep tab's input, after its button), and the tabs switch back to it.
-        The tab shown then takes the focus (each view's ``on_show``).
-        """
-        tabs = self.query_one(TabbedContent)
-        if tab != tabs.active and self.focused is not None and tabs.active_pane in self.focused.ancestors:
-            self.set_focus(None)
-        tabs.active = tab
 
     def action_help(self) -> None:
         """Show the help screen."""
@@ -428,194 +258,23 @@ class ShardscopeApp(App[int]):
         """Grey out actions that need a result (export) or a collective (n/N); a tab's own key
         applies only while its tab shows (else it is hidden, and the key goes to the next binding)."""
         if action == "in_tab":
-            tab, tab_action = parameters
-            if self.query_one(TabbedContent).active != tab:
-                return False
-            view = self._tab_view(tab)
-            return True if view is None else (view.check_action(str(tab_action), ()) or None)
+            return self._check_tab_action(*parameters)
         if action == "export":  # a lone program has nothing to diff against
             return (self.analysis is not None and len(self.analysis.plans) > 1) or None
         if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them
             plans = 0 if self.analysis is None else len(self.analysis.plans)
             return (plans > 2 or (plans == 2 and not self.analysis.origin.chunked)) or None
         if action in ("next_collective", "previous_collective"):
-            has_collectives = self.analysis is not None and any(p.collectives for p in self.analysis.plans.values())
+            has_collectives = self.analysis is not None and any(p.collectives or p.paired for p in self.analysis.plans.values())
             return has_collectives or None
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's own commands plus every shardscope binding.
-
-        A tab's own key (``s``) opens its tab and acts there, from whatever tab is shown.
-        """
+        """The command palette: Textual's own commands plus every shardscope binding (:mod:`commands`)."""
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            if not isinstance(binding, Binding) or binding.action == "quit":  # Textual offers its own Quit
-                continue
-            tab_action = TAB_ACTIONS.get(binding.action)
-            if tab_action is not None:
-                callback = lambda tab_action=tab_action: self.call_later(self.action_in_tab, *tab_action)
-            else:  # call_later: run_action is a coroutine, and the palette wants a plain callable
-                callback = lambda action=binding.action: self.call_later(self.run_action, action)
-            yield SystemCommand(binding.description, binding.tooltip, callback)
+        yield from binding_commands(self)
 
-    def action_in_tab(self, tab: str, action: str) -> None:
-        """Show ``tab`` and run its view's ``action`` there, as the tab's own key does.
-
-        Before the view can act (still loading, or a diff waiting for the first run) the action
-        waits (:meth:`_run_pending_tab_action`) and runs when it can, unless the user has left
-        the tab by then.
-        """
-        self.action_show_tab(tab)
-        self._pending_tab_action = (tab, action)
-        self._load_views()
-        self._run_pending_tab_action()
-
-    # -- the run ------------------------------------------------------------------------
-
-    def _start_run(self, *, analyze: bool) -> None:
-        """Start a run of the current settings; a running one is cancelled (exclusive worker)."""
-        self._run_id += 1
-        self.running = analyze
-        # a program file has no settings of its own to name: the stages alone say what runs
-        self._run_settings = self.settings if analyze and not self.programs else None
-        if not self.programs:
-            self.query_one(StatusLine).show_settings(self.settings)
-        if analyze:
-            self.query_one(StatusLine).show_stage("loading", 0.0, self._run_settings)
-        request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
-        self._run_worker(request)
-
-    @work(thread=True, exclusive=True, group="analysis", exit_on_error=False)
-    def _run_worker(self, request: runner.RunRequest) -> None:
-        """Thread worker: everything JAX, reported back with messages only."""
-        worker = get_current_worker()
-        if request.analyze:
-            gc_policy.collect_earlier_runs()
-        runner.run(request, self.post_message, lambda: worker.is_cancelled)
-
-    def _is_current(self, message: RunMessage) -> bool:
-        return message.run_id == self._run_id
-
-    def on_run_progress(self, message: RunProgress) -> None:
-        """Show the stage the current run reached."""
-        if self._is_current(message) and self.running:
-            self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
-
-    @property
-    def programs(self) -> bool:
-        """True when the file loaded is a program file (``@shardscope.program`` functions)."""
-        from shardscope.sources.programs import ProgramFile  # no JAX: a plain dataclass
-
-        return isinstance(self.demo_file, ProgramFile)
-
-    def on_demo_loaded(self, message: DemoLoaded) -> None:
-        """Offer the (re)loaded file's functions (or programs) in the sidebar."""
-        self.demo_file = message.demo_file
-        descriptions = {name: fn.description for name, fn in message.demo_file.functions.items()}
-        meshes = message.meshes
-        self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions,
-                                          programs=self.programs, devices=self.max_devices,
-                                          meshes=meshes, demo_mesh=self.settings.demo_mesh)
-        if meshes and self.settings.demo_mesh:  # the user gave no mesh: the demo's own is the one run
-            function = self.settings.function if self.settings.function in meshes else message.demo_file.names[0]
-            self.settings = self.settings.for_demo(meshes[function])
-        if self.programs:  # no settings of its own: name the file and its programs
-            self._run_settings = None
-            self.query_one(StatusLine).show_described(
-                describe_programs(message.demo_file.path.name, message.demo_file.names), results=False)
-            return
-        if self.settings.function is None:  # name the default demo as soon as it is known
-            self.query_one(StatusLine).show_settings(self.settings.with_(function=message.demo_file.names[0]))
-
-    def on_run_finished(self, message: RunFinished) -> None:
-        """Show a new analysis in every view."""
-        if not self._is_current(message):
-            return
-        self.running = False
-        self._run_settings = None
-        kept = self._programs_compared()
-        self.analysis = analysis = message.analysis
-        self.prepared = message.prepared
-        gc_policy.freeze_what_lives()  # until the next run, which collects what this one replaced
-        status = self.query_one(StatusLine)
-        self.query_one(ErrorPanel).clear()
-        if not analysis.origin.chunked:  # a program file: the sidebar lists its programs
-            meshes = {name: plan.mesh for name, plan in analysis.plans.items()}
-            status.show_described(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
-                                                    analysis.settings.devices), results=True)
-            self._show_compared()
-            self._show_unavailable_programs(analysis)
-            if kept is not None and set(kept) <= set(analysis.plans) and kept != (
-                    analysis.comparison.baseline, analysis.comparison.candidate):
-                self.call_after_refresh(self._compare, *kept)  # r keeps the programs the user compared
-        else:
-            self.settings = self.settings.with_(function=analysis.function)
-            self.query_one(Sidebar).show_resolved(analysis.settings)
-            status.show_results(analysis.settings, analysis.shapes)
-        # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
-        self._stale_tabs = {tab for tab, _, _ in TABS}
-        self._refresh_tab(self.query_one(TabbedContent).active)
-        self._run_pending_tab_action()
-        status.show_done(self._done_text(analysis))
-        self._mark_stale()
-        for warning in analysis.warnings:
-            self.notify(warning, title="Warning", severity="warning", timeout=10)
-        self.refresh_bindings()
-        if self.profile is not None and self.profile.results_s is None:
-            self.call_after_refresh(self._mark_results)
-
-    def _programs_compared(self) -> tuple[str, str] | None:
-        """The (baseline, candidate) a program file's results on screen compare (None: no such results)."""
-        if self.analysis is None or self.analysis.origin.chunked:
-            return None
-        return self.comparison.baseline, self.comparison.candidate
-
-    def _show_compared(self) -> None:
-        """Mark a program file's baseline and candidate in the sidebar's list."""
-        if self.analysis is not None and not self.analysis.origin.chunked:
-            self.query_one(Sidebar).show_compared(self.comparison.baseline, self.comparison.candidate)
-
-    def _show_unavailable_programs(self, analysis: Any) -> None:
-        """Programs of the file that failed to trace: the error panel names them; the others show."""
-        if analysis.unavailable:
-            failed = "; ".join(f"{name}: {reason}" for name, reason in analysis.unavailable.items())
-            self.query_one(ErrorPanel).show_error(
-                f"{len(analysis.unavailable)} program(s) of {analysis.settings.path.name} could not be analysed: {failed}",
-                "fix them and press r (the file is reloaded); the other programs are shown",
-            )
-
-    def on_run_failed(self, message: RunFailed) -> None:
-        """Show the error; the previous results stay on screen."""
-        if not self._is_current(message):
-            return
-        self.running = False
-        self._show_error(message.message, message.hint)
-        self._mark_stale()
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
-        if event.worker.group != "analysis":
-            return
-        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            self._load_views()  # the first run is over: the other tabs' imports no longer slow it down
-        if event.state == WorkerState.ERROR:
-            self.running = False
-            error = event.worker.error
-            self._show_error(f"{type(error).__name__}: {error}", runner.BUG_HINT)
-        elif event.state == WorkerState.SUCCESS and not self.running:
-            if not self.query_one(ErrorPanel).shown and self.analysis is None:
-                self.query_one(StatusLine).show_done("ready: press r to run")
-
-    @on(TabbedContent.TabActivated)
-    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        if self._pending_tab_action is not None and self._pending_tab_action[0] != event.pane.id:
-            self._pending_tab_action = None  # the user went elsewhere: a tab's action asked for earlier lapses
-        if event.pane.id != "plans":
-            self._load_views()
-        self._refresh_tab(event.pane.id)
-        self._run_pending_tab_action()
-        self.refresh_bindings()  # the footer shows the keys of the tab shown (s)
+    # -- the sidebar's settings ---------------------------------------------------------
 
     @on(Sidebar.Changed)
     def _settings_committed(self) -> None:
@@ -643,9 +302,7 @@ class ShardscopeApp(App[int]):
             if status.state == "stale":
                 status.show_done(self._done_text(self.analysis))
             return
-        shown = describe_settings(self.analysis.settings, self.analysis.shapes)
-        banner.update(Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
-                                    "; the sidebar asks for ", asked, (". Press r to run it.", "bold")))
+        banner.update(stale_banner(describe_settings(self.analysis.settings, self.analysis.shapes), asked))
         if status.state not in ("running", "failed"):
             status.show_stale(asked)
 
@@ -654,55 +311,9 @@ class ShardscopeApp(App[int]):
         if self.analysis is None or not self.analysis.origin.chunked:  # a program file has no settings to change
             return None
         shown = self.analysis.settings
-        draft = self.query_one(Sidebar).draft_settings(shown)
-        if draft is None:
-            return Text("a chunk size that is not a number")
-        changes = [
-            f"{label} {value}" for label, value, before in (
-                ("function", draft.function, shown.function),
-                ("mesh", draft.mesh.text(), shown.mesh.text()),
-                ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
-            ) if value != before
-        ]
-        return Text(", ".join(changes), "bold") if changes else None
+        return settings_changes(shown, self.query_one(Sidebar).draft_settings(shown))
 
     # -- helpers ------------------------------------------------------------------------
-
-    def _refresh_tab(self, tab: str | None) -> None:
-        """Hand the latest analysis to ``tab``'s view unless it already shows it."""
-        if tab in self._stale_tabs and tab in self._mounted_views and self.analysis is not None:
-            self._stale_tabs.discard(tab)
-            self._show_in(tab, self.analysis)
-
-    def _run_pending_tab_action(self) -> None:
-        """Run the tab action that waited, once its tab (still shown) has a view that can act."""
-        if self._pending_tab_action is None:
-            return
-        tab, action = self._pending_tab_action
-        if self.query_one(TabbedContent).active != tab:
-            self._pending_tab_action = None
-            return
-        view = self._tab_view(tab)
-        if view is None:
-            return  # still loading: _mount_views runs it
-        self._refresh_tab(tab)
-        if not view.check_action(action, ()):
-            return  # nothing to act on yet (no diff before the first run): the run's end runs it
-        self._pending_tab_action = None
-        self.call_later(self.run_action, action, view)
-
-    def _tab_view(self, tab: str) -> Any:
-        """The view of ``tab`` once mounted (None while its placeholder shows)."""
-        return self.query_one(f"#{tab}-view") if tab in self._mounted_views else None
-
-    def _show_in(self, tab: str, analysis: Any) -> None:
-        """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
-        must not take the app down."""
-        try:
-            self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
-        except Exception as exc:  # a rendering bug: say so, keep the other tabs
-            self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT,
-                             failed=f"the {tab} tab")
 
     def _show_error(self, message: str, hint: str | None, *, refused: bool = False, failed: str | None = None) -> None:
         """The error panel and the status line: a run's failure names the settings that failed, not
@@ -720,32 +331,18 @@ class ShardscopeApp(App[int]):
             status.show_failed(self._run_settings, "failed: see the error panel")
 
     def _step_collective(self, step: int) -> None:
+        compiled = self._tab_view("hlo")
+        if self.query_one(TabbedContent).active == "hlo" and compiled is not None:
+            self._refresh_tab("hlo")
+            compiled.step_collective(step)
+            return
         self.action_show_tab("plans")
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
 
     def _done_text(self, analysis: Any) -> Text:
-        """Each plan's runs per call, red when collectives run in a loop, green when once per call."""
-        text = Text("done: collective runs/call: ")
-        for k, (name, plan) in enumerate(analysis.plans.items()):
-            if k:
-                text.append(", ")
-            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
-        comparison = self.comparison
-        if comparison is not None and comparison.speedup is not None:
-            if self.hide_measurements:
-                text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")
-            else:
-                text.append(f"; {comparison.speedup_text()}")
-        if analysis.warnings:
-            what = ("a gradient is not finite" if analysis.has_non_finite_gradient
-                    else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")
-            text.append(f"; warning: {what} (see Timings)", "bold yellow")
-        return text
-
-    def _mark_results(self) -> None:
-        self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
-
+        """The status line's summary of ``analysis`` (:func:`~shardscope.app.summaries.done_text`)."""
+        return done_text(analysis, self.comparison, self.hide_measurements)
 
 def _next_other(names: list[str], current: str, other: str) -> str:
     """The plan after ``current`` in ``names`` (wrapping), never ``other``."""
@@ -755,9 +352,3 @@ def _next_other(names: list[str], current: str, other: str) -> str:
         if name != other:
             return name
     return current
-
-
-def _load(spec: str) -> type:
-    """The class ``module:name`` names."""
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)

@@ -16,6 +16,8 @@ from typing import Iterable
 
 from textual.binding import Binding
 
+from shardscope.app.tabs import TABS
+
 PALETTE_ROW = ("`ctrl+p`", "Open the command palette: every action, searchable")
 """Textual's own key for the command palette, which offers every binding's action."""
 
@@ -57,6 +59,45 @@ TAB_ACTIONS: dict[str, tuple[str, str]] = {
     tab_action(tab, b.action): (tab, b.action) for tab, bindings in TAB_BINDINGS.items() for b in bindings
 }
 """Each tab key's app action string -> (tab, view action)."""
+
+
+COMPARE = Binding.Group("Compare")
+COLLECTIVES = Binding.Group("Collective")
+"""Footer groups: ``b c Compare`` and ``n N Collective`` take half the room of four keys (the
+palette and the help list each key on its own)."""
+
+APP_BINDINGS = [
+    Binding("r", "run", "Run", id="run",
+            tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
+    Binding("e", "export", "Export diff", id="export",
+            tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
+    Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
+            tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
+    Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
+            tooltip="Compare the next plan with the baseline: the Diff and Graph tabs and the speedup follow"),
+    Binding("n", "next_collective", "Next coll.", id="next_collective", group=COLLECTIVES,
+            tooltip="Move every plan tree to the next collective (paired by the value it carries); "
+                    "in the Compiled tab, go to the next compiled collective"),
+    Binding("N", "previous_collective", "Prev coll.", key_display="N", id="previous_collective", group=COLLECTIVES,
+            tooltip="Move every plan tree to the previous collective (paired by the value it carries); "
+                    "in the Compiled tab, go to the previous compiled collective"),
+    *(
+        Binding(str(i), f"show_tab('{tab}')", title, show=False, id=f"tab_{tab}",
+                tooltip=f"Show the {title} tab")
+        for i, (tab, title, _) in enumerate(TABS, 1)
+    ),
+    *tab_key_bindings(),
+    Binding("f2", "toggle_sidebar", "Sidebar", id="toggle_sidebar",
+            tooltip="Show or hide the settings sidebar (hidden by itself under 100 columns)"),
+    Binding("tab", "focus_next", "Focus", id="focus_next", tooltip="Move the focus to the next widget"),
+    Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show the keys and what the tabs show"),
+    Binding("q", "quit", "Quit", id="quit", tooltip="Quit shardscope"),
+    Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt",
+            tooltip="Quit shardscope (as q), even while typing in an input"),
+    Binding("escape", "escape", "Leave input, hide error", show=False, id="escape",
+            tooltip="Leave the input being typed in; else hide the error panel"),
+]
+"""The app's keys (``ShardscopeApp.BINDINGS``), each with its id and a tooltip the help and the palette show."""
 
 
 def key_label(binding: Binding) -> str:

@@ -1,4 +1,4 @@
-"""The app's colours for what a count means, in the team's words.
+"""The app's colours for what a count means, in the team's words, and the status line's summary of a run.
 
 "runs per call" (``runs/call``) is how many times one call executes a collective;
 "collective equations" is how many collectives the jaxpr holds. Red when collectives run
@@ -29,4 +29,28 @@ def plan_line(plan: Any) -> Text:
         f"all {equations} collective equations once per call" if equations else "no collective equations")
     text = Text.assemble((f"{plan.executed.text()} runs/call", style), ", ", (where, style))
     text.append(f", {plan.bytes.text('B')}/call")
+    return text
+
+
+def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
+    """``done: collective runs/call: naive 20, deferred 2; deferred is 2.22x faster than naive (...)``:
+    each plan's runs per call, red when collectives run in a loop, green when once per call, then
+    the speedup of ``comparison`` (``···x`` with ``hide_measurements``) and any warning."""
+    text = Text("done: collective runs/call: ")
+    for k, (name, plan) in enumerate(analysis.plans.items()):
+        if k:
+            text.append(", ")
+        if plan.compiled is not None:  # what runs: a jit with shardings has no collective in its jaxpr
+            text.append(f"{name} {plan.compiled_runs.text()}", IN_LOOP if plan.compiled.findings else ONCE)
+        else:
+            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
+    if comparison is not None and comparison.speedup is not None:
+        if hide_measurements:
+            text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")
+        else:
+            text.append(f"; {comparison.speedup_text()}")
+    if analysis.warnings:
+        what = ("a gradient is not finite" if analysis.has_non_finite_gradient
+                else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")
+        text.append(f"; warning: {what} (see Timings)", "bold yellow")
     return text

@@ -3,60 +3,104 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from shardscope.distributed.launch import spawn_workers, start_jax
-from shardscope.plans.settings import Settings, check_device_count
+from shardscope.cli.options import (
+    JSON_HELP,
+    add_debug_option,
+    add_process_options,
+    positive,
+    process_options,
+)
+from shardscope.cli.parsing import AddParser
+from shardscope.costmodel.calibrate import DEFAULT_SIZES, calibrate
+from shardscope.costmodel.quantities import parse_size
+from shardscope.distributed.interrupts import run_interruptible
+from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_jax
+from shardscope.distributed.workers import is_leader
+from shardscope.errors import SettingsError
+from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_device_count
+from shardscope.render.calibrate import calibration_json, render_calibration
+from shardscope.render.console import stdout_console
 
-
-def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``shardscope calibrate``: all-reduces of several sizes, the fitted alpha and B, the fit's error."""
-    from shardscope.costmodel.calibrate import DEFAULT_SIZES, calibrate
-    from shardscope.render.calibrate import calibration_json, render_calibration
-    from shardscope.errors import SettingsError
-    from shardscope.costmodel.quantities import parse_size
-
-    sizes = tuple(parse_size(s, "--sizes") for s in args.sizes.split(",")) if args.sizes else DEFAULT_SIZES
-    if len(sizes) < 2:
-        raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
-    if args.devices < 2:
-        raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
-    check_device_count(args.devices)  # before JAX starts: a thousand CPU devices take minutes to start
-    check_sizes_fit(sizes, args.devices)
-    if args.processes > 1 and args.worker is None:
-        return spawn_workers(args, Settings(path=Path("."), devices=args.devices), parser)
-    settings = Settings(path=Path("."), devices=args.devices)
-    start_jax(args, settings)
-    from shardscope.distributed.workers import is_leader
-
-    def progress(done: int, total: int) -> None:
-        if is_leader():
-            print(f"calibrate: size {done}/{total} done", file=sys.stderr, flush=True)
-
-    result = calibrate(args.devices, sizes, args.repeats, progress)
-    if not is_leader():
-        return 0
-    if args.json:
-        import json
-
-        print(json.dumps(calibration_json(result)))
-    else:
-        from shardscope.render.console import stdout_console
-
-        render_calibration(result, stdout_console())
-    return 0
-
+NAME = "calibrate"
 
 CALIBRATION_COPIES = 3
 """Copies of the payload one calibration run holds per device: the host array, its device
 buffer and the all-reduce's result."""
 
 
+def register(add_parser: AddParser) -> None:
+    """Add ``calibrate`` and its options to the ``shardscope`` parser."""
+    parser = add_parser(NAME, help="fit alpha and bandwidth to all-reduces measured on this machine")
+    parser.add_argument("-d", "--devices", type=positive, default=DEFAULT_DEVICES,
+                        help=f"devices in the all-reduce (default {DEFAULT_DEVICES})")
+    parser.add_argument("--sizes", metavar="S1,S2,...",
+                        help="payload sizes per device (default 1KiB,16KiB,256KiB,1MiB,4MiB)")
+    parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
+                        help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_debug_option(parser)
+    add_process_options(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """The options of ``shardscope calibrate``; ``sizes`` as written (None: the default sizes)."""
+
+    devices: int
+    sizes: str | None
+    repeats: int
+    json: bool
+    processes: ProcessOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> CalibrateOptions:
+        """The options as ``calibrate``'s subparser parsed them from ``argv``."""
+        return cls(args.devices, args.sizes, args.repeats, args.json, process_options(args, argv))
+
+
+def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
+    """``shardscope calibrate``, in a thread that Ctrl+C and SIGTERM end at once."""
+    options = CalibrateOptions.from_args(args, argv)
+    return run_interruptible(lambda: run_calibration(options))
+
+
+def run_calibration(options: CalibrateOptions) -> int:
+    """Check the sizes and devices before JAX starts, measure, and print the fit (process 0 only)."""
+    sizes = tuple(parse_size(s, "--sizes") for s in options.sizes.split(",")) if options.sizes else DEFAULT_SIZES
+    if len(sizes) < 2:
+        raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")
+    if options.devices < 2:
+        raise SettingsError("calibration needs at least 2 devices.", "use --devices 2 or more")
+    check_device_count(options.devices)  # before JAX starts: a thousand CPU devices take minutes to start
+    check_sizes_fit(sizes, options.devices)
+    settings = Settings(path=Path("."), devices=options.devices)
+    if options.processes.spawns_workers:
+        return spawn_workers(options.processes, settings)
+    start_jax(options.processes, settings)
+
+    def progress(done: int, total: int) -> None:
+        if is_leader():
+            print(f"calibrate: size {done}/{total} done", file=sys.stderr, flush=True)
+
+    result = calibrate(options.devices, sizes, options.repeats, progress)
+    if not is_leader():
+        return 0
+    if options.json:
+        print(json.dumps(calibration_json(result)))
+    else:
+        render_calibration(result, stdout_console())
+    return 0
+
+
 def check_sizes_fit(sizes: tuple[int, ...], devices: int) -> None:
     """Refuse payload sizes whose buffers on every device cannot fit in memory, before JAX starts."""
-    from shardscope.errors import SettingsError
-    from shardscope.sources.examples import available_memory, human_bytes
+    from shardscope.sources.examples import available_memory, human_bytes  # imports JAX (about 1 s)
 
     largest = max(sizes)
     needed = CALIBRATION_COPIES * devices * largest

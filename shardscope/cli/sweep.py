@@ -4,43 +4,84 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
-from typing import Any
+from dataclasses import dataclass
 
-from shardscope.plans.settings import Settings
+from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
+from shardscope.cli.options import JSON_HELP, DemoOptions, add_demo_options, add_process_options, process_options
+from shardscope.cli.parsing import AddParser
+from shardscope.costmodel.quantities import parse_size
+from shardscope.costmodel.sweep import parse_chunk_sizes, run_sweep
+from shardscope.distributed.interrupts import run_interruptible
+from shardscope.distributed.launch import ProcessOptions
+from shardscope.distributed.workers import is_leader
+from shardscope.pipeline.devices import ensure_devices
+from shardscope.render.console import stdout_console
+from shardscope.render.json_values import finite
+from shardscope.render.sweep import render_sweep, sweep_json
+
+NAME = "sweep"
 
 
-def check_options(args: argparse.Namespace) -> None:
-    """Parse ``--chunk-sizes`` and ``--memory-budget`` before JAX starts (a typo fails fast)."""
-    from shardscope.costmodel.quantities import parse_size
-    from shardscope.costmodel.sweep import parse_chunk_sizes
+def register(add_parser: AddParser) -> None:
+    """Add ``sweep`` and its options to the ``shardscope`` parser."""
+    parser = add_parser(NAME, help="memory and run time of every plan at every chunk size, and a pick")
+    add_demo_options(parser, chunk_size=False)
+    parser.add_argument("--chunk-sizes", metavar="C1,C2,...",
+                        help="chunk sizes to try (default: every divisor of the per-device batch)")
+    parser.add_argument("--memory-budget", metavar="SIZE",
+                        help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_process_options(parser)
+    parser.set_defaults(run=run)
 
-    args.chunk_sizes_list = parse_chunk_sizes(args.chunk_sizes) if args.chunk_sizes else None
-    args.memory_budget_bytes = parse_size(args.memory_budget) if args.memory_budget else None
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """The options of ``shardscope sweep``; ``chunk_sizes`` and ``memory_budget`` as written,
+    checked when it runs (after FILE)."""
+
+    demo: DemoOptions
+    processes: ProcessOptions
+    chunk_sizes: str | None
+    memory_budget: str | None
+    json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> SweepOptions:
+        """The options as ``sweep``'s subparser parsed them from ``argv``."""
+        return cls(DemoOptions.from_args(args), process_options(args, argv), args.chunk_sizes, args.memory_budget,
+                   args.json)
 
 
-def run(args: argparse.Namespace, settings: Settings, demo_file: Any = None) -> int:
-    """``shardscope sweep``: every plan at every chunk size, with progress on stderr."""
-    from shardscope.distributed.workers import is_leader
-    from shardscope.costmodel.sweep import run_sweep
-    from shardscope.render.sweep import render_sweep, sweep_json
+def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
+    """``shardscope sweep``, in a thread that Ctrl+C and SIGTERM end at once."""
+    options = SweepOptions.from_args(args, argv)
+    return run_interruptible(lambda: sweep(options))
+
+
+def sweep(options: SweepOptions) -> int:
+    """Every plan at every chunk size, with progress on stderr; process 0 prints the table or JSON."""
+    settings = options.demo.settings()
+    # the sweep's own options are checked before JAX starts too: a typo fails fast
+    chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
+    budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None
+    loaded = load_demo(settings, options.processes)
+    if options.processes.spawns_workers:
+        return spawn_on_demo_mesh(loaded, options.demo, options.processes)
+    ensure_devices(loaded.settings.mesh.devices)
 
     def progress(done: int, total: int, chunk: int) -> None:
         if is_leader():
             print(f"sweep: chunk size {chunk} done ({done}/{total})", file=sys.stderr, flush=True)
 
-    with contextlib.redirect_stdout(sys.stderr):
-        sweep = run_sweep(settings, args.chunk_sizes_list, args.memory_budget_bytes, progress, demo_file)
+    with contextlib.redirect_stdout(sys.stderr):  # what the demo prints while traced stays off stdout
+        result = run_sweep(loaded.settings, chunk_sizes, budget_bytes, progress, loaded.demo_file)
     if not is_leader():
         return 0
-    if args.json:
-        import json
-
-        from shardscope.render.json_values import finite
-
-        print(json.dumps(finite(sweep_json(sweep)), allow_nan=False))
+    if options.json:
+        print(json.dumps(finite(sweep_json(result)), allow_nan=False))
     else:
-        from shardscope.render.console import stdout_console
-
-        render_sweep(sweep, stdout_console())
+        render_sweep(result, stdout_console())
     return 0

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -66,8 +67,6 @@ def unregister_child(popen) -> None:
 
 def end_child_processes(grace_s: float = 1.0) -> None:
     """SIGTERM every registered child, then SIGKILL whoever is still there after ``grace_s``."""
-    import time
-
     children = list(_child_processes)
     for child in children:
         try:

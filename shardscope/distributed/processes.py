@@ -5,6 +5,11 @@ stderr is read by a thread: process 0's progress lines are passed on, and the la
 every worker say why it failed if it does. On a worker's failure,
 a timeout, Ctrl+C or SIGTERM every worker is ended (SIGTERM, then SIGKILL after a grace period)
 before this returns or raises: the coordinator's port closes with process 0.
+
+The coordinator's port is picked free here and bound by process 0 a second or so later; another
+process may take it in between. Process 0 then exits with
+:data:`~shardscope.distributed.workers.COORDINATOR_PORT_TAKEN` (or crashes, having logged
+:data:`GRPC_BIND_FAILURE`), and the workers start again on a port picked anew.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import IO, Iterable, Iterator
 
-from shardscope.distributed.workers import WorkerRole
+from shardscope.distributed.workers import COORDINATOR_PORT_TAKEN, WorkerRole
 from shardscope.errors import ShardscopeError
 from shardscope.distributed.interrupts import register_child, unregister_child
 
@@ -31,25 +36,47 @@ GRACE_S = 1.0
 PROGRESS_PREFIXES = ("sweep: ", "calibrate: ")
 """Lines of process 0's stderr that are progress, passed on to ours as they come."""
 
+PORT_ATTEMPTS = 5
+"""How many coordinator ports a run tries before it gives up (each taken before process 0 bound it)."""
+
+GRPC_BIND_FAILURE = "Failed to add port to server"
+"""gRPC's log line on stderr, naming the address, when process 0 cannot listen on the coordinator's
+port (``add_port.cc``: "Failed to add port to server: No address added out of total 1 resolved
+for '127.0.0.1:PORT'", on jax 0.10.2 and 0.12). Process 0 often dies of SIGSEGV right after
+it, before it can say so itself (half of 16 runs on jax 0.10.2 and 0.12: XLA's
+``DistributedRuntimeService`` starts its RPC thread even when the server did not start, and
+tears both down as ``initialize`` fails): then this line is the sign."""
+
 
 class WorkerFailed(ShardscopeError):
-    """A worker ended with an error; ``exit_code`` is what the CLI should exit with."""
+    """A worker ended with an error; ``exit_status`` is what the CLI should exit with."""
 
-    def __init__(self, message: str, hint: str | None, exit_code: int) -> None:
+    def __init__(self, message: str, hint: str | None, exit_status: int) -> None:
         super().__init__(message, hint)
-        self.exit_code = exit_code
+        self.exit_status = exit_status
+
+
+class _PortTaken(Exception):
+    """Process 0 could not bind the coordinator's port; ``failure`` says so if no port is left to try."""
+
+    def __init__(self, failure: WorkerFailed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 @dataclass
 class _Worker:
+    """One spawned worker: its process, the pipe of its stderr and the last lines read from it."""
+
     process_id: int
-    popen: subprocess.Popen
-    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
+    popen: subprocess.Popen[bytes]
+    stderr: IO[bytes]
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     reader: threading.Thread | None = None
 
     def read_stderr(self) -> None:
         """Keep the last lines of the worker's stderr; pass process 0's progress on."""
-        for raw in self.popen.stderr:
+        for raw in self.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             self.stderr_tail.append(line)
             if self.process_id == 0 and line.startswith(PROGRESS_PREFIXES):
@@ -67,12 +94,36 @@ def run_workers(worker_args: list[str], processes: int, timeout_s: float) -> int
     """Run ``python -m shardscope WORKER_ARGS --worker ...`` as ``processes`` joined workers.
 
     Returns 0 when every worker succeeds. Raises :class:`WorkerFailed` naming the first worker
-    that failed (with its message), or when they do not finish within ``timeout_s``.
+    that failed (with its message), or when they do not finish within ``timeout_s`` (all the
+    attempts together). When process 0 finds the coordinator's port taken, every worker is ended
+    and started again on another port, up to :data:`PORT_ATTEMPTS` ports.
     ``KeyboardInterrupt`` (Ctrl+C, or SIGTERM here) ends every worker and propagates.
     """
+    deadline = time.monotonic() + timeout_s
+    with _sigterm_as_interrupt():
+        for _ in range(PORT_ATTEMPTS - 1):
+            with contextlib.suppress(_PortTaken):
+                return _attempt(worker_args, processes, deadline, timeout_s)
+        try:
+            return _attempt(worker_args, processes, deadline, timeout_s)
+        except _PortTaken as taken:
+            raise taken.failure from None
+
+
+def _attempt(worker_args: list[str], processes: int, deadline: float, timeout_s: float) -> int:
+    """The workers on a coordinator port picked now, waited for; every one ended before this returns."""
     coordinator = f"127.0.0.1:{free_port()}"
-    with _sigterm_as_interrupt(), _workers(worker_args, processes, coordinator) as workers:
-        return _wait(workers, timeout_s)
+    with _workers(worker_args, processes, coordinator) as workers:
+        return _wait(workers, coordinator, deadline, timeout_s)
+
+
+def with_options(argv: list[str], *options: str) -> list[str]:
+    """``argv`` with ``options`` added where argparse reads them as options: at the end, or
+    before the ``--`` that ends the options when there is one."""
+    if "--" in argv:
+        end = argv.index("--")
+        return [*argv[:end], *options, *argv[end:]]
+    return [*argv, *options]
 
 
 @contextlib.contextmanager
@@ -81,7 +132,9 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
     try:
         for i in range(processes):
             role = WorkerRole(coordinator, processes, i, os.getpid())
-            worker = _Worker(i, _start([*worker_args, "--worker", role.text()], i))
+            popen = _start(with_options(worker_args, "--worker", role.text()), i)
+            assert popen.stderr is not None  # started with stderr=PIPE
+            worker = _Worker(i, popen, popen.stderr)
             # Registered before anything a signal can interrupt (starting a thread waits on an
             # event, where SIGTERM's KeyboardInterrupt lands): end_all must reach every worker.
             workers.append(worker)
@@ -97,10 +150,10 @@ def _workers(worker_args: list[str], processes: int, coordinator: str) -> Iterat
         for worker in workers:
             if worker.reader is not None:
                 worker.reader.join(timeout=GRACE_S)
-            worker.popen.stderr.close()
+            worker.stderr.close()
 
 
-def _start(argv: list[str], process_id: int) -> subprocess.Popen:
+def _start(argv: list[str], process_id: int) -> subprocess.Popen[bytes]:
     # Own session: a Ctrl+C in the terminal reaches only us, and we end the workers in order.
     return subprocess.Popen(
         [sys.executable, "-m", "shardscope", *argv],
@@ -111,17 +164,22 @@ def _start(argv: list[str], process_id: int) -> subprocess.Popen:
     )
 
 
-def _wait(workers: list[_Worker], timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
+def _wait(workers: list[_Worker], coordinator: str, deadline: float, timeout_s: float) -> int:
+    """0 once every worker has succeeded; raises :class:`WorkerFailed` for the first that failed
+    (:class:`_PortTaken` when process 0 could not bind ``coordinator``) or at ``deadline``."""
     running = list(workers)
     while running:
-        for worker in list(running):
+        for worker in list(running):  # in process order: process 0's bind failure is seen first
             code = worker.popen.poll()
             if code is None:
                 continue
             running.remove(worker)
-            if code != 0:
-                raise _failure(worker, code, len(workers))
+            if code == 0:
+                continue
+            failure = _failure(worker, code, len(workers))  # reads the worker's last lines
+            if worker.process_id == 0 and port_taken(code, worker.stderr_tail, coordinator):
+                raise _PortTaken(failure)
+            raise failure
         if time.monotonic() > deadline:
             raise WorkerFailed(
                 f"the {len(workers)} worker processes did not finish within {timeout_s:g} s; all were ended.",
@@ -130,6 +188,14 @@ def _wait(workers: list[_Worker], timeout_s: float) -> int:
             )
         time.sleep(0.05)
     return 0
+
+
+def port_taken(code: int, stderr_lines: Iterable[str], coordinator: str) -> bool:
+    """Whether process 0, ended with ``code`` after writing ``stderr_lines``, could not listen on
+    ``coordinator``: it said so with its exit status, or gRPC did before it crashed."""
+    address = f"'{coordinator}'"  # as gRPC quotes it
+    return code == COORDINATOR_PORT_TAKEN or any(GRPC_BIND_FAILURE in line and address in line
+                                                 for line in stderr_lines)
 
 
 def _failure(worker: _Worker, code: int, processes: int) -> WorkerFailed:
@@ -166,8 +232,6 @@ def end_all(workers: list[_Worker]) -> None:
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """While waiting on workers, SIGTERM unwinds like Ctrl+C so the workers are ended."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

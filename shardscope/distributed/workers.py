@@ -8,14 +8,31 @@ collectives implementation are fixed when the CPU backend starts.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from shardscope.errors import SettingsError
+from shardscope.errors import SettingsError, ShardscopeError
 
 INITIALIZATION_TIMEOUT_S = 60
 """How long a worker waits for the others to reach the coordinator."""
+
+COORDINATOR_PORT_TAKEN = 75
+"""Exit status of process 0 when the coordinator's port was taken before it could bind it
+(sysexits' EX_TEMPFAIL): the spawner starts the workers again on another port."""
+
+COORDINATOR_BIND_FAILURE = "Failed to start RPC server"
+"""What ``jax.distributed.initialize`` says (a ``jax.errors.JaxRuntimeError``, ``UNKNOWN: Failed
+to start RPC server``) when process 0 cannot listen on the coordinator's address: XLA's
+``DistributedRuntimeService::Get`` returns it when gRPC could not add the listening port. Seen on
+jax 0.10.2 and 0.12 with the port bound, or listened on, by another process."""
+
+
+class CoordinatorPortTaken(ShardscopeError):
+    """Process 0 could not listen on the coordinator's port: another process took it first."""
+
+    exit_status = COORDINATOR_PORT_TAKEN
 
 
 @dataclass(frozen=True)
@@ -44,8 +61,6 @@ def keep_stdout_for_report() -> None:
     gloo's C++ code prints connection notices on stdout; the report (one JSON object with
     ``--json``) must stay alone there.
     """
-    import sys
-
     sys.stdout.flush()
     report_fd = os.dup(1)
     os.dup2(2, 1)
@@ -66,15 +81,23 @@ def join_as_worker(role: WorkerRole, local_devices: int) -> None:
         jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_num_cpu_devices", local_devices)
-    jax.distributed.initialize(
-        coordinator_address=role.coordinator,
-        # JAX binds the coordinator on every interface ([::]:PORT) whatever the address says:
-        # local workers keep it on the loopback address they connect to
-        coordinator_bind_address=role.coordinator,
-        num_processes=role.processes,
-        process_id=role.process_id,
-        initialization_timeout=INITIALIZATION_TIMEOUT_S,
-    )
+    try:
+        jax.distributed.initialize(
+            coordinator_address=role.coordinator,
+            # JAX binds the coordinator on every interface ([::]:PORT) whatever the address says:
+            # local workers keep it on the loopback address they connect to
+            coordinator_bind_address=role.coordinator,
+            num_processes=role.processes,
+            process_id=role.process_id,
+            initialization_timeout=INITIALIZATION_TIMEOUT_S,
+        )
+    except jax.errors.JaxRuntimeError as exc:
+        if role.process_id == 0 and COORDINATOR_BIND_FAILURE in str(exc):
+            raise CoordinatorPortTaken(
+                f"the coordinator could not listen on {role.coordinator}: another process took the port",
+                "run the command again: the port is picked anew each time",
+            ) from exc
+        raise
     jax.devices()  # start the backend now: the device count is final from here on
 
 

@@ -39,12 +39,15 @@ from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import HloModule, Instruction, parse
 from shardscope.engine.jaxpr_pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
 from shardscope.engine.replica_groups import MeshShape
-from shardscope.engine.inspection import pytree_names
+from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.jaxpr_model import from_jaxpr
 from shardscope.engine.verdicts import Verdict
 
 if TYPE_CHECKING:
     import jax
+
+    from shardscope.engine.dataflow import Collective
+    from shardscope.engine.jaxpr_model import Program
 
 __all__ = ["COLLECTIVE_KINDS", "PROGRAM", "PARTITIONER", "CompiledLoop", "CompiledOperand", "CompiledCollective",
            "CompiledPlan", "compiled_plan", "plan_of"]
@@ -247,30 +250,34 @@ def compiled_plan(
     dead = set(dead_equations)
     refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
-    paired = [builder.named_after_pairing(c) for c in paired]
+    sizes = {r.equation_id: r.bytes_per_execution for r in refs}
+    paired = [builder.named_after_pairing(c, sizes) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
     return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
 
 
 def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" = None, *,
             input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
-            text: str | None = None) -> CompiledPlan:
+            text: str | None = None, program: "Program | None" = None,
+            jaxpr_collectives: "Sequence[Collective] | None" = None) -> CompiledPlan:
     """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
     is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
     and the values named as the jaxpr view names them. ``text`` is another module of the same
     trace to read instead of ``compiled``'s (a target's, ``TargetCompilation.hlo_text``; the
     CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
-    ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``."""
+    ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``. ``program`` and
+    ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
+    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
     import jax
 
     from shardscope.engine.equation_names import EquationNames
 
     compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
-    traced = traced if hasattr(traced, "jaxpr") else traced.traced
-    program = from_jaxpr(traced.jaxpr)
+    traced = jax_traced(traced)
+    program = program if program is not None else from_jaxpr(traced.jaxpr)
     outputs = list(output_names) or pytree_names(traced.out_info, "out")
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
-    found = jaxpr_collectives_of(program, inputs, outputs)
+    found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
     return compiled_plan(
         text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
@@ -278,6 +285,11 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
+
+
+def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":
+    """JAX's own ``Traced`` of ``traced``: flax's ``nnx.jit(f).trace(...)`` holds it in ``.traced``."""
+    return traced if hasattr(traced, "jaxpr") else traced.traced
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
@@ -326,13 +338,19 @@ class _Builder:
         )
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
 
-    def named_after_pairing(self, c: CompiledCollective) -> CompiledCollective:
-        """``c`` with the jaxpr view's name of the collective it pairs with, where it has one
-        (a combined instruction keeps its operands' own names)."""
-        name = self.namer.paired_value(c) if not c.combined else ""
-        if not name:
+    def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int]) -> CompiledCollective:
+        """``c`` with the jaxpr view's name of the collective it pairs with, where it has one; each
+        operand of a combined instruction takes the name of the one paired collective of its bytes
+        (``sizes``: each jaxpr collective's bytes per run), else keeps its own."""
+        if not c.combined:
+            name = self.namer.paired_value(c)
+            names = [name] * len(c.operands)
+        else:
+            names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
+        if not any(names):
             return c
-        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name) for op in c.operands))
+        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name or op.value)
+                                                     for op, name in zip(c.operands, names)))
 
     def loop(self, inst: Instruction) -> CompiledLoop:
         """The :class:`CompiledLoop` of the while instruction ``inst``."""

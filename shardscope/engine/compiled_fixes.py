@@ -34,7 +34,7 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], rank: int, runs_
     reduced = "{" + names + "}"
     nones = ", ".join(["None"] * max(rank, 1))
     what = value or "the parameters"
-    counts = f"{runs_after} run(s)/call instead of {runs_before}"
+    counts = f"{runs_after} runs/call instead of {runs_before}"
     if style == "shard_map":
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
@@ -53,7 +53,7 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], rank: int, runs_
 def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
     """The code that moves a loop-invariant collective before the loop, for ``style``."""
     what = value or "its operand"
-    counts = f"{runs_after} run(s)/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
+    counts = f"{runs_after} runs/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
     if style == "shard_map":
         return f"move the {kind} of {what} before the loop: {counts}."
     if style == "explicit":

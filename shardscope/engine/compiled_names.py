@@ -70,9 +70,13 @@ class CollectiveNamer:
 
     def paired_value(self, c: "CompiledCollective") -> str:
         """The jaxpr view's name of the collective a program-written one pairs with."""
-        if self.equations is None or not c.equations:
+        return self.equation_value(c.equations)
+
+    def equation_value(self, equation_ids: Sequence[str]) -> str:
+        """The one name the jaxpr view gives the collectives ``equation_ids`` (``""`` for none or several)."""
+        if self.equations is None or not equation_ids:
             return ""
-        names = {self.equations.collective_value(e) for e in c.equations} - {""}
+        names = {self.equations.collective_value(e) for e in equation_ids} - {""}
         return names.pop() if len(names) == 1 else ""
 
     def _producer(self, site: CollectiveSite, operand: int) -> Instruction | None:
@@ -82,9 +86,12 @@ class CollectiveNamer:
         0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
         names = site.instruction.operands
         inst = self.module.instruction(names[operand]) if operand < len(names) else None
+        named: Instruction | None = None  # the last instruction on the way that says which equation made it
         for _ in range(64):
             if inst is None:
                 return None
+            if inst.metadata.op_name:
+                named = inst
             inst = self.flow.resolve(inst)
             if inst.opcode in FORWARDING:
                 inst = self.flow.producer(inst, 0)
@@ -92,8 +99,10 @@ class CollectiveNamer:
                 inst = self._element_source(inst)
             elif inst.opcode == "add" and self._accumulated(inst) is not None:
                 inst = self._accumulated(inst)
-            else:
-                return None if inst.opcode in ("parameter", *_OPAQUE) or not inst.metadata.op_name else inst
+            elif inst.opcode in ("parameter", *_OPAQUE):
+                return None
+            else:  # a dot XLA rewrote keeps no metadata: the fusion wrapping it still has the equation's
+                return inst if inst.metadata.op_name else named
         return None
 
     def _element_source(self, gte: Instruction) -> Instruction | None:

@@ -1,62 +1,112 @@
 """The analysis of one program: every collective, where it runs, how often, and whether it must.
 
-:func:`inspect` is the public entry point for any function that uses ``jax.shard_map``; the
-plans of :mod:`shardscope.pipeline.analysis` go through :func:`inspect_traced` as well, so a plan and a
-user's own training step are read by the same engine.
+:func:`inspect` is the public entry point for any program JAX traces (``shard_map`` or jit with
+shardings): it reads the jaxpr (what the program writes) and the compiled module (what XLA
+runs, the partitioner's collectives too) and pairs them. The plans of
+:mod:`shardscope.pipeline.run` go through :func:`inspect_traced` as well, so a plan and a user's
+own training step are read by the same engine.
 """
 
 from __future__ import annotations
 
-import inspect as _pyinspect
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
-from shardscope.errors import ShardscopeError
+from shardscope.engine.paired import PairedCollective, paired_collectives
+from shardscope.engine.pytree_paths import argument_names, pytree_names
+from shardscope.engine.traceable import Traceable, traceable
+from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 from shardscope.render.findings import render_inspection, to_text
 from shardscope.render.findings_html import inspection_html
 
+if TYPE_CHECKING:
+    from shardscope.engine.dataflow import Collective, Loop
+    from shardscope.engine.jaxpr_model import Program
+
+__all__ = ["Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+
 
 @dataclass(frozen=True)
 class Inspection:
-    """One traced program with its named collectives, their verdicts and its loops."""
+    """One program, as written (its jaxpr) and as XLA compiled it, with each collective's verdict.
+
+    ``collectives`` are the jaxpr's collective equations (what the program writes; a jit with
+    shardings has none there); ``compiled`` is the compiled plan (what runs: every collective
+    instruction of the partitioned module, the partitioner's too), None for a program that was
+    only traced. :attr:`paired` joins the two, one entry per collective: what the tables, the
+    findings and ``check``'s exit code count.
+    """
 
     function: str
-    program: Any  # shardscope.engine.jaxpr_model.Program
-    collectives: tuple  # tuple[shardscope.engine.dataflow.Collective, ...]
+    program: Program
+    collectives: tuple[Collective, ...]
     trace_s: float = 0.0
+    compiled: CompiledPlan | None = None
+    compile_s: float | None = None
 
     @cached_property
-    def loops(self) -> tuple:
-        """Every loop with the collectives inside it (``dataflow.Loop``)."""
+    def loops(self) -> tuple[Loop, ...]:
+        """Every jaxpr loop with the collectives inside it."""
         from shardscope.engine.dataflow import loops
 
         return loops(self.program, self.collectives)
 
-    @property
-    def findings(self) -> tuple:
-        """The collectives inside loops: the ones a verdict is about."""
-        return tuple(c for c in self.collectives if c.in_loop)
+    @cached_property
+    def paired(self) -> tuple[PairedCollective, ...]:
+        """Every collective once: each compiled instruction with the jaxpr collectives it comes
+        from, then the jaxpr collectives with none (dead ones last)."""
+        return paired_collectives(self.collectives, self.compiled)
 
     @property
-    def flagged(self) -> tuple:
-        """The collectives a loop runs without needing to (deferrable or loop-invariant)."""
-        return tuple(c for c in self.collectives if c.verdict is not None and c.verdict.flagged)
+    def findings(self) -> tuple[PairedCollective, ...]:
+        """The collectives that run inside loops: the ones a verdict is about."""
+        return tuple(c for c in self.paired if c.in_loop)
+
+    @property
+    def flagged(self) -> tuple[PairedCollective, ...]:
+        """The collectives a loop runs without needing to, in either view's judgement, each once."""
+        return tuple(c for c in self.paired if c.flagged)
+
+    @property
+    def dead_collectives(self) -> tuple[Collective, ...]:
+        """The jaxpr collectives the compiler removes (nothing uses their result): they never run."""
+        dead = set(self.compiled.dead_equations) if self.compiled is not None else set()
+        return tuple(c for c in self.collectives if c.equation_id in dead)
+
+    @property
+    def live_collectives(self) -> tuple[Collective, ...]:
+        """The jaxpr collectives that run (all but :attr:`dead_collectives`)."""
+        dead = {c.equation_id for c in self.dead_collectives}
+        return tuple(c for c in self.collectives if c.equation_id not in dead)
 
     @property
     def executed_collectives(self) -> int | None:
-        """Collective runs per call, every ``cond`` branch counted (None when a count is unknown)."""
-        return total_executions(self.collectives)
+        """Collective runs per call of the compiled module (None when a count is unknown)."""
+        return self._plan().executed_collectives
 
     def counts(self) -> dict[str, int | None]:
-        """Runs per call of each primitive (None when a loop around one has no static trip count)."""
-        totals: dict[str, list] = {}
-        for c in self.collectives:
+        """Runs per call of each compiled collective kind, ``{"all-reduce": 4}``: what XLA runs,
+        the partitioner's collectives too and combined ones once (None when a loop around one
+        has no static trip count; collectives in conditional branches all count)."""
+        return self._plan().counts()
+
+    def jaxpr_counts(self) -> dict[str, int | None]:
+        """Runs per call of each JAX collective primitive the program writes, ``{"psum_invariant": 8}``,
+        without the dead ones (None when a loop around one has no static trip count)."""
+        totals: dict[str, list[Collective]] = {}
+        for c in self.live_collectives:
             totals.setdefault(c.primitive, []).append(c)
         return {primitive: total_executions(found) for primitive, found in totals.items()}
+
+    def _plan(self) -> CompiledPlan:
+        if self.compiled is None:
+            raise ValueError(f"{self.function} was only traced: it has no compiled plan (jaxpr_counts() reads the jaxpr)")
+        return self.compiled
 
     def __rich__(self) -> Any:
         """The findings table with the fixes under it (``rich.print(inspection)``)."""
@@ -74,11 +124,16 @@ class Inspection:
 
 
 def inspect(fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
-    """Trace ``fn(*args, **kwargs)`` and analyse its collectives.
+    """Trace, lower and compile ``fn(*args, **kwargs)`` (nothing runs) and read both views.
 
-    ``fn`` uses ``jax.shard_map`` (jitted or not); ``args`` are arrays or
-    ``jax.ShapeDtypeStruct`` pytrees. Raises :class:`~shardscope.errors.TraceError` when it does
-    not trace.
+    ``fn`` is any callable JAX can trace: a ``jax.jit`` object, a plain function (jitted here),
+    an ``nnx.jit`` function, an ``eqx.filter_jit`` wrapper, a ``functools.partial`` or a bound
+    method; with ``jax.shard_map`` inside or jit with shardings (the partitioner's collectives
+    are in the compiled module only). ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees
+    (placed with their shardings, or shapes with ``sharding=``). The jaxpr is read, then
+    ``traced.lower().compile()`` gives the module the compiled plan reads: the program
+    compiles once, as ``jax.jit(fn).lower(*args).compile()`` would. Raises
+    :class:`~shardscope.errors.TraceError` when it does not trace or compile.
     """
     return inspect_program(fn, args, kwargs, debug=API_DEBUG)
 
@@ -89,62 +144,60 @@ API_DEBUG = "JAX's whole error is this exception's __cause__"
 
 def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
                     debug: str = API_DEBUG) -> Inspection:
-    """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace error says that
-    ``debug`` shows the whole of JAX's error."""
+    """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace or compile
+    error says that ``debug`` shows the whole of JAX's error."""
     name = name or getattr(fn, "__name__", type(fn).__name__)
-    traced, trace_s = trace_program(fn, args, kwargs, name, debug)
-    return inspect_traced(traced, name, argument_names(fn, args, kwargs), pytree_names(traced.out_info, "out"), trace_s)
+    program = traceable(fn, args, kwargs)
+    traced, trace_s = trace_program(program, name, debug)
+    compiled, compile_s = compile_program(traced, name, debug)
+    return inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
+                          compiled=compiled, compile_s=compile_s)
 
 
-def trace_program(fn: Callable, args: tuple, kwargs: dict, name: str, debug: str) -> tuple[Any, float]:
-    """``jax.jit(fn).trace(*args, **kwargs)`` and its seconds; JAX's error as a :class:`TraceError`
-    (:func:`shardscope.failures.trace_error`, the quoting every command shares)."""
-    import jax
-
-    jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
+def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:
+    """``program.function.trace(*args, **kwargs)`` and its seconds; JAX's error as a
+    :class:`TraceError` (:func:`shardscope.failures.trace_error`, the quoting every command shares)."""
     start = time.perf_counter()
     try:
-        traced = jitted.trace(*args, **kwargs)
+        traced = program.function.trace(*program.args, **program.kwargs)
     except ShardscopeError:
         raise
     except Exception as exc:
         raise trace_error(exc, name, demo=False, debug=debug) from exc
     return traced, time.perf_counter() - start
+
+
+def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
+    """``traced.lower().compile()`` and its seconds; XLA's error as one :class:`TraceError`."""
+    start = time.perf_counter()
+    try:
+        compiled = traced.lower().compile()
+    except ShardscopeError:
+        raise
+    except Exception as exc:
+        raise TraceError(f"{name} traces but does not compile on its example arguments: {quote_error(exc)}",
+                         f"jax.jit({name}).lower(*args).compile() fails the same way; {debug}") from exc
+    return compiled, time.perf_counter() - start
+
+
 def inspect_traced(
-    traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0
+    traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
+    *, compiled: Any = None, compile_s: float | None = None,
 ) -> Inspection:
-    """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``)."""
+    """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``, or flax's
+    ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""
     from shardscope.engine.dataflow import collectives
     from shardscope.engine.jaxpr_model import from_jaxpr
 
+    traced = jax_traced(traced)
     program = from_jaxpr(traced.jaxpr)
     invars = len(traced.jaxpr.jaxpr.invars)
     names_in = list(input_names) if len(input_names) == invars else [""] * invars
     outvars = len(program.root.outputs)
     names_out = list(output_names) if len(output_names) == outvars else [""] * outvars
-    return Inspection(function, program, collectives(program, names_in, names_out), trace_s)
-
-
-def pytree_names(tree: Any, prefix: str) -> list[str]:
-    """``prefix['W'][0]`` for every leaf of ``tree``, in flattening order."""
-    import jax
-
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return [prefix + jax.tree_util.keystr(path) for path, _ in leaves]
-
-
-def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
-    """The leaves of ``(args, kwargs)`` named after ``fn``'s parameters, as jit flattens them."""
-    try:
-        params = [
-            p.name for p in _pyinspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i, arg in enumerate(args):
-        names += pytree_names(arg, params[i] if i < len(params) else f"args[{i}]")
-    for key in sorted(kwargs):
-        names += pytree_names(kwargs[key], key)
-    return names
+    found = collectives(program, names_in, names_out)
+    plan = None
+    if compiled is not None:
+        plan = plan_of(traced, compiled, input_names=names_in, output_names=names_out, program=program,
+                       jaxpr_collectives=found)
+    return Inspection(function, program, found, trace_s, plan, compile_s)

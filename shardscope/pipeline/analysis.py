@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import Count, total_runs
 from shardscope.errors import Cancelled
 from shardscope.pipeline.comparison import Comparison, compare
 from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
+    from shardscope.engine.compiled import CompiledPlan
+    from shardscope.engine.paired import PairedCollective
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.plans.shapes import Shapes
@@ -30,10 +32,13 @@ Progress = Callable[[str, float], None]
 
 @dataclass(frozen=True)
 class PlanResult:
-    """One plan's program, graph, collectives, HLO and measurements: filled in by :func:`analyze`.
+    """One plan's program, graph, collectives, compiled plan and measurements: filled in by :func:`analyze`.
 
     Frozen and complete: nothing is computed later on whichever thread touches it first.
     ``graph`` is None when analysed with ``graphs=False`` (``report`` and ``diff`` never draw).
+    ``collectives`` are the jaxpr's collective equations; ``compiled`` is what XLA runs (every
+    collective instruction, the partitioner's too) and ``paired`` the two joined, each
+    collective once (:mod:`shardscope.engine.paired`).
     """
 
     name: str
@@ -47,8 +52,9 @@ class PlanResult:
     bytes: Count  # per-device bytes moved by collectives per call
     trace_s: float
     graph: Any = None  # networkx.DiGraph (shardscope.engine.dataflow.build_graph)
-    # The rest needs the compiled program; None when analysed with measure=False.
-    hlo: Any = None  # shardscope.engine.hlo.HloSummary
+    # The rest needs the compiled program; None when analysed with measure=False (and not compile=True).
+    compiled: "CompiledPlan | None" = None
+    paired: "tuple[PairedCollective, ...]" = ()
     compile_s: float | None = None
     run_s: Any = None  # shardscope.measure.timing.RunTimes
     memory: dict[str, int] | None = None
@@ -62,8 +68,12 @@ class PlanResult:
         """The result for one traced program (a plan's or a program file's): its collectives, loops,
         per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
         from shardscope.engine import dataflow
+        from shardscope.engine.paired import paired_collectives
 
         program = inspection.program
+        measured.setdefault("compiled", inspection.compiled)
+        measured.setdefault("compile_s", inspection.compile_s)
+        measured.setdefault("paired", paired_collectives(inspection.collectives, measured["compiled"]))
         return cls(
             name=name,
             description=description,
@@ -78,6 +88,27 @@ class PlanResult:
             graph=dataflow.build_graph(program) if graphs else None,
             **measured,
         )
+
+    @property
+    def compiled_runs(self) -> Count | None:
+        """Compiled collective runs per call (None when not compiled; an upper bound with collectives
+        in conditional branches)."""
+        if self.compiled is None:
+            return None
+        return total_runs(self.compiled.collectives)
+
+    @property
+    def compiled_bytes(self) -> Count | None:
+        """Per-device bytes the compiled collectives move per call (None when not compiled)."""
+        if self.compiled is None:
+            return None
+        per_call = [c.bytes_per_call for c in self.compiled.collectives]
+        return Count(None if None in per_call else sum(per_call), any(c.in_conditional for c in self.compiled.collectives))
+
+    @property
+    def flagged(self) -> "tuple[PairedCollective, ...]":
+        """The collectives a loop runs without needing to, in either view, each once."""
+        return tuple(c for c in self.paired if c.flagged)
 
     @property
     def title(self) -> str:

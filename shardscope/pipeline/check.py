@@ -2,7 +2,9 @@
 
 A program file's ``@shardscope.program`` functions are inspected as they are; a demo file's
 ``@shardscope.demo`` functions are checked through their naive and deferred plans (the naive
-plan flags, the deferred plan passes). The CPU device count must already be set.
+plan flags, the deferred plan passes). Every program is traced and compiled (nothing runs):
+the findings are the compiled plan's (what XLA runs, the partitioner's collectives too) joined
+with the jaxpr's, each collective once. The CPU device count must already be set.
 """
 
 from __future__ import annotations
@@ -39,17 +41,18 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None) -> list[Inspection]:
-    """A demo's plans, each as an inspection named ``demo[plan]`` (traced, not run)."""
+    """A demo's plans, each as an inspection named ``demo[plan]`` (traced and compiled, not run)."""
     # without --devices, a demo's own mesh (its mesh=, or one its param_specs name) is used
     settings = Settings(path=path, function=demo.name, devices=devices or DEFAULT_DEVICES, demo_mesh=devices is None)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
-    analysis = analyze(settings, loaded=loaded, measure=False, graphs=False)
+    analysis = analyze(settings, loaded=loaded, measure=False, compile=True, graphs=False)
     return [
-        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s)
+        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s)
         for name, plan in analysis.plans.items()
     ]
 
 
 def exit_code(inspections: list[Inspection]) -> int:
-    """1 when any loop holds a deferrable or loop-invariant collective, else 0."""
+    """1 when any loop runs a collective it need not (deferrable or loop-invariant in the compiled
+    plan or the jaxpr: a collective and the instruction it compiles to count once), else 0."""
     return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN

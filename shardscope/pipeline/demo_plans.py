@@ -17,7 +17,7 @@ from shardscope import failures
 from shardscope.engine.inspection import Inspection, pytree_names
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram, Workload
-from shardscope.plans import registry
+from shardscope.plans import bodies, registry
 from shardscope.plans.settings import Settings
 from shardscope.sources.demos import DemoFunction
 
@@ -117,7 +117,9 @@ def with_plan_sources(inspection: Inspection, plan: str) -> Inspection:
     """``inspection`` with the plan's own collectives named as such: a collective no line of the
     user's made (the deferred plan's ``psum`` after the loop, the naive plan's ``all_gather`` of
     a sharded leaf) gets ``the deferred plan's own psum_invariant, after the chunk loop`` as its
-    source, not a line of shardscope's plan bodies."""
+    source, not a line of shardscope's plan bodies; so does the compiled plan's chunk loop
+    (``the plan's chunk loop``)."""
+    inspection = _with_plan_loops(inspection)
     if all(c.source for c in inspection.collectives):
         return inspection
     where = {site.equation.id: _placement(site) for site in inspection.program.sites()
@@ -129,6 +131,25 @@ def with_plan_sources(inspection: Inspection, plan: str) -> Inspection:
             c = replace(c, source=source, value=c.value or source)
         named.append(c)
     return replace(inspection, collectives=tuple(named))
+
+
+PLAN_LOOP = "the plan's chunk loop"
+"""What the compiled plan of a demo's plan calls the loop shardscope's plan body made."""
+
+
+def _with_plan_loops(inspection: Inspection) -> Inspection:
+    """The compiled loops that a line of shardscope's plan bodies made, sourced as :data:`PLAN_LOOP`."""
+    compiled = inspection.compiled
+    if compiled is None:
+        return inspection
+    made_here = f"{Path(bodies.__file__).name}:"
+    renamed = {loop.name: replace(loop, source=PLAN_LOOP) for loop in compiled.loops if loop.source.startswith(made_here)}
+    if not renamed:
+        return inspection
+    loops = tuple(renamed.get(loop.name, loop) for loop in compiled.loops)
+    collectives = tuple(replace(c, loops=tuple(renamed.get(loop.name, loop) for loop in c.loops))
+                        for c in compiled.collectives)
+    return replace(inspection, compiled=replace(compiled, loops=loops, collectives=collectives))
 
 
 def _placement(site: "Site") -> str:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from shardscope.engine.inspection import argument_names, pytree_names
+from shardscope.engine.compiled import jax_traced
+from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 from shardscope.measure.crosscheck import layout
@@ -92,19 +94,19 @@ def program_workload(loaded: ProgramFile, settings: Settings) -> Workload:
 
 
 def _program(function: ProgramFunction, held: list[int]) -> PipelineProgram:
-    fn, spec = function.fn, function.spec
+    program = traceable(function.fn, function.spec.args, function.spec.kwargs)
     return PipelineProgram(
         name=function.name,
         description=function.description,
         role="program",
-        function=fn if hasattr(fn, "trace") else jax.jit(fn),
-        arguments=(spec.args, spec.kwargs),
-        input_names=lambda traced: argument_names(fn, spec.args, spec.kwargs),
+        function=program.function,
+        arguments=(program.args, program.kwargs),
+        input_names=lambda traced: list(program.input_names),
         output_names=lambda traced: pytree_names(traced.out_info, "out"),
-        run_arguments=lambda traced, compiled: _run_arguments(function, traced, compiled, held),
+        run_arguments=lambda traced, compiled: _run_arguments(function.name, program, traced, compiled, held),
         trace_failure=lambda exc: _trace_failure(function.name, exc),
         optional=True,
-        mesh=lambda traced: mesh_text(traced.jaxpr),
+        mesh=lambda traced: mesh_text(jax_traced(traced).jaxpr),
     )
 
 
@@ -118,13 +120,13 @@ def _trace_failure(name: str, exc: BaseException) -> tuple[ShardscopeError, str]
     return trace_error(exc, name, demo=False, debug=CLI_DEBUG), "it fails to trace: " + " ".join(quote_error(exc, 3).split())
 
 
-def _run_arguments(function: ProgramFunction, traced: "Traced", compiled: "Compiled", held: list[int]) -> Arguments:
+def _run_arguments(name: str, program: Traceable, traced: "Traced", compiled: "Compiled", held: list[int]) -> Arguments:
     """The example arguments, made concrete (shapes filled from :data:`SEED`) once they are known
     to fit beside the ``held[0]`` bytes of the programs before, and placed as the compiled program
     expects them: the timings measure the call alone."""
-    name, spec = function.name, function.spec
+    spec = ProgramSpec(program.args, program.kwargs)
     arguments = dynamic_arguments(name, spec, traced.args_info)
-    names = argument_names(function.fn, *arguments) if arguments[0] is spec.args else None
+    names = list(program.input_names) if arguments[0] is spec.args and program.input_names else None
     held[0] += check_program_fits(name, arguments, compiled.input_shardings, names, held[0])  # before a byte is made
     args, kwargs = materialize(arguments, SEED)
     try:

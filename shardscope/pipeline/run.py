@@ -3,7 +3,7 @@
 The same sequence for a demo's plans and a program file's programs: trace each program once
 (an optional one that fails is listed as unavailable), compile each once, place its arguments as
 the compiled program expects them, run each once (an error names the program), time them all
-interleaved, read the compiled module (HLO, memory, XLA's cost analysis) and check the results:
+interleaved, read the compiled module (the compiled plan, memory, XLA's cost analysis) and check the results:
 against the reference where there is one, and with each other.
 """
 
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shardscope import failures
+from shardscope.engine.compiled import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
 from shardscope.errors import SettingsError, ShardscopeError, quote_error
 from shardscope.failures import quiet_callback_logs
@@ -44,6 +45,7 @@ def analyze(
     loaded: DemoFile | ProgramFile | None = None,
     *,
     measure: bool = True,
+    compile: bool = False,
     graphs: bool = True,
     plan_set: tuple | None = None,
 ) -> Analysis:
@@ -52,7 +54,8 @@ def analyze(
 
     The CPU device count must already be set (:func:`shardscope.pipeline.devices.ensure_devices`).
     ``loaded`` skips loading when the caller already holds the loaded file. With
-    ``measure=False`` the programs are only traced: no HLO, timings, memory or error. With
+    ``measure=False`` the programs are only traced: no compiled plan, timings, memory or error;
+    ``compile=True`` compiles them all the same and reads their compiled plans (``check``). With
     ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` never draw one, and
     skip importing networkx). ``plan_set`` replaces the registry's plans of a demo
     (:data:`shardscope.plans.registry.PLANS`), e.g. to add the compute-only floor.
@@ -67,23 +70,25 @@ def analyze(
         if settings.function is not None and settings.function not in loaded.functions:
             raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
                                 f"available: {', '.join(loaded.names)}")
-        return run(program_workload(loaded, settings), report, measure=measure, graphs=graphs)
+        return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs)
     for name in settings.mesh.names:
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_fn = loaded.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     try:
         workload = demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set)
-        return run(workload, report, measure=measure, graphs=graphs)
+        return run(workload, report, measure=measure, compile=compile, graphs=graphs)
     except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
         raise failures.system_exit(exc, settings.path, demo_fn.name) from None
 
 
-def run(workload: Workload, progress: Progress | None = None, *, measure: bool = True, graphs: bool = True) -> Analysis:
+def run(workload: Workload, progress: Progress | None = None, *, measure: bool = True, compile: bool = False,
+        graphs: bool = True) -> Analysis:
     """The :class:`Analysis` of ``workload``'s programs.
 
-    With ``measure=False`` the programs are only traced (no compiled module, timings, memory or
-    checks); with ``graphs=False`` no dataflow graph is built (``report`` and ``diff`` draw none).
+    With ``measure=False`` the programs are only traced (no compiled plan, timings, memory or
+    checks), unless ``compile`` asks for their compiled plans; with ``graphs=False`` no dataflow
+    graph is built (``report`` and ``diff`` draw none).
     """
     import jax
 
@@ -91,15 +96,20 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
 
     report = progress or (lambda stage, fraction: None)
     traced, unavailable = _trace(workload, report, measure)
-    measured = _measure(workload, traced, report) if measure else _Measured()
+    compiled = _compile(workload, traced, report) if measure or compile else {}
+    measured = _measure(workload, traced, compiled, report) if measure else _Measured()
     results = {}
     with paused():  # one pause for every program: the collector catches up once, not after each
         for program in workload.programs:
             if program.name not in traced:
                 continue
             trace, inspection = traced[program.name]
+            if program.name in compiled:
+                executable, compile_s = compiled[program.name]
+                inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
+                                     compile_s=compile_s)
             results[program.name] = PlanResult.from_inspection(
-                inspection, name=program.name, description=program.description, role=program.role,
+                program.relabel(inspection), name=program.name, description=program.description, role=program.role,
                 trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace),
                 **measured.per_program.get(program.name, {}),
             )
@@ -118,6 +128,16 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         collectives_transport=collectives_transport(),
         checks=measured.checks,
     )
+
+
+def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspection, compiled: "Compiled") -> CompiledPlan:
+    """The compiled plan of one program, read once: paired with the jaxpr view the trace already
+    read (its collectives as traced: a plan's relabelled sources would pair with no line)."""
+    from shardscope.engine.compiled import plan_of
+
+    with paused():  # the parse makes an object per instruction: no full passes meanwhile
+        return plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
+                       program=inspection.program, jaxpr_collectives=inspection.collectives)
 
 
 def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[Traces, dict[str, str]]:
@@ -150,7 +170,7 @@ def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[
         with paused():  # reading it makes 100,000s of objects that live on: no full passes meanwhile
             inspection = inspect_traced(trace, program.name, program.input_names(trace),
                                         program.output_names(trace), trace_s)
-        traced[program.name] = (trace, program.relabel(inspection))
+        traced[program.name] = (trace, inspection)  # relabelled once its compiled plan is read
     if errors and not any(program.name in traced for program in workload.programs):
         raise errors[0]
     return traced, unavailable
@@ -165,27 +185,34 @@ class _Measured:
     checks: tuple["GradientCheck", ...] = ()
 
 
-def _measure(workload: Workload, traced: Traces, report: Progress) -> _Measured:
-    """Compile each traced program once, run each once, time them interleaved, check the results."""
-    import jax
-
-    from shardscope.engine import hlo
+def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:
+    """Each traced program (and the reference) compiled once: ``{name: (compiled, seconds)}``."""
     from shardscope.measure import timing
 
     programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
-    compiled: dict[str, Compiled] = {}
-    compile_s: dict[str, float] = {}
-    calls = {}
+    compiled: dict[str, tuple[Compiled, float]] = {}
     for i, program in enumerate(programs):
         report("compiling", i / len(programs))
         trace = traced[program.name][0]
         try:
-            compiled[program.name], compile_s[program.name] = timing.timed(lambda: trace.lower().compile())
+            compiled[program.name] = timing.timed(lambda: trace.lower().compile())
         except Exception as exc:
             raise ShardscopeError(f"XLA failed to compile the {program.title}: {quote_error(exc)}",
                                   "run with --debug for the full error") from exc
-        args, kwargs = program.run_arguments(trace, compiled[program.name])
-        calls[program.name] = functools.partial(compiled[program.name], *args, **kwargs)
+    return compiled
+
+
+def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Compiled", float]],
+             report: Progress) -> _Measured:
+    """Run each compiled program once, time them interleaved, check the results."""
+    from shardscope.measure import timing
+
+    programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
+    calls = {}
+    for program in programs:
+        executable = compiled[program.name][0]
+        args, kwargs = program.run_arguments(traced[program.name][0], executable)
+        calls[program.name] = functools.partial(executable, *args, **kwargs)
 
     report("timing", 0.0)
     repeats = workload.settings.repeats
@@ -201,23 +228,18 @@ def _measure(workload: Workload, traced: Traces, report: Progress) -> _Measured:
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums)") from exc
     report("checking", 0.0)
-    backend = jax.default_backend()
-    numbers = {
-        name: {"compile_s": compile_s[name], "run_s": times[name], "memory": timing.memory(compiled[name])}
-        for name in compiled
-    }
+    numbers = {name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
     results = {program.name: program.result(outputs[program.name]) for program in workload.programs
                if program.name in outputs}
     reference = None
     if workload.reference is not None and workload.reference.name in outputs:
         name = workload.reference.name
-        reference = ReferenceResult(compile_s[name], times[name], numbers.pop(name)["memory"])
+        reference = ReferenceResult(compiled[name][1], times[name], numbers.pop(name)["memory"])
         expected = outputs[name]
         for program_name, result in results.items():
             numbers[program_name]["max_abs_err"] = timing.max_abs_err(result, expected)
     for name in results:
-        numbers[name]["hlo"] = hlo.summarize(compiled[name].as_text(), backend)
-        numbers[name]["cost_analysis"] = timing.cost_summary(compiled[name])
+        numbers[name]["cost_analysis"] = timing.cost_summary(compiled[name][0])
     checks = _cross_checks(workload, results)
     report("checking", 1.0)
     return _Measured(numbers, reference, checks)

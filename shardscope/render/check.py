@@ -19,12 +19,12 @@ def to_json(path: Path, inspections: list[Inspection]) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
-    ``findings`` and ``collectives`` are also at the top level.
+    ``findings``, ``collectives`` and ``compiled_collectives`` are also at the top level.
     """
     programs = [inspection_json(ins) for ins in inspections]
     result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs}
     if len(programs) == 1:
-        result.update({k: programs[0][k] for k in ("function", "findings", "collectives")})
+        result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
     return finite(result)
 
 

@@ -1,4 +1,9 @@
-"""Renderings of an :class:`~shardscope.engine.inspection.Inspection`: rich table, plain text, HTML, JSON."""
+"""Renderings of an :class:`~shardscope.engine.inspection.Inspection`: rich table, plain text, HTML, JSON.
+
+Every rendering lists :attr:`Inspection.paired`: each compiled collective once, with the jaxpr
+equations it comes from, then the jaxpr collectives the compiled module has no instruction for
+(dead ones shown as such, never counted as runs).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from shardscope.engine.counts import count_text
 
 if TYPE_CHECKING:
+    from shardscope.engine.compiled import CompiledCollective
+    from shardscope.engine.dataflow import Collective
     from shardscope.engine.inspection import Inspection
+    from shardscope.engine.paired import PairedCollective
 
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green"}
+VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}
 
 
 def trips_text(counts: tuple) -> str:
@@ -24,10 +32,16 @@ def runs_text(c: Any) -> str:
     return f"≤ {text}" if c.in_conditional and c.executions is not None else text
 
 
-def collectives_table(collectives: tuple, title: str | None = None) -> Any:
-    """A rich table: one row per collective with its value, loops, runs, bytes and verdict.
+def collective_cell(c: "PairedCollective") -> str:
+    """``all-reduce[data]``: the kind and the mesh axes it spans (``?`` when no axes match)."""
+    axes = "?" if c.axes is None else ",".join(c.axes)
+    return f"{c.kind}[{axes}]"
 
-    Fits 80 columns; the source lines are listed under it (:func:`notes`).
+
+def collectives_table(collectives: tuple, title: str | None = None) -> Any:
+    """A rich table: one row per collective with its value, loops, runs, bytes, author and verdict.
+
+    The source lines, the pairing and the fixes are listed under it (:func:`notes`).
     """
     from rich import box
     from rich.table import Table
@@ -43,7 +57,7 @@ def collectives_table(collectives: tuple, title: str | None = None) -> Any:
     return table
 
 
-COLUMNS = ("#", "collective", "value", "loops", "runs/call", "B/call", "verdict")
+COLUMNS = ("#", "collective", "value", "loops", "runs/call", "B/call", "by", "verdict")
 """The columns of the findings table, in the text, rich and HTML renderings alike."""
 RIGHT_ALIGNED = frozenset({"#", "runs/call", "B/call"})
 
@@ -51,44 +65,82 @@ RIGHT_ALIGNED = frozenset({"#", "runs/call", "B/call"})
 def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     """The cells of the findings table, one tuple per collective (the verdict ``-`` outside loops)."""
     return [
-        (str(i), f"{c.primitive}[{','.join(c.axes)}]", c.value, trips_text(c.loop_trip_counts), runs_text(c),
-         "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.verdict_kind if c.in_loop else "-")
+        (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
+         "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.written_by,
+         c.verdict_kind if c.in_loop or c.dead else "-")
         for i, c in enumerate(collectives, 1)
     ]
 
 
+def noted(c: "PairedCollective") -> bool:
+    """True for a collective the notes explain: one in a loop, a dead one, one with no instruction."""
+    return c.in_loop or c.dead or c.compiled is None
+
+
 def notes(collectives: tuple) -> list[str]:
-    """One line per collective inside a loop: where it comes from, its verdict, and the fix."""
+    """One line per collective in a loop (or dead, or unpaired): how the jaxpr's collectives became
+    the instruction, its source line, its verdict and the fix."""
     lines = []
     for i, c in enumerate(collectives, 1):
-        if not c.in_loop or c.verdict is None:
+        if not noted(c):
             continue
-        line = f"#{i} {c.primitive} of {c.value} ({c.source or 'no source line'}): {c.verdict.kind}. {c.verdict.reason}"
-        lines.append(line + (f" Fix: {c.verdict.fix}" if c.verdict.fix else ""))
+        if c.dead:
+            lines.append(f"#{i} {c.pairing()} ({c.source or 'no source line'})")
+            continue
+        verdict = c.verdict
+        line = f"#{i} {c.pairing()} ({c.source or 'no source line'}): {verdict.kind}. {verdict.reason}"
+        lines.append(line + (f" Fix: {verdict.fix}" if verdict.fix else ""))
     return lines
 
 
+def note_is_flagged(c: "PairedCollective") -> bool:
+    """True when ``c``'s note is about work a loop need not do (drawn bold)."""
+    return c.flagged
+
+
 def summary(inspection: "Inspection") -> str:
-    """``step: 2 collective(s) in loops, 2 flagged (8 runs/call)`` in one line."""
+    """``step: 1 compiled collective (jaxpr: 2 collective equations), 1 inside loops, 4 runs/call; ...``."""
     flagged = inspection.flagged
-    runs = count_text(inspection.executed_collectives).replace("?", "unknown")
-    head = (f"{inspection.function}: {len(inspection.collectives)} collective equation(s), "
-            f"{len(inspection.findings)} inside loops, {runs} runs/call")
+    if inspection.compiled is None:
+        runs = count_text(_live_runs(inspection)).replace("?", "unknown")
+        head = (f"{inspection.function}: {len(inspection.collectives)} collective equation(s), "
+                f"{len(inspection.findings)} inside loops, {runs} runs/call")
+    else:
+        plan = inspection.compiled
+        runs = count_text(plan.executed_collectives).replace("?", "unknown")
+        count = len(plan.collectives)
+        head = (f"{inspection.function}: {count} compiled collective{'' if count == 1 else 's'} "
+                f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs} runs/call")
     if flagged:
         return head + f"; {len(flagged)} run in a loop without needing to."
     return head + "; none runs in a loop without needing to."
 
 
+def _jaxpr_words(inspection: "Inspection") -> str:
+    """``jaxpr: 2 collective equations, 1 dead``."""
+    count = len(inspection.collectives)
+    text = f"jaxpr: {count} collective equation{'' if count == 1 else 's'}"
+    dead = len(inspection.dead_collectives)
+    return text + (f", {dead} dead" if dead else "")
+
+
+def _live_runs(inspection: "Inspection") -> int | None:
+    from shardscope.engine.counts import total_executions
+
+    return total_executions(inspection.live_collectives)
+
+
 def render_inspection(inspection: "Inspection") -> Any:
-    """The rich renderable: summary line, the table, the fixes."""
+    """The rich renderable: summary line, the table, the notes with the fixes."""
     from rich.console import Group
     from rich.text import Text
 
     parts: list[Any] = [Text(summary(inspection), style="bold red" if inspection.flagged else "bold green")]
-    if inspection.collectives:
-        parts.append(collectives_table(inspection.collectives))
-    parts += [Text(line, style="bold" if line.split(")", 1)[-1].startswith(": deferrable")
-                     or ": loop_invariant." in line else "") for line in notes(inspection.collectives)]
+    paired = inspection.paired
+    if paired:
+        parts.append(collectives_table(paired))
+    explained = [c for c in paired if noted(c)]
+    parts += [Text(line, style="bold" if note_is_flagged(c) else "") for c, line in zip(explained, notes(paired))]
     return Group(*parts)
 
 
@@ -101,28 +153,84 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
     return buffer.getvalue()
 
 
-def collective_json(c: Any) -> dict[str, Any]:
-    """The ``check --json`` fields of one collective."""
+def collective_json(c: "Collective", dead: bool = False) -> dict[str, Any]:
+    """The ``check --json`` fields of one jaxpr collective (a dead one runs 0 times per call)."""
     return {
         "primitive": c.primitive,
         "axes": list(c.axes),
         "loop_trip_counts": list(c.loop_trip_counts),
-        "executions": c.executions,
-        "bytes_per_call": c.bytes_per_call,
+        "executions": 0 if dead else c.executions,
+        "bytes_per_call": 0 if dead else c.bytes_per_call,
         "verdict": c.verdict_kind,
         "source": c.source,
         "value": c.value,
         "fix": None if c.verdict is None else c.verdict.fix,
         "in_conditional": c.in_conditional,
         "equation": c.equation_id,
+        "dead": dead,
     }
+
+
+def compiled_collective_json(p: "PairedCollective") -> dict[str, Any]:
+    """One compiled collective instruction as ``check --json`` and ``report --json`` list it.
+
+    ``verdict`` and ``fix`` are the ones shown (:attr:`PairedCollective.verdict`); ``equations``
+    are the ids of the jaxpr collectives it comes from (``jaxpr_collectives`` in the same object).
+    """
+    c: CompiledCollective = p.compiled
+    verdict = p.verdict
+    return {
+        "name": c.name,
+        "kind": c.kind,
+        "opcode": c.opcode,
+        "operands": len(c.operands),
+        "values": [op.value for op in c.operands],
+        "loop_trip_counts": list(c.loop_trip_counts),
+        "loops": [loop.name for loop in c.loops],
+        "executions": c.executions,
+        "bytes": c.bytes_per_execution,
+        "bytes_per_call": c.bytes_per_call,
+        "in_conditional": c.in_conditional,
+        "axes": None if c.axes is None else list(c.axes),
+        "written_by": c.written_by,
+        "source": p.source,
+        "op_name": c.op_name,
+        "value": p.value,
+        "verdict": verdict.kind,
+        "reason": verdict.reason,
+        "fix": verdict.fix,
+        "flagged": p.flagged,
+        "equations": [e.equation_id for e in p.equations],
+        "pairing": p.pairing(),
+    }
+
+
+def compiled_json(paired: tuple) -> list[dict[str, Any]]:
+    """``compiled_collectives``: one object per compiled collective instruction, in module order."""
+    return [compiled_collective_json(p) for p in paired if p.compiled is not None]
 
 
 def inspection_json(inspection: "Inspection") -> dict[str, Any]:
-    """One program's ``check --json`` object: findings (collectives in loops) and all collectives."""
-    return {
+    """One program's ``check --json`` object.
+
+    ``findings`` and ``collectives`` are the jaxpr's collective equations (in loops, and all of
+    them; a dead one has ``"dead": true`` and runs 0 times); ``compiled_collectives`` the compiled
+    instructions; ``flagged`` counts the collectives ``check`` fails on, each once across the
+    two views; ``counts`` and ``jaxpr_counts`` are the runs per call of each compiled kind and
+    of each live JAX primitive.
+    """
+    dead = {c.equation_id for c in inspection.dead_collectives}
+    data = {
         "function": inspection.function,
-        "findings": [collective_json(c) for c in inspection.findings],
-        "collectives": [collective_json(c) for c in inspection.collectives],
+        "findings": [collective_json(c, c.equation_id in dead) for c in inspection.collectives
+                     if c.in_loop and c.equation_id not in dead],
+        "collectives": [collective_json(c, c.equation_id in dead) for c in inspection.collectives],
         "flagged": len(inspection.flagged),
+        "compiled_collectives": compiled_json(inspection.paired) if inspection.compiled is not None else None,
+        "counts": inspection.counts() if inspection.compiled is not None else None,
+        "jaxpr_counts": inspection.jaxpr_counts(),
+        "executed_collectives": inspection.executed_collectives if inspection.compiled is not None else None,
+        "unpaired_equations": [c.equations[0].equation_id for c in inspection.paired
+                               if c.compiled is None and not c.dead],
     }
+    return data

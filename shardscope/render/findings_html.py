@@ -21,6 +21,7 @@ BADGES = {
     "deferrable": ("#b71c1c", "#ffffff"),
     "loop_invariant": ("#f9a825", "#000000"),
     "needed": ("#1b5e20", "#ffffff"),
+    "dead": ("#616161", "#ffffff"),
 }
 """Verdict -> (background, text colour) of its badge: readable whatever the page's colours are."""
 
@@ -41,13 +42,14 @@ _RULES = """
 
 
 def inspection_html(inspection: "Inspection") -> str:
-    """One ``<div>`` with its scoped ``<style>``: the summary, the findings table, the fixes."""
+    """One ``<div>`` with its scoped ``<style>``: the summary, the table of the compiled collectives
+    (with the jaxpr's that have no instruction), the notes with the pairing and the fixes."""
     root_id = f"shardscope-{uuid.uuid4().hex[:12]}"
     return (
         f'<div id="{root_id}" class="shardscope-inspection">'
         f"<style>{_style(f'#{root_id}', bool(inspection.flagged))}</style>"
         f'<p class="summary">{html.escape(summary(inspection))}</p>'
-        f"{_table(inspection) if inspection.collectives else ''}"
+        f"{_table(inspection) if inspection.paired else ''}"
         f"{_notes(inspection)}"
         "</div>"
     )
@@ -67,7 +69,7 @@ def _table(inspection: "Inspection") -> str:
     """A real ``<table>``: the same cells as the text rendering (:func:`table_rows`)."""
     head = "".join(f'<th class="{_align(column)}">{html.escape(column)}</th>' for column in COLUMNS)
     body = []
-    for row in table_rows(inspection.collectives):
+    for row in table_rows(inspection.paired):
         *cells, kind = row
         tds = "".join(f'<td class="{_align(column)}">{html.escape(cell)}</td>' for column, cell in zip(COLUMNS, cells))
         verdict = f'<span class="badge {kind}">{html.escape(kind)}</span>' if kind in BADGES else html.escape(kind)
@@ -81,7 +83,7 @@ def _align(column: str) -> str:
 
 def _notes(inspection: "Inspection") -> str:
     """Each finding's source, verdict and fix, one list item each (nothing without findings)."""
-    lines = notes(inspection.collectives)
+    lines = notes(inspection.paired)
     if not lines:
         return ""
     return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
+from shardscope.render.findings import compiled_json
 from shardscope.render.json_values import finite
 from shardscope.render.text import headline, unavailable_lines
 
@@ -132,17 +133,11 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "bytes_per_call": plan.bytes_per_call,
         "per_call_is_upper_bound": plan.per_call_is_upper_bound,
         "equations": plan.program.equation_count,
-        "hlo": None
-        if plan.hlo is None
-        else {
-            "backend": plan.hlo.backend,
-            "collectives": plan.hlo.count,
-            "collectives_in_loops": plan.hlo.in_loops,
-            "instructions": [
-                {"opcode": c.opcode, "shape": c.shape, "in_loop": c.in_loop, "while_trip_counts": list(c.while_trip_counts)}
-                for c in plan.hlo.collectives
-            ],
-        },
+        "hlo": _hlo_json(plan),
+        "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
+        "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
+        "compiled_bytes_per_call": None if plan.compiled is None else plan.compiled_bytes.value,
+        "flagged": len(plan.flagged),
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
         "run_s": _times_json(plan.run_s),
@@ -151,6 +146,30 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "max_abs_err": plan.max_abs_err,
         "cost_analysis": plan.cost_analysis,
     }
+
+
+def _hlo_json(plan: "PlanResult") -> dict[str, Any] | None:
+    """The ``"hlo"`` object (its keys are a contract), read from the compiled plan: every collective
+    instruction with its opcode, result shape and the trip counts of the while loops around it."""
+    compiled = plan.compiled
+    if compiled is None:
+        return None
+    return {
+        "backend": compiled.backend,
+        "collectives": len(compiled.collectives),
+        "collectives_in_loops": len(compiled.findings),
+        "instructions": [
+            {"opcode": c.opcode, "shape": _result_shape(compiled, c.name), "in_loop": c.in_loop,
+             "while_trip_counts": list(c.loop_trip_counts)}
+            for c in compiled.collectives
+        ],
+    }
+
+
+def _result_shape(compiled: Any, name: str) -> str:
+    """The printed result shape of the instruction ``name`` (``f32[16,16]{1,0}``)."""
+    inst = compiled.module.instruction(name) if compiled.module is not None else None
+    return "" if inst is None else inst.shape_text
 
 
 def _times_json(times: Any) -> dict[str, float] | None:
@@ -193,6 +212,8 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
             coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, c.runs.text(),
                          count_text(c.bytes_per_call), style=style)
     console.print(coll)
+    if any(plan.compiled is not None for plan in plans):
+        console.print(compiled_table(analysis))
     if ref is not None and ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
         console.print(GRADIENT_CHECK, style="dim", highlight=False)
@@ -211,22 +232,45 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         render_projection(analysis, projection, console)
 
 
+def compiled_table(analysis: "Analysis") -> Any:
+    """Every compiled collective instruction of every plan: what XLA runs, and what it comes from."""
+    from rich.table import Table
+
+    from shardscope.render.findings import collective_cell, trips_text
+
+    noun = analysis.origin.noun
+    table = Table(title="compiled collectives (bytes per device)", title_justify="left", pad_edge=False)
+    for column in (noun, "collective", "value", "loops", "runs/call", "B/call", "by", "from"):
+        table.add_column(column, justify="right" if column[0] in "rB" else "left", no_wrap=True)
+    for plan in analysis.plans.values():
+        for c in plan.paired:
+            if c.compiled is None:
+                continue
+            written = ", ".join(c.primitives) if c.equations else "-"
+            if len(c.equations) > 1:
+                written = f"{len(c.equations)} x {written}"
+            table.add_row(plan.name, collective_cell(c), c.value, trips_text(c.loop_trip_counts), c.runs.text(),
+                          count_text(c.bytes_per_call), c.written_by, written, style="bold red" if c.in_loop else None)
+    return table
+
+
 def compiler_note_of(analysis: "Analysis") -> str | None:
     """The HLO note (what other compilers would do), or None when the plans were not compiled."""
-    from shardscope.engine.hlo import compiler_note
+    from shardscope.engine.compiler_note import compiler_note
 
-    compiled = {name: plan for name, plan in analysis.plans.items() if plan.hlo is not None}
+    compiled = {name: plan for name, plan in analysis.plans.items() if plan.compiled is not None}
     if not compiled:
         return None
-    backend = next(iter(compiled.values())).hlo.backend
-    return compiler_note(backend, {name: (p.collectives_in_loops, p.hlo.in_loops) for name, p in compiled.items()})
+    backend = next(iter(compiled.values())).compiled.backend
+    return compiler_note(backend, {name: (p.collectives_in_loops, len(p.compiled.findings)) for name, p in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:
     """One sentence: every plan's runs per call, then the comparison's speedup."""
     text = "; ".join(
         f"{plan.name}: {plan.executed.text()} runs/call "
-        f"({plan.collectives_in_loops} of {len(plan.collectives)} collective equations in loops)"
+        f"({plan.collectives_in_loops} of {len(plan.collectives)} collective equations in loops"
+        + ("" if plan.compiled_runs is None else f"; compiled: {plan.compiled_runs.text()} runs/call") + ")"
         for plan in analysis.plans.values()
     )
     speedup = analysis.comparison.speedup_text()
@@ -239,8 +283,9 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
-def _hlo(plan: "PlanResult") -> str:
-    return "-" if plan.hlo is None else f"{plan.hlo.count} ({plan.hlo.in_loops} in while)"
+def _compiled(plan: "PlanResult") -> str:
+    compiled = plan.compiled
+    return "-" if compiled is None else f"{len(compiled.collectives)} ({len(compiled.findings)} in while)"
 
 
 def _cost_bytes(plan: "PlanResult") -> str:
@@ -260,7 +305,9 @@ _ROWS = (
     ("  runs per call", lambda p: p.executed.text()),
     ("  bytes per call", lambda p: p.bytes.text()),
     ("  XLA cost_analysis bytes", _cost_bytes),
-    ("HLO collectives", _hlo),
+    ("compiled collectives", _compiled),
+    ("  compiled runs per call", lambda p: "-" if p.compiled_runs is None else p.compiled_runs.text()),
+    ("  compiled bytes per call", lambda p: "-" if p.compiled_bytes is None else p.compiled_bytes.text()),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
     ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),
     ("run median", lambda p: _ms(p.run_s and p.run_s.median)),

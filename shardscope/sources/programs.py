@@ -1,9 +1,11 @@
-"""Program files: any function that uses ``jax.shard_map``, marked with :func:`program`.
+"""Program files: any program JAX traces, marked with :func:`program`.
 
 A program file is a plain Python module, like a demo file; ``@shardscope.program(args=...,
 kwargs=...)`` records the example arguments (pytrees of ``jax.ShapeDtypeStruct`` or arrays) that
-``shardscope check`` and :func:`shardscope.inspect` trace the function with. The CPU device count
-is set before the file is imported, so a module-level ``jax.make_mesh`` or ``Mesh`` works.
+``shardscope check`` and :func:`shardscope.inspect` trace the function with. It marks any
+callable: a function, a ``jax.jit`` object, an ``nnx.jit`` function, an ``eqx.filter_jit``
+wrapper (above or below it), a ``functools.partial``, a bound method. The CPU device count is
+set before the file is imported, so a module-level ``jax.make_mesh`` or ``Mesh`` works.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any, Callable
 from shardscope.errors import DemoFileError, SettingsError
 
 _MARK = "__shardscope_program__"
+_MARKED: dict[int, tuple[Callable, "ProgramSpec"]] = {}
+"""The marks of callables that take no attribute (a bound method, a frozen ``eqx.filter_jit``
+wrapper), by ``id``; the callable is held, so its id names it for as long as the mark lives."""
+_WRAPPED_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -26,14 +32,34 @@ class ProgramSpec:
 
 
 def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:
-    """Mark ``fn`` (jitted or not) as a program ``shardscope check`` analyses with these arguments."""
+    """Mark ``fn`` (any callable JAX traces) as a program ``shardscope check`` analyses with these
+    arguments; ``fn`` itself is returned, unchanged."""
     spec = ProgramSpec(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
 
     def mark(fn: Callable) -> Callable:
-        setattr(fn, _MARK, spec)
+        try:
+            setattr(fn, _MARK, spec)
+        except (AttributeError, TypeError):  # a bound method; a frozen dataclass (FrozenInstanceError)
+            _MARKED[id(fn)] = (fn, spec)
         return fn
 
     return mark
+
+
+def spec_of(value: Any) -> "ProgramSpec | None":
+    """The :class:`ProgramSpec` ``value`` was marked with, itself or a function it wraps
+    (``__wrapped__``: ``@eqx.filter_jit`` over ``@shardscope.program``), else None."""
+    for _ in range(_WRAPPED_DEPTH):
+        spec = getattr(value, _MARK, None) if not isinstance(value, type) else None
+        if isinstance(spec, ProgramSpec):
+            return spec
+        held = _MARKED.get(id(value))
+        if held is not None and held[0] is value:
+            return held[1]
+        value = getattr(value, "__wrapped__", None)
+        if value is None:
+            return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,11 +103,12 @@ class ProgramFile:
 
 def program_functions(module: Any) -> dict[str, ProgramFunction]:
     """The functions of ``module`` marked with :func:`program`, in definition order."""
-    return {
-        name: ProgramFunction(name, value, getattr(value, _MARK))
-        for name, value in vars(module).items()
-        if callable(value) and isinstance(getattr(value, _MARK, None), ProgramSpec)
-    }
+    found = {}
+    for name, value in vars(module).items():
+        spec = spec_of(value) if callable(value) and not isinstance(value, type) else None
+        if spec is not None:
+            found[name] = ProgramFunction(name, value, spec)
+    return found
 
 
 def pick(functions: dict[str, Any], name: str | None, path: Path) -> list[Any]:

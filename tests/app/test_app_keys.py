@@ -173,7 +173,7 @@ def test_command_palette_offers_every_action():
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             commands = {c.title: c for c in app.get_system_commands(app.screen)}
-            for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "HLO", "Help", "Focus", "Quit"):
+            for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "Compiled", "Help", "Focus", "Quit"):
                 assert title in commands, title
             commands["Timings"].callback()
             await drain(pilot)

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.css.query import NoMatches
 from textual.widgets import Input
 
-from app_support import ROOT, SIZE, eventually, make_app, run
+from app_support import DEMOS, ROOT, SIZE, eventually, make_app, run, settle
 from shardscope.app import runner
 
 STUCK_AT_IMPORT = '''
@@ -32,6 +33,30 @@ def stuck_demo(tmp_path: Path) -> tuple[Path, Path]:
     demo = tmp_path / "stuck.py"
     demo.write_text(STUCK_AT_IMPORT.format(flag=str(flag)))
     return demo, flag
+
+
+def _select_lost_its_overlay() -> None:
+    """What a ``Select`` mounting while the quit tears the screen down raises."""
+    raise NoMatches("No nodes match '#overlay' on Select()")
+
+
+@pytest.mark.parametrize("quitting", [True, False])
+def test_a_widget_that_finds_nothing_while_the_app_quits_is_not_a_crash(quitting):
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            if quitting:
+                app.exit(0)
+            app.call_next(_select_lost_its_overlay)
+            await pilot.pause()
+        return app.return_code
+
+    if quitting:
+        assert run(scenario()) == 0, "an error in a widget the quit tears down is logged, not a crash"
+    else:
+        with pytest.raises(NoMatches):  # any other time it is a bug, and shown as one
+            run(scenario())
 
 
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])
@@ -93,6 +118,7 @@ def _child_pid(pid_file: Path, seconds: float = 60) -> int:
     raise AssertionError("the app never started")
 
 
+@pytest.mark.slow  # the app in a fresh process, in tmux
 @needs_tmux
 @pytest.mark.parametrize("how", ["q", "SIGTERM"])
 def test_a_real_app_stuck_at_import_quits_at_once_in_tmux(tmp_path, how):

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from app_support import DEMOS, GATE, ROOT, SIZE, drain, eventually, make_app, press, run, settle, write_gated_demo
 from textual.worker import WorkerState
 
@@ -152,6 +153,7 @@ print(json.dumps(seen))
 '''
 
 
+@pytest.mark.slow  # the app in a fresh process
 def test_first_paint_does_not_wait_for_jax_and_the_worker_sets_the_devices():
     result = subprocess.run(
         [sys.executable, "-c", FIRST_PAINT_PROBE, str(DEMOS / "linear.py")],

@@ -353,3 +353,78 @@ def test_a_theme_switch_recolours_the_labels_of_nodes_already_shown():
             assert shown and all(colour in {segment.style.color for segment in row if segment.style} for row in shown)
 
     run(scenario())
+
+
+def _cells(strips) -> list[list[tuple]]:
+    """Each row as its cells: the character and its style, mouse meta left out (the node ids differ)."""
+    return [[(char, None if segment.style is None else segment.style.clear_meta_and_links())
+             for segment in strip for char in segment.text] for strip in strips]
+
+
+def _mirror(node, into) -> None:
+    """Add ``node``'s children (labels, arrows, open or closed) under ``into``, and theirs."""
+    for child in node.children:
+        copy = into.add(child.label.copy(), allow_expand=child.allow_expand, expand=child.is_expanded)
+        _mirror(child, copy)
+
+
+def test_a_plan_tree_draws_its_lines_as_textual_s_tree_does(analysis_of):
+    """The plan tree draws its own lines (for a cursor it names, with public API): cell for cell,
+    colour for colour, what Textual's ``Tree`` draws for the same nodes, cursor, mouse and focus."""
+    from textual.app import App
+    from textual.containers import Horizontal
+    from textual.widgets import Tree
+
+    from shardscope.app.views.plans.plan_tree import PlanTree
+
+    plan = analysis_of("rnn.py").plans["naive"]
+
+    class Pair(App):
+        AUTO_FOCUS = None  # neither tree has the focus at first
+        CSS = """
+        Horizontal > * { width: 1fr; }
+        #mirror { background: $surface; overflow-x: hidden; scrollbar-size-vertical: 0; }
+        Tree > .tree--highlight { text-style: underline; }
+        Tree > .tree--guides-hover { color: red; }
+        """  # the label under the mouse and the guides below it differ from the others (not by default)
+
+        def compose(self):
+            with Horizontal():
+                yield PlanTree("naive", id="plan")
+                yield Tree("mirror", id="mirror")
+
+    def rows(tree):
+        return _cells(tree.render_lines(Region(0, 0, tree.size.width, tree.size.height)))
+
+    async def scenario():
+        app = Pair()
+        async with app.run_test(size=(400, 40)) as pilot:
+            tree, mirror = app.query_one(PlanTree), app.query_one("#mirror", Tree)
+            tree.show_plan(plan)
+            tree.open_path(tree.collective_ids[-1])
+            mirror.show_root, mirror.guide_depth = False, tree.guide_depth
+            _mirror(tree.root, mirror.root)
+            await drain(pilot)
+            assert tree.last_line == mirror.last_line > tree.size.height, "the same lines, more than a screenful"
+            loop = next(y for y in range(tree.last_line) if tree.get_node_at_line(y).children
+                        and tree.get_node_at_line(y).parent is not tree.root)  # an open node inside another
+            above = tree.get_node_at_line(loop).parent.line  # the mouse over the node around the cursor's
+            for each in (tree, mirror):
+                each.move_cursor(each.get_node_at_line(loop))
+                each.hover_line = above
+            await drain(pilot)
+            assert tree.scroll_offset == mirror.scroll_offset and app.focused is None
+            assert not any("…" in strip.text for strip in tree.render_lines(Region(0, 0, tree.size.width, tree.size.height)))
+            unfocused = rows(tree)
+            assert unfocused == rows(mirror), "unfocused: the cursor's line, the hovered line and the guides"
+            for focused in (tree, mirror):
+                focused.focus()
+                await drain(pilot)
+                assert focused.has_focus
+                drawn = rows(focused)
+                if focused is tree:
+                    ours = drawn
+            assert ours == drawn, "focused: the guides below the cursor take the selected colour"
+            assert ours != unfocused, "the focus changes what is drawn (else this test shows nothing)"
+
+    run(scenario())

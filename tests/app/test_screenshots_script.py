@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from screenshots import make
 
 
@@ -20,6 +21,7 @@ def make_screenshots(out) -> dict[str, tuple[bytes, int]]:
     return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(out.glob("*.svg"))}
 
 
+@pytest.mark.slow  # runs the screenshots script
 def test_regenerating_the_screenshots_changes_nothing(tmp_path):
     first = make_screenshots(tmp_path)
     assert sorted(first) == sorted([*(f"linear-{tab}.svg" for _, tab in make.TABS), "linear-diff-side-by-side.svg"])

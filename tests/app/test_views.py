@@ -155,37 +155,6 @@ def test_seconds_picks_a_readable_unit():
     assert seconds(1.25) == "1.25 s"
 
 
-def test_hlo_view_shows_the_naive_all_reduce_in_the_while_body_and_the_deferred_one_outside(analysis_of):
-    analysis = analysis_of("linear.py")
-
-    async def script(app, pilot):
-        app.view.show_analysis(analysis)
-        await drain(pilot)
-        text = app.view.plain
-        assert f"backend: {analysis.backend}" in text and analysis.backend == "cpu"
-        naive_part, deferred_part = text.split("deferred:", 1)
-        assert "naive: 1 collective instruction(s) compiled, 1 in while bodies" in naive_part
-        assert re.search(r"all-reduce\s+│\s+f32\[5\]\{0\}\s+│\s+\S+\s+│\s+in while body \[2 trips\]", naive_part)
-        assert "1 collective instruction(s) compiled, 0 in while bodies" in deferred_part
-        assert re.search(r"all-reduce\s+│\s+f32\[5\]\{0\}\s+│\s+\S+\s+│\s+outside loops", deferred_part)
-        assert "while body" not in deferred_part.replace("0 in while bodies", "")
-        assert "These are the cpu compiler's results" in text and "hoist" in text
-
-    run(HloView(), script)
-
-
-def test_hlo_view_shows_nested_while_trip_counts_of_the_rnn(analysis_of):
-    analysis = analysis_of("rnn.py")
-
-    async def script(app, pilot):
-        app.view.show_analysis(analysis)
-        await drain(pilot)
-        text = app.view.plain
-        assert "in while body [2 trips] › while body [8 trips]" in text
-
-    run(HloView(), script)
-
-
 def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
     plans = analysis_of("linear.py").plans
     lines = unified_lines(unified(plans["naive"].canonical_text, plans["deferred"].canonical_text, "naive", "deferred"))

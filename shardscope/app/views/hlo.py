@@ -1,22 +1,42 @@
-"""The HLO tab: the collectives the compiler really emitted, and whether they sit in a while body.
+"""The Compiled tab: the compiled plan of every program, what XLA runs.
 
-The jaxpr says what the program asks for; the compiled module says what runs. On CPU the naive
-plan's all-reduce stays inside the while loop; other backends may move or combine collectives,
-so the backend is always named.
+The jaxpr says what a program writes; the compiled module says what runs, the partitioner's
+collectives too (a jit with shardings has none in its jaxpr). Per program: its while loops with
+their trip counts, every compiled collective with its runs per call, bytes, mesh axes, who wrote
+it (the program or the partitioner) and its verdict, then each one's details: the jaxpr
+collectives it comes from (``psum_invariant of params['W'] -> all-reduce.2 in the while body,
+x4/call``), its source line and ``op_name``, the verdict's reason and the fix. ``n``/``N`` walk
+the collectives of every program in turn. The backend is always named: GPU and TPU compilers
+may move a collective that the CPU keeps in its loop.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+from textual.events import Resize
 
+from shardscope.app.summaries import loop_style
+from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
+from shardscope.engine.counts import count_text
 
 if TYPE_CHECKING:
+    from shardscope.engine.compiled import CompiledLoop
+    from shardscope.engine.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
+
+VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}
+SELECTED = "reverse"
+"""How the collective ``n``/``N`` went to stands out."""
+
+Target = tuple[str, int]
+"""A collective ``n``/``N`` can go to: the program's name and the collective's position in it."""
 
 
 def backend_note(backend: str) -> Text:
@@ -30,57 +50,196 @@ def backend_note(backend: str) -> Text:
     return text
 
 
-def placement(trip_counts: tuple[int | None, ...]) -> Text:
-    """``in while body [2 trips] › while body [8 trips]`` or ``outside loops``."""
-    if not trip_counts:
-        return Text("outside loops", "bold green")
-    text = Text("in ", "bold red")
-    for k, trip in enumerate(trip_counts):
-        if k:
-            text.append(" › ", "dim")
-        text.append(f"while body [{'?' if trip is None else trip} trips]", "bold red")
+def plan_heading(plan: "PlanResult") -> Text:
+    """``naive: 2 compiled collectives from 3 collective equations, 18 runs/call, 17,024 B/call; 2 flagged``."""
+    compiled = plan.compiled
+    count, equations = len(compiled.collectives), len(plan.collectives)
+    in_loops = len(compiled.findings)
+    text = Text(f"{plan.name}: ", "bold")
+    text.append(f"{count} compiled collective{'' if count == 1 else 's'}", "bold")
+    text.append(f" from {equations} collective equation{'' if equations == 1 else 's'}" if equations
+                else f" (none in the jaxpr: the partitioner wrote {'it' if count == 1 else 'them'})" if count else "")
+    text.append(", ")
+    text.append(f"{plan.compiled_runs.text()} runs/call", loop_style(in_loops))
+    text.append(f", {plan.compiled_bytes.text('B')}/call, {in_loops} in while loops")
+    flagged = len(plan.flagged)
+    text.append(f"; {flagged} run{'s' if flagged == 1 else ''} in a loop without needing to" if flagged
+                else "; none runs in a loop without needing to", loop_style(flagged))
     return text
 
 
-def plan_table(plan: "PlanResult") -> Table:
-    """The compiled collectives of one plan: opcode, shape, computation and placement."""
-    hlo = plan.hlo
-    title = (
-        f"{plan.name}: {hlo.count} collective instruction(s) compiled, {hlo.in_loops} in while bodies "
-        f"(the jaxpr has {len(plan.collectives)})"
-    )
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", expand=True)
-    table.add_column("opcode", no_wrap=True)
-    table.add_column("shape", overflow="fold")
-    table.add_column("computation", overflow="fold")
-    table.add_column("where", overflow="fold")
-    for collective in hlo.collectives:
-        table.add_row(Text(collective.opcode, "bold"), collective.shape, collective.computation,
-                      placement(collective.while_trip_counts))
-    if not hlo.collectives:
-        table.add_row(Text("none", "dim"), "", "", "")
+def loops_line(loops: "tuple[CompiledLoop, ...]") -> Text:
+    """``while loops: while.10 x4 (train.py:42 (step))``, or that there are none."""
+    text = Text("  while loops: ", "dim")
+    if not loops:
+        return text.append("none", "dim")
+    for k, loop in enumerate(loops):
+        if k:
+            text.append(" · ", "dim")
+        text.append(f"{loop.name} ", "bold")
+        text.append(f"x{'?' if loop.trip_count is None else loop.trip_count}", "bold red")
+        if loop.source:
+            text.append(f" ({loop.source})", "dim")
+    return text
+
+
+def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
+    """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the jaxpr's."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
+    for column, justify in (("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"),
+                            ("runs/call", "right"), ("B/call", "right"), ("by", "left"), ("verdict", "left"),
+                            ("jaxpr", "left")):
+        table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
+                         min_width=12 if column == "value" else None)
+    for i, c in enumerate(plan.paired):
+        kind = c.verdict_kind if c.in_loop or c.dead else "-"
+        table.add_row(str(i + 1), _collective(c), c.value, _trips(c), Text(c.runs.text(), loop_style(c.in_loop)),
+                      count_text(c.bytes_per_call), c.written_by, Text(kind, VERDICT_STYLES.get(kind, "")),
+                      _from_jaxpr(c), style=SELECTED if i == selected else None)
     return table
 
 
-def hlo_renderable(analysis: "Analysis") -> Group:
-    """Every plan's compiled collectives, the backend, and the note about other compilers."""
+def details(plan: "PlanResult", index: int, selected: bool) -> Table:
+    """One collective's details: the pairing, its source and ``op_name``, the verdict and the fix
+    (``▶`` in the margin when ``n``/``N`` went to it)."""
+    c = plan.paired[index]
+    head = Text(f"{plan.name} #{index + 1} ", SELECTED if selected else "bold")
+    head.append(c.pairing(), "bold" if c.flagged else "")
+    lines: list[RenderableType] = []
+    if c.source or (c.compiled is not None and c.compiled.op_name):
+        where = Text(f"source {c.source or 'unknown'}", "dim")
+        if c.compiled is not None and c.compiled.op_name:
+            where.append(f" · op_name {c.compiled.op_name}", "dim")
+        lines.append(where)
+    if not c.dead:
+        verdict = c.verdict
+        said = Text(verdict.kind, VERDICT_STYLES.get(verdict.kind, ""))
+        if verdict.reason:
+            said.append(f": {verdict.reason}")
+        lines.append(said)
+        if verdict.fix:
+            lines.append(Text.assemble(("fix: ", "bold"), verdict.fix))
+    grid = Table.grid()
+    grid.add_column(width=2, no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row(Text("▶" if selected else "", "bold"), Group(head, Padding(Group(*lines), (0, 0, 0, 2))))
+    return grid
+
+
+def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[RenderableType, Target | None]]:
+    """The blocks of one program, each with the collective it is about (None for the heading, the
+    loops and the table)."""
+    at = selected[1] if selected is not None and selected[0] == plan.name else None
+    blocks: list[tuple[RenderableType, Target | None]] = [(plan_heading(plan), None), (loops_line(plan.compiled.loops), None)]
+    if not plan.paired:
+        return blocks + [(Text("  no collective: nothing moves between devices", "dim"), None), (Text(), None)]
+    blocks.append((collectives_table(plan, at), None))
+    blocks += [(details(plan, i, i == at), (plan.name, i)) for i in range(len(plan.paired))]
+    return blocks + [(Text(), None)]
+
+
+def compiled_blocks(analysis: "Analysis", selected: Target | None = None) -> list[tuple[RenderableType, Target | None]]:
+    """Every program's blocks, under the backend line, with the note on other compilers last."""
     plans = list(analysis.plans.values())
-    if plans[0].hlo is None:
-        return Group(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no HLO to show.",
-                          "dim"))
-    backend = plans[0].hlo.backend
-    parts = [Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), Text()]
+    if plans[0].compiled is None:
+        return [(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no compiled plan "
+                      "to show.", "dim"), None)]
+    backend = plans[0].compiled.backend
+    blocks: list[tuple[RenderableType, Target | None]] = [
+        (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
-        parts += [plan_table(plan), Text()]
-    return Group(*parts, backend_note(backend))
+        blocks += plan_blocks(plan, selected)
+    return blocks + [(backend_note(backend), None)]
+
+
+def targets(analysis: "Analysis") -> list[Target]:
+    """Every collective ``n``/``N`` walks, program by program."""
+    return [(plan.name, i) for plan in analysis.plans.values() if plan.compiled is not None
+            for i in range(len(plan.paired))]
+
+
+def hlo_renderable(analysis: "Analysis") -> Group:
+    """The whole tab as one renderable (what the tab shows, nothing selected)."""
+    return Group(*(block for block, _ in compiled_blocks(analysis)))
+
+
+def _collective(c: "PairedCollective") -> Text:
+    axes = "?" if c.axes is None else ",".join(c.axes)
+    return Text(f"{c.kind}[{axes}]", "bold")
+
+
+def _trips(c: "PairedCollective") -> str:
+    return " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
+
+
+def _from_jaxpr(c: "PairedCollective") -> str:
+    """``psum_invariant``, ``2 x psum_invariant``, ``-`` for the partitioner's, ``dead`` for one that never runs."""
+    if c.dead:
+        return f"{c.kind} (dead: removed)"
+    if not c.equations:
+        return "-"
+    names = ", ".join(c.primitives)
+    return f"{len(c.equations)} x {names}" if len(c.equations) > 1 else names
 
 
 class HloView(RenderedPane):
-    """The HLO tab: compiled collectives per plan, with the backend that compiled them."""
+    """The Compiled tab: every program's compiled plan; ``n``/``N`` go from collective to collective."""
 
     NAME = "hlo"
     FIT_WIDTH = True
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._analysis: "Analysis | None" = None
+        self._selected: int = -1  # position in targets(analysis); -1: none yet
+        self._starts: dict[Target, int] = {}  # the first line of each collective's details
+
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
-        """The compiled collectives of both plans of ``analysis``."""
+        """The compiled plans of ``analysis``."""
         return hlo_renderable(analysis)
+
+    def show_analysis(self, analysis: "Analysis", prepared: object = None) -> None:
+        """Show ``analysis`` from the top, nothing selected."""
+        self._analysis, self._selected = analysis, -1
+        self._draw()
+        self.remove_class("-empty")
+        offer_focus(self.body, unless_focused=True)
+
+    def step_collective(self, step: int) -> Target | None:
+        """Go to the next (``step=1``) or previous (``-1``) collective, wrapping; None when there is none."""
+        walk = targets(self._analysis) if self._analysis is not None else []
+        if not walk:
+            return None
+        self._selected = (0 if step > 0 else len(walk) - 1) if self._selected < 0 else (self._selected + step) % len(walk)
+        target = walk[self._selected]
+        self._draw()
+        self.body.scroll_to(y=max(self._starts.get(target, 0) - 2, 0), animate=False)
+        return target
+
+    @property
+    def selected(self) -> Target | None:
+        """The collective ``n``/``N`` went to last (None before the first)."""
+        walk = targets(self._analysis) if self._analysis is not None else []
+        return walk[self._selected] if 0 <= self._selected < len(walk) else None
+
+    def on_resize(self, event: Resize) -> None:
+        """Lay the blocks out again at the new width, where the view was."""
+        if self._analysis is not None:
+            y = self.body.scroll_offset.y
+            self._draw()
+            self.body.scroll_to(y=y, animate=False)
+
+    def _draw(self) -> None:
+        """Lay every block out at the body's width and remember where each collective's details start."""
+        width = self.body.scrollable_content_region.width
+        blocks = compiled_blocks(self._analysis, self.selected)
+        if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
+            self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)
+            return
+        lines: list = []
+        self._starts = {}
+        for block, target in blocks:
+            if target is not None:
+                self._starts[target] = len(lines)
+            lines += lay_out(self.app.console, block, max(width, 20))
+        self.body.show_segments(lines)

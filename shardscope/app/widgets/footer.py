@@ -11,7 +11,8 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # not re-exported by textual.widgets (pinned 8.2.8)
+
+from shardscope.app.textual_adapter import FooterKey  # a private of Textual (not in textual.widgets)
 
 PINNED_ACTIONS = ("toggle_sidebar", "help", "quit")
 """The actions whose keys the footer never cuts."""

@@ -157,6 +157,27 @@ def describe_settings(settings: Settings, shapes: Any = None) -> Text:
     return text
 
 
+def settings_changes(shown: Settings, draft: Settings | None) -> Text | None:
+    """What the sidebar's ``draft`` asks for that the results ``shown`` are not (``chunk 8``); None
+    when nothing differs (``draft`` is None when the chunk size typed is not a number)."""
+    if draft is None:
+        return Text("a chunk size that is not a number")
+    changes = [
+        f"{label} {value}" for label, value, before in (
+            ("function", draft.function, shown.function),
+            ("mesh", draft.mesh.text(), shown.mesh.text()),
+            ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
+        ) if value != before
+    ]
+    return Text(", ".join(changes), "bold") if changes else None
+
+
+def stale_banner(shown: Text, asked: Text) -> Text:
+    """The banner over the tabs while the sidebar asks for other settings than the results ``shown``."""
+    return Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
+                         "; the sidebar asks for ", asked, (". Press r to run it.", "bold"))
+
+
 def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str | None] | None = None,
                       devices: int | None = None) -> Text:
     """``train_step.py  2 programs  mesh batch=8 (8 devices)``: a program file has no mesh or chunk

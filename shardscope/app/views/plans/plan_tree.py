@@ -10,10 +10,7 @@ cursor there; :meth:`PlanTree.open_path` opens it without moving the cursor, and
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from textual import events, on
 from textual.cache import LRUCache
@@ -23,11 +20,13 @@ from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from shardscope.app.textual_adapter import finish_line, line_finish
+from shardscope.app.views.plans.plan_index import Entry, PlanIndex, block_key, index_plan
 from shardscope.app.views.plans.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
+from shardscope.app.views.plans.tree_lines import Drawing, draw_line, guide_styles, line_key
 
 PAGE = 64
 """Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
@@ -39,122 +38,14 @@ OPEN_DEPTH = 3
 """How many levels of nodes with collectives inside a new plan opens by itself."""
 
 
-@dataclass
-class Entry:
-    """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
-
-    key: str  # the equation id, or block_key() of a sub-block
-    equation: Any = None  # shardscope.engine.jaxpr_model.Equation
-    block: Any = None  # shardscope.engine.jaxpr_model.Block (a block node, the root, or a gap's block)
-    populated: bool = False
-    gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
-
-    def child_blocks(self) -> list:
-        """The blocks whose equations are this node's children (or whose nodes are)."""
-        if self.block is not None:
-            return [self.block]
-        return list(self.equation.blocks)
-
-
-@dataclass(frozen=True)
-class BlockCollectives:
-    """The collectives right in one block, by position, with running totals: any stretch's :class:`Inside` at once."""
-
-    positions: tuple[int, ...]  # ascending
-    runs: tuple[int, ...]  # running totals, one longer than ``positions``: runs per call (the known ones)
-    unknown: tuple[int, ...]  # ... how many have runs not known statically
-    in_loops: tuple[int, ...]  # ... how many sit in loops
-
-    def between(self, start: int, stop: int) -> Inside:
-        """The collectives at positions ``[start, stop)`` (a bisection: a plan may have thousands)."""
-        i, j = bisect_left(self.positions, start), bisect_left(self.positions, stop)
-        return Inside(j - i, None if self.unknown[j] - self.unknown[i] else self.runs[j] - self.runs[i],
-                      self.in_loops[j] - self.in_loops[i])
-
-
-@dataclass(frozen=True)
-class PlanIndex:
-    """Where every equation sits, computed once per plan (cheap: no labels are made)."""
-
-    paths: dict[str, tuple[str, ...]]  # equation id -> keys of the nodes above it, outermost first
-    positions: dict[str, int]  # equation id -> its position in its block
-    collectives: dict[str, Any]  # equation id -> shardscope.engine.dataflow.Collective
-    order: tuple[str, ...]  # collective equation ids in program order
-    inside: dict[str, Inside]  # node key -> the collectives below it
-    in_blocks: dict[str, BlockCollectives] = field(default_factory=dict)  # node key -> those right in its block
-
-    def inside_between(self, parent_key: str, start: int, stop: int) -> Inside:
-        """The collectives right in ``parent_key``'s block at positions ``[start, stop)``."""
-        found = self.in_blocks.get(parent_key)
-        return Inside() if found is None else found.between(start, stop)
-
-
-def block_key(eqn: Any, block: Any) -> str:
-    """The node key of one of an equation's several sub-blocks (a body's id is its equation's)."""
-    return f"{eqn.id}::{block.role}"
-
-
-def index_plan(plan: Any) -> PlanIndex:
-    """Index ``plan`` (a :class:`~shardscope.pipeline.analysis.PlanResult`) for lazy display and search."""
-    paths: dict[str, tuple[str, ...]] = {}
-    positions: dict[str, int] = {}
-
-    def walk(block: Any, path: tuple[str, ...]) -> None:
-        for position, eqn in enumerate(block.equations):
-            paths[eqn.id] = path
-            positions[eqn.id] = position
-            if len(eqn.blocks) == 1:
-                walk(eqn.blocks[0], path + (eqn.id,))
-            else:
-                for sub in eqn.blocks:
-                    walk(sub, path + (eqn.id, block_key(eqn, sub)))
-
-    walk(plan.program.root, ())
-    collectives = {c.equation_id: c for c in plan.collectives}
-    # [count, known runs, unknown runs, in loops] below each node; each collective's runs once
-    tallies: dict[str, list[int]] = {}
-    in_block: dict[str, list[tuple[int, int | None, bool]]] = {}
-    for c in plan.collectives:
-        path = paths.get(c.equation_id)
-        if path is None:
-            continue
-        runs, in_loop = c.executions, c.in_loop
-        for key in path:
-            tally = tallies.setdefault(key, [0, 0, 0, 0])
-            tally[0] += 1
-            if runs is None:
-                tally[2] += 1
-            else:
-                tally[1] += runs
-            tally[3] += in_loop
-        in_block.setdefault(path[-1] if path else "root", []).append((positions[c.equation_id], runs, in_loop))
-    inside = {key: Inside(count, None if unknown else runs, in_loops) for key, (count, runs, unknown, in_loops) in tallies.items()}
-    return PlanIndex(paths, positions, collectives, tuple(collectives), inside,
-                     {key: _block_collectives(found) for key, found in in_block.items()})
-
-
-def _block_collectives(found: list[tuple[int, int | None, bool]]) -> BlockCollectives:
-    found = sorted(found, key=lambda item: item[0])
-    runs, unknown, in_loops = [0], [0], [0]
-    for _, run, in_loop in found:
-        runs.append(runs[-1] + (run or 0))
-        unknown.append(unknown[-1] + (run is None))
-        in_loops.append(in_loops[-1] + in_loop)
-    return BlockCollectives(tuple(p for p, _, _ in found), tuple(runs), tuple(unknown), tuple(in_loops))
-
-
 class PlanTree(Tree[Entry]):
     """The equations of one plan; collectives, casts, loops and varying values stand out.
 
-    Key presses at tens of thousands of equations must paint within 50 ms, so this class leans
-    on a few of Textual's privates (textual 8.2.8; check them when Textual is upgraded):
-    ``Tree._invalidate``, ``_clear_line_cache``, ``_updates`` and ``TreeNode._reset`` (open
-    nodes without a layout of the screen), ``Widget._scroll_update`` (the scroll range),
-    ``Tree._build`` (measure lines with the width looked up once), ``Tree._render_line`` with
-    ``Tree._tree_lines`` (its lines' ``path``, ``last``, ``node``), ``_pseudo_class_state`` and
-    ``TreeNode._updates``, ``_hover``, ``_selected``, and ``Widget._styles_cache`` (keep finished
-    lines by node, :meth:`render_lines`), ``Tree._toggle_node`` (clicks, :meth:`_on_click`) and
-    ``ScrollView.watch_scroll_y`` (scroll without the hidden scrollbar, :meth:`watch_scroll_y`).
+    Key presses at tens of thousands of equations must paint within 50 ms. The tree keeps its
+    finished lines by node (:meth:`render_lines`), drawn with public API (``tree_lines``); two
+    privates of Textual remain, both in :mod:`shardscope.app.textual_adapter`: the override of
+    ``Tree._invalidate`` (open nodes without a layout of the screen) and the styles cache that
+    finishes a line (:func:`~shardscope.app.textual_adapter.finish_line`).
 
     The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
     whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were
@@ -190,12 +81,14 @@ class PlanTree(Tree[Entry]):
     """The lines the tree holds. ``Widget``'s own asks for a layout of the whole screen when it
     changes, which is most of what a key press that opens a node costs (``n`` opens several);
     the tree's outer size never depends on it, so here it only updates the scroll range
-    (:meth:`watch_virtual_size`). The tree's content outgrowing its view, or fitting it again,
-    still lays the screen out: ``show_vertical_scrollbar`` asks for that itself."""
+    (:meth:`watch_virtual_size`) and lets the tree scroll whenever its lines outgrow the view
+    (:attr:`allow_vertical_scroll`)."""
 
     def __init__(self, plan_name: str, *, cursor_moved: Callable[["PlanTree"], None] | None = None,
                  **kwargs: Any) -> None:
-        super().__init__(plan_name, **kwargs)
+        self._view_width_kept: int | None = None  # the view's width, until the tree is resized or restyled
+        self._invalidating = False  # inside ``_invalidate``: its refresh lays nothing out
+        super().__init__(plan_name, **kwargs)  # which measures the root's label and refreshes
         self.plan_name = plan_name
         self.cursor_moved = cursor_moved
         """Called as soon as the cursor moves (before ``NodeHighlighted`` arrives): what shows the
@@ -206,28 +99,34 @@ class PlanTree(Tree[Entry]):
         self.index = PlanIndex({}, {}, {}, (), {})
         self._node_by_key: dict[str, TreeNode[Entry]] = {}
         self._styles: LabelStyles | None = None
-        self._pass_style: Style | None = None  # the widget's style, fetched once per render pass
-        self._pass_view: tuple | None = None  # what every line of a render pass depends on alike
-        self._pass_finish: tuple | None = None  # the arguments of StylesCache.render_line, for the pass
         self._node_lines: LRUCache[tuple, Strip] = LRUCache(1024)  # finished lines, by what they show
-        self._node_lines_generation = 0  # bumped when node ids restart or the styles change
+        self._node_lines_generation = 0  # bumped when node ids restart, labels or the styles change
         self._component_styles_kept: dict[tuple, Any] = {}  # until the styles change
-        self._build_width: int | None = None  # the view's width while ``_build`` measures every line
         self.lines_drawn = 0
         """How many lines were drawn anew so far (not found kept by :meth:`render_lines`)."""
 
     def watch_virtual_size(self, size: Size) -> None:
-        """Fit the scroll range to the new content size, without a layout of the screen."""
-        self._scroll_update(size)
+        """Keep the scroll offset inside the new content size and repaint, without a layout of the screen."""
+        self.scroll_x, self.scroll_y = self.validate_scroll_x(self.scroll_x), self.validate_scroll_y(self.scroll_y)
         self.refresh()
+
+    @property
+    def allow_vertical_scroll(self) -> bool:
+        """Whenever the lines outgrow the view, as soon as they do.
+
+        ``Widget``'s asks whether the vertical scrollbar shows, which Textual decides at a layout
+        of the screen; opening nodes does without one (:attr:`virtual_size`), and the tree draws
+        no scrollbar anyway.
+        """
+        return self.max_scroll_y > 0 and not (self.is_disabled or self.loading)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         """``ScrollView.watch_scroll_y``, without moving the scrollbar this tree does not draw.
 
         The scrollbar has no width (``scrollbar-size-vertical: 0``), so it is not on screen; a
         refresh of a widget that is not on screen makes the compositor rebuild its whole map of
-        the screen, which on every scroll (``n``) was about 3 ms at 160x48. Textual's own
-        ``_scroll_update`` skips such a scrollbar in the same way. The rest is the repaint of
+        the screen, which on every scroll (``n``) was about 3 ms at 160x48. Textual skips such a
+        scrollbar in the same way when it updates the scroll range. The rest is the repaint of
         the whole view that ``ScrollView`` does: its lines moved (``Widget._refresh_scroll``
         would only re-place widgets, which a tree has none of, and leave stale rows on screen).
         """
@@ -243,11 +142,19 @@ class PlanTree(Tree[Entry]):
             self.cursor_moved(self)
 
     def _invalidate(self) -> None:
-        """``Tree._invalidate`` without its layout of the whole screen (see :attr:`virtual_size`)."""
-        self._clear_line_cache()
-        self._updates += 1
-        self.root._reset()
-        self.refresh()
+        """``Tree._invalidate`` (nodes were added, opened or closed) without its layout of the whole
+        screen (see :attr:`virtual_size`). Overrides a private of Textual (``textual_adapter``)."""
+        self._invalidating = True
+        try:
+            super()._invalidate()
+        finally:
+            self._invalidating = False
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> "PlanTree":
+        """``Widget.refresh``; the layout that ``Tree._invalidate`` asks for is left out."""
+        return super().refresh(*regions, repaint=repaint, layout=layout and not self._invalidating,
+                               recompose=recompose)
 
     def show_plan(self, plan: Any) -> None:
         """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
@@ -309,35 +216,28 @@ class PlanTree(Tree[Entry]):
         Drawn here, while the app is idle, they are kept by node (:meth:`_finished_line`) and the
         key press finds them. They are drawn as they will look with the cursor on the equation
         (``Tree`` marks the cursor's node selected, which colours the guides of the lines below
-        it); the cursor's own line is left to the key press. A line kept here is used only if
-        everything it depends on is as it was (the key of :meth:`_line_key`), so drawing ahead
-        can waste work but never show a wrong line.
+        it: a :class:`~shardscope.app.views.plans.tree_lines.Drawing` names it); the cursor's own
+        line is left to the key press. A line kept here is used only if everything it depends on
+        is as it was (its :func:`~shardscope.app.views.plans.tree_lines.line_key`), so drawing
+        ahead can waste work but never show a wrong line.
         """
         node = self.node_for(equation_id)
         if node is None or not self.is_on_screen or not self.size.area:
             return 0
         self.get_node_at_line(0)  # rebuilds the tree lines if nodes were added, so node.line is current
-        line, cursor = node.line, self.cursor_node
-        if line < 0 or node is cursor:
+        line = node.line
+        if line < 0 or node is self.cursor_node:
+            return 0
+        drawing = self._drawing(cursor=node)
+        if drawing is None:  # a box Textual styles itself (see render_lines)
             return 0
         height = self.scrollable_content_region.height
         x1 = self.scroll_offset.x
-        selected = [(each, each._selected) for each in (cursor, node) if each is not None]
         drawn = 0
-        try:
-            if cursor is not None:
-                cursor._selected = False
-            node._selected = True
-            with self._render_pass() as style:
-                if self._pass_finish is None:  # a box Textual styles itself (see render_lines)
-                    return 0
-                for y in range(max(0, line - height), min(len(self._tree_lines), line + height)):
-                    if y not in (line, self.cursor_line):
-                        self._finished_line(y, x1, x1 + self.size.width, style)
-                        drawn += 1
-        finally:
-            for each, was in selected:
-                each._selected = was
+        for y in range(max(0, line - height), min(self.last_line + 1, line + height)):
+            if y not in (line, self.cursor_line):
+                self._finished_line(y, x1, x1 + self.size.width, drawing)
+                drawn += 1
         return drawn
 
     @on(Tree.NodeExpanded)
@@ -443,9 +343,8 @@ class PlanTree(Tree[Entry]):
         return super().clear()
 
     def forget_drawn_lines(self) -> None:
-        """Draw every line afresh on the next render: the lines kept by node, and ``Tree``'s own."""
+        """Draw every line afresh on the next render (none of the lines kept by node)."""
         self._forget_kept_lines()
-        self._clear_line_cache()
         self.refresh()
 
     def _forget_kept_lines(self) -> None:
@@ -462,12 +361,14 @@ class PlanTree(Tree[Entry]):
         """
         self._forget_kept_lines()
         self._component_styles_kept.clear()
+        self._view_width_kept = None  # padding or a border may have changed
         super().notify_style_update()
         if self._styles is not None:
             self.call_later(self._relabel_if_styles_changed, self._styles)
 
     def _relabel_if_styles_changed(self, made_with: LabelStyles) -> None:
         self._component_styles_kept.clear()  # what was read before the component classes' update
+        self._forget_kept_lines()  # ... and the lines drawn with it, or with the labels replaced below
         self._styles = None
         if self.label_styles() != made_with:
             self._relabel(self.root)
@@ -502,98 +403,70 @@ class PlanTree(Tree[Entry]):
         (background, filters) by its row; a key press that opens nodes (``n`` does in every
         tree) or scrolls drops both, so every visible line was drawn and finished again, about
         0.3 ms each. Here a finished line is kept by its node and the node's state
-        (:meth:`_line_key`), whatever row it lands on: a line scrolled into view that was seen,
-        or drawn ahead (:meth:`draw_ahead`), costs a lookup. The widget's style and everything
-        the lines share are fetched once per call.
+        (:func:`~shardscope.app.views.plans.tree_lines.line_key`), whatever row it lands on: a
+        line scrolled into view that was seen, or drawn ahead (:meth:`draw_ahead`), costs a
+        lookup. The widget's style and everything the lines share are fetched once per call.
 
-        A tree with a border, padding or an outline (none here) is styled by Textual itself.
+        A tree with a border, padding or an outline (none here) is drawn and styled by Textual itself.
         """
-        with self._render_pass() as style:
-            if self._pass_finish is None:
-                return super().render_lines(crop)
-            scroll_x, scroll_y = self.scroll_offset
-            x2 = scroll_x + self.size.width
-            strips = [self._finished_line(row + scroll_y, scroll_x, x2, style) for row in crop.line_range]
+        drawing = self._drawing(cursor=self.cursor_node)
+        if drawing is None:
+            return super().render_lines(crop)
+        scroll_x, scroll_y = self.scroll_offset
+        x2 = scroll_x + self.size.width
+        strips = [self._finished_line(row + scroll_y, scroll_x, x2, drawing) for row in crop.line_range]
         if crop.column_span != (0, self.size.width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
 
-    @contextmanager
-    def _render_pass(self) -> Iterator[Style]:
-        """Lines drawn inside share the widget's style, view and finish, fetched once (the style yielded)."""
-        self._pseudo_class_state = self.get_pseudo_class_state()  # what ``Tree.render_lines`` sets
-        self._pass_style, self._pass_view, self._pass_finish = self.rich_style, None, self._pass_finish_args()
-        try:
-            yield self._pass_style
-        finally:
-            self._pass_style = self._pass_view = self._pass_finish = None
+    def render_line(self, y: int) -> Strip:
+        """Row ``y`` of the view as :meth:`render_lines` draws it (Textual asks for one row to find
+        what the mouse points at); a tree with a box is ``Tree``'s to draw."""
+        if line_finish(self) is None:
+            return super().render_line(y)
+        return self.render_lines(Region(0, y, self.size.width, 1))[0]
 
-    def _pass_finish_args(self) -> tuple | None:
-        """What finishing a line takes (``StylesCache.render_line``'s arguments, the line filters).
-
-        None when the tree has a border, padding or outline: a finished line then depends on its
-        row, and Textual's own styles cache finishes it.
-        """
-        styles = self.styles
-        if any(self.gutter) or any(edge for edge, _ in styles.outline):
+    def _drawing(self, cursor: TreeNode[Entry] | None) -> Drawing | None:
+        """How this render pass draws its lines, with the cursor on ``cursor``; None for a tree
+        with a border, padding or an outline (a finished line then depends on its row)."""
+        finish = line_finish(self)
+        if finish is None:
             return None
-        base_background, background = self.background_colors
-        app = self.app
-        return (styles, self.size, self.content_region.size, styles.padding, base_background, background,
-                self.opacity, app.ansi_theme, app.native_ansi_color, tuple(self.get_line_filters()),
-                (styles.tint, styles.text_opacity, styles.hatch if styles.has_rule("hatch") else None))
+        hover = self.get_node_at_line(self.hover_line) if self.hover_line >= 0 else None
+        style = self.rich_style
+        rich = self.get_component_rich_style
+        return Drawing(
+            base_style=style, cursor=cursor, hover=hover, has_focus=self.has_focus,
+            view=(self._node_lines_generation, self.virtual_size.width, self.guide_depth, self.show_guides,
+                  self.show_root, self.get_pseudo_class_state(), self.has_focus, style, finish.key()),
+            finish=finish, guides=guide_styles(self), label=rich("tree--label", partial=True),
+            highlight=rich("tree--highlight", partial=True), cursor_label=rich("tree--cursor"),
+            highlight_line=rich("tree--highlight-line"))
 
-    def _view(self, base_style: Style) -> tuple:
-        """What every line of this render pass depends on alike (computed once per pass)."""
-        view = self._pass_view
-        if view is None:
-            view = self._pass_view = (
-                self._node_lines_generation, self.virtual_size.width, self.guide_depth, self.show_guides,
-                self.show_root, self._pseudo_class_state, self.has_focus, base_style, self._pass_finish[1:])
-        return view
-
-    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple:
-        """Everything tree line ``y`` as finished depends on, but not the row it lands on.
+    def _finished_line(self, y: int, x1: int, x2: int, drawing: Drawing) -> Strip:
+        """Tree line ``y`` as the compositor takes it: kept by its key, else drawn and finished.
 
         A row below the last line is blank: its key is the view alone.
         """
-        if y >= len(self._tree_lines):
-            return (self._view(base_style), None, x1, x2)
-        line = self._tree_lines[y]
-        node = line.node
-        hover_line = self.hover_line
-        return (self._view(base_style), node.id, node._updates, x1, x2, self.cursor_line == y, hover_line == y,
-                hover_line >= 0 and any(n._hover for n in line.path), line.last,
-                tuple((n._hover, n._selected, n.is_last) for n in line.path))
-
-    def _finished_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """Tree line ``y`` as the compositor takes it: kept by :meth:`_line_key`, else drawn and finished."""
-        key = self._line_key(y, x1, x2, base_style)
+        node = self.get_node_at_line(y)
+        key = (drawing.view, None, x1, x2) if node is None else line_key(node, x1, x2, drawing)
         strip = self._node_lines.get(key)
         if strip is None:
             self.lines_drawn += 1
-            strip = self._node_lines[key] = self._finish(_without_row(super()._render_line(y, x1, x2, base_style)))
+            content = Strip.blank(self.size.width, drawing.base_style) if node is None \
+                else draw_line(self, node, x1, x2, drawing)
+            strip = self._node_lines[key] = finish_line(self, content, drawing.finish)
         return strip
 
-    def _finish(self, content: Strip) -> Strip:
-        """A content line with what Textual's styles cache adds to every line (background, tint, filters)."""
-        styles, size, content_size, padding, base_background, background, opacity, ansi_theme, native_ansi, \
-            filters, _ = self._pass_finish
-        strip = self._styles_cache.render_line(styles, 0, size, content_size, padding, base_background, background,
-                                               lambda _: content, None, None, opacity, ansi_theme, native_ansi)
-        for line_filter in filters:
-            strip = strip.apply_filter(line_filter, background)
-        return strip
-
-    def _on_mouse_move(self, event: events.MouseMove) -> None:
+    def on_mouse_move(self, event: events.MouseMove) -> None:
         """Hover the line under the mouse, found by its position: a kept line carries no row number."""
         if "line" in event.style.meta:
             return  # a line Textual styled itself (a tree with a box): ``Tree``'s handler reads its row
         event.prevent_default()  # ``Tree``'s handler would find no row and clear the hover
         self.hover_line = self._line_at(event)
 
-    async def _on_click(self, event: events.Click) -> None:
+    async def on_click(self, event: events.Click) -> None:
         """Move the cursor to the clicked line and select it, or toggle its node on the arrow.
 
         ``Tree``'s own handler, which runs next, reads the row from the line's mouse meta; the
@@ -609,8 +482,8 @@ class PlanTree(Tree[Entry]):
         async with self.lock:
             if event.style.meta.get("toggle", False):
                 node = self.get_node_at_line(line)
-                if node is not None:
-                    self._toggle_node(node)
+                if node is not None and node.allow_expand:
+                    node.toggle()
             else:
                 self.cursor_line = line
                 await self.run_action("select_cursor")
@@ -621,7 +494,7 @@ class PlanTree(Tree[Entry]):
         if offset is None:
             return -1
         line = offset.y + self.scroll_offset.y
-        return line if line < len(self._tree_lines) else -1
+        return line if line <= self.last_line else -1
 
     def get_label_width(self, node: TreeNode[Entry]) -> int:
         """The label's width as drawn: no wider than the room its line has (see :meth:`render_label`)."""
@@ -661,20 +534,19 @@ class PlanTree(Tree[Entry]):
             details.append(f"  {collective.source}", "dim")
         return details
 
-    def _build(self) -> None:
-        """``Tree._build``, with the view's width looked up once for all lines, not once a line.
-
-        ``_build`` measures every open line (:meth:`get_label_width`) after each key press that
-        opens a node; the width (``scrollable_content_region``) was most of that.
-        """
-        self._build_width = self._view_width()
-        try:
-            super()._build()
-        finally:
-            self._build_width = None
+    def on_resize(self, event: events.Resize) -> None:
+        """The view's width is looked up again (``Tree`` measures its lines again on a resize too)."""
+        self._view_width_kept = None
 
     def _view_width(self) -> int:
-        return self.scrollable_content_region.width or 10_000  # not laid out yet: no cut
+        """The view's width, looked up once until the tree is resized: measuring the lines after a
+        key press that opens a node (:meth:`get_label_width`, once a line) was mostly this look-up."""
+        width = self._view_width_kept
+        if width is None:
+            width = self.scrollable_content_region.width
+            if width:
+                self._view_width_kept = width
+        return width or 10_000  # not laid out yet: no cut
 
     def _room(self, node: TreeNode[Entry]) -> int:
         """Columns left for ``node``'s label on its line: the view's width minus the guides."""
@@ -684,34 +556,4 @@ class PlanTree(Tree[Entry]):
         while parent is not None and parent is not root:
             depth += 1
             parent = parent.parent
-        width = self._build_width or self._view_width()
-        return max(width - depth * self.guide_depth, 8)
-
-
-def _without_row(strip: Strip) -> Strip:
-    """``strip`` without the row number ``Tree`` puts in each line's mouse meta (``{"line": y}``).
-
-    A line kept by node lands on other rows as the tree scrolls and nodes open; the row it was
-    drawn on would be wrong there, so kept lines carry none and the mouse handlers find the row
-    by position. The other meta (the node, the expand arrow's toggle) stays.
-    """
-    without: dict[Style, Style] = {}
-    segments = []
-    for text, style, control in strip:
-        if style is not None:
-            if style not in without:
-                without[style] = _style_without_row(style)
-            style = without[style]
-        segments.append(Segment(text, style, control))
-    return Strip(segments, strip.cell_length)
-
-
-def _style_without_row(style: Style) -> Style:
-    meta = style.meta
-    if "line" not in meta:
-        return style
-    rest = {name: value for name, value in meta.items() if name != "line"}
-    plain = style.clear_meta_and_links()
-    if style.link:
-        plain += Style(link=style.link)
-    return plain + Style.from_meta(rest) if rest else plain
+        return max(self._view_width() - depth * self.guide_depth, 8)

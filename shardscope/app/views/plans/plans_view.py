@@ -94,6 +94,7 @@ class PlansView(Widget):
         self._pairs: list[dict[str, int]] | None = None  # the n/N steps of the plans shown
         self._summaries: dict[str, tuple[Any, Text]] = {}  # plan name -> (plan, its header's first lines)
         self._first_moves_drawn = False
+        self._focus_pending = False  # a tree is to take the focus after the next refresh (_focus_later)
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -130,7 +131,7 @@ class PlansView(Widget):
         except NoMatches:  # the app closed while the columns were mounting: nothing left to fill
             return
         if first:  # the tab was shown before its trees existed: give them the focus it offered then
-            self.call_after_refresh(self._focus_a_tree)
+            self._focus_later()
 
     def _column(self, name: str) -> Vertical:
         return Vertical(
@@ -170,13 +171,19 @@ class PlansView(Widget):
         """Draw ahead what the first ``n`` and the first ``N`` show: one tree per idle turn.
 
         A screenful of lines never drawn, in every tree, was most of the first ``n`` or ``N``; drawn
-        here, that key press costs what a later ``n`` does. The drawing starts a turn later, after
-        the focus a tree takes when the plans first show (``_rebuild``, ``on_show``): lines are
-        drawn for the focus they will have. It never moves the focus itself (a re-run must leave
-        it in the sidebar); a key that moves it finds no line kept and draws afresh. Stops when
-        another analysis shows or ``n``/``N`` came first.
+        here, that key press costs what a later ``n`` does. The drawing waits for the focus a tree
+        takes when the plans first show (``_rebuild``, ``on_show``): lines are drawn for the focus
+        they will have (a change of focus makes every kept line of every tree stale). That focus
+        may come several refreshes late: a callback "after refresh" also runs while a batch update
+        (the footer recomposing its keys) holds the screen's layout back, the trees not placed
+        yet. The drawing never moves the focus itself (a re-run must leave it in the sidebar); a
+        key that moves it finds no line kept and draws afresh. Stops when another analysis shows
+        or ``n``/``N`` came first.
         """
         if plans is not self._plans or not plans or self.collective_index >= 0:
+            return
+        if self._focus_pending:
+            self.call_after_refresh(self._draw_first_moves, plans, names)
             return
         ends = self._first_moves()
         if names is None:
@@ -281,22 +288,29 @@ class PlansView(Widget):
 
         The trees had no size while the tab was hidden: draw ahead for the first ``n`` and ``N`` again.
         """
-        self.call_after_refresh(self._focus_a_tree)
+        self._focus_later()
         self.call_after_refresh(self._draw_first_moves, self._plans)
+
+    def _focus_later(self) -> None:
+        """Focus a tree after the next refresh (:meth:`_focus_a_tree`); the drawing ahead waits for it."""
+        self._focus_pending = True
+        self.call_after_refresh(self._focus_a_tree)
 
     def _focus_a_tree(self, retries: int = 5) -> None:
         """Focus the first plan's tree unless a tree already has it or the user is typing in an input.
 
         Right after its columns are mounted the screen may not have placed them yet (a busy
-        machine): then try again after the next refreshes, while the tab is still the one shown.
+        machine, a batch update holding the layout back): then try again after the next
+        refreshes, while the tab is still the one shown.
         """
         focused = self.app.focused
-        if not self._names or isinstance(focused, (Input, PlanTree)):
-            return
-        if self.is_on_screen and self.tree(self._names[0]).is_on_screen:
-            self.screen.set_focus(self.tree(self._names[0]))  # now, not after the messages queued (``focus``)
-        elif retries and self.parent is not None and self.parent.display:
-            self.call_after_refresh(self._focus_a_tree, retries - 1)
+        if self._names and not isinstance(focused, (Input, PlanTree)):
+            if self.is_on_screen and self.tree(self._names[0]).is_on_screen:
+                self.screen.set_focus(self.tree(self._names[0]))  # now, not after the messages queued (``focus``)
+            elif retries and self.parent is not None and self.parent.display:
+                self.call_after_refresh(self._focus_a_tree, retries - 1)
+                return
+        self._focus_pending = False
 
     @staticmethod
     def _waiting_header(name: str) -> Text:

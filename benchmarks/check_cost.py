@@ -1,0 +1,130 @@
+"""Benchmark 4a: what ``shardscope check`` costs on a user's program, against JAX's own compile of it.
+
+The program is a 12-layer transformer train step with 4-step gradient accumulation, in both
+styles (``benchmarks/transformer_step.py``: jit with shardings, and the same under
+``shard_map``). Each round runs, in fresh processes and alternating, ``shardscope check
+benchmarks/transformer_step.py --function NAME --json`` and ``benchmarks/bare_compile.py NAME``
+(JAX alone: import the file, ``lower(*args).compile()``, ``as_text()``), so both wall times hold
+the interpreter's start, JAX's import, the trace and XLA's compile, and the ratio is what the
+analysis adds (the target: at most 1.3x). One untimed round comes first (the OS file cache and
+the .pyc files would win it). Then, in this process, one run of each program is timed phase by
+phase: the trace, the jaxpr view, the compile, the compiled plan.
+
+Run alone, on a quiet machine: ``python -m benchmarks.check_cost [--quick]``. Not part of
+``make bench`` (each round compiles the model four times, about 20 s each).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_result
+
+TARGET_RATIO = 1.3
+FULL_ROUNDS, QUICK_ROUNDS = 5, 2
+PROGRAMS = ("step_shardings", "step_shard_map")
+FILE = ROOT / "benchmarks" / "transformer_step.py"
+
+
+def commands(name: str) -> dict[str, list[str]]:
+    """``check`` and the bare compile of the program ``name``."""
+    return {
+        "check": [python(), "-m", "shardscope", "check", str(FILE), "--function", name, "--json"],
+        "bare": [python(), str(ROOT / "benchmarks" / "bare_compile.py"), name],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds and the phases, and write ``check_cost.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    runs = {name: {kind: [] for kind in ("check", "bare")} for name in PROGRAMS}
+    for name in PROGRAMS:  # the untimed round
+        for kind, argv_ in commands(name).items():
+            _checked(kind, run_child(argv_))
+    for i in range(rounds):
+        for name in PROGRAMS:
+            order = list(commands(name).items())
+            if i % 2:
+                order.reverse()
+            for kind, argv_ in order:
+                runs[name][kind].append(_checked(kind, run_child(argv_)))
+                print(f"round {i + 1}/{rounds} {name} {kind}: {runs[name][kind][-1]['wall_s']:.1f} s", flush=True)
+    programs = {}
+    for name in PROGRAMS:
+        check, bare = runs[name]["check"], runs[name]["bare"]
+        found = json.loads(check[-1]["stdout"])
+        programs[name] = {
+            "check_wall_s": stats([r["wall_s"] for r in check]),
+            "bare_wall_s": stats([r["wall_s"] for r in bare]),
+            "check_rss_mib": stats([r["max_rss_mib"] for r in check]),
+            "bare_rss_mib": stats([r["max_rss_mib"] for r in bare]),
+            "ratio_median": statistics.median(c["wall_s"] / b["wall_s"] for c, b in zip(check, bare)),
+            "exit_code": found["exit_code"],
+            "compiled_collectives": len(found["compiled_collectives"]),
+            "collective_equations": len(found["collectives"]),
+            "counts": found["programs"][0]["counts"],
+            "flagged": found["programs"][0]["flagged"],
+        }
+    write_result("check_cost", args.quick, {
+        "rounds": rounds,
+        "target_ratio": TARGET_RATIO,
+        "commands": {name: {kind: _shown(argv_) for kind, argv_ in commands(name).items()} for name in PROGRAMS},
+        "programs": programs,
+        "phases_s": phases(),
+    }, args.out)
+    for name, row in programs.items():
+        print(f"{name}: check {row['check_wall_s']['median']:.1f} s, bare {row['bare_wall_s']['median']:.1f} s, "
+              f"ratio {row['ratio_median']:.2f}x", flush=True)
+
+
+def phases() -> dict[str, dict[str, float]]:
+    """Per program, the seconds of each phase of one ``check`` in this process."""
+    from shardscope.engine.compiled import plan_of
+    from shardscope.engine.inspection import inspect_traced
+    from shardscope.engine.traceable import traceable
+    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.pipeline.gc_pause import paused
+    from shardscope.sources.loading import import_file
+
+    ensure_devices(8)
+    module = import_file(FILE)[0]
+    found = {}
+    for name in PROGRAMS:
+        program = traceable(getattr(module, name), (module.params, module.batches), {})
+        times: dict[str, float] = {}
+        with paused():  # as the command reads it
+            start = time.perf_counter()
+            traced = program.function.trace(*program.args)
+            times["trace"] = time.perf_counter() - start
+            start = time.perf_counter()
+            inspection = inspect_traced(traced, name, program.input_names, [])
+            times["jaxpr_view"] = time.perf_counter() - start
+            start = time.perf_counter()
+            compiled = traced.lower().compile()
+            times["lower_and_compile"] = time.perf_counter() - start
+            start = time.perf_counter()
+            plan_of(traced, compiled, input_names=program.input_names, program=inspection.program,
+                    jaxpr_collectives=inspection.collectives)
+            times["compiled_plan"] = time.perf_counter() - start
+        times["instructions"] = compiled.as_text().count("\n")
+        found[name] = times
+    return found
+
+
+def _checked(kind: str, result: dict) -> dict:
+    expected = (1,) if kind == "check" else (0,)  # check flags both programs' per-micro-batch sums
+    if result["returncode"] not in expected:
+        raise RuntimeError(f"{kind} exited with {result['returncode']}:\n{result['stderr'][-2000:]}")
+    return result
+
+
+def _shown(argv: list[str]) -> str:
+    return " ".join(a.replace(str(ROOT) + "/", "") if a.startswith(str(ROOT)) else ("python" if a == python() else a)
+                    for a in argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""The command palette's shardscope commands: one per binding of the app, so the palette offers every action.
+
+A tab's own key (``s``) opens its tab and acts there, from whatever tab is shown. ``q`` is left
+out: Textual's own commands offer Quit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from textual.app import SystemCommand
+from textual.binding import Binding
+
+from shardscope.app.bindings import TAB_ACTIONS
+
+if TYPE_CHECKING:
+    from shardscope.app.app import ShardscopeApp
+
+
+def binding_commands(app: ShardscopeApp) -> Iterator[SystemCommand]:
+    """A palette command for each of ``app``'s bindings, titled by its description, explained by its tooltip."""
+    for binding in app.BINDINGS:
+        if not isinstance(binding, Binding) or binding.action == "quit":  # Textual offers its own Quit
+            continue
+        tab_action = TAB_ACTIONS.get(binding.action)
+        if tab_action is not None:
+            callback = lambda tab_action=tab_action: app.call_later(app.action_in_tab, *tab_action)
+        else:  # call_later: run_action is a coroutine, and the palette wants a plain callable
+            callback = lambda action=binding.action: app.call_later(app.run_action, action)
+        yield SystemCommand(binding.description, binding.tooltip, callback)

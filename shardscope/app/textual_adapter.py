@@ -1,0 +1,113 @@
+"""The private parts of Textual that shardscope relies on, named in one place.
+
+textual is pinned exactly (pyproject.toml) because of these. Each stays because no public API
+does the job (or none does it within the key-press targets of BENCHMARKS.md); everything else
+the app needs from Textual is public. ``tests/app/test_textual_adapter.py`` checks each one by
+name and signature (:data:`PRIVATES`), so a Textual upgrade that changes one fails there, naming
+it, instead of somewhere in a drawing or a click.
+
+- :func:`finish_line` calls ``Widget._styles_cache.render_line``: what Textual adds to a line of
+  content (the background and its blend under the widget, tint, hatch, the line filters). The
+  plan trees keep finished lines by node across key presses, which Textual's own styles cache
+  cannot (it keeps them by row, and drops them when the tree scrolls).
+- ``Tree._invalidate`` is overridden by :class:`~shardscope.app.views.plans.plan_tree.PlanTree`:
+  every node that opens, closes or is added calls it, and Textual's lays out the whole screen
+  each time (most of what ``n`` cost at tens of thousands of equations).
+- ``App._handle_exception`` is overridden by the app: an error in a widget that the quit is
+  tearing down is not the user's problem (no public hook sees an unhandled error).
+- :data:`FooterKey` (``textual.widgets._footer``, not re-exported by ``textual.widgets``): the
+  footer moves the keys that must never be cut into a group docked right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rich.terminal_theme import TerminalTheme
+from textual.color import Color
+from textual.css.styles import StylesBase
+from textual.geometry import Size, Spacing
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets._footer import FooterKey
+
+__all__ = ["FooterKey", "LineFinish", "PRIVATES", "Private", "finish_line", "line_finish"]
+
+
+@dataclass(frozen=True)
+class Private:
+    """One private name of Textual that shardscope uses: where it lives and how it is called."""
+
+    owner: str  # "module:Class" (or "module" for a module-level name)
+    name: str
+    parameters: tuple[str, ...] | None  # the signature's parameter names; None: not a callable
+    why: str
+
+
+PRIVATES = (
+    Private("textual.widget:Widget", "_styles_cache", None,
+            "an instance attribute (textual._styles_cache.StylesCache): finish_line"),
+    Private("textual._styles_cache:StylesCache", "render_line",
+            ("self", "styles", "y", "size", "content_size", "padding", "base_background", "background",
+             "render_content_line", "border_title", "border_subtitle", "opacity", "ansi_theme", "native_ansi"),
+            "finish_line passes its 13 arguments by position"),
+    Private("textual.widgets._tree:Tree", "_invalidate", ("self",),
+            "PlanTree overrides it: opening nodes without a layout of the screen"),
+    Private("textual.app:App", "_handle_exception", ("self", "error"),
+            "ShardscopeApp overrides it: errors while quitting are logged, not shown"),
+    Private("textual.widgets._footer", "FooterKey", None,
+            "the footer's key widget: KeysFooter moves some into a group docked right"),
+    Private("textual.widgets._footer:FooterKey", "__init__",
+            ("self", "key", "key_display", "description", "action", "disabled", "tooltip", "classes"),
+            "KeysFooter reads the action of each key Footer.compose yields (its 'action' attribute)"),
+)
+"""Every private of Textual used, checked by ``tests/app/test_textual_adapter.py``."""
+
+
+@dataclass(frozen=True)
+class LineFinish:
+    """What finishing a widget's line of content takes: ``StylesCache.render_line``'s arguments
+    but the line itself (the same for every line of a render pass), and the line filters."""
+
+    styles: StylesBase
+    size: Size
+    content_size: Size
+    padding: Spacing
+    base_background: Color
+    background: Color
+    opacity: float
+    ansi_theme: TerminalTheme
+    native_ansi: bool
+    filters: tuple[Any, ...]
+    effects: tuple[Any, ...]  # tint, text opacity and hatch: what a finished line depends on besides the above
+
+    def key(self) -> tuple:
+        """What lines finished with this depend on (for keeping them): every field but the styles object."""
+        return (self.size, self.content_size, self.padding, self.base_background, self.background,
+                self.opacity, self.ansi_theme, self.native_ansi, self.filters, self.effects)
+
+
+def line_finish(widget: Widget) -> LineFinish | None:
+    """How ``widget``'s lines are finished now; None when it has a border, padding or an outline
+    (a finished line then depends on its row: Textual's own styles cache must finish it)."""
+    styles = widget.styles
+    if any(widget.gutter) or any(edge for edge, _ in styles.outline):
+        return None
+    base_background, background = widget.background_colors
+    app = widget.app
+    return LineFinish(styles, widget.size, widget.content_region.size, styles.padding, base_background, background,
+                      widget.opacity, app.ansi_theme, app.native_ansi_color, tuple(widget.get_line_filters()),
+                      (styles.tint, styles.text_opacity, styles.hatch if styles.has_rule("hatch") else None))
+
+
+def finish_line(widget: Widget, content: Strip, finish: LineFinish) -> Strip:
+    """``content`` (one line, no border nor padding around it) as Textual's compositor takes it:
+    the widget's background under it, tint and filters applied, as ``Widget.render_lines`` does."""
+    render_line: Callable[..., Strip] = widget._styles_cache.render_line
+    strip = render_line(finish.styles, 0, finish.size, finish.content_size, finish.padding, finish.base_background,
+                        finish.background, lambda _: content, None, None, finish.opacity, finish.ansi_theme,
+                        finish.native_ansi)
+    for line_filter in finish.filters:
+        strip = strip.apply_filter(line_filter, finish.background)
+    return strip

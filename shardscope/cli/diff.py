@@ -1,0 +1,65 @@
+"""``shardscope diff``: the unified diff of the plans' canonical jaxprs, on stdout or into a file
+written atomically (never over an existing one without ``--force``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from shardscope.cli.headless import analyse, load_demo
+from shardscope.cli.options import DemoOptions, add_demo_options
+from shardscope.cli.parsing import AddParser
+from shardscope.distributed.interrupts import run_interruptible
+from shardscope.distributed.launch import IN_PROCESS
+from shardscope.render.exports import write_atomic
+from shardscope.render.text import diff_text
+
+NAME = "diff"
+
+
+def register(add_parser: AddParser) -> None:
+    """Add ``diff`` and its options to the ``shardscope`` parser."""
+    parser = add_parser(NAME, help="the unified diff of the two plans' canonical jaxprs")
+    add_demo_options(parser)
+    parser.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
+    parser.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    parser.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """The options of ``shardscope diff``: ``output`` None or ``-`` is standard output."""
+
+    demo: DemoOptions
+    output: str | None
+    force: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DiffOptions:
+        """The options as ``diff``'s subparser parsed them."""
+        return cls(DemoOptions.from_args(args), args.output, args.force)
+
+
+def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
+    """``shardscope diff``, in a thread that Ctrl+C and SIGTERM end at once (nothing written)."""
+    options = DiffOptions.from_args(args)
+    return run_interruptible(lambda: diff(options))
+
+
+def diff(options: DiffOptions) -> int:
+    """Trace the plans (no timings) and write their diff."""
+    loaded = load_demo(options.demo.settings(), IN_PROCESS)
+    return write_diff(diff_text(analyse(loaded, measure=False)), options.output, options.force)
+
+
+def write_diff(text: str, output: str | None, force: bool) -> int:
+    """``text`` on stdout (``output`` None or ``-``), else into ``output`` atomically."""
+    if output is None or output == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))  # as write_atomic does
+        sys.stdout.buffer.flush()
+        return 0
+    path = write_atomic(output, text, overwrite=force)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0

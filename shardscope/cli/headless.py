@@ -1,0 +1,86 @@
+"""What ``report``, ``diff`` and ``sweep`` share: the demo file loaded once, after JAX's device count
+is set; the spawn of ``--processes`` workers on the demo's own mesh; the analysis, with what the
+demo prints kept off stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass, replace
+
+from shardscope.cli.options import DemoOptions
+from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_jax
+from shardscope.distributed.processes import with_options
+from shardscope.errors import ShardscopeError
+from shardscope.pipeline.analysis import Analysis
+from shardscope.pipeline.devices import ensure_devices, request_devices
+from shardscope.plans.settings import Settings, check_device_count
+from shardscope.sources.demos import DemoFile
+from shardscope.sources.loading import load_demo_file, require_file
+
+
+@dataclass(frozen=True)
+class LoadedDemo:
+    """The demo file, imported once (what it prints at import, once), and the settings on the
+    demo's own mesh when the user gave none."""
+
+    demo_file: DemoFile
+    settings: Settings
+
+
+def load_demo(settings: Settings, processes: ProcessOptions) -> LoadedDemo:
+    """Start JAX as ``processes`` says, then import the demo file and check the device count.
+
+    A typo in FILE fails before JAX starts. JAX's device count is set before the import
+    (:func:`~shardscope.distributed.launch.start_jax`): a file that builds arrays when imported
+    gets the devices asked for. The backend has not started unless the file started it, so a
+    count that does not divide the batch is refused before anything else is allocated.
+    """
+    require_file(settings.path)
+    start_jax(processes, settings)
+    from shardscope.sources.examples import batch_size  # imports JAX (about 1 s): not before a typo fails
+
+    with contextlib.redirect_stdout(sys.stderr):
+        demo_file = load_demo_file(settings.path)
+    demo_fn = demo_file.get(settings.function)
+    settings = settings.for_demo(demo_fn.default_mesh)
+    if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device
+        # the hint lists every count that works
+        check_device_count(settings.mesh.devices, batch_size(demo_fn.spec.x))
+    else:
+        check_device_count(settings.mesh.devices)
+    request_devices(settings.mesh.devices)  # a demo's own mesh may need more than were asked for
+    return LoadedDemo(demo_file, settings)
+
+
+def spawn_on_demo_mesh(loaded: LoadedDemo, demo: DemoOptions, processes: ProcessOptions) -> int:
+    """``--processes P``: the command in P workers, on the mesh this process settled on.
+
+    A worker sets its device count before it imports the file, so it cannot read the demo's own
+    mesh first: when the user gave no ``--mesh``, the workers are given this one.
+    """
+    argv = list(processes.worker_argv)
+    if demo.mesh is None:
+        argv = with_options(argv, "--mesh", loaded.settings.mesh.text())
+    return spawn_workers(replace(processes, worker_argv=tuple(argv)), loaded.settings,
+                         _batch(loaded.demo_file, loaded.settings))
+
+
+def analyse(loaded: LoadedDemo, measure: bool) -> Analysis:
+    """The analysis of the loaded demo (timed when ``measure``); what the demo prints while it is
+    traced goes to stderr, off the report and the diff."""
+    from shardscope.pipeline.run import analyze  # imports JAX (about 1 s): not for --help
+
+    ensure_devices(loaded.settings.mesh.devices)
+    with contextlib.redirect_stdout(sys.stderr):
+        return analyze(loaded.settings, loaded=loaded.demo_file, measure=measure, graphs=False)
+
+
+def _batch(demo_file: DemoFile, settings: Settings) -> int | None:
+    """The demo's batch N, which the device counts a refusal suggests must split (None: not known)."""
+    from shardscope.sources.examples import batch_size  # imports JAX (about 1 s)
+
+    try:
+        return batch_size(demo_file.get(settings.function).spec.x)
+    except ShardscopeError:
+        return None

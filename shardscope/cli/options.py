@@ -1,0 +1,173 @@
+"""The options several commands share, the types that check their values, and the typed values
+built once from argparse's namespace: :class:`DemoOptions` (which demo function, on which mesh)
+and the process options (how JAX starts, :class:`~shardscope.distributed.launch.ProcessOptions`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from shardscope.distributed.launch import DEFAULT_TIMEOUT_S, ProcessOptions
+from shardscope.distributed.workers import WorkerRole
+from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.plans.mesh import Mesh, parse_axes
+from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
+from shardscope.sources.bundled import SEED_DEMO, find_file
+
+FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
+DEBUG_HELP = "show tracebacks instead of short messages"
+JSON_HELP = "print exactly one JSON object on stdout"
+
+SPAWNER_ONLY_OPTIONS = ("--processes", "--timeout")
+"""The process options only the spawner reads: its workers' command lines go without them."""
+
+
+def positive(text: str) -> int:
+    """A whole number of at least 1 (``--devices``, ``--repeats``, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def axis_name(text: str) -> str:
+    """A mesh axis name XLA takes (``--axis``)."""
+    try:
+        return check_axis_name(text)
+    except SettingsError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid axis name (use ASCII letters, digits, _)") from None
+
+
+def mesh(text: str) -> Mesh:
+    """``data=4,model=2`` (``--mesh``)."""
+    try:
+        return Mesh.parse(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def axes(text: str) -> tuple[str, ...]:
+    """``data,model`` (``--batch-axes``)."""
+    try:
+        return parse_axes(text)
+    except ShardscopeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} ({exc.hint})") from None
+
+
+def worker_role(text: str) -> WorkerRole:
+    """The internal ``--worker ADDRESS,PROCESSES,ID,PARENT_PID`` the spawner writes."""
+    try:
+        return WorkerRole.parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ADDRESS,PROCESSES,ID,PARENT_PID") from None
+
+
+def add_debug_option(parser: argparse.ArgumentParser) -> None:
+    """``--debug``, which every command has (the CLI reads it when an error reaches it)."""
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+
+
+def add_demo_options(parser: argparse.ArgumentParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+    """FILE and the options of :class:`DemoOptions` (and ``--debug``), for ``open``, ``report``,
+    ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None."""
+    if seed_default:
+        parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
+                            help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
+    else:
+        parser.add_argument("file", type=Path, help=FILE_HELP)
+    parser.add_argument("-f", "--function", help="the demo function to analyse (default: the first in the file)")
+    parser.add_argument("-d", "--devices", type=positive,
+                        help=f"devices in the 1-D mesh (default: the demo's own mesh, else {DEFAULT_DEVICES})")
+    parser.add_argument("--axis", type=axis_name, help=f"mesh axis name (default {DEFAULT_AXIS!r})")
+    parser.add_argument("--mesh", type=mesh, metavar="AXES",
+                        help="a mesh of named axes, e.g. data=4,model=2 (replaces --devices/--axis; "
+                             "default: the demo's own mesh, else s=2)")
+    parser.add_argument("--batch-axes", type=axes, metavar="AXES",
+                        help="the mesh axes the batch is split over, e.g. data (default: every axis)")
+    if chunk_size:
+        parser.add_argument("-c", "--chunk-size", type=positive,
+                            help="examples per chunk (default: the largest giving >= 2 chunks per device)")
+    else:
+        parser.set_defaults(chunk_size=None)
+    parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
+                        help=f"timed runs per plan after warm-up (default {DEFAULT_REPEATS})")
+    add_debug_option(parser)
+
+
+def add_process_options(parser: argparse.ArgumentParser) -> None:
+    """``--processes``, ``--distributed``, ``--timeout`` and the internal ``--worker``."""
+    processes, timeout = SPAWNER_ONLY_OPTIONS
+    parser.add_argument(processes, type=positive, default=1, metavar="P",
+                        help="run in P local processes joined by jax.distributed (CPU collectives over gloo), "
+                             "each with DEVICES/P devices; process 0 prints (default 1: in-process)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="on a cluster: join with jax.distributed.initialize() and its auto-detection "
+                             "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process")
+    parser.add_argument(timeout, type=positive, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--worker", type=worker_role, help=argparse.SUPPRESS)  # written by the spawner
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """Which demo function, on which mesh, in chunks of what size, timed how often: FILE and the
+    options :func:`add_demo_options` adds. ``None`` is "the default for this demo"."""
+
+    file: Path
+    function: str | None
+    devices: int | None
+    axis: str | None
+    mesh: Mesh | None
+    batch_axes: tuple[str, ...] | None
+    chunk_size: int | None
+    repeats: int
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DemoOptions:
+        """The options as parsed by a subparser that :func:`add_demo_options` set up."""
+        return cls(file=args.file, function=args.function, devices=args.devices, axis=args.axis, mesh=args.mesh,
+                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats)
+
+    def settings(self) -> Settings:
+        """The :class:`Settings` the options describe (FILE may name a shipped demo).
+
+        Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo.
+        """
+        return Settings(
+            path=find_file(self.file),
+            function=self.function,
+            devices=DEFAULT_DEVICES if self.devices is None else self.devices,
+            axis=self.axis or DEFAULT_AXIS,
+            chunk_size=self.chunk_size,
+            repeats=self.repeats,
+            mesh=self.mesh,
+            batch_axes=self.batch_axes,
+            demo_mesh=self.mesh is None and self.devices is None and self.axis is None,
+        )
+
+
+def process_options(args: argparse.Namespace, argv: Sequence[str]) -> ProcessOptions:
+    """The process options of a subparser that :func:`add_process_options` set up; ``argv`` is the
+    command line as parsed, which the workers run without the spawner's own options."""
+    return ProcessOptions(processes=args.processes, distributed=args.distributed, timeout_s=args.timeout,
+                          worker=args.worker, worker_argv=tuple(without_spawner_options(argv)))
+
+
+def without_spawner_options(argv: Sequence[str]) -> list[str]:
+    """``argv`` without ``--processes P`` and ``--timeout S``, in every form argparse reads them
+    (``--processes=2``, the abbreviation ``--proc 2``); the other words stay as they are, in order.
+
+    argparse itself finds them: a parser that knows only these two options leaves every other
+    word to ``parse_known_args``'s list of the words it did not read.
+    """
+    spawner = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    for option in SPAWNER_ONLY_OPTIONS:
+        spawner.add_argument(option)
+    _, rest = spawner.parse_known_args(list(argv))
+    return rest

@@ -1,0 +1,84 @@
+"""``shardscope report``: the analysis of a demo function's plans (collectives, loops, bytes,
+timings) as text or one JSON object, optionally projected onto an interconnect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+
+from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
+from shardscope.cli.options import JSON_HELP, DemoOptions, add_demo_options, add_process_options, process_options
+from shardscope.cli.parsing import AddParser
+from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
+from shardscope.costmodel.projection import project
+from shardscope.distributed.interrupts import run_interruptible
+from shardscope.distributed.launch import ProcessOptions
+from shardscope.distributed.workers import is_leader
+from shardscope.render.console import stdout_console
+from shardscope.render.report import render, to_json
+
+NAME = "report"
+
+
+def register(add_parser: AddParser) -> None:
+    """Add ``report`` and its options to the ``shardscope`` parser."""
+    parser = add_parser(NAME, help="print the analysis: collectives, loops, bytes, timings")
+    add_demo_options(parser)
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    parser.add_argument("--project", metavar="PRESET[:DEVICES]",
+                        help="project each plan's communication onto an interconnect preset "
+                             "(see `shardscope presets`) with DEVICES in the ring (default: --devices)")
+    parser.add_argument("--link", metavar="BW,LATENCY",
+                        help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
+                             "(alone, it implies --project link)")
+    add_process_options(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The options of ``shardscope report``; ``project`` and ``link`` are checked when it runs."""
+
+    demo: DemoOptions
+    processes: ProcessOptions
+    json: bool
+    project: str | None
+    link: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> ReportOptions:
+        """The options as ``report``'s subparser parsed them from ``argv``."""
+        return cls(DemoOptions.from_args(args), process_options(args, argv), args.json, args.project, args.link)
+
+
+def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
+    """``shardscope report``, in a thread that Ctrl+C and SIGTERM end at once."""
+    options = ReportOptions.from_args(args, argv)
+    return run_interruptible(lambda: report(options))
+
+
+def report(options: ReportOptions) -> int:
+    """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
+    settings = options.demo.settings()
+    target = projection_target(options.project, options.link)  # fails before JAX starts
+    loaded = load_demo(settings, options.processes)
+    if options.processes.spawns_workers:
+        return spawn_on_demo_mesh(loaded, options.demo, options.processes)
+    analysis = analyse(loaded, measure=True)
+    if not is_leader():
+        return 0
+    projection = None if target is None else project(analysis, *target)
+    if options.json:
+        print(json.dumps(to_json(analysis, projection), allow_nan=False))
+    else:
+        render(analysis, stdout_console(), projection)
+    return 0
+
+
+def projection_target(project: str | None, link: str | None) -> tuple[Link, int | None] | None:
+    """``(Link, devices or None)`` from ``--project``/``--link``, or None when neither is given."""
+    custom = parse_link(link) if link else None
+    if project is None:
+        return None if custom is None else (custom, None)
+    return parse_project(project if project else CUSTOM_LINK_NAME, custom)

@@ -1,0 +1,66 @@
+"""Any callable as a program JAX traces: what ``inspect``, ``check`` and the pipeline call ``.trace`` on.
+
+A ``jax.jit`` object and flax's ``nnx.jit`` function trace as they are. Anything else (a plain
+function, a ``functools.partial``, a bound method, equinox's ``eqx.filter_jit`` wrapper) is
+wrapped in ``jax.jit``: when every leaf of its arguments is one ``jax.jit`` takes (arrays,
+``jax.ShapeDtypeStruct``s, Python numbers) as it is; otherwise the leaves that are not arrays
+(an equinox model's activation function, a flag) are held static, as ``eqx.filter_jit`` holds
+them, and the jitted program takes the array leaves alone, in flattening order.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from shardscope.engine.pytree_paths import argument_names
+
+
+@dataclass(frozen=True)
+class Traceable:
+    """``function.trace(*args, **kwargs)`` traces the program; ``input_names`` name the leaves
+    of ``(args, kwargs)`` after the program's own parameters (``params['W']``, ``model.layers[0]``)."""
+
+    function: Any
+    args: tuple
+    kwargs: dict
+    input_names: tuple[str, ...]
+
+
+def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
+    """``fn`` on ``(args, kwargs)`` as something with ``.trace`` (see the module docstring)."""
+    import jax
+
+    names = tuple(argument_names(fn, args, kwargs))
+    if hasattr(fn, "trace"):
+        return Traceable(fn, args, kwargs, names)
+    leaves, treedef = jax.tree.flatten((args, kwargs))
+    if all(_jit_takes(leaf) for leaf in leaves):
+        return Traceable(jax.jit(fn), args, kwargs, names)
+    dynamic = [k for k, leaf in enumerate(leaves) if _is_array(leaf)]
+
+    def program(*values: Any) -> Any:
+        full = list(leaves)
+        for k, value in zip(dynamic, values):
+            full[k] = value
+        call_args, call_kwargs = jax.tree.unflatten(treedef, full)
+        return fn(*call_args, **call_kwargs)
+
+    program.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    program.__qualname__ = program.__name__
+    kept = tuple(names[k] for k in dynamic) if len(names) == len(leaves) else ()
+    return Traceable(jax.jit(program), tuple(leaves[k] for k in dynamic), {}, kept)
+
+
+def _is_array(leaf: Any) -> bool:
+    """An array or a shape standing for one: a dynamic argument of the traced program."""
+    import jax
+    import numpy as np
+
+    return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
+
+
+def _jit_takes(leaf: Any) -> bool:
+    """True for a leaf ``jax.jit`` takes as an argument: an array, a shape, a Python number."""
+    return _is_array(leaf) or (isinstance(leaf, numbers.Number) and not isinstance(leaf, type))

@@ -1,0 +1,80 @@
+"""The command line's own machinery: the parser built once from what the command modules register,
+typed options, and the command line a ``--processes`` worker runs (the user's own, without the
+spawner's options, in every form argparse reads them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from _support import DEMOS, PYTHON, ROOT, run_cli
+from shardscope.cli import COMMANDS, command_line, parse
+from shardscope.cli.options import without_spawner_options
+from shardscope.cli.report import ReportOptions
+from shardscope.distributed.processes import with_options
+
+LINEAR = DEMOS / "linear.py"
+
+
+def test_the_parser_is_built_once_and_every_command_runs_its_own_function():
+    assert command_line() is command_line()
+    runs = {}
+    for command in COMMANDS:
+        takes_file = command in ("report", "sweep", "diff", "check")
+        args, words = parse([command, "linear"] if takes_file else [command])
+        runs[command] = args.run
+        assert words[0] == command
+    assert len(set(runs.values())) == len(COMMANDS)  # one function per command, no shared if-chain
+    assert [runs[c].__module__ for c in COMMANDS] == [
+        "shardscope.cli.explorer", *(f"shardscope.cli.{c}" for c in COMMANDS[1:])]
+
+
+def test_options_are_typed_once_from_the_namespace():
+    args, words = parse(["report", "linear", "--proc", "2", "-d", "4", "--mesh", "a=2,b=2", "--timeout=7", "--json"])
+    options = ReportOptions.from_args(args, words)
+    assert (options.processes.processes, options.processes.timeout_s, options.processes.spawns_workers) == (2, 7, True)
+    assert options.demo.mesh.text() == "a=2,b=2" and options.demo.devices == 4 and options.json
+    assert options.processes.worker_argv == ("report", "linear", "-d", "4", "--mesh", "a=2,b=2", "--json")
+    with pytest.raises(AttributeError):
+        options.json = False  # frozen
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["report", "linear", "--processes", "2", "--timeout", "9", "-r", "1"], ["report", "linear", "-r", "1"]),
+    (["report", "--processes=2", "linear", "--timeout=9"], ["report", "linear"]),
+    (["sweep", "--proc", "2", "--time", "5", "linear", "-r2"], ["sweep", "linear", "-r2"]),
+    (["report", "--proc=2", "-d", "4", "--", "linear"], ["report", "-d", "4", "--", "linear"]),
+    (["report", "linear", "--link=-25GB/s,5us", "--processes", "2"], ["report", "linear", "--link=-25GB/s,5us"]),
+    (["calibrate", "--sizes", "1KiB,4KiB", "-d", "4", "--processes", "2", "--distributed"],
+     ["calibrate", "--sizes", "1KiB,4KiB", "-d", "4", "--distributed"]),
+])
+def test_a_worker_runs_the_users_command_line_without_the_spawners_options(argv, expected):
+    assert without_spawner_options(argv) == expected
+
+
+def test_the_workers_own_options_go_before_a_double_dash():
+    assert with_options(["report", "-d", "4", "--", "linear"], "--worker", "R") == [
+        "report", "-d", "4", "--worker", "R", "--", "linear"]
+    assert with_options(["report", "linear"], "--worker", "R") == ["report", "linear", "--worker", "R"]
+    args, _ = parse(with_options(["report", "-d", "4", "--", "linear"], "--worker", "127.0.0.1:1,2,0,1"))
+    assert str(args.file) == "linear" and args.worker.process_id == 0
+
+
+def test_importing_the_command_line_imports_neither_jax_nor_textual():
+    """``shardscope --version``, ``demos`` and the refusals before JAX starts stay quick, and the
+    explorer's first paint does not wait for JAX."""
+    probe = "import json, sys, shardscope.cli; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert "shardscope" in loaded and "jax" not in loaded and "textual" not in loaded
+
+
+@pytest.mark.slow
+def test_processes_abbreviated_with_a_double_dash_before_the_file():
+    result = run_cli("report", "--proc=2", "--devices", "4", "-r", "1", "--json", "--", LINEAR, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["processes"], data["devices"], data["variants"]["naive"]["executed_collectives"]) == (2, 4, 2)
