@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from shardscope.costmodel.interconnects import Link
 
 if TYPE_CHECKING:
+    from shardscope.engine.compiled import CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
 _ALL_REDUCE = {"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"}
@@ -172,3 +173,35 @@ def to_json(projection: Projection) -> dict[str, Any]:
             for name, plan in projection.plans.items()
         },
     }
+
+
+_HLO_PRIMITIVE = {
+    "all-reduce": "psum", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-to-all": "all_to_all",
+    "ragged-all-to-all": "ragged_all_to_all", "collective-permute": "ppermute", "collective-broadcast": "pbroadcast",
+}
+"""The ring model of each compiled collective kind: that of the JAX primitive it is written by."""
+
+
+@dataclass(frozen=True)
+class CompiledProjection:
+    """A compiled plan's collectives on a link: communication seconds per call (None when a
+    loop's trip count is unknown), an upper bound when one sits in a conditional's branch."""
+
+    link: Link
+    devices: int | None
+    comm_s_per_call: float | None
+    is_upper_bound: bool
+
+
+def project_compiled(plan: "CompiledPlan", link: Link, devices: int | None = None) -> CompiledProjection:
+    """Every compiled collective of ``plan`` on ``link``: runs per call x the ring cost of one run
+    of its per-device bytes, over ``devices`` devices (default: each collective's own group)."""
+    total: float | None = 0.0
+    for c in plan.collectives:
+        n = devices or (len(c.groups[0]) if c.groups else 0)
+        latency, bandwidth = run_seconds(_HLO_PRIMITIVE[c.kind], c.bytes_per_execution, n, link)
+        if c.executions is None:
+            total = None
+        elif total is not None:
+            total += c.executions * (latency + bandwidth)
+    return CompiledProjection(link, devices, total, any(c.in_conditional for c in plan.collectives))
