@@ -21,6 +21,9 @@ def test_the_readme_has_its_samples_marked():
         "report demos/linear.py --project nvlink-h100:8",
         "check demos/train_step.py --function step",
         "check demos/train_step.py --function step_fixed",
+        "check demos/gspmd_accumulate.py --function step",
+        "check demos/explicit_accumulate.py",
+        "check demos/train_step.py --function step --what-if --project ib-ndr:64",
     ]
 
 

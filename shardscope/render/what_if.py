@@ -16,6 +16,7 @@ from shardscope.render.findings import compiled_collective_json, compiled_json
 if TYPE_CHECKING:
     from shardscope.costmodel.projection import CompiledProjection
     from shardscope.engine.inspection import Inspection
+    from shardscope.engine.what_if import Rewrite
 
 MEMORY_SHOWN = (("arguments", "argument_size_in_bytes"), ("outputs", "output_size_in_bytes"),
                 ("temporaries", "temp_size_in_bytes"))
@@ -60,7 +61,7 @@ def _rewrite_blocks(k: int, m: MeasuredRewrite) -> list[Block]:
                       for c in r.findings) or "-"
     out.append(f"     fixes: {fixed}")
     out.append(f"     status: {r.status}" + (f" ({r.reason})" if r.reason else ""))
-    out.append(f"     outputs match: {_yes_no(r.outputs_match)}")
+    out.append(f"     outputs match: {_outputs_text(r)}")
     if m.after is not None:
         out.append(f"     compiled collective runs per call: {m.before.runs.text()} -> {m.after.runs.text()}; "
                    f"bytes per call: {m.before.bytes.text('B')} -> {m.after.bytes.text('B')}")
@@ -78,8 +79,15 @@ def _rewrite_blocks(k: int, m: MeasuredRewrite) -> list[Block]:
     return [Block(tuple(out)), code] + ([notes] if notes.lines else [])
 
 
-def _yes_no(value: bool | None) -> str:
-    return "-" if value is None else ("yes" if value else "no")
+def _outputs_text(r: "Rewrite") -> str:
+    """``yes (largest difference 4.8e-07, tolerance 1.1e-03)``, ``no (...)``, or ``-`` when not run."""
+    if r.outputs_match is None:
+        return "-"
+    answer = "yes" if r.outputs_match else "no"
+    check = r.output_check
+    if check is None:
+        return f"{answer} (no outputs to compare)"
+    return f"{answer} (largest difference {check.max_abs_diff:.1e}, tolerance {check.tolerance:.1e})"
 
 
 def _memory_text(before: PlanTotals, after: PlanTotals) -> str:
