@@ -87,7 +87,7 @@ class Rewrite:
 
     def summary(self) -> str:
         """One line: what moved, where, the runs per call it makes, and the status."""
-        what = ", ".join(self.values) or "its values"
+        what = _values_text(self.values)
         kind = self.plan_check.kind if self.plan_check else (self.findings[0].kind if self.findings else "collective")
         primitive = self.equations[0].primitive if self.equations else ""
         noun = primitive if primitive in OTHER_REDUCTIONS else ("sum" if self.kind == DEFER else kind)
@@ -185,6 +185,16 @@ def _failure(subject: Subject, exc: BaseException) -> str:
         reason += (" (an unreduced accumulator compiles with the Shardy partitioner only, which is off here: "
                    "jax.config.update('jax_use_shardy_partitioner', True))")
     return reason
+
+
+def _values_text(values: Sequence[str]) -> str:
+    """``params['W1'], params['W2']``; past three, the first two and how many more (a 12-layer
+    model's 73 gradients are not one line)."""
+    if not values:
+        return "its values"
+    if len(values) <= 3:
+        return ", ".join(values)
+    return f"{values[0]}, {values[1]} and {len(values) - 2} more"
 
 
 def _text(count: int | None) -> str:
