@@ -195,13 +195,15 @@ class CompiledProjection:
 
 def project_compiled(plan: "CompiledPlan", link: Link, devices: int | None = None) -> CompiledProjection:
     """Every compiled collective of ``plan`` on ``link``: runs per call x the ring cost of one run
-    of its per-device bytes, over ``devices`` devices (default: each collective's own group)."""
+    of its per-device bytes, over ``devices`` devices (default: each collective's own group;
+    None per call when a trip count or a group is unknown)."""
     total: float | None = 0.0
     for c in plan.collectives:
-        n = devices or (len(c.groups[0]) if c.groups else 0)
-        latency, bandwidth = run_seconds(_HLO_PRIMITIVE[c.kind], c.bytes_per_execution, n, link)
-        if c.executions is None:
+        n = devices or (len(c.groups[0]) if c.groups else None)
+        if c.executions is None or n is None:  # a trip count or the group is unknown: so is the time
             total = None
-        elif total is not None:
+            continue
+        latency, bandwidth = run_seconds(_HLO_PRIMITIVE[c.kind], c.bytes_per_execution, n, link)
+        if total is not None:
             total += c.executions * (latency + bandwidth)
     return CompiledProjection(link, devices, total, any(c.in_conditional for c in plan.collectives))
