@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_costs, render_cross, render_format as fmt, render_plans
+from benchmarks import render_costs, render_cross, render_format as fmt, render_plans, render_what_if
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
@@ -113,6 +113,9 @@ def load(directory: Path) -> dict[str, Any]:
     layouts = directory / "layouts.json"  # run alone (python -m benchmarks.layouts): a list of cases
     if layouts.is_file():
         found["layouts"] = json.loads(layouts.read_text())
+    what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
+    if what_if.is_file():
+        found["what_if_gain"] = json.loads(what_if.read_text())
     return found
 
 
@@ -120,6 +123,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     """The whole of ``BENCHMARKS.md``."""
     failures = failures or {}
     layouts = results.get("layouts")
+    what_if = results.get("what_if_gain")
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
@@ -143,6 +147,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
     out += _layouts_section(layouts)
     out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
+    out += render_what_if.what_if_section(what_if)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)
