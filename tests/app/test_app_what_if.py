@@ -12,6 +12,8 @@ from app_support import DEMOS, SIZE, make_app, press, run, settle
 
 import _what_if_programs as wp
 from shardscope.app.views.plans.plans_view import PlansView
+from shardscope.cli import parse
+from shardscope.cli.explorer import ExplorerOptions
 from shardscope.sources.loading import import_file
 from shardscope.sources.examples import materialize
 
@@ -65,5 +67,23 @@ def test_w_is_greyed_out_for_a_demo_file():
             await press(pilot, "w")
             await settle(pilot)
             assert tuple(app.analysis.plans) == before and not app.settings.what_if
+
+    run(scenario())
+
+
+def test_open_what_if_starts_with_the_rewrites_and_w_leaves_them_out():
+    """``shardscope demos/train_step.py --what-if``: the first results already hold step-what-if."""
+    args, _ = parse(["open", str(DEMOS / "train_step.py"), "--what-if"])
+    settings, _ = ExplorerOptions.from_args(args).app_options()
+    assert settings.what_if
+
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py", what_if=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert tuple(app.analysis.plans) == ("step", "step-what-if", "step_fixed")
+            await press(pilot, "w")
+            await settle(pilot)
+            assert tuple(app.analysis.plans) == ("step", "step_fixed") and not app.settings.what_if
 
     run(scenario())
