@@ -209,3 +209,54 @@ def test_check_what_if_on_a_demo_file_says_its_plans_are_not_rewritten(shardscop
     assert result.returncode == 1, result.stderr  # the naive plan is flagged, as without --what-if
     for program in data["programs"]:
         assert program["what_if"] is None and "deferred plan" in program["what_if_note"]
+
+
+WEIGHT_DECAY = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+W = jax.ShapeDtypeStruct((8, 4), jnp.float32)
+xs = jax.ShapeDtypeStruct((4, 32, 8), jnp.float32)
+ys = jax.ShapeDtypeStruct((4, 32, 4), jnp.float32)
+
+
+def loss(W, x, y):
+    return jnp.mean((jnp.tanh(x @ W) - y) ** 2)
+
+
+@shardscope.program(args=(W, xs, ys))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data")), out_specs=P())
+def decayed(W, xs, ys):
+    """Weight decay added into the accumulator in every micro-batch."""
+    def body(acc, batch):
+        return acc + jax.grad(loss)(W, *batch) + 0.01 * W, None
+
+    acc, _ = lax.scan(body, jnp.zeros_like(W), (xs, ys))
+    return acc
+'''
+
+
+def test_check_what_if_reports_a_refused_rewrite_with_its_reason_and_no_saving(shardscope_cli, tmp_path):
+    """Something else added into the accumulator: the sum cannot leave the loop (the decay would
+    be counted once per device). The refusal is reported, nothing is timed, there is no patch,
+    and the exit status is the check's own."""
+    path = tmp_path / "decayed.py"
+    path.write_text(WEIGHT_DECAY)
+    plain = shardscope_cli("check", path)
+    result = shardscope_cli("check", path, "--what-if", "--json", "-r", REPEATS)
+    assert result.returncode == plain.returncode, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    (rewrite,) = program["what_if"]
+    assert rewrite["status"] == "refused" and rewrite["reason"]
+    assert rewrite["outputs_match"] is None and rewrite["compiled_collectives"] is None
+    assert rewrite["speedup"] is None and rewrite["speedup_verdict"] is None and rewrite["patch"] is None
+    assert rewrite["executed_collectives"]["rewrite"] is None
+    text = shardscope_cli("check", path, "--what-if", "-r", REPEATS).stdout
+    assert "status: refused (" in " ".join(text.split()) and "not timed" in text
