@@ -260,3 +260,23 @@ def test_check_what_if_reports_a_refused_rewrite_with_its_reason_and_no_saving(s
     assert rewrite["executed_collectives"]["rewrite"] is None
     text = shardscope_cli("check", path, "--what-if", "-r", REPEATS).stdout
     assert "status: refused (" in " ".join(text.split()) and "not timed" in text
+
+
+def test_check_what_if_rewrites_an_explicit_axes_accumulation_as_step_fixed_does(shardscope_cli):
+    """jit with Explicit axes (demos/explicit_accumulate.py): the rewrite reshards W reduced and
+    the accumulator unreduced; its compiled collectives run what the file's step_fixed runs
+    (recounted), and the patch is a diff of the file."""
+    module, _ = import_file(DEMOS / "explicit_accumulate.py")
+    with jax.set_mesh(module.mesh):
+        naive = wp.recount(_compiled_text(module.step, (module.W, module.xs, module.ys)))["runs"]
+        fixed = wp.recount(_compiled_text(module.step_fixed, (module.W, module.xs, module.ys)))["runs"]
+    result = shardscope_cli("check", DEMOS / "explicit_accumulate.py", "-f", "step", "--what-if", "--json",
+                            "-r", REPEATS)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    (rewrite,) = data["programs"][0]["what_if"]
+    assert rewrite["status"] == "verified" and rewrite["route"] == "explicit" and rewrite["outputs_match"]
+    assert rewrite["executed_collectives"] == {"original": naive["all-reduce"], "rewrite": fixed["all-reduce"]}
+    assert sum(c["executions"] for c in rewrite["compiled_collectives"]) == fixed["all-reduce"]
+    assert rewrite["patch"].startswith("--- a/explicit_accumulate.py")
+    assert "+    W_reduced = jax.reshard(W, P(reduced={'data'}))" in rewrite["patch"].splitlines()
