@@ -15,7 +15,7 @@ accumulates).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.engine.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral
 from shardscope.engine.rewrite_groups import HOIST, FindingGroup, group_axes, group_values
@@ -77,9 +77,11 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
     moved = [(c, c.verdict.executions_after) for c in group.findings]
     kind = group.findings[0].kind
     if subject.style == EXPLICIT:
+        closed = _traced_under_mesh(subject)
+        index = EquationIndex(closed)
         loop_id = _jaxpr_loop(index, loop.source, loop.trip_count)
         deferral = _explicit_deferral(index, loop_id)
-        program = rewritten_program(subject, subject.traced.jaxpr, deferral.edits(index), mesh=subject.mesh)
+        program = rewritten_program(subject, closed, deferral.edits(index), mesh=subject.mesh)
         return Built(program, moved, kind, EXPLICIT, 0, _source_of(index, loop_id), _whole_carry(index, deferral))
     if subject.mesh is None:
         raise Refused("the program's arguments name no mesh: there is nothing to shard with Explicit axes.")
@@ -92,6 +94,17 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
                                 converted=converted)
     return Built(program, moved, kind, AUTO, 0, _source_of(index, _jaxpr_loop(index, loop.source, loop.trip_count)),
                   _whole_carry(explicit_index, deferral))
+
+
+def _traced_under_mesh(subject: "Subject") -> Any:
+    """The subject's jaxpr traced under its Explicit mesh (``jax.set_mesh``). A program whose
+    arguments carry the mesh traces without one in context too, but then jax 0.12 types the
+    values it makes (``jnp.zeros_like(W)``) on an empty mesh, where no axis can be unreduced,
+    and the rewrite replays each equation under the context it was traced in."""
+    from shardscope.engine.compiled import jax_traced
+
+    with subject.context():
+        return jax_traced(subject.function.trace(*subject.args, **subject.kwargs)).jaxpr
 
 
 def _explicit_deferral(index: EquationIndex, loop_id: str) -> "Deferral":
