@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_costs, render_cross, render_format as fmt, render_plans, render_targets
+from benchmarks import render_costs, render_cross, render_format as fmt, render_plans, render_targets, render_what_if
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
@@ -116,6 +116,9 @@ def load(directory: Path) -> dict[str, Any]:
     targets = directory / "target_compile.json"  # run alone (python -m benchmarks.target_compile)
     if targets.is_file():
         found["target_compile"] = json.loads(targets.read_text())
+    what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
+    if what_if.is_file():
+        found["what_if_gain"] = json.loads(what_if.read_text())
     return found
 
 
@@ -124,6 +127,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     failures = failures or {}
     layouts = results.get("layouts")
     target_compile = results.get("target_compile")
+    what_if = results.get("what_if_gain")
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
@@ -148,6 +152,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += _layouts_section(layouts)
     out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += render_targets.target_compile_section(target_compile)
+    out += render_what_if.what_if_section(what_if)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)

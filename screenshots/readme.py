@@ -80,7 +80,7 @@ def sample_text(command: Run, output: str, status: int) -> str:
     """The lines a sample shows for one run: the command, then the part of its output chosen."""
     head = f"$ shardscope {' '.join(command.args)}"
     if command.status:
-        head = f"{head:<64}# exit status {status}"
+        head = f"{head:<63} # exit status {status}"
     lines = [line.rstrip() for line in output.rstrip("\n").splitlines()]
     shown, cut_before, cut_after = lines, False, False
     if command.start is not None:

@@ -81,6 +81,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.hide_measurements = hide_measurements
         self._run_id = 0
         self._run_settings: Settings | None = None  # the settings of the run in flight
+        self._compare_default_next = False  # w toggled the rewrites: the next results compare the default pair
         self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
@@ -171,6 +172,12 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.settings = settings
         self._start_run(analyze=True)
 
+    def action_what_if(self) -> None:
+        """Analyse the program file again with (or without) each program's verified what-if
+        rewrites beside it (:mod:`shardscope.pipeline.what_if_programs`)."""
+        self.settings = self.settings.with_(what_if=not self.settings.what_if)
+        self._compare_default_next = True  # a program beside its rewrite, not the pair compared before
+        self._start_run(analyze=True)
 
     @property
     def comparison(self) -> Any:
@@ -259,6 +266,8 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         applies only while its tab shows (else it is hidden, and the key goes to the next binding)."""
         if action == "in_tab":
             return self._check_tab_action(*parameters)
+        if action == "what_if":  # a demo's deferred plan already is its naive plan rewritten
+            return self.programs or None
         if action == "export":  # a lone program has nothing to diff against
             return (self.analysis is not None and len(self.analysis.plans) > 1) or None
         if action in ("pick_baseline", "pick_candidate"):  # two programs: b and c swap them

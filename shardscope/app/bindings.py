@@ -69,6 +69,9 @@ palette and the help list each key on its own)."""
 APP_BINDINGS = [
     Binding("r", "run", "Run", id="run",
             tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
+    Binding("w", "what_if", "What-if", id="what_if",
+            tooltip="Analyse each program with shardscope's verified rewrite of its findings beside it, "
+                    "named 'NAME-what-if' and compared with it (a program file); press again to leave them out"),
     Binding("e", "export", "Export diff", id="export",
             tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
     Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,

@@ -40,6 +40,7 @@ class RunHandling(App[int]):
         _run_id: int
         _run_settings: Settings | None
         _stale_tabs: set[str]
+        _compare_default_next: bool
 
         @property
         def comparison(self) -> Any: ...
@@ -123,7 +124,8 @@ class RunHandling(App[int]):
             return
         self.running = False
         self._run_settings = None
-        kept = self._programs_compared()
+        kept = None if self._compare_default_next else self._programs_compared()
+        self._compare_default_next = False
         self.analysis = analysis = message.analysis
         self.prepared = message.prepared
         gc_policy.freeze_what_lives()  # until the next run, which collects what this one replaced

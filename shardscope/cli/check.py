@@ -1,6 +1,8 @@
 """``shardscope check``: the lint of any shard_map program, collectives in loops that need not be
 there; exit status 1 when a loop holds one, else 0 (with ``--target tpu:TOPOLOGY``: 1 only when
-a target's compiler still keeps one in a loop)."""
+a target's compiler still keeps one in a loop). ``--what-if`` rewrites each flagged finding,
+checks the rewrite, times it against the original and shows the change as a patch (the exit
+status stays the original program's)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from pathlib import Path
 
 from shardscope.cli.options import JSON_HELP, add_debug_option, add_target_option, positive
 from shardscope.cli.parsing import AddParser
+from shardscope.cli.report import projection_target
+from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.pipeline.devices import ensure_devices
-from shardscope.plans.settings import DEFAULT_DEVICES, check_device_count
+from shardscope.errors import SettingsError
+from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
@@ -35,6 +40,16 @@ def register(add_parser: AddParser) -> None:
                              f"(default {DEFAULT_DEVICES})")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_target_option(parser)
+    parser.add_argument("--what-if", action="store_true",
+                        help="rewrite each flagged finding as its fix, check it (compiled plan, outputs), time it "
+                             "against the original and show the patch; the exit status stays the original's")
+    parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
+                        help=f"--what-if: timed rounds of each program after warm-up (default {DEFAULT_REPEATS})")
+    parser.add_argument("--project", metavar="PRESET[:DEVICES]",
+                        help="--what-if: project both programs' compiled communication onto an interconnect preset "
+                             "(see `shardscope presets`) with DEVICES in the ring (default: each collective's group)")
+    parser.add_argument("--link", metavar="BW,LATENCY",
+                        help="--what-if: a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us")
     add_debug_option(parser)
     parser.set_defaults(run=run)
 
@@ -42,18 +57,32 @@ def register(add_parser: AddParser) -> None:
 @dataclass(frozen=True)
 class CheckOptions:
     """The options of ``shardscope check``: ``function`` None checks every one in the file;
-    ``targets`` are the ``--target`` values, parsed when it runs."""
+    ``targets`` are the ``--target`` values, parsed when it runs; ``repeats``, ``project`` and
+    ``link`` are ``--what-if``'s."""
 
     file: Path
     function: str | None
     devices: int | None
     json: bool
     targets: tuple[str, ...] = ()
+    what_if: bool = False
+    repeats: int = DEFAULT_REPEATS
+    project: str | None = None
+    link: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
         """The options as ``check``'s subparser parsed them."""
-        return cls(args.file, args.function, args.devices, args.json, tuple(args.target))
+        return cls(args.file, args.function, args.devices, args.json, tuple(args.target), args.what_if,
+                   args.repeats, args.project, args.link)
+
+    def projection(self) -> tuple[Link, int | None] | None:
+        """``--project``/``--link`` as a link and device count (checked before JAX starts)."""
+        target = projection_target(self.project, self.link)
+        if target is not None and not self.what_if:
+            raise SettingsError("--project and --link project a rewrite's gain: they need --what-if.",
+                                f"shardscope check {self.file} --what-if --project nvlink-h100")
+        return target
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -67,10 +96,11 @@ def check(options: CheckOptions) -> int:
 
     With ``--target``, 1 only when a target still runs such a collective in a loop.
     """
-    from shardscope.pipeline.check import check_file, exit_code  # imports JAX (about 1 s): not for --help
+    from shardscope.pipeline.check import check_file, exit_code, what_ifs  # imports JAX (about 1 s): not for --help
     from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count
     from shardscope.render.check import render, to_json
 
+    projection = options.projection()  # --what-if's --project: refused before JAX starts
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     targets = load_targets(parse_targets(options.targets))  # libtpu missing: one message, before the file loads
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
@@ -78,8 +108,9 @@ def check(options: CheckOptions) -> int:
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
         inspections = check_file(path, options.function, options.devices, targets)
+        rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
     if options.json:
-        print(json.dumps(to_json(path, inspections), allow_nan=False))
+        print(json.dumps(to_json(path, inspections, rewrites), allow_nan=False))
     else:
-        render(inspections, stdout_console())
+        render(inspections, stdout_console(), rewrites)
     return exit_code(inspections)

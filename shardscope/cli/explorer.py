@@ -38,6 +38,9 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--export-dir", type=Path, help="where `e` writes the diff (default: the working directory)")
     parser.add_argument("--profile-startup", action="store_true",
                         help="log seconds to first paint and to first results on exit")
+    parser.add_argument("--what-if", action="store_true",
+                        help="a program file: open with each program's verified what-if rewrite beside it "
+                             "(as the key w does)")
     parser.set_defaults(run=run)
 
 
@@ -49,17 +52,18 @@ class ExplorerOptions:
     max_devices: int
     export_dir: Path | None
     profile_startup: bool
+    what_if: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ExplorerOptions:
         """The options as ``open``'s subparser parsed them."""
-        return cls(DemoOptions.from_args(args), args.max_devices, args.export_dir, args.profile_startup)
+        return cls(DemoOptions.from_args(args), args.max_devices, args.export_dir, args.profile_startup, args.what_if)
 
     def app_options(self) -> tuple[Settings, AppOptions]:
         """The settings to open and the app's options; needs no JAX (the app starts it in its
         first worker, with the device count set before the file is imported). A device count
         over the cap is refused here, before JAX starts."""
-        settings = self.demo.settings()
+        settings = self.demo.settings().with_(what_if=self.what_if)
         max_devices = max(self.max_devices, settings.mesh.devices)
         check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
         return settings, AppOptions(max_devices=max_devices, export_dir=self.export_dir,

@@ -231,3 +231,30 @@ def to_json(projection: Projection) -> dict[str, Any]:
             for name, plan in projection.plans.items()
         },
     }
+
+
+@dataclass(frozen=True)
+class CompiledProjection:
+    """A compiled plan's collectives on a link: communication seconds per call (None when a
+    loop's trip count is unknown), an upper bound when one sits in a conditional's branch."""
+
+    link: Link
+    devices: int | None
+    comm_s_per_call: float | None
+    is_upper_bound: bool
+
+
+def project_compiled_plan(plan: "CompiledPlan", link: Link, devices: int | None = None) -> CompiledProjection:
+    """Every compiled collective of ``plan`` on ``link``: runs per call x the ring cost of one run
+    of its per-device bytes, over ``devices`` devices (default: each collective's own group;
+    None per call when a trip count or a group is unknown)."""
+    total: float | None = 0.0
+    for c in plan.collectives:
+        n = devices or (len(c.groups[0]) if c.groups else None)
+        if c.executions is None or n is None:  # a trip count or the group is unknown: so is the time
+            total = None
+            continue
+        latency, bandwidth = run_seconds(compiled_model(c), c.bytes_per_execution, n, link)
+        if total is not None:
+            total += c.executions * (latency + bandwidth)
+    return CompiledProjection(link, devices, total, any(c.in_conditional for c in plan.collectives))

@@ -16,4 +16,20 @@ engine. The compiled view, by concept:
   the jaxpr view names them;
 - ``compiled``: the plan (``compiled_plan``, ``plan_of``, ``CompiledPlan``);
 - ``target_plan``: what a TPU target's compiler did with each collective of the CPU plan.
+
+The what-if (each flagged finding rewritten as a user would fix it, checked before it is a
+saving), by concept:
+
+- ``what_if``: the API (``what_if``, ``rewrites_of``, ``Rewrite``, ``verify``), on a
+  ``rewrite_subject.Subject`` (the program traced, compiled, planned, with run arguments);
+- ``rewrite_groups``: which findings one rewrite fixes together, and the refused sums;
+- ``rewrite_build``: which rewrite, on which jaxpr, in which style;
+- ``retrace``: a traced program run again with edits (the engine of every rewrite);
+- ``deferral``, ``type_reach``: a sum moved after its loop, and where its unsummed value goes;
+- ``explicit_axes``: the sums the partitioner writes, read from Explicit-axes types, and an
+  Auto program traced again with Explicit axes;
+- ``hoisting``: a loop-invariant collective moved before its loop;
+- ``rewritten``, ``rewrite_checks``: the rewritten program beside the original, and the checks
+  (runs per call, outputs) a rewrite passes before it is reported;
+- ``patch``: the change as a unified diff of the user's file, or a snippet.
 """

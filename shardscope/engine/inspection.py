@@ -9,8 +9,9 @@ own training step are read by the same engine.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -18,18 +19,33 @@ from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
+from shardscope.engine.rewrite_subject import subject_from
 from shardscope.engine.traceable import Traceable, traceable
+from shardscope.engine.what_if import WhatIf, rewrites_of
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 from shardscope.render.findings import render_inspection, to_text
 from shardscope.render.findings_html import inspection_html
 
 if TYPE_CHECKING:
+    from jax.stages import Compiled, Traced
+
     from shardscope.engine.dataflow import Collective, Loop
     from shardscope.engine.jaxpr_model import Program
     from shardscope.engine.target_plan import TargetPlan
 
-__all__ = ["Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+__all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+
+
+@dataclass(frozen=True)
+class InspectedCall:
+    """What :func:`inspect` traced and compiled: the program as JAX traces it (its dynamic
+    arguments and their names), the trace and the compiled program. A what-if rewrites and
+    runs it (:meth:`Inspection.what_if`)."""
+
+    program: Traceable
+    traced: "Traced"
+    compiled: "Compiled"
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,7 @@ class Inspection:
     compiled: CompiledPlan | None = None
     compile_s: float | None = None
     targets: tuple[TargetPlan, ...] = ()
+    call: InspectedCall | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
@@ -106,6 +123,35 @@ class Inspection:
             totals.setdefault(c.primitive, []).append(c)
         return {primitive: total_executions(found) for primitive, found in totals.items()}
 
+    def what_if(self) -> WhatIf:
+        """Every flagged finding rewritten as a user would fix it, each checked before it counts.
+
+        A ``deferrable`` sum is moved out of its loop (``shard_map``: the value cast to varying
+        before the loop, one ``psum`` after it; jit with Explicit axes: ``reduced`` parameters, an
+        ``unreduced`` accumulator, one reshard after; jit with Auto axes: the same on the program
+        traced again with Explicit axes), a ``loop_invariant`` collective moved before its loop.
+        Each rewrite is compiled and planned, and run beside the original on the same arguments
+        (filled from seed 0): its :attr:`~shardscope.engine.what_if.Rewrite.status` is
+        ``verified`` only when the moved collectives run as often as predicted and the outputs
+        match within the dtype's tolerance; otherwise it says why. Returns a
+        :class:`~shardscope.engine.what_if.WhatIf` (``print()`` it; ``.rewrites``, each with its
+        rewritten ``program`` and ``patch``). Computed once per inspection.
+        """
+        return self._what_if
+
+    @cached_property
+    def _what_if(self) -> WhatIf:
+        call = self.call
+        if call is None or self.compiled is None:
+            raise ShardscopeError(
+                f"{self.function} has no traced and compiled call to rewrite: what_if() needs the inspection "
+                "shardscope.inspect(fn, *args) returns.",
+                "a demo's deferred plan is already its naive plan rewritten: `shardscope report FILE` times both")
+        subject = subject_from(self.function, call.program.function, (call.program.args, call.program.kwargs),
+                               call.traced, call.compiled, self.compiled, self.collectives,
+                               call.program.input_names)
+        return WhatIf(subject, rewrites_of(subject))
+
     def _plan(self) -> CompiledPlan:
         if self.compiled is None:
             raise ValueError(f"{self.function} was only traced: it has no compiled plan (jaxpr_counts() reads the jaxpr)")
@@ -153,8 +199,9 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     program = traceable(fn, args, kwargs)
     traced, trace_s = trace_program(program, name, debug)
     compiled, compile_s = compile_program(traced, name, debug)
-    return inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
-                          compiled=compiled, compile_s=compile_s)
+    inspection = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
+                                compiled=compiled, compile_s=compile_s)
+    return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
 def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:

@@ -23,6 +23,7 @@ from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 from shardscope.measure.crosscheck import layout
+from shardscope.pipeline.what_if_programs import what_if_programs
 from shardscope.pipeline.workload import Arguments, PipelineProgram, Workload
 from shardscope.plans.settings import Settings
 from shardscope.sources import prng_keys
@@ -83,13 +84,24 @@ class ProgramFileOrigin:
 
 
 def program_workload(loaded: ProgramFile, settings: Settings) -> Workload:
-    """Every program of ``loaded``, in file order (``settings.function`` names the candidate)."""
+    """Every program of ``loaded``, in file order (``settings.function`` names the candidate);
+    with ``settings.what_if``, each followed by its verified rewrites (checked against it)."""
     held = [0]  # bytes the example arguments of the programs made so far take: all are held until timed
+    programs: list[PipelineProgram] = []
+    groups: dict[str, str] = {}
+    for function in loaded.functions.values():
+        program = _program(function, held)
+        programs.append(program)
+        groups[program.name] = program.name
+        if settings.what_if:
+            for rewritten in what_if_programs(function, program):
+                programs.append(rewritten)
+                groups[rewritten.name] = program.name
     return Workload(
         origin=ProgramFileOrigin(loaded.path, loaded.description),
         settings=settings.with_(devices=jax.device_count()),
-        programs=tuple(_program(function, held) for function in loaded.functions.values()),
-        check_group=lambda name: argument_key(loaded.functions[name].spec),
+        programs=tuple(programs),
+        check_group=lambda name: argument_key(loaded.functions[groups[name]].spec),
     )
 
 

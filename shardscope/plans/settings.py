@@ -27,7 +27,8 @@ class Settings:
     ``chunk_size=None`` is the largest chunk size that still gives at least two chunks per device.
     ``demo_mesh`` says the user gave no mesh: :meth:`for_demo` then puts the demo's own mesh
     (``@shardscope.demo(mesh=...)``, or one derived from its ``param_specs``) in place of the
-    default ``s=2``.
+    default ``s=2``. ``what_if`` puts each program's verified what-if rewrites beside it
+    (:mod:`shardscope.pipeline.what_if_programs`; a program file only).
     """
 
     path: Path
@@ -39,6 +40,7 @@ class Settings:
     mesh: Mesh | None = field(default=None)
     batch_axes: tuple[str, ...] | None = None
     demo_mesh: bool = False
+    what_if: bool = False  # a program file's programs with shardscope's verified rewrites beside them
 
     def __post_init__(self) -> None:
         mesh = self.mesh if self.mesh is not None else Mesh.one_axis(self.axis, self.devices)

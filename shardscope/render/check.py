@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from shardscope.pipeline.check import exit_code
+from shardscope.pipeline.check import ProgramWhatIf, exit_code
+from shardscope.render import what_if
+from shardscope.render.console import print_verbatim
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
@@ -18,13 +20,16 @@ if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
 
 
-def to_json(path: Path, inspections: list[Inspection]) -> dict[str, Any]:
+def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
     ``findings``, ``collectives`` and ``compiled_collectives`` are also at the top level.
     ``targets`` holds each ``--target``'s programs as ``report --json`` holds its plans
     (``{TARGET: {"devices", "variants": {FUNCTION: ...}}}``); each program's object has its own.
+    With ``--what-if`` each program has ``what_if``: one object per rewrite
+    (:func:`shardscope.render.what_if.rewrite_json`), null for a demo plan (not rewritten), with
+    ``what_if_note`` saying why it is null or empty when it is.
     """
     programs = []
     for ins in inspections:
@@ -32,6 +37,9 @@ def to_json(path: Path, inspections: list[Inspection]) -> dict[str, Any]:
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in targets_json(_named([ins])).items()}
         programs.append(data)
+    for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
+        program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
+        program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
     result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs,
                               "targets": targets_json(_named(inspections))}
     if len(programs) == 1:
@@ -50,12 +58,30 @@ def _title(function: str) -> str:
     return f"{demo}'s {plan.rstrip(']')} plan" if bracket else f"the {function} program"
 
 
-def render(inspections: list[Inspection], console: Console) -> None:
-    """Each program's findings table and fixes, then one line with the outcome (on the targets
-    when there are any: what each target did with every collective, and a verdict)."""
-    for ins in inspections:
+def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Console) -> None:
+    """One program's what-if: prose wrapped as the console wraps it, the patch verbatim."""
+    if found.failure:
+        blocks = [what_if.Block((f"what if: {inspection.function}: {found.failure}",))]
+    else:
+        blocks = what_if.blocks(inspection, found.measured)
+    for block in blocks:
+        text = "\n".join(block.lines)
+        if block.verbatim:
+            print_verbatim(console, text)
+        else:
+            console.print(Text(text))
+    console.print()
+
+
+def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None) -> None:
+    """Each program's findings table and fixes (and its what-if), then one line with the outcome
+    (on the targets when there are any: what each target did with every collective, and a
+    verdict)."""
+    for k, ins in enumerate(inspections):
         console.print(ins)
         console.print()
+        if what_ifs is not None:
+            _render_what_if(ins, what_ifs[k], console)
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
         _render_target_outcome(inspections, console)

@@ -63,3 +63,9 @@ def stdout_console() -> Console:
         return terminal
     return PipeConsole(wrap=terminal.width)
 
+
+
+def print_verbatim(console: Console, text: str) -> None:
+    """``text`` as it is, never wrapped nor cropped by rich (a patch applies as printed): in a
+    terminal the terminal folds a long line for the eye, piped it stays one line."""
+    Console.print(console, text, markup=False, emoji=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,47 @@
+"""A program's verified what-if rewrites as programs of the pipeline, beside the original.
+
+The explorer's what-if (``w``) analyses each program of a program file and, right after it,
+every rewrite of its findings that :mod:`shardscope.engine.what_if` verified: the Plans, Diff,
+Graph, Compiled and Timings tabs then compare a program with shardscope's fix of it. A rewrite
+takes the original's arguments, so it is traced, placed, timed and checked against the original
+as the original is; it is named ``step-what-if`` (``step-what-if-2`` for a second one: a name
+the views can use in widget ids, which no Python function has) and described as shardscope's
+rewrite. A rewrite that was refused or failed a check is not a
+program to compare: it is left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from shardscope.pipeline.workload import PipelineProgram
+
+if TYPE_CHECKING:
+    from shardscope.sources.programs import ProgramFunction
+
+WHAT_IF = "what-if"
+"""The mark in a rewritten program's name."""
+
+
+def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> list[PipelineProgram]:
+    """The verified rewrites of ``function`` (inspected on its example arguments) as pipeline
+    programs in ``original``'s place; none when it does not trace (the original says why)."""
+    from shardscope.errors import ShardscopeError
+
+    try:
+        rewrites = function.inspect().what_if().verified
+    except ShardscopeError:
+        return []
+    found = []
+    for k, rewrite in enumerate(rewrites, 1):
+        name = rewritten_name(original.name, k)
+        program = rewrite.program.pipeline_program(original, name=name)
+        found.append(dataclasses.replace(
+            program, description=f"shardscope's rewrite of {original.name}: {rewrite.summary()}"))
+    return found
+
+
+def rewritten_name(name: str, k: int = 1) -> str:
+    """``step-what-if``, ``step-what-if-2``: the ``k``-th rewrite of the program ``name``."""
+    return f"{name}-{WHAT_IF}" if k == 1 else f"{name}-{WHAT_IF}-{k}"
