@@ -69,7 +69,9 @@ palette and the help list each key on its own)."""
 APP_BINDINGS = [
     Binding("r", "run", "Run", id="run",
             tooltip="Analyse the current settings; reloads the demo file if it changed on disk"),
-    Binding("w", "what_if", "What-if", id="what_if",
+    # not in the footer: at 80 columns it pushed the footer's last groups off the line (help and
+    # the palette list it)
+    Binding("w", "what_if", "What-if", id="what_if", show=False,
             tooltip="Analyse each program with shardscope's verified rewrite of its findings beside it, "
                     "named 'NAME-what-if' and compared with it (a program file); press again to leave them out"),
     Binding("e", "export", "Export diff", id="export",
