@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
+
+from shardscope.app.views.diff_lines import folded, unified_lines
+
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
     from shardscope.pipeline.comparison import Comparison
@@ -30,7 +34,6 @@ class PreparedViews:
 
 def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = lambda: False) -> PreparedViews | None:
     """Prepare the Graph and Diff tabs of ``comparison``; None when cancelled half-way."""
-    from shardscope.app.views.diff import folded, unified_lines
     from shardscope.app.views.graph import comparison_graph
     from shardscope.app.views.lines import lay_out, worker_console
     from shardscope.render.diff import side_by_side
@@ -42,8 +45,6 @@ def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = 
         return None
     unified = unified_lines(list(comparison.diff))
     if comparison.baseline == comparison.candidate:  # a program file's lone program
-        from rich.text import Text
-
         unified = [Text(f"{analysis.settings.path.name} has one program ({comparison.baseline}): "
                         "nothing to compare it with. Mark another function @shardscope.program to diff the two.", "dim")]
     graph = lay_out(worker_console(), comparison_graph(analysis, comparison)) if analysis.plans[comparison.baseline].graph is not None else None
