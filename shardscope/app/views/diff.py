@@ -1,8 +1,9 @@
 """The Diff tab: the compared plans' canonical jaxprs, as a coloured unified diff or side by side.
 
 The diff itself comes from :mod:`shardscope.render.diff` (difflib over the stable canonical texts),
-its coloured and folded lines from :mod:`~shardscope.app.views.diff_lines`; this view displays them. ``s`` switches between the two layouts; the state is a class on the
-view, so the stylesheet decides which pane shows.
+its coloured and folded lines from :mod:`~shardscope.app.views.diff_lines`; this view displays
+them. ``s`` switches between the two layouts; the state is a class on the view, so the
+stylesheet decides which pane shows.
 """
 
 from __future__ import annotations
