@@ -20,10 +20,12 @@ from shardscope.app import gc_policy, runner
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.tabs import TABS
+from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs
 from shardscope.plans.settings import Settings
+from shardscope.sources.programs import ProgramFile
 
 
 class RunHandling(App[int]):
@@ -94,8 +96,6 @@ class RunHandling(App[int]):
     @property
     def programs(self) -> bool:
         """True when the file loaded is a program file (``@shardscope.program`` functions)."""
-        from shardscope.sources.programs import ProgramFile  # no JAX: a plain dataclass
-
         return isinstance(self.demo_file, ProgramFile)
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
@@ -204,8 +204,6 @@ class RunHandling(App[int]):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
         """Thread worker: the diff and the drawings of another pair of plans."""
-        from shardscope.app.views.prepare import prepare
-
         worker = get_current_worker()
         prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
         if prepared is not None:

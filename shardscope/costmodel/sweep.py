@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from shardscope.distributed.workers import collectives_transport
 from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.measure import timing
 from shardscope.plans.settings import Settings, divisors
+from shardscope.sources.loading import load_demo_file
 
 SweepProgress = Callable[[int, int, int], None]
 """``progress(done, total, chunk_size)`` after each chunk size; may raise to cancel."""
@@ -106,8 +109,6 @@ def run_sweep(
     import jax
 
     from shardscope.plans import registry
-    from shardscope.sources.loading import load_demo_file
-    from shardscope.distributed.workers import collectives_transport
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
@@ -160,7 +161,6 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
             settings: Settings) -> list[SweepPoint]:
     """Compile and time each traced plan of ``built`` (one chunk size), interleaved."""
     from shardscope.engine import dataflow
-    from shardscope.measure import timing
     from shardscope.engine.jaxpr_model import from_jaxpr
 
     names = [name for name in built.plans if name in traced]

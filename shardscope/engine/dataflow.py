@@ -13,8 +13,10 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.counts import Count, total_executions
-from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify
+from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify, short_source
 from shardscope.engine.loop_names import loop_path, loop_words
+from shardscope.engine.valueflow import ValueIndex
+from shardscope.engine.verdicts import Classifier, REDUCTIONS
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -78,10 +80,6 @@ def collectives(
     outputs (``params['Wh']``); a collective is named after the one output it reaches, else
     the one input it comes from, else its source line.
     """
-    from shardscope.engine.jaxpr_model import short_source
-    from shardscope.engine.valueflow import ValueIndex
-    from shardscope.engine.verdicts import Classifier
-
     sites = [site for site in program.sites() if site.equation.kind == "collective"]
     if not sites:
         return ()
@@ -172,8 +170,6 @@ def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_nam
     def backward() -> set[str]:
         sources = index.backward(block_id, [v.name for v in eqn.inputs])
         return {input_names[k] for k in sources if k < len(input_names) and input_names[k]}
-
-    from shardscope.engine.verdicts import REDUCTIONS
 
     summed = eqn.primitive in REDUCTIONS if reduction is None else reduction
     order = (forward, backward) if summed else (backward, forward)

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
+from shardscope.engine.dataflow import collectives, loops
+from shardscope.engine.jaxpr_model import from_jaxpr
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
 from shardscope.engine.traceable import Traceable, traceable
@@ -52,8 +54,6 @@ class Inspection:
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
         """Every jaxpr loop with the collectives inside it."""
-        from shardscope.engine.dataflow import loops
-
         return loops(self.program, self.collectives)
 
     @cached_property
@@ -186,9 +186,6 @@ def inspect_traced(
 ) -> Inspection:
     """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``, or flax's
     ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""
-    from shardscope.engine.dataflow import collectives
-    from shardscope.engine.jaxpr_model import from_jaxpr
-
     traced = jax_traced(traced)
     program = from_jaxpr(traced.jaxpr)
     invars = len(traced.jaxpr.jaxpr.invars)

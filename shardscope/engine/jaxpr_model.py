@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 import shardscope
+from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
 
 COLLECTIVE_PRIMITIVES = frozenset(
     {
@@ -501,8 +502,6 @@ def _dtype_facts(dtype: Any) -> tuple[str, int]:
 
     A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.
     """
-    from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
-
     name = str(dtype)
     if name == "float0":
         return name, 0

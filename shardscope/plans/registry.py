@@ -21,15 +21,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
-from shardscope.plans import bodies
-from shardscope.sources import prng_keys
-from shardscope.plans.bodies import Layout, Split
-from shardscope.sources.demos import DemoFunction
 from shardscope.errors import SettingsError, ShardscopeError, TraceError
-from shardscope.sources.examples import batch_size, check_fits, materialize
 from shardscope.failures import first_line, model_error, trace_error
+from shardscope.measure import timing
+from shardscope.plans import bodies
+from shardscope.plans.bodies import Layout, Split
 from shardscope.plans.settings import Settings
 from shardscope.plans.shapes import Shapes, resolve_shapes
+from shardscope.sources import prng_keys
+from shardscope.sources.demos import DemoFunction
+from shardscope.sources.examples import batch_size, check_fits, materialize
 
 REFERENCE = "reference"
 """The name of the unchunked VJP's program in :attr:`Plans.functions`."""
@@ -246,8 +247,6 @@ def trace_plans(
     whose own scan closes over the reduced weight): it is listed as unavailable with JAX's
     reason, never blamed on the model. ``with_reference`` traces the reference too.
     """
-    from shardscope.measure import timing
-
     report = progress or (lambda stage, fraction: None)
     names = [*built.plans, *([REFERENCE] if with_reference else [])]
     traced: dict[str, tuple[Any, float]] = {}

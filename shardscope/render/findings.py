@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import count_text, total_executions
 
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledCollective
@@ -125,8 +125,6 @@ def _jaxpr_words(inspection: "Inspection") -> str:
 
 
 def _live_runs(inspection: "Inspection") -> int | None:
-    from shardscope.engine.counts import total_executions
-
     return total_executions(inspection.live_collectives)
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from shardscope.costmodel.projection import to_json as projected
+from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
-from shardscope.render.findings import compiled_json
+from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.json_values import finite
+from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
@@ -31,8 +34,6 @@ def to_json(analysis: "Analysis", projection: "Projection | None" = None) -> dic
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
     """The ``"projection"`` object, with the projected and measured ratios of the compared plans
     (``measured`` is the comparison's median per-round ratio, the report's ``speedup``)."""
-    from shardscope.costmodel.projection import to_json as projected
-
     data = projected(projection)
     comparison = analysis.comparison
     if comparison.baseline != comparison.candidate:
@@ -227,16 +228,12 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     if note:
         console.print(note, style="dim", highlight=False)
     if projection is not None:
-        from shardscope.render.projection import render_projection
-
         render_projection(analysis, projection, console)
 
 
 def compiled_table(analysis: "Analysis") -> Any:
     """Every compiled collective instruction of every plan: what XLA runs, and what it comes from."""
     from rich.table import Table
-
-    from shardscope.render.findings import collective_cell, trips_text
 
     noun = analysis.origin.noun
     table = Table(title="compiled collectives (bytes per device)", title_justify="left", pad_edge=False)
@@ -256,8 +253,6 @@ def compiled_table(analysis: "Analysis") -> Any:
 
 def compiler_note_of(analysis: "Analysis") -> str | None:
     """The HLO note (what other compilers would do), or None when the plans were not compiled."""
-    from shardscope.engine.compiler_note import compiler_note
-
     compiled = {name: plan for name, plan in analysis.plans.items() if plan.compiled is not None}
     if not compiled:
         return None

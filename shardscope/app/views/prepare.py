@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from shardscope.app.views.diff_lines import folded, unified_lines
+from shardscope.app.views.graph import comparison_graph
+from shardscope.app.views.lines import lay_out, worker_console
+from shardscope.render.diff import side_by_side
 
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
@@ -34,10 +37,6 @@ class PreparedViews:
 
 def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = lambda: False) -> PreparedViews | None:
     """Prepare the Graph and Diff tabs of ``comparison``; None when cancelled half-way."""
-    from shardscope.app.views.graph import comparison_graph
-    from shardscope.app.views.lines import lay_out, worker_console
-    from shardscope.render.diff import side_by_side
-
     before = analysis.plans[comparison.baseline].canonical_text
     after = analysis.plans[comparison.candidate].canonical_text
     rows = folded(side_by_side(before, after))

@@ -28,7 +28,10 @@ from textual_plotext import PlotextPlot
 
 from shardscope.app.bindings import SWEEP_BINDINGS
 from shardscope.app.views.lines import offer_focus
+from shardscope.costmodel.quantities import parse_size
+from shardscope.costmodel.sweep import run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.pipeline.devices import ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
@@ -66,8 +69,6 @@ class SweepFailed(Message):
 
 def budget_bytes(text: str) -> int | None:
     """The budget the input holds (None when empty); :class:`ShardscopeError` when unreadable."""
-    from shardscope.costmodel.quantities import parse_size
-
     return parse_size(text) if text.strip() else None
 
 
@@ -286,9 +287,6 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            from shardscope.pipeline.devices import ensure_devices
-            from shardscope.costmodel.sweep import run_sweep
-
             ensure_devices(max_devices)
             sweep = run_sweep(settings, None, budget, progress)
         except Cancelled:
