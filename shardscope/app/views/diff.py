@@ -20,7 +20,7 @@ from shardscope.app.views.lines import LinesView, offer_focus
 from shardscope.render.diff import side_by_side
 
 if TYPE_CHECKING:
-    from shardscope.app.views.prepare import PreparedViews
+    from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
 
@@ -68,7 +68,7 @@ class DiffView(Widget):
         """True while the side-by-side layout shows."""
         return self.has_class("-side-by-side")
 
-    def show_analysis(self, analysis: "Analysis", prepared: "PreparedViews | None" = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Show the diff of the comparison ``prepared`` holds (prepared in the worker), or of the
         analysis's default comparison, computed here."""
         if prepared is None:

@@ -29,15 +29,16 @@ from textual_plotext import PlotextPlot
 from shardscope.app.bindings import SWEEP_BINDINGS
 from shardscope.app.views.lines import offer_focus
 from shardscope.costmodel.quantities import parse_size
-from shardscope.costmodel.sweep import run_sweep
+from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.pipeline.devices import ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
     from shardscope.plans.settings import Settings
-    from shardscope.costmodel.sweep import Sweep
 
 PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
 BUDGET_COLOUR = "orange"
@@ -225,7 +226,7 @@ class SweepView(Widget):
                 yield PlotextPlot(id="sweep-memory")
             yield Static(id="sweep-table")
 
-    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Remember the settings of the latest analysis: the sweep uses them (a program file has no chunks)."""
         if not analysis.origin.chunked:
             self.settings = None
