@@ -1,9 +1,10 @@
-"""The package's import graph has no circles.
+"""The package's import graph: no circles, and imports go down the layers docs/architecture.md draws.
 
-The graph is read from the source, not from a running interpreter: each module's module-level
-imports of shardscope's own modules, found by AST. An import under ``if TYPE_CHECKING:`` never
-runs, and one inside a function runs only when the function does, so neither is an edge: a
-circle here is one that Python meets while importing.
+The graph is read from the source, not from a running interpreter: each module's imports of
+shardscope's own modules, found by AST. For the circles only the module-level imports count: an
+import under ``if TYPE_CHECKING:`` never runs, and one inside a function runs only when the
+function does, so a circle there is one that Python meets while importing. For the layers every
+import counts, wherever it is written: a layer may not name one above it even in a function.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def import_time_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from import_time_statements(handler.body)
 
 
+def every_statement(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of the module: imports in functions and under ``TYPE_CHECKING`` too."""
+    for statement in body:
+        yield from ast.walk(statement)
+
+
 def imported_modules(statement: ast.stmt, modules: dict[str, Path]) -> Iterator[str]:
     """The package's modules one import statement names: ``from a.b import c`` is ``a.b.c`` when
     that is a module, else ``a.b``."""
@@ -65,15 +72,17 @@ def imported_modules(statement: ast.stmt, modules: dict[str, Path]) -> Iterator[
                 yield statement.module
 
 
-def import_graph(package: Path = PACKAGE) -> nx.DiGraph:
-    """An edge ``a -> b`` for each module ``a`` that imports module ``b`` of the package at import time."""
+def import_graph(package: Path = PACKAGE, statements=import_time_statements) -> nx.DiGraph:
+    """An edge ``a -> b`` for each module ``a`` that imports module ``b`` of the package
+    (at import time; with ``statements=every_statement``, anywhere)."""
     modules = package_modules(package)
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        for statement in import_time_statements(tree.body):
-            graph.add_edges_from((name, imported) for imported in imported_modules(statement, modules))
+        for statement in statements(tree.body):
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                graph.add_edges_from((name, imported) for imported in imported_modules(statement, modules))
     return graph
 
 
@@ -144,3 +153,56 @@ def test_the_graph_sees_the_packages_imports():
 def test_there_are_no_import_circles():
     found = circles(import_graph())
     assert not found, "import circles:\n" + "\n".join(found)
+
+
+LAYERS = (
+    ("user files", ("shardscope.demo_files",)),
+    ("commands", ("shardscope.cli", "shardscope.__main__", "shardscope.distributed.launch",
+                  "shardscope.distributed.processes")),
+    ("public face", ("shardscope", "shardscope.testing")),
+    ("app", ("shardscope.app",)),
+    ("render", ("shardscope.render",)),
+    ("costmodel", ("shardscope.costmodel",)),
+    ("pipeline", ("shardscope.pipeline",)),
+    ("plans", ("shardscope.plans",)),
+    ("engine", ("shardscope.engine",)),
+    ("failures", ("shardscope.failures",)),
+    ("measure", ("shardscope.measure",)),
+    ("sources", ("shardscope.sources",)),
+    ("values", ("shardscope.errors", "shardscope.plans.mesh", "shardscope.plans.settings", "shardscope.plans.shapes",
+                "shardscope.distributed", "shardscope.distributed.interrupts", "shardscope.distributed.workers")),
+)
+"""Top first: a module may import its own layer and the layers below it (docs/architecture.md).
+A module is in the layer of its longest matching name: ``shardscope`` itself is the package's
+``__init__`` only, ``plans.mesh`` is a value under ``plans``."""
+
+UPWARD = {
+    ("shardscope.engine.inspection", "shardscope.render.findings"),
+    ("shardscope.engine.inspection", "shardscope.render.findings_html"),
+}
+"""The imports allowed against the layers: an ``Inspection`` prints itself (``print(inspect(...))``,
+a notebook's HTML); those two renderings import the engine only under ``TYPE_CHECKING``."""
+
+
+def layer_of(module: str) -> int:
+    """The rank of ``module``'s layer in :data:`LAYERS` (0: the top)."""
+    matches = [(len(name), rank) for rank, (_, names) in enumerate(LAYERS) for name in names
+               if module == name or (name != "shardscope" and module.startswith(name + "."))]
+    assert matches, f"{module} is in no layer: add it to LAYERS and to docs/architecture.md"
+    return max(matches)[1]
+
+
+def test_imports_go_down_the_layers():
+    graph = import_graph(statements=every_statement)
+    upward = sorted(
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, b in graph.edges if layer_of(b) < layer_of(a) and (a, b) not in UPWARD
+    )
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+    assert UPWARD <= set(graph.edges)  # an exception no longer needed is taken off the list
+
+
+def test_every_layer_of_the_document_is_the_tests():
+    document = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    for name, _ in LAYERS:
+        assert f"**{name}**" in document, name

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 def check(options: CheckOptions) -> int:
     """Check the file's programs; exit status 1 when a loop holds a collective it does not need, else 0."""
     from shardscope.pipeline.check import check_file, exit_code  # imports JAX (about 1 s): not for --help
-    from shardscope.render.check import render, to_json
+    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
 
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     devices = options.devices or DEFAULT_MAX_DEVICES

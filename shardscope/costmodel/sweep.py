@@ -108,7 +108,7 @@ def run_sweep(
     """
     import jax
 
-    from shardscope.plans import registry
+    from shardscope.plans import registry  # imports JAX (about 1 s): not for --help
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
@@ -160,7 +160,7 @@ def _reason(by_chunk: dict[int, str], sizes: tuple[int, ...]) -> str:
 def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expected: Any,
             settings: Settings) -> list[SweepPoint]:
     """Compile and time each traced plan of ``built`` (one chunk size), interleaved."""
-    from shardscope.engine import dataflow
+    from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
     from shardscope.engine.jaxpr_model import from_jaxpr
 
     names = [name for name in built.plans if name in traced]
@@ -194,7 +194,7 @@ def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> 
 
 
 def _trace_fn(fn: Any, args: tuple, axis: str) -> Any:
-    from shardscope.plans import registry
+    from shardscope.plans import registry  # imports JAX: the sweep's own module must not
 
     try:
         return fn.trace(*args)

@@ -67,7 +67,7 @@ class PlanResult:
                         graphs: bool, **measured: Any) -> "PlanResult":
         """The result for one traced program (a plan's or a program file's): its collectives, loops,
         per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
-        from shardscope.engine import dataflow
+        from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
         from shardscope.engine.paired import paired_collectives
 
         program = inspection.program

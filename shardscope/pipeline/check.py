@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.inspection import Inspection, inspect_program
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
 from shardscope.sources.loading import import_file, marked_functions, require_file
-from shardscope.sources.programs import no_program_error, pick
+from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
 
@@ -36,8 +36,13 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         raise no_program_error(path)
     with paused():
         if programs:
-            return [p.inspect() for p in pick(programs, function, path)]
+            return [_program(p) for p in pick(programs, function, path)]
         return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices)]
+
+
+def _program(function: ProgramFunction) -> Inspection:
+    """A program file's function traced and compiled on its example arguments."""
+    return inspect_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None) -> list[Inspection]:
