@@ -103,7 +103,8 @@ class PlanResult:
         if self.compiled is None:
             return None
         per_call = [c.bytes_per_call for c in self.compiled.collectives]
-        return Count(None if None in per_call else sum(per_call), any(c.in_conditional for c in self.compiled.collectives))
+        known = [n for n in per_call if n is not None]
+        return Count(sum(known) if len(known) == len(per_call) else None, any(c.in_conditional for c in self.compiled.collectives))
 
     @property
     def flagged(self) -> "tuple[PairedCollective, ...]":

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
+from jax.stages import Wrapped
 
 from shardscope.errors import SettingsError, ShardscopeError, TraceError
 from shardscope.failures import first_line, model_error, trace_error
@@ -141,7 +142,7 @@ class Plans:
     shapes: Shapes
     mesh: JaxMesh
     plans: dict[str, Plan]
-    functions: dict[str, Callable]
+    functions: dict[str, Wrapped]
     args: tuple[Any, Any, Any]  # params, x, v
     unavailable: dict[str, str]
     layout: Layout
@@ -212,7 +213,7 @@ def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ..
         jax.device_put(v, batch_sharding),
     )
 
-    functions: dict[str, Callable] = {}
+    functions: dict[str, Wrapped] = {}
     unavailable: dict[str, str] = {}
     for plan in plans:
         reason = plan.unavailable(layout)

@@ -137,7 +137,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "hlo": _hlo_json(plan),
         "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
         "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
-        "compiled_bytes_per_call": None if plan.compiled is None else plan.compiled_bytes.value,
+        "compiled_bytes_per_call": None if plan.compiled_bytes is None else plan.compiled_bytes.value,
         "flagged": len(plan.flagged),
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
@@ -253,11 +253,12 @@ def compiled_table(analysis: "Analysis") -> Any:
 
 def compiler_note_of(analysis: "Analysis") -> str | None:
     """The HLO note (what other compilers would do), or None when the plans were not compiled."""
-    compiled = {name: plan for name, plan in analysis.plans.items() if plan.compiled is not None}
+    compiled = {name: plan.compiled for name, plan in analysis.plans.items() if plan.compiled is not None}
     if not compiled:
         return None
-    backend = next(iter(compiled.values())).compiled.backend
-    return compiler_note(backend, {name: (p.collectives_in_loops, len(p.compiled.findings)) for name, p in compiled.items()})
+    backend = next(iter(compiled.values())).backend
+    return compiler_note(backend, {name: (analysis.plans[name].collectives_in_loops, len(plan.findings))
+                                   for name, plan in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:

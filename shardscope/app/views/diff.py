@@ -8,9 +8,10 @@ stylesheet decides which pane shows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
 
-    BINDINGS = DIFF_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*DIFF_BINDINGS]
     """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
 
     DEFAULT_CLASSES = "-empty"

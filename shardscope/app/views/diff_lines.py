@@ -53,7 +53,7 @@ def folded(rows: list[Row], context: int = CONTEXT) -> list[Row | int]:
         keep_head = 0 if k == 0 else context
         keep_tail = 0 if end == len(rows) else context
         if end - k > keep_head + keep_tail + 1:
-            out += rows[k : k + keep_head] + [end - k - keep_head - keep_tail] + rows[end - keep_tail : end]
+            out += [*rows[k : k + keep_head], end - k - keep_head - keep_tail, *rows[end - keep_tail : end]]
         else:
             out += rows[k:end]
         k = end

@@ -11,12 +11,13 @@ same on every run; memory per device is computed, not measured, and stays.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
@@ -170,7 +171,7 @@ def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
-    BINDINGS = SWEEP_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*SWEEP_BINDINGS]
     """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
