@@ -7,6 +7,7 @@ first paint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -44,7 +45,7 @@ def run_app(
 async def _run_until_quit(app: ShardscopeApp) -> int:
     loop = asyncio.get_running_loop()
     for signum in _SIGNALS:  # quit as q does (the terminal restored), with the shell's status
-        loop.add_signal_handler(signum, lambda signum=signum: app.exit(return_code=exit_status(signum)))
+        loop.add_signal_handler(signum, functools.partial(app.exit, return_code=exit_status(signum)))
     try:
         await app.run_async()
     finally:

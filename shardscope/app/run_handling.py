@@ -152,7 +152,7 @@ class RunHandling(App[int]):
             self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
-            self.call_after_refresh(self._mark_results)
+            self.call_after_refresh(self._mark_results, self.profile)
 
     def _programs_compared(self) -> tuple[str, str] | None:
         """The (baseline, candidate) a program file's results on screen compare (None: no such results)."""
@@ -220,5 +220,5 @@ class RunHandling(App[int]):
         self.query_one(StatusLine).show_done(self._done_text(self.analysis))
         self._mark_stale()
 
-    def _mark_results(self) -> None:
-        self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+    def _mark_results(self, profile: StartupProfile) -> None:
+        self.log(f"startup: first results after {profile.mark_results():.3f} s")

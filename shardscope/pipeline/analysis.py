@@ -152,15 +152,31 @@ class Origin(Protocol):
     Every rendering asks the origin rather than branching on what kind of file was analysed.
     """
 
-    name: str
-    """What was analysed: the demo function, or the program file's stem."""
-    description: str
-    noun: str
-    """``plan`` or ``program``: what one of the analysis' programs is called."""
-    chunked: bool
-    """True when shardscope chunked the programs itself: the mesh, batch and chunk-size settings
-    (the sidebar, the sweep) apply."""
-    path: Path
+    @property
+    def name(self) -> str:
+        """What was analysed: the demo function, or the program file's stem."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """The demo's description, or the program file's."""
+        ...
+
+    @property
+    def noun(self) -> str:
+        """``plan`` or ``program``: what one of the analysis' programs is called."""
+        ...
+
+    @property
+    def chunked(self) -> bool:
+        """True when shardscope chunked the programs itself: the mesh, batch and chunk-size settings
+        (the sidebar, the sweep) apply."""
+        ...
+
+    @property
+    def path(self) -> Path:
+        """The file analysed."""
+        ...
 
     def headline(self, analysis: Analysis) -> list[str]:
         """The first lines of every rendering: what was analysed, on which mesh."""
@@ -170,8 +186,10 @@ class Origin(Protocol):
         """How the programs were timed, in one sentence."""
         ...
 
-    checked: str
-    """``gradients`` or ``outputs``: what the cross-checks compare."""
+    @property
+    def checked(self) -> str:
+        """``gradients`` or ``outputs``: what the cross-checks compare."""
+        ...
 
     def export_stem(self, analysis: Analysis, comparison: Comparison) -> str:
         """The diff export's file name without suffix."""

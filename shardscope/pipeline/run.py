@@ -223,7 +223,8 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums)") from exc
     report("checking", 0.0)
-    numbers = {name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
+    numbers: dict[str, dict[str, Any]] = {
+        name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
     results = {program.name: program.result(outputs[program.name]) for program in workload.programs
                if program.name in outputs}
     reference = None

@@ -29,6 +29,7 @@ from shardscope.render.text import unavailable_lines
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
 
 HIDDEN = "··· ms"
 """What a measured time shows while measurements are hidden."""
@@ -235,7 +236,7 @@ class TimingsView(Widget):
     def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self._analysis: Analysis | None = None
-        self._comparison = None
+        self._comparison: Comparison | None = None
         self._narrow = False  # the table was laid out for a tab under NARROW columns
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
