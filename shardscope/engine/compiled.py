@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from math import prod
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine import replica_groups
@@ -31,7 +30,7 @@ from shardscope.engine.collective_sites import COLLECTIVE_KINDS, CollectiveSite,
 from shardscope.engine.compiled_fixes import verdict_of
 from shardscope.engine.compiled_names import CollectiveNamer, EquationNamer
 from shardscope.engine.compiled_verdicts import CompiledClassifier, NEEDED
-from shardscope.engine.counts import Count, total_executions
+from shardscope.engine.counts import Count, known_product, total_executions
 from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.equation_names import EquationNames
@@ -133,8 +132,8 @@ class CompiledCollective:
     @property
     def executions(self) -> int | None:
         """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
-        counts = self.runs_per_loop
-        return None if None in counts else prod(counts) * self.paths
+        runs = known_product(self.runs_per_loop)
+        return None if runs is None else runs * self.paths
 
     @property
     def bytes_per_execution(self) -> int:
