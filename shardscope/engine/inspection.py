@@ -146,11 +146,11 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
                     debug: str = API_DEBUG) -> Inspection:
     """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace or compile
     error says that ``debug`` shows the whole of JAX's error."""
-    name = name or getattr(fn, "__name__", type(fn).__name__)
+    label = name if name else str(getattr(fn, "__name__", type(fn).__name__))
     program = traceable(fn, args, kwargs)
-    traced, trace_s = trace_program(program, name, debug)
-    compiled, compile_s = compile_program(traced, name, debug)
-    return inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
+    traced, trace_s = trace_program(program, label, debug)
+    compiled, compile_s = compile_program(traced, label, debug)
+    return inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                           compiled=compiled, compile_s=compile_s)
 
 
