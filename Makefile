@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-newest bench bench-quick screenshots readme clean
+.PHONY: demo test typecheck test-newest bench bench-quick screenshots readme clean
 
 # The tpu extra (libtpu: compiling for --target tpu:... without a TPU) where libtpu ships, Linux
 # x86-64; elsewhere the target tests skip and say why.
@@ -19,8 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/shardscope demos/linear.py
 
-test: $(STAMP)
+test: typecheck
 	$(BIN)/python -m pytest -n 2 tests
+
+# mypy over the package ([tool.mypy] in pyproject.toml: the modules not yet typed are listed there).
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
 
 # The suite again on the newest Python found (pyenv or python3.N on PATH) with the newest JAX pip
 # gives it (jax 0.12.x on Python 3.13), in a second venv. The SVG snapshots and the README's

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from shardscope.errors import TraceError, quote_error
+from shardscope.sources.source_files import demo_frames
 
 _CALLBACK_LOGGER = "jax._src.debugging"  # logs every failing jax.debug.callback with a traceback
 
@@ -78,8 +79,6 @@ def _carry_hint(text: str, demo: bool, axis: str | tuple[str, ...] | None) -> st
 
 def system_exit(exc: SystemExit, path: Path, function: str) -> TraceError:
     """``sys.exit(N)`` called inside the model while shardscope traced or ran it."""
-    from shardscope.sources.source_files import demo_frames
-
     frames = demo_frames(exc, path)
     where = f", {path.name} line {frames[-1].lineno}" if frames else ""
     return TraceError(

@@ -85,7 +85,7 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
     over = {
         key: counts[key]
         for key, limit in max_per_call.items()
-        if key in counts and (counts[key] is None or counts[key] > limit)
+        if key in counts and _over(counts[key], limit)
     }
     if over:
         text = ", ".join(
@@ -94,6 +94,12 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
         )
         raise AssertionError(f"too many collective runs per call: {text}\n{inspection}")
     return inspection
+
+
+def _over(count: int | None, limit: int) -> bool:
+    """Whether ``count`` runs per call exceed ``limit``; an unknown count (a loop without a static
+    trip count) always does."""
+    return count is None or count > limit
 
 
 def _allowed(c: Any, allowed: set[str]) -> bool:

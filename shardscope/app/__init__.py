@@ -7,6 +7,7 @@ first paint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from shardscope.app import runner
 from shardscope.app.app import ShardscopeApp
 from shardscope.app.factory import make_app
+from shardscope.distributed.interrupts import current_activity, exit_status, remove_temporary_files
 from shardscope.plans.settings import Settings
 
 
@@ -41,11 +43,9 @@ def run_app(
 
 
 async def _run_until_quit(app: ShardscopeApp) -> int:
-    from shardscope.distributed.interrupts import exit_status
-
     loop = asyncio.get_running_loop()
     for signum in _SIGNALS:  # quit as q does (the terminal restored), with the shell's status
-        loop.add_signal_handler(signum, lambda signum=signum: app.exit(return_code=exit_status(signum)))
+        loop.add_signal_handler(signum, functools.partial(app.exit, return_code=exit_status(signum)))
     try:
         await app.run_async()
     finally:
@@ -63,8 +63,6 @@ async def _run_until_quit(app: ShardscopeApp) -> int:
 def say_what_was_interrupted() -> None:
     """On stderr, what the worker left behind was doing (``importing demo.py, at line 3``), if it
     said: a demo that loops forever at import is named when the user quits the loading screen."""
-    from shardscope.distributed.interrupts import current_activity
-
     doing = current_activity()
     if doing is not None:
         print(f"shardscope: quit while {doing}; it had not finished", file=sys.__stderr__ or sys.stderr)
@@ -72,8 +70,6 @@ def say_what_was_interrupted() -> None:
 
 def leave_now(status: int) -> None:
     """Flush what was printed and end the process now, without joining any thread."""
-    from shardscope.distributed.interrupts import remove_temporary_files
-
     remove_temporary_files()
     for stream in (sys.stdout, sys.stderr):
         try:

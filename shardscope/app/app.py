@@ -12,7 +12,7 @@ exclusive thread worker that only posts messages, so the first paint never waits
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, cast
 
 from rich.text import Text
 from textual import events, on
@@ -36,6 +36,9 @@ from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
 from shardscope.plans.settings import Settings
+
+if TYPE_CHECKING:
+    from shardscope.app.views.hlo import HloView  # the deferred tabs' views load after the first paint (tabs.py)
 
 CONTROLS = (Input, Select, Button, Switch)
 """Widgets the app never moves the focus into for the user: inputs and pickers take typed keys,
@@ -240,7 +243,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
 
     def action_help(self) -> None:
         """Show the help screen."""
-        from shardscope.app.widgets.help_screen import HelpScreen  # Markdown is slow to import: not before the first paint
+        from shardscope.app.widgets.help_screen import HelpScreen  # Textual's Markdown (markdown_it, pygments): about 55 ms, not before the first paint
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -340,7 +343,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
             status.show_failed(self._run_settings, "failed: see the error panel")
 
     def _step_collective(self, step: int) -> None:
-        compiled = self._tab_view("hlo")
+        compiled = cast("HloView | None", self._tab_view("hlo"))
         if self.query_one(TabbedContent).active == "hlo" and compiled is not None:
             self._refresh_tab("hlo")
             compiled.step_collective(step)

@@ -46,7 +46,7 @@ class DemoLoaded(RunMessage):
 
 class RunFinished(RunMessage):
     """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
-    its comparison prepared in the worker (``shardscope.app.views.prepare.PreparedViews``)."""
+    its comparison prepared in the worker (``shardscope.app.views.analysis_view.PreparedViews``)."""
 
     def __init__(self, run_id: int, analysis: Any, prepared: Any = None) -> None:
         super().__init__(run_id)

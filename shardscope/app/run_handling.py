@@ -20,10 +20,12 @@ from shardscope.app import gc_policy, runner
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.tabs import TABS
+from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs
 from shardscope.plans.settings import Settings
+from shardscope.sources.programs import ProgramFile
 
 
 class RunHandling(App[int]):
@@ -95,8 +97,6 @@ class RunHandling(App[int]):
     @property
     def programs(self) -> bool:
         """True when the file loaded is a program file (``@shardscope.program`` functions)."""
-        from shardscope.sources.programs import ProgramFile  # no JAX: a plain dataclass
-
         return isinstance(self.demo_file, ProgramFile)
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
@@ -154,7 +154,7 @@ class RunHandling(App[int]):
             self.notify(warning, title="Warning", severity="warning", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
-            self.call_after_refresh(self._mark_results)
+            self.call_after_refresh(self._mark_results, self.profile)
 
     def _programs_compared(self) -> tuple[str, str] | None:
         """The (baseline, candidate) a program file's results on screen compare (None: no such results)."""
@@ -206,8 +206,6 @@ class RunHandling(App[int]):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
         """Thread worker: the diff and the drawings of another pair of plans."""
-        from shardscope.app.views.prepare import prepare
-
         worker = get_current_worker()
         prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
         if prepared is not None:
@@ -224,5 +222,5 @@ class RunHandling(App[int]):
         self.query_one(StatusLine).show_done(self._done_text(self.analysis))
         self._mark_stale()
 
-    def _mark_results(self) -> None:
-        self.log(f"startup: first results after {self.profile.mark_results():.3f} s")
+    def _mark_results(self, profile: StartupProfile) -> None:
+        self.log(f"startup: first results after {profile.mark_results():.3f} s")

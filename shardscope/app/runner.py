@@ -14,8 +14,13 @@ from typing import Any, Callable
 from textual.message import Message
 
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
+from shardscope.app.views.prepare import prepare
 from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.pipeline.devices import ensure_devices
 from shardscope.plans.settings import Settings
+from shardscope.sources.demos import carried_over
+from shardscope.sources.loading import file_fingerprint, load_file
+from shardscope.sources.programs import ProgramFile
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
 PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows the traceback"
@@ -24,8 +29,6 @@ PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows
 
 def bug_hint(loaded: Any) -> str:
     """The hint for an error that is not the user's: the command that shows its traceback."""
-    from shardscope.sources.programs import ProgramFile
-
     return PROGRAM_BUG_HINT if isinstance(loaded, ProgramFile) else BUG_HINT
 
 
@@ -71,16 +74,12 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
     demo_file = request.demo_file
     try:
         progress("loading", 0.0)
-        from shardscope.pipeline.devices import ensure_devices
-
         ensure_devices(request.max_devices)  # imports JAX: here, never on the UI thread
         demo_file = current_demo_file(request.settings.path, request.demo_file)
         settings = request.settings
         if demo_file is not request.demo_file:
             post(DemoLoaded(request.run_id, demo_file, batch_sizes(demo_file), demo_meshes(demo_file)))
             if request.demo_file is not None:  # changed on disk: the function may have been renamed
-                from shardscope.sources.demos import carried_over
-
                 function = carried_over(settings.function, request.demo_file.names, demo_file.names)
                 settings = settings.with_(function=function)
         if not request.analyze:
@@ -89,8 +88,6 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
 
         analysis = analyze(settings, progress, demo_file)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
-        from shardscope.app.views.prepare import prepare
-
         prepared = prepare(analysis, analysis.comparison, is_cancelled)
         progress("checking", 1.0)
         post(RunFinished(request.run_id, analysis, prepared))
@@ -105,9 +102,6 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
 def current_demo_file(path: Path, loaded: Any) -> Any:
     """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
     :class:`~shardscope.sources.demos.DemoFile` or a :class:`~shardscope.sources.programs.ProgramFile`."""
-    from shardscope.sources.loading import file_fingerprint
-    from shardscope.sources.loading import load_file
-
     if loaded is not None and Path(loaded.path) == Path(path):
         try:
             if file_fingerprint(Path(path)) == loaded.fingerprint:
@@ -120,8 +114,6 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
 def batch_sizes(demo_file: Any) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
     from shardscope.sources.examples import batch_size  # imports JAX: only ever called in the worker
-
-    from shardscope.sources.programs import ProgramFile
 
     sizes: dict[str, int] = {}
     if isinstance(demo_file, ProgramFile):
@@ -136,8 +128,6 @@ def batch_sizes(demo_file: Any) -> dict[str, int]:
 
 def demo_meshes(demo_file: Any) -> dict[str, Any]:
     """Each demo function's own mesh (None: the default), read in the worker (it walks pytrees with JAX)."""
-    from shardscope.sources.programs import ProgramFile
-
     if isinstance(demo_file, ProgramFile):
         return {}
     return {name: demo_fn.default_mesh for name, demo_fn in demo_file.functions.items()}

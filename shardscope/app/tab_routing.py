@@ -7,22 +7,28 @@ renders a new analysis; the others get it when first shown (a big diff costs sec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App
+from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from shardscope.app import runner
 from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
+from shardscope.app.views.analysis_view import as_analysis_view
+
+if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
 
 
 class TabRouting(App[int]):
     """The app's tabs: their views loaded after the first paint, shown the analysis when opened, their keys."""
 
     if TYPE_CHECKING:  # what the app provides (ShardscopeApp)
-        analysis: Any
-        prepared: Any
+        analysis: Analysis | None
+        prepared: PreparedViews | None
         hide_measurements: bool
         _stale_tabs: set[str]
         _mounted_views: set[str]
@@ -130,15 +136,16 @@ class TabRouting(App[int]):
         self._pending_tab_action = None
         self.call_later(self.run_action, action, view)
 
-    def _tab_view(self, tab: str) -> Any:
+    def _tab_view(self, tab: str) -> Widget | None:
         """The view of ``tab`` once mounted (None while its placeholder shows)."""
         return self.query_one(f"#{tab}-view") if tab in self._mounted_views else None
 
-    def _show_in(self, tab: str, analysis: Any) -> None:
-        """Hand ``analysis`` (and what the worker prepared) to one tab's view; a view that fails
-        must not take the app down."""
+    def _show_in(self, tab: str, analysis: Analysis) -> None:
+        """Hand ``analysis`` (and what the worker prepared) to one tab's view
+        (:class:`~shardscope.app.views.analysis_view.AnalysisView`); a view that fails must not
+        take the app down."""
         try:
-            self.query_one(f"#{tab}-view").show_analysis(analysis, self.prepared)
+            as_analysis_view(self.query_one(f"#{tab}-view")).show_analysis(analysis, self.prepared)
         except Exception as exc:  # a rendering bug: say so, keep the other tabs
             self._show_error(f"The {tab} tab could not show this analysis: {type(exc).__name__}: {exc}", runner.BUG_HINT,
                              failed=f"the {tab} tab")

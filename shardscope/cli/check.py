@@ -98,7 +98,7 @@ def check(options: CheckOptions) -> int:
     """
     from shardscope.pipeline.check import check_file, exit_code, what_ifs  # imports JAX (about 1 s): not for --help
     from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count
-    from shardscope.render.check import render, to_json
+    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
 
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     path = require_file(find_file(options.file))  # FILE may name a shipped demo

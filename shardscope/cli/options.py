@@ -155,14 +155,16 @@ class DemoOptions:
 
         Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo.
         """
+        devices = DEFAULT_DEVICES if self.devices is None else self.devices
+        axis = self.axis or DEFAULT_AXIS
         return Settings(
             path=find_file(self.file),
             function=self.function,
-            devices=DEFAULT_DEVICES if self.devices is None else self.devices,
-            axis=self.axis or DEFAULT_AXIS,
+            devices=devices,
+            axis=axis,
             chunk_size=self.chunk_size,
             repeats=self.repeats,
-            mesh=self.mesh,
+            mesh=self.mesh if self.mesh is not None else Mesh.one_axis(axis, devices),
             batch_axes=self.batch_axes,
             demo_mesh=self.mesh is None and self.devices is None and self.axis is None,
         )

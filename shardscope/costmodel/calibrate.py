@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from shardscope.distributed.workers import collectives_transport
 from shardscope.errors import SettingsError
+from shardscope.measure import timing
 
 ALL_REDUCES_PER_CALL = 16
 DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20)
@@ -89,8 +91,6 @@ def measure_all_reduces(devices: int, sizes: tuple[int, ...], repeats: int,
     from jax import lax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    from shardscope.measure import timing
-
     mesh = Mesh(np.array(jax.devices()[:devices]), ("s",))
 
     def local(x):
@@ -118,8 +118,6 @@ def calibrate(devices: int, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int
               progress: Callable[[int, int], None] | None = None) -> Calibration:
     """Measure all-reduces of every size and fit alpha and B to them."""
     import jax
-
-    from shardscope.distributed.workers import collectives_transport
 
     points = measure_all_reduces(devices, sizes, repeats, progress)
     alpha, bandwidth = fit(devices, points)

@@ -127,14 +127,12 @@ class Projection:
 
 def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
     """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh)."""
-    from shardscope.engine.dataflow import per_call
+    from shardscope.engine.dataflow import payload_bytes, per_call  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
 
     n = devices or analysis.shapes.devices
     plans = {}
     for name, plan in analysis.plans.items():
         def part(eqn: Any, index: int) -> float:
-            from shardscope.engine.dataflow import payload_bytes
-
             return run_seconds(eqn.primitive, payload_bytes(eqn), n, link)[index]
 
         latency = per_call(plan.program, lambda eqn: part(eqn, 0))

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from shardscope.distributed.workers import collectives_transport
 from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.measure import timing
 from shardscope.plans.settings import Settings, divisors
+from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
     from shardscope.pipeline.targets import TargetDevices
@@ -127,9 +130,7 @@ def run_sweep(
     """
     import jax
 
-    from shardscope.plans import registry
-    from shardscope.sources.loading import load_demo_file
-    from shardscope.distributed.workers import collectives_transport
+    from shardscope.plans import registry  # imports JAX (about 1 s): not for --help
 
     demo_fn = (demo_file or load_demo_file(settings.path)).get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
@@ -183,8 +184,7 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
             settings: Settings, target: "TargetDevices | None" = None) -> list[SweepPoint]:
     """Compile and time each traced plan of ``built`` (one chunk size), interleaved; compile it
     for ``target`` too, for its memory there."""
-    from shardscope.engine import dataflow
-    from shardscope.measure import timing
+    from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
     from shardscope.engine.jaxpr_model import from_jaxpr
 
     names = [name for name in built.plans if name in traced]
@@ -226,7 +226,7 @@ def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> 
 
 
 def _trace_fn(fn: Any, args: tuple, axis: str) -> Any:
-    from shardscope.plans import registry
+    from shardscope.plans import registry  # imports JAX: the sweep's own module must not
 
     try:
         return fn.trace(*args)

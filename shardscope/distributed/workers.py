@@ -77,7 +77,7 @@ def join_as_worker(role: WorkerRole, local_devices: int) -> None:
 
     _exit_with_parent(role.parent_pid)
     keep_stdout_for_report()
-    if not jax.config.jax_platforms:
+    if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
         jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_num_cpu_devices", local_devices)
@@ -137,7 +137,7 @@ def collectives_transport() -> str:
     if jax.process_count() == 1:
         return "in-process"
     if jax.default_backend() == "cpu":
-        return str(jax.config.jax_cpu_collectives_implementation or "gloo")
+        return str(jax.config.jax_cpu_collectives_implementation or "gloo")  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
     return jax.default_backend()
 
 

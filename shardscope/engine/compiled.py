@@ -23,24 +23,24 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from math import prod
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.engine.counts import Count, total_executions
-from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine import replica_groups
 from shardscope.engine.collective_sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
 from shardscope.engine.compiled_fixes import verdict_of
 from shardscope.engine.compiled_names import CollectiveNamer, EquationNamer
-from shardscope.engine.compiled_verdicts import NEEDED, CompiledClassifier
+from shardscope.engine.compiled_verdicts import CompiledClassifier, NEEDED
+from shardscope.engine.counts import Count, known_product, total_executions
+from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.dead_code import dead_collectives, mesh_and_style
+from shardscope.engine.equation_names import EquationNames
 from shardscope.engine.hlo_flow import Flow
 from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import HloModule, Instruction, parse
-from shardscope.engine.jaxpr_pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
-from shardscope.engine.replica_groups import MeshShape
-from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.jaxpr_model import from_jaxpr
+from shardscope.engine.jaxpr_pairing import JAX_COLLECTIVE_PRIMITIVES, JaxprCollective, PARTITIONER, PROGRAM, pair
+from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.replica_groups import MeshShape
 from shardscope.engine.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ class CompiledCollective:
     @property
     def executions(self) -> int | None:
         """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
-        counts = self.runs_per_loop
-        return None if None in counts else prod(counts) * self.paths
+        runs = known_product(self.runs_per_loop)
+        return None if runs is None else runs * self.paths
 
     @property
     def bytes_per_execution(self) -> int:
@@ -269,8 +269,6 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
     (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
     import jax
-
-    from shardscope.engine.equation_names import EquationNames
 
     compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
     traced = jax_traced(traced)

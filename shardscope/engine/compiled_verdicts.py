@@ -27,9 +27,9 @@ Which values a loop changes and which are the same on every device is :mod:`loop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
 from shardscope.engine.collective_sites import CollectiveSite
+from shardscope.engine.counts import known_product
 from shardscope.engine.hlo_flow import FORWARDING, Flow
 from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import Computation, HloModule, Instruction
@@ -367,5 +367,4 @@ def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
 
 def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...], counts: LoopCounts) -> int | None:
     """Runs per call once the collective leaves the loops named ``left``."""
-    trips = [counts.trip_count(w.name) for w in loops if w.name not in left]
-    return None if None in trips else prod(trips)
+    return known_product(counts.trip_count(w.name) for w in loops if w.name not in left)

@@ -6,6 +6,7 @@ Dependency-free, so the app can use it before JAX or numpy are imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import Iterable
 
 
@@ -37,10 +38,23 @@ class Count:
         return self.text()
 
 
+def known_sum(counts: Iterable[int | None]) -> int | None:
+    """The sum of ``counts``; ``None`` if any is unknown."""
+    values = list(counts)
+    known = [c for c in values if c is not None]
+    return sum(known) if len(known) == len(values) else None
+
+
+def known_product(counts: Iterable[int | None]) -> int | None:
+    """The product of ``counts`` (the trip counts of nested loops); ``None`` if any is unknown."""
+    values = list(counts)
+    known = [c for c in values if c is not None]
+    return prod(known) if len(known) == len(values) else None
+
+
 def total_executions(collectives: Iterable) -> int | None:
     """The sum of the collectives' ``executions`` per call; ``None`` if any is unknown."""
-    runs = [c.executions for c in collectives]
-    return None if None in runs else sum(runs)
+    return known_sum(c.executions for c in collectives)
 
 
 def total_runs(collectives: Iterable) -> Count:

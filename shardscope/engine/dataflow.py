@@ -9,12 +9,13 @@ out of them (body output -> loop equation), and around them (carry out -> carry 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from shardscope.engine.counts import Count, total_executions
-from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify
+from shardscope.engine.counts import Count, known_product, total_executions
+from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify, short_source
 from shardscope.engine.loop_names import loop_path, loop_words
+from shardscope.engine.valueflow import ValueIndex
+from shardscope.engine.verdicts import Classifier, REDUCTIONS
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -53,7 +54,7 @@ class Collective:
     @property
     def executions(self) -> int | None:
         """How many times one call runs it (``None`` if a loop has no static trip count)."""
-        return _product(self.loop_trip_counts)
+        return known_product(self.loop_trip_counts)
 
     @property
     def bytes_per_call(self) -> int | None:
@@ -67,8 +68,6 @@ class Collective:
         return Count(self.executions, self.in_conditional)
 
 
-def _product(counts: tuple[int | None, ...]) -> int | None:
-    return None if any(c is None for c in counts) else prod(counts)
 def collectives(
     program: Program, input_names: Sequence[str] = (), output_names: Sequence[str] = ()
 ) -> tuple[Collective, ...]:
@@ -78,10 +77,6 @@ def collectives(
     outputs (``params['Wh']``); a collective is named after the one output it reaches, else
     the one input it comes from, else its source line.
     """
-    from shardscope.engine.jaxpr_model import short_source
-    from shardscope.engine.valueflow import ValueIndex
-    from shardscope.engine.verdicts import Classifier
-
     sites = [site for site in program.sites() if site.equation.kind == "collective"]
     if not sites:
         return ()
@@ -173,8 +168,6 @@ def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_nam
         sources = index.backward(block_id, [v.name for v in eqn.inputs])
         return {input_names[k] for k in sources if k < len(input_names) and input_names[k]}
 
-    from shardscope.engine.verdicts import REDUCTIONS
-
     summed = eqn.primitive in REDUCTIONS if reduction is None else reduction
     order = (forward, backward) if summed else (backward, forward)
     for direction in order:
@@ -202,8 +195,9 @@ def per_call_count(program: Program, per_execution: Callable[[Equation], int]) -
 def _block_per_call(block: Block, per_execution: Callable[[Equation], int]) -> int | None:
     total = 0
     for eqn in block.equations:
-        inner = [_block_per_call(sub, per_execution) for sub in eqn.blocks]
-        if None in inner:
+        per_block = [_block_per_call(sub, per_execution) for sub in eqn.blocks]
+        inner = [n for n in per_block if n is not None]
+        if len(inner) < len(per_block):
             return None
         if eqn.kind == "collective":
             total += per_execution(eqn)
@@ -314,7 +308,7 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
             label=eqn.line(),
             block=block.id,
             loops=tuple(loop.id for loop in loops),
-            executions=_product(tuple(loop.trip_count for loop in loops)),
+            executions=known_product(loop.trip_count for loop in loops),
             trip_count=eqn.trip_count,
             types=tuple(v.type_str + v.vma_str for v in eqn.outputs),
         )
@@ -333,7 +327,7 @@ def _add_sub_block(
     graph: nx.DiGraph, eqn: Equation, outer: Block, sub: Block, producers: dict[str, str], loops: tuple
 ) -> None:
     inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
-    executions = _product(tuple(loop.trip_count for loop in inner_loops))
+    executions = known_product(loop.trip_count for loop in inner_loops)
     for value, operand in zip(sub.inputs, _operands_for(eqn, sub)):
         node = qualify(sub.id, value.name)
         graph.add_node(node, kind="input", label=value.declaration(), block=sub.id,

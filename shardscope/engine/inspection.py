@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
+from shardscope.engine.dataflow import collectives, loops
+from shardscope.engine.jaxpr_model import from_jaxpr
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
 from shardscope.engine.rewrite_subject import subject_from
@@ -72,8 +74,6 @@ class Inspection:
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
         """Every jaxpr loop with the collectives inside it."""
-        from shardscope.engine.dataflow import loops
-
         return loops(self.program, self.collectives)
 
     @cached_property
@@ -195,11 +195,11 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
                     debug: str = API_DEBUG) -> Inspection:
     """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace or compile
     error says that ``debug`` shows the whole of JAX's error."""
-    name = name or getattr(fn, "__name__", type(fn).__name__)
+    label = name if name else str(getattr(fn, "__name__", type(fn).__name__))
     program = traceable(fn, args, kwargs)
-    traced, trace_s = trace_program(program, name, debug)
-    compiled, compile_s = compile_program(traced, name, debug)
-    inspection = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
+    traced, trace_s = trace_program(program, label, debug)
+    compiled, compile_s = compile_program(traced, label, debug)
+    inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                                 compiled=compiled, compile_s=compile_s)
     return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled))
 
@@ -236,9 +236,6 @@ def inspect_traced(
 ) -> Inspection:
     """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``, or flax's
     ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""
-    from shardscope.engine.dataflow import collectives
-    from shardscope.engine.jaxpr_model import from_jaxpr
-
     traced = jax_traced(traced)
     program = from_jaxpr(traced.jaxpr)
     invars = len(traced.jaxpr.jaxpr.invars)

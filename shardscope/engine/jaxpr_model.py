@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-import shardscope
+from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
 
 COLLECTIVE_PRIMITIVES = frozenset(
     {
@@ -359,7 +359,7 @@ def _written_as(eqn: Any) -> str:
         if code.co_name != "reraise_with_filtered_traceback":  # jax's api_boundary wrapper
             called = code.co_name
     return ""
-_PACKAGE_DIR = Path(shardscope.__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # shardscope/, to tell its frames from the user's
 _SHIPPED_DEMOS = "demo_files"
 
 
@@ -501,8 +501,6 @@ def _dtype_facts(dtype: Any) -> tuple[str, int]:
 
     A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.
     """
-    from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
-
     name = str(dtype)
     if name == "float0":
         return name, 0

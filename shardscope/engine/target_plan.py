@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Iterable
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import Count, known_sum
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
     from shardscope.engine.compiled import CompiledCollective, CompiledLoop, CompiledPlan
@@ -88,8 +88,7 @@ class TargetPlacement:
     @property
     def executions(self) -> int | None:
         """Runs per call on the target: every target collective carrying it (None when unknown)."""
-        runs = [c.executions for c in self.target]
-        return None if None in runs else sum(runs)
+        return known_sum(c.executions for c in self.target)
 
     @property
     def runs(self) -> Count:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from math import prod
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import Count, known_product
 from shardscope.engine.jaxpr_model import Equation
 from shardscope.engine.linearity import AdditivePaths
 from shardscope.engine.loop_names import loop_words
@@ -177,8 +176,7 @@ _REDUCE_AFTER = {"reduce_scatter": "lax.psum_scatter", "unreduced_reduce_scatter
 
 def _runs(loops: tuple[Equation, ...]) -> int | None:
     """Runs per call inside ``loops``: the product of their trip counts (None when one is unknown)."""
-    counts = [loop.trip_count for loop in loops]
-    return None if None in counts else prod(counts)
+    return known_product(loop.trip_count for loop in loops)
 
 
 def _loops_words(loops: tuple[Equation, ...]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 MEMORY_FIELDS = (
     "argument_size_in_bytes",
@@ -46,7 +46,7 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def time_interleaved(
-    compiled: dict[str, Callable],
+    compiled: Mapping[str, Callable],
     args: tuple,
     repeats: int,
     warmup: int = 2,

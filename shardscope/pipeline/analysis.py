@@ -69,7 +69,7 @@ class PlanResult:
                         graphs: bool, **measured: Any) -> "PlanResult":
         """The result for one traced program (a plan's or a program file's): its collectives, loops,
         per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
-        from shardscope.engine import dataflow
+        from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
         from shardscope.engine.paired import paired_collectives
 
         program = inspection.program
@@ -105,7 +105,8 @@ class PlanResult:
         if self.compiled is None:
             return None
         per_call = [c.bytes_per_call for c in self.compiled.collectives]
-        return Count(None if None in per_call else sum(per_call), any(c.in_conditional for c in self.compiled.collectives))
+        known = [n for n in per_call if n is not None]
+        return Count(sum(known) if len(known) == len(per_call) else None, any(c.in_conditional for c in self.compiled.collectives))
 
     @property
     def flagged(self) -> "tuple[PairedCollective, ...]":
@@ -153,15 +154,31 @@ class Origin(Protocol):
     Every rendering asks the origin rather than branching on what kind of file was analysed.
     """
 
-    name: str
-    """What was analysed: the demo function, or the program file's stem."""
-    description: str
-    noun: str
-    """``plan`` or ``program``: what one of the analysis' programs is called."""
-    chunked: bool
-    """True when shardscope chunked the programs itself: the mesh, batch and chunk-size settings
-    (the sidebar, the sweep) apply."""
-    path: Path
+    @property
+    def name(self) -> str:
+        """What was analysed: the demo function, or the program file's stem."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """The demo's description, or the program file's."""
+        ...
+
+    @property
+    def noun(self) -> str:
+        """``plan`` or ``program``: what one of the analysis' programs is called."""
+        ...
+
+    @property
+    def chunked(self) -> bool:
+        """True when shardscope chunked the programs itself: the mesh, batch and chunk-size settings
+        (the sidebar, the sweep) apply."""
+        ...
+
+    @property
+    def path(self) -> Path:
+        """The file analysed."""
+        ...
 
     def headline(self, analysis: Analysis) -> list[str]:
         """The first lines of every rendering: what was analysed, on which mesh."""
@@ -171,8 +188,10 @@ class Origin(Protocol):
         """How the programs were timed, in one sentence."""
         ...
 
-    checked: str
-    """``gradients`` or ``outputs``: what the cross-checks compare."""
+    @property
+    def checked(self) -> str:
+        """``gradients`` or ``outputs``: what the cross-checks compare."""
+        ...
 
     def export_stem(self, analysis: Analysis, comparison: Comparison) -> str:
         """The diff export's file name without suffix."""

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.compiled import jax_traced
-from shardscope.engine.inspection import InspectedCall, Inspection, compile_program, inspect_traced, trace_program
+from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program, inspect_traced,
+                                          trace_program)
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.pipeline.gc_pause import paused
@@ -57,7 +58,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
 def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Inspection:
     """A program's inspection (traced and compiled, not run), with its plan on each target."""
     if not targets:
-        return program.inspect()
+        return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
     fn = traceable(program.fn, program.spec.args, program.spec.kwargs)
     traced, trace_s = trace_program(fn, program.name, CLI_DEBUG)
     compiled, compile_s = compile_program(traced, program.name, CLI_DEBUG)

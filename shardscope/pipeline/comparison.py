@@ -51,7 +51,7 @@ def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str], candidate: 
     with the second; a single plan with itself.
     """
     names = list(plans)
-    if candidate in plans:
+    if candidate is not None and candidate in plans:
         return next((n for n in names if n != candidate), candidate), candidate
     baseline = next((n for n in names if roles.get(n) == "baseline"), names[0])
     candidates = [n for n in names if roles.get(n) == "candidate"]

@@ -47,6 +47,7 @@ class DemoPlans:
     def headline(self, analysis: "Analysis") -> list[str]:
         """``shardscope: rnn.py::rnn`` and the mesh, batch and chunks."""
         s = analysis.shapes
+        assert s is not None  # a demo's plans always have their sizes
         mesh = analysis.settings.mesh
         where = f"mesh {mesh.text()} ({analysis.backend})"
         if len(mesh.axes) > 1:
@@ -68,9 +69,10 @@ class DemoPlans:
 
     def export_stem(self, analysis: "Analysis", comparison: "Comparison") -> str:
         """``<function>-<mesh>-c<chunk>`` (a 1-D mesh as ``4dev``, else ``4x2dev``)."""
-        mesh = analysis.settings.mesh
+        mesh, shapes = analysis.settings.mesh, analysis.shapes
+        assert shapes is not None  # a demo's plans always have their sizes
         where = f"{mesh.devices}dev" if len(mesh.axes) == 1 else "x".join(map(str, mesh.sizes)) + "dev"
-        return f"{self.function}-{where}-c{analysis.shapes.chunk_size}"
+        return f"{self.function}-{where}-c{shapes.chunk_size}"
 
 
 def demo_workload(demo_fn: DemoFunction, settings: Settings, path: Path,

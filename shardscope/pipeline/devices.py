@@ -27,9 +27,9 @@ def request_devices(count: int) -> bool:
 
     if xla_bridge.backends_are_initialized():
         return False
-    if not jax.config.jax_platforms:
+    if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
         jax.config.update("jax_platforms", "cpu")
-    current = jax.config.jax_num_cpu_devices
+    current = jax.config.jax_num_cpu_devices  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
     if current is None or current < count:
         jax.config.update("jax_num_cpu_devices", count)
     return True

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shardscope import failures
-from shardscope.engine.compiled import CompiledPlan
+from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compiled import CompiledPlan, plan_of
 from shardscope.engine.inspection import Inspection, inspect_traced
 from shardscope.errors import SettingsError, ShardscopeError, quote_error
-from shardscope.failures import quiet_callback_logs
+from shardscope.failures import quiet_callback_logs, run_error
+from shardscope.measure import timing
+from shardscope.measure.crosscheck import compare_results
 from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
 from shardscope.pipeline.comparison import compare, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
@@ -28,8 +31,8 @@ from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
 from shardscope.plans.settings import Settings, check_axis_name
 from shardscope.sources.demos import DemoFile
-from shardscope.sources.programs import ProgramFile
 from shardscope.sources.loading import load_file
+from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -101,8 +104,6 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     """
     import jax
 
-    from shardscope.distributed.workers import collectives_transport
-
     report = progress or (lambda stage, fraction: None)
     traced, unavailable = _trace(workload, report, measure)
     compiled = _compile(workload, traced, report) if measure or compile or targets else {}
@@ -146,8 +147,6 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
 def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspection, compiled: "Compiled") -> CompiledPlan:
     """The compiled plan of one program, read once: paired with the jaxpr view the trace already
     read (its collectives as traced: a plan's relabelled sources would pair with no line)."""
-    from shardscope.engine.compiled import plan_of
-
     with paused():  # the parse makes an object per instruction: no full passes meanwhile
         return plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
                        program=inspection.program, jaxpr_collectives=inspection.collectives)
@@ -210,8 +209,6 @@ class _Measured:
 
 def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:
     """Each traced program (and the reference) compiled once: ``{name: (compiled, seconds)}``."""
-    from shardscope.measure import timing
-
     programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
     compiled: dict[str, tuple[Compiled, float]] = {}
     for i, program in enumerate(programs):
@@ -228,8 +225,6 @@ def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, 
 def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Compiled", float]],
              report: Progress) -> _Measured:
     """Run each compiled program once, time them interleaved, check the results."""
-    from shardscope.measure import timing
-
     programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
     calls = {}
     for program in programs:
@@ -251,7 +246,8 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums)") from exc
     report("checking", 0.0)
-    numbers = {name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
+    numbers: dict[str, dict[str, Any]] = {
+        name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
     results = {program.name: program.result(outputs[program.name]) for program in workload.programs
                if program.name in outputs}
     reference = None
@@ -272,8 +268,6 @@ def _first_run(program: PipelineProgram, call: Any, workload: Workload) -> Any:
     """The first run of ``program``: its output, or an error that names it."""
     import jax
 
-    from shardscope.failures import run_error
-
     try:
         return jax.block_until_ready(call())
     except Exception as exc:
@@ -282,8 +276,6 @@ def _first_run(program: PipelineProgram, call: Any, workload: Workload) -> Any:
 
 def _cross_checks(workload: Workload, results: dict[str, Any]) -> tuple["GradientCheck", ...]:
     """Each program's result against the first one's of its check group (same structure only)."""
-    from shardscope.measure.crosscheck import compare_results
-
     groups: dict[Any, dict[str, Any]] = {}
     for name, result in results.items():
         groups.setdefault(workload.check_group(name), {})[name] = result

@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from shardscope.engine.inspection import inspect_program
+from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram
+from shardscope.sources.programs import CLI_DEBUG
 
 if TYPE_CHECKING:
     from shardscope.sources.programs import ProgramFunction
@@ -27,10 +30,9 @@ WHAT_IF = "what-if"
 def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> list[PipelineProgram]:
     """The verified rewrites of ``function`` (inspected on its example arguments) as pipeline
     programs in ``original``'s place; none when it does not trace (the original says why)."""
-    from shardscope.errors import ShardscopeError
-
     try:
-        rewrites = function.inspect().what_if().verified
+        inspection = inspect_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
+        rewrites = inspection.what_if().verified
     except ShardscopeError:
         return []
     found = []

@@ -65,7 +65,7 @@ def _chunked(tree: Any, shapes: Shapes) -> Any:
     return jax.tree.map(lambda a: a.reshape(split + a.shape[1:]), tree)
 
 
-def scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any, prepare: Callable = None) -> Any:
+def scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any, prepare: Callable | None = None) -> Any:
     """Accumulate ``vjp(f)(params)`` over the chunks of ``x`` and ``v`` with ``lax.scan``.
 
     ``prepare(params)`` runs inside each chunk's forward (the naive plan gathers sharded leaves

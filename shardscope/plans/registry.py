@@ -20,16 +20,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
+from jax.stages import Wrapped
 
-from shardscope.plans import bodies
-from shardscope.sources import prng_keys
-from shardscope.plans.bodies import Layout, Split
-from shardscope.sources.demos import DemoFunction
 from shardscope.errors import SettingsError, ShardscopeError, TraceError
-from shardscope.sources.examples import batch_size, check_fits, materialize
 from shardscope.failures import first_line, model_error, trace_error
+from shardscope.measure import timing
+from shardscope.plans import bodies
+from shardscope.plans.bodies import Layout, Split
 from shardscope.plans.settings import Settings
 from shardscope.plans.shapes import Shapes, resolve_shapes
+from shardscope.sources import prng_keys
+from shardscope.sources.demos import DemoFunction
+from shardscope.sources.examples import batch_size, check_fits, materialize
 
 REFERENCE = "reference"
 """The name of the unchunked VJP's program in :attr:`Plans.functions`."""
@@ -140,7 +142,7 @@ class Plans:
     shapes: Shapes
     mesh: JaxMesh
     plans: dict[str, Plan]
-    functions: dict[str, Callable]
+    functions: dict[str, Wrapped]
     args: tuple[Any, Any, Any]  # params, x, v
     unavailable: dict[str, str]
     layout: Layout
@@ -211,7 +213,7 @@ def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ..
         jax.device_put(v, batch_sharding),
     )
 
-    functions: dict[str, Callable] = {}
+    functions: dict[str, Wrapped] = {}
     unavailable: dict[str, str] = {}
     for plan in plans:
         reason = plan.unavailable(layout)
@@ -246,8 +248,6 @@ def trace_plans(
     whose own scan closes over the reduced weight): it is listed as unavailable with JAX's
     reason, never blamed on the model. ``with_reference`` traces the reference too.
     """
-    from shardscope.measure import timing
-
     report = progress or (lambda stage, fraction: None)
     names = [*built.plans, *([REFERENCE] if with_reference else [])]
     traced: dict[str, tuple[Any, float]] = {}

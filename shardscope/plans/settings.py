@@ -37,7 +37,7 @@ class Settings:
     axis: str = DEFAULT_AXIS
     chunk_size: int | None = None
     repeats: int = DEFAULT_REPEATS
-    mesh: Mesh | None = field(default=None)
+    mesh: Mesh = field(default=None)  # type: ignore[assignment]  # None: built from devices and axis by __post_init__, so never None after
     batch_axes: tuple[str, ...] | None = None
     demo_mesh: bool = False
     what_if: bool = False  # a program file's programs with shardscope's verified rewrites beside them

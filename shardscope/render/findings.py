@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import count_text, total_executions
 
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledCollective
@@ -125,8 +125,6 @@ def _jaxpr_words(inspection: "Inspection") -> str:
 
 
 def _live_runs(inspection: "Inspection") -> int | None:
-    from shardscope.engine.counts import total_executions
-
     return total_executions(inspection.live_collectives)
 
 
@@ -171,13 +169,13 @@ def collective_json(c: "Collective", dead: bool = False) -> dict[str, Any]:
     }
 
 
-def compiled_collective_json(p: "PairedCollective") -> dict[str, Any]:
+def compiled_collective_json(p: "PairedCollective", c: "CompiledCollective") -> dict[str, Any]:
     """One compiled collective instruction as ``check --json`` and ``report --json`` list it.
 
     ``verdict`` and ``fix`` are the ones shown (:attr:`PairedCollective.verdict`); ``equations``
     are the ids of the jaxpr collectives it comes from (``jaxpr_collectives`` in the same object).
+    ``c`` is ``p.compiled`` (a paired collective without an instruction is not listed).
     """
-    c: CompiledCollective = p.compiled
     verdict = p.verdict
     return {
         "name": c.name,
@@ -207,7 +205,7 @@ def compiled_collective_json(p: "PairedCollective") -> dict[str, Any]:
 
 def compiled_json(paired: tuple) -> list[dict[str, Any]]:
     """``compiled_collectives``: one object per compiled collective instruction, in module order."""
-    return [compiled_collective_json(p) for p in paired if p.compiled is not None]
+    return [compiled_collective_json(p, p.compiled) for p in paired if p.compiled is not None]
 
 
 def inspection_json(inspection: "Inspection") -> dict[str, Any]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from shardscope.costmodel.projection import to_json as projected
+from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
-from shardscope.render.findings import compiled_json
+from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
+from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
@@ -40,8 +43,6 @@ def _named(analysis: "Analysis") -> list[tuple[str, str, "PlanResult"]]:
 def projection_json(analysis: "Analysis", projection: "Projection") -> dict[str, Any]:
     """The ``"projection"`` object, with the projected and measured ratios of the compared plans
     (``measured`` is the comparison's median per-round ratio, the report's ``speedup``)."""
-    from shardscope.costmodel.projection import to_json as projected
-
     data = projected(projection)
     comparison = analysis.comparison
     if comparison.baseline != comparison.candidate:
@@ -145,7 +146,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "hlo": _hlo_json(plan),
         "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
         "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
-        "compiled_bytes_per_call": None if plan.compiled is None else plan.compiled_bytes.value,
+        "compiled_bytes_per_call": None if plan.compiled_bytes is None else plan.compiled_bytes.value,
         "flagged": len(plan.flagged),
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
@@ -241,16 +242,12 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
             note += " The tables above show what the TPU compiler of each --target does."
         console.print(note, style="dim", highlight=False)
     if projection is not None:
-        from shardscope.render.projection import render_projection
-
         render_projection(analysis, projection, console)
 
 
 def compiled_table(analysis: "Analysis") -> Any:
     """Every compiled collective instruction of every plan: what XLA runs, and what it comes from."""
     from rich.table import Table
-
-    from shardscope.render.findings import collective_cell, trips_text
 
     noun = analysis.origin.noun
     table = Table(title="compiled collectives (bytes per device)", title_justify="left", pad_edge=False)
@@ -270,13 +267,12 @@ def compiled_table(analysis: "Analysis") -> Any:
 
 def compiler_note_of(analysis: "Analysis") -> str | None:
     """The HLO note (what other compilers would do), or None when the plans were not compiled."""
-    from shardscope.engine.compiler_note import compiler_note
-
-    compiled = {name: plan for name, plan in analysis.plans.items() if plan.compiled is not None}
+    compiled = {name: plan.compiled for name, plan in analysis.plans.items() if plan.compiled is not None}
     if not compiled:
         return None
-    backend = next(iter(compiled.values())).compiled.backend
-    return compiler_note(backend, {name: (p.collectives_in_loops, len(p.compiled.findings)) for name, p in compiled.items()})
+    backend = next(iter(compiled.values())).backend
+    return compiler_note(backend, {name: (analysis.plans[name].collectives_in_loops, len(plan.findings))
+                                   for name, plan in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:

@@ -217,8 +217,8 @@ def random_array(rng: np.random.Generator, shape: tuple, dtype: np.dtype) -> np.
     if dtype in (np.complex64, np.complex128):
         flat = np.empty(math.prod(shape), dtype)
         parts = flat.view(np.float32 if dtype == np.complex64 else np.float64)  # re, im interleaved
-        rng.standard_normal(dtype=parts.dtype, out=parts)
-        parts *= parts.dtype.type(1 / np.sqrt(2.0))
+        rng.standard_normal(dtype=parts.dtype, out=parts)  # type: ignore[arg-type]  # numpy's stubs cannot see that the view is float32 or float64
+        parts *= parts.dtype.type(1 / np.sqrt(2.0))  # type: ignore[misc]  # the same view
         return flat.reshape(shape)
     if jnp.issubdtype(dtype, jnp.floating):  # float16, bfloat16, float8: draw float32, convert
         return rng.standard_normal(shape, dtype=np.float32).astype(dtype)

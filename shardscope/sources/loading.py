@@ -97,9 +97,10 @@ def import_file(path: Path) -> tuple[Any, str]:
             _import_quietly(module, spec.loader, path)
     except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
         sys.modules.pop(module_name, None)
+        said = getattr(exc, "said", "")  # its last line on stderr (_import_quietly)
         raise DemoFileError(
             f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}"
-            + (f" (it said: {exc.said})" if getattr(exc, "said", "") else "") + ".",
+            + (f" (it said: {said})" if said else "") + ".",
             "shardscope imports demo files: keep scripts' command-line code under if __name__ == '__main__':",
         ) from None
     except SyntaxError as exc:

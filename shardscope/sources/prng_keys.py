@@ -11,6 +11,8 @@ import functools
 from math import prod
 from typing import Any
 
+from shardscope.errors import SettingsError
+
 IMPLEMENTATIONS = ("threefry2x32", "rbg", "unsafe_rbg")
 """The PRNG implementations ``jax.random.key(seed, impl=...)`` accepts by name."""
 
@@ -52,8 +54,6 @@ def _implementation(dtype: Any) -> str:
     for name in IMPLEMENTATIONS:
         if jax.random.key(0, impl=name).dtype == dtype:
             return name
-    from shardscope.errors import SettingsError
-
     raise SettingsError(
         f"shardscope cannot make example keys of dtype {dtype}.",
         f"use keys of one of the implementations {', '.join(IMPLEMENTATIONS)}, or give concrete keys",

@@ -75,12 +75,6 @@ class ProgramFunction:
         """The first line of the function's docstring (empty without one)."""
         return (getattr(self.fn, "__doc__", None) or "").strip().split("\n")[0]
 
-    def inspect(self) -> Any:
-        """Trace it on its example arguments: a :class:`~shardscope.engine.inspection.Inspection`."""
-        from shardscope.engine.inspection import inspect_program
-
-        return inspect_program(self.fn, self.spec.args, self.spec.kwargs, self.name, CLI_DEBUG)
-
 
 CLI_DEBUG = "`shardscope check FILE --debug` shows JAX's whole error"
 """Where a program's trace error says the whole of JAX's error is (in the CLI and the app)."""

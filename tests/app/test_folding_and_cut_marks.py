@@ -8,7 +8,7 @@ from app_support import drain
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from shardscope.app.views.diff import fold
+from shardscope.app.views.diff_lines import fold
 from shardscope.app.views.lines import LinesView
 from shardscope.render.text import diff_text
 

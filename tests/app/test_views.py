@@ -12,7 +12,7 @@ from textual.widgets import Static
 from view_support import DEMOS, SIZE, ViewHarness, run_view as run, shown
 
 from shardscope.app.views import DiffView, GraphView, HloView, TimingsView
-from shardscope.app.views.diff import unified_lines
+from shardscope.app.views.diff_lines import unified_lines
 from shardscope.app.views.lines import LinesView
 from shardscope.app.views.timings import seconds
 from shardscope.render.diff import unified

@@ -22,6 +22,9 @@ from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
+    from rich.segment import Segment
+
+    from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis, PlanResult
     from shardscope.pipeline.comparison import Comparison
 
@@ -250,6 +253,6 @@ class GraphView(RenderedPane):
         """The default comparison's two plans of ``analysis``, baseline first."""
         return comparison_graph(analysis, analysis.comparison)
 
-    def prepared_lines(self, prepared) -> list | None:
+    def prepared_lines(self, prepared: PreparedViews) -> list[list[Segment]] | None:
         """The drawing the worker laid out (for the comparison picked in the app)."""
         return prepared.graph_lines

@@ -27,6 +27,7 @@ from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
 
 if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.engine.compiled import CompiledLoop
     from shardscope.engine.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
@@ -198,7 +199,7 @@ class HloView(RenderedPane):
         """The compiled plans of ``analysis``."""
         return hlo_renderable(analysis)
 
-    def show_analysis(self, analysis: "Analysis", prepared: object = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Show ``analysis`` from the top, nothing selected."""
         self._analysis, self._selected = analysis, -1
         self._draw()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual.app import ComposeResult
@@ -12,6 +12,9 @@ from textual.widgets import Static
 from shardscope.app.views.lines import LinesView, offer_focus
 
 if TYPE_CHECKING:
+    from rich.segment import Segment
+
+    from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
 
@@ -59,15 +62,15 @@ class RenderedPane(Widget):
         """What the tab shows, as plain text."""
         return self.body.plain
 
-    def render_analysis(self, analysis: "Analysis") -> RenderableType:
+    def render_analysis(self, analysis: Analysis) -> RenderableType:
         """What this tab shows for ``analysis``."""
         raise NotImplementedError
 
-    def prepared_lines(self, prepared: Any) -> list | None:
+    def prepared_lines(self, prepared: PreparedViews) -> list[list[Segment]] | None:
         """This tab's rendering as laid out in the worker (``PreparedViews``), or None."""
         return None
 
-    def show_analysis(self, analysis: "Analysis", prepared: Any = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Render ``analysis`` into the body and take the focus unless an input has it.
 
         ``prepared`` is what the worker laid out already (:mod:`shardscope.app.views.prepare`);

@@ -6,35 +6,24 @@ worker computes both (pure Rich and difflib, no widgets) and the tabs only displ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable
+
+from rich.text import Text
+
+from shardscope.app.views.analysis_view import PreparedViews
+from shardscope.app.views.diff_lines import folded, unified_lines
+from shardscope.app.views.graph import comparison_graph
+from shardscope.app.views.lines import lay_out, worker_console
+from shardscope.render.diff import side_by_side
 
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
     from shardscope.pipeline.comparison import Comparison
 
 
-@dataclass(frozen=True)
-class PreparedViews:
-    """The Graph and Diff tabs of one comparison, ready to display.
-
-    ``graph_lines`` are laid-out lines of segments; ``diff_unified`` the coloured unified diff
-    lines; ``diff_rows`` the folded side-by-side rows (laid out at the view's width on show).
-    """
-
-    comparison: "Comparison"
-    graph_lines: list
-    diff_unified: list
-    diff_rows: list
-
-
-def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = lambda: False) -> PreparedViews | None:
+def prepare(analysis: Analysis, comparison: Comparison,
+            is_cancelled: Callable[[], bool] = lambda: False) -> PreparedViews | None:
     """Prepare the Graph and Diff tabs of ``comparison``; None when cancelled half-way."""
-    from shardscope.app.views.diff import folded, unified_lines
-    from shardscope.app.views.graph import comparison_graph
-    from shardscope.app.views.lines import lay_out, worker_console
-    from shardscope.render.diff import side_by_side
-
     before = analysis.plans[comparison.baseline].canonical_text
     after = analysis.plans[comparison.candidate].canonical_text
     rows = folded(side_by_side(before, after))
@@ -42,8 +31,6 @@ def prepare(analysis: "Analysis", comparison: "Comparison", is_cancelled: Any = 
         return None
     unified = unified_lines(list(comparison.diff))
     if comparison.baseline == comparison.candidate:  # a program file's lone program
-        from rich.text import Text
-
         unified = [Text(f"{analysis.settings.path.name} has one program ({comparison.baseline}): "
                         "nothing to compare it with. Mark another function @shardscope.program to diff the two.", "dim")]
     graph = lay_out(worker_console(), comparison_graph(analysis, comparison)) if analysis.plans[comparison.baseline].graph is not None else None

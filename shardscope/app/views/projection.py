@@ -65,7 +65,7 @@ class ProjectionPanel(Widget):
                          id="projection-devices", prompt="devices")
         yield Static(id="projection-body")
 
-    def show_analysis(self, analysis: Any, comparison: Any = None) -> None:
+    def show_projection(self, analysis: Any, comparison: Any = None) -> None:
         """Project ``analysis`` with the current choices; the ratio line is about ``comparison``
         (a :class:`~shardscope.pipeline.comparison.Comparison`; None: the analysis's default pair)."""
         self.analysis = analysis

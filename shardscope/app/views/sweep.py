@@ -11,12 +11,13 @@ same on every run; memory per device is computed, not measured, and stays.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
@@ -28,13 +29,17 @@ from textual_plotext import PlotextPlot
 
 from shardscope.app.bindings import SWEEP_BINDINGS
 from shardscope.app.views.lines import offer_focus
+from shardscope.costmodel.quantities import parse_size
+from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.pipeline.devices import ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
     from shardscope.plans.settings import Settings
-    from shardscope.costmodel.sweep import Sweep
 
 PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
 BUDGET_COLOUR = "orange"
@@ -66,8 +71,6 @@ class SweepFailed(Message):
 
 def budget_bytes(text: str) -> int | None:
     """The budget the input holds (None when empty); :class:`ShardscopeError` when unreadable."""
-    from shardscope.costmodel.quantities import parse_size
-
     return parse_size(text) if text.strip() else None
 
 
@@ -168,7 +171,7 @@ def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
-    BINDINGS = SWEEP_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*SWEEP_BINDINGS]
     """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
@@ -224,7 +227,7 @@ class SweepView(Widget):
                 yield PlotextPlot(id="sweep-memory")
             yield Static(id="sweep-table")
 
-    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Remember the settings of the latest analysis: the sweep uses them (a program file has no chunks)."""
         if not analysis.origin.chunked:
             self.settings = None
@@ -286,9 +289,6 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            from shardscope.pipeline.devices import ensure_devices
-            from shardscope.costmodel.sweep import run_sweep
-
             ensure_devices(max_devices)
             sweep = run_sweep(settings, None, budget, progress)
         except Cancelled:

@@ -27,7 +27,9 @@ from shardscope.app.views.projection import ProjectionPanel
 from shardscope.render.text import unavailable_lines
 
 if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
 
 HIDDEN = "··· ms"
 """What a measured time shows while measurements are hidden."""
@@ -234,7 +236,7 @@ class TimingsView(Widget):
     def __init__(self, *, measurements_hidden: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self._analysis: Analysis | None = None
-        self._comparison = None
+        self._comparison: Comparison | None = None
         self._narrow = False  # the table was laid out for a tab under NARROW columns
         self.set_reactive(TimingsView.measurements_hidden, measurements_hidden)
 
@@ -250,12 +252,12 @@ class TimingsView(Widget):
         """The analysis the tab shows (None before the first)."""
         return self._analysis
 
-    def show_analysis(self, analysis: "Analysis", prepared=None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Render the costs of ``analysis``; the speedup of the comparison ``prepared`` holds."""
         self._analysis = analysis
         self._comparison = None if prepared is None else prepared.comparison
         self._render_analysis()
-        self.query_one(ProjectionPanel).show_analysis(analysis, self._comparison)
+        self.query_one(ProjectionPanel).show_projection(analysis, self._comparison)
         self.remove_class("-empty")
         offer_focus(self.query_one(VerticalScroll), unless_focused=True)
 
@@ -269,7 +271,7 @@ class TimingsView(Widget):
         if self.is_mounted and self._analysis is not None:
             panel = self.query_one(ProjectionPanel)
             panel.measurements_hidden = self.measurements_hidden
-            panel.show_analysis(self._analysis, self._comparison)
+            panel.show_projection(self._analysis, self._comparison)
 
     def on_resize(self) -> None:
         """Lay the table out again when the tab crosses :data:`NARROW` columns."""

@@ -21,7 +21,16 @@ from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
 from shardscope.plans.mesh import Mesh, parse_axes
-from shardscope.plans.settings import Settings, check_axis_name, default_chunk_size, divisors
+from shardscope.plans.settings import (
+    DEFAULT_AXIS,
+    DEFAULT_DEVICES,
+    Settings,
+    check_axis_name,
+    default_chunk_size,
+    divisors,
+)
+from shardscope.plans.shapes import resolve_shapes
+from shardscope.sources.demos import carried_over
 
 
 def _mesh_is_valid(text: str) -> bool:
@@ -160,8 +169,6 @@ class Sidebar(VerticalScroll):
             settings = settings.with_(demo_mesh=True)  # the next demo picked brings its own mesh
         batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
         if batch is not None:
-            from shardscope.plans.shapes import resolve_shapes  # pure arithmetic: no JAX
-
             resolve_shapes(batch, settings, self.max_devices)
         return settings
 
@@ -211,8 +218,6 @@ class Sidebar(VerticalScroll):
         ``meshes`` holds each demo's own mesh; with ``demo_mesh`` (the user gave no mesh) the
         fields show the current demo's, and follow the demo picked until the user edits them.
         """
-        from shardscope.sources.demos import carried_over  # as the run does: a renamed function stays picked
-
         self.set_class(programs, "-programs")
         self.query_one("#functions-title", Label).update("Programs" if programs else "Function")
         if programs:
@@ -291,8 +296,6 @@ class Sidebar(VerticalScroll):
 
     def _show_demo_mesh(self) -> None:
         """Fill the mesh fields with the current demo's own mesh (the default ``s=2`` if it has none)."""
-        from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES
-
         mesh = self._demo_meshes.get(self._current_function or "") or Mesh.one_axis(DEFAULT_AXIS, DEFAULT_DEVICES)
         one_axis = len(mesh.axes) == 1 and mesh.devices <= self.max_devices
         select = self.query_one("#devices", Select)

@@ -7,7 +7,7 @@ the registry shows here without a change to this file.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -22,6 +22,10 @@ from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.views.plans.plan_tree import PlanTree
 from shardscope.app.widgets.text_rows import TextRows
 from shardscope.render.text import structure_summary
+
+if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
 
 DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
 
@@ -106,8 +110,8 @@ class PlansView(Widget):
         """The plans shown, left to right."""
         return self._names
 
-    def show_analysis(self, analysis: Any, prepared: Any = None) -> None:
-        """Show every plan of ``analysis`` (an :class:`~shardscope.pipeline.analysis.Analysis`)."""
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
+        """Show every plan of ``analysis``."""
         self.collective_index = -1
         self._plans = dict(analysis.plans)
         self._pairs = None

@@ -1,0 +1,208 @@
+"""The package's import graph: no circles, and imports go down the layers docs/architecture.md draws.
+
+The graph is read from the source, not from a running interpreter: each module's imports of
+shardscope's own modules, found by AST. For the circles only the module-level imports count: an
+import under ``if TYPE_CHECKING:`` never runs, and one inside a function runs only when the
+function does, so a circle there is one that Python meets while importing. For the layers every
+import counts, wherever it is written: a layer may not name one above it even in a function.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parent.parent / "shardscope"
+
+
+def module_name(path: Path, package: Path) -> str:
+    """``shardscope/app/views/diff.py`` -> ``shardscope.app.views.diff`` (a package is its ``__init__``)."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules(package: Path) -> dict[str, Path]:
+    """Every module of the package by dotted name."""
+    return {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``TYPE_CHECKING`` (bare or as ``typing.TYPE_CHECKING``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def import_time_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements that run when the module is imported: into ``if``/``try``/``with``/class
+    bodies, never into a function, nor into the body of ``if TYPE_CHECKING:`` (its ``else`` runs)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(statement, ast.If) and is_type_checking(statement.test):
+            yield from import_time_statements(statement.orelse)
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from import_time_statements(getattr(statement, field, []))
+        for handler in getattr(statement, "handlers", []):
+            yield from import_time_statements(handler.body)
+
+
+def every_statement(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of the module: imports in functions and under ``TYPE_CHECKING`` too."""
+    for statement in body:
+        yield from ast.walk(statement)
+
+
+def imported_modules(statement: ast.stmt, modules: dict[str, Path]) -> Iterator[str]:
+    """The package's modules one import statement names: ``from a.b import c`` is ``a.b.c`` when
+    that is a module, else ``a.b``."""
+    if isinstance(statement, ast.Import):
+        yield from (alias.name for alias in statement.names if alias.name in modules)
+    elif isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0:
+        for alias in statement.names:
+            submodule = f"{statement.module}.{alias.name}"
+            if submodule in modules:
+                yield submodule
+            elif statement.module in modules:
+                yield statement.module
+
+
+def import_graph(package: Path = PACKAGE, statements=import_time_statements) -> nx.DiGraph:
+    """An edge ``a -> b`` for each module ``a`` that imports module ``b`` of the package
+    (at import time; with ``statements=every_statement``, anywhere)."""
+    modules = package_modules(package)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for statement in statements(tree.body):
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                graph.add_edges_from((name, imported) for imported in imported_modules(statement, modules))
+    return graph
+
+
+def circles(graph: nx.DiGraph) -> list[str]:
+    """One circle through each strongly connected component of more than one module, as
+    ``a -> b -> a`` from its first module by name."""
+    found = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) > 1:
+            names = [edge[0] for edge in nx.find_cycle(graph.subgraph(component))]
+            start = names.index(min(names))
+            names = names[start:] + names[:start]
+            found.append(" -> ".join(names + names[:1]))
+    return sorted(found)
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    """A package ``pkg`` under ``root`` with the given modules (path inside the package -> source)."""
+    for name, source in files.items():
+        path = root / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    return root / "pkg"
+
+
+def test_a_circle_is_found_and_only_imports_that_run_at_import_count(tmp_path):
+    package = write_package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "import pkg.b\n",
+        "b.py": "from pkg.sub import c\n",
+        "sub/__init__.py": "",
+        "sub/c.py": "try:\n    from pkg import a\nexcept ImportError:\n    pass\n",
+        "typed.py": """\
+            from typing import TYPE_CHECKING
+            import pkg.untyped
+            if TYPE_CHECKING:
+                from pkg import untyped
+            else:
+                from pkg import other
+            """,
+        "untyped.py": """\
+            import typing
+            if typing.TYPE_CHECKING:
+                import pkg.typed
+            def later():
+                from pkg.typed import name
+            class Holder:
+                from pkg.sub import c
+            """,
+        "other.py": "",
+    })
+    graph = import_graph(package)
+    assert set(graph.edges) == {
+        ("pkg.a", "pkg.b"), ("pkg.b", "pkg.sub.c"), ("pkg.sub.c", "pkg.a"),
+        ("pkg.typed", "pkg.untyped"), ("pkg.typed", "pkg.other"), ("pkg.untyped", "pkg.sub.c"),
+    }
+    assert circles(graph) == ["pkg.a -> pkg.b -> pkg.sub.c -> pkg.a"]
+
+
+def test_the_graph_sees_the_packages_imports():
+    graph = import_graph()
+    assert graph.has_edge("shardscope", "shardscope.sources.demos")
+    assert graph.has_edge("shardscope.cli", "shardscope.cli.report")  # from shardscope.cli import report
+    assert graph.has_edge("shardscope.app.views.prepare", "shardscope.app.views.diff_lines")
+    assert not graph.has_edge("shardscope", "shardscope.engine.inspection")  # in a function
+
+
+def test_there_are_no_import_circles():
+    found = circles(import_graph())
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+LAYERS = (
+    ("user files", ("shardscope.demo_files",)),
+    ("commands", ("shardscope.cli", "shardscope.__main__", "shardscope.distributed.launch",
+                  "shardscope.distributed.processes")),
+    ("public face", ("shardscope", "shardscope.testing")),
+    ("app", ("shardscope.app",)),
+    ("render", ("shardscope.render",)),
+    ("costmodel", ("shardscope.costmodel",)),
+    ("pipeline", ("shardscope.pipeline",)),
+    ("plans", ("shardscope.plans",)),
+    ("engine", ("shardscope.engine",)),
+    ("failures", ("shardscope.failures",)),
+    ("measure", ("shardscope.measure",)),
+    ("sources", ("shardscope.sources",)),
+    ("values", ("shardscope.errors", "shardscope.plans.mesh", "shardscope.plans.settings", "shardscope.plans.shapes",
+                "shardscope.distributed", "shardscope.distributed.interrupts", "shardscope.distributed.workers")),
+)
+"""Top first: a module may import its own layer and the layers below it (docs/architecture.md).
+A module is in the layer of its longest matching name: ``shardscope`` itself is the package's
+``__init__`` only, ``plans.mesh`` is a value under ``plans``."""
+
+UPWARD = {
+    ("shardscope.engine.inspection", "shardscope.render.findings"),
+    ("shardscope.engine.inspection", "shardscope.render.findings_html"),
+}
+"""The imports allowed against the layers: an ``Inspection`` prints itself (``print(inspect(...))``,
+a notebook's HTML); those two renderings import the engine only under ``TYPE_CHECKING``."""
+
+
+def layer_of(module: str) -> int:
+    """The rank of ``module``'s layer in :data:`LAYERS` (0: the top)."""
+    matches = [(len(name), rank) for rank, (_, names) in enumerate(LAYERS) for name in names
+               if module == name or (name != "shardscope" and module.startswith(name + "."))]
+    assert matches, f"{module} is in no layer: add it to LAYERS and to docs/architecture.md"
+    return max(matches)[1]
+
+
+def test_imports_go_down_the_layers():
+    graph = import_graph(statements=every_statement)
+    upward = sorted(
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, b in graph.edges if layer_of(b) < layer_of(a) and (a, b) not in UPWARD
+    )
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+    assert UPWARD <= set(graph.edges)  # an exception no longer needed is taken off the list
+
+
+def test_every_layer_of_the_document_is_the_tests():
+    document = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    for name, _ in LAYERS:
+        assert f"**{name}**" in document, name
