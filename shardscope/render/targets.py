@@ -235,7 +235,7 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
     for p in plan.paired:
         if p.compiled is None:
             continue
-        fields = compiled_collective_json(p)
+        fields = compiled_collective_json(p, p.compiled)
         fields["left_loop"] = plan.left_loop(p.compiled)
         fields["carries"] = [placement.collective.name for placement in plan.placements_of(p.compiled)]
         collectives.append(fields)

@@ -144,7 +144,7 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
         "values": list(r.values),
         "axes": list(r.axes),
         "summary": r.summary(),
-        "findings": [compiled_collective_json(p) for p in inspection.paired
+        "findings": [compiled_collective_json(p, p.compiled) for p in inspection.paired
                      if p.compiled is not None and p.compiled.name in fixed],
         "status": r.status,
         "reason": r.reason,
