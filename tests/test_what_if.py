@@ -19,6 +19,7 @@ from shardscope.engine.deferral import SHARD_MAP, Deferral, EquationIndex
 from shardscope.engine.type_reach import type_reach
 from shardscope.engine.what_if import (DEFER, FAILED, HOIST, NO_SAVING, OUTPUTS_DIFFER, REFUSED, VERIFIED, Rewrite,
                                        rewrites_of, rewritten_program, subject_of, verify)
+from shardscope.pipeline.what_if_programs import as_pipeline_program
 from shardscope.sources.loading import import_file
 
 
@@ -297,8 +298,8 @@ def test_the_rewritten_program_goes_through_the_pipeline_as_a_program(train_step
                                arguments=((module.params, module.xs, module.ys), {}), input_names=lambda t: [],
                                output_names=lambda t: [], run_arguments=lambda t, c: subject.run_arguments,
                                trace_failure=lambda exc: (None, ""))
-    program = rewrite.program.pipeline_program(original)
-    assert program.name == "step (what-if)" and program.role == "program"
+    program = as_pipeline_program(rewrite.program, original)
+    assert program.name == "step-what-if" and program.role == "program"
     traced = program.function.trace(*program.arguments[0], **program.arguments[1])
     compiled = traced.lower().compile()
     assert wp.recount(compiled.as_text())["runs"] == {"all-reduce": 1}

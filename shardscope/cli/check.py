@@ -96,7 +96,8 @@ def check(options: CheckOptions) -> int:
 
     With ``--target``, 1 only when a target still runs such a collective in a loop.
     """
-    from shardscope.pipeline.check import check_file, exit_code, what_ifs  # imports JAX (about 1 s): not for --help
+    from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 1 s): not for --help
+    from shardscope.pipeline.check import check_file, exit_code
     from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
 

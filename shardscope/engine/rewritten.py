@@ -11,7 +11,6 @@ moves); ``function.trace`` and calls enter the mesh an Explicit-axes program nee
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from shardscope.engine.explicit_axes import ExplicitProgram
     from shardscope.engine.rewrite_subject import Subject
     from shardscope.measure.crosscheck import GradientCheck
-    from shardscope.pipeline.workload import PipelineProgram
 
 
 @dataclass(frozen=True)
@@ -72,13 +70,6 @@ class RewrittenProgram:
         with self.function.context():
             return self.compiled(*placed_args, **placed_kwargs)
 
-    def pipeline_program(self, original: "PipelineProgram", name: str | None = None) -> "PipelineProgram":
-        """``original`` with this program in its place, for the pipeline to trace, compile, time
-        and project beside the original (the same names, checks and run arguments: the compiled
-        program places them as it takes them)."""
-        return dataclasses.replace(original, name=name or f"{original.name} (what-if)",
-                                   description=f"shardscope's rewrite of {original.name}",
-                                   function=self.function, arguments=self.arguments)
 
 
 def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh | None" = None,

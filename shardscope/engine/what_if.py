@@ -18,7 +18,7 @@ How the lead calls it::
         r.status, r.reason, r.outputs_match, r.summary()
         r.findings                                    # the compiled collectives it fixes
         r.program.function, r.program.plan            # the rewritten program, its compiled plan
-        r.program.pipeline_program(original)          # the same, as a PipelineProgram
+        as_pipeline_program(r.program, original)  # the same, as a PipelineProgram (pipeline.what_if_programs)
         r.patch.text if r.patch else None             # the change as a unified diff or a snippet
 
 or, on what the pipeline already has, ``rewrites_of(Subject(...))``.

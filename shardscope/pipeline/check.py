@@ -9,9 +9,9 @@ with the jaxpr's, each collective once. The CPU device count must already be set
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from shardscope.engine.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program, inspect_traced,
@@ -22,14 +22,11 @@ from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
 from shardscope.pipeline.target_plans import settings_on_targets, target_device_count, target_plans
 from shardscope.pipeline.targets import TargetDevices
-from shardscope.pipeline.what_if import MeasuredRewrite, measure_what_if
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
 from shardscope.sources.loading import import_file, marked_functions, require_file
 from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick
 
-if TYPE_CHECKING:
-    from shardscope.costmodel.interconnects import Link
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
 
@@ -97,31 +94,3 @@ def exit_code(inspections: list[Inspection]) -> int:
     if any(ins.targets for ins in inspections):
         return EXIT_FLAGGED if any(plan.staying_findings for ins in inspections for plan in ins.targets) else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN
-
-
-@dataclass(frozen=True)
-class ProgramWhatIf:
-    """``check --what-if`` of one program: its measured rewrites (None for a demo plan, which is
-    not rewritten), or why shardscope could not rewrite it at all (``failure``)."""
-
-    measured: tuple[MeasuredRewrite, ...] | None
-    failure: str = ""
-
-
-def what_ifs(inspections: list[Inspection], repeats: int, link: "Link | None" = None,
-             devices: int | None = None) -> list[ProgramWhatIf]:
-    """The what-if of each inspection, in order: its rewrites checked, the verified ones timed
-    ``repeats`` rounds against the original, all projected onto ``link`` when given."""
-    return [_what_if(ins, repeats, link, devices) for ins in inspections]
-
-
-def _what_if(inspection: Inspection, repeats: int, link: "Link | None", devices: int | None) -> ProgramWhatIf:
-    if inspection.call is None:
-        return ProgramWhatIf(None)
-    with paused():
-        try:
-            what_if = inspection.what_if()
-        except Exception as exc:  # the rewrite engine met a program it cannot read: the check still stands
-            first = next((line for line in str(exc).splitlines() if line.strip()), "")
-            return ProgramWhatIf((), f"shardscope could not rewrite it ({type(exc).__name__}: {first})")
-    return ProgramWhatIf(measure_what_if(what_if, repeats, link, devices))

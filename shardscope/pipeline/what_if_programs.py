@@ -21,6 +21,7 @@ from shardscope.pipeline.workload import PipelineProgram
 from shardscope.sources.programs import CLI_DEBUG
 
 if TYPE_CHECKING:
+    from shardscope.engine.rewritten import RewrittenProgram
     from shardscope.sources.programs import ProgramFunction
 
 WHAT_IF = "what-if"
@@ -38,10 +39,19 @@ def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> 
     found = []
     for k, rewrite in enumerate(rewrites, 1):
         name = rewritten_name(original.name, k)
-        program = rewrite.program.pipeline_program(original, name=name)
+        program = as_pipeline_program(rewrite.program, original, name)
         found.append(dataclasses.replace(
             program, description=f"shardscope's rewrite of {original.name}: {rewrite.summary()}"))
     return found
+
+
+def as_pipeline_program(rewritten: "RewrittenProgram", original: PipelineProgram, name: str | None = None) -> PipelineProgram:
+    """``original`` with the rewritten program in its place, for the pipeline to trace, compile,
+    time and project beside the original (the same names, checks and run arguments: the compiled
+    program places them as it takes them)."""
+    return dataclasses.replace(original, name=name or rewritten_name(original.name),
+                               description=f"shardscope's rewrite of {original.name}",
+                               function=rewritten.function, arguments=rewritten.arguments)
 
 
 def rewritten_name(name: str, k: int = 1) -> str:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from shardscope.pipeline.check import ProgramWhatIf, exit_code
+from shardscope.costmodel.what_if import ProgramWhatIf
+from shardscope.pipeline.check import exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.findings import inspection_json

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 from shardscope.engine.paired import paired_collectives
 from shardscope.measure.speedup import speedup_text
-from shardscope.pipeline.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
+from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
 from shardscope.render.findings import compiled_collective_json, compiled_json
 
 if TYPE_CHECKING:

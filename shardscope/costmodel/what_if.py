@@ -2,7 +2,7 @@
 their compiled memory per device and collective runs and bytes per call, and both projected
 onto an interconnect.
 
-The rewrite itself (built, compiled, planned, its outputs checked against the original's) is
+``check --what-if`` asks for it per program (:func:`what_ifs`). The rewrite itself (built, compiled, planned, its outputs checked against the original's) is
 :mod:`shardscope.engine.what_if`'s; only a ``verified`` rewrite is timed: one that failed a
 check is no saving, whatever it measures. The speedup is :mod:`shardscope.measure.speedup`'s,
 the rule ``report`` uses (a spread of per-round ratios that contains 1 is "no measurable
@@ -18,10 +18,12 @@ from shardscope.costmodel.projection import CompiledProjection, project_compiled
 from shardscope.engine.counts import Count, total_runs
 from shardscope.measure.speedup import Speedup, speedup_of
 from shardscope.measure.timing import RunTimes, memory, time_interleaved
+from shardscope.pipeline.gc_pause import paused
 
 if TYPE_CHECKING:
     from shardscope.costmodel.interconnects import Link
     from shardscope.engine.compiled import CompiledPlan
+    from shardscope.engine.inspection import Inspection
     from shardscope.engine.what_if import Rewrite, WhatIf
 
 ORIGINAL, REWRITTEN = "original", "rewrite"
@@ -110,3 +112,31 @@ def _calls(what_if: "WhatIf", rewrite: "Rewrite") -> dict[str, Callable[[], Any]
             return program.compiled(*placed_args, **placed_kwargs)
 
     return {ORIGINAL: original, REWRITTEN: rewritten}
+
+
+@dataclass(frozen=True)
+class ProgramWhatIf:
+    """``check --what-if`` of one program: its measured rewrites (None for a demo plan, which is
+    not rewritten), or why shardscope could not rewrite it at all (``failure``)."""
+
+    measured: tuple[MeasuredRewrite, ...] | None
+    failure: str = ""
+
+
+def what_ifs(inspections: "list[Inspection]", repeats: int, link: "Link | None" = None,
+             devices: int | None = None) -> list[ProgramWhatIf]:
+    """The what-if of each inspection, in order: its rewrites checked, the verified ones timed
+    ``repeats`` rounds against the original, all projected onto ``link`` when given."""
+    return [_what_if(ins, repeats, link, devices) for ins in inspections]
+
+
+def _what_if(inspection: "Inspection", repeats: int, link: "Link | None", devices: int | None) -> ProgramWhatIf:
+    if inspection.call is None:
+        return ProgramWhatIf(None)
+    with paused():
+        try:
+            what_if = inspection.what_if()
+        except Exception as exc:  # the rewrite engine met a program it cannot read: the check still stands
+            first = next((line for line in str(exc).splitlines() if line.strip()), "")
+            return ProgramWhatIf((), f"shardscope could not rewrite it ({type(exc).__name__}: {first})")
+    return ProgramWhatIf(measure_what_if(what_if, repeats, link, devices))

@@ -1,0 +1,83 @@
+"""Benchmark 7's section of ``BENCHMARKS.md``: what ``shardscope check`` costs on a user's
+program against JAX's own compile of it (``results/check_cost.json``, ``python -m
+benchmarks.check_cost``), and the compiled-plan parse of a module of 100,000 instructions
+(``results/compiled_parse.json``, ``python -m benchmarks.compiled_parse``); both run alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None) -> list[str]:
+    """The section: the two ratios against their targets, then the phases and the parse rows."""
+    if not cost and not parse:
+        return []
+    out = ["## 7. What `check` costs on a user's program, and the compiled-plan parse", ""]
+    if cost:
+        out += _cost_lines(cost)
+    if parse:
+        out += _parse_lines(parse)
+    return out
+
+
+def _cost_lines(cost: dict[str, Any]) -> list[str]:
+    load = cost["load_average"]
+    target = cost["target_ratio"]
+    out = [
+        "`python -m benchmarks.check_cost` (run alone; not part of `make bench`). The program is a 12-layer "
+        "transformer train step with 4-step gradient accumulation (`benchmarks/transformer_step.py`), in both "
+        "styles: jit with shardings (`step_shardings`) and the same under `shard_map` (`step_shard_map`). Each "
+        f"round runs, in fresh processes and alternating, `{_command(cost, 'check')}` and `{_command(cost, 'bare')}` "
+        "(JAX alone: import the file, `jax.jit(f).lower(*args).compile()`, `as_text()`), so both wall times hold "
+        "the interpreter's start, JAX's import, the trace and XLA's compile. "
+        f"{cost['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
+        f"{load['end']:.1f} on this machine's 2 shared cores.",
+        "",
+        f"| program | `check` wall, median (min-max) | bare compile wall | check / bare (median of per-round ratios; "
+        f"target <= {target}x) | check peak RSS / bare | compiled collectives | exit |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in cost["programs"].items():
+        c, b = row["check_wall_s"], row["bare_wall_s"]
+        met = "met" if row["ratio_median"] <= target else "missed"
+        out.append(
+            f"| `{name}` | {c['median']:.2f} s ({c['min']:.2f}-{c['max']:.2f}) | {b['median']:.2f} s "
+            f"({b['min']:.2f}-{b['max']:.2f}) | **{row['ratio_median']:.2f}x** ({met}) | "
+            f"{row['check_rss_mib']['median'] / row['bare_rss_mib']['median']:.2f}x | "
+            f"{row['compiled_collectives']} | {row['exit_code']} |")
+    out += ["", "One `check` of each program in one process, phase by phase (seconds):", "",
+            "| program | trace | jaxpr view | lower + compile | compiled plan | HLO lines |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for name, p in cost["phases_s"].items():
+        out.append(f"| `{name}` | {p['trace']:.2f} | {p['jaxpr_view']:.2f} | {p['lower_and_compile']:.2f} | "
+                   f"{p['compiled_plan']:.2f} | {p['instructions']:,} |")
+    return out + [""]
+
+
+def _parse_lines(parse: dict[str, Any]) -> list[str]:
+    target = parse["target_s_at_100k"]
+    at = parse["parse_s_at_100k"]
+    out = [
+        f"`python -m benchmarks.compiled_parse` (run alone): {parse['model']}, compiled once "
+        f"({parse['compile_s']:.1f} s); its text is then scaled by copying its computations until it holds the "
+        "instructions listed. Medians of the repeats; the parse is timed with the garbage collector running (a "
+        "library call leaves it alone) and paused (the CLI and the app pause it around the call).",
+        "",
+        f"Parse at 100,000 instructions: **{at:.3f} s** (target < {target} s: {'met' if at < target else 'missed'}).",
+        "",
+        "| instructions | parse, collector running | parse, collector paused | compiled plan |",
+        "|---:|---:|---:|---:|",
+    ]
+    for row in parse["rows"]:
+        paused = row.get("parse_collector_paused_s")
+        plan = row.get("plan_s")
+        out.append(f"| {row['instructions']:,} | {row['parse_s']['median']:.3f} s | "
+                   f"{'-' if paused is None else format(paused['median'], '.3f') + ' s'} | "
+                   f"{'-' if plan is None else format(plan['median'], '.3f') + ' s'} |")
+    return out + [""]
+
+
+def _command(cost: dict[str, Any], kind: str) -> str:
+    commands = cost["commands"]
+    first = next(iter(commands.values()))
+    return first[kind]
