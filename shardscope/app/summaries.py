@@ -33,7 +33,7 @@ def plan_line(plan: Any) -> Text:
 
 
 def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
-    """``done: compiled collective runs/call: naive 18, deferred 1; deferred is 2.22x faster than
+    """``done: compiled runs/call: naive 18, deferred 1; deferred is 2.22x faster than
     naive (...)``: each plan's compiled collectives' runs per call (what XLA runs: a combined
     all-reduce once, the partitioner's collectives too), red when collectives run in a loop, green
     when once per call, then the speedup of ``comparison`` (``···x`` with ``hide_measurements``)
@@ -41,7 +41,7 @@ def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
     leaving out "compiled": the plan headers' jaxpr counts may differ from the compiled ones."""
     plans = list(analysis.plans.items())
     compiled = all(plan.compiled is not None for _, plan in plans)
-    text = Text("done: compiled collective runs/call: " if compiled else "done: collective runs/call: ")
+    text = Text("done: compiled runs/call: " if compiled else "done: collective runs/call: ")
     for k, (name, plan) in enumerate(plans):
         if k:
             text.append(", ")

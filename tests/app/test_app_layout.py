@@ -29,7 +29,7 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
             assert status.size.height in (2, 3), "the status line breaks rather than losing its end"
             # compiled: naive = Wh's all-reduce in 2 chunks x 8 steps (16) + Wx's and b's, combined
             # into one instruction, once per chunk (2); deferred = the three combined at the end (1)
-            assert "done: compiled collective runs/call: naive 18, deferred 1" in "".join(screen_rows(status))
+            assert "done: compiled runs/call: naive 18, deferred 1" in "".join(screen_rows(status))
             badges = 0
             for name in plans.names:
                 tree = plans.tree(name)

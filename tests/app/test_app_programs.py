@@ -83,7 +83,7 @@ def test_a_program_file_opens_with_a_pane_per_program():
             assert status.startswith("train_step.py  2 programs  mesh batch=8 (8 devices)  |  ")
             # compiled: XLA combines the two gradient sums into one all-reduce: 4 micro-batches x 1 in step,
             # 1 after the loop in step_fixed (the headers above count the jaxpr's two equations)
-            assert "done: compiled collective runs/call: step 4, step_fixed 1; " in status and "chunk" not in status
+            assert "done: compiled runs/call: step 4, step_fixed 1; " in status and "chunk" not in status
             # the sidebar: the programs, which are compared, and no mesh or chunk controls
             assert sidebar_marks(app) == ["B step", "C step_fixed"]
             assert not app.query_one("#devices").display and not app.query_one("#chunk").display
@@ -204,7 +204,7 @@ def test_a_file_with_one_program_has_nothing_to_compare(tmp_path):
             # no second program: no speedup, no diff to export, nothing for b/c to pick
             status = app.query_one("#status").plain
             # compiled: one collective-permute per stage step of the 4-step loop
-            assert status.endswith("done: compiled collective runs/call: pipeline 4") and "faster" not in status
+            assert status.endswith("done: compiled runs/call: pipeline 4") and "faster" not in status
             assert sidebar_marks(app) == ["= pipeline"]
             for action in ("export", "pick_baseline", "pick_candidate"):
                 assert app.check_action(action, ()) is None
@@ -236,5 +236,33 @@ def test_a_file_with_programs_and_demos_shows_in_the_error_panel(tmp_path):
             assert panel.shown and panel.message.startswith(
                 "both.py marks both @shardscope.program functions (good, bad) and @shardscope.demo functions (model)")
             assert app.analysis is None and app.is_running
+
+    run(scenario())
+
+
+def _style_at(text, needle: str) -> str:
+    """The style of the span that covers the start of ``needle`` in the rich Text ``text``."""
+    start = text.plain.index(needle)
+    return " ".join(str(span.style) for span in text.spans if span.start <= start < span.end)
+
+
+def test_a_jitted_programs_header_counts_what_the_compiler_runs_in_red():
+    """A jit with shardings has no collective in its jaxpr: the header must not say "0 runs/call"
+    in green. The partitioner's all-reduce of the gradient runs in each of the scan's 4
+    micro-batches (the CPU combiner makes W1's and W2's one instruction): 4 runs per call, one
+    instruction in a while loop. The fixed program's one pmean after the loop: 1, none in loops."""
+
+    async def scenario():
+        app = make_app(DEMOS / "gspmd_accumulate.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            view = app.query_one(PlansView)
+            step = view.query_one("#step-header").render()
+            assert "compiled: 4 runs/call, 1 in while loops" in step.plain
+            assert "red" in _style_at(step, "compiled: 4 runs/call")
+            assert "jaxpr: 0 runs/call, no collective equations" in step.plain
+            fixed = view.query_one("#step_fixed-header").render()
+            assert "compiled: 1 runs/call, 0 in while loops" in fixed.plain
+            assert "green" in _style_at(fixed, "compiled: 1 runs/call")
 
     run(scenario())

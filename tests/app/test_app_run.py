@@ -31,7 +31,7 @@ def test_first_run_starts_by_itself_and_fills_every_place():
             assert analysis is not None and analysis.function == "linear"
             status = app.query_one(StatusLine).plain
             assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
-            assert "compiled collective runs/call: naive 2, deferred 1, reduced 1" in status
+            assert "compiled runs/call: naive 2, deferred 1, reduced 1" in status
             plans = app.query_one(PlansView)
             assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
             assert app.query_one("#sidebar").functions == ["linear"]

@@ -36,7 +36,7 @@ def test_picking_another_mesh_marks_the_results_stale_until_they_are_run():
             assert "stale: the sidebar asks for mesh s=4, chunk 8 (r: run)" in status.plain
             app.query_one("#devices", Select).value = 2  # back to what is on screen: not stale
             await eventually(pilot, lambda: not app.stale, "picking 2 devices again cleared the mark")
-            assert status.state == "" and "done: compiled collective runs/call: naive 2, deferred 1" in status.plain
+            assert status.state == "" and "done: compiled runs/call: naive 2, deferred 1" in status.plain
             app.query_one("#devices", Select).value = 4
             await press(pilot, "r")
             await settle(pilot)

@@ -64,8 +64,8 @@ def plan_heading(plan: "PlanResult") -> Text:
     text.append(f"{plan.compiled_runs.text()} runs/call", loop_style(in_loops))
     text.append(f", {plan.compiled_bytes.text('B')}/call, {in_loops} in while loops")
     flagged = len(plan.flagged)
-    text.append(f"; {flagged} run{'s' if flagged == 1 else ''} in a loop without needing to" if flagged
-                else "; none runs in a loop without needing to", loop_style(flagged))
+    text.append(f"; {flagged} {'collective runs' if flagged == 1 else 'collectives run'} in a loop without needing to"
+                if flagged else "; none runs in a loop without needing to", loop_style(flagged))
     return text
 
 

@@ -347,7 +347,12 @@ def _summary(plan: Any) -> Text:
     if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
         text.append(f"  mesh {plan.mesh}")
     text.append_text(Text.assemble("  ", (plan.description, "dim"), "\n"))
-    in_loops = plan.collectives_in_loops
-    text.append(structure_summary(plan), "bold red" if in_loops else "bold green")
+    if plan.compiled is None:  # traced only: the jaxpr is all there is
+        text.append(structure_summary(plan), "bold red" if plan.collectives_in_loops else "bold green")
+    else:  # what runs first (a jit with shardings has no collective in its jaxpr), coloured by it
+        in_loops = len(plan.compiled.findings)
+        text.append(f"compiled: {plan.compiled_runs.text()} runs/call, {in_loops} in while loops",
+                    "bold red" if in_loops else "bold green")
+        text.append(f" · jaxpr: {structure_summary(plan)}", "dim")
     text.append("\n")
     return text
