@@ -30,7 +30,7 @@ from shardscope.engine.collective_sites import COLLECTIVE_KINDS, CollectiveSite,
 from shardscope.engine.compiled_fixes import verdict_of
 from shardscope.engine.compiled_names import CollectiveNamer, EquationNamer
 from shardscope.engine.compiled_verdicts import CompiledClassifier, NEEDED
-from shardscope.engine.counts import Count, known_product, total_executions
+from shardscope.engine.counts import PerCall, known_product, total_executions
 from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.equation_names import EquationNames
@@ -83,7 +83,7 @@ class CompiledOperand:
 
 
 @dataclass(frozen=True)
-class CompiledCollective:
+class CompiledCollective(PerCall):
     """One collective instruction of the compiled module and what it costs per call.
 
     ``loops`` are the while loops around it, outermost first; ``bytes_per_execution`` is the
@@ -140,16 +140,6 @@ class CompiledCollective:
         """Per-device bytes of one run: its operands together."""
         return sum(op.bytes for op in self.operands)
 
-    @property
-    def bytes_per_call(self) -> int | None:
-        """Per-device bytes of one call (None when the runs are unknown)."""
-        runs = self.executions
-        return None if runs is None else runs * self.bytes_per_execution
-
-    @property
-    def runs(self) -> Count:
-        """:attr:`executions` as a :class:`Count` (an upper bound inside a conditional's branch)."""
-        return Count(self.executions, self.in_conditional)
 
     @property
     def verdict_kind(self) -> str:

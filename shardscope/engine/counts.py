@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,35 @@ def total_runs(collectives: Iterable) -> Count:
     """The collectives' runs per call as a :class:`Count`: an upper bound when one sits in a ``cond`` branch."""
     found = list(collectives)
     return Count(total_executions(found), any(getattr(c, "in_conditional", False) for c in found))
+
+
+class PerCall:
+    """Per-call totals of a collective that says how often one call runs it (``executions``,
+    None when a loop's trip count is unknown), how many per-device bytes one run moves
+    (``bytes_per_execution``) and whether it sits in a conditional's branch (``in_conditional``):
+    the jaxpr's, the compiled module's and the two paired share these."""
+
+    if TYPE_CHECKING:  # what the class using it has, as a field or a property (no attribute here:
+        # a dataclass would take a class attribute as its field's default)
+        @property
+        def executions(self) -> int | None: ...
+
+        @property
+        def bytes_per_execution(self) -> int: ...
+
+        @property
+        def in_conditional(self) -> bool: ...
+
+    @property
+    def bytes_per_call(self) -> int | None:
+        """Per-device bytes of one call (None when the runs are unknown)."""
+        runs = self.executions
+        return None if runs is None else runs * self.bytes_per_execution
+
+    @property
+    def runs(self) -> Count:
+        """:attr:`executions` as a :class:`Count`: in a conditional's branch it runs at most that often."""
+        return Count(self.executions, self.in_conditional)
 
 
 def count_text(value: int | None) -> str:

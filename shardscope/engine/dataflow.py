@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from shardscope.engine.counts import Count, known_product, total_executions
+from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr_model import Block, Equation, Program, qualify, short_source
 from shardscope.engine.loop_names import loop_path, loop_words
 from shardscope.engine.valueflow import ValueIndex
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `dif
 
 
 @dataclass(frozen=True)
-class Collective:
+class Collective(PerCall):
     """One collective equation and what it costs per call.
 
     ``bytes_per_execution`` is the per-device payload: the size of the collective's operands.
@@ -56,16 +56,6 @@ class Collective:
         """How many times one call runs it (``None`` if a loop has no static trip count)."""
         return known_product(self.loop_trip_counts)
 
-    @property
-    def bytes_per_call(self) -> int | None:
-        """Per-device bytes moved by this collective in one call."""
-        runs = self.executions
-        return None if runs is None else runs * self.bytes_per_execution
-
-    @property
-    def runs(self) -> Count:
-        """:attr:`executions` as a :class:`Count`: in a ``cond`` branch it runs at most that often."""
-        return Count(self.executions, self.in_conditional)
 
 
 def collectives(

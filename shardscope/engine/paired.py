@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import PerCall
 from shardscope.engine.jaxpr_pairing import PROGRAM
 from shardscope.engine.verdicts import NEEDED, Verdict
 
@@ -29,7 +29,7 @@ DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it ne
 
 
 @dataclass(frozen=True)
-class PairedCollective:
+class PairedCollective(PerCall):
     """A compiled collective with the jaxpr collectives it comes from, or a jaxpr collective alone.
 
     ``compiled`` is None for a jaxpr collective with no instruction: ``dead`` when the compiler
@@ -116,16 +116,6 @@ class PairedCollective:
             return self.compiled.bytes_per_execution
         return self.equations[0].bytes_per_execution
 
-    @property
-    def bytes_per_call(self) -> int | None:
-        """Per-device bytes of one call (None when the runs are unknown)."""
-        runs = self.executions
-        return None if runs is None else runs * self.bytes_per_execution
-
-    @property
-    def runs(self) -> Count:
-        """:attr:`executions` as a :class:`Count` (an upper bound inside a conditional's branch)."""
-        return Count(self.executions, self.in_conditional)
 
     @property
     def flagged(self) -> bool:
