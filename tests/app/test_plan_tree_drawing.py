@@ -398,7 +398,8 @@ def test_a_plan_tree_draws_its_lines_as_textual_s_tree_does(analysis_of):
 
     async def scenario():
         app = Pair()
-        async with app.run_test(size=(400, 40)) as pilot:
+        # 30 rows: the rnn naive plan opened to its last collective is 38 lines on jax 0.12 (more on 0.10.2)
+        async with app.run_test(size=(400, 30)) as pilot:
             tree, mirror = app.query_one(PlanTree), app.query_one("#mirror", Tree)
             tree.show_plan(plan)
             tree.open_path(tree.collective_ids[-1])
