@@ -1,8 +1,9 @@
 """Benchmark 4b: parsing a large compiled module, and building its compiled plan.
 
-The module is a real one: a 12-layer transformer train step with 4-step gradient accumulation
-under jit with shardings (params replicated, batch sharded over ``data`` of a 4x2 mesh),
-compiled on 8 CPU devices (about 29,000 HLO instructions, one compile of about 20 s). It is
+The module is a real one: ``benchmarks/transformer_step.py``'s ``step_shardings`` (a 12-layer
+transformer train step with 4-step gradient accumulation
+under jit with shardings, params replicated, batch sharded over ``data`` of a 4x2 mesh),
+compiled on 8 CPU devices (about 29,000 HLO instructions, one compile of about 6 s). It is
 then scaled: its computations are copied with renamed instructions until the text holds at
 least 100,000 instructions (the target: the parse under 0.5 s there). Each phase is the median
 of a few repeats, ``hlo_text.parse`` and ``compiled.compiled_plan`` timed separately. The engine
@@ -24,7 +25,6 @@ import time
 from benchmarks.common import parse_args, peak_rss_mib, stats, write_result
 
 TARGET_S_AT_100K = 0.5
-LAYERS, WIDTH, HEADS, FFN, TOKENS, BATCH, MICRO = 12, 64, 4, 256, 32, 16, 4
 FULL = {"repeats": 7, "target_instructions": (100_000, 200_000)}
 QUICK = {"repeats": 3, "target_instructions": (100_000,)}
 
@@ -44,8 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(measure(scaled(text, copies), copies, grid["repeats"]))
     at_100k = next(r for r in rows if r["instructions"] >= 100_000)
     write_result("compiled_parse", args.quick, {
-        "model": f"{LAYERS}-layer transformer (d={WIDTH}, {HEADS} heads, ffn {FFN}, {TOKENS} tokens, batch {BATCH}), "
-                 f"{MICRO} micro-batches under jit with shardings, mesh data=4 x model=2 (CPU)",
+        "model": model_description(),
         "compile_s": compile_s,
         "target_s_at_100k": TARGET_S_AT_100K,
         "parse_s_at_100k": at_100k["parse_s"]["median"],
@@ -54,57 +53,22 @@ def main(argv: list[str] | None = None) -> None:
     }, args.out)
 
 
+def model_description() -> str:
+    """The program's model in words, from the program file's own constants."""
+    from benchmarks import transformer_step as t
+
+    return (f"{t.LAYERS}-layer transformer (d={t.WIDTH}, {t.HEADS} heads, ffn {t.FFN}, {t.TOKENS} tokens, batch "
+            f"{t.BATCH}), {t.MICRO} micro-batches under jit with shardings, mesh data=4 x model=2 (CPU): "
+            "benchmarks/transformer_step.py's step_shardings")
+
+
 def transformer_module() -> tuple[float, str]:
-    """``(compile seconds, compiled text)`` of the train step."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax import lax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    """``(compile seconds, compiled text)`` of ``benchmarks/transformer_step.py``'s
+    ``step_shardings``, the program benchmark 4a checks (the same model, not a copy of it)."""
+    from benchmarks import transformer_step as program  # builds its mesh at import: after ensure_devices
 
-    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
-
-    def init(key):
-        def layer(k):
-            ks = jax.random.split(k, 4)
-            return {"qkv": jax.random.normal(ks[0], (WIDTH, 3 * WIDTH)) * 0.02,
-                    "o": jax.random.normal(ks[1], (WIDTH, WIDTH)) * 0.02,
-                    "w1": jax.random.normal(ks[2], (WIDTH, FFN)) * 0.02,
-                    "w2": jax.random.normal(ks[3], (FFN, WIDTH)) * 0.02,
-                    "ln1": jnp.ones(WIDTH), "ln2": jnp.ones(WIDTH)}
-        keys = jax.random.split(key, LAYERS + 1)
-        return {"embed": jax.random.normal(keys[0], (256, WIDTH)) * 0.02, "layers": [layer(k) for k in keys[1:]]}
-
-    def norm(x, g):
-        return g * (x - x.mean(-1, keepdims=True)) * lax.rsqrt(x.var(-1, keepdims=True) + 1e-5)
-
-    def block(p, x):
-        h = norm(x, p["ln1"])
-        q, k, v = jnp.split(h @ p["qkv"], 3, -1)
-        q, k, v = (a.reshape(a.shape[0], TOKENS, HEADS, WIDTH // HEADS) for a in (q, k, v))
-        mask = jnp.tril(jnp.ones((TOKENS, TOKENS), bool))
-        att = jnp.where(mask, jnp.einsum("bthd,bshd->bhts", q, k) / np.sqrt(WIDTH // HEADS), -1e9)
-        x = x + jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(att, -1), v).reshape(x.shape) @ p["o"]
-        return x + jax.nn.gelu(norm(x, p["ln2"]) @ p["w1"]) @ p["w2"]
-
-    def loss(params, tokens):
-        x = params["embed"][tokens]
-        for p in params["layers"]:
-            x = block(p, x)
-        return -jnp.mean(jax.nn.log_softmax(x @ params["embed"].T)[..., 0])
-
-    @jax.jit
-    def step(params, batches):
-        def body(acc, tokens):
-            return jax.tree.map(jnp.add, acc, jax.grad(loss)(params, tokens)), None
-
-        acc, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), batches)
-        return jax.tree.map(lambda p, g: p - 1e-3 * g / MICRO, params, acc)
-
-    params = jax.device_put(init(jax.random.key(0)), NamedSharding(mesh, P()))
-    batches = jax.device_put(jnp.zeros((MICRO, BATCH, TOKENS), jnp.int32), NamedSharding(mesh, P(None, "data")))
     start = time.perf_counter()
-    compiled = step.lower(params, batches).compile()
+    compiled = program.step_shardings.lower(program.params, program.batches).compile()
     return time.perf_counter() - start, compiled.as_text()
 
 
