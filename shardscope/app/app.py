@@ -33,7 +33,7 @@ from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.widgets.status import StatusLine, describe_settings, settings_changes, stale_banner
+from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
 from shardscope.plans.settings import Settings
 
@@ -314,16 +314,27 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
             if status.state == "stale":
                 status.show_done(self._done_text(self.analysis))
             return
-        banner.update(stale_banner(describe_settings(self.analysis.settings, self.analysis.shapes), asked))
+        banner.update(stale_banner(self._results_described(), asked))
         if status.state not in ("running", "failed"):
             status.show_stale(asked)
 
+    def _results_described(self) -> Text:
+        """The settings of the results on screen, in words (a program file: its name, programs and targets)."""
+        analysis = self.analysis
+        if analysis.origin.chunked:
+            return describe_settings(analysis.settings, analysis.shapes)
+        return describe_programs(analysis.settings.path.name, list(analysis.plans), targets=analysis.settings.targets)
+
     def _sidebar_differs(self) -> Text | None:
         """What the sidebar asks for that the results on screen are not (None: nothing, or no results)."""
-        if self.analysis is None or not self.analysis.origin.chunked:  # a program file has no settings to change
+        if self.analysis is None:
             return None
         shown = self.analysis.settings
-        return settings_changes(shown, self.query_one(Sidebar).draft_settings(shown))
+        draft = self.query_one(Sidebar).draft_settings(shown)
+        if not self.analysis.origin.chunked:  # a program file: only its target is the sidebar's
+            return None if draft is None or draft.targets == shown.targets else Text.assemble(
+                "target ", (", ".join(draft.targets) or "none", "bold"))
+        return settings_changes(shown, draft)
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -134,7 +134,8 @@ class RunHandling(App[int]):
         if not analysis.origin.chunked:  # a program file: the sidebar lists its programs
             meshes = {name: plan.mesh for name, plan in analysis.plans.items()}
             status.show_described(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
-                                                    analysis.settings.devices), results=True)
+                                                    analysis.settings.devices, analysis.settings.targets),
+                                  results=True)
             self._show_compared()
             self._show_unavailable_programs(analysis)
             if kept is not None and set(kept) <= set(analysis.plans) and kept != (

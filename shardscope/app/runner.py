@@ -9,18 +9,22 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual.message import Message
 
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
 from shardscope.app.views.prepare import prepare
-from shardscope.errors import Cancelled, ShardscopeError
+from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.pipeline.devices import ensure_devices
-from shardscope.plans.settings import Settings
+from shardscope.plans.mesh import Mesh
+from shardscope.plans.settings import MAX_DEVICES, Settings
 from shardscope.sources.demos import carried_over
 from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.targets import TargetDevices
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
 PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows the traceback"
@@ -74,7 +78,12 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
     demo_file = request.demo_file
     try:
         progress("loading", 0.0)
-        ensure_devices(request.max_devices)  # imports JAX: here, never on the UI thread
+        # libtpu describes the target's slice before JAX's CPU backend starts: the first run can
+        # still start as many CPU devices as the slice has. A target that fails to load is said
+        # once the file is loaded, so the sidebar still offers its functions.
+        targets, target_error = _load_targets(request.settings)
+        needed = max((t.count for t in targets), default=0)
+        available = ensure_devices(max(request.max_devices, needed), needed=request.max_devices)  # imports JAX
         demo_file = current_demo_file(request.settings.path, request.demo_file)
         settings = request.settings
         if demo_file is not request.demo_file:
@@ -82,11 +91,17 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
             if request.demo_file is not None:  # changed on disk: the function may have been renamed
                 function = carried_over(settings.function, request.demo_file.names, demo_file.names)
                 settings = settings.with_(function=function)
+        if target_error is not None:
+            raise target_error
+        if needed > available:
+            raise too_few_devices(targets[0], available)
         if not request.analyze:
             return
         from shardscope.pipeline.run import analyze  # imports JAX: here, never on the UI thread
 
-        analysis = analyze(settings, progress, demo_file)
+        if targets and not isinstance(demo_file, ProgramFile):
+            settings = mesh_over_target(settings, targets[0].count)
+        analysis = analyze(settings, progress, demo_file, targets=targets)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
         prepared = prepare(analysis, analysis.comparison, is_cancelled)
         progress("checking", 1.0)
@@ -97,6 +112,45 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFailed(request.run_id, exc.message, exc.hint))
     except Exception as exc:  # a traceback is a bug, but the app must keep running
         post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", bug_hint(demo_file)))
+
+
+def _load_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...], ShardscopeError | None]":
+    """The devices of the settings' targets (libtpu started once per process), or why not."""
+    if not settings.targets:
+        return (), None
+    from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine: not on the UI thread
+
+    try:
+        targets = load_targets(parse_targets(settings.targets))
+    except ShardscopeError as exc:
+        return (), exc
+    if targets[0].count > MAX_DEVICES:  # each plan is traced over as many CPU devices as the slice has
+        return (), SettingsError(
+            f"{targets[0].target} has {targets[0].count:,} devices; shardscope traces over at most "
+            f"{MAX_DEVICES} simulated CPU devices.", f"type a slice of at most {MAX_DEVICES} chips, e.g. tpu:v5e:16x16")
+    return targets, None
+
+
+def too_few_devices(target: "TargetDevices", available: int) -> SettingsError:
+    """The slice has more devices than the CPU devices JAX started with, and that count is fixed."""
+    return SettingsError(
+        f"{target.target} has {target.count} devices; the app started JAX with {available} CPU devices, "
+        "and that count cannot change while it runs.",
+        f"open the app with --target {target.target} (it starts {target.count} CPU devices), "
+        f"or type a slice of at most {available} chips, e.g. tpu:v5e:2x2")
+
+
+def mesh_over_target(settings: Settings, count: int) -> Settings:
+    """A 1-D mesh the sidebar's Devices picker gave, stretched over the target's ``count`` devices.
+
+    While a target is set the picker does not apply (the slice sets the device count); a named
+    mesh is the user's and is kept (the analysis refuses one of another size, with a hint),
+    and a demo's own mesh is laid over the target by the analysis.
+    """
+    mesh = settings.mesh
+    if settings.demo_mesh or len(mesh.names) != 1 or mesh.devices == count:
+        return settings
+    return settings.with_(mesh=Mesh.one_axis(mesh.names[0], count))
 
 
 def current_demo_file(path: Path, loaded: Any) -> Any:

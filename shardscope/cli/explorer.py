@@ -15,6 +15,7 @@ from typing import TypedDict
 from shardscope.cli.options import DemoOptions, add_demo_options, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
+from shardscope.pipeline.targets import parse_target
 from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
 
 NAME = "open"
@@ -38,6 +39,10 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--export-dir", type=Path, help="where `e` writes the diff (default: the working directory)")
     parser.add_argument("--profile-startup", action="store_true",
                         help="log seconds to first paint and to first results on exit")
+    parser.add_argument("--target", metavar="tpu:TOPOLOGY",
+                        help="also compile every plan for this TPU slice, e.g. tpu:v5e:2x2 (the sidebar's target field; "
+                             "nothing runs there); starts as many CPU devices as the slice has; "
+                             "needs pip install 'shardscope[tpu]'")
     parser.add_argument("--what-if", action="store_true",
                         help="a program file: open with each program's verified what-if rewrite beside it "
                              "(as the key w does)")
@@ -53,17 +58,21 @@ class ExplorerOptions:
     export_dir: Path | None
     profile_startup: bool
     what_if: bool = False
+    target: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ExplorerOptions:
         """The options as ``open``'s subparser parsed them."""
-        return cls(DemoOptions.from_args(args), args.max_devices, args.export_dir, args.profile_startup, args.what_if)
+        return cls(DemoOptions.from_args(args), args.max_devices, args.export_dir, args.profile_startup, args.what_if,
+                   args.target)
 
     def app_options(self) -> tuple[Settings, AppOptions]:
         """The settings to open and the app's options; needs no JAX (the app starts it in its
         first worker, with the device count set before the file is imported). A device count
         over the cap is refused here, before JAX starts."""
-        settings = self.demo.settings().with_(what_if=self.what_if)
+        # a target's form is checked now; whether libtpu knows it, in the app's first run
+        targets = () if self.target is None else (parse_target(self.target).text(),)
+        settings = self.demo.settings().with_(what_if=self.what_if, targets=targets)
         max_devices = max(self.max_devices, settings.mesh.devices)
         check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now
         return settings, AppOptions(max_devices=max_devices, export_dir=self.export_dir,

@@ -27,6 +27,7 @@ from shardscope.pipeline.comparison import compare, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.program_files import program_workload
+from shardscope.pipeline.target_plans import settings_on_targets, target_plans
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
 from shardscope.plans.settings import Settings, check_axis_name
@@ -86,6 +87,7 @@ def analyze(
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_fn = loaded.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
+    settings = settings_on_targets(settings, targets)  # a 1-D mesh of the demo's stretched over the targets
     try:
         workload = demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set)
         return run(workload, report, measure=measure, compile=compile, graphs=graphs, targets=targets)
@@ -155,8 +157,6 @@ def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspec
 def _target_plans(program: PipelineProgram, trace: "Traced", executable: "Compiled", inspection: Inspection,
                   targets: "Sequence[TargetDevices]") -> "tuple[TargetPlan, ...]":
     """The program's plan on each target, named as its CPU plan is (a plan's own loops and collectives)."""
-    from shardscope.pipeline.target_plans import target_plans
-
     with paused():
         return target_plans(trace, executable, program.relabel(inspection), targets, program.title,
                             program.input_names(trace), program.output_names(trace), program.relabel)

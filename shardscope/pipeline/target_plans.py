@@ -66,8 +66,8 @@ def settings_on_targets(settings: Settings, targets: Sequence[TargetDevices]) ->
     target = targets[0].target
     example = ",".join(f"{name}={count if i == 0 else 1}" for i, name in enumerate(mesh.names))
     raise SettingsError(f"The mesh {mesh.text()} has {mesh.devices} devices; {target} has {count}.",
-                        f"leave --mesh and --devices out for a 1-D mesh over the {count} devices of {target}, "
-                        f"or give mesh sizes that multiply to {count}, e.g. --mesh {example}")
+                        f"give no mesh (no --mesh or --devices; in the app, an empty named mesh) for a 1-D mesh "
+                        f"over the {count} devices of {target}, or mesh sizes that multiply to {count}, e.g. {example}")
 
 
 Relabel = Callable[["Inspection"], "Inspection"]

@@ -28,7 +28,9 @@ class Settings:
     ``demo_mesh`` says the user gave no mesh: :meth:`for_demo` then puts the demo's own mesh
     (``@shardscope.demo(mesh=...)``, or one derived from its ``param_specs``) in place of the
     default ``s=2``. ``what_if`` puts each program's verified what-if rewrites beside it
-    (:mod:`shardscope.pipeline.what_if_programs`; a program file only).
+    (:mod:`shardscope.pipeline.what_if_programs`; a program file only). ``targets`` are the TPU
+    slices (``tpu:v5e:2x2``) every program is also compiled for, as typed in the app's sidebar
+    or given to ``shardscope FILE --target``; the headless commands pass loaded targets instead.
     """
 
     path: Path
@@ -41,6 +43,7 @@ class Settings:
     batch_axes: tuple[str, ...] | None = None
     demo_mesh: bool = False
     what_if: bool = False  # a program file's programs with shardscope's verified rewrites beside them
+    targets: tuple[str, ...] = ()  # TPU slices to compile for as well (``tpu:v5e:2x2``): the app's target field
 
     def __post_init__(self) -> None:
         mesh = self.mesh if self.mesh is not None else Mesh.one_axis(self.axis, self.devices)

@@ -7,7 +7,10 @@ it (the program or the partitioner) and its verdict, then each one's details: th
 collectives it comes from (``psum_invariant of params['W'] -> all-reduce.2 in the while body,
 x4/call``), its source line and ``op_name``, the verdict's reason and the fix. ``n``/``N`` walk
 the collectives of every program in turn. The backend is always named: GPU and TPU compilers
-may move a collective that the CPU keeps in its loop.
+may move a collective that the CPU keeps in its loop. With a TPU target (the sidebar's target
+field), every program's plan on that slice follows: one verdict per program (does its flagged
+collective leave the loop there, or is the deferral worth writing?) and, for each CPU collective,
+what the TPU compiler did with it (stayed in the loop, left it, combined, pipelined, removed).
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
+from shardscope.render.findings import trips_text
+from shardscope.render.targets import placement_words, plan_verdict
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.engine.compiled import CompiledLoop
+    from shardscope.engine.target_plan import TargetPlan
     from shardscope.engine.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
 
@@ -40,12 +46,16 @@ Target = tuple[str, int]
 """A collective ``n``/``N`` can go to: the program's name and the collective's position in it."""
 
 
-def backend_note(backend: str) -> Text:
+def backend_note(backend: str, targets: list[str] | None = None) -> Text:
     """Whose compiler produced these results, and what other compilers may do differently."""
     text = Text(f"These are the {backend} compiler's results. ", "italic")
+    if targets:
+        text.append(f"The TPU compiler's plans for {', '.join(targets)} are above: compiled for the slice, "
+                    "never run there (no timings).", "dim italic")
+        return text
     text.append(
         "GPU and TPU compilers may hoist collectives out of loops or combine them differently: "
-        "run shardscope on the target backend to see what it does.",
+        "type a TPU slice in the sidebar's target field (e.g. tpu:v5e:2x2) to see what the TPU compiler does.",
         "dim italic",
     )
     return text
@@ -150,7 +160,60 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None) -> lis
         (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + [(backend_note(backend), None)]
+    return blocks + target_blocks(analysis) + [(backend_note(backend, analysis_targets(analysis)), None)]
+
+
+def target_heading(target: str, plan: "TargetPlan") -> Text:
+    """``on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for, never run there``."""
+    return Text.assemble(("on ", "bold"), (target, "bold cyan"),
+                         (f": {plan.devices} x {plan.device_kind}, compiled for the slice, never run there", "dim"))
+
+
+def placements_table(plan: "TargetPlan") -> Table:
+    """Each CPU collective of one program and what the target's compiler did with it."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
+    for column, justify in (("CPU collective", "left"), ("value", "left"), ("CPU loops", "left"),
+                            ("CPU runs", "right"), ("on the target", "left"), ("loops", "left"),
+                            ("runs/call", "right"), ("placement", "left")):
+        table.add_column(column, justify=justify, no_wrap=column not in ("value", "placement", "on the target"),
+                         overflow="fold", min_width=10 if column in ("value", "placement") else None)
+    for p in plan.comparison.placements:
+        c = p.collective
+        staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed
+        moved = c.verdict.flagged and not staying
+        names = ", ".join(t.name for t in p.target) or "-"
+        loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
+        runs = "-" if p.removed else p.runs.text()
+        table.add_row(Text(c.name, "bold"), c.value, trips_text(c.loop_trip_counts), c.runs.text(), names, loops,
+                      Text(runs, loop_style(bool(p.target and p.target[0].in_loop))),
+                      Text(placement_words(p), "bold red" if staying else "bold green" if moved else ""))
+    return table
+
+
+def target_blocks(analysis: "Analysis") -> list[tuple[RenderableType, None]]:
+    """For each target: every program's verdict there, its loops and each CPU collective's placement."""
+    blocks: list[tuple[RenderableType, None]] = []
+    for target in analysis_targets(analysis):
+        plans = [(plan, next(t for t in plan.targets if t.target == target)) for plan in analysis.plans.values()
+                 if any(t.target == target for t in plan.targets)]
+        blocks.append((target_heading(target, plans[0][1]), None))
+        blocks.append((Text(), None))
+        for plan, on_target in plans:
+            verdict = plan_verdict(f"the {plan.title}", on_target)
+            blocks.append((Text.assemble((f"{plan.name}: ", "bold"),
+                                         (verdict, "bold red" if on_target.staying_findings else "bold green")), None))
+            blocks.append((loops_line(on_target.compiled.loops), None))
+            if on_target.comparison.placements:
+                blocks.append((placements_table(on_target), None))
+            else:
+                blocks.append((Text("  no collective on the CPU: nothing to place", "dim"), None))
+            blocks.append((Text(), None))
+    return blocks
+
+
+def analysis_targets(analysis: "Analysis") -> list[str]:
+    """The targets the analysis's programs were compiled for, in the order given."""
+    return list(dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets))
 
 
 def targets(analysis: "Analysis") -> list[Target]:

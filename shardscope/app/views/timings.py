@@ -1,5 +1,9 @@
 """The Timings tab: what each plan costs (time, communication, memory) and whether it is right.
 
+With a TPU target, each plan's compile for the slice, its compiled collective runs there and its
+memory per device on the slice (as the TPU compiler lays the arrays out) sit under the CPU's;
+nothing runs on a target, so it has no run times.
+
 Every number comes from the :class:`~shardscope.pipeline.analysis.Analysis`; this view formats them. With
 ``measurements_hidden`` the wall-clock numbers (compile and run times, their ratio, the bars)
 show as placeholders, so a screenshot of the tab is the same on every run.
@@ -22,6 +26,7 @@ from textual.widgets import Static
 
 from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import offer_focus
+from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
 from shardscope.render.text import unavailable_lines
@@ -109,10 +114,45 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
         memories[REFERENCE] = analysis.reference.memory
     for key, label in MEMORY_ROWS:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
+    for target in _targets(analysis):
+        table.add_section()
+        _target_rows(table, target, plans, time_cell, dash)
     if analysis.reference is not None:  # a program has no reference gradient to be checked against
         table.add_section()
         table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) for p in plans), "—")
     return table
+
+
+def _targets(analysis: "Analysis") -> list[str]:
+    """The targets the plans were compiled for, in the order given."""
+    return list(dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets))
+
+
+def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple) -> None:
+    """``v5e:2x2 compile``, its compiled collective runs, no run time, and memory per device there."""
+    on = [next((t for t in p.targets if t.target == target), None) for p in plans]
+    topology = next(t.topology for t in on if t is not None)
+
+    def cells(cell) -> list:
+        return [("—" if t is None else cell(t)) for t in on]
+
+    table.add_row(f"{topology} compile", *cells(lambda t: time_cell(t.compile_s)), *dash)
+    table.add_row(f"{topology} run", *cells(lambda t: Text("not run", "dim")), *dash)
+    table.add_row(f"{topology} collective runs", *cells(
+        lambda t: Text(count_text(t.compiled.executed_collectives), loop_style(len(t.compiled.findings)))), *dash)
+    for key, label in MEMORY_ROWS:
+        table.add_row(f"{topology} {label}", *cells(lambda t: size(t.memory.get(key))), *dash)
+
+
+def target_notes(analysis: "Analysis") -> list[Text]:
+    """What a target's rows are: compiled for the slice, never run, its arrays padded to TPU tiles."""
+    notes = []
+    for target in _targets(analysis):
+        plan = next(t for p in analysis.plans.values() for t in p.targets if t.target == target)
+        notes.append(Text(f"{plan.topology}: compiled for {target} ({plan.devices} x {plan.device_kind}), never run "
+                          "there: no run times; memory per device as the TPU compiler lays arrays out "
+                          "(padded to its tiles), collective runs per call from its compiled module.", "dim"))
+    return notes
 
 
 def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
@@ -191,6 +231,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     return Group(
         cost_table(analysis, hidden, narrow),
+        *target_notes(analysis),
         *warnings,
         *unavailable_notes(analysis),
         Text(),

@@ -1,5 +1,6 @@
 """The sidebar: which demo function, on which mesh (1-D, or named axes such as data=4,model=2, with
-the axes the batch is split over), in what chunks.
+the axes the batch is split over), in what chunks, and the TPU slice (``tpu:v5e:2x2``) every plan
+or program is also compiled for.
 
 Only valid choices are offered where the demo file says what is valid (device counts that
 divide the batch, up to ``--max-devices``); a typed chunk size or axis name is flagged invalid
@@ -20,6 +21,7 @@ from textual.widgets import Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
 from shardscope.errors import SettingsError
+from shardscope.pipeline.targets import parse_target
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import (
     DEFAULT_AXIS,
@@ -37,6 +39,14 @@ def _mesh_is_valid(text: str) -> bool:
     """Empty (use the 1-D fields) or ``name=size`` pairs."""
     try:
         return not text.strip() or bool(Mesh.parse(text))
+    except SettingsError:
+        return False
+
+
+def _target_is_valid(text: str) -> bool:
+    """Empty (the CPU only) or ``tpu:TOPOLOGY`` (whether libtpu knows the topology is the run's to say)."""
+    try:
+        return not text.strip() or bool(parse_target(text))
     except SettingsError:
         return False
 
@@ -63,6 +73,8 @@ class Sidebar(VerticalScroll):
     Sidebar #chunk-help.-invalid { color: $text-error; }
     Sidebar #mesh-note { color: $text-muted; height: auto; display: none; }
     Sidebar #mesh-note.-shown { display: block; }
+    Sidebar #target-note { color: $text-muted; height: auto; display: none; }
+    Sidebar #target-note.-shown { display: block; }
     Sidebar .switch-row { height: auto; margin-top: 1; }
     Sidebar .switch-row Label { padding: 1 0 0 1; }
     Sidebar #programs-note { display: none; color: $text-muted; height: auto; margin-top: 1; }
@@ -95,6 +107,7 @@ class Sidebar(VerticalScroll):
         self._demo_meshes: dict[str, Mesh | None] = {}  # each demo's own mesh (None: the default s=2)
         # the mesh the sidebar filled in from the demo, while its fields still show it (None: the user's)
         self._auto_mesh: Mesh | None = None
+        self._target_devices: dict[str, int] = {}  # each target's device count, once a run has loaded it
 
     def compose(self) -> ComposeResult:
         """The form, filled from the starting settings."""
@@ -129,6 +142,12 @@ class Sidebar(VerticalScroll):
         with Horizontal(classes="switch-row plan-setting"):
             yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
             yield Label("run on change")
+        yield Label("TPU target (optional)", classes="sidebar-title")
+        yield Input(",".join(s.targets), placeholder="e.g. tpu:v5e:2x2", id="target",
+                    validators=[Function(_target_is_valid, "not a target: tpu:TOPOLOGY")],
+                    tooltip="A TPU slice to compile every plan for as well (nothing runs there; "
+                            "needs pip install 'shardscope[tpu]'); empty: the CPU only")
+        yield Static("", id="target-note")
 
     def on_mount(self) -> None:
         """Show the chunk hint for the starting settings."""
@@ -152,12 +171,13 @@ class Sidebar(VerticalScroll):
 
         A program file has no settings here (each program builds its own mesh): ``base`` as is.
         """
+        targets = self._typed_targets()
         if self.programs:
-            return base
+            return base.with_(targets=targets)
         axis = check_axis_name(self.query_one("#axis", Input).value.strip())
         settings = base.with_(
             function=self.function,
-            devices=self.query_one("#devices", Select).value,
+            devices=self._devices(),
             axis=axis,
             chunk_size=self._typed_chunk(),
         )
@@ -167,6 +187,9 @@ class Sidebar(VerticalScroll):
             settings = settings.with_(mesh=Mesh.parse(mesh_text), batch_axes=parse_axes(axes_text) if axes_text else None)
         if self._mesh_is_the_demos():
             settings = settings.with_(demo_mesh=True)  # the next demo picked brings its own mesh
+        settings = settings.with_(targets=targets)
+        if targets and not mesh_text and targets[0] not in self._target_devices:
+            return settings  # the slice's device count is known once it loads: the run checks the shapes
         batch = self.batches.get(self.function or (self.functions[0] if self.functions else ""))
         if batch is not None:
             resolve_shapes(batch, settings, self.max_devices)
@@ -182,7 +205,13 @@ class Sidebar(VerticalScroll):
             chunk = self._typed_chunk()
         except SettingsError:
             return None
-        devices = self.query_one("#devices", Select).value
+        try:
+            targets = self._typed_targets()
+        except SettingsError:
+            targets = (self.query_one("#target", Input).value.strip(),)  # differs from any target run
+        if self.programs:
+            return base.with_(targets=targets)
+        devices = self._devices()
         if chunk is None:
             per_device = self._per_device_batch()
             chunk = default_chunk_size(per_device) if per_device is not None else None
@@ -191,7 +220,10 @@ class Sidebar(VerticalScroll):
             devices=devices,
             axis=self.query_one("#axis", Input).value.strip(),
             chunk_size=chunk,
+            targets=targets,
         )
+        if targets and targets == base.targets and not self.query_one("#mesh", Input).value.strip():
+            draft = draft.with_(mesh=base.mesh, batch_axes=base.batch_axes)  # the mesh the slice gave the results
         mesh_text = self.query_one("#mesh", Input).value.strip()
         if mesh_text:
             try:
@@ -238,11 +270,20 @@ class Sidebar(VerticalScroll):
             self._show_demo_mesh()
         self._offer_devices()
         self._update_chunk_help()
+        self._update_mesh_fields()
 
     def show_resolved(self, settings: Settings) -> None:
-        """Mark the function an analysis ran (the default one resolved to its name)."""
+        """Mark the function an analysis ran (the default one resolved to its name), and note how
+        many devices its target has (the mesh laid over them)."""
         self.function = settings.function
+        if settings.targets:
+            self._target_devices[settings.targets[0]] = settings.mesh.devices
+            if len(settings.mesh.names) == 1 and not self.query_one("#mesh", Input).value.strip():
+                self._show_device_count(settings.mesh.devices)  # the picker says what the slice gave
         self._show_functions()
+        self._update_mesh_fields()
+        self._update_chunk_help()
+
 
     def show_compared(self, baseline: str, candidate: str) -> None:
         """Mark a program file's compared programs in the list (``B``, ``C``)."""
@@ -309,6 +350,15 @@ class Sidebar(VerticalScroll):
             self.query_one("#batch-axes", Input).value = ""
         self._auto_mesh = mesh
 
+    def _show_device_count(self, devices: int) -> None:
+        """Show ``devices`` in the (disabled) Devices picker, offered even above ``--max-devices``."""
+        select = self.query_one("#devices", Select)
+        with self.prevent(Select.Changed):
+            if devices not in self._device_choices:
+                self._device_choices = sorted({*self._device_choices, devices})
+                select.set_options([(str(n), n) for n in self._device_choices])
+            select.value = devices
+
     def _offer_devices(self) -> None:
         select = self.query_one("#devices", Select)
         batch = self.batches.get(self._current_function or "")
@@ -320,6 +370,27 @@ class Sidebar(VerticalScroll):
         with self.prevent(Select.Changed):
             select.set_options([(str(n), n) for n in counts])
             select.value = current if current in counts else max(d for d in counts if d <= current)
+
+    def _typed_targets(self) -> tuple[str, ...]:
+        """The target typed, as ``tpu:TOPOLOGY`` (empty: none); :class:`SettingsError` for a typo."""
+        text = self.query_one("#target", Input).value.strip()
+        return (parse_target(text).text(),) if text else ()
+
+    def _typed_target(self) -> str | None:
+        """The target typed, when it is one (None: empty, or not a target yet)."""
+        try:
+            targets = self._typed_targets()
+        except SettingsError:
+            return None
+        return targets[0] if targets else None
+
+    def _devices(self) -> int:
+        """The device count of a 1-D mesh: the Devices picker's, or the target's once it is known
+        (while a target is set, it sets the count)."""
+        target = self._typed_target()
+        if target is not None and target in self._target_devices:
+            return self._target_devices[target]
+        return self.query_one("#devices", Select).value
 
     def _typed_chunk(self) -> int | None:
         text = self.query_one("#chunk", Input).value.strip().lower()
@@ -344,7 +415,9 @@ class Sidebar(VerticalScroll):
             except SettingsError:
                 return None
             return None if batch % shards else batch // shards
-        devices = self.query_one("#devices", Select).value
+        if self._typed_target() is not None and self._typed_target() not in self._target_devices:
+            return None  # the slice's device count is not known before it loads
+        devices = self._devices()
         if not isinstance(devices, int) or batch % devices:
             return None
         return batch // devices
@@ -395,7 +468,7 @@ class Sidebar(VerticalScroll):
         self.post_message(self.Edited())
         self.post_message(self.Changed())
 
-    @on(Input.Changed, "#chunk, #mesh, #batch-axes")
+    @on(Input.Changed, "#chunk, #mesh, #batch-axes, #target")
     def _chunk_typed(self, event: Input.Changed) -> None:
         event.stop()
         self._update_chunk_help()
@@ -409,13 +482,33 @@ class Sidebar(VerticalScroll):
         note under the mesh says what it sets; clearing the mesh gives them back.
         """
         mesh = self._typed_mesh()
+        target = self._typed_target()
         note = self.query_one("#mesh-note", Static)
-        for field_id in ("#devices", "#axis"):
-            self.query_one(field_id).disabled = mesh is not None
+        self.query_one("#devices").disabled = mesh is not None or target is not None
+        self.query_one("#axis").disabled = mesh is not None
         note.set_class(mesh is not None, "-shown")
         if mesh is not None:
             note.update(f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
                         "Devices and Mesh axis name above (clear it to use them)")
+        self._update_target_note(mesh, target)
+
+    def _update_target_note(self, mesh: Mesh | None, target: str | None) -> None:
+        """What the target field sets: the slice's devices, compiled for and never run."""
+        note = self.query_one("#target-note", Static)
+        typed = self.query_one("#target", Input).value.strip()
+        note.set_class(bool(typed), "-shown")
+        if target is None:
+            note.update(Text("not a target: tpu:TOPOLOGY, e.g. tpu:v5e:2x2", "bold red"))
+            return
+        count = self._target_devices.get(target)
+        devices = f"its {count} devices" if count is not None else "its devices (counted when it loads)"
+        if self.programs:
+            said = f"each program's mesh must span {devices}"
+        elif mesh is not None:
+            said = f"the named mesh must span {devices}"
+        else:
+            said = f"the mesh spans {devices} (Devices above does not apply)"
+        note.update(Text(f"compiled for {target}, never run there: {said}", "dim"))
 
     def _typed_mesh(self) -> Mesh | None:
         """The named mesh typed (None when empty or not a mesh yet)."""

@@ -154,6 +154,9 @@ def describe_settings(settings: Settings, shapes: Any = None) -> Text:
     else:
         text.append("  chunk ")
         text.append("auto" if settings.chunk_size is None else str(settings.chunk_size), "bold")
+    if settings.targets:
+        text.append("  target ")
+        text.append(", ".join(settings.targets), "bold")
     return text
 
 
@@ -167,6 +170,7 @@ def settings_changes(shown: Settings, draft: Settings | None) -> Text | None:
             ("function", draft.function, shown.function),
             ("mesh", draft.mesh.text(), shown.mesh.text()),
             ("chunk", "auto" if draft.chunk_size is None else draft.chunk_size, shown.chunk_size),
+            ("target", ", ".join(draft.targets) or "none", ", ".join(shown.targets) or "none"),
         ) if value != before
     ]
     return Text(", ".join(changes), "bold") if changes else None
@@ -179,7 +183,7 @@ def stale_banner(shown: Text, asked: Text) -> Text:
 
 
 def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str | None] | None = None,
-                      devices: int | None = None) -> Text:
+                      devices: int | None = None, targets: tuple[str, ...] = ()) -> Text:
     """``train_step.py  2 programs  mesh batch=8 (8 devices)``: a program file has no mesh or chunk
     settings of its own; each program's mesh is shown once the analysis knows it."""
     count = len(programs)
@@ -190,6 +194,9 @@ def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str
         text.append(", ".join(distinct), "bold")
     if devices is not None:
         text.append(f" ({devices} devices)", "dim")
+    if targets:
+        text.append("  target ")
+        text.append(", ".join(targets), "bold")
     return text
 
 

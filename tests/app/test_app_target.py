@@ -1,0 +1,267 @@
+"""The sidebar's TPU target field: every plan compiled for a TPU slice too, in the Compiled and
+Timings tabs.
+
+Real JAX on simulated CPU devices, real libtpu (compile-only devices: nothing runs on them),
+real Textual (``App.run_test`` + Pilot). Where each all-reduce sits on the slice and the memory
+per device there are recounted from the slice's compiled text here (``_tpu_text``: which while
+bodies run each all-reduce, the entry layout's padded sizes), never read from shardscope; the
+trip counts are derived by hand from the demos. libtpu ships for Linux x86-64 only: elsewhere
+these skip.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
+from rich.console import Console
+from textual.widgets import Input, Select, Static
+
+from shardscope.app.views import HloView
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.widgets.status import StatusLine
+from shardscope.cli import parse
+from shardscope.cli.explorer import ExplorerOptions
+from shardscope.errors import SettingsError
+from shardscope.pipeline import targets
+from shardscope.plans.registry import build_plans
+from shardscope.plans.settings import Settings
+from shardscope.sources.loading import load_demo_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _tpu_text import all_reduces, entry_parameters, padded_bytes  # noqa: E402  (tests/, beside this folder)
+
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+
+CHUNKS = 2
+"""Chunks per device of the demos' default chunk size: the largest that gives two."""
+
+
+def _tpu_texts(demo: str, function: str, topology: str, devices: int) -> dict[str, str]:
+    """``{plan: the slice's compiled text}`` of the naive and deferred plans on a 1-D mesh ``s``."""
+    settings = Settings(path=DEMOS / demo, devices=devices)
+    built = build_plans(load_demo_file(settings.path).functions[function], settings)
+    slice_ = targets.load_target(targets.parse_target(f"tpu:{topology}"))
+    return {plan: targets.compile_for_target(built.functions[plan].trace(*built.args), slice_).hlo_text
+            for plan in ("naive", "deferred")}
+
+
+def _printed(renderable) -> str:
+    """``renderable`` as a console prints it, without colours."""
+    console = Console(width=140, color_system=None)
+    with console.capture() as capture:
+        console.print(renderable)
+    return capture.get()
+
+
+def _section(text: str, start: str, end: str | None = None) -> str:
+    """The Compiled tab's text from ``start`` to ``end`` (or to the end)."""
+    tail = text[text.index(start):]
+    return tail if end is None else tail[:tail.index(end, len(start))]
+
+
+async def _type_target(pilot, text: str) -> None:
+    """Type ``text`` into the target field from the keyboard, leave it (escape) and press r."""
+    app = pilot.app
+    field = app.query_one("#target", Input)
+    app.set_focus(field)
+    await press(pilot, *(["ctrl+a", "ctrl+k"] if field.value else []), *text)
+    await press(pilot, "escape")
+    await press(pilot, "r")
+    await settle(pilot)
+
+
+def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
+    """linear.py on v5e:2x2 (4 chips): the mesh spans the slice; the naive plan's all-reduce
+    leaves the chunk loop there (one run per call instead of 2), the deferred one stays outside."""
+    tpu = _tpu_texts("linear.py", "linear", "v5e:2x2", 4)
+    assert [depth for _, depth in all_reduces(tpu["naive"])] == [0]  # hoisted out of the chunk loop
+    assert [depth for _, depth in all_reduces(tpu["deferred"])] == [0]
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await _type_target(pilot, "tpu:v5e:2x2")
+            analysis = app.analysis
+            assert not app.query_one(ErrorPanel).shown
+            assert analysis.settings.mesh.text() == "s=4" and analysis.settings.targets == ("tpu:v5e:2x2",)
+            assert app.query_one("#devices", Select).value == 4 and app.query_one("#devices", Select).disabled
+            assert "target tpu:v5e:2x2" in app.query_one(StatusLine).plain and not app.stale
+            assert "compiled for tpu:v5e:2x2, never run there: the mesh spans its 4 devices" in str(
+                app.query_one("#target-note").content)
+
+            await press(pilot, "5")
+            await drain(pilot)
+            text = " ".join(app.query_one(HloView).plain.split())
+            section = _section(text, "on tpu:v5e:2x2:")
+            assert section.startswith("on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for the slice, never run there")
+            naive = _section(section, "naive:", "deferred:")
+            assert ("naive: on v5e:2x2 the naive plan's all-reduce of params leaves the loop: "
+                    "the compiler already does the deferral here.") in naive
+            # CPU: in the chunk loop, 2 runs; on the slice: outside every loop, 1 run
+            assert re.search(rf"psum_invariant\.\d+ params {CHUNKS} {CHUNKS} all-reduce\S* - 1 left loop", naive)
+            deferred = _section(section, "deferred:", "reduced:")
+            assert "the deferred plan runs no collective in a loop" in deferred
+            assert re.search(r"psum_invariant\.\d+ params - 1 \S+ - 1 outside loops, as on the CPU", deferred)
+            assert "The TPU compiler's plans for tpu:v5e:2x2 are above" in text
+
+            await press(pilot, "4")
+            await drain(pilot)
+            timings = " ".join(_printed(app.query_one("#timings-body", Static).content).split())
+            arguments = {plan: sum(map(padded_bytes, entry_parameters(t))) for plan, t in tpu.items()}
+            cells = re.search(r"v5e:2x2 memory: arguments │ ([\d,]+) B │ ([\d,]+) B │", timings).groups()
+            assert [int(c.replace(",", "")) for c in cells] == [arguments["naive"], arguments["deferred"]]
+            assert re.search(r"v5e:2x2 run │ not run │ not run │ not run │ —", timings)
+            assert re.search(r"v5e:2x2 collective runs │ 1 │ 1 │ 1 │ —", timings)
+            assert "compiled for tpu:v5e:2x2 (4 x TPU v5 lite), never run there" in timings
+
+    run(scenario())
+
+
+def test_the_rnn_naive_plans_recurrent_weight_stays_in_the_chunk_loop_on_the_slice():
+    """rnn.py opened with the target (``shardscope rnn.py --target tpu:v5e:2x2``): Wh's all-reduce
+    leaves the time loop but stays in the chunk loop; the deferral is worth writing there."""
+    tpu = _tpu_texts("rnn.py", "rnn", "v5e:2x2", 4)
+    naive = all_reduces(tpu["naive"])
+    (in_loop,) = [shape for shape, depth in naive if depth == 1]
+    assert in_loop.startswith("f32[16,16]") and len(naive) == 2
+    ((shape, depth),) = all_reduces(tpu["deferred"])
+    assert depth == 0 and shape.count("f32[") == 3  # Wh, Wx and b in one all-reduce at the entry
+
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py", targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.query_one("#target", Input).value == "tpu:v5e:2x2"
+            await press(pilot, "5")
+            await drain(pilot)
+            text = " ".join(app.query_one(HloView).plain.split())
+            naive = _section(_section(text, "on tpu:v5e:2x2:"), "naive:", "deferred:")
+            assert ("on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's chunk loop "
+                    f"({CHUNKS} iterations): the deferral is worth writing") in naive
+            # on the CPU: the chunk loop x the 8 time steps = 16 runs; on the slice: the chunk loop only
+            assert re.search(rf"params\['Wh'\] {CHUNKS} x 8 {CHUNKS * 8} all-reduce\S* {CHUNKS} {CHUNKS} "
+                             "left 1 of 2 loops", naive)
+            deferred = _section(_section(text, "on tpu:v5e:2x2:"), "deferred:")
+            assert "the deferred plan runs no collective in a loop" in deferred
+
+    run(scenario())
+
+
+def test_a_program_file_is_compiled_for_the_slice_too():
+    """train_step.py's programs on v5e:2x4 (8 chips, as many as the CPU devices they build their
+    mesh over): the partitioner's all-reduce in step's accumulation loop leaves it there."""
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await _type_target(pilot, "tpu:v5e:2x4")
+            assert not app.query_one(ErrorPanel).shown
+            assert "target tpu:v5e:2x4" in app.query_one(StatusLine).plain
+            await press(pilot, "5")
+            await drain(pilot)
+            text = " ".join(app.query_one(HloView).plain.split())
+            section = _section(text, "on tpu:v5e:2x4:")
+            assert "8 x TPU v5 lite" in section
+            assert ("step: on v5e:2x4 the step program's all-reduce of params['W1'], params['W2'] leaves the loop: "
+                    "the compiler already does the deferral here.") in section
+            # CPU: in the loop over 4 micro-batches, 4 runs; on the slice: outside it, 1 (the value cell folds)
+            assert re.search(r"all-reduce params\['W1'\], 4 4 all-reduce\S* - 1 left loop params\['W2'\]", section)
+            app.query_one("#target", Input).value = ""
+            await drain(pilot)
+            assert app.stale  # the results are for a target the field no longer asks for
+
+    run(scenario())
+
+
+def test_a_typo_in_the_target_is_flagged_as_typed_and_refused_before_any_run():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            field = app.query_one("#target", Input)
+            app.set_focus(field)
+            await press(pilot, *"tpu:v5e")
+            assert not field.is_valid
+            assert "not a target: tpu:TOPOLOGY" in str(app.query_one("#target-note").content)
+            await press(pilot, "escape", "r")
+            await settle(pilot)
+            panel = _panel(app)
+            assert "'v5e' is not a TPU topology name" in panel and "for example tpu:v5e:2x2" in panel
+            assert app.analysis is None and app.run_id == 1 and app.is_running
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(("target", "message", "hint"), [
+    ("tpu:v9:2x2", "libtpu does not know the topology 'v9:2x2'", "for example tpu:v5e:2x2"),
+    ("tpu:v5e:4x4", "tpu:v5e:4x4 has 16 devices; the app started JAX with 8 CPU devices",
+     "open the app with --target tpu:v5e:4x4"),
+])
+def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay(target, message, hint):
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            shown = app.analysis
+            await _type_target(pilot, target)
+            panel = _panel(app)
+            assert message in panel and hint in panel and "Traceback" not in panel
+            assert app.analysis is shown and app.is_running  # the CPU results stay, the app keeps running
+            await press(pilot, "5")
+            await drain(pilot)
+            assert "on tpu:" not in app.query_one(HloView).plain
+
+    run(scenario())
+
+
+def _panel(app) -> str:
+    """The error panel's message and hint, as one line."""
+    panel = app.query_one(ErrorPanel)
+    assert panel.shown, "no error panel"
+    return " ".join(f"{panel.message} {panel.hint}".split())
+
+
+class _NoLibtpu:
+    """An import finder that says libtpu is not installed, as on a machine without the extra."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "libtpu":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch):
+    monkeypatch.setattr(sys, "meta_path", [_NoLibtpu(), *sys.meta_path])
+    for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+    targets._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = _panel(app)
+            assert "needs libtpu, which is not installed" in panel and "pip install 'shardscope[tpu]'" in panel
+            assert app.query_one("#functions").option_count == 1  # the file still loaded: linear is offered
+            assert app.is_running
+
+    run(scenario())
+    targets._load_topology.cache_clear()
+
+
+def test_open_takes_a_target_checked_before_jax_starts():
+    args, _ = parse([str(DEMOS / "linear.py"), "--target", "tpu:v5e:2x2"])
+    settings, _ = ExplorerOptions.from_args(args).app_options()
+    assert settings.targets == ("tpu:v5e:2x2",)
+    args, _ = parse([str(DEMOS / "linear.py"), "--target", "v5e"])
+    with pytest.raises(SettingsError, match="is not a target"):
+        ExplorerOptions.from_args(args).app_options()
