@@ -128,7 +128,9 @@ def test_timings_view_shows_costs_ratio_and_error(analysis_of):
         text = shown(view.query_one("#timings-body", Static))
         naive, deferred = analysis.plans["naive"], analysis.plans["deferred"]
         assert analysis.comparison.speedup_text() in text
-        assert re.search(r"collective runs per call\s+│\s+2\s+│\s+1\s+│\s+1\s+│", text)  # naive, deferred, reduced
+        # naive, deferred, reduced: W's all-reduce once per chunk (2 chunks) in naive, once after the loop otherwise
+        assert re.search(r"compiled runs per call\s+│\s+2\s+│\s+1\s+│\s+1\s+│", text)
+        assert re.search(r"jaxpr runs per call\s+│\s+2\s+│\s+1\s+│\s+1\s+│", text)
         assert re.search(r"collective equations in loops\s+│\s+1 of 1\s+│\s+0 of 1\s+│", text)
         assert re.search(r"bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B", text)
         assert re.search(rf"max \|grad - reference\|\s+│\s+{naive.max_abs_err:.2e}\s+│\s+{deferred.max_abs_err:.2e}", text)

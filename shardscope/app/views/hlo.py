@@ -257,6 +257,7 @@ class HloView(RenderedPane):
         self._analysis: "Analysis | None" = None
         self._selected: int = -1  # position in targets(analysis); -1: none yet
         self._starts: dict[Target, int] = {}  # the first line of each collective's details
+        self._slice_start: int | None = None  # the first line of the plans on a TPU target
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
         """The compiled plans of ``analysis``."""
@@ -302,8 +303,20 @@ class HloView(RenderedPane):
             return
         lines: list = []
         self._starts = {}
+        self._slice_start = None
         for block, target in blocks:
             if target is not None:
                 self._starts[target] = len(lines)
+            if self._slice_start is None and isinstance(block, Text) and block.plain.startswith("on tpu:"):
+                self._slice_start = len(lines)
             lines += lay_out(self.app.console, block, max(width, 20))
         self.body.show_segments(lines)
+
+    def scroll_to_targets(self) -> bool:
+        """Scroll to the plans on the first TPU target (False when the analysis has none)."""
+        if self._slice_start is None and self._analysis is not None:
+            self._draw()  # laid out at the body's width now: the lines are counted
+        if self._slice_start is None:
+            return False
+        self.body.scroll_to(y=self._slice_start, animate=False)
+        return True

@@ -26,7 +26,7 @@ from textual.widgets import Static
 
 from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import offer_focus
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import total_runs
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
 from shardscope.render.text import unavailable_lines
@@ -106,7 +106,8 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
     plans = list(analysis.plans.values())
     dash = () if analysis.reference is None else ("—",)
-    table.add_row("collective runs per call", *runs_cells(plans), *dash)
+    table.add_row("compiled runs per call", *compiled_runs_cells(plans), *dash)
+    table.add_row("jaxpr runs per call", *runs_cells(plans), *dash)
     table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
     table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), *dash, end_section=True)
     memories = {n: p.memory for n, p in analysis.plans.items()}
@@ -138,8 +139,8 @@ def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple)
 
     table.add_row(f"{topology} compile", *cells(lambda t: time_cell(t.compile_s)), *dash)
     table.add_row(f"{topology} run", *cells(lambda t: Text("not run", "dim")), *dash)
-    table.add_row(f"{topology} collective runs", *cells(
-        lambda t: Text(count_text(t.compiled.executed_collectives), loop_style(len(t.compiled.findings)))), *dash)
+    table.add_row(f"{topology} compiled runs", *cells(
+        lambda t: Text(total_runs(t.compiled.collectives).text(), loop_style(len(t.compiled.findings)))), *dash)
     for key, label in MEMORY_ROWS:
         table.add_row(f"{topology} {label}", *cells(lambda t: size(t.memory.get(key))), *dash)
 
@@ -151,7 +152,7 @@ def target_notes(analysis: "Analysis") -> list[Text]:
         plan = next(t for p in analysis.plans.values() for t in p.targets if t.target == target)
         notes.append(Text(f"{plan.topology}: compiled for {target} ({plan.devices} x {plan.device_kind}), never run "
                           "there: no run times; memory per device as the TPU compiler lays arrays out "
-                          "(padded to its tiles), collective runs per call from its compiled module.", "dim"))
+                          "(padded to its tiles), compiled runs per call from its compiled module.", "dim"))
     return notes
 
 
@@ -325,6 +326,13 @@ class TimingsView(Widget):
             self.query_one("#timings-body", Static).update(
                 timings_renderable(self._analysis, self.measurements_hidden, self._comparison, self._narrow)
             )
+
+
+def compiled_runs_cells(plans: list) -> list[Text]:
+    """Each plan's collective runs per call in its compiled module (what XLA runs, the
+    partitioner's collectives too): red when one runs in a while loop."""
+    return [Text("—") if p.compiled is None else Text(p.compiled_runs.text(), loop_style(len(p.compiled.findings)))
+            for p in plans]
 
 
 def runs_cells(plans: list) -> list[Text]:
