@@ -266,3 +266,74 @@ def test_open_takes_a_target_checked_before_jax_starts():
     args, _ = parse([str(DEMOS / "linear.py"), "--target", "v5e"])
     with pytest.raises(SettingsError, match="is not a target"):
         ExplorerOptions.from_args(args).app_options()
+
+
+OPENED_WITH_A_LARGER_SLICE = '''
+import asyncio, json, sys
+sys.path.insert(0, {here!r})
+from app_support import DEMOS, SIZE, make_app, settle
+import jax
+
+async def main():
+    app = make_app(DEMOS / "linear.py", targets=("tpu:v5e:4x4",))  # the app's default: 8 CPU devices
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        panel = app.query_one("#error")
+        print(json.dumps({{"mesh": app.analysis.settings.mesh.text() if app.analysis else None,
+                           "devices": len(jax.devices()), "error": panel.message if panel.shown else None}}))
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.slow
+def test_opened_with_a_slice_larger_than_max_devices_the_app_starts_as_many_cpu_devices():
+    """``shardscope linear.py --target tpu:v5e:4x4``, in a fresh process (the test processes
+    start JAX with 8 devices): libtpu describes the slice before JAX's CPU backend starts, so
+    the first run starts its 16 devices and lays the mesh over them."""
+    import json
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent)
+    script = OPENED_WITH_A_LARGER_SLICE.format(here=here)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=here)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout.strip().splitlines()[-1])
+    assert shown == {"mesh": "s=16", "devices": 16, "error": None}
+
+
+def test_the_sweep_tab_sweeps_on_the_slice_the_analysis_was_compiled_for():
+    """With a target, every sweep point is compiled for the slice too, and the budget and the
+    memory chart read its memory there: the footprint (arguments + outputs + temporaries -
+    aliases) of the slice's module, recomputed here from memory_analysis() of each plan compiled
+    for it at that chunk size."""
+    from textual_plotext import PlotextPlot
+
+    from shardscope.app.views.sweep import SweepView
+
+    view = SweepView()
+    slice_ = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    settings = Settings(path=DEMOS / "linear.py", devices=4, repeats=1, targets=("tpu:v5e:2x2",))
+
+    async def script(app, pilot):
+        view.settings = settings
+        view.query_one("#sweep-budget", Input).value = "30KiB"
+        view.action_sweep()
+        await app.workers.wait_for_complete()
+        await drain(pilot)
+        await drain(pilot)
+        sweep = view.sweep
+        assert sweep is not None and sweep.target == "tpu:v5e:2x2", _printed(view.query_one("#sweep-status", Static).content)
+        built = build_plans(load_demo_file(settings.path).functions["linear"], settings.with_(chunk_size=16))
+        memory = targets.compile_for_target(built.functions["naive"].trace(*built.args), slice_).memory
+        expected = (memory["argument_size_in_bytes"] + memory["output_size_in_bytes"] + memory["temp_size_in_bytes"]
+                    - memory["alias_size_in_bytes"])
+        (point,) = [p for p in sweep.points if p.plan == "naive" and p.chunk_size == 16]
+        assert point.target_footprint_bytes == expected
+        assert "mem/dev on tpu:v5e:2x2" in _printed(view.query_one("#sweep-table", Static).content)
+        chart = view.query_one("#sweep-memory", PlotextPlot).plt.build()
+        assert "memory per device on tpu:v5e:2x2 (KiB) vs chunk size" in chart
+
+    from view_support import run_view
+
+    run_view(view, script)

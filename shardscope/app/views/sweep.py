@@ -97,16 +97,21 @@ def draw_memory(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None
     plt = plot.plt
     plt.clear_data()
     plt.clear_figure()
-    _plot_series(plt, sweep, lambda p: p.footprint_bytes / 1024)
+    on_target = sweep.target is not None  # the budget is checked against the slice's memory, so is the chart
+
+    def kib(p: Any) -> float:
+        return (p.target_footprint_bytes if on_target else p.footprint_bytes) / 1024
+
+    _plot_series(plt, sweep, kib)
     if sweep.memory_budget_bytes is not None:
         budget = sweep.memory_budget_bytes / 1024
         plt.hline(budget, BUDGET_COLOUR)  # across the frame; a line plotted from end to end overshot it
         plt.plot([_x(sweep.chunk_sizes[0])], [budget], label=f"budget {mib(sweep.memory_budget_bytes)}",
                  color=BUDGET_COLOUR, marker="braille")  # one point on that line: the budget's entry in the legend
     if not hidden:
-        _mark_pick(plt, sweep, lambda p: p.footprint_bytes / 1024)
+        _mark_pick(plt, sweep, kib)
     _chunk_axis(plt, sweep)
-    plt.title("memory per device (KiB) vs chunk size")
+    plt.title(f"memory per device{f' on {sweep.target}' if on_target else ''} (KiB) vs chunk size")
     plot.refresh()
 
 
@@ -290,7 +295,12 @@ class SweepView(Widget):
 
         try:
             ensure_devices(max_devices)
-            sweep = run_sweep(settings, None, budget, progress)
+            target = None
+            if settings.targets:  # the slice the analysis was compiled for: each point too, budgeted there
+                from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine: off the UI thread
+
+                target = load_targets(parse_targets(settings.targets))[0]
+            sweep = run_sweep(settings, None, budget, progress, target=target)
         except Cancelled:
             return
         except ShardscopeError as exc:
