@@ -75,7 +75,8 @@ class RunHandling(App[int]):
             self.query_one(StatusLine).show_settings(self.settings)
         if analyze:
             self.query_one(StatusLine).show_stage("loading", 0.0, self._run_settings)
-        request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze)
+        request = runner.RunRequest(self._run_id, self.settings, self.max_devices, self.demo_file, analyze,
+                                    mesh_follows_target=not self.query_one(Sidebar).named_mesh)
         self._run_worker(request)
 
     @work(thread=True, exclusive=True, group="analysis", exit_on_error=False)

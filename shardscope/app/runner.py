@@ -45,6 +45,7 @@ class RunRequest:
     max_devices: int
     demo_file: Any = None  # shardscope.sources.demos.DemoFile: reused unless the file changed on disk
     analyze: bool = True  # False: only start JAX and load the demo file (for the sidebar)
+    mesh_follows_target: bool = True  # a 1-D mesh spans the target's devices (False: the user typed a named mesh)
 
 
 _busy = 0
@@ -99,7 +100,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
             return
         from shardscope.pipeline.run import analyze  # imports JAX: here, never on the UI thread
 
-        if targets and not isinstance(demo_file, ProgramFile):
+        if targets and request.mesh_follows_target and not isinstance(demo_file, ProgramFile):
             settings = mesh_over_target(settings, targets[0].count)
         analysis = analyze(settings, progress, demo_file, targets=targets)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
@@ -143,9 +144,9 @@ def too_few_devices(target: "TargetDevices", available: int) -> SettingsError:
 def mesh_over_target(settings: Settings, count: int) -> Settings:
     """A 1-D mesh the sidebar's Devices picker gave, stretched over the target's ``count`` devices.
 
-    While a target is set the picker does not apply (the slice sets the device count); a named
-    mesh is the user's and is kept (the analysis refuses one of another size, with a hint),
-    and a demo's own mesh is laid over the target by the analysis.
+    While a target is set the picker does not apply (the slice sets the device count). A named
+    mesh the user typed is kept (the request says so; the analysis refuses one of another size,
+    with a hint), and a demo's own mesh is laid over the target by the analysis.
     """
     mesh = settings.mesh
     if settings.demo_mesh or len(mesh.names) != 1 or mesh.devices == count:

@@ -337,3 +337,26 @@ def test_the_sweep_tab_sweeps_on_the_slice_the_analysis_was_compiled_for():
     from view_support import run_view
 
     run_view(view, script)
+
+
+def test_a_named_mesh_is_kept_with_a_target_and_must_span_the_slice():
+    """A typed named mesh is the user's: laid over the slice when its sizes multiply to the chip
+    count (data=2,model=2 on v5e:2x2), an error panel when they do not (data=2), never stretched."""
+    async def scenario():
+        app = make_app(DEMOS / "mlp.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.query_one("#mesh", Input).value = "data=2"
+            await _type_target(pilot, "tpu:v5e:2x2")
+            panel = _panel(app)
+            assert "The mesh data=2 has 2 devices; tpu:v5e:2x2 has 4." in panel and "multiply to 4" in panel
+            assert app.analysis is None
+            app.query_one("#mesh", Input).value = "data=2,model=2"
+            app.set_focus(None)
+            await press(pilot, "r")
+            await settle(pilot)
+            assert not app.query_one(ErrorPanel).shown
+            assert app.analysis.settings.mesh.text() == "data=2,model=2"
+            assert all(plan.targets[0].devices == 4 for plan in app.analysis.plans.values())
+
+    run(scenario())

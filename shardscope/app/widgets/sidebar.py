@@ -162,6 +162,11 @@ class Sidebar(VerticalScroll):
         return self.query_one("#autorun", Switch).value
 
     @property
+    def named_mesh(self) -> bool:
+        """True while a named mesh is typed (the user's sizes, kept even when a target is set)."""
+        return bool(self.query_one("#mesh", Input).value.strip())
+
+    @property
     def programs(self) -> bool:
         """True while the file is a program file: only the program list applies."""
         return self.has_class("-programs")
@@ -283,7 +288,6 @@ class Sidebar(VerticalScroll):
         self._show_functions()
         self._update_mesh_fields()
         self._update_chunk_help()
-
 
     def show_compared(self, baseline: str, candidate: str) -> None:
         """Mark a program file's compared programs in the list (``B``, ``C``)."""
