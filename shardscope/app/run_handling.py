@@ -144,6 +144,8 @@ class RunHandling(App[int]):
                 self.call_after_refresh(self._compare, *kept)  # r keeps the programs the user compared
         else:
             self.settings = self.settings.with_(function=analysis.function)
+            # a target's slice may have started more CPU devices than --max-devices: later runs may use them
+            self.max_devices = max(self.max_devices, analysis.settings.mesh.devices)
             self.query_one(Sidebar).show_resolved(analysis.settings)
             status.show_results(analysis.settings, analysis.shapes)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).

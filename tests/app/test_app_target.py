@@ -360,3 +360,26 @@ def test_a_named_mesh_is_kept_with_a_target_and_must_span_the_slice():
             assert all(plan.targets[0].devices == 4 for plan in app.analysis.plans.values())
 
     run(scenario())
+
+
+def test_clearing_a_target_larger_than_max_devices_runs_on_the_cpu_devices_it_started():
+    """Opened with --max-devices 4, a v5e:2x4 target lays its 8 chips over 8 CPU devices (the
+    test process has 8); the Devices picker then shows 8. Clearing the target and pressing r
+    runs that 8-device mesh on the CPU only: the 8 devices are there, so no error panel saying
+    only 4 are available."""
+    from app_support import make_explorer
+
+    async def scenario():
+        app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), max_devices=4, autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await _type_target(pilot, "tpu:v5e:2x4")
+            assert not app.query_one(ErrorPanel).shown
+            assert app.analysis.settings.mesh.text() == "s=8"
+            assert app.query_one("#devices", Select).value == 8
+            await _type_target(pilot, "")
+            assert not app.query_one(ErrorPanel).shown, _panel(app)
+            assert app.analysis.settings.targets == () and app.analysis.settings.mesh.text() == "s=8"
+            assert not app.stale
+
+    run(scenario())

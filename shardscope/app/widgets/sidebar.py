@@ -283,6 +283,9 @@ class Sidebar(VerticalScroll):
         self.function = settings.function
         if settings.targets:
             self._target_devices[settings.targets[0]] = settings.mesh.devices
+            if settings.mesh.devices > self.max_devices:  # the run started a CPU device per chip: they stay
+                self.max_devices = settings.mesh.devices
+                self._offer_devices()
             if len(settings.mesh.names) == 1 and not self.query_one("#mesh", Input).value.strip():
                 self._show_device_count(settings.mesh.devices)  # the picker says what the slice gave
         self._show_functions()
