@@ -383,3 +383,29 @@ def test_clearing_a_target_larger_than_max_devices_runs_on_the_cpu_devices_it_st
             assert not app.stale
 
     run(scenario())
+
+
+def test_the_slice_verdicts_are_laid_out_within_the_compiled_tabs_visible_width():
+    """The Compiled tab's lines are laid out beside its vertical scrollbar, not under it: the
+    rnn naive plan's verdict on the slice reads whole on screen, wrapped, with no line cut at
+    the right edge (a line laid out at the width without the scrollbar lost its last 2 columns
+    behind a cut mark)."""
+    from test_app_layout import screen_rows
+
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await _type_target(pilot, "tpu:v5e:2x2")
+            await press(pilot, "5")
+            await drain(pilot)
+            view = app.query_one(HloView)
+            assert view.scroll_to_targets()
+            await drain(pilot)
+            rows = screen_rows(view.body)
+            assert not [row for row in rows if row.rstrip().endswith("…")], "\n".join(rows)
+            shown = " ".join(" ".join(rows).split())
+            assert ("naive: on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's chunk loop "
+                    "(2 iterations): the deferral is worth writing") in shown, shown
+
+    run(scenario())

@@ -295,8 +295,16 @@ class HloView(RenderedPane):
             self.body.scroll_to(y=y, animate=False)
 
     def _draw(self) -> None:
-        """Lay every block out at the body's width and remember where each collective's details start."""
-        width = self.body.scrollable_content_region.width
+        """Lay every block out at the body's width and remember where each collective's details start.
+
+        The width leaves room for the vertical scrollbar even before it shows: the blocks are
+        longer than the view, and the scrollbar they bring appears without a resize, so lines
+        laid out under it would lose their last columns.
+        """
+        body = self.body
+        width = body.scrollable_content_region.width
+        if width > 0 and not body.show_vertical_scrollbar:
+            width -= body.styles.scrollbar_size_vertical
         blocks = compiled_blocks(self._analysis, self.selected)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
             self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)
