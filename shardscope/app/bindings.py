@@ -4,7 +4,7 @@ The bindings are the one place a key is defined; :func:`key_rows` turns them int
 six tab keys into one ``1``-``6`` row), and a test checks the README's table is
 :func:`markdown_table` of the same rows.
 
-A tab's own keys (``s`` in the Diff and in the Sweep tab) are its view's bindings and app
+A tab's own keys (``s`` in the Diff and in the Sweep tab, ``t`` in the Compiled tab) are its view's bindings and app
 bindings too (:func:`tab_key_bindings`): the app runs them on the tab shown, wherever the focus
 is, so they work as soon as the tab shows and the command palette offers them like any other key.
 """
@@ -33,7 +33,13 @@ SWEEP_BINDINGS = [
 ]
 """The Sweep tab's own keys (here for the same reason)."""
 
-TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS}
+HLO_BINDINGS = [
+    Binding("t", "to_target", "TPU target", id="hlo.to_target", show=False,
+            tooltip="In the Compiled tab: go to the plans compiled for the sidebar's TPU target"),
+]
+"""The Compiled tab's own keys (not in the footer, whose 80 columns are full: help and palette list it)."""
+
+TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS, "hlo": HLO_BINDINGS}
 """Each tab's own keys, by tab id; each binding's action is an action of that tab's view."""
 
 
@@ -45,7 +51,8 @@ def tab_key_bindings() -> list[Binding]:
     ``check_action`` hides each one unless its tab is shown, so one key serves several tabs.
     """
     return [
-        Binding(b.key, tab_action(tab, b.action), b.description, id=b.id, tooltip=b.tooltip, key_display=b.key_display)
+        Binding(b.key, tab_action(tab, b.action), b.description, id=b.id, tooltip=b.tooltip, key_display=b.key_display,
+                show=b.show)
         for tab, bindings in TAB_BINDINGS.items() for b in bindings
     ]
 

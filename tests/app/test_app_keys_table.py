@@ -7,7 +7,7 @@ from textual.widgets import Markdown
 
 from shardscope.app import ShardscopeApp
 from shardscope.app.widgets.help_screen import HelpScreen, help_text
-from shardscope.app.bindings import DIFF_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
+from shardscope.app.bindings import DIFF_BINDINGS, HLO_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
 
 
 def readme_key_table() -> str:
@@ -24,7 +24,7 @@ def test_the_readme_key_table_is_the_one_made_from_the_bindings():
 
 def test_every_binding_is_in_the_help_and_the_palette_including_the_diff_tab_s():
     keys = [keys for keys, _ in help_rows(ShardscopeApp.BINDINGS)]
-    for binding in [*ShardscopeApp.BINDINGS, *DIFF_BINDINGS, *SWEEP_BINDINGS]:
+    for binding in [*ShardscopeApp.BINDINGS, *DIFF_BINDINGS, *SWEEP_BINDINGS, *HLO_BINDINGS]:
         if not binding.id.startswith("tab_"):
             assert f"`{binding.key_display or binding.key}`" in keys, binding.key
     rows = help_rows(ShardscopeApp.BINDINGS)

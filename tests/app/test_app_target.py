@@ -99,7 +99,11 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
 
             await press(pilot, "5")
             await drain(pilot)
-            text = " ".join(app.query_one(HloView).plain.split())
+            view = app.query_one(HloView)
+            assert view.body.scroll_offset.y == 0
+            await press(pilot, "t")  # to the slice's plans
+            assert view.body.scroll_offset.y > 0
+            text = " ".join(view.plain.split())
             section = _section(text, "on tpu:v5e:2x2:")
             assert section.startswith("on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for the slice, never run there")
             naive = _section(section, "naive:", "deferred:")
@@ -364,9 +368,9 @@ def test_a_named_mesh_is_kept_with_a_target_and_must_span_the_slice():
 
 def test_clearing_a_target_larger_than_max_devices_runs_on_the_cpu_devices_it_started():
     """Opened with --max-devices 4, a v5e:2x4 target lays its 8 chips over 8 CPU devices (the
-    test process has 8); the Devices picker then shows 8. Clearing the target and pressing r
-    runs that 8-device mesh on the CPU only: the 8 devices are there, so no error panel saying
-    only 4 are available."""
+    test process has 8); the Devices picker then shows 8. Cleared, the picker gives back its
+    own 2 but still offers 8, and picking 8 runs that mesh on the CPU only: the 8 devices are
+    there, so no error panel saying only 4 are available."""
     from app_support import make_explorer
 
     async def scenario():
@@ -378,6 +382,13 @@ def test_clearing_a_target_larger_than_max_devices_runs_on_the_cpu_devices_it_st
             assert app.analysis.settings.mesh.text() == "s=8"
             assert app.query_one("#devices", Select).value == 8
             await _type_target(pilot, "")
+            picker = app.query_one("#devices", Select)
+            assert picker.value == 2 and app.analysis.settings.mesh.text() == "s=2"
+            picker.value = 8
+            await drain(pilot)
+            app.set_focus(None)
+            await press(pilot, "r")
+            await settle(pilot)
             assert not app.query_one(ErrorPanel).shown, _panel(app)
             assert app.analysis.settings.targets == () and app.analysis.settings.mesh.text() == "s=8"
             assert not app.stale
@@ -407,5 +418,48 @@ def test_the_slice_verdicts_are_laid_out_within_the_compiled_tabs_visible_width(
             shown = " ".join(" ".join(rows).split())
             assert ("naive: on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's chunk loop "
                     "(2 iterations): the deferral is worth writing") in shown, shown
+
+    run(scenario())
+
+
+def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
+    """At 80x24 the sidebar folds away and the table keeps the CPU's and the slice's runs per call
+    and the placement, each whole on the screen (the loops and instruction names make way)."""
+    from app_support import screen_text
+
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py", targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await press(pilot, "t")
+            for _ in range(3):  # the slice's naive table sits under its verdict and loops line
+                if any("left 1 of 2 loops" in row for row in screen_text(app)):
+                    break
+                await press(pilot, "down", "down", "down")
+            rows = screen_text(app)
+            header = next(row for row in rows if "CPU collective" in row)
+            assert "CPU runs" in header and "TPU runs" in header and "placement" in header
+            # Wh: 2 chunks x 8 time steps on the CPU, the 2 chunks on the slice
+            assert any(re.search(rf"params\['Wh'\]\s+{CHUNKS * 8}\s+{CHUNKS}\s+left 1 of 2 loops", row) for row in rows), rows
+
+    run(scenario())
+
+
+def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
+    """While a target is set the picker shows the slice's chips (4); cleared, it shows the
+    user's 2 again and the next run is on s=2, not on the slice's count."""
+    async def scenario():
+        app = make_app(DEMOS / "rnn.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            picker = app.query_one("#devices", Select)
+            assert picker.value == 2
+            await _type_target(pilot, "tpu:v5e:2x2")
+            assert app.analysis.settings.mesh.text() == "s=4" and picker.value == 4
+            await _type_target(pilot, "")
+            assert picker.value == 2 and not picker.disabled
+            assert app.analysis.settings.mesh.text() == "s=2" and app.analysis.settings.targets == ()
+            assert not app.query_one(ErrorPanel).shown
 
     run(scenario())

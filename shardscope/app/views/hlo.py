@@ -149,7 +149,8 @@ def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[Rende
     return blocks + [(Text(), None)]
 
 
-def compiled_blocks(analysis: "Analysis", selected: Target | None = None) -> list[tuple[RenderableType, Target | None]]:
+def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
+                    narrow: bool = False) -> list[tuple[RenderableType, Target | None]]:
     """Every program's blocks, under the backend line, with the note on other compilers last."""
     plans = list(analysis.plans.values())
     if plans[0].compiled is None:
@@ -160,7 +161,7 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None) -> lis
         (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + target_blocks(analysis) + [(backend_note(backend, analysis_targets(analysis)), None)]
+    return blocks + target_blocks(analysis, narrow) + [(backend_note(backend, analysis_targets(analysis)), None)]
 
 
 def target_heading(target: str, plan: "TargetPlan") -> Text:
@@ -169,28 +170,39 @@ def target_heading(target: str, plan: "TargetPlan") -> Text:
                          (f": {plan.devices} x {plan.device_kind}, compiled for the slice, never run there", "dim"))
 
 
-def placements_table(plan: "TargetPlan") -> Table:
-    """Each CPU collective of one program and what the target's compiler did with it."""
+NARROW = 100
+"""Under this many columns the placements table keeps the runs and the placement, not the loops
+and the target's instruction names (at 80 columns the placement, its point, had no room left)."""
+
+WIDE_COLUMNS = ("CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call", "placement")
+NARROW_COLUMNS = ("CPU collective", "value", "CPU runs", "TPU runs", "placement")
+
+
+def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
+    """Each CPU collective of one program and what the target's compiler did with it (``narrow``:
+    its runs per call on each side and the placement only)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
-    for column, justify in (("CPU collective", "left"), ("value", "left"), ("CPU loops", "left"),
-                            ("CPU runs", "right"), ("on the target", "left"), ("loops", "left"),
-                            ("runs/call", "right"), ("placement", "left")):
-        table.add_column(column, justify=justify, no_wrap=column not in ("value", "placement", "on the target"),
-                         overflow="fold", min_width=10 if column in ("value", "placement") else None)
+    for column in NARROW_COLUMNS if narrow else WIDE_COLUMNS:
+        table.add_column(column, justify="right" if "runs" in column else "left",
+                         no_wrap=column not in ("value", "placement", "on the target"), overflow="fold",
+                         min_width=10 if column in ("value", "placement") else None)
     for p in plan.comparison.placements:
         c = p.collective
         staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed
         moved = c.verdict.flagged and not staying
+        runs = Text("-" if p.removed else p.runs.text(), loop_style(bool(p.target and p.target[0].in_loop)))
+        placement = Text(placement_words(p), "bold red" if staying else "bold green" if moved else "")
+        if narrow:
+            table.add_row(Text(c.name, "bold"), c.value, c.runs.text(), runs, placement)
+            continue
         names = ", ".join(t.name for t in p.target) or "-"
         loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-        runs = "-" if p.removed else p.runs.text()
         table.add_row(Text(c.name, "bold"), c.value, trips_text(c.loop_trip_counts), c.runs.text(), names, loops,
-                      Text(runs, loop_style(bool(p.target and p.target[0].in_loop))),
-                      Text(placement_words(p), "bold red" if staying else "bold green" if moved else ""))
+                      runs, placement)
     return table
 
 
-def target_blocks(analysis: "Analysis") -> list[tuple[RenderableType, None]]:
+def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[RenderableType, None]]:
     """For each target: every program's verdict there, its loops and each CPU collective's placement."""
     blocks: list[tuple[RenderableType, None]] = []
     for target in analysis_targets(analysis):
@@ -204,7 +216,7 @@ def target_blocks(analysis: "Analysis") -> list[tuple[RenderableType, None]]:
                                          (verdict, "bold red" if on_target.staying_findings else "bold green")), None))
             blocks.append((loops_line(on_target.compiled.loops), None))
             if on_target.comparison.placements:
-                blocks.append((placements_table(on_target), None))
+                blocks.append((placements_table(on_target, narrow), None))
             else:
                 blocks.append((Text("  no collective on the CPU: nothing to place", "dim"), None))
             blocks.append((Text(), None))
@@ -305,7 +317,7 @@ class HloView(RenderedPane):
         width = body.scrollable_content_region.width
         if width > 0 and not body.show_vertical_scrollbar:
             width -= body.styles.scrollbar_size_vertical
-        blocks = compiled_blocks(self._analysis, self.selected)
+        blocks = compiled_blocks(self._analysis, self.selected, narrow=0 < width < NARROW)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
             self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)
             return
@@ -319,6 +331,16 @@ class HloView(RenderedPane):
                 self._slice_start = len(lines)
             lines += lay_out(self.app.console, block, max(width, 20))
         self.body.show_segments(lines)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``t`` is greyed out unless the analysis was compiled for a TPU target."""
+        if action == "to_target":
+            return True if self._analysis is not None and analysis_targets(self._analysis) else None
+        return True
+
+    def action_to_target(self) -> None:
+        """Go to the plans compiled for the TPU target (``t``)."""
+        self.scroll_to_targets()
 
     def scroll_to_targets(self) -> bool:
         """Scroll to the plans on the first TPU target (False when the analysis has none)."""

@@ -64,8 +64,8 @@ change* switch on, a committed change (Enter in an input, a pick in a list) star
 
 The *TPU target* field at the sidebar's foot (`tpu:v5e:2x2`, any topology libtpu knows; it
 needs `pip install 'shardscope[tpu]'`) compiles every plan or program for that TPU slice too:
-nothing runs there. The 1-D mesh then spans the slice's chips. The Compiled tab gives each
-plan's verdict on the slice (does the TPU compiler already move its all-reduce out of the
+nothing runs there. The 1-D mesh then spans the slice's chips. The Compiled tab (`t` goes
+to the slice's part) gives each plan's verdict on the slice (does the TPU compiler already move its all-reduce out of the
 loop?) and what it did with every CPU collective; the Timings tab the slice's compile time,
 compiled runs per call and memory per device.
 

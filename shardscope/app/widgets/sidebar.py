@@ -108,6 +108,7 @@ class Sidebar(VerticalScroll):
         # the mesh the sidebar filled in from the demo, while its fields still show it (None: the user's)
         self._auto_mesh: Mesh | None = None
         self._target_devices: dict[str, int] = {}  # each target's device count, once a run has loaded it
+        self._devices_before_target: int | None = None  # the picker's count while a target's shows in it
 
     def compose(self) -> ComposeResult:
         """The form, filled from the starting settings."""
@@ -217,9 +218,9 @@ class Sidebar(VerticalScroll):
         if self.programs:
             return base.with_(targets=targets)
         devices = self._devices()
-        if chunk is None:
+        if chunk is None:  # auto: the default of the per-device batch (unknown yet: as the results have it)
             per_device = self._per_device_batch()
-            chunk = default_chunk_size(per_device) if per_device is not None else None
+            chunk = default_chunk_size(per_device) if per_device is not None else base.chunk_size
         draft = base.with_(
             function=self._current_function or base.function,
             devices=devices,
@@ -360,6 +361,8 @@ class Sidebar(VerticalScroll):
     def _show_device_count(self, devices: int) -> None:
         """Show ``devices`` in the (disabled) Devices picker, offered even above ``--max-devices``."""
         select = self.query_one("#devices", Select)
+        if self._devices_before_target is None:
+            self._devices_before_target = select.value
         with self.prevent(Select.Changed):
             if devices not in self._device_choices:
                 self._device_choices = sorted({*self._device_choices, devices})
@@ -504,18 +507,29 @@ class Sidebar(VerticalScroll):
         note = self.query_one("#target-note", Static)
         typed = self.query_one("#target", Input).value.strip()
         note.set_class(bool(typed), "-shown")
+        if not typed and self._devices_before_target is not None:  # cleared: the picker's own count again
+            self._restore_devices()
         if target is None:
             note.update(Text("not a target: tpu:TOPOLOGY, e.g. tpu:v5e:2x2", "bold red"))
             return
         count = self._target_devices.get(target)
         devices = f"its {count} devices" if count is not None else "its devices (counted when it loads)"
         if self.programs:
-            said = f"each program's mesh must span {devices}"
+            said = "each program's mesh must span as many devices as the slice has chips"
         elif mesh is not None:
             said = f"the named mesh must span {devices}"
         else:
             said = f"the mesh spans {devices} (Devices above does not apply)"
         note.update(Text(f"compiled for {target}, never run there: {said}", "dim"))
+
+    def _restore_devices(self) -> None:
+        """Give the Devices picker back the count it had before a target's slice showed in it."""
+        devices, self._devices_before_target = self._devices_before_target, None
+        select = self.query_one("#devices", Select)
+        if devices in self._device_choices:
+            with self.prevent(Select.Changed):
+                select.value = devices
+        self._update_chunk_help()
 
     def _typed_mesh(self) -> Mesh | None:
         """The named mesh typed (None when empty or not a mesh yet)."""
