@@ -463,3 +463,29 @@ def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
             assert not app.query_one(ErrorPanel).shown
 
     run(scenario())
+
+
+def test_the_timings_projection_projects_the_slices_compiled_collectives_onto_its_ici():
+    """Under the picked interconnect's projection, the slice's own: its compiled collectives (what
+    the TPU runs: 1 all-reduce of W's 20 bytes per call for each plan of the seed demo) on the
+    v5e ICI preset over its 4 chips, by the ring formula written out here."""
+    from shardscope.costmodel.interconnects import preset
+
+    link = preset("tpu-v5e-ici")
+    devices, payload = 4, 5 * 4  # W: 5 floats
+    # ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the payload over the link
+    one_run = 2 * (devices - 1) * link.latency_s + 2 * (devices - 1) / devices * payload / link.bandwidth_Bps
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "4")
+            await drain(pilot)
+            text = " ".join(_printed(app.query_one("#projection-body", Static).content).split())
+            sentence = text[text.index("tpu:v5e:2x2's compiled collectives"):]
+            assert "projected onto tpu-v5e-ici" in sentence and "with 4 devices" in sentence
+            expected = f"{one_run * 1e6:.4g} us/call"
+            assert f"naive {expected}, deferred {expected}, reduced {expected}" in sentence, sentence
+
+    run(scenario())

@@ -1,7 +1,8 @@
 """The projection panel of the Timings tab: pick an interconnect preset and a device count.
 
 Projecting is a pure function of the analysis' collectives (no JAX), so it runs on the UI
-thread when a choice changes.
+thread when a choice changes. With a TPU target, each plan's compiled collectives on the slice
+(what its compiler runs) are projected too, onto the slice's own ICI preset over its chips.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from shardscope.costmodel.interconnects import PRESETS, preset
-from shardscope.costmodel.projection import project
+from shardscope.costmodel.projection import project, project_targets
 from shardscope.render.projection import MEASURED, lines
+from shardscope.render.targets import projection_sentence
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
 
@@ -92,4 +94,19 @@ class ProjectionPanel(Widget):
         body = Text("\n".join(text))
         body.stylize("bold", 0, len(text[0]))
         body.append(f"\nsource: {link.source}", "dim")
+        for line in target_lines(self.analysis):
+            body.append(f"\n{line}")
         self.query_one("#projection-body", Static).update(body)
+
+
+def target_lines(analysis: Any) -> list[str]:
+    """Each TPU target's compiled collectives projected onto its ICI preset over its chips, or why not."""
+    projections = project_targets(analysis)
+    said = []
+    for target in dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets):
+        if target in projections:
+            said.append(projection_sentence(target, projections[target]))
+        else:
+            said.append(f"{target}: shardscope has no ICI preset for this TPU generation to project its compiled "
+                        "collectives onto (report --target ... --project PRESET or --link BW,LATENCY does).")
+    return said
