@@ -309,14 +309,15 @@ class HloView(RenderedPane):
     def _draw(self) -> None:
         """Lay every block out at the body's width and remember where each collective's details start.
 
-        The width leaves room for the vertical scrollbar even before it shows: the blocks are
-        longer than the view, and the scrollbar they bring appears without a resize, so lines
-        laid out under it would lose their last columns.
+        The width always leaves room for the vertical scrollbar: the blocks are longer than the
+        view, and the scrollbar they bring appears without a resize, so lines laid out under it
+        would lose their last columns; and a width taken from whether it shows yet would depend
+        on when the drawing runs.
         """
         body = self.body
-        width = body.scrollable_content_region.width
-        if width > 0 and not body.show_vertical_scrollbar:
-            width -= body.styles.scrollbar_size_vertical
+        width = body.content_region.width  # inside padding and border, the scrollbar's columns included
+        if width > 0:  # always leave them: whether the scrollbar shows yet depends on when this runs
+            width = max(width - body.styles.scrollbar_size_vertical, 1)
         blocks = compiled_blocks(self._analysis, self.selected, narrow=0 < width < NARROW)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
             self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)
