@@ -263,6 +263,7 @@ class HloView(RenderedPane):
 
     NAME = "hlo"
     FIT_WIDTH = True
+    RESERVE_SCROLLBAR = True  # the compiled plans with their details are taller than the tab (all but the smallest)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -309,15 +310,14 @@ class HloView(RenderedPane):
     def _draw(self) -> None:
         """Lay every block out at the body's width and remember where each collective's details start.
 
-        The width always leaves room for the vertical scrollbar: the blocks are longer than the
-        view, and the scrollbar they bring appears without a resize, so lines laid out under it
-        would lose their last columns; and a width taken from whether it shows yet would depend
-        on when the drawing runs.
+        The width always leaves room for the vertical scrollbar, here and when the body lays the
+        blocks out itself (before it has a width): the blocks are longer than the view, and the
+        scrollbar they bring appears without a resize, so lines laid out under it would lose
+        their last columns, and a width taken from whether it shows yet would differ with when
+        the drawing ran (:attr:`LinesView.fit_width`).
         """
         body = self.body
-        width = body.content_region.width  # inside padding and border, the scrollbar's columns included
-        if width > 0:  # always leave them: whether the scrollbar shows yet depends on when this runs
-            width = max(width - body.styles.scrollbar_size_vertical, 1)
+        width = body.fit_width
         blocks = compiled_blocks(self._analysis, self.selected, narrow=0 < width < NARROW)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
             self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)

@@ -33,8 +33,11 @@ class LinesView(ScrollView, can_focus=True):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, reserve_scrollbar: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.reserve_scrollbar = reserve_scrollbar
+        """Lay width-fitted renderables out beside the vertical scrollbar whether it shows yet or
+        not (:attr:`fit_width`): for content that is always taller than the view."""
         self._texts: Sequence[Text] = ()
         self._rendered: list[list[Segment]] | None = None
         self._renderable: RenderableType | None = None
@@ -77,8 +80,21 @@ class LinesView(ScrollView, can_focus=True):
         self._reset(max((Segment.get_line_length(line) for line in lines), default=0), len(lines))
         self.scroll_to(0, 0, animate=False)
 
+    @property
+    def fit_width(self) -> int:
+        """The width a width-fitted renderable is laid out at (0 before the view has a size).
+
+        With :attr:`reserve_scrollbar` it leaves the scrollbar's columns even before the scrollbar
+        shows: it appears without a resize once tall content is in, and a layout that depended on
+        whether it shows yet would differ with when the layout ran.
+        """
+        if not self.reserve_scrollbar:
+            return self.scrollable_content_region.width
+        width = self.content_region.width
+        return max(width - self.styles.scrollbar_size_vertical, 1) if width > 0 else 0
+
     def _lay_out(self, renderable: RenderableType, fit_width: bool) -> None:
-        width = max(self.scrollable_content_region.width, 20) if fit_width else None
+        width = max(self.fit_width, 20) if fit_width else None
         self._rendered = lay_out(self.app.console, renderable, width)
         self._reset(max((Segment.get_line_length(line) for line in self._rendered), default=0), len(self._rendered))
 

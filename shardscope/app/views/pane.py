@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 class RenderedPane(Widget):
     """Shows ``render(analysis)`` in a scrollable :class:`LinesView` named ``#<NAME>-body``.
 
-    Subclasses set ``NAME``, implement :meth:`render_analysis` and may set ``FIT_WIDTH``.
+    Subclasses set ``NAME``, implement :meth:`render_analysis` and may set ``FIT_WIDTH`` (lay
+    the renderable out at the view's width) and ``RESERVE_SCROLLBAR`` (that width leaves the
+    scrollbar's columns before it shows: :attr:`LinesView.reserve_scrollbar`).
     """
 
     NAME: ClassVar[str] = "pane"
     FIT_WIDTH: ClassVar[bool] = False
+    RESERVE_SCROLLBAR: ClassVar[bool] = False
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """
     RenderedPane {
@@ -50,7 +53,7 @@ class RenderedPane(Widget):
     def compose(self) -> ComposeResult:
         """A placeholder until the first analysis, then its rendering."""
         yield Static("No analysis yet: press r to run.", id=f"{self.NAME}-placeholder", classes="pane-placeholder")
-        yield LinesView(id=f"{self.NAME}-body", classes="pane-body")
+        yield LinesView(id=f"{self.NAME}-body", classes="pane-body", reserve_scrollbar=self.RESERVE_SCROLLBAR)
 
     @property
     def body(self) -> LinesView:
