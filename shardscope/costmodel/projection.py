@@ -196,16 +196,13 @@ def project_targets(analysis: "Analysis", link: Link | None = None, devices: int
     from shardscope.costmodel.interconnects import ici_preset
 
     found: dict[str, Projection] = {}
-    for plan in analysis.plans.values():
-        for target in plan.targets:
-            if target.target in found:
-                continue
-            on = link or ici_preset(target.topology)
-            if on is None:
-                continue
-            compiled = {name: t.compiled for name, p in analysis.plans.items() for t in p.targets
-                        if t.target == target.target}
-            found[target.target] = project_compiled(compiled, on, devices or target.devices)
+    for target in analysis.target_names:
+        plans = analysis.on_target(target)
+        first = plans[0][1]
+        on = link or ici_preset(first.topology)
+        if on is not None:
+            compiled = {plan.name: on_target.compiled for plan, on_target in plans}
+            found[target] = project_compiled(compiled, on, devices or first.devices)
     return found
 
 

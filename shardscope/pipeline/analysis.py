@@ -113,6 +113,10 @@ class PlanResult:
         """The collectives a loop runs without needing to, in either view, each once."""
         return tuple(c for c in self.paired if c.flagged)
 
+    def on_target(self, target: str) -> "TargetPlan | None":
+        """Its plan on ``target`` (``tpu:v5e:2x2``; None when it was not compiled for it)."""
+        return next((t for t in self.targets if t.target == target), None)
+
     @property
     def title(self) -> str:
         """How headers name it: ``naive plan``, or ``step program`` for a program file's function."""
@@ -233,6 +237,15 @@ class Analysis:
     def description(self) -> str:
         """What was analysed, in one line."""
         return self.origin.description
+
+    @property
+    def target_names(self) -> list[str]:
+        """The TPU targets its plans were compiled for (``tpu:v5e:2x2``), in the order given."""
+        return list(dict.fromkeys(t.target for plan in self.plans.values() for t in plan.targets))
+
+    def on_target(self, target: str) -> "list[tuple[PlanResult, TargetPlan]]":
+        """Each plan compiled for ``target``, with its plan there."""
+        return [(plan, on) for plan in self.plans.values() if (on := plan.on_target(target)) is not None]
 
     @property
     def gradient_checks(self) -> tuple["GradientCheck", ...]:

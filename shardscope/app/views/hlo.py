@@ -161,7 +161,7 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
         (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + target_blocks(analysis, narrow) + [(backend_note(backend, analysis_targets(analysis)), None)]
+    return blocks + target_blocks(analysis, narrow) + [(backend_note(backend, analysis.target_names), None)]
 
 
 def target_heading(target: str, plan: "TargetPlan") -> Text:
@@ -205,9 +205,8 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
 def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[RenderableType, None]]:
     """For each target: every program's verdict there, its loops and each CPU collective's placement."""
     blocks: list[tuple[RenderableType, None]] = []
-    for target in analysis_targets(analysis):
-        plans = [(plan, next(t for t in plan.targets if t.target == target)) for plan in analysis.plans.values()
-                 if any(t.target == target for t in plan.targets)]
+    for target in analysis.target_names:
+        plans = analysis.on_target(target)
         blocks.append((target_heading(target, plans[0][1]), None))
         blocks.append((Text(), None))
         for plan, on_target in plans:
@@ -221,11 +220,6 @@ def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[Rend
                 blocks.append((Text("  no collective on the CPU: nothing to place", "dim"), None))
             blocks.append((Text(), None))
     return blocks
-
-
-def analysis_targets(analysis: "Analysis") -> list[str]:
-    """The targets the analysis's programs were compiled for, in the order given."""
-    return list(dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets))
 
 
 def targets(analysis: "Analysis") -> list[Target]:
@@ -336,7 +330,7 @@ class HloView(RenderedPane):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``t`` is greyed out unless the analysis was compiled for a TPU target."""
         if action == "to_target":
-            return True if self._analysis is not None and analysis_targets(self._analysis) else None
+            return True if self._analysis is not None and self._analysis.target_names else None
         return True
 
     def action_to_target(self) -> None:

@@ -103,7 +103,7 @@ def target_lines(analysis: Any) -> list[str]:
     """Each TPU target's compiled collectives projected onto its ICI preset over its chips, or why not."""
     projections = project_targets(analysis)
     said = []
-    for target in dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets):
+    for target in analysis.target_names:
         if target in projections:
             said.append(projection_sentence(target, projections[target]))
         else:

@@ -115,7 +115,7 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
         memories[REFERENCE] = analysis.reference.memory
     for key, label in MEMORY_ROWS:
         table.add_row(label, *(size((memories[n] or {}).get(key)) for n in columns))
-    for target in _targets(analysis):
+    for target in analysis.target_names:
         table.add_section()
         _target_rows(table, target, plans, time_cell, dash)
     if analysis.reference is not None:  # a program has no reference gradient to be checked against
@@ -124,14 +124,9 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     return table
 
 
-def _targets(analysis: "Analysis") -> list[str]:
-    """The targets the plans were compiled for, in the order given."""
-    return list(dict.fromkeys(t.target for plan in analysis.plans.values() for t in plan.targets))
-
-
 def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple) -> None:
     """``v5e:2x2 compile``, its compiled collective runs, no run time, and memory per device there."""
-    on = [next((t for t in p.targets if t.target == target), None) for p in plans]
+    on = [p.on_target(target) for p in plans]
     topology = next(t.topology for t in on if t is not None)
 
     def cells(cell) -> list:
@@ -148,8 +143,8 @@ def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple)
 def target_notes(analysis: "Analysis") -> list[Text]:
     """What a target's rows are: compiled for the slice, never run, its arrays padded to TPU tiles."""
     notes = []
-    for target in _targets(analysis):
-        plan = next(t for p in analysis.plans.values() for t in p.targets if t.target == target)
+    for target in analysis.target_names:
+        _, plan = analysis.on_target(target)[0]
         notes.append(Text(f"{plan.topology}: compiled for {target} ({plan.devices} x {plan.device_kind}), never run "
                           "there: no run times; memory per device as the TPU compiler lays arrays out "
                           "(padded to its tiles), compiled runs per call from its compiled module.", "dim"))
