@@ -82,7 +82,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         # libtpu describes the target's slice before JAX's CPU backend starts: the first run can
         # still start as many CPU devices as the slice has. A target that fails to load is said
         # once the file is loaded, so the sidebar still offers its functions.
-        targets, target_error = _load_targets(request.settings)
+        targets, target_error = load_settings_targets(request.settings)
         needed = max((t.count for t in targets), default=0)
         available = ensure_devices(max(request.max_devices, needed), needed=request.max_devices)  # imports JAX
         demo_file = current_demo_file(request.settings.path, request.demo_file)
@@ -115,8 +115,9 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFailed(request.run_id, f"{type(exc).__name__}: {exc}", bug_hint(demo_file)))
 
 
-def _load_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...], ShardscopeError | None]":
-    """The devices of the settings' targets (libtpu started once per process), or why not."""
+def load_settings_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...], ShardscopeError | None]":
+    """The devices of the settings' targets (libtpu started once per process), or why not
+    (the run and the Sweep tab's worker both call it: never on the UI thread)."""
     if not settings.targets:
         return (), None
     from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine: not on the UI thread

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from shardscope.app.bindings import SWEEP_BINDINGS
+from shardscope.app.runner import load_settings_targets
 from shardscope.app.views.lines import offer_focus
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
@@ -295,12 +296,11 @@ class SweepView(Widget):
 
         try:
             ensure_devices(max_devices)
-            target = None
-            if settings.targets:  # the slice the analysis was compiled for: each point too, budgeted there
-                from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine: off the UI thread
-
-                target = load_targets(parse_targets(settings.targets))[0]
-            sweep = run_sweep(settings, None, budget, progress, target=target)
+            # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
+            targets, target_error = load_settings_targets(settings)
+            if target_error is not None:
+                raise target_error
+            sweep = run_sweep(settings, None, budget, progress, target=targets[0] if targets else None)
         except Cancelled:
             return
         except ShardscopeError as exc:

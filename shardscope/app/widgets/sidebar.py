@@ -425,7 +425,8 @@ class Sidebar(VerticalScroll):
             except SettingsError:
                 return None
             return None if batch % shards else batch // shards
-        if self._typed_target() is not None and self._typed_target() not in self._target_devices:
+        target = self._typed_target()
+        if target is not None and target not in self._target_devices:
             return None  # the slice's device count is not known before it loads
         devices = self._devices()
         if not isinstance(devices, int) or batch % devices:
