@@ -158,7 +158,8 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         """
         from textual.css.query import NoMatches
 
-        if self.return_code is not None and isinstance(error, NoMatches):  # exit() was called
+        quitting = self.return_code is not None or not self.is_running  # exit() was called, or shutting down
+        if quitting and isinstance(error, NoMatches):
             self.log.warning(f"ignored while quitting: {error!r}")
             return
         super()._handle_exception(error)

@@ -3,7 +3,9 @@ handlers here show what each message says (stage, file loaded, results, failure)
 worker prepares the Diff and Graph tabs of another pair of plans (``b``, ``c``).
 
 A part of :class:`~shardscope.app.app.ShardscopeApp` (its base class). A message of a run that
-is no longer the latest (a newer ``r`` cancelled it) is dropped.
+is no longer the latest (a newer ``r`` cancelled it) is dropped, and so is any message that
+lands once the app has stopped running: a worker can finish while the app shuts down (a Pilot
+leaving ``run_test``, a quit as the run ends), when the screen and its widgets are already gone.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class RunHandling(App[int]):
         runner.run(request, self.post_message, lambda: worker.is_cancelled)
 
     def _is_current(self, message: RunMessage) -> bool:
-        return message.run_id == self._run_id
+        return self.is_running and message.run_id == self._run_id
 
     def on_run_progress(self, message: RunProgress) -> None:
         """Show the stage the current run reached."""
@@ -102,6 +104,8 @@ class RunHandling(App[int]):
 
     def on_demo_loaded(self, message: DemoLoaded) -> None:
         """Offer the (re)loaded file's functions (or programs) in the sidebar."""
+        if not self.is_running:  # shutting down: there is no sidebar any more
+            return
         self.demo_file = message.demo_file
         descriptions = {name: fn.description for name, fn in message.demo_file.functions.items()}
         meshes = message.meshes
@@ -190,7 +194,7 @@ class RunHandling(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A load-only run ends quietly; a worker that crashed anyway is an error panel."""
-        if event.worker.group != "analysis":
+        if event.worker.group != "analysis" or not self.is_running:
             return
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self._load_views()  # the first run is over: the other tabs' imports no longer slow it down

@@ -71,6 +71,8 @@ class TabRouting(App[int]):
         self.call_from_thread(self._mount_views, views)
 
     async def _mount_views(self, views: dict[str, type]) -> None:
+        if not self.is_running:  # the import ended as the app shut down: no tabs to mount into
+            return
         for tab, view in views.items():
             await self.query_one(f"#{tab}-placeholder").remove()
             options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}

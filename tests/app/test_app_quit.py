@@ -173,3 +173,31 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_run_that_ends_as_the_app_shuts_down_is_dropped_not_a_crash():
+    """CI once caught it: the Pilot left ``run_test`` as the load-only run finished, and the
+    worker's SUCCESS landed while the screen was being pruned (``NoMatches: ErrorPanel``, exit 1).
+    Every run message, and the worker's own state change, that lands once the app stopped
+    running is dropped: here they are handed to the app after its screen is gone."""
+    from textual.worker import Worker, WorkerState
+
+    from shardscope.app.messages import DemoLoaded, RunFailed, RunProgress
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", autorun=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            demo_file, run_id = app.demo_file, app.run_id
+        assert not app.is_running and not app.screen_stack  # the screen and its widgets are gone
+        worker = Worker(app, lambda: None, name="_run_worker", group="analysis")
+        for state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            app.on_worker_state_changed(Worker.StateChanged(worker, state))
+        app.on_demo_loaded(DemoLoaded(run_id, demo_file, {"linear": 64}))
+        app.running = True
+        app.on_run_progress(RunProgress(run_id, "tracing", 0.5))
+        app.on_run_failed(RunFailed(run_id, "late", None))
+        return app
+
+    app = run(scenario())
+    assert app.running, "the late failure was dropped, not shown on a screen that is gone"
