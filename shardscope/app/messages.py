@@ -20,12 +20,15 @@ class RunMessage(Message):
 
 
 class RunProgress(RunMessage):
-    """The run reached ``stage`` (one of :data:`shardscope.pipeline.analysis.STAGES`), ``fraction`` done."""
+    """The run reached ``stage`` (one of :data:`shardscope.pipeline.analysis.STAGES`), ``fraction``
+    done; ``mesh``: the mesh it runs on, once that is not the one asked for (a 1-D mesh stretched
+    over a target's chips), else None."""
 
-    def __init__(self, run_id: int, stage: str, fraction: float) -> None:
+    def __init__(self, run_id: int, stage: str, fraction: float, mesh: Any = None) -> None:
         super().__init__(run_id)
         self.stage = stage
         self.fraction = fraction
+        self.mesh = mesh  # shardscope.plans.mesh.Mesh | None
 
     def can_replace(self, message: Message) -> bool:
         """A newer progress report of the same run supersedes an unhandled older one."""

@@ -93,9 +93,14 @@ class RunHandling(App[int]):
         return self.is_running and message.run_id == self._run_id
 
     def on_run_progress(self, message: RunProgress) -> None:
-        """Show the stage the current run reached."""
-        if self._is_current(message) and self.running:
-            self.query_one(StatusLine).show_stage(message.stage, message.fraction, self._run_settings)
+        """Show the stage the current run reached (and, once it differs, the mesh it runs on)."""
+        if not (self._is_current(message) and self.running):
+            return
+        status = self.query_one(StatusLine)
+        if message.mesh is not None and self._run_settings is not None and message.mesh != self._run_settings.mesh:
+            self._run_settings = self._run_settings.with_(mesh=message.mesh)  # a slice's chips, once libtpu said
+            status.show_settings(self._named(self._run_settings))
+        status.show_stage(message.stage, message.fraction, self._run_settings)
 
     @property
     def programs(self) -> bool:
@@ -121,7 +126,13 @@ class RunHandling(App[int]):
                 describe_programs(message.demo_file.path.name, message.demo_file.names), results=False)
             return
         if self.settings.function is None:  # name the default demo as soon as it is known
-            self.query_one(StatusLine).show_settings(self.settings.with_(function=message.demo_file.names[0]))
+            self.query_one(StatusLine).show_settings(self._named(self.settings))
+
+    def _named(self, settings: Settings) -> Settings:
+        """``settings`` naming the function run: the file's first when none was picked (once loaded)."""
+        if settings.function is None and self.demo_file is not None and self.demo_file.names:
+            return settings.with_(function=self.demo_file.names[0])
+        return settings
 
     def on_run_finished(self, message: RunFinished) -> None:
         """Show a new analysis in every view."""

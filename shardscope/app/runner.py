@@ -71,10 +71,12 @@ def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Calla
 
 def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
 
+    mesh: Mesh | None = None  # the mesh the run runs on, once it is not the one asked for
+
     def progress(stage: str, fraction: float) -> None:
         if is_cancelled():
             raise Cancelled
-        post(RunProgress(request.run_id, stage, fraction))
+        post(RunProgress(request.run_id, stage, fraction, mesh))
 
     demo_file = request.demo_file
     try:
@@ -102,6 +104,7 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
 
         if targets and request.mesh_follows_target and not isinstance(demo_file, ProgramFile):
             settings = mesh_over_target(settings, targets[0].count)
+            mesh = settings.mesh if settings.mesh != request.settings.mesh else None
         analysis = analyze(settings, progress, demo_file, targets=targets)
         progress("checking", 1.0)  # a last cancellation check: a stale result is not posted
         prepared = prepare(analysis, analysis.comparison, is_cancelled)

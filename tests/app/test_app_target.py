@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
+from app_support import DEMOS, GATE, SIZE, drain, eventually, make_app, press, run, settle, write_gated_demo
 from rich.console import Console
 from textual.widgets import Input, Select, Static
 
@@ -261,6 +261,34 @@ def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch):
 
     run(scenario())
     targets._load_topology.cache_clear()
+
+
+def test_while_a_run_traces_the_status_names_the_mesh_over_the_slice(tmp_path):
+    """The sidebar asks for s=2; with v5e:2x2 the run traces over the slice's 4 chips, and the
+    status line says so while it traces (it named s=2 until the results came). A slice of 8
+    typed after the results: the next run names s=8 before it ends too."""
+    async def scenario():
+        app = make_app(write_gated_demo(tmp_path / "gated.py"), devices=2, targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            status = app.query_one(StatusLine)
+            await eventually(pilot, lambda: "mesh s=4" in status.plain, "the slice's mesh named", seconds=30)
+            assert app.running and app.analysis is None  # still inside gated's first trace
+            assert status.plain.startswith("gated.py::gated  mesh s=4  chunk auto  target tpu:v5e:2x2"), status.plain
+            GATE.set()
+            await settle(pilot)
+            assert app.analysis.settings.mesh.text() == "s=4" and "mesh s=4" in status.plain
+            GATE.clear()
+            field = app.query_one("#target", Input)
+            app.set_focus(field)
+            await press(pilot, "ctrl+a", "ctrl+k", *"tpu:v5e:2x4", "escape", "r")
+            await eventually(pilot, lambda: "running gated.py::gated  mesh s=8" in status.plain,
+                             "the second run naming the 8-chip mesh", seconds=30)
+            assert app.running and "target tpu:v5e:2x4" in status.plain, status.plain
+            GATE.set()
+            await settle(pilot)
+            assert app.analysis.settings.mesh.text() == "s=8"
+
+    run(scenario())
 
 
 def test_open_takes_a_target_checked_before_jax_starts():
