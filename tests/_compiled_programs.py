@@ -489,3 +489,56 @@ def shard_map_invariant_psum_in_loop() -> Case:
     args = (jax.device_put(_data((16, 8), 22), NamedSharding(mesh, P("data"))),
             jax.device_put(_data((MICRO, 32, 16), 23), NamedSharding(mesh, P(None, "data"))))
     return Case("shard_map_invariant_psum_in_loop", step, args, mesh, "shard_map")
+
+
+def _loss_and_grad_body(params, xy, scale, square: bool = False):
+    """One micro-batch's loss and gradient (``scale`` times the loss: 1, or 1/devices in a shard_map)."""
+    loss, grads = jax.value_and_grad(lambda p, x, y: _mlp_loss(p, x, y) * scale)(params, *xy)
+    return loss, (jax.tree.map(jnp.square, grads) if square else grads)
+
+
+def gspmd_loss_and_grad_accumulate(square: bool = False) -> Case:
+    """The usual training loop under jit with shardings: the loss accumulated beside the
+    gradients (``acc_loss + loss``: the mean's 1/N multiplies the all-reduced sum before the
+    add, and XLA combines the loss's all-reduce with the gradients'). ``square``: the carry
+    adds each gradient's square instead, which is not linear in the sum."""
+    mesh = mesh_2d()
+
+    @jax.jit
+    def step(params, xs, ys):
+        def body(acc, xy):
+            loss, grads = _loss_and_grad_body(params, xy, 1.0, square)
+            return (acc[0] + loss, jax.tree.map(jnp.add, acc[1], grads)), None
+
+        (loss, grads), _ = lax.scan(body, (jnp.float32(0), jax.tree.map(jnp.zeros_like, params)), (xs, ys))
+        return loss / MICRO, grads
+
+    xs, ys = _batches()
+    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
+            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
+            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    return Case(f"gspmd_loss_and_grad{'_square' if square else ''}", step, args, mesh, "auto")
+
+
+def shard_map_loss_and_grad_accumulate() -> Case:
+    """The same loop inside ``shard_map``: the gradient's ``psum_invariant`` and the loss's
+    ``pmean`` in each iteration, combined by XLA into one all-reduce whose ``op_name`` is the
+    two ops' merged (``.../(psum_invariant:transpose(jvp())/psum_invariant)``)."""
+    mesh = mesh_2d()
+    devices = mesh.shape["data"]
+
+    def local(params, xs, ys):
+        def body(acc, xy):
+            loss, grads = _loss_and_grad_body(params, xy, 1.0 / devices)
+            return (acc[0] + lax.psum(loss, "data"), jax.tree.map(jnp.add, acc[1], grads)), None
+
+        (loss, grads), _ = lax.scan(body, (jnp.float32(0), jax.tree.map(jnp.zeros_like, params)), (xs, ys))
+        return loss, grads
+
+    step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data")),
+                                 out_specs=P(), axis_names={"data"}))
+    xs, ys = _batches()
+    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
+            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
+            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    return Case("shard_map_loss_and_grad", step, args, mesh, "shard_map")

@@ -24,7 +24,8 @@ CASES = [
     (programs.shard_map_accumulate, (False,)), (programs.shard_map_accumulate, (True,)),
     (programs.shard_map_dead_collectives, ()), (programs.tp_shard_map_outside_sum, ()),
     (programs.shard_map_while_and_cond, ()), (programs.shard_map_invariant_psum_in_loop, ()),
-    (programs.equinox_step, ()),
+    (programs.equinox_step, ()), (programs.gspmd_loss_and_grad_accumulate, (False,)),
+    (programs.gspmd_loss_and_grad_accumulate, (True,)), (programs.shard_map_loss_and_grad_accumulate, ()),
 ]
 IDS = [f"{b.__name__}{''.join(f'-{k}' for k in key)}" for b, key in CASES]
 _BITS = {"f32": 32, "f16": 16, "bf16": 16, "s32": 32, "f64": 64, "pred": 8, "u32": 32, "s64": 64}
@@ -89,6 +90,60 @@ def test_a_jit_with_shardings_accumulation_is_counted_and_flagged(shardy):
     assert "Explicit" in c.verdict.fix and "jax.shard_map" in c.verdict.fix and "reduced={'data'}" in c.verdict.fix
     assert c.source.startswith("_compiled_programs.py:") and c.source.endswith("(_mlp_loss)")
     assert c.verdict.executions_after == 1 and "x4/call" in c.describe() and "combiner merged 2" in c.describe()
+
+
+def _combined_all_reduce(text: str) -> tuple[str, list[str]]:
+    """The one all-reduce of ``text``: its name and its operands' shapes, read from its line."""
+    line = re.search(r"^\s+%(\S+) = \(([^)]*)\) all-reduce\(", text, re.M)
+    return line.group(1), [shape.strip().split("{")[0] for shape in line.group(2).split(", ")]
+
+
+def _computation_using(text: str, name: str, index: int) -> str:
+    """The text of the fused computation that reads element ``index`` of ``name``'s result."""
+    element = re.search(rf"^\s+%(\S+) = \S+ get-tuple-element\(%{re.escape(name)}\), index={index}\b", text, re.M).group(1)
+    called = re.search(rf"^\s+%\S+ = .* fusion\([^)]*%{re.escape(element)}\b[^)]*\).*calls=%([\w.\-]+)", text, re.M).group(1)
+    return re.search(rf"^%{re.escape(called)} .*?^\}}", text, re.M | re.S).group(0)
+
+
+@pytest.mark.parametrize("shardy", programs.shardy_modes())
+def test_the_loss_accumulated_beside_the_gradients_keeps_the_sum_deferrable(shardy):
+    """``acc_loss + loss`` next to ``acc_grads + grads``: XLA combines the three sums into one
+    all-reduce, and the loss reaches its carry through the mean's ``* 1/N``, a scaling the same
+    on every device. The whole instruction can leave the loop (a check that passed here let the
+    most common training loop through)."""
+    case, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, (False,), shardy)
+    name, shapes = _combined_all_reduce(text)
+    assert sorted(shapes) == sorted(["f32[]", "f32[8,32]", "f32[32,16]"])  # loss, V's and W's gradients
+    assert "multiply" in _computation_using(text, name, shapes.index("f32[]"))  # the mean's 1/N on the summed loss
+    (c,) = plan.collectives
+    assert (c.name, c.executions, c.combined) == (name, programs.MICRO, True)
+    assert c.verdict.kind == "deferrable" and plan.flagged == (c,) and c.verdict.executions_after == 1
+
+
+@pytest.mark.parametrize("shardy", programs.shardy_modes())
+def test_a_square_of_the_sum_is_not_linear_and_keeps_it_in_the_loop(shardy):
+    """The carry adds each gradient's square: of the three values the combined all-reduce
+    carries, only the loss (scaled by 1/N) accumulates linearly; the instruction stays."""
+    _, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, (True,), shardy)
+    assert len(_combined_all_reduce(text)[1]) == 3
+    (c,) = plan.collectives
+    assert c.verdict.kind == "needed" and not plan.flagged
+    assert c.verdict.reason.startswith("1 of its 3 values only accumulate into a carry")
+
+
+@pytest.mark.parametrize("shardy", programs.shardy_modes())
+def test_a_combined_shard_map_sum_pairs_with_every_equation_it_merges(shardy):
+    """The loss's ``psum`` and the gradients' ``psum_invariant`` merged into one all-reduce,
+    whose ``op_name`` XLA merged too: one collective, the program's, with all three equations
+    (it was listed as the partitioner's, beside its equations as "no compiled instruction")."""
+    case, text, plan = _plan(programs.shard_map_loss_and_grad_accumulate, (), shardy)
+    op_name = re.search(r"all-reduce\(.*op_name=\"([^\"]*)\"", text).group(1)
+    assert re.search(r"/\(psum_invariant:.*psum_invariant\)$", op_name), op_name
+    written = inspect(case.fn, *case.args).collectives
+    (c,) = plan.collectives
+    assert c.written_by == PROGRAM and not plan.unmatched_equations
+    assert sorted(c.equations) == sorted(w.equation_id for w in written) and len(c.equations) == 3
+    assert c.verdict.kind == "deferrable" and c.executions == programs.MICRO
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())

@@ -211,3 +211,17 @@ def test_the_parse_leaves_the_callers_garbage_collector_alone():
     finally:
         sys.setprofile(None)
     assert states == {True} and gc.isenabled()
+
+
+def test_a_merged_op_name_names_each_op_it_merges():
+    """XLA merges the op_names of the collectives it combines: the common path, then each op's
+    own in parentheses joined by ``:`` (read from a jax 0.10.2 module here)."""
+    from shardscope.engine.hlo_text import op_primitives
+
+    merged = "jit(local)/shard_map/while/body/closed_call/(psum_invariant:transpose(jvp())/psum_invariant)"
+    assert op_primitives(merged) == ("psum_invariant",)
+    assert op_primitives("jit(step)/while/body/closed_call/(jvp()/reduce_sum:transpose(jvp())/dot_general)") == (
+        "reduce_sum", "dot_general")
+    assert op_primitives("jit(f)/while/body/psum") == ("psum",)
+    assert op_primitives("jit(f)/transpose(jvp())/dot_general") == ("dot_general",)
+    assert op_primitives("") == ()

@@ -381,4 +381,4 @@ def _author(inst: Instruction) -> str:
     and an ``op_name`` ending in a JAX collective is the program's; else pairing decides."""
     if inst.is_spmd_generated:
         return PARTITIONER
-    return PROGRAM if inst.metadata.primitive in JAX_COLLECTIVE_PRIMITIVES else ""
+    return PROGRAM if any(p in JAX_COLLECTIVE_PRIMITIVES for p in inst.metadata.primitives) else ""

@@ -7,7 +7,8 @@ partitioned module, per value the collective carries (a combined one carries sev
   or complex) whose result only reaches a loop-carried accumulator, through the steps XLA's own
   ``WhileLoopAllReduceCodeMotion`` accepts: ``convert``, ``bitcast``, ``reshape``,
   ``transpose``, ``copy``, ``slice``, ``select(p, value, 0)`` with a predicate the same on every
-  device, then an ``add`` with the carry element at the same tuple index (one
+  device; and a scaling by a number the same on every device (``value * c``, ``value / c``,
+  ``-value``: a mean's ``1/N``, which XLA's pass does not take but is as linear); then an ``add`` with the carry element at the same tuple index (one
   ``dynamic-slice``/``dynamic-update-slice`` pair around it allowed, at offsets the same on
   every device), the buffer read nowhere else in the loop nor in its condition. Seen through
   fusions and through nested loops (an inner loop that stacks each iteration's sum into a
@@ -213,6 +214,8 @@ class CompiledClassifier:
             return True
         if op == "select" and self._selects_zero(user, position, body):
             return True
+        if self._scales(user, position, body):
+            return True
         if op == "add" and self._from(self.flow.producer(user, 1 - position), collective):
             return True  # the sum of two of its own results: still linear in it
         if op == "add" or (op == "dynamic-update-slice" and position == 1):
@@ -251,6 +254,17 @@ class CompiledClassifier:
             if inst.opcode not in FORWARDING and inst.opcode != "get-tuple-element":
                 return False
             inst = self.flow.producer(inst, 0)
+        return False
+
+    def _scales(self, user: Instruction, position: int, body: Computation) -> bool:
+        """``value * c``, ``c * value``, ``value / c`` or ``-value`` with ``c`` the same on every
+        device (a constant, the loop's induction variable: a mean's ``1/N``, a schedule's
+        weight): the sum over devices of a scaled value is the scaled sum, still linear."""
+        op = user.opcode
+        if op == "negate":
+            return True
+        if op == "multiply" or (op == "divide" and position == 0):
+            return self.facts.replicated(self.flow.producer(user, 1 - position), body)
         return False
 
     def _selects_zero(self, select: Instruction, position: int, body: Computation) -> bool:

@@ -46,6 +46,31 @@ class OpMetadata:
         """The last component of ``op_name`` (``dot_general``, ``psum``): the JAX primitive."""
         return self.op_name.rsplit("/", 1)[-1] if self.op_name else ""
 
+    @property
+    def primitives(self) -> tuple[str, ...]:
+        """The JAX primitives ``op_name`` names: one, or one per op of a merged name."""
+        return op_primitives(self.op_name)
+
+
+def op_primitives(op_name: str) -> tuple[str, ...]:
+    """The primitives an ``op_name`` ends with: ``(psum,)`` for ``jit(f)/while/body/psum``, and
+    each op's for a name XLA merged from several (two collectives combined into one instruction):
+    ``.../closed_call/(psum_invariant:transpose(jvp())/psum_invariant)``, the common prefix then
+    the ops' own paths joined by ``:`` in parentheses."""
+    if not op_name:
+        return ()
+    head, _, merged = op_name.rpartition("/(")
+    if not (head and merged.endswith(")")):
+        return (op_name.rsplit("/", 1)[-1],)
+    parts, depth, start = [], 0, 0
+    for k, char in enumerate(merged[:-1]):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ":" and depth == 0:
+            parts.append(merged[start:k])
+            start = k + 1
+    parts.append(merged[start:-1])
+    return tuple(dict.fromkeys(part.rsplit("/", 1)[-1] for part in parts if part))
+
 
 _NO_METADATA = OpMetadata()
 _T = TypeVar("_T")

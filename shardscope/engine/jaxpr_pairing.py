@@ -19,6 +19,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
+from shardscope.engine.hlo_text import op_primitives
+
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledCollective
 
@@ -114,7 +116,7 @@ def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True
     kind = HLO_KIND.get(r.primitive)
     if kind is None or (c.kind != kind and not (kind == "reduce-scatter" and c.kind == "all-reduce")):
         return False
-    if c.op_name and c.op_name.rsplit("/", 1)[-1] != r.primitive:
+    if c.op_name and r.primitive not in op_primitives(c.op_name):
         return False
     if by_source and r.source and c.source and r.source.split(" ")[0] != c.source.split(" ")[0]:
         return False
