@@ -491,17 +491,20 @@ def shard_map_invariant_psum_in_loop() -> Case:
     return Case("shard_map_invariant_psum_in_loop", step, args, mesh, "shard_map")
 
 
-def _loss_and_grad_body(params, xy, scale, square: bool = False):
-    """One micro-batch's loss and gradient (``scale`` times the loss: 1, or 1/devices in a shard_map)."""
+def _loss_and_grad_body(params, xy, scale, square: str = ""):
+    """One micro-batch's loss and gradient (``scale`` times the loss: 1, or 1/devices in a
+    shard_map); ``square``: ``"grads"`` or ``"loss"`` is squared (not linear in its sum)."""
     loss, grads = jax.value_and_grad(lambda p, x, y: _mlp_loss(p, x, y) * scale)(params, *xy)
-    return loss, (jax.tree.map(jnp.square, grads) if square else grads)
+    if square == "grads":
+        grads = jax.tree.map(jnp.square, grads)
+    return (jnp.square(loss) if square == "loss" else loss), grads
 
 
-def gspmd_loss_and_grad_accumulate(square: bool = False) -> Case:
+def gspmd_loss_and_grad_accumulate(square: str = "") -> Case:
     """The usual training loop under jit with shardings: the loss accumulated beside the
     gradients (``acc_loss + loss``: the mean's 1/N multiplies the all-reduced sum before the
     add, and XLA combines the loss's all-reduce with the gradients'). ``square``: the carry
-    adds each gradient's square instead, which is not linear in the sum."""
+    adds the square of the gradients (or of the loss) instead, which is not linear in the sum."""
     mesh = mesh_2d()
 
     @jax.jit
@@ -517,7 +520,7 @@ def gspmd_loss_and_grad_accumulate(square: bool = False) -> Case:
     args = (jax.device_put(_params(), NamedSharding(mesh, P())),
             jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
             jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
-    return Case(f"gspmd_loss_and_grad{'_square' if square else ''}", step, args, mesh, "auto")
+    return Case(f"gspmd_loss_and_grad{f'_square_{square}' if square else ''}", step, args, mesh, "auto")
 
 
 def shard_map_loss_and_grad_accumulate() -> Case:

@@ -24,8 +24,8 @@ CASES = [
     (programs.shard_map_accumulate, (False,)), (programs.shard_map_accumulate, (True,)),
     (programs.shard_map_dead_collectives, ()), (programs.tp_shard_map_outside_sum, ()),
     (programs.shard_map_while_and_cond, ()), (programs.shard_map_invariant_psum_in_loop, ()),
-    (programs.equinox_step, ()), (programs.gspmd_loss_and_grad_accumulate, (False,)),
-    (programs.gspmd_loss_and_grad_accumulate, (True,)), (programs.shard_map_loss_and_grad_accumulate, ()),
+    (programs.equinox_step, ()), (programs.gspmd_loss_and_grad_accumulate, ("",)),
+    (programs.gspmd_loss_and_grad_accumulate, ("grads",)), (programs.gspmd_loss_and_grad_accumulate, ("loss",)), (programs.shard_map_loss_and_grad_accumulate, ()),
 ]
 IDS = [f"{b.__name__}{''.join(f'-{k}' for k in key)}" for b, key in CASES]
 _BITS = {"f32": 32, "f16": 16, "bf16": 16, "s32": 32, "f64": 64, "pred": 8, "u32": 32, "s64": 64}
@@ -111,7 +111,7 @@ def test_the_loss_accumulated_beside_the_gradients_keeps_the_sum_deferrable(shar
     all-reduce, and the loss reaches its carry through the mean's ``* 1/N``, a scaling the same
     on every device. The whole instruction can leave the loop (a check that passed here let the
     most common training loop through)."""
-    case, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, (False,), shardy)
+    case, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, ("",), shardy)
     name, shapes = _combined_all_reduce(text)
     assert sorted(shapes) == sorted(["f32[]", "f32[8,32]", "f32[32,16]"])  # loss, V's and W's gradients
     assert "multiply" in _computation_using(text, name, shapes.index("f32[]"))  # the mean's 1/N on the summed loss
@@ -121,14 +121,34 @@ def test_the_loss_accumulated_beside_the_gradients_keeps_the_sum_deferrable(shar
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())
-def test_a_square_of_the_sum_is_not_linear_and_keeps_it_in_the_loop(shardy):
+def test_a_square_of_the_gradients_keeps_the_sum_in_the_loop_and_the_loss_rides_along(shardy):
     """The carry adds each gradient's square: of the three values the combined all-reduce
-    carries, only the loss (scaled by 1/N) accumulates linearly; the instruction stays."""
-    _, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, (True,), shardy)
+    carries only the loss (scaled by 1/N) accumulates linearly. The instruction stays in the
+    loop for the squares, and splitting the loss's 4 B out would save no run: needed."""
+    _, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, ("grads",), shardy)
     assert len(_combined_all_reduce(text)[1]) == 3
     (c,) = plan.collectives
+    assert {op.shape.split("{")[0]: op.verdict for op in c.operands} == {
+        "f32[]": "deferrable", "f32[8,32]": "needed", "f32[32,16]": "needed"}
+    total = (1 + 8 * 32 + 32 * 16) * 4  # f32: the loss and the two squared gradients, per run
     assert c.verdict.kind == "needed" and not plan.flagged
-    assert c.verdict.reason.startswith("1 of its 3 values only accumulate into a carry")
+    assert c.verdict.reason.startswith(f"1 of its 3 values (out[0]: 4 of its {total:,} B per run)"), c.verdict.reason
+
+
+@pytest.mark.parametrize("shardy", programs.shardy_modes())
+def test_gradients_combined_with_a_value_the_loop_reads_are_flagged(shardy):
+    """The carry adds the loss's square (read, not only summed) beside the gradients: the
+    combined all-reduce must run in the loop for the loss, but the gradients, nearly all its
+    bytes, need not: flagged, with the bytes the loop's all-reduce keeps once they are split out."""
+    _, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, ("loss",), shardy)
+    assert len(_combined_all_reduce(text)[1]) == 3
+    (c,) = plan.collectives
+    assert {op.shape.split("{")[0]: op.verdict for op in c.operands} == {
+        "f32[]": "needed", "f32[8,32]": "deferrable", "f32[32,16]": "deferrable"}
+    total, grads = (1 + 8 * 32 + 32 * 16) * 4, (8 * 32 + 32 * 16) * 4
+    assert c.verdict.kind == "deferrable" and plan.flagged == (c,) and not c.verdict.loop_ids
+    assert c.verdict.reason.startswith(f"2 of its 3 values (") and f"{grads:,} of its {total:,} B per run" in c.verdict.reason
+    assert f"moves 4 B per run instead of {total:,} B" in c.verdict.fix
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())

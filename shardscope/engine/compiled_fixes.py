@@ -81,10 +81,11 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
         return Verdict(NEEDED, "It writes each iteration's sum into its own slot of a stacked output "
                                "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
                                "its overlap with the next iteration's work.")
+    if DEFERRABLE in kinds and kinds != {DEFERRABLE}:
+        return _partly_deferrable(c, verdicts, style, runs_before)
     if DEFERRABLE in kinds:
-        count = sum(v.kind == DEFERRABLE for v in verdicts)
-        return Verdict(NEEDED, f"{count} of its {len(verdicts)} values only accumulate into a carry, the others are read "
-                               "inside the loop: as one combined instruction it must run there.")
+        return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
+                               "instruction it runs in the innermost of them.")
     if c.kind in ("all-reduce", "reduce-scatter"):
         return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
     return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
@@ -104,6 +105,37 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + ".")
     return Verdict(DEFERRABLE, reason,
                    deferral_fix(style, c.value, c.axes or (), rank, runs_before, _runs_text(after)), left, after)
+
+
+def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
+                       runs_before: str) -> Verdict:
+    """A combined sum some of whose values only accumulate into a carry while the others are read
+    in the loop: the instruction stays, but those values' sums need not run in every iteration
+    (the gradients beside a statistic the loop reads). Flagged when they are at least half its
+    bytes: split out and accumulated per device, they run once after the loop. A scalar riding
+    along a sum the loop needs saves no run and hardly a byte: needed. No loops are named to
+    leave (the instruction does not), so no rewrite is offered for it."""
+    parts = list(zip(c.operands, verdicts))
+    deferred = [op for op, v in parts if v.kind == DEFERRABLE]
+    kept = [op for op, v in parts if v.kind != DEFERRABLE]
+    moved, total = sum(op.bytes for op in deferred), sum(op.bytes for op in c.operands)
+    values = ", ".join(op.value for op in deferred if op.value)
+    others = ", ".join(op.value for op in kept if op.value)
+    after = verdicts[[v.kind for v in verdicts].index(DEFERRABLE)].loops
+    one, other = len(deferred) == 1, len(kept) == 1
+    reason = (f"{len(deferred)} of its {len(verdicts)} values ({values or 'unnamed'}: {moved:,} of its {total:,} B per "
+              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, after)}; the "
+              f"{'other' if other else f'other {len(kept)}'}{f' ({others})' if others else ''} "
+              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there.")
+    if moved < total - moved:
+        return Verdict(NEEDED, reason + " Most of its bytes must run there: split out, the others would save "
+                                        f"{moved:,} B per run and no run.")
+    reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
+               "once after the loop with the same result.")
+    rank = max((len(op.dims) for op in deferred), default=2)
+    fix = (deferral_fix(style, values, c.axes or (), rank, runs_before, "1")
+           + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
+    return Verdict(DEFERRABLE, reason, fix)
 
 
 def _loops_words(c: "CompiledCollective", left: tuple[str, ...]) -> str:
