@@ -166,6 +166,17 @@ def test_a_combined_shard_map_sum_pairs_with_every_equation_it_merges(shardy):
     assert c.verdict.kind == "deferrable" and c.executions == programs.MICRO
 
 
+def test_a_combined_shard_map_sum_shows_the_fix_of_its_largest_value():
+    """Of the equations one instruction merges, the fix shown is the one of the most bytes: the
+    gradient of params['W'] (16 x 32 f32), cast to varying, not the loss's generic words."""
+    case = programs.shard_map_loss_and_grad_accumulate()
+    (c,) = inspect(case.fn, *case.args).paired
+    sizes = {e.value: e.bytes_per_execution for e in c.equations}
+    assert sizes["params['W']"] == 16 * 32 * 4 == max(sizes.values())
+    assert c.verdict.fix.startswith("cast params (this is the gradient of its leaf params['W']) to varying"), c.verdict.fix
+    assert "lax.pcast(p, 'data', to='varying'), params)" in c.verdict.fix
+
+
 @pytest.mark.parametrize("shardy", programs.shardy_modes())
 def test_fsdp_gathers_outside_the_loop_and_sums_inside(shardy):
     _, text, plan = _plan(programs.fsdp_accumulate, (), shardy)

@@ -128,11 +128,14 @@ class PairedCollective(PerCall):
     @property
     def verdict(self) -> Verdict:
         """The verdict shown: a collective the program wrote takes the jaxpr's when that one flags it
-        (its fix names the program's own loop and values), else the compiled one's."""
+        (its fix names the program's own loop and values; of a combined one's equations, the one
+        that moves the most bytes, the gradient rather than the loss beside it), else the
+        compiled one's."""
         if self.dead:
             return Verdict(DEAD, DEAD_REASON)
         compiled = self.compiled.verdict if self.compiled is not None else None
-        written = next((e.verdict for e in self.equations if e.verdict is not None and e.verdict.flagged), None)
+        flagged = [e for e in self.equations if e.verdict is not None and e.verdict.flagged]
+        written = max(flagged, key=lambda e: e.bytes_per_execution).verdict if flagged else None
         if not self.in_loop:
             return compiled or Verdict(NEEDED, "It runs once per call, outside any loop.")
         if written is not None and (self.written_by == PROGRAM or compiled is None or not compiled.flagged):
