@@ -73,6 +73,17 @@ def _cut(line: str) -> str:
     return line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
 
 
+def report_error(exc: ShardscopeError, debug: bool) -> None:
+    """:func:`print_error`, or with ``debug`` (``--debug``) the traceback of ``exc`` and what caused it."""
+    import sys
+    import traceback
+
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    else:
+        print_error(exc)
+
+
 def print_error(exc: ShardscopeError) -> None:
     """``shardscope: error: MESSAGE`` and ``hint: HINT`` on stderr: how the CLI reports a mistake."""
     import sys
