@@ -203,6 +203,10 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
 @pytest.mark.parametrize(("args", "message", "hint"), [
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--devices", "2"),
      "The mesh s=2 has 2 devices; tpu:v5e:2x2 has 4.", "multiply to 4"),
+    (("check", DEMOS / "gspmd_accumulate.py", "--devices", "4", "--target", "tpu:v5e:2x4"),
+     "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
+    (("check", DEMOS / "linear.py", "--devices", "4", "--target", "tpu:v5e:2x4"),
+     "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v5e:2x4"),
      "different device counts (tpu:v5e:2x2 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
     (("check", DEMOS / "linear.py", "--target", "gpu:h100:8"), "TPU slices only", "tpu:v5e:16x16"),

@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import JSON_HELP, add_debug_option, add_target_option, positive
 from shardscope.cli.parsing import AddParser
@@ -26,6 +27,9 @@ from shardscope.render.console import stdout_console
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
+if TYPE_CHECKING:
+    from shardscope.pipeline.targets import TargetDevices
+
 NAME = "check"
 
 
@@ -37,7 +41,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
     parser.add_argument("-d", "--devices", type=positive,
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
-                             f"(default {DEFAULT_DEVICES})")
+                             f"(default {DEFAULT_DEVICES}); with --target, the target's device count")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_target_option(parser)
     parser.add_argument("--what-if", action="store_true",
@@ -107,6 +111,7 @@ def check(options: CheckOptions) -> int:
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     targets = load_targets(parse_targets(options.targets))  # libtpu missing: one message, before the file loads
+    _refuse_other_device_count(options, targets)
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
@@ -121,3 +126,18 @@ def check(options: CheckOptions) -> int:
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
     return exit_code(inspections, checked.failed)
+
+
+def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:
+    """``--devices N`` with a target of another device count, refused before JAX starts.
+
+    A program file's mesh spans the devices JAX starts with and a demo's plans span ``N``: either
+    way the program would not be the one compiled for the target, so ``N`` must be its count.
+    """
+    count = targets[0].count if targets else None
+    if options.devices is None or count is None or options.devices == count:
+        return
+    target = targets[0].target
+    raise SettingsError(f"--devices {options.devices} does not fit {target}, which has {count} devices.",
+                        f"pass --devices {count} with --target {target}, or a topology with "
+                        f"{options.devices} chips")
