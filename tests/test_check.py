@@ -88,6 +88,17 @@ def test_check_a_program_that_fails_to_trace_exits_2(tmp_path, shardscope_cli):
     assert "bad fails to trace" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_check_debug_on_a_trace_error_shows_jaxs_traceback_and_exits_2(tmp_path, shardscope_cli):
+    """--debug prints the traceback down to JAX's own error, and the status stays 2 (1 is findings)."""
+    path = tmp_path / "bad_and_good.py"
+    path.write_text(BAD_AND_GOOD)
+    result = shardscope_cli("check", path, "--function", "bad", "--debug")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback (most recent call last)" in result.stderr and "bad fails to trace" in result.stderr
+    assert "TypeError: dot_general requires contracting dimensions" in result.stderr
+    assert "shardscope: error:" not in result.stderr  # the traceback instead of the short message
+
+
 BAD_AND_GOOD = """
 import jax, jax.numpy as jnp
 import shardscope
