@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
+
 
 class ShardscopeError(Exception):
     """An error the user can fix: a bad file, bad settings, a model that does not trace.
@@ -73,10 +76,16 @@ def _cut(line: str) -> str:
     return line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
 
 
+def report_error(exc: ShardscopeError, debug: bool) -> None:
+    """:func:`print_error`, or with ``debug`` (``--debug``) the traceback of ``exc`` and what caused it."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    else:
+        print_error(exc)
+
+
 def print_error(exc: ShardscopeError) -> None:
     """``shardscope: error: MESSAGE`` and ``hint: HINT`` on stderr: how the CLI reports a mistake."""
-    import sys
-
     print(f"shardscope: error: {exc.message}", file=sys.stderr)
     if exc.hint:
         print(f"hint: {exc.hint}", file=sys.stderr)

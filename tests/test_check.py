@@ -88,9 +88,65 @@ def test_check_a_program_that_fails_to_trace_exits_2(tmp_path, shardscope_cli):
     assert "bad fails to trace" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_check_debug_on_a_trace_error_shows_jaxs_traceback_and_exits_2(tmp_path, shardscope_cli):
+    """--debug prints the traceback down to JAX's own error, and the status stays 2 (1 is findings)."""
+    path = tmp_path / "bad_and_good.py"
+    path.write_text(BAD_AND_GOOD)
+    result = shardscope_cli("check", path, "--function", "bad", "--debug")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback (most recent call last)" in result.stderr and "bad fails to trace" in result.stderr
+    assert "TypeError: dot_general requires contracting dimensions" in result.stderr
+    assert "shardscope: error:" not in result.stderr  # the traceback instead of the short message
+
+
+BAD_AND_GOOD = """
+import jax, jax.numpy as jnp
+import shardscope
+
+X = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+
+
+@shardscope.program(args=(X,))
+def bad(x):
+    return x @ x
+
+
+@shardscope.program(args=(X,))
+def good(x):
+    return jnp.sin(x) * 2
+
+
+@shardscope.program(args=(X,))
+def worse(x):
+    return jnp.concatenate([x, x.T])
+"""
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_check_checks_every_program_and_exits_2_when_one_fails_to_trace(tmp_path, shardscope_cli, json_output):
+    """The programs that trace are checked; each one that does not gets its one message (no
+    traceback) and the status is 2, over the others' findings; --json lists the failures."""
+    path = tmp_path / "bad_and_good.py"
+    path.write_text(BAD_AND_GOOD)
+    result = shardscope_cli("check", path, *(["--json"] if json_output else []))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("shardscope: error: bad fails to trace") == 1
+    assert result.stderr.count("shardscope: error: worse fails to trace") == 1
+    if json_output:
+        data = json.loads(result.stdout)
+        assert data["exit_code"] == 2 and [p["function"] for p in data["programs"]] == ["good"]
+        assert [f["function"] for f in data["failed"]] == ["bad", "worse"]
+        assert all("fails to trace" in f["error"] and f["hint"] for f in data["failed"])
+        assert data["programs"][0]["counts"] == {}
+    else:
+        assert result.stdout.startswith("good: 0 compiled collectives")
+        assert "check failed: bad, worse: not checked" in result.stdout and "check passed" not in result.stdout
+
+
 @pytest.mark.parametrize("demo", ["linear.py", "mlp.py", "rnn.py", "rbm.py"])
 def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
-    found = {ins.function.split("[", 1)[1].rstrip("]"): ins for ins in check_file(DEMOS / demo)}
+    found = {ins.function.split("[", 1)[1].rstrip("]"): ins for ins in check_file(DEMOS / demo).inspections}
     assert list(found)[:2] == ["naive", "deferred"]  # every plan the registry builds for it, in order
     naive = found.pop("naive")
     assert naive.flagged and all(c.verdict_kind == "deferrable" for c in naive.findings)
@@ -104,7 +160,7 @@ def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
 
 def test_check_on_the_deep_demo(monkeypatch):
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "6")
-    naive, *others = check_file(DEMOS / "deep.py")
+    naive, *others = check_file(DEMOS / "deep.py").inspections
     assert naive.function == "deep[naive]"
     assert len(naive.collectives) == 12  # a weight and a bias per layer
     assert _covered(naive.flagged) == {c.equation_id for c in naive.collectives}  # however XLA combined them

@@ -233,9 +233,10 @@ def test_bad_option_values(option, shardscope_cli):
     assert "Traceback" not in result.stderr and option[0] in result.stderr
 
 
-def test_debug_shows_the_traceback(tmp_path):
+def test_debug_shows_the_traceback_and_keeps_the_status(tmp_path):
+    """--debug shows the traceback, and the status is still 2, a user's mistake (not Python's 1)."""
     result = run_cli("report", tmp_path / "missing.py", "--debug")
-    assert result.returncode != 0 and "Traceback" in result.stderr
+    assert result.returncode == 2 and "Traceback" in result.stderr and "No such demo file" in result.stderr
 
 
 def test_entry_point_and_module():

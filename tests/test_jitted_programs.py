@@ -256,3 +256,50 @@ def test_the_program_mark_works_on_any_callable(tmp_path):
     found = {p["function"]: p["counts"] for p in json.loads(result.stdout)["programs"]}
     assert found == {name: recount["runs"] for name in
                      ("above_filter_jit", "below_filter_jit", "jitted", "partial", "method", "nnx_jitted")}
+
+
+NON_ARRAY_OUTPUTS = CALLABLES + '''
+
+@shardscope.program(args=(W, xs))
+def with_activation(W, xs):
+    return {"w": accumulate(W, xs), "act": jax.nn.relu}
+
+
+@shardscope.program(args=(W, xs))
+def with_tag(W, xs):
+    return accumulate(W, xs), "sgd", len
+
+
+model = eqx.nn.MLP(8, 2, 16, 1, key=jax.random.key(0))
+
+
+@shardscope.program(args=(model, xs))
+@eqx.filter_jit
+def updated_model(model, xs):
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def body(acc, x):
+        grads = eqx.filter_grad(lambda p, x: jnp.mean(jax.vmap(eqx.combine(p, static))(x) ** 2))(params, x)
+        return jax.tree.map(jnp.add, acc, grads), None
+
+    grads, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), xs)
+    return eqx.apply_updates(model, grads), jnp.float32(0.0)
+'''
+
+
+def test_a_program_returning_non_arrays_is_checked_on_its_arrays(tmp_path):
+    """A returned activation function, string or builtin (and the returned equinox model's static
+    fields under eqx.filter_jit) are not outputs of the program: each program is checked, with the
+    counts of the compiled text (recounted from a plain jit returning the arrays alone, and from
+    eqx.filter_jit's own compiled module)."""
+    path = tmp_path / "outputs.py"
+    path.write_text(textwrap.dedent(NON_ARRAY_OUTPUTS))
+    module = load_program_module(path)
+    accumulated = programs.recount(jax.jit(module.accumulate).trace(module.W, module.xs).lower().compile().as_text())
+    updated = programs.recount(module.updated_model.lower(module.model, module.xs).compile().compiled.as_text())
+    assert accumulated["runs"] == {"all-reduce": 3} and updated["runs"] == {"all-reduce": 3}
+    result = _check(path, None)
+    assert result.returncode == 1, result.stderr
+    found = {p["function"]: p["counts"] for p in json.loads(result.stdout)["programs"]}
+    assert {name: found[name] for name in ("with_activation", "with_tag", "updated_model")} == {"with_activation": accumulated["runs"], "with_tag": accumulated["runs"],
+                     "updated_model": updated["runs"]}

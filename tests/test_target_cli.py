@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 import pytest
-from _support import DEMOS
+from _support import DEMOS, run_cli
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
 from shardscope.pipeline import targets
@@ -203,6 +203,10 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
 @pytest.mark.parametrize(("args", "message", "hint"), [
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--devices", "2"),
      "The mesh s=2 has 2 devices; tpu:v5e:2x2 has 4.", "multiply to 4"),
+    (("check", DEMOS / "gspmd_accumulate.py", "--devices", "4", "--target", "tpu:v5e:2x4"),
+     "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
+    (("check", DEMOS / "linear.py", "--devices", "4", "--target", "tpu:v5e:2x4"),
+     "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v5e:2x4"),
      "different device counts (tpu:v5e:2x2 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
     (("check", DEMOS / "linear.py", "--target", "gpu:h100:8"), "TPU slices only", "tpu:v5e:16x16"),
@@ -220,6 +224,19 @@ def test_a_target_that_does_not_fit_is_one_message_with_exit_2(args, message, hi
     assert result.returncode == 2, result.stdout
     assert message in " ".join(result.stderr.split()) and hint in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_device_count_refusal_names_checks_own_option_and_following_it_works(shardscope_cli):
+    """check takes --devices (--max-devices is the app's): the hint says so, and a fresh check
+    with it compiles the program for the slice."""
+    refused = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--target", "tpu:v5e:2x2")
+    assert refused.returncode == 2, refused.stdout
+    hint = next(line for line in refused.stderr.splitlines() if line.startswith("hint: "))
+    assert "shardscope check --devices 4" in hint and "the app: --max-devices 4" in hint
+    followed = run_cli("check", DEMOS / "gspmd_accumulate.py", "--devices", "4", "--target", "tpu:v5e:2x2", "--json",
+                       timeout=600)
+    assert followed.returncode in (0, 1), followed.stderr
+    assert list(json.loads(followed.stdout)["targets"]) == ["tpu:v5e:2x2"]
 
 
 class _NoLibtpu:

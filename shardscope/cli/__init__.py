@@ -4,7 +4,7 @@ name), each with the function that runs it.
 
 How JAX starts (in-process, ``--processes``, ``--distributed``) is
 :mod:`shardscope.distributed.launch`. Every error a user can cause prints one message (and a
-hint) on stderr and exits with status 2; ``--debug`` shows the traceback instead.
+hint) on stderr and exits with status 2; ``--debug`` shows the traceback instead (status 2 still).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from shardscope import __version__
 from shardscope.cli import calibrate, check, demos, diff, explorer, presets, report, sweep
 from shardscope.cli.explorer import AppOptions, ExplorerOptions
 from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
-from shardscope.errors import ShardscopeError, print_error
+from shardscope.errors import ShardscopeError, report_error
 from shardscope.plans.settings import Settings
 from shardscope.sources.bundled import SEED_DEMO
 
@@ -83,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     run: CommandRun = args.run
     try:
         return run(args, words)
-    except ShardscopeError as exc:
-        if args.debug:
-            raise
-        print_error(exc)
+    except ShardscopeError as exc:  # --debug: the traceback instead of the message, the status the same
+        report_error(exc, args.debug)
         return exc.exit_status
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import JSON_HELP, add_debug_option, add_target_option, positive
 from shardscope.cli.parsing import AddParser
@@ -20,11 +21,14 @@ from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.pipeline.devices import ensure_devices
-from shardscope.errors import SettingsError
+from shardscope.errors import SettingsError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.targets import TargetDevices
 
 NAME = "check"
 
@@ -37,7 +41,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
     parser.add_argument("-d", "--devices", type=positive,
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
-                             f"(default {DEFAULT_DEVICES})")
+                             f"(default {DEFAULT_DEVICES}); with --target, the target's device count")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_target_option(parser)
     parser.add_argument("--what-if", action="store_true",
@@ -58,7 +62,7 @@ def register(add_parser: AddParser) -> None:
 class CheckOptions:
     """The options of ``shardscope check``: ``function`` None checks every one in the file;
     ``targets`` are the ``--target`` values, parsed when it runs; ``repeats``, ``project`` and
-    ``link`` are ``--what-if``'s."""
+    ``link`` are ``--what-if``'s; ``debug`` shows a failing program's traceback."""
 
     file: Path
     function: str | None
@@ -69,12 +73,13 @@ class CheckOptions:
     repeats: int = DEFAULT_REPEATS
     project: str | None = None
     link: str | None = None
+    debug: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
         """The options as ``check``'s subparser parsed them."""
         return cls(args.file, args.function, args.devices, args.json, tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link)
+                   args.repeats, args.project, args.link, args.debug)
 
     def projection(self) -> tuple[Link, int | None] | None:
         """``--project``/``--link`` as a link and device count (checked before JAX starts)."""
@@ -94,7 +99,9 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 def check(options: CheckOptions) -> int:
     """Check the file's programs; exit status 1 when a loop holds a collective it does not need, else 0.
 
-    With ``--target``, 1 only when a target still runs such a collective in a loop.
+    With ``--target``, 1 only when a target still runs such a collective in a loop. A program
+    that fails to trace or compile is reported with its message (``--debug``: its traceback)
+    after the others are checked, and the status is 2.
     """
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 1 s): not for --help
     from shardscope.pipeline.check import check_file, exit_code
@@ -104,14 +111,33 @@ def check(options: CheckOptions) -> int:
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     targets = load_targets(parse_targets(options.targets))  # libtpu missing: one message, before the file loads
+    _refuse_other_device_count(options, targets)
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
-        inspections = check_file(path, options.function, options.devices, targets)
+        checked = check_file(path, options.function, options.devices, targets)
+        inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites), allow_nan=False))
+        print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
     else:
-        render(inspections, stdout_console(), rewrites)
-    return exit_code(inspections)
+        render(inspections, stdout_console(), rewrites, checked.failed)
+    for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
+        report_error(failure.error, options.debug)
+    return exit_code(inspections, checked.failed)
+
+
+def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:
+    """``--devices N`` with a target of another device count, refused before JAX starts.
+
+    A program file's mesh spans the devices JAX starts with and a demo's plans span ``N``: either
+    way the program would not be the one compiled for the target, so ``N`` must be its count.
+    """
+    count = targets[0].count if targets else None
+    if options.devices is None or count is None or options.devices == count:
+        return
+    target = targets[0].target
+    raise SettingsError(f"--devices {options.devices} does not fit {target}, which has {count} devices.",
+                        f"pass --devices {count} with --target {target}, or a topology with "
+                        f"{options.devices} chips")

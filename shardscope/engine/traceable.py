@@ -5,11 +5,15 @@ function, a ``functools.partial``, a bound method, equinox's ``eqx.filter_jit`` 
 wrapped in ``jax.jit``: when every leaf of its arguments is one ``jax.jit`` takes (arrays,
 ``jax.ShapeDtypeStruct``s, Python numbers) as it is; otherwise the leaves that are not arrays
 (an equinox model's activation function, a flag) are held static, as ``eqx.filter_jit`` holds
-them, and the jitted program takes the array leaves alone, in flattening order.
+them, and the jitted program takes the array leaves alone, in flattening order. The same goes
+for what it returns: the leaves of the result that are not arrays or numbers (a returned equinox
+model's activation function, a string) are not values of the program and become ``None`` (an
+empty subtree), so the outputs are the arrays, named by their paths in the result.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -37,7 +41,7 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
         return Traceable(fn, args, kwargs, names)
     leaves, treedef = jax.tree.flatten((args, kwargs))
     if all(_jit_takes(leaf) for leaf in leaves):
-        return Traceable(jax.jit(fn), args, kwargs, names)
+        return Traceable(jax.jit(_returning_values(fn)), args, kwargs, names)
     dynamic = [k for k, leaf in enumerate(leaves) if _is_array(leaf)]
 
     def program(*values: Any) -> Any:
@@ -45,12 +49,33 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
         for k, value in zip(dynamic, values):
             full[k] = value
         call_args, call_kwargs = jax.tree.unflatten(treedef, full)
-        return fn(*call_args, **call_kwargs)
+        return _values_of(fn(*call_args, **call_kwargs))
 
     program.__name__ = getattr(fn, "__name__", type(fn).__name__)
     program.__qualname__ = program.__name__
     kept = tuple(names[k] for k in dynamic) if len(names) == len(leaves) else ()
     return Traceable(jax.jit(program), tuple(leaves[k] for k in dynamic), {}, kept)
+
+
+def _returning_values(fn: Callable) -> Callable:
+    """``fn`` returning its result's values alone (:func:`_values_of`), with ``fn``'s name and
+    signature (``jax.jit`` reads both)."""
+
+    @functools.wraps(fn)
+    def program(*args: Any, **kwargs: Any) -> Any:
+        return _values_of(fn(*args, **kwargs))
+
+    program.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    program.__qualname__ = getattr(fn, "__qualname__", program.__name__)
+    return program
+
+
+def _values_of(result: Any) -> Any:
+    """``result`` with each leaf ``jax.jit`` cannot return (a function, a string, any static
+    field of a returned module) replaced by ``None``: the tree keeps the arrays' paths."""
+    import jax
+
+    return jax.tree.map(lambda leaf: leaf if _jit_takes(leaf) else None, result)
 
 
 def _is_array(leaf: Any) -> bool:

@@ -4,12 +4,14 @@ A program file's ``@shardscope.program`` functions are inspected as they are; a 
 ``@shardscope.demo`` functions are checked through their naive and deferred plans (the naive
 plan flags, the deferred plan passes). Every program is traced and compiled (nothing runs):
 the findings are the compiled plan's (what XLA runs, the partitioner's collectives too) joined
-with the jaxpr's, each collective once. The CPU device count must already be set.
+with the jaxpr's, each collective once. A program (or demo) that fails to trace or compile is
+one failure of the check, with its message; the others are still checked. The CPU device count
+must already be set.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +20,7 @@ from shardscope.engine.inspection import (InspectedCall, Inspection, compile_pro
                                           trace_program)
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
+from shardscope.errors import ShardscopeError
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
 from shardscope.pipeline.target_plans import settings_on_targets, target_device_count, target_plans
@@ -29,11 +32,31 @@ from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_e
 
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
+EXIT_FAILED = ShardscopeError.exit_status
+"""A program failed to trace or compile: the user's mistake, over any finding of the others."""
+
+
+@dataclass(frozen=True)
+class FailedProgram:
+    """A program (or demo) of the file that could not be checked, and why."""
+
+    function: str
+    error: ShardscopeError
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """What ``check`` found in a file: the inspection of each program (or demo plan) that traced
+    and compiled, and the programs that did not, in the file's order."""
+
+    inspections: list[Inspection]
+    failed: tuple[FailedProgram, ...] = ()
 
 
 def check_file(path: Path, function: str | None = None, devices: int | None = None,
-               targets: Sequence[TargetDevices] = ()) -> list[Inspection]:
-    """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in ``path``.
+               targets: Sequence[TargetDevices] = ()) -> FileCheck:
+    """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
+    ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
     report's default; with ``targets``, the targets' device count); program files build their
@@ -46,10 +69,22 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     programs, demos = marked_functions(module, path)
     if not programs and not demos:
         raise no_program_error(path)
+    inspections: list[Inspection] = []
+    failed: list[FailedProgram] = []
     with paused():
         if programs:
-            return [_program(p, targets) for p in pick(programs, function, path)]
-        return [ins for demo in pick(demos, function, path) for ins in _demo_plans(path, demo, devices, targets)]
+            for program in pick(programs, function, path):
+                try:
+                    inspections.append(_program(program, targets))
+                except ShardscopeError as exc:
+                    failed.append(FailedProgram(program.name, exc))
+        else:
+            for demo in pick(demos, function, path):
+                try:
+                    inspections.extend(_demo_plans(path, demo, devices, targets))
+                except ShardscopeError as exc:
+                    failed.append(FailedProgram(demo.name, exc))
+    return FileCheck(inspections, tuple(failed))
 
 
 def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Inspection:
@@ -84,13 +119,16 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     ]
 
 
-def exit_code(inspections: list[Inspection]) -> int:
-    """1 when any loop runs a collective it need not (deferrable or loop-invariant in the compiled
-    plan or the jaxpr: a collective and the instruction it compiles to count once), else 0.
+def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = ()) -> int:
+    """2 when a program failed to trace or compile; else 1 when any loop runs a collective it need
+    not (deferrable or loop-invariant in the compiled plan or the jaxpr: a collective and the
+    instruction it compiles to count once), else 0.
 
     Programs checked against targets fail only on findings a target still runs in a loop they
     could leave: a finding every target's compiler already moves out is no reason to fail.
     """
+    if failed:
+        return EXIT_FAILED
     if any(ins.targets for ins in inspections):
         return EXIT_FLAGGED if any(plan.staying_findings for ins in inspections for plan in ins.targets) else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN

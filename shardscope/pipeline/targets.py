@@ -321,7 +321,8 @@ def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -
         raise TargetError(
             f"{name} runs on {spans}; {devices.target} has {devices.count}.",
             f"pick a topology with {len(program_devices)} chips, or build the program's mesh over "
-            f"{devices.count} devices (--max-devices {devices.count} and jax.devices()[:{devices.count}])")
+            f"{devices.count} devices: jax.devices()[:{devices.count}] in the file, or start {devices.count} CPU "
+            f"devices (shardscope check --devices {devices.count}; the app: --max-devices {devices.count})")
     grid = device_grid(devices.devices, _mesh_shape(lowering, program_devices))
     return dict(zip(program_devices, grid.flat))
 

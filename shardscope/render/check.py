@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.text import Text
 
 from shardscope.costmodel.what_if import ProgramWhatIf
-from shardscope.pipeline.check import exit_code
+from shardscope.pipeline.check import FailedProgram, exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.findings import inspection_json
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
 
 
-def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None) -> dict[str, Any]:
+def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None,
+            failed: Sequence[FailedProgram] = ()) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
@@ -30,7 +31,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     (``{TARGET: {"devices", "variants": {FUNCTION: ...}}}``); each program's object has its own.
     With ``--what-if`` each program has ``what_if``: one object per rewrite
     (:func:`shardscope.render.what_if.rewrite_json`), null for a demo plan (not rewritten), with
-    ``what_if_note`` saying why it is null or empty when it is.
+    ``what_if_note`` saying why it is null or empty when it is. ``failed`` lists each program
+    that failed to trace or compile as ``{"function", "error", "hint"}`` (then ``exit_code`` is 2).
     """
     programs = []
     for ins in inspections:
@@ -41,7 +43,9 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
-    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections), "programs": programs,
+    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections, failed), "programs": programs,
+                              "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
+                                         for f in failed],
                               "targets": targets_json(_named(inspections))}
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
@@ -74,15 +78,20 @@ def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Conso
     console.print()
 
 
-def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None) -> None:
+def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
+           failed: Sequence[FailedProgram] = ()) -> None:
     """Each program's findings table and fixes (and its what-if), then one line with the outcome
     (on the targets when there are any: what each target did with every collective, and a
-    verdict)."""
+    verdict). The programs in ``failed`` were not checked: the outcome line names them (their
+    errors are the CLI's to print) and nothing passes."""
     for k, ins in enumerate(inspections):
         console.print(ins)
         console.print()
         if what_ifs is not None:
             _render_what_if(ins, what_ifs[k], console)
+    if failed:
+        console.print(Text(f"check failed: {', '.join(f.function for f in failed)}: not checked, "
+                           "failed to trace or compile (each one's error follows).", style="bold red"))
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
         _render_target_outcome(inspections, console)
@@ -91,7 +100,7 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
                            style="bold red"))
-    else:
+    elif not failed:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)
 
