@@ -340,3 +340,58 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     assert len(gathers) == 2 and {p["change"] for p in gathers} == {"entered_loop"}
     assert {p["executions"] for p in gathers} == {CHUNKS} and {p["cpu_executions"] for p in gathers} == {1}
     assert naive["verdict"].endswith(f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU).")
+
+
+NNX_STEP = '''
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from flax import nnx
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()), ("data",))
+MB, B = 4, 8 * len(jax.devices())
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs):
+        self.l1 = nnx.Linear(12, 24, rngs=rngs)
+        self.l2 = nnx.Linear(24, 3, rngs=rngs)
+
+    def __call__(self, x):
+        return self.l2(nnx.relu(self.l1(x)))
+
+
+model = MLP(nnx.Rngs(0))
+xs = jax.device_put(jnp.ones((MB, B, 12)), NamedSharding(mesh, P(None, "data")))
+ys = jax.device_put(jnp.zeros((MB, B, 3)), NamedSharding(mesh, P(None, "data")))
+
+
+@shardscope.program(args=(model, xs, ys))
+@nnx.jit
+def step(model, xs, ys):
+    gd, st = nnx.split(model)
+
+    def body(acc, batch):
+        g = jax.grad(lambda s, x, y: jnp.mean((nnx.merge(gd, s)(x) - y) ** 2))(st, *batch)
+        return jax.tree.map(jnp.add, acc, g), None
+
+    g, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, st), (xs, ys))
+    nnx.update(model, jax.tree.map(lambda p, g: p - 0.1 * g / MB, st, g))
+'''
+
+
+def test_an_nnx_jit_program_is_compiled_for_the_slice(tmp_path, shardscope_cli):
+    """``nnx.jit`` traces to flax's own Traced, which holds JAX's: check --target lowers that one
+    for the slice (it raised AttributeError on 'jaxpr', then failed to lower). The slice's
+    all-reduce depths are recounted from its compiled text here."""
+    pytest.importorskip("flax")
+    path = tmp_path / "nnx_step.py"
+    path.write_text(NNX_STEP)
+    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")  # this process's 8 devices
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr[-2000:]
+    (program,) = json.loads(result.stdout)["programs"]
+    step = load_file(path).functions["step"]
+    traced = step.fn.trace(*step.spec.args).traced  # flax's Traced holds JAX's
+    depths = sorted(depth for _, depth in all_reduces(_on("v5e:2x4", traced)))
+    assert depths and _depths(program["targets"]["tpu:v5e:2x4"]["compiled_collectives"]) == depths

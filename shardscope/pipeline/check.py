@@ -97,7 +97,7 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
     outputs = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, program.name, fn.input_names, outputs, trace_s, compiled=compiled,
                                 compile_s=compile_s)
-    inputs = fn.input_names if len(fn.input_names) == len(traced.jaxpr.jaxpr.invars) else []
+    inputs = fn.input_names if len(fn.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
     plans = target_plans(traced, compiled, inspection, targets, program.name, inputs, outputs)
     # the call kept, as inspect() keeps it: --what-if rewrites and runs it
     return replace(inspection, targets=plans, call=InspectedCall(fn, jax_traced(traced), compiled))
