@@ -238,3 +238,52 @@ def test_an_accumulation_through_a_cond_is_conservatively_needed():
     fn = jax.shard_map(accumulate, mesh=_mesh(), in_specs=(P(), P(None, "d")), out_specs=P())
     ins = shardscope.inspect(fn, SDS((8, 8), jnp.float32), SDS((3, 16, 8), jnp.float32))
     assert [(c.executions, c.verdict_kind) for c in ins.collectives] == [(3, "needed")]
+
+
+def _written_psum_step(reduce: str, fixed: bool):
+    """Params cast to varying before the loop, and the program's own ``lax.{reduce}`` of each
+    micro-batch's gradient inside it (``fixed``: summed once after the loop instead)."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("dp",))
+    sum_over = getattr(lax, reduce)
+
+    def loss(p, x):
+        return jnp.sum(jnp.tanh(x @ p["W"]) * p["b"])
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "dp")), out_specs=P())
+    def step(p, xs):
+        local = jax.tree.map(lambda a: lax.pcast(a, "dp", to="varying"), p)
+
+        def body(acc, x):
+            g = jax.grad(loss)(local, x)
+            if not fixed and reduce == "psum":
+                g = lax.psum(g, "dp")  # as users write it: the call on the line
+            elif not fixed:
+                g = lax.pmean(g, "dp")
+            return jax.tree.map(jnp.add, acc, g), None
+
+        start = local if fixed else p
+        grads, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, start), xs)
+        return sum_over(grads, "dp") if fixed else grads
+
+    rng = np.random.default_rng(0)
+    params = {"W": jnp.asarray(rng.normal(size=(6, 5)), jnp.float32), "b": jnp.asarray(rng.normal(size=(5,)), jnp.float32)}
+    return step, (params, jnp.asarray(rng.normal(size=(3, 16, 6)), jnp.float32))
+
+
+@pytest.mark.parametrize("reduce", ["psum", "pmean"])
+def test_a_psum_the_program_wrote_in_the_loop_is_moved_not_cast(reduce):
+    """The parameters are already varying: the sum in the loop is the program's own ``lax.psum``
+    (a psum_invariant no pvary's transpose made). Its fix moves that call after the loop; done
+    so, no collective is left in the loop and the gradient is the same."""
+    step, args = _written_psum_step(reduce, fixed=False)
+    found = shardscope.inspect(step, *args).findings
+    assert found and all(c.primitives == ("psum_invariant",) and c.verdict_kind == "deferrable" for c in found)
+    for c in found:
+        assert c.verdict.fix.startswith(f"move the lax.{reduce} at test_inspection.py:"), c.verdict.fix
+        assert f"lax.{reduce}(acc, 'dp') once after the loop" in c.verdict.fix and "cast" not in c.verdict.fix.split(":")[0]
+    fixed, _ = _written_psum_step(reduce, fixed=True)
+    assert not shardscope.inspect(fixed, *args).findings
+    naive, moved = step(*args), fixed(*args)
+    for name in ("W", "b"):
+        np.testing.assert_allclose(np.asarray(moved[name]), np.asarray(naive[name]), rtol=1e-5, atol=1e-5)

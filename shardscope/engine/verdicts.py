@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from shardscope.engine.counts import Count, known_product
-from shardscope.engine.jaxpr_model import Equation
+from shardscope.engine.jaxpr_model import Equation, short_source, source_line
 from shardscope.engine.linearity import AdditivePaths
 from shardscope.engine.loop_names import loop_words
 from shardscope.engine.valueflow import ValueIndex, input_role
@@ -125,23 +125,39 @@ class Classifier:
         after = _runs(remaining)
         axes = axes_argument(eqn.axes)
         where = _loops_words(deferred)
-        if eqn.primitive == "psum_invariant":
-            # the transpose of the implicit pvary of a value that is the same on every device
-            what, code = cast_to_varying(gradient_of, axes)
+        reason = (f"Its result is only added into the carry of {where}: the sum over devices commutes "
+                  "with the sum over iterations.")
+        counts = f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
+        written = _written_sum(eqn) if eqn.primitive == "psum_invariant" and not gradient_of else None
+        if written is not None:  # the program's own lax.psum of a varying value: the sum moves, nothing is cast
+            fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "
+                   f"into the accumulator, started varying (lax.pcast(zeros, {axes}, to='varying')), and "
+                   f"lax.{written}(acc, {axes}) once after the loop: {counts}")
         else:
-            what, code = "the accumulator", f"lax.pcast(value, {axes}, to='varying')"
+            if eqn.primitive == "psum_invariant":
+                # the transpose of the implicit pvary of a value that is the same on every device
+                what, code = cast_to_varying(gradient_of, axes)
+            else:
+                what, code = "the accumulator", f"lax.pcast(value, {axes}, to='varying')"
+            fix = (f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
+                   f"{_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once after the loop: {counts}")
         return Verdict(
             DEFERRABLE,
-            f"Its result is only added into the carry of {where}: the sum over devices commutes "
-            "with the sum over iterations.",
-            fix=(
-                f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
-                f"{_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once after the loop: "
-                f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
-            ),
+            reason,
+            fix=fix,
             loop_ids=tuple(loop.id for loop in deferred),
             executions_after=after,
         )
+
+
+_SUM_CALL = re.compile(r"\b(psum|pmean)\(")
+
+
+def _written_sum(eqn: Equation) -> str | None:
+    """``psum`` or ``pmean`` when the user's line that made this ``psum_invariant`` calls it:
+    the program summed a varying value itself (no pvary's transpose, nothing to cast)."""
+    found = _SUM_CALL.search(source_line(eqn.source)) if eqn.source else None
+    return found.group(1) if found else None
 
 
 def axes_argument(axes: tuple[str, ...]) -> str:
