@@ -287,3 +287,42 @@ def test_a_psum_the_program_wrote_in_the_loop_is_moved_not_cast(reduce):
     naive, moved = step(*args), fixed(*args)
     for name in ("W", "b"):
         np.testing.assert_allclose(np.asarray(moved[name]), np.asarray(naive[name]), rtol=1e-5, atol=1e-5)
+
+
+def _fsdp_step(fixed: bool):
+    """FSDP under shard_map: each device holds a row block of W, gathered (tiled) in every
+    micro-batch; the gradient of the block is the gather's transpose, a reduce-scatter.
+    ``fixed``: the fix's words as code, the gathered gradient accumulated, one psum_scatter."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("dp",))
+
+    def loss(W, x):
+        return jnp.sum(jnp.tanh(x @ W) ** 2)
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("dp"), P(None, "dp")), out_specs=P("dp"))
+    def step(Ws, xs):
+        def body(acc, x):
+            if fixed:
+                Wf = lax.all_gather(Ws, "dp", tiled=True)
+                return acc + jax.grad(loss)(Wf, x), None
+            return acc + jax.grad(lambda w, x: loss(lax.all_gather(w, "dp", tiled=True), x))(Ws, x), None
+
+        start = lax.pcast(jnp.zeros((Ws.shape[0] * 4, Ws.shape[1]), Ws.dtype), "dp", to="varying") if fixed \
+            else jnp.zeros_like(Ws)
+        grads, _ = lax.scan(body, start, xs)
+        return lax.psum_scatter(grads, "dp", tiled=True) if fixed else grads
+
+    rng = np.random.default_rng(1)
+    return step, (jnp.asarray(rng.normal(size=(8, 5)), jnp.float32), jnp.asarray(rng.normal(size=(3, 16, 8)), jnp.float32))
+
+
+def test_an_fsdp_gradients_reduce_scatter_fix_names_the_gather_and_works_as_written():
+    step, args = _fsdp_step(fixed=False)
+    (finding,) = [c for c in shardscope.inspect(step, *args).findings if "reduce_scatter" in c.primitives]
+    fix = finding.verdict.fix
+    assert fix.startswith("it is the transpose of the lax.all_gather at test_inspection.py:"), fix
+    assert "take the gradient of the gathered value instead" in fix and "of the gathered size" in fix
+    assert "lax.psum_scatter(acc, 'dp', tiled=True) once after the lax.scan" in fix
+    fixed, _ = _fsdp_step(fixed=True)
+    assert not [c for c in shardscope.inspect(fixed, *args).findings if "reduce_scatter" in c.primitives]
+    np.testing.assert_allclose(np.asarray(fixed(*args)), np.asarray(step(*args)), rtol=1e-4, atol=1e-4)

@@ -133,14 +133,23 @@ class Classifier:
             fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "
                    f"into the accumulator, started varying (lax.pcast(zeros, {axes}, to='varying')), and "
                    f"lax.{written}(acc, {axes}) once after the loop: {counts}")
-        else:
-            if eqn.primitive == "psum_invariant":
-                # the transpose of the implicit pvary of a value that is the same on every device
-                what, code = cast_to_varying(gradient_of, axes)
-            else:
-                what, code = "the accumulator", f"lax.pcast(value, {axes}, to='varying')"
+        elif eqn.primitive == "psum_invariant":
+            # the transpose of the implicit pvary of a value that is the same on every device
+            what, code = cast_to_varying(gradient_of, axes)
             fix = (f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
-                   f"{_REDUCE_AFTER.get(eqn.primitive, 'lax.psum')}(acc, {axes}) once after the loop: {counts}")
+                   f"lax.psum(acc, {axes}) once after the loop: {counts}")
+        else:  # a sum of varying values: it moves; a reduce-scatter's accumulator is the unscattered size
+            scattered = eqn.primitive in _SCATTERED
+            origin = _transposed_gather(eqn) if scattered else ""
+            tiled = ", tiled=True" if origin and "tiled=True" in source_line(eqn.source) else ""  # as the gather was
+            after_loop = f"lax.psum_scatter(acc, {{axes}}{tiled})" if scattered else "lax.psum(acc, {axes})"
+            value = ("the gradient of the gathered value instead" if origin else
+                     "the unscattered value" if scattered else "the unsummed value")
+            fix = ((f"it is the transpose of the lax.all_gather at {origin}: take " if origin else "add ")
+                   + f"{value}{' and add it' if origin else ''} into an accumulator"
+                   + (" of the gathered size" if scattered else "")
+                   + f", started varying (lax.pcast(zeros, {axes}, to='varying')), and "
+                   f"{after_loop.format(axes=axes)} once after {where}: {counts}")
         return Verdict(
             DEFERRABLE,
             reason,
@@ -187,7 +196,13 @@ def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
     return Count(runs, upper_bound).text()
 
 
-_REDUCE_AFTER = {"reduce_scatter": "lax.psum_scatter", "unreduced_reduce_scatter": "lax.psum_scatter"}
+_SCATTERED = frozenset({"reduce_scatter", "psum_scatter", "unreduced_reduce_scatter"})
+
+
+def _transposed_gather(eqn: Equation) -> str:
+    """``fsdp.py:19 (loss)`` when the user's line that made this sum gathers (the reduce-scatter
+    is the transpose of an ``all_gather`` there), else empty."""
+    return short_source(eqn.source) if eqn.source and "all_gather(" in source_line(eqn.source) else ""
 
 
 def _runs(loops: tuple[Equation, ...]) -> int | None:
