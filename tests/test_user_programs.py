@@ -74,6 +74,10 @@ def test_an_nnx_train_step_sums_every_parameter_once_per_micro_batch(shardy):
     assert sorted(op.value for op in c.operands) == [
         "model.hidden.bias.value", "model.hidden.kernel.value", "model.out.bias.value", "model.out.kernel.value"]
     assert c.verdict.kind == "deferrable" and c.verdict.executions_after == 1
+    # the line is the user's that called the layer, not flax's nnx.Linear.__call__ in site-packages
+    flax_file = re.search(r'"([^"]*site-packages/flax/[^"]*)"', text)
+    assert flax_file, "the module's stack frames name flax's own file"
+    assert c.source.startswith("_user_programs.py:") and c.loops[0].source.startswith("_user_programs.py:"), c.source
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())

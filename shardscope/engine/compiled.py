@@ -316,7 +316,7 @@ class _Builder:
                          for k in range(len(inst.operands)))
         groups, axes = self._groups_and_axes(inst)
         named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
-        source = self.module.source(named)
+        source = self.module.source(named, users=True)
         collective = CompiledCollective(
             name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
@@ -343,7 +343,7 @@ class _Builder:
     def loop(self, inst: Instruction) -> CompiledLoop:
         """The :class:`CompiledLoop` of the while instruction ``inst``."""
         body = next((c for role, c in inst.called_computations if role == "body"), "")
-        source = self.module.source(inst)
+        source = self.module.source(inst, users=True)
         return CompiledLoop(inst.name, body, self.counts.trip_count(inst.name), source.text() if source else "",
                             inst.metadata.op_name)
 

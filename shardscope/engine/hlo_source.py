@@ -6,8 +6,31 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Callable, TypeVar
 
 from shardscope.engine.hlo_syntax import unquote
+
+_F = TypeVar("_F")
+
+
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def is_library_file(file_name: str) -> bool:
+    """True for an installed package's file (flax's ``nnx/nn/linear.py``, equinox's layers): a
+    line there is the library's, not the user's. shardscope's own files are never skipped (its
+    plans' frames name their collectives themselves, and its shipped demos are the user's code),
+    wherever it is installed."""
+    parts = PurePath(file_name).parts
+    return bool(_INSTALLED.intersection(parts)) and "shardscope" not in parts
+
+
+def users_first(frames: "tuple[_F, ...]", file_of: "Callable[[_F], str]") -> "_F | None":
+    """The innermost of ``frames`` (innermost first) in the user's own files, else the innermost:
+    a collective made inside ``nnx.Linear.__call__`` is named by the user's line that called the
+    layer."""
+    return next((f for f in frames if not is_library_file(file_of(f))), frames[0] if frames else None)
 
 
 @dataclass(frozen=True)
@@ -73,9 +96,13 @@ class StackFrameIndex:
             frame_id = frame.parent_frame_id
         return tuple(found)
 
-    def location(self, frame_id: int) -> SourceLocation | None:
-        """The innermost source position of ``frame_id``: the line that made the instruction."""
+    def location(self, frame_id: int, users: bool = False) -> SourceLocation | None:
+        """The innermost source position of ``frame_id``: the line that made the instruction
+        (what the jaxpr's equations are matched by); with ``users``, the innermost in the
+        user's own files (:func:`users_first`: the line shown)."""
         stack = self.stack(frame_id)
+        if users:
+            return users_first(stack, lambda location: location.file)
         return stack[0] if stack else None
 
     def _location(self, location_id: int) -> SourceLocation | None:

@@ -370,12 +370,13 @@ class HloModule:
         match = re.search(r"\breplica_count=(\d+)", self.header)
         return int(match.group(1)) if match else 1
 
-    def source(self, inst: Instruction) -> SourceLocation | None:
-        """Where the instruction comes from: its stack frame's innermost position, or the
+    def source(self, inst: Instruction, users: bool = False) -> SourceLocation | None:
+        """Where the instruction comes from: its stack frame's innermost position (with
+        ``users``, the innermost in the user's own files, past flax's or equinox's), or the
         inline ``source_file``/``source_line`` older XLA printed (None when it has neither)."""
         meta = inst.metadata
         if meta.stack_frame_id:
-            location = self.stack_frames.location(meta.stack_frame_id)
+            location = self.stack_frames.location(meta.stack_frame_id, users)
             if location is not None:
                 return location
         if meta.source_file:

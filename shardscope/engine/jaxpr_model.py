@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from shardscope.engine.hlo_source import users_first
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
 
 COLLECTIVE_PRIMITIVES = frozenset(
@@ -328,7 +329,8 @@ def _source(eqn: Any, own: bool = False) -> str:
     """
     from jax._src import source_info_util
 
-    frame = next(iter(source_info_util.user_frames(eqn.source_info.traceback)), None)
+    frames = tuple(source_info_util.user_frames(eqn.source_info.traceback))
+    frame = users_first(frames, lambda f: f.file_name)  # the user's line that called a flax layer
     if frame is None or (not own and is_shardscope_file(frame.file_name)):
         return ""
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
