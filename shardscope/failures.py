@@ -55,10 +55,20 @@ def trace_error(exc: BaseException, subject: str, *, demo: bool, axis: str | tup
             f"The model fails to trace under jax.shard_map: {quoted}",
             f"jax.vjp of f(params, x) must trace on one device's slice of the batch inside jax.shard_map; {debug}",
         )
+    if isinstance(exc, TypeError) and _ARITY.search(text):  # Python's own: the call, not a value
+        return TraceError(
+            f"{subject} fails to trace on its example arguments: {quoted}",
+            f"the example arguments (args= and kwargs= of @shardscope.program) do not match {subject}'s "
+            f"parameters; {debug}",
+        )
     return TraceError(
         f"{subject} fails to trace on its example arguments: {quoted}",
         f"JAX's message above says which value and which types disagree; {debug}",
     )
+
+
+_ARITY = re.compile(r"missing \d+ required (positional|keyword-only) argument|takes \d+ positional arguments? but \d+ "
+                    r"(was|were) given|got an unexpected keyword argument|got multiple values for argument")
 
 
 def _carry_hint(text: str, demo: bool, axis: str | tuple[str, ...] | None) -> str:

@@ -58,7 +58,7 @@ def test_check_json_of_one_function_has_its_fields_at_the_top(shardscope_cli):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("missing.py",), "No such demo file"),
+        (("missing.py",), "No such file"),
         ((DEMOS / "train_step.py", "--function", "nope"), "has no program or demo function 'nope'"),
     ],
 )
@@ -66,6 +66,26 @@ def test_check_user_errors_exit_2(args, message, shardscope_cli):
     result = shardscope_cli("check", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_missing_file_names_both_kinds_of_file_check_reads(shardscope_cli):
+    result = shardscope_cli("check", "missing.py")
+    assert result.returncode == 2 and "@shardscope.program" in result.stderr and "@shardscope.demo" in result.stderr
+
+
+@pytest.mark.parametrize("call", ["step(a)", "step(a, b, c)"])
+def test_example_arguments_that_do_not_fit_the_signature_say_so(call, tmp_path, shardscope_cli):
+    """Python's own TypeError for the call (a missing or an extra argument) is about the example
+    arguments, not about a value's types: the hint says which decorator's arguments to fix."""
+    count = call.count(",") + 1
+    args = ", ".join(["jax.ShapeDtypeStruct((4,), jnp.float32)"] * count)
+    path = tmp_path / "arity.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\nimport shardscope\n\n"
+        f"@shardscope.program(args=({args},))\n@jax.jit\ndef step(a, b):\n    return a + b\n")
+    result = shardscope_cli("check", path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "do not match step's parameters" in result.stderr and "which types disagree" not in result.stderr
 
 
 def test_check_a_file_without_programs_or_demos_exits_2(tmp_path, shardscope_cli):

@@ -193,13 +193,13 @@ def test_broken_demo_files(tmp_path, name, shardscope_cli):
 
 
 def test_missing_file(tmp_path):
-    assert_user_error(run_cli("report", tmp_path / "missing.py"), "No such demo file")
+    assert_user_error(run_cli("report", tmp_path / "missing.py"), "No such file")
 
 
 def test_a_directory_is_not_a_missing_file():
     result = run_cli("report", DEMOS)
     assert_user_error(result, f"error: {DEMOS} is a directory, not a demo file.", "linear.py")
-    assert "No such demo file" not in result.stderr
+    assert "No such file" not in result.stderr
 
 
 def test_syntax_error_in_an_imported_module_names_its_file(tmp_path, shardscope_cli):
@@ -236,7 +236,7 @@ def test_bad_option_values(option, shardscope_cli):
 def test_debug_shows_the_traceback_and_keeps_the_status(tmp_path):
     """--debug shows the traceback, and the status is still 2, a user's mistake (not Python's 1)."""
     result = run_cli("report", tmp_path / "missing.py", "--debug")
-    assert result.returncode == 2 and "Traceback" in result.stderr and "No such demo file" in result.stderr
+    assert result.returncode == 2 and "Traceback" in result.stderr and "No such file" in result.stderr
 
 
 def test_entry_point_and_module():

@@ -19,7 +19,7 @@ def analyze(path: Path, **settings):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(DemoFileError, match="No such demo file") as info:
+    with pytest.raises(DemoFileError, match="No such file") as info:
         load_demo_file(tmp_path / "nope.py")
     assert info.value.hint
 

@@ -1,6 +1,6 @@
 """A path that is no Python file is named for what it is, by every command, without blocking.
 
-``/dev/zero`` and a FIFO are not "No such demo file": they are a character device and a FIFO
+``/dev/zero`` and a FIFO are not "No such file": they are a character device and a FIFO
 (and a FIFO is never opened: that would block until a writer comes). A file with a NUL byte or
 bytes that are not UTF-8 is "not Python source text", not a syntax error at "line None".
 """
@@ -31,7 +31,7 @@ def assert_refused(args, message: str) -> None:
     result = run_cli(*args, timeout=60)  # a blocked read of the FIFO would end here, failing
     assert result.returncode == 2, result.stderr
     assert f"shardscope: error: {message}" in result.stderr, result.stderr
-    assert "No such demo file" not in result.stderr and "Traceback" not in result.stderr
+    assert "No such file" not in result.stderr and "Traceback" not in result.stderr
     assert "hint: " in result.stderr
 
 
@@ -55,7 +55,7 @@ def test_a_socket_and_a_dangling_link_are_named(tmp_path):
     link.symlink_to(tmp_path / "gone.py")
     with pytest.raises(DemoFileError, match=r"link.py is a symbolic link to .*gone.py, which does not exist"):
         load_demo_file(link)
-    with pytest.raises(DemoFileError, match="No such demo file"):
+    with pytest.raises(DemoFileError, match="No such file"):
         load_demo_file(tmp_path / "nowhere.py")
 
 

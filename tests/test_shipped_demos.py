@@ -66,7 +66,7 @@ def test_a_name_that_is_neither_a_file_nor_a_demo_lists_the_demos(tmp_path):
     for command in ("report", "check", "open"):
         result = run_cli(command, "lineaar", cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert "No such demo file: lineaar" in result.stderr
+        assert "No such file: lineaar" in result.stderr
         assert ", ".join(SHIPPED) in result.stderr and "shardscope demos lists them" in result.stderr
 
 

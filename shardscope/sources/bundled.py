@@ -57,9 +57,10 @@ def find_file(path: Path) -> Path:
         if shipped.is_file() and not shipped.name.startswith("_"):
             return shipped
     raise DemoFileError(
-        f"No such demo file: {path}",
-        "give the path to a Python file with functions marked @shardscope.demo(...), or the name of a "
-        f"shipped demo: {', '.join(bundled_names())} (shardscope demos lists them)",
+        f"No such file: {path}",
+        "give the path to a Python file with functions marked @shardscope.demo(...) or "
+        f"@shardscope.program(...), or the name of a shipped demo: {', '.join(bundled_names())} "
+        "(shardscope demos lists them)",
     )
 
 

@@ -37,7 +37,7 @@ def not_a_file_error(path: Path) -> DemoFileError:
     except FileNotFoundError:
         if path.is_symlink():
             return DemoFileError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist.", HINT)
-        return DemoFileError(f"No such demo file: {path}", HINT)
+        return DemoFileError(f"No such file: {path}", HINT)
     except OSError as exc:
         return DemoFileError(f"Cannot look at {path}: {exc.strerror or exc}.", HINT)
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")

@@ -135,7 +135,7 @@ def test_missing_demo_file_is_an_error_panel(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
-            assert panel.shown and "No such demo file" in panel.message
+            assert panel.shown and "No such file" in panel.message
             assert app.check_action("export", ()) is None
 
     run(scenario())

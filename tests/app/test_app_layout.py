@@ -82,7 +82,7 @@ def test_at_40x12_the_error_panel_gets_the_width():
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
             assert panel.shown and panel.size.width >= 34
-            assert "No such demo file" in panel.message
+            assert "No such file" in panel.message
 
     import tempfile
     from pathlib import Path
