@@ -395,3 +395,50 @@ def test_an_nnx_jit_program_is_compiled_for_the_slice(tmp_path, shardscope_cli):
     traced = step.fn.trace(*step.spec.args).traced  # flax's Traced holds JAX's
     depths = sorted(depth for _, depth in all_reduces(_on("v5e:2x4", traced)))
     assert depths and _depths(program["targets"]["tpu:v5e:2x4"]["compiled_collectives"]) == depths
+
+
+LOSS_BESIDE_GRADS = '''
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()), ("data",))
+W = jax.ShapeDtypeStruct((16, 4), jnp.float32, sharding=NamedSharding(mesh, P()))
+xs = jax.ShapeDtypeStruct((4, 8 * len(jax.devices()), 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+
+def loss(W, x):
+    return jnp.mean(jnp.tanh(x @ W) ** 2)
+
+
+@shardscope.program(args=(W, xs))
+@jax.jit
+def step(W, xs):
+    def body(acc, x):
+        l, g = jax.value_and_grad(loss)(W, x)
+        return (acc[0] + l, acc[1] + g), None
+
+    (l, g), _ = lax.scan(body, (jnp.float32(0), jnp.zeros_like(W)), xs)
+    return W - 0.1 * g, l
+'''
+
+
+def test_a_combined_sum_the_slice_splits_names_the_value_that_stays(tmp_path, shardscope_cli):
+    """The CPU combines the loss's and W's all-reduces into one, in the loop; the TPU compiler
+    moves W's out (the gradient only accumulates) and keeps the loss's in (the mean's 1/N comes
+    before the add, which its pass does not take): the verdict says the loss stays and W leaves,
+    not that the whole sum stays. Recounted from the slice's compiled text."""
+    path = tmp_path / "loss_beside_grads.py"
+    path.write_text(LOSS_BESIDE_GRADS)
+    step = load_file(path).functions["step"]
+    on_slice = all_reduces(_on("v5e:2x4", step.fn.trace(*step.spec.args)))
+    assert sorted((shape.split("{")[0], depth) for shape, depth in on_slice) == [("f32[16,4]", 0), ("f32[]", 1)]
+    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
+    assert result.returncode == 1, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    target = program["targets"]["tpu:v5e:2x4"]
+    (placement,) = target["placements"]
+    assert placement["values_left"] == ["W"] and placement["executions"] == 4 + 1
+    assert "all-reduce of out[1] stays in the loop" in target["verdict"]
+    assert "the compiler moves W out itself" in target["verdict"]

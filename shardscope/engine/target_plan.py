@@ -60,6 +60,7 @@ class TargetPlacement:
     combined: bool = False
     pipelined: bool = False
     entered: tuple[CompiledLoop, ...] = ()
+    values_left: tuple[str, ...] = ()  # a combined one's values the target moved out of loops the others stay in
 
     @property
     def removed(self) -> bool:
@@ -120,6 +121,8 @@ class TargetPlacement:
             parts.append(f"runs in {_loops_words(self.entered)} (outside it on the CPU)")
         if not parts:
             parts.append("stays where it is")
+        if self.values_left:
+            parts.append(f"but its {', '.join(self.values_left)} leave{'s' if len(self.values_left) == 1 else ''} it")
         if self.combined:
             parts.append("combined with other values")
         if self.pipelined:
@@ -308,9 +311,14 @@ def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values:
     hits = [matched[i] for i in positions if i in matched]
     if not hits:
         return TargetPlacement(c, ())
-    main = target_values[hits[0][0]]
+    # the value the target runs in the most loops leads: the collective still runs there for it
+    lead = max(range(len(hits)), key=lambda k: len(target_values[hits[k][0]].loops))
+    main = target_values[hits[lead][0]]
     targets = list(dict.fromkeys(target_values[j].collective for js in hits for j in js))
     stays = set(main.loops)
+    values_left = tuple(dict.fromkeys(
+        cpu_values[i].name or f"value {k}" for k, i in enumerate(positions)
+        if i in matched and len(target_values[matched[i][0]].loops) < len(main.loops)))
     left = tuple(loop for loop in c.loops if loop.name not in stays)
     stays_in = tuple(loop for loop in c.loops if loop.name in stays)
     cpu_loops = {loop.name for loop in c.loops}
@@ -318,7 +326,8 @@ def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values:
     others = {id(target_values[j].collective) for i, js in matched.items() if i not in positions for j in js}
     carried_here = sum(1 for js in hits for j in js if target_values[j].collective is main.collective)
     combined = id(main.collective) in others or (main.collective.kind in _SUMS and len(main.collective.operands) > carried_here)
-    return TargetPlacement(c, tuple(targets), left, stays_in, combined, any(len(js) > 1 for js in hits), entered)
+    return TargetPlacement(c, tuple(targets), left, stays_in, combined, any(len(js) > 1 for js in hits), entered,
+                           values_left)
 
 
 def _elements(shape: str) -> int:

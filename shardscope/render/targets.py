@@ -46,6 +46,8 @@ def placement_words(p: "TargetPlacement") -> str:
         words = PLACEMENT_WORDS[STAYED]
     else:
         words = "outside loops, as on the CPU"
+    if p.values_left:
+        words += f", {len(p.values_left)} of {len(p.collective.operands)} values left"
     if p.pipelined:
         words += ", pipelined"
     return words + (", combined" if p.combined else "")
@@ -59,11 +61,20 @@ def loop_words(loop: "CompiledLoop") -> str:
     return f"the loop at {loop.source} ({trips})" if loop.source else f"{loop.name} ({trips})"
 
 
-def _what(placements: Iterable["TargetPlacement"]) -> tuple[str, bool]:
-    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural."""
-    names = [f"{p.collective.kind}{f' of {p.collective.value}' if p.collective.value else ''}" for p in placements]
+def _what(placements: Iterable["TargetPlacement"], staying: bool = False) -> tuple[str, bool]:
+    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural;
+    ``staying``: of a split one, only the values that stay in the loop."""
+    names = [f"{p.collective.kind}{f' of {_values(p, staying)}' if p.collective.value else ''}" for p in placements]
     words = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
     return words, len(names) > 1
+
+
+def _values(p: "TargetPlacement", staying: bool) -> str:
+    """The placement's values: all of them, or (``staying``) those the target keeps in the loop."""
+    if not (staying and p.values_left):
+        return p.collective.value
+    kept = [op.value for op in p.collective.operands if op.value and op.value not in p.values_left]
+    return ", ".join(dict.fromkeys(kept)) or p.collective.value
 
 
 def plan_verdict(title: str, plan: "TargetPlan") -> str:
@@ -98,10 +109,13 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     if not staying:
         what, plural = _what(moved)
         return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
-    what, plural = _what(staying)
+    what, plural = _what(staying, staying=True)
     loops = sorted({loop_words(loop) for p in staying for loop in p.stays_in})
     text = (f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: "
             "the deferral is worth writing")
+    split = [v for p in staying for v in p.values_left]
+    if split:  # the compiler split a combined sum: some of its values left already
+        text += f" (the compiler moves {', '.join(dict.fromkeys(split))} out itself)"
     if moved:
         left, plural = _what(moved)
         text += f"; its {left} leave{'' if plural else 's'} the loop"
@@ -216,6 +230,7 @@ def placement_json(p: "TargetPlacement") -> dict[str, Any]:
         "cpu_collective": p.collective.name,
         "value": p.collective.value,
         "change": p.change,
+        "values_left": list(p.values_left),
         "placement": placement_words(p),
         "target_collectives": [t.name for t in p.target],
         "left_loops": [loop.name for loop in p.left],
