@@ -95,6 +95,13 @@ def _batches(micro: int = MICRO, batch: int = 32) -> tuple[jax.Array, jax.Array]
     return _data((micro, batch, 16), 3), _data((micro, batch, 8), 4)
 
 
+def _placed(mesh: Mesh, xs: jax.Array, ys: jax.Array) -> tuple:
+    """The MLP's parameters replicated and the micro-batches split over ``data``, on ``mesh``."""
+    return (jax.device_put(_params(), NamedSharding(mesh, P())),
+            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
+            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+
+
 # --------------------------------------------------------------------------- jit + shardings (Auto)
 
 
@@ -111,10 +118,7 @@ def gspmd_accumulate(micro: int = MICRO) -> Case:
         grads, _ = lax.scan(body, jax.tree.map(jnp.zeros_like, params), (xs, ys))
         return grads
 
-    xs, ys = _batches(micro)
-    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
-            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
-            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    args = _placed(mesh, *_batches(micro))
     return Case("gspmd_accumulate", step, args, mesh, "auto")
 
 
@@ -271,10 +275,7 @@ def shard_map_accumulate(fixed: bool) -> Case:
 
     step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data")),
                                  out_specs=P(), axis_names={"data"}))
-    xs, ys = _batches()
-    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
-            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
-            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    args = _placed(mesh, *_batches())
     return Case(f"shard_map_accumulate{'_fixed' if fixed else ''}", step, args, mesh, "shard_map")
 
 
@@ -516,10 +517,7 @@ def gspmd_loss_and_grad_accumulate(square: str = "") -> Case:
         (loss, grads), _ = lax.scan(body, (jnp.float32(0), jax.tree.map(jnp.zeros_like, params)), (xs, ys))
         return loss / MICRO, grads
 
-    xs, ys = _batches()
-    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
-            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
-            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    args = _placed(mesh, *_batches())
     return Case(f"gspmd_loss_and_grad{f'_square_{square}' if square else ''}", step, args, mesh, "auto")
 
 
@@ -540,8 +538,5 @@ def shard_map_loss_and_grad_accumulate() -> Case:
 
     step = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data")),
                                  out_specs=P(), axis_names={"data"}))
-    xs, ys = _batches()
-    args = (jax.device_put(_params(), NamedSharding(mesh, P())),
-            jax.device_put(xs, NamedSharding(mesh, P(None, "data"))),
-            jax.device_put(ys, NamedSharding(mesh, P(None, "data"))))
+    args = _placed(mesh, *_batches())
     return Case("shard_map_loss_and_grad", step, args, mesh, "shard_map")
