@@ -182,6 +182,42 @@ def tp_constraint() -> Case:
     return Case("tp_constraint", forward, args, mesh, "auto")
 
 
+def tp_residual_grad(micro: bool) -> Case:
+    """A residual stack scanned over layers with the weights sharded over ``model`` (column- then
+    row-parallel), differentiated with ``jax.grad``: ``h = h + tanh(h @ wa) @ wb``. Each layer's
+    partial sum over ``model`` is all-reduced and added into ``h`` (forward) or into its gradient
+    (backward), which the next layer multiplies. With ``micro``, the layer scan runs inside a
+    ``lax.scan`` over micro-batches split over ``data``, the weights' gradients accumulated."""
+    mesh = mesh_2d()
+    layers, width, hidden = 3, 8, 16
+
+    def loss(wa, wb, x):
+        def layer(h, w):
+            a, b = w
+            return h + jnp.tanh(h @ a) @ b, None
+
+        h, _ = lax.scan(layer, x, (wa, wb))
+        return jnp.mean(h ** 2)
+
+    if micro:
+        @jax.jit
+        def step(wa, wb, xs):
+            def one(acc, x):
+                grads = jax.grad(loss, argnums=(0, 1))(wa, wb, x)
+                return jax.tree.map(jnp.add, acc, grads), None
+
+            grads, _ = lax.scan(one, (jnp.zeros_like(wa), jnp.zeros_like(wb)), xs)
+            return grads
+
+        x = jax.device_put(_data((MICRO, 8, width), 11), NamedSharding(mesh, P(None, "data", None)))
+    else:
+        step = jax.jit(jax.grad(loss, argnums=(0, 1)))
+        x = jax.device_put(_data((8, width), 11), NamedSharding(mesh, P()))
+    args = (jax.device_put(_data((layers, width, hidden), 12) * 0.1, NamedSharding(mesh, P(None, None, "model"))),
+            jax.device_put(_data((layers, hidden, width), 13) * 0.1, NamedSharding(mesh, P(None, "model", None))), x)
+    return Case(f"tp_residual_grad{'_micro' if micro else ''}", step, args, mesh, "auto", {"layers": layers})
+
+
 def scan_over_layers(accumulate: bool) -> Case:
     """Layers stacked and scanned over (as MaxText does); with ``accumulate``, micro-batches too.
 

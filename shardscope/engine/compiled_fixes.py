@@ -86,6 +86,10 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
     if DEFERRABLE in kinds:
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
+    if c.kind in ("all-reduce", "reduce-scatter") and any(v.carry_read for v in verdicts):
+        return Verdict(NEEDED, "Its result is added into a carry that the loop also reads (the next iteration uses "
+                               "the sum, as a tensor-parallel layer's activation is): the carry is not an accumulator, "
+                               "so the sum must run in every iteration.")
     if c.kind in ("all-reduce", "reduce-scatter"):
         return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
     return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "

@@ -48,13 +48,23 @@ class OperandVerdict:
 
     ``loops``: the while loops (outermost first) it can leave; ``bytes_after`` the per-device
     bytes one run after them moves (the accumulator), ``stacked`` when it is written into its
-    own slot of a stacked output.
+    own slot of a stacked output; ``carry_read`` when a needed sum is added into a carry that
+    the loop also reads (the next iteration uses the sum: not an accumulator).
     """
 
     kind: str
     loops: tuple[str, ...] = ()
     bytes_after: int | None = None
     stacked: bool = False
+    carry_read: bool = False
+
+
+@dataclass(frozen=True)
+class _CarryRead:
+    """Why a value reaching a carry is not accumulated there: the carry element it is added
+    into is read elsewhere in the loop (or by its condition)."""
+
+    index: int
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,7 @@ class CompiledClassifier:
         value, value_index = site.result, index
         runs: int | None = 1
         best: OperandVerdict | None = None
-        stacked = scattered = False
+        stacked = scattered = carry_read = False
         inner: str | None = None  # what the inner loop did with it: add or dus
         init: str | None = None  # the inner loop's initial value there: zero or threaded
         for depth, loop in enumerate(reversed(site.loops)):
@@ -138,6 +148,9 @@ class CompiledClassifier:
             if body is None or value.computation != body.name:
                 break
             level = self._level(value, value_index, loop, body, init, site.result)
+            if isinstance(level, _CarryRead):
+                carry_read = carry_read or best is None
+                break
             if level is None:
                 break
             kind = inner if level.kind == "thread" else level.kind
@@ -158,7 +171,7 @@ class CompiledClassifier:
             value, value_index, inner = loop, level.index, kind
         if best is not None:
             return best
-        return OperandVerdict(NEEDED, stacked=stacked)
+        return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read)
 
     def _scatters(self, site: CollectiveSite, index: int | None) -> bool:
         """True when the sum's result where it runs is smaller than its operand: a
@@ -168,8 +181,9 @@ class CompiledClassifier:
         return operand is not None and result.nbytes < operand.shape.nbytes
 
     def _level(self, start: Instruction, index: int | None, loop: Instruction, body: Computation, init: str | None,
-               collective: Instruction) -> _Level | None:
-        """How the value reaches ``body``'s carry, or None when some use is not linear.
+               collective: Instruction) -> _Level | _CarryRead | None:
+        """How the value reaches ``body``'s carry, or None when some use is not linear
+        (:class:`_CarryRead` when it is added into a carry element the loop also reads).
 
         ``init`` says how the inner loop whose result the value is started: from ``zero`` (its
         result is a sum of the collective's results: it may be added or stacked) or
@@ -198,7 +212,7 @@ class CompiledClassifier:
                 elif step:
                     stack.append((user, None))
         level = self._accumulator(found, body, init, start, index, allowed)
-        return None if level is None else _Level(level.index, level.kind, scattered)
+        return level if not isinstance(level, _Level) else _Level(level.index, level.kind, scattered)
 
     def _step(self, user: Instruction, position: int, idx: int | None, body: Computation, init: str | None,
               collective: Instruction, allowed: set[str]) -> bool | tuple[int, str] | None:
@@ -231,8 +245,9 @@ class CompiledClassifier:
         return False
 
     def _accumulator(self, found: set[tuple[int, str]], body: Computation, init: str | None, start: Instruction,
-                     index: int | None, allowed: set[str]) -> _Level | None:
-        """The one carry element every path accumulates into, if the loop reads it nowhere else."""
+                     index: int | None, allowed: set[str]) -> _Level | _CarryRead | None:
+        """The one carry element every path accumulates into, if the loop reads it nowhere else
+        (:class:`_CarryRead` if it does)."""
         if len(found) != 1:
             return None
         (carry, kind), = found
@@ -241,7 +256,7 @@ class CompiledClassifier:
         if kind == "thread" and not self._threaded(body, carry, start, index):
             return None
         if not self._buffer_only_accumulated(body, carry, allowed):
-            return None
+            return _CarryRead(carry)
         return _Level(carry, kind)
 
     def _from(self, inst: Instruction | None, collective: Instruction) -> bool:
@@ -324,8 +339,13 @@ class CompiledClassifier:
         return targets.pop() if len(targets) == 1 else None
 
     def _buffer_only_accumulated(self, body: Computation, carry: int, allowed: set[str]) -> bool:
-        """The carry element is read only on the accumulation's own path (and by nothing in the
-        loop's condition); the body reads its parameter only element by element."""
+        """The carry element is an accumulator: read only on the accumulation's own path (and by
+        nothing in the loop's condition); the body reads its parameter only element by element.
+
+        The path itself is walked too, not trusted: the copy or slice of the carry that the
+        add takes may feed other work of the iteration (a tensor-parallel layer multiplies the
+        activation it adds the all-reduced partial sum to), and then the next iteration reads
+        the sum: deferring it would change the result."""
         param = body.parameters[0] if body.parameters else None
         if param is None:
             return False
@@ -340,9 +360,9 @@ class CompiledClassifier:
                 continue
             seen.add(inst.name)
             for user, position in self.flow.uses(inst):
-                if user.name in allowed or user is body.root:
+                if user is body.root:
                     continue
-                if user.opcode in FORWARDING or (user.opcode == "select" and self._selects_zero(user, position, body)):
+                if user.name in allowed or user.opcode in FORWARDING or (user.opcode == "select" and self._selects_zero(user, position, body)):
                     stack.append(user)
                 elif user.opcode == "tuple" and any(w.opcode == "while" for w, _ in self.flow.uses(user)):
                     continue  # threaded into an inner loop: checked by that loop's own level
