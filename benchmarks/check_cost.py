@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def phases() -> dict[str, dict[str, float]]:
     """Per program, the seconds of each phase of one ``check`` in this process."""
-    from shardscope.engine.compiled import plan_of
+    from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
     from shardscope.pipeline.devices import ensure_devices

@@ -87,7 +87,8 @@ def scaled(text: str, copies: int) -> str:
 
 def measure(text: str, copies: int, repeats: int) -> dict:
     """Median parse and plan times of ``text``."""
-    from shardscope.engine import compiled, hlo_text
+    from shardscope.engine.hlo import compiled
+    from shardscope.engine.hlo import text as hlo_text
     from shardscope.pipeline.gc_pause import paused
 
     module = hlo_text.parse(text)

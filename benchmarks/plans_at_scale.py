@@ -195,8 +195,8 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
 
 def _jaxpr_collectives(traced: dict) -> dict[str, dict[str, int]]:
     """Per plan, shardscope's count of collectives: equations, in loops, executed and bytes per call."""
-    from shardscope.engine import dataflow
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr import dataflow
+    from shardscope.engine.jaxpr.model import from_jaxpr
 
     counts = {}
     for name in ("naive", "deferred", "floor"):
@@ -214,7 +214,7 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
     """Per program, the collective instructions XLA compiled (it may combine per-leaf all-reduces)."""
     import jax
 
-    from shardscope.engine.compiled import compiled_plan
+    from shardscope.engine.hlo.compiled import compiled_plan
 
     counts = {}
     for name, program in compiled.items():

@@ -361,7 +361,7 @@ def _misses(results: dict) -> list[str]:
     tool = results.get("tool_cost")
     if tool and tool["ratios"]["report_over_bare"]["wall_median"] > tool["target_ratio"]:
         report_imports = tool.get("top_level_imports_s", {}).get("report", {})
-        networkx = report_imports.get("shardscope.engine.dataflow")
+        networkx = report_imports.get("shardscope.engine.jaxpr.dataflow")
         out += [
             "**`shardscope report` over bare JAX** (pyinstrument of the report): beyond JAX's own import, "
             "the extra time is compiling, timing and checking the unchunked reference (the `--with-reference` "

@@ -73,7 +73,7 @@ def _traced(depth: int) -> tuple[float, object, object]:
     """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
     from shardscope.plans import registry
     from shardscope.sources.loading import load_demo_file
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr.model import from_jaxpr
     from shardscope.plans.settings import Settings
 
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
@@ -88,8 +88,8 @@ def _traced(depth: int) -> tuple[float, object, object]:
 
 def measure(depth: int, repeats: int) -> dict:
     """Trace once, then time each analysis phase ``repeats`` times."""
-    from shardscope.engine import dataflow
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr import dataflow
+    from shardscope.engine.jaxpr.model import from_jaxpr
 
     trace_s, program, jaxpr = _traced(depth)
     phases: dict[str, list[float]] = {name: [] for name in PHASES}

@@ -18,7 +18,11 @@ def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
     Every collective with its loops, runs per call, bytes, value, source line and verdict;
     ``print()`` shows the table, a notebook its HTML.
     """
-    from shardscope.engine.inspection import inspect as _inspect  # the engine and numpy (about 0.4 s): not on import
+    # the engine and numpy (about 0.4 s): not on import. The renderings and the what-if register
+    # themselves on the Inspection as they are imported: print() and .what_if() need them.
+    import shardscope.render.findings_html  # noqa: F401
+    import shardscope.whatif.what_if  # noqa: F401
+    from shardscope.engine.inspection import inspect as _inspect
 
     return _inspect(fn, *args, **kwargs)
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from shardscope.engine.collective_sites import COLLECTIVE_KINDS
+from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
-from shardscope.engine.jaxpr_model import COLLECTIVE_PRIMITIVES
+from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
+from shardscope.render import findings as _findings  # registers the text an assertion message prints
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
 

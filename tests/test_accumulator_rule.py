@@ -21,7 +21,7 @@ import sys
 import pytest
 
 import _compiled_programs as programs
-from shardscope.engine.compiled import plan_of
+from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.inspection import argument_names
 
 _LINE = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.*)$")

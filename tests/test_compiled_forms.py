@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from shardscope.engine.compiled import compiled_plan
+from shardscope.engine.hlo.compiled import compiled_plan
 
 _HEAD = """HloModule m, num_partitions=2
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import _compiled_programs as programs
-from shardscope.engine.compiled import PARTITIONER, PROGRAM, compiled_plan, plan_of
+from shardscope.engine.hlo.compiled import PARTITIONER, PROGRAM, compiled_plan, plan_of
 from shardscope.engine.inspection import argument_names, inspect
 
 CASES = [
@@ -309,7 +309,7 @@ ENTRY %main (x: f32[4]) -> f32[4] {
   ROOT %out = f32[4]{0} get-tuple-element(%loop), index=2
 }
 """
-    from shardscope.engine.replica_groups import MeshShape
+    from shardscope.engine.hlo.replica_groups import MeshShape
 
     plan = compiled_plan(text, mesh=MeshShape(("data",), (2,)), style="shard_map")
     (c,) = plan.collectives

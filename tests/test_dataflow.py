@@ -10,8 +10,8 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.engine import dataflow
-from shardscope.engine.jaxpr_model import from_jaxpr
+from shardscope.engine.jaxpr import dataflow
+from shardscope.engine.jaxpr.model import from_jaxpr
 
 
 @pytest.fixture(scope="module")
@@ -183,8 +183,8 @@ def test_a_while_body_feeds_its_own_cond_on_the_next_iteration():
     import jax.numpy as jnp
     from jax import lax
 
-    from shardscope.engine.dataflow import build_graph
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr.dataflow import build_graph
+    from shardscope.engine.jaxpr.model import from_jaxpr
 
     def f(x):
         return lax.while_loop(lambda c: c[1] < c[0].sum(), lambda c: (c[0] * 2, c[1] + 1), (x, 0))

@@ -180,7 +180,7 @@ def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_
 
 
 def test_an_axis_tuple_is_written_as_one_argument():
-    from shardscope.engine.verdicts import axes_argument
+    from shardscope.engine.jaxpr.verdicts import axes_argument
 
     assert axes_argument(("s",)) == "'s'"
     assert axes_argument(("data", "model")) == "('data', 'model')"

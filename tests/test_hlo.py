@@ -3,7 +3,7 @@ and the note on what other compilers do with them."""
 
 from __future__ import annotations
 
-from shardscope.engine.compiled import compiled_plan
+from shardscope.engine.hlo.compiled import compiled_plan
 
 NESTED = """\
 HloModule nested, entry_computation_layout={(f32[4]{0}, pred[])->f32[4]{0}}
@@ -160,8 +160,8 @@ def test_real_module_with_a_collective_in_the_while_condition():
     from jax import lax
     from jax.sharding import Mesh, PartitionSpec as P
 
-    from shardscope.engine import dataflow
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr import dataflow
+    from shardscope.engine.jaxpr.model import from_jaxpr
 
     def local(x):
         def cond(c):

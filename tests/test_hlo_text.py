@@ -15,7 +15,7 @@ import jax
 import pytest
 
 import _compiled_programs as programs
-from shardscope.engine import hlo_text
+from shardscope.engine.hlo import text as hlo_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 FIXTURE_TEXTS = sorted(FIXTURES.glob("jax-*/*.txt"))
@@ -194,7 +194,7 @@ def test_the_parse_leaves_the_callers_garbage_collector_alone():
     import gc
     import sys
 
-    from shardscope.engine.compiled import compiled_plan
+    from shardscope.engine.hlo.compiled import compiled_plan
 
     text = (FIXTURES / "jax-0.12.0.1" / "scan_over_layers.txt").read_text()
     states: set[bool] = set()
@@ -216,7 +216,7 @@ def test_the_parse_leaves_the_callers_garbage_collector_alone():
 def test_a_merged_op_name_names_each_op_it_merges():
     """XLA merges the op_names of the collectives it combines: the common path, then each op's
     own in parentheses joined by ``:`` (read from a jax 0.10.2 module here)."""
-    from shardscope.engine.hlo_text import op_primitives
+    from shardscope.engine.hlo.text import op_primitives
 
     merged = "jit(local)/shard_map/while/body/closed_call/(psum_invariant:transpose(jvp())/psum_invariant)"
     assert op_primitives(merged) == ("psum_invariant",)

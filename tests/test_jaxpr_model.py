@@ -11,7 +11,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.engine.jaxpr_model import Program, from_jaxpr
+from shardscope.engine.jaxpr.model import Program, from_jaxpr
 
 
 def mesh(n: int = 2) -> Mesh:
@@ -274,7 +274,7 @@ def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
 
     code = (
         "import importlib, pkgutil, types\n"
-        "import shardscope.engine.jaxpr_model\n"
+        "import shardscope.engine.jaxpr.model\n"
         "import shardscope\n"
         "from shardscope.sources.programs import program\n"
         "assert shardscope.program is program, shardscope.program\n"

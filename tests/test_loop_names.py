@@ -11,9 +11,9 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 import shardscope
-from shardscope.engine.dataflow import loops
-from shardscope.engine.jaxpr_model import from_jaxpr
-from shardscope.engine.loop_names import loop_path, loop_words
+from shardscope.engine.jaxpr.dataflow import loops
+from shardscope.engine.jaxpr.model import from_jaxpr
+from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 
 HERE = Path(__file__)
 DEMOS = HERE.parent.parent / "demos"

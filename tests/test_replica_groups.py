@@ -18,8 +18,8 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 import _compiled_programs as programs
-from shardscope.engine import hlo_text
-from shardscope.engine.replica_groups import MeshShape, ReplicaGroupsError, decode, decode_pairs, mesh_axes_of, pair_axes_of
+from shardscope.engine.hlo import text as hlo_text
+from shardscope.engine.hlo.replica_groups import MeshShape, ReplicaGroupsError, decode, decode_pairs, mesh_axes_of, pair_axes_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

@@ -392,8 +392,8 @@ def test_a_local_worker_starts_the_cpu_backend_without_trying_a_tpu():
 def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
     """plan_of on the TPU module's text (the CPU compile still names the mesh): the CPU's all-reduce
     of W's gradient, 4 runs in the micro-batch loop, runs once after it on v5e:2x2."""
-    from shardscope.engine.compiled import plan_of
-    from shardscope.engine.target_plan import LEFT_LOOP, compare_plans
+    from shardscope.engine.hlo.compiled import plan_of
+    from shardscope.engine.hlo.target_plan import LEFT_LOOP, compare_plans
     from shardscope.engine.inspection import argument_names
 
     built = programs.gspmd_accumulate(_cpu_mesh(4))
@@ -415,7 +415,7 @@ def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
 def test_a_sum_the_tpu_moved_out_of_the_loop_is_named_after_the_gradient_it_sums():
     """The TPU's all-reduce after the loop sums the accumulator: its value is still W's gradient,
     as on the CPU, whatever op_name the moved instruction took (jax 0.10.2: the loop's)."""
-    from shardscope.engine.compiled import plan_of
+    from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import argument_names
 
     built = programs.gspmd_accumulate(_cpu_mesh(4))
@@ -430,7 +430,7 @@ def test_the_seed_naive_plans_psum_the_tpu_moved_is_still_the_programs():
     """The shard_map psum_invariant the TPU moves out of the chunk loop pairs with its jaxpr
     equation on both versions (jax 0.10.2 prints it under the loop's op_name): the program
     wrote it, not the partitioner."""
-    from shardscope.engine.compiled import PROGRAM, plan_of
+    from shardscope.engine.hlo.compiled import PROGRAM, plan_of
 
     naive = _plan_traces("linear.py", "linear")["naive"]
     (t,) = plan_of(naive, naive.lower().compile(), text=_on("v5e:2x2", naive)).collectives

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from shardscope.engine import hlo_text
-from shardscope.engine.compiled import compiled_plan
-from shardscope.engine.hlo_loops import LoopCounts
-from shardscope.engine.target_plan import (
+from shardscope.engine.hlo import text as hlo_text
+from shardscope.engine.hlo.compiled import compiled_plan
+from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.target_plan import (
     COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED, compare_plans,
 )
 

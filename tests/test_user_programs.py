@@ -16,7 +16,7 @@ import pytest
 
 import _compiled_programs as programs
 import _user_programs as users
-from shardscope.engine.compiled import PARTITIONER, plan_of
+from shardscope.engine.hlo.compiled import PARTITIONER, plan_of
 from shardscope.engine.inspection import argument_names
 
 CASES = [(users.nnx_train_step, ()), (users.scanned_transformer, (False,)), (users.scanned_transformer, (True,)),

@@ -15,9 +15,9 @@ import pytest
 import _compiled_programs as cp
 import _what_if_programs as wp
 from _support import DEMOS
-from shardscope.engine.deferral import SHARD_MAP, Deferral, EquationIndex
-from shardscope.engine.type_reach import type_reach
-from shardscope.engine.what_if import (DEFER, FAILED, HOIST, NO_SAVING, OUTPUTS_DIFFER, REFUSED, VERIFIED, Rewrite,
+from shardscope.whatif.deferral import SHARD_MAP, Deferral, EquationIndex
+from shardscope.whatif.type_reach import type_reach
+from shardscope.whatif.what_if import (DEFER, FAILED, HOIST, NO_SAVING, OUTPUTS_DIFFER, REFUSED, VERIFIED, Rewrite,
                                        rewrites_of, rewritten_program, subject_of, verify)
 from shardscope.pipeline.what_if_programs import as_pipeline_program
 from shardscope.sources.loading import import_file
@@ -312,7 +312,7 @@ def test_the_rewritten_program_goes_through_the_pipeline_as_a_program(train_step
 def test_the_plan_check_fails_a_rewrite_whose_sum_stayed_in_the_loop():
     """The compiled check on its own: a "rewritten" plan that is the original's (the sum still
     in the loop, 4 runs per call where the rewrite predicts 1) fails with the counts in words."""
-    from shardscope.engine.rewrite_checks import plan_check
+    from shardscope.whatif.checks import plan_check
 
     step, args = wp.weight_decay_added()
     subject = subject_of(step, args)

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 import _what_if_programs as wp
-from shardscope.engine.what_if import DEFER, HOIST, VERIFIED, rewrites_of, subject_of
+from shardscope.whatif.what_if import DEFER, HOIST, VERIFIED, rewrites_of, subject_of
 from shardscope.sources.loading import import_file
 
 EXPLICIT_STEP = '''

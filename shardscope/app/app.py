@@ -285,7 +285,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: Textual's own commands plus every shardscope binding (:mod:`commands`)."""
         yield from super().get_system_commands(screen)
-        yield from binding_commands(self)
+        yield from binding_commands(self, self.action_in_tab)
 
     # -- the sidebar's settings ---------------------------------------------------------
 

@@ -6,25 +6,22 @@ out: Textual's own commands offer Quit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Callable, Iterator
 
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 
 from shardscope.app.bindings import TAB_ACTIONS
 
-if TYPE_CHECKING:
-    from shardscope.app.app import ShardscopeApp
-
-
-def binding_commands(app: ShardscopeApp) -> Iterator[SystemCommand]:
-    """A palette command for each of ``app``'s bindings, titled by its description, explained by its tooltip."""
+def binding_commands(app: App[Any], in_tab: Callable[..., Any]) -> Iterator[SystemCommand]:
+    """A palette command for each of ``app``'s bindings, titled by its description, explained by its
+    tooltip; a tab's action runs through ``in_tab`` (the app's ``action_in_tab``)."""
     for binding in app.BINDINGS:
         if not isinstance(binding, Binding) or binding.action == "quit":  # Textual offers its own Quit
             continue
         tab_action = TAB_ACTIONS.get(binding.action)
         if tab_action is not None:
-            callback = lambda tab_action=tab_action: app.call_later(app.action_in_tab, *tab_action)
+            callback = lambda tab_action=tab_action: app.call_later(in_tab, *tab_action)
         else:  # call_later: run_action is a coroutine, and the palette wants a plain callable
             callback = lambda action=binding.action: app.call_later(app.run_action, action)
         yield SystemCommand(binding.description, binding.tooltip, callback)

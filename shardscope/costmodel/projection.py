@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.interconnects import Link
+from shardscope.engine.kinds import ALL_REDUCE, KINDS
 
 if TYPE_CHECKING:
-    from shardscope.engine.compiled import CompiledCollective, CompiledPlan
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
 _ALL_REDUCE = {"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"}
@@ -127,7 +128,10 @@ class Projection:
 
 def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
     """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh)."""
-    from shardscope.engine.dataflow import payload_bytes, per_call  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
+    from shardscope.engine.jaxpr.dataflow import (  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
+        payload_bytes,
+        per_call,
+    )
 
     n = devices or analysis.shapes.devices
     plans = {}
@@ -151,18 +155,14 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
     return Projection(link=link, devices=n, plans=plans)
 
 
-COMPILED_MODELS = {
-    "all-reduce": "psum", "reduce-scatter": "reduce_scatter", "all-gather": "all_gather",
-    "all-to-all": "all_to_all", "ragged-all-to-all": "ragged_all_to_all", "collective-permute": "ppermute",
-    "collective-broadcast": "pbroadcast",
-}
+COMPILED_MODELS = {kind.name: kind.model for kind in KINDS}
 """The ring model of each compiled collective kind, by the JAX primitive that has the same one."""
 
 
 def compiled_model(c: "CompiledCollective") -> str:
     """The primitive whose ring model ``c`` follows: an all-reduce that keeps one shard of its
     sum (the TPU's all-reduce-scatter fusion) is a reduce-scatter."""
-    return "reduce_scatter" if c.kind == "all-reduce" and c.scatters else COMPILED_MODELS[c.kind]
+    return "reduce_scatter" if c.kind == ALL_REDUCE and c.scatters else COMPILED_MODELS[c.kind]
 
 
 def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:

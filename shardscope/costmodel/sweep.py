@@ -184,8 +184,8 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
             settings: Settings, target: "TargetDevices | None" = None) -> list[SweepPoint]:
     """Compile and time each traced plan of ``built`` (one chunk size), interleaved; compile it
     for ``target`` too, for its memory there."""
-    from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
-    from shardscope.engine.jaxpr_model import from_jaxpr
+    from shardscope.engine.jaxpr import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
+    from shardscope.engine.jaxpr.model import from_jaxpr
 
     names = [name for name in built.plans if name in traced]
     compiled = {name: _compile(name, built.functions[name], built.args, settings.axis, traced[name][0])

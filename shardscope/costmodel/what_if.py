@@ -3,7 +3,7 @@ their compiled memory per device and collective runs and bytes per call, and bot
 onto an interconnect.
 
 ``check --what-if`` asks for it per program (:func:`what_ifs`). The rewrite itself (built, compiled, planned, its outputs checked against the original's) is
-:mod:`shardscope.engine.what_if`'s; only a ``verified`` rewrite is timed: one that failed a
+:mod:`shardscope.whatif.what_if`'s; only a ``verified`` rewrite is timed: one that failed a
 check is no saving, whatever it measures. The speedup is :mod:`shardscope.measure.speedup`'s,
 the rule ``report`` uses (a spread of per-round ratios that contains 1 is "no measurable
 difference").
@@ -22,9 +22,9 @@ from shardscope.pipeline.gc_pause import paused
 
 if TYPE_CHECKING:
     from shardscope.costmodel.interconnects import Link
-    from shardscope.engine.compiled import CompiledPlan
+    from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.engine.inspection import Inspection
-    from shardscope.engine.what_if import Rewrite, WhatIf
+    from shardscope.whatif.what_if import Rewrite, WhatIf
 
 ORIGINAL, REWRITTEN = "original", "rewrite"
 """The two programs' names in the speedup's wording (``rewrite is 1.40x faster than original``)."""
@@ -133,9 +133,11 @@ def what_ifs(inspections: "list[Inspection]", repeats: int, link: "Link | None" 
 def _what_if(inspection: "Inspection", repeats: int, link: "Link | None", devices: int | None) -> ProgramWhatIf:
     if inspection.call is None:
         return ProgramWhatIf(None)
+    from shardscope.whatif.what_if import what_if_of  # the rewriter imports JAX: not on render.check's import
+
     with paused():
         try:
-            what_if = inspection.what_if()
+            what_if = what_if_of(inspection)
         except Exception as exc:  # the rewrite engine met a program it cannot read: the check still stands
             first = next((line for line in str(exc).splitlines() if line.strip()), "")
             return ProgramWhatIf((), f"shardscope could not rewrite it ({type(exc).__name__}: {first})")

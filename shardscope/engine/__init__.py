@@ -1,35 +1,27 @@
 """The analysis engine: what a program's collectives cost and whether its loops need them.
 
-The jaxpr view (what a program writes) and the compiled view (what XLA runs) live side by side
-here, so that ``check``, ``inspect``, ``shardscope.testing``, the report and the app read one
-engine. The compiled view, by concept:
+One folder per level, each importing only the ones under it:
 
-- ``hlo_text`` (with ``hlo_syntax``, ``hlo_shapes``, ``hlo_source``): the parse of
-  ``compiled.as_text()``;
-- ``hlo_flow``, ``hlo_loops``, ``loop_facts``: values through fusions and calls, loop trip
-  counts (written or derived), what a loop changes and what every device shares;
-- ``collective_sites``: every collective in each printed form, with the loops around it;
-- ``replica_groups``: device groups as mesh axes;
-- ``compiled_verdicts``, ``compiled_fixes``: deferrable, loop-invariant or needed, and the fix;
-- ``jaxpr_pairing``, ``dead_code``, ``compiled_names``, ``equation_names``: the jaxpr
-  collectives each compiled one comes from, the ones that never run, and the values named as
-  the jaxpr view names them;
-- ``compiled``: the plan (``compiled_plan``, ``plan_of``, ``CompiledPlan``);
-- ``target_plan``: what a TPU target's compiler did with each collective of the CPU plan.
+- ``jaxpr/``: the jaxpr view, what a program writes. ``model`` (the jaxpr as blocks and
+  equations, with the user's source lines), ``valueflow`` and ``linearity`` (where single values
+  go, and whether a value reaches a carry only linearly), ``dataflow`` (the networkx graph of
+  collectives and loops), ``verdicts`` (deferrable, loop-invariant or needed), ``loop_names``,
+  ``dead_code`` (collectives the compiler removes).
+- ``hlo/``: the compiled view, what XLA runs. ``text`` (the parse of ``compiled.as_text()``,
+  with ``syntax``, ``shapes``, ``source``), ``flow``, ``loops``, ``loop_facts`` (values through
+  fusions, trip counts, what a loop changes), ``sites`` (every collective in each printed form,
+  with the loops around it), ``replica_groups``, ``verdicts`` and ``fixes``, ``names`` and
+  ``equation_names`` (the values each collective carries, named as the user names them),
+  ``pairing`` and ``paired`` (the jaxpr collectives each compiled one comes from), ``plan`` (the
+  values: ``CompiledPlan``, ``CompiledCollective``), ``compiled`` (building the plan:
+  ``compiled_plan``, ``plan_of``), ``target_plan`` (what a target's compiler did with each
+  collective of the CPU plan).
+- the shared pieces at this level: ``kinds`` (the one table of collective kinds), ``counts``
+  (runs per call), ``pytree_paths``, ``user_frames`` (which frame is the user's line),
+  ``traceable`` (any callable as a program JAX traces), and ``inspection``: one program read
+  both ways, the value ``check``, ``inspect`` and ``shardscope.testing`` return.
 
-The what-if (each flagged finding rewritten as a user would fix it, checked before it is a
-saving), by concept:
-
-- ``what_if``: the API (``what_if``, ``rewrites_of``, ``Rewrite``, ``verify``), on a
-  ``rewrite_subject.Subject`` (the program traced, compiled, planned, with run arguments);
-- ``rewrite_groups``: which findings one rewrite fixes together, and the refused sums;
-- ``rewrite_build``: which rewrite, on which jaxpr, in which style;
-- ``retrace``: a traced program run again with edits (the engine of every rewrite);
-- ``deferral``, ``type_reach``: a sum moved after its loop, and where its unsummed value goes;
-- ``explicit_axes``: the sums the partitioner writes, read from Explicit-axes types, and an
-  Auto program traced again with Explicit axes;
-- ``hoisting``: a loop-invariant collective moved before its loop;
-- ``rewritten``, ``rewrite_checks``: the rewritten program beside the original, and the checks
-  (runs per call, outputs) a rewrite passes before it is reported;
-- ``patch``: the change as a unified diff of the user's file, or a snippet.
+The what-if (a flagged finding's program rewritten as a user would fix it) sits above the
+engine, in :mod:`shardscope.whatif`; an ``Inspection`` reaches it, and its renderings, through
+the functions those layers register (``inspection.EXTENSIONS``).
 """

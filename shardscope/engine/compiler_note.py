@@ -1,12 +1,11 @@
 """What compilers do with collectives in loops, said beside every compiled plan.
 
 The CPU compiler keeps every all-reduce where the program put it, so the CPU's compiled plan
-(:mod:`shardscope.engine.compiled`) is what runs; XLA's GPU and TPU pipelines may move a
+(:mod:`shardscope.engine.hlo.compiled`) is what runs; XLA's GPU and TPU pipelines may move a
 simple accumulation's all-reduce out of its loop, so the backend is always named.
 """
 
 from __future__ import annotations
-
 
 LOOP_MOTION_REFERENCES = "openxla/xla issue 6750, PR 28184"
 """Where XLA's pass that moves an all-reduce out of a while loop is discussed."""

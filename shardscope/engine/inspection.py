@@ -13,30 +13,53 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
-from shardscope.engine.dataflow import collectives, loops
-from shardscope.engine.jaxpr_model import from_jaxpr
-from shardscope.engine.paired import PairedCollective, paired_collectives
+from shardscope.engine.hlo.compiled import jax_traced, plan_of
+from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
+from shardscope.engine.hlo.plan import CompiledPlan
+from shardscope.engine.jaxpr.dataflow import collectives, loops
+from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.pytree_paths import argument_names, pytree_names
-from shardscope.engine.rewrite_subject import subject_from
 from shardscope.engine.traceable import Traceable, traceable
-from shardscope.engine.what_if import WhatIf, rewrites_of
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
-from shardscope.render.findings import render_inspection, to_text
-from shardscope.render.findings_html import inspection_html
 
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.dataflow import Collective, Loop
-    from shardscope.engine.jaxpr_model import Program
-    from shardscope.engine.target_plan import TargetPlan
+    from shardscope.engine.hlo.target_plan import TargetPlan
+    from shardscope.engine.jaxpr.dataflow import Collective, Loop
+    from shardscope.engine.jaxpr.model import Program
 
 __all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+
+
+class Rewrites(Protocol):
+    """What :meth:`Inspection.what_if` returns: :class:`shardscope.whatif.what_if.WhatIf` (the
+    engine does not import the what-if, which sits above it)."""
+
+    @property
+    def verified(self) -> tuple[Any, ...]:
+        """The rewrites that are checked savings."""
+
+
+@dataclass
+class Extensions:
+    """What the layers above the engine add to an :class:`Inspection`, registered when they are
+    imported: its renderings (:mod:`shardscope.render.findings` and ``findings_html``) and its
+    what-if (:mod:`shardscope.whatif.what_if`). The engine names neither: an Inspection is a value,
+    printed and rewritten by the layers that know how (``shardscope.inspect`` imports them)."""
+
+    text: "Callable[[Inspection], str] | None" = None
+    rich: "Callable[[Inspection], Any] | None" = None
+    html: "Callable[[Inspection], str] | None" = None
+    what_if: "Callable[[Inspection], Rewrites] | None" = None
+
+
+EXTENSIONS = Extensions()
+"""The one registry of :class:`Extensions` (filled at import of the layers above)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +146,7 @@ class Inspection:
             totals.setdefault(c.primitive, []).append(c)
         return {primitive: total_executions(found) for primitive, found in totals.items()}
 
-    def what_if(self) -> WhatIf:
+    def what_if(self) -> Rewrites:
         """Every flagged finding rewritten as a user would fix it, each checked before it counts.
 
         A ``deferrable`` sum is moved out of its loop (``shard_map``: the value cast to varying
@@ -131,26 +154,24 @@ class Inspection:
         ``unreduced`` accumulator, one reshard after; jit with Auto axes: the same on the program
         traced again with Explicit axes), a ``loop_invariant`` collective moved before its loop.
         Each rewrite is compiled and planned, and run beside the original on the same arguments
-        (filled from seed 0): its :attr:`~shardscope.engine.what_if.Rewrite.status` is
+        (filled from seed 0): its :attr:`~shardscope.whatif.what_if.Rewrite.status` is
         ``verified`` only when the moved collectives run as often as predicted and the outputs
         match within the dtype's tolerance; otherwise it says why. Returns a
-        :class:`~shardscope.engine.what_if.WhatIf` (``print()`` it; ``.rewrites``, each with its
+        :class:`~shardscope.whatif.what_if.WhatIf` (``print()`` it; ``.rewrites``, each with its
         rewritten ``program`` and ``patch``). Computed once per inspection.
         """
         return self._what_if
 
     @cached_property
-    def _what_if(self) -> WhatIf:
-        call = self.call
-        if call is None or self.compiled is None:
+    def _what_if(self) -> Rewrites:
+        if self.call is None or self.compiled is None:
             raise ShardscopeError(
                 f"{self.function} has no traced and compiled call to rewrite: what_if() needs the inspection "
                 "shardscope.inspect(fn, *args) returns.",
                 "a demo's deferred plan is already its naive plan rewritten: `shardscope report FILE` times both")
-        subject = subject_from(self.function, call.program.function, (call.program.args, call.program.kwargs),
-                               call.traced, call.compiled, self.compiled, self.collectives,
-                               call.program.input_names)
-        return WhatIf(subject, rewrites_of(subject))
+        if EXTENSIONS.what_if is None:
+            raise RuntimeError("the what-if is not loaded: import shardscope.whatif.what_if (shardscope.inspect does)")
+        return EXTENSIONS.what_if(self)
 
     def _plan(self) -> CompiledPlan:
         if self.compiled is None:
@@ -159,14 +180,14 @@ class Inspection:
 
     def __rich__(self) -> Any:
         """The findings table with the fixes under it (``rich.print(inspection)``)."""
-        return render_inspection(self)
+        return EXTENSIONS.rich(self) if EXTENSIONS.rich is not None else str(self)
 
     def __str__(self) -> str:
-        return to_text(self)
+        return EXTENSIONS.text(self) if EXTENSIONS.text is not None else repr(self)
 
-    def _repr_html_(self) -> str:
-        """The same table in a notebook."""
-        return inspection_html(self)
+    def _repr_html_(self) -> str | None:
+        """The same table in a notebook (None, the text, where the HTML rendering is not loaded)."""
+        return EXTENSIONS.html(self) if EXTENSIONS.html is not None else None
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))

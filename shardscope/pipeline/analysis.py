@@ -17,9 +17,9 @@ from shardscope.pipeline.comparison import Comparison, compare
 from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
-    from shardscope.engine.compiled import CompiledPlan
-    from shardscope.engine.paired import PairedCollective
-    from shardscope.engine.target_plan import TargetPlan
+    from shardscope.engine.hlo.plan import CompiledPlan
+    from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.plans.shapes import Shapes
@@ -39,20 +39,20 @@ class PlanResult:
     ``graph`` is None when analysed with ``graphs=False`` (``report`` and ``diff`` never draw).
     ``collectives`` are the jaxpr's collective equations; ``compiled`` is what XLA runs (every
     collective instruction, the partitioner's too) and ``paired`` the two joined, each
-    collective once (:mod:`shardscope.engine.paired`).
+    collective once (:mod:`shardscope.engine.hlo.paired`).
     """
 
     name: str
     description: str
     role: str  # baseline, candidate or floor (shardscope.plans.registry.Plan.role)
-    program: Any  # shardscope.engine.jaxpr_model.Program
-    collectives: tuple  # tuple[shardscope.engine.dataflow.Collective, ...]
-    loops: tuple  # tuple[shardscope.engine.dataflow.Loop, ...]: every loop, with the collectives inside it
+    program: Any  # shardscope.engine.jaxpr.model.Program
+    collectives: tuple  # tuple[shardscope.engine.jaxpr.dataflow.Collective, ...]
+    loops: tuple  # tuple[shardscope.engine.jaxpr.dataflow.Loop, ...]: every loop, with the collectives inside it
     canonical_text: str  # the program's canonical one-line-per-equation text
     executed: Count  # collective runs per call (an upper bound with collectives in cond branches)
     bytes: Count  # per-device bytes moved by collectives per call
     trace_s: float
-    graph: Any = None  # networkx.DiGraph (shardscope.engine.dataflow.build_graph)
+    graph: Any = None  # networkx.DiGraph (shardscope.engine.jaxpr.dataflow.build_graph)
     # The rest needs the compiled program; None when analysed with measure=False (and not compile=True).
     compiled: "CompiledPlan | None" = None
     paired: "tuple[PairedCollective, ...]" = ()
@@ -69,8 +69,8 @@ class PlanResult:
                         graphs: bool, **measured: Any) -> "PlanResult":
         """The result for one traced program (a plan's or a program file's): its collectives, loops,
         per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
-        from shardscope.engine import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
-        from shardscope.engine.paired import paired_collectives
+        from shardscope.engine.jaxpr import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
+        from shardscope.engine.hlo.paired import paired_collectives
 
         program = inspection.program
         measured.setdefault("compiled", inspection.compiled)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from shardscope.engine.compiled import jax_traced
+from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program, inspect_traced,
                                           trace_program)
 from shardscope.engine.pytree_paths import pytree_names

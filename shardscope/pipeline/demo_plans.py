@@ -22,7 +22,7 @@ from shardscope.plans.settings import Settings
 from shardscope.sources.demos import DemoFunction
 
 if TYPE_CHECKING:
-    from shardscope.engine.jaxpr_model import Site
+    from shardscope.engine.jaxpr.model import Site
     from shardscope.pipeline.analysis import Analysis
     from shardscope.pipeline.comparison import Comparison
 

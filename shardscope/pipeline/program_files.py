@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from shardscope.engine.compiled import jax_traced
+from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
-from shardscope.engine.compiled import CompiledPlan, plan_of
+from shardscope.engine.hlo.compiled import plan_of
+from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
 from shardscope.errors import SettingsError, ShardscopeError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.target_plan import TargetPlan
+    from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.pipeline.targets import TargetDevices
 
     from shardscope.measure.crosscheck import GradientCheck

@@ -1,10 +1,10 @@
 """The targets of ``--target tpu:TOPOLOGY``: loaded once, the mesh laid over them, and each
-program's :class:`~shardscope.engine.target_plan.TargetPlan` beside its CPU plan.
+program's :class:`~shardscope.engine.hlo.target_plan.TargetPlan` beside its CPU plan.
 
 A program is traced once; its trace is compiled for the CPU (where it runs and is timed) and
 for each target (where nothing runs: :mod:`shardscope.pipeline.targets`). The target's module
 is read by the same engine as the CPU's, paired with the same jaxpr, and compared with the CPU's
-compiled plan collective by collective (:func:`shardscope.engine.target_plan.compare_plans`).
+compiled plan collective by collective (:func:`shardscope.engine.hlo.target_plan.compare_plans`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from shardscope.engine.compiled import CompiledPlan, plan_of
-from shardscope.engine.paired import paired_collectives
-from shardscope.engine.target_plan import TargetPlan, compare_plans
+from shardscope.engine.hlo.compiled import plan_of
+from shardscope.engine.hlo.plan import CompiledPlan
+from shardscope.engine.hlo.paired import paired_collectives
+from shardscope.engine.hlo.target_plan import TargetPlan, compare_plans
 from shardscope.errors import SettingsError
 from shardscope.pipeline.targets import Target, TargetDevices, compile_for_target, load_target, parse_target
 from shardscope.plans.mesh import Mesh

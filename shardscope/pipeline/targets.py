@@ -299,7 +299,7 @@ def _lower_for_tpu(traced: "jax.stages.Traced", target: Target, name: str) -> "M
     ``io_callback``) is lowered against the backend of the devices, the CPU's here: JAX refuses
     it for the TPU platform, and the message says so.
     """
-    from shardscope.engine.compiled import jax_traced  # the engine: 0.5 s of imports the sidebar's parse_target must not pay
+    from shardscope.engine.hlo.compiled import jax_traced  # the engine: 0.5 s of imports the sidebar's parse_target must not pay
 
     try:
         return jax_traced(traced).lower(lowering_platforms=("tpu",))._lowering  # nnx.jit's Traced holds JAX's

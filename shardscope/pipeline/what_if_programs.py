@@ -1,7 +1,7 @@
 """A program's verified what-if rewrites as programs of the pipeline, beside the original.
 
 The explorer's what-if (``w``) analyses each program of a program file and, right after it,
-every rewrite of its findings that :mod:`shardscope.engine.what_if` verified: the Plans, Diff,
+every rewrite of its findings that :mod:`shardscope.whatif.what_if` verified: the Plans, Diff,
 Graph, Compiled and Timings tabs then compare a program with shardscope's fix of it. A rewrite
 takes the original's arguments, so it is traced, placed, timed and checked against the original
 as the original is; it is named ``step-what-if`` (``step-what-if-2`` for a second one: a name
@@ -19,9 +19,10 @@ from shardscope.engine.inspection import inspect_program
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram
 from shardscope.sources.programs import CLI_DEBUG
+from shardscope.whatif.what_if import what_if_of
 
 if TYPE_CHECKING:
-    from shardscope.engine.rewritten import RewrittenProgram
+    from shardscope.whatif.rewritten import RewrittenProgram
     from shardscope.sources.programs import ProgramFunction
 
 WHAT_IF = "what-if"
@@ -33,7 +34,7 @@ def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> 
     programs in ``original``'s place; none when it does not trace (the original says why)."""
     try:
         inspection = inspect_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
-        rewrites = inspection.what_if().verified
+        rewrites = what_if_of(inspection).verified
     except ShardscopeError:
         return []
     found = []

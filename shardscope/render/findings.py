@@ -11,12 +11,13 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text, total_executions
+from shardscope.engine.inspection import EXTENSIONS
 
 if TYPE_CHECKING:
-    from shardscope.engine.compiled import CompiledCollective
-    from shardscope.engine.dataflow import Collective
+    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.jaxpr.dataflow import Collective
     from shardscope.engine.inspection import Inspection
-    from shardscope.engine.paired import PairedCollective
+    from shardscope.engine.hlo.paired import PairedCollective
 
 VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}
 
@@ -232,3 +233,7 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
                                if c.compiled is None and not c.dead],
     }
     return data
+
+
+EXTENSIONS.text = to_text
+EXTENSIONS.rich = render_inspection

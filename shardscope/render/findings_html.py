@@ -12,6 +12,7 @@ import html
 import uuid
 from typing import TYPE_CHECKING
 
+from shardscope.engine.inspection import EXTENSIONS
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 
 if TYPE_CHECKING:
@@ -87,3 +88,6 @@ def _notes(inspection: "Inspection") -> str:
     if not lines:
         return ""
     return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"
+
+
+EXTENSIONS.html = inspection_html

@@ -1,6 +1,6 @@
 """A program's plans on ``--target`` slices beside the CPU's: tables, verdicts in words, JSON.
 
-Every rendering reads the :class:`~shardscope.engine.target_plan.TargetPlan` values the
+Every rendering reads the :class:`~shardscope.engine.hlo.target_plan.TargetPlan` values the
 pipeline made (what the target's compiler did with each CPU collective); nothing here
 compiles or recounts. Nothing runs on a target: its tables say so where timings would be.
 """
@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from shardscope.engine.counts import count_text
-from shardscope.engine.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
+from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.costmodel.projection import Projection
-    from shardscope.engine.compiled import CompiledLoop, CompiledPlan
-    from shardscope.engine.target_plan import TargetPlacement, TargetPlan
+    from shardscope.engine.hlo.plan import CompiledLoop, CompiledPlan
+    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
 NOT_RUN = "not run (compiled only)"
 """What a target's table says where the CPU's has timings."""

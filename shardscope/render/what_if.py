@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
-from shardscope.engine.paired import paired_collectives
+from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.measure.speedup import speedup_text
 from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
 from shardscope.render.findings import compiled_collective_json, compiled_json
@@ -16,7 +16,7 @@ from shardscope.render.findings import compiled_collective_json, compiled_json
 if TYPE_CHECKING:
     from shardscope.costmodel.projection import CompiledProjection
     from shardscope.engine.inspection import Inspection
-    from shardscope.engine.what_if import Rewrite
+    from shardscope.whatif.what_if import Rewrite
 
 MEMORY_SHOWN = (("arguments", "argument_size_in_bytes"), ("outputs", "output_size_in_bytes"),
                 ("temporaries", "temp_size_in_bytes"))

@@ -19,7 +19,7 @@ from shardscope.app.summaries import plan_line
 from shardscope.app.views import layered
 from shardscope.engine.counts import count_text
 from shardscope.app.views.pane import RenderedPane
-from shardscope.engine.dataflow import feeding_subgraph
+from shardscope.engine.jaxpr.dataflow import feeding_subgraph
 
 if TYPE_CHECKING:
     from rich.segment import Segment

@@ -33,9 +33,9 @@ from shardscope.render.targets import placement_words, plan_verdict
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
-    from shardscope.engine.compiled import CompiledLoop
-    from shardscope.engine.target_plan import TargetPlan
-    from shardscope.engine.paired import PairedCollective
+    from shardscope.engine.hlo.plan import CompiledLoop
+    from shardscope.engine.hlo.target_plan import TargetPlan
+    from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
 
 VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}

@@ -19,8 +19,8 @@ class Entry:
     """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
 
     key: str  # the equation id, or block_key() of a sub-block
-    equation: Any = None  # shardscope.engine.jaxpr_model.Equation
-    block: Any = None  # shardscope.engine.jaxpr_model.Block (a block node, the root, or a gap's block)
+    equation: Any = None  # shardscope.engine.jaxpr.model.Equation
+    block: Any = None  # shardscope.engine.jaxpr.model.Block (a block node, the root, or a gap's block)
     populated: bool = False
     gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
 
@@ -53,7 +53,7 @@ class PlanIndex:
 
     paths: dict[str, tuple[str, ...]]  # equation id -> keys of the nodes above it, outermost first
     positions: dict[str, int]  # equation id -> its position in its block
-    collectives: dict[str, Any]  # equation id -> shardscope.engine.dataflow.Collective
+    collectives: dict[str, Any]  # equation id -> shardscope.engine.jaxpr.dataflow.Collective
     order: tuple[str, ...]  # collective equation ids in program order
     inside: dict[str, Inside]  # node key -> the collectives below it
     in_blocks: dict[str, BlockCollectives] = field(default_factory=dict)  # node key -> those right in its block

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from rich.style import Style
 from rich.text import Text
 
-from shardscope.engine.loop_names import loop_words
+from shardscope.engine.jaxpr.loop_names import loop_words
 
 MAX_VALUES = 3
 """How many outputs or operands a label lists before it says ``+N``."""
@@ -66,7 +66,7 @@ def badge(text: str, in_loop: bool, styles: LabelStyles) -> Text:
 def equation_label(eqn: Any, collective: Any, inside: Inside, styles: LabelStyles) -> Text:
     """``x2/call psum_invariant_0[s] f32[5] <- dot_general_1 · 20 B/run``: badge, name, types, operands.
 
-    ``collective`` is the :class:`~shardscope.engine.dataflow.Collective` when ``eqn`` is one; ``inside``
+    ``collective`` is the :class:`~shardscope.engine.jaxpr.dataflow.Collective` when ``eqn`` is one; ``inside``
     counts the collectives inside a loop or call.
     """
     text = Text(no_wrap=True, overflow="ellipsis")

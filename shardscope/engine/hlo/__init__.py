@@ -1,0 +1,1 @@
+"""The compiled view: the module text XLA prints, its loops and collectives, paired with the jaxpr."""

@@ -1,0 +1,240 @@
+"""The compiled communication plan: every collective the partitioned module runs, and what it costs.
+
+The jaxpr shows what a program writes; a jit with shardings has no collective there at all, the
+partitioner (GSPMD or Shardy) writes them during ``compile()``. This module reads the compiled
+text and lists each collective instruction with the while loops around it and their trip
+counts, runs and bytes per call, the mesh axes it spans, who wrote it, the source line, the
+value it carries, its verdict and fix, and the jaxpr equations it comes from.
+
+How ``check``, ``inspect`` and ``shardscope.testing`` call it::
+
+    traced = jax.jit(step).trace(params, batch)
+    plan = plan_of(traced, input_names=argument_names(step, args, {}))
+    plan.counts()            # {"all-reduce": 4}: runs per call of each kind
+    plan.flagged             # the collectives a loop runs without needing to
+    for c in plan.collectives:
+        c.kind, c.executions, c.bytes_per_call, c.axes, c.written_by, c.source, c.value, c.verdict.fix
+
+or, with text alone (a module dumped elsewhere, a target's module),
+``compiled_plan(text, mesh=mesh)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+from shardscope.engine.hlo import replica_groups
+from shardscope.engine.hlo.equation_names import EquationNames
+from shardscope.engine.hlo.fixes import verdict_of
+from shardscope.engine.hlo.flow import Flow
+from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
+from shardscope.engine.hlo.pairing import (
+    JAX_COLLECTIVE_PRIMITIVES,
+    PARTITIONER,
+    PROGRAM,
+    JaxprCollective,
+    pair,
+)
+from shardscope.engine.hlo.plan import (
+    CompiledCollective,
+    CompiledLoop,
+    CompiledOperand,
+    CompiledPlan,
+)
+from shardscope.engine.hlo.replica_groups import MeshShape
+from shardscope.engine.hlo.sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
+from shardscope.engine.hlo.text import HloModule, Instruction, parse
+from shardscope.engine.hlo.verdicts import NEEDED, CompiledClassifier
+from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
+from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
+from shardscope.engine.jaxpr.model import from_jaxpr
+from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
+from shardscope.engine.pytree_paths import pytree_names
+
+if TYPE_CHECKING:
+    import jax
+
+    from shardscope.engine.jaxpr.dataflow import Collective
+    from shardscope.engine.jaxpr.model import Program
+
+__all__ = ["COLLECTIVE_KINDS", "PROGRAM", "PARTITIONER", "CompiledLoop", "CompiledOperand", "CompiledCollective",
+           "CompiledPlan", "compiled_plan", "plan_of"]
+
+
+# --------------------------------------------------------------------------- building the plan
+
+
+def compiled_plan(
+    text: str,
+    *,
+    mesh: "MeshShape | jax.sharding.Mesh | None" = None,
+    backend: str = "cpu",
+    style: str = "auto",
+    jaxpr_collectives: Sequence[JaxprCollective] = (),
+    input_names: Sequence[str] = (),
+    output_names: Sequence[str] = (),
+    dead_equations: Sequence[str] = (),
+    equation_names: EquationNamer | None = None,
+) -> CompiledPlan:
+    """The :class:`CompiledPlan` of ``compiled.as_text()``.
+
+    ``mesh`` (a ``jax.sharding.Mesh`` or :class:`~shardscope.engine.hlo.replica_groups.MeshShape`)
+    names the groups' axes; ``style`` (``auto``, ``explicit``, ``shard_map``) picks the fixes'
+    wording; ``jaxpr_collectives`` (``dataflow.Collective`` values) are paired with the compiled
+    ones, which also tells on jax 0.10 who wrote a collective; ``equation_names`` (the jaxpr
+    view's names, :class:`~shardscope.engine.hlo.equation_names.EquationNames`) names the values
+    they carry; without it, ``input_names`` and ``output_names`` (the pytree paths of the flat
+    inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
+    ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes.
+    """
+    module = parse(text)
+    builder = _Builder(module, _mesh_shape(mesh), style, CollectiveNamer(module, Flow(module), input_names, output_names,
+                                                                        equation_names))
+    dead = set(dead_equations)
+    refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
+    paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
+    sizes = {r.equation_id: r.bytes_per_execution for r in refs}
+    paired = [builder.named_after_pairing(c, sizes) for c in paired]
+    loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
+    return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
+
+
+def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" = None, *,
+            input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
+            text: str | None = None, program: "Program | None" = None,
+            jaxpr_collectives: "Sequence[Collective] | None" = None) -> CompiledPlan:
+    """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
+    is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
+    and the values named as the jaxpr view names them. ``text`` is another module of the same
+    trace to read instead of ``compiled``'s (a target's, ``TargetCompilation.hlo_text``; the
+    CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
+    ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``. ``program`` and
+    ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
+    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
+    import jax
+
+    compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
+    traced = jax_traced(traced)
+    program = program if program is not None else from_jaxpr(traced.jaxpr)
+    outputs = list(output_names) or pytree_names(traced.out_info, "out")
+    inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
+    found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
+    mesh, style = mesh_and_style(traced.jaxpr, compiled)
+    return compiled_plan(
+        text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
+        style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
+        dead_equations=dead_collectives(traced.jaxpr),
+        equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
+    )
+
+
+def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":
+    """JAX's own ``Traced`` of ``traced``: flax's ``nnx.jit(f).trace(...)`` holds it in ``.traced``."""
+    return traced if hasattr(traced, "jaxpr") else traced.traced
+
+
+def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
+    """The names of the module's entry parameters: jit drops the arguments the program never
+    reads (``keep_unused=False``), so parameter ``k`` is the ``k``-th kept argument."""
+    kept = getattr(getattr(compiled, "_executable", None), "_kept_var_idx", None)
+    if not inputs or not kept or max(kept) >= len(inputs):
+        return inputs
+    return [inputs[k] for k in sorted(kept)]
+
+
+def _mesh_shape(mesh: "MeshShape | jax.sharding.Mesh | None") -> MeshShape | None:
+    if mesh is None or isinstance(mesh, MeshShape):
+        return mesh
+    return MeshShape.of(mesh)
+
+
+class _Builder:
+    """Turns each site of one module into a :class:`CompiledCollective`."""
+
+    def __init__(self, module: HloModule, mesh: MeshShape | None, style: str, namer: CollectiveNamer) -> None:
+        self.module = module
+        self.mesh = mesh
+        self.style = style
+        self.namer = namer
+        self.flow = namer.flow
+        self.counts = LoopCounts(module, self.flow)
+        self.finder = SiteFinder(module, self.flow)
+        self.classifier = CompiledClassifier(module, self.flow, self.counts)
+
+    def collective(self, site: CollectiveSite) -> CompiledCollective:
+        """The collective at ``site``, with its verdict."""
+        inst = site.instruction
+        verdicts = self.classifier.operand_verdicts(site)
+        operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
+                         for k in range(len(inst.operands)))
+        groups, axes = self._groups_and_axes(inst)
+        named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
+        source = self.module.source(named, users=True)
+        collective = CompiledCollective(
+            name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
+            loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
+            written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
+            verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
+            scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
+        )
+        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
+
+    def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int]) -> CompiledCollective:
+        """``c`` with the jaxpr view's name of the collective it pairs with, where it has one; each
+        operand of a combined instruction takes the name of the one paired collective of its bytes
+        (``sizes``: each jaxpr collective's bytes per run), else keeps its own."""
+        if not c.combined:
+            name = self.namer.paired_value(c)
+            names = [name] * len(c.operands)
+        else:
+            names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
+        if not any(names):
+            return c
+        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name or op.value)
+                                                     for op, name in zip(c.operands, names)))
+
+    def loop(self, inst: Instruction) -> CompiledLoop:
+        """The :class:`CompiledLoop` of the while instruction ``inst``."""
+        body = next((c for role, c in inst.called_computations if role == "body"), "")
+        source = self.module.source(inst, users=True)
+        return CompiledLoop(inst.name, body, self.counts.trip_count(inst.name), source.text() if source else "",
+                            inst.metadata.op_name)
+
+    def _operand(self, site: CollectiveSite, k: int, verdict: str) -> CompiledOperand:
+        name = site.instruction.operands[k]
+        operand = self.module.instruction(name)
+        shape = operand.shape if operand is not None else None
+        text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
+        value = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
+        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=value, verdict=verdict)
+
+    def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
+        devices = self.module.num_partitions * self.module.replica_count
+        try:
+            if inst.source_target_pairs is not None:
+                pairs = replica_groups.decode_pairs(inst.source_target_pairs)
+                return tuple(pairs), (replica_groups.pair_axes_of(pairs, self.mesh) if self.mesh else None)
+            text = inst.replica_groups
+            groups = replica_groups.decode(text if text is not None else "{}", devices)
+        except replica_groups.ReplicaGroupsError:
+            return None, None
+        return groups, (replica_groups.mesh_axes_of(groups, self.mesh) if self.mesh else None)
+
+    def _scatters(self, site: CollectiveSite) -> bool:
+        """True for an all-reduce whose wrapping fusion keeps one shard of the sum (the TPU's
+        all-reduce-scatter fusion): a reduce-scatter in effect."""
+        if site.kind != ALL_REDUCE or site.anchor.opcode != "fusion":
+            return False
+        operand = self.module.instruction(site.instruction.operands[0]) if site.instruction.operands else None
+        return operand is not None and site.result.shape.nbytes < operand.shape.nbytes
+
+
+def _author(inst: Instruction) -> str:
+    """Who wrote it, when the instruction says: the partitioner marks its own on jax >= 0.11,
+    and an ``op_name`` ending in a JAX collective is the program's; else pairing decides."""
+    if inst.is_spmd_generated:
+        return PARTITIONER
+    return PROGRAM if any(p in JAX_COLLECTIVE_PRIMITIVES for p in inst.metadata.primitives) else ""

@@ -1,0 +1,206 @@
+"""The jaxpr view's name of any equation's value, for the compiled view to name what it carries.
+
+One naming: a collective is named as the jaxpr view names it (``dataflow.collectives``: the
+argument it is the gradient of, else the program output it reaches or input it comes from);
+any other equation the same way, by :func:`shardscope.engine.jaxpr.dataflow.value_name`, except that a
+gradient is named after the argument it is the gradient of. A gradient is an equation of the
+backward pass (its name stack holds ``transpose(...)``); JAX transposes each forward equation
+under that equation's own source information, so the two share their user frames (their
+origin): the forward equation's operand of the gradient's shape and type leads back to the
+argument (``params['W']``, or ``W`` for a bare one). The forward equation is one of the same
+primitive (a ``dot_general``'s gradient is a ``dot_general``): other equations of the same line
+(the loss's ``sub``) share the origin too. Only a pairing that leads to exactly one argument
+names one; layers made by one line in a Python loop stay named by their output.
+
+A compiled instruction finds its equation by what XLA keeps of it: the primitive at the end of
+its ``op_name``, whether the name stack is the backward pass's, and its source line.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Sequence
+
+from shardscope.engine.hlo.source import SourceLocation
+from shardscope.engine.jaxpr.dataflow import value_name
+from shardscope.engine.jaxpr.dead_code import named_equations
+from shardscope.engine.jaxpr.model import Equation, Program
+from shardscope.engine.jaxpr.valueflow import ValueIndex
+from shardscope.engine.pytree_paths import tail
+
+if TYPE_CHECKING:
+    import jax
+
+    from shardscope.engine.jaxpr.dataflow import Collective
+
+Frames = tuple[tuple[str, int, str], ...]
+"""The user's frames of an equation, innermost first: ``((file, line, function), ...)``."""
+
+_FORWARD_OF = {"transpose": {"dot_general", "transpose"}, "psum_invariant": {"pvary", "pcast"},
+               "reduce_sum": {"broadcast_in_dim", "reduce_sum", "reshape"}, "scatter-add": {"gather"},
+               "scatter_add": {"gather"}}
+"""The forward primitives a backward-pass primitive transposes, where they differ: the gradient
+of a matmul's operand is a ``dot_general``, sometimes followed by a ``transpose``; the sum of a
+replicated value's gradient is the transpose of its implicit ``pvary``; a broadcast's (a norm's
+scale times the activations, a bias reshaped to add to every row as flax's ``Linear`` does) is
+a ``reduce_sum``; an embedding lookup's a ``scatter-add``."""
+
+
+class EquationNames:
+    """Names of the values of one traced program's equations (computed on first use)."""
+
+    def __init__(self, closed_jaxpr: "jax.extend.core.ClosedJaxpr", program: Program, input_names: Sequence[str],
+                 output_names: Sequence[str], collectives: Sequence["Collective"] = ()) -> None:
+        self.closed_jaxpr = closed_jaxpr
+        self.program = program
+        self.index = ValueIndex(program)
+        self.inputs = [""] * (len(program.root.inputs) - len(input_names)) + list(input_names)
+        self.outputs = list(output_names)
+        self._collectives = {c.equation_id: c.value for c in collectives}
+
+    def collective_value(self, equation_id: str) -> str:
+        """The value the jaxpr view gives the collective ``equation_id``."""
+        return self._collectives.get(equation_id, "")
+
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+        """The names of the equations an HLO instruction may come from: those with its
+        primitive, pass (forward or backward) and line, preferring the ones whose output has
+        ``elements`` elements. Several when one line made several values (``q, k, v = ...``)."""
+        head = op_name.split(";", 1)[0]
+        primitive = head.rsplit("/", 1)[-1]
+        if not primitive or source is None:
+            return set()
+        found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, source.file, source.line)
+                 if self._backward[eqn_id] == ("transpose(" in head)]
+        sized = [pair for pair in found if _elements(pair[1]) == elements]
+        return {self.name(eqn_id) for eqn_id, _ in (sized or found)} - {""}
+
+    @functools.lru_cache(maxsize=None)
+    def name(self, equation_id: str) -> str:
+        """The value of the equation ``equation_id``: the argument it is the gradient of, else
+        the one output it reaches or input it comes from (``""`` when none is one value)."""
+        eqn = self._equations.get(equation_id)
+        reached = value_name(self.index, eqn, self.inputs, self.outputs, reduction=True) if eqn is not None else ""
+        arguments = self.gradient_of(equation_id)
+        if len(arguments) > 1:  # one line made several (q, k, v of a list): the output tells which
+            arguments = {a for a in arguments if reached and tail(a) == tail(reached)}
+        return arguments.pop() if len(arguments) == 1 else reached
+
+    def gradient_of(self, equation_id: str) -> set[str]:
+        """The arguments whose gradient the backward-pass equation ``equation_id`` may compute:
+        one when its forward equation says which, several when one line made several values."""
+        raw = self._raw.get(equation_id)
+        if raw is None or not self._backward[equation_id] or len(raw.outvars) != 1:
+            return set()
+        found: set[str] = set()
+        for forward_id, forward in self._forward_equations(equation_id, raw):
+            eqn = self._equations.get(forward_id)
+            k = _primal_operand(forward, raw)
+            if eqn is not None and k is not None:
+                found |= self._inputs_of(forward_id, eqn.inputs[k].name)
+        return found
+
+    def _forward_equations(self, equation_id: str, raw: "jax.extend.core.JaxprEqn"
+                           ) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
+        """The forward equations ``raw`` may transpose: the same origin, a primitive it transposes."""
+        primitives = _FORWARD_OF.get(raw.primitive.name, {raw.primitive.name})
+        return [(eqn_id, eqn) for eqn_id, eqn in self._by_origin().get(self._origins[equation_id], ())
+                if not self._backward[eqn_id] and eqn.primitive.name in primitives]
+
+    def _inputs_of(self, equation_id: str, value: str) -> set[str]:
+        block = self.index.block_of[equation_id].block.id
+        return {self.inputs[k] for k in self.index.backward(block, [value]) if k < len(self.inputs) and self.inputs[k]}
+
+    # ------------------------------------------------------------------ the raw equations
+
+    @functools.cached_property
+    def _raw(self) -> dict[str, "jax.extend.core.JaxprEqn"]:
+        return dict(named_equations(self.closed_jaxpr))
+
+    @functools.cached_property
+    def _backward(self) -> dict[str, bool]:
+        """Whether each equation belongs to the backward pass: its name stack, or the name stack
+        of an equation around it (a transposed scan's body says nothing itself), holds
+        ``transpose(``."""
+        found: dict[str, bool] = {}
+        for eqn_id, eqn in self._raw.items():  # outer equations come before the ones inside them
+            found[eqn_id] = "transpose(" in str(eqn.source_info.name_stack) or found.get(_owner(eqn_id), False)
+        return found
+
+    @functools.cached_property
+    def _equations(self) -> dict[str, Equation]:
+        return {site.equation.id: site.equation for site in self.program.sites()}
+
+    @functools.cached_property
+    def _origins(self) -> dict[str, Frames]:
+        """Every equation's user frames (the costly part: one traceback walk per equation)."""
+        return {eqn_id: _origin(eqn) for eqn_id, eqn in self._raw.items()}
+
+    @functools.cache
+    def _by_primitive_line(self) -> dict[tuple[str, str, int], list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
+        found: dict[tuple[str, str, int], list] = {}
+        for eqn_id, eqn in self._raw.items():
+            origin = self._origins[eqn_id]
+            if origin:
+                found.setdefault((eqn.primitive.name, origin[0][0], origin[0][1]), []).append((eqn_id, eqn))
+        return found
+
+    @functools.cache
+    def _by_origin(self) -> dict[Frames, list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
+        found: dict[Frames, list] = {}
+        for eqn_id, eqn in self._raw.items():
+            found.setdefault(self._origins[eqn_id], []).append((eqn_id, eqn))
+        return found
+
+    def _at(self, primitive: str, file: str, line: int) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
+        return self._by_primitive_line().get((primitive, file, line), [])
+
+
+def _origin(eqn: "jax.extend.core.JaxprEqn") -> Frames:
+    """The user's frames (outside JAX) that made ``eqn``, innermost first."""
+    from jax._src import source_info_util
+
+    return tuple((f.file_name, f.start_line, f.function_name)
+                 for f in source_info_util.user_frames(eqn.source_info.traceback))
+
+
+def _owner(equation_id: str) -> str:
+    """The id of the equation whose sub-jaxpr holds ``equation_id`` (``""`` at the top):
+    ``scan_0/dot_general_1`` is in ``scan_0``, ``while_0.cond/lt_0`` in ``while_0``."""
+    if "/" not in equation_id:
+        return ""
+    block = equation_id.rsplit("/", 1)[0]
+    last = block.rsplit("/", 1)[-1]
+    return block[: len(block) - len(last) + last.find(".")] if "." in last else block
+
+
+def _primal_operand(forward: "jax.extend.core.JaxprEqn", backward: "jax.extend.core.JaxprEqn") -> int | None:
+    """The operand of ``forward`` whose gradient ``backward`` computes: one ``backward`` does not
+    read itself (the gradient of ``x @ W`` with respect to ``W`` reads ``x``), of the gradient's
+    type, its dimensions in the same order or else in any order (a gradient made transposed)."""
+    reads = {id(v) for v in backward.invars}
+    want = backward.outvars[0].aval
+    operands = [k for k, v in enumerate(forward.invars) if id(v) not in reads and hasattr(v, "aval")]
+    for same in (_same_type, _same_type_transposed):
+        matching = [k for k in operands if same(forward.invars[k].aval, want)]
+        if matching:
+            return matching[0] if len(matching) == 1 else None
+    return None
+
+
+def _same_type(a: object, b: object) -> bool:
+    return getattr(a, "shape", None) == getattr(b, "shape", 0) and str(getattr(a, "dtype", "")) == str(getattr(b, "dtype", "?"))
+
+
+def _same_type_transposed(a: object, b: object) -> bool:
+    shape_a, shape_b = getattr(a, "shape", None), getattr(b, "shape", None)
+    return (shape_a is not None and shape_b is not None and sorted(shape_a) == sorted(shape_b)
+            and str(getattr(a, "dtype", "")) == str(getattr(b, "dtype", "?")))
+
+
+def _elements(eqn: "jax.extend.core.JaxprEqn") -> int:
+    shape = getattr(eqn.outvars[0].aval, "shape", ()) if eqn.outvars else ()
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count

@@ -1,0 +1,162 @@
+"""The verdict on a compiled collective in words, and its fix in the program's style.
+
+- ``shard_map``: cast the replicated value to varying before the loop, accumulate per device,
+  ``psum`` once after it (what the jaxpr view says too);
+- jit with Explicit axes: the parameters resharded ``reduced``, the accumulator started
+  ``unreduced``, one ``jax.reshard`` to the replicated spec after the loop;
+- jit with Auto axes: the partitioner has no way to be told "accumulate unreduced", so the fix
+  is one of the two above written as code (Explicit axes, or the loop inside a ``shard_map``).
+
+A loop-invariant collective moves before the loop in every style: gather (or reduce) the value
+once and keep it, which costs its size in memory for the whole loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shardscope.engine.counts import Count
+from shardscope.engine.hlo.verdicts import (
+    DEFERRABLE,
+    LOOP_INVARIANT,
+    NEEDED,
+    OperandVerdict,
+    runs_after,
+)
+from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.loops import LoopCounts
+    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.hlo.text import Instruction
+
+STYLES = ("shard_map", "explicit", "auto")
+
+
+def deferral_fix(style: str, value: str, axes: tuple[str, ...], rank: int, runs_before: str, runs_after: str) -> str:
+    """The code that makes a per-iteration sum one sum after the loop, for ``style``."""
+    names = ", ".join(repr(a) for a in axes) or "'data'"
+    axis = names if len(axes) == 1 else f"({names})"
+    reduced = "{" + names + "}"
+    nones = ", ".join(["None"] * max(rank, 1))
+    what = value or "the parameters"
+    counts = f"{runs_after} runs/call instead of {runs_before}"
+    if style == "shard_map":
+        return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
+                f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
+    explicit = (f"Wr = jax.reshard(W, P({nones}, reduced={reduced})) before the loop and take the gradient of Wr; "
+                f"acc = jax.reshard(jnp.zeros_like(W), P({nones}, unreduced={reduced})) as the accumulator; "
+                f"jax.reshard(acc, P({nones})) after the loop")
+    if style == "explicit":
+        return f"for {what}: {explicit}: {counts}."
+    return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
+            f"use Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh)) and "
+            f"{explicit}; or run the loop inside jax.shard_map(step, mesh=mesh, in_specs=(P(), P(None, {axis})), "
+            f"out_specs=P(), axis_names={reduced}) with lax.pcast(params, {axis}, to='varying') before it and "
+            f"lax.psum(acc, {axis}) after it: {counts}.")
+
+
+def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
+    """The code that moves a loop-invariant collective before the loop, for ``style``."""
+    what = value or "its operand"
+    counts = f"{runs_after} runs/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
+    if style == "shard_map":
+        return f"move the {kind} of {what} before the loop: {counts}."
+    if style == "explicit":
+        return f"reshard {what} before the loop (jax.reshard(value, P()) for a gathered parameter): {counts}."
+    return (f"constrain {what} before the loop (lax.with_sharding_constraint(value, NamedSharding(mesh, P())) for a "
+            f"gathered parameter), so the partitioner runs the {kind} once: {counts}.")
+
+
+def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
+               loops: "tuple[Instruction, ...]") -> Verdict:
+    """The collective's verdict in words: its operands' one when they agree, else needed."""
+    if not loops:
+        return Verdict(NEEDED, "It runs once per call, outside any loop.")
+    kinds = {v.kind for v in verdicts}
+    runs_before = _runs_text(c.executions, c.in_conditional)
+    if kinds == {LOOP_INVARIANT}:
+        left = verdicts[0].loops
+        after = runs_after(loops, left, counts)
+        cost = sum(op.bytes for op in c.operands)
+        return Verdict(LOOP_INVARIANT, f"Its operand does not change inside {_loops_words(c, left)}: every run moves the same data.",
+                       hoist_fix(style, c.kind, c.value, runs_before, _runs_text(after), cost), left, after, cost)
+    if kinds == {DEFERRABLE} and len({v.loops for v in verdicts}) == 1:
+        return _deferrable(c, verdicts, style, counts, loops, runs_before)
+    if any(v.stacked for v in verdicts) and kinds == {NEEDED}:
+        return Verdict(NEEDED, "It writes each iteration's sum into its own slot of a stacked output "
+                               "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
+                               "its overlap with the next iteration's work.")
+    if DEFERRABLE in kinds and kinds != {DEFERRABLE}:
+        return _partly_deferrable(c, verdicts, style, runs_before)
+    if DEFERRABLE in kinds:
+        return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
+                               "instruction it runs in the innermost of them.")
+    if c.kind in SUM_KINDS and any(v.carry_read for v in verdicts):
+        return Verdict(NEEDED, "Its result is added into a carry that the loop also reads (the next iteration uses "
+                               "the sum, as a tensor-parallel layer's activation is): the carry is not an accumulator, "
+                               "so the sum must run in every iteration.")
+    if c.kind in SUM_KINDS:
+        return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
+    return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
+                           "it must run in the loop.")
+
+
+def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
+                loops: "tuple[Instruction, ...]", runs_before: str) -> Verdict:
+    left = verdicts[0].loops
+    after = runs_after(loops, left, counts)
+    moved = sum(v.bytes_after or 0 for v in verdicts)
+    rank = max((len(op.dims) for op in c.operands), default=2)
+    grows = sum(op.bytes for op in c.operands) if c.kind == REDUCE_SCATTER or c.scatters else 0
+    reason = (f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
+              f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
+              "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
+              + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + ".")
+    return Verdict(DEFERRABLE, reason,
+                   deferral_fix(style, c.value, c.axes or (), rank, runs_before, _runs_text(after)), left, after)
+
+
+def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
+                       runs_before: str) -> Verdict:
+    """A combined sum some of whose values only accumulate into a carry while the others are read
+    in the loop: the instruction stays, but those values' sums need not run in every iteration
+    (the gradients beside a statistic the loop reads). Flagged when they are at least half its
+    bytes: split out and accumulated per device, they run once after the loop. A scalar riding
+    along a sum the loop needs saves no run and hardly a byte: needed. No loops are named to
+    leave (the instruction does not), so no rewrite is offered for it."""
+    parts = list(zip(c.operands, verdicts))
+    deferred = [op for op, v in parts if v.kind == DEFERRABLE]
+    kept = [op for op, v in parts if v.kind != DEFERRABLE]
+    moved, total = sum(op.bytes for op in deferred), sum(op.bytes for op in c.operands)
+    values = ", ".join(op.value for op in deferred if op.value)
+    others = ", ".join(op.value for op in kept if op.value)
+    after = verdicts[[v.kind for v in verdicts].index(DEFERRABLE)].loops
+    one, other = len(deferred) == 1, len(kept) == 1
+    reason = (f"{len(deferred)} of its {len(verdicts)} values ({values or 'unnamed'}: {moved:,} of its {total:,} B per "
+              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, after)}; the "
+              f"{'other' if other else f'other {len(kept)}'}{f' ({others})' if others else ''} "
+              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there.")
+    if moved < total - moved:
+        return Verdict(NEEDED, reason + " Most of its bytes must run there: split out, the others would save "
+                                        f"{moved:,} B per run and no run.")
+    reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
+               "once after the loop with the same result.")
+    rank = max((len(op.dims) for op in deferred), default=2)
+    fix = (deferral_fix(style, values, c.axes or (), rank, runs_before, "1")
+           + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
+    return Verdict(DEFERRABLE, reason, fix)
+
+
+def _loops_words(c: "CompiledCollective", left: tuple[str, ...]) -> str:
+    loops = [loop for loop in c.loops if loop.name in left]
+    trips = " x ".join("?" if loop.trip_count is None else str(loop.trip_count) for loop in loops)
+    if len(loops) == 1:
+        count = "an unknown number of" if loops[0].trip_count is None else trips
+        return f"the while loop {loops[0].name} ({count} iterations)"
+    return f"the {len(loops)} nested while loops ({trips} iterations)"
+
+
+def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
+    return "an unknown number of" if runs is None else Count(runs, upper_bound).text()

@@ -1,0 +1,161 @@
+"""What a while loop of a compiled module changes, and which of its values every device shares.
+
+Two facts the verdicts of :mod:`shardscope.engine.hlo.verdicts` rest on:
+
+- what changes between iterations: every instruction inside the loop (nested computations too)
+  computed from a carry element the body does not pass through as it got it, or from something
+  that differs each time anyway (random numbers, host transfers);
+- what is the same on every device, as XLA's replication analysis would say of the values a JAX
+  loop makes: constants and the loop's own induction variable, combined by arithmetic and
+  comparisons (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any data differ.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable
+
+from shardscope.engine.hlo.flow import FORWARDING, Flow
+from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.text import Computation, HloModule, Instruction
+
+_NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
+                               "send-done", "outfeed"})
+_CALLS = {"while": ("body", "condition"), "call": ("to_apply", "calls"), "conditional": None, "async-start": ("calls",)}
+_REPLICATED_OPS = frozenset({"constant", "iota", "compare", "add", "subtract", "multiply", "divide", "remainder", "negate",
+                             "maximum", "minimum", "and", "or", "not", "xor", "select", "clamp", "broadcast"}) | FORWARDING
+
+
+class LoopFacts:
+    """The loops of one module: their bodies and conditions, what changes in them, what is shared."""
+
+    def __init__(self, module: HloModule, flow: Flow, counts: LoopCounts) -> None:
+        self.module = module
+        self.flow = flow
+        self.counts = counts
+
+    def called(self, loop: Instruction | None, role: str) -> Computation | None:
+        """The loop's ``body`` or ``condition`` computation."""
+        if loop is None:
+            return None
+        name = next((c for r, c in loop.called_computations if r == role), None)
+        return self.module.computations.get(name or "")
+
+    def loops_of(self, body: str) -> list[Instruction]:
+        """The while instructions that run ``body``."""
+        return self._loops_by_body.get(body, [])
+
+    @functools.cached_property
+    def _loops_by_body(self) -> dict[str, list[Instruction]]:
+        found: dict[str, list[Instruction]] = {}
+        for inst in self.module.instructions():
+            if inst.opcode == "while":
+                for role, callee in inst.called_computations:
+                    if role == "body":
+                        found.setdefault(callee, []).append(inst)
+        return found
+
+    # ------------------------------------------------------------------ what changes
+
+    @functools.lru_cache(maxsize=None)
+    def varying(self, loop_name: str) -> frozenset[str]:
+        """Every instruction inside the loop (nested computations too) that depends on a carry
+        element the loop changes, or on something that differs between iterations anyway."""
+        loop = self.module.instruction(loop_name)
+        body = self.called(loop, "body")
+        if body is None or body.root is None:
+            return frozenset(inst.name for c in self.module.computations.values() for inst in c.instructions)
+        param = body.parameters[0] if body.parameters else None
+        seeds: list[Instruction] = []
+        root_operands = body.root.operands if body.root.opcode == "tuple" else ()
+        for inst in body.instructions:
+            if inst.opcode in _NONDETERMINISTIC:
+                seeds.append(inst)
+            elif param is not None and inst.opcode == "get-tuple-element" and inst.operands == (param.name,):
+                i = inst.tuple_index
+                passed = i is not None and i < len(root_operands) and self._is_carry_element(root_operands[i], param.name, i)
+                if not passed:
+                    seeds.append(inst)
+        if param is not None and any(u.opcode != "get-tuple-element" for u, _ in body.users.get(param.name, ())):
+            seeds.append(param)
+        return frozenset(self._reach(seeds))
+
+    def _is_carry_element(self, name: str, param: str, index: int) -> bool:
+        inst = self.module.instruction(name)
+        return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
+
+    def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
+        """Names of everything computed from ``seeds``, into called computations (a fusion counts as one step)."""
+        seen: set[str] = set()
+        stack = list(seeds)
+        while stack:
+            inst = stack.pop()
+            if inst.name in seen:
+                continue
+            seen.add(inst.name)
+            # a fusion is one step here (its result depends on all its operands): no need to
+            # parse the thousands of fused computations of a large module
+            for user, _ in self.module.computations[inst.computation].users.get(inst.name, ()):
+                stack.append(user)
+                roles = _CALLS.get(user.opcode, ())
+                for role, callee in user.called_computations if user.opcode in _CALLS else ():
+                    computation = self.module.computations.get(callee)
+                    if computation is not None and (roles is None or role in roles):
+                        stack += computation.parameters
+        return seen
+
+    def condition_reads(self, body: Computation, carry: int) -> bool:
+        """True when a loop running ``body`` reads carry element ``carry`` (or the whole carry)
+        in its condition."""
+        for loop in self.loops_of(body.name):
+            condition = self.called(loop, "condition")
+            if condition is None or not condition.parameters:
+                continue
+            param = condition.parameters[0]
+            if any(u.opcode != "get-tuple-element" or u.tuple_index == carry for u, _ in condition.users.get(param.name, ())):
+                return True
+        return False
+
+    def offsets_fixed(self, dynamic_slice: Instruction, loop: Instruction) -> bool:
+        """The dynamic-slice's offsets do not change inside ``loop`` (each device's shard of a sum
+        the partitioner scatters: the offsets come from the device's id)."""
+        varying = self.varying(loop.name)
+        offsets = [self.flow.producer(dynamic_slice, k) for k in range(1, len(dynamic_slice.operands))]
+        return bool(offsets) and not any(o is None or self._depends_on(o, varying) for o in offsets)
+
+    def _depends_on(self, inst: Instruction, varying: frozenset[str], depth: int = 0) -> bool:
+        """True when ``inst`` (inside fusions too) is computed from one of ``varying``."""
+        inst = self.flow.resolve(inst)
+        if inst.name in varying or depth > 24:
+            return True
+        if inst.opcode in ("parameter", "constant", "partition-id", "replica-id", "iota"):
+            return False
+        return any(p is None or self._depends_on(p, varying, depth + 1)
+                   for p in (self.flow.producer(inst, k) for k in range(len(inst.operands))))
+
+    # ------------------------------------------------------------------ the same on every device
+
+    def indices_replicated(self, inst: Instruction, first: int, body: Computation) -> bool:
+        """The offsets of a dynamic-slice (``first`` = 1) or dynamic-update-slice (2) are the
+        same on every device."""
+        return all(self.replicated(self.flow.producer(inst, k), body) for k in range(first, len(inst.operands)))
+
+    def replicated(self, inst: Instruction | None, body: Computation, depth: int = 0) -> bool:
+        """``inst`` computes the same value on every device: made of constants and the loop's
+        induction variable (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any
+        data make it differ."""
+        if inst is None or depth > 24:
+            return False
+        inst = self.flow.resolve(inst)
+        param = body.parameters[0] if body.parameters else None
+        if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
+            return inst.tuple_index in self._induction_indices(body.name)
+        if inst.opcode not in _REPLICATED_OPS:
+            return False
+        return all(self.replicated(self.flow.producer(inst, k), body, depth + 1) for k in range(len(inst.operands)))
+
+    @functools.lru_cache(maxsize=None)
+    def _induction_indices(self, body: str) -> frozenset[int]:
+        """The carry indices that hold the induction variable of the loops running ``body``."""
+        found = {v.index for v in (self.counts.induction_variable(w.name) for w in self.loops_of(body)) if v is not None}
+        return frozenset(found)

@@ -1,0 +1,280 @@
+"""The value a compiled collective carries, in the user's words (``params['W']``, ``W``).
+
+The names come from the jaxpr view (:mod:`shardscope.engine.hlo.equation_names`), which names the
+values of the program as written, a gradient after the argument it is the gradient of. A
+compiled collective is paired with the jaxpr equation it comes from: the collective equation
+itself for one the program wrote (pairing by :mod:`shardscope.engine.hlo.pairing`), and for one the
+partitioner made, the equation whose value it carries: the instruction that produces its
+operand names it by its ``op_name`` (the JAX name stack and primitive) and its source line.
+
+When there is no jaxpr (a module's text alone) or no equation pairs, the module itself
+names the value: the one program output its result reaches (a sum), or the one program input
+its operand comes from (anything else), each falling back on the other direction.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from shardscope.engine.hlo.flow import FORWARDING, Flow
+from shardscope.engine.hlo.sites import CollectiveSite
+from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
+from shardscope.engine.pytree_paths import tail
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective
+
+_STEPS_LIMIT = 20000
+_OPAQUE = frozenset({"constant", "iota", "partition-id", "replica-id"})
+
+
+class EquationNamer(Protocol):
+    """The jaxpr view's names (:class:`shardscope.engine.hlo.equation_names.EquationNames` is one)."""
+
+    def collective_value(self, equation_id: str) -> str:
+        """The value a jaxpr collective carries (``""`` when it has no name)."""
+        ...
+
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+        """The values of the equations an HLO instruction with this ``op_name`` and source line
+        may come from (``elements``: its per-device size, to tell equations of one line apart)."""
+        ...
+
+
+class CollectiveNamer:
+    """Names the values of one module's collectives."""
+
+    def __init__(self, module: HloModule, flow: Flow, input_names: Sequence[str] = (), output_names: Sequence[str] = (),
+                 equations: EquationNamer | None = None) -> None:
+        self.module = module
+        self.flow = flow
+        self.inputs = list(input_names)
+        self.outputs = list(output_names)
+        self.equations = equations
+
+    def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
+        """The name of the value the collective's operand ``operand`` carries."""
+        reached = self._module_value(site, operand, reduction)
+        if self.equations is None:
+            return reached
+        producer = self._producer(site, operand)
+        if producer is None:
+            return reached
+        shape = producer.shape
+        elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
+        names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements)
+        if len(names) > 1:  # one line made several values: the output the sum reaches tells which
+            names = {name for name in names if reached and tail(name) == tail(reached)}
+        return names.pop() if len(names) == 1 else reached
+
+    def paired_value(self, c: "CompiledCollective") -> str:
+        """The jaxpr view's name of the collective a program-written one pairs with."""
+        return self.equation_value(c.equations)
+
+    def equation_value(self, equation_ids: Sequence[str]) -> str:
+        """The one name the jaxpr view gives the collectives ``equation_ids`` (``""`` for none or several)."""
+        if self.equations is None or not equation_ids:
+            return ""
+        names = {self.equations.collective_value(e) for e in equation_ids} - {""}
+        return names.pop() if len(names) == 1 else ""
+
+    def _producer(self, site: CollectiveSite, operand: int) -> Instruction | None:
+        """The instruction that computes the operand, past moves (bitcasts, copies, transposes),
+        into fusions, and for the sum of a loop's result (an all-reduce the TPU moved out of the
+        loop) into the loop, past the accumulation (``acc + value``, the TPU's ``select(i == 0,
+        0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
+        names = site.instruction.operands
+        inst = self.module.instruction(names[operand]) if operand < len(names) else None
+        named: Instruction | None = None  # the last instruction on the way that says which equation made it
+        for _ in range(64):
+            if inst is None:
+                return None
+            if inst.metadata.op_name:
+                named = inst
+            inst = self.flow.resolve(inst)
+            if inst.opcode in FORWARDING:
+                inst = self.flow.producer(inst, 0)
+            elif inst.opcode == "get-tuple-element":
+                inst = self._element_source(inst)
+            elif inst.opcode == "add" and self._accumulated(inst) is not None:
+                inst = self._accumulated(inst)
+            elif inst.opcode in ("parameter", *_OPAQUE):
+                return None
+            else:  # a dot XLA rewrote keeps no metadata: the fusion wrapping it still has the equation's
+                return inst if inst.metadata.op_name else named
+        return None
+
+    def _element_source(self, gte: Instruction) -> Instruction | None:
+        """What computes a tuple element: a loop's result element is its body's root operand
+        (None for a value the loop carries in from outside this iteration)."""
+        source = self.flow.producer(gte, 0)
+        if source is None or source.opcode == "parameter":
+            return None
+        if source.opcode == "while" and gte.tuple_index is not None:
+            body = next((c for role, c in source.called_computations if role == "body"), "")
+            root = self.module.computations[body].root if body in self.module.computations else None
+            if root is not None and root.opcode == "tuple" and gte.tuple_index < len(root.operands):
+                return self.module.instruction(root.operands[gte.tuple_index])
+            return None
+        if source.opcode == "tuple" and gte.tuple_index is not None and gte.tuple_index < len(source.operands):
+            return self.module.instruction(source.operands[gte.tuple_index])
+        return source
+
+    def _accumulated(self, add: Instruction) -> Instruction | None:
+        """The value an accumulation adds: the operand of ``add`` that is not the loop's carry
+        (read through moves and a select with zero); None when neither operand is the carry."""
+        sides = [self.flow.producer(add, k) for k in (0, 1)]
+        carried = [k for k, side in enumerate(sides) if side is not None and self._reads_carry(side)]
+        return sides[1 - carried[0]] if len(carried) == 1 else None
+
+    def _reads_carry(self, inst: Instruction) -> bool:
+        for _ in range(16):
+            inst = self.flow.resolve(inst)
+            if inst.opcode in FORWARDING:
+                inst = self.flow.producer(inst, 0)
+            elif inst.opcode == "select" and any(self.flow.is_zero(z) for z in
+                                                 (self.flow.producer(inst, k) for k in (1, 2)) if z is not None):
+                inst = next(p for p in (self.flow.producer(inst, k) for k in (1, 2)) if p is not None and not self.flow.is_zero(p))
+            else:
+                source = self.flow.producer(inst, 0) if inst.opcode == "get-tuple-element" else None
+                return source is not None and source.opcode == "parameter" and source.computation != self.module.entry_name
+            if inst is None:
+                return False
+        return False
+
+    # ------------------------------------------------------------------ from the module alone
+
+    def _module_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
+        """The one output the operand's result reaches (a sum), or the one input it comes from
+        (anything else); each falls back on the other direction; empty when neither is one."""
+        order = (self._forward, self._backward) if reduction else (self._backward, self._forward)
+        for direction in order:
+            names = direction(site, operand)
+            if len(names) == 1:
+                return names.pop()
+        return ""
+
+    @functools.cached_property
+    def _callers(self) -> dict[str, tuple[Instruction, str]]:
+        found: dict[str, tuple[Instruction, str]] = {}
+        for name, calls in self.module.callers.items():
+            for inst, role in calls:
+                if inst.opcode in ("while", "call", "conditional", "async-start", "fusion"):
+                    found.setdefault(name, (inst, role))
+        return found
+
+    def _forward(self, site: CollectiveSite, operand: int) -> set[str]:
+        result = site.result
+        start_index = operand if result.shape.is_tuple and len(site.instruction.operands) > 1 else None
+        reached: set[str] = set()
+        seen: set[tuple[str, int | None]] = set()
+        stack: list[tuple[Instruction, int | None]] = [(result, start_index)]
+        steps = 0
+        while stack and steps < _STEPS_LIMIT:
+            steps += 1
+            current, idx = stack.pop()
+            if (current.name, idx) in seen:
+                continue
+            seen.add((current.name, idx))
+            computation = self.module.computations[current.computation]
+            if current is computation.root:
+                self._leave(computation.name, idx, reached, stack)
+            for user, position in computation.users.get(current.name, ()):
+                stack += self._into(user, position, idx)
+        return reached
+
+    def _into(self, user: Instruction, position: int, idx: int | None) -> list[tuple[Instruction, int | None]]:
+        """Where a value (tuple element ``idx``) goes when ``user`` reads it at ``position``:
+        a loop's body parameter, a call's parameter ``position``, a conditional's branch
+        ``position - 1`` (operand 0 picks the branch), else the user's own result."""
+        if user.opcode == "get-tuple-element":
+            return [(user, None)] if idx is None or user.tuple_index == idx else []
+        if user.opcode == "tuple":
+            return [(user, position)]
+        called = [self.module.computations.get(c) for role, c in user.called_computations if role != "condition"]
+        targets = [c for c in called if c is not None and c.parameters]
+        if user.opcode == "while":
+            return [(c.parameters[0], idx) for c in targets[:1]]
+        if user.opcode == "call":
+            return [(c.parameters[position], idx) for c in targets[:1] if position < len(c.parameters)]
+        if user.opcode == "conditional":
+            return [(targets[position - 1].parameters[0], idx)] if 0 < position <= len(targets) else []
+        return [(user, None)]
+
+    def _leave(self, computation: str, idx: int | None, reached: set[str], stack: list) -> None:
+        """A computation's root was reached: the program's output, or its caller's result."""
+        if computation == self.module.entry_name:
+            root = self.module.entry.root
+            if root is not None and root.shape.is_tuple:
+                if idx is not None and idx < len(self.outputs) and self.outputs[idx]:
+                    reached.add(self.outputs[idx])
+                elif idx is None:
+                    reached.update(n for n in self.outputs if n)
+            elif self.outputs and self.outputs[0]:
+                reached.add(self.outputs[0])
+            return
+        caller = self._callers.get(computation)
+        if caller is None or caller[1] == "condition":
+            return
+        inst = caller[0]
+        stack.append((inst, idx if inst.opcode in ("while", "call") else None))
+
+    def _backward(self, site: CollectiveSite, operand: int) -> set[str]:
+        found: set[str] = set()
+        seen: set[str] = set()
+        names = site.instruction.operands
+        start = self.module.instruction(names[operand]) if operand < len(names) else None
+        stack = [start] if start is not None else []
+        steps = 0
+        while stack and steps < _STEPS_LIMIT:
+            steps += 1
+            current = stack.pop()
+            if current is None or current.name in seen:
+                continue
+            seen.add(current.name)
+            if current.opcode == "parameter":
+                stack += self._parameter_sources(current, found)
+            elif current.opcode == "get-tuple-element" and self._carried(current) is not None:
+                stack.append(self._carried(current))
+            elif current.opcode not in _OPAQUE:
+                stack += [self.module.instruction(o) for o in current.operands]
+        return found
+
+    def _carried(self, gte: Instruction) -> Instruction | None:
+        """Where a loop body's carry element comes from in the first iteration: the element of
+        the while's initial tuple (None for any other get-tuple-element)."""
+        param = self.module.instruction(gte.operands[0]) if gte.operands else None
+        caller = self._callers.get(gte.computation)
+        if param is None or param.opcode != "parameter" or caller is None or caller[0].opcode != "while":
+            return None
+        init = self.module.instruction(caller[0].operands[0]) if caller[0].operands else None
+        index = gte.tuple_index
+        if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
+            return None
+        return self.module.instruction(init.operands[index])
+
+    def _parameter_sources(self, param: Instruction, found: set[str]) -> list[Instruction | None]:
+        """An entry parameter adds its name to ``found``; another one leads to its caller's operand."""
+        name = self._parameter_name(param)
+        if name is not None:
+            if name:
+                found.add(name)
+            return []
+        caller = self._callers.get(param.computation)
+        if caller is None:
+            return []
+        inst = caller[0]
+        number = param.parameter_number or 0
+        if inst.opcode in ("call", "fusion", "async-start") and number < len(inst.operands):
+            return [self.module.instruction(inst.operands[number])]
+        if inst.opcode == "while" and inst.operands:
+            return [self.module.instruction(inst.operands[0])]
+        return []
+
+    def _parameter_name(self, param: Instruction) -> str | None:
+        """An entry parameter's pytree path (``""`` when unnamed); None for other parameters."""
+        if param.computation != self.module.entry_name:
+            return None
+        number = param.parameter_number or 0
+        return param.metadata.op_name or (self.inputs[number] if number < len(self.inputs) else "")

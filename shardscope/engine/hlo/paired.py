@@ -1,0 +1,184 @@
+"""One collective as a user sees it: the instruction XLA runs, with the jaxpr equations it comes from.
+
+The compiled plan says what runs; the jaxpr says what the program wrote and where. A
+``shard_map`` ``psum`` and the all-reduce it compiles to are one collective, not two: ``check``
+counts it once, flags it when either view does (and it still runs in a loop), and shows the
+program's own fix for it. A jaxpr collective the compiled module has no instruction for is
+listed alone: ``dead`` (JAX's dead-code elimination removes it, and so does the compiler: it
+never runs), or unpaired (no instruction could be told to come from it: its jaxpr numbers
+stand in, and it is not counted among the compiled runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from shardscope.engine.counts import PerCall
+from shardscope.engine.hlo.pairing import PROGRAM
+from shardscope.engine.jaxpr.verdicts import NEEDED, Verdict
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
+    from shardscope.engine.jaxpr.dataflow import Collective
+
+DEAD = "dead"
+"""The verdict word of a jaxpr collective the compiler removes."""
+
+DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it never runs."
+
+
+@dataclass(frozen=True)
+class PairedCollective(PerCall):
+    """A compiled collective with the jaxpr collectives it comes from, or a jaxpr collective alone.
+
+    ``compiled`` is None for a jaxpr collective with no instruction: ``dead`` when the compiler
+    removes it, else unpaired. Every number is the compiled instruction's where there is one.
+    """
+
+    compiled: "CompiledCollective | None"
+    equations: "tuple[Collective, ...]" = ()
+    dead: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``all-reduce`` (the compiled kind), or the jaxpr primitive of a collective with no instruction."""
+        return self.compiled.kind if self.compiled is not None else self.equations[0].primitive
+
+    @property
+    def primitives(self) -> tuple[str, ...]:
+        """The JAX primitives of the paired jaxpr collectives (``psum_invariant``), in order, each once."""
+        return tuple(dict.fromkeys(e.primitive for e in self.equations))
+
+    @property
+    def axes(self) -> tuple[str, ...] | None:
+        """The mesh axes it spans (None when the compiled groups match no set of mesh axes)."""
+        if self.compiled is not None:
+            return self.compiled.axes
+        return self.equations[0].axes
+
+    @property
+    def value(self) -> str:
+        """The value(s) it carries, as the jaxpr view names them."""
+        if self.compiled is not None and self.compiled.value:
+            return self.compiled.value
+        names = list(dict.fromkeys(e.value for e in self.equations if e.value))
+        return ", ".join(names)
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """Every value it carries, each once: a combined instruction's operands' and its equations'."""
+        names = [op.value for op in self.compiled.operands] if self.compiled is not None else []
+        names += [e.value for e in self.equations]
+        return tuple(dict.fromkeys(name for name in names if name))
+
+    @property
+    def source(self) -> str:
+        """The user's line that made it: the jaxpr's where it pairs, else the compiled metadata's."""
+        written = next((e.source for e in self.equations if e.source), "")
+        return written or (self.compiled.source if self.compiled is not None else "")
+
+    @property
+    def written_by(self) -> str:
+        """``program`` or ``partitioner``."""
+        return self.compiled.written_by if self.compiled is not None else PROGRAM
+
+    @property
+    def loop_trip_counts(self) -> tuple[int | None, ...]:
+        """The enclosing loops' trip counts, outermost first (None: not known statically)."""
+        if self.compiled is not None:
+            return self.compiled.loop_trip_counts
+        return () if self.dead else self.equations[0].loop_trip_counts
+
+    @property
+    def in_loop(self) -> bool:
+        """True when it runs inside a loop (a dead collective runs nowhere)."""
+        return bool(self.loop_trip_counts)
+
+    @property
+    def in_conditional(self) -> bool:
+        """True inside a conditional's branch: its runs are an upper bound."""
+        if self.compiled is not None:
+            return self.compiled.in_conditional
+        return not self.dead and self.equations[0].in_conditional
+
+    @property
+    def executions(self) -> int | None:
+        """Runs per call (0 for a dead collective; None when a loop's trip count is unknown)."""
+        if self.dead:
+            return 0
+        return self.compiled.executions if self.compiled is not None else self.equations[0].executions
+
+    @property
+    def bytes_per_execution(self) -> int:
+        """Per-device bytes of one run."""
+        if self.compiled is not None:
+            return self.compiled.bytes_per_execution
+        return self.equations[0].bytes_per_execution
+
+
+    @property
+    def flagged(self) -> bool:
+        """True when a loop runs it without needing to, in either view's judgement."""
+        if self.dead or not self.in_loop:
+            return False
+        return (self.compiled is not None and self.compiled.verdict.flagged) or any(
+            e.verdict is not None and e.verdict.flagged for e in self.equations)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict shown: a collective the program wrote takes the jaxpr's when that one flags it
+        (its fix names the program's own loop and values; of a combined one's equations, the one
+        that moves the most bytes, the gradient rather than the loss beside it), else the
+        compiled one's."""
+        if self.dead:
+            return Verdict(DEAD, DEAD_REASON)
+        compiled = self.compiled.verdict if self.compiled is not None else None
+        flagged = [e for e in self.equations if e.verdict is not None and e.verdict.flagged]
+        written = max(flagged, key=lambda e: e.bytes_per_execution).verdict if flagged else None
+        if not self.in_loop:
+            return compiled or Verdict(NEEDED, "It runs once per call, outside any loop.")
+        if written is not None and (self.written_by == PROGRAM or compiled is None or not compiled.flagged):
+            return written
+        if compiled is not None:
+            return compiled
+        return self.equations[0].verdict or Verdict(NEEDED, "")
+
+    @property
+    def verdict_kind(self) -> str:
+        """``deferrable``, ``loop_invariant``, ``needed`` or ``dead``."""
+        return self.verdict.kind
+
+    def pairing(self) -> str:
+        """``psum_invariant of params['W'] -> all-reduce.2 in the while body, x4/call`` in words."""
+        written = " + ".join(f"{e.primitive} of {e.value}" if e.value else e.primitive for e in self.equations)
+        if self.compiled is None:
+            what = written or self.kind
+            return f"{what}: {DEAD_REASON}" if self.dead else f"{what}: no compiled instruction was found for it"
+        c = self.compiled
+        loops = len(c.loops)
+        where = ("outside loops" if not loops else "in the while body" if loops == 1
+                 else f"in {loops} nested while bodies")
+        instruction = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"  # XLA may name it after the op
+        head = f"{written} -> {instruction}" if written else f"{instruction}{f' of {self.value}' if self.value else ''}"
+        text = f"{head} {where}, {self.runs.badge()}"
+        if c.combined:
+            text += f" (XLA's combiner merged {len(c.operands)} {c.kind}s into this one)"
+        return text + ("" if self.equations else f", written by the {c.written_by}")
+
+
+def paired_collectives(jaxpr: "Sequence[Collective]", plan: "CompiledPlan | None") -> tuple[PairedCollective, ...]:
+    """Every collective of one program, each once: the plan's instructions in order with the jaxpr
+    collectives they pair with, then the jaxpr collectives with none (unpaired, then dead).
+
+    Without a plan (a program only traced) each jaxpr collective stands alone.
+    """
+    if plan is None:
+        return tuple(PairedCollective(None, (c,)) for c in jaxpr)
+    by_id = {c.equation_id: c for c in jaxpr}
+    found = [PairedCollective(c, tuple(by_id[e] for e in c.equations if e in by_id)) for c in plan.collectives]
+    paired = {e for c in plan.collectives for e in c.equations}
+    dead = set(plan.dead_equations)
+    found += [PairedCollective(None, (c,)) for c in jaxpr if c.equation_id not in paired and c.equation_id not in dead]
+    found += [PairedCollective(None, (c,), dead=True) for c in jaxpr if c.equation_id in dead]
+    return tuple(found)

@@ -1,0 +1,121 @@
+"""Which jaxpr collectives each compiled collective comes from.
+
+A ``shard_map`` program writes its collectives; the compiler keeps them (or merges several into
+one combined instruction, or moves one out of a loop) and the partitioner adds its own. A jaxpr
+collective pairs with a compiled one of its kind (a reduction may also compile to an
+all-reduce) whose ``op_name`` ends with its primitive and whose source line is its own, inside
+loops whose trip counts are among its own (the compiler removes loops, never adds one); among
+several such, the one whose bytes equal the operand's. A combined instruction takes one
+jaxpr collective per operand: the others carry the ``op_name`` of none, so they pair by kind
+and bytes. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
+loop's on jax 0.10.2: then it pairs by kind and bytes with a jaxpr collective that ran in more
+loops. A compiled collective that pairs with none was written by the partitioner, unless its
+``op_name`` names a JAX collective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from shardscope.engine.hlo.text import op_primitives
+from shardscope.engine.kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective
+
+PROGRAM, PARTITIONER = "program", "partitioner"
+
+HLO_KIND = OF_PRIMITIVE
+"""The HLO collective each JAX collective primitive compiles to (:mod:`~shardscope.engine.kinds`)."""
+
+JAX_COLLECTIVE_PRIMITIVES = frozenset(HLO_KIND) | {"reshard"}
+"""Names an ``op_name`` ends with when the program itself wrote the collective (``reshard`` too)."""
+
+
+class JaxprCollective(Protocol):
+    """What pairing needs of a jaxpr collective (:class:`shardscope.engine.jaxpr.dataflow.Collective` has it)."""
+
+    @property
+    def equation_id(self) -> str: ...
+
+    @property
+    def primitive(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def loop_trip_counts(self) -> tuple[int | None, ...]: ...
+
+    @property
+    def bytes_per_execution(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class JaxprCollectiveRef:
+    """A jaxpr collective as pairing sees it (for a plan built from text alone, in tests)."""
+
+    equation_id: str
+    primitive: str
+    source: str
+    loop_trip_counts: tuple[int | None, ...]
+    value: str = ""
+    bytes_per_execution: int = 0
+
+
+def pair(built: Sequence["CompiledCollective"], refs: Sequence[JaxprCollective]
+         ) -> tuple[list["CompiledCollective"], list[str]]:
+    """``(each compiled collective with its equations and author, the jaxpr collectives that
+    paired with none)``."""
+    free = list(refs)
+    paired = []
+    for c in built:
+        chosen = _chosen(c, free)
+        for r in chosen:
+            free.remove(r)
+        written = c.written_by or (PROGRAM if chosen else PARTITIONER)
+        paired.append(dataclasses.replace(c, equations=tuple(r.equation_id for r in chosen), written_by=written))
+    return paired, [r.equation_id for r in free]
+
+
+def _chosen(c: "CompiledCollective", free: list[JaxprCollective]) -> list[JaxprCollective]:
+    """The jaxpr collectives ``c`` carries: one whose op_name and line are its own, then one
+    per further operand of a combined instruction, by bytes."""
+    sizes = [op.bytes for op in c.operands]
+    candidates = [r for r in free if _matches(c, r)] or [r for r in free if _moved_out_of_a_loop(c, r, sizes)]
+    if not candidates:
+        return []
+    first = min(candidates, key=lambda r: (r.bytes_per_execution not in sizes, free.index(r)))
+    chosen = [first]
+    if c.combined:
+        sizes.remove(min(sizes, key=lambda b: abs(b - first.bytes_per_execution)))
+        for size in sizes:
+            rest = [r for r in free if r not in chosen and _matches(c, r, by_source=False) and r.bytes_per_execution == size]
+            chosen += rest[:1]
+    return chosen
+
+
+def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:
+    """A sum a TPU compiler moved out of a loop, printed by jax 0.10.2 under the ``op_name`` of the
+    loop it left (``.../while``, and that loop's line): the jaxpr collective of its kind and
+    bytes that ran inside loops it no longer runs in."""
+    kind = HLO_KIND.get(r.primitive)
+    if not c.op_name.endswith("/while") or kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
+        return False
+    return r.bytes_per_execution in sizes and len(r.loop_trip_counts) > len(c.loop_trip_counts)
+
+
+def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True) -> bool:
+    kind = HLO_KIND.get(r.primitive)
+    if kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
+        return False
+    if c.op_name and r.primitive not in op_primitives(c.op_name):
+        return False
+    if by_source and r.source and c.source and r.source.split(" ")[0] != c.source.split(" ")[0]:
+        return False
+    # the compiler removes loops (of one iteration; around a loop-invariant collective it hoists)
+    # and never adds one: the compiled trip counts are a subsequence of the jaxpr's
+    remaining = iter(t for t in r.loop_trip_counts if t != 1)
+    return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)

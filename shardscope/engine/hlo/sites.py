@@ -1,0 +1,167 @@
+"""Where each collective of a compiled module runs: the loops and conditionals around it.
+
+A collective instruction stands in the computation it runs in in one of these forms:
+
+- plain: ``all-reduce(...)``;
+- an async pair: ``all-reduce-start`` and its ``all-reduce-done`` (one collective: the start);
+- wrapped: ``async-start(...), calls=%c`` (with ``async-update``/``async-done`` after it), or a
+  fusion that calls a computation holding the collective (the GPU's dynamic-slice fusions, the
+  TPU's ``all-reduce-scatter`` fusion: an all-reduce whose result the fusion slices to the
+  device's shard);
+- the TPU's async collective fusion: one collective printed three times, in a start fusion,
+  a fusion that overlaps it with other work and a done fusion, all with the same
+  ``channel_id`` (``async_collective_fusion_config`` in each): one collective, issued by the
+  first and finished by the last.
+
+A :class:`CollectiveSite` names the instruction, the one that stands for it where it runs
+(``anchor``: its operands are the values it reads there) and the one whose value is its
+result there (``result``), with the while loops around it (outermost first) and whether a
+conditional's branch holds it. The call graph is walked upwards from each collective, so the
+tens of thousands of fused computations of a large module are never visited.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from shardscope.engine.hlo.flow import Flow
+from shardscope.engine.hlo.text import HloModule, Instruction
+from shardscope.engine.kinds import NAMES
+
+COLLECTIVE_KINDS = NAMES
+"""The collective instructions of HLO, by the name the plan lists them under (:mod:`~shardscope.engine.kinds`)."""
+
+COLLECTIVE_OPCODES = frozenset(COLLECTIVE_KINDS) | frozenset(f"{k}-start" for k in COLLECTIVE_KINDS)
+_BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
+_PASSING_ROLES = {"call": ("to_apply", "calls"), "fusion": ("calls",), "async-start": ("calls",)}
+_ASYNC_FUSION = "async_collective_fusion_config"
+
+
+@dataclass(frozen=True)
+class Context:
+    """One way a computation is reached from the entry: the loops around it, the ones among
+    them whose condition (not body) holds it, and whether a conditional branch is on the way."""
+
+    loops: tuple[Instruction, ...] = ()
+    in_conditional: bool = False
+    conditions: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class CollectiveSite:
+    """One collective the module runs and where."""
+
+    instruction: Instruction
+    anchor: Instruction
+    result: Instruction
+    loops: tuple[Instruction, ...]
+    in_conditional: bool
+    paths: int = 1
+    conditions: frozenset[str] = frozenset()
+
+    @property
+    def kind(self) -> str:
+        """``all-reduce``, ``all-gather``, ...: the opcode without ``-start``."""
+        return self.instruction.opcode.removesuffix("-start")
+
+    @property
+    def wrapped(self) -> bool:
+        """True when another instruction (an async-start, a fusion) stands for it."""
+        return self.anchor is not self.instruction
+
+
+class SiteFinder:
+    """Finds every collective's site in one module (contexts of computations cached)."""
+
+    def __init__(self, module: HloModule, flow: Flow | None = None) -> None:
+        self.module = module
+        self.flow = flow or Flow(module)
+
+    def sites(self) -> list[CollectiveSite]:
+        """Every collective the entry reaches, in print order, each once."""
+        found: list[CollectiveSite] = []
+        seen: dict[tuple[str, str, int], int] = {}
+        for inst in self.module.instructions():
+            if inst.opcode not in COLLECTIVE_OPCODES:
+                continue
+            anchor = self._anchor(inst)
+            contexts = self.contexts(anchor.computation)
+            if not contexts:
+                continue  # a computation the entry never calls
+            key = self._async_fusion_key(inst, anchor)
+            if key is not None and key in seen:  # the same collective's overlap or done fusion
+                first = found[seen[key]]
+                found[seen[key]] = CollectiveSite(first.instruction, first.anchor, anchor, first.loops,
+                                                  first.in_conditional, first.paths, first.conditions)
+                continue
+            if key is not None:
+                seen[key] = len(found)
+            context = contexts[0]
+            found.append(CollectiveSite(inst, anchor, self._result(inst, anchor), context.loops,
+                                        context.in_conditional, len(contexts), context.conditions))
+        return found
+
+    @functools.lru_cache(maxsize=None)
+    def contexts(self, computation: str, depth: int = 0) -> tuple[Context, ...]:
+        """Every way the entry reaches ``computation`` (empty when it does not)."""
+        if computation == self.module.entry_name:
+            return (Context(),)
+        if depth > 64:
+            return ()
+        found: list[Context] = []
+        for caller, role in self.module.callers.get(computation, ()):
+            for outer in self.contexts(caller.computation, depth + 1):
+                inner = _inner(caller, role, outer)
+                if inner is not None:
+                    found.append(inner)
+        return tuple(found)
+
+    def _anchor(self, inst: Instruction) -> Instruction:
+        """The outermost async-start or fusion whose computation holds ``inst`` (``inst`` itself
+        when none does)."""
+        anchor = inst
+        for _ in range(16):
+            caller = self.flow.inlined_by.get(anchor.computation)
+            if caller is None or caller.opcode == "call":
+                return anchor
+            anchor = caller
+        return anchor
+
+    def _result(self, inst: Instruction, anchor: Instruction) -> Instruction:
+        """The instruction whose value is the collective's result where it runs: the ``-done``
+        of a ``-start``, the ``async-done`` of an ``async-start``, else the anchor."""
+        if anchor.opcode.endswith("-start") and anchor.opcode != "async-start":
+            return self._user(anchor, (anchor.opcode.removesuffix("-start") + "-done",)) or anchor
+        if anchor.opcode == "async-start":
+            current = anchor
+            for _ in range(16):
+                after = self._user(current, ("async-update", "async-done"))
+                if after is None:
+                    return current
+                current = after
+        return anchor
+
+    def _user(self, inst: Instruction, opcodes: tuple[str, ...]) -> Instruction | None:
+        users = self.module.computations[inst.computation].users.get(inst.name, ())
+        return next((user for user, _ in users if user.opcode in opcodes), None)
+
+    def _async_fusion_key(self, inst: Instruction, anchor: Instruction) -> tuple[str, str, int] | None:
+        """What the copies of one TPU async collective fusion share, or None for any other form."""
+        if anchor.opcode != "fusion" or inst.channel_id is None or _ASYNC_FUSION not in (inst.attribute("backend_config") or ""):
+            return None
+        return anchor.computation, inst.opcode, inst.channel_id
+
+
+def _inner(caller: Instruction, role: str, outer: Context) -> Context | None:
+    """The context inside the computation ``caller`` calls in ``role``, or None when that
+    computation does not run as a place collectives run in (a reduction's combiner)."""
+    if caller.opcode == "while" and role == "body":
+        return Context(outer.loops + (caller,), outer.in_conditional, outer.conditions)
+    if caller.opcode == "while" and role == "condition":  # tested once more than the body runs
+        return Context(outer.loops + (caller,), outer.in_conditional, outer.conditions | {caller.name})
+    if caller.opcode == "conditional" and role in _BRANCH_ROLES:
+        return Context(outer.loops, True, outer.conditions)
+    if role in _PASSING_ROLES.get(caller.opcode, ()):
+        return outer
+    return None

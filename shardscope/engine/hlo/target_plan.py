@@ -1,0 +1,350 @@
+"""What a target's compiler (a TPU slice's) did with each collective of the CPU's compiled plan.
+
+The CPU compiler keeps every all-reduce in its loop; the TPU's moves some out
+(``WhileLoopAllReduceCodeMotion``), combines them, may pipeline them (a copy of the first or
+last iteration's collective outside the loop) or removes them. The two modules come from one
+lowering, so their instructions share metadata: the ``op_name`` (the JAX name stack and
+primitive) and the source line, and the values keep their sizes. Pairing reads that:
+
+- a target collective carries a CPU one's value when it has the same kind (a reduce-scatter
+  may stand for the CPU's all-reduce), an operand of as many elements (the TPU may gather in
+  bfloat16 what the CPU gathers in float32), runs only in loops that pair with loops the CPU
+  one runs in (a compiler removes loops, never adds one), and names it: the same ``op_name``
+  (jax 0.12: a moved all-reduce keeps its own), or the ``op_name`` of a loop the CPU one runs in
+  (jax 0.10.2: a moved all-reduce takes the name of the loop it left), or, for the other
+  values of a combined instruction, a share of one that already paired;
+- loops pair by ``op_name`` and trip count, in program order among equals.
+
+:func:`compare_plans` gives one :class:`TargetPlacement` per CPU collective: which target
+collectives carry its values, which CPU loops it left and which it stays in, whether it was
+combined, pipelined or removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import TYPE_CHECKING, Iterable
+
+from shardscope.engine.counts import Count, known_sum
+from shardscope.engine.kinds import SUM_KINDS
+
+if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
+    from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.hlo.plan import (
+        CompiledCollective,
+        CompiledLoop,
+        CompiledPlan,
+    )
+
+STAYED, LEFT_LOOP, ENTERED_LOOP = "stayed", "left_loop", "entered_loop"
+COMBINED, PIPELINED, REMOVED = "combined", "pipelined", "removed"
+CHANGES = (STAYED, LEFT_LOOP, ENTERED_LOOP, COMBINED, PIPELINED, REMOVED)
+"""What a target did with a CPU collective, by the name ``TargetPlacement.change`` gives it."""
+
+
+
+@dataclass(frozen=True)
+class TargetPlacement:
+    """What the target's module did with one CPU collective.
+
+    ``target`` are the target collectives that carry its values (the main one first);
+    ``left`` the CPU loops it no longer runs in and ``stays_in`` those it still runs in
+    (outermost first); ``entered`` the target's loops it runs in although the CPU runs it
+    outside them (the CPU hoists a loop-invariant all-gather that the TPU keeps in the loop, to
+    hold only the shard between iterations); ``combined`` when a target collective carries it
+    together with values of other CPU collectives; ``pipelined`` when copies of it run both
+    inside and outside a loop (iterations peeled off by the collective pipeliner).
+    """
+
+    collective: CompiledCollective
+    target: tuple[CompiledCollective, ...]
+    left: tuple[CompiledLoop, ...] = ()
+    stays_in: tuple[CompiledLoop, ...] = ()
+    combined: bool = False
+    pipelined: bool = False
+    entered: tuple[CompiledLoop, ...] = ()
+    values_left: tuple[str, ...] = ()  # a combined one's values the target moved out of loops the others stay in
+
+    @property
+    def removed(self) -> bool:
+        """True when no target collective carries its values."""
+        return not self.target
+
+    @property
+    def left_loop(self) -> bool:
+        """True when it runs outside at least one loop it runs in on the CPU."""
+        return bool(self.left)
+
+    @property
+    def change(self) -> str:
+        """The main change: ``removed``, ``pipelined``, ``left_loop``, ``entered_loop``,
+        ``combined`` or ``stayed``."""
+        if self.removed:
+            return REMOVED
+        if self.pipelined:
+            return PIPELINED
+        if self.left:
+            return LEFT_LOOP
+        if self.entered:
+            return ENTERED_LOOP
+        return COMBINED if self.combined else STAYED
+
+    @property
+    def executions(self) -> int | None:
+        """Runs per call on the target: every target collective carrying it (None when unknown)."""
+        return known_sum(c.executions for c in self.target)
+
+    @property
+    def runs(self) -> Count:
+        """:attr:`executions` as a :class:`Count` (an upper bound inside a conditional's branch)."""
+        return Count(self.executions, any(c.in_conditional for c in self.target))
+
+    @property
+    def deferred_by_compiler(self) -> bool:
+        """True for a CPU finding (deferrable or loop-invariant) that the target already moved out
+        of every loop its verdict says it can leave."""
+        wanted = set(self.collective.verdict.loop_ids)
+        return bool(wanted) and bool(self.target) and not wanted & {loop.name for loop in self.stays_in}
+
+    def describe(self) -> str:
+        """``psum_invariant.35 of params['Wh'] (x16/call) leaves while.70 (8 iterations) and stays
+        in while.69 (2 iterations): all-reduce.6, x2/call`` in words."""
+        c = self.collective
+        what = f"{c.name}{f' of {c.value}' if c.value else ''} ({c.runs.badge()})"
+        if self.removed:
+            return f"{what} is removed: the target's module has no collective carrying its value"
+        parts = []
+        if self.left:
+            parts.append(f"leaves {_loops_words(self.left)}")
+        if self.stays_in:
+            parts.append(f"{'and ' if self.left else ''}stays in {_loops_words(self.stays_in)}")
+        elif self.left:
+            parts.append("and runs outside every loop")
+        if self.entered:
+            parts.append(f"runs in {_loops_words(self.entered)} (outside it on the CPU)")
+        if not parts:
+            parts.append("stays where it is")
+        if self.values_left:
+            parts.append(f"but its {', '.join(self.values_left)} leave{'s' if len(self.values_left) == 1 else ''} it")
+        if self.combined:
+            parts.append("combined with other values")
+        if self.pipelined:
+            parts.append("pipelined (a copy runs outside the loop too)")
+        names = ", ".join(t.name for t in self.target)
+        return f"{what} {' '.join(parts[:2])}{''.join(', ' + p for p in parts[2:])}: {names}, {self.runs.badge()}"
+
+
+@dataclass(frozen=True)
+class TargetComparison:
+    """Every CPU collective's placement on one target, and what the target added."""
+
+    target: str
+    placements: tuple[TargetPlacement, ...]
+    added: tuple[CompiledCollective, ...]
+    loop_pairs: tuple[tuple[str, str], ...]
+
+    def placement(self, cpu_name: str) -> TargetPlacement | None:
+        """The placement of the CPU collective called ``cpu_name``."""
+        return next((p for p in self.placements if p.collective.name == cpu_name), None)
+
+    @property
+    def staying_findings(self) -> tuple[TargetPlacement, ...]:
+        """The CPU findings (deferrable or loop-invariant) the target still runs in a loop their
+        verdict says they can leave: the fix is worth writing for this target."""
+        return tuple(p for p in self.placements if p.collective.verdict.flagged and not p.deferred_by_compiler
+                     and not p.removed)
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """One program compiled for a target slice beside the CPU: nothing runs there, so no timings.
+
+    ``target`` is the target's text (``tpu:v5e:2x2``) and ``topology`` its name (``v5e:2x2``);
+    ``devices`` how many of the slice's devices the program spans; ``compiled`` the target
+    module's compiled plan and ``paired`` its collectives joined with the jaxpr's;
+    ``comparison`` what the target did with each CPU collective; ``memory`` is
+    ``memory_analysis()`` per device (TPU arrays padded to their tiled layouts), ``cost``
+    ``cost_analysis()`` (a loop body counted once); ``compile_s`` the lowering and compile;
+    ``cpu_memory`` the CPU module's ``memory_analysis()``, to set beside ``memory``.
+    """
+
+    target: str
+    topology: str
+    device_kind: str
+    devices: int
+    compiled: CompiledPlan
+    paired: tuple[PairedCollective, ...]
+    comparison: "TargetComparison"
+    memory: dict[str, int]
+    cost: dict[str, float]
+    compile_s: float
+    cpu_memory: dict[str, int]
+
+    def placements_of(self, collective: CompiledCollective) -> tuple["TargetPlacement", ...]:
+        """The placements of the CPU collectives whose values the target's ``collective`` carries."""
+        return tuple(p for p in self.comparison.placements if any(t is collective for t in p.target))
+
+    def left_loop(self, collective: CompiledCollective) -> bool:
+        """True when the target's ``collective`` carries a CPU collective out of a loop it runs in on the CPU."""
+        return any(p.left_loop for p in self.placements_of(collective))
+
+    @property
+    def staying_findings(self) -> tuple["TargetPlacement", ...]:
+        """The CPU findings this target still runs in a loop they could leave."""
+        return self.comparison.staying_findings
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+@dataclass(frozen=True)
+class _Value:
+    """What pairing compares: one operand of a sum (a combiner may regroup them), or the whole
+    of any other collective (the CPU splits an all-to-all into one operand per device, the TPU
+    does not)."""
+
+    collective: CompiledCollective
+    index: int
+    elements: int
+    loops: tuple[str, ...]  # CPU loop names (a target's loops mapped onto the CPU's; "?" when unpaired)
+    name: str = ""
+
+
+def _values(c: CompiledCollective, loops: tuple[str, ...]) -> list[_Value]:
+    if c.kind in SUM_KINDS:
+        return [_Value(c, k, _elements(op.shape), loops, op.value) for k, op in enumerate(c.operands)]
+    return [_Value(c, 0, sum(_elements(op.shape) for op in c.operands), loops, c.value)]
+
+
+def compare_plans(cpu: CompiledPlan, target: CompiledPlan, name: str = "") -> TargetComparison:
+    """What ``target``'s module did with each collective of ``cpu``'s (the same program)."""
+    loop_pairs = _pair_loops(cpu.loops, target.loops)
+    to_cpu = dict(loop_pairs)
+    cpu_values = [v for c in cpu.collectives for v in _values(c, tuple(loop.name for loop in c.loops))]
+    target_values = [v for t in target.collectives for v in _values(t, tuple(to_cpu.get(w.name, "?") for w in t.loops))]
+    matched = _match(cpu, cpu_values, target_values)
+    placements = tuple(_placement(c, matched, cpu_values, target_values, target) for c in cpu.collectives)
+    used = {id(t) for p in placements for t in p.target}
+    added = tuple(t for t in target.collectives if id(t) not in used)
+    return TargetComparison(name or target.backend, placements, added, tuple(loop_pairs))
+
+
+def _pair_loops(cpu: Iterable[CompiledLoop], target: Iterable[CompiledLoop]) -> list[tuple[str, str]]:
+    """``(target loop, CPU loop)`` pairs: the same op_name and trip count, in order; then the
+    same op_name alone (a trip count one module knows and the other does not)."""
+    free = list(cpu)
+    pairs = []
+    rest = []
+    for loop in target:
+        twin = next((c for c in free if c.op_name == loop.op_name and c.trip_count == loop.trip_count), None)
+        if twin is None:
+            rest.append(loop)
+            continue
+        free.remove(twin)
+        pairs.append((loop.name, twin.name))
+    for loop in rest:
+        twin = next((c for c in free if c.op_name == loop.op_name), None)
+        if twin is not None:
+            free.remove(twin)
+            pairs.append((loop.name, twin.name))
+    return pairs
+
+
+def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Value]) -> dict[int, list[int]]:
+    """``{CPU value position: [target value positions]}``: the first is the one that carries
+    it, any further one a pipelined copy."""
+    loop_names = {loop.name: loop.op_name for loop in cpu.loops}
+    matched: dict[int, list[int]] = {}
+    taken: set[int] = set()
+    for round_ in ("op_name", "combined", "source", "value"):
+        for i, value in enumerate(cpu_values):
+            if i in matched:
+                continue
+            hits = [j for j, t in enumerate(target_values) if j not in taken and _fits(value, t)
+                    and _names(value, t, loop_names, round_, target_values, matched)]
+            hits.sort(key=lambda j: not _nested_as(value, target_values[j]))
+            if hits:
+                matched[i] = [hits[0]]
+                taken.add(hits[0])
+    for i, js in matched.items():  # copies of the same value outside (or inside) the loop
+        first = target_values[js[0]]
+        for j, t in enumerate(target_values):
+            if j not in taken and _fits(cpu_values[i], t) and t.collective.op_name == first.collective.op_name \
+                    and len(t.loops) != len(first.loops):
+                js.append(j)
+                taken.add(j)
+    return matched
+
+
+def _fits(value: _Value, t: _Value) -> bool:
+    """The same kind of collective and a value of as many elements."""
+    kinds = {value.collective.kind, t.collective.kind}
+    if len(kinds) > 1 and not kinds <= SUM_KINDS:
+        return False
+    return value.elements == t.elements
+
+
+def _nested_as(value: _Value, t: _Value) -> bool:
+    """The target runs it only in loops the CPU one runs in (a compiler removes loops of the
+    program; only the CPU's hoisting of loop-invariant values makes a target's run elsewhere)."""
+    remaining = iter(value.loops)
+    return all(any(name == loop for loop in remaining) for name in t.loops)
+
+
+def _names(value: _Value, t: _Value, loop_op_names: dict[str, str], round_: str, target_values: list[_Value],
+           matched: dict[int, list[int]]) -> bool:
+    """Whether ``t`` names ``value`` in this round: by op_name (its own, or a loop's it runs
+    in), as another value of a combined instruction that already paired, by source line, or
+    by the value's own name (a program input both gather)."""
+    c, tc = value.collective, t.collective
+    if round_ == "op_name":
+        return bool(tc.op_name) and (tc.op_name == c.op_name or tc.op_name in {loop_op_names[n] for n in value.loops})
+    if round_ == "combined":
+        partners = {id(target_values[js[0]].collective) for js in matched.values()}
+        return id(tc) in partners and _nested_as(value, t)
+    if round_ == "source":
+        return bool(tc.source) and tc.source == c.source and _nested_as(value, t)
+    return bool(value.name) and value.name == t.name
+
+
+def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values: list[_Value],
+               target_values: list[_Value], target: CompiledPlan) -> TargetPlacement:
+    """The placement of the CPU collective ``c`` from its values' matches."""
+    positions = [i for i, value in enumerate(cpu_values) if value.collective is c]
+    hits = [matched[i] for i in positions if i in matched]
+    if not hits:
+        return TargetPlacement(c, ())
+    # the value the target runs in the most loops leads: the collective still runs there for it
+    lead = max(range(len(hits)), key=lambda k: len(target_values[hits[k][0]].loops))
+    main = target_values[hits[lead][0]]
+    targets = list(dict.fromkeys(target_values[j].collective for js in hits for j in js))
+    stays = set(main.loops)
+    values_left = tuple(dict.fromkeys(
+        cpu_values[i].name or f"value {k}" for k, i in enumerate(positions)
+        if i in matched and len(target_values[matched[i][0]].loops) < len(main.loops)))
+    left = tuple(loop for loop in c.loops if loop.name not in stays)
+    stays_in = tuple(loop for loop in c.loops if loop.name in stays)
+    cpu_loops = {loop.name for loop in c.loops}
+    entered = tuple(loop for loop, name in zip(main.collective.loops, main.loops) if name not in cpu_loops)
+    others = {id(target_values[j].collective) for i, js in matched.items() if i not in positions for j in js}
+    carried_here = sum(1 for js in hits for j in js if target_values[j].collective is main.collective)
+    combined = id(main.collective) in others or (main.collective.kind in SUM_KINDS and len(main.collective.operands) > carried_here)
+    return TargetPlacement(c, tuple(targets), left, stays_in, combined, any(len(js) > 1 for js in hits), entered,
+                           values_left)
+
+
+def _elements(shape: str) -> int:
+    """Elements of a logical shape text (``f32[4,16]`` -> 64; a tuple's leaves together)."""
+    total = 0
+    for part in shape.replace("(", "").replace(")", "").split("]"):
+        if "[" not in part:
+            continue
+        dims = [int(d) for d in part.split("[", 1)[1].split(",") if d.strip().isdigit()]
+        total += prod(dims)
+    return total
+
+
+def _loops_words(loops: tuple[CompiledLoop, ...]) -> str:
+    words = [f"{loop.name} ({'?' if loop.trip_count is None else loop.trip_count} iterations)" for loop in loops]
+    return " and ".join(words)

@@ -1,0 +1,544 @@
+"""shardscope's own model of a jaxpr: an immutable tree with stable names.
+
+JAX names variables ``a, b, c, ...`` in print order, so one extra equation renames everything
+after it and a diff between two plans is all noise. Here an equation is named after its
+primitive and how many equations of that primitive came before it in the same block
+(``dot_general_1``); a sub-jaxpr's inputs are named after its equation and their role
+(``scan_0.const0``, ``scan_0.carry0``, ``scan_0.xs0``). Names are local to their block, as
+variables are in a jaxpr; ids qualify them with the path of blocks around them
+(``shard_map_0/scan_0/psum_invariant_0``) so that they are unique in the program. Two plans
+that differ in one place differ in one place of their canonical text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from shardscope.engine.user_frames import users_first
+from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
+
+COLLECTIVE_PRIMITIVES = frozenset(
+    {
+        "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
+        "all_to_all", "ragged_all_to_all", "all_gather", "all_gather_invariant",
+        "all_gather_reduced", "reduce_scatter", "unreduced_reduce_scatter", "unreduced_psum",
+        "psum_start", "psum_invariant_start", "unreduced_psum_start", "all_gather_start",
+        "all_gather_reduced_start", "reduce_scatter_start", "unreduced_reduce_scatter_start",
+        "all_to_all_start", "pbroadcast_start", "ppermute_start",
+    }
+)
+"""Primitives that move data between devices."""
+
+CAST_PRIMITIVES = frozenset(
+    {"pvary", "pcast", "preduced", "vary_unreduced_cast_p", "vary_unreduced_cast", "reduced_vary_cast", "reduced_vary_cast_p"}
+)
+"""Primitives that only change a value's varying-axes type: no communication."""
+
+LOOP_PRIMITIVES = frozenset({"scan", "while"})
+
+_DTYPE_SHORT = {
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "int32": "i32",
+    "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "bool": "bool", "float0": "float0",
+}
+
+
+@dataclass(frozen=True)
+class Value:
+    """A variable or literal of the program, with its per-device type and varying axes."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    varying: frozenset[str] = frozenset()
+    itemsize: int = 0
+    reduced: frozenset[str] = frozenset()
+    unreduced: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def type_str(self) -> str:
+        """``f32[16,5]`` (the per-device shape inside a shard_map)."""
+        short = _DTYPE_SHORT.get(self.dtype, self.dtype)
+        return f"{short}[{','.join(map(str, self.shape))}]"
+
+    @functools.cached_property
+    def vma_str(self) -> str:
+        """``{V:data,model}`` when the value varies over mesh axes, ``{R:s}`` reduced, ``{U:s}``
+        unreduced (JAX's reduced/unreduced types), several side by side; else empty."""
+        return "".join(
+            "{" + tag + ":" + ",".join(sorted(axes)) + "}"
+            for tag, axes in (("V", self.varying), ("R", self.reduced), ("U", self.unreduced))
+            if axes
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one copy of this value."""
+        return prod(self.shape) * self.itemsize
+
+    def declaration(self) -> str:
+        """``name:f32[16,5]{V:s}``, as a definition is printed."""
+        return f"{self.name}:{self.type_str}{self.vma_str}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A list of equations with inputs and outputs: the program itself or a sub-jaxpr.
+
+    ``id`` is ``""`` for the program, the owning equation's id for a single body
+    (``shard_map_0/scan_0``) and ``<equation id>.<role>`` otherwise (``while_0.cond``).
+    """
+
+    id: str
+    role: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    equations: tuple["Equation", ...]
+
+
+@dataclass(frozen=True)
+class Equation:
+    """One equation; loops, calls and shard_maps carry their sub-jaxprs as ``blocks``.
+
+    ``name`` is unique in its block (``psum_invariant_0``); ``id`` in the program.
+    """
+
+    id: str
+    name: str
+    primitive: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    params: tuple[tuple[str, str], ...]
+    blocks: tuple[Block, ...] = ()
+    trip_count: int | None = None
+    # ``file.py:42 (fn)``: the user's line that made a collective or a loop (empty for other
+    # equations, whose source is never shown, and not compared: the same program traced from
+    # another file is the same program).
+    source: str = field(default="", compare=False)
+    # ``fori_loop``: the JAX function the user called that made a loop (a fori_loop with static
+    # bounds is a scan in the jaxpr; only the traceback says which it was). Empty when unknown.
+    written_as: str = field(default="", compare=False)
+    # the user's frames that made a cast or a psum_invariant (``user_frames_of``): a psum_invariant is
+    # paired with the pvary it transposes by them; not compared, as ``source``
+    origin: tuple[tuple[str, int, str], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``collective``, ``cast``, ``loop``, ``cond``, ``call`` or ``op``."""
+        if self.primitive in COLLECTIVE_PRIMITIVES:
+            return "collective"
+        if self.primitive in CAST_PRIMITIVES:
+            return "cast"
+        if self.primitive in LOOP_PRIMITIVES:
+            return "loop"
+        if self.primitive == "cond":
+            return "cond"
+        return "call" if self.blocks else "op"
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The mesh axes a collective or cast works over (empty for other equations)."""
+        for key in ("axes", "axis_name"):
+            raw = self.param_values.get(key)
+            if raw is not None:
+                return tuple(raw) if isinstance(raw, (tuple, list, frozenset, set)) else (raw,)
+        return ()
+
+    @property
+    def param_values(self) -> dict[str, Any]:
+        """The raw values of the parameters shardscope keeps for collectives."""
+        return dict(self._raw)
+
+    _raw: tuple[tuple[str, Any], ...] = field(default=(), repr=False, compare=False)
+
+    def line(self) -> str:
+        """``out:f32[5]{V:s} = prim[k=v] in0 in1``: the canonical one-line form."""
+        outs = " ".join(v.declaration() for v in self.outputs) or "()"
+        params = "[" + ", ".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
+        args = " ".join(v.name for v in self.inputs)
+        return f"{outs} = {self.primitive}{params} {args}".rstrip()
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an equation sits: the loops around it, innermost last."""
+
+    equation: Equation
+    block: Block
+    loops: tuple[Equation, ...]
+    in_conditional: bool
+
+
+@dataclass(frozen=True)
+class Program:
+    """A closed jaxpr as shardscope sees it."""
+
+    root: Block
+
+    def sites(self) -> Iterator[Site]:
+        """Every equation, depth first in program order, with its enclosing loops."""
+        yield from _sites(self.root, (), False)
+
+    @property
+    def equation_count(self) -> int:
+        """How many equations there are, sub-jaxprs included."""
+        return sum(1 for _ in self.sites())
+
+    def canonical_text(self) -> str:
+        """One line per equation, indented by nesting, with stable names."""
+        lines = ["in " + " ".join(v.declaration() for v in self.root.inputs)]
+        _render(self.root, 0, lines)
+        lines.append("out " + " ".join(v.name for v in self.root.outputs))
+        return "\n".join(lines) + "\n"
+
+
+def _sites(block: Block, loops: tuple, conditional: bool) -> Iterator[Site]:
+    for eqn in block.equations:
+        yield Site(eqn, block, loops, conditional)
+        # A while's cond runs on every iteration too (one more time than its body); its trip
+        # count is unknown either way, so both count as inside the loop.
+        inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
+        for sub in eqn.blocks:
+            yield from _sites(sub, inner_loops, conditional or eqn.kind == "cond")
+
+
+def _render(block: Block, depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    for eqn in block.equations:
+        lines.append(pad + eqn.line())
+        for sub in eqn.blocks:
+            head = " ".join(v.declaration() for v in sub.inputs)
+            lines.append(f"{pad}  {{ {sub.role} {head}")
+            _render(sub, depth + 2, lines)
+            lines.append(f"{pad}  }} -> " + " ".join(v.name for v in sub.outputs))
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def qualify(block_id: str, name: str) -> str:
+    """The program-wide id of ``name`` defined in the block ``block_id``."""
+    return f"{block_id}/{name}" if block_id else name
+def from_jaxpr(closed_jaxpr: Any) -> Program:
+    """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
+    jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    names = [f"const{i}" for i in range(len(jaxpr.constvars))] + [f"in{i}" for i in range(len(jaxpr.invars))]
+    return Program(_block(jaxpr, "", "program", names))
+
+
+class _Namer:
+    """Names the variables of one block: a counter per primitive."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.names: dict[Any, str] = {}
+        self.values: dict[Any, Value] = {}  # a variable's value, made once for all its uses
+
+    def next_id(self, primitive: str) -> str:
+        k = self.counts[primitive]
+        self.counts[primitive] += 1
+        return f"{primitive}_{k}"
+
+    def bind(self, var: Any, name: str) -> Value:
+        self.names[var] = name
+        value = self.values[var] = _value(var, name)
+        return value
+
+    def use(self, atom: Any) -> Value:
+        if _is_literal(atom):
+            return _value(atom, _literal_text(atom))
+        value = self.values.get(atom)
+        return value if value is not None else _value(atom, "?")
+
+
+def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Block:
+    namer = _Namer()
+    invars = list(jaxpr.constvars) + list(jaxpr.invars)
+    inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
+    equations = tuple(_equation(eqn, namer, block_id) for eqn in jaxpr.eqns)
+    outputs = tuple(namer.use(v) for v in jaxpr.outvars)
+    return Block(block_id, role, inputs, outputs, equations)
+
+
+def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
+    primitive = eqn.primitive.name
+    name = namer.next_id(primitive)
+    eqn_id = qualify(block_id, name)
+    inputs = tuple(namer.use(v) for v in eqn.invars)
+    blocks = tuple(
+        _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params))
+        for role, sub in sub_jaxprs(eqn)
+    )
+    many = len(eqn.outvars) > 1
+    outputs = tuple(
+        _value(v, "_") if _is_drop(v) else namer.bind(v, f"{name}.{i}" if many else name)
+        for i, v in enumerate(eqn.outvars)
+    )
+    trip = eqn.params.get("length") if primitive == "scan" else None
+    return Equation(
+        id=eqn_id,
+        name=name,
+        primitive=primitive,
+        inputs=inputs,
+        outputs=outputs,
+        params=_short_params(eqn.params),
+        blocks=blocks,
+        trip_count=trip,
+        source=equation_source(eqn, own=primitive in LOOP_PRIMITIVES)
+        if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
+        written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
+        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES else (),
+        _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
+    )
+
+
+ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
+"""The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
+transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
+
+
+def user_frames_of(eqn: Any) -> tuple[tuple[str, int, str], ...]:
+    """The user's frames (outside JAX) that made ``eqn``: ``((file, line, function), ...)``.
+
+    JAX transposes an equation under the source information of the equation it transposes, so
+    the ``psum_invariant`` that is the transpose of a ``pvary`` has the same frames.
+    """
+    from jax._src import source_info_util
+
+    return tuple((f.file_name, f.start_line, f.function_name)
+                 for f in source_info_util.user_frames(eqn.source_info.traceback))
+
+
+def equation_source(eqn: Any, own: bool = False) -> str:
+    """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``.
+
+    When that frame is shardscope's own (a plan's chunk loop, the deferred plan's ``psum``
+    after the loop, made in shardscope's plan bodies) the source is empty, and the plan names
+    its collectives itself (:func:`shardscope.pipeline.analysis.inspect_plan`); with ``own`` it is kept,
+    so that a loop can be told to be the plan's (:func:`shardscope.engine.jaxpr.loop_names.loop_words`).
+    Frames further out (the analysis, the CLI, a test) never name an equation.
+    """
+    from jax._src import source_info_util
+
+    frames = tuple(source_info_util.user_frames(eqn.source_info.traceback))
+    frame = users_first(frames, lambda f: f.file_name)  # the user's line that called a flax layer
+    if frame is None or (not own and is_shardscope_file(frame.file_name)):
+        return ""
+    return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
+
+
+LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})
+"""The ``jax.lax`` functions whose loops :func:`loop_function_of` names (others: empty, a neutral "loop")."""
+
+
+def loop_function_of(eqn: Any) -> str:
+    """``fori_loop``: the JAX function called from the user's line that made the loop ``eqn``.
+
+    The traceback (innermost first) runs through JAX's own frames up to the user's; the last
+    JAX function before the user's frame, API wrappers skipped, is what the user called
+    (``lax.fori_loop`` with static bounds binds ``scan``: its frame is ``fori_loop``). Checked
+    on jax 0.10.2 and 0.12, forward and transposed loops alike (a transpose keeps the
+    forward's traceback).
+    """
+    from jax._src import source_info_util
+
+    traceback = eqn.source_info.traceback
+    if traceback is None:
+        return ""
+    called = ""
+    for code in traceback.raw_frames()[0]:
+        if source_info_util.is_user_filename(code.co_filename):
+            return called if called in LOOP_FUNCTIONS else ""
+        if code.co_name != "reraise_with_filtered_traceback":  # jax's api_boundary wrapper
+            called = code.co_name
+    return ""
+_PACKAGE_DIR = Path(__file__).resolve().parents[2]  # shardscope/, to tell its frames from the user's
+_SHIPPED_DEMOS = "demo_files"
+
+
+@functools.lru_cache(maxsize=256)
+def is_shardscope_file(file_name: str) -> bool:
+    """True when ``file_name`` is one of shardscope's own modules; the demos shipped in the package
+    (``shardscope/demo_files``) are the user's code."""
+    try:
+        relative = Path(file_name).resolve().relative_to(_PACKAGE_DIR)
+    except (ValueError, OSError):
+        return False
+    return relative.parts[0] != _SHIPPED_DEMOS
+
+
+def source_line(source: str) -> str:
+    """The text of the line a ``file:42 (fn)`` source points at (empty when unreadable)."""
+    import linecache
+
+    match = _SOURCE.match(source)
+    return linecache.getline(match["file"], int(match["line"])).strip() if match else ""
+
+
+def source_file(source: str) -> str | None:
+    """The file of a ``file:42 (fn)`` source, with its directories (None when there is none)."""
+    match = _SOURCE.match(source)
+    return match["file"] if match else None
+
+
+def short_source(source: str) -> str:
+    """``train_step.py:42 (loss)``: a source without its directories."""
+    match = _SOURCE.match(source)
+    if not match:
+        return source
+    return f"{match['file'].rsplit('/', 1)[-1]}:{match['line']}{match['rest']}"
+
+
+_SOURCE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?P<rest>( \(.*\))?)$")
+
+
+def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
+    """The sub-jaxprs of an equation with a role name each (body, cond, branch0, ...)."""
+    params = eqn.params
+    name = eqn.primitive.name
+    if name == "scan":
+        return [("body", open_jaxpr(params["jaxpr"]))]
+    if name == "while":
+        return [("cond", open_jaxpr(params["cond_jaxpr"])), ("body", open_jaxpr(params["body_jaxpr"]))]
+    if name == "cond":
+        return [(f"branch{i}", open_jaxpr(b)) for i, b in enumerate(params["branches"])]
+    from jax.extend.core import jaxprs_in_params
+
+    subs = list(jaxprs_in_params(params))
+    return [("body" if len(subs) == 1 else f"body{i}", open_jaxpr(j)) for i, j in enumerate(subs)]
+
+
+def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[str]:
+    """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
+    invars = list(sub.constvars) + list(sub.invars)
+    scan_groups = scan_operand_groups(params) if role == "body" else None
+    if scan_groups is not None:  # scan
+        consts, carry = scan_groups
+        labels = _roles(("const", consts), ("carry", carry), ("xs", len(invars) - consts - carry))
+    elif role == "body" and "body_nconsts" in params:  # while
+        consts = params["body_nconsts"]
+        labels = _roles(("const", consts), ("carry", len(invars) - consts))
+    elif role == "cond" and "cond_nconsts" in params:
+        consts = params["cond_nconsts"]
+        labels = _roles(("cond_const", consts), ("carry", len(invars) - consts))
+    else:
+        prefix = "in" if role in ("body", "cond") else f"{role}.in"
+        labels = [f"{prefix}{i}" for i in range(len(invars))]
+    return [f"{eqn_name}.{label}" for label in labels]
+
+
+def scan_operand_groups(params: dict) -> tuple[int, int] | None:
+    """``(consts, carry)`` counts of a scan's operands, or None when ``params`` is not a scan's.
+
+    jax 0.10 records them as ``num_consts``/``num_carry``; newer JAX (0.12) as ``ft_in``, a flat
+    tree of three groups (consts, carry, xs) whose leaves are the operands.
+    """
+    if "num_carry" in params:
+        return params["num_consts"], params["num_carry"]
+    ft_in = params.get("ft_in")
+    if hasattr(ft_in, "elts"):  # a flat tree built by scan itself
+        sizes = [len(list(group.vals)) for group in ft_in.elts]
+    elif hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
+        sizes = [child.num_leaves for child in ft_in.tree.children()]
+    else:
+        return None
+    return (sizes[0], sizes[1]) if len(sizes) == 3 else None
+
+
+def _roles(*groups: tuple[str, int]) -> list[str]:
+    return [f"{name}{i}" for name, count in groups for i in range(count)]
+
+
+def open_jaxpr(jaxpr: Any) -> Any:
+    return getattr(jaxpr, "jaxpr", jaxpr)
+
+
+def _is_literal(atom: Any) -> bool:
+    return isinstance(atom, _jax_core().Literal)
+
+
+@functools.cache
+def _jax_core() -> Any:
+    """``jax.extend.core``, imported once (an import statement costs a lookup on every call)."""
+    import jax.extend.core
+
+    return jax.extend.core
+
+
+def _is_drop(var: Any) -> bool:
+    return type(var).__name__ == "DropVar"
+
+
+def _literal_text(atom: Any) -> str:
+    value = np.asarray(atom.val)
+    return str(value.item()) if value.ndim == 0 else f"array{list(value.shape)}"
+
+
+def _value(atom: Any, name: str) -> Value:
+    aval = atom.aval
+    shape = tuple(int(d) for d in getattr(aval, "shape", ()))
+    dtype = getattr(aval, "dtype", None)
+    mat = getattr(aval, "manual_axis_type", None)
+    varying = frozenset(getattr(mat, "varying", ()) or ())
+    reduced = frozenset(getattr(mat, "reduced", ()) or ())
+    unreduced = frozenset(getattr(mat, "unreduced", ()) or ())
+    if dtype is None:
+        return Value(name, shape, type(aval).__name__, varying, 0, reduced, unreduced)
+    dtype_name, itemsize = _dtype_facts(dtype)
+    return Value(name, shape, dtype_name, varying, itemsize, reduced, unreduced)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_facts(dtype: Any) -> tuple[str, int]:
+    """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value.
+
+    A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.
+    """
+    name = str(dtype)
+    if name == "float0":
+        return name, 0
+    return name, (key_itemsize(dtype) if is_key_dtype(dtype) else np.dtype(dtype).itemsize)
+
+
+_SKIPPED_PARAMS = {"jaxpr", "body_jaxpr", "cond_jaxpr", "branches", "call_jaxpr", "fun_jaxpr"}
+
+
+def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
+    """Printable parameters: no sub-jaxprs, no private or unset ones, long values shortened."""
+    core = _jax_core()
+    jaxpr_types = (core.Jaxpr, core.ClosedJaxpr)
+    kept = []
+    for key, value in sorted(params.items()):
+        if key.startswith("_") or key in _SKIPPED_PARAMS or value is None:
+            continue
+        if isinstance(value, jaxpr_types) or (
+            isinstance(value, (tuple, list)) and value and isinstance(value[0], jaxpr_types)
+        ):
+            continue
+        text = _param_text(value)
+        kept.append((key, text if len(text) <= 80 else text[:77] + "..."))
+    return tuple(kept)
+
+
+def _param_text(value: Any) -> str:
+    """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
+    if hasattr(value, "spec") and hasattr(value, "mesh"):
+        return str(value.spec)
+    if hasattr(value, "axis_names") and hasattr(value, "axis_sizes"):
+        return "Mesh(" + ", ".join(f"{n}={s}" for n, s in zip(value.axis_names, value.axis_sizes)) + ")"
+    if callable(value):
+        return f"<{getattr(value, '__name__', type(value).__name__)}>"
+    # object reprs carry memory addresses, which would make the text differ between runs
+    return _ADDRESS.sub("0x…", " ".join(str(value).split()))
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")

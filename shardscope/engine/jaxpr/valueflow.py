@@ -1,0 +1,212 @@
+"""Value-level def -> use links of a :class:`Program`, across loop, call and branch boundaries.
+
+The dataflow graph (:mod:`shardscope.engine.jaxpr.dataflow`) has one node per equation, so a loop with
+two carries is one node and everything after it depends on both. Naming a collective after the
+parameter it reduces, or telling whether a reduction only accumulates into a carry, needs to
+follow single values: a loop's output ``k`` comes from its body's output ``k``, a body input
+from the loop's operand at the same position (aligned from the right, as JAX passes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Iterator
+
+from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify
+
+
+@dataclass
+class BlockFacts:
+    """One block with the equation that owns it, and who uses each of its values."""
+
+    block: Block
+    owner: Equation | None  # None for the program itself
+    outer: "BlockFacts | None"
+    uses: dict[str, list[tuple[Equation, int]]] = field(default_factory=dict)  # value -> (user, operand position)
+    output_positions: dict[str, list[int]] = field(default_factory=dict)
+    producers: dict[str, tuple[Equation, int]] = field(default_factory=dict)  # value -> (definer, output k)
+    input_positions: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def carries(self) -> list[str]:
+        """The block's carry inputs in order (a loop body's accumulators); computed once, as a
+        loop body holds every parameter among its inputs and each collective asks again."""
+        return [v.name for v in self.block.inputs if input_role(v.name) == "carry"]
+
+
+class ValueIndex:
+    """Who defines and who uses every value of a program, block by block."""
+
+    def __init__(self, program: Program) -> None:
+        self.blocks: dict[str, BlockFacts] = {}
+        self.block_of: dict[str, BlockFacts] = {}  # equation id -> the block it sits in
+        self._operands: dict[str, dict[str, str]] = {}  # block id -> {input name: outer operand}
+        self._add(program.root, None, None)
+
+    def _add(self, block: Block, owner: Equation | None, outer: BlockFacts | None) -> None:
+        facts = BlockFacts(block, owner, outer)
+        self.blocks[block.id] = facts
+        facts.input_positions = {v.name: i for i, v in enumerate(block.inputs)}
+        for eqn in block.equations:
+            self.block_of[eqn.id] = facts
+            for position, value in enumerate(eqn.inputs):
+                facts.uses.setdefault(value.name, []).append((eqn, position))
+            for k, value in enumerate(eqn.outputs):
+                facts.producers[value.name] = (eqn, k)
+            for sub in eqn.blocks:
+                self._add(sub, eqn, facts)
+        for position, value in enumerate(block.outputs):
+            facts.output_positions.setdefault(value.name, []).append(position)
+
+    def sub_input(self, eqn: Equation, sub: Block, operand_position: int) -> str | None:
+        """The input of ``sub`` that receives ``eqn``'s operand at ``operand_position``."""
+        if eqn.primitive == "while" and sub.role == "cond":
+            consts = sum(1 for v in sub.inputs if ".cond_const" in v.name)
+            carry_start = len(eqn.inputs) - (len(sub.inputs) - consts)
+            if operand_position < consts:
+                return sub.inputs[operand_position].name
+            if operand_position >= carry_start:
+                return sub.inputs[consts + operand_position - carry_start].name
+            return None
+        k = operand_position - (len(eqn.inputs) - len(sub.inputs))
+        return sub.inputs[k].name if 0 <= k < len(sub.inputs) else None
+
+    def operand_of(self, facts: BlockFacts, input_name: str) -> str | None:
+        """The outer value that feeds ``facts``' input ``input_name`` (None at the program's inputs)."""
+        if facts.owner is None:
+            return None
+        if facts.block.id not in self._operands:
+            eqn, sub = facts.owner, facts.block
+            feeds = {}
+            for k, operand in enumerate(eqn.inputs):
+                inner = self.sub_input(eqn, sub, k)
+                if inner is not None:
+                    feeds[inner] = operand.name
+            self._operands[facts.block.id] = feeds
+        return self._operands[facts.block.id].get(input_name)
+
+    def forward(self, block_id: str, names: Iterable[str]) -> set[tuple[str, int]]:
+        """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``."""
+        _, outputs = self.reach((block_id, name) for name in names)
+        return {("", k) for k in outputs}
+
+    def reach(
+        self,
+        seeds: Iterable[tuple[str, str]],
+        *,
+        stop_at: frozenset[str] = frozenset(),
+        loop_outputs: bool = False,
+        back_edges: bool = False,
+    ) -> tuple[set[tuple[str, str]], set[int]]:
+        """Every value the ``seeds`` (``(block id, name)``) flow into, and the program outputs they reach.
+
+        The one forward walk over the values: every output of an equation depends on every input
+        of it; a sub-jaxpr's input on the operand that feeds it, and the equation's output ``k`` on
+        the sub-jaxpr's output ``k``; a while loop's condition reaches nothing (it only decides how
+        often the body runs); a ``cond``'s predicate reaches all its outputs (it picks the branch).
+        Outputs of the blocks in ``stop_at`` are not followed out of them. With ``loop_outputs``,
+        an operand of a loop also reaches every output of the loop (what a body spells out
+        iteration by iteration, counted coarsely). With ``back_edges``, a loop body's output ``k``
+        also reaches the carry ``k`` the next iteration starts from (in the body and in a while's
+        condition).
+        """
+        outputs: set[int] = set()
+        seen: set[tuple[str, str]] = set()
+        stack = list(seeds)
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            facts = self.blocks[key[0]]
+            for eqn, position in facts.uses.get(key[1], ()):
+                if eqn.blocks:
+                    for sub in eqn.blocks:
+                        inner = self.sub_input(eqn, sub, position)
+                        if inner is not None:
+                            stack.append((sub.id, inner))
+                    if (loop_outputs and eqn.kind == "loop") or (eqn.kind == "cond" and position == 0):
+                        stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
+                else:
+                    stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
+            if facts.block.id in stop_at:
+                continue
+            for k in facts.output_positions.get(key[1], ()):
+                if back_edges:
+                    stack.extend(self._next_iteration(facts, k))
+                if facts.owner is None:
+                    outputs.add(k)
+                elif facts.block.role != "cond" and k < len(facts.owner.outputs):
+                    out = facts.owner.outputs[k]
+                    if out.name != "_":
+                        stack.append((facts.outer.block.id, out.name))
+        return seen, outputs
+
+    def _next_iteration(self, facts: BlockFacts, k: int) -> list[tuple[str, str]]:
+        """The carry inputs a loop body's output ``k`` becomes on the next iteration (body and condition)."""
+        if facts.owner is None or facts.owner.kind != "loop" or facts.block.role != "body":
+            return []
+        found = []
+        for block in facts.owner.blocks:
+            carries = self.blocks[block.id].carries
+            if k < len(carries):
+                found.append((block.id, carries[k]))
+        return found
+
+    def backward(self, block_id: str, names: list[str]) -> set[int]:
+        """Which program inputs (positions) the values ``names`` of block ``block_id`` come from."""
+        reached: set[int] = set()
+        seen: set[tuple[str, str]] = set()
+        stack = [(block_id, name) for name in names]
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            facts = self.blocks[key[0]]
+            producer = facts.producers.get(key[1])
+            if producer is not None:
+                stack.extend(self._producer_sources(facts, *producer))
+            elif key[1] in facts.input_positions:
+                if facts.owner is None:
+                    reached.add(facts.input_positions[key[1]])
+                    continue
+                outer = self.operand_of(facts, key[1])
+                if outer is not None:
+                    stack.append((facts.outer.block.id, outer))
+                stack.extend(self._carry_back(facts, key[1]))
+        return reached
+
+    def _producer_sources(self, facts: BlockFacts, eqn: Equation, k: int) -> list[tuple[str, str]]:
+        """What an equation's output ``k`` is computed from: its inputs, or its blocks' outputs ``k``."""
+        if not eqn.blocks:
+            return [(facts.block.id, v.name) for v in eqn.inputs]
+        return [(sub.id, sub.outputs[k].name) for sub in eqn.blocks if sub.role != "cond" and k < len(sub.outputs)]
+
+    def _carry_back(self, facts: BlockFacts, input_name: str) -> list[tuple[str, str]]:
+        """A loop body's carry input also comes from the body's own carry output (last iteration)."""
+        if ".carry" not in input_name or facts.owner is None or facts.owner.kind != "loop":
+            return []
+        body = next(b for b in facts.owner.blocks if b.role == "body")
+        first_carry = next(i for i, v in enumerate(facts.block.inputs) if ".carry" in v.name)
+        k = facts.input_positions[input_name] - first_carry
+        return [(body.id, body.outputs[k].name)] if k < len(body.outputs) else []
+
+    def owner_chain(self, eqn_id: str) -> Iterator[BlockFacts]:
+        """The blocks around an equation, innermost first, up to the program."""
+        facts: BlockFacts | None = self.block_of[eqn_id]
+        while facts is not None:
+            yield facts
+            facts = facts.outer
+
+
+def input_role(name: str) -> str:
+    """``const``, ``carry``, ``xs``, ``cond_const`` or ``in``: what a block input is for."""
+    label = name.rsplit(".", 1)[-1]
+    return label.rstrip("0123456789")
+
+
+def value_id(block_id: str, name: str) -> str:
+    """A program-wide id for a value (the same form as the dataflow graph's input nodes)."""
+    return qualify(block_id, name)

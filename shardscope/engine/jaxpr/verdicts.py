@@ -1,0 +1,232 @@
+"""Whether a collective inside a loop has to run there, each verdict with its one-sentence fix.
+
+- ``deferrable``: a reduction whose result reaches the loop's outputs only through additions
+  into a carry (through scaling by a value that is the same on every device, reshapes, dtype
+  casts, ``cond`` branches and calls too: :mod:`shardscope.engine.jaxpr.linearity`). The sum over devices
+  commutes with the sum over iterations, so one reduction after the loop gives the same result.
+- ``loop_invariant``: its operands do not depend on anything the loop changes (its carry or the
+  slice of ``xs`` it is on): it can move before the loop, keeping its result alive meanwhile.
+- ``needed``: anything else in a loop (a ``ppermute`` in a pipeline, a reduction whose result
+  the next iteration reads), and every collective outside loops (it already runs once).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shardscope.engine.counts import Count, known_product
+from shardscope.engine.jaxpr.linearity import AdditivePaths
+from shardscope.engine.jaxpr.loop_names import loop_words
+from shardscope.engine.jaxpr.model import Equation, short_source, source_line
+from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
+
+DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
+VERDICTS = (DEFERRABLE, LOOP_INVARIANT, NEEDED)
+FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
+"""The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
+
+REDUCTIONS = frozenset(
+    {"psum", "psum_invariant", "reduce_scatter", "unreduced_psum", "unreduced_reduce_scatter", "psum_scatter"}
+)
+"""Collectives that sum over devices, so they commute with a sum over loop iterations."""
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a collective's loop placement costs and how to change it.
+
+    ``loop_ids`` are the loops it can leave (outermost last); ``executions_after`` is how often
+    it would run per call after the fix (None when a loop's trip count is unknown);
+    ``hoist_bytes`` is the per-device memory a hoisted result keeps alive.
+    """
+
+    kind: str
+    reason: str
+    fix: str | None = None
+    loop_ids: tuple[str, ...] = ()
+    executions_after: int | None = None
+    hoist_bytes: int | None = None
+
+    @property
+    def flagged(self) -> bool:
+        """True when the loop does work it does not need to (``check`` exits 1)."""
+        return self.kind in FLAGGED
+
+
+class Classifier:
+    """Gives every collective of one program its verdict (one index, per-loop facts cached)."""
+
+    def __init__(self, index: ValueIndex) -> None:
+        self.index = index
+        self._varying: dict[str, set[tuple[str, str]]] = {}
+
+    def verdict(self, eqn: Equation, loops: tuple[Equation, ...], conditional: bool = False,
+                gradient_of: str = "") -> Verdict:
+        """The verdict of the collective ``eqn``, inside ``loops`` (outermost first).
+
+        ``conditional``: it sits in a ``cond`` branch, so its runs per call are an upper bound.
+        ``gradient_of``: the program input whose gradient a ``psum_invariant`` sums (``W``,
+        ``params['W1']``; empty when unknown), which the fix casts to varying.
+        """
+        if not loops:
+            return Verdict(NEEDED, "It runs once per call, outside any loop.")
+        invariant_in = self._invariant_loops(eqn, loops)
+        if invariant_in:
+            return self._loop_invariant(eqn, loops, invariant_in, conditional)
+        if eqn.primitive in REDUCTIONS:
+            deferred_out_of = AdditivePaths(self.index, eqn).loops()
+            if deferred_out_of:
+                return self._deferrable(eqn, loops, deferred_out_of, conditional, gradient_of)
+            return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
+        return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
+                               "it must run in the loop.")
+
+    # ------------------------------------------------------------------ loop invariance
+
+    def _invariant_loops(self, eqn: Equation, loops: tuple[Equation, ...]) -> tuple[Equation, ...]:
+        """The loops (innermost first) whose changing values ``eqn``'s operands do not depend on."""
+        block_id = self.index.block_of[eqn.id].block.id
+        operands = {(block_id, v.name) for v in eqn.inputs}
+        found = []
+        for loop in reversed(loops):
+            if operands & self._loop_varying(loop):
+                break
+            found.append(loop)
+        return tuple(found)
+
+    def _loop_varying(self, loop: Equation) -> set[tuple[str, str]]:
+        """Every value inside ``loop`` that depends on its carry or on the ``xs`` slice."""
+        if loop.id not in self._varying:
+            self._varying[loop.id] = _taint(self.index, loop)
+        return self._varying[loop.id]
+
+    def _loop_invariant(self, eqn: Equation, loops: tuple, hoisted: tuple, conditional: bool) -> Verdict:
+        remaining = loops[: len(loops) - len(hoisted)]
+        after = _runs(remaining)
+        cost = sum(v.nbytes for v in eqn.outputs)
+        where = _loops_words(hoisted)
+        return Verdict(
+            LOOP_INVARIANT,
+            f"Its operand does not change inside {where}: every run moves the same data.",
+            fix=(
+                f"move the {eqn.primitive} before {where} ({_runs_text(after)} runs/call instead of "
+                f"{_runs_text(_runs(loops), conditional)}); its {cost:,} B result per device then stays in memory for the whole loop."
+            ),
+            loop_ids=tuple(loop.id for loop in hoisted),
+            executions_after=after,
+            hoist_bytes=cost,
+        )
+
+    # ------------------------------------------------------------------ deferral
+
+    def _deferrable(self, eqn: Equation, loops: tuple, deferred: tuple, conditional: bool,
+                    gradient_of: str = "") -> Verdict:
+        remaining = tuple(loop for loop in loops if loop not in deferred)
+        after = _runs(remaining)
+        axes = axes_argument(eqn.axes)
+        where = _loops_words(deferred)
+        reason = (f"Its result is only added into the carry of {where}: the sum over devices commutes "
+                  "with the sum over iterations.")
+        counts = f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
+        written = _written_sum(eqn) if eqn.primitive == "psum_invariant" and not gradient_of else None
+        if written is not None:  # the program's own lax.psum of a varying value: the sum moves, nothing is cast
+            fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "
+                   f"into the accumulator, started varying (lax.pcast(zeros, {axes}, to='varying')), and "
+                   f"lax.{written}(acc, {axes}) once after the loop: {counts}")
+        elif eqn.primitive == "psum_invariant":
+            # the transpose of the implicit pvary of a value that is the same on every device
+            what, code = cast_to_varying(gradient_of, axes)
+            fix = (f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
+                   f"lax.psum(acc, {axes}) once after the loop: {counts}")
+        else:  # a sum of varying values: it moves; a reduce-scatter's accumulator is the unscattered size
+            scattered = eqn.primitive in _SCATTERED
+            origin = _transposed_gather(eqn) if scattered else ""
+            tiled = ", tiled=True" if origin and "tiled=True" in source_line(eqn.source) else ""  # as the gather was
+            after_loop = f"lax.psum_scatter(acc, {{axes}}{tiled})" if scattered else "lax.psum(acc, {axes})"
+            value = ("the gradient of the gathered value instead" if origin else
+                     "the unscattered value" if scattered else "the unsummed value")
+            fix = ((f"it is the transpose of the lax.all_gather at {origin}: take " if origin else "add ")
+                   + f"{value}{' and add it' if origin else ''} into an accumulator"
+                   + (" of the gathered size" if scattered else "")
+                   + f", started varying (lax.pcast(zeros, {axes}, to='varying')), and "
+                   f"{after_loop.format(axes=axes)} once after {where}: {counts}")
+        return Verdict(
+            DEFERRABLE,
+            reason,
+            fix=fix,
+            loop_ids=tuple(loop.id for loop in deferred),
+            executions_after=after,
+        )
+
+
+_SUM_CALL = re.compile(r"\b(psum|pmean)\(")
+
+
+def _written_sum(eqn: Equation) -> str | None:
+    """``psum`` or ``pmean`` when the user's line that made this ``psum_invariant`` calls it:
+    the program summed a varying value itself (no pvary's transpose, nothing to cast)."""
+    found = _SUM_CALL.search(source_line(eqn.source)) if eqn.source else None
+    return found.group(1) if found else None
+
+
+def axes_argument(axes: tuple[str, ...]) -> str:
+    """The mesh axes as ``lax.pcast`` and ``lax.psum`` take them: ``'s'``, ``('data', 'model')``."""
+    return repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
+
+
+def cast_to_varying(gradient_of: str, axes: str) -> tuple[str, str]:
+    """What to cast and the line that does it: the argument by its name (``W``, ``W =
+    lax.pcast(W, 's', to='varying')``), a pytree argument as a whole when the gradient is of one
+    of its leaves (``params = jax.tree.map(...)``), else a description and a template."""
+    root = re.match(r"[A-Za-z_]\w*", gradient_of)
+    if root is None or gradient_of.startswith("args["):
+        return ("the replicated value whose gradient this is (e.g. params)",
+                f"lax.pcast(value, {axes}, to='varying')")
+    name = root.group()
+    if name == gradient_of:
+        return name, f"{name} = lax.pcast({name}, {axes}, to='varying')"
+    return (f"{name} (this is the gradient of its leaf {gradient_of})",
+            f"{name} = jax.tree.map(lambda p: lax.pcast(p, {axes}, to='varying'), {name})")
+
+
+def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
+    """``4``, ``≤ 4`` (an upper bound: inside a ``cond`` branch), or ``an unknown number``."""
+    if runs is None:
+        return "an unknown number"
+    return Count(runs, upper_bound).text()
+
+
+_SCATTERED = frozenset({"reduce_scatter", "psum_scatter", "unreduced_reduce_scatter"})
+
+
+def _transposed_gather(eqn: Equation) -> str:
+    """``fsdp.py:19 (loss)`` when the user's line that made this sum gathers (the reduce-scatter
+    is the transpose of an ``all_gather`` there), else empty."""
+    return short_source(eqn.source) if eqn.source and "all_gather(" in source_line(eqn.source) else ""
+
+
+def _runs(loops: tuple[Equation, ...]) -> int | None:
+    """Runs per call inside ``loops``: the product of their trip counts (None when one is unknown)."""
+    return known_product(loop.trip_count for loop in loops)
+
+
+def _loops_words(loops: tuple[Equation, ...]) -> str:
+    """``the lax.fori_loop at step.py:40 (step) (4 iterations)``; for nested loops (``loops``
+    innermost first) ``the 2 nested loops (2 x 8 iterations: the lax.scan at rnn.py:36 (rnn)
+    inside the plan's chunk loop)``, the trip counts outermost first. Each loop is named as its
+    user wrote it (:func:`~shardscope.engine.jaxpr.loop_names.loop_words`)."""
+    trips = " x ".join("?" if loop.trip_count is None else str(loop.trip_count) for loop in reversed(loops))
+    words = [loop_words(loop.primitive, loop.written_as, loop.source) for loop in loops]
+    if len(loops) == 1:
+        count = "an unknown number of" if loops[0].trip_count is None else trips
+        return f"{words[0]} ({count} iterations)"
+    return f"the {len(loops)} nested loops ({trips} iterations: {' inside '.join(words)})"
+
+
+def _taint(index: ValueIndex, loop: Equation) -> set[tuple[str, str]]:
+    """The values in ``loop``'s blocks (nested ones too) computed from its carry or ``xs``."""
+    seeds = [(b.id, v.name) for b in loop.blocks for v in b.inputs if input_role(v.name) in ("carry", "xs")]
+    # an inner loop's outputs count as changing whatever its body does, which can only make
+    # fewer verdicts invariant; the loop's own outputs are outside it
+    values, _ = index.reach(seeds, stop_at=frozenset(b.id for b in loop.blocks), loop_outputs=True)
+    return values

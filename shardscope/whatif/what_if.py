@@ -1,0 +1,232 @@
+"""What would the fix buy? Each flagged finding of a program, rewritten the way a user would fix
+it, checked before it is reported.
+
+For every group of flagged collectives (the sums a loop only accumulates, deferrable out of one
+loop; the collectives whose operands do not change inside one loop) the traced program is
+rewritten (:mod:`~shardscope.whatif.deferral`, :mod:`~shardscope.whatif.hoisting`,
+:mod:`~shardscope.whatif.explicit_axes`, run by :mod:`~shardscope.whatif.retrace`), compiled,
+planned and run on the same arguments as the original: a :class:`Rewrite` says ``verified``
+only when its compiled plan runs the collectives as often as the rewrite predicts and its
+outputs match the original's (:mod:`~shardscope.whatif.checks`). Sums that a loop needs
+where they are (their result read inside it, something else added into the accumulator) are
+listed as ``refused``, with the reason.
+
+How the lead calls it::
+
+    result = what_if(step, params, xs, ys)          # traces, compiles, plans, rewrites, checks
+    for r in result.rewrites:
+        r.status, r.reason, r.outputs_match, r.summary()
+        r.findings                                    # the compiled collectives it fixes
+        r.program.function, r.program.plan            # the rewritten program, its compiled plan
+        as_pipeline_program(r.program, original)  # the same, as a PipelineProgram (pipeline.what_if_programs)
+        r.patch.text if r.patch else None             # the change as a unified diff or a snippet
+
+or, on what the pipeline already has, ``rewrites_of(Subject(...))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from shardscope.engine.inspection import EXTENSIONS
+from shardscope.whatif.build import build, patch_of
+from shardscope.whatif.checks import PlanCheck, plan_check
+from shardscope.whatif.deferral import EXPLICIT, Refused
+from shardscope.whatif.groups import (
+    DEFER,
+    HOIST,
+    OTHER_REDUCTIONS,
+    FindingGroup,
+    finding_groups,
+    group_axes,
+    group_values,
+    loop_words,
+)
+from shardscope.whatif.rewritten import (
+    RewrittenProgram,
+    compare_outputs,
+    rewritten_program,
+)
+from shardscope.whatif.subject import AUTO, Subject, subject_from, subject_of
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.jaxpr.dataflow import Collective
+    from shardscope.measure.crosscheck import GradientCheck
+    from shardscope.whatif.patch import Patch
+
+__all__ = ["DEFER", "HOIST", "VERIFIED", "REFUSED", "FAILED", "STILL_IN_LOOP", "OUTPUTS_DIFFER", "NO_SAVING",
+           "Subject", "RewrittenProgram", "Rewrite", "WhatIf", "subject_of", "rewrites_of", "what_if",
+           "rewritten_program", "verify"]
+
+VERIFIED, REFUSED, FAILED, STILL_IN_LOOP, OUTPUTS_DIFFER, NO_SAVING = (
+    "verified", "refused", "failed", "still_in_loop", "outputs_differ", "no_saving")
+"""A rewrite's status: only ``verified`` is a saving."""
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One rewrite of one group of findings, and what came of it.
+
+    ``findings`` are the compiled collectives it moves (those of the original's plan),
+    ``equations`` the jaxpr collectives; ``status`` is :data:`VERIFIED` only when ``plan_check``
+    and the output check both passed; ``reason`` says why not (or what was checked);
+    ``memory_bytes`` is what a hoisted result keeps alive through the loop, per device.
+    """
+
+    kind: str
+    route: str
+    loop: str
+    loop_words: str
+    findings: tuple["CompiledCollective", ...]
+    equations: tuple["Collective", ...]
+    status: str
+    reason: str
+    outputs_match: bool | None = None
+    output_check: "GradientCheck | None" = None
+    plan_check: PlanCheck | None = None
+    program: RewrittenProgram | None = None
+    memory_bytes: int = 0
+    patch: "Patch | None" = None
+    values: tuple[str, ...] = ()
+    axes: tuple[str, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        """True when the rewrite is a checked saving."""
+        return self.status == VERIFIED
+
+    def summary(self) -> str:
+        """One line: what moved, where, the runs per call it makes, and the status."""
+        what = _values_text(self.values)
+        kind = self.plan_check.kind if self.plan_check else (self.findings[0].kind if self.findings else "collective")
+        primitive = self.equations[0].primitive if self.equations else ""
+        noun = primitive if primitive in OTHER_REDUCTIONS else ("sum" if self.kind == DEFER else kind)
+        subject = f"the {noun} of {what}"
+        if self.status == REFUSED:
+            return f"{subject} in {self.loop_words}: not rewritten: {self.reason}"
+        verb = "moved out of" if self.kind == DEFER else "moved before"
+        runs = ""
+        if self.plan_check is not None:
+            before, after = self.plan_check.instruction_runs
+            runs = f": {kind} {_text(before)} -> {_text(after)} runs per call"
+        return f"{subject} {verb} {self.loop_words}{runs} ({self.status}{': ' + self.reason if self.reason else ''})"
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The rewrites of one program."""
+
+    subject: Subject
+    rewrites: tuple[Rewrite, ...]
+
+    @property
+    def verified(self) -> tuple[Rewrite, ...]:
+        """The rewrites that are checked savings."""
+        return tuple(r for r in self.rewrites if r.verified)
+
+    def __str__(self) -> str:
+        if not self.rewrites:
+            return f"{self.subject.name}: no collective runs in a loop without needing to; nothing to rewrite."
+        return "\n".join(f"{self.subject.name}: {r.summary()}" for r in self.rewrites)
+
+
+def what_if(fn: Callable, *args: Any, **kwargs: Any) -> WhatIf:
+    """The rewrites of ``fn(*args, **kwargs)``'s flagged findings, each checked (see the module)."""
+    subject = subject_of(fn, args, kwargs)
+    return WhatIf(subject, rewrites_of(subject))
+
+
+def rewrites_of(subject: Subject) -> tuple[Rewrite, ...]:
+    """Every rewrite of ``subject``'s flagged findings, and the sums in loops it refuses."""
+    return tuple(_rewrite(subject, group) for group in finding_groups(subject))
+
+
+def _rewrite(subject: Subject, group: FindingGroup) -> Rewrite:
+    """The rewrite of one group: built, compiled, planned, run and checked (or refused)."""
+    base = Rewrite(kind=group.kind, route=subject.style, loop=group.loop, loop_words=loop_words(subject, group),
+                   findings=group.findings, equations=group.equations, status=REFUSED, reason=group.refusal,
+                   values=group_values(group, subject.input_names), axes=group_axes(group))
+    if group.refusal:
+        return base
+    try:
+        built = build(subject, group)
+    except Refused as exc:
+        return dataclasses.replace(base, reason=exc.reason)
+    except Exception as exc:  # JAX refused the rewritten program (RetraceError too): say so, never a saving
+        return dataclasses.replace(base, status=FAILED, reason=_failure(subject, exc))
+    base = dataclasses.replace(base, route=built.route, memory_bytes=built.memory, patch=patch_of(subject, group, built))
+    return verify(subject, base, built.program, built.kind, built.moved)
+
+
+def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: str,
+           moved: Sequence[tuple["CompiledCollective", int | None]]) -> Rewrite:
+    """``rewrite`` with ``program`` checked: its compiled plan runs the ``kind`` collectives of
+    ``moved`` as often as each says (``(original collective, runs per call after)``), and its
+    outputs on the subject's run arguments match the original's. Only then ``verified``."""
+    check = plan_check(subject.plan, program.plan, kind, moved)
+    base = dataclasses.replace(rewrite, program=program, plan_check=check)
+    try:
+        outputs = compare_outputs(subject, program)
+    except Exception as exc:
+        return dataclasses.replace(base, status=FAILED, reason=f"the rewritten program fails to run: {_first_line(exc)}")
+    matched = outputs is None or outputs.agree
+    base = dataclasses.replace(base, outputs_match=matched, output_check=outputs)
+    if not matched:
+        return dataclasses.replace(base, status=OUTPUTS_DIFFER, reason=outputs.warning or "its outputs differ")
+    if not check.saves:
+        return dataclasses.replace(base, status=NO_SAVING, reason=(
+            f"the compiler already runs the {kind} {_text(check.runs_before)} times per call here: the rewrite "
+            "changes nothing this backend runs"))
+    if not check.ok:
+        return dataclasses.replace(base, status=STILL_IN_LOOP, reason=check.reason())
+    tolerance = f"within {outputs.tolerance:.1e}" if outputs is not None else "(no outputs to compare)"
+    unknown = ("; a loop's trip count is unknown, so the check is that no moved value stays inside a loop"
+               if check.runs_before is None else "")
+    return dataclasses.replace(base, status=VERIFIED, reason=f"outputs match {tolerance}{unknown}")
+
+
+def _failure(subject: Subject, exc: BaseException) -> str:
+    """Why the rewritten program did not trace or compile, with what to do when the cause is known."""
+    import jax
+
+    reason = f"the rewritten program does not trace or compile: {_first_line(exc)}"
+    shardy = getattr(jax.config, "jax_use_shardy_partitioner", True)
+    if subject.style in (EXPLICIT, AUTO) and not shardy:
+        reason += (" (an unreduced accumulator compiles with the Shardy partitioner only, which is off here: "
+                   "jax.config.update('jax_use_shardy_partitioner', True))")
+    return reason
+
+
+def _values_text(values: Sequence[str]) -> str:
+    """``params['W1'], params['W2']``; past three, the first two and how many more (a 12-layer
+    model's 73 gradients are not one line)."""
+    if not values:
+        return "its values"
+    if len(values) <= 3:
+        return ", ".join(values)
+    return f"{values[0]}, {values[1]} and {len(values) - 2} more"
+
+
+def _text(count: int | None) -> str:
+    return "?" if count is None else f"{count:,}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def what_if_of(inspection: "Inspection") -> WhatIf:
+    """The rewrites of an inspection's flagged findings (:meth:`Inspection.what_if`), each checked."""
+    call, plan = inspection.call, inspection.compiled
+    assert call is not None and plan is not None  # Inspection.what_if checks both first
+    subject = subject_from(inspection.function, call.program.function, (call.program.args, call.program.kwargs),
+                           call.traced, call.compiled, plan, inspection.collectives, call.program.input_names)
+    return WhatIf(subject, rewrites_of(subject))
+
+
+EXTENSIONS.what_if = what_if_of
