@@ -37,7 +37,7 @@ def run_case(demo: str, mesh: str, batch_axes: str | None, repeats: int) -> dict
         "unavailable": a.unavailable,
         "plans": {
             name: {
-                "runs_per_call": p.executed.value, "in_loops": p.collectives_in_loops, "bytes_per_call": p.bytes.value,
+                "runs_per_call": p.jaxpr_runs.value, "in_loops": p.collectives_in_loops, "bytes_per_call": p.jaxpr_bytes.value,
                 "argument_bytes": p.memory.get("argument_size_in_bytes"), "temp_bytes": p.memory.get("temp_size_in_bytes"),
                 "median_ms": p.run_s.median * 1e3, "max_abs_err": p.max_abs_err,
             }

@@ -222,7 +222,7 @@ def _hlo_collectives(compiled: dict) -> dict[str, dict[str, int | None]]:
         counts[name] = {
             "instructions": len(plan.collectives),
             "in_loops": len(plan.findings),
-            "executed_per_call": plan.executed_collectives,
+            "executed_per_call": plan.jaxpr_runs_per_call,
         }
     return counts
 

@@ -66,8 +66,8 @@ def test_model_with_its_own_static_loop(tmp_path):
     naive, deferred = a.plans["naive"], a.plans["deferred"]
     (c,) = naive.collectives
     assert c.loop_trip_counts == (chunks, 3) and c.executions == 12
-    assert c.bytes_per_execution == 4 * 4 * 4 and naive.bytes_per_call == 12 * 64
-    assert deferred.executed_collectives == 1 and deferred.collectives_in_loops == 0
+    assert c.bytes_per_execution == 4 * 4 * 4 and naive.jaxpr_bytes_per_call == 12 * 64
+    assert deferred.jaxpr_runs_per_call == 1 and deferred.collectives_in_loops == 0
     assert [h.loop_trip_counts for h in naive.compiled.collectives] == [(4, 3)]
     assert naive.max_abs_err < 1e-5 and deferred.max_abs_err < 1e-5
 
@@ -78,10 +78,10 @@ def test_model_with_a_dynamic_while_loop(tmp_path):
     (c,) = naive.collectives
     assert c.loop_trip_counts == (4, None)
     assert c.executions is None and c.bytes_per_call is None  # unknown, not a guess
-    assert naive.executed_collectives is None and naive.bytes_per_call is None
+    assert naive.jaxpr_runs_per_call is None and naive.jaxpr_bytes_per_call is None
     assert naive.collectives_in_loops == 1
     assert "?" in summary(naive)
-    assert a.plans["deferred"].executed_collectives == 1
+    assert a.plans["deferred"].jaxpr_runs_per_call == 1
     assert naive.max_abs_err < 1e-5 and a.plans["deferred"].max_abs_err < 1e-5
 
 
@@ -98,8 +98,8 @@ def test_nested_pytrees_with_tuples_and_lists(tmp_path):
         assert len(plan.collectives) == leaves, name
         assert sorted(c.bytes_per_execution for c in plan.collectives) == sorted([4, 3 * 6 * 4, 6 * 4, 6 * 2 * 4, 2 * 4])
         assert plan.max_abs_err < 1e-5
-    assert a.plans["naive"].executed_collectives == leaves * 2
-    assert a.plans["deferred"].executed_collectives == leaves
+    assert a.plans["naive"].jaxpr_runs_per_call == leaves * 2
+    assert a.plans["deferred"].jaxpr_runs_per_call == leaves
 
     settings = Settings(path=path, devices=2, chunk_size=4)
     built = build_plans(load_demo_file(path).get(None), settings)
@@ -121,7 +121,7 @@ def test_concrete_example_arrays(tmp_path):
     path = write_demo(tmp_path, "concrete.py", CONCRETE)
     a = analyze(path, devices=4)
     assert (a.shapes.batch, a.shapes.chunk_size, a.shapes.chunks_per_device) == (32, 4, 2)
-    assert a.plans["naive"].executed_collectives == 2
+    assert a.plans["naive"].jaxpr_runs_per_call == 2
     from shardscope.plans.registry import materialize
 
     W = materialize(np.linspace(-1.0, 1.0, 4).astype(np.float32), seed=0)
@@ -175,12 +175,12 @@ def test_collectives_inside_jit_remat_and_cond(branchy):
     assert naive.collectives_in_loops == len(naive.collectives) == 3
     assert all(c.loop_trip_counts == (4,) for c in naive.collectives)
     assert sorted(c.in_conditional for c in naive.collectives) == [False, True, True]
-    assert branchy.plans["deferred"].executed_collectives == 2
+    assert branchy.plans["deferred"].jaxpr_runs_per_call == 2
     assert naive.max_abs_err < 1e-5 and branchy.plans["deferred"].max_abs_err < 1e-5
 
 
 def test_exclusive_cond_branches_are_not_both_counted(branchy):
-    assert branchy.plans["naive"].executed_collectives == 8
+    assert branchy.plans["naive"].jaxpr_runs_per_call == 8
 
 
 def test_integer_inputs_embedding(tmp_path):
@@ -193,5 +193,5 @@ def test_integer_inputs_embedding(tmp_path):
     a = analyze(path, devices=2, chunk_size=4)
     (c,) = a.plans["naive"].collectives
     assert c.loop_trip_counts == (4,) and c.bytes_per_execution == 10 * 4 * 4
-    assert a.plans["deferred"].bytes_per_call == 160
+    assert a.plans["deferred"].jaxpr_bytes_per_call == 160
     assert a.plans["naive"].max_abs_err < 1e-5 and a.plans["deferred"].max_abs_err < 1e-5

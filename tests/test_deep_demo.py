@@ -37,10 +37,10 @@ def test_one_naive_collective_per_leaf_in_the_chunk_loop(monkeypatch, depth):
     assert len(naive.collectives) == leaves
     assert naive.collectives_in_loops == leaves
     assert all(c.loop_trip_counts == (chunks,) for c in naive.collectives)
-    assert naive.executed_collectives == leaves * chunks
+    assert naive.jaxpr_runs_per_call == leaves * chunks
     assert len(deferred.collectives) == leaves
     assert deferred.collectives_in_loops == 0
-    assert deferred.executed_collectives == leaves
+    assert deferred.jaxpr_runs_per_call == leaves
     # each all-reduce carries one leaf: an 8x8 weight or an 8-vector bias, float32
     assert sorted({c.bytes_per_execution for c in naive.collectives}) == [8 * 4, 8 * 8 * 4]
 

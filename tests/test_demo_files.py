@@ -26,7 +26,7 @@ def test_a_demo_imports_the_module_next_to_it(tmp_path):
     """))
     assert load_demo_file(demo).names == ["f"]
     analysis = analyze(Settings(path=demo), measure=False)
-    assert analysis.plans["naive"].executed_collectives == 2
+    assert analysis.plans["naive"].jaxpr_runs_per_call == 2
     import sys
 
     assert str(tmp_path) not in sys.path  # the folder is on the path only while importing
@@ -59,7 +59,7 @@ def test_the_report_marks_per_call_totals_of_cond_branches_as_upper_bounds(tmp_p
     # all-reduce of c's gradient in whichever branch ran: 2 chunks x 2, and 2 x (64 + 16) bytes
     branch_runs = sorted(c.in_conditional for c in naive.collectives)
     assert branch_runs == [False, True, True]
-    assert naive.per_call_is_upper_bound and naive.executed_collectives == 4 and naive.bytes_per_call == 160
+    assert naive.per_call_is_upper_bound and naive.jaxpr_runs_per_call == 4 and naive.jaxpr_bytes_per_call == 160
     console = Console(record=True, width=120)
     render(analysis, console)
     text = console.export_text()

@@ -38,7 +38,7 @@ def test_naive_collectives_all_in_loops(analysis_of, demo):
         assert c.loop_trip_counts[0] == chunks  # the outermost loop is the scan over chunks
         assert c.executions == np.prod(c.loop_trip_counts)
         assert c.bytes_per_call == c.executions * c.bytes_per_execution
-    assert naive.executed_collectives == sum(c.executions for c in naive.collectives)
+    assert naive.jaxpr_runs_per_call == sum(c.executions for c in naive.collectives)
     assert len(naive.compiled.collectives) >= 1 and len(naive.compiled.findings) == len(naive.compiled.collectives)
 
 
@@ -49,7 +49,7 @@ def test_deferred_one_collective_per_leaf_outside_loops(analysis_of, demo):
     assert len(deferred.collectives) == PARAM_LEAVES[demo]
     assert deferred.collectives_in_loops == 0
     assert all(c.executions == 1 and c.loop_trip_counts == () for c in deferred.collectives)
-    assert deferred.executed_collectives == PARAM_LEAVES[demo]
+    assert deferred.jaxpr_runs_per_call == PARAM_LEAVES[demo]
     assert len(deferred.compiled.collectives) >= 1 and len(deferred.compiled.findings) == 0
 
 
@@ -60,7 +60,7 @@ def test_collective_payloads_are_the_param_leaves(analysis_of, demo):
     sizes = leaf_bytes(params)
     for name in ("naive", "deferred"):
         assert sorted(c.bytes_per_execution for c in a.plans[name].collectives) == sizes, name
-    assert a.plans["deferred"].bytes_per_call == sum(sizes)
+    assert a.plans["deferred"].jaxpr_bytes_per_call == sum(sizes)
 
 
 @pytest.mark.parametrize("demo", DEMO_FILES)
@@ -103,10 +103,10 @@ def test_rnn_naive_runs_chunks_times_T(analysis_of):
         assert wh.bytes_per_execution == H * H * 4
         others = [c for c in naive.collectives if c is not wh]
         assert [c.executions for c in others] == [chunks] * len(others)
-        assert naive.executed_collectives == chunks * T + chunks * len(others)
+        assert naive.jaxpr_runs_per_call == chunks * T + chunks * len(others)
         hlo_inner = [c for c in naive.compiled.collectives if len(c.loop_trip_counts) == 2]
         assert [c.loop_trip_counts for c in hlo_inner] == [(chunks, T)]
-        assert a.plans["deferred"].executed_collectives == 3
+        assert a.plans["deferred"].jaxpr_runs_per_call == 3
 
 
 def test_rbm_collectives_are_complex64(analysis_of):

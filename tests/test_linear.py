@@ -34,8 +34,8 @@ def test_naive_all_reduces_every_chunk(seed_case):
     assert c.bytes_per_execution == 20  # f32[5]
     assert c.bytes_per_call == 40
     assert naive.collectives_in_loops == 1
-    assert naive.executed_collectives == 2
-    assert naive.bytes_per_call == 40
+    assert naive.jaxpr_runs_per_call == 2
+    assert naive.jaxpr_bytes_per_call == 40
 
 
 def test_deferred_all_reduces_once(seed_case):
@@ -48,8 +48,8 @@ def test_deferred_all_reduces_once(seed_case):
     assert c.executions == 1
     assert c.bytes_per_call == 20
     assert deferred.collectives_in_loops == 0
-    assert deferred.executed_collectives == 1
-    assert deferred.bytes_per_call == 20
+    assert deferred.jaxpr_runs_per_call == 1
+    assert deferred.jaxpr_bytes_per_call == 20
 
 
 def test_hlo_agrees(seed_case):
@@ -97,9 +97,9 @@ def test_counts_follow_devices_and_chunks(analysis_of, devices, chunk_size, chun
     naive, deferred = a.plans["naive"], a.plans["deferred"]
     (c,) = naive.collectives
     assert c.loop_trip_counts == (chunks,)
-    assert naive.executed_collectives == chunks
-    assert naive.bytes_per_call == 20 * chunks
-    assert deferred.executed_collectives == 1 and deferred.collectives_in_loops == 0
+    assert naive.jaxpr_runs_per_call == chunks
+    assert naive.jaxpr_bytes_per_call == 20 * chunks
+    assert deferred.jaxpr_runs_per_call == 1 and deferred.collectives_in_loops == 0
     assert len(naive.compiled.collectives) == 1 and len(deferred.compiled.findings) == 0
     if chunks > 1:
         # XLA may fully unroll a one-trip loop, so only check the while body when it loops

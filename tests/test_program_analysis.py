@@ -65,8 +65,8 @@ def test_pipeline_has_one_ppermute_in_its_fori_loop():
     assert (ppermute.primitive, ppermute.axes, ppermute.loop_trip_counts, ppermute.executions) == (
         "ppermute", ("stage",), (4,), 4)
     # 8 examples x 16 floats of 4 bytes per device, every one of the 4 steps
-    assert ppermute.bytes_per_execution == 8 * 16 * 4 and plan.bytes_per_call == 4 * 8 * 16 * 4
-    assert plan.executed_collectives == 4 and plan.collectives_in_loops == 1
+    assert ppermute.bytes_per_execution == 8 * 16 * 4 and plan.jaxpr_bytes_per_call == 4 * 8 * 16 * 4
+    assert plan.jaxpr_runs_per_call == 4 and plan.collectives_in_loops == 1
     assert ppermute.verdict_kind == "needed"
     assert plan.mesh == "stage=4" and plan.role == "program" and plan.title == "pipeline program"
     # compiled and timed: the compiled module keeps the transfer in the while body
@@ -87,10 +87,10 @@ def test_train_step_programs_and_their_comparison():
     assert [(c.primitive, c.executions, c.loop_trip_counts) for c in step.collectives] == [
         ("psum_invariant", 4, (4,)), ("psum_invariant", 4, (4,))]
     assert sorted(c.value for c in step.collectives) == ["params['W1']", "params['W2']"]
-    assert step.executed_collectives == 8 and step.collectives_in_loops == 2
-    assert fixed.executed_collectives == 2 and fixed.collectives_in_loops == 0
+    assert step.jaxpr_runs_per_call == 8 and step.collectives_in_loops == 2
+    assert fixed.jaxpr_runs_per_call == 2 and fixed.collectives_in_loops == 0
     # W1 is 16x32 and W2 32x1 floats: 4 all-reduces of each per step, one after the fix
-    assert step.bytes_per_call == 4 * (16 * 32 + 32) * 4 and fixed.bytes_per_call == (16 * 32 + 32) * 4
+    assert step.jaxpr_bytes_per_call == 4 * (16 * 32 + 32) * 4 and fixed.jaxpr_bytes_per_call == (16 * 32 + 32) * 4
     assert len(step.compiled.findings) >= 1 and len(fixed.compiled.findings) == 0
     comparison = analysis.comparison
     assert (comparison.baseline, comparison.candidate) == ("step", "step_fixed")
@@ -215,7 +215,7 @@ def test_keyword_arguments_and_prng_keys_are_materialised_and_placed(tmp_path):
     ''')
     analysis = analyze(Settings(path=path, repeats=2))
     plan = analysis.plans["noisy"]
-    assert plan.executed_collectives == 1 and plan.bytes_per_call == 4 * 4 and plan.mesh == "d=4"
+    assert plan.jaxpr_runs_per_call == 1 and plan.jaxpr_bytes_per_call == 4 * 4 and plan.mesh == "d=4"
     assert len(plan.run_s.samples) == 2 and len(plan.compiled.collectives) >= 1
 
 
@@ -237,7 +237,7 @@ def test_a_program_with_static_arguments_is_placed_and_run_on_its_dynamic_ones(t
     analysis = analyze(Settings(path=path, repeats=2))
     assert list(analysis.plans) == ["scaled", "dynamic"] and analysis.unavailable == {}
     assert len(analysis.plans["scaled"].run_s.samples) == 2
-    assert analysis.plans["scaled"].executed_collectives == 1
+    assert analysis.plans["scaled"].jaxpr_runs_per_call == 1
     # the same example arguments, static or not: the same outputs
     [check] = analysis.output_checks
     assert (check.baseline, check.candidate, check.agree) == ("scaled", "dynamic", True)

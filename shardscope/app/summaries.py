@@ -27,8 +27,8 @@ def plan_line(plan: Any) -> Text:
     equations = len(plan.collectives)
     where = f"{in_loops} of {equations} collective equations in loops" if in_loops else (
         f"all {equations} collective equations once per call" if equations else "no collective equations")
-    text = Text.assemble((f"{plan.executed.text()} runs/call", style), ", ", (where, style))
-    text.append(f", {plan.bytes.text('B')}/call")
+    text = Text.assemble((f"{plan.jaxpr_runs.text()} runs/call", style), ", ", (where, style))
+    text.append(f", {plan.jaxpr_bytes.text('B')}/call")
     return text
 
 
@@ -48,7 +48,7 @@ def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
         if compiled:  # what runs: a jit with shardings has no collective in its jaxpr
             text.append(f"{name} {plan.compiled_runs.text()}", IN_LOOP if plan.compiled.findings else ONCE)
         else:
-            text.append(f"{name} {plan.executed.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
+            text.append(f"{name} {plan.jaxpr_runs.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
     if comparison is not None and comparison.speedup is not None:
         if hide_measurements:
             text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")

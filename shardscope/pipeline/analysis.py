@@ -18,10 +18,14 @@ from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledPlan
+    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.jaxpr.dataflow import Collective, Loop
+    from shardscope.engine.jaxpr.model import Program
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
+    from shardscope.measure.timing import RunTimes
     from shardscope.plans.shapes import Shapes
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
@@ -33,63 +37,89 @@ Progress = Callable[[str, float], None]
 
 @dataclass(frozen=True)
 class PlanResult:
-    """One plan's program, graph, collectives, compiled plan and measurements: filled in by :func:`analyze`.
+    """One plan's (or program's) analysis: the engine's :class:`Inspection` of it (what was
+    traced, what XLA compiled, the verdicts, its plans on the targets) with what the pipeline
+    measured around it (graph, timings, memory, checks). Filled in by :func:`analyze`.
 
     Frozen and complete: nothing is computed later on whichever thread touches it first.
     ``graph`` is None when analysed with ``graphs=False`` (``report`` and ``diff`` never draw).
     ``collectives`` are the jaxpr's collective equations; ``compiled`` is what XLA runs (every
     collective instruction, the partitioner's too) and ``paired`` the two joined, each
-    collective once (:mod:`shardscope.engine.hlo.paired`).
+    collective once (:mod:`shardscope.engine.hlo.paired`). ``jaxpr_runs`` counts what the jaxpr
+    writes, ``compiled_runs`` what the compiled module runs.
     """
 
     name: str
     description: str
     role: str  # baseline, candidate or floor (shardscope.plans.registry.Plan.role)
-    program: Any  # shardscope.engine.jaxpr.model.Program
-    collectives: tuple  # tuple[shardscope.engine.jaxpr.dataflow.Collective, ...]
-    loops: tuple  # tuple[shardscope.engine.jaxpr.dataflow.Loop, ...]: every loop, with the collectives inside it
+    inspection: "Inspection"
+    loops: "tuple[Loop, ...]"  # every jaxpr loop, with the collectives inside it
     canonical_text: str  # the program's canonical one-line-per-equation text
-    executed: Count  # collective runs per call (an upper bound with collectives in cond branches)
-    bytes: Count  # per-device bytes moved by collectives per call
-    trace_s: float
-    graph: Any = None  # networkx.DiGraph (shardscope.engine.jaxpr.dataflow.build_graph)
+    jaxpr_runs: Count  # the jaxpr's collective runs per call (an upper bound with collectives in cond branches)
+    jaxpr_bytes: Count  # per-device bytes the jaxpr's collectives move per call
+    graph: Any = None  # networkx.DiGraph (shardscope.engine.jaxpr.dataflow.build_graph): no stubs
     # The rest needs the compiled program; None when analysed with measure=False (and not compile=True).
-    compiled: "CompiledPlan | None" = None
-    paired: "tuple[PairedCollective, ...]" = ()
-    compile_s: float | None = None
-    run_s: Any = None  # shardscope.measure.timing.RunTimes
+    run_s: "RunTimes | None" = None
     memory: dict[str, int] | None = None
     max_abs_err: float | None = None
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
-    targets: "tuple[TargetPlan, ...]" = ()  # its plan on each --target slice (compiled there, never run)
 
     @classmethod
-    def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,
-                        graphs: bool, **measured: Any) -> "PlanResult":
-        """The result for one traced program (a plan's or a program file's): its collectives, loops,
-        per-call counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
+    def from_inspection(cls, inspection: "Inspection", *, name: str, description: str, role: str, graphs: bool,
+                        **measured: Any) -> "PlanResult":
+        """The result for one inspected program (a plan's or a program file's): its loops, per-call
+        counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
         from shardscope.engine.jaxpr import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
-        from shardscope.engine.hlo.paired import paired_collectives
 
         program = inspection.program
-        measured.setdefault("compiled", inspection.compiled)
-        measured.setdefault("compile_s", inspection.compile_s)
-        measured.setdefault("paired", paired_collectives(inspection.collectives, measured["compiled"]))
         return cls(
             name=name,
             description=description,
             role=role,
-            program=program,
-            collectives=inspection.collectives,
-            loops=dataflow.loops(program, inspection.collectives),
+            inspection=inspection,
+            loops=inspection.loops,
             canonical_text=program.canonical_text(),
-            executed=dataflow.per_call_count(program, lambda eqn: 1),
-            bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
-            trace_s=trace_s,
+            jaxpr_runs=dataflow.per_call_count(program, lambda eqn: 1),
+            jaxpr_bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
             graph=dataflow.build_graph(program) if graphs else None,
             **measured,
         )
+
+    @property
+    def program(self) -> "Program":
+        """The jaxpr as the engine models it."""
+        return self.inspection.program
+
+    @property
+    def collectives(self) -> "tuple[Collective, ...]":
+        """The jaxpr's collective equations."""
+        return self.inspection.collectives
+
+    @property
+    def compiled(self) -> "CompiledPlan | None":
+        """What XLA runs (None when it was only traced)."""
+        return self.inspection.compiled
+
+    @property
+    def paired(self) -> "tuple[PairedCollective, ...]":
+        """Every collective once: the compiled ones with the equations they come from, then the rest."""
+        return self.inspection.paired
+
+    @property
+    def trace_s(self) -> float:
+        """Seconds to trace it."""
+        return self.inspection.trace_s
+
+    @property
+    def compile_s(self) -> float | None:
+        """Seconds to compile it (None when it was only traced)."""
+        return self.inspection.compile_s
+
+    @property
+    def targets(self) -> "tuple[TargetPlan, ...]":
+        """Its plan on each ``--target`` (compiled there, never run)."""
+        return self.inspection.targets
 
     @property
     def compiled_runs(self) -> Count | None:
@@ -128,19 +158,19 @@ class PlanResult:
         return sum(c.in_loop for c in self.collectives)
 
     @property
-    def executed_collectives(self) -> int | None:
-        """Collective runs per call (None if a loop around one has no static trip count)."""
-        return self.executed.value
+    def jaxpr_runs_per_call(self) -> int | None:
+        """The jaxpr's collective runs per call (None if a loop around one has no static trip count)."""
+        return self.jaxpr_runs.value
 
     @property
-    def bytes_per_call(self) -> int | None:
-        """Per-device bytes moved by collectives per call (None if unknown)."""
-        return self.bytes.value
+    def jaxpr_bytes_per_call(self) -> int | None:
+        """Per-device bytes the jaxpr's collectives move per call (None if unknown)."""
+        return self.jaxpr_bytes.value
 
     @property
     def per_call_is_upper_bound(self) -> bool:
         """True when collectives sit in ``cond`` branches, so per-call totals are upper bounds."""
-        return self.executed.upper_bound
+        return self.jaxpr_runs.upper_bound
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str], candidate: 
 
     def cost(name: str) -> tuple:
         plan = plans[name]
-        runs, moved = plan.executed.value, plan.bytes.value
+        runs, moved = plan.jaxpr_runs.value, plan.jaxpr_bytes.value
         return (runs is None, runs or 0, moved is None, moved or 0, names.index(name))
 
     return baseline, min(candidates, key=cost)

@@ -117,18 +117,17 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             if program.name not in traced:
                 continue
             trace, inspection = traced[program.name]
-            on_targets = ()
             if program.name in compiled:
                 executable, compile_s = compiled[program.name]
                 inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
                                      compile_s=compile_s)
                 if targets:
                     report("compiling", 1.0)
-                    on_targets = _target_plans(program, trace, executable, inspection, targets)
+                    inspection = replace(inspection, targets=_target_plans(program, trace, executable, inspection,
+                                                                           targets))
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
-                trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace), targets=on_targets,
-                **measured.per_program.get(program.name, {}),
+                graphs=graphs, mesh=program.mesh(trace), **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)

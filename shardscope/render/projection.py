@@ -74,7 +74,7 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
     """The projection as plain lines (the app's Timings tab shows these, for the comparison shown)."""
     out = [title(projection)]
     for name, plan in projection.plans.items():
-        runs = count_text(analysis.plans[name].executed_collectives)
+        runs = count_text(analysis.plans[name].jaxpr_runs_per_call)
         out.append(
             f"  {name}: {seconds_text(plan)} per call ({runs} collective runs), latency {share_text(plan)}, "
             f"{dominated_text(plan)} collectives latency-dominated"
@@ -95,7 +95,7 @@ def render_projection(analysis: "Analysis", projection: "Projection", console: "
         table.add_column(column, justify="left" if column == "plan" else "right")
     for name, plan in projection.plans.items():
         table.add_row(name, seconds_text(plan), share_text(plan),
-                      count_text(analysis.plans[name].executed_collectives), dominated_text(plan))
+                      count_text(analysis.plans[name].jaxpr_runs_per_call), dominated_text(plan))
     console.print(table)
     console.print(
         f"collective payloads under {projection.crossover_bytes:,.0f} B (n·alpha·B) are latency-dominated here.",

@@ -139,8 +139,8 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
             for c in plan.collectives
         ],
         "collectives_in_loops": plan.collectives_in_loops,
-        "executed_collectives": plan.executed_collectives,
-        "bytes_per_call": plan.bytes_per_call,
+        "executed_collectives": plan.jaxpr_runs_per_call,
+        "bytes_per_call": plan.jaxpr_bytes_per_call,
         "per_call_is_upper_bound": plan.per_call_is_upper_bound,
         "equations": plan.program.equation_count,
         "hlo": _hlo_json(plan),
@@ -278,7 +278,7 @@ def compiler_note_of(analysis: "Analysis") -> str | None:
 def verdict(analysis: "Analysis") -> str:
     """One sentence: every plan's runs per call, then the comparison's speedup."""
     text = "; ".join(
-        f"{plan.name}: {plan.executed.text()} runs/call "
+        f"{plan.name}: {plan.jaxpr_runs.text()} runs/call "
         f"({plan.collectives_in_loops} of {len(plan.collectives)} collective equations in loops"
         + ("" if plan.compiled_runs is None else f"; compiled: {plan.compiled_runs.text()} runs/call") + ")"
         for plan in analysis.plans.values()
@@ -312,8 +312,8 @@ def _mem(plan: "PlanResult", key: str) -> str:
 _ROWS = (
     ("collective equations", lambda p: str(len(p.collectives))),
     ("  inside loops", lambda p: str(p.collectives_in_loops)),
-    ("  runs per call", lambda p: p.executed.text()),
-    ("  bytes per call", lambda p: p.bytes.text()),
+    ("  runs per call", lambda p: p.jaxpr_runs.text()),
+    ("  bytes per call", lambda p: p.jaxpr_bytes.text()),
     ("  XLA cost_analysis bytes", _cost_bytes),
     ("compiled collectives", _compiled),
     ("  compiled runs per call", lambda p: "-" if p.compiled_runs is None else p.compiled_runs.text()),

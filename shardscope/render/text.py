@@ -31,7 +31,7 @@ def structure_summary(plan: "PlanResult") -> str:
         else f"all {equations} collective equations once per call" if equations
         else "no collective equations"
     )
-    return f"{plan.executed.text()} runs/call, {where}, {plan.bytes.text('B')}/call"
+    return f"{plan.jaxpr_runs.text()} runs/call, {where}, {plan.jaxpr_bytes.text('B')}/call"
 
 
 def summary(plan: "PlanResult") -> str:

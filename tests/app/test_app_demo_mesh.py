@@ -49,7 +49,7 @@ def test_fsdp_opens_on_its_own_mesh():
             await settle(pilot)
             assert not app.query_one(ErrorPanel).shown, app.query_one(ErrorPanel).message
             assert app.analysis.settings.mesh.text() == "data=4"
-            runs = {name: plan.executed_collectives for name, plan in app.analysis.plans.items()}
+            runs = {name: plan.jaxpr_runs_per_call for name, plan in app.analysis.plans.items()}
             assert runs == {"naive": 12, "deferred": 6}
             assert _fields(app) == (4, "data", "")  # the sidebar shows the mesh that ran
             assert not app.stale

@@ -19,7 +19,7 @@ def test_the_app_analyses_a_model_with_prng_keys(tmp_path):
             assert not app.query_one(ErrorPanel).shown, app.query_one(ErrorPanel).message
             analysis = app.analysis
             assert analysis is not None and analysis.function == "dropout"
-            assert (analysis.plans["naive"].executed_collectives, analysis.plans["deferred"].executed_collectives) == (2, 1)
+            assert (analysis.plans["naive"].jaxpr_runs_per_call, analysis.plans["deferred"].jaxpr_runs_per_call) == (2, 1)
             assert analysis.plans["naive"].max_abs_err < 1e-5
             await press(pilot, "n")
             naive = app.query_one(PlansView).tree("naive")

@@ -162,7 +162,7 @@ def test_a_program_that_fails_to_trace_shows_in_the_error_panel(tmp_path):
             panel = app.query_one(ErrorPanel)
             assert panel.shown and "bad: it fails to trace" in panel.message
             assert app.query_one(PlansView).names == ("good",)  # the program that traces shows
-            assert app.analysis.plans["good"].executed_collectives == 1
+            assert app.analysis.plans["good"].jaxpr_runs_per_call == 1
             # fixed on disk: r reloads the file and both programs show, the panel goes
             path.write_text(path.read_text().replace("jnp.ones((5, 5))", "jnp.ones((4, 5))"))
             await press(pilot, "r")

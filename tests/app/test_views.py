@@ -71,7 +71,7 @@ def test_graph_view_shows_nested_loops_of_the_rnn(analysis_of):
         assert (chunks, steps) == (2, 8)
         assert re.search(r"x16/call  psum_invariant_0 over s · 16,384 B/call \(1,024 B/run\)\s+inside scan_0 \[2 trips\] › \w+ \[8 trips\]", naive)
         assert "(runs 16x per call)" in naive
-        assert f"{naive_plan.executed_collectives} runs/call" in naive
+        assert f"{naive_plan.jaxpr_runs_per_call} runs/call" in naive
         assert deferred.count("free of collectives") == len(analysis.plans["deferred"].loops)
         # the two loops inside the chunk loop are both scan_0 and scan_1 of its body: named with
         # the loop around them, and by the line of rnn.py that wrote them

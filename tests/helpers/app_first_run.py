@@ -44,7 +44,7 @@ async def main(argv: list[str]) -> dict:
 
             out["devices_started"] = jax.device_count()
             out["mesh"] = app.analysis.settings.mesh.text()
-            out["plans"] = {name: {"runs": plan.executed_collectives, "max_abs_err": plan.max_abs_err}
+            out["plans"] = {name: {"runs": plan.jaxpr_runs_per_call, "max_abs_err": plan.max_abs_err}
                             for name, plan in app.analysis.plans.items()}
             out["unavailable"] = app.analysis.unavailable
         if sweep and app.analysis is not None:

@@ -72,7 +72,7 @@ def plan_summary(plan: "PlanResult") -> Text:
     """The plan's headline: runs per call, collective equations in loops, bytes per call."""
     text = Text.assemble((plan.title, "bold underline"), "  ")
     text.append_text(plan_line(plan))
-    if plan.executed.upper_bound:
+    if plan.jaxpr_runs.upper_bound:
         text.append("  (collectives in cond branches: the largest branch counted)", "dim")
     return text
 

@@ -109,7 +109,7 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     table.add_row("compiled runs per call", *compiled_runs_cells(plans), *dash)
     table.add_row("jaxpr runs per call", *runs_cells(plans), *dash)
     table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
-    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans), *dash, end_section=True)
+    table.add_row("bytes moved (per device)", *(p.jaxpr_bytes.text("B") for p in plans), *dash, end_section=True)
     memories = {n: p.memory for n, p in analysis.plans.items()}
     if analysis.reference is not None:
         memories[REFERENCE] = analysis.reference.memory
@@ -209,7 +209,7 @@ def traced_only(analysis: "Analysis") -> Group:
         table.add_column(plan.name, justify="right")
     table.add_row("collective runs per call", *runs_cells(plans))
     table.add_row("collective equations in loops", *in_loops_cells(plans))
-    table.add_row("bytes moved (per device)", *(p.bytes.text("B") for p in plans))
+    table.add_row("bytes moved (per device)", *(p.jaxpr_bytes.text("B") for p in plans))
     return Group(table, *unavailable_notes(analysis), Text(),
                  Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
@@ -332,7 +332,7 @@ def compiled_runs_cells(plans: list) -> list[Text]:
 
 def runs_cells(plans: list) -> list[Text]:
     """Each plan's runs per call: red when its collectives run in a loop, green when once per call."""
-    return [Text(p.executed.text(), loop_style(p.collectives_in_loops)) for p in plans]
+    return [Text(p.jaxpr_runs.text(), loop_style(p.collectives_in_loops)) for p in plans]
 
 
 def in_loops_cells(plans: list) -> list[Text]:
