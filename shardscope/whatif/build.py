@@ -19,29 +19,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.hlo.pairing import HLO_KIND
-from shardscope.engine.jaxpr.model import (
-    equation_source,
-    loop_function_of,
-    scan_operand_groups,
-    short_source,
-)
-from shardscope.whatif.deferral import (
-    EXPLICIT,
-    SHARD_MAP,
-    Deferral,
-    EquationIndex,
-    Refused,
-    plan_deferral,
-)
+from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
+from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral
 from shardscope.whatif.explicit_axes import as_explicit, implicit_sums
 from shardscope.whatif.groups import HOIST, FindingGroup, group_axes, group_values
 from shardscope.whatif.hoisting import plan_hoist
 from shardscope.whatif.patch import PatchRequest, patch_for
-from shardscope.whatif.rewritten import (
-    RewrittenProgram,
-    check_signature,
-    rewritten_program,
-)
+from shardscope.whatif.rewritten import RewrittenProgram, check_signature, rewritten_program
 from shardscope.whatif.subject import AUTO
 from shardscope.whatif.type_reach import type_reach
 

@@ -34,21 +34,9 @@ from shardscope.engine.inspection import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
 from shardscope.whatif.checks import PlanCheck, plan_check
 from shardscope.whatif.deferral import EXPLICIT, Refused
-from shardscope.whatif.groups import (
-    DEFER,
-    HOIST,
-    OTHER_REDUCTIONS,
-    FindingGroup,
-    finding_groups,
-    group_axes,
-    group_values,
-    loop_words,
-)
-from shardscope.whatif.rewritten import (
-    RewrittenProgram,
-    compare_outputs,
-    rewritten_program,
-)
+from shardscope.whatif.groups import (DEFER, HOIST, OTHER_REDUCTIONS, FindingGroup, finding_groups, group_axes,
+                                      group_values, loop_words)
+from shardscope.whatif.rewritten import RewrittenProgram, compare_outputs, rewritten_program
 from shardscope.whatif.subject import AUTO, Subject, subject_from, subject_of
 
 if TYPE_CHECKING:

@@ -30,19 +30,8 @@ from shardscope.engine.hlo.fixes import verdict_of
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
-from shardscope.engine.hlo.pairing import (
-    JAX_COLLECTIVE_PRIMITIVES,
-    PARTITIONER,
-    PROGRAM,
-    JaxprCollective,
-    pair,
-)
-from shardscope.engine.hlo.plan import (
-    CompiledCollective,
-    CompiledLoop,
-    CompiledOperand,
-    CompiledPlan,
-)
+from shardscope.engine.hlo.pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
+from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledOperand, CompiledPlan
 from shardscope.engine.hlo.replica_groups import MeshShape
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
 from shardscope.engine.hlo.text import HloModule, Instruction, parse

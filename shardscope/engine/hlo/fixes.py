@@ -16,13 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count
-from shardscope.engine.hlo.verdicts import (
-    DEFERRABLE,
-    LOOP_INVARIANT,
-    NEEDED,
-    OperandVerdict,
-    runs_after,
-)
+from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
 

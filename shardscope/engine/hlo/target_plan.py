@@ -31,11 +31,7 @@ from shardscope.engine.kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
     from shardscope.engine.hlo.paired import PairedCollective
-    from shardscope.engine.hlo.plan import (
-        CompiledCollective,
-        CompiledLoop,
-        CompiledPlan,
-    )
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
 
 STAYED, LEFT_LOOP, ENTERED_LOOP = "stayed", "left_loop", "entered_loop"
 COMBINED, PIPELINED, REMOVED = "combined", "pipelined", "removed"

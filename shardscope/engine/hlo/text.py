@@ -19,13 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterator, Mapping, TypeVar, overload
 
 from shardscope.engine.hlo.shapes import DTYPE_BITS, ArrayShape, Shape, parse_shape
-from shardscope.engine.hlo.source import (
-    FileLocation,
-    SourceLocation,
-    StackFrame,
-    StackFrameIndex,
-    parse_stack_frames,
-)
+from shardscope.engine.hlo.source import FileLocation, SourceLocation, StackFrame, StackFrameIndex, parse_stack_frames
 from shardscope.engine.hlo.syntax import COMMENT, matching, split_top, to_int, unquote
 
 __all__ = [

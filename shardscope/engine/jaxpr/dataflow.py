@@ -13,13 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
-from shardscope.engine.jaxpr.model import (
-    Block,
-    Equation,
-    Program,
-    qualify,
-    short_source,
-)
+from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
 

@@ -12,12 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator, Union
 
-from shardscope.engine.jaxpr.model import (
-    COLLECTIVE_PRIMITIVES,
-    open_jaxpr,
-    qualify,
-    sub_jaxprs,
-)
+from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES, open_jaxpr, qualify, sub_jaxprs
 
 if TYPE_CHECKING:
     import jax
