@@ -27,13 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from shardscope.engine.jaxpr.model import (
-    CAST_PRIMITIVES,
-    COLLECTIVE_PRIMITIVES,
-    qualify,
-    scan_operand_groups,
-    sub_jaxprs,
-)
+from shardscope.engine.jaxpr.model import CAST_PRIMITIVES, COLLECTIVE_PRIMITIVES, qualify, scan_operand_groups, sub_jaxprs
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
