@@ -241,7 +241,17 @@ def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
     spec = aval.sharding.spec
     if axes <= frozenset(spec.unreduced):
         return value
-    return jax.sharding.reshard(value, NamedSharding(aval.sharding.mesh, unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
+    return jax.sharding.reshard(value, NamedSharding(_mesh_with(aval.sharding.mesh, axes),
+                                                     unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
+
+
+def _mesh_with(mesh: Any, axes: Axes) -> Any:
+    """``mesh``, or the mesh the program is traced under when ``mesh`` lacks ``axes``: a value
+    made inside the program from no argument (the loss accumulator's ``jnp.zeros(())``) has
+    an empty mesh, and is started unreduced on the program's."""
+    import jax
+
+    return mesh if axes <= frozenset(mesh.axis_names) else jax.sharding.get_abstract_mesh()
 
 
 def _sum(value: Any, axes: Axes, style: str) -> Any:

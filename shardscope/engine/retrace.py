@@ -146,8 +146,11 @@ class Retracer:
         if before is not None:
             invals = before(eqn, invals)
         replace = self.edits.replace.get(eqn_id)
+        scaled = _scaled_unreduced(eqn, invals) if replace is None else None
         if replace is not None:
             outs = replace(eqn, invals)
+        elif scaled is not None:
+            outs = scaled
         elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
             outs = self.retrace(eqn, eqn_id, invals)
         elif eqn.primitive.name in self.rules:
@@ -304,6 +307,34 @@ def _agreeing(eqn: "JaxprEqn", invals: list) -> list:
     if name in COLLECTIVE_PRIMITIVES or name in CAST_PRIMITIVES or len(invals) < 2:
         return invals
     return list(core.auto_insert_reshard(*invals))
+
+
+def _scaled_unreduced(eqn: "JaxprEqn", invals: list) -> list | None:
+    """A sum left unreduced (for after the loop) times or over a value the same on every device
+    (a mean's ``1/N``): JAX asks for that factor ``reduced`` over the same axes, so it is cast
+    so; a quotient is bound as a product with the reciprocal (jax 0.10 has no unreduced rule
+    for ``div``). None for any other equation."""
+    import jax
+    from jax import lax
+    from jax._src import core
+    from jax.sharding import PartitionSpec
+
+    name = eqn.primitive.name
+    if name not in ("mul", "div") or len(invals) != 2:
+        return None
+    specs = [getattr(getattr(core.typeof(v), "sharding", None), "spec", None) for v in invals]
+    specs = [PartitionSpec() if spec is None else spec for spec in specs]  # P(unreduced=...) is falsy
+    unreduced = [frozenset(spec.unreduced) for spec in specs]
+    if not (unreduced[0] or unreduced[1]) or (unreduced[0] and unreduced[1]) or (name == "div" and not unreduced[0]):
+        return None
+    summed = 0 if unreduced[0] else 1
+    factor, spec = invals[1 - summed], specs[1 - summed]
+    if name == "div":
+        factor = lax.div(lax.full_like(factor, 1), factor)
+    if not unreduced[summed] <= frozenset(spec.reduced):
+        factor = jax.sharding.reshard(factor, PartitionSpec(*spec.partitions, reduced=frozenset(spec.reduced) | unreduced[summed]))
+    operands = [invals[0], factor] if summed == 0 else [factor, invals[1]]
+    return [lax.mul_p.bind(*operands)]
 
 
 _INFERRED_SHARDINGS = frozenset({"out_sharding", "sharding"})
