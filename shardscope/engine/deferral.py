@@ -37,12 +37,18 @@ SHARD_MAP, EXPLICIT = "shard_map", "explicit"
 
 
 class Refused(Exception):
-    """A rewrite that would change what the program computes, or that shardscope cannot make."""
+    """A rewrite that would change what the program computes: the what-if's ``refused``."""
 
     @property
     def reason(self) -> str:
         """The sentence that says why."""
         return str(self.args[0]) if self.args else ""
+
+
+class Unsupported(Refused):
+    """A rewrite shardscope cannot make here, though the fix may well be right (a limitation of
+    the rewriter, or JAX refusing the rewritten program): the what-if's ``failed``, never
+    ``refused``, which users read as "the fix is wrong here"."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
     for eqn_id in reductions:
         primitive = index.equation(eqn_id).primitive.name
         if style == SHARD_MAP and primitive != "psum_invariant":
-            raise Refused(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
+            raise Unsupported(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
                           "gradient is)")
     reach = type_reach(index.jaxpr, reductions, frozenset({loop}))
     if reach.leaks:
@@ -92,7 +98,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
         raise Refused("the sum's result does not reach the loop's accumulator.")
     for loop_id, carries in reach.carries.items():
         if not (loop_id == loop or loop_id.startswith(loop + "/") or loop_id.startswith(loop + ".")):
-            raise Refused("the unsummed value reaches another loop than the one it leaves.")
+            raise Unsupported("the unsummed value reaches another loop than the one it leaves.")
         for carry in carries:
             if carry.start == "other":
                 raise Refused("the accumulator does not start from zero: summed over the devices after the loop, its "

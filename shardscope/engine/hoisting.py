@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable
 
-from shardscope.engine.deferral import EquationIndex, Refused, block_of
+from shardscope.engine.deferral import EquationIndex, Refused, Unsupported, block_of
 from shardscope.engine.jaxpr_model import _scan_groups, _sub_jaxprs
 from shardscope.engine.retrace import Edits, Retracer, block_id_of, equation_ids
 
@@ -61,7 +61,7 @@ def plan_hoist(index: EquationIndex, collectives: tuple[str, ...], loop: str) ->
     blocks = _Blocks(index)
     for c in collectives:
         if not (c.startswith(loop + "/") or c.startswith(loop + ".")):
-            raise Refused("the collective is not inside the loop it would leave.")
+            raise Unsupported("the collective is not inside the loop it would leave.")
         for var in index.equation(c).invars:
             reason = blocks.invariant(block_of(c), var, loop)
             if reason:

@@ -39,7 +39,7 @@ Replacement = Callable[["JaxprEqn", list], list]
 Rule = Callable[["JaxprEqn", str, list, Mapping[str, Any]], list]
 """How every equation of one primitive is bound: ``rule(eqn, eqn id, operands, params) -> results``."""
 
-__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids"]
+__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids", "exception_text"]
 
 
 class RetraceError(Exception):
@@ -139,7 +139,7 @@ class Retracer:
         except RetraceError:
             raise
         except Exception as exc:  # JAX refuses this equation: say which, at the user's line
-            raise RetraceError(f"{_first_line(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
+            raise RetraceError(f"{exception_text(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
 
     def _equation(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         before = self.edits.before.get(eqn_id)
@@ -370,9 +370,17 @@ def _pvary(eqn: "JaxprEqn", value: Any) -> list:
     return [value] if not axes else bind(eqn, [value], {**eqn.params, "axes": axes})
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+def exception_text(exc: BaseException) -> str:
+    """``ValueError: ...`` with the whole message on one line (its lines joined), without the
+    notes JAX appends about its traceback: a reason cut at its first line stops mid-sentence."""
+    lines = []
+    for line in str(exc).strip().splitlines():
+        if line.startswith("-----") or line.startswith("For simplicity, JAX has removed"):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    text = " ".join(lines)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _where(eqn: "JaxprEqn") -> str:

@@ -14,7 +14,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from shardscope.engine.deferral import Refused
+from shardscope.engine.deferral import Unsupported
 from shardscope.engine.retrace import Edits, RetraceError, Retracer
 from shardscope.engine.rewrite_subject import mesh_context
 
@@ -125,7 +125,7 @@ def check_signature(subject: "Subject") -> None:
 
     leaves = jax.tree.leaves((subject.args, subject.kwargs))
     if len(leaves) != len(subject.traced.jaxpr.jaxpr.invars):
-        raise Refused("the program takes static (non-array) arguments: shardscope rewrites programs whose every "
+        raise Unsupported("the program takes static (non-array) arguments: shardscope rewrites programs whose every "
                       "argument is an array or a jax.ShapeDtypeStruct.")
 
 
