@@ -1,9 +1,11 @@
 """Benchmark 4a: what ``shardscope check`` costs on a user's program, against JAX's own compile of it.
 
-The program is a 12-layer transformer train step with 4-step gradient accumulation, in both
+The programs: a 12-layer transformer train step with 4-step gradient accumulation, in both
 styles (``benchmarks/transformer_step.py``: jit with shardings, and the same under
-``shard_map``). Each round runs, in fresh processes and alternating, ``shardscope check
-benchmarks/transformer_step.py --function NAME --json`` and ``benchmarks/bare_compile.py NAME``
+``shard_map``), and a 600-layer residual MLP unrolled by a Python loop
+(``benchmarks/unrolled_step.py``: its 600 gradients summed by one combined all-reduce, each
+named). Each round runs, in fresh processes and alternating, ``shardscope check FILE --function
+NAME --json`` and ``benchmarks/bare_compile.py NAME FILE``
 (JAX alone: import the file, ``lower(*args).compile()``, ``as_text()``), so both wall times hold
 the interpreter's start, JAX's import, the trace and XLA's compile, and the ratio is what the
 analysis adds (the target: at most 1.3x). One untimed round comes first (the OS file cache and
@@ -24,15 +26,20 @@ from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_
 
 TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
-PROGRAMS = ("step_shardings", "step_shard_map")
 FILE = ROOT / "benchmarks" / "transformer_step.py"
+UNROLLED = ROOT / "benchmarks" / "unrolled_step.py"
+PROGRAMS = {"step_shardings": FILE, "step_shard_map": FILE, "unrolled_step": UNROLLED}
+"""Each program and its file."""
+EXIT_CODES = {"step_shardings": 1, "step_shard_map": 1, "unrolled_step": 0}
+"""``check``'s status on each: both transformer steps' per-micro-batch sums are flagged; the
+unrolled step has no loop."""
 
 
 def commands(name: str) -> dict[str, list[str]]:
     """``check`` and the bare compile of the program ``name``."""
     return {
-        "check": [python(), "-m", "shardscope", "check", str(FILE), "--function", name, "--json"],
-        "bare": [python(), str(ROOT / "benchmarks" / "bare_compile.py"), name],
+        "check": [python(), "-m", "shardscope", "check", str(PROGRAMS[name]), "--function", name, "--json"],
+        "bare": [python(), str(ROOT / "benchmarks" / "bare_compile.py"), name, str(PROGRAMS[name])],
     }
 
 
@@ -43,14 +50,14 @@ def main(argv: list[str] | None = None) -> None:
     runs = {name: {kind: [] for kind in ("check", "bare")} for name in PROGRAMS}
     for name in PROGRAMS:  # the untimed round
         for kind, argv_ in commands(name).items():
-            _checked(kind, run_child(argv_))
+            _checked(kind, run_child(argv_), name)
     for i in range(rounds):
         for name in PROGRAMS:
             order = list(commands(name).items())
             if i % 2:
                 order.reverse()
             for kind, argv_ in order:
-                runs[name][kind].append(_checked(kind, run_child(argv_)))
+                runs[name][kind].append(_checked(kind, run_child(argv_), name))
                 print(f"round {i + 1}/{rounds} {name} {kind}: {runs[name][kind][-1]['wall_s']:.1f} s", flush=True)
     programs = {}
     for name in PROGRAMS:
@@ -88,12 +95,14 @@ def phases() -> dict[str, dict[str, float]]:
     from shardscope.pipeline.devices import ensure_devices
     from shardscope.pipeline.gc_pause import paused
     from shardscope.sources.loading import import_file
+    from shardscope.sources.programs import spec_of
 
     ensure_devices(8)
-    module = import_file(FILE)[0]
     found = {}
-    for name in PROGRAMS:
-        program = traceable(getattr(module, name), (module.params, module.batches), {})
+    for name, file in PROGRAMS.items():
+        module = import_file(file)[0]
+        spec = spec_of(getattr(module, name))
+        program = traceable(getattr(module, name), spec.args, spec.kwargs)
         times: dict[str, float] = {}
         with paused():  # as the command reads it
             start = time.perf_counter()
@@ -114,9 +123,9 @@ def phases() -> dict[str, dict[str, float]]:
     return found
 
 
-def _checked(kind: str, result: dict) -> dict:
-    expected = (1,) if kind == "check" else (0,)  # check flags both programs' per-micro-batch sums
-    if result["returncode"] not in expected:
+def _checked(kind: str, result: dict, name: str) -> dict:
+    expected = EXIT_CODES[name] if kind == "check" else 0
+    if result["returncode"] != expected:
         raise RuntimeError(f"{kind} exited with {result['returncode']}:\n{result['stderr'][-2000:]}")
     return result
 

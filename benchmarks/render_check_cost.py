@@ -26,7 +26,9 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
     out = [
         "`python -m benchmarks.check_cost` (run alone; not part of `make bench`). The program is a 12-layer "
         "transformer train step with 4-step gradient accumulation (`benchmarks/transformer_step.py`), in both "
-        "styles: jit with shardings (`step_shardings`) and the same under `shard_map` (`step_shard_map`). Each "
+        "styles: jit with shardings (`step_shardings`) and the same under `shard_map` (`step_shard_map`); and a "
+        "600-layer residual MLP unrolled by a Python loop (`unrolled_step`, `benchmarks/unrolled_step.py`), whose "
+        "600 gradients one combined all-reduce sums, each of them named. Each "
         f"round runs, in fresh processes and alternating, `{_command(cost, 'check')}` and `{_command(cost, 'bare')}` "
         "(JAX alone: import the file, `jax.jit(f).lower(*args).compile()`, `as_text()`), so both wall times hold "
         "the interpreter's start, JAX's import, the trace and XLA's compile. "

@@ -54,3 +54,34 @@ def test_agreeing_plans_give_no_warning(analysis_of):
     assert check.agree and analysis.warnings == []
     assert check.max_abs_diff <= check.tolerance
 
+
+
+def test_an_optimizer_state_is_compared_on_its_floating_leaves_and_names_the_worst():
+    """An optax step's outputs: the parameters and adam's state, whose int32 step ``count`` is
+    equal in both (difference 0, tolerance 0: it said nothing, yet it was reported). The float
+    leaves differ by rounding: the largest relative to its own tolerance is reported, by path."""
+    import jax
+    import optax
+
+    params = {"w1": np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), "w2": np.ones(4, np.float32)}
+    optimizer = optax.adam(1e-2)
+    state = optimizer.init(params)
+    grads = jax.tree.map(lambda p: p * np.float32(0.5), params)
+    updates, state = optimizer.update(grads, state, params)
+    original = jax.tree.map(np.asarray, (optax.apply_updates(params, updates), state))
+    nudged = jax.tree.map(np.array, original)
+    nudged[1][0].mu["w2"][0] += np.float32(2e-6)  # mu['w2'] is 0.05: 4e-5 of its tolerance's scale
+    nudged[0]["w1"][0, 0] += np.float32(1e-7)  # w1 reaches 1: a smaller difference relative to its tolerance
+    (check,) = compare({"original": original, "rewritten": nudged}, subject="outputs")
+    expected = float(np.abs(nudged[1][0].mu["w2"] - original[1][0].mu["w2"]).max())
+    assert check.max_abs_diff == pytest.approx(expected) and check.max_abs_diff > 0
+    assert check.leaf == "[1][0].mu['w2']" and check.dtype == "float32"
+    scale = max(np.abs(original[1][0].mu["w2"]).max(), np.abs(nudged[1][0].mu["w2"]).max())
+    assert check.tolerance == pytest.approx(relative_tolerance(np.float32) * scale)
+    assert check.agree
+
+
+def test_an_integer_leaf_that_differs_is_the_worst():
+    (check,) = compare({"a": {"count": np.int32(3), "w": np.ones(3, np.float32)},
+                        "b": {"count": np.int32(4), "w": np.ones(3, np.float32)}})
+    assert (check.leaf, check.max_abs_diff, check.agree) == ("['count']", 1.0, False)

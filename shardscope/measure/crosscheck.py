@@ -25,6 +25,8 @@ class GradientCheck:
     tolerance: float
     dtype: str
     subject: str = "gradients"  # "outputs" when two programs of a program file are compared
+    leaf: str = ""
+    """The path of the leaf that differs most relative to its tolerance (``[1][0].mu['W']``)."""
 
     @property
     def agree(self) -> bool:
@@ -90,21 +92,31 @@ def layout(tree: Any) -> tuple:
 
 
 def _check(base_name: str, base: Any, name: str, other: Any, subject: str = "gradients") -> GradientCheck | None:
-    """The worst leaf of ``other`` against ``base``, relative to its tolerance (None: no leaves)."""
+    """The worst leaf of ``other`` against ``base``, relative to its tolerance (None: no leaves).
+
+    Floating leaves are ranked by their largest difference over their own tolerance; integer and
+    bool leaves (an optimizer's step ``count``) must match exactly, and are the worst only when
+    they do not (or when no leaf is floating): an equal counter says nothing about rounding."""
     import jax
     import numpy as np
 
-    worst: tuple[float, float, str] | None = None
-    for a, b in zip(map(_numeric, jax.tree.leaves(base)), map(_numeric, jax.tree.leaves(other)), strict=True):
+    worst: tuple[float, float, float, str, str] | None = None  # (rank, diff, bound, dtype, leaf)
+    paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(base)[0]]
+    for path, a, b in zip(paths, map(_numeric, jax.tree.leaves(base)), map(_numeric, jax.tree.leaves(other)), strict=True):
         diff = float(np.max(np.abs(a - b), initial=0.0))
-        scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
-        # integers and bools must match exactly
-        bound = relative_tolerance(a.dtype) * scale if np.issubdtype(a.dtype, np.inexact) or a.dtype.kind == "V" else 0.0
         if np.isnan(diff):
             diff = float("inf")
-        if worst is None or diff - bound > worst[0] - worst[1]:
-            worst = (diff, bound, str(a.dtype))
-    return None if worst is None else GradientCheck(base_name, name, worst[0], worst[1], worst[2], subject)
+        if np.issubdtype(a.dtype, np.inexact) or a.dtype.kind == "V":
+            scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
+            bound = relative_tolerance(a.dtype) * scale
+            rank = diff / bound if bound > 0 else (float("inf") if diff > 0 else 0.0)
+        else:  # integers and bools must match exactly
+            bound, rank = 0.0, float("inf") if diff > 0 else -1.0
+        if worst is None or rank > worst[0]:
+            worst = (rank, diff, bound, str(a.dtype), path)
+    if worst is None:
+        return None
+    return GradientCheck(base_name, name, worst[1], worst[2], worst[3], subject, leaf=worst[4])
 
 
 def _numeric(leaf: Any) -> Any:

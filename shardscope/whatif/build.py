@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
-from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral
+from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral, Unsupported
 from shardscope.whatif.explicit_axes import as_explicit, implicit_sums
 from shardscope.whatif.groups import HOIST, FindingGroup, group_axes, group_values
 from shardscope.whatif.hoisting import plan_hoist
@@ -88,7 +88,7 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
         program = rewritten_program(subject, closed, deferral.edits(index), mesh=subject.mesh)
         return Built(program, moved, kind, EXPLICIT, 0, _source_of(index, loop_id), _whole_carry(index, deferral))
     if subject.mesh is None:
-        raise Refused("the program's arguments name no mesh: there is nothing to shard with Explicit axes.")
+        raise Unsupported("the program's arguments name no mesh: there is nothing to shard with Explicit axes.")
     leaves = jax.tree.leaves((subject.args, subject.kwargs))
     converted = as_explicit(subject.traced.jaxpr, subject.mesh, jax.tree.leaves(subject.compiled.input_shardings), leaves)
     explicit_index = EquationIndex(converted.traced.jaxpr)
@@ -123,9 +123,12 @@ def _explicit_deferral(index: EquationIndex, loop_id: str) -> "Deferral":
             accumulated[eqn_id] = axes
         elif reach.leaks:
             reasons.append(reach.first_leak)
+    if not accumulated and reasons:  # each sum goes somewhere else too: moving it changes the result
+        raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it "
+                      f"({reasons[0]}).")
     if not accumulated:
-        why = f" ({reasons[0]})" if reasons else ""
-        raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it{why}.")
+        raise Unsupported("shardscope finds no sum the partitioner writes in the loop in the program's jaxpr with "
+                          "Explicit axes.")
     return plan_deferral(index, accumulated, loop_id, EXPLICIT)
 
 
@@ -193,7 +196,7 @@ def _jaxpr_loop(index: EquationIndex, source: str, trip_count: int | None) -> st
     found = sorted(same or [i for i in loops if index.equation(i).params.get("length") == trip_count],
                    key=lambda i: i.count("/"))
     if not found:
-        raise Refused(f"shardscope finds no loop of the jaxpr for the compiled loop at {source or 'an unknown line'}.")
+        raise Unsupported(f"shardscope finds no loop of the jaxpr for the compiled loop at {source or 'an unknown line'}.")
     return found[0]
 
 

@@ -38,12 +38,18 @@ SHARD_MAP, EXPLICIT = "shard_map", "explicit"
 
 
 class Refused(Exception):
-    """A rewrite that would change what the program computes, or that shardscope cannot make."""
+    """A rewrite that would change what the program computes: the what-if's ``refused``."""
 
     @property
     def reason(self) -> str:
         """The sentence that says why."""
         return str(self.args[0]) if self.args else ""
+
+
+class Unsupported(Refused):
+    """A rewrite shardscope cannot make here, though the fix may well be right (a limitation of
+    the rewriter, or JAX refusing the rewritten program): the what-if's ``failed``, never
+    ``refused``, which users read as "the fix is wrong here"."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
     for eqn_id in reductions:
         primitive = index.equation(eqn_id).primitive.name
         if style == SHARD_MAP and primitive != "psum_invariant":
-            raise Refused(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
+            raise Unsupported(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
                           "gradient is)")
     reach = type_reach(index.jaxpr, reductions, frozenset({loop}))
     if reach.leaks:
@@ -93,7 +99,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
         raise Refused("the sum's result does not reach the loop's accumulator.")
     for loop_id, carries in reach.carries.items():
         if not (loop_id == loop or loop_id.startswith(loop + "/") or loop_id.startswith(loop + ".")):
-            raise Refused("the unsummed value reaches another loop than the one it leaves.")
+            raise Unsupported("the unsummed value reaches another loop than the one it leaves.")
         for carry in carries:
             if carry.start == "other":
                 raise Refused("the accumulator does not start from zero: summed over the devices after the loop, its "
@@ -240,7 +246,17 @@ def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
     spec = aval.sharding.spec
     if axes <= frozenset(spec.unreduced):
         return value
-    return jax.sharding.reshard(value, NamedSharding(aval.sharding.mesh, unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
+    return jax.sharding.reshard(value, NamedSharding(_mesh_with(aval.sharding.mesh, axes),
+                                                     unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
+
+
+def _mesh_with(mesh: Any, axes: Axes) -> Any:
+    """``mesh``, or the mesh the program is traced under when ``mesh`` lacks ``axes``: a value
+    made inside the program from no argument (the loss accumulator's ``jnp.zeros(())``) has
+    an empty mesh, and is started unreduced on the program's."""
+    import jax
+
+    return mesh if axes <= frozenset(mesh.axis_names) else jax.sharding.get_abstract_mesh()
 
 
 def _sum(value: Any, axes: Axes, style: str) -> Any:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from shardscope.whatif.deferral import EquationIndex, Refused
-from shardscope.whatif.retrace import Edits, Retracer, bind
+from shardscope.whatif.deferral import EquationIndex, Unsupported
+from shardscope.whatif.retrace import Edits, Retracer, bind, exception_text
 
 if TYPE_CHECKING:
     import jax
@@ -120,7 +120,7 @@ def explicit_mesh(mesh: "Mesh") -> "Mesh":
 
 def as_explicit(closed: "ClosedJaxpr", mesh: "Mesh", input_shardings: list, leaves: list) -> ExplicitProgram:
     """The Auto program ``closed`` traced again on ``explicit_mesh(mesh)`` with its flat
-    arguments ``leaves`` sharded as ``input_shardings`` say; raises :class:`Refused` with JAX's
+    arguments ``leaves`` sharded as ``input_shardings`` say; raises :class:`Unsupported` with JAX's
     reason when it does not trace there."""
     import jax
     from jax.sharding import NamedSharding
@@ -139,7 +139,7 @@ def as_explicit(closed: "ClosedJaxpr", mesh: "Mesh", input_shardings: list, leav
         with jax.set_mesh(target):
             traced = jitted.trace(*program.arguments(leaves))
     except Exception as exc:  # JAX refuses the program with Explicit axes: its reason is the answer
-        raise Refused(f"with Explicit axes JAX does not trace this program: {_first_line(exc)}") from exc
+        raise Unsupported(f"with Explicit axes JAX does not trace this program: {exception_text(exc)}") from exc
     return ExplicitProgram(jitted, target, shardings, traced)
 
 
@@ -225,7 +225,3 @@ def _without(entry: Any, axes: Axes) -> Any:
     kept = tuple(n for n in names if n not in axes)
     return None if not kept else (kept[0] if len(kept) == 1 else kept)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

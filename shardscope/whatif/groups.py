@@ -36,13 +36,16 @@ OTHER_REDUCTIONS = {"pmax": "max", "pmin": "min"}
 class FindingGroup:
     """Findings rewritten together: one kind of rewrite, one loop (the outermost they leave:
     a jaxpr loop id for a ``shard_map`` program, a compiled while's name for a jit one), the
-    jaxpr and compiled collectives, and the reason when the group is refused."""
+    jaxpr and compiled collectives, and the reason when the group is refused (moving them would
+    change the result) or when shardscope cannot rewrite it (``unsupported``: the fix may be
+    right, the rewriter does not make it)."""
 
     kind: str
     loop: str
     equations: tuple["Collective", ...] = ()
     findings: tuple["CompiledCollective", ...] = ()
     refusal: str = ""
+    unsupported: str = ""
 
 
 def finding_groups(subject: "Subject") -> list[FindingGroup]:
@@ -70,9 +73,9 @@ def _shard_map_groups(subject: "Subject") -> list[FindingGroup]:
     paired = {c.name for g in groups for c in g.findings}
     for c in subject.plan.flagged:
         if c.name not in paired:
-            groups.append(FindingGroup(DEFER if c.verdict_kind == DEFERRABLE else HOIST, "", (), (c,),
-                                       f"the partitioner writes this {c.kind} (no collective of the program pairs with "
-                                       "it): shardscope rewrites the collectives a shard_map program writes."))
+            groups.append(FindingGroup(DEFER if c.verdict_kind == DEFERRABLE else HOIST, "", (), (c,), unsupported=(
+                f"the partitioner writes this {c.kind} (no collective of the program pairs with it): shardscope "
+                "rewrites the collectives a shard_map program writes.")))
     return groups
 
 
@@ -102,9 +105,9 @@ def _jit_groups(subject: "Subject") -> list[FindingGroup]:
         if c.verdict_kind == DEFERRABLE and c.verdict.loop_ids:
             grouped.setdefault(c.verdict.loop_ids[0], []).append(c)  # outermost first
         elif c.verdict_kind == LOOP_INVARIANT:
-            groups.append(FindingGroup(HOIST, "", (), (c,), f"the partitioner writes this loop-invariant {c.kind}: "
-                                       "shardscope moves the collectives a shard_map program writes. The fix: "
-                                       f"{c.verdict.fix}"))
+            groups.append(FindingGroup(HOIST, "", (), (c,), unsupported=(
+                f"the partitioner writes this loop-invariant {c.kind}: shardscope moves the collectives a shard_map "
+                f"program writes. The fix: {c.verdict.fix}")))
         elif c.verdict_kind == NEEDED and c.in_loop and c.kind in SUM_KINDS:
             groups.append(FindingGroup(DEFER, "", (), (c,), c.verdict.reason))
     return [FindingGroup(DEFER, loop, (), tuple(found)) for loop, found in grouped.items()] + groups

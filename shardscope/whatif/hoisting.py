@@ -20,7 +20,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.engine.jaxpr.model import scan_operand_groups, sub_jaxprs
-from shardscope.whatif.deferral import EquationIndex, Refused, block_of
+from shardscope.whatif.deferral import EquationIndex, Refused, block_of, Unsupported
 from shardscope.whatif.retrace import Edits, Retracer, block_id_of, equation_ids
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def plan_hoist(index: EquationIndex, collectives: tuple[str, ...], loop: str) ->
     blocks = _Blocks(index)
     for c in collectives:
         if not (c.startswith(loop + "/") or c.startswith(loop + ".")):
-            raise Refused("the collective is not inside the loop it would leave.")
+            raise Unsupported("the collective is not inside the loop it would leave.")
         for var in index.equation(c).invars:
             reason = blocks.invariant(block_of(c), var, loop)
             if reason:

@@ -39,7 +39,7 @@ Replacement = Callable[["JaxprEqn", list], list]
 Rule = Callable[["JaxprEqn", str, list, Mapping[str, Any]], list]
 """How every equation of one primitive is bound: ``rule(eqn, eqn id, operands, params) -> results``."""
 
-__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids"]
+__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids", "exception_text"]
 
 
 class RetraceError(Exception):
@@ -139,15 +139,18 @@ class Retracer:
         except RetraceError:
             raise
         except Exception as exc:  # JAX refuses this equation: say which, at the user's line
-            raise RetraceError(f"{_first_line(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
+            raise RetraceError(f"{exception_text(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
 
     def _equation(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         before = self.edits.before.get(eqn_id)
         if before is not None:
             invals = before(eqn, invals)
         replace = self.edits.replace.get(eqn_id)
+        scaled = _scaled_unreduced(eqn, invals) if replace is None else None
         if replace is not None:
             outs = replace(eqn, invals)
+        elif scaled is not None:
+            outs = scaled
         elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
             outs = self.retrace(eqn, eqn_id, invals)
         elif eqn.primitive.name in self.rules:
@@ -305,6 +308,34 @@ def _agreeing(eqn: "JaxprEqn", invals: list) -> list:
     return list(core.auto_insert_reshard(*invals))
 
 
+def _scaled_unreduced(eqn: "JaxprEqn", invals: list) -> list | None:
+    """A sum left unreduced (for after the loop) times or over a value the same on every device
+    (a mean's ``1/N``): JAX asks for that factor ``reduced`` over the same axes, so it is cast
+    so; a quotient is bound as a product with the reciprocal (jax 0.10 has no unreduced rule
+    for ``div``). None for any other equation."""
+    import jax
+    from jax import lax
+    from jax._src import core
+    from jax.sharding import PartitionSpec
+
+    name = eqn.primitive.name
+    if name not in ("mul", "div") or len(invals) != 2:
+        return None
+    specs = [getattr(getattr(core.typeof(v), "sharding", None), "spec", None) for v in invals]
+    specs = [PartitionSpec() if spec is None else spec for spec in specs]  # P(unreduced=...) is falsy
+    unreduced = [frozenset(spec.unreduced) for spec in specs]
+    if not (unreduced[0] or unreduced[1]) or (unreduced[0] and unreduced[1]) or (name == "div" and not unreduced[0]):
+        return None
+    summed = 0 if unreduced[0] else 1
+    factor, spec = invals[1 - summed], specs[1 - summed]
+    if name == "div":
+        factor = lax.div(lax.full_like(factor, 1), factor)
+    if not unreduced[summed] <= frozenset(spec.reduced):
+        factor = jax.sharding.reshard(factor, PartitionSpec(*spec.partitions, reduced=frozenset(spec.reduced) | unreduced[summed]))
+    operands = [invals[0], factor] if summed == 0 else [factor, invals[1]]
+    return [lax.mul_p.bind(*operands)]
+
+
 _INFERRED_SHARDINGS = frozenset({"out_sharding", "sharding"})
 """Parameters that hold the sharding JAX inferred for a result (``broadcast_in_dim``'s, ``dot_general``'s)."""
 
@@ -338,9 +369,17 @@ def _pvary(eqn: "JaxprEqn", value: Any) -> list:
     return [value] if not axes else bind(eqn, [value], {**eqn.params, "axes": axes})
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+def exception_text(exc: BaseException) -> str:
+    """``ValueError: ...`` with the whole message on one line (its lines joined), without the
+    notes JAX appends about its traceback: a reason cut at its first line stops mid-sentence."""
+    lines = []
+    for line in str(exc).strip().splitlines():
+        if line.startswith("-----") or line.startswith("For simplicity, JAX has removed"):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    text = " ".join(lines)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _where(eqn: "JaxprEqn") -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.inspection import inspect_traced, pytree_names
 from shardscope.measure.crosscheck import compare_results
-from shardscope.whatif.deferral import Refused
+from shardscope.whatif.deferral import Unsupported
 from shardscope.whatif.retrace import Edits, RetraceError, Retracer
 from shardscope.whatif.subject import mesh_context
 
@@ -126,7 +126,7 @@ def check_signature(subject: "Subject") -> None:
 
     leaves = jax.tree.leaves((subject.args, subject.kwargs))
     if len(leaves) != len(subject.traced.jaxpr.jaxpr.invars):
-        raise Refused("the program takes static (non-array) arguments: shardscope rewrites programs whose every "
+        raise Unsupported("the program takes static (non-array) arguments: shardscope rewrites programs whose every "
                       "argument is an array or a jax.ShapeDtypeStruct.")
 
 

@@ -9,7 +9,9 @@ planned and run on the same arguments as the original: a :class:`Rewrite` says `
 only when its compiled plan runs the collectives as often as the rewrite predicts and its
 outputs match the original's (:mod:`~shardscope.whatif.checks`). Sums that a loop needs
 where they are (their result read inside it, something else added into the accumulator) are
-listed as ``refused``, with the reason.
+listed as ``refused``, with the reason: ``refused`` says the rewrite would change the result.
+A rewrite shardscope cannot make (a limitation of the rewriter, JAX refusing the rewritten
+program) is ``failed``, with the whole reason.
 
 How the lead calls it::
 
@@ -33,11 +35,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from shardscope.engine.inspection import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
 from shardscope.whatif.checks import PlanCheck, plan_check
-from shardscope.whatif.deferral import EXPLICIT, Refused
+from shardscope.whatif.deferral import EXPLICIT, Refused, Unsupported
 from shardscope.whatif.groups import (DEFER, HOIST, OTHER_REDUCTIONS, FindingGroup, finding_groups, group_axes,
                                       group_values, loop_words)
 from shardscope.whatif.rewritten import RewrittenProgram, compare_outputs, rewritten_program
 from shardscope.whatif.subject import AUTO, Subject, subject_from, subject_of
+from shardscope.whatif.retrace import exception_text
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -138,10 +141,14 @@ def _rewrite(subject: Subject, group: FindingGroup) -> Rewrite:
     base = Rewrite(kind=group.kind, route=subject.style, loop=group.loop, loop_words=loop_words(subject, group),
                    findings=group.findings, equations=group.equations, status=REFUSED, reason=group.refusal,
                    values=group_values(group, subject.input_names), axes=group_axes(group))
+    if group.unsupported:
+        return dataclasses.replace(base, status=FAILED, reason=group.unsupported)
     if group.refusal:
         return base
     try:
         built = build(subject, group)
+    except Unsupported as exc:
+        return dataclasses.replace(base, status=FAILED, reason=exc.reason)
     except Refused as exc:
         return dataclasses.replace(base, reason=exc.reason)
     except Exception as exc:  # JAX refused the rewritten program (RetraceError too): say so, never a saving
@@ -160,7 +167,7 @@ def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: 
     try:
         outputs = compare_outputs(subject, program)
     except Exception as exc:
-        return dataclasses.replace(base, status=FAILED, reason=f"the rewritten program fails to run: {_first_line(exc)}")
+        return dataclasses.replace(base, status=FAILED, reason=f"the rewritten program fails to run: {exception_text(exc)}")
     matched = outputs is None or outputs.agree
     base = dataclasses.replace(base, outputs_match=matched, output_check=outputs)
     if not matched:
@@ -181,7 +188,7 @@ def _failure(subject: Subject, exc: BaseException) -> str:
     """Why the rewritten program did not trace or compile, with what to do when the cause is known."""
     import jax
 
-    reason = f"the rewritten program does not trace or compile: {_first_line(exc)}"
+    reason = f"the rewritten program does not trace or compile: {exception_text(exc)}"
     shardy = getattr(jax.config, "jax_use_shardy_partitioner", True)
     if subject.style in (EXPLICIT, AUTO) and not shardy:
         reason += (" (an unreduced accumulator compiles with the Shardy partitioner only, which is off here: "
@@ -202,10 +209,6 @@ def _values_text(values: Sequence[str]) -> str:
 def _text(count: int | None) -> str:
     return "?" if count is None else f"{count:,}"
 
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def what_if_of(inspection: "Inspection") -> WhatIf:

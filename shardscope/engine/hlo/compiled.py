@@ -160,6 +160,8 @@ class _Builder:
         operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
                          for k in range(len(inst.operands)))
         groups, axes = self._groups_and_axes(inst)
+        if site.kind == "all-to-all" and inst.dimensions is None and groups:
+            operands = _values_of_peer_chunks(operands, len(groups[0]))
         named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
         source = self.module.source(named, users=True)
         collective = CompiledCollective(
@@ -219,6 +221,24 @@ class _Builder:
             return False
         operand = self.module.instruction(site.instruction.operands[0]) if site.instruction.operands else None
         return operand is not None and site.result.shape.nbytes < operand.shape.nbytes
+
+
+def _values_of_peer_chunks(chunks: tuple[CompiledOperand, ...], peers: int) -> tuple[CompiledOperand, ...]:
+    """The values of an all-to-all in its tuple form (XLA:CPU's): it lists one operand per peer
+    of its group, the chunk of one value that peer receives, so each ``peers`` operands in a
+    row are one value (its bytes their sum, its shape the tuple of its chunks). One value is
+    one all-to-all; several only when a combiner merged several."""
+    if peers < 2 or len(chunks) % peers:
+        return chunks
+    values = []
+    for start in range(0, len(chunks), peers):
+        group = chunks[start:start + peers]
+        names = list(dict.fromkeys(op.value for op in group if op.value))
+        values.append(CompiledOperand(
+            instruction=group[0].instruction, shape=f"({', '.join(op.shape for op in group)})",
+            bytes=sum(op.bytes for op in group), value=names[0] if len(names) == 1 else "",
+            verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict))
+    return tuple(values)
 
 
 def _author(inst: Instruction) -> str:

@@ -62,18 +62,23 @@ class EquationNames:
         """The value the jaxpr view gives the collective ``equation_id``."""
         return self._collectives.get(equation_id, "")
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> frozenset[str]:
         """The names of the equations an HLO instruction may come from: those with its
         primitive, pass (forward or backward) and line, preferring the ones whose output has
         ``elements`` elements. Several when one line made several values (``q, k, v = ...``)."""
         head = op_name.split(";", 1)[0]
         primitive = head.rsplit("/", 1)[-1]
         if not primitive or source is None:
-            return set()
-        found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, source.file, source.line)
-                 if self._backward[eqn_id] == ("transpose(" in head)]
+            return frozenset()
+        return self._values_at(primitive, source.file, source.line, "transpose(" in head, elements)
+
+    @functools.lru_cache(maxsize=None)
+    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int) -> frozenset[str]:
+        """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
+        gradients of one line in a Python loop ask the same question)."""
+        found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, file, line) if self._backward[eqn_id] == backward]
         sized = [pair for pair in found if _elements(pair[1]) == elements]
-        return {self.name(eqn_id) for eqn_id, _ in (sized or found)} - {""}
+        return frozenset({self.name(eqn_id) for eqn_id, _ in (sized or found)} - {""})
 
     @functools.lru_cache(maxsize=None)
     def name(self, equation_id: str) -> str:
@@ -88,24 +93,47 @@ class EquationNames:
 
     def gradient_of(self, equation_id: str) -> set[str]:
         """The arguments whose gradient the backward-pass equation ``equation_id`` may compute:
-        one when its forward equation says which, several when one line made several values."""
+        one when its forward equation says which, several when one line made several values.
+
+        The forward equations that read a value the gradient reads too (the gradient of ``x @ W``
+        with respect to ``W`` reads ``x``) are the ones it transposes when any of them has the
+        gradient's operand: the layers a Python loop made on one line are told apart without
+        looking at each other's equations. Else every forward equation of its origin."""
         raw = self._raw.get(equation_id)
         if raw is None or not self._backward[equation_id] or len(raw.outvars) != 1:
             return set()
-        found: set[str] = set()
-        for forward_id, forward in self._forward_equations(equation_id, raw):
-            eqn = self._equations.get(forward_id)
-            k = _primal_operand(forward, raw)
-            if eqn is not None and k is not None:
-                found |= self._inputs_of(forward_id, eqn.inputs[k].name)
-        return found
+        forwards = self._forward_equations(equation_id, raw)
+        readers = self._forward_readers()
+        sharing = {forward_id: forwards[forward_id] for v in raw.invars for forward_id in readers.get(id(v), ())
+                   if forward_id in forwards}
+        for candidates in (sharing, forwards):
+            found: set[str] = set()
+            for forward_id, forward in candidates.items():
+                k = _primal_operand(forward, raw)
+                if k is not None:
+                    found |= self._operand_inputs(forward_id, k)
+            if found or candidates is forwards:
+                return found
+        return set()
 
     def _forward_equations(self, equation_id: str, raw: "jax.extend.core.JaxprEqn"
-                           ) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
-        """The forward equations ``raw`` may transpose: the same origin, a primitive it transposes."""
-        primitives = _FORWARD_OF.get(raw.primitive.name, {raw.primitive.name})
-        return [(eqn_id, eqn) for eqn_id, eqn in self._by_origin().get(self._origins[equation_id], ())
-                if not self._backward[eqn_id] and eqn.primitive.name in primitives]
+                           ) -> dict[str, "jax.extend.core.JaxprEqn"]:
+        """The forward equations ``raw`` may transpose: the same origin, a primitive it transposes,
+        an operand of the gradient's type (in the same dimension order or another)."""
+        want = raw.outvars[0].aval
+        by_type = self._forward_by_type()
+        origin = self._origins[equation_id]
+        found: dict[str, "jax.extend.core.JaxprEqn"] = {}
+        for primitive in _FORWARD_OF.get(raw.primitive.name, {raw.primitive.name}):
+            for key in (_type_key(want), _type_key(want, any_order=True)):
+                found.update(by_type.get((origin, primitive, key), {}))
+        return found
+
+    @functools.lru_cache(maxsize=None)
+    def _operand_inputs(self, forward_id: str, k: int) -> frozenset[str]:
+        """The arguments the operand ``k`` of the forward equation ``forward_id`` comes from."""
+        eqn = self._equations.get(forward_id)
+        return frozenset() if eqn is None else frozenset(self._inputs_of(forward_id, eqn.inputs[k].name))
 
     def _inputs_of(self, equation_id: str, value: str) -> set[str]:
         block = self.index.block_of[equation_id].block.id
@@ -146,10 +174,31 @@ class EquationNames:
         return found
 
     @functools.cache
-    def _by_origin(self) -> dict[Frames, list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
-        found: dict[Frames, list] = {}
+    def _forward_readers(self) -> dict[int, list[str]]:
+        """The forward-pass equations that read each variable (by its ``id``)."""
+        found: dict[int, list[str]] = {}
         for eqn_id, eqn in self._raw.items():
-            found.setdefault(self._origins[eqn_id], []).append((eqn_id, eqn))
+            if not self._backward[eqn_id]:
+                for v in eqn.invars:
+                    found.setdefault(id(v), []).append(eqn_id)
+        return found
+
+    @functools.cache
+    def _forward_by_type(self) -> dict[tuple[Frames, str, tuple], dict[str, "jax.extend.core.JaxprEqn"]]:
+        """The forward-pass equations by origin, primitive and the type of an operand (its
+        dimensions in order, and sorted): where a gradient of that type finds its forward
+        equation, in one look-up rather than a scan of its origin's equations."""
+        found: dict[tuple[Frames, str, tuple], dict[str, "jax.extend.core.JaxprEqn"]] = {}
+        for eqn_id, eqn in self._raw.items():
+            if self._backward[eqn_id]:
+                continue
+            origin = self._origins[eqn_id]
+            for v in eqn.invars:
+                aval = getattr(v, "aval", None)
+                if aval is None:
+                    continue
+                for key in (_type_key(aval), _type_key(aval, any_order=True)):
+                    found.setdefault((origin, eqn.primitive.name, key), {})[eqn_id] = eqn
         return found
 
     def _at(self, primitive: str, file: str, line: int) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
@@ -186,6 +235,13 @@ def _primal_operand(forward: "jax.extend.core.JaxprEqn", backward: "jax.extend.c
         if matching:
             return matching[0] if len(matching) == 1 else None
     return None
+
+
+def _type_key(aval: object, any_order: bool = False) -> tuple:
+    """A value's type as a key: its dtype and dimensions (sorted with ``any_order``)."""
+    shape = getattr(aval, "shape", None)
+    dims = tuple(sorted(shape) if any_order else shape) if shape is not None else None
+    return ("sorted" if any_order else "ordered", str(getattr(aval, "dtype", "")), dims)
 
 
 def _same_type(a: object, b: object) -> bool:

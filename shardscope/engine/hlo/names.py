@@ -36,7 +36,7 @@ class EquationNamer(Protocol):
         """The value a jaxpr collective carries (``""`` when it has no name)."""
         ...
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> set[str]:
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> frozenset[str]:
         """The values of the equations an HLO instruction with this ``op_name`` and source line
         may come from (``elements``: its per-device size, to tell equations of one line apart)."""
         ...
@@ -52,6 +52,7 @@ class CollectiveNamer:
         self.inputs = list(input_names)
         self.outputs = list(output_names)
         self.equations = equations
+        self._tuple_readers: dict[str, dict[tuple[str, int], list[tuple[Instruction, int]]]] = {}
 
     def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
         """The name of the value the collective's operand ``operand`` carries."""
@@ -65,8 +66,8 @@ class CollectiveNamer:
         elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
         names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements)
         if len(names) > 1:  # one line made several values: the output the sum reaches tells which
-            names = {name for name in names if reached and tail(name) == tail(reached)}
-        return names.pop() if len(names) == 1 else reached
+            names = _by_tail(names).get(tail(reached), frozenset()) if reached else frozenset()
+        return next(iter(names)) if len(names) == 1 else reached
 
     def paired_value(self, c: "CompiledCollective") -> str:
         """The jaxpr view's name of the collective a program-written one pairs with."""
@@ -164,6 +165,27 @@ class CollectiveNamer:
                     found.setdefault(name, (inst, role))
         return found
 
+    def _elements_read(self, computation: str) -> dict[tuple[str, int], list[tuple[Instruction, int]]]:
+        """The ``get-tuple-element`` users of each tuple-shaped instruction of ``computation``, by
+        the element they read: a combined collective's hundreds of results are followed one
+        element at a time (made once per computation)."""
+        found = self._tuple_readers.get(computation)
+        if found is None:
+            found = self._tuple_readers[computation] = {}
+            for name, users in self.module.computations[computation].users.items():
+                for user, position in users:
+                    if user.opcode == "get-tuple-element" and user.tuple_index is not None:
+                        found.setdefault((name, user.tuple_index), []).append((user, position))
+        return found
+
+    def _users(self, current: Instruction, idx: int | None) -> "Sequence[tuple[Instruction, int]]":
+        """The users of ``current`` that element ``idx`` of its result reaches (all for ``None``)."""
+        users = self.module.computations[current.computation].users.get(current.name, ())
+        if idx is None or len(users) < 16 or not current.shape.is_tuple:
+            return users
+        by_element = self._elements_read(current.computation)
+        return [u for u in users if u[0].opcode != "get-tuple-element"] + by_element.get((current.name, idx), [])
+
     def _forward(self, site: CollectiveSite, operand: int) -> set[str]:
         result = site.result
         start_index = operand if result.shape.is_tuple and len(site.instruction.operands) > 1 else None
@@ -180,7 +202,7 @@ class CollectiveNamer:
             computation = self.module.computations[current.computation]
             if current is computation.root:
                 self._leave(computation.name, idx, reached, stack)
-            for user, position in computation.users.get(current.name, ()):
+            for user, position in self._users(current, idx):
                 stack += self._into(user, position, idx)
         return reached
 
@@ -278,3 +300,12 @@ class CollectiveNamer:
             return None
         number = param.parameter_number or 0
         return param.metadata.op_name or (self.inputs[number] if number < len(self.inputs) else "")
+
+
+@functools.lru_cache(maxsize=64)
+def _by_tail(names: frozenset[str]) -> dict[str, frozenset[str]]:
+    """``names`` grouped by their path without its root (:func:`tail`)."""
+    found: dict[str, set[str]] = {}
+    for name in names:
+        found.setdefault(tail(name), set()).add(name)
+    return {key: frozenset(group) for key, group in found.items()}
