@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     write_result("check_cost", args.quick, {
         "rounds": rounds,
         "target_ratio": TARGET_RATIO,
-        "commands": {name: {kind: _shown(argv_) for kind, argv_ in commands(name).items()} for name in PROGRAMS},
+        "commands": {name: {kind: shown_command(argv_) for kind, argv_ in commands(name).items()} for name in PROGRAMS},
         "programs": programs,
         "phases_s": phases(),
     }, args.out)
@@ -130,7 +130,7 @@ def _checked(kind: str, result: dict, name: str) -> dict:
     return result
 
 
-def _shown(argv: list[str]) -> str:
+def shown_command(argv: list[str]) -> str:
     return " ".join(a.replace(str(ROOT) + "/", "") if a.startswith(str(ROOT)) else ("python" if a == python() else a)
                     for a in argv)
 

@@ -108,15 +108,21 @@ def write_result(name: str, quick: bool, data: dict[str, Any], out: Path | None 
     return path
 
 
+FRESH_COMPILES = {"SHARDSCOPE_NO_CACHE": "1"}
+"""The environment a timed ``shardscope`` command runs in: no compilation cache."""
+
+
 def run_child(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 900) -> dict[str, Any]:
     """Run a process to completion: its wall time, its own peak RSS (from ``wait4``) and output.
 
     Output goes through temporary files so the child can be reaped with ``os.wait4``, which
     gives that one child's resource usage (``RUSAGE_CHILDREN`` would be a maximum over all).
+    A ``shardscope`` command compiles afresh (``SHARDSCOPE_NO_CACHE=1``) unless ``env`` says
+    otherwise: the benchmarks time XLA's compile, never a read of the compilation cache.
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **FRESH_COMPILES, **(env or {})})
         deadline = start + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)

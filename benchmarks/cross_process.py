@@ -11,12 +11,13 @@ Run alone: ``python -m benchmarks.cross_process [--quick]``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, parse_args, python, write_result
+from benchmarks.common import FRESH_COMPILES, ROOT, parse_args, python, write_result
 
 DEVICES = 4
 PER_DEVICE_BATCH = 64
@@ -44,7 +45,7 @@ def linear_{m}(W, x):
 def cli(*args: str) -> dict:
     """Run ``shardscope ARGS --json`` in a fresh process and return its JSON."""
     result = subprocess.run([python(), "-m", "shardscope", *args, "--json"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=1200)
+                            capture_output=True, text=True, timeout=1200, env={**os.environ, **FRESH_COMPILES})
     if result.returncode != 0:
         raise RuntimeError(f"shardscope {' '.join(args)} failed: {result.stderr[-2000:]}")
     return json.loads(result.stdout)

@@ -1,23 +1,56 @@
 """Benchmark 7's section of ``BENCHMARKS.md``: what ``shardscope check`` costs on a user's
 program against JAX's own compile of it (``results/check_cost.json``, ``python -m
 benchmarks.check_cost``), and the compiled-plan parse of a module of 100,000 instructions
-(``results/compiled_parse.json``, ``python -m benchmarks.compiled_parse``); both run alone."""
+(``results/compiled_parse.json``, ``python -m benchmarks.compiled_parse``), and a second
+``check`` against the first with the compilation cache (``results/compile_cache.json``,
+``python -m benchmarks.compile_cache``); all run alone."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None) -> list[str]:
-    """The section: the two ratios against their targets, then the phases and the parse rows."""
-    if not cost and not parse:
+def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None,
+                       cache: dict[str, Any] | None = None) -> list[str]:
+    """The section: the two ratios against their targets, then the phases and the parse rows,
+    then the second check against the first."""
+    if not cost and not parse and not cache:
         return []
     out = ["## 7. What `check` costs on a user's program, and the compiled-plan parse", ""]
     if cost:
         out += _cost_lines(cost)
     if parse:
         out += _parse_lines(parse)
+    if cache:
+        out += _cache_lines(cache)
     return out
+
+
+def _cache_lines(cache: dict[str, Any]) -> list[str]:
+    load = cache["load_average"]
+    target = cache["target_ratio"]
+    command = next(iter(cache["commands"].values()))
+    out = [
+        "### The compilation cache: a second `check` of the same program",
+        "",
+        "`python -m benchmarks.compile_cache` (run alone). Each round empties a compilation cache directory "
+        f"(`JAX_COMPILATION_CACHE_DIR`), then runs `{command}` twice in fresh processes: the first compiles and "
+        "fills the cache, the second reads the executable back; both print the same report. "
+        f"{cache['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
+        f"{load['end']:.1f} on this machine's 2 shared cores. The other benchmarks run with `SHARDSCOPE_NO_CACHE=1`.",
+        "",
+        f"| program | first `check`, median (min-max) | second `check` | second / first (median of per-round "
+        f"ratios; target <= {target}x) | cache entries | cache size |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in cache["programs"].items():
+        a, b = row["first_wall_s"], row["second_wall_s"]
+        met = "met" if row["ratio_median"] <= target else "missed"
+        out.append(
+            f"| `{name}` | {a['median']:.2f} s ({a['min']:.2f}-{a['max']:.2f}) | {b['median']:.2f} s "
+            f"({b['min']:.2f}-{b['max']:.2f}) | **{row['ratio_median']:.2f}x** ({met}) | {row['entries']} | "
+            f"{row['cache_bytes'] / 1024:,.0f} KiB |")
+    return out + [""]
 
 
 def _cost_lines(cost: dict[str, Any]) -> list[str]:

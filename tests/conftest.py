@@ -1,19 +1,45 @@
-"""Test set-up: real JAX on 8 simulated CPU devices, fixed before any array exists."""
+"""Test set-up: real JAX on 8 simulated CPU devices, fixed before any array exists, and one
+compilation cache for the test run."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
 from shardscope.pipeline.devices import ensure_devices
+
+
+def run_directory() -> Path:
+    """A directory of this test run's own, shared by its xdist workers (the children of the run's
+    first process) and the commands they start."""
+    first = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    return Path(tempfile.gettempdir()) / f"shardscope-tests-{first}"
+
+
+# The commands' compilation cache, as a command starts it, in a directory of this run's (a run
+# starts from an empty cache: nothing the user's cache or an earlier run holds is read). This
+# process, the commands run in it, and those started as processes (which inherit the environment)
+# read back what another test compiled: the same program on the same devices compiles once.
+os.environ[JAX_DIR_ENV] = str(run_directory() / "jax-cache")
+start_compilation_cache()
 
 MAX_DEVICES = 8
 ensure_devices(MAX_DEVICES)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's first process removes the run's directory once every worker is done."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(run_directory(), ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ROOT / "demos"

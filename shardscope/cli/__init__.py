@@ -20,6 +20,7 @@ from shardscope import __version__
 from shardscope.cli import calibrate, check, demos, diff, explorer, presets, report, sweep
 from shardscope.cli.explorer import AppOptions, ExplorerOptions
 from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
+from shardscope.distributed.compile_cache import start_compilation_cache
 from shardscope.errors import ShardscopeError, report_error
 from shardscope.plans.settings import Settings
 from shardscope.sources.bundled import SEED_DEMO
@@ -77,10 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     The headless commands run in a worker thread: Ctrl+C and SIGTERM end them at once with
-    status 130 / 143 and nothing written (:mod:`shardscope.distributed.interrupts`).
+    status 130 / 143 and nothing written (:mod:`shardscope.distributed.interrupts`). The commands
+    that compile (those with ``--no-cache``) use JAX's persistent compilation cache
+    (:mod:`shardscope.distributed.compile_cache`), started here, before their JAX is.
     """
     args, words = parse(sys.argv[1:] if argv is None else argv)
     run: CommandRun = args.run
+    if "no_cache" in args:
+        start_compilation_cache(enabled=not args.no_cache)
     try:
         return run(args, words)
     except ShardscopeError as exc:  # --debug: the traceback instead of the message, the status the same

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from shardscope.cli.options import (
     JSON_HELP,
+    add_cache_option,
     add_debug_option,
     add_process_options,
     positive,
@@ -43,6 +44,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
                         help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_cache_option(parser)
     add_debug_option(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_debug_option, add_target_option, positive
+from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_target_option, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
@@ -54,6 +54,7 @@ def register(add_parser: AddParser) -> None:
                              "(see `shardscope presets`) with DEVICES in the ring (default: each collective's group)")
     parser.add_argument("--link", metavar="BW,LATENCY",
                         help="--what-if: a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us")
+    add_cache_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)
 

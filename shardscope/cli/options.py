@@ -77,6 +77,15 @@ TARGET_HELP = ("also compile for this TPU slice, e.g. tpu:v5e:2x2 or tpu:v5e:16x
                "its columns have no timings); needs pip install 'shardscope[tpu]'")
 
 
+NO_CACHE_HELP = ("compile every program afresh: neither read nor write the compilation cache "
+                 "(~/.cache/shardscope/jax; SHARDSCOPE_NO_CACHE=1 does the same)")
+
+
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``, for the commands that compile (the CLI starts the cache before their JAX does)."""
+    parser.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
+
+
 def add_target_option(parser: argparse.ArgumentParser) -> None:
     """``--target tpu:TOPOLOGY``, repeatable (``report``, ``check``); the values are parsed when it runs."""
     parser.add_argument("--target", action="append", default=[], metavar="tpu:TOPOLOGY", help=TARGET_HELP)
@@ -113,6 +122,7 @@ def add_demo_options(parser: argparse.ArgumentParser, chunk_size: bool = True, s
         parser.set_defaults(chunk_size=None)
     parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
                         help=f"timed runs per plan after warm-up (default {DEFAULT_REPEATS})")
+    add_cache_option(parser)
     add_debug_option(parser)
 
 

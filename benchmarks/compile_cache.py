@@ -1,0 +1,79 @@
+"""Benchmark 7b: a second ``shardscope check`` of an unchanged program, against the first.
+
+The program is benchmark 7's 12-layer transformer step (``benchmarks/transformer_step.py``).
+Each round runs, in fresh processes, ``shardscope check benchmarks/transformer_step.py --function
+NAME --json`` twice on one compilation cache directory, emptied before the round: the first
+check compiles and fills it, the second reads the executable back. The ratio second / first is
+taken round by round (the target: at most 0.4x); both wall times hold the interpreter's start,
+JAX's import, the trace, the analysis, and the compile or the read.
+
+Run alone: ``python -m benchmarks.compile_cache [--quick]``. Not part of ``make bench``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.check_cost import FILE, PROGRAMS, shown_command
+from benchmarks.common import parse_args, python, run_child, stats, write_result
+
+TARGET_RATIO = 0.4
+FULL_ROUNDS, QUICK_ROUNDS = 5, 2
+
+
+def command(name: str) -> list[str]:
+    """``check`` of the program ``name``."""
+    return [python(), "-m", "shardscope", "check", str(FILE), "--function", name, "--json"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds and write ``compile_cache.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    programs = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = Path(scratch) / "jax"
+        env = {"JAX_COMPILATION_CACHE_DIR": str(cache), "SHARDSCOPE_NO_CACHE": ""}
+        for name in PROGRAMS:
+            first, second = [], []
+            for i in range(rounds + 1):  # one untimed round first (the OS file cache, the .pyc files)
+                shutil.rmtree(cache, ignore_errors=True)
+                runs = [_checked(run_child(command(name), env=env)) for _ in range(2)]
+                if runs[0]["stdout"] != runs[1]["stdout"]:
+                    raise RuntimeError(f"{name}: the second check printed something else than the first")
+                if i:
+                    first.append(runs[0])
+                    second.append(runs[1])
+                    print(f"round {i}/{rounds} {name}: {runs[0]['wall_s']:.1f} s, then {runs[1]['wall_s']:.1f} s",
+                          flush=True)
+            programs[name] = {
+                "first_wall_s": stats([r["wall_s"] for r in first]),
+                "second_wall_s": stats([r["wall_s"] for r in second]),
+                "ratio_median": statistics.median(b["wall_s"] / a["wall_s"] for a, b in zip(first, second)),
+                "entries": len(list(cache.glob("*-cache"))),
+                "cache_bytes": sum(p.stat().st_size for p in cache.glob("*-cache")),
+                "compiled_collectives": len(json.loads(second[-1]["stdout"])["compiled_collectives"]),
+            }
+    write_result("compile_cache", args.quick, {
+        "rounds": rounds,
+        "target_ratio": TARGET_RATIO,
+        "commands": {name: shown_command(command(name)) for name in PROGRAMS},
+        "programs": programs,
+    }, args.out)
+    for name, row in programs.items():
+        print(f"{name}: first {row['first_wall_s']['median']:.1f} s, second {row['second_wall_s']['median']:.1f} s, "
+              f"ratio {row['ratio_median']:.2f}x", flush=True)
+
+
+def _checked(result: dict) -> dict:
+    if result["returncode"] != 1:  # check flags both programs' per-micro-batch sums
+        raise RuntimeError(f"check exited with {result['returncode']}:\n{result['stderr'][-2000:]}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""The commands' persistent compilation cache: where it lives, how it is turned off, that a
+second ``check`` of an unchanged file reads what the first compiled, that the lines shown are
+the current file's once its lines moved, and that a library call leaves JAX's configuration alone.
+
+The line numbers expected are found in the program's own text here, never in shardscope's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+from _support import DEMOS, PYTHON, ROOT
+
+from shardscope.distributed.compile_cache import JAX_DIR_ENV, MAX_BYTES, NO_CACHE_ENV, cache_directory
+
+PROGRAM = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("s",))
+    W = jax.ShapeDtypeStruct((8,), jnp.float32)
+    xs = jax.ShapeDtypeStruct((4, 16, 8), jnp.float32)
+
+
+    def moved_lines_step(W, xs):
+        def body(acc, x):
+            y = jnp.sum(jnp.tanh(x @ W))
+            return acc + lax.psum(y, "s"), None  # THE PSUM
+
+        out, _ = lax.scan(body, jnp.zeros(()), xs)
+        return out
+
+
+    step = shardscope.program(args=(W, xs))(jax.jit(jax.shard_map(
+        moved_lines_step, mesh=mesh, in_specs=(P(), P(None, "s")), out_specs=P())))
+''')
+"""A program whose one all-reduce sits in a loop, at the line marked ``THE PSUM``."""
+
+
+def marked_line(path: Path, mark: str = "# THE PSUM") -> int:
+    """The 1-based line of ``path`` holding ``mark``."""
+    (line,) = [i for i, text in enumerate(path.read_text().splitlines(), 1) if mark in text]
+    return line
+
+
+def entries(directory: Path, module: str = "") -> set[str]:
+    """The executables in a JAX cache directory (each entry also has an access-time file), of the
+    jitted function ``module`` only when given (other tests write to the run's cache meanwhile)."""
+    return {p.name for p in directory.glob(f"{module}*-cache")} if directory.is_dir() else set()
+
+
+def test_the_cache_lives_in_the_users_cache_directory_unless_told_otherwise(tmp_path):
+    home = Path.home()
+    assert cache_directory({}) == home / ".cache" / "shardscope" / "jax"
+    assert cache_directory({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "shardscope" / "jax"
+    assert cache_directory({"XDG_CACHE_HOME": "relative/dir"}) == home / ".cache" / "shardscope" / "jax"  # the XDG spec
+    assert cache_directory({"XDG_CACHE_HOME": str(tmp_path), JAX_DIR_ENV: str(tmp_path / "mine")}) == tmp_path / "mine"
+    for off in ("1", "true", "YES"):
+        assert cache_directory({NO_CACHE_ENV: off, JAX_DIR_ENV: str(tmp_path)}) is None
+    assert cache_directory({NO_CACHE_ENV: "0"}) == home / ".cache" / "shardscope" / "jax"
+
+
+def test_the_run_uses_the_cache_as_a_command_sets_it():
+    import jax
+
+    assert jax.config.jax_compilation_cache_dir == os.environ[JAX_DIR_ENV]
+    assert jax.config.jax_compilation_cache_max_size == MAX_BYTES
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0
+    assert jax.config.jax_compilation_cache_include_metadata_in_key
+
+
+def test_a_second_check_reads_the_cache_and_moved_lines_are_the_current_files(tmp_path, shardscope_cli):
+    import jax
+
+    cache = Path(jax.config.jax_compilation_cache_dir)
+    path = tmp_path / "moved.py"
+    path.write_text(PROGRAM)
+
+    def sources() -> tuple[list[str], list[str]]:
+        """The file and line shown for each compiled collective and each of the jaxpr's."""
+        result = shardscope_cli("check", path, "--json")
+        assert result.returncode == 1, result.stderr  # the psum in the loop is flagged
+        found = json.loads(result.stdout)
+        return ([c["source"].split(" ")[0] for c in found["compiled_collectives"]],
+                [c["source"].split(" ")[0] for c in found["collectives"]])
+
+    ours = "jit_moved_lines_step-"
+    before = entries(cache, ours)
+    first = sources()
+    written = entries(cache, ours) - before
+    assert written  # the first check compiled the program and kept it
+    assert sources() == first and entries(cache, ours) - before == written  # the second read it back: nothing new
+    line = marked_line(path)
+    assert first == ([f"moved.py:{line}"], [f"moved.py:{line}"])
+
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:9]) + "\n" * 5 + "".join(lines[9:]))  # five blank lines after the imports
+    assert marked_line(path) == line + 5
+    assert sources() == ([f"moved.py:{line + 5}"], [f"moved.py:{line + 5}"])
+
+
+def _fresh_check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``shardscope check linear.py`` in a fresh process with the environment's cache settings replaced by ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("JAX_") and k not in (NO_CACHE_ENV, "XDG_CACHE_HOME")}
+    return subprocess.run([PYTHON, "-m", "shardscope", "check", str(DEMOS / "linear.py"), "--json", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, env={**base, **env})
+
+
+@pytest.mark.slow  # fresh processes: the cache a command starts with, not this run's
+def test_a_command_keeps_its_cache_under_xdg_cache_home_and_no_cache_keeps_none(tmp_path):
+    kept = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "kept")})
+    assert kept.returncode == 1 and kept.stderr == "", kept.stderr
+    assert entries(tmp_path / "kept" / "shardscope" / "jax")
+    flag = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "flag")}, "--no-cache")
+    variable = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "variable"), NO_CACHE_ENV: "1"})
+    assert flag.returncode == variable.returncode == 1, flag.stderr + variable.stderr
+    assert not (tmp_path / "flag").exists() and not (tmp_path / "variable").exists()
+    assert json.loads(flag.stdout) == json.loads(variable.stdout) == json.loads(kept.stdout)
+
+
+def test_inspect_leaves_the_callers_jax_configuration_alone(tmp_path):
+    script = textwrap.dedent('''
+        import jax, jax.numpy as jnp, json
+        import shardscope
+        names = ("jax_compilation_cache_dir", "jax_enable_compilation_cache", "jax_compilation_cache_max_size",
+                 "jax_persistent_cache_min_compile_time_secs", "jax_compilation_cache_include_metadata_in_key")
+        before = {n: getattr(jax.config, n) for n in names}
+        shardscope.inspect(jax.jit(lambda x: jnp.sin(x) * 2), jnp.ones(4))
+        print(json.dumps([before, {n: getattr(jax.config, n) for n in names}]))
+    ''')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    result = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    before, after = json.loads(result.stdout)
+    assert after == before and before["jax_compilation_cache_dir"] is None
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+def test_a_target_checked_twice_gives_no_cache_warning(shardscope_cli):
+    # a TPU slice's compile-only client writes entries it cannot read back: JAX warns on reading them
+    args = ("check", DEMOS / "gspmd_accumulate.py", "--target", "tpu:v5e:2x4", "--json")  # this process has 8 devices
+    with warnings.catch_warnings(record=True) as caught:
+        results = [shardscope_cli(*args) for _ in range(2)]
+    assert [r.returncode for r in results] == [0, 0] and [r.stderr for r in results] == ["", ""], results[0].stderr
+    assert [str(w.message) for w in caught if "compilation cache" in str(w.message)] == []
