@@ -66,6 +66,7 @@ _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+    "TPU_LOG_DIR": "disabled",
 }
 """What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
 
@@ -74,7 +75,9 @@ to file descriptor 2, which no log level silences; the compiled modules are the 
 without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
 third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
 test worker, another shardscope) then fails to start it with "Internal error when accessing
-libtpu multi-process lockfile"."""
+libtpu multi-process lockfile". Without the fourth, each process leaves an INFO and a WARNING
+log file in /tmp/tpu_logs (about what a TPU host would have): ``disabled`` writes none, and
+errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept."""
 
 _PLUGIN_START = threading.Lock()
 
