@@ -21,6 +21,7 @@ from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.pipeline.devices import ensure_devices
+from shardscope.pipeline.targets import checked_targets
 from shardscope.errors import SettingsError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -104,14 +105,16 @@ def check(options: CheckOptions) -> int:
     that fails to trace or compile is reported with its message (``--debug``: its traceback)
     after the others are checked, and the status is 2.
     """
-    from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 1 s): not for --help
-    from shardscope.pipeline.check import check_file, exit_code
-    from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count
-    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
-
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
-    targets = load_targets(parse_targets(options.targets))  # libtpu missing: one message, before the file loads
+    slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
+
+    from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
+    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.pipeline.target_plans import load_targets, target_device_count
+    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
+
+    targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
     _refuse_other_device_count(options, targets)
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it

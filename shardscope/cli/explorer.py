@@ -15,7 +15,7 @@ from typing import TypedDict
 from shardscope.cli.options import DemoOptions, add_demo_options, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
-from shardscope.pipeline.targets import parse_target
+from shardscope.pipeline.targets import checked_targets
 from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
 
 NAME = "open"
@@ -70,8 +70,8 @@ class ExplorerOptions:
         """The settings to open and the app's options; needs no JAX (the app starts it in its
         first worker, with the device count set before the file is imported). A device count
         over the cap is refused here, before JAX starts."""
-        # a target's form is checked now; whether libtpu knows it, in the app's first run
-        targets = () if self.target is None else (parse_target(self.target).text(),)
+        # a target's form and size, and libtpu, are checked now; whether libtpu knows it, in the app's first run
+        targets = tuple(target.text() for target in checked_targets(() if self.target is None else (self.target,)))
         settings = self.demo.settings().with_(what_if=self.what_if, targets=targets)
         max_devices = max(self.max_devices, settings.mesh.devices)
         check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now

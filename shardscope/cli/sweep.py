@@ -19,6 +19,7 @@ from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
 from shardscope.pipeline.devices import ensure_devices
+from shardscope.pipeline.targets import checked_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.json_values import finite
 from shardscope.render.sweep import render_sweep, sweep_json
@@ -71,13 +72,13 @@ def sweep(options: SweepOptions) -> int:
     With ``--target`` each point is compiled for the slice too, and ``--memory-budget`` is its
     memory per device there.
     """
-    from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine (0.4 s): not for --help
+    from shardscope.pipeline.target_plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None
-    slices = parse_targets(options.targets)
+    slices = checked_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     if len(slices) > 1:
         raise SettingsError("sweep takes one --target: the budget is checked against one slice's memory.",
                             "run one sweep per target")

@@ -21,14 +21,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import math
 import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.plans.mesh import Mesh
+from shardscope.plans.settings import MAX_DEVICES
 
 if TYPE_CHECKING:
     import jax
@@ -43,8 +45,11 @@ TPU_EXTRA = "pip install 'shardscope[tpu]'"
 TOPOLOGY_EXAMPLES = ("v5e:2x2", "v5e:16x16", "v5p:2x2x2", "v4:2x2x2", "v6e:4x4")
 """Topology names libtpu accepts, for hints: a TPU generation, then chips per dimension."""
 
-_TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9_ ]+[=_:][0-9x]+(_twisted|_untwisted)?$")
+_TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9_ ]+[=_:](?P<chips>[0-9x]+)(_twisted|_untwisted)?$")
 """The form libtpu parses a topology name with (its own message quotes this pattern)."""
+
+LARGEST_EXAMPLE = "tpu:v5e:16x16"
+"""A slice of 256 chips, for hints about the size limit."""
 
 _CHIP_CONFIGS = {
     "TPU v4": "megacore",
@@ -61,6 +66,7 @@ _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+    "TPU_LOG_DIR": "disabled",
 }
 """What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
 
@@ -69,7 +75,9 @@ to file descriptor 2, which no log level silences; the compiled modules are the 
 without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
 third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
 test worker, another shardscope) then fails to start it with "Internal error when accessing
-libtpu multi-process lockfile"."""
+libtpu multi-process lockfile". Without the fourth, each process leaves an INFO and a WARNING
+log file in /tmp/tpu_logs (about what a TPU host would have): ``disabled`` writes none, and
+errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept."""
 
 _PLUGIN_START = threading.Lock()
 
@@ -105,11 +113,42 @@ def parse_target(text: str) -> Target:
     if platform.lower() != "tpu" or not sep:
         raise SettingsError(f"{text!r} is not a target: expected tpu:TOPOLOGY.", f"for example {examples}")
     topology = topology.strip()
-    if not _TOPOLOGY_NAME.match(topology):
+    match = _TOPOLOGY_NAME.match(topology)
+    if not match:
         raise SettingsError(
             f"{topology!r} is not a TPU topology name: expected a generation and the chips per dimension.",
             f"for example {examples}")
-    return Target("tpu", topology)
+    target = Target("tpu", topology)
+    _refuse_too_many_chips(target, math.prod(int(n) for n in match["chips"].split("x") if n))
+    return target
+
+
+def _refuse_too_many_chips(target: Target, chips: int) -> None:
+    """:class:`SettingsError` for a slice of more chips than shardscope simulates CPU devices.
+
+    A program is traced over as many CPU devices as the slice has (at least one per chip), so
+    such a slice could never be used; told from the name, before libtpu spends seconds (22 s
+    for a million chips) listing its devices.
+    """
+    if chips > MAX_DEVICES:
+        raise SettingsError(
+            f"{target} has {chips:,} chips; shardscope traces a program over as many simulated CPU "
+            f"devices as the slice has, and at most {MAX_DEVICES}.",
+            f"pick a slice of at most {MAX_DEVICES} chips, e.g. {LARGEST_EXAMPLE}")
+
+
+def checked_targets(texts: Sequence[str]) -> tuple[Target, ...]:
+    """``--target`` values as targets, each once, with what can be told without JAX checked.
+
+    The form and the slice's size come from the names, and libtpu must be installed: the
+    commands call this before they import the user's file and start JAX, so these refusals take
+    a second, not the 20 s that starting JAX and libtpu took. Whether libtpu knows the topology
+    is :func:`load_target`'s to say.
+    """
+    targets = tuple(dict.fromkeys(parse_target(text) for text in texts))
+    if targets:
+        require_libtpu()
+    return targets
 
 
 @dataclass(frozen=True)
@@ -142,7 +181,7 @@ def load_target(target: Target) -> TargetDevices:
 @functools.lru_cache(maxsize=None)
 def _load_topology(topology: str) -> TargetDevices:
     target = Target("tpu", topology)
-    _require_libtpu()
+    require_libtpu()
     with _compile_only_start():
         devices = _topology_devices(target, {})
         chip_config = _CHIP_CONFIGS.get(devices[0].device_kind)
@@ -170,8 +209,12 @@ def _topology_devices(target: Target, options: dict[str, str]) -> list:
             f"(or pip install 'jax[tpu]=={jax.__version__}')") from exc
 
 
-def _require_libtpu() -> None:
-    """:class:`TargetError` (exit 2) unless a libtpu is installed (the package or ``TPU_LIBRARY_PATH``)."""
+def require_libtpu() -> None:
+    """:class:`TargetError` (exit 2) unless a libtpu is installed (the package or ``TPU_LIBRARY_PATH``).
+
+    Needs no JAX (``importlib.util.find_spec`` imports nothing): the commands call it before they
+    import the user's file and start JAX.
+    """
     path = os.environ.get("TPU_LIBRARY_PATH")
     try:
         installed = importlib.util.find_spec("libtpu") is not None

@@ -1,0 +1,57 @@
+"""libtpu's log files: a ``--target`` run leaves none, unless the user asked for them.
+
+libtpu names each file after the process that wrote it (``tpu_driver....log.INFO.DATE.PID``),
+so the files a run left are found by its process id in the folders libtpu writes to.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from _support import DEMOS, ROOT
+
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+
+_DEFAULT_FOLDERS = (Path("/tmp/tpu_logs"), Path(tempfile.gettempdir()) / "tpu_logs")
+"""Where libtpu writes its logs when TPU_LOG_DIR is unset."""
+
+
+def _check_on_a_slice(env: dict[str, str]) -> int:
+    """``shardscope check linear.py --target tpu:v5e:2x2`` in a new process; its process id."""
+    process = subprocess.Popen([sys.executable, "-m", "shardscope", "check", str(DEMOS / "linear.py"),
+                                "--target", "tpu:v5e:2x2"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode in (0, 1), err
+    assert "on tpu:v5e:2x2" in out  # it did compile for the slice
+    return process.pid
+
+
+def _files_of(pid: int, folders: tuple[Path, ...]) -> list[Path]:
+    return [path for folder in folders if folder.is_dir() for path in folder.iterdir()
+            if path.name.endswith(f".{pid}")]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TPU_LOG_DIR", "TPU_LIBRARY_PATH")}
+    return env | extra
+
+
+def test_a_target_run_leaves_no_libtpu_log_file():
+    pid = _check_on_a_slice(_env())
+    assert _files_of(pid, _DEFAULT_FOLDERS) == []
+
+
+def test_a_log_folder_the_user_set_gets_libtpus_logs(tmp_path):
+    pid = _check_on_a_slice(_env(TPU_LOG_DIR=str(tmp_path)))
+    levels = sorted(path.name.split(".log.")[1].split(".")[0] for path in _files_of(pid, (tmp_path,)))
+    assert levels == ["INFO", "WARNING"]
+    assert _files_of(pid, _DEFAULT_FOLDERS) == []
