@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compilation import compile_lowered
 from shardscope.errors import SettingsError
 from shardscope.measure import timing
 
@@ -106,7 +107,7 @@ def measure_all_reduces(devices: int, sizes: tuple[int, ...], repeats: int,
     for i, size in enumerate(sizes):
         elements = max(1, size // 4)
         x = jax.device_put(np.ones((devices * elements,), np.float32), NamedSharding(mesh, P("s")))
-        compiled = fn.lower(x).compile()
+        compiled = compile_lowered(fn.lower(x))
         times = timing.time_interleaved({"all-reduce": compiled}, (x,), repeats)["all-reduce"]
         points.append(AllReducePoint(elements * 4, times.median / ALL_REDUCES_PER_CALL))
         if progress is not None:

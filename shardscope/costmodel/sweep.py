@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compilation import compile_traced
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.measure import timing
 from shardscope.plans.settings import Settings, divisors
@@ -218,7 +219,7 @@ def _target_memory(traced: Any, target: "TargetDevices", name: str) -> dict[str,
 def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:
     traced = traced if traced is not None else _trace_fn(fn, args, axis)
     try:
-        return traced.lower().compile()
+        return compile_traced(traced)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ShardscopeError(f"XLA failed to compile the {name} plan: {type(exc).__name__}: {first}",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
 from shardscope.engine.hlo.compiled import jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
@@ -242,7 +243,7 @@ def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
     """``traced.lower().compile()`` and its seconds; XLA's error as one :class:`TraceError`."""
     start = time.perf_counter()
     try:
-        compiled = traced.lower().compile()
+        compiled = compile_traced(traced)
     except ShardscopeError:
         raise
     except Exception as exc:

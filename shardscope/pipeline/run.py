@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
@@ -42,9 +43,8 @@ if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.hlo.target_plan import TargetPlan
-    from shardscope.pipeline.targets import TargetDevices
-
     from shardscope.measure.crosscheck import GradientCheck
+    from shardscope.pipeline.targets import TargetDevices
 
 Traces = dict[str, tuple["Traced", Inspection]]
 
@@ -215,7 +215,7 @@ def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, 
         report("compiling", i / len(programs))
         trace = traced[program.name][0]
         try:
-            compiled[program.name] = timing.timed(lambda: trace.lower().compile())
+            compiled[program.name] = timing.timed(lambda: compile_traced(trace))
         except Exception as exc:
             raise ShardscopeError(f"XLA failed to compile the {program.title}: {quote_error(exc)}",
                                   "run with --debug for the full error") from exc

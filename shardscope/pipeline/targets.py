@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+from shardscope.engine.compilation import compile_lowered
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import MAX_DEVICES
@@ -316,7 +317,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
     lowering = _lower_for_tpu(traced, devices.target, name)
     placement = _placement(lowering, devices, name)
     try:
-        executable = _retargeted(lowering, placement).compile()
+        executable = compile_lowered(_retargeted(lowering, placement))
     except Exception as exc:
         raise TargetError(f"XLA failed to compile {name} for {devices.target}: {quote_error(exc)}",
                           "--debug shows XLA's whole message") from exc
@@ -342,7 +343,9 @@ def _lower_for_tpu(traced: "jax.stages.Traced", target: Target, name: str) -> "M
     ``io_callback``) is lowered against the backend of the devices, the CPU's here: JAX refuses
     it for the TPU platform, and the message says so.
     """
-    from shardscope.engine.hlo.compiled import jax_traced  # the engine: 0.5 s of imports the sidebar's parse_target must not pay
+    from shardscope.engine.hlo.compiled import (
+        jax_traced,  # the engine: 0.5 s of imports the sidebar's parse_target must not pay
+    )
 
     try:
         return jax_traced(traced).lower(lowering_platforms=("tpu",))._lowering  # nnx.jit's Traced holds JAX's
@@ -374,7 +377,8 @@ def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -
 
 def _mesh_shape(lowering: "MeshComputation", program_devices: tuple["jax.Device", ...]) -> tuple[int, ...]:
     """The shape of the program's mesh over its device assignment (1-D when it names none)."""
-    from jax.sharding import Mesh as JaxMesh, NamedSharding
+    from jax.sharding import Mesh as JaxMesh
+    from jax.sharding import NamedSharding
 
     args = lowering.compile_args
     candidates = [args.get("context_mesh")]

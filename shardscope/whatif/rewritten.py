@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.inspection import inspect_traced, pytree_names
 from shardscope.measure.crosscheck import compare_results
@@ -99,7 +100,7 @@ def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh
         place = _placer(converted, in_tree)
     traced = function.trace(*arguments[0], **arguments[1])
     with function.context():
-        compiled = traced.lower().compile()
+        compiled = compile_traced(traced)
     plan = plan_of(traced, compiled, input_names=subject.input_names)
     names_out = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, subject.name, subject.input_names, names_out)

@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.inspection import argument_names, inspect_traced, pytree_names
 from shardscope.engine.jaxpr.dead_code import mesh_and_style
@@ -60,7 +61,7 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
     name = name or getattr(fn, "__name__", type(fn).__name__)
     jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
     traced = jitted.trace(*args, **kwargs)
-    compiled = traced.lower().compile()
+    compiled = compile_traced(traced)
     names = argument_names(fn, args, kwargs)
     plan = plan_of(traced, compiled, input_names=names)
     inspection = inspect_traced(traced, name, names, pytree_names(traced.out_info, "out"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Sequence
 
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
 from shardscope.engine.hlo.fixes import verdict_of
@@ -105,7 +106,7 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
     import jax
 
-    compiled = compiled if compiled is not None or text is not None else traced.lower().compile()
+    compiled = compiled if compiled is not None or text is not None else compile_traced(traced)
     traced = jax_traced(traced)
     program = program if program is not None else from_jaxpr(traced.jaxpr)
     outputs = list(output_names) or pytree_names(traced.out_info, "out")
