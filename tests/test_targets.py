@@ -30,6 +30,7 @@ from _tpu_text import all_reduces, entry_parameters as _entry_parameters, padded
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
 from shardscope.plans.mesh import Mesh
+from shardscope.distributed.compile_cache import cache_options
 from shardscope.pipeline import targets
 from shardscope.plans.registry import build_plans
 from shardscope.sources.loading import load_file
@@ -355,8 +356,9 @@ def test_the_cpu_run_and_the_target_share_a_process_quietly(first):
     libtpu prints nothing and starts beside this process's libtpu, and the variables that make it
     a quiet compiler are gone once it started."""
     targets.load_target(targets.parse_target("tpu:v5e:2x2"))  # this process holds a libtpu too
+    cache = {name.upper() for name in cache_options(Path("."))}  # the test run's cache: a command's, not a library's
     env = {k: v for k, v in os.environ.items()
-           if k not in ("JAX_PLATFORMS", *targets._COMPILE_ONLY_ENV)}
+           if k not in ("JAX_PLATFORMS", *targets._COMPILE_ONLY_ENV, *cache)}
     done = subprocess.run([sys.executable, "-c", _BOTH_ORDERS, first], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
