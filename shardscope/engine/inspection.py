@@ -13,10 +13,11 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
+from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.plan import CompiledPlan
@@ -35,32 +36,6 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Program
 
 __all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
-
-
-class Rewrites(Protocol):
-    """What :meth:`Inspection.what_if` returns: :class:`shardscope.whatif.what_if.WhatIf` (the
-    engine does not import the what-if, which sits above it)."""
-
-    @property
-    def verified(self) -> tuple[Any, ...]:
-        """The rewrites that are checked savings."""
-
-
-@dataclass
-class Extensions:
-    """What the layers above the engine add to an :class:`Inspection`, registered when they are
-    imported: its renderings (:mod:`shardscope.render.findings` and ``findings_html``) and its
-    what-if (:mod:`shardscope.whatif.what_if`). The engine names neither: an Inspection is a value,
-    printed and rewritten by the layers that know how (``shardscope.inspect`` imports them)."""
-
-    text: "Callable[[Inspection], str] | None" = None
-    rich: "Callable[[Inspection], Any] | None" = None
-    html: "Callable[[Inspection], str] | None" = None
-    what_if: "Callable[[Inspection], Rewrites] | None" = None
-
-
-EXTENSIONS = Extensions()
-"""The one registry of :class:`Extensions` (filled at import of the layers above)."""
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text, total_executions
-from shardscope.engine.inspection import EXTENSIONS
+from shardscope.engine.extensions import EXTENSIONS
 
 if TYPE_CHECKING:
-    from shardscope.engine.hlo.plan import CompiledCollective
-    from shardscope.engine.jaxpr.dataflow import Collective
-    from shardscope.engine.inspection import Inspection
     from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.jaxpr.dataflow import Collective
 
 VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}
 

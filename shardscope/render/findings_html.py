@@ -12,7 +12,7 @@ import html
 import uuid
 from typing import TYPE_CHECKING
 
-from shardscope.engine.inspection import EXTENSIONS
+from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 
 if TYPE_CHECKING:

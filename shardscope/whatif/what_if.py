@@ -32,15 +32,23 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from shardscope.engine.inspection import EXTENSIONS
+from shardscope.engine.extensions import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
 from shardscope.whatif.checks import PlanCheck, plan_check
 from shardscope.whatif.deferral import EXPLICIT, Refused, Unsupported
-from shardscope.whatif.groups import (DEFER, HOIST, OTHER_REDUCTIONS, FindingGroup, finding_groups, group_axes,
-                                      group_values, loop_words)
+from shardscope.whatif.groups import (
+    DEFER,
+    HOIST,
+    OTHER_REDUCTIONS,
+    FindingGroup,
+    finding_groups,
+    group_axes,
+    group_values,
+    loop_words,
+)
+from shardscope.whatif.retrace import exception_text
 from shardscope.whatif.rewritten import RewrittenProgram, compare_outputs, rewritten_program
 from shardscope.whatif.subject import AUTO, Subject, subject_from, subject_of
-from shardscope.whatif.retrace import exception_text
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
