@@ -9,10 +9,11 @@ rendering registers without loading the engine (``import shardscope.cli`` stays 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
-if TYPE_CHECKING:
-    from shardscope.engine.inspection import Inspection
+Inspected = Any
+"""An :class:`~shardscope.engine.inspection.Inspection`: named, not imported (inspection.py imports
+this module, and the registry must load without the engine)."""
 
 
 class Rewrites(Protocol):
@@ -31,10 +32,10 @@ class Extensions:
     what-if (:mod:`shardscope.whatif.what_if`). The engine names neither: an Inspection is a value,
     printed and rewritten by the layers that know how (``shardscope.inspect`` imports them)."""
 
-    text: "Callable[[Inspection], str] | None" = None
-    rich: "Callable[[Inspection], Any] | None" = None
-    html: "Callable[[Inspection], str] | None" = None
-    what_if: "Callable[[Inspection], Rewrites] | None" = None
+    text: "Callable[[Inspected], str] | None" = None
+    rich: "Callable[[Inspected], Any] | None" = None
+    html: "Callable[[Inspected], str] | None" = None
+    what_if: "Callable[[Inspected], Rewrites] | None" = None
 
 
 EXTENSIONS = Extensions()
