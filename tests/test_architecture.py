@@ -179,9 +179,10 @@ A module is in the layer of its longest matching name: ``shardscope`` itself is 
 UPWARD = {
     ("shardscope.engine.inspection", "shardscope.render.findings"),
     ("shardscope.engine.inspection", "shardscope.render.findings_html"),
+    ("shardscope.engine.inspection", "shardscope.render.dispatches"),  # a step's dispatches print themselves too
 }
 """The imports allowed against the layers: an ``Inspection`` prints itself (``print(inspect(...))``,
-a notebook's HTML); those two renderings import the engine only under ``TYPE_CHECKING``."""
+a notebook's HTML); those renderings import the inspection only under ``TYPE_CHECKING``."""
 
 
 def layer_of(module: str) -> int:

@@ -336,6 +336,12 @@ def _source(eqn: Any, own: bool = False) -> str:
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
 
 
+def equation_source(eqn: Any) -> str:
+    """``file.py:42 (fn)``: the user's line that made the JAX equation ``eqn`` (a step's call of
+    a jitted function, say), empty when it is shardscope's own."""
+    return _source(eqn)
+
+
 LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})
 """The ``jax.lax`` functions whose loops :func:`_written_as` names (others: empty, a neutral "loop")."""
 
