@@ -20,7 +20,7 @@ from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
 from shardscope.engine.dataflow import collectives, loops
 from shardscope.engine.dispatches import dispatch_plan, is_dispatch_sequence, reads_a_value_error
-from shardscope.engine.jaxpr_model import equation_source, from_jaxpr
+from shardscope.engine.jaxpr_model import equation_source, from_jaxpr, short_source
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
 from shardscope.engine.rewrite_subject import subject_from
@@ -258,7 +258,7 @@ def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: floa
     base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
     arguments = jax.tree.leaves((program.args, program.kwargs))
     names = list(program.input_names) if len(program.input_names) == len(arguments) else [""] * len(arguments)
-    sources = [equation_source(eqn) for eqn in traced.jaxpr.jaxpr.eqns]
+    sources = [short_source(equation_source(eqn)) for eqn in traced.jaxpr.jaxpr.eqns]
     try:
         plan = dispatch_plan(traced.jaxpr, arguments, names, sources, inspect_traced)
     except ShardscopeError:
