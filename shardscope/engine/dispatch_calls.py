@@ -152,7 +152,7 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
     module.__name__ = module.__qualname__ = name
     specs = []
     for k in dynamic:
-        aval = eqn.invars[k].aval
+        aval: Any = eqn.invars[k].aval  # a ShapedArray: the operands of a call are arrays
         specs.append(jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=_sharding_for(eqn, k, operands[k]),
                                           weak_type=getattr(aval, "weak_type", False)))
     kwargs = {"out_shardings": eqn.params["out_shardings"]} if jitted and _specified(eqn.params["out_shardings"]) else {}
