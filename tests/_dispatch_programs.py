@@ -200,3 +200,14 @@ def used_each_step(w, xs):
     for x in xs:
         acc = acc * grad_fn(w, x)
     return apply(w, acc)
+
+
+# --------------------------------------------------------------------------- Explicit axes
+
+explicit_mesh = jax.make_mesh((4,), ("data",), axis_types=(jax.sharding.AxisType.Explicit,), devices=jax.devices()[:4])
+
+
+def explicit_inputs():
+    """w replicated and 3 micro-batches split over 'data', on Explicit axes."""
+    w = placed((D, D), NamedSharding(explicit_mesh, P()))
+    return w, [placed((BATCH, D), NamedSharding(explicit_mesh, P("data"))) for _ in range(3)]

@@ -211,3 +211,12 @@ def test_a_step_that_reads_a_value_gets_one_message_naming_the_line(shardscope_c
 def test_a_partial_of_one_jitted_function_is_still_that_program():
     inspection = shardscope.inspect(functools.partial(d.grad_fn, W), XS[0])
     assert inspection.dispatches is None and inspection.counts() == {"all-reduce": 1}
+
+
+def test_explicit_axes_outside_a_mesh_context_compile_each_call_on_the_arguments_mesh():
+    w, xs = d.explicit_inputs()
+    with jax.set_mesh(d.explicit_mesh):  # how the user's own call of grad_fn compiles it
+        per_call = compiled_count(d.grad_fn, w, xs[0])
+    assert per_call == 1
+    assert collective_counts(d.step, w, xs) == {"all-reduce": per_call * len(xs)}
+    assert [f.avoidable for f in shardscope.inspect(d.step, w, xs).dispatches.flagged] == [len(xs) - 1]

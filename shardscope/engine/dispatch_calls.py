@@ -14,6 +14,7 @@ calls it; the same callee on other shapes is another module.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -66,10 +67,9 @@ def compile_calls(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: 
     ``arguments`` are the step's flat arguments (placed arrays or ``jax.ShapeDtypeStruct``s):
     their shardings are what the first calls see. A value with no sharding of its own (an
     argument that is not placed, the ``jnp.zeros`` an eager op makes) is uncommitted, as JAX
-    keeps it: the call that takes it places it.
+    keeps it: the call that takes it places it. On Explicit axes every call compiles under the
+    arguments' mesh (``jax.set_mesh``), where eager values are typed.
     """
-    from jax.extend.core import Literal
-
     jaxpr = closed.jaxpr
     shardings: dict[Any, Any] = {}
     for var, value in zip(jaxpr.constvars, closed.consts):
@@ -79,19 +79,43 @@ def compile_calls(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: 
     names = {var: name for var, name in zip(jaxpr.invars, input_names)}
     calls: dict[tuple, CompiledCall] = {}
     keys_of_jaxprs: dict[int, str] = {}
-    for k, eqn in enumerate(jaxpr.eqns):
-        operands = [None if isinstance(v, Literal) else shardings.get(v) for v in eqn.invars]
-        key = _call_key(eqn, operands, keys_of_jaxprs)
-        call = calls.get(key)
-        if call is None:
-            arg_names = [names.get(v, "") if not isinstance(v, Literal) else "" for v in eqn.invars]
-            call = calls[key] = _compile_call(eqn, operands, arg_names)
-        call.equations.append(k)
-        outputs = _output_shardings(call.compiled, len(eqn.outvars))
-        committed = any(s is not None for s in operands) or _specified(eqn.params.get("in_shardings", ()))
-        for var, sharding in zip(eqn.outvars, outputs):
-            shardings[var] = sharding if committed else None
+    with _explicit_mesh(list(closed.consts) + list(arguments)):
+        for k, eqn in enumerate(jaxpr.eqns):
+            _call(k, eqn, shardings, names, calls, keys_of_jaxprs)
     return _distinctly_named(list(calls.values()), jaxpr)
+
+
+def _call(k: int, eqn: "JaxprEqn", shardings: dict[Any, Any], names: dict[Any, str], calls: dict[tuple, CompiledCall],
+          keys_of_jaxprs: dict[int, str]) -> None:
+    """Equation ``k``: a call of a module already compiled, or a new one; its results' shardings."""
+    from jax.extend.core import Literal
+
+    operands = [None if isinstance(v, Literal) else shardings.get(v) for v in eqn.invars]
+    key = _call_key(eqn, operands, keys_of_jaxprs)
+    call = calls.get(key)
+    if call is None:
+        arg_names = [names.get(v, "") if not isinstance(v, Literal) else "" for v in eqn.invars]
+        call = calls[key] = _compile_call(eqn, operands, arg_names)
+    call.equations.append(k)
+    outputs = _output_shardings(call.compiled, len(eqn.outvars))
+    committed = any(s is not None for s in operands) or _specified(eqn.params.get("in_shardings", ()))
+    for var, sharding in zip(eqn.outvars, outputs):
+        shardings[var] = sharding if committed else None
+
+
+
+
+def _explicit_mesh(values: Sequence[Any]) -> "contextlib.AbstractContextManager":
+    """``jax.set_mesh`` of the arguments' mesh when its axes are Explicit (the values an eager op
+    makes are typed on it, as under the user's own ``jax.set_mesh``), else nothing."""
+    import jax
+
+    for value in values:
+        mesh = getattr(getattr(value, "sharding", None), "mesh", None)
+        types = getattr(mesh, "axis_types", ())
+        if any(str(t).endswith("Explicit") for t in types) and not getattr(mesh, "empty", True):
+            return jax.set_mesh(mesh)
+    return contextlib.nullcontext()
 
 
 def _distinctly_named(calls: list[CompiledCall], jaxpr: Any) -> list[CompiledCall]:
