@@ -181,6 +181,11 @@ class DispatchPlan:
         return tuple(f for f in self.findings if f.flagged)
 
     @property
+    def flagged_in_loops(self) -> "tuple[PairedCollective, ...]":
+        """The collectives a loop of one module runs without needing to (each module's own verdicts)."""
+        return tuple(c for d in self.dispatches for c in d.inspection.flagged)
+
+    @property
     def calls(self) -> int:
         """Dispatches per step."""
         return sum(d.calls for d in self.dispatches)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
 from shardscope.engine.dataflow import collectives, loops
-from shardscope.engine.dispatches import dispatch_plan, is_dispatch_sequence, reads_a_value_error
+from shardscope.engine.dispatches import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.jaxpr_model import equation_source, from_jaxpr, short_source
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.dataflow import Collective, Loop
-    from shardscope.engine.dispatches import DispatchFinding, DispatchPlan
+    from shardscope.engine.dispatches import DispatchFinding
     from shardscope.engine.jaxpr_model import Program
     from shardscope.engine.target_plan import TargetPlan
 
@@ -192,7 +192,7 @@ class Inspection:
         """The findings table with the fixes under it (``rich.print(inspection)``); a step's
         dispatches with each module's collectives."""
         if self.dispatches is not None:
-            return render_dispatches(self, self.dispatches)
+            return render_dispatches(self.function, self.dispatches)
         return render_inspection(self)
 
     def __str__(self) -> str:
@@ -252,22 +252,30 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
 def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: float, debug: str) -> Inspection:
     """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatches.is_dispatch_sequence`):
     its jaxpr as traced, and each call's own module compiled as JAX compiles it when called."""
+    traced = jax_traced(traced)
+    base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
+    plan = dispatches_of(program, traced, name, debug)
+    return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
+
+
+def dispatches_of(program: Traceable, traced: Any, name: str, debug: str = API_DEBUG) -> DispatchPlan:
+    """The :class:`~shardscope.engine.dispatches.DispatchPlan` of the step ``program`` traced as
+    one jit (``traced``): each call's module compiled alone; a call that does not compile alone
+    is one :class:`TraceError`."""
     import jax
 
     traced = jax_traced(traced)
-    base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
     arguments = jax.tree.leaves((program.args, program.kwargs))
     names = list(program.input_names) if len(program.input_names) == len(arguments) else [""] * len(arguments)
     sources = [short_source(equation_source(eqn)) for eqn in traced.jaxpr.jaxpr.eqns]
     try:
-        plan = dispatch_plan(traced.jaxpr, arguments, names, sources, inspect_traced)
+        return dispatch_plan(traced.jaxpr, arguments, names, sources, inspect_traced)
     except ShardscopeError:
         raise
     except Exception as exc:
         raise TraceError(f"{name} traces, but a call it makes does not compile alone: {quote_error(exc)}",
                          f"call the jitted function on its own with those arguments: it fails the same way; {debug}"
                          ) from exc
-    return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
 
 
 def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:

@@ -18,6 +18,7 @@ from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledPlan
+    from shardscope.engine.dispatches import DispatchPlan
     from shardscope.engine.paired import PairedCollective
     from shardscope.engine.target_plan import TargetPlan
     from shardscope.measure.crosscheck import GradientCheck
@@ -63,6 +64,8 @@ class PlanResult:
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
     targets: "tuple[TargetPlan, ...]" = ()  # its plan on each --target slice (compiled there, never run)
+    # a user's step that is not jitted: the calls it makes, each module compiled alone (what runs)
+    dispatches: "DispatchPlan | None" = None
 
     @classmethod
     def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,

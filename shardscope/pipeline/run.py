@@ -117,7 +117,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
                 continue
             trace, inspection = traced[program.name]
             on_targets = ()
+            dispatches = None
             if program.name in compiled:
+                dispatches = program.dispatches(trace)
                 executable, compile_s = compiled[program.name]
                 inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
                                      compile_s=compile_s)
@@ -127,7 +129,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
                 trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace), targets=on_targets,
-                **measured.per_program.get(program.name, {}),
+                dispatches=dispatches, **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)

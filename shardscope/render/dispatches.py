@@ -16,22 +16,21 @@ from shardscope.render.findings import collectives_table, compiled_json, note_is
 
 if TYPE_CHECKING:
     from shardscope.engine.dispatches import Dispatch, DispatchFinding, DispatchPlan
-    from shardscope.engine.inspection import Inspection
 
 DISPATCH_COLUMNS = ("#", "dispatch", "calls/step", "collectives", "runs/call", "runs/step", "B/step", "line")
 """The columns of the table of a step's dispatches."""
 
 
-def summary(inspection: "Inspection", plan: "DispatchPlan") -> str:
+def summary(function: str, plan: "DispatchPlan") -> str:
     """``step: 11 dispatches per step (grad_fn x4, apply x1; eager: add x4, ...), 4 compiled
     collective runs per step; 1 runs once per call where once per step would do (3 of 4 runs)``."""
     jitted = ", ".join(d.label for d in plan.dispatches if d.jitted)
     eager = ", ".join(_merged_eager(plan))
     runs = count_text(plan.executed_collectives).replace("?", "unknown")
-    head = (f"{inspection.function}: not jitted, a sequence of {plan.calls} dispatches per step ({jitted}"
+    head = (f"{function}: not jitted, a sequence of {plan.calls} dispatches per step ({jitted}"
             f"{'; eager: ' + eager if eager else ''}), {runs} compiled collective runs per step")
     flagged = plan.flagged
-    looped = inspection.flagged
+    looped = plan.flagged_in_loops
     if flagged:
         avoidable = sum(f.avoidable or 0 for f in flagged)
         total = sum(f.executions or 0 for f in flagged)
@@ -62,11 +61,11 @@ def dispatch_rows(plan: "DispatchPlan") -> list[tuple[str, ...]]:
     ]
 
 
-def render_dispatches(inspection: "Inspection", plan: "DispatchPlan") -> Any:
-    """The rich renderable: the summary, the dispatch table, each communicating module's
-    collectives (one call), and the verdicts across the calls with their fixes."""
-    failing = inspection.fails_check
-    parts: list[Any] = [Text(summary(inspection, plan), style="bold red" if failing else "bold green")]
+def render_dispatches(function: str, plan: "DispatchPlan") -> Any:
+    """The rich renderable of the step ``function``: the summary, the dispatch table, each
+    communicating module's collectives (one call), and the verdicts across the calls with their fixes."""
+    failing = bool(plan.flagged or plan.flagged_in_loops)
+    parts: list[Any] = [Text(summary(function, plan), style="bold red" if failing else "bold green")]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in DISPATCH_COLUMNS:
         table.add_column(column, justify="right" if column in ("#", "calls/step", "collectives", "runs/call",
