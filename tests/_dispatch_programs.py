@@ -211,3 +211,17 @@ def explicit_inputs():
     """w replicated and 3 micro-batches split over 'data', on Explicit axes."""
     w = placed((D, D), NamedSharding(explicit_mesh, P()))
     return w, [placed((BATCH, D), NamedSharding(explicit_mesh, P("data"))) for _ in range(3)]
+
+
+@jax.jit
+def decayed_grad_fn(w, x):
+    """The gradient plus weight decay: the all-reduced gradient has a local term added to it."""
+    return jax.grad(loss)(w, x) + 0.01 * w
+
+
+def decayed_step(w, xs):
+    """Summed across calls as the issue's step: the all-reduce stays deferrable, the decay summed beside it."""
+    acc = jnp.zeros_like(w)
+    for x in xs:
+        acc = acc + decayed_grad_fn(w, x)
+    return apply(w, acc / len(xs))

@@ -220,3 +220,12 @@ def test_explicit_axes_outside_a_mesh_context_compile_each_call_on_the_arguments
     assert per_call == 1
     assert collective_counts(d.step, w, xs) == {"all-reduce": per_call * len(xs)}
     assert [f.avoidable for f in shardscope.inspect(d.step, w, xs).dispatches.flagged] == [len(xs) - 1]
+
+
+def test_a_term_added_to_the_reduced_gradient_keeps_it_deferrable_across_calls():
+    # sum over calls of (all-reduce(g_k) + 0.01 w) = all-reduce(sum g_k) + 4 * 0.01 w: one reduction does
+    per_call = compiled_count(d.decayed_grad_fn, W, XS[0])
+    assert per_call == 1
+    inspection = shardscope.inspect(d.decayed_step, W, XS)
+    assert inspection.counts() == {"all-reduce": per_call * d.MICRO_BATCHES}
+    assert [f.avoidable for f in inspection.dispatches.flagged] == [per_call * (d.MICRO_BATCHES - 1)]

@@ -28,8 +28,10 @@ __all__ = ["ADDS", "is_sum", "reduced_outputs", "summed_results"]
 ADDS = frozenset({"add", "add_any"})
 """The eager operations that accumulate results across calls."""
 
-_KEEPS_SUM = FORWARDING | {"get-tuple-element", "negate", "all-reduce-done", "async-done", "copy-start", "copy-done"}
-"""Opcodes through which a summed value stays a sum of the same parts (element for element)."""
+_KEEPS_SUM = FORWARDING | {"get-tuple-element", "negate", "add", "subtract", "all-reduce-done", "async-done",
+                           "copy-start", "copy-done"}
+"""Opcodes through which a result stays affine in the sum (element for element): adding another
+value (a tied weight's second gradient) keeps the reduction deferrable, the other part summed beside it."""
 
 _SCALES = frozenset({"multiply", "divide"})
 """Opcodes that keep a sum a sum when the other operand is not the sum itself (a mean's 1/N)."""
