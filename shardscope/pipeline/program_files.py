@@ -122,6 +122,7 @@ def _program(function: ProgramFunction, held: list[int]) -> PipelineProgram:
         optional=True,
         mesh=lambda traced: mesh_text(jax_traced(traced).jaxpr),
         dispatches=lambda traced: _dispatches(function, program, traced),
+        eager=program.eager,
     )
 
 

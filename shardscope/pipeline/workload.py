@@ -48,7 +48,8 @@ class PipelineProgram:
     program that fails to trace is listed as unavailable, with ``trace_failure``'s reason, while
     the others go on; a required one stops the analysis with its :class:`ShardscopeError`.
     ``dispatches`` reads a user's step that is not jitted as the calls it makes (None for any
-    other program): what runs is those, not the one jit the pipeline traces.
+    other program): what runs is those, not the one jit the pipeline traces; such a step is
+    timed as written, ``eager`` (the program not jitted) on the same arguments.
     """
 
     name: str
@@ -65,6 +66,7 @@ class PipelineProgram:
     relabel: Callable[["Inspection"], "Inspection"] = _as_is
     mesh: Callable[["Traced"], str | None] = field(default=lambda traced: None)
     dispatches: Callable[["Traced"], "DispatchPlan | None"] = field(default=lambda traced: None)
+    eager: Callable | None = None
 
     @property
     def title(self) -> str:

@@ -138,3 +138,11 @@ def test_a_step_of_dispatches_shows_each_call_then_the_one_jit_that_does_not_run
         assert "step compiled as one jax.jit (XLA merges the calls; not what runs as written):" in mine
 
     run_view(HloView(), script)
+
+
+def test_a_step_of_dispatches_is_timed_as_written_and_checked_against_its_fix(analysis_of):
+    analysis = analysis_of("dispatch_step.py", repeats=2)
+    step, fixed = analysis.plans["step"], analysis.plans["step_fixed"]
+    assert step.run_s is not None and fixed.run_s is not None
+    (check,) = analysis.output_checks  # step and step_fixed take the same arguments: the same update
+    assert {check.baseline, check.candidate} == {"step", "step_fixed"} and check.agree
