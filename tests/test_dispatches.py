@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+import platform
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -229,3 +231,13 @@ def test_a_term_added_to_the_reduced_gradient_keeps_it_deferrable_across_calls()
     inspection = shardscope.inspect(d.decayed_step, W, XS)
     assert inspection.counts() == {"all-reduce": per_call * d.MICRO_BATCHES}
     assert [f.avoidable for f in inspection.dispatches.flagged] == [per_call * (d.MICRO_BATCHES - 1)]
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+def test_check_on_a_target_reads_a_step_of_dispatches_as_its_calls_and_still_fails(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "dispatch_step.py", "--function", "step", "--target", "tpu:v5e:2x2")
+    assert result.returncode == 1, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "4 compiled collective runs per step" in out and "deferrable" in out
+    assert "step: not compiled for tpu:v5e:2x2: a step of dispatches is read as its calls on the CPU" in out

@@ -105,6 +105,11 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
         _render_target_outcome(inspections, console)
+        stepped = [ins.function for ins in inspections if any(f.flagged for f in ins.dispatch_findings)]
+        if stepped:
+            console.print(Text(f"check failed: {', '.join(stepped)}: a step of dispatches reduces once per call where "
+                               "once per step would do, on any target (no compiler merges separate calls).",
+                               style="bold red"))
         return
     flagged = [ins.function for ins in inspections if ins.fails_check]
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
