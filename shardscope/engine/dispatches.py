@@ -225,7 +225,7 @@ def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: 
     dispatches = tuple(_dispatch(call, sources, inspect_one) for call in calls)
     module_of = {k: m for m, call in enumerate(calls) for k in call.equations}
     summed = summed_results(closed.jaxpr, module_of)
-    consumer = _consumers(closed, calls, module_of)
+    consumer = _consumers(calls, module_of)
     findings = tuple(f for m, dispatch in enumerate(dispatches) if dispatch.calls > 1
                      for f in _findings(m, dispatch, summed, consumer.get(m, "")))
     return DispatchPlan(dispatches, findings, sum(call.compile_s for call in calls))
@@ -293,7 +293,7 @@ def _fix(dispatch: Dispatch, c: "PairedCollective", consumer: str) -> str:
             f"shard_map): 1 {c.kind} per step; {once}.")
 
 
-def _consumers(closed: "ClosedJaxpr", calls: list[CompiledCall], module_of: dict[int, int]) -> dict[int, str]:
+def _consumers(calls: list[CompiledCall], module_of: dict[int, int]) -> dict[int, str]:
     """``{module: the next jitted call of another function after its last call}``: where the
     summed results are read (``apply``), named in the fix."""
     found: dict[int, str] = {}
