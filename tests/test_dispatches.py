@@ -9,6 +9,7 @@ compared with the original.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import platform
 import re
@@ -241,3 +242,37 @@ def test_check_on_a_target_reads_a_step_of_dispatches_as_its_calls_and_still_fai
     out = " ".join(result.stdout.split())
     assert "4 compiled collective runs per step" in out and "deferrable" in out
     assert "step: not compiled for tpu:v5e:2x2: a step of dispatches is read as its calls on the CPU" in out
+
+
+ENGINE_PACKAGE = '''
+import jax
+import jax.numpy as jnp
+
+@jax.jit
+def grad_fn(w, x):
+    return jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+'''
+
+
+def test_an_installed_engines_jitted_function_is_a_dispatch_and_jaxs_own_jit_is_not(tmp_path):
+    path = tmp_path / "site-packages" / "trainer_engine.py"
+    path.parent.mkdir()
+    path.write_text(ENGINE_PACKAGE)
+    spec = importlib.util.spec_from_file_location("trainer_engine", path)
+    engine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(engine)
+
+    def engine_step(w, xs):
+        acc = jnp.zeros_like(w)
+        for x in xs:
+            acc = acc + engine.grad_fn(w, x)
+        return acc
+
+    expected = compiled_count(engine.grad_fn, W, XS[0]) * d.MICRO_BATCHES
+    assert collective_counts(engine_step, W, XS) == {"all-reduce": expected}
+    assert shardscope.inspect(engine_step, W, XS).dispatches.flagged
+
+    def clipped(w, x):  # jnp.clip is JAX's own jit: the function is one program, as before
+        return jnp.clip(x @ w, 0.0, 1.0).sum()
+
+    assert shardscope.inspect(clipped, W, XS[0]).dispatches is None

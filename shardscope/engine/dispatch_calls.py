@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.hlo_source import is_library_file
@@ -47,11 +48,12 @@ class CompiledCall:
 
 
 def is_user_jit(eqn: "JaxprEqn") -> bool:
-    """True for a call of a jitted function the user wrote (not ``jnp.clip``'s own jit)."""
+    """True for a call of a jitted function outside JAX's own (``jnp.clip``'s jit is JAX's): the
+    user's, or a package's the user installed (a training engine's gradient function)."""
     if eqn.primitive.name not in JIT_PRIMITIVES:
         return False
     file = callee_file(eqn.params["jaxpr"])
-    return bool(file) and not is_library_file(file)
+    return bool(file) and not (is_library_file(file) and "jax" in PurePath(file).parts)
 
 
 def callee_file(closed: "ClosedJaxpr") -> str:

@@ -43,7 +43,8 @@ InspectOne = Callable[..., "Inspection"]
 def is_dispatch_sequence(fn: Any, closed: "ClosedJaxpr") -> bool:
     """True when ``fn`` runs as a sequence of dispatches: it is not jitted itself (no ``.trace``:
     not ``jax.jit``, not ``nnx.jit``) and its jaxpr, traced as one jit, calls at least one
-    jitted function the user wrote (``jnp.clip``'s own jit is JAX's). A wrapper around one
+    jitted function that is not JAX's own (``jnp.clip``'s jit is JAX's; the user's, or an
+    installed training engine's, count). A wrapper around one
     jitted call (``functools.partial`` of a jitted function, ``eqx.filter_jit``) runs that one
     module: it is read as that program, as before."""
     if hasattr(fn, "trace") or hasattr(fn, "lower"):
