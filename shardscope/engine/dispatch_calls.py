@@ -105,8 +105,6 @@ def _call(k: int, eqn: "JaxprEqn", shardings: dict[Any, Any], names: dict[Any, s
         shardings[var] = sharding if committed else None
 
 
-
-
 def _explicit_mesh(values: Sequence[Any]) -> "contextlib.AbstractContextManager":
     """``jax.set_mesh`` of the arguments' mesh when its axes are Explicit (the values an eager op
     makes are typed on it, as under the user's own ``jax.set_mesh``), else nothing."""

@@ -57,8 +57,8 @@ def is_dispatch_sequence(fn: Any, closed: "ClosedJaxpr") -> bool:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """One distinct module the step dispatches, ``calls`` times per step: a jitted function of
-    the user's (``jitted``) or an eager operation (a primitive, or a library's own jit). Its
+    """One distinct module the step dispatches, ``calls`` times per step: a call of a jitted
+    function (``jitted``: the user's, or a library's such as ``jnp.clip``) or an eager primitive. Its
     :attr:`inspection` is the module traced and compiled alone; ``source`` is the step's line
     of its first call."""
 
