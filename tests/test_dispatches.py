@@ -153,8 +153,11 @@ def test_a_callee_on_two_shapes_is_two_modules():
     large = d.placed((2 * d.BATCH, d.D), d.BATCHED)
     expected = compiled_count(d.grad_fn, W, XS[0]) + compiled_count(d.grad_fn, W, large)
     assert collective_counts(d.two_shapes_step, W, XS[0], large) == {"all-reduce": expected} == {"all-reduce": 2}
-    jitted = [x for x in shardscope.inspect(d.two_shapes_step, W, XS[0], large).dispatches.dispatches if x.jitted]
+    inspection = shardscope.inspect(d.two_shapes_step, W, XS[0], large)
+    jitted = [x for x in inspection.dispatches.dispatches if x.jitted]
     assert [x.calls for x in jitted] == [1, 1, 1] and jitted[0].name != jitted[1].name
+    # the two modules' gradients are added up: one all-reduce of the sum would do, 1 of the 2 runs saved
+    assert sum(f.avoidable for f in inspection.dispatches.flagged) == 1
 
 
 def test_an_eager_op_between_the_calls_is_a_dispatch_with_its_collective():

@@ -35,7 +35,8 @@ JIT_PRIMITIVES = frozenset({"jit", "pjit"})
 class CompiledCall:
     """One distinct module the step dispatches: its name (a jitted callee's, or an eager
     primitive's), the positions of the step's equations that call it, and the callee traced
-    alone (``traced``, ``compiled``) with its parameters' and results' names."""
+    alone (``traced``, ``compiled``) with its parameters' and results' names. ``function`` is
+    what its calls call: the same for the modules of one function on other shapes."""
 
     name: str
     jitted: bool
@@ -45,6 +46,7 @@ class CompiledCall:
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
     compile_s: float
+    function: str = ""
 
 
 def is_user_jit(eqn: "JaxprEqn") -> bool:
@@ -190,7 +192,8 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
         if own is not None and len(own) == len(eqn.invars):
             names = [own[k] or names[i] for i, k in enumerate(dynamic)]
     outputs = tuple(f"{name} out[{k}]" if len(eqn.outvars) > 1 else f"{name} out" for k in range(len(eqn.outvars)))
-    return CompiledCall(name, jitted, [], traced, compiled, tuple(names), outputs, seconds)
+    function = f"jit {name}" if jitted else f"eager {name}"
+    return CompiledCall(name, jitted, [], traced, compiled, tuple(names), outputs, seconds, function)
 
 
 def _callee_body(eqn: "JaxprEqn") -> Callable[[list], Any]:

@@ -37,11 +37,12 @@ _SCALES = frozenset({"multiply", "divide"})
 """Opcodes that keep a sum a sum when the other operand is not the sum itself (a mean's 1/N)."""
 
 
-def summed_results(jaxpr: "Jaxpr", module_of: dict[int, int]) -> dict[tuple[int, int], int]:
-    """``{(module, result): calls summed}``: each result of a module that the step only adds up
-    across at least two of its calls (the most calls one sum adds).
+def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[str, int], int]:
+    """``{(function, result): calls summed}``: each result of a function that the step only adds
+    up across at least two of its calls (the most calls one sum adds), whatever module each call
+    runs (a last micro-batch of another size is another module of the same function).
 
-    ``module_of`` maps each top-level equation that calls a module to the module's number. A
+    ``function_of`` maps each top-level equation that calls a module to its function. A
     result counts when its one use is an ``add`` whose result is used by nothing but the next
     ``add`` of the same chain (or is what the chain ends in): an accumulator.
     """
@@ -65,14 +66,14 @@ def summed_results(jaxpr: "Jaxpr", module_of: dict[int, int]) -> dict[tuple[int,
             k = nxt[0]
             seen.add(k)
 
-    parts: dict[int, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
-    for k, module in module_of.items():
+    parts: dict[int, dict[tuple[str, int], int]] = defaultdict(lambda: defaultdict(int))
+    for k, function in function_of.items():
         for index, var in enumerate(jaxpr.eqns[k].outvars):
             use = users.get(var, [])
             if var in outputs or len(use) != 1 or jaxpr.eqns[use[0]].primitive.name not in ADDS:
                 continue
-            parts[chain_end(use[0])][(module, index)] += 1
-    summed: dict[tuple[int, int], int] = {}
+            parts[chain_end(use[0])][(function, index)] += 1
+    summed: dict[tuple[str, int], int] = {}
     for chain in parts.values():
         for result, calls in chain.items():
             if calls >= 2:

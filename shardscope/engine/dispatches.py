@@ -14,6 +14,7 @@ dispatches, since one reduction of the sum would do.
 from __future__ import annotations
 
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -111,9 +112,11 @@ class Dispatch:
 @dataclass(frozen=True)
 class DispatchFinding:
     """A collective of a module the step calls more than once: it runs once per call, in the
-    step's (Python) loop. ``summed`` is how many of the calls' results the step only adds up
-    (0: the step uses each call's result otherwise); then the verdict is ``deferrable``: one
-    reduction of the sum would do the work of ``summed``."""
+    step's (Python) loop. ``summed`` is how many calls' results the step only adds up (of this
+    function's modules together: a last micro-batch of another size is another module; 0: the
+    step uses each call's result otherwise); then the verdict is ``deferrable``: one reduction of
+    the sum would do the work of ``summed``, and ``saved_calls`` of this module's calls need not
+    reduce (all but one, across the function's modules)."""
 
     dispatch: str
     collective: "PairedCollective"
@@ -123,6 +126,7 @@ class DispatchFinding:
     reason: str
     fix: str
     source: str
+    saved_calls: int = 0
 
     @property
     def kind(self) -> str:
@@ -156,7 +160,7 @@ class DispatchFinding:
         runs = self.collective.executions
         if runs is None or not self.flagged:
             return None if runs is None else 0
-        return runs * (self.summed - 1)
+        return runs * self.saved_calls
 
     @property
     def flagged(self) -> bool:
@@ -224,11 +228,15 @@ def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: 
     """
     calls = compile_calls(closed, arguments, input_names)
     dispatches = tuple(_dispatch(call, sources, inspect_one) for call in calls)
-    module_of = {k: m for m, call in enumerate(calls) for k in call.equations}
-    summed = summed_results(closed.jaxpr, module_of)
-    consumer = _consumers(calls, module_of)
-    findings = tuple(f for m, dispatch in enumerate(dispatches) if dispatch.calls > 1
-                     for f in _findings(m, dispatch, summed, consumer.get(m, "")))
+    function_of = {k: call.function for call in calls for k in call.equations}
+    summed = summed_results(closed.jaxpr, function_of)
+    consumer = _consumers(calls, {k: m for m, call in enumerate(calls) for k in call.equations})
+    per_function = Counter(function_of.values())
+    first: dict[str, int] = {}
+    for m, call in enumerate(calls):
+        first.setdefault(call.function, m)
+    findings = tuple(f for m, (call, dispatch) in enumerate(zip(calls, dispatches)) if per_function[call.function] > 1
+                     for f in _findings(call.function, dispatch, summed, consumer.get(m, ""), first[call.function] == m))
     return DispatchPlan(dispatches, findings, sum(call.compile_s for call in calls))
 
 
@@ -240,8 +248,10 @@ def _dispatch(call: CompiledCall, sources: Sequence[str], inspect_one: InspectOn
     return Dispatch(call.name, call.jitted, len(call.equations), tuple(call.equations), source, inspection)
 
 
-def _findings(m: int, dispatch: Dispatch, summed: dict[tuple[int, int], int], consumer: str) -> list[DispatchFinding]:
-    """The verdict of each collective of the repeated module ``m``."""
+def _findings(function: str, dispatch: Dispatch, summed: dict[tuple[str, int], int], consumer: str,
+              first: bool) -> list[DispatchFinding]:
+    """The verdict of each collective of a module of ``function``, which the step calls more than
+    once (``first``: the function's first module, whose one reduction stays)."""
     plan = dispatch.inspection.compiled
     if plan is None or plan.module is None:
         return []
@@ -254,11 +264,12 @@ def _findings(m: int, dispatch: Dispatch, summed: dict[tuple[int, int], int], co
         site = sites.get(c.name)
         outputs = reduced_outputs(plan.module, site) if site is not None and is_sum(plan.module, site.instruction) \
             else None
-        parts = max((summed.get((m, index), 0) for index in outputs or ()), default=0)
+        parts = max((summed.get((function, index), 0) for index in outputs or ()), default=0)
         if parts >= 2:
+            saved = min(dispatch.calls, parts) - (1 if first else 0)
             found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, parts, DEFERRABLE_ACROSS,
-                                         _reason(dispatch, paired, parts), _fix(dispatch, paired, consumer),
-                                         dispatch.source))
+                                         _reason(function, paired, parts), _fix(dispatch, paired, consumer),
+                                         dispatch.source, saved))
         else:
             found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, 0, "needed",
                                          f"The step uses each call's result of {dispatch.name} on its own, not only "
@@ -266,12 +277,12 @@ def _findings(m: int, dispatch: Dispatch, summed: dict[tuple[int, int], int], co
     return found
 
 
-def _reason(dispatch: Dispatch, c: "PairedCollective", parts: int) -> str:
+def _reason(function: str, c: "PairedCollective", parts: int) -> str:
     runs = c.executions or 1
     axes = ",".join(c.axes or ()) or "the mesh"
     what = f" of {c.value}" if c.value else ""
     made = f" (made at {short_source(c.source)})" if c.source else ""
-    return (f"The step adds up the results of {parts} calls of {dispatch.name} (a loop over micro-batches, each "
+    return (f"The step adds up the results of {parts} calls of {function.partition(' ')[2]} (a loop over micro-batches, each "
             f"call its own dispatch), and each call runs its own {c.kind}{what} over {axes}{made}: the sum of the "
             f"reduced results is the reduction of the sum, so {(parts - 1) * runs} of its {parts * runs} runs per "
             f"step need not happen. XLA cannot merge them: each call is its own module.")
