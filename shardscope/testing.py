@@ -24,13 +24,16 @@ from typing import Any, Callable, Iterable
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
-from shardscope.render import findings as _findings  # registers the text an assertion message prints
+from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
+from shardscope.engine.dispatches import DispatchFinding
+from shardscope.engine.hlo.paired import PairedCollective
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
 
 
 def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
-    """Runs per call of each compiled collective kind, e.g. ``{"all-reduce": 4}``: what XLA runs.
+    """Runs per call of each compiled collective kind, e.g. ``{"all-reduce": 4}``: what XLA runs
+    (for a step that is not jitted, per step: each jitted call's module counted once per call).
 
     ``None`` for a kind inside a while loop with no static trip count; collectives in
     conditional branches all count (an upper bound).
@@ -56,11 +59,16 @@ def assert_no_collectives_in_loops(
     ``allow`` holds compiled kinds (``"collective-permute"``), JAX primitives (``"ppermute"``: a
     collective the program wrote as one), values (``"params['W']"``; an instruction XLA combined
     from several collectives is allowed when every value it carries is) or verdicts
-    (``"needed"``: allow every collective the loop needs). Returns the inspection.
+    (``"needed"``: allow every collective the loop needs). A step that is not jitted and calls
+    a jitted function several times (a Python loop over micro-batches) runs that function's
+    collectives in its loop: each one counts (:attr:`Inspection.dispatch_findings`). Returns
+    the inspection.
     """
     allowed = set(allow)
     inspection = inspect(fn, *args, **kwargs)
-    bad = [c for c in inspection.findings if not _allowed(c, allowed)]
+    # a Python loop of dispatches is a loop: its collectives count as the module's loops' do
+    in_loops: list[PairedCollective | DispatchFinding] = [*inspection.findings, *inspection.dispatch_findings]
+    bad = [c for c in in_loops if not _allowed(c, allowed)]
     if bad:
         names = ", ".join(f"{c.kind} of {c.value or 'an unnamed value'} ({_runs(c)} runs/call)" for c in bad)
         raise AssertionError(f"{len(bad)} collective(s) inside loops: {names}\n{inspection}")

@@ -23,6 +23,7 @@ def test_the_readme_has_its_samples_marked():
         "check demos/train_step.py --function step_fixed",
         "check demos/gspmd_accumulate.py --function step",
         "check demos/explicit_accumulate.py",
+        "check demos/dispatch_step.py",
         "report demos/linear.py --target tpu:v5e:2x2",
         "report demos/rnn.py --target tpu:v5e:2x2",
         "check demos/rnn.py --target tpu:v5e:2x2",

@@ -27,8 +27,8 @@ def _first_line_of_docstring(path: Path) -> str:
 
 def test_the_repository_keeps_one_copy_of_each_demo():
     assert DEMOS.is_symlink() and DEMOS.resolve() == DEMO_DIR
-    assert SHIPPED == ["deep", "explicit_accumulate", "fsdp", "gspmd_accumulate", "linear", "mlp", "pipeline", "rbm", "rnn",
-                       "train_step"]
+    assert SHIPPED == ["deep", "dispatch_step", "explicit_accumulate", "fsdp", "gspmd_accumulate", "linear", "mlp",
+                       "pipeline", "rbm", "rnn", "train_step"]
 
 
 def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_target_option, positive
+from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
@@ -127,6 +128,11 @@ def check(options: CheckOptions) -> int:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
     else:
         render(inspections, stdout_console(), rewrites, checked.failed)
+        stepped = [ins.function for ins in inspections if ins.dispatches is not None]
+        if targets and stepped:
+            stdout_console().print(Text(
+                f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
+                "read as its calls on the CPU; no target's compiler merges separate calls.", style="dim"))
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
     return exit_code(inspections, checked.failed)

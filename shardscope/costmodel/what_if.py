@@ -123,6 +123,11 @@ class ProgramWhatIf:
     failure: str = ""
 
 
+NOT_REWRITTEN_DISPATCHES = ("a step of dispatches is not rewritten: the fix across calls changes what the jitted "
+                            "functions return (the findings name it)")
+"""Why a step that is not jitted has no what-if."""
+
+
 def what_ifs(inspections: "list[Inspection]", repeats: int, link: "Link | None" = None,
              devices: int | None = None) -> list[ProgramWhatIf]:
     """The what-if of each inspection, in order: its rewrites checked, the verified ones timed
@@ -131,6 +136,8 @@ def what_ifs(inspections: "list[Inspection]", repeats: int, link: "Link | None" 
 
 
 def _what_if(inspection: "Inspection", repeats: int, link: "Link | None", devices: int | None) -> ProgramWhatIf:
+    if inspection.dispatches is not None:
+        return ProgramWhatIf((), NOT_REWRITTEN_DISPATCHES)
     if inspection.call is None:
         return ProgramWhatIf(None)
     from shardscope.whatif.what_if import what_if_of  # the rewriter imports JAX: not on render.check's import

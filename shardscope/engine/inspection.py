@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
+from shardscope.engine.dispatches import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.jaxpr.dataflow import collectives, loops
-from shardscope.engine.jaxpr.model import from_jaxpr
+from shardscope.engine.jaxpr.model import equation_source, from_jaxpr, short_source
 from shardscope.engine.pytree_paths import argument_names, pytree_names
 from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
@@ -31,6 +32,7 @@ from shardscope.failures import trace_error
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
+    from shardscope.engine.dispatches import DispatchFinding
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.engine.jaxpr.dataflow import Collective, Loop
     from shardscope.engine.jaxpr.model import Program
@@ -58,7 +60,9 @@ class Inspection:
     instruction of the partitioned module, the partitioner's too), None for a program that was
     only traced. :attr:`paired` joins the two, one entry per collective: what the tables, the
     findings and ``check``'s exit code count. ``targets`` are its plans on the TPU slices
-    ``check --target`` compiled it for (nothing runs there).
+    ``check --target`` compiled it for (nothing runs there). ``dispatches`` is set for a step
+    that is not jitted and calls jitted functions (:mod:`shardscope.engine.dispatches`): what
+    runs is each call's own module, and the counts are per step, summed over the calls.
     """
 
     function: str
@@ -69,6 +73,7 @@ class Inspection:
     compile_s: float | None = None
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
+    dispatches: DispatchPlan | None = None
 
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
@@ -79,6 +84,8 @@ class Inspection:
     def paired(self) -> tuple[PairedCollective, ...]:
         """Every collective once: each compiled instruction with the jaxpr collectives it comes
         from, then the jaxpr collectives with none (dead ones last)."""
+        if self.dispatches is not None:
+            return tuple(c for d in self.dispatches.dispatches for c in d.inspection.paired)
         return paired_collectives(self.collectives, self.compiled)
 
     @property
@@ -90,6 +97,18 @@ class Inspection:
     def flagged(self) -> tuple[PairedCollective, ...]:
         """The collectives a loop runs without needing to, in either view's judgement, each once."""
         return tuple(c for c in self.paired if c.flagged)
+
+    @property
+    def dispatch_findings(self) -> tuple[DispatchFinding, ...]:
+        """The collectives of modules a step that is not jitted calls more than once, each with
+        its verdict across the calls (empty for any other program)."""
+        return self.dispatches.findings if self.dispatches is not None else ()
+
+    @property
+    def fails_check(self) -> bool:
+        """True when ``check`` fails on it: a loop runs a collective it need not, or the step
+        runs one once per call where once per step would do."""
+        return bool(self.flagged) or any(f.flagged for f in self.dispatch_findings)
 
     @property
     def dead_collectives(self) -> tuple[Collective, ...]:
@@ -105,13 +124,19 @@ class Inspection:
 
     @property
     def executed_collectives(self) -> int | None:
-        """Collective runs per call of the compiled module (None when a count is unknown)."""
+        """Collective runs per call of the compiled module (None when a count is unknown); per
+        step, summed over its calls, for a sequence of dispatches."""
+        if self.dispatches is not None:
+            return self.dispatches.executed_collectives
         return self._plan().executed_collectives
 
     def counts(self) -> dict[str, int | None]:
         """Runs per call of each compiled collective kind, ``{"all-reduce": 4}``: what XLA runs,
         the partitioner's collectives too and combined ones once (None when a loop around one
-        has no static trip count; collectives in conditional branches all count)."""
+        has no static trip count; collectives in conditional branches all count). For a
+        sequence of dispatches, runs per step: each module's counts times its calls."""
+        if self.dispatches is not None:
+            return self.dispatches.counts()
         return self._plan().counts()
 
     def jaxpr_counts(self) -> dict[str, int | None]:
@@ -140,6 +165,10 @@ class Inspection:
 
     @cached_property
     def _what_if(self) -> Rewrites:
+        if self.dispatches is not None:
+            raise ShardscopeError(
+                f"{self.function} is a sequence of dispatches: what_if() rewrites one compiled program, not the calls "
+                "a step makes.", "apply the fix the findings name, or jax.jit the step to see XLA's merged program")
         if self.call is None or self.compiled is None:
             raise ShardscopeError(
                 f"{self.function} has no traced and compiled call to rewrite: what_if() needs the inspection "
@@ -155,7 +184,8 @@ class Inspection:
         return self.compiled
 
     def __rich__(self) -> Any:
-        """The findings table with the fixes under it (``rich.print(inspection)``)."""
+        """The findings table with the fixes under it (``rich.print(inspection)``); a step's
+        dispatches with each module's collectives."""
         return EXTENSIONS.rich(self) if EXTENSIONS.rich is not None else str(self)
 
     def __str__(self) -> str:
@@ -194,11 +224,49 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     error says that ``debug`` shows the whole of JAX's error."""
     label = name if name else str(getattr(fn, "__name__", type(fn).__name__))
     program = traceable(fn, args, kwargs)
-    traced, trace_s = trace_program(program, label, debug)
+    try:
+        traced, trace_s = trace_program(program, label, debug)
+    except TraceError as error:
+        eager = None if hasattr(fn, "trace") or error.__cause__ is None else reads_a_value_error(error.__cause__, label,
+                                                                                                  debug)
+        if eager is None:
+            raise
+        raise eager from error.__cause__
+    if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
+        return inspect_dispatches(program, traced, label, trace_s, debug)
     compiled, compile_s = compile_program(traced, label, debug)
     inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                                 compiled=compiled, compile_s=compile_s)
     return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled))
+
+
+def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: float, debug: str) -> Inspection:
+    """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatches.is_dispatch_sequence`):
+    its jaxpr as traced, and each call's own module compiled as JAX compiles it when called."""
+    traced = jax_traced(traced)
+    base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
+    plan = dispatches_of(program, traced, name, debug)
+    return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
+
+
+def dispatches_of(program: Traceable, traced: Any, name: str, debug: str = API_DEBUG) -> DispatchPlan:
+    """The :class:`~shardscope.engine.dispatches.DispatchPlan` of the step ``program`` traced as
+    one jit (``traced``): each call's module compiled alone; a call that does not compile alone
+    is one :class:`TraceError`."""
+    import jax
+
+    traced = jax_traced(traced)
+    arguments = jax.tree.leaves((program.args, program.kwargs))
+    names = list(program.input_names) if len(program.input_names) == len(arguments) else [""] * len(arguments)
+    sources = [short_source(equation_source(eqn)) for eqn in traced.jaxpr.jaxpr.eqns]
+    try:
+        return dispatch_plan(traced.jaxpr, arguments, names, sources, inspect_traced)
+    except ShardscopeError:
+        raise
+    except Exception as exc:
+        raise TraceError(f"{name} traces, but a call it makes does not compile alone: {quote_error(exc)}",
+                         f"call the jitted function on its own with those arguments: it fails the same way; {debug}"
+                         ) from exc
 
 
 def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:

@@ -24,12 +24,15 @@ from shardscope.engine.pytree_paths import argument_names
 @dataclass(frozen=True)
 class Traceable:
     """``function.trace(*args, **kwargs)`` traces the program; ``input_names`` name the leaves
-    of ``(args, kwargs)`` after the program's own parameters (``params['W']``, ``model.layers[0]``)."""
+    of ``(args, kwargs)`` after the program's own parameters (``params['W']``, ``model.layers[0]``).
+    ``eager`` is the same program not jitted (what a step of dispatches runs as written; None
+    for a program that is jitted itself)."""
 
     function: Any
     args: tuple
     kwargs: dict
     input_names: tuple[str, ...]
+    eager: Callable | None = None
 
 
 def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
@@ -41,7 +44,8 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
         return Traceable(fn, args, kwargs, names)
     leaves, treedef = jax.tree.flatten((args, kwargs))
     if all(_jit_takes(leaf) for leaf in leaves):
-        return Traceable(jax.jit(_returning_values(fn)), args, kwargs, names)
+        eager = _returning_values(fn)
+        return Traceable(jax.jit(eager), args, kwargs, names, eager)
     dynamic = [k for k, leaf in enumerate(leaves) if _is_array(leaf)]
 
     def program(*values: Any) -> Any:
@@ -54,7 +58,7 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
     program.__name__ = getattr(fn, "__name__", type(fn).__name__)
     program.__qualname__ = program.__name__
     kept = tuple(names[k] for k in dynamic) if len(names) == len(leaves) else ()
-    return Traceable(jax.jit(program), tuple(leaves[k] for k in dynamic), {}, kept)
+    return Traceable(jax.jit(program), tuple(leaves[k] for k in dynamic), {}, kept, program)
 
 
 def _returning_values(fn: Callable) -> Callable:

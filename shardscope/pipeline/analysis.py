@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Program
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.target_plan import TargetPlan
+    from shardscope.engine.dispatches import DispatchPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.measure.timing import RunTimes
@@ -64,6 +65,8 @@ class PlanResult:
     max_abs_err: float | None = None
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
+    # a user's step that is not jitted: the calls it makes, each module compiled alone (what runs)
+    dispatches: "DispatchPlan | None" = None
 
     @classmethod
     def from_inspection(cls, inspection: "Inspection", *, name: str, description: str, role: str, graphs: bool,

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Sequence
 
 from shardscope.engine.hlo.compiled import jax_traced
-from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program, inspect_traced,
-                                          trace_program)
+from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
+                                          inspect_traced, trace_program, inspect_dispatches)
+from shardscope.engine.dispatches import is_dispatch_sequence
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
@@ -93,6 +94,9 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
         return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
     fn = traceable(program.fn, program.spec.args, program.spec.kwargs)
     traced, trace_s = trace_program(fn, program.name, CLI_DEBUG)
+    if is_dispatch_sequence(program.fn, jax_traced(traced).jaxpr):
+        # no target's compiler merges separate dispatches: their findings stand on every target
+        return inspect_dispatches(fn, traced, program.name, trace_s, CLI_DEBUG)
     compiled, compile_s = compile_program(traced, program.name, CLI_DEBUG)
     outputs = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, program.name, fn.input_names, outputs, trace_s, compiled=compiled,
@@ -122,13 +126,18 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
 def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = ()) -> int:
     """2 when a program failed to trace or compile; else 1 when any loop runs a collective it need
     not (deferrable or loop-invariant in the compiled plan or the jaxpr: a collective and the
-    instruction it compiles to count once), else 0.
+    instruction it compiles to count once), or a step that is not jitted runs one once per call
+    of a function where once per step would do; else 0.
 
     Programs checked against targets fail only on findings a target still runs in a loop they
-    could leave: a finding every target's compiler already moves out is no reason to fail.
+    could leave: a finding every target's compiler already moves out is no reason to fail. A step
+    of dispatches is not compiled for the targets: its calls are separate modules on any of them,
+    so a reduction it runs once per call where once per step would do fails the check there too.
     """
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        return EXIT_FLAGGED if any(plan.staying_findings for ins in inspections for plan in ins.targets) else EXIT_CLEAN
-    return EXIT_FLAGGED if any(ins.flagged for ins in inspections) else EXIT_CLEAN
+        staying = any(plan.staying_findings for ins in inspections for plan in ins.targets)
+        across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
+        return EXIT_FLAGGED if staying or across else EXIT_CLEAN
+    return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN

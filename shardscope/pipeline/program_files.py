@@ -18,6 +18,8 @@ import jax
 import numpy as np
 
 from shardscope.engine.hlo.compiled import jax_traced
+from shardscope.engine.dispatches import DispatchPlan, is_dispatch_sequence
+from shardscope.engine.inspection import dispatches_of
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
@@ -119,7 +121,17 @@ def _program(function: ProgramFunction, held: list[int]) -> PipelineProgram:
         trace_failure=lambda exc: _trace_failure(function.name, exc),
         optional=True,
         mesh=lambda traced: mesh_text(jax_traced(traced).jaxpr),
+        dispatches=lambda traced: _dispatches(function, program, traced),
+        eager=program.eager,
     )
+
+
+def _dispatches(function: ProgramFunction, program: Traceable, traced: "Traced") -> "DispatchPlan | None":
+    """The step's dispatches when it is not jitted and calls jitted functions (each call's module
+    compiled alone), else None."""
+    if not is_dispatch_sequence(function.fn, jax_traced(traced).jaxpr):
+        return None
+    return dispatches_of(program, traced, function.name, CLI_DEBUG)
 
 
 def _trace_failure(name: str, exc: BaseException) -> tuple[ShardscopeError, str]:

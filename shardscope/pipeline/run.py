@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
@@ -110,7 +110,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     report = progress or (lambda stage, fraction: None)
     traced, unavailable = _trace(workload, report, measure)
     compiled = _compile(workload, traced, report) if measure or compile or targets else {}
-    measured = _measure(workload, traced, compiled, report) if measure else _Measured()
+    dispatches = {p.name: p.dispatches(traced[p.name][0]) for p in workload.programs if p.name in compiled}
+    eager = {name for name, plan in dispatches.items() if plan is not None}
+    measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
     results = {}
     with paused():  # one pause for every program: the collector catches up once, not after each
         for program in workload.programs:
@@ -127,7 +129,8 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
                                                                            targets))
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
-                graphs=graphs, mesh=program.mesh(trace), **measured.per_program.get(program.name, {}),
+                graphs=graphs, mesh=program.mesh(trace), dispatches=dispatches.get(program.name),
+                **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)
@@ -223,14 +226,16 @@ def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, 
 
 
 def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Compiled", float]],
-             report: Progress) -> _Measured:
-    """Run each compiled program once, time them interleaved, check the results."""
+             report: Progress, eager: Collection[str] = ()) -> _Measured:
+    """Run each compiled program once, time them interleaved, check the results. The programs
+    named in ``eager`` (steps of dispatches) run as written, not jitted, on the same arguments."""
     programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
     calls = {}
     for program in programs:
         executable = compiled[program.name][0]
         args, kwargs = program.run_arguments(traced[program.name][0], executable)
-        calls[program.name] = functools.partial(executable, *args, **kwargs)
+        run = program.eager if program.name in eager and program.eager is not None else executable
+        calls[program.name] = functools.partial(run, *args, **kwargs)
 
     report("timing", 0.0)
     repeats = workload.settings.repeats

@@ -18,6 +18,7 @@ from shardscope.pipeline.analysis import Origin
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
+    from shardscope.engine.dispatches import DispatchPlan
     from shardscope.engine.inspection import Inspection
     from shardscope.plans.settings import Settings
     from shardscope.plans.shapes import Shapes
@@ -46,6 +47,9 @@ class PipelineProgram:
     ``relabel`` names what only the source knows (a plan's own collectives). An ``optional``
     program that fails to trace is listed as unavailable, with ``trace_failure``'s reason, while
     the others go on; a required one stops the analysis with its :class:`ShardscopeError`.
+    ``dispatches`` reads a user's step that is not jitted as the calls it makes (None for any
+    other program): what runs is those, not the one jit the pipeline traces; such a step is
+    timed as written, ``eager`` (the program not jitted) on the same arguments.
     """
 
     name: str
@@ -61,6 +65,8 @@ class PipelineProgram:
     result: Callable[[Any], Any] = _same
     relabel: Callable[["Inspection"], "Inspection"] = _as_is
     mesh: Callable[["Traced"], str | None] = field(default=lambda traced: None)
+    dispatches: Callable[["Traced"], "DispatchPlan | None"] = field(default=lambda traced: None)
+    eager: Callable | None = None
 
     @property
     def title(self) -> str:

@@ -11,6 +11,7 @@ from shardscope.costmodel.what_if import ProgramWhatIf
 from shardscope.pipeline.check import FailedProgram, exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
+from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
@@ -33,10 +34,19 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     (:func:`shardscope.render.what_if.rewrite_json`), null for a demo plan (not rewritten), with
     ``what_if_note`` saying why it is null or empty when it is. ``failed`` lists each program
     that failed to trace or compile as ``{"function", "error", "hint"}`` (then ``exit_code`` is 2).
+    A step that is not jitted and calls jitted functions has ``dispatches`` (each distinct
+    module it dispatches: its calls per step, counts per call and per step, its compiled
+    collectives) and ``dispatch_findings`` (the verdicts across the calls); its ``counts`` are
+    per step.
     """
     programs = []
     for ins in inspections:
         data = inspection_json(ins)
+        if ins.dispatches is not None:  # a step that is not jitted: its calls, counted per step
+            data.update(counts=ins.counts(), executed_collectives=ins.executed_collectives,
+                        flagged=data["flagged"] + len(ins.dispatches.flagged),
+                        dispatches=dispatches_json(ins.dispatches),
+                        dispatch_findings=dispatch_findings_json(ins.dispatches))
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in targets_json(_named([ins])).items()}
         programs.append(data)
@@ -95,11 +105,17 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
         _render_target_outcome(inspections, console)
+        stepped = [ins.function for ins in inspections if any(f.flagged for f in ins.dispatch_findings)]
+        if stepped:
+            console.print(Text(f"check failed: {', '.join(stepped)}: a step of dispatches reduces once per call where "
+                               "once per step would do, on any target (no compiler merges separate calls).",
+                               style="bold red"))
         return
-    flagged = [ins.function for ins in inspections if ins.flagged]
+    flagged = [ins.function for ins in inspections if ins.fails_check]
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
-        console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there.",
-                           style="bold red"))
+        across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
+        console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
+                           f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
     elif not failed:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)

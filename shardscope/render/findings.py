@@ -148,7 +148,7 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(render_inspection(inspection))
+    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(inspection)
     return buffer.getvalue()
 
 

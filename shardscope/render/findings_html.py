@@ -13,6 +13,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from shardscope.engine.extensions import EXTENSIONS
+from shardscope.render import dispatches as _dispatches  # registers the rich rendering of a step of dispatches
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 
 if TYPE_CHECKING:
@@ -90,4 +91,12 @@ def _notes(inspection: "Inspection") -> str:
     return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"
 
 
-EXTENSIONS.html = inspection_html
+
+def _html(inspection: "Inspection") -> str:
+    """An inspection's HTML: a step's dispatches as their text, else the findings table."""
+    if inspection.dispatches is not None:
+        return f"<pre>{html.escape(str(inspection))}</pre>"
+    return inspection_html(inspection)
+
+
+EXTENSIONS.html = _html

@@ -118,3 +118,31 @@ def test_the_tab_shows_the_partitioners_all_reduce_of_a_jit_with_shardings_and_n
             assert "step 4" in app.screen.query_one("#status").plain  # compiled runs, not the jaxpr's 0
 
     run(scenario())
+
+
+def test_a_step_of_dispatches_shows_each_call_then_the_one_jit_that_does_not_run(analysis_of):
+    analysis = analysis_of("dispatch_step.py", repeats=2)
+    step = analysis.plans["step"]
+    # by hand: grad_fn's module all-reduces w's gradient once per call, 4 calls; apply has none
+    assert step.dispatches is not None and step.dispatches.counts() == {"all-reduce": 4}
+    assert analysis.plans["step_fixed"].dispatches.counts() == {"all-reduce": 1}
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await drain(pilot)
+        text = " ".join(app.view.plain.split())
+        mine = text.split("step_fixed: not jitted", 1)[0]
+        assert "step: not jitted, a sequence of 11 dispatches per step (grad_fn x4, apply x1;" in mine
+        assert "4 compiled collective runs per step" in mine and "grad_fn: one call's collectives (x4 per step)" in mine
+        assert "across calls #1: grad_fn x4" in mine and "deferrable" in mine
+        assert "step compiled as one jax.jit (XLA merges the calls; not what runs as written):" in mine
+
+    run_view(HloView(), script)
+
+
+def test_a_step_of_dispatches_is_timed_as_written_and_checked_against_its_fix(analysis_of):
+    analysis = analysis_of("dispatch_step.py", repeats=2)
+    step, fixed = analysis.plans["step"], analysis.plans["step_fixed"]
+    assert step.run_s is not None and fixed.run_s is not None
+    (check,) = analysis.output_checks  # step and step_fixed take the same arguments: the same update
+    assert {check.baseline, check.candidate} == {"step", "step_fixed"} and check.agree

@@ -28,6 +28,7 @@ from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
+from shardscope.render.dispatches import render_dispatches
 from shardscope.render.findings import trips_text
 from shardscope.render.targets import placement_words, plan_verdict
 
@@ -141,7 +142,12 @@ def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[Rende
     """The blocks of one program, each with the collective it is about (None for the heading, the
     loops and the table)."""
     at = selected[1] if selected is not None and selected[0] == plan.name else None
-    blocks: list[tuple[RenderableType, Target | None]] = [(plan_heading(plan), None), (loops_line(plan.compiled.loops), None)]
+    blocks: list[tuple[RenderableType, Target | None]] = []
+    if plan.dispatches is not None:  # what runs: each call's own module; the one jit below does not run
+        blocks += [(render_dispatches(plan.name, plan.dispatches), None), (Text(), None),
+                   (Text(f"{plan.name} compiled as one jax.jit (XLA merges the calls; not what runs as written):",
+                         "dim"), None)]
+    blocks += [(plan_heading(plan), None), (loops_line(plan.compiled.loops), None)]
     if not plan.paired:
         return blocks + [(Text("  no collective: nothing moves between devices", "dim"), None), (Text(), None)]
     blocks.append((collectives_table(plan, at), None))
