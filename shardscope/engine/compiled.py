@@ -110,6 +110,7 @@ class CompiledCollective(PerCall):
     paths: int = 1
     wrapper: str = ""
     scatters: bool = False
+    source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
     in_condition_of: tuple[str, ...] = ()
 
     @property
@@ -321,6 +322,7 @@ class _Builder:
             name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
             written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
+            source_file=source.file if source else "",
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
         )
