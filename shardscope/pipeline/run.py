@@ -143,6 +143,8 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         processes=jax.process_count(),
         collectives_transport=collectives_transport(),
         checks=measured.checks,
+        what_if_notes=workload.what_if_notes,
+        what_if_shown=workload.what_if_shown,
     )
 
 

@@ -1,0 +1,79 @@
+"""What the explorer shows when an action has nothing to put on screen: each says so in a line.
+
+``w`` with every rewrite refused (weight decay added into the accumulator: the sum cannot leave
+the loop), a target one program of the file does not fit, and ``t`` in the Compiled tab without
+a target. Real JAX on 8 simulated CPU devices and real Textual (``App.run_test`` + Pilot).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from app_support import SIZE, make_app, press, run, settle
+from rich.console import Console
+
+from shardscope.app.views.timings import timings_renderable
+from shardscope.app.widgets.status import StatusLine
+
+DECAYED = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+    W = jax.ShapeDtypeStruct((8, 4), jnp.float32)
+    xs = jax.ShapeDtypeStruct((4, 32, 8), jnp.float32)
+    ys = jax.ShapeDtypeStruct((4, 32, 4), jnp.float32)
+
+
+    def loss(W, x, y):
+        return jnp.mean((jnp.tanh(x @ W) - y) ** 2)
+
+
+    @shardscope.program(args=(W, xs, ys))
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data"), P(None, "data")), out_specs=P())
+    def decayed(W, xs, ys):
+        """Weight decay added into the accumulator in every micro-batch."""
+        def body(acc, batch):
+            return acc + jax.grad(loss)(W, *batch) + 0.01 * W, None
+
+        acc, _ = lax.scan(body, jnp.zeros_like(W), (xs, ys))
+        return acc
+''')
+
+
+def _text(renderable) -> str:
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return " ".join(console.export_text().split())
+
+
+def test_w_with_every_rewrite_refused_says_so_on_the_status_line_and_in_timings(tmp_path):
+    path = tmp_path / "decayed.py"
+    path.write_text(DECAYED)
+
+    async def scenario():
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            before = app.query_one(StatusLine).plain
+            assert "what-if" not in before
+            await press(pilot, "w")
+            await settle(pilot)
+            assert tuple(app.analysis.plans) == ("decayed",)  # the refused rewrite is no program
+            status = app.query_one(StatusLine).plain
+            assert "what-if: no rewrite verified, 1 rewrite left out (see Timings)" in status
+            (note,) = app.analysis.what_if_notes
+            assert note.startswith("decayed: the sum of ") and "not rewritten: " in note
+            timings = _text(timings_renderable(app.analysis, False))
+            assert f"what-if, left out: {' '.join(note.split())}" in timings
+            await press(pilot, "w")
+            await settle(pilot)
+            assert "what-if" not in app.query_one(StatusLine).plain
+
+    run(scenario())
