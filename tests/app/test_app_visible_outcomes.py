@@ -7,13 +7,21 @@ a target. Real JAX on 8 simulated CPU devices and real Textual (``App.run_test``
 
 from __future__ import annotations
 
+import platform
+import sys
 import textwrap
 
+import pytest
 from app_support import SIZE, make_app, press, run, settle
 from rich.console import Console
 
 from shardscope.app.views.timings import timings_renderable
+from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.status import StatusLine
+
+needs_libtpu = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
 
 DECAYED = textwrap.dedent('''
     import jax
@@ -75,5 +83,56 @@ def test_w_with_every_rewrite_refused_says_so_on_the_status_line_and_in_timings(
             await press(pilot, "w")
             await settle(pilot)
             assert "what-if" not in app.query_one(StatusLine).plain
+
+    run(scenario())
+
+
+TWO_MESHES = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    four = Mesh(np.array(jax.devices()[:4]), ("data",))
+    eight = Mesh(np.array(jax.devices()[:8]), ("data",))
+    x = jax.ShapeDtypeStruct((32, 4), jnp.float32)
+
+
+    @shardscope.program(args=(x,))
+    @jax.jit
+    @jax.shard_map(mesh=four, in_specs=P("data"), out_specs=P())
+    def small(x):
+        return lax.psum(x.sum(0), "data")
+
+
+    @shardscope.program(args=(x,))
+    @jax.jit
+    @jax.shard_map(mesh=eight, in_specs=P("data"), out_specs=P())
+    def wide(x):
+        return lax.psum(x.sum(0), "data")
+''')
+
+
+@needs_libtpu
+def test_a_program_that_does_not_fit_the_target_leaves_the_others_on_screen(tmp_path):
+    """On a 4-chip slice the 8-device program cannot be compiled; the 4-device one is shown, as
+    `check --target` shows it, and the error panel names the other with the reason."""
+    path = tmp_path / "meshes.py"
+    path.write_text(TWO_MESHES)
+
+    async def scenario():
+        app = make_app(path, targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.analysis is not None and tuple(app.analysis.plans) == ("small",)
+            (small_on_target,) = app.analysis.plans["small"].targets
+            assert small_on_target.target == "tpu:v5e:2x2" and small_on_target.devices == 4
+            panel = app.query_one(ErrorPanel)
+            said = " ".join(f"{panel.message} {panel.hint}".split())
+            assert panel.shown and "wide: program wide runs on 8 devices; tpu:v5e:2x2 has 4." in said
+            assert "the other programs are shown" in said
 
     run(scenario())
