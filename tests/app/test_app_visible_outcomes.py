@@ -12,9 +12,10 @@ import sys
 import textwrap
 
 import pytest
-from app_support import SIZE, make_app, press, run, settle
+from app_support import DEMOS, SIZE, make_app, press, run, settle
 from rich.console import Console
 
+from shardscope.app.views.hlo import NO_TARGET
 from shardscope.app.views.timings import timings_renderable
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.status import StatusLine
@@ -134,5 +135,24 @@ def test_a_program_that_does_not_fit_the_target_leaves_the_others_on_screen(tmp_
             said = " ".join(f"{panel.message} {panel.hint}".split())
             assert panel.shown and "wide: program wide runs on 8 devices; tpu:v5e:2x2 has 4." in said
             assert "the other programs are shown" in said
+
+    run(scenario())
+
+
+def test_t_in_the_compiled_tab_without_a_target_says_how_to_set_one():
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")  # the Compiled tab
+            assert app.query_one("#tabs").active == "hlo"
+            told = []
+            notify = app.notify
+            app.notify = lambda message, **options: (told.append((str(message), options.get("title"))),
+                                                     notify(message, **options))[1]
+            await press(pilot, "t")
+            assert told == [(NO_TARGET, "No TPU target")]
+            assert NO_TARGET.startswith("These results were compiled for the CPU only: type a slice in the sidebar's TPU "
+                                        "target field (tpu:v5e:2x2) and press r, or open the app with --target")
 
     run(scenario())
