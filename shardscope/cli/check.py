@@ -124,7 +124,7 @@ def check(options: CheckOptions) -> int:
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.pipeline.target_plans import load_targets, target_device_count
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
-    from shardscope.render.github import annotations
+    from shardscope.render.github import workflow_commands
 
     targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
     _refuse_other_device_count(options, targets)
@@ -138,7 +138,7 @@ def check(options: CheckOptions) -> int:
     if options.json:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
     elif options.github:
-        for line in annotations(path, inspections, checked.failed):
+        for line in workflow_commands(path, inspections, checked.failed):
             print(line)
     else:
         render(inspections, stdout_console(), rewrites, checked.failed)

@@ -27,7 +27,7 @@ _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
 """The line number of a ``step.py:42 (loss)`` source."""
 
 
-def annotations(path: Path, inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
+def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
                 cwd: Path | None = None) -> list[str]:
     """One ``::error`` line per finding the exit status counts, and per program not checked.
 
@@ -70,7 +70,7 @@ def _staying_message(ins: Inspection, paired: PairedCollective | None, placement
             f"{placement_words(placement)}.{_fix(verdict.fix)}")
 
 
-def _fix(fix: str) -> str:
+def _fix(fix: str | None) -> str:
     return f" Fix: {fix}" if fix else ""
 
 
