@@ -8,7 +8,9 @@ for workflow commands (``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``; in a prop
 
 from __future__ import annotations
 
+import platform
 import runpy
+import sys
 import textwrap
 from pathlib import Path
 
@@ -115,3 +117,23 @@ def test_a_file_reached_through_a_linked_folder_keeps_the_path_the_user_gave(sha
     result = shardscope_cli("check", "demos/train_step.py", "--function", "step", "--format", "github", cwd=ROOT)
     ((where, _),) = _annotations(result.stdout)
     assert (where["file"], where["line"]) == ("demos/train_step.py", str(line))
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+def test_with_a_target_each_finding_the_slice_keeps_in_a_loop_is_one_error(shardscope_cli):
+    """rnn's naive plan on v5e:2x2: the compiler keeps Wh's all-reduce in the chunk loop (its
+    TPU text, compiled here, has one all-reduce inside a while body) and moves the rest out."""
+    from test_target_cli import _plan_texts
+
+    texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
+    kept = {plan: sum(1 for _, depth in all_reduces(tpu) if depth > 0) for plan, (_, tpu) in texts.items()}
+    assert kept == {"naive": 1, "deferred": 0}
+    source = (DEMOS / "rnn.py").read_text().splitlines()
+    wh_line = next(n for n, text in enumerate(source, 1) if 'h @ params["Wh"]' in text)
+    result = shardscope_cli("check", "demos/rnn.py", "--target", "tpu:v5e:2x2", "--format", "github", cwd=ROOT)
+    assert result.returncode == shardscope_cli("check", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2").returncode == 1
+    ((where, message),) = _annotations(result.stdout)
+    assert where == {"file": "demos/rnn.py", "line": str(wh_line),
+                     "title": "shardscope%3A all-reduce stays in a loop on tpu%3Av5e%3A2x2 (rnn[naive])"}
+    assert "params['Wh']" in message and "On tpu:v5e:2x2: left 1 of 2 loops." in message
