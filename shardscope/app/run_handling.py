@@ -171,6 +171,8 @@ class RunHandling(App[int]):
         self._mark_stale()
         for warning in analysis.warnings:
             self.notify(warning, title="Warning", severity="warning", timeout=10)
+        for note in analysis.what_if_notes:
+            self.notify(note, title="What-if: left out", severity="information", timeout=10)
         self.refresh_bindings()
         if self.profile is not None and self.profile.results_s is None:
             self.call_after_refresh(self._mark_results, self.profile)

@@ -58,4 +58,27 @@ def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
         what = ("a gradient is not finite" if analysis.has_non_finite_gradient
                 else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")
         text.append(f"; warning: {what} (see Timings)", "bold yellow")
+    said = what_if_summary(analysis)
+    if said:
+        text.append(f"; {said}", "bold yellow")
     return text
+
+
+def what_if_summary(analysis: Any) -> str | None:
+    """What the what-if (``w``) left out, in a few words; None when it is off, or every rewrite shows.
+
+    A rewrite that was refused or failed a check is no program to compare, so without this
+    line a what-if with none verified would look like no what-if at all.
+    """
+    if not analysis.settings.what_if or analysis.origin.chunked:
+        return None
+    shown = analysis.what_if_shown
+    left = len(analysis.what_if_notes)
+    if not shown and not left:
+        return "what-if: no collective runs in a loop without needing to; nothing to rewrite"
+    if not left:
+        return None
+    rewrites = f"{left} rewrite{'s' if left > 1 else ''}"
+    if not shown:
+        return f"what-if: no rewrite verified, {rewrites} left out (see Timings)"
+    return f"what-if: {rewrites} left out (see Timings)"

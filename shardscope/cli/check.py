@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 NAME = "check"
 
+FORMATS = ("text", "json", "github")
+"""What ``--format`` prints: the findings and the outcome, one JSON object, or GitHub annotations."""
+
 
 def register(add_parser: AddParser) -> None:
     """Add ``check`` and its options to the ``shardscope`` parser."""
@@ -45,6 +48,8 @@ def register(add_parser: AddParser) -> None:
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                              f"(default {DEFAULT_DEVICES}); with --target, the target's device count")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    parser.add_argument("--format", choices=FORMATS, help="text (the default), json (as --json), or github: one "
+                        "::error workflow command per finding, at your source line, for GitHub Actions annotations")
     add_target_option(parser)
     parser.add_argument("--what-if", action="store_true",
                         help="rewrite each flagged finding as its fix, check it (compiled plan, outputs), time it "
@@ -77,12 +82,19 @@ class CheckOptions:
     project: str | None = None
     link: str | None = None
     debug: bool = False
+    github: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
-        """The options as ``check``'s subparser parsed them."""
-        return cls(args.file, args.function, args.devices, args.json, tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link, args.debug)
+        """The options as ``check``'s subparser parsed them (``--format`` checked against the others)."""
+        fmt = args.format or ("json" if args.json else "text")
+        if args.json and fmt != "json":
+            raise SettingsError(f"--json and --format {fmt} ask for two outputs.", "give one of them")
+        if fmt == "github" and args.what_if:
+            raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
+                                "annotations.", f"run shardscope check {args.file} --what-if without --format github")
+        return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
+                   args.repeats, args.project, args.link, args.debug, fmt == "github")
 
     def projection(self) -> tuple[Link, int | None] | None:
         """``--project``/``--link`` as a link and device count (checked before JAX starts)."""
@@ -114,6 +126,7 @@ def check(options: CheckOptions) -> int:
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.pipeline.target_plans import load_targets, target_device_count
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
+    from shardscope.render.github import workflow_commands
 
     targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
     _refuse_other_device_count(options, targets)
@@ -126,6 +139,9 @@ def check(options: CheckOptions) -> int:
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
     if options.json:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
+    elif options.github:
+        for line in workflow_commands(path, inspections, checked.failed):
+            print(line)
     else:
         render(inspections, stdout_console(), rewrites, checked.failed)
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]

@@ -260,6 +260,8 @@ class Analysis:
     collectives_transport: str = "in-process"  # how collectives cross processes: "in-process", "gloo", ...
     # each program's result against the first one's of its group; empty when not measured
     checks: tuple["GradientCheck", ...] = ()
+    what_if_notes: tuple[str, ...] = ()  # with what-if: each rewrite left out of the programs, with why
+    what_if_shown: int = 0  # with what-if: the verified rewrites among the programs
 
     @property
     def function(self) -> str:

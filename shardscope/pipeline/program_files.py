@@ -91,19 +91,24 @@ def program_workload(loaded: ProgramFile, settings: Settings) -> Workload:
     held = [0]  # bytes the example arguments of the programs made so far take: all are held until timed
     programs: list[PipelineProgram] = []
     groups: dict[str, str] = {}
+    left_out: list[str] = []
     for function in loaded.functions.values():
         program = _program(function, held)
         programs.append(program)
         groups[program.name] = program.name
         if settings.what_if:
-            for rewritten in what_if_programs(function, program):
+            rewrites, refused = what_if_programs(function, program)
+            for rewritten in rewrites:
                 programs.append(rewritten)
                 groups[rewritten.name] = program.name
+            left_out += refused
     return Workload(
         origin=ProgramFileOrigin(loaded.path, loaded.description),
         settings=settings.with_(devices=jax.device_count()),
         programs=tuple(programs),
         check_group=lambda name: argument_key(loaded.functions[groups[name]].spec),
+        what_if_notes=tuple(left_out),
+        what_if_shown=len(programs) - len(loaded.functions),
     )
 
 

@@ -20,7 +20,7 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
-from shardscope.errors import SettingsError, ShardscopeError, quote_error
+from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
 from shardscope.measure.crosscheck import compare_results
@@ -114,6 +114,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     eager = {name for name, plan in dispatches.items() if plan is not None}
     measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
     results = {}
+    target_errors: list[TargetError] = []
     with paused():  # one pause for every program: the collector catches up once, not after each
         for program in workload.programs:
             if program.name not in traced:
@@ -125,13 +126,23 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
                                      compile_s=compile_s)
                 if targets:
                     report("compiling", 1.0)
-                    inspection = replace(inspection, targets=_target_plans(program, trace, executable, inspection,
-                                                                           targets))
+                    try:
+                        inspection = replace(inspection, targets=_target_plans(program, trace, executable, inspection,
+                                                                               targets))
+                    except TargetError as exc:  # one program that does not fit the slice: the others still show
+                        if not program.optional:
+                            raise
+                        target_errors.append(exc)
+                        unavailable[program.name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+                        continue
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
                 graphs=graphs, mesh=program.mesh(trace), dispatches=dispatches.get(program.name),
                 **measured.per_program.get(program.name, {}),
             )
+    if target_errors and not results:
+        raise target_errors[0]
+    off_target = {p.name for p in workload.programs if p.name in traced and p.name not in results}  # off the slice
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)
     return Analysis(
@@ -145,7 +156,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         unavailable={**workload.unavailable, **unavailable},
         processes=jax.process_count(),
         collectives_transport=collectives_transport(),
-        checks=measured.checks,
+        checks=tuple(c for c in measured.checks if not {c.baseline, c.candidate} & off_target),
+        what_if_notes=workload.what_if_notes,
+        what_if_shown=workload.what_if_shown,
     )
 
 

@@ -29,21 +29,23 @@ WHAT_IF = "what-if"
 """The mark in a rewritten program's name."""
 
 
-def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> list[PipelineProgram]:
+def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> tuple[list[PipelineProgram], list[str]]:
     """The verified rewrites of ``function`` (inspected on its example arguments) as pipeline
-    programs in ``original``'s place; none when it does not trace (the original says why)."""
+    programs in ``original``'s place, and one line per rewrite left out, with why (none of
+    either when it does not trace: the original says why)."""
     try:
         inspection = inspect_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
-        rewrites = what_if_of(inspection).verified
+        rewrites = what_if_of(inspection).rewrites
     except ShardscopeError:
-        return []
+        return [], []
     found = []
-    for k, rewrite in enumerate(rewrites, 1):
+    for k, rewrite in enumerate((r for r in rewrites if r.verified), 1):
         name = rewritten_name(original.name, k)
         program = as_pipeline_program(rewrite.program, original, name)
         found.append(dataclasses.replace(
             program, description=f"shardscope's rewrite of {original.name}: {rewrite.summary()}"))
-    return found
+    left_out = [f"{original.name}: {rewrite.summary()}" for rewrite in rewrites if not rewrite.verified]
+    return found, left_out
 
 
 def as_pipeline_program(rewritten: "RewrittenProgram", original: PipelineProgram, name: str | None = None) -> PipelineProgram:

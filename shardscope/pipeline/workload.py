@@ -92,3 +92,5 @@ class Workload:
     shapes: "Shapes | None" = None
     unavailable: dict[str, str] = field(default_factory=dict)
     check_group: Callable[[str], Any] = field(default=lambda name: ())
+    what_if_notes: tuple[str, ...] = ()  # with what-if: each rewrite left out (refused, failed), with why
+    what_if_shown: int = 0  # with what-if: the verified rewrites among the programs

@@ -12,6 +12,7 @@ import hashlib
 import io
 import importlib.util
 import linecache
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -117,11 +118,38 @@ def import_file(path: Path) -> tuple[Any, str]:
         ) from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise DemoFileError(
+        raise _device_count_error(exc, path) or DemoFileError(
             f"Importing {path} failed: {type(exc).__name__}: {exc}",
             _where(exc, path),
         ) from exc
     return module, fingerprint
+
+
+_DEVICE_COUNT_REFUSED = "jax_num_cpu_devices config should be updated before backends are initialized"
+"""How JAX refuses ``jax.config.update("jax_num_cpu_devices", N)`` once its CPU backend started."""
+
+_DEVICE_COUNT_SET = re.compile(r"jax_num_cpu_devices['\"]\s*,\s*(?P<count>\d+)")
+
+
+def _device_count_error(exc: BaseException, path: Path) -> DemoFileError | None:
+    """What to do when the file sets ``jax_num_cpu_devices`` at import (None for other errors).
+
+    shardscope starts JAX's CPU devices before it imports the file (a model built at import must
+    land on them), so JAX refuses the file's own count unless it is the same. The count is
+    shardscope's option: ``--devices`` (check, report) or ``--max-devices`` (the app).
+    """
+    if not (isinstance(exc, RuntimeError) and _DEVICE_COUNT_REFUSED in str(exc)):
+        return None
+    frames = demo_frames(exc, path)
+    line = frames[-1] if frames else None
+    found = _DEVICE_COUNT_SET.search(line.line or "") if line is not None else None
+    count = found["count"] if found else "N"
+    where = f"{path.name} line {line.lineno}" if line is not None else path.name
+    return DemoFileError(
+        f"{where} sets jax_num_cpu_devices, but shardscope starts JAX's CPU devices before it imports "
+        "the file, and JAX cannot change their count after that.",
+        f"give the count to shardscope instead: --devices {count} (check, report) or --max-devices {count} "
+        "(the app)")
 
 
 def _import_quietly(module: Any, loader: Any, path: Path) -> None:

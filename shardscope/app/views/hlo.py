@@ -258,6 +258,11 @@ def _from_jaxpr(c: "PairedCollective") -> str:
     return f"{len(c.equations)} x {names}" if len(c.equations) > 1 else names
 
 
+NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
+             "(tpu:v5e:2x2) and press r, or open the app with --target tpu:v5e:2x2; t then goes to its plans.")
+"""What ``t`` says in the Compiled tab when the analysis has no TPU target."""
+
+
 class HloView(RenderedPane):
     """The Compiled tab: every program's compiled plan; ``n``/``N`` go from collective to collective."""
 
@@ -334,14 +339,15 @@ class HloView(RenderedPane):
         self.body.show_segments(lines)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``t`` is greyed out unless the analysis was compiled for a TPU target."""
+        """``t`` is greyed out until there are results (without a target it says how to set one)."""
         if action == "to_target":
-            return True if self._analysis is not None and self._analysis.target_names else None
+            return True if self._analysis is not None else None
         return True
 
     def action_to_target(self) -> None:
-        """Go to the plans compiled for the TPU target (``t``)."""
-        self.scroll_to_targets()
+        """Go to the plans compiled for the TPU target (``t``); without one, say how to set one."""
+        if not self.scroll_to_targets():
+            self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
 
     def scroll_to_targets(self) -> bool:
         """Scroll to the plans on the first TPU target (False when the analysis has none)."""

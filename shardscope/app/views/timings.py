@@ -225,6 +225,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
         note += "; measured times hidden, gradient errors shown as the power of ten above them"
     note += ".\n" + (GRADIENT_CHECK if analysis.reference is not None else outputs_note(analysis))
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
+    warnings += [Text(f"what-if, left out: {note}", "yellow") for note in analysis.what_if_notes]
     return Group(
         cost_table(analysis, hidden, narrow),
         *target_notes(analysis),

@@ -169,6 +169,7 @@ class _Builder:
             name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
             written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
+            source_file=source.file if source else "",
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
         )

@@ -79,6 +79,14 @@ class PairedCollective(PerCall):
         return written or (self.compiled.source if self.compiled is not None else "")
 
     @property
+    def source_file(self) -> str:
+        """The whole path of :attr:`source`'s file (empty when there is no source line)."""
+        written = next((e for e in self.equations if e.source), None)
+        if written is not None:
+            return written.source_file
+        return self.compiled.source_file if self.compiled is not None else ""
+
+    @property
     def written_by(self) -> str:
         """``program`` or ``partitioner``."""
         return self.compiled.written_by if self.compiled is not None else PROGRAM

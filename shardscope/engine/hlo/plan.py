@@ -74,6 +74,7 @@ class CompiledCollective(PerCall):
     paths: int = 1
     wrapper: str = ""
     scatters: bool = False
+    source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
     in_condition_of: tuple[str, ...] = ()
 
     @property

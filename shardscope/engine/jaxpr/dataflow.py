@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
-from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source
+from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
 
@@ -40,6 +40,7 @@ class Collective(PerCall):
     value: str = ""  # the pytree path it carries (``params['Wh']``), else its source line
     source: str = ""  # ``train_step.py:42 (loss)``: the user's line that made it
     verdict: Any = None  # shardscope.engine.jaxpr.verdicts.Verdict
+    source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
 
     @property
     def verdict_kind(self) -> str:
@@ -91,6 +92,7 @@ def collectives(
             value=value,
             source=short_source(eqn.source),
             verdict=classifier.verdict(eqn, site.loops, site.in_conditional, gradient_of=gradient_of),
+            source_file=source_file(eqn.source) or "",
         ))
     return tuple(found)
 

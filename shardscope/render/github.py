@@ -1,0 +1,118 @@
+"""``check --format github``: one workflow command per finding, which a GitHub Actions run turns
+into an annotation on the user's line of the pull request.
+
+A line is ``::error file=PATH,line=N,title=TITLE::MESSAGE``, with PATH relative to the working
+directory (the checkout, where a workflow's steps run). GitHub's rules for workflow commands
+escape ``%``, ``\\r`` and ``\\n`` in the message, and also ``:`` and ``,`` in a property's value.
+The findings are the ones the exit status counts: with targets, those a target still runs in
+a loop; a program that was not checked is an error on the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from shardscope.pipeline.check import FailedProgram
+from shardscope.render.targets import placement_words
+
+if TYPE_CHECKING:
+    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.hlo.target_plan import TargetPlacement
+
+_LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
+"""The line number of a ``step.py:42 (loss)`` source."""
+
+
+def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
+                cwd: Path | None = None) -> list[str]:
+    """One ``::error`` line per finding the exit status counts, and per program not checked.
+
+    A finding is placed at the user's line that wrote the collective (the checked ``path``
+    itself when it has none); paths are relative to ``cwd`` (default: the working directory).
+    """
+    here = os.path.abspath(cwd or Path.cwd())
+    lines = []
+    for ins in inspections:
+        for collective, title, message in _findings(ins):
+            lines.append(_command(_where(collective, path, here), title, message))
+    for failure in failed:
+        message = failure.error.message + (f"\nhint: {failure.error.hint}" if failure.error.hint else "")
+        lines.append(_command({"file": _relative(path, here)}, f"shardscope: {failure.function} was not checked",
+                              message))
+    return lines
+
+
+def _findings(ins: Inspection) -> Iterator[tuple[PairedCollective | None, str, str]]:
+    """``(collective, title, message)`` of each finding of ``ins`` the exit status counts."""
+    if ins.targets:
+        for plan in ins.targets:
+            for placement in plan.staying_findings:
+                paired = _paired_with(ins, placement)
+                title = f"shardscope: {placement.collective.kind} stays in a loop on {plan.target} ({ins.function})"
+                yield paired, title, _staying_message(ins, paired, placement, plan.target)
+        return
+    for c in ins.flagged:
+        verdict = c.verdict
+        message = f"{ins.function}: {c.pairing()}: {verdict.kind}. {verdict.reason}"
+        title = f"shardscope: {verdict.kind.replace('_', '-')} {c.kind} in a loop ({ins.function})"
+        yield c, title, message + _fix(verdict.fix)
+
+
+def _staying_message(ins: Inspection, paired: PairedCollective | None, placement: TargetPlacement,
+                     target: str) -> str:
+    verdict = placement.collective.verdict
+    what = paired.pairing() if paired is not None else placement.collective.name
+    return (f"{ins.function}: {what}: {verdict.kind}. {verdict.reason} On {target}: "
+            f"{placement_words(placement)}.{_fix(verdict.fix)}")
+
+
+def _fix(fix: str | None) -> str:
+    return f" Fix: {fix}" if fix else ""
+
+
+def _paired_with(ins: Inspection, placement: TargetPlacement) -> PairedCollective | None:
+    """The CPU collective (with its jaxpr equations) that ``placement`` is about."""
+    return next((c for c in ins.paired if c.compiled is not None and c.compiled.name == placement.collective.name),
+                None)
+
+
+def _where(collective: PairedCollective | None, path: Path, here: str) -> dict[str, str]:
+    """``file`` and ``line`` of the user's line that wrote ``collective`` (the checked file without one)."""
+    found = _LINE.search(collective.source) if collective is not None else None
+    if collective is None or found is None or not collective.source_file:
+        return {"file": _relative(path, here)}
+    written = Path(collective.source_file)
+    if _same_file(written, path):  # JAX names the file by its real path: keep the one the user gave (a link)
+        written = path
+    return {"file": _relative(written, here), "line": found["line"]}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _relative(path: Path, here: str) -> str:
+    """``path`` relative to ``here``, as GitHub names a file of the checkout (``/`` between folders)."""
+    return Path(os.path.relpath(os.path.abspath(path), here)).as_posix()
+
+
+def _command(where: dict[str, str], title: str, message: str) -> str:
+    properties = ",".join(f"{key}={_property(value)}" for key, value in {**where, "title": title}.items())
+    return f"::error {properties}::{_data(message)}"
+
+
+def _data(text: str) -> str:
+    """A workflow command's message, escaped as GitHub's runner reads it back."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    """A workflow command's property value: its message escapes, and ``:`` and ``,`` too."""
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
