@@ -19,6 +19,7 @@ from shardscope.engine.compiled import CompiledPlan, jax_traced, plan_of
 from shardscope.engine.counts import total_executions
 from shardscope.engine.dataflow import collectives, loops
 from shardscope.engine.jaxpr_model import from_jaxpr
+from shardscope.engine.one_jit_note import one_jit_note
 from shardscope.engine.paired import PairedCollective, paired_collectives
 from shardscope.engine.pytree_paths import argument_names, pytree_names
 from shardscope.engine.rewrite_subject import subject_from
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr_model import Program
     from shardscope.engine.target_plan import TargetPlan
 
-__all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+__all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "notes_of", "pytree_names"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class Inspection:
     compile_s: float | None = None
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
+    notes: tuple[str, ...] = ()
+    """What the user should know about how the program was read (a step of dispatches analysed
+    as one jit: :mod:`shardscope.engine.one_jit_note`)."""
 
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
@@ -201,7 +205,14 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     compiled, compile_s = compile_program(traced, label, debug)
     inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                                 compiled=compiled, compile_s=compile_s)
-    return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled))
+    return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled),
+                               notes=notes_of(fn, traced, label))
+
+
+def notes_of(fn: Callable, traced: Any, name: str) -> tuple[str, ...]:
+    """The notes on how ``fn`` (traced as ``traced``) was read: :attr:`Inspection.notes`."""
+    note = one_jit_note(fn, jax_traced(traced).jaxpr, name)
+    return (note,) if note else ()
 
 
 def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:

@@ -63,6 +63,7 @@ class PlanResult:
     cost_analysis: dict[str, float] | None = None  # XLA's cost_analysis(): a loop body counted once
     mesh: str | None = None  # a program's own mesh (``batch=8``); None for a plan (it uses the settings' mesh)
     targets: "tuple[TargetPlan, ...]" = ()  # its plan on each --target slice (compiled there, never run)
+    notes: tuple[str, ...] = ()  # how the program was read (a step of dispatches analysed as one jit)
 
     @classmethod
     def from_inspection(cls, inspection: Any, *, name: str, description: str, role: str, trace_s: float,
@@ -269,7 +270,8 @@ class Analysis:
         ]
         # with a NaN the plans "differ by inf": the not-finite warning already says what happened
         checks = [c for c in self.checks if not (not_finite and not math.isfinite(c.max_abs_diff))]
-        return not_finite + [check.warning for check in checks if check.warning]
+        notes = [note for plan in self.plans.values() for note in plan.notes]
+        return not_finite + [check.warning for check in checks if check.warning] + notes
 
     @property
     def has_non_finite_gradient(self) -> bool:

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from shardscope.engine.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program, inspect_traced,
-                                          trace_program)
+                                          notes_of, trace_program)
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
@@ -100,7 +100,8 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
     inputs = fn.input_names if len(fn.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
     plans = target_plans(traced, compiled, inspection, targets, program.name, inputs, outputs)
     # the call kept, as inspect() keeps it: --what-if rewrites and runs it
-    return replace(inspection, targets=plans, call=InspectedCall(fn, jax_traced(traced), compiled))
+    return replace(inspection, targets=plans, call=InspectedCall(fn, jax_traced(traced), compiled),
+                   notes=notes_of(program.fn, traced, program.name))
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from shardscope.engine.compiled import jax_traced
+from shardscope.engine.inspection import notes_of
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
@@ -119,6 +120,7 @@ def _program(function: ProgramFunction, held: list[int]) -> PipelineProgram:
         trace_failure=lambda exc: _trace_failure(function.name, exc),
         optional=True,
         mesh=lambda traced: mesh_text(jax_traced(traced).jaxpr),
+        notes=lambda traced: notes_of(function.fn, traced, function.name),
     )
 
 

@@ -127,6 +127,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
                 trace_s=inspection.trace_s, graphs=graphs, mesh=program.mesh(trace), targets=on_targets,
+                notes=program.notes(trace),
                 **measured.per_program.get(program.name, {}),
             )
     roles = {name: result.role for name, result in results.items()}

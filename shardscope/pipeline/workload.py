@@ -61,6 +61,8 @@ class PipelineProgram:
     result: Callable[[Any], Any] = _same
     relabel: Callable[["Inspection"], "Inspection"] = _as_is
     mesh: Callable[["Traced"], str | None] = field(default=lambda traced: None)
+    notes: Callable[["Traced"], tuple[str, ...]] = field(default=lambda traced: ())
+    """What the user should know about how the program was read (``Inspection.notes``)."""
 
     @property
     def title(self) -> str:

@@ -139,6 +139,7 @@ def render_inspection(inspection: "Inspection") -> Any:
         parts.append(collectives_table(paired))
     explained = [c for c in paired if noted(c)]
     parts += [Text(line, style="bold" if note_is_flagged(c) else "") for c, line in zip(explained, notes(paired))]
+    parts += [Text(f"note: {note}", style="yellow") for note in inspection.notes]
     return Group(*parts)
 
 
@@ -230,5 +231,6 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
         "executed_collectives": inspection.executed_collectives if inspection.compiled is not None else None,
         "unpaired_equations": [c.equations[0].equation_id for c in inspection.paired
                                if c.compiled is None and not c.dead],
+        "notes": list(inspection.notes),
     }
     return data

@@ -153,6 +153,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
         "mesh": plan.mesh,
+        "notes": list(plan.notes),
         "max_abs_err": plan.max_abs_err,
         "cost_analysis": plan.cost_analysis,
     }
