@@ -123,6 +123,7 @@ def check(options: CheckOptions) -> int:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
     else:
         render(inspections, stdout_console(), rewrites, checked.failed)
+    sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
     return exit_code(inspections, checked.failed)

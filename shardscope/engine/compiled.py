@@ -34,6 +34,7 @@ from shardscope.engine.counts import PerCall, known_product, total_executions
 from shardscope.engine.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.equation_names import EquationNames
+from shardscope.engine.hlo_added_terms import adds_another_term
 from shardscope.engine.hlo_flow import Flow
 from shardscope.engine.hlo_loops import LoopCounts
 from shardscope.engine.hlo_text import HloModule, Instruction, parse
@@ -326,7 +327,10 @@ class _Builder:
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
         )
-        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
+        added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
+            and adds_another_term(self.flow, site)
+        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
+                                                                  added))
 
     def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int]) -> CompiledCollective:
         """``c`` with the jaxpr view's name of the collective it pairs with, where it has one; each

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count
 from shardscope.engine.compiled_verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
-from shardscope.engine.verdicts import Verdict
+from shardscope.engine.verdicts import ADDED_TERM_REASON, Verdict
 
 if TYPE_CHECKING:
     from shardscope.engine.compiled import CompiledCollective
@@ -63,8 +63,10 @@ def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: s
 
 
 def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
-               loops: "tuple[Instruction, ...]") -> Verdict:
-    """The collective's verdict in words: its operands' one when they agree, else needed."""
+               loops: "tuple[Instruction, ...]", added_term: bool = False) -> Verdict:
+    """The collective's verdict in words: its operands' one when they agree, else needed.
+    ``added_term``: a sum added into its accumulator together with another term (weight decay,
+    :mod:`shardscope.engine.hlo_added_terms`), which is then why it is needed."""
     if not loops:
         return Verdict(NEEDED, "It runs once per call, outside any loop.")
     kinds = {v.kind for v in verdicts}
@@ -87,6 +89,8 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
     if c.kind in ("all-reduce", "reduce-scatter"):
+        if added_term:
+            return Verdict(NEEDED, ADDED_TERM_REASON)
         return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
     return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
                            "it must run in the loop.")
