@@ -74,23 +74,26 @@ class EquationNames:
         primitive = head.rsplit("/", 1)[-1]
         if not primitive or source is None:
             return frozenset()
-        names = self._values_at(primitive, source.file, source.line, "transpose(" in head, elements)
-        if len(names) > 1 and frames:
-            return self._values_at(primitive, source.file, source.line, "transpose(" in head, elements,
-                                   frames[:_FRAMES_COMPARED])
+        key = (primitive, source.file, source.line, "transpose(" in head, elements)
+        names, by_frames = self._values_at(*key)
+        for k in range(min(len(frames), _FRAMES_COMPARED), 0, -1) if len(names) > 1 else ():
+            if frames[:k] in by_frames:  # the equations whose innermost frames are the instruction's
+                return by_frames[frames[:k]]
         return names
 
     @functools.lru_cache(maxsize=None)
-    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int,
-                   frames: tuple[tuple[str, int, int], ...] = ()) -> frozenset[str]:
+    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int
+                   ) -> tuple[frozenset[str], dict[tuple[tuple[str, int, int], ...], frozenset[str]]]:
         """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
-        gradients of one line in a Python loop ask the same question)."""
+        gradients of one line in a Python loop ask the same question): the names, and the names
+        by the innermost frames of their equations (as many as :data:`_FRAMES_COMPARED`)."""
         found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, file, line) if self._backward[eqn_id] == backward]
         sized = [pair for pair in found if _elements(pair[1]) == elements] or found
-        if frames:
-            same = [pair for pair in sized if _frames_agree(self._positions[pair[0]], frames)]
-            sized = same or sized
-        return frozenset({self.name(eqn_id) for eqn_id, _ in sized} - {""})
+        by_frames: dict[tuple[tuple[str, int, int], ...], set[str]] = {}
+        for eqn_id, _ in sized:
+            by_frames.setdefault(self._positions[eqn_id][:_FRAMES_COMPARED], set()).add(self.name(eqn_id))
+        names = frozenset({self.name(eqn_id) for eqn_id, _ in sized} - {""})
+        return names, {key: frozenset(group - {""}) for key, group in by_frames.items() if group - {""}}
 
     @functools.lru_cache(maxsize=None)
     def name(self, equation_id: str) -> str:
@@ -237,13 +240,6 @@ def _origin(eqn: "jax.extend.core.JaxprEqn") -> Frames:
 
 _FRAMES_COMPARED = 3
 """How many frames, innermost first, an instruction's stack and an equation's must share."""
-
-
-def _frames_agree(equation: tuple[tuple[str, int, int], ...], instruction: tuple[tuple[str, int, int], ...]) -> bool:
-    """True when the innermost frames of both (as many as both have, at most
-    :data:`_FRAMES_COMPARED`) are the same positions."""
-    k = min(len(equation), len(instruction), _FRAMES_COMPARED)
-    return k > 0 and equation[:k] == instruction[:k]
 
 
 def _owner(equation_id: str) -> str:
