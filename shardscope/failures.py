@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sysconfig
+import traceback
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +19,24 @@ from shardscope.errors import TraceError, quote_error
 from shardscope.sources.source_files import demo_frames
 
 _CALLBACK_LOGGER = "jax._src.debugging"  # logs every failing jax.debug.callback with a traceback
+
+
+def raised_by_user_code(exc: BaseException) -> "traceback.FrameSummary | None":
+    """The frame that raised ``exc`` when it is the user's own code (outside installed packages,
+    Python's library and shardscope), else None: JAX's errors are raised inside JAX."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    last = frames[-1]
+    path = Path(last.filename).resolve()
+    library = {Path(p).resolve() for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                            sysconfig.get_paths()["platlib"])}
+    own = Path(__file__).resolve().parent
+    if last.filename.startswith("<") or any(path.is_relative_to(p) for p in (*library, own)):
+        return None
+    if {"site-packages", "dist-packages"} & set(path.parts):
+        return None
+    return last
 
 
 def first_line(exc: BaseException) -> str:
@@ -60,6 +80,13 @@ def trace_error(exc: BaseException, subject: str, *, demo: bool, axis: str | tup
             f"{subject} fails to trace on its example arguments: {quoted}",
             f"the example arguments (args= and kwargs= of @shardscope.program) do not match {subject}'s "
             f"parameters; {debug}",
+        )
+    raised = raised_by_user_code(exc)
+    if raised is not None:  # the program's own raise: its words, not a disagreement of types
+        return TraceError(
+            f"{subject} fails to trace on its example arguments: {quoted}",
+            f"the program's own code raised it ({Path(raised.filename).name}:{raised.lineno}, in {raised.name}), "
+            f"not JAX; {debug}",
         )
     return TraceError(
         f"{subject} fails to trace on its example arguments: {quoted}",

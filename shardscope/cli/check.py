@@ -149,6 +149,7 @@ def check(options: CheckOptions) -> int:
             stdout_console().print(Text(
                 f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
                 "read as its calls on the CPU; no target's compiler merges separate calls.", style="dim"))
+    sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
     return exit_code(inspections, checked.failed)

@@ -64,9 +64,18 @@ def loop_words(loop: "CompiledLoop") -> str:
 def _what(placements: Iterable["TargetPlacement"], staying: bool = False) -> tuple[str, bool]:
     """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural;
     ``staying``: of a split one, only the values that stay in the loop."""
-    names = [f"{p.collective.kind}{f' of {_values(p, staying)}' if p.collective.value else ''}" for p in placements]
+    names = [f"{p.collective.kind} of {_values(p, staying)}" if p.collective.value else _unnamed(p)
+             for p in placements]
     words = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
     return words, len(names) > 1
+
+
+def _unnamed(p: "TargetPlacement") -> str:
+    """A collective whose value has no name, told apart by its instruction and line:
+    ``all-reduce.3 (model.py:12)``."""
+    c = p.collective
+    name = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"
+    return f"{name} ({c.source})" if c.source else name
 
 
 def _values(p: "TargetPlacement", staying: bool) -> str:

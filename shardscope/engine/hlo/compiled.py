@@ -42,6 +42,7 @@ from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
+from shardscope.engine.hlo_added_terms import adds_another_term
 from shardscope.engine.pytree_paths import pytree_names
 
 if TYPE_CHECKING:
@@ -173,7 +174,10 @@ class _Builder:
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
         )
-        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
+        added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
+            and adds_another_term(self.flow, site)
+        return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
+                                                                  added))
 
     def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int]) -> CompiledCollective:
         """``c`` with the jaxpr view's name of the collective it pairs with, where it has one; each

@@ -62,23 +62,38 @@ class EquationNames:
         """The value the jaxpr view gives the collective ``equation_id``."""
         return self._collectives.get(equation_id, "")
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> frozenset[str]:
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int,
+                  frames: tuple[tuple[str, int, int], ...] = ()) -> frozenset[str]:
         """The names of the equations an HLO instruction may come from: those with its
         primitive, pass (forward or backward) and line, preferring the ones whose output has
-        ``elements`` elements. Several when one line made several values (``q, k, v = ...``)."""
+        ``elements`` elements. Several when one line made several values (``q, k, v = ...``),
+        unless the instruction's whole stack (``frames``: ``(file, line, column)``, innermost
+        first) tells them apart: two layers called on one line (``out(tanh(hidden(x)))``) differ
+        by the column of their call."""
         head = op_name.split(";", 1)[0]
         primitive = head.rsplit("/", 1)[-1]
         if not primitive or source is None:
             return frozenset()
-        return self._values_at(primitive, source.file, source.line, "transpose(" in head, elements)
+        key = (primitive, source.file, source.line, "transpose(" in head, elements)
+        names, by_frames = self._values_at(*key)
+        for k in range(min(len(frames), _FRAMES_COMPARED), 0, -1) if len(names) > 1 else ():
+            if frames[:k] in by_frames:  # the equations whose innermost frames are the instruction's
+                return by_frames[frames[:k]]
+        return names
 
     @functools.lru_cache(maxsize=None)
-    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int) -> frozenset[str]:
+    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int
+                   ) -> tuple[frozenset[str], dict[tuple[tuple[str, int, int], ...], frozenset[str]]]:
         """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
-        gradients of one line in a Python loop ask the same question)."""
+        gradients of one line in a Python loop ask the same question): the names, and the names
+        by the innermost frames of their equations (as many as :data:`_FRAMES_COMPARED`)."""
         found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, file, line) if self._backward[eqn_id] == backward]
-        sized = [pair for pair in found if _elements(pair[1]) == elements]
-        return frozenset({self.name(eqn_id) for eqn_id, _ in (sized or found)} - {""})
+        sized = [pair for pair in found if _elements(pair[1]) == elements] or found
+        by_frames: dict[tuple[tuple[str, int, int], ...], set[str]] = {}
+        for eqn_id, _ in sized:
+            by_frames.setdefault(self._positions[eqn_id][:_FRAMES_COMPARED], set()).add(self.name(eqn_id))
+        names = frozenset({self.name(eqn_id) for eqn_id, _ in sized} - {""})
+        return names, {key: frozenset(group - {""}) for key, group in by_frames.items() if group - {""}}
 
     @functools.lru_cache(maxsize=None)
     def name(self, equation_id: str) -> str:
@@ -160,6 +175,16 @@ class EquationNames:
         return {site.equation.id: site.equation for site in self.program.sites()}
 
     @functools.cached_property
+    def _positions(self) -> dict[str, tuple[tuple[str, int, int], ...]]:
+        """Every equation's user frames as ``(file, line, column)``, innermost first (the
+        column tells apart two calls on one line: ``out(tanh(hidden(x)))``)."""
+        from jax._src import source_info_util  # JAX is loaded by now: the equations are its
+
+        return {eqn_id: tuple((f.file_name, f.start_line, f.start_column)
+                              for f in source_info_util.user_frames(eqn.source_info.traceback))
+                for eqn_id, eqn in self._raw.items()}
+
+    @functools.cached_property
     def _origins(self) -> dict[str, Frames]:
         """Every equation's user frames (the costly part: one traceback walk per equation)."""
         return {eqn_id: _origin(eqn) for eqn_id, eqn in self._raw.items()}
@@ -211,6 +236,10 @@ def _origin(eqn: "jax.extend.core.JaxprEqn") -> Frames:
 
     return tuple((f.file_name, f.start_line, f.function_name)
                  for f in source_info_util.user_frames(eqn.source_info.traceback))
+
+
+_FRAMES_COMPARED = 3
+"""How many frames, innermost first, an instruction's stack and an equation's must share."""
 
 
 def _owner(equation_id: str) -> str:

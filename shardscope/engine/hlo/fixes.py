@@ -13,11 +13,12 @@ once and keep it, which costs its size in memory for the whole loop.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
-from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.jaxpr.verdicts import Verdict, ADDED_TERM_REASON
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
 
 if TYPE_CHECKING:
@@ -28,20 +29,28 @@ if TYPE_CHECKING:
 STYLES = ("shard_map", "explicit", "auto")
 
 
-def deferral_fix(style: str, value: str, axes: tuple[str, ...], rank: int, runs_before: str, runs_after: str) -> str:
-    """The code that makes a per-iteration sum one sum after the loop, for ``style``."""
+def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str) -> str:
+    """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``values``:
+    how many values the sum carries (several: the fix maps over their tree). The specs name no
+    dimension (``P(reduced=...)``, ``P()``: replicated, whatever the value's rank)."""
     names = ", ".join(repr(a) for a in axes) or "'data'"
     axis = names if len(axes) == 1 else f"({names})"
     reduced = "{" + names + "}"
-    nones = ", ".join(["None"] * max(rank, 1))
     what = value or "the parameters"
     counts = f"{runs_after} runs/call instead of {runs_before}"
     if style == "shard_map":
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
-    explicit = (f"Wr = jax.reshard(W, P({nones}, reduced={reduced})) before the loop and take the gradient of Wr; "
-                f"acc = jax.reshard(jnp.zeros_like(W), P({nones}, unreduced={reduced})) as the accumulator; "
-                f"jax.reshard(acc, P({nones})) after the loop")
+    if values > 1:
+        root = _common_root(value)
+        explicit = (f"{root}_r = jax.tree.map(lambda p: jax.reshard(p, P(reduced={reduced})), {root}) before the loop "
+                    f"and take the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, "
+                    f"P(unreduced={reduced})), jax.tree.map(jnp.zeros_like, {root})) as the accumulator; "
+                    "jax.tree.map(lambda a: jax.reshard(a, P()), acc) after the loop")
+    else:
+        explicit = (f"Wr = jax.reshard(W, P(reduced={reduced})) before the loop and take the gradient of Wr; "
+                    f"acc = jax.reshard(jnp.zeros_like(W), P(unreduced={reduced})) as the accumulator; "
+                    "jax.reshard(acc, P()) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
     return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
@@ -49,6 +58,14 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], rank: int, runs_
             f"{explicit}; or run the loop inside jax.shard_map(step, mesh=mesh, in_specs=(P(), P(None, {axis})), "
             f"out_specs=P(), axis_names={reduced}) with lax.pcast(params, {axis}, to='varying') before it and "
             f"lax.psum(acc, {axis}) after it: {counts}.")
+
+
+def _common_root(value: str) -> str:
+    """The root of the paths in ``value`` (``params['w1'], params['w2']`` -> ``params``; a
+    model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common."""
+    roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",") if name.strip()}
+    roots.discard("")
+    return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
 
 def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
@@ -64,8 +81,10 @@ def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: s
 
 
 def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
-               loops: "tuple[Instruction, ...]") -> Verdict:
-    """The collective's verdict in words: its operands' one when they agree, else needed."""
+               loops: "tuple[Instruction, ...]", added_term: bool = False) -> Verdict:
+    """The collective's verdict in words: its operands' one when they agree, else needed.
+    ``added_term``: a sum added into its accumulator together with another term (weight decay,
+    :mod:`shardscope.engine.hlo_added_terms`), which is then why it is needed."""
     if not loops:
         return Verdict(NEEDED, "It runs once per call, outside any loop.")
     kinds = {v.kind for v in verdicts}
@@ -92,6 +111,8 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
                                "the sum, as a tensor-parallel layer's activation is): the carry is not an accumulator, "
                                "so the sum must run in every iteration.")
     if c.kind in SUM_KINDS:
+        if added_term:
+            return Verdict(NEEDED, ADDED_TERM_REASON)
         return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
     return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
                            "it must run in the loop.")
@@ -102,14 +123,13 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
     left = verdicts[0].loops
     after = runs_after(loops, left, counts)
     moved = sum(v.bytes_after or 0 for v in verdicts)
-    rank = max((len(op.dims) for op in c.operands), default=2)
     grows = sum(op.bytes for op in c.operands) if c.kind == REDUCE_SCATTER or c.scatters else 0
     reason = (f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
               f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
               "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + ".")
     return Verdict(DEFERRABLE, reason,
-                   deferral_fix(style, c.value, c.axes or (), rank, runs_before, _runs_text(after)), left, after)
+                   deferral_fix(style, c.value, c.axes or (), len(c.operands), runs_before, _runs_text(after)), left, after)
 
 
 def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
@@ -137,8 +157,7 @@ def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict,
                                         f"{moved:,} B per run and no run.")
     reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
                "once after the loop with the same result.")
-    rank = max((len(op.dims) for op in deferred), default=2)
-    fix = (deferral_fix(style, values, c.axes or (), rank, runs_before, "1")
+    fix = (deferral_fix(style, values, c.axes or (), len(deferred), runs_before, "1")
            + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
     return Verdict(DEFERRABLE, reason, fix)
 

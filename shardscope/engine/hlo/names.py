@@ -36,9 +36,12 @@ class EquationNamer(Protocol):
         """The value a jaxpr collective carries (``""`` when it has no name)."""
         ...
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int) -> frozenset[str]:
+    def values_of(self, op_name: str, source: SourceLocation | None, elements: int,
+                  frames: "tuple[tuple[str, int, int], ...]" = ()) -> frozenset[str]:
         """The values of the equations an HLO instruction with this ``op_name`` and source line
-        may come from (``elements``: its per-device size, to tell equations of one line apart)."""
+        may come from (``elements``: its per-device size, to tell equations of one line apart;
+        ``frames``: its whole stack, ``(file, line, column)`` innermost first, to tell apart two
+        calls on one line)."""
         ...
 
 
@@ -64,7 +67,9 @@ class CollectiveNamer:
             return reached
         shape = producer.shape
         elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
-        names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements)
+        frames = tuple((s.file, s.line, s.column) for s in self.module.stack_frames.stack(producer.metadata.stack_frame_id)) \
+            if producer.metadata.stack_frame_id else ()
+        names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements, frames)
         if len(names) > 1:  # one line made several values: the output the sum reaches tells which
             names = _by_tail(names).get(tail(reached), frozenset()) if reached else frozenset()
         return next(iter(names)) if len(names) == 1 else reached

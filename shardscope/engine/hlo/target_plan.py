@@ -314,7 +314,8 @@ def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values:
     # the value the target runs in the most loops leads: the collective still runs there for it
     lead = max(range(len(hits)), key=lambda k: len(target_values[hits[k][0]].loops))
     main = target_values[hits[lead][0]]
-    targets = list(dict.fromkeys(target_values[j].collective for js in hits for j in js))
+    # the main one first (the table's loops column reads it): the one that keeps it in the loop
+    targets = list(dict.fromkeys([main.collective, *(target_values[j].collective for js in hits for j in js)]))
     stays = set(main.loops)
     values_left = tuple(dict.fromkeys(
         cpu_values[i].name or f"value {k}" for k, i in enumerate(positions)

@@ -46,6 +46,9 @@ class AdditivePaths:
         self.vma_checked = _vma_checked(self.start)
         self._purity: dict[tuple, bool] = {}
         self._depth = 0
+        self.added_term = False
+        """Set by :meth:`loops` when an accumulator the result reaches has something else added
+        into it (weight decay): why the sum cannot leave that loop."""
 
     def loops(self) -> tuple[Equation, ...]:
         """The loops (innermost first) whose carries only accumulate the reduction's result."""
@@ -255,6 +258,7 @@ class AdditivePaths:
             if self.linear_outputs(facts, [carries[k]]) != {k}:
                 return False
             if not self._pure(facts, facts.block.outputs[k].name, frozenset({carries[k]})):
+                self.added_term = True
                 return False  # something else is added in: the sum after the loop would count it n times
         for block in facts.owner.blocks:
             if block.role == "cond" and any((block.id, v.name) in self.tainted for v in block.outputs):

@@ -53,6 +53,11 @@ class Verdict:
         return self.kind in FLAGGED
 
 
+ADDED_TERM_REASON = ("Something else is added into the accumulator with it (weight decay, say): summed over the "
+                     "devices after the loop, that term would count once per device, so it must run there.")
+"""The reason of a sum added into an accumulator together with another term, in both views."""
+
+
 class Classifier:
     """Gives every collective of one program its verdict (one index, per-loop facts cached)."""
 
@@ -74,9 +79,12 @@ class Classifier:
         if invariant_in:
             return self._loop_invariant(eqn, loops, invariant_in, conditional)
         if eqn.primitive in REDUCTIONS:
-            deferred_out_of = AdditivePaths(self.index, eqn).loops()
+            paths = AdditivePaths(self.index, eqn)
+            deferred_out_of = paths.loops()
             if deferred_out_of:
                 return self._deferrable(eqn, loops, deferred_out_of, conditional, gradient_of)
+            if paths.added_term:
+                return Verdict(NEEDED, ADDED_TERM_REASON)
             return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
         return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
                                "it must run in the loop.")

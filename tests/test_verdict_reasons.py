@@ -1,0 +1,211 @@
+"""The words of a verdict say why: weight decay added into the accumulator, a user's own exception
+at trace time, a collective a target keeps in its loop, two unnamed collectives told apart.
+
+Programs are written as users write them; expected words are derived here from what the program
+does (the decay term is added in the loop body; the exception is raised on the user's line).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import _what_if_programs as wp
+import shardscope
+from shardscope.engine.hlo.compiled import compiled_plan
+from shardscope.engine.hlo.target_plan import compare_plans
+from shardscope.render import targets as target_words
+
+ADDED = "Something else is added into the accumulator"
+
+
+def test_weight_decay_added_into_the_accumulator_is_the_reason_under_jit():
+    mesh = Mesh(np.array(jax.devices()[:4]), ("dp",))
+    params = jax.device_put({"w1": jnp.full((16, 32), 0.1), "w2": jnp.full((32, 4), 0.1)}, NamedSharding(mesh, P()))
+    xs = jax.device_put(jnp.ones((4, 32, 16)), NamedSharding(mesh, P(None, "dp")))
+
+    def loss_fn(params, x):
+        return jnp.mean((jnp.tanh(x @ params["w1"]) @ params["w2"]) ** 2)
+
+    @jax.jit
+    def step(params, xs):
+        def body(acc, x):
+            g = jax.grad(loss_fn)(params, x)
+            return jax.tree.map(lambda a, g, p: a + g + 1e-4 * p, acc, g, params), None  # weight decay
+
+        return jax.lax.scan(body, jax.tree.map(jnp.zeros_like, params), xs)[0]
+
+    text = step.lower(params, xs).compile().as_text()
+    assert "all-reduce(" in text
+    (c,) = shardscope.inspect(step, params, xs).compiled.collectives
+    assert c.in_loop and c.verdict.kind == "needed"
+    assert c.verdict.reason.startswith(ADDED) and "read inside the loop" not in c.verdict.reason
+
+
+def test_weight_decay_added_into_the_accumulator_is_the_reason_under_shard_map():
+    step, args = wp.weight_decay_added()
+    inspection = shardscope.inspect(step, *args)
+    (c,) = inspection.collectives
+    assert c.verdict.kind == "needed" and c.verdict.reason.startswith(ADDED)
+    (p,) = inspection.paired
+    assert p.verdict.reason.startswith(ADDED)
+
+
+def test_the_gradient_read_inside_the_loop_keeps_its_reason():
+    """Not every needed sum gets the new words: one the loop reads (squared) keeps its own."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("dp",))
+    w = jax.device_put(jnp.full((16, 4), 0.1), NamedSharding(mesh, P()))
+    xs = jax.device_put(jnp.ones((4, 32, 16)), NamedSharding(mesh, P(None, "dp")))
+
+    @jax.jit
+    def step(w, xs):
+        def body(acc, x):
+            g = jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+            return acc + g * g, None
+
+        return jax.lax.scan(body, jnp.zeros_like(w), xs)[0]
+
+    (c,) = shardscope.inspect(step, w, xs).compiled.collectives
+    assert c.verdict.kind == "needed" and "read inside the loop" in c.verdict.reason
+
+
+RAISES = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+
+    import shardscope
+
+
+    def check_batch(x):
+        if x.shape[0] % 3:
+            raise ValueError(f"batch {x.shape[0]} must be a multiple of 3")
+
+
+    @shardscope.program(args=(jax.ShapeDtypeStruct((8, 4), jnp.float32),))
+    @jax.jit
+    def step(x):
+        check_batch(x)
+        return x * 2
+''')
+
+
+def test_a_users_own_exception_at_trace_time_is_said_to_be_the_programs(tmp_path):
+    """Its hint names the user's line, not a disagreement of types; the outcome line that says
+    "each one's error follows" comes before the error, in one stream (2>&1) as on a terminal."""
+    path = tmp_path / "raises.py"
+    path.write_text(RAISES)
+    line = RAISES.splitlines().index("        raise ValueError(f\"batch {x.shape[0]} must be a multiple of 3\")") + 1
+    done = subprocess.run([sys.executable, "-m", "shardscope", "check", str(path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert done.returncode == 2
+    out = " ".join(done.stdout.split())
+    assert "ValueError: batch 8 must be a multiple of 3" in out
+    assert f"hint: the program's own code raised it (raises.py:{line}, in check_batch), not JAX" in out
+    assert "which types disagree" not in out
+    assert out.index("error follows") < out.index("shardscope: error:")
+
+
+def test_jax_s_own_error_keeps_the_types_hint(tmp_path, shardscope_cli):
+    path = tmp_path / "shapes.py"
+    path.write_text(RAISES.replace("check_batch(x)\n", "").replace("return x * 2", "return x @ jnp.ones((3, 3))"))
+    result = shardscope_cli("check", path)
+    assert result.returncode == 2 and "which types disagree" in result.stderr
+
+
+LOSS_AFTER_GRADS = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    W = jax.ShapeDtypeStruct((16, 4), jnp.float32, sharding=NamedSharding(mesh, P()))
+    xs = jax.ShapeDtypeStruct((4, 8 * len(jax.devices()), 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+
+    def loss(W, x):
+        return jnp.mean(jnp.tanh(x @ W) ** 2)
+
+
+    @shardscope.program(args=(W, xs))
+    @jax.jit
+    def step(W, xs):
+        def body(acc, x):
+            l, g = jax.value_and_grad(loss)(W, x)
+            return (acc[0] + g, acc[1] + l), None
+
+        (g, l), _ = lax.scan(body, (jnp.zeros_like(W), jnp.float32(0)), xs)
+        return W - 0.1 * g, l
+''')
+
+
+def test_the_target_row_of_a_sum_that_stays_shows_its_loop(tmp_path, shardscope_cli):
+    """The gradients first, the loss after them: the slice moves W's sum out of the loop and
+    keeps the loss's in it (4 iterations), so the row's loops column says 4, not '-'."""
+    pytest.importorskip("libtpu")
+    path = tmp_path / "grads_then_loss.py"
+    path.write_text(LOSS_AFTER_GRADS)
+    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
+    assert result.returncode == 1, result.stderr
+    (placement,) = json.loads(result.stdout)["programs"][0]["targets"]["tpu:v5e:2x4"]["placements"]
+    assert placement["values_left"] == ["W"]
+    text = shardscope_cli("check", path, "--target", "tpu:v5e:2x4").stdout
+    (row,) = [line for line in text.splitlines() if "stayed in loop, 1 of 2 values left" in line]
+    cells = [cell.strip() for cell in row.split("│")]
+    assert cells[cells.index("5") - 1] == "4"  # the loops column, before runs/call (4 in the loop + 1 after)
+
+
+_TWO_SUMS = """HloModule m, num_partitions=2
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: (s32[], f32[4], f32[4])) -> (s32[], f32[4], f32[4]) {
+  %p = (s32[], f32[4]{0}, f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %u = f32[4]{0} get-tuple-element(%p), index=1
+  %v = f32[4]{0} get-tuple-element(%p), index=2
+  %su = f32[4]{0} sine(%u)
+  %cv = f32[4]{0} cosine(%v)
+  %ar1 = f32[4]{0} all-reduce(%su), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+  %ar2 = f32[4]{0} all-reduce(%cv), channel_id=2, replica_groups={{0,1}}, to_apply=%add
+  ROOT %t = (s32[], f32[4]{0}, f32[4]{0}) tuple(%next, %ar1, %ar2)
+}
+
+%cond (q: (s32[], f32[4], f32[4])) -> pred[] {
+  %q = (s32[], f32[4]{0}, f32[4]{0}) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %n = s32[] constant(6)
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x0 = f32[4]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[4]{0}, f32[4]{0}) tuple(%zero, %x0, %x0)
+  %loop = (s32[], f32[4]{0}, f32[4]{0}) while(%init), condition=%cond, body=%body
+  ROOT %out = f32[4]{0} get-tuple-element(%loop), index=1
+}
+"""
+
+
+def test_two_unnamed_collectives_are_told_apart():
+    plan = compiled_plan(_TWO_SUMS)
+    assert [c.value for c in plan.collectives] == ["", ""]  # nothing names their values
+    placements = compare_plans(plan, plan).placements
+    words, plural = target_words._what(placements)
+    assert plural and words == "all-reduce ar1 and all-reduce ar2"
