@@ -19,7 +19,7 @@ import pytest
 from _support import DEMOS, run_cli
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
-from shardscope.pipeline import targets
+from shardscope.pipeline import targets, tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file, load_file
@@ -254,7 +254,7 @@ def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatc
     for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
-    targets._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
+    tpu_target._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
     result = shardscope_cli(command, DEMOS / "linear.py", "--target", "tpu:v5e:2x2")
     assert result.returncode == 2
     assert "needs libtpu, which is not installed" in result.stderr

@@ -313,7 +313,7 @@ class _Builder:
         inst = site.instruction
         verdicts = self.classifier.operand_verdicts(site)
         operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
-                         for k in range(len(inst.operands)))
+                         for k in range(len(site.carried)))
         groups, axes = self._groups_and_axes(inst)
         named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
         source = self.module.source(named, users=True)
@@ -348,7 +348,7 @@ class _Builder:
                             inst.metadata.op_name)
 
     def _operand(self, site: CollectiveSite, k: int, verdict: str) -> CompiledOperand:
-        name = site.instruction.operands[k]
+        name = site.carried[k]
         operand = self.module.instruction(name)
         shape = operand.shape if operand is not None else None
         text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
