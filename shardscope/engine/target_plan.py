@@ -176,6 +176,7 @@ class TargetPlan:
     cost: dict[str, float]
     compile_s: float
     cpu_memory: dict[str, int]
+    compiler: str = ""  # XLA:TPU, XLA:GPU: whose plan this is
 
     def placements_of(self, collective: CompiledCollective) -> tuple["TargetPlacement", ...]:
         """The placements of the CPU collectives whose values the target's ``collective`` carries."""

@@ -276,7 +276,7 @@ def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Proj
     data: dict[str, Any] = {}
     for name, title, result in named:
         for plan in result.targets:
-            entry = data.setdefault(plan.target, {"devices": plan.devices, "device_kind": plan.device_kind,
+            entry = data.setdefault(plan.target, {"compiler": plan.compiler, "devices": plan.devices, "device_kind": plan.device_kind,
                                                   "topology": plan.topology, "variants": {}, "projection": None})
             entry["variants"][name] = target_plan_json(title, plan)
     for target, projection in (projections or {}).items():
