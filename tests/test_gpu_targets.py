@@ -26,6 +26,9 @@ from _support import DEMOS
 from shardscope.engine.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError
 from shardscope.pipeline import gpu_target, targets
+from shardscope.plans.registry import build_plans
+from shardscope.plans.settings import Settings
+from shardscope.sources.loading import load_demo_file
 
 
 def _plugin_installed() -> bool:
@@ -248,3 +251,61 @@ def test_check_on_h100s_says_the_compiler_moves_the_gradients_and_keeps_the_loss
     assert [(c["values"], c["executions"], c["bytes"]) for c in outside] == [(["params['w1']", "params['w2']"], 1, 768 * 4)]
     assert [(c["values"], c["executions"]) for c in inside] == [(["out[1]"], 4)]
     assert result.returncode == 1  # the loss's sum is deferrable and the GPU keeps it in the loop
+
+
+@needs_plugin
+def test_report_on_h100s_shows_the_seed_naive_plans_all_reduce_leave_the_loop(shardscope_cli):
+    """linear.py on gpu:h100:8: the naive plan's all-reduce of W's gradient leaves the chunk loop
+    on the GPU (1 run per call; the CPU runs it once per chunk), the deferred one was outside already."""
+    result = shardscope_cli("report", DEMOS / "linear.py", "--target", "gpu:h100:8", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["devices"] == 8 and data["mesh"] == {"s": 8}
+    target = data["targets"]["gpu:h100:8"]
+    assert (target["compiler"], target["devices"], target["device_kind"]) == ("XLA:GPU", 8, "NVIDIA H100 80GB HBM3")
+    settings = Settings(path=DEMOS / "linear.py", devices=8)
+    built = build_plans(load_demo_file(settings.path).functions["linear"], settings)
+    texts = {plan: (built.functions[plan].trace(*built.args).lower().compile().as_text(),
+                    _gpu(built.functions[plan].trace(*built.args))) for plan in ("naive", "deferred")}
+    cpu, gpu = texts["naive"]
+    assert [loop for _, loop in _all_reduces(cpu)] == [True] and [loop for _, loop in _all_reduces(gpu)] == [False]
+    naive = target["variants"]["naive"]
+    (moved,) = naive["compiled_collectives"]
+    assert moved["loops"] == [] and moved["executions"] == 1 and moved["left_loop"] is True
+    (placement,) = naive["placements"]
+    assert placement["change"] == "left_loop" and placement["cpu_executions"] == 2
+    assert naive["verdict"] == ("on h100:8 the naive plan's all-reduce of params leaves the loop: "
+                                "the compiler already does the deferral here.")
+    assert naive["memory"]["argument_size_in_bytes"] > 0
+    assert [loop for _, loop in _all_reduces(texts["deferred"][1])] == [False]
+    assert [c["loops"] for c in target["variants"]["deferred"]["compiled_collectives"]] == [[]]
+
+
+# --- the GPU's text forms, from modules compiled here ---------------------------------------------
+
+def _shard_map_step(mesh: JaxMesh, collective):
+    from jax import shard_map
+
+    @jax.jit
+    def step(x):
+        return shard_map(collective, mesh=mesh, in_specs=P("data"), out_specs=P("data"))(x)
+
+    return step.trace(jax.ShapeDtypeStruct((8 * 64, 16), jnp.float32, sharding=NamedSharding(mesh, P("data"))))
+
+
+@needs_plugin
+@pytest.mark.parametrize("kind, collective", [
+    ("all-reduce", lambda x: lax.psum(x, "data")),
+    ("all-gather", lambda x: lax.all_gather(x, "data", tiled=True)[:64]),
+    ("reduce-scatter", lambda x: jnp.tile(lax.psum_scatter(x, "data", tiled=True), (8, 1))),
+    ("all-to-all", lambda x: lax.all_to_all(x, "data", 0, 0, tiled=True)),
+    ("collective-permute", lambda x: lax.ppermute(x, "data", [(i, (i + 1) % 8) for i in range(8)])),
+])
+def test_each_gpu_form_of_a_collective_is_one_collective_of_its_kind(kind, collective):
+    """The GPU prints a collective as ``KIND-start``/``-done`` (0.10.2; a sync one with
+    "is_sync":true) or plainly (0.12's sync forms): each is one collective of its kind, run once."""
+    gpu = _gpu(_shard_map_step(_cpu_mesh(8), collective))
+    printed = re.findall(rf"^\s*(?:ROOT )?%\S+ = .*?\s({kind}(?:-start)?)\(", gpu, re.M)
+    assert len(printed) == 1, printed  # counted in the text: one instruction of that kind (a start or plain)
+    (found,) = [c for c in compiled_plan(gpu).collectives if c.kind == kind]
+    assert found.opcode == printed[0] and found.executions == 1 and found.loops == ()

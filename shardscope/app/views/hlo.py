@@ -50,12 +50,14 @@ def backend_note(backend: str, targets: list[str] | None = None) -> Text:
     """Whose compiler produced these results, and what other compilers may do differently."""
     text = Text(f"These are the {backend} compiler's results. ", "italic")
     if targets:
-        text.append(f"The TPU compiler's plans for {', '.join(targets)} are above: compiled for the slice, "
+        kinds = "/".join(dict.fromkeys(t.split(":", 1)[0].upper() for t in targets))
+        machines = " and ".join(dict.fromkeys("the GPUs" if t.startswith("gpu:") else "the slice" for t in targets))
+        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are above: compiled for {machines}, "
                     "never run there (no timings).", "dim italic")
         return text
     text.append(
         "GPU and TPU compilers may hoist collectives out of loops or combine them differently: "
-        "type a TPU slice in the sidebar's target field (e.g. tpu:v5e:2x2) to see what the TPU compiler does.",
+        "type a target in the sidebar's target field (e.g. tpu:v5e:2x2 or gpu:h100:8) to see what its compiler does.",
         "dim italic",
     )
     return text
@@ -167,7 +169,7 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
 def target_heading(target: str, plan: "TargetPlan") -> Text:
     """``on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for, never run there``."""
     return Text.assemble(("on ", "bold"), (target, "bold cyan"),
-                         (f": {plan.devices} x {plan.device_kind}, compiled for the slice, never run there", "dim"))
+                         (f": {plan.devices} x {plan.device_kind}, compiled for {plan.machine}, never run there", "dim"))
 
 
 NARROW = 100
