@@ -309,3 +309,72 @@ def test_each_gpu_form_of_a_collective_is_one_collective_of_its_kind(kind, colle
     assert len(printed) == 1, printed  # counted in the text: one instruction of that kind (a start or plain)
     (found,) = [c for c in compiled_plan(gpu).collectives if c.kind == kind]
     assert found.opcode == printed[0] and found.executions == 1 and found.loops == ()
+
+
+@needs_plugin
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (("check", DEMOS / "gspmd_accumulate.py", "--target", "gpu:h100:4"),
+     "runs on 8 devices; gpu:h100:4 has 4", "shardscope check --devices 4"),
+    (("report", DEMOS / "linear.py", "--target", "gpu:h100:4", "--devices", "2"),
+     "The mesh s=2 has 2 devices; gpu:h100:4 has 4.", "multiply to 4"),
+    (("check", DEMOS / "linear.py", "--target", "gpu:nosuch/gpu.txtpb:8"),
+     "Cannot read the GPU description 'nosuch/gpu.txtpb'", "gpu:h100:8"),
+    (("report", DEMOS / "linear.py", "--target", "gpu:h100:4", "--target", "tpu:v5e:2x4"),
+     "different device counts (gpu:h100:4 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
+])
+def test_a_gpu_target_that_does_not_fit_is_one_message_with_exit_2(args, message, hint, shardscope_cli):
+    result = shardscope_cli(*args)
+    assert result.returncode == 2, result.stdout
+    assert message in " ".join(result.stderr.split()) and hint in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@needs_plugin
+def test_without_the_plugin_check_names_the_extra_and_exits_2(monkeypatch, shardscope_cli):
+    def version(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(gpu_target.importlib.metadata, "version", version)
+    gpu_target._load_gpus.cache_clear()  # a target loaded earlier in this process would not look again
+    try:
+        result = shardscope_cli("check", DEMOS / "linear.py", "--target", "gpu:a100:8")
+    finally:
+        gpu_target._load_gpus.cache_clear()
+    assert result.returncode == 2 and "needs JAX's CUDA plugin" in result.stderr
+    assert "pip install 'shardscope[gpu]'" in result.stderr and "Traceback" not in result.stderr
+
+
+@needs_plugin
+def test_two_targets_side_by_side_each_judge_their_own_plan(shardscope_cli):
+    """gspmd_accumulate on 8 H100s and a v5e 2x4 slice: each compiler moves the gradients' sum out
+    of the loop (counted in both modules here), so check passes on both; without a target it fails."""
+    result = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step", "--target", "gpu:h100:8",
+                            "--target", "tpu:v5e:2x4", "--json")
+    data = json.loads(result.stdout)
+    assert data["judged_on"] == ["XLA:GPU", "XLA:TPU"] and result.returncode == 0
+    for target in ("gpu:h100:8", "tpu:v5e:2x4"):
+        (placement,) = data["targets"][target]["variants"]["step"]["placements"]
+        assert placement["change"] == "left_loop", target
+    cpu_only = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step", "--json")
+    assert json.loads(cpu_only.stdout)["judged_on"] == ["XLA:CPU"] and cpu_only.returncode == 1
+    text = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step")
+    assert "This judges the plan XLA:CPU compiled" in " ".join(text.stdout.split())
+    assert "--target gpu:h100:8" in " ".join(text.stdout.split())
+
+
+@needs_plugin
+def test_inspect_on_and_the_testing_helpers_read_the_gpus_plan():
+    import shardscope
+    from shardscope import testing
+
+    built = programs.gspmd_accumulate(_cpu_mesh(8))
+    gpu = _gpu(built.trace())
+    hoisted = [loop for _, loop in _all_reduces(gpu)]
+    assert hoisted == [False]  # counted in the module: the one all-reduce outside every loop
+    inspection = shardscope.inspect_on("gpu:h100:8", built.fn, *built.args)
+    (plan,) = inspection.targets
+    assert plan.compiler == "XLA:GPU" and plan.staying_findings == ()
+    assert testing.collective_counts_on("gpu:h100:8", built.fn, *built.args) == {"all-reduce": len(hoisted)}
+    testing.assert_no_deferrable_collectives_in_loops_on("gpu:h100:8", built.fn, *built.args)
+    with pytest.raises(AssertionError, match="collective"):
+        testing.assert_no_collectives_in_loops(built.fn, *built.args)  # the CPU plan keeps it in the loop
