@@ -378,3 +378,38 @@ def test_inspect_on_and_the_testing_helpers_read_the_gpus_plan():
     testing.assert_no_deferrable_collectives_in_loops_on("gpu:h100:8", built.fn, *built.args)
     with pytest.raises(AssertionError, match="collective"):
         testing.assert_no_collectives_in_loops(built.fn, *built.args)  # the CPU plan keeps it in the loop
+
+
+@needs_plugin
+def test_with_the_gpus_pipelining_flags_a_peeled_loop_still_counts_every_run():
+    """The collective pipeliner peels an iteration: the loop runs n-1 times and a copy of each
+    collective runs in ENTRY. Per call, the reduce-scatters still run once per micro-batch:
+    counted here from the module (the loop's trip count times the body's, plus ENTRY's)."""
+    devices = targets.load_target(targets.parse_target("gpu:h100:8"))
+    built = programs.fsdp_accumulate(targets.target_mesh(devices, axis="data"))
+    flags = {"xla_gpu_enable_pipelined_all_reduce": True, "xla_gpu_enable_pipelined_all_gather": True,
+             "xla_gpu_enable_pipelined_reduce_scatter": True}
+    lowered = built.fn.trace(*built.args).lower()
+    while True:  # the flags this XLA knows (0.12 renamed some): "No such compile option" names the one it does not
+        try:
+            with gpu_target.cpu_platforms():
+                text = lowered.compile(compiler_options=flags).as_text()
+            break
+        except Exception as exc:
+            unknown = re.search(r"No such compile option: '(\w+)'", str(exc))
+            if unknown is None:
+                raise
+            flags.pop(unknown.group(1))
+    (trip,) = {int(n) for n in re.findall(r'"known_trip_count":\{"n":"(\d+)"\}', text)}
+    bodies = set(re.findall(r"body=%([\w.\-]+)", text))
+    in_body = in_entry = 0
+    computation = ""
+    for line in text.splitlines():
+        if (header := _HEADER.match(line)):
+            computation = header.group(2)
+        elif re.search(r" reduce-scatter(-start)?\(", line):
+            in_body += computation in bodies
+            in_entry += line.startswith("  ") and computation not in bodies
+    if "xla_gpu_enable_pipelined_reduce_scatter" in flags:  # jax 0.10.2's XLA: peeled, one iteration outside
+        assert trip == programs.MICRO_BATCHES - 1 and in_body and in_entry
+    assert compiled_plan(text).counts()["reduce-scatter"] == in_body * trip + in_entry == programs.MICRO_BATCHES * in_body
