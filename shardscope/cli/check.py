@@ -20,7 +20,7 @@ from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
-from shardscope.pipeline.devices import ensure_devices
+from shardscope.pipeline.devices import ensure_devices, start_jax_quietly
 from shardscope.errors import SettingsError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -103,6 +103,7 @@ def check(options: CheckOptions) -> int:
     that fails to trace or compile is reported with its message (``--debug``: its traceback)
     after the others are checked, and the status is 2.
     """
+    start_jax_quietly()  # the imports below load JAX (about 1 s): its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 1 s): not for --help
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.pipeline.target_plans import load_targets, parse_targets, target_device_count

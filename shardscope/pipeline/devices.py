@@ -33,16 +33,10 @@ def request_devices(count: int) -> bool:
 
     Returns False when the backend has already started (the count can no longer change).
     """
-    with plugin_lines_dropped():
-        import jax
-        from jax._src import xla_bridge
+    if not start_jax_quietly():
+        return False
+    import jax
 
-        if xla_bridge.backends_are_initialized():
-            return False
-        if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
-            jax.config.update("jax_platforms", "cpu")  # before the plugins register: CUDA's skips its CUDA check then
-        if hasattr(xla_bridge, "_discover_and_register_pjrt_plugins"):
-            xla_bridge._discover_and_register_pjrt_plugins()  # their libraries load here, not at the backend's start
     current = jax.config.jax_num_cpu_devices  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
     if current is None or current < count:
         jax.config.update("jax_num_cpu_devices", count)
@@ -71,6 +65,23 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
             "(do not set jax_num_cpu_devices in the file)",
         )
     return available
+
+
+def start_jax_quietly() -> bool:
+    """``import jax`` with its platforms set to the CPU's (unless the user chose some) and its
+    plugins registered, without starting its backend and with the CUDA plugin's start-up lines
+    dropped. Returns False when the backend had already started."""
+    with plugin_lines_dropped():
+        import jax
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            return False
+        if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
+            jax.config.update("jax_platforms", "cpu")  # before the plugins register: CUDA's skips its CUDA check then
+        if hasattr(xla_bridge, "_discover_and_register_pjrt_plugins"):
+            xla_bridge._discover_and_register_pjrt_plugins()  # their libraries load here, not at the backend's start
+    return True
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.pipeline.cpu_target import parse_cpu
+from shardscope.pipeline.devices import plugin_lines_dropped
 from shardscope.pipeline.gpu_target import gpu_examples, parse_gpu
 from shardscope.pipeline.target_base import Target, TargetDevices, device_grid
 from shardscope.pipeline.tpu_target import parse_tpu, tpu_examples
@@ -59,8 +60,12 @@ def parse_target(text: str) -> Target:
 
 
 def load_target(target: Target) -> TargetDevices:
-    """The devices of ``target`` (:class:`TargetError` when its compiler is missing or does not know it)."""
-    return target.load()
+    """The devices of ``target`` (:class:`TargetError` when its compiler is missing or does not know it).
+
+    JAX may load here first (a command loads its targets before the program): the CUDA plugin's
+    start-up lines are dropped as :func:`~shardscope.pipeline.devices.request_devices` drops them."""
+    with plugin_lines_dropped():
+        return target.load()
 
 
 def target_mesh(devices: TargetDevices, mesh: Mesh | None = None, axis: str = "s") -> "jax.sharding.Mesh":

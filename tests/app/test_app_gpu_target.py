@@ -74,7 +74,11 @@ def test_gpus_typed_in_the_sidebar_show_the_gpu_compilers_plans_in_the_compiled_
             assert app.analysis.settings.targets == ("gpu:h100:8",) and app.analysis.settings.mesh.text() == "s=8"
             await press(pilot, "5")
             await drain(pilot)
-            text = " ".join(app.query_one(HloView).plain.split())
+            view = app.query_one(HloView)
+            assert view.body.scroll_offset.y == 0
+            await press(pilot, "t")  # to the GPUs' plans
+            assert view.body.scroll_offset.y > 0
+            text = " ".join(view.plain.split())
             assert "on gpu:h100:8: 8 x NVIDIA H100 80GB HBM3, compiled for the GPUs, never run there" in text
             assert ("naive: on h100:8 the naive plan's all-reduce of params leaves the loop: "
                     "the compiler already does the deferral here.") in text

@@ -266,7 +266,7 @@ class HloView(RenderedPane):
         self._analysis: "Analysis | None" = None
         self._selected: int = -1  # position in targets(analysis); -1: none yet
         self._starts: dict[Target, int] = {}  # the first line of each collective's details
-        self._slice_start: int | None = None  # the first line of the plans on a TPU target
+        self._slice_start: int | None = None  # the first line of the plans on a target (a TPU slice, GPUs)
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
         """The compiled plans of ``analysis``."""
@@ -321,10 +321,11 @@ class HloView(RenderedPane):
         lines: list = []
         self._starts = {}
         self._slice_start = None
+        headings = tuple(f"on {name}:" for name in (self._analysis.target_names if self._analysis is not None else ()))
         for block, target in blocks:
             if target is not None:
                 self._starts[target] = len(lines)
-            if self._slice_start is None and isinstance(block, Text) and block.plain.startswith("on tpu:"):
+            if self._slice_start is None and headings and isinstance(block, Text) and block.plain.startswith(headings):
                 self._slice_start = len(lines)
             lines += lay_out(self.app.console, block, max(width, 20))
         self.body.show_segments(lines)
@@ -340,7 +341,7 @@ class HloView(RenderedPane):
         self.scroll_to_targets()
 
     def scroll_to_targets(self) -> bool:
-        """Scroll to the plans on the first TPU target (False when the analysis has none)."""
+        """Scroll to the plans on the first target (False when the analysis has none)."""
         if self._slice_start is None and self._analysis is not None:
             self._draw()  # laid out at the body's width now: the lines are counted
         if self._slice_start is None:
