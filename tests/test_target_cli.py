@@ -87,7 +87,7 @@ def test_the_report_text_has_the_targets_columns_without_timings(shardscope_cli)
     result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "-r", "1")
     assert result.returncode == 0, result.stderr
     out = " ".join(result.stdout.split())
-    assert "tpu:v5e:2x2: 4 x TPU v5 lite (compiled for, never run: no timings)" in out
+    assert "tpu:v5e:2x2: 4 x TPU v5 lite (XLA:TPU's plan, compiled for, never run: no timings)" in out
     assert "run median │ not run (compiled only) │ not run (compiled only)" in out
     assert "memory/device: arguments" in out and "on the CPU" in out
     assert "tpu:v5e:2x2: each CPU collective on the target" in out and "left loop" in out

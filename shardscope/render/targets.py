@@ -169,7 +169,8 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
 
     columns = [(name, result, next(t for t in result.targets if t.target == target)) for name, result in named]
     first = columns[0][2]
-    table = Table(title=f"{target}: {first.devices} x {first.device_kind} (compiled for, never run: no timings)",
+    by = f"{first.compiler}'s plan, " if first.compiler else ""
+    table = Table(title=f"{target}: {first.devices} x {first.device_kind} ({by}compiled for, never run: no timings)",
                   title_justify="left")
     table.add_column("")
     for name, _, _ in columns:
