@@ -448,3 +448,14 @@ def test_the_seed_naive_plans_psum_the_tpu_moved_is_still_the_programs():
     (t,) = plan_of(naive, naive.lower().compile(), text=_on("v5e:2x2", naive)).collectives
     assert not t.in_loop and t.written_by == PROGRAM and len(t.equations) == 1
     assert t.equations[0].rsplit("/", 1)[-1].startswith("psum_invariant")
+
+
+def test_the_cpu_as_a_target_compiles_through_the_same_path_to_the_cpus_own_plan():
+    """cpu:8, the third implementation of the Target interface: the one compile path gives the
+    module the CPU compiles itself (its all-reduce in the scan's body, as many as there)."""
+    devices = targets.load_target(targets.parse_target("cpu:8"))
+    assert devices.count == 8 and all(d.platform == "cpu" for d in devices.devices)
+    traced = programs.gspmd_accumulate(_cpu_mesh(8)).trace()
+    own = traced.lower().compile().as_text()
+    through = targets.compile_for_target(traced, devices).hlo_text
+    assert all_reduces(through) == all_reduces(own) and all_reduces(own)

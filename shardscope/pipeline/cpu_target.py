@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from shardscope.errors import SettingsError
+from shardscope.pipeline.devices import request_devices
 from shardscope.pipeline.target_base import Target, TargetDevices
 
 
@@ -30,9 +31,12 @@ class CpuTarget(Target):
         return str(self.count)
 
     def load(self) -> TargetDevices:
-        """The first :attr:`count` CPU devices (:class:`SettingsError` when JAX started fewer)."""
+        """The first :attr:`count` CPU devices (:class:`SettingsError` when JAX started fewer).
+
+        Asks JAX for that many first: a command loads its targets before it starts JAX's backend."""
         import jax
 
+        request_devices(self.count)
         devices = jax.devices("cpu")
         if len(devices) < self.count:
             raise SettingsError(f"{self} needs {self.count} CPU devices; JAX started {len(devices)}.",
