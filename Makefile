@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test typecheck test-newest bench bench-quick screenshots readme clean
 
-# The tpu extra (libtpu: compiling for --target tpu:... without a TPU) where libtpu ships, Linux
-# x86-64; elsewhere the target tests skip and say why.
-TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu)
+# The tpu and gpu extras (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
+# without a TPU or a GPU) where they ship, Linux x86-64; elsewhere the target tests skip and say why.
+TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu,gpu)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)

@@ -1,13 +1,13 @@
-"""Compile time for TPU targets of 8, 64 and 256 devices (docs/tpu-targets.md; not in ``run.py``).
+"""Compile time for TPU and GPU targets of 8, 64 and 256 devices (docs/tpu-targets.md; not in ``run.py``).
 
-``python -m benchmarks.target_compile`` (needs the ``tpu`` extra; writes
+``python -m benchmarks.target_compile`` (needs the ``tpu`` and ``gpu`` extras; writes
 ``benchmarks/results/target_compile.json``, which ``python -m benchmarks.render`` puts in
 ``BENCHMARKS.md``; run alone, about a minute): demos/train_step.py's ``step``
 written with its mesh over n devices. Per target, medians (min-max) of 5 rounds, the routes
 interleaved, a new ``jax.jit`` each round (JAX caches traces, lowerings and compiles per
-function): the trace over n CPU devices, ``compile_for_target`` of that trace (lowering and TPU
-compile), the same program written over the target's devices (JAX's own route), and the CPU
-compile.
+function): the trace over n CPU devices, ``compile_for_target`` of that trace (lowering and the
+target's compile), the same program written over the target's devices (JAX's own route), and the
+CPU compile of the same trace's program.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-TOPOLOGIES = ("v5e:2x4", "v5p:4x4x4", "v5e:16x16")
+TARGETS = ("tpu:v5e:2x4", "gpu:h100:8", "tpu:v5p:4x4x4", "gpu:h100:8x8", "tpu:v5e:16x16", "gpu:h100:32x8")
 ROUNDS = 5
 MICRO_BATCHES, PER_DEVICE, D_IN, D_HIDDEN = 4, 8, 16, 32
 
@@ -54,15 +54,15 @@ def _seconds(fn: Callable) -> float:
     return time.perf_counter() - start
 
 
-def measure(topology: str) -> dict[str, list[float]]:
-    """The four timings of ``ROUNDS`` rounds for one topology."""
+def measure(target: str) -> dict[str, list[float]]:
+    """The four timings of ``ROUNDS`` rounds for one target."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     from shardscope.pipeline import targets
 
-    devices = targets.load_target(targets.parse_target(f"tpu:{topology}"))
+    devices = targets.load_target(targets.parse_target(target))
     cpu_mesh = Mesh(np.array(jax.devices()[: devices.count]), ("batch",))
     tpu_mesh = targets.target_mesh(devices, axis="batch")
     rounds: dict[str, list[float]] = {"trace": [], "retargeted": [], "direct": [], "cpu": []}
@@ -79,7 +79,7 @@ def measure(topology: str) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    """Print one line per topology and write the rounds to ``benchmarks/results/target_compile.json``."""
+    """Print one line per target and write the rounds to ``benchmarks/results/target_compile.json``."""
     from benchmarks.common import write_result
     from shardscope.pipeline import targets
     from shardscope.pipeline.devices import ensure_devices
@@ -87,17 +87,20 @@ def main() -> None:
     ensure_devices(256)
     import jax
 
+    import importlib.metadata
+
     import libtpu
 
     print(f"jax {jax.__version__}, {ROUNDS} rounds, median (min-max) seconds")
     cases = []
-    for topology in TOPOLOGIES:
-        rounds = measure(topology)
+    for target in TARGETS:
+        rounds = measure(target)
         cells = ", ".join(f"{name} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for name, v in rounds.items())
-        print(f"{topology}: {cells}", flush=True)
-        devices = targets.load_target(targets.parse_target(f"tpu:{topology}")).count
-        cases.append({"topology": topology, "devices": devices, "rounds": rounds})
+        print(f"{target}: {cells}", flush=True)
+        devices = targets.load_target(targets.parse_target(target)).count
+        cases.append({"target": target, "devices": devices, "rounds": rounds})
     path = write_result("target_compile", False, {"rounds_per_case": ROUNDS, "libtpu": libtpu.__version__,
+                                                  "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),
                                                   "cases": cases})
     print(f"wrote {path}")
 

@@ -2,7 +2,7 @@
 
 ``make screenshots`` runs ``python -m screenshots.make``; ``--out DIR`` and ``--demo NAME``
 (repeatable) change where and what; without ``--demo`` the Sweep tab and the rnn demo compiled
-for a TPU slice (the target field, libtpu needed) are shot too. The app runs as a user starts it (the first analysis
+for a TPU slice and for 8 H100s (the target field, libtpu and JAX's CUDA plugin needed) are shot too. The app runs as a user starts it (the first analysis
 starts by itself) except that measured times are hidden (``hide_measurements``: ``···`` in
 place of every wall-clock number, gradient errors as the power of ten above them), so the
 screenshots are the same on every run and every machine, and a regeneration changes a file only
@@ -73,24 +73,25 @@ async def shoot(demo: Path, out: Path) -> list[Path]:
 
 TARGET_DEMO = "rnn.py"
 TARGET = "tpu:v5e:2x2"
+GPU_TARGET = "gpu:h100:4"  # as many devices as the slice: one process, one CPU device count
 
 
-async def shoot_target(out: Path) -> list[Path]:
-    """The rnn demo compiled for a v5e slice too (the sidebar's target field): the Compiled tab
-    at the slice's plans, and the Timings tab with the slice's memory per device."""
+async def shoot_target(out: Path, target: str = TARGET, stem: str = "") -> list[Path]:
+    """The rnn demo compiled for a target too (the sidebar's target field: a v5e slice, or 8
+    H100s): the Compiled tab at the target's plans, and the Timings tab with its memory per device."""
     from shardscope.app import make_app
     from shardscope.app.views import HloView
     from shardscope.plans.settings import Settings
 
-    app = make_app(Settings(ROOT / "demos" / TARGET_DEMO, repeats=REPEATS, targets=(TARGET,)), hide_measurements=True)
-    stem = f"{Path(TARGET_DEMO).stem}-target"
+    app = make_app(Settings(ROOT / "demos" / TARGET_DEMO, repeats=REPEATS, targets=(target,)), hide_measurements=True)
+    stem = stem or f"{Path(TARGET_DEMO).stem}-target"
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_analysis(pilot)
         app.query_one("#sidebar").scroll_end(animate=False)  # the target field, at the sidebar's foot
         await pilot.press("5")
         await screen_settled(pilot)
         if not app.query_one(HloView).scroll_to_targets():
-            raise RuntimeError(f"no plans on {TARGET}: is libtpu installed (pip install 'shardscope[tpu]')?")
+            raise RuntimeError(f"no plans on {target}: is its compiler installed (pip install 'shardscope[tpu,gpu]')?")
         await screen_settled(pilot)
         hlo = save(app, out, f"{stem}-hlo")
         await pilot.press("4")
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.demo:
         saved.append(asyncio.run(shoot_sweep(args.out)))
         saved += asyncio.run(shoot_target(args.out))
+        saved += asyncio.run(shoot_target(args.out, GPU_TARGET, f"{Path(TARGET_DEMO).stem}-gpu"))
     for path in saved:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0

@@ -27,5 +27,18 @@ def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return _inspect(fn, *args, **kwargs)
 
 
-__all__ = ["demo", "inspect", "program", "ShardscopeError"]
+def inspect_on(target: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """:func:`inspect` of ``fn(*args, **kwargs)`` with its plan on ``target`` too (``"gpu:h100:8"``,
+    ``"tpu:v5e:2x4"``, or several): ``inspection.targets`` holds what that compiler did with each
+    collective (``.comparison.placements``, ``.compiled.counts()``, ``.staying_findings``).
+
+    Nothing runs on the target; its devices come from JAX's CUDA plugin or libtpu (the ``gpu`` and
+    ``tpu`` extras). The program's mesh must span as many devices as the target has.
+    """
+    from shardscope.pipeline.check import inspect_on as _inspect_on  # JAX and the engine: not on import
+
+    return _inspect_on(target, fn, args, kwargs)
+
+
+__all__ = ["demo", "inspect", "inspect_on", "program", "ShardscopeError"]
 __version__ = "0.1.0"

@@ -28,7 +28,8 @@ from shardscope.render import dispatches as _renderings  # registers the text an
 from shardscope.engine.dispatches import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
-__all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
+__all__ = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
+           "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
 
 def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
@@ -39,6 +40,29 @@ def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int 
     conditional branches all count (an upper bound).
     """
     return inspect(fn, *args, **kwargs).counts()
+
+
+def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+    """Runs per call of each collective kind in the plan ``target``'s compiler makes
+    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``; nothing runs there), e.g. ``{"all-reduce": 1}``."""
+    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
+
+    (plan,) = inspect_on(target, fn, args, kwargs).targets
+    return plan.compiled.counts()
+
+
+def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
+    """Fail when ``target``'s compiler keeps in a loop a collective the loop does not need (what
+    ``check --target`` exits 1 for); one its compiler moves out itself passes. Returns the inspection."""
+    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
+
+    inspection = inspect_on(target, fn, args, kwargs)
+    (plan,) = inspection.targets
+    staying = plan.staying_findings
+    if staying:
+        words = "; ".join(p.describe() for p in staying)
+        raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target}: {words}")
+    return inspection
 
 
 def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:

@@ -29,6 +29,8 @@ def test_the_readme_has_its_samples_marked():
         "check demos/rnn.py --target tpu:v5e:2x2",
         "check demos/linear.py --target tpu:v5e:2x2",
         "sweep demos/linear.py --target tpu:v5e:2x2 --chunk-sizes 1,16 --memory-budget 30KiB",
+        "check demos/gspmd_accumulate.py --function step --target gpu:h100:8",
+        "check demos/fsdp_accumulate.py --target gpu:h100:8",
         "check demos/train_step.py --function step --what-if --project ib-ndr:64",
     ]
 

@@ -27,8 +27,8 @@ def _first_line_of_docstring(path: Path) -> str:
 
 def test_the_repository_keeps_one_copy_of_each_demo():
     assert DEMOS.is_symlink() and DEMOS.resolve() == DEMO_DIR
-    assert SHIPPED == ["deep", "dispatch_step", "explicit_accumulate", "fsdp", "gspmd_accumulate", "linear", "mlp",
-                       "pipeline", "rbm", "rnn", "train_step"]
+    assert SHIPPED == ["deep", "dispatch_step", "explicit_accumulate", "fsdp", "fsdp_accumulate", "gspmd_accumulate",
+                       "linear", "mlp", "pipeline", "rbm", "rnn", "train_step"]
 
 
 def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path):
@@ -141,6 +141,8 @@ def test_the_installed_wheel_ships_the_demos(tmp_path):
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(venv), where  # the wheel's shardscope, not the repository's
     installed = Path(where).parent / "demo_files"
+    descriptions = sorted(p.name for p in (Path(where).parent / "gpu_descriptions").glob("*.txtpb"))
+    assert descriptions == ["a100.txtpb", "b200.txtpb", "h100.txtpb", "h200.txtpb"]  # --target gpu:NAME:N's data
 
     listed = run("demos")
     assert listed.returncode == 0, listed.stderr

@@ -19,7 +19,7 @@ import pytest
 from _support import DEMOS, run_cli
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
-from shardscope.pipeline import targets
+from shardscope.pipeline import targets, tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file, load_file
@@ -87,7 +87,7 @@ def test_the_report_text_has_the_targets_columns_without_timings(shardscope_cli)
     result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "-r", "1")
     assert result.returncode == 0, result.stderr
     out = " ".join(result.stdout.split())
-    assert "tpu:v5e:2x2: 4 x TPU v5 lite (compiled for, never run: no timings)" in out
+    assert "tpu:v5e:2x2: 4 x TPU v5 lite (XLA:TPU's plan, compiled for, never run: no timings)" in out
     assert "run median │ not run (compiled only) │ not run (compiled only)" in out
     assert "memory/device: arguments" in out and "on the CPU" in out
     assert "tpu:v5e:2x2: each CPU collective on the target" in out and "left loop" in out
@@ -209,7 +209,8 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
      "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v5e:2x4"),
      "different device counts (tpu:v5e:2x2 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
-    (("check", DEMOS / "linear.py", "--target", "gpu:h100:8"), "TPU slices only", "tpu:v5e:16x16"),
+    (("check", DEMOS / "linear.py", "--target", "gpu:v100:8"),
+     "shardscope has no description of the GPU 'v100': it describes a100, b200, h100, h200.", "gpu:h100:8"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v9:2x2"), "libtpu does not know the topology 'v9:2x2'",
      "tpu:v5e:16x16"),
     (("check", DEMOS / "gspmd_accumulate.py", "--target", "tpu:v5e:2x2"),
@@ -254,7 +255,7 @@ def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatc
     for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
-    targets._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
+    tpu_target._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
     result = shardscope_cli(command, DEMOS / "linear.py", "--target", "tpu:v5e:2x2")
     assert result.returncode == 2
     assert "needs libtpu, which is not installed" in result.stderr

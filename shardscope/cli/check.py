@@ -21,7 +21,7 @@ from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
-from shardscope.pipeline.devices import ensure_devices
+from shardscope.pipeline.devices import ensure_devices, start_jax_quietly
 from shardscope.pipeline.targets import checked_targets
 from shardscope.errors import SettingsError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
@@ -122,6 +122,7 @@ def check(options: CheckOptions) -> int:
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
 
+    start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.pipeline.target_plans import load_targets, target_device_count

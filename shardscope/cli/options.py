@@ -73,8 +73,10 @@ def add_debug_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
-TARGET_HELP = ("also compile for this TPU slice, e.g. tpu:v5e:2x2 or tpu:v5e:16x16 (repeatable; nothing runs there: "
-               "its columns have no timings); needs pip install 'shardscope[tpu]'")
+TARGET_HELP = ("also compile for this target: a TPU slice (tpu:v5e:2x2, tpu:v5e:16x16; needs pip install "
+               "'shardscope[tpu]') or GPUs (gpu:h100:8, gpu:h100:2x8 for two hosts of 8, gpu:FILE.txtpb:8 for your own "
+               "description; h100, h200, b200, a100 described; needs pip install 'shardscope[gpu]'); repeatable, "
+               "nothing runs there: its columns have no timings")
 
 
 NO_CACHE_HELP = ("compile every program afresh: neither read nor write the compilation cache "
@@ -87,14 +89,15 @@ def add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_target_option(parser: argparse.ArgumentParser) -> None:
-    """``--target tpu:TOPOLOGY``, repeatable (``report``, ``check``); the values are parsed when it runs."""
-    parser.add_argument("--target", action="append", default=[], metavar="tpu:TOPOLOGY", help=TARGET_HELP)
+    """``--target tpu:TOPOLOGY`` / ``gpu:NAME:DEVICES``, repeatable (``report``, ``check``, ``sweep``); the
+    values are parsed when it runs."""
+    parser.add_argument("--target", action="append", default=[], metavar="TARGET", help=TARGET_HELP)
 
 
 def refuse_targets_across_processes(targets: Sequence[object], processes: ProcessOptions) -> None:
     """``--target`` compiles in this process: :class:`SettingsError` with ``--processes`` or ``--distributed``."""
     if targets and (processes.spawns_workers or processes.distributed or processes.worker is not None):
-        raise SettingsError("--target compiles for the slice in one process: it does not go with --processes "
+        raise SettingsError("--target compiles for the target in one process: it does not go with --processes "
                             "or --distributed.", "leave --processes and --distributed out when you give --target")
 
 

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
-                                          inspect_traced, trace_program, inspect_dispatches)
+                                          inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
 from shardscope.engine.dispatches import is_dispatch_sequence
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
-from shardscope.pipeline.target_plans import settings_on_targets, target_device_count, target_plans
+from shardscope.pipeline.target_plans import load_targets, parse_targets, settings_on_targets, target_device_count, target_plans
 from shardscope.pipeline.targets import TargetDevices
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
@@ -92,19 +92,33 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
     """A program's inspection (traced and compiled, not run), with its plan on each target."""
     if not targets:
         return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
-    fn = traceable(program.fn, program.spec.args, program.spec.kwargs)
-    traced, trace_s = trace_program(fn, program.name, CLI_DEBUG)
-    if is_dispatch_sequence(program.fn, jax_traced(traced).jaxpr):
+    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG)
+
+
+def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
+    """:func:`shardscope.inspect` of ``fn(*args, **kwargs)`` with its plan on each target too
+    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's."""
+    texts = (targets,) if isinstance(targets, str) else tuple(targets)
+    name = str(getattr(fn, "__name__", type(fn).__name__))
+    return inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
+
+
+def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,
+                       debug: str) -> Inspection:
+    """``fn`` traced once, compiled for the CPU and for each of ``targets``."""
+    program = traceable(fn, args, kwargs)
+    traced, trace_s = trace_program(program, name, debug)
+    if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
         # no target's compiler merges separate dispatches: their findings stand on every target
-        return inspect_dispatches(fn, traced, program.name, trace_s, CLI_DEBUG)
-    compiled, compile_s = compile_program(traced, program.name, CLI_DEBUG)
+        return inspect_dispatches(program, traced, name, trace_s, debug)
+    compiled, compile_s = compile_program(traced, name, debug)
     outputs = pytree_names(traced.out_info, "out")
-    inspection = inspect_traced(traced, program.name, fn.input_names, outputs, trace_s, compiled=compiled,
+    inspection = inspect_traced(traced, name, program.input_names, outputs, trace_s, compiled=compiled,
                                 compile_s=compile_s)
-    inputs = fn.input_names if len(fn.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
-    plans = target_plans(traced, compiled, inspection, targets, program.name, inputs, outputs)
+    inputs = program.input_names if len(program.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
+    plans = target_plans(traced, compiled, inspection, targets, name, inputs, outputs)
     # the call kept, as inspect() keeps it: --what-if rewrites and runs it
-    return replace(inspection, targets=plans, call=InspectedCall(fn, jax_traced(traced), compiled))
+    return replace(inspection, targets=plans, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,

@@ -13,7 +13,18 @@ Compiling for a TPU target does not need JAX's TPU backend (:mod:`shardscope.pip
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
+import sys
+import tempfile
+from typing import Iterator
+
 from shardscope.errors import SettingsError
+
+_PLUGIN_NOISE = ("cudart_stub.cc", "All log messages before absl::InitializeLog() is called")
+"""What JAX's CUDA plugin (the gpu extra) prints on a machine without CUDA while its libraries
+load: once per library at ``import jax``, once more when JAX registers the plugin."""
 
 
 def request_devices(count: int) -> bool:
@@ -22,13 +33,10 @@ def request_devices(count: int) -> bool:
 
     Returns False when the backend has already started (the count can no longer change).
     """
-    import jax
-    from jax._src import xla_bridge
-
-    if xla_bridge.backends_are_initialized():
+    if not start_jax_quietly():
         return False
-    if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
-        jax.config.update("jax_platforms", "cpu")
+    import jax
+
     current = jax.config.jax_num_cpu_devices  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
     if current is None or current < count:
         jax.config.update("jax_num_cpu_devices", count)
@@ -57,3 +65,48 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
             "(do not set jax_num_cpu_devices in the file)",
         )
     return available
+
+
+def start_jax_quietly() -> bool:
+    """``import jax`` with its platforms set to the CPU's (unless the user chose some) and its
+    plugins registered, without starting its backend and with the CUDA plugin's start-up lines
+    dropped. Returns False when the backend had already started."""
+    with plugin_lines_dropped():
+        import jax
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            return False
+        if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
+            jax.config.update("jax_platforms", "cpu")  # before the plugins register: CUDA's skips its CUDA check then
+        if hasattr(xla_bridge, "_discover_and_register_pjrt_plugins"):
+            xla_bridge._discover_and_register_pjrt_plugins()  # their libraries load here, not at the backend's start
+    return True
+
+
+@contextlib.contextmanager
+def plugin_lines_dropped() -> Iterator[None]:
+    """File descriptor 2 through a file while JAX loads its plugins; every line written there is
+    written back but the CUDA plugin's own "no CUDA here" lines (C++ logging, which no Python
+    setting silences). Nothing is caught when the plugin is not installed."""
+    try:
+        cuda = importlib.util.find_spec("jax_cuda12_plugin") is not None
+    except (ImportError, ValueError):
+        cuda = False
+    if not cuda or "jax" in sys.modules:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not any(noise in line for noise in _PLUGIN_NOISE))
+            if kept:
+                os.write(2, kept.encode())

@@ -103,5 +103,6 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             paired=paired_collectives(named.collectives, named.compiled),
             comparison=compare_plans(cpu, named.compiled, devices.target.topology),
             memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
+            compiler=devices.target.compiler,
         ))
     return tuple(plans)

@@ -47,6 +47,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                         flagged=data["flagged"] + len(ins.dispatches.flagged),
                         dispatches=dispatches_json(ins.dispatches),
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
+        data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in targets_json(_named([ins])).items()}
         programs.append(data)
@@ -57,6 +58,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
                               "targets": targets_json(_named(inspections))}
+    # whose plans the exit code judges: the targets' when there are any, else the CPU's
+    result["judged_on"] = sorted({entry["compiler"] for entry in result["targets"].values()}) or ["XLA:CPU"]
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
     return finite(result)
@@ -88,6 +91,11 @@ def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Conso
     console.print()
 
 
+CPU_JUDGED = ("This judges the plan XLA:CPU compiled. A GPU's or TPU's compiler may move some of these collectives "
+              "out of their loops itself: --target gpu:h100:8 or --target tpu:v5e:2x2 judges its plan instead.")
+"""What a finding without a target says of the compiler it judged (it never guesses another's)."""
+
+
 def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
            failed: Sequence[FailedProgram] = ()) -> None:
     """Each program's findings table and fixes (and its what-if), then one line with the outcome
@@ -116,6 +124,7 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
+        console.print(Text(CPU_JUDGED, style="dim"))
     elif not failed:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)

@@ -239,7 +239,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     note = compiler_note_of(analysis)
     if note:
         if any(plan.targets for plan in plans):
-            note += " The tables above show what the TPU compiler of each --target does."
+            note += " The tables above show what the compiler of each --target does."
         console.print(note, style="dim", highlight=False)
     if projection is not None:
         render_projection(analysis, projection, console)

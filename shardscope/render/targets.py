@@ -178,7 +178,8 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
 
     columns = [(name, result, next(t for t in result.targets if t.target == target)) for name, result in named]
     first = columns[0][2]
-    table = Table(title=f"{target}: {first.devices} x {first.device_kind} (compiled for, never run: no timings)",
+    by = f"{first.compiler}'s plan, " if first.compiler else ""
+    table = Table(title=f"{target}: {first.devices} x {first.device_kind} ({by}compiled for, never run: no timings)",
                   title_justify="left")
     table.add_column("")
     for name, _, _ in columns:
@@ -285,7 +286,7 @@ def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Proj
     data: dict[str, Any] = {}
     for name, title, result in named:
         for plan in result.targets:
-            entry = data.setdefault(plan.target, {"devices": plan.devices, "device_kind": plan.device_kind,
+            entry = data.setdefault(plan.target, {"compiler": plan.compiler, "devices": plan.devices, "device_kind": plan.device_kind,
                                                   "topology": plan.topology, "variants": {}, "projection": None})
             entry["variants"][name] = target_plan_json(title, plan)
     for target, projection in (projections or {}).items():

@@ -27,7 +27,7 @@ from shardscope.app.widgets.status import StatusLine
 from shardscope.cli import parse
 from shardscope.cli.explorer import ExplorerOptions
 from shardscope.errors import SettingsError
-from shardscope.pipeline import targets
+from shardscope.pipeline import targets, tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file
@@ -248,7 +248,7 @@ def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch):
     for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
-    targets._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
+    tpu_target._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", targets=("tpu:v5e:2x2",))
@@ -260,7 +260,7 @@ def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch):
             assert app.is_running
 
     run(scenario())
-    targets._load_topology.cache_clear()
+    tpu_target._load_topology.cache_clear()
 
 
 def test_while_a_run_traces_the_status_names_the_mesh_over_the_slice(tmp_path):

@@ -51,12 +51,14 @@ def backend_note(backend: str, targets: list[str] | None = None) -> Text:
     """Whose compiler produced these results, and what other compilers may do differently."""
     text = Text(f"These are the {backend} compiler's results. ", "italic")
     if targets:
-        text.append(f"The TPU compiler's plans for {', '.join(targets)} are above: compiled for the slice, "
+        kinds = "/".join(dict.fromkeys(t.split(":", 1)[0].upper() for t in targets))
+        machines = " and ".join(dict.fromkeys("the GPUs" if t.startswith("gpu:") else "the slice" for t in targets))
+        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are above: compiled for {machines}, "
                     "never run there (no timings).", "dim italic")
         return text
     text.append(
         "GPU and TPU compilers may hoist collectives out of loops or combine them differently: "
-        "type a TPU slice in the sidebar's target field (e.g. tpu:v5e:2x2) to see what the TPU compiler does.",
+        "type a target in the sidebar's target field (e.g. tpu:v5e:2x2 or gpu:h100:8) to see what its compiler does.",
         "dim italic",
     )
     return text
@@ -173,7 +175,7 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
 def target_heading(target: str, plan: "TargetPlan") -> Text:
     """``on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for, never run there``."""
     return Text.assemble(("on ", "bold"), (target, "bold cyan"),
-                         (f": {plan.devices} x {plan.device_kind}, compiled for the slice, never run there", "dim"))
+                         (f": {plan.devices} x {plan.device_kind}, compiled for {plan.machine}, never run there", "dim"))
 
 
 NARROW = 100
@@ -275,7 +277,7 @@ class HloView(RenderedPane):
         self._analysis: "Analysis | None" = None
         self._selected: int = -1  # position in targets(analysis); -1: none yet
         self._starts: dict[Target, int] = {}  # the first line of each collective's details
-        self._slice_start: int | None = None  # the first line of the plans on a TPU target
+        self._slice_start: int | None = None  # the first line of the plans on a target (a TPU slice, GPUs)
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
         """The compiled plans of ``analysis``."""
@@ -330,10 +332,11 @@ class HloView(RenderedPane):
         lines: list = []
         self._starts = {}
         self._slice_start = None
+        headings = tuple(f"on {name}:" for name in (self._analysis.target_names if self._analysis is not None else ()))
         for block, target in blocks:
             if target is not None:
                 self._starts[target] = len(lines)
-            if self._slice_start is None and isinstance(block, Text) and block.plain.startswith("on tpu:"):
+            if self._slice_start is None and headings and isinstance(block, Text) and block.plain.startswith(headings):
                 self._slice_start = len(lines)
             lines += lay_out(self.app.console, block, max(width, 20))
         self.body.show_segments(lines)
@@ -350,7 +353,7 @@ class HloView(RenderedPane):
             self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
 
     def scroll_to_targets(self) -> bool:
-        """Scroll to the plans on the first TPU target (False when the analysis has none)."""
+        """Scroll to the plans on the first target (False when the analysis has none)."""
         if self._slice_start is None and self._analysis is not None:
             self._draw()  # laid out at the body's width now: the lines are counted
         if self._slice_start is None:

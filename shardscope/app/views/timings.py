@@ -145,9 +145,10 @@ def target_notes(analysis: "Analysis") -> list[Text]:
     notes = []
     for target in analysis.target_names:
         _, plan = analysis.on_target(target)[0]
+        laid = " (padded to its tiles)" if target.startswith("tpu:") else ""
         notes.append(Text(f"{plan.topology}: compiled for {target} ({plan.devices} x {plan.device_kind}), never run "
-                          "there: no run times; memory per device as the TPU compiler lays arrays out "
-                          "(padded to its tiles), compiled runs per call from its compiled module.", "dim"))
+                          f"there: no run times; memory per device as {plan.compiler_words} lays arrays out{laid}, "
+                          "compiled runs per call from its compiled module.", "dim"))
     return notes
 
 

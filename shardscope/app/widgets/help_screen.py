@@ -62,12 +62,13 @@ to `--max-devices`), the mesh axis name and the chunk size (a divisor of the per
 batch; empty means the largest giving at least two chunks per device). With the *run on
 change* switch on, a committed change (Enter in an input, a pick in a list) starts a run.
 
-The *TPU target* field at the sidebar's foot (`tpu:v5e:2x2`, any topology libtpu knows; it
-needs `pip install 'shardscope[tpu]'`) compiles every plan or program for that TPU slice too:
-nothing runs there. The 1-D mesh then spans the slice's chips. The Compiled tab (`t` goes
-to the slice's part) gives each plan's verdict on the slice (does the TPU compiler already move its all-reduce out of the
-loop?) and what it did with every CPU collective; the Timings tab the slice's compile time,
-compiled runs per call and memory per device.
+The *Target* field at the sidebar's foot compiles every plan or program for a TPU slice
+(`tpu:v5e:2x2`, any topology libtpu knows; `pip install 'shardscope[tpu]'`) or for GPUs
+(`gpu:h100:8`, `gpu:h100:2x8` for two hosts of 8; h100, h200, b200, a100 or a description file;
+`pip install 'shardscope[gpu]'`) too: nothing runs there. The 1-D mesh then spans the target's
+devices. The Compiled tab (`t` goes to the target's part) gives each plan's verdict there (does
+that compiler already move its all-reduce out of the loop?) and what it did with every CPU
+collective; the Timings tab the target's compile time, compiled runs per call and memory per device.
 
 ## Timing the start-up
 

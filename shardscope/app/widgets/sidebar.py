@@ -44,7 +44,8 @@ def _mesh_is_valid(text: str) -> bool:
 
 
 def _target_is_valid(text: str) -> bool:
-    """Empty (the CPU only) or ``tpu:TOPOLOGY`` (whether libtpu knows the topology is the run's to say)."""
+    """Empty (the CPU only), ``tpu:TOPOLOGY`` or ``gpu:NAME:DEVICES`` (whether the compiler knows the
+    machine is the run's to say)."""
     try:
         return not text.strip() or bool(parse_target(text))
     except SettingsError:
@@ -143,11 +144,11 @@ class Sidebar(VerticalScroll):
         with Horizontal(classes="switch-row plan-setting"):
             yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
             yield Label("run on change")
-        yield Label("TPU target (optional)", classes="sidebar-title")
-        yield Input(",".join(s.targets), placeholder="e.g. tpu:v5e:2x2", id="target",
-                    validators=[Function(_target_is_valid, "not a target: tpu:TOPOLOGY")],
-                    tooltip="A TPU slice to compile every plan for as well (nothing runs there; "
-                            "needs pip install 'shardscope[tpu]'); empty: the CPU only")
+        yield Label("Target (optional)", classes="sidebar-title")
+        yield Input(",".join(s.targets), placeholder="e.g. tpu:v5e:2x2 or gpu:h100:8", id="target",
+                    validators=[Function(_target_is_valid, "not a target: tpu:TOPOLOGY or gpu:NAME:DEVICES")],
+                    tooltip="A TPU slice or GPUs to compile every plan for as well (nothing runs there; "
+                            "needs pip install 'shardscope[tpu]' or 'shardscope[gpu]'); empty: the CPU only")
         yield Static("", id="target-note")
 
     def on_mount(self) -> None:
@@ -382,7 +383,7 @@ class Sidebar(VerticalScroll):
             select.value = current if current in counts else max(d for d in counts if d <= current)
 
     def _typed_targets(self) -> tuple[str, ...]:
-        """The target typed, as ``tpu:TOPOLOGY`` (empty: none); :class:`SettingsError` for a typo."""
+        """The target typed, as ``tpu:TOPOLOGY`` or ``gpu:NAME:DEVICES`` (empty: none); :class:`SettingsError` for a typo."""
         text = self.query_one("#target", Input).value.strip()
         return (parse_target(text).text(),) if text else ()
 
@@ -511,12 +512,12 @@ class Sidebar(VerticalScroll):
         if not typed and self._devices_before_target is not None:  # cleared: the picker's own count again
             self._restore_devices()
         if target is None:
-            note.update(Text("not a target: tpu:TOPOLOGY, e.g. tpu:v5e:2x2", "bold red"))
+            note.update(Text("not a target: tpu:TOPOLOGY or gpu:NAME:DEVICES, e.g. tpu:v5e:2x2, gpu:h100:8", "bold red"))
             return
         count = self._target_devices.get(target)
         devices = f"its {count} devices" if count is not None else "its devices (counted when it loads)"
         if self.programs:
-            said = "each program's mesh must span as many devices as the slice has chips"
+            said = "each program's mesh must span as many devices as the target has"
         elif mesh is not None:
             said = f"the named mesh must span {devices}"
         else:

@@ -160,7 +160,7 @@ class _Builder:
         inst = site.instruction
         verdicts = self.classifier.operand_verdicts(site)
         operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
-                         for k in range(len(inst.operands)))
+                         for k in range(len(site.carried)))
         groups, axes = self._groups_and_axes(inst)
         if site.kind == "all-to-all" and inst.dimensions is None and groups:
             operands = _values_of_peer_chunks(operands, len(groups[0]))
@@ -201,7 +201,7 @@ class _Builder:
                             inst.metadata.op_name)
 
     def _operand(self, site: CollectiveSite, k: int, verdict: str) -> CompiledOperand:
-        name = site.instruction.operands[k]
+        name = site.carried[k]
         operand = self.module.instruction(name)
         shape = operand.shape if operand is not None else None
         text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")

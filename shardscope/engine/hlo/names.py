@@ -90,7 +90,7 @@ class CollectiveNamer:
         into fusions, and for the sum of a loop's result (an all-reduce the TPU moved out of the
         loop) into the loop, past the accumulation (``acc + value``, the TPU's ``select(i == 0,
         0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
-        names = site.instruction.operands
+        names = site.carried
         inst = self.module.instruction(names[operand]) if operand < len(names) else None
         named: Instruction | None = None  # the last instruction on the way that says which equation made it
         for _ in range(64):
@@ -194,6 +194,8 @@ class CollectiveNamer:
     def _forward(self, site: CollectiveSite, operand: int) -> set[str]:
         result = site.result
         start_index = operand if result.shape.is_tuple and len(site.instruction.operands) > 1 else None
+        if site.part_results and operand < len(site.part_results):  # the GPU's flat form: the slice holds it
+            result = self.module.instruction(site.part_results[operand]) or result
         reached: set[str] = set()
         seen: set[tuple[str, int | None]] = set()
         stack: list[tuple[Instruction, int | None]] = [(result, start_index)]
@@ -250,7 +252,7 @@ class CollectiveNamer:
     def _backward(self, site: CollectiveSite, operand: int) -> set[str]:
         found: set[str] = set()
         seen: set[str] = set()
-        names = site.instruction.operands
+        names = site.carried
         start = self.module.instruction(names[operand]) if operand < len(names) else None
         stack = [start] if start is not None else []
         steps = 0

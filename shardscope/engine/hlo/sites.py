@@ -59,6 +59,13 @@ class CollectiveSite:
     in_conditional: bool
     paths: int = 1
     conditions: frozenset[str] = frozenset()
+    parts: tuple[str, ...] = ()
+    part_results: tuple[str, ...] = ()
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """The values it carries: its operands, or the GPU combiner's parts of a flat one."""
+        return self.parts or self.instruction.operands
 
     @property
     def kind(self) -> str:
@@ -98,8 +105,10 @@ class SiteFinder:
             if key is not None:
                 seen[key] = len(found)
             context = contexts[0]
-            found.append(CollectiveSite(inst, anchor, self._result(inst, anchor), context.loops,
-                                        context.in_conditional, len(contexts), context.conditions))
+            result = self._result(inst, anchor)
+            parts, part_results = self._flat_parts(inst, result)
+            found.append(CollectiveSite(inst, anchor, result, context.loops, context.in_conditional, len(contexts),
+                                        context.conditions, parts, part_results))
         return found
 
     @functools.lru_cache(maxsize=None)
@@ -142,6 +151,23 @@ class SiteFinder:
                 current = after
         return anchor
 
+    def _flat_parts(self, inst: Instruction, result: Instruction) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The GPU combiner's flat form: one all-reduce of a ``wrapped_concatenate`` fusion of the
+        values, each taken back by a ``wrapped_slice`` fusion of the result. Returns the values
+        (the concatenation's operands) and the slice that holds each one's sum, in order; empty
+        for any other form."""
+        if len(inst.operands) != 1:
+            return (), ()
+        joined = self.module.instruction(inst.operands[0])
+        if joined is None or _fused_root(self.module, joined) != "concatenate" or len(joined.operands) < 2:
+            return (), ()
+        users = self.module.computations[result.computation].users.get(result.name, ())
+        slices = [(start, user) for user, _ in users
+                  if _fused_root(self.module, user) == "slice" and (start := _slice_start(self.module, user)) is not None]
+        if len(slices) != len(joined.operands):
+            return (), ()
+        return joined.operands, tuple(user.name for _, user in sorted(slices, key=lambda pair: pair[0]))
+
     def _user(self, inst: Instruction, opcodes: tuple[str, ...]) -> Instruction | None:
         users = self.module.computations[inst.computation].users.get(inst.name, ())
         return next((user for user, _ in users if user.opcode in opcodes), None)
@@ -151,6 +177,25 @@ class SiteFinder:
         if anchor.opcode != "fusion" or inst.channel_id is None or _ASYNC_FUSION not in (inst.attribute("backend_config") or ""):
             return None
         return anchor.computation, inst.opcode, inst.channel_id
+
+
+def _fused_root(module: HloModule, inst: Instruction) -> str:
+    """The opcode of the root of the computation a fusion calls (empty for anything else)."""
+    if inst.opcode != "fusion":
+        return ""
+    called = next((c for role, c in inst.called_computations if role == "calls"), "")
+    computation = module.computations.get(called)
+    root = computation.root if computation is not None else None
+    return root.opcode if root is not None else ""
+
+
+def _slice_start(module: HloModule, inst: Instruction) -> int | None:
+    """Where a ``wrapped_slice`` fusion's slice starts (``slice={[256:768]}`` -> 256)."""
+    called = next((c for role, c in inst.called_computations if role == "calls"), "")
+    root = module.computations[called].root
+    text = (root.attribute("slice") if root is not None else None) or ""
+    digits = text.lstrip("{[").split(":", 1)[0]
+    return int(digits) if digits.isdigit() else None
 
 
 def _inner(caller: Instruction, role: str, outer: Context) -> Context | None:

@@ -176,6 +176,17 @@ class TargetPlan:
     cost: dict[str, float]
     compile_s: float
     cpu_memory: dict[str, int]
+    compiler: str = ""  # XLA:TPU, XLA:GPU: whose plan this is
+
+    @property
+    def compiler_words(self) -> str:
+        """``the TPU compiler``, ``the GPU compiler``: whose plan this is, in words."""
+        return f"the {self.compiler.removeprefix('XLA:') or 'target'} compiler"
+
+    @property
+    def machine(self) -> str:
+        """``the slice`` (a TPU's) or ``the GPUs``: what the program was compiled for, in words."""
+        return "the GPUs" if self.target.startswith("gpu:") else "the slice"
 
     def placements_of(self, collective: CompiledCollective) -> tuple["TargetPlacement", ...]:
         """The placements of the CPU collectives whose values the target's ``collective`` carries."""

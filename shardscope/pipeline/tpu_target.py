@@ -1,0 +1,201 @@
+"""A TPU slice as a target (``tpu:v5e:16x16``): libtpu describes its chips, nothing runs on them.
+
+libtpu (``pip install 'shardscope[tpu]'``) describes any TPU topology as compile-only devices
+(``jax.experimental.topologies.get_topology_desc``): XLA's TPU compiler runs for them, nothing
+executes on them, so a target has a compiled module and its memory and cost analyses, never
+timings. Lowering and compiling are :mod:`shardscope.pipeline.targets`' (every target's alike).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import ClassVar, Iterator
+
+from shardscope.errors import SettingsError, TargetError, quote_error
+from shardscope.pipeline.target_base import Target, TargetDevices
+from shardscope.plans.settings import MAX_DEVICES
+
+TPU_EXTRA = "pip install 'shardscope[tpu]'"
+"""What installs libtpu next to the user's own jax (the ``tpu`` extra)."""
+
+TOPOLOGY_EXAMPLES = ("v5e:2x2", "v5e:16x16", "v5p:2x2x2", "v4:2x2x2", "v6e:4x4")
+"""Topology names libtpu accepts, for hints: a TPU generation, then chips per dimension."""
+
+_TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9_ ]+[=_:](?P<chips>[0-9x]+)(_twisted|_untwisted)?$")
+"""The form libtpu parses a topology name with (its own message quotes this pattern)."""
+
+_CHIP_CONFIGS = {
+    "TPU v4": "megacore",
+    "TPU v5": "megachip_tccontrol",
+    "TPU v5p": "megachip_tccontrol",
+    "TPU v6 lite": "megachip_tccontrol",
+    "TPU v6e": "megachip_tccontrol",
+}
+"""The chip configuration libtpu sets on live Cloud TPU hosts, per device kind (as JAX's own AOT
+tests match it): without it a v4 topology lists each TensorCore as a device, two per chip,
+where a v4 host shows one device per chip."""
+
+_COMPILE_ONLY_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-4",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+    "TPU_LOG_DIR": "disabled",
+}
+"""What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
+
+Without the first two it prints two warnings (and an error line with a source trace) straight
+to file descriptor 2, which no log level silences; the compiled modules are the same with and
+without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
+third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
+test worker, another shardscope) then fails to start it with "Internal error when accessing
+libtpu multi-process lockfile". Without the fourth, each process leaves an INFO and a WARNING
+log file in /tmp/tpu_logs (about what a TPU host would have): ``disabled`` writes none, and
+errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept."""
+
+LARGEST_EXAMPLE = "tpu:v5e:16x16"
+"""A slice of 256 chips, for hints about the size limit."""
+
+_PLUGIN_START = threading.Lock()
+
+
+@dataclass(frozen=True)
+class TpuTarget(Target):
+    """A slice to compile for: ``tpu:v5e:16x16`` is topology ``v5e:16x16``."""
+
+    name: str
+    platform: ClassVar[str] = "tpu"
+    lowering_platform: ClassVar[str] = "tpu"
+    compiler: ClassVar[str] = "XLA:TPU"
+    extra: ClassVar[str] = TPU_EXTRA
+    module_forms: ClassVar[str] = (
+        "plain collectives, -start/-done pairs, async-start wrappers, and async collective fusions "
+        "(one collective printed as a start, an overlap and a done fusion sharing a channel_id)")
+
+    @property
+    def topology(self) -> str:
+        """The topology name libtpu reads: ``v5e:16x16``."""
+        return self.name
+
+    def load(self) -> TargetDevices:
+        """The slice's chips, from libtpu (started once per process, quietly).
+
+        Raises :class:`TargetError` when libtpu is missing or does not fit the installed jax,
+        and when libtpu does not know the topology (its own reason quoted).
+        """
+        return _load_topology(self.name)
+
+    def require_installed(self) -> None:
+        """:class:`TargetError` unless a libtpu is installed (no JAX needed: ``find_spec`` imports nothing)."""
+        _require_libtpu()
+
+
+def parse_tpu(text: str, topology: str) -> TpuTarget:
+    """``v5e:16x16`` (from ``text``, ``tpu:v5e:16x16``) -> ``TpuTarget("v5e:16x16")``; the form
+    only (no libtpu needed): whether libtpu knows the topology is :meth:`TpuTarget.load`'s to say."""
+    topology = topology.strip()
+    match = _TOPOLOGY_NAME.match(topology)
+    if not match:
+        raise SettingsError(
+            f"{topology!r} is not a TPU topology name: expected a generation and the chips per dimension.",
+            f"for example {tpu_examples()}")
+    target = TpuTarget(topology)
+    _refuse_too_many_chips(target, math.prod(int(n) for n in match["chips"].split("x") if n))
+    return target
+
+
+def _refuse_too_many_chips(target: TpuTarget, chips: int) -> None:
+    """:class:`SettingsError` for a slice of more chips than shardscope simulates CPU devices.
+
+    A program is traced over as many CPU devices as the slice has (at least one per chip), so
+    such a slice could never be used; told from the name, before libtpu spends seconds (22 s
+    for a million chips) listing its devices.
+    """
+    if chips > MAX_DEVICES:
+        raise SettingsError(
+            f"{target} has {chips:,} chips; shardscope traces a program over as many simulated CPU "
+            f"devices as the slice has, and at most {MAX_DEVICES}.",
+            f"pick a slice of at most {MAX_DEVICES} chips, e.g. {LARGEST_EXAMPLE}")
+
+
+def tpu_examples() -> str:
+    """``tpu:v5e:2x2, tpu:v5e:16x16, ...``: for hints."""
+    return ", ".join(f"tpu:{name}" for name in TOPOLOGY_EXAMPLES)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_topology(topology: str) -> TargetDevices:
+    target = TpuTarget(topology)
+    _require_libtpu()
+    with _compile_only_start():
+        devices = _topology_devices(target, {})
+        chip_config = _CHIP_CONFIGS.get(devices[0].device_kind)
+        if chip_config is not None:
+            devices = _topology_devices(target, {"chip_config_name": chip_config})
+    return TargetDevices(target, tuple(devices))
+
+
+def _topology_devices(target: TpuTarget, options: dict[str, str]) -> list:
+    """libtpu's compile-only devices for ``target``'s topology, with its errors in words."""
+    from jax.experimental import topologies
+
+    try:
+        return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **options).devices)
+    except Exception as exc:  # JaxRuntimeError INVALID_ARGUMENT for names libtpu does not know
+        examples = tpu_examples()
+        if "INVALID_ARGUMENT" in str(exc):
+            raise TargetError(f"libtpu does not know the topology {target.topology!r}: {quote_error(exc)}",
+                              f"for example {examples}") from None
+        import jax
+
+        raise TargetError(
+            f"libtpu failed to describe {target}: {quote_error(exc)}",
+            f"libtpu must be the version jax {jax.__version__} asks for: {TPU_EXTRA} "
+            f"(or pip install 'jax[tpu]=={jax.__version__}')") from exc
+
+
+def _require_libtpu() -> None:
+    """:class:`TargetError` (exit 2) unless a libtpu is installed (the package or ``TPU_LIBRARY_PATH``)."""
+    path = os.environ.get("TPU_LIBRARY_PATH")
+    try:
+        installed = importlib.util.find_spec("libtpu") is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        installed = False
+    if installed or (path and os.path.isfile(path)):
+        return
+    raise TargetError("Compiling for a TPU target needs libtpu, which is not installed.",
+                      f"{TPU_EXTRA} (it installs the libtpu that fits your jax)")
+
+
+@contextlib.contextmanager
+def _compile_only_start() -> Iterator[None]:
+    """libtpu started as a compiler only: quiet, and beside other processes that started it.
+
+    The variables are set only while libtpu starts, only where they are unset, and only on a
+    machine without TPU chips: on a TPU host they describe the real slice, the lockfile guards
+    its chips, and JAX's own TPU backend reads them. Errors still surface: they are exceptions,
+    not the lines these variables silence.
+    """
+    with _PLUGIN_START:
+        added = {} if _tpu_chips_attached() else {k: v for k, v in _COMPILE_ONLY_ENV.items() if k not in os.environ}
+        os.environ.update(added)
+        try:
+            yield
+        finally:
+            for name in added:
+                os.environ.pop(name, None)
+
+
+def _tpu_chips_attached() -> bool:
+    """True when this machine has TPU chips, by the PCI check JAX itself makes at import."""
+    try:
+        from jax._src import hardware_utils
+    except ImportError:  # a jax without it: assume a TPU host, and leave libtpu's environment alone
+        return True
+    return hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0
