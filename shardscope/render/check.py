@@ -111,12 +111,16 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
                                "once per step would do, on any target (no compiler merges separate calls).",
                                style="bold red"))
         return
-    flagged = [ins.function for ins in inspections if ins.fails_check]
+    remats = [ins.function for ins in inspections if ins.rematerializations]
+    if remats:
+        console.print(Text(f"check failed: {', '.join(remats)}: the partitioner fell back to an involuntary full "
+                           "rematerialization (a whole tensor gathered onto every device).", style="bold red"))
+    flagged = [ins.function for ins in inspections if ins.flagged or any(f.flagged for f in ins.dispatch_findings)]
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
-    elif not failed:
+    elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)
 

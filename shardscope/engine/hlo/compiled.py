@@ -22,15 +22,17 @@ or, with text alone (a module dumped elsewhere, a target's module),
 from __future__ import annotations
 
 import dataclasses
+from math import prod
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.engine.compilation import compile_traced
+from shardscope.engine.compilation import compile_traced, partitioner_messages
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
 from shardscope.engine.hlo.fixes import verdict_of
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
+from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning, implementing, read_warning
 from shardscope.engine.hlo.pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
 from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledOperand, CompiledPlan
 from shardscope.engine.hlo.replica_groups import MeshShape
@@ -113,12 +115,32 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
     found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
-    return compiled_plan(
+    plan = compiled_plan(
         text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
         style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
+    messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
+    if not messages:
+        return plan
+    return dataclasses.replace(plan, partitioner=partitioner_findings(messages, plan, _mesh_shape(mesh)))
+
+
+def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
+                         mesh: MeshShape | None) -> tuple[PartitionerWarning, ...]:
+    """The partitioner's log messages read over the program's mesh, each joined to the compiled
+    collectives that carry out its fallback and to the user's line they came from."""
+    by_name = {c.name: c for c in plan.collectives}
+    devices = 1 if mesh is None else prod(mesh.sizes)
+    found = []
+    for message in messages:
+        warning = read_warning(message, mesh)
+        names = implementing(warning, plan.module, list(by_name))
+        sources = [by_name[n].source for n in names if by_name[n].source]
+        found.append(dataclasses.replace(warning, collectives=names, source=sources[0] if sources else "",
+                                         devices=devices))
+    return tuple(found)
 
 
 def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardscope.engine.counts import PerCall, known_product, total_executions
+from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, PartitionerWarning
 from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.verdicts import NEEDED
 from shardscope.engine.jaxpr.verdicts import Verdict
@@ -145,6 +146,14 @@ class CompiledPlan:
     dead_equations: tuple[str, ...] = ()
     unmatched_equations: tuple[str, ...] = ()
     module: HloModule | None = field(default=None, repr=False, compare=False)
+    partitioner: tuple[PartitionerWarning, ...] = ()
+    """What the partitioner warned about while the module compiled (an involuntary full
+    rematerialization: a whole tensor gathered onto every device to change its layout)."""
+
+    @property
+    def rematerializations(self) -> tuple[PartitionerWarning, ...]:
+        """The partitioner's involuntary full rematerializations: ``check`` fails on them."""
+        return tuple(w for w in self.partitioner if w.kind == INVOLUNTARY_REMAT)
 
     @property
     def findings(self) -> tuple[CompiledCollective, ...]:
