@@ -11,7 +11,9 @@ persistent compilation cache, which the commands turn on as they start
 
 from __future__ import annotations
 
+import hashlib
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardscope.engine.compile_log import capturing_stderr
@@ -35,7 +37,29 @@ def compile_capturing(lowered: "Lowered") -> "tuple[Compiled, tuple[str, ...]]":
     shown on the terminal; every other line of descriptor 2 still is)."""
     with capturing_stderr() as messages:
         compiled = lowered.compile()
-    return compiled, tuple(messages)
+    return compiled, _remembered(lowered, tuple(messages))
+
+
+def _remembered(lowered: "Lowered", messages: tuple[str, ...]) -> tuple[str, ...]:
+    """``messages``, kept beside JAX's persistent compilation cache when it is on: an executable
+    the cache serves is not compiled, so its partitioner prints nothing; the messages of the
+    compile that filled the cache, for the same module, are read back instead."""
+    # jax is loaded: ``lowered`` is its object
+    import jax
+
+    if not jax.config.jax_enable_compilation_cache or not jax.config.jax_compilation_cache_dir:
+        return messages
+    key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    path = Path(jax.config.jax_compilation_cache_dir) / "shardscope-partitioner" / f"{key}.txt"
+    try:
+        if messages:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(messages) + "\n", encoding="utf-8")
+        elif path.is_file():
+            return tuple(line for line in path.read_text(encoding="utf-8").splitlines() if line)
+    except OSError:  # a cache that cannot be read or written: this compile's own messages stand
+        pass
+    return messages
 
 
 def compile_traced(traced: "Traced") -> "Compiled":
@@ -45,7 +69,7 @@ def compile_traced(traced: "Traced") -> "Compiled":
 
 def partitioner_messages(compiled: "Compiled") -> tuple[str, ...]:
     """What the partitioner printed while ``compiled`` was compiled here (empty for an
-    executable compiled elsewhere, or one JAX's persistent cache served without compiling)."""
+    executable compiled elsewhere)."""
     try:
         return _MESSAGES.get(compiled, ())
     except TypeError:  # an object that cannot be weakly referenced was never recorded

@@ -136,9 +136,9 @@ def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
     found = []
     for message in messages:
         warning = read_warning(message, mesh)
-        names = implementing(warning, plan.module, list(by_name))
+        names, line = implementing(warning, plan.module, list(by_name))
         sources = [by_name[n].source for n in names if by_name[n].source]
-        found.append(dataclasses.replace(warning, collectives=names, source=sources[0] if sources else "",
+        found.append(dataclasses.replace(warning, collectives=names, source=sources[0] if sources else line,
                                          devices=devices))
     return tuple(found)
 

@@ -240,30 +240,40 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(t) for t in text.split(",") if t)
 
 
-def implementing(warning: PartitionerWarning, module: HloModule | None, collectives: Sequence[str]) -> tuple[str, ...]:
-    """Names of the compiled collectives that read ``warning``'s instruction, directly or through
-    copies, reshapes and other collectives: the gather the partitioner fell back to."""
+def implementing(warning: PartitionerWarning, module: HloModule | None,
+                 collectives: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """The compiled collectives among ``collectives`` that read ``warning``'s instruction,
+    directly or through copies, reshapes and other collectives (the gather the partitioner fell
+    back to), and the user's line of the first instruction on the way that has one (the
+    operation that needed the other layout), ``""`` when none has."""
     if module is None or not warning.instruction:
-        return ()
+        return (), ""
     names = set(collectives)
     users: dict[str, list[str]] = {}
-    kinds: dict[str, str] = {}
     for computation in module.computations.values():
         for instruction in computation.instructions:
-            kinds[instruction.name] = instruction.opcode
             for operand in instruction.operands:
                 users.setdefault(operand, []).append(instruction.name)
-    passing = {"copy", "fusion", "bitcast", "reshape", "transpose", "all-gather", "all-to-all",
-               "collective-permute", "dynamic-slice", "copy-start", "copy-done"}
     found: list[str] = []
+    line = ""
     frontier, seen = [warning.instruction], {warning.instruction}
     while frontier:
-        current = frontier.pop()
+        current = frontier.pop(0)
         for user in users.get(current, ()):
-            if user in seen or kinds.get(user) not in passing:
+            instruction = module.instruction(user)
+            if user in seen or instruction is None:
                 continue
             seen.add(user)
-            if user in names:
-                found.append(user)
-            frontier.append(user)
-    return tuple(found)
+            location = module.source(instruction, users=True)
+            if not line and location is not None:
+                line = location.text()
+            if instruction.opcode in _PASSING:
+                if user in names:
+                    found.append(user)
+                frontier.append(user)
+    return tuple(found), line
+
+
+_PASSING = frozenset({"copy", "fusion", "bitcast", "reshape", "transpose", "all-gather", "all-to-all",
+                      "collective-permute", "dynamic-slice"})
+"""What the gather of a rematerialization goes through on its way to the operation that reads it."""
