@@ -199,6 +199,8 @@ def compiled_collective_json(p: "PairedCollective", c: "CompiledCollective") -> 
         "in_conditional": c.in_conditional,
         "axes": None if c.axes is None else list(c.axes),
         "written_by": c.written_by,
+        "reshard": c.is_reshard,
+        "layout_change": c.layout_change or None,
         "source": p.source,
         "op_name": c.op_name,
         "value": p.value,

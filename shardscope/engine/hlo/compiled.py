@@ -194,6 +194,7 @@ class _Builder:
             source_file=source.file if source else "",
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
+            layout_change=layout_change(inst, site.kind, axes),
         )
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops))
 
@@ -263,6 +264,21 @@ def _values_of_peer_chunks(chunks: tuple[CompiledOperand, ...], peers: int) -> t
             bytes=sum(op.bytes for op in group), value=names[0] if len(names) == 1 else "",
             verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict))
     return tuple(values)
+
+
+def layout_change(inst: Instruction, kind: str, axes: tuple[str, ...] | None) -> str:
+    """How an all-gather, all-to-all or collective-permute moves a value's shards, in words
+    (``dimension 2 gathered over x``); ``""`` for a reduction."""
+    over = f" over {','.join(axes)}" if axes else ""
+    if kind == "all-gather":
+        dims = inst.dimensions or ()
+        return f"dimension {','.join(map(str, dims))} gathered{over}" if dims else f"gathered{over}"
+    if kind == "all-to-all":
+        dims = inst.dimensions
+        return f"dimension {dims[0]} exchanged{over}" if dims else f"shards exchanged{over}"
+    if kind == "collective-permute":
+        return f"shards moved between devices{over}"
+    return ""
 
 
 def _author(inst: Instruction) -> str:

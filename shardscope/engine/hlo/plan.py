@@ -18,6 +18,9 @@ from shardscope.engine.jaxpr.verdicts import Verdict
 __all__ = ["CompiledLoop", "CompiledOperand", "CompiledCollective", "CompiledPlan"]
 
 
+_PARTITIONER = "partitioner"
+"""``pairing.PARTITIONER``, spelled here: pairing names this module's types, so it is not imported."""
+
 @dataclass(frozen=True)
 class CompiledLoop:
     """A while loop of the module: the instruction, its body, its trip count (None: unknown),
@@ -77,6 +80,9 @@ class CompiledCollective(PerCall):
     scatters: bool = False
     source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
     in_condition_of: tuple[str, ...] = ()
+    layout_change: str = ""
+    """For an all-gather, all-to-all or collective-permute: how it moves the value's shards
+    (``dimension 2 gathered over x``); a reshard when the partitioner wrote it."""
 
     @property
     def loop_trip_counts(self) -> tuple[int | None, ...]:
@@ -100,6 +106,12 @@ class CompiledCollective(PerCall):
         """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
         runs = known_product(self.runs_per_loop)
         return None if runs is None else runs * self.paths
+
+    @property
+    def is_reshard(self) -> bool:
+        """True for a collective the partitioner inserted to change a value's layout (an
+        all-gather, all-to-all or collective-permute), not a reduction the math needs."""
+        return self.written_by == _PARTITIONER and bool(self.layout_change)
 
     @property
     def bytes_per_execution(self) -> int:
