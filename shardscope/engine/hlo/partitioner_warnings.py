@@ -254,9 +254,15 @@ def implementing(warning: PartitionerWarning, module: HloModule | None,
         for instruction in computation.instructions:
             for operand in instruction.operands:
                 users.setdefault(operand, []).append(instruction.name)
+    # the warning names the instruction before partitioning: its name may have changed since
+    # (GSPMD's %param is the module's %param.1), the value's op_name has not
+    starts = [i.name for c in module.computations.values() for i in c.instructions
+              if warning.op_name and i.opcode == "parameter" and i.metadata.op_name == warning.op_name]
+    if not starts:
+        starts = [warning.instruction]
     found: list[str] = []
     line = ""
-    frontier, seen = [warning.instruction], {warning.instruction}
+    frontier, seen = list(starts), set(starts)
     while frontier:
         current = frontier.pop(0)
         for user in users.get(current, ()):
