@@ -47,10 +47,12 @@ def _remembered(lowered: "Lowered", messages: tuple[str, ...]) -> tuple[str, ...
     # jax is loaded: ``lowered`` is its object
     import jax
 
-    if not jax.config.jax_enable_compilation_cache or not jax.config.jax_compilation_cache_dir:
+    # JAX's config declares its options at run time: mypy sees no attribute
+    directory = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
         return messages
     key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-    path = Path(jax.config.jax_compilation_cache_dir) / "shardscope-partitioner" / f"{key}.txt"
+    path = Path(directory) / "shardscope-partitioner" / f"{key}.txt"
     try:
         if messages:
             path.parent.mkdir(parents=True, exist_ok=True)

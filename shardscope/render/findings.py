@@ -144,8 +144,9 @@ def render_inspection(inspection: "Inspection") -> Any:
         parts.append(collectives_table(paired))
     explained = [c for c in paired if noted(c)]
     parts += [Text(line, style="bold" if note_is_flagged(c) else "") for c, line in zip(explained, notes(paired))]
-    for warning in inspection.compiled.partitioner if inspection.compiled is not None else ():
-        lines = warning_lines(warning, inspection.compiled.collectives)
+    plan = inspection.compiled
+    for warning in plan.partitioner if plan is not None else ():
+        lines = warning_lines(warning, plan.collectives if plan is not None else ())
         parts += [Text(line, style="bold red" if k == 0 else "") for k, line in enumerate(lines)]
     return Group(*parts)
 

@@ -266,14 +266,14 @@ def implementing(warning: PartitionerWarning, module: HloModule | None,
     while frontier:
         current = frontier.pop(0)
         for user in users.get(current, ()):
-            instruction = module.instruction(user)
-            if user in seen or instruction is None:
+            read = module.instruction(user)
+            if user in seen or read is None:
                 continue
             seen.add(user)
-            location = module.source(instruction, users=True)
+            location = module.source(read, users=True)
             if not line and location is not None:
                 line = location.text()
-            if instruction.opcode in _PASSING:
+            if read.opcode in _PASSING:
                 if user in names:
                     found.append(user)
                 frontier.append(user)
