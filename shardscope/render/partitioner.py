@@ -42,8 +42,8 @@ def fix_text(fix: FixCheck | None) -> str:
     if fix.warnings_after < 0:
         return "fix tried: the program with it does not compile"
     if fix.verified:
-        return (f"fix verified: compiled with {fix.bytes_after:,} B/call of collectives instead of "
-                f"{fix.bytes_before:,}, no rematerialization")
+        return (f"fix verified: compiled with it, the partitioner does not warn and the collectives carry "
+                f"{fix.bytes_after:,} B/call instead of {fix.bytes_before:,}")
     return (f"fix tried: {fix.warnings_after} rematerialization(s) left, {fix.bytes_after:,} B/call of "
             f"collectives instead of {fix.bytes_before:,}")
 
