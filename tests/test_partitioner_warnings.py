@@ -22,6 +22,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import shardscope
+from shardscope.testing import assert_no_rematerialization
 from shardscope.engine.compilation import compile_capturing
 from shardscope.engine.compile_log import capturing_stderr
 from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, read_warning
@@ -222,3 +223,11 @@ def test_the_capture_gives_descriptor_2_back():
         assert os.fstat(2).st_ino != before.st_ino
     after = os.fstat(2)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+
+
+def test_testing_fails_on_the_rematerialization_unless_allowed():
+    fn, a, b = _compiled_add(P("y", None, "x"), P(None, ("x", "y"), None))
+    with pytest.raises(AssertionError, match="1 involuntary full rematerialization"):
+        assert_no_rematerialization(fn, a, b)
+    value = assert_no_rematerialization(fn, a, b, allow=["involuntary-rematerialization"]).rematerializations[0].op_name
+    assert_no_rematerialization(fn, a, b, allow=[value])
