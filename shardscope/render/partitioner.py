@@ -38,7 +38,7 @@ def warning_lines(warning: PartitionerWarning, compiled: Sequence[CompiledCollec
 def fix_text(fix: FixCheck | None) -> str:
     """What compiling the fix showed."""
     if fix is None:
-        return "fix not compiled here: the value is not one of the program's inputs"
+        return "fix not compiled here (check compiles it when the value is one of the program's inputs)"
     if fix.warnings_after < 0:
         return "fix tried: the program with it does not compile"
     if fix.verified:
