@@ -231,3 +231,24 @@ def test_testing_fails_on_the_rematerialization_unless_allowed():
         assert_no_rematerialization(fn, a, b)
     value = assert_no_rematerialization(fn, a, b, allow=["involuntary-rematerialization"]).rematerializations[0].op_name
     assert_no_rematerialization(fn, a, b, allow=[value])
+
+
+DURING = textwrap.dedent('''\
+    import os, sys, time
+    from shardscope.engine.compile_log import capturing_stderr
+
+    with capturing_stderr():
+        os.write(2, b"\\x1b[2Jdrawn while compiling")  # a screen update: no newline
+        time.sleep(0.5)
+        with open(sys.argv[1], "rb") as terminal:
+            print(terminal.read())
+    ''')
+
+
+def test_output_during_the_capture_reaches_the_terminal_at_once(tmp_path):
+    # the explorer draws on stderr from its own thread while a worker compiles: no wait for the end
+    terminal = tmp_path / "terminal"
+    with open(terminal, "wb") as fd2:
+        result = subprocess.run([PYTHON, "-c", DURING, str(terminal)], stdout=subprocess.PIPE, stderr=fd2, text=True,
+                                cwd=ROOT, timeout=120)
+    assert result.stdout.strip() == repr(b"\x1b[2Jdrawn while compiling")

@@ -2,10 +2,10 @@
 
 XLA's C++ logging writes to file descriptor 2 (``spmd_partitioner.cc``'s "Involuntary full
 rematerialization"): Python's ``sys.stderr`` never sees it, so :func:`capturing_stderr` points
-descriptor 2 at a temporary file for the compile, keeps the partitioner's lines and writes every
-other line back to the real descriptor 2 when the compile ends: the user's own output still
-reaches the terminal, late by one compile at most. Descriptor 2 is the process's, so compiles
-that capture take turns (the app compiles in a worker thread while Textual draws on stdout).
+descriptor 2 at a pipe for the compile and keeps the partitioner's lines; every other byte goes on
+to the real descriptor 2 as it comes (the user's own output, and the explorer's screen, which
+Textual draws on stderr while a worker thread compiles). Descriptor 2 is the process's, so
+compiles that capture take turns.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -35,29 +34,70 @@ def partitioner_message(line: str) -> str | None:
 
 @contextmanager
 def capturing_stderr() -> Iterator[list[str]]:
-    """Descriptor 2 into a temporary file for the body; yields the list that receives, when the
-    body ends, the messages of the partitioner's lines it printed. Every other line is written
-    back to descriptor 2 as it was."""
+    """Descriptor 2 into a pipe for the body; yields the list that receives the messages of the
+    partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
+    on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
+    writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
+    held, until its end, to be told apart."""
     captured: list[str] = []
-    with _FD_LOCK, tempfile.TemporaryFile() as sink:
+    with _FD_LOCK:
         sys.stderr.flush()
         saved = os.dup(2)
+        read_end, write_end = os.pipe()
+        forwarder = threading.Thread(target=_forward, args=(read_end, saved, captured), daemon=True,
+                                     name="shardscope-stderr")
+        forwarder.start()
         try:
-            os.dup2(sink.fileno(), 2)
+            os.dup2(write_end, 2)
+            os.close(write_end)
             try:
                 yield captured
             finally:
                 sys.stderr.flush()
-                os.dup2(saved, 2)
+                os.dup2(saved, 2)  # the pipe's last write end closes: the forwarder reads its end
         finally:
+            forwarder.join()
+            os.close(read_end)
             os.close(saved)
-            sink.seek(0)
-            passed = bytearray()
-            for raw in sink.read().splitlines(keepends=True):
-                message = partitioner_message(raw.decode("utf-8", "replace"))
+
+
+_LOG_START = re.compile(rb"[IWEF]\d{0,4}")
+
+
+def _forward(read_end: int, out: int, captured: list[str]) -> None:
+    """Copy the pipe to ``out`` as it arrives, except each partitioner line (into ``captured``).
+
+    A C++ log line (``W1204 05:00:43.162335 ...``) is held from its first byte to its newline,
+    then kept or passed on whole; any other byte passes at once."""
+    held = b""
+    at_line_start = True
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        passing = bytearray()
+        for line in (held + chunk).splitlines(keepends=True):
+            complete = line.endswith(b"\n")
+            if at_line_start and _LOG_START.fullmatch(line.rstrip(b"\n")[:5]) is not None:
+                if not complete:
+                    held = line
+                    break
+                message = partitioner_message(line.decode("utf-8", "replace"))
                 if message is None:
-                    passed += raw
+                    passing += line
                 else:
                     captured.append(message)
-            if passed:
-                os.write(2, bytes(passed))
+            else:
+                passing += line
+            at_line_start = complete
+        else:
+            held = b""
+        if passing:
+            _write_all(out, bytes(passing))
+    if held:
+        _write_all(out, held)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
