@@ -165,3 +165,18 @@ def test_the_partitioners_rematerialization_is_shown_under_its_program():
         assert "rematerialization" not in fixed
 
     run_view(HloView(), script)
+
+
+def test_the_app_shows_the_rematerialization_and_the_terminal_never_gets_the_log_line(capfd):
+    async def scenario():
+        app = make_app(DEMOS / "reshard_clash.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await settle(pilot)
+            text = app.query_one(HloView).plain
+            assert "involuntary full rematerialization of a at reshard_clash.py:" in text
+
+    run(scenario())
+    err = capfd.readouterr().err
+    assert "Involuntary" not in err and "spmd_partitioner" not in err
