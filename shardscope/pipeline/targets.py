@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from shardscope.engine.compilation import compile_lowered
+from shardscope.engine.compilation import compile_lowered, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import MAX_DEVICES
@@ -304,6 +304,8 @@ class TargetCompilation:
     hlo_text: str
     memory: dict[str, int]
     cost: dict[str, float]
+    partitioner: tuple[str, ...] = ()
+    """The partitioner's log messages of this compile (kept from the terminal)."""
 
 
 def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name: str = "the program") -> TargetCompilation:
@@ -329,6 +331,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         hlo_text=executable.as_text(),
         memory=_memory(executable),
         cost=_cost(executable),
+        partitioner=partitioner_messages(executable),
     )
 
 

@@ -129,12 +129,16 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
 def _render_target_outcome(inspections: list[Inspection], console: Console) -> None:
     """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...``."""
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
-    staying = {target: [ins.function for ins in inspections for plan in ins.targets
-                        if plan.target == target and plan.staying_findings] for target in targets}
-    for target, functions in staying.items():
-        if functions:
-            console.print(Text(f"check failed on {target}: {', '.join(functions)}: collectives stay in loops that "
+    for target in targets:
+        plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
+        staying = [function for function, plan in plans if plan.staying_findings]
+        remats = [function for function, plan in plans if plan.compiled.rematerializations]
+        if remats:
+            console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "
+                               "involuntary full rematerialization there.", style="bold red"))
+        if staying:
+            console.print(Text(f"check failed on {target}: {', '.join(staying)}: collectives stay in loops that "
                                "need not hold them there.", style="bold red"))
-        else:
+        elif not remats:
             console.print(Text(f"check passed on {target}: every collective a loop holds there is needed, or the "
                                "compiler already moves it out.", style="bold green"))

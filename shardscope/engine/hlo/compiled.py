@@ -97,7 +97,8 @@ def compiled_plan(
 def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" = None, *,
             input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
             text: str | None = None, program: "Program | None" = None,
-            jaxpr_collectives: "Sequence[Collective] | None" = None) -> CompiledPlan:
+            jaxpr_collectives: "Sequence[Collective] | None" = None,
+            messages: Sequence[str] | None = None) -> CompiledPlan:
     """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
     is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
     and the values named as the jaxpr view names them. ``text`` is another module of the same
@@ -105,7 +106,9 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
     ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``. ``program`` and
     ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
-    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
+    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time.
+    ``messages`` are the partitioner's log messages of the compile that made ``text`` (default:
+    those kept for ``compiled``, none for another ``text``): :attr:`CompiledPlan.partitioner`."""
     import jax
 
     compiled = compiled if compiled is not None or text is not None else compile_traced(traced)
@@ -121,7 +124,8 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
-    messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
+    if messages is None:
+        messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
     if not messages:
         return plan
     return dataclasses.replace(plan, partitioner=partitioner_findings(messages, plan, _mesh_shape(mesh)))
