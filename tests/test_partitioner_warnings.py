@@ -252,3 +252,11 @@ def test_output_during_the_capture_reaches_the_terminal_at_once(tmp_path):
         result = subprocess.run([PYTHON, "-c", DURING, str(terminal)], stdout=subprocess.PIPE, stderr=fd2, text=True,
                                 cwd=ROOT, timeout=120)
     assert result.stdout.strip() == repr(b"\x1b[2Jdrawn while compiling")
+
+
+@pytest.mark.slow  # a real process's terminal
+def test_check_annotates_the_rematerialization_at_its_line_for_github(tmp_path):
+    result = _cli("check", _program(CLASH, tmp_path), "--format", "github", cwd=tmp_path)
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if "rematerialization" in line]
+    assert line.startswith(f"::error file=clash.py,line={ADD_LINE},title=shardscope%3A involuntary full")

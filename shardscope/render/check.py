@@ -58,7 +58,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                                          for f in failed],
                               "targets": targets_json(_named(inspections))}
     if len(programs) == 1:
-        result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
+        result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives",
+                                                   "partitioner_findings")})
     return finite(result)
 
 
