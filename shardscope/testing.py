@@ -29,7 +29,7 @@ from shardscope.engine.dispatches import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
-           "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
+           "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
 
 def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
@@ -96,6 +96,20 @@ def assert_no_collectives_in_loops(
     if bad:
         names = ", ".join(f"{c.kind} of {c.value or 'an unnamed value'} ({_runs(c)} runs/call)" for c in bad)
         raise AssertionError(f"{len(bad)} collective(s) inside loops: {names}\n{inspection}")
+    return inspection
+
+
+def assert_no_rematerialization(fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Inspection:
+    """Fail when the partitioner falls back to an involuntary full rematerialization while
+    compiling (a whole tensor gathered onto every device to change its layout), as ``check``
+    does, unless ``allow`` names the value (``"a"``, ``"params['w1']"``) or the finding's kind
+    (``"involuntary-rematerialization"``). Returns the inspection."""
+    allowed = set(allow)
+    inspection = inspect(fn, *args, **kwargs)
+    bad = [w for w in inspection.rematerializations if not allowed & {w.kind, w.op_name}]
+    if bad:
+        raise AssertionError(f"{len(bad)} involuntary full rematerialization(s): "
+                             f"{', '.join(w.title for w in bad)}\n{inspection}")
     return inspection
 
 

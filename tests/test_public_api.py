@@ -18,7 +18,8 @@ import shardscope.testing
 from _support import ROOT
 
 PUBLIC = ["ShardscopeError", "demo", "inspect", "program"]
-TESTING = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
+TESTING = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_rematerialization", "collective_counts",
+           "jaxpr_collective_counts"]
 
 
 def every_module() -> list[str]:

@@ -23,6 +23,8 @@ def test_the_readme_has_its_samples_marked():
         "check demos/train_step.py --function step_fixed",
         "check demos/gspmd_accumulate.py --function step",
         "check demos/explicit_accumulate.py",
+        "check demos/reshard_clash.py --function add",
+        "check demos/reshard_clash.py --function add_fixed",
         "check demos/dispatch_step.py",
         "report demos/linear.py --target tpu:v5e:2x2",
         "report demos/rnn.py --target tpu:v5e:2x2",

@@ -2,24 +2,77 @@
 a target, the what-if, the sweep, the calibration) lowers and compiles through here.
 
 What every compile shares belongs here and nowhere else: the partitioner's log lines it prints
-on the way, the target a module is compiled for (a target lowers for its own platform and hands
-the lowering to :func:`compile_lowered`). JAX's persistent compilation cache, which the commands
-turn on as they start (:mod:`shardscope.distributed.compile_cache`), serves all of them.
+on the way (kept from the terminal by :func:`shardscope.engine.compile_log.capturing_stderr`
+and held for the executable: :func:`partitioner_messages`), the target a module is compiled for
+(a target lowers for its own platform and hands the lowering to :func:`compile_lowered`). JAX's
+persistent compilation cache, which the commands turn on as they start
+(:mod:`shardscope.distributed.compile_cache`), serves all of them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from shardscope.engine.compile_log import capturing_stderr
 
 if TYPE_CHECKING:
     from jax.stages import Compiled, Lowered, Traced
 
+_MESSAGES: "weakref.WeakKeyDictionary[Compiled, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+
 
 def compile_lowered(lowered: "Lowered") -> "Compiled":
-    """``lowered.compile()``: the module XLA builds for the devices it was lowered for."""
-    return lowered.compile()
+    """``lowered.compile()``: the module XLA builds for the devices it was lowered for; the
+    partitioner's log lines it prints are kept for :func:`partitioner_messages`."""
+    compiled, messages = compile_capturing(lowered)
+    _MESSAGES[compiled] = messages
+    return compiled
+
+
+def compile_capturing(lowered: "Lowered") -> "tuple[Compiled, tuple[str, ...]]":
+    """``lowered.compile()`` and the messages of the partitioner's log lines it printed (not
+    shown on the terminal; every other line of descriptor 2 still is)."""
+    with capturing_stderr() as messages:
+        compiled = lowered.compile()
+    return compiled, _remembered(lowered, tuple(messages))
+
+
+def _remembered(lowered: "Lowered", messages: tuple[str, ...]) -> tuple[str, ...]:
+    """``messages``, kept beside JAX's persistent compilation cache when it is on: an executable
+    the cache serves is not compiled, so its partitioner prints nothing; the messages of the
+    compile that filled the cache, for the same module, are read back instead."""
+    # jax is loaded: ``lowered`` is its object
+    import jax
+
+    # JAX's config declares its options at run time: mypy sees no attribute
+    directory = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
+        return messages
+    key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    path = Path(directory) / "shardscope-partitioner" / f"{key}.txt"
+    try:
+        if messages:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(messages) + "\n", encoding="utf-8")
+        elif path.is_file():
+            return tuple(line for line in path.read_text(encoding="utf-8").splitlines() if line)
+    except OSError:  # a cache that cannot be read or written: this compile's own messages stand
+        pass
+    return messages
 
 
 def compile_traced(traced: "Traced") -> "Compiled":
     """``traced.lower().compile()``, as ``jax.jit(fn).lower(*args).compile()`` would."""
     return compile_lowered(traced.lower())
+
+
+def partitioner_messages(compiled: "Compiled") -> tuple[str, ...]:
+    """What the partitioner printed while ``compiled`` was compiled here (empty for an
+    executable compiled elsewhere)."""
+    try:
+        return _MESSAGES.get(compiled, ())
+    except TypeError:  # an object that cannot be weakly referenced was never recorded
+        return ()

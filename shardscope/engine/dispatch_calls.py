@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from shardscope.engine.compilation import compile_traced
 from shardscope.engine.user_frames import is_library_file
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
     kwargs = {"out_shardings": eqn.params["out_shardings"]} if jitted and _specified(eqn.params["out_shardings"]) else {}
     start = time.perf_counter()
     traced = jax.jit(module, **kwargs).trace(*specs)
-    compiled = traced.lower().compile()
+    compiled = compile_traced(traced)  # the partitioner's log lines kept, as every compile's are
     seconds = time.perf_counter() - start
     names = [arg_names[k] for k in dynamic]
     if jitted:

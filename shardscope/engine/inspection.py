@@ -21,7 +21,9 @@ from shardscope.engine.dispatches import DispatchPlan, dispatch_plan, is_dispatc
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
+from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
+from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.jaxpr.dataflow import collectives, loops
 from shardscope.engine.jaxpr.model import equation_source, from_jaxpr, short_source
 from shardscope.engine.pytree_paths import argument_names, pytree_names
@@ -107,8 +109,14 @@ class Inspection:
     @property
     def fails_check(self) -> bool:
         """True when ``check`` fails on it: a loop runs a collective it need not, or the step
-        runs one once per call where once per step would do."""
-        return bool(self.flagged) or any(f.flagged for f in self.dispatch_findings)
+        runs one once per call where once per step would do, or the partitioner fell back to an
+        involuntary full rematerialization."""
+        return bool(self.flagged) or any(f.flagged for f in self.dispatch_findings) or bool(self.rematerializations)
+
+    @property
+    def rematerializations(self) -> tuple[PartitionerWarning, ...]:
+        """The partitioner's involuntary full rematerializations of the compile."""
+        return self.compiled.rematerializations if self.compiled is not None else ()
 
     @property
     def dead_collectives(self) -> tuple[Collective, ...]:
@@ -237,7 +245,8 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     compiled, compile_s = compile_program(traced, label, debug)
     inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                                 compiled=compiled, compile_s=compile_s)
-    return dataclasses.replace(inspection, call=InspectedCall(program, jax_traced(traced), compiled))
+    plan = with_fixes(program, inspection.compiled) if inspection.compiled is not None else None
+    return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
 def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: float, debug: str) -> Inspection:

@@ -147,11 +147,14 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     could leave: a finding every target's compiler already moves out is no reason to fail. A step
     of dispatches is not compiled for the targets: its calls are separate modules on any of them,
     so a reduction it runs once per call where once per step would do fails the check there too.
+    An involuntary full rematerialization fails it (on a target: when that target's partitioner
+    reports one).
     """
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(plan.staying_findings for ins in inspections for plan in ins.targets)
+        staying = any(plan.staying_findings or plan.compiled.rematerializations
+                      for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN

@@ -95,7 +95,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
         compile_s = time.perf_counter() - start
         plan = plan_of(traced, compiled, text=compilation.hlo_text, input_names=input_names,
                        output_names=output_names, backend=devices.target.platform, program=inspection.program,
-                       jaxpr_collectives=inspection.collectives)
+                       jaxpr_collectives=inspection.collectives, messages=compilation.partitioner)
         named = relabel(replace(inspection, compiled=plan))
         plans.append(TargetPlan(
             target=devices.target.text(), topology=devices.target.topology, device_kind=compilation.device_kind,

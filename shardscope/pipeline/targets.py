@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Callable
 
-from shardscope.engine.compilation import compile_lowered
+from shardscope.engine.compilation import compile_lowered, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.pipeline.cpu_target import parse_cpu
 from shardscope.pipeline.devices import plugin_lines_dropped
@@ -117,6 +117,8 @@ class TargetCompilation:
     hlo_text: str
     memory: dict[str, int]
     cost: dict[str, float]
+    partitioner: tuple[str, ...] = ()
+    """The partitioner's log messages of this compile (kept from the terminal)."""
 
 
 def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name: str = "the program") -> TargetCompilation:
@@ -143,6 +145,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         hlo_text=executable.as_text(),
         memory=_memory(executable),
         cost=_cost(executable),
+        partitioner=partitioner_messages(executable),
     )
 
 

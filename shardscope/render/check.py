@@ -61,7 +61,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     # whose plans the exit code judges: the targets' when there are any, else the CPU's
     result["judged_on"] = sorted({entry["compiler"] for entry in result["targets"].values()}) or ["XLA:CPU"]
     if len(programs) == 1:
-        result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives")})
+        result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives",
+                                                   "partitioner_findings")})
     return finite(result)
 
 
@@ -119,13 +120,17 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
                                "once per step would do, on any target (no compiler merges separate calls).",
                                style="bold red"))
         return
-    flagged = [ins.function for ins in inspections if ins.fails_check]
+    remats = [ins.function for ins in inspections if ins.rematerializations]
+    if remats:
+        console.print(Text(f"check failed: {', '.join(remats)}: the partitioner fell back to an involuntary full "
+                           "rematerialization (a whole tensor gathered onto every device).", style="bold red"))
+    flagged = [ins.function for ins in inspections if ins.flagged or any(f.flagged for f in ins.dispatch_findings)]
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
         console.print(Text(CPU_JUDGED, style="dim"))
-    elif not failed:
+    elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)
 
@@ -134,12 +139,16 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
 def _render_target_outcome(inspections: list[Inspection], console: Console) -> None:
     """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...``."""
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
-    staying = {target: [ins.function for ins in inspections for plan in ins.targets
-                        if plan.target == target and plan.staying_findings] for target in targets}
-    for target, functions in staying.items():
-        if functions:
-            console.print(Text(f"check failed on {target}: {', '.join(functions)}: collectives stay in loops that "
+    for target in targets:
+        plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
+        staying = [function for function, plan in plans if plan.staying_findings]
+        remats = [function for function, plan in plans if plan.compiled.rematerializations]
+        if remats:
+            console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "
+                               "involuntary full rematerialization there.", style="bold red"))
+        if staying:
+            console.print(Text(f"check failed on {target}: {', '.join(staying)}: collectives stay in loops that "
                                "need not hold them there.", style="bold red"))
-        else:
+        elif not remats:
             console.print(Text(f"check passed on {target}: every collective a loop holds there is needed, or the "
                                "compiler already moves it out.", style="bold green"))

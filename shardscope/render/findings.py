@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text, total_executions
 from shardscope.engine.extensions import EXTENSIONS
+from shardscope.render.partitioner import warning_json, warning_lines
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.paired import PairedCollective
@@ -112,9 +113,11 @@ def summary(inspection: "Inspection") -> str:
         count = len(plan.collectives)
         head = (f"{inspection.function}: {count} compiled collective{'' if count == 1 else 's'} "
                 f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs} runs/call")
+    remats = len(inspection.rematerializations)
+    remat = f"; {remats} involuntary full rematerialization{'' if remats == 1 else 's'}" if remats else ""
     if flagged:
-        return head + f"; {len(flagged)} run in a loop without needing to."
-    return head + "; none runs in a loop without needing to."
+        return head + f"; {len(flagged)} run in a loop without needing to{remat}."
+    return head + f"; none runs in a loop without needing to{remat}."
 
 
 def _jaxpr_words(inspection: "Inspection") -> str:
@@ -134,12 +137,17 @@ def render_inspection(inspection: "Inspection") -> Any:
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Any] = [Text(summary(inspection), style="bold red" if inspection.flagged else "bold green")]
+    failing = inspection.flagged or inspection.rematerializations
+    parts: list[Any] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))
     explained = [c for c in paired if noted(c)]
     parts += [Text(line, style="bold" if note_is_flagged(c) else "") for c, line in zip(explained, notes(paired))]
+    plan = inspection.compiled
+    for warning in plan.partitioner if plan is not None else ():
+        lines = warning_lines(warning, plan.collectives if plan is not None else ())
+        parts += [Text(line, style="bold red" if k == 0 else "") for k, line in enumerate(lines)]
     return Group(*parts)
 
 
@@ -192,6 +200,8 @@ def compiled_collective_json(p: "PairedCollective", c: "CompiledCollective") -> 
         "in_conditional": c.in_conditional,
         "axes": None if c.axes is None else list(c.axes),
         "written_by": c.written_by,
+        "reshard": c.is_reshard,
+        "layout_change": c.layout_change or None,
         "source": p.source,
         "op_name": c.op_name,
         "value": p.value,
@@ -214,7 +224,8 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
 
     ``findings`` and ``collectives`` are the jaxpr's collective equations (in loops, and all of
     them; a dead one has ``"dead": true`` and runs 0 times); ``compiled_collectives`` the compiled
-    instructions; ``flagged`` counts the collectives ``check`` fails on, each once across the
+    instructions; ``partitioner_findings`` what the partitioner warned about while compiling
+    (each with its ``kind``: ``involuntary-rematerialization``); ``flagged`` counts the collectives ``check`` fails on, each once across the
     two views; ``counts`` and ``jaxpr_counts`` are the runs per call of each compiled kind and
     of each live JAX primitive.
     """
@@ -231,6 +242,8 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
         "executed_collectives": inspection.executed_collectives if inspection.compiled is not None else None,
         "unpaired_equations": [c.equations[0].equation_id for c in inspection.paired
                                if c.compiled is None and not c.dead],
+        "partitioner_findings": [warning_json(w) for w in inspection.compiled.partitioner]
+        if inspection.compiled is not None else [],
     }
     return data
 

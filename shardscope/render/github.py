@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from shardscope.pipeline.check import FailedProgram
+from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
 
 def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
                 cwd: Path | None = None) -> list[str]:
-    """One ``::error`` line per finding the exit status counts, and per program not checked.
+    """One ``::error`` line per finding the exit status counts (an involuntary full
+    rematerialization too, at its line), and per program not checked.
 
     A finding is placed at the user's line that wrote the collective (the checked ``path``
     itself when it has none); paths are relative to ``cwd`` (default: the working directory).
@@ -39,6 +41,12 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
     for ins in inspections:
         for collective, title, message in _findings(ins):
             lines.append(_command(_where(collective, path, here), title, message))
+        remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
+            ins.rematerializations)
+        for warning in remats:
+            lines.append(_command(_remat_where(warning.source, path, here),
+                                  f"shardscope: involuntary full rematerialization ({ins.function})",
+                                  f"{ins.function}: " + "\n".join(warning_lines(warning))))
     for failure in failed:
         message = failure.error.message + (f"\nhint: {failure.error.hint}" if failure.error.hint else "")
         lines.append(_command({"file": _relative(path, here)}, f"shardscope: {failure.function} was not checked",
@@ -89,6 +97,15 @@ def _where(collective: PairedCollective | None, path: Path, here: str) -> dict[s
     if _same_file(written, path):  # JAX names the file by its real path: keep the one the user gave (a link)
         written = path
     return {"file": _relative(written, here), "line": found["line"]}
+
+
+def _remat_where(source: str, path: Path, here: str) -> dict[str, str]:
+    """The checked file, at the rematerialization's line when that line is in it (``clash.py:15 (add)``)."""
+    where = {"file": _relative(path, here)}
+    found = _LINE.search(source)
+    if found is not None and source.split(":", 1)[0] == path.name:
+        where["line"] = found["line"]
+    return where
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -146,3 +146,37 @@ def test_a_step_of_dispatches_is_timed_as_written_and_checked_against_its_fix(an
     assert step.run_s is not None and fixed.run_s is not None
     (check,) = analysis.output_checks  # step and step_fixed take the same arguments: the same update
     assert {check.baseline, check.candidate} == {"step", "step_fixed"} and check.agree
+
+
+def test_the_partitioners_rematerialization_is_shown_under_its_program():
+    # demos/reshard_clash.py adds a P('y', None, 'x') array to a P(None, ('x', 'y'), None) one
+    from shardscope.pipeline.run import analyze
+    from shardscope.plans.settings import Settings
+
+    analysis = analyze(Settings(DEMOS / "reshard_clash.py", repeats=1))
+    line = (DEMOS / "reshard_clash.py").read_text().splitlines().index("    return a + b") + 1  # add's, the first
+
+    async def script(app, pilot):
+        app.view.show_analysis(analysis)
+        await drain(pilot)
+        add, fixed = app.view.plain.split("\nadd_fixed:", 1)
+        assert f"involuntary full rematerialization of a at reshard_clash.py:{line} (add)" in add
+        assert "P('y', None, 'x') -> P(None, ('x', 'y'), None)" in add
+        assert "rematerialization" not in fixed
+
+    run_view(HloView(), script)
+
+
+def test_the_app_shows_the_rematerialization_and_the_terminal_never_gets_the_log_line(capfd):
+    async def scenario():
+        app = make_app(DEMOS / "reshard_clash.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await settle(pilot)
+            text = app.query_one(HloView).plain
+            assert "involuntary full rematerialization of a at reshard_clash.py:" in text
+
+    run(scenario())
+    err = capfd.readouterr().err
+    assert "Involuntary" not in err and "spmd_partitioner" not in err

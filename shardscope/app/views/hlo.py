@@ -30,6 +30,7 @@ from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.findings import trips_text
+from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words, plan_verdict
 
 if TYPE_CHECKING:
@@ -150,11 +151,22 @@ def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[Rende
                    (Text(f"{plan.name} compiled as one jax.jit (XLA merges the calls; not what runs as written):",
                          "dim"), None)]
     blocks += [(plan_heading(plan), None), (loops_line(plan.compiled.loops), None)]
+    blocks += [(block, None) for block in partitioner_blocks(plan)]
     if not plan.paired:
         return blocks + [(Text("  no collective: nothing moves between devices", "dim"), None), (Text(), None)]
     blocks.append((collectives_table(plan, at), None))
     blocks += [(details(plan, i, i == at), (plan.name, i)) for i in range(len(plan.paired))]
     return blocks + [(Text(), None)]
+
+
+def partitioner_blocks(plan: "PlanResult") -> list[Text]:
+    """What the partitioner warned about while compiling the program (the log line it printed
+    on stderr, kept from the terminal), one finding each: its first line red."""
+    compiled = plan.compiled
+    if compiled is None:
+        return []
+    return [Text(f"  {line}", "bold red" if k == 0 else "") for warning in compiled.partitioner
+            for k, line in enumerate(warning_lines(warning, compiled.collectives))]
 
 
 def compiled_blocks(analysis: "Analysis", selected: Target | None = None,

@@ -22,15 +22,17 @@ or, with text alone (a module dumped elsewhere, a target's module),
 from __future__ import annotations
 
 import dataclasses
+from math import prod
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.engine.compilation import compile_traced
+from shardscope.engine.compilation import compile_traced, partitioner_messages
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
 from shardscope.engine.hlo.fixes import verdict_of
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
+from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning, implementing, read_warning
 from shardscope.engine.hlo.pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
 from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledOperand, CompiledPlan
 from shardscope.engine.hlo.replica_groups import MeshShape
@@ -96,7 +98,8 @@ def compiled_plan(
 def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" = None, *,
             input_names: Sequence[str] = (), output_names: Sequence[str] = (), backend: str | None = None,
             text: str | None = None, program: "Program | None" = None,
-            jaxpr_collectives: "Sequence[Collective] | None" = None) -> CompiledPlan:
+            jaxpr_collectives: "Sequence[Collective] | None" = None,
+            messages: Sequence[str] | None = None) -> CompiledPlan:
     """The plan of a traced program (``jax.jit(f).trace(...)``), compiling it unless ``compiled``
     is given; the jaxpr's collectives are paired with the compiled ones, its dead ones named,
     and the values named as the jaxpr view names them. ``text`` is another module of the same
@@ -104,7 +107,9 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
     ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``. ``program`` and
     ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
-    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time."""
+    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time.
+    ``messages`` are the partitioner's log messages of the compile that made ``text`` (default:
+    those kept for ``compiled``, none for another ``text``): :attr:`CompiledPlan.partitioner`."""
     import jax
 
     compiled = compiled if compiled is not None or text is not None else compile_traced(traced)
@@ -114,12 +119,33 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
     found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
-    return compiled_plan(
+    plan = compiled_plan(
         text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
         style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
+    if messages is None:
+        messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
+    if not messages:
+        return plan
+    return dataclasses.replace(plan, partitioner=partitioner_findings(messages, plan, _mesh_shape(mesh)))
+
+
+def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
+                         mesh: MeshShape | None) -> tuple[PartitionerWarning, ...]:
+    """The partitioner's log messages read over the program's mesh, each joined to the compiled
+    collectives that carry out its fallback and to the user's line they came from."""
+    by_name = {c.name: c for c in plan.collectives}
+    devices = 1 if mesh is None else prod(mesh.sizes)
+    found = []
+    for message in messages:
+        warning = read_warning(message, mesh)
+        names, line = implementing(warning, plan.module, list(by_name))
+        sources = [by_name[n].source for n in names if by_name[n].source]
+        found.append(dataclasses.replace(warning, collectives=names, source=sources[0] if sources else line,
+                                         devices=devices))
+    return tuple(found)
 
 
 def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":
@@ -173,6 +199,7 @@ class _Builder:
             source_file=source.file if source else "",
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
+            layout_change=layout_change(inst, site.kind, axes),
         )
         added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)
@@ -245,6 +272,21 @@ def _values_of_peer_chunks(chunks: tuple[CompiledOperand, ...], peers: int) -> t
             bytes=sum(op.bytes for op in group), value=names[0] if len(names) == 1 else "",
             verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict))
     return tuple(values)
+
+
+def layout_change(inst: Instruction, kind: str, axes: tuple[str, ...] | None) -> str:
+    """How an all-gather, all-to-all or collective-permute moves a value's shards, in words
+    (``dimension 2 gathered over x``); ``""`` for a reduction."""
+    over = f" over {','.join(axes)}" if axes else ""
+    if kind == "all-gather":
+        dims = inst.dimensions or ()
+        return f"dimension {','.join(map(str, dims))} gathered{over}" if dims else f"gathered{over}"
+    if kind == "all-to-all":
+        dims = inst.dimensions
+        return f"dimension {dims[0]} exchanged{over}" if dims else f"shards exchanged{over}"
+    if kind == "collective-permute":
+        return f"shards moved between devices{over}"
+    return ""
 
 
 def _author(inst: Instruction) -> str:

@@ -172,7 +172,10 @@ class PairedCollective(PerCall):
         text = f"{head} {where}, {self.runs.badge()}"
         if c.combined:
             text += f" (XLA's combiner merged {len(c.operands)} {c.kind}s into this one)"
-        return text + ("" if self.equations else f", written by the {c.written_by}")
+        text += "" if self.equations else f", written by the {c.written_by}"
+        if c.is_reshard:
+            text += f": a reshard ({f'{self.value}: ' if self.value else ''}{c.layout_change}), not a reduction"
+        return text
 
 
 def paired_collectives(jaxpr: "Sequence[Collective]", plan: "CompiledPlan | None") -> tuple[PairedCollective, ...]:

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardscope.engine.counts import PerCall, known_product, total_executions
+from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, PartitionerWarning
 from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.verdicts import NEEDED
 from shardscope.engine.jaxpr.verdicts import Verdict
 
 __all__ = ["CompiledLoop", "CompiledOperand", "CompiledCollective", "CompiledPlan"]
 
+
+_PARTITIONER = "partitioner"
+"""``pairing.PARTITIONER``, spelled here: pairing names this module's types, so it is not imported."""
 
 @dataclass(frozen=True)
 class CompiledLoop:
@@ -76,6 +80,9 @@ class CompiledCollective(PerCall):
     scatters: bool = False
     source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
     in_condition_of: tuple[str, ...] = ()
+    layout_change: str = ""
+    """For an all-gather, all-to-all or collective-permute: how it moves the value's shards
+    (``dimension 2 gathered over x``); a reshard when the partitioner wrote it."""
 
     @property
     def loop_trip_counts(self) -> tuple[int | None, ...]:
@@ -99,6 +106,12 @@ class CompiledCollective(PerCall):
         """Runs per call: the product of the loops' trip counts (None when one is unknown)."""
         runs = known_product(self.runs_per_loop)
         return None if runs is None else runs * self.paths
+
+    @property
+    def is_reshard(self) -> bool:
+        """True for a collective the partitioner inserted to change a value's layout (an
+        all-gather, all-to-all or collective-permute), not a reduction the math needs."""
+        return self.written_by == _PARTITIONER and bool(self.layout_change)
 
     @property
     def bytes_per_execution(self) -> int:
@@ -145,6 +158,14 @@ class CompiledPlan:
     dead_equations: tuple[str, ...] = ()
     unmatched_equations: tuple[str, ...] = ()
     module: HloModule | None = field(default=None, repr=False, compare=False)
+    partitioner: tuple[PartitionerWarning, ...] = ()
+    """What the partitioner warned about while the module compiled (an involuntary full
+    rematerialization: a whole tensor gathered onto every device to change its layout)."""
+
+    @property
+    def rematerializations(self) -> tuple[PartitionerWarning, ...]:
+        """The partitioner's involuntary full rematerializations: ``check`` fails on them."""
+        return tuple(w for w in self.partitioner if w.kind == INVOLUNTARY_REMAT)
 
     @property
     def findings(self) -> tuple[CompiledCollective, ...]:

@@ -1,0 +1,103 @@
+"""The log lines XLA's partitioner prints while a module compiles, kept from the terminal.
+
+XLA's C++ logging writes to file descriptor 2 (``spmd_partitioner.cc``'s "Involuntary full
+rematerialization"): Python's ``sys.stderr`` never sees it, so :func:`capturing_stderr` points
+descriptor 2 at a pipe for the compile and keeps the partitioner's lines; every other byte goes on
+to the real descriptor 2 as it comes (the user's own output, and the explorer's screen, which
+Textual draws on stderr while a worker thread compiles). Descriptor 2 is the process's, so
+compiles that capture take turns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+_FD_LOCK = threading.Lock()
+
+_PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
+_PARTITIONER_FILES = ("spmd_partitioner", "sharding_propagation", "shardy", "sdy_")
+
+
+def partitioner_message(line: str) -> str | None:
+    """The message of one of the partitioner's log lines (``W1204 ... spmd_partitioner.cc:656]
+    [SPMD] ...``), None for any other line."""
+    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    if match is None or not match.group("file").startswith(_PARTITIONER_FILES):
+        return None
+    return match.group("message")
+
+
+@contextmanager
+def capturing_stderr() -> Iterator[list[str]]:
+    """Descriptor 2 into a pipe for the body; yields the list that receives the messages of the
+    partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
+    on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
+    writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
+    held, until its end, to be told apart."""
+    captured: list[str] = []
+    with _FD_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        read_end, write_end = os.pipe()
+        forwarder = threading.Thread(target=_forward, args=(read_end, saved, captured), daemon=True,
+                                     name="shardscope-stderr")
+        forwarder.start()
+        try:
+            os.dup2(write_end, 2)
+            os.close(write_end)
+            try:
+                yield captured
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)  # the pipe's last write end closes: the forwarder reads its end
+        finally:
+            forwarder.join()
+            os.close(read_end)
+            os.close(saved)
+
+
+_LOG_START = re.compile(rb"[IWEF]\d{0,4}")
+
+
+def _forward(read_end: int, out: int, captured: list[str]) -> None:
+    """Copy the pipe to ``out`` as it arrives, except each partitioner line (into ``captured``).
+
+    A C++ log line (``W1204 05:00:43.162335 ...``) is held from its first byte to its newline,
+    then kept or passed on whole; any other byte passes at once."""
+    held = b""
+    at_line_start = True
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        passing = bytearray()
+        for line in (held + chunk).splitlines(keepends=True):
+            complete = line.endswith(b"\n")
+            if at_line_start and _LOG_START.fullmatch(line.rstrip(b"\n")[:5]) is not None:
+                if not complete:
+                    held = line
+                    break
+                message = partitioner_message(line.decode("utf-8", "replace"))
+                if message is None:
+                    passing += line
+                else:
+                    captured.append(message)
+            else:
+                passing += line
+            at_line_start = complete
+        else:
+            held = b""
+        if passing:
+            _write_all(out, bytes(passing))
+    if held:
+        _write_all(out, held)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
