@@ -199,6 +199,6 @@ def test_cost_analysis_does_not_grow_with_the_chunks_shardscope_counts(analysis_
     """XLA's cost_analysis() costs a loop body once: 4x the chunks is 4x shardscope's bytes, not XLA's."""
     few, many = analysis_of("linear.py", devices=2, chunk_size=16), analysis_of("linear.py", devices=2, chunk_size=4)
     a, b = few.plans["naive"], many.plans["naive"]
-    assert (a.bytes_per_call, b.bytes_per_call) == (40, 160)
+    assert (a.jaxpr_bytes_per_call, b.jaxpr_bytes_per_call) == (40, 160)
     assert a.cost_analysis["bytes_accessed"] > 0 and b.cost_analysis["bytes_accessed"] > 0
     assert b.cost_analysis["bytes_accessed"] < 2 * a.cost_analysis["bytes_accessed"]
