@@ -290,6 +290,9 @@ def build_graph(program: Program) -> nx.DiGraph:
 
 
 def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops: tuple[Equation, ...]) -> None:
+    # the same for every equation of the block: made once, shared by its nodes (they are tuples and ints)
+    loop_ids = tuple(loop.id for loop in loops)
+    executions = known_product(loop.trip_count for loop in loops)
     for eqn in block.equations:
         graph.add_node(
             eqn.id,
@@ -297,8 +300,8 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
             primitive=eqn.primitive,
             label=eqn.line(),
             block=block.id,
-            loops=tuple(loop.id for loop in loops),
-            executions=known_product(loop.trip_count for loop in loops),
+            loops=loop_ids,
+            executions=executions,
             trip_count=eqn.trip_count,
             types=tuple(v.type_str + v.vma_str for v in eqn.outputs),
         )

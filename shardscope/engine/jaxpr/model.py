@@ -440,9 +440,7 @@ def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
         return [("cond", open_jaxpr(params["cond_jaxpr"])), ("body", open_jaxpr(params["body_jaxpr"]))]
     if name == "cond":
         return [(f"branch{i}", open_jaxpr(b)) for i, b in enumerate(params["branches"])]
-    from jax.extend.core import jaxprs_in_params
-
-    subs = list(jaxprs_in_params(params))
+    subs = list(_jax_core().jaxprs_in_params(params))
     return [("body" if len(subs) == 1 else f"body{i}", open_jaxpr(j)) for i, j in enumerate(subs)]
 
 
@@ -563,6 +561,11 @@ def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
 
 def _param_text(value: Any) -> str:
     """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
+    kind = type(value)
+    if kind is int or kind is bool or kind is float:  # most parameters: no address, no spaces
+        return str(value)
+    if kind is tuple:  # no spec, mesh or call: only the text is left to clean
+        return _ADDRESS.sub("0x…", " ".join(str(value).split()))
     if hasattr(value, "spec") and hasattr(value, "mesh"):
         return str(value.spec)
     if hasattr(value, "axis_names") and hasattr(value, "axis_sizes"):
