@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.engine.jaxpr.model import Program, Value, from_jaxpr
+from shardscope.engine.jaxpr.model import Equation, Program, Value, from_jaxpr
 
 
 def mesh(n: int = 2) -> Mesh:
@@ -294,7 +294,7 @@ def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
 
 
 def test_values_made_without_init_equal_values_made_with_it():
-    """The converter writes a Value's fields directly (its __init__ is slow): each one must be what
+    """The converter writes a Value's and an Equation's fields directly (its __init__ is slow): each one must be what
     the dataclass's own constructor makes from the same fields, down to hash and repr."""
     def f(x, w):
         y = jnp.tanh(x @ w)
@@ -307,3 +307,8 @@ def test_values_made_without_init_equal_values_made_with_it():
         rebuilt = Value(**{f.name: getattr(value, f.name) for f in fields(Value)})
         assert vars(value) == vars(rebuilt)
         assert (value == rebuilt, hash(value) == hash(rebuilt), repr(value)) == (True, True, repr(rebuilt))
+    equations = [site.equation for site in program.sites()]
+    for eqn in equations:
+        rebuilt_eqn = Equation(**{f.name: getattr(eqn, f.name) for f in fields(Equation)})
+        assert vars(eqn) == vars(rebuilt_eqn)
+        assert (eqn == rebuilt_eqn, hash(eqn) == hash(rebuilt_eqn), repr(eqn)) == (True, True, repr(rebuilt_eqn))

@@ -44,6 +44,15 @@ CAST_PRIMITIVES = frozenset(
 
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 
+_KIND_OF = {
+    **{"cond": "cond"},
+    **{p: "loop" for p in LOOP_PRIMITIVES},
+    **{p: "cast" for p in CAST_PRIMITIVES},
+    **{p: "collective" for p in COLLECTIVE_PRIMITIVES},
+}
+"""An equation's kind by its primitive, where the primitive decides it (later groups win, as the
+order of :attr:`Equation.kind`'s checks did)."""
+
 _DTYPE_SHORT = {
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
     "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "int32": "i32",
@@ -149,14 +158,9 @@ class Equation:
     @property
     def kind(self) -> str:
         """``collective``, ``cast``, ``loop``, ``cond``, ``call`` or ``op``."""
-        if self.primitive in COLLECTIVE_PRIMITIVES:
-            return "collective"
-        if self.primitive in CAST_PRIMITIVES:
-            return "cast"
-        if self.primitive in LOOP_PRIMITIVES:
-            return "loop"
-        if self.primitive == "cond":
-            return "cond"
+        kind = _KIND_OF.get(self.primitive)  # one lookup: asked several times of every equation
+        if kind is not None:
+            return kind
         return "call" if self.blocks else "op"
 
     @property
@@ -318,7 +322,10 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         for i, v in enumerate(eqn.outvars)
     )
     trip = eqn.params.get("length") if primitive == "scan" else None
-    return Equation(
+    # Every field, written at once as for a Value (:meth:`_Namer.value`): the frozen __init__'s
+    # twelve object.__setattr__ calls cost more than the rest of a plain equation's conversion.
+    made = object.__new__(Equation)
+    made.__dict__.update(
         id=eqn_id,
         name=name,
         primitive=primitive,
@@ -333,6 +340,7 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
+    return made
 
 
 ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
