@@ -134,17 +134,24 @@ def scaling_section(data: dict | None, failure: str | None) -> list[str]:
     out += [
         f"{data['model']}; about {data['equations_per_layer']} equations per layer. Tracing is timed on its "
         f"own; the analysis is `jaxpr_model.from_jaxpr` -> `dataflow.build_graph` -> `dataflow.collectives` on "
-        f"the traced jaxpr, median of {data['repeats']} repeats. The process peaked at "
-        f"{data['peak_rss_mib']:,.0f} MiB resident.",
+        f"the traced jaxpr (the garbage collector paused, as the pipeline reads a program), median of "
+        f"{data['repeats']} repeats, each after its own trace. The ratio is the analysis's CPU time over the "
+        f"trace's, both in one process: the figure to compare between runs on a loaded machine"
+        + (f" (1-minute load average {data['load_average']['start']:.1f} at the start, "
+           f"{data['load_average']['end']:.1f} at the end)" if isinstance(data.get("load_average"), dict) else "")
+        + f". The process peaked at {data['peak_rss_mib']:,.0f} MiB resident.",
         "",
-        "| equations | depth | trace s | from_jaxpr s | build_graph s | collectives s | analysis s | analysis CPU s | us/equation |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| equations | depth | trace s | trace CPU s | from_jaxpr s | build_graph s | collectives s | analysis s "
+        "| analysis CPU s | analysis / trace (CPU) | us/equation |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    nan = float("nan")
     for r in data["rows"]:
         p = r["phases_s"]
-        out.append(f"| {r['equations']:,} | {r['depth']} | {r['trace_s']:.2f} | {p['from_jaxpr']['median']:.3f} | "
-                   f"{p['build_graph']['median']:.3f} | {p['collectives']['median']:.3f} | **{r['analysis_s']:.3f}** | "
-                   f"{r.get('analysis_cpu_s', float('nan')):.3f} | {r['us_per_equation']:.0f} |")
+        out.append(f"| {r['equations']:,} | {r['depth']} | {r['trace_s']:.2f} | {r.get('trace_cpu_s', nan):.2f} | "
+                   f"{p['from_jaxpr']['median']:.3f} | {p['build_graph']['median']:.3f} | "
+                   f"{p['collectives']['median']:.3f} | **{r['analysis_s']:.3f}** | "
+                   f"{r.get('analysis_cpu_s', nan):.3f} | **{r.get('ratio', nan):.2f}x** | {r['us_per_equation']:.0f} |")
     out += [""]
     if "loglog_slope" in data:
         out += [f"Slope of log(time) against log(equations), least squares over all sizes: "

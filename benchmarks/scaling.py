@@ -3,13 +3,17 @@
 For each target size the depth of ``demos/deep.py`` (``SHARDSCOPE_DEEP_DEPTH``) is chosen so
 the naive plan has about that many equations. Tracing is timed on its own; the analysis is
 ``jaxpr_model.from_jaxpr`` -> ``dataflow.build_graph`` -> ``dataflow.collectives``, each timed
-separately, the median of a few repeats on the same traced jaxpr.
+separately, the median of a few repeats on the same traced jaxpr, with the garbage collector
+paused as the pipeline reads a program (``pipeline.gc_pause``; the trace runs with it, as there).
+``ratio`` is the analysis's CPU time over the trace's, both measured in this process: other
+processes on the machine inflate both alike, so it is the figure to compare between runs.
 
 Run alone: ``python -m benchmarks.scaling [--quick]``.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import statistics
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def calibrate() -> tuple[int, int]:
     """Equations of the naive plan at depth 1 and 2: ``equations = base + per_layer * depth``."""
-    one, two = (_traced(depth)[1].equation_count for depth in (1, 2))
+    one, two = (_traced(depth)[2].equation_count for depth in (1, 2))
     return one - (two - one), two - one
 
 
@@ -69,8 +73,8 @@ def depth_for(equations: int, base: int, per_layer: int) -> int:
     return max(1, round((equations - base) / per_layer))
 
 
-def _traced(depth: int) -> tuple[float, object, object]:
-    """Trace the naive plan of the deep demo at ``depth``: (seconds, program, jaxpr)."""
+def _traced(depth: int) -> tuple[float, float, object, object]:
+    """Trace the naive plan of the deep demo at ``depth``: (seconds, CPU seconds, program, jaxpr)."""
     from shardscope.plans import registry
     from shardscope.sources.loading import load_demo_file
     from shardscope.engine.jaxpr.model import from_jaxpr
@@ -80,52 +84,74 @@ def _traced(depth: int) -> tuple[float, object, object]:
     demo = load_demo_file(DEEP).get("deep")
     assert len(demo.spec.params) == depth, "demos/deep.py did not take its depth from the environment"
     built = registry.build_plans(demo, Settings(path=Path(DEEP)))
+    start_cpu = time.process_time()
     start = time.perf_counter()
     traced = built.functions["naive"].trace(*built.args)
     trace_s = time.perf_counter() - start
-    return trace_s, from_jaxpr(traced.jaxpr), traced.jaxpr
+    trace_cpu_s = time.process_time() - start_cpu
+    return trace_s, trace_cpu_s, from_jaxpr(traced.jaxpr), traced.jaxpr
 
 
 def measure(depth: int, repeats: int) -> dict:
-    """Trace once, then time each analysis phase ``repeats`` times."""
+    """Trace ``repeats`` times, timing each analysis phase after each trace."""
     from shardscope.engine.jaxpr import dataflow
-    from shardscope.engine.jaxpr.model import from_jaxpr
+    from shardscope.pipeline.gc_pause import paused
 
-    trace_s, program, jaxpr = _traced(depth)
     phases: dict[str, list[float]] = {name: [] for name in PHASES}
-    totals, cpu = [], []
+    totals, cpu, traces, trace_cpu = [], [], [], []
+    program = jaxpr = None
     for _ in range(repeats):
-        start_cpu = time.process_time()
-        start = time.perf_counter()
-        program = from_jaxpr(jaxpr)
-        t1 = time.perf_counter()
-        graph = dataflow.build_graph(program)
-        t2 = time.perf_counter()
-        found = dataflow.collectives(program)
-        t3 = time.perf_counter()
-        phases["from_jaxpr"].append(t1 - start)
-        phases["build_graph"].append(t2 - t1)
-        phases["collectives"].append(t3 - t2)
-        totals.append(t3 - start)
-        cpu.append(time.process_time() - start_cpu)
+        # each trace starts from the same heap: the last repeat's program freed and collected
+        program = jaxpr = None
+        gc.collect()
+        trace_s, trace_cpu_s, program, jaxpr = _traced(depth)
+        traces.append(trace_s)
+        trace_cpu.append(trace_cpu_s)
+        with paused():
+            _analyse(jaxpr, phases, totals, cpu)
+    assert program is not None
+    graph = dataflow.build_graph(program)
+    found = dataflow.collectives(program)
     row = {
         "depth": depth,
         "equations": program.equation_count,
         "graph_nodes": graph.number_of_nodes(),
         "graph_edges": graph.number_of_edges(),
         "collectives": len(found),
-        "trace_s": trace_s,
+        "trace_s": statistics.median(traces),
+        "trace_cpu_s": statistics.median(trace_cpu),
         "phases_s": {name: stats(samples) for name, samples in phases.items()},
         "analysis": stats(totals),
         "analysis_s": statistics.median(totals),
         # CPU time of this (single-threaded) work: what other processes on the machine do not inflate
         "analysis_cpu_s": statistics.median(cpu),
     }
+    row["ratio"] = row["analysis_cpu_s"] / row["trace_cpu_s"]
     row["us_per_equation"] = row["analysis_s"] / row["equations"] * 1e6
-    print(f"depth {depth}: {row['equations']} equations, trace {trace_s:.2f} s, analysis {row['analysis_s']:.3f} s "
-          f"(CPU {row['analysis_cpu_s']:.3f} s) "
+    print(f"depth {depth}: {row['equations']} equations, trace {row['trace_s']:.2f} s (CPU {row['trace_cpu_s']:.3f} s), "
+          f"analysis {row['analysis_s']:.3f} s (CPU {row['analysis_cpu_s']:.3f} s, {row['ratio']:.2f}x the trace) "
           f"({row['us_per_equation']:.0f} us/equation)", flush=True)
     return row
+
+
+def _analyse(jaxpr: object, phases: dict[str, list[float]], totals: list[float], cpu: list[float]) -> None:
+    """One timed analysis of ``jaxpr``: its phases, wall total and CPU total appended."""
+    from shardscope.engine.jaxpr import dataflow
+    from shardscope.engine.jaxpr.model import from_jaxpr
+
+    start_cpu = time.process_time()
+    start = time.perf_counter()
+    program = from_jaxpr(jaxpr)
+    t1 = time.perf_counter()
+    dataflow.build_graph(program)
+    t2 = time.perf_counter()
+    dataflow.collectives(program)
+    t3 = time.perf_counter()
+    phases["from_jaxpr"].append(t1 - start)
+    phases["build_graph"].append(t2 - t1)
+    phases["collectives"].append(t3 - t2)
+    totals.append(t3 - start)
+    cpu.append(time.process_time() - start_cpu)
 
 
 def _slope(sizes: list[int], seconds: list[float]) -> float:

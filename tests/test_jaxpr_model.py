@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from shardscope.engine.jaxpr.model import Program, from_jaxpr
+from shardscope.engine.jaxpr.model import Equation, Program, Value, from_jaxpr
 
 
 def mesh(n: int = 2) -> Mesh:
@@ -290,3 +291,24 @@ def test_importing_the_jaxpr_model_leaves_shardscope_program_the_decorator():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_values_made_without_init_equal_values_made_with_it():
+    """The converter writes a Value's and an Equation's fields directly (its __init__ is slow): each one must be what
+    the dataclass's own constructor makes from the same fields, down to hash and repr."""
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        return lax.fori_loop(0, 3, lambda i, c: c * 2.0 + 1, y).astype(jnp.int8)
+
+    program = from_jaxpr(jax.make_jaxpr(f)(jnp.ones((4, 3)), jnp.ones((3, 2))))
+    values = [v for site in program.sites() for v in site.equation.inputs + site.equation.outputs]
+    assert values
+    for value in values:
+        rebuilt = Value(**{f.name: getattr(value, f.name) for f in fields(Value)})
+        assert vars(value) == vars(rebuilt)
+        assert (value == rebuilt, hash(value) == hash(rebuilt), repr(value)) == (True, True, repr(rebuilt))
+    equations = [site.equation for site in program.sites()]
+    for eqn in equations:
+        rebuilt_eqn = Equation(**{f.name: getattr(eqn, f.name) for f in fields(Equation)})
+        assert vars(eqn) == vars(rebuilt_eqn)
+        assert (eqn == rebuilt_eqn, hash(eqn) == hash(rebuilt_eqn), repr(eqn)) == (True, True, repr(rebuilt_eqn))

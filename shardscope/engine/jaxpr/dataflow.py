@@ -279,7 +279,11 @@ def build_graph(program: Program) -> nx.DiGraph:
     """
     import networkx as nx
 
-    graph = nx.DiGraph()
+    # Nodes and edges are collected in order and added in two calls: networkx's add_node and
+    # add_edge each clear its cached views, a cost per call that two batches pay once. Every edge
+    # joins nodes collected before it, so the graph (its order too) is the same as one built
+    # call by call.
+    graph = _Parts()
     producers: dict[str, str] = {}  # qualified value name -> the node that defines it
     root = program.root
     for value in root.inputs:
@@ -288,10 +292,30 @@ def build_graph(program: Program) -> nx.DiGraph:
                        types=(value.type_str + value.vma_str,))
         producers[node] = node
     _add_block(graph, root, producers, ())
-    return graph
+    built = nx.DiGraph()
+    built.add_nodes_from(graph.nodes)
+    built.add_edges_from(graph.edges)
+    return built
 
 
-def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops: tuple[Equation, ...]) -> None:
+class _Parts:
+    """The nodes and edges of a graph being built, in the order they were added."""
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[str, dict[str, Any]]] = []
+        self.edges: list[tuple[str, str, dict[str, Any]]] = []
+
+    def add_node(self, node: str, **attributes: Any) -> None:
+        self.nodes.append((node, attributes))
+
+    def add_edge(self, source: str, target: str, **attributes: Any) -> None:
+        self.edges.append((source, target, attributes))
+
+
+def _add_block(graph: _Parts, block: Block, producers: dict[str, str], loops: tuple[Equation, ...]) -> None:
+    # the same for every equation of the block: made once, shared by its nodes (they are tuples and ints)
+    loop_ids = tuple(loop.id for loop in loops)
+    executions = known_product(loop.trip_count for loop in loops)
     for eqn in block.equations:
         graph.add_node(
             eqn.id,
@@ -299,8 +323,8 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
             primitive=eqn.primitive,
             label=eqn.line(),
             block=block.id,
-            loops=tuple(loop.id for loop in loops),
-            executions=known_product(loop.trip_count for loop in loops),
+            loops=loop_ids,
+            executions=executions,
             trip_count=eqn.trip_count,
             types=tuple(v.type_str + v.vma_str for v in eqn.outputs),
         )
@@ -316,7 +340,7 @@ def _add_block(graph: nx.DiGraph, block: Block, producers: dict[str, str], loops
 
 
 def _add_sub_block(
-    graph: nx.DiGraph, eqn: Equation, outer: Block, sub: Block, producers: dict[str, str], loops: tuple
+    graph: _Parts, eqn: Equation, outer: Block, sub: Block, producers: dict[str, str], loops: tuple
 ) -> None:
     inner_loops = loops + (eqn,) if eqn.kind == "loop" else loops
     executions = known_product(loop.trip_count for loop in inner_loops)

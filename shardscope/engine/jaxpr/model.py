@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from math import prod
 from pathlib import Path
 from typing import Any, Iterator
@@ -44,6 +44,15 @@ CAST_PRIMITIVES = frozenset(
 
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 
+_KIND_OF = {
+    **{"cond": "cond"},
+    **{p: "loop" for p in LOOP_PRIMITIVES},
+    **{p: "cast" for p in CAST_PRIMITIVES},
+    **{p: "collective" for p in COLLECTIVE_PRIMITIVES},
+}
+"""An equation's kind by its primitive, where the primitive decides it (later groups win, as the
+order of :attr:`Equation.kind`'s checks did)."""
+
 _DTYPE_SHORT = {
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
     "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "int32": "i32",
@@ -64,21 +73,21 @@ class Value:
     reduced: frozenset[str] = frozenset()
     unreduced: frozenset[str] = frozenset()
 
-    @functools.cached_property
+    # The two texts are cached by what they are made of, not on the value: a program has a handful
+    # of distinct types among tens of thousands of values, and a cached_property takes a lock on
+    # every read (Python 3.11).
+    @property
     def type_str(self) -> str:
         """``f32[16,5]`` (the per-device shape inside a shard_map)."""
-        short = _DTYPE_SHORT.get(self.dtype, self.dtype)
-        return f"{short}[{','.join(map(str, self.shape))}]"
+        return _type_text(self.dtype, self.shape)
 
-    @functools.cached_property
+    @property
     def vma_str(self) -> str:
         """``{V:data,model}`` when the value varies over mesh axes, ``{R:s}`` reduced, ``{U:s}``
         unreduced (JAX's reduced/unreduced types), several side by side; else empty."""
-        return "".join(
-            "{" + tag + ":" + ",".join(sorted(axes)) + "}"
-            for tag, axes in (("V", self.varying), ("R", self.reduced), ("U", self.unreduced))
-            if axes
-        )
+        if not (self.varying or self.reduced or self.unreduced):
+            return ""
+        return _vma_text(self.varying, self.reduced, self.unreduced)
 
     @property
     def nbytes(self) -> int:
@@ -88,6 +97,21 @@ class Value:
     def declaration(self) -> str:
         """``name:f32[16,5]{V:s}``, as a definition is printed."""
         return f"{self.name}:{self.type_str}{self.vma_str}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_text(dtype: str, shape: tuple[int, ...]) -> str:
+    short = _DTYPE_SHORT.get(dtype, dtype)
+    return f"{short}[{','.join(map(str, shape))}]"
+
+
+@functools.lru_cache(maxsize=4096)
+def _vma_text(varying: frozenset[str], reduced: frozenset[str], unreduced: frozenset[str]) -> str:
+    return "".join(
+        "{" + tag + ":" + ",".join(sorted(axes)) + "}"
+        for tag, axes in (("V", varying), ("R", reduced), ("U", unreduced))
+        if axes
+    )
 
 
 @dataclass(frozen=True)
@@ -134,14 +158,9 @@ class Equation:
     @property
     def kind(self) -> str:
         """``collective``, ``cast``, ``loop``, ``cond``, ``call`` or ``op``."""
-        if self.primitive in COLLECTIVE_PRIMITIVES:
-            return "collective"
-        if self.primitive in CAST_PRIMITIVES:
-            return "cast"
-        if self.primitive in LOOP_PRIMITIVES:
-            return "loop"
-        if self.primitive == "cond":
-            return "cond"
+        kind = _KIND_OF.get(self.primitive)  # one lookup: asked several times of every equation
+        if kind is not None:
+            return kind
         return "call" if self.blocks else "op"
 
     @property
@@ -232,16 +251,22 @@ def from_jaxpr(closed_jaxpr: Any) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
     jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
     names = [f"const{i}" for i in range(len(jaxpr.constvars))] + [f"in{i}" for i in range(len(jaxpr.invars))]
-    return Program(_block(jaxpr, "", "program", names))
+    return Program(_block(jaxpr, "", "program", names, {}))
 
 
 class _Namer:
-    """Names the variables of one block: a counter per primitive."""
+    """Names the variables of one block: a counter per primitive.
 
-    def __init__(self) -> None:
+    ``facts`` is shared by every block of one program: what a value takes from its aval, by
+    the aval's identity (a program of 10k equations has about a dozen distinct aval objects,
+    and reading one costs more than the lookup). The dict holds each aval, so no id is reused
+    while it lives.
+    """
+
+    def __init__(self, facts: dict[int, tuple[Any, _AvalFacts]]) -> None:
         self.counts: Counter[str] = Counter()
-        self.names: dict[Any, str] = {}
         self.values: dict[Any, Value] = {}  # a variable's value, made once for all its uses
+        self.facts = facts
 
     def next_id(self, primitive: str) -> str:
         k = self.counts[primitive]
@@ -249,19 +274,31 @@ class _Namer:
         return f"{primitive}_{k}"
 
     def bind(self, var: Any, name: str) -> Value:
-        self.names[var] = name
-        value = self.values[var] = _value(var, name)
+        value = self.values[var] = self.value(var, name)
         return value
 
     def use(self, atom: Any) -> Value:
         if _is_literal(atom):
-            return _value(atom, _literal_text(atom))
+            return self.value(atom, _literal_text(atom))
         value = self.values.get(atom)
-        return value if value is not None else _value(atom, "?")
+        return value if value is not None else self.value(atom, "?")
+
+    def value(self, atom: Any, name: str) -> Value:
+        aval = atom.aval
+        known = self.facts.get(id(aval))
+        if known is None:
+            known = self.facts[id(aval)] = (aval, _aval_facts(aval))
+        # A frozen dataclass's __init__ sets each field through object.__setattr__ (about 6 us for
+        # a Value's seven; a program of 50k equations has 140k values): the fields are written
+        # into the instance's dict at once instead, which is all that __init__ leaves behind.
+        value = object.__new__(Value)
+        value.__dict__.update(zip(_VALUE_FIELDS, (name, *known[1])))
+        return value
 
 
-def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Block:
-    namer = _Namer()
+def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str],
+           facts: dict[int, tuple[Any, _AvalFacts]]) -> Block:
+    namer = _Namer(facts)
     invars = list(jaxpr.constvars) + list(jaxpr.invars)
     inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
     equations = tuple(_equation(eqn, namer, block_id) for eqn in jaxpr.eqns)
@@ -275,16 +312,20 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
     eqn_id = qualify(block_id, name)
     inputs = tuple(namer.use(v) for v in eqn.invars)
     blocks = tuple(
-        _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params))
+        _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params),
+               namer.facts)
         for role, sub in sub_jaxprs(eqn)
     )
     many = len(eqn.outvars) > 1
     outputs = tuple(
-        _value(v, "_") if _is_drop(v) else namer.bind(v, f"{name}.{i}" if many else name)
+        namer.value(v, "_") if _is_drop(v) else namer.bind(v, f"{name}.{i}" if many else name)
         for i, v in enumerate(eqn.outvars)
     )
     trip = eqn.params.get("length") if primitive == "scan" else None
-    return Equation(
+    # Every field, written at once as for a Value (:meth:`_Namer.value`): the frozen __init__'s
+    # twelve object.__setattr__ calls cost more than the rest of a plain equation's conversion.
+    made = object.__new__(Equation)
+    made.__dict__.update(
         id=eqn_id,
         name=name,
         primitive=primitive,
@@ -299,6 +340,7 @@ def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
         origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
+    return made
 
 
 ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
@@ -411,9 +453,7 @@ def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
         return [("cond", open_jaxpr(params["cond_jaxpr"])), ("body", open_jaxpr(params["body_jaxpr"]))]
     if name == "cond":
         return [(f"branch{i}", open_jaxpr(b)) for i, b in enumerate(params["branches"])]
-    from jax.extend.core import jaxprs_in_params
-
-    subs = list(jaxprs_in_params(params))
+    subs = list(_jax_core().jaxprs_in_params(params))
     return [("body" if len(subs) == 1 else f"body{i}", open_jaxpr(j)) for i, j in enumerate(subs)]
 
 
@@ -483,8 +523,14 @@ def _literal_text(atom: Any) -> str:
     return str(value.item()) if value.ndim == 0 else f"array{list(value.shape)}"
 
 
-def _value(atom: Any, name: str) -> Value:
-    aval = atom.aval
+_VALUE_FIELDS = tuple(f.name for f in fields(Value))
+"""``Value``'s fields in order: the name, then what :func:`_aval_facts` returns."""
+
+_AvalFacts = tuple[tuple[int, ...], str, frozenset[str], int, frozenset[str], frozenset[str]]
+"""What a :class:`Value` takes from its aval: every field but the name, in the field order."""
+
+
+def _aval_facts(aval: Any) -> _AvalFacts:
     shape = tuple(int(d) for d in getattr(aval, "shape", ()))
     dtype = getattr(aval, "dtype", None)
     mat = getattr(aval, "manual_axis_type", None)
@@ -492,9 +538,9 @@ def _value(atom: Any, name: str) -> Value:
     reduced = frozenset(getattr(mat, "reduced", ()) or ())
     unreduced = frozenset(getattr(mat, "unreduced", ()) or ())
     if dtype is None:
-        return Value(name, shape, type(aval).__name__, varying, 0, reduced, unreduced)
+        return shape, type(aval).__name__, varying, 0, reduced, unreduced
     dtype_name, itemsize = _dtype_facts(dtype)
-    return Value(name, shape, dtype_name, varying, itemsize, reduced, unreduced)
+    return shape, dtype_name, varying, itemsize, reduced, unreduced
 
 
 @functools.lru_cache(maxsize=None)
@@ -531,6 +577,11 @@ def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
 
 def _param_text(value: Any) -> str:
     """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
+    kind = type(value)
+    if kind is int or kind is bool or kind is float:  # most parameters: no address, no spaces
+        return str(value)
+    if kind is tuple:  # no spec, mesh or call: only the text is left to clean
+        return _ADDRESS.sub("0x…", " ".join(str(value).split()))
     if hasattr(value, "spec") and hasattr(value, "mesh"):
         return str(value.spec)
     if hasattr(value, "axis_names") and hasattr(value, "axis_sizes"):
