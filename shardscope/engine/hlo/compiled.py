@@ -22,7 +22,7 @@ or, with text alone (a module dumped elsewhere, a target's module),
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
@@ -112,17 +112,29 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
     found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
+    if text is None and compiled is not None:
+        text = compiled.as_text()
+    if text is None:  # jax gives no text where the backend cannot print its module
+        raise ValueError("the compiled program has no module text to read")
     return compiled_plan(
-        text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
+        text, mesh=mesh, backend=backend or jax.default_backend(),
         style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
     )
 
 
-def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":
+@runtime_checkable
+class HoldsTraced(Protocol):
+    """A trace that wraps JAX's own (flax's ``nnx.jit(f).trace(...)``)."""
+
+    @property
+    def traced(self) -> "jax.stages.Traced": ...
+
+
+def jax_traced(traced: "jax.stages.Traced | HoldsTraced") -> "jax.stages.Traced":
     """JAX's own ``Traced`` of ``traced``: flax's ``nnx.jit(f).trace(...)`` holds it in ``.traced``."""
-    return traced if hasattr(traced, "jaxpr") else traced.traced
+    return traced.traced if isinstance(traced, HoldsTraced) else traced
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ out of them (body output -> loop equation), and around them (carry out -> carry 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
@@ -167,7 +167,11 @@ def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_nam
     return ""
 
 
-def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None:
+@overload
+def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None: ...
+@overload
+def per_call(program: Program, per_execution: Callable[[Equation], float]) -> float | None: ...
+def per_call(program: Program, per_execution: Callable[[Equation], float]) -> float | None:
     """Sum ``per_execution(collective)`` over every collective execution of one call.
 
     Loops multiply by their trip count (``None`` when a loop with collectives has none); of a
@@ -182,8 +186,8 @@ def per_call_count(program: Program, per_execution: Callable[[Equation], int]) -
     return Count(per_call(program, per_execution), has_conditional(collectives(program)))
 
 
-def _block_per_call(block: Block, per_execution: Callable[[Equation], int]) -> int | None:
-    total = 0
+def _block_per_call(block: Block, per_execution: Callable[[Equation], float]) -> float | None:
+    total: float = 0
     for eqn in block.equations:
         per_block = [_block_per_call(sub, per_execution) for sub in eqn.blocks]
         inner = [n for n in per_block if n is not None]

@@ -445,9 +445,9 @@ def scan_operand_groups(params: dict) -> tuple[int, int] | None:
     if "num_carry" in params:
         return params["num_consts"], params["num_carry"]
     ft_in = params.get("ft_in")
-    if hasattr(ft_in, "elts"):  # a flat tree built by scan itself
+    if ft_in is not None and hasattr(ft_in, "elts"):  # a flat tree built by scan itself
         sizes = [len(list(group.vals)) for group in ft_in.elts]
-    elif hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
+    elif ft_in is not None and hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
         sizes = [child.num_leaves for child in ft_in.tree.children()]
     else:
         return None
