@@ -23,7 +23,7 @@ something other than zero (summed over devices after the loop, it would count on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import scan_operand_groups, user_frames_of
@@ -31,6 +31,7 @@ from shardscope.whatif.retrace import Edits, Replacement, block_id_of
 from shardscope.whatif.type_reach import Axes, Carry, type_reach
 
 if TYPE_CHECKING:
+    from jax.core import ShapedArray
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
     from jax.sharding import PartitionSpec
 
@@ -130,7 +131,7 @@ class EquationIndex:
     def body(self, loop_id: str) -> "Jaxpr":
         """The body of the loop ``loop_id``."""
         params = self.equation(loop_id).params
-        body = params.get("jaxpr", params.get("body_jaxpr"))
+        body = params["jaxpr"] if "jaxpr" in params else params["body_jaxpr"]
         return body.jaxpr
 
     def ids(self) -> list[str]:
@@ -199,7 +200,8 @@ def _unreduced(axes: Axes) -> Replacement:
     def bind(eqn: "JaxprEqn", invals: list) -> list:
         from jax.sharding import NamedSharding
 
-        sharding = eqn.outvars[0].aval.sharding
+        # jax types an aval as AbstractValue; a traced contraction's output is a ShapedArray
+        sharding = cast("ShapedArray", eqn.outvars[0].aval).sharding
         spec = unreduced_spec(sharding.spec, frozenset(sharding.spec.unreduced) | axes)
         params = dict(eqn.params, out_sharding=NamedSharding(sharding.mesh, spec))
         bind_params = eqn.primitive.get_bind_params(params)

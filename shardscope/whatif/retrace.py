@@ -234,7 +234,8 @@ class Retracer:
         def step(carry: list) -> list:
             return self.block(body.jaxpr, body.consts, [*body_consts, *carry], block_id_of(eqn_id, "body"))
 
-        return list(lax.while_loop(test, step, list(init)))
+        final: list = lax.while_loop(test, step, list(init))
+        return final
 
     def _cond(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         from jax import lax
@@ -313,7 +314,7 @@ def _unplaced(value: Any) -> Any:
     """A literal without the mesh it was traced on (a host array that carries a type: jax >= 0.10)."""
     aval = getattr(value, "aval", None)
     mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
-    if mesh is None or mesh.empty or not hasattr(value, "val"):
+    if aval is None or mesh is None or mesh.empty or not hasattr(value, "val"):
         return value
     from jax._src import core
 

@@ -57,7 +57,7 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
 
 
     kwargs = dict(kwargs or {})
-    name = name or getattr(fn, "__name__", type(fn).__name__)
+    name = name or str(getattr(fn, "__name__", type(fn).__name__))
     jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
     traced = jitted.trace(*args, **kwargs)
     compiled = traced.lower().compile()
