@@ -133,7 +133,9 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
         per_call,
     )
 
-    n = devices or analysis.shapes.devices
+    n = devices or (analysis.shapes.devices if analysis.shapes is not None else None)
+    if n is None:
+        raise ValueError("a program file has no analysed mesh: give the device count to project onto")
     plans = {}
     for name, plan in analysis.plans.items():
         def part(eqn: Any, index: int) -> float:
@@ -177,8 +179,8 @@ def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int)
         )
         runs = [c.executions for c in collectives]
         known = None not in runs
-        latency = sum(c.executions * c.latency_s for c in collectives) if known else None
-        bandwidth = sum(c.executions * c.bandwidth_s for c in collectives) if known else None
+        latency = sum((c.executions or 0) * c.latency_s for c in collectives) if known else None
+        bandwidth = sum((c.executions or 0) * c.bandwidth_s for c in collectives) if known else None
         projected[name] = PlanProjection(
             name=name,
             comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,

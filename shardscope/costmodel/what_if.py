@@ -92,7 +92,7 @@ def plan_totals(plan: "CompiledPlan", compiled: Any) -> PlanTotals:
     """The runs and bytes per call of ``plan``'s collectives and ``compiled``'s memory per device."""
     per_call = [c.bytes_per_call for c in plan.collectives]
     conditional = any(c.in_conditional for c in plan.collectives)
-    return PlanTotals(total_runs(plan.collectives), Count(None if None in per_call else sum(per_call), conditional),
+    return PlanTotals(total_runs(plan.collectives), Count(None if None in per_call else sum(n or 0 for n in per_call), conditional),
                       memory(compiled))
 
 
@@ -100,6 +100,7 @@ def _calls(what_if: "WhatIf", rewrite: "Rewrite") -> dict[str, Callable[[], Any]
     """The original and the rewritten compiled programs as calls without arguments, each on the
     same run arguments placed once beforehand (only the call is timed), under the mesh each needs."""
     subject, program = what_if.subject, rewrite.program
+    assert program is not None  # only a verified rewrite, which has its program, is timed
     args, kwargs = subject.run_arguments
     placed_args, placed_kwargs = program.place(args, kwargs)
 

@@ -106,6 +106,7 @@ def _measured_text(m: MeasuredRewrite) -> str:
 
 
 def _projected_text(m: MeasuredRewrite) -> str:
+    assert m.projected is not None  # drawn only when there is one
     before, after = m.projected
     link = before.link
     where = f"{link.name} ({format_bandwidth(link.bandwidth_Bps)} one way, {format_seconds(link.latency_s)} per ring step"

@@ -87,7 +87,8 @@ class ProjectionPanel(Widget):
         if self.analysis is None or not self.is_mounted:
             return
         link = preset(str(self.query_one("#projection-preset", Select).value))
-        devices = int(self.query_one("#projection-devices", Select).value)
+        devices = self.query_one("#projection-devices", Select).value
+        assert isinstance(devices, int)  # made with allow_blank=False: always a count
         text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
         if self.measurements_hidden:
             text = [line.split(MEASURED)[0] for line in text]

@@ -11,7 +11,7 @@ varying, ``{R:s}`` reduced, ``{U:s}`` unreduced) in one colour; the Graph tab us
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -22,7 +22,8 @@ MAX_VALUES = 3
 """How many outputs or operands a label lists before it says ``+N``."""
 
 
-class Inside(NamedTuple):
+@dataclass(frozen=True, slots=True)  # not a NamedTuple: its field ``count`` would hide tuple.count
+class Inside:
     """The collectives below a tree node: how many, their runs per call, how many are in loops."""
 
     count: int = 0

@@ -172,7 +172,7 @@ class PlanTree(Tree[Entry]):
         if depth <= 0:
             return
         for child in list(node.children):
-            if child.data.gap is None and self._inside(child.data.key)[0]:
+            if _entry_of(child).gap is None and self._inside(_entry_of(child).key).count:
                 self._populate(child)
                 child.expand()
                 self._expand_towards_collectives(child, depth - 1)
@@ -276,7 +276,7 @@ class PlanTree(Tree[Entry]):
                                                    allow_expand=bool(eqn.blocks))
 
     def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        entry = Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop))
+        entry = Entry(f"{_entry_of(parent).key}#{start}", block=block, populated=True, gap=(start, stop))
         parent.add(self._label_of(entry, parent), entry, before=before, allow_expand=False)
 
     def _label_of(self, entry: Entry, parent: TreeNode[Entry]) -> Text:
@@ -284,7 +284,7 @@ class PlanTree(Tree[Entry]):
         styles = self.label_styles()
         if entry.gap is not None:
             start, stop = entry.gap
-            inside = self.index.inside_between(parent.data.key, start, stop)
+            inside = self.index.inside_between(_entry_of(parent).key, start, stop)
             return gap_label(stop - start, min(PAGE, stop - start), inside, styles)
         if entry.equation is not None:
             return equation_label(entry.equation, self.index.collectives.get(entry.key), self._inside(entry.key), styles)
@@ -293,12 +293,13 @@ class PlanTree(Tree[Entry]):
     def _relabel(self, node: TreeNode[Entry]) -> None:
         """Make every label below ``node`` again, with the current label styles."""
         for child in node.children:
-            child.set_label(self._label_of(child.data, node))
+            child.set_label(self._label_of(_entry_of(child), node))
             self._relabel(child)
 
     def _open_gap(self, gap_node: TreeNode[Entry], around: int | None) -> None:
         """Show a page of the gap's equations (the page around position ``around`` if given)."""
-        parent, entry = gap_node.parent, gap_node.data
+        parent, entry = gap_node.parent, _entry_of(gap_node)
+        assert parent is not None and entry.gap is not None  # a gap is a child node, made with its range
         start, stop = entry.gap
         low, high = (start, min(stop, start + PAGE)) if around is None else (
             max(start, around - CONTEXT), min(stop, around + CONTEXT + 1))
@@ -312,7 +313,7 @@ class PlanTree(Tree[Entry]):
     def _open_gap_around(self, parent: TreeNode[Entry], key: str) -> TreeNode[Entry]:
         position = self.index.positions[key]
         for child in parent.children:
-            gap = child.data.gap
+            gap = _entry_of(child).gap
             if gap is not None and gap[0] <= position < gap[1]:
                 self._open_gap(child, position)
                 return self._node_by_key[key]
@@ -557,3 +558,9 @@ class PlanTree(Tree[Entry]):
             depth += 1
             parent = parent.parent
         return max(self._view_width() - depth * self.guide_depth, 8)
+
+
+def _entry_of(node: TreeNode[Entry]) -> Entry:
+    """The entry of a node of the tree: every node it adds carries one (Textual types it optional)."""
+    assert node.data is not None
+    return node.data

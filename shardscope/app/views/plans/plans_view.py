@@ -60,7 +60,7 @@ def _pair_leaves(steps: list[dict[str, int]], values: list[str], plans: int) -> 
     for step, value in zip(steps, values):
         leaf = _LEAF.sub("", value) if _LEAF.match(value) else None
         partner = next((s for s in open_steps.get(leaf, []) if not s.keys() & step.keys()), None) if leaf else None
-        if partner is not None:
+        if partner is not None and leaf:  # a partner is found under a leaf only
             partner.update(step)
             if len(partner) == plans:
                 open_steps[leaf].remove(partner)
@@ -243,7 +243,8 @@ class PlansView(Widget):
         self._details_key[tree.plan_name] = key
         row.update(tree.cursor_details or DETAILS_HINT)  # fixed height: no relayout
 
-    def tree(self, name: str) -> PlanTree:
+    # it shadows DOMNode.tree (a debugging view of the DOM), which this widget does not use
+    def tree(self, name: str) -> PlanTree:  # type: ignore[override]
         """The tree of the plan called ``name``."""
         return self.query_one(f"#{name}-tree", PlanTree)
 
