@@ -6,9 +6,13 @@ a stale run that was cancelled but had not yet noticed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.app.views.analysis_view import PreparedViews
 
 
 class RunMessage(Message):
@@ -51,7 +55,7 @@ class RunFinished(RunMessage):
     """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
     its comparison prepared in the worker (``shardscope.app.views.analysis_view.PreparedViews``)."""
 
-    def __init__(self, run_id: int, analysis: Any, prepared: Any = None) -> None:
+    def __init__(self, run_id: int, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         super().__init__(run_id)
         self.analysis = analysis
         self.prepared = prepared
@@ -60,7 +64,7 @@ class RunFinished(RunMessage):
 class ComparisonReady(RunMessage):
     """Another pair of plans was picked and its Graph and Diff tabs are prepared."""
 
-    def __init__(self, run_id: int, prepared: Any) -> None:
+    def __init__(self, run_id: int, prepared: PreparedViews) -> None:
         super().__init__(run_id)
         self.prepared = prepared
 
