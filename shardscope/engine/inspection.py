@@ -238,7 +238,7 @@ def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float
     return traced, time.perf_counter() - start
 
 
-def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
+def compile_program(traced: Traced, name: str, debug: str) -> tuple[Compiled, float]:
     """``traced.lower().compile()`` and its seconds; XLA's error as one :class:`TraceError`."""
     start = time.perf_counter()
     try:
@@ -252,8 +252,8 @@ def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
 
 
 def inspect_traced(
-    traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
-    *, compiled: Any = None, compile_s: float | None = None,
+    traced: Traced, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
+    *, compiled: Compiled | None = None, compile_s: float | None = None,
 ) -> Inspection:
     """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``, or flax's
     ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""

@@ -27,7 +27,7 @@ def is_key_dtype(dtype: Any) -> bool:
         return False
 
 
-def is_key_array(value: Any) -> bool:
+def is_key_array(value: object) -> bool:
     """True for a JAX array of typed PRNG keys."""
     return is_key_dtype(getattr(value, "dtype", None))
 

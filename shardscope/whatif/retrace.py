@@ -354,7 +354,7 @@ def _where(eqn: "JaxprEqn") -> str:
     return f"{frame.file_name.rsplit('/', 1)[-1]}:{frame.start_line} ({frame.function_name})"
 
 
-def _is_jaxpr(value: Any) -> bool:
+def _is_jaxpr(value: object) -> bool:
     from jax.extend.core import ClosedJaxpr, Jaxpr
 
     return isinstance(value, (ClosedJaxpr, Jaxpr))

@@ -18,12 +18,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 
 import numpy as np
 
 from shardscope.engine.user_frames import users_first
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
 COLLECTIVE_PRIMITIVES = frozenset(
     {
@@ -228,9 +231,9 @@ def _render(block: Block, depth: int, lines: list[str]) -> None:
 def qualify(block_id: str, name: str) -> str:
     """The program-wide id of ``name`` defined in the block ``block_id``."""
     return f"{block_id}/{name}" if block_id else name
-def from_jaxpr(closed_jaxpr: Any) -> Program:
+def from_jaxpr(closed_jaxpr: ClosedJaxpr | Jaxpr) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
-    jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    jaxpr = cast("Jaxpr", getattr(closed_jaxpr, "jaxpr", closed_jaxpr))  # a ClosedJaxpr's, or the Jaxpr given
     names = [f"const{i}" for i in range(len(jaxpr.constvars))] + [f"in{i}" for i in range(len(jaxpr.invars))]
     return Program(_block(jaxpr, "", "program", names))
 
@@ -248,19 +251,19 @@ class _Namer:
         self.counts[primitive] += 1
         return f"{primitive}_{k}"
 
-    def bind(self, var: Any, name: str) -> Value:
+    def bind(self, var: Var, name: str) -> Value:
         self.names[var] = name
         value = self.values[var] = _value(var, name)
         return value
 
-    def use(self, atom: Any) -> Value:
+    def use(self, atom: Var | Literal) -> Value:
         if _is_literal(atom):
             return _value(atom, _literal_text(atom))
         value = self.values.get(atom)
         return value if value is not None else _value(atom, "?")
 
 
-def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Block:
+def _block(jaxpr: Jaxpr, block_id: str, role: str, input_names: list[str]) -> Block:
     namer = _Namer()
     invars = list(jaxpr.constvars) + list(jaxpr.invars)
     inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
@@ -269,7 +272,7 @@ def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str]) -> Bloc
     return Block(block_id, role, inputs, outputs, equations)
 
 
-def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
+def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str) -> Equation:
     primitive = eqn.primitive.name
     name = namer.next_id(primitive)
     eqn_id = qualify(block_id, name)
@@ -306,7 +309,7 @@ ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
 transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
 
 
-def user_frames_of(eqn: Any) -> tuple[tuple[str, int, str], ...]:
+def user_frames_of(eqn: JaxprEqn) -> tuple[tuple[str, int, str], ...]:
     """The user's frames (outside JAX) that made ``eqn``: ``((file, line, function), ...)``.
 
     JAX transposes an equation under the source information of the equation it transposes, so
@@ -318,7 +321,7 @@ def user_frames_of(eqn: Any) -> tuple[tuple[str, int, str], ...]:
                  for f in source_info_util.user_frames(eqn.source_info.traceback))
 
 
-def equation_source(eqn: Any, own: bool = False) -> str:
+def equation_source(eqn: JaxprEqn, own: bool = False) -> str:
     """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``.
 
     When that frame is shardscope's own (a plan's chunk loop, the deferred plan's ``psum``
@@ -340,7 +343,7 @@ LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})
 """The ``jax.lax`` functions whose loops :func:`loop_function_of` names (others: empty, a neutral "loop")."""
 
 
-def loop_function_of(eqn: Any) -> str:
+def loop_function_of(eqn: JaxprEqn) -> str:
     """``fori_loop``: the JAX function called from the user's line that made the loop ``eqn``.
 
     The traceback (innermost first) runs through JAX's own frames up to the user's; the last
@@ -401,7 +404,7 @@ def short_source(source: str) -> str:
 _SOURCE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?P<rest>( \(.*\))?)$")
 
 
-def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
+def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     """The sub-jaxprs of an equation with a role name each (body, cond, branch0, ...)."""
     params = eqn.params
     name = eqn.primitive.name
@@ -462,7 +465,7 @@ def open_jaxpr(jaxpr: Any) -> Any:
     return getattr(jaxpr, "jaxpr", jaxpr)
 
 
-def _is_literal(atom: Any) -> bool:
+def _is_literal(atom: object) -> TypeGuard[Literal]:
     return isinstance(atom, _jax_core().Literal)
 
 
@@ -474,16 +477,16 @@ def _jax_core() -> Any:
     return jax.extend.core
 
 
-def _is_drop(var: Any) -> bool:
+def _is_drop(var: object) -> bool:
     return type(var).__name__ == "DropVar"
 
 
-def _literal_text(atom: Any) -> str:
+def _literal_text(atom: Literal) -> str:
     value = np.asarray(atom.val)
     return str(value.item()) if value.ndim == 0 else f"array{list(value.shape)}"
 
 
-def _value(atom: Any, name: str) -> Value:
+def _value(atom: Var | Literal, name: str) -> Value:
     aval = atom.aval
     shape = tuple(int(d) for d in getattr(aval, "shape", ()))
     dtype = getattr(aval, "dtype", None)
@@ -529,7 +532,7 @@ def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
     return tuple(kept)
 
 
-def _param_text(value: Any) -> str:
+def _param_text(value: object) -> str:
     """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
     if hasattr(value, "spec") and hasattr(value, "mesh"):
         return str(value.spec)
