@@ -12,7 +12,7 @@ from shardscope.errors import ShardscopeError
 from shardscope.sources.programs import program
 
 
-def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
+def inspect(fn: Any, *args: object, **kwargs: object) -> Any:
     """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.engine.inspection.Inspection`.
 
     Every collective with its loops, runs per call, bytes, value, source line and verdict;

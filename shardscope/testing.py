@@ -29,7 +29,7 @@ from shardscope.render import findings as _findings  # registers the text an ass
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
 
 
-def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+def collective_counts(fn: Callable, *args: object, **kwargs: object) -> dict[str, int | None]:
     """Runs per call of each compiled collective kind, e.g. ``{"all-reduce": 4}``: what XLA runs.
 
     ``None`` for a kind inside a while loop with no static trip count; collectives in
@@ -38,7 +38,7 @@ def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int 
     return inspect(fn, *args, **kwargs).counts()
 
 
-def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+def jaxpr_collective_counts(fn: Callable, *args: object, **kwargs: object) -> dict[str, int | None]:
     """Runs per call of each JAX collective primitive the program writes, e.g. ``{"psum_invariant": 8}``.
 
     The jaxpr's count: empty for a jit with shardings (the partitioner's collectives are only in
@@ -49,7 +49,7 @@ def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str
 
 
 def assert_no_collectives_in_loops(
-    fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any
+    fn: Callable, *args: object, allow: Iterable[str] = (), **kwargs: object
 ) -> Inspection:
     """Fail when a collective runs inside a loop of the compiled program, unless ``allow`` names it.
 
@@ -67,7 +67,7 @@ def assert_no_collectives_in_loops(
     return inspection
 
 
-def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], **kwargs: Any) -> Inspection:
+def assert_collectives(fn: Callable, *args: object, max_per_call: dict[str, int], **kwargs: object) -> Inspection:
     """Fail when a collective runs more often per call than ``max_per_call`` allows.
 
     A key is a compiled kind (``"all-reduce"``: the compiled module's runs, see

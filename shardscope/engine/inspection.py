@@ -193,7 +193,7 @@ class Inspection:
         printer.text(str(self))
 
 
-def inspect(fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
+def inspect(fn: Callable, *args: object, **kwargs: object) -> Inspection:
     """Trace, lower and compile ``fn(*args, **kwargs)`` (nothing runs) and read both views.
 
     ``fn`` is any callable JAX can trace: a ``jax.jit`` object, a plain function (jitted here),

@@ -62,7 +62,7 @@ def _returning_values(fn: Callable) -> Callable:
     signature (``jax.jit`` reads both)."""
 
     @functools.wraps(fn)
-    def program(*args: Any, **kwargs: Any) -> Any:
+    def program(*args: object, **kwargs: object) -> Any:
         return _values_of(fn(*args, **kwargs))
 
     program.__name__ = getattr(fn, "__name__", type(fn).__name__)

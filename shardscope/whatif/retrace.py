@@ -257,7 +257,7 @@ class Retracer:
         inner = params["jaxpr"]
         jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
 
-        def local(*args: Any) -> list:
+        def local(*args: object) -> list:
             return self.block(jaxpr, consts, args, block_id_of(eqn_id, "body"))
 
         mapped = jax.shard_map(local, mesh=params["mesh"], in_specs=tuple(params["in_specs"]),

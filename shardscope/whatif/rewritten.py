@@ -43,12 +43,12 @@ class MeshBound:
         """``jax.set_mesh(mesh)`` for Explicit axes, else nothing."""
         return mesh_context(self.mesh)
 
-    def trace(self, *args: Any, **kwargs: Any) -> "jax.stages.Traced":
+    def trace(self, *args: object, **kwargs: object) -> "jax.stages.Traced":
         """``jitted.trace`` under the mesh."""
         with self.context():
             return self.jitted.trace(*args, **kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         with self.context():
             return self.jitted(*args, **kwargs)
 
@@ -85,7 +85,7 @@ def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh
     in_tree = jax.tree.structure((subject.args, subject.kwargs))
     out_tree = jax.tree.structure(subject.traced.out_info)
 
-    def rewritten(*args: Any, **kwargs: Any) -> Any:
+    def rewritten(*args: object, **kwargs: object) -> Any:
         leaves = jax.tree.leaves((args, kwargs))
         return jax.tree.unflatten(out_tree, Retracer(edits).run(closed, leaves))
 

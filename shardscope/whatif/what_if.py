@@ -122,7 +122,7 @@ class WhatIf:
         return "\n".join(f"{self.subject.name}: {r.summary()}" for r in self.rewrites)
 
 
-def what_if(fn: Callable, *args: Any, **kwargs: Any) -> WhatIf:
+def what_if(fn: Callable, *args: object, **kwargs: object) -> WhatIf:
     """The rewrites of ``fn(*args, **kwargs)``'s flagged findings, each checked (see the module)."""
     subject = subject_of(fn, args, kwargs)
     return WhatIf(subject, rewrites_of(subject))
