@@ -24,6 +24,8 @@ from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
+    from shardscope.sources.programs import ProgramFile
+    from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.targets import TargetDevices
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
@@ -158,7 +160,7 @@ def mesh_over_target(settings: Settings, count: int) -> Settings:
     return settings.with_(mesh=Mesh.one_axis(mesh.names[0], count))
 
 
-def current_demo_file(path: Path, loaded: Any) -> Any:
+def current_demo_file(path: Path, loaded: DemoFile | ProgramFile | None) -> DemoFile | ProgramFile:
     """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
     :class:`~shardscope.sources.demos.DemoFile` or a :class:`~shardscope.sources.programs.ProgramFile`."""
     if loaded is not None and Path(loaded.path) == Path(path):

@@ -17,6 +17,7 @@ from shardscope.plans.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
+    import jax
     from shardscope.pipeline.targets import TargetDevices
 
 SweepProgress = Callable[[int, int, int], None]
@@ -215,7 +216,7 @@ def _target_memory(traced: Any, target: "TargetDevices", name: str) -> dict[str,
     return compile_for_target(traced, target, f"the {name} plan").memory
 
 
-def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:
+def _compile(name: str, fn: Any, args: tuple, axis: str, traced: jax.stages.Traced | None = None) -> jax.stages.Compiled:
     traced = traced if traced is not None else _trace_fn(fn, args, axis)
     try:
         return traced.lower().compile()
@@ -225,7 +226,7 @@ def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> 
                               "run with --debug for the full error") from exc
 
 
-def _trace_fn(fn: Any, args: tuple, axis: str) -> Any:
+def _trace_fn(fn: Any, args: tuple, axis: str) -> jax.stages.Traced:
     from shardscope.plans import registry  # imports JAX: the sweep's own module must not
 
     try:

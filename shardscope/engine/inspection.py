@@ -27,6 +27,7 @@ from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.hlo.target_plan import TargetPlan
@@ -178,7 +179,7 @@ class Inspection:
             raise ValueError(f"{self.function} was only traced: it has no compiled plan (jaxpr_counts() reads the jaxpr)")
         return self.compiled
 
-    def __rich__(self) -> Any:
+    def __rich__(self) -> RenderableType:
         """The findings table with the fixes under it (``rich.print(inspection)``)."""
         return EXTENSIONS.rich(self) if EXTENSIONS.rich is not None else str(self)
 

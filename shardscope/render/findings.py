@@ -14,6 +14,8 @@ from shardscope.engine.counts import count_text, total_executions
 from shardscope.engine.inspection import EXTENSIONS
 
 if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.console import Group, RenderableType
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.jaxpr.dataflow import Collective
     from shardscope.engine.inspection import Inspection
@@ -39,7 +41,7 @@ def collective_cell(c: "PairedCollective") -> str:
     return f"{c.kind}[{axes}]"
 
 
-def collectives_table(collectives: tuple, title: str | None = None) -> Any:
+def collectives_table(collectives: tuple, title: str | None = None) -> Table:
     """A rich table: one row per collective with its value, loops, runs, bytes, author and verdict.
 
     The source lines, the pairing and the fixes are listed under it (:func:`notes`).
@@ -129,12 +131,12 @@ def _live_runs(inspection: "Inspection") -> int | None:
     return total_executions(inspection.live_collectives)
 
 
-def render_inspection(inspection: "Inspection") -> Any:
+def render_inspection(inspection: "Inspection") -> Group:
     """The rich renderable: summary line, the table, the notes with the fixes."""
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Any] = [Text(summary(inspection), style="bold red" if inspection.flagged else "bold green")]
+    parts: list[RenderableType] = [Text(summary(inspection), style="bold red" if inspection.flagged else "bold green")]
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))

@@ -15,6 +15,7 @@ from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
+    from rich.table import Table
     from rich.console import Console
 
     from shardscope.pipeline.analysis import Analysis, PlanResult
@@ -245,7 +246,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         render_projection(analysis, projection, console)
 
 
-def compiled_table(analysis: "Analysis") -> Any:
+def compiled_table(analysis: "Analysis") -> Table:
     """Every compiled collective instruction of every plan: what XLA runs, and what it comes from."""
     from rich.table import Table
 

@@ -14,6 +14,7 @@ from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP,
 from shardscope.render.findings import compiled_collective_json, trips_text
 
 if TYPE_CHECKING:
+    from rich.table import Table
     from rich.console import Console
 
     from shardscope.costmodel.projection import Projection
@@ -126,7 +127,7 @@ def _runs(c: Any) -> str:
     return "unknown" if c.executions is None else f"{c.executions:,}"
 
 
-def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Any:
+def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
     """Every CPU collective of each ``(name, plan)`` and what the target did with it."""
     from rich.table import Table
     from rich.text import Text
@@ -161,7 +162,7 @@ def targets_of(named_plans: Iterable[tuple[str, Any]]) -> list[str]:
     return list(dict.fromkeys(t.target for _, result in named_plans for t in result.targets))
 
 
-def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
+def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
     """One column per plan on ``target``: its compiled collectives, runs, bytes and memory per
     device beside the CPU's; where the CPU's table has timings, it says the target ran nothing."""
     from rich.table import Table

@@ -31,6 +31,7 @@ from shardscope.whatif.retrace import Edits, Replacement, block_id_of
 from shardscope.whatif.type_reach import Axes, Carry, type_reach
 
 if TYPE_CHECKING:
+    import jax
     from jax.core import ShapedArray
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
     from jax.sharding import PartitionSpec
@@ -229,7 +230,7 @@ def _sum_results(summed: Mapping[int, Axes], style: str) -> Replacement:
     return total
 
 
-def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
+def _start_unsummed(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     import jax
     from jax import lax
     from jax._src import core
@@ -245,7 +246,7 @@ def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
     return jax.sharding.reshard(value, NamedSharding(aval.sharding.mesh, unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
 
 
-def _sum(value: Any, axes: Axes, style: str) -> Any:
+def _sum(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     import jax
     from jax import lax
     from jax._src import core

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
+from typing import TYPE_CHECKING, Any, Mapping, TypeGuard, cast
 
 from shardscope.engine.jaxpr.linearity import LINEAR_PRIMITIVES
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
 from shardscope.whatif.retrace import block_id_of
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
     from jax.extend.core import Literal, Var
     from jax.extend.core import Jaxpr, JaxprEqn
 
@@ -329,5 +330,5 @@ def _is_jaxpr(value: object) -> bool:
     return isinstance(value, (ClosedJaxpr, Jaxpr))
 
 
-def _open(jaxpr: Any) -> Any:
-    return getattr(jaxpr, "jaxpr", jaxpr)
+def _open(jaxpr: ClosedJaxpr | Jaxpr) -> Jaxpr:
+    return cast("Jaxpr", getattr(jaxpr, "jaxpr", jaxpr))  # a ClosedJaxpr's, or the Jaxpr given

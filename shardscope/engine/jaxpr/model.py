@@ -461,8 +461,8 @@ def _roles(*groups: tuple[str, int]) -> list[str]:
     return [f"{name}{i}" for name, count in groups for i in range(count)]
 
 
-def open_jaxpr(jaxpr: Any) -> Any:
-    return getattr(jaxpr, "jaxpr", jaxpr)
+def open_jaxpr(jaxpr: ClosedJaxpr | Jaxpr) -> Jaxpr:
+    return cast("Jaxpr", getattr(jaxpr, "jaxpr", jaxpr))  # a ClosedJaxpr's, or the Jaxpr given
 
 
 def _is_literal(atom: object) -> TypeGuard[Literal]:
