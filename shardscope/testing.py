@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from shardscope.engine.counts import Runs
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
@@ -108,5 +109,5 @@ def _allowed(c: Any, allowed: set[str]) -> bool:
     return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (bool(c.values) and set(c.values) <= allowed)
 
 
-def _runs(c: Any) -> str:
+def _runs(c: Runs) -> str:
     return "unknown" if c.executions is None else f"{c.executions:,}"

@@ -19,7 +19,7 @@ IN_LOOP = "bold red"
 ONCE = "bold green"
 
 
-def loop_style(in_loop: Any) -> str:
+def loop_style(in_loop: object) -> str:
     """:data:`IN_LOOP` when ``in_loop`` is true (a count of collectives in loops, or a flag), else :data:`ONCE`."""
     return IN_LOOP if in_loop else ONCE
 

@@ -209,7 +209,7 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
     return out
 
 
-def _target_memory(traced: Any, target: "TargetDevices", name: str) -> dict[str, int]:
+def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:
     """``memory_analysis()`` of the plan compiled for ``target`` (nothing runs there)."""
     from shardscope.pipeline.targets import compile_for_target
 

@@ -21,6 +21,7 @@ from shardscope.measure.timing import RunTimes, memory, time_interleaved
 from shardscope.pipeline.gc_pause import paused
 
 if TYPE_CHECKING:
+    import jax
     from shardscope.costmodel.interconnects import Link
     from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.engine.inspection import Inspection
@@ -88,7 +89,7 @@ def _measured(what_if: "WhatIf", rewrite: "Rewrite", before: PlanTotals, repeats
     return MeasuredRewrite(rewrite, before, after, times, speedup, projected)
 
 
-def plan_totals(plan: "CompiledPlan", compiled: Any) -> PlanTotals:
+def plan_totals(plan: "CompiledPlan", compiled: "jax.stages.Compiled") -> PlanTotals:
     """The runs and bytes per call of ``plan``'s collectives and ``compiled``'s memory per device."""
     per_call = [c.bytes_per_call for c in plan.collectives]
     conditional = any(c.in_conditional for c in plan.collectives)

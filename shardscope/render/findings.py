@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import count_text, total_executions
+from shardscope.engine.counts import Runs, count_text, total_executions
 from shardscope.engine.inspection import EXTENSIONS
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def trips_text(counts: tuple) -> str:
     return " x ".join("?" if t is None else str(t) for t in counts) or "-"
 
 
-def runs_text(c: Any) -> str:
+def runs_text(c: Runs) -> str:
     """Runs per call: ``16``, ``unknown`` (a while loop), ``≤ 8`` inside a ``cond`` branch."""
     text = "unknown" if c.executions is None else f"{c.executions:,}"
     return f"≤ {text}" if c.in_conditional and c.executions is not None else text

@@ -15,6 +15,8 @@ from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
+    from shardscope.measure.timing import RunTimes
+    from shardscope.engine.hlo.plan import CompiledPlan
     from rich.table import Table
     from rich.console import Console
 
@@ -177,13 +179,13 @@ def _hlo_json(plan: "PlanResult") -> dict[str, Any] | None:
     }
 
 
-def _result_shape(compiled: Any, name: str) -> str:
+def _result_shape(compiled: CompiledPlan, name: str) -> str:
     """The printed result shape of the instruction ``name`` (``f32[16,16]{1,0}``)."""
     inst = compiled.module.instruction(name) if compiled.module is not None else None
     return "" if inst is None else inst.shape_text
 
 
-def _times_json(times: Any) -> dict[str, float] | None:
+def _times_json(times: RunTimes | None) -> dict[str, float] | None:
     if times is None:
         return None
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}

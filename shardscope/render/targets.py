@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import Runs, count_text
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
 
@@ -123,7 +123,7 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     return text
 
 
-def _runs(c: Any) -> str:
+def _runs(c: Runs) -> str:
     return "unknown" if c.executions is None else f"{c.executions:,}"
 
 

@@ -22,6 +22,7 @@ from shardscope.whatif.retrace import Edits, RetraceError, Retracer
 from shardscope.whatif.subject import mesh_context
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr
     import jax
     from jax.sharding import Mesh
 
@@ -75,7 +76,7 @@ class RewrittenProgram:
 
 
 
-def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh | None" = None,
+def rewritten_program(subject: "Subject", closed: "ClosedJaxpr", edits: Edits, mesh: "Mesh | None" = None,
                       converted: "ExplicitProgram | None" = None) -> RewrittenProgram:
     """The program ``closed`` (the subject's jaxpr, or its Explicit-axes trace ``converted``) run
     with ``edits``: jitted over the subject's arguments, traced, compiled and planned."""

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 
 import numpy as np
@@ -470,7 +471,7 @@ def _is_literal(atom: object) -> TypeGuard[Literal]:
 
 
 @functools.cache
-def _jax_core() -> Any:
+def _jax_core() -> ModuleType:
     """``jax.extend.core``, imported once (an import statement costs a lookup on every call)."""
     import jax.extend.core
 
@@ -501,7 +502,7 @@ def _value(atom: Var | Literal, name: str) -> Value:
 
 
 @functools.lru_cache(maxsize=None)
-def _dtype_facts(dtype: Any) -> tuple[str, int]:
+def _dtype_facts(dtype: np.dtype) -> tuple[str, int]:
     """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value.
 
     A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.

@@ -24,6 +24,7 @@ from shardscope.app.widgets.text_rows import TextRows
 from shardscope.render.text import structure_summary
 
 if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import PlanResult
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
@@ -321,7 +322,7 @@ class PlansView(Widget):
     def _waiting_header(name: str) -> Text:
         return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
-    def _header(self, plan: Any, at: int | None) -> Text:
+    def _header(self, plan: PlanResult, at: int | None) -> Text:
         """Description, summary and, once n/N moved, which collective the cursor is on.
 
         The first two lines are made once per analysis: ``n`` only changes the third, and the
@@ -342,7 +343,7 @@ class PlansView(Widget):
         return text  # one row per line, each cut to the column by TextRows
 
 
-def _summary(plan: Any) -> Text:
+def _summary(plan: PlanResult) -> Text:
     """The header's first two lines: the plan's title and description, then its collectives."""
     text = Text.assemble((plan.title, "bold"))
     if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
@@ -352,6 +353,7 @@ def _summary(plan: Any) -> Text:
         text.append(structure_summary(plan), "bold red" if plan.collectives_in_loops else "bold green")
     else:  # what runs first (a jit with shardings has no collective in its jaxpr), coloured by it
         in_loops = len(plan.compiled.findings)
+        assert plan.compiled_runs is not None  # counted whenever compiled
         text.append(f"compiled: {plan.compiled_runs.text()} runs/call, {in_loops} in while loops",
                     "bold red" if in_loops else "bold green")
         text.append(f" · jaxpr: {structure_summary(plan)}", "dim")
