@@ -24,6 +24,7 @@ from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
+    from shardscope.plans.mesh import Mesh
     from shardscope.sources.programs import ProgramFile
     from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.targets import TargetDevices
@@ -33,7 +34,7 @@ PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows
 """The same for a program file, which ``report`` refuses."""
 
 
-def bug_hint(loaded: Any) -> str:
+def bug_hint(loaded: object) -> str:
     """The hint for an error that is not the user's: the command that shows its traceback."""
     return PROGRAM_BUG_HINT if isinstance(loaded, ProgramFile) else BUG_HINT
 
@@ -172,7 +173,7 @@ def current_demo_file(path: Path, loaded: DemoFile | ProgramFile | None) -> Demo
     return load_file(path)
 
 
-def batch_sizes(demo_file: Any) -> dict[str, int]:
+def batch_sizes(demo_file: DemoFile | ProgramFile) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
     from shardscope.sources.examples import batch_size  # imports JAX: only ever called in the worker
 
@@ -187,7 +188,7 @@ def batch_sizes(demo_file: Any) -> dict[str, int]:
     return sizes
 
 
-def demo_meshes(demo_file: Any) -> dict[str, Any]:
+def demo_meshes(demo_file: DemoFile | ProgramFile) -> dict[str, Mesh | None]:
     """Each demo function's own mesh (None: the default), read in the worker (it walks pytrees with JAX)."""
     if isinstance(demo_file, ProgramFile):
         return {}

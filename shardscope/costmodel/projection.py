@@ -23,6 +23,7 @@ from shardscope.costmodel.interconnects import Link
 from shardscope.engine.kinds import ALL_REDUCE, KINDS
 
 if TYPE_CHECKING:
+    from shardscope.engine.jaxpr.model import Equation
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
@@ -138,7 +139,7 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
         raise ValueError("a program file has no analysed mesh: give the device count to project onto")
     plans = {}
     for name, plan in analysis.plans.items():
-        def part(eqn: Any, index: int) -> float:
+        def part(eqn: Equation, index: int) -> float:
             return run_seconds(eqn.primitive, payload_bytes(eqn), n, link)[index]
 
         latency = per_call(plan.program, lambda eqn: part(eqn, 0))

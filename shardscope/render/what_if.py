@@ -5,7 +5,7 @@ the change as code; as plain text lines and as the ``"what_if"`` JSON of each pr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 from shardscope.engine.hlo.paired import paired_collectives
@@ -168,7 +168,7 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
     }
 
 
-def _before_after(m: MeasuredRewrite, read: Any) -> dict[str, int | None]:
+def _before_after(m: MeasuredRewrite, read: Callable[[PlanTotals], int | None]) -> dict[str, int | None]:
     return {"original": read(m.before), "rewrite": None if m.after is None else read(m.after)}
 
 

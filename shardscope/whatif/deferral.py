@@ -181,7 +181,7 @@ def block_of(eqn_id: str) -> str:
     return eqn_id.rsplit("/", 1)[0] if "/" in eqn_id else ""
 
 
-def _literal(atom: Any) -> bool:
+def _literal(atom: object) -> bool:
     from jax.extend.core import Literal
 
     return isinstance(atom, Literal)

@@ -185,7 +185,7 @@ def _summed_dot(eqn: "JaxprEqn", eqn_id: str, invals: list, params: Mapping[str,
     return bind(eqn, operands, {**params, "out_sharding": NamedSharding(mesh, PartitionSpec(*kept))})
 
 
-def _padded(aval: Any) -> tuple:
+def _padded(aval: ShapedArray) -> tuple:
     spec = tuple(_spec(aval).partitions)
     return spec + (None,) * (len(aval.shape) - len(spec))
 

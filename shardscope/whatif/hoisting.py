@@ -71,7 +71,7 @@ def plan_hoist(index: EquationIndex, collectives: tuple[str, ...], loop: str) ->
     return Hoist(tuple(collectives), loop, cost)
 
 
-def _nbytes(aval: Any) -> int:
+def _nbytes(aval: Any) -> int:  # Any: jax types an eqn's aval AbstractValue; these are arrays
     import numpy as np
 
     return int(prod(aval.shape)) * np.dtype(aval.dtype).itemsize

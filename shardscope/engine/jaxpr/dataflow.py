@@ -95,7 +95,7 @@ def collectives(
     return tuple(found)
 
 
-def gradient_names(program: Program, index: Any, input_names: Sequence[str]) -> dict[str, str]:
+def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str]) -> dict[str, str]:
     """``{psum_invariant id: the program input whose gradient it sums}`` (``W``, ``params['W1']``).
 
     A ``psum_invariant`` inside a VJP is the transpose of the implicit ``pvary`` of a value that is
@@ -139,7 +139,7 @@ def _pairing_key(eqn: Equation, value: Any) -> tuple:
     return (eqn.origin, tuple(sorted(eqn.axes)), value.shape, value.dtype)
 
 
-def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str],
+def value_name(index: ValueIndex, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str],
                reduction: bool | None = None) -> str:
     """The program output or input ``eqn`` carries, or ``""`` when that is not one value.
 
