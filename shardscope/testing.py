@@ -19,13 +19,16 @@ with the fixes. The CPU device count must be set before JAX starts (e.g. in ``co
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from shardscope.engine.counts import Runs
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.render import findings as _findings  # registers the text an assertion message prints
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.paired import PairedCollective
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "collective_counts", "jaxpr_collective_counts"]
 
@@ -104,7 +107,7 @@ def _over(count: int | None, limit: int) -> bool:
     return count is None or count > limit
 
 
-def _allowed(c: Any, allowed: set[str]) -> bool:
+def _allowed(c: PairedCollective, allowed: set[str]) -> bool:
     """True when ``allowed`` names ``c``'s kind, a primitive it comes from, its verdict, or every value it carries."""
     return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (bool(c.values) and set(c.values) <= allowed)
 

@@ -31,6 +31,7 @@ from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.analysis import Analysis
 
 
@@ -40,7 +41,7 @@ class RunHandling(App[int]):
     if TYPE_CHECKING:  # what the app provides (ShardscopeApp, TabRouting)
         settings: Settings
         max_devices: int
-        demo_file: Any
+        demo_file: DemoFile | ProgramFile | None
         running: bool
         analysis: Any
         prepared: PreparedViews | None

@@ -24,7 +24,6 @@ from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
-    from shardscope.plans.mesh import Mesh
     from shardscope.sources.programs import ProgramFile
     from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.targets import TargetDevices

@@ -17,6 +17,7 @@ from shardscope.plans.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
+    from shardscope.sources.demos import DemoFile
     import jax
     from shardscope.pipeline.targets import TargetDevices
 
@@ -121,7 +122,7 @@ def run_sweep(
     chunk_sizes: tuple[int, ...] | None = None,
     memory_budget_bytes: int | None = None,
     progress: SweepProgress | None = None,
-    demo_file: Any = None,
+    demo_file: DemoFile | None = None,
     target: "TargetDevices | None" = None,
 ) -> Sweep:
     """Compile and time every plan at every chunk size (default: every divisor of the per-device batch).

@@ -78,7 +78,7 @@ def _values_of(result: Any) -> Any:
     return jax.tree.map(lambda leaf: leaf if _jit_takes(leaf) else None, result)
 
 
-def _is_array(leaf: Any) -> bool:
+def _is_array(leaf: object) -> bool:
     """An array or a shape standing for one: a dynamic argument of the traced program."""
     import jax
     import numpy as np
@@ -86,6 +86,6 @@ def _is_array(leaf: Any) -> bool:
     return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
-def _jit_takes(leaf: Any) -> bool:
+def _jit_takes(leaf: object) -> bool:
     """True for a leaf ``jax.jit`` takes as an argument: an array, a shape, a Python number."""
     return _is_array(leaf) or (isinstance(leaf, numbers.Number) and not isinstance(leaf, type))

@@ -20,7 +20,7 @@ IMPLEMENTATIONS = ("threefry2x32", "rbg", "unsafe_rbg")
 """The PRNG implementations ``jax.random.key(seed, impl=...)`` accepts by name."""
 
 
-def is_key_dtype(dtype: Any) -> bool:
+def is_key_dtype(dtype: Any) -> bool:  # Any: anything, a dtype or not (jax raises TypeError)
     """True for a typed PRNG key dtype (``key<fry>``, ``key<rbg>``, ...)."""
     import jax
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class MeshBound:
     """A jitted function traced and called under the mesh it needs (Explicit axes need one)."""
 
-    jitted: Any
+    jitted: jax.stages.Wrapped
     mesh: "Mesh | None" = None
 
     def context(self) -> contextlib.AbstractContextManager:
@@ -111,7 +111,7 @@ def _as_given(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _placer(converted: "ExplicitProgram", in_tree: Any) -> Callable[[tuple, dict], tuple[tuple, dict]]:
+def _placer(converted: "ExplicitProgram", in_tree: "jax.tree_util.PyTreeDef") -> Callable[[tuple, dict], tuple[tuple, dict]]:
     """The original's run arguments on the Explicit mesh of ``converted`` (the same devices and layout)."""
     import jax
 

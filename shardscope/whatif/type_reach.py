@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeGuard, cast
 
 from shardscope.engine.jaxpr.linearity import LINEAR_PRIMITIVES
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
@@ -189,7 +189,7 @@ class _Walker:
 
     # ------------------------------------------------------------------ loops
 
-    def _fixed_point(self, walk: Any, carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
+    def _fixed_point(self, walk: Callable[[list[Axes]], list[Axes]], carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
         """Walk a loop body until its carries' marks settle; only the last walk's leaks stay (the
         first walk's non-linear uses are the iteration's own: marks only grow, so they stay)."""
         first = True

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
-from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source
+from shardscope.engine.jaxpr.model import Block, Equation, Program, Value, qualify, short_source
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
 
@@ -134,7 +134,7 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
     return names
 
 
-def _pairing_key(eqn: Equation, value: Any) -> tuple:
+def _pairing_key(eqn: Equation, value: Value) -> tuple:
     """What a ``pvary``'s operand and the ``psum_invariant`` transposing it have in common."""
     return (eqn.origin, tuple(sorted(eqn.axes)), value.shape, value.dtype)
 

@@ -421,7 +421,7 @@ def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     return [("body" if len(subs) == 1 else f"body{i}", open_jaxpr(j)) for i, j in enumerate(subs)]
 
 
-def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[str]:
+def _sub_input_names(sub: Jaxpr, eqn_name: str, role: str, params: dict) -> list[str]:
     """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
     invars = list(sub.constvars) + list(sub.invars)
     scan_groups = scan_operand_groups(params) if role == "body" else None
