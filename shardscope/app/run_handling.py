@@ -43,7 +43,7 @@ class RunHandling(App[int]):
         max_devices: int
         demo_file: DemoFile | ProgramFile | None
         running: bool
-        analysis: Any
+        analysis: Any  # as the app holds it (an Analysis once a run is done)
         prepared: PreparedViews | None
         profile: StartupProfile | None
         _run_id: int
@@ -52,7 +52,7 @@ class RunHandling(App[int]):
         _compare_default_next: bool
 
         @property
-        def comparison(self) -> Any: ...
+        def comparison(self) -> Any: ...  # as the app gives it
 
         def _show_error(self, message: str, hint: str | None, *, refused: bool = False,
                         failed: str | None = None) -> None: ...

@@ -190,7 +190,7 @@ class Inspection:
         """The same table in a notebook (None, the text, where the HTML rendering is not loaded)."""
         return EXTENSIONS.html(self) if EXTENSIONS.html is not None else None
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # Any: IPython's printer (IPython not required)
         printer.text(str(self))
 
 

@@ -26,7 +26,7 @@ class Traceable:
     """``function.trace(*args, **kwargs)`` traces the program; ``input_names`` name the leaves
     of ``(args, kwargs)`` after the program's own parameters (``params['W']``, ``model.layers[0]``)."""
 
-    function: Any
+    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     input_names: tuple[str, ...]

@@ -115,7 +115,7 @@ def cost_summary(compiled: jax.stages.Compiled) -> dict[str, float] | None:
     return {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
 
 
-def max_abs_err(result: Any, expected: Any) -> float:
+def max_abs_err(result: Any, expected: Any) -> float:  # Any: the user's output pytrees
     """The largest absolute difference over all leaves (complex values by modulus).
 
     NaN when any difference is not finite (a NaN or inf in either gradient): Python's ``max``

@@ -172,7 +172,7 @@ def mesh_text(closed_jaxpr: ClosedJaxpr) -> str | None:
     return " + ".join(found) or None
 
 
-def dynamic_arguments(name: str, spec: ProgramSpec, args_info: Any) -> Arguments:
+def dynamic_arguments(name: str, spec: ProgramSpec, args_info: Any) -> Arguments:  # Any: a pytree of jax ArgInfo
     """The example arguments the compiled program takes: all but the static ones of a
     ``jax.jit(..., static_argnums=..., static_argnames=...)`` (``args_info`` lists the others).
 

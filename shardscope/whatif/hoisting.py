@@ -185,7 +185,7 @@ class _Outside:
         invals = [self.value(block_id, v) for v in eqn.invars]
         return self.retracer.equation(eqn, collective, invals)
 
-    def value(self, block_id: str, var: Var | Literal) -> Any:
+    def value(self, block_id: str, var: Var | Literal) -> Any:  # Any: a constant's value (an array or a number)
         from jax.extend.core import Literal
 
         if isinstance(var, Literal):

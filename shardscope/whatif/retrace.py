@@ -310,7 +310,7 @@ _INFERRED_SHARDINGS = frozenset({"out_sharding", "sharding"})
 """Parameters that hold the sharding JAX inferred for a result (``broadcast_in_dim``'s, ``dot_general``'s)."""
 
 
-def _unplaced(value: Any) -> Any:
+def _unplaced(value: Any) -> Any:  # Any: a tracer, an array or a jaxpr Literal
     """A literal without the mesh it was traced on (a host array that carries a type: jax >= 0.10)."""
     aval = getattr(value, "aval", None)
     mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
@@ -321,7 +321,7 @@ def _unplaced(value: Any) -> Any:
     return type(value)(value.val, core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
 
 
-def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:
+def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:  # Any: a tracer or an array
     """A ``NamedSharding`` parameter moved to ``mesh`` (one with the same axes); anything else as is."""
     from jax.sharding import NamedSharding
 

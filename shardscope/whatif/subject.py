@@ -30,7 +30,7 @@ class Subject:
     concrete placed arguments both programs run on for the output check."""
 
     name: str
-    function: Any
+    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     traced: "jax.stages.Traced"
