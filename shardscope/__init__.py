@@ -5,14 +5,17 @@ need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any p
 :mod:`shardscope.testing` asserts on it in tests.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.sources.demos import demo
 from shardscope.errors import ShardscopeError
 from shardscope.sources.programs import program
 
+if TYPE_CHECKING:
+    from shardscope.engine.inspection import Inspection
 
-def inspect(fn: Any, *args: Any, **kwargs: Any) -> Any:
+
+def inspect(fn: Callable, *args: object, **kwargs: object) -> "Inspection":
     """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.engine.inspection.Inspection`.
 
     Every collective with its loops, runs per call, bytes, value, source line and verdict;

@@ -19,8 +19,9 @@ with the fixes. The CPU device count must be set before JAX starts (e.g. in ``co
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from shardscope.engine.counts import Runs
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
@@ -76,7 +77,7 @@ def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str
 
 
 def assert_no_collectives_in_loops(
-    fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any
+    fn: Callable, *args: object, allow: Iterable[str] = (), **kwargs: object
 ) -> Inspection:
     """Fail when a collective runs inside a loop of the compiled program, unless ``allow`` names it.
 
@@ -149,10 +150,10 @@ def _over(count: int | None, limit: int) -> bool:
     return count is None or count > limit
 
 
-def _allowed(c: Any, allowed: set[str]) -> bool:
+def _allowed(c: "PairedCollective | DispatchFinding", allowed: set[str]) -> bool:
     """True when ``allowed`` names ``c``'s kind, a primitive it comes from, its verdict, or every value it carries."""
     return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (bool(c.values) and set(c.values) <= allowed)
 
 
-def _runs(c: Any) -> str:
+def _runs(c: "Runs | DispatchFinding") -> str:
     return "unknown" if c.executions is None else f"{c.executions:,}"

@@ -38,6 +38,8 @@ from shardscope.errors import ShardscopeError
 from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
     from shardscope.app.views.hlo import HloView  # the deferred tabs' views load after the first paint (tabs.py)
 
 CONTROLS = (Input, Select, Button, Switch)
@@ -75,8 +77,8 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.max_devices = max(max_devices, settings.devices)
         self.export_dir = export_dir
         self.autorun = autorun
-        self.analysis: Any = None  # the latest shardscope.pipeline.analysis.Analysis
-        self.prepared: Any = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
+        self.analysis: Any = None  # the latest Analysis (Any: the handlers read it once a run is done, unchecked)
+        self.prepared: PreparedViews | None = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
         self.demo_file: Any = None  # the loaded shardscope.sources.demos.DemoFile
         self.running = False
         self.last_export: Path | None = None
@@ -184,7 +186,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self._start_run(analyze=True)
 
     @property
-    def comparison(self) -> Any:
+    def comparison(self) -> Any:  # the Comparison, or None (Any: read as self.analysis is)
         """The comparison the Diff and Graph tabs show (``shardscope.pipeline.comparison.Comparison``)."""
         if self.prepared is not None:
             return self.prepared.comparison
@@ -364,7 +366,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self._refresh_tab("plans")
         self.query_one(PlansView).step_collective(step)
 
-    def _done_text(self, analysis: Any) -> Text:
+    def _done_text(self, analysis: Analysis) -> Text:
         """The status line's summary of ``analysis`` (:func:`~shardscope.app.summaries.done_text`)."""
         return done_text(analysis, self.comparison, self.hide_measurements)
 

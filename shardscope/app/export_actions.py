@@ -25,12 +25,12 @@ class ExportActions(App[int]):
 
     if TYPE_CHECKING:  # what the app provides (ShardscopeApp)
         settings: Settings
-        analysis: Any
+        analysis: Any  # as the app holds it (an Analysis once a run is done)
         export_dir: Path | None
         last_export: Path | None
 
         @property
-        def comparison(self) -> Any: ...
+        def comparison(self) -> Any: ...  # as the app gives it
 
         def _show_error(self, message: str, hint: str | None, *, refused: bool = False,
                         failed: str | None = None) -> None: ...

@@ -6,9 +6,16 @@ a stale run that was cancelled but had not yet noticed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from shardscope.sources.programs import ProgramFile
+    from shardscope.sources.demos import DemoFile
+    from shardscope.plans.mesh import Mesh
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.app.views.analysis_view import PreparedViews
 
 
 class RunMessage(Message):
@@ -24,7 +31,7 @@ class RunProgress(RunMessage):
     done; ``mesh``: the mesh it runs on, once that is not the one asked for (a 1-D mesh stretched
     over a target's chips), else None."""
 
-    def __init__(self, run_id: int, stage: str, fraction: float, mesh: Any = None) -> None:
+    def __init__(self, run_id: int, stage: str, fraction: float, mesh: Mesh | None = None) -> None:
         super().__init__(run_id)
         self.stage = stage
         self.fraction = fraction
@@ -39,10 +46,10 @@ class DemoLoaded(RunMessage):
     """The demo file was (re)loaded: its functions, each one's batch size and own mesh (None: the
     default), for the sidebar."""
 
-    def __init__(self, run_id: int, demo_file: Any, batches: dict[str, int],
-                 meshes: dict[str, Any] | None = None) -> None:
+    def __init__(self, run_id: int, demo_file: DemoFile | ProgramFile, batches: dict[str, int],
+                 meshes: dict[str, Mesh | None] | None = None) -> None:
         super().__init__(run_id)
-        self.demo_file = demo_file  # shardscope.sources.demos.DemoFile
+        self.demo_file = demo_file
         self.batches = batches
         self.meshes = meshes or {}  # name -> shardscope.plans.mesh.Mesh | None
 
@@ -51,7 +58,7 @@ class RunFinished(RunMessage):
     """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
     its comparison prepared in the worker (``shardscope.app.views.analysis_view.PreparedViews``)."""
 
-    def __init__(self, run_id: int, analysis: Any, prepared: Any = None) -> None:
+    def __init__(self, run_id: int, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         super().__init__(run_id)
         self.analysis = analysis
         self.prepared = prepared
@@ -60,7 +67,7 @@ class RunFinished(RunMessage):
 class ComparisonReady(RunMessage):
     """Another pair of plans was picked and its Graph and Diff tabs are prepared."""
 
-    def __init__(self, run_id: int, prepared: Any) -> None:
+    def __init__(self, run_id: int, prepared: PreparedViews) -> None:
         super().__init__(run_id)
         self.prepared = prepared
 

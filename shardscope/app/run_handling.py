@@ -29,6 +29,11 @@ from shardscope.app.widgets.status import StatusLine, describe_programs
 from shardscope.plans.settings import Settings
 from shardscope.sources.programs import ProgramFile
 
+if TYPE_CHECKING:
+    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.sources.demos import DemoFile
+    from shardscope.pipeline.analysis import Analysis
+
 
 class RunHandling(App[int]):
     """The app's runs and comparisons: started, reported, shown."""
@@ -36,10 +41,10 @@ class RunHandling(App[int]):
     if TYPE_CHECKING:  # what the app provides (ShardscopeApp, TabRouting)
         settings: Settings
         max_devices: int
-        demo_file: Any
+        demo_file: DemoFile | ProgramFile | None
         running: bool
-        analysis: Any
-        prepared: Any
+        analysis: Any  # as the app holds it (an Analysis once a run is done)
+        prepared: PreparedViews | None
         profile: StartupProfile | None
         _run_id: int
         _run_settings: Settings | None
@@ -47,12 +52,12 @@ class RunHandling(App[int]):
         _compare_default_next: bool
 
         @property
-        def comparison(self) -> Any: ...
+        def comparison(self) -> Any: ...  # as the app gives it
 
         def _show_error(self, message: str, hint: str | None, *, refused: bool = False,
                         failed: str | None = None) -> None: ...
 
-        def _done_text(self, analysis: Any) -> Text: ...
+        def _done_text(self, analysis: Analysis) -> Text: ...
 
         def _mark_stale(self) -> None: ...
 
@@ -188,7 +193,7 @@ class RunHandling(App[int]):
         if self.analysis is not None and not self.analysis.origin.chunked:
             self.query_one(Sidebar).show_compared(self.comparison.baseline, self.comparison.candidate)
 
-    def _show_unavailable_programs(self, analysis: Any) -> None:
+    def _show_unavailable_programs(self, analysis: Analysis) -> None:
         """Programs of the file that failed to trace: the error panel names them; the others show."""
         if analysis.unavailable:
             failed = "; ".join(f"{name}: {reason}" for name, reason in analysis.unavailable.items())
@@ -225,7 +230,7 @@ class RunHandling(App[int]):
         self._compare_worker(self._run_id, self.analysis, baseline, candidate)
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
-    def _compare_worker(self, run_id: int, analysis: Any, baseline: str, candidate: str) -> None:
+    def _compare_worker(self, run_id: int, analysis: Analysis, baseline: str, candidate: str) -> None:
         """Thread worker: the diff and the drawings of another pair of plans."""
         worker = get_current_worker()
         prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)

@@ -24,6 +24,8 @@ from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
+    from shardscope.sources.programs import ProgramFile
+    from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.targets import TargetDevices
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
@@ -31,7 +33,7 @@ PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows
 """The same for a program file, which ``report`` refuses."""
 
 
-def bug_hint(loaded: Any) -> str:
+def bug_hint(loaded: object) -> str:
     """The hint for an error that is not the user's: the command that shows its traceback."""
     return PROGRAM_BUG_HINT if isinstance(loaded, ProgramFile) else BUG_HINT
 
@@ -158,7 +160,7 @@ def mesh_over_target(settings: Settings, count: int) -> Settings:
     return settings.with_(mesh=Mesh.one_axis(mesh.names[0], count))
 
 
-def current_demo_file(path: Path, loaded: Any) -> Any:
+def current_demo_file(path: Path, loaded: DemoFile | ProgramFile | None) -> DemoFile | ProgramFile:
     """``loaded`` if ``path`` still has the same bytes, else the file loaded afresh: a
     :class:`~shardscope.sources.demos.DemoFile` or a :class:`~shardscope.sources.programs.ProgramFile`."""
     if loaded is not None and Path(loaded.path) == Path(path):
@@ -170,7 +172,7 @@ def current_demo_file(path: Path, loaded: Any) -> Any:
     return load_file(path)
 
 
-def batch_sizes(demo_file: Any) -> dict[str, int]:
+def batch_sizes(demo_file: DemoFile | ProgramFile) -> dict[str, int]:
     """The batch N of each demo function (left out when its ``x`` has no common batch axis)."""
     from shardscope.sources.examples import batch_size  # imports JAX: only ever called in the worker
 
@@ -185,7 +187,7 @@ def batch_sizes(demo_file: Any) -> dict[str, int]:
     return sizes
 
 
-def demo_meshes(demo_file: Any) -> dict[str, Any]:
+def demo_meshes(demo_file: DemoFile | ProgramFile) -> dict[str, Mesh | None]:
     """Each demo function's own mesh (None: the default), read in the worker (it walks pytrees with JAX)."""
     if isinstance(demo_file, ProgramFile):
         return {}

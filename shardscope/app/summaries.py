@@ -7,20 +7,24 @@ inside a loop (they run once per chunk), green when each runs once per call.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import Analysis, PlanResult
+    from shardscope.pipeline.comparison import Comparison
 
 IN_LOOP = "bold red"
 ONCE = "bold green"
 
 
-def loop_style(in_loop: Any) -> str:
+def loop_style(in_loop: object) -> str:
     """:data:`IN_LOOP` when ``in_loop`` is true (a count of collectives in loops, or a flag), else :data:`ONCE`."""
     return IN_LOOP if in_loop else ONCE
 
 
-def plan_line(plan: Any) -> Text:
+def plan_line(plan: PlanResult) -> Text:
     """``20 runs/call, 3 of 3 collective equations in loops, 17,024 B/call``, coloured by meaning."""
     in_loops = plan.collectives_in_loops
     style = loop_style(in_loops)
@@ -32,7 +36,7 @@ def plan_line(plan: Any) -> Text:
     return text
 
 
-def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
+def done_text(analysis: Analysis, comparison: Comparison | None, hide_measurements: bool) -> Text:
     """``done: compiled runs/call: naive 18, deferred 1; deferred is 2.22x faster than
     naive (...)``: each plan's compiled collectives' runs per call (what XLA runs: a combined
     all-reduce once, the partitioner's collectives too), red when collectives run in a loop, green
@@ -46,6 +50,7 @@ def done_text(analysis: Any, comparison: Any, hide_measurements: bool) -> Text:
         if k:
             text.append(", ")
         if compiled:  # what runs: a jit with shardings has no collective in its jaxpr
+            assert plan.compiled is not None and plan.compiled_runs is not None  # ``compiled``: every plan was
             text.append(f"{name} {plan.compiled_runs.text()}", IN_LOOP if plan.compiled.findings else ONCE)
         else:
             text.append(f"{name} {plan.jaxpr_runs.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)

@@ -68,7 +68,8 @@ class TabRouting(App[int]):
             self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
                                   failed="loading the tabs")
             return
-        self.call_from_thread(self._mount_views, views)
+        # mypy cannot solve Textual's ``Callable[..., T | Awaitable[T]]`` for a coroutine function
+        self.call_from_thread(self._mount_views, views)  # type: ignore[arg-type]
 
     async def _mount_views(self, views: dict[str, type]) -> None:
         if not self.is_running:  # the import ended as the app shut down: no tabs to mount into

@@ -23,6 +23,7 @@ from shardscope.costmodel.interconnects import Link
 from shardscope.engine.kinds import ALL_REDUCE, KINDS
 
 if TYPE_CHECKING:
+    from shardscope.engine.jaxpr.model import Equation
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
@@ -133,10 +134,12 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
         per_call,
     )
 
-    n = devices or analysis.shapes.devices
+    n = devices or (analysis.shapes.devices if analysis.shapes is not None else None)
+    if n is None:
+        raise ValueError("a program file has no analysed mesh: give the device count to project onto")
     plans = {}
     for name, plan in analysis.plans.items():
-        def part(eqn: Any, index: int) -> float:
+        def part(eqn: Equation, index: int) -> float:
             return run_seconds(eqn.primitive, payload_bytes(eqn), n, link)[index]
 
         latency = per_call(plan.program, lambda eqn: part(eqn, 0))
@@ -177,8 +180,8 @@ def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int)
         )
         runs = [c.executions for c in collectives]
         known = None not in runs
-        latency = sum(c.executions * c.latency_s for c in collectives) if known else None
-        bandwidth = sum(c.executions * c.bandwidth_s for c in collectives) if known else None
+        latency = sum((c.executions or 0) * c.latency_s for c in collectives) if known else None
+        bandwidth = sum((c.executions or 0) * c.bandwidth_s for c in collectives) if known else None
         projected[name] = PlanProjection(
             name=name,
             comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,

@@ -18,6 +18,8 @@ from shardscope.plans.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
+    from shardscope.sources.demos import DemoFile
+    import jax
     from shardscope.pipeline.targets import TargetDevices
 
 SweepProgress = Callable[[int, int, int], None]
@@ -121,7 +123,7 @@ def run_sweep(
     chunk_sizes: tuple[int, ...] | None = None,
     memory_budget_bytes: int | None = None,
     progress: SweepProgress | None = None,
-    demo_file: Any = None,
+    demo_file: DemoFile | None = None,
     target: "TargetDevices | None" = None,
 ) -> Sweep:
     """Compile and time every plan at every chunk size (default: every divisor of the per-device batch).
@@ -209,14 +211,14 @@ def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expect
     return out
 
 
-def _target_memory(traced: Any, target: "TargetDevices", name: str) -> dict[str, int]:
+def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:
     """``memory_analysis()`` of the plan compiled for ``target`` (nothing runs there)."""
     from shardscope.pipeline.targets import compile_for_target
 
     return compile_for_target(traced, target, f"the {name} plan").memory
 
 
-def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> Any:
+def _compile(name: str, fn: Any, args: tuple, axis: str, traced: jax.stages.Traced | None = None) -> jax.stages.Compiled:
     traced = traced if traced is not None else _trace_fn(fn, args, axis)
     try:
         return compile_traced(traced)
@@ -226,7 +228,7 @@ def _compile(name: str, fn: Any, args: tuple, axis: str, traced: Any = None) -> 
                               "run with --debug for the full error") from exc
 
 
-def _trace_fn(fn: Any, args: tuple, axis: str) -> Any:
+def _trace_fn(fn: Any, args: tuple, axis: str) -> jax.stages.Traced:
     from shardscope.plans import registry  # imports JAX: the sweep's own module must not
 
     try:

@@ -21,6 +21,7 @@ from shardscope.measure.timing import RunTimes, memory, time_interleaved
 from shardscope.pipeline.gc_pause import paused
 
 if TYPE_CHECKING:
+    import jax
     from shardscope.costmodel.interconnects import Link
     from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.engine.inspection import Inspection
@@ -88,11 +89,11 @@ def _measured(what_if: "WhatIf", rewrite: "Rewrite", before: PlanTotals, repeats
     return MeasuredRewrite(rewrite, before, after, times, speedup, projected)
 
 
-def plan_totals(plan: "CompiledPlan", compiled: Any) -> PlanTotals:
+def plan_totals(plan: "CompiledPlan", compiled: "jax.stages.Compiled") -> PlanTotals:
     """The runs and bytes per call of ``plan``'s collectives and ``compiled``'s memory per device."""
     per_call = [c.bytes_per_call for c in plan.collectives]
     conditional = any(c.in_conditional for c in plan.collectives)
-    return PlanTotals(total_runs(plan.collectives), Count(None if None in per_call else sum(per_call), conditional),
+    return PlanTotals(total_runs(plan.collectives), Count(None if None in per_call else sum(n or 0 for n in per_call), conditional),
                       memory(compiled))
 
 
@@ -100,6 +101,7 @@ def _calls(what_if: "WhatIf", rewrite: "Rewrite") -> dict[str, Callable[[], Any]
     """The original and the rewritten compiled programs as calls without arguments, each on the
     same run arguments placed once beforehand (only the call is timed), under the mesh each needs."""
     subject, program = what_if.subject, rewrite.program
+    assert program is not None  # only a verified rewrite, which has its program, is timed
     args, kwargs = subject.run_arguments
     placed_args, placed_kwargs = program.place(args, kwargs)
 

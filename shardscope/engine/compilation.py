@@ -14,17 +14,29 @@ from __future__ import annotations
 import hashlib
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from shardscope.engine.compile_log import capturing_stderr
 
 if TYPE_CHECKING:
-    from jax.stages import Compiled, Lowered, Traced
+    from jax.stages import Compiled, Traced
 
-_MESSAGES: "weakref.WeakKeyDictionary[Compiled, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+C = TypeVar("C", covariant=True)
 
 
-def compile_lowered(lowered: "Lowered") -> "Compiled":
+class Compilable(Protocol[C]):
+    """What compiles: JAX's ``Lowered``, or the lowering a target hands over (JAX's
+    ``MeshComputation``, whose executable is the target's)."""
+
+    def compile(self) -> C: ...
+
+    def as_text(self) -> str: ...
+
+
+_MESSAGES: "weakref.WeakKeyDictionary[object, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+
+
+def compile_lowered(lowered: "Compilable[C]") -> C:
     """``lowered.compile()``: the module XLA builds for the devices it was lowered for; the
     partitioner's log lines it prints are kept for :func:`partitioner_messages`."""
     compiled, messages = compile_capturing(lowered)
@@ -32,7 +44,7 @@ def compile_lowered(lowered: "Lowered") -> "Compiled":
     return compiled
 
 
-def compile_capturing(lowered: "Lowered") -> "tuple[Compiled, tuple[str, ...]]":
+def compile_capturing(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":
     """``lowered.compile()`` and the messages of the partitioner's log lines it printed (not
     shown on the terminal; every other line of descriptor 2 still is)."""
     with capturing_stderr() as messages:
@@ -40,7 +52,7 @@ def compile_capturing(lowered: "Lowered") -> "tuple[Compiled, tuple[str, ...]]":
     return compiled, _remembered(lowered, tuple(messages))
 
 
-def _remembered(lowered: "Lowered", messages: tuple[str, ...]) -> tuple[str, ...]:
+def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...]) -> tuple[str, ...]:
     """``messages``, kept beside JAX's persistent compilation cache when it is on: an executable
     the cache serves is not compiled, so its partitioner prints nothing; the messages of the
     compile that filled the cache, for the same module, are read back instead."""
@@ -69,7 +81,7 @@ def compile_traced(traced: "Traced") -> "Compiled":
     return compile_lowered(traced.lower())
 
 
-def partitioner_messages(compiled: "Compiled") -> tuple[str, ...]:
+def partitioner_messages(compiled: object) -> tuple[str, ...]:
     """What the partitioner printed while ``compiled`` was compiled here (empty for an
     executable compiled elsewhere)."""
     try:

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
+
+
+class Runs(Protocol):
+    """A collective's runs per call, as the jaxpr's and the compiled module's collectives both say them."""
+
+    @property
+    def executions(self) -> int | None: ...
+
+    @property
+    def in_conditional(self) -> bool: ...
 
 
 @dataclass(frozen=True)

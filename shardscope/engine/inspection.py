@@ -32,6 +32,7 @@ from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.dispatches import DispatchFinding
@@ -191,7 +192,7 @@ class Inspection:
             raise ValueError(f"{self.function} was only traced: it has no compiled plan (jaxpr_counts() reads the jaxpr)")
         return self.compiled
 
-    def __rich__(self) -> Any:
+    def __rich__(self) -> RenderableType:
         """The findings table with the fixes under it (``rich.print(inspection)``); a step's
         dispatches with each module's collectives."""
         return EXTENSIONS.rich(self) if EXTENSIONS.rich is not None else str(self)
@@ -203,11 +204,11 @@ class Inspection:
         """The same table in a notebook (None, the text, where the HTML rendering is not loaded)."""
         return EXTENSIONS.html(self) if EXTENSIONS.html is not None else None
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # Any: IPython's printer (IPython not required)
         printer.text(str(self))
 
 
-def inspect(fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
+def inspect(fn: Callable, *args: object, **kwargs: object) -> Inspection:
     """Trace, lower and compile ``fn(*args, **kwargs)`` (nothing runs) and read both views.
 
     ``fn`` is any callable JAX can trace: a ``jax.jit`` object, a plain function (jitted here),
@@ -291,7 +292,7 @@ def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float
     return traced, time.perf_counter() - start
 
 
-def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
+def compile_program(traced: Traced, name: str, debug: str) -> tuple[Compiled, float]:
     """``traced.lower().compile()`` and its seconds; XLA's error as one :class:`TraceError`."""
     start = time.perf_counter()
     try:
@@ -305,8 +306,8 @@ def compile_program(traced: Any, name: str, debug: str) -> tuple[Any, float]:
 
 
 def inspect_traced(
-    traced: Any, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
-    *, compiled: Any = None, compile_s: float | None = None,
+    traced: Traced, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
+    *, compiled: Compiled | None = None, compile_s: float | None = None,
 ) -> Inspection:
     """The :class:`Inspection` of an already traced program (``jax.jit(f).trace(...)``, or flax's
     ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""

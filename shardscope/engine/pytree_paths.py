@@ -14,7 +14,7 @@ def tail(name: str) -> str:
     return name[cut:] if cut > 0 else ""
 
 
-def pytree_names(tree: Any, prefix: str) -> list[str]:
+def pytree_names(tree: Any, prefix: str) -> list[str]:  # Any: a user's pytree
     """``prefix['W'][0]`` for every leaf of ``tree``, in flattening order."""
     import jax
 

@@ -28,7 +28,7 @@ class Traceable:
     ``eager`` is the same program not jitted (what a step of dispatches runs as written; None
     for a program that is jitted itself)."""
 
-    function: Any
+    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     input_names: tuple[str, ...]
@@ -66,7 +66,7 @@ def _returning_values(fn: Callable) -> Callable:
     signature (``jax.jit`` reads both)."""
 
     @functools.wraps(fn)
-    def program(*args: Any, **kwargs: Any) -> Any:
+    def program(*args: object, **kwargs: object) -> Any:
         return _values_of(fn(*args, **kwargs))
 
     program.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -82,7 +82,7 @@ def _values_of(result: Any) -> Any:
     return jax.tree.map(lambda leaf: leaf if _jit_takes(leaf) else None, result)
 
 
-def _is_array(leaf: Any) -> bool:
+def _is_array(leaf: object) -> bool:
     """An array or a shape standing for one: a dynamic argument of the traced program."""
     import jax
     import numpy as np
@@ -90,6 +90,6 @@ def _is_array(leaf: Any) -> bool:
     return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
-def _jit_takes(leaf: Any) -> bool:
+def _jit_takes(leaf: object) -> bool:
     """True for a leaf ``jax.jit`` takes as an argument: an array, a shape, a Python number."""
     return _is_array(leaf) or (isinstance(leaf, numbers.Number) and not isinstance(leaf, type))

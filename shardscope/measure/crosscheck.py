@@ -85,7 +85,7 @@ def layout(tree: Any) -> tuple:
 
     leaves, structure = jax.tree.flatten(tree, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct))
 
-    def dtype(leaf: Any) -> str:
+    def dtype(leaf: object) -> str:
         return str(leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
 
     return str(structure), tuple((tuple(np.shape(leaf)), dtype(leaf)) for leaf in leaves)

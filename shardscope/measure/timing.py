@@ -5,7 +5,10 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    import jax
 
 MEMORY_FIELDS = (
     "argument_size_in_bytes",
@@ -78,7 +81,7 @@ def time_interleaved(
     return {name: RunTimes(tuple(s)) for name, s in samples.items()}
 
 
-def memory(compiled: Any) -> dict[str, int]:
+def memory(compiled: jax.stages.Compiled) -> dict[str, int]:
     """The compiled module's memory analysis, in bytes (empty if the backend has none)."""
     stats = compiled.memory_analysis()
     if stats is None:
@@ -95,7 +98,7 @@ GRADIENT_CHECK = (
 """What the gradient check compares, in the words every rendering shows next to ``max_abs_err``."""
 
 
-def cost_summary(compiled: Any) -> dict[str, float] | None:
+def cost_summary(compiled: jax.stages.Compiled) -> dict[str, float] | None:
     """``flops`` and ``bytes_accessed`` from XLA's ``cost_analysis()`` (None if the backend has none).
 
     XLA costs a while loop as one iteration of its body: these numbers do not grow with the trip
@@ -112,7 +115,7 @@ def cost_summary(compiled: Any) -> dict[str, float] | None:
     return {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
 
 
-def max_abs_err(result: Any, expected: Any) -> float:
+def max_abs_err(result: Any, expected: Any) -> float:  # Any: the user's output pytrees
     """The largest absolute difference over all leaves (complex values by modulus).
 
     NaN when any difference is not finite (a NaN or inf in either gradient): Python's ``max``

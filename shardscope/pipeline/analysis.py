@@ -181,7 +181,7 @@ class ReferenceResult:
     """The unchunked VJP: the gradient every plan is checked against, and its cost."""
 
     compile_s: float | None
-    run_s: Any
+    run_s: RunTimes | None
     memory: dict[str, int] | None
 
 

@@ -33,6 +33,7 @@ from shardscope.sources.examples import check_program_fits, materialize
 from shardscope.sources.programs import CLI_DEBUG, ProgramFile, ProgramFunction, ProgramSpec
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
     from jax.stages import Compiled, Traced
 
     from shardscope.pipeline.analysis import Analysis
@@ -168,13 +169,13 @@ def _run_arguments(name: str, program: Traceable, traced: "Traced", compiled: "C
             "asks for; `shardscope check FILE --debug` shows JAX's error") from exc
 
 
-def mesh_text(closed_jaxpr: Any) -> str | None:
+def mesh_text(closed_jaxpr: ClosedJaxpr) -> str | None:
     """``batch=8``: the mesh of every ``shard_map`` in the program (outermost first, distinct ones)."""
     from jax.extend.core import jaxprs_in_params
 
     found: list[str] = []
 
-    def walk(jaxpr: Any) -> None:
+    def walk(jaxpr: Jaxpr) -> None:
         for eqn in jaxpr.eqns:
             mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
             if mesh is not None:
@@ -188,7 +189,7 @@ def mesh_text(closed_jaxpr: Any) -> str | None:
     return " + ".join(found) or None
 
 
-def dynamic_arguments(name: str, spec: ProgramSpec, args_info: Any) -> Arguments:
+def dynamic_arguments(name: str, spec: ProgramSpec, args_info: Any) -> Arguments:  # Any: a pytree of jax ArgInfo
     """The example arguments the compiled program takes: all but the static ones of a
     ``jax.jit(..., static_argnums=..., static_argnames=...)`` (``args_info`` lists the others).
 
@@ -209,7 +210,7 @@ def dynamic_arguments(name: str, spec: ProgramSpec, args_info: Any) -> Arguments
     return tuple(value for i, value in enumerate(spec.args) if i not in candidates), kwargs
 
 
-def _holds_arrays(value: Any) -> bool:
+def _holds_arrays(value: object) -> bool:
     """True when the pytree ``value`` has an array or ``ShapeDtypeStruct`` leaf."""
     return any(isinstance(leaf, (jax.Array, np.ndarray, jax.ShapeDtypeStruct))
                for leaf in jax.tree.leaves(value, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct)))

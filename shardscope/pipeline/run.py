@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Collection
+from typing import TYPE_CHECKING, Any, Collection, Callable
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
@@ -282,7 +282,7 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
     return _Measured(numbers, reference, checks)
 
 
-def _first_run(program: PipelineProgram, call: Any, workload: Workload) -> Any:
+def _first_run(program: PipelineProgram, call: Callable[[], Any], workload: Workload) -> Any:
     """The first run of ``program``: its output, or an error that names it."""
     import jax
 

@@ -86,7 +86,8 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
     """
     from shardscope.measure.timing import memory
 
-    cpu: CompiledPlan = inspection.compiled
+    cpu = inspection.compiled
+    assert cpu is not None  # the CPU compile ``compiled`` was planned
     cpu_memory = memory(compiled)
     plans = []
     for devices in targets:
@@ -97,6 +98,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
                        output_names=output_names, backend=devices.target.platform, program=inspection.program,
                        jaxpr_collectives=inspection.collectives, messages=compilation.partitioner)
         named = relabel(replace(inspection, compiled=plan))
+        assert named.compiled is not None  # relabelled from ``plan``
         plans.append(TargetPlan(
             target=devices.target.text(), topology=devices.target.topology, device_kind=compilation.device_kind,
             devices=compilation.devices, compiled=named.compiled,

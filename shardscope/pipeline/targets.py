@@ -19,7 +19,7 @@ to rewrite every variable's type and every equation's mesh context, all JAX inte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence, Callable
+from typing import TYPE_CHECKING, Sequence, Callable, Iterator, TypeGuard
 
 from shardscope.engine.compilation import compile_lowered, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
@@ -141,7 +141,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         target=devices.target,
         device_kind=devices.device_kind,
         devices=len(placement),
-        device_ids=tuple(placement[device].id for device in lowering._device_list),
+        device_ids=tuple(placement[device].id for device in _program_devices(lowering)),
         hlo_text=executable.as_text(),
         memory=_memory(executable),
         cost=_cost(executable),
@@ -176,9 +176,16 @@ def _lower(traced: "jax.stages.Traced", target: Target, name: str) -> "MeshCompu
                           "--debug shows JAX's whole message") from exc
 
 
+def _program_devices(lowering: "MeshComputation") -> "tuple[jax.Device, ...]":
+    """The devices of ``lowering``'s device assignment, by position (jax types the list as
+    optional; a jit's lowering always has one)."""
+    assert lowering._device_list is not None
+    return tuple(lowering._device_list)
+
+
 def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -> "Placement":
     """The target device that runs each device position of ``lowering``'s device assignment."""
-    program_devices = tuple(lowering._device_list)
+    program_devices = _program_devices(lowering)
     if set(program_devices) <= set(devices.devices):
         return {device: device for device in program_devices}
     if len(program_devices) != devices.count:
@@ -215,7 +222,7 @@ def _retargeted(lowering: "MeshComputation", placement: "Placement") -> "MeshCom
     from jax._src.interpreters import pxla
     from jax._src.lib import xla_client
 
-    order = tuple(placement[device] for device in lowering._device_list)
+    order = tuple(placement[device] for device in _program_devices(lowering))
     args = dict(lowering.compile_args)
     args["backend"] = order[0].client
     for key in ("in_shardings", "out_shardings", "intermediate_shardings"):
@@ -240,7 +247,7 @@ def _moved_sharding(sharding: "jax.sharding.Sharding", placement: "Placement") -
     return sharding
 
 
-def _is_concrete_mesh(mesh: object) -> bool:
+def _is_concrete_mesh(mesh: object) -> "TypeGuard[jax.sharding.Mesh]":
     from jax.sharding import Mesh as JaxMesh
 
     return isinstance(mesh, JaxMesh) and mesh.size > 0

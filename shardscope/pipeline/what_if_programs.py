@@ -41,6 +41,7 @@ def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> 
     found = []
     for k, rewrite in enumerate((r for r in rewrites if r.verified), 1):
         name = rewritten_name(original.name, k)
+        assert rewrite.program is not None  # a verified rewrite has its program
         program = as_pipeline_program(rewrite.program, original, name)
         found.append(dataclasses.replace(
             program, description=f"shardscope's rewrite of {original.name}: {rewrite.summary()}"))

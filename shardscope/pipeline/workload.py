@@ -55,7 +55,7 @@ class PipelineProgram:
     name: str
     description: str
     role: str  # baseline, candidate or floor (a plan), reference, or program
-    function: Any
+    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
     arguments: Arguments
     input_names: Callable[["Traced"], list[str]]
     output_names: Callable[["Traced"], list[str]]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import count_text, total_executions
+from shardscope.engine.counts import Runs, count_text, total_executions
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.partitioner import warning_json, warning_lines
 
 if TYPE_CHECKING:
+    from rich.console import Group, RenderableType
+    from rich.table import Table
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.inspection import Inspection
@@ -28,7 +30,7 @@ def trips_text(counts: tuple) -> str:
     return " x ".join("?" if t is None else str(t) for t in counts) or "-"
 
 
-def runs_text(c: Any) -> str:
+def runs_text(c: Runs) -> str:
     """Runs per call: ``16``, ``unknown`` (a while loop), ``≤ 8`` inside a ``cond`` branch."""
     text = "unknown" if c.executions is None else f"{c.executions:,}"
     return f"≤ {text}" if c.in_conditional and c.executions is not None else text
@@ -40,7 +42,7 @@ def collective_cell(c: "PairedCollective") -> str:
     return f"{c.kind}[{axes}]"
 
 
-def collectives_table(collectives: tuple, title: str | None = None) -> Any:
+def collectives_table(collectives: tuple, title: str | None = None) -> Table:
     """A rich table: one row per collective with its value, loops, runs, bytes, author and verdict.
 
     The source lines, the pairing and the fixes are listed under it (:func:`notes`).
@@ -132,13 +134,13 @@ def _live_runs(inspection: "Inspection") -> int | None:
     return total_executions(inspection.live_collectives)
 
 
-def render_inspection(inspection: "Inspection") -> Any:
+def render_inspection(inspection: "Inspection") -> Group:
     """The rich renderable: summary line, the table, the notes with the fixes."""
     from rich.console import Group
     from rich.text import Text
 
     failing = inspection.flagged or inspection.rematerializations
-    parts: list[Any] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
+    parts: list[RenderableType] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 
-def finite(value: Any) -> Any:
+def finite(value: Any) -> Any:  # Any: a JSON value, nested
     """``value`` with every NaN or infinite float (in dicts and lists) replaced by None: strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
         return None

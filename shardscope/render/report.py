@@ -15,6 +15,9 @@ from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
+    from shardscope.measure.timing import RunTimes
+    from shardscope.engine.hlo.plan import CompiledPlan
+    from rich.table import Table
     from rich.console import Console
 
     from shardscope.pipeline.analysis import Analysis, PlanResult
@@ -176,13 +179,13 @@ def _hlo_json(plan: "PlanResult") -> dict[str, Any] | None:
     }
 
 
-def _result_shape(compiled: Any, name: str) -> str:
+def _result_shape(compiled: CompiledPlan, name: str) -> str:
     """The printed result shape of the instruction ``name`` (``f32[16,16]{1,0}``)."""
     inst = compiled.module.instruction(name) if compiled.module is not None else None
     return "" if inst is None else inst.shape_text
 
 
-def _times_json(times: Any) -> dict[str, float] | None:
+def _times_json(times: RunTimes | None) -> dict[str, float] | None:
     if times is None:
         return None
     return {"median": times.median, "min": times.min, "max": times.max, "samples": len(times.samples)}
@@ -245,7 +248,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         render_projection(analysis, projection, console)
 
 
-def compiled_table(analysis: "Analysis") -> Any:
+def compiled_table(analysis: "Analysis") -> Table:
     """Every compiled collective instruction of every plan: what XLA runs, and what it comes from."""
     from rich.table import Table
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import Runs, count_text
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
 
 if TYPE_CHECKING:
+    from rich.table import Table
     from rich.console import Console
 
     from shardscope.costmodel.projection import Projection
@@ -131,11 +132,11 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     return text
 
 
-def _runs(c: Any) -> str:
+def _runs(c: Runs) -> str:
     return "unknown" if c.executions is None else f"{c.executions:,}"
 
 
-def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Any:
+def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
     """Every CPU collective of each ``(name, plan)`` and what the target did with it."""
     from rich.table import Table
     from rich.text import Text
@@ -170,7 +171,7 @@ def targets_of(named_plans: Iterable[tuple[str, Any]]) -> list[str]:
     return list(dict.fromkeys(t.target for _, result in named_plans for t in result.targets))
 
 
-def target_table(target: str, named: list[tuple[str, Any]]) -> Any:
+def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
     """One column per plan on ``target``: its compiled collectives, runs, bytes and memory per
     device beside the CPU's; where the CPU's table has timings, it says the target ran nothing."""
     from rich.table import Table

@@ -5,7 +5,7 @@ the change as code; as plain text lines and as the ``"what_if"`` JSON of each pr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 from shardscope.engine.hlo.paired import paired_collectives
@@ -108,6 +108,7 @@ def _measured_text(m: MeasuredRewrite) -> str:
 
 
 def _projected_text(m: MeasuredRewrite) -> str:
+    assert m.projected is not None  # drawn only when there is one
     before, after = m.projected
     link = before.link
     where = f"{link.name} ({format_bandwidth(link.bandwidth_Bps)} one way, {format_seconds(link.latency_s)} per ring step"
@@ -170,7 +171,7 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
     }
 
 
-def _before_after(m: MeasuredRewrite, read: Any) -> dict[str, int | None]:
+def _before_after(m: MeasuredRewrite, read: Callable[[PlanTotals], int | None]) -> dict[str, int | None]:
     return {"original": read(m.before), "rewrite": None if m.after is None else read(m.after)}
 
 

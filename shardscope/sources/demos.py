@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import SettingsError
 from shardscope.plans.mesh import Mesh, is_axis_name
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _MARK = "__shardscope_demo__"
 
@@ -157,7 +160,7 @@ def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -
     return None
 
 
-def demo_functions(module: Any) -> dict[str, DemoFunction]:
+def demo_functions(module: ModuleType) -> dict[str, DemoFunction]:
     """The functions of ``module`` marked with :func:`demo`, in definition order."""
     return {
         name: DemoFunction(name, value, getattr(value, _MARK))

@@ -19,7 +19,7 @@ from shardscope.sources import prng_keys
 from shardscope.errors import SettingsError
 
 
-def is_shape(value: Any) -> bool:
+def is_shape(value: object) -> bool:
     """True for a ``jax.ShapeDtypeStruct`` (a leaf that only describes an array)."""
     return isinstance(value, jax.ShapeDtypeStruct)
 

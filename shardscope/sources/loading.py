@@ -15,7 +15,7 @@ import linecache
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from shardscope.distributed.interrupts import activity
 from shardscope.errors import DemoFileError
@@ -28,6 +28,10 @@ from shardscope.sources.source_files import (
     not_a_file_error,
     source_text_error,
 )
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
+    from types import ModuleType
 
 
 def file_fingerprint(path: Path) -> str:
@@ -152,7 +156,7 @@ def _device_count_error(exc: BaseException, path: Path) -> DemoFileError | None:
         "(the app)")
 
 
-def _import_quietly(module: Any, loader: Any, path: Path) -> None:
+def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
     """Import the demo as ``python demo.py`` would see it (argv, sibling modules).
 
     What it writes to stderr is held back: passed on when the import ends, but when the demo
@@ -172,7 +176,7 @@ def _import_quietly(module: Any, loader: Any, path: Path) -> None:
             sys.stderr.write(said.getvalue())
 
 
-def _execute(module: Any, loader: Any, path: Path) -> None:
+def _execute(module: ModuleType, loader: Loader, path: Path) -> None:
     """Run the demo file in ``module`` (compiled under :func:`code_file_name` if it differs)."""
     name = code_file_name(path)
     if name == str(path.resolve()):
@@ -243,7 +247,7 @@ def load_file(path: str | Path) -> DemoFile | ProgramFile:
     return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
 
 
-def marked_functions(module: Any, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, DemoFunction]]:
+def marked_functions(module: ModuleType, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, DemoFunction]]:
     """The program functions and the demo functions of ``module``: one of them is empty.
 
     Raises :class:`DemoFileError` when the file marks both kinds: shardscope reads a file as

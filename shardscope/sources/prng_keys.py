@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import functools
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardscope.errors import SettingsError
+
+if TYPE_CHECKING:
+    import jax
 
 IMPLEMENTATIONS = ("threefry2x32", "rbg", "unsafe_rbg")
 """The PRNG implementations ``jax.random.key(seed, impl=...)`` accepts by name."""
 
 
-def is_key_dtype(dtype: Any) -> bool:
+def is_key_dtype(dtype: Any) -> bool:  # Any: anything, a dtype or not (jax raises TypeError)
     """True for a typed PRNG key dtype (``key<fry>``, ``key<rbg>``, ...)."""
     import jax
 
@@ -27,7 +30,7 @@ def is_key_dtype(dtype: Any) -> bool:
         return False
 
 
-def is_key_array(value: Any) -> bool:
+def is_key_array(value: object) -> bool:
     """True for a JAX array of typed PRNG keys."""
     return is_key_dtype(getattr(value, "dtype", None))
 
@@ -41,7 +44,7 @@ def key_itemsize(dtype: Any) -> int:
     return prod(data.shape) * data.dtype.itemsize
 
 
-def random_keys(dtype: Any, shape: tuple[int, ...], seed: int) -> Any:
+def random_keys(dtype: Any, shape: tuple[int, ...], seed: int) -> jax.Array:
     """A key array of ``shape`` and ``dtype``, split from one key made from ``seed`` (reproducible)."""
     import jax
 

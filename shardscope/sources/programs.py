@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import DemoFileError, SettingsError
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _MARK = "__shardscope_program__"
 _MARKED: dict[int, tuple[Callable, "ProgramSpec"]] = {}
@@ -46,7 +49,7 @@ def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:
     return mark
 
 
-def spec_of(value: Any) -> "ProgramSpec | None":
+def spec_of(value: object) -> "ProgramSpec | None":
     """The :class:`ProgramSpec` ``value`` was marked with, itself or a function it wraps
     (``__wrapped__``: ``@eqx.filter_jit`` over ``@shardscope.program``), else None."""
     for _ in range(_WRAPPED_DEPTH):
@@ -95,7 +98,7 @@ class ProgramFile:
         return list(self.functions)
 
 
-def program_functions(module: Any) -> dict[str, ProgramFunction]:
+def program_functions(module: ModuleType) -> dict[str, ProgramFunction]:
     """The functions of ``module`` marked with :func:`program`, in definition order."""
     found = {}
     for name, value in vars(module).items():

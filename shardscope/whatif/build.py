@@ -30,6 +30,7 @@ from shardscope.whatif.subject import AUTO
 from shardscope.whatif.type_reach import type_reach
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.jaxpr.dataflow import Collective
     from shardscope.whatif.patch import Patch
@@ -100,7 +101,7 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
                   _whole_carry(explicit_index, deferral))
 
 
-def _traced_under_mesh(subject: "Subject") -> Any:
+def _traced_under_mesh(subject: "Subject") -> "ClosedJaxpr":
     """The subject's jaxpr traced under its Explicit mesh (``jax.set_mesh``). A program whose
     arguments carry the mesh traces without one in context too, but then jax 0.12 types the
     values it makes (``jnp.zeros_like(W)``) on an empty mesh, where no axis can be unreduced,

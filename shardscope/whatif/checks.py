@@ -41,15 +41,15 @@ class PlanCheck:
         """True when the plan runs no more than the rewrite predicts and nothing else grew
         (fewer is the rewrite doing better: two sums that add into one accumulator, deferred
         together, are one value after the loop, not two)."""
-        known = None not in (self.runs_expected, self.runs_after)
-        fewer = not known or self.runs_after <= self.runs_expected  # a while loop's count may be unknown
+        fewer = (self.runs_expected is None or self.runs_after is None  # a while loop's count may be unknown
+                 or self.runs_after <= self.runs_expected)
         return fewer and not self.grew and self.in_loops[2] <= self.in_loops[1]
 
     @property
     def saves(self) -> bool:
         """True when the rewrite predicts fewer runs than the original's (with a trip count
         unknown, fewer values inside loops)."""
-        if None not in (self.runs_before, self.runs_expected):
+        if self.runs_before is not None and self.runs_expected is not None:
             return self.runs_expected < self.runs_before
         return self.in_loops[1] < self.in_loops[0]
 
@@ -60,7 +60,7 @@ class PlanCheck:
         if self.in_loops[2] > self.in_loops[1]:
             return (f"the rewritten program still carries {self.in_loops[2]} value(s) in {self.kind}s inside loops, "
                     f"where the rewrite leaves at most {self.in_loops[1]}")
-        if None not in (self.runs_expected, self.runs_after) and self.runs_after > self.runs_expected:
+        if self.runs_expected is not None and self.runs_after is not None and self.runs_after > self.runs_expected:
             return (f"the rewritten program still runs {self.kind} {_runs(self.runs_after)} times per call (counted per "
                     f"value carried), not the {_runs(self.runs_expected)} the rewrite predicts (the original runs "
                     f"{_runs(self.runs_before)})")

@@ -23,7 +23,7 @@ something other than zero (summed over devices after the loop, it would count on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import scan_operand_groups, user_frames_of
@@ -31,6 +31,8 @@ from shardscope.whatif.retrace import Edits, Replacement, block_id_of
 from shardscope.whatif.type_reach import Axes, Carry, type_reach
 
 if TYPE_CHECKING:
+    import jax
+    from jax.core import ShapedArray
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
     from jax.sharding import PartitionSpec
 
@@ -136,7 +138,7 @@ class EquationIndex:
     def body(self, loop_id: str) -> "Jaxpr":
         """The body of the loop ``loop_id``."""
         params = self.equation(loop_id).params
-        body = params.get("jaxpr", params.get("body_jaxpr"))
+        body = params["jaxpr"] if "jaxpr" in params else params["body_jaxpr"]
         return body.jaxpr
 
     def ids(self) -> list[str]:
@@ -185,7 +187,7 @@ def block_of(eqn_id: str) -> str:
     return eqn_id.rsplit("/", 1)[0] if "/" in eqn_id else ""
 
 
-def _literal(atom: Any) -> bool:
+def _literal(atom: object) -> bool:
     from jax.extend.core import Literal
 
     return isinstance(atom, Literal)
@@ -205,7 +207,8 @@ def _unreduced(axes: Axes) -> Replacement:
     def bind(eqn: "JaxprEqn", invals: list) -> list:
         from jax.sharding import NamedSharding
 
-        sharding = eqn.outvars[0].aval.sharding
+        # jax types an aval as AbstractValue; a traced contraction's output is a ShapedArray
+        sharding = cast("ShapedArray", eqn.outvars[0].aval).sharding
         spec = unreduced_spec(sharding.spec, frozenset(sharding.spec.unreduced) | axes)
         params = dict(eqn.params, out_sharding=NamedSharding(sharding.mesh, spec))
         bind_params = eqn.primitive.get_bind_params(params)
@@ -233,7 +236,7 @@ def _sum_results(summed: Mapping[int, Axes], style: str) -> Replacement:
     return total
 
 
-def _start_unsummed(value: Any, axes: Axes, style: str) -> Any:
+def _start_unsummed(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     import jax
     from jax import lax
     from jax._src import core
@@ -259,7 +262,7 @@ def _mesh_with(mesh: Any, axes: Axes) -> Any:
     return mesh if axes <= frozenset(mesh.axis_names) else jax.sharding.get_abstract_mesh()
 
 
-def _sum(value: Any, axes: Axes, style: str) -> Any:
+def _sum(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     import jax
     from jax import lax
     from jax._src import core

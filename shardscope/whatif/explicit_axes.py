@@ -20,17 +20,19 @@ JAX's own, said in words.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
 from shardscope.whatif.deferral import EquationIndex, Unsupported
 from shardscope.whatif.retrace import Edits, Retracer, bind, exception_text
 
 if TYPE_CHECKING:
     import jax
+    from jax.core import ShapedArray
     from jax.extend.core import ClosedJaxpr, JaxprEqn
     from jax.sharding import Mesh, NamedSharding
 
 Axes = frozenset[str]
+SpecEntry = str | tuple[str, ...] | None  # one dimension's entry of a PartitionSpec
 
 
 # --------------------------------------------------------------------------- the sums in the jaxpr
@@ -48,7 +50,7 @@ def contracted_axes(eqn: "JaxprEqn", avals: list | None = None) -> Axes:
         summed = _axes_at(avals[0], eqn.params["axes"])
     else:
         return frozenset()
-    out = eqn.outvars[0].aval
+    out = cast("ShapedArray", eqn.outvars[0].aval)  # jax types an aval as AbstractValue; an output's is a ShapedArray
     kept = _axes_at(out, range(len(out.shape))) | frozenset(_spec(out).unreduced)
     return summed - kept
 
@@ -66,14 +68,14 @@ def implicit_sums(index: EquationIndex, inside: str) -> dict[str, Axes]:
     return found
 
 
-def _spec(aval: Any) -> "jax.sharding.PartitionSpec":
+def _spec(aval: object) -> "jax.sharding.PartitionSpec":
     from jax.sharding import PartitionSpec
 
     sharding = getattr(aval, "sharding", None)
     return getattr(sharding, "spec", None) or PartitionSpec()
 
 
-def _axes_at(aval: Any, dims: Any) -> Axes:
+def _axes_at(aval: object, dims: Iterable[int]) -> Axes:
     """The mesh axes sharding ``aval``'s dimensions ``dims``."""
     spec = tuple(_spec(aval).partitions)
     found: set[str] = set()
@@ -159,7 +161,7 @@ def _summed_dot(eqn: "JaxprEqn", eqn_id: str, invals: list, params: Mapping[str,
 
     (lhs_c, rhs_c), (lhs_b, rhs_b) = params["dimension_numbers"]
     specs = [_padded(core.typeof(v)) for v in invals]
-    gathered = [dict(), dict()]
+    gathered: list[dict[int, SpecEntry]] = [{}, {}]
     summed: set[str] = set()
     for l, r in zip(lhs_c, rhs_c):
         left, right = _names(specs[0][l]), _names(specs[1][r])
@@ -183,17 +185,17 @@ def _summed_dot(eqn: "JaxprEqn", eqn_id: str, invals: list, params: Mapping[str,
     return bind(eqn, operands, {**params, "out_sharding": NamedSharding(mesh, PartitionSpec(*kept))})
 
 
-def _padded(aval: Any) -> tuple:
+def _padded(aval: ShapedArray) -> tuple:
     spec = tuple(_spec(aval).partitions)
     return spec + (None,) * (len(aval.shape) - len(spec))
 
 
-def _keep(entry: Any, names: set[str]) -> Any:
+def _keep(entry: SpecEntry, names: set[str]) -> SpecEntry:
     """A spec entry with only ``names`` left."""
     return _without(entry, frozenset(_names(entry) - names))
 
 
-def _gather(value: Any, spec: tuple, cut: dict) -> Any:
+def _gather(value: jax.Array, spec: tuple, cut: dict[int, SpecEntry]) -> jax.Array:
     """``value`` resharded with the dimensions in ``cut`` sharded only as ``cut`` says."""
     import jax
     from jax._src import core
@@ -211,13 +213,13 @@ def _reshard(eqn: "JaxprEqn", eqn_id: str, invals: list, params: Mapping[str, An
     return [jax.sharding.reshard(invals[0], params["sharding"].spec)]
 
 
-def _names(entry: Any) -> set[str]:
+def _names(entry: SpecEntry) -> set[str]:
     if entry is None:
         return set()
     return set(entry) if isinstance(entry, (tuple, list)) else {entry}
 
 
-def _without(entry: Any, axes: Axes) -> Any:
+def _without(entry: SpecEntry, axes: Axes) -> SpecEntry:
     """A spec entry without ``axes`` (None when nothing is left)."""
     if entry is None:
         return None

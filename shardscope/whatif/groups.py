@@ -71,11 +71,12 @@ def _shard_map_groups(subject: "Subject") -> list[FindingGroup]:
     groups += [FindingGroup(DEFER, found[-1].loop_ids[-1], tuple(found), _paired(subject.plan, found), reason)
                for reason, found in refused.items()]
     paired = {c.name for g in groups for c in g.findings}
-    for c in subject.plan.flagged:
-        if c.name not in paired:
-            groups.append(FindingGroup(DEFER if c.verdict_kind == DEFERRABLE else HOIST, "", (), (c,), unsupported=(
-                f"the partitioner writes this {c.kind} (no collective of the program pairs with it): shardscope "
-                "rewrites the collectives a shard_map program writes.")))
+    for flagged in subject.plan.flagged:
+        if flagged.name not in paired:
+            groups.append(FindingGroup(DEFER if flagged.verdict_kind == DEFERRABLE else HOIST, "", (), (flagged,),
+                                       unsupported=(f"the partitioner writes this {flagged.kind} (no collective of the "
+                                                    "program pairs with it): shardscope rewrites the collectives a "
+                                                    "shard_map program writes.")))
     return groups
 
 

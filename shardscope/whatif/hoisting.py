@@ -24,6 +24,7 @@ from shardscope.whatif.deferral import EquationIndex, Refused, block_of, Unsuppo
 from shardscope.whatif.retrace import Edits, Retracer, block_id_of, equation_ids
 
 if TYPE_CHECKING:
+    from jax.extend.core import Literal, Var
     from jax.extend.core import Jaxpr, JaxprEqn
 
 
@@ -70,7 +71,7 @@ def plan_hoist(index: EquationIndex, collectives: tuple[str, ...], loop: str) ->
     return Hoist(tuple(collectives), loop, cost)
 
 
-def _nbytes(aval: Any) -> int:
+def _nbytes(aval: Any) -> int:  # Any: jax types an eqn's aval AbstractValue; these are arrays
     import numpy as np
 
     return int(prod(aval.shape)) * np.dtype(aval.dtype).itemsize
@@ -106,7 +107,7 @@ class _Blocks:
                 self._add(sub, block_id_of(eqn_id, sub_role), eqn_id, sub_role)
         self.blocks[block_id] = _Block(jaxpr, owner, role, producers)
 
-    def operand_position(self, block_id: str, var: Any) -> int:
+    def operand_position(self, block_id: str, var: Any) -> int:  # Any: a Var or a Literal, looked up among Vars
         """Which operand of the equation owning ``block_id`` its input ``var`` receives."""
         block = self.blocks[block_id]
         eqn = self.index.equation(block.owner)
@@ -145,7 +146,7 @@ class _Blocks:
             return "it comes into a shard_map inside the loop"
         return outer, eqn.invars[k]
 
-    def invariant(self, block_id: str, var: Any, loop: str) -> str:
+    def invariant(self, block_id: str, var: Var | Literal, loop: str) -> str:
         """Why ``var`` (in ``block_id``, inside ``loop``) changes inside ``loop`` ("" when it does not)."""
         from jax.extend.core import Literal
 
@@ -184,7 +185,7 @@ class _Outside:
         invals = [self.value(block_id, v) for v in eqn.invars]
         return self.retracer.equation(eqn, collective, invals)
 
-    def value(self, block_id: str, var: Any) -> Any:
+    def value(self, block_id: str, var: Var | Literal) -> Any:  # Any: a constant's value (an array or a number)
         from jax.extend.core import Literal
 
         if isinstance(var, Literal):
@@ -194,7 +195,7 @@ class _Outside:
             self.values[key] = self._value(block_id, var)
         return self.values[key]
 
-    def _value(self, block_id: str, var: Any) -> Any:
+    def _value(self, block_id: str, var: Var | Literal) -> Any:
         block = self.blocks.blocks[block_id]
         if var in block.producers:
             eqn, eqn_id, k = block.producers[var]

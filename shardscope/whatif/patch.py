@@ -258,9 +258,11 @@ def _start_edit(loop: _Loop, offsets: "_Offsets", text: str, start: Callable[[st
         if assigned:
             value = assigned[-1].value
             code = ast.get_source_segment(text, value)
+            assert code is not None and value.end_lineno is not None  # a node parsed from text has its positions
             return _Edit(offsets.at(value.lineno, value.col_offset), offsets.at(value.end_lineno, value.end_col_offset),
                          start(code))
     code = ast.get_source_segment(text, init)
+    assert code is not None and init.end_lineno is not None  # a node parsed from text has its positions
     return _Edit(offsets.at(init.lineno, init.col_offset), offsets.at(init.end_lineno, init.end_col_offset), start(code))
 
 
@@ -286,6 +288,7 @@ def _finish_edit(loop: _Loop, offsets: "_Offsets", text: str, finish: Callable[[
     if target is None:
         raise _NoDiff("the loop's result is not bound to a name (grads, _ = lax.scan(...)): sum it after the loop by hand")
     indent = " " * statement.col_offset
+    assert statement.end_lineno is not None  # a statement parsed from text has its positions
     end = offsets.at(statement.end_lineno + 1, 0)
     return [_Edit(end, end, f"{indent}{target} = {finish(target)}\n")]
 
@@ -334,7 +337,7 @@ _NOUN = {"all_gather": "gathered", "psum": "summed", "pmean": "mean", "ppermute"
 
 def _root(request: PatchRequest) -> tuple[str, bool]:
     """The argument the values belong to (``params`` of ``params['W1']``), and whether they are all of it."""
-    roots = {re.match(r"[A-Za-z_]\w*", v).group() for v in request.values if re.match(r"[A-Za-z_]\w*", v)}
+    roots = {m.group() for v in request.values if (m := re.match(r"[A-Za-z_]\w*", v))}
     if len(roots) != 1:
         raise _NoDiff("the summed values are not the leaves of one argument")
     root = roots.pop()
@@ -371,7 +374,7 @@ def _lax_name(tree: ast.Module) -> str:
             alias = next(a for a in node.names if a.name == "lax")
             return alias.asname or "lax"
         if isinstance(node, ast.Import) and any(a.name == "jax.lax" and a.asname for a in node.names):
-            return next(a.asname for a in node.names if a.name == "jax.lax")
+            return next(a.asname for a in node.names if a.name == "jax.lax" and a.asname)
     return "jax.lax"
 
 

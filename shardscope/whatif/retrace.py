@@ -237,7 +237,8 @@ class Retracer:
         def step(carry: list) -> list:
             return self.block(body.jaxpr, body.consts, [*body_consts, *carry], block_id_of(eqn_id, "body"))
 
-        return list(lax.while_loop(test, step, list(init)))
+        final: list = lax.while_loop(test, step, list(init))
+        return final
 
     def _cond(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         from jax import lax
@@ -259,7 +260,7 @@ class Retracer:
         inner = params["jaxpr"]
         jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
 
-        def local(*args: Any) -> list:
+        def local(*args: object) -> list:
             return self.block(jaxpr, consts, args, block_id_of(eqn_id, "body"))
 
         mapped = jax.shard_map(local, mesh=params["mesh"], in_specs=tuple(params["in_specs"]),
@@ -321,8 +322,8 @@ def _scaled_unreduced(eqn: "JaxprEqn", invals: list) -> list | None:
     name = eqn.primitive.name
     if name not in ("mul", "div") or len(invals) != 2:
         return None
-    specs = [getattr(getattr(core.typeof(v), "sharding", None), "spec", None) for v in invals]
-    specs = [PartitionSpec() if spec is None else spec for spec in specs]  # P(unreduced=...) is falsy
+    found = [getattr(getattr(core.typeof(v), "sharding", None), "spec", None) for v in invals]
+    specs = [PartitionSpec() if spec is None else spec for spec in found]  # P(unreduced=...) is falsy
     unreduced = [frozenset(spec.unreduced) for spec in specs]
     if not (unreduced[0] or unreduced[1]) or (unreduced[0] and unreduced[1]) or (name == "div" and not unreduced[0]):
         return None
@@ -340,18 +341,18 @@ _INFERRED_SHARDINGS = frozenset({"out_sharding", "sharding"})
 """Parameters that hold the sharding JAX inferred for a result (``broadcast_in_dim``'s, ``dot_general``'s)."""
 
 
-def _unplaced(value: Any) -> Any:
+def _unplaced(value: Any) -> Any:  # Any: a tracer, an array or a jaxpr Literal
     """A literal without the mesh it was traced on (a host array that carries a type: jax >= 0.10)."""
     aval = getattr(value, "aval", None)
     mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
-    if mesh is None or mesh.empty or not hasattr(value, "val"):
+    if aval is None or mesh is None or mesh.empty or not hasattr(value, "val"):
         return value
     from jax._src import core
 
     return type(value)(value.val, core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
 
 
-def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:
+def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:  # Any: a tracer or an array
     """A ``NamedSharding`` parameter moved to ``mesh`` (one with the same axes); anything else as is."""
     from jax.sharding import NamedSharding
 
@@ -392,7 +393,7 @@ def _where(eqn: "JaxprEqn") -> str:
     return f"{frame.file_name.rsplit('/', 1)[-1]}:{frame.start_line} ({frame.function_name})"
 
 
-def _is_jaxpr(value: Any) -> bool:
+def _is_jaxpr(value: object) -> bool:
     from jax.extend.core import ClosedJaxpr, Jaxpr
 
     return isinstance(value, (ClosedJaxpr, Jaxpr))

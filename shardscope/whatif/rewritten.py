@@ -23,6 +23,7 @@ from shardscope.whatif.retrace import Edits, RetraceError, Retracer
 from shardscope.whatif.subject import mesh_context
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr
     import jax
     from jax.sharding import Mesh
 
@@ -37,19 +38,19 @@ if TYPE_CHECKING:
 class MeshBound:
     """A jitted function traced and called under the mesh it needs (Explicit axes need one)."""
 
-    jitted: Any
+    jitted: jax.stages.Wrapped
     mesh: "Mesh | None" = None
 
     def context(self) -> contextlib.AbstractContextManager:
         """``jax.set_mesh(mesh)`` for Explicit axes, else nothing."""
         return mesh_context(self.mesh)
 
-    def trace(self, *args: Any, **kwargs: Any) -> "jax.stages.Traced":
+    def trace(self, *args: object, **kwargs: object) -> "jax.stages.Traced":
         """``jitted.trace`` under the mesh."""
         with self.context():
             return self.jitted.trace(*args, **kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         with self.context():
             return self.jitted(*args, **kwargs)
 
@@ -76,7 +77,7 @@ class RewrittenProgram:
 
 
 
-def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh | None" = None,
+def rewritten_program(subject: "Subject", closed: "ClosedJaxpr", edits: Edits, mesh: "Mesh | None" = None,
                       converted: "ExplicitProgram | None" = None) -> RewrittenProgram:
     """The program ``closed`` (the subject's jaxpr, or its Explicit-axes trace ``converted``) run
     with ``edits``: jitted over the subject's arguments, traced, compiled and planned."""
@@ -86,7 +87,7 @@ def rewritten_program(subject: "Subject", closed: Any, edits: Edits, mesh: "Mesh
     in_tree = jax.tree.structure((subject.args, subject.kwargs))
     out_tree = jax.tree.structure(subject.traced.out_info)
 
-    def rewritten(*args: Any, **kwargs: Any) -> Any:
+    def rewritten(*args: object, **kwargs: object) -> Any:
         leaves = jax.tree.leaves((args, kwargs))
         return jax.tree.unflatten(out_tree, Retracer(edits).run(closed, leaves))
 
@@ -111,7 +112,7 @@ def _as_given(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _placer(converted: "ExplicitProgram", in_tree: Any) -> Callable[[tuple, dict], tuple[tuple, dict]]:
+def _placer(converted: "ExplicitProgram", in_tree: "jax.tree_util.PyTreeDef") -> Callable[[tuple, dict], tuple[tuple, dict]]:
     """The original's run arguments on the Explicit mesh of ``converted`` (the same devices and layout)."""
     import jax
 

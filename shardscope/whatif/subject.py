@@ -31,7 +31,7 @@ class Subject:
     concrete placed arguments both programs run on for the output check."""
 
     name: str
-    function: Any
+    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     traced: "jax.stages.Traced"
@@ -58,7 +58,7 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
 
 
     kwargs = dict(kwargs or {})
-    name = name or getattr(fn, "__name__", type(fn).__name__)
+    name = name or str(getattr(fn, "__name__", type(fn).__name__))
     jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
     traced = jitted.trace(*args, **kwargs)
     compiled = compile_traced(traced)

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeGuard, cast
 
 from shardscope.engine.jaxpr.linearity import LINEAR_PRIMITIVES
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
 from shardscope.whatif.retrace import block_id_of
 
 if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+    from jax.extend.core import Literal, Var
     from jax.extend.core import Jaxpr, JaxprEqn
 
 Axes = frozenset[str]
@@ -187,7 +189,7 @@ class _Walker:
 
     # ------------------------------------------------------------------ loops
 
-    def _fixed_point(self, walk: Any, carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
+    def _fixed_point(self, walk: Callable[[list[Axes]], list[Axes]], carry: list[Axes], n_carry: int) -> tuple[list[Axes], list[Axes]]:
         """Walk a loop body until its carries' marks settle; only the last walk's leaks stay (the
         first walk's non-linear uses are the iteration's own: marks only grow, so they stay)."""
         first = True
@@ -274,7 +276,7 @@ def _axes(eqn: "JaxprEqn") -> tuple[str, ...]:
     return tuple(raw) if isinstance(raw, (tuple, list, set, frozenset)) else (raw,)
 
 
-def _same_everywhere(atom: Any, axes: Axes) -> bool:
+def _same_everywhere(atom: Var | Literal, axes: Axes) -> bool:
     """True when ``atom`` is the same on every device of a sum over ``axes``: a literal, or a
     value neither varying over them (``shard_map``) nor sharded or unreduced over them."""
     if _is_literal(atom):
@@ -299,7 +301,7 @@ def _calls(eqn: "JaxprEqn") -> list:
     return subs if len(subs) == 1 and len(_open(subs[0]).invars) == len(eqn.invars) else []
 
 
-def _is_zero(atom: Any, producers: dict) -> bool:
+def _is_zero(atom: Var | Literal, producers: dict) -> bool:
     """True when ``atom`` is zeros made from a literal zero (``jnp.zeros_like``: a broadcast of 0.0)."""
     for _ in range(16):
         if _is_literal(atom):
@@ -316,17 +318,17 @@ def _is_zero(atom: Any, producers: dict) -> bool:
     return False
 
 
-def _is_literal(atom: Any) -> bool:
+def _is_literal(atom: object) -> TypeGuard[Literal]:
     from jax.extend.core import Literal
 
     return isinstance(atom, Literal)
 
 
-def _is_jaxpr(value: Any) -> bool:
+def _is_jaxpr(value: object) -> bool:
     from jax.extend.core import ClosedJaxpr, Jaxpr
 
     return isinstance(value, (ClosedJaxpr, Jaxpr))
 
 
-def _open(jaxpr: Any) -> Any:
-    return getattr(jaxpr, "jaxpr", jaxpr)
+def _open(jaxpr: ClosedJaxpr | Jaxpr) -> Jaxpr:
+    return cast("Jaxpr", getattr(jaxpr, "jaxpr", jaxpr))  # a ClosedJaxpr's, or the Jaxpr given

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -67,7 +67,8 @@ def backend_note(backend: str, targets: list[str] | None = None) -> Text:
 
 def plan_heading(plan: "PlanResult") -> Text:
     """``naive: 2 compiled collectives from 3 collective equations, 18 runs/call, 17,024 B/call; 2 flagged``."""
-    compiled = plan.compiled
+    compiled, runs, moved = plan.compiled, plan.compiled_runs, plan.compiled_bytes
+    assert compiled is not None and runs is not None and moved is not None  # only compiled plans are drawn here
     count, equations = len(compiled.collectives), len(plan.collectives)
     in_loops = len(compiled.findings)
     text = Text(f"{plan.name}: ", "bold")
@@ -75,8 +76,8 @@ def plan_heading(plan: "PlanResult") -> Text:
     text.append(f" from {equations} collective equation{'' if equations == 1 else 's'}" if equations
                 else f" (none in the jaxpr: the partitioner wrote {'it' if count == 1 else 'them'})" if count else "")
     text.append(", ")
-    text.append(f"{plan.compiled_runs.text()} runs/call", loop_style(in_loops))
-    text.append(f", {plan.compiled_bytes.text('B')}/call, {in_loops} in while loops")
+    text.append(f"{runs.text()} runs/call", loop_style(in_loops))
+    text.append(f", {moved.text('B')}/call, {in_loops} in while loops")
     flagged = len(plan.flagged)
     text.append(f"; {flagged} {'collective runs' if flagged == 1 else 'collectives run'} in a loop without needing to"
                 if flagged else "; none runs in a loop without needing to", loop_style(flagged))
@@ -101,6 +102,7 @@ def loops_line(loops: "tuple[CompiledLoop, ...]") -> Text:
 def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
     """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the jaxpr's."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
+    justify: JustifyMethod
     for column, justify in (("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"),
                             ("runs/call", "right"), ("B/call", "right"), ("by", "left"), ("verdict", "left"),
                             ("jaxpr", "left")):
@@ -145,6 +147,7 @@ def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[Rende
     """The blocks of one program, each with the collective it is about (None for the heading, the
     loops and the table)."""
     at = selected[1] if selected is not None and selected[0] == plan.name else None
+    assert plan.compiled is not None  # only compiled plans are drawn here
     blocks: list[tuple[RenderableType, Target | None]] = []
     if plan.dispatches is not None:  # what runs: each call's own module; the one jit below does not run
         blocks += [(render_dispatches(plan.name, plan.dispatches), None), (Text(), None),
@@ -337,6 +340,8 @@ class HloView(RenderedPane):
         """
         body = self.body
         width = body.fit_width
+        if self._analysis is None:
+            return
         blocks = compiled_blocks(self._analysis, self.selected, narrow=0 < width < NARROW)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
             self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)

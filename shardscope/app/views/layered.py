@@ -209,7 +209,7 @@ class _Canvas:
             if [entries[v] for v in self.chain.successors(u)] == [exits[u]]
             and all(p == u for v in self.chain.successors(u) for p in self.chain.predecessors(v))
         }
-        routed = sorted((u for u in exits if u not in straight), key=exits.get)
+        routed = sorted((u for u in exits if u not in straight), key=exits.__getitem__)
         track = {u: top + k for k, u in enumerate(routed)}
         last = top + len(routed)
         for u in exits:

@@ -7,7 +7,7 @@ thread when a choice changes. With a TPU target, each plan's compiled collective
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -20,6 +20,10 @@ from shardscope.costmodel.interconnects import PRESETS, preset
 from shardscope.costmodel.projection import project, project_targets
 from shardscope.render.projection import MEASURED, lines
 from shardscope.render.targets import projection_sentence
+
+if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
 
@@ -52,8 +56,8 @@ class ProjectionPanel(Widget):
 
     def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.analysis: Any = None
-        self.comparison: Any = None  # the pair the Timings tab shows (b/c); None: the analysis's
+        self.analysis: Analysis | None = None
+        self.comparison: Comparison | None = None  # the pair the Timings tab shows (b/c); None: the analysis's
         self.measurements_hidden = measurements_hidden
 
     def compose(self) -> ComposeResult:
@@ -67,7 +71,7 @@ class ProjectionPanel(Widget):
                          id="projection-devices", prompt="devices")
         yield Static(id="projection-body")
 
-    def show_projection(self, analysis: Any, comparison: Any = None) -> None:
+    def show_projection(self, analysis: Analysis, comparison: Comparison | None = None) -> None:
         """Project ``analysis`` with the current choices; the ratio line is about ``comparison``
         (a :class:`~shardscope.pipeline.comparison.Comparison`; None: the analysis's default pair)."""
         self.analysis = analysis
@@ -87,7 +91,8 @@ class ProjectionPanel(Widget):
         if self.analysis is None or not self.is_mounted:
             return
         link = preset(str(self.query_one("#projection-preset", Select).value))
-        devices = int(self.query_one("#projection-devices", Select).value)
+        devices = self.query_one("#projection-devices", Select).value
+        assert isinstance(devices, int)  # made with allow_blank=False: always a count
         text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
         if self.measurements_hidden:
             text = [line.split(MEASURED)[0] for line in text]
@@ -99,7 +104,7 @@ class ProjectionPanel(Widget):
         self.query_one("#projection-body", Static).update(body)
 
 
-def target_lines(analysis: Any) -> list[str]:
+def target_lines(analysis: Analysis) -> list[str]:
     """Each TPU target's compiled collectives projected onto its ICI preset over its chips, or why not."""
     projections = project_targets(analysis)
     said = []

@@ -38,6 +38,8 @@ from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
+    from shardscope.costmodel.sweep import SweepPoint
+    from textual_plotext import Plot
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
     from shardscope.plans.settings import Settings
@@ -100,7 +102,7 @@ def draw_memory(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None
     plt.clear_figure()
     on_target = sweep.target is not None  # the budget is checked against the slice's memory, so is the chart
 
-    def kib(p: Any) -> float:
+    def kib(p: Any) -> float:  # Any: on a target its footprint is known (SweepPoint types it optional)
         return (p.target_footprint_bytes if on_target else p.footprint_bytes) / 1024
 
     _plot_series(plt, sweep, kib)
@@ -133,7 +135,7 @@ def same_series(sweep: "Sweep", value: Callable[[Any], float]) -> list[tuple[lis
     return groups
 
 
-def _plot_series(plt: Any, sweep: "Sweep", value: Callable[[Any], float]) -> None:
+def _plot_series(plt: Plot, sweep: "Sweep", value: Callable[[Any], float]) -> None:
     """One line per distinct series, labelled ``deferred = reduced`` when plans share it, in the
     colour of its first plan (each plan keeps its colour, merged or not)."""
     colours = dict(zip(sweep.plan_names, PLAN_COLOURS))
@@ -147,7 +149,7 @@ def _x(chunk_size: int) -> float:
     return math.log2(chunk_size)
 
 
-def _chunk_axis(plt: Any, sweep: "Sweep") -> None:
+def _chunk_axis(plt: Plot, sweep: "Sweep") -> None:
     plt.xticks([_x(c) for c in sweep.chunk_sizes], [str(c) for c in sweep.chunk_sizes])
     plt.xlabel("chunk size (log scale)")
 
@@ -168,7 +170,7 @@ def _placeholder(plot: PlotextPlot, sweep: "Sweep") -> None:
     plt.title("median run time (ms) vs chunk size")
 
 
-def _mark_pick(plt: Any, sweep: "Sweep", value) -> None:
+def _mark_pick(plt: Plot, sweep: "Sweep", value) -> None:
     pick = sweep.pick
     if pick is not None:
         plt.scatter([_x(pick.chunk_size)], [value(pick)], marker="X", color="white", label="pick")

@@ -120,7 +120,8 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
         _target_rows(table, target, plans, time_cell, dash)
     if analysis.reference is not None:  # a program has no reference gradient to be checked against
         table.add_section()
-        table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) for p in plans), "—")
+        table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) if p.max_abs_err is not None else "—"
+                                                  for p in plans), "—")
     return table
 
 
@@ -220,7 +221,9 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
     for a tab under :data:`NARROW` columns)."""
     if not analysis.measured:
         return traced_only(analysis)
-    repeats = len(next(iter(analysis.plans.values())).run_s.samples)
+    run_s = next(iter(analysis.plans.values())).run_s
+    assert run_s is not None  # measured
+    repeats = len(run_s.samples)
     note = analysis.origin.timing_note(repeats, analysis.backend)
     if hidden:
         note += "; measured times hidden, gradient errors shown as the power of ten above them"

@@ -335,7 +335,7 @@ class Sidebar(VerticalScroll):
             mesh_text = self.query_one("#mesh", Input).value.strip()
             if mesh_text:
                 return Mesh.parse(mesh_text)
-            devices = self.query_one("#devices", Select).value
+            devices = _count(self.query_one("#devices", Select))
             return Mesh.one_axis(check_axis_name(self.query_one("#axis", Input).value.strip()), devices)
         except (SettingsError, TypeError):
             return None
@@ -363,7 +363,7 @@ class Sidebar(VerticalScroll):
         """Show ``devices`` in the (disabled) Devices picker, offered even above ``--max-devices``."""
         select = self.query_one("#devices", Select)
         if self._devices_before_target is None:
-            self._devices_before_target = select.value
+            self._devices_before_target = _count(select)
         with self.prevent(Select.Changed):
             if devices not in self._device_choices:
                 self._device_choices = sorted({*self._device_choices, devices})
@@ -376,7 +376,7 @@ class Sidebar(VerticalScroll):
         counts = list(range(1, self.max_devices + 1))
         if batch is not None:
             counts = [d for d in divisors(batch) if d <= self.max_devices]
-        current = select.value
+        current = _count(select)
         self._device_choices = counts
         with self.prevent(Select.Changed):
             select.set_options([(str(n), n) for n in counts])
@@ -401,7 +401,7 @@ class Sidebar(VerticalScroll):
         target = self._typed_target()
         if target is not None and target in self._target_devices:
             return self._target_devices[target]
-        return self.query_one("#devices", Select).value
+        return _count(self.query_one("#devices", Select))
 
     def _typed_chunk(self) -> int | None:
         text = self.query_one("#chunk", Input).value.strip().lower()
@@ -550,6 +550,14 @@ class Sidebar(VerticalScroll):
     def _input_committed(self, event: Input.Submitted) -> None:
         event.stop()
         self.post_message(self.Changed())
+
+
+def _count(select: Select[int]) -> int:
+    """The device count a picker shows: it is made with ``allow_blank=False``, so it always has one
+    (Textual types the value as maybe unselected)."""
+    value = select.value
+    assert isinstance(value, int)
+    return value
 
 
 def _is_axis_name(text: str) -> bool:

@@ -9,7 +9,7 @@ line does not fit it breaks between the two parts rather than losing the second.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.events import Resize
@@ -17,6 +17,9 @@ from textual.widgets import Static
 
 from shardscope.pipeline.analysis import STAGES
 from shardscope.plans.settings import Settings
+
+if TYPE_CHECKING:
+    from shardscope.plans.shapes import Shapes
 
 SEPARATOR = "  |  "
 STATE_LINES = 2
@@ -48,13 +51,13 @@ class StatusLine(Static):
         """Break the line again for the new width."""
         self._redraw()
 
-    def show_settings(self, settings: Settings, shapes: Any = None) -> None:
+    def show_settings(self, settings: Settings, shapes: Shapes | None = None) -> None:
         """Name the settings asked for, while no results are on screen."""
         if not self._results_shown:
             self._settings_text = describe_settings(settings, shapes)
             self._redraw()
 
-    def show_results(self, settings: Settings, shapes: Any) -> None:
+    def show_results(self, settings: Settings, shapes: Shapes | None) -> None:
         """Name the settings of the results now on screen."""
         self._results_shown = True
         self._settings_text = describe_settings(settings, shapes)
@@ -141,7 +144,7 @@ class StatusLine(Static):
         self.update(Text("\n").join([first, *lines]))
 
 
-def describe_settings(settings: Settings, shapes: Any = None) -> Text:
+def describe_settings(settings: Settings, shapes: Shapes | None = None) -> Text:
     """``linear.py::linear  mesh s=2  chunk 16 (2/device)``."""
     function = settings.function or "(first demo)"
     text = Text.assemble((f"{settings.path.name}::{function}", "bold"), "  mesh ", (settings.mesh.text(), "bold"))

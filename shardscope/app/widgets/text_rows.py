@@ -58,7 +58,7 @@ class TextRows(Widget):
             self._lines, self._strips = None, {}
             self.refresh(layout=layout)
             return
-        self._lines = text.split("\n", allow_blank=True)
+        self._lines = list(text.split("\n", allow_blank=True))
         width = self.size.width
         for y in changed:
             self._strips.pop(y, None)
@@ -95,7 +95,7 @@ class TextRows(Widget):
             self._lines = self._rows_at(width)
         strip = self._strips.get(y)
         if strip is None:
-            if not self._strips:  # the first row drawn since the text, width or styles changed
+            if not self._strips or self._style is None:  # the first row drawn since the text, width or styles changed
                 self._style = self.rich_style
             style = self._style
             if y < len(self._lines):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from math import prod
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, Protocol, runtime_checkable
 
 from shardscope.engine.compilation import compile_traced, partitioner_messages
 from shardscope.engine.hlo import replica_groups
@@ -119,8 +119,11 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     inputs = list(input_names) if len(input_names) == len(traced.jaxpr.jaxpr.invars) else []
     found = jaxpr_collectives if jaxpr_collectives is not None else jaxpr_collectives_of(program, inputs, outputs)
     mesh, style = mesh_and_style(traced.jaxpr, compiled)
+    module_text = text if text is not None else (compiled.as_text() if compiled is not None else None)
+    if module_text is None:  # jax gives no text where the backend cannot print its module
+        raise ValueError("the compiled program has no module text to read")
     plan = compiled_plan(
-        text if text is not None else compiled.as_text(), mesh=mesh, backend=backend or jax.default_backend(),
+        module_text, mesh=mesh, backend=backend or jax.default_backend(),
         style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
@@ -148,9 +151,17 @@ def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
     return tuple(found)
 
 
-def jax_traced(traced: "jax.stages.Traced") -> "jax.stages.Traced":
+@runtime_checkable
+class HoldsTraced(Protocol):
+    """A trace that wraps JAX's own (flax's ``nnx.jit(f).trace(...)``)."""
+
+    @property
+    def traced(self) -> "jax.stages.Traced": ...
+
+
+def jax_traced(traced: "jax.stages.Traced | HoldsTraced") -> "jax.stages.Traced":
     """JAX's own ``Traced`` of ``traced``: flax's ``nnx.jit(f).trace(...)`` holds it in ``.traced``."""
-    return traced if hasattr(traced, "jaxpr") else traced.traced
+    return traced.traced if isinstance(traced, HoldsTraced) else traced
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
@@ -282,8 +293,8 @@ def layout_change(inst: Instruction, kind: str, axes: tuple[str, ...] | None) ->
         dims = inst.dimensions or ()
         return f"dimension {','.join(map(str, dims))} gathered{over}" if dims else f"gathered{over}"
     if kind == "all-to-all":
-        dims = inst.dimensions
-        return f"dimension {dims[0]} exchanged{over}" if dims else f"shards exchanged{over}"
+        exchanged = inst.dimensions
+        return f"dimension {exchanged[0]} exchanged{over}" if exchanged else f"shards exchanged{over}"
     if kind == "collective-permute":
         return f"shards moved between devices{over}"
     return ""

@@ -80,7 +80,7 @@ class Flow:
         while True:
             if inst.opcode in ("fusion", "call"):
                 callee = next((c for role, c in inst.called_computations if role in _INLINE_CALLS[inst.opcode]), None)
-                root = self.module.computations[callee].root if callee in self.module.computations else None
+                root = self.module.computations[callee].root if callee is not None and callee in self.module.computations else None
                 if root is None:
                     return inst
                 inst = root

@@ -64,7 +64,7 @@ class LoopCounts:
         """The loop's induction variable, when its condition, body and start have the simple form."""
         loop = self.module.instruction(loop_name)
         condition, body = self._called(loop, "condition"), self._called(loop, "body")
-        if condition is None or body is None or condition.root is None or not condition.parameters:
+        if loop is None or condition is None or body is None or condition.root is None or not condition.parameters:
             return None
         compare = self.flow.resolve(condition.root)
         if compare.opcode != "compare" or len(compare.operands) != 2:
@@ -77,7 +77,7 @@ class LoopCounts:
             bound = self._constant(self.flow.producer(compare, 1 - side), loop, condition)
             step = self._step(body, index)
             start = self._initial(loop, index)
-            if None not in (bound, step, start):
+            if bound is not None and step is not None and start is not None:
                 return InductionVariable(index, start, step, direction if side == 0 else _FLIPPED.get(direction, ""),
                                          bound)
         return None
@@ -139,7 +139,7 @@ class LoopCounts:
         """True when the body returns carry element ``index`` as it received it."""
         body = self._called(loop, "body")
         root = body.root if body is not None else None
-        if root is None or root.opcode != "tuple" or index >= len(root.operands):
+        if body is None or root is None or root.opcode != "tuple" or index >= len(root.operands):
             return False
         return self._carry_index(self.flow.producer(root, index), body) == index
 

@@ -134,8 +134,10 @@ class CollectiveNamer:
         carried = [k for k, side in enumerate(sides) if side is not None and self._reads_carry(side)]
         return sides[1 - carried[0]] if len(carried) == 1 else None
 
-    def _reads_carry(self, inst: Instruction) -> bool:
+    def _reads_carry(self, inst: Instruction | None) -> bool:
         for _ in range(16):
+            if inst is None:
+                return False
             inst = self.flow.resolve(inst)
             if inst.opcode in FORWARDING:
                 inst = self.flow.producer(inst, 0)
@@ -145,8 +147,6 @@ class CollectiveNamer:
             else:
                 source = self.flow.producer(inst, 0) if inst.opcode == "get-tuple-element" else None
                 return source is not None and source.opcode == "parameter" and source.computation != self.module.entry_name
-            if inst is None:
-                return False
         return False
 
     # ------------------------------------------------------------------ from the module alone
@@ -234,7 +234,8 @@ class CollectiveNamer:
     def _leave(self, computation: str, idx: int | None, reached: set[str], stack: list) -> None:
         """A computation's root was reached: the program's output, or its caller's result."""
         if computation == self.module.entry_name:
-            root = self.module.entry.root
+            entry = self.module.entry
+            root = entry.root if entry is not None else None
             if root is not None and root.shape.is_tuple:
                 if idx is not None and idx < len(self.outputs) and self.outputs[idx]:
                     reached.add(self.outputs[idx])
@@ -254,7 +255,7 @@ class CollectiveNamer:
         seen: set[str] = set()
         names = site.carried
         start = self.module.instruction(names[operand]) if operand < len(names) else None
-        stack = [start] if start is not None else []
+        stack: list[Instruction | None] = [start] if start is not None else []
         steps = 0
         while stack and steps < _STEPS_LIMIT:
             steps += 1

@@ -98,7 +98,10 @@ _AXIS_REF = re.compile(r"'?([^':,{}]+)'?(?::\((\d+)\)(\d+))?")
 
 def _decode_mesh(text: str) -> Groups:
     if text.startswith("maximal_mesh["):
-        device = int(re.search(r"device_id=(\d+)", text).group(1))
+        found = re.search(r"device_id=(\d+)", text)
+        if found is None:
+            raise ReplicaGroupsError(f"maximal mesh without a device_id: {text[:80]!r}")
+        device = int(found.group(1))
         return ((device,),)
     close = text.index("]")
     axes = _MESH_AXIS.findall(text[len("mesh[") : close])

@@ -16,7 +16,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterator, Mapping, TypeVar, overload
+from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast, overload
 
 from shardscope.engine.hlo.shapes import DTYPE_BITS, ArrayShape, Shape, parse_shape
 from shardscope.engine.hlo.source import FileLocation, SourceLocation, StackFrame, StackFrameIndex, parse_stack_frames
@@ -104,7 +104,7 @@ class _cached(Generic[_T]):
             object.__setattr__(instance, "_cache", cache)
         if self.name not in cache:
             cache[self.name] = self.compute(instance)
-        return cache[self.name]
+        return cast(_T, cache[self.name])  # the cache holds each property's own type under its name
 
 
 @dataclass(frozen=True, slots=True)

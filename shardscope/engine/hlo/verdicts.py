@@ -127,7 +127,7 @@ class CompiledClassifier:
         """The combiner adds its two parameters, and every element type is a number."""
         combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
         root = combiner.root if combiner is not None else None
-        if root is None or root.opcode != "add" or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
+        if combiner is None or root is None or root.opcode != "add" or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
             return False
         operands = [self.module.instruction(o) for o in inst.operands]
         return all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
@@ -160,7 +160,7 @@ class CompiledClassifier:
             runs = None if runs is None or trip is None else runs * trip
             # deferred, a scattered sum accumulates the whole unscattered value on each device
             buffer_bytes = value_bytes if scattered else (body.root.shape.element(level.index).nbytes
-                                                          if body.root.shape.is_tuple else 0)
+                                                          if body.root is not None and body.root.shape.is_tuple else 0)
             if kind == "add" and _saves(buffer_bytes, value_bytes, runs):
                 best = OperandVerdict(DEFERRABLE, tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :]),
                                       buffer_bytes, stacked)

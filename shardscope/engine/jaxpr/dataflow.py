@@ -9,11 +9,11 @@ out of them (body output -> loop equation), and around them (carry out -> carry 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
-from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file
+from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
 
@@ -97,7 +97,7 @@ def collectives(
     return tuple(found)
 
 
-def gradient_names(program: Program, index: Any, input_names: Sequence[str]) -> dict[str, str]:
+def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str]) -> dict[str, str]:
     """``{psum_invariant id: the program input whose gradient it sums}`` (``W``, ``params['W1']``).
 
     A ``psum_invariant`` inside a VJP is the transpose of the implicit ``pvary`` of a value that is
@@ -136,12 +136,12 @@ def gradient_names(program: Program, index: Any, input_names: Sequence[str]) -> 
     return names
 
 
-def _pairing_key(eqn: Equation, value: Any) -> tuple:
+def _pairing_key(eqn: Equation, value: Value) -> tuple:
     """What a ``pvary``'s operand and the ``psum_invariant`` transposing it have in common."""
     return (eqn.origin, tuple(sorted(eqn.axes)), value.shape, value.dtype)
 
 
-def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str],
+def value_name(index: ValueIndex, eqn: Equation, input_names: Sequence[str], output_names: Sequence[str],
                reduction: bool | None = None) -> str:
     """The program output or input ``eqn`` carries, or ``""`` when that is not one value.
 
@@ -169,7 +169,11 @@ def value_name(index: Any, eqn: Equation, input_names: Sequence[str], output_nam
     return ""
 
 
-def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None:
+@overload
+def per_call(program: Program, per_execution: Callable[[Equation], int]) -> int | None: ...
+@overload
+def per_call(program: Program, per_execution: Callable[[Equation], float]) -> float | None: ...
+def per_call(program: Program, per_execution: Callable[[Equation], float]) -> float | None:
     """Sum ``per_execution(collective)`` over every collective execution of one call.
 
     Loops multiply by their trip count (``None`` when a loop with collectives has none); of a
@@ -184,8 +188,8 @@ def per_call_count(program: Program, per_execution: Callable[[Equation], int]) -
     return Count(per_call(program, per_execution), has_conditional(collectives(program)))
 
 
-def _block_per_call(block: Block, per_execution: Callable[[Equation], int]) -> int | None:
-    total = 0
+def _block_per_call(block: Block, per_execution: Callable[[Equation], float]) -> float | None:
+    total: float = 0
     for eqn in block.equations:
         per_block = [_block_per_call(sub, per_execution) for sub in eqn.blocks]
         inner = [n for n in per_block if n is not None]

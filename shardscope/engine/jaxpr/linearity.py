@@ -54,7 +54,7 @@ class AdditivePaths:
         """The loops (innermost first) whose carries only accumulate the reduction's result."""
         facts, values = self.start, self.values
         found: list[Equation] = []
-        while facts.owner is not None:
+        while facts.owner is not None and facts.outer is not None:  # the program's own block has neither
             positions = self.linear_outputs(facts, values)
             if not positions:
                 break
@@ -75,7 +75,7 @@ class AdditivePaths:
 
     def linear_outputs(self, facts: BlockFacts, names: list[str]) -> set[int] | None:
         """The outputs of ``facts``' block that ``names`` reach, all linearly (None if a use is not)."""
-        closure, stack, positions = set(names), list(names), set()
+        closure, stack, positions = set(names), list(names), set[int]()
         while stack:
             name = stack.pop()
             positions.update(facts.output_positions.get(name, ()))
@@ -260,6 +260,7 @@ class AdditivePaths:
             if not self._pure(facts, facts.block.outputs[k].name, frozenset({carries[k]})):
                 self.added_term = True
                 return False  # something else is added in: the sum after the loop would count it n times
+        assert facts.owner is not None  # called for a loop's body only
         for block in facts.owner.blocks:
             if block.role == "cond" and any((block.id, v.name) in self.tainted for v in block.outputs):
                 return False

@@ -18,12 +18,16 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from math import prod
 from pathlib import Path
-from typing import Any, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 
 import numpy as np
 
 from shardscope.engine.user_frames import users_first
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
 COLLECTIVE_PRIMITIVES = frozenset(
     {
@@ -247,9 +251,9 @@ def _render(block: Block, depth: int, lines: list[str]) -> None:
 def qualify(block_id: str, name: str) -> str:
     """The program-wide id of ``name`` defined in the block ``block_id``."""
     return f"{block_id}/{name}" if block_id else name
-def from_jaxpr(closed_jaxpr: Any) -> Program:
+def from_jaxpr(closed_jaxpr: ClosedJaxpr | Jaxpr) -> Program:
     """Convert a JAX ``ClosedJaxpr`` (or ``Jaxpr``) into a :class:`Program`."""
-    jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    jaxpr = cast("Jaxpr", getattr(closed_jaxpr, "jaxpr", closed_jaxpr))  # a ClosedJaxpr's, or the Jaxpr given
     names = [f"const{i}" for i in range(len(jaxpr.constvars))] + [f"in{i}" for i in range(len(jaxpr.invars))]
     return Program(_block(jaxpr, "", "program", names, {}))
 
@@ -277,7 +281,7 @@ class _Namer:
         value = self.values[var] = self.value(var, name)
         return value
 
-    def use(self, atom: Any) -> Value:
+    def use(self, atom: Var | Literal) -> Value:
         if _is_literal(atom):
             return self.value(atom, _literal_text(atom))
         value = self.values.get(atom)
@@ -306,7 +310,7 @@ def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str],
     return Block(block_id, role, inputs, outputs, equations)
 
 
-def _equation(eqn: Any, namer: _Namer, block_id: str) -> Equation:
+def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str) -> Equation:
     primitive = eqn.primitive.name
     name = namer.next_id(primitive)
     eqn_id = qualify(block_id, name)
@@ -348,7 +352,7 @@ ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
 transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
 
 
-def user_frames_of(eqn: Any) -> tuple[tuple[str, int, str], ...]:
+def user_frames_of(eqn: JaxprEqn) -> tuple[tuple[str, int, str], ...]:
     """The user's frames (outside JAX) that made ``eqn``: ``((file, line, function), ...)``.
 
     JAX transposes an equation under the source information of the equation it transposes, so
@@ -360,7 +364,7 @@ def user_frames_of(eqn: Any) -> tuple[tuple[str, int, str], ...]:
                  for f in source_info_util.user_frames(eqn.source_info.traceback))
 
 
-def equation_source(eqn: Any, own: bool = False) -> str:
+def equation_source(eqn: JaxprEqn, own: bool = False) -> str:
     """``file.py:42 (fn)``: the innermost frame outside JAX that made ``eqn``.
 
     When that frame is shardscope's own (a plan's chunk loop, the deferred plan's ``psum``
@@ -382,7 +386,7 @@ LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})
 """The ``jax.lax`` functions whose loops :func:`loop_function_of` names (others: empty, a neutral "loop")."""
 
 
-def loop_function_of(eqn: Any) -> str:
+def loop_function_of(eqn: JaxprEqn) -> str:
     """``fori_loop``: the JAX function called from the user's line that made the loop ``eqn``.
 
     The traceback (innermost first) runs through JAX's own frames up to the user's; the last
@@ -443,7 +447,7 @@ def short_source(source: str) -> str:
 _SOURCE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?P<rest>( \(.*\))?)$")
 
 
-def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
+def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     """The sub-jaxprs of an equation with a role name each (body, cond, branch0, ...)."""
     params = eqn.params
     name = eqn.primitive.name
@@ -457,7 +461,7 @@ def sub_jaxprs(eqn: Any) -> list[tuple[str, Any]]:
     return [("body" if len(subs) == 1 else f"body{i}", open_jaxpr(j)) for i, j in enumerate(subs)]
 
 
-def _sub_input_names(sub: Any, eqn_name: str, role: str, params: dict) -> list[str]:
+def _sub_input_names(sub: Jaxpr, eqn_name: str, role: str, params: dict) -> list[str]:
     """Name a sub-jaxpr's inputs by their role: consts, carry, xs for loops."""
     invars = list(sub.constvars) + list(sub.invars)
     scan_groups = scan_operand_groups(params) if role == "body" else None
@@ -485,9 +489,9 @@ def scan_operand_groups(params: dict) -> tuple[int, int] | None:
     if "num_carry" in params:
         return params["num_consts"], params["num_carry"]
     ft_in = params.get("ft_in")
-    if hasattr(ft_in, "elts"):  # a flat tree built by scan itself
+    if ft_in is not None and hasattr(ft_in, "elts"):  # a flat tree built by scan itself
         sizes = [len(list(group.vals)) for group in ft_in.elts]
-    elif hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
+    elif ft_in is not None and hasattr(getattr(ft_in, "tree", None), "children"):  # a pytree (transposed scans)
         sizes = [child.num_leaves for child in ft_in.tree.children()]
     else:
         return None
@@ -498,27 +502,27 @@ def _roles(*groups: tuple[str, int]) -> list[str]:
     return [f"{name}{i}" for name, count in groups for i in range(count)]
 
 
-def open_jaxpr(jaxpr: Any) -> Any:
-    return getattr(jaxpr, "jaxpr", jaxpr)
+def open_jaxpr(jaxpr: ClosedJaxpr | Jaxpr) -> Jaxpr:
+    return cast("Jaxpr", getattr(jaxpr, "jaxpr", jaxpr))  # a ClosedJaxpr's, or the Jaxpr given
 
 
-def _is_literal(atom: Any) -> bool:
+def _is_literal(atom: object) -> TypeGuard[Literal]:
     return isinstance(atom, _jax_core().Literal)
 
 
 @functools.cache
-def _jax_core() -> Any:
+def _jax_core() -> ModuleType:
     """``jax.extend.core``, imported once (an import statement costs a lookup on every call)."""
     import jax.extend.core
 
     return jax.extend.core
 
 
-def _is_drop(var: Any) -> bool:
+def _is_drop(var: object) -> bool:
     return type(var).__name__ == "DropVar"
 
 
-def _literal_text(atom: Any) -> str:
+def _literal_text(atom: Literal) -> str:
     value = np.asarray(atom.val)
     return str(value.item()) if value.ndim == 0 else f"array{list(value.shape)}"
 
@@ -544,7 +548,7 @@ def _aval_facts(aval: Any) -> _AvalFacts:
 
 
 @functools.lru_cache(maxsize=None)
-def _dtype_facts(dtype: Any) -> tuple[str, int]:
+def _dtype_facts(dtype: np.dtype) -> tuple[str, int]:
     """``(name, itemsize)`` of a dtype, cached: ``str(np.dtype)`` is slow and runs per value.
 
     A PRNG key (``key<fry>``) is as large as its key data; ``float0`` holds nothing.
@@ -575,7 +579,7 @@ def _short_params(params: dict) -> tuple[tuple[str, str], ...]:
     return tuple(kept)
 
 
-def _param_text(value: Any) -> str:
+def _param_text(value: object) -> str:
     """A parameter on one line; shardings print as their spec, meshes as their axis sizes."""
     kind = type(value)
     if kind is int or kind is bool or kind is float:  # most parameters: no address, no spaces

@@ -135,7 +135,7 @@ class ValueIndex:
             for k in facts.output_positions.get(key[1], ()):
                 if back_edges:
                     stack.extend(self._next_iteration(facts, k))
-                if facts.owner is None:
+                if facts.owner is None or facts.outer is None:  # the program's own block has neither
                     outputs.add(k)
                 elif facts.block.role != "cond" and k < len(facts.owner.outputs):
                     out = facts.owner.outputs[k]
@@ -169,7 +169,7 @@ class ValueIndex:
             if producer is not None:
                 stack.extend(self._producer_sources(facts, *producer))
             elif key[1] in facts.input_positions:
-                if facts.owner is None:
+                if facts.owner is None or facts.outer is None:  # the program's own block has neither
                     reached.add(facts.input_positions[key[1]])
                     continue
                 outer = self.operand_of(facts, key[1])

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardscope.app.views.plans.plan_labels import Inside
+
+if TYPE_CHECKING:
+    from shardscope.engine.jaxpr.model import Block, Equation
+    from shardscope.pipeline.analysis import PlanResult
 
 
 @dataclass
@@ -19,16 +23,16 @@ class Entry:
     """What a tree node stands for: an equation, or one of an equation's several sub-blocks."""
 
     key: str  # the equation id, or block_key() of a sub-block
-    equation: Any = None  # shardscope.engine.jaxpr.model.Equation
-    block: Any = None  # shardscope.engine.jaxpr.model.Block (a block node, the root, or a gap's block)
+    equation: Equation | None = None
+    block: Block | None = None  # a block node, the root, or a gap's block
     populated: bool = False
     gap: tuple[int, int] | None = None  # equations [start, stop) of ``block`` not shown yet
 
-    def child_blocks(self) -> list:
+    def child_blocks(self) -> list[Block]:
         """The blocks whose equations are this node's children (or whose nodes are)."""
         if self.block is not None:
             return [self.block]
-        return list(self.equation.blocks)
+        return list(self.equation.blocks) if self.equation is not None else []
 
 
 @dataclass(frozen=True)
@@ -64,17 +68,17 @@ class PlanIndex:
         return Inside() if found is None else found.between(start, stop)
 
 
-def block_key(eqn: Any, block: Any) -> str:
+def block_key(eqn: Equation, block: Block) -> str:
     """The node key of one of an equation's several sub-blocks (a body's id is its equation's)."""
     return f"{eqn.id}::{block.role}"
 
 
-def index_plan(plan: Any) -> PlanIndex:
+def index_plan(plan: PlanResult) -> PlanIndex:
     """Index ``plan`` (a :class:`~shardscope.pipeline.analysis.PlanResult`) for lazy display and search."""
     paths: dict[str, tuple[str, ...]] = {}
     positions: dict[str, int] = {}
 
-    def walk(block: Any, path: tuple[str, ...]) -> None:
+    def walk(block: Block, path: tuple[str, ...]) -> None:
         for position, eqn in enumerate(block.equations):
             paths[eqn.id] = path
             positions[eqn.id] = position

@@ -11,18 +11,23 @@ varying, ``{R:s}`` reduced, ``{U:s}`` unreduced) in one colour; the Graph tab us
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 from rich.text import Text
 
 from shardscope.engine.jaxpr.loop_names import loop_words
 
+if TYPE_CHECKING:
+    from shardscope.engine.jaxpr.model import Block, Equation
+    from shardscope.engine.jaxpr.dataflow import Collective
+
 MAX_VALUES = 3
 """How many outputs or operands a label lists before it says ``+N``."""
 
 
-class Inside(NamedTuple):
+@dataclass(frozen=True, slots=True)  # not a NamedTuple: its field ``count`` would hide tuple.count
+class Inside:
     """The collectives below a tree node: how many, their runs per call, how many are in loops."""
 
     count: int = 0
@@ -63,7 +68,7 @@ def badge(text: str, in_loop: bool, styles: LabelStyles) -> Text:
     return Text(f" {text} ", styles.badge(in_loop))
 
 
-def equation_label(eqn: Any, collective: Any, inside: Inside, styles: LabelStyles) -> Text:
+def equation_label(eqn: Equation, collective: Collective | None, inside: Inside, styles: LabelStyles) -> Text:
     """``x2/call psum_invariant_0[s] f32[5] <- dot_general_1 · 20 B/run``: badge, name, types, operands.
 
     ``collective`` is the :class:`~shardscope.engine.jaxpr.dataflow.Collective` when ``eqn`` is one; ``inside``
@@ -102,7 +107,7 @@ def equation_label(eqn: Any, collective: Any, inside: Inside, styles: LabelStyle
     return text
 
 
-def block_label(block: Any, inside: Inside, styles: LabelStyles) -> Text:
+def block_label(block: Block, inside: Inside, styles: LabelStyles) -> Text:
     """``body: 5 equations`` for one of several sub-jaxprs (a while's cond and body, branches)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     _inside(text, inside, styles)
@@ -120,7 +125,7 @@ def gap_label(hidden: int, page: int, inside: Inside, styles: LabelStyles) -> Te
     return text
 
 
-def _named_params(text: Text, eqn: Any, styles: LabelStyles) -> None:
+def _named_params(text: Text, eqn: Equation, styles: LabelStyles) -> None:
     """Only the parameters that name a call (``name``, ``mesh``): the rest is in the Diff tab."""
     for key, value in eqn.params:
         if key in ("name", "mesh"):

@@ -10,7 +10,7 @@ cursor there; :meth:`PlanTree.open_path` opens it without moving the cursor, and
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import events, on
 from textual.cache import LRUCache
@@ -27,6 +27,10 @@ from shardscope.app.textual_adapter import finish_line, line_finish
 from shardscope.app.views.plans.plan_index import Entry, PlanIndex, block_key, index_plan
 from shardscope.app.views.plans.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
 from shardscope.app.views.plans.tree_lines import Drawing, draw_line, guide_styles, line_key
+
+if TYPE_CHECKING:
+    from shardscope.engine.jaxpr.model import Block
+    from shardscope.pipeline.analysis import PlanResult
 
 PAGE = 64
 """Equations a block shows at a time (more than a screenful); the rest wait in a gap node."""
@@ -156,7 +160,7 @@ class PlanTree(Tree[Entry]):
         return super().refresh(*regions, repaint=repaint, layout=layout and not self._invalidating,
                                recompose=recompose)
 
-    def show_plan(self, plan: Any) -> None:
+    def show_plan(self, plan: PlanResult) -> None:
         """Replace the tree with ``plan``'s program; only the top-level equations get nodes."""
         self.index = index_plan(plan)
         self._styles = None  # the theme may have changed since the last plan
@@ -172,7 +176,7 @@ class PlanTree(Tree[Entry]):
         if depth <= 0:
             return
         for child in list(node.children):
-            if child.data.gap is None and self._inside(child.data.key)[0]:
+            if _entry_of(child).gap is None and self._inside(_entry_of(child).key).count:
                 self._populate(child)
                 child.expand()
                 self._expand_towards_collectives(child, depth - 1)
@@ -264,19 +268,20 @@ class PlanTree(Tree[Entry]):
             if count > PAGE:
                 self._add_gap(node, blocks[0], PAGE, count)
         else:
+            assert entry.equation is not None  # several blocks: an equation's
             for block in blocks:
                 key = block_key(entry.equation, block)
                 child = Entry(key, block=block)
                 self._node_by_key[key] = node.add(self._label_of(child, node), child)
 
-    def _add_equations(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
+    def _add_equations(self, parent: TreeNode[Entry], block: Block, start: int, stop: int, before: TreeNode[Entry] | None = None) -> None:
         for eqn in block.equations[start:stop]:
             entry = Entry(eqn.id, equation=eqn, populated=not eqn.blocks)
             self._node_by_key[eqn.id] = parent.add(self._label_of(entry, parent), entry, before=before,
                                                    allow_expand=bool(eqn.blocks))
 
-    def _add_gap(self, parent: TreeNode[Entry], block: Any, start: int, stop: int, before: Any = None) -> None:
-        entry = Entry(f"{parent.data.key}#{start}", block=block, populated=True, gap=(start, stop))
+    def _add_gap(self, parent: TreeNode[Entry], block: Block, start: int, stop: int, before: TreeNode[Entry] | None = None) -> None:
+        entry = Entry(f"{_entry_of(parent).key}#{start}", block=block, populated=True, gap=(start, stop))
         parent.add(self._label_of(entry, parent), entry, before=before, allow_expand=False)
 
     def _label_of(self, entry: Entry, parent: TreeNode[Entry]) -> Text:
@@ -284,21 +289,23 @@ class PlanTree(Tree[Entry]):
         styles = self.label_styles()
         if entry.gap is not None:
             start, stop = entry.gap
-            inside = self.index.inside_between(parent.data.key, start, stop)
+            inside = self.index.inside_between(_entry_of(parent).key, start, stop)
             return gap_label(stop - start, min(PAGE, stop - start), inside, styles)
         if entry.equation is not None:
             return equation_label(entry.equation, self.index.collectives.get(entry.key), self._inside(entry.key), styles)
+        assert entry.block is not None  # not a gap nor an equation: a block
         return block_label(entry.block, self._inside(entry.key), styles)
 
     def _relabel(self, node: TreeNode[Entry]) -> None:
         """Make every label below ``node`` again, with the current label styles."""
         for child in node.children:
-            child.set_label(self._label_of(child.data, node))
+            child.set_label(self._label_of(_entry_of(child), node))
             self._relabel(child)
 
     def _open_gap(self, gap_node: TreeNode[Entry], around: int | None) -> None:
         """Show a page of the gap's equations (the page around position ``around`` if given)."""
-        parent, entry = gap_node.parent, gap_node.data
+        parent, entry = gap_node.parent, _entry_of(gap_node)
+        assert parent is not None and entry.gap is not None and entry.block is not None  # a gap: a child, made with its range and block
         start, stop = entry.gap
         low, high = (start, min(stop, start + PAGE)) if around is None else (
             max(start, around - CONTEXT), min(stop, around + CONTEXT + 1))
@@ -312,7 +319,7 @@ class PlanTree(Tree[Entry]):
     def _open_gap_around(self, parent: TreeNode[Entry], key: str) -> TreeNode[Entry]:
         position = self.index.positions[key]
         for child in parent.children:
-            gap = child.data.gap
+            gap = _entry_of(child).gap
             if gap is not None and gap[0] <= position < gap[1]:
                 self._open_gap(child, position)
                 return self._node_by_key[key]
@@ -557,3 +564,9 @@ class PlanTree(Tree[Entry]):
             depth += 1
             parent = parent.parent
         return max(self._view_width() - depth * self.guide_depth, 8)
+
+
+def _entry_of(node: TreeNode[Entry]) -> Entry:
+    """The entry of a node of the tree: every node it adds carries one (Textual types it optional)."""
+    assert node.data is not None
+    return node.data

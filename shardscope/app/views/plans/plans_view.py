@@ -24,6 +24,7 @@ from shardscope.app.widgets.text_rows import TextRows
 from shardscope.render.text import structure_summary
 
 if TYPE_CHECKING:
+    from shardscope.pipeline.analysis import PlanResult
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
@@ -60,7 +61,7 @@ def _pair_leaves(steps: list[dict[str, int]], values: list[str], plans: int) -> 
     for step, value in zip(steps, values):
         leaf = _LEAF.sub("", value) if _LEAF.match(value) else None
         partner = next((s for s in open_steps.get(leaf, []) if not s.keys() & step.keys()), None) if leaf else None
-        if partner is not None:
+        if partner is not None and leaf:  # a partner is found under a leaf only
             partner.update(step)
             if len(partner) == plans:
                 open_steps[leaf].remove(partner)
@@ -243,7 +244,8 @@ class PlansView(Widget):
         self._details_key[tree.plan_name] = key
         row.update(tree.cursor_details or DETAILS_HINT)  # fixed height: no relayout
 
-    def tree(self, name: str) -> PlanTree:
+    # it shadows DOMNode.tree (a debugging view of the DOM), which this widget does not use
+    def tree(self, name: str) -> PlanTree:  # type: ignore[override]
         """The tree of the plan called ``name``."""
         return self.query_one(f"#{name}-tree", PlanTree)
 
@@ -320,7 +322,7 @@ class PlansView(Widget):
     def _waiting_header(name: str) -> Text:
         return Text.assemble((f"{name} plan", "bold"), ("  waiting for the first run", "dim"))
 
-    def _header(self, plan: Any, at: int | None) -> Text:
+    def _header(self, plan: PlanResult, at: int | None) -> Text:
         """Description, summary and, once n/N moved, which collective the cursor is on.
 
         The first two lines are made once per analysis: ``n`` only changes the third, and the
@@ -341,7 +343,7 @@ class PlansView(Widget):
         return text  # one row per line, each cut to the column by TextRows
 
 
-def _summary(plan: Any) -> Text:
+def _summary(plan: PlanResult) -> Text:
     """The header's first two lines: the plan's title and description, then its collectives."""
     text = Text.assemble((plan.title, "bold"))
     if plan.mesh is not None:  # a program's own mesh (a plan's is in the status line)
@@ -351,6 +353,7 @@ def _summary(plan: Any) -> Text:
         text.append(structure_summary(plan), "bold red" if plan.collectives_in_loops else "bold green")
     else:  # what runs first (a jit with shardings has no collective in its jaxpr), coloured by it
         in_loops = len(plan.compiled.findings)
+        assert plan.compiled_runs is not None  # counted whenever compiled
         text.append(f"compiled: {plan.compiled_runs.text()} runs/call, {in_loops} in while loops",
                     "bold red" if in_loops else "bold green")
         text.append(f" · jaxpr: {structure_summary(plan)}", "dim")
