@@ -51,9 +51,9 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     needed (so that a count which does not divide the batch can be told what would) must not
     refuse a run that has enough.
     """
+    set_here = request_devices(count)  # JAX imported quietly first (the app's worker reaches here before any import)
     import jax
 
-    set_here = request_devices(count)
     available = len(jax.devices())
     needed = count if needed is None else needed
     if available < needed:
