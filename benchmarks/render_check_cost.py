@@ -29,12 +29,12 @@ def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None
 def _cache_lines(cache: dict[str, Any]) -> list[str]:
     load = cache["load_average"]
     target = cache["target_ratio"]
-    command = next(iter(cache["commands"].values()))
+    commands = ", ".join(f"`{c}`" for c in cache["commands"].values())
     out = [
         "### The compilation cache: a second `check` of the same program",
         "",
         "`python -m benchmarks.compile_cache` (run alone). Each round empties a compilation cache directory "
-        f"(`JAX_COMPILATION_CACHE_DIR`), then runs `{command}` twice in fresh processes: the first compiles and "
+        f"(`JAX_COMPILATION_CACHE_DIR`), then runs each of {commands} twice in fresh processes: the first compiles and "
         "fills the cache, the second reads the executable back; both print the same report. "
         f"{cache['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
         f"{load['end']:.1f} on this machine's 2 shared cores. The other benchmarks run with `SHARDSCOPE_NO_CACHE=1`.",
