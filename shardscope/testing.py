@@ -26,7 +26,7 @@ from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
-from shardscope.engine.dispatches import DispatchFinding
+from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",

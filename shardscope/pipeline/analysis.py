@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Program
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.target_plan import TargetPlan
-    from shardscope.engine.dispatches import DispatchPlan
+    from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.measure.timing import RunTimes

@@ -18,7 +18,7 @@ from shardscope.pipeline.analysis import Origin
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.dispatches import DispatchPlan
+    from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.engine.inspection import Inspection
     from shardscope.plans.settings import Settings
     from shardscope.plans.shapes import Shapes

@@ -23,7 +23,7 @@ from shardscope.render.findings import (
 )
 
 if TYPE_CHECKING:
-    from shardscope.engine.dispatches import Dispatch, DispatchFinding, DispatchPlan
+    from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
     from shardscope.engine.inspection import Inspection
 
 DISPATCH_COLUMNS = ("#", "dispatch", "calls/step", "collectives", "runs/call", "runs/step", "B/step", "line")

@@ -5,9 +5,9 @@ gradient all-reduces summed and reduced once). What runs is not that: each call 
 function is its own module, dispatched on its own, and each eager operation between the calls
 too. :func:`is_dispatch_sequence` is the one place that decides that a program is read this
 way; :func:`dispatch_plan` compiles each distinct module once as JAX compiles it when called
-(:mod:`shardscope.engine.dispatch_calls`), counts its compiled collectives once per call, and
+(:mod:`shardscope.engine.dispatch.calls`), counts its compiled collectives once per call, and
 judges the collectives of modules the step calls more than once: one whose result the step
-only adds up across the calls (:mod:`shardscope.engine.dispatch_sums`) is deferrable across
+only adds up across the calls (:mod:`shardscope.engine.dispatch.sums`) is deferrable across
 dispatches, since one reduction of the sum would do.
 """
 
@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from shardscope.engine.dispatch_calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
-from shardscope.engine.dispatch_sums import is_sum, reduced_outputs, summed_results
+from shardscope.engine.dispatch.calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
+from shardscope.engine.dispatch.sums import is_sum, reduced_outputs, summed_results
 from shardscope.engine.hlo.sites import SiteFinder
 from shardscope.engine.jaxpr.model import is_shardscope_file, short_source
 from shardscope.engine.user_frames import is_library_file
