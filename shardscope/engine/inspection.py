@@ -19,7 +19,7 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
 from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
-from shardscope.engine.hlo.compiled import jax_traced, plan_of
+from shardscope.engine.hlo.compiled import HoldsTraced, jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
@@ -250,7 +250,7 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
-def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: float, debug: str) -> Inspection:
+def inspect_dispatches(program: Traceable, traced: "Traced | HoldsTraced", name: str, trace_s: float, debug: str) -> Inspection:
     """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatch.plan.is_dispatch_sequence`):
     its jaxpr as traced, and each call's own module compiled as JAX compiles it when called."""
     traced = jax_traced(traced)
@@ -259,7 +259,7 @@ def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: floa
     return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
 
 
-def dispatches_of(program: Traceable, traced: Any, name: str, debug: str = API_DEBUG) -> DispatchPlan:
+def dispatches_of(program: Traceable, traced: "Traced | HoldsTraced", name: str, debug: str = API_DEBUG) -> DispatchPlan:
     """The :class:`~shardscope.engine.dispatch.plan.DispatchPlan` of the step ``program`` traced as
     one jit (``traced``): each call's module compiled alone; a call that does not compile alone
     is one :class:`TraceError`."""

@@ -215,7 +215,7 @@ class SweepView(Widget):
     }
     """
 
-    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.settings: Settings | None = None
         self.sweep: Sweep | None = None

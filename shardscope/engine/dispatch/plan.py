@@ -16,7 +16,7 @@ from __future__ import annotations
 import traceback
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from shardscope.engine.dispatch.calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
 from shardscope.engine.dispatch.sums import is_sum, reduced_outputs, summed_results
@@ -63,7 +63,7 @@ InspectOne = Callable[..., "Inspection"]
 """``inspect_traced(traced, name, input_names, output_names, compiled=..., compile_s=...)``."""
 
 
-def is_dispatch_sequence(fn: Any, closed: "ClosedJaxpr") -> bool:
+def is_dispatch_sequence(fn: object, closed: "ClosedJaxpr") -> bool:
     """True when ``fn`` runs as a sequence of dispatches: it is not jitted itself (no ``.trace``:
     not ``jax.jit``, not ``nnx.jit``) and its jaxpr, traced as one jit, calls at least one
     jitted function that is not JAX's own (``jnp.clip``'s jit is JAX's; the user's, or an
@@ -238,7 +238,7 @@ class DispatchPlan:
         return tuple(d for d in self.dispatches if not d.jitted and d.collectives)
 
 
-def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: Sequence[str],
+def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[object], input_names: Sequence[str],
                   sources: Sequence[str], inspect_one: InspectOne) -> DispatchPlan:
     """The :class:`DispatchPlan` of the step whose one-jit trace is ``closed``.
 
