@@ -46,7 +46,7 @@ class SweepPoint:
     chunk_size: int
     chunks_per_device: int
     memory: dict[str, int]
-    run_s: Any  # shardscope.measure.timing.RunTimes
+    run_s: timing.RunTimes
     executed_collectives: int | None
     bytes_per_call: int | None
     max_abs_err: float
