@@ -7,7 +7,7 @@ benchmarks.check_cost``), and the compiled-plan parse of a module of 100,000 ins
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None,
@@ -27,8 +27,6 @@ def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None
 
 
 def _cache_lines(cache: dict[str, Any]) -> list[str]:
-    load = cache["load_average"]
-    target = cache["target_ratio"]
     commands = ", ".join(f"`{c}`" for c in cache["commands"].values())
     out = [
         "### The compilation cache: a second `check` of the same program",
@@ -36,26 +34,17 @@ def _cache_lines(cache: dict[str, Any]) -> list[str]:
         "`python -m benchmarks.compile_cache` (run alone). Each round empties a compilation cache directory "
         f"(`JAX_COMPILATION_CACHE_DIR`), then runs each of {commands} twice in fresh processes: the first compiles and "
         "fills the cache, the second reads the executable back; both print the same report. "
-        f"{cache['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
-        f"{load['end']:.1f} on this machine's 2 shared cores. The other benchmarks run with `SHARDSCOPE_NO_CACHE=1`.",
+        f"{_rounds(cache)} The other benchmarks run with `SHARDSCOPE_NO_CACHE=1`.",
         "",
-        f"| program | first `check`, median (min-max) | second `check` | second / first (median of per-round "
-        f"ratios; target <= {target}x) | cache entries | cache size |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, row in cache["programs"].items():
-        a, b = row["first_wall_s"], row["second_wall_s"]
-        met = "met" if row["ratio_median"] <= target else "missed"
-        out.append(
-            f"| `{name}` | {a['median']:.2f} s ({a['min']:.2f}-{a['max']:.2f}) | {b['median']:.2f} s "
-            f"({b['min']:.2f}-{b['max']:.2f}) | **{row['ratio_median']:.2f}x** ({met}) | {row['entries']} | "
-            f"{row['cache_bytes'] / 1024:,.0f} KiB |")
+    out += _wall_table(cache, "| program | first `check`, median (min-max) | second `check` | second / first (median "
+                              "of per-round ratios; target <= {target}x) | cache entries | cache size |",
+                       ("first_wall_s", "second_wall_s"),
+                       lambda row: f"{row['entries']} | {row['cache_bytes'] / 1024:,.0f} KiB")
     return out + [""]
 
 
 def _cost_lines(cost: dict[str, Any]) -> list[str]:
-    load = cost["load_average"]
-    target = cost["target_ratio"]
     out = [
         "`python -m benchmarks.check_cost` (run alone; not part of `make bench`). The program is a 12-layer "
         "transformer train step with 4-step gradient accumulation (`benchmarks/transformer_step.py`), in both "
@@ -64,22 +53,14 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
         "600 gradients one combined all-reduce sums, each of them named. Each "
         f"round runs, in fresh processes and alternating, `{_command(cost, 'check')}` and `{_command(cost, 'bare')}` "
         "(JAX alone: import the file, `jax.jit(f).lower(*args).compile()`, `as_text()`), so both wall times hold "
-        "the interpreter's start, JAX's import, the trace and XLA's compile. "
-        f"{cost['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
-        f"{load['end']:.1f} on this machine's 2 shared cores.",
+        f"the interpreter's start, JAX's import, the trace and XLA's compile. {_rounds(cost)}",
         "",
-        f"| program | `check` wall, median (min-max) | bare compile wall | check / bare (median of per-round ratios; "
-        f"target <= {target}x) | check peak RSS / bare | compiled collectives | exit |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, row in cost["programs"].items():
-        c, b = row["check_wall_s"], row["bare_wall_s"]
-        met = "met" if row["ratio_median"] <= target else "missed"
-        out.append(
-            f"| `{name}` | {c['median']:.2f} s ({c['min']:.2f}-{c['max']:.2f}) | {b['median']:.2f} s "
-            f"({b['min']:.2f}-{b['max']:.2f}) | **{row['ratio_median']:.2f}x** ({met}) | "
-            f"{row['check_rss_mib']['median'] / row['bare_rss_mib']['median']:.2f}x | "
-            f"{row['compiled_collectives']} | {row['exit_code']} |")
+    out += _wall_table(cost, "| program | `check` wall, median (min-max) | bare compile wall | check / bare (median of "
+                             "per-round ratios; target <= {target}x) | check peak RSS / bare | compiled collectives | exit |",
+                       ("check_wall_s", "bare_wall_s"),
+                       lambda row: f"{row['check_rss_mib']['median'] / row['bare_rss_mib']['median']:.2f}x | "
+                                   f"{row['compiled_collectives']} | {row['exit_code']}")
     out += ["", "One `check` of each program in one process, phase by phase (seconds):", "",
             "| program | trace | jaxpr view | lower + compile | compiled plan | HLO lines |",
             "|---|---:|---:|---:|---:|---:|"]
@@ -121,3 +102,34 @@ def _command(cost: dict[str, Any], kind: str) -> str:
     commands = cost["commands"]
     first = next(iter(commands.values()))
     return first[kind]
+
+
+def _wall_table(results: dict[str, Any], header: str, walls: tuple[str, str],
+                rest: Callable[[dict[str, Any]], str]) -> list[str]:
+    """The table of a benchmark run alone: per program, its two wall times (``walls``: the keys of
+    its row), the median of their per-round ratios against ``{target}`` in ``header``, and the
+    ``rest`` of its cells."""
+    target = results["target_ratio"]
+    columns = header.count("|") - 1
+    lines = [header.format(target=target), "|---" + "|---:" * (columns - 1) + "|"]
+    for name, row in results["programs"].items():
+        lines.append(f"| `{name}` | {_seconds(row[walls[0]])} | {_seconds(row[walls[1]])} | {_ratio(row, target)} | "
+                     f"{rest(row)} |")
+    return lines
+
+
+def _rounds(results: dict[str, Any]) -> str:
+    """How many rounds a benchmark run alone timed, and the machine's load while they ran."""
+    load = results["load_average"]
+    return (f"{results['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
+            f"{load['end']:.1f} on this machine's 2 shared cores.")
+
+
+def _seconds(t: dict[str, float]) -> str:
+    """``8.41 s (8.02-9.10)``: the median wall time and its range over the rounds."""
+    return f"{t['median']:.2f} s ({t['min']:.2f}-{t['max']:.2f})"
+
+
+def _ratio(row: dict[str, Any], target: float) -> str:
+    """``**0.39x** (met)``: the median of the per-round ratios against the target."""
+    return f"**{row['ratio_median']:.2f}x** ({'met' if row['ratio_median'] <= target else 'missed'})"

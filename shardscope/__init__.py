@@ -5,7 +5,7 @@ need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any p
 :mod:`shardscope.testing` asserts on it in tests.
 """
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.sources.demos import demo
 from shardscope.errors import ShardscopeError
@@ -30,7 +30,7 @@ def inspect(fn: Callable, *args: object, **kwargs: object) -> "Inspection":
     return _inspect(fn, *args, **kwargs)
 
 
-def inspect_on(target: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def inspect_on(target: str | Sequence[str], fn: Callable, *args: object, **kwargs: object) -> "Inspection":
     """:func:`inspect` of ``fn(*args, **kwargs)`` with its plan on ``target`` too (``"gpu:h100:8"``,
     ``"tpu:v5e:2x4"``, or several): ``inspection.targets`` holds what that compiler did with each
     collective (``.comparison.placements``, ``.compiled.counts()``, ``.staying_findings``).

@@ -26,14 +26,14 @@ from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
-from shardscope.engine.dispatches import DispatchFinding
+from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
 __all__ = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
            "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
 
-def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:  # the user's arguments, passed on to fn
     """Runs per call of each compiled collective kind, e.g. ``{"all-reduce": 4}``: what XLA runs
     (for a step that is not jitted, per step: each jitted call's module counted once per call).
 
@@ -43,7 +43,7 @@ def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int 
     return inspect(fn, *args, **kwargs).counts()
 
 
-def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:  # the user's arguments, passed on to fn
     """Runs per call of each collective kind in the plan ``target``'s compiler makes
     (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``; nothing runs there), e.g. ``{"all-reduce": 1}``."""
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
@@ -52,7 +52,7 @@ def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -
     return plan.compiled.counts()
 
 
-def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:
+def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
     """Fail when ``target``'s compiler keeps in a loop a collective the loop does not need (what
     ``check --target`` exits 1 for); one its compiler moves out itself passes. Returns the inspection."""
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
@@ -66,7 +66,7 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
     return inspection
 
 
-def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:
+def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:  # the user's arguments, passed on to fn
     """Runs per call of each JAX collective primitive the program writes, e.g. ``{"psum_invariant": 8}``.
 
     The jaxpr's count: empty for a jit with shardings (the partitioner's collectives are only in
@@ -100,7 +100,7 @@ def assert_no_collectives_in_loops(
     return inspection
 
 
-def assert_no_rematerialization(fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Inspection:
+def assert_no_rematerialization(fn: Callable, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
     """Fail when the partitioner falls back to an involuntary full rematerialization while
     compiling (a whole tensor gathered onto every device to change its layout), as ``check``
     does, unless ``allow`` names the value (``"a"``, ``"params['w1']"``) or the finding's kind
@@ -114,7 +114,7 @@ def assert_no_rematerialization(fn: Callable, *args: Any, allow: Iterable[str] =
     return inspection
 
 
-def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], **kwargs: Any) -> Inspection:
+def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
     """Fail when a collective runs more often per call than ``max_per_call`` allows.
 
     A key is a compiled kind (``"all-reduce"``: the compiled module's runs, see

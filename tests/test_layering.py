@@ -26,7 +26,8 @@ def core_modules() -> list[str]:
         m.name for m in pkgutil.walk_packages(shardscope.__path__, "shardscope.")
         if m.name.split(".")[1] not in ("app", "__main__", "demo_files")
     ]
-    assert {"shardscope.pipeline.analysis", "shardscope.cli", "shardscope.render.report", "shardscope.engine.jaxpr.model"} <= set(found)
+    assert {"shardscope.pipeline.analysis", "shardscope.cli", "shardscope.render.report", "shardscope.engine.jaxpr.model",
+            "shardscope.engine.dispatch.plan"} <= set(found)
     return found
 
 

@@ -40,6 +40,8 @@ from shardscope.plans.settings import Settings
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
+    from shardscope.sources.demos import DemoFile
+    from shardscope.sources.programs import ProgramFile
     from shardscope.app.views.hlo import HloView  # the deferred tabs' views load after the first paint (tabs.py)
 
 CONTROLS = (Input, Select, Button, Switch)
@@ -79,7 +81,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.autorun = autorun
         self.analysis: Any = None  # the latest Analysis (Any: the handlers read it once a run is done, unchecked)
         self.prepared: PreparedViews | None = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
-        self.demo_file: Any = None  # the loaded shardscope.sources.demos.DemoFile
+        self.demo_file: DemoFile | ProgramFile | None = None  # the loaded demo or program file
         self.running = False
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None

@@ -45,7 +45,7 @@ class RunRequest:
     run_id: int
     settings: Settings
     max_devices: int
-    demo_file: Any = None  # shardscope.sources.demos.DemoFile: reused unless the file changed on disk
+    demo_file: DemoFile | ProgramFile | None = None  # reused unless the file changed on disk
     analyze: bool = True  # False: only start JAX and load the demo file (for the sidebar)
     mesh_follows_target: bool = True  # a 1-D mesh spans the target's devices (False: the user typed a named mesh)
 

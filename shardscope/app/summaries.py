@@ -69,7 +69,7 @@ def done_text(analysis: Analysis, comparison: Comparison | None, hide_measuremen
     return text
 
 
-def what_if_summary(analysis: Any) -> str | None:
+def what_if_summary(analysis: Analysis) -> str | None:
     """What the what-if (``w``) left out, in a few words; None when it is off, or every rewrite shows.
 
     A rewrite that was refused or failed a check is no program to compare, so without this

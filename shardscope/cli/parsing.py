@@ -14,11 +14,11 @@ from typing import Any, Iterable, Protocol, Sequence
 class CommandParser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` that keeps the options added to it, in order."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:  # argparse's keywords, passed on
         self.options: list[argparse.Action] = []  # before argparse's __init__ adds -h
         super().__init__(**kwargs)
 
-    def add_argument(self, *names_or_flags: str, **kwargs: Any) -> argparse.Action:
+    def add_argument(self, *names_or_flags: str, **kwargs: Any) -> argparse.Action:  # argparse's keywords, passed on
         """``ArgumentParser.add_argument``, remembering the option it adds."""
         action = super().add_argument(*names_or_flags, **kwargs)
         self.options.append(action)

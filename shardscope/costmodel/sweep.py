@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from shardscope.sources.demos import DemoFile
     import jax
     from shardscope.pipeline.targets import TargetDevices
+    from shardscope.plans.registry import Plans
 
 SweepProgress = Callable[[int, int, int], None]
 """``progress(done, total, chunk_size)`` after each chunk size; may raise to cancel."""
@@ -45,7 +46,7 @@ class SweepPoint:
     chunk_size: int
     chunks_per_device: int
     memory: dict[str, int]
-    run_s: Any  # shardscope.measure.timing.RunTimes
+    run_s: timing.RunTimes
     executed_collectives: int | None
     bytes_per_call: int | None
     max_abs_err: float
@@ -183,7 +184,8 @@ def _reason(by_chunk: dict[int, str], sizes: tuple[int, ...]) -> str:
     )
 
 
-def _points(built: Any, traced: dict[str, tuple[Any, float]], chunk: int, expected: Any,
+def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], chunk: int,
+            expected: Any,  # the reference's gradient: a pytree like the user's params
             settings: Settings, target: "TargetDevices | None" = None) -> list[SweepPoint]:
     """Compile and time each traced plan of ``built`` (one chunk size), interleaved; compile it
     for ``target`` too, for its memory there."""
@@ -218,7 +220,7 @@ def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str
     return compile_for_target(traced, target, f"the {name} plan").memory
 
 
-def _compile(name: str, fn: Any, args: tuple, axis: str, traced: jax.stages.Traced | None = None) -> jax.stages.Compiled:
+def _compile(name: str, fn: jax.stages.Wrapped, args: tuple, axis: str, traced: jax.stages.Traced | None = None) -> jax.stages.Compiled:
     traced = traced if traced is not None else _trace_fn(fn, args, axis)
     try:
         return compile_traced(traced)
@@ -228,7 +230,7 @@ def _compile(name: str, fn: Any, args: tuple, axis: str, traced: jax.stages.Trac
                               "run with --debug for the full error") from exc
 
 
-def _trace_fn(fn: Any, args: tuple, axis: str) -> jax.stages.Traced:
+def _trace_fn(fn: jax.stages.Wrapped, args: tuple, axis: str) -> jax.stages.Traced:
     from shardscope.plans import registry  # imports JAX: the sweep's own module must not
 
     try:

@@ -105,11 +105,11 @@ def _calls(what_if: "WhatIf", rewrite: "Rewrite") -> dict[str, Callable[[], Any]
     args, kwargs = subject.run_arguments
     placed_args, placed_kwargs = program.place(args, kwargs)
 
-    def original() -> Any:
+    def original() -> object:  # the program's output, only timed
         with subject.context():
             return subject.compiled(*args, **kwargs)
 
-    def rewritten() -> Any:
+    def rewritten() -> object:
         with program.function.context():
             return program.compiled(*placed_args, **placed_kwargs)
 

@@ -15,8 +15,13 @@ One folder per level, each importing only the ones under it:
   ``pairing`` and ``paired`` (the jaxpr collectives each compiled one comes from), ``plan`` (the
   values: ``CompiledPlan``, ``CompiledCollective``), ``compiled`` (building the plan:
   ``compiled_plan``, ``plan_of``), ``target_plan`` (what a target's compiler did with each
-  collective of the CPU plan).
-- the shared pieces at this level: ``kinds`` (the one table of collective kinds), ``counts``
+  collective of the CPU plan), ``added_terms`` (why a sum with another term added into its
+  accumulator is needed).
+- ``dispatch/``: a step that is not jitted and calls jitted functions, read as its sequence of
+  dispatches. ``plan`` (``is_dispatch_sequence``, the one place that decides it, and the
+  ``DispatchPlan``), ``calls`` (each call's module compiled alone, as JAX compiles it when
+  called), ``sums`` (the results the step only adds up across its calls).
+- the pieces all share, at this level: ``kinds`` (the one table of collective kinds), ``counts``
   (runs per call), ``pytree_paths``, ``user_frames`` (which frame is the user's line),
   ``traceable`` (any callable as a program JAX traces), and ``inspection``: one program read
   both ways, the value ``check``, ``inspect`` and ``shardscope.testing`` return.

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
-from shardscope.engine.dispatches import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
+from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
-from shardscope.engine.hlo.compiled import jax_traced, plan_of
+from shardscope.engine.hlo.compiled import HoldsTraced, jax_traced, plan_of
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.dispatches import DispatchFinding
+    from shardscope.engine.dispatch.plan import DispatchFinding
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.engine.jaxpr.dataflow import Collective, Loop
     from shardscope.engine.jaxpr.model import Program
@@ -64,7 +64,7 @@ class Inspection:
     only traced. :attr:`paired` joins the two, one entry per collective: what the tables, the
     findings and ``check``'s exit code count. ``targets`` are its plans on the TPU slices
     ``check --target`` compiled it for (nothing runs there). ``dispatches`` is set for a step
-    that is not jitted and calls jitted functions (:mod:`shardscope.engine.dispatches`): what
+    that is not jitted and calls jitted functions (:mod:`shardscope.engine.dispatch.plan`): what
     runs is each call's own module, and the counts are per step, summed over the calls.
     """
 
@@ -250,8 +250,8 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
-def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: float, debug: str) -> Inspection:
-    """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatches.is_dispatch_sequence`):
+def inspect_dispatches(program: Traceable, traced: "Traced | HoldsTraced", name: str, trace_s: float, debug: str) -> Inspection:
+    """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatch.plan.is_dispatch_sequence`):
     its jaxpr as traced, and each call's own module compiled as JAX compiles it when called."""
     traced = jax_traced(traced)
     base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
@@ -259,8 +259,8 @@ def inspect_dispatches(program: Traceable, traced: Any, name: str, trace_s: floa
     return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
 
 
-def dispatches_of(program: Traceable, traced: Any, name: str, debug: str = API_DEBUG) -> DispatchPlan:
-    """The :class:`~shardscope.engine.dispatches.DispatchPlan` of the step ``program`` traced as
+def dispatches_of(program: Traceable, traced: "Traced | HoldsTraced", name: str, debug: str = API_DEBUG) -> DispatchPlan:
+    """The :class:`~shardscope.engine.dispatch.plan.DispatchPlan` of the step ``program`` traced as
     one jit (``traced``): each call's module compiled alone; a call that does not compile alone
     is one :class:`TraceError`."""
     import jax

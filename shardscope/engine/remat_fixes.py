@@ -6,13 +6,16 @@ longer warns and the compiled collectives move no more bytes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shardscope.engine.compilation import compile_capturing
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, FixCheck, PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.traceable import Traceable
+
+if TYPE_CHECKING:
+    from jax.stages import Compiled
 
 
 def collective_bytes(plan: CompiledPlan) -> int:
@@ -52,9 +55,13 @@ def _checked(program: Traceable, plan: CompiledPlan, warning: PartitionerWarning
     except Exception:  # the fix does not compile: said as not verified, the finding stands
         return dataclasses.replace(warning, fix=FixCheck(-1, collective_bytes(plan), -1))
     after = _bytes_of(compiled)
+    if after is None:  # nothing to count the fix's bytes in: not verified, as a fix that does not compile
+        return dataclasses.replace(warning, fix=FixCheck(-1, collective_bytes(plan), -1))
     remats = sum("Involuntary full rematerialization" in m for m in messages)
     return dataclasses.replace(warning, fix=FixCheck(remats, collective_bytes(plan), after))
 
 
-def _bytes_of(compiled: Any) -> int:
-    return collective_bytes(compiled_plan(compiled.as_text()))
+def _bytes_of(compiled: "Compiled") -> int | None:
+    """What the compiled collectives move per call; None where JAX gives no module text."""
+    text = compiled.as_text()
+    return None if text is None else collective_bytes(compiled_plan(text))

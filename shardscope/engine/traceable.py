@@ -16,9 +16,23 @@ from __future__ import annotations
 import functools
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeGuard
 
 from shardscope.engine.pytree_paths import argument_names
+
+if TYPE_CHECKING:
+    from jax.stages import Traced
+
+
+class Jitted(Protocol):
+    """A program JAX traces: a ``jax.jit`` object, flax's ``nnx.jit`` function, anything with ``.trace``."""
+
+    def trace(self, *args: object, **kwargs: object) -> "Traced": ...
+
+
+def is_jitted(fn: object) -> TypeGuard[Jitted]:
+    """True for a function that traces itself (``jax.jit``, ``nnx.jit``): it has ``.trace``."""
+    return hasattr(fn, "trace")
 
 
 @dataclass(frozen=True)
@@ -28,7 +42,7 @@ class Traceable:
     ``eager`` is the same program not jitted (what a step of dispatches runs as written; None
     for a program that is jitted itself)."""
 
-    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
+    function: Jitted  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     input_names: tuple[str, ...]
@@ -40,7 +54,7 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
     import jax
 
     names = tuple(argument_names(fn, args, kwargs))
-    if hasattr(fn, "trace"):
+    if is_jitted(fn):
         return Traceable(fn, args, kwargs, names)
     leaves, treedef = jax.tree.flatten((args, kwargs))
     if all(_jit_takes(leaf) for leaf in leaves):
@@ -48,7 +62,7 @@ def traceable(fn: Callable, args: tuple, kwargs: dict) -> Traceable:
         return Traceable(jax.jit(eager), args, kwargs, names, eager)
     dynamic = [k for k, leaf in enumerate(leaves) if _is_array(leaf)]
 
-    def program(*values: Any) -> Any:
+    def program(*values: object) -> Any:  # the user's result's pytree: any structure
         full = list(leaves)
         for k, value in zip(dynamic, values):
             full[k] = value
@@ -66,7 +80,7 @@ def _returning_values(fn: Callable) -> Callable:
     signature (``jax.jit`` reads both)."""
 
     @functools.wraps(fn)
-    def program(*args: object, **kwargs: object) -> Any:
+    def program(*args: object, **kwargs: object) -> Any:  # the user's result's pytree: any structure
         return _values_of(fn(*args, **kwargs))
 
     program.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -74,7 +88,7 @@ def _returning_values(fn: Callable) -> Callable:
     return program
 
 
-def _values_of(result: Any) -> Any:
+def _values_of(result: Any) -> Any:  # the user's result's pytree: any structure
     """``result`` with each leaf ``jax.jit`` cannot return (a function, a string, any static
     field of a returned module) replaced by ``None``: the tree keeps the arrays' paths."""
     import jax

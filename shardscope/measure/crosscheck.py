@@ -10,7 +10,10 @@ something else (e.g. a collective inside a ``cond`` branch that only some device
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TOLERANCE_NOTE = "tolerance: sqrt(machine epsilon) of the dtype, relative to the largest gradient entry"
 
@@ -52,7 +55,7 @@ class GradientCheck:
         )
 
 
-def relative_tolerance(dtype: Any) -> float:
+def relative_tolerance(dtype: np.dtype) -> float:
     """``sqrt(eps)`` of ``dtype`` (its real part for complex): 3.5e-4 for float32, 0.088 for bfloat16."""
     import jax.numpy as jnp
     import numpy as np
@@ -78,7 +81,7 @@ def compare_results(results: dict[str, Any], subject: str = "gradients") -> tupl
     return tuple(check for check in checks if check is not None)
 
 
-def layout(tree: Any) -> tuple:
+def layout(tree: Any) -> tuple:  # a pytree of results: any leaves
     """The structure, shapes and dtypes of a pytree's leaves (arrays, ``ShapeDtypeStruct``s, scalars)."""
     import jax
     import numpy as np
@@ -91,7 +94,8 @@ def layout(tree: Any) -> tuple:
     return str(structure), tuple((tuple(np.shape(leaf)), dtype(leaf)) for leaf in leaves)
 
 
-def _check(base_name: str, base: Any, name: str, other: Any, subject: str = "gradients") -> GradientCheck | None:
+def _check(base_name: str, base: Any, name: str, other: Any,  # pytrees of results: any leaves
+           subject: str = "gradients") -> GradientCheck | None:
     """The worst leaf of ``other`` against ``base``, relative to its tolerance (None: no leaves).
 
     Floating leaves are ranked by their largest difference over their own tolerance; integer and
@@ -119,12 +123,12 @@ def _check(base_name: str, base: Any, name: str, other: Any, subject: str = "gra
     return GradientCheck(base_name, name, worst[1], worst[2], worst[3], subject, leaf=worst[4])
 
 
-def _numeric(leaf: Any) -> Any:
+def _numeric(leaf: object) -> np.ndarray:
     """``leaf`` as a numpy array (a typed PRNG key as its key data, a bool as an integer)."""
     import jax
     import numpy as np
 
-    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # keys are JAX's only
         leaf = jax.random.key_data(leaf)
     array = np.asarray(leaf)
     return array.astype(np.int64) if array.dtype == bool else array

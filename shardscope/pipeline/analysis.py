@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Program
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.target_plan import TargetPlan
-    from shardscope.engine.dispatches import DispatchPlan
+    from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
     from shardscope.measure.timing import RunTimes
@@ -70,7 +70,7 @@ class PlanResult:
 
     @classmethod
     def from_inspection(cls, inspection: "Inspection", *, name: str, description: str, role: str, graphs: bool,
-                        **measured: Any) -> "PlanResult":
+                        **measured: Any) -> "PlanResult":  # the measured fields, each of its own type
         """The result for one inspected program (a plan's or a program file's): its loops, per-call
         counts and (with ``graphs``) its dataflow graph, plus what was ``measured``."""
         from shardscope.engine.jaxpr import dataflow  # numpy (about 0.13 s): not on `import shardscope.cli`'s path

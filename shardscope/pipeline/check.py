@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
                                           inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
-from shardscope.engine.dispatches import is_dispatch_sequence
+from shardscope.engine.dispatch.plan import is_dispatch_sequence
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope import failures
 from shardscope.engine.inspection import Inspection, pytree_names
@@ -84,7 +84,7 @@ def demo_workload(demo_fn: DemoFunction, settings: Settings, path: Path,
     params, x, v = built.args
     inputs = pytree_names(params, "params") + pytree_names(x, "x") + pytree_names(v, "v")
 
-    def program(name: str, description: str, role: str, result: Any = None) -> PipelineProgram:
+    def program(name: str, description: str, role: str, result: Callable[[Any], Any] | None = None) -> PipelineProgram:
         def trace_failure(exc: BaseException) -> tuple[ShardscopeError, str]:
             if isinstance(exc, SystemExit):
                 error = failures.system_exit(exc, path, demo_fn.name)

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from shardscope.engine.hlo.compiled import jax_traced
-from shardscope.engine.dispatches import DispatchPlan, is_dispatch_sequence
+from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence
 from shardscope.engine.inspection import dispatches_of
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import Traceable, traceable

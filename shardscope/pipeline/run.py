@@ -282,7 +282,7 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
     return _Measured(numbers, reference, checks)
 
 
-def _first_run(program: PipelineProgram, call: Callable[[], Any], workload: Workload) -> Any:
+def _first_run(program: PipelineProgram, call: Callable[[], Any], workload: Workload) -> Any:  # its output: any pytree
     """The first run of ``program``: its output, or an error that names it."""
     import jax
 

@@ -10,7 +10,7 @@ user wrote. Both reach :func:`shardscope.pipeline.run.run` as a :class:`Workload
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.analysis import Origin
@@ -18,8 +18,9 @@ from shardscope.pipeline.analysis import Origin
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.dispatches import DispatchPlan
+    from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.engine.inspection import Inspection
+    from shardscope.engine.traceable import Jitted
     from shardscope.plans.settings import Settings
     from shardscope.plans.shapes import Shapes
 
@@ -28,7 +29,10 @@ Arguments = tuple[tuple, dict]
 """Positional and keyword arguments of one call."""
 
 
-def _same(value: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _same(value: _T) -> _T:
     return value
 
 
@@ -55,7 +59,7 @@ class PipelineProgram:
     name: str
     description: str
     role: str  # baseline, candidate or floor (a plan), reference, or program
-    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
+    function: Jitted  # the user's function, jitted by jax.jit or flax's nnx.jit
     arguments: Arguments
     input_names: Callable[["Traced"], list[str]]
     output_names: Callable[["Traced"], list[str]]

@@ -51,7 +51,7 @@ class Layout:
     f: Callable
     shapes: Shapes
     batch_axes: tuple[str, ...]
-    splits: Any
+    splits: Any  # a pytree of Split mirroring the user's params: any structure
 
     @property
     def sharded(self) -> bool:
@@ -59,13 +59,14 @@ class Layout:
         return any(split.axes for split in jax.tree.leaves(self.splits))
 
 
-def _chunked(tree: Any, shapes: Shapes) -> Any:
+def _chunked(tree: Any, shapes: Shapes) -> Any:  # a pytree of arrays, the user's structure
     """Split the per-device batch axis of every leaf into (chunks, chunk_size)."""
     split = (shapes.chunks_per_device, shapes.chunk_size)
     return jax.tree.map(lambda a: a.reshape(split + a.shape[1:]), tree)
 
 
-def scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any, prepare: Callable | None = None) -> Any:
+def scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any,  # the user's pytrees: any structure
+             prepare: Callable | None = None) -> Any:  # a pytree like params
     """Accumulate ``vjp(f)(params)`` over the chunks of ``x`` and ``v`` with ``lax.scan``.
 
     ``prepare(params)`` runs inside each chunk's forward (the naive plan gathers sharded leaves
@@ -83,13 +84,13 @@ def scan_vjp(f: Callable, params: Any, x: Any, v: Any, shapes: Shapes, init: Any
     return total
 
 
-def varying_axes(value: Any) -> frozenset:
+def varying_axes(value: jax.Array) -> frozenset:
     """The mesh axes ``value`` (a traced array inside ``shard_map``) varies over."""
     mat = getattr(jax.typeof(value), "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", ()) or ())
 
 
-def to_varying(value: Any, axes: tuple[str, ...]) -> Any:
+def to_varying(value: jax.Array, axes: tuple[str, ...]) -> jax.Array:
     """``value`` cast to vary over ``axes``, only over the axes it does not vary over yet.
 
     Casting an already-varying value raises "Unsupported pcast from=varying": check first.
@@ -98,7 +99,7 @@ def to_varying(value: Any, axes: tuple[str, ...]) -> Any:
     return lax.pcast(value, missing, to="varying") if missing else value
 
 
-def gather(split: Split, leaf: Any) -> Any:
+def gather(split: Split, leaf: jax.Array) -> jax.Array:
     """The whole leaf from this device's shard: an ``all_gather`` per split dimension."""
     for dim, axes in enumerate(split.dims):
         if axes:
@@ -106,7 +107,7 @@ def gather(split: Split, leaf: Any) -> Any:
     return leaf
 
 
-def scatter(split: Split, grad: Any) -> Any:
+def scatter(split: Split, grad: jax.Array) -> jax.Array:
     """This device's shard of a summed gradient: a ``psum_scatter`` per split dimension."""
     for dim, axes in enumerate(split.dims):
         if axes:
@@ -114,7 +115,7 @@ def scatter(split: Split, grad: Any) -> Any:
     return grad
 
 
-def _map(fn: Callable, layout: Layout, *trees: Any) -> Any:
+def _map(fn: Callable, layout: Layout, *trees: Any) -> Any:  # pytrees like the user's params
     """``fn(split, *leaves)`` over the parameter leaves, with each leaf's :class:`Split`."""
     return jax.tree.map(fn, layout.splits, *trees)
 
@@ -144,7 +145,7 @@ def deferred(layout: Layout) -> Callable:
     return local
 
 
-def _reduce(split: Split, grad: Any, batch_axes: tuple[str, ...]) -> Any:
+def _reduce(split: Split, grad: jax.Array, batch_axes: tuple[str, ...]) -> jax.Array:
     """Sum a per-device partial gradient over the batch axes, back to the leaf's own sharding."""
     rest = tuple(a for a in batch_axes if a not in split.axes)
     if rest:

@@ -20,13 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
-from jax.stages import Wrapped
+from jax.stages import Traced, Wrapped
 
 from shardscope.errors import SettingsError, ShardscopeError, TraceError
 from shardscope.failures import first_line, model_error, trace_error
 from shardscope.measure import timing
 from shardscope.plans import bodies
 from shardscope.plans.bodies import Layout, Split
+from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
 from shardscope.plans.shapes import Shapes, resolve_shapes
 from shardscope.sources import prng_keys
@@ -55,17 +56,17 @@ class Plan:
     unavailable: Callable[[Layout], str | None] = field(default=lambda layout: None)
     stacked_output: bool = False
 
-    def in_specs(self, layout: Layout, param_specs: Any) -> tuple:
+    def in_specs(self, layout: Layout, param_specs: Any) -> tuple:  # a pytree of PartitionSpec like params
         """``(params, x, v)`` specs: params as declared, the batch split over the batch axes."""
         return (param_specs, P(layout.batch_axes), P(layout.batch_axes))
 
-    def out_specs(self, layout: Layout, param_specs: Any) -> Any:
+    def out_specs(self, layout: Layout, param_specs: Any) -> Any:  # pytrees of PartitionSpec like params
         """The gradient comes out sharded as its parameter (stacked over the batch axes for a floor)."""
         if self.stacked_output:
             return jax.tree.map(lambda _: P(layout.batch_axes), param_specs, is_leaf=lambda s: isinstance(s, P))
         return param_specs
 
-    def gradient(self, output: Any) -> Any:
+    def gradient(self, output: Any) -> Any:  # pytrees like the user's params
         """The gradient the program's ``output`` stands for."""
         if self.stacked_output:
             return jax.tree.map(lambda g: np.asarray(g).sum(axis=0), output)
@@ -93,7 +94,7 @@ def reduced_types_supported() -> bool:
     return True
 
 
-def _probe_reduced(w: Any) -> Any:
+def _probe_reduced(w: jax.Array) -> jax.Array:
     """Both casts the reduced plan makes, and the psum of an unreduced value."""
     jax.lax.pcast(w, "_probe", to="reduced")
     unreduced = jax.lax.pcast(jax.lax.pcast(w, "_probe", to="varying"), "_probe", to="unreduced")
@@ -148,7 +149,7 @@ class Plans:
     layout: Layout
 
 
-def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
+def param_partition_specs(param_specs: Any, params: Any, mesh: Mesh) -> Any:  # pytrees: the user's params and their specs
     """``param_specs`` filled in (None: every leaf replicated) and checked against ``params``."""
     if param_specs is None:
         return jax.tree.map(lambda _: P(), params)
@@ -179,7 +180,7 @@ def param_partition_specs(param_specs: Any, params: Any, mesh: Any) -> Any:
     return specs
 
 
-def _spec_dims(spec: Any, ndim: int) -> tuple[tuple[str, ...], ...]:
+def _spec_dims(spec: P, ndim: int) -> tuple[tuple[str, ...], ...]:
     """Per array dimension, the mesh axes a ``PartitionSpec`` splits it over."""
     dims = []
     for k in range(ndim):
@@ -238,7 +239,7 @@ def build_plans(demo_fn: DemoFunction, settings: Settings, plans: tuple[Plan, ..
 
 def trace_plans(
     built: Plans, *, with_reference: bool = False, progress: Callable[[str, float], None] | None = None,
-) -> tuple[dict[str, tuple[Any, float]], dict[str, str]]:
+) -> tuple[dict[str, tuple[Traced, float]], dict[str, str]]:
     """Trace each plan of ``built`` once: ``{name: (traced, seconds)}``, and the plans JAX cannot trace.
 
     The one place that decides which built plans are available, for the report, the diff, the
@@ -250,7 +251,7 @@ def trace_plans(
     """
     report = progress or (lambda stage, fraction: None)
     names = [*built.plans, *([REFERENCE] if with_reference else [])]
-    traced: dict[str, tuple[Any, float]] = {}
+    traced: dict[str, tuple[Traced, float]] = {}
     unavailable: dict[str, str] = {}
     for i, name in enumerate(names):
         report("tracing", i / len(names))
@@ -267,7 +268,7 @@ def trace_plans(
     return traced, unavailable
 
 
-def _check_params(params: Any) -> None:
+def _check_params(params: Any) -> None:  # the user's params: any pytree
     leaves = jax.tree.leaves(params)
     if not leaves:
         raise SettingsError("params is empty: there is nothing to differentiate.")
@@ -281,7 +282,7 @@ def _check_params(params: Any) -> None:
         )
 
 
-def _output_shape(f: Callable, params: Any, x: Any, batch: int, axis: str) -> Any:
+def _output_shape(f: Callable, params: Any, x: Any, batch: int, axis: str) -> Any:  # pytrees: the user's inputs, f's output
     """The output's shapes (the cotangent's), checked to be inexact and batch-leading."""
     try:
         out = jax.eval_shape(f, params, x)

@@ -25,11 +25,11 @@ PIPE_WIDTH = 100_000
 class PipeConsole(Console):
     """A :class:`~rich.console.Console` for output that is not a terminal (see the module)."""
 
-    def __init__(self, wrap: int, **kwargs: Any) -> None:
+    def __init__(self, wrap: int, **kwargs: Any) -> None:  # rich Console's keywords, passed on
         super().__init__(width=PIPE_WIDTH, **kwargs)
         self.wrap = wrap
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # rich's renderables and keywords, passed on
         """Tables at their natural width, prose wrapped at :attr:`wrap` between words."""
         parts = [rich_cast(obj) for obj in objects]
         if len(parts) == 1 and isinstance(parts[0], Group):

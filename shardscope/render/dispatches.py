@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -23,7 +23,7 @@ from shardscope.render.findings import (
 )
 
 if TYPE_CHECKING:
-    from shardscope.engine.dispatches import Dispatch, DispatchFinding, DispatchPlan
+    from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
     from shardscope.engine.inspection import Inspection
 
 DISPATCH_COLUMNS = ("#", "dispatch", "calls/step", "collectives", "runs/call", "runs/step", "B/step", "line")
@@ -70,11 +70,11 @@ def dispatch_rows(plan: "DispatchPlan") -> list[tuple[str, ...]]:
     ]
 
 
-def render_dispatches(function: str, plan: "DispatchPlan") -> Any:
+def render_dispatches(function: str, plan: "DispatchPlan") -> Group:
     """The rich renderable of the step ``function``: the summary, the dispatch table, each
     communicating module's collectives (one call), and the verdicts across the calls with their fixes."""
     failing = bool(plan.flagged or plan.flagged_in_loops)
-    parts: list[Any] = [Text(summary(function, plan), style="bold red" if failing else "bold green")]
+    parts: list[RenderableType] = [Text(summary(function, plan), style="bold red" if failing else "bold green")]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in DISPATCH_COLUMNS:
         table.add_column(column, justify="right" if column in ("#", "calls/step", "collectives", "runs/call",
@@ -143,7 +143,7 @@ def _short(source: str) -> str:
     return short_source(source) if source else "-"
 
 
-def _rich(inspection: "Inspection") -> Any:
+def _rich(inspection: "Inspection") -> Group:
     """An inspection's rich rendering: a step's dispatches, or the findings table."""
     if inspection.dispatches is not None:
         return render_dispatches(inspection.function, inspection.dispatches)

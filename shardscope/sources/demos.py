@@ -24,15 +24,15 @@ _MARK = "__shardscope_demo__"
 class DemoSpec:
     """What :func:`demo` records: example ``params`` and ``x`` (pytrees of arrays or shapes)."""
 
-    params: Any
-    x: Any
+    params: Any  # a user's pytree: any leaves
+    x: Any  # a user's pytree: any leaves
     seed: int = 0
     description: str = ""
-    param_specs: Any = None
+    param_specs: Any = None  # a pytree of PartitionSpec like params
     mesh: Mesh | None = None
 
 
-def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_specs: Any = None,
+def demo(*, params: Any, x: Any, seed: int = 0, description: str = "", param_specs: Any = None,  # a user's pytrees
          mesh: str | Mesh | None = None) -> Callable:
     """Mark ``f(params, x)`` as a function shardscope can analyse.
 
@@ -69,7 +69,7 @@ def _demo_mesh(mesh: str | Mesh | None) -> Mesh | None:
                          "e.g. mesh=\"data=4\" or mesh=\"data=4,model=2\".") from None
 
 
-def derived_mesh(params: Any, param_specs: Any) -> Mesh | None:
+def derived_mesh(params: Any, param_specs: Any) -> Mesh | None:  # a user's pytrees
     """A mesh with every axis ``param_specs`` names, for a demo that gives no ``mesh``; else None.
 
     Each axis gets size 2 (the default device count), or 1 where 2 does not divide a dimension

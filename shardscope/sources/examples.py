@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import numpy as np
@@ -19,20 +19,20 @@ from shardscope.sources import prng_keys
 from shardscope.errors import SettingsError
 
 
-def is_shape(value: object) -> bool:
+def is_shape(value: object) -> TypeGuard[jax.ShapeDtypeStruct]:
     """True for a ``jax.ShapeDtypeStruct`` (a leaf that only describes an array)."""
     return isinstance(value, jax.ShapeDtypeStruct)
 
 
-def named_leaves(tree: Any, root: str) -> list[tuple[str, Any]]:
+def named_leaves(tree: Any, root: str) -> list[tuple[str, object]]:  # a user's pytree: any leaves
     """``[(name, leaf)]`` with names such as ``params['w']`` or ``x[0]``."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_shape)
     return [(root + jax.tree_util.keystr(path), leaf) for path, leaf in flat]
 
 
-def leaf_shape(name: str, leaf: Any) -> tuple[int, ...]:
+def leaf_shape(name: str, leaf: object) -> tuple[int, ...]:
     """The shape of one leaf; :class:`SettingsError` naming the leaf when a dimension is bad."""
-    shape = tuple(leaf.shape) if hasattr(leaf, "shape") else np.shape(leaf)
+    shape = tuple(leaf.shape) if hasattr(leaf, "shape") else np.asarray(leaf).shape
     if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
         raise SettingsError(
             f"{name} has shape {shape}: every dimension must be a whole number >= 0.",
@@ -41,19 +41,20 @@ def leaf_shape(name: str, leaf: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def leaf_dtype(leaf: Any) -> np.dtype:
+def leaf_dtype(leaf: object) -> np.dtype:
     """The dtype of one leaf (of the array numpy would make of it)."""
-    if prng_keys.is_key_dtype(getattr(leaf, "dtype", None)):
-        return np.dtype(f"V{prng_keys.key_itemsize(leaf.dtype)}")  # a key's size is its key data's
-    return np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+    dtype = getattr(leaf, "dtype", None)
+    if prng_keys.is_key_dtype(dtype):
+        return np.dtype(f"V{prng_keys.key_itemsize(dtype)}")  # a key's size is its key data's
+    return np.dtype(dtype) if dtype is not None else np.asarray(leaf).dtype
 
 
-def leaf_bytes(name: str, leaf: Any) -> int:
+def leaf_bytes(name: str, leaf: object) -> int:
     """How many bytes the leaf takes once filled."""
     return math.prod(leaf_shape(name, leaf)) * leaf_dtype(leaf).itemsize
 
 
-def batch_size(x: Any) -> int:
+def batch_size(x: Any) -> int:  # a user's pytree: any leaves
     """The common leading axis of every leaf of ``x`` (the batch N); at least 1."""
     leaves = named_leaves(x, "x")
     if not leaves:
@@ -80,7 +81,7 @@ def batch_size(x: Any) -> int:
     return batch
 
 
-def check_fits(params: Any, x: Any, devices: int) -> int:
+def check_fits(params: Any, x: Any, devices: int) -> int:  # a user's pytrees: any leaves
     """Refuse example inputs that cannot fit in memory, before a byte is allocated.
 
     Every device holds its own copy of ``params`` (replicated) and its slice of ``x``; the
@@ -103,7 +104,7 @@ def check_fits(params: Any, x: Any, devices: int) -> int:
     return sum(sizes.values())
 
 
-def check_program_fits(program: str, arguments: Any, shardings: Any, names: list[str] | None = None,
+def check_program_fits(program: str, arguments: Any, shardings: Any, names: list[str] | None = None,  # pytrees alike
                        held: int = 0) -> int:
     """Refuse a program's example arguments that cannot fit in memory, before they are made.
 
@@ -188,7 +189,7 @@ def human_bytes(count: float) -> str:
     raise AssertionError("unreachable")
 
 
-def materialize(tree: Any, seed: int) -> Any:
+def materialize(tree: Any, seed: int) -> Any:  # a user's pytree: any leaves, and its filled copy
     """Concrete numpy arrays for a pytree of arrays and ``ShapeDtypeStruct``s, reproducibly random.
 
     Each leaf is drawn straight into its own buffer: no float64 draft that is then converted
@@ -196,7 +197,7 @@ def materialize(tree: Any, seed: int) -> Any:
     """
     rng = np.random.default_rng(seed)
 
-    def leaf(value: Any) -> Any:
+    def leaf(value: object) -> object:
         if is_shape(value) and prng_keys.is_key_dtype(value.dtype):  # typed PRNG keys: split from the seed
             return prng_keys.random_keys(value.dtype, tuple(value.shape), int(rng.integers(2**31)))
         if is_shape(value):

@@ -36,7 +36,7 @@ def is_key_array(value: object) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def key_itemsize(dtype: Any) -> int:
+def key_itemsize(dtype: object) -> int:
     """Bytes of one key of ``dtype``: the size of its ``jax.random.key_data``."""
     import jax
 
@@ -44,14 +44,14 @@ def key_itemsize(dtype: Any) -> int:
     return prod(data.shape) * data.dtype.itemsize
 
 
-def random_keys(dtype: Any, shape: tuple[int, ...], seed: int) -> jax.Array:
+def random_keys(dtype: object, shape: tuple[int, ...], seed: int) -> jax.Array:
     """A key array of ``shape`` and ``dtype``, split from one key made from ``seed`` (reproducible)."""
     import jax
 
     return jax.random.split(jax.random.key(seed, impl=_implementation(dtype)), shape)
 
 
-def _implementation(dtype: Any) -> str:
+def _implementation(dtype: object) -> str:
     import jax
 
     for name in IMPLEMENTATIONS:

@@ -34,7 +34,7 @@ class ProgramSpec:
     kwargs: dict = field(default_factory=dict)
 
 
-def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:
+def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:  # a user's pytree of example arguments
     """Mark ``fn`` (any callable JAX traces) as a program ``shardscope check`` analyses with these
     arguments; ``fn`` itself is returned, unchanged."""
     spec = ProgramSpec(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import jax
     from jax.core import ShapedArray
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
-    from jax.sharding import PartitionSpec
+    from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 SHARD_MAP, EXPLICIT = "shard_map", "explicit"
 
@@ -253,7 +253,7 @@ def _start_unsummed(value: jax.Array, axes: Axes, style: str) -> jax.Array:
                                                      unreduced_spec(spec, frozenset(spec.unreduced) | axes)))
 
 
-def _mesh_with(mesh: Any, axes: Axes) -> Any:
+def _mesh_with(mesh: Mesh | AbstractMesh, axes: Axes) -> Mesh | AbstractMesh:
     """``mesh``, or the mesh the program is traced under when ``mesh`` lacks ``axes``: a value
     made inside the program from no argument (the loss accumulator's ``jnp.zeros(())``) has
     an empty mesh, and is started unreduced on the program's."""
@@ -277,7 +277,7 @@ def _sum(value: jax.Array, axes: Axes, style: str) -> jax.Array:
 
 def unreduced_spec(spec: "PartitionSpec", unreduced: Axes) -> "PartitionSpec":
     """``spec`` unreduced over ``unreduced`` (none: a plain spec, which jax 0.12 needs spelled so)."""
-    from jax.sharding import PartitionSpec
+    from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
     reduced = frozenset(spec.reduced)
     extra = {"reduced": reduced} if reduced else {}

@@ -132,7 +132,7 @@ def as_explicit(closed: "ClosedJaxpr", mesh: "Mesh", input_shardings: list, leav
                       for s in input_shardings)
     retracer = Retracer(Edits(), target.abstract_mesh, rules={"dot_general": _summed_dot, "sharding_constraint": _reshard})
 
-    def function(*flat: Any) -> list:
+    def function(*flat: object) -> list:
         return retracer.run(closed, flat)
 
     jitted = jax.jit(function)

@@ -107,7 +107,7 @@ class _Blocks:
                 self._add(sub, block_id_of(eqn_id, sub_role), eqn_id, sub_role)
         self.blocks[block_id] = _Block(jaxpr, owner, role, producers)
 
-    def operand_position(self, block_id: str, var: Any) -> int:  # Any: a Var or a Literal, looked up among Vars
+    def operand_position(self, block_id: str, var: Var) -> int:
         """Which operand of the equation owning ``block_id`` its input ``var`` receives."""
         block = self.blocks[block_id]
         eqn = self.index.equation(block.owner)
@@ -118,7 +118,7 @@ class _Blocks:
             return k + 1
         return k
 
-    def operand_of(self, block_id: str, var: Any, loop: str) -> tuple[str, Any] | str:
+    def operand_of(self, block_id: str, var: Var, loop: str) -> tuple[str, Var | Literal] | str:
         """The value outside ``block_id`` that its input ``var`` receives, as ``(block id,
         var)``; or why it changes inside ``loop`` (a carry or ``xs`` of a loop)."""
         block = self.blocks[block_id]
@@ -176,7 +176,7 @@ class _Outside:
         self.loop = loop
         self.operands = operands
         self.retracer = Retracer(Edits())  # the equations it evaluates are not edited
-        self.values: dict[tuple[str, Any], Any] = {}
+        self.values: dict[tuple[str, Var | Literal], object] = {}
 
     def results(self, collective: str) -> list:
         """The collective's results, computed before the loop."""
@@ -185,7 +185,7 @@ class _Outside:
         invals = [self.value(block_id, v) for v in eqn.invars]
         return self.retracer.equation(eqn, collective, invals)
 
-    def value(self, block_id: str, var: Var | Literal) -> Any:  # Any: a constant's value (an array or a number)
+    def value(self, block_id: str, var: Var | Literal) -> object:  # a constant's, an array's or a tracer's
         from jax.extend.core import Literal
 
         if isinstance(var, Literal):
@@ -195,7 +195,7 @@ class _Outside:
             self.values[key] = self._value(block_id, var)
         return self.values[key]
 
-    def _value(self, block_id: str, var: Var | Literal) -> Any:
+    def _value(self, block_id: str, var: Var) -> object:
         block = self.blocks.blocks[block_id]
         if var in block.producers:
             eqn, eqn_id, k = block.producers[var]

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from shardscope.engine.jaxpr.model import CAST_PRIMITIVES, COLLECTIVE_PRIMITIVES, qualify, scan_operand_groups, sub_jaxprs
 
 if TYPE_CHECKING:
-    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
+    import jax
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
     from jax.sharding import AbstractMesh
 
 Replacement = Callable[["JaxprEqn", list], list]
@@ -114,7 +115,7 @@ class Retracer:
 
         env: dict[Any, Any] = {}
 
-        def read(atom: Any) -> Any:
+        def read(atom: "Var | Literal") -> object:
             if not isinstance(atom, Literal):
                 return env[atom]
             return atom.val if self.mesh is None else _unplaced(atom.val)
@@ -231,7 +232,7 @@ class Retracer:
         cond_consts, body_consts, init = invals[:n_cond], invals[n_cond:n_cond + n_body], invals[n_cond + n_body:]
         cond, body = params["cond_jaxpr"], params["body_jaxpr"]
 
-        def test(carry: list) -> Any:
+        def test(carry: list) -> "jax.Array":
             return self.block(cond.jaxpr, cond.consts, [*cond_consts, *carry], block_id_of(eqn_id, "cond"))[0]
 
         def step(carry: list) -> list:
@@ -246,7 +247,7 @@ class Retracer:
         index, operands = invals[0], invals[1:]
 
         def branch(k: int, closed: "ClosedJaxpr") -> Callable[..., list]:
-            def run(*ops: Any) -> list:
+            def run(*ops: object) -> list:
                 return self.block(closed.jaxpr, closed.consts, ops, block_id_of(eqn_id, f"branch{k}"))
             return run
 
@@ -352,7 +353,7 @@ def _unplaced(value: Any) -> Any:  # Any: a tracer, an array or a jaxpr Literal
     return type(value)(value.val, core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
 
 
-def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:  # Any: a tracer or an array
+def _on_mesh(value: object, mesh: "AbstractMesh") -> object:
     """A ``NamedSharding`` parameter moved to ``mesh`` (one with the same axes); anything else as is."""
     from jax.sharding import NamedSharding
 
@@ -361,7 +362,7 @@ def _on_mesh(value: Any, mesh: "AbstractMesh") -> Any:  # Any: a tracer or an ar
     return value
 
 
-def _pvary(eqn: "JaxprEqn", value: Any) -> list:
+def _pvary(eqn: "JaxprEqn", value: object) -> list:
     """``pvary`` of a value that may already vary over some of its axes: only the others are cast."""
     from jax._src import core
 

@@ -50,7 +50,7 @@ class MeshBound:
         with self.context():
             return self.jitted.trace(*args, **kwargs)
 
-    def __call__(self, *args: object, **kwargs: object) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:  # the program's output: any pytree
         with self.context():
             return self.jitted(*args, **kwargs)
 
@@ -69,7 +69,7 @@ class RewrittenProgram:
     place: Callable[[tuple, dict], tuple[tuple, dict]]
     jaxpr_collectives: tuple["Collective", ...] = ()
 
-    def run(self, args: tuple, kwargs: dict) -> Any:
+    def run(self, args: tuple, kwargs: dict) -> Any:  # the program's output: any pytree
         """The compiled program on the original's run arguments."""
         placed_args, placed_kwargs = self.place(args, kwargs)
         with self.function.context():
@@ -87,7 +87,7 @@ def rewritten_program(subject: "Subject", closed: "ClosedJaxpr", edits: Edits, m
     in_tree = jax.tree.structure((subject.args, subject.kwargs))
     out_tree = jax.tree.structure(subject.traced.out_info)
 
-    def rewritten(*args: object, **kwargs: object) -> Any:
+    def rewritten(*args: object, **kwargs: object) -> Any:  # the original's output's pytree
         leaves = jax.tree.leaves((args, kwargs))
         return jax.tree.unflatten(out_tree, Retracer(edits).run(closed, leaves))
 

@@ -11,6 +11,7 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.inspection import argument_names, inspect_traced, pytree_names
 from shardscope.engine.jaxpr.dead_code import mesh_and_style
+from shardscope.engine.traceable import Jitted, is_jitted
 from shardscope.sources.examples import materialize
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class Subject:
     concrete placed arguments both programs run on for the output check."""
 
     name: str
-    function: Any  # the user's function, jitted by jax.jit or flax's nnx.jit
+    function: Jitted  # the user's function, jitted by jax.jit or flax's nnx.jit
     args: tuple
     kwargs: dict
     traced: "jax.stages.Traced"
@@ -59,7 +60,7 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
 
     kwargs = dict(kwargs or {})
     name = name or str(getattr(fn, "__name__", type(fn).__name__))
-    jitted = fn if hasattr(fn, "trace") else jax.jit(fn)
+    jitted = fn if is_jitted(fn) else jax.jit(fn)
     traced = jitted.trace(*args, **kwargs)
     compiled = compile_traced(traced)
     names = argument_names(fn, args, kwargs)
@@ -69,7 +70,7 @@ def subject_of(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, na
                         run_arguments)
 
 
-def subject_from(name: str, function: Any, arguments: tuple[tuple, dict], traced: "jax.stages.Traced",
+def subject_from(name: str, function: Jitted, arguments: tuple[tuple, dict], traced: "jax.stages.Traced",
                  compiled: "jax.stages.Compiled", plan: "CompiledPlan", collectives: tuple["Collective", ...],
                  input_names: Sequence[str], run_arguments: tuple[tuple, dict] | None = None) -> Subject:
     """The :class:`Subject` of what the pipeline already has for a program: its function and

@@ -54,7 +54,7 @@ class ProjectionPanel(Widget):
     }
     """
 
-    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.analysis: Analysis | None = None
         self.comparison: Comparison | None = None  # the pair the Timings tab shows (b/c); None: the analysis's

@@ -102,8 +102,10 @@ def draw_memory(plot: PlotextPlot, sweep: "Sweep", hidden: bool = False) -> None
     plt.clear_figure()
     on_target = sweep.target is not None  # the budget is checked against the slice's memory, so is the chart
 
-    def kib(p: Any) -> float:  # Any: on a target its footprint is known (SweepPoint types it optional)
-        return (p.target_footprint_bytes if on_target else p.footprint_bytes) / 1024
+    def kib(p: SweepPoint) -> float:
+        footprint = p.target_footprint_bytes if on_target else p.footprint_bytes
+        assert footprint is not None  # a sweep for a target compiles every point for it
+        return footprint / 1024
 
     _plot_series(plt, sweep, kib)
     if sweep.memory_budget_bytes is not None:
@@ -135,7 +137,7 @@ def same_series(sweep: "Sweep", value: Callable[[Any], float]) -> list[tuple[lis
     return groups
 
 
-def _plot_series(plt: Plot, sweep: "Sweep", value: Callable[[Any], float]) -> None:
+def _plot_series(plt: Plot, sweep: "Sweep", value: Callable[[SweepPoint], float]) -> None:
     """One line per distinct series, labelled ``deferred = reduced`` when plans share it, in the
     colour of its first plan (each plan keeps its colour, merged or not)."""
     colours = dict(zip(sweep.plan_names, PLAN_COLOURS))
@@ -215,7 +217,7 @@ class SweepView(Widget):
     }
     """
 
-    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.settings: Settings | None = None
         self.sweep: Sweep | None = None

@@ -96,7 +96,7 @@ class Sidebar(VerticalScroll):
             super().__init__()
             self.name = name
 
-    def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:
+    def __init__(self, settings: Settings, max_devices: int, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.max_devices = max_devices
         self.function = settings.function  # None: the first demo in the file

@@ -36,7 +36,7 @@ class StatusLine(Static):
     StatusLine.-stale { background: $warning 25%; }
     """
 
-    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self._settings_text = describe_settings(settings)
         self._results_shown = False

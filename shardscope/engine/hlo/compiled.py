@@ -44,7 +44,7 @@ from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
-from shardscope.engine.hlo_added_terms import adds_another_term
+from shardscope.engine.hlo.added_terms import adds_another_term
 from shardscope.engine.pytree_paths import pytree_names
 
 if TYPE_CHECKING:

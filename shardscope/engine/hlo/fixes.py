@@ -84,7 +84,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
                loops: "tuple[Instruction, ...]", added_term: bool = False) -> Verdict:
     """The collective's verdict in words: its operands' one when they agree, else needed.
     ``added_term``: a sum added into its accumulator together with another term (weight decay,
-    :mod:`shardscope.engine.hlo_added_terms`), which is then why it is needed."""
+    :mod:`shardscope.engine.hlo.added_terms`), which is then why it is needed."""
     if not loops:
         return Verdict(NEEDED, "It runs once per call, outside any loop.")
     kinds = {v.kind for v in verdicts}

@@ -309,10 +309,10 @@ class _Parts:
         self.nodes: list[tuple[str, dict[str, Any]]] = []
         self.edges: list[tuple[str, str, dict[str, Any]]] = []
 
-    def add_node(self, node: str, **attributes: Any) -> None:
+    def add_node(self, node: str, **attributes: Any) -> None:  # networkx's attributes: any values
         self.nodes.append((node, attributes))
 
-    def add_edge(self, source: str, target: str, **attributes: Any) -> None:
+    def add_edge(self, source: str, target: str, **attributes: Any) -> None:  # networkx's attributes: any values
         self.edges.append((source, target, attributes))
 
 

@@ -277,7 +277,7 @@ class _Namer:
         self.counts[primitive] += 1
         return f"{primitive}_{k}"
 
-    def bind(self, var: Any, name: str) -> Value:
+    def bind(self, var: Var, name: str) -> Value:
         value = self.values[var] = self.value(var, name)
         return value
 
@@ -287,7 +287,7 @@ class _Namer:
         value = self.values.get(atom)
         return value if value is not None else self.value(atom, "?")
 
-    def value(self, atom: Any, name: str) -> Value:
+    def value(self, atom: Var | Literal, name: str) -> Value:
         aval = atom.aval
         known = self.facts.get(id(aval))
         if known is None:
@@ -300,7 +300,7 @@ class _Namer:
         return value
 
 
-def _block(jaxpr: Any, block_id: str, role: str, input_names: list[str],
+def _block(jaxpr: Jaxpr, block_id: str, role: str, input_names: list[str],
            facts: dict[int, tuple[Any, _AvalFacts]]) -> Block:
     namer = _Namer(facts)
     invars = list(jaxpr.constvars) + list(jaxpr.invars)
@@ -534,7 +534,7 @@ _AvalFacts = tuple[tuple[int, ...], str, frozenset[str], int, frozenset[str], fr
 """What a :class:`Value` takes from its aval: every field but the name, in the field order."""
 
 
-def _aval_facts(aval: Any) -> _AvalFacts:
+def _aval_facts(aval: object) -> _AvalFacts:
     shape = tuple(int(d) for d in getattr(aval, "shape", ()))
     dtype = getattr(aval, "dtype", None)
     mat = getattr(aval, "manual_axis_type", None)

@@ -89,7 +89,7 @@ class PlanTree(Tree[Entry]):
     (:attr:`allow_vertical_scroll`)."""
 
     def __init__(self, plan_name: str, *, cursor_moved: Callable[["PlanTree"], None] | None = None,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         self._view_width_kept: int | None = None  # the view's width, until the tree is resized or restyled
         self._invalidating = False  # inside ``_invalidate``: its refresh lays nothing out
         super().__init__(plan_name, **kwargs)  # which measures the root's label and refreshes

@@ -90,7 +90,7 @@ class PlansView(Widget):
     PlansView .plan-details { height: 3; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}

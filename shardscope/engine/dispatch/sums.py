@@ -14,14 +14,14 @@ value that is not itself reduced).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.text import HloModule, Instruction
 
 if TYPE_CHECKING:
-    from jax.extend.core import Jaxpr
+    from jax.extend.core import Jaxpr, Var
 
 __all__ = ["ADDS", "is_sum", "reduced_outputs", "summed_results"]
 
@@ -48,7 +48,7 @@ def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[st
     """
     from jax.extend.core import Literal  # the engine's modules import JAX where they use it
 
-    users: dict[Any, list[int]] = defaultdict(list)
+    users: dict["Var", list[int]] = defaultdict(list)
     for k, eqn in enumerate(jaxpr.eqns):
         for var in eqn.invars:
             if not isinstance(var, Literal):

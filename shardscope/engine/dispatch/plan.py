@@ -5,9 +5,9 @@ gradient all-reduces summed and reduced once). What runs is not that: each call 
 function is its own module, dispatched on its own, and each eager operation between the calls
 too. :func:`is_dispatch_sequence` is the one place that decides that a program is read this
 way; :func:`dispatch_plan` compiles each distinct module once as JAX compiles it when called
-(:mod:`shardscope.engine.dispatch_calls`), counts its compiled collectives once per call, and
+(:mod:`shardscope.engine.dispatch.calls`), counts its compiled collectives once per call, and
 judges the collectives of modules the step calls more than once: one whose result the step
-only adds up across the calls (:mod:`shardscope.engine.dispatch_sums`) is deferrable across
+only adds up across the calls (:mod:`shardscope.engine.dispatch.sums`) is deferrable across
 dispatches, since one reduction of the sum would do.
 """
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 import traceback
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
-from shardscope.engine.dispatch_calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
-from shardscope.engine.dispatch_sums import is_sum, reduced_outputs, summed_results
+from shardscope.engine.dispatch.calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
+from shardscope.engine.dispatch.sums import is_sum, reduced_outputs, summed_results
 from shardscope.engine.hlo.sites import SiteFinder
 from shardscope.engine.jaxpr.model import is_shardscope_file, short_source
 from shardscope.engine.user_frames import is_library_file
@@ -63,7 +63,7 @@ InspectOne = Callable[..., "Inspection"]
 """``inspect_traced(traced, name, input_names, output_names, compiled=..., compile_s=...)``."""
 
 
-def is_dispatch_sequence(fn: Any, closed: "ClosedJaxpr") -> bool:
+def is_dispatch_sequence(fn: object, closed: "ClosedJaxpr") -> bool:
     """True when ``fn`` runs as a sequence of dispatches: it is not jitted itself (no ``.trace``:
     not ``jax.jit``, not ``nnx.jit``) and its jaxpr, traced as one jit, calls at least one
     jitted function that is not JAX's own (``jnp.clip``'s jit is JAX's; the user's, or an
@@ -238,7 +238,7 @@ class DispatchPlan:
         return tuple(d for d in self.dispatches if not d.jitted and d.collectives)
 
 
-def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: Sequence[str],
+def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[object], input_names: Sequence[str],
                   sources: Sequence[str], inspect_one: InspectOne) -> DispatchPlan:
     """The :class:`DispatchPlan` of the step whose one-jit trace is ``closed``.
 

@@ -24,7 +24,9 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.user_frames import is_library_file
 
 if TYPE_CHECKING:
-    from jax.extend.core import ClosedJaxpr, JaxprEqn
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
+    from jax.sharding import Sharding
+    from jax.stages import Compiled, Traced
 
 __all__ = ["CompiledCall", "JIT_PRIMITIVES", "callee_file", "compile_calls", "is_user_jit"]
 
@@ -42,8 +44,8 @@ class CompiledCall:
     name: str
     jitted: bool
     equations: list[int]
-    traced: Any
-    compiled: Any
+    traced: "Traced"
+    compiled: "Compiled"
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
     compile_s: float
@@ -66,7 +68,7 @@ def callee_file(closed: "ClosedJaxpr") -> str:
     return where.rpartition(":")[0] if at else ""
 
 
-def compile_calls(closed: "ClosedJaxpr", arguments: Sequence[Any], input_names: Sequence[str]) -> list[CompiledCall]:
+def compile_calls(closed: "ClosedJaxpr", arguments: Sequence[object], input_names: Sequence[str]) -> list[CompiledCall]:
     """Every distinct module the step ``closed`` dispatches, in the order of first call.
 
     ``arguments`` are the step's flat arguments (placed arrays or ``jax.ShapeDtypeStruct``s):
@@ -108,7 +110,7 @@ def _call(k: int, eqn: "JaxprEqn", shardings: dict[Any, Any], names: dict[Any, s
         shardings[var] = sharding if committed else None
 
 
-def _explicit_mesh(values: Sequence[Any]) -> "contextlib.AbstractContextManager":
+def _explicit_mesh(values: Sequence[object]) -> "contextlib.AbstractContextManager":
     """``jax.set_mesh`` of the arguments' mesh when its axes are Explicit (the values an eager op
     makes are typed on it, as under the user's own ``jax.set_mesh``), else nothing."""
     import jax
@@ -121,7 +123,7 @@ def _explicit_mesh(values: Sequence[Any]) -> "contextlib.AbstractContextManager"
     return contextlib.nullcontext()
 
 
-def _distinctly_named(calls: list[CompiledCall], jaxpr: Any) -> list[CompiledCall]:
+def _distinctly_named(calls: list[CompiledCall], jaxpr: "Jaxpr") -> list[CompiledCall]:
     """Calls of one function on other shapes (two modules) named by their operands' types."""
     seen: dict[str, int] = {}
     for call in calls:
@@ -133,7 +135,7 @@ def _distinctly_named(calls: list[CompiledCall], jaxpr: Any) -> list[CompiledCal
     return calls
 
 
-def _committed_sharding(value: Any) -> Any:
+def _committed_sharding(value: object) -> "Sharding | None":
     """The sharding a call sees for ``value``: None for an uncommitted array or a shape without one."""
     if getattr(value, "committed", True) is False:
         return None
@@ -170,7 +172,7 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
         name = f"{name} (backward)"
     body = _callee_body(eqn) if jitted else _primitive_body(eqn)
 
-    def module(*values: Any) -> Any:
+    def module(*values: object) -> list:
         full = [v.val if isinstance(v, Literal) else None for v in eqn.invars]
         for k, value in zip(dynamic, values):
             full[k] = value
@@ -197,7 +199,7 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
     return CompiledCall(name, jitted, [], traced, compiled, tuple(names), outputs, seconds, function)
 
 
-def _callee_body(eqn: "JaxprEqn") -> Callable[[list], Any]:
+def _callee_body(eqn: "JaxprEqn") -> Callable[[list], list]:
     """A jitted callee's jaxpr evaluated as a function of its operands (its lines kept)."""
     import jax
 
@@ -205,17 +207,17 @@ def _callee_body(eqn: "JaxprEqn") -> Callable[[list], Any]:
     return lambda operands: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *operands)
 
 
-def _primitive_body(eqn: "JaxprEqn") -> Callable[[list], Any]:
+def _primitive_body(eqn: "JaxprEqn") -> Callable[[list], list]:
     """An eager operation bound with its own parameters, as JAX's dispatch binds it."""
 
-    def body(operands: list) -> Any:
+    def body(operands: list) -> list:
         out = eqn.primitive.bind(*operands, **eqn.params)
         return list(out) if eqn.primitive.multiple_results else [out]
 
     return body
 
 
-def _sharding_for(eqn: "JaxprEqn", k: int, arriving: Any) -> Any:
+def _sharding_for(eqn: "JaxprEqn", k: int, arriving: "Sharding | None") -> "Sharding | None":
     """The sharding operand ``k`` is compiled with: the callee's own ``in_shardings`` where it
     names one, else the one the value arrives with."""
     own = eqn.params.get("in_shardings")
@@ -224,12 +226,12 @@ def _sharding_for(eqn: "JaxprEqn", k: int, arriving: Any) -> Any:
     return arriving
 
 
-def _specified(shardings: Sequence[Any]) -> bool:
+def _specified(shardings: Sequence[object]) -> bool:
     """True when some entry is a sharding (not JAX's ``UnspecifiedValue``)."""
     return any(s is not None and type(s).__name__ != "UnspecifiedValue" for s in shardings)
 
 
-def _output_shardings(compiled: Any, count: int) -> list:
+def _output_shardings(compiled: "Compiled", count: int) -> list:
     """The compiled module's output shardings, flat, one per result."""
     import jax
 
