@@ -24,6 +24,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -91,8 +92,9 @@ def sample_text(command: Run, output: str, status: int) -> str:
     return "\n".join([head, *(["..."] if cut_before else []), *shown, *(["..."] if cut_after else [])])
 
 
-def fresh_sample(marker: str) -> str:
-    """The body of the sample ``marker`` describes, from fresh runs."""
+def fresh_sample(marker: str, run: Callable[[Run], tuple[str, int]] = run) -> str:
+    """The body of the sample ``marker`` describes, from fresh runs (``run``: how a command is run,
+    a process of its own unless a caller gives another way)."""
     parts = []
     for command in parse_runs(marker):
         output, status = run(command)

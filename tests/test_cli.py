@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from _support import CARRY_FROM_ZEROS, DEMOS, DYNAMIC_WHILE, PYTHON, ROOT, run_cli, write_demo
+from _support import CARRY_FROM_ZEROS, DEMOS, DYNAMIC_WHILE, PYTHON, ROOT, write_demo
 
 LINEAR = DEMOS / "linear.py"
 
@@ -192,12 +192,12 @@ def test_broken_demo_files(tmp_path, name, shardscope_cli):
     assert_user_error(shardscope_cli("report", path, "--json"), needle)
 
 
-def test_missing_file(tmp_path):
-    assert_user_error(run_cli("report", tmp_path / "missing.py"), "No such file")
+def test_missing_file(tmp_path, shardscope_cli):
+    assert_user_error(shardscope_cli("report", tmp_path / "missing.py"), "No such file")
 
 
-def test_a_directory_is_not_a_missing_file():
-    result = run_cli("report", DEMOS)
+def test_a_directory_is_not_a_missing_file(shardscope_cli):
+    result = shardscope_cli("report", DEMOS)
     assert_user_error(result, f"error: {DEMOS} is a directory, not a demo file.", "linear.py")
     assert "No such file" not in result.stderr
 
@@ -233,9 +233,9 @@ def test_bad_option_values(option, shardscope_cli):
     assert "Traceback" not in result.stderr and option[0] in result.stderr
 
 
-def test_debug_shows_the_traceback_and_keeps_the_status(tmp_path):
+def test_debug_shows_the_traceback_and_keeps_the_status(tmp_path, shardscope_cli):
     """--debug shows the traceback, and the status is still 2, a user's mistake (not Python's 1)."""
-    result = run_cli("report", tmp_path / "missing.py", "--debug")
+    result = shardscope_cli("report", tmp_path / "missing.py", "--debug")
     assert result.returncode == 2 and "Traceback" in result.stderr and "No such file" in result.stderr
 
 
@@ -249,9 +249,9 @@ def test_entry_point_and_module():
         assert result.returncode == 0 and result.stdout.startswith("shardscope "), result
 
 
-def test_an_unknown_option_is_a_usage_error():
+def test_an_unknown_option_is_a_usage_error(shardscope_cli):
     # (no arguments at all open the seed demo: tests/test_shipped_demos.py)
-    result = run_cli("--no-such-option")
+    result = shardscope_cli("--no-such-option")
     assert result.returncode == 2 and "Traceback" not in result.stderr and "usage" in result.stderr.lower()
 
 
@@ -303,11 +303,11 @@ def test_diff_output_onto_a_directory(tmp_path, shardscope_cli):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_help_lists_every_command_there_is():
+def test_help_lists_every_command_there_is(shardscope_cli):
     """--help names every command parse() accepts (open too), and each has a line of help."""
     from shardscope.cli import COMMANDS
 
-    result = run_cli("--help")
+    result = shardscope_cli("--help")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     usage = " ".join(result.stdout.split("\n\n")[0].split())
@@ -315,4 +315,5 @@ def test_help_lists_every_command_there_is():
     described = [line.split()[0] for line in lines if re.match(r"    \w+ +\S", line)]
     assert described == list(COMMANDS) and "open" in described
     for command in COMMANDS:  # and each of them parses
-        assert run_cli(command, "--help").returncode == 0
+        result = shardscope_cli(command, "--help")
+        assert result.returncode == 0 and result.stdout.startswith(f"usage: shardscope {command} "), result.stdout

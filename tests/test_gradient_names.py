@@ -9,13 +9,14 @@ leaves one all-reduce per call and the same gradient (numpy recomputes it here).
 
 from __future__ import annotations
 
+import json
 import re
-import subprocess
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
-from _support import PYTHON, ROOT
+from _support import load_program_module
 
 SEED = '''
 import jax
@@ -102,39 +103,28 @@ def write(directory: Path, name: str, source: str, fix: str | None = None, reduc
     return path
 
 
-def check(path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "shardscope", "check", str(path), *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
-
-
 def fix_code(fix: str) -> str:
     """The line the fix tells to write (between ': ' and '; start the accumulator')."""
     return re.search(r"to varying before the .*?: (.*?); start the accumulator", fix).group(1)
 
 
-@pytest.mark.slow  # a fresh process per program
-def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path):
-    import json
-
-    result = check(write(tmp_path, "seed.py", SEED), "--json")
+def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path, shardscope_cli):
+    result = shardscope_cli("check", write(tmp_path, "seed.py", SEED), "--json")
     assert result.returncode == 1, result.stderr
     (finding,) = json.loads(result.stdout)["findings"]
     assert (finding["primitive"], finding["value"], finding["executions"]) == ("psum_invariant", "W", 64 // 2 // 16)  # N / devices / batch_size
     assert fix_code(finding["fix"]) == "W = lax.pcast(W, 's', to='varying')"
     assert "e.g. params" not in finding["fix"]
-    text = check(write(tmp_path, "seed.py", SEED))
+    text = shardscope_cli("check", write(tmp_path, "seed.py", SEED))
     words = " ".join(text.stdout.split())
     assert "psum_invariant of W -> all-reduce" in words and "x2/call (seed.py:" in words
 
 
-@pytest.mark.slow  # a fresh process per program
-def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradient(tmp_path):
-    import json
-
-    finding = json.loads(check(write(tmp_path, "seed.py", SEED), "--json").stdout)["findings"][0]
+def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradient(tmp_path, shardscope_cli):
+    finding = json.loads(shardscope_cli("check", write(tmp_path, "seed.py", SEED), "--json").stdout)["findings"][0]
     fixed = write(tmp_path, "seed_fixed.py", SEED, fix=fix_code(finding["fix"]),
                   reduce="(lambda g: lax.psum(g, 's'))")
-    result = check(fixed, "--json")
+    result = shardscope_cli("check", fixed, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     collectives = json.loads(result.stdout)["collectives"]
     assert [(c["primitive"], c["executions"], c["loop_trip_counts"]) for c in collectives] == [("psum_invariant", 1, [])]
@@ -142,30 +132,18 @@ def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradi
 
 
 def gradient(path: Path) -> list[float]:
-    """The program's output on fixed inputs, and numpy's xs.T @ v, in a fresh process."""
-    code = f"""
-import sys, jax
-jax.config.update("jax_num_cpu_devices", 2)
-import numpy as np, importlib.util
-spec = importlib.util.spec_from_file_location("m", {str(path)!r}); m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
-rng = np.random.default_rng(0)
-W, xs, v = (rng.standard_normal(s.shape).astype(np.float32) for s in (m.W, m.xs, m.v))
-out = np.asarray(m.vjp_sm(W, xs, v))[:5]
-expected = xs.T @ v
-assert np.allclose(out, expected, rtol=1e-4, atol=1e-4), (out, expected)
-print(" ".join(map(str, out)))
-"""
-    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return [float(t) for t in result.stdout.split()]
+    """The program's output on fixed inputs, checked against numpy's xs.T @ v."""
+    m = load_program_module(path)
+    rng = np.random.default_rng(0)
+    W, xs, v = (rng.standard_normal(s.shape).astype(np.float32) for s in (m.W, m.xs, m.v))
+    out = np.asarray(m.vjp_sm(W, xs, v))[:5]
+    expected = xs.T @ v
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    return out.tolist()
 
 
-@pytest.mark.slow  # a fresh process per program
-def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_path):
-    import json
-
-    result = check(write(tmp_path, "tree.py", PYTREE), "--json")
+def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_path, shardscope_cli):
+    result = shardscope_cli("check", write(tmp_path, "tree.py", PYTREE), "--json")
     assert result.returncode == 1, result.stderr
     findings = json.loads(result.stdout)["findings"]
     assert sorted(f["value"] for f in findings) == ["params['W1']", "params['W2']"]
@@ -174,7 +152,7 @@ def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_
             "params = jax.tree.map(lambda p: lax.pcast(p, 'devices', to='varying'), params)"
     fixed = write(tmp_path, "tree_fixed.py", PYTREE, fix=fix_code(findings[0]["fix"]),
                   reduce="(lambda g: lax.psum(g, 'devices'))")
-    result = check(fixed, "--json")
+    result = shardscope_cli("check", fixed, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(c["executions"] for c in json.loads(result.stdout)["collectives"]) == [1, 1]
 

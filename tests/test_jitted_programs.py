@@ -3,7 +3,8 @@
 jit with shardings (Auto and Explicit axes: the partitioner writes the collectives, the jaxpr has
 none) and ``shard_map`` (the program writes them), on this JAX, Shardy on and off where the flag
 exists. The programs are ``_compiled_programs``' cases; every expected count is recounted from
-the compiled text here (``_compiled_programs.recount``), and ``check`` runs in a fresh process.
+the compiled text here (``_compiled_programs.recount``). ``check`` runs in a fresh process with
+each partitioner set by its environment variable, once; the other checks run in this process.
 """
 
 from __future__ import annotations
@@ -148,23 +149,24 @@ def test_check_in_a_fresh_process_counts_and_flags_every_program(tmp_path, shard
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())
-def test_check_on_the_shipped_jitted_demos(shardy):
+def test_check_on_the_shipped_jitted_demos(shardy, shardscope_cli):
     """demos/gspmd_accumulate.py and demos/explicit_accumulate.py: the naive step exits 1 with its
     fix, the fixed one exits 0; counts recounted from the text of the same program."""
     for demo, fixed_compiles in (("gspmd_accumulate.py", True), ("explicit_accumulate.py", shardy is not False)):
         module = load_program_module(DEMOS / demo)
         args = module.__dict__.get("params", module.__dict__.get("W")), module.xs, module.ys
-        naive = _check(DEMOS / demo, shardy, "--function", "step")
+        with programs.partitioner(shardy):
+            naive = shardscope_cli("check", DEMOS / demo, "--json", "--function", "step")
+            text = module.step.trace(*args).lower().compile().as_text()
         assert naive.returncode == 1, naive.stderr
         data = json.loads(naive.stdout)
-        with programs.partitioner(shardy):
-            text = module.step.trace(*args).lower().compile().as_text()
         recount = programs.recount(text)
         assert recount["runs"] == {"all-reduce": module.MICRO_BATCHES} and data["programs"][0]["counts"] == recount["runs"]
         (c,) = data["compiled_collectives"]
         assert (c["written_by"], c["verdict"], c["axes"]) == ("partitioner", "deferrable", ["data"])
         assert c["fix"] and "reduced={'data'}" in c["fix"]
-        fixed = _check(DEMOS / demo, shardy, "--function", "step_fixed")
+        with programs.partitioner(shardy):
+            fixed = shardscope_cli("check", DEMOS / demo, "--json", "--function", "step_fixed")
         if not fixed_compiles:  # GSPMD refuses the unreduced accumulator: one message, status 2
             assert fixed.returncode == 2 and "does not compile" in fixed.stderr and "Traceback" not in fixed.stderr
             continue
@@ -242,7 +244,7 @@ nnx_jitted = shardscope.program(args=(W, xs))(nnx.jit(accumulate))
 '''
 
 
-def test_the_program_mark_works_on_any_callable(tmp_path):
+def test_the_program_mark_works_on_any_callable(tmp_path, shardscope_cli):
     """Above and below eqx.filter_jit (the frozen wrapper refused the mark), a jax.jit object, a
     functools.partial, a bound method and an nnx.jit function: each is checked, each finds the
     partitioner's all-reduce in the loop of 3 micro-batches (recounted from the plain jit's text)."""
@@ -251,7 +253,7 @@ def test_the_program_mark_works_on_any_callable(tmp_path):
     module = load_program_module(path)
     recount = programs.recount(jax.jit(module.accumulate).trace(module.W, module.xs).lower().compile().as_text())
     assert recount["runs"] == {"all-reduce": 3}
-    result = _check(path, None)
+    result = shardscope_cli("check", path, "--json")
     assert result.returncode == 1, result.stderr
     found = {p["function"]: p["counts"] for p in json.loads(result.stdout)["programs"]}
     assert found == {name: recount["runs"] for name in
@@ -287,7 +289,7 @@ def updated_model(model, xs):
 '''
 
 
-def test_a_program_returning_non_arrays_is_checked_on_its_arrays(tmp_path):
+def test_a_program_returning_non_arrays_is_checked_on_its_arrays(tmp_path, shardscope_cli):
     """A returned activation function, string or builtin (and the returned equinox model's static
     fields under eqx.filter_jit) are not outputs of the program: each program is checked, with the
     counts of the compiled text (recounted from a plain jit returning the arrays alone, and from
@@ -298,7 +300,7 @@ def test_a_program_returning_non_arrays_is_checked_on_its_arrays(tmp_path):
     accumulated = programs.recount(jax.jit(module.accumulate).trace(module.W, module.xs).lower().compile().as_text())
     updated = programs.recount(module.updated_model.lower(module.model, module.xs).compile().compiled.as_text())
     assert accumulated["runs"] == {"all-reduce": 3} and updated["runs"] == {"all-reduce": 3}
-    result = _check(path, None)
+    result = shardscope_cli("check", path, "--json")
     assert result.returncode == 1, result.stderr
     found = {p["function"]: p["counts"] for p in json.loads(result.stdout)["programs"]}
     assert {name: found[name] for name in ("with_activation", "with_tag", "updated_model")} == {"with_activation": accumulated["runs"], "with_tag": accumulated["runs"],

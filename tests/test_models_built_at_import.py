@@ -1,6 +1,7 @@
 """Demo files that build arrays when imported (a flax nnx model, an equinox model, concrete ``jnp``
 example inputs) run on 4 devices through every command and the app, each in a fresh process:
-the CPU device count is set before the file is imported.
+the CPU device count is set before the file is imported. (The three reports share one process:
+the first starts it, the other two run the same command after it.)
 
 The expected collective counts are derived here by hand: N=32 over 4 devices is 8 per device,
 the default chunk size 4 gives 2 chunks, so the naive plan all-reduces every parameter leaf once
@@ -90,10 +91,24 @@ def _ok(result: subprocess.CompletedProcess, code: int = 0) -> None:
     assert "Traceback" not in result.stderr
 
 
+def _in_one_process(*commands: tuple) -> list[subprocess.CompletedProcess]:
+    """The commands one after another in one fresh process (``tests/helpers/commands_in_one_process.py``)."""
+    helper = ROOT / "tests" / "helpers" / "commands_in_one_process.py"
+    argvs = json.dumps([[str(word) for word in command] for command in commands])
+    done = subprocess.run([PYTHON, str(helper), argvs], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [subprocess.CompletedProcess(list(command), r["returncode"], r["stdout"], r["stderr"])
+            for command, r in zip(commands, json.loads(done.stdout))]
+
+
 def test_report_on_4_devices(tmp_path):
+    """The first report starts JAX in a fresh process (the count set before the file's import);
+    the other two are the same command, run after it in the same process."""
     frameworks, concrete = _files(tmp_path)
-    for path, function in ((frameworks, "flax_linear"), (frameworks, "equinox_mlp"), (concrete, "concrete")):
-        result = run_cli("report", path, "-f", function, "--devices", "4", "-r", "1", "--json", timeout=600)
+    runs = ((frameworks, "flax_linear"), (frameworks, "equinox_mlp"), (concrete, "concrete"))
+    results = _in_one_process(*(("report", path, "-f", function, "--devices", "4", "-r", "1", "--json")
+                                for path, function in runs))
+    for (path, function), result in zip(runs, results):
         _ok(result)
         report = json.loads(result.stdout)
         assert (report["devices"], report["per_device_batch"], report["chunks_per_device"]) == (4, 8, CHUNKS)

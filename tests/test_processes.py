@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _support import DEMOS, PYTHON, ROOT, plan_outputs, run_cli, write_demo
+from _support import DEMOS, PYTHON, ROOT, plan_outputs, write_demo
 from shardscope.distributed.processes import free_port
 
 LINEAR = DEMOS / "linear.py"
@@ -76,13 +76,13 @@ def test_two_processes_give_the_in_process_gradients():
                                    err_msg=name)
 
 
-def test_report_over_two_processes_matches_in_process_counts():
+def test_report_over_two_processes_matches_in_process_counts(shardscope_cli):
     spawned = start_cli("report", LINEAR, "--devices", "4", "--processes", "2", "-r", "2", "--json")
     stdout, stderr = spawned.communicate(timeout=300)
     assert spawned.returncode == 0, stderr
     assert "Traceback" not in stderr
     over_gloo = json.loads(stdout)  # exactly one JSON value: gloo's notices stay off stdout
-    in_process = json.loads(run_cli("report", LINEAR, "--devices", "4", "-r", "2", "--json").stdout)
+    in_process = json.loads(shardscope_cli("report", LINEAR, "--devices", "4", "-r", "2", "--json").stdout)
     assert (over_gloo["processes"], over_gloo["collectives_transport"]) == (2, "gloo")
     assert (in_process["processes"], in_process["collectives_transport"]) == (1, "in-process")
     for name in ("naive", "deferred"):
@@ -210,8 +210,8 @@ def test_timeout_ends_every_worker():
         (("--processes", "2", "--distributed"), "do not go together"),
     ],
 )
-def test_process_options_that_do_not_fit(args, needle):
-    result = run_cli("report", LINEAR, *args)
+def test_process_options_that_do_not_fit(args, needle, shardscope_cli):
+    result = shardscope_cli("report", LINEAR, *args)  # refused before any worker or cluster starts
     assert result.returncode == 2
     assert needle in result.stderr and "hint:" in result.stderr
 

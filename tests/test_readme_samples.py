@@ -2,7 +2,9 @@
 
 Each sample is compared with a fresh run of its commands: the same table rows with the same
 cells, the same words, counts and bytes; only times, ratios, gradient errors (floating-point
-noise) and the direction of the speedup may differ.
+noise) and the direction of the speedup may differ. The commands run in the test's process, as
+``make readme`` runs them in their own: stdout not a terminal, ``COLUMNS`` at the README's width,
+the exit status 0 or 1.
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ def test_the_readme_has_its_samples_marked():
 
 
 @pytest.mark.parametrize(("marker", "body"), SAMPLES, ids=[marker.split("|")[0].strip() for marker, _ in SAMPLES])
-def test_each_sample_has_the_structure_of_a_fresh_run(marker, body):
-    fresh = readme.fresh_sample(marker)
+def test_each_sample_has_the_structure_of_a_fresh_run(marker, body, shardscope_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(readme.COLUMNS))
+
+    def run(command: readme.Run) -> tuple[str, int]:
+        result = shardscope_cli(*command.args, cwd=readme.ROOT)
+        assert result.returncode in (0, 1), f"shardscope {' '.join(command.args)}:\n{result.stderr}"
+        return result.stdout, result.returncode
+
+    fresh = readme.fresh_sample(marker, run)
     assert readme.structure(body) == readme.structure(fresh), f"run `make readme`; the fresh sample:\n{fresh}"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import DEMOS, PYTHON, ROOT, run_cli
+from _support import DEMOS, PYTHON, ROOT
 from shardscope.sources.bundled import DEMO_DIR
 from shardscope.cli import open_options
 
@@ -31,8 +31,8 @@ def test_the_repository_keeps_one_copy_of_each_demo():
                        "linear", "mlp", "pipeline", "rbm", "reshard_clash", "rnn", "train_step"]
 
 
-def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path):
-    result = run_cli("demos", cwd=tmp_path)
+def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path, shardscope_cli):
+    result = shardscope_cli("demos", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"shipped demos (in {DEMO_DIR}):"
@@ -62,9 +62,9 @@ def test_every_command_takes_a_shipped_demo_by_name(tmp_path, shardscope_cli):
     assert "# shardscope: rnn.py::rnn" in diff.stdout
 
 
-def test_a_name_that_is_neither_a_file_nor_a_demo_lists_the_demos(tmp_path):
+def test_a_name_that_is_neither_a_file_nor_a_demo_lists_the_demos(tmp_path, shardscope_cli):
     for command in ("report", "check", "open"):
-        result = run_cli(command, "lineaar", cwd=tmp_path)
+        result = shardscope_cli(command, "lineaar", cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "No such file: lineaar" in result.stderr
         assert ", ".join(SHIPPED) in result.stderr and "shardscope demos lists them" in result.stderr

@@ -8,6 +8,7 @@ trip counts (by hand from the demos). libtpu ships for Linux x86-64 only: elsewh
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
@@ -16,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from _support import DEMOS, run_cli
+from _support import DEMOS, run_cli, run_main
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
 from shardscope.pipeline import targets, tpu_target
@@ -36,8 +37,10 @@ def _on(topology: str, traced) -> str:
     return targets.compile_for_target(traced, targets.load_target(targets.parse_target(f"tpu:{topology}"))).hlo_text
 
 
+@functools.lru_cache(maxsize=None)
 def _plan_texts(demo: str, function: str, topology: str, devices: int, axis: str = "s") -> dict[str, tuple[str, str]]:
-    """``{plan: (CPU text, target text)}`` of the naive and deferred plans on a 1-D mesh, compiled here."""
+    """``{plan: (CPU text, target text)}`` of the naive and deferred plans on a 1-D mesh, compiled
+    here once per test run (read-only: tests share it)."""
     settings = Settings(path=DEMOS / demo, devices=devices, axis=axis)
     built = build_plans(load_demo_file(settings.path).functions[function], settings)
     found = {}
@@ -94,12 +97,18 @@ def test_the_report_text_has_the_targets_columns_without_timings(shardscope_cli)
     assert "on v5e:2x2 the naive plan's all-reduce of params leaves the loop: the compiler already does the deferral here." in out
 
 
-def test_the_rnn_naive_plan_keeps_the_recurrent_weights_all_reduce_in_the_chunk_loop(shardscope_cli):
+@pytest.fixture(scope="module")
+def rnn_on_v5e() -> dict:
+    """``report demos/rnn.py --target tpu:v5e:2x2 --json``'s target, run once for the tests that read it."""
+    result = run_main("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["targets"]["tpu:v5e:2x2"]
+
+
+def test_the_rnn_naive_plan_keeps_the_recurrent_weights_all_reduce_in_the_chunk_loop(rnn_on_v5e):
     """Wh's all-reduce leaves the time loop but stays in the chunk loop on v5e:2x2; Wx's and b's
     leave both, combined at the entry; the deferred plan has one all-reduce of all three there."""
-    result = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
-    assert result.returncode == 0, result.stderr
-    target = json.loads(result.stdout)["targets"]["tpu:v5e:2x2"]["variants"]
+    target = rnn_on_v5e["variants"]
     texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
     tpu = all_reduces(texts["naive"][1])
     (in_loop,) = [shape for shape, depth in tpu if depth == 1]
@@ -304,13 +313,11 @@ def _logical_bytes(shape: str) -> int:
                for dims in re.findall(r"f32\[([\d,]*)\]", shape))
 
 
-def test_the_projection_of_a_target_reads_its_compiled_collectives_on_the_topologys_ici(shardscope_cli):
+def test_the_projection_of_a_target_reads_its_compiled_collectives_on_the_topologys_ici(rnn_on_v5e, shardscope_cli):
     """rnn on v5e:2x2: Wh's all-reduce twice per call (the chunk loop), Wx's and b's once, on the
     v5e ICI preset (200 GB/s one way, 1 us per ring step) over the 4 chips: the ring all-reduce
     2(n-1) alpha + 2(n-1)/n S/B per run, summed here by hand from the TPU text."""
-    result = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1")
-    assert result.returncode == 0, result.stderr
-    projection = json.loads(result.stdout)["targets"]["tpu:v5e:2x2"]["projection"]
+    projection = rnn_on_v5e["projection"]
     assert projection["preset"] == "tpu-v5e-ici" and projection["devices"] == 4
     n, alpha, bandwidth = 4, 1e-6, 200e9
     texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
