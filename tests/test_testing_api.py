@@ -53,7 +53,7 @@ def test_a_jit_with_shardings_counts_the_partitioners_all_reduce():
     with pytest.raises(AssertionError) as failure:
         assert_no_collectives_in_loops(case.fn, *case.args)
     message = str(failure.value)
-    assert message.startswith(f"1 collective(s) inside loops: all-reduce of params['V'], params['W'] ({programs.MICRO} runs/call)")
+    assert message.startswith(f"1 collective(s) inside loops: all-reduce of grad(params['V']), grad(params['W']) ({programs.MICRO} runs/call)")
     assert "partitioner" in message and "deferrable" in message and "Fix: " in message
     with pytest.raises(AssertionError, match=f"all-reduce: {programs.MICRO} runs/call \\(at most 1\\)"):
         assert_collectives(case.fn, *case.args, max_per_call={"all-reduce": 1})
@@ -75,9 +75,9 @@ def test_assert_no_collectives_in_loops_fails_with_the_findings_table(ts):
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys)
     message = str(failure.value)
     assert message.startswith(
-        f"1 collective(s) inside loops: all-reduce of params['W1'], params['W2'] ({ts.MICRO_BATCHES} runs/call)")
+        f"1 collective(s) inside loops: all-reduce of grad(params['W1']), grad(params['W2']) ({ts.MICRO_BATCHES} runs/call)")
     assert "deferrable" in message and "Fix: cast" in message and "all-reduce[batch]" in message
-    assert "psum_invariant of params['W2'] + psum_invariant of params['W1'] -> all-reduce" in message
+    assert "psum_invariant of grad(params['W2']) + psum_invariant of grad(params['W1']) -> all-reduce" in message
 
 
 def test_assert_no_collectives_in_loops_passes_and_allows(ts):
