@@ -7,6 +7,8 @@ read from shardscope.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from _support import DEMOS, load_program_module
 
@@ -91,6 +93,21 @@ def test_assert_no_collectives_in_loops_passes_and_allows(ts):
     with pytest.raises(AssertionError):  # the combined all-reduce carries W2 too
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']"])
     assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']", "params['W2']"])
+
+
+def test_allow_names_a_gradient_by_its_label_or_its_parameter(ts):
+    """The combined all-reduce carries the gradients of params['W1'] and params['W2'], labelled
+    grad(params['W1']) and grad(params['W2']): a user's allow may name either the label or the
+    parameter, and must cover both values."""
+    inspection = assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys,
+                                                allow=["grad(params['W1'])", "grad(params['W2'])"])
+    (finding,) = inspection.findings
+    assert sorted(finding.values) == ["grad(params['W1'])", "grad(params['W2'])"]
+    assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params['W1'])", "params['W2']"])
+    with pytest.raises(AssertionError, match=re.escape("all-reduce of grad(params['W1']), grad(params['W2'])")):
+        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params['W1'])"])
+    with pytest.raises(AssertionError):  # a gradient's label is not its parameter's own value
+        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params)"])
 
 
 def test_assert_collectives_max_per_call_takes_both_kinds_of_key(ts):

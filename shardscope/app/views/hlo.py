@@ -201,6 +201,12 @@ WIDE_COLUMNS = ("CPU collective", "value", "CPU loops", "CPU runs", "on the targ
 NARROW_COLUMNS = ("CPU collective", "value", "CPU runs", "TPU runs", "placement")
 
 
+_MIN_WIDTHS = {"value": 18, "placement": 10}
+"""The placements table's folding columns keep this much: a gradient's label whole
+(``grad(params['Wh'])``; narrow, 10: the runs and the placement come first), the placement's
+first words."""
+
+
 def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
     """Each CPU collective of one program and what the target's compiler did with it (``narrow``:
     its runs per call on each side and the placement only)."""
@@ -208,7 +214,7 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
     for column in NARROW_COLUMNS if narrow else WIDE_COLUMNS:
         table.add_column(column, justify="right" if "runs" in column else "left",
                          no_wrap=column not in ("value", "placement", "on the target"), overflow="fold",
-                         min_width=10 if column in ("value", "placement") else None)
+                         min_width=10 if narrow and column == "value" else _MIN_WIDTHS.get(column))
     for p in plan.comparison.placements:
         c = p.collective
         staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed
