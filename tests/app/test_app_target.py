@@ -110,7 +110,7 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
             assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: "
                     "the compiler already does the deferral here.") in naive
             # CPU: in the chunk loop, 2 runs; on the slice: outside every loop, 1 run
-            assert re.search(rf"\S+ params {CHUNKS} {CHUNKS} \S+ - 1 left loop", naive)
+            assert re.search(rf"\S+ grad\(params\) {CHUNKS} {CHUNKS} \S+ - 1 left loop", naive)
             deferred = _section(section, "deferred:", "reduced:")
             assert "the deferred plan runs no collective in a loop" in deferred
             assert re.search(r"\S+ params - 1 \S+ - 1 outside loops, as on the CPU", deferred)
