@@ -25,6 +25,7 @@ from shardscope.engine.counts import Runs
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
+from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
@@ -82,8 +83,10 @@ def assert_no_collectives_in_loops(
     """Fail when a collective runs inside a loop of the compiled program, unless ``allow`` names it.
 
     ``allow`` holds compiled kinds (``"collective-permute"``), JAX primitives (``"ppermute"``: a
-    collective the program wrote as one), values (``"params['W']"``; an instruction XLA combined
-    from several collectives is allowed when every value it carries is) or verdicts
+    collective the program wrote as one), values (``"params['W']"``, which also allows the sum of
+    its gradient, labelled ``grad(params['W'])``; ``"grad(params['W'])"`` allows that sum alone;
+    an instruction XLA combined from several collectives is allowed when every value it carries
+    is) or verdicts
     (``"needed"``: allow every collective the loop needs). A step that is not jitted and calls
     a jitted function several times (a Python loop over micro-batches) runs that function's
     collectives in its loop: each one counts (:attr:`Inspection.dispatch_findings`). Returns
@@ -151,8 +154,10 @@ def _over(count: int | None, limit: int) -> bool:
 
 
 def _allowed(c: "PairedCollective | DispatchFinding", allowed: set[str]) -> bool:
-    """True when ``allowed`` names ``c``'s kind, a primitive it comes from, its verdict, or every value it carries."""
-    return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (bool(c.values) and set(c.values) <= allowed)
+    """True when ``allowed`` names ``c``'s kind, a primitive it comes from, its verdict, or every
+    value it carries (a gradient, ``grad(params['W'])``, by its label or its argument's path)."""
+    return bool(allowed & {c.kind, *c.primitives, c.verdict_kind}) or (
+        bool(c.values) and all(v in allowed or labelled_argument(v) in allowed for v in c.values))
 
 
 def _runs(c: "Runs | DispatchFinding") -> str:

@@ -40,7 +40,7 @@ def test_check_json_has_the_issue_fields(shardscope_cli):
         assert finding["verdict"] == "deferrable" and finding["executions"] == 4
         assert finding["loop_trip_counts"] == [4] and finding["axes"] == ["batch"]
         assert finding["source"].startswith("train_step.py:") and finding["fix"]
-    assert sorted(f["value"] for f in step["findings"]) == ["params['W1']", "params['W2']"]
+    assert sorted(f["value"] for f in step["findings"]) == ["grad(params['W1'])", "grad(params['W2'])"]
     assert {c["verdict"] for c in fixed["collectives"]} == {"needed"}
     assert [c["bytes_per_call"] for c in fixed["collectives"]] == [2048, 128]
 

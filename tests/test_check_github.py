@@ -76,7 +76,7 @@ def test_each_finding_is_one_error_at_the_users_line_relative_to_the_working_dir
     ((where, message),) = _annotations(result.stdout)
     assert where["file"] == "src/step.py" and where["line"] == str(psum_line)
     assert where["title"] == "shardscope%3A deferrable all-reduce in a loop (step)"
-    assert message.startswith("step: psum_invariant of w -> all-reduce")
+    assert message.startswith("step: psum_invariant of grad(w) -> all-reduce")
     assert ", x8/call: deferrable." in message and "Fix: cast w to varying" in message  # 8 scan iterations
 
 

@@ -85,7 +85,7 @@ def test_a_jit_with_shardings_accumulation_is_counted_and_flagged(shardy):
     assert inspect(case.fn, *case.args).collectives == ()  # what the jaxpr view sees: nothing
     (c,) = plan.collectives
     assert (c.kind, c.loop_trip_counts, c.executions, c.axes) == ("all-reduce", (programs.MICRO,), programs.MICRO, ("data",))
-    assert c.written_by == PARTITIONER and c.combined and {op.value for op in c.operands} == {"params['W']", "params['V']"}
+    assert c.written_by == PARTITIONER and c.combined and {op.value for op in c.operands} == {"grad(params['W'])", "grad(params['V'])"}
     assert c.verdict.kind == "deferrable" and plan.flagged == (c,)
     assert "Explicit" in c.verdict.fix and "jax.shard_map" in c.verdict.fix and "reduced={'data'}" in c.verdict.fix
     assert c.source.startswith("_compiled_programs.py:") and c.source.endswith("(_mlp_loss)")
@@ -172,7 +172,7 @@ def test_a_combined_shard_map_sum_shows_the_fix_of_its_largest_value():
     case = programs.shard_map_loss_and_grad_accumulate()
     (c,) = inspect(case.fn, *case.args).paired
     sizes = {e.value: e.bytes_per_execution for e in c.equations}
-    assert sizes["params['W']"] == 16 * 32 * 4 == max(sizes.values())
+    assert sizes["grad(params['W'])"] == 16 * 32 * 4 == max(sizes.values())
     assert c.verdict.fix.startswith("cast params (this is the gradient of its leaf params['W']) to varying"), c.verdict.fix
     assert "lax.pcast(p, 'data', to='varying'), params)" in c.verdict.fix
 

@@ -248,7 +248,7 @@ def test_check_on_h100s_says_the_compiler_moves_the_gradients_and_keeps_the_loss
     collectives = target["compiled_collectives"]
     outside = [c for c in collectives if not c["loops"]]
     inside = [c for c in collectives if c["loops"]]
-    assert [(c["values"], c["executions"], c["bytes"]) for c in outside] == [(["params['w1']", "params['w2']"], 1, 768 * 4)]
+    assert [(c["values"], c["executions"], c["bytes"]) for c in outside] == [(["grad(params['w1'])", "grad(params['w2'])"], 1, 768 * 4)]
     assert [(c["values"], c["executions"]) for c in inside] == [(["out[1]"], 4)]
     assert result.returncode == 1  # the loss's sum is deferrable and the GPU keeps it in the loop
 
@@ -274,7 +274,7 @@ def test_report_on_h100s_shows_the_seed_naive_plans_all_reduce_leave_the_loop(sh
     assert moved["loops"] == [] and moved["executions"] == 1 and moved["left_loop"] is True
     (placement,) = naive["placements"]
     assert placement["change"] == "left_loop" and placement["cpu_executions"] == 2
-    assert naive["verdict"] == ("on h100:8 the naive plan's all-reduce of params leaves the loop: "
+    assert naive["verdict"] == ("on h100:8 the naive plan's all-reduce of grad(params) leaves the loop: "
                                 "the compiler already does the deferral here.")
     assert naive["memory"]["argument_size_in_bytes"] > 0
     assert [loop for _, loop in _all_reduces(texts["deferred"][1])] == [False]

@@ -1,9 +1,9 @@
-"""A gradient's all-reduce is named after the argument it is the gradient of, and its fix casts it.
+"""A gradient's all-reduce is named as the gradient of its argument, and its fix casts the argument.
 
 The seed discussion's own program (``vjp_sm = jax.shard_map(vjp_scan, ...)`` over ``W``, today's
 APIs) returns the accumulated gradient as its one output, ``out``: that name says nothing. The
 ``psum_invariant`` in the scan is the transpose of the implicit ``pvary`` of ``W``, so it is named
-``W`` and the fix is ``W = lax.pcast(W, 's', to='varying')``. The fix, pasted into the program,
+``grad(W)`` and the fix (what the user casts is the parameter) is ``W = lax.pcast(W, 's', to='varying')``. The fix, pasted into the program,
 leaves one all-reduce per call and the same gradient (numpy recomputes it here).
 """
 
@@ -112,12 +112,12 @@ def test_the_seed_programs_all_reduce_is_named_w_and_its_fix_casts_w(tmp_path, s
     result = shardscope_cli("check", write(tmp_path, "seed.py", SEED), "--json")
     assert result.returncode == 1, result.stderr
     (finding,) = json.loads(result.stdout)["findings"]
-    assert (finding["primitive"], finding["value"], finding["executions"]) == ("psum_invariant", "W", 64 // 2 // 16)  # N / devices / batch_size
+    assert (finding["primitive"], finding["value"], finding["executions"]) == ("psum_invariant", "grad(W)", 64 // 2 // 16)  # N / devices / batch_size
     assert fix_code(finding["fix"]) == "W = lax.pcast(W, 's', to='varying')"
     assert "e.g. params" not in finding["fix"]
     text = shardscope_cli("check", write(tmp_path, "seed.py", SEED))
     words = " ".join(text.stdout.split())
-    assert "psum_invariant of W -> all-reduce" in words and "x2/call (seed.py:" in words
+    assert "psum_invariant of grad(W) -> all-reduce" in words and "x2/call (seed.py:" in words
 
 
 def test_the_seed_programs_fix_pasted_in_gives_one_all_reduce_and_the_same_gradient(tmp_path, shardscope_cli):
@@ -146,7 +146,7 @@ def test_a_pytree_arguments_leaves_are_named_and_the_fix_casts_the_argument(tmp_
     result = shardscope_cli("check", write(tmp_path, "tree.py", PYTREE), "--json")
     assert result.returncode == 1, result.stderr
     findings = json.loads(result.stdout)["findings"]
-    assert sorted(f["value"] for f in findings) == ["params['W1']", "params['W2']"]
+    assert sorted(f["value"] for f in findings) == ["grad(params['W1'])", "grad(params['W2'])"]
     for finding in findings:
         assert fix_code(finding["fix"]) == \
             "params = jax.tree.map(lambda p: lax.pcast(p, 'devices', to='varying'), params)"

@@ -160,7 +160,7 @@ def test_the_table_cells_are_the_text_renderings(inspections):
     # W2 is 32x1 f32 = 128 B and W1 16x32 f32 = 2,048 B, all-reduced together (XLA combines the two
     # sums into one instruction) in each of 4 micro-batches
     assert [row[1:7] for row in step.rows[1:]] == [
-        ["all-reduce[batch]", "params['W1'], params['W2']", "4", "4", f"{4 * (128 + 2048):,}", "program"]]
+        ["all-reduce[batch]", "grad(params['W1']), grad(params['W2'])", "4", "4", f"{4 * (128 + 2048):,}", "program"]]
 
 
 def test_the_colours_read_on_a_light_and_a_dark_page(inspections):

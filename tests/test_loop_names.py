@@ -108,7 +108,7 @@ def test_the_rnn_plans_name_their_nested_loops_apart(analysis_of):
         ("scan_0/scan_0", f"the lax.scan at rnn.py:{scan_line} (rnn)"),
         ("scan_0/scan_1", f"the lax.scan at rnn.py:{scan_line} (rnn)"),
     ]
-    wh = next(c for c in naive.collectives if c.value == "params['Wh']")
+    wh = next(c for c in naive.collectives if c.value == "grad(params['Wh'])")
     assert f"the lax.scan at rnn.py:{scan_line} (rnn) inside the plan's chunk loop" in wh.verdict.fix
 
 

@@ -58,5 +58,5 @@ def test_the_gradients_of_an_unrolled_stack_are_named_in_linear_time(monkeypatch
     monkeypatch.setattr(equation_names, "_same_type", counted)
     plan = plan_of(traced, compiled, input_names=argument_names(_step, (params, x), {}))
     values = [op.value for c in plan.collectives if c.kind == "all-reduce" for op in c.operands if op.shape == "f32[16,16]"]
-    assert sorted(values) == sorted(f"params[{k}]" for k in range(LAYERS))  # each layer's gradient, once
+    assert sorted(values) == sorted(f"grad(params[{k}])" for k in range(LAYERS))  # each layer's gradient, once
     assert compared <= 8 * LAYERS, f"{compared} type comparisons for {LAYERS} gradients"

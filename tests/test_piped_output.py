@@ -51,7 +51,7 @@ def test_check_prints_every_collective_and_value_whole(tmp_path):
     data = json.loads(piped("check", path, "--json"))
     cells = {f"{c['kind']}[{','.join(c['axes'])}]" for c in data["compiled_collectives"]} | {
         c["value"] for c in data["compiled_collectives"]}
-    assert "params['encoder_layer']['kernel']" in cells and "all-reduce[batch_axis]" in cells
+    assert "grad(params['encoder_layer']['kernel'])" in cells and "all-reduce[batch_axis]" in cells
     assert_whole(cells, text)
     for c in data["compiled_collectives"]:
         one_line_holding(text, c["value"], f"{c['kind']}[{','.join(c['axes'])}]")

@@ -86,7 +86,7 @@ def test_train_step_programs_and_their_comparison():
     step, fixed = analysis.plans["step"], analysis.plans["step_fixed"]
     assert [(c.primitive, c.executions, c.loop_trip_counts) for c in step.collectives] == [
         ("psum_invariant", 4, (4,)), ("psum_invariant", 4, (4,))]
-    assert sorted(c.value for c in step.collectives) == ["params['W1']", "params['W2']"]
+    assert sorted(c.value for c in step.collectives) == ["grad(params['W1'])", "grad(params['W2'])"]
     assert step.jaxpr_runs_per_call == 8 and step.collectives_in_loops == 2
     assert fixed.jaxpr_runs_per_call == 2 and fixed.collectives_in_loops == 0
     # W1 is 16x32 and W2 32x1 floats: 4 all-reduces of each per step, one after the fix

@@ -1,9 +1,12 @@
 """Two layers of one shape called on one line (``self.out(jnp.tanh(self.hidden(x)))``): their
-gradients' sums, combined by XLA into one all-reduce, are each named after their own kernel.
+gradients' sums, combined by XLA into one all-reduce, are each named as the gradient of their own
+kernel and bias.
 
 The instruction and the equation share their whole stack: the call's column tells the two
-layers apart where file, line and op_name do not. Expected names come from the model as written:
-the all-reduce's two 16x16 operands are the two kernels' gradients (read from the compiled text).
+layers apart where file, line and op_name do not; a bias's gradient (the sum that transposes
+``y += jnp.reshape(bias, ...)``'s broadcast) finds its forward equation by the same frames.
+Expected names come from the model as written: the all-reduce's two 16x16 operands are the two
+kernels' gradients and its two f32[16] ones the two biases' (read from the compiled text).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ def test_two_same_shaped_layers_on_one_line_are_named_apart():
     text = train_step.trace(model, optimizer, xs, ys).traced.lower().compile().as_text()
     shapes = re.search(r"^\s+%\S+ = \(([^)]*)\) all-reduce\(", text, re.M).group(1)
     assert shapes.count("f32[16,16]") == 2  # both kernels' gradients in the one combined sum
+    assert shapes.count("f32[16]") == 2  # and both biases' 
     (c,) = shardscope.inspect(train_step, model, optimizer, xs, ys).compiled.collectives
     kernels = sorted(op.value for op in c.operands if op.shape == "f32[16,16]")
-    assert kernels == ["model.hidden.kernel.value", "model.out.kernel.value"]
+    assert kernels == ["grad(model.hidden.kernel.value)", "grad(model.out.kernel.value)"]
+    biases = sorted(op.value for op in c.operands if op.shape == "f32[16]")
+    assert biases == ["grad(model.hidden.bias.value)", "grad(model.out.bias.value)"]

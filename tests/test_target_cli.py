@@ -67,11 +67,11 @@ def test_report_on_a_v5e_slice_shows_the_seed_naive_plans_all_reduce_leave_the_l
     naive = target["variants"]["naive"]
     (moved,) = naive["compiled_collectives"]
     assert moved["kind"] == "all-reduce" and moved["loops"] == [] and moved["executions"] == 1
-    assert moved["left_loop"] is True and moved["value"] == "params"
+    assert moved["left_loop"] is True and moved["value"] == "grad(params)"
     (placement,) = naive["placements"]
     assert placement["change"] == "left_loop" and placement["cpu_executions"] == CHUNKS
     assert naive["staying_findings"] == []
-    assert naive["verdict"] == ("on v5e:2x2 the naive plan's all-reduce of params leaves the loop: "
+    assert naive["verdict"] == ("on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: "
                                 "the compiler already does the deferral here.")
     assert naive["memory"]["argument_size_in_bytes"] == sum(map(padded_bytes, entry_parameters(tpu)))
     assert naive["cpu_memory"] == data["variants"]["naive"]["memory"]
@@ -94,7 +94,7 @@ def test_the_report_text_has_the_targets_columns_without_timings(shardscope_cli)
     assert "run median │ not run (compiled only) │ not run (compiled only)" in out
     assert "memory/device: arguments" in out and "on the CPU" in out
     assert "tpu:v5e:2x2: each CPU collective on the target" in out and "left loop" in out
-    assert "on v5e:2x2 the naive plan's all-reduce of params leaves the loop: the compiler already does the deferral here." in out
+    assert "on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: the compiler already does the deferral here." in out
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +117,12 @@ def test_the_rnn_naive_plan_keeps_the_recurrent_weights_all_reduce_in_the_chunk_
     naive = target["naive"]
     by_depth = {len(c["loops"]): c for c in naive["compiled_collectives"]}
     assert sorted(by_depth) == [0, 1]
-    assert by_depth[1]["values"] == ["params['Wh']"] and by_depth[1]["loop_trip_counts"] == [CHUNKS]
+    assert by_depth[1]["values"] == ["grad(params['Wh'])"] and by_depth[1]["loop_trip_counts"] == [CHUNKS]
     assert by_depth[1]["left_loop"] is True  # out of the time loop, still in the chunk loop
     assert by_depth[0]["operands"] == 2 and by_depth[0]["left_loop"] is True
-    (wh,) = [p for p in naive["placements"] if p["value"] == "params['Wh']"]
+    (wh,) = [p for p in naive["placements"] if p["value"] == "grad(params['Wh'])"]
     assert wh["placement"] == "left 1 of 2 loops" and naive["staying_findings"] == [wh["cpu_collective"]]
-    assert naive["verdict"].startswith("on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's "
+    assert naive["verdict"].startswith("on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's "
                                        f"chunk loop ({CHUNKS} iterations): the deferral is worth writing")
     ((shape, depth),) = all_reduces(texts["deferred"][1])
     (one,) = target["deferred"]["compiled_collectives"]
@@ -137,7 +137,7 @@ def test_check_with_a_target_fails_only_where_a_finding_stays_in_a_loop(shardsco
     assert linear.returncode == 0, linear.stderr
     out = " ".join(linear.stdout.split())
     assert "check passed on tpu:v5e:2x2" in out
-    assert "on v5e:2x2 linear's naive plan's all-reduce of params leaves the loop: the compiler already does the " \
+    assert "on v5e:2x2 linear's naive plan's all-reduce of grad(params) leaves the loop: the compiler already does the " \
            "deferral here." in out
     assert shardscope_cli("check", DEMOS / "linear.py").returncode == 1  # the CPU keeps it in the loop
 
@@ -447,6 +447,6 @@ def test_a_combined_sum_the_slice_splits_names_the_value_that_stays(tmp_path, sh
     (program,) = json.loads(result.stdout)["programs"]
     target = program["targets"]["tpu:v5e:2x4"]
     (placement,) = target["placements"]
-    assert placement["values_left"] == ["W"] and placement["executions"] == 4 + 1
+    assert placement["values_left"] == ["grad(W)"] and placement["executions"] == 4 + 1
     assert "all-reduce of out[1] stays in the loop" in target["verdict"]
-    assert "the compiler moves W out itself" in target["verdict"]
+    assert "the compiler moves grad(W) out itself" in target["verdict"]

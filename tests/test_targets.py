@@ -417,7 +417,7 @@ def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
     cpu = plan_of(traced, compiled, input_names=names)
     tpu = plan_of(traced, compiled, text=_on("v5e:2x2", traced), input_names=names, backend="tpu")
     (c,) = cpu.collectives
-    assert (c.value, c.executions, c.axes, c.verdict.kind) == ("W", 4, ("data",), "deferrable")
+    assert (c.value, c.executions, c.axes, c.verdict.kind) == ("grad(W)", 4, ("data",), "deferrable")
     (t,) = tpu.collectives
     assert (tpu.backend, t.executions, t.axes, [op.shape for op in t.operands]) == ("tpu", 1, ("data",), ["f32[16,16]"])
     comparison = compare_plans(cpu, tpu, "v5e:2x2")
@@ -436,7 +436,7 @@ def test_a_sum_the_tpu_moved_out_of_the_loop_is_named_after_the_gradient_it_sums
     traced = built.trace()
     names = argument_names(built.fn, built.args, {})
     (t,) = plan_of(traced, traced.lower().compile(), text=_on("v5e:2x2", traced), input_names=names).collectives
-    assert not t.in_loop and t.value == "W"
+    assert not t.in_loop and t.value == "grad(W)"
 
 
 @needs_libtpu

@@ -7,6 +7,8 @@ read from shardscope.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from _support import DEMOS, load_program_module
 
@@ -53,7 +55,7 @@ def test_a_jit_with_shardings_counts_the_partitioners_all_reduce():
     with pytest.raises(AssertionError) as failure:
         assert_no_collectives_in_loops(case.fn, *case.args)
     message = str(failure.value)
-    assert message.startswith(f"1 collective(s) inside loops: all-reduce of params['V'], params['W'] ({programs.MICRO} runs/call)")
+    assert message.startswith(f"1 collective(s) inside loops: all-reduce of grad(params['V']), grad(params['W']) ({programs.MICRO} runs/call)")
     assert "partitioner" in message and "deferrable" in message and "Fix: " in message
     with pytest.raises(AssertionError, match=f"all-reduce: {programs.MICRO} runs/call \\(at most 1\\)"):
         assert_collectives(case.fn, *case.args, max_per_call={"all-reduce": 1})
@@ -75,9 +77,9 @@ def test_assert_no_collectives_in_loops_fails_with_the_findings_table(ts):
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys)
     message = str(failure.value)
     assert message.startswith(
-        f"1 collective(s) inside loops: all-reduce of params['W1'], params['W2'] ({ts.MICRO_BATCHES} runs/call)")
+        f"1 collective(s) inside loops: all-reduce of grad(params['W1']), grad(params['W2']) ({ts.MICRO_BATCHES} runs/call)")
     assert "deferrable" in message and "Fix: cast" in message and "all-reduce[batch]" in message
-    assert "psum_invariant of params['W2'] + psum_invariant of params['W1'] -> all-reduce" in message
+    assert "psum_invariant of grad(params['W2']) + psum_invariant of grad(params['W1']) -> all-reduce" in message
 
 
 def test_assert_no_collectives_in_loops_passes_and_allows(ts):
@@ -91,6 +93,21 @@ def test_assert_no_collectives_in_loops_passes_and_allows(ts):
     with pytest.raises(AssertionError):  # the combined all-reduce carries W2 too
         assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']"])
     assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["params['W1']", "params['W2']"])
+
+
+def test_allow_names_a_gradient_by_its_label_or_its_parameter(ts):
+    """The combined all-reduce carries the gradients of params['W1'] and params['W2'], labelled
+    grad(params['W1']) and grad(params['W2']): a user's allow may name either the label or the
+    parameter, and must cover both values."""
+    inspection = assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys,
+                                                allow=["grad(params['W1'])", "grad(params['W2'])"])
+    (finding,) = inspection.findings
+    assert sorted(finding.values) == ["grad(params['W1'])", "grad(params['W2'])"]
+    assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params['W1'])", "params['W2']"])
+    with pytest.raises(AssertionError, match=re.escape("all-reduce of grad(params['W1']), grad(params['W2'])")):
+        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params['W1'])"])
+    with pytest.raises(AssertionError):  # a gradient's label is not its parameter's own value
+        assert_no_collectives_in_loops(ts.step, ts.params, ts.xs, ts.ys, allow=["grad(params)"])
 
 
 def test_assert_collectives_max_per_call_takes_both_kinds_of_key(ts):

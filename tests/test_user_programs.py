@@ -72,7 +72,8 @@ def test_an_nnx_train_step_sums_every_parameter_once_per_micro_batch(shardy):
     assert c.loop_trip_counts == (programs.MICRO,) and c.written_by == PARTITIONER
     assert c.bytes_per_execution == sum(_leaf_bytes(params).values()) == (16 * 32 + 32 + 32 * 8 + 8) * 4
     assert sorted(op.value for op in c.operands) == [
-        "model.hidden.bias.value", "model.hidden.kernel.value", "model.out.bias.value", "model.out.kernel.value"]
+        "grad(model.hidden.bias.value)", "grad(model.hidden.kernel.value)", "grad(model.out.bias.value)",
+        "grad(model.out.kernel.value)"]
     assert c.verdict.kind == "deferrable" and c.verdict.executions_after == 1
     # the line is the user's that called the layer, not flax's nnx.Linear.__call__ in site-packages
     flax_file = re.search(r'"([^"]*site-packages/flax/[^"]*)"', text)
@@ -84,12 +85,12 @@ def test_an_nnx_train_step_sums_every_parameter_once_per_micro_batch(shardy):
 def test_a_scanned_rematted_transformer_sums_each_layers_gradients_in_both_loops(shardy):
     """Data parallel: the stacked layers' gradients are summed per layer in the backward scan over
     layers (3) inside the micro-batch scan (4), and the embedding's in the micro-batch scan; each
-    is named after its parameter and deferrable out of every loop it runs in."""
+    is named as its parameter's gradient and deferrable out of every loop it runs in."""
     case, text, plan = _plan(users.scanned_transformer, (False,), shardy)
     layers, embed = sorted(plan.collectives, key=lambda c: -len(c.loops))
     assert layers.loop_trip_counts == (programs.MICRO, users.LAYERS) and embed.loop_trip_counts == (programs.MICRO,)
-    assert {op.value for op in layers.operands} == {f"params['layers']['{name}']" for name in case.args[0]["layers"]}
-    assert {op.value for op in embed.operands} == {"params['embed']"}
+    assert {op.value for op in layers.operands} == {f"grad(params['layers']['{name}'])" for name in case.args[0]["layers"]}
+    assert {op.value for op in embed.operands} == {"grad(params['embed'])"}
     assert layers.verdict.kind == embed.verdict.kind == "deferrable" and layers.verdict.executions_after == 1
     stacked = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(case.args[0]["layers"])) // users.LAYERS
     assert layers.bytes_per_execution == stacked  # one layer's slice of every stacked parameter
@@ -116,7 +117,7 @@ def test_a_fori_loop_accumulation_is_a_counted_loop(shardy):
     _, text, plan = _plan(users.fori_accumulate, (), shardy)
     (c,) = plan.collectives
     assert c.loop_trip_counts == (programs.MICRO,) and c.executions == programs.MICRO
-    assert {op.value for op in c.operands} == {"params['W']", "params['V']"} and c.verdict.kind == "deferrable"
+    assert {op.value for op in c.operands} == {"grad(params['W'])", "grad(params['V'])"} and c.verdict.kind == "deferrable"
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())
@@ -135,4 +136,4 @@ def test_a_complex_parameters_gradient_sum_is_deferrable(shardy):
     _, text, plan = _plan(users.complex_accumulate, (), shardy)
     (c,) = plan.collectives
     assert c.operands[0].shape in ("c64[16,8]", "c64[8,16]") and c.bytes_per_execution == 16 * 8 * 8  # may be transposed
-    assert c.value == "W" and c.verdict.kind == "deferrable" and c.executions == programs.MICRO
+    assert c.value == "grad(W)" and c.verdict.kind == "deferrable" and c.executions == programs.MICRO

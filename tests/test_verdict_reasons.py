@@ -157,7 +157,7 @@ def test_the_target_row_of_a_sum_that_stays_shows_its_loop(tmp_path, shardscope_
     result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
     assert result.returncode == 1, result.stderr
     (placement,) = json.loads(result.stdout)["programs"][0]["targets"]["tpu:v5e:2x4"]["placements"]
-    assert placement["values_left"] == ["W"]
+    assert placement["values_left"] == ["grad(W)"]
     text = shardscope_cli("check", path, "--target", "tpu:v5e:2x4").stdout
     (row,) = [line for line in text.splitlines() if "stayed in loop, 1 of 2 values left" in line]
     cells = [cell.strip() for cell in row.split("│")]

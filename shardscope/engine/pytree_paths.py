@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect as _pyinspect
-from typing import Any, Callable
+import re
+from typing import Any, Callable, Iterable
 
 
 def tail(name: str) -> str:
@@ -12,6 +13,41 @@ def tail(name: str) -> str:
     another root (``out['layers']['wq']``)."""
     cut = name.find("[")
     return name[cut:] if cut > 0 else ""
+
+
+_GRADIENT = ("grad(", ")")
+
+
+def gradient_label(argument: str) -> str:
+    """How every view names the gradient of the argument leaf ``argument``: ``grad(params['W1'])``,
+    ``grad(W)`` for a bare argument. A value that is no gradient is named by its own path."""
+    return f"{_GRADIENT[0]}{argument}{_GRADIENT[1]}"
+
+
+def labelled_argument(label: str) -> str:
+    """The argument a value's label names: ``params['W1']`` of ``grad(params['W1'])`` (what a fix
+    casts, what a user's ``allow`` names); any other label as it is."""
+    start, end = _GRADIENT
+    return label[len(start):-len(end)] if label.startswith(start) and label.endswith(end) else label
+
+
+def is_source_line(label: str) -> bool:
+    """True for the label of a value no program path names: the user's line that made it
+    (``train.py:37 (loss)``), where a path (``params['W1']``, ``grad(W)``) names one."""
+    return _SOURCE_LINE.fullmatch(label) is not None
+
+
+_SOURCE_LINE = re.compile(r"[^\s\[(]+:\d+( \(.*\))?")
+
+
+def told_apart_by_outputs(candidates: Iterable[str], reached: Iterable[str]) -> set[str]:
+    """The candidate labels a value's outputs point at: one line made several values (the layers of
+    a Python loop, ``q, k, v``), and the program outputs the value reaches (the updated parameter,
+    an optimizer's moments: ``out[0][2]['b']``, ``out[1][0].mu[2]['b']``) end with the path of the
+    one it is, under another root. Only candidates with a path below their root are told apart."""
+    ends = [(label, tail(labelled_argument(label))) for label in candidates]
+    outputs = list(reached)
+    return {label for label, end in ends if end and any(o.endswith(end) for o in outputs)}
 
 
 def pytree_names(tree: Any, prefix: str) -> list[str]:  # Any: a user's pytree

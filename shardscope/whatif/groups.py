@@ -18,6 +18,7 @@ from shardscope.engine.jaxpr.dataflow import loops
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, REDUCTIONS
 from shardscope.engine.kinds import SUM_KINDS
+from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.whatif.deferral import SHARD_MAP, EquationIndex, Refused, plan_deferral
 
 if TYPE_CHECKING:
@@ -139,10 +140,10 @@ def loop_words(subject: "Subject", group: FindingGroup) -> str:
 
 def group_values(group: FindingGroup, inputs: Sequence[str]) -> tuple[str, ...]:
     """The values the rewrite moves, by the arguments they belong to, in the arguments' order:
-    the compiled view's names when they all name arguments (it names a bias's gradient after its
-    parameter), else the jaxpr view's."""
-    compiled = [op.value for c in group.findings for op in c.operands if op.value]
-    jaxpr = [c.value for c in group.equations if c.value]
+    the compiled view's names when they all name arguments (a gradient's label, ``grad(params['b'])``,
+    names its argument), else the jaxpr view's."""
+    compiled = [labelled_argument(op.value) for c in group.findings for op in c.operands if op.value]
+    jaxpr = [labelled_argument(c.value) for c in group.equations if c.value]
     names = compiled if compiled and set(compiled) <= set(inputs) else (jaxpr or compiled)
     order = {name: k for k, name in enumerate(inputs)}
     return tuple(sorted(dict.fromkeys(names), key=lambda name: order.get(name, len(order))))

@@ -80,7 +80,7 @@ def test_gpus_typed_in_the_sidebar_show_the_gpu_compilers_plans_in_the_compiled_
             assert view.body.scroll_offset.y > 0
             text = " ".join(view.plain.split())
             assert "on gpu:h100:8: 8 x NVIDIA H100 80GB HBM3, compiled for the GPUs, never run there" in text
-            assert ("naive: on h100:8 the naive plan's all-reduce of params leaves the loop: "
+            assert ("naive: on h100:8 the naive plan's all-reduce of grad(params) leaves the loop: "
                     "the compiler already does the deferral here.") in text
             assert "The GPU compiler's plans for gpu:h100:8 are above: compiled for the GPUs" in text
 

@@ -102,7 +102,7 @@ def test_n_pairs_the_programs_collectives_by_value():
             await press(pilot, "n")
             step, fixed = (str(view.query_one(f"#{n}-header").render()).splitlines()[-1] for n in view.names)
             value = app.analysis.plans["step"].collectives[0].value
-            assert value == "params['W2']"  # the gradient the all-reduce in the loop sums
+            assert value == "grad(params['W2'])"  # the gradient the all-reduce in the loop sums
             assert step.endswith(f"{value}: collective 1 of 2, psum_invariant_0 in 1 loop(s)")
             assert "x4/call" in step and "x1/call" in fixed
             assert "out['W2']: collective" in fixed and fixed.endswith("outside loops")  # step_fixed returns the sum

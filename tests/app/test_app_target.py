@@ -107,10 +107,10 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
             section = _section(text, "on tpu:v5e:2x2:")
             assert section.startswith("on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for the slice, never run there")
             naive = _section(section, "naive:", "deferred:")
-            assert ("naive: on v5e:2x2 the naive plan's all-reduce of params leaves the loop: "
+            assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: "
                     "the compiler already does the deferral here.") in naive
             # CPU: in the chunk loop, 2 runs; on the slice: outside every loop, 1 run
-            assert re.search(rf"\S+ params {CHUNKS} {CHUNKS} \S+ - 1 left loop", naive)
+            assert re.search(rf"\S+ grad\(params\) {CHUNKS} {CHUNKS} \S+ - 1 left loop", naive)
             deferred = _section(section, "deferred:", "reduced:")
             assert "the deferred plan runs no collective in a loop" in deferred
             assert re.search(r"\S+ params - 1 \S+ - 1 outside loops, as on the CPU", deferred)
@@ -149,10 +149,10 @@ def test_the_rnn_naive_plans_recurrent_weight_stays_in_the_chunk_loop_on_the_sli
             await drain(pilot)
             text = " ".join(app.query_one(HloView).plain.split())
             naive = _section(_section(text, "on tpu:v5e:2x2:"), "naive:", "deferred:")
-            assert ("on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's chunk loop "
+            assert ("on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
                     f"({CHUNKS} iterations): the deferral is worth writing") in naive
             # on the CPU: the chunk loop x the 8 time steps = 16 runs; on the slice: the chunk loop only
-            assert re.search(rf"params\['Wh'\] {CHUNKS} x 8 {CHUNKS * 8} \S+ {CHUNKS} {CHUNKS} "
+            assert re.search(rf"grad\(params\['Wh'\]\) {CHUNKS} x 8 {CHUNKS * 8} \S+ {CHUNKS} {CHUNKS} "
                              "left 1 of 2 loops", naive)
             deferred = _section(_section(text, "on tpu:v5e:2x2:"), "deferred:")
             assert "the deferred plan runs no collective in a loop" in deferred
@@ -175,10 +175,10 @@ def test_a_program_file_is_compiled_for_the_slice_too():
             text = " ".join(app.query_one(HloView).plain.split())
             section = _section(text, "on tpu:v5e:2x4:")
             assert "8 x TPU v5 lite" in section
-            assert ("step: on v5e:2x4 the step program's all-reduce of params['W1'], params['W2'] leaves the loop: "
+            assert ("step: on v5e:2x4 the step program's all-reduce of grad(params['W1']), grad(params['W2']) leaves the loop: "
                     "the compiler already does the deferral here.") in section
             # CPU: in the loop over 4 micro-batches, 4 runs; on the slice: outside it, 1 (the value cell folds)
-            assert re.search(r"\S+ params\['W1'\], 4 4 \S+ - 1 left loop params\['W2'\]", section)
+            assert re.search(r"\S+ grad\(params\['W1'\]\), 4 4 \S+ - 1 left loop grad\(params\['W2'\]\)", section)
             app.query_one("#target", Input).value = ""
             await drain(pilot)
             assert app.stale  # the results are for a target the field no longer asks for
@@ -444,7 +444,7 @@ def test_the_slice_verdicts_are_laid_out_within_the_compiled_tabs_visible_width(
             rows = screen_rows(view.body)
             assert not [row for row in rows if row.rstrip().endswith("…")], "\n".join(rows)
             shown = " ".join(" ".join(rows).split())
-            assert ("naive: on v5e:2x2 the naive plan's all-reduce of params['Wh'] stays in the plan's chunk loop "
+            assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
                     "(2 iterations): the deferral is worth writing") in shown, shown
 
     run(scenario())
@@ -468,8 +468,8 @@ def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
             rows = screen_text(app)
             header = next(row for row in rows if "CPU collective" in row)
             assert "CPU runs" in header and "TPU runs" in header and "placement" in header
-            # Wh: 2 chunks x 8 time steps on the CPU, the 2 chunks on the slice
-            assert any(re.search(rf"params\['Wh'\]\s+{CHUNKS * 8}\s+{CHUNKS}\s+left 1 of 2 loops", row) for row in rows), rows
+            # Wh: 2 chunks x 8 time steps on the CPU, the 2 chunks on the slice (its value folds)
+            assert any(re.search(rf"grad\(params\['W\S*\s+{CHUNKS * 8}\s+{CHUNKS}\s+left 1 of 2 loops", row) for row in rows), rows
 
     run(scenario())
 

@@ -35,8 +35,8 @@ def test_the_seed_case_all_reduces_in_the_chunk_loop_naive_and_after_it_deferred
         # W is 5 floats (20 B), summed once per chunk: 2 runs, 40 B per call
         assert "naive: 1 compiled collective from 1 collective equation, 2 runs/call, 40 B/call, 1 in while loops" in naive
         assert re.search(r"while loops: while\.\d+ x2 \(the plan's chunk loop\)", naive)
-        assert re.search(r"1\s+all-reduce\[s\]\s+params\s+2\s+2\s+40\s+program\s+deferrable\s+psum_invariant", naive)
-        assert re.search(r"psum_invariant of params -> all-reduce \S+ in the while body, x2/call", naive)
+        assert re.search(r"1\s+all-reduce\[s\]\s+grad\(params\)\s+2\s+2\s+40\s+program\s+deferrable\s+psum_invariant", naive)
+        assert re.search(r"psum_invariant of grad\(params\) -> all-reduce \S+ in the while body, x2/call", naive)
         assert "fix: cast params to varying" in naive
         assert " 1 compiled collective from 1 collective equation, 1 runs/call, 20 B/call, 0 in while loops" in deferred
         assert re.search(r"1\s+all-reduce\[s\]\s+params\s+-\s+1\s+20\s+program\s+-\s+psum_invariant", deferred)
@@ -52,7 +52,7 @@ def test_the_rnns_recurrent_weight_is_summed_in_both_nested_loops(analysis_of):
         app.view.show_analysis(analysis)
         await drain(pilot)
         naive = app.view.plain.split("\ndeferred:", 1)[0]
-        assert re.search(r"all-reduce\[s\]\s+params\['Wh'\]\s+2 x 8\s+16\s", naive)
+        assert re.search(r"all-reduce\[s\]\s+grad\(params\['Wh'\]\)\s+2 x 8\s+16\s", naive)
         assert "in 2 nested while bodies, x16/call" in naive
 
     run_view(HloView(), script)
@@ -100,7 +100,7 @@ def test_the_tab_shows_the_partitioners_all_reduce_of_a_jit_with_shardings_and_n
             assert (f"step: 1 compiled collective (none in the jaxpr: the partitioner wrote it), "
                     f"{runs['step']['all-reduce']} runs/call") in text
             # the value cell folds at this width (its second value on the next row)
-            assert re.search(r"all-reduce\[data\] params\['W1'\], 4 4 8,704 partitioner deferrable - params\['W2'\]", text)
+            assert re.search(r"all-reduce\[data\] grad\(params\['W1'\]\), 4 4 8,704 partitioner deferrable - grad\(params\['W2'\]\)", text)
             assert "written by the partitioner" in text and "fix: the partitioner sums" in text
             assert "step_fixed: 1 compiled collective from 2 collective equations, 1 runs/call" in text
             assert view.selected is None

@@ -23,11 +23,14 @@ def test_collectives_pair_by_value_in_the_first_plans_order_and_the_kth_of_a_val
 
 
 def test_a_leaf_left_without_a_partner_pairs_with_the_same_leaf_under_another_root():
-    plans = _plans({"step": ["params['W2']", "params['W1']"], "fixed": ["out['W1']", "out['W2']", "out['W2']"]})
+    plans = _plans({"step": ["grad(params['W2'])", "grad(params['W1'])"],
+                    "fixed": ["out['W1']", "out['W2']", "out['W2']"]})
     assert pair_by_value(plans) == [
-        {"step": 0, "fixed": 1},  # params['W2'] and out['W2']
-        {"step": 1, "fixed": 0},  # params['W1'] and out['W1']
+        {"step": 0, "fixed": 1},  # grad(params['W2']) (the sum in the loop) and out['W2'] (after it)
+        {"step": 1, "fixed": 0},  # grad(params['W1']) and out['W1']
         {"fixed": 2},  # a second out['W2']: step has no second W2
     ]
     exact = _plans({"a": ["params['W']", "out['W']"], "b": ["out['W']", "params['W']"]})
     assert pair_by_value(exact) == [{"a": 0, "b": 1}, {"a": 1, "b": 0}]  # exact values pair first
+    bare = _plans({"naive": ["grad(W)"], "deferred": ["W"]})  # a bare argument has no leaf below its root
+    assert pair_by_value(bare) == [{"naive": 0, "deferred": 0}]

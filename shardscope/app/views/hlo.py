@@ -201,14 +201,22 @@ WIDE_COLUMNS = ("CPU collective", "value", "CPU loops", "CPU runs", "on the targ
 NARROW_COLUMNS = ("CPU collective", "value", "CPU runs", "TPU runs", "placement")
 
 
+_MIN_WIDTHS = {"value": 18, "placement": 10}
+"""The placements table's folding columns keep this much: a gradient's label whole
+(``grad(params['Wh'])``, or the longest label when shorter; narrow, 10: the runs and the
+placement come first), the placement's first words."""
+
+
 def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
     """Each CPU collective of one program and what the target's compiler did with it (``narrow``:
     its runs per call on each side and the placement only)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
+    longest = max((len(p.collective.value) for p in plan.comparison.placements), default=0)
+    widths = {**_MIN_WIDTHS, "value": 10 if narrow else max(10, min(longest, _MIN_WIDTHS["value"]))}
     for column in NARROW_COLUMNS if narrow else WIDE_COLUMNS:
         table.add_column(column, justify="right" if "runs" in column else "left",
                          no_wrap=column not in ("value", "placement", "on the target"), overflow="fold",
-                         min_width=10 if column in ("value", "placement") else None)
+                         min_width=widths.get(column))
     for p in plan.comparison.placements:
         c = p.collective
         staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed

@@ -3,14 +3,16 @@
 One naming: a collective is named as the jaxpr view names it (``dataflow.collectives``: the
 argument it is the gradient of, else the program output it reaches or input it comes from);
 any other equation the same way, by :func:`shardscope.engine.jaxpr.dataflow.value_name`, except that a
-gradient is named after the argument it is the gradient of. A gradient is an equation of the
+gradient is named as the gradient of its argument (``grad(params['W'])``,
+:func:`shardscope.engine.pytree_paths.gradient_label`). A gradient is an equation of the
 backward pass (its name stack holds ``transpose(...)``); JAX transposes each forward equation
-under that equation's own source information, so the two share their user frames (their
-origin): the forward equation's operand of the gradient's shape and type leads back to the
-argument (``params['W']``, or ``W`` for a bare one). The forward equation is one of the same
-primitive (a ``dot_general``'s gradient is a ``dot_general``): other equations of the same line
-(the loss's ``sub``) share the origin too. Only a pairing that leads to exactly one argument
-names one; layers made by one line in a Python loop stay named by their output.
+under that equation's own source information, so the two share their user frames, columns
+included (their origin): the forward equation's operand of the gradient's shape and type leads
+back to the argument (``params['W']``, or ``W`` for a bare one). The forward equation is one of
+the same primitive (a ``dot_general``'s gradient is a ``dot_general``): other equations of the
+same line (the loss's ``sub``) share the origin too. Only a pairing that leads to exactly one
+argument names one; the layers made by one line in a Python loop are told apart by the outputs
+their gradients reach (``out[0][2]['b']`` is the update of ``params[2]['b']``).
 
 A compiled instruction finds its equation by what XLA keeps of it: the primitive at the end of
 its ``op_name``, whether the name stack is the backward pass's, and its source line.
@@ -22,19 +24,19 @@ import functools
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.hlo.source import SourceLocation
-from shardscope.engine.jaxpr.dataflow import value_name
+from shardscope.engine.jaxpr.dataflow import outputs_reached, value_name
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import Equation, Program
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.pytree_paths import tail
+from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:
     import jax
 
     from shardscope.engine.jaxpr.dataflow import Collective
 
-Frames = tuple[tuple[str, int, str], ...]
-"""The user's frames of an equation, innermost first: ``((file, line, function), ...)``."""
+Frames = tuple[tuple[str, int, int], ...]
+"""The user's frames of an equation, innermost first: ``((file, line, column), ...)``."""
 
 _FORWARD_OF = {"transpose": {"dot_general", "transpose"}, "psum_invariant": {"pvary", "pcast"},
                "reduce_sum": {"broadcast_in_dim", "reduce_sum", "reshape"}, "scatter-add": {"gather"},
@@ -63,7 +65,7 @@ class EquationNames:
         return self._collectives.get(equation_id, "")
 
     def values_of(self, op_name: str, source: SourceLocation | None, elements: int,
-                  frames: tuple[tuple[str, int, int], ...] = ()) -> frozenset[str]:
+                  frames: Frames = ()) -> frozenset[str]:
         """The names of the equations an HLO instruction may come from: those with its
         primitive, pass (forward or backward) and line, preferring the ones whose output has
         ``elements`` elements. Several when one line made several values (``q, k, v = ...``),
@@ -83,13 +85,13 @@ class EquationNames:
 
     @functools.lru_cache(maxsize=None)
     def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int
-                   ) -> tuple[frozenset[str], dict[tuple[tuple[str, int, int], ...], frozenset[str]]]:
+                   ) -> tuple[frozenset[str], dict[Frames, frozenset[str]]]:
         """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
         gradients of one line in a Python loop ask the same question): the names, and the names
         by the innermost frames of their equations (as many as :data:`_FRAMES_COMPARED`)."""
         found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, file, line) if self._backward[eqn_id] == backward]
         sized = [pair for pair in found if _elements(pair[1]) == elements] or found
-        by_frames: dict[tuple[tuple[str, int, int], ...], set[str]] = {}
+        by_frames: dict[Frames, set[str]] = {}
         for eqn_id, _ in sized:
             by_frames.setdefault(self._positions[eqn_id][:_FRAMES_COMPARED], set()).add(self.name(eqn_id))
         names = frozenset({self.name(eqn_id) for eqn_id, _ in sized} - {""})
@@ -97,14 +99,16 @@ class EquationNames:
 
     @functools.lru_cache(maxsize=None)
     def name(self, equation_id: str) -> str:
-        """The value of the equation ``equation_id``: the argument it is the gradient of, else
-        the one output it reaches or input it comes from (``""`` when none is one value)."""
+        """The value of the equation ``equation_id``: the gradient of the argument it is the
+        gradient of (``grad(params['W'])``), else the one output it reaches or input it comes
+        from (``""`` when none is one value)."""
         eqn = self._equations.get(equation_id)
-        reached = value_name(self.index, eqn, self.inputs, self.outputs, reduction=True) if eqn is not None else ""
         arguments = self.gradient_of(equation_id)
-        if len(arguments) > 1:  # one line made several (q, k, v of a list): the output tells which
-            arguments = {a for a in arguments if reached and tail(a) == tail(reached)}
-        return arguments.pop() if len(arguments) == 1 else reached
+        if len(arguments) > 1 and eqn is not None:  # one line made several (q, k, v; a loop's layers)
+            arguments = told_apart_by_outputs(arguments, outputs_reached(self.index, eqn, self.outputs))
+        if len(arguments) == 1:
+            return gradient_label(arguments.pop())
+        return value_name(self.index, eqn, self.inputs, self.outputs, reduction=True) if eqn is not None else ""
 
     def gradient_of(self, equation_id: str) -> set[str]:
         """The arguments whose gradient the backward-pass equation ``equation_id`` may compute:
@@ -171,23 +175,29 @@ class EquationNames:
         return found
 
     @functools.cached_property
+    def _origins(self) -> dict[str, Frames]:
+        """Every equation's origin: its user frames, the innermost one's column left out. The
+        columns of the frames around it tell apart two layers called on one line
+        (``out(tanh(hidden(x)))``); the innermost line's equations are one operation's steps at
+        several columns (flax's ``y += jnp.reshape(bias, ...)``: the reshape and the broadcast)."""
+        return {eqn_id: ((frames[0][0], frames[0][1], 0), *frames[1:]) if frames else ()
+                for eqn_id, frames in self._positions.items()}
+
+    @functools.cached_property
     def _equations(self) -> dict[str, Equation]:
         return {site.equation.id: site.equation for site in self.program.sites()}
 
     @functools.cached_property
-    def _positions(self) -> dict[str, tuple[tuple[str, int, int], ...]]:
-        """Every equation's user frames as ``(file, line, column)``, innermost first (the
-        column tells apart two calls on one line: ``out(tanh(hidden(x)))``)."""
+    def _positions(self) -> dict[str, Frames]:
+        """Every equation's user frames as ``(file, line, column)``, innermost first (the costly
+        part: one traceback walk per equation). A gradient finds its forward equation by them:
+        JAX transposes an equation under its own traceback, so the two share every frame, columns
+        too."""
         from jax._src import source_info_util  # JAX is loaded by now: the equations are its
 
         return {eqn_id: tuple((f.file_name, f.start_line, f.start_column)
                               for f in source_info_util.user_frames(eqn.source_info.traceback))
                 for eqn_id, eqn in self._raw.items()}
-
-    @functools.cached_property
-    def _origins(self) -> dict[str, Frames]:
-        """Every equation's user frames (the costly part: one traceback walk per equation)."""
-        return {eqn_id: _origin(eqn) for eqn_id, eqn in self._raw.items()}
 
     @functools.cache
     def _by_primitive_line(self) -> dict[tuple[str, str, int], list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
@@ -228,14 +238,6 @@ class EquationNames:
 
     def _at(self, primitive: str, file: str, line: int) -> list[tuple[str, "jax.extend.core.JaxprEqn"]]:
         return self._by_primitive_line().get((primitive, file, line), [])
-
-
-def _origin(eqn: "jax.extend.core.JaxprEqn") -> Frames:
-    """The user's frames (outside JAX) that made ``eqn``, innermost first."""
-    from jax._src import source_info_util
-
-    return tuple((f.file_name, f.start_line, f.function_name)
-                 for f in source_info_util.user_frames(eqn.source_info.traceback))
 
 
 _FRAMES_COMPARED = 3

@@ -20,6 +20,7 @@ from shardscope.engine.counts import Count
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import Verdict, ADDED_TERM_REASON
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
+from shardscope.engine.pytree_paths import is_source_line, labelled_argument
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.loops import LoopCounts
@@ -30,8 +31,10 @@ STYLES = ("shard_map", "explicit", "auto")
 
 
 def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str) -> str:
-    """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``values``:
-    how many values the sum carries (several: the fix maps over their tree). The specs name no
+    """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``value``:
+    what the user casts (the parameters whose gradients it sums: ``params['W1']``, not
+    ``grad(params['W1'])``); ``values``: how many values the sum carries (several: the fix maps
+    over their tree). The specs name no
     dimension (``P(reduced=...)``, ``P()``: replicated, whatever the value's rank)."""
     names = ", ".join(repr(a) for a in axes) or "'data'"
     axis = names if len(axes) == 1 else f"({names})"
@@ -129,7 +132,7 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
               "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + ".")
     return Verdict(DEFERRABLE, reason,
-                   deferral_fix(style, c.value, c.axes or (), len(c.operands), runs_before, _runs_text(after)), left, after)
+                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after)), left, after)
 
 
 def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
@@ -146,6 +149,7 @@ def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict,
     moved, total = sum(op.bytes for op in deferred), sum(op.bytes for op in c.operands)
     values = ", ".join(op.value for op in deferred if op.value)
     others = ", ".join(op.value for op in kept if op.value)
+    cast = ", ".join(labelled_argument(op.value) for op in deferred if op.value and not is_source_line(op.value))
     after = verdicts[[v.kind for v in verdicts].index(DEFERRABLE)].loops
     one, other = len(deferred) == 1, len(kept) == 1
     reason = (f"{len(deferred)} of its {len(verdicts)} values ({values or 'unnamed'}: {moved:,} of its {total:,} B per "
@@ -157,7 +161,7 @@ def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict,
                                         f"{moved:,} B per run and no run.")
     reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
                "once after the loop with the same result.")
-    fix = (deferral_fix(style, values, c.axes or (), len(deferred), runs_before, "1")
+    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, "1")
            + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
     return Verdict(DEFERRABLE, reason, fix)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
-from shardscope.engine.pytree_paths import tail
+from shardscope.engine.pytree_paths import told_apart_by_outputs
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -58,21 +58,32 @@ class CollectiveNamer:
         self._tuple_readers: dict[str, dict[tuple[str, int], list[tuple[Instruction, int]]]] = {}
 
     def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
-        """The name of the value the collective's operand ``operand`` carries."""
-        reached = self._module_value(site, operand, reduction)
-        if self.equations is None:
-            return reached
-        producer = self._producer(site, operand)
-        if producer is None:
-            return reached
+        """The name of the value the collective's operand ``operand`` carries: the jaxpr view's
+        name of the equation that made it (``grad(params['W'])``), else the program output or
+        input the module leads it to, else the user's line that made it (``train.py:37 (loss)``)."""
+        producer = self._producer(site, operand) if self.equations is not None else None
+        names: frozenset[str] | set[str] = self._equation_values(producer) if producer is not None else frozenset()
+        if len(names) > 1:  # one line made several values: the outputs the sum reaches tell which
+            names = told_apart_by_outputs(names, self._forward(site, operand))
+        if len(names) == 1:
+            return next(iter(names))
+        return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
+
+    def _equation_values(self, producer: Instruction) -> frozenset[str]:
+        """The jaxpr view's names of the equations ``producer`` may come from (several when one
+        line made several values)."""
+        assert self.equations is not None
         shape = producer.shape
         elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
         frames = tuple((s.file, s.line, s.column) for s in self.module.stack_frames.stack(producer.metadata.stack_frame_id)) \
             if producer.metadata.stack_frame_id else ()
-        names = self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements, frames)
-        if len(names) > 1:  # one line made several values: the output the sum reaches tells which
-            names = _by_tail(names).get(tail(reached), frozenset()) if reached else frozenset()
-        return next(iter(names)) if len(names) == 1 else reached
+        return self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements, frames)
+
+    def _source_line(self, inst: Instruction) -> str:
+        """The user's line that made ``inst`` (``train.py:37 (loss)``), as the jaxpr view names a
+        collective no program value names; ``""`` when the module kept no source."""
+        source = self.module.source(inst, users=True)
+        return source.text() if source is not None else ""
 
     def paired_value(self, c: "CompiledCollective") -> str:
         """The jaxpr view's name of the collective a program-written one pairs with."""
@@ -308,12 +319,3 @@ class CollectiveNamer:
             return None
         number = param.parameter_number or 0
         return param.metadata.op_name or (self.inputs[number] if number < len(self.inputs) else "")
-
-
-@functools.lru_cache(maxsize=64)
-def _by_tail(names: frozenset[str]) -> dict[str, frozenset[str]]:
-    """``names`` grouped by their path without its root (:func:`tail`)."""
-    found: dict[str, set[str]] = {}
-    for name in names:
-        found.setdefault(tail(name), set()).add(name)
-    return {key: frozenset(group) for key, group in found.items()}

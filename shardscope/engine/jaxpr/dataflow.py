@@ -16,6 +16,7 @@ from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
+from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -65,8 +66,9 @@ def collectives(
     """Every collective equation of ``program`` in program order, named and with its verdict.
 
     ``input_names`` and ``output_names`` are the pytree paths of the program's inputs and
-    outputs (``params['Wh']``); a collective is named after the one output it reaches, else
-    the one input it comes from, else its source line.
+    outputs (``params['Wh']``); a collective that sums an argument's gradient is named
+    ``grad(params['Wh'])`` (:func:`gradient_names`), any other after the one output it reaches,
+    else the one input it comes from, else its source line.
     """
     sites = [site for site in program.sites() if site.equation.kind == "collective"]
     if not sites:
@@ -75,12 +77,13 @@ def collectives(
     classifier = Classifier(index)
     inputs = [""] * (len(program.root.inputs) - len(input_names)) + list(input_names)
     named = any(inputs) or any(output_names)
-    gradients = gradient_names(program, index, inputs) if any(inputs) else {}
+    gradients = gradient_names(program, index, inputs, output_names) if any(inputs) else {}
     found = []
     for site in sites:
         eqn = site.equation
         gradient_of = gradients.get(eqn.id, "")
-        value = gradient_of or (named and value_name(index, eqn, inputs, output_names)) or short_source(eqn.source)
+        value = (gradient_label(gradient_of) if gradient_of else "") \
+            or (named and value_name(index, eqn, inputs, output_names)) or short_source(eqn.source)
         found.append(Collective(
             equation_id=eqn.id,
             primitive=eqn.primitive,
@@ -97,14 +100,17 @@ def collectives(
     return tuple(found)
 
 
-def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str]) -> dict[str, str]:
+def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str],
+                   output_names: Sequence[str] = ()) -> dict[str, str]:
     """``{psum_invariant id: the program input whose gradient it sums}`` (``W``, ``params['W1']``).
 
     A ``psum_invariant`` inside a VJP is the transpose of the implicit ``pvary`` of a value that is
     the same on every device, where the model uses it. JAX makes the transpose under the
     ``pvary``'s source information, so the two share their user frames (``Equation.origin``), axes
     and type; the ``pvary``'s operand leads back to a program input. Only a pairing that leads
-    to exactly one input names one: the sum's own output (``out``) says nothing about it.
+    to exactly one input names one, or where several do (the layers a Python loop made on one
+    line), the one the outputs it reaches point at (:func:`told_apart_by_outputs`): the sum's own
+    output (``out``) says nothing about it.
     """
     casts: dict[tuple, list[tuple[Equation, int]]] = {}
     sums = []
@@ -129,8 +135,8 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
         pairs = [pair for result in eqn.outputs for pair in casts.get(_pairing_key(eqn, result), ())]
         for cast, k in pairs:
             found |= inputs_of(cast, k)
-            if len(found) > 1:  # layers made by one line in a loop: ambiguous, named by the output
-                break
+        if len(found) > 1:  # layers made by one line in a loop: the outputs the sum reaches tell which
+            found = told_apart_by_outputs(found, outputs_reached(index, eqn, output_names))
         if len(found) == 1:
             names[eqn.id] = found.pop()
     return names
@@ -153,8 +159,7 @@ def value_name(index: ValueIndex, eqn: Equation, input_names: Sequence[str], out
     block_id = index.block_of[eqn.id].block.id
 
     def forward() -> set[str]:
-        reached = index.forward(block_id, [v.name for v in eqn.outputs if v.name != "_"])
-        return {output_names[k] for _, k in reached if k < len(output_names) and output_names[k]}
+        return outputs_reached(index, eqn, output_names)
 
     def backward() -> set[str]:
         sources = index.backward(block_id, [v.name for v in eqn.inputs])
@@ -167,6 +172,13 @@ def value_name(index: ValueIndex, eqn: Equation, input_names: Sequence[str], out
         if len(names) == 1:
             return names.pop()
     return ""
+
+
+def outputs_reached(index: ValueIndex, eqn: Equation, output_names: Sequence[str]) -> set[str]:
+    """The named program outputs the values ``eqn`` makes flow into."""
+    block_id = index.block_of[eqn.id].block.id
+    reached = index.forward(block_id, [v.name for v in eqn.outputs if v.name != "_"])
+    return {output_names[k] for _, k in reached if k < len(output_names) and output_names[k]}
 
 
 @overload

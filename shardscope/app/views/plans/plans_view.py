@@ -21,6 +21,7 @@ from shardscope.app import gc_policy
 from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.views.plans.plan_tree import PlanTree
 from shardscope.app.widgets.text_rows import TextRows
+from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render.text import structure_summary
 
 if TYPE_CHECKING:
@@ -33,10 +34,11 @@ DETAILS_HINT = Text("the full line of the node under the cursor shows here (arro
 def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     """Steps of n/N: per step, each plan's position of the collective carrying one value.
 
-    Values repeat (two collectives of one source line): the k-th of a value pairs with the k-th.
+    A gradient's label pairs as its parameter (``grad(W)`` with ``W``). Values repeat (two
+    collectives of one source line): the k-th of a value pairs with the k-th.
     A collective left without a partner then pairs with one of another plan that carries the
-    same leaf under another root (``params['W2']``, the gradient an all-reduce in a loop sums,
-    and ``out['W2']``, the same sum after the loop in a program that returns it).
+    same leaf under another root (``grad(params['W2'])``, the gradient an all-reduce in a loop
+    sums, and ``out['W2']``, the same sum after the loop in a program that returns it).
     """
     steps: list[dict[str, int]] = []
     values: list[str] = []
@@ -44,12 +46,13 @@ def pair_by_value(collectives: dict[str, tuple]) -> list[dict[str, int]]:
     for name, found in collectives.items():
         seen: dict[str, int] = {}
         for position, c in enumerate(found):
-            key = (c.value, seen.get(c.value, 0))
-            seen[c.value] = key[1] + 1
+            value = labelled_argument(c.value)  # a gradient in a loop, its sum after it: one parameter's
+            key = (value, seen.get(value, 0))
+            seen[value] = key[1] + 1
             if key not in where:
                 where[key] = {}
                 steps.append(where[key])
-                values.append(c.value)
+                values.append(value)
             where[key][name] = position
     return _pair_leaves(steps, values, len(collectives))
 
