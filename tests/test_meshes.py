@@ -121,8 +121,10 @@ def test_fsdp_naive_gathers_and_scatters_every_chunk_deferred_once_per_call():
     assert runs_by_primitive(naive) == {"all_gather": 4, "reduce_scatter": 4, "psum_invariant": 4}
     assert runs_by_primitive(deferred) == {"all_gather": 2, "reduce_scatter": 2, "psum_invariant": 2}
     assert naive.collectives_in_loops == 6 and deferred.collectives_in_loops == 0
-    gathered = {c.value for c in naive.collectives if c.primitive in ("all_gather", "reduce_scatter")}
-    assert gathered == {"params['w1']", "params['w2']"}
+    gathered = {c.value for c in naive.collectives if c.primitive == "all_gather"}
+    scattered = {c.value for c in naive.collectives if c.primitive == "reduce_scatter"}
+    assert gathered == {"params['w1']", "params['w2']"}  # the weights gathered for the chunk's forward pass
+    assert scattered == {"grad(params['w1'])", "grad(params['w2'])"}  # their gradients summed and scattered back
     for plan in (naive, deferred):
         assert plan.max_abs_err < 1e-4, plan.name
     assert a.unavailable == {"reduced": "sharded parameters: the reduced plan covers replicated parameters only"}

@@ -114,7 +114,7 @@ def test_report_prints_values_and_the_sources_url_whole(tmp_path):
     for name, plan in data["variants"].items():
         for c in plan["collectives"]:  # each collective's row, whole, on one line
             assert re.search(rf"│{name}\s*│ {c['primitive']}\s*│ s\s*│ {re.escape(c['value'])}\s*│", text), c
-    assert "params['encoder_layer_0']['attention_kernel']" in values
+    assert "grad(params['encoder_layer_0']['attention_kernel'])" in values  # the plans sum the parameters' gradients
 
 
 def test_prose_wraps_between_words_and_keeps_long_words_whole():

@@ -47,7 +47,7 @@ def told_apart_by_outputs(candidates: Iterable[str], reached: Iterable[str]) -> 
     one it is, under another root. Only candidates with a path below their root are told apart."""
     ends = [(label, tail(labelled_argument(label))) for label in candidates]
     outputs = list(reached)
-    return {label for label, end in ends if end and any(o.endswith(end) for o in outputs)}
+    return {label for label, end in ends if end and any(labelled_argument(o).endswith(end) for o in outputs)}
 
 
 def pytree_names(tree: Any, prefix: str) -> list[str]:  # Any: a user's pytree

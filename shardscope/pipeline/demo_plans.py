@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope import failures
 from shardscope.engine.inspection import Inspection, pytree_names
+from shardscope.engine.pytree_paths import gradient_label
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import bodies, registry
@@ -95,7 +96,9 @@ def demo_workload(demo_fn: DemoFunction, settings: Settings, path: Path,
             name=name, description=description, role=role, function=built.functions[name],
             arguments=(built.args, {}),
             input_names=lambda traced: inputs,
-            output_names=lambda traced: pytree_names(traced.out_info, "params"),
+            # a plan returns the gradient of params: its outputs, and the sums after a loop that
+            # reach them, are named as gradients, as the sums in a loop are
+            output_names=lambda traced: [gradient_label(n) for n in pytree_names(traced.out_info, "params")],
             run_arguments=lambda traced, compiled: (built.args, {}),
             trace_failure=trace_failure,
             optional=role == "candidate" or role == "floor",

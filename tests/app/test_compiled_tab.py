@@ -39,7 +39,7 @@ def test_the_seed_case_all_reduces_in_the_chunk_loop_naive_and_after_it_deferred
         assert re.search(r"psum_invariant of grad\(params\) -> all-reduce \S+ in the while body, x2/call", naive)
         assert "fix: cast params to varying" in naive
         assert " 1 compiled collective from 1 collective equation, 1 runs/call, 20 B/call, 0 in while loops" in deferred
-        assert re.search(r"1\s+all-reduce\[s\]\s+params\s+-\s+1\s+20\s+program\s+-\s+psum_invariant", deferred)
+        assert re.search(r"1\s+all-reduce\[s\]\s+grad\(params\)\s+-\s+1\s+20\s+program\s+-\s+psum_invariant", deferred)
         assert "These are the cpu compiler's results" in text and "hoist" in text
 
     run_view(HloView(), script)
