@@ -79,7 +79,7 @@ def test_the_rewrite_of_step_equals_step_fixed(train_step):
     wp.assert_same(wp.outputs(module.step_fixed, args), jax.tree.map(np.asarray, outputs), rtol=1e-6)
     wp.assert_same(wp.outputs(module.step, args), jax.tree.map(np.asarray, outputs))
     assert rewrite.findings and rewrite.findings[0].kind == "all-reduce" and rewrite.findings[0].executions == 4
-    assert rewrite.values == ("params['W1']", "params['W2']")
+    assert rewrite.values == ("grad(params['W1'])", "grad(params['W2'])")  # the sums moved are of the gradients
 
 
 def test_the_patch_of_step_reads_like_step_fixed_and_applied_gives_it(train_step, tmp_path):
@@ -206,7 +206,7 @@ def test_the_rnn_sums_leave_the_time_loop_and_the_micro_batch_loop():
     # (combined) once per micro-batch
     assert naive["runs"] == {"all-reduce": wp.MICRO * wp.T + wp.MICRO}
     assert wp.recount(rewrite.program.compiled.as_text())["runs"] == {"all-reduce": 1}
-    assert rewrite.values == ("params['Wh']", "params['Wx']", "params['b']")
+    assert rewrite.values == ("grad(params['Wh'])", "grad(params['Wx'])", "grad(params['b'])")
 
 
 def test_a_complex_gradient_is_compared_within_its_tolerance():

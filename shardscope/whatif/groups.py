@@ -18,7 +18,7 @@ from shardscope.engine.jaxpr.dataflow import loops
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, REDUCTIONS
 from shardscope.engine.kinds import SUM_KINDS
-from shardscope.engine.pytree_paths import labelled_argument
+from shardscope.engine.pytree_paths import gradient_label, labelled_argument
 from shardscope.whatif.deferral import SHARD_MAP, EquationIndex, Refused, plan_deferral
 
 if TYPE_CHECKING:
@@ -147,6 +147,14 @@ def group_values(group: FindingGroup, inputs: Sequence[str]) -> tuple[str, ...]:
     names = compiled if compiled and set(compiled) <= set(inputs) else (jaxpr or compiled)
     order = {name: k for k, name in enumerate(inputs)}
     return tuple(sorted(dict.fromkeys(names), key=lambda name: order.get(name, len(order))))
+
+
+def group_labels(group: FindingGroup, inputs: Sequence[str]) -> tuple[str, ...]:
+    """:func:`group_values` as the views label them: a value the group's collectives carry as an
+    argument's gradient is ``grad(params['W1'])`` (what a rewrite moves out of the loop is the sum
+    of the gradient, not of the weight), any other by its argument's path."""
+    labels = {op.value for c in group.findings for op in c.operands} | {c.value for c in group.equations}
+    return tuple(gradient_label(v) if gradient_label(v) in labels else v for v in group_values(group, inputs))
 
 
 def group_axes(group: FindingGroup) -> tuple[str, ...]:

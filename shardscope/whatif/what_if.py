@@ -43,7 +43,7 @@ from shardscope.whatif.groups import (
     FindingGroup,
     finding_groups,
     group_axes,
-    group_values,
+    group_labels,
     loop_words,
 )
 from shardscope.whatif.retrace import exception_text
@@ -148,7 +148,7 @@ def _rewrite(subject: Subject, group: FindingGroup) -> Rewrite:
     """The rewrite of one group: built, compiled, planned, run and checked (or refused)."""
     base = Rewrite(kind=group.kind, route=subject.style, loop=group.loop, loop_words=loop_words(subject, group),
                    findings=group.findings, equations=group.equations, status=REFUSED, reason=group.refusal,
-                   values=group_values(group, subject.input_names), axes=group_axes(group))
+                   values=group_labels(group, subject.input_names), axes=group_axes(group))
     if group.unsupported:
         return dataclasses.replace(base, status=FAILED, reason=group.unsupported)
     if group.refusal:
