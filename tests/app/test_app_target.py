@@ -476,9 +476,10 @@ def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
 
 def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
     """While a target is set the picker shows the slice's chips (4); cleared, it shows the
-    user's 2 again and the next run is on s=2, not on the slice's count."""
+    user's 2 again and the next run is on s=2, not on the slice's count (the seed demo: the
+    picker, not the program, is what this shows)."""
     async def scenario():
-        app = make_app(DEMOS / "rnn.py", autorun=False)
+        app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             picker = app.query_one("#devices", Select)
