@@ -247,24 +247,31 @@ def test_a_typo_in_the_target_is_flagged_as_typed_and_refused_before_any_run():
     run(scenario())
 
 
-@pytest.mark.parametrize(("target", "message", "hint"), [
+UNUSABLE_TARGETS = [
     ("tpu:v9:2x2", "libtpu does not know the topology 'v9:2x2'", "for example tpu:v5e:2x2"),
     ("tpu:v5e:4x4", "tpu:v5e:4x4 has 16 devices; the app started JAX with 8 CPU devices",
      "open the app with --target tpu:v5e:4x4"),
-])
-def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay(target, message, hint):
+]
+
+
+def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay():
+    """Each target typed in turn after the same CPU results (one app run): its own error panel,
+    never the one before, and the CPU results stay."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             shown = app.analysis
-            await _type_target(pilot, target)
-            panel = _panel(app)
-            assert message in panel and hint in panel and "Traceback" not in panel
-            assert app.analysis is shown and app.is_running  # the CPU results stay, the app keeps running
-            await press(pilot, "5")
-            await drain(pilot)
-            assert "on tpu:" not in app.query_one(HloView).plain
+            for k, (target, message, hint) in enumerate(UNUSABLE_TARGETS):
+                await _type_target(pilot, target)
+                panel = _panel(app)
+                assert message in panel and hint in panel and "Traceback" not in panel, (target, panel)
+                assert not any(other in panel for _, other, _ in UNUSABLE_TARGETS[:k]), (target, panel)
+                # the CPU results stay, the app keeps running
+                assert app.analysis is shown and app.is_running, target
+                await press(pilot, "5")
+                await drain(pilot)
+                assert "on tpu:" not in app.query_one(HloView).plain, target
 
     run(scenario())
 
