@@ -17,6 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 DEMOS = ROOT / "demos"
 SIZE = (140, 45)
 
+LONG_DEEP_DEPTH = "16"
+"""``SHARDSCOPE_DEEP_DEPTH`` for the Plans tab's tests of long trees: deep.py at 16 layers has 450
+equations per plan (over 4 pages of ``plan_tree.PAGE``), so its chunk loop's body opens with gaps
+and its first and last collectives lie screens apart, as at 64 layers (1,794), for a third of the
+run (the depth itself is no test's point)."""
+
 LINEAR_DEMO = '''
 import jax
 import jax.numpy as jnp

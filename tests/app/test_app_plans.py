@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
+from app_support import DEMOS, LONG_DEEP_DEPTH, SIZE, drain, make_app, press, run, settle
 
 from shardscope.app.views.plans.plan_tree import CONTEXT, PAGE
 from shardscope.app.views.plans.plans_view import PlansView
@@ -80,7 +80,7 @@ def test_labels_show_badges_trip_counts_casts_and_varying_axes():
 
 
 def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
@@ -109,7 +109,7 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             await drain(pilot)
             assert len(body.children) > shown, "enter on a gap shows the next page"
 
-    assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == "64"
+    assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == LONG_DEEP_DEPTH
     run(scenario())
 
 

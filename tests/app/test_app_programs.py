@@ -61,7 +61,8 @@ def sidebar_marks(app) -> list[str]:
     return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
 
 
-def test_a_program_file_opens_with_a_pane_per_program():
+def test_a_program_file_opens_with_a_pane_per_program_and_n_pairs_their_collectives_by_value():
+    """One app run on train_step.py: what it opens with, then the first n."""
     async def scenario():
         app = make_app(DEMOS / "train_step.py")
         async with app.run_test(size=SIZE) as pilot:
@@ -90,15 +91,7 @@ def test_a_program_file_opens_with_a_pane_per_program():
             assert not app.query_one("#mesh").display and app.query_one("#programs-note").display
             assert "8 CPU devices" in str(app.query_one("#programs-note").render())
 
-    run(scenario())
-
-
-def test_n_pairs_the_programs_collectives_by_value():
-    async def scenario():
-        app = make_app(DEMOS / "train_step.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            view = app.query_one(PlansView)
+            # n pairs the programs' collectives by value
             await press(pilot, "n")
             step, fixed = (str(view.query_one(f"#{n}-header").render()).splitlines()[-1] for n in view.names)
             value = app.analysis.plans["step"].collectives[0].value
@@ -108,6 +101,7 @@ def test_n_pairs_the_programs_collectives_by_value():
             assert "out['W2']: collective" in fixed and fixed.endswith("outside loops")  # step_fixed returns the sum
 
     run(scenario())
+
 
 
 def test_b_and_c_switch_the_comparison_and_e_exports_its_diff(tmp_path):

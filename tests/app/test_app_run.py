@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 from app_support import DEMOS, GATE, ROOT, SIZE, drain, eventually, make_app, press, run, settle, write_gated_demo
@@ -22,21 +23,54 @@ def test_importing_the_app_does_not_import_jax():
     assert json.loads(result.stdout) is False
 
 
-def test_first_run_starts_by_itself_and_fills_every_place():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
+@dataclass(frozen=True)
+class FirstRun:
+    """What the app on linear.py shows once its first run (started by itself) is done, and which
+    tabs were rendered then and after the Diff tab opened. Tests that only read this finished
+    screen share one app run (``first_run``)."""
+
+    function: str | None
+    status: str
+    tree_ids: tuple[str, ...]  # the naive tree's collectives
+    analysis_ids: tuple[str, ...]  # the naive plan's collectives in the analysis
+    sidebar_functions: list[str]
+    views: dict[str, str]  # tab: the type of its view
+    behind: set[str]  # the tabs not rendered yet
+    behind_after_diff: set[str]  # the same once the Diff tab was opened
+    profile: dict  # the startup profile's line (the app was opened with --profile-startup)
+
+
+@pytest.fixture(scope="module")
+def first_run() -> FirstRun:
+    from shardscope.app import make_app as make_explorer
+    from shardscope.plans.settings import Settings
+
+    async def scenario() -> FirstRun:
+        app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             analysis = app.analysis
-            assert analysis is not None and analysis.function == "linear"
-            status = app.query_one(StatusLine).plain
-            assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
-            assert "compiled runs/call: naive 2, deferred 1, reduced 1" in status
-            plans = app.query_one(PlansView)
-            assert plans.tree("naive").collective_ids == tuple(c.equation_id for c in analysis.plans["naive"].collectives)
-            assert app.query_one("#sidebar").functions == ["linear"]
+            assert analysis is not None, "the first run never showed its results"
+            views = {tab: type(app.query_one(f"#{tab}-view")).__name__
+                     for tab in ("graph", "diff", "timings", "hlo", "sweep")}
+            behind = set(app.tabs_behind)
+            await press(pilot, "3")
+            shown = (analysis.function, app.query_one(StatusLine).plain,
+                     tuple(app.query_one(PlansView).tree("naive").collective_ids),
+                     tuple(c.equation_id for c in analysis.plans["naive"].collectives),
+                     list(app.query_one("#sidebar").functions), views, behind, set(app.tabs_behind))
+        return FirstRun(*shown, json.loads(app.profile.json_line()))
 
-    run(scenario())
+    return run(scenario())
+
+
+def test_first_run_starts_by_itself_and_fills_every_place(first_run):
+    assert first_run.function == "linear"
+    status = first_run.status
+    assert "linear.py::linear" in status and "mesh s=2" in status and "chunk 16" in status
+    assert "compiled runs/call: naive 2, deferred 1, reduced 1" in status
+    assert first_run.tree_ids == first_run.analysis_ids
+    assert first_run.sidebar_functions == ["linear"]
 
 
 def test_progress_goes_through_the_stages_in_order():
@@ -108,18 +142,9 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
     run(scenario())
 
 
-def test_profile_startup_records_first_paint_then_results():
-    async def scenario():
-        from shardscope.app import make_app as make_explorer
-        from shardscope.plans.settings import Settings
-
-        app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-        line = json.loads(app.profile.json_line())
-        assert 0 < line["first_paint_s"] < line["results_s"]
-
-    run(scenario())
+def test_profile_startup_records_first_paint_then_results(first_run):
+    line = first_run.profile
+    assert 0 < line["first_paint_s"] < line["results_s"]
 
 
 FIRST_PAINT_PROBE = '''
@@ -164,19 +189,12 @@ def test_first_paint_does_not_wait_for_jax_and_the_worker_sets_the_devices():
     assert seen == {"jax_at_first_paint": False, "devices": 4, "jax_after_run": True}
 
 
-def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
-                              ("hlo", "HloView"), ("sweep", "SweepView")):
-                assert type(app.query_one(f"#{tab}-view")).__name__ == name
-            assert app.tabs_behind == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
-            await press(pilot, "3")
-            assert app.tabs_behind == {"graph", "timings", "hlo", "sweep"}
-
-    run(scenario())
+def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened(first_run):
+    for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
+                      ("hlo", "HloView"), ("sweep", "SweepView")):
+        assert first_run.views[tab] == name
+    assert first_run.behind == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
+    assert first_run.behind_after_diff == {"graph", "timings", "hlo", "sweep"}
 
 
 def test_the_other_tabs_load_after_the_first_run_unless_one_is_opened_sooner(tmp_path):

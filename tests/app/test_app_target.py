@@ -14,6 +14,7 @@ from __future__ import annotations
 import platform
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -77,12 +78,23 @@ async def _type_target(pilot, text: str) -> None:
     await settle(pilot)
 
 
-def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
+def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and_projects_them_onto_its_ici():
     """linear.py on v5e:2x2 (4 chips): the mesh spans the slice; the naive plan's all-reduce
-    leaves the chunk loop there (one run per call instead of 2), the deferred one stays outside."""
+    leaves the chunk loop there (one run per call instead of 2), the deferred one stays outside.
+
+    The Timings tab's projection, under the picked interconnect's, is the slice's own: its
+    compiled collectives (what the TPU runs: 1 all-reduce of W's 20 bytes per call for each plan
+    of the seed demo) on the v5e ICI preset over its 4 chips, by the ring formula written out here.
+    """
+    from shardscope.costmodel.interconnects import preset
+
     tpu = _tpu_texts("linear.py", "linear", "v5e:2x2", 4)
     assert [depth for _, depth in all_reduces(tpu["naive"])] == [0]  # hoisted out of the chunk loop
     assert [depth for _, depth in all_reduces(tpu["deferred"])] == [0]
+    link = preset("tpu-v5e-ici")
+    devices, payload = 4, 5 * 4  # W: 5 floats
+    # ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the payload over the link
+    one_run = 2 * (devices - 1) * link.latency_s + 2 * (devices - 1) / devices * payload / link.bandwidth_Bps
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
@@ -128,10 +140,48 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice():
             assert re.search(r"v5e:2x2 compiled runs │ 1 │ 1 │ 1 │ —", timings)  # the slice runs it once
             assert "compiled for tpu:v5e:2x2 (4 x TPU v5 lite), never run there" in timings
 
+            text = " ".join(_printed(app.query_one("#projection-body", Static).content).split())
+            sentence = text[text.index("tpu:v5e:2x2's compiled collectives"):]
+            assert "projected onto tpu-v5e-ici" in sentence and "with 4 devices" in sentence
+            expected = f"{one_run * 1e6:.4g} us/call"
+            assert f"naive {expected}, deferred {expected}, reduced {expected}" in sentence, sentence
+
     run(scenario())
 
 
-def test_the_rnn_naive_plans_recurrent_weight_stays_in_the_chunk_loop_on_the_slice():
+@dataclass(frozen=True)
+class CompiledTabOnTheSlice:
+    """What the Compiled tab shows of one app's results on a slice: its text, and its rows on
+    screen once scrolled to the slice's plans. Tests that only read this finished screen share
+    one app run (``rnn_on_the_slice``)."""
+
+    target_field: str
+    text: str  # the tab's whole text, whitespace folded
+    scrolled_to_the_slice: bool
+    rows: list[str]  # the tab's body on screen after scrolling to the slice's plans
+
+
+@pytest.fixture(scope="module")
+def rnn_on_the_slice() -> CompiledTabOnTheSlice:
+    """rnn.py opened with the target (``shardscope rnn.py --target tpu:v5e:2x2``), on the Compiled tab."""
+    from test_app_layout import screen_rows
+
+    async def scenario() -> CompiledTabOnTheSlice:
+        app = make_app(DEMOS / "rnn.py", targets=("tpu:v5e:2x2",))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await drain(pilot)
+            view = app.query_one(HloView)
+            text = " ".join(view.plain.split())
+            scrolled = view.scroll_to_targets()
+            await drain(pilot)
+            return CompiledTabOnTheSlice(app.query_one("#target", Input).value, text, scrolled, screen_rows(view.body))
+
+    return run(scenario())
+
+
+def test_the_rnn_naive_plans_recurrent_weight_stays_in_the_chunk_loop_on_the_slice(rnn_on_the_slice):
     """rnn.py opened with the target (``shardscope rnn.py --target tpu:v5e:2x2``): Wh's all-reduce
     leaves the time loop but stays in the chunk loop; the deferral is worth writing there."""
     tpu = _tpu_texts("rnn.py", "rnn", "v5e:2x2", 4)
@@ -141,24 +191,16 @@ def test_the_rnn_naive_plans_recurrent_weight_stays_in_the_chunk_loop_on_the_sli
     ((shape, depth),) = all_reduces(tpu["deferred"])
     assert depth == 0 and shape.count("f32[") == 3  # Wh, Wx and b in one all-reduce at the entry
 
-    async def scenario():
-        app = make_app(DEMOS / "rnn.py", targets=("tpu:v5e:2x2",))
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            assert app.query_one("#target", Input).value == "tpu:v5e:2x2"
-            await press(pilot, "5")
-            await drain(pilot)
-            text = " ".join(app.query_one(HloView).plain.split())
-            naive = _section(_section(text, "on tpu:v5e:2x2:"), "naive:", "deferred:")
-            assert ("on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
-                    f"({CHUNKS} iterations): the deferral is worth writing") in naive
-            # on the CPU: the chunk loop x the 8 time steps = 16 runs; on the slice: the chunk loop only
-            assert re.search(rf"grad\(params\['Wh'\]\) {CHUNKS} x 8 {CHUNKS * 8} \S+ {CHUNKS} {CHUNKS} "
-                             "left 1 of 2 loops", naive)
-            deferred = _section(_section(text, "on tpu:v5e:2x2:"), "deferred:")
-            assert "the deferred plan runs no collective in a loop" in deferred
-
-    run(scenario())
+    assert rnn_on_the_slice.target_field == "tpu:v5e:2x2"
+    text = rnn_on_the_slice.text
+    naive = _section(_section(text, "on tpu:v5e:2x2:"), "naive:", "deferred:")
+    assert ("on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
+            f"({CHUNKS} iterations): the deferral is worth writing") in naive
+    # on the CPU: the chunk loop x the 8 time steps = 16 runs; on the slice: the chunk loop only
+    assert re.search(rf"grad\(params\['Wh'\]\) {CHUNKS} x 8 {CHUNKS * 8} \S+ {CHUNKS} {CHUNKS} "
+                     "left 1 of 2 loops", naive)
+    deferred = _section(_section(text, "on tpu:v5e:2x2:"), "deferred:")
+    assert "the deferred plan runs no collective in a loop" in deferred
 
 
 def test_a_program_file_is_compiled_for_the_slice_too():
@@ -206,24 +248,31 @@ def test_a_typo_in_the_target_is_flagged_as_typed_and_refused_before_any_run():
     run(scenario())
 
 
-@pytest.mark.parametrize(("target", "message", "hint"), [
+UNUSABLE_TARGETS = [
     ("tpu:v9:2x2", "libtpu does not know the topology 'v9:2x2'", "for example tpu:v5e:2x2"),
     ("tpu:v5e:4x4", "tpu:v5e:4x4 has 16 devices; the app started JAX with 8 CPU devices",
      "open the app with --target tpu:v5e:4x4"),
-])
-def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay(target, message, hint):
+]
+
+
+def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay():
+    """Each target typed in turn after the same CPU results (one app run): its own error panel,
+    never the one before, and the CPU results stay."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             shown = app.analysis
-            await _type_target(pilot, target)
-            panel = _panel(app)
-            assert message in panel and hint in panel and "Traceback" not in panel
-            assert app.analysis is shown and app.is_running  # the CPU results stay, the app keeps running
-            await press(pilot, "5")
-            await drain(pilot)
-            assert "on tpu:" not in app.query_one(HloView).plain
+            for k, (target, message, hint) in enumerate(UNUSABLE_TARGETS):
+                await _type_target(pilot, target)
+                panel = _panel(app)
+                assert message in panel and hint in panel and "Traceback" not in panel, (target, panel)
+                assert not any(other in panel for _, other, _ in UNUSABLE_TARGETS[:k]), (target, panel)
+                # the CPU results stay, the app keeps running
+                assert app.analysis is shown and app.is_running, target
+                await press(pilot, "5")
+                await drain(pilot)
+                assert "on tpu:" not in app.query_one(HloView).plain, target
 
     run(scenario())
 
@@ -425,30 +474,17 @@ def test_clearing_a_target_larger_than_max_devices_runs_on_the_cpu_devices_it_st
     run(scenario())
 
 
-def test_the_slice_verdicts_are_laid_out_within_the_compiled_tabs_visible_width():
+def test_the_slice_verdicts_are_laid_out_within_the_compiled_tabs_visible_width(rnn_on_the_slice):
     """The Compiled tab's lines are laid out beside its vertical scrollbar, not under it: the
     rnn naive plan's verdict on the slice reads whole on screen, wrapped, with no line cut at
     the right edge (a line laid out at the width without the scrollbar lost its last 2 columns
     behind a cut mark)."""
-    from test_app_layout import screen_rows
-
-    async def scenario():
-        app = make_app(DEMOS / "rnn.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await _type_target(pilot, "tpu:v5e:2x2")
-            await press(pilot, "5")
-            await drain(pilot)
-            view = app.query_one(HloView)
-            assert view.scroll_to_targets()
-            await drain(pilot)
-            rows = screen_rows(view.body)
-            assert not [row for row in rows if row.rstrip().endswith("…")], "\n".join(rows)
-            shown = " ".join(" ".join(rows).split())
-            assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
-                    "(2 iterations): the deferral is worth writing") in shown, shown
-
-    run(scenario())
+    assert rnn_on_the_slice.scrolled_to_the_slice
+    rows = rnn_on_the_slice.rows
+    assert not [row for row in rows if row.rstrip().endswith("…")], "\n".join(rows)
+    shown = " ".join(" ".join(rows).split())
+    assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params['Wh']) stays in the plan's chunk loop "
+            "(2 iterations): the deferral is worth writing") in shown, shown
 
 
 def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
@@ -477,9 +513,10 @@ def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
 
 def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
     """While a target is set the picker shows the slice's chips (4); cleared, it shows the
-    user's 2 again and the next run is on s=2, not on the slice's count."""
+    user's 2 again and the next run is on s=2, not on the slice's count (the seed demo: the
+    picker, not the program, is what this shows)."""
     async def scenario():
-        app = make_app(DEMOS / "rnn.py", autorun=False)
+        app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             picker = app.query_one("#devices", Select)
@@ -490,31 +527,5 @@ def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
             assert picker.value == 2 and not picker.disabled
             assert app.analysis.settings.mesh.text() == "s=2" and app.analysis.settings.targets == ()
             assert not app.query_one(ErrorPanel).shown
-
-    run(scenario())
-
-
-def test_the_timings_projection_projects_the_slices_compiled_collectives_onto_its_ici():
-    """Under the picked interconnect's projection, the slice's own: its compiled collectives (what
-    the TPU runs: 1 all-reduce of W's 20 bytes per call for each plan of the seed demo) on the
-    v5e ICI preset over its 4 chips, by the ring formula written out here."""
-    from shardscope.costmodel.interconnects import preset
-
-    link = preset("tpu-v5e-ici")
-    devices, payload = 4, 5 * 4  # W: 5 floats
-    # ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the payload over the link
-    one_run = 2 * (devices - 1) * link.latency_s + 2 * (devices - 1) / devices * payload / link.bandwidth_Bps
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", targets=("tpu:v5e:2x2",))
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await press(pilot, "4")
-            await drain(pilot)
-            text = " ".join(_printed(app.query_one("#projection-body", Static).content).split())
-            sentence = text[text.index("tpu:v5e:2x2's compiled collectives"):]
-            assert "projected onto tpu-v5e-ici" in sentence and "with 4 devices" in sentence
-            expected = f"{one_run * 1e6:.4g} us/call"
-            assert f"naive {expected}, deferred {expected}, reduced {expected}" in sentence, sentence
 
     run(scenario())

@@ -15,7 +15,7 @@ from rich.segment import ControlType
 from textual.events import MouseScrollDown
 from textual.geometry import Region
 
-from app_support import DEMOS, SIZE, drain, eventually, make_app, press, run, settle
+from app_support import DEMOS, LONG_DEEP_DEPTH, SIZE, drain, eventually, make_app, press, run, settle
 from shardscope.app.views.plans.plans_view import PlansView
 
 
@@ -116,7 +116,7 @@ def _open_the_page_above(tree) -> None:
 
 
 def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
@@ -138,7 +138,7 @@ def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch)
 
 
 def test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
@@ -202,7 +202,7 @@ def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
 
 @pytest.mark.parametrize("key", ["n", "N"])
 def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_draw_gives(monkeypatch, key):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
@@ -240,7 +240,7 @@ def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_f
 
 
 def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
@@ -259,7 +259,7 @@ def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
 
 
 def test_the_terminal_shows_the_tree_lines_after_every_scroll_by_keys_or_wheel(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "64")
+    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
