@@ -27,8 +27,10 @@ def fifo(tmp_path):
     return path
 
 
-def assert_refused(args, message: str) -> None:
-    result = run_cli(*args, timeout=60)  # a blocked read of the FIFO would end here, failing
+def assert_refused(args, message: str, result: subprocess.CompletedProcess | None = None) -> None:
+    """``shardscope ARGS`` (in a process of its own unless ``result`` is given) is refused with ``message``."""
+    if result is None:
+        result = run_cli(*args, timeout=60)  # a blocked read of the FIFO would end here, failing
     assert result.returncode == 2, result.stderr
     assert f"shardscope: error: {message}" in result.stderr, result.stderr
     assert "No such file" not in result.stderr and "Traceback" not in result.stderr
@@ -59,11 +61,12 @@ def test_a_socket_and_a_dangling_link_are_named(tmp_path):
         load_demo_file(tmp_path / "nowhere.py")
 
 
-def test_a_binary_file_is_not_python_text(tmp_path):
+def test_a_binary_file_is_not_python_text(tmp_path, shardscope_cli):
     path = tmp_path / "weights.py"
     path.write_bytes(b"x = 1\n" + bytes(range(256)))
-    for command in ("check", "report"):
-        assert_refused((command, path), f"{path} is not Python source text: it holds a NUL byte (at byte 6)")
+    for command in ("check", "report"):  # a regular file reads to its end: the test's process is safe
+        assert_refused((command, path), f"{path} is not Python source text: it holds a NUL byte (at byte 6)",
+                       shardscope_cli(command, path))
 
 
 def test_bytes_that_are_not_utf8_are_named_with_their_offset(tmp_path):

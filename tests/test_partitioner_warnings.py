@@ -173,8 +173,8 @@ def _cli(*args, cwd=ROOT):
                           env=env, timeout=600)
 
 
-@pytest.mark.slow  # a real process's terminal
-def test_check_fails_on_the_rematerialization_and_keeps_the_log_line_off_the_terminal(tmp_path):
+@pytest.mark.slow  # a real process's terminal (the --json beside it runs in the test's process)
+def test_check_fails_on_the_rematerialization_and_keeps_the_log_line_off_the_terminal(tmp_path, shardscope_cli):
     result = _cli("check", _program(CLASH, tmp_path))
     assert result.returncode == 1, result.stderr
     assert "Involuntary" not in result.stderr and "spmd_partitioner" not in result.stderr
@@ -182,7 +182,7 @@ def test_check_fails_on_the_rematerialization_and_keeps_the_log_line_off_the_ter
     assert f"involuntary full rematerialization of a at clash.py:{ADD_LINE} (clash): {SOURCE} -> {TARGET}" \
         in result.stdout
     assert "fix verified" in result.stdout
-    data = json.loads(_cli("check", tmp_path / "clash.py", "--json").stdout)
+    data = json.loads(shardscope_cli("check", tmp_path / "clash.py", "--json").stdout)
     [finding] = data["partitioner_findings"] if "partitioner_findings" in data else data["programs"][0][
         "partitioner_findings"]
     assert finding["kind"] == "involuntary-rematerialization" and finding["fix"]["verified"]
@@ -254,9 +254,8 @@ def test_output_during_the_capture_reaches_the_terminal_at_once(tmp_path):
     assert result.stdout.strip() == repr(b"\x1b[2Jdrawn while compiling")
 
 
-@pytest.mark.slow  # a real process's terminal
-def test_check_annotates_the_rematerialization_at_its_line_for_github(tmp_path):
-    result = _cli("check", _program(CLASH, tmp_path), "--format", "github", cwd=tmp_path)
+def test_check_annotates_the_rematerialization_at_its_line_for_github(tmp_path, shardscope_cli):
+    result = shardscope_cli("check", _program(CLASH, tmp_path), "--format", "github", cwd=tmp_path)
     assert result.returncode == 1
     [line] = [line for line in result.stdout.splitlines() if "rematerialization" in line]
     assert line.startswith(f"::error file=clash.py,line={ADD_LINE},title=shardscope%3A involuntary full")

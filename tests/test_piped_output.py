@@ -28,6 +28,12 @@ def piped(*args: str) -> str:
     return result.stdout
 
 
+def json_of(result: subprocess.CompletedProcess) -> dict:
+    """The ``--json`` of a command run in the test's process, with the exit statuses ``piped`` allows."""
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
 def assert_whole(values: set[str], text: str) -> None:
     assert values
     missing = sorted(value for value in values if value not in text)
@@ -43,12 +49,12 @@ def one_line_holding(text: str, *values: str) -> str:
 
 
 @pytest.mark.slow  # a real process's piped stdout
-def test_check_prints_every_collective_and_value_whole(tmp_path):
+def test_check_prints_every_collective_and_value_whole(tmp_path, shardscope_cli):
     # a leaf path longer than 13 columns, as params['l2']['kernel'] is in a flax model
     path = tmp_path / "long_names.py"
     path.write_text(PROGRAM)
     text = piped("check", path)
-    data = json.loads(piped("check", path, "--json"))
+    data = json_of(shardscope_cli("check", path, "--json"))
     cells = {f"{c['kind']}[{','.join(c['axes'])}]" for c in data["compiled_collectives"]} | {
         c["value"] for c in data["compiled_collectives"]}
     assert "grad(params['encoder_layer']['kernel'])" in cells and "all-reduce[batch_axis]" in cells
@@ -105,10 +111,10 @@ def long_names(params, x):
 
 
 @pytest.mark.slow  # a real process's piped stdout
-def test_report_prints_values_and_the_sources_url_whole(tmp_path):
+def test_report_prints_values_and_the_sources_url_whole(tmp_path, shardscope_cli):
     path = write_demo(tmp_path, "long_names.py", LONG_NAMES_DEMO)
     args = ("report", path, "--repeats", "2", "--project", "nvlink-h100:8")
-    text, data = piped(*args), json.loads(piped(*args, "--json"))
+    text, data = piped(*args), json_of(shardscope_cli(*args, "--json"))
     values = {c["value"] for plan in data["variants"].values() for c in plan["collectives"]}
     assert_whole(values | set(URL.findall(data["projection"]["source"])), text)
     for name, plan in data["variants"].items():

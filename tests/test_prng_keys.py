@@ -76,10 +76,13 @@ def test_dropout_gradient_is_the_gradient_of_the_masked_model(dropout_path):
     settings = Settings(path=dropout_path, devices=2, chunk_size=8)
     built = build_plans(load_demo_file(dropout_path).get(None), settings)
     W, x, v = built.args
-    keep = jax.vmap(lambda k: jax.random.bernoulli(k, 0.5, (4,)))(x["key"])
-    noise = jax.random.normal(jax.random.PRNGKey(0), (4,))
-    h = jnp.tanh(x["inputs"] @ W + noise)
-    by_hand = x["inputs"].T @ (jnp.where(keep, v / 0.5, 0.0) * (1 - h**2))
+    # the draws in one jit (op by op, each draw would compile kernels of its own); the rest in numpy
+    draw = jax.jit(lambda keys: (jax.vmap(lambda k: jax.random.bernoulli(k, 0.5, (4,)))(keys),
+                                 jax.random.normal(jax.random.PRNGKey(0), (4,))))
+    keep, noise = (np.asarray(a) for a in draw(x["key"]))
+    inputs = np.asarray(x["inputs"])
+    h = np.tanh(inputs @ np.asarray(W) + noise)
+    by_hand = inputs.T @ (np.where(keep, np.asarray(v) / 0.5, 0.0) * (1 - h**2))
     assert 0 < int(keep.sum()) < keep.size  # some units dropped, some kept
     for name in ("naive", "deferred", "reference"):
         np.testing.assert_allclose(built.functions[name](*built.args), by_hand, rtol=1e-5, atol=1e-5, err_msg=name)
