@@ -39,7 +39,7 @@ def test_n_and_N_move_both_trees_to_their_collectives():
                 header = str(app.query_one("#naive-header").content)
                 name = naive_ids[position].rsplit('/', 1)[-1]
                 value = re.escape(naive_values[position])
-                assert re.search(rf"/call  {value}: collective {position + 1} of 3, {name} ", header), header
+                assert re.search(rf"{value} x\d+/call collective {position + 1} of 3, {name} ", header), header
                 for tree in (naive, deferred):
                     node = tree.cursor_node
                     assert all(parent.is_expanded for parent in _ancestors(node))

@@ -335,12 +335,13 @@ class PlansView(Widget):
         if summary is None or summary[0] is not plan:
             summary = self._summaries[plan.name] = (plan, _summary(plan))
         text = summary[1].copy()
-        if at is not None:  # the value first: a narrow column cuts the end of the line
+        if at is not None:  # the value first: a narrow column cuts the end of the line, and a
+            # gradient's label (grad(params['b2'])) fills a third of 80 columns by itself
             collective = plan.collectives[at]
             where = f"in {len(collective.loop_ids)} loop(s)" if collective.in_loop else "outside loops"
+            text.append(collective.value, "bold")
             text.append_text(badge(collective.runs.badge(), collective.in_loop, LabelStyles()))
-            text.append(f" {collective.value}:", "bold")
-            text.append(f" collective {at + 1} of {len(plan.collectives)}, {collective.equation_id.rsplit('/', 1)[-1]} {where}")
+            text.append(f"collective {at + 1} of {len(plan.collectives)}, {collective.equation_id.rsplit('/', 1)[-1]} {where}")
         elif plan.collectives:
             text.append("n/N: next collective, paired across plans by value", "dim")
         return text  # one row per line, each cut to the column by TextRows
