@@ -29,8 +29,13 @@ def collect_earlier_runs() -> None:
 
     One full pass, so at most one run's garbage stays frozen. It holds the GIL: called from a
     run's worker thread before any JAX work, it takes about 0.1-0.4 s on the demos and seconds
-    at 10k equations and more, during which the UI waits.
+    at 10k equations and more, during which the UI waits. With nothing frozen (the first run)
+    there is nothing for it to do: the collector sees every object as usual, so the pass is
+    skipped (in a long-lived process that is not the app's alone, such as a test run, it would
+    walk every object the process holds).
     """
+    if not gc.get_freeze_count():
+        return
     gc.unfreeze()
     _collect_fully()
     freeze_what_lives()

@@ -56,3 +56,25 @@ def test_collecting_earlier_runs_waits_for_a_collection_running_in_another_threa
         release.set()
         other.join(10)
         gc.unfreeze()
+
+
+def test_a_first_run_with_nothing_frozen_walks_no_object():
+    """Nothing is frozen before an app's first result shows: the collector sees every object as
+    usual, and a full pass would only walk all the process holds (seconds in a long-lived one)."""
+    gc.unfreeze()
+    passes: list = []
+
+    def count(phase, info):
+        if phase == "stop" and info["generation"] == 2:
+            passes.append(1)
+
+    gc.callbacks.append(count)
+    try:
+        gc_policy.collect_earlier_runs()
+        assert passes == [], "a full collection ran with nothing frozen"
+        gc.freeze()  # an earlier run's result, frozen when it showed
+        gc_policy.collect_earlier_runs()
+        assert passes, "with a run frozen, its garbage is collected"
+    finally:
+        gc.callbacks.remove(count)
+        gc.unfreeze()
