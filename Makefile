@@ -19,10 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/shardscope demos/linear.py
 
-# --dist worksteal: a worker that runs out of tests takes some of the other's queue, so one long
+# Three workers on two cores: a test often waits (a command's process, a Pilot's pause, a multi-process
+# run), and a third worker fills those waits.
+# --dist worksteal: a worker that runs out of tests takes some of another's queue, so one long
 # file last in line does not leave a core idle at the end of the run.
 test: typecheck
-	$(BIN)/python -m pytest -n 2 --dist worksteal tests
+	$(BIN)/python -m pytest -n 3 --dist worksteal tests
 
 # mypy over the package ([tool.mypy] in pyproject.toml: the modules not yet typed are listed there).
 typecheck: $(STAMP)
@@ -44,7 +46,7 @@ $(NEWEST_STAMP): pyproject.toml
 
 test-newest: $(NEWEST_STAMP)
 	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
-	$(NEWEST_VENV)/bin/python -m pytest -n 2 --dist worksteal tests --ignore=tests/app/test_snapshots.py --ignore=tests/test_readme_samples.py
+	$(NEWEST_VENV)/bin/python -m pytest -n 3 --dist worksteal tests --ignore=tests/app/test_snapshots.py --ignore=tests/test_readme_samples.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import shutil
 import subprocess
@@ -34,6 +35,15 @@ start_compilation_cache()
 
 MAX_DEVICES = 8
 ensure_devices(MAX_DEVICES)
+
+
+@pytest.fixture(autouse=True)
+def unfreeze_after_each_test():
+    """What a test's app froze out of the collector (``shardscope.app.gc_policy``: what lives when
+    a result shows) is handed back to it after the test: the next test's app starts, as in its own
+    process, with nothing frozen, and the garbage earlier apps left is collected as usual."""
+    yield
+    gc.unfreeze()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
