@@ -1,6 +1,7 @@
 """The commands' persistent compilation cache: where it lives, how it is turned off, that a
 second ``check`` of an unchanged file reads what the first compiled, that the lines shown are
-the current file's once its lines moved, and that a library call leaves JAX's configuration alone.
+the current file's once its lines moved, that a library call leaves JAX's configuration alone,
+and how the cache is kept under its bound (least recently used entries first, once per command).
 
 The line numbers expected are found in the program's own text here, never in shardscope's output.
 """
@@ -13,13 +14,16 @@ import platform
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 from _support import DEMOS, PYTHON, ROOT
 
-from shardscope.distributed.compile_cache import JAX_DIR_ENV, MAX_BYTES, NO_CACHE_ENV, cache_directory
+from shardscope.distributed.compile_cache import (
+    JAX_DIR_ENV, MAX_BYTES, NO_CACHE_ENV, TRIMMED_TO, Trimmed, cache_directory, trim, trim_now_and_then,
+)
 
 PROGRAM = textwrap.dedent('''
     import jax
@@ -77,7 +81,8 @@ def test_the_run_uses_the_cache_as_a_command_sets_it():
     import jax
 
     assert jax.config.jax_compilation_cache_dir == os.environ[JAX_DIR_ENV]
-    assert jax.config.jax_compilation_cache_max_size == MAX_BYTES
+    # unbounded in JAX, whose bound reads every entry on each write: trim() keeps the bound
+    assert jax.config.jax_compilation_cache_max_size == -1
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0
     assert jax.config.jax_compilation_cache_include_metadata_in_key
 
@@ -119,11 +124,30 @@ def _fresh_check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True, cwd=ROOT, timeout=300, env={**base, **env})
 
 
+def sparse_entry(directory: Path, key: str, size: int, used: float) -> Path:
+    """A cache entry of ``size`` bytes on paper (a sparse file: no disk taken), last used at ``used``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{key}-cache"
+    with path.open("wb") as f:
+        f.truncate(size)
+    os.utime(path, (used, used))
+    return path
+
+
 @pytest.mark.slow  # fresh processes: the cache a command starts with, not this run's
 def test_a_command_keeps_its_cache_under_xdg_cache_home_and_no_cache_keeps_none(tmp_path):
+    cache = tmp_path / "kept" / "shardscope" / "jax"
+    week_ago = time.time() - 7 * 86400
+    old = sparse_entry(cache, "jit_old", MAX_BYTES + 1, week_ago)  # over the bound
+    (cache / "jit_gone-atime").write_bytes(b"\0" * 8)  # the access time an earlier version left of a removed entry
     kept = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "kept")})
     assert kept.returncode == 1 and kept.stderr == "", kept.stderr
-    assert entries(tmp_path / "kept" / "shardscope" / "jax")
+    written = entries(cache)
+    assert written and old.name not in written  # the oldest entry made room at the command's start
+    assert not old.exists() and not (cache / "jit_gone-atime").exists()
+    # JAX's own bound is off: a write is the entry alone (with it, each write also took a lock and
+    # wrote an access-time file, having read every entry's size and access time)
+    assert {p.name for p in cache.iterdir()} == written | {".trimmed"}
     flag = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "flag")}, "--no-cache")
     variable = _fresh_check({"XDG_CACHE_HOME": str(tmp_path / "variable"), NO_CACHE_ENV: "1"})
     assert flag.returncode == variable.returncode == 1, flag.stderr + variable.stderr
@@ -157,3 +181,32 @@ def test_a_target_checked_twice_gives_no_cache_warning(shardscope_cli):
         results = [shardscope_cli(*args) for _ in range(2)]
     assert [r.returncode for r in results] == [0, 0] and [r.stderr for r in results] == ["", ""], results[0].stderr
     assert [str(w.message) for w in caught if "compilation cache" in str(w.message)] == []
+
+
+def test_a_trim_removes_the_least_recently_used_entries_until_a_quarter_is_free(tmp_path):
+    now = time.time()
+    mib = 1 << 20
+    ages = {"a": 50, "b": 40, "c": 30, "d": 20, "e": 10}  # hours since each was last used
+    for key, hours in ages.items():
+        sparse_entry(tmp_path, key, 30 * mib, now - hours * 3600)
+    (tmp_path / "c-atime").write_bytes(b"\0" * 8)  # an entry's access time, as JAX's own bound writes it
+    # read back since the write: a later access time than modification time counts (d is used last)
+    os.utime(tmp_path / "d-cache", (now, now - 60 * 3600))
+    (tmp_path / "unrelated.txt").write_text("kept")
+
+    # 150 MiB against a 100 MiB bound: remove a (oldest), b, c, then e leaves 60 MiB <= 75 MiB
+    assert trim(tmp_path, 100 * mib) == Trimmed(entries=5, bytes=150 * mib, removed=3, removed_bytes=90 * mib)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d-cache", "e-cache", "unrelated.txt"]
+    assert 60 * mib <= 100 * mib * TRIMMED_TO
+    # under the bound: nothing removed
+    assert trim(tmp_path, 100 * mib) == Trimmed(entries=2, bytes=60 * mib, removed=0, removed_bytes=0)
+    assert trim(tmp_path / "missing", 1) == Trimmed(0, 0, 0, 0)
+
+
+def test_a_command_trims_at_most_once_an_hour(tmp_path):
+    sparse_entry(tmp_path, "big", 2 * MAX_BYTES, time.time() - 86400)
+    assert trim_now_and_then(tmp_path) == Trimmed(entries=1, bytes=2 * MAX_BYTES, removed=1, removed_bytes=2 * MAX_BYTES)
+    sparse_entry(tmp_path, "big", 2 * MAX_BYTES, time.time() - 86400)
+    assert trim_now_and_then(tmp_path) is None and (tmp_path / "big-cache").exists()  # trimmed a moment ago
+    os.utime(tmp_path / ".trimmed", (time.time() - 3601,) * 2)
+    assert trim_now_and_then(tmp_path).removed == 1 and not (tmp_path / "big-cache").exists()
