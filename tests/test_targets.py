@@ -198,6 +198,44 @@ def test_a_permuted_two_axis_mesh_keeps_its_device_positions():
     assert _normalized(compiled.hlo_text) == _normalized(_direct_compile(_two_axis_program(layout)))
 
 
+def _psum_at_one_line(mesh: JaxMesh) -> programs.Built:
+    def local(x):
+        return jax.lax.psum(x, "data")
+    return programs.Built(jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P("data"), out_specs=P())),
+                          (jax.ShapeDtypeStruct((8, 4), np.float32),))
+
+
+def _psum_at_another_line(mesh: JaxMesh) -> programs.Built:
+    def local(x):
+
+        return jax.lax.psum(x, "data")  # the same program, two lines further down
+    return programs.Built(jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P("data"), out_specs=P())),
+                          (jax.ShapeDtypeStruct((8, 4), np.float32),))
+
+
+@needs_libtpu
+def test_a_program_compiled_again_for_the_same_target_is_taken_from_the_first_compile():
+    """A slice's compile is not read back from JAX's cache: the process keeps it. A new trace of
+    the same program is the same compile; another device order, another slice or moved source
+    lines (the compiled module names them) compile afresh."""
+    slice_2x4 = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    mesh = _cpu_mesh(8, ("data", "model"), (2, 4))
+    # traced from one line each time (the lines of the calls that traced it are in its module too)
+    first, again = [targets.compile_for_target(_two_axis_program(mesh).trace(), slice_2x4) for _ in range(2)]
+    assert again is first
+
+    permuted = JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2).T, ("data", "model"))
+    other_positions = targets.compile_for_target(_two_axis_program(permuted).trace(), slice_2x4)
+    assert other_positions is not first
+    slice_2x2 = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    assert targets.compile_for_target(_two_axis_program(_cpu_mesh(4, ("data", "model"), (2, 2))).trace(),
+                                      slice_2x2).device_kind == first.device_kind
+
+    here = targets.compile_for_target(_psum_at_one_line(_cpu_mesh(4)).trace(), slice_2x2)
+    there = targets.compile_for_target(_psum_at_another_line(_cpu_mesh(4)).trace(), slice_2x2)
+    assert there is not here
+
+
 @needs_libtpu
 def test_a_program_on_another_device_count_than_the_slice_is_refused_with_both():
     devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))

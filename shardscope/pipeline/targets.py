@@ -18,6 +18,9 @@ to rewrite every variable's type and every equation's mesh context, all JAX inte
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Callable, Iterator, TypeGuard
 
@@ -131,21 +134,57 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
     """
     lowering = _lower(traced, devices.target, name)
     placement = _placement(lowering, devices, name)
+    device_ids = tuple(placement[device].id for device in _program_devices(lowering))
+    key = _compile_key(lowering, devices, device_ids)
+    with _COMPILED_LOCK:
+        if key in _COMPILED:
+            _COMPILED.move_to_end(key)
+            return _COMPILED[key]
     try:
         with devices.target.compiling():
             executable = compile_lowered(_retargeted(lowering, placement))
     except Exception as exc:
         raise TargetError(f"XLA failed to compile {name} for {devices.target}: {quote_error(exc)}",
                           "--debug shows XLA's whole message") from exc
-    return TargetCompilation(
+    compilation = TargetCompilation(
         target=devices.target,
         device_kind=devices.device_kind,
         devices=len(placement),
-        device_ids=tuple(placement[device].id for device in _program_devices(lowering)),
+        device_ids=device_ids,
         hlo_text=executable.as_text(),
         memory=_memory(executable),
         cost=_cost(executable),
         partitioner=partitioner_messages(executable),
+    )
+    with _COMPILED_LOCK:
+        _COMPILED[key] = compilation
+        while len(_COMPILED) > KEPT_COMPILATIONS:
+            _COMPILED.popitem(last=False)
+    return compilation
+
+
+KEPT_COMPILATIONS = 32
+"""Target compiles this process keeps (the least recently used go first). A module compiled
+for a TPU slice or for GPUs is not read back from JAX's persistent cache (its compile-only
+client cannot load an executable), so a second run of the same program on the same target (the
+app's ``r``, or a ``check`` of several targets that share a program) takes its compile from here.
+A :class:`TargetCompilation` holds plain values only."""
+
+_COMPILED: "OrderedDict[tuple[object, ...], TargetCompilation]" = OrderedDict()
+_COMPILED_LOCK = threading.Lock()
+
+
+def _compile_key(lowering: "MeshComputation", devices: TargetDevices, device_ids: tuple[int, ...]) -> tuple[object, ...]:
+    """What decides a target's compile of ``lowering``: the module with its source locations
+    (the partitioner's messages and the compiled module's metadata name them), the shardings and
+    layouts it is compiled with, XLA's options, the target and the devices that run it."""
+    args = lowering.compile_args
+    module = lowering.as_text(debug_info=True)
+    return (
+        hashlib.sha256(module.encode()).hexdigest(),
+        tuple(repr(args.get(k)) for k in ("in_shardings", "out_shardings", "in_layouts", "out_layouts")),
+        repr(lowering._compiler_options_kvs),
+        devices.target, devices.device_kind, device_ids,
     )
 
 
