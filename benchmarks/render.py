@@ -120,7 +120,7 @@ def load(directory: Path) -> dict[str, Any]:
     what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
     if what_if.is_file():
         found["what_if_gain"] = json.loads(what_if.read_text())
-    for alone in ("check_cost", "compiled_parse", "compile_cache", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
+    for alone in ("check_cost", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
         path = directory / f"{alone}.json"
         if path.is_file():
             found[alone] = json.loads(path.read_text())
@@ -134,7 +134,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     target_compile = results.get("target_compile")
     what_if = results.get("what_if_gain")
     check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
-    compile_cache = results.get("compile_cache")
+    compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
     dispatch_steps = results.get("dispatch_steps")
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
@@ -161,7 +161,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
     out += render_targets.target_compile_section(target_compile)
     out += render_what_if.what_if_section(what_if)
-    out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache)
+    out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache, cache_writes)
     out += render_dispatches.dispatch_section(dispatch_steps)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]

@@ -3,7 +3,8 @@ program against JAX's own compile of it (``results/check_cost.json``, ``python -
 benchmarks.check_cost``), and the compiled-plan parse of a module of 100,000 instructions
 (``results/compiled_parse.json``, ``python -m benchmarks.compiled_parse``), and a second
 ``check`` against the first with the compilation cache (``results/compile_cache.json``,
-``python -m benchmarks.compile_cache``); all run alone."""
+``python -m benchmarks.compile_cache``), and one write to that cache as it fills
+(``results/cache_writes.json``, ``python -m benchmarks.cache_writes``); all run alone."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any, Callable
 
 
 def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None,
-                       cache: dict[str, Any] | None = None) -> list[str]:
+                       cache: dict[str, Any] | None = None, writes: dict[str, Any] | None = None) -> list[str]:
     """The section: the two ratios against their targets, then the phases and the parse rows,
-    then the second check against the first."""
-    if not cost and not parse and not cache:
+    then the second check against the first, then a cache write as the cache fills."""
+    if not cost and not parse and not cache and not writes:
         return []
     out = ["## 7. What `check` costs on a user's program, and the compiled-plan parse", ""]
     if cost:
@@ -23,7 +24,30 @@ def check_cost_section(cost: dict[str, Any] | None, parse: dict[str, Any] | None
         out += _parse_lines(parse)
     if cache:
         out += _cache_lines(cache)
+    if writes:
+        out += _write_lines(writes)
     return out
+
+
+def _write_lines(writes: dict[str, Any]) -> list[str]:
+    load = writes["load_average"]
+    out = [
+        "### One write to the compilation cache, as it fills",
+        "",
+        "`python -m benchmarks.cache_writes` (run alone). A write is JAX's `LRUCache.put` of one "
+        f"{writes['entry_bytes'] // 1024} KiB entry into a directory holding that many entries, with JAX's size bound "
+        "on (`jax_compilation_cache_max_size`: it reads every entry's size and access time under a lock) and off "
+        "(JAX's default, and shardscope's setting); shardscope bounds the cache with one pass over it when a "
+        f"command starts, at most once an hour (the trim column). Medians of {writes['rounds']} rounds; 1-minute "
+        f"load average {load['start']:.1f} -> {load['end']:.1f}.",
+        "",
+        "| entries | a write, JAX's bound on | a write, bound off | one trim |",
+        "|---:|---:|---:|---:|",
+    ]
+    for row in writes["rows"]:
+        out.append(f"| {row['entries']:,} | {row['bounded_put_ms']:.1f} ms | {row['unbounded_put_ms']:.2f} ms | "
+                   f"{row['trim_ms']:.1f} ms |")
+    return out + [""]
 
 
 def _cache_lines(cache: dict[str, Any]) -> list[str]:

@@ -1,0 +1,77 @@
+"""Benchmark 7c: what one write to the compilation cache costs as the cache fills, with JAX's own
+size bound on (``jax_compilation_cache_max_size``) and off (JAX's default, shardscope's setting),
+and what shardscope's own bound (:func:`shardscope.distributed.compile_cache.trim`, once per
+command) costs at the same sizes.
+
+Each size is a fresh directory holding that many entries as JAX lays them out with its bound on
+(``KEY-cache`` and ``KEY-atime``), 4 KiB each (the scan's cost is per entry, not per byte). A
+write is ``LRUCache.put`` of one more 4 KiB entry, JAX's own class, the median of the rounds, each
+in a directory of the same size.
+
+Run alone: ``python -m benchmarks.cache_writes [--quick]``. Not part of ``make bench``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from jax._src.lru_cache import LRUCache  # JAX's own cache class: the write it does
+
+from benchmarks.common import parse_args, write_result
+from shardscope.distributed.compile_cache import MAX_BYTES, trim
+
+ENTRY_BYTES = 4096
+FULL_SIZES, QUICK_SIZES = (100, 1_000, 4_000, 10_000), (100, 1_000)
+FULL_ROUNDS, QUICK_ROUNDS = 5, 3
+
+
+def filled(directory: Path, entries: int) -> Path:
+    """``directory`` with ``entries`` entries laid out as JAX's bounded cache writes them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    value = bytes(ENTRY_BYTES)
+    for i in range(entries):
+        (directory / f"jit_entry_{i}-cache").write_bytes(value)
+        (directory / f"jit_entry_{i}-atime").write_bytes(time.time_ns().to_bytes(8, "little"))
+    return directory
+
+
+def timed_ms(action) -> float:
+    start = time.perf_counter()
+    action()
+    return (time.perf_counter() - start) * 1000
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure each size and write ``cache_writes.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for entries in sizes:
+            directory = filled(Path(scratch) / str(entries), entries)
+            bounded, unbounded, trims = [], [], []
+            for r in range(rounds):  # each write adds an entry: removed again, the directory keeps its size
+                for times, max_size in ((bounded, MAX_BYTES), (unbounded, -1)):
+                    key = f"jit_new_{r}_{max_size}"
+                    cache = LRUCache(str(directory), max_size=max_size)
+                    times.append(timed_ms(lambda: cache.put(key, bytes(ENTRY_BYTES))))
+                    for suffix in ("-cache", "-atime"):
+                        (directory / f"{key}{suffix}").unlink(missing_ok=True)
+                trims.append(timed_ms(lambda: trim(directory)))
+            rows.append({
+                "entries": entries,
+                "bounded_put_ms": statistics.median(bounded),
+                "unbounded_put_ms": statistics.median(unbounded),
+                "trim_ms": statistics.median(trims),
+            })
+            print(f"{entries:>6} entries: a write {rows[-1]['bounded_put_ms']:.1f} ms with JAX's bound, "
+                  f"{rows[-1]['unbounded_put_ms']:.2f} ms without; a trim {rows[-1]['trim_ms']:.1f} ms", flush=True)
+    write_result("cache_writes", args.quick, {"rounds": rounds, "entry_bytes": ENTRY_BYTES, "rows": rows}, args.out)
+
+
+if __name__ == "__main__":
+    main()
