@@ -5,8 +5,9 @@ compiled again, so a second ``shardscope check`` of it spends its time on the an
 Where it lives: ``JAX_COMPILATION_CACHE_DIR`` when the user set it, else
 ``$XDG_CACHE_HOME/shardscope/jax`` (``~/.cache/shardscope/jax``), at most :data:`MAX_BYTES`: a
 command removes the least recently used entries past that as it starts (:func:`trim`).
-``SHARDSCOPE_NO_CACHE=1`` or a command's ``--no-cache`` turns it off. Only a command calls :func:`start_compilation_cache`: a
-library call (``shardscope.inspect``) leaves its caller's JAX configuration as it is.
+``SHARDSCOPE_NO_CACHE=1`` or a command's ``--no-cache`` turns it off. Only a command calls
+:func:`start_compilation_cache`: a library call (``shardscope.inspect``) leaves its caller's JAX
+configuration as it is.
 
 Source locations are part of the cache's key here (JAX leaves them out by default): an
 executable read back from the cache carries the source-location table of the compile that
@@ -17,8 +18,8 @@ Why shardscope bounds the cache itself rather than through ``jax_compilation_cac
 with that option JAX takes a lock and reads every entry's size and access time on each write
 (``LRUCache._evict_if_needed``), so a write costs time in proportion to the entries already there
 (``python -m benchmarks.cache_writes``: 5.5 ms a write with 100 entries, 49 ms with 1,000, 445 ms
-with 10,000; a 1 GiB cache of CPU executables holds tens of thousands). Left unbounded in JAX (its default), a write is one
-file; :func:`trim` reads the directory once per command instead.
+with 10,000; a 1 GiB cache of CPU executables holds tens of thousands). Left unbounded in JAX
+(its default), a write is one file; :func:`trim` reads the directory once per command instead.
 """
 
 from __future__ import annotations

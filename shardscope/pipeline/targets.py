@@ -166,15 +166,16 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
 KEPT_COMPILATIONS = 32
 """Target compiles this process keeps (the least recently used go first). A module compiled
 for a TPU slice or for GPUs is not read back from JAX's persistent cache (its compile-only
-client cannot load an executable), so a second run of the same program on the same target (the
-app's ``r``, or a ``check`` of several targets that share a program) takes its compile from here.
+client cannot load an executable), so a second run of the same program on the same target in
+one process (the app's ``r``, a program the app runs again after another) takes it from here.
 A :class:`TargetCompilation` holds plain values only."""
 
 _COMPILED: "OrderedDict[tuple[object, ...], TargetCompilation]" = OrderedDict()
 _COMPILED_LOCK = threading.Lock()
 
 
-def _compile_key(lowering: "MeshComputation", devices: TargetDevices, device_ids: tuple[int, ...]) -> tuple[object, ...]:
+def _compile_key(lowering: "MeshComputation", devices: TargetDevices,
+                 device_ids: tuple[int, ...]) -> tuple[object, ...]:
     """What decides a target's compile of ``lowering``: the module with its source locations
     (the partitioner's messages and the compiled module's metadata name them), the shardings and
     layouts it is compiled with, XLA's options, the target and the devices that run it."""
