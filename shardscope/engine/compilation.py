@@ -30,7 +30,7 @@ class Compilable(Protocol[C]):
 
     def compile(self) -> C: ...
 
-    def as_text(self) -> str: ...
+    def as_text(self, *, debug_info: bool = ...) -> str: ...
 
 
 _MESSAGES: "weakref.WeakKeyDictionary[object, tuple[str, ...]]" = weakref.WeakKeyDictionary()
@@ -63,7 +63,7 @@ def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...]) -> tup
     directory = getattr(jax.config, "jax_compilation_cache_dir", None)
     if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
         return messages
-    key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    key = module_digest(lowered)
     path = Path(directory) / "shardscope-partitioner" / f"{key}.txt"
     try:
         if messages:
@@ -74,6 +74,13 @@ def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...]) -> tup
     except OSError:  # a cache that cannot be read or written: this compile's own messages stand
         pass
     return messages
+
+
+def module_digest(lowered: "Compilable[object]", debug_info: bool = False) -> str:
+    """The SHA-256 of ``lowered``'s module text (with its source locations when ``debug_info``):
+    what keys a compile kept beside JAX's (its partitioner messages, a target's compile)."""
+    text = lowered.as_text(debug_info=True) if debug_info else lowered.as_text()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def compile_traced(traced: "Traced") -> "Compiled":

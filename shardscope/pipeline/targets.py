@@ -18,13 +18,12 @@ to rewrite every variable's type and every equation's mesh context, all JAX inte
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Callable, Iterator, TypeGuard
 
-from shardscope.engine.compilation import compile_lowered, partitioner_messages
+from shardscope.engine.compilation import compile_lowered, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.pipeline.cpu_target import parse_cpu
 from shardscope.pipeline.devices import plugin_lines_dropped
@@ -180,9 +179,8 @@ def _compile_key(lowering: "MeshComputation", devices: TargetDevices,
     (the partitioner's messages and the compiled module's metadata name them), the shardings and
     layouts it is compiled with, XLA's options, the target and the devices that run it."""
     args = lowering.compile_args
-    module = lowering.as_text(debug_info=True)
     return (
-        hashlib.sha256(module.encode()).hexdigest(),
+        module_digest(lowering, debug_info=True),
         tuple(repr(args.get(k)) for k in ("in_shardings", "out_shardings", "in_layouts", "out_layouts")),
         repr(lowering._compiler_options_kvs),
         devices.target, devices.device_kind, device_ids,
