@@ -25,7 +25,11 @@ _DEFAULT_FOLDERS = (Path("/tmp/tpu_logs"), Path(tempfile.gettempdir()) / "tpu_lo
 
 
 def _check_on_a_slice(env: dict[str, str]) -> int:
-    """``shardscope check linear.py --target tpu:v5e:2x2`` in a new process; its process id."""
+    """``shardscope check linear.py --target tpu:v5e:2x2`` in a new process; its process id.
+
+    The default folders' files from before it are set aside (:data:`_EARLIER`): an earlier
+    process of the same id (ids are reused) is not this one."""
+    _EARLIER.update(path for folder in _DEFAULT_FOLDERS if folder.is_dir() for path in folder.iterdir())
     process = subprocess.Popen([sys.executable, "-m", "shardscope", "check", str(DEMOS / "linear.py"),
                                 "--target", "tpu:v5e:2x2"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -35,9 +39,13 @@ def _check_on_a_slice(env: dict[str, str]) -> int:
     return process.pid
 
 
+_EARLIER: set[Path] = set()
+
+
 def _files_of(pid: int, folders: tuple[Path, ...]) -> list[Path]:
+    """The files process ``pid`` left in ``folders`` (not those there before it started)."""
     return [path for folder in folders if folder.is_dir() for path in folder.iterdir()
-            if path.name.endswith(f".{pid}")]
+            if path.name.endswith(f".{pid}") and path not in _EARLIER]
 
 
 def _env(**extra: str) -> dict[str, str]:
