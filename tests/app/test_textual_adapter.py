@@ -66,7 +66,7 @@ def _resolve(owner: str):
 
 def _check(owner: str, name: str, parameters: tuple[str, ...] | None) -> None:
     where = _resolve(owner)
-    if name == "_styles_cache":  # set by Widget.__init__: look on an instance
+    if name in ("_styles_cache", "_closing"):  # set by Widget.__init__: look on an instance
         where = Widget()
     assert hasattr(where, name), f"Textual has no {owner}.{name} any more (shardscope uses it)"
     if parameters is not None:
@@ -165,3 +165,83 @@ def test_a_node_that_opens_calls_tree_invalidate_and_the_footer_yields_footer_ke
             assert any(key.has_class("-command-palette") for key in keys), "the palette's key lost its class"
 
     run(scenario())
+
+
+def test_a_closed_apps_widgets_and_the_lines_they_drew_are_freed_once_released():
+    """textual#6665: ``StylesCache.get_inner_outer``'s ``lru_cache`` keeps the styles cache of a
+    widget that is gone (removed, or its app closed), and the lines in it, alive;
+    ``release_removed_widgets`` lets it go. Should Textual fix it, the first assertion fails: the
+    release can then go."""
+    import gc
+    import weakref
+
+    from textual.widgets import Static
+
+    async def scenario():
+        app = App()
+        async with app.run_test(size=(40, 5)) as pilot:
+            widget = Static("a line of text")
+            await app.mount(widget)
+            await drain(pilot)
+            await pilot.pause()
+            assert widget._styles_cache._cache, "the widget drew lines, kept in its styles cache"
+            return weakref.ref(widget._styles_cache)
+
+    drawn = run(scenario())
+    gc.collect()
+    assert drawn() is not None, "Textual no longer keeps a gone widget's lines: drop the release"
+    textual_adapter.release_removed_widgets()
+    gc.collect()
+    assert drawn() is None, "the gone widget's styles cache is still reachable"
+
+
+class _Focusing(App):
+    """Two inputs, each with a key of its own: a change of focus changes the footer's keys."""
+
+    BINDINGS = [Binding("x", "bell", "Ring", id="ring")]
+
+    def __init__(self, footer: type[Footer]):
+        super().__init__()
+        self.footer = footer
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        class _Left(Input):
+            BINDINGS = [Binding("ctrl+l", "bell", "Left")]
+
+        class _Right(Input):
+            BINDINGS = [Binding("ctrl+r", "bell", "Right")]
+
+        yield _Left()
+        yield _Right()
+        yield self.footer()
+
+
+def _bound_keys_after_focus_changes(footer: type[Footer]) -> tuple[int, int]:
+    """(keys the footer shows, keys bound to its ``compact``) after ten changes of focus."""
+    async def scenario():
+        app = _Focusing(footer)
+        async with app.run_test(size=(80, 10)) as pilot:
+            await drain(pilot)
+            for _ in range(10):
+                await pilot.press("tab")
+                await drain(pilot)
+                await pilot.pause()
+            shown = len(app.query(FooterKey))
+            bound = len(getattr(app.query_one(footer), "__watchers", {}).get("compact", []))
+            return shown, bound
+
+    return run(scenario())
+
+
+def test_the_keys_a_recomposed_footer_replaced_are_not_kept_bound_to_it():
+    """textual#6666: Textual's footer binds each key it composes to its ``compact`` and keeps the
+    binding (and the key) after a change of focus replaced it. Should Textual fix it, the first
+    assertion fails: ``drop_closed_watchers`` can then go."""
+    from shardscope.app.widgets.footer import KeysFooter
+
+    shown, bound = _bound_keys_after_focus_changes(Footer)
+    assert bound >= 5 * shown, f"Textual no longer keeps replaced keys bound ({bound} bound, {shown} shown)"
+    shown, bound = _bound_keys_after_focus_changes(KeysFooter)
+    assert shown and bound <= shown, f"{bound} keys bound to the footer, {shown} shown"

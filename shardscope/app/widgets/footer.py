@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.widgets import Footer
 
-from shardscope.app.textual_adapter import FooterKey  # a private of Textual (not in textual.widgets)
+from shardscope.app.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
 
 PINNED_ACTIONS = ("toggle_sidebar", "help", "quit")
 """The actions whose keys the footer never cuts."""
@@ -28,7 +28,11 @@ class KeysFooter(Footer):
 
     def compose(self) -> ComposeResult:
         """Textual's keys, the pinned ones moved into one right-docked group (a second docked key
-        would cover the first: docks on one edge do not stack)."""
+        would cover the first: docks on one edge do not stack).
+
+        Each change of focus recomposes the footer: the keys it replaced are forgotten
+        (``drop_closed_watchers``), else each stays bound to the footer's ``compact``, alive."""
+        drop_closed_watchers(self)
         pinned = []
         for widget in super().compose():
             if isinstance(widget, FooterKey) and (widget.action in PINNED_ACTIONS or widget.has_class("-command-palette")):
