@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
+from shardscope.app import gc_policy
 from shardscope.app.bindings import APP_BINDINGS
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
@@ -83,6 +84,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self.prepared: PreparedViews | None = None  # its Graph and Diff tabs for the comparison shown (views.prepare)
         self.demo_file: DemoFile | ProgramFile | None = None  # the loaded demo or program file
         self.running = False
+        self.collector = gc_policy.Collector()  # what lives is frozen when a result shows
         self.last_export: Path | None = None
         self.profile = StartupProfile() if profile_startup else None
         self.hide_measurements = hide_measurements
@@ -110,7 +112,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
                     for i, (tab, title, _) in enumerate(TABS, 1):
                         with TabPane(f"{i} {title}", id=tab):
                             if tab == "plans":
-                                yield PlansView(id="plans-view")
+                                yield PlansView(self.collector, id="plans-view")
                             else:
                                 yield Static("loading this view...", id=f"{tab}-placeholder")
         yield KeysFooter()

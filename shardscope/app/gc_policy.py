@@ -13,32 +13,49 @@ import gc
 import threading
 import time
 
+from shardscope.app.textual_adapter import release_removed_widgets
 
-def freeze_what_lives() -> None:
-    """Freeze every object alive now out of the cyclic GC.
 
-    The young generations, empty once frozen, are collected too (that costs nothing): their counts
-    restart, so the next key press does not begin one collection short of a generation-1 pass.
+class Collector:
+    """One app's use of the collector: it freezes what lives when a result shows, and collects
+    what its earlier runs left when a new run starts.
+
+    What an app froze is its own business: a run collects only once this app has frozen a result
+    (its first run has nothing of its own to collect). Objects the process froze before the app
+    started, or another app froze (one process that opens several, as a test run does), are left
+    as they are until then.
     """
-    gc.freeze()
-    gc.collect(1)
 
+    def __init__(self) -> None:
+        self._froze = False
 
-def collect_earlier_runs() -> None:
-    """Collect what earlier runs left as cyclic garbage, then freeze what is alive again.
+    def freeze_what_lives(self) -> None:
+        """Freeze every object alive now out of the cyclic GC.
 
-    One full pass, so at most one run's garbage stays frozen. It holds the GIL: called from a
-    run's worker thread before any JAX work, it takes about 0.1-0.4 s on the demos and seconds
-    at 10k equations and more, during which the UI waits. With nothing frozen (the first run)
-    there is nothing for it to do: the collector sees every object as usual, so the pass is
-    skipped (in a long-lived process that is not the app's alone, such as a test run, it would
-    walk every object the process holds).
-    """
-    if not gc.get_freeze_count():
-        return
-    gc.unfreeze()
-    _collect_fully()
-    freeze_what_lives()
+        The young generations, empty once frozen, are collected too (that costs nothing): their
+        counts restart, so the next key press does not begin one collection short of a
+        generation-1 pass.
+        """
+        gc.freeze()
+        gc.collect(1)
+        self._froze = True
+
+    def collect_earlier_runs(self) -> None:
+        """Collect what this app's earlier runs left as cyclic garbage, then freeze what is alive again.
+
+        One full pass, so at most one run's garbage stays frozen. It holds the GIL: called from a
+        run's worker thread before any JAX work, it takes about 0.1-0.4 s on the demos and seconds
+        at 10k equations and more, during which the UI waits. Before this app froze anything (its
+        first run) there is nothing of its own to collect, and the pass is skipped: it would only
+        walk every object the process holds (seconds in a long-lived process that is not the
+        app's alone, such as a test run).
+        """
+        if not self._froze:
+            return
+        release_removed_widgets()  # what the replaced run's widgets drew is garbage too
+        gc.unfreeze()
+        _collect_fully()
+        self.freeze_what_lives()
 
 
 def _collect_fully() -> None:

@@ -46,6 +46,7 @@ class RunHandling(App[int]):
         analysis: Any  # as the app holds it (an Analysis once a run is done)
         prepared: PreparedViews | None
         profile: StartupProfile | None
+        collector: gc_policy.Collector
         _run_id: int
         _run_settings: Settings | None
         _stale_tabs: set[str]
@@ -91,7 +92,7 @@ class RunHandling(App[int]):
         """Thread worker: everything JAX, reported back with messages only."""
         worker = get_current_worker()
         if request.analyze:
-            gc_policy.collect_earlier_runs()
+            self.collector.collect_earlier_runs()
         runner.run(request, self.post_message, lambda: worker.is_cancelled)
 
     def _is_current(self, message: RunMessage) -> bool:
@@ -149,7 +150,7 @@ class RunHandling(App[int]):
         self._compare_default_next = False
         self.analysis = analysis = message.analysis
         self.prepared = message.prepared
-        gc_policy.freeze_what_lives()  # until the next run, which collects what this one replaced
+        self.collector.freeze_what_lives()  # until the next run, which collects what this one replaced
         status = self.query_one(StatusLine)
         self.query_one(ErrorPanel).clear()
         if not analysis.origin.chunked:  # a program file: the sidebar lists its programs

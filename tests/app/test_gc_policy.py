@@ -45,10 +45,11 @@ def test_collecting_earlier_runs_waits_for_a_collection_running_in_another_threa
             gc.callbacks.remove(count)
         garbage = Garbage()
         earlier_run = weakref.ref(garbage)
-        gc.freeze()  # an earlier run's garbage, frozen out of the collector with what lived then
+        collector = gc_policy.Collector()
+        collector.freeze_what_lives()  # an earlier run's garbage, frozen out of the collector with what lived then
         del garbage
         threading.Timer(0.05, release.set).start()
-        gc_policy.collect_earlier_runs()
+        collector.collect_earlier_runs()
         release.set()
         other.join(10)
         assert earlier_run() is None, "the earlier run's garbage was collected, not frozen again"
@@ -58,23 +59,41 @@ def test_collecting_earlier_runs_waits_for_a_collection_running_in_another_threa
         gc.unfreeze()
 
 
-def test_a_first_run_with_nothing_frozen_walks_no_object():
-    """Nothing is frozen before an app's first result shows: the collector sees every object as
-    usual, and a full pass would only walk all the process holds (seconds in a long-lived one)."""
-    gc.unfreeze()
+def test_a_first_run_walks_no_object_whatever_the_process_froze_before():
+    """Before an app's first result shows it has frozen nothing: a full pass would only walk all
+    the process holds (seconds in a long-lived one), what others froze included. Once it froze a
+    result, the next run collects; another app's collector is not moved by that."""
     passes: list = []
 
     def count(phase, info):
         if phase == "stop" and info["generation"] == 2:
             passes.append(1)
 
+    class Garbage:
+        def __init__(self):
+            self.me = self  # a cycle: only the collector frees it
+
     gc.callbacks.append(count)
     try:
-        gc_policy.collect_earlier_runs()
+        collector, other_app = gc_policy.Collector(), gc_policy.Collector()
+        gc.unfreeze()
+        collector.collect_earlier_runs()
         assert passes == [], "a full collection ran with nothing frozen"
-        gc.freeze()  # an earlier run's result, frozen when it showed
-        gc_policy.collect_earlier_runs()
+        gc.freeze()  # frozen by someone else: the process before the app started, a test harness
+        collector.collect_earlier_runs()
+        assert passes == [], "a full collection ran though this app had frozen nothing"
+        assert gc.get_freeze_count(), "what others froze is left frozen"
+
+        garbage = Garbage()
+        earlier_run = weakref.ref(garbage)
+        collector.freeze_what_lives()  # an earlier run's result, frozen when it showed
+        del garbage
+        other_app.collect_earlier_runs()
+        assert passes == [] and earlier_run() is not None, "another app's first run collected this one's"
+        collector.collect_earlier_runs()
         assert passes, "with a run frozen, its garbage is collected"
+        assert earlier_run() is None, "the earlier run's garbage was collected"
+        assert gc.get_freeze_count(), "what lives is frozen again"
     finally:
         gc.callbacks.remove(count)
         gc.unfreeze()

@@ -93,8 +93,11 @@ class PlansView(Widget):
     PlansView .plan-details { height: 3; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
-    def __init__(self, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
+    def __init__(self, collector: gc_policy.Collector | None = None,
+                 **kwargs: Any) -> None:  # Textual's widget keywords, passed on
+        """``collector``: the app's (:mod:`shardscope.app.gc_policy`), which freezes the trees once drawn."""
         super().__init__(**kwargs)
+        self._collector = collector or gc_policy.Collector()
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}
         self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
@@ -212,7 +215,7 @@ class PlansView(Widget):
             self.call_after_refresh(self._draw_first_moves, plans, rest)
         else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
             self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
-            gc_policy.freeze_what_lives()  # the trees and their lines live until the next run too
+            self._collector.freeze_what_lives()  # the trees and their lines live until the next run too
 
     @property
     def first_moves_drawn(self) -> bool:
