@@ -93,11 +93,11 @@ class PlansView(Widget):
     PlansView .plan-details { height: 3; padding: 0 1; background: $boost; color: $text-muted; }
     """
 
-    def __init__(self, collector: gc_policy.Collector | None = None,
+    def __init__(self, collector: gc_policy.Collector,
                  **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         """``collector``: the app's (:mod:`shardscope.app.gc_policy`), which freezes the trees once drawn."""
         super().__init__(**kwargs)
-        self._collector = collector or gc_policy.Collector()
+        self._collector = collector
         self.collective_index = -1  # the position n/N moved to; -1 before the first move
         self._plans: dict[str, Any] = {}
         self._names: tuple[str, ...] = ()  # the plans the columns show, left to right
