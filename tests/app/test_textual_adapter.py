@@ -53,6 +53,10 @@ PUBLIC = (
     ("textual.widgets.tree:TreeNode", "toggle", ("self",)),
     ("textual.widgets.tree:TreeNode", "is_last", None),
     ("textual.widgets:Footer", "compose", ("self",)),
+    ("textual.widgets:Footer", "bindings_changed", ("self", "screen")),
+    ("textual.widgets:Footer", "_bindings_ready", None),
+    ("textual.screen:Screen", "active_bindings", None),
+    ("textual.widgets:Static", "update", ("self", "content", "layout")),
 )
 
 

@@ -8,8 +8,11 @@ terminal cuts the other keys first (all of them are in the help and the palette)
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
+from textual.screen import Screen
 from textual.widgets import Footer
 
 from shardscope.app.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
@@ -26,6 +29,32 @@ class KeysFooter(Footer):
     KeysFooter #footer-pinned FooterKey.-command-palette { dock: none; }
     """
 
+    _shown: Hashable = None
+    """What the keys on screen were composed from (:meth:`_keys_to_show`)."""
+
+    def _keys_to_show(self, screen: Screen) -> Hashable:
+        """Everything of the screen's bindings that :meth:`compose` draws: the shown bindings' key,
+        label, action, group, whether enabled and their tooltip, and the palette's key."""
+        return tuple(
+            (binding.key, binding.key_display, binding.description, binding.action, binding.group,
+             binding.show or binding.key == self.app.COMMAND_PALETTE_BINDING, enabled, tooltip)
+            for _node, binding, enabled, tooltip in screen.active_bindings.values()
+            if binding.show or binding.key == self.app.COMMAND_PALETTE_BINDING
+        )
+
+    def bindings_changed(self, screen: Screen) -> None:
+        """Recompose only when the keys to show changed.
+
+        Textual's footer recomposes whenever the screen's bindings are updated: on every change of
+        focus, and on every run's start and end. Most change nothing the footer shows, and each
+        recompose mounts some twenty widgets and lays the screen out again (a quarter of the CPU
+        the app spent on a run and a pass over the tabs, measured here)."""
+        if self._shown is not None and self.is_attached and screen is self.screen and screen.app.app_focus:
+            if self._keys_to_show(screen) == self._shown:
+                self._bindings_ready = True
+                return
+        super().bindings_changed(screen)
+
     def compose(self) -> ComposeResult:
         """Textual's keys, the pinned ones moved into one right-docked group (a second docked key
         would cover the first: docks on one edge do not stack).
@@ -33,6 +62,8 @@ class KeysFooter(Footer):
         Each change of focus recomposes the footer: the keys it replaced are forgotten
         (``drop_closed_watchers``), else each stays bound to the footer's ``compact``, alive."""
         drop_closed_watchers(self)
+        if self._bindings_ready:
+            self._shown = self._keys_to_show(self.screen)
         pinned = []
         for widget in super().compose():
             if isinstance(widget, FooterKey) and (widget.action in PINNED_ACTIONS or widget.has_class("-command-palette")):

@@ -42,6 +42,8 @@ class StatusLine(Static):
         self._results_shown = False
         self._stage_text = Text("starting", "dim")
         self._state = ""
+        self._height = 0
+        """Lines the text last drawn took (0: drawn before the width was known)."""
 
     def on_mount(self) -> None:
         """Paint the settings at once."""
@@ -129,7 +131,7 @@ class StatusLine(Static):
         width = self.content_region.width
         one_line = Text.assemble(self._settings_text, (SEPARATOR, "dim"), self._stage_text)
         if not width or one_line.cell_len <= width:
-            self.update(one_line)
+            self._draw(one_line, 1 if width else 0)
             return
         # the settings on one line, cut with an ellipsis; what happens now (the speedup's
         # sentence at the end of "done: ...") wrapped at word boundaries over the two lines left
@@ -141,7 +143,15 @@ class StatusLine(Static):
             lines = lines[:STATE_LINES]
             lines[-1].truncate(width - 1)
             lines[-1].append("…")
-        self.update(Text("\n").join([first, *lines]))
+        self._draw(Text("\n").join([first, *lines]), 1 + len(lines))
+
+    def _draw(self, text: Text, height: int) -> None:
+        """Show ``text``, ``height`` lines that fit the width (0: the width is not known yet).
+
+        The screen is laid out again only when the height changes: a run's stages redraw the
+        line some twenty times, each the same one line high."""
+        self.update(text, layout=not height or height != self._height)
+        self._height = height
 
 
 def describe_settings(settings: Settings, shapes: Shapes | None = None) -> Text:
