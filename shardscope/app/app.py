@@ -250,7 +250,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
 
     def action_help(self) -> None:
         """Show the help screen."""
-        from shardscope.app.widgets.help_screen import HelpScreen  # Textual's Markdown (markdown_it, pygments): about 55 ms, not before the first paint
+        from shardscope.app.widgets.help_screen import HelpScreen  # Rich's Markdown imports markdown_it and pygments, not before the first paint
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())

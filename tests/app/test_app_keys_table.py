@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from app_support import DEMOS, ROOT, SIZE, drain, make_app, press, run, settle
-from textual.widgets import Markdown
 
 from shardscope.app import ShardscopeApp
-from shardscope.app.widgets.help_screen import HelpScreen, help_text
+from shardscope.app.widgets.help_screen import HelpScreen, HelpText, help_text
 from shardscope.app.bindings import DIFF_BINDINGS, HLO_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
 
 
@@ -37,7 +36,7 @@ def test_every_binding_is_in_the_help_and_the_palette_including_the_diff_tab_s()
             await press(pilot, "question_mark")
             await drain(pilot)
             assert isinstance(app.screen, HelpScreen)
-            assert app.screen.query_one(Markdown).source == help_text(ShardscopeApp.BINDINGS)
+            assert app.screen.query_one(HelpText).source == help_text(ShardscopeApp.BINDINGS)
             await press(pilot, "escape")
             await drain(pilot)
             commands = {c.title: c for c in app.get_system_commands(app.screen)}

@@ -167,7 +167,7 @@ def test_the_help_says_how_to_close_it():
             assert isinstance(app.screen, HelpScreen)
             scroll = app.screen.query_one("VerticalScroll")
             assert scroll.border_subtitle == "Escape, ? or q: close"
-            first_lines = app.screen.query_one("Markdown").source.splitlines()[:3]
+            first_lines = app.screen.query_one("HelpText").source.splitlines()[:3]
             assert "**Escape, ? or q closes this help**" in "\n".join(first_lines)
             assert app.screen.focused is scroll, "the help takes the focus, so the arrow keys scroll it"
             await press(pilot, "q")
