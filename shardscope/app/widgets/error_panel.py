@@ -6,6 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from shardscope.app.widgets.updates import update_if_changed
+
 
 class ErrorPanel(Vertical):
     """Hidden until :meth:`show_error`; ``escape`` (outside an input) hides it again."""
@@ -42,8 +44,8 @@ class ErrorPanel(Vertical):
         """Show ``message`` and, when given, ``hint``."""
         self.message = message
         self.hint = hint
-        self.query_one("#error-message", Static).update(message)
-        self.query_one("#error-hint", Static).update(f"hint: {hint}" if hint else "")
+        update_if_changed(self.query_one("#error-message", Static), message)
+        update_if_changed(self.query_one("#error-hint", Static), f"hint: {hint}" if hint else "")
         self.add_class("-visible")
 
     def clear(self) -> None:

@@ -32,6 +32,7 @@ from shardscope.plans.settings import (
     divisors,
 )
 from shardscope.plans.shapes import resolve_shapes
+from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.sources.demos import carried_over
 
 
@@ -258,9 +259,9 @@ class Sidebar(VerticalScroll):
         fields show the current demo's, and follow the demo picked until the user edits them.
         """
         self.set_class(programs, "-programs")
-        self.query_one("#functions-title", Label).update("Programs" if programs else "Function")
+        update_if_changed(self.query_one("#functions-title", Label), "Programs" if programs else "Function")
         if programs:
-            self.query_one("#programs-note", Static).update(Text(
+            update_if_changed(self.query_one("#programs-note", Static), Text(
                 f"Each program builds its own mesh on the {devices} CPU devices started (--max-devices): "
                 "no mesh or chunk settings here.\n"
                 "B: baseline, C: candidate; b / c pick the next, Enter makes a program the candidate.", "dim"))
@@ -308,16 +309,20 @@ class Sidebar(VerticalScroll):
     def _show_functions(self) -> None:
         options = self.query_one("#functions", OptionList)
         current = self.compared[1] if self.programs and self.compared else self._current_function
+        labels = [self._function_label(name, current) for name in self.functions]
         with self.prevent(OptionList.OptionHighlighted):
-            options.clear_options()
-            options.add_options(Option(self._function_label(name, current), id=name) for name in self.functions)
+            shown = [options.get_option_at_index(index) for index in range(options.option_count)]
+            if [option.id for option in shown] != self.functions or not all(
+                    same_content(option.prompt, label) for option, label in zip(shown, labels)):
+                options.clear_options()  # rebuilt only when a label changed: the list lays the screen out
+                options.add_options(Option(label, id=name) for name, label in zip(self.functions, labels))
             if current in self.functions:
                 options.highlighted = self.functions.index(current)
         descriptions = getattr(self, "_descriptions", {})
         description = descriptions.get(current or "", "")
         if self.programs and description:
             description = f"{current}: {description}"
-        self.query_one("#description", Static).update(Text(description, "dim italic"))
+        update_if_changed(self.query_one("#description", Static), Text(description, "dim italic"))
 
     def _function_label(self, name: str, current: str | None) -> Text:
         """``● linear`` for the demo picked; ``B step`` / ``C step_fixed`` for compared programs."""
@@ -449,10 +454,10 @@ class Sidebar(VerticalScroll):
         chunk.validate(chunk.value)
         per_device = self._per_device_batch()
         if per_device is None:
-            help_text.update("a divisor of the per-device batch; empty = auto")
+            update_if_changed(help_text, "a divisor of the per-device batch; empty = auto")
         else:
             valid = " ".join(map(str, divisors(per_device)))
-            help_text.update(f"{per_device}/device: {valid}\n(empty = auto = {default_chunk_size(per_device)})")
+            update_if_changed(help_text, f"{per_device}/device: {valid}\n(empty = auto = {default_chunk_size(per_device)})")
         help_text.set_class(not self._chunk_is_valid(chunk.value), "-invalid")
 
     @on(OptionList.OptionSelected, "#functions")
@@ -500,7 +505,7 @@ class Sidebar(VerticalScroll):
         self.query_one("#axis").disabled = mesh is not None
         note.set_class(mesh is not None, "-shown")
         if mesh is not None:
-            note.update(f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
+            update_if_changed(note, f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
                         "Devices and Mesh axis name above (clear it to use them)")
         self._update_target_note(mesh, target)
 
@@ -512,7 +517,7 @@ class Sidebar(VerticalScroll):
         if not typed and self._devices_before_target is not None:  # cleared: the picker's own count again
             self._restore_devices()
         if target is None:
-            note.update(Text("not a target: tpu:TOPOLOGY or gpu:NAME:DEVICES, e.g. tpu:v5e:2x2, gpu:h100:8", "bold red"))
+            update_if_changed(note, Text("not a target: tpu:TOPOLOGY or gpu:NAME:DEVICES, e.g. tpu:v5e:2x2, gpu:h100:8", "bold red"))
             return
         count = self._target_devices.get(target)
         devices = f"its {count} devices" if count is not None else "its devices (counted when it loads)"
@@ -522,7 +527,7 @@ class Sidebar(VerticalScroll):
             said = f"the named mesh must span {devices}"
         else:
             said = f"the mesh spans {devices} (Devices above does not apply)"
-        note.update(Text(f"compiled for {target}, never run there: {said}", "dim"))
+        update_if_changed(note, Text(f"compiled for {target}, never run there: {said}", "dim"))
 
     def _restore_devices(self) -> None:
         """Give the Devices picker back the count it had before a target's slice showed in it."""
