@@ -1,7 +1,8 @@
 """Demo files that build arrays when imported (a flax nnx model, an equinox model, concrete ``jnp``
 example inputs) run on 4 devices through every command and the app, each in a fresh process:
 the CPU device count is set before the file is imported. (The three reports share one process:
-the first starts it, the other two run the same command after it.)
+the first starts it, the other two run the same command after it; check and sweep run after the
+diff that started theirs.)
 
 The expected collective counts are derived here by hand: N=32 over 4 devices is 8 per device,
 the default chunk size 4 gives 2 chunks, so the naive plan all-reduces every parameter leaf once
@@ -118,13 +119,17 @@ def test_report_on_4_devices(tmp_path):
 
 
 def test_diff_check_and_sweep_on_4_devices(tmp_path):
+    """The diff starts JAX in a fresh process; check and sweep run after it in the same process
+    (each imports the file again, on the devices the diff started)."""
     frameworks, _ = _files(tmp_path)
-    diff = run_cli("diff", frameworks, "-f", "equinox_mlp", "--devices", "4", timeout=600)
+    diff, check, sweep = _in_one_process(
+        ("diff", frameworks, "-f", "equinox_mlp", "--devices", "4"),
+        ("check", frameworks, "--devices", "4", "--json"),
+        ("sweep", frameworks, "-f", "flax_linear", "--devices", "4", "--chunk-sizes", "2,4", "-r", "1", "--json"))
     _ok(diff)
     assert "\n--- " in diff.stdout and "\n+++ " in diff.stdout and "psum_invariant" in diff.stdout
     assert "started with 8 devices" in diff.stderr  # the count was set before the import
 
-    check = run_cli("check", frameworks, "--devices", "4", "--json", timeout=600)
     _ok(check, 1)  # the naive plans hold all-reduces their loops do not need
     programs = {p["function"]: p for p in json.loads(check.stdout)["programs"]}
     for function, leaves in (("flax_linear", 2), ("equinox_mlp", 4)):
@@ -136,8 +141,6 @@ def test_diff_check_and_sweep_on_4_devices(tmp_path):
         assert sorted(e for c in flagged for e in c["equations"]) == sorted(c["equation"] for c in naive["collectives"])
         assert programs[f"{function}[deferred]"]["flagged"] == 0
 
-    sweep = run_cli("sweep", frameworks, "-f", "flax_linear", "--devices", "4", "--chunk-sizes", "2,4",
-                    "-r", "1", "--json", timeout=600)
     _ok(sweep)
     points = json.loads(sweep.stdout)["points"]
     runs = {(p["plan"], p["chunk_size"]): p["executed_collectives"] for p in points}

@@ -17,13 +17,18 @@ from shardscope.cli import main
 
 def run(argv: list[str]) -> dict:
     """One command line's exit status and what it wrote to ``sys.stdout`` and ``sys.stderr``."""
-    out, err = io.StringIO(), io.StringIO()
+    streams = [io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape") for _ in range(2)]
+    out, err = streams  # with a buffer: diff writes its bytes to sys.stdout.buffer
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             status = main(argv)
         except SystemExit as exc:  # argparse: a usage error
             status = 0 if exc.code is None else exc.code
-    return {"returncode": status, "stdout": out.getvalue(), "stderr": err.getvalue()}
+    written = []
+    for stream in streams:
+        stream.flush()
+        written.append(stream.buffer.getvalue().decode("utf-8", "surrogateescape"))  # type: ignore[attr-defined]
+    return {"returncode": status, "stdout": written[0], "stderr": written[1]}
 
 
 if __name__ == "__main__":
