@@ -36,8 +36,7 @@ class KeysFooter(Footer):
         """Everything of the screen's bindings that :meth:`compose` draws: the shown bindings' key,
         label, action, group, whether enabled and their tooltip, and the palette's key."""
         return tuple(
-            (binding.key, binding.key_display, binding.description, binding.action, binding.group,
-             binding.show or binding.key == self.app.COMMAND_PALETTE_BINDING, enabled, tooltip)
+            (binding.key, binding.key_display, binding.description, binding.action, binding.group, enabled, tooltip)
             for _node, binding, enabled, tooltip in screen.active_bindings.values()
             if binding.show or binding.key == self.app.COMMAND_PALETTE_BINDING
         )
@@ -59,8 +58,9 @@ class KeysFooter(Footer):
         """Textual's keys, the pinned ones moved into one right-docked group (a second docked key
         would cover the first: docks on one edge do not stack).
 
-        Each change of focus recomposes the footer: the keys it replaced are forgotten
-        (``drop_closed_watchers``), else each stays bound to the footer's ``compact``, alive."""
+        Each change of the keys shown recomposes the footer (:meth:`bindings_changed`): the keys
+        it replaced are forgotten (``drop_closed_watchers``), else each stays bound to the
+        footer's ``compact``, alive."""
         drop_closed_watchers(self)
         if self._bindings_ready:
             self._shown = self._keys_to_show(self.screen)

@@ -20,6 +20,7 @@ from textual.validation import Function
 from textual.widgets import Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
+from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.errors import SettingsError
 from shardscope.pipeline.targets import parse_target
 from shardscope.plans.mesh import Mesh, parse_axes
@@ -32,7 +33,6 @@ from shardscope.plans.settings import (
     divisors,
 )
 from shardscope.plans.shapes import resolve_shapes
-from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.sources.demos import carried_over
 
 
@@ -506,7 +506,7 @@ class Sidebar(VerticalScroll):
         note.set_class(mesh is not None, "-shown")
         if mesh is not None:
             update_if_changed(note, f"{mesh.devices} devices, axes {', '.join(mesh.names)}: the mesh replaces "
-                        "Devices and Mesh axis name above (clear it to use them)")
+                                    "Devices and Mesh axis name above (clear it to use them)")
         self._update_target_note(mesh, target)
 
     def _update_target_note(self, mesh: Mesh | None, target: str | None) -> None:
