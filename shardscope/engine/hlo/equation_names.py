@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Sequence
 
+from shardscope.engine.hlo.memo import cached_method
 from shardscope.engine.hlo.source import SourceLocation
 from shardscope.engine.jaxpr.dataflow import outputs_reached, value_name
 from shardscope.engine.jaxpr.dead_code import named_equations
@@ -83,7 +84,7 @@ class EquationNames:
                 return by_frames[frames[:k]]
         return names
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int
                    ) -> tuple[frozenset[str], dict[Frames, frozenset[str]]]:
         """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
@@ -97,7 +98,7 @@ class EquationNames:
         names = frozenset({self.name(eqn_id) for eqn_id, _ in sized} - {""})
         return names, {key: frozenset(group - {""}) for key, group in by_frames.items() if group - {""}}
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def name(self, equation_id: str) -> str:
         """The value of the equation ``equation_id``: the gradient of the argument it is the
         gradient of (``grad(params['W'])``), else the one output it reaches or input it comes
@@ -148,7 +149,7 @@ class EquationNames:
                 found.update(by_type.get((origin, primitive, key), {}))
         return found
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def _operand_inputs(self, forward_id: str, k: int) -> frozenset[str]:
         """The arguments the operand ``k`` of the forward equation ``forward_id`` comes from."""
         eqn = self._equations.get(forward_id)
@@ -199,7 +200,7 @@ class EquationNames:
                               for f in source_info_util.user_frames(eqn.source_info.traceback))
                 for eqn_id, eqn in self._raw.items()}
 
-    @functools.cache
+    @cached_method
     def _by_primitive_line(self) -> dict[tuple[str, str, int], list[tuple[str, "jax.extend.core.JaxprEqn"]]]:
         found: dict[tuple[str, str, int], list] = {}
         for eqn_id, eqn in self._raw.items():
@@ -208,7 +209,7 @@ class EquationNames:
                 found.setdefault((eqn.primitive.name, origin[0][0], origin[0][1]), []).append((eqn_id, eqn))
         return found
 
-    @functools.cache
+    @cached_method
     def _forward_readers(self) -> dict[int, list[str]]:
         """The forward-pass equations that read each variable (by its ``id``)."""
         found: dict[int, list[str]] = {}
@@ -218,7 +219,7 @@ class EquationNames:
                     found.setdefault(id(v), []).append(eqn_id)
         return found
 
-    @functools.cache
+    @cached_method
     def _forward_by_type(self) -> dict[tuple[Frames, str, tuple], dict[str, "jax.extend.core.JaxprEqn"]]:
         """The forward-pass equations by origin, primitive and the type of an operand (its
         dimensions in order, and sorted): where a gradient of that type finds its forward

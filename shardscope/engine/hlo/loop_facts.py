@@ -17,6 +17,7 @@ from typing import Iterable
 
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.memo import cached_method
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 
 _NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
@@ -57,7 +58,7 @@ class LoopFacts:
 
     # ------------------------------------------------------------------ what changes
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def varying(self, loop_name: str) -> frozenset[str]:
         """Every instruction inside the loop (nested computations too) that depends on a carry
         element the loop changes, or on something that differs between iterations anyway."""
@@ -154,7 +155,7 @@ class LoopFacts:
             return False
         return all(self.replicated(self.flow.producer(inst, k), body, depth + 1) for k in range(len(inst.operands)))
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def _induction_indices(self, body: str) -> frozenset[int]:
         """The carry indices that hold the induction variable of the loops running ``body``."""
         found = {v.index for v in (self.counts.induction_variable(w.name) for w in self.loops_of(body)) if v is not None}

@@ -12,10 +12,10 @@ unknown count: ``None``.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from shardscope.engine.hlo.flow import Flow
+from shardscope.engine.hlo.memo import cached_method
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 
 _PASS_THROUGH = frozenset({"copy", "convert", "bitcast", "reshape"})
@@ -47,7 +47,7 @@ class LoopCounts:
         self.module = module
         self.flow = flow or Flow(module)
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def trip_count(self, loop_name: str) -> int | None:
         """The count XLA wrote (``known_trip_count``), else the one derived from the loop's
         condition, body and initial carry; None when neither is known."""
@@ -59,7 +59,7 @@ class LoopCounts:
         variable = self.induction_variable(loop_name)
         return variable.trip_count if variable is not None else None
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def induction_variable(self, loop_name: str) -> InductionVariable | None:
         """The loop's induction variable, when its condition, body and start have the simple form."""
         loop = self.module.instruction(loop_name)

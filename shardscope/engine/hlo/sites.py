@@ -22,10 +22,10 @@ tens of thousands of fused computations of a large module are never visited.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from shardscope.engine.hlo.flow import Flow
+from shardscope.engine.hlo.memo import cached_method
 from shardscope.engine.hlo.text import HloModule, Instruction
 from shardscope.engine.kinds import NAMES
 
@@ -111,7 +111,7 @@ class SiteFinder:
                                         context.conditions, parts, part_results))
         return found
 
-    @functools.lru_cache(maxsize=None)
+    @cached_method
     def contexts(self, computation: str, depth: int = 0) -> tuple[Context, ...]:
         """Every way the entry reaches ``computation`` (empty when it does not)."""
         if computation == self.module.entry_name:

@@ -1,0 +1,41 @@
+"""Methods whose results are kept by the instance they were computed for.
+
+``functools.lru_cache`` and ``functools.cache`` on a method keep one table for the whole class,
+keyed by ``self``: every instance that ever called the method stays alive with everything it holds
+(a module's instructions, a program's equations) for as long as the process runs. An app that
+analyses again on every ``r``, or a notebook calling ``shardscope.inspect``, then holds every
+earlier analysis. :func:`cached_method` keeps the table in the instance instead: it goes with it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Concatenate, ParamSpec, TypeVar
+
+_Self = TypeVar("_Self")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def cached_method(method: Callable[Concatenate[_Self, _P], _R]) -> Callable[Concatenate[_Self, _P], _R]:
+    """Cache ``method``'s results per instance, by its arguments (positional and keyword, hashable).
+
+    The table lives in the instance's ``__dict__`` under the method's name, so the class needs one
+    (no ``__slots__``). A recursive call computes its own entry first, as with ``lru_cache``.
+    """
+    table_name = f"_cached_{method.__name__}"
+
+    @functools.wraps(method)
+    def cached(self: _Self, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        instance = vars(self)
+        table: dict[object, _R] | None = instance.get(table_name)
+        if table is None:
+            table = instance[table_name] = {}
+        key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+        try:
+            return table[key]
+        except KeyError:
+            value = table[key] = method(self, *args, **kwargs)
+            return value
+
+    return cached

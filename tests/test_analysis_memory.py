@@ -1,0 +1,93 @@
+"""An analysis that is dropped leaves nothing of itself alive.
+
+The explorer analyses again on every ``r`` and a notebook calls ``shardscope.inspect`` over and
+over: what one analysis parsed (the compiled module's instructions, the loops' trip counts, the
+names of the program's equations) must go with it: the trip counts and the names are worked
+out during the analysis and dropped after it, the instructions are held by the result. The counts here are of live objects by type,
+taken with ``gc.get_objects()`` after a full collection (objects earlier tests left are frozen out
+of the collector by the conftest, and ``get_objects`` does not list them).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _support import ROOT
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import shardscope
+from shardscope.engine.hlo.equation_names import EquationNames
+from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.text import Instruction
+from shardscope.pipeline.run import analyze
+from shardscope.plans.settings import Settings
+
+KINDS = (Instruction, EquationNames, LoopCounts)
+
+
+def alive() -> dict[str, int]:
+    """How many objects of each of :data:`KINDS` are alive (after a full collection)."""
+    gc.collect()
+    counts = dict.fromkeys((kind.__name__ for kind in KINDS), 0)
+    for obj in gc.get_objects():
+        if type(obj) in KINDS:
+            counts[type(obj).__name__] += 1
+    return counts
+
+
+def test_the_explorers_analysis_goes_when_it_is_dropped():
+    before = alive()
+    result = analyze(Settings(ROOT / "demos" / "linear.py", repeats=1))
+    assert alive()["Instruction"] > before["Instruction"]  # the result holds its compiled modules
+    del result
+    assert alive() == before
+    analyze(Settings(ROOT / "demos" / "linear.py", repeats=1))  # a second run, dropped at once
+    assert alive() == before
+
+
+def test_an_inspection_goes_when_it_is_dropped():
+    mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "d")), out_specs=P())
+    def step(w, xs):
+        def body(acc, x):
+            return acc + lax.psum(jnp.tanh(x @ w).sum(0), "d"), None
+        return lax.scan(body, jnp.zeros((8,), jnp.float32), xs)[0]
+
+    args = (jax.ShapeDtypeStruct((8, 8), jnp.float32), jax.ShapeDtypeStruct((3, 8, 8), jnp.float32))
+    before = alive()
+    inspection = shardscope.inspect(step, *args)
+    assert [c.executions for c in inspection.compiled.collectives] == [3]  # the psum, once per step of the scan
+    assert alive()["Instruction"] > before["Instruction"]
+    del inspection
+    assert alive() == before
+
+
+def test_a_cached_method_computes_once_per_instance_and_arguments_and_goes_with_its_instance():
+    import weakref
+
+    from shardscope.engine.hlo.memo import cached_method
+
+    class Counted:
+        def __init__(self):
+            self.calls = []
+
+        @cached_method
+        def fib(self, n: int, *, step: int = 1) -> int:
+            self.calls.append((n, step))
+            return n if n < 2 else self.fib(n - step, step=step) + self.fib(n - 2 * step, step=step)
+
+    a, b = Counted(), Counted()
+    assert a.fib(20) == 6765 and a.fib(20) == 6765
+    assert sorted(a.calls) == [(n, 1) for n in range(21)]  # each n once, recursion included
+    assert a.fib(20, step=1) == 6765 and len(a.calls) == 22  # fib(20, step=1) is its own entry
+    assert b.fib(3) == 2 and sorted(b.calls) == [(0, 1), (1, 1), (2, 1), (3, 1)]  # b computes its own
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    assert gone() is None
