@@ -10,7 +10,9 @@ of the collector by the conftest, and ``get_objects`` does not list them).
 
 from __future__ import annotations
 
+import ast
 import gc
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -91,3 +93,37 @@ def test_a_cached_method_computes_once_per_instance_and_arguments_and_goes_with_
     del a
     gc.collect()
     assert gone() is None
+
+
+def class_wide_method_caches(package: Path) -> list[str]:
+    """Methods decorated with ``functools.lru_cache`` or ``functools.cache`` (one table per class,
+    keyed by ``self``: every instance stays alive): ``module.py:line Class.method``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for method in node.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for decorator in method.decorator_list:
+                    called = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+                    if name in ("lru_cache", "cache"):
+                        found.append(f"{path.relative_to(package.parent)}:{method.lineno} {node.name}.{method.name}")
+    return found
+
+
+def test_a_class_wide_method_cache_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text(
+        "import functools\nfrom functools import cache, lru_cache\n\n\n@functools.lru_cache\ndef free(x): ...\n\n\n"
+        "class A:\n    @functools.lru_cache(maxsize=None)\n    def one(self): ...\n\n    @cache\n    def two(self): ...\n\n"
+        "    @lru_cache\n    def three(self): ...\n\n    @staticmethod\n    def four(): ...\n")
+    assert class_wide_method_caches(package) == ["pkg/a.py:11 A.one", "pkg/a.py:14 A.two", "pkg/a.py:17 A.three"]
+
+
+def test_no_method_of_the_package_is_cached_for_its_whole_class():
+    """``engine.hlo.memo.cached_method`` keeps a method's results in its instance instead."""
+    assert class_wide_method_caches(ROOT / "shardscope") == []
