@@ -27,15 +27,13 @@ def cached_method(method: Callable[Concatenate[_Self, _P], _R]) -> Callable[Conc
 
     @functools.wraps(method)
     def cached(self: _Self, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        instance = vars(self)
-        table: dict[object, _R] | None = instance.get(table_name)
-        if table is None:
-            table = instance[table_name] = {}
         key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
         try:
-            return table[key]
-        except KeyError:
-            value = table[key] = method(self, *args, **kwargs)
-            return value
+            return vars(self)[table_name][key]
+        except KeyError:  # no table yet, or no entry
+            pass
+        table: dict[object, _R] = vars(self).setdefault(table_name, {})
+        value = table[key] = method(self, *args, **kwargs)
+        return value
 
     return cached
