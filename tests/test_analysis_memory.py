@@ -1,4 +1,4 @@
-"""An analysis that is dropped leaves nothing of itself alive.
+"""An analysis that is dropped leaves nothing of itself alive, nor does a program file imported again.
 
 The explorer analyses again on every ``r`` and a notebook calls ``shardscope.inspect`` over and
 over: what one analysis parsed (the compiled module's instructions, the loops' trip counts, the
@@ -127,3 +127,43 @@ def test_a_class_wide_method_cache_is_found(tmp_path):
 def test_no_method_of_the_package_is_cached_for_its_whole_class():
     """``engine.hlo.memo.cached_method`` keeps a method's results in its instance instead."""
     assert class_wide_method_caches(ROOT / "shardscope") == []
+
+
+BOUND_METHOD_PROGRAM = '''
+import jax.numpy as jnp
+import numpy as np
+
+import shardscope
+
+
+class Trainer:
+    def __init__(self):
+        self.weights = np.ones((256, 256), np.float32)
+
+    def step(self, w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+
+trainer = Trainer()
+step = shardscope.program(args=(jnp.ones((8, 8)), jnp.ones((4, 8))))(trainer.step)  # a bound method takes no mark
+'''
+
+
+def test_a_program_file_imported_again_lets_go_of_the_bound_methods_it_marked_before(tmp_path):
+    """A bound method cannot carry its mark, so the mark is kept aside: the app's ``r`` imports
+    the file again, and the marks of the earlier imports must not keep their objects alive."""
+    import weakref
+
+    from shardscope.sources.loading import load_file
+
+    path = tmp_path / "trainer.py"
+    path.write_text(BOUND_METHOD_PROGRAM)
+    earlier = []
+    for _ in range(3):
+        loaded = load_file(path)
+        (program,) = loaded.functions.values()
+        assert program.name == "step" and [a.shape for a in program.spec.args] == [(8, 8), (4, 8)]  # the mark is read
+        earlier.append(weakref.ref(program.fn.__self__))
+        del loaded, program
+    gc.collect()
+    assert [ref() is None for ref in earlier] == [True, True, False]  # the last import's module still holds its own

@@ -10,6 +10,7 @@ set before the file is imported, so a module-level ``jax.make_mesh`` or ``Mesh``
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -20,9 +21,12 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 _MARK = "__shardscope_program__"
-_MARKED: dict[int, tuple[Callable, "ProgramSpec"]] = {}
+_MARKED: dict[int, tuple[Callable[[], object], "ProgramSpec"]] = {}
 """The marks of callables that take no attribute (a bound method, a frozen ``eqx.filter_jit``
-wrapper), by ``id``; the callable is held, so its id names it for as long as the mark lives."""
+wrapper), by ``id``, each with a reference to its callable: a weak one where the callable takes
+one, whose end drops the mark (a file imported again, as the app's ``r`` does, marks new
+callables; holding the old ones kept their objects and example arguments alive), else the
+callable itself, so its id names it for as long as the mark lives."""
 _WRAPPED_DEPTH = 8
 
 
@@ -43,10 +47,20 @@ def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:  # a use
         try:
             setattr(fn, _MARK, spec)
         except (AttributeError, TypeError):  # a bound method; a frozen dataclass (FrozenInstanceError)
-            _MARKED[id(fn)] = (fn, spec)
+            _MARKED[id(fn)] = (_reference(fn), spec)
         return fn
 
     return mark
+
+
+def _reference(fn: Callable) -> Callable[[], object]:
+    """A weak reference to ``fn`` that drops its mark when ``fn`` ends; a strong one (a function
+    returning ``fn``) for a callable that cannot be weakly referenced."""
+    key = id(fn)
+    try:
+        return weakref.ref(fn, lambda _: _MARKED.pop(key, None))
+    except TypeError:
+        return lambda: fn
 
 
 def spec_of(value: object) -> "ProgramSpec | None":
@@ -57,7 +71,7 @@ def spec_of(value: object) -> "ProgramSpec | None":
         if isinstance(spec, ProgramSpec):
             return spec
         held = _MARKED.get(id(value))
-        if held is not None and held[0] is value:
+        if held is not None and held[0]() is value:
             return held[1]
         value = getattr(value, "__wrapped__", None)
         if value is None:
