@@ -2,10 +2,11 @@
 
 The explorer analyses again on every ``r`` and a notebook calls ``shardscope.inspect`` over and
 over: what one analysis parsed (the compiled module's instructions, the loops' trip counts, the
-names of the program's equations) must go with it: the trip counts and the names are worked
-out during the analysis and dropped after it, the instructions are held by the result. The counts here are of live objects by type,
-taken with ``gc.get_objects()`` after a full collection (objects earlier tests left are frozen out
-of the collector by the conftest, and ``get_objects`` does not list them).
+names of the program's equations) must go with it. The trip counts and the names are worked out
+during the analysis and dropped after it; the instructions are held by the result. The counts
+here are of live objects by type, taken with ``gc.get_objects()`` after a full collection
+(objects earlier tests left are frozen out of the collector by the conftest, and
+``get_objects`` does not list them).
 """
 
 from __future__ import annotations
