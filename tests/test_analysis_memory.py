@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import textwrap
 from pathlib import Path
 
 import jax
@@ -118,10 +119,28 @@ def class_wide_method_caches(package: Path) -> list[str]:
 def test_a_class_wide_method_cache_is_found(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()
-    (package / "a.py").write_text(
-        "import functools\nfrom functools import cache, lru_cache\n\n\n@functools.lru_cache\ndef free(x): ...\n\n\n"
-        "class A:\n    @functools.lru_cache(maxsize=None)\n    def one(self): ...\n\n    @cache\n    def two(self): ...\n\n"
-        "    @lru_cache\n    def three(self): ...\n\n    @staticmethod\n    def four(): ...\n")
+    (package / "a.py").write_text(textwrap.dedent("""\
+        import functools
+        from functools import cache, lru_cache
+
+
+        @functools.lru_cache
+        def free(x): ...
+
+
+        class A:
+            @functools.lru_cache(maxsize=None)
+            def one(self): ...
+
+            @cache
+            def two(self): ...
+
+            @lru_cache
+            def three(self): ...
+
+            @staticmethod
+            def four(): ...
+        """))
     assert class_wide_method_caches(package) == ["pkg/a.py:11 A.one", "pkg/a.py:14 A.two", "pkg/a.py:17 A.three"]
 
 
