@@ -86,7 +86,16 @@ def test_a_cached_method_computes_once_per_instance_and_arguments_and_goes_with_
             self.calls.append((n, step))
             return n if n < 2 else self.fib(n - step, step=step) + self.fib(n - 2 * step, step=step)
 
+        @cached_method
+        def parts(self, *given, **named):
+            self.calls.append("parts")
+            return given, named
+
     a, b = Counted(), Counted()
+    assert a.parts(1, step=2) == ((1,), {"step": 2})
+    assert a.parts((1,), (("step", 2),)) == (((1,), (("step", 2),)), {})
+    assert a.calls == ["parts", "parts"]  # a keyword argument and a tuple given by position: two entries
+    a.calls.clear()
     assert a.fib(20) == 6765 and a.fib(20) == 6765
     assert sorted(a.calls) == [(n, 1) for n in range(21)]  # each n once, recursion included
     assert a.fib(20, step=1) == 6765 and len(a.calls) == 22  # fib(20, step=1) is its own entry

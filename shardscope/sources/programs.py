@@ -56,9 +56,13 @@ def program(*, args: Any = (), kwargs: dict | None = None) -> Callable:  # a use
 def _reference(fn: Callable) -> Callable[[], object]:
     """A weak reference to ``fn`` that drops its mark when ``fn`` ends; a strong one (a function
     returning ``fn``) for a callable that cannot be weakly referenced."""
-    key = id(fn)
+    key, marked = id(fn), _MARKED  # the dict itself: the callback may run as the interpreter exits
+
+    def drop_mark(_: object) -> None:
+        marked.pop(key, None)
+
     try:
-        return weakref.ref(fn, lambda _: _MARKED.pop(key, None))
+        return weakref.ref(fn, drop_mark)
     except TypeError:
         return lambda: fn
 

@@ -15,6 +15,9 @@ from typing import Callable, Concatenate, ParamSpec, TypeVar
 _Self = TypeVar("_Self")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_KEYWORDS = object()
+"""Parts a key's positional arguments from its keyword arguments (as ``functools.lru_cache``
+does): ``f(1, step=2)`` and ``f(1, ("step", 2))`` are two entries."""
 
 
 def cached_method(method: Callable[Concatenate[_Self, _P], _R]) -> Callable[Concatenate[_Self, _P], _R]:
@@ -27,7 +30,7 @@ def cached_method(method: Callable[Concatenate[_Self, _P], _R]) -> Callable[Conc
 
     @functools.wraps(method)
     def cached(self: _Self, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+        key = (*args, _KEYWORDS, *sorted(kwargs.items())) if kwargs else args
         try:
             return vars(self)[table_name][key]
         except KeyError:  # no table yet, or no entry
