@@ -252,7 +252,7 @@ def _pooled(runs: list[dict]) -> dict:
 def _deep_analysis(target_equations: int) -> tuple[int, object, object, float]:
     """``demos/deep.py`` at the depth giving about ``target_equations``, traced only: (depth, settings, analysis, s)."""
     from benchmarks.scaling import calibrate, depth_for
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
     depth = depth_for(target_equations, *calibrate())

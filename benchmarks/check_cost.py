@@ -92,7 +92,7 @@ def phases() -> dict[str, dict[str, float]]:
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
     from shardscope.pipeline.gc_pause import paused
     from shardscope.sources.loading import import_file
     from shardscope.sources.programs import spec_of

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     """Compile the transformer step once, time the parse at each size, write ``compiled_parse.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
     grid = QUICK if args.quick else FULL
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
     compile_s, text = transformer_module()

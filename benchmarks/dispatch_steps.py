@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     """Time the three programs at each size and write the JSON."""
     args = parse_args(__doc__.splitlines()[0], argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(CPU_DEVICES)  # before the demo builds its mesh
     from shardscope.sources.loading import import_file

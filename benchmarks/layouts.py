@@ -65,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
     results = [run_case(*case, args.repeats) for case in CASES]

@@ -54,7 +54,7 @@ TIMED = ("naive", "deferred", "reference", "floor")
 def main(argv: list[str] | None = None) -> None:
     """Run the grid and write ``plans_at_scale.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(DEVICES)
     grid = QUICK if args.quick else FULL

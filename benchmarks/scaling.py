@@ -32,7 +32,7 @@ PHASES = ("from_jaxpr", "build_graph", "collectives")
 def main(argv: list[str] | None = None) -> None:
     """Measure every size and write ``scaling.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(2)
     grid = QUICK if args.quick else FULL

@@ -60,9 +60,9 @@ def measure(target: str) -> dict[str, list[float]]:
     import numpy as np
     from jax.sharding import Mesh
 
-    from shardscope.pipeline import targets
+    from shardscope.targets import compile as targets, registry
 
-    devices = targets.load_target(targets.parse_target(target))
+    devices = registry.load_target(registry.parse_target(target))
     cpu_mesh = Mesh(np.array(jax.devices()[: devices.count]), ("batch",))
     tpu_mesh = targets.target_mesh(devices, axis="batch")
     rounds: dict[str, list[float]] = {"trace": [], "retargeted": [], "direct": [], "cpu": []}
@@ -81,8 +81,8 @@ def measure(target: str) -> dict[str, list[float]]:
 def main() -> None:
     """Print one line per target and write the rounds to ``benchmarks/results/target_compile.json``."""
     from benchmarks.common import write_result
-    from shardscope.pipeline import targets
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets import compile as targets, registry
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(256)
     import jax
@@ -97,7 +97,7 @@ def main() -> None:
         rounds = measure(target)
         cells = ", ".join(f"{name} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for name, v in rounds.items())
         print(f"{target}: {cells}", flush=True)
-        devices = targets.load_target(targets.parse_target(target)).count
+        devices = registry.load_target(registry.parse_target(target)).count
         cases.append({"target": target, "devices": devices, "rounds": rounds})
     path = write_result("target_compile", False, {"rounds_per_case": ROUNDS, "libtpu": libtpu.__version__,
                                                   "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),

@@ -49,16 +49,16 @@ def cell(all_reduces: list[tuple[str, int]]) -> str:
 
 def main() -> None:
     """Print the markdown table."""
-    from shardscope.pipeline.devices import ensure_devices
+    from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
     sys.path.insert(0, str(ROOT / "tests"))
     import jax
     from test_targets import all_reduces
 
-    from shardscope.pipeline import targets
+    from shardscope.targets import compile as targets, registry
 
-    devices = {t: targets.load_target(targets.parse_target(f"tpu:{t}")) for t in TOPOLOGIES}
+    devices = {t: registry.load_target(registry.parse_target(f"tpu:{t}")) for t in TOPOLOGIES}
     print(f"jax {jax.__version__}\n\n| program | cpu | {' | '.join(TOPOLOGIES)} |\n|{' --- |' * (2 + len(TOPOLOGIES))}")
     for name, traced in traced_cases().items():
         row = [cell(all_reduces(traced.lower().compile().as_text()))]

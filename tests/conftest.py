@@ -18,7 +18,7 @@ import pytest
 
 from shardscope.app.textual_adapter import release_removed_widgets
 from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
-from shardscope.pipeline.devices import ensure_devices
+from shardscope.targets.host import ensure_devices
 
 
 def run_directory() -> Path:

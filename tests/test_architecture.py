@@ -190,13 +190,14 @@ LAYERS = (
     ("render", ("shardscope.render",)),
     ("costmodel", ("shardscope.costmodel",)),
     ("pipeline", ("shardscope.pipeline",)),
+    ("targets", ("shardscope.targets",)),
     ("plans", ("shardscope.plans",)),
     ("whatif", ("shardscope.whatif",)),
     ("engine", ("shardscope.engine",)),
     ("failures", ("shardscope.failures",)),
     ("measure", ("shardscope.measure",)),
     ("sources", ("shardscope.sources",)),
-    ("values", ("shardscope.errors", "shardscope.plans.mesh", "shardscope.plans.settings", "shardscope.plans.shapes",
+    ("values", ("shardscope.errors", "shardscope.activities", "shardscope.plans.mesh", "shardscope.plans.settings", "shardscope.plans.shapes",
                 "shardscope.distributed", "shardscope.distributed.interrupts", "shardscope.distributed.workers")),
 )
 """Top first: a module may import its own layer and the layers below it (docs/architecture.md).
@@ -224,6 +225,20 @@ def test_imports_go_down_the_layers():
     )
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
     assert UPWARD <= set(graph.edges)  # an exception no longer needed is taken off the list
+
+
+BELOW_THE_PROCESS = ("shardscope.sources", "shardscope.measure", "shardscope.failures", "shardscope.engine",
+                     "shardscope.whatif", "shardscope.plans")
+"""The layers that read programs and their plans: they know nothing of how the process runs
+(``distributed/``: signals, worker processes, the compilation cache), as a library's user's
+script does not. What a thread is doing, for an interrupt's message, is ``shardscope.activities``."""
+
+
+def test_the_analysis_layers_never_import_the_process_machinery():
+    graph = import_graph(statements=every_statement)
+    found = sorted(f"{a} imports {b}" for a, b in graph.edges
+                   if a.startswith(BELOW_THE_PROCESS) and b.startswith("shardscope.distributed"))
+    assert not found, "\n".join(found)
 
 
 def test_every_layer_of_the_document_is_the_tests():

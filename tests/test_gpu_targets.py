@@ -25,7 +25,7 @@ import _target_programs as programs
 from _support import DEMOS
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError
-from shardscope.pipeline import gpu_target, targets
+from shardscope.targets import compile as targets, gpu as gpu_target, registry
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file
@@ -101,7 +101,7 @@ def _opcodes(text: str) -> set[str]:
 
 
 def _gpu(traced, target: str = "gpu:h100:8") -> str:
-    return targets.compile_for_target(traced, targets.load_target(targets.parse_target(target))).hlo_text
+    return targets.compile_for_target(traced, registry.load_target(registry.parse_target(target))).hlo_text
 
 
 def _cpu_mesh(count: int = 8) -> JaxMesh:
@@ -115,10 +115,10 @@ def _cpu_mesh(count: int = 8) -> JaxMesh:
     ("gpu:b200:8", "b200", 1, 8), ("gpu:h200:1x8", "h200", 1, 8), ("gpu:my/gpu.txtpb:8", "my/gpu.txtpb", 1, 8),
 ])
 def test_a_gpu_target_is_a_described_gpu_and_hosts_of_devices(text, gpu, hosts, per_host):
-    target = targets.parse_target(text)
+    target = registry.parse_target(text)
     assert isinstance(target, gpu_target.GpuTarget)
     assert (target.gpu, target.hosts, target.per_host) == (gpu, hosts, per_host)
-    assert targets.parse_target(target.text()) == target
+    assert registry.parse_target(target.text()) == target
 
 
 def test_shardscope_describes_four_gpus_each_naming_what_it_is_based_on():
@@ -131,7 +131,7 @@ def test_shardscope_describes_four_gpus_each_naming_what_it_is_based_on():
 
 def test_an_unknown_gpu_lists_the_gpus_shardscope_describes():
     with pytest.raises(SettingsError) as error:
-        targets.parse_target("gpu:v100:8")
+        registry.parse_target("gpu:v100:8")
     assert "'v100'" in error.value.message and "a100, b200, h100, h200" in error.value.message
     assert "gpu:path/to/file.txtpb:8" in error.value.hint
 
@@ -139,7 +139,7 @@ def test_an_unknown_gpu_lists_the_gpus_shardscope_describes():
 @pytest.mark.parametrize("text", ["gpu:h100", "gpu:h100:eight", "gpu:h100:0", "gpu::8", "gpu:"])
 def test_a_malformed_gpu_target_is_one_message(text):
     with pytest.raises(SettingsError) as error:
-        targets.parse_target(text)
+        registry.parse_target(text)
     assert "\n" not in error.value.message
 
 
@@ -168,14 +168,14 @@ def test_a_plugin_of_another_version_than_jax_is_refused_naming_both(monkeypatch
 @pytest.mark.parametrize("name, kind", [("h100", "NVIDIA H100 80GB HBM3"), ("h200", "NVIDIA H200"),
                                         ("b200", "NVIDIA B200"), ("a100", "NVIDIA A100-SXM4-80GB")])
 def test_each_description_gives_compile_only_gpus(name, kind):
-    devices = targets.load_target(targets.parse_target(f"gpu:{name}:8"))
+    devices = registry.load_target(registry.parse_target(f"gpu:{name}:8"))
     assert devices.count == 8 and devices.device_kind == kind
     assert devices.devices[0].client.runtime_type == "compile_only_runtime"
 
 
 @needs_plugin
 def test_two_hosts_of_eight_are_sixteen_devices():
-    devices = targets.load_target(targets.parse_target("gpu:h100:2x8"))
+    devices = registry.load_target(registry.parse_target("gpu:h100:2x8"))
     assert devices.count == 16 and {d.process_index for d in devices.devices} == {0, 1}
 
 
@@ -184,7 +184,7 @@ def test_a_file_that_is_no_gpu_description_quotes_jax(tmp_path: Path):
     bad = tmp_path / "bad.txtpb"
     bad.write_text("this is not a GpuTargetConfigProto\n")
     with pytest.raises(TargetError) as error:
-        targets.load_target(targets.parse_target(f"gpu:{bad}:8"))
+        registry.load_target(registry.parse_target(f"gpu:{bad}:8"))
     assert f"JAX did not take {bad} as a GPU description" in error.value.message
     assert "h100.txtpb" in error.value.hint
 
@@ -193,7 +193,7 @@ def test_a_file_that_is_no_gpu_description_quotes_jax(tmp_path: Path):
 def test_a_users_own_description_file_compiles(tmp_path: Path):
     own = tmp_path / "mine.txtpb"
     own.write_text((gpu_target.DESCRIPTIONS / "a100.txtpb").read_text())
-    devices = targets.load_target(targets.parse_target(f"gpu:{own}:8"))
+    devices = registry.load_target(registry.parse_target(f"gpu:{own}:8"))
     assert devices.count == 8 and devices.device_kind == "NVIDIA A100-SXM4-80GB"
 
 
@@ -201,7 +201,7 @@ def test_a_users_own_description_file_compiles(tmp_path: Path):
 def test_a_mesh_that_does_not_fit_the_gpus_is_refused_with_both_counts():
     traced = programs.gspmd_accumulate(_cpu_mesh(8)).trace()
     with pytest.raises(TargetError, match="runs on 8 devices; gpu:h100:4 has 4"):
-        targets.compile_for_target(traced, targets.load_target(targets.parse_target("gpu:h100:4")), "step")
+        targets.compile_for_target(traced, registry.load_target(registry.parse_target("gpu:h100:4")), "step")
 
 
 @needs_plugin
@@ -385,7 +385,7 @@ def test_with_the_gpus_pipelining_flags_a_peeled_loop_still_counts_every_run():
     """The collective pipeliner peels an iteration: the loop runs n-1 times and a copy of each
     collective runs in ENTRY. Per call, the reduce-scatters still run once per micro-batch:
     counted here from the module (the loop's trip count times the body's, plus ENTRY's)."""
-    devices = targets.load_target(targets.parse_target("gpu:h100:8"))
+    devices = registry.load_target(registry.parse_target("gpu:h100:8"))
     built = programs.fsdp_accumulate(targets.target_mesh(devices, axis="data"))
     flags = {"xla_gpu_enable_pipelined_all_reduce": True, "xla_gpu_enable_pipelined_all_gather": True,
              "xla_gpu_enable_pipelined_reduce_scatter": True}

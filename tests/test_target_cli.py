@@ -20,7 +20,7 @@ import pytest
 from _support import DEMOS, run_cli, run_main
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
-from shardscope.pipeline import targets, tpu_target
+from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file, load_file
@@ -34,7 +34,7 @@ CHUNKS = 2
 
 
 def _on(topology: str, traced) -> str:
-    return targets.compile_for_target(traced, targets.load_target(targets.parse_target(f"tpu:{topology}"))).hlo_text
+    return targets.compile_for_target(traced, registry.load_target(registry.parse_target(f"tpu:{topology}"))).hlo_text
 
 
 @functools.lru_cache(maxsize=None)
@@ -286,7 +286,7 @@ def test_sweep_with_a_target_fits_the_budget_to_the_targets_memory(shardscope_cl
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["target"] == "tpu:v5e:2x2" and data["devices"] == 4
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     demo = load_demo_file(DEMOS / "linear.py").functions["linear"]
     budget = 30 * 1024
     for point in data["points"]:

@@ -18,7 +18,7 @@ import pytest
 from _support import ROOT
 
 from shardscope.errors import SettingsError
-from shardscope.pipeline import targets
+from shardscope.targets import compile as targets, registry
 
 _COMMAND = textwrap.dedent("""
     import json, sys
@@ -72,9 +72,9 @@ def test_without_libtpu_a_target_is_refused_before_jax_starts(tmp_path, command)
                                              ("tpu:v5p:16x16x16_twisted", 4096)])
 def test_the_chip_count_is_read_from_the_topology_name(text, chips):
     with pytest.raises(SettingsError, match=f"has {chips:,} chips"):
-        targets.parse_target(text)
+        registry.parse_target(text)
 
 
 @pytest.mark.parametrize("text", ["tpu:v5e:16x32", "tpu:v4:8x8x8", "tpu:v5e:2x2"])
 def test_a_slice_within_the_cap_is_still_libtpus_to_judge(text):
-    assert targets.parse_target(text).text() == text
+    assert registry.parse_target(text).text() == text

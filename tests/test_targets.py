@@ -1,4 +1,4 @@
-"""Compiling for a TPU slice without a TPU (shardscope.pipeline.targets), on real libtpu.
+"""Compiling for a TPU slice without a TPU (shardscope.targets.compile), on real libtpu.
 
 Where each all-reduce sits is recounted here from the compiled text (which computations a while
 loop runs), never taken from shardscope's own parser. The retargeted compile is checked against
@@ -31,7 +31,7 @@ from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
 from shardscope.plans.mesh import Mesh
 from shardscope.distributed.compile_cache import cache_options
-from shardscope.pipeline import targets, tpu_target
+from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.sources.loading import load_file
 from shardscope.plans.settings import Settings
@@ -64,15 +64,15 @@ def _normalized(text: str) -> str:
     ("tpu:TPU v5 lite:2x2", "TPU v5 lite:2x2"),
 ])
 def test_a_target_is_its_platform_and_topology_name(text, topology):
-    target = targets.parse_target(text)
+    target = registry.parse_target(text)
     assert (target.platform, target.topology) == ("tpu", topology)
-    assert targets.parse_target(target.text()) == target and str(target) == f"tpu:{topology}"
+    assert registry.parse_target(target.text()) == target and str(target) == f"tpu:{topology}"
 
 
 @pytest.mark.parametrize("text", ["v5e:16x16", "tpu:", "tpu:v5e", "tpu:v5e:16by16", "cpu", "tpu:v5e:", ""])
 def test_a_malformed_target_is_one_message_with_examples(text):
     with pytest.raises(SettingsError) as error:
-        targets.parse_target(text)
+        registry.parse_target(text)
     assert "tpu:v5e:16x16" in error.value.hint and "\n" not in error.value.message
 
 
@@ -80,10 +80,10 @@ def test_every_target_is_one_interface_printed_as_it_is_read():
     """A TPU slice, GPUs and the CPU: one parse, and each prints back as the text it came from."""
     for text, platform, topology in [("tpu:v5e:2x4", "tpu", "v5e:2x4"), ("gpu:h100:8", "gpu", "h100:8"),
                                      ("gpu:H100:2x8", "gpu", "h100:2x8"), ("cpu:8", "cpu", "8")]:
-        target = targets.parse_target(text)
+        target = registry.parse_target(text)
         assert isinstance(target, targets.Target)
         assert (target.platform, target.topology) == (platform, topology)
-        assert targets.parse_target(target.text()) == target
+        assert registry.parse_target(target.text()) == target
 
 
 def test_without_libtpu_a_target_says_which_extra_to_install():
@@ -96,9 +96,9 @@ def test_without_libtpu_a_target_says_which_extra_to_install():
                     raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         sys.meta_path.insert(0, NoLibtpu())
         from shardscope.errors import ShardscopeError
-        from shardscope.pipeline import targets
+        from shardscope.targets import compile as targets, registry
         try:
-            targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+            registry.load_target(registry.parse_target("tpu:v5e:2x2"))
         except ShardscopeError as exc:
             print(json.dumps([type(exc).__name__, exc.message, exc.hint]))
     """)
@@ -118,7 +118,7 @@ def test_without_libtpu_a_target_says_which_extra_to_install():
     ("v5p:2x2x2", "TPU v5"), ("v6e:4x4", "TPU v6 lite"),
 ])
 def test_a_topology_has_one_device_per_chip_as_on_a_live_host(topology, kind):
-    devices = targets.load_target(targets.parse_target(f"tpu:{topology}"))
+    devices = registry.load_target(registry.parse_target(f"tpu:{topology}"))
     chips = math.prod(int(n) for n in topology.split(":")[1].split("x"))
     assert devices.count == chips and devices.device_kind == kind
     assert all(d.platform == "tpu" for d in devices.devices)
@@ -129,14 +129,14 @@ def test_a_topology_has_one_device_per_chip_as_on_a_live_host(topology, kind):
 @pytest.mark.parametrize("topology", ["v9:2x2", "v5e:3x3"])
 def test_a_topology_libtpu_does_not_know_quotes_libtpu_and_lists_examples(topology):
     with pytest.raises(TargetError) as error:
-        targets.load_target(targets.parse_target(f"tpu:{topology}"))
+        registry.load_target(registry.parse_target(f"tpu:{topology}"))
     assert f"libtpu does not know the topology {topology!r}" in error.value.message
     assert "INVALID_ARGUMENT" in error.value.message and "tpu:v5e:16x16" in error.value.hint
 
 
 @needs_libtpu
 def test_the_target_mesh_covers_every_device_in_jax_make_mesh_layout():
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
     one_axis = targets.target_mesh(devices, axis="data")
     assert one_axis.shape == {"data": 8} and set(one_axis.devices.flat) == set(devices.devices)
     two_axes = targets.target_mesh(devices, Mesh.parse("data=2,model=4"))
@@ -163,7 +163,7 @@ def _direct_compile(built: programs.Built) -> str:
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
 def test_a_program_traced_on_cpu_compiles_as_if_written_for_the_target(name):
     """Auto and Explicit axes, shard_map, nested jits: the same module as the direct route."""
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
     make = programs.PROGRAMS[name]
     on_cpu = make(_cpu_mesh(8)).trace()
     expected = _direct_compile(make(targets.target_mesh(devices, axis="data")))
@@ -190,7 +190,7 @@ def _two_axis_program(mesh: JaxMesh) -> programs.Built:
 @needs_libtpu
 def test_a_permuted_two_axis_mesh_keeps_its_device_positions():
     """CPU devices in transposed order: device positions, and so the replica groups, are kept."""
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
     cpu = JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2).T, ("data", "model"))
     compiled = targets.compile_for_target(_two_axis_program(cpu).trace(), devices)
     layout = targets.target_mesh(devices, Mesh.parse("data=2,model=4"))
@@ -218,7 +218,7 @@ def test_a_program_compiled_again_for_the_same_target_is_taken_from_the_first_co
     """A slice's compile is not read back from JAX's cache: the process keeps it. A new trace of
     the same program is the same compile; another device order, another slice or moved source
     lines (the compiled module names them) compile afresh."""
-    slice_2x4 = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    slice_2x4 = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
     mesh = _cpu_mesh(8, ("data", "model"), (2, 4))
     # traced from one line each time (the lines of the calls that traced it are in its module too)
     first, again = [targets.compile_for_target(_two_axis_program(mesh).trace(), slice_2x4) for _ in range(2)]
@@ -227,7 +227,7 @@ def test_a_program_compiled_again_for_the_same_target_is_taken_from_the_first_co
     permuted = JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2).T, ("data", "model"))
     other_positions = targets.compile_for_target(_two_axis_program(permuted).trace(), slice_2x4)
     assert other_positions is not first
-    slice_2x2 = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    slice_2x2 = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     assert targets.compile_for_target(_two_axis_program(_cpu_mesh(4, ("data", "model"), (2, 2))).trace(),
                                       slice_2x2).device_kind == first.device_kind
 
@@ -238,7 +238,7 @@ def test_a_program_compiled_again_for_the_same_target_is_taken_from_the_first_co
 
 @needs_libtpu
 def test_a_program_on_another_device_count_than_the_slice_is_refused_with_both():
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     traced = programs.gspmd_accumulate(_cpu_mesh(8)).trace()
     with pytest.raises(TargetError, match="step runs on 8 devices; tpu:v5e:2x2 has 4") as error:
         targets.compile_for_target(traced, devices, "step")
@@ -257,7 +257,7 @@ def test_a_host_callback_is_refused_in_words():
 
     x = jax.ShapeDtypeStruct((8, 16), np.float32, sharding=NamedSharding(mesh, P("data")))
     with pytest.raises(TargetError, match="step calls back to Python") as error:
-        targets.compile_for_target(step.trace(x), targets.load_target(targets.parse_target("tpu:v5e:2x2")), "step")
+        targets.compile_for_target(step.trace(x), registry.load_target(registry.parse_target("tpu:v5e:2x2")), "step")
     assert "\n" not in error.value.message and "leave the callback out" in error.value.hint
 
 
@@ -270,7 +270,7 @@ def _plan_traces(file: str, function: str) -> dict:
 
 
 def _on(topology: str, traced) -> str:
-    return targets.compile_for_target(traced, targets.load_target(targets.parse_target(f"tpu:{topology}"))).hlo_text
+    return targets.compile_for_target(traced, registry.load_target(registry.parse_target(f"tpu:{topology}"))).hlo_text
 
 
 @needs_libtpu
@@ -344,7 +344,7 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
 @needs_libtpu
 def test_a_program_file_that_built_its_mesh_from_cpu_devices_at_import():
     """demos/train_step.py: Mesh(np.array(jax.devices()[:8]), ("batch",)) at module level."""
-    devices = targets.load_target(targets.parse_target("tpu:v5e:2x4"))
+    devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
     step = load_file(ROOT / "demos" / "train_step.py").functions["step"]
     traced = step.fn.trace(*step.spec.args)
     assert [depth for _, depth in all_reduces(traced.lower().compile().as_text())] == [1]
@@ -360,7 +360,7 @@ def test_memory_per_device_is_the_tpu_modules_with_its_tiled_layouts():
     """W f32[16,16] pads to 16x128 and the device's f32[4,16,16] batch to 4x16x128: 40,960 bytes of
     arguments, recounted from the module's entry layout; the CPU's are the plain 5,120."""
     traced = programs.gspmd_accumulate(_cpu_mesh(4)).trace()
-    compiled = targets.compile_for_target(traced, targets.load_target(targets.parse_target("tpu:v5e:2x2")))
+    compiled = targets.compile_for_target(traced, registry.load_target(registry.parse_target("tpu:v5e:2x2")))
     parameters = _entry_parameters(compiled.hlo_text)
     assert parameters == ["f32[16,16]{1,0:T(8,128)}", "f32[4,16,16]{2,1,0:T(8,128)}"]
     assert compiled.memory["argument_size_in_bytes"] == sum(map(_padded_bytes, parameters)) == 40_960
@@ -375,25 +375,25 @@ def test_memory_per_device_is_the_tpu_modules_with_its_tiled_layouts():
 
 _BOTH_ORDERS = textwrap.dedent("""
     import json, os, sys
-    from shardscope.pipeline.devices import ensure_devices
-    from shardscope.pipeline import targets
+    from shardscope.targets.host import ensure_devices
+    from shardscope.targets import compile as targets, registry
     first = sys.argv[1]
     if first == "target":
-        devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+        devices = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     ensure_devices(4)
     import jax
     from jax._src import xla_bridge
     cpu = (jax.default_backend(), len(jax.devices()), jax.devices()[0].platform)
     tried = sorted(xla_bridge._backend_errors)  # the backends JAX tried to start and could not
     if first == "cpu":
-        devices = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+        devices = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     import numpy as np
     mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
     sys.path.insert(0, "tests")
     import _target_programs as programs
     compiled = targets.compile_for_target(programs.gspmd_accumulate(mesh).trace(), devices)
     after = (jax.default_backend(), len(jax.devices()))
-    from shardscope.pipeline import tpu_target
+    from shardscope.targets import tpu as tpu_target
     left = [k for k in tpu_target._COMPILE_ONLY_ENV if k in os.environ]
     print(json.dumps({"cpu": cpu, "tried": tried, "after": after, "tpu": compiled.devices, "left": left}))
 """)
@@ -405,7 +405,7 @@ def test_the_cpu_run_and_the_target_share_a_process_quietly(first):
     """Either order: JAX's backend stays the CPU's with its device count (it never tries a TPU),
     libtpu prints nothing and starts beside this process's libtpu, and the variables that make it
     a quiet compiler are gone once it started."""
-    targets.load_target(targets.parse_target("tpu:v5e:2x2"))  # this process holds a libtpu too
+    registry.load_target(registry.parse_target("tpu:v5e:2x2"))  # this process holds a libtpu too
     cache = {name.upper() for name in cache_options(Path("."))}  # the test run's cache: a command's, not a library's
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_PLATFORMS", *tpu_target._COMPILE_ONLY_ENV, *cache)}
@@ -493,7 +493,7 @@ def test_the_seed_naive_plans_psum_the_tpu_moved_is_still_the_programs():
 def test_the_cpu_as_a_target_compiles_through_the_same_path_to_the_cpus_own_plan():
     """cpu:8, the third implementation of the Target interface: the one compile path gives the
     module the CPU compiles itself (its all-reduce in the scan's body, as many as there)."""
-    devices = targets.load_target(targets.parse_target("cpu:8"))
+    devices = registry.load_target(registry.parse_target("cpu:8"))
     assert devices.count == 8 and all(d.platform == "cpu" for d in devices.devices)
     traced = programs.gspmd_accumulate(_cpu_mesh(8)).trace()
     own = traced.lower().compile().as_text()

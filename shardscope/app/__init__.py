@@ -16,7 +16,8 @@ from pathlib import Path
 from shardscope.app import runner
 from shardscope.app.app import ShardscopeApp
 from shardscope.app.factory import make_app
-from shardscope.distributed.interrupts import current_activity, exit_status, remove_temporary_files
+from shardscope.activities import current_activity
+from shardscope.distributed.interrupts import exit_status, remove_temporary_files
 from shardscope.plans.settings import Settings
 
 

@@ -16,7 +16,7 @@ from textual.message import Message
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
 from shardscope.app.views.prepare import prepare
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
-from shardscope.pipeline.devices import ensure_devices
+from shardscope.targets.host import ensure_devices
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import MAX_DEVICES, Settings
 from shardscope.sources.demos import carried_over
@@ -26,7 +26,7 @@ from shardscope.sources.programs import ProgramFile
 if TYPE_CHECKING:
     from shardscope.sources.programs import ProgramFile
     from shardscope.sources.demos import DemoFile
-    from shardscope.pipeline.targets import TargetDevices
+    from shardscope.targets.base import TargetDevices
 
 BUG_HINT = "this looks like a bug; `shardscope report FILE --debug` shows the traceback"
 PROGRAM_BUG_HINT = "this looks like a bug; `shardscope check FILE --debug` shows the traceback"
@@ -125,7 +125,7 @@ def load_settings_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...
     (the run and the Sweep tab's worker both call it: never on the UI thread)."""
     if not settings.targets:
         return (), None
-    from shardscope.pipeline.target_plans import load_targets, parse_targets  # the engine: not on the UI thread
+    from shardscope.targets.plans import load_targets, parse_targets  # the engine: not on the UI thread
 
     try:
         targets = load_targets(parse_targets(settings.targets))

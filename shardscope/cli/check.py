@@ -21,8 +21,8 @@ from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
-from shardscope.pipeline.devices import ensure_devices, start_jax_quietly
-from shardscope.pipeline.targets import checked_targets
+from shardscope.targets.host import ensure_devices, start_jax_quietly
+from shardscope.targets.registry import checked_targets
 from shardscope.errors import SettingsError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -30,7 +30,7 @@ from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
-    from shardscope.pipeline.targets import TargetDevices
+    from shardscope.targets.base import TargetDevices
 
 NAME = "check"
 
@@ -125,7 +125,7 @@ def check(options: CheckOptions) -> int:
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
-    from shardscope.pipeline.target_plans import load_targets, target_device_count
+    from shardscope.targets.plans import load_targets, target_device_count
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 

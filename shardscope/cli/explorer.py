@@ -15,7 +15,7 @@ from typing import TypedDict
 from shardscope.cli.options import DemoOptions, add_demo_options, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
-from shardscope.pipeline.targets import checked_targets
+from shardscope.targets.registry import checked_targets
 from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
 
 NAME = "open"

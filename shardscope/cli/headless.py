@@ -14,13 +14,13 @@ from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_j
 from shardscope.distributed.processes import with_options
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.analysis import Analysis
-from shardscope.pipeline.devices import ensure_devices, request_devices
+from shardscope.targets.host import ensure_devices, request_devices
 from shardscope.plans.settings import Settings, check_device_count
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.loading import load_demo_file, require_file
 
 if TYPE_CHECKING:
-    from shardscope.pipeline.targets import TargetDevices
+    from shardscope.targets.base import TargetDevices
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def load_demo(settings: Settings, processes: ProcessOptions, targets: "Sequence[
     """Start JAX as ``processes`` says, then import the demo file and check the device count.
 
     With ``targets`` (loaded TPU slices) the mesh is laid over their devices
-    (:func:`~shardscope.pipeline.target_plans.settings_on_targets`).
+    (:func:`~shardscope.targets.plans.settings_on_targets`).
 
     A typo in FILE fails before JAX starts. JAX's device count is set before the import
     (:func:`~shardscope.distributed.launch.start_jax`): a file that builds arrays when imported
@@ -52,7 +52,7 @@ def load_demo(settings: Settings, processes: ProcessOptions, targets: "Sequence[
     demo_fn = demo_file.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)
     if targets:
-        from shardscope.pipeline.target_plans import settings_on_targets
+        from shardscope.targets.plans import settings_on_targets
 
         settings = settings_on_targets(settings, targets)
     if len(settings.mesh.names) == 1:  # a 1-D mesh splits the batch over every device

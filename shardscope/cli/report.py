@@ -17,7 +17,7 @@ from shardscope.costmodel.projection import project, project_targets
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
-from shardscope.pipeline.targets import checked_targets
+from shardscope.targets.registry import checked_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.report import render, to_json
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
-    from shardscope.pipeline.target_plans import load_targets  # the engine (0.4 s): not for --help
+    from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
     target = projection_target(options.project, options.link)  # fails before JAX starts

@@ -18,8 +18,8 @@ from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
-from shardscope.pipeline.devices import ensure_devices
-from shardscope.pipeline.targets import checked_targets
+from shardscope.targets.host import ensure_devices
+from shardscope.targets.registry import checked_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.json_values import finite
 from shardscope.render.sweep import render_sweep, sweep_json
@@ -72,7 +72,7 @@ def sweep(options: SweepOptions) -> int:
     With ``--target`` each point is compiled for the slice too, and ``--memory-budget`` is its
     memory per device there.
     """
-    from shardscope.pipeline.target_plans import load_targets  # the engine (0.4 s): not for --help
+    from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
     # the sweep's own options are checked before JAX starts too: a typo fails fast

@@ -20,7 +20,7 @@ from shardscope.sources.loading import load_demo_file
 if TYPE_CHECKING:
     from shardscope.sources.demos import DemoFile
     import jax
-    from shardscope.pipeline.targets import TargetDevices
+    from shardscope.targets.base import TargetDevices
     from shardscope.plans.registry import Plans
 
 SweepProgress = Callable[[int, int, int], None]
@@ -215,7 +215,7 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
 
 def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:
     """``memory_analysis()`` of the plan compiled for ``target`` (nothing runs there)."""
-    from shardscope.pipeline.targets import compile_for_target
+    from shardscope.targets.compile import compile_for_target
 
     return compile_for_target(traced, target, f"the {name} plan").memory
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from shardscope.distributed.processes import run_workers
 from shardscope.distributed.workers import WorkerRole, join_as_worker, join_cluster
 from shardscope.errors import SettingsError
-from shardscope.pipeline.devices import request_devices
+from shardscope.targets.host import request_devices
 from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
 
 DEFAULT_MAX_DEVICES = 8

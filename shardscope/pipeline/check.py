@@ -24,8 +24,8 @@ from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
-from shardscope.pipeline.target_plans import load_targets, parse_targets, settings_on_targets, target_device_count, target_plans
-from shardscope.pipeline.targets import TargetDevices
+from shardscope.targets.plans import load_targets, parse_targets, settings_on_targets, target_device_count, target_plans
+from shardscope.targets.base import TargetDevices
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
 from shardscope.sources.loading import import_file, marked_functions, require_file

@@ -29,7 +29,7 @@ from shardscope.pipeline.comparison import compare, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.program_files import program_workload
-from shardscope.pipeline.target_plans import settings_on_targets, target_plans
+from shardscope.targets.plans import settings_on_targets, target_plans
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
 from shardscope.plans.settings import Settings, check_axis_name
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.measure.crosscheck import GradientCheck
-    from shardscope.pipeline.targets import TargetDevices
+    from shardscope.targets.base import TargetDevices
 
 Traces = dict[str, tuple["Traced", Inspection]]
 
@@ -63,7 +63,7 @@ def analyze(
     """Load ``settings.path`` and run the pipeline on its programs: a demo's plans, or every
     program of a program file (:func:`shardscope.pipeline.run.run`).
 
-    The CPU device count must already be set (:func:`shardscope.pipeline.devices.ensure_devices`).
+    The CPU device count must already be set (:func:`shardscope.targets.host.ensure_devices`).
     ``loaded`` skips loading when the caller already holds the loaded file. With
     ``measure=False`` the programs are only traced: no compiled plan, timings, memory or error;
     ``compile=True`` compiles them all the same and reads their compiled plans (``check``). With

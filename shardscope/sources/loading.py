@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from shardscope.distributed.interrupts import activity
+from shardscope.activities import activity
 from shardscope.errors import DemoFileError
 from shardscope.sources.demos import DemoFile, DemoFunction, demo_functions
 from shardscope.sources.programs import ProgramFile, ProgramFunction, no_program_error, program_functions

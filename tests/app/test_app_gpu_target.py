@@ -14,7 +14,7 @@ from textual.widgets import Input
 
 from shardscope.app.views import HloView
 from shardscope.app.widgets.error_panel import ErrorPanel
-from shardscope.pipeline import targets
+from shardscope.targets import compile as targets, registry
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file
@@ -61,7 +61,7 @@ def test_gpus_typed_in_the_sidebar_show_the_gpu_compilers_plans_in_the_compiled_
     (counted in the module compiled here), and the Compiled tab says so, naming the GPU compiler."""
     settings = Settings(path=DEMOS / "linear.py", devices=8)
     built = build_plans(load_demo_file(settings.path).functions["linear"], settings)
-    gpus = targets.load_target(targets.parse_target("gpu:h100:8"))
+    gpus = registry.load_target(registry.parse_target("gpu:h100:8"))
     naive = targets.compile_for_target(built.functions["naive"].trace(*built.args), gpus).hlo_text
     assert _all_reduce_in_loop(naive) == [False]
 

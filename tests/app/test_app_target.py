@@ -28,7 +28,7 @@ from shardscope.app.widgets.status import StatusLine
 from shardscope.cli import parse
 from shardscope.cli.explorer import ExplorerOptions
 from shardscope.errors import SettingsError
-from shardscope.pipeline import targets, tpu_target
+from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.plans.settings import Settings
 from shardscope.sources.loading import load_demo_file
@@ -48,7 +48,7 @@ def _tpu_texts(demo: str, function: str, topology: str, devices: int) -> dict[st
     """``{plan: the slice's compiled text}`` of the naive and deferred plans on a 1-D mesh ``s``."""
     settings = Settings(path=DEMOS / demo, devices=devices)
     built = build_plans(load_demo_file(settings.path).functions[function], settings)
-    slice_ = targets.load_target(targets.parse_target(f"tpu:{topology}"))
+    slice_ = registry.load_target(registry.parse_target(f"tpu:{topology}"))
     return {plan: targets.compile_for_target(built.functions[plan].trace(*built.args), slice_).hlo_text
             for plan in ("naive", "deferred")}
 
@@ -394,7 +394,7 @@ def test_the_sweep_tab_sweeps_on_the_slice_the_analysis_was_compiled_for():
     from shardscope.app.views.sweep import SweepView
 
     view = SweepView()
-    slice_ = targets.load_target(targets.parse_target("tpu:v5e:2x2"))
+    slice_ = registry.load_target(registry.parse_target("tpu:v5e:2x2"))
     settings = Settings(path=DEMOS / "linear.py", devices=4, repeats=1, targets=("tpu:v5e:2x2",))
 
     async def script(app, pilot):

@@ -33,7 +33,7 @@ from shardscope.app.views.lines import offer_focus
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
-from shardscope.pipeline.devices import ensure_devices
+from shardscope.targets.host import ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 

@@ -22,7 +22,7 @@ from textual.widgets.option_list import Option
 
 from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.errors import SettingsError
-from shardscope.pipeline.targets import parse_target
+from shardscope.targets.registry import parse_target
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import (
     DEFAULT_AXIS,

@@ -1,7 +1,7 @@
 """What every target is: a machine to compile for (``cpu:8``, ``tpu:v5e:2x4``, ``gpu:h100:8``).
 
 A :class:`Target` is a value (frozen, comparable, printed as the text :func:`parse_target
-<shardscope.pipeline.targets.parse_target>` reads) that knows four things about its machine:
+<shardscope.targets.registry.parse_target>` reads) that knows four things about its machine:
 
 - its devices (:meth:`Target.load`: JAX's CPU devices, or compile-only devices that libtpu or
   JAX's CUDA plugin describe; nothing runs on those);
@@ -11,7 +11,7 @@ A :class:`Target` is a value (frozen, comparable, printed as the text :func:`par
 - what its compiled module text looks like (:attr:`Target.module_forms`: the forms of its
   collectives, which :mod:`shardscope.engine.hlo.sites` reads for every target alike).
 
-Lowering and compiling are the same for all of them: :mod:`shardscope.pipeline.targets` owns
+Lowering and compiling are the same for all of them: :mod:`shardscope.targets.compile` owns
 both. A new backend is one more subclass here and one more prefix in ``parse_target``.
 """
 

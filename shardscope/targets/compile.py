@@ -1,7 +1,7 @@
 """Compile a traced program for a target (``--target tpu:v5e:16x16``, ``gpu:h100:8``): the one
 place that lowers and compiles for every target.
 
-A target (:mod:`shardscope.pipeline.target_base`: a TPU slice, GPUs, the CPU) gives its
+A target (:mod:`shardscope.targets.base`: a TPU slice, GPUs, the CPU) gives its
 devices; for a TPU slice or GPUs those are compile-only devices (libtpu, JAX's CUDA plugin), so
 a target has a compiled module and its memory and cost analyses, never timings.
 
@@ -21,68 +21,20 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence, Callable, Iterator, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from shardscope.engine.compilation import compile_lowered, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
-from shardscope.pipeline.cpu_target import parse_cpu
-from shardscope.pipeline.devices import plugin_lines_dropped
-from shardscope.pipeline.gpu_target import gpu_examples, parse_gpu
-from shardscope.pipeline.target_base import Target, TargetDevices, device_grid
-from shardscope.pipeline.tpu_target import parse_tpu, tpu_examples
+from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.mesh import Mesh
 
-__all__ = ["Target", "TargetDevices", "TargetCompilation", "checked_targets", "compile_for_target", "device_grid",
-           "load_target", "parse_target", "target_mesh"]
+__all__ = ["TargetCompilation", "compile_for_target", "target_mesh"]
 
 if TYPE_CHECKING:
     import jax
     from jax._src.interpreters.pxla import MeshComputation, MeshExecutable
 
     Placement = dict[jax.Device, jax.Device]
-
-TARGET_FORMS = "tpu:TOPOLOGY, gpu:NAME:DEVICES or cpu:DEVICES"
-"""The forms :func:`parse_target` reads, for messages."""
-
-_PARSERS: dict[str, Callable[[str, str], Target]] = {"tpu": parse_tpu, "gpu": parse_gpu, "cpu": parse_cpu}
-
-
-def parse_target(text: str) -> Target:
-    """``tpu:v5e:16x16`` -> ``TpuTarget("v5e:16x16")``, ``gpu:h100:2x8`` -> ``GpuTarget("h100", 2, 8)``,
-    ``cpu:8`` -> ``CpuTarget(8)``; :class:`SettingsError` for anything else.
-
-    Checks the form only (no libtpu or CUDA plugin needed): whether the compiler knows the
-    machine is :func:`load_target`'s to say.
-    """
-    platform, sep, rest = text.strip().partition(":")
-    parser = _PARSERS.get(platform.strip().lower())
-    if parser is None or not sep:
-        raise SettingsError(f"{text!r} is not a target: expected {TARGET_FORMS}.",
-                            f"for example {tpu_examples()}, {gpu_examples()}")
-    return parser(text, rest)
-
-
-def checked_targets(texts: Sequence[str]) -> tuple[Target, ...]:
-    """``--target`` values as targets, each once, with what can be told without JAX checked.
-
-    The form and the machine's size come from the names, and the target's compiler (libtpu,
-    JAX's CUDA plugin) must be installed: the commands call this before they import the user's
-    file and start JAX, so these refusals take a second, not the 20 s that starting JAX and
-    libtpu took. Whether the compiler knows the machine is :func:`load_target`'s to say.
-    """
-    targets = tuple(dict.fromkeys(parse_target(text) for text in texts))
-    for target in targets:
-        target.require_installed()
-    return targets
-
-
-def load_target(target: Target) -> TargetDevices:
-    """The devices of ``target`` (:class:`TargetError` when its compiler is missing or does not know it).
-
-    JAX may load here first (a command loads its targets before the program): the CUDA plugin's
-    start-up lines are dropped as :func:`~shardscope.pipeline.devices.request_devices` drops them."""
-    with plugin_lines_dropped():
-        return target.load()
 
 
 def target_mesh(devices: TargetDevices, mesh: Mesh | None = None, axis: str = "s") -> "jax.sharding.Mesh":

@@ -1,7 +1,7 @@
 """The CPU as a target (``cpu:8``): JAX's own CPU devices, the ones shardscope runs and times on.
 
 Every program is compiled for the CPU anyway (its plan is the one timed); as a target it is
-the third implementation of :class:`~shardscope.pipeline.target_base.Target`, so the CPU's
+the third implementation of :class:`~shardscope.targets.base.Target`, so the CPU's
 compile can be put beside a TPU's or a GPU's through the same path.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from shardscope.errors import SettingsError
-from shardscope.pipeline.devices import request_devices
-from shardscope.pipeline.target_base import Target, TargetDevices
+from shardscope.targets.host import request_devices
+from shardscope.targets.base import Target, TargetDevices
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 libtpu (``pip install 'shardscope[tpu]'``) describes any TPU topology as compile-only devices
 (``jax.experimental.topologies.get_topology_desc``): XLA's TPU compiler runs for them, nothing
 executes on them, so a target has a compiled module and its memory and cost analyses, never
-timings. Lowering and compiling are :mod:`shardscope.pipeline.targets`' (every target's alike).
+timings. Lowering and compiling are :mod:`shardscope.targets.compile`' (every target's alike).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
 from shardscope.errors import SettingsError, TargetError, quote_error
-from shardscope.pipeline.target_base import Target, TargetDevices
+from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.settings import MAX_DEVICES
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"

@@ -8,7 +8,7 @@ and :func:`ensure_devices` also checks how many there are.
 shardscope analyses on simulated CPU devices, so the backend JAX starts is the CPU's unless the
 user chose platforms (``JAX_PLATFORMS``): with libtpu installed (the ``tpu`` extra) JAX would
 otherwise try a TPU first, and libtpu's start-up prints warnings on a machine without one.
-Compiling for a TPU target does not need JAX's TPU backend (:mod:`shardscope.pipeline.targets`).
+Compiling for a TPU target does not need JAX's TPU backend (:mod:`shardscope.targets.compile`).
 """
 
 from __future__ import annotations

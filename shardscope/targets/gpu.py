@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import ClassVar, Iterator
 
 from shardscope.errors import SettingsError, TargetError, quote_error
-from shardscope.pipeline.target_base import Target, TargetDevices
+from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.settings import MAX_DEVICES
 
 GPU_EXTRA = "pip install 'shardscope[gpu]'"
@@ -136,7 +136,7 @@ def cpu_platforms() -> Iterator[None]:
     """JAX's ``jax_platforms`` set to ``cpu`` while the block runs, when nothing set it.
 
     The CUDA plugin describes devices and compiles for them only then; shardscope's own runs set
-    it before JAX starts (:mod:`shardscope.pipeline.devices`), a notebook's ``inspect()`` may not.
+    it before JAX starts (:mod:`shardscope.targets.host`), a notebook's ``inspect()`` may not.
     """
     import jax
 

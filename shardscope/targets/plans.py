@@ -2,7 +2,7 @@
 program's :class:`~shardscope.engine.hlo.target_plan.TargetPlan` beside its CPU plan.
 
 A program is traced once; its trace is compiled for the CPU (where it runs and is timed) and
-for each target (where nothing runs: :mod:`shardscope.pipeline.targets`). The target's module
+for each target (where nothing runs: :mod:`shardscope.targets.compile`). The target's module
 is read by the same engine as the CPU's, paired with the same jaxpr, and compared with the CPU's
 compiled plan collective by collective (:func:`shardscope.engine.hlo.target_plan.compare_plans`).
 """
@@ -18,7 +18,9 @@ from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.engine.hlo.target_plan import TargetPlan, compare_plans
 from shardscope.errors import SettingsError
-from shardscope.pipeline.targets import Target, TargetDevices, compile_for_target, load_target, parse_target
+from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.compile import compile_for_target
+from shardscope.targets.registry import load_target, parse_target
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
 

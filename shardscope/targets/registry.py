@@ -1,0 +1,63 @@
+"""Which targets there are: ``--target`` text read as a :class:`~shardscope.targets.base.Target`
+(``tpu:v5e:16x16``, ``gpu:h100:2x8``, ``cpu:8``), checked before JAX starts, and loaded as its
+compile-only devices.
+
+A new backend is one more :class:`~shardscope.targets.base.Target` subclass in a module of its
+own beside :mod:`shardscope.targets.tpu` and one more prefix in :data:`_PARSERS`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from shardscope.errors import SettingsError
+from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.cpu import parse_cpu
+from shardscope.targets.gpu import gpu_examples, parse_gpu
+from shardscope.targets.host import plugin_lines_dropped
+from shardscope.targets.tpu import parse_tpu, tpu_examples
+
+__all__ = ["TARGET_FORMS", "checked_targets", "load_target", "parse_target"]
+
+TARGET_FORMS = "tpu:TOPOLOGY, gpu:NAME:DEVICES or cpu:DEVICES"
+"""The forms :func:`parse_target` reads, for messages."""
+
+_PARSERS: dict[str, Callable[[str, str], Target]] = {"tpu": parse_tpu, "gpu": parse_gpu, "cpu": parse_cpu}
+
+
+def parse_target(text: str) -> Target:
+    """``tpu:v5e:16x16`` -> ``TpuTarget("v5e:16x16")``, ``gpu:h100:2x8`` -> ``GpuTarget("h100", 2, 8)``,
+    ``cpu:8`` -> ``CpuTarget(8)``; :class:`SettingsError` for anything else.
+
+    Checks the form only (no libtpu or CUDA plugin needed): whether the compiler knows the
+    machine is :func:`load_target`'s to say.
+    """
+    platform, sep, rest = text.strip().partition(":")
+    parser = _PARSERS.get(platform.strip().lower())
+    if parser is None or not sep:
+        raise SettingsError(f"{text!r} is not a target: expected {TARGET_FORMS}.",
+                            f"for example {tpu_examples()}, {gpu_examples()}")
+    return parser(text, rest)
+
+
+def checked_targets(texts: Sequence[str]) -> tuple[Target, ...]:
+    """``--target`` values as targets, each once, with what can be told without JAX checked.
+
+    The form and the machine's size come from the names, and the target's compiler (libtpu,
+    JAX's CUDA plugin) must be installed: the commands call this before they import the user's
+    file and start JAX, so these refusals take a second, not the 20 s that starting JAX and
+    libtpu took. Whether the compiler knows the machine is :func:`load_target`'s to say.
+    """
+    targets = tuple(dict.fromkeys(parse_target(text) for text in texts))
+    for target in targets:
+        target.require_installed()
+    return targets
+
+
+def load_target(target: Target) -> TargetDevices:
+    """The devices of ``target`` (:class:`TargetError` when its compiler is missing or does not know it).
+
+    JAX may load here first (a command loads its targets before the program): the CUDA plugin's
+    start-up lines are dropped as :func:`~shardscope.targets.host.request_devices` drops them."""
+    with plugin_lines_dropped():
+        return target.load()
