@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck test-newest bench bench-quick screenshots readme clean
+.PHONY: demo test typecheck test-newest bench bench-quick screenshots samples readme docs docs-serve clean
 
 # The tpu and gpu extras (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
 # without a TPU or a GPU) where they ship, Linux x86-64; elsewhere the target tests skip and say why.
@@ -13,7 +13,7 @@ TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu,gpu)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test$(TPU_EXTRA)]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs$(TPU_EXTRA)]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -38,7 +38,7 @@ typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 
 # The suite again on the newest Python found (pyenv or python3.N on PATH) with the newest JAX pip
-# gives it (jax 0.12.x on Python 3.13), in a second venv. The SVG snapshots and the README's
+# gives it (jax 0.12.x on Python 3.13), in a second venv. The SVG snapshots and the docs'
 # samples are left out: they pin the reference environment's output (jax 0.12 names the reduced
 # plan's casts differently, and its XLA counts other bytes).
 NEWEST_VENV := .venv-newest
@@ -48,13 +48,13 @@ $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test$(TPU_EXTRA)]' jax
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,docs$(TPU_EXTRA)]' jax
 	@touch $(NEWEST_STAMP)
 
 test-newest: $(NEWEST_STAMP)
 	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 	$(call BYTECODE,$(NEWEST_VENV)/bin/python)
-	$(NEWEST_VENV)/bin/python -m pytest -n 3 --dist worksteal tests --ignore=tests/app/test_snapshots.py --ignore=tests/test_readme_samples.py
+	$(NEWEST_VENV)/bin/python -m pytest -n 3 --dist worksteal tests --ignore=tests/app/test_snapshots.py --ignore=tests/test_doc_samples.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
@@ -65,9 +65,18 @@ bench-quick: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python -m screenshots.make
 
-# The README's command-output samples, rewritten from real runs (screenshots/readme.py).
-readme: $(STAMP)
-	$(BIN)/python -m screenshots.readme
+# The command-output samples of README.md and docs/, rewritten from real runs (screenshots/samples.py).
+samples: $(STAMP)
+	$(BIN)/python -m screenshots.samples
+
+readme: samples  # its old name
+
+# The documentation site (mkdocs.yml) into site/, warnings as errors; docs-serve rebuilds as you edit.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
 
 clean:
-	rm -rf $(VENV) $(NEWEST_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST_VENV) build site *.egg-info .pytest_cache

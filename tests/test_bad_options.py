@@ -111,5 +111,5 @@ def test_a_projection_is_capped_at_a_documented_device_count(refused):
     message, hint = refused("report", LINEAR, "--project", "nvlink-h100:99999999999999999999")
     assert f"more than the {MAX_PROJECTED_DEVICES:,} a projection takes" in message
     assert f"--project nvlink-h100:" in hint
-    readme = " ".join((DEMOS.parent / "README.md").read_text().split())
-    assert f"`DEVICES` is 2 to {MAX_PROJECTED_DEVICES:,}" in readme
+    guide = " ".join((DEMOS.parent / "docs" / "guides" / "projections.md").read_text().split())
+    assert f"`DEVICES` is 2 to {MAX_PROJECTED_DEVICES:,}" in guide

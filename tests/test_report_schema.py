@@ -1,7 +1,9 @@
-"""The README's ``report --json`` schema lists every key the command prints.
+"""The JSON reference (docs/reference/json.md) lists every key ``report --json`` and ``check --json`` print.
 
-The schema is read from the README's block (every quoted name in it); the keys from a fresh
-``report --json`` of the seed demo, at the top level, in ``comparison`` and in each plan.
+Each schema is read from the page's block under its heading (every quoted name in it); the keys
+from a fresh run: ``report --json`` of the seed demo, at the top level, in ``comparison`` and in
+each plan; ``check --json`` of one program, at the top level, in the program and in each of its
+collectives, compiled collectives and what-if rewrites.
 """
 
 from __future__ import annotations
@@ -11,26 +13,47 @@ import re
 
 from _support import DEMOS, ROOT
 
-_SCHEMA_START = "`--json` prints exactly one JSON object on stdout:"
+REFERENCE = ROOT / "docs" / "reference" / "json.md"
 
 
-def _schema_names() -> set[str]:
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index(_SCHEMA_START):]
-    block = block[block.index("```") + 3:]
-    block = block[:block.index("```")]
-    return set(re.findall(r'"(\w+)"', block))
+def _schema_names(heading: str, blocks: int = 1) -> set[str]:
+    """The quoted names of the first ``blocks`` fenced blocks under ``heading`` (up to the next heading
+    of its level)."""
+    page = REFERENCE.read_text()
+    section = page[page.index(f"\n{heading}\n"):]
+    level = heading.split()[0]
+    following = re.search(rf"^{level} ", section[len(heading) + 1:], re.MULTILINE)
+    section = section[: following.start() + len(heading) + 1] if following else section
+    fenced = re.findall(r"^```\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert len(fenced) >= blocks, f"{heading}: {len(fenced)} fenced blocks"
+    return set(re.findall(r'"(\w+)"', "".join(fenced[:blocks])))
 
 
-def test_every_key_of_report_json_is_in_the_readmes_schema(shardscope_cli):
+def test_every_key_of_report_json_is_in_the_reference(shardscope_cli):
     result = shardscope_cli("report", DEMOS / "linear.py", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    names = _schema_names()
+    names = _schema_names("## `report --json`")
     assert set(data) - names == set()
     assert set(data["comparison"]) - names == set()
     for plan in data["variants"].values():
         assert set(plan) - names == set()
-    # what the README says of them: a demo's plans, no programs compared, the mesh at the top
+    # what the reference says of them: a demo's plans, no programs compared, the mesh at the top
     assert data["kind"] == "plans" and data["output_checks"] == []
     assert {plan["mesh"] for plan in data["variants"].values()} == {None} and data["mesh"] == {"s": 2}
+
+
+def test_every_key_of_check_json_is_in_the_reference(shardscope_cli):
+    result = shardscope_cli("check", DEMOS / "train_step.py", "--function", "step", "--json", "--what-if", "-r", "2")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    names = _schema_names("## `check --json`", blocks=3)
+    (program,) = data["programs"]
+    assert set(data) - names == set() and set(program) - names == set()
+    assert program["collectives"] and program["compiled_collectives"]
+    for collective in (*program["collectives"], *program["compiled_collectives"]):
+        assert set(collective) - names == set()
+    # one program: its findings at the top level too, as the reference says
+    assert data["function"] == "step" and data["findings"] == program["findings"]
+    (rewrite, *_) = program["what_if"]
+    assert set(rewrite) - _schema_names("### The what-if") == set()

@@ -1,7 +1,7 @@
-"""The key table, made from the bindings: the help screen shows it and the README carries it.
+"""The key table, made from the bindings: the help screen shows it and the docs carry it.
 
 The bindings are the one place a key is defined; :func:`key_rows` turns them into rows (the
-six tab keys into one ``1``-``6`` row), and a test checks the README's table is
+six tab keys into one ``1``-``6`` row), and a test checks the table of docs/guides/explorer.md is
 :func:`markdown_table` of the same rows.
 
 A tab's own keys (``s`` in the Diff and in the Sweep tab, ``t`` in the Compiled tab) are its view's bindings and app
@@ -136,7 +136,7 @@ def key_rows(bindings: Iterable[Binding]) -> list[tuple[str, str]]:
 
 
 def help_rows(app_bindings: list[Binding]) -> list[tuple[str, str]]:
-    """Every key the help and the README list: the app's (the tabs' own among them), then ctrl+p after help."""
+    """Every key the help and the docs list: the app's (the tabs' own among them), then ctrl+p after help."""
     rows = key_rows(app_bindings)
     keys = [key for key, _ in rows]
     rows.insert(keys.index("`?`") + 1 if "`?`" in keys else len(rows), PALETTE_ROW)  # after help

@@ -55,7 +55,7 @@ def command_line() -> CommandLine:
     commands: list[CommandParser] = []
 
     def add_parser(name: str, help: str) -> CommandParser:  # noqa: A002 - argparse's own keyword
-        command = subcommands.add_parser(name, help=help)
+        command = subcommands.add_parser(name, help=help, description=help)  # the line --help lists, atop its own
         commands.append(command)
         return command
 

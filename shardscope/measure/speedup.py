@@ -4,7 +4,7 @@
 aligned: each round gives one ratio (baseline time over candidate time) measured under the same
 conditions. The speedup is the median of those ratios, its spread their interquartile range;
 when the spread contains 1 the two plans are not told apart and the wording says so. Every
-rendering (report, JSON, app, README) uses :func:`speedup_text`, so there is one wording.
+rendering (report, JSON, app, docs) uses :func:`speedup_text`, so there is one wording.
 """
 
 from __future__ import annotations

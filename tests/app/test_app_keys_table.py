@@ -1,4 +1,4 @@
-"""One key table: the bindings make the help screen's table, and the README carries the same one."""
+"""One key table: the bindings make the help screen's table, and the explorer's guide carries the same one."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from shardscope.app.widgets.help_screen import HelpScreen, HelpText, help_text
 from shardscope.app.bindings import DIFF_BINDINGS, HLO_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
 
 
-def readme_key_table() -> str:
-    """The README's key table: from its ``| key | action |`` header to the first line that is not a row."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+def docs_key_table() -> str:
+    """The key table of docs/guides/explorer.md: from its ``| key | action |`` header to the first
+    line that is not a row."""
+    lines = (ROOT / "docs" / "guides" / "explorer.md").read_text().splitlines()
     start = lines.index("| key | action |")
     end = next(k for k in range(start, len(lines)) if not lines[k].startswith("|"))
     return "\n".join(lines[start:end])
 
 
-def test_the_readme_key_table_is_the_one_made_from_the_bindings():
-    assert readme_key_table() == markdown_table(help_rows(ShardscopeApp.BINDINGS))
+def test_the_docs_key_table_is_the_one_made_from_the_bindings():
+    assert docs_key_table() == markdown_table(help_rows(ShardscopeApp.BINDINGS))
 
 
 def test_every_binding_is_in_the_help_and_the_palette_including_the_diff_tab_s():

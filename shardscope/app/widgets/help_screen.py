@@ -51,7 +51,7 @@ move no data.
 ## Timings and Sweep
 
 The Timings tab ends with a projection of each plan's communication onto a real interconnect:
-pick a preset and a device count (the ring formulas and sources are in the README). The Sweep
+pick a preset and a device count (the ring formulas and sources are in the docs: Projections and cost). The Sweep
 tab compiles and times every plan at every chunk size (in a worker: the app stays responsive)
 and charts run time and memory per device against chunk size; type a memory budget and the
 fastest point that fits is marked.

@@ -1,6 +1,7 @@
-"""Rewrite the README's command-output samples from real runs.
+"""Rewrite the docs' command-output samples from real runs.
 
-``make readme`` runs ``python -m screenshots.readme``: every fenced block after a marker
+``make samples`` runs ``python -m screenshots.samples``: in README.md and every page under
+docs/ (:func:`documents`), every fenced block after a marker
 
     <!-- sample: report demos/rnn.py -->
     <!-- sample: report demos/linear.py --project nvlink-h100:8 | from projected onto -->
@@ -9,10 +10,11 @@
 is replaced by ``$ shardscope ARGS`` and what the command prints, piped at :data:`COLUMNS`
 columns, from this checkout. ``from TEXT`` keeps the output from the first line holding TEXT,
 ``lines N`` its first N lines (``...`` marks what is left out), ``status`` writes the exit status
-beside the command; ``;`` separates several commands in one block. ``--check`` rewrites nothing
-and exits 1 when a sample's structure (:func:`structure`: rows, columns, counts and bytes, with
-times and ratios masked) differs from a fresh run's; the tests run the same comparison. The
-samples are made in the reference environment (``.venv``: jax 0.10.2), as the screenshots are.
+beside the command; ``;`` separates several commands in one block. A command that two pages
+show runs once. ``--check`` rewrites nothing and exits 1 when a sample's structure
+(:func:`structure`: rows, columns, counts and bytes, with times and ratios masked) differs from
+a fresh run's; the tests run the same comparison. The samples are made in the reference
+environment (``.venv``: jax 0.10.2), as the screenshots are.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from shardscope.render.exports import write_atomic
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 COLUMNS = 100
 """The width the samples are printed at (prose wraps there; tables keep their natural width)."""
 
@@ -102,8 +107,15 @@ def fresh_sample(marker: str, run: Callable[[Run], tuple[str, int]] = run) -> st
     return "\n".join(parts) + "\n"
 
 
+def documents() -> list[Path]:
+    """The files whose samples are made and checked: README.md, then docs/'s pages in order of
+    their paths (the developer notes too; the hooks' folder holds code, not pages)."""
+    pages = sorted(path for path in DOCS.rglob("*.md") if "hooks" not in path.relative_to(DOCS).parts)
+    return [README, *pages]
+
+
 def samples(text: str) -> list[tuple[str, str]]:
-    """``(marker, body)`` of every sample in the README text."""
+    """``(marker, body)`` of every sample in a document's text."""
     return [(match["runs"], match["body"]) for match in _MARKER.finditer(text)]
 
 
@@ -153,24 +165,33 @@ def _masked(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite the README's samples (or, with ``--check``, compare them with fresh runs)."""
+    """Rewrite the documents' samples (or, with ``--check``, compare them with fresh runs)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, rewrite nothing; exit 1 on a difference")
     args = parser.parse_args(argv)
-    text = README.read_text()
-    fresh = {marker: fresh_sample(marker) for marker, _ in samples(text)}
+    fresh: dict[str, str] = {}
+    stale = []
+    for path in documents():
+        text = path.read_text()
+        for marker, body in samples(text):
+            if marker not in fresh:
+                fresh[marker] = fresh_sample(marker)
+            if structure(body) != structure(fresh[marker]):
+                stale.append(f"{path.relative_to(ROOT)}: {marker}")
+        if not args.check:
+            _write(path, text, fresh)
     if args.check:
-        stale = [marker for marker, body in samples(text) if structure(body) != structure(fresh[marker])]
-        for marker in stale:
-            print(f"README sample differs from a fresh run: {marker}", file=sys.stderr)
+        for where in stale:
+            print(f"sample differs from a fresh run: {where}", file=sys.stderr)
         return 1 if stale else 0
+    return 0
+
+
+def _write(path: Path, text: str, fresh: dict[str, str]) -> None:
     updated = rewrite(text, fresh)
     if updated != text:
-        from shardscope.render.exports import write_atomic
-
-        write_atomic(README, updated, overwrite=True)
-        print(f"rewrote {len(fresh)} sample(s) in {README.name}", file=sys.stderr)
-    return 0
+        write_atomic(path, updated, overwrite=True)
+        print(f"rewrote the samples of {path.relative_to(ROOT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
