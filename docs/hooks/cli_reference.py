@@ -20,7 +20,8 @@ MARKER = "<!-- cli-reference -->"
 USAGE_WIDTH = 88
 """The width usage lines wrap at (argparse would take the terminal's)."""
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\*_\[\]|])")
+"""What Markdown would read as markup in a help text; its backticks stay, as code."""
 
 
 def on_page_markdown(markdown: str, page: object, config: object, files: object) -> str:
@@ -97,4 +98,5 @@ def _sentence(text: str) -> str:
 
 
 def _escaped(text: str) -> str:
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return text.replace("<", "&lt;").replace(">", "&gt;")
