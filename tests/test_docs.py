@@ -154,3 +154,12 @@ def test_the_checks_of_the_mentions_catch_a_wrong_option():
     mentions = _mentions("run `shardscope check FILE --target tpu:v5e:2x2 [--chunk-size 4]` and `shardscope demos/x.py -r 2`")
     assert mentions == [("check", ["--target", "--chunk-size"]), ("open", ["-r"])]
     assert "--chunk-size" not in _options_of("check") and "-r" in _options_of("open")
+
+
+def test_the_readme_links_to_files_that_exist():
+    """README.md is read on GitHub and on PyPI, outside the site: mkdocs does not check its links."""
+    readme = (ROOT / "README.md").read_text()
+    links = [target.split("#")[0] for target in re.findall(r"\]\(([^)\s]+)\)", readme)
+             if not target.startswith(("http://", "https://", "#"))]
+    assert "docs/guides/check.md" in links and "screenshots/rnn-hlo.svg" in links
+    assert [link for link in links if not (ROOT / link).exists()] == []

@@ -118,7 +118,7 @@ def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_
     JSON (exit 0), sweep the plans that exist, and never blame the model for shardscope's plan.
     """
     report = analysis_of("rnn.py", devices=2, chunk_size=16, repeats=1)
-    assert "reduced" in report.unavailable  # on jax 0.10.2 and 0.12 (the README says so)
+    assert "reduced" in report.unavailable  # on jax 0.10.2 and 0.12 (docs/guides/demos.md says so)
     result = shardscope_cli("sweep", DEMOS / "rnn.py", "--chunk-sizes", "8,16", "-r", "1", "--json")
     assert result.returncode == 0, result.stderr
     sweep = json.loads(result.stdout)

@@ -1,7 +1,7 @@
 """One statement of the comparison, from one computation, wherever the app prints it, for the pair picked.
 
 The statement expected is worked out here from the plans' own per-round run times (numpy's
-quartiles of the per-round ratios, in the wording the README gives), and the projected ratios by
+quartiles of the per-round ratios, in the wording the docs give), and the projected ratios by
 hand from the linear demo's collectives; never from shardscope's own comparison.
 """
 
