@@ -154,6 +154,8 @@ def test_the_checks_of_the_mentions_catch_a_wrong_option():
     mentions = _mentions("run `shardscope check FILE --target tpu:v5e:2x2 [--chunk-size 4]` and `shardscope demos/x.py -r 2`")
     assert mentions == [("check", ["--target", "--chunk-size"]), ("open", ["-r"])]
     assert "--chunk-size" not in _options_of("check") and "-r" in _options_of("open")
+    shown = [command for document in DOCUMENTS for command, _ in _mentions(document.read_text())]
+    assert len(shown) > 50 and set(COMMANDS) <= {*shown}  # the docs show every command, and the search finds them
 
 
 def test_the_readme_links_to_files_that_exist():
