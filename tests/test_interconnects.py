@@ -280,3 +280,12 @@ def test_min_saving_reads_a_time_or_a_share(text, seconds, share):
 def test_min_saving_refuses_what_is_neither(text):
     with pytest.raises(SettingsError):
         parse_min_saving(text)
+
+
+def test_presets_targets_lists_each_machines_interconnect_with_its_sources(shardscope_cli):
+    result = shardscope_cli("presets", "--targets", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["target"]: row for row in json.loads(result.stdout)}
+    assert {"tpu:v5e:...", "tpu:v5p:...", "tpu:v4:...", "tpu:v6e:...", "gpu:h100:HOSTSxDEVICES"} <= set(rows)
+    assert rows["tpu:v5e:..."]["bandwidth_Bps"] == V5E_LINK and rows["gpu:h100:HOSTSxDEVICES"]["network_Bps"] == H100_NETWORK
+    assert all("https://" in row["source"] and "latency" in row["source"] for row in rows.values())

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from shardscope.costmodel.interconnects import NCCL_PERFORMANCE
-
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
 """'How to Scale Your Model', part 2: ICI bandwidth per link per generation (its interconnect
 table), nearest-neighbour links, which slices have wraparound links."""
@@ -136,7 +134,7 @@ NODE_FABRICS: dict[str, NodeFabric] = {
                        "NVLink 5: 1.8 TB/s bidirectional per GPU, halved for one direction "
                        "(https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html); network: one 400 Gb/s "
                        f"ConnectX-7 port per GPU in a DGX B200 = 50 GB/s ({_DGX_B200}); {_NVLINK_LATENCY}; "
-                       f"{_NETWORK_LATENCY}; algorithms: {NCCL_PERFORMANCE}"),
+                       f"{_NETWORK_LATENCY}"),
 }
 """Each GPU shardscope ships a description of, in the node NVIDIA builds around it (a DGX)."""
 
