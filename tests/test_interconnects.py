@@ -289,3 +289,21 @@ def test_presets_targets_lists_each_machines_interconnect_with_its_sources(shard
     assert {"tpu:v5e:...", "tpu:v5p:...", "tpu:v4:...", "tpu:v6e:...", "gpu:h100:HOSTSxDEVICES"} <= set(rows)
     assert rows["tpu:v5e:..."]["bandwidth_Bps"] == V5E_LINK and rows["gpu:h100:HOSTSxDEVICES"]["network_Bps"] == H100_NETWORK
     assert all("https://" in row["source"] and "latency" in row["source"] for row in rows.values())
+
+
+@needs_libtpu
+def test_the_report_puts_each_plans_compiled_collectives_on_the_targets_own_interconnect(shardscope_cli):
+    """linear on tpu:v5e:2x4: the naive plan's one all-reduce (of params: f32[5], 20 B) runs
+    once per call over all 8 chips, which span an axis of 2 chips and one of 4, lines both
+    (no v5e axis of 16): 1 + 3 hops, twice (reduce-scatter + all-gather) at 1 us each = 8 us;
+    the bytes take 2 (7/8) 20 / (2 x 4.5e10) s, under a nanosecond: latency-bound."""
+    bandwidth_s = 2 * 7 / 8 * 20 / (2 * V5E_LINK)
+    assert bandwidth_s < 8e-6
+    result = shardscope_cli("report", "linear", "--target", "tpu:v5e:2x4", "-r", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    target = json.loads(result.stdout)["targets"]["tpu:v5e:2x4"]
+    assert target["interconnect"]["description"] == "ICI of a v5e 2x4 slice (wraparound on no axis)"
+    assert target["variants"]["naive"]["interconnect_s_per_call"] == pytest.approx(8e-6, rel=1e-12)
+    text = " ".join(shardscope_cli("report", "linear", "--target", "tpu:v5e:2x4", "-r", "1").stdout.split())
+    assert ("tpu:v5e:2x4's compiled collectives on its own interconnect (ICI of a v5e 2x4 slice (wraparound on no "
+            "axis)): naive 8 us/call") in text

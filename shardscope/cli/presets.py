@@ -11,7 +11,7 @@ from rich.table import Table
 
 from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.fabrics import NODE_FABRICS, TORUS_FABRICS
+from shardscope.costmodel.fabrics import NODE_FABRICS, TORUS_FABRICS, NodeFabric, TorusFabric
 from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.render.console import stdout_console
@@ -55,26 +55,34 @@ def show_presets(as_json: bool) -> int:
 
 def show_fabrics(as_json: bool) -> int:
     """Every target interconnect shardscope models, with its numbers and their source."""
-    rows = [{"target": f"tpu:{name}:...", "kind": "ICI torus", "bandwidth_Bps": fabric.link_Bps,
-             "bandwidth_is": "one way per link", "latency_s": fabric.hop_latency_s, "latency_is": "per hop",
-             "wraparound": fabric.wraparound, "source": fabric.source} for name, fabric in TORUS_FABRICS.items()]
-    rows += [{"target": f"gpu:{name}:HOSTSxDEVICES", "kind": "NVLink in a host, network between hosts",
-              "bandwidth_Bps": fabric.nvlink_Bps, "network_Bps": fabric.network_Bps,
-              "bandwidth_is": "one way per GPU", "latency_s": fabric.nvlink_latency_s,
-              "network_latency_s": fabric.network_latency_s, "latency_is": "per NCCL step", "source": fabric.source}
-             for name, fabric in NODE_FABRICS.items()]
     if as_json:
-        print(json.dumps(rows))
+        fabrics: list[tuple[str, TorusFabric | NodeFabric]] = [*TORUS_FABRICS.items(), *NODE_FABRICS.items()]
+        print(json.dumps([fabric_json(name, fabric) for name, fabric in fabrics]))
         return 0
     table = Table(title="target interconnects (--target)", title_justify="left")
     for column in ("target", "bandwidth (one way)", "latency", "what", "source"):
         table.add_column(column, overflow="fold")
-    for row in rows:
-        bandwidth = format_bandwidth(row["bandwidth_Bps"]) + (
-            f" NVLink, {format_bandwidth(row['network_Bps'])} network" if "network_Bps" in row else " per link")
-        latency = format_seconds(row["latency_s"]) + (
-            f" / {format_seconds(row['network_latency_s'])} per step" if "network_latency_s" in row else " per hop")
-        what = row["kind"] + (f"; wraparound: {row['wraparound']}" if "wraparound" in row else "")
-        table.add_row(row["target"], bandwidth, latency, what, row["source"])
+    for name, torus in TORUS_FABRICS.items():
+        table.add_row(f"tpu:{name}:...", f"{format_bandwidth(torus.link_Bps)} per link",
+                      f"{format_seconds(torus.hop_latency_s)} per hop", f"ICI torus; wraparound: {torus.wraparound}",
+                      torus.source)
+    for name, node in NODE_FABRICS.items():
+        table.add_row(f"gpu:{name}:HOSTSxDEVICES",
+                      f"{format_bandwidth(node.nvlink_Bps)} NVLink, {format_bandwidth(node.network_Bps)} network",
+                      f"{format_seconds(node.nvlink_latency_s)} / {format_seconds(node.network_latency_s)} per step",
+                      "NVLink in a host, network between hosts", node.source)
     stdout_console().print(table)
     return 0
+
+
+def fabric_json(name: str, fabric: TorusFabric | NodeFabric) -> dict[str, object]:
+    """One ``presets --targets --json`` row: the target form, the figures (one way; latency per
+    hop or per NCCL step) and their source."""
+    if isinstance(fabric, TorusFabric):
+        return {"target": f"tpu:{name}:...", "kind": "ICI torus", "bandwidth_Bps": fabric.link_Bps,
+                "bandwidth_is": "one way per link", "latency_s": fabric.hop_latency_s, "latency_is": "per hop",
+                "wraparound": fabric.wraparound, "source": fabric.source}
+    return {"target": f"gpu:{name}:HOSTSxDEVICES", "kind": "NVLink in a host, network between hosts",
+            "bandwidth_Bps": fabric.nvlink_Bps, "network_Bps": fabric.network_Bps, "bandwidth_is": "one way per GPU",
+            "latency_s": fabric.nvlink_latency_s, "network_latency_s": fabric.network_latency_s,
+            "latency_is": "per NCCL step", "source": fabric.source}
