@@ -91,8 +91,8 @@ class TargetInterconnect:
                     f"(wraparound on {'axes ' + ', '.join(wraps) if wraps else 'no axis'})")
         hosts = len({c[:-1] for c in self.device_coords})
         per_host = len(self.device_coords) // hosts
-        return (f"{hosts} host{'s' if hosts > 1 else ''} of {per_host} {self.fabric.gpu.upper()} GPUs "
-                "(NVLink in a host, the network between hosts)")
+        links = "NVLink in a host, the network between hosts" if hosts > 1 else "NVLink through NVSwitch"
+        return f"{hosts} host{'s' if hosts > 1 else ''} of {per_host} {self.fabric.gpu.upper()} GPUs ({links})"
 
     @property
     def source(self) -> str:
