@@ -237,6 +237,9 @@ def test_min_saving_fails_only_on_the_finding_that_saves_that_much(tmp_path, sha
     assert shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8").returncode == 1  # the default
     assert shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8",
                           "--min-saving", "1ms").returncode == 0
+    annotations = shardscope_cli("check", path, "--target", "gpu:h100:8", "--format", "github", "--min-saving", "100us")
+    (line,) = [line for line in annotations.stdout.splitlines() if line.startswith("::error")]
+    assert "(large)" in line and f"It moves {GRADIENT_BYTES:,} B per run, 4 runs per call" in line
 
 
 @needs_plugin

@@ -164,7 +164,8 @@ def check(options: CheckOptions) -> int:
     if options.json:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving), allow_nan=False))
     elif options.github:
-        for line in workflow_commands(path, inspections, checked.failed):
+        for line in workflow_commands(path, inspections, checked.failed,
+                                      counts=None if min_saving is None else saving_filter(min_saving)):
             print(line)
     else:
         render(inspections, stdout_console(), rewrites, checked.failed, min_saving)
