@@ -310,3 +310,24 @@ def test_the_report_puts_each_plans_compiled_collectives_on_the_targets_own_inte
     text = " ".join(shardscope_cli("report", "linear", "--target", "tpu:v5e:2x4", "-r", "1").stdout.split())
     assert ("tpu:v5e:2x4's compiled collectives on its own interconnect (ICI of a v5e 2x4 slice (wraparound on no "
             "axis)): naive 8 us/call") in text
+
+
+@needs_plugin
+def test_findings_that_share_one_instruction_share_its_saving_by_their_bytes(shardscope_cli):
+    """fsdp's naive plan on gpu:h100:2x4: XLA:GPU combines the gradients of w1 (f32[64,256],
+    65,536 B) and w2 (f32[256,16], 16,384 B) into one reduce-scatter that stays in the chunk loop
+    (2 iterations). Both are findings: deferring both takes the instruction out, 1 of its 2 runs
+    saved, each a ring reduce-scatter over 8 GPUs on 2 hosts ((7/8) T / 50e9 + 7 x 6 us); each
+    finding's part is its share of the instruction's bytes."""
+    w1, w2 = 64 * 256 * 4, 256 * 16 * 4
+    result = shardscope_cli("report", "fsdp", "--target", "gpu:h100:2x4", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    savings = {s["values"]: s for s in result_savings(json.loads(result.stdout), "gpu:h100:2x4", "naive")}
+    one_run = 7 / 8 * (w1 + w2) / H100_NETWORK + 7 * NETWORK_STEP
+    assert savings["grad(params['w1'])"]["bytes_per_run"] == w1 and savings["grad(params['w2'])"]["bytes_per_run"] == w2
+    assert savings["grad(params['w1'])"]["seconds_per_step"] == pytest.approx(one_run * w1 / (w1 + w2), rel=1e-12)
+    assert savings["grad(params['w2'])"]["seconds_per_step"] == pytest.approx(one_run * w2 / (w1 + w2), rel=1e-12)
+
+
+def result_savings(data: dict, target: str, plan: str) -> list[dict]:
+    return data["targets"][target]["variants"][plan]["savings"]

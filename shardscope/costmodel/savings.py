@@ -7,6 +7,8 @@ of the loops it may not leave instead of once per iteration of those it may. The
 step (one call of the program) is then:
 
 - when the instruction carries only the finding's values: ``(runs now - runs after) x t(S)``;
+- when every value it carries belongs to such a finding (a combined sum of gradients), deferring
+  them all takes it out of the loop: each finding's part is ``(runs now - runs after) x t(T) x S/T``;
 - when it also carries values that must stay: ``runs now x (t(T) - t(T - S)) - runs after x t(S)``
   (the instruction keeps running with the others, one smaller; the deferred values run after),
   never below zero;
@@ -115,23 +117,47 @@ def saving_of(plan: "TargetPlan", p: "TargetPlacement", interconnect: TargetInte
         if interconnect is None or after is None or t.executions is None:
             known = False
             continue
-        whole = interconnect.time(t)
-        part = interconnect.time(t, moved)
-        if whole is None or part is None:
+        timed = _instruction_saving(plan, t, moved, after, interconnect)
+        if timed is None:
             known = False
             continue
-        algorithm = part.algorithm
-        seconds_per_run += part.seconds
-        if moved >= t.bytes_per_execution:
-            saved += (t.executions - after) * whole.seconds
-        else:
-            rest = interconnect.time(t, t.bytes_per_execution - moved)
-            assert rest is not None  # the same groups as ``whole``
-            saved += max(0.0, t.executions * (whole.seconds - rest.seconds) - after * part.seconds)
+        algorithm, per_run, instruction_saved = timed
+        seconds_per_run += per_run
+        saved += instruction_saved
     runs_after = None if runs_now is None or not leave else runs_now // leave
     return Saving(plan.target, p.collective.name, p.collective.kind,
                   ", ".join(dict.fromkeys(op.value for op in staying if op.value)), total_bytes, runs_now, runs_after,
                   seconds_per_run if known else None, saved if known else None, algorithm, step_s)
+
+
+def _instruction_saving(plan: "TargetPlan", t: "CompiledCollective", moved: int, after: int,
+                        interconnect: TargetInterconnect) -> tuple[str, float, float] | None:
+    """``(algorithm, seconds of one run of the moved bytes, seconds saved per step)`` for
+    ``moved`` bytes of the target's ``t`` deferred to ``after`` runs per call.
+
+    When every value ``t`` carries belongs to a finding the target keeps in the loop, deferring
+    them all removes ``t`` from the loop: each finding's part of that saving is its share of
+    ``t``'s bytes (so the parts add up to the instruction's). Otherwise ``t`` keeps running with
+    the values the loop needs, smaller by ``moved``, and the moved bytes run after the loop."""
+    assert t.executions is not None  # the caller knows the runs
+    whole, part = interconnect.time(t), interconnect.time(t, moved)
+    if whole is None or part is None:
+        return None
+    if moved >= t.bytes_per_execution or _all_values_leave(plan, t):
+        share = min(1.0, moved / t.bytes_per_execution) if t.bytes_per_execution else 1.0
+        return part.algorithm, part.seconds, (t.executions - after) * whole.seconds * share
+    rest = interconnect.time(t, t.bytes_per_execution - moved)
+    assert rest is not None  # the same groups as ``whole``
+    return part.algorithm, part.seconds, max(0.0, t.executions * (whole.seconds - rest.seconds) - after * part.seconds)
+
+
+def _all_values_leave(plan: "TargetPlan", t: "CompiledCollective") -> bool:
+    """True when every value ``t`` carries is one a finding kept in the loop may take out of it."""
+    leaving = {op.value for q in plan.staying_findings for op in q.collective.operands if op.value not in q.values_left}
+    names = [op.value for op in t.operands]
+    if all(names):
+        return all(name in leaving for name in names)
+    return all(any(q is f for f in plan.staying_findings) for q in plan.placements_of(t))
 
 
 def _moved_bytes(plan: "TargetPlan", p: "TargetPlacement", t: "CompiledCollective", values: set[str],
