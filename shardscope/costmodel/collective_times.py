@@ -74,10 +74,14 @@ class TargetInterconnect:
     target: str
     fabric: TorusFabric | NodeFabric
     device_coords: tuple[Coords, ...]
+    machine_shape: Coords = ()
 
     @property
     def slice_shape(self) -> Coords:
-        """Chips per axis of the machine (the largest coordinate plus one, per axis)."""
+        """Chips per axis of the machine: the whole target's, else the largest coordinate of the
+        program's devices plus one, per axis."""
+        if self.machine_shape:
+            return self.machine_shape
         return tuple(max(c[d] for c in self.device_coords) + 1 for d in range(len(self.device_coords[0])))
 
     @property
@@ -89,8 +93,8 @@ class TargetInterconnect:
                      if wrap and size > 1]
             return (f"ICI of a {self.fabric.generation} {'x'.join(map(str, shape))} slice "
                     f"(wraparound on {'axes ' + ', '.join(wraps) if wraps else 'no axis'})")
-        hosts = len({c[:-1] for c in self.device_coords})
-        per_host = len(self.device_coords) // hosts
+        shape = self.slice_shape  # slices x hosts x GPUs per host
+        hosts, per_host = math.prod(shape[:-1]), shape[-1]
         links = "NVLink in a host, the network between hosts" if hosts > 1 else "NVLink through NVSwitch"
         return f"{hosts} host{'s' if hosts > 1 else ''} of {per_host} {self.fabric.gpu.upper()} GPUs ({links})"
 
@@ -127,7 +131,7 @@ def interconnect_of(plan: "TargetPlan") -> TargetInterconnect | None:
         fabric = torus_fabric(plan.device_kind, plan.topology)
     else:
         fabric = node_fabric(plan.target)
-    return None if fabric is None else TargetInterconnect(plan.target, fabric, plan.device_coords)
+    return None if fabric is None else TargetInterconnect(plan.target, fabric, plan.device_coords, plan.machine_shape)
 
 
 # --------------------------------------------------------------------------- TPU

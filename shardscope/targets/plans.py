@@ -83,6 +83,13 @@ def device_coords(devices: TargetDevices, device_ids: Sequence[int]) -> tuple[tu
     return tuple(tuple(int(x) for x in c) for c in coords if c is not None)
 
 
+def machine_shape(devices: TargetDevices) -> tuple[int, ...]:
+    """Devices along each coordinate of the whole target (the largest coordinate plus one); empty
+    when its devices have no coordinates."""
+    coords = device_coords(devices, [device.id for device in devices.devices])
+    return tuple(max(c[axis] for c in coords) + 1 for axis in range(len(coords[0]))) if coords else ()
+
+
 Relabel = Callable[["Inspection"], "Inspection"]
 
 
@@ -118,5 +125,6 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             comparison=compare_plans(cpu, named.compiled, devices.target.topology),
             memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
             compiler=devices.target.compiler, device_coords=device_coords(devices, compilation.device_ids),
+            machine_shape=machine_shape(devices),
         ))
     return tuple(plans)
