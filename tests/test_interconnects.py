@@ -331,3 +331,22 @@ def test_findings_that_share_one_instruction_share_its_saving_by_their_bytes(sha
 
 def result_savings(data: dict, target: str, plan: str) -> list[dict]:
     return data["targets"][target]["variants"][plan]["savings"]
+
+
+@needs_plugin
+def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_takes_a_percentage(tmp_path):
+    """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~133 us
+    saving is 13% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
+    from shardscope.costmodel.savings import MinSaving, savings_of
+    from shardscope.pipeline.check import inspect_on
+    from shardscope.sources.loading import load_file
+
+    path = tmp_path / "sizes.py"
+    path.write_text(SIZES)
+    large = load_file(path).functions["large"]
+    (plan,) = inspect_on("gpu:h100:8", large.fn, large.spec.args, large.spec.kwargs).targets
+    (saving,) = savings_of(plan, step_s=1e-3).values()
+    saved = 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES)
+    assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
+    assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step")
+    assert MinSaving("10%", share=0.10).counts(saving) and not MinSaving("20%", share=0.20).counts(saving)
