@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import platform
 import re
 import sys
@@ -274,8 +275,11 @@ def test_report_on_h100s_shows_the_seed_naive_plans_all_reduce_leave_the_loop(sh
     assert moved["loops"] == [] and moved["executions"] == 1 and moved["left_loop"] is True
     (placement,) = naive["placements"]
     assert placement["change"] == "left_loop" and placement["cpu_executions"] == 2
+    ((shape, _),) = _all_reduces(gpu)  # its size, from the GPU module's own shape
+    size = 4 * math.prod(int(d) for d in re.search(r"f32\[([\d,]*)\]", shape).group(1).split(",") if d)
     assert naive["verdict"] == ("on h100:8 the naive plan's all-reduce of grad(params) leaves the loop: "
-                                "the compiler already does the deferral here.")
+                                f"the compiler already does the deferral here. Its all-reduce of grad(params) moves "
+                                f"{size:,} B per run.")
     assert naive["memory"]["argument_size_in_bytes"] > 0
     assert [loop for _, loop in _all_reduces(texts["deferred"][1])] == [False]
     assert [c["loops"] for c in target["variants"]["deferred"]["compiled_collectives"]] == [[]]

@@ -71,8 +71,10 @@ def test_report_on_a_v5e_slice_shows_the_seed_naive_plans_all_reduce_leave_the_l
     (placement,) = naive["placements"]
     assert placement["change"] == "left_loop" and placement["cpu_executions"] == CHUNKS
     assert naive["staying_findings"] == []
+    ((shape, _),) = all_reduces(tpu)  # its size, from the TPU module's own shape
     assert naive["verdict"] == ("on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: "
-                                "the compiler already does the deferral here.")
+                                "the compiler already does the deferral here. "
+                                f"Its all-reduce of grad(params) moves {_logical_bytes(shape):,} B per run.")
     assert naive["memory"]["argument_size_in_bytes"] == sum(map(padded_bytes, entry_parameters(tpu)))
     assert naive["cpu_memory"] == data["variants"]["naive"]["memory"]
     deferred = target["variants"]["deferred"]
@@ -204,7 +206,10 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
         assert _depths(on_target["compiled_collectives"]) == [1]
         assert not any(c["left_loop"] for c in on_target["compiled_collectives"])
         assert [p["change"] for p in on_target["placements"]] == ["stayed"]
-        assert on_target["verdict"] == f"on {topology} the step program keeps 1 collective in a loop, needed there (as on the CPU)."
+        ((shape, _),) = all_reduces(_on(topology, traced))
+        assert on_target["verdict"].startswith(
+            f"on {topology} the step program keeps 1 collective in a loop, needed there (as on the CPU). Its all-reduce of ")
+        assert on_target["verdict"].endswith(f" moves {_logical_bytes(shape):,} B per run.")  # f32[1,16]: 64 B
     text = shardscope_cli("check", path, *flags)
     assert all(f"check passed on tpu:{t}" in " ".join(text.stdout.split()) for t in EVERY_GENERATION)
 
@@ -347,7 +352,7 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     gathers = [p for p in naive["placements"] if p["cpu_collective"].startswith("all_gather")]
     assert len(gathers) == 2 and {p["change"] for p in gathers} == {"entered_loop"}
     assert {p["executions"] for p in gathers} == {CHUNKS} and {p["cpu_executions"] for p in gathers} == {1}
-    assert naive["verdict"].endswith(f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU).")
+    assert f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU)." in naive["verdict"]
 
 
 NNX_STEP = '''

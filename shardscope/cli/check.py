@@ -19,6 +19,7 @@ from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
+from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_step_estimates, saving_filter
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
@@ -61,6 +62,10 @@ def register(add_parser: AddParser) -> None:
                              "(see `shardscope presets`) with DEVICES in the ring (default: each collective's group)")
     parser.add_argument("--link", metavar="BW,LATENCY",
                         help="--what-if: a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us")
+    parser.add_argument("--min-saving", metavar="TIME|PERCENT",
+                        help="with --target: fail only on findings whose deferral saves at least this much per step "
+                             "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, which "
+                             "needs a step estimate); the default fails on every finding")
     add_cache_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)
@@ -83,6 +88,7 @@ class CheckOptions:
     link: str | None = None
     debug: bool = False
     github: bool = False
+    min_saving: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
@@ -94,7 +100,20 @@ class CheckOptions:
             raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
                                 "annotations.", f"run shardscope check {args.file} --what-if without --format github")
         return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link, args.debug, fmt == "github")
+                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving)
+
+    def saving_threshold(self) -> MinSaving | None:
+        """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
+        if self.min_saving is None:
+            return None
+        threshold = parse_min_saving(self.min_saving)
+        if not self.targets:
+            raise SettingsError(
+                f"--min-saving {self.min_saving} weighs what deferring a finding saves on a target's interconnect, "
+                "and no --target was given.",
+                f"shardscope check {self.file} --target gpu:h100:8 --min-saving {self.min_saving} "
+                "(or tpu:v5e:2x4, ...)")
+        return threshold
 
     def projection(self) -> tuple[Link, int | None] | None:
         """``--project``/``--link`` as a link and device count (checked before JAX starts)."""
@@ -119,6 +138,7 @@ def check(options: CheckOptions) -> int:
     after the others are checked, and the status is 2.
     """
     projection = options.projection()  # --what-if's --project: refused before JAX starts
+    min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
 
@@ -138,13 +158,17 @@ def check(options: CheckOptions) -> int:
         checked = check_file(path, options.function, options.devices, targets)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+    status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
+    if min_saving is not None:  # a share needs a step estimate: refused before any output
+        require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites, checked.failed), allow_nan=False))
+        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving), allow_nan=False))
     elif options.github:
-        for line in workflow_commands(path, inspections, checked.failed):
+        for line in workflow_commands(path, inspections, checked.failed,
+                                      counts=None if min_saving is None else saving_filter(min_saving)):
             print(line)
     else:
-        render(inspections, stdout_console(), rewrites, checked.failed)
+        render(inspections, stdout_console(), rewrites, checked.failed, min_saving)
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]
         if targets and stepped:
             stdout_console().print(Text(
@@ -153,7 +177,7 @@ def check(options: CheckOptions) -> int:
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
-    return exit_code(inspections, checked.failed)
+    return status
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

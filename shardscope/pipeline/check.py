@@ -19,6 +19,7 @@ from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
                                           inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
 from shardscope.engine.dispatch.plan import is_dispatch_sequence
+from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
@@ -137,7 +138,13 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     ]
 
 
-def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = ()) -> int:
+FindingFilter = Callable[[TargetPlan, TargetPlacement], bool]
+"""Whether a finding a target keeps in a loop fails the check (``check --min-saving``: when
+deferring it saves at least so much there)."""
+
+
+def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (),
+              counts: FindingFilter | None = None) -> int:
     """2 when a program failed to trace or compile; else 1 when any loop runs a collective it need
     not (deferrable or loop-invariant in the compiled plan or the jaxpr: a collective and the
     instruction it compiles to count once), or a step that is not jitted runs one once per call
@@ -148,13 +155,18 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     of dispatches is not compiled for the targets: its calls are separate modules on any of them,
     so a reduction it runs once per call where once per step would do fails the check there too.
     An involuntary full rematerialization fails it (on a target: when that target's partitioner
-    reports one).
+    reports one). ``counts`` (``--min-saving``) keeps only the target findings it accepts.
     """
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(plan.staying_findings or plan.compiled.rematerializations
+        staying = any(counted_findings(plan, counts) or plan.compiled.rematerializations
                       for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN
+
+
+def counted_findings(plan: TargetPlan, counts: FindingFilter | None = None) -> tuple[TargetPlacement, ...]:
+    """The findings ``plan``'s target keeps in a loop that fail the check (all without ``counts``)."""
+    return tuple(p for p in plan.staying_findings if counts is None or counts(plan, p))

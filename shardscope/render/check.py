@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rich.text import Text
 
 from shardscope.costmodel.what_if import ProgramWhatIf
-from shardscope.pipeline.check import FailedProgram, exit_code
+from shardscope.costmodel.interconnects import format_seconds
+from shardscope.costmodel.savings import MinSaving, saving_filter, savings_of
+from shardscope.engine.hlo.target_plan import TargetPlan
+from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings, exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None,
-            failed: Sequence[FailedProgram] = ()) -> dict[str, Any]:
+            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
@@ -34,6 +37,9 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     (:func:`shardscope.render.what_if.rewrite_json`), null for a demo plan (not rewritten), with
     ``what_if_note`` saying why it is null or empty when it is. ``failed`` lists each program
     that failed to trace or compile as ``{"function", "error", "hint"}`` (then ``exit_code`` is 2).
+    Each target's plan lists ``savings``: what deferring each finding it keeps in a loop saves
+    there; with ``--min-saving``, ``min_saving`` holds the threshold and ``below_min_saving``
+    the findings that save less (``{"target", "function", "collective"}``), which pass.
     A step that is not jitted and calls jitted functions has ``dispatches`` (each distinct
     module it dispatches: its calls per step, counts per call and per step, its compiled
     collectives) and ``dispatch_findings`` (the verdicts across the calls); its ``counts`` are
@@ -54,16 +60,30 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
-    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections, failed), "programs": programs,
+    counts = None if min_saving is None else saving_filter(min_saving)
+    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections, failed, counts),
+                              "programs": programs,
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
                               "targets": targets_json(_named(inspections))}
+    if min_saving is not None:
+        result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}
+        result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}
+                                      for ins, plan, p in _below(inspections, counts)]
     # whose plans the exit code judges: the targets' when there are any, else the CPU's
     result["judged_on"] = sorted({entry["compiler"] for entry in result["targets"].values()}) or ["XLA:CPU"]
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives",
                                                    "partitioner_findings")})
     return finite(result)
+
+
+def _below(inspections: list[Inspection], counts: FindingFilter | None) -> list[tuple[Inspection, TargetPlan, Any]]:
+    """``(inspection, plan, placement)`` of each target finding that saves less than ``--min-saving``."""
+    if counts is None:
+        return []
+    return [(ins, plan, p) for ins in inspections for plan in ins.targets for p in plan.staying_findings
+            if not counts(plan, p)]
 
 
 def _named(inspections: list[Inspection]) -> list[tuple[str, str, Inspection]]:
@@ -98,7 +118,7 @@ CPU_JUDGED = ("This judges the plan XLA:CPU compiled. A GPU's or TPU's compiler 
 
 
 def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
-           failed: Sequence[FailedProgram] = ()) -> None:
+           failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None) -> None:
     """Each program's findings table and fixes (and its what-if), then one line with the outcome
     (on the targets when there are any: what each target did with every collective, and a
     verdict). The programs in ``failed`` were not checked: the outcome line names them (their
@@ -113,7 +133,7 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
                            "failed to trace or compile (each one's error follows).", style="bold red"))
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
-        _render_target_outcome(inspections, console)
+        _render_target_outcome(inspections, console, min_saving)
         stepped = [ins.function for ins in inspections if any(f.flagged for f in ins.dispatch_findings)]
         if stepped:
             console.print(Text(f"check failed: {', '.join(stepped)}: a step of dispatches reduces once per call where "
@@ -136,12 +156,22 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
 
 
 
-def _render_target_outcome(inspections: list[Inspection], console: Console) -> None:
-    """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...``."""
+def _render_target_outcome(inspections: list[Inspection], console: Console, min_saving: MinSaving | None = None) -> None:
+    """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...`` (with
+    ``--min-saving``, a line for the findings that save less and pass)."""
+    counts = None if min_saving is None else saving_filter(min_saving)
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
     for target in targets:
         plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
-        staying = [function for function, plan in plans if plan.staying_findings]
+        staying = [function for function, plan in plans if counted_findings(plan, counts)]
+        below = [(function, plan, savings_of(plan)[p.collective.name]) for function, plan in plans
+                 for p in plan.staying_findings if counts is not None and not counts(plan, p)]
+        if below and min_saving is not None:
+            for function, plan, saving in below:
+                amount = "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
+                console.print(Text(f"on {target}, deferring {function}'s {saving.kind} of {saving.values or saving.collective} "
+                                   f"saves less than --min-saving {min_saving.text} per step{amount}: not counted.",
+                                   style="yellow"))
         remats = [function for function, plan in plans if plan.compiled.rematerializations]
         if remats:
             console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "

@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from shardscope.pipeline.check import FailedProgram
+from shardscope.costmodel.savings import savings_of
+from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words
 
@@ -29,17 +30,18 @@ _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
 
 
 def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
-                cwd: Path | None = None) -> list[str]:
+                cwd: Path | None = None, counts: FindingFilter | None = None) -> list[str]:
     """One ``::error`` line per finding the exit status counts (an involuntary full
     rematerialization too, at its line), and per program not checked.
 
     A finding is placed at the user's line that wrote the collective (the checked ``path``
     itself when it has none); paths are relative to ``cwd`` (default: the working directory).
+    ``counts`` (``--min-saving``) keeps only the target findings it accepts.
     """
     here = os.path.abspath(cwd or Path.cwd())
     lines = []
     for ins in inspections:
-        for collective, title, message in _findings(ins):
+        for collective, title, message in _findings(ins, counts):
             lines.append(_command(_where(collective, path, here), title, message))
         remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
             ins.rematerializations)
@@ -54,14 +56,17 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
     return lines
 
 
-def _findings(ins: Inspection) -> Iterator[tuple[PairedCollective | None, str, str]]:
+def _findings(ins: Inspection, counts: FindingFilter | None = None) -> Iterator[tuple[PairedCollective | None, str, str]]:
     """``(collective, title, message)`` of each finding of ``ins`` the exit status counts."""
     if ins.targets:
         for plan in ins.targets:
-            for placement in plan.staying_findings:
+            savings = savings_of(plan)
+            for placement in counted_findings(plan, counts):
                 paired = _paired_with(ins, placement)
                 title = f"shardscope: {placement.collective.kind} stays in a loop on {plan.target} ({ins.function})"
-                yield paired, title, _staying_message(ins, paired, placement, plan.target)
+                saving = savings.get(placement.collective.name)
+                size = f" It moves {saving.words()}." if saving is not None else ""
+                yield paired, title, _staying_message(ins, paired, placement, plan.target) + size
         return
     for c in ins.flagged:
         verdict = c.verdict

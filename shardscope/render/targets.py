@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from shardscope.costmodel.collective_times import interconnect_of
+from shardscope.costmodel.interconnects import format_seconds
+from shardscope.costmodel.savings import Saving, savings_of
 from shardscope.engine.counts import Runs, count_text
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
@@ -96,7 +99,29 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     """
     on = f"on {plan.topology} {title}"
     entered = [p for p in plan.comparison.placements if p.entered]
-    return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "."
+    return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "." + "".join(
+        f" {sentence}" for sentence in size_sentences(plan))
+
+
+def size_sentences(plan: "TargetPlan", savings: "dict[str, Saving] | None" = None) -> list[str]:
+    """What each collective the verdict judges moves: ``Its all-reduce of out[1] moves 4 B per run,
+    4 runs per call; deferring it saves ~24 us per step on gpu:h100:8.`` for one the target keeps
+    in a loop, its bytes per run for one the compiler moves out, and for a plan without findings
+    the bytes of each collective its loops need."""
+    found = savings_of(plan) if savings is None else savings
+    flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.removed]
+    if not flagged:
+        return [f"Its {t.kind} of {t.value or t.name} moves {t.bytes_per_execution:,} B per run."
+                for t in plan.compiled.findings]
+    sentences = []
+    for p in flagged:
+        saving = found.get(p.collective.name)
+        what = f"{p.collective.kind} of {saving.values if saving and saving.values else p.collective.value or p.collective.name}"
+        if saving is not None:
+            sentences.append(f"Its {what} moves {saving.words()}.")
+        else:
+            sentences.append(f"Its {what} moves {p.collective.bytes_per_execution:,} B per run.")
+    return sentences
 
 
 def _entered_words(entered: list["TargetPlacement"]) -> str:
@@ -219,9 +244,41 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         console.print(placements_table(rows, noun))
         for (_, title, _), (_, plan) in zip(named, rows):
             console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
+        said = interconnect_sentence(target, rows)
+        if said:
+            console.print(Text(said))
         projection = (projections or {}).get(target)
         if projection is not None:
             console.print(Text(projection_sentence(target, projection)))
+
+
+def interconnect_sentence(target: str, rows: list[tuple[str, "TargetPlan"]]) -> str:
+    """``tpu:v5e:2x4's compiled collectives on its own interconnect (ICI of a v5e 2x4 slice ...):
+    naive 139.8 us/call, deferred 69.9 us/call ...``; empty without a model for the target."""
+    interconnect = interconnect_of(rows[0][1])
+    if interconnect is None:
+        return ""
+    per_plan = []
+    for name, plan in rows:
+        seconds = plan_interconnect_seconds(plan)
+        per_plan.append(f"{name} {'?' if seconds is None else format_seconds(seconds)}/call")
+    return (f"{target}'s compiled collectives on its own interconnect ({interconnect.description}): "
+            f"{', '.join(per_plan)} (communication alone; figures and sources: shardscope presets --targets).")
+
+
+def plan_interconnect_seconds(plan: "TargetPlan") -> float | None:
+    """Every compiled collective of ``plan``: its runs per call times one run on the target's
+    interconnect (None without a model or when a count is unknown)."""
+    interconnect = interconnect_of(plan)
+    if interconnect is None:
+        return None
+    total = 0.0
+    for c in plan.compiled.collectives:
+        timed = interconnect.time(c)
+        if timed is None or c.executions is None:
+            return None
+        total += c.executions * timed.seconds
+    return total
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:
@@ -258,24 +315,55 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
     """One plan on one target: its compiled collectives (the CPU compiled plan's fields and
     ``left_loop``), memory and cost per device, each CPU collective's placement, the verdict."""
     collectives = []
+    interconnect = interconnect_of(plan)
     for p in plan.paired:
         if p.compiled is None:
             continue
         fields = compiled_collective_json(p, p.compiled)
         fields["left_loop"] = plan.left_loop(p.compiled)
         fields["carries"] = [placement.collective.name for placement in plan.placements_of(p.compiled)]
+        timed = interconnect.time(p.compiled) if interconnect is not None else None
+        fields["interconnect"] = None if timed is None else {
+            "seconds_per_run": timed.seconds, "latency_s": timed.latency_s, "bandwidth_s": timed.bandwidth_s,
+            "algorithm": timed.algorithm, "devices": timed.devices}
         collectives.append(fields)
+    savings = savings_of(plan)
+    placements = [placement_json(p) | {"saving": savings[p.collective.name].to_json()
+                                       if p.collective.name in savings else None}
+                  for p in plan.comparison.placements]
     return {
         "compiled_collectives": collectives,
+        "interconnect_s_per_call": _interconnect_per_call(plan, collectives),
+        "savings": [saving.to_json() for saving in savings.values()],
         "compiled_executed_collectives": plan.compiled.executed_collectives,
         "memory": dict(plan.memory),
         "cpu_memory": dict(plan.cpu_memory),
         "cost_analysis": dict(plan.cost),
         "compile_s": plan.compile_s,
-        "placements": [placement_json(p) for p in plan.comparison.placements],
+        "placements": placements,
         "staying_findings": [p.collective.name for p in plan.staying_findings],
         "verdict": plan_verdict(title, plan),
     }
+
+
+def _interconnect_per_call(plan: "TargetPlan", collectives: list[dict[str, Any]]) -> float | None:
+    """Every compiled collective's runs per call times one run on the target's interconnect
+    (None without a model, or when a count is unknown)."""
+    total = 0.0
+    for fields in collectives:
+        if fields["interconnect"] is None or fields["executions"] is None:
+            return None
+        total += fields["executions"] * fields["interconnect"]["seconds_per_run"]
+    return total
+
+
+def interconnect_json(plan: "TargetPlan") -> dict[str, Any] | None:
+    """The ``interconnect`` object of a target: the machine in words and the figures' sources."""
+    interconnect = interconnect_of(plan)
+    if interconnect is None:
+        return None
+    return {"description": interconnect.description, "source": interconnect.source,
+            "device_coords": [list(c) for c in interconnect.device_coords]}
 
 
 def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Projection] | None" = None) -> dict[str, Any]:
@@ -288,7 +376,8 @@ def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Proj
     for name, title, result in named:
         for plan in result.targets:
             entry = data.setdefault(plan.target, {"compiler": plan.compiler, "devices": plan.devices, "device_kind": plan.device_kind,
-                                                  "topology": plan.topology, "variants": {}, "projection": None})
+                                                  "topology": plan.topology, "variants": {}, "projection": None,
+                                                  "interconnect": interconnect_json(plan)})
             entry["variants"][name] = target_plan_json(title, plan)
     for target, projection in (projections or {}).items():
         if target in data:

@@ -73,6 +73,23 @@ def settings_on_targets(settings: Settings, targets: Sequence[TargetDevices]) ->
                         f"over the {count} devices of {target}, or mesh sizes that multiply to {count}, e.g. {example}")
 
 
+def device_coords(devices: TargetDevices, device_ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """The coordinates on the machine (``device.coords``) of the device at each program position;
+    empty when the target's devices have none."""
+    by_id = {device.id: device for device in devices.devices}
+    coords = [getattr(by_id[i], "coords", None) if i in by_id else None for i in device_ids]
+    if any(c is None for c in coords):
+        return ()
+    return tuple(tuple(int(x) for x in c) for c in coords if c is not None)
+
+
+def machine_shape(devices: TargetDevices) -> tuple[int, ...]:
+    """Devices along each coordinate of the whole target (the largest coordinate plus one); empty
+    when its devices have no coordinates."""
+    coords = device_coords(devices, [device.id for device in devices.devices])
+    return tuple(max(c[axis] for c in coords) + 1 for axis in range(len(coords[0]))) if coords else ()
+
+
 Relabel = Callable[["Inspection"], "Inspection"]
 
 
@@ -107,6 +124,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             paired=paired_collectives(named.collectives, named.compiled),
             comparison=compare_plans(cpu, named.compiled, devices.target.topology),
             memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
-            compiler=devices.target.compiler,
+            compiler=devices.target.compiler, device_coords=device_coords(devices, compilation.device_ids),
+            machine_shape=machine_shape(devices),
         ))
     return tuple(plans)

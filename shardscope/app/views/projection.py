@@ -19,7 +19,7 @@ from textual.widgets import Label, Select, Static
 from shardscope.costmodel.interconnects import PRESETS, preset
 from shardscope.costmodel.projection import project, project_targets
 from shardscope.render.projection import MEASURED, lines
-from shardscope.render.targets import projection_sentence
+from shardscope.render.targets import interconnect_sentence, projection_sentence
 
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
@@ -109,6 +109,9 @@ def target_lines(analysis: Analysis) -> list[str]:
     projections = project_targets(analysis)
     said = []
     for target in analysis.target_names:
+        own = interconnect_sentence(target, [(plan.name, on_target) for plan, on_target in analysis.on_target(target)])
+        if own:
+            said.append(own)
         if target in projections:
             said.append(projection_sentence(target, projections[target]))
         else:

@@ -177,6 +177,13 @@ class TargetPlan:
     compile_s: float
     cpu_memory: dict[str, int]
     compiler: str = ""  # XLA:TPU, XLA:GPU: whose plan this is
+    device_coords: tuple[tuple[int, ...], ...] = ()
+    """Where the device at each position of the program's device assignment sits on the machine
+    (``device.coords``: a TPU chip's torus coordinates, a GPU's slice, host and index in its
+    host); the interconnect model lays replica groups on them."""
+    machine_shape: tuple[int, ...] = ()
+    """Devices along each coordinate over the whole target (a slice's chips per torus axis), which
+    the program may not span all of."""
 
     @property
     def compiler_words(self) -> str:

@@ -1,0 +1,352 @@
+"""Each target's interconnect: a compiled collective's time from its replica groups laid on the
+machine, what deferring a finding saves there, and ``check --min-saving``.
+
+Expected times are the formulas of docs/guides/interconnects.md applied here by hand: the bytes
+from the shapes the programs below are written with, the devices a group spans from JAX's own
+mesh layout over libtpu's or the CUDA plugin's devices (``mesh_utils.create_device_mesh``, as
+``jax.make_mesh`` lays a mesh), the bandwidths and latencies from the cited figures written
+out below (never read back from shardscope's tables).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import platform
+import sys
+import textwrap
+
+import jax
+import pytest
+from jax.experimental import mesh_utils
+
+from shardscope.costmodel.collective_times import torus_time
+from shardscope.costmodel.fabrics import torus_fabric
+from shardscope.costmodel.savings import parse_min_saving
+from shardscope.errors import SettingsError
+from shardscope.targets import registry
+
+
+def _plugin_installed() -> bool:
+    try:
+        return importlib.metadata.version("jax-cuda12-plugin") == jax.__version__
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+_LINUX_X86 = sys.platform.startswith("linux") and platform.machine() == "x86_64"
+needs_libtpu = pytest.mark.skipif(not _LINUX_X86, reason="libtpu ships for Linux x86-64 only")
+needs_plugin = pytest.mark.skipif(not (_LINUX_X86 and _plugin_installed()),
+                                  reason="JAX's CUDA plugin (the gpu extra) is not installed here")
+
+# The cited figures (shardscope/costmodel/fabrics.py), written out for the hand derivations.
+V5E_LINK = 4.5e10  # B/s one way per ICI link (scaling book, interconnect table)
+ICI_HOP = 1e-6  # s per ICI hop
+H100_NVLINK, NVLINK_STEP = 450e9, 2e-6  # B/s one way per GPU; s per NCCL step inside a host
+H100_NETWORK, NETWORK_STEP = 50e9, 6e-6  # 400 Gb/s ConnectX-7 per GPU; s per NCCL step between hosts
+
+GRADIENT_BYTES = 1024 * 1024 * 4  # f32[1024,1024]
+
+PSUMS = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("outer", "inner"))
+    g = jax.ShapeDtypeStruct((1024, 1024), jnp.float32, sharding=NamedSharding(mesh, P()))
+
+    def local(g):
+        g = lax.pcast(g, ("outer", "inner"), to="varying")
+        return lax.psum(jnp.sin(g), "inner"), lax.psum(jnp.cos(g), ("outer", "inner"))
+
+    step = shardscope.program(args=(g,))(jax.jit(jax.shard_map(
+        local, mesh=mesh, in_specs=P(), out_specs=(P("outer"), P()))))
+''')
+
+
+def _grid(target: str, shape: tuple[int, ...]):
+    """The target's devices as JAX lays a mesh of ``shape`` over them."""
+    devices = registry.load_target(registry.parse_target(target)).devices
+    return mesh_utils.create_device_mesh(shape, devices=list(devices))
+
+
+def _collectives_by_group_size(data: dict, target: str) -> dict[int, dict]:
+    (program,) = data["programs"]
+    found = {}
+    for c in program["targets"][target]["compiled_collectives"]:
+        found[c["interconnect"]["devices"]] = c
+    return found
+
+
+@needs_libtpu
+def test_an_all_reduce_of_a_4_mib_gradient_on_a_v5e_slice_costs_the_torus_formula(tmp_path, shardscope_cli):
+    """tpu:v5e:2x4, a (2, 4) mesh: the psum over ``inner`` runs on 4 chips, the one over both on
+    all 8. A v5e axis wraps only when it has 16 chips: every axis here is a line, one way at
+    4.5e10 B/s per link. All-reduce = reduce-scatter + all-gather:
+    max(2 alpha * hops, 2 (n-1)/n * S / sum of the spanned axes' links)."""
+    path = tmp_path / "psums.py"
+    path.write_text(PSUMS)
+    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
+    assert result.returncode == 0, result.stderr
+    by_size = _collectives_by_group_size(json.loads(result.stdout), "tpu:v5e:2x4")
+    grid = _grid("tpu:v5e:2x4", (2, 4))
+    for n, chips in ((4, [d.coords for d in grid[0, :]]), (8, [d.coords for d in grid.flat])):
+        spans = [len({c[axis] for c in chips}) for axis in range(3) if len({c[axis] for c in chips}) > 1]
+        hops = sum(k - 1 for k in spans)  # lines: k - 1 hops end to end
+        links = V5E_LINK * len(spans)  # one link one way per spanned axis
+        expected = max(2 * hops * ICI_HOP, 2 * (n - 1) / n * GRADIENT_BYTES / links)
+        timed = by_size[n]
+        assert timed["kind"] == "all-reduce" and timed["bytes"] == GRADIENT_BYTES
+        assert timed["interconnect"]["seconds_per_run"] == pytest.approx(expected, rel=1e-12)
+    # JAX lays a row of the (2, 4) mesh on a 2x2 square of chips: two axes of 2 chips, two links
+    # at once, 2 hops; bandwidth-bound at 70 us (a line of 4 chips would take twice that)
+    assert by_size[4]["interconnect"]["seconds_per_run"] == pytest.approx(2 * 3 / 4 * GRADIENT_BYTES / (2 * V5E_LINK))
+
+
+@needs_plugin
+def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_ncclsring_in_a_host_and_its_tree_across(
+        tmp_path, shardscope_cli):
+    """gpu:h100:2x4: ``inner`` is the 4 GPUs of one host (NVLink, NCCL's ring); both axes span
+    the 2 hosts, where the network port per GPU bounds the bandwidth and NCCL's tree (2 S/B +
+    2 (log2(2) alpha_net + 3 alpha_nvlink)) beats its ring (2 (7/8) S/B + 14 alpha_net)."""
+    path = tmp_path / "psums.py"
+    path.write_text(PSUMS)
+    result = shardscope_cli("check", path, "--target", "gpu:h100:2x4", "--json")
+    assert result.returncode == 0, result.stderr
+    by_size = _collectives_by_group_size(json.loads(result.stdout), "gpu:h100:2x4")
+    grid = _grid("gpu:h100:2x4", (2, 4))
+    assert len({tuple(d.coords[:2]) for d in grid[0, :]}) == 1  # a row is one host's GPUs
+    S = GRADIENT_BYTES
+    ring_in_host = 2 * 3 / 4 * S / H100_NVLINK + 2 * 3 * NVLINK_STEP
+    assert by_size[4]["interconnect"]["seconds_per_run"] == pytest.approx(ring_in_host, rel=1e-12)
+    assert by_size[4]["interconnect"]["algorithm"] == "NCCL ring over NVLink"
+    ring = 2 * 7 / 8 * S / H100_NETWORK + 2 * 7 * NETWORK_STEP
+    tree = 2 * S / H100_NETWORK + 2 * (math.log2(2) * NETWORK_STEP + 3 * NVLINK_STEP)
+    assert tree < ring
+    assert by_size[8]["interconnect"]["seconds_per_run"] == pytest.approx(tree, rel=1e-12)
+    assert by_size[8]["interconnect"]["algorithm"].startswith("NCCL tree")
+
+
+@needs_libtpu
+@pytest.mark.parametrize(("topology", "group_chips", "wraps"), [
+    ("v5e:16x16", 16, True),  # a whole axis of the 16x16 pod: a ring
+    ("v5e:4x4", 4, False),  # a smaller slice has no wraparound links
+    ("v5p:4x4x4", 4, True),  # a whole 4x4x4 cube: the optical switches close every axis
+    ("v5p:2x2x2", 2, False),
+])
+def test_a_torus_axis_is_a_ring_only_where_the_slice_has_wraparound_links(topology, group_chips, wraps):
+    """An all-reduce over one axis of the slice (libtpu's chips in JAX's layout): on a ring the
+    data goes both ways (2 links' worth) in floor(k/2) hops; on a line one way in k - 1 hops."""
+    devices = registry.load_target(registry.parse_target(f"tpu:{topology}"))
+    shape = tuple(int(n) for n in topology.split(":")[1].split("x"))
+    grid = mesh_utils.create_device_mesh(shape, devices=list(devices.devices))
+    row = [tuple(d.coords) for d in grid.reshape(-1, shape[-1])[0]]
+    assert len(row) == group_chips
+    fabric = torus_fabric(devices.device_kind, topology)
+    assert fabric is not None
+    slice_shape = tuple(max(d.coords[axis] for d in devices.devices) + 1 for axis in range(3))
+    assert any(fabric.wraps(slice_shape)) == wraps
+    link = {"v5e": 4.5e10, "v5p": 9e10}[topology.split(":")[0]]
+    k = group_chips
+    bandwidth, hops = (2 * link, k // 2) if wraps else (link, k - 1)
+    expected = max(2 * hops * ICI_HOP, 2 * (k - 1) / k * GRADIENT_BYTES / bandwidth)
+    timed = torus_time("psum", GRADIENT_BYTES, row, fabric, slice_shape, fabric.wraps(slice_shape))
+    assert timed.seconds == pytest.approx(expected, rel=1e-12)
+    assert ("ring" in timed.algorithm) == wraps
+
+
+SIZES = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    MICRO, FEATURES = 4, 1024
+    mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+    W = jax.ShapeDtypeStruct((FEATURES, FEATURES), jnp.float32, sharding=NamedSharding(mesh, P()))
+    x = jax.ShapeDtypeStruct((MICRO, 64, FEATURES), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+
+    def loss(W, xb):
+        return jnp.mean(jnp.tanh(xb @ W) ** 2)
+
+
+    @shardscope.program(args=(W, x))
+    @jax.jit
+    def small(W, x):
+        def body(total, xb):
+            return total + loss(W, xb), None
+        total, _ = lax.scan(body, jnp.zeros(()), x)
+        return total
+
+
+    @shardscope.program(args=(W, x))
+    @jax.jit
+    def large(W, x):
+        def body(acc, xb):
+            grads = jax.vmap(jax.grad(loss), in_axes=(None, 0))(W, xb[:, None, :])
+            return acc + jnp.mean(grads, axis=0), None
+        acc, _ = lax.scan(body, jnp.zeros_like(W), x)
+        return acc
+''')
+"""``small`` adds a 4-byte loss scalar per micro-batch, ``large`` a 4 MiB gradient (the mean of
+per-example gradients): XLA:GPU keeps both all-reduces in the loop (each is divided after the
+sum, which its code motion does not move)."""
+
+MICRO = 4
+
+
+def _ring_all_reduce_on_8_h100s(size: int) -> float:
+    return 2 * 7 / 8 * size / H100_NVLINK + 2 * 7 * NVLINK_STEP
+
+
+@needs_plugin
+def test_min_saving_fails_only_on_the_finding_that_saves_that_much(tmp_path, shardscope_cli):
+    """Deferring one of 4 runs per call leaves 1: 3 runs of the all-reduce saved, each the ring
+    on 8 H100s. The scalar saves ~84 us (latency), the gradient ~133 us: --min-saving 100us
+    fails on the gradient only; without it both fail, as before."""
+    path = tmp_path / "sizes.py"
+    path.write_text(SIZES)
+    default = shardscope_cli("check", path, "--target", "gpu:h100:8", "--json")
+    assert default.returncode == 1, default.stderr
+    data = json.loads(default.stdout)
+    assert data["exit_code"] == 1 and "min_saving" not in data
+    savings = {p["function"]: p["targets"]["gpu:h100:8"]["savings"] for p in data["programs"]}
+    expected = {"small": (4, 3 * _ring_all_reduce_on_8_h100s(4)),
+                "large": (GRADIENT_BYTES, 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES))}
+    for function, (size, saved) in expected.items():
+        (saving,) = savings[function]
+        assert (saving["bytes_per_run"], saving["runs_per_call"], saving["runs_after"]) == (size, MICRO, 1)
+        assert saving["seconds_per_step"] == pytest.approx(saved, rel=1e-12)
+        assert saving["share_of_step"] is None  # no step estimate
+    assert expected["small"][1] < 100e-6 <= expected["large"][1]
+
+    filtered = shardscope_cli("check", path, "--target", "gpu:h100:8", "--json", "--min-saving", "100us")
+    assert filtered.returncode == 1, filtered.stderr
+    data = json.loads(filtered.stdout)
+    assert data["min_saving"]["seconds"] == pytest.approx(100e-6)
+    assert [(f["function"], f["target"]) for f in data["below_min_saving"]] == [("small", "gpu:h100:8")]
+
+    only_small = shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8", "--min-saving", "100us")
+    assert only_small.returncode == 0, only_small.stderr
+    text = " ".join(only_small.stdout.split())
+    assert "saves less than --min-saving 100us per step (~84 us): not counted." in text
+    assert "check passed on gpu:h100:8" in text
+    assert shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8").returncode == 1  # the default
+    assert shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8",
+                          "--min-saving", "1ms").returncode == 0
+    annotations = shardscope_cli("check", path, "--target", "gpu:h100:8", "--format", "github", "--min-saving", "100us")
+    (line,) = [line for line in annotations.stdout.splitlines() if line.startswith("::error")]
+    assert "(large)" in line and f"It moves {GRADIENT_BYTES:,} B per run, 4 runs per call" in line
+
+
+@needs_plugin
+def test_a_gpu_verdict_on_a_scalar_left_in_the_loop_gives_its_bytes(tmp_path, shardscope_cli):
+    """Issue 39 item 10: the verdict says how much the 4-byte scalar moves and what deferring it saves."""
+    path = tmp_path / "sizes.py"
+    path.write_text(SIZES)
+    result = shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8")
+    text = " ".join(result.stdout.split())
+    assert "the deferral is worth writing. Its all-reduce of out moves 4 B per run, 4 runs per call; deferring it " \
+           "saves ~84 us per step on gpu:h100:8." in text
+
+
+@needs_plugin
+@pytest.mark.parametrize(("args", "message"), [
+    (("--target", "gpu:h100:8", "--min-saving", "1%"), "no step estimate for gpu:h100:8"),
+    (("--min-saving", "1ms"), "no --target was given"),
+    (("--target", "gpu:h100:8", "--min-saving", "5 parsecs"), "is not a unit of time"),
+])
+def test_min_saving_refusals_are_one_message(tmp_path, shardscope_cli, args, message):
+    path = tmp_path / "sizes.py"
+    path.write_text(SIZES)
+    result = shardscope_cli("check", path, "-f", "small", *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("text", "seconds", "share"), [
+    ("1ms", 1e-3, None), ("50us", 50e-6, None), ("0.2s", 0.2, None), ("250ns", 250e-9, None),
+    ("1%", None, 0.01), ("2.5 %", None, 0.025),
+])
+def test_min_saving_reads_a_time_or_a_share(text, seconds, share):
+    threshold = parse_min_saving(text)
+    assert threshold.share == share
+    assert (threshold.seconds is None) == (seconds is None)
+    if seconds is not None:
+        assert threshold.seconds == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["-1ms", "150%", "fast", "1 ms%", "inf"])
+def test_min_saving_refuses_what_is_neither(text):
+    with pytest.raises(SettingsError):
+        parse_min_saving(text)
+
+
+def test_presets_targets_lists_each_machines_interconnect_with_its_sources(shardscope_cli):
+    result = shardscope_cli("presets", "--targets", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["target"]: row for row in json.loads(result.stdout)}
+    assert {"tpu:v5e:...", "tpu:v5p:...", "tpu:v4:...", "tpu:v6e:...", "gpu:h100:HOSTSxDEVICES"} <= set(rows)
+    assert rows["tpu:v5e:..."]["bandwidth_Bps"] == V5E_LINK and rows["gpu:h100:HOSTSxDEVICES"]["network_Bps"] == H100_NETWORK
+    assert all("https://" in row["source"] and "latency" in row["source"] for row in rows.values())
+
+
+@needs_libtpu
+def test_the_report_puts_each_plans_compiled_collectives_on_the_targets_own_interconnect(shardscope_cli):
+    """linear on tpu:v5e:2x4: the naive plan's one all-reduce (of params: f32[5], 20 B) runs
+    once per call over all 8 chips, which span an axis of 2 chips and one of 4, lines both
+    (no v5e axis of 16): 1 + 3 hops, twice (reduce-scatter + all-gather) at 1 us each = 8 us;
+    the bytes take 2 (7/8) 20 / (2 x 4.5e10) s, under a nanosecond: latency-bound."""
+    bandwidth_s = 2 * 7 / 8 * 20 / (2 * V5E_LINK)
+    assert bandwidth_s < 8e-6
+    result = shardscope_cli("report", "linear", "--target", "tpu:v5e:2x4", "-r", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    target = json.loads(result.stdout)["targets"]["tpu:v5e:2x4"]
+    assert target["interconnect"]["description"] == "ICI of a v5e 2x4 slice (wraparound on no axis)"
+    assert target["variants"]["naive"]["interconnect_s_per_call"] == pytest.approx(8e-6, rel=1e-12)
+    text = " ".join(shardscope_cli("report", "linear", "--target", "tpu:v5e:2x4", "-r", "1").stdout.split())
+    assert ("tpu:v5e:2x4's compiled collectives on its own interconnect (ICI of a v5e 2x4 slice (wraparound on no "
+            "axis)): naive 8 us/call") in text
+
+
+@needs_plugin
+def test_findings_that_share_one_instruction_share_its_saving_by_their_bytes(shardscope_cli):
+    """fsdp's naive plan on gpu:h100:2x4: XLA:GPU combines the gradients of w1 (f32[64,256],
+    65,536 B) and w2 (f32[256,16], 16,384 B) into one reduce-scatter that stays in the chunk loop
+    (2 iterations). Both are findings: deferring both takes the instruction out, 1 of its 2 runs
+    saved, each a ring reduce-scatter over 8 GPUs on 2 hosts ((7/8) T / 50e9 + 7 x 6 us); each
+    finding's part is its share of the instruction's bytes."""
+    w1, w2 = 64 * 256 * 4, 256 * 16 * 4
+    result = shardscope_cli("report", "fsdp", "--target", "gpu:h100:2x4", "--json", "-r", "1")
+    assert result.returncode == 0, result.stderr
+    savings = {s["values"]: s for s in result_savings(json.loads(result.stdout), "gpu:h100:2x4", "naive")}
+    one_run = 7 / 8 * (w1 + w2) / H100_NETWORK + 7 * NETWORK_STEP
+    assert savings["grad(params['w1'])"]["bytes_per_run"] == w1 and savings["grad(params['w2'])"]["bytes_per_run"] == w2
+    assert savings["grad(params['w1'])"]["seconds_per_step"] == pytest.approx(one_run * w1 / (w1 + w2), rel=1e-12)
+    assert savings["grad(params['w2'])"]["seconds_per_step"] == pytest.approx(one_run * w2 / (w1 + w2), rel=1e-12)
+
+
+def result_savings(data: dict, target: str, plan: str) -> list[dict]:
+    return data["targets"][target]["variants"][plan]["savings"]
+
+
+@needs_plugin
+def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_takes_a_percentage(tmp_path):
+    """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~133 us
+    saving is 13% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
+    from shardscope.costmodel.savings import MinSaving, savings_of
+    from shardscope.pipeline.check import inspect_on
+    from shardscope.sources.loading import load_file
+
+    path = tmp_path / "sizes.py"
+    path.write_text(SIZES)
+    large = load_file(path).functions["large"]
+    (plan,) = inspect_on("gpu:h100:8", large.fn, large.spec.args, large.spec.kwargs).targets
+    (saving,) = savings_of(plan, step_s=1e-3).values()
+    saved = 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES)
+    assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
+    assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step")
+    assert MinSaving("10%", share=0.10).counts(saving) and not MinSaving("20%", share=0.20).counts(saving)
