@@ -69,7 +69,7 @@ class MemoryFit:
             return f"{needed} GiB per device (the {self.chip} chip's memory is unknown)"
         capacity = gib(self.capacity_bytes)
         if self.fits is False:
-            refused = ": the compiler refused it" if self.refused else ""
+            refused = " (the compiler refused it)" if self.refused else ""
             return f"does not fit: {needed} GiB on a {capacity} GiB {self.chip} chip{refused}"
         return f"{needed} of {capacity} GiB per device"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import Runs, count_text
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
@@ -95,8 +96,46 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     ``linear's naive plan``).
     """
     on = f"on {plan.topology} {title}"
+    if plan.refused:
+        assert plan.fit is not None  # a refused plan carries its fit
+        return f"{on} {plan.fit.line()}, so it has no plan there; its CPU plan stands."
     entered = [p for p in plan.comparison.placements if p.entered]
     return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "."
+
+
+def plan_is_finding(plan: "TargetPlan") -> bool:
+    """True when the plan's verdict is bad news: a collective stays in a loop it need not, or the
+    step does not fit in the chip's memory."""
+    return bool(plan.staying_findings) or plan.does_not_fit
+
+
+def fit_words(plan: "TargetPlan") -> str:
+    """``memory: 0.5 of 15.75 GiB per device`` (``does not fit: ...``); empty without a fit."""
+    if plan.fit is None:
+        return ""
+    line = plan.fit.line()
+    return line if line.startswith("does not fit") else f"memory: {line}"
+
+
+def step_words(plan: "TargetPlan") -> str:
+    """The step estimate in one line, or why there is none (empty for a refused plan)."""
+    if plan.step is not None:
+        return plan.step.line()
+    if plan.refused:
+        return ""
+    return f"no step estimate: shardscope has no peaks for {plan.device_kind}"
+
+
+def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:
+    """``(text, style)`` of the fit and the step estimate, for every rendering of a target's plan."""
+    notes = []
+    fit = fit_words(plan)
+    if fit and not plan.refused:  # a refused plan's verdict says it
+        notes.append((fit, "bold red" if plan.does_not_fit else ""))
+    step = step_words(plan)
+    if step:
+        notes.append((step, "dim" if plan.step is None else ""))
+    return notes
 
 
 def _entered_words(entered: list["TargetPlacement"]) -> str:
@@ -196,6 +235,8 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
         ("memory/device: temporaries", lambda r, t: _memory(t.memory, "temp_size_in_bytes")),
         ("  on the CPU", lambda r, t: _memory(t.cpu_memory, "temp_size_in_bytes")),
         ("memory/device: peak", lambda r, t: _memory(t.memory, "peak_memory_in_bytes")),
+        ("fits in memory", lambda r, t: fit_words(t).removeprefix("memory: ") or "-"),
+        ("step estimate", lambda r, t: "-" if t.step is None else f"~{seconds_words(t.step.seconds)}"),
     )
     for label, cell in rows:
         table.add_row(label, *(cell(result, plan) for _, result, plan in columns))
@@ -217,8 +258,10 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         console.print(target_table(target, pairs))
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
         console.print(placements_table(rows, noun))
-        for (_, title, _), (_, plan) in zip(named, rows):
-            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
+        for (name, title, _), (_, plan) in zip(named, rows):
+            console.print(Text(plan_verdict(title, plan), style="bold red" if plan_is_finding(plan) else "bold green"))
+            for note, style in plan_notes(plan):
+                console.print(Text(f"  {name}: {note}", style=style))
         projection = (projections or {}).get(target)
         if projection is not None:
             console.print(Text(projection_sentence(target, projection)))
@@ -275,6 +318,8 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
         "placements": [placement_json(p) for p in plan.comparison.placements],
         "staying_findings": [p.collective.name for p in plan.staying_findings],
         "verdict": plan_verdict(title, plan),
+        "fit": None if plan.fit is None else plan.fit.to_json(),
+        "step_estimate": None if plan.step is None else plan.step.to_json(),
     }
 
 
