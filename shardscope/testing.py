@@ -67,7 +67,7 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
     return inspection
 
 
-def assert_fits_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
+def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -> Inspection:
     """Fail when ``fn(*args, **kwargs)`` does not fit in the memory of ``target``'s devices
     (``"tpu:v5e:2x4"``, ``"gpu:h100:8"``): it needs more bytes per device than the chip has, or the
     target's compiler refused it for memory. A chip whose memory shardscope does not know fails
