@@ -204,3 +204,28 @@ def test_a_v5e_chips_numbers_are_googles_published_ones():
     assert chip.memory_bytes == 16 * 2**30 and "cloud.google.com/tpu/docs/v5e" in chip.sources["peak_flops"]
     v5p = tpu_chip("TPU v5")  # what libtpu calls a v5p chip
     assert v5p is not None and v5p.name == "v5p"
+
+
+ON_CHIP = """\
+HloModule v
+
+%f (p0: bf16[512,512], p1: bf16[512,512]) -> bf16[512,512] {
+  %p0 = bf16[512,512]{1,0:T(8,128)(2,1)S(1)} parameter(0)
+  %p1 = bf16[512,512]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT %d = bf16[512,512]{1,0:T(8,128)(2,1)S(1)} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main (a: bf16[512,512], b: bf16[512,512]) -> bf16[512,512] {
+  %a = bf16[512,512]{1,0:T(8,128)(2,1)S(1)} parameter(0)
+  %b = bf16[512,512]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT %mm = bf16[512,512]{1,0:T(8,128)(2,1)S(1)} fusion(%a, %b), kind=kOutput, calls=%f
+}
+"""
+
+
+def test_arrays_the_compiler_keeps_in_on_chip_memory_move_no_main_memory_bytes():
+    """XLA:TPU lays a small loop's carry out in memory space 1 (VMEM, ``S(1)``): only ``b``,
+    512 x 512 bf16 in main memory, is read from it."""
+    (mm,) = module_work(parse(ON_CHIP)).instructions
+    assert mm.bytes == 512 * 512 * 2
+    assert mm.flops == 2 * 512**3 and mm.dtype == "bf16"

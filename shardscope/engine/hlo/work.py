@@ -14,7 +14,9 @@ loop body or condition, a called computation; a fusion counts as one):
 - **bytes** moved to and from memory: what it reads (its operands) and writes (its result),
   at its boundary: a fusion's internals stay in registers and caches. An operand read only
   through slices counts the slices (a scan reads one step of its stacked inputs per iteration),
-  and a ``dynamic-update-slice`` writes its update in place, not the whole buffer.
+  and a ``dynamic-update-slice`` writes its update in place, not the whole buffer. An array
+  the compiler placed in another memory space than the device's main memory (a layout with
+  ``S(1)``: a TPU's on-chip VMEM, where XLA:TPU keeps a small loop's carry) moves no HBM bytes.
 
 Collectives are not counted here: their time is the interconnect's
 (:attr:`ModuleWork.collectives` lists them for that model). Both prints of a module (the CPU's,
@@ -30,7 +32,7 @@ from typing import Callable, Iterator
 
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
-from shardscope.engine.hlo.text import Computation, HloModule, Instruction
+from shardscope.engine.hlo.text import Computation, HloModule, Instruction, Shape
 
 _FREE = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",
@@ -49,6 +51,8 @@ _MOVES = frozenset({
 _CONTROL = frozenset({"while", "call", "conditional", "async-start", "fusion"})
 _SLICES = frozenset({"slice", "dynamic-slice", "gather"})
 _LIST = re.compile(r"\{([^}]*)\}")
+_OTHER_MEMORY = re.compile(r"S\([1-9][0-9]*\)")
+"""A layout's memory space other than the default (0, the device's main memory)."""
 
 
 @dataclass(frozen=True)
@@ -288,14 +292,14 @@ def _dtype(inst: Instruction) -> str:
 def boundary_bytes(module: HloModule, inst: Instruction) -> float:
     """Bytes one run of ``inst`` reads and writes: operands and result at its boundary."""
     if inst.opcode in ("slice", "dynamic-slice"):
-        return 2.0 * inst.shape.nbytes  # reads what it keeps
+        return 2.0 * memory_bytes(inst.shape)  # reads what it keeps
     if inst.opcode == "dynamic-update-slice":
         return 2.0 * _nbytes(module, inst.operands[1]) if len(inst.operands) > 1 else 0.0
     if inst.opcode != "fusion":
-        return float(sum(_nbytes(module, name) for name in inst.operands) + inst.shape.nbytes)
+        return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape))
     computation = _fused_computation(module, inst)
     if computation is None:
-        return float(sum(_nbytes(module, name) for name in inst.operands) + inst.shape.nbytes)
+        return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape))
     in_place = _updated_in_place(module, computation)
     read = 0.0
     for position, name in enumerate(inst.operands):
@@ -311,8 +315,8 @@ def _read_bytes(computation: Computation, parameter: Instruction, in_place: set[
         return 0.0
     users = computation.users.get(parameter.name, ())
     if users and all(user.opcode in _SLICES and position == 0 for user, position in users):
-        return float(sum(user.shape.nbytes for user, _ in users))
-    return float(parameter.shape.nbytes)
+        return float(sum(memory_bytes(user.shape) for user, _ in users))
+    return float(memory_bytes(parameter.shape))
 
 
 def _written_bytes(module: HloModule, computation: Computation) -> float:
@@ -327,9 +331,9 @@ def _written_bytes(module: HloModule, computation: Computation) -> float:
             continue
         if part.opcode == "dynamic-update-slice" and len(part.operands) > 1:
             update = module.instruction(part.operands[1])
-            total += update.shape.nbytes if update is not None else 0
+            total += memory_bytes(update.shape) if update is not None else 0
         else:
-            total += part.shape.nbytes
+            total += memory_bytes(part.shape)
     return total
 
 
@@ -360,7 +364,15 @@ def _parameter(computation: Computation, position: int) -> Instruction | None:
 
 def _nbytes(module: HloModule, name: str) -> int:
     inst = module.instruction(name)
-    return inst.shape.nbytes if inst is not None else 0
+    return memory_bytes(inst.shape) if inst is not None else 0
+
+
+def memory_bytes(shape: Shape) -> int:
+    """The bytes of ``shape`` that live in the device's main memory (leaves laid out in another
+    memory space, ``S(1)``, count none)."""
+    if shape.array is not None:
+        return 0 if _OTHER_MEMORY.search(shape.text) else shape.array.nbytes
+    return sum(memory_bytes(element) for element in shape.elements)
 
 
 def _elements(module: HloModule, name: str) -> int:
