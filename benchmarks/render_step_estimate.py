@@ -23,7 +23,9 @@ def step_estimate_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "dtype, its bytes at the memory bandwidth, the longer of the two), loops counted, plus the chip's "
         "per-call and per-iteration overheads; and XLA's own `optimal_seconds` where the backend has a cost "
         "analysis (it counts a loop body once). On the CPU the peaks are the ones `shardscope calibrate` "
-        "measures on this machine (in the same run); on a TPU the chip's published ones.",
+        "measures on this machine (in the same run); on a TPU the chip's published ones. The CPU's bandwidth is "
+        "a stream through main memory: a program whose arrays stay in the CPU's caches (the scan's carry) runs "
+        "faster than its estimate, and this machine's cores are shared with other work.",
         "",
     ]
     for name in sorted(results, key=lambda n: (n != "step_estimate", n)):
@@ -38,6 +40,8 @@ def step_estimate_section(results: dict[str, dict[str, Any]]) -> list[str]:
 def _chip_table(result: dict[str, Any]) -> list[str]:
     chip = result["chip"]
     load = result["load_average"]
+    where = (f"1-minute load average {load['start']:.1f} -> {load['end']:.1f}" if result["backend"] == "cpu"
+             else "timed on the chip's own host (`--measured`: estimated here from the modules it compiled)")
     peaks = ", ".join(f"{dtype} {flops / 1e12:.3g} TFLOP/s" for dtype, flops in chip["peak_flops"].items()
                       if dtype != "default")
     out = [
@@ -45,8 +49,7 @@ def _chip_table(result: dict[str, Any]) -> list[str]:
         "",
         f"Peaks: {peaks}; memory {chip['memory_bandwidth_Bps'] / 1e9:.3g} GB/s; "
         f"{chip['call_overhead_s'] * 1e6:.3g} us per call, {chip['iteration_overhead_s'] * 1e6:.3g} us per loop "
-        f"iteration ({chip['sources'].get('overheads', '')}). Medians of {result['repeats']} calls; 1-minute load "
-        f"average {load['start']:.1f} -> {load['end']:.1f}.",
+        f"iteration ({chip['sources'].get('overheads', '')}). Medians of {result['repeats']} calls; {where}.",
         "",
         "| program | measured, median (min-max) | estimate | compute | memory | overheads | measured / estimate "
         "| XLA's optimal_seconds |",
