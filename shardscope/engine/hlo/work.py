@@ -301,18 +301,25 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
     if computation is None:
         return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape))
     in_place = _updated_in_place(module, computation)
+    slices = any(part.opcode in _SLICES for part in computation.instructions)  # else no operand is only sliced
+    parameters = computation.parameters  # by number: a fusion's operand i is its parameter i
     read = 0.0
     for position, name in enumerate(inst.operands):
-        parameter = _parameter(computation, position)
-        read += _read_bytes(computation, parameter, in_place) if parameter is not None else _nbytes(module, name)
+        parameter = parameters[position] if position < len(parameters) else None
+        if parameter is None or parameter.parameter_number != position:
+            read += _nbytes(module, name)
+        else:
+            read += _read_bytes(computation, parameter, in_place, slices)
     return read + _written_bytes(module, computation)
 
 
-def _read_bytes(computation: Computation, parameter: Instruction, in_place: set[str]) -> float:
+def _read_bytes(computation: Computation, parameter: Instruction, in_place: set[str], slices: bool) -> float:
     """What a fusion reads of one operand: nothing of a buffer it updates in place, the slices
     of one it only slices, else all of it."""
     if parameter.name in in_place:
         return 0.0
+    if not slices:
+        return float(memory_bytes(parameter.shape))
     users = computation.users.get(parameter.name, ())
     if users and all(user.opcode in _SLICES and position == 0 for user, position in users):
         return float(sum(memory_bytes(user.shape) for user, _ in users))
@@ -356,10 +363,6 @@ def _updated_in_place(module: HloModule, computation: Computation) -> set[str]:
 def _fused_computation(module: HloModule, inst: Instruction) -> Computation | None:
     name = next((callee for role, callee in inst.called_computations if role == "calls"), None)
     return module.computations.get(name or "")
-
-
-def _parameter(computation: Computation, position: int) -> Instruction | None:
-    return next((p for p in computation.parameters if p.parameter_number == position), None)
 
 
 def _nbytes(module: HloModule, name: str) -> int:
