@@ -133,3 +133,12 @@ def test_assert_fits_on_passes_a_step_that_fits_and_fails_one_that_does_not():
 
     with pytest.raises(AssertionError, match=r"big on tpu:v5e:2x2: does not fit: 18\.\d+ GiB on a 15\.75 GiB v5e chip"):
         assert_fits_on("tpu:v5e:2x2", jax.jit(big), jax.device_put(jnp.float32(1.0), NamedSharding(mesh, P())))
+
+
+def test_a_step_that_does_not_fit_is_a_github_error_on_the_file(checked, tmp_path):
+    from shardscope.render.github import workflow_commands
+
+    lines = workflow_commands(tmp_path / "steps.py", checked.inspections, checked.failed, cwd=tmp_path)
+    (line,) = [line for line in lines if "does not fit" in line]
+    assert line.startswith("::error file=steps.py,title=shardscope%3A too_big does not fit on tpu%3Av5e%3A2x2::")
+    assert "too_big on tpu:v5e:2x2: does not fit: 18." in line
