@@ -229,3 +229,22 @@ def test_arrays_the_compiler_keeps_in_on_chip_memory_move_no_main_memory_bytes()
     (mm,) = module_work(parse(ON_CHIP)).instructions
     assert mm.bytes == 512 * 512 * 2
     assert mm.flops == 2 * 512**3 and mm.dtype == "bf16"
+
+
+CUBLAS = """\
+HloModule g
+
+ENTRY %main (a: f32[64,32], b: f32[32,16]) -> f32[64,16] {
+  %a = f32[64,32]{1,0} parameter(0)
+  %b = f32[32,16]{1,0} parameter(1)
+  %gemm = (f32[64,16]{1,0}, s8[4194304]{0}) custom-call(%a, %b), custom_call_target="__cublas$gemm", backend_config={"operation_queue_id":"0","gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]}}}
+  ROOT %out = f32[64,16]{1,0} get-tuple-element(%gemm), index=0
+}
+"""
+
+
+def test_a_cublas_gemm_custom_call_counts_as_its_dot():
+    """XLA:GPU may call cuBLAS for a dot: 2 x 64 x 16 x 32 flops; its workspace is no data moved."""
+    (gemm,) = module_work(parse(CUBLAS)).instructions
+    assert gemm.flops == 2 * 64 * 16 * 32 and gemm.matmul and gemm.dtype == "f32"
+    assert gemm.bytes == 4 * (64 * 32 + 32 * 16 + 64 * 16)

@@ -9,8 +9,8 @@ loop body or condition, a called computation; a fusion counts as one):
 - **flops**: a ``dot`` is ``2 x result elements x contracted size`` (one multiply and one add
   per term); a ``convolution`` ``2 x result elements x kernel elements / output features``; a
   reduction one per element it reads; other arithmetic one per result element; data movement
-  (copies, slices, transposes, broadcasts...) none. A fusion's flops are those of the
-  instructions it fuses.
+  (copies, slices, transposes, broadcasts...) none; a library matmul (a ``custom-call`` to
+  cuBLAS or oneDNN) as a dot. A fusion's flops are those of the instructions it fuses.
 - **bytes** moved to and from memory: what it reads (its operands) and writes (its result),
   at its boundary: a fusion's internals stay in registers and caches. An operand read only
   through slices counts the slices (a scan reads one step of its stacked inputs per iteration),
@@ -201,7 +201,7 @@ def fused_flops(module: HloModule, inst: Instruction) -> tuple[float, str, bool]
     (the dtype and unit of its largest part)."""
     if inst.opcode != "fusion":
         flops = instruction_flops(module, inst)
-        return flops, _flop_dtype(module, inst), inst.opcode in _MATMULS
+        return flops, _flop_dtype(module, inst), inst.opcode in _MATMULS or _is_library_matmul(inst)
     total, best, dtype, matmul = 0.0, -1.0, _dtype(inst), False
     for part in _fused(module, inst):
         flops = instruction_flops(module, part)
@@ -254,6 +254,27 @@ def _convolution_flops(module: HloModule, inst: Instruction) -> float:
     return 2.0 * inst.shape.array.elements * prod(kernel) / out_features
 
 
+def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
+    """A library matmul (``__cublas$gemm``, ``__cublas$lt$matmul``, oneDNN's): a dot's flops, its
+    contracting dimensions from ``gemm_backend_config``; any other custom call: none known."""
+    if not _is_library_matmul(inst):
+        return 0.0
+    config = inst.backend_config
+    gemm = config.get("gemm_backend_config", {}) if isinstance(config, dict) else {}
+    numbers = gemm.get("dot_dimension_numbers", {}) if isinstance(gemm, dict) else {}
+    contracting = tuple(int(d) for d in numbers.get("lhs_contracting_dimensions", ()))
+    lhs = _operand_dims(module, inst, 0)
+    result = inst.shape.arrays[0] if inst.shape.arrays else None
+    if lhs is None or result is None or not contracting:
+        return 0.0
+    return 2.0 * result.elements * prod(lhs[d] for d in contracting if d < len(lhs))
+
+
+def _is_library_matmul(inst: Instruction) -> bool:
+    target = (inst.attribute("custom_call_target") or "").lower()
+    return inst.opcode == "custom-call" and ("gemm" in target or "matmul" in target)
+
+
 def _reduce_flops(module: HloModule, inst: Instruction) -> float:
     """One per element read (a variadic reduce's inputs are the first half of its operands)."""
     inputs = max(1, len(inst.operands) // 2)
@@ -263,6 +284,7 @@ def _reduce_flops(module: HloModule, inst: Instruction) -> float:
 _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "dot": _dot_flops,
     "convolution": _convolution_flops,
+    "custom-call": _custom_call_flops,
     "reduce": _reduce_flops,
     "reduce-window": _reduce_flops,
     "select-and-scatter": _reduce_flops,
@@ -274,7 +296,7 @@ _MATMULS = frozenset({"dot", "convolution"})
 
 def _flop_dtype(module: HloModule, inst: Instruction) -> str:
     """The element type the flops run in: a matmul's operands', else the result's."""
-    if inst.opcode in _MATMULS and inst.operands:
+    if (inst.opcode in _MATMULS or _is_library_matmul(inst)) and inst.operands:
         operand = module.instruction(inst.operands[0])
         if operand is not None and operand.shape.array is not None:
             return operand.shape.array.dtype
@@ -295,6 +317,8 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
         return 2.0 * memory_bytes(inst.shape)  # reads what it keeps
     if inst.opcode == "dynamic-update-slice":
         return 2.0 * _nbytes(module, inst.operands[1]) if len(inst.operands) > 1 else 0.0
+    if _is_library_matmul(inst) and inst.shape.is_tuple and inst.shape.elements:  # (result, workspace)
+        return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape.elements[0]))
     if inst.opcode != "fusion":
         return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape))
     computation = _fused_computation(module, inst)
