@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (render_check_cost, render_costs, render_cross, render_dispatches, render_format as fmt,
-                        render_plans, render_targets, render_what_if)
+                        render_plans, render_step_estimate, render_targets, render_what_if)
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
@@ -124,6 +124,8 @@ def load(directory: Path) -> dict[str, Any]:
         path = directory / f"{alone}.json"
         if path.is_file():
             found[alone] = json.loads(path.read_text())
+    for path in sorted(directory.glob("step_estimate*.json")):  # run alone (python -m benchmarks.step_estimate)
+        found.setdefault("step_estimate", {})[path.stem] = json.loads(path.read_text())
     return found
 
 
@@ -136,6 +138,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
     compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
     dispatch_steps = results.get("dispatch_steps")
+    step_estimates = results.get("step_estimate") or {}
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
@@ -163,6 +166,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_what_if.what_if_section(what_if)
     out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache, cache_writes)
     out += render_dispatches.dispatch_section(dispatch_steps)
+    out += render_step_estimate.step_estimate_section(step_estimates)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
     return "\n".join(out)

@@ -30,7 +30,7 @@ from shardscope.render import dispatches as _renderings  # registers the text an
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
-__all__ = ["assert_collectives", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
+__all__ = ["assert_collectives", "assert_fits_on", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
            "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
 
@@ -64,6 +64,21 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
     if staying:
         words = "; ".join(p.describe() for p in staying)
         raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target}: {words}")
+    return inspection
+
+
+def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -> Inspection:
+    """Fail when ``fn(*args, **kwargs)`` does not fit in the memory of ``target``'s devices
+    (``"tpu:v5e:2x4"``, ``"gpu:h100:8"``): it needs more bytes per device than the chip has, or the
+    target's compiler refused it for memory. A chip whose memory shardscope does not know fails
+    too (nothing shows that it fits). Returns the inspection (``.targets[0].fit`` has the numbers)."""
+    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
+
+    inspection = inspect_on(target, fn, args, kwargs)
+    (plan,) = inspection.targets
+    if plan.fit is None or plan.fit.fits is not True:
+        said = plan.fit.line() if plan.fit is not None else "its memory is unknown"
+        raise AssertionError(f"{getattr(fn, '__name__', 'the step')} on {target}: {said}")
     return inspection
 
 

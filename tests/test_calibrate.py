@@ -45,6 +45,9 @@ def test_calibrate_json_in_process_and_over_two_processes(shardscope_cli):
         assert all(p["seconds"] > 0 for p in data["points"])
         assert data["latency_s"] >= 0 and data["max_relative_error"] >= data["rms_relative_error"] >= 0
         assert data["link"].count(",") == 1
+        cpu = data["cpu"]  # the step estimate's peaks for this machine's CPU, measured
+        assert cpu["peak_flops"]["f32"] > 0 and cpu["peak_flops"]["bf16"] > 0 and cpu["memory_bandwidth_Bps"] > 0
+        assert cpu["call_overhead_s"] > 0 and "measured by shardscope calibrate" in cpu["sources"]["peak_flops"]
 
 
 def test_calibrate_user_errors(shardscope_cli):

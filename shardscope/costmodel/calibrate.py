@@ -1,4 +1,5 @@
-"""Fit the alpha-beta model to all-reduces measured on this machine, and say how well it fits.
+"""Fit the alpha-beta model to all-reduces measured on this machine, and say how well it fits; and
+measure its CPU's peak compute and memory bandwidth (:mod:`shardscope.costmodel.cpu_peaks`).
 
 Each size runs :data:`ALL_REDUCES_PER_CALL` dependent all-reduces inside one compiled loop, so
 dispatch is paid once per call, not once per all-reduce. A least-squares line through
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from shardscope.costmodel.chips import Chip
+from shardscope.costmodel.cpu_peaks import measure_cpu_chip
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_lowered
 from shardscope.errors import SettingsError
@@ -39,6 +42,8 @@ class Calibration:
     points: tuple[AllReducePoint, ...]
     latency_s: float
     bandwidth_Bps: float | None  # None when time does not grow with size (bandwidth not resolvable)
+    cpu: Chip | None = None
+    """This machine's CPU: its peak compute and memory bandwidth, measured (the step estimate's chip)."""
 
     def predicted(self, payload_bytes: int) -> float:
         """Seconds the fitted model gives for one all-reduce of ``payload_bytes``."""
@@ -122,4 +127,5 @@ def calibrate(devices: int, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int
 
     points = measure_all_reduces(devices, sizes, repeats, progress)
     alpha, bandwidth = fit(devices, points)
-    return Calibration(devices, jax.process_count(), collectives_transport(), tuple(points), alpha, bandwidth)
+    return Calibration(devices, jax.process_count(), collectives_transport(), tuple(points), alpha, bandwidth,
+                       measure_cpu_chip(repeats))

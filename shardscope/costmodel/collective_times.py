@@ -134,6 +134,21 @@ def interconnect_of(plan: "TargetPlan") -> TargetInterconnect | None:
     return None if fabric is None else TargetInterconnect(plan.target, fabric, plan.device_coords, plan.machine_shape)
 
 
+
+def collectives_seconds_per_call(plan: "TargetPlan") -> float | None:
+    """Every compiled collective of ``plan``: its runs per call times one run on the target's
+    interconnect (None without a model, or when a count is unknown)."""
+    interconnect = interconnect_of(plan)
+    if interconnect is None:
+        return None
+    total = 0.0
+    for c in plan.compiled.collectives:
+        timed = interconnect.time(c)
+        if timed is None or c.executions is None:
+            return None
+        total += c.executions * timed.seconds
+    return total
+
 # --------------------------------------------------------------------------- TPU
 
 

@@ -25,12 +25,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from shardscope.costmodel.collective_times import TargetInterconnect, interconnect_of
+from shardscope.costmodel.collective_times import TargetInterconnect, collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.quantities import number_and_unit
 from shardscope.errors import SettingsError
 
 if TYPE_CHECKING:
+    from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
@@ -83,10 +84,21 @@ class Saving:
                 "algorithm": self.algorithm or None, "step_s": self.step_s, "share_of_step": self.share_of_step}
 
 
+def step_estimate_of(plan: "TargetPlan") -> "StepEstimate | None":
+    """``plan``'s step estimate on its target with its collectives' time on the target's
+    interconnect joined (the bounds: hidden behind compute, or not at all); without an
+    interconnect model, the compute and memory estimate alone (it says so)."""
+    if plan.step is None:
+        return None
+    seconds = collectives_seconds_per_call(plan)
+    return plan.step if seconds is None else plan.step.with_collectives(seconds)
+
+
 def step_seconds(plan: "TargetPlan") -> float | None:
-    """The estimated step time of ``plan`` on its target, when shardscope has one (not yet: the
-    step estimate joins here, and every saving then has its share)."""
-    return None
+    """The estimated step time of ``plan`` on its target, the share of which a saving is: its
+    upper bound (communication not hidden behind compute), so a share is never overstated."""
+    estimate = step_estimate_of(plan)
+    return None if estimate is None else estimate.upper_s
 
 
 def savings_of(plan: "TargetPlan", step_s: float | None = None) -> dict[str, Saving]:

@@ -155,12 +155,14 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     of dispatches is not compiled for the targets: its calls are separate modules on any of them,
     so a reduction it runs once per call where once per step would do fails the check there too.
     An involuntary full rematerialization fails it (on a target: when that target's partitioner
-    reports one). ``counts`` (``--min-saving``) keeps only the target findings it accepts.
+    reports one), and so does a step that does not fit in a target's memory (its compiler refused
+    it, or it needs more per device than the chip has). ``counts`` (``--min-saving``) keeps only
+    the target findings it accepts.
     """
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(counted_findings(plan, counts) or plan.compiled.rematerializations
+        staying = any(counted_findings(plan, counts) or plan.compiled.rematerializations or plan.does_not_fit
                       for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN

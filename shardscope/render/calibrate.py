@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.costmodel.calibrate import Calibration
+    from shardscope.costmodel.chips import Chip
 
 
 def fit_sentence(c: "Calibration") -> str:
@@ -35,6 +36,18 @@ def render_calibration(c: "Calibration", console: "Console") -> None:
     console.print(table)
     console.print(fit_sentence(c), highlight=False)
     console.print(f"project onto this machine: --link {c.link_option()}", highlight=False)
+    if c.cpu is not None:
+        console.print(cpu_sentence(c.cpu), highlight=False)
+
+
+def cpu_sentence(chip: "Chip") -> str:
+    """``this machine's CPU (one device): f32 matmul 45.1 GFLOP/s, bf16 3.2 GFLOP/s, memory 9.8 GB/s, ...``."""
+    peaks = ", ".join(f"{dtype} matmul {flops / 1e9:.3g} GFLOP/s" for dtype, flops in chip.peak_flops.items()
+                      if dtype != "default")
+    bandwidth = f"{(chip.memory_bandwidth_Bps or 0) / 1e9:.3g} GB/s"
+    return (f"this machine's CPU (one device, the step estimate's peaks): {peaks}, memory {bandwidth}, "
+            f"{format_seconds(chip.call_overhead_s)} per call, {format_seconds(chip.iteration_overhead_s)} "
+            "per loop iteration.")
 
 
 def calibration_json(c: "Calibration") -> dict[str, Any]:
@@ -50,4 +63,5 @@ def calibration_json(c: "Calibration") -> dict[str, Any]:
         "rms_relative_error": c.rms_relative_error,
         "max_relative_error": c.max_relative_error,
         "link": c.link_option(),
+        "cpu": None if c.cpu is None else c.cpu.to_json(),
     }

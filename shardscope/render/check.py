@@ -173,12 +173,16 @@ def _render_target_outcome(inspections: list[Inspection], console: Console, min_
                                    f"saves less than --min-saving {min_saving.text} per step{amount}: not counted.",
                                    style="yellow"))
         remats = [function for function, plan in plans if plan.compiled.rematerializations]
+        too_big = [function for function, plan in plans if plan.does_not_fit]
+        if too_big:
+            console.print(Text(f"check failed on {target}: {', '.join(too_big)}: does not fit in the memory of its "
+                               "devices there.", style="bold red"))
         if remats:
             console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "
                                "involuntary full rematerialization there.", style="bold red"))
         if staying:
             console.print(Text(f"check failed on {target}: {', '.join(staying)}: collectives stay in loops that "
                                "need not hold them there.", style="bold red"))
-        elif not remats:
+        elif not remats and not too_big:
             console.print(Text(f"check passed on {target}: every collective a loop holds there is needed, or the "
                                "compiler already moves it out.", style="bold green"))

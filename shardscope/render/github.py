@@ -5,7 +5,8 @@ A line is ``::error file=PATH,line=N,title=TITLE::MESSAGE``, with PATH relative 
 directory (the checkout, where a workflow's steps run). GitHub's rules for workflow commands
 escape ``%``, ``\\r`` and ``\\n`` in the message, and also ``:`` and ``,`` in a property's value.
 The findings are the ones the exit status counts: with targets, those a target still runs in
-a loop; a program that was not checked is an error on the file.
+a loop, and a step that does not fit in a target's memory (an error on the file); a program
+that was not checked is an error on the file.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
     for ins in inspections:
         for collective, title, message in _findings(ins, counts):
             lines.append(_command(_where(collective, path, here), title, message))
+        for plan in ins.targets:
+            if plan.does_not_fit and plan.fit is not None:
+                lines.append(_command({"file": _relative(path, here)},
+                                      f"shardscope: {ins.function} does not fit on {plan.target}",
+                                      f"{ins.function} on {plan.target}: {plan.fit.line()}."))
         remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
             ins.rematerializations)
         for warning in remats:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from shardscope.costmodel.collective_times import interconnect_of
+from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
-from shardscope.costmodel.savings import Saving, savings_of
+from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
+from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import Runs, count_text
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.costmodel.projection import Projection
+    from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledLoop, CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
@@ -98,6 +100,9 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
     ``linear's naive plan``).
     """
     on = f"on {plan.topology} {title}"
+    if plan.refused:
+        assert plan.fit is not None  # a refused plan carries its fit
+        return f"{on} {plan.fit.line()}, so it has no plan there; its CPU plan stands."
     entered = [p for p in plan.comparison.placements if p.entered]
     return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "." + "".join(
         f" {sentence}" for sentence in size_sentences(plan))
@@ -122,6 +127,51 @@ def size_sentences(plan: "TargetPlan", savings: "dict[str, Saving] | None" = Non
         else:
             sentences.append(f"Its {what} moves {p.collective.bytes_per_execution:,} B per run.")
     return sentences
+
+
+def plan_is_finding(plan: "TargetPlan") -> bool:
+    """True when the plan's verdict is bad news: a collective stays in a loop it need not, or the
+    step does not fit in the chip's memory."""
+    return bool(plan.staying_findings) or plan.does_not_fit
+
+
+def fit_words(plan: "TargetPlan") -> str:
+    """``memory: 0.5 of 15.75 GiB per device`` (``does not fit: ...``); empty without a fit."""
+    if plan.fit is None:
+        return ""
+    line = plan.fit.line()
+    return line if line.startswith("does not fit") else f"memory: {line}"
+
+
+def step_words(plan: "TargetPlan") -> str:
+    """The step estimate in one line, or why there is none (empty for a refused plan)."""
+    step = step_estimate_of(plan)
+    if step is not None:
+        return step.line()
+    if plan.refused:
+        return ""
+    return f"no step estimate: shardscope has no peaks for {plan.device_kind}"
+
+
+def step_cell(step: "StepEstimate | None") -> str:
+    """The step estimate in a table cell: ``~5.6 ms``, or its bounds once collectives are in it."""
+    if step is None:
+        return "-"
+    if step.collectives_s is None:
+        return f"~{seconds_words(step.seconds)}"
+    return f"{seconds_words(step.lower_s)} to {seconds_words(step.upper_s)}"
+
+
+def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:
+    """``(text, style)`` of the fit and the step estimate, for every rendering of a target's plan."""
+    notes = []
+    fit = fit_words(plan)
+    if fit and not plan.refused:  # a refused plan's verdict says it
+        notes.append((fit, "bold red" if plan.does_not_fit else ""))
+    step = step_words(plan)
+    if step:
+        notes.append((step, "dim" if plan.step is None else ""))
+    return notes
 
 
 def _entered_words(entered: list["TargetPlacement"]) -> str:
@@ -221,6 +271,8 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
         ("memory/device: temporaries", lambda r, t: _memory(t.memory, "temp_size_in_bytes")),
         ("  on the CPU", lambda r, t: _memory(t.cpu_memory, "temp_size_in_bytes")),
         ("memory/device: peak", lambda r, t: _memory(t.memory, "peak_memory_in_bytes")),
+        ("fits in memory", lambda r, t: fit_words(t).removeprefix("memory: ") or "-"),
+        ("step estimate", lambda r, t: step_cell(step_estimate_of(t))),
     )
     for label, cell in rows:
         table.add_row(label, *(cell(result, plan) for _, result, plan in columns))
@@ -242,8 +294,10 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         console.print(target_table(target, pairs))
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
         console.print(placements_table(rows, noun))
-        for (_, title, _), (_, plan) in zip(named, rows):
-            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
+        for (name, title, _), (_, plan) in zip(named, rows):
+            console.print(Text(plan_verdict(title, plan), style="bold red" if plan_is_finding(plan) else "bold green"))
+            for note, style in plan_notes(plan):
+                console.print(Text(f"  {name}: {note}", style=style))
         said = interconnect_sentence(target, rows)
         if said:
             console.print(Text(said))
@@ -260,25 +314,10 @@ def interconnect_sentence(target: str, rows: list[tuple[str, "TargetPlan"]]) -> 
         return ""
     per_plan = []
     for name, plan in rows:
-        seconds = plan_interconnect_seconds(plan)
+        seconds = collectives_seconds_per_call(plan)
         per_plan.append(f"{name} {'?' if seconds is None else format_seconds(seconds)}/call")
     return (f"{target}'s compiled collectives on its own interconnect ({interconnect.description}): "
             f"{', '.join(per_plan)} (communication alone; figures and sources: shardscope presets --targets).")
-
-
-def plan_interconnect_seconds(plan: "TargetPlan") -> float | None:
-    """Every compiled collective of ``plan``: its runs per call times one run on the target's
-    interconnect (None without a model or when a count is unknown)."""
-    interconnect = interconnect_of(plan)
-    if interconnect is None:
-        return None
-    total = 0.0
-    for c in plan.compiled.collectives:
-        timed = interconnect.time(c)
-        if timed is None or c.executions is None:
-            return None
-        total += c.executions * timed.seconds
-    return total
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:
@@ -333,7 +372,7 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
                   for p in plan.comparison.placements]
     return {
         "compiled_collectives": collectives,
-        "interconnect_s_per_call": _interconnect_per_call(plan, collectives),
+        "interconnect_s_per_call": collectives_seconds_per_call(plan),
         "savings": [saving.to_json() for saving in savings.values()],
         "compiled_executed_collectives": plan.compiled.executed_collectives,
         "memory": dict(plan.memory),
@@ -343,18 +382,9 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
         "placements": placements,
         "staying_findings": [p.collective.name for p in plan.staying_findings],
         "verdict": plan_verdict(title, plan),
+        "fit": None if plan.fit is None else plan.fit.to_json(),
+        "step_estimate": None if (step := step_estimate_of(plan)) is None else step.to_json(),
     }
-
-
-def _interconnect_per_call(plan: "TargetPlan", collectives: list[dict[str, Any]]) -> float | None:
-    """Every compiled collective's runs per call times one run on the target's interconnect
-    (None without a model, or when a count is unknown)."""
-    total = 0.0
-    for fields in collectives:
-        if fields["interconnect"] is None or fields["executions"] is None:
-            return None
-        total += fields["executions"] * fields["interconnect"]["seconds_per_run"]
-    return total
 
 
 def interconnect_json(plan: "TargetPlan") -> dict[str, Any] | None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import jax
     import numpy as np
 
+    from shardscope.costmodel.chips import Chip
+
 
 class Target(ABC):
     """A machine to compile for; subclasses are frozen dataclasses (a target is a value)."""
@@ -67,6 +69,11 @@ class Target(ABC):
         """:class:`~shardscope.errors.TargetError` unless the target's compiler is installed; told
         without starting JAX, so that the commands refuse before they load the user's file
         (nothing to check by default: jax has the CPU's compiler)."""
+
+    def chip(self, device_kind: str) -> "Chip | None":
+        """What one of the target's devices has (memory, peaks, overheads), from its ``device_kind``;
+        None where shardscope knows no figures (the CPU's are measured by ``shardscope calibrate``)."""
+        return None
 
     def text(self) -> str:
         """``tpu:v5e:16x16``: the form ``parse_target`` reads."""

@@ -28,7 +28,7 @@ from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.mesh import Mesh
 
-__all__ = ["TargetCompilation", "compile_for_target", "target_mesh"]
+__all__ = ["OutOfMemory", "TargetCompilation", "compile_for_target", "target_mesh"]
 
 if TYPE_CHECKING:
     import jax
@@ -95,6 +95,10 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         with devices.target.compiling():
             executable = compile_lowered(_retargeted(lowering, placement))
     except Exception as exc:
+        if _OUT_OF_MEMORY in str(exc):
+            raise OutOfMemory(f"{name} does not fit in the memory of {devices.target}'s devices: {quote_error(exc)}",
+                              "shard it over more devices, rematerialize (jax.checkpoint) or use smaller batches",
+                              compiler_message=str(exc)) from exc
         raise TargetError(f"XLA failed to compile {name} for {devices.target}: {quote_error(exc)}",
                           "--debug shows XLA's whole message") from exc
     compilation = TargetCompilation(
@@ -112,6 +116,19 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         while len(_COMPILED) > KEPT_COMPILATIONS:
             _COMPILED.popitem(last=False)
     return compilation
+
+
+_OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"
+"""How XLA:TPU's refusal of a step for memory begins ("RESOURCE_EXHAUSTED: Ran out of memory on HBM ...")."""
+
+
+class OutOfMemory(TargetError):
+    """The target's compiler refused the program for memory; ``compiler_message`` is its own words
+    (what the program needed and what the chip has)."""
+
+    def __init__(self, message: str, hint: str = "", *, compiler_message: str = "") -> None:
+        super().__init__(message, hint)
+        self.compiler_message = compiler_message
 
 
 KEPT_COMPILATIONS = 32

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
 
+from shardscope.costmodel.chips import Chip, gpu_chip
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.settings import MAX_DEVICES
@@ -102,6 +103,10 @@ class GpuTarget(Target):
     def compiling(self) -> contextlib.AbstractContextManager[None]:
         """JAX's platforms set to the CPU's for the compile, when nothing set them."""
         return cpu_platforms()
+
+    def chip(self, device_kind: str) -> Chip | None:
+        """The GPU as its description tells (memory size, bandwidth) with its published peaks."""
+        return gpu_chip(self.description_path().stem if self.is_file else self.gpu, _description(self))
 
 
 def parse_gpu(text: str, rest: str) -> GpuTarget:

@@ -13,13 +13,16 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from shardscope.costmodel.fit import memory_fit, refusal_fit
+from shardscope.costmodel.roofline import estimate_step
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.paired import paired_collectives
-from shardscope.engine.hlo.target_plan import TargetPlan, compare_plans
+from shardscope.engine.hlo.target_plan import TargetComparison, TargetPlan, compare_plans
+from shardscope.engine.hlo.work import module_work
 from shardscope.errors import SettingsError
 from shardscope.targets.base import Target, TargetDevices
-from shardscope.targets.compile import compile_for_target
+from shardscope.targets.compile import OutOfMemory, compile_for_target
 from shardscope.targets.registry import load_target, parse_target
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
@@ -111,13 +114,19 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
     plans = []
     for devices in targets:
         start = time.perf_counter()
-        compilation = compile_for_target(traced, devices, name)
+        chip = devices.target.chip(devices.device_kind)
+        try:
+            compilation = compile_for_target(traced, devices, name)
+        except OutOfMemory as exc:  # a finding, not a failure: the CPU's plan and the other targets stand
+            plans.append(_refused(devices, exc, cpu_memory, time.perf_counter() - start))
+            continue
         compile_s = time.perf_counter() - start
         plan = plan_of(traced, compiled, text=compilation.hlo_text, input_names=input_names,
                        output_names=output_names, backend=devices.target.platform, program=inspection.program,
                        jaxpr_collectives=inspection.collectives, messages=compilation.partitioner)
         named = relabel(replace(inspection, compiled=plan))
         assert named.compiled is not None  # relabelled from ``plan``
+        work = module_work(plan.module) if plan.module is not None else None
         plans.append(TargetPlan(
             target=devices.target.text(), topology=devices.target.topology, device_kind=compilation.device_kind,
             devices=compilation.devices, compiled=named.compiled,
@@ -126,5 +135,23 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
             compiler=devices.target.compiler, device_coords=device_coords(devices, compilation.device_ids),
             machine_shape=machine_shape(devices),
+            fit=memory_fit(compilation.memory, chip, devices.device_kind),
+            step=estimate_step(work, chip) if work is not None and chip is not None else None,
         ))
     return tuple(plans)
+
+
+def _refused(devices: TargetDevices, exc: OutOfMemory, cpu_memory: dict[str, int],
+             compile_s: float) -> TargetPlan:
+    """The plan of a step the target's compiler refused for memory: what it needed (from the
+    compiler's message), no collectives, nothing placed."""
+    chip = devices.target.chip(devices.device_kind)
+    fit = refusal_fit(exc.compiler_message, chip, devices.device_kind)
+    empty = CompiledPlan(backend=devices.target.platform, collectives=(), loops=())
+    return TargetPlan(
+        target=devices.target.text(), topology=devices.target.topology, device_kind=devices.device_kind,
+        devices=devices.count, compiled=empty, paired=(),
+        comparison=TargetComparison(devices.target.topology, (), (), ()),
+        memory={}, cost={}, compile_s=compile_s, cpu_memory=cpu_memory, compiler=devices.target.compiler,
+        fit=fit, step=None,
+    )

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
+from shardscope.costmodel.chips import Chip, tpu_chip
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.plans.settings import MAX_DEVICES
@@ -94,6 +95,10 @@ class TpuTarget(Target):
     def require_installed(self) -> None:
         """:class:`TargetError` unless a libtpu is installed (no JAX needed: ``find_spec`` imports nothing)."""
         _require_libtpu()
+
+    def chip(self, device_kind: str) -> Chip | None:
+        """The TPU generation's chip (``TPU v5 lite``: a v5e), from shardscope's cited table."""
+        return tpu_chip(device_kind)
 
 
 def parse_tpu(text: str, topology: str) -> TpuTarget:

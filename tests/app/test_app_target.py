@@ -529,3 +529,13 @@ def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
             assert not app.query_one(ErrorPanel).shown
 
     run(scenario())
+
+
+def test_the_compiled_tab_says_whether_each_plan_fits_the_slice_and_estimates_its_step(rnn_on_the_slice):
+    """Under each plan's verdict on the slice: its memory per device against a v5e chip's 15.75 GiB
+    (what libtpu lets a program use) and the step estimate, collectives left out and said so."""
+    for plan, end in (("naive:", "deferred:"), ("deferred:", None)):
+        section = _section(_section(rnn_on_the_slice.text, "on tpu:v5e:2x2:"), plan, end)
+        assert re.search(r"memory: [0-9.e-]+ of 15\.75 GiB per device", section), section
+        assert re.search(r"step estimate ~[0-9.]+ (us|ms) per call on v5e \(compute .*collectives not included\)",
+                         section), section

@@ -31,7 +31,7 @@ from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.findings import trips_text
 from shardscope.render.partitioner import warning_lines
-from shardscope.render.targets import placement_words, plan_verdict
+from shardscope.render.targets import placement_words, plan_is_finding, plan_notes, plan_verdict
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
@@ -243,7 +243,9 @@ def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[Rend
         for plan, on_target in plans:
             verdict = plan_verdict(f"the {plan.title}", on_target)
             blocks.append((Text.assemble((f"{plan.name}: ", "bold"),
-                                         (verdict, "bold red" if on_target.staying_findings else "bold green")), None))
+                                         (verdict, "bold red" if plan_is_finding(on_target) else "bold green")), None))
+            for note, style in plan_notes(on_target):
+                blocks.append((Text(f"  {note}", style), None))
             blocks.append((loops_line(on_target.compiled.loops), None))
             if on_target.comparison.placements:
                 blocks.append((placements_table(on_target, narrow), None))

@@ -30,6 +30,8 @@ from shardscope.engine.counts import Count, known_sum
 from shardscope.engine.kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
+    from shardscope.costmodel.fit import MemoryFit
+    from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
 
@@ -162,7 +164,10 @@ class TargetPlan:
     ``comparison`` what the target did with each CPU collective; ``memory`` is
     ``memory_analysis()`` per device (TPU arrays padded to their tiled layouts), ``cost``
     ``cost_analysis()`` (a loop body counted once); ``compile_s`` the lowering and compile;
-    ``cpu_memory`` the CPU module's ``memory_analysis()``, to set beside ``memory``.
+    ``cpu_memory`` the CPU module's ``memory_analysis()``, to set beside ``memory``;
+    ``fit`` whether the step fits in the chip's memory and ``step`` the estimate of its time on
+    the chip (None for a chip without published peaks). A plan the target's compiler refused for
+    memory has ``fit.refused``, no collectives and no placements: the CPU's plan stands beside it.
     """
 
     target: str
@@ -184,6 +189,18 @@ class TargetPlan:
     machine_shape: tuple[int, ...] = ()
     """Devices along each coordinate over the whole target (a slice's chips per torus axis), which
     the program may not span all of."""
+    fit: "MemoryFit | None" = None
+    step: "StepEstimate | None" = None
+
+    @property
+    def refused(self) -> bool:
+        """True when the target's compiler refused the step for memory (nothing else is known of it there)."""
+        return self.fit is not None and self.fit.refused
+
+    @property
+    def does_not_fit(self) -> bool:
+        """True when the step needs more memory per device than the chip has (a finding)."""
+        return self.fit is not None and self.fit.fits is False
 
     @property
     def compiler_words(self) -> str:

@@ -1,0 +1,147 @@
+"""The chips a target is made of: memory, peak compute per dtype, memory bandwidth, overheads.
+
+Each number says where it comes from (the vendor's published figure, or a measurement), as
+:mod:`shardscope.costmodel.interconnects` does for links. Two numbers per TPU generation are
+the compiler's own: the HBM that XLA:TPU lets a program use (``usable_memory_bytes``), read from
+the message libtpu refuses a program with ("the total memory required for HLO temporaries
+(116.47G) exceeds available HBM (15.75G)": G is GiB there), checked for every generation below
+with libtpu compile-only (jax 0.10.2). A step fits when it needs at most that.
+
+A TPU chip is known by its ``device_kind`` (what libtpu's compile-only devices call it: ``TPU
+v5 lite`` is a v5e); a GPU by shardscope's description file (``gpu_descriptions/h100.txtpb``:
+its ``device_memory_size`` and ``memory_bandwidth`` are read from the file, a user's own too)
+and a table of published peaks by name. The overheads of a call and of a loop iteration were
+measured on a real v5e chip; on the other chips they are assumed alike (unchecked). The CPU's peaks are measured by ``shardscope
+calibrate`` (:func:`shardscope.costmodel.calibrate.measure_cpu_chip`).
+
+This module is a value the engine's layer may name (``tests/test_architecture.py``): the
+targets layer builds a chip for each target, and the step estimate
+(:mod:`shardscope.costmodel.roofline`) rests on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+GIB = 2**30
+
+_V4 = "https://cloud.google.com/tpu/docs/v4"
+_V5E = "https://cloud.google.com/tpu/docs/v5e"
+_V5P = "https://cloud.google.com/tpu/docs/v5p"
+_V6E = "https://cloud.google.com/tpu/docs/v6e"
+_H100 = "https://www.nvidia.com/en-us/data-center/h100/ (H100 SXM, dense, without sparsity)"
+_H200 = "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM, dense, without sparsity)"
+_A100 = "https://www.nvidia.com/en-us/data-center/a100/ (A100 SXM 80GB, dense, without sparsity)"
+_B200 = ("https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: 8 GPUs, 36 PFLOPS FP16/BF16 and 600 TFLOPS "
+         "FP32 with sparsity where marked; per GPU and dense: half of one eighth)")
+_MEASURED_V5E = ("measured on a real TPU v5e chip here (jax 0.10.2, medians): a jitted scalar add took 0.59 ms per "
+                 "call; a fori_loop of 10,000 scalar sines 1.11 ms more than one of 1,000 (0.12 us per iteration), "
+                 "of 1,000 128x128 matmuls 0.15 ms more than one of 100 (0.16 us per iteration)")
+_ASSUMED = "assumed as measured on v5e; unchecked on this chip"
+_LIBTPU = "the HBM libtpu's compiler lets a program use (its out-of-memory message, jax 0.10.2 compile-only)"
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One device of a target: what a step needs to fit and how fast it can go.
+
+    ``peak_flops`` maps an HLO element type (``bf16``, ``f32``) to floating-point operations
+    per second of the matrix units; a dtype not listed runs at ``peak_flops["default"]``.
+    ``memory_bytes`` is the chip's memory as published, ``usable_memory_bytes`` what its
+    compiler lets a program use (None: the published figure). ``call_overhead_s`` is paid once
+    per call of the program, ``iteration_overhead_s`` once per iteration of a while loop.
+    ``sources`` says where each number comes from.
+    """
+
+    name: str
+    memory_bytes: int | None
+    memory_bandwidth_Bps: float | None
+    peak_flops: dict[str, float] = field(default_factory=dict)
+    usable_memory_bytes: int | None = None
+    call_overhead_s: float = 0.0
+    iteration_overhead_s: float = 0.0
+    sources: dict[str, str] = field(default_factory=dict)
+    checked: str = ""
+    """Where the estimate was checked against measured time (empty: unchecked on this chip)."""
+
+    @property
+    def capacity_bytes(self) -> int | None:
+        """The bytes a program may use per device: the compiler's usable figure, else the published one."""
+        return self.usable_memory_bytes if self.usable_memory_bytes is not None else self.memory_bytes
+
+    def flops_per_s(self, dtype: str) -> float | None:
+        """Peak operations per second for ``dtype`` (None when the chip's peaks are unknown)."""
+        return self.peak_flops.get(dtype, self.peak_flops.get("default"))
+
+    def to_json(self) -> dict[str, object]:
+        """The chip's numbers and their sources, for ``--json``."""
+        return {
+            "name": self.name, "memory_bytes": self.memory_bytes, "usable_memory_bytes": self.usable_memory_bytes,
+            "memory_bandwidth_Bps": self.memory_bandwidth_Bps, "peak_flops": dict(self.peak_flops),
+            "call_overhead_s": self.call_overhead_s, "iteration_overhead_s": self.iteration_overhead_s,
+            "sources": dict(self.sources), "checked": self.checked,
+        }
+
+
+def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16: float, source: str,
+         checked: str = "") -> Chip:
+    """A TPU generation: the MXU runs bf16 (and f32 at JAX's default precision, one bf16 pass)."""
+    overheads = _MEASURED_V5E if checked else _ASSUMED
+    return Chip(
+        name, int(memory_gib * GIB), bandwidth, {"bf16": bf16, "default": bf16}, int(usable_gib * GIB),
+        call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7,
+        sources={"memory_bytes": source, "memory_bandwidth_Bps": source, "peak_flops": source,
+                 "usable_memory_bytes": _LIBTPU, "overheads": overheads}, checked=checked)
+
+
+_V5P_CHIP = _tpu("v5p", 96, 95.74, 2765e9, 459e12,
+                 f"{_V5P}: 95 GB HBM2e (libtpu lets a program use 95.74 GiB: 96 GiB on the chip), 2,765 GB/s, "
+                 "459 TFLOPS bf16")
+
+TPU_CHIPS: dict[str, Chip] = {
+    "TPU v4": _tpu("v4", 32, 30.75, 1200e9, 275e12, f"{_V4}: 32 GiB HBM2, 1,200 GB/s, 275 TFLOPS bf16"),
+    "TPU v5 lite": _tpu("v5e", 16, 15.75, 819e9, 197e12, f"{_V5E}: 16 GB HBM2 at 819 GB/s, 197 TFLOPS bf16",
+                        checked="a real TPU v5e chip (BENCHMARKS.md, step estimate)"),
+    "TPU v5": _V5P_CHIP,
+    "TPU v5p": _V5P_CHIP,
+    "TPU v6 lite": _tpu("v6e", 32, 31.25, 1640e9, 918e12, f"{_V6E}: 32 GB HBM, 1,640 GB/s, 918 TFLOPS bf16"),
+}
+"""TPU chips by the ``device_kind`` libtpu gives their compile-only devices (``TPU v5`` is a v5p)."""
+
+_GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
+    "a100": ({"bf16": 312e12, "f16": 312e12, "f32": 19.5e12, "default": 19.5e12},
+             f"{_A100}: 312 TFLOPS BF16/FP16 tensor core, 19.5 TFLOPS FP32"),
+    "h100": ({"bf16": 989e12, "f16": 989e12, "f32": 67e12, "default": 67e12},
+             f"{_H100}: 989 TFLOPS BF16/FP16 tensor core, 67 TFLOPS FP32"),
+    "h200": ({"bf16": 989e12, "f16": 989e12, "f32": 67e12, "default": 67e12},
+             f"{_H200}: 989 TFLOPS BF16/FP16 tensor core, 67 TFLOPS FP32"),
+    "b200": ({"bf16": 2.25e15, "f16": 2.25e15, "f32": 37.5e12, "default": 37.5e12}, _B200),
+}
+"""Published dense peaks of the GPUs shardscope describes (f32 dots at full precision)."""
+
+GPU_OVERHEADS = ("assumed: 20 us per call and 10 us per loop iteration (kernel launches); "
+                 "unchecked on any GPU")
+
+
+def tpu_chip(device_kind: str) -> Chip | None:
+    """The TPU chip called ``device_kind`` (``TPU v5 lite``), or None for one not in the table."""
+    return TPU_CHIPS.get(device_kind)
+
+
+_PROTO_FIELD = re.compile(r"^\s*(device_memory_size|memory_bandwidth)\s*:\s*([0-9.eE+]+)\s*$", re.M)
+
+
+def gpu_chip(name: str, description: str) -> Chip:
+    """A GPU from its description (a ``GpuTargetConfigProto`` in text form: its memory size and
+    bandwidth) and, for the GPUs shardscope describes, the published peaks (else none: only
+    the memory-bound part of a step can be estimated)."""
+    fields = {key: float(value) for key, value in _PROTO_FIELD.findall(description)}
+    memory = fields.get("device_memory_size")
+    peaks, source = _GPU_PEAKS.get(name, ({}, ""))
+    described = f"the description's device_memory_size and memory_bandwidth ({name})"
+    return Chip(name, int(memory) if memory else None, fields.get("memory_bandwidth"), dict(peaks),
+                call_overhead_s=2e-5, iteration_overhead_s=1e-5,
+                sources={"memory_bytes": described, "memory_bandwidth_Bps": described,
+                         "peak_flops": source or "unknown: a description of a GPU shardscope has no peaks for",
+                         "overheads": GPU_OVERHEADS})

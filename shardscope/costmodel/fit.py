@@ -1,0 +1,123 @@
+"""Whether a step fits in a chip's memory: the bytes it needs per device against what the chip has.
+
+**What a step needs per device.** ``memory_analysis()`` reports the bytes of the executable's
+buffer allocations by kind (``argument_size_in_bytes``, ``output_size_in_bytes``,
+``temp_size_in_bytes``, ``alias_size_in_bytes``: outputs that reuse a donated argument's
+buffer) and a ``peak_memory_in_bytes``. How XLA computes that peak depends on the backend: on
+the CPU and GPU PjRt clients it is ``ComputePeakMemorySizes`` over the buffer assignment (the
+padded peak of the heap simulator's trace of the temporaries, the xprof memory viewer's
+figure: openxla/xla ``xla/pjrt/gpu/se_gpu_pjrt_compiler`` and ``stream_executor_executable``),
+which leaves out the arguments and outputs; libtpu reports arguments + outputs + temporaries
+- aliases (checked with compile-only v5e: 805,306,368 = 3 x 268,435,456 for a program of one
+argument, one output and one temporary of 256 MiB; 536,870,912 with the argument donated).
+Every argument and output is live on the device during the call, so shardscope counts
+``arguments + outputs + temporaries - aliases`` and takes XLA's peak when it is larger.
+
+**What the chip has.** A TPU's from its ``device_kind`` (:mod:`shardscope.costmodel.chips`:
+libtpu's compile-only devices have no ``memory_stats()``; the table holds what libtpu's
+compiler lets a program use, read from its refusals), a GPU's from its description's
+``device_memory_size``. When XLA:TPU refuses a step ("RESOURCE_EXHAUSTED: Ran out of memory
+on HBM, the total memory required for HLO temporaries (18.64G) exceeds available HBM
+(15.75G)"), :func:`refusal_fit` reads both numbers from its message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shardscope.costmodel.chips import GIB, Chip
+
+_SIZE = r"([0-9.]+)\s*([KMGT]i?B?|B)?"
+_REFUSALS = (
+    re.compile(rf"required for [^()]*\({_SIZE}\) exceeds available \w+ \({_SIZE}\)"),
+    re.compile(rf"Used {_SIZE} of {_SIZE} hbm", re.IGNORECASE),
+)
+"""libtpu's out-of-memory messages: the bytes needed, then the bytes available ("G" is GiB)."""
+
+_SCALE = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """A step's bytes per device against its chip's memory.
+
+    ``needed_bytes`` is what the step needs on each device (None: unknown); ``capacity_bytes``
+    what the chip lets a program use (None: unknown chip); ``refused`` when the target's
+    compiler refused the step for memory, ``message`` its words then.
+    """
+
+    chip: str
+    needed_bytes: int | None
+    capacity_bytes: int | None
+    refused: bool = False
+    message: str = ""
+
+    @property
+    def fits(self) -> bool | None:
+        """True or False, None when either number is unknown."""
+        if self.refused:
+            return False
+        if self.needed_bytes is None or self.capacity_bytes is None:
+            return None
+        return self.needed_bytes <= self.capacity_bytes
+
+    def line(self) -> str:
+        """``17.7 of 95.7 GiB per device`` / ``does not fit: 21.3 GiB on a 15.75 GiB v5e chip``."""
+        needed = "?" if self.needed_bytes is None else gib(self.needed_bytes)
+        if self.capacity_bytes is None:
+            return f"{needed} GiB per device (the {self.chip} chip's memory is unknown)"
+        capacity = gib(self.capacity_bytes)
+        if self.fits is False:
+            refused = " (the compiler refused it)" if self.refused else ""
+            return f"does not fit: {needed} GiB on a {capacity} GiB {self.chip} chip{refused}"
+        return f"{needed} of {capacity} GiB per device"
+
+    def to_json(self) -> dict[str, object]:
+        """The fit's numbers."""
+        return {"chip": self.chip, "needed_bytes": self.needed_bytes, "capacity_bytes": self.capacity_bytes,
+                "fits": self.fits, "refused": self.refused, "message": self.message or None, "line": self.line()}
+
+
+def needed_bytes(memory: dict[str, int]) -> int | None:
+    """Bytes a step needs per device from ``memory_analysis()``'s numbers (see the module's
+    docstring): arguments + outputs + temporaries - aliases, or XLA's peak when larger."""
+    if not memory:
+        return None
+    live = sum(memory.get(key, 0) for key in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
+    live -= memory.get("alias_size_in_bytes", 0)
+    return max(live, memory.get("peak_memory_in_bytes", 0))
+
+
+def memory_fit(memory: dict[str, int], chip: Chip | None, name: str = "") -> MemoryFit:
+    """The fit of a compiled step whose ``memory_analysis()`` gave ``memory`` on ``chip``."""
+    return MemoryFit(chip.name if chip else name, needed_bytes(memory), chip.capacity_bytes if chip else None)
+
+
+def refusal_fit(message: str, chip: Chip | None, name: str = "") -> MemoryFit | None:
+    """The fit a compiler's out-of-memory refusal tells (None when ``message`` is no such refusal)."""
+    if "RESOURCE_EXHAUSTED" not in message and "Ran out of memory" not in message:
+        return None
+    for pattern in _REFUSALS:
+        match = pattern.search(message)
+        if match:
+            needed, available = _bytes(match.group(1), match.group(2)), _bytes(match.group(3), match.group(4))
+            return MemoryFit(chip.name if chip else name, needed, available, refused=True,
+                             message=_first_line(message))
+    return MemoryFit(chip.name if chip else name, None, chip.capacity_bytes if chip else None, refused=True,
+                     message=_first_line(message))
+
+
+def gib(size: int) -> str:
+    """``17.7``, ``0.0012``, ``15.75``: bytes in GiB, to three significant figures or two decimals."""
+    value = size / GIB
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value >= 10 else f"{value:.3g}"
+
+
+def _bytes(number: str, unit: str | None) -> int:
+    return int(float(number) * _SCALE[(unit or "")[:1].upper()])
+
+
+def _first_line(message: str) -> str:
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    return text[:300]

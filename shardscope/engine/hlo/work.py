@@ -1,0 +1,166 @@
+"""The work of a compiled module: each instruction's flops and memory bytes, loops counted.
+
+XLA's ``cost_analysis()`` counts a while body once (and raises on the compile-only GPU
+executable); here each instruction the module runs is counted as often as it runs per call:
+the trip counts of the loops around it (:class:`~shardscope.engine.hlo.loops.LoopCounts`)
+multiplied together. For each instruction that runs on its own (an instruction of the entry, a
+loop body or condition, a called computation; a fusion counts as one):
+
+- **flops** (:mod:`~shardscope.engine.hlo.flops`: a rule per opcode, a fusion's those of what
+  it fuses);
+- **bytes** moved to and from the device's main memory at its boundary
+  (:mod:`~shardscope.engine.hlo.traffic`: slices read what they keep, in-place updates write
+  their update, on-chip buffers move none).
+
+Collectives are not counted here: their time is the interconnect's
+(:attr:`ModuleWork.collectives` lists them for that model). Both prints of a module (the CPU's,
+a target's) read alike; sizes are logical (a TPU's tile padding is left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardscope.engine.hlo.flops import FREE_OPCODES, fused_flops
+from shardscope.engine.hlo.loops import LoopCounts
+from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
+from shardscope.engine.hlo.text import Computation, HloModule, Instruction
+from shardscope.engine.hlo.traffic import boundary_bytes
+
+
+@dataclass(frozen=True)
+class InstructionWork:
+    """One instruction that runs on its own: its flops and bytes per run, and how often it runs.
+
+    ``dtype`` is the element type its flops run in (a dot's operands, else its result's);
+    ``matmul`` says a dot or convolution does them (the matrix units); ``runs`` is executions
+    per call (every loop's trip count around it multiplied; a loop of unknown count counts once).
+    """
+
+    name: str
+    opcode: str
+    op_name: str
+    flops: float
+    bytes: float
+    dtype: str
+    matmul: bool
+    runs: int
+
+    @property
+    def total_flops(self) -> float:
+        """Flops per call: per run times runs."""
+        return self.flops * self.runs
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes per call: per run times runs."""
+        return self.bytes * self.runs
+
+
+@dataclass(frozen=True)
+class ModuleWork:
+    """Every instruction's work in one compiled module, loops counted.
+
+    ``loop_iterations`` is how many iterations every while loop runs per call together (nested
+    loops multiplied); ``unknown_loops`` the loops without a static trip count (counted as one
+    iteration: the estimate is then a lower bound); ``conditionals`` how many conditionals run
+    (every branch counted: an upper bound); ``collectives`` the collective instructions left
+    to the interconnect's model, with their runs per call.
+    """
+
+    instructions: tuple[InstructionWork, ...]
+    loop_iterations: int
+    unknown_loops: tuple[str, ...] = ()
+    conditionals: int = 0
+    collectives: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def flops(self) -> float:
+        """Flops per call."""
+        return sum(i.total_flops for i in self.instructions)
+
+    @property
+    def bytes(self) -> float:
+        """Bytes moved to and from memory per call."""
+        return sum(i.total_bytes for i in self.instructions)
+
+
+def module_work(module: HloModule, counts: LoopCounts | None = None) -> ModuleWork:
+    """The work of every instruction ``module``'s entry runs, loops counted (trip counts from
+    ``counts``, made from the module when not given)."""
+    return _Walk(module, counts or LoopCounts(module)).run()
+
+
+class _Walk:
+    """One pass from the entry down through loops, calls and branches (fused computations are
+    read only to count their flops)."""
+
+    def __init__(self, module: HloModule, counts: LoopCounts) -> None:
+        self.module = module
+        self.counts = counts
+        self.found: list[InstructionWork] = []
+        self.collectives: list[tuple[str, int]] = []
+        self.unknown: list[str] = []
+        self.iterations = 0
+        self.conditionals = 0
+
+    def run(self) -> ModuleWork:
+        entry = self.module.entry
+        if entry is not None:
+            self.computation(entry, 1, 0)
+        return ModuleWork(tuple(self.found), self.iterations, tuple(dict.fromkeys(self.unknown)), self.conditionals,
+                          tuple(self.collectives))
+
+    def computation(self, computation: Computation, runs: int, depth: int) -> None:
+        if depth > 64:
+            return
+        for inst in computation.instructions:
+            self.instruction(inst, runs, depth)
+
+    def instruction(self, inst: Instruction, runs: int, depth: int) -> None:
+        opcode = inst.opcode
+        if opcode in COLLECTIVE_OPCODES or _is_wrapped_collective(self.module, inst):
+            self.collectives.append((inst.name, runs))
+            return
+        if opcode == "while":
+            self.loop(inst, runs, depth)
+        elif opcode == "conditional":
+            self.conditionals += runs
+            for role, name in inst.called_computations:
+                self.called(name, runs, depth)
+        elif opcode in ("call", "async-start"):
+            for role, name in inst.called_computations:
+                if role in ("to_apply", "calls"):
+                    self.called(name, runs, depth)
+        elif opcode not in FREE_OPCODES and not opcode.endswith("-done"):
+            self.found.append(self.cost(inst, runs))
+
+    def loop(self, inst: Instruction, runs: int, depth: int) -> None:
+        trips = self.counts.trip_count(inst.name)
+        if trips is None:
+            self.unknown.append(inst.name)
+            trips = 1
+        self.iterations += runs * trips
+        for role, name in inst.called_computations:
+            self.called(name, runs * (trips + 1 if role == "condition" else trips), depth)
+
+    def called(self, name: str, runs: int, depth: int) -> None:
+        computation = self.module.computations.get(name)
+        if computation is not None:
+            self.computation(computation, runs, depth + 1)
+
+    def cost(self, inst: Instruction, runs: int) -> InstructionWork:
+        flops, dtype, matmul = fused_flops(self.module, inst)
+        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, flops, boundary_bytes(self.module, inst),
+                               dtype, matmul, runs)
+
+
+def _is_wrapped_collective(module: HloModule, inst: Instruction) -> bool:
+    """An async-start or fusion whose computation holds a collective (the GPU's and TPU's wrapped forms)."""
+    if inst.opcode not in ("async-start", "fusion"):
+        return False
+    for role, name in inst.called_computations:
+        computation = module.computations.get(name)
+        if computation is not None and any(i.opcode in COLLECTIVE_OPCODES for i in computation.instructions):
+            return True
+    return False

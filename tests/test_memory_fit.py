@@ -1,0 +1,144 @@
+"""Whether a step fits in a target's memory: the line it is said in, and XLA:TPU's refusal as a finding.
+
+A program whose product of two 100,000 x 100,000 matrices must be held between two matmuls
+needs 100,000^2 x 2 bytes (bf16: XLA:TPU keeps the f32 matmul's result in bf16 at JAX's default
+precision) = 18.6 GiB per v5e chip, which has 16 GiB: libtpu refuses to compile it for
+``tpu:v5e:2x2`` ("RESOURCE_EXHAUSTED: Ran out of memory on HBM ..."), while the CPU compiles it
+(nothing runs). That refusal is a finding of the run, not its failure.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from shardscope.costmodel.chips import GIB, tpu_chip
+from shardscope.costmodel.fit import MemoryFit, needed_bytes, refusal_fit
+from shardscope.pipeline.check import check_file, exit_code, EXIT_FLAGGED
+
+N = 100_000
+
+PROGRAMS = textwrap.dedent(f"""\
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+    N = {N}
+
+
+    @shardscope.program(args=(jax.device_put(jnp.float32(1.0), NamedSharding(mesh, P())),))
+    @jax.jit
+    def too_big(x):
+        a = jnp.broadcast_to(x, (N, N)) * jnp.arange(N, dtype=jnp.float32)
+        b = a @ a
+        return (b @ b).sum()
+
+
+    @shardscope.program(args=(jax.device_put(jnp.ones((64, 256)), NamedSharding(mesh, P("data"))),
+                              jax.device_put(jnp.ones((256, 256)), NamedSharding(mesh, P()))))
+    @jax.jit
+    def small(x, w):
+        return jnp.tanh(x @ w).sum()
+""")
+
+
+def test_the_fit_line_says_how_much_of_the_chip_a_step_needs():
+    assert MemoryFit("v5p", int(17.7 * GIB), int(95.74 * GIB)).line() == "17.7 of 95.74 GiB per device"
+    assert MemoryFit("v5e", int(21.3 * GIB), 16 * GIB).line() == "does not fit: 21.3 GiB on a 16 GiB v5e chip"
+    assert MemoryFit("v5e", int(21.3 * GIB), 16 * GIB).fits is False
+    assert MemoryFit("gpu", GIB, None).fits is None
+
+
+def test_what_a_step_needs_is_its_arguments_outputs_and_temporaries_less_what_aliases():
+    memory = {"argument_size_in_bytes": 300, "output_size_in_bytes": 200, "temp_size_in_bytes": 1000,
+              "alias_size_in_bytes": 200, "peak_memory_in_bytes": 1000}  # a CPU's peak: the temporaries alone
+    assert needed_bytes(memory) == 300 + 200 + 1000 - 200
+    assert needed_bytes({**memory, "peak_memory_in_bytes": 5000}) == 5000  # XLA's peak when it is larger
+
+
+def test_libtpus_refusal_is_read_for_what_the_step_needed_and_what_the_chip_has():
+    message = ("XlaRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+               "temporaries (18.64G) exceeds available HBM (15.75G).")
+    fit = refusal_fit(message, tpu_chip("TPU v5 lite"))
+    assert fit is not None and fit.refused and fit.fits is False
+    assert fit.needed_bytes == int(18.64 * GIB) and fit.capacity_bytes == int(15.75 * GIB)
+    assert fit.line() == "does not fit: 18.64 GiB on a 15.75 GiB v5e chip (the compiler refused it)"
+    assert refusal_fit("INVALID_ARGUMENT: something else", None) is None
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """``check`` of the two programs against ``tpu:v5e:2x2`` (libtpu compile-only)."""
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path_factory.mktemp("fit") / "steps.py"
+    path.write_text(PROGRAMS)
+    return check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x2"])))
+
+
+def test_a_step_xla_tpu_refuses_for_memory_is_a_finding_and_its_cpu_plan_is_kept(checked):
+    assert checked.failed == ()  # before: "failed to trace or compile", and no CPU plan shown
+    by_name = {ins.function: ins for ins in checked.inspections}
+    too_big = by_name["too_big"]
+    assert too_big.compiled is not None and too_big.compiled.backend == "cpu"  # the CPU's plan stands
+    (plan,) = too_big.targets
+    assert plan.refused and plan.does_not_fit and plan.compiled.collectives == ()
+    assert plan.fit is not None
+    assert plan.fit.needed_bytes is not None and plan.fit.needed_bytes >= N * N * 2  # b in bf16
+    assert plan.fit.capacity_bytes is not None and plan.fit.capacity_bytes < 16 * GIB
+    assert plan.fit.line().startswith("does not fit: 18.")
+    assert exit_code(checked.inspections, checked.failed) == EXIT_FLAGGED
+
+
+def test_a_step_that_fits_says_how_much_of_the_chip_it_uses_and_its_estimate(checked):
+    small = next(ins for ins in checked.inspections if ins.function == "small")
+    (plan,) = small.targets
+    assert plan.fit is not None and plan.fit.fits is True
+    # each device holds its 16x256 block of x and all of w (f32), the scalar out: at least that
+    assert plan.fit.needed_bytes is not None and plan.fit.needed_bytes >= 4 * (16 * 256 + 256 * 256)
+    assert plan.fit.line().endswith("of 15.75 GiB per device")
+    assert plan.step is not None
+    # the dot of each device: 2 x 16 x 256 x 256 flops at v5e's 197 TFLOP/s
+    dot = next(t for t in plan.step.instructions if t.flops >= 2 * 16 * 256 * 256)
+    assert dot.compute_s == pytest.approx(dot.flops / 197e12)
+
+
+def test_assert_fits_on_passes_a_step_that_fits_and_fails_one_that_does_not():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from shardscope.testing import assert_fits_on
+
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))  # as many devices as the slice has chips
+
+    def step(x, w):
+        return jnp.tanh(x @ w).sum()
+
+    x = jax.device_put(jnp.ones((64, 256)), NamedSharding(mesh, P("data")))
+    w = jax.device_put(jnp.ones((256, 256)), NamedSharding(mesh, P()))
+    inspection = assert_fits_on("tpu:v5e:2x2", jax.jit(step), x, w)
+    assert inspection.targets[0].fit.fits is True
+
+    def big(x):
+        a = jnp.broadcast_to(x, (N, N)) * jnp.arange(N, dtype=jnp.float32)
+        b = a @ a
+        return (b @ b).sum()
+
+    with pytest.raises(AssertionError, match=r"big on tpu:v5e:2x2: does not fit: 18\.\d+ GiB on a 15\.75 GiB v5e chip"):
+        assert_fits_on("tpu:v5e:2x2", jax.jit(big), jax.device_put(jnp.float32(1.0), NamedSharding(mesh, P())))
+
+
+def test_a_step_that_does_not_fit_is_a_github_error_on_the_file(checked, tmp_path):
+    from shardscope.render.github import workflow_commands
+
+    lines = workflow_commands(tmp_path / "steps.py", checked.inspections, checked.failed, cwd=tmp_path)
+    (line,) = [line for line in lines if "does not fit" in line]
+    assert line.startswith("::error file=steps.py,title=shardscope%3A too_big does not fit on tpu%3Av5e%3A2x2::")
+    assert "too_big on tpu:v5e:2x2: does not fit: 18." in line
