@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import math
+import re
 import platform
 import sys
 import textwrap
@@ -213,15 +214,27 @@ def test_min_saving_fails_only_on_the_finding_that_saves_that_much(tmp_path, sha
     assert default.returncode == 1, default.stderr
     data = json.loads(default.stdout)
     assert data["exit_code"] == 1 and "min_saving" not in data
-    savings = {p["function"]: p["targets"]["gpu:h100:8"]["savings"] for p in data["programs"]}
+    targets = {p["function"]: p["targets"]["gpu:h100:8"] for p in data["programs"]}
     expected = {"small": (4, 3 * _ring_all_reduce_on_8_h100s(4)),
                 "large": (GRADIENT_BYTES, 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES))}
     for function, (size, saved) in expected.items():
-        (saving,) = savings[function]
+        (saving,) = targets[function]["savings"]
         assert (saving["bytes_per_run"], saving["runs_per_call"], saving["runs_after"]) == (size, MICRO, 1)
         assert saving["seconds_per_step"] == pytest.approx(saved, rel=1e-12)
-        assert saving["share_of_step"] is None  # no step estimate
+        # The share is of the step estimate's upper bound: compute, memory and every collective's
+        # time on the interconnect, none of it hidden.
+        step = targets[function]["step_estimate"]
+        assert step["collectives_s"] == pytest.approx(targets[function]["interconnect_s_per_call"])
+        assert step["upper_s"] == pytest.approx(step["seconds"] + step["collectives_s"])
+        assert saving["step_s"] == pytest.approx(step["upper_s"])
+        assert saving["share_of_step"] == pytest.approx(saved / step["upper_s"])
     assert expected["small"][1] < 100e-6 <= expected["large"][1]
+    shares = {function: targets[function]["savings"][0]["share_of_step"] for function in expected}
+    assert shares["small"] < shares["large"]  # ~47% and ~50%: a share between the two fails on the large one alone
+    between = f"{100 * (shares['small'] + shares['large']) / 2:.6f}%"
+    by_share = json.loads(shardscope_cli("check", path, "--target", "gpu:h100:8", "--json",
+                                         "--min-saving", between).stdout)
+    assert [(f["function"], f["target"]) for f in by_share["below_min_saving"]] == [("small", "gpu:h100:8")]
 
     filtered = shardscope_cli("check", path, "--target", "gpu:h100:8", "--json", "--min-saving", "100us")
     assert filtered.returncode == 1, filtered.stderr
@@ -250,12 +263,12 @@ def test_a_gpu_verdict_on_a_scalar_left_in_the_loop_gives_its_bytes(tmp_path, sh
     result = shardscope_cli("check", path, "-f", "small", "--target", "gpu:h100:8")
     text = " ".join(result.stdout.split())
     assert "the deferral is worth writing. Its all-reduce of out moves 4 B per run, 4 runs per call; deferring it " \
-           "saves ~84 us per step on gpu:h100:8." in text
+           "saves ~84 us per step on gpu:h100:8, " in text
+    assert re.search(r"saves ~84 us per step on gpu:h100:8, \d+% of the step\.", text)
 
 
 @needs_plugin
 @pytest.mark.parametrize(("args", "message"), [
-    (("--target", "gpu:h100:8", "--min-saving", "1%"), "no step estimate for gpu:h100:8"),
     (("--min-saving", "1ms"), "no --target was given"),
     (("--target", "gpu:h100:8", "--min-saving", "5 parsecs"), "is not a unit of time"),
 ])
