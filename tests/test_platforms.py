@@ -287,3 +287,21 @@ def test_the_library_compiles_for_targets_where_jax_started_first():
         assert isinstance(out[where], dict), out[where]
         assert {kind: n for kind, n in out[where].items() if n} == {"all-reduce": 1}, (where, out[where])
     assert out["inspect_on"] == targets
+
+
+# --- which devices the times came from ---------------------------------------------------------------
+
+def test_the_explorer_names_the_chips_it_timed_on_and_leaves_simulated_devices_to_the_timings_tab():
+    """The status line after a run on chips ends in ``on 4 x TPU v5 lite``; on simulated CPU
+    devices (the default) it is unchanged, and the Timings tab's note says what a CPU collective is."""
+    from rich.text import Text
+
+    from shardscope.app.widgets.status import with_chips
+    from shardscope.measure.timed_on import TimedOn
+
+    chips = TimedOn("tpu", "TPU v5 lite", 4)
+    assert with_chips(Text("linear.py::linear  mesh s=4"), chips).plain == "linear.py::linear  mesh s=4  on 4 x TPU v5 lite"
+    cpu = TimedOn("cpu", "cpu", 2)
+    assert with_chips(Text("linear.py::linear  mesh s=2"), cpu).plain == "linear.py::linear  mesh s=2"
+    assert "a CPU collective is a memory copy between them" in cpu.meaning()
+    assert "with one device no collective crosses the chips' interconnect" in TimedOn("tpu", "TPU v5 lite", 1).meaning()

@@ -66,10 +66,10 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     available = len(jax.devices())
     needed = count if needed is None else needed
     if available < needed and choice is not None and not choice.cpu_only:
-        kind = jax.devices()[0].device_kind
+        kind, plural = jax.devices()[0].device_kind, "s" if available != 1 else ""
         raise SettingsError(
             f"{needed} devices asked for, but {choice.said} runs on this machine's {available} x {kind}.",
-            f"use --devices {available} or fewer (a --mesh of at most {available} devices), or {choice.way_out}")
+            f"use --devices {available} or fewer (a --mesh of at most {available} device{plural}), or {choice.way_out}")
     if available < needed:
         raise SettingsError(
             f"{needed} devices asked for, but JAX started with {available}"
