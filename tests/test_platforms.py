@@ -305,3 +305,13 @@ def test_the_explorer_names_the_chips_it_timed_on_and_leaves_simulated_devices_t
     assert with_chips(Text("linear.py::linear  mesh s=2"), cpu).plain == "linear.py::linear  mesh s=2"
     assert "a CPU collective is a memory copy between them" in cpu.meaning()
     assert "with one device no collective crosses the chips' interconnect" in TimedOn("tpu", "TPU v5 lite", 1).meaning()
+
+
+def test_a_what_ifs_timing_says_it_ran_on_simulated_cpu_devices(shardscope_cli):
+    """``check --what-if``: the verified rewrite's timing is followed by the devices it ran on, the
+    8 this process started (the demo's mesh), and what a CPU collective is."""
+    done = shardscope_cli("check", DEMOS / "gspmd_accumulate.py", "--function", "step", "--what-if", "-r", "2")
+    assert done.returncode in (0, 1), done.stderr
+    text = " ".join(done.stdout.split())
+    measured = text[text.index("measured here:"):]
+    assert "on 8 simulated CPU devices (a CPU collective is a memory copy between them)" in measured
