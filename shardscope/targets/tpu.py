@@ -207,14 +207,21 @@ def _compile_only_start() -> Iterator[None]:
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
     with _PLUGIN_START:
-        wanted = _COMPILE_ONLY_ENV if not _tpu_chips_attached() else {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
-        added = {k: v for k, v in wanted.items() if k not in os.environ}
+        added = {k: v for k, v in _start_variables().items() if k not in os.environ}
         os.environ.update(added)
         try:
             yield
         finally:
             for name in added:
                 os.environ.pop(name, None)
+
+
+def _start_variables() -> dict[str, str]:
+    """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
+    chips; on a TPU host the lock left to another holder, unless this process drives the chips."""
+    if not _tpu_chips_attached():
+        return _COMPILE_ONLY_ENV
+    return {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
 
 
 def _runs_on_tpu() -> bool:
