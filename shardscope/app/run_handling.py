@@ -25,7 +25,7 @@ from shardscope.app.tabs import TABS
 from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.widgets.status import StatusLine, describe_programs
+from shardscope.app.widgets.status import StatusLine, describe_programs, with_chips
 from shardscope.plans.settings import Settings
 from shardscope.sources.programs import ProgramFile
 
@@ -155,9 +155,9 @@ class RunHandling(App[int]):
         self.query_one(ErrorPanel).clear()
         if not analysis.origin.chunked:  # a program file: the sidebar lists its programs
             meshes = {name: plan.mesh for name, plan in analysis.plans.items()}
-            status.show_described(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
-                                                    analysis.settings.devices, analysis.settings.targets),
-                                  results=True)
+            status.show_described(with_chips(describe_programs(analysis.settings.path.name, list(analysis.plans), meshes,
+                                                               analysis.settings.devices, analysis.settings.targets),
+                                             analysis.timed_on), results=True)
             self._show_compared()
             self._show_unavailable_programs(analysis)
             if kept is not None and set(kept) <= set(analysis.plans) and kept != (
@@ -168,7 +168,7 @@ class RunHandling(App[int]):
             # a target's slice may have started more CPU devices than --max-devices: later runs may use them
             self.max_devices = max(self.max_devices, analysis.settings.mesh.devices)
             self.query_one(Sidebar).show_resolved(analysis.settings)
-            status.show_results(analysis.settings, analysis.shapes)
+            status.show_results(analysis.settings, analysis.shapes, analysis.timed_on)
         # Only the visible tab renders now; the others when first shown (a big diff costs seconds).
         self._stale_tabs = {tab for tab, _, _ in TABS}
         self._refresh_tab(self.query_one(TabbedContent).active)

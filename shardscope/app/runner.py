@@ -16,7 +16,7 @@ from textual.message import Message
 from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
 from shardscope.app.views.prepare import prepare
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
-from shardscope.targets.host import ensure_devices
+from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import MAX_DEVICES, Settings
 from shardscope.sources.demos import carried_over
@@ -88,7 +88,8 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         # once the file is loaded, so the sidebar still offers its functions.
         targets, target_error = load_settings_targets(request.settings)
         needed = max((t.count for t in targets), default=0)
-        available = ensure_devices(max(request.max_devices, needed), needed=request.max_devices)  # imports JAX
+        available = ensure_devices(max(request.max_devices, needed),  # imports JAX
+                                   needed=devices_needed(request.max_devices, request.settings.mesh.devices))
         demo_file = current_demo_file(request.settings.path, request.demo_file)
         settings = request.settings
         if demo_file is not request.demo_file:

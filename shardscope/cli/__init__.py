@@ -22,6 +22,7 @@ from shardscope.cli.explorer import AppOptions, ExplorerOptions
 from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
 from shardscope.distributed.compile_cache import start_compilation_cache
 from shardscope.errors import ShardscopeError, report_error
+from shardscope.targets.platforms import quiet_start_up_warnings, run_on
 from shardscope.plans.settings import Settings
 from shardscope.sources.bundled import SEED_DEMO
 
@@ -80,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     The headless commands run in a worker thread: Ctrl+C and SIGTERM end them at once with
     status 130 / 143 and nothing written (:mod:`shardscope.distributed.interrupts`). The commands
     that compile (those with ``--no-cache``) use JAX's persistent compilation cache
-    (:mod:`shardscope.distributed.compile_cache`), started here, before their JAX is.
+    (:mod:`shardscope.distributed.compile_cache`), started here, before their JAX is, and so is
+    the platform of ``--on`` (:mod:`shardscope.targets.platforms`).
     """
     args, words = parse(sys.argv[1:] if argv is None else argv)
     run: CommandRun = args.run
+    quiet_start_up_warnings()  # a TPU VM's hugepages warning at every import of JAX
+    run_on(getattr(args, "on", None))  # before JAX starts: the platform the programs run on
     if "no_cache" in args:
         start_compilation_cache(enabled=not args.no_cache)
     try:
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `shardscope report ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        run_on(None)  # the command's --on ends with it (main() run in a process that goes on: a test)
 
 
 def open_options(argv: list[str]) -> tuple[Settings, AppOptions]:
@@ -105,4 +111,5 @@ def open_options(argv: list[str]) -> tuple[Settings, AppOptions]:
     file is imported. A device count over the cap is refused here, before JAX starts.
     """
     args, _ = parse(["open", *argv])
+    run_on(args.on)  # --on, as main() records it: the app's first worker starts JAX on that platform
     return ExplorerOptions.from_args(args).app_options()

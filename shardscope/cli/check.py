@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_target_option, positive
+from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_target_option, positive
 from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
@@ -52,6 +52,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--format", choices=FORMATS, help="text (the default), json (as --json), or github: one "
                         "::error workflow command per finding, at your source line, for GitHub Actions annotations")
     add_target_option(parser)
+    add_on_option(parser)
     parser.add_argument("--what-if", action="store_true",
                         help="rewrite each flagged finding as its fix, check it (compiled plan, outputs), time it "
                              "against the original and show the patch; the exit status stays the original's")

@@ -16,6 +16,7 @@ from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
 from shardscope.sources.bundled import SEED_DEMO, find_file
+from shardscope.targets.platforms import ON_PLATFORMS
 
 FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
 DEBUG_HELP = "show tracebacks instead of short messages"
@@ -77,6 +78,23 @@ TARGET_HELP = ("also compile for this target: a TPU slice (tpu:v5e:2x2, tpu:v5e:
                "'shardscope[tpu]') or GPUs (gpu:h100:8, gpu:h100:2x8 for two hosts of 8, gpu:FILE.txtpb:8 for your own "
                "description; h100, h200, b200, a100 described; needs pip install 'shardscope[gpu]'); repeatable, "
                "nothing runs there: its columns have no timings")
+
+
+ON_HELP = ("where the programs run and are timed: cpu (simulated CPU devices; the default, unless JAX_PLATFORMS "
+           "names another), tpu or gpu (this machine's chips, as JAX starts them; the mesh must fit on them)")
+
+
+def add_on_option(parser: argparse.ArgumentParser) -> None:
+    """``--on cpu|tpu|gpu``: the platform JAX runs the programs on (the CLI records it before JAX starts)."""
+    parser.add_argument("--on", choices=ON_PLATFORMS, metavar="{" + ",".join(ON_PLATFORMS) + "}", help=ON_HELP)
+
+
+def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> None:
+    """``--on tpu``/``gpu`` runs on this machine's chips in one process: :class:`SettingsError` with
+    ``--processes`` (its workers are CPU processes joined over gloo)."""
+    if on not in (None, "cpu") and processes.spawns_workers:
+        raise SettingsError(f"--on {on} runs on this machine's chips in one process: it does not go with --processes.",
+                            "--processes P simulates P workers on CPU devices; leave it out to time on the chips")
 
 
 NO_CACHE_HELP = ("compile every program afresh: neither read nor write the compilation cache "

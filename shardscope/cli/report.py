@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
-from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_process_options, add_target_option,
+from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_on_option, add_process_options,
+                                    add_target_option, refuse_on_across_processes,
                                     process_options, refuse_targets_across_processes)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
@@ -37,6 +38,7 @@ def register(add_parser: AddParser) -> None:
                         help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
                              "(alone, it implies --project link)")
     add_target_option(parser)
+    add_on_option(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -62,6 +64,7 @@ class ReportOptions:
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
     """``shardscope report``, in a thread that Ctrl+C and SIGTERM end at once."""
     options = ReportOptions.from_args(args, argv)
+    refuse_on_across_processes(args.on, options.processes)
     return run_interruptible(lambda: report(options))
 
 

@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass
 
 from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
-from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_process_options, add_target_option,
+from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_on_option, add_process_options,
+                                    add_target_option, refuse_on_across_processes,
                                     process_options, refuse_targets_across_processes)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.quantities import parse_size
@@ -37,6 +38,7 @@ def register(add_parser: AddParser) -> None:
                         help="per-device memory the pick must fit in, e.g. 512MiB or 2GB")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_target_option(parser)
+    add_on_option(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -63,6 +65,7 @@ class SweepOptions:
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
     """``shardscope sweep``, in a thread that Ctrl+C and SIGTERM end at once."""
     options = SweepOptions.from_args(args, argv)
+    refuse_on_across_processes(args.on, options.processes)
     return run_interruptible(lambda: sweep(options))
 
 

@@ -14,6 +14,7 @@ from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_traced
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.measure import timing
+from shardscope.measure.timed_on import TimedOn, timed_on
 from shardscope.plans.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
@@ -87,6 +88,8 @@ class Sweep:
     """The mesh swept on, axis by axis (a demo's own mesh when the user gave none)."""
     target: str | None = None
     """The slice every point was also compiled for (``tpu:v5e:2x2``): the budget is its memory's."""
+    timed_on: TimedOn | None = None
+    """The devices every point was timed on (simulated CPU devices, or chips with ``--on``)."""
 
     def budgeted_bytes(self, point: SweepPoint) -> int:
         """The footprint the budget is checked against: the target's, else the CPU's."""
@@ -171,6 +174,7 @@ def run_sweep(
         unavailable={name: _reason(by_chunk, sizes) for name, by_chunk in unavailable.items()},
         mesh=dict(settings.mesh.axes),
         target=None if target is None else target.target.text(),
+        timed_on=timed_on(jax.devices()[:first.shapes.devices]),
     )
 
 

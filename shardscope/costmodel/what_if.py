@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.costmodel.projection import CompiledProjection, project_compiled_plan
 from shardscope.engine.counts import Count, total_runs
+from shardscope.measure.timed_on import TimedOn, timed_on_compiled
 from shardscope.measure.speedup import Speedup, speedup_of
 from shardscope.measure.timing import RunTimes, memory, time_interleaved
 from shardscope.pipeline.gc_pause import paused
@@ -53,6 +54,8 @@ class MeasuredRewrite:
     times: dict[str, RunTimes] | None = None
     speedup: Speedup | None = None
     projected: tuple[CompiledProjection, CompiledProjection] | None = None
+    timed_on: TimedOn | None = None
+    """The devices both programs were timed on (None when not timed)."""
 
     @property
     def projected_ratio(self) -> float | None:
@@ -86,7 +89,7 @@ def _measured(what_if: "WhatIf", rewrite: "Rewrite", before: PlanTotals, repeats
         return MeasuredRewrite(rewrite, before, after, projected=projected)
     times = time_interleaved(_calls(what_if, rewrite), (), repeats)
     speedup = speedup_of(times[ORIGINAL].samples, times[REWRITTEN].samples)
-    return MeasuredRewrite(rewrite, before, after, times, speedup, projected)
+    return MeasuredRewrite(rewrite, before, after, times, speedup, projected, timed_on_compiled(what_if.subject.compiled))
 
 
 def plan_totals(plan: "CompiledPlan", compiled: "jax.stages.Compiled") -> PlanTotals:

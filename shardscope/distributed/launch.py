@@ -13,6 +13,7 @@ from shardscope.distributed.processes import run_workers
 from shardscope.distributed.workers import WorkerRole, join_as_worker, join_cluster
 from shardscope.errors import SettingsError
 from shardscope.targets.host import request_devices
+from shardscope.targets.platforms import jax_platforms
 from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
 
 DEFAULT_MAX_DEVICES = 8
@@ -59,7 +60,7 @@ def start_jax(processes: ProcessOptions, settings: Settings) -> None:
     devices = settings.mesh.devices
     if processes.worker is not None:
         check_device_count(devices)
-        join_as_worker(processes.worker, devices // processes.worker.processes)
+        join_as_worker(processes.worker, devices // processes.worker.processes, jax_platforms())
     elif processes.distributed:
         check_device_count(devices)
         join_cluster()

@@ -67,18 +67,18 @@ def keep_stdout_for_report() -> None:
     sys.stdout = os.fdopen(report_fd, "w", buffering=1)
 
 
-def join_as_worker(role: WorkerRole, local_devices: int) -> None:
+def join_as_worker(role: WorkerRole, local_devices: int, platforms: str = "cpu") -> None:
     """Start JAX as one of ``role.processes`` local workers, each with ``local_devices`` CPU devices.
 
-    The backend is the CPU's unless the user chose platforms: with libtpu installed JAX would try
-    a TPU first, and libtpu's start-up warnings would fill the worker's stderr.
+    The backend is ``platforms``' (the CPU's unless the user chose others: with libtpu installed
+    JAX would try a TPU first, on a TPU VM open the chip, and libtpu's start-up warnings would
+    fill the worker's stderr).
     """
     import jax
 
     _exit_with_parent(role.parent_pid)
     keep_stdout_for_report()
-    if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
-        jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_platforms", platforms)  # set, not left: a TPU VM's own 'tpu,cpu' is no choice of the user's
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_num_cpu_devices", local_devices)
     try:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.speedup import Speedup
+    from shardscope.measure.timed_on import TimedOn
     from shardscope.measure.timing import RunTimes
     from shardscope.plans.shapes import Shapes
 
@@ -262,6 +263,7 @@ class Analysis:
     checks: tuple["GradientCheck", ...] = ()
     what_if_notes: tuple[str, ...] = ()  # with what-if: each rewrite left out of the programs, with why
     what_if_shown: int = 0  # with what-if: the verified rewrites among the programs
+    timed_on: "TimedOn | None" = None  # the devices the programs were timed on (None: not measured)
 
     @property
     def function(self) -> str:

@@ -24,6 +24,7 @@ from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
 from shardscope.measure.crosscheck import compare_results
+from shardscope.measure.timed_on import timed_on
 from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
 from shardscope.pipeline.comparison import compare, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
@@ -158,6 +159,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         collectives_transport=collectives_transport(),
         checks=tuple(c for c in measured.checks if not {c.baseline, c.candidate} & off_target),
         what_if_notes=workload.what_if_notes,
+        timed_on=timed_on(jax.devices()[:_devices_timed(workload)]) if measure else None,
         what_if_shown=workload.what_if_shown,
     )
 
@@ -298,3 +300,9 @@ def _cross_checks(workload: Workload, results: dict[str, Any]) -> tuple["Gradien
     for name, result in results.items():
         groups.setdefault(workload.check_group(name), {})[name] = result
     return tuple(check for group in groups.values() for check in compare_results(group, workload.origin.checked))
+
+
+def _devices_timed(workload: Workload) -> int:
+    """How many devices the programs ran on: a demo's mesh, or the devices a program file started with."""
+    settings = workload.settings
+    return settings.mesh.devices if workload.origin.chunked else settings.devices

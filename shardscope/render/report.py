@@ -231,6 +231,8 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     if ref is not None and ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
         console.print(GRADIENT_CHECK, style="dim", highlight=False)
+    if analysis.timed_on is not None:
+        console.print(analysis.timed_on.meaning(), style="dim", highlight=False)
     if any(p.cost_analysis for p in analysis.plans.values()):
         console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)

@@ -58,6 +58,8 @@ def render_sweep(sweep: "Sweep", console: "Console") -> None:
     for line in plans_unavailable(sweep.unavailable):
         console.print(line, style="yellow", highlight=False)
     console.print(pick_sentence(sweep), highlight=False)
+    if sweep.timed_on is not None:
+        console.print(sweep.timed_on.meaning(), style="dim", highlight=False)
 
 
 def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":

@@ -103,8 +103,9 @@ def _measured_text(m: MeasuredRewrite) -> str:
     if m.speedup is None or m.times is None:
         return "not timed: only a verified rewrite is a saving"
     before, after = m.times[ORIGINAL], m.times[REWRITTEN]
+    where = "" if m.timed_on is None else f", {m.timed_on.where()}"
     return (f"{speedup_text(m.speedup, ORIGINAL, REWRITTEN)}; median run {before.median * 1e3:.3f} ms -> "
-            f"{after.median * 1e3:.3f} ms over {m.speedup.rounds} interleaved rounds")
+            f"{after.median * 1e3:.3f} ms over {m.speedup.rounds} interleaved rounds{where}")
 
 
 def _projected_text(m: MeasuredRewrite) -> str:

@@ -196,14 +196,28 @@ def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -
     if set(program_devices) <= set(devices.devices):
         return {device: device for device in program_devices}
     if len(program_devices) != devices.count:
-        spans = f"{len(program_devices)} device" + ("s" if len(program_devices) != 1 else "")
-        raise TargetError(
-            f"{name} runs on {spans}; {devices.target} has {devices.count}.",
-            f"pick a topology with {len(program_devices)} chips, or build the program's mesh over "
-            f"{devices.count} devices: jax.devices()[:{devices.count}] in the file, or start {devices.count} CPU "
-            f"devices (shardscope check --devices {devices.count}; the app: --max-devices {devices.count})")
+        raise _other_device_count(name, program_devices, devices)
     grid = devices.target.grid(devices.devices, _mesh_shape(lowering, program_devices))
     return dict(zip(program_devices, grid.flat))
+
+
+def _other_device_count(name: str, program_devices: tuple["jax.Device", ...], devices: TargetDevices) -> TargetError:
+    """A program over another number of devices than the target has, with the way to trace it over
+    as many: start that many CPU devices (in a process whose JAX runs on chips, beside them)."""
+    count, spans = devices.count, f"{len(program_devices)} device" + ("s" if len(program_devices) != 1 else "")
+    first = program_devices[0]
+    if first.platform != "cpu":  # a notebook on a TPU VM: its JAX runs on the chip
+        return TargetError(
+            f"{name} runs on {spans} ({first.device_kind}: this process's JAX runs on its chips); {devices.target} "
+            f"has {count}.",
+            f"trace it over {count} CPU devices beside the chips: jax.config.update('jax_num_cpu_devices', {count}) "
+            f"right after import jax, before JAX starts, and its mesh over jax.devices('cpu')[:{count}]")
+    return TargetError(
+        f"{name} runs on {spans}; {devices.target} has {count}.",
+        f"pick a topology with {len(program_devices)} chips, or build the program's mesh over {count} devices: "
+        f"jax.devices()[:{count}] in the file, or start {count} CPU devices (shardscope check --devices {count}; "
+        f"the app: --max-devices {count}; a script or notebook: jax.config.update('jax_num_cpu_devices', {count}) "
+        "before JAX starts)")
 
 
 def _mesh_shape(lowering: "MeshComputation", program_devices: tuple["jax.Device", ...]) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -162,15 +163,54 @@ def _load_gpus(target: GpuTarget) -> TargetDevices:
     require_plugin()
     config = _description(target)
     with cpu_platforms():
+        register_plugin_for_describing()
         try:
             topology = topologies.get_topology_desc(platform="cuda", target_config=config,
                                                     topology=f"1x{target.hosts}x{target.per_host}")
+        except NotImplementedError as exc:  # the plugin is not registered in this process
+            raise TargetError(
+                f"JAX's CUDA plugin is not registered in this process, so it cannot describe {target}: "
+                f"{quote_error(exc, lines=1)}",
+                "set JAX_PLATFORMS=cpu before JAX starts (in the environment, or os.environ['JAX_PLATFORMS'] = 'cpu' "
+                "before import jax): then the plugin registers without looking for CUDA") from exc
         except Exception as exc:  # XlaRuntimeError / JaxRuntimeError: a text JAX cannot parse, or the plugin's start
             raise TargetError(
                 f"JAX did not take {target.description_path()} as a GPU description: {quote_error(exc)}",
                 f"the file must be a GpuTargetConfigProto in text form, like shardscope's own "
                 f"{DESCRIPTIONS.name}/h100.txtpb") from exc
     return TargetDevices(target, tuple(topology.devices))
+
+
+def register_plugin_for_describing() -> None:
+    """Register JAX's CUDA plugin for compile-only devices where JAX's start left it out.
+
+    A process whose JAX started with ``jax_platforms`` unset (a script that builds its mesh at
+    import, a notebook) ran the plugin's CUDA check, which fails on a machine without CUDA: JAX
+    logged the failure and registered no ``cuda`` plugin, so no GPU can be described ("topology
+    not implemented for cuda"). The plugin's own ``initialize()`` is run again with that check
+    skipped (``JAX_SKIP_CUDA_CONSTRAINTS_CHECK``, the plugin's switch for it), as it runs when
+    ``JAX_PLATFORMS=cpu``: it adds a compile-only ``cuda`` plugin and leaves the started backends
+    as they are."""
+    from jax._src import xla_bridge
+
+    xla_bridge._discover_and_register_pjrt_plugins()  # at a command's start, under cpu_platforms: CUDA is not checked
+    if "cuda" in getattr(xla_bridge, "_topology_factories", {"cuda": None}):
+        return
+    plugins = [module for name, module in list(sys.modules.items())
+               if name.startswith("jax_plugins.") and name.count(".") == 1 and "cuda" in name
+               and callable(getattr(module, "initialize", None))]
+    if not plugins:
+        return
+    switch = "JAX_SKIP_CUDA_CONSTRAINTS_CHECK"
+    added = switch not in os.environ
+    if added:
+        os.environ[switch] = "1"
+    try:
+        with contextlib.suppress(Exception):  # a plugin that still fails: the topology call says why
+            plugins[0].initialize()
+    finally:
+        if added:
+            os.environ.pop(switch, None)
 
 
 def _description(target: GpuTarget) -> str:

@@ -6,9 +6,13 @@ set before the file is imported: :func:`request_devices` sets it without startin
 and :func:`ensure_devices` also checks how many there are.
 
 shardscope analyses on simulated CPU devices, so the backend JAX starts is the CPU's unless the
-user chose platforms (``JAX_PLATFORMS``): with libtpu installed (the ``tpu`` extra) JAX would
-otherwise try a TPU first, and libtpu's start-up prints warnings on a machine without one.
-Compiling for a TPU target does not need JAX's TPU backend (:mod:`shardscope.targets.compile`).
+user chose platforms (:mod:`shardscope.targets.platforms`: ``--on``, ``JAX_PLATFORMS``): with
+libtpu installed (the ``tpu`` extra) JAX would otherwise try a TPU first, and libtpu's start-up
+prints warnings on a machine without one; on a TPU VM it would open the chip. Compiling for a
+TPU target does not need JAX's TPU backend (:mod:`shardscope.targets.compile`).
+
+A platform the user chose other than the CPU has no device count to set: its backend starts at
+once, so that a platform this machine lacks is one message before the user's file is imported.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import tempfile
 from typing import Iterator
 
 from shardscope.errors import SettingsError
+from shardscope.targets.platforms import (jax_platforms, platform_choice, refuse_absent_platform,
+                                         refuse_other_started_backend, runs_on_chips, start_chosen_backend)
 
 _PLUGIN_NOISE = ("cudart_stub.cc", "All log messages before absl::InitializeLog() is called")
 """What JAX's CUDA plugin (the gpu extra) prints on a machine without CUDA while its libraries
@@ -54,8 +60,16 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     set_here = request_devices(count)  # JAX imported quietly first (the app's worker reaches here before any import)
     import jax
 
+    choice = platform_choice()
+    if not set_here and choice is not None:
+        refuse_other_started_backend(choice)
     available = len(jax.devices())
     needed = count if needed is None else needed
+    if available < needed and choice is not None and not choice.cpu_only:
+        kind, plural = jax.devices()[0].device_kind, "s" if available != 1 else ""
+        raise SettingsError(
+            f"{needed} devices asked for, but {choice.said} runs on this machine's {available} x {kind}.",
+            f"use --devices {available} or fewer (a --mesh of at most {available} device{plural}), or {choice.way_out}")
     if available < needed:
         raise SettingsError(
             f"{needed} devices asked for, but JAX started with {available}"
@@ -67,20 +81,35 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     return available
 
 
+def devices_needed(max_devices: int, mesh_devices: int) -> int:
+    """The devices a run cannot do without: the explorer starts ``max_devices`` simulated CPU
+    devices for the meshes its sidebar offers, but on chips (``--on tpu``) only the mesh's own
+    ``mesh_devices`` must be there."""
+    return mesh_devices if runs_on_chips() else max_devices
+
+
 def start_jax_quietly() -> bool:
     """``import jax`` with its platforms set to the CPU's (unless the user chose some) and its
-    plugins registered, without starting its backend and with the CUDA plugin's start-up lines
-    dropped. Returns False when the backend had already started."""
+    plugins registered, with the CUDA plugin's start-up lines dropped. The CPU's backend is not
+    started; a platform the user chose is (:class:`SettingsError` when it cannot start here).
+    Returns False when the backend has started (the CPU device count can no longer change)."""
     with plugin_lines_dropped():
         import jax
         from jax._src import xla_bridge
 
         if xla_bridge.backends_are_initialized():
             return False
-        if not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
-            jax.config.update("jax_platforms", "cpu")  # before the plugins register: CUDA's skips its CUDA check then
+        choice = platform_choice()  # read before the update below: JAX's own TPU-VM default is no choice
+        platforms = jax_platforms()
+        if choice is not None and not choice.cpu_only:
+            refuse_absent_platform(choice)
+        if jax.config.jax_platforms != platforms:  # type: ignore[attr-defined]  # jax.config's options are dynamic attributes
+            jax.config.update("jax_platforms", platforms)  # before the plugins register: CUDA's skips its CUDA check then
         if hasattr(xla_bridge, "_discover_and_register_pjrt_plugins"):
             xla_bridge._discover_and_register_pjrt_plugins()  # their libraries load here, not at the backend's start
+    if choice is not None and not choice.cpu_only:
+        start_chosen_backend(choice)
+        return False
     return True
 
 

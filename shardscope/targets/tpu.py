@@ -21,6 +21,7 @@ from typing import ClassVar, Iterator
 from shardscope.costmodel.chips import Chip, tpu_chip
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
 from shardscope.plans.settings import MAX_DEVICES
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
@@ -58,7 +59,15 @@ third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second 
 test worker, another shardscope) then fails to start it with "Internal error when accessing
 libtpu multi-process lockfile". Without the fourth, each process leaves an INFO and a WARNING
 log file in /tmp/tpu_logs (about what a TPU host would have): ``disabled`` writes none, and
-errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept."""
+errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept.
+
+On a TPU host only the third is set (:data:`_BESIDE_THE_CHIPS`): the others describe the real
+machine there."""
+
+_BESIDE_THE_CHIPS = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+"""What a TPU host's libtpu needs to describe a slice beside a process that holds the chips (a
+training job, a notebook), when this process does not run on them: the description is
+compile-only and opens no chip (checked on a v5e VM beside a holder: v5e:2x4 and v5p:2x2x2)."""
 
 LARGEST_EXAMPLE = "tpu:v5e:16x16"
 """A slice of 256 chips, for hints about the size limit."""
@@ -157,12 +166,27 @@ def _topology_devices(target: TpuTarget, options: dict[str, str]) -> list:
         if "INVALID_ARGUMENT" in str(exc):
             raise TargetError(f"libtpu does not know the topology {target.topology!r}: {quote_error(exc)}",
                               f"for example {examples}") from None
+        if held_elsewhere(str(exc)):
+            raise chips_held_elsewhere(target, exc) from None
         import jax
 
         raise TargetError(
             f"libtpu failed to describe {target}: {quote_error(exc)}",
             f"libtpu must be the version jax {jax.__version__} asks for: {TPU_EXTRA} "
             f"(or pip install 'jax[tpu]=={jax.__version__}')") from exc
+
+
+def chips_held_elsewhere(target: TpuTarget, exc: BaseException) -> TargetError:
+    """The one message for libtpu's lock error: another process holds this machine's TPU chips.
+
+    libtpu's own advice ("Run sudo rm /tmp/libtpu_lockfile") is left out: the lock is the other
+    process's, and removing it lets two processes drive the same chips."""
+    return TargetError(
+        f"Another process holds this machine's TPU chips (a training job, a notebook), and libtpu would not "
+        f"start beside it to describe {target} ({held_elsewhere_words(str(exc))}).",
+        "shardscope describes a slice beside such a process (ALLOW_MULTIPLE_LIBTPU_LOAD=1) unless this process runs "
+        "on the TPU itself (--on tpu, JAX_PLATFORMS naming tpu) or ALLOW_MULTIPLE_LIBTPU_LOAD is set to something "
+        "else: leave those out, or end the other process first")
 
 
 def _require_libtpu() -> None:
@@ -182,19 +206,36 @@ def _require_libtpu() -> None:
 def _compile_only_start() -> Iterator[None]:
     """libtpu started as a compiler only: quiet, and beside other processes that started it.
 
-    The variables are set only while libtpu starts, only where they are unset, and only on a
-    machine without TPU chips: on a TPU host they describe the real slice, the lockfile guards
-    its chips, and JAX's own TPU backend reads them. Errors still surface: they are exceptions,
-    not the lines these variables silence.
+    The variables are set only while libtpu starts and only where they are unset. On a TPU host
+    the host's own describe the real slice: only the lock is left to the chips' holder, and only
+    when this process does not run on the TPU itself (then the lock guards its own chips).
+    Errors still surface: they are exceptions, not the lines these variables silence.
     """
     with _PLUGIN_START:
-        added = {} if _tpu_chips_attached() else {k: v for k, v in _COMPILE_ONLY_ENV.items() if k not in os.environ}
+        added = {k: v for k, v in _start_variables().items() if k not in os.environ}
         os.environ.update(added)
         try:
             yield
         finally:
             for name in added:
                 os.environ.pop(name, None)
+
+
+def _start_variables() -> dict[str, str]:
+    """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
+    chips; on a TPU host the lock left to another holder, unless this process drives the chips."""
+    if not _tpu_chips_attached():
+        return _COMPILE_ONLY_ENV
+    return {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
+
+
+def _runs_on_tpu() -> bool:
+    """True when this process runs (or will run) its programs on the TPU: the user chose it
+    (``--on tpu``, ``JAX_PLATFORMS``), or JAX's TPU backend has started here."""
+    from jax._src import xla_bridge
+
+    platforms = {p.strip().lower() for p in jax_platforms().split(",")}
+    return "tpu" in platforms or "tpu" in getattr(xla_bridge, "_backends", {})
 
 
 def _tpu_chips_attached() -> bool:

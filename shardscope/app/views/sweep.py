@@ -33,7 +33,7 @@ from shardscope.app.views.lines import offer_focus
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
-from shardscope.targets.host import ensure_devices
+from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
@@ -299,7 +299,7 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            ensure_devices(max_devices)
+            ensure_devices(max_devices, needed=devices_needed(max_devices, settings.mesh.devices))
             # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
             targets, target_error = load_settings_targets(settings)
             if target_error is not None:

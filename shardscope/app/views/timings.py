@@ -227,7 +227,10 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
     note = analysis.origin.timing_note(repeats, analysis.backend)
     if hidden:
         note += "; measured times hidden, gradient errors shown as the power of ten above them"
-    note += ".\n" + (GRADIENT_CHECK if analysis.reference is not None else outputs_note(analysis))
+    note += "."
+    if analysis.timed_on is not None:
+        note += " " + analysis.timed_on.meaning()
+    note += "\n" + (GRADIENT_CHECK if analysis.reference is not None else outputs_note(analysis))
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     warnings += [Text(f"what-if, left out: {note}", "yellow") for note in analysis.what_if_notes]
     return Group(

@@ -19,6 +19,7 @@ from shardscope.pipeline.analysis import STAGES
 from shardscope.plans.settings import Settings
 
 if TYPE_CHECKING:
+    from shardscope.measure.timed_on import TimedOn
     from shardscope.plans.shapes import Shapes
 
 SEPARATOR = "  |  "
@@ -59,10 +60,10 @@ class StatusLine(Static):
             self._settings_text = describe_settings(settings, shapes)
             self._redraw()
 
-    def show_results(self, settings: Settings, shapes: Shapes | None) -> None:
-        """Name the settings of the results now on screen."""
+    def show_results(self, settings: Settings, shapes: Shapes | None, timed_on: "TimedOn | None" = None) -> None:
+        """Name the settings of the results now on screen (and the chips they were timed on, if any)."""
         self._results_shown = True
-        self._settings_text = describe_settings(settings, shapes)
+        self._settings_text = with_chips(describe_settings(settings, shapes), timed_on)
         self._redraw()
 
     def show_described(self, text: Text, *, results: bool) -> None:
@@ -170,6 +171,15 @@ def describe_settings(settings: Settings, shapes: Shapes | None = None) -> Text:
     if settings.targets:
         text.append("  target ")
         text.append(", ".join(settings.targets), "bold")
+    return text
+
+
+def with_chips(text: Text, timed_on: "TimedOn | None") -> Text:
+    """``text`` and ``  on 4 x TPU v5 lite`` when the results were timed on chips (``--on tpu``);
+    simulated CPU devices, the default, go unsaid here (the Timings tab says what they measure)."""
+    if timed_on is not None and not timed_on.simulated:
+        text.append("  on ")
+        text.append(timed_on.text(), "bold")
     return text
 
 
