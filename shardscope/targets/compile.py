@@ -226,11 +226,23 @@ def _retargeted(lowering: "MeshComputation", placement: "Placement") -> "MeshCom
 
 
 def _moved_sharding(sharding: "jax.sharding.Sharding", placement: "Placement") -> "jax.sharding.Sharding":
-    """A ``NamedSharding`` over the placed devices (unspecified shardings stay as they are)."""
-    from jax.sharding import NamedSharding, Sharding
+    """The same sharding over the placed devices (unspecified shardings stay as they are).
+
+    A ``NamedSharding`` moves with its mesh; a ``GSPMDSharding`` (what jit gives a result laid
+    out by a ``with_sharding_constraint`` under a mesh context, as flax's ``nnx.jit`` steps over
+    ``nnx.with_partitioning`` models return) and a ``SingleDeviceSharding`` keep their HLO
+    sharding over the devices placed at their devices' positions."""
+    from jax._src.sharding_impls import GSPMDSharding  # jax exports no name for the class jit returns
+    from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
     if isinstance(sharding, NamedSharding) and _is_concrete_mesh(sharding.mesh):
         return NamedSharding(_moved_mesh(sharding.mesh, placement), sharding.spec, memory_kind=sharding.memory_kind)
+    if isinstance(sharding, GSPMDSharding):
+        devices = tuple(placement[device] for device in sharding._device_assignment)
+        return GSPMDSharding(devices, sharding._hlo_sharding, memory_kind=sharding.memory_kind)
+    if isinstance(sharding, SingleDeviceSharding):
+        (device,) = sharding.device_set
+        return SingleDeviceSharding(placement[device], memory_kind=sharding.memory_kind)
     if isinstance(sharding, Sharding) and not isinstance(sharding, NamedSharding):
         raise TargetError(f"shardscope cannot move a {type(sharding).__name__} to a target.",
                           "give the program's inputs and outputs NamedShardings over its mesh")
