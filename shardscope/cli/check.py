@@ -144,7 +144,7 @@ def check(options: CheckOptions) -> int:
         for line in workflow_commands(path, inspections, checked.failed):
             print(line)
     else:
-        render(inspections, stdout_console(), rewrites, checked.failed)
+        render(inspections, stdout_console(), rewrites, checked.failed, [str(t.target) for t in targets])
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]
         if targets and stepped:
             stdout_console().print(Text(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from shardscope.engine.compilation import compile_lowered, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.count_hint import device_count_hint
 from shardscope.plans.mesh import Mesh
 
 __all__ = ["TargetCompilation", "compile_for_target", "target_mesh"]
@@ -84,7 +85,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
     Raises :class:`TargetError` for a device count that does not fit and when XLA fails.
     """
     lowering = _lower(traced, devices.target, name)
-    placement = _placement(lowering, devices, name)
+    placement = _placement(lowering, devices, name, traced)
     device_ids = tuple(placement[device].id for device in _program_devices(lowering))
     key = _compile_key(lowering, devices, device_ids)
     with _COMPILED_LOCK:
@@ -173,18 +174,18 @@ def _program_devices(lowering: "MeshComputation") -> "tuple[jax.Device, ...]":
     return tuple(lowering._device_list)
 
 
-def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -> "Placement":
+def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str,
+               traced: "jax.stages.Traced") -> "Placement":
     """The target device that runs each device position of ``lowering``'s device assignment."""
     program_devices = _program_devices(lowering)
     if set(program_devices) <= set(devices.devices):
         return {device: device for device in program_devices}
     if len(program_devices) != devices.count:
+        from shardscope.engine.hlo.compiled import jax_traced  # loaded by _lower already: see there
+
         spans = f"{len(program_devices)} device" + ("s" if len(program_devices) != 1 else "")
-        raise TargetError(
-            f"{name} runs on {spans}; {devices.target} has {devices.count}.",
-            f"pick a topology with {len(program_devices)} chips, or build the program's mesh over "
-            f"{devices.count} devices: jax.devices()[:{devices.count}] in the file, or start {devices.count} CPU "
-            f"devices (shardscope check --devices {devices.count}; the app: --max-devices {devices.count})")
+        raise TargetError(f"{name} runs on {spans}; {devices.target} has {devices.count}.",
+                          device_count_hint(jax_traced(traced), len(program_devices), devices))
     grid = devices.target.grid(devices.devices, _mesh_shape(lowering, program_devices))
     return dict(zip(program_devices, grid.flat))
 
