@@ -1,5 +1,7 @@
-"""What a step of dispatches calls its values, lines and fixes: an eager ``jnp.sum`` of each
-call's per-example losses between 3 jitted calls that all-gather an FSDP weight.
+"""What a step of dispatches calls its values, lines and fixes: an eager ``jnp.mean`` of each
+call's per-example losses between 3 jitted calls that all-gather an FSDP weight (the mean is a
+``reduce_sum``, which all-reduces the losses over the batch's devices, then a division by the
+count: a sum across the calls still, whose one reduction after the loop would do).
 
 The counts expected are the test's own: each module compiled alone here (the callee on the
 weight's and batch's shardings; the eager sum on the losses' sharding, as JAX dispatches it),
@@ -36,7 +38,7 @@ def step(w, xs):
     total = 0.0
     for x in xs:
         losses = per_example_loss(w, x)
-        total = total + jnp.sum(losses)  # THE EAGER SUM
+        total = total + jnp.mean(losses)  # THE EAGER MEAN
     return total
 
 
@@ -49,20 +51,21 @@ def _count(text: str, kind: str) -> int:
     return len(re.findall(rf" {kind}(?:-start)?\(", text))
 
 
-def test_an_eager_sum_between_three_calls_is_named_at_the_users_line_with_a_fix_that_applies():
+def test_an_eager_mean_between_three_calls_is_named_at_the_users_line_with_a_fix_that_applies():
     callee = per_example_loss.lower(W, XS[0]).compile()
     gathers = _count(callee.as_text(), "all-gather")
     losses = jax.tree.leaves(callee.output_shardings)[0]
+    # the mean's first eager step, as the step dispatches it: a reduce_sum of the losses
     summed = jax.jit(jnp.sum).lower(jax.ShapeDtypeStruct((32,), jnp.float32, sharding=losses)).compile().as_text()
     reduces = _count(summed, "all-reduce")
-    assert (gathers, reduces) == (1, 1)  # the weight gathered in each call; each eager sum all-reduces the losses
+    assert (gathers, reduces) == (1, 1)  # the weight gathered in each call; each eager mean all-reduces the losses
 
     inspection = shardscope.inspect(step, W, XS)
     by_dispatch = {f.dispatch: f for f in inspection.dispatches.findings}
     eager = by_dispatch["reduce_sum"]
     assert (eager.executions, eager.summed, eager.avoidable) == (reduces * CALLS, CALLS, reduces * (CALLS - 1))
     assert f"{CALLS} calls" in eager.reason and f"{CALLS - 1} of its {CALLS} runs" in eager.reason
-    where = f"test_dispatch_words.py:{_line('# THE EAGER SUM')} (step)"
+    where = f"test_dispatch_words.py:{_line('# THE EAGER MEAN')} (step)"
     assert eager.collective.source == where and f"made at {where}" in eager.reason
     assert "shard_map" not in eager.fix and "once after the loop" in eager.fix
 
