@@ -23,6 +23,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from shardscope.targets import compile as targets, registry
+from test_gpu_targets import needs_plugin
 from test_targets import needs_libtpu
 
 VOCAB, EMBED, HEADS, FF, MAXLEN, BATCH = 64, 16, 2, 32, 8, 8
@@ -119,14 +120,15 @@ def _by_jax_alone(program, target_devices) -> str:
     return jax.jit(pure).lower(jax.tree.map(abstract, state), jax.tree.map(abstract, batch)).compile().as_text()
 
 
-@needs_libtpu
-def test_an_nnx_train_step_with_one_device_scalars_compiles_for_a_tpu_slice():
+@pytest.mark.parametrize("target", [pytest.param("tpu:v5e:2x4", marks=needs_libtpu),
+                                    pytest.param("gpu:h100:8", marks=needs_plugin)])
+def test_an_nnx_train_step_with_one_device_scalars_compiles_for_a_target(target):
     program = _program(Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("batch", "model")))
     traced = train_step.trace(*program)
     kinds = {type(s).__name__ for s in jax.tree.leaves(jax.tree.map(lambda a: a.sharding, nnx.state(program[:3])))}
     assert "SingleDeviceSharding" in kinds  # what jit turns into a GSPMDSharding
-    devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
+    devices = registry.load_target(registry.parse_target(target))
     compiled = targets.compile_for_target(traced, devices)
     expected = _kinds(_by_jax_alone(program, devices.devices))
-    assert expected["all-reduce"] > 0 and expected["all-gather"] > 0  # the model axis's sums and gathers
+    assert expected["all-reduce"] > 0  # the model axis's sums at least
     assert _kinds(compiled.hlo_text) == expected

@@ -44,7 +44,7 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
         remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
             ins.rematerializations)
         for warning in remats:
-            lines.append(_command(_remat_where(warning.source, path, here),
+            lines.append(_command(_remat_where(warning.value_source or warning.source, path, here),
                                   f"shardscope: involuntary full rematerialization ({ins.function})",
                                   f"{ins.function}: " + "\n".join(warning_lines(warning))))
     for failure in failed:
