@@ -99,3 +99,18 @@ def test_a_tanh_added_to_a_residual_in_another_layout_is_named_h_at_its_line(sha
     assert (warning.value, warning.value_source) == ("h", where)
     assert {c.value for c in inspection.compiled.collectives if c.name in warning.collectives} == {"h"}
     assert warning.fix is not None and warning.fix.verified and warning.fix.through == ("P('y', 'x', None)",)
+
+
+def test_an_intermediate_without_a_compiled_fix_is_not_told_to_change_in_shardings():
+    """A value no argument carries (here one read from a log line alone, no program to compile)."""
+    from shardscope.engine.hlo.partitioner_warnings import read_warning
+    from shardscope.engine.hlo.replica_groups import MeshShape
+
+    message = ("[SPMD] Involuntary full rematerialization. The compiler cannot go from sharding "
+               "{devices=[2,1,4]<=[4,2]T(1,0)} to {devices=[1,8,1]<=[8]} efficiently for HLO operation %tanh.0 = "
+               "f32[2,16,2]{2,1,0} tanh(%param), sharding={devices=[2,1,4]<=[4,2]T(1,0)}, "
+               "metadata={op_name=\"jit(block)/tanh\" stack_frame_id=7}. As the last resort, SPMD will replicate.")
+    warning = read_warning(message, MeshShape(("x", "y"), (4, 2)))
+    assert warning.is_intermediate and warning.fix is None and warning.local_shape == (2, 16, 2)
+    text = " ".join(" ".join(warning_lines(warning)).split())
+    assert "in_shardings" not in text and "with_sharding_constraint" in text

@@ -46,6 +46,10 @@ def _fix_words(warning: PartitionerWarning) -> str:
     if fix is not None and fix.input:
         return (f"give {fix.input}, which {value} is computed from, the layout {warning.target} as it comes in "
                 f"(in_shardings=, jax.device_put), so {value} is made in it")
+    if warning.is_intermediate:  # no argument carries it: constrained where the program computes it
+        where = f" at {warning.value_source}" if warning.value_source else " where the program computes it"
+        return (f"make {value} in the layout {warning.target}{where} (jax.lax.with_sharding_constraint on it, "
+                f"through layouts one all-to-all apart), or give the inputs it is computed from that layout")
     return (f"give {value} the layout {warning.target} where it is made (its sharding as it comes in: "
             f"in_shardings=, jax.device_put; or a jax.lax.with_sharding_constraint on its producer), so both "
             f"sides agree")
