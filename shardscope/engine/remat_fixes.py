@@ -198,7 +198,7 @@ def _inputs_feeding(closed: "ClosedJaxpr", index: int, shape: tuple[int, ...]) -
         if var in seen:
             continue
         seen.add(var)
-        if var in inputs and tuple(var.aval.shape) == shape:
+        if var in inputs and tuple(getattr(var.aval, "shape", ())) == shape:
             found.add(inputs[var])
         elif var in makers:
             stack += [v for v in makers[var].invars if not isinstance(v, Literal)]
