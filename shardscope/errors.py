@@ -16,10 +16,12 @@ class ShardscopeError(Exception):
     exit_status = 2
     """The CLI's exit status for this error: 2, a mistake the user can fix."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, line: "tuple[str, int] | None" = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.line = line
+        """The user's line the error is about, ``(file, line number)``, when it is one line."""
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"

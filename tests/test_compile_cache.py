@@ -117,11 +117,11 @@ def test_a_second_check_reads_the_cache_and_moved_lines_are_the_current_files(tm
     assert sources() == ([f"moved.py:{line + 5}"], [f"moved.py:{line + 5}"])
 
 
-def _fresh_check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def _fresh_check(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``shardscope check linear.py`` in a fresh process with the environment's cache settings replaced by ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("JAX_") and k not in (NO_CACHE_ENV, "XDG_CACHE_HOME")}
     return subprocess.run([PYTHON, "-m", "shardscope", "check", str(DEMOS / "linear.py"), "--json", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300, env={**base, **env})
+                          capture_output=True, text=True, cwd=cwd, timeout=300, env={**base, **env})
 
 
 def sparse_entry(directory: Path, key: str, size: int, used: float) -> Path:
@@ -210,3 +210,46 @@ def test_a_command_trims_at_most_once_an_hour(tmp_path):
     assert trim_now_and_then(tmp_path) is None and (tmp_path / "big-cache").exists()  # trimmed a moment ago
     os.utime(tmp_path / ".trimmed", (time.time() - 3601,) * 2)
     assert trim_now_and_then(tmp_path).removed == 1 and not (tmp_path / "big-cache").exists()
+
+
+def _cuda_plugin_lines_left_out(stderr: str) -> str:
+    noise = ("absl::InitializeLog()", "cudart_stub.cc")
+    return "".join(line for line in stderr.splitlines(keepends=True) if not any(n in line for n in noise))
+
+
+@pytest.mark.slow  # fresh processes: the cache a command starts with, not this run's
+def test_a_remote_cache_folder_is_never_made_a_local_folder(tmp_path):
+    """JAX reads ``gs://`` folders through etils.epath and gcsfs; without gcsfs (as here, and with
+    no network) the command says the cache is not used and runs without it, writing nothing where
+    it runs (``Path('gs://bucket/cache')`` is the local folder ``gs:/bucket/cache``)."""
+    import importlib.util
+
+    assert importlib.util.find_spec("gcsfs") is None and importlib.util.find_spec("tensorflow") is None
+    remote = _fresh_check({JAX_DIR_ENV: "gs://bucket/cache"}, cwd=tmp_path)
+    local = _fresh_check({NO_CACHE_ENV: "1"}, cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    assert remote.returncode == local.returncode == 1
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    (said,) = _cuda_plugin_lines_left_out(remote.stderr).splitlines()
+    assert "gs://bucket/cache" in said and "not used" in said and "gcsfs" in said
+    assert cache_directory({JAX_DIR_ENV: "gs://bucket/cache"}) == "gs://bucket/cache"
+    assert cache_directory({JAX_DIR_ENV: "file:///tmp/c"}) == Path("/tmp/c")
+
+
+@pytest.mark.slow  # fresh processes: the cache a command starts with, not this run's
+def test_an_entry_that_cannot_be_read_is_written_anew(tmp_path):
+    """JAX never overwrites an entry that exists: a damaged one was read around on every run."""
+    from jax._src.compilation_cache import decompress_executable
+
+    cache = tmp_path / "cache"
+    first = _fresh_check({JAX_DIR_ENV: str(cache)})
+    written = entries(cache)
+    assert first.returncode == 1 and written, first.stderr
+    for name in written:
+        (cache / name).write_bytes(b"a write cut short")
+    second = _fresh_check({JAX_DIR_ENV: str(cache)})
+    assert second.returncode == 1 and json.loads(second.stdout) == json.loads(first.stdout)
+    assert _cuda_plugin_lines_left_out(second.stderr) == ""
+    assert entries(cache) == written
+    for name in written:  # each one JAX's again: its bytes decompress
+        assert decompress_executable((cache / name).read_bytes())

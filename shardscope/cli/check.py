@@ -169,7 +169,7 @@ def check(options: CheckOptions) -> int:
                                       counts=None if min_saving is None else saving_filter(min_saving)):
             print(line)
     else:
-        render(inspections, stdout_console(), rewrites, checked.failed, min_saving)
+        render(inspections, stdout_console(), rewrites, checked.failed, min_saving, [str(t.target) for t in targets])
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]
         if targets and stepped:
             stdout_console().print(Text(

@@ -9,6 +9,15 @@ command removes the least recently used entries past that as it starts (:func:`t
 :func:`start_compilation_cache`: a library call (``shardscope.inspect``) leaves its caller's JAX
 configuration as it is.
 
+A folder on a remote file system, as JAX accepts it (``gs://bucket/cache``, read through
+``etils.epath`` and the file system's own package, ``gcsfs`` for ``gs://``), is handed to JAX
+as written: never made a local path (``Path('gs://b')`` is the local folder ``gs:/b``). When the
+package that reads it is missing, the command says so and compiles without the cache. shardscope
+bounds and repairs only a local cache.
+
+An entry JAX cannot read back (a write cut short, a damaged disk) is removed when JAX reports
+it, so the compile that follows writes it anew: JAX itself never overwrites an entry that exists.
+
 Source locations are part of the cache's key here (JAX leaves them out by default): an
 executable read back from the cache carries the source-location table of the compile that
 wrote it, and shardscope shows those lines next to each collective. With them in the key, a file
@@ -24,12 +33,15 @@ with 10,000; a 1 GiB cache of CPU executables holds tens of thousands). Left unb
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import os
+import re
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple, TextIO, Union
 
 NO_CACHE_ENV = "SHARDSCOPE_NO_CACHE"
 """Set to 1 (or true, yes) to compile afresh, as ``--no-cache`` does."""
@@ -54,20 +66,61 @@ _ACCESS_TIME = "-atime"
 
 
 _UNREADABLE_ENTRY = r"Error (reading|writing) persistent compilation cache entry"
+_READ_FAILED = re.compile(r"Error reading persistent compilation cache entry for '(?P<name>[^']+)'")
+"""JAX's warning when an entry cannot be read back: it names the module (``jit_step``), or the
+whole key (``jit_step-<hash>``) when only looking the entry up failed."""
+
+CacheLocation = Union[Path, str]
+"""A local folder, or a remote file system's URL as JAX reads it (``gs://bucket/cache``)."""
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
-def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
-    """Where the compilation cache of a command lives, or None when the user turned it off."""
+def cache_directory(environ: Mapping[str, str] = os.environ) -> CacheLocation | None:
+    """Where the compilation cache of a command lives, or None when the user turned it off: a
+    remote folder (``gs://bucket/cache``) as the URL the user gave, a local one as a path."""
     if environ.get(NO_CACHE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return None
     if environ.get(JAX_DIR_ENV):
-        return Path(environ[JAX_DIR_ENV]).expanduser()
+        given = environ[JAX_DIR_ENV]
+        if remote_scheme(given):
+            return given
+        return Path(given.removeprefix("file://")).expanduser()
     xdg = environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"  # the XDG spec ignores a relative path
     return base / "shardscope" / "jax"
 
 
-def cache_options(directory: Path | None) -> dict[str, str | int | float | bool]:
+def remote_scheme(location: CacheLocation) -> str:
+    """The file system scheme of a remote cache folder (``gs``), ``""`` for a local one."""
+    match = _URL.match(location) if isinstance(location, str) else None
+    return "" if match is None or match.group("scheme").lower() == "file" else match.group("scheme").lower()
+
+
+def unusable_reason(location: CacheLocation) -> str:
+    """Why JAX cannot use the cache folder ``location`` in this environment (``""``: it can).
+
+    Only what can be told without the network: JAX opens a remote folder through ``etils.epath``,
+    which reads ``gs://`` with ``gcsfs`` (or TensorFlow's file system) and other schemes through
+    ``fsspec``'s package for them."""
+    scheme = remote_scheme(location)
+    if not scheme:
+        return ""
+    if importlib.util.find_spec("etils") is None:
+        return "JAX reads a remote folder through etils.epath, which is not installed (pip install etils[epath])"
+    if importlib.util.find_spec("tensorflow") is not None:  # epath's other backend reads every scheme TF does
+        return ""
+    try:
+        import fsspec  # type: ignore[import-untyped]  # no stubs; in the function: only a remote folder needs it
+
+        fsspec.get_filesystem_class(scheme)
+    except ImportError as exc:
+        return f"reading {scheme}:// folders needs a package that is not installed ({exc})"
+    except ValueError:
+        return f"no installed file system reads {scheme}:// folders"
+    return ""
+
+
+def cache_options(directory: CacheLocation | None) -> dict[str, str | int | float | bool]:
     """The JAX options that turn the cache on in ``directory`` (off when None)."""
     if directory is None:
         return {"jax_enable_compilation_cache": False}
@@ -85,7 +138,7 @@ def cache_options(directory: Path | None) -> dict[str, str | int | float | bool]
     }
 
 
-def start_compilation_cache(enabled: bool = True) -> Path | None:
+def start_compilation_cache(enabled: bool = True) -> CacheLocation | None:
     """Turn JAX's persistent compilation cache on for this process (off when not ``enabled`` or
     when ``SHARDSCOPE_NO_CACHE`` is set); returns its directory (None: off).
 
@@ -99,16 +152,73 @@ def start_compilation_cache(enabled: bool = True) -> Path | None:
     read back (``DeserializeLoadedExecutable``), which would warn on every second run.
     """
     directory = cache_directory() if enabled else None
+    reason = unusable_reason(directory) if directory is not None else ""
+    if reason:
+        print(f"shardscope: the compilation cache {directory} ({JAX_DIR_ENV}) is not used: {reason}; "
+              f"compiling without it.", file=sys.stderr)
+        directory = None
     options = cache_options(directory)
     if directory is not None:
         warnings.filterwarnings("ignore", message=_UNREADABLE_ENTRY, category=UserWarning)
-        trim_now_and_then(directory)
+        if isinstance(directory, Path):  # a remote folder is JAX's alone to read and write
+            warnings.filterwarnings("always", message=_READ_FAILED.pattern, category=UserWarning)
+            warnings.showwarning = _removing_unreadable_entries(directory, warnings.showwarning)
+            trim_now_and_then(directory)
     jax = sys.modules.get("jax")
     for name, value in options.items():
         os.environ[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
         if jax is not None:
             jax.config.update(name, value)
     return directory
+
+
+def _removing_unreadable_entries(directory: Path, shown: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` that, for JAX's warning that it could not read an entry back,
+    removes the damaged entries of that module from ``directory`` (so the compile that follows
+    writes them anew) and shows nothing; any other warning goes to ``shown``."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+             line: str | None = None) -> None:
+        read = _READ_FAILED.search(str(message))
+        if read is None:
+            shown(message, category, filename, lineno, file, line)
+            return
+        remove_damaged_entries(directory, read.group("name"))
+
+    return show
+
+
+def remove_damaged_entries(directory: Path, name: str) -> list[str]:
+    """Remove the entries of module (or key) ``name`` in ``directory`` whose bytes do not
+    decompress as JAX wrote them; returns their file names. An entry that decompresses but that
+    this client cannot load (a TPU slice's compile-only executable) is left: writing it again
+    would not make it loadable."""
+    removed = []
+    for path in sorted(directory.glob(f"{glob.escape(name)}*{_ENTRY}")):
+        key = path.name.removesuffix(_ENTRY)
+        if key != name and not key.startswith(name + "-"):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:  # gone already: JAX writes it anew
+            continue
+        if not _decompresses(data):
+            _remove(path)
+            _remove(directory / (key + _ACCESS_TIME))
+            removed.append(path.name)
+    return removed
+
+
+def _decompresses(data: bytes) -> bool:
+    """Whether a cache entry's bytes decompress as JAX compresses them (zstandard, else zlib)."""
+    # JAX is loaded by now (its warning called here); its own function knows which codec it used
+    from jax._src.compilation_cache import decompress_executable
+
+    try:
+        decompress_executable(data)
+    except Exception:  # the codec's error for damaged bytes: zstd.ZstdError, zlib.error
+        return False
+    return True
 
 
 class Trimmed(NamedTuple):

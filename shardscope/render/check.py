@@ -118,11 +118,14 @@ CPU_JUDGED = ("This judges the plan XLA:CPU compiled. A GPU's or TPU's compiler 
 
 
 def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
-           failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None) -> None:
+           failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None,
+           targets: Sequence[str] = ()) -> None:
     """Each program's findings table and fixes (and its what-if), then one line with the outcome
     (on the targets when there are any: what each target did with every collective, and a
     verdict). The programs in ``failed`` were not checked: the outcome line names them (their
-    errors are the CLI's to print) and nothing passes."""
+    errors are the CLI's to print) and nothing passes. ``min_saving`` (``--min-saving``) keeps only
+    the target findings that save that much. ``targets`` are the ``--target``s given: a verdict
+    judged on the CPU alone (a step of dispatches) does not suggest one of them."""
     for k, ins in enumerate(inspections):
         console.print(ins)
         console.print()
@@ -149,7 +152,7 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
-        console.print(Text(CPU_JUDGED, style="dim"))
+        console.print(Text(CPU_JUDGED if not targets else CPU_JUDGED.split(". ")[0] + ".", style="dim"))
     elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)

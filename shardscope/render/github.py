@@ -52,13 +52,13 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
         remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
             ins.rematerializations)
         for warning in remats:
-            lines.append(_command(_remat_where(warning.source, path, here),
+            lines.append(_command(_remat_where(warning.value_source or warning.source, path, here),
                                   f"shardscope: involuntary full rematerialization ({ins.function})",
                                   f"{ins.function}: " + "\n".join(warning_lines(warning))))
     for failure in failed:
         message = failure.error.message + (f"\nhint: {failure.error.hint}" if failure.error.hint else "")
-        lines.append(_command({"file": _relative(path, here)}, f"shardscope: {failure.function} was not checked",
-                              message))
+        lines.append(_command(_error_where(failure.error.line, path, here),
+                              f"shardscope: {failure.function} was not checked", message))
     return lines
 
 
@@ -108,6 +108,14 @@ def _where(collective: PairedCollective | None, path: Path, here: str) -> dict[s
     if _same_file(written, path):  # JAX names the file by its real path: keep the one the user gave (a link)
         written = path
     return {"file": _relative(written, here), "line": found["line"]}
+
+
+def _error_where(line: tuple[str, int] | None, path: Path, here: str) -> dict[str, str]:
+    """The checked file, at the user's line an error is about when it names one."""
+    if line is None:
+        return {"file": _relative(path, here)}
+    written = path if _same_file(Path(line[0]), path) else Path(line[0])
+    return {"file": _relative(written, here), "line": str(line[1])}
 
 
 def _remat_where(source: str, path: Path, here: str) -> dict[str, str]:

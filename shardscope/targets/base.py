@@ -41,6 +41,9 @@ class Target(ABC):
     compiler: ClassVar[str]
     """The compiler whose plan a verdict on this target judges: ``XLA:TPU``, ``XLA:GPU``."""
 
+    device_noun: ClassVar[str] = "devices"
+    """What the target's devices are called in a message: ``chips``, ``GPUs``."""
+
     extra: ClassVar[str] = ""
     """What installs the compiler next to the user's jax (empty: jax has it)."""
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from shardscope.engine.compilation import compile_lowered, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.count_hint import device_count_hint
 from shardscope.plans.mesh import Mesh
 
 __all__ = ["OutOfMemory", "TargetCompilation", "compile_for_target", "target_mesh"]
@@ -84,7 +85,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
     Raises :class:`TargetError` for a device count that does not fit and when XLA fails.
     """
     lowering = _lower(traced, devices.target, name)
-    placement = _placement(lowering, devices, name)
+    placement = _placement(lowering, devices, name, traced)
     device_ids = tuple(placement[device].id for device in _program_devices(lowering))
     key = _compile_key(lowering, devices, device_ids)
     with _COMPILED_LOCK:
@@ -190,20 +191,25 @@ def _program_devices(lowering: "MeshComputation") -> "tuple[jax.Device, ...]":
     return tuple(lowering._device_list)
 
 
-def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str) -> "Placement":
+def _placement(lowering: "MeshComputation", devices: TargetDevices, name: str,
+               traced: "jax.stages.Traced") -> "Placement":
     """The target device that runs each device position of ``lowering``'s device assignment."""
     program_devices = _program_devices(lowering)
     if set(program_devices) <= set(devices.devices):
         return {device: device for device in program_devices}
     if len(program_devices) != devices.count:
-        raise _other_device_count(name, program_devices, devices)
+        raise _other_device_count(name, program_devices, devices, traced)
     grid = devices.target.grid(devices.devices, _mesh_shape(lowering, program_devices))
     return dict(zip(program_devices, grid.flat))
 
 
-def _other_device_count(name: str, program_devices: tuple["jax.Device", ...], devices: TargetDevices) -> TargetError:
+def _other_device_count(name: str, program_devices: tuple["jax.Device", ...], devices: TargetDevices,
+                        traced: "jax.stages.Traced") -> TargetError:
     """A program over another number of devices than the target has, with the way to trace it over
-    as many: start that many CPU devices (in a process whose JAX runs on chips, beside them)."""
+    as many: start that many CPU devices (in a process whose JAX runs on chips, beside them), or
+    change the line of the file that takes the count."""
+    from shardscope.engine.hlo.compiled import jax_traced  # loaded by _lower already: see there
+
     count, spans = devices.count, f"{len(program_devices)} device" + ("s" if len(program_devices) != 1 else "")
     first = program_devices[0]
     if first.platform != "cpu":  # a notebook on a TPU VM: its JAX runs on the chip
@@ -212,12 +218,8 @@ def _other_device_count(name: str, program_devices: tuple["jax.Device", ...], de
             f"has {count}.",
             f"trace it over {count} CPU devices beside the chips: jax.config.update('jax_num_cpu_devices', {count}) "
             f"right after import jax, before JAX starts, and its mesh over jax.devices('cpu')[:{count}]")
-    return TargetError(
-        f"{name} runs on {spans}; {devices.target} has {count}.",
-        f"pick a topology with {len(program_devices)} chips, or build the program's mesh over {count} devices: "
-        f"jax.devices()[:{count}] in the file, or start {count} CPU devices (shardscope check --devices {count}; "
-        f"the app: --max-devices {count}; a script or notebook: jax.config.update('jax_num_cpu_devices', {count}) "
-        "before JAX starts)")
+    return TargetError(f"{name} runs on {spans}; {devices.target} has {count}.",
+                       device_count_hint(jax_traced(traced), len(program_devices), devices))
 
 
 def _mesh_shape(lowering: "MeshComputation", program_devices: tuple["jax.Device", ...]) -> tuple[int, ...]:
@@ -257,11 +259,23 @@ def _retargeted(lowering: "MeshComputation", placement: "Placement") -> "MeshCom
 
 
 def _moved_sharding(sharding: "jax.sharding.Sharding", placement: "Placement") -> "jax.sharding.Sharding":
-    """A ``NamedSharding`` over the placed devices (unspecified shardings stay as they are)."""
-    from jax.sharding import NamedSharding, Sharding
+    """The same sharding over the placed devices (unspecified shardings stay as they are).
+
+    A ``NamedSharding`` moves with its mesh; a ``GSPMDSharding`` (what jit gives a result laid
+    out by a ``with_sharding_constraint`` under a mesh context, as flax's ``nnx.jit`` steps over
+    ``nnx.with_partitioning`` models return) and a ``SingleDeviceSharding`` keep their HLO
+    sharding over the devices placed at their devices' positions."""
+    from jax._src.sharding_impls import GSPMDSharding  # jax exports no name for the class jit returns
+    from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
     if isinstance(sharding, NamedSharding) and _is_concrete_mesh(sharding.mesh):
         return NamedSharding(_moved_mesh(sharding.mesh, placement), sharding.spec, memory_kind=sharding.memory_kind)
+    if isinstance(sharding, GSPMDSharding):
+        devices = tuple(placement[device] for device in sharding._device_assignment)
+        return GSPMDSharding(devices, sharding._hlo_sharding, memory_kind=sharding.memory_kind)
+    if isinstance(sharding, SingleDeviceSharding):
+        (device,) = sharding.device_set
+        return SingleDeviceSharding(placement[device], memory_kind=sharding.memory_kind)
     if isinstance(sharding, Sharding) and not isinstance(sharding, NamedSharding):
         raise TargetError(f"shardscope cannot move a {type(sharding).__name__} to a target.",
                           "give the program's inputs and outputs NamedShardings over its mesh")

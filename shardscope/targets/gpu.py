@@ -64,6 +64,7 @@ class GpuTarget(Target):
     hosts: int
     per_host: int
     platform: ClassVar[str] = "gpu"
+    device_noun: ClassVar[str] = "GPUs"
     lowering_platform: ClassVar[str] = "cuda"
     compiler: ClassVar[str] = "XLA:GPU"
     extra: ClassVar[str] = GPU_EXTRA

@@ -81,6 +81,7 @@ class TpuTarget(Target):
 
     name: str
     platform: ClassVar[str] = "tpu"
+    device_noun: ClassVar[str] = "chips"
     lowering_platform: ClassVar[str] = "tpu"
     compiler: ClassVar[str] = "XLA:TPU"
     extra: ClassVar[str] = TPU_EXTRA

@@ -15,6 +15,9 @@ calls it; the same callee on other shapes is another module.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import keyword
+import re
 import time
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -179,6 +182,15 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
         return body(full)
 
     module.__name__ = module.__qualname__ = name
+    names = [arg_names[k] for k in dynamic]
+    if jitted:
+        own = getattr(eqn.params["jaxpr"].jaxpr.debug_info, "arg_names", None)
+        if own is not None and len(own) == len(eqn.invars):
+            names = [own[k] or names[i] for i, k in enumerate(dynamic)]
+    # JAX names the module's parameters after the function's (``values[0]`` for ``*values``): the
+    # partitioner's collective of a parameter (an FSDP weight's all-gather) is named by them
+    module.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(_identifier(n, i), inspect.Parameter.POSITIONAL_ONLY) for i, n in enumerate(names)])
     specs = []
     for k in dynamic:
         aval: Any = eqn.invars[k].aval  # a ShapedArray: the operands of a call are arrays
@@ -189,14 +201,18 @@ def _compile_call(eqn: "JaxprEqn", operands: list, arg_names: list[str]) -> Comp
     traced = jax.jit(module, **kwargs).trace(*specs)
     compiled = compile_traced(traced)  # the partitioner's log lines kept, as every compile's are
     seconds = time.perf_counter() - start
-    names = [arg_names[k] for k in dynamic]
-    if jitted:
-        own = getattr(eqn.params["jaxpr"].jaxpr.debug_info, "arg_names", None)
-        if own is not None and len(own) == len(eqn.invars):
-            names = [own[k] or names[i] for i, k in enumerate(dynamic)]
     outputs = tuple(f"{name} out[{k}]" if len(eqn.outvars) > 1 else f"{name} out" for k in range(len(eqn.outvars)))
     function = f"jit {name}" if jitted else f"eager {name}"
     return CompiledCall(name, jitted, [], traced, compiled, tuple(names), outputs, seconds, function)
+
+
+def _identifier(name: str, position: int) -> str:
+    """``name`` as a Python parameter name (``xs[0]`` -> ``xs_0``; ``arg1`` for none), distinct
+    by ``position`` where it is not one already."""
+    cleaned = re.sub(r"\W+", "_", name).strip("_")
+    if not cleaned or not cleaned.isidentifier() or keyword.iskeyword(cleaned):
+        return f"arg{position}"
+    return cleaned
 
 
 def _callee_body(eqn: "JaxprEqn") -> Callable[[list], list]:
@@ -210,8 +226,13 @@ def _callee_body(eqn: "JaxprEqn") -> Callable[[list], list]:
 def _primitive_body(eqn: "JaxprEqn") -> Callable[[list], list]:
     """An eager operation bound with its own parameters, as JAX's dispatch binds it."""
 
+    from jax._src import source_info_util  # jax exports no way to bind under an equation's own lines
+
     def body(operands: list) -> list:
-        out = eqn.primitive.bind(*operands, **eqn.params)
+        # under the equation's traceback, as jax.core.eval_jaxpr binds: the module's lines are
+        # the user's line of the eager op, not this one
+        with source_info_util.user_context(eqn.source_info.traceback, name_stack=eqn.source_info.name_stack):
+            out = eqn.primitive.bind(*operands, **eqn.params)
         return list(out) if eqn.primitive.multiple_results else [out]
 
     return body

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import traceback
 from collections import Counter
+from pathlib import PurePath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
@@ -284,8 +285,8 @@ def _findings(function: str, dispatch: Dispatch, summed: dict[tuple[str, int], i
         if c is None or c.in_loop:  # one in the module's own loop has that loop's verdict (its findings)
             continue
         site = sites.get(c.name)
-        outputs = reduced_outputs(plan.module, site) if site is not None and is_sum(plan.module, site.instruction) \
-            else None
+        sums = site is not None and is_sum(plan.module, site.instruction)
+        outputs = reduced_outputs(plan.module, site) if site is not None and sums else None
         parts = max((summed.get((function, index), 0) for index in outputs or ()), default=0)
         if parts >= 2:
             saved = min(dispatch.calls, parts) - (1 if first else 0)
@@ -294,9 +295,18 @@ def _findings(function: str, dispatch: Dispatch, summed: dict[tuple[str, int], i
                                          dispatch.source, saved))
         else:
             found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, 0, "needed",
-                                         f"The step uses each call's result of {dispatch.name} on its own, not only "
-                                         "their sum: each call needs its own.", "", dispatch.source))
+                                         _needed_reason(dispatch, paired, sums), "", dispatch.source))
     return found
+
+
+def _needed_reason(dispatch: Dispatch, c: "PairedCollective", sums: bool) -> str:
+    """Why each call runs its own: the step reads each call's reduced result, or the collective
+    is no sum of the results at all (an FSDP weight's all-gather moves an input into the call)."""
+    if sums:
+        return f"The step uses each call's result of {dispatch.name} on its own, not only their sum: each call needs its own."
+    what = c.value or "its operand"
+    return (f"The {c.kind} brings {what} to each call of {dispatch.name}, which reads it there: it sums nothing "
+            f"the step could add up across the calls first, so each call needs its own.")
 
 
 def _reason(function: str, c: "PairedCollective", parts: int) -> str:
@@ -316,6 +326,10 @@ def _fix(dispatch: Dispatch, c: "PairedCollective", consumer: str) -> str:
     value = f" ({c.value})" if c.value else ""
     where = consumer or "the update after the loop"
     once = "or move the loop into one jax.jit with lax.scan over the micro-batches (XLA then reduces the sum once)"
+    if not dispatch.jitted:  # an eager jnp.sum / jnp.mean between the calls: its own module, nothing to shard_map
+        return (f"keep what the eager {dispatch.name} reduces (each call's per-example values) unreduced across the "
+                f"calls: add them up elementwise (or stack them) in the loop and apply {dispatch.name} (jnp.sum, "
+                f"jnp.mean) once after the loop: 1 {c.kind} per step; {once}.")
     if c.primitives:  # the program's own psum under shard_map
         return (f"return {dispatch.name}'s result{value} unreduced (no {'/'.join(c.primitives)} over '{axis}' in it; "
                 f"out_specs P('{axis}') stacks each device's part), add those up across the calls, and psum over "
@@ -349,9 +363,10 @@ def reads_a_value_error(exc: BaseException, name: str, debug: str) -> TraceError
         return None
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not is_library_file(f.filename) and not is_shardscope_file(f.filename)]
-    where = f" at {frames[-1].filename}:{frames[-1].lineno} (`{(frames[-1].line or '').strip()}`)" if frames else ""
+    line = (frames[-1].filename, frames[-1].lineno or 0) if frames else None
+    where = f" at {PurePath(line[0]).name}:{line[1]} (`{(frames[-1].line or '').strip()}`)" if line else ""
     return TraceError(
         f"{name} reads the value of an array{where}: a step that is not jitted runs that line eagerly, but "
         "shardscope reads its dispatches from a trace without values, where no array has one.",
         f"pass what the line decides as an argument (a Python bool or number, static), or move the line into "
-        f"a jitted function (jnp.where / lax.cond on the value) so that the step only calls it; {debug}")
+        f"a jitted function (jnp.where / lax.cond on the value) so that the step only calls it; {debug}", line=line)

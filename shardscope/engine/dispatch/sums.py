@@ -21,7 +21,7 @@ from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.text import HloModule, Instruction
 
 if TYPE_CHECKING:
-    from jax.extend.core import Jaxpr, Var
+    from jax.extend.core import Jaxpr, JaxprEqn, Var
 
 __all__ = ["ADDS", "is_sum", "reduced_outputs", "summed_results"]
 
@@ -66,9 +66,20 @@ def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[st
             k = nxt[0]
             seen.add(k)
 
+    def scaled(var: "Var") -> "Var":
+        """``var``, or what it becomes through eager scalings by a constant (``jnp.mean``'s
+        division by the count): each keeps a sum over calls a sum."""
+        for _ in range(len(jaxpr.eqns)):
+            use = users.get(var, [])
+            if var in outputs or len(use) != 1 or not _scales_by_a_constant(jaxpr.eqns[use[0]], var):
+                return var
+            var = jaxpr.eqns[use[0]].outvars[0]
+        return var
+
     parts: dict[int, dict[tuple[str, int], int]] = defaultdict(lambda: defaultdict(int))
     for k, function in function_of.items():
-        for index, var in enumerate(jaxpr.eqns[k].outvars):
+        for index, made in enumerate(jaxpr.eqns[k].outvars):
+            var = scaled(made)
             use = users.get(var, [])
             if var in outputs or len(use) != 1 or jaxpr.eqns[use[0]].primitive.name not in ADDS:
                 continue
@@ -79,6 +90,21 @@ def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[st
             if calls >= 2:
                 summed[result] = max(summed.get(result, 0), calls)
     return summed
+
+
+_EAGER_SCALES = frozenset({"mul", "div", "convert_element_type"})
+"""Eager operations between a call's result and the add that accumulates it that keep the sum a
+sum when their other operand is a constant (``jnp.mean``: a ``reduce_sum``, then a ``div``)."""
+
+
+def _scales_by_a_constant(eqn: "JaxprEqn", var: "Var") -> bool:
+    """True when ``eqn`` multiplies ``var`` by a literal, divides it by one, or converts it."""
+    from jax.extend.core import Literal
+
+    if eqn.primitive.name not in _EAGER_SCALES or len(eqn.outvars) != 1:
+        return False
+    others = [v for k, v in enumerate(eqn.invars) if not (v is var and (k == 0 or eqn.primitive.name == "mul"))]
+    return len(others) == len(eqn.invars) - 1 and all(isinstance(v, Literal) for v in others)
 
 
 def is_sum(module: HloModule, inst: Instruction) -> bool:

@@ -32,7 +32,9 @@ from shardscope.engine.hlo.fixes import verdict_of
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
-from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning, implementing, read_warning
+from shardscope.engine.hlo.partitioner_warnings import (
+    PartitionerWarning, implementing, read_warning, value_instructions,
+)
 from shardscope.engine.hlo.pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
 from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledOperand, CompiledPlan
 from shardscope.engine.hlo.replica_groups import MeshShape
@@ -46,6 +48,7 @@ from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
 from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.written_values import written_name
 
 if TYPE_CHECKING:
     import jax
@@ -132,13 +135,15 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
         messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
     if not messages:
         return plan
-    return dataclasses.replace(plan, partitioner=partitioner_findings(messages, plan, _mesh_shape(mesh)))
+    warnings = partitioner_findings(messages, plan, _mesh_shape(mesh))
+    return dataclasses.replace(plan, partitioner=warnings, collectives=_named_by_warnings(plan.collectives, warnings))
 
 
 def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
                          mesh: MeshShape | None) -> tuple[PartitionerWarning, ...]:
     """The partitioner's log messages read over the program's mesh, each joined to the compiled
-    collectives that carry out its fallback and to the user's line they came from."""
+    collectives that carry out its fallback and to the user's line they came from; a value
+    computed inside the program is named as its line writes it (:func:`written_name`)."""
     by_name = {c.name: c for c in plan.collectives}
     devices = 1 if mesh is None else prod(mesh.sizes)
     found = []
@@ -146,9 +151,32 @@ def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
         warning = read_warning(message, mesh)
         names, line = implementing(warning, plan.module, list(by_name))
         sources = [by_name[n].source for n in names if by_name[n].source]
-        found.append(dataclasses.replace(warning, collectives=names, source=sources[0] if sources else line,
-                                         devices=devices))
+        warning = dataclasses.replace(warning, collectives=names, source=sources[0] if sources else line,
+                                      devices=devices)
+        found.append(_with_written_value(warning, plan.module) if warning.is_intermediate else warning)
     return tuple(found)
+
+
+def _with_written_value(warning: PartitionerWarning, module: HloModule | None) -> PartitionerWarning:
+    """``warning`` with the user's name and line of the value it is about (as it was when the
+    module keeps no line for the operation that made it)."""
+    made = value_instructions(warning, module) if module is not None else []
+    location = module.source(made[0], users=True) if module is not None and made else None
+    if location is None:
+        return warning
+    name = written_name(location.file, location.line)
+    return dataclasses.replace(warning, value=name, value_source=location.text(),
+                               value_line=(location.file, location.line))
+
+
+def _named_by_warnings(collectives: tuple[CompiledCollective, ...],
+                       warnings: Sequence[PartitionerWarning]) -> tuple[CompiledCollective, ...]:
+    """The gathers of a rematerialization carry the value it is about: named by it (the value
+    the module leads them to, ``out``, is where the value goes, not what they move)."""
+    named = {c: w.value for w in warnings if w.value for c in w.collectives}
+    return tuple(dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=named[c.name])
+                                                       for op in c.operands)) if c.name in named else c
+                 for c in collectives)
 
 
 @runtime_checkable

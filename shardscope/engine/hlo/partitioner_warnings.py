@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from shardscope.engine.hlo.replica_groups import MeshShape
-from shardscope.engine.hlo.text import HloModule
+from shardscope.engine.hlo.text import HloModule, Instruction
 
 INVOLUNTARY_REMAT = "involuntary-rematerialization"
 PARTITIONER_WARNING = "partitioner-warning"
@@ -45,6 +45,13 @@ class FixCheck:
     bytes_before: int
     bytes_after: int
     """Bytes every compiled collective moves per call, per device, before and after the fix."""
+    through: tuple[str, ...] = ()
+    """For a value computed inside the program: the layouts it is resharded through on the way
+    to its target (``P('y', 'x', None)``), each step one all-to-all; empty for an input's fix."""
+    input: str = ""
+    """The program input given the target layout instead (when no reshard in steps worked)."""
+    kinds_after: tuple[tuple[str, int], ...] = ()
+    """The compiled collectives of the fixed program, by kind: ``(('all-to-all', 2),)``."""
 
     @property
     def verified(self) -> bool:
@@ -81,15 +88,36 @@ class PartitionerWarning:
     target_axes: tuple[tuple[str, ...], ...] | None = None
     """``target`` as mesh axes per dimension (None when the mesh does not explain it)."""
     fix: "FixCheck | None" = None
-    """The fix compiled: None when it was not tried (the value is not one of the program's inputs)."""
+    """The fix compiled: None when it was not tried."""
+    local_shape: tuple[int, ...] = ()
+    """Each device's shard of the tensor, in the layout it comes in."""
+    source_axes: tuple[tuple[str, ...], ...] | None = None
+    """``source_layout`` as mesh axes per dimension (None when the mesh does not explain it)."""
+    value: str = ""
+    """A value computed inside the program, as the user wrote it: the variable its line assigns
+    (``h``), else the expression (``h + resid``); empty for an input (named by ``op_name``)."""
+    value_source: str = ""
+    """The user's line that computes that value (``block.py:15 (block)``)."""
+    value_line: tuple[str, int] | None = None
+    """That line as ``(file, line)``, for a rewrite that reshards the value there."""
+
+    @property
+    def is_intermediate(self) -> bool:
+        """True for a value computed inside the program: its ``op_name`` is JAX's name of an
+        operation (``jit(f)/tanh``), not an argument's path (``a``, ``params['W']``)."""
+        return self.op_name.startswith(("jit(", "pjit(")) or ")/" in self.op_name
+
+    @property
+    def shown_value(self) -> str:
+        """The value as a finding names it: the user's name of an intermediate, an input's path."""
+        return self.value or self.op_name or f"%{self.instruction}"
 
     @property
     def title(self) -> str:
         """``a: P('y', None, 'x') -> P(None, ('x', 'y'), None)``, or the message."""
         if self.kind != INVOLUNTARY_REMAT:
             return self.message
-        value = self.op_name or self.instruction
-        return f"{value}: {self.source_layout_text()}"
+        return f"{self.shown_value}: {self.source_layout_text()}"
 
     def source_layout_text(self) -> str:
         """``P('y', None, 'x') -> P(None, ('x', 'y'), None)``."""
@@ -118,8 +146,9 @@ def read_warning(message: str, mesh: MeshShape | None) -> PartitionerWarning:
     return PartitionerWarning(
         INVOLUNTARY_REMAT, message, instruction.group("name"), op.group("op") if op else "",
         source_layout=spec_text(shardings, len(local), mesh), target=spec_text(target, len(local), mesh),
-        target_axes=_spec(target, len(local), mesh),
-        shape=shape, dtype=instruction.group("dtype"), bytes=prod(shape) * width, shard_bytes=prod(local) * width)
+        target_axes=_spec(target, len(local), mesh), source_axes=_spec(shardings, len(local), mesh),
+        shape=shape, dtype=instruction.group("dtype"), bytes=prod(shape) * width, shard_bytes=prod(local) * width,
+        local_shape=local)
 
 
 def spec_text(sharding: str, rank: int, mesh: MeshShape | None) -> str:
@@ -256,10 +285,7 @@ def implementing(warning: PartitionerWarning, module: HloModule | None,
                 users.setdefault(operand, []).append(instruction.name)
     # the warning names the instruction before partitioning: its name may have changed since
     # (GSPMD's %param is the module's %param.1), the value's op_name has not
-    starts = [i.name for c in module.computations.values() for i in c.instructions
-              if warning.op_name and i.opcode == "parameter" and i.metadata.op_name == warning.op_name]
-    if not starts:
-        starts = [warning.instruction]
+    starts = [i.name for i in value_instructions(warning, module)] or [warning.instruction]
     found: list[str] = []
     line = ""
     frontier, seen = list(starts), set(starts)
@@ -278,6 +304,20 @@ def implementing(warning: PartitionerWarning, module: HloModule | None,
                     found.append(user)
                 frontier.append(user)
     return tuple(found), line
+
+
+def value_instructions(warning: PartitionerWarning, module: HloModule) -> list[Instruction]:
+    """The compiled instructions that hold the value the partitioner could not reshard: the
+    parameter of that name (an input; GSPMD's %param is the module's %param.1), else those made
+    by the same JAX operation (its ``op_name``) with the shard's shape (a value computed inside
+    the program, fused with its neighbours: ``%copy_tanh_fusion``)."""
+    if not warning.op_name:
+        return []
+    named = [i for c in module.computations.values() for i in c.instructions if i.metadata.op_name == warning.op_name]
+    parameters = [i for i in named if i.opcode == "parameter"]
+    if parameters or not warning.is_intermediate:
+        return parameters
+    return [i for i in named if len(i.shape.arrays) == 1 and i.shape.arrays[0].dims == warning.local_shape]
 
 
 _PASSING = frozenset({"copy", "fusion", "bitcast", "reshape", "transpose", "all-gather", "all-to-all",
