@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
 from shardscope.costmodel.quantities import parse_rate
+from shardscope.costmodel.roofline import seconds_words
 
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 """Where the ring formulas (and the bus-bandwidth factors 2(n-1)/n and (n-1)/n) come from."""
@@ -163,8 +164,5 @@ def format_bandwidth(bandwidth_Bps: float) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """``2 us``, ``1.25 ms``, ``3.2 s``."""
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if seconds >= scale:
-            return f"{seconds / scale:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
+    """``2 us``, ``1.25 ms``, ``3.2 s``: four significant digits."""
+    return seconds_words(seconds, digits=4)

@@ -154,10 +154,12 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     )
 
 
-def seconds_words(seconds: float) -> str:
-    """``5.58 ms``, ``12.3 us``, ``1.20 s``."""
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
+def seconds_words(seconds: float, digits: int = 3) -> str:
+    """``5.58 ms``, ``12.3 us``, ``1.20 s``, ``540 ns``: ``digits`` significant digits in the
+    largest unit the time reaches (every time shardscope prints is written by this)."""
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    if 0 < seconds < 1e-9:
+        return "<1 ns"
+    return f"{seconds / 1e-9:.{digits}g} ns"
