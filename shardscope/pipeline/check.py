@@ -153,8 +153,7 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(plan.staying_findings or plan.compiled.rematerializations
-                      for ins in inspections for plan in ins.targets)
+        staying = any(plan.fails_check for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN

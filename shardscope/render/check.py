@@ -141,7 +141,7 @@ def _render_target_outcome(inspections: list[Inspection], console: Console) -> N
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
     for target in targets:
         plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
-        staying = [function for function, plan in plans if plan.staying_findings]
+        staying = [function for function, plan in plans if plan.staying_findings or plan.comparison.added_findings]
         remats = [function for function, plan in plans if plan.compiled.rematerializations]
         if remats:
             console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.costmodel.projection import Projection
-    from shardscope.engine.hlo.plan import CompiledLoop, CompiledPlan
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
 NOT_RUN = "not run (compiled only)"
@@ -62,10 +62,9 @@ def loop_words(loop: "CompiledLoop") -> str:
     return f"the loop at {loop.source} ({trips})" if loop.source else f"{loop.name} ({trips})"
 
 
-def _what(placements: Iterable["TargetPlacement"], staying: bool = False) -> tuple[str, bool]:
-    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural;
-    ``staying``: of a split one, only the values that stay in the loop."""
-    names = [f"{p.collective.kind} of {_values(p, staying)}" if p.collective.value else _unnamed(p)
+def _what(placements: Iterable["TargetPlacement"]) -> tuple[str, bool]:
+    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural."""
+    names = [f"{p.collective.kind} of {p.collective.value}" if p.collective.value else _unnamed(p)
              for p in placements]
     words = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
     return words, len(names) > 1
@@ -77,14 +76,6 @@ def _unnamed(p: "TargetPlacement") -> str:
     c = p.collective
     name = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"
     return f"{name} ({c.source})" if c.source else name
-
-
-def _values(p: "TargetPlacement", staying: bool) -> str:
-    """The placement's values: all of them, or (``staying``) those the target keeps in the loop."""
-    if not (staying and p.values_left):
-        return p.collective.value
-    kept = [op.value for op in p.collective.operands if op.value and op.value not in p.values_left]
-    return ", ".join(dict.fromkeys(kept)) or p.collective.value
 
 
 def plan_verdict(title: str, plan: "TargetPlan") -> str:
@@ -107,29 +98,50 @@ def _entered_words(entered: list["TargetPlacement"]) -> str:
 
 
 def _verdict(on: str, plan: "TargetPlan") -> str:
-    """The verdict on the plan's flagged collectives, without the final full stop."""
-    flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged]
-    if not flagged:
-        in_loops = len(plan.compiled.findings)
-        if not in_loops:
-            return f"{on} runs no collective in a loop"
-        return f"{on} keeps {in_loops} collective{'s' if in_loops > 1 else ''} in a loop, needed there (as on the CPU)"
-    staying = [p for p in flagged if not p.deferred_by_compiler and not p.removed]
-    moved = [p for p in flagged if all(p is not q for q in staying)]
-    if not staying:
-        what, plural = _what(moved)
-        return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
-    what, plural = _what(staying, staying=True)
-    loops = sorted({loop_words(loop) for p in staying for loop in p.stays_in})
-    text = (f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: "
-            "the deferral is worth writing")
-    split = [v for p in staying for v in p.values_left]
+    """The verdict on what the target's compiler leaves in its loops, value by value by the
+    target's own verdicts, without the final full stop."""
+    staying = plan.staying_findings
+    added = plan.comparison.added_findings
+    moved = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.staying and not p.removed]
+    if not staying and not added:
+        needed = len(plan.compiled.findings)
+        if not moved:
+            kept = f"{needed} collective{'s' if needed > 1 else ''} in a loop, needed there"
+            return f"{on} keeps {kept} (as on the CPU)" if needed else f"{on} runs no collective in a loop"
+        what, plural = _moved_what(moved)
+        text = f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
+        return text + (f"; it keeps {_kept_words(plan.compiled.findings)}" if needed else "")
+    names = [f"{p.collective.kind} of {', '.join(p.staying_values)}" for p in staying]
+    names += [f"{t.kind} of {t.value}" if t.value else t.name for t in added]
+    plural = len(names) > 1 or any(len(p.staying_values) > 1 for p in staying)
+    what = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
+    holders = [t for p in staying for t in p.staying_in] + list(added)
+    loops = sorted({loop_words(loop) for t in holders for loop in t.loops})
+    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: the deferral is worth writing"
+    split = [v for p in staying for v in p.values_left if v not in p.staying_values]
     if split:  # the compiler split a combined sum: some of its values left already
         text += f" (the compiler moves {', '.join(dict.fromkeys(split))} out itself)"
     if moved:
-        left, plural = _what(moved)
+        left, plural = _moved_what(moved)
         text += f"; its {left} leave{'' if plural else 's'} the loop"
     return text
+
+
+def _kept_words(kept: "tuple[CompiledCollective, ...]") -> str:
+    """``its all-reduce of out[2] in a loop, needed there`` (a count past three)."""
+    if len(kept) > 3:
+        return f"{len(kept)} collectives in loops, needed there"
+    names = [f"{t.kind} of {t.value}" if t.value else t.name for t in kept]
+    return f"its {' and '.join(names)} in {'loops' if len(kept) > 1 else 'a loop'}, needed there"
+
+
+def _moved_what(moved: list["TargetPlacement"]) -> tuple[str, bool]:
+    """The CPU findings the target no longer keeps where they need not run, in words: of a
+    combined one the target split, the values that left (the rest stay, needed there)."""
+    names = [f"{p.collective.kind} of {', '.join(p.values_left)}" if p.values_left else
+             (f"{p.collective.kind} of {p.collective.value}" if p.collective.value else _unnamed(p)) for p in moved]
+    plural = len(names) > 1 or any(len(p.values_left) > 1 for p in moved)
+    return (names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"), plural
 
 
 def _runs(c: Runs) -> str:
@@ -151,7 +163,7 @@ def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
             c = p.collective
             names = ", ".join(t.name for t in p.target) or "-"
             loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-            staying = p.collective.verdict.flagged and not p.deferred_by_compiler and not p.removed
+            staying = p.staying
             cells = (name, c.name, c.value, trips_text(c.loop_trip_counts), _runs(c), names, loops,
                      "-" if p.removed else p.runs.text(), placement_words(p))
             table.add_row(*map(Text, cells), style="bold red" if staying else None)
@@ -218,7 +230,7 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
         console.print(placements_table(rows, noun))
         for (_, title, _), (_, plan) in zip(named, rows):
-            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.staying_findings else "bold green"))
+            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.fails_check else "bold green"))
         projection = (projections or {}).get(target)
         if projection is not None:
             console.print(Text(projection_sentence(target, projection)))

@@ -219,7 +219,7 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
                          min_width=widths.get(column))
     for p in plan.comparison.placements:
         c = p.collective
-        staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed
+        staying = p.staying
         moved = c.verdict.flagged and not staying
         runs = Text("-" if p.removed else p.runs.text(), loop_style(bool(p.target and p.target[0].in_loop)))
         placement = Text(placement_words(p), "bold red" if staying else "bold green" if moved else "")
@@ -243,7 +243,7 @@ def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[Rend
         for plan, on_target in plans:
             verdict = plan_verdict(f"the {plan.title}", on_target)
             blocks.append((Text.assemble((f"{plan.name}: ", "bold"),
-                                         (verdict, "bold red" if on_target.staying_findings else "bold green")), None))
+                                         (verdict, "bold red" if on_target.fails_check else "bold green")), None))
             blocks.append((loops_line(on_target.compiled.loops), None))
             if on_target.comparison.placements:
                 blocks.append((placements_table(on_target, narrow), None))
