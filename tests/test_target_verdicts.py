@@ -121,3 +121,100 @@ def test_a_sum_the_loop_need_not_run_left_in_the_targets_loop_still_fails(target
     message = str(failure.value)
     assert "keeps 1 collective(s) in loops" in message and "deferrable there" in message
     assert "grad(" not in message.split("\n")[0]  # the gradients left: only the loss's sum is named
+
+
+# --- items 2 and 3: a 2-D Megatron step, its labels, verdicts and rows on the GPUs --------------
+
+_WHOLE_ALL_REDUCE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?\s+all-reduce(?:-start)?\(.*)$")
+
+
+def _group_size(line: str) -> int:
+    """Devices per replica group, in any of the three forms XLA prints: ``{{0,1},{2,3}}``,
+    ``[4,2]<=[8]`` (4 groups of 2) or ``mesh['axis_0'=4,'axis_1'=2] {'axis_0'}`` (4)."""
+    explicit = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
+    if explicit:
+        return len(explicit.group(1).split(","))
+    iota = re.search(r"replica_groups=\[\d+,(\d+)\]<=", line)
+    if iota:
+        return int(iota.group(1))
+    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", line)
+    assert mesh is not None, line
+    sizes = dict((name.strip("'"), int(size)) for name, size in (part.split("=") for part in mesh.group(1).split(",")))
+    return math.prod(sizes[name.strip().strip("'")] for name in mesh.group(2).split(","))
+
+
+def _all_reduces_by_group(text: str) -> list[tuple[int, int, int]]:
+    """``(devices per group, loop depth, elements)`` of every all-reduce in the module's text."""
+    return [(_group_size(line), depth, _elements(line.split(" all-reduce")[0]))
+            for line, depth in collectives(text, _WHOLE_ALL_REDUCE)]
+
+
+@needs_plugin
+def test_a_megatron_steps_labels_and_verdicts_on_the_gpus_are_one_value_in_json_and_text(tmp_path, shardscope_cli):
+    """data=4 x model=2: the sums over ``model`` (each layer's activation and its gradient,
+    forward and backward) are added into what the next layer reads: needed, and no parameter's
+    gradient. The sums over ``data`` carry the parameters' gradients (``ln``'s out of the layer
+    loop, with the loss) and only accumulate: deferrable. JSON and text say the same of each.
+    Counted in the module compiled here: which all-reduces span 2 devices (model) or 4 (data),
+    how deep in the loops."""
+    target = "gpu:h100:8"
+    found = _all_reduces_by_group(_on_target(programs.megatron_step, target, "data=4,model=2"))
+    over_model = sorted(depth for size, depth, _ in found if size == 2)
+    over_data = sorted(depth for size, depth, _ in found if size == 4)
+    assert over_model == [2, 2] and over_data and len(found) == len(over_model) + len(over_data)
+
+    path = _program_file(tmp_path, "megatron_step", 8, (4, 2), ("data", "model"))
+    result = shardscope_cli("check", path, "--target", target, "--json")
+    (program,) = json.loads(result.stdout)["programs"]
+    on_gpus = program["targets"][target]
+    compiled = on_gpus["compiled_collectives"]
+    model = [c for c in compiled if c["axes"] == ["model"]]
+    data = [c for c in compiled if c["axes"] == ["data"]]
+    assert sorted(len(c["loops"]) for c in model) == over_model
+    assert sorted(len(c["loops"]) for c in data) == over_data
+    assert {c["verdict"] for c in model} == {"needed"}
+    assert not any("grad(" in v for c in model for v in c["values"])  # an activation's sum, not a parameter's
+    assert {c["verdict"] for c in data if c["loops"]} == {"deferrable"}
+    gradients = sorted(v for c in data for v in c["values"] if v.startswith("grad("))
+    assert gradients == ["grad(params['ln'])", "grad(params['w_in'])", "grad(params['w_out'])"]
+    assert result.returncode == 1  # the sums over data stay in loops they need not run in
+
+    text = shardscope_cli("check", path, "--target", target).stdout
+    rows = {cells[2]: cells for cells in ([c.strip() for c in line.split("│")] for line in text.splitlines()
+                                          if line.startswith("│train_step "))}
+    for c in compiled:  # one verdict, rendered twice
+        assert rows[c["name"]][6] == c["verdict"], (c["name"], rows[c["name"]])
+    assert on_gpus["verdict"] in " ".join(text.split())
+    assert " needed" not in on_gpus["verdict"].split("worth writing")[0]
+
+
+@needs_plugin
+def test_every_collective_of_the_targets_summary_has_its_row():
+    """The summary's collectives and runs per call are the rows': one row per all-reduce of the
+    module compiled here, its runs the trip counts of the loops around it (3 micro-batches, 4
+    layers), ln's gradient that left the layer loop among them."""
+    from rich.console import Console
+
+    from shardscope.pipeline.check import inspect_on
+    from shardscope.render.targets import placements_table, target_rows, target_table
+
+    target = "gpu:h100:8"
+    found = _all_reduces_by_group(_on_target(programs.megatron_step, target, "data=4,model=2"))
+    runs = {0: 1, 1: programs.MICRO_STEPS, 2: programs.MICRO_STEPS * programs.LAYERS}
+    expected = sorted(runs[depth] for _, depth, _ in found)
+
+    built = programs.megatron_step(JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model")))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    rows = target_rows(plan)
+    assert sorted(row.collective.executions for row in rows if row.collective is not None) == expected
+    assert plan.compiled.executed_collectives == sum(expected)
+
+    console = Console(width=400, record=True)
+    console.print(target_table(target, [("train_step", inspection)]))
+    console.print(placements_table([("train_step", plan)], "program"))
+    text = console.export_text()
+    lines = [[c.strip() for c in line.split("│")] for line in text.splitlines() if line.startswith("│train_step")]
+    assert len(lines) == len(found)
+    assert sum(int(cells[5]) for cells in lines) == sum(expected)
+    assert f"{len(found)} ({sum(1 for _, depth, _ in found if depth)} in while)" in text

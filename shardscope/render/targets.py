@@ -7,9 +7,10 @@ compiles or recounts. Nothing runs on a target: its tables say so where timings 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
-from shardscope.engine.counts import Runs, count_text
+from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.findings import compiled_collective_json, trips_text
 
@@ -144,29 +145,92 @@ def _moved_what(moved: list["TargetPlacement"]) -> tuple[str, bool]:
     return (names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"), plural
 
 
-def _runs(c: Runs) -> str:
-    return "unknown" if c.executions is None else f"{c.executions:,}"
+@dataclass(frozen=True)
+class TargetRow:
+    """One row of a target's table: a collective the target runs (with the CPU collectives whose
+    values it carries), or a CPU collective the target removed (``collective`` None). The CPU's
+    loops and runs are on the row of the target collective that carries it first (the one that
+    keeps it in the most loops) and blank on the others: each column adds up to its summary."""
+
+    collective: "CompiledCollective | None"
+    cpu: tuple["TargetPlacement", ...]  # the CPU collectives whose values it carries
+    first: tuple["TargetPlacement", ...]  # those of them it carries first
+    staying: bool
+
+    @property
+    def value(self) -> str:
+        """The value as the target's module names it (the CPU's for a removed one)."""
+        return self.collective.value if self.collective is not None else self.cpu[0].collective.value
+
+    def cells(self) -> dict[str, str]:
+        """The row's text by column: ``collective``, ``value``, ``loops``, ``runs/call``,
+        ``verdict``, ``CPU collective``, ``CPU loops``, ``CPU runs``, ``placement``."""
+        t = self.collective
+        names = [p.collective.name if any(p is f for f in self.first) else f"part of {p.collective.name}"
+                 for p in self.cpu]
+        return {
+            "collective": t.name if t is not None else "-",
+            "value": self.value,
+            "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
+            "runs/call": t.runs.text() if t is not None else "-",
+            "verdict": t.verdict.kind if t is not None else "-",
+            "CPU collective": ", ".join(names) or "-",
+            "CPU loops": trips_text(self.first[0].collective.loop_trip_counts) if self.first else "",
+            "CPU runs": _cpu_runs(self.first) if self.first else "",
+            "placement": "; ".join(placement_words(p) if any(p is f for f in self.first) else self._part_words(p)
+                                   for p in self.cpu) or "only on the target",
+        }
+
+    def _part_words(self, p: "TargetPlacement") -> str:
+        """What the target did with the values of ``p`` this row carries (``p`` is carried first
+        by another row): ``grad(params['ln']) left 1 of 2 loops``."""
+        assert self.collective is not None  # a removed collective's row carries it first
+        values = ", ".join(p.values_in(self.collective)) or p.collective.value
+        cpu, here = len(p.collective.loops), len(self.collective.loops)
+        moved = "left loop" if not here else f"left {cpu - here} of {cpu} loops" if here < cpu else "stayed in loop"
+        return f"{values} {moved}"
+
+
+def target_rows(plan: "TargetPlan") -> list[TargetRow]:
+    """Every collective the target runs, in its module's order, then each CPU collective it
+    removed: the rows whose runs add up to the target's runs per call."""
+    rows = []
+    added = set(map(id, plan.comparison.added_findings))
+    for t in plan.compiled.collectives:
+        carried = plan.placements_of(t)
+        first = tuple(p for p in carried if p.target[0] is t)
+        staying = id(t) in added or any(any(s is t for s in p.staying_in) for p in carried)
+        rows.append(TargetRow(t, carried, first, staying))
+    rows += [TargetRow(None, (p,), (p,), False) for p in plan.comparison.placements if p.removed]
+    return rows
+
+
+def _cpu_runs(placements: tuple["TargetPlacement", ...]) -> str:
+    runs = known_sum(p.collective.executions for p in placements)
+    return "unknown" if runs is None else f"{runs:,}"
+
+
+TABLE_COLUMNS = ("collective", "value", "loops", "runs/call", "verdict", "CPU collective", "CPU loops", "CPU runs",
+                 "placement")
+"""The columns of a target's table: the target's collective, then the CPU's it carries."""
 
 
 def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
-    """Every CPU collective of each ``(name, plan)`` and what the target did with it."""
+    """Every collective each ``(name, plan)`` runs on the target, with its verdict there and the
+    CPU collectives it carries (and the CPU collectives the target removed)."""
     from rich.table import Table
     from rich.text import Text
 
     target = rows[0][1].target
-    table = Table(title=f"{target}: each CPU collective on the target", title_justify="left", pad_edge=False)
-    for column in (noun, "CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call",
-                   "placement"):
+    table = Table(title=f"{target}: each collective the target runs, and the CPU's it carries", title_justify="left",
+                  pad_edge=False)
+    for column in (noun, *TABLE_COLUMNS):
         table.add_column(column, justify="right" if "runs" in column else "left", no_wrap=column != "value")
     for name, plan in rows:
-        for p in plan.comparison.placements:
-            c = p.collective
-            names = ", ".join(t.name for t in p.target) or "-"
-            loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-            staying = p.staying
-            cells = (name, c.name, c.value, trips_text(c.loop_trip_counts), _runs(c), names, loops,
-                     "-" if p.removed else p.runs.text(), placement_words(p))
-            table.add_row(*map(Text, cells), style="bold red" if staying else None)
+        for row in target_rows(plan):
+            cells = row.cells()
+            table.add_row(Text(name), *(Text(cells[column]) for column in TABLE_COLUMNS),
+                          style="bold red" if row.staying else None)
     return table
 
 

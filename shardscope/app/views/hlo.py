@@ -29,9 +29,8 @@ from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
-from shardscope.render.findings import trips_text
 from shardscope.render.partitioner import warning_lines
-from shardscope.render.targets import placement_words, plan_verdict
+from shardscope.render.targets import plan_verdict, target_rows
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
@@ -197,8 +196,8 @@ NARROW = 100
 """Under this many columns the placements table keeps the runs and the placement, not the loops
 and the target's instruction names (at 80 columns the placement, its point, had no room left)."""
 
-WIDE_COLUMNS = ("CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call", "placement")
-NARROW_COLUMNS = ("CPU collective", "value", "CPU runs", "TPU runs", "placement")
+WIDE_COLUMNS = ("collective", "value", "loops", "runs/call", "verdict", "CPU collective", "CPU runs", "placement")
+NARROW_COLUMNS = ("collective", "value", "runs/call", "CPU runs", "placement")
 
 
 _MIN_WIDTHS = {"value": 18, "placement": 10}
@@ -208,28 +207,25 @@ placement come first), the placement's first words."""
 
 
 def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
-    """Each CPU collective of one program and what the target's compiler did with it (``narrow``:
-    its runs per call on each side and the placement only)."""
+    """Every collective the target's compiler runs for one program, its verdict there and the CPU
+    collectives it carries (``narrow``: its runs per call on each side and the placement only);
+    their runs add up to the target's runs per call."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
-    longest = max((len(p.collective.value) for p in plan.comparison.placements), default=0)
+    rows = target_rows(plan)
+    longest = max((len(row.value) for row in rows), default=0)
     widths = {**_MIN_WIDTHS, "value": 10 if narrow else max(10, min(longest, _MIN_WIDTHS["value"]))}
-    for column in NARROW_COLUMNS if narrow else WIDE_COLUMNS:
+    columns = NARROW_COLUMNS if narrow else WIDE_COLUMNS
+    for column in columns:
         table.add_column(column, justify="right" if "runs" in column else "left",
-                         no_wrap=column not in ("value", "placement", "on the target"), overflow="fold",
+                         no_wrap=column not in ("value", "placement"), overflow="fold",
                          min_width=widths.get(column))
-    for p in plan.comparison.placements:
-        c = p.collective
-        staying = p.staying
-        moved = c.verdict.flagged and not staying
-        runs = Text("-" if p.removed else p.runs.text(), loop_style(bool(p.target and p.target[0].in_loop)))
-        placement = Text(placement_words(p), "bold red" if staying else "bold green" if moved else "")
-        if narrow:
-            table.add_row(Text(c.name, "bold"), c.value, c.runs.text(), runs, placement)
-            continue
-        names = ", ".join(t.name for t in p.target) or "-"
-        loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-        table.add_row(Text(c.name, "bold"), c.value, trips_text(c.loop_trip_counts), c.runs.text(), names, loops,
-                      runs, placement)
+    for row in rows:
+        cells = row.cells()
+        moved = not row.staying and any(p.collective.verdict.flagged for p in row.cpu)
+        styles = {"collective": "bold", "runs/call": loop_style(row.collective is not None and row.collective.in_loop),
+                  "verdict": VERDICT_STYLES.get(cells["verdict"], ""),
+                  "placement": "bold red" if row.staying else "bold green" if moved else ""}
+        table.add_row(*(Text(cells[column], styles.get(column, "")) for column in columns))
     return table
 
 

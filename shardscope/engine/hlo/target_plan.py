@@ -66,6 +66,11 @@ class TargetPlacement:
     """Its values the target keeps in a loop that its own verdict says they need not run in
     (the target's module judged value by value, by the CPU's rule)."""
     staying_in: tuple[CompiledCollective, ...] = ()  # the target collectives that keep them there
+    carriers: tuple[tuple[str, CompiledCollective], ...] = ()  # each value and the target collective that carries it
+
+    def values_in(self, collective: CompiledCollective) -> tuple[str, ...]:
+        """Its values the target's ``collective`` carries."""
+        return tuple(dict.fromkeys(name for name, t in self.carriers if t is collective))
 
     @property
     def removed(self) -> bool:
@@ -393,9 +398,11 @@ def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values:
     combined = id(main.collective) in others or (main.collective.kind in SUM_KINDS and len(main.collective.operands) > carried_here)
     staying = [(cpu_values[i].name or f"value {k}", target_values[j]) for k, i in enumerate(positions) if i in matched
                for j in matched[i] if _stays_flagged(cpu_values[i], target_values[j])]
+    carriers = tuple((cpu_values[i].name or f"value {k}", target_values[matched[i][0]].collective)
+                     for k, i in enumerate(positions) if i in matched)
     return TargetPlacement(c, tuple(targets), left, stays_in, combined, any(len(js) > 1 for js in hits), entered,
                            values_left, tuple(dict.fromkeys(name for name, _ in staying)),
-                           tuple(dict.fromkeys(t.collective for _, t in staying)))
+                           tuple(dict.fromkeys(t.collective for _, t in staying)), carriers)
 
 
 def _stays_flagged(value: _Value, t: _Value) -> bool:
