@@ -218,3 +218,29 @@ def test_every_collective_of_the_targets_summary_has_its_row():
     assert len(lines) == len(found)
     assert sum(int(cells[5]) for cells in lines) == sum(expected)
     assert f"{len(found)} ({sum(1 for _, depth, _ in found if depth)} in while)" in text
+
+
+# --- item 4: an inspection made for a target counts and shows that target's plan --------------
+
+@needs_plugin
+def test_an_inspection_made_for_a_target_counts_and_prints_that_targets_plan_first():
+    """``inspect_on("gpu:h100:8", ...)``: ``counts()`` and the printed summary are the GPUs' (the
+    all-reduces of the module compiled here: each in the loop body once per micro-batch, the
+    others once), the CPU's follows, labelled; ``collective_counts_on`` agrees."""
+    import shardscope
+
+    target = "gpu:h100:8"
+    found = collectives(_on_target(programs.worst_loss_adamw, target), _ALL_REDUCE)
+    runs = sum(programs.MICRO_BATCHES if depth else 1 for _, depth in found)
+    built = programs.worst_loss_adamw(_cpu_mesh(8))
+    inspection = shardscope.inspect_on(target, built.fn, *built.args)
+    assert inspection.counts() == {"all-reduce": runs} == testing.collective_counts_on(target, built.fn, *built.args)
+    assert inspection.executed_collectives == runs
+    text = " ".join(str(inspection).split())
+    assert text.startswith(f"on {target}: XLA:GPU's plan")
+    on_gpus, on_cpu = text.split("on the CPU: XLA:CPU's plan")
+    assert f"{len(found)} compiled collectives" in on_gpus and f"{runs} runs/call" in on_gpus
+    assert "leave the loop: the compiler already does the deferral here" in on_gpus
+    on_cpu_text = built.fn.trace(*built.args).lower().compile().as_text()
+    cpu_runs = sum(programs.MICRO_BATCHES if depth else 1 for _, depth in collectives(on_cpu_text, _ALL_REDUCE))
+    assert cpu_runs != runs and f"{cpu_runs} runs/call" in on_cpu

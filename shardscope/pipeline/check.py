@@ -97,10 +97,16 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
 
 def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
     """:func:`shardscope.inspect` of ``fn(*args, **kwargs)`` with its plan on each target too
-    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's."""
+    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's.
+    Made for one target, the inspection counts (``counts()``) and prints that target's plan,
+    then the CPU's, each labelled."""
     texts = (targets,) if isinstance(targets, str) else tuple(targets)
     name = str(getattr(fn, "__name__", type(fn).__name__))
-    return inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
+    inspection = inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
+    if len(inspection.targets) != 1:
+        return inspection
+    # made for one target: it counts and shows that target's plan first
+    return replace(inspection, shown_on=inspection.targets[0].target)
 
 
 def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,

@@ -7,16 +7,18 @@ compiles or recounts. Nothing runs on a target: its tables say so where timings 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable
 
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
-from shardscope.render.findings import compiled_collective_json, trips_text
+from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
 
 if TYPE_CHECKING:
     from rich.table import Table
-    from rich.console import Console
+    from rich.console import Console, Group
+
+    from shardscope.engine.inspection import Inspection
 
     from shardscope.costmodel.projection import Projection
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
@@ -298,6 +300,25 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         projection = (projections or {}).get(target)
         if projection is not None:
             console.print(Text(projection_sentence(target, projection)))
+
+
+def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
+    """An inspection made for one target (``inspect_on``): that target's plan, its findings and
+    its verdict first, then the CPU's, each under a line that says whose plan it is."""
+    from rich.console import Group
+    from rich.text import Text
+
+    on_target = replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
+    return Group(
+        Text(f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
+             "compiled for, never run there)", style="bold"),
+        render_inspection(on_target),
+        Text(plan_verdict(f"the {inspection.function} program", plan),
+             style="bold red" if plan.fails_check else "bold green"),
+        Text(),
+        Text("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
+             "is timed)", style="bold"),
+        render_inspection(inspection))
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:
