@@ -113,8 +113,9 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
             await drain(pilot)
             view = app.query_one(HloView)
             assert view.body.scroll_offset.y == 0
-            await press(pilot, "t")  # to the slice's plans
-            assert view.body.scroll_offset.y > 0
+            assert view.plain.lstrip().startswith("on tpu:v5e:2x2:")  # the picked target's plans lead
+            await press(pilot, "t")  # to them: already on top
+            assert view.body.scroll_offset.y == 0
             text = " ".join(view.plain.split())
             section = _section(text, "on tpu:v5e:2x2:")
             assert section.startswith("on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for the slice, never run there")
@@ -127,7 +128,7 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
             assert "the deferred plan runs no collective in a loop" in deferred
             # the instruction column may fold the name over two lines: its tail lands after "loops,"
             assert re.search(r"\S+ grad\(params\) - 1 needed \S+ 1 outside loops, as on the CPU", deferred), deferred
-            assert "The TPU compiler's plans for tpu:v5e:2x2 are above" in text
+            assert "The TPU compiler's plans for tpu:v5e:2x2 are at the top" in text
 
             await press(pilot, "4")
             await drain(pilot)

@@ -53,7 +53,7 @@ def backend_note(backend: str, targets: list[str] | None = None) -> Text:
     if targets:
         kinds = "/".join(dict.fromkeys(t.split(":", 1)[0].upper() for t in targets))
         machines = " and ".join(dict.fromkeys("the GPUs" if t.startswith("gpu:") else "the slice" for t in targets))
-        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are above: compiled for {machines}, "
+        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are at the top: compiled for {machines}, "
                     "never run there (no timings).", "dim italic")
         return text
     text.append(
@@ -179,11 +179,12 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
         return [(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no compiled plan "
                       "to show.", "dim"), None)]
     backend = plans[0].compiled.backend
-    blocks: list[tuple[RenderableType, Target | None]] = [
-        (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
+    # a user who picked a target reads its plans and verdicts first; the CPU's follow
+    blocks: list[tuple[RenderableType, Target | None]] = target_blocks(analysis, narrow)
+    blocks += [(Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + target_blocks(analysis, narrow) + [(backend_note(backend, analysis.target_names), None)]
+    return blocks + [(backend_note(backend, analysis.target_names), None)]
 
 
 def target_heading(target: str, plan: "TargetPlan") -> Text:
