@@ -7,10 +7,10 @@ it (the program or the partitioner) and its verdict, then each one's details: th
 collectives it comes from (``psum_invariant of params['W'] -> all-reduce.2 in the while body,
 x4/call``), its source line and ``op_name``, the verdict's reason and the fix. ``n``/``N`` walk
 the collectives of every program in turn. The backend is always named: GPU and TPU compilers
-may move a collective that the CPU keeps in its loop. With a TPU target (the sidebar's target
-field), every program's plan on that slice follows: one verdict per program (does its flagged
-collective leave the loop there, or is the deferral worth writing?) and, for each CPU collective,
-what the TPU compiler did with it (stayed in the loop, left it, combined, pipelined, removed).
+may move a collective that the CPU keeps in its loop. With a target (the sidebar's target
+field, ``--target``), every program's plan there comes first: one verdict per program, by the
+target's own verdicts on what its compiler leaves in loops, and every collective the target runs
+with the CPU collectives it carries (stayed in the loop, left it, combined, pipelined, removed).
 """
 
 from __future__ import annotations
@@ -173,14 +173,15 @@ def partitioner_blocks(plan: "PlanResult") -> list[Text]:
 
 def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
                     narrow: bool = False) -> list[tuple[RenderableType, Target | None]]:
-    """Every program's blocks, under the backend line, with the note on other compilers last."""
+    """Every program's blocks, under the backend line, with the note on other compilers last; with
+    a target, its plans first."""
     plans = list(analysis.plans.values())
     if plans[0].compiled is None:
         return [(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no compiled plan "
                       "to show.", "dim"), None)]
     backend = plans[0].compiled.backend
     # a user who picked a target reads its plans and verdicts first; the CPU's follow
-    blocks: list[tuple[RenderableType, Target | None]] = target_blocks(analysis, narrow)
+    blocks: list[tuple[RenderableType, Target | None]] = [*target_blocks(analysis, narrow)]
     blocks += [(Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
