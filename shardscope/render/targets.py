@@ -339,6 +339,7 @@ def placement_json(p: "TargetPlacement") -> dict[str, Any]:
         "value": p.collective.value,
         "change": p.change,
         "values_left": list(p.values_left),
+        "staying_values": list(p.staying_values),
         "placement": placement_words(p),
         "target_collectives": [t.name for t in p.target],
         "left_loops": [loop.name for loop in p.left],
