@@ -28,7 +28,6 @@ ON_EVERY_TARGET = [pytest.param("gpu:h100:8", marks=needs_plugin), pytest.param(
                    pytest.param("gpu:a100:4", marks=needs_plugin)]
 
 _ALL_REDUCE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-reduce(?:-start)?\(")
-_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
 def _devices(target: str):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
+from test_app_target import _printed
+from textual.widgets import Static
 from test_app_gpu_target import _all_reduce_in_loop, pytestmark  # noqa: F401  (the plugin's skip)
 
 from shardscope.app.views import HloView
@@ -61,5 +63,10 @@ def test_the_explorer_opened_for_gpus_leads_with_their_plan_and_says_where_it_ti
             verdict = ("naive: on h100:8 the naive plan's all-reduce of grad(params) leaves the loop: "
                        "the compiler already does the deferral here.")
             assert verdict in text and text.index(verdict) < text.index("backend: cpu")
+
+            await press(pilot, "4")
+            await drain(pilot)
+            timings = " ".join(_printed(app.query_one("#timings-body", Static).content).split())
+            assert "timed on simulated CPU devices here: " in timings
 
     run(scenario())
