@@ -27,6 +27,7 @@ from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
+from shardscope.render.targets import plan_verdict
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 
@@ -60,10 +61,12 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
 
     inspection = inspect_on(target, fn, args, kwargs)
     (plan,) = inspection.targets
-    staying = plan.staying_findings
+    staying = [p.describe_staying() for p in plan.staying_findings]
+    staying += [f"{t.name} of {t.value or 'an unnamed value'}, {t.verdict.kind} there, {t.runs.badge()}"
+                for t in plan.comparison.added_findings]
     if staying:
-        words = "; ".join(p.describe() for p in staying)
-        raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target}: {words}")
+        raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target} that need not "
+                             f"run there: {'; '.join(staying)}\n{plan_verdict(f'the {inspection.function} program', plan)}")
     return inspection
 
 

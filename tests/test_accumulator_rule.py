@@ -140,10 +140,28 @@ def test_check_flags_only_the_sum_over_data(tmp_path, shardscope_cli):
 @pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
                     reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
 def test_check_on_a_tpu_slice_keeps_the_tensor_parallel_sums_needed(tmp_path, shardscope_cli):
-    """v5e moves the gradients' sum over data out of the loop itself; the sums over model it
-    keeps in the layer loop are needed there: nothing is left to flag."""
+    """v5e moves the gradients' sum over data out of the layer loop (jax 0.10.2: not out of the
+    micro-batch loop; 0.12: out of both); the sums over model it keeps in the layer loop are
+    needed there. Counted in the slice's module: two all-reduces in the nested loop bodies, and
+    where the one over data runs. Where it still runs in the micro-batch loop it only
+    accumulates there: check fails on the slice for it alone; outside every loop, it passes."""
+    from _tpu_text import all_reduces
+    from shardscope.sources.loading import load_file
+    from shardscope.targets import compile as targets, registry
+
     path = tmp_path / "tp_step.py"
     path.write_text(TP_STEP)
-    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "check passed on tpu:v5e:2x4" in " ".join(result.stdout.split())
+    step = load_file(path).functions["train_step"]
+    slice_devices = registry.load_target(registry.parse_target("tpu:v5e:2x4"))
+    text = targets.compile_for_target(step.fn.trace(*step.spec.args), slice_devices).hlo_text
+    depths = sorted(depth for _, depth in all_reduces(text))
+    assert depths[1:] == [2, 2] and depths[0] in (0, 1)
+    over_data_stays = depths[0] == 1
+    result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
+    assert result.returncode == (1 if over_data_stays else 0), result.stdout + result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    on_slice = program["targets"]["tpu:v5e:2x4"]
+    verdicts = {(len(c["loops"]), tuple(c["axes"])): c["verdict"] for c in on_slice["compiled_collectives"]}
+    assert verdicts == {(2, ("model",)): "needed", (depths[0], ("data",)): "deferrable" if over_data_stays else "needed"}
+    (over_data,) = [c["name"] for c in program["compiled_collectives"] if c["axes"] == ["data"]]
+    assert on_slice["staying_findings"] == ([over_data] if over_data_stays else [])

@@ -150,18 +150,28 @@ LOSS_AFTER_GRADS = textwrap.dedent('''
 
 def test_the_target_row_of_a_sum_that_stays_shows_its_loop(tmp_path, shardscope_cli):
     """The gradients first, the loss after them: the slice moves W's sum out of the loop and
-    keeps the loss's in it (4 iterations), so the row's loops column says 4, not '-'."""
+    keeps the loss's in it, so the table has a row for each (counted in the slice's module: a
+    scalar all-reduce in the loop body, W's outside), the loss's with the loop's trip count."""
     pytest.importorskip("libtpu")
+    from _tpu_text import all_reduces
+    from shardscope.sources.loading import load_file
+    from shardscope.targets import compile as targets, registry
+
     path = tmp_path / "grads_then_loss.py"
     path.write_text(LOSS_AFTER_GRADS)
+    step = load_file(path).functions["step"]
+    module = targets.compile_for_target(step.fn.trace(*step.spec.args),
+                                        registry.load_target(registry.parse_target("tpu:v5e:2x4"))).hlo_text
+    assert sorted((shape.split("{")[0], depth) for shape, depth in all_reduces(module)) == [("f32[16,4]", 0), ("f32[]", 1)]
+    trips = str(step.spec.args[1].shape[0])  # the scan runs once per micro-batch
     result = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--json")
     assert result.returncode == 1, result.stderr
     (placement,) = json.loads(result.stdout)["programs"][0]["targets"]["tpu:v5e:2x4"]["placements"]
     assert placement["values_left"] == ["grad(W)"]
     text = shardscope_cli("check", path, "--target", "tpu:v5e:2x4").stdout
-    (row,) = [line for line in text.splitlines() if "stayed in loop, 1 of 2 values left" in line]
-    cells = [cell.strip() for cell in row.split("│")]
-    assert cells[cells.index("5") - 1] == "4"  # the loops column, before runs/call (4 in the loop + 1 after)
+    rows = [[cell.strip() for cell in line.split("│")] for line in text.splitlines()
+            if line.startswith("│step ")]
+    assert sorted((cells[3], cells[4], cells[5]) for cells in rows) == [("grad(W)", "-", "1"), ("out[1]", trips, trips)]
 
 
 _TWO_SUMS = """HloModule m, num_partitions=2

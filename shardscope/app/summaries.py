@@ -45,7 +45,12 @@ def done_text(analysis: Analysis, comparison: Comparison | None, hide_measuremen
     leaving out "compiled": the plan headers' jaxpr counts may differ from the compiled ones."""
     plans = list(analysis.plans.items())
     compiled = all(plan.compiled is not None for _, plan in plans)
-    text = Text("done: compiled runs/call: " if compiled else "done: collective runs/call: ")
+    targets = analysis.target_names if compiled else []
+    if targets:  # the user picked a target: its plan leads, the CPU's follows
+        text = _target_runs(analysis, targets[0])
+        text.append(" (on the CPU: ")
+    else:
+        text = Text("done: compiled runs/call: " if compiled else "done: collective runs/call: ")
     for k, (name, plan) in enumerate(plans):
         if k:
             text.append(", ")
@@ -54,11 +59,14 @@ def done_text(analysis: Analysis, comparison: Comparison | None, hide_measuremen
             text.append(f"{name} {plan.compiled_runs.text()}", IN_LOOP if plan.compiled.findings else ONCE)
         else:
             text.append(f"{name} {plan.jaxpr_runs.text()}", IN_LOOP if plan.collectives_in_loops else ONCE)
+    if targets:
+        text.append(")")
+    timed = SIMULATED if targets else ""  # a timing beside a target's plan is not that target's
     if comparison is not None and comparison.speedup is not None:
         if hide_measurements:
-            text.append(f"; {comparison.candidate} vs {comparison.baseline}: ···x")
+            text.append(f"; {timed}{comparison.candidate} vs {comparison.baseline}: ···x")
         else:
-            text.append(f"; {comparison.speedup_text()}")
+            text.append(f"; {timed}{comparison.speedup_text()}")
     if analysis.warnings:
         what = ("a gradient is not finite" if analysis.has_non_finite_gradient
                 else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")
@@ -66,6 +74,21 @@ def done_text(analysis: Analysis, comparison: Comparison | None, hide_measuremen
     said = what_if_summary(analysis)
     if said:
         text.append(f"; {said}", "bold yellow")
+    return text
+
+
+SIMULATED = "timed on simulated CPU devices here: "
+"""What the status line says before a speedup when a target was picked: nothing ran on it."""
+
+
+def _target_runs(analysis: Analysis, target: str) -> Text:
+    """``done: compiled runs/call on gpu:h100:8: naive 1, deferred 1``: each plan's runs per
+    call in the target compiler's plan, red where it keeps collectives in loops."""
+    text = Text(f"done: compiled runs/call on {target}: ")
+    for k, (plan, on) in enumerate(analysis.on_target(target)):
+        text.append(", " if k else "")
+        runs = on.compiled.executed_collectives
+        text.append(f"{plan.name} {'?' if runs is None else f'{runs:,}'}", IN_LOOP if on.compiled.findings else ONCE)
     return text
 
 

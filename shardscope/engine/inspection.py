@@ -77,6 +77,15 @@ class Inspection:
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
     dispatches: DispatchPlan | None = None
+    shown_on: str = ""
+    """The target this inspection was made for (``inspect_on("gpu:h100:8", ...)``): its plan is
+    the one :meth:`counts` and :attr:`executed_collectives` count and printing shows first (the
+    CPU's after it, labelled); empty for the CPU's."""
+
+    @property
+    def shown_plan(self) -> TargetPlan | None:
+        """The plan on :attr:`shown_on` (None for an inspection of the CPU's plan)."""
+        return next((plan for plan in self.targets if plan.target == self.shown_on), None) if self.shown_on else None
 
     @cached_property
     def loops(self) -> tuple[Loop, ...]:
@@ -140,7 +149,8 @@ class Inspection:
         return self._plan().executed_collectives
 
     def counts(self) -> dict[str, int | None]:
-        """Runs per call of each compiled collective kind, ``{"all-reduce": 4}``: what XLA runs,
+        """Runs per call of each compiled collective kind, ``{"all-reduce": 4}``: what XLA runs
+        (on :attr:`shown_on`'s compiler for an inspection made for a target),
         the partitioner's collectives too and combined ones once (None when a loop around one
         has no static trip count; collectives in conditional branches all count). For a
         sequence of dispatches, runs per step: each module's counts times its calls."""
@@ -188,6 +198,9 @@ class Inspection:
         return EXTENSIONS.what_if(self)
 
     def _plan(self) -> CompiledPlan:
+        shown = self.shown_plan
+        if shown is not None:
+            return shown.compiled
         if self.compiled is None:
             raise ValueError(f"{self.function} was only traced: it has no compiled plan (jaxpr_counts() reads the jaxpr)")
         return self.compiled

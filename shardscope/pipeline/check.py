@@ -98,10 +98,16 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
 
 def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
     """:func:`shardscope.inspect` of ``fn(*args, **kwargs)`` with its plan on each target too
-    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's."""
+    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's.
+    Made for one target, the inspection counts (``counts()``) and prints that target's plan,
+    then the CPU's, each labelled."""
     texts = (targets,) if isinstance(targets, str) else tuple(targets)
     name = str(getattr(fn, "__name__", type(fn).__name__))
-    return inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
+    inspection = inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
+    if len(inspection.targets) != 1:
+        return inspection
+    # made for one target: it counts and shows that target's plan first
+    return replace(inspection, shown_on=inspection.targets[0].target)
 
 
 def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,
@@ -162,11 +168,19 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(counted_findings(plan, counts) or plan.compiled.rematerializations or plan.does_not_fit
-                      for ins in inspections for plan in ins.targets)
+        staying = any(plan_fails(plan, counts) for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN
+
+
+def plan_fails(plan: TargetPlan, counts: FindingFilter | None = None) -> bool:
+    """Whether ``plan`` fails the check on its target: :attr:`TargetPlan.fails_check`, with the
+    findings that ``counts`` (``--min-saving``) leaves out not counted."""
+    if counts is None:
+        return plan.fails_check
+    return bool(counted_findings(plan, counts) or plan.comparison.added_findings or plan.compiled.rematerializations
+                or plan.does_not_fit)
 
 
 def counted_findings(plan: TargetPlan, counts: FindingFilter | None = None) -> tuple[TargetPlacement, ...]:

@@ -166,7 +166,8 @@ def _render_target_outcome(inspections: list[Inspection], console: Console, min_
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
     for target in targets:
         plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
-        staying = [function for function, plan in plans if counted_findings(plan, counts)]
+        staying = [function for function, plan in plans
+                   if counted_findings(plan, counts) or plan.comparison.added_findings]
         below = [(function, plan, savings_of(plan)[p.collective.name]) for function, plan in plans
                  for p in plan.staying_findings if counts is not None and not counts(plan, p)]
         if below and min_saving is not None:

@@ -21,6 +21,7 @@ from shardscope.render.findings import (
     notes,
     render_inspection,
 )
+from shardscope.render.targets import render_on_target
 
 if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
@@ -144,9 +145,12 @@ def _short(source: str) -> str:
 
 
 def _rich(inspection: "Inspection") -> Group:
-    """An inspection's rich rendering: a step's dispatches, or the findings table."""
+    """An inspection's rich rendering: a step's dispatches, or the findings table (for one
+    made for a target, that target's plan and verdict first, then the CPU's, each labelled)."""
     if inspection.dispatches is not None:
         return render_dispatches(inspection.function, inspection.dispatches)
+    if inspection.shown_plan is not None:
+        return render_on_target(inspection, inspection.shown_plan)
     return render_inspection(inspection)
 
 

@@ -86,7 +86,7 @@ def _staying_message(ins: Inspection, paired: PairedCollective | None, placement
     verdict = placement.collective.verdict
     what = paired.pairing() if paired is not None else placement.collective.name
     return (f"{ins.function}: {what}: {verdict.kind}. {verdict.reason} On {target}: "
-            f"{placement_words(placement)}.{_fix(verdict.fix)}")
+            f"{placement_words(placement)}. There: {placement.describe_staying()}.{_fix(verdict.fix)}")
 
 
 def _fix(fix: str | None) -> str:

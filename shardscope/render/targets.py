@@ -7,23 +7,26 @@ compiles or recounts. Nothing runs on a target: its tables say so where timings 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable
 
 from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
 from shardscope.costmodel.roofline import seconds_words
-from shardscope.engine.counts import Runs, count_text
+from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
-from shardscope.render.findings import compiled_collective_json, trips_text
+from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
 
 if TYPE_CHECKING:
     from rich.table import Table
-    from rich.console import Console
+    from rich.console import Console, Group
+
+    from shardscope.engine.inspection import Inspection
 
     from shardscope.costmodel.projection import Projection
     from shardscope.costmodel.roofline import StepEstimate
-    from shardscope.engine.hlo.plan import CompiledLoop, CompiledPlan
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
 NOT_RUN = "not run (compiled only)"
@@ -67,10 +70,9 @@ def loop_words(loop: "CompiledLoop") -> str:
     return f"the loop at {loop.source} ({trips})" if loop.source else f"{loop.name} ({trips})"
 
 
-def _what(placements: Iterable["TargetPlacement"], staying: bool = False) -> tuple[str, bool]:
-    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural;
-    ``staying``: of a split one, only the values that stay in the loop."""
-    names = [f"{p.collective.kind} of {_values(p, staying)}" if p.collective.value else _unnamed(p)
+def _what(placements: Iterable["TargetPlacement"]) -> tuple[str, bool]:
+    """``all-reduce of params['Wx'] and all-reduce of params['b']`` and whether it is plural."""
+    names = [f"{p.collective.kind} of {p.collective.value}" if p.collective.value else _unnamed(p)
              for p in placements]
     words = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
     return words, len(names) > 1
@@ -82,14 +84,6 @@ def _unnamed(p: "TargetPlacement") -> str:
     c = p.collective
     name = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"
     return f"{name} ({c.source})" if c.source else name
-
-
-def _values(p: "TargetPlacement", staying: bool) -> str:
-    """The placement's values: all of them, or (``staying``) those the target keeps in the loop."""
-    if not (staying and p.values_left):
-        return p.collective.value
-    kept = [op.value for op in p.collective.operands if op.value and op.value not in p.values_left]
-    return ", ".join(dict.fromkeys(kept)) or p.collective.value
 
 
 def plan_verdict(title: str, plan: "TargetPlan") -> str:
@@ -127,12 +121,6 @@ def size_sentences(plan: "TargetPlan", savings: "dict[str, Saving] | None" = Non
         else:
             sentences.append(f"Its {what} moves {p.collective.bytes_per_execution:,} B per run.")
     return sentences
-
-
-def plan_is_finding(plan: "TargetPlan") -> bool:
-    """True when the plan's verdict is bad news: a collective stays in a loop it need not, or the
-    step does not fit in the chip's memory."""
-    return bool(plan.staying_findings) or plan.does_not_fit
 
 
 def fit_words(plan: "TargetPlan") -> str:
@@ -182,54 +170,138 @@ def _entered_words(entered: list["TargetPlacement"]) -> str:
 
 
 def _verdict(on: str, plan: "TargetPlan") -> str:
-    """The verdict on the plan's flagged collectives, without the final full stop."""
-    flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged]
-    if not flagged:
-        in_loops = len(plan.compiled.findings)
-        if not in_loops:
-            return f"{on} runs no collective in a loop"
-        return f"{on} keeps {in_loops} collective{'s' if in_loops > 1 else ''} in a loop, needed there (as on the CPU)"
-    staying = [p for p in flagged if not p.deferred_by_compiler and not p.removed]
-    moved = [p for p in flagged if all(p is not q for q in staying)]
-    if not staying:
-        what, plural = _what(moved)
-        return f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
-    what, plural = _what(staying, staying=True)
-    loops = sorted({loop_words(loop) for p in staying for loop in p.stays_in})
-    text = (f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: "
-            "the deferral is worth writing")
-    split = [v for p in staying for v in p.values_left]
+    """The verdict on what the target's compiler leaves in its loops, value by value by the
+    target's own verdicts, without the final full stop."""
+    staying = plan.staying_findings
+    added = plan.comparison.added_findings
+    moved = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.staying and not p.removed]
+    if not staying and not added:
+        needed = len(plan.compiled.findings)
+        if not moved:
+            kept = f"{needed} collective{'s' if needed > 1 else ''} in a loop, needed there"
+            return f"{on} keeps {kept} (as on the CPU)" if needed else f"{on} runs no collective in a loop"
+        what, plural = _moved_what(moved)
+        text = f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
+        return text + (f"; it keeps {_kept_words(plan.compiled.findings)}" if needed else "")
+    names = [f"{p.collective.kind} of {', '.join(p.staying_values)}" for p in staying]
+    names += [f"{t.kind} of {t.value}" if t.value else t.name for t in added]
+    plural = len(names) > 1 or any(len(p.staying_values) > 1 for p in staying)
+    what = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
+    holders = [t for p in staying for t in p.staying_in] + list(added)
+    loops = sorted({loop_words(loop) for t in holders for loop in t.loops})
+    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: the deferral is worth writing"
+    split = [v for p in staying for v in p.values_left if v not in p.staying_values]
     if split:  # the compiler split a combined sum: some of its values left already
         text += f" (the compiler moves {', '.join(dict.fromkeys(split))} out itself)"
     if moved:
-        left, plural = _what(moved)
+        left, plural = _moved_what(moved)
         text += f"; its {left} leave{'' if plural else 's'} the loop"
     return text
 
 
-def _runs(c: Runs) -> str:
-    return "unknown" if c.executions is None else f"{c.executions:,}"
+def _kept_words(kept: "tuple[CompiledCollective, ...]") -> str:
+    """``its all-reduce of out[2] in a loop, needed there`` (a count past three)."""
+    if len(kept) > 3:
+        return f"{len(kept)} collectives in loops, needed there"
+    names = [f"{t.kind} of {t.value}" if t.value else t.name for t in kept]
+    return f"its {' and '.join(names)} in {'loops' if len(kept) > 1 else 'a loop'}, needed there"
+
+
+def _moved_what(moved: list["TargetPlacement"]) -> tuple[str, bool]:
+    """The CPU findings the target no longer keeps where they need not run, in words: of a
+    combined one the target split, the values that left (the rest stay, needed there)."""
+    names = [f"{p.collective.kind} of {', '.join(p.values_left)}" if p.values_left else
+             (f"{p.collective.kind} of {p.collective.value}" if p.collective.value else _unnamed(p)) for p in moved]
+    plural = len(names) > 1 or any(len(p.values_left) > 1 for p in moved)
+    return (names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"), plural
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One row of a target's table: a collective the target runs (with the CPU collectives whose
+    values it carries), or a CPU collective the target removed (``collective`` None). The CPU's
+    loops and runs are on the row of the target collective that carries it first (the one that
+    keeps it in the most loops) and blank on the others: each column adds up to its summary."""
+
+    collective: "CompiledCollective | None"
+    cpu: tuple["TargetPlacement", ...]  # the CPU collectives whose values it carries
+    first: tuple["TargetPlacement", ...]  # those of them it carries first
+    staying: bool
+
+    @property
+    def value(self) -> str:
+        """The value as the target's module names it (the CPU's for a removed one)."""
+        return self.collective.value if self.collective is not None else self.cpu[0].collective.value
+
+    def cells(self) -> dict[str, str]:
+        """The row's text by column: ``collective``, ``value``, ``loops``, ``runs/call``,
+        ``verdict``, ``CPU collective``, ``CPU loops``, ``CPU runs``, ``placement``."""
+        t = self.collective
+        names = [p.collective.name if any(p is f for f in self.first) else f"part of {p.collective.name}"
+                 for p in self.cpu]
+        return {
+            "collective": t.name if t is not None else "-",
+            "value": self.value,
+            "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
+            "runs/call": t.runs.text() if t is not None else "-",
+            "verdict": t.verdict.kind if t is not None else "-",
+            "CPU collective": ", ".join(names) or "-",
+            "CPU loops": trips_text(self.first[0].collective.loop_trip_counts) if self.first else "",
+            "CPU runs": _cpu_runs(self.first) if self.first else "",
+            "placement": "; ".join(placement_words(p) if any(p is f for f in self.first) else self._part_words(p)
+                                   for p in self.cpu) or "only on the target",
+        }
+
+    def _part_words(self, p: "TargetPlacement") -> str:
+        """What the target did with the values of ``p`` this row carries (``p`` is carried first
+        by another row): ``grad(params['ln']) left 1 of 2 loops``."""
+        assert self.collective is not None  # a removed collective's row carries it first
+        values = ", ".join(p.values_in(self.collective)) or p.collective.value
+        cpu, here = len(p.collective.loops), len(self.collective.loops)
+        moved = "left loop" if not here else f"left {cpu - here} of {cpu} loops" if here < cpu else "stayed in loop"
+        return f"{values} {moved}"
+
+
+def target_rows(plan: "TargetPlan") -> list[TargetRow]:
+    """Every collective the target runs, in its module's order, then each CPU collective it
+    removed: the rows whose runs add up to the target's runs per call."""
+    rows = []
+    added = set(map(id, plan.comparison.added_findings))
+    for t in plan.compiled.collectives:
+        carried = plan.placements_of(t)
+        first = tuple(p for p in carried if p.target[0] is t)
+        staying = id(t) in added or any(any(s is t for s in p.staying_in) for p in carried)
+        rows.append(TargetRow(t, carried, first, staying))
+    rows += [TargetRow(None, (p,), (p,), False) for p in plan.comparison.placements if p.removed]
+    return rows
+
+
+def _cpu_runs(placements: tuple["TargetPlacement", ...]) -> str:
+    runs = known_sum(p.collective.executions for p in placements)
+    return "unknown" if runs is None else f"{runs:,}"
+
+
+TABLE_COLUMNS = ("collective", "value", "loops", "runs/call", "verdict", "CPU collective", "CPU loops", "CPU runs",
+                 "placement")
+"""The columns of a target's table: the target's collective, then the CPU's it carries."""
 
 
 def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
-    """Every CPU collective of each ``(name, plan)`` and what the target did with it."""
+    """Every collective each ``(name, plan)`` runs on the target, with its verdict there and the
+    CPU collectives it carries (and the CPU collectives the target removed)."""
     from rich.table import Table
     from rich.text import Text
 
     target = rows[0][1].target
-    table = Table(title=f"{target}: each CPU collective on the target", title_justify="left", pad_edge=False)
-    for column in (noun, "CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call",
-                   "placement"):
+    table = Table(title=f"{target}: each collective the target runs, and the CPU's it carries", title_justify="left",
+                  pad_edge=False)
+    for column in (noun, *TABLE_COLUMNS):
         table.add_column(column, justify="right" if "runs" in column else "left", no_wrap=column != "value")
     for name, plan in rows:
-        for p in plan.comparison.placements:
-            c = p.collective
-            names = ", ".join(t.name for t in p.target) or "-"
-            loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-            staying = p.collective.verdict.flagged and not p.deferred_by_compiler and not p.removed
-            cells = (name, c.name, c.value, trips_text(c.loop_trip_counts), _runs(c), names, loops,
-                     "-" if p.removed else p.runs.text(), placement_words(p))
-            table.add_row(*map(Text, cells), style="bold red" if staying else None)
+        for row in target_rows(plan):
+            cells = row.cells()
+            table.add_row(Text(name), *(Text(cells[column]) for column in TABLE_COLUMNS),
+                          style="bold red" if row.staying else None)
     return table
 
 
@@ -295,7 +367,7 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
         console.print(placements_table(rows, noun))
         for (name, title, _), (_, plan) in zip(named, rows):
-            console.print(Text(plan_verdict(title, plan), style="bold red" if plan_is_finding(plan) else "bold green"))
+            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.fails_check else "bold green"))
             for note, style in plan_notes(plan):
                 console.print(Text(f"  {name}: {note}", style=style))
         said = interconnect_sentence(target, rows)
@@ -320,6 +392,26 @@ def interconnect_sentence(target: str, rows: list[tuple[str, "TargetPlan"]]) -> 
             f"{', '.join(per_plan)} (communication alone; figures and sources: shardscope presets --targets).")
 
 
+def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
+    """An inspection made for one target (``inspect_on``): that target's plan, its findings and
+    its verdict first, then the CPU's, each under a line that says whose plan it is."""
+    from rich.console import Group
+    from rich.text import Text
+
+    on_target = replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
+    return Group(
+        Text(f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
+             "compiled for, never run there)", style="bold"),
+        render_inspection(on_target),
+        Text(plan_verdict(f"the {inspection.function} program", plan),
+             style="bold red" if plan.fails_check else "bold green"),
+        *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
+        Text(),
+        Text("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
+             "is timed)", style="bold"),
+        render_inspection(inspection))
+
+
 def projection_sentence(target: str, projection: "Projection") -> str:
     """``tpu:v5e:2x2's compiled collectives projected onto tpu-v5e-ici (...): naive 12 us/call, ...``."""
     from shardscope.render.projection import seconds_text, title
@@ -338,6 +430,7 @@ def placement_json(p: "TargetPlacement") -> dict[str, Any]:
         "value": p.collective.value,
         "change": p.change,
         "values_left": list(p.values_left),
+        "staying_values": list(p.staying_values),
         "placement": placement_words(p),
         "target_collectives": [t.name for t in p.target],
         "left_loops": [loop.name for loop in p.left],

@@ -76,12 +76,13 @@ def test_gpus_typed_in_the_sidebar_show_the_gpu_compilers_plans_in_the_compiled_
             await drain(pilot)
             view = app.query_one(HloView)
             assert view.body.scroll_offset.y == 0
-            await press(pilot, "t")  # to the GPUs' plans
-            assert view.body.scroll_offset.y > 0
+            assert view.plain.lstrip().startswith("on gpu:h100:8:")  # the picked target's plans lead
+            await press(pilot, "t")  # to them: already on top
+            assert view.body.scroll_offset.y == 0
             text = " ".join(view.plain.split())
             assert "on gpu:h100:8: 8 x NVIDIA H100 80GB HBM3, compiled for the GPUs, never run there" in text
             assert ("naive: on h100:8 the naive plan's all-reduce of grad(params) leaves the loop: "
                     "the compiler already does the deferral here.") in text
-            assert "The GPU compiler's plans for gpu:h100:8 are above: compiled for the GPUs" in text
+            assert "The GPU compiler's plans for gpu:h100:8 are at the top: compiled for the GPUs" in text
 
     run(scenario())

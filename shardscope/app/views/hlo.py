@@ -7,10 +7,10 @@ it (the program or the partitioner) and its verdict, then each one's details: th
 collectives it comes from (``psum_invariant of params['W'] -> all-reduce.2 in the while body,
 x4/call``), its source line and ``op_name``, the verdict's reason and the fix. ``n``/``N`` walk
 the collectives of every program in turn. The backend is always named: GPU and TPU compilers
-may move a collective that the CPU keeps in its loop. With a TPU target (the sidebar's target
-field), every program's plan on that slice follows: one verdict per program (does its flagged
-collective leave the loop there, or is the deferral worth writing?) and, for each CPU collective,
-what the TPU compiler did with it (stayed in the loop, left it, combined, pipelined, removed).
+may move a collective that the CPU keeps in its loop. With a target (the sidebar's target
+field, ``--target``), every program's plan there comes first: one verdict per program, by the
+target's own verdicts on what its compiler leaves in loops, and every collective the target runs
+with the CPU collectives it carries (stayed in the loop, left it, combined, pipelined, removed).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
-from shardscope.render.findings import trips_text
 from shardscope.render.partitioner import warning_lines
-from shardscope.render.targets import placement_words, plan_is_finding, plan_notes, plan_verdict
+from shardscope.render.targets import placement_words, plan_notes, plan_verdict, target_rows
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews
@@ -54,7 +53,7 @@ def backend_note(backend: str, targets: list[str] | None = None) -> Text:
     if targets:
         kinds = "/".join(dict.fromkeys(t.split(":", 1)[0].upper() for t in targets))
         machines = " and ".join(dict.fromkeys("the GPUs" if t.startswith("gpu:") else "the slice" for t in targets))
-        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are above: compiled for {machines}, "
+        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are at the top: compiled for {machines}, "
                     "never run there (no timings).", "dim italic")
         return text
     text.append(
@@ -174,17 +173,19 @@ def partitioner_blocks(plan: "PlanResult") -> list[Text]:
 
 def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
                     narrow: bool = False) -> list[tuple[RenderableType, Target | None]]:
-    """Every program's blocks, under the backend line, with the note on other compilers last."""
+    """Every program's blocks, under the backend line, with the note on other compilers last; with
+    a target, its plans first."""
     plans = list(analysis.plans.values())
     if plans[0].compiled is None:
         return [(Text(f"Traced only: the {analysis.origin.noun}s were not compiled, so there is no compiled plan "
                       "to show.", "dim"), None)]
     backend = plans[0].compiled.backend
-    blocks: list[tuple[RenderableType, Target | None]] = [
-        (Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
+    # a user who picked a target reads its plans and verdicts first; the CPU's follow
+    blocks: list[tuple[RenderableType, Target | None]] = [*target_blocks(analysis, narrow)]
+    blocks += [(Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + target_blocks(analysis, narrow) + [(backend_note(backend, analysis.target_names), None)]
+    return blocks + [(backend_note(backend, analysis.target_names), None)]
 
 
 def target_heading(target: str, plan: "TargetPlan") -> Text:
@@ -197,8 +198,8 @@ NARROW = 100
 """Under this many columns the placements table keeps the runs and the placement, not the loops
 and the target's instruction names (at 80 columns the placement, its point, had no room left)."""
 
-WIDE_COLUMNS = ("CPU collective", "value", "CPU loops", "CPU runs", "on the target", "loops", "runs/call", "placement")
-NARROW_COLUMNS = ("CPU collective", "value", "CPU runs", "TPU runs", "placement")
+WIDE_COLUMNS = ("collective", "value", "loops", "runs/call", "verdict", "CPU collective", "CPU runs", "placement")
+NARROW_COLUMNS = ("collective", "value", "runs/call", "CPU runs", "placement")
 
 
 _MIN_WIDTHS = {"value": 18, "placement": 10}
@@ -208,28 +209,25 @@ placement come first), the placement's first words."""
 
 
 def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
-    """Each CPU collective of one program and what the target's compiler did with it (``narrow``:
-    its runs per call on each side and the placement only)."""
+    """Every collective the target's compiler runs for one program, its verdict there and the CPU
+    collectives it carries (``narrow``: its runs per call on each side and the placement only);
+    their runs add up to the target's runs per call."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
-    longest = max((len(p.collective.value) for p in plan.comparison.placements), default=0)
+    rows = target_rows(plan)
+    longest = max((len(row.value) for row in rows), default=0)
     widths = {**_MIN_WIDTHS, "value": 10 if narrow else max(10, min(longest, _MIN_WIDTHS["value"]))}
-    for column in NARROW_COLUMNS if narrow else WIDE_COLUMNS:
+    columns = NARROW_COLUMNS if narrow else WIDE_COLUMNS
+    for column in columns:
         table.add_column(column, justify="right" if "runs" in column else "left",
-                         no_wrap=column not in ("value", "placement", "on the target"), overflow="fold",
+                         no_wrap=column not in ("value", "placement"), overflow="fold",
                          min_width=widths.get(column))
-    for p in plan.comparison.placements:
-        c = p.collective
-        staying = c.verdict.flagged and not p.deferred_by_compiler and not p.removed
-        moved = c.verdict.flagged and not staying
-        runs = Text("-" if p.removed else p.runs.text(), loop_style(bool(p.target and p.target[0].in_loop)))
-        placement = Text(placement_words(p), "bold red" if staying else "bold green" if moved else "")
-        if narrow:
-            table.add_row(Text(c.name, "bold"), c.value, c.runs.text(), runs, placement)
-            continue
-        names = ", ".join(t.name for t in p.target) or "-"
-        loops = trips_text(p.target[0].loop_trip_counts) if p.target else "-"
-        table.add_row(Text(c.name, "bold"), c.value, trips_text(c.loop_trip_counts), c.runs.text(), names, loops,
-                      runs, placement)
+    for row in rows:
+        cells = row.cells()
+        moved = not row.staying and any(p.collective.verdict.flagged for p in row.cpu)
+        styles = {"collective": "bold", "runs/call": loop_style(row.collective is not None and row.collective.in_loop),
+                  "verdict": VERDICT_STYLES.get(cells["verdict"], ""),
+                  "placement": "bold red" if row.staying else "bold green" if moved else ""}
+        table.add_row(*(Text(cells[column], styles.get(column, "")) for column in columns))
     return table
 
 
@@ -243,7 +241,7 @@ def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[Rend
         for plan, on_target in plans:
             verdict = plan_verdict(f"the {plan.title}", on_target)
             blocks.append((Text.assemble((f"{plan.name}: ", "bold"),
-                                         (verdict, "bold red" if plan_is_finding(on_target) else "bold green")), None))
+                                         (verdict, "bold red" if on_target.fails_check else "bold green")), None))
             for note, style in plan_notes(on_target):
                 blocks.append((Text(f"  {note}", style), None))
             blocks.append((loops_line(on_target.compiled.loops), None))

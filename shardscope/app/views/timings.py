@@ -24,7 +24,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.summaries import loop_style
+from shardscope.app.summaries import SIMULATED, loop_style
 from shardscope.app.views.lines import offer_focus
 from shardscope.engine.counts import total_runs
 from shardscope.measure.timing import GRADIENT_CHECK
@@ -158,11 +158,12 @@ def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
     comparison = comparison or analysis.comparison
     if comparison.baseline == comparison.candidate:
         return Text(f"one program ({comparison.baseline}): nothing to compare its run time with", "dim")
+    timed = SIMULATED if analysis.target_names else ""  # beside a target's plans: not that target's timing
     if hidden:
-        return Text(f"{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
+        return Text(f"{timed}{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
     speedup = comparison.speedup
     colour = "bold green" if speedup.measurable and speedup.median > 1 else "bold yellow"
-    return Text(comparison.speedup_text(), colour)
+    return Text(f"{timed}{comparison.speedup_text()}", colour)
 
 
 def run_bars(analysis: "Analysis", hidden: bool) -> Table:

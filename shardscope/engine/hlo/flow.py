@@ -20,8 +20,13 @@ from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 FORWARDING = frozenset({"bitcast", "convert", "reshape", "transpose", "copy"})
 """Opcodes that move a value without combining it with another one (element for element)."""
 
-_INLINE_CALLS = {"fusion": ("calls",), "call": ("to_apply", "calls"), "async-start": ("calls",)}
+_INLINE_CALLS = {"fusion": ("calls",), "call": ("to_apply", "calls"), "async-start": ("calls",),
+                 "fusion-start": ("calls",)}
 """The instructions whose computation runs as part of them, by the role it is called in."""
+
+_SPLIT_FUSION = ("fusion-start", "fusion-done")
+"""The GPU's asynchronous fusion (jax 0.12): the start reads the operands, the done gives the
+fused computation's result."""
 
 
 class Flow:
@@ -56,14 +61,18 @@ class Flow:
         as the uses of its fused computation's parameter, and a fused root's as its fusion's."""
         computation = self.computation(inst)
         for user, position in computation.users.get(inst.name, ()):
-            if user.opcode in ("fusion", "call"):
+            if user.opcode in ("fusion", "call", _SPLIT_FUSION[0]):
                 inner = self._fused_parameter(user, position)
                 if inner is not None:
                     yield from self.uses(inner)
                     continue
             yield user, position
         caller = self.inlined_by.get(computation.name)
-        if inst is computation.root and caller is not None and caller.opcode != "async-start":
+        if inst is computation.root and caller is not None and caller.opcode == _SPLIT_FUSION[0]:
+            for done, _ in self.computation(caller).users.get(caller.name, ()):
+                if done.opcode == _SPLIT_FUSION[1]:
+                    yield from self.uses(done)
+        elif inst is computation.root and caller is not None and caller.opcode != "async-start":
             yield from self.uses(caller)
 
     def producer(self, inst: Instruction, position: int) -> Instruction | None:
@@ -78,7 +87,12 @@ class Flow:
         """``inst`` with fusion and call boundaries removed: a fusion or a call is its
         computation's root, that computation's parameter the caller's operand (repeatedly)."""
         while True:
-            if inst.opcode in ("fusion", "call"):
+            if inst.opcode == _SPLIT_FUSION[1] and inst.operands:
+                start = self.module.instruction(inst.operands[0])
+                if start is None or start.opcode != _SPLIT_FUSION[0]:
+                    return inst
+                inst = start
+            if inst.opcode in ("fusion", "call", _SPLIT_FUSION[0]):
                 callee = next((c for role, c in inst.called_computations if role in _INLINE_CALLS[inst.opcode]), None)
                 root = self.module.computations[callee].root if callee is not None and callee in self.module.computations else None
                 if root is None:

@@ -260,6 +260,11 @@ class CollectiveNamer:
             return
         inst = caller[0]
         stack.append((inst, idx if inst.opcode in ("while", "call") else None))
+        if inst.opcode == "while" and caller[1] == "body" and idx is not None:
+            # the next iteration starts from it: what a later iteration makes of it is reached too
+            # (an activation's gradient a layer loop carries reaches every earlier layer's gradient)
+            body = self.module.computations[computation]
+            stack.extend((param, idx) for param in body.parameters[:1])
 
     def _backward(self, site: CollectiveSite, operand: int) -> set[str]:
         found: set[str] = set()

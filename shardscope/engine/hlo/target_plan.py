@@ -27,6 +27,7 @@ from math import prod
 from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, known_sum
+from shardscope.engine.jaxpr.verdicts import FLAGGED
 from shardscope.engine.kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
@@ -63,6 +64,15 @@ class TargetPlacement:
     pipelined: bool = False
     entered: tuple[CompiledLoop, ...] = ()
     values_left: tuple[str, ...] = ()  # a combined one's values the target moved out of loops the others stay in
+    staying_values: tuple[str, ...] = ()
+    """Its values the target keeps in a loop that its own verdict says they need not run in
+    (the target's module judged value by value, by the CPU's rule)."""
+    staying_in: tuple[CompiledCollective, ...] = ()  # the target collectives that keep them there
+    carriers: tuple[tuple[str, CompiledCollective], ...] = ()  # each value and the target collective that carries it
+
+    def values_in(self, collective: CompiledCollective) -> tuple[str, ...]:
+        """Its values the target's ``collective`` carries."""
+        return tuple(dict.fromkeys(name for name, t in self.carriers if t is collective))
 
     @property
     def removed(self) -> bool:
@@ -99,11 +109,27 @@ class TargetPlacement:
         return Count(self.executions, any(c.in_conditional for c in self.target))
 
     @property
+    def staying(self) -> bool:
+        """True when the target keeps some of its values in a loop they need not run in: a
+        finding on the target, whatever the CPU's verdict was."""
+        return bool(self.staying_values)
+
+    @property
     def deferred_by_compiler(self) -> bool:
-        """True for a CPU finding (deferrable or loop-invariant) that the target already moved out
-        of every loop its verdict says it can leave."""
-        wanted = set(self.collective.verdict.loop_ids)
-        return bool(wanted) and bool(self.target) and not wanted & {loop.name for loop in self.stays_in}
+        """True for a CPU finding (deferrable or loop-invariant) that the target no longer runs
+        where it need not: every value it keeps in a loop is needed there by the target's own
+        verdict."""
+        return self.collective.verdict.flagged and bool(self.target) and not self.staying
+
+    def describe_staying(self) -> str:
+        """``grad(params['W']) stays in while.20 (4 iterations) on the target (all-reduce-start.1,
+        deferrable there; all-reduce.12 on the CPU, x4/call)``: what the target keeps in a loop."""
+        c = self.collective
+        held = "; ".join(f"{t.name}, {t.verdict.kind} there, in {_loops_words(t.loops)}, {t.runs.badge()}"
+                         for t in self.staying_in)
+        verb = "stays" if len(self.staying_values) == 1 else "stay"
+        return (f"{', '.join(self.staying_values)} {verb} in a loop on the target ({held}); "
+                f"{c.name} on the CPU, {c.runs.badge()}")
 
     def describe(self) -> str:
         """``psum_invariant.35 of params['Wh'] (x16/call) leaves while.70 (8 iterations) and stays
@@ -148,10 +174,15 @@ class TargetComparison:
 
     @property
     def staying_findings(self) -> tuple[TargetPlacement, ...]:
-        """The CPU findings (deferrable or loop-invariant) the target still runs in a loop their
-        verdict says they can leave: the fix is worth writing for this target."""
-        return tuple(p for p in self.placements if p.collective.verdict.flagged and not p.deferred_by_compiler
-                     and not p.removed)
+        """The CPU collectives some of whose values the target keeps in a loop that its own
+        verdict says they need not run in: the fix is worth writing for this target."""
+        return tuple(p for p in self.placements if p.staying)
+
+    @property
+    def added_findings(self) -> tuple[CompiledCollective, ...]:
+        """The target's collectives that carry no CPU collective's value and that its verdict
+        flags in a loop."""
+        return tuple(t for t in self.added if t.in_loop and t.verdict.flagged)
 
 
 @dataclass(frozen=True)
@@ -222,8 +253,16 @@ class TargetPlan:
 
     @property
     def staying_findings(self) -> tuple["TargetPlacement", ...]:
-        """The CPU findings this target still runs in a loop they could leave."""
+        """The CPU collectives whose values this target keeps in a loop they need not run in."""
         return self.comparison.staying_findings
+
+    @property
+    def fails_check(self) -> bool:
+        """True when the target's compiler keeps in a loop a value that need not run there (by
+        the target's own verdict), its partitioner fell back to a full rematerialization, or the
+        step does not fit in the chip's memory (or the compiler refused it for memory)."""
+        return bool(self.staying_findings or self.comparison.added_findings or self.compiled.rematerializations
+                    or self.does_not_fit)
 
 
 # --------------------------------------------------------------------------- pairing
@@ -240,6 +279,20 @@ class _Value:
     elements: int
     loops: tuple[str, ...]  # CPU loop names (a target's loops mapped onto the CPU's; "?" when unpaired)
     name: str = ""
+    stacked: tuple[int, ...] = ()  # its elements stacked over its innermost loops, one loop more each
+
+
+def _stacked(value: _Value, trips: dict[str, int | None]) -> _Value:
+    """``value`` with the sizes it has once a compiler moves it out of its innermost loops as
+    the whole buffer each iteration wrote a slot of (a scan's stacked gradients summed at once)."""
+    sizes, size = [], value.elements
+    for name in reversed(value.loops):
+        trip = trips.get(name)
+        if trip is None:
+            break
+        size *= trip
+        sizes.append(size)
+    return _Value(value.collective, value.index, value.elements, value.loops, value.name, tuple(sizes))
 
 
 def _values(c: CompiledCollective, loops: tuple[str, ...]) -> list[_Value]:
@@ -252,7 +305,8 @@ def compare_plans(cpu: CompiledPlan, target: CompiledPlan, name: str = "") -> Ta
     """What ``target``'s module did with each collective of ``cpu``'s (the same program)."""
     loop_pairs = _pair_loops(cpu.loops, target.loops)
     to_cpu = dict(loop_pairs)
-    cpu_values = [v for c in cpu.collectives for v in _values(c, tuple(loop.name for loop in c.loops))]
+    trips = {loop.name: loop.trip_count for loop in cpu.loops}
+    cpu_values = [_stacked(v, trips) for c in cpu.collectives for v in _values(c, tuple(loop.name for loop in c.loops))]
     target_values = [v for t in target.collectives for v in _values(t, tuple(to_cpu.get(w.name, "?") for w in t.loops))]
     matched = _match(cpu, cpu_values, target_values)
     placements = tuple(_placement(c, matched, cpu_values, target_values, target) for c in cpu.collectives)
@@ -309,11 +363,17 @@ def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Val
 
 
 def _fits(value: _Value, t: _Value) -> bool:
-    """The same kind of collective and a value of as many elements."""
+    """The same kind of collective and a value of as many elements, or of a sum the target
+    moved out of the innermost loops it runs in on the CPU, of the whole stacked buffer (as
+    many elements as those loops' slots hold together)."""
     kinds = {value.collective.kind, t.collective.kind}
     if len(kinds) > 1 and not kinds <= SUM_KINDS:
         return False
-    return value.elements == t.elements
+    if value.elements == t.elements:
+        return True
+    left = len(value.loops) - len(t.loops)
+    return t.collective.kind in SUM_KINDS and 0 < left <= len(value.stacked) and value.stacked[left - 1] == t.elements \
+        and tuple(t.loops) == value.loops[:len(t.loops)]
 
 
 def _nested_as(value: _Value, t: _Value) -> bool:
@@ -362,8 +422,26 @@ def _placement(c: CompiledCollective, matched: dict[int, list[int]], cpu_values:
     others = {id(target_values[j].collective) for i, js in matched.items() if i not in positions for j in js}
     carried_here = sum(1 for js in hits for j in js if target_values[j].collective is main.collective)
     combined = id(main.collective) in others or (main.collective.kind in SUM_KINDS and len(main.collective.operands) > carried_here)
+    staying = [(cpu_values[i].name or f"value {k}", target_values[j]) for k, i in enumerate(positions) if i in matched
+               for j in matched[i] if _stays_flagged(cpu_values[i], target_values[j])]
+    carriers = tuple((cpu_values[i].name or f"value {k}", target_values[matched[i][0]].collective)
+                     for k, i in enumerate(positions) if i in matched)
     return TargetPlacement(c, tuple(targets), left, stays_in, combined, any(len(js) > 1 for js in hits), entered,
-                           values_left)
+                           values_left, tuple(dict.fromkeys(name for name, _ in staying)),
+                           tuple(dict.fromkeys(t.collective for _, t in staying)), carriers)
+
+
+def _stays_flagged(value: _Value, t: _Value) -> bool:
+    """True when the target value ``t`` carrying the CPU's ``value`` runs in a loop the CPU
+    runs it in too, and the target's own verdict flags it there: its instruction's verdict, and
+    for a sum (which may combine values the loop needs with values it does not) its own
+    operand's. A collective the target moved into a loop the CPU runs it outside of (a
+    parameter gathered again each iteration to hold only its shard between them) is the
+    compiler's choice, not the program's: no finding."""
+    c = t.collective
+    if not c.in_loop or not c.verdict.flagged or not set(t.loops) & set(value.loops):
+        return False
+    return c.kind not in SUM_KINDS or t.index >= len(c.operands) or c.operands[t.index].verdict in FLAGGED
 
 
 def _elements(shape: str) -> int:

@@ -91,7 +91,7 @@ class CompiledClassifier:
     def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
         """One verdict per operand of the collective at ``site``."""
         inst, loops = site.instruction, site.loops
-        count = max(1, len(inst.operands))
+        count = max(1, len(site.carried))
         if not loops:
             return (OperandVerdict(NEEDED),) * count
         invariant = self._invariant_loops(site)
@@ -101,6 +101,8 @@ class CompiledClassifier:
             return (OperandVerdict(NEEDED),) * count
         if len(inst.operands) > 1 and site.kind != ALL_REDUCE:
             return (OperandVerdict(NEEDED),) * count
+        if site.parts:  # the GPU's flat form: each value is judged from the slice that holds its sum
+            return tuple(self._deferral(site, None, k) for k in range(len(site.parts)))
         return tuple(self._deferral(site, k if len(inst.operands) > 1 else None) for k in range(count))
 
     def trip_count(self, loop: Instruction) -> int | None:
@@ -132,12 +134,16 @@ class CompiledClassifier:
         operands = [self.module.instruction(o) for o in inst.operands]
         return all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
 
-    def _deferral(self, site: CollectiveSite, index: int | None) -> OperandVerdict:
+    def _deferral(self, site: CollectiveSite, index: int | None, part: int | None = None) -> OperandVerdict:
         """Follow one value the sum makes outwards, loop by loop, and keep the outermost loop
-        whose carry accumulates it with bytes saved."""
-        operand = self.module.instruction(site.instruction.operands[index or 0])
+        whose carry accumulates it with bytes saved. ``part`` is one value of the GPU's flat
+        form (a concatenation summed at once): followed from the slice that takes its sum back."""
+        carried = site.parts[part] if part is not None else site.instruction.operands[index or 0]
+        operand = self.module.instruction(carried)
         value_bytes = operand.shape.nbytes if operand is not None else 0
         value, value_index = site.result, index
+        if part is not None:
+            value = self.module.instruction(site.part_results[part]) or site.result
         runs: int | None = 1
         best: OperandVerdict | None = None
         stacked = scattered = carry_read = False
@@ -155,7 +161,7 @@ class CompiledClassifier:
                 break
             kind = inner if level.kind == "thread" else level.kind
             stacked = stacked or kind == "dus"
-            scattered = scattered or level.scattered or self._scatters(site, index)
+            scattered = scattered or level.scattered or (part is None and self._scatters(site, index))
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
             # deferred, a scattered sum accumulates the whole unscattered value on each device

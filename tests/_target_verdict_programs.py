@@ -1,0 +1,142 @@
+"""Training steps written as JAX users write them, for the verdicts on a target's plan.
+
+Each builder takes a ``jax.sharding.Mesh`` (one axis ``data``; :func:`megatron_step` two,
+``data`` and ``model``) and returns a :class:`_target_programs.Built`: the jitted step and its
+example arguments (``jax.ShapeDtypeStruct`` with shardings over that mesh). Built over CPU
+devices they are what a program file makes; built over a target's devices, the program written
+for the target directly, whose compiled text a test reads for itself.
+
+``PROGRAM_FILE`` is a program file that builds one of them over the first CPU devices, as
+``shardscope check`` reads it.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from _target_programs import Built
+
+MICRO_BATCHES = 4
+LAYERS, MICRO_STEPS = 4, 3  # the Megatron step: 4 stacked layers, 3 micro-batches
+
+
+def _mlp_loss(params, x, y):
+    h = jnp.tanh(x @ params["w1"] + params["b1"])
+    return jnp.mean((h @ params["w2"] - y) ** 2)
+
+
+def _adamw_arguments(mesh: Mesh):
+    """Replicated MLP parameters, adamw's state, and 4 micro-batches sharded over ``data``."""
+    replicated = NamedSharding(mesh, P())
+    params = {"w1": jax.ShapeDtypeStruct((32, 64), jnp.float32, sharding=replicated),
+              "b1": jax.ShapeDtypeStruct((64,), jnp.float32, sharding=replicated),
+              "w2": jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=replicated)}
+    state = jax.eval_shape(optax.adamw(1e-3).init, params)
+    state = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated), state)
+    batch = 8 * mesh.size
+    xs = jax.ShapeDtypeStruct((MICRO_BATCHES, batch, 32), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+    ys = jax.ShapeDtypeStruct((MICRO_BATCHES, batch, 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+    return params, state, xs, ys
+
+
+def worst_loss_adamw(mesh: Mesh) -> Built:
+    """jit + shardings, optax adamw, a scan over 4 micro-batches whose carry holds the gradients
+    and the worst loss so far (``jnp.maximum(worst, loss)``: the loop reads the loss's sum)."""
+    optimizer = optax.adamw(1e-3)
+
+    @jax.jit
+    def train_step(params, opt_state, xs, ys):
+        def micro(carry, batch):
+            grads, worst = carry
+            loss, g = jax.value_and_grad(_mlp_loss)(params, *batch)
+            return (jax.tree.map(jnp.add, grads, g), jnp.maximum(worst, loss)), None
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (grads, worst), _ = lax.scan(micro, (zeros, jnp.float32(0.0)), (xs, ys))
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, worst
+
+    return Built(train_step, _adamw_arguments(mesh))
+
+
+def total_loss_adamw(mesh: Mesh) -> Built:
+    """The same step with the mean loss summed over the micro-batches (``total + loss``): the
+    loss's sum only accumulates, so the loop need not run it."""
+    optimizer = optax.adamw(1e-3)
+
+    @jax.jit
+    def train_step(params, opt_state, xs, ys):
+        def micro(carry, batch):
+            grads, total = carry
+            loss, g = jax.value_and_grad(_mlp_loss)(params, *batch)
+            return (jax.tree.map(jnp.add, grads, g), total + loss), None
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (grads, total), _ = lax.scan(micro, (zeros, jnp.float32(0.0)), (xs, ys))
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, total / MICRO_BATCHES
+
+    return Built(train_step, _adamw_arguments(mesh))
+
+
+def _layer(h, weights, ln):
+    """A pre-norm MLP block split Megatron-style: ``w_in``'s columns and ``w_out``'s rows over ``model``."""
+    w_in, w_out = weights
+    mu = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.var(h, axis=-1, keepdims=True)
+    normed = (h - mu) * lax.rsqrt(var + 1e-5) * ln
+    return h + jax.nn.gelu(normed @ w_in) @ w_out
+
+
+def _megatron_loss(params, x):
+    def body(h, weights):
+        return _layer(h, weights, params["ln"]), None
+
+    h, _ = lax.scan(body, x, (params["w_in"], params["w_out"]))
+    return jnp.mean(h ** 2)
+
+
+def megatron_step(mesh: Mesh) -> Built:
+    """A 2-D mesh (``data`` x ``model``): 4 column/row-split layers stacked in a ``lax.scan``
+    inside a scan over 3 micro-batches, one norm scale ``ln`` shared by the layers, the
+    gradients and the loss accumulated, one SGD update."""
+    d, f = 32, 64
+    params = {
+        "w_in": jax.ShapeDtypeStruct((LAYERS, d, f), jnp.float32, sharding=NamedSharding(mesh, P(None, None, "model"))),
+        "w_out": jax.ShapeDtypeStruct((LAYERS, f, d), jnp.float32, sharding=NamedSharding(mesh, P(None, "model", None))),
+        "ln": jax.ShapeDtypeStruct((d,), jnp.float32, sharding=NamedSharding(mesh, P())),
+    }
+    xs = jax.ShapeDtypeStruct((MICRO_STEPS, 16 * mesh.shape["data"], d), jnp.float32,
+                              sharding=NamedSharding(mesh, P(None, "data")))
+
+    @jax.jit
+    def train_step(params, xs):
+        def micro(carry, x):
+            grads, total = carry
+            loss, g = jax.value_and_grad(_megatron_loss)(params, x)
+            return (jax.tree.map(jnp.add, grads, g), total + loss), None
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (grads, total), _ = lax.scan(micro, (zeros, jnp.float32(0.0)), xs)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), total / MICRO_STEPS
+
+    return Built(train_step, (params, xs))
+
+
+PROGRAM_FILE = '''
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+import shardscope
+import _target_verdict_programs as programs
+
+mesh = Mesh(np.array(jax.devices()[:{devices}]).reshape({shape}), {names})
+built = programs.{builder}(mesh)
+train_step = shardscope.program(args=built.args)(built.fn)
+'''
+"""A program file building ``builder`` over the first CPU devices (``format`` it)."""
