@@ -36,7 +36,7 @@ from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED
-from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
+from shardscope.engine.kinds import ALL_REDUCE, REDUCE_SCATTER, SUM_KINDS
 
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
 _ON_THE_WAY = FORWARDING | {"slice"}
@@ -99,8 +99,8 @@ class CompiledClassifier:
             return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant))),) * count
         if site.kind not in SUM_KINDS or not self._is_sum(inst):
             return (OperandVerdict(NEEDED),) * count
-        if len(inst.operands) > 1 and site.kind != ALL_REDUCE:
-            return (OperandVerdict(NEEDED),) * count
+        if len(inst.operands) > 1 and site.kind not in (ALL_REDUCE, REDUCE_SCATTER):
+            return (OperandVerdict(NEEDED),) * count  # a combined sum's values are the tuple's elements
         if site.parts:  # the GPU's flat form: each value is judged from the slice that holds its sum
             return tuple(self._deferral(site, None, k) for k in range(len(site.parts)))
         return tuple(self._deferral(site, k if len(inst.operands) > 1 else None) for k in range(count))
