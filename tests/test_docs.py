@@ -120,7 +120,7 @@ def _mentions(text: str) -> list[tuple[str, list[str]]]:
     found = []
     for code in _code(text):
         for match in _COMMAND_LINE.finditer(code):
-            words = [word.strip("[]").split("=")[0] for word in match[1].split()]
+            words = [word.strip("[]").rstrip(").,;:").split("=")[0] for word in match[1].split()]  # a sentence's end
             if not words:
                 continue
             command = words[0] if words[0] in COMMANDS else "open"
