@@ -63,14 +63,19 @@ class MemoryFit:
         return self.needed_bytes <= self.capacity_bytes
 
     def line(self) -> str:
-        """``17.7 of 95.7 GiB per device`` / ``does not fit: 21.3 GiB on a 15.75 GiB v5e chip``."""
-        needed = "?" if self.needed_bytes is None else gib(self.needed_bytes)
+        """``17.7 of 95.7 GiB per device`` (``18 KiB of 15.75 GiB`` for a small one) / ``does not
+        fit: 21.3 GiB on a 15.75 GiB v5e chip``."""
         if self.capacity_bytes is None:
-            return f"{needed} GiB per device (the {self.chip} chip's memory is unknown)"
+            needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
+            return f"{needed} per device (the {self.chip} chip's memory is unknown)"
         capacity = gib(self.capacity_bytes)
         if self.fits is False:
             refused = " (the compiler refused it)" if self.refused else ""
-            return f"does not fit: {needed} GiB on a {capacity} GiB {self.chip} chip{refused}"
+            needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
+            return f"does not fit: {needed} on a {capacity} GiB {self.chip} chip{refused}"
+        if self.needed_bytes is not None and self.needed_bytes >= GIB // 100:
+            return f"{gib(self.needed_bytes)} of {capacity} GiB per device"
+        needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
         return f"{needed} of {capacity} GiB per device"
 
     def to_json(self) -> dict[str, object]:
@@ -112,6 +117,16 @@ def gib(size: int) -> str:
     """``17.7``, ``0.0012``, ``15.75``: bytes in GiB, to three significant figures or two decimals."""
     value = size / GIB
     return f"{value:.2f}".rstrip("0").rstrip(".") if value >= 10 else f"{value:.3g}"
+
+
+def size_words(size: int) -> str:
+    """``21.3 GiB``, ``140 KiB``, ``20 B``: bytes in the largest binary unit they reach, three figures."""
+    if size >= GIB:
+        return f"{gib(size)} GiB"
+    for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} B"
 
 
 def _bytes(number: str, unit: str | None) -> int:

@@ -374,7 +374,7 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         if said:
             console.print(Text(said))
         projection = (projections or {}).get(target)
-        if projection is not None:
+        if projection is not None and not said:  # a generic ring only where the target's own interconnect is not modelled
             console.print(Text(projection_sentence(target, projection)))
 
 

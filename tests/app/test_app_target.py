@@ -537,7 +537,7 @@ def test_the_compiled_tab_says_whether_each_plan_fits_the_slice_and_estimates_it
     (what libtpu lets a program use) and the step estimate, collectives left out and said so."""
     for plan, end in (("naive:", "deferred:"), ("deferred:", None)):
         section = _section(_section(rnn_on_the_slice.text, "on tpu:v5e:2x2:"), plan, end)
-        assert re.search(r"memory: [0-9.e-]+ of 15\.75 GiB per device", section), section
+        assert re.search(r"memory: [0-9.]+ (B|KiB|MiB) of 15\.75 GiB per device", section), section
         # v5e's ICI times the collectives: the estimate is a range, collectives hidden behind compute or not
         assert re.search(r"step estimate [0-9.]+ (us|ms) to [0-9.]+ (us|ms) per call on v5e \(compute .*"
                          r"collectives [0-9.]+ (ns|us|ms), overlapped or not\)", section), section
