@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (render_check_cost, render_costs, render_cross, render_dispatches, render_format as fmt,
-                        render_plans, render_targets, render_what_if)
+                        render_plans, render_scale, render_targets, render_what_if)
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
@@ -120,7 +120,7 @@ def load(directory: Path) -> dict[str, Any]:
     what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
     if what_if.is_file():
         found["what_if_gain"] = json.loads(what_if.read_text())
-    for alone in ("check_cost", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
+    for alone in ("check_cost", "check_at_scale", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
         path = directory / f"{alone}.json"
         if path.is_file():
             found[alone] = json.loads(path.read_text())
@@ -135,7 +135,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     what_if = results.get("what_if_gain")
     check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
     compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
-    dispatch_steps = results.get("dispatch_steps")
+    dispatch_steps, check_at_scale = results.get("dispatch_steps"), results.get("check_at_scale")
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
@@ -162,6 +162,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_targets.target_compile_section(target_compile)
     out += render_what_if.what_if_section(what_if)
     out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache, cache_writes)
+    out += render_scale.check_at_scale_section(check_at_scale)
     out += render_dispatches.dispatch_section(dispatch_steps)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]

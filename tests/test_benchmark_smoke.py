@@ -18,7 +18,7 @@ from _support import ROOT
 from benchmarks import render, run
 
 EVERY = run.BENCHMARKS + run.ALONE
-NEEDS_THE_TPU_EXTRA = {"target_compile", "target_placements"}
+NEEDS_THE_TPU_EXTRA = {"target_compile", "target_placements", "check_at_scale"}
 PRINTS_ONLY = {"target_placements"}
 """It prints a table for docs/tpu-targets.md and writes no result."""
 ON_THIS_MACHINE = sys.platform.startswith("linux") and platform.machine() == "x86_64"
