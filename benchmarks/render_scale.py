@@ -72,16 +72,24 @@ def check_at_scale_section(scale: dict[str, Any] | None) -> list[str]:
                 "|---" + "|---:" * len(shown) + "|"]
         for name, p in phases.items():
             out.append(f"| `{name}` | " + " | ".join(f"{p[key]:.2f}" if key in p else "-" for key in shown) + " |")
-        out += [""] + [_difference(name, p) for name, p in phases.items()]
+        out += ["", "What the difference is made of: the phases JAX's route does not run, against the difference "
+                "of the median walls (the rest is the spread of XLA's compile between processes on a shared machine):",
+                ""]
+        out += [_difference(name, p, scale["programs"].get(name)) for name, p in phases.items()]
     return out + [""]
 
 
-def _difference(name: str, phases: dict[str, float]) -> str:
+def _difference(name: str, phases: dict[str, float], row: dict[str, Any] | None) -> str:
     """Which phase JAX's route does not run costs ``name``'s check the most, in words."""
     added = {key: seconds for key, seconds in phases.items() if key not in JAX_ROUTE[name]}
     costliest = max(added, key=lambda key: added[key])
+    walls = ""
+    if row is not None:
+        walls = (f" The median walls differ by {row['check_wall_s']['median'] - row['bare_wall_s']['median']:.1f} s; "
+                 f"the compile both routes make ({PHASES[JAX_ROUTE[name][1]]}) took {phases[JAX_ROUTE[name][1]]:.1f} s "
+                 "in the phase run.")
     return (f"- `{name}`: shardscope's own phases take {sum(added.values()):.2f} s of the check; the costliest is "
-            f"the {PHASES[costliest]} ({added[costliest]:.2f} s).")
+            f"the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}")
 
 
 def _met(ratio: float, target: float) -> str:
