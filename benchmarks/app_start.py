@@ -11,13 +11,13 @@ hands that analysis to the app the way its worker does (a ``RunFinished`` messag
 the app has drawn ahead what the first ``n`` shows (it does that while idle after the plans show;
 the time it took is recorded), then times Pilot key presses in the Plans tab: the first ``n``
 (every tree's cursor to the first collective, far down the chunk loop's body), once in each of
-``FIRST_N_APPS`` fresh apps, and the first ``N`` (to the last collective) in ``FIRST_CAPITAL_N_APPS``
+the grid's ``first_key_apps`` fresh apps, and the first ``N`` (to the last collective) in as many
 others (alternated), then later ``n``s and ``down`` in the naive tree of the last app;
 the latency is from the key event to the last screen update it causes (see ``_timed_presses``).
 The machine's load average at the end of the key presses is recorded next to them
 (``keys.load_average``): on a shared machine the latencies scale with it.
 
-Run alone: ``python -m benchmarks.app_start [--quick]``.
+Run alone: ``python -m benchmarks.app_start [--quick | --smoke]``.
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ import statistics
 import sys
 import time
 
-from benchmarks.common import DEMOS, parse_args, python, run_child, stats, write_result
+from benchmarks.common import DEMOS, grid as grid_of, parse_args, python, run_child, stats, write_result
 
 FIRST_PAINT_TARGET_S, RESULTS_TARGET_S, KEY_TARGET_S = 1.0, 3.0, 0.050
-FULL = {"rounds": 7, "key_equations": 50_000, "presses": 20}
-QUICK = {"rounds": 2, "key_equations": 5_000, "presses": 8}
+FULL = {"rounds": 7, "key_equations": 50_000, "presses": 20, "first_key_apps": 5}
+QUICK = {"rounds": 2, "key_equations": 5_000, "presses": 8, "first_key_apps": 5}
+SMOKE = {"rounds": 1, "key_equations": 500, "presses": 1, "first_key_apps": 1}
 SIZE = (160, 48)
-FIRST_N_APPS, FIRST_CAPITAL_N_APPS = 5, 5
-"""Fresh apps, one first ``n`` (or first ``N``) each (one analysis, traced once)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,19 +46,21 @@ def main(argv: list[str] | None = None) -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child-start-bare":
         return asyncio.run(_child_start_bare())
     if len(sys.argv) > 1 and sys.argv[1] == "--child-keys":
-        return asyncio.run(_child_keys(int(sys.argv[2]), int(sys.argv[3])))
+        return asyncio.run(_child_keys(*(int(a) for a in sys.argv[2:5])))
     args = parse_args(__doc__.splitlines()[0], argv)
-    grid = QUICK if args.quick else FULL
+    grid = grid_of(args, FULL, QUICK, SMOKE)
     starts, bare_starts = [], []
-    for i in range(grid["rounds"] + 1):  # alternated; the first round warms the file cache
+    warm_rounds = 0 if args.mode == "smoke" else 1  # the first round warms the file cache
+    for i in range(grid["rounds"] + warm_rounds):  # alternated
         start, bare = _child(["--child-start"]), _child(["--child-start-bare"])
-        if i:
+        if i >= warm_rounds:
             starts.append(start)
             bare_starts.append(bare)
-    keys = _child(["--child-keys", str(grid["key_equations"]), str(grid["presses"])], timeout=1200)
+    keys = _child(["--child-keys", *(str(grid[k]) for k in ("key_equations", "presses", "first_key_apps"))],
+                  timeout=1200)
     write_result(
         "app_start",
-        args.quick,
+        args,
         {
             "rounds": grid["rounds"],
             "terminal_size": SIZE,
@@ -75,7 +76,6 @@ def main(argv: list[str] | None = None) -> None:
             "bare_textual_first_paint_s": stats([s["first_paint_s"] for s in bare_starts]),
             "keys": keys,
         },
-        args.out,
     )
     print(
         f"first paint {statistics.median(s['first_paint_s'] for s in starts):.3f} s, "
@@ -161,8 +161,9 @@ async def _child_start_bare() -> None:
     print(json.dumps({"first_paint_s": profile.first_paint_s}))
 
 
-async def _child_keys(target_equations: int, presses: int) -> None:
-    """Show one traced analysis in ``FIRST_N_APPS`` fresh apps: the first ``n`` in each, later keys in the last.
+async def _child_keys(target_equations: int, presses: int, apps: int) -> None:
+    """Show one traced analysis in ``2 * apps`` fresh apps (one traced analysis): the first ``n`` in
+    ``apps`` of them, the first ``N`` in the others, later keys in the last.
 
     A first ``n`` happens once per app, so one app gives one sample of it; the median of several
     apps (one process, one analysis) is what a noisy machine allows quoting.
@@ -171,8 +172,7 @@ async def _child_keys(target_equations: int, presses: int) -> None:
     shows, drawn_ahead, firsts = [], [], {"n": [], "N": []}
     # alternated, so the first app of the process (the coldest caches) is not always one key's;
     # the later keys are timed in the last app
-    first_keys = [key for pair in zip("n" * FIRST_N_APPS, "N" * FIRST_CAPITAL_N_APPS) for key in pair]
-    first_keys += ["n"] * (FIRST_N_APPS - FIRST_CAPITAL_N_APPS)
+    first_keys = [key for _ in range(apps) for key in "nN"]
     for sample, key in enumerate(first_keys):
         last = sample == len(first_keys) - 1
         shown = await _show_and_press(settings, analysis, key, presses if last else 0)
@@ -185,8 +185,8 @@ async def _child_keys(target_equations: int, presses: int) -> None:
         "analyze_trace_only_s": analyze_s,
         "show_results_s": statistics.median(shows),
         "first_moves_drawn_s": stats(drawn_ahead),
-        "first_n_apps": FIRST_N_APPS,
-        "first_capital_n_apps": FIRST_CAPITAL_N_APPS,
+        "first_n_apps": apps,
+        "first_capital_n_apps": apps,
         "presses": {
             "first_n": _pooled(firsts["n"]),
             "first_N": _pooled(firsts["N"]),

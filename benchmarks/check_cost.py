@@ -12,17 +12,18 @@ analysis adds (the target: at most 1.3x). One untimed round comes first (the OS 
 the .pyc files would win it). Then, in this process, one run of each program is timed phase by
 phase: the trace, the jaxpr view, the compile, the compiled plan.
 
-Run alone, on a quiet machine: ``python -m benchmarks.check_cost [--quick]``. Not part of
+Run alone, on a quiet machine: ``python -m benchmarks.check_cost [--quick | --smoke]``. Not part of
 ``make bench`` (each round compiles the model four times, about 20 s each).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 
-from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_result
+from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
 
 TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
@@ -33,6 +34,10 @@ PROGRAMS = {"step_shardings": FILE, "step_shard_map": FILE, "unrolled_step": UNR
 EXIT_CODES = {"step_shardings": 1, "step_shard_map": 1, "unrolled_step": 0}
 """``check``'s status on each: both transformer steps' per-micro-batch sums are flagged; the
 unrolled step has no loop."""
+SMOKE_PROGRAMS = ("unrolled_step",)
+SMOKE_LAYERS = "4"
+"""The smallest cell (``--smoke``): the unrolled step, 4 layers deep unless
+``SHARDSCOPE_UNROLLED_LAYERS`` says otherwise."""
 
 
 def commands(name: str) -> dict[str, list[str]]:
@@ -46,13 +51,16 @@ def commands(name: str) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds and the phases, and write ``check_cost.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
-    runs = {name: {kind: [] for kind in ("check", "bare")} for name in PROGRAMS}
-    for name in PROGRAMS:  # the untimed round
+    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, 1)
+    names = grid(args, tuple(PROGRAMS), tuple(PROGRAMS), SMOKE_PROGRAMS)
+    if args.mode == "smoke":  # the children inherit it
+        os.environ.setdefault("SHARDSCOPE_UNROLLED_LAYERS", SMOKE_LAYERS)
+    runs = {name: {kind: [] for kind in ("check", "bare")} for name in names}
+    for name in names if args.mode != "smoke" else ():  # the untimed round
         for kind, argv_ in commands(name).items():
             _checked(kind, run_child(argv_), name)
     for i in range(rounds):
-        for name in PROGRAMS:
+        for name in names:
             order = list(commands(name).items())
             if i % 2:
                 order.reverse()
@@ -60,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
                 runs[name][kind].append(_checked(kind, run_child(argv_), name))
                 print(f"round {i + 1}/{rounds} {name} {kind}: {runs[name][kind][-1]['wall_s']:.1f} s", flush=True)
     programs = {}
-    for name in PROGRAMS:
+    for name in names:
         check, bare = runs[name]["check"], runs[name]["bare"]
         found = json.loads(check[-1]["stdout"])
         programs[name] = {
@@ -75,20 +83,20 @@ def main(argv: list[str] | None = None) -> None:
             "counts": found["programs"][0]["counts"],
             "flagged": found["programs"][0]["flagged"],
         }
-    write_result("check_cost", args.quick, {
+    write_result("check_cost", args, {
         "rounds": rounds,
         "target_ratio": TARGET_RATIO,
-        "commands": {name: {kind: shown_command(argv_) for kind, argv_ in commands(name).items()} for name in PROGRAMS},
+        "commands": {name: {kind: shown_command(argv_) for kind, argv_ in commands(name).items()} for name in names},
         "programs": programs,
-        "phases_s": phases(),
-    }, args.out)
+        "phases_s": phases(names),
+    })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, bare {row['bare_wall_s']['median']:.1f} s, "
               f"ratio {row['ratio_median']:.2f}x", flush=True)
 
 
-def phases() -> dict[str, dict[str, float]]:
-    """Per program, the seconds of each phase of one ``check`` in this process."""
+def phases(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per program of ``names``, the seconds of each phase of one ``check`` in this process."""
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
@@ -99,8 +107,8 @@ def phases() -> dict[str, dict[str, float]]:
 
     ensure_devices(8)
     found = {}
-    for name, file in PROGRAMS.items():
-        module = import_file(file)[0]
+    for name in names:
+        module = import_file(PROGRAMS[name])[0]
         spec = spec_of(getattr(module, name))
         program = traceable(getattr(module, name), spec.args, spec.kwargs)
         times: dict[str, float] = {}

@@ -15,28 +15,48 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 QUICK_RESULTS = RESULTS / "quick"
+SMOKE_RESULTS = QUICK_RESULTS / "smoke"
 DEMOS = ROOT / "demos"
 _LOAD_AT_START = os.getloadavg()[0]
 
 
-def results_dir(quick: bool) -> Path:
-    """Where results go: quick runs never overwrite the committed full results."""
-    directory = QUICK_RESULTS if quick else RESULTS
+def results_dir(mode: str) -> Path:
+    """Where results go: quick and smoke runs never overwrite the committed full results."""
+    directory = {"full": RESULTS, "quick": QUICK_RESULTS, "smoke": SMOKE_RESULTS}[mode]
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """``--quick`` and ``--out``: the flags every benchmark module takes."""
+def parse_args(description: str, argv: Sequence[str] | None = None,
+               own: Callable[[argparse.ArgumentParser], object] | None = None) -> argparse.Namespace:
+    """``--quick``, ``--smoke`` and ``--out``: the flags every benchmark module takes (``own`` adds
+    a module's own).
+
+    The namespace's ``mode`` is ``full``, ``quick`` or ``smoke``: :func:`grid` picks the cells by it
+    and :func:`write_result` records it.
+    """
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="a smaller grid and fewer repeats")
+    if own is not None:
+        own(parser)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a smaller grid and fewer repeats")
+    size.add_argument("--smoke", action="store_true",
+                      help="the smallest cell, once: checks that the benchmark still runs (its figures mean "
+                           "nothing); the test suite runs every benchmark so (tests/test_benchmark_smoke.py)")
     parser.add_argument("--out", type=Path, help="the JSON file to write (default: benchmarks/results/)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    return args
+
+
+def grid(args: argparse.Namespace, full: Any, quick: Any, smoke: Any) -> Any:
+    """The cells (or rounds) of the mode the command line asked for."""
+    return {"full": full, "quick": quick, "smoke": smoke}[args.mode]
 
 
 def machine() -> dict[str, Any]:
@@ -90,12 +110,16 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_result(name: str, quick: bool, data: dict[str, Any], out: Path | None = None) -> Path:
-    """Write one benchmark's JSON with the machine, the date and the mode it ran in."""
-    path = out or results_dir(quick) / f"{name}.json"
+def write_result(name: str, args: argparse.Namespace, data: Any) -> Path:
+    """Write one benchmark's JSON (to ``args.out``, else its mode's folder) with the machine, the
+    date and the mode it ran in; a list of cases (``layouts``) is written as it is."""
+    path = args.out or results_dir(args.mode) / f"{name}.json"
+    if isinstance(data, list):
+        path.write_text(json.dumps(data, indent=1))
+        return path
     payload = {
         "benchmark": name,
-        "mode": "quick" if quick else "full",
+        "mode": args.mode,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         # other work on the machine: the 1-minute load average when this benchmark started and ended

@@ -8,19 +8,20 @@ check compiles and fills it, the second reads the executable back. The ratio sec
 taken round by round (the target: at most 0.4x); both wall times hold the interpreter's start,
 JAX's import, the trace, the analysis, and the compile or the read.
 
-Run alone: ``python -m benchmarks.compile_cache [--quick]``. Not part of ``make bench``.
+Run alone: ``python -m benchmarks.compile_cache [--quick | --smoke]``. Not part of ``make bench``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks.check_cost import EXIT_CODES, PROGRAMS, shown_command
-from benchmarks.common import parse_args, python, run_child, stats, write_result
+from benchmarks.check_cost import EXIT_CODES, PROGRAMS, SMOKE_LAYERS, SMOKE_PROGRAMS, shown_command
+from benchmarks.common import grid, parse_args, python, run_child, stats, write_result
 
 TARGET_RATIO = 0.4
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
@@ -34,22 +35,26 @@ def command(name: str) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds and write ``compile_cache.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, 1)
+    names = grid(args, tuple(PROGRAMS), tuple(PROGRAMS), SMOKE_PROGRAMS)
+    warm_rounds = 0 if args.mode == "smoke" else 1  # one untimed round first (the OS file cache, the .pyc files)
+    if args.mode == "smoke":  # the children inherit it
+        os.environ.setdefault("SHARDSCOPE_UNROLLED_LAYERS", SMOKE_LAYERS)
     programs = {}
     with tempfile.TemporaryDirectory() as scratch:
         cache = Path(scratch) / "jax"
         env = {"JAX_COMPILATION_CACHE_DIR": str(cache), "SHARDSCOPE_NO_CACHE": ""}
-        for name in PROGRAMS:
+        for name in names:
             first, second = [], []
-            for i in range(rounds + 1):  # one untimed round first (the OS file cache, the .pyc files)
+            for i in range(rounds + warm_rounds):
                 shutil.rmtree(cache, ignore_errors=True)
                 runs = [_checked(name, run_child(command(name), env=env)) for _ in range(2)]
                 if runs[0]["stdout"] != runs[1]["stdout"]:
                     raise RuntimeError(f"{name}: the second check printed something else than the first")
-                if i:
+                if i >= warm_rounds:
                     first.append(runs[0])
                     second.append(runs[1])
-                    print(f"round {i}/{rounds} {name}: {runs[0]['wall_s']:.1f} s, then {runs[1]['wall_s']:.1f} s",
+                    print(f"round {i + 1 - warm_rounds}/{rounds} {name}: {runs[0]['wall_s']:.1f} s, then {runs[1]['wall_s']:.1f} s",
                           flush=True)
             programs[name] = {
                 "first_wall_s": stats([r["wall_s"] for r in first]),
@@ -59,12 +64,12 @@ def main(argv: list[str] | None = None) -> None:
                 "cache_bytes": sum(p.stat().st_size for p in cache.glob("*-cache")),
                 "compiled_collectives": len(json.loads(second[-1]["stdout"])["compiled_collectives"]),
             }
-    write_result("compile_cache", args.quick, {
+    write_result("compile_cache", args, {
         "rounds": rounds,
         "target_ratio": TARGET_RATIO,
-        "commands": {name: shown_command(command(name)) for name in PROGRAMS},
+        "commands": {name: shown_command(command(name)) for name in names},
         "programs": programs,
-    }, args.out)
+    })
     for name, row in programs.items():
         print(f"{name}: first {row['first_wall_s']['median']:.1f} s, second {row['second_wall_s']['median']:.1f} s, "
               f"ratio {row['ratio_median']:.2f}x", flush=True)

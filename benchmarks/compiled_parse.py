@@ -12,27 +12,32 @@ parse is timed both ways, interleaved: with the collector running (what a librar
 and inside ``gc_pause.paused()`` (what a caller that owns the process, the CLI or the app, gets
 by pausing it around the call).
 
-Run alone: ``python -m benchmarks.compiled_parse [--quick]``. Not part of ``make bench``
+Run alone: ``python -m benchmarks.compiled_parse [--quick | --smoke]``. Not part of ``make bench``
 (the compile alone takes longer than the other quick benchmarks).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
 
-from benchmarks.common import parse_args, peak_rss_mib, stats, write_result
+from benchmarks.common import grid as grid_of, parse_args, peak_rss_mib, stats, write_result
 
 TARGET_S_AT_100K = 0.5
 FULL = {"repeats": 7, "target_instructions": (100_000, 200_000)}
 QUICK = {"repeats": 3, "target_instructions": (100_000,)}
+SMOKE = {"repeats": 1, "target_instructions": (100_000,), "layers": "1"}
+"""A one-layer transformer (``SHARDSCOPE_TRANSFORMER_LAYERS``) copied to the 100,000 instructions BENCHMARKS.md quotes."""
 
 
 def main(argv: list[str] | None = None) -> None:
     """Compile the transformer step once, time the parse at each size, write ``compiled_parse.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    grid = QUICK if args.quick else FULL
+    grid = grid_of(args, FULL, QUICK, SMOKE)
+    if "layers" in grid:  # before the program file is imported
+        os.environ.setdefault("SHARDSCOPE_TRANSFORMER_LAYERS", grid["layers"])
     from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
@@ -42,15 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     for target in grid["target_instructions"]:
         copies = -(-target // base)
         rows.append(measure(scaled(text, copies), copies, grid["repeats"]))
-    at_100k = next(r for r in rows if r["instructions"] >= 100_000)
-    write_result("compiled_parse", args.quick, {
+    at_100k = next((r for r in rows if r["instructions"] >= 100_000), rows[-1])
+    write_result("compiled_parse", args, {
         "model": model_description(),
         "compile_s": compile_s,
         "target_s_at_100k": TARGET_S_AT_100K,
         "parse_s_at_100k": at_100k["parse_s"]["median"],
         "rows": rows,
         "peak_rss_mib": peak_rss_mib(),
-    }, args.out)
+    })
 
 
 def model_description() -> str:

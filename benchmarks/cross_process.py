@@ -5,7 +5,7 @@ Every cell runs the real CLI (``shardscope report --json`` / ``calibrate --json`
 ``--processes P`` on 4 devices in all (4 in one process, 2 x 2, 4 x 1), so the three settings
 run the same programs and only the transport of the collectives changes.
 
-Run alone: ``python -m benchmarks.cross_process [--quick]``.
+Run alone: ``python -m benchmarks.cross_process [--quick | --smoke]``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import FRESH_COMPILES, ROOT, parse_args, python, write_result
+from benchmarks.common import FRESH_COMPILES, ROOT, grid as grid_of, parse_args, python, write_result
 
 DEVICES = 4
 PER_DEVICE_BATCH = 64
@@ -26,6 +26,7 @@ CELLS = ({"M": 10**4, "chunks": 16}, {"M": 10**5, "chunks": 16})
 SIZES = "1KiB,16KiB,64KiB,256KiB,1MiB"
 FULL = {"processes": (1, 2, 4), "repeats": 15, "calibrate_repeats": 10}
 QUICK = {"processes": (1, 2), "repeats": 5, "calibrate_repeats": 3}
+SMOKE = {"processes": (1,), "repeats": 2, "calibrate_repeats": 2, "cells": CELLS[:1], "sizes": "1KiB,16KiB"}
 
 DEMO = '''
 import jax
@@ -54,10 +55,10 @@ def cli(*args: str) -> dict:
 def main(argv=None) -> int:
     """Measure every cell in every process setting, then the all-reduce calibration."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    grid = QUICK if args.quick else FULL
+    grid = grid_of(args, FULL, QUICK, SMOKE)
     cells = []
     with tempfile.TemporaryDirectory() as tmp:
-        for cell in CELLS:
+        for cell in grid.get("cells", CELLS):
             path = Path(tmp) / f"linear_{cell['M']}.py"
             path.write_text(DEMO.format(cols=cell["M"] // 100, batch=DEVICES * PER_DEVICE_BATCH, m=cell["M"]))
             for processes in grid["processes"]:
@@ -77,14 +78,13 @@ def main(argv=None) -> int:
                 print(f"M={cell['M']} P={processes}: naive/deferred {data['speedup']:.2f}x", flush=True)
     calibrations = []
     for processes in grid["processes"]:
-        data = cli("calibrate", "--devices", str(DEVICES), "--processes", str(processes), "--sizes", SIZES,
-                   "-r", str(grid["calibrate_repeats"]))
+        data = cli("calibrate", "--devices", str(DEVICES), "--processes", str(processes),
+                   "--sizes", grid.get("sizes", SIZES), "-r", str(grid["calibrate_repeats"]))
         calibrations.append(data)
         print(f"calibrate P={processes}: alpha {data['latency_s'] * 1e6:.1f} us, "
               f"fit error {data['rms_relative_error']:.0%} RMS", flush=True)
-    write_result("cross_process", args.quick, {"devices": DEVICES, "per_device_batch": PER_DEVICE_BATCH,
-                                               "repeats": grid["repeats"], "cells": cells,
-                                               "calibrations": calibrations})
+    write_result("cross_process", args, {"devices": DEVICES, "per_device_batch": PER_DEVICE_BATCH,
+                                         "repeats": grid["repeats"], "cells": cells, "calibrations": calibrations})
     return 0
 
 

@@ -10,7 +10,7 @@ one module that reduces once) is timed beside them for context. The per-step col
 are shardscope's (``collective_counts``), the outputs of the two steps compared. Sizes: the
 demo's own (4 micro-batches, ``w`` 16x16) and a larger gradient (8 micro-batches, ``w``
 1024x1024, as MaxText's GA=8 over dp=4). Run alone: ``python -m benchmarks.dispatch_steps
-[--quick]`` (writes ``benchmarks/results/dispatch_steps.json``); not part of ``make bench``.
+[--quick | --smoke]`` (writes ``benchmarks/results/dispatch_steps.json``); not part of ``make bench``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from benchmarks.common import DEMOS, parse_args, stats, write_result
+from benchmarks.common import DEMOS, grid, parse_args, stats, write_result
 
 CPU_DEVICES = 8
 SIZES = ((4, 32, 16), (8, 64, 1024))
@@ -36,10 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     from shardscope.sources.loading import import_file
 
     module, _ = import_file(DEMOS / "dispatch_step.py")
-    rounds = QUICK_ROUNDS if args.quick else ROUNDS
-    cases = [_case(module, micro, batch, d, rounds) for micro, batch, d in SIZES]
-    write_result("dispatch_steps", args.quick, {"cpu_devices": CPU_DEVICES, "rounds": rounds, "cases": cases},
-                 args.out)
+    rounds = grid(args, ROUNDS, QUICK_ROUNDS, 2)
+    cases = [_case(module, micro, batch, d, rounds) for micro, batch, d in grid(args, SIZES, SIZES, SIZES[:1])]
+    write_result("dispatch_steps", args, {"cpu_devices": CPU_DEVICES, "rounds": rounds, "cases": cases})
     return 0
 
 

@@ -1,19 +1,17 @@
 """Naive vs deferred vs reduced on real training layouts: FSDP (``demos/fsdp.py``) and a 2-D mesh
 (``demos/mlp.py`` on data=4,model=2), with collective runs per call and memory per device.
 
-Run alone: ``python -m benchmarks.layouts [--repeats R]``; writes ``benchmarks/results/layouts.json``
+Run alone: ``python -m benchmarks.layouts [--repeats R] [--smoke]``; writes ``benchmarks/results/layouts.json``
 and prints the Markdown table BENCHMARKS.md quotes. Times are medians of interleaved rounds; the
 speedup is the median of the per-round ratios (shardscope.pipeline.comparison).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import ROOT, grid, parse_args, write_result
+
 CASES = (
     ("fsdp.py", "data=4", None),
     ("fsdp.py", "data=4,model=2", None),
@@ -61,16 +59,16 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    """Run the cases, write ``layouts.json`` and print the table."""
+    args = parse_args(__doc__.splitlines()[0], argv,
+                      lambda parser: parser.add_argument("--repeats", type=int, default=30, help="timed rounds"))
+    repeats = grid(args, args.repeats, args.repeats, 2)
     from shardscope.targets.host import ensure_devices
 
     ensure_devices(8)
-    results = [run_case(*case, args.repeats) for case in CASES]
-    out = ROOT / "benchmarks" / "results" / "layouts.json"
-    out.write_text(json.dumps(results, indent=1))
+    results = [run_case(*case, repeats) for case in grid(args, CASES, CASES, CASES[:1])]
+    write_result("layouts", args, results)
     print(markdown(results))
     for r in results:
         print(f"{r['demo']} {r['mesh']}: {r['comparison']} (load {r['load_average_1min']:.1f})")

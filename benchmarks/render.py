@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (render_check_cost, render_costs, render_cross, render_dispatches, render_format as fmt,
-                        render_plans, render_step_estimate, render_targets, render_what_if)
+                        render_plans, render_scale, render_step_estimate, render_targets, render_what_if)
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
 
-def core_changes(results: dict[str, Any]) -> list[str]:
-    """The changes made to shardscope for these targets, each with what this run measured of it."""
+def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = None) -> list[str]:
+    """The changes made to shardscope for these targets, each with what this run measured of it
+    (``scale_result``: benchmark 4c's, run alone)."""
     scaling, tool = results.get("scaling"), results.get("tool_cost")
     from_jaxpr = ""
     if scaling:
@@ -42,7 +43,20 @@ def core_changes(results: dict[str, Any]) -> list[str]:
                     else "networkx is not among its imports over 10 ms")
         report = (f" In this run `report` takes {tool['ratios']['report_over_bare']['wall_median']:.2f}x the wall time "
                   f"of bare JAX and {networkx} (`-X importtime`).")
+    scale = (scale_result or {}).get("programs", {})
+    unrolled = (f" In this run `check` of the unrolled stack took {scale['unrolled']['ratio_median']:.2f}x the wall "
+                "time of JAX's route (section 7b)." if "unrolled" in scale else "")
+    llama = (f" In this run the Llama-shaped step's `check --target` peaked at {scale['llama']['rss_ratio_median']:.2f}x "
+             "the memory of JAX's route (section 7b)." if "llama" in scale else "")
     return [
+        "`shardscope/engine/pytree_paths.py` (5321096): the gradients of one line's values (the layers of a Python "
+        "loop) are told apart by the program outputs they reach with the candidates' paths indexed once per line "
+        "(`told_apart_by_outputs`); each gradient read every candidate's path again, quadratic in the layers and "
+        "most of what `check` added to XLA's compile of a deep unrolled stack under cProfile "
+        "(`tests/test_naming_cost.py` counts the paths read)." + unrolled,
+        "`shardscope/pipeline/check.py`, `targets/plans.py` (81c6711): with `--target`, each target's compile "
+        "comes before the CPU's, while only the trace is held: a slice's compile of a large step is the process's "
+        "peak of memory, and the CPU's executable and its parsed module were alive beside it." + llama,
         "`shardscope/jaxpr_model.py` (then `program.py`, d20acbe): `_value` caches each dtype's name and item size "
         "(`functools.lru_cache`): `str(np.dtype)` ran for every variable and was a large part of "
         "`from_jaxpr` under cProfile." + from_jaxpr,
@@ -120,7 +134,7 @@ def load(directory: Path) -> dict[str, Any]:
     what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
     if what_if.is_file():
         found["what_if_gain"] = json.loads(what_if.read_text())
-    for alone in ("check_cost", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
+    for alone in ("check_cost", "check_at_scale", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
         path = directory / f"{alone}.json"
         if path.is_file():
             found[alone] = json.loads(path.read_text())
@@ -137,7 +151,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     what_if = results.get("what_if_gain")
     check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
     compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
-    dispatch_steps = results.get("dispatch_steps")
+    dispatch_steps, check_at_scale = results.get("dispatch_steps"), results.get("check_at_scale")
     step_estimates = results.get("step_estimate") or {}
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
@@ -165,10 +179,11 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_targets.target_compile_section(target_compile)
     out += render_what_if.what_if_section(what_if)
     out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache, cache_writes)
+    out += render_scale.check_at_scale_section(check_at_scale)
     out += render_dispatches.dispatch_section(dispatch_steps)
     out += render_step_estimate.step_estimate_section(step_estimates)
     out += _misses(results)
-    out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results)] + [""]
+    out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results, check_at_scale)] + [""]
     return "\n".join(out)
 
 
@@ -244,6 +259,8 @@ def _rerun(elapsed_s: float | None) -> list[str]:
         ".venv/bin/python -m benchmarks.plans_at_scale [--quick]   # one benchmark alone (also tool_cost,",
         "                                                          # app_start, scaling); then:",
         ".venv/bin/python -m benchmarks.render                     # rewrite this file from the JSON",
+        ".venv/bin/python -m benchmarks.check_at_scale --smoke     # any benchmark's smallest cell, once: it still",
+        "                                                          # runs (tests/test_benchmark_smoke.py runs each)",
         "```",
         "",
         "Each benchmark runs in its own process (the CPU device count is fixed when JAX starts).",

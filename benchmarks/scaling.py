@@ -8,7 +8,7 @@ paused as the pipeline reads a program (``pipeline.gc_pause``; the trace runs wi
 ``ratio`` is the analysis's CPU time over the trace's, both measured in this process: other
 processes on the machine inflate both alike, so it is the figure to compare between runs.
 
-Run alone: ``python -m benchmarks.scaling [--quick]``.
+Run alone: ``python -m benchmarks.scaling [--quick | --smoke]``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import statistics
 import time
 from pathlib import Path
 
-from benchmarks.common import DEMOS, parse_args, peak_rss_mib, stats, write_result
+from benchmarks.common import DEMOS, grid as grid_of, parse_args, peak_rss_mib, stats, write_result
 
 DEEP = DEMOS / "deep.py"
 TARGET_S_AT_10K = 1.0
 FULL = {"equations": (1_000, 3_000, 10_000, 30_000, 50_000), "repeats": 3}
 QUICK = {"equations": (1_000, 10_000), "repeats": 2}
+SMOKE = {"equations": (200, 400), "repeats": 1}
+"""Two sizes: the growth and the slope need two points."""
 PHASES = ("from_jaxpr", "build_graph", "collectives")
 
 
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     from shardscope.targets.host import ensure_devices
 
     ensure_devices(2)
-    grid = QUICK if args.quick else FULL
+    grid = grid_of(args, FULL, QUICK, SMOKE)
     base, per_layer = calibrate()
     rows = [measure(depth_for(target, base, per_layer), grid["repeats"]) for target in grid["equations"]]
     for row, target in zip(rows, grid["equations"]):
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     small, large = rows[0], rows[-1]
     write_result(
         "scaling",
-        args.quick,
+        args,
         {
             "model": "demos/deep.py (residual tanh MLP, width 8), naive plan, 2 devices, default chunking",
             "equations_per_layer": per_layer,
@@ -58,7 +60,6 @@ def main(argv: list[str] | None = None) -> None:
             "loglog_slope_cpu": _slope([r["equations"] for r in rows], [r["analysis_cpu_s"] for r in rows]),
             "peak_rss_mib": peak_rss_mib(),
         },
-        args.out,
     )
 
 

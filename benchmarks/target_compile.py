@@ -54,8 +54,8 @@ def _seconds(fn: Callable) -> float:
     return time.perf_counter() - start
 
 
-def measure(target: str) -> dict[str, list[float]]:
-    """The four timings of ``ROUNDS`` rounds for one target."""
+def measure(target: str, rounds_wanted: int = ROUNDS) -> dict[str, list[float]]:
+    """The four timings of ``rounds_wanted`` rounds for one target."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
@@ -66,7 +66,7 @@ def measure(target: str) -> dict[str, list[float]]:
     cpu_mesh = Mesh(np.array(jax.devices()[: devices.count]), ("batch",))
     tpu_mesh = targets.target_mesh(devices, axis="batch")
     rounds: dict[str, list[float]] = {"trace": [], "retargeted": [], "direct": [], "cpu": []}
-    for _ in range(ROUNDS):
+    for _ in range(rounds_wanted):
         step, args = train_step(cpu_mesh)
         rounds["trace"].append(_seconds(lambda: step.trace(*args)))
         traced = step.trace(*args)
@@ -78,30 +78,32 @@ def measure(target: str) -> dict[str, list[float]]:
     return rounds
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Print one line per target and write the rounds to ``benchmarks/results/target_compile.json``."""
-    from benchmarks.common import write_result
-    from shardscope.targets import compile as targets, registry
+    from benchmarks.common import grid, parse_args, write_result
+    from shardscope.targets import registry
     from shardscope.targets.host import ensure_devices
 
-    ensure_devices(256)
+    args = parse_args(__doc__.splitlines()[0], argv)
+    targets, rounds_wanted = grid(args, TARGETS, TARGETS, TARGETS[:1]), grid(args, ROUNDS, ROUNDS, 1)
+    ensure_devices(max(registry.load_target(registry.parse_target(t)).count for t in targets))
     import jax
 
     import importlib.metadata
 
     import libtpu
 
-    print(f"jax {jax.__version__}, {ROUNDS} rounds, median (min-max) seconds")
+    print(f"jax {jax.__version__}, {rounds_wanted} rounds, median (min-max) seconds")
     cases = []
-    for target in TARGETS:
-        rounds = measure(target)
+    for target in targets:
+        rounds = measure(target, rounds_wanted)
         cells = ", ".join(f"{name} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for name, v in rounds.items())
         print(f"{target}: {cells}", flush=True)
         devices = registry.load_target(registry.parse_target(target)).count
         cases.append({"target": target, "devices": devices, "rounds": rounds})
-    path = write_result("target_compile", False, {"rounds_per_case": ROUNDS, "libtpu": libtpu.__version__,
-                                                  "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),
-                                                  "cases": cases})
+    path = write_result("target_compile", args, {"rounds_per_case": rounds_wanted, "libtpu": libtpu.__version__,
+                                                 "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),
+                                                 "cases": cases})
     print(f"wrote {path}")
 
 

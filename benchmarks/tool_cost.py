@@ -5,7 +5,7 @@ only) and ``bare_linear.py --with-reference`` (the same numeric work as the repo
 fresh process, so wall time includes interpreter start and imports, as a user sees it. Peak
 memory is each child's own ``ru_maxrss`` (``os.wait4``).
 
-Run alone: ``python -m benchmarks.tool_cost [--quick]``.
+Run alone: ``python -m benchmarks.tool_cost [--quick | --smoke]``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from benchmarks.common import ROOT, parse_args, python, run_child, stats, write_result
+from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
 
 TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 9, 3
@@ -33,10 +33,10 @@ def commands() -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds and write ``tool_cost.json``."""
     args = parse_args(__doc__.splitlines()[0], argv)
-    rounds = QUICK_ROUNDS if args.quick else FULL_ROUNDS
+    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, 1)
     runs: dict[str, list[dict]] = {name: [] for name in commands()}
     # one untimed round first: the OS file cache and .pyc files, not shardscope, would win it
-    for name, argv_ in commands().items():
+    for name, argv_ in commands().items() if args.mode != "smoke" else ():
         _check(name, run_child(argv_))
     for i in range(rounds):
         order = list(commands().items())
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     imports = {name: import_profile(argv_) for name, argv_ in commands().items() if name != "bare_with_reference"}
     write_result(
         "tool_cost",
-        args.quick,
+        args,
         {
             "rounds": rounds,
             "target_ratio": TARGET_RATIO,
@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
             "ratios": ratios,
             "top_level_imports_s": imports,
         },
-        args.out,
     )
     for base, ratio in ratios.items():
         print(f"{base}: wall {ratio['wall_median']:.2f}x, peak RSS {ratio['rss_median']:.2f}x", flush=True)

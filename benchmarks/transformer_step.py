@@ -8,6 +8,8 @@ transpose sums each parameter's gradient in every micro-batch). Benchmark 4a
 ``lower(*args).compile()`` of the same program (``benchmarks/bare_compile.py``).
 """
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +18,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import shardscope
 
-LAYERS, WIDTH, HEADS, FFN, TOKENS, BATCH, MICRO, VOCAB = 12, 64, 4, 256, 32, 16, 4, 256
+LAYERS = int(os.environ.get("SHARDSCOPE_TRANSFORMER_LAYERS", "12"))  # fewer in a benchmark's smoke run
+WIDTH, HEADS, FFN, TOKENS, BATCH, MICRO, VOCAB = 64, 4, 256, 32, 16, 4, 256
 
 mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
 replicated = NamedSharding(mesh, P())

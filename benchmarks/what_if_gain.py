@@ -14,7 +14,7 @@ write, not only with the original.
 
 Programs: ``demos/train_step.py``'s ``step`` (4 micro-batches under ``shard_map``) and the
 12-layer transformer step of benchmark 4a (``benchmarks/transformer_step.py``) in both styles.
-Run alone, on a quiet machine: ``python -m benchmarks.what_if_gain [--quick]`` (writes
+Run alone, on a quiet machine: ``python -m benchmarks.what_if_gain [--quick | --smoke]`` (writes
 ``benchmarks/results/what_if_gain.json``); not part of ``make bench``.
 """
 
@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any, Callable
 
-from benchmarks.common import DEMOS, ROOT, parse_args, write_result
+from benchmarks.common import DEMOS, ROOT, grid, parse_args, write_result
 
 PROGRAMS = ((DEMOS / "train_step.py", "step"), (ROOT / "benchmarks" / "transformer_step.py", "step_shard_map"),
             (ROOT / "benchmarks" / "transformer_step.py", "step_shardings"))
@@ -94,12 +94,14 @@ def measure(path: Any, name: str, rounds: int) -> dict[str, Any]:
     """One program's what-if, every rewrite with its checks, totals, times and projection."""
     from shardscope.costmodel.interconnects import preset
     from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, measure_what_if
+    import shardscope.whatif.what_if  # noqa: F401  # Inspection.what_if registers itself on import
+    from shardscope.engine.inspection import inspect_program
     from shardscope.sources.loading import import_file, marked_functions
 
     module, _ = import_file(path)
-    programs, _ = marked_functions(module, path)
+    program = marked_functions(module, path)[0][name]
     start = time.perf_counter()
-    inspection = programs[name].inspect()
+    inspection = inspect_program(program.fn, program.spec.args, program.spec.kwargs, name)
     what_if = inspection.what_if()
     built_s = time.perf_counter() - start
     measured = measure_what_if(what_if, rounds, preset(PRESET), DEVICES)
@@ -134,12 +136,12 @@ def main(argv: list[str] | None = None) -> None:
 
     jax.config.update("jax_num_cpu_devices", CPU_DEVICES)  # before any array exists
     cases = []
-    for path, name in PROGRAMS:
-        rounds = QUICK_ROUNDS if args.quick else ROUNDS[path.name]
+    for path, name in grid(args, PROGRAMS, PROGRAMS, PROGRAMS[:1]):
+        rounds = grid(args, ROUNDS[path.name], QUICK_ROUNDS, 2)
         cases.append(measure(path, name, rounds))
         print(f"{path.name}:{name}: {cases[-1]['rewrites']}", flush=True)
-    write_result("what_if_gain", args.quick, {"preset": PRESET, "devices": DEVICES, "cpu_devices": CPU_DEVICES,
-                                              "load_average_1min": os.getloadavg()[0], "cases": cases}, args.out)
+    write_result("what_if_gain", args, {"preset": PRESET, "devices": DEVICES, "cpu_devices": CPU_DEVICES,
+                                        "load_average_1min": os.getloadavg()[0], "cases": cases})
 
 
 if __name__ == "__main__":

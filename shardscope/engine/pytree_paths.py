@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect as _pyinspect
 import re
 from typing import Any, Callable, Iterable
@@ -44,10 +45,31 @@ def told_apart_by_outputs(candidates: Iterable[str], reached: Iterable[str]) -> 
     """The candidate labels a value's outputs point at: one line made several values (the layers of
     a Python loop, ``q, k, v``), and the program outputs the value reaches (the updated parameter,
     an optimizer's moments: ``out[0][2]['b']``, ``out[1][0].mu[2]['b']``) end with the path of the
-    one it is, under another root. Only candidates with a path below their root are told apart."""
-    ends = [(label, tail(labelled_argument(label))) for label in candidates]
-    outputs = list(reached)
-    return {label for label, end in ends if end and any(labelled_argument(o).endswith(end) for o in outputs)}
+    one it is, under another root. Only candidates with a path below their root are told apart.
+
+    Each output is looked up by its path's tails (a candidate's tail starts at a ``[``, so an
+    output ends with it only from one of its own ``[``): a Python loop of 3,000 layers asks this
+    for each of its 3,000 gradients, of the same 3,000 candidates, which are indexed once."""
+    by_tail = _labels_by_tail(candidates if isinstance(candidates, frozenset) else frozenset(candidates))
+    found: set[str] = set()
+    for output in reached:
+        path = labelled_argument(output)
+        start = path.find("[")
+        while start >= 0:
+            found.update(by_tail.get(path[start:], ()))
+            start = path.find("[", start + 1)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _labels_by_tail(candidates: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """The candidates by the tail of the argument each names (those with a path below their root)."""
+    found: dict[str, list[str]] = {}
+    for label in candidates:
+        end = tail(labelled_argument(label))
+        if end:
+            found.setdefault(end, []).append(label)
+    return {end: tuple(labels) for end, labels in found.items()}
 
 
 def pytree_names(tree: Any, prefix: str) -> list[str]:  # Any: a user's pytree

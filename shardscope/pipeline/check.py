@@ -25,7 +25,8 @@ from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
-from shardscope.targets.plans import load_targets, parse_targets, settings_on_targets, target_device_count, target_plans
+from shardscope.targets.plans import (compile_for_targets, load_targets, parse_targets, settings_on_targets,
+                                      target_device_count, target_plans)
 from shardscope.targets.base import TargetDevices
 from shardscope.plans.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
@@ -118,12 +119,13 @@ def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequenc
     if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
         # no target's compiler merges separate dispatches: their findings stand on every target
         return inspect_dispatches(program, traced, name, trace_s, debug)
+    compilations = compile_for_targets(traced, targets, name)  # first: the CPU's plan is not held through them
     compiled, compile_s = compile_program(traced, name, debug)
     outputs = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, name, program.input_names, outputs, trace_s, compiled=compiled,
                                 compile_s=compile_s)
     inputs = program.input_names if len(program.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
-    plans = target_plans(traced, compiled, inspection, targets, name, inputs, outputs)
+    plans = target_plans(traced, compiled, inspection, targets, name, inputs, outputs, compilations=compilations)
     # the call kept, as inspect() keeps it: --what-if rewrites and runs it
     return replace(inspection, targets=plans, call=InspectedCall(program, jax_traced(traced), compiled))
 

@@ -22,7 +22,7 @@ from shardscope.engine.hlo.target_plan import TargetComparison, TargetPlan, comp
 from shardscope.engine.hlo.work import module_work
 from shardscope.errors import SettingsError
 from shardscope.targets.base import Target, TargetDevices
-from shardscope.targets.compile import OutOfMemory, compile_for_target
+from shardscope.targets.compile import OutOfMemory, TargetCompilation, compile_for_target
 from shardscope.targets.registry import load_target, parse_target
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
@@ -96,15 +96,41 @@ def machine_shape(devices: TargetDevices) -> tuple[int, ...]:
 Relabel = Callable[["Inspection"], "Inspection"]
 
 
+def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices],
+                        name: str) -> tuple[tuple[TargetCompilation | OutOfMemory, float], ...]:
+    """``traced`` compiled for each target, with the seconds each took (for :func:`target_plans`);
+    a target whose compiler refused the step for memory gives its refusal instead (a finding).
+
+    A caller that compiles for the CPU too does this first, while only the trace is held: a
+    slice's compile of a large step is the process's peak of memory, and the CPU's executable and
+    its parsed module would otherwise be alive beside it (a Llama-3-8B-shaped step on 256 chips:
+    benchmarks/check_at_scale.py). Raises :class:`~shardscope.errors.TargetError` as
+    :func:`~shardscope.targets.compile.compile_for_target` does.
+    """
+    compilations = []
+    for devices in targets:
+        start = time.perf_counter()
+        compilation: TargetCompilation | OutOfMemory
+        try:
+            compilation = compile_for_target(traced, devices, name)
+        except OutOfMemory as exc:
+            compilation = exc
+        compilations.append((compilation, time.perf_counter() - start))
+    return tuple(compilations)
+
+
 def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection", targets: Sequence[TargetDevices],
                  name: str, input_names: Sequence[str], output_names: Sequence[str],
-                 relabel: Relabel = lambda inspection: inspection) -> tuple[TargetPlan, ...]:
+                 relabel: Relabel = lambda inspection: inspection,
+                 compilations: Sequence[tuple[TargetCompilation | OutOfMemory, float]] = ()) -> tuple[TargetPlan, ...]:
     """The plan of ``traced`` on each target, compared with ``inspection``'s CPU compiled plan.
 
     ``compiled`` is the CPU's compile of the same trace (it names the mesh the groups span);
     ``inspection`` holds the jaxpr view and the CPU plan (as ``relabel`` names them: a demo's
     plans name their own collectives and loops); the target's plan is named the same way.
-    Raises :class:`~shardscope.errors.TargetError` when a target cannot compile the program.
+    ``compilations`` are the targets' compiles already made (:func:`compile_for_targets`, in the
+    order of ``targets``); without them each target is compiled here. Raises
+    :class:`~shardscope.errors.TargetError` when a target cannot compile the program.
     """
     from shardscope.measure.timing import memory
 
@@ -112,15 +138,12 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
     assert cpu is not None  # the CPU compile ``compiled`` was planned
     cpu_memory = memory(compiled)
     plans = []
-    for devices in targets:
-        start = time.perf_counter()
+    made = compilations or compile_for_targets(traced, targets, name)
+    for devices, (compilation, compile_s) in zip(targets, made, strict=True):
         chip = devices.target.chip(devices.device_kind)
-        try:
-            compilation = compile_for_target(traced, devices, name)
-        except OutOfMemory as exc:  # a finding, not a failure: the CPU's plan and the other targets stand
-            plans.append(_refused(devices, exc, cpu_memory, time.perf_counter() - start))
+        if isinstance(compilation, OutOfMemory):  # a finding, not a failure: the CPU's plan and the other targets stand
+            plans.append(_refused(devices, compilation, cpu_memory, compile_s))
             continue
-        compile_s = time.perf_counter() - start
         plan = plan_of(traced, compiled, text=compilation.hlo_text, input_names=input_names,
                        output_names=output_names, backend=devices.target.platform, program=inspection.program,
                        jaxpr_collectives=inspection.collectives, messages=compilation.partitioner)

@@ -1,0 +1,168 @@
+"""Benchmark 4c: ``shardscope check`` at real scale, against JAX's own route for the same program.
+
+Two programs, each checked as a user checks it and compiled as JAX alone compiles it:
+
+- ``unrolled``: the residual MLP of ``benchmarks/unrolled_step.py`` unrolled to 3,000 layers
+  (``SHARDSCOPE_UNROLLED_LAYERS``), its gradients under jit: ``shardscope check FILE --json``
+  against ``benchmarks/bare_compile.py`` (``jax.jit(f).lower(*args).compile()``, ``as_text()``).
+- ``llama``: the Llama-3-8B-shaped FSDP x TP step of ``benchmarks/llama_step.py`` (32 scanned
+  layers, 4 micro-batches): ``shardscope check FILE --devices 256 --target tpu:v5p:8x8x4 --json``
+  against ``benchmarks/bare_llama_target.py`` (the step built over the slice's compile-only
+  devices, ``lower(*args).compile()``, as MaxText's ahead-of-time compile does).
+
+Each round runs both commands of a program in fresh processes, one after the other, the order
+alternating from round to round; the ratio is taken round by round (side by side: the machine's
+drift hits both) and its median quoted, with the peak RSS of each process (``wait4``, what
+``/usr/bin/time -v`` reports). No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
+unless asked). Then, in this process, one check of each is timed phase by phase.
+
+Run alone, on a quiet machine: ``python -m benchmarks.check_at_scale [--quick | --smoke]`` (writes
+``benchmarks/results/check_at_scale.json``); not part of ``make bench`` (a round is minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
+
+TARGET_RATIO = 1.2
+FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
+UNROLLED_LAYERS, SMOKE_UNROLLED_LAYERS = "3000", "4"
+PROGRAMS = ("unrolled", "llama")
+
+
+def commands() -> dict[str, dict[str, list[str]]]:
+    """Per program, ``check`` and JAX's own route (the environment sets the sizes)."""
+    from benchmarks import llama_model
+
+    unrolled, llama = ROOT / "benchmarks" / "unrolled_step.py", ROOT / "benchmarks" / "llama_step.py"
+    return {
+        "unrolled": {
+            "check": [python(), "-m", "shardscope", "check", str(unrolled), "--json"],
+            "bare": [python(), str(ROOT / "benchmarks" / "bare_compile.py"), "unrolled_step", str(unrolled)],
+        },
+        "llama": {
+            "check": [python(), "-m", "shardscope", "check", str(llama), "--devices", str(llama_model.DEVICES),
+                      "--target", f"tpu:{llama_model.TOPOLOGY}", "--json"],
+            "bare": [python(), str(ROOT / "benchmarks" / "bare_llama_target.py")],
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds and the phases, and write ``check_at_scale.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
+    smoke = args.mode == "smoke"
+    # the children inherit the sizes
+    os.environ.setdefault("SHARDSCOPE_UNROLLED_LAYERS", SMOKE_UNROLLED_LAYERS if smoke else UNROLLED_LAYERS)
+    if smoke:
+        os.environ.setdefault("SHARDSCOPE_LLAMA_SIZE", "tiny")
+    from benchmarks import llama_model
+
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name, pair in commands().items():
+        runs[name] = {kind: [] for kind in pair}
+        for i in range(rounds):
+            order = list(pair.items())[:: -1 if i % 2 else 1]
+            for kind, argv_ in order:
+                result = run_child(argv_, timeout=1800)
+                if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
+                    raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
+                runs[name][kind].append(result)
+                print(f"round {i + 1}/{rounds} {name} {kind}: {result['wall_s']:.1f} s, "
+                      f"{result['max_rss_mib']:.0f} MiB", flush=True)
+    programs = {name: _summary(kinds) for name, kinds in runs.items()}
+    write_result("check_at_scale", args, {
+        "rounds": rounds,
+        "target_ratio": TARGET_RATIO,
+        "unrolled_layers": int(os.environ["SHARDSCOPE_UNROLLED_LAYERS"]),
+        "llama": {"layers": llama_model.LAYERS, "devices": llama_model.DEVICES,
+                  "target": f"tpu:{llama_model.TOPOLOGY}", "micro_batches": llama_model.MICRO},
+        "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
+        "programs": programs,
+        # the smoke run leaves the llama's phases out: its CPU compile alone is seconds, even tiny
+        "phases_s": phases(llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}", ("unrolled",) if smoke else PROGRAMS),
+    })
+    for name, row in programs.items():
+        print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
+              f"ratio {row['ratio_median']:.2f}x; memory {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    check, bare = kinds["check"], kinds["bare"]
+    ratios = [c["wall_s"] / b["wall_s"] for c, b in zip(check, bare)]
+    rss = [c["max_rss_mib"] / b["max_rss_mib"] for c, b in zip(check, bare)]
+    return {
+        "check_wall_s": stats([r["wall_s"] for r in check]),
+        "bare_wall_s": stats([r["wall_s"] for r in bare]),
+        "check_rss_mib": stats([r["max_rss_mib"] for r in check]),
+        "bare_rss_mib": stats([r["max_rss_mib"] for r in bare]),
+        "ratios": ratios,
+        "ratio_median": statistics.median(ratios),
+        "rss_ratios": rss,
+        "rss_ratio_median": statistics.median(rss),
+        "exit_codes": sorted({r["returncode"] for r in check}),
+    }
+
+
+def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per program, the seconds of each phase of one ``check`` in this process, as the command
+    runs them (the collector paused): the trace, the jaxpr view, the CPU's lower and compile, its
+    compiled plan, and for the target its lower and compile and its plan (``names``: the programs)."""
+    from shardscope.engine.hlo.compiled import plan_of
+    from shardscope.engine.inspection import inspect_traced
+    from shardscope.engine.traceable import traceable
+    from shardscope.pipeline.gc_pause import paused
+    from shardscope.sources.loading import import_file
+    from shardscope.sources.programs import spec_of
+    from shardscope.targets.compile import compile_for_target
+    from shardscope.targets.host import ensure_devices
+    from shardscope.targets.registry import load_target, parse_target
+
+    ensure_devices(devices)
+    found = {}
+    programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target))
+    for name, file, function, on in (p for p in programs if p[0] in names):
+        module = import_file(ROOT / "benchmarks" / file)[0]
+        spec = spec_of(getattr(module, function))
+        program = traceable(getattr(module, function), spec.args, spec.kwargs)
+        times: dict[str, float] = {}
+
+        def timed(phase: str, work: Any) -> Any:
+            start = time.perf_counter()
+            result = work()
+            times[phase] = time.perf_counter() - start
+            return result
+
+        with paused():
+            traced = timed("trace", lambda: program.function.trace(*program.args))
+            inspection = timed("jaxpr_view", lambda: inspect_traced(traced, function, program.input_names, []))
+            compiled = timed("cpu_lower_and_compile", lambda: traced.lower().compile())
+            timed("cpu_compiled_plan", lambda: plan_of(traced, compiled, input_names=program.input_names,
+                                                       program=inspection.program,
+                                                       jaxpr_collectives=inspection.collectives))
+            if on is not None:
+                slice_ = load_target(parse_target(on))
+                compilation = timed("target_lower_and_compile", lambda: compile_for_target(traced, slice_, function))
+                timed("target_compiled_plan", lambda: plan_of(traced, compiled, text=compilation.hlo_text,
+                                                              input_names=program.input_names,
+                                                              backend=slice_.target.platform,
+                                                              program=inspection.program,
+                                                              jaxpr_collectives=inspection.collectives))
+        found[name] = times
+        print(f"{name} phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), flush=True)
+    return found
+
+
+def _shown(argv: list[str]) -> str:
+    return " ".join(a.replace(str(ROOT) + "/", "") if a.startswith(str(ROOT)) else ("python" if a == python() else a)
+                    for a in argv)
+
+
+if __name__ == "__main__":
+    main()
