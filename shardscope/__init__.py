@@ -38,7 +38,10 @@ def inspect_on(target: str | Sequence[str], fn: Callable, *args: object, **kwarg
     Nothing runs on the target; its devices come from JAX's CUDA plugin or libtpu (the ``gpu`` and
     ``tpu`` extras). The program's mesh must span as many devices as the target has.
     """
-    from shardscope.pipeline.check import inspect_on as _inspect_on  # JAX and the engine: not on import
+    # JAX and the engine: not on import; the renderings register themselves as inspect()'s do
+    import shardscope.render.findings_html  # noqa: F401
+    import shardscope.whatif.what_if  # noqa: F401
+    from shardscope.pipeline.check import inspect_on as _inspect_on
 
     return _inspect_on(target, fn, args, kwargs)
 

@@ -243,3 +243,7 @@ def test_an_inspection_made_for_a_target_counts_and_prints_that_targets_plan_fir
     on_cpu_text = built.fn.trace(*built.args).lower().compile().as_text()
     cpu_runs = sum(programs.MICRO_BATCHES if depth else 1 for _, depth in collectives(on_cpu_text, _ALL_REDUCE))
     assert cpu_runs != runs and f"{cpu_runs} runs/call" in on_cpu
+    page = inspection._repr_html_()  # a notebook's view: the GPUs' plan first, then the CPU's, as the text
+    on_gpus_html, on_cpu_html = page.split("on the CPU: XLA:CPU's plan")
+    assert f"on {target}: XLA:GPU's plan" in on_gpus_html and f"{runs} runs/call" in on_gpus_html
+    assert f"{cpu_runs} runs/call" in on_cpu_html

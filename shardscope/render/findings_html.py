@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render import dispatches as _dispatches  # registers the rich rendering of a step of dispatches
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
+from shardscope.render.targets import plan_verdict, target_view
 
 if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
@@ -93,10 +94,21 @@ def _notes(inspection: "Inspection") -> str:
 
 
 def _html(inspection: "Inspection") -> str:
-    """An inspection's HTML: a step's dispatches as their text, else the findings table."""
+    """An inspection's HTML: a step's dispatches as their text, else the findings table; one
+    made for a target (``inspect_on``) shows that target's plan first, then the CPU's, each
+    under a heading that says whose it is (as its text does)."""
     if inspection.dispatches is not None:
         return f"<pre>{html.escape(str(inspection))}</pre>"
-    return inspection_html(inspection)
+    plan = inspection.shown_plan
+    if plan is None:
+        return inspection_html(inspection)
+    on_target = target_view(inspection, plan)
+    return (f"<h4>on {html.escape(plan.target)}: {html.escape(plan.compiler or 'the target')}'s plan "
+            f"({plan.devices} x {html.escape(plan.device_kind)}, compiled for, never run there)</h4>"
+            f"{inspection_html(on_target)}"
+            f"<p><b>{html.escape(plan_verdict(f'the {inspection.function} program', plan))}</b></p>"
+            "<h4>on the CPU: XLA:CPU's plan of the same program</h4>"
+            f"{inspection_html(inspection)}")
 
 
 EXTENSIONS.html = _html

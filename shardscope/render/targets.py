@@ -392,13 +392,19 @@ def interconnect_sentence(target: str, rows: list[tuple[str, "TargetPlan"]]) -> 
             f"{', '.join(per_plan)} (communication alone; figures and sources: shardscope presets --targets).")
 
 
+def target_view(inspection: "Inspection", plan: "TargetPlan") -> "Inspection":
+    """``inspection`` as made for ``plan``'s target alone: its compiled plan the target's (what the
+    renderings of an inspection made for a target show first)."""
+    return replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
+
+
 def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
     """An inspection made for one target (``inspect_on``): that target's plan, its findings and
     its verdict first, then the CPU's, each under a line that says whose plan it is."""
     from rich.console import Group
     from rich.text import Text
 
-    on_target = replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
+    on_target = target_view(inspection, plan)
     return Group(
         Text(f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
              "compiled for, never run there)", style="bold"),
