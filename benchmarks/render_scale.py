@@ -23,8 +23,9 @@ PHASES = {
     "target_compiled_plan": "target compiled plan",
 }
 DESCRIBED = {
-    "unrolled": "a residual MLP unrolled by a Python loop to {layers:,} layers (`benchmarks/unrolled_step.py`), "
-                "its gradients under jit; JAX's route is `jax.jit(f).lower(*args).compile()`",
+    "unrolled": "a residual MLP unrolled by a Python loop to {layers:,} layers (`benchmarks/unrolled_step.py` with "
+                "`SHARDSCOPE_UNROLLED_LAYERS={layers}` in the environment of both commands), its gradients under "
+                "jit; JAX's route is `jax.jit(f).lower(*args).compile()`",
     "llama": "a Llama-3-8B-shaped FSDP x TP train step ({layers} scanned layers, {micro} micro-batches; "
              "`benchmarks/llama_model.py`) checked for `{target}` over {devices} CPU devices; JAX's route builds the "
              "same step over the slice's compile-only devices and compiles it (`lower().compile()`, as MaxText's "
