@@ -48,7 +48,7 @@ def commands() -> dict[str, dict[str, list[str]]]:
         "llama": {
             "check": [python(), "-m", "shardscope", "check", str(llama), "--devices", str(llama_model.DEVICES),
                       "--target", f"tpu:{llama_model.TOPOLOGY}", "--json"],
-            "bare": [python(), str(ROOT / "benchmarks" / "bare_llama_target.py")],
+            "bare": [python(), "-m", "benchmarks.bare_llama_target"],  # as a module: it imports benchmarks.llama_model
         },
     }
 

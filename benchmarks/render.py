@@ -139,7 +139,7 @@ def load(directory: Path) -> dict[str, Any]:
         if path.is_file():
             found[alone] = json.loads(path.read_text())
     for path in sorted(directory.glob("step_estimate*.json")):  # run alone (python -m benchmarks.step_estimate)
-        found.setdefault("step_estimate", {})[path.stem] = json.loads(path.read_text())
+        found[path.stem] = json.loads(path.read_text())  # this machine's CPU, and step_estimate_<chip> from a chip
     return found
 
 
@@ -152,7 +152,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
     compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
     dispatch_steps, check_at_scale = results.get("dispatch_steps"), results.get("check_at_scale")
-    step_estimates = results.get("step_estimate") or {}
+    step_estimates = {name: r for name, r in results.items() if name.startswith("step_estimate")}
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]

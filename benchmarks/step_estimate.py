@@ -19,13 +19,14 @@ loop body once), and measured / estimate.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.common import results_dir, stats, write_result
+from benchmarks.common import grid, parse_args, stats, write_result
 
-REPEATS, QUICK_REPEATS = 20, 5
+REPEATS, QUICK_REPEATS, SMOKE_REPEATS = 20, 5, 2
 
 
 @dataclass(frozen=True)
@@ -137,20 +138,18 @@ def table(rows: list[dict[str, Any]], chip: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Time and estimate every program on the default backend (or estimate ``--measured``'s); write the JSON."""
-    import argparse
     import json
     from pathlib import Path
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer timed calls")
-    parser.add_argument("--out", type=Path, help="the JSON file to write (default: benchmarks/results/)")
-    parser.add_argument("--measured", type=Path, help="estimate the programs measured elsewhere (a JSON of "
-                        "{name: measure()'s value}, e.g. from a TPU VM) instead of measuring here")
-    args = parser.parse_args(argv)
+    def measured_option(parser: "argparse.ArgumentParser") -> None:
+        parser.add_argument("--measured", type=Path, help="estimate the programs measured elsewhere (a JSON of "
+                            "{name: measure()'s value}, e.g. from a TPU VM) instead of measuring here")
+
+    args = parse_args(__doc__.splitlines()[0], argv, measured_option)
     from shardscope.costmodel.chips import tpu_chip
     from shardscope.costmodel.cpu_peaks import measure_cpu_chip
 
-    repeats = QUICK_REPEATS if args.quick else REPEATS
+    repeats = grid(args, REPEATS, QUICK_REPEATS, SMOKE_REPEATS)
     if args.measured is not None:
         measurements = json.loads(args.measured.read_text())
         device_kind = next(iter(measurements.values()))["device_kind"]
@@ -160,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
         backend, device_kind = jax.default_backend(), jax.devices()[0].device_kind
         scale = "tpu" if backend == "tpu" else "cpu"
-        measurements = {p.name: measure(p, repeats) for p in programs(scale)}
+        chosen = grid(args, programs(scale), programs(scale), programs("cpu")[-1:])  # smoke: the small scan on the CPU
+        measurements = {p.name: measure(p, repeats) for p in chosen}
     chip = tpu_chip(device_kind) if backend == "tpu" else measure_cpu_chip(repeats)
     if chip is None:
         print(f"shardscope has no figures for {device_kind}", file=sys.stderr)
@@ -168,11 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [estimated(name, measured, chip) for name, measured in measurements.items()]
     print(table(rows, f"{chip.name} ({device_kind})"))
     name = "step_estimate" if backend != "tpu" else f"step_estimate_{chip.name}"
-    path = args.out or results_dir(args.quick) / f"{name}.json"
     jax_version = next(iter(measurements.values()))["jax"]
-    write_result(name, args.quick, {"backend": backend, "device_kind": device_kind, "chip": chip.to_json(),
-                                    "jax": jax_version, "repeats": len(rows[0]["measured_s"]["samples"]),
-                                    "rows": rows}, path)
+    path = write_result(name, args, {"backend": backend, "device_kind": device_kind, "chip": chip.to_json(),
+                                     "jax": jax_version, "repeats": len(rows[0]["measured_s"]["samples"]),
+                                     "rows": rows})
     print(f"wrote {path}")
     return 0
 
