@@ -214,3 +214,23 @@ def test_check_refuses_a_file_with_programs_and_demos(tmp_path, shardscope_cli):
         assert ("both.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model)"
                 in result.stderr)
         assert "separate files" in result.stderr
+
+
+def test_a_cpu_verdict_suggests_targets_of_the_programs_own_device_count(shardscope_cli):
+    """train_step.py lays its mesh over jax.devices()[:8]: the hint names an 8-chip v5e slice
+    (2x4) and 8 H100s, which check --target can compile it for, never tpu:v5e:2x2 (4 chips)."""
+    result = shardscope_cli("check", DEMOS / "train_step.py", "--function", "step")
+    assert result.returncode == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "--target tpu:v5e:2x4 or --target gpu:h100:8 judges its plan instead" in text
+    assert "tpu:v5e:2x2" not in text
+
+
+@pytest.mark.parametrize(("count", "expected"), [
+    (1, ("gpu:h100:1",)), (4, ("tpu:v5e:2x2", "gpu:h100:4")), (8, ("tpu:v5e:2x4", "gpu:h100:8")),
+    (12, ("gpu:h100:3x4",)), (256, ("tpu:v5e:16x16", "gpu:h100:32x8")), (512, ("gpu:h100:64x8",)),
+])
+def test_the_targets_a_hint_names_have_the_programs_device_count(count, expected):
+    from shardscope.targets.registry import targets_with
+
+    assert targets_with(count) == expected  # a v5e slice Cloud TPU offers (none past 256), H100 hosts of 8 (or 4)

@@ -185,6 +185,10 @@ def test_compiler_note_names_the_loop_motion_pass_and_what_the_module_did():
     assert "openxla/xla issue 6750, PR 28184" in cpu and "WhileLoopAllReduceCodeMotion" in cpu
     assert "naive: its all-reduce stayed in the loop" in compiler_note("gpu", {"naive": (1, 1), "deferred": (0, 0)})
     assert "naive: the compiler moved" in compiler_note("tpu", {"naive": (1, 0)})
+    assert "naive: the compiler moved" in compiler_note("tpu", {"naive": (1, 0)}, {"naive": 1})
+    # one chip: the module has no collective at all, which is no motion out of a loop
+    one_chip = compiler_note("tpu", {"naive": (1, 0)}, {"naive": 0})
+    assert "naive: no collective compiled at all" in one_chip and "moved" not in one_chip.split("In this")[1]
     assert "1 of 4 loop collectives stayed" in compiler_note("gpu", {"naive": (4, 1)})
 
 

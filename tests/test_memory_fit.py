@@ -54,6 +54,7 @@ def test_the_fit_line_says_how_much_of_the_chip_a_step_needs():
     assert MemoryFit("v5e", 18_432, int(15.75 * GIB)).line() == "18 KiB of 15.75 GiB per device"
     assert MemoryFit("v5e", 3 * 2**20 // 2, int(15.75 * GIB)).line() == "1.5 MiB of 15.75 GiB per device"
     assert MemoryFit("v5e", 20, int(15.75 * GIB)).line() == "20 B of 15.75 GiB per device"
+    assert MemoryFit("h100", int(11.9 * 2**20), 80 * GIB).line() == "11.9 MiB of 80 GiB per device"  # not 0.0116 of 80
     assert MemoryFit("v5e", int(21.3 * GIB), 16 * GIB).fits is False
     assert MemoryFit("gpu", GIB, None).fits is None
 

@@ -73,7 +73,7 @@ class MemoryFit:
             refused = " (the compiler refused it)" if self.refused else ""
             needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
             return f"does not fit: {needed} on a {capacity} GiB {self.chip} chip{refused}"
-        if self.needed_bytes is not None and self.needed_bytes >= GIB // 100:
+        if self.needed_bytes is not None and self.needed_bytes >= GIB:
             return f"{gib(self.needed_bytes)} of {capacity} GiB per device"
         needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
         return f"{needed} of {capacity} GiB per device"

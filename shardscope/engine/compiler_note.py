@@ -11,12 +11,15 @@ LOOP_MOTION_REFERENCES = "openxla/xla issue 6750, PR 28184"
 """Where XLA's pass that moves an all-reduce out of a while loop is discussed."""
 
 
-def compiler_note(backend: str, loop_collectives: dict[str, tuple[int, int]]) -> str:
+def compiler_note(backend: str, loop_collectives: dict[str, tuple[int, int]],
+                  compiled_collectives: dict[str, int] | None = None) -> str:
     """What this backend's compiler does with collectives in loops, and what others would do.
 
     ``loop_collectives`` maps a plan to ``(collective equations in loops in the jaxpr,
     collective instructions in while bodies in the compiled HLO)``. On the CPU nothing moves; on
     a GPU or TPU the note says, per plan, whether the compiled HLO kept the loop's collectives.
+    ``compiled_collectives`` (a plan's collective instructions anywhere) tells a module with none
+    at all (a mesh of one device: nothing to sum over) from one whose loop lost them.
     """
     motion = (
         "XLA's GPU and TPU pipelines run a pass (WhileLoopAllReduceCodeMotion) that can move an "
@@ -31,6 +34,8 @@ def compiler_note(backend: str, loop_collectives: dict[str, tuple[int, int]]) ->
             continue
         if in_hlo_loops >= in_jaxpr_loops:
             verdicts.append(f"{plan}: its all-reduce stayed in the loop")
+        elif in_hlo_loops == 0 and (compiled_collectives or {}).get(plan) == 0:
+            verdicts.append(f"{plan}: no collective compiled at all (one device: nothing to sum over)")
         elif in_hlo_loops == 0:
             verdicts.append(f"{plan}: the compiler moved its loop collectives out of the loop")
         else:

@@ -18,6 +18,7 @@ from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
+from shardscope.targets.registry import targets_with
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -112,9 +113,19 @@ def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Conso
     console.print()
 
 
-CPU_JUDGED = ("This judges the plan XLA:CPU compiled. A GPU's or TPU's compiler may move some of these collectives "
-              "out of their loops itself: --target gpu:h100:8 or --target tpu:v5e:2x2 judges its plan instead.")
+CPU_JUDGED = "This judges the plan XLA:CPU compiled."
 """What a finding without a target says of the compiler it judged (it never guesses another's)."""
+
+
+def cpu_judged(devices: set[int]) -> str:
+    """What a finding without a target says of the compiler it judged, and the ``--target``s of the
+    programs' own device count that would judge a GPU's or TPU's plan instead."""
+    examples = targets_with(devices.pop()) if len(devices) == 1 else ()
+    if not examples:
+        return (f"{CPU_JUDGED} A GPU's or TPU's compiler may move some of these collectives out of their loops "
+                "itself: --target with a machine of the program's device count judges its plan instead.")
+    return (f"{CPU_JUDGED} A GPU's or TPU's compiler may move some of these collectives out of their loops itself: "
+            f"{' or '.join('--target ' + e for e in examples)} judges its plan instead.")
 
 
 def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
@@ -152,7 +163,9 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
-        console.print(Text(CPU_JUDGED if not targets else CPU_JUDGED.split(". ")[0] + ".", style="dim"))
+        devices = {ins.compiled.module.num_partitions * ins.compiled.module.replica_count
+                   for ins in inspections if ins.compiled is not None and ins.compiled.module is not None}
+        console.print(Text(cpu_judged(devices) if not targets else CPU_JUDGED, style="dim"))
     elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)

@@ -281,7 +281,8 @@ def compiler_note_of(analysis: "Analysis") -> str | None:
         return None
     backend = next(iter(compiled.values())).backend
     return compiler_note(backend, {name: (analysis.plans[name].collectives_in_loops, len(plan.findings))
-                                   for name, plan in compiled.items()})
+                                   for name, plan in compiled.items()},
+                         {name: len(plan.collectives) for name, plan in compiled.items()})
 
 
 def verdict(analysis: "Analysis") -> str:

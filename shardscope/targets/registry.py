@@ -61,3 +61,19 @@ def load_target(target: Target) -> TargetDevices:
     start-up lines are dropped as :func:`~shardscope.targets.host.request_devices` drops them."""
     with plugin_lines_dropped():
         return target.load()
+
+
+def targets_with(count: int) -> tuple[str, ...]:
+    """``--target`` values of machines with ``count`` devices, for a hint that must be followable:
+    a v5e slice of that many chips (2x2 is the smallest libtpu accepts) and H100 hosts."""
+    found = [f"tpu:v5e:{_V5E_SLICES[count]}"] if count in _V5E_SLICES else []
+    if count <= 8:
+        found.append(f"gpu:h100:{count}")
+    elif count % 8 == 0 or count % 4 == 0:
+        per_host = 8 if count % 8 == 0 else 4
+        found.append(f"gpu:h100:{count // per_host}x{per_host}")
+    return tuple(found)
+
+
+_V5E_SLICES = {4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
+"""The v5e slice shapes Cloud TPU offers, by chip count."""

@@ -50,9 +50,14 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
                     f"and take the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, "
                     f"P(unreduced={reduced})), jax.tree.map(jnp.zeros_like, {root})) as the accumulator; "
                     "jax.tree.map(lambda a: jax.reshard(a, P()), acc) after the loop")
+    elif _is_output(value):  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
+        explicit = (f"add each iteration's {value} into an accumulator started unreduced "
+                    f"(acc = jax.reshard(jnp.zeros_like(...), P(unreduced={reduced}))) instead of its sum over the "
+                    "devices, and jax.reshard(acc, P()) after the loop")
     else:
-        explicit = (f"Wr = jax.reshard(W, P(reduced={reduced})) before the loop and take the gradient of Wr; "
-                    f"acc = jax.reshard(jnp.zeros_like(W), P(unreduced={reduced})) as the accumulator; "
+        param = value or "W"
+        explicit = (f"w_r = jax.reshard({param}, P(reduced={reduced})) before the loop and take the gradient of w_r; "
+                    f"acc = jax.reshard(jnp.zeros_like({param}), P(unreduced={reduced})) as the accumulator; "
                     "jax.reshard(acc, P()) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
@@ -61,6 +66,12 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
             f"{explicit}; or run the loop inside jax.shard_map(step, mesh=mesh, in_specs=(P(), P(None, {axis})), "
             f"out_specs=P(), axis_names={reduced}) with lax.pcast(params, {axis}, to='varying') before it and "
             f"lax.psum(acc, {axis}) after it: {counts}.")
+
+
+def _is_output(value: str) -> bool:
+    """True for a value named as one of the program's outputs (``out[2]``, ``out['loss']``): the
+    step computes it; it is no parameter to cast."""
+    return bool(re.fullmatch(r"out(\[[^\]]+\])*", value.strip()))
 
 
 def _common_root(value: str) -> str:
