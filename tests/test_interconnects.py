@@ -363,3 +363,22 @@ def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_tak
     assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
     assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step")
     assert MinSaving("10%", share=0.10).counts(saving) and not MinSaving("20%", share=0.20).counts(saving)
+
+
+def test_a_torus_all_to_all_moves_the_whole_array_a_quarter_ring_away():
+    """An all-to-all over a ring of 16 v5e chips (the 16x16 pod's axis, which wraps), each chip
+    holding S bytes: chip i sends S/16 to each of the 15 others, on average 16/4 = 4 hops away,
+    both ways round the ring. The ring's 16 links each way carry 16 x 15 x S/16 x 4 / 32 bytes
+    (15 S / 8), at 4.5e10 B/s one way per link (the scaling book's v5e ICI figure): the sum over
+    every link's load / (2 directions x 16 links) written out. Never less than what one chip
+    injects: 15/16 S over its two links."""
+    link, chips, payload = 4.5e10, 16, 16 * 2**20
+    row = [(x, 0, 0) for x in range(chips)]
+    fabric = torus_fabric("TPU v5 lite", "v5e:16x16")
+    assert fabric is not None
+    slice_shape = (16, 16, 1)
+    byte_hops = chips * (chips - 1) * (payload / chips) * (chips / 4)  # every pair's share times its hops
+    expected = byte_hops / (2 * chips) / link  # spread over the ring's 2 x 16 directed links
+    timed = torus_time("all_to_all", payload, row, fabric, slice_shape, fabric.wraps(slice_shape))
+    assert timed.bandwidth_s == pytest.approx(expected, rel=1e-12)
+    assert timed.bandwidth_s >= (chips - 1) / chips * payload / (2 * link)  # what one chip sends out
