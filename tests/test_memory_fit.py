@@ -146,3 +146,20 @@ def test_a_step_that_does_not_fit_is_a_github_error_on_the_file(checked, tmp_pat
     (line,) = [line for line in lines if "does not fit" in line]
     assert line.startswith("::error file=steps.py,title=shardscope%3A too_big does not fit on tpu%3Av5e%3A2x2::")
     assert "too_big on tpu:v5e:2x2: does not fit: 18." in line
+
+
+def test_a_refused_step_shows_no_compiled_collective_count_on_the_target(checked):
+    """libtpu refused too_big: there is no compiled module on the slice, so its table says "-" for
+    the compiled collectives and their runs (not "0 (0 in while)", which claims a plan without
+    collectives), and the JSON's count is null; the CPU's runs stay beside it."""
+    from rich.console import Console
+
+    from shardscope.render.targets import target_plan_json, target_table
+
+    too_big = next(ins for ins in checked.inspections if ins.function == "too_big")
+    console = Console(width=200, record=True)
+    console.print(target_table("tpu:v5e:2x2", [("too_big", too_big)]))
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 3}
+    assert rows["compiled collectives"] == "-" and rows["compiled runs per call"] == "-"
+    assert target_plan_json("too_big", too_big.targets[0])["compiled_executed_collectives"] is None
