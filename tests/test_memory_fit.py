@@ -163,3 +163,14 @@ def test_a_refused_step_shows_no_compiled_collective_count_on_the_target(checked
             for line in console.export_text().splitlines() if line.count("│") == 3}
     assert rows["compiled collectives"] == "-" and rows["compiled runs per call"] == "-"
     assert target_plan_json("too_big", too_big.targets[0])["compiled_executed_collectives"] is None
+
+
+def test_a_share_of_the_step_as_min_saving_still_fails_a_step_the_target_refused(checked):
+    """``--min-saving 1%`` weighs findings against the step estimate; too_big has neither (libtpu
+    refused it), and small has no finding to weigh: nothing to refuse the option for, and the
+    refusal still fails the check (it was "no step estimate for tpu:v5e:2x2", exit 2)."""
+    from shardscope.costmodel.savings import parse_min_saving, require_step_estimates, saving_filter
+
+    share = parse_min_saving("1%")
+    require_step_estimates(share, [plan for ins in checked.inspections for plan in ins.targets])  # no SettingsError
+    assert exit_code(checked.inspections, checked.failed, saving_filter(share)) == EXIT_FLAGGED

@@ -248,9 +248,10 @@ def saving_filter(min_saving: MinSaving) -> "Callable[[TargetPlan, TargetPlaceme
 
 
 def require_step_estimates(min_saving: MinSaving, plans: "Sequence[TargetPlan]") -> None:
-    """:class:`SettingsError` when ``min_saving`` is a share of the step and a plan has no step
-    estimate to take it of."""
-    missing = sorted({plan.target for plan in plans if step_seconds(plan) is None})
+    """:class:`SettingsError` when ``min_saving`` is a share of the step and a plan with a finding
+    to weigh has no step estimate to take it of (a plan without one, such as a step the target's
+    compiler refused for memory, has nothing to weigh: its other findings stand)."""
+    missing = sorted({plan.target for plan in plans if plan.staying_findings and step_seconds(plan) is None})
     if min_saving.share is not None and missing:
         raise SettingsError(
             f"--min-saving {min_saving.text} is a share of the step, and shardscope has no step estimate for "
