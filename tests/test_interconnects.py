@@ -382,3 +382,57 @@ def test_a_torus_all_to_all_moves_the_whole_array_a_quarter_ring_away():
     timed = torus_time("all_to_all", payload, row, fabric, slice_shape, fabric.wraps(slice_shape))
     assert timed.bandwidth_s == pytest.approx(expected, rel=1e-12)
     assert timed.bandwidth_s >= (chips - 1) / chips * payload / (2 * link)  # what one chip sends out
+
+
+TENSOR_PARALLEL = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+    L, D, H, MB, B = 3, 64, 256, 4, 32
+    params = {"w_in": jax.ShapeDtypeStruct((L, D, H), jnp.float32, sharding=NamedSharding(mesh, P(None, None, "model"))),
+              "w_out": jax.ShapeDtypeStruct((L, H, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "model", None))),
+              "ln": jax.ShapeDtypeStruct((L, D), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    xs = jax.ShapeDtypeStruct((MB, B, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    def forward(p, x):
+        def layer(h, w):
+            return h + jax.nn.gelu((h * w["ln"]) @ w["w_in"]) @ w["w_out"], None
+        h, _ = lax.scan(layer, x, p)
+        return jnp.mean(h ** 2)
+
+    @shardscope.program(args=(params, xs))
+    @jax.jit
+    def step(p, xs):
+        def micro_batch(acc, x):
+            return jax.tree.map(jnp.add, acc, jax.grad(forward)(p, x)), None
+        g, _ = lax.scan(micro_batch, jax.tree.map(jnp.zeros_like, p), xs)
+        return jax.tree.map(lambda a, b: a - 0.1 * b, p, g)
+''')
+
+
+@needs_libtpu
+def test_a_finding_the_target_splits_over_two_instructions_gives_each_ones_bytes_and_runs(tmp_path):
+    """The CPU sums the three gradients over data in one all-reduce, 12 runs (4 micro-batches x 3
+    layers); XLA:TPU keeps w_in's and w_out's in both loops (each device's shards: 64 x 128 and
+    128 x 64 f32, 65,536 B per run, 12 runs) and moves ln's (3 x 64 f32, 768 B) out of the layer
+    loop (4 runs; jax 0.12's XLA moves it out of both). No run moves 65,536 + 768 B."""
+    from shardscope.costmodel.savings import savings_of
+    from shardscope.pipeline.check import check_file
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path / "tensor_parallel.py"
+    path.write_text(TENSOR_PARALLEL)
+    (ins,) = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x4"]))).inspections
+    (plan,) = ins.targets
+    (saving,) = savings_of(plan).values()
+    w_shards, ln = 2 * 64 * (256 // 2) * 4, 3 * 64 * 4
+    ln_in_loop = any(c.in_loop and c.bytes_per_execution == ln for c in plan.compiled.collectives)
+    expected = [(ln, 4), (w_shards, 12)] if ln_in_loop else [(w_shards, 12)]
+    assert sorted((size, runs) for _, size, runs in saving.parts) == expected
+    words = saving.words()
+    assert f"{w_shards + ln:,} B per run" not in words and "16 runs" not in words
+    assert f"{w_shards:,} B per run, 12 runs per call" in words
+    assert (f"{ln:,} B per run, 4 runs per call" in words) == ln_in_loop
