@@ -436,3 +436,25 @@ def test_a_finding_the_target_splits_over_two_instructions_gives_each_ones_bytes
     assert f"{w_shards + ln:,} B per run" not in words and "16 runs" not in words
     assert f"{w_shards:,} B per run, 12 runs per call" in words
     assert (f"{ln:,} B per run, 4 runs per call" in words) == ln_in_loop
+
+
+@needs_plugin
+def test_github_annotations_name_every_collective_the_target_keeps_in_a_loop_without_need(tmp_path):
+    """--format github is read by CI instead of the text: each target collective whose own
+    verdict flags it in a loop (what fails the check) is in an annotation, also one that carries
+    no CPU collective's value (XLA:GPU's own sum of w_in's and w_out's gradients under jax 0.10,
+    which failed the check with no annotation at all)."""
+    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.render.github import workflow_commands
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path / "tensor_parallel.py"
+    path.write_text(TENSOR_PARALLEL)
+    checked = check_file(path, targets=load_targets(parse_targets(["gpu:h100:8"])))
+    (ins,) = checked.inspections
+    (plan,) = ins.targets
+    flagged = [t.name for t in plan.compiled.collectives if t.in_loop and t.verdict.flagged]
+    assert flagged and exit_code(checked.inspections, checked.failed) == 1
+    text = "\n".join(workflow_commands(path, checked.inspections, checked.failed, cwd=tmp_path))
+    for name in flagged:
+        assert re.search(re.escape(name) + r"(?![.\d])", text), (name, text)
