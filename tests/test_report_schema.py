@@ -88,3 +88,12 @@ def test_every_key_of_a_targets_plan_and_of_min_saving_is_in_the_reference(shard
     cpu_fields = _schema_names("## `check --json`", blocks=3)
     for collective in plan["compiled_collectives"]:
         assert set(collective) - names - cpu_fields == set()
+
+
+def test_every_key_of_calibrate_json_is_in_the_reference(shardscope_cli):
+    result = shardscope_cli("calibrate", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    names = _schema_names("## `calibrate --json` and `presets --json`")
+    assert set(data) - names == set()
+    assert data["cpu"] is not None and set(data["cpu"]) - names == set()
