@@ -97,3 +97,13 @@ def test_every_key_of_calibrate_json_is_in_the_reference(shardscope_cli):
     names = _schema_names("## `calibrate --json` and `presets --json`")
     assert set(data) - names == set()
     assert data["cpu"] is not None and set(data["cpu"]) - names == set()
+
+
+def test_every_key_of_presets_targets_json_is_in_the_reference(shardscope_cli):
+    result = shardscope_cli("presets", "--targets", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    names = _schema_names("## `calibrate --json` and `presets --json`", blocks=2)
+    assert {row["target"].split(":")[0] for row in rows} == {"tpu", "gpu"}  # both kinds of machine
+    for row in rows:
+        assert set(row) - names == set()
