@@ -9,6 +9,7 @@ precision) = 18.6 GiB per v5e chip, which has 16 GiB: libtpu refuses to compile 
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -174,3 +175,25 @@ def test_a_share_of_the_step_as_min_saving_still_fails_a_step_the_target_refused
     share = parse_min_saving("1%")
     require_step_estimates(share, [plan for ins in checked.inspections for plan in ins.targets])  # no SettingsError
     assert exit_code(checked.inspections, checked.failed, saving_filter(share)) == EXIT_FLAGGED
+
+
+def test_the_target_assertions_on_a_step_of_jitted_calls_say_what_they_can_tell():
+    """demos/dispatch_step.py's step is not jitted: it calls grad_fn once per micro-batch (4),
+    each call its own module with one all-reduce (counted in grad_fn's own compiled HLO here).
+    No target compiles the step, so the fit and the counts on a target are one clear error
+    (they were a bare ValueError), and the deferrable check fails on the per-call sums as check
+    --target does."""
+    from _support import DEMOS, load_program_module
+
+    from shardscope.errors import TargetError
+    from shardscope.testing import assert_fits_on, assert_no_deferrable_collectives_in_loops_on, collective_counts_on
+
+    demo = load_program_module(DEMOS / "dispatch_step.py")
+    hlo = demo.grad_fn.lower(demo.W, demo.XS[0]).compile().as_text()
+    assert len(re.findall(r"= \S+ all-reduce(?:-start)?\(", hlo)) == 1
+    with pytest.raises(TargetError, match="step is not jitted"):
+        assert_fits_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
+    with pytest.raises(TargetError, match="step is not jitted"):
+        collective_counts_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
+    with pytest.raises(AssertionError, match=rf"all-reduce of grad\(w\) in grad_fn, {demo.MICRO_BATCHES} calls per step"):
+        assert_no_deferrable_collectives_in_loops_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
