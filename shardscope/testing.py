@@ -30,6 +30,10 @@ from shardscope.render import dispatches as _renderings  # registers the text an
 from shardscope.render.targets import plan_verdict
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
+from shardscope.errors import TargetError
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.target_plan import TargetPlan
 
 __all__ = ["assert_collectives", "assert_fits_on", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
            "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
@@ -50,8 +54,7 @@ def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -
     (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``; nothing runs there), e.g. ``{"all-reduce": 1}``."""
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
-    (plan,) = inspect_on(target, fn, args, kwargs).targets
-    return plan.compiled.counts()
+    return _target_plan(inspect_on(target, fn, args, kwargs), target).compiled.counts()
 
 
 def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
@@ -60,7 +63,13 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
-    (plan,) = inspection.targets
+    across = [f for f in inspection.dispatch_findings if f.flagged]
+    if across:  # a step of jitted calls: no target's compiler merges separate calls (check --target fails too)
+        names = "; ".join(f"{f.kind} of {f.value} in {f.dispatch}, {f.calls} calls per step: {f.verdict_kind}"
+                          for f in across)
+        raise AssertionError(f"{inspection.function} runs {len(across)} collective(s) once per call where once per "
+                             f"step would do, on {target} as on any target: {names}\n{inspection}")
+    plan = _target_plan(inspection, target)
     staying = [p.describe_staying() for p in plan.staying_findings]
     staying += [f"{t.name} of {t.value or 'an unnamed value'}, {t.verdict.kind} there, {t.runs.badge()}"
                 for t in plan.comparison.added_findings]
@@ -78,11 +87,23 @@ def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
-    (plan,) = inspection.targets
+    plan = _target_plan(inspection, target)
     if plan.fit is None or plan.fit.fits is not True:
         said = plan.fit.line() if plan.fit is not None else "its memory is unknown"
         raise AssertionError(f"{getattr(fn, '__name__', 'the step')} on {target}: {said}")
     return inspection
+
+
+def _target_plan(inspection: Inspection, target: str) -> "TargetPlan":
+    """The plan :func:`~shardscope.pipeline.check.inspect_on` made for ``target``; a step that is
+    not jitted has none (its calls are read on the CPU, each its own module): one clear error."""
+    if not inspection.targets:
+        raise TargetError(
+            f"{inspection.function} is not jitted: it is a step of separate jitted calls, which shardscope reads "
+            f"on the CPU and does not compile for {target}.",
+            f"pass one of the jitted functions it calls to compile it for {target}, or jax.jit the whole step")
+    (plan,) = inspection.targets
+    return plan
 
 
 def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:  # the user's arguments, passed on to fn

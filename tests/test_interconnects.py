@@ -363,3 +363,98 @@ def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_tak
     assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
     assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step")
     assert MinSaving("10%", share=0.10).counts(saving) and not MinSaving("20%", share=0.20).counts(saving)
+
+
+def test_a_torus_all_to_all_moves_the_whole_array_a_quarter_ring_away():
+    """An all-to-all over a ring of 16 v5e chips (the 16x16 pod's axis, which wraps), each chip
+    holding S bytes: chip i sends S/16 to each of the 15 others, on average 16/4 = 4 hops away,
+    both ways round the ring. The ring's 16 links each way carry 16 x 15 x S/16 x 4 / 32 bytes
+    (15 S / 8), at 4.5e10 B/s one way per link (the scaling book's v5e ICI figure): the sum over
+    every link's load / (2 directions x 16 links) written out. Never less than what one chip
+    injects: 15/16 S over its two links."""
+    link, chips, payload = 4.5e10, 16, 16 * 2**20
+    row = [(x, 0, 0) for x in range(chips)]
+    fabric = torus_fabric("TPU v5 lite", "v5e:16x16")
+    assert fabric is not None
+    slice_shape = (16, 16, 1)
+    byte_hops = chips * (chips - 1) * (payload / chips) * (chips / 4)  # every pair's share times its hops
+    expected = byte_hops / (2 * chips) / link  # spread over the ring's 2 x 16 directed links
+    timed = torus_time("all_to_all", payload, row, fabric, slice_shape, fabric.wraps(slice_shape))
+    assert timed.bandwidth_s == pytest.approx(expected, rel=1e-12)
+    assert timed.bandwidth_s >= (chips - 1) / chips * payload / (2 * link)  # what one chip sends out
+
+
+TENSOR_PARALLEL = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+    L, D, H, MB, B = 3, 64, 256, 4, 32
+    params = {"w_in": jax.ShapeDtypeStruct((L, D, H), jnp.float32, sharding=NamedSharding(mesh, P(None, None, "model"))),
+              "w_out": jax.ShapeDtypeStruct((L, H, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "model", None))),
+              "ln": jax.ShapeDtypeStruct((L, D), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    xs = jax.ShapeDtypeStruct((MB, B, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    def forward(p, x):
+        def layer(h, w):
+            return h + jax.nn.gelu((h * w["ln"]) @ w["w_in"]) @ w["w_out"], None
+        h, _ = lax.scan(layer, x, p)
+        return jnp.mean(h ** 2)
+
+    @shardscope.program(args=(params, xs))
+    @jax.jit
+    def step(p, xs):
+        def micro_batch(acc, x):
+            return jax.tree.map(jnp.add, acc, jax.grad(forward)(p, x)), None
+        g, _ = lax.scan(micro_batch, jax.tree.map(jnp.zeros_like, p), xs)
+        return jax.tree.map(lambda a, b: a - 0.1 * b, p, g)
+''')
+
+
+@needs_libtpu
+def test_a_finding_the_target_splits_over_two_instructions_gives_each_ones_bytes_and_runs(tmp_path):
+    """The CPU sums the three gradients over data in one all-reduce, 12 runs (4 micro-batches x 3
+    layers); XLA:TPU keeps w_in's and w_out's in both loops (each device's shards: 64 x 128 and
+    128 x 64 f32, 65,536 B per run, 12 runs) and moves ln's (3 x 64 f32, 768 B) out of the layer
+    loop (4 runs; jax 0.12's XLA moves it out of both). No run moves 65,536 + 768 B."""
+    from shardscope.costmodel.savings import savings_of
+    from shardscope.pipeline.check import check_file
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path / "tensor_parallel.py"
+    path.write_text(TENSOR_PARALLEL)
+    (ins,) = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x4"]))).inspections
+    (plan,) = ins.targets
+    (saving,) = savings_of(plan).values()
+    w_shards, ln = 2 * 64 * (256 // 2) * 4, 3 * 64 * 4
+    ln_in_loop = any(c.in_loop and c.bytes_per_execution == ln for c in plan.compiled.collectives)
+    expected = [(ln, 4), (w_shards, 12)] if ln_in_loop else [(w_shards, 12)]
+    assert sorted((size, runs) for _, size, runs in saving.parts) == expected
+    words = saving.words()
+    assert f"{w_shards + ln:,} B per run" not in words and "16 runs" not in words
+    assert f"{w_shards:,} B per run, 12 runs per call" in words
+    assert (f"{ln:,} B per run, 4 runs per call" in words) == ln_in_loop
+
+
+@needs_plugin
+def test_github_annotations_name_every_collective_the_target_keeps_in_a_loop_without_need(tmp_path):
+    """--format github is read by CI instead of the text: each target collective whose own
+    verdict flags it in a loop (what fails the check) is in an annotation, also one that carries
+    no CPU collective's value (XLA:GPU's own sum of w_in's and w_out's gradients under jax 0.10,
+    which failed the check with no annotation at all)."""
+    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.render.github import workflow_commands
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path / "tensor_parallel.py"
+    path.write_text(TENSOR_PARALLEL)
+    checked = check_file(path, targets=load_targets(parse_targets(["gpu:h100:8"])))
+    (ins,) = checked.inspections
+    (plan,) = ins.targets
+    flagged = [t.name for t in plan.compiled.collectives if t.in_loop and t.verdict.flagged]
+    assert flagged and exit_code(checked.inspections, checked.failed) == 1
+    text = "\n".join(workflow_commands(path, checked.inspections, checked.failed, cwd=tmp_path))
+    for name in flagged:
+        assert re.search(re.escape(name) + r"(?![.\d])", text), (name, text)

@@ -9,6 +9,7 @@ precision) = 18.6 GiB per v5e chip, which has 16 GiB: libtpu refuses to compile 
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -147,3 +148,53 @@ def test_a_step_that_does_not_fit_is_a_github_error_on_the_file(checked, tmp_pat
     (line,) = [line for line in lines if "does not fit" in line]
     assert line.startswith("::error file=steps.py,title=shardscope%3A too_big does not fit on tpu%3Av5e%3A2x2::")
     assert "too_big on tpu:v5e:2x2: does not fit: 18." in line
+
+
+def test_a_refused_step_shows_no_compiled_collective_count_on_the_target(checked):
+    """libtpu refused too_big: there is no compiled module on the slice, so its table says "-" for
+    the compiled collectives and their runs (not "0 (0 in while)", which claims a plan without
+    collectives), and the JSON's count is null; the CPU's runs stay beside it."""
+    from rich.console import Console
+
+    from shardscope.render.targets import target_plan_json, target_table
+
+    too_big = next(ins for ins in checked.inspections if ins.function == "too_big")
+    console = Console(width=200, record=True)
+    console.print(target_table("tpu:v5e:2x2", [("too_big", too_big)]))
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 3}
+    assert rows["compiled collectives"] == "-" and rows["compiled runs per call"] == "-"
+    assert target_plan_json("too_big", too_big.targets[0])["compiled_executed_collectives"] is None
+
+
+def test_a_share_of_the_step_as_min_saving_still_fails_a_step_the_target_refused(checked):
+    """``--min-saving 1%`` weighs findings against the step estimate; too_big has neither (libtpu
+    refused it), and small has no finding to weigh: nothing to refuse the option for, and the
+    refusal still fails the check (it was "no step estimate for tpu:v5e:2x2", exit 2)."""
+    from shardscope.costmodel.savings import parse_min_saving, require_step_estimates, saving_filter
+
+    share = parse_min_saving("1%")
+    require_step_estimates(share, [plan for ins in checked.inspections for plan in ins.targets])  # no SettingsError
+    assert exit_code(checked.inspections, checked.failed, saving_filter(share)) == EXIT_FLAGGED
+
+
+def test_the_target_assertions_on_a_step_of_jitted_calls_say_what_they_can_tell():
+    """demos/dispatch_step.py's step is not jitted: it calls grad_fn once per micro-batch (4),
+    each call its own module with one all-reduce (counted in grad_fn's own compiled HLO here).
+    No target compiles the step, so the fit and the counts on a target are one clear error
+    (they were a bare ValueError), and the deferrable check fails on the per-call sums as check
+    --target does."""
+    from _support import DEMOS, load_program_module
+
+    from shardscope.errors import TargetError
+    from shardscope.testing import assert_fits_on, assert_no_deferrable_collectives_in_loops_on, collective_counts_on
+
+    demo = load_program_module(DEMOS / "dispatch_step.py")
+    hlo = demo.grad_fn.lower(demo.W, demo.XS[0]).compile().as_text()
+    assert len(re.findall(r"= \S+ all-reduce(?:-start)?\(", hlo)) == 1
+    with pytest.raises(TargetError, match="step is not jitted"):
+        assert_fits_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
+    with pytest.raises(TargetError, match="step is not jitted"):
+        collective_counts_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
+    with pytest.raises(AssertionError, match=rf"all-reduce of grad\(w\) in grad_fn, {demo.MICRO_BATCHES} calls per step"):
+        assert_no_deferrable_collectives_in_loops_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)

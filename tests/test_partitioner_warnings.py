@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
+import sys
 import textwrap
 
 import jax
@@ -259,3 +261,17 @@ def test_check_annotates_the_rematerialization_at_its_line_for_github(tmp_path, 
     assert result.returncode == 1
     [line] = [line for line in result.stdout.splitlines() if "rematerialization" in line]
     assert line.startswith(f"::error file=clash.py,line={ADD_LINE},title=shardscope%3A involuntary full")
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+def test_with_a_target_the_cpus_rematerialization_still_has_its_fix_compiled(tmp_path, shardscope_cli):
+    """``check --target`` judges the target, and the CPU's finding keeps the fix it has without
+    one: a given the layout b has, compiled, with no gather left (as AGREE compiles: no
+    all-gather in its HLO). Before, with a target the fix was 'not compiled here'."""
+    assert "all-gather" not in jax.jit(lambda a, b: a + b).lower(*_compiled_add(
+        P(None, ("x", "y"), None), P(None, ("x", "y"), None))[1:]).compile().as_text()
+    data = json.loads(shardscope_cli("check", _program(CLASH, tmp_path), "--target", "tpu:v5e:2x4", "--json").stdout)
+    [finding] = data["partitioner_findings"]
+    assert finding["from"] == SOURCE and finding["to"] == TARGET
+    assert finding["fix"] is not None and finding["fix"]["verified"] and finding["fix"]["bytes_after"] == 0

@@ -106,7 +106,8 @@ def test_the_explorer_under_jaxs_cloud_tpu_start_up():
 
 # --- a platform the user named that is not here ---------------------------------------------------
 
-@pytest.mark.parametrize(("setting", "words"), [("tpu", "TPU chips"), ("cuda", "NVIDIA GPUs"), ("gpu", "GPUs")])
+@pytest.mark.parametrize(("setting", "words"), [("tpu", "TPU chips"), ("cuda", "NVIDIA GPUs"), ("gpu", "GPUs"),
+                                               ("cpu,tpu", "TPU chips")])  # JAX starts every platform named
 def test_a_platform_named_in_jax_platforms_that_this_machine_lacks_is_one_message(setting, words):
     """JAX_PLATFORMS=tpu was JAX's RuntimeError, =cuda a bare AssertionError: now one message that
     names the variable and the way back to simulated CPU devices."""

@@ -9,7 +9,11 @@ collectives, compiled collectives and what-if rewrites.
 from __future__ import annotations
 
 import json
+import platform
 import re
+import sys
+
+import pytest
 
 from _support import DEMOS, ROOT
 
@@ -60,3 +64,46 @@ def test_every_key_of_check_json_is_in_the_reference(shardscope_cli):
     assert data["function"] == "step" and data["findings"] == program["findings"]
     (rewrite, *_) = program["what_if"]
     assert set(rewrite) - _schema_names("### The what-if") == set()
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+def test_every_key_of_a_targets_plan_and_of_min_saving_is_in_the_reference(shardscope_cli):
+    """``check --target --min-saving --json`` of a program whose gradient sum the slice keeps in
+    its loop: the target's, each plan's, each saving's, the fit's and the step estimate's keys."""
+    result = shardscope_cli("check", DEMOS / "fsdp_accumulate.py", "--target", "tpu:v5e:2x4", "--min-saving", "1ms",
+                            "--json")
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) - _schema_names("## `check --json`", blocks=3) == set()
+    names = _schema_names("### `targets`")
+    (target,) = data["targets"].values()
+    assert set(target) - names == set() and set(target["interconnect"]) - names == set()
+    (plan,) = target["variants"].values()
+    assert plan["savings"] and plan["fit"] and plan["step_estimate"]  # what the keys below are read from
+    nested = [plan, plan["fit"], plan["step_estimate"], *plan["step_estimate"]["instructions"], *plan["savings"],
+              *plan["placements"], *(c["interconnect"] for c in plan["compiled_collectives"] if c["interconnect"])]
+    for fields in nested:
+        assert set(fields) - names == set()
+    cpu_fields = _schema_names("## `check --json`", blocks=3)
+    for collective in plan["compiled_collectives"]:
+        assert set(collective) - names - cpu_fields == set()
+
+
+def test_every_key_of_calibrate_json_is_in_the_reference(shardscope_cli):
+    result = shardscope_cli("calibrate", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    names = _schema_names("## `calibrate --json` and `presets --json`")
+    assert set(data) - names == set()
+    assert data["cpu"] is not None and set(data["cpu"]) - names == set()
+
+
+def test_every_key_of_presets_targets_json_is_in_the_reference(shardscope_cli):
+    result = shardscope_cli("presets", "--targets", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    names = _schema_names("## `calibrate --json` and `presets --json`", blocks=2)
+    assert {row["target"].split(":")[0] for row in rows} == {"tpu", "gpu"}  # both kinds of machine
+    for row in rows:
+        assert set(row) - names == set()

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from shardscope.costmodel.chips import Chip, tpu_chip
+from shardscope.costmodel.chips import Chip, gpu_chip, tpu_chip
 from shardscope.costmodel.roofline import estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work
@@ -204,6 +204,15 @@ def test_a_v5e_chips_numbers_are_googles_published_ones():
     assert chip.memory_bytes == 16 * 2**30 and "cloud.google.com/tpu/docs/v5e" in chip.sources["peak_flops"]
     v5p = tpu_chip("TPU v5")  # what libtpu calls a v5p chip
     assert v5p is not None and v5p.name == "v5p"
+
+
+def test_a_b200s_fp32_peak_is_one_eighth_of_the_hgx_boards():
+    """NVIDIA's HGX B200 (8 GPUs) lists 36 PFLOPS FP16/BF16 tensor core with 2:4 sparsity and 600
+    TFLOPS FP32, which has no sparse mode: per GPU, dense, 36e15 / 8 / 2 and 600e12 / 8 (the
+    B200 datasheet's 75 TFLOPS FP32)."""
+    chip = gpu_chip("b200", "")
+    assert chip.flops_per_s("bf16") == 36e15 / 8 / 2
+    assert chip.flops_per_s("f32") == 600e12 / 8
 
 
 ON_CHIP = """\

@@ -221,6 +221,8 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
      "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
     (("check", DEMOS / "linear.py", "--devices", "4", "--target", "tpu:v5e:2x4"),
      "--devices 4 does not fit tpu:v5e:2x4, which has 8 devices.", "pass --devices 8 with --target tpu:v5e:2x4"),
+    (("check", DEMOS / "linear.py", "--devices", "4", "--target", "gpu:h100:8"),  # a GPU target's devices are GPUs
+     "--devices 4 does not fit gpu:h100:8, which has 8 devices.", "or a topology with 4 GPUs"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v5e:2x4"),
      "different device counts (tpu:v5e:2x2 has 4, tpu:v5e:2x4 has 8)", "run once per device count"),
     (("check", DEMOS / "linear.py", "--target", "gpu:v100:8"),

@@ -193,4 +193,4 @@ def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDe
     target = targets[0].target
     raise SettingsError(f"--devices {options.devices} does not fit {target}, which has {count} devices.",
                         f"pass --devices {count} with --target {target}, or a topology with "
-                        f"{options.devices} chips")
+                        f"{options.devices} {target.device_noun}")

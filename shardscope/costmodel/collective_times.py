@@ -17,7 +17,9 @@ line, about ``alpha`` = 1 us each. With ``n`` devices, ``S`` the per-device oper
 - all-gather (``V = n S``), reduce-scatter (``V = S``):
   ``max(alpha * sum(hops_d), (n-1)/n * V / sum(W_d))``
 - all-reduce: a reduce-scatter then an all-gather of ``S``: ``max(2 alpha * sum(hops_d), 2 (n-1)/n * S / sum(W_d))``
-- all-to-all: the all-gather's bandwidth term of ``V = S`` over 4 when every axis is a ring (over 2 on lines)
+- all-to-all: the all-gather's bandwidth term of ``V = n S`` (the whole array, as for the
+  all-gather: each device sends ``(n-1)/n`` of its ``S``, a quarter of a ring away on average)
+  over 4 when every axis is a ring (over 2 on lines)
 - collective-permute: the farthest pair, ``alpha * hops + S / W`` (one path)
 
 **GPUs (NVLink in a host, the network between hosts).** ``B`` is NVLink's one-way bandwidth per
@@ -197,7 +199,7 @@ def torus_time(model: str, payload: int, group: Sequence[Coords], fabric: TorusF
         words = "reduce-scatter"
     elif model in _ALL_TO_ALL:
         share = 4 if all(s.ring for s in spans) else 2
-        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * payload / bandwidth / share
+        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * (n * payload) / bandwidth / share
         words = f"all-to-all (1/{share} of an all-gather)"
     else:
         raise ValueError(f"no torus model for {model!r}")

@@ -58,6 +58,11 @@ class Saving:
     seconds_per_step: float | None = None
     algorithm: str = ""
     step_s: float | None = None
+    parts: tuple[tuple[str, int, int | None], ...] = ()
+    """``(target collective, bytes per run, runs per call)`` of each target instruction that
+    keeps the finding's values in a loop: with more than one (a combined sum the target split
+    over two instructions of different runs), ``bytes_per_run`` is their sum and no single run
+    moves it."""
 
     @property
     def share_of_step(self) -> float | None:
@@ -68,8 +73,11 @@ class Saving:
 
     def words(self) -> str:
         """``4 B per run, 4 runs per call; deferring it saves ~12 us per step on gpu:h100:8``."""
-        runs = "?" if self.runs_per_call is None else f"{self.runs_per_call:,}"
-        text = f"{self.bytes_per_run:,} B per run, {runs} run{'' if self.runs_per_call == 1 else 's'} per call"
+        if len(self.parts) > 1:  # runs of different sizes: each instruction's own
+            text = " and ".join(f"{size:,} B per run, {_runs_words(runs)} per call ({name})"
+                                for name, size, runs in self.parts)
+        else:
+            text = f"{self.bytes_per_run:,} B per run, {_runs_words(self.runs_per_call)} per call"
         if self.seconds_per_step is None:
             return text + f"; shardscope has no interconnect figures for {self.target} to say what deferring it saves"
         text += f"; deferring it saves ~{format_seconds(self.seconds_per_step)} per step on {self.target}"
@@ -81,7 +89,14 @@ class Saving:
         return {"target": self.target, "collective": self.collective, "kind": self.kind, "values": self.values,
                 "bytes_per_run": self.bytes_per_run, "runs_per_call": self.runs_per_call, "runs_after": self.runs_after,
                 "seconds_per_run": self.seconds_per_run, "seconds_per_step": self.seconds_per_step,
-                "algorithm": self.algorithm or None, "step_s": self.step_s, "share_of_step": self.share_of_step}
+                "algorithm": self.algorithm or None, "step_s": self.step_s, "share_of_step": self.share_of_step,
+                "parts": [{"collective": name, "bytes_per_run": size, "runs_per_call": runs}
+                          for name, size, runs in self.parts]}
+
+
+def _runs_words(runs: int | None) -> str:
+    """``4 runs``, ``1 run``, ``? runs``."""
+    return f"{'?' if runs is None else f'{runs:,}'} run{'' if runs == 1 else 's'}"
 
 
 def step_estimate_of(plan: "TargetPlan") -> "StepEstimate | None":
@@ -111,21 +126,27 @@ def savings_of(plan: "TargetPlan", step_s: float | None = None) -> dict[str, Sav
 def saving_of(plan: "TargetPlan", p: "TargetPlacement", interconnect: TargetInterconnect | None,
               step_s: float | None = None) -> Saving:
     """What deferring ``p`` (a finding ``plan``'s target keeps in a loop) saves there."""
-    staying = [op for op in p.collective.operands if op.value not in p.values_left] or list(p.collective.operands)
-    in_loops = [t for t in p.target if t.in_loop] or list(p.target[:1])
+    # the values the target keeps in a loop that need not run there (by name where the CPU names them)
+    staying = ([op for op in p.collective.operands if op.value and op.value in p.staying_values]
+               or [op for op in p.collective.operands if op.value not in p.values_left] or list(p.collective.operands))
+    in_loops = list(p.staying_in) or [t for t in p.target if t.in_loop] or list(p.target[:1])
     leave = math.prod(loop.trip_count or 0 for loop in p.stays_in if loop.name in p.collective.verdict.loop_ids)
     total_bytes, seconds_per_run, saved = 0, 0.0, 0.0
     runs_now: int | None = 0
     known = interconnect is not None
     algorithm = ""
+    parts = []
     for t in in_loops:
         moved = _moved_bytes(plan, p, t, {op.value for op in staying}, sum(op.bytes for op in staying))
         total_bytes += moved
+        parts.append((t.name, moved, t.executions))
         if t.executions is None or runs_now is None:
             runs_now = None
         else:
             runs_now += t.executions
-        after = None if t.executions is None or not leave else t.executions // leave
+        # deferred, its values run once per run of the loops they may not leave; an instruction
+        # that already left some of the loops they may leave still runs at least once
+        after = None if t.executions is None or not leave else max(1, t.executions // leave)
         if interconnect is None or after is None or t.executions is None:
             known = False
             continue
@@ -136,10 +157,10 @@ def saving_of(plan: "TargetPlan", p: "TargetPlacement", interconnect: TargetInte
         algorithm, per_run, instruction_saved = timed
         seconds_per_run += per_run
         saved += instruction_saved
-    runs_after = None if runs_now is None or not leave else runs_now // leave
+    runs_after = None if runs_now is None or not leave else max(1, runs_now // leave)
     return Saving(plan.target, p.collective.name, p.collective.kind,
                   ", ".join(dict.fromkeys(op.value for op in staying if op.value)), total_bytes, runs_now, runs_after,
-                  seconds_per_run if known else None, saved if known else None, algorithm, step_s)
+                  seconds_per_run if known else None, saved if known else None, algorithm, step_s, tuple(parts))
 
 
 def _instruction_saving(plan: "TargetPlan", t: "CompiledCollective", moved: int, after: int,
@@ -248,9 +269,10 @@ def saving_filter(min_saving: MinSaving) -> "Callable[[TargetPlan, TargetPlaceme
 
 
 def require_step_estimates(min_saving: MinSaving, plans: "Sequence[TargetPlan]") -> None:
-    """:class:`SettingsError` when ``min_saving`` is a share of the step and a plan has no step
-    estimate to take it of."""
-    missing = sorted({plan.target for plan in plans if step_seconds(plan) is None})
+    """:class:`SettingsError` when ``min_saving`` is a share of the step and a plan with a finding
+    to weigh has no step estimate to take it of (a plan without one, such as a step the target's
+    compiler refused for memory, has nothing to weigh: its other findings stand)."""
+    missing = sorted({plan.target for plan in plans if plan.staying_findings and step_seconds(plan) is None})
     if min_saving.share is not None and missing:
         raise SettingsError(
             f"--min-saving {min_saving.text} is a share of the step, and shardscope has no step estimate for "

@@ -21,6 +21,7 @@ from shardscope.engine.inspection import (InspectedCall, Inspection, compile_pro
 from shardscope.engine.dispatch.plan import is_dispatch_sequence
 from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.gc_pause import paused
@@ -126,8 +127,10 @@ def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequenc
                                 compile_s=compile_s)
     inputs = program.input_names if len(program.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
     plans = target_plans(traced, compiled, inspection, targets, name, inputs, outputs, compilations=compilations)
-    # the call kept, as inspect() keeps it: --what-if rewrites and runs it
-    return replace(inspection, targets=plans, call=InspectedCall(program, jax_traced(traced), compiled))
+    # the call kept, as inspect() keeps it: --what-if rewrites and runs it; the CPU's
+    # rematerializations with their fixes compiled, as inspect() has them
+    fixed = None if inspection.compiled is None else with_fixes(program, inspection.compiled)
+    return replace(inspection, compiled=fixed, targets=plans, call=InspectedCall(program, jax_traced(traced), compiled))
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,

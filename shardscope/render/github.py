@@ -24,6 +24,7 @@ from shardscope.render.targets import placement_words
 if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
     from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.hlo.target_plan import TargetPlacement
 
 _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
@@ -62,7 +63,8 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
     return lines
 
 
-def _findings(ins: Inspection, counts: FindingFilter | None = None) -> Iterator[tuple[PairedCollective | None, str, str]]:
+def _findings(ins: Inspection, counts: FindingFilter | None = None
+              ) -> Iterator[tuple[PairedCollective | CompiledCollective | None, str, str]]:
     """``(collective, title, message)`` of each finding of ``ins`` the exit status counts."""
     if ins.targets:
         for plan in ins.targets:
@@ -73,6 +75,12 @@ def _findings(ins: Inspection, counts: FindingFilter | None = None) -> Iterator[
                 saving = savings.get(placement.collective.name)
                 size = f" It moves {saving.words()}." if saving is not None else ""
                 yield paired, title, _staying_message(ins, paired, placement, plan.target) + size
+            for t in plan.comparison.added_findings:  # on the target only: they fail the check too
+                title = f"shardscope: {t.kind} stays in a loop on {plan.target} ({ins.function})"
+                what = f"{t.name}{f' of {t.value}' if t.value else ''}"
+                message = (f"{ins.function}: {what} on {plan.target} only (no CPU collective carries it), "
+                           f"{t.runs.badge()}: {t.verdict.kind} there. {t.verdict.reason}")
+                yield t, title, message + _fix(t.verdict.fix)
         return
     for c in ins.flagged:
         verdict = c.verdict
@@ -99,7 +107,7 @@ def _paired_with(ins: Inspection, placement: TargetPlacement) -> PairedCollectiv
                 None)
 
 
-def _where(collective: PairedCollective | None, path: Path, here: str) -> dict[str, str]:
+def _where(collective: PairedCollective | CompiledCollective | None, path: Path, here: str) -> dict[str, str]:
     """``file`` and ``line`` of the user's line that wrote ``collective`` (the checked file without one)."""
     found = _LINE.search(collective.source) if collective is not None else None
     if collective is None or found is None or not collective.source_file:

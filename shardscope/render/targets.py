@@ -333,8 +333,9 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
     for name, _, _ in columns:
         table.add_column(Text(name), justify="right")
     rows = (
-        ("compiled collectives", lambda r, t: _compiled_summary(t.compiled)),
-        ("  compiled runs per call", lambda r, t: count_text(t.compiled.executed_collectives)),
+        # a plan the target's compiler refused for memory has no compiled module to count
+        ("compiled collectives", lambda r, t: "-" if t.refused else _compiled_summary(t.compiled)),
+        ("  compiled runs per call", lambda r, t: "-" if t.refused else count_text(t.compiled.executed_collectives)),
         ("  runs per call on the CPU", lambda r, t: "-" if r.compiled is None else count_text(r.compiled.executed_collectives)),
         ("compile for the target", lambda r, t: f"{t.compile_s:.3f} s"),
         ("run median", lambda r, t: NOT_RUN),
@@ -473,7 +474,7 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
         "compiled_collectives": collectives,
         "interconnect_s_per_call": collectives_seconds_per_call(plan),
         "savings": [saving.to_json() for saving in savings.values()],
-        "compiled_executed_collectives": plan.compiled.executed_collectives,
+        "compiled_executed_collectives": None if plan.refused else plan.compiled.executed_collectives,
         "memory": dict(plan.memory),
         "cpu_memory": dict(plan.cpu_memory),
         "cost_analysis": dict(plan.cost),

@@ -136,18 +136,20 @@ def _jax_started_cloud_tpu() -> bool:
 def refuse_absent_platform(choice: PlatformChoice) -> None:
     """:class:`SettingsError` when ``choice`` names a TPU or an NVIDIA GPU and this machine has
     none, told by the PCI check JAX itself makes: before JAX loads libtpu or checks CUDA (whose
-    failures print pages of their own)."""
+    failures print pages of their own). Every platform named counts, not only the first: JAX
+    starts them all (``cpu,tpu`` fails on a host without a TPU as ``tpu`` does)."""
     try:
         from jax._src import hardware_utils
     except ImportError:  # a jax without it: JAX's own start says so
         return
-    if choice.first == "tpu" and hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0:
-        raise platform_missing(choice, "this machine has no TPU chip")
-    if choice.first == "cuda" and not hardware_utils.has_visible_nvidia_gpu():
-        raise platform_missing(choice, "this machine has no NVIDIA GPU that JAX can see")
     amd = getattr(hardware_utils, "num_available_amd_gpus", lambda stop_at=None: 0)
-    if choice.first == "gpu" and not hardware_utils.has_visible_nvidia_gpu() and not amd(stop_at=1):
-        raise platform_missing(choice, "this machine has no GPU that JAX can see")
+    for platform in dict.fromkeys(p.strip().lower() for p in choice.platforms.split(",") if p.strip()):
+        if platform == "tpu" and hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0:
+            raise platform_missing(choice, "this machine has no TPU chip", platform)
+        if platform == "cuda" and not hardware_utils.has_visible_nvidia_gpu():
+            raise platform_missing(choice, "this machine has no NVIDIA GPU that JAX can see", platform)
+        if platform == "gpu" and not hardware_utils.has_visible_nvidia_gpu() and not amd(stop_at=1):
+            raise platform_missing(choice, "this machine has no GPU that JAX can see", platform)
 
 
 def start_chosen_backend(choice: PlatformChoice) -> None:
@@ -178,9 +180,11 @@ def refuse_other_started_backend(choice: PlatformChoice) -> None:
             f"choose the platform before JAX starts (JAX_PLATFORMS, or --on in a fresh shardscope command), or {choice.way_out}")
 
 
-def platform_missing(choice: PlatformChoice, reason: str) -> SettingsError:
-    """The one message for a platform the user named that JAX could not start (``reason``: JAX's words)."""
-    words = _DEVICE_WORDS.get(choice.first, f"{choice.first} devices")
+def platform_missing(choice: PlatformChoice, reason: str, platform: str = "") -> SettingsError:
+    """The one message for a platform the user named that JAX could not start (``reason``: JAX's
+    words; ``platform``: the one missing, else the first named)."""
+    missing = platform or choice.first
+    words = _DEVICE_WORDS.get(missing, f"{missing} devices")
     if held_elsewhere(reason):
         return SettingsError(
             f"{choice.said} asks JAX for this machine's TPU chips, but another process holds them "
