@@ -46,7 +46,7 @@ def command_line() -> CommandLine:
     """The parser of ``shardscope``, built once: each command module registers its subparser."""
     parser = CommandParser(
         prog="shardscope",
-        description="See the communication plan of a chunked VJP under jax.shard_map.",
+        description="See the communication plan of a sharded JAX program: every collective the compiler runs, the loops around it, and whether they need it there.",
         epilog="shardscope FILE is short for shardscope open FILE (the explorer); shardscope alone opens the "
         f"shipped {SEED_DEMO} demo. report, diff, sweep and check run headless. FILE may be a shipped demo's "
         "name (shardscope demos lists them).",

@@ -41,7 +41,7 @@ FORMATS = ("text", "json", "github")
 
 def register(add_parser: AddParser) -> None:
     """Add ``check`` and its options to the ``shardscope`` parser."""
-    parser = add_parser(NAME, help="lint any shard_map program: collectives in loops that need not be there")
+    parser = add_parser(NAME, help="lint your programs (shard_map, jit with shardings, steps of jitted calls): collectives in loops that need not be there")
     parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo), "
                         "or a shipped demo's name (shardscope demos)")
     parser.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
