@@ -22,6 +22,7 @@ from pathlib import Path
 from jax._src.lru_cache import LRUCache  # JAX's own cache class: the write it does
 
 from benchmarks.common import grid, parse_args, write_result
+from benchmarks.harness import Benchmark, Column, Prose, Table
 from shardscope.distributed.compile_cache import MAX_BYTES, trim
 
 ENTRY_BYTES = 4096
@@ -76,6 +77,38 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{entries:>6} entries: a write {rows[-1]['bounded_put_ms']} ms with JAX's bound, "
                   f"{rows[-1]['unbounded_put_ms']:.2f} ms without; a trim {rows[-1]['trim_ms']:.1f} ms", flush=True)
     write_result("cache_writes", args, {"rounds": rounds, "entry_bytes": ENTRY_BYTES, "rows": rows})
+
+
+def _described(writes: dict) -> list[str]:
+    load = writes["load_average"]
+    return [
+        "`python -m benchmarks.cache_writes` (run alone). A write is JAX's `LRUCache.put` of one "
+        f"{writes['entry_bytes'] // 1024} KiB entry into a directory holding that many entries, with JAX's size bound "
+        "on (`jax_compilation_cache_max_size`: it reads every entry's size and access time under a lock) and off "
+        "(JAX's default, and shardscope's setting); shardscope bounds the cache with one pass over it when a "
+        f"command starts, at most once an hour (the trim column). Medians of {writes['rounds']} rounds; 1-minute "
+        f"load average {load['start']:.1f} -> {load['end']:.1f}.",
+    ]
+
+
+BENCHMARK = Benchmark(
+    name="cache_writes",
+    heading="One write to the compilation cache, as it fills",
+    level=3,
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("entries", lambda r: r["entries"], digits=None),
+                Column("a write, JAX's bound on", lambda r: "- (no filelock: JAX refuses the bound)"
+                       if r["bounded_put_ms"] is None else r["bounded_put_ms"], unit="ms", digits=1, better="lower"),
+                Column("a write, bound off", lambda r: r["unbounded_put_ms"], unit="ms", better="lower"),
+                Column("one trim", lambda r: r["trim_ms"], unit="ms", digits=1, better="lower"),
+            ),
+            rows=lambda writes: writes["rows"],
+        ),
+    ),
+)
 
 
 if __name__ == "__main__":

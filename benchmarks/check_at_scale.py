@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
+from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 TARGET_RATIO = 1.2
 FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
@@ -162,6 +163,115 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
 def _shown(argv: list[str]) -> str:
     return " ".join(a.replace(str(ROOT) + "/", "") if a.startswith(str(ROOT)) else ("python" if a == python() else a)
                     for a in argv)
+
+
+JAX_ROUTE = {
+    "unrolled": ("trace", "cpu_lower_and_compile"),
+    "llama": ("trace", "target_lower_and_compile"),
+}
+"""The phases JAX's own route runs too (the trace, and the one compile it makes): every other
+phase of a ``check`` is what shardscope adds."""
+PHASES = {
+    "trace": "trace",
+    "jaxpr_view": "jaxpr view",
+    "cpu_lower_and_compile": "CPU lower + compile",
+    "cpu_compiled_plan": "CPU compiled plan",
+    "target_lower_and_compile": "target lower + compile",
+    "target_compiled_plan": "target compiled plan",
+}
+DESCRIBED = {
+    "unrolled": "a residual MLP unrolled by a Python loop to {layers:,} layers (`benchmarks/unrolled_step.py` with "
+                "`SHARDSCOPE_UNROLLED_LAYERS={layers}` in the environment of both commands), its gradients under "
+                "jit; JAX's route is `jax.jit(f).lower(*args).compile()`",
+    "llama": "a Llama-3-8B-shaped FSDP x TP train step ({layers} scanned layers, {micro} micro-batches; "
+             "`benchmarks/llama_model.py`) checked for `{target}` over {devices} CPU devices; JAX's route builds the "
+             "same step over the slice's compile-only devices and compiles it (`lower().compile()`, as MaxText's "
+             "ahead-of-time compile does)",
+}
+
+
+def _described(scale: dict[str, Any]) -> list[str]:
+    load = scale["load_average"]
+    sizes = {"unrolled": {"layers": scale["unrolled_layers"]},
+             "llama": {"layers": scale["llama"]["layers"], "micro": scale["llama"]["micro_batches"],
+                       "target": scale["llama"]["target"], "devices": scale["llama"]["devices"]}}
+    return [
+        "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). Two programs: "
+        + "; and ".join(DESCRIBED[name].format(**sizes[name]) for name in scale["programs"]) + ". "
+        f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, one after the other, "
+        "the order alternating; the ratio is taken round by round (side by side) and its median quoted; peak RSS is "
+        "each process's own (`wait4`, as `/usr/bin/time -v` reports it). No compilation cache. 1-minute load average "
+        f"{load['start']:.1f} -> {load['end']:.1f} on this machine's 2 shared cores.",
+    ]
+
+
+def _rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": name, "commands": scale["commands"][name], **row} for name, row in scale["programs"].items()]
+
+
+def _phase_rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": name, **p} for name, p in scale.get("phases_s", {}).items()]
+
+
+def _phase_columns(scale: dict[str, Any]) -> list[str]:
+    phases = scale.get("phases_s", {})
+    shown = [key for key in PHASES if any(key in p for p in phases.values())]
+    table = Table(
+        intro=lambda s: "One `check` of each program in one process, phase by phase (the collector paused, as the "
+                        "command runs them):",
+        columns=(Column("program", lambda r: f"`{r['name']}`", align="left"),
+                 *(Column(PHASES[key], lambda r, key=key: r.get(key), unit="s", better="lower") for key in shown)),
+        rows=_phase_rows,
+    )
+    return table.lines(scale)[:-1]
+
+
+def _difference(scale: dict[str, Any]) -> list[str]:
+    """Which phase JAX's route does not run costs each program's check the most, in words."""
+    phases = scale.get("phases_s", {})
+    if not phases:
+        return []
+    out = ["What the difference is made of: the phases JAX's route does not run, against the difference "
+           "of the median walls (the rest is the spread of XLA's compile between processes on a shared machine):", ""]
+    for name, p in phases.items():
+        added = {key: seconds for key, seconds in p.items() if key not in JAX_ROUTE[name]}
+        costliest = max(added, key=lambda key: added[key])
+        row, walls = scale["programs"].get(name), ""
+        if row is not None:
+            walls = (f" The median walls differ by {row['check_wall_s']['median'] - row['bare_wall_s']['median']:.1f} s; "
+                     f"the compile both routes make ({PHASES[JAX_ROUTE[name][1]]}) took {p[JAX_ROUTE[name][1]]:.1f} s "
+                     "in the phase run.")
+        out.append(f"- `{name}`: shardscope's own phases take {sum(added.values()):.2f} s of the check; the costliest "
+                   f"is the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}")
+    return out
+
+
+BENCHMARK = Benchmark(
+    name="check_at_scale",
+    heading="7b. `check` at real scale, against JAX's own route",
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("program", lambda r: f"`{r['name']}`", align="left"),
+                Column("command", lambda r: f"`{r['commands']['check']}` vs `{r['commands']['bare']}`", align="left"),
+                Column("`check` wall, median (min-max)", lambda r: r["check_wall_s"], unit="s", better="lower"),
+                Column("JAX's route", lambda r: r["bare_wall_s"], unit="s"),
+                ratio_column("check / JAX, median of per-round ratios", lambda r: r["ratio_median"], better="lower",
+                             target=TARGET_RATIO, strong=True),
+                ratio_column("rounds", lambda r: {"median": statistics.median(r["ratios"]), "min": min(r["ratios"]),
+                                                  "max": max(r["ratios"])}),
+                Column("peak RSS: check, JAX", lambda r: f"{r['check_rss_mib']['median']:,.0f}, "
+                       f"{r['bare_rss_mib']['median']:,.0f}", unit="MiB"),
+                ratio_column("peak RSS check / JAX", lambda r: r["rss_ratio_median"], better="lower",
+                             target=TARGET_RATIO, strong=True),
+            ),
+            rows=_rows,
+        ),
+        Prose(_phase_columns),
+        Prose(_difference),
+    ),
+)
 
 
 if __name__ == "__main__":

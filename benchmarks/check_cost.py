@@ -22,8 +22,10 @@ import json
 import os
 import statistics
 import time
+from typing import Any, Callable
 
 from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
+from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
@@ -141,6 +143,70 @@ def _checked(kind: str, result: dict, name: str) -> dict:
 def shown_command(argv: list[str]) -> str:
     return " ".join(a.replace(str(ROOT) + "/", "") if a.startswith(str(ROOT)) else ("python" if a == python() else a)
                     for a in argv)
+
+
+def rounds_run(results: dict[str, Any]) -> str:
+    """How many rounds a benchmark run alone timed, and the machine's load while they ran."""
+    load = results["load_average"]
+    return (f"{results['rounds']} timed rounds after one untimed round; 1-minute load average {load['start']:.1f} -> "
+            f"{load['end']:.1f} on this machine's 2 shared cores.")
+
+
+def programs_of(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """A benchmark's per-program rows, each with its program's name and the benchmark's target ratio."""
+    return [{"name": name, "target": results["target_ratio"], **row} for name, row in results["programs"].items()]
+
+
+def _described(cost: dict[str, Any]) -> list[str]:
+    first = next(iter(cost["commands"].values()))
+    return [
+        "`python -m benchmarks.check_cost` (run alone; not part of `make bench`). The program is a 12-layer "
+        "transformer train step with 4-step gradient accumulation (`benchmarks/transformer_step.py`), in both "
+        "styles: jit with shardings (`step_shardings`) and the same under `shard_map` (`step_shard_map`); and a "
+        "600-layer residual MLP unrolled by a Python loop (`unrolled_step`, `benchmarks/unrolled_step.py`), whose "
+        "600 gradients one combined all-reduce sums, each of them named. Each "
+        f"round runs, in fresh processes and alternating, `{first['check']}` and `{first['bare']}` "
+        "(JAX alone: import the file, `jax.jit(f).lower(*args).compile()`, `as_text()`), so both wall times hold "
+        f"the interpreter's start, JAX's import, the trace and XLA's compile. {rounds_run(cost)}",
+    ]
+
+
+def _phase(key: str) -> Callable[[dict], float]:
+    return lambda row: row[key]
+
+
+BENCHMARK = Benchmark(
+    name="check_cost",
+    heading="7. What `check` costs on a user's program, and the compiled-plan parse",
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("program", lambda r: f"`{r['name']}`", align="left"),
+                Column("`check` wall, median (min-max)", lambda r: r["check_wall_s"], unit="s", better="lower"),
+                Column("bare compile wall", lambda r: r["bare_wall_s"], unit="s"),
+                ratio_column("check / bare, median of per-round ratios", lambda r: r["ratio_median"], better="lower",
+                             target=TARGET_RATIO, strong=True),
+                ratio_column("check peak RSS / bare", lambda r: r["check_rss_mib"]["median"] / r["bare_rss_mib"]["median"],
+                             better="lower"),
+                Column("compiled collectives", lambda r: r["compiled_collectives"], digits=None),
+                Column("exit", lambda r: r["exit_code"], digits=None),
+            ),
+            rows=programs_of,
+        ),
+        Table(
+            intro=lambda cost: "One `check` of each program in one process, phase by phase:",
+            columns=(
+                Column("program", lambda r: f"`{r['name']}`", align="left"),
+                *(Column(title, _phase(key), unit="s", better="lower") for key, title in (
+                    ("trace", "trace"), ("jaxpr_view", "jaxpr view"), ("lower_and_compile", "lower + compile"),
+                    ("compiled_plan", "compiled plan"))),
+                Column("HLO lines", lambda r: r["instructions"], digits=None),
+            ),
+            rows=lambda cost: [{"name": name, **p} for name, p in cost["phases_s"].items()],
+        ),
+    ),
+)
 
 
 if __name__ == "__main__":

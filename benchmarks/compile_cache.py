@@ -20,8 +20,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks.check_cost import EXIT_CODES, PROGRAMS, SMOKE_LAYERS, SMOKE_PROGRAMS, shown_command
+from benchmarks.check_cost import (EXIT_CODES, PROGRAMS, SMOKE_LAYERS, SMOKE_PROGRAMS, programs_of, rounds_run,
+                                   shown_command)
 from benchmarks.common import grid, parse_args, python, run_child, stats, write_result
+from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 TARGET_RATIO = 0.4
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
@@ -79,6 +81,34 @@ def _checked(name: str, result: dict) -> dict:
     if result["returncode"] != EXIT_CODES[name]:  # both transformer steps are flagged, the unrolled one passes
         raise RuntimeError(f"check exited with {result['returncode']}:\n{result['stderr'][-2000:]}")
     return result
+
+
+BENCHMARK = Benchmark(
+    name="compile_cache",
+    heading="The compilation cache: a second `check` of the same program",
+    level=3,
+    blocks=(
+        Prose(lambda cache: [
+            "`python -m benchmarks.compile_cache` (run alone). Each round empties a compilation cache directory "
+            "(`JAX_COMPILATION_CACHE_DIR`), then runs each of "
+            + ", ".join(f"`{c}`" for c in cache["commands"].values())
+            + " twice in fresh processes: the first compiles and fills the cache, the second reads the executable "
+            f"back; both print the same report. {rounds_run(cache)} The other benchmarks run with "
+            "`SHARDSCOPE_NO_CACHE=1`."]),
+        Table(
+            columns=(
+                Column("program", lambda r: f"`{r['name']}`", align="left"),
+                Column("first `check`, median (min-max)", lambda r: r["first_wall_s"], unit="s", better="lower"),
+                Column("second `check`", lambda r: r["second_wall_s"], unit="s", better="lower"),
+                ratio_column("second / first, median of per-round ratios", lambda r: r["ratio_median"],
+                             better="lower", target=TARGET_RATIO, strong=True),
+                Column("cache entries", lambda r: r["entries"], digits=None),
+                Column("cache size", lambda r: r["cache_bytes"] / 1024, unit="KiB", digits=None),
+            ),
+            rows=programs_of,
+        ),
+    ),
+)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,32 @@
-"""``BENCHMARKS.md`` from the JSON results: tables, a text chart, targets met or missed.
+"""``BENCHMARKS.md`` from the JSON results: every benchmark's declared section, one renderer.
 
-Every number in the file comes from the JSON results (run ``python -m benchmarks.render`` to
-rewrite it from existing results without measuring again). The sentences around them say how the
-numbers were taken, which changes were made for the targets, and where profiling found the time
-of a missed target; they carry no figures of their own, since a figure typed here would not
-change when the results do.
+Each benchmark module declares its section (:class:`benchmarks.harness.Benchmark`: its tables'
+columns, units and which way is better, and the sentences around them); this module puts them in
+order, with the machine, the summary of the targets and where the misses come from. Every number
+in the file comes from the JSON results (run ``python -m benchmarks.render`` to rewrite it from
+existing results without measuring again): a figure typed here would not change when the results do.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import (render_check_cost, render_costs, render_cross, render_dispatches, render_format as fmt,
-                        render_plans, render_scale, render_step_estimate, render_targets, render_what_if)
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
+from benchmarks.harness import ARROWS, Benchmark, SummaryRow
 
-NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
+SECTIONS = ("plans_at_scale", "tool_cost", "app_start", "scaling", "layouts", "cross_process", "target_compile",
+            "target_placements", "what_if_gain", "check_cost", "compiled_parse", "compile_cache", "cache_writes",
+            "check_at_scale", "dispatch_steps", "step_estimate")
+"""The benchmarks in the order of their sections in ``BENCHMARKS.md``."""
+
+
+def benchmarks() -> list[Benchmark]:
+    """Every benchmark's declaration (``BENCHMARK`` of its module), in the file's order."""
+    return [importlib.import_module(f"benchmarks.{name}").BENCHMARK for name in SECTIONS]
 
 def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = None) -> list[str]:
     """The changes made to shardscope for these targets, each with what this run measured of it
@@ -121,110 +128,58 @@ def _first_moves_drawn_ms(results: dict[str, Any]) -> float | None:
 def load(directory: Path) -> dict[str, Any]:
     """The results found in ``directory``, by benchmark name."""
     found = {}
-    for name in NAMES:
-        path = directory / f"{name}.json"
-        if path.is_file():
-            found[name] = json.loads(path.read_text())
-    layouts = directory / "layouts.json"  # run alone (python -m benchmarks.layouts): a list of cases
-    if layouts.is_file():
-        found["layouts"] = json.loads(layouts.read_text())
-    targets = directory / "target_compile.json"  # run alone (python -m benchmarks.target_compile)
-    if targets.is_file():
-        found["target_compile"] = json.loads(targets.read_text())
-    what_if = directory / "what_if_gain.json"  # run alone (python -m benchmarks.what_if_gain)
-    if what_if.is_file():
-        found["what_if_gain"] = json.loads(what_if.read_text())
-    for alone in ("check_cost", "check_at_scale", "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps"):  # run alone (python -m benchmarks.NAME)
-        path = directory / f"{alone}.json"
-        if path.is_file():
-            found[alone] = json.loads(path.read_text())
-    for path in sorted(directory.glob("step_estimate*.json")):  # run alone (python -m benchmarks.step_estimate)
-        found[path.stem] = json.loads(path.read_text())  # this machine's CPU, and step_estimate_<chip> from a chip
+    for benchmark in benchmarks():
+        result = benchmark.load(directory)
+        if result is not None:
+            found[benchmark.name] = result
     return found
 
 
 def render(results: dict[str, Any], failures: dict[str, str] | None = None, elapsed_s: float | None = None) -> str:
     """The whole of ``BENCHMARKS.md``."""
     failures = failures or {}
-    layouts = results.get("layouts")
-    target_compile = results.get("target_compile")
-    what_if = results.get("what_if_gain")
-    check_cost, compiled_parse = results.get("check_cost"), results.get("compiled_parse")
-    compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
-    dispatch_steps, check_at_scale = results.get("dispatch_steps"), results.get("check_at_scale")
-    step_estimates = {name: r for name, r in results.items() if name.startswith("step_estimate")}
-    results = {name: r for name, r in results.items() if name in NAMES}
-    any_result = next(iter(results.values()), None)
+    declared = benchmarks()
+    in_make_bench = {b.name: results[b.name] for b in declared if b.in_make_bench and b.name in results}
     out: list[str] = ["# shardscope benchmarks", ""]
-    if any_result is None:
+    if not in_make_bench:
         return "\n".join(out + ["No results yet: run `make bench`.", ""])
-    quick = any(r["mode"] == "quick" for r in results.values())
     out += [
         "What the deferred plan buys at scale, and what shardscope itself costs, measured on one "
         "machine. Ratios come from runs taken side by side (interleaved) in one process or one "
-        "round; absolute times are context only: this machine has 2 cores shared with other work.",
+        "round; absolute times are context only: this machine has 2 cores shared with other work. "
+        f"In the tables' headers, {ARROWS['lower']} marks a column where lower is better and "
+        f"{ARROWS['higher']} one where higher is better.",
         "",
     ]
-    if quick:
+    if any(r["mode"] == "quick" for r in in_make_bench.values()):
         out += ["**Quick mode** (`make bench-quick`): fewer cells and repeats; not the published numbers.", ""]
-    out += _machine(any_result, results, elapsed_s)
+    out += _machine(next(iter(in_make_bench.values())), in_make_bench, elapsed_s)
     out += _rerun(elapsed_s)
-    out += _summary(results)
-    out += render_plans.plans_section(results.get("plans_at_scale"), failures.get("plans_at_scale"))
-    out += render_costs.tool_cost_section(results.get("tool_cost"), failures.get("tool_cost"))
-    out += render_costs.app_start_section(results.get("app_start"), failures.get("app_start"))
-    out += render_costs.scaling_section(results.get("scaling"), failures.get("scaling"))
-    out += _layouts_section(layouts)
-    out += render_cross.cross_process_section(results.get("cross_process"), failures.get("cross_process"))
-    out += render_targets.target_compile_section(target_compile)
-    out += render_what_if.what_if_section(what_if)
-    out += render_check_cost.check_cost_section(check_cost, compiled_parse, compile_cache, cache_writes)
-    out += render_scale.check_at_scale_section(check_at_scale)
-    out += render_dispatches.dispatch_section(dispatch_steps)
-    out += render_step_estimate.step_estimate_section(step_estimates)
-    out += _misses(results)
-    out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results, check_at_scale)] + [""]
+    out += _summary(declared, results)
+    for benchmark in declared:
+        out += benchmark.lines(results.get(benchmark.name), failures.get(benchmark.name))
+    out += _misses(declared, results)
+    out += ["## Changes made for these targets", ""]
+    out += [f"- {c}" for c in core_changes(results, results.get("check_at_scale"))] + [""]
     return "\n".join(out)
 
 
-def _layouts_section(cases: list[dict] | None) -> list[str]:
-    """FSDP and a 2-D mesh, from ``results/layouts.json`` (``python -m benchmarks.layouts``, run alone)."""
-    if not cases:
-        return []
-    from benchmarks.layouts import markdown
+def _summary(declared: list[Benchmark], results: dict[str, Any]) -> list[str]:
+    rows: list[SummaryRow] = [row for b in declared if b.summary and b.name in results for row in b.summary(results[b.name])]
+    out = ["## Summary", "", "| what | target | measured (median) | verdict |", "|---|---|---|---|"]
+    out += [f"| {r.what} | {r.target} | {r.measured} | {r.verdict} |" for r in rows]
+    return out + [""]
 
-    loads = [c["load_average_1min"] for c in cases]
-    out = [
-        "## 3. Training layouts: FSDP and a 2-D mesh (naive vs deferred vs reduced)",
-        "",
-        "`python -m benchmarks.layouts` (writes `benchmarks/results/layouts.json`; not part of `make bench`, "
-        f"run alone). 8 simulated CPU devices, 2 chunks per device; 1-minute load average {min(loads):.1f}-"
-        f"{max(loads):.1f} on this machine's cores while it ran: the counts and the memory are exact and "
-        "deterministic, the times are not worth more than their per-round ratios.",
-        "",
-        markdown(cases),
-        "",
-    ]
-    out += [f"- {c['demo']}, {c['mesh']}: {c['comparison']}." for c in cases]
-    extra = []
-    for c in cases:
-        naive, deferred = c["plans"].get("naive"), c["plans"].get("deferred")
-        if naive and deferred and naive["temp_bytes"]:
-            more = deferred["temp_bytes"] - naive["temp_bytes"]
-            extra.append(f"{c['demo']} on {c['mesh']}: {abs(more) / 1e3:.0f} kB ({more / naive['temp_bytes']:+.0%}) "
-                         f"{'more' if more >= 0 else 'fewer'} temporaries per device in the deferred plan")
-    out += [
-        "",
-        "What the table shows: on the FSDP demo the deferred plan halves the collective runs and bytes per call "
-        "(one `all_gather` and one `reduce_scatter` per sharded leaf per call instead of per chunk), and may pay "
-        "for it in memory: the whole gathered leaves and their gradient accumulators live on every device for "
-        "the entire loop, though XLA's buffer assignment decides how much (" + "; ".join(extra) + "). The reduced "
-        "plan is not built for sharded parameters (a gathered leaf already varies over the axis it is reduced "
-        "over, and JAX refuses a value that is both varying and reduced), so the FSDP rows list it as "
-        "unavailable with that reason; on replicated parameters (mlp.py) it runs as many collectives as "
-        "deferred, `unreduced_psum` instead of `psum_invariant`.",
-        "",
-    ]
+
+def _misses(declared: list[Benchmark], results: dict[str, Any]) -> list[str]:
+    """Why the missed targets are missed: each benchmark's own account, with this run's numbers."""
+    out = ["## Where the misses come from", ""]
+    for b in declared:
+        if b.misses and b.name in results:
+            lines = b.misses(results[b.name])
+            out += lines + ([""] if lines and lines[-1] else [])
+    if len(out) == 2:
+        out += ["Every target above was met in this run.", ""]
     return out
 
 
@@ -266,137 +221,6 @@ def _rerun(elapsed_s: float | None) -> list[str]:
         "Each benchmark runs in its own process (the CPU device count is fixed when JAX starts).",
         "",
     ]
-
-
-def _summary(results: dict) -> list[str]:
-    rows = []
-    plans = results.get("plans_at_scale")
-    if plans:
-        cell = fmt.find(plans["cells"], model="linear", M=fmt.CLAIM["M"], chunks_per_device=fmt.CLAIM["chunks"])
-        if cell:
-            ratios = [c["naive_over_deferred"] for c in [cell, *plans.get("claim_checks", [])]]
-            ratio = statistics.median(ratios)
-            spread = f" (range {min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} builds)" if len(ratios) > 1 else ""
-            rows.append((f"naive/deferred, M=1e6, {fmt.CLAIM['chunks']} chunks/device, 8 devices",
-                         f"earlier claim {fmt.CLAIM['ratio']}x", f"{ratio:.2f}x{spread}",
-                         fmt.claim_verdict(ratio, min(ratios), max(ratios))))
-    tool = results.get("tool_cost")
-    if tool:
-        r = tool["ratios"]["report_over_bare"]["wall_median"]
-        rows.append(("`shardscope report --json` wall time over bare JAX", f"<= {tool['target_ratio']}x",
-                     f"{r:.2f}x", fmt.verdict(r <= tool["target_ratio"], r / tool["target_ratio"])))
-    app = results.get("app_start")
-    if app:
-        t = app["targets_s"]
-        fp, res = app["first_paint_s"]["median"], app["results_s"]["median"]
-        rows.append(("app first paint (demos/linear.py)", f"< {t['first_paint']} s", f"{fp:.2f} s",
-                     fmt.verdict(fp < t["first_paint"], fp / t["first_paint"])))
-        rows.append(("app first results (demos/linear.py)", f"< {t['results']} s", f"{res:.2f} s",
-                     fmt.verdict(res < t["results"], res / t["results"])))
-        keys = app["keys"]
-        for name, label in (("n", "later `n`"), ("down", "`down`")):
-            paint = keys["presses"][name]["paint_s"]
-            if paint:
-                rows.append((f"key to paint in the Plans tree at {keys['equations']:,} equations: {label}",
-                             f"< {t['key'] * 1e3:.0f} ms", f"{paint['median'] * 1e3:.1f} ms",
-                             fmt.verdict(paint["median"] < t["key"], paint["median"] / t["key"])))
-        first = keys["presses"]["first_n"]["paint_s"]
-        if first:
-            apps = keys.get("first_n_apps")
-            rows.append((f"first `n` there (every tree to the first collective{f'; {apps} fresh apps' if apps else ''})",
-                         f"< {t['key'] * 1e3:.0f} ms",
-                         f"{first['median'] * 1e3:.0f} ms", fmt.verdict(first["median"] < t["key"], first["median"] / t["key"])))
-        first_back = keys["presses"].get("first_N", {}).get("paint_s")
-        if first_back:
-            rows.append((f"first `N` there (every tree to the last collective; {keys['first_capital_n_apps']} fresh apps)",
-                         f"< {t['key'] * 1e3:.0f} ms", f"{first_back['median'] * 1e3:.0f} ms",
-                         fmt.verdict(first_back["median"] < t["key"], first_back["median"] / t["key"])))
-    scaling = results.get("scaling")
-    if scaling:
-        row = min(scaling["rows"], key=lambda r: abs(r["equations"] - 10_000))
-        rows.append((f"analysis time at {row['equations']:,} equations", f"< {scaling['target_s_at_10k']} s",
-                     f"{row['analysis_s']:.2f} s",
-                     fmt.verdict(row["analysis_s"] < scaling["target_s_at_10k"], row["analysis_s"] / scaling["target_s_at_10k"])))
-        slope = scaling.get("loglog_slope")
-        if slope is not None:
-            first, last = scaling["rows"][0], scaling["rows"][-1]
-            rows.append((f"linear scaling, {first['equations']:,} to {last['equations']:,} equations: "
-                         "slope of log time vs log size (wall, CPU)", "1.0",
-                         f"{slope:.2f}, {scaling['loglog_slope_cpu']:.2f}",
-                         "met" if slope <= 1.15 else f"**missed**: superlinear (slope {slope:.2f})"))
-    out = ["## Summary", "", "| what | target | measured (median) | verdict |", "|---|---|---|---|"]
-    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return out + [""]
-
-
-def _misses(results: dict) -> list[str]:
-    """Why the missed targets are missed: profiles taken while writing these benchmarks, with this run's numbers."""
-    out = ["## Where the misses come from", ""]
-    app = results.get("app_start")
-    if app:
-        k, t = app["keys"], app["targets_s"]["key"]
-        presses = k["presses"]
-        timed = [name for name in ("first_n", "first_N", "n", "down") if name in presses]
-        slow = [name for name in timed if presses[name]["paint_s"] and presses[name]["paint_s"]["median"] >= t]
-        spikes = [name for name in timed if presses[name]["gc_pause_s"]["max"] >= t]
-        if slow or spikes:
-            out += [f"**Keys in the Plans tree** ({k['equations']:,} equations; profiled with pyinstrument and "
-                    "cProfile around the Pilot presses):", ""]
-        if {"first_n", "first_N", "n"} & set(slow):
-            which = " and ".join(label for name, label in (("first_n", "the first `n`"), ("first_N", "the first `N`"),
-                                                           ("n", "a later `n`")) if name in slow)
-            out.append(
-                f"- {which[0].upper() + which[1:]} does little work in shardscope: the path is open and the "
-                "lines are drawn ahead (first `n` or `N`) or kept by node (later ones); `PlansView.step_collective` is "
-                "a few ms of the press. The rest is Textual repainting the trees it scrolled (each visible line "
-                "goes through `StylesCache.render_line`, even the ones kept by node), the headers and details, "
-                "through the compositor (`Compositor._render_chops` renders every widget that overlaps the "
-                "changed area, containers included). The bare-`Tree` scrolling row is the floor of one tree's "
-                f"repaint. Here the first `n` took {presses['first_n']['paint_s']['median'] * 1e3:.0f} ms to "
-                f"paint, {presses['first_n']['cpu_s']['median'] * 1e3:.0f} ms CPU: compare the load average "
-                "below with the run's.")
-        if "down" in slow:
-            out.append(
-                "- `down` scrolls the tree once the cursor is at the bottom edge, and a scrolled Textual `Tree` "
-                "re-renders every visible line: the bare-`Tree` scrolling row is the floor of that.")
-        if spikes:
-            worst = max(presses[name]["gc_pause_s"]["max"] for name in spikes)
-            out.append(
-                "- Spikes: Python's cyclic garbage collector. A full (generation 2) collection scans every object "
-                "alive"
-                + (f" ({k['gc_tracked_objects']:,} still tracked with this analysis on screen, "
-                   f"{k.get('gc_frozen_objects', 0):,} frozen)" if "gc_tracked_objects" in k else "")
-                + f"; the worst pause during a key here was {worst * 1e3:.0f} ms although the app freezes the "
-                "analysis out of the collector (fc7cef5).")
-        if slow or spikes:
-            out.append("")
-        start = app["first_paint_s"]["median"], app["results_s"]["median"]
-        if start[0] >= app["targets_s"]["first_paint"] or start[1] >= app["targets_s"]["results"]:
-            bare = app.get("bare_textual_first_paint_s", {}).get("median")
-            out += [
-                "**App start**: before the first paint the process imports Python, Textual and the app and "
-                "composes the screen (JAX waits for the worker)"
-                + (f"; a bare Textual app paints at {bare:.2f} s in the same rounds" if bare else "")
-                + ". After it the worker imports JAX and starts the 8 CPU devices (`loading` to `tracing` in "
-                "the stage table), compiles three programs and times 20 rounds of them; all of it shares the GIL "
-                "with the UI thread. On a busy machine every part stretches (see the load averages above).",
-                "",
-            ]
-    tool = results.get("tool_cost")
-    if tool and tool["ratios"]["report_over_bare"]["wall_median"] > tool["target_ratio"]:
-        report_imports = tool.get("top_level_imports_s", {}).get("report", {})
-        networkx = report_imports.get("shardscope.engine.jaxpr.dataflow")
-        out += [
-            "**`shardscope report` over bare JAX** (pyinstrument of the report): beyond JAX's own import, "
-            "the extra time is compiling, timing and checking the unchunked reference (the `--with-reference` "
-            "row) and shardscope's imports (table above)"
-            + (f"; networkx was still imported ({networkx:.2f} s under `-X importtime`)" if networkx else "")
-            + ".",
-            "",
-        ]
-    if len(out) == 2:
-        out += ["Every target above was met in this run.", ""]
-    return out
 
 
 def save_run(quick: bool, elapsed_s: float, failures: dict[str, str]) -> None:

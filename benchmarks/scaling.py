@@ -19,8 +19,10 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Callable
 
 from benchmarks.common import DEMOS, grid as grid_of, parse_args, peak_rss_mib, stats, write_result
+from benchmarks.harness import Benchmark, Column, Prose, SummaryRow, Table, ratio_column, verdict
 
 DEEP = DEMOS / "deep.py"
 TARGET_S_AT_10K = 1.0
@@ -161,6 +163,80 @@ def _slope(sizes: list[int], seconds: list[float]) -> float:
     ys = [math.log(t) for t in seconds]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def _described(data: dict) -> list[str]:
+    load = data.get("load_average")
+    return [
+        f"{data['model']}; about {data['equations_per_layer']} equations per layer. Tracing is timed on its "
+        f"own; the analysis is `jaxpr_model.from_jaxpr` -> `dataflow.build_graph` -> `dataflow.collectives` on "
+        f"the traced jaxpr (the garbage collector paused, as the pipeline reads a program), median of "
+        f"{data['repeats']} repeats, each after its own trace. The ratio is the analysis's CPU time over the "
+        f"trace's, both in one process: the figure to compare between runs on a loaded machine"
+        + (f" (1-minute load average {load['start']:.1f} at the start, {load['end']:.1f} at the end)"
+           if isinstance(load, dict) else "")
+        + f". The process peaked at {data['peak_rss_mib']:,.0f} MiB resident.",
+    ]
+
+
+def _slope_lines(data: dict) -> list[str]:
+    if "loglog_slope" not in data:
+        return []
+    return [f"Slope of log(time) against log(equations), least squares over all sizes: "
+            f"{data['loglog_slope']:.2f} wall, {data['loglog_slope_cpu']:.2f} CPU (1.0 is linear). "
+            f"Time per equation at the largest size over the smallest: {data['per_equation_growth']:.2f} wall, "
+            f"{data['per_equation_growth_cpu']:.2f} CPU. Wall times rise with the machine's load; the CPU "
+            "time of this single-threaded work is what an idle machine would show."]
+
+
+def _near_10k(data: dict) -> dict:
+    return min(data["rows"], key=lambda r: abs(r["equations"] - 10_000))
+
+
+def _summary(data: dict) -> list[SummaryRow]:
+    row, target = _near_10k(data), data["target_s_at_10k"]
+    rows = [SummaryRow(f"analysis time at {row['equations']:,} equations", f"< {target} s", f"{row['analysis_s']:.2f} s",
+                       verdict(row["analysis_s"] < target, row["analysis_s"] / target))]
+    slope = data.get("loglog_slope")
+    if slope is not None:
+        first, last = data["rows"][0], data["rows"][-1]
+        rows.append(SummaryRow(f"linear scaling, {first['equations']:,} to {last['equations']:,} equations: "
+                               "slope of log time vs log size (wall, CPU)", "1.0",
+                               f"{slope:.2f}, {data['loglog_slope_cpu']:.2f}",
+                               "met" if slope <= 1.15 else f"**missed**: superlinear (slope {slope:.2f})"))
+    return rows
+
+
+def _phase(name: str) -> Callable[[dict], float]:
+    return lambda r: r["phases_s"][name]["median"]
+
+
+BENCHMARK = Benchmark(
+    name="scaling",
+    heading="2c. Analysis time against program size",
+    in_make_bench=True,
+    summary=_summary,
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("equations", lambda r: r["equations"], digits=None),
+                Column("depth", lambda r: r["depth"], digits=None),
+                Column("trace", lambda r: r["trace_s"], unit="s"),
+                Column("trace CPU", lambda r: r.get("trace_cpu_s"), unit="s"),
+                Column("from_jaxpr", _phase("from_jaxpr"), unit="s", digits=3, better="lower"),
+                Column("build_graph", _phase("build_graph"), unit="s", digits=3, better="lower"),
+                Column("collectives", _phase("collectives"), unit="s", digits=3, better="lower"),
+                Column("analysis", lambda r: r["analysis_s"], unit="s", digits=3, better="lower", strong=True),
+                Column("analysis CPU", lambda r: r.get("analysis_cpu_s"), unit="s", digits=3, better="lower"),
+                ratio_column("analysis / trace (CPU)", lambda r: r.get("ratio"), better="lower", strong=True),
+                Column("per equation", lambda r: r["us_per_equation"], unit="us", digits=0, better="lower"),
+            ),
+            rows=lambda d: d["rows"],
+        ),
+        Prose(_slope_lines),
+    ),
+)
 
 
 if __name__ == "__main__":

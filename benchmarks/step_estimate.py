@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from benchmarks.common import grid, parse_args, stats, write_result
+from benchmarks.harness import Benchmark, Column, Each, Prose, Table, ratio_column
 
 REPEATS, QUICK_REPEATS, SMOKE_REPEATS = 20, 5, 2
 
@@ -174,6 +175,78 @@ def main(argv: list[str] | None = None) -> int:
                                      "rows": rows})
     print(f"wrote {path}")
     return 0
+
+
+CHIPS_WITH_FIGURES = ("v4", "v5e", "v5p", "v6e", "a100", "h100", "h200", "b200")
+"""The chips shardscope estimates for (:mod:`shardscope.costmodel.chips`)."""
+
+
+def _chips(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each chip's result, the CPU's first."""
+    return [results[name] for name in sorted(results, key=lambda n: (n != "step_estimate", n))]
+
+
+def _chip_described(result: dict[str, Any]) -> list[str]:
+    chip, load = result["chip"], result["load_average"]
+    where = (f"1-minute load average {load['start']:.1f} -> {load['end']:.1f}" if result["backend"] == "cpu"
+             else "timed on the chip's own host (`--measured`: estimated here from the modules it compiled)")
+    peaks = ", ".join(f"{dtype} {flops / 1e12:.3g} TFLOP/s" for dtype, flops in chip["peak_flops"].items()
+                      if dtype != "default")
+    return [
+        f"### {chip['name']} ({result['device_kind']}, jax {result['jax']})",
+        "",
+        f"Peaks: {peaks}; memory {chip['memory_bandwidth_Bps'] / 1e9:.3g} GB/s; "
+        f"{chip['call_overhead_s'] * 1e6:.3g} us per call, {chip['iteration_overhead_s'] * 1e6:.3g} us per loop "
+        f"iteration ({chip['sources'].get('overheads', '')}). Medians of {result['repeats']} calls; {where}.",
+    ]
+
+
+def _unchecked(results: dict[str, dict[str, Any]]) -> list[str]:
+    measured = {r["chip"]["name"] for r in results.values()}
+    unchecked = [chip for chip in CHIPS_WITH_FIGURES if chip not in measured]
+    return [f"The estimate is unchecked on {', '.join(unchecked)}: no measurement of those chips here."] if unchecked else []
+
+
+def _ms_column(title: str, key: str, **options: Any) -> Column:
+    return Column(title, lambda row: row[key], unit="ms", scale=1e3, digits=3, **options)
+
+
+BENCHMARK = Benchmark(
+    name="step_estimate",
+    heading="9. The step estimate against measured time",
+    files=("step_estimate*.json",),
+    several=True,
+    blocks=(
+        Prose(lambda results: [
+            "`python -m benchmarks.step_estimate` (run alone; on a TPU VM it times the chip: `PYTHONPATH=<checkout> "
+            "python -m benchmarks.step_estimate`). Per program, the median of the timed calls against shardscope's "
+            "estimate: a roofline per instruction of the compiled module (its flops at the chip's peak for their "
+            "dtype, its bytes at the memory bandwidth, the longer of the two), loops counted, plus the chip's "
+            "per-call and per-iteration overheads; and XLA's own `optimal_seconds` where the backend has a cost "
+            "analysis (it counts a loop body once). On the CPU the peaks are the ones `shardscope calibrate` "
+            "measures on this machine (in the same run); on a TPU the chip's published ones. The CPU's bandwidth is "
+            "a stream through main memory: a program whose arrays stay in the CPU's caches (the scan's carry) runs "
+            "faster than its estimate, and this machine's cores are shared with other work."]),
+        Each(_chips, (
+            Prose(_chip_described),
+            Table(
+                columns=(
+                    Column("program", lambda row: row["words"], align="left"),
+                    Column("measured, median (min-max)", lambda row: row["measured_s"], unit="ms", scale=1e3,
+                           digits=3),
+                    _ms_column("estimate", "estimate_s"),
+                    _ms_column("compute", "compute_s"),
+                    _ms_column("memory", "memory_s"),
+                    _ms_column("overheads", "overhead_s"),
+                    ratio_column("measured / estimate", lambda row: row["ratio"]),
+                    _ms_column("XLA's optimal_seconds", "xla_optimal_s"),
+                ),
+                rows=lambda result: result["rows"],
+            ),
+        )),
+        Prose(_unchecked),
+    ),
+)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import statistics
 import time
 from typing import Any, Callable
 
+from benchmarks.harness import Benchmark, Column, Prose, Table
+
 TARGETS = ("tpu:v5e:2x4", "gpu:h100:8", "tpu:v5p:4x4x4", "gpu:h100:8x8", "tpu:v5e:16x16", "gpu:h100:32x8")
 ROUNDS = 5
 MICRO_BATCHES, PER_DEVICE, D_IN, D_HIDDEN = 4, 8, 16, 32
@@ -105,6 +107,59 @@ def main(argv: list[str] | None = None) -> None:
                                                  "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),
                                                  "cases": cases})
     print(f"wrote {path}")
+
+
+ROUTES = (
+    ("trace", "trace over n CPU devices"),
+    ("retargeted", "compile for the target (lowering + the target's compile)"),
+    ("direct", "written for the target (JAX's own route)"),
+    ("cpu", "CPU compile"),
+)
+"""The timings of each round, in the order the table shows them."""
+
+
+def _route(key: str) -> Callable[[dict], dict]:
+    def cell(case: dict) -> dict:
+        seconds = case["rounds"][key]
+        return {"median": statistics.median(seconds), "min": min(seconds), "max": max(seconds)}
+    return cell
+
+
+def _described(result: dict[str, Any]) -> list[str]:
+    load, versions = result["load_average"], result["machine"]["versions"]
+    return [
+        "`python -m benchmarks.target_compile` (needs `pip install 'shardscope[tpu,gpu]'`; writes "
+        "`benchmarks/results/target_compile.json`; not part of `make bench`, run alone). demos/train_step.py's "
+        "`step` (a `shard_map` over `batch`, 4 micro-batches in a `lax.scan`, 8 examples per device) with its "
+        f"mesh over n devices; medians of {result['rounds_per_case']} rounds (min-max), a new `jax.jit` each "
+        "round, the routes interleaved. jax "
+        f"{versions.get('jax', '?')}, libtpu {result['libtpu']}, jax-cuda12-plugin {result.get('cuda_plugin', '-')}; "
+        f"1-minute load average {load['start']:.1f} -> {load['end']:.1f} on this machine's 2 shared cores.",
+    ]
+
+
+BENCHMARK = Benchmark(
+    name="target_compile",
+    heading="5. Compiling for a TPU slice or GPUs without one (`--target`)",
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("target", lambda c: c.get("target") or f"tpu:{c['topology']}", align="left"),
+                Column("devices", lambda c: c["devices"], digits=None),
+                *(Column(label, _route(key), unit="s", digits=3, better="lower") for key, label in ROUTES),
+            ),
+            rows=lambda r: r["cases"],
+        ),
+        Prose(lambda r: [
+            "`shardscope report/check --target` takes the trace it already made for the CPU and compiles it for the "
+            "target (`compile for the target`): nothing is traced again, and nothing runs there.",
+            "",
+            "Install size of the GPU compiler (`pip install 'shardscope[gpu]'`: jax-cuda12-plugin and jax-cuda12-pjrt "
+            "of the installed jax, no CUDA libraries): about 290 MB to download, 478 MB installed with jax 0.10.2 "
+            "(jax_plugins/xla_cuda12 458 MB, jax_cuda12_plugin 20 MB; 488 MB with jax 0.12.0.1)."]),
+    ),
+)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from benchmarks.common import ROOT
+from benchmarks.harness import Benchmark, Column, Prose, Table
 
 TOPOLOGIES = ("v4:2x2x2", "v5e:2x4", "v5p:2x2x2", "v6e:2x4")
 PROGRAMS = ("gspmd_accumulate", "needed_in_loop", "explicit_naive", "explicit_reduced")
@@ -48,8 +49,8 @@ def cell(all_reduces: list[tuple[str, int]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the markdown table (``--smoke``: its first cell on the first topology)."""
-    from benchmarks.common import grid, parse_args
+    """Write ``target_placements.json`` and print its table (``--smoke``: its first cell on the first topology)."""
+    from benchmarks.common import grid, parse_args, write_result
     from shardscope.targets.host import ensure_devices
 
     args = parse_args(__doc__.splitlines()[0], argv)
@@ -62,13 +63,36 @@ def main(argv: list[str] | None = None) -> None:
     from shardscope.targets import compile as targets, registry
 
     devices = {t: registry.load_target(registry.parse_target(f"tpu:{t}")) for t in topologies}
-    print(f"jax {jax.__version__}\n\n| program | cpu | {' | '.join(topologies)} |\n|{' --- |' * (2 + len(topologies))}")
+    rows = []
     cases = traced_cases(grid(args, PROGRAMS, PROGRAMS, PROGRAMS[:1]), grid(args, DEMOS, DEMOS, ()))
     for name, traced in cases.items():
-        row = [cell(all_reduces(traced.lower().compile().as_text()))]
-        row += [cell(all_reduces(targets.compile_for_target(traced, devices[t], name).hlo_text)) for t in topologies]
-        print(f"| {name} | {' | '.join(row)} |", flush=True)
+        cells = {"cpu": cell(all_reduces(traced.lower().compile().as_text()))}
+        cells.update({t: cell(all_reduces(targets.compile_for_target(traced, devices[t], name).hlo_text))
+                      for t in topologies})
+        rows.append({"program": name, "cells": cells})
+    result = {"jax": jax.__version__, "topologies": list(topologies), "rows": rows}
+    write_result("target_placements", args, result)
+    print("\n".join(BENCHMARK.lines(result)))
 
+
+def _columns(result: dict[str, Any]) -> list[str]:
+    columns = (Column("program", lambda row: row["program"], align="left"),
+               *(Column(where, lambda row, where=where: row["cells"][where], align="left")
+                 for where in ("cpu", *result["topologies"])))
+    return Table(columns, rows=lambda r: r["rows"]).lines(result)[:-1]
+
+
+BENCHMARK = Benchmark(
+    name="target_placements",
+    heading="5b. Where each all-reduce runs, on the CPU and on four TPU generations",
+    blocks=(
+        Prose(lambda result: [
+            f"`python -m benchmarks.target_placements` (needs the tpu extra; jax {result['jax']}): each cell lists "
+            "every all-reduce of the compiled module, at the entry or at its loop depth (how many while bodies run "
+            "it). docs/tpu-targets.md quotes this table."]),
+        Prose(_columns),
+    ),
+)
 
 if __name__ == "__main__":
     main()

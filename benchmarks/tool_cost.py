@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
+from benchmarks.harness import Benchmark, Column, Prose, SummaryRow, Table, verdict
 
 TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 9, 3
@@ -109,6 +110,97 @@ def _check(name: str, result: dict) -> dict:
 def _median_ratio(top: list[dict], bottom: list[dict], key: str) -> float:
     """Median of the per-round ratios: each round's runs were side by side."""
     return statistics.median(a[key] / b[key] for a, b in zip(top, bottom))
+
+
+def _described(data: dict) -> list[str]:
+    s = data["settings"]
+    return [
+        f"`shardscope report demos/linear.py --json` (defaults: {s['devices']} devices, chunk size {s['chunk_size']}, "
+        f"{s['chunks_per_device']} chunks/device, {s['repeats']} timed runs after 2 warm-up rounds) against "
+        "`benchmarks/bare_linear.py`, a plain JAX script that builds, traces, compiles and times the same two "
+        "plans the same way, and against the same script with `--with-reference` (it also compiles, times and "
+        "checks against the unchunked VJP, as the report does). Fresh processes, alternated, "
+        f"{data['rounds']} rounds after one untimed round; wall time includes Python start and imports; peak "
+        "memory is each process's own max RSS (`os.wait4`). Ratios are medians of per-round ratios.",
+    ]
+
+
+def _ratios(data: dict) -> list[str]:
+    r = data["ratios"]
+    return [
+        f"report / bare: wall **{r['report_over_bare']['wall_median']:.2f}x**, peak memory "
+        f"{r['report_over_bare']['rss_median']:.2f}x (target <= {data['target_ratio']}x). report / bare with "
+        f"reference: wall {r['report_over_bare_with_reference']['wall_median']:.2f}x, memory "
+        f"{r['report_over_bare_with_reference']['rss_median']:.2f}x.",
+    ]
+
+
+def _imports(data: dict) -> list[dict]:
+    imports = data.get("top_level_imports_s")
+    if not imports:
+        return []
+    report, bare = imports["report"], imports["bare"]
+    names = sorted(set(report) | set(bare), key=lambda n: -max(report.get(n, 0), bare.get(n, 0)))
+    return [{"module": name, "report": report.get(name), "bare": bare.get(name)} for name in names]
+
+
+def _import_sums(data: dict) -> list[str]:
+    imports = data.get("top_level_imports_s")
+    if not imports:
+        return []
+    return [f"Sum: report {sum(imports['report'].values()):.2f} s, bare {sum(imports['bare'].values()):.2f} s."]
+
+
+def _summary(data: dict) -> list[SummaryRow]:
+    r = data["ratios"]["report_over_bare"]["wall_median"]
+    return [SummaryRow("`shardscope report --json` wall time over bare JAX", f"<= {data['target_ratio']}x",
+                       f"{r:.2f}x", verdict(r <= data["target_ratio"], r / data["target_ratio"]))]
+
+
+def _misses(data: dict) -> list[str]:
+    if data["ratios"]["report_over_bare"]["wall_median"] <= data["target_ratio"]:
+        return []
+    networkx = data.get("top_level_imports_s", {}).get("report", {}).get("shardscope.engine.jaxpr.dataflow")
+    return [
+        "**`shardscope report` over bare JAX** (pyinstrument of the report): beyond JAX's own import, "
+        "the extra time is compiling, timing and checking the unchunked reference (the `--with-reference` "
+        "row) and shardscope's imports (table above)"
+        + (f"; networkx was still imported ({networkx:.2f} s under `-X importtime`)" if networkx else "")
+        + ".",
+    ]
+
+
+BENCHMARK = Benchmark(
+    name="tool_cost",
+    heading="2a. What `shardscope report` costs over bare JAX",
+    in_make_bench=True,
+    summary=_summary,
+    misses=_misses,
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("command", lambda r: f"`{r['command']}`", align="left"),
+                Column("wall", lambda r: r["wall_s"], unit="s", better="lower"),
+                Column("peak RSS", lambda r: r["max_rss_mib"]["median"], unit="MiB", digits=0, better="lower"),
+                Column("CPU", lambda r: r["cpu_s"]["median"], unit="s", better="lower"),
+            ),
+            rows=lambda d: [{"command": d["commands"][name], **row} for name, row in d["summary"].items()],
+        ),
+        Prose(_ratios),
+        Table(
+            intro=lambda d: ("Top-level imports over 10 ms (`python -X importtime`, one run each; a module imported "
+                             "by an earlier one is counted there):"),
+            columns=(
+                Column("module", lambda r: f"`{r['module']}`", align="left"),
+                Column("report", lambda r: r["report"], unit="s", digits=3, better="lower"),
+                Column("bare", lambda r: r["bare"], unit="s", digits=3, better="lower"),
+            ),
+            rows=_imports,
+        ),
+        Prose(_import_sums),
+    ),
+)
 
 
 if __name__ == "__main__":
