@@ -38,7 +38,7 @@ _DGX_H100_H200 = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-in
                   "latest/core-components.html")
 _DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
 _DGX_A100 = "https://www.nvidia.com/en-us/data-center/dgx-a100/"
-_PROTOCOLS = f"latencies: NCCL's per protocol (LL, LL128, Simple) and per step ({NCCL_TUNING})"
+_PROTOCOLS = f"latency: NCCL's per protocol (LL, LL128, Simple) and per step ({NCCL_TUNING})"
 _INTEL = "the host CPU's network overhead per step 1 us (NCCL's tuner on Intel x86)"
 
 
