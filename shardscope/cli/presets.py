@@ -13,6 +13,7 @@ from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.fabrics import Fabric, NodeFabric, TorusFabric
 from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
+from shardscope.costmodel.nccl import send_latency_s
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.render.console import stdout_console
 from shardscope.targets.gpu_nodes import GPU_NODES
@@ -90,6 +91,7 @@ def fabric_json(target: str, fabric: TorusFabric | NodeFabric) -> dict[str, obje
                 "bandwidth_is": "one way per link", "latency_s": fabric.hop_latency_s, "latency_is": "per hop",
                 "wraparound": fabric.wraparound, "source": fabric.source}
     return {"target": target, "kind": fabric.kind, "bandwidth_Bps": fabric.nvlink_Bps, "network_Bps": fabric.nic_Bps,
-            "bandwidth_is": "one way per GPU; network_Bps per port, as NCCL reaches it",
-            "net_overhead_s": fabric.net_overhead_s, "latency_is": "NCCL's per protocol and step (see source)",
-            "source": fabric.source}
+            "bandwidth_is": "one way per GPU; network_Bps per port (one per GPU), as NCCL reaches it",
+            "latency_s": send_latency_s(across_hosts=False), "network_latency_s": send_latency_s(across_hosts=True),
+            "latency_is": "per NCCL ring step with its Simple protocol (LL and LL128: see the source)",
+            "net_overhead_s": fabric.net_overhead_s, "source": fabric.source}
