@@ -581,3 +581,22 @@ def test_github_annotations_name_every_collective_the_target_keeps_in_a_loop_wit
     text = "\n".join(workflow_commands(path, checked.inspections, checked.failed, cwd=tmp_path))
     for name in flagged:
         assert re.search(re.escape(name) + r"(?![.\d])", text), (name, text)
+
+
+def test_v5es_one_ici_model_matches_the_scaling_books_measured_all_gather():
+    """The scaling book (sharding chapter, pop quiz 2) profiles an all-gather over the 4-chip axis
+    of a v5e {'X': 8, 'Y': 4} mesh (no wraparound: a line), bf16[512, 8192] per chip: 680 us
+    measured. The torus's line all-gather, (n-1)/n x n S / W at 4.5e10 B/s one way, gives 559 us,
+    0.82x of it, inside 0.8-1.25x; a ring at 200 GB/s per chip (Google's 400 GB/s bidirectional,
+    halved) would give 3/4 x 4 S / 2e11 + 3 x 1 us = 129 us, 5x too fast."""
+    generation = generation_of("TPU v5 lite", "v5e:8x4")
+    assert generation is not None
+    line = [(0, y, 0) for y in range(4)]
+    per_chip = 512 * 8192 * 2
+    timed = torus_time("all_gather", per_chip, line, generation.ici, (8, 4, 1), generation.ici.wraps((8, 4, 1)))
+    expected = max(3 * ICI_HOP, 3 / 4 * 4 * per_chip / V5E_LINK)
+    assert timed.seconds == pytest.approx(expected, rel=1e-12)
+    measured = 680e-6
+    assert 0.8 <= timed.seconds / measured <= 1.25
+    flat_ring = 3 / 4 * 4 * per_chip / 200e9 + 3 * 1e-6
+    assert measured / flat_ring > 5

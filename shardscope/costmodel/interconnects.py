@@ -6,8 +6,8 @@ come from; where a vendor publishes no latency, the source says the value is an 
 
 A TPU slice has no preset: its ICI is a torus whose cost depends on which axes a group spans
 (``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.costmodel.fabrics`); a
-flat ring at the chip's whole ICI bandwidth (the presets ``tpu-v5e-ici``, ``tpu-v5p-ici`` of
-earlier versions) was 5x faster than a measured v5e all-gather.
+flat ring at the chip's whole ICI bandwidth is 5x faster than a measured v5e all-gather
+(:mod:`shardscope.targets.tpu_generations`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ A new generation is one record here (and its chip's row in the compute table). E
 where it comes from.
 
 v5e's ICI is 45 GB/s one way per link on a 2D torus (the scaling book's interconnect table), not
-one 200 GB/s ring per chip (Google's 400 GB/s bidirectional per chip, halved), which shardscope
-used to keep as a second model: the scaling book's measured all-gather over 4 chips of a v5e
+one 200 GB/s ring per chip (Google's 400 GB/s bidirectional per chip, halved), because that is
+what published measurements match: the scaling book's measured all-gather over 4 chips of a v5e
 8x4 (34 MB in bfloat16, no wraparound) took 680 us, where the torus gives 3/4 x 34e6 / 4.5e10 =
 560 us (0.82x of the measurement) and the 200 GB/s ring 3/4 x 34e6 / 2e11 + 3 us = 130 us (5.2x
 too fast).
