@@ -417,3 +417,38 @@ def test_with_the_gpus_pipelining_flags_a_peeled_loop_still_counts_every_run():
     if "xla_gpu_enable_pipelined_reduce_scatter" in flags:  # jax 0.10.2's XLA: peeled, one iteration outside
         assert trip == programs.MICRO_BATCHES - 1 and in_body and in_entry
     assert compiled_plan(text).counts()["reduce-scatter"] == in_body * trip + in_entry == programs.MICRO_BATCHES * in_body
+
+
+_TOO_BIG = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    x = jax.ShapeDtypeStruct((18 * 2**30,), jnp.float32, sharding=NamedSharding(mesh, P()))
+
+    @shardscope.program(args=(x,))
+    @jax.jit
+    def doubled(x):
+        return x * 2.0
+''')
+
+
+@needs_plugin
+def test_xla_gpus_scheduler_limit_is_a_finding_not_a_line_on_the_terminal(tmp_path: Path, shardscope_cli):
+    """A 72 GiB argument and its 72 GiB result on one H100: XLA:GPU's scheduler logs "The byte size
+    of input/output arguments (154618822656) exceeds the base limit (68719476736)" straight to file
+    descriptor 2 while it compiles. It is read into the step's fit (which fails, as the bytes are
+    also over the 60 GiB JAX's pool takes of 80 GiB), and the raw line reaches nobody."""
+    path = tmp_path / "too_big.py"
+    path.write_text(_TOO_BIG)
+    result = shardscope_cli("check", path, "--target", "gpu:h100:1", "--json")
+    assert result.returncode == 1, result.stderr
+    assert "gpu_hlo_schedule" not in result.stderr and "exceeds the base limit" not in result.stderr
+    fit = json.loads(result.stdout)["programs"][0]["targets"]["gpu:h100:1"]["fit"]
+    argument_and_result = 2 * 18 * 2**30 * 4
+    assert fit["compiler_limit"] == {"argument_bytes": argument_and_result, "limit_bytes": 64 * 2**30}
+    assert fit["fits"] is False and fit["capacity_bytes"] == 60 * 2**30
+    assert "XLA:GPU's scheduler says the arguments and outputs (144 GiB) exceed its limit (64 GiB)" in fit["line"]
+    text = " ".join(shardscope_cli("check", path, "--target", "gpu:h100:1").stdout.split())
+    assert "exceed its limit (64 GiB)" in text

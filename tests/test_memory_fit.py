@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +199,47 @@ def test_the_target_assertions_on_a_step_of_jitted_calls_say_what_they_can_tell(
         collective_counts_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
     with pytest.raises(AssertionError, match=rf"all-reduce of grad\(w\) in grad_fn, {demo.MICRO_BATCHES} calls per step"):
         assert_no_deferrable_collectives_in_loops_on("tpu:v5e:2x2", demo.step, demo.W, demo.XS)
+
+
+# --------------------------------------------------------------------------- a GPU's memory: what JAX may use
+
+H100_DESCRIPTION = (Path(__file__).resolve().parent.parent / "shardscope" / "gpu_descriptions" / "h100.txtpb")
+
+
+def _described_memory() -> int:
+    """``device_memory_size`` of shardscope's H100 description, read from the file here."""
+    return int(re.search(r"device_memory_size:\s*(\d+)", H100_DESCRIPTION.read_text()).group(1))
+
+
+@pytest.mark.parametrize(("environ", "fraction"), [
+    ({}, 0.75),  # JAX's default: XLA's allocator takes 75% of the memory
+    ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, 0.75),  # grown to as needed, up to the same pool
+    ({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".9"}, 0.9),
+    ({"XLA_CLIENT_MEM_FRACTION": "0.5"}, 0.5),
+    ({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, 1.0),  # no pool at all
+])
+def test_a_gpu_chip_holds_what_a_jax_process_may_use_of_it(environ, fraction):
+    """jaxlib reads XLA_PYTHON_CLIENT_MEM_FRACTION (or XLA_CLIENT_MEM_FRACTION) into XLA's GPU
+    allocator, whose pool is that share of the memory (75% unset) whether it preallocates it or
+    grows to it; the platform allocator has none. A step's fit is against that share."""
+    from shardscope.costmodel.chips import gpu_chip
+    from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
+
+    machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), environ)
+    assert machine.chip is not None
+    assert machine.chip.capacity_bytes == int(_described_memory() * fraction)
+    assert machine.memory_words.startswith("what a JAX process may use of the 80 GiB")
+
+
+def test_a_step_at_79_9_of_80_gib_does_not_fit_on_an_h100():
+    """Issue 44: a step that needs 79.9 GiB 'fit' a 80 GiB H100; JAX's default pool is 60 GiB."""
+    from shardscope.costmodel.chips import gpu_chip
+    from shardscope.costmodel.fit import memory_fit
+    from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
+
+    machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), {})
+    fit = memory_fit({"argument_size_in_bytes": int(79.9 * GIB)}, machine.chip, "h100", allowance=machine.memory_words)
+    assert _described_memory() == 80 * GIB
+    assert fit.capacity_bytes == 60 * GIB and fit.fits is False
+    assert fit.line().startswith("does not fit: 79.9 GiB on a 60 GiB h100 chip (what a JAX process may use of the "
+                                 "80 GiB: JAX's default pool, 75% of the memory, preallocated)")

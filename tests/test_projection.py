@@ -76,14 +76,24 @@ def test_parse_link_units():
 
 
 def test_parse_project():
-    link, devices = parse_project("tpu-v5e-ici:16", None)
-    assert (link.name, devices) == ("tpu-v5e-ici", 16)
+    link, devices = parse_project("nvlink-h100:16", None)
+    assert (link.name, devices) == ("nvlink-h100", 16)
     assert parse_project("ib-ndr", None)[1] is None
     custom = parse_link("1GB/s,1us")
     assert parse_project("link:4", custom) == (custom, 4)
     for bad in ("nvlink:8", "ib-ndr:one", "ib-ndr:1", "link:4"):
         with pytest.raises(SettingsError):
             parse_project(bad, None)
+
+
+def test_a_tpu_slice_has_no_ring_preset_its_target_costs_its_torus():
+    """v5e's ICI is one model, the torus of its machine record: the 200 GB/s ring preset it also
+    had (5x faster than the scaling book's measured v5e all-gather) is gone, and asking for it
+    says where the slice's ICI is costed."""
+    with pytest.raises(SettingsError) as refused:
+        parse_project("tpu-v5e-ici:16", None)
+    assert "--target tpu:TOPOLOGY" in refused.value.hint
+    assert not [p.name for p in PRESETS if "ici" in p.name]
 
 
 def test_presets_json_lists_every_preset_with_a_source(shardscope_cli):

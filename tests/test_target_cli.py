@@ -320,27 +320,38 @@ def _logical_bytes(shape: str) -> int:
                for dims in re.findall(r"f32\[([\d,]*)\]", shape))
 
 
-def test_the_projection_of_a_target_reads_its_compiled_collectives_on_the_topologys_ici(rnn_on_v5e, shardscope_cli):
-    """rnn on v5e:2x2: Wh's all-reduce twice per call (the chunk loop), Wx's and b's once, on the
-    v5e ICI preset (200 GB/s one way, 1 us per ring step) over the 4 chips: the ring all-reduce
-    2(n-1) alpha + 2(n-1)/n S/B per run, summed here by hand from the TPU text."""
-    projection = rnn_on_v5e["projection"]
-    assert projection["preset"] == "tpu-v5e-ici" and projection["devices"] == 4
-    n, alpha, bandwidth = 4, 1e-6, 200e9
+def test_a_target_is_costed_on_its_own_interconnect_alone_and_a_ring_only_when_given_a_link(rnn_on_v5e, shardscope_cli):
+    """rnn on v5e:2x2: Wh's all-reduce twice per call (the chunk loop), Wx's and b's once. The
+    slice has one cost model, its torus (45 GB/s one way per link, 1 us per hop; the 2x2 square
+    is two lines of 2 chips, 2 hops): max(2 x 2 alpha, 2 (n-1)/n S / (2 W)) per run, summed here by
+    hand from the TPU text. No second model (the 200 GB/s ring preset it also had) is printed;
+    a ring of the user's own is, with --link: 2(n-1) alpha + 2(n-1)/n S/B per run."""
+    assert rnn_on_v5e["projection"] is None
+    n, hop, link = 4, 1e-6, 4.5e10
     texts = _plan_texts("rnn.py", "rnn", "v5e:2x2", 4)
+    for plan in ("naive", "deferred"):
+        expected = sum(CHUNKS ** depth * max(2 * 2 * hop, 2 * (n - 1) / n * _logical_bytes(shape) / (2 * link))
+                       for shape, depth in all_reduces(texts[plan][1]))
+        assert rnn_on_v5e["variants"][plan]["interconnect_s_per_call"] == pytest.approx(expected, rel=1e-9)
+    with_link = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1",
+                               "--link", "100GB/s,2us")
+    projection = json.loads(with_link.stdout)["targets"]["tpu:v5e:2x2"]["projection"]
+    assert projection["preset"] == "link" and projection["devices"] == n
+    alpha, bandwidth = 2e-6, 100e9
     for plan in ("naive", "deferred"):
         expected = sum(CHUNKS ** depth * (2 * (n - 1) * alpha + 2 * (n - 1) / n * _logical_bytes(shape) / bandwidth)
                        for shape, depth in all_reduces(texts[plan][1]))
         assert projection["plans"][plan]["comm_s_per_call"] == pytest.approx(expected, rel=1e-9)
-    with_link = shardscope_cli("report", DEMOS / "rnn.py", "--target", "tpu:v5e:2x2", "--json", "-r", "1",
-                               "--link", "100GB/s,2us")
-    assert json.loads(with_link.stdout)["targets"]["tpu:v5e:2x2"]["projection"]["preset"] == "link"
 
 
-def test_a_topology_without_an_ici_preset_has_no_projection_unless_given_a_link(shardscope_cli):
+def test_a_generation_without_a_ring_preset_is_costed_on_its_own_torus(shardscope_cli):
+    """v6e: 9e10 B/s one way per link (the scaling book's table), the same formula as v5e's."""
     result = shardscope_cli("report", DEMOS / "linear.py", "--target", "tpu:v6e:2x2", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["targets"]["tpu:v6e:2x2"]["projection"] is None
+    target = json.loads(result.stdout)["targets"]["tpu:v6e:2x2"]
+    assert target["projection"] is None
+    assert target["interconnect"]["description"] == "ICI of a v6e 2x2 slice (wraparound on no axis)"
+    assert "9e10 B/s one way per ICI link" in target["interconnect"]["source"]
 
 
 def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice(shardscope_cli):

@@ -499,3 +499,29 @@ def test_the_cpu_as_a_target_compiles_through_the_same_path_to_the_cpus_own_plan
     own = traced.lower().compile().as_text()
     through = targets.compile_for_target(traced, devices).hlo_text
     assert all_reduces(through) == all_reduces(own) and all_reduces(own)
+
+
+def test_a_target_owns_one_record_of_its_machine_which_its_consumers_ask(tmp_path):
+    """Issue 47: a machine is one record, owned by its Target, with one model of its interconnect.
+    The views ask it (what the program is compiled for, whether arrays are padded to tiles)
+    instead of reading the target's name; a machine shardscope has no figures for has no model."""
+    from shardscope.costmodel.chips import TPU_CHIPS
+    from shardscope.costmodel.fabrics import NodeFabric, TorusFabric
+    from shardscope.targets.gpu import DESCRIPTIONS, GpuTarget
+
+    v5e = registry.parse_target("tpu:v5e:2x4").machine("TPU v5 lite")
+    assert (v5e.name, v5e.words, v5e.pads_to_tiles) == ("v5e", "the slice", True)
+    assert v5e.chip is TPU_CHIPS["TPU v5 lite"]  # the compute table's row itself
+    assert isinstance(v5e.fabric, TorusFabric) and v5e.fabric.link_Bps == 4.5e10  # the only v5e model
+    by_name = registry.parse_target("tpu:v5litepod_2x4").machine("")  # by the topology's name alone
+    assert by_name.fabric is v5e.fabric
+    unknown = registry.parse_target("tpu:v7x:2x2x1").machine("TPU7x")
+    assert unknown.fabric is None and unknown.words == "the slice"
+    h100 = registry.parse_target("gpu:h100:2x8").machine("NVIDIA H100 80GB HBM3")
+    assert (h100.words, h100.pads_to_tiles) == ("the GPUs", False)
+    assert isinstance(h100.fabric, NodeFabric) and h100.fabric.nic_Bps == 46e9
+    own = tmp_path / "my_gpu.txtpb"
+    own.write_text((DESCRIPTIONS / "h100.txtpb").read_text())
+    mine = GpuTarget(str(own), 1, 8).machine("NVIDIA H100 80GB HBM3")
+    assert mine.fabric is None and mine.chip is not None and mine.chip.memory_bytes == 80 * 2**30
+    assert registry.parse_target("cpu:8").machine("cpu") is None

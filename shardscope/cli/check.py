@@ -65,8 +65,9 @@ def register(add_parser: AddParser) -> None:
                         help="--what-if: a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us")
     parser.add_argument("--min-saving", metavar="TIME|PERCENT",
                         help="with --target: fail only on findings whose deferral saves at least this much per step "
-                             "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, which "
-                             "needs a step estimate); the default fails on every finding")
+                             "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, of the "
+                             "step estimate's serialized upper bound, which overlap may undercut; it needs a step "
+                             "estimate); the default fails on every finding")
     add_cache_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)

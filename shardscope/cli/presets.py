@@ -11,10 +11,13 @@ from rich.table import Table
 
 from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.fabrics import NODE_FABRICS, TORUS_FABRICS, NodeFabric, TorusFabric
+from shardscope.costmodel.fabrics import Fabric, NodeFabric, TorusFabric
 from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
+from shardscope.costmodel.nccl import send_latency_s
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.render.console import stdout_console
+from shardscope.targets.gpu_nodes import GPU_NODES
+from shardscope.targets.tpu_generations import TPU_GENERATIONS
 
 NAME = "presets"
 
@@ -53,36 +56,42 @@ def show_presets(as_json: bool) -> int:
     return 0
 
 
+def target_fabrics() -> list[tuple[str, Fabric]]:
+    """Every machine record's interconnect, by the ``--target`` form it is for."""
+    return ([(f"tpu:{g.name}:...", g.ici) for g in TPU_GENERATIONS]
+            + [(f"gpu:{node.name}:HOSTSxDEVICES", node.fabric) for node in GPU_NODES])
+
+
 def show_fabrics(as_json: bool) -> int:
     """Every target interconnect shardscope models, with its numbers and their source."""
     if as_json:
-        fabrics: list[tuple[str, TorusFabric | NodeFabric]] = [*TORUS_FABRICS.items(), *NODE_FABRICS.items()]
-        print(json.dumps([fabric_json(name, fabric) for name, fabric in fabrics]))
+        print(json.dumps([fabric_json(target, fabric) for target, fabric in target_fabrics()]))
         return 0
     table = Table(title="target interconnects (--target)", title_justify="left")
     for column in ("target", "bandwidth (one way)", "latency", "what", "source"):
         table.add_column(column, overflow="fold")
-    for name, torus in TORUS_FABRICS.items():
-        table.add_row(f"tpu:{name}:...", f"{format_bandwidth(torus.link_Bps)} per link",
-                      f"{format_seconds(torus.hop_latency_s)} per hop", f"ICI torus; wraparound: {torus.wraparound}",
-                      torus.source)
-    for name, node in NODE_FABRICS.items():
-        table.add_row(f"gpu:{name}:HOSTSxDEVICES",
-                      f"{format_bandwidth(node.nvlink_Bps)} NVLink, {format_bandwidth(node.network_Bps)} network",
-                      f"{format_seconds(node.nvlink_latency_s)} / {format_seconds(node.network_latency_s)} per step",
-                      "NVLink in a host, network between hosts", node.source)
+    for target, fabric in target_fabrics():
+        if isinstance(fabric, TorusFabric):
+            table.add_row(target, f"{format_bandwidth(fabric.link_Bps)} per link",
+                          f"{format_seconds(fabric.hop_latency_s)} per hop",
+                          f"ICI torus; wraparound: {fabric.wraparound}", fabric.source)
+        else:
+            table.add_row(target, f"{format_bandwidth(fabric.nvlink_Bps)} NVLink, "
+                                  f"{format_bandwidth(fabric.nic_Bps)} per network port (one per GPU)",
+                          "NCCL's per protocol and step", fabric.kind, fabric.source)
     stdout_console().print(table)
     return 0
 
 
-def fabric_json(name: str, fabric: TorusFabric | NodeFabric) -> dict[str, object]:
+def fabric_json(target: str, fabric: TorusFabric | NodeFabric) -> dict[str, object]:
     """One ``presets --targets --json`` row: the target form, the figures (one way; latency per
-    hop or per NCCL step) and their source."""
+    hop, or NCCL's per protocol) and their source."""
     if isinstance(fabric, TorusFabric):
-        return {"target": f"tpu:{name}:...", "kind": "ICI torus", "bandwidth_Bps": fabric.link_Bps,
+        return {"target": target, "kind": fabric.kind, "bandwidth_Bps": fabric.link_Bps,
                 "bandwidth_is": "one way per link", "latency_s": fabric.hop_latency_s, "latency_is": "per hop",
                 "wraparound": fabric.wraparound, "source": fabric.source}
-    return {"target": f"gpu:{name}:HOSTSxDEVICES", "kind": "NVLink in a host, network between hosts",
-            "bandwidth_Bps": fabric.nvlink_Bps, "network_Bps": fabric.network_Bps, "bandwidth_is": "one way per GPU",
-            "latency_s": fabric.nvlink_latency_s, "network_latency_s": fabric.network_latency_s,
-            "latency_is": "per NCCL step", "source": fabric.source}
+    return {"target": target, "kind": fabric.kind, "bandwidth_Bps": fabric.nvlink_Bps, "network_Bps": fabric.nic_Bps,
+            "bandwidth_is": "one way per GPU; network_Bps per port (one per GPU), as NCCL reaches it",
+            "latency_s": send_latency_s(across_hosts=False), "network_latency_s": send_latency_s(across_hosts=True),
+            "latency_is": "per NCCL ring step with its Simple protocol (LL and LL128: see the source)",
+            "net_overhead_s": fabric.net_overhead_s, "source": fabric.source}

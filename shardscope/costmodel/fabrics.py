@@ -1,20 +1,44 @@
-"""The interconnect each target has, from published figures: a TPU generation's ICI torus, a GPU
-node's NVLink and the network between nodes.
+"""The interconnect models a machine's record names: a TPU generation's ICI torus, and GPUs in
+hosts (NVLink in a host, one network port per GPU between hosts). Each is the one cost model of
+its interconnect: :meth:`TorusFabric.time` and :meth:`NodeFabric.time` cost one replica group's
+run of a collective on it.
 
-A :class:`TorusFabric` is a TPU slice's inter-chip interconnect (ICI): chips on a 2-D (v5e, v6e)
-or 3-D (v4, v5p) grid, each linked to its nearest neighbours, with wraparound links closing an
-axis into a ring only where the generation provides them. A :class:`NodeFabric` is GPUs in hosts:
-every GPU of a host reaches every other through NVSwitch at its NVLink bandwidth, and GPUs in
-different hosts talk over one network port per GPU (the DGX systems' rail-optimised layout).
-Every figure carries its source; where a vendor publishes no latency, the source says the value
-is an assumption. :mod:`shardscope.costmodel.collective_times` puts a compiled collective on them.
+The figures (bandwidths, latencies) are not here: each machine's record holds its own, with their
+sources (:mod:`shardscope.targets.tpu_generations`, :mod:`shardscope.targets.gpu_nodes`).
+:mod:`shardscope.costmodel.collective_times` lays a compiled collective's replica groups on a
+target's devices and asks the fabric for each group's time.
+
+**TPU (ICI torus).** A group spans the torus axes along which its chips differ, ``k_d`` chips on
+axis ``d``. An axis is a ring when the slice has a wraparound link there and the group covers
+the whole axis; otherwise a line. One way per link is ``W``; a ring moves data both ways
+(``W_d = 2W``), a line one way (``W_d = W``); hops ``floor(k_d/2)`` on a ring, ``k_d - 1`` on a
+line, about ``alpha`` = 1 us each. With ``n`` devices, ``S`` the per-device operand bytes and
+``V`` the bytes each device ends up with or starts from (the scaling book's sharding chapter,
+:data:`SCALING_BOOK_SHARDING`; the axes run at once):
+
+- all-gather (``V = n S``), reduce-scatter (``V = S``):
+  ``max(alpha * sum(hops_d), (n-1)/n * V / sum(W_d))``
+- all-reduce: a reduce-scatter then an all-gather of ``S``: ``max(2 alpha * sum(hops_d), 2 (n-1)/n * S / sum(W_d))``
+- all-to-all: each axis's links carry their share. Chip ``i`` sends ``S/n`` to every chip of the
+  group; routed one axis at a time, the bytes that cross axis ``d`` are those whose destination
+  differs there. On a ring of ``k`` the load is the same on every link: ``S D_k / (2 k W)`` with
+  ``D_k`` the sum of the ring distances from one chip to the others (``k^2/4``, ``(k^2-1)/4`` for
+  odd ``k``): ``k S / (8W)``, the scaling book's all-gather over 4 (``V / W_bidi / 4``, ``V = k S``).
+  On a line the middle link is the bottleneck: ``L R S / (k W)`` with ``L``, ``R`` the chips on
+  either side of it. The axes' links run at once, so the time is the slowest axis's
+  (``max_d``), never the whole group taken as one ring.
+- collective-permute: the farthest pair, ``alpha * hops + S / W`` (one path)
+
+**GPUs.** :mod:`shardscope.costmodel.nccl` (NCCL's ring and tree, per protocol, over every rail).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from shardscope.costmodel.nccl import NcclPath, nccl_time, send_latency_s
+from shardscope.costmodel.collective_models import ALL_TO_ALL, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
 
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
 """'How to Scale Your Model', part 2: ICI bandwidth per link per generation (its interconnect
@@ -22,17 +46,38 @@ table), nearest-neighbour links, which slices have wraparound links."""
 
 SCALING_BOOK_SHARDING = "https://jax-ml.github.io/scaling-book/sharding"
 """Part 3: the collectives' costs on a torus (all-gather V / (W_bidi * axes), all-reduce twice
-that, all-to-all a quarter; about 1 us per ICI hop)."""
-
-_NCCL_PROTOCOLS = "Hu et al., 'Demystifying NCCL', https://arxiv.org/abs/2507.04786"
-_DGX_H100_H200 = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/"
-                  "latest/core-components.html")
-_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
-_DGX_A100 = "https://www.nvidia.com/en-us/data-center/dgx-a100/"
+that, all-to-all a quarter on a bidirectional ring; about 1 us per ICI hop), and a measured
+all-gather on a v5e 8x4 (680 us against 560 us from 4.5e10 B/s per link)."""
 
 ICI_HOP_LATENCY_S = 1e-6
 """About 1 us per ICI hop, whatever the data volume (the scaling book's sharding chapter, 'A
 note on ICI latency'; Google publishes no figure)."""
+
+Coords = tuple[int, ...]
+
+
+def full_axis_of_16(shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """v5e and v6e slices are cut from a 16x16 torus without optical switches: an axis wraps
+    only when it spans the whole pod's axis."""
+    return tuple(size == 16 for size in shape)
+
+
+def whole_cubes(shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """v4 and v5p wraparounds come from the optical switches between 4x4x4 cubes: a slice made
+    of whole cubes wraps on every axis, a smaller one (2x2x1, 2x2x4) on none."""
+    whole = len(shape) == 3 and all(size % 4 == 0 for size in shape)
+    return tuple(whole for _ in shape)
+
+
+WRAPAROUND_RULES: dict[str, Callable[[tuple[int, ...]], tuple[bool, ...]]] = {
+    "axis of 16": full_axis_of_16,
+    "whole 4x4x4 cubes": whole_cubes,
+}
+"""Which axes of a slice close into rings, by the rule a generation's record names."""
+
+WRAP_SOURCE = (f"wraparound: v5e and v6e only on an axis of 16 chips, v4 and v5p on every axis of a slice made of "
+               f"whole 4x4x4 cubes ({SCALING_BOOK_TPUS}, 'TPU Networking'; for v5p also "
+               "https://cloud.google.com/tpu/docs/v5p: 4x4x4 and larger slices have a full 3D torus)")
 
 
 @dataclass(frozen=True)
@@ -45,112 +90,160 @@ class TorusFabric:
     hop_latency_s: float
     wraparound: str
     source: str
+    kind: str = field(default="ICI torus", init=False)
 
     def wraps(self, slice_shape: tuple[int, ...]) -> tuple[bool, ...]:
         """Which axes of a slice of ``slice_shape`` chips have wraparound links."""
-        return _WRAPAROUND_RULES[self.wraparound](slice_shape)
+        return WRAPAROUND_RULES[self.wraparound](slice_shape)
+
+    def time(self, model: str, payload: int, group: Sequence[Coords], machine_shape: Coords) -> CollectiveTime:
+        """One group's run of a collective (``model``: the JAX primitive whose cost it has) on the torus."""
+        return torus_time(model, payload, group, self, machine_shape, self.wraps(machine_shape))
+
+    def describe(self, machine_shape: Coords) -> str:
+        """``ICI of a v5e 2x4 slice (wraparound on no axis)``."""
+        shape = tuple(size for size in machine_shape if size > 1) or (1,)
+        wraps = [str(d) for d, (size, wrap) in enumerate(zip(machine_shape, self.wraps(machine_shape)))
+                 if wrap and size > 1]
+        return (f"ICI of a {self.generation} {'x'.join(map(str, shape))} slice "
+                f"(wraparound on {'axes ' + ', '.join(wraps) if wraps else 'no axis'})")
 
 
 @dataclass(frozen=True)
 class NodeFabric:
-    """GPUs in hosts: ``nvlink_Bps`` one way per GPU inside a host (through NVSwitch), and
-    ``network_Bps`` one way per GPU between hosts (one port per GPU), each with its latency per
-    algorithm step."""
+    """GPUs in hosts: ``nvlink_Bps`` one way per GPU inside a host (through NVSwitch), and one
+    network port per GPU between hosts (``nic_Bps``: what NCCL reaches per port, measured), with
+    the host CPU's per-step network overhead NCCL's tuner adds (``net_overhead_s``)."""
 
     gpu: str
     nvlink_Bps: float
-    nvlink_latency_s: float
-    network_Bps: float
-    network_latency_s: float
+    nic_Bps: float
+    net_overhead_s: float
     source: str
+    kind: str = field(default="NVLink in a host, one network port per GPU between hosts", init=False)
+
+    def time(self, model: str, payload: int, group: Sequence[Coords], machine_shape: Coords) -> CollectiveTime:
+        """One group's run of a collective on the GPUs: NCCL's choice of algorithm and protocol."""
+        n = len(group)
+        per_host: dict[Coords, int] = {}
+        for c in group:
+            per_host[c[:-1]] = per_host.get(c[:-1], 0) + 1
+        if model in PAIRS:
+            return _node_pair(payload, group, self)
+        if n < 2:
+            return CollectiveTime(0.0, 0.0, 0.0, "no link (one GPU)", n)
+        path = NcclPath(ranks=n, hosts=len(per_host), per_host=min(per_host.values()), nvlink_Bps=self.nvlink_Bps,
+                        nic_Bps=self.nic_Bps, net_overhead_s=self.net_overhead_s)
+        return nccl_time(model, payload, path)
+
+    def describe(self, machine_shape: Coords) -> str:
+        """``2 hosts of 8 H100 GPUs (NVLink in a host, 8 network ports per host between them)``."""
+        hosts, per_host = 1, machine_shape[-1] if machine_shape else 1
+        for size in machine_shape[:-1]:
+            hosts *= size
+        links = (f"NVLink in a host, {per_host} network ports per host between them" if hosts > 1
+                 else "NVLink through NVSwitch")
+        return f"{hosts} host{'s' if hosts > 1 else ''} of {per_host} {self.gpu.upper()} GPUs ({links})"
 
 
-def _full_axis_of_16(shape: tuple[int, ...]) -> tuple[bool, ...]:
-    # v5e and v6e slices are cut from a 16x16 torus without optical switches: an axis wraps
-    # only when it spans the whole pod's axis
-    return tuple(size == 16 for size in shape)
+Fabric = TorusFabric | NodeFabric
+"""An interconnect shardscope has a cost model of."""
 
 
-def _whole_cubes(shape: tuple[int, ...]) -> tuple[bool, ...]:
-    # v4 and v5p wraparounds come from the optical switches between 4x4x4 cubes: a slice made
-    # of whole cubes wraps on every axis, a smaller one (2x2x1, 2x2x4) on none
-    whole = len(shape) == 3 and all(size % 4 == 0 for size in shape)
-    return tuple(whole for _ in shape)
+# --------------------------------------------------------------------------- TPU
 
 
-_WRAPAROUND_RULES: dict[str, Callable[[tuple[int, ...]], tuple[bool, ...]]] = {
-    "axis of 16": _full_axis_of_16,
-    "whole 4x4x4 cubes": _whole_cubes,
-}
+@dataclass(frozen=True)
+class AxisSpan:
+    """The chips of a group along one torus axis: how many, whether they close a ring, the hops."""
 
-_WRAP_SOURCE = (f"wraparound: v5e and v6e only on an axis of 16 chips, v4 and v5p on every axis of a slice made of "
-                f"whole 4x4x4 cubes ({SCALING_BOOK_TPUS}, 'TPU Networking'; for v5p also "
-                "https://cloud.google.com/tpu/docs/v5p: 4x4x4 and larger slices have a full 3D torus)")
-
-TORUS_FABRICS: dict[str, TorusFabric] = {
-    "v5e": TorusFabric("v5e", 4.5e10, ICI_HOP_LATENCY_S, "axis of 16",
-                       f"bandwidth: 4.5e10 B/s one way per ICI link, 4 links per chip in a 2D torus ({SCALING_BOOK_TPUS}, "
-                       "interconnect table; Google gives 400 GB/s bidirectional per chip, "
-                       f"https://cloud.google.com/tpu/docs/v5e); latency: ~1 us per hop ({SCALING_BOOK_SHARDING}); "
-                       + _WRAP_SOURCE),
-    "v6e": TorusFabric("v6e", 9e10, ICI_HOP_LATENCY_S, "axis of 16",
-                       f"bandwidth: 9e10 B/s one way per ICI link, 2D torus ({SCALING_BOOK_TPUS}, interconnect table); "
-                       f"latency: ~1 us per hop ({SCALING_BOOK_SHARDING}); " + _WRAP_SOURCE),
-    "v4": TorusFabric("v4", 4.5e10, ICI_HOP_LATENCY_S, "whole 4x4x4 cubes",
-                      f"bandwidth: 4.5e10 B/s one way per ICI link, 6 links per chip in a 3D torus ({SCALING_BOOK_TPUS}, "
-                      f"interconnect table); latency: ~1 us per hop ({SCALING_BOOK_SHARDING}); " + _WRAP_SOURCE),
-    "v5p": TorusFabric("v5p", 9e10, ICI_HOP_LATENCY_S, "whole 4x4x4 cubes",
-                       f"bandwidth: 9e10 B/s one way per ICI link, 6 links per chip in a 3D torus ({SCALING_BOOK_TPUS}, "
-                       "interconnect table; Google gives 1200 GB/s bidirectional per chip, "
-                       f"https://cloud.google.com/tpu/docs/v5p); latency: ~1 us per hop ({SCALING_BOOK_SHARDING}); "
-                       + _WRAP_SOURCE),
-}
-"""Each TPU generation shardscope knows the ICI of."""
-
-_TPU_KINDS = {"TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v6 lite": "v6e", "TPU v6e": "v6e", "TPU v4": "v4",
-              "TPU v5": "v5p", "TPU v5p": "v5p"}
-"""The generation of each device kind JAX reports."""
-
-_TPU_NAMES = {"v5e": "v5e", "v5litepod": "v5e", "v6e": "v6e", "v4": "v4", "v5p": "v5p"}
-"""The generation of each topology name's prefix (``v5e:2x4``, ``v5litepod-8``)."""
-
-_NVLINK_LATENCY = f"latency: ~2 us per step inside a host, NCCL's LL128 protocol ({_NCCL_PROTOCOLS})"
-_NETWORK_LATENCY = f"~6 us per step between hosts, NCCL's Simple protocol over the network ({_NCCL_PROTOCOLS})"
-
-NODE_FABRICS: dict[str, NodeFabric] = {
-    "h100": NodeFabric("h100", 450e9, 2e-6, 50e9, 6e-6,
-                       "NVLink: 900 GB/s bidirectional per H100 SXM GPU, halved for one direction "
-                       "(https://www.nvidia.com/en-us/data-center/h100/); network: one 400 Gb/s ConnectX-7 port per GPU "
-                       f"in a DGX H100 = 50 GB/s ({_DGX_H100_H200}); {_NVLINK_LATENCY}; {_NETWORK_LATENCY}"),
-    "h200": NodeFabric("h200", 450e9, 2e-6, 50e9, 6e-6,
-                       "NVLink: 900 GB/s bidirectional per H200 GPU, halved for one direction "
-                       "(https://www.nvidia.com/en-us/data-center/h200/); network: one 400 Gb/s ConnectX-7 port per GPU "
-                       f"in a DGX H200 = 50 GB/s ({_DGX_H100_H200}); {_NVLINK_LATENCY}; {_NETWORK_LATENCY}"),
-    "a100": NodeFabric("a100", 300e9, 2e-6, 25e9, 6e-6,
-                       "NVLink: 600 GB/s bidirectional per A100 SXM GPU, halved for one direction "
-                       "(https://www.nvidia.com/en-us/data-center/a100/); network: one 200 Gb/s HDR ConnectX-6 port per "
-                       f"GPU in a DGX A100 = 25 GB/s ({_DGX_A100}); {_NVLINK_LATENCY}; {_NETWORK_LATENCY}"),
-    "b200": NodeFabric("b200", 900e9, 2e-6, 50e9, 6e-6,
-                       "NVLink 5: 1.8 TB/s bidirectional per GPU, halved for one direction "
-                       "(https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html); network: one 400 Gb/s "
-                       f"ConnectX-7 port per GPU in a DGX B200 = 50 GB/s ({_DGX_B200}); {_NVLINK_LATENCY}; "
-                       f"{_NETWORK_LATENCY}"),
-}
-"""Each GPU shardscope ships a description of, in the node NVIDIA builds around it (a DGX)."""
+    axis: int
+    chips: int
+    ring: bool
+    hops: int
 
 
-def torus_fabric(device_kind: str, topology: str) -> TorusFabric | None:
-    """The ICI of a TPU slice, by JAX's device kind (``TPU v5 lite``) or the topology's name
-    (``v5e:2x4``); None for a generation shardscope has no figures for."""
-    generation = _TPU_KINDS.get(device_kind.strip())
-    if generation is None:
-        match = re.match(r"^\s*([A-Za-z0-9]+?)(?:pod)?[=_:\- ]", topology)
-        generation = _TPU_NAMES.get(match.group(1).lower()) if match else None
-    return TORUS_FABRICS.get(generation) if generation else None
+def spans(group: Sequence[Coords], slice_shape: Coords, wraps: tuple[bool, ...]) -> list[AxisSpan]:
+    """The torus axes a group's chips differ along: a ring where the slice wraps and the group
+    covers the whole axis, else a line from its first to its last chip."""
+    found = []
+    for d, size in enumerate(slice_shape):
+        values = sorted({c[d] for c in group})
+        if len(values) < 2:
+            continue
+        ring = wraps[d] and len(values) == size
+        hops = len(values) // 2 if ring else values[-1] - values[0]
+        found.append(AxisSpan(d, len(values), ring, hops))
+    return found
 
 
-def node_fabric(target: str) -> NodeFabric | None:
-    """The NVLink and network of ``gpu:NAME:...`` (None for a GPU described by the user's own file)."""
-    platform, _, rest = target.partition(":")
-    name = rest.rpartition(":")[0].strip().lower()
-    return NODE_FABRICS.get(name) if platform == "gpu" else None
+def all_to_all_axis_seconds(span: AxisSpan, payload: int, link_Bps: float) -> float:
+    """The time an all-to-all's bytes take on one axis's links (the module's docstring): on a
+    ring ``S D_k / (2 k W)``, on a line ``L R S / (k W)`` at its middle link."""
+    k = span.chips
+    if span.ring:
+        distances = (k * k - (k % 2)) / 4  # the sum of ring distances from one chip to the others
+        return payload * distances / (2 * k * link_Bps)
+    left, right = k // 2, k - k // 2
+    return left * right * payload / (k * link_Bps)
+
+
+def torus_time(model: str, payload: int, group: Sequence[Coords], fabric: TorusFabric, slice_shape: Coords,
+               wraps: tuple[bool, ...]) -> CollectiveTime:
+    """One group's run of a collective (``model``: the JAX primitive whose cost it has) on a TPU torus."""
+    n = len(group)
+    if model in PAIRS:
+        return _torus_pair(payload, group, fabric, slice_shape, wraps)
+    spanned = spans(group, slice_shape, wraps)
+    if n < 2 or not spanned:
+        return CollectiveTime(0.0, 0.0, 0.0, "no ICI link (one chip)", n)
+    bandwidth = sum((2 if s.ring else 1) * fabric.link_Bps for s in spanned)
+    hops = sum(s.hops for s in spanned)
+    axes = ", ".join(f"axis {s.axis} ({s.chips} chips, {'ring' if s.ring else 'line'})" for s in spanned)
+    if model in REDUCE:
+        latency, wire = 2 * hops * fabric.hop_latency_s, 2 * (n - 1) / n * payload / bandwidth
+        words = "reduce-scatter + all-gather"
+    elif model in GATHER:
+        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * (n * payload) / bandwidth
+        words = "all-gather"
+    elif model in SCATTER:
+        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * payload / bandwidth
+        words = "reduce-scatter"
+    elif model in ALL_TO_ALL:
+        latency = hops * fabric.hop_latency_s
+        wire = max(all_to_all_axis_seconds(s, payload, fabric.link_Bps) for s in spanned)
+        words = "all-to-all (each axis's links their share)"
+    else:
+        raise ValueError(f"no torus model for {model!r}")
+    return CollectiveTime(max(latency, wire), latency, wire, f"{words} over {axes}", n)
+
+
+def _torus_pair(payload: int, pair: Sequence[Coords], fabric: TorusFabric, slice_shape: Coords,
+                wraps: tuple[bool, ...]) -> CollectiveTime:
+    """A collective-permute's pair: the hops between the two chips (around a wraparound when
+    shorter), then the bytes over one link."""
+    if len(pair) < 2 or pair[0] == pair[1]:
+        return CollectiveTime(0.0, 0.0, 0.0, "no ICI link (same chip)", len(pair))
+    hops = 0
+    for d, size in enumerate(slice_shape):
+        distance = abs(pair[0][d] - pair[1][d])
+        hops += min(distance, size - distance) if wraps[d] else distance
+    latency, wire = hops * fabric.hop_latency_s, payload / fabric.link_Bps
+    return CollectiveTime(latency + wire, latency, wire, f"send over {hops} ICI hop{'s' if hops != 1 else ''}", 2)
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def _node_pair(payload: int, pair: Sequence[Coords], fabric: NodeFabric) -> CollectiveTime:
+    """A collective-permute's pair: NVLink in a host, else one network port (NCCL's Simple
+    protocol's point-to-point latency on that link)."""
+    if len(pair) < 2 or pair[0] == pair[1]:
+        return CollectiveTime(0.0, 0.0, 0.0, "no link (same GPU)", len(pair))
+    if pair[0][:-1] == pair[1][:-1]:
+        latency = send_latency_s(across_hosts=False)
+        return CollectiveTime(latency + payload / fabric.nvlink_Bps, latency, payload / fabric.nvlink_Bps,
+                              "send over NVLink", 2)
+    latency = send_latency_s(across_hosts=True)
+    return CollectiveTime(latency + payload / fabric.nic_Bps, latency, payload / fabric.nic_Bps,
+                          "send over the network", 2)

@@ -13,7 +13,12 @@ argument, one output and one temporary of 256 MiB; 536,870,912 with the argument
 Every argument and output is live on the device during the call, so shardscope counts
 ``arguments + outputs + temporaries - aliases`` and takes XLA's peak when it is larger.
 
-**What the chip has.** A TPU's from its ``device_kind`` (:mod:`shardscope.costmodel.chips`:
+**What the chip has.** A GPU's is what a JAX process may use of it: XLA's allocator takes 75% of
+the memory by default, or ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of it (:mod:`shardscope.targets.gpu_nodes`),
+so a step at 79.9 of 80 GiB does not fit. When XLA:GPU's scheduler logs that the arguments and
+outputs exceed its limit ("The byte size of input/output arguments (...) exceeds the base limit
+(68719476736)"), :func:`compiler_limits` makes it part of the fit, not a raw line on the terminal.
+A TPU's from its ``device_kind`` (:mod:`shardscope.costmodel.chips`:
 libtpu's compile-only devices have no ``memory_stats()``; the table holds what libtpu's
 compiler lets a program use, read from its refusals), a GPU's from its description's
 ``device_memory_size``. When XLA:TPU refuses a step ("RESOURCE_EXHAUSTED: Ran out of memory
@@ -35,6 +40,9 @@ _REFUSALS = (
 )
 """libtpu's out-of-memory messages: the bytes needed, then the bytes available ("G" is GiB)."""
 
+_LIMIT = re.compile(r"byte size of input/output arguments \((\d+)\) exceeds the base limit \((\d+)\)")
+"""XLA:GPU's scheduler's error (gpu_hlo_schedule.cc) when a module's arguments and outputs exceed its limit."""
+
 _SCALE = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -52,11 +60,15 @@ class MemoryFit:
     capacity_bytes: int | None
     refused: bool = False
     message: str = ""
+    allowance: str = ""
+    """What the capacity is, where it is not the chip's whole memory (a GPU's JAX pool)."""
+    limit: "CompilerLimit | None" = None
+    """The compiler's own limit the step's arguments exceed (XLA:GPU's scheduler), if it said so."""
 
     @property
     def fits(self) -> bool | None:
         """True or False, None when either number is unknown."""
-        if self.refused:
+        if self.refused or self.limit is not None:  # the compiler itself says the arguments exceed its limit
             return False
         if self.needed_bytes is None or self.capacity_bytes is None:
             return None
@@ -72,16 +84,51 @@ class MemoryFit:
         if self.fits is False:
             refused = " (the compiler refused it)" if self.refused else ""
             needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
-            return f"does not fit: {needed} on a {capacity} GiB {self.chip} chip{refused}"
+            return f"does not fit: {needed} on a {capacity} GiB {self.chip} chip{refused}{self._said()}"
         if self.needed_bytes is not None and self.needed_bytes >= GIB:
-            return f"{gib(self.needed_bytes)} of {capacity} GiB per device"
+            return f"{gib(self.needed_bytes)} of {capacity} GiB per device{self._said()}"
         needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
-        return f"{needed} of {capacity} GiB per device"
+        return f"{needed} of {capacity} GiB per device{self._said()}"
+
+    def _said(self) -> str:
+        """`` (what JAX may use ...)`` and the compiler's limit, where there are any."""
+        said = f" ({self.allowance})" if self.allowance else ""
+        return said + (f"; {self.limit.words()}" if self.limit is not None else "")
 
     def to_json(self) -> dict[str, object]:
         """The fit's numbers."""
         return {"chip": self.chip, "needed_bytes": self.needed_bytes, "capacity_bytes": self.capacity_bytes,
-                "fits": self.fits, "refused": self.refused, "message": self.message or None, "line": self.line()}
+                "fits": self.fits, "refused": self.refused, "message": self.message or None,
+                "allowance": self.allowance or None,
+                "compiler_limit": None if self.limit is None else self.limit.to_json(), "line": self.line()}
+
+
+@dataclass(frozen=True)
+class CompilerLimit:
+    """A compiler's own memory limit that a step's arguments and outputs exceed (XLA:GPU's
+    scheduler: ``argument_bytes`` against ``limit_bytes``)."""
+
+    argument_bytes: int
+    limit_bytes: int
+
+    def words(self) -> str:
+        """``XLA:GPU's scheduler says the arguments and outputs (70 GiB) exceed its limit (64 GiB)``."""
+        return (f"XLA:GPU's scheduler says the arguments and outputs ({size_words(self.argument_bytes)}) exceed its "
+                f"limit ({size_words(self.limit_bytes)}): it schedules the step as if memory were short")
+
+    def to_json(self) -> dict[str, int]:
+        """The two numbers."""
+        return {"argument_bytes": self.argument_bytes, "limit_bytes": self.limit_bytes}
+
+
+def compiler_limits(messages: "tuple[str, ...] | list[str]") -> CompilerLimit | None:
+    """The limit XLA:GPU's scheduler said the step's arguments exceed, from its log ``messages``
+    (None when it said nothing of the kind)."""
+    for message in messages:
+        match = _LIMIT.search(message)
+        if match:
+            return CompilerLimit(int(match.group(1)), int(match.group(2)))
+    return None
 
 
 def needed_bytes(memory: dict[str, int]) -> int | None:
@@ -94,9 +141,13 @@ def needed_bytes(memory: dict[str, int]) -> int | None:
     return max(live, memory.get("peak_memory_in_bytes", 0))
 
 
-def memory_fit(memory: dict[str, int], chip: Chip | None, name: str = "") -> MemoryFit:
-    """The fit of a compiled step whose ``memory_analysis()`` gave ``memory`` on ``chip``."""
-    return MemoryFit(chip.name if chip else name, needed_bytes(memory), chip.capacity_bytes if chip else None)
+def memory_fit(memory: dict[str, int], chip: Chip | None, name: str = "", limit: CompilerLimit | None = None,
+               allowance: str = "") -> MemoryFit:
+    """The fit of a compiled step whose ``memory_analysis()`` gave ``memory`` on ``chip`` (what it
+    lets a program use: ``allowance`` says what that is where it is not the whole memory), with
+    the compiler's own ``limit`` it exceeds, if any."""
+    return MemoryFit(chip.name if chip else name, needed_bytes(memory), chip.capacity_bytes if chip else None,
+                     allowance=allowance, limit=limit)
 
 
 def refusal_fit(message: str, chip: Chip | None, name: str = "") -> MemoryFit | None:

@@ -3,11 +3,14 @@
 A :class:`Link` is the two numbers of the alpha-beta model: ``latency_s`` (alpha, paid once per
 ring step) and ``bandwidth_Bps`` (one direction, per device). Every preset says where its numbers
 come from; where a vendor publishes no latency, the source says the value is an assumption.
+
+A TPU slice has no preset: its ICI is a torus whose cost depends on which axes a group spans
+(``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.costmodel.fabrics`); a
+flat ring at the chip's whole ICI bandwidth is 5x faster than a measured v5e all-gather
+(:mod:`shardscope.targets.tpu_generations`).
 """
 
 from __future__ import annotations
-
-import re
 
 from dataclasses import asdict, dataclass
 
@@ -58,18 +61,6 @@ PRESETS: tuple[Link, ...] = (
         "one NDR InfiniBand port per device, between hosts",
     ),
     Link(
-        "tpu-v5e-ici", 200e9, 1e-6,
-        "bandwidth: 400 GB/s bidirectional ICI per v5e chip, halved for one direction "
-        "(https://cloud.google.com/tpu/docs/v5e); latency: assumed 1 us, Google publishes no per-hop ICI latency",
-        "TPU v5e chips in one slice over ICI (2D torus)",
-    ),
-    Link(
-        "tpu-v5p-ici", 600e9, 1e-6,
-        "bandwidth: 1200 GB/s bidirectional ICI per v5p chip, halved for one direction "
-        "(https://cloud.google.com/tpu/docs/v5p-training); latency: assumed 1 us, Google publishes no per-hop ICI latency",
-        "TPU v5p chips in one slice over ICI (3D torus)",
-    ),
-    Link(
         "dcn-100g", 12.5e9, 10e-6,
         "bandwidth: 100 Gb/s Ethernet NIC = 12.5 GB/s (a Cloud TPU v5e host has 2 x 100 Gbps NICs, "
         "https://cloud.google.com/tpu/docs/v5e); latency: assumed 10 us per hop for TCP inside a data centre",
@@ -93,7 +84,8 @@ def preset(name: str) -> Link:
             return link
     raise SettingsError(
         f"no interconnect preset {name!r}.",
-        f"use one of {', '.join(p.name for p in PRESETS)} (see `shardscope presets`), or --link BW,LATENCY",
+        f"use one of {', '.join(p.name for p in PRESETS)} (see `shardscope presets`), or --link BW,LATENCY; "
+        "a TPU slice's ICI is costed with --target tpu:TOPOLOGY (shardscope presets --targets)",
     )
 
 
@@ -140,19 +132,6 @@ def parse_project(text: str, custom: Link | None) -> tuple[Link, int | None]:
             raise SettingsError("--project link needs --link BW,LATENCY.", "e.g. --link 25GB/s,5us --project link:16")
         return custom, devices
     return preset(name), devices
-
-
-ICI_PRESETS = {"v5e": "tpu-v5e-ici", "v5litepod": "tpu-v5e-ici", "TPU v5 lite": "tpu-v5e-ici",
-               "v5p": "tpu-v5p-ici", "TPU v5": "tpu-v5p-ici"}
-"""The ICI preset of a TPU generation, by the names a topology starts with."""
-
-
-def ici_preset(topology: str) -> Link | None:
-    """The ICI preset of ``topology``'s TPU generation (``v5e:2x2`` -> ``tpu-v5e-ici``); None
-    for a generation without one (v4, v6e: give --project or --link)."""
-    match = re.match(r"^(.*?)[=_:][0-9x]+(?:_twisted|_untwisted)?$", topology.strip())
-    name = ICI_PRESETS.get(match.group(1).strip()) if match else None
-    return None if name is None else preset(name)
 
 
 def format_bandwidth(bandwidth_Bps: float) -> str:

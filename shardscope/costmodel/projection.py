@@ -193,19 +193,16 @@ def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int)
 
 
 def project_targets(analysis: "Analysis", link: Link | None = None, devices: int | None = None) -> dict[str, Projection]:
-    """Each ``--target``'s compiled plans projected onto ``link`` (default: the topology's ICI
-    preset; a target without one and no ``link`` is left out) with ``devices`` in the ring
-    (default: the target's device count)."""
-    from shardscope.costmodel.interconnects import ici_preset
-
+    """Each ``--target``'s compiled plans projected onto ``link`` with ``devices`` in the ring
+    (default: the target's device count); none without a ``link``: a target's own interconnect
+    is costed by its machine's model (:mod:`shardscope.costmodel.collective_times`), not a ring."""
     found: dict[str, Projection] = {}
+    if link is None:
+        return found
     for target in analysis.target_names:
         plans = analysis.on_target(target)
-        first = plans[0][1]
-        on = link or ici_preset(first.topology)
-        if on is not None:
-            compiled = {plan.name: on_target.compiled for plan, on_target in plans}
-            found[target] = project_compiled(compiled, on, devices or first.devices)
+        compiled = {plan.name: on_target.compiled for plan, on_target in plans}
+        found[target] = project_compiled(compiled, link, devices or plans[0][1].devices)
     return found
 
 

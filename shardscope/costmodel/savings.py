@@ -15,7 +15,9 @@ step (one call of the program) is then:
 
 where ``S`` are the finding's bytes per run, ``T`` the instruction's and ``t`` one run's time
 on the target (:mod:`shardscope.costmodel.collective_times`). With a step estimate the saving
-is also a share of the step.
+is also a share of the step: of its serialized upper bound (compute, memory and communication one
+after another, :data:`SHARE_IS`), so a share is never overstated, and a saving the scheduler
+would hide behind compute may save nothing: the text and the JSON say so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ if TYPE_CHECKING:
     from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
+
+
+SHARE_IS = ("of the step's serialized upper bound (compute, memory and communication one after another); "
+            "overlap may hide the saving")
+"""What a saving's share of the step is taken against, in the words the text and the JSON give."""
+
+SHARE_WORDS = "of the step's upper bound (serialized; overlap may hide it)"
+"""The same, short, for the sentence of a finding."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class Saving:
             return text + f"; shardscope has no interconnect figures for {self.target} to say what deferring it saves"
         text += f"; deferring it saves ~{format_seconds(self.seconds_per_step)} per step on {self.target}"
         share = self.share_of_step
-        return text + (f", {share:.0%} of the step" if share is not None else "")
+        return text + (f", {share:.0%} {SHARE_WORDS}" if share is not None else "")
 
     def to_json(self) -> dict[str, object]:
         """The ``saving`` object of a finding in ``--json``."""
@@ -90,6 +100,7 @@ class Saving:
                 "bytes_per_run": self.bytes_per_run, "runs_per_call": self.runs_per_call, "runs_after": self.runs_after,
                 "seconds_per_run": self.seconds_per_run, "seconds_per_step": self.seconds_per_step,
                 "algorithm": self.algorithm or None, "step_s": self.step_s, "share_of_step": self.share_of_step,
+                "share_is": SHARE_IS if self.share_of_step is not None else None,
                 "parts": [{"collective": name, "bytes_per_run": size, "runs_per_call": runs}
                           for name, size, runs in self.parts]}
 

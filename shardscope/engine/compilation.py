@@ -16,7 +16,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from shardscope.engine.compile_log import capturing_stderr
+from shardscope.engine.compile_log import capturing_stderr, limit_messages, partitioner_only
 
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
@@ -38,8 +38,9 @@ _MESSAGES: "weakref.WeakKeyDictionary[object, tuple[str, ...]]" = weakref.WeakKe
 
 def compile_lowered(lowered: "Compilable[C]") -> C:
     """``lowered.compile()``: the module XLA builds for the devices it was lowered for; the
-    partitioner's log lines it prints are kept for :func:`partitioner_messages`."""
-    compiled, messages = compile_capturing(lowered)
+    partitioner's log lines it prints are kept for :func:`partitioner_messages`, the compiler's
+    limit errors for :func:`limit_errors`."""
+    compiled, messages = _compile_keeping_lines(lowered)
     _MESSAGES[compiled] = messages
     return compiled
 
@@ -47,6 +48,11 @@ def compile_lowered(lowered: "Compilable[C]") -> C:
 def compile_capturing(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":
     """``lowered.compile()`` and the messages of the partitioner's log lines it printed (not
     shown on the terminal; every other line of descriptor 2 still is)."""
+    compiled, messages = _compile_keeping_lines(lowered)
+    return compiled, partitioner_only(messages)
+
+
+def _compile_keeping_lines(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":
     with capturing_stderr() as messages:
         compiled = lowered.compile()
     return compiled, _remembered(lowered, tuple(messages))
@@ -91,6 +97,16 @@ def compile_traced(traced: "Traced") -> "Compiled":
 def partitioner_messages(compiled: object) -> tuple[str, ...]:
     """What the partitioner printed while ``compiled`` was compiled here (empty for an
     executable compiled elsewhere)."""
+    return partitioner_only(_kept(compiled))
+
+
+def limit_errors(compiled: object) -> tuple[str, ...]:
+    """The compiler's limit errors while ``compiled`` was compiled here (XLA:GPU's scheduler:
+    "The byte size of input/output arguments (...) exceeds the base limit (...)")."""
+    return limit_messages(_kept(compiled))
+
+
+def _kept(compiled: object) -> tuple[str, ...]:
     try:
         return _MESSAGES.get(compiled, ())
     except TypeError:  # an object that cannot be weakly referenced was never recorded

@@ -1,4 +1,6 @@
-"""The log lines XLA's partitioner prints while a module compiles, kept from the terminal.
+"""The log lines XLA's partitioner prints while a module compiles, kept from the terminal (and
+XLA:GPU's scheduler's error when a module's arguments exceed its memory limit: a finding, not a
+raw line).
 
 XLA's C++ logging writes to file descriptor 2 (``spmd_partitioner.cc``'s "Involuntary full
 rematerialization"): Python's ``sys.stderr`` never sees it, so :func:`capturing_stderr` points
@@ -21,6 +23,13 @@ _FD_LOCK = threading.Lock()
 
 _PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
 _PARTITIONER_FILES = ("spmd_partitioner", "sharding_propagation", "shardy", "sdy_")
+_LIMIT_FILES = ("gpu_hlo_schedule",)
+"""XLA:GPU's scheduler, which logs an error when a module's arguments and outputs exceed its
+memory limit ("The byte size of input/output arguments (...) exceeds the base limit (...)")."""
+
+LIMIT_MARK = "[compiler limit] "
+"""What a kept limit line's message starts with among the captured messages (told apart from
+the partitioner's by :func:`limit_messages` and :func:`partitioner_only`)."""
 
 
 def partitioner_message(line: str) -> str | None:
@@ -30,6 +39,28 @@ def partitioner_message(line: str) -> str | None:
     if match is None or not match.group("file").startswith(_PARTITIONER_FILES):
         return None
     return match.group("message")
+
+
+def kept_message(line: str) -> str | None:
+    """The message of a log line kept from the terminal: the partitioner's, or one of the
+    compiler's limit errors (marked with :data:`LIMIT_MARK`); None for any other line."""
+    message = partitioner_message(line)
+    if message is not None:
+        return message
+    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    if match is not None and match.group("file").startswith(_LIMIT_FILES):
+        return LIMIT_MARK + match.group("message")
+    return None
+
+
+def partitioner_only(messages: tuple[str, ...]) -> tuple[str, ...]:
+    """The partitioner's among kept ``messages``."""
+    return tuple(m for m in messages if not m.startswith(LIMIT_MARK))
+
+
+def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
+    """The compiler's limit errors among kept ``messages``, without their mark."""
+    return tuple(m.removeprefix(LIMIT_MARK) for m in messages if m.startswith(LIMIT_MARK))
 
 
 @contextmanager
@@ -82,7 +113,7 @@ def _forward(read_end: int, out: int, captured: list[str]) -> None:
                 if not complete:
                     held = line
                     break
-                message = partitioner_message(line.decode("utf-8", "replace"))
+                message = kept_message(line.decode("utf-8", "replace"))
                 if message is None:
                     passing += line
                 else:

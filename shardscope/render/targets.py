@@ -375,7 +375,7 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         if said:
             console.print(Text(said))
         projection = (projections or {}).get(target)
-        if projection is not None and not said:  # a generic ring only where the target's own interconnect is not modelled
+        if projection is not None:  # a ring of the user's own (--project, --link)
             console.print(Text(projection_sentence(target, projection)))
 
 
@@ -420,7 +420,7 @@ def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:
-    """``tpu:v5e:2x2's compiled collectives projected onto tpu-v5e-ici (...): naive 12 us/call, ...``."""
+    """``tpu:v5e:2x2's compiled collectives projected onto link (...): naive 12 us/call, ...``."""
     from shardscope.render.projection import seconds_text, title
 
     per_plan = ", ".join(f"{name} {seconds_text(plan)}/call" for name, plan in projection.plans.items())

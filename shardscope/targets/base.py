@@ -1,13 +1,15 @@
 """What every target is: a machine to compile for (``cpu:8``, ``tpu:v5e:2x4``, ``gpu:h100:8``).
 
 A :class:`Target` is a value (frozen, comparable, printed as the text :func:`parse_target
-<shardscope.targets.registry.parse_target>` reads) that knows four things about its machine:
+<shardscope.targets.registry.parse_target>` reads) that knows five things about its machine:
 
 - its devices (:meth:`Target.load`: JAX's CPU devices, or compile-only devices that libtpu or
   JAX's CUDA plugin describe; nothing runs on those);
 - how a mesh is laid over them (:meth:`Target.grid`: ``jax.make_mesh``'s layout);
 - the platform JAX lowers for (:attr:`Target.lowering_platform`) and the compiler that reads
   the lowered module (:attr:`Target.compiler`);
+- what it is made of (:meth:`Target.machine`: one record, its chip and its interconnect's cost
+  model, which the consumers ask instead of reading the target's name);
 - what its compiled module text looks like (:attr:`Target.module_forms`: the forms of its
   collectives, which :mod:`shardscope.engine.hlo.sites` reads for every target alike).
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from shardscope.costmodel.chips import Chip
+    from shardscope.costmodel.machines import Machine
 
 
 class Target(ABC):
@@ -73,10 +76,16 @@ class Target(ABC):
         without starting JAX, so that the commands refuse before they load the user's file
         (nothing to check by default: jax has the CPU's compiler)."""
 
-    def chip(self, device_kind: str) -> "Chip | None":
-        """What one of the target's devices has (memory, peaks, overheads), from its ``device_kind``;
-        None where shardscope knows no figures (the CPU's are measured by ``shardscope calibrate``)."""
+    def machine(self, device_kind: str) -> "Machine | None":
+        """What the target is made of (one record: its chip and its interconnect's cost model), from
+        its devices' ``device_kind``; None where shardscope knows no figures (the CPU's are measured
+        by ``shardscope calibrate``)."""
         return None
+
+    def chip(self, device_kind: str) -> "Chip | None":
+        """What one of the target's devices has (memory, peaks, overheads): its machine's chip."""
+        machine = self.machine(device_kind)
+        return None if machine is None else machine.chip
 
     def text(self) -> str:
         """``tpu:v5e:16x16``: the form ``parse_target`` reads."""

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeGuard
 
-from shardscope.engine.compilation import compile_lowered, module_digest, partitioner_messages
+from shardscope.engine.compilation import compile_lowered, limit_errors, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.count_hint import device_count_hint
@@ -74,6 +74,9 @@ class TargetCompilation:
     cost: dict[str, float]
     partitioner: tuple[str, ...] = ()
     """The partitioner's log messages of this compile (kept from the terminal)."""
+    compiler_log: tuple[str, ...] = ()
+    """The compiler's limit errors of this compile (kept from the terminal: XLA:GPU's scheduler's
+    "The byte size of input/output arguments (...) exceeds the base limit (...)")."""
 
 
 def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name: str = "the program") -> TargetCompilation:
@@ -111,6 +114,7 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         memory=_memory(executable),
         cost=_cost(executable),
         partitioner=partitioner_messages(executable),
+        compiler_log=limit_errors(executable),
     )
     with _COMPILED_LOCK:
         _COMPILED[key] = compilation

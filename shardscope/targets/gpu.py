@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
 
-from shardscope.costmodel.chips import Chip, gpu_chip
+from shardscope.costmodel.chips import gpu_chip
+from shardscope.costmodel.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 from shardscope.plans.settings import MAX_DEVICES
 
 GPU_EXTRA = "pip install 'shardscope[gpu]'"
@@ -106,9 +108,12 @@ class GpuTarget(Target):
         """JAX's platforms set to the CPU's for the compile, when nothing set them."""
         return cpu_platforms()
 
-    def chip(self, device_kind: str) -> Chip | None:
-        """The GPU as its description tells (memory size, bandwidth) with its published peaks."""
-        return gpu_chip(self.description_path().stem if self.is_file else self.gpu, _description(self))
+    def machine(self, device_kind: str) -> Machine:
+        """The GPU as its description tells (memory size, bandwidth) with its published peaks and
+        what a JAX process may use of its memory, in its node (:mod:`shardscope.targets.gpu_nodes`:
+        NVLink and a network port per GPU; none for a GPU described by the user's own file)."""
+        chip = gpu_chip(self.description_path().stem if self.is_file else self.gpu, _description(self))
+        return gpu_machine(chip, None if self.is_file else gpu_node(self.gpu))
 
 
 def parse_gpu(text: str, rest: str) -> GpuTarget:

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from shardscope.costmodel.fit import memory_fit, refusal_fit
+from shardscope.costmodel.fit import compiler_limits, memory_fit, refusal_fit
 from shardscope.costmodel.roofline import estimate_step
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.plan import CompiledPlan
@@ -140,7 +140,8 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
     plans = []
     made = compilations or compile_for_targets(traced, targets, name)
     for devices, (compilation, compile_s) in zip(targets, made, strict=True):
-        chip = devices.target.chip(devices.device_kind)
+        machine = devices.target.machine(devices.device_kind)
+        chip = None if machine is None else machine.chip
         if isinstance(compilation, OutOfMemory):  # a finding, not a failure: the CPU's plan and the other targets stand
             plans.append(_refused(devices, compilation, cpu_memory, compile_s))
             continue
@@ -158,8 +159,10 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             memory=compilation.memory, cost=compilation.cost, compile_s=compile_s, cpu_memory=cpu_memory,
             compiler=devices.target.compiler, device_coords=device_coords(devices, compilation.device_ids),
             machine_shape=machine_shape(devices),
-            fit=memory_fit(compilation.memory, chip, devices.device_kind),
+            fit=memory_fit(compilation.memory, chip, devices.device_kind, compiler_limits(compilation.compiler_log),
+                           "" if machine is None else machine.memory_words),
             step=estimate_step(work, chip) if work is not None and chip is not None else None,
+            machine=machine,
         ))
     return tuple(plans)
 
@@ -168,13 +171,13 @@ def _refused(devices: TargetDevices, exc: OutOfMemory, cpu_memory: dict[str, int
              compile_s: float) -> TargetPlan:
     """The plan of a step the target's compiler refused for memory: what it needed (from the
     compiler's message), no collectives, nothing placed."""
-    chip = devices.target.chip(devices.device_kind)
-    fit = refusal_fit(exc.compiler_message, chip, devices.device_kind)
+    machine = devices.target.machine(devices.device_kind)
+    fit = refusal_fit(exc.compiler_message, None if machine is None else machine.chip, devices.device_kind)
     empty = CompiledPlan(backend=devices.target.platform, collectives=(), loops=())
     return TargetPlan(
         target=devices.target.text(), topology=devices.target.topology, device_kind=devices.device_kind,
         devices=devices.count, compiled=empty, paired=(),
         comparison=TargetComparison(devices.target.topology, (), (), ()),
         memory={}, cost={}, compile_s=compile_s, cpu_memory=cpu_memory, compiler=devices.target.compiler,
-        fit=fit, step=None,
+        fit=fit, step=None, machine=machine,
     )

@@ -18,10 +18,12 @@ import threading
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
-from shardscope.costmodel.chips import Chip, tpu_chip
+from shardscope.costmodel.chips import tpu_chip
+from shardscope.costmodel.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
+from shardscope.targets.tpu_generations import chip_config, generation_of
 from shardscope.plans.settings import MAX_DEVICES
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
@@ -32,17 +34,6 @@ TOPOLOGY_EXAMPLES = ("v5e:2x2", "v5e:16x16", "v5p:2x2x2", "v4:2x2x2", "v6e:4x4")
 
 _TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9_ ]+[=_:](?P<chips>[0-9x]+)(_twisted|_untwisted)?$")
 """The form libtpu parses a topology name with (its own message quotes this pattern)."""
-
-_CHIP_CONFIGS = {
-    "TPU v4": "megacore",
-    "TPU v5": "megachip_tccontrol",
-    "TPU v5p": "megachip_tccontrol",
-    "TPU v6 lite": "megachip_tccontrol",
-    "TPU v6e": "megachip_tccontrol",
-}
-"""The chip configuration libtpu sets on live Cloud TPU hosts, per device kind (as JAX's own AOT
-tests match it): without it a v4 topology lists each TensorCore as a device, two per chip,
-where a v4 host shows one device per chip."""
 
 _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
@@ -106,9 +97,13 @@ class TpuTarget(Target):
         """:class:`TargetError` unless a libtpu is installed (no JAX needed: ``find_spec`` imports nothing)."""
         _require_libtpu()
 
-    def chip(self, device_kind: str) -> Chip | None:
-        """The TPU generation's chip (``TPU v5 lite``: a v5e), from shardscope's cited table."""
-        return tpu_chip(device_kind)
+    def machine(self, device_kind: str) -> Machine:
+        """The slice's generation's record (:mod:`shardscope.targets.tpu_generations`: ``TPU v5
+        lite`` is a v5e); a generation shardscope has no figures for has no chip and no ICI model."""
+        generation = generation_of(device_kind, self.name)
+        if generation is not None:
+            return generation.machine()
+        return Machine(self.name.partition(":")[0], tpu_chip(device_kind), None, "the slice", pads_to_tiles=True)
 
 
 def parse_tpu(text: str, topology: str) -> TpuTarget:
@@ -150,9 +145,9 @@ def _load_topology(topology: str) -> TargetDevices:
     _require_libtpu()
     with _compile_only_start():
         devices = _topology_devices(target, {})
-        chip_config = _CHIP_CONFIGS.get(devices[0].device_kind)
-        if chip_config is not None:
-            devices = _topology_devices(target, {"chip_config_name": chip_config})
+        config = chip_config(devices[0].device_kind)
+        if config is not None:
+            devices = _topology_devices(target, {"chip_config_name": config})
     return TargetDevices(target, tuple(devices))
 
 

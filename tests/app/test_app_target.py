@@ -78,23 +78,21 @@ async def _type_target(pilot, text: str) -> None:
     await settle(pilot)
 
 
-def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and_projects_them_onto_its_ici():
+def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and_costs_them_on_its_ici():
     """linear.py on v5e:2x2 (4 chips): the mesh spans the slice; the naive plan's all-reduce
     leaves the chunk loop there (one run per call instead of 2), the deferred one stays outside.
 
     The Timings tab's projection, under the picked interconnect's, is the slice's own: its
     compiled collectives (what the TPU runs: 1 all-reduce of W's 20 bytes per call for each plan
-    of the seed demo) on the v5e ICI preset over its 4 chips, by the ring formula written out here.
+    of the seed demo) on the v5e torus (the slice's one model: a 2x2 square, two lines of 2
+    chips, 2 hops of ~1 us, 4.5e10 B/s one way per link), by the formula written out here.
     """
-    from shardscope.costmodel.interconnects import preset
-
     tpu = _tpu_texts("linear.py", "linear", "v5e:2x2", 4)
     assert [depth for _, depth in all_reduces(tpu["naive"])] == [0]  # hoisted out of the chunk loop
     assert [depth for _, depth in all_reduces(tpu["deferred"])] == [0]
-    link = preset("tpu-v5e-ici")
-    devices, payload = 4, 5 * 4  # W: 5 floats
-    # ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the payload over the link
-    one_run = 2 * (devices - 1) * link.latency_s + 2 * (devices - 1) / devices * payload / link.bandwidth_Bps
+    devices, payload, hop, link = 4, 5 * 4, 1e-6, 4.5e10  # W: 5 floats
+    # all-reduce on the torus: max(2 alpha * hops, 2 (n-1)/n S / (one link each way per spanned axis))
+    one_run = max(2 * 2 * hop, 2 * (devices - 1) / devices * payload / (2 * link))
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
@@ -143,7 +141,8 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
 
             text = " ".join(_printed(app.query_one("#projection-body", Static).content).split())
             sentence = text[text.index("tpu:v5e:2x2's compiled collectives"):]
-            assert "projected onto tpu-v5e-ici" in sentence and "with 4 devices" in sentence
+            assert "on its own interconnect (ICI of a v5e 2x2 slice (wraparound on no axis))" in sentence
+            assert "projected onto" not in sentence  # one model of the slice's ICI, not a second ring
             expected = f"{one_run * 1e6:.4g} us/call"
             assert f"naive {expected}, deferred {expected}, reduced {expected}" in sentence, sentence
 

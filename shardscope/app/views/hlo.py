@@ -33,6 +33,8 @@ from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words, plan_notes, plan_verdict, target_rows
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.engine.hlo.plan import CompiledLoop
     from shardscope.engine.hlo.target_plan import TargetPlan
@@ -47,13 +49,15 @@ Target = tuple[str, int]
 """A collective ``n``/``N`` can go to: the program's name and the collective's position in it."""
 
 
-def backend_note(backend: str, targets: list[str] | None = None) -> Text:
-    """Whose compiler produced these results, and what other compilers may do differently."""
+def backend_note(backend: str, targets: "Sequence[TargetPlan]" = ()) -> Text:
+    """Whose compiler produced these results, and what other compilers may do differently;
+    ``targets`` holds one plan of each target (which says what its machine is)."""
     text = Text(f"These are the {backend} compiler's results. ", "italic")
     if targets:
-        kinds = "/".join(dict.fromkeys(t.split(":", 1)[0].upper() for t in targets))
-        machines = " and ".join(dict.fromkeys("the GPUs" if t.startswith("gpu:") else "the slice" for t in targets))
-        text.append(f"The {kinds} compiler's plans for {', '.join(targets)} are at the top: compiled for {machines}, "
+        kinds = "/".join(dict.fromkeys(plan.compiler.removeprefix("XLA:") for plan in targets))
+        machines = " and ".join(dict.fromkeys(plan.machine_words for plan in targets))
+        names = ", ".join(plan.target for plan in targets)
+        text.append(f"The {kinds} compiler's plans for {names} are at the top: compiled for {machines}, "
                     "never run there (no timings).", "dim italic")
         return text
     text.append(
@@ -185,13 +189,14 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
     blocks += [(Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
         blocks += plan_blocks(plan, selected)
-    return blocks + [(backend_note(backend, analysis.target_names), None)]
+    firsts = [analysis.on_target(target)[0][1] for target in analysis.target_names]
+    return blocks + [(backend_note(backend, firsts), None)]
 
 
 def target_heading(target: str, plan: "TargetPlan") -> Text:
     """``on tpu:v5e:2x2: 4 x TPU v5 lite, compiled for, never run there``."""
     return Text.assemble(("on ", "bold"), (target, "bold cyan"),
-                         (f": {plan.devices} x {plan.device_kind}, compiled for {plan.machine}, never run there", "dim"))
+                         (f": {plan.devices} x {plan.device_kind}, compiled for {plan.machine_words}, never run there", "dim"))
 
 
 NARROW = 100

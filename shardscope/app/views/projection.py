@@ -17,9 +17,9 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from shardscope.costmodel.interconnects import PRESETS, preset
-from shardscope.costmodel.projection import project, project_targets
+from shardscope.costmodel.projection import project
 from shardscope.render.projection import MEASURED, lines
-from shardscope.render.targets import interconnect_sentence, projection_sentence
+from shardscope.render.targets import interconnect_sentence
 
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
@@ -105,16 +105,11 @@ class ProjectionPanel(Widget):
 
 
 def target_lines(analysis: Analysis) -> list[str]:
-    """Each TPU target's compiled collectives projected onto its ICI preset over its chips, or why not."""
-    projections = project_targets(analysis)
+    """Each target's compiled collectives on its own interconnect (its machine's model), or why not."""
     said = []
     for target in analysis.target_names:
         own = interconnect_sentence(target, [(plan.name, on_target) for plan, on_target in analysis.on_target(target)])
-        if own:
-            said.append(own)
-        if target in projections:
-            said.append(projection_sentence(target, projections[target]))
-        else:
-            said.append(f"{target}: shardscope has no ICI preset for this TPU generation to project its compiled "
-                        "collectives onto (report --target ... --project PRESET or --link BW,LATENCY does).")
+        said.append(own or f"{target}: shardscope has no interconnect figures for this machine to cost its compiled "
+                           "collectives on (report --target ... --project PRESET or --link BW,LATENCY projects them "
+                           "onto a ring of your own).")
     return said

@@ -146,7 +146,7 @@ def target_notes(analysis: "Analysis") -> list[Text]:
     notes = []
     for target in analysis.target_names:
         _, plan = analysis.on_target(target)[0]
-        laid = " (padded to its tiles)" if target.startswith("tpu:") else ""
+        laid = " (padded to its tiles)" if plan.machine is not None and plan.machine.pads_to_tiles else ""
         notes.append(Text(f"{plan.topology}: compiled for {target} ({plan.devices} x {plan.device_kind}), never run "
                           f"there: no run times; memory per device as {plan.compiler_words} lays arrays out{laid}, "
                           "compiled runs per call from its compiled module.", "dim"))

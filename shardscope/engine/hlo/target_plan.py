@@ -32,6 +32,7 @@ from shardscope.engine.kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
     from shardscope.costmodel.fit import MemoryFit
+    from shardscope.costmodel.machines import Machine
     from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
@@ -222,6 +223,9 @@ class TargetPlan:
     the program may not span all of."""
     fit: "MemoryFit | None" = None
     step: "StepEstimate | None" = None
+    machine: "Machine | None" = None
+    """What the target is made of (its ``Target``'s record: chip, interconnect model, words); None
+    for a machine shardscope has no record of (the CPU)."""
 
     @property
     def refused(self) -> bool:
@@ -239,9 +243,10 @@ class TargetPlan:
         return f"the {self.compiler.removeprefix('XLA:') or 'target'} compiler"
 
     @property
-    def machine(self) -> str:
-        """``the slice`` (a TPU's) or ``the GPUs``: what the program was compiled for, in words."""
-        return "the GPUs" if self.target.startswith("gpu:") else "the slice"
+    def machine_words(self) -> str:
+        """``the slice`` (a TPU's) or ``the GPUs``: what the program was compiled for, in words (its
+        machine's own; ``the devices`` without a record)."""
+        return "the devices" if self.machine is None else self.machine.words
 
     def placements_of(self, collective: CompiledCollective) -> tuple["TargetPlacement", ...]:
         """The placements of the CPU collectives whose values the target's ``collective`` carries."""

@@ -1,0 +1,36 @@
+"""What a target is made of, as one record: its device (a :class:`~shardscope.costmodel.chips.Chip`:
+memory, peaks, overheads) and the interconnect between its devices (one cost model:
+:data:`~shardscope.costmodel.fabrics.Fabric`), with the words and the layout facts the views need.
+
+A :class:`~shardscope.targets.base.Target` owns its machine (``Target.machine(device_kind)``):
+each TPU generation is one record (:mod:`shardscope.targets.tpu_generations`), each GPU node one
+(:mod:`shardscope.targets.gpu_nodes`). A target's plan carries the record, so the consumers ask
+it (``plan.machine.pads_to_tiles``) rather than reading the target's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardscope.costmodel.chips import Chip
+from shardscope.costmodel.fabrics import Fabric
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One target's machine: ``name`` (``v5e``, ``h100``), its ``chip`` and ``fabric`` (None where
+    shardscope has no figures), what the program is compiled for in words (``the slice``, ``the
+    GPUs``), whether its compiler lays arrays out padded to tiles (a TPU's ``memory_analysis()``
+    counts the padding), and what of the chip's memory a program may use, in words."""
+
+    name: str
+    chip: Chip | None
+    fabric: Fabric | None
+    words: str
+    pads_to_tiles: bool = False
+    memory_words: str = ""
+    """What the chip's usable memory is, where it is not the whole memory (a GPU's JAX pool)."""
+
+    def describe(self, machine_shape: tuple[int, ...]) -> str:
+        """The interconnect of a machine of ``machine_shape`` in words (empty without a model)."""
+        return "" if self.fabric is None else self.fabric.describe(machine_shape)

@@ -1,0 +1,129 @@
+"""Every GPU node shardscope ships a description of, one record each: the node NVIDIA builds around
+the GPU (a DGX) with its NVLink and its network ports (one cost model:
+:class:`~shardscope.costmodel.fabrics.NodeFabric`), and what of a GPU's memory a JAX process may use.
+
+A new GPU is its description file (``gpu_descriptions/NAME.txtpb``), its peaks' row in the compute
+table (:mod:`shardscope.costmodel.chips`) and its record here; a new vendor is its
+:class:`~shardscope.targets.base.Target` and its records. Every figure says where it comes from.
+
+**The network port** is what NCCL reaches per port, as NVIDIA's maintainers measure it (not the
+line rate): 46 GB/s per 400 Gb/s NIC (the low end of their 46-48 GB/s), 24 GB/s per 200 Gb/s NIC.
+
+**What a JAX process may use** of a GPU's memory: XLA's allocator takes ``XLA_PYTHON_CLIENT_MEM_FRACTION``
+(or ``XLA_CLIENT_MEM_FRACTION``) of it, 75% by default, whether it preallocates it or grows to it
+(``XLA_PYTHON_CLIENT_PREALLOCATE=false``: "XLA backend will use up to N bytes"); only
+``XLA_PYTHON_CLIENT_ALLOCATOR=platform`` allocates from the whole memory as needed
+(:data:`JAX_GPU_MEMORY`, :data:`XLA_BFC_POOL`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from shardscope.costmodel.chips import Chip
+from shardscope.costmodel.fabrics import NodeFabric
+from shardscope.costmodel.fit import gib
+from shardscope.costmodel.machines import Machine
+from shardscope.costmodel.nccl import NCCL_812, NCCL_TESTS_290, NCCL_TUNING
+
+JAX_GPU_MEMORY = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"
+XLA_BFC_POOL = ("openxla/xla xla/pjrt/gpu/gpu_helpers.cc, CreateBFCAllocator: a pool of total_memory * memory_fraction "
+                "bytes, preallocated or grown to; jaxlib/xla_client.py reads the variables")
+DEFAULT_MEMORY_FRACTION = 0.75
+"""What JAX lets XLA's GPU allocator take of a GPU's memory by default (:data:`JAX_GPU_MEMORY`)."""
+
+_DGX_H100_H200 = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/"
+                  "latest/core-components.html")
+_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
+_DGX_A100 = "https://www.nvidia.com/en-us/data-center/dgx-a100/"
+_PROTOCOLS = f"latency: NCCL's per protocol (LL, LL128, Simple) and per step ({NCCL_TUNING})"
+_INTEL = "the host CPU's network overhead per step 1 us (NCCL's tuner on Intel x86)"
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """One GPU's node: ``name`` (``h100``, the description's file name) and its ``fabric``."""
+
+    name: str
+    fabric: NodeFabric
+
+
+def _node(name: str, nvlink_Bps: float, nic_Bps: float, net_overhead_s: float, source: str) -> GpuNode:
+    return GpuNode(name, NodeFabric(name, nvlink_Bps, nic_Bps, net_overhead_s, f"{source}; {_PROTOCOLS}"))
+
+
+GPU_NODES: tuple[GpuNode, ...] = (
+    _node("h100", 450e9, 46e9, 1e-6,
+          "NVLink: 900 GB/s bidirectional per H100 SXM GPU, halved for one direction "
+          "(https://www.nvidia.com/en-us/data-center/h100/); network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
+          f"H100 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}): 8 ports, ~370 GB/s of "
+          f"all-reduce bus bandwidth between two DGX H100; {_INTEL} (Xeon 8480C)"),
+    _node("h200", 450e9, 46e9, 1e-6,
+          "NVLink: 900 GB/s bidirectional per H200 GPU, halved for one direction "
+          "(https://www.nvidia.com/en-us/data-center/h200/); network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
+          f"H200 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); {_INTEL} (Xeon 8480C)"),
+    _node("a100", 300e9, 24e9, 2e-6,
+          "NVLink: 600 GB/s bidirectional per A100 SXM GPU, halved for one direction "
+          "(https://www.nvidia.com/en-us/data-center/a100/); network: one 200 Gb/s HDR ConnectX-6 port per GPU in a "
+          f"DGX A100 ({_DGX_A100}), 24 GB/s per port as NCCL reaches it: 192 GB/s of all-reduce bus bandwidth "
+          f"over 8 ({NCCL_812}); the host CPU's network overhead per step 2 us (NCCL's tuner on AMD x86: EPYC 7742)"),
+    _node("b200", 900e9, 46e9, 1e-6,
+          "NVLink 5: 1.8 TB/s bidirectional per GPU, halved for one direction "
+          "(https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html); network: one 400 Gb/s ConnectX-7 port "
+          f"per GPU in a DGX B200 ({_DGX_B200}), 46 GB/s per port as NCCL reaches a 400 Gb/s NIC ({NCCL_TESTS_290}); "
+          f"{_INTEL} (Xeon 8570)"),
+)
+"""Each GPU shardscope ships a description of, in the node NVIDIA builds around it."""
+
+
+def gpu_node(name: str) -> GpuNode | None:
+    """The node of the GPU ``name`` (None for a GPU described by the user's own file)."""
+    return next((node for node in GPU_NODES if node.name == name), None)
+
+
+@dataclass(frozen=True)
+class MemoryAllowance:
+    """What of a GPU's memory a JAX process may use: ``fraction`` of it (1.0: all), and why, in words."""
+
+    fraction: float
+    words: str
+
+
+def memory_allowance(environ: Mapping[str, str] | None = None) -> MemoryAllowance:
+    """The share of a GPU's memory XLA's allocator may take in a process with ``environ`` (this
+    process's environment by default), as jaxlib reads it (the module's docstring)."""
+    env = os.environ if environ is None else environ
+    if env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").strip().lower() == "platform":
+        return MemoryAllowance(1.0, "XLA_PYTHON_CLIENT_ALLOCATOR=platform: no pool, the whole memory as needed")
+    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        text = env.get(name, "").strip()
+        if text:
+            try:
+                fraction = float(text)
+            except ValueError:
+                continue  # jaxlib refuses it when the process starts; the default stands here
+            if 0 < fraction:
+                return MemoryAllowance(min(fraction, 1.0), f"{name}={text}")
+    preallocate = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").strip()
+    how = "grown to as needed (XLA_PYTHON_CLIENT_PREALLOCATE=false)" if preallocate in ("false", "False", "0") \
+        else "preallocated"
+    return MemoryAllowance(DEFAULT_MEMORY_FRACTION, f"JAX's default pool, 75% of the memory, {how}")
+
+
+def with_allowance(chip: Chip, allowance: MemoryAllowance) -> Chip:
+    """``chip`` with the bytes a JAX process may use as its usable memory, and where that comes from."""
+    if chip.memory_bytes is None:
+        return chip
+    sources = dict(chip.sources, usable_memory_bytes=f"{allowance.words} ({JAX_GPU_MEMORY}; {XLA_BFC_POOL})")
+    return replace(chip, usable_memory_bytes=int(chip.memory_bytes * allowance.fraction), sources=sources)
+
+
+def gpu_machine(chip: Chip, node: GpuNode | None, environ: Mapping[str, str] | None = None) -> Machine:
+    """The machine of a GPU target: its chip with what JAX may use of its memory, and its node's
+    interconnect (``node`` None: a GPU described by the user's own file, no interconnect model)."""
+    allowance = memory_allowance(environ)
+    allowed = with_allowance(chip, allowance)
+    words = "" if chip.memory_bytes is None else f"what a JAX process may use of the {gib(chip.memory_bytes)} GiB: {allowance.words}"
+    return Machine(chip.name, allowed, None if node is None else node.fabric, "the GPUs", memory_words=words)
