@@ -273,8 +273,10 @@ class CompiledClassifier:
             return (True if idx is None or user.tuple_index == idx else None)
         if idx is not None:
             return False  # a combined result used whole
-        if op in _ON_THE_WAY:
+        if op in _ON_THE_WAY or self._zero_padded(user, position):
             return True
+        if op == "dynamic-slice" and position == 0 and self.facts.indices_replicated(user, 1, body):
+            return True  # a slice at offsets the same on every device (the loop's index)
         if op == "select" and self._selects_zero(user, position, body):
             return True
         if self._scales(user, position, body, collective):
@@ -316,14 +318,24 @@ class CompiledClassifier:
     def _from(self, inst: Instruction | None, collective: Instruction) -> bool:
         """True when ``inst`` is a result of ``collective`` (a combined one's element), moved
         only by forwarding ops: adding two of its results keeps the sum linear in it."""
-        while inst is not None:
+        for _ in range(64):
+            if inst is None:
+                return False
             inst = self.flow.resolve(inst)
             if inst is collective:
                 return True
-            if inst.opcode not in FORWARDING and inst.opcode != "get-tuple-element":
+            if inst.opcode == "add":  # a sum of its values (each layer's gradient padded into the stack)
+                return all(self._from(self.flow.producer(inst, k), collective) for k in (0, 1))
+            if inst.opcode not in _ON_THE_WAY | {"get-tuple-element", "dynamic-slice"} and not self._zero_padded(inst, 0):
                 return False
             inst = self.flow.producer(inst, 0)
         return False
+
+    def _zero_padded(self, pad: Instruction, position: int) -> bool:
+        """``pad(value, 0)``: the value placed among zeros (the transpose of a slice, as the
+        gradient of one layer of stacked weights is), linear in it."""
+        padding = self.flow.producer(pad, 1) if pad.opcode == "pad" and position == 0 else None
+        return padding is not None and self.flow.is_zero(padding)
 
     def _scales(self, user: Instruction, position: int, body: Computation, collective: Instruction) -> bool:
         """``value * c``, ``c * value``, ``value / c`` or ``-value`` with ``c`` the same on every
