@@ -83,10 +83,12 @@ def _common_root(value: str) -> str:
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
 
-def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
-    """The code that moves a loop-invariant collective before the loop, for ``style``."""
+def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int | None) -> str:
+    """The code that moves a loop-invariant collective before the loop, for ``style``
+    (``hoist_bytes`` None: results of a loop inside with an unknown trip count)."""
     what = value or "its operand"
-    counts = f"{runs_after} runs/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
+    size = "an unknown number of bytes" if hoist_bytes is None else f"{hoist_bytes:,} B"
+    counts = f"{runs_after} runs/call instead of {runs_before}; its {size} result per device then stays in memory for the whole loop"
     if style == "shard_map":
         return f"move the {kind} of {what} before the loop: {counts}."
     if style == "explicit":
@@ -105,10 +107,17 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
     kinds = {v.kind for v in verdicts}
     runs_before = _runs_text(c.executions, c.in_conditional)
     if kinds == {LOOP_INVARIANT}:
-        left = verdicts[0].loops
+        left, slots = verdicts[0].loops, verdicts[0].slots
         after = runs_after(loops, left, counts)
-        cost = sum(op.bytes for op in c.operands)
-        return Verdict(LOOP_INVARIANT, f"Its operand does not change inside {_loops_words(c, left)}: every run moves the same data.",
+        one = verdicts[0].bytes_after or sum(op.bytes for op in c.operands)  # what a hoisted run keeps: its result
+        cost = None if slots is None else one * slots
+        reason = f"Its operand does not change inside {_loops_words(c, left)}: every run moves the same data."
+        if verdicts[0].stacked:  # it changes with a loop inside: every one of that loop's results is kept
+            reason = (f"Its operand does not change inside {_loops_words(c, left)}, only with the loop inside it: each "
+                      f"iteration of {_loops_words(c, left)} repeats the same runs. Run before it, the "
+                      f"{_runs_text(slots)} results of the loop inside stay in memory together: "
+                      + (f"{cost:,} B per device ({slots} x {one:,} B)." if cost is not None else "an unknown size."))
+        return Verdict(LOOP_INVARIANT, reason,
                        hoist_fix(style, c.kind, c.value, runs_before, _runs_text(after), cost), left, after, cost)
     if kinds == {DEFERRABLE} and len({v.loops for v in verdicts}) == 1:
         return _deferrable(c, verdicts, style, counts, loops, runs_before)

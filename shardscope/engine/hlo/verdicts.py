@@ -50,9 +50,12 @@ class OperandVerdict:
     """The verdict on one value a collective carries (a combined collective carries several).
 
     ``loops``: the while loops (outermost first) it can leave; ``bytes_after`` the per-device
-    bytes one run after them moves (the accumulator), ``stacked`` when it is written into its
+    bytes one run after them moves (the accumulator; a loop-invariant one's whole result), ``stacked`` when it is written into its
     own slot of a stacked output; ``carry_read`` when a needed sum is added into a carry that
     the loop also reads (the next iteration uses the sum: not an accumulator).
+    ``saving_unknown``: deferrable under an unknown trip count with an accumulator larger than
+    one run (``bytes_per_run``). ``slots``: a loop-invariant collective hoisted out of a loop
+    around another that changes its operand keeps that many results (None: unknown).
     """
 
     kind: str
@@ -62,6 +65,7 @@ class OperandVerdict:
     carry_read: bool = False
     saving_unknown: bool = False
     bytes_per_run: int | None = None
+    slots: int | None = 1
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,11 @@ class CompiledClassifier:
             return (OperandVerdict(NEEDED),) * count
         invariant = self._invariant_loops(site)
         if invariant:
-            return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant))),) * count
+            outermost = site.loops.index(invariant[-1])
+            kept = [w for w in site.loops[outermost:] if w not in invariant]
+            slots = known_product(self.trip_count(w) for w in kept)  # the results of the loops inside, kept
+            return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant)), site.result.shape.nbytes,
+                                   stacked=bool(kept), slots=slots),) * count
         combiner = self._combiner(inst) if site.kind in SUM_KINDS else None
         if combiner is None:
             return (OperandVerdict(NEEDED),) * count
@@ -124,15 +132,20 @@ class CompiledClassifier:
     # ------------------------------------------------------------------ loop invariance
 
     def _invariant_loops(self, site: CollectiveSite) -> tuple[Instruction, ...]:
-        """The loops, innermost first, whose changing values no operand of the collective reads."""
+        """The loops, innermost first, whose changing values no operand of the collective reads.
+
+        An outer loop counts even when an inner one changes the operand (a layer scan inside a
+        micro-batch loop gathers each layer in turn, the same layers in every micro-batch):
+        leaving it runs the inner loop's collectives once, and keeps all their results."""
         found = []
         for loop in reversed(site.loops):
             if site.anchor.computation == getattr(self.facts.called(loop, "condition"), "name", None):
                 break  # the loop's test reads the carry on every iteration
             varying = self.facts.varying(loop.name)
-            if site.anchor.name in varying or any(op in varying for op in site.anchor.operands):
-                break
-            found.append(loop)
+            if not (site.anchor.name in varying or any(op in varying for op in site.anchor.operands)):
+                found.append(loop)
+            elif found:
+                break  # changing in a loop outside one it can leave: it leaves only those inside
         return tuple(found)
 
     # ------------------------------------------------------------------ deferral
@@ -163,6 +176,7 @@ class CompiledClassifier:
         if part is not None:
             value = self.module.instruction(site.part_results[part]) or site.result
         runs: int | None = 1
+        slots: int | None = 1  # how many of the value a stacked accumulator holds
         best: OperandVerdict | None = None
         stack: OperandVerdict | None = None
         stacked = scattered = carry_read = False
@@ -185,8 +199,13 @@ class CompiledClassifier:
             runs = None if runs is None or trip is None else runs * trip
             # deferred, a scattered sum accumulates the whole unscattered value on each device
             tupled = body.root is not None and body.root.shape.is_tuple
-            buffer_bytes = value_bytes if scattered else (
-                sum(body.root.shape.element(k).nbytes for k in level.indices) if body.root is not None and tupled else 0)
+            carried_bytes = sum(body.root.shape.element(k).nbytes for k in level.indices) if body.root is not None and tupled else 0
+            if scattered:  # the unscattered value, in as many slots as the loops inside stacked
+                buffer_bytes = carried_bytes if slots is None else value_bytes * slots
+            else:
+                buffer_bytes = carried_bytes
+            if level.kind == "dus":
+                slots = None if slots is None or trip is None else slots * trip
             left = tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :])
             if kind == "add" and combiner == "add":
                 saves = _saves(buffer_bytes, value_bytes, runs)
