@@ -116,3 +116,28 @@ def test_a_value_written_into_its_own_slot_of_a_stacked_buffer_is_stackable(comb
     assert not c.verdict.flagged  # a trade-off check does not fail on
     assert c.executions == trips and c.verdict.executions_after == 1
     assert f"{trips * 4:,} B buffer" in c.verdict.reason and "latency" in c.verdict.reason
+
+
+def test_gathers_of_unchanged_carries_through_a_conditional_are_loop_invariant():
+    """A loop whose body is a conditional (``lax.cond`` in a ``fori_loop``) that gathers two
+    carried values the loop never changes: the conditional's operand tuple also holds the
+    induction variable, which only the other branch reads, and its predicate is a carry the
+    loop passes through."""
+    text = _text("gather_in_conditional")
+    body = text[text.index("%body ("):text.index("ENTRY")]
+    root = re.search(r"ROOT %out = .* tuple\(([^)]*)\)", body).group(1).replace("%", "").split(", ")
+    carries = {m.group(1): int(m.group(2)) for m in re.finditer(r"%([\w.]+) = \S+ get-tuple-element\(%param\), index=(\d)", body)}
+    unchanged = {name for name, k in carries.items() if root[k] == name}
+    assert {"flag", "k", "v"} <= unchanged and "i" not in unchanged
+    conditional = re.search(r"conditional\(%(\w+), %(\w+), %(\w+)\), true_computation=%(\w+)", body)
+    assert conditional.group(1) == "flag"
+    operands = re.search(rf"%{conditional.group(2)} = .* tuple\(([^)]*)\)", body).group(1).replace("%", "").split(", ")
+    assert operands == ["k", "v", "i"]
+    branch = text[text.index(f"%{conditional.group(4)} ("):text.index("%keep (")]
+    for name, element in (("all-gather.k", 0), ("all-gather.v", 1)):
+        operand = re.search(rf"%{re.escape(name)} = \S+ all-gather\(%([\w.]+)\)", branch).group(1)
+        assert re.search(rf"%{re.escape(operand)} = \S+ get-tuple-element\(%branch.param\), index={element}", branch)
+        assert operands[element] in unchanged
+        c = _collective(text, name)
+        assert c.verdict.kind == "loop_invariant", c.verdict.reason
+        assert c.verdict.executions_after == 1 and c.verdict.hoist_bytes == 16 * 8 * 4
