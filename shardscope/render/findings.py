@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective
 
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "needed": "green", "dead": "dim"}
+VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "needed": "green", "dead": "dim"}
 
 
 def trips_text(counts: tuple) -> str:

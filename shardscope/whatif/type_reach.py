@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeGuard, cast
 
-from shardscope.engine.jaxpr.linearity import LINEAR_PRIMITIVES
+from shardscope.engine.jaxpr.linear_rules import LINEAR
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
 from shardscope.whatif.retrace import block_id_of
 
@@ -41,10 +41,25 @@ _NONE: Axes = frozenset()
 
 _SUMS = frozenset({"psum", "psum_invariant", "unreduced_psum", "reduce_scatter", "psum_scatter",
                    "unreduced_reduce_scatter"})
-_CASTS = frozenset({"reshard", "sharding_constraint", "reduced_vary_cast", "vary_unreduced_cast", "conj", "cumsum"})
-_TERMS = frozenset({"add", "add_any", "sub", "concatenate"})
-"""Linear operations that combine terms: every unmarked term must be zero."""
 ADDED_TERM = "something else is added into the accumulator"
+_NOT_LINEAR_IN = {
+    "div": "the loop divides by the sum's result",
+    "select_n": "the loop chooses between values by the sum's result",
+    "dynamic_slice": "the loop slices at offsets computed from the sum's result",
+    "dynamic_update_slice": "the loop writes at offsets computed from the sum's result",
+}
+"""What it means when a linear primitive takes the unsummed value where it is not linear."""
+_FACTOR_DIFFERS = {
+    "select_n": "the loop chooses between values by a predicate that differs between the devices",
+    "dynamic_slice": "the loop slices the sum's result at offsets that differ between the devices",
+    "dynamic_update_slice": "the loop writes the sum's result at offsets that differ between the devices",
+}
+"""What it means when a factor, selector or offset differs between the devices."""
+_OTHER_TERM = {
+    "select_n": "the loop replaces the accumulator by another value in some iterations",
+    "dynamic_update_slice": "the loop writes another value into the accumulator",
+}
+"""What it means when a term that is not the sum's is not zero (else: another term added in)."""
 _ZERO_MAKERS = frozenset({"broadcast_in_dim", "convert_element_type", "reshape", "pvary", "pcast", "copy", "copy_p",
                           "reshard", "sharding_constraint", "transpose", "squeeze", "expand_dims"})
 
@@ -154,38 +169,27 @@ class _Walker:
     # ------------------------------------------------------------------ linearity
 
     def _linear(self, eqn: "JaxprEqn", ins: list[Axes], producers: dict) -> None:
-        """Record a leak when ``eqn`` is not linear in its marked operands."""
+        """Record a leak when ``eqn`` is not linear in its marked operands (the table of
+        :mod:`shardscope.engine.jaxpr.linear_rules`, which the verdicts read too)."""
         name = eqn.primitive.name
         marked = [k for k, m in enumerate(ins) if m]
         axes = _union(ins)
-        if name in _TERMS:
-            if any(not ins[k] and not _is_zero(v, producers) for k, v in enumerate(eqn.invars)):
-                self.leak(f"{ADDED_TERM} (a term that is not the sum's): summed over the devices after the loop, "
-                          "it would count once per device")
-        elif name in LINEAR_PRIMITIVES or name in _CASTS:
-            return
-        elif name in ("mul", "dot_general", "div"):
-            if len(marked) > 1:
-                self.leak(f"the loop multiplies the sum's result by another such value (a {name})")
-            elif name == "div" and marked != [0]:
-                self.leak("the loop divides by the sum's result")
-            elif not all(_same_everywhere(v, axes) for k, v in enumerate(eqn.invars) if k not in marked):
-                self.leak(f"the loop scales the sum's result by a value that differs between the devices (a {name})")
-        elif name == "select_n":
-            if 0 in marked:
-                self.leak("the loop chooses between values by the sum's result")
-            elif not _same_everywhere(eqn.invars[0], axes):
-                self.leak("the loop chooses between values by a predicate that differs between the devices")
-            elif any(not ins[k] and not _is_zero(v, producers) for k, v in enumerate(eqn.invars) if k > 0):
-                self.leak("the loop replaces the accumulator by another value in some iterations")
-        elif name == "dynamic_slice":
-            if marked != [0] or not all(_same_everywhere(v, axes) for v in eqn.invars[1:]):
-                self.leak("the loop slices the sum's result at offsets that differ between the devices")
-        elif name == "dynamic_update_slice":
-            if not set(marked) <= {0, 1} or not all(_same_everywhere(v, axes) for v in eqn.invars[2:]):
-                self.leak("the loop writes the sum's result at offsets that differ between the devices")
-        else:
+        rule = LINEAR.get(name)
+        count = len(eqn.invars)
+        if rule is None:
             self.leak(f"the loop reads the sum's result with a {name}, which is not linear in it")
+            return
+        linear = rule.linear_in(count)
+        if not set(marked) <= linear:
+            self.leak(_NOT_LINEAR_IN.get(name, f"the loop reads the sum's result with a {name}, which is not linear in it"))
+        elif not rule.adds and len(marked) > 1:
+            self.leak(f"the loop multiplies the sum's result by another such value (a {name})")
+        elif not all(_same_everywhere(eqn.invars[k], axes) for m in marked for k in rule.factors(count, m)):
+            self.leak(_FACTOR_DIFFERS.get(name, f"the loop scales the sum's result by a value that differs between the "
+                                                f"devices (a {name})"))
+        elif rule.adds and any(not ins[k] and not _is_zero(eqn.invars[k], producers) for k in sorted(linear)):
+            self.leak(_OTHER_TERM.get(name, f"{ADDED_TERM} (a term that is not the sum's): summed over the devices after "
+                                            "the loop, it would count once per device"))
 
     # ------------------------------------------------------------------ loops
 

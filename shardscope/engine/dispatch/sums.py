@@ -6,7 +6,7 @@ of the same module (``acc = acc + grad_fn(w, x)`` in a Python loop over micro-ba
 nothing else reads the calls' results, an all-reduce that the module applies to that result
 can run once, on the sum, instead of once per call. :func:`summed_results` reads the step's
 top-level jaxpr for such sums (chains of eager ``add``s, the tree of a pytree's leaves each
-its own chain); :func:`reduced_outputs` reads a compiled module for the results a summing
+its own chain, or a ``jnp.stack`` of the results summed over its axis); :func:`reduced_outputs` reads a compiled module for the results a summing
 all-reduce reaches through operations that keep it a sum (copies, reshapes, scaling by a
 value that is not itself reduced).
 """
@@ -76,14 +76,29 @@ def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[st
             var = jaxpr.eqns[use[0]].outvars[0]
         return var
 
+    def summed_stack(k: int) -> bool:
+        """True when the stack (or concatenation) ``k`` is only summed over the axis it stacks
+        along (``jnp.stack(losses).mean()``): a sum of its operands, each its own part."""
+        eqn = jaxpr.eqns[k]
+        axis = dict(eqn.params).get("axis", dict(eqn.params).get("dimension"))
+        var = scaled(eqn.outvars[0])
+        use = users.get(var, [])
+        if var in outputs or len(use) != 1 or not isinstance(axis, int):
+            return False
+        total = jaxpr.eqns[use[0]]
+        return total.primitive.name == "reduce_sum" and axis in tuple(dict(total.params).get("axes", ()))
+
     parts: dict[int, dict[tuple[str, int], int]] = defaultdict(lambda: defaultdict(int))
     for k, function in function_of.items():
         for index, made in enumerate(jaxpr.eqns[k].outvars):
             var = scaled(made)
             use = users.get(var, [])
-            if var in outputs or len(use) != 1 or jaxpr.eqns[use[0]].primitive.name not in ADDS:
+            if var in outputs or len(use) != 1:
                 continue
-            parts[chain_end(use[0])][(function, index)] += 1
+            if jaxpr.eqns[use[0]].primitive.name in _STACKS and summed_stack(use[0]):
+                parts[use[0]][(function, index)] += 1
+            elif jaxpr.eqns[use[0]].primitive.name in ADDS:
+                parts[chain_end(use[0])][(function, index)] += 1
     summed: dict[tuple[str, int], int] = {}
     for chain in parts.values():
         for result, calls in chain.items():
@@ -91,6 +106,10 @@ def summed_results(jaxpr: "Jaxpr", function_of: dict[int, str]) -> dict[tuple[st
                 summed[result] = max(summed.get(result, 0), calls)
     return summed
 
+
+_STACKS = frozenset({"stack", "concatenate"})
+"""Eager operations that gather the calls' results into one array, which a ``reduce_sum`` over
+that axis then adds up (``jnp.stack(losses).mean()``)."""
 
 _EAGER_SCALES = frozenset({"mul", "div", "convert_element_type"})
 """Eager operations between a call's result and the add that accumulates it that keep the sum a

@@ -17,7 +17,8 @@ import re
 from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count
-from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
+from shardscope.engine.hlo.stacking import stackable_verdict
+from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import Verdict, ADDED_TERM_REASON
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.pytree_paths import is_source_line, labelled_argument
@@ -82,10 +83,12 @@ def _common_root(value: str) -> str:
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
 
-def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
-    """The code that moves a loop-invariant collective before the loop, for ``style``."""
+def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int | None) -> str:
+    """The code that moves a loop-invariant collective before the loop, for ``style``
+    (``hoist_bytes`` None: results of a loop inside with an unknown trip count)."""
     what = value or "its operand"
-    counts = f"{runs_after} runs/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
+    size = "an unknown number of bytes" if hoist_bytes is None else f"{hoist_bytes:,} B"
+    counts = f"{runs_after} runs/call instead of {runs_before}; its {size} result per device then stays in memory for the whole loop"
     if style == "shard_map":
         return f"move the {kind} of {what} before the loop: {counts}."
     if style == "explicit":
@@ -104,14 +107,26 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
     kinds = {v.kind for v in verdicts}
     runs_before = _runs_text(c.executions, c.in_conditional)
     if kinds == {LOOP_INVARIANT}:
-        left = verdicts[0].loops
+        left, slots = verdicts[0].loops, verdicts[0].slots
         after = runs_after(loops, left, counts)
-        cost = sum(op.bytes for op in c.operands)
-        return Verdict(LOOP_INVARIANT, f"Its operand does not change inside {_loops_words(c, left)}: every run moves the same data.",
+        one = verdicts[0].bytes_after or sum(op.bytes for op in c.operands)  # what a hoisted run keeps: its result
+        cost = None if slots is None else one * slots
+        reason = f"Its operand does not change inside {_loops_words(c, left)}: every run moves the same data."
+        if verdicts[0].stacked:  # it changes with a loop inside: every one of that loop's results is kept
+            reason = (f"Its operand does not change inside {_loops_words(c, left)}, only with the loop inside it: each "
+                      f"iteration of {_loops_words(c, left)} repeats the same runs. Run before it, the "
+                      f"{_runs_text(slots)} results of the loop inside stay in memory together: "
+                      + (f"{cost:,} B per device ({slots} x {one:,} B)." if cost is not None else "an unknown size."))
+        return Verdict(LOOP_INVARIANT, reason,
                        hoist_fix(style, c.kind, c.value, runs_before, _runs_text(after), cost), left, after, cost)
     if kinds == {DEFERRABLE} and len({v.loops for v in verdicts}) == 1:
         return _deferrable(c, verdicts, style, counts, loops, runs_before)
-    if any(v.stacked for v in verdicts) and kinds == {NEEDED}:
+    if kinds == {STACKABLE} and len({v.loops for v in verdicts}) == 1:
+        left = verdicts[0].loops
+        after = runs_after(loops, left, counts)
+        return stackable_verdict(c.kind, _loops_words(c, left), sum(v.bytes_after or 0 for v in verdicts),
+                                 sum(v.bytes_per_run or 0 for v in verdicts), runs_before, _runs_text(after), left, after)
+    if any(v.stacked for v in verdicts) and kinds <= {NEEDED, STACKABLE}:
         return Verdict(NEEDED, "It writes each iteration's sum into its own slot of a stacked output "
                                "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
                                "its overlap with the next iteration's work.")
@@ -141,9 +156,22 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
     reason = (f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
               f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
               "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
-              + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + ".")
+              + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
+              + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
                    deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after)), left, after)
+
+
+def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:
+    """Said of an accumulator larger than one run under a loop whose trip count is unknown: the
+    deferral is valid, and whether it moves fewer bytes depends on how often the loop runs."""
+    if not any(v.saving_unknown for v in verdicts):
+        return ""
+    moved = sum(v.bytes_after or 0 for v in verdicts)
+    run = sum(v.bytes_per_run or 0 for v in verdicts) or 1
+    return (f" The loop's trip count is unknown, so the runs it saves are too: the {moved:,} B accumulator is larger "
+            f"than one run's {run:,} B, and moving it once after the loop moves fewer bytes only when the loop runs "
+            f"more than {moved // run} time{'' if moved // run == 1 else 's'}.")
 
 
 def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,

@@ -131,4 +131,18 @@ class Flow:
         return False
 
 
+    def is_constant(self, inst: Instruction, depth: int = 0) -> bool:
+        """True for a constant, or a broadcast or forwarding of one (through fusions): the same
+        value on every device."""
+        inst = self.resolve(inst)
+        if depth > 8:
+            return False
+        if inst.opcode == "constant":
+            return True
+        if inst.opcode == "broadcast" or inst.opcode in FORWARDING:
+            source = self.producer(inst, 0)
+            return source is not None and self.is_constant(source, depth + 1)
+        return False
+
+
 _ZERO = re.compile(r"\{?\s*-?0(\.0*)?(e[+-]?0+)?\s*\}?|false")

@@ -22,7 +22,8 @@ from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 
 _NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "recv", "recv-done", "custom-call", "send",
                                "send-done", "outfeed"})
-_CALLS = {"while": ("body", "condition"), "call": ("to_apply", "calls"), "conditional": None, "async-start": ("calls",)}
+_CALLS = {"call": ("to_apply", "calls"), "async-start": ("calls",)}
+_BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
 _REPLICATED_OPS = frozenset({"constant", "iota", "compare", "add", "subtract", "multiply", "divide", "remainder", "negate",
                              "maximum", "minimum", "and", "or", "not", "xor", "select", "clamp", "broadcast"}) | FORWARDING
 
@@ -86,24 +87,66 @@ class LoopFacts:
         return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
 
     def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
-        """Names of everything computed from ``seeds``, into called computations (a fusion counts as one step)."""
-        seen: set[str] = set()
-        stack = list(seeds)
+        """Names of everything computed from ``seeds``, into called computations (a fusion counts
+        as one step), element by element through tuples: an inner loop or a conditional that
+        takes a changing value in one element of its operand tuple changes only what that
+        element reaches (a layer scan inside a micro-batch loop still reads the same weights).
+        A value's element is None when all of it changes."""
+        seen: set[tuple[str, int | None]] = set()
+        stack: list[tuple[Instruction, int | None]] = [(inst, None) for inst in seeds]
         while stack:
-            inst = stack.pop()
-            if inst.name in seen:
+            inst, element = stack.pop()
+            if (inst.name, element) in seen or (inst.name, None) in seen:
                 continue
-            seen.add(inst.name)
-            # a fusion is one step here (its result depends on all its operands): no need to
-            # parse the thousands of fused computations of a large module
-            for user, _ in self.module.computations[inst.computation].users.get(inst.name, ()):
-                stack.append(user)
-                roles = _CALLS.get(user.opcode, ())
-                for role, callee in user.called_computations if user.opcode in _CALLS else ():
-                    computation = self.module.computations.get(callee)
-                    if computation is not None and (roles is None or role in roles):
-                        stack += computation.parameters
-        return seen
+            seen.add((inst.name, element))
+            computation = self.module.computations[inst.computation]
+            if inst is computation.root:
+                stack += self._to_callers(computation.name, element)
+            for user, position in computation.users.get(inst.name, ()):
+                stack += self._into(user, position, element)
+        # a tuple some of whose elements change is not itself changed: what reads the other
+        # elements (a get-tuple-element of them) was never reached
+        return {name for name, element in seen if element is None}
+
+    def _into(self, user: Instruction, position: int, element: int | None) -> list[tuple[Instruction, int | None]]:
+        """What a changing operand ``position`` of ``user`` (its ``element``, or all of it) changes."""
+        if user.opcode == "tuple":
+            return [(user, position)]
+        if user.opcode == "get-tuple-element":
+            return [(user, None)] if element is None or user.tuple_index == element else []
+        if user.opcode == "while":
+            reached: list[tuple[Instruction, int | None]] = [(user, element)]
+            for role in ("body", "condition"):
+                called = self.called(user, role)
+                reached += [(p, element) for p in called.parameters] if called is not None else []
+            return reached
+        if user.opcode == "conditional":
+            branches = [c for r, c in user.called_computations if r in _BRANCH_ROLES]
+            if position == 0 or position > len(branches):
+                return [(user, None)]  # the branch taken changes: so may every result
+            branch = self.module.computations.get(branches[position - 1])
+            return [(p, element) for p in branch.parameters] if branch is not None else [(user, None)]
+        roles = _CALLS.get(user.opcode, ())
+        reached = [(user, None)]
+        for role, callee in user.called_computations if user.opcode in _CALLS else ():
+            computation = self.module.computations.get(callee)
+            if computation is not None and (roles is None or role in roles):
+                reached += [(p, None) for p in computation.parameters]
+        return reached
+
+    def _to_callers(self, computation: str, element: int | None) -> list[tuple[Instruction, int | None]]:
+        """A changing root of a loop's body (or a branch's) changes the loop's (the
+        conditional's) result there, and the body's next iteration."""
+        reached: list[tuple[Instruction, int | None]] = []
+        for caller, role in self.module.callers.get(computation, ()):
+            if caller.opcode == "while" and role == "body":
+                body = self.called(caller, "body")
+                condition = self.called(caller, "condition")
+                reached += [(caller, element)] + [(p, element) for c in (body, condition) if c is not None
+                                                  for p in c.parameters]
+            elif caller.opcode == "conditional" and role in _BRANCH_ROLES:
+                reached.append((caller, element))
+        return reached
 
     def condition_reads(self, body: Computation, carry: int) -> bool:
         """True when a loop running ``body`` reads carry element ``carry`` (or the whole carry)
@@ -129,8 +172,8 @@ class LoopFacts:
         inst = self.flow.resolve(inst)
         if inst.name in varying or depth > 24:
             return True
-        if inst.opcode in ("parameter", "constant", "partition-id", "replica-id", "iota"):
-            return False
+        if inst.opcode in ("parameter", "constant", "partition-id", "replica-id", "iota", "get-tuple-element"):
+            return False  # a get-tuple-element of a changing element would be among ``varying``
         return any(p is None or self._depends_on(p, varying, depth + 1)
                    for p in (self.flow.producer(inst, k) for k in range(len(inst.operands))))
 

@@ -35,9 +35,12 @@ from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
-from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED
+from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE
 from shardscope.engine.kinds import ALL_REDUCE, REDUCE_SCATTER, SUM_KINDS
 
+_STACKING_COMBINERS = frozenset({"add", "maximum", "minimum", "multiply"})
+"""Combiners whose collective of a stacked buffer after the loop gives every slot what the
+collective of that slot's value gave in the loop (each slot combines its own values only)."""
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
 _ON_THE_WAY = FORWARDING | {"slice"}
 
@@ -47,9 +50,12 @@ class OperandVerdict:
     """The verdict on one value a collective carries (a combined collective carries several).
 
     ``loops``: the while loops (outermost first) it can leave; ``bytes_after`` the per-device
-    bytes one run after them moves (the accumulator), ``stacked`` when it is written into its
+    bytes one run after them moves (the accumulator; a loop-invariant one's whole result), ``stacked`` when it is written into its
     own slot of a stacked output; ``carry_read`` when a needed sum is added into a carry that
     the loop also reads (the next iteration uses the sum: not an accumulator).
+    ``saving_unknown``: deferrable under an unknown trip count with an accumulator larger than
+    one run (``bytes_per_run``). ``slots``: a loop-invariant collective hoisted out of a loop
+    around another that changes its operand keeps that many results (None: unknown).
     """
 
     kind: str
@@ -57,6 +63,9 @@ class OperandVerdict:
     bytes_after: int | None = None
     stacked: bool = False
     carry_read: bool = False
+    saving_unknown: bool = False
+    bytes_per_run: int | None = None
+    slots: int | None = 1
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,12 @@ class _Level:
     index: int
     kind: str
     scattered: bool = False
+    also: tuple[int, ...] = ()
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """Every carry element the value accumulates into (slices of one sum, each its own)."""
+        return (self.index, *self.also)
 
 
 class CompiledClassifier:
@@ -96,14 +111,19 @@ class CompiledClassifier:
             return (OperandVerdict(NEEDED),) * count
         invariant = self._invariant_loops(site)
         if invariant:
-            return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant))),) * count
-        if site.kind not in SUM_KINDS or not self._is_sum(inst):
+            outermost = site.loops.index(invariant[-1])
+            kept = [w for w in site.loops[outermost:] if w not in invariant]
+            slots = known_product(self.trip_count(w) for w in kept)  # the results of the loops inside, kept
+            return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant)), site.result.shape.nbytes,
+                                   stacked=bool(kept), slots=slots),) * count
+        combiner = self._combiner(inst) if site.kind in SUM_KINDS else None
+        if combiner is None:
             return (OperandVerdict(NEEDED),) * count
         if len(inst.operands) > 1 and site.kind not in (ALL_REDUCE, REDUCE_SCATTER):
             return (OperandVerdict(NEEDED),) * count  # a combined sum's values are the tuple's elements
         if site.parts:  # the GPU's flat form: each value is judged from the slice that holds its sum
-            return tuple(self._deferral(site, None, k) for k in range(len(site.parts)))
-        return tuple(self._deferral(site, k if len(inst.operands) > 1 else None) for k in range(count))
+            return tuple(self._deferral(site, None, k, combiner) for k in range(len(site.parts)))
+        return tuple(self._deferral(site, k if len(inst.operands) > 1 else None, None, combiner) for k in range(count))
 
     def trip_count(self, loop: Instruction) -> int | None:
         """The loop's trip count (written by XLA or derived)."""
@@ -112,32 +132,43 @@ class CompiledClassifier:
     # ------------------------------------------------------------------ loop invariance
 
     def _invariant_loops(self, site: CollectiveSite) -> tuple[Instruction, ...]:
-        """The loops, innermost first, whose changing values no operand of the collective reads."""
+        """The loops, innermost first, whose changing values no operand of the collective reads.
+
+        An outer loop counts even when an inner one changes the operand (a layer scan inside a
+        micro-batch loop gathers each layer in turn, the same layers in every micro-batch):
+        leaving it runs the inner loop's collectives once, and keeps all their results."""
         found = []
         for loop in reversed(site.loops):
             if site.anchor.computation == getattr(self.facts.called(loop, "condition"), "name", None):
                 break  # the loop's test reads the carry on every iteration
             varying = self.facts.varying(loop.name)
-            if site.anchor.name in varying or any(op in varying for op in site.anchor.operands):
-                break
-            found.append(loop)
+            if not (site.anchor.name in varying or any(op in varying for op in site.anchor.operands)):
+                found.append(loop)
+            elif found:
+                break  # changing in a loop outside one it can leave: it leaves only those inside
         return tuple(found)
 
     # ------------------------------------------------------------------ deferral
 
-    def _is_sum(self, inst: Instruction) -> bool:
-        """The combiner adds its two parameters, and every element type is a number."""
+    def _combiner(self, inst: Instruction) -> str | None:
+        """``add`` (a sum), ``maximum``, ``minimum`` or ``multiply``: the opcode that combines the
+        reduction's two parameters, when every element type is a number; else None."""
         combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
         root = combiner.root if combiner is not None else None
-        if combiner is None or root is None or root.opcode != "add" or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
-            return False
+        if combiner is None or root is None or root.opcode not in _STACKING_COMBINERS \
+                or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
+            return None
         operands = [self.module.instruction(o) for o in inst.operands]
-        return all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
+        numeric = all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
+        return root.opcode if numeric else None
 
-    def _deferral(self, site: CollectiveSite, index: int | None, part: int | None = None) -> OperandVerdict:
+    def _deferral(self, site: CollectiveSite, index: int | None, part: int | None = None,
+                  combiner: str = "add") -> OperandVerdict:
         """Follow one value the sum makes outwards, loop by loop, and keep the outermost loop
         whose carry accumulates it with bytes saved. ``part`` is one value of the GPU's flat
-        form (a concatenation summed at once): followed from the slice that takes its sum back."""
+        form (a concatenation summed at once): followed from the slice that takes its sum back.
+        A value the innermost loop writes into its own slot of a stacked buffer, and no loop
+        accumulates, is ``stackable`` (any of :data:`_STACKING_COMBINERS`); only a sum accumulates."""
         carried = site.parts[part] if part is not None else site.instruction.operands[index or 0]
         operand = self.module.instruction(carried)
         value_bytes = operand.shape.nbytes if operand is not None else 0
@@ -145,7 +176,9 @@ class CompiledClassifier:
         if part is not None:
             value = self.module.instruction(site.part_results[part]) or site.result
         runs: int | None = 1
+        slots: int | None = 1  # how many of the value a stacked accumulator holds
         best: OperandVerdict | None = None
+        stack: OperandVerdict | None = None
         stacked = scattered = carry_read = False
         inner: str | None = None  # what the inner loop did with it: add or dus
         init: str | None = None  # the inner loop's initial value there: zero or threaded
@@ -165,19 +198,48 @@ class CompiledClassifier:
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
             # deferred, a scattered sum accumulates the whole unscattered value on each device
-            buffer_bytes = value_bytes if scattered else (body.root.shape.element(level.index).nbytes
-                                                          if body.root is not None and body.root.shape.is_tuple else 0)
-            if kind == "add" and _saves(buffer_bytes, value_bytes, runs):
-                best = OperandVerdict(DEFERRABLE, tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :]),
-                                      buffer_bytes, stacked)
+            tupled = body.root is not None and body.root.shape.is_tuple
+            carried_bytes = sum(body.root.shape.element(k).nbytes for k in level.indices) if body.root is not None and tupled else 0
+            if scattered:  # the unscattered value, in as many slots as the loops inside stacked
+                buffer_bytes = carried_bytes if slots is None else value_bytes * slots
+            else:
+                buffer_bytes = carried_bytes
+            if level.kind == "dus":
+                slots = None if slots is None or trip is None else slots * trip
+            left = tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :])
+            if kind == "add" and combiner == "add":
+                saves = _saves(buffer_bytes, value_bytes, runs)
+                if saves or runs is None:  # an unknown trip count: valid, the saving unknown
+                    best = OperandVerdict(DEFERRABLE, left, buffer_bytes, stacked, saving_unknown=not saves,
+                                          bytes_per_run=value_bytes)
+            elif kind == "dus" and depth == 0 and not scattered and self._stacks_from(loop, level, combiner):
+                stack = OperandVerdict(STACKABLE, left, buffer_bytes, True, bytes_per_run=value_bytes)
+            if level.also:
+                break  # several accumulators of one sum: each leaves this loop with it
             # outwards: the loop's result at that index, if its initial value adds nothing to the sum
             init = self._initial_value(loop, level)
-            if init is None:
+            if init is None or combiner != "add":
                 break
             value, value_index, inner = loop, level.index, kind
         if best is not None:
             return best
+        if stack is not None:
+            return stack
         return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read)
+
+    def _stacks_from(self, loop: Instruction, level: _Level, combiner: str) -> bool:
+        """The stacked buffer starts as the combiner leaves it: the slots no iteration writes
+        combine, after the loop, to what they were (zeros for a sum or a product, a value the
+        same on every device for a maximum or minimum)."""
+        init = self.module.instruction(loop.operands[0]) if loop.operands else None
+        if init is None or init.opcode != "tuple" or level.index >= len(init.operands):
+            return False
+        element = self.module.instruction(init.operands[level.index])
+        if element is None:
+            return False
+        if combiner in ("add", "multiply"):
+            return self.flow.is_zero(element)
+        return self.flow.is_constant(element)
 
     def _scatters(self, site: CollectiveSite, index: int | None) -> bool:
         """True when the sum's result where it runs is smaller than its operand: a
@@ -218,7 +280,7 @@ class CompiledClassifier:
                 elif step:
                     stack.append((user, None))
         level = self._accumulator(found, body, init, start, index, allowed)
-        return level if not isinstance(level, _Level) else _Level(level.index, level.kind, scattered)
+        return level if not isinstance(level, _Level) else _Level(level.index, level.kind, scattered, level.also)
 
     def _step(self, user: Instruction, position: int, idx: int | None, body: Computation, init: str | None,
               collective: Instruction, allowed: set[str]) -> bool | tuple[int, str] | None:
@@ -230,11 +292,13 @@ class CompiledClassifier:
             return (True if idx is None or user.tuple_index == idx else None)
         if idx is not None:
             return False  # a combined result used whole
-        if op in _ON_THE_WAY:
+        if op in _ON_THE_WAY or self._zero_padded(user, position):
             return True
+        if op == "dynamic-slice" and position == 0 and self.facts.indices_replicated(user, 1, body):
+            return True  # a slice at offsets the same on every device (the loop's index)
         if op == "select" and self._selects_zero(user, position, body):
             return True
-        if self._scales(user, position, body):
+        if self._scales(user, position, body, collective):
             return True
         if op == "add" and self._from(self.flow.producer(user, 1 - position), collective):
             return True  # the sum of two of its own results: still linear in it
@@ -254,6 +318,11 @@ class CompiledClassifier:
                      index: int | None, allowed: set[str]) -> _Level | _CarryRead | None:
         """The one carry element every path accumulates into, if the loop reads it nowhere else
         (:class:`_CarryRead` if it does)."""
+        if len(found) > 1 and init is None and all(kind == "add" for _, kind in found):
+            carries = sorted(carry for carry, _ in found)  # slices of one sum, each into its own accumulator
+            if not all(self._buffer_only_accumulated(body, carry, allowed) for carry in carries):
+                return _CarryRead(carries[0])
+            return _Level(carries[0], "add", also=tuple(carries[1:]))
         if len(found) != 1:
             return None
         (carry, kind), = found
@@ -268,25 +337,55 @@ class CompiledClassifier:
     def _from(self, inst: Instruction | None, collective: Instruction) -> bool:
         """True when ``inst`` is a result of ``collective`` (a combined one's element), moved
         only by forwarding ops: adding two of its results keeps the sum linear in it."""
-        while inst is not None:
+        for _ in range(64):
+            if inst is None:
+                return False
             inst = self.flow.resolve(inst)
             if inst is collective:
                 return True
-            if inst.opcode not in FORWARDING and inst.opcode != "get-tuple-element":
+            if inst.opcode == "add":  # a sum of its values (each layer's gradient padded into the stack)
+                return all(self._from(self.flow.producer(inst, k), collective) for k in (0, 1))
+            if inst.opcode not in _ON_THE_WAY | {"get-tuple-element", "dynamic-slice"} and not self._zero_padded(inst, 0):
                 return False
             inst = self.flow.producer(inst, 0)
         return False
 
-    def _scales(self, user: Instruction, position: int, body: Computation) -> bool:
+    def _zero_padded(self, pad: Instruction, position: int) -> bool:
+        """``pad(value, 0)``: the value placed among zeros (the transpose of a slice, as the
+        gradient of one layer of stacked weights is), linear in it."""
+        padding = self.flow.producer(pad, 1) if pad.opcode == "pad" and position == 0 else None
+        return padding is not None and self.flow.is_zero(padding)
+
+    def _scales(self, user: Instruction, position: int, body: Computation, collective: Instruction) -> bool:
         """``value * c``, ``c * value``, ``value / c`` or ``-value`` with ``c`` the same on every
         device (a constant, the loop's induction variable: a mean's ``1/N``, a schedule's
-        weight): the sum over devices of a scaled value is the scaled sum, still linear."""
+        weight; or another all-reduce's result over the same devices, a normaliser summed in
+        the loop): the sum over devices of a scaled value is the scaled sum, still linear."""
         op = user.opcode
         if op == "negate":
             return True
         if op == "multiply" or (op == "divide" and position == 0):
-            return self.facts.replicated(self.flow.producer(user, 1 - position), body)
+            factor = self.flow.producer(user, 1 - position)
+            return self.facts.replicated(factor, body) or self._reduced_alike(factor, collective)
         return False
+
+    def _reduced_alike(self, inst: Instruction | None, collective: Instruction) -> bool:
+        """True when ``inst`` is (broadcast, moved) the result of another all-reduce over the
+        same replica groups as ``collective``: the same on every device that sums with it."""
+        for _ in range(16):
+            if inst is None:
+                return False
+            inst = self.flow.resolve(inst)
+            if inst.opcode not in FORWARDING and inst.opcode != "broadcast":
+                break
+            inst = self.flow.producer(inst, 0)
+        if inst is None or inst is collective or inst.opcode not in ("all-reduce", "all-reduce-done"):
+            return False
+        if inst.opcode == "all-reduce-done":
+            inst = self.flow.producer(inst, 0)
+        groups = collective.attribute("replica_groups")
+        return inst is not None and groups is not None and inst.attribute("replica_groups") == groups \
+            and inst.attribute("use_global_device_ids") == collective.attribute("use_global_device_ids")
 
     def _selects_zero(self, select: Instruction, position: int, body: Computation) -> bool:
         """``select(p, value, 0)`` or ``select(p, 0, value)`` with ``p`` the same on every device:

@@ -1,7 +1,7 @@
 """The deferrable search: which loops a reduction's result reaches only by being added into a carry.
 
-A value is followed forward through operations that are linear in it (additions, casts,
-reshapes, sums, scaling by a factor), into and out of ``cond`` branches and ``select_n``, calls
+A value is followed forward through operations that are linear in it (the table of
+:mod:`shardscope.engine.jaxpr.linear_rules`: additions, casts, reshapes, slices, sums, scaling by a factor), into and out of ``cond`` branches and ``select_n``, calls
 (``pjit``, ``closed_call``, ``remat``, ``custom_jvp_call``/``custom_vjp_call``) and inner loops
 that only add it into a carry. A factor, a branch predicate or a ``select_n`` selector must be
 the same on every device (else the sum over devices would not commute with it) and must not
@@ -15,19 +15,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from shardscope.engine.jaxpr.linear_rules import LINEAR
 from shardscope.engine.jaxpr.model import Block, Equation, Value
 from shardscope.engine.jaxpr.valueflow import BlockFacts, ValueIndex, input_role
 
-LINEAR_PRIMITIVES = frozenset(
-    {
-        "add", "add_any", "sub", "neg", "convert_element_type", "reshape", "squeeze", "expand_dims",
-        "broadcast_in_dim", "transpose", "copy", "copy_p", "reduce_sum", "pvary", "pcast", "real", "imag",
-    }
-)
-"""Operations linear in each operand: a sum of their inputs' sums is the sum of their outputs."""
-
-_SCALING = frozenset({"mul", "div", "dot_general"})
-"""Linear in one operand when the other one is a safe factor."""
+_SLOT_WRITES = frozenset({"dynamic_update_slice"})
+"""Linear, but each iteration's value written into its own slot is kept, not accumulated (a
+scan's stacked output written by hand): the search stops there, as it does at a scan's ys."""
 
 
 class AdditivePaths:
@@ -99,17 +93,12 @@ class AdditivePaths:
             return self._through_cond(facts, user, position, closure)
         if user.blocks:
             return self._through_call(user, closure)
-        outputs = [v.name for v in user.outputs]
-        if user.primitive in LINEAR_PRIMITIVES:
-            return outputs
-        if user.primitive == "select_n":  # select_n(which, *cases): linear in the cases
-            return outputs if position > 0 and self._safe(facts, user.inputs[0], closure) else None
-        if user.primitive in _SCALING:
-            if user.primitive == "div" and position != 0:
-                return None
-            others = [v for i, v in enumerate(user.inputs) if i != position]
-            if all(self._safe(facts, v, closure) for v in others):
-                return outputs
+        rule = LINEAR.get(user.primitive)
+        count = len(user.inputs)
+        if rule is None or user.primitive in _SLOT_WRITES or position not in rule.linear_in(count):
+            return None
+        if all(self._safe(facts, user.inputs[k], closure) for k in rule.factors(count, position)):
+            return [v.name for v in user.outputs]
         return None
 
     def _safe(self, facts: BlockFacts, value: Value, closure: set[str]) -> bool:
@@ -157,7 +146,8 @@ class AdditivePaths:
         eqn, k = produced
         if _is_zero(facts, name) or self._same_reduction(eqn):
             return True
-        if not (eqn.blocks or eqn.primitive in LINEAR_PRIMITIVES or eqn.primitive in _SCALING or eqn.primitive == "select_n"):
+        rule = LINEAR.get(eqn.primitive)
+        if not (eqn.blocks or rule is not None):
             return False
         def pure(i: int) -> bool:  # asked lazily (_pure is memoised): one impure term ends a sum
             return self._pure(facts, eqn.inputs[i].name, inputs)
@@ -174,18 +164,15 @@ class AdditivePaths:
             return self._pure_inside(eqn, body, pure, k)
         if eqn.blocks:
             return eqn.primitive != "shard_map" and len(eqn.blocks) == 1 and self._pure_inside(eqn, eqn.blocks[0], pure, k)
-        if eqn.primitive in LINEAR_PRIMITIVES:
-            return all(pure(i) for i in range(count))
-        if eqn.primitive == "select_n":
-            return self._safe(facts, eqn.inputs[0], set()) and all(pure(i) for i in range(1, count))
-        if eqn.primitive in ("mul", "dot_general"):
-            return any(
-                pure(i) and all(self._safe(facts, v, set()) for j, v in enumerate(eqn.inputs) if j != i)
-                for i in range(len(eqn.inputs))
-            )
-        if eqn.primitive == "div":
-            return pure(0) and self._safe(facts, eqn.inputs[1], set())
-        return False
+        assert rule is not None
+        linear = sorted(rule.linear_in(count))
+
+        def safe(position: int) -> bool:  # the factors when the pure value enters at ``position``
+            return all(self._safe(facts, eqn.inputs[k], set()) for k in rule.factors(count, position))
+
+        if rule.adds:  # every term pure (zero, or from the sum), the factors safe
+            return bool(linear) and safe(linear[0]) and all(pure(i) for i in linear)
+        return any(pure(i) and safe(i) for i in linear)  # a product: one pure operand, the others factors
 
     def _same_reduction(self, eqn: Equation) -> bool:
         """True for another reduction like this one (same primitive, same axes): the fix defers

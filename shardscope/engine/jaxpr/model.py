@@ -301,24 +301,28 @@ class _Namer:
 
 
 def _block(jaxpr: Jaxpr, block_id: str, role: str, input_names: list[str],
-           facts: dict[int, tuple[Any, _AvalFacts]]) -> Block:
+           facts: dict[int, tuple[Any, _AvalFacts]], transposed: bool = False) -> Block:
     namer = _Namer(facts)
     invars = list(jaxpr.constvars) + list(jaxpr.invars)
     inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
-    equations = tuple(_equation(eqn, namer, block_id) for eqn in jaxpr.eqns)
+    equations = tuple(_equation(eqn, namer, block_id, transposed) for eqn in jaxpr.eqns)
     outputs = tuple(namer.use(v) for v in jaxpr.outvars)
     return Block(block_id, role, inputs, outputs, equations)
 
 
-def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str) -> Equation:
+def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, transposed: bool = False) -> Equation:
+    """``transposed``: the equation is inside one JAX made by transposing (a VJP's backward
+    loop), whose body's own names do not say so."""
     primitive = eqn.primitive.name
+    subs = tuple(sub_jaxprs(eqn))
+    transposed = transposed or bool(subs or primitive == "psum_invariant") and _transposed(eqn)
     name = namer.next_id(primitive)
     eqn_id = qualify(block_id, name)
     inputs = tuple(namer.use(v) for v in eqn.invars)
     blocks = tuple(
         _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params),
-               namer.facts)
-        for role, sub in sub_jaxprs(eqn)
+               namer.facts, transposed)
+        for role, sub in subs
     )
     many = len(eqn.outvars) > 1
     outputs = tuple(
@@ -341,7 +345,7 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str) -> Equation:
         source=equation_source(eqn, own=primitive in LOOP_PRIMITIVES)
         if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
         written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
-        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES else (),
+        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != "psum_invariant" or transposed) else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
     return made
@@ -350,6 +354,14 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str) -> Equation:
 ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
 """The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
 transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
+
+
+def _transposed(eqn: JaxprEqn) -> bool:
+    """True when JAX made ``eqn`` by transposing (under a ``transpose(...)`` name). A
+    ``psum_invariant`` made outside any transpose (the program's own ``lax.psum`` of a varying
+    value, a forward sum in a scan's carry) sums no gradient, whatever ``pvary`` its line also
+    made: it keeps no origin to be paired by."""
+    return "transpose(" in str(eqn.source_info.name_stack)
 
 
 def user_frames_of(eqn: JaxprEqn) -> tuple[tuple[str, int, str], ...]:

@@ -22,7 +22,12 @@ from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
-VERDICTS = (DEFERRABLE, LOOP_INVARIANT, NEEDED)
+STACKABLE = "stackable"
+"""A collective whose result each iteration writes into its own slot of a stacked buffer: one
+collective of the whole buffer after the loop gives the same result, the same bytes in one run
+instead of one per iteration. A trade-off, not a waste: it saves the runs' latency (a per-step
+loss) and loses each run's overlap with the next iteration's work, so ``check`` does not fail on it."""
+VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, NEEDED)
 FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
 """The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
 
