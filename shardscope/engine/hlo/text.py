@@ -329,6 +329,8 @@ class HloModule:
     computations: Mapping[str, Computation]
     entry_name: str | None
     stack_frames: StackFrameIndex = StackFrameIndex()
+    unclosed: str | None = None
+    """The computation the text ends inside (its closing ``}`` never came: a truncated file), or None."""
 
     @property
     def entry(self) -> Computation | None:
@@ -455,7 +457,7 @@ def parse(text: str) -> HloModule:
         entry = next(reversed(computations))
         computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
     return _unique_names(HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
-                                   entry, parse_stack_frames(text)))
+                                   entry, parse_stack_frames(text), current))
 
 
 def _strip_line_comment(line: str) -> str:
