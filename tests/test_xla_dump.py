@@ -123,3 +123,19 @@ def test_each_bad_input_is_one_message_and_exit_2(dump, tmp_path):
     assert both.returncode == 2 and "no FILE" in both.stderr
     traced_flags = run_main("check", "--xla-dump", dump, "--what-if")
     assert traced_flags.returncode == 2 and "--what-if" in traced_flags.stderr
+
+
+def test_a_tpu_dump_is_the_tpu_compiler_s_plan():
+    """A real TPU v5e dump (``fixtures/xla_dump/tpu_v5e``, written by its ``capture.py`` on one
+    chip): its files are named ``module_0011.jit_step.cl_<n>.after_optimizations.txt``, with no
+    backend in the name; the TPU's tiled layouts in the text say it."""
+    folder = Path(__file__).parent / "fixtures" / "xla_dump" / "tpu_v5e"
+    text = next(folder.glob("*after_optimizations.txt")).read_text()
+    assert "T(8,128)" in text and "tpu" not in next(folder.glob("*after_optimizations.txt")).name
+    (inspection,) = dump_check(folder).inspections
+    (loop,) = inspection.compiled.loops
+    assert inspection.compiled.backend == "tpu" and inspection.compiled.collectives == ()  # one chip
+    written = int(re.search(r"fori_loop\(0, (\d+),", (folder / "capture.py").read_text()).group(1))
+    assert loop.trip_count == written == 4  # XLA:TPU printed no known_trip_count: the loop's own bound says it
+    result = json.loads(run_main("check", "--xla-dump", folder, "--json").stdout)
+    assert result["judged_on"] == ["XLA:TPU"] and result["exit_code"] == 0
