@@ -31,6 +31,9 @@ from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
+    from shardscope.costmodel.what_if import ProgramWhatIf
+    from shardscope.engine.inspection import Inspection
+    from shardscope.pipeline.check import FileCheck
     from shardscope.targets.base import TargetDevices
 
 NAME = "check"
@@ -42,9 +45,14 @@ FORMATS = ("text", "json", "github")
 def register(add_parser: AddParser) -> None:
     """Add ``check`` and its options to the ``shardscope`` parser."""
     parser = add_parser(NAME, help="lint your programs (shard_map, jit with shardings, steps of jitted calls): collectives in loops that need not be there")
-    parser.add_argument("file", type=Path, help="a Python file with functions marked @shardscope.program (or .demo), "
-                        "or a shipped demo's name (shardscope demos)")
-    parser.add_argument("-f", "--function", help="check only this function (default: every one in the file)")
+    parser.add_argument("file", type=Path, nargs="?", help="a Python file with functions marked @shardscope.program "
+                        "(or .demo), or a shipped demo's name (shardscope demos); not with --xla-dump")
+    parser.add_argument("-f", "--function", help="check only this function (default: every one in the file); with "
+                        "--xla-dump, the module to read (jit_step, or step)")
+    parser.add_argument("--xla-dump", type=Path, metavar="PATH",
+                        help="read the plan of a real run from the modules XLA compiled for it, nothing traced: the "
+                             "folder XLA_FLAGS=--xla_dump_to=PATH wrote (its *after_optimizations.txt files; the "
+                             "step's is the one with collectives) or one module's text file")
     parser.add_argument("-d", "--devices", type=positive,
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                              f"(default {DEFAULT_DEVICES}); with --target, the target's device count")
@@ -79,7 +87,7 @@ class CheckOptions:
     ``targets`` are the ``--target`` values, parsed when it runs; ``repeats``, ``project`` and
     ``link`` are ``--what-if``'s; ``debug`` shows a failing program's traceback."""
 
-    file: Path
+    file: Path | None
     function: str | None
     devices: int | None
     json: bool
@@ -91,6 +99,7 @@ class CheckOptions:
     debug: bool = False
     github: bool = False
     min_saving: str | None = None
+    xla_dump: Path | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
@@ -101,8 +110,10 @@ class CheckOptions:
         if fmt == "github" and args.what_if:
             raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
                                 "annotations.", f"run shardscope check {args.file} --what-if without --format github")
+        _refuse_with_dump(args)
         return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving)
+                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving,
+                   xla_dump=args.xla_dump)
 
     def saving_threshold(self) -> MinSaving | None:
         """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
@@ -137,8 +148,14 @@ def check(options: CheckOptions) -> int:
 
     With ``--target``, 1 only when a target still runs such a collective in a loop. A program
     that fails to trace or compile is reported with its message (``--debug``: its traceback)
-    after the others are checked, and the status is 2.
+    after the others are checked, and the status is 2. With ``--xla-dump``, the plan of the
+    dumped module (:func:`check_dump`).
     """
+    if options.xla_dump is not None:
+        return check_dump(options)
+    if options.file is None:  # from_args refuses it; a caller building the options may not
+        raise SettingsError("check needs a Python file (or a demo's name), or --xla-dump PATH.",
+                            "shardscope check train.py, or shardscope check --xla-dump /tmp/xla_dump")
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
@@ -148,8 +165,6 @@ def check(options: CheckOptions) -> int:
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.targets.plans import load_targets, target_device_count
-    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
-    from shardscope.render.github import workflow_commands
 
     targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
     _refuse_other_device_count(options, targets)
@@ -163,6 +178,32 @@ def check(options: CheckOptions) -> int:
     status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
+    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets)
+    return status
+
+
+def check_dump(options: CheckOptions) -> int:
+    """``check --xla-dump PATH``: the plan of the step's module a real run compiled, read from
+    its dump (nothing traced, no device started); the exit status is ``check``'s."""
+    assert options.xla_dump is not None
+    start_jax_quietly()  # the plan's modules import JAX
+    from shardscope.pipeline.check import exit_code
+    from shardscope.pipeline.xla_dump import dump_check
+
+    checked = dump_check(options.xla_dump, options.function)
+    inspections = checked.inspections  # a profile of the same run (--profile-dir) maps onto these plans
+    status = exit_code(inspections, checked.failed)
+    _print_outcome(options, options.xla_dump, checked, inspections, None, None, ())
+    return status
+
+
+def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspections: list[Inspection],
+                   rewrites: list[ProgramWhatIf] | None, min_saving: MinSaving | None,
+                   targets: Sequence[TargetDevices]) -> None:
+    """The report in the format asked for, then each failed program's one message."""
+    from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
+    from shardscope.render.github import workflow_commands
+
     if options.json:
         print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving), allow_nan=False))
     elif options.github:
@@ -179,7 +220,25 @@ def check(options: CheckOptions) -> int:
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
-    return status
+
+
+def _refuse_with_dump(args: argparse.Namespace) -> None:
+    """FILE, or ``--xla-dump`` and nothing that needs a program to trace, compile or run."""
+    if args.xla_dump is None:
+        return  # check() says a missing FILE
+    if args.file is not None:
+        raise SettingsError(f"--xla-dump reads the plan of the run that wrote {args.xla_dump}; {args.file} would be "
+                            "traced again instead.", f"shardscope check --xla-dump {args.xla_dump} (no FILE)")
+    needs_program = [flag for flag, given in (("--target", args.target), ("--what-if", args.what_if),
+                                              ("--devices", args.devices is not None),
+                                              ("--min-saving", args.min_saving is not None),
+                                              ("--project", args.project is not None), ("--link", args.link is not None),
+                                              ("--on", getattr(args, "on", None) is not None)) if given]
+    if needs_program:
+        raise SettingsError(f"--xla-dump reads a module a run already compiled; {', '.join(needs_program)} "
+                            f"compile{'s' if len(needs_program) == 1 else ''} or run{'s' if len(needs_program) == 1 else ''} "
+                            "the program here.", f"shardscope check --xla-dump {args.xla_dump} without "
+                                                 f"{', '.join(needs_program)}")
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

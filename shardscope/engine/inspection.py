@@ -77,6 +77,10 @@ class Inspection:
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
     dispatches: DispatchPlan | None = None
+    dumped: str = ""
+    """The dump file this inspection's plan was read from (``check --xla-dump``: no jaxpr, nothing
+    traced); empty for a program shardscope traced and compiled."""
+
     shown_on: str = ""
     """The target this inspection was made for (``inspect_on("gpu:h100:8", ...)``): its plan is
     the one :meth:`counts` and :attr:`executed_collectives` count and printing shows first (the

@@ -58,6 +58,9 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in targets_json(_named([ins])).items()}
         programs.append(data)
+    for ins, program in zip(inspections, programs):
+        if ins.dumped and ins.compiled is not None:  # --xla-dump: the run's own compiler's plan
+            program["compiler"] = dumped_compiler(ins.compiled.backend)
     for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
@@ -72,7 +75,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}
                                       for ins, plan, p in _below(inspections, counts)]
     # whose plans the exit code judges: the targets' when there are any, else the CPU's
-    result["judged_on"] = sorted({entry["compiler"] for entry in result["targets"].values()}) or ["XLA:CPU"]
+    result["judged_on"] = (sorted({entry["compiler"] for entry in result["targets"].values()})
+                           or sorted({str(p["compiler"]) for p in programs}) or ["XLA:CPU"])
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives",
                                                    "partitioner_findings")})
@@ -115,6 +119,17 @@ def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Conso
 
 CPU_JUDGED = "This judges the plan XLA:CPU compiled."
 """What a finding without a target says of the compiler it judged (it never guesses another's)."""
+
+
+def dumped_compiler(backend: str) -> str:
+    """``XLA:TPU``: the compiler of a dumped module (``check --xla-dump``), from its backend."""
+    return f"XLA:{backend.upper()}"
+
+
+def dump_judged(backends: set[str]) -> str:
+    """What a finding of a dumped module says of the compiler it judged: the run's own."""
+    return (f"This judges the plan {', '.join(sorted(dumped_compiler(b) for b in backends))} compiled in the run "
+            "that wrote the dump, with its flags.")
 
 
 def cpu_judged(devices: set[int]) -> str:
@@ -165,7 +180,9 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
                            f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
         devices = {ins.compiled.module.num_partitions * ins.compiled.module.replica_count
                    for ins in inspections if ins.compiled is not None and ins.compiled.module is not None}
-        console.print(Text(cpu_judged(devices) if not targets else CPU_JUDGED, style="dim"))
+        dumped = {ins.compiled.backend for ins in inspections if ins.dumped and ins.compiled is not None}
+        note = dump_judged(dumped) if dumped else cpu_judged(devices) if not targets else CPU_JUDGED
+        console.print(Text(note, style="dim"))
     elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",
                       highlight=False)

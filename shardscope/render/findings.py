@@ -123,7 +123,9 @@ def summary(inspection: "Inspection") -> str:
 
 
 def _jaxpr_words(inspection: "Inspection") -> str:
-    """``jaxpr: 2 collective equations, 1 dead``."""
+    """``jaxpr: 2 collective equations, 1 dead``; ``read from module_0014.jit_step...txt, no jaxpr`` for a dump."""
+    if inspection.dumped:
+        return f"read from {inspection.dumped}, no jaxpr"
     count = len(inspection.collectives)
     text = f"jaxpr: {count} collective equation{'' if count == 1 else 's'}"
     dead = len(inspection.dead_collectives)

@@ -1,4 +1,5 @@
-"""A parser of XLA's HLO text (``compiled.as_text()``): computations, instructions, source tables.
+"""A parser of XLA's HLO text (``compiled.as_text()``, a dump, a module written by hand): computations,
+instructions, source tables.
 
 Text is the interface: Python's ``HloInstruction`` binding exposes only names and opcodes. The
 parse is one pass over the lines that splits each instruction into its name, shape, opcode and
@@ -12,6 +13,7 @@ with inline ``source_file``/``source_line``. Shapes (:mod:`hlo_shapes`) and the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -77,6 +79,7 @@ _T = TypeVar("_T")
 _CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
 _CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*)\}")
 _INDEX = re.compile(r"\bindex=(\d+)")
+_OPERAND_NAME = re.compile(r"([^\s)\]}%]+)$")
 _METADATA_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 
 
@@ -144,6 +147,9 @@ class Instruction:
         names = []
         for part in split_top(self._split[0]):
             token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
+            if ")" in token or "]" in token or "}" in token:  # a type written against the name: (f32[], s32[])%w
+                match = _OPERAND_NAME.search(token)
+                token = match.group(1) if match else ""
             if token:
                 names.append(token.lstrip("%"))
         return tuple(names)
@@ -323,6 +329,8 @@ class HloModule:
     computations: Mapping[str, Computation]
     entry_name: str | None
     stack_frames: StackFrameIndex = StackFrameIndex()
+    unclosed: str | None = None
+    """The computation the text ends inside (its closing ``}`` never came: a truncated file), or None."""
 
     @property
     def entry(self) -> Computation | None:
@@ -390,40 +398,222 @@ _MAY_CALL = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|fal
 # --------------------------------------------------------------------------- the parse
 
 
-_HEADER = re.compile(r"^HloModule\s+([^\s,]+),?(.*)$", re.M)
-_LINE = re.compile(
-    r"^[ \t]+(ROOT )?%?([^\s=]+) = (\(.*?\)|\S+) ([a-z][\w\-]*)\((.*)$"  # an instruction
-    r"|^(ENTRY )?%?([^\s(]+)[^\n]*\{[ \t]*$"  # a computation's first line
-    r"|^\}",  # its end
-    re.M,
-)
+_HEADER = re.compile(r"^[ \t]*HloModule\s+([^\s,]+),?(.*)$", re.M)
+_COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(){}]+)[^{]*\{$")
+_STATEMENT = re.compile(r"(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|[a-z][a-z0-9]*\b")
+_OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
+_NO_OPERANDS = frozenset(("constant", "parameter", "iota", "partition-id", "replica-id", "rng-get-and-update-state"))
 
 
 def parse(text: str) -> HloModule:
-    """Parse the text of one HLO module (``compiled.as_text()``).
+    """Parse the text of one HLO module as XLA's own parser reads it.
 
-    One regular expression finds the instruction lines and computation boundaries; lines that
-    are neither (a log line, a note printed around the module) are skipped.
+    Both ``compiled.as_text()`` (one instruction a line) and hand-written text (XLA's tests,
+    modules written in a notebook) are read: computations and instructions at any indentation,
+    the ``HloModule`` line optional, the last computation the entry when none is marked ``ENTRY``,
+    ``//`` comments, spaces in shapes (``f32[1024, 1024]``), an instruction over
+    several lines (the shape on one, the opcode on the next; attributes after a trailing
+    comma), operands written inline (``add(f32[] parameter(0), s32[] constant(1))``: each
+    becomes an instruction of its own, named ``<opcode>.anon``), and the same instruction name
+    in several computations (XLA makes names unique across the module on parsing; so does this,
+    with ``.1``, ``.2`` suffixes, and the operands of each computation follow its own names).
+    Lines outside computations that are not the module header (a log line, the stack-frame
+    tables) are skipped.
     """
     header = _HEADER.search(text)
     computations: dict[str, Computation] = {}
     entry = None
     current: str | None = None
     is_entry = False
-    instructions: list[Instruction] = []
-    append = instructions.append
-    for match in _LINE.finditer(text):
-        root, name, shape, opcode, body, entry_mark, computation = match.groups()
-        if name is not None:
-            if current is not None:
-                append(Instruction(name, shape, opcode, current, body, root is not None))
-        elif computation is not None:
-            current, is_entry, instructions = computation, entry_mark is not None, []
-            append = instructions.append
+    statements: list[str] = []
+    anonymous = [0]  # how many instructions written inline the module has named so far
+    pending = ""
+    for line in text.splitlines():
+        if "//" in line:
+            line = _strip_line_comment(line)
+        stripped = line.strip()
+        if current is None:
+            match = _COMPUTATION.match(stripped) if stripped.endswith("{") and " = " not in stripped else None
+            if match is not None and not stripped.startswith("HloModule"):
+                current, is_entry, statements, pending = match.group(2), match.group(1) is not None, [], ""
+            continue
+        if pending and not (stripped == "}" and _closes(pending)):
+            pending += " " + stripped
+        elif stripped.startswith("}"):
+            computations[current] = _computation(current, statements, is_entry, anonymous)
             if is_entry:
                 entry = current
-        elif current is not None:
-            computations[current] = Computation(current, tuple(instructions), is_entry)
             current = None
-    return HloModule(header.group(1) if header else "", header.group(2) if header else "", computations, entry,
-                     parse_stack_frames(text))
+            continue
+        elif not stripped:
+            continue
+        else:
+            pending = stripped
+        if _complete(pending):
+            statements.append(pending)
+            pending = ""
+    if entry is None and computations:
+        entry = next(reversed(computations))
+        computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
+    return _unique_names(HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
+                                   entry, parse_stack_frames(text), current))
+
+
+def _strip_line_comment(line: str) -> str:
+    """``line`` without a ``//`` comment (one inside a quoted string is kept)."""
+    quoted = False
+    for k, char in enumerate(line):
+        if char == '"' and (k == 0 or line[k - 1] != "\\"):
+            quoted = not quoted
+        elif char == "/" and not quoted and line.startswith("//", k):
+            return line[:k]
+    return line
+
+
+def _complete(statement: str) -> bool:
+    """True when ``statement`` is a whole instruction: its operand list closed and no trailing
+    comma asking for another attribute. Counting brackets settles the lines ``as_text()`` prints;
+    the exact check (quotes skipped) runs only when the counts do not balance."""
+    if statement.endswith(","):
+        return False
+    if "(" not in statement:
+        return False
+    if (statement.count("(") == statement.count(")") and statement.count("{") == statement.count("}")
+            and statement.count("[") == statement.count("]")):
+        return not statement.endswith(")") or _OPCODE.search(statement) is not None
+    return _closes(statement)
+
+
+def _closes(statement: str) -> bool:
+    """The exact form of :func:`_complete`'s bracket check."""
+    depth = 0
+    for match in _BRACKETS.finditer(statement):
+        token = match.group()
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+    return depth <= 0
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{}]')
+
+
+def _computation(name: str, statements: list[str], is_entry: bool, anonymous: list[int]) -> Computation:
+    """The computation of the whole instruction statements of its body (``anonymous`` counts the
+    module's inline operands named so far)."""
+    instructions: list[Instruction] = []
+    for statement in statements:
+        parsed = _instruction(statement, name)
+        if parsed is None:
+            continue
+        inst, inline = parsed
+        if inline:
+            inst = _hoist(inst, instructions, anonymous)
+        instructions.append(inst)
+    return Computation(name, tuple(instructions), is_entry)
+
+
+def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] | None:
+    """``[ROOT] name = shape opcode(body`` as an :class:`Instruction`, and whether its operands
+    hold an instruction written inline (None when the statement is not an instruction)."""
+    match = _STATEMENT.match(statement)
+    if match is None:
+        return None
+    root, name = match.group(1) is not None, match.group(2)
+    split = _shape_and_opcode(statement, match.end())
+    if split is None:
+        return None
+    shape, opcode, body = split
+    inline = opcode not in _NO_OPERANDS and _holds_parenthesis(body)
+    return Instruction(name, shape, opcode, computation, body, root), inline
+
+
+def _holds_parenthesis(body: str) -> bool:
+    """True when the operand list at the start of ``body`` holds a parenthesis (an instruction
+    written inline, or a tuple type): the first ``(`` comes before the ``)`` closing the list."""
+    opening = body.find("(")
+    return opening != -1 and opening < body.find(")") and "(" in body[: matching(body, -1)]
+
+
+def _shape_and_opcode(text: str, at: int) -> tuple[str, str, str] | None:
+    """``(shape, opcode, text after "opcode(")`` of ``shape opcode(...`` at ``at``."""
+    if text.startswith("(", at):
+        end = matching(text, at) + 1
+    else:
+        array = _ARRAY_SHAPE.match(text, at)
+        if array is None:
+            return None
+        end = array.end()
+    opcode = _OPCODE.match(text, end)
+    if opcode is None:
+        return None
+    return text[at:end].strip(), opcode.group(1), text[opcode.end():]
+
+
+def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int]) -> Instruction:
+    """``inst`` with each operand written inline (``s32[] constant(16)``) made an instruction of
+    its own, appended to ``before`` as XLA's parser adds it ahead of its user."""
+    operand_text = inst.body[: matching(inst.body, -1)]
+    names = []
+    for part in split_top(operand_text):
+        part = COMMENT.sub("", part).strip()
+        split = _shape_and_opcode(part, 0) if part[:1] != "%" else None
+        if split is None:
+            names.append(part)
+            continue
+        shape, opcode, body = split
+        anonymous[0] += 1
+        name = f"{opcode}.anon" + (f".{anonymous[0] - 1}" if anonymous[0] > 1 else "")
+        inner = Instruction(name, shape, opcode, inst.computation, body)
+        if opcode not in _NO_OPERANDS and _holds_parenthesis(body):
+            inner = _hoist(inner, before, anonymous)
+        before.append(inner)
+        names.append("%" + name)
+    body = ", ".join(names) + inst.body[len(operand_text):]
+    return dataclasses.replace(inst, body=body, _cache=None)
+
+
+def _unique_names(module: HloModule) -> HloModule:
+    """``module`` with every instruction name unique across it, as XLA's parser leaves a module:
+    a name an earlier computation holds gets the next free ``.N`` suffix, and the operands of
+    its own computation follow the new name. Printed modules already have unique names: they
+    are returned as they are."""
+    seen: set[str] = set()
+    repeated = False
+    for inst in module.instructions():
+        if inst.name in seen:
+            repeated = True
+            break
+        seen.add(inst.name)
+    if not repeated:
+        return module
+    taken = {inst.name for inst in module.instructions()}
+    used: set[str] = set()
+    computations = {}
+    for computation in module.computations.values():
+        renames: dict[str, str] = {}
+        for inst in computation.instructions:
+            if inst.name in used:
+                base, k = inst.name, 1
+                while f"{base}.{k}" in taken:
+                    k += 1
+                renames[inst.name] = f"{base}.{k}"
+                taken.add(renames[inst.name])
+            used.add(renames.get(inst.name, inst.name))
+        computations[computation.name] = _renamed(computation, renames) if renames else computation
+    return dataclasses.replace(module, computations=computations)
+
+
+def _renamed(computation: Computation, renames: Mapping[str, str]) -> Computation:
+    """``computation`` with its instructions and their operands renamed by ``renames``."""
+    instructions = []
+    for inst in computation.instructions:
+        body = inst.body
+        if inst.opcode not in _NO_OPERANDS and any(o in renames for o in inst.operands):
+            operand_text = body[: matching(body, -1)]
+            names = ", ".join("%" + renames.get(o, o) for o in inst.operands)
+            body = names + body[len(operand_text):]
+        instructions.append(dataclasses.replace(inst, name=renames.get(inst.name, inst.name), body=body, _cache=None))
+    return Computation(computation.name, tuple(instructions), computation.is_entry)
