@@ -415,7 +415,9 @@ def parse(text: str) -> HloModule:
     ``//`` comments, spaces in shapes (``f32[1024, 1024]``), an instruction over
     several lines (the shape on one, the opcode on the next; attributes after a trailing
     comma), operands written inline (``add(f32[] parameter(0), s32[] constant(1))``: each
-    becomes an instruction of its own, named ``<opcode>.anon``), and the same instruction name
+    becomes an instruction of its own, named ``<opcode>.anon``), tuple elements read in place
+    (``%param.12#2``, how newer XLA's dumps print a get-tuple-element: the get-tuple-element it
+    stands for, named ``param.12#2``), and the same instruction name
     in several computations (XLA makes names unique across the module on parsing; so does this,
     with ``.1``, ``.2`` suffixes, and the operands of each computation follow its own names).
     Lines outside computations that are not the module header (a log line, the stack-frame
