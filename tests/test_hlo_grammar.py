@@ -104,3 +104,31 @@ def test_the_grammar_by_hand():
     assert s.operands[0] == "x" and module.instruction(s.operands[1]).opcode == "parameter"
     headless = hlo_text.parse(text.replace("HloModule by_hand, num_partitions=4", ""))
     assert headless.entry_name == "main" and headless.entry.root.name == "ar"
+
+
+def test_tuple_elements_read_in_place():
+    """Newer XLA prints a get-tuple-element folded into its user: ``%param#2`` (``%p#1#0`` for a
+    nested tuple). Each is read as the get-tuple-element it stands for, made once, with the
+    element's shape, so the loop analyses follow the carry through it."""
+    text = """HloModule elements
+
+%body (p: (s32[], (f32[4], f32[2]))) -> (s32[], f32[4]) {
+  %p = (s32[], (f32[4]{0}, f32[2]{0})) parameter(0)
+  %a = f32[4]{0} negate(%p#1#0)
+  %b = f32[4]{0} add(%a, %p#1#0)
+  ROOT %t = (s32[], f32[4]{0}) tuple(%p#0, %b)
+}
+
+ENTRY %main (x: (s32[], (f32[4], f32[2]))) -> (s32[], f32[4]) {
+  %x = (s32[], (f32[4]{0}, f32[2]{0})) parameter(0)
+  ROOT %c = (s32[], f32[4]{0}) call(%x), to_apply=%body
+}
+"""
+    module = hlo_text.parse(text)
+    body = module.computations["body"]
+    assert [i.name for i in body.instructions] == ["p", "p#1", "p#1#0", "a", "b", "p#0", "t"]
+    inner, leaf = module.instruction("p#1"), module.instruction("p#1#0")
+    assert (inner.opcode, inner.operands, inner.tuple_index) == ("get-tuple-element", ("p",), 1)
+    assert (leaf.operands, leaf.tuple_index, str(leaf.shape)) == (("p#1",), 0, "f32[4]")
+    assert module.instruction("b").operands == ("a", "p#1#0") and module.instruction("t").operands == ("p#0", "b")
+    assert str(module.instruction("p#0").shape) == "s32[]"

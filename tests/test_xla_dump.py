@@ -139,3 +139,24 @@ def test_a_tpu_dump_is_the_tpu_compiler_s_plan():
     assert loop.trip_count == written == 4  # XLA:TPU printed no known_trip_count: the loop's own bound says it
     result = json.loads(run_main("check", "--xla-dump", folder, "--json").stdout)
     assert result["judged_on"] == ["XLA:TPU"] and result["exit_code"] == 0
+
+
+def test_a_stored_jax_0_12_dump_with_elements_read_in_place(dump):
+    """The same step dumped by jax 0.12.0.1 (``fixtures/xla_dump/cpu_jax-0.12.0.1``, written by
+    ``_xla_dump_step.py``): its XLA prints get-tuple-elements in place (``%param.12#2``). Read on
+    either version, its plan is this version's live dump's: the same all-reduces (by the bytes and
+    loop read from its text here), runs and verdicts."""
+    folder = Path(__file__).parent / "fixtures" / "xla_dump" / "cpu_jax-0.12.0.1"
+    text = next(folder.glob("*after_optimizations.txt")).read_text()
+    assert re.search(r"%param\.\d+#\d", text)
+    by_hand, trip = _read_by_hand(text)
+    (stored,) = dump_check(folder).inspections
+    assert {c.name: c.bytes_per_execution for c in stored.compiled.collectives} == by_hand
+    assert all(o in stored.compiled.module.by_name for i in stored.compiled.module.instructions() for o in i.operands)
+    (live,) = dump_check(dump).inspections
+
+    def facts(plan):
+        return sorted((c.kind, c.loop_trip_counts, c.executions, c.bytes_per_execution, c.verdict_kind)
+                      for c in plan.collectives)
+
+    assert facts(stored.compiled) == facts(live.compiled) and {c.loop_trip_counts for c in live.compiled.collectives} == {(trip,)}

@@ -415,7 +415,9 @@ def parse(text: str) -> HloModule:
     ``//`` comments, spaces in shapes (``f32[1024, 1024]``), an instruction over
     several lines (the shape on one, the opcode on the next; attributes after a trailing
     comma), operands written inline (``add(f32[] parameter(0), s32[] constant(1))``: each
-    becomes an instruction of its own, named ``<opcode>.anon``), and the same instruction name
+    becomes an instruction of its own, named ``<opcode>.anon``), tuple elements read in place
+    (``%param.12#2``, how newer XLA's dumps print a get-tuple-element: the get-tuple-element it
+    stands for, named ``param.12#2``), and the same instruction name
     in several computations (XLA makes names unique across the module on parsing; so does this,
     with ``.1``, ``.2`` suffixes, and the operands of each computation follow its own names).
     Lines outside computations that are not the module header (a log line, the stack-frame
@@ -504,14 +506,16 @@ def _computation(name: str, statements: list[str], is_entry: bool, anonymous: li
     """The computation of the whole instruction statements of its body (``anonymous`` counts the
     module's inline operands named so far)."""
     instructions: list[Instruction] = []
+    known: dict[str, Instruction] = {}
     for statement in statements:
         parsed = _instruction(statement, name)
         if parsed is None:
             continue
         inst, inline = parsed
         if inline:
-            inst = _hoist(inst, instructions, anonymous)
+            inst = _hoist(inst, instructions, anonymous, known)
         instructions.append(inst)
+        known[inst.name] = inst
     return Computation(name, tuple(instructions), is_entry)
 
 
@@ -526,7 +530,7 @@ def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] |
     if split is None:
         return None
     shape, opcode, body = split
-    inline = opcode not in _NO_OPERANDS and _holds_parenthesis(body)
+    inline = opcode not in _NO_OPERANDS and (_holds_parenthesis(body) or "#" in body[: body.find(")")])
     return Instruction(name, shape, opcode, computation, body, root), inline
 
 
@@ -552,15 +556,23 @@ def _shape_and_opcode(text: str, at: int) -> tuple[str, str, str] | None:
     return text[at:end].strip(), opcode.group(1), text[opcode.end():]
 
 
-def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int]) -> Instruction:
+def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int],
+           known: dict[str, Instruction]) -> Instruction:
     """``inst`` with each operand written inline (``s32[] constant(16)``) made an instruction of
-    its own, appended to ``before`` as XLA's parser adds it ahead of its user."""
+    its own, appended to ``before`` as XLA's parser adds it ahead of its user; and each tuple
+    element read in place (``%param.12#2``, how newer XLA prints a get-tuple-element it folded
+    into its user) made the get-tuple-element it stands for, named as written (``param.12#2``).
+    ``known`` holds the computation's instructions so far by name."""
     operand_text = inst.body[: matching(inst.body, -1)]
     names = []
     for part in split_top(operand_text):
         part = COMMENT.sub("", part).strip()
         split = _shape_and_opcode(part, 0) if part[:1] != "%" else None
         if split is None:
+            token = part.rsplit(" ", 1)[-1]
+            if "#" in token:
+                match = _OPERAND_NAME.search(token)
+                part = "%" + _element(match.group(1) if match else token.lstrip("%"), inst.computation, before, known)
             names.append(part)
             continue
         shape, opcode, body = split
@@ -568,11 +580,29 @@ def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int]) -
         name = f"{opcode}.anon" + (f".{anonymous[0] - 1}" if anonymous[0] > 1 else "")
         inner = Instruction(name, shape, opcode, inst.computation, body)
         if opcode not in _NO_OPERANDS and _holds_parenthesis(body):
-            inner = _hoist(inner, before, anonymous)
+            inner = _hoist(inner, before, anonymous, known)
         before.append(inner)
+        known[name] = inner
         names.append("%" + name)
     body = ", ".join(names) + inst.body[len(operand_text):]
     return dataclasses.replace(inst, body=body, _cache=None)
+
+
+def _element(name: str, computation: str, before: list[Instruction], known: dict[str, Instruction]) -> str:
+    """The get-tuple-element ``name`` (``param.12#2``, ``param#1#0`` for a nested tuple) stands
+    for, made once per computation and appended to ``before``; its name."""
+    if name in known or "#" not in name:
+        return name
+    base, _, index = name.rpartition("#")
+    base = _element(base, computation, before, known)
+    source = known.get(base)
+    shape = ""
+    if source is not None and source.shape.is_tuple and index.isdigit() and int(index) < len(source.shape.elements):
+        shape = source.shape.elements[int(index)].text
+    element = Instruction(name, shape, "get-tuple-element", computation, f"%{base}), index={index}")
+    before.append(element)
+    known[name] = element
+    return name
 
 
 def _unique_names(module: HloModule) -> HloModule:
