@@ -141,3 +141,19 @@ def test_gathers_of_unchanged_carries_through_a_conditional_are_loop_invariant()
         c = _collective(text, name)
         assert c.verdict.kind == "loop_invariant", c.verdict.reason
         assert c.verdict.executions_after == 1 and c.verdict.hoist_bytes == 16 * 8 * 4
+
+
+def test_two_sums_multiplied_together_both_stay_in_the_loop():
+    """Each of two all-reduces multiplied together is linear given the other, but deferring
+    both changes the result (numpy below), so neither is deferrable: only a scalar sum, which
+    reaches the product through a broadcast, may be the factor (as XLA's pass takes it)."""
+    text = _text("product_of_sums")
+    assert re.search(r"%scaled = f32\[64\] multiply\(%all-reduce.1, %all-reduce.2\)", text)
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(DEVICES, 64)), rng.normal(size=(DEVICES, 64))
+    trips = _trip_count(text)
+    inside = sum((a * i).sum(0) * (b * i).sum(0) for i in range(trips))
+    both_deferred = sum((a * i) * (b * i) for i in range(trips)).sum(0)
+    assert not np.allclose(both_deferred, inside)
+    for name in ("all-reduce.1", "all-reduce.2"):
+        assert _collective(text, name).verdict.kind == "needed"
