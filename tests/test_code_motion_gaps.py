@@ -141,3 +141,42 @@ def test_gathers_of_unchanged_carries_through_a_conditional_are_loop_invariant()
         c = _collective(text, name)
         assert c.verdict.kind == "loop_invariant", c.verdict.reason
         assert c.verdict.executions_after == 1 and c.verdict.hoist_bytes == 16 * 8 * 4
+
+
+def test_two_sums_multiplied_together_both_stay_in_the_loop():
+    """Each of two all-reduces multiplied together is linear given the other, but deferring
+    both changes the result (numpy below), so neither is deferrable: only a scalar sum, which
+    reaches the product through a broadcast, may be the factor (as XLA's pass takes it)."""
+    text = _text("product_of_sums")
+    assert re.search(r"%scaled = f32\[64\] multiply\(%all-reduce.1, %all-reduce.2\)", text)
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(DEVICES, 64)), rng.normal(size=(DEVICES, 64))
+    trips = _trip_count(text)
+    inside = sum((a * i).sum(0) * (b * i).sum(0) for i in range(trips))
+    both_deferred = sum((a * i) * (b * i) for i in range(trips)).sum(0)
+    assert not np.allclose(both_deferred, inside)
+    for name in ("all-reduce.1", "all-reduce.2"):
+        assert _collective(text, name).verdict.kind == "needed"
+
+
+def test_a_scatter_into_the_carry_summed_whole_is_needed_whatever_xlas_own_test_expects():
+    """XLA's ``ScatterAllReduceAccumulate`` moves ``all-reduce(scatter(carry, rows, updates))``
+    out of the loop. The carry is inside the sum: each iteration sums every device's copy of
+    the (already summed, replicated) accumulator again, so the loop's result is not the sum of
+    the per-device accumulations. numpy shows the two differ; the sum stays needed."""
+    text = _text("scatter_into_the_sum")
+    assert re.search(r"%scatter = f32\[8,4\] scatter\(%acc, %rows, %updates\)", text)
+    assert re.search(r"%all-reduce = f32\[8,4\] all-reduce\(%scatter\)", text)
+    assert _root_positions(text, ["all-reduce"]) == [1]  # the sum is the next iteration's carry
+    rng = np.random.default_rng(3)
+    local, rows = rng.normal(size=(DEVICES, 2, 4)), np.array([1, 5])
+    inside = np.zeros((8, 4))
+    for i in range(_trip_count(text)):
+        scattered = np.repeat(inside[None], DEVICES, axis=0)
+        np.add.at(scattered, (slice(None), rows), local * i)
+        inside = scattered.sum(0)
+    deferred = np.zeros((DEVICES, 8, 4))
+    for i in range(_trip_count(text)):
+        np.add.at(deferred, (slice(None), rows), local * i)
+    assert not np.allclose(deferred.sum(0), inside)
+    assert _collective(text, "all-reduce").verdict.kind == "needed"

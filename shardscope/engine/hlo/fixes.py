@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from shardscope.engine.counts import Count
 from shardscope.engine.hlo.stacking import stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
-from shardscope.engine.jaxpr.verdicts import Verdict, ADDED_TERM_REASON
+from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.pytree_paths import is_source_line, labelled_argument
 
@@ -135,6 +135,8 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
     if DEFERRABLE in kinds:
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
+    if c.loops[-1].name in c.in_condition_of:
+        return Verdict(NEEDED, CONDITION_REASON)
     if c.kind in SUM_KINDS and any(v.carry_read for v in verdicts):
         return Verdict(NEEDED, "Its result is added into a carry that the loop also reads (the next iteration uses "
                                "the sum, as a tensor-parallel layer's activation is): the carry is not an accumulator, "

@@ -164,9 +164,7 @@ class PairedCollective(PerCall):
             what = written or self.kind
             return f"{what}: {DEAD_REASON}" if self.dead else f"{what}: no compiled instruction was found for it"
         c = self.compiled
-        loops = len(c.loops)
-        where = ("outside loops" if not loops else "in the while body" if loops == 1
-                 else f"in {loops} nested while bodies")
+        where = c.placement
         instruction = c.name if c.name.startswith(c.kind) else f"{c.kind} {c.name}"  # XLA may name it after the op
         head = f"{written} -> {instruction}" if written else f"{instruction}{f' of {self.value}' if self.value else ''}"
         text = f"{head} {where}, {self.runs.badge()}"

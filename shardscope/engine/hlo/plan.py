@@ -142,10 +142,20 @@ class CompiledCollective(PerCall):
         """True when XLA's combiner merged several collectives into this one."""
         return len(self.operands) > 1
 
+    @property
+    def placement(self) -> str:
+        """``outside loops``, ``in the while body``, ``in the while condition`` (the loop's test,
+        which runs once more than its body) or ``in 2 nested while bodies``."""
+        if not self.loops:
+            return "outside loops"
+        if self.loops[-1].name in self.in_condition_of:
+            return "in the while condition" if len(self.loops) == 1 else (
+                f"in the condition of the innermost of {len(self.loops)} nested while loops")
+        return "in the while body" if len(self.loops) == 1 else f"in {len(self.loops)} nested while bodies"
+
     def describe(self) -> str:
         """``psum_invariant of params['W'] -> all-reduce.2 in the while body, x4/call`` in words."""
-        where = "outside loops" if not self.loops else (
-            "in the while body" if len(self.loops) == 1 else f"in {len(self.loops)} nested while bodies")
+        where = self.placement
         head = ", ".join(self.equations) + " -> " if self.equations else ""
         what = f" of {self.value}" if self.value else ""
         merged = (f" (XLA's combiner merged {len(self.operands)} {self.kind}s into this one)" if self.combined else "")

@@ -370,8 +370,13 @@ class CompiledClassifier:
         return False
 
     def _reduced_alike(self, inst: Instruction | None, collective: Instruction) -> bool:
-        """True when ``inst`` is (broadcast, moved) the result of another all-reduce over the
-        same replica groups as ``collective``: the same on every device that sums with it."""
+        """True when ``inst`` is (broadcast, moved) the scalar result of another all-reduce over
+        the same replica groups as ``collective``, whose own result is not a scalar: the same on
+        every device that sums with it. Only a scalar, as XLA's pass takes it: two sums
+        multiplied together are each linear given the other, but not both at once, and a
+        scalar reaches a larger product only through a broadcast, where its own search stops."""
+        if collective.shape.is_tuple or all(a.elements == 1 for a in collective.shape.arrays):
+            return False  # a scalar sum itself: its factor could be a sum scaled by it in turn
         for _ in range(16):
             if inst is None:
                 return False
@@ -384,7 +389,8 @@ class CompiledClassifier:
         if inst.opcode == "all-reduce-done":
             inst = self.flow.producer(inst, 0)
         groups = collective.attribute("replica_groups")
-        return inst is not None and groups is not None and inst.attribute("replica_groups") == groups \
+        scalar = inst is not None and not inst.shape.is_tuple and all(a.elements == 1 for a in inst.shape.arrays)
+        return inst is not None and scalar and groups is not None and inst.attribute("replica_groups") == groups \
             and inst.attribute("use_global_device_ids") == collective.attribute("use_global_device_ids")
 
     def _selects_zero(self, select: Instruction, position: int, body: Computation) -> bool:

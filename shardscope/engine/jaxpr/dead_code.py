@@ -2,7 +2,8 @@
 
 JAX's own dead-code elimination (``jax._src.interpreters.partial_eval.dce_jaxpr``) removes the
 equations whose results nothing uses: the loss ``pmean`` under ``jax.grad``, a ``ppermute``
-whose result is dropped. The compiler removes them as well, so they must not count as runs.
+whose result is dropped; applied to every sub-jaxpr too, since it keeps a while loop's body
+whole where XLA does not (one half of a tuple psum whose result the iteration drops). The compiler removes them as well, so they must not count as runs.
 Equations keep their identity through the elimination, so the survivors are matched by
 identity and named as :mod:`shardscope.engine.jaxpr.model` names them.
 """
@@ -26,8 +27,19 @@ def dead_collectives(closed_jaxpr: "AnyJaxpr") -> tuple[str, ...]:
     from jax._src.interpreters import partial_eval as pe
 
     jaxpr = open_jaxpr(closed_jaxpr)
-    kept, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
-    alive = {id(eqn) for eqn in _equations(kept) if eqn.primitive.name in COLLECTIVE_PRIMITIVES}
+    alive: set[int] = set()
+
+    def keep(block: "Jaxpr") -> None:
+        # a loop's body keeps every equation through JAX's elimination of the loop; XLA removes
+        # what reaches none of the body's results (a psum of a value the iteration drops)
+        kept, _ = pe.dce_jaxpr(block, [True] * len(block.outvars), instantiate=True)
+        for eqn in kept.eqns:
+            if eqn.primitive.name in COLLECTIVE_PRIMITIVES:
+                alive.add(id(eqn))
+            for _, sub in sub_jaxprs(eqn):
+                keep(open_jaxpr(sub))
+
+    keep(jaxpr)
     return tuple(eqn_id for eqn_id, eqn in named_equations(jaxpr, "") if eqn.primitive.name in COLLECTIVE_PRIMITIVES
                  and id(eqn) not in alive)
 

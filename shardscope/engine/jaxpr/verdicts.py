@@ -63,6 +63,11 @@ ADDED_TERM_REASON = ("Something else is added into the accumulator with it (weig
 """The reason of a sum added into an accumulator together with another term, in both views."""
 
 
+CONDITION_REASON = ("It computes the while loop's condition: the loop's test runs it before every iteration "
+                    "(once more than the body), and the loop cannot go on without its result.")
+"""The reason of a collective in a while loop's condition, in both views."""
+
+
 class Classifier:
     """Gives every collective of one program its verdict (one index, per-loop facts cached)."""
 
@@ -83,6 +88,8 @@ class Classifier:
         invariant_in = self._invariant_loops(eqn, loops)
         if invariant_in:
             return self._loop_invariant(eqn, loops, invariant_in, conditional)
+        if self.index.block_of[eqn.id].block.role == "cond":
+            return Verdict(NEEDED, CONDITION_REASON)
         if eqn.primitive in REDUCTIONS:
             paths = AdditivePaths(self.index, eqn)
             deferred_out_of = paths.loops()
