@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_target_option, positive
+from shardscope.cli.options import (JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_profile_options,
+                                    add_target_option, positive)
 from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
@@ -25,12 +26,14 @@ from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import checked_targets
 from shardscope.errors import SettingsError, report_error
+from shardscope.measure.profile_read import require_converter
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
+    from shardscope.engine.inspection import Inspection
     from shardscope.targets.base import TargetDevices
 
 NAME = "check"
@@ -67,6 +70,7 @@ def register(add_parser: AddParser) -> None:
                         help="with --target: fail only on findings whose deferral saves at least this much per step "
                              "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, which "
                              "needs a step estimate); the default fails on every finding")
+    add_profile_options(parser)
     add_cache_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)
@@ -90,6 +94,8 @@ class CheckOptions:
     debug: bool = False
     github: bool = False
     min_saving: str | None = None
+    profile: bool = False
+    profile_dir: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CheckOptions:
@@ -101,7 +107,8 @@ class CheckOptions:
             raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
                                 "annotations.", f"run shardscope check {args.file} --what-if without --format github")
         return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving)
+                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving,
+                   args.profile, args.profile_dir)
 
     def saving_threshold(self) -> MinSaving | None:
         """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
@@ -142,6 +149,8 @@ def check(options: CheckOptions) -> int:
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
+    if options.profile or options.profile_dir:
+        require_converter()  # the extra's one message, before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
@@ -159,6 +168,7 @@ def check(options: CheckOptions) -> int:
         checked = check_file(path, options.function, options.devices, targets)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+        inspections = _measured(inspections, options)
     status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
@@ -179,6 +189,17 @@ def check(options: CheckOptions) -> int:
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
     return status
+
+
+def _measured(inspections: list[Inspection], options: CheckOptions) -> list[Inspection]:
+    """The inspections with a profile's times on their plans (``--profile``, ``--profile-dir``)."""
+    from shardscope.pipeline.profiled import measured_by_profiler, measured_from_dir  # imports JAX, as above
+
+    if options.profile_dir:
+        return measured_from_dir(inspections, options.profile_dir)
+    if options.profile:
+        return measured_by_profiler(inspections)
+    return inspections
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

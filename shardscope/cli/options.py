@@ -89,6 +89,20 @@ def add_on_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on", choices=ON_PLATFORMS, metavar="{" + ",".join(ON_PLATFORMS) + "}", help=ON_HELP)
 
 
+def add_profile_options(parser: argparse.ArgumentParser) -> None:
+    """``--profile`` (run each program under JAX's profiler) and ``--profile-dir DIR`` (read a
+    profile the user captured): the measured time of each collective beside its estimate."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--profile", action="store_true",
+                       help="run each program under JAX's profiler (on the platform --on names) and show each "
+                            "collective's measured time per step and per run, the compute it overlapped, and the "
+                            "step's measured time (needs shardscope[profile])")
+    group.add_argument("--profile-dir", metavar="DIR",
+                       help="put the profile of your own run on the plan: the plugins/profile/<run> folder "
+                            "jax.profiler wrote (local or gs://, one .xplane.pb per host), or the folder given to "
+                            "start_trace (needs shardscope[profile])")
+
+
 def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> None:
     """``--on tpu``/``gpu`` runs on this machine's chips in one process: :class:`SettingsError` with
     ``--processes`` (its workers are CPU processes joined over gloo)."""

@@ -11,9 +11,11 @@ Two timelines are read (checked on XLA:CPU and a TPU v5e chip, JAX 0.10.2; GPU u
 - **an accelerator** (a ``/device:TPU:0`` process): its ``XLA Modules`` line holds each run of
   a compiled module (``jit_step(8169850638403772900)``: the module's name and program id), its
   ``XLA Ops`` line each instruction's run, named as the module text names it;
-- **XLA:CPU** (a ``/host:CPU`` process): each device's program runs on a thread of the client's
-  pool after that thread's ``[3] CommonPjRtLoadedExecutable::Execute (jit_step)`` (device 3):
-  every event on the thread until its next ``Execute`` belongs to that device's run.
+- **XLA:CPU** (a ``/host:CPU`` process): ``[3] CommonPjRtLoadedExecutable::Execute (jit_step)``
+  dispatches device 3's run, and each device's program runs on one thread of the client's pool,
+  not always the thread that dispatched it: each thread that runs instructions is one device
+  (``cpu thread 0`` ...), its events belong to the module dispatched last before them, and the
+  dispatches count the calls.
 
 ``hlo_stats`` (accelerators only; empty on the CPU) adds, per instruction, its framework
 ``op_name``, occurrences and self time, what bounds it: the fallback when names differ and the
@@ -23,13 +25,16 @@ measured side of the cost model's check.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
+import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from shardscope.errors import ShardscopeError
 
@@ -201,11 +206,27 @@ def read_profile(location: str | Path) -> Profile:
 
 
 def _convert(paths: list[str], tool: str) -> bytes | str | None:
-    """XProf's conversion of ``paths`` for ``tool`` (None when it failed)."""
+    """XProf's conversion of ``paths`` for ``tool`` (None when it failed); the converter's C++
+    log lines (dozens per call, on descriptor 2) kept off the terminal."""
     from xprof.convert import raw_to_tool_data  # the extra's: checked by require_converter
 
-    data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, {"use_saved_result": False})
+    with _quiet_descriptor_2():
+        data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, {"use_saved_result": False})
     return data
+
+
+@contextlib.contextmanager
+def _quiet_descriptor_2() -> Iterator[None]:
+    """Descriptor 2 pointed at a scratch file for the duration (Python's sys.stderr untouched)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _trace_events(paths: list[str], location: str) -> list[dict]:
