@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (render_check_cost, render_costs, render_cross, render_dispatches, render_format as fmt,
-                        render_plans, render_scale, render_step_estimate, render_targets, render_what_if)
+                        render_plans, render_profile_kinds, render_scale, render_step_estimate, render_targets,
+                        render_what_if)
 from benchmarks.common import QUICK_RESULTS, RESULTS, ROOT
 
 NAMES = ("plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process")
@@ -138,6 +139,9 @@ def load(directory: Path) -> dict[str, Any]:
         path = directory / f"{alone}.json"
         if path.is_file():
             found[alone] = json.loads(path.read_text())
+    kinds = directory / "profile_kinds_v5e.json"  # python -m benchmarks.profile_kinds, from a stored chip profile
+    if kinds.is_file():
+        found["profile_kinds"] = json.loads(kinds.read_text())
     for path in sorted(directory.glob("step_estimate*.json")):  # run alone (python -m benchmarks.step_estimate)
         found[path.stem] = json.loads(path.read_text())  # this machine's CPU, and step_estimate_<chip> from a chip
     return found
@@ -153,6 +157,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     compile_cache, cache_writes = results.get("compile_cache"), results.get("cache_writes")
     dispatch_steps, check_at_scale = results.get("dispatch_steps"), results.get("check_at_scale")
     step_estimates = {name: r for name, r in results.items() if name.startswith("step_estimate")}
+    profile_kinds = results.get("profile_kinds")
     results = {name: r for name, r in results.items() if name in NAMES}
     any_result = next(iter(results.values()), None)
     out: list[str] = ["# shardscope benchmarks", ""]
@@ -182,6 +187,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_scale.check_at_scale_section(check_at_scale)
     out += render_dispatches.dispatch_section(dispatch_steps)
     out += render_step_estimate.step_estimate_section(step_estimates)
+    out += render_profile_kinds.profile_kinds_section(profile_kinds)
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results, check_at_scale)] + [""]
     return "\n".join(out)
