@@ -198,3 +198,15 @@ def test_check_profile_dir_of_an_empty_folder_exits_2(tmp_path, shardscope_cli):
     empty.mkdir()
     result = shardscope_cli("check", path, "--profile-dir", empty)
     assert result.returncode == 2 and "empty" in result.stderr
+
+
+def test_every_measured_key_is_in_the_json_reference(tmp_path, shardscope_cli):
+    reference = (Path(__file__).parents[1] / "docs" / "reference" / "json.md").read_text()
+    section = reference[reference.index("### Measured times"):]
+    block = re.search(r"^```\n(.*?)^```", section, re.M | re.S).group(1)
+    names = set(re.findall(r'"(\w+)"', block))
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM)
+    measured = json.loads(shardscope_cli("check", path, "--profile", "--json").stdout)["programs"][0]["measured"]
+    assert set(measured) - names == set()
+    assert set(measured["collectives"][0]) - names == set()
