@@ -117,10 +117,8 @@ class Profile:
     @property
     def modules(self) -> tuple[str, ...]:
         """The names of the compiled modules that ran, in order of their first event."""
-        seen: dict[str, None] = {}
-        for item in (*self.module_runs, *self.ops):
-            seen.setdefault(item.module, None)
-        return tuple(seen)
+        named = sorted([(r.start_us, r.module) for r in self.module_runs] + [(o.start_us, o.module) for o in self.ops])
+        return tuple(dict.fromkeys(module for _, module in named))
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -189,7 +187,7 @@ def read_profile(location: str | Path) -> Profile:
         files = profile_files(local)
         copies = Path(scratch) / "copies"
         copies.mkdir()
-        paths = [shutil.copy(f, copies / f.name) for f in files]  # the converter writes beside what it reads
+        paths = [str(shutil.copy(f, copies / f.name)) for f in files]  # the converter writes beside what it reads
         hosts = tuple(f.name[: -len(SUFFIX)] for f in files)
         ops: list[OpRun] = []
         runs: list[ModuleRun] = []

@@ -280,6 +280,6 @@ def _by_op_names(plan: CompiledPlan, module: HloModule, profile: Profile, stats:
                            BY_OP_NAME)
         for name, row in stats.items())
     missing = tuple(c.name for c in plan.collectives if c.name not in stats)
-    steps = [r.dur_us * _US for r in runs]
+    steps = [r.dur_us * _US for r in runs if r.dur_us is not None]
     return MeasuredPlan(module.name, profile.source, calls, devices, max(steps) if steps else None,
                         min(steps) if steps else None, measured, missing, BY_OP_NAME)
