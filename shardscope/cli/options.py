@@ -16,6 +16,7 @@ from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
 from shardscope.sources.bundled import SEED_DEMO, find_file
+from shardscope.measure.profile_read import require_converter
 from shardscope.targets.platforms import ON_PLATFORMS
 
 FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
@@ -89,18 +90,27 @@ def add_on_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on", choices=ON_PLATFORMS, metavar="{" + ",".join(ON_PLATFORMS) + "}", help=ON_HELP)
 
 
-def add_profile_options(parser: argparse.ArgumentParser) -> None:
+def add_profile_options(parser: argparse.ArgumentParser, directory: bool = True) -> None:
     """``--profile`` (run each program under JAX's profiler) and ``--profile-dir DIR`` (read a
-    profile the user captured): the measured time of each collective beside its estimate."""
+    profile the user captured): the measured time of each collective beside its estimate.
+    ``directory=False`` (sweep: many programs, none the user ran) adds ``--profile`` alone."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--profile", action="store_true",
                        help="run each program under JAX's profiler (on the platform --on names) and show each "
                             "collective's measured time per step and per run, the compute it overlapped, and the "
                             "step's measured time (needs shardscope[profile])")
+    if not directory:
+        return
     group.add_argument("--profile-dir", metavar="DIR",
                        help="put the profile of your own run on the plan: the plugins/profile/<run> folder "
                             "jax.profiler wrote (local or gs://, one .xplane.pb per host), or the folder given to "
                             "start_trace (needs shardscope[profile])")
+
+
+def require_profile_converter(options: DemoOptions) -> None:
+    """``--profile``/``--profile-dir`` without the profile extra: its one message, before JAX starts."""
+    if options.profile or options.profile_dir:
+        require_converter()
 
 
 def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> None:
@@ -188,12 +198,16 @@ class DemoOptions:
     batch_axes: tuple[str, ...] | None
     chunk_size: int | None
     repeats: int
+    profile: bool = False
+    profile_dir: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoOptions:
-        """The options as parsed by a subparser that :func:`add_demo_options` set up."""
+        """The options as parsed by a subparser that :func:`add_demo_options` set up (and
+        :func:`add_profile_options`, on the commands that have it)."""
         return cls(file=args.file, function=args.function, devices=args.devices, axis=args.axis, mesh=args.mesh,
-                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats)
+                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats,
+                   profile=getattr(args, "profile", False), profile_dir=getattr(args, "profile_dir", None))
 
     def settings(self) -> Settings:
         """The :class:`Settings` the options describe (FILE may name a shipped demo).
@@ -212,6 +226,8 @@ class DemoOptions:
             mesh=self.mesh if self.mesh is not None else Mesh.one_axis(axis, devices),
             batch_axes=self.batch_axes,
             demo_mesh=self.mesh is None and self.devices is None and self.axis is None,
+            profile=self.profile,
+            profile_dir=self.profile_dir,
         )
 
 

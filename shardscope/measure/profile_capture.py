@@ -1,7 +1,7 @@
 """Running programs under JAX's profiler: what ``--profile`` captures before it reads.
 
-Each call is run once to warm it (its first run compiles and allocates), then ``calls`` times
-under one ``jax.profiler`` trace, each call waited on: every run of every instruction on every
+Each call is run once to warm it (its first run compiles and allocates), then ``runs`` times
+under a ``jax.profiler`` trace, each call waited on: every run of every instruction on every
 device is on the timeline. The trace goes to a temporary folder that :func:`profile_calls`
 reads (:mod:`shardscope.measure.profile_read`) and removes.
 """
@@ -33,6 +33,12 @@ def capture(calls: Mapping[str, Callable[[], Any]], runs: int, into: Path) -> Pa
     finally:
         jax.profiler.stop_trace()
     return into
+
+
+def profile_each(calls: Mapping[str, Callable[[], Any]], runs: int = DEFAULT_CALLS) -> dict[str, Profile]:  # Any: outputs
+    """Each of ``calls`` profiled in a trace of its own: programs compiled from one function have
+    one module name (``jit_local``), and XLA:CPU's timeline tells modules apart by name alone."""
+    return {name: profile_calls({name: call}, runs) for name, call in calls.items()}
 
 
 def profile_calls(calls: Mapping[str, Callable[[], Any]], runs: int = DEFAULT_CALLS) -> Profile:  # Any: outputs

@@ -12,10 +12,11 @@ Two timelines are read (checked on XLA:CPU and a TPU v5e chip, JAX 0.10.2; GPU u
   a compiled module (``jit_step(8169850638403772900)``: the module's name and program id), its
   ``XLA Ops`` line each instruction's run, named as the module text names it;
 - **XLA:CPU** (a ``/host:CPU`` process): ``[3] CommonPjRtLoadedExecutable::Execute (jit_step)``
-  dispatches device 3's run, and each device's program runs on one thread of the client's pool,
-  not always the thread that dispatched it: each thread that runs instructions is one device
-  (``cpu thread 0`` ...), its events belong to the module dispatched last before them, and the
-  dispatches count the calls.
+  dispatches device 3's run, which runs on a thread of the client's pool, not always the one
+  that dispatched it nor the same one every call. An event belongs to the module dispatched last
+  before it and to the call whose dispatch came last (calls waited on one by one, as
+  ``--profile`` runs them); in one call, each thread's events are one device's run
+  (``cpu thread 0`` ...): the thread is the device for that call only.
 
 ``hlo_stats`` (accelerators only; empty on the CPU) adds, per instruction, its framework
 ``op_name``, occurrences and self time, what bounds it: the fallback when names differ and the
@@ -57,13 +58,14 @@ class ProfileError(ShardscopeError):
 
 @dataclass(frozen=True)
 class OpRun:
-    """One run of one instruction on one device (on XLA:CPU, one of the client's threads, each
-    running one simulated device's program): ``start_us``/``dur_us`` its place on the timeline,
-    in microseconds."""
+    """One run of one instruction: on ``device`` (on XLA:CPU, the client's thread that ran one
+    simulated device's program in that call), in the module's ``call``-th run (0 first);
+    ``start_us``/``dur_us`` its place on the timeline, in microseconds."""
 
     device: str
     module: str
     program_id: str
+    call: int
     name: str
     start_us: float
     dur_us: float
@@ -308,7 +310,11 @@ class _Timeline:
         return _placed_in_runs(self.device_ops, self.runs) + self._cpu_ops()
 
     def _cpu_ops(self) -> list[OpRun]:
+        # a call of a module starts at its first dispatch ([0] ... [n-1] come together); each
+        # thread's events in one call are one device's run of it (its collectives block the
+        # thread until every device arrives, so no thread runs two devices' runs of one call)
         dispatches = sorted((r.start_us, r.module) for r in self.runs if r.dur_us is None)
+        calls = _call_starts(self.runs)
         starts = [start for start, _ in dispatches]
         ops = []
         lanes = [line for line in self.cpu_lines if any(_module_before(e, starts, dispatches) for e in line)]
@@ -317,8 +323,23 @@ class _Timeline:
             for e in line:
                 module = _module_before(e, starts, dispatches)
                 if module and not e["name"].startswith("end: "):
-                    ops.append(OpRun(device, module, "", e["name"], float(e["ts"]), float(e.get("dur", 0.0))))
+                    call = bisect.bisect_right(calls[module], float(e["ts"])) - 1
+                    ops.append(OpRun(device, module, "", call, e["name"], float(e["ts"]), float(e.get("dur", 0.0))))
         return ops
+
+
+def _call_starts(runs: list[ModuleRun]) -> dict[str, list[float]]:
+    """Each module's call start times on the CPU: the first of the call's dispatches to its
+    devices (the j-th dispatch to each device is the j-th call's)."""
+    by_module: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        if run.dur_us is None:
+            by_module.setdefault(run.module, {}).setdefault(run.device, []).append(run.start_us)
+    out = {}
+    for module, by_device in by_module.items():
+        times = [sorted(starts) for starts in by_device.values()]
+        out[module] = [min(starts[j] for starts in times if j < len(starts)) for j in range(max(map(len, times)))]
+    return out
 
 
 def _module_before(event: dict, starts: list[float], dispatches: list[tuple[float, str]]) -> str:
@@ -341,7 +362,7 @@ def _read_device(timeline: _Timeline, process: str, thread: str, line: list[dict
             module, program = (found.group(1), found.group(2)) if found else (e["name"], "")
             timeline.runs.append(ModuleRun(device, module, program, float(e["ts"]), float(e.get("dur", 0.0))))
     elif thread in _OPS_LINES:
-        timeline.device_ops.extend(OpRun(device, "", "", e["name"], float(e["ts"]), float(e.get("dur", 0.0)))
+        timeline.device_ops.extend(OpRun(device, "", "", -1, e["name"], float(e["ts"]), float(e.get("dur", 0.0)))
                                    for e in line)
 
 
@@ -362,9 +383,12 @@ def _placed_in_runs(ops: list[OpRun], runs: list[ModuleRun]) -> list[OpRun]:
             by_device.setdefault(run.device, []).append(run)
     placed = []
     for op in ops:
-        holder = next((r for r in by_device.get(op.device, ()) if r.start_us <= op.start_us <= r.start_us + (r.dur_us or 0.0)), None)
-        if holder is not None:
-            placed.append(OpRun(op.device, holder.module, holder.program_id, op.name, op.start_us, op.dur_us))
+        found = next(((k, r) for k, r in enumerate(by_device.get(op.device, ()))
+                      if r.start_us <= op.start_us <= r.start_us + (r.dur_us or 0.0)), None)
+        if found is not None:
+            k, holder = found
+            call = sum(1 for r in by_device[op.device][:k] if r.module == holder.module)
+            placed.append(OpRun(op.device, holder.module, holder.program_id, call, op.name, op.start_us, op.dur_us))
     return placed
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from shardscope.engine.hlo.measured import profile_onto
 from shardscope.engine.inspection import Inspection
 from shardscope.errors import ShardscopeError
-from shardscope.measure.profile_capture import DEFAULT_CALLS, profile_calls
+from shardscope.measure.profile_capture import DEFAULT_CALLS, profile_each
 from shardscope.measure.profile_read import Profile, ProfileError, read_profile
 from shardscope.pipeline.program_files import dynamic_arguments
 from shardscope.sources.examples import materialize
@@ -30,9 +30,9 @@ SEED = 0
 def measured_by_profiler(inspections: Sequence[Inspection], runs: int = DEFAULT_CALLS) -> list[Inspection]:
     """``inspections`` with the times of their compiled programs run ``runs`` times under the profiler."""
     calls = {ins.function: call for ins in inspections if (call := _call_of(ins)) is not None}
-    if not calls:
-        return list(inspections)
-    return measured_from(inspections, profile_calls(calls, runs))
+    profiles = profile_each(calls, runs)
+    return [ins if ins.function not in profiles else measured_from([ins], profiles[ins.function])[0]
+            for ins in inspections]
 
 
 def measured_from_dir(inspections: Sequence[Inspection], location: str) -> list[Inspection]:

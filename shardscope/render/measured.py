@@ -22,12 +22,14 @@ COLUMNS = ("collective", "loops", "runs/step", "per run", "per step", "spread", 
 slowest device's time and how much faster the fastest was."""
 
 
-def measured_table(ins: "Inspection") -> Table | None:
-    """The measured times of ``ins``'s collectives (None without a profile)."""
+def measured_table(ins: "Inspection", label: str = "") -> Table | None:
+    """The measured times of ``ins``'s collectives (None without a profile); ``label`` names the
+    plan in the title."""
     measured = ins.measured
     if measured is None or ins.compiled is None:
         return None
-    table = Table(title=_title(measured), title_justify="left", show_edge=False)
+    title = f"{label}: {_title(measured)}" if label else _title(measured)
+    table = Table(title=title, title_justify="left", show_edge=False)
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("collective", "loops") else "right")
     for collective in ins.compiled.collectives:
@@ -65,9 +67,9 @@ def step_line(ins: "Inspection") -> str:
     return line
 
 
-def render_measured(ins: "Inspection", console: "Console") -> None:
+def render_measured(ins: "Inspection", console: "Console", label: str = "") -> None:
     """The measured table and step line of ``ins`` (nothing without a profile)."""
-    table = measured_table(ins)
+    table = measured_table(ins, label)
     if table is None:
         return
     console.print(table)

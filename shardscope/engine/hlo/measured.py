@@ -147,44 +147,48 @@ def _is_the_module(ops: list[OpRun], ran: list[OpRun], profile: Profile) -> bool
 
 def _by_names(plan: CompiledPlan, module: HloModule, profile: Profile, ops: list[OpRun],
               names: set[str]) -> MeasuredPlan:
-    """The plan measured from its instructions' runs, device by device."""
-    by_device: dict[str, list[OpRun]] = {}
+    """The plan measured from its instructions' runs: call by call, device by device."""
+    runs: dict[tuple[int, str], list[OpRun]] = {}
     for op in ops:
-        by_device.setdefault(op.device, []).append(op)
-    for line in by_device.values():
+        if op.call >= 0:
+            runs.setdefault((op.call, op.device), []).append(op)
+    for line in runs.values():
         line.sort(key=lambda op: op.start_us)
-    calls = _calls(profile.module_runs, module.name, ops)
-    steps = _step_times(profile.module_runs, module.name, by_device, calls)
+    calls = sorted({call for call, _ in runs})
+    steps = _step_times(profile.module_runs, module.name, runs, calls)
     measured, missing = [], []
     for collective in plan.collectives:
-        found = _measured(collective, module, by_device, calls)
+        found = _measured(collective, module, runs, calls)
         if found is None:
             missing.append(collective.name)
         else:
             measured.append(found)
-    return MeasuredPlan(module.name, profile.source, calls, len(by_device), max(steps) if steps else None,
-                        min(steps) if steps else None, tuple(measured), tuple(missing))
+    return MeasuredPlan(module.name, profile.source, len(calls), _devices(profile.module_runs, module.name, runs),
+                        _mean([max(s) for s in steps]), _mean([min(s) for s in steps]), tuple(measured), tuple(missing))
 
 
-def _calls(runs: Iterable[ModuleRun], module: str, ops: list[OpRun]) -> int:
-    """How often the module ran on each device: its runs (or dispatches) on the busiest device."""
-    counts: dict[str, int] = {}
-    for run in runs:
-        if run.module == module:
-            counts[run.device] = counts.get(run.device, 0) + 1
-    return max(counts.values()) if counts else 1
+def _devices(runs: Iterable[ModuleRun], module: str, ops: dict[tuple[int, str], list[OpRun]]) -> int:
+    """How many devices ran the module: those its runs (or dispatches) name."""
+    named = {run.device for run in runs if run.module == module}
+    return len(named) or len({device for _, device in ops})
 
 
-def _step_times(runs: Iterable[ModuleRun], module: str, by_device: dict[str, list[OpRun]], calls: int) -> list[float]:
-    """Each device's time per call: its module runs' mean duration on an accelerator; on the
-    CPU, its top-level instructions' time (what its thread spent running the program)."""
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[int, str], list[OpRun]],
+                calls: list[int]) -> list[list[float]]:
+    """Each call's time on each device: an accelerator's module run; on the CPU, the time its
+    thread spent in the program's instructions."""
     timed: dict[str, list[float]] = {}
-    for run in runs:
+    for run in module_runs:
         if run.module == module and run.dur_us is not None:
-            timed.setdefault(run.device, []).append(run.dur_us)
+            timed.setdefault(run.device, []).append(run.dur_us * _US)
     if timed:
-        return [sum(durs) / len(durs) * _US for durs in timed.values()]
-    return [_busy_us(line) / calls * _US for line in by_device.values()]
+        count = min(len(durs) for durs in timed.values())
+        return [[durs[k] for durs in timed.values()] for k in range(count)]
+    return [[_busy_us(line) * _US for (c, _), line in runs.items() if c == call] for call in calls]
 
 
 def _busy_us(line: list[OpRun]) -> float:
@@ -200,26 +204,34 @@ def _busy_us(line: list[OpRun]) -> float:
     return total
 
 
-def _measured(collective: CompiledCollective, module: HloModule, by_device: dict[str, list[OpRun]],
-              calls: int) -> MeasuredCollective | None:
-    """One collective's times on every device that ran it."""
+def _measured(collective: CompiledCollective, module: HloModule, runs: dict[tuple[int, str], list[OpRun]],
+              calls: list[int]) -> MeasuredCollective | None:
+    """One collective's times: in each call, on its slowest device and its fastest."""
     start = collective.wrapper or collective.name
     done = _done_of(module, start)
-    per_device: dict[str, tuple[float, float, int]] = {}
-    for device, line in by_device.items():
-        windows = _windows(line, start, done)
-        if not windows:
-            continue
-        busy = sum(hi - lo for lo, hi in windows)
-        overlap = sum(_overlap(line, lo, hi, {start, done}) for lo, hi in windows)
-        per_device[device] = (busy, overlap, len(windows))
-    if not per_device:
+    slowest: list[tuple[float, float, int]] = []  # per call: busy, overlapped, runs, on its slowest device
+    fastest: list[float] = []
+    devices = 0
+    for call in calls:
+        per_device = []
+        for (c, _), line in runs.items():
+            windows = _windows(line, start, done) if c == call else []
+            if windows:
+                busy = sum(hi - lo for lo, hi in windows)
+                overlap = sum(_overlap(line, lo, hi, {start, done}) for lo, hi in windows)
+                per_device.append((busy, overlap, len(windows)))
+        if per_device:
+            slowest.append(max(per_device))
+            fastest.append(min(busy for busy, _, _ in per_device))
+            devices = max(devices, len(per_device))
+    if not slowest:
         return None
-    slowest = max(per_device, key=lambda d: per_device[d][0])
-    busy, overlap, runs = per_device[slowest]
+    count = len(calls)
+    busy = sum(b for b, _, _ in slowest)
+    executions = sum(n for _, _, n in slowest)
     return MeasuredCollective(
-        collective.name, runs / calls, len(per_device), busy / calls * _US,
-        min(v[0] for v in per_device.values()) / calls * _US, busy / runs * _US, overlap / calls * _US)
+        collective.name, executions / count, devices, busy / count * _US, sum(fastest) / count * _US,
+        busy / executions * _US, sum(o for _, o, _ in slowest) / count * _US)
 
 
 def _done_of(module: HloModule, start: str) -> str:
@@ -250,8 +262,8 @@ def _overlap(line: list[OpRun], lo: float, hi: float, own: set[str]) -> float:
     enclose the window (a loop around it) and are not the collective's own, counted once."""
     inside = [op for op in line if op.name not in own and op.end_us > lo and op.start_us < hi
               and not (op.start_us <= lo and op.end_us >= hi)]
-    clipped = [OpRun(op.device, op.module, op.program_id, op.name, max(op.start_us, lo), min(op.end_us, hi) - max(op.start_us, lo))
-               for op in inside]
+    clipped = [OpRun(op.device, op.module, op.program_id, op.call, op.name, max(op.start_us, lo),
+                     min(op.end_us, hi) - max(op.start_us, lo)) for op in inside]
     return _busy_us(sorted(clipped, key=lambda op: op.start_us))
 
 
