@@ -17,6 +17,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
+from _support import DEMOS
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.measured import profile_onto
 from shardscope.measure.profile_capture import capture
@@ -213,3 +214,29 @@ def test_every_measured_key_is_in_the_json_reference(tmp_path, shardscope_cli):
     measured = json.loads(shardscope_cli("check", path, "--profile", "--json").stdout)["programs"][0]["measured"]
     assert set(measured) - names == set()
     assert set(measured["collectives"][0]) - names == set()
+
+
+def test_report_profile_gives_each_plan_its_runs_per_call(shardscope_cli):
+    # the seed case on 2 devices, 32 examples each in chunks of 16: naive sums once per chunk (2),
+    # deferred once after the loop (1)
+    result = shardscope_cli("report", DEMOS / "linear.py", "--profile", "--json", "-r", "1", "--chunk-size", "16")
+    assert result.returncode == 0, result.stderr
+    variants = json.loads(result.stdout)["variants"]
+    assert variants["naive"]["measured"]["collectives"][0]["runs_per_call"] == 2
+    assert variants["deferred"]["measured"]["collectives"][0]["runs_per_call"] == 1
+    assert variants["naive"]["measured"]["devices"] == 2
+
+
+def test_sweep_profile_measures_each_point(shardscope_cli):
+    result = shardscope_cli("sweep", DEMOS / "linear.py", "--profile", "--json", "-r", "1", "--chunk-sizes", "8,16")
+    assert result.returncode == 0, result.stderr
+    points = {(p["plan"], p["chunk_size"]): p["measured"] for p in json.loads(result.stdout)["points"]}
+    # 32 examples per device: 4 chunks of 8, 2 of 16; the naive plan sums once per chunk
+    assert points[("naive", 8)]["collectives"][0]["runs_per_call"] == 4
+    assert points[("naive", 16)]["collectives"][0]["runs_per_call"] == 2
+    assert points[("deferred", 8)]["collectives"][0]["runs_per_call"] == 1
+
+
+def test_report_profile_dir_of_another_program_exits_2(shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--profile-dir", TPU_RUN, "-r", "1")
+    assert result.returncode == 2 and "jit_mlp_step" in result.stderr and "Traceback" not in result.stderr
