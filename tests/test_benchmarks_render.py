@@ -52,7 +52,8 @@ def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
 
     results = render.load(ROOT / "benchmarks" / "results")
     assert set(results) == {*render.NAMES, "layouts", "target_compile", "what_if_gain", "check_cost", "compiled_parse",
-                            "dispatch_steps", "compile_cache", "cache_writes", "step_estimate", "step_estimate_v5e", "check_at_scale"}
+                            "dispatch_steps", "compile_cache", "cache_writes", "step_estimate", "step_estimate_v5e", "check_at_scale",
+                            "profile_kinds"}
     before = _prose(render.render(results, {}, 240.0))
     after = _prose(render.render(_scaled(copy.deepcopy(results)), {}, 240.0))
     # pair the lines that read the same once their figures are masked (a verdict may flip)

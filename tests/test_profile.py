@@ -240,3 +240,8 @@ def test_sweep_profile_measures_each_point(shardscope_cli):
 def test_report_profile_dir_of_another_program_exits_2(shardscope_cli):
     result = shardscope_cli("report", DEMOS / "linear.py", "--profile-dir", TPU_RUN, "-r", "1")
     assert result.returncode == 2 and "jit_mlp_step" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_profile_and_profile_dir_together_are_one_message(tmp_path, shardscope_cli):
+    result = shardscope_cli("report", DEMOS / "linear.py", "--profile", "--profile-dir", tmp_path)
+    assert result.returncode == 2 and "give one of them" in result.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import (JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_profile_options,
-                                    add_target_option, positive)
+                                    add_target_option, check_profile_options, positive)
 from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
@@ -26,7 +26,6 @@ from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import checked_targets
 from shardscope.errors import SettingsError, report_error
-from shardscope.measure.profile_read import require_converter
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.sources.bundled import find_file
@@ -149,8 +148,7 @@ def check(options: CheckOptions) -> int:
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
-    if options.profile or options.profile_dir:
-        require_converter()  # the extra's one message, before JAX starts
+    check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal

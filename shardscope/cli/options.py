@@ -94,22 +94,29 @@ def add_profile_options(parser: argparse.ArgumentParser, directory: bool = True)
     """``--profile`` (run each program under JAX's profiler) and ``--profile-dir DIR`` (read a
     profile the user captured): the measured time of each collective beside its estimate.
     ``directory=False`` (sweep: many programs, none the user ran) adds ``--profile`` alone."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--profile", action="store_true",
+    parser.add_argument("--profile", action="store_true",
                        help="run each program under JAX's profiler (on the platform --on names) and show each "
                             "collective's measured time per step and per run, the compute it overlapped, and the "
                             "step's measured time (needs shardscope[profile])")
     if not directory:
         return
-    group.add_argument("--profile-dir", metavar="DIR",
+    parser.add_argument("--profile-dir", metavar="DIR",
                        help="put the profile of your own run on the plan: the plugins/profile/<run> folder "
                             "jax.profiler wrote (local or gs://, one .xplane.pb per host), or the folder given to "
                             "start_trace (needs shardscope[profile])")
 
 
 def require_profile_converter(options: DemoOptions) -> None:
-    """``--profile``/``--profile-dir`` without the profile extra: its one message, before JAX starts."""
-    if options.profile or options.profile_dir:
+    """``--profile``/``--profile-dir`` without the profile extra, or both: one message, before JAX starts."""
+    check_profile_options(options.profile, options.profile_dir)
+
+
+def check_profile_options(profile: bool, profile_dir: str | None) -> None:
+    """``--profile`` and ``--profile-dir`` together are refused; either needs XProf's converter."""
+    if profile and profile_dir:
+        raise SettingsError("--profile runs the programs under the profiler and --profile-dir reads a profile "
+                            "you captured: give one of them.", "drop --profile to read the profile in DIR")
+    if profile or profile_dir:
         require_converter()
 
 

@@ -175,7 +175,9 @@ def fetched(location: str, into: Path) -> Path:
     try:
         names = [n for n in fs.find(location) if n.endswith(SUFFIX)] if fs.isdir(location) else [location]
         for name in names:
-            fs.get(name, str(into / Path(name).parent.name / Path(name).name))
+            target = into / Path(name).parent.name / Path(name).name  # <run>/<host>.xplane.pb, as profile_files reads
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fs.get(name, str(target))
     except Exception as exc:  # gcsfs's own errors: credentials, a missing bucket
         raise ProfileError(f"Could not read {location}: {exc}", "check the path and your Google Cloud credentials") from exc
     return into
@@ -230,8 +232,8 @@ def _quiet_descriptor_2() -> Iterator[None]:
 
 
 def _trace_events(paths: list[str], location: str) -> list[dict]:
-    """The trace events of ``paths`` (every host merged), or a ProfileError for a file the
-    converter cannot read (truncated, not a profile)."""
+    """The trace events of ``paths`` (XProf's full trace viewer JSON: no event dropped), or a
+    ProfileError for a file the converter cannot read (truncated, not a profile)."""
     data = _convert(paths, "trace_viewer")
     try:
         events = json.loads(data)["traceEvents"] if data else None
