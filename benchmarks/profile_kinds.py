@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
+import sys
 
-from benchmarks.common import RESULTS
+from benchmarks.common import RESULTS, parse_args, write_result
 from shardscope.costmodel.chips import tpu_chip
 from shardscope.costmodel.roofline import estimate_step
 from shardscope.engine.hlo.text import parse
@@ -25,7 +25,6 @@ from shardscope.engine.hlo.work import module_work
 from shardscope.measure.profile_read import read_profile
 
 STORED = RESULTS / "profile_kinds_v5e"
-OUTPUT = RESULTS / "profile_kinds_v5e.json"
 
 
 def rows() -> list[dict]:
@@ -58,12 +57,15 @@ def rows() -> list[dict]:
     return out
 
 
-def main() -> None:
-    """Write ``results/profile_kinds_v5e.json``."""
+def main(argv: list[str] | None = None) -> int:
+    """Write ``results/profile_kinds_v5e.json`` (every mode reads the same stored profile: nothing runs)."""
+    args = parse_args(__doc__.splitlines()[0], argv)
     info = json.loads((STORED / "info.json").read_text())
-    OUTPUT.write_text(json.dumps({"device_kind": info["device_kind"], "jax": info["jax"], "rows": rows()}, indent=1))
-    print(f"wrote {OUTPUT}")
+    path = write_result("profile_kinds_v5e", args, {"device_kind": info["device_kind"], "jax": info["jax"],
+                                                     "rows": rows()})
+    print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,14 +19,15 @@ from benchmarks.common import ROOT, python
 BENCHMARKS = ("plans_at_scale", "tool_cost", "scaling", "app_start", "cross_process")
 """Run in this order: the headline first, the app (which may not be installed yet) last."""
 ALONE = ("layouts", "target_compile", "target_placements", "what_if_gain", "check_cost", "check_at_scale",
-         "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps", "step_estimate")
+         "compiled_parse", "compile_cache", "cache_writes", "dispatch_steps", "step_estimate", "profile_kinds")
 """Run alone (``python -m benchmarks.NAME``): too long for ``make bench``, or needing the tpu extra.
 Every module of both lists takes ``--smoke`` (its smallest cell, once), which the test suite runs."""
 HELPERS = ("common", "run", "bare_compile", "bare_linear", "bare_llama_target", "transformer_step", "unrolled_step",
-           "llama_model", "llama_step", "on_chip")
+           "llama_model", "llama_step", "on_chip", "profile_capture_tpu")
 """The modules of ``benchmarks/`` that are not benchmarks (besides ``render*``): what they share, the
 baselines and program files the benchmarks run, and ``on_chip`` (shardscope's commands on a real TPU
-VM; it needs a chip: ``tests/test_on_chip.py`` runs it where there is one)."""
+VM; it needs a chip: ``tests/test_on_chip.py`` runs it where there is one), ``profile_capture_tpu``
+(the profile ``profile_kinds`` reads, captured on a chip with jax and numpy alone)."""
 
 
 def main(argv: list[str] | None = None) -> int:

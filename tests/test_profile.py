@@ -23,7 +23,6 @@ from shardscope.engine.hlo.measured import profile_onto
 from shardscope.measure.profile_capture import capture
 from shardscope.measure.profile_read import ProfileError, read_profile, require_converter
 
-pytest.importorskip("xprof", reason="the profile extra (shardscope[profile]) is not installed")
 
 FIXTURE = Path(__file__).parent / "fixtures" / "profiles" / "tpu_v5e"
 TPU_RUN = next((FIXTURE / "plugins" / "profile").iterdir())

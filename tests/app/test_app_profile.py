@@ -15,7 +15,6 @@ from view_support import run_view
 
 from shardscope.app.views import HloView
 
-pytest.importorskip("xprof", reason="the profile extra (shardscope[profile]) is not installed")
 
 
 @pytest.fixture(scope="module")
