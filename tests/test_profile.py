@@ -244,3 +244,12 @@ def test_report_profile_dir_of_another_program_exits_2(shardscope_cli):
 def test_profile_and_profile_dir_together_are_one_message(tmp_path, shardscope_cli):
     result = shardscope_cli("report", DEMOS / "linear.py", "--profile", "--profile-dir", tmp_path)
     assert result.returncode == 2 and "give one of them" in result.stderr
+
+
+def test_check_profile_of_a_demo_measures_each_plan(shardscope_cli):
+    # the seed case's own mesh: 2 devices, 2 chunks each; naive sums once per chunk, deferred once
+    result = shardscope_cli("check", DEMOS / "linear.py", "--profile", "--json")
+    assert result.returncode == 1, result.stderr
+    measured = {p["function"]: p["measured"] for p in json.loads(result.stdout)["programs"]}
+    assert measured["linear[naive]"]["collectives"][0]["runs_per_call"] == 2
+    assert measured["linear[deferred]"]["collectives"][0]["runs_per_call"] == 1

@@ -227,7 +227,7 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
 def _profiled(compiled: dict[str, jax.stages.Compiled], args: tuple) -> dict[str, MeasuredPlan]:
     """Each plan of one chunk size run under JAX's profiler, its compiled plan's times."""
     profiles = profile_each({name: functools.partial(fn, *args) for name, fn in compiled.items()})
-    return {name: profile_onto(compiled_plan(fn.as_text()), profiles[name]) for name, fn in compiled.items()}
+    return {name: profile_onto(compiled_plan(fn.as_text() or ""), profiles[name]) for name, fn in compiled.items()}
 
 
 def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:

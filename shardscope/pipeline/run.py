@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Collection, Callable
+from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
@@ -229,7 +229,7 @@ def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[
     return traced, unavailable
 
 
-def _profile(workload: Workload, calls: dict[str, Callable[[], Any]], eager: Collection[str],
+def _profile(workload: Workload, calls: Mapping[str, Callable[[], Any]], eager: Collection[str],
              report: Progress) -> dict[str, Profile] | None:
     """The settings' profile of each program: each one run under JAX's profiler (``--profile``),
     or the one at ``--profile-dir`` for every one; None without either. A step of dispatches is
@@ -255,7 +255,7 @@ class _Measured:
     per_program: dict[str, dict[str, Any]] = field(default_factory=dict)
     reference: ReferenceResult | None = None
     checks: tuple["GradientCheck", ...] = ()
-    calls: dict[str, Callable[[], Any]] = field(default_factory=dict)  # each program on its placed arguments
+    calls: Mapping[str, Callable[[], Any]] = field(default_factory=dict)  # each program on its placed arguments
 
 
 def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:

@@ -19,6 +19,7 @@ modules it holds.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -268,17 +269,27 @@ def _overlap(line: list[OpRun], lo: float, hi: float, own: set[str]) -> float:
 
 
 def _stats_of(plan: CompiledPlan, stats: Iterable[HloStat]) -> dict[str, HloStat]:
-    """hlo_stats rows of the plan's collectives, found by op_name and source line."""
-    rows = [row for row in stats if "all-" in row.name or "collective" in row.name or "reduce-scatter" in row.name
-            or row.category.lower().startswith(("all-", "collective", "reduce-scatter", "async"))]
+    """hlo_stats rows of the plan's collectives, found by op_name and source line (``file.py:14``)."""
+    rows = [row for row in stats if _COLLECTIVE_ROW.search(row.name) or _COLLECTIVE_ROW.search(row.category)]
     found = {}
     for collective in plan.collectives:
+        line = _file_line(collective.source)
         for row in rows:
-            if collective.op_name and row.op_name == collective.op_name and (
-                    not collective.source or not row.source or row.source.endswith(collective.source.rpartition("/")[2])):
+            if collective.op_name and row.op_name == collective.op_name and (not line or not row.source
+                                                                             or row.source == line):
                 found[collective.name] = row
                 break
     return found
+
+
+_COLLECTIVE_ROW = re.compile(r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective")
+_FILE_LINE = re.compile(r"([^/\s(]+\.py:\d+)")
+
+
+def _file_line(source: str) -> str:
+    """``prog.py:14`` from a collective's source (``prog.py:14 (step)``), "" when it has none."""
+    found = _FILE_LINE.search(source)
+    return found.group(1) if found else ""
 
 
 def _by_op_names(plan: CompiledPlan, module: HloModule, profile: Profile, stats: dict[str, HloStat]) -> MeasuredPlan:
