@@ -253,3 +253,23 @@ def test_check_profile_of_a_demo_measures_each_plan(shardscope_cli):
     measured = {p["function"]: p["measured"] for p in json.loads(result.stdout)["programs"]}
     assert measured["linear[naive]"]["collectives"][0]["runs_per_call"] == 2
     assert measured["linear[deferred]"]["collectives"][0]["runs_per_call"] == 1
+
+
+def test_an_async_pair_on_the_chip_is_timed_from_its_start_to_its_done_with_the_compute_between():
+    # on one chip no collective runs, but the TPU's async copies are start/done pairs as its
+    # async collectives are: copy-start.3 ... copy-done.3 in the entry, with instructions the
+    # schedule (the module is printed in its scheduled order) puts between them
+    from shardscope.engine.hlo.measured import profile_instruction
+    from shardscope.engine.hlo.text import parse
+
+    text = (FIXTURE / "mlp_step.hlo.txt").read_text()
+    entry = [line.split("=")[0].strip().removeprefix("ROOT ").lstrip("%")
+             for line in text[text.index("\nENTRY"):].splitlines()[1:] if " = " in line]
+    between = entry[entry.index("copy-start.3") + 1: entry.index("copy-done.3")]
+    profile = read_profile(TPU_RUN)
+    assert set(between) & {op.name for op in profile.ops}  # some of them ran on the chip
+    measured = profile_instruction(parse(text), profile, "copy-start.3")
+    start_alone = sum(op.dur_us for op in profile.ops if op.name == "copy-start.3") / TPU_CALLS * 1e-6
+    assert measured.runs_per_call == 1 and measured.devices == 1
+    assert measured.per_step_s > start_alone  # the window reaches the end of copy-done.3
+    assert 0 < measured.overlapped_s <= measured.per_step_s

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
+from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.text import HloModule
 from shardscope.measure.profile_read import HloStat, ModuleRun, OpRun, Profile, ProfileError
 
@@ -122,6 +122,25 @@ def profile_onto(plan: CompiledPlan, profile: Profile) -> MeasuredPlan:
                        "profile the same program with the same JAX, flags and mesh, or pass the profile of this run")
 
 
+def profile_instruction(module: HloModule, profile: Profile, name: str) -> MeasuredCollective | None:
+    """Any instruction of ``module`` measured as a collective is (an async ``-start`` from its
+    start to the end of its done, the compute in between as overlapped); None when it never ran."""
+    names = {inst.name for inst in module.instructions()}
+    runs = _runs_by_call(_module_ops(profile, module, names))
+    return _measured(name, name, module, runs, sorted({call for call, _ in runs}))
+
+
+def _runs_by_call(ops: list[OpRun]) -> dict[tuple[int, str], list[OpRun]]:
+    """Each device's instruction runs in each call of the module, in time order."""
+    runs: dict[tuple[int, str], list[OpRun]] = {}
+    for op in ops:
+        if op.call >= 0:
+            runs.setdefault((op.call, op.device), []).append(op)
+    for line in runs.values():
+        line.sort(key=lambda op: op.start_us)
+    return runs
+
+
 def _module_ops(profile: Profile, module: HloModule, names: set[str]) -> list[OpRun]:
     """The profile's instruction runs of ``module``: those of the modules of its name (an
     accelerator's program ids apart) whose instructions are all the module's own."""
@@ -149,17 +168,12 @@ def _is_the_module(ops: list[OpRun], ran: list[OpRun], profile: Profile) -> bool
 def _by_names(plan: CompiledPlan, module: HloModule, profile: Profile, ops: list[OpRun],
               names: set[str]) -> MeasuredPlan:
     """The plan measured from its instructions' runs: call by call, device by device."""
-    runs: dict[tuple[int, str], list[OpRun]] = {}
-    for op in ops:
-        if op.call >= 0:
-            runs.setdefault((op.call, op.device), []).append(op)
-    for line in runs.values():
-        line.sort(key=lambda op: op.start_us)
+    runs = _runs_by_call(ops)
     calls = sorted({call for call, _ in runs})
     steps = _step_times(profile.module_runs, module.name, runs, calls)
     measured, missing = [], []
     for collective in plan.collectives:
-        found = _measured(collective, module, runs, calls)
+        found = _measured(collective.name, collective.wrapper or collective.name, module, runs, calls)
         if found is None:
             missing.append(collective.name)
         else:
@@ -205,10 +219,10 @@ def _busy_us(line: list[OpRun]) -> float:
     return total
 
 
-def _measured(collective: CompiledCollective, module: HloModule, runs: dict[tuple[int, str], list[OpRun]],
+def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, str], list[OpRun]],
               calls: list[int]) -> MeasuredCollective | None:
-    """One collective's times: in each call, on its slowest device and its fastest."""
-    start = collective.wrapper or collective.name
+    """One instruction's times (``start``: it, or the async start that wraps it; its done found in
+    the module): in each call, on its slowest device and its fastest."""
     done = _done_of(module, start)
     slowest: list[tuple[float, float, int]] = []  # per call: busy, overlapped, runs, on its slowest device
     fastest: list[float] = []
@@ -231,7 +245,7 @@ def _measured(collective: CompiledCollective, module: HloModule, runs: dict[tupl
     busy = sum(b for b, _, _ in slowest)
     executions = sum(n for _, _, n in slowest)
     return MeasuredCollective(
-        collective.name, executions / count, devices, busy / count * _US, sum(fastest) / count * _US,
+        name, executions / count, devices, busy / count * _US, sum(fastest) / count * _US,
         busy / executions * _US, sum(o for _, o, _ in slowest) / count * _US)
 
 
