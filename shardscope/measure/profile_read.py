@@ -379,17 +379,21 @@ def _read_cpu(timeline: _Timeline, process: str, thread: str, line: list[dict]) 
 
 def _placed_in_runs(ops: list[OpRun], runs: list[ModuleRun]) -> list[OpRun]:
     """Each accelerator op given the module run that holds it on its device (ops outside every run dropped)."""
-    by_device: dict[str, list[ModuleRun]] = {}
-    for run in runs:
+    by_device: dict[str, list[tuple[ModuleRun, int]]] = {}  # each run, with its call (the module's runs before it)
+    counts: dict[tuple[str, str], int] = {}
+    for run in sorted(runs, key=lambda r: r.start_us):
         if run.dur_us is not None:
-            by_device.setdefault(run.device, []).append(run)
+            key = (run.device, run.module)
+            by_device.setdefault(run.device, []).append((run, counts.get(key, 0)))
+            counts[key] = counts.get(key, 0) + 1
+    starts = {device: [run.start_us for run, _ in held] for device, held in by_device.items()}
     placed = []
     for op in ops:
-        found = next(((k, r) for k, r in enumerate(by_device.get(op.device, ()))
-                      if r.start_us <= op.start_us <= r.start_us + (r.dur_us or 0.0)), None)
-        if found is not None:
-            k, holder = found
-            call = sum(1 for r in by_device[op.device][:k] if r.module == holder.module)
+        k = bisect.bisect_right(starts.get(op.device, []), op.start_us) - 1
+        if k < 0:
+            continue
+        holder, call = by_device[op.device][k]
+        if op.start_us <= holder.start_us + (holder.dur_us or 0.0):
             placed.append(OpRun(op.device, holder.module, holder.program_id, call, op.name, op.start_us, op.dur_us))
     return placed
 

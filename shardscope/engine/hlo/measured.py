@@ -19,6 +19,7 @@ modules it holds.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Iterable
@@ -130,15 +131,33 @@ def profile_instruction(module: HloModule, profile: Profile, name: str) -> Measu
     return _measured(name, name, module, runs, sorted({call for call, _ in runs}))
 
 
-def _runs_by_call(ops: list[OpRun]) -> dict[tuple[int, str], list[OpRun]]:
-    """Each device's instruction runs in each call of the module, in time order."""
+class _Line:
+    """One device's instruction runs in one call, in time order, indexed by name and start (a
+    slice's profile holds millions: each collective looks up its own runs and its window's)."""
+
+    def __init__(self, ops: list[OpRun]) -> None:
+        self.ops = sorted(ops, key=lambda op: op.start_us)
+        self.starts = [op.start_us for op in self.ops]
+        self.longest = max((op.dur_us for op in self.ops), default=0.0)
+        self.by_name: dict[str, list[OpRun]] = {}
+        for op in self.ops:
+            self.by_name.setdefault(op.name, []).append(op)
+
+    def within(self, lo: float, hi: float) -> list[OpRun]:
+        """The runs that may overlap ``(lo, hi)``: those that start before ``hi`` and not longer
+        before ``lo`` than the longest run lasts."""
+        first = bisect.bisect_left(self.starts, lo - self.longest)
+        last = bisect.bisect_left(self.starts, hi)
+        return self.ops[first:last]
+
+
+def _runs_by_call(ops: list[OpRun]) -> dict[tuple[int, str], _Line]:
+    """Each device's instruction runs in each call of the module."""
     runs: dict[tuple[int, str], list[OpRun]] = {}
     for op in ops:
         if op.call >= 0:
             runs.setdefault((op.call, op.device), []).append(op)
-    for line in runs.values():
-        line.sort(key=lambda op: op.start_us)
-    return runs
+    return {key: _Line(line) for key, line in runs.items()}
 
 
 def _module_ops(profile: Profile, module: HloModule, names: set[str]) -> list[OpRun]:
@@ -182,7 +201,7 @@ def _by_names(plan: CompiledPlan, module: HloModule, profile: Profile, ops: list
                         _mean([max(s) for s in steps]), _mean([min(s) for s in steps]), tuple(measured), tuple(missing))
 
 
-def _devices(runs: Iterable[ModuleRun], module: str, ops: dict[tuple[int, str], list[OpRun]]) -> int:
+def _devices(runs: Iterable[ModuleRun], module: str, ops: dict[tuple[int, str], _Line]) -> int:
     """How many devices ran the module: those its runs (or dispatches) name."""
     named = {run.device for run in runs if run.module == module}
     return len(named) or len({device for _, device in ops})
@@ -192,7 +211,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[int, str], list[OpRun]],
+def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[int, str], _Line],
                 calls: list[int]) -> list[list[float]]:
     """Each call's time on each device: an accelerator's module run; on the CPU, the time its
     thread spent in the program's instructions."""
@@ -203,7 +222,7 @@ def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[
     if timed:
         count = min(len(durs) for durs in timed.values())
         return [[durs[k] for durs in timed.values()] for k in range(count)]
-    return [[_busy_us(line) * _US for (c, _), line in runs.items() if c == call] for call in calls]
+    return [[_busy_us(line.ops) * _US for (c, _), line in runs.items() if c == call] for call in calls]
 
 
 def _busy_us(line: list[OpRun]) -> float:
@@ -219,7 +238,7 @@ def _busy_us(line: list[OpRun]) -> float:
     return total
 
 
-def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, str], list[OpRun]],
+def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, str], _Line],
               calls: list[int]) -> MeasuredCollective | None:
     """One instruction's times (``start``: it, or the async start that wraps it; its done found in
     the module): in each call, on its slowest device and its fastest."""
@@ -227,10 +246,13 @@ def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, st
     slowest: list[tuple[float, float, int]] = []  # per call: busy, overlapped, runs, on its slowest device
     fastest: list[float] = []
     devices = 0
+    by_call: dict[int, list[_Line]] = {}
+    for (c, _), line in runs.items():
+        by_call.setdefault(c, []).append(line)
     for call in calls:
         per_device = []
-        for (c, _), line in runs.items():
-            windows = _windows(line, start, done) if c == call else []
+        for line in by_call.get(call, ()):
+            windows = _windows(line, start, done)
             if windows:
                 busy = sum(hi - lo for lo, hi in windows)
                 overlap = sum(_overlap(line, lo, hi, {start, done}) for lo, hi in windows)
@@ -257,25 +279,27 @@ def _done_of(module: HloModule, start: str) -> str:
     return ""
 
 
-def _windows(line: list[OpRun], start: str, done: str) -> list[tuple[float, float]]:
-    """Each run of the collective on one device: from its start's beginning to its done's end."""
-    starts = [op for op in line if op.name == start]
+def _windows(line: _Line, start: str, done: str) -> list[tuple[float, float]]:
+    """Each run of the collective on one device: from its start's beginning to its done's end
+    (each start paired with the first done after it)."""
+    starts = line.by_name.get(start, [])
     if not done:
         return [(op.start_us, op.end_us) for op in starts]
-    dones = [op for op in line if op.name == done]
-    windows = []
+    dones = line.by_name.get(done, [])
+    windows, k = [], 0
     for begin in starts:
-        end = next((op for op in dones if op.start_us >= begin.start_us), None)
-        if end is not None:
-            dones.remove(end)
-            windows.append((begin.start_us, end.end_us))
+        while k < len(dones) and dones[k].start_us < begin.start_us:
+            k += 1
+        if k < len(dones):
+            windows.append((begin.start_us, dones[k].end_us))
+            k += 1
     return windows
 
 
-def _overlap(line: list[OpRun], lo: float, hi: float, own: set[str]) -> float:
+def _overlap(line: _Line, lo: float, hi: float, own: set[str]) -> float:
     """The time in ``(lo, hi)`` that other instructions ran on the device: events that do not
     enclose the window (a loop around it) and are not the collective's own, counted once."""
-    inside = [op for op in line if op.name not in own and op.end_us > lo and op.start_us < hi
+    inside = [op for op in line.within(lo, hi) if op.name not in own and op.end_us > lo and op.start_us < hi
               and not (op.start_us <= lo and op.end_us >= hi)]
     clipped = [OpRun(op.device, op.module, op.program_id, op.call, op.name, max(op.start_us, lo),
                      min(op.end_us, hi) - max(op.start_us, lo)) for op in inside]
