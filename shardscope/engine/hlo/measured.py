@@ -14,7 +14,10 @@ When the module's name is not in the profile, or its instruction names are not t
 the collectives are found by their ``op_name`` and source line in XProf's ``hlo_stats``
 (accelerators only): the total time and occurrences, no spread nor overlap. A profile of
 another program raises a :class:`~shardscope.measure.profile_read.ProfileError` naming the
-modules it holds.
+modules it holds. :func:`profile_instruction` measures any one instruction the same way.
+
+A plan read from module text (``check``'s, or one a dump of XLA's gives) is measured alike:
+``profile_onto(plan, read_profile(DIR))``.
 """
 
 from __future__ import annotations
