@@ -15,8 +15,10 @@ Two timelines are read (checked on XLA:CPU and a TPU v5e chip, JAX 0.10.2; GPU u
   dispatches device 3's run, which runs on a thread of the client's pool, not always the one
   that dispatched it nor the same one every call. An event belongs to the module dispatched last
   before it and to the call whose dispatch came last (calls waited on one by one, as
-  ``--profile`` runs them); in one call, each thread's events are one device's run
-  (``cpu thread 0`` ...): the thread is the device for that call only.
+  ``--profile`` runs them). In one call a thread's events are mostly one device's run
+  (``cpu thread 0`` ...), but a thread can also take another device's run while the first waits
+  at a rendezvous: counts per call are exact, per thread they are not (the mapping reads each
+  thread's mean run time).
 
 ``hlo_stats`` (accelerators only; empty on the CPU) adds, per instruction, its framework
 ``op_name``, occurrences and self time, what bounds it: the fallback when names differ and the
@@ -58,8 +60,8 @@ class ProfileError(ShardscopeError):
 
 @dataclass(frozen=True)
 class OpRun:
-    """One run of one instruction: on ``device`` (on XLA:CPU, the client's thread that ran one
-    simulated device's program in that call), in the module's ``call``-th run (0 first);
+    """One run of one instruction: on ``device`` (on XLA:CPU, the client's thread that ran it,
+    mostly one simulated device's program in that call), in the module's ``call``-th run (0 first);
     ``start_us``/``dur_us`` its place on the timeline, in microseconds."""
 
     device: str

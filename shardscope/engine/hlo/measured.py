@@ -131,7 +131,8 @@ def profile_instruction(module: HloModule, profile: Profile, name: str) -> Measu
     start to the end of its done, the compute in between as overlapped); None when it never ran."""
     names = {inst.name for inst in module.instructions()}
     runs = _runs_by_call(_module_ops(profile, module, names))
-    return _measured(name, name, module, runs, sorted({call for call, _ in runs}))
+    return _measured(name, name, module, runs, sorted({call for call, _ in runs}),
+                     _devices(profile.module_runs, module.name, runs))
 
 
 class _Line:
@@ -192,15 +193,16 @@ def _by_names(plan: CompiledPlan, module: HloModule, profile: Profile, ops: list
     """The plan measured from its instructions' runs: call by call, device by device."""
     runs = _runs_by_call(ops)
     calls = sorted({call for call, _ in runs})
-    steps = _step_times(profile.module_runs, module.name, runs, calls)
+    devices = _devices(profile.module_runs, module.name, runs)
+    steps = _step_times(profile.module_runs, module.name, runs, calls, devices)
     measured, missing = [], []
     for collective in plan.collectives:
-        found = _measured(collective.name, collective.wrapper or collective.name, module, runs, calls)
+        found = _measured(collective.name, collective.wrapper or collective.name, module, runs, calls, devices)
         if found is None:
             missing.append(collective.name)
         else:
             measured.append(found)
-    return MeasuredPlan(module.name, profile.source, len(calls), _devices(profile.module_runs, module.name, runs),
+    return MeasuredPlan(module.name, profile.source, len(calls), devices,
                         _mean([max(s) for s in steps]), _mean([min(s) for s in steps]), tuple(measured), tuple(missing))
 
 
@@ -215,9 +217,10 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[int, str], _Line],
-                calls: list[int]) -> list[list[float]]:
+                calls: list[int], devices: int) -> list[list[float]]:
     """Each call's time on each device: an accelerator's module run; on the CPU, the time its
-    thread spent in the program's instructions."""
+    thread spent in the program's instructions, over the devices' runs it hosted (its share of
+    the call's instruction runs)."""
     timed: dict[str, list[float]] = {}
     for run in module_runs:
         if run.module == module and run.dur_us is not None:
@@ -225,7 +228,12 @@ def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[
     if timed:
         count = min(len(durs) for durs in timed.values())
         return [[durs[k] for durs in timed.values()] for k in range(count)]
-    return [[_busy_us(line.ops) * _US for (c, _), line in runs.items() if c == call] for call in calls]
+    steps = []
+    for call in calls:
+        lines = [line for (c, _), line in runs.items() if c == call]
+        per_device = sum(len(line.ops) for line in lines) / max(devices, 1)
+        steps.append([_busy_us(line.ops) / max(1, round(len(line.ops) / per_device)) * _US for line in lines])
+    return steps
 
 
 def _busy_us(line: list[OpRun]) -> float:
@@ -242,36 +250,50 @@ def _busy_us(line: list[OpRun]) -> float:
 
 
 def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, str], _Line],
-              calls: list[int]) -> MeasuredCollective | None:
+              calls: list[int], devices: int) -> MeasuredCollective | None:
     """One instruction's times (``start``: it, or the async start that wraps it; its done found in
-    the module): in each call, on its slowest device and its fastest."""
+    the module): in each call, on its slowest device and its fastest.
+
+    Its runs per call are every run in the call over the ``devices`` that ran the module. A
+    device's time in a call is its mean run times those runs: on XLA:CPU a thread of the pool
+    can host two devices' runs in one call (one waits at a rendezvous while the other runs), and
+    its per-run mean is still one device's.
+    """
     done = _done_of(module, start)
-    slowest: list[tuple[float, float, int]] = []  # per call: busy, overlapped, runs, on its slowest device
-    fastest: list[float] = []
-    devices = 0
     by_call: dict[int, list[_Line]] = {}
     for (c, _), line in runs.items():
         by_call.setdefault(c, []).append(line)
+    slowest: list[float] = []  # per call, the slowest device's time in it; its overlapped time; the fastest's
+    overlapped: list[float] = []
+    fastest: list[float] = []
+    executions = 0
+    lanes = 0
     for call in calls:
-        per_device = []
+        per_lane = []
         for line in by_call.get(call, ()):
             windows = _windows(line, start, done)
             if windows:
                 busy = sum(hi - lo for lo, hi in windows)
                 overlap = sum(_overlap(line, lo, hi, {start, done}) for lo, hi in windows)
-                per_device.append((busy, overlap, len(windows)))
-        if per_device:
-            slowest.append(max(per_device))
-            fastest.append(min(busy for busy, _, _ in per_device))
-            devices = max(devices, len(per_device))
+                per_lane.append((busy / len(windows), overlap / len(windows), len(windows)))
+        if not per_lane:
+            continue
+        total = sum(n for _, _, n in per_lane)
+        per_device = total / max(devices, 1)
+        worst = max(per_lane)
+        slowest.append(worst[0] * per_device)
+        overlapped.append(worst[1] * per_device)
+        fastest.append(min(mean for mean, _, _ in per_lane) * per_device)
+        executions += total
+        lanes = max(lanes, len(per_lane))
     if not slowest:
         return None
     count = len(calls)
-    busy = sum(b for b, _, _ in slowest)
-    executions = sum(n for _, _, n in slowest)
+    runs_per_call = executions / count / max(devices, 1)
+    per_step = sum(slowest) / count
     return MeasuredCollective(
-        name, executions / count, devices, busy / count * _US, sum(fastest) / count * _US,
-        busy / executions * _US, sum(o for _, o, _ in slowest) / count * _US)
+        name, runs_per_call, devices or lanes, per_step * _US, sum(fastest) / count * _US,
+        per_step / runs_per_call * _US, sum(overlapped) / count * _US)
 
 
 def _done_of(module: HloModule, start: str) -> str:
