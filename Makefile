@@ -13,7 +13,7 @@ TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu,gpu)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,docs$(TPU_EXTRA)]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs,profile$(TPU_EXTRA)]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -51,7 +51,7 @@ $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test$(TPU_EXTRA)]' jax
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile$(TPU_EXTRA)]' jax
 	@touch $(NEWEST_STAMP)
 
 test-newest: $(NEWEST_STAMP)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_target_option, positive
+from shardscope.cli.options import (JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_profile_options,
+                                    add_target_option, check_profile_options, positive)
 from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
@@ -76,6 +77,7 @@ def register(add_parser: AddParser) -> None:
                              "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, of the "
                              "step estimate's serialized upper bound, which overlap may undercut; it needs a step "
                              "estimate); the default fails on every finding")
+    add_profile_options(parser)
     add_cache_option(parser)
     add_debug_option(parser)
     parser.set_defaults(run=run)
@@ -99,6 +101,8 @@ class CheckOptions:
     debug: bool = False
     github: bool = False
     min_saving: str | None = None
+    profile: bool = False
+    profile_dir: str | None = None
     xla_dump: Path | None = None
 
     @classmethod
@@ -113,7 +117,7 @@ class CheckOptions:
         _refuse_with_dump(args)
         return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
                    args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving,
-                   xla_dump=args.xla_dump)
+                   args.profile, args.profile_dir, xla_dump=args.xla_dump)
 
     def saving_threshold(self) -> MinSaving | None:
         """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
@@ -160,6 +164,7 @@ def check(options: CheckOptions) -> int:
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
+    check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
@@ -175,6 +180,7 @@ def check(options: CheckOptions) -> int:
         checked = check_file(path, options.function, options.devices, targets)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+        inspections = _measured(inspections, options)
     status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
@@ -190,8 +196,9 @@ def check_dump(options: CheckOptions) -> int:
     from shardscope.pipeline.check import exit_code
     from shardscope.pipeline.xla_dump import dump_check
 
+    check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
     checked = dump_check(options.xla_dump, options.function)
-    inspections = checked.inspections  # a profile of the same run (--profile-dir) maps onto these plans
+    inspections = _measured(checked.inspections, options)  # the same run's profile, on the run's own plan
     status = exit_code(inspections, checked.failed)
     _print_outcome(options, options.xla_dump, checked, inspections, None, None, ())
     return status
@@ -233,12 +240,24 @@ def _refuse_with_dump(args: argparse.Namespace) -> None:
                                               ("--devices", args.devices is not None),
                                               ("--min-saving", args.min_saving is not None),
                                               ("--project", args.project is not None), ("--link", args.link is not None),
-                                              ("--on", getattr(args, "on", None) is not None)) if given]
+                                              ("--on", getattr(args, "on", None) is not None),
+                                              ("--profile", getattr(args, "profile", False))) if given]
     if needs_program:
         raise SettingsError(f"--xla-dump reads a module a run already compiled; {', '.join(needs_program)} "
                             f"compile{'s' if len(needs_program) == 1 else ''} or run{'s' if len(needs_program) == 1 else ''} "
                             "the program here.", f"shardscope check --xla-dump {args.xla_dump} without "
                                                  f"{', '.join(needs_program)}")
+
+
+def _measured(inspections: list[Inspection], options: CheckOptions) -> list[Inspection]:
+    """The inspections with a profile's times on their plans (``--profile``, ``--profile-dir``)."""
+    from shardscope.pipeline.profiled import measured_by_profiler, measured_from_dir  # imports JAX, as above
+
+    if options.profile_dir:
+        return measured_from_dir(inspections, options.profile_dir)
+    if options.profile:
+        return measured_by_profiler(inspections)
+    return inspections
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from shardscope.cli.options import DemoOptions, add_demo_options, add_on_option, positive
+from shardscope.cli.options import (DemoOptions, add_demo_options, add_on_option, add_profile_options, positive,
+                                    require_profile_converter)
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.registry import checked_targets
@@ -47,6 +48,7 @@ def register(add_parser: AddParser) -> None:
                         help="a program file: open with each program's verified what-if rewrite beside it "
                              "(as the key w does)")
     add_on_option(parser)
+    add_profile_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -73,6 +75,7 @@ class ExplorerOptions:
         over the cap is refused here, before JAX starts."""
         # a target's form and size, and libtpu, are checked now; whether libtpu knows it, in the app's first run
         targets = tuple(target.text() for target in checked_targets(() if self.target is None else (self.target,)))
+        require_profile_converter(self.demo)  # the extra's one message, before the app opens
         settings = self.demo.settings().with_(what_if=self.what_if, targets=targets)
         max_devices = max(self.max_devices, settings.mesh.devices)
         check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now

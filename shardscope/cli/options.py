@@ -16,6 +16,7 @@ from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.plans.mesh import Mesh, parse_axes
 from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
 from shardscope.sources.bundled import SEED_DEMO, find_file
+from shardscope.measure.profile_read import require_converter
 from shardscope.targets.platforms import ON_PLATFORMS
 
 FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
@@ -87,6 +88,36 @@ ON_HELP = ("where the programs run and are timed: cpu (simulated CPU devices; th
 def add_on_option(parser: argparse.ArgumentParser) -> None:
     """``--on cpu|tpu|gpu``: the platform JAX runs the programs on (the CLI records it before JAX starts)."""
     parser.add_argument("--on", choices=ON_PLATFORMS, metavar="{" + ",".join(ON_PLATFORMS) + "}", help=ON_HELP)
+
+
+def add_profile_options(parser: argparse.ArgumentParser, directory: bool = True) -> None:
+    """``--profile`` (run each program under JAX's profiler) and ``--profile-dir DIR`` (read a
+    profile the user captured): the measured time of each collective beside its estimate.
+    ``directory=False`` (sweep: many programs, none the user ran) adds ``--profile`` alone."""
+    parser.add_argument("--profile", action="store_true",
+                       help="run each program under JAX's profiler (on the platform --on names) and show each "
+                            "collective's measured time per step and per run, the compute it overlapped, and the "
+                            "step's measured time (needs shardscope[profile])")
+    if not directory:
+        return
+    parser.add_argument("--profile-dir", metavar="DIR",
+                       help="put the profile of your own run on the plan: the plugins/profile/<run> folder "
+                            "jax.profiler wrote (local or gs://, one .xplane.pb per host), or the folder given to "
+                            "start_trace (needs shardscope[profile])")
+
+
+def require_profile_converter(options: DemoOptions) -> None:
+    """``--profile``/``--profile-dir`` without the profile extra, or both: one message, before JAX starts."""
+    check_profile_options(options.profile, options.profile_dir)
+
+
+def check_profile_options(profile: bool, profile_dir: str | None) -> None:
+    """``--profile`` and ``--profile-dir`` together are refused; either needs XProf's converter."""
+    if profile and profile_dir:
+        raise SettingsError("--profile runs the programs under the profiler and --profile-dir reads a profile "
+                            "you captured: give one of them.", "drop --profile to read the profile in DIR")
+    if profile or profile_dir:
+        require_converter()
 
 
 def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> None:
@@ -174,12 +205,16 @@ class DemoOptions:
     batch_axes: tuple[str, ...] | None
     chunk_size: int | None
     repeats: int
+    profile: bool = False
+    profile_dir: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoOptions:
-        """The options as parsed by a subparser that :func:`add_demo_options` set up."""
+        """The options as parsed by a subparser that :func:`add_demo_options` set up (and
+        :func:`add_profile_options`, on the commands that have it)."""
         return cls(file=args.file, function=args.function, devices=args.devices, axis=args.axis, mesh=args.mesh,
-                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats)
+                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats,
+                   profile=getattr(args, "profile", False), profile_dir=getattr(args, "profile_dir", None))
 
     def settings(self) -> Settings:
         """The :class:`Settings` the options describe (FILE may name a shipped demo).
@@ -198,6 +233,8 @@ class DemoOptions:
             mesh=self.mesh if self.mesh is not None else Mesh.one_axis(axis, devices),
             batch_axes=self.batch_axes,
             demo_mesh=self.mesh is None and self.devices is None and self.axis is None,
+            profile=self.profile,
+            profile_dir=self.profile_dir,
         )
 
 

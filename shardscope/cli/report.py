@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
 from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_on_option, add_process_options,
-                                    add_target_option, refuse_on_across_processes,
-                                    process_options, refuse_targets_across_processes)
+                                    add_profile_options, add_target_option, process_options, refuse_on_across_processes,
+                                    refuse_targets_across_processes, require_profile_converter)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
 from shardscope.costmodel.projection import project, project_targets
@@ -39,6 +39,7 @@ def register(add_parser: AddParser) -> None:
                              "(alone, it implies --project link)")
     add_target_option(parser)
     add_on_option(parser)
+    add_profile_options(parser)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -73,6 +74,7 @@ def report(options: ReportOptions) -> int:
     from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
+    require_profile_converter(options.demo)  # the extra's one message, before JAX starts
     target = projection_target(options.project, options.link)  # fails before JAX starts
     slices = checked_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     refuse_targets_across_processes(slices, options.processes)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
 from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_on_option, add_process_options,
-                                    add_target_option, refuse_on_across_processes,
-                                    process_options, refuse_targets_across_processes)
+                                    add_profile_options, add_target_option, process_options, refuse_on_across_processes,
+                                    refuse_targets_across_processes, require_profile_converter)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import parse_chunk_sizes, run_sweep
@@ -39,6 +39,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_target_option(parser)
     add_on_option(parser)
+    add_profile_options(parser, directory=False)
     add_process_options(parser)
     parser.set_defaults(run=run)
 
@@ -78,6 +79,7 @@ def sweep(options: SweepOptions) -> int:
     from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
+    require_profile_converter(options.demo)  # the extra's one message, before JAX starts
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None

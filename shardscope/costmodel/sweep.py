@@ -7,13 +7,17 @@ pick is the fastest point whose per-device footprint fits the memory budget.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_traced
+from shardscope.engine.hlo.compiled import compiled_plan
+from shardscope.engine.hlo.measured import MeasuredPlan, profile_onto
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.measure import timing
+from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
 from shardscope.plans.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
@@ -52,6 +56,7 @@ class SweepPoint:
     bytes_per_call: int | None
     max_abs_err: float
     target_memory: dict[str, int] | None = None  # memory_analysis() of its compile for the sweep's target
+    measured: MeasuredPlan | None = None  # --profile: its compiled plan's times under JAX's profiler
 
     @property
     def footprint_bytes(self) -> int:
@@ -200,6 +205,7 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
     compiled = {name: _compile(name, built.functions[name], built.args, settings.axis, traced[name][0])
                 for name in names}
     times = timing.time_interleaved(compiled, built.args, settings.repeats)
+    measured = _profiled(compiled, built.args) if settings.profile else {}
     out = []
     for name in names:
         program = from_jaxpr(traced[name][0].jaxpr)
@@ -213,8 +219,15 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
             bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
             max_abs_err=timing.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
             target_memory=None if target is None else _target_memory(traced[name][0], target, name),
+            measured=measured.get(name),
         ))
     return out
+
+
+def _profiled(compiled: dict[str, jax.stages.Compiled], args: tuple) -> dict[str, MeasuredPlan]:
+    """Each plan of one chunk size run under JAX's profiler, its compiled plan's times."""
+    profiles = profile_each({name: functools.partial(fn, *args) for name, fn in compiled.items()})
+    return {name: profile_onto(compiled_plan(fn.as_text() or ""), profiles[name]) for name, fn in compiled.items()}
 
 
 def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:

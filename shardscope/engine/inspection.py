@@ -20,6 +20,7 @@ from shardscope.engine.counts import total_executions
 from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import HoldsTraced, jax_traced, plan_of
+from shardscope.engine.hlo.measured import MeasuredPlan
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
@@ -82,6 +83,8 @@ class Inspection:
     traced); empty for a program shardscope traced and compiled."""
 
     shown_on: str = ""
+    measured: MeasuredPlan | None = None
+    """The compiled plan's times in a profile (``--profile``, ``--profile-dir``), None without one."""
     """The target this inspection was made for (``inspect_on("gpu:h100:8", ...)``): its plan is
     the one :meth:`counts` and :attr:`executed_collectives` count and printing shows first (the
     CPU's after it, labelled); empty for the CPU's."""

@@ -58,14 +58,16 @@ class FileCheck:
 
 
 def check_file(path: Path, function: str | None = None, devices: int | None = None,
-               targets: Sequence[TargetDevices] = ()) -> FileCheck:
+               targets: Sequence[TargetDevices] = (), profile: bool = False) -> FileCheck:
     """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
     ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
     report's default; with ``targets``, the targets' device count); program files build their
     own meshes. Each program is also compiled for each of ``targets`` (its
-    :attr:`Inspection.targets`). The command owns the process: the programs are read with the
+    :attr:`Inspection.targets`). With ``profile`` a demo's plans are run under JAX's profiler too
+    (their :attr:`Inspection.measured`; a program file's programs are profiled by
+    :mod:`shardscope.pipeline.profiled`). The command owns the process: the programs are read with the
     collector paused (:mod:`shardscope.pipeline.gc_pause`).
     """
     path = require_file(path)
@@ -85,7 +87,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         else:
             for demo in pick(demos, function, path):
                 try:
-                    inspections.extend(_demo_plans(path, demo, devices, targets))
+                    inspections.extend(_demo_plans(path, demo, devices, targets, profile))
                 except ShardscopeError as exc:
                     failed.append(FailedProgram(demo.name, exc))
     return FileCheck(inspections, tuple(failed))
@@ -134,17 +136,20 @@ def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequenc
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
-                targets: Sequence[TargetDevices]) -> list[Inspection]:
-    """A demo's plans, each as an inspection named ``demo[plan]`` (traced and compiled, not run)."""
+                targets: Sequence[TargetDevices], profile: bool = False) -> list[Inspection]:
+    """A demo's plans, each as an inspection named ``demo[plan]`` (traced and compiled, not run;
+    with ``profile``, run once and under JAX's profiler for their measured times)."""
     # without --devices, a demo's own mesh (its mesh=, or one its param_specs name) is used
     count = devices or target_device_count(targets) or DEFAULT_DEVICES
     settings = Settings(path=path, function=demo.name, devices=count, demo_mesh=devices is None)
     settings = settings_on_targets(settings.for_demo(demo.default_mesh), targets)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
-    analysis = analyze(settings, loaded=loaded, measure=False, compile=True, graphs=False, targets=targets)
+    if profile:
+        settings = settings.with_(profile=True, repeats=1)
+    analysis = analyze(settings, loaded=loaded, measure=profile, compile=True, graphs=False, targets=targets)
     return [
         Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s,
-                   plan.targets)
+                   plan.targets, measured=plan.inspection.measured)
         for name, plan in analysis.plans.items()
     ]
 

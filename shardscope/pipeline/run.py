@@ -12,18 +12,21 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Collection, Callable
+from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
+from shardscope.engine.hlo.measured import profile_onto
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
 from shardscope.measure.crosscheck import compare_results
+from shardscope.measure.profile_capture import profile_each
+from shardscope.measure.profile_read import Profile, ProfileError, read_profile
 from shardscope.measure.timed_on import timed_on
 from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
 from shardscope.pipeline.comparison import compare, default_pair
@@ -114,7 +117,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     dispatches = {p.name: p.dispatches(traced[p.name][0]) for p in workload.programs if p.name in compiled}
     eager = {name for name, plan in dispatches.items() if plan is not None}
     measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
+    profile = _profile(workload, measured.calls, eager, report) if measure else None
     results = {}
+    profile_errors: list[ProfileError] = []
     target_errors: list[TargetError] = []
     with paused():  # one pause for every program: the collector catches up once, not after each
         for program in workload.programs:
@@ -136,6 +141,12 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
                         target_errors.append(exc)
                         unavailable[program.name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
                         continue
+                if profile is not None and program.name in profile and inspection.compiled is not None:
+                    try:
+                        inspection = replace(inspection, measured=profile_onto(inspection.compiled,
+                                                                               profile[program.name]))
+                    except ProfileError as exc:  # a program the profile does not hold keeps no times
+                        profile_errors.append(exc)
             results[program.name] = PlanResult.from_inspection(
                 program.relabel(inspection), name=program.name, description=program.description, role=program.role,
                 graphs=graphs, mesh=program.mesh(trace), dispatches=dispatches.get(program.name),
@@ -143,6 +154,8 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             )
     if target_errors and not results:
         raise target_errors[0]
+    if profile is not None and not any(r.inspection.measured is not None for r in results.values()) and profile_errors:
+        raise profile_errors[0]  # the profile holds none of the programs: another program's
     off_target = {p.name for p in workload.programs if p.name in traced and p.name not in results}  # off the slice
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)
@@ -216,6 +229,25 @@ def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[
     return traced, unavailable
 
 
+def _profile(workload: Workload, calls: Mapping[str, Callable[[], Any]], eager: Collection[str],
+             report: Progress) -> dict[str, Profile] | None:
+    """The settings' profile of each program: each one run under JAX's profiler (``--profile``),
+    or the one at ``--profile-dir`` for every one; None without either. A step of dispatches is
+    not profiled (its module is each call's own)."""
+    settings = workload.settings
+    if settings.profile_dir:
+        user = read_profile(settings.profile_dir)
+        return {program.name: user for program in workload.programs}
+    if not settings.profile:
+        return None
+    report("profiling", 0.0)
+    names = {p.name for p in workload.programs} - set(eager)
+    with quiet_callback_logs():
+        profiles = profile_each({name: call for name, call in calls.items() if name in names})
+    report("profiling", 1.0)
+    return profiles
+
+
 @dataclass(frozen=True)
 class _Measured:
     """What needs the compiled programs: each one's numbers, the reference's, the cross-checks."""
@@ -223,6 +255,7 @@ class _Measured:
     per_program: dict[str, dict[str, Any]] = field(default_factory=dict)
     reference: ReferenceResult | None = None
     checks: tuple["GradientCheck", ...] = ()
+    calls: Mapping[str, Callable[[], Any]] = field(default_factory=dict)  # each program on its placed arguments
 
 
 def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:
@@ -281,7 +314,7 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
         numbers[name]["cost_analysis"] = timing.cost_summary(compiled[name][0])
     checks = _cross_checks(workload, results)
     report("checking", 1.0)
-    return _Measured(numbers, reference, checks)
+    return _Measured(numbers, reference, checks, calls)
 
 
 def _first_run(program: PipelineProgram, call: Callable[[], Any], workload: Workload) -> Any:  # its output: any pytree

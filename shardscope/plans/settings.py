@@ -44,6 +44,8 @@ class Settings:
     demo_mesh: bool = False
     what_if: bool = False  # a program file's programs with shardscope's verified rewrites beside them
     targets: tuple[str, ...] = ()  # TPU slices to compile for as well (``tpu:v5e:2x2``): the app's target field
+    profile: bool = False  # run the programs under JAX's profiler too (--profile): measured times on each plan
+    profile_dir: str | None = None  # a profile the user captured (--profile-dir), put on each plan
 
     def __post_init__(self) -> None:
         mesh = self.mesh if self.mesh is not None else Mesh.one_axis(self.axis, self.devices)

@@ -17,6 +17,7 @@ from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
+from shardscope.render.measured import render_measured
 from shardscope.render.targets import render_targets, targets_json
 from shardscope.targets.registry import targets_with
 
@@ -55,6 +56,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                         dispatches=dispatches_json(ins.dispatches),
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
         data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are
+        data["measured"] = None if ins.measured is None else ins.measured.to_json()
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in targets_json(_named([ins])).items()}
         programs.append(data)
@@ -155,6 +157,7 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
     for k, ins in enumerate(inspections):
         console.print(ins)
         console.print()
+        render_measured(ins, console)
         if what_ifs is not None:
             _render_what_if(ins, what_ifs[k], console)
     if failed:

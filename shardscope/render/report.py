@@ -9,6 +9,7 @@ from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
+from shardscope.render.measured import render_measured
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
 from shardscope.render.projection import render_projection
@@ -162,6 +163,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "mesh": plan.mesh,
         "max_abs_err": plan.max_abs_err,
         "cost_analysis": plan.cost_analysis,
+        "measured": None if plan.inspection.measured is None else plan.inspection.measured.to_json(),
     }
 
 
@@ -232,6 +234,8 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     console.print(coll)
     if any(plan.compiled is not None for plan in plans):
         console.print(compiled_table(analysis))
+    for plan in plans:  # --profile, --profile-dir: each plan's measured times
+        render_measured(plan.inspection, console, label=plan.name)
     if ref is not None and ref.run_s is not None:
         console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
         console.print(GRADIENT_CHECK, style="dim", highlight=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
+from shardscope.costmodel.roofline import seconds_words
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
@@ -82,6 +83,9 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
     columns = ["chunk", "plan", "run ms (min-max)", "mem/dev", "runs", "B/call", "fits"]
     if sweep.target is not None:
         columns.insert(4, f"mem/dev on {sweep.target}")
+    profiled = any(p.measured is not None for p in sweep.points)
+    if profiled:  # --profile: the profile's step and collectives per call, slowest device
+        columns += ["step (profile)", "collectives (profile)"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
     pick = None if hidden else sweep.pick
@@ -93,9 +97,21 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
             str(p.chunk_size), p.plan,
             HIDDEN if hidden else f"{p.run_s.median * 1e3:.3f} ({p.run_s.min * 1e3:.2f}-{p.run_s.max * 1e3:.2f})",
             mib(p.footprint_bytes), *on_target, count_text(p.executed_collectives),
-            count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", style=style,
+            count_text(p.bytes_per_call), "yes" if sweep.fits(p) else "no", *_measured_cells(p, profiled, hidden),
+            style=style,
         )
     return table
+
+
+def _measured_cells(p: "SweepPoint", profiled: bool, hidden: bool) -> list[str]:
+    """The point's measured step and collectives per call (``--profile``), or nothing."""
+    if not profiled:
+        return []
+    if hidden:
+        return [HIDDEN, HIDDEN]
+    if p.measured is None or p.measured.step_s is None:
+        return ["-", "-"]
+    return [seconds_words(p.measured.step_s), seconds_words(p.measured.collectives_s)]
 
 
 def sweep_json(sweep: "Sweep") -> dict[str, Any]:
@@ -136,4 +152,5 @@ def _point_json(sweep: "Sweep", p: "SweepPoint") -> dict[str, Any]:
         "executed_collectives": p.executed_collectives,
         "bytes_per_call": p.bytes_per_call,
         "max_abs_err": p.max_abs_err,
+        "measured": None if p.measured is None else p.measured.to_json(),
     }

@@ -27,6 +27,7 @@ from textual.events import Resize
 from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus
 from shardscope.app.views.pane import RenderedPane
+from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.partitioner import warning_lines
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.engine.hlo.measured import MeasuredCollective
     from shardscope.engine.hlo.plan import CompiledLoop
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.engine.hlo.paired import PairedCollective
@@ -106,17 +108,29 @@ def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
     """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the jaxpr's."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
     justify: JustifyMethod
-    for column, justify in (("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"),
-                            ("runs/call", "right"), ("B/call", "right"), ("by", "left"), ("verdict", "left"),
-                            ("jaxpr", "left")):
+    measured = plan.inspection.measured  # --profile, --profile-dir: the measured times beside each row
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"), ("runs/call", "right"),
+        ("B/call", "right"), ("by", "left"), ("verdict", "left"), ("jaxpr", "left")]
+    if measured is not None:
+        columns[6:6] = [("measured/step", "right"), ("per run", "right")]
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
                          min_width=12 if column == "value" else None)
     for i, c in enumerate(plan.paired):
         kind = c.verdict_kind if c.in_loop or c.dead else "-"
+        times = [] if measured is None else measured_cells(measured.of(c.compiled.name) if c.compiled else None)
         table.add_row(str(i + 1), _collective(c), c.value, _trips(c), Text(c.runs.text(), loop_style(c.in_loop)),
-                      count_text(c.bytes_per_call), c.written_by, Text(kind, VERDICT_STYLES.get(kind, "")),
+                      count_text(c.bytes_per_call), *times, c.written_by, Text(kind, VERDICT_STYLES.get(kind, "")),
                       _from_jaxpr(c), style=SELECTED if i == selected else None)
     return table
+
+
+def measured_cells(found: "MeasuredCollective | None") -> list[str]:
+    """A collective's measured time per step (its slowest device) and per run, or ``not run``."""
+    if found is None:
+        return ["not run", ""]
+    return [seconds_words(found.per_step_s), seconds_words(found.per_run_s)]
 
 
 def details(plan: "PlanResult", index: int, selected: bool) -> Table:

@@ -106,6 +106,8 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
     plans = list(analysis.plans.values())
     dash = () if analysis.reference is None else ("—",)
+    if any(p.inspection.measured is not None for p in plans):
+        _measured_rows(table, plans, time_cell, dash)
     table.add_row("compiled runs per call", *compiled_runs_cells(plans), *dash)
     table.add_row("jaxpr runs per call", *runs_cells(plans), *dash)
     table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
@@ -123,6 +125,24 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
         table.add_row("max |grad - reference|", *(error_text(p.max_abs_err, hidden) if p.max_abs_err is not None else "—"
                                                   for p in plans), "—")
     return table
+
+
+def _measured_rows(table: Table, plans: list, time_cell, dash: tuple) -> None:
+    """``--profile``/``--profile-dir``: each plan's step and collectives per call as the profile
+    measured them (the slowest device), and the target's step estimate beside them."""
+    measured = [p.inspection.measured for p in plans]
+
+    def cells(cell) -> list:
+        return ["—" if m is None or cell(m) is None else time_cell(cell(m)) for m in measured]
+
+    table.add_row("profile: step (slowest device)", *cells(lambda m: m.step_s), *dash)
+    table.add_row("profile: collectives per step", *cells(lambda m: m.collectives_s), *dash)
+    table.add_row("profile: overlapped with compute", *cells(
+        lambda m: sum(c.overlapped_s or 0.0 for c in m.collectives)), *dash)
+    estimates = [next((t.step for t in p.targets if t.step is not None), None) for p in plans]
+    if any(e is not None for e in estimates):
+        table.add_row("estimate: step", *("—" if e is None else time_cell(e.seconds) for e in estimates), *dash)
+    table.add_section()
 
 
 def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple) -> None:
