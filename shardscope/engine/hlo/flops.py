@@ -81,14 +81,84 @@ def _dot_flops(module: HloModule, inst: Instruction) -> float:
 
 
 def _convolution_flops(module: HloModule, inst: Instruction) -> float:
-    """``2 x result elements x kernel elements / the kernel's output features`` (the terms each
-    output element sums, whatever the feature grouping)."""
-    kernel = _operand_dims(module, inst, 1)
-    labels = (inst.attribute("dim_labels") or "").split("->")[0].split("_")
-    if kernel is None or inst.shape.array is None or len(labels) != 2 or "o" not in labels[1]:
+    """``2 x batch x output features x input features per group x`` the window positions that
+    land on an input element, per spatial dimension (XLA's own count,
+    ``HloCostAnalysis::HandleConvolution``). A TPU writes a batched dot as a convolution whose
+    batch is a spatial dimension dilated by its own size (``window={size=64 stride=63
+    lhs_dilate=64}``): one position of each window lands on an input element, so the batch
+    counts once, not once per window position."""
+    lhs, kernel = _operand_dims(module, inst, 0), _operand_dims(module, inst, 1)
+    labels = _dim_labels(inst.attribute("dim_labels"))
+    result = inst.shape.array
+    if lhs is None or kernel is None or result is None or labels is None:
         return 0.0
-    out_features = kernel[labels[1].index("o")] or 1
-    return 2.0 * inst.shape.array.elements * prod(kernel) / out_features
+    lhs_labels, kernel_labels, out_labels = labels
+    if len(lhs_labels) != len(lhs) or len(kernel_labels) != len(kernel) or len(out_labels) != len(result.dims):
+        return 0.0
+    window = _window(inst.attribute("window"), sum(label.isdigit() for label in lhs_labels))
+    positions = 1
+    for spatial, (stride, pad_low, lhs_dilate, rhs_dilate) in enumerate(window):
+        label = str(spatial)
+        if label not in lhs_labels or label not in kernel_labels or label not in out_labels:
+            return 0.0
+        positions *= _valid_positions(lhs[lhs_labels.index(label)], kernel[kernel_labels.index(label)],
+                                      result.dims[out_labels.index(label)], stride, pad_low, lhs_dilate, rhs_dilate)
+    features = _int_attribute(inst, "feature_group_count")
+    batches = _int_attribute(inst, "batch_group_count")
+    batch = lhs[lhs_labels.index("b")] if "b" in lhs_labels else 1
+    multiplies = (lhs[lhs_labels.index("f")] // features) * result.dims[out_labels.index("f")] * (batch // batches)
+    return 2.0 * multiplies * positions
+
+
+def _dim_labels(text: str | None) -> tuple[str, str, str] | None:
+    """``b01f_01io->b01f`` -> ``("b01f", "01io", "b01f")`` (None when it does not read so)."""
+    if not text or "->" not in text or "_" not in text:
+        return None
+    operands, out = text.split("->", 1)
+    lhs, kernel = operands.split("_", 1)
+    if "b" not in lhs or "f" not in lhs or "i" not in kernel or "o" not in kernel or "f" not in out:
+        return None
+    return lhs, kernel, out
+
+
+_WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=(\S+)")
+
+
+def _window(text: str | None, spatial: int) -> list[tuple[int, int, int, int]]:
+    """Each spatial dimension's ``(stride, low padding, lhs dilation, rhs dilation)`` from a
+    ``window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=1x1 rhs_dilate=1x1}`` attribute."""
+    fields = dict(_WINDOW_FIELD.findall((text or "").strip("{}")))
+    dims = [[1, 0, 1, 1] for _ in range(spatial)]
+    for key, slot in (("stride", 0), ("lhs_dilate", 2), ("rhs_dilate", 3)):
+        for dim, value in enumerate(fields.get(key, "").split("x") if key in fields else ()):
+            if dim < spatial and value.lstrip("-").isdigit():
+                dims[dim][slot] = int(value)
+    for dim, pad in enumerate(fields.get("pad", "").split("x") if "pad" in fields else ()):
+        low = pad.split("_")[0]
+        if dim < spatial and low.lstrip("-").isdigit():
+            dims[dim][1] = int(low)
+    return [(stride, low, lhs_d, rhs_d) for stride, low, lhs_d, rhs_d in dims]
+
+
+def _valid_positions(size: int, kernel: int, out: int, stride: int, pad_low: int, lhs_dilate: int,
+                     rhs_dilate: int) -> int:
+    """How many (output position, kernel position) pairs of one spatial dimension read an input
+    element (not padding, not a hole of the input's dilation)."""
+    count = 0
+    lhs_dilate = max(lhs_dilate, 1)
+    for k in range(kernel):
+        offset = k * rhs_dilate - pad_low
+        # output positions o with 0 <= o*stride + offset <= (size-1)*lhs_dilate and a multiple of lhs_dilate
+        for o in range(out):
+            index = o * stride + offset
+            if 0 <= index <= (size - 1) * lhs_dilate and index % lhs_dilate == 0:
+                count += 1
+    return count
+
+
+def _int_attribute(inst: Instruction, key: str) -> int:
+    value = inst.attribute(key)
+    return int(value) if value and value.isdigit() and int(value) > 0 else 1
 
 
 def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
