@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from shardscope.costmodel.chips import Chip
+from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
 
 LEAVES_OUT = (
@@ -140,8 +141,7 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         return None
     times = []
     for item in work.instructions:
-        peak = chip.flops_per_s(item.dtype)
-        compute = item.total_flops / peak if peak else 0.0
+        compute = item.runs * sum(_compute_seconds(count, chip) for count in item.counts)
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
                                      item.total_bytes, compute, item.total_bytes / bandwidth))
     overhead = chip.call_overhead_s + work.loop_iterations * chip.iteration_overhead_s
@@ -152,6 +152,12 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
     )
+
+
+def _compute_seconds(count: FlopCount, chip: Chip) -> float:
+    """One run's flops of one kind at the chip's rate for them (0 where the chip has no peak)."""
+    peak = chip.matmul_flops_per_s(count.dtype, count.precision) if count.matmul else chip.flops_per_s(count.dtype)
+    return count.flops / peak if peak else 0.0
 
 
 def seconds_words(seconds: float, digits: int = 3) -> str:

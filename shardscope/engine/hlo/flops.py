@@ -10,6 +10,7 @@ none. A fusion's flops are those of the instructions it fuses (:func:`fused_flop
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from math import prod
 from typing import Callable, Iterator
 
@@ -33,19 +34,58 @@ _CONTROL = frozenset({"while", "call", "conditional", "async-start", "fusion"})
 _LIST = re.compile(r"\{([^}]*)\}")
 
 
+@dataclass(frozen=True)
+class FlopCount:
+    """Flops of one kind within an instruction: their element type, whether the matrix units do
+    them (a dot, a convolution, a library matmul), and a matmul's precision (``default``,
+    ``high``, ``highest``: XLA's ``operand_precision``; an f32 matmul's passes depend on it)."""
+
+    flops: float
+    dtype: str
+    matmul: bool
+    precision: str = "default"
+
+
 def fused_flops(module: HloModule, inst: Instruction) -> tuple[float, str, bool]:
     """``(flops, dtype, matmul)`` of one run of ``inst``: a fusion's are its fused instructions'
     (the dtype and unit of its largest part)."""
-    if inst.opcode != "fusion":
-        flops = instruction_flops(module, inst)
-        return flops, _flop_dtype(module, inst), inst.opcode in _MATMULS or is_library_matmul(inst)
-    total, best, dtype, matmul = 0.0, -1.0, _dtype(inst), False
-    for part in _fused(module, inst):
+    counts = flop_counts(module, inst)
+    if not counts:
+        return 0.0, _dtype(inst), False
+    largest = max(counts, key=lambda c: c.flops)
+    return sum(c.flops for c in counts), largest.dtype, largest.matmul
+
+
+def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
+    """The flops of one run of ``inst`` by kind (dtype, matrix unit or not, precision), a
+    fusion's parts summed by kind, largest first."""
+    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    kinds: dict[tuple[str, bool, str], float] = {}
+    for part in parts:
         flops = instruction_flops(module, part)
-        total += flops
-        if flops > best:
-            best, dtype, matmul = flops, _flop_dtype(module, part), part.opcode in _MATMULS or is_library_matmul(part)
-    return total, dtype, matmul
+        if flops:
+            matmul = part.opcode in _MATMULS or is_library_matmul(part)
+            key = (_flop_dtype(module, part), matmul, matmul_precision(part) if matmul else "default")
+            kinds[key] = kinds.get(key, 0.0) + flops
+    counts = (FlopCount(flops, dtype, matmul, precision) for (dtype, matmul, precision), flops in kinds.items())
+    return tuple(sorted(counts, key=lambda c: -c.flops))
+
+
+_PRECISIONS = ("default", "high", "highest")
+
+
+def matmul_precision(inst: Instruction) -> str:
+    """The highest of a matmul's ``operand_precision={high,high}`` (a library matmul's from its
+    ``precision_config``), ``default`` when not given."""
+    listed = _LIST.search(inst.attribute("operand_precision") or "")
+    names = [name.strip().lower() for name in listed.group(1).split(",")] if listed else []
+    config = inst.backend_config
+    gemm = config.get("gemm_backend_config", {}) if isinstance(config, dict) else {}
+    precision = gemm.get("precision_config", {}) if isinstance(gemm, dict) else {}
+    if isinstance(precision, dict):
+        names += [str(name).lower() for name in precision.get("operand_precision", ())]
+    known = [_PRECISIONS.index(name) for name in names if name in _PRECISIONS]
+    return _PRECISIONS[max(known)] if known else "default"
 
 
 def _fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Instruction]:

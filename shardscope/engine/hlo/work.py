@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.engine.hlo.flops import FREE_OPCODES, fused_flops
+from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, flop_counts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
@@ -45,6 +45,8 @@ class InstructionWork:
     dtype: str
     matmul: bool
     runs: int
+    counts: tuple[FlopCount, ...] = ()
+    """The flops by kind (dtype, matrix unit, precision): a fusion's parts may differ."""
 
     @property
     def total_flops(self) -> float:
@@ -150,9 +152,10 @@ class _Walk:
             self.computation(computation, runs, depth + 1)
 
     def cost(self, inst: Instruction, runs: int) -> InstructionWork:
-        flops, dtype, matmul = fused_flops(self.module, inst)
-        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, flops, boundary_bytes(self.module, inst),
-                               dtype, matmul, runs)
+        counts = flop_counts(self.module, inst)
+        largest = counts[0] if counts else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", False)
+        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in counts),
+                               boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts)
 
 
 def _is_wrapped_collective(module: HloModule, inst: Instruction) -> bool:
