@@ -20,6 +20,7 @@ from them without a chip.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -502,6 +503,198 @@ def _() -> Any:
     return (lambda x: jnp.cumsum(x, -1)), (rand((4096, 8192), jnp.float32, 1, 1.0),)
 
 
+# --- held out: measured after the model's rules were written (run 2), never tuned on -----------
+
+HELD_OUT: list[tuple[str, str, Callable[[], Any]]] = []
+
+
+def held_out(name: str, kind: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    def register(make: Callable[[], Any]) -> Callable[[], Any]:
+        HELD_OUT.append((name, kind, make))
+        return make
+    return register
+
+
+@held_out("h_block_grad_large", "transformer")
+def _() -> Any:
+    return _block_grad(4, 1024, 2048, 16, 16)
+
+
+@held_out("h_block_fwd_gqa", "transformer")
+def _() -> Any:
+    return (lambda p, x: _block(p, x)), (_block_params(1536, 12, 4, 6144), rand((8, 1024, 1536), BF16, 7, 1.0))
+
+
+@held_out("h_attention_grad_hd128_full", "attention")
+def _() -> Any:
+    q, k, v = (rand((4, 1024, 8, 128), BF16, i, 1.0) for i in range(3))
+    f = jax.grad(lambda q, k, v: jnp.sum(_attention(q, k, v, False).astype(jnp.float32)), argnums=(0, 1, 2))
+    return f, (q, k, v)
+
+
+@held_out("h_mlp_grad_f32_default", "precision")
+def _() -> Any:
+    f = jax.grad(lambda w1, w2, x: jnp.sum(jax.nn.relu(x @ w1) @ w2), argnums=(0, 1))
+    return f, (rand((2048, 4096), jnp.float32, 1), rand((4096, 2048), jnp.float32, 2), rand((4096, 2048), jnp.float32, 3))
+
+
+@held_out("h_matmul_f32_high_rect", "precision")
+def _() -> Any:
+    return (lambda a, b: jnp.matmul(a, b, precision=lax.Precision.HIGH)), (rand((8192, 2048), jnp.float32, 1),
+                                                                          rand((2048, 4096), jnp.float32, 2))
+
+
+@held_out("h_mlp_int8", "int8")
+def _() -> Any:
+    a = jnp.asarray(np.random.default_rng(1).integers(-100, 100, (8192, 4096)), jnp.int8)
+    w = jnp.asarray(np.random.default_rng(2).integers(-100, 100, (4096, 8192)), jnp.int8)
+
+    def f(a: Any, w: Any) -> Any:
+        h = jnp.matmul(a, w, preferred_element_type=jnp.int32)
+        return jnp.clip(h >> 8, -127, 127).astype(jnp.int8)
+    return f, (a, w)
+
+
+@held_out("h_conv5x5_grad", "conv")
+def _() -> Any:
+    f = jax.grad(lambda w, x: jnp.sum(_conv(x, w).astype(jnp.float32) ** 2), argnums=(0, 1))
+    return f, (rand((5, 5, 64, 128), BF16, 2), rand((16, 64, 64, 64), BF16, 1, 1.0))
+
+
+@held_out("h_conv_stride2_3x3_fwd", "conv")
+def _() -> Any:
+    return (lambda x, w: jax.nn.relu(_conv(x, w, 2))), (rand((64, 112, 112, 64), BF16, 1, 1.0),
+                                                      rand((3, 3, 64, 128), BF16, 2))
+
+
+@held_out("h_embedding_lookup_128k", "gather")
+def _() -> Any:
+    ids = jnp.asarray(np.random.default_rng(1).integers(0, 128000, (32, 2048)), jnp.int32)
+    return (lambda table, ids: table[ids] * 2), (rand((128000, 2048), BF16, 2), ids)
+
+
+@held_out("h_embedding_grad_bf16", "scatter")
+def _() -> Any:
+    ids = jnp.asarray(np.random.default_rng(1).integers(0, 50000, (16, 2048)), jnp.int32)
+    f = jax.grad(lambda table, ids: jnp.sum(table[ids].astype(jnp.float32) ** 2))
+    return f, (rand((50000, 768), BF16, 2), ids)
+
+
+@held_out("h_vocab_xent_grad_50k", "vocab")
+def _() -> Any:
+    labels = jnp.asarray(np.random.default_rng(1).integers(0, 50304, (4096,)), jnp.int32)
+
+    def loss(w: Any, h: Any, labels: Any) -> Any:
+        logits = (h @ w).astype(jnp.float32)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
+    return jax.grad(loss, argnums=(0, 1)), (rand((768, 50304), BF16, 2), rand((4096, 768), BF16, 3, 1.0), labels)
+
+
+@held_out("h_rms_norm_grad", "norm")
+def _() -> Any:
+    f = jax.grad(lambda x, g: jnp.sum(_rms(x, g).astype(jnp.float32) ** 2), argnums=(0, 1))
+    return f, (rand((8, 2048, 4096), BF16, 1, 1.0), jnp.ones((4096,), BF16))
+
+
+@held_out("h_softmax_f32", "norm")
+def _() -> Any:
+    return (lambda x: jax.nn.softmax(x, -1)), (rand((16, 16, 512, 512), jnp.float32, 1, 1.0),)
+
+
+@held_out("h_adam_update", "optimizer")
+def _() -> Any:
+    shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048,), (32000, 2048)]
+    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
+    return _adam, (tree(0), tree(10), tree(20), jax.tree.map(jnp.abs, tree(30)))
+
+
+@held_out("h_sgd_momentum", "optimizer")
+def _() -> Any:
+    shapes = [(4096, 4096), (4096, 2048)]
+    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
+
+    def f(p: Any, g: Any, m: Any) -> Any:
+        m = jax.tree.map(lambda m, g: 0.9 * m + g, m, g)
+        return jax.tree.map(lambda p, m: p - 0.01 * m, p, m), m
+    return f, (tree(0), tree(10), tree(20))
+
+
+@held_out("h_moe_onehot_grad", "moe")
+def _() -> Any:
+    experts, cap, d, ff, tokens = 4, 1024, 512, 2048, 4096
+
+    def f(w1: Any, w2: Any, x: Any, router: Any) -> Any:
+        choice = jnp.argmax(x @ router, -1)
+        pos = jnp.cumsum(jax.nn.one_hot(choice, experts, dtype=jnp.int32), 0) - 1
+        dispatch = (jax.nn.one_hot(choice, experts, dtype=BF16)[:, :, None]
+                    * jax.nn.one_hot(jnp.take_along_axis(pos, choice[:, None], 1)[:, 0], cap, dtype=BF16)[:, None, :])
+        xe = jnp.einsum("tec,td->ecd", dispatch, x)
+        ye = jnp.einsum("ecf,efd->ecd", jax.nn.gelu(jnp.einsum("ecd,edf->ecf", xe, w1)), w2)
+        return jnp.sum(jnp.einsum("tec,ecd->td", dispatch, ye).astype(jnp.float32) ** 2)
+    return jax.grad(f, argnums=(0, 1)), (rand((experts, d, ff), BF16, 3), rand((experts, ff, d), BF16, 4),
+                                         rand((tokens, d), BF16, 1, 1.0), rand((d, experts), BF16, 2))
+
+
+@held_out("h_sort_bf16_rows", "sort")
+def _() -> Any:
+    return (lambda x: jnp.sort(x, -1)), (rand((8192, 1024), BF16, 1, 1.0),)
+
+
+@held_out("h_topk_128k", "topk")
+def _() -> Any:
+    return (lambda x: lax.top_k(x, 8)), (rand((64, 128000), jnp.float32, 1, 1.0),)
+
+
+@held_out("h_dropout_f32", "rng")
+def _() -> Any:
+    def f(key: Any, x: Any) -> Any:
+        return jnp.where(jax.random.bernoulli(key, 0.8, x.shape), x / 0.8, 0)
+    return f, (jax.random.key(3), rand((4096, 8192), jnp.float32, 1, 1.0))
+
+
+@held_out("h_random_uniform", "rng")
+def _() -> Any:
+    return (lambda key: jax.random.uniform(key, (4096, 16384), BF16)), (jax.random.key(2),)
+
+
+@held_out("h_scan_layers_grad", "loop")
+def _() -> Any:
+    d = 512
+    stacked = jax.tree.map(lambda a: jnp.stack([a] * 6), _block_params(d, 8, 8, 4 * d))
+
+    def f(ps: Any, x: Any) -> Any:
+        return jnp.sum(lax.scan(lambda h, p: (_block(p, h), None), x, ps)[0].astype(jnp.float32) ** 2)
+    return jax.grad(f), (stacked, rand((8, 512, d), BF16, 7, 1.0))
+
+
+@held_out("h_fori_mlp", "loop")
+def _() -> Any:
+    def f(w: Any, x: Any) -> Any:
+        return lax.fori_loop(0, 200, lambda i, x: jax.nn.relu(x @ w), x)
+    return f, (rand((1024, 1024), BF16, 1), rand((2048, 1024), BF16, 2, 1.0))
+
+
+@held_out("h_while_unknown_mlp", "loop")
+def _() -> Any:
+    def f(w: Any, x: Any, n: Any) -> Any:
+        return lax.while_loop(lambda c: c[1] < n, lambda c: (jax.nn.relu(c[0] @ w), c[1] + 1), (x, 0))[0]
+    return f, (rand((2048, 2048), BF16, 1), rand((2048, 2048), BF16, 2, 1.0), jnp.int32(20))
+
+
+@held_out("h_cumsum_bf16_axis0", "scan-op")
+def _() -> Any:
+    return (lambda x: jnp.cumsum(x, 0)), (rand((4096, 4096), BF16, 1, 1.0),)
+
+
+@held_out("h_layer_norm_fwd", "norm")
+def _() -> Any:
+    def ln(x: Any) -> Any:
+        x32 = x.astype(jnp.float32)
+        return ((x32 - jnp.mean(x32, -1, keepdims=True)) * lax.rsqrt(jnp.var(x32, -1, keepdims=True) + 1e-5)
+                ).astype(x.dtype)
+    return ln, (rand((32, 1024, 2048), BF16, 1, 1.0),)
+
+
 # --- measuring ----------------------------------------------------------------------------------
 
 def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -531,7 +724,7 @@ def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": name, "kind": kind}
+    row: dict[str, Any] = {"name": name, "kind": kind, "held_out": name.startswith("h_")}
     start = time.perf_counter()
     try:
         fn, args = make()
@@ -546,12 +739,17 @@ def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - a backend without a cost analysis
             row["xla_cost_error"] = repr(error)
         row.update(timings(compiled, args))
-        del compiled, args
+        del compiled, args, fn
     except Exception as error:  # noqa: BLE001 - one program's failure must not lose the others
         row["error"] = f"{type(error).__name__}: {error}"[:2000]
         row["traceback"] = traceback.format_exc()[-3000:]
     row["total_s"] = time.perf_counter() - start
     return row
+
+
+def chosen(which: str) -> list[tuple[str, str, Callable[[], Any]]]:
+    """The programs of one set (``tuned``, ``held-out``) or of both."""
+    return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": PROGRAMS + HELD_OUT}[which]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -560,9 +758,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--skip", nargs="*", default=())
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--set", choices=("tuned", "held-out", "all"), default="tuned",
+                        help="the programs the model was tuned on, the ones held out, or both")
     args = parser.parse_args(argv)
     if args.list:
-        for name, kind, _ in PROGRAMS:
+        for name, kind, _ in chosen(args.set):
             print(f"{kind:12} {name}")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
@@ -572,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(header), flush=True)
     with (args.out / "corpus.jsonl").open("a") as out:
         out.write(json.dumps({"header": header}) + "\n")
-        for name, kind, make in PROGRAMS:
+        for name, kind, make in chosen(args.set):
             if (args.only and name not in args.only) or name in args.skip:
                 continue
             row = measure(name, kind, make)
@@ -581,6 +781,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = {k: row.get(k) for k in ("name", "waited_s", "dispatched_s", "compile_s", "error")}
             print(json.dumps(summary), flush=True)
             jax.clear_caches()
+            gc.collect()
     return 0
 
 
