@@ -30,6 +30,10 @@ LEAVES_OUT = (
 )
 """What every step estimate leaves out, in words."""
 
+LAUNCH_GAP_S = 3e-5
+"""Between two calls dispatched back to back, the chip idles ~30 us (measured on v5e: matmuls of
+0.4-4 ms took their roofline plus 0.01-0.08 ms each back to back; tests/fixtures/tpu_corpus)."""
+
 TOP_INSTRUCTIONS = 20
 """How many of the costliest instructions an estimate keeps for its breakdown."""
 
@@ -83,11 +87,36 @@ class StepEstimate:
     collectives_s: float | None = None
     leaves_out: tuple[str, ...] = LEAVES_OUT
     checked: str = ""
+    dispatch_s: float = 0.0
+    """The chip's cost of a call dispatched back to back (the host launches the next call while
+    the chip runs this one): the floor of :attr:`dispatched_seconds`."""
+    unmodelled: tuple[tuple[str, int], ...] = ()
+    """What the model has no rule for, with how many instructions of each: the estimate is then
+    a lower bound (:attr:`lower_bound`)."""
+    iteration_s: float = 0.0
+    """The loops' per-iteration overheads, part of ``overhead_s``."""
 
     @property
     def seconds(self) -> float:
         """The compute and memory estimate: the rooflines plus the overheads (collectives not included)."""
         return self.roofline_s + self.overhead_s
+
+    @property
+    def dispatched_seconds(self) -> float:
+        """One call among calls dispatched back to back, as a training loop runs them: the
+        rooflines and loop overheads plus a launch gap, at least the host's dispatch time
+        (collectives not included)."""
+        return max(self.roofline_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
+
+    @property
+    def lower_bound(self) -> bool:
+        """True when the module holds instructions the model cannot time (:attr:`unmodelled`):
+        the figures are then at least the time, not the time."""
+        return bool(self.unmodelled)
+
+    def unmodelled_words(self) -> str:
+        """``1 sort, 2 top-k`` (empty when the model covers every instruction)."""
+        return ", ".join(f"{count} {what}" for what, count in self.unmodelled)
 
     @property
     def lower_s(self) -> float:
@@ -115,9 +144,12 @@ class StepEstimate:
         else:
             tail = f"; collectives {seconds_words(self.collectives_s)}, overlapped or not"
             total = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
-        unknown = f"; {len(self.unknown_loops)} loop(s) of unknown trip count counted once" if self.unknown_loops else ""
-        checked = "" if self.checked else f"; unchecked on {self.chip}"
-        return f"step estimate {total} per call on {self.chip} ({parts}{tail}{unknown}{checked})"
+        back = f"; back to back ~{seconds_words(self.dispatched_seconds)} per call" if self.collectives_s is None else ""
+        bound = (f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else "")
+        checked = f"; {self.checked}" if self.checked else f"; unchecked on {self.chip}: published peaks"
+        at_least = "at least " if self.lower_bound else ""
+        return (f"step estimate {at_least}{total} per call waited on, on {self.chip} "
+                f"({parts}{tail}{back}{bound}{checked})")
 
     def to_json(self) -> dict[str, object]:
         """The estimate's numbers (seconds per call), its breakdown and what it leaves out."""
@@ -127,6 +159,8 @@ class StepEstimate:
             "overhead_s": self.overhead_s, "collectives_s": self.collectives_s, "flops": self.flops,
             "bytes": self.bytes, "loop_iterations": self.loop_iterations, "unknown_loops": list(self.unknown_loops),
             "leaves_out": list(self.leaves_out), "checked": self.checked or None,
+            "dispatched_s": self.dispatched_seconds, "lower_bound": self.lower_bound,
+            "unmodelled": [{"instruction": what, "count": count} for what, count in self.unmodelled],
             "instructions": [
                 {"name": i.name, "opcode": i.opcode, "op_name": i.op_name, "runs": i.runs, "flops": i.flops,
                  "bytes": i.bytes, "compute_s": i.compute_s, "memory_s": i.memory_s, "bound": i.bound}
@@ -144,20 +178,22 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         compute = item.runs * sum(_compute_seconds(count, chip) for count in item.counts)
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
                                      item.total_bytes, compute, item.total_bytes / bandwidth))
-    overhead = chip.call_overhead_s + work.loop_iterations * chip.iteration_overhead_s
+    iterations = work.loop_iterations * chip.iteration_overhead_s
+    overhead = chip.call_overhead_s + iterations
     times.sort(key=lambda t: t.seconds, reverse=True)
     return StepEstimate(
         chip=chip.name, flops=work.flops, bytes=work.bytes,
         compute_s=sum(t.compute_s for t in times), memory_s=sum(t.memory_s for t in times),
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
+        dispatch_s=chip.dispatch_s, unmodelled=work.unmodelled, iteration_s=iterations,
     )
 
 
 def _compute_seconds(count: FlopCount, chip: Chip) -> float:
     """One run's flops of one kind at the chip's rate for them (0 where the chip has no peak)."""
-    peak = chip.matmul_flops_per_s(count.dtype, count.precision) if count.matmul else chip.flops_per_s(count.dtype)
-    return count.flops / peak if peak else 0.0
+    rate = chip.rate(count.dtype, count.unit, count.precision)
+    return count.flops / rate if rate else 0.0
 
 
 def seconds_words(seconds: float, digits: int = 3) -> str:

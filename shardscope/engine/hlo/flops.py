@@ -36,14 +36,20 @@ _LIST = re.compile(r"\{([^}]*)\}")
 
 @dataclass(frozen=True)
 class FlopCount:
-    """Flops of one kind within an instruction: their element type, whether the matrix units do
-    them (a dot, a convolution, a library matmul), and a matmul's precision (``default``,
-    ``high``, ``highest``: XLA's ``operand_precision``; an f32 matmul's passes depend on it)."""
+    """Operations of one kind within an instruction: their element type, the unit that does them
+    (``matrix``: a dot, a convolution, a library matmul; ``scatter``: a scatter's updates, one
+    per element; ``vector``: everything else), and a matmul's precision (``default``, ``high``,
+    ``highest``: XLA's ``operand_precision``; an f32 matmul's passes depend on it)."""
 
     flops: float
     dtype: str
-    matmul: bool
+    unit: str
     precision: str = "default"
+
+    @property
+    def matmul(self) -> bool:
+        """True when the matrix units do them."""
+        return self.unit == "matrix"
 
 
 def fused_flops(module: HloModule, inst: Instruction) -> tuple[float, str, bool]:
@@ -60,18 +66,25 @@ def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
     """The flops of one run of ``inst`` by kind (dtype, matrix unit or not, precision), a
     fusion's parts summed by kind, largest first."""
     parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
-    kinds: dict[tuple[str, bool, str], float] = {}
+    kinds: dict[tuple[str, str, str], float] = {}
     for part in parts:
         flops = instruction_flops(module, part)
         if flops:
-            matmul = part.opcode in _MATMULS or is_library_matmul(part)
-            key = (_flop_dtype(module, part), matmul, matmul_precision(part) if matmul else "default")
+            unit = unit_of(part)
+            key = (_flop_dtype(module, part), unit, matmul_precision(part) if unit == "matrix" else "default")
             kinds[key] = kinds.get(key, 0.0) + flops
-    counts = (FlopCount(flops, dtype, matmul, precision) for (dtype, matmul, precision), flops in kinds.items())
+    counts = (FlopCount(flops, dtype, unit, precision) for (dtype, unit, precision), flops in kinds.items())
     return tuple(sorted(counts, key=lambda c: -c.flops))
 
 
 _PRECISIONS = ("default", "high", "highest")
+
+
+def unit_of(inst: Instruction) -> str:
+    """The unit that does ``inst``'s operations: ``matrix``, ``scatter`` or ``vector``."""
+    if inst.opcode in _MATMULS or is_library_matmul(inst):
+        return "matrix"
+    return "scatter" if inst.opcode == "scatter" else "vector"
 
 
 def matmul_precision(inst: Instruction) -> str:
@@ -217,6 +230,37 @@ def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
     return 2.0 * result.elements * prod(lhs[d] for d in contracting if d < len(lhs))
 
 
+_MOVING_CALLS = frozenset({
+    "ConcatBitcast", "AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked", "AllocateBuffer", "Sharding",
+    "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "annotate_device_placement",
+    "LayoutConstraint", "X64Combine", "X64SplitLow", "X64SplitHigh",
+})
+"""Custom-call targets that only move or relabel data (XLA:TPU's helpers, sharding marks): bytes, no time of their own."""
+
+_UNMODELLED_OPCODES = {"sort": "sort", "rng-bit-generator": "rng-bit-generator", "rng": "rng"}
+"""Opcodes whose time the model has no rule for (a sort's passes depend on the data's size and the compiler's
+algorithm: measured on v5e, 0.5-2.5 ns per element)."""
+
+
+def unmodelled(inst: Instruction) -> str | None:
+    """What the estimate cannot time in ``inst`` alone (``sort``, ``top-k``, ``custom-call
+    NAME``), or None when a rule covers it."""
+    if inst.opcode in _UNMODELLED_OPCODES:
+        return _UNMODELLED_OPCODES[inst.opcode]
+    if inst.opcode != "custom-call" or is_library_matmul(inst):
+        return None
+    target = (inst.attribute("custom_call_target") or "").strip('"')
+    if target in _MOVING_CALLS:
+        return None
+    return "top-k" if target.lower() in ("topk", "top_k", "approxtopk") else f"custom-call {target or '?'}"
+
+
+def unmodelled_parts(module: HloModule, inst: Instruction) -> list[str]:
+    """What the estimate cannot time in ``inst`` or the instructions it fuses."""
+    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    return [label for part in parts if (label := unmodelled(part)) is not None]
+
+
 def is_library_matmul(inst: Instruction) -> bool:
     """True for a ``custom-call`` to a library's matmul (``__cublas$gemm``, ``__cublas$lt$matmul``, oneDNN's)."""
     target = (inst.attribute("custom_call_target") or "").lower()
@@ -229,13 +273,39 @@ def _reduce_flops(module: HloModule, inst: Instruction) -> float:
     return float(sum(_elements(module, name) for name in inst.operands[:inputs]))
 
 
+def _reduce_window_flops(module: HloModule, inst: Instruction) -> float:
+    """One per window element per output element (XLA's count: a cumulative sum's window spans
+    part of its axis), except along a dimension the window spans whole from every position
+    (``size=1x4095 pad=0_0x2047_2047`` over 2048: XLA:TPU's reduction broadcast back along its
+    axis, as a softmax's maximum): that axis is reduced once, one per input element."""
+    operand = _operand_dims(module, inst, 0)
+    result = inst.shape.array
+    if result is None or operand is None or len(operand) != len(result.dims):
+        return 0.0
+    fields = dict(_WINDOW_FIELD.findall((inst.attribute("window") or "").strip("{}")))
+    sizes = [int(size) for size in fields.get("size", "").split("x") if size.isdigit()]
+    if len(sizes) != len(operand):
+        return float(result.elements)
+    flops = 1.0
+    for size, length, out in zip(sizes, operand, result.dims):
+        flops *= length if size > 1 and size >= 2 * length - 1 else out * size
+    return flops
+
+
+def _scatter_flops(module: HloModule, inst: Instruction) -> float:
+    """One per update element (a variadic scatter's updates are the last third of its operands)."""
+    updates = max(1, len(inst.operands) // 3)
+    return float(sum(_elements(module, name) for name in inst.operands[-updates:]))
+
+
 _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "dot": _dot_flops,
     "convolution": _convolution_flops,
     "custom-call": _custom_call_flops,
     "reduce": _reduce_flops,
-    "reduce-window": _reduce_flops,
+    "reduce-window": _reduce_window_flops,
     "select-and-scatter": _reduce_flops,
+    "scatter": _scatter_flops,
 }
 """The opcodes whose flops are not one per result element, each with its rule."""
 

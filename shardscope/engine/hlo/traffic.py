@@ -26,6 +26,8 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
         return 2.0 * memory_bytes(inst.shape)  # reads what it keeps
     if inst.opcode == "dynamic-update-slice":
         return 2.0 * _nbytes(module, inst.operands[1]) if len(inst.operands) > 1 else 0.0
+    if inst.opcode == "copy-start" and inst.shape.is_tuple and inst.shape.elements:  # (destination, source, context)
+        return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape.elements[0]))
     if is_library_matmul(inst) and inst.shape.is_tuple and inst.shape.elements:  # (result, workspace)
         return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape.elements[0]))
     if inst.opcode != "fusion":
