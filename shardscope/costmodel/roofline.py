@@ -170,9 +170,9 @@ class StepEstimate:
 
 def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     """The roofline estimate of ``work`` on ``chip`` (None when the chip's bandwidth is unknown)."""
-    bandwidth = chip.memory_bandwidth_Bps
-    if not bandwidth:
+    if not chip.memory_bandwidth_Bps:
         return None
+    bandwidth = chip.memory_bandwidth_Bps * chip.bandwidth_efficiency
     times = []
     for item in work.instructions:
         compute = item.runs * sum(_compute_seconds(count, chip) for count in item.counts)

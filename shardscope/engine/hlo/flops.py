@@ -70,7 +70,7 @@ def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
     for part in parts:
         flops = instruction_flops(module, part)
         if flops:
-            unit = unit_of(part)
+            unit = unit_of(module, part)
             key = (_flop_dtype(module, part), unit, matmul_precision(part) if unit == "matrix" else "default")
             kinds[key] = kinds.get(key, 0.0) + flops
     counts = (FlopCount(flops, dtype, unit, precision) for (dtype, unit, precision), flops in kinds.items())
@@ -80,8 +80,12 @@ def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
 _PRECISIONS = ("default", "high", "highest")
 
 
-def unit_of(inst: Instruction) -> str:
-    """The unit that does ``inst``'s operations: ``matrix``, ``scatter`` or ``vector``."""
+def unit_of(module: HloModule, inst: Instruction) -> str:
+    """The unit that does ``inst``'s operations: ``matrix``, ``scatter`` or ``vector`` (a
+    depthwise convolution, one input feature per group, has nothing for a matrix unit to
+    contract: the vector unit does it)."""
+    if inst.opcode == "convolution" and _depthwise(module, inst):
+        return "vector"
     if inst.opcode in _MATMULS or is_library_matmul(inst):
         return "matrix"
     return "scatter" if inst.opcode == "scatter" else "vector"
@@ -161,6 +165,16 @@ def _convolution_flops(module: HloModule, inst: Instruction) -> float:
     batch = lhs[lhs_labels.index("b")] if "b" in lhs_labels else 1
     multiplies = (lhs[lhs_labels.index("f")] // features) * result.dims[out_labels.index("f")] * (batch // batches)
     return 2.0 * multiplies * positions
+
+
+def _depthwise(module: HloModule, inst: Instruction) -> bool:
+    """A convolution with as many feature groups as input features (one input feature each)."""
+    groups = _int_attribute(inst, "feature_group_count")
+    labels = _dim_labels(inst.attribute("dim_labels"))
+    lhs = _operand_dims(module, inst, 0)
+    if groups <= 1 or labels is None or lhs is None or len(lhs) != len(labels[0]):
+        return False
+    return lhs[labels[0].index("f")] == groups
 
 
 def _dim_labels(text: str | None) -> tuple[str, str, str] | None:

@@ -51,7 +51,7 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
 def _read_bytes(computation: Computation, parameter: Instruction, in_place: set[str], slices: bool) -> float:
     """What a fusion reads of one operand: nothing of a buffer it updates in place, the slices
     of one it only slices, else all of it."""
-    if parameter.name in in_place:
+    if parameter.name in in_place or _OTHER_MEMORY.search(parameter.shape.text):
         return 0.0
     if not slices:
         return float(memory_bytes(parameter.shape))
