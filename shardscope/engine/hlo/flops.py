@@ -244,6 +244,9 @@ def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
     return 2.0 * result.elements * prod(lhs[d] for d in contracting if d < len(lhs))
 
 
+NO_TRAFFIC_CALLS = frozenset({"AllocateBuffer"})
+"""Custom-call targets that move no bytes (a buffer allocated, not written)."""
+
 _MOVING_CALLS = frozenset({
     "ConcatBitcast", "AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked", "AllocateBuffer", "Sharding",
     "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "annotate_device_placement",
@@ -287,25 +290,6 @@ def _reduce_flops(module: HloModule, inst: Instruction) -> float:
     return float(sum(_elements(module, name) for name in inst.operands[:inputs]))
 
 
-def _reduce_window_flops(module: HloModule, inst: Instruction) -> float:
-    """One per window element per output element (XLA's count: a cumulative sum's window spans
-    part of its axis), except along a dimension the window spans whole from every position
-    (``size=1x4095 pad=0_0x2047_2047`` over 2048: XLA:TPU's reduction broadcast back along its
-    axis, as a softmax's maximum): that axis is reduced once, one per input element."""
-    operand = _operand_dims(module, inst, 0)
-    result = inst.shape.array
-    if result is None or operand is None or len(operand) != len(result.dims):
-        return 0.0
-    fields = dict(_WINDOW_FIELD.findall((inst.attribute("window") or "").strip("{}")))
-    sizes = [int(size) for size in fields.get("size", "").split("x") if size.isdigit()]
-    if len(sizes) != len(operand):
-        return float(result.elements)
-    flops = 1.0
-    for size, length, out in zip(sizes, operand, result.dims):
-        flops *= length if size > 1 and size >= 2 * length - 1 else out * size
-    return flops
-
-
 def _scatter_flops(module: HloModule, inst: Instruction) -> float:
     """One per update element (a variadic scatter's updates are the last third of its operands)."""
     updates = max(1, len(inst.operands) // 3)
@@ -317,7 +301,7 @@ _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "convolution": _convolution_flops,
     "custom-call": _custom_call_flops,
     "reduce": _reduce_flops,
-    "reduce-window": _reduce_window_flops,
+    "reduce-window": _reduce_flops,
     "select-and-scatter": _reduce_flops,
     "scatter": _scatter_flops,
 }
