@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from shardscope.costmodel.checked import checked_words
+
 GIB = 2**30
 
 _V4 = "https://cloud.google.com/tpu/docs/v4"
@@ -143,19 +145,20 @@ _SCALED_RATES = ("assumed: v5e's measured vector and scatter rates scaled by thi
 
 
 def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16: float, source: str,
-         checked: str = "", int8: float | None = None) -> Chip:
+         measured: bool = False, int8: float | None = None) -> Chip:
     """A TPU generation: the MXU runs bf16 (f32 in 1, 3 or 6 bf16 passes by precision; fp8
     operands at the bf16 rate, int8 at its published peak where it has one)."""
-    overheads = _MEASURED_V5E if checked else _ASSUMED
+    overheads = _MEASURED_V5E if measured else _ASSUMED
+    checked = checked_words(name) if measured else ""
     peaks = {"bf16": bf16, "default": bf16} | ({"int8": int8} if int8 else {})
     return Chip(
         name, int(memory_gib * GIB), bandwidth, peaks, int(usable_gib * GIB),
         call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7,
         sources={"memory_bytes": source, "memory_bandwidth_Bps": source, "peak_flops": source,
                  "usable_memory_bytes": _LIBTPU, "overheads": overheads, "f32_matmul": _TPU_PRECISION,
-                 "dispatch_s": _DISPATCH if checked else _ASSUMED,
-                 "unit_rates": _V5E_RATES if checked else _SCALED_RATES,
-                 "bandwidth_efficiency": _V5E_BANDWIDTH if checked else _ASSUMED}, checked=checked,
+                 "dispatch_s": _DISPATCH if measured else _ASSUMED,
+                 "unit_rates": _V5E_RATES if measured else _SCALED_RATES,
+                 "bandwidth_efficiency": _V5E_BANDWIDTH if measured else _ASSUMED}, checked=checked,
         f32_matmul=dict(_TPU_F32), dispatch_s=1.3e-4, bandwidth_efficiency=_V5E_BANDWIDTH_EFFICIENCY,
         unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, "scatter": _V5E_SCATTER * bandwidth / 819e9})
 
@@ -169,7 +172,7 @@ TPU_CHIPS: dict[str, Chip] = {
                    int8=275e12),
     "TPU v5 lite": _tpu("v5e", 16, 15.75, 819e9, 197e12,
                         f"{_V5E}: 16 GB HBM2 at 819 GB/s, 197 TFLOPS bf16, 394 TOPS int8",
-                        checked="a real TPU v5e chip (BENCHMARKS.md, step estimate)", int8=394e12),
+                        measured=True, int8=394e12),
     "TPU v5": _V5P_CHIP,
     "TPU v5p": _V5P_CHIP,
     "TPU v6 lite": _tpu("v6e", 32, 31.25, 1640e9, 918e12,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from shardscope.costmodel.checked import unchecked_words
 from shardscope.costmodel.chips import Chip
 from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
@@ -146,7 +147,7 @@ class StepEstimate:
             total = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
         back = f"; back to back ~{seconds_words(self.dispatched_seconds)} per call" if self.collectives_s is None else ""
         bound = (f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else "")
-        checked = f"; {self.checked}" if self.checked else f"; unchecked on {self.chip}: published peaks"
+        checked = f"; {self.checked}" if self.checked else f"; {unchecked_words(self.chip)}"
         at_least = "at least " if self.lower_bound else ""
         return (f"step estimate {at_least}{total} per call waited on, on {self.chip} "
                 f"({parts}{tail}{back}{bound}{checked})")
