@@ -110,6 +110,11 @@ class StepEstimate:
         return max(self.roofline_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
 
     @property
+    def dispatched_upper_s(self) -> float:
+        """Back to back, at most: the dispatched call plus its collectives, nothing hidden."""
+        return self.dispatched_seconds + (self.collectives_s or 0.0)
+
+    @property
     def lower_bound(self) -> bool:
         """True when the module holds instructions the model cannot time (:attr:`unmodelled`):
         the figures are then at least the time, not the time."""
@@ -160,7 +165,8 @@ class StepEstimate:
             "overhead_s": self.overhead_s, "collectives_s": self.collectives_s, "flops": self.flops,
             "bytes": self.bytes, "loop_iterations": self.loop_iterations, "unknown_loops": list(self.unknown_loops),
             "leaves_out": list(self.leaves_out), "checked": self.checked or None,
-            "dispatched_s": self.dispatched_seconds, "lower_bound": self.lower_bound,
+            "dispatched_s": self.dispatched_seconds, "dispatched_upper_s": self.dispatched_upper_s,
+            "lower_bound": self.lower_bound,
             "unmodelled": [{"instruction": what, "count": count} for what, count in self.unmodelled],
             "instructions": [
                 {"name": i.name, "opcode": i.opcode, "op_name": i.op_name, "runs": i.runs, "flops": i.flops,
