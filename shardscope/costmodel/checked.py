@@ -31,7 +31,8 @@ def checked_words(chip: str) -> str:
     found = checked_summaries().get(chip)
     if not found:
         return ""
-    low, high = found["band"]  # type: ignore[misc]
+    band = found["band"]
+    low, high = band if isinstance(band, list) else (0.8, 1.25)
     return (f"checked on a {chip} chip: {found['within']} of {found['covered']} programs it covers within "
             f"{low}-{high}x waited on and back to back, {found['bounds_held']} of {found['lower_bounds']} lower "
             f"bounds held ({found['corpus']})")
