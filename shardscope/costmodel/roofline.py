@@ -1,11 +1,16 @@
 """A step estimate: the compiled module's work against a chip's peaks, a roofline per instruction.
 
 Each instruction the module runs (loops counted: :mod:`shardscope.engine.hlo.work`) takes the
-longer of its flops at the chip's peak for their dtype and its bytes at the chip's memory
-bandwidth; the step is their sum, plus the chip's overhead per call and per loop iteration
+longer of its work at the chip's rates (each kind of its flops at its unit's: matmuls at their
+operand type's and precision's peak, vector work and scatters at the rates measured on v5e:
+:meth:`Chip.rate <shardscope.costmodel.chips.Chip.rate>`) and its bytes at the bandwidth the
+chip reaches; the step is their sum, plus the chip's overhead per call and per loop iteration
 (measured on a real v5e: about 0.59 ms per call and 0.16 us per iteration,
-:mod:`shardscope.costmodel.chips`). It is an estimate, and says what it leaves out
-(:data:`LEAVES_OUT`).
+:mod:`shardscope.costmodel.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
+and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
+instructions no rule covers (a sort, a top-k, a loop of unknown trip count) gets a lower bound
+that names them. It is an estimate, and says what it leaves out (:data:`LEAVES_OUT`) and how it
+compared with a real chip (:mod:`shardscope.costmodel.checked`).
 
 Collectives are the interconnect's: :attr:`StepEstimate.collectives_s` is None until a model
 of the target's interconnect fills it (:meth:`StepEstimate.with_collectives`); then the
@@ -27,7 +32,7 @@ LEAVES_OUT = (
     "overlap of communication with compute (bounded: max and sum)",
     "caches and on-chip memory (every fusion reads and writes HBM)",
     "the compiler's layouts and padding (logical sizes)",
-    "vector-unit flops run at the matrix units' peak (elementwise work is memory-bound anyway)",
+    "a matrix unit's tiles filled in part (a 64-feature convolution on a 128-wide unit)",
 )
 """What every step estimate leaves out, in words."""
 
