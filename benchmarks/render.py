@@ -182,6 +182,7 @@ def render(results: dict[str, Any], failures: dict[str, str] | None = None, elap
     out += render_scale.check_at_scale_section(check_at_scale)
     out += render_dispatches.dispatch_section(dispatch_steps)
     out += render_step_estimate.step_estimate_section(step_estimates)
+    out += render_step_estimate.corpus_section()
     out += _misses(results)
     out += ["## Changes made for these targets", ""] + [f"- {c}" for c in core_changes(results, check_at_scale)] + [""]
     return "\n".join(out)
