@@ -76,7 +76,7 @@ def corpus_section() -> list[str]:
     out = [
         "## 10. The step estimate against a real TPU v5e chip, program by program",
         "",
-        "`benchmarks/tpu_corpus.py` (jax and numpy only) compiled each program on a real TPU v5e chip (jax 0.10.2), "
+        "`benchmarks/tpu_corpus.py` (jax and numpy only) compiled each program on a real TPU v5e chip (the jax of the device machine), "
         "kept `compiled.as_text()`, and timed it waited on (each call blocked on, median of 20) and back to back "
         "(20 calls dispatched, one wait, per-call median over 5 rounds). `tests/fixtures/tpu_corpus/` stores the "
         "modules and times; `python -m benchmarks.tpu_corpus_report` replays every estimate "
@@ -89,14 +89,16 @@ def corpus_section() -> list[str]:
     for chip in CORPORA:
         checks = replay(chip)
         found = stored_summary(chip, checks)
-        out += [f"**{chip}**: {found['within']} of {found['covered']} programs the model covers within "
-                f"{found['band'][0]}-{found['band'][1]}x both ways; {found['bounds_held']} of "  # type: ignore[index]
-                f"{found['lower_bounds']} lower bounds held ({found['held_out']} programs held out).", "",
-                corpus_table(checks), ""]
+        low, high = found["band"]  # type: ignore[misc]
+        out += [f"| chip | programs | covered by the model | within {low}-{high}x both ways | lower bounds | "
+                "lower bounds held | held out |", "|---|---:|---:|---:|---:|---:|---:|",
+                f"| {chip} | {found['programs']} | {found['covered']} | {found['within']} | {found['lower_bounds']} | "
+                f"{found['bounds_held']} | {found['held_out']} |", "", corpus_table(checks), ""]
     out += ["Out of band, by kind: small programs (under ~1 ms back to back: a small transformer block, a 1x1 "
             "convolution, one-hot MoE) run faster back to back than the per-instruction sum, as the chip overlaps "
             "one instruction's memory with another's compute; a softmax over a large f32 array (XLA:TPU's "
-            "reduction broadcast back along its axis, a `reduce-window`) takes ~1.5x its memory time; "
-            "convolutions with 64 input features fill half of the 128-wide matrix unit (1.5-2x); an embedding "
-            "gather from a table too large for on-chip memory reads its rows at about half the bandwidth.", ""]
+            "reduction broadcast back along its axis, a `reduce-window`) takes about half as long again as its "
+            "memory time; convolutions with 64 input features fill half of the 128-wide matrix unit (up to twice "
+            "the estimate); an embedding gather from a table too large for on-chip memory reads its rows at about "
+            "half the bandwidth.", ""]
     return out
