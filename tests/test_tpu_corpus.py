@@ -73,7 +73,7 @@ def test_sorts_top_k_and_unknown_trip_counts_are_lower_bounds_that_name_them():
     assert CHECKS["topk_vocab"].estimate.unmodelled == (("top-k", 1),)
     assert CHECKS["while_unknown_trips"].estimate.unmodelled == (("while loop of unknown trip count", 1),)
     line = CHECKS["sort_16m"].estimate.line()
-    assert re.search(r"step estimate at least ~[\d.]+ \w+ per call", line)
+    assert re.search(r"step estimate at least ~[\d.]+ \w+ per call waited on, ~[\d.]+ \w+ back to back", line)
     assert "a lower bound: 1 sort not modelled" in line
 
 
