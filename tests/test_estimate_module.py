@@ -141,3 +141,15 @@ def test_a_chip_shardscope_does_not_know_or_a_text_without_a_module_is_one_clear
     with pytest.raises(TargetError, match="no HLO module"):
         shardscope.estimate_module("not a module", "v5e")
     assert "estimate_module" in shardscope.__all__
+
+
+def test_a_table_cell_of_a_lower_bound_says_at_least():
+    from shardscope.render.targets import step_cell
+
+    text = _module("""  %x = f32[4096]{0} parameter(0)
+  ROOT %s = f32[4096]{0} sort(%x), dimensions={0}, to_apply=%lt""")
+    text = text.replace("ENTRY", "%lt (a: f32[], b: f32[]) -> pred[] {\n  %a = f32[] parameter(0)\n"
+                        "  %b = f32[] parameter(1)\n  ROOT %c = pred[] compare(%a, %b), direction=LT\n}\n\nENTRY")
+    estimate = shardscope.estimate_module(text, "v5e")
+    assert step_cell(estimate).startswith("at least ~")
+    assert not step_cell(shardscope.estimate_module(_matmul("bf16", 8, 8, 8), "v5e")).startswith("at least")
