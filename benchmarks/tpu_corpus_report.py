@@ -2,7 +2,7 @@
 
     python -m benchmarks.tpu_corpus_report [--write] [--markdown]
 
-Reads ``tests/fixtures/tpu_corpus/v5e_run*.jsonl`` (measured by ``benchmarks/tpu_corpus.py`` on
+Reads ``tests/fixtures/tpu_corpus/v5e_run*.jsonl.gz`` (measured by ``benchmarks/tpu_corpus.py`` on
 a real v5e chip), estimates every module as ``shardscope.estimate_module(text, "v5e")`` does,
 and prints measured / estimate per program, waited on and back to back. ``--write`` stores the
 summary in ``shardscope/costmodel/checked.json`` (what every v5e estimate then says about how
@@ -24,7 +24,7 @@ from shardscope.costmodel.roofline import seconds_words
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "tpu_corpus"
-CORPORA = {"v5e": "v5e_run*.jsonl"}
+CORPORA = {"v5e": "v5e_run*.jsonl.gz"}
 """Each measured chip's corpus files, by chip name."""
 
 

@@ -1,6 +1,6 @@
 """The step estimate against a real TPU v5e chip, replayed without one.
 
-``tests/fixtures/tpu_corpus/v5e_run*.jsonl`` hold, per program, the module the chip compiled
+``tests/fixtures/tpu_corpus/v5e_run*.jsonl.gz`` hold, per program, the module the chip compiled
 (``compiled.as_text()``) and its measured time per call, waited on and back to back
 (``benchmarks/tpu_corpus.py`` on the chip; the programs whose name starts with ``h_`` were
 measured after the model's rules were written and held out of its tuning). The expected side
@@ -24,7 +24,7 @@ import pytest
 from benchmarks.tpu_corpus_report import corpus_files, replay, stored_summary
 from shardscope.costmodel.checked import CHECKED_FILE, checked_summaries
 from shardscope.costmodel.chips import tpu_chip
-from shardscope.costmodel.corpus import BAND
+from shardscope.costmodel.corpus import BAND, read_lines
 
 STORED = json.loads(CHECKED_FILE.read_text())["v5e"]
 CHECKS = {c.program.name: c for c in replay("v5e")}
@@ -32,7 +32,7 @@ MISSES = set(STORED["misses"])
 
 
 def test_the_corpus_holds_at_least_25_programs_of_the_kinds_users_run():
-    rows = [json.loads(line) for path in corpus_files("v5e") for line in path.read_text().splitlines()]
+    rows = [json.loads(line) for path in corpus_files("v5e") for line in read_lines(path)]
     header = next(row["header"] for row in rows if "header" in row)
     assert header["device_kind"] == "TPU v5 lite" and header["platform"] == "tpu"
     assert len(CHECKS) >= 25

@@ -1,6 +1,6 @@
 """The step estimate checked against a real chip: compiled modules and their measured times, replayed.
 
-A corpus is the JSON lines ``benchmarks/tpu_corpus.py`` writes on a machine with the chip: per
+A corpus is the JSON lines ``benchmarks/tpu_corpus.py`` writes (kept gzipped) on a machine with the chip: per
 program, its compiled module (``compiled.as_text()``) and its time per call, waited on (each call
 blocked on) and dispatched back to back (as a training loop runs). Replayed here, each module is
 estimated for the chip (:func:`shardscope.estimate_module`) and each figure compared with its
@@ -18,6 +18,7 @@ the tests, so what an estimate says about how sure it is comes from the stored c
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +79,19 @@ def load(paths: Iterable[Path]) -> list[Measured]:
     one file keeps its first successful measurement (a later run re-measures what failed)."""
     found: dict[str, Measured] = {}
     for path in paths:
-        for line in Path(path).read_text().splitlines():
+        for line in read_lines(Path(path)):
             row = json.loads(line)
             if "hlo" not in row or row.get("error") or row["name"] in found:
                 continue
             found[row["name"]] = Measured(row["name"], row["kind"], bool(row.get("held_out")), row["hlo"],
                                           float(row["waited_s"]), float(row["dispatched_s"]))
     return list(found.values())
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a corpus file, gzipped (``.jsonl.gz``, as the repository keeps them) or not."""
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode().splitlines()
 
 
 def check(programs: Sequence[Measured], chip: Chip) -> list[Check]:
