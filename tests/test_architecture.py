@@ -194,7 +194,7 @@ LAYERS = (
     ("plans", ("shardscope.plans",)),
     ("whatif", ("shardscope.whatif",)),
     ("engine", ("shardscope.engine", "shardscope.costmodel.chips", "shardscope.costmodel.fit",
-                "shardscope.costmodel.roofline")),
+                "shardscope.costmodel.roofline", "shardscope.costmodel.checked")),
     ("failures", ("shardscope.failures",)),
     ("measure", ("shardscope.measure",)),
     ("sources", ("shardscope.sources",)),
