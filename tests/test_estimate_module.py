@@ -153,3 +153,18 @@ def test_a_table_cell_of_a_lower_bound_says_at_least():
     estimate = shardscope.estimate_module(text, "v5e")
     assert step_cell(estimate).startswith("at least ~")
     assert not step_cell(shardscope.estimate_module(_matmul("bf16", 8, 8, 8), "v5e")).startswith("at least")
+
+
+@pytest.mark.parametrize("precision, peak", [("DEFAULT", H100_TF32), ("HIGHEST", H100_FP32)])
+def test_a_cublas_gemm_takes_its_precision_from_its_backend_config(precision, peak):
+    """XLA:GPU's cuBLAS call carries the dot's precision in ``gemm_backend_config``: an f32 gemm
+    at DEFAULT runs on TF32, at HIGHEST in FP32 (2 x 64 x 16 x 32 flops)."""
+    config = ('{"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":'
+              '["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},'
+              f'"precision_config":{{"operand_precision":["{precision}","{precision}"]}}}}}}')
+    text = _module(f"""  %a = f32[64,32]{{1,0}} parameter(0)
+  %b = f32[32,16]{{1,0}} parameter(1)
+  %gemm = (f32[64,16]{{1,0}}, s8[4194304]{{0}}) custom-call(%a, %b), custom_call_target="__cublas$gemm", backend_config={config}
+  ROOT %out = f32[64,16]{{1,0}} get-tuple-element(%gemm), index=0""")
+    estimate = shardscope.estimate_module(text, "h100")
+    assert estimate.compute_s == pytest.approx(2 * 64 * 16 * 32 / peak, rel=1e-12)
