@@ -115,7 +115,9 @@ class Chip:
             "name": self.name, "memory_bytes": self.memory_bytes, "usable_memory_bytes": self.usable_memory_bytes,
             "memory_bandwidth_Bps": self.memory_bandwidth_Bps, "peak_flops": dict(self.peak_flops),
             "call_overhead_s": self.call_overhead_s, "iteration_overhead_s": self.iteration_overhead_s,
-            "sources": dict(self.sources), "checked": self.checked,
+            "sources": dict(self.sources), "checked": self.checked, "f32_matmul": dict(self.f32_matmul),
+            "unit_rates": dict(self.unit_rates), "bandwidth_efficiency": self.bandwidth_efficiency,
+            "dispatch_s": self.dispatch_s,
         }
 
 
