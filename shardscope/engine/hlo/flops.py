@@ -1,10 +1,15 @@
 """The floating-point operations of one HLO instruction, by a rule per opcode.
 
 A ``dot`` is ``2 x result elements x contracted size`` (one multiply and one add per term); a
-``convolution`` ``2 x result elements x kernel elements / output features``; a library matmul
-(a ``custom-call`` to cuBLAS or oneDNN) as a dot; a reduction one per element it reads; other
-arithmetic one per result element; data movement (copies, slices, transposes, broadcasts...)
-none. A fusion's flops are those of the instructions it fuses (:func:`fused_flops`).
+``convolution`` ``2 x batch x input features per group x output features x`` the window
+positions that land on an input element (XLA's own count: a TPU's batched dot, written as a
+convolution dilated by its batch, counts its batch once); a library matmul (a ``custom-call`` to
+cuBLAS or oneDNN) as a dot; a reduction one per element it reads; a scatter one per update
+element; other arithmetic one per result element; data movement (copies, slices, transposes,
+broadcasts...) none. A fusion's flops are those of the instructions it fuses, by kind
+(:func:`flop_counts`: the element type, the unit that does them, a matmul's precision), since a
+chip runs each kind at its own rate. What no rule times (a sort, a top-k, a custom call it does
+not know) is named by :func:`unmodelled`.
 """
 
 from __future__ import annotations
