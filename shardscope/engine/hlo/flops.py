@@ -57,16 +57,6 @@ class FlopCount:
         return self.unit == "matrix"
 
 
-def fused_flops(module: HloModule, inst: Instruction) -> tuple[float, str, bool]:
-    """``(flops, dtype, matmul)`` of one run of ``inst``: a fusion's are its fused instructions'
-    (the dtype and unit of its largest part)."""
-    counts = flop_counts(module, inst)
-    if not counts:
-        return 0.0, _dtype(inst), False
-    largest = max(counts, key=lambda c: c.flops)
-    return sum(c.flops for c in counts), largest.dtype, largest.matmul
-
-
 def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
     """The flops of one run of ``inst`` by kind (dtype, matrix unit or not, precision), a
     fusion's parts summed by kind, largest first."""
