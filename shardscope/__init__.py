@@ -12,6 +12,8 @@ from shardscope.errors import ShardscopeError
 from shardscope.sources.programs import program
 
 if TYPE_CHECKING:
+    from shardscope.costmodel.chips import Chip
+    from shardscope.costmodel.roofline import StepEstimate
     from shardscope.engine.inspection import Inspection
 
 
@@ -46,5 +48,30 @@ def inspect_on(target: str | Sequence[str], fn: Callable, *args: object, **kwarg
     return _inspect_on(target, fn, args, kwargs)
 
 
-__all__ = ["demo", "inspect", "inspect_on", "program", "ShardscopeError"]
+def estimate_module(hlo_text: str, chip: "str | Chip") -> "StepEstimate":
+    """Estimate one call of a compiled XLA module on a chip, from the module's text.
+
+    ``hlo_text`` is what ``jax.jit(f).lower(*args).compile().as_text()`` returns (or an XLA dump's
+    ``*after_optimizations.txt``, a stored module); ``chip`` a chip's name: ``"v5e"``, ``"v5p"``,
+    ``"v6e"``, ``"v4"``, ``"h100"``, ``"a100"``, ``"h200"``, ``"b200"``. Each instruction takes the
+    longer of its work at the chip's rates (matmuls at their dtype's and precision's peak, other
+    work at the vector unit's) and its bytes at the chip's memory bandwidth, loops counted.
+
+    The returned estimate has ``.seconds`` (one call waited on, its per-call overhead included),
+    ``.dispatched_seconds`` (one call among calls dispatched back to back, as a training loop
+    runs them), ``.lower_bound`` (True when the module holds instructions the model cannot time)
+    and ``.unmodelled`` (those instructions and how many: ``("sort", 1)``, ``("top-k", 1)``,
+    ``("while loop of unknown trip count", 1)``); ``.checked`` says how it compares with
+    measured times on that chip, empty where no chip was measured. Collectives are not
+    included: ``.collectives_s`` is None. ``str()`` of ``.line()`` gives the one-line summary.
+
+    Raises :class:`ShardscopeError` (a ``TargetError``) for a chip shardscope does not know or a
+    text without a module.
+    """
+    from shardscope.costmodel.estimate import estimate_module as _estimate_module
+
+    return _estimate_module(hlo_text, chip)
+
+
+__all__ = ["demo", "estimate_module", "inspect", "inspect_on", "program", "ShardscopeError"]
 __version__ = "0.1.0"

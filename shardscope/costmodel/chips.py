@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from shardscope.costmodel.checked import checked_words
+
 GIB = 2**30
 
 _V4 = "https://cloud.google.com/tpu/docs/v4"
@@ -34,12 +36,15 @@ _H100 = "https://www.nvidia.com/en-us/data-center/h100/ (H100 SXM, dense, withou
 _H200 = "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM, dense, without sparsity)"
 _A100 = "https://www.nvidia.com/en-us/data-center/a100/ (A100 SXM 80GB, dense, without sparsity)"
 _B200 = ("https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: 8 GPUs, 36 PFLOPS FP16/BF16 tensor core with "
-         "sparsity, 600 TFLOPS FP32 (no sparsity there); per GPU and dense: half of one eighth for BF16, one eighth "
-         "for FP32)")
+         "sparsity, 18 PFLOPS TF32 and 72 PFLOPS FP8 / 72 POPS INT8 with sparsity, 600 TFLOPS FP32 (no sparsity "
+         "there); per GPU and dense: half of one eighth for the tensor core types, one eighth for FP32)")
 _MEASURED_V5E = ("measured on a real TPU v5e chip here (jax 0.10.2, medians): a jitted scalar add took 0.59 ms per "
                  "call; a fori_loop of 10,000 scalar sines 1.11 ms more than one of 1,000 (0.12 us per iteration), "
                  "of 1,000 128x128 matmuls 0.15 ms more than one of 100 (0.16 us per iteration)")
 _ASSUMED = "assumed as measured on v5e; unchecked on this chip"
+_DISPATCH = ("measured on a real TPU v5e chip here (jax 0.10.2): 20 calls of a jitted scalar add dispatched back to "
+             "back, then waited on once, took ~0.13 ms each (DESIGN.md); the chip runs a call while the host "
+             "launches the next")
 _LIBTPU = "the HBM libtpu's compiler lets a program use (its out-of-memory message, jax 0.10.2 compile-only)"
 
 
@@ -65,6 +70,20 @@ class Chip:
     sources: dict[str, str] = field(default_factory=dict)
     checked: str = ""
     """Where the estimate was checked against measured time (empty: unchecked on this chip)."""
+    f32_matmul: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """How an f32 matmul runs at each precision (``default``, ``high``, ``highest``): the peak
+    it runs at (a key of ``peak_flops``) and how many passes it takes (a TPU's bf16 passes, a
+    GPU's TF32); empty: at the ``f32`` peak."""
+    bandwidth_efficiency: float = 1.0
+    """The share of ``memory_bandwidth_Bps`` a memory-bound instruction reaches (measured on
+    v5e: elementwise passes, norms, reductions, optimizer updates reach ~0.85 of it)."""
+    unit_rates: dict[str, float] = field(default_factory=dict)
+    """Operations per second of the units other than the matrix units: ``vector`` (elementwise
+    work, random bits, reductions), ``scatter`` (one per update element); a unit not listed runs
+    at the dtype's peak."""
+    dispatch_s: float = 0.0
+    """A call's cost when calls are dispatched back to back (a training loop): the host's time
+    to launch one, during which the chip runs the previous call (0: as waited on)."""
 
     @property
     def capacity_bytes(self) -> int | None:
@@ -75,51 +94,110 @@ class Chip:
         """Peak operations per second for ``dtype`` (None when the chip's peaks are unknown)."""
         return self.peak_flops.get(dtype, self.peak_flops.get("default"))
 
+    def rate(self, dtype: str, unit: str, precision: str = "default") -> float | None:
+        """Operations per second for work of ``dtype`` on ``unit`` (``matrix``, ``vector``, ``scatter``)."""
+        if unit == "matrix":
+            return self.matmul_flops_per_s(dtype, precision)
+        return self.unit_rates.get(unit) or self.flops_per_s(dtype)
+
+    def matmul_flops_per_s(self, dtype: str, precision: str = "default") -> float | None:
+        """The rate a matmul of ``dtype`` operands runs at: int8 and fp8 at their own peaks where
+        the chip has them; f32 at ``precision``'s peak divided by its passes (``f32_matmul``)."""
+        if dtype == "f32" and precision in self.f32_matmul:
+            key, passes = self.f32_matmul[precision]
+            peak = self.flops_per_s(key)
+            return peak / passes if peak else None
+        return self.flops_per_s(_PEAK_KEYS.get(dtype, "fp8" if dtype.startswith("f8") else dtype))
+
     def to_json(self) -> dict[str, object]:
         """The chip's numbers and their sources, for ``--json``."""
         return {
             "name": self.name, "memory_bytes": self.memory_bytes, "usable_memory_bytes": self.usable_memory_bytes,
             "memory_bandwidth_Bps": self.memory_bandwidth_Bps, "peak_flops": dict(self.peak_flops),
             "call_overhead_s": self.call_overhead_s, "iteration_overhead_s": self.iteration_overhead_s,
-            "sources": dict(self.sources), "checked": self.checked,
+            "sources": dict(self.sources), "checked": self.checked, "f32_matmul": dict(self.f32_matmul),
+            "unit_rates": dict(self.unit_rates), "bandwidth_efficiency": self.bandwidth_efficiency,
+            "dispatch_s": self.dispatch_s,
         }
 
 
+_PEAK_KEYS = {"s8": "int8", "u8": "int8", "s4": "int8", "u4": "int8"}
+"""Matmul operand types that run at a peak of another name (fp8 types, ``f8e4m3fn`` and the rest: ``fp8``)."""
+
+_TPU_F32 = {"default": ("bf16", 1), "high": ("bf16", 3), "highest": ("bf16", 6)}
+_TPU_PRECISION = ("jax.lax.Precision: on TPU an f32 matmul takes 1 bf16 pass at DEFAULT, 3 at HIGH, 6 at HIGHEST; "
+                  "measured on v5e (tests/fixtures/tpu_corpus): 4096^3 f32 0.75, 2.21, 4.48 ms back to back, "
+                  "against 0.70 ms for one bf16 pass")
+_GPU_F32 = {"default": ("tf32", 1), "high": ("tf32", 1), "highest": ("f32", 1)}
+_GPU_PRECISION = ("jax.lax.Precision: on A100/H100-class GPUs an f32 matmul runs on TF32 tensor cores at DEFAULT "
+                  "and HIGH, in float32 at HIGHEST")
+
+
+_V5E_BANDWIDTH_EFFICIENCY = 0.85
+_V5E_BANDWIDTH = ("measured on a real TPU v5e chip here (tests/fixtures/tpu_corpus, back to back): an elementwise "
+                  "GELU over 2x256 MiB, an RMS norm, a column sum and a transpose reached 690-720 GB/s, 0.84-0.88 "
+                  "of the published 819 GB/s")
+_V5E_VECTOR = 5.7e12
+_V5E_SCATTER = 2.8e10
+_V5E_RATES = ("measured on a real TPU v5e chip here (tests/fixtures/tpu_corpus, back to back): random bits "
+              "(threefry: 4.1e9-11.3e9 elementwise operations in 0.72-2.17 ms) at ~5.7e12 vector operations/s; "
+              "a scatter-add of 33.6M f32 update elements in rows of 256 and 1024 at 1.7e10-2.2e10 updates/s (the faster taken: a sort beside it is not modelled)")
+_SCALED_RATES = ("assumed: v5e's measured vector and scatter rates scaled by this chip's bf16 peak and memory "
+                 "bandwidth; unchecked on this chip")
+
+
 def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16: float, source: str,
-         checked: str = "") -> Chip:
-    """A TPU generation: the MXU runs bf16 (and f32 at JAX's default precision, one bf16 pass)."""
-    overheads = _MEASURED_V5E if checked else _ASSUMED
+         measured: bool = False, int8: float | None = None) -> Chip:
+    """A TPU generation: the MXU runs bf16 (f32 in 1, 3 or 6 bf16 passes by precision; fp8
+    operands at the bf16 rate, int8 at its published peak where it has one)."""
+    overheads = _MEASURED_V5E if measured else _ASSUMED
+    checked = checked_words(name) if measured else ""
+    peaks = {"bf16": bf16, "default": bf16} | ({"int8": int8} if int8 else {})
     return Chip(
-        name, int(memory_gib * GIB), bandwidth, {"bf16": bf16, "default": bf16}, int(usable_gib * GIB),
+        name, int(memory_gib * GIB), bandwidth, peaks, int(usable_gib * GIB),
         call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7,
         sources={"memory_bytes": source, "memory_bandwidth_Bps": source, "peak_flops": source,
-                 "usable_memory_bytes": _LIBTPU, "overheads": overheads}, checked=checked)
+                 "usable_memory_bytes": _LIBTPU, "overheads": overheads, "f32_matmul": _TPU_PRECISION,
+                 "dispatch_s": _DISPATCH if measured else _ASSUMED,
+                 "unit_rates": _V5E_RATES if measured else _SCALED_RATES,
+                 "bandwidth_efficiency": _V5E_BANDWIDTH if measured else _ASSUMED}, checked=checked,
+        f32_matmul=dict(_TPU_F32), dispatch_s=1.3e-4, bandwidth_efficiency=_V5E_BANDWIDTH_EFFICIENCY,
+        unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, "scatter": _V5E_SCATTER * bandwidth / 819e9})
 
 
 _V5P_CHIP = _tpu("v5p", 96, 95.74, 2765e9, 459e12,
                  f"{_V5P}: 95 GB HBM2e (libtpu lets a program use 95.74 GiB: 96 GiB on the chip), 2,765 GB/s, "
-                 "459 TFLOPS bf16")
+                 "459 TFLOPS bf16, 918 TOPS int8", int8=918e12)
 
 TPU_CHIPS: dict[str, Chip] = {
-    "TPU v4": _tpu("v4", 32, 30.75, 1200e9, 275e12, f"{_V4}: 32 GiB HBM2, 1,200 GB/s, 275 TFLOPS bf16"),
-    "TPU v5 lite": _tpu("v5e", 16, 15.75, 819e9, 197e12, f"{_V5E}: 16 GB HBM2 at 819 GB/s, 197 TFLOPS bf16",
-                        checked="a real TPU v5e chip (BENCHMARKS.md, step estimate)"),
+    "TPU v4": _tpu("v4", 32, 30.75, 1200e9, 275e12, f"{_V4}: 32 GiB HBM2, 1,200 GB/s, 275 TFLOPS bf16 and int8",
+                   int8=275e12),
+    "TPU v5 lite": _tpu("v5e", 16, 15.75, 819e9, 197e12,
+                        f"{_V5E}: 16 GB HBM2 at 819 GB/s, 197 TFLOPS bf16, 394 TOPS int8",
+                        measured=True, int8=394e12),
     "TPU v5": _V5P_CHIP,
     "TPU v5p": _V5P_CHIP,
-    "TPU v6 lite": _tpu("v6e", 32, 31.25, 1640e9, 918e12, f"{_V6E}: 32 GB HBM, 1,640 GB/s, 918 TFLOPS bf16"),
+    "TPU v6 lite": _tpu("v6e", 32, 31.25, 1640e9, 918e12,
+                        f"{_V6E}: 32 GB HBM, 1,640 GB/s, 918 TFLOPS bf16, 1,836 TOPS int8", int8=1836e12),
 }
 """TPU chips by the ``device_kind`` libtpu gives their compile-only devices (``TPU v5`` is a v5p)."""
 
 _GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
-    "a100": ({"bf16": 312e12, "f16": 312e12, "f32": 19.5e12, "default": 19.5e12},
-             f"{_A100}: 312 TFLOPS BF16/FP16 tensor core, 19.5 TFLOPS FP32"),
-    "h100": ({"bf16": 989e12, "f16": 989e12, "f32": 67e12, "default": 67e12},
-             f"{_H100}: 989 TFLOPS BF16/FP16 tensor core, 67 TFLOPS FP32"),
-    "h200": ({"bf16": 989e12, "f16": 989e12, "f32": 67e12, "default": 67e12},
-             f"{_H200}: 989 TFLOPS BF16/FP16 tensor core, 67 TFLOPS FP32"),
-    "b200": ({"bf16": 2.25e15, "f16": 2.25e15, "f32": 75e12, "default": 75e12}, _B200),
+    "a100": ({"bf16": 312e12, "f16": 312e12, "tf32": 156e12, "int8": 624e12, "f32": 19.5e12, "default": 19.5e12},
+             f"{_A100}: 312 TFLOPS BF16/FP16 tensor core, 156 TFLOPS TF32, 624 TOPS INT8, 19.5 TFLOPS FP32"),
+    "h100": ({"bf16": 989e12, "f16": 989e12, "tf32": 494e12, "fp8": 1979e12, "int8": 1979e12, "f32": 67e12,
+              "default": 67e12},
+             f"{_H100}: 989 TFLOPS BF16/FP16 tensor core, 494 TFLOPS TF32, 1,979 TFLOPS FP8, 1,979 TOPS INT8, "
+             "67 TFLOPS FP32"),
+    "h200": ({"bf16": 989e12, "f16": 989e12, "tf32": 494e12, "fp8": 1979e12, "int8": 1979e12, "f32": 67e12,
+              "default": 67e12},
+             f"{_H200}: 989 TFLOPS BF16/FP16 tensor core, 494 TFLOPS TF32, 1,979 TFLOPS FP8, 1,979 TOPS INT8, "
+             "67 TFLOPS FP32"),
+    "b200": ({"bf16": 2.25e15, "f16": 2.25e15, "tf32": 1.125e15, "fp8": 4.5e15, "int8": 4.5e15, "f32": 75e12,
+              "default": 75e12}, _B200),
 }
-"""Published dense peaks of the GPUs shardscope describes (f32 dots at full precision)."""
+"""Published dense peaks of the GPUs shardscope describes (an f32 matmul at JAX's default
+precision runs at the TF32 peak: ``Chip.f32_matmul``)."""
 
 GPU_OVERHEADS = ("assumed: 20 us per call and 10 us per loop iteration (kernel launches); "
                  "unchecked on any GPU")
@@ -145,4 +223,5 @@ def gpu_chip(name: str, description: str) -> Chip:
                 call_overhead_s=2e-5, iteration_overhead_s=1e-5,
                 sources={"memory_bytes": described, "memory_bandwidth_Bps": described,
                          "peak_flops": source or "unknown: a description of a GPU shardscope has no peaks for",
-                         "overheads": GPU_OVERHEADS})
+                         "overheads": GPU_OVERHEADS, "f32_matmul": _GPU_PRECISION if "tf32" in peaks else ""},
+                f32_matmul=dict(_GPU_F32) if "tf32" in peaks else {}, dispatch_s=2e-5)

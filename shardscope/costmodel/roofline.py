@@ -1,11 +1,16 @@
 """A step estimate: the compiled module's work against a chip's peaks, a roofline per instruction.
 
 Each instruction the module runs (loops counted: :mod:`shardscope.engine.hlo.work`) takes the
-longer of its flops at the chip's peak for their dtype and its bytes at the chip's memory
-bandwidth; the step is their sum, plus the chip's overhead per call and per loop iteration
+longer of its work at the chip's rates (each kind of its flops at its unit's: matmuls at their
+operand type's and precision's peak, vector work and scatters at the rates measured on v5e:
+:meth:`Chip.rate <shardscope.costmodel.chips.Chip.rate>`) and its bytes at the bandwidth the
+chip reaches; the step is their sum, plus the chip's overhead per call and per loop iteration
 (measured on a real v5e: about 0.59 ms per call and 0.16 us per iteration,
-:mod:`shardscope.costmodel.chips`). It is an estimate, and says what it leaves out
-(:data:`LEAVES_OUT`).
+:mod:`shardscope.costmodel.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
+and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
+instructions no rule covers (a sort, a top-k, a loop of unknown trip count) gets a lower bound
+that names them. It is an estimate, and says what it leaves out (:data:`LEAVES_OUT`) and how it
+compared with a real chip (:mod:`shardscope.costmodel.checked`).
 
 Collectives are the interconnect's: :attr:`StepEstimate.collectives_s` is None until a model
 of the target's interconnect fills it (:meth:`StepEstimate.with_collectives`); then the
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from shardscope.costmodel.checked import unchecked_words
 from shardscope.costmodel.chips import Chip
+from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
 
 LEAVES_OUT = (
@@ -25,9 +32,13 @@ LEAVES_OUT = (
     "overlap of communication with compute (bounded: max and sum)",
     "caches and on-chip memory (every fusion reads and writes HBM)",
     "the compiler's layouts and padding (logical sizes)",
-    "vector-unit flops run at the matrix units' peak (elementwise work is memory-bound anyway)",
+    "a matrix unit's tiles filled in part (a 64-feature convolution on a 128-wide unit)",
 )
 """What every step estimate leaves out, in words."""
+
+LAUNCH_GAP_S = 3e-5
+"""Between two calls dispatched back to back, the chip idles ~30 us (measured on v5e: matmuls of
+0.4-4 ms took their roofline plus 0.01-0.08 ms each back to back; tests/fixtures/tpu_corpus)."""
 
 TOP_INSTRUCTIONS = 20
 """How many of the costliest instructions an estimate keeps for its breakdown."""
@@ -82,11 +93,41 @@ class StepEstimate:
     collectives_s: float | None = None
     leaves_out: tuple[str, ...] = LEAVES_OUT
     checked: str = ""
+    dispatch_s: float = 0.0
+    """The chip's cost of a call dispatched back to back (the host launches the next call while
+    the chip runs this one): the floor of :attr:`dispatched_seconds`."""
+    unmodelled: tuple[tuple[str, int], ...] = ()
+    """What the model has no rule for, with how many instructions of each: the estimate is then
+    a lower bound (:attr:`lower_bound`)."""
+    iteration_s: float = 0.0
+    """The loops' per-iteration overheads, part of ``overhead_s``."""
 
     @property
     def seconds(self) -> float:
         """The compute and memory estimate: the rooflines plus the overheads (collectives not included)."""
         return self.roofline_s + self.overhead_s
+
+    @property
+    def dispatched_seconds(self) -> float:
+        """One call among calls dispatched back to back, as a training loop runs them: the
+        rooflines and loop overheads plus a launch gap, at least the host's dispatch time
+        (collectives not included)."""
+        return max(self.roofline_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
+
+    @property
+    def dispatched_upper_s(self) -> float:
+        """Back to back, at most: the dispatched call plus its collectives, nothing hidden."""
+        return self.dispatched_seconds + (self.collectives_s or 0.0)
+
+    @property
+    def lower_bound(self) -> bool:
+        """True when the module holds instructions the model cannot time (:attr:`unmodelled`):
+        the figures are then at least the time, not the time."""
+        return bool(self.unmodelled)
+
+    def unmodelled_words(self) -> str:
+        """``1 sort, 2 top-k`` (empty when the model covers every instruction)."""
+        return ", ".join(f"{count} {what}" for what, count in self.unmodelled)
 
     @property
     def lower_s(self) -> float:
@@ -104,19 +145,25 @@ class StepEstimate:
         return replace(self, collectives_s=seconds, leaves_out=out)
 
     def line(self) -> str:
-        """``step estimate ~5.6 ms per call on v5e (compute 5.6 ms, memory 0.4 ms; collectives not included)``."""
+        """``step estimate ~6.2 ms per call waited on, ~5.6 ms back to back, on v5e (compute 5.6 ms,
+        memory 0.4 ms, overheads 0.59 ms; collectives not included; checked on a v5e chip: ...)``:
+        "at least" and the instructions not modelled when it is a lower bound."""
         parts = f"compute {seconds_words(self.compute_s)}, memory {seconds_words(self.memory_s)}"
         if self.overhead_s:
             parts += f", overheads {seconds_words(self.overhead_s)}"
         if self.collectives_s is None:
             tail = "; collectives not included"
-            total = f"~{seconds_words(self.seconds)}"
+            waited, back = f"~{seconds_words(self.seconds)}", f"~{seconds_words(self.dispatched_seconds)}"
         else:
             tail = f"; collectives {seconds_words(self.collectives_s)}, overlapped or not"
-            total = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
-        unknown = f"; {len(self.unknown_loops)} loop(s) of unknown trip count counted once" if self.unknown_loops else ""
-        checked = "" if self.checked else f"; unchecked on {self.chip}"
-        return f"step estimate {total} per call on {self.chip} ({parts}{tail}{unknown}{checked})"
+            waited = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
+            back = (f"{seconds_words(max(self.dispatched_seconds, self.collectives_s))} to "
+                    f"{seconds_words(self.dispatched_upper_s)}")
+        bound = f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else ""
+        checked = f"; {self.checked}" if self.checked else f"; {unchecked_words(self.chip)}"
+        at_least = "at least " if self.lower_bound else ""
+        return (f"step estimate {at_least}{waited} per call waited on, {back} back to back, on {self.chip} "
+                f"({parts}{tail}{bound}{checked})")
 
     def to_json(self) -> dict[str, object]:
         """The estimate's numbers (seconds per call), its breakdown and what it leaves out."""
@@ -126,6 +173,9 @@ class StepEstimate:
             "overhead_s": self.overhead_s, "collectives_s": self.collectives_s, "flops": self.flops,
             "bytes": self.bytes, "loop_iterations": self.loop_iterations, "unknown_loops": list(self.unknown_loops),
             "leaves_out": list(self.leaves_out), "checked": self.checked or None,
+            "dispatched_s": self.dispatched_seconds, "dispatched_upper_s": self.dispatched_upper_s,
+            "lower_bound": self.lower_bound,
+            "unmodelled": [{"instruction": what, "count": count} for what, count in self.unmodelled],
             "instructions": [
                 {"name": i.name, "opcode": i.opcode, "op_name": i.op_name, "runs": i.runs, "flops": i.flops,
                  "bytes": i.bytes, "compute_s": i.compute_s, "memory_s": i.memory_s, "bound": i.bound}
@@ -135,23 +185,30 @@ class StepEstimate:
 
 def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     """The roofline estimate of ``work`` on ``chip`` (None when the chip's bandwidth is unknown)."""
-    bandwidth = chip.memory_bandwidth_Bps
-    if not bandwidth:
+    if not chip.memory_bandwidth_Bps:
         return None
+    bandwidth = chip.memory_bandwidth_Bps * chip.bandwidth_efficiency
     times = []
     for item in work.instructions:
-        peak = chip.flops_per_s(item.dtype)
-        compute = item.total_flops / peak if peak else 0.0
+        compute = item.runs * sum(_compute_seconds(count, chip) for count in item.counts)
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
                                      item.total_bytes, compute, item.total_bytes / bandwidth))
-    overhead = chip.call_overhead_s + work.loop_iterations * chip.iteration_overhead_s
+    iterations = work.loop_iterations * chip.iteration_overhead_s
+    overhead = chip.call_overhead_s + iterations
     times.sort(key=lambda t: t.seconds, reverse=True)
     return StepEstimate(
         chip=chip.name, flops=work.flops, bytes=work.bytes,
         compute_s=sum(t.compute_s for t in times), memory_s=sum(t.memory_s for t in times),
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
+        dispatch_s=chip.dispatch_s, unmodelled=work.unmodelled, iteration_s=iterations,
     )
+
+
+def _compute_seconds(count: FlopCount, chip: Chip) -> float:
+    """One run's flops of one kind at the chip's rate for them (0 where the chip has no peak)."""
+    rate = chip.rate(count.dtype, count.unit, count.precision)
+    return count.flops / rate if rate else 0.0
 
 
 def seconds_words(seconds: float, digits: int = 3) -> str:

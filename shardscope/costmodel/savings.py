@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 
 
-SHARE_IS = ("of the step's serialized upper bound (compute, memory and communication one after another); "
-            "overlap may hide the saving")
+SHARE_IS = ("of the step's serialized upper bound back to back (compute, memory and communication one after "
+            "another, one call among calls dispatched as a training loop does); overlap may hide the saving")
 """What a saving's share of the step is taken against, in the words the text and the JSON give."""
 
-SHARE_WORDS = "of the step's upper bound (serialized; overlap may hide it)"
+SHARE_WORDS = "of the step's upper bound back to back (serialized; overlap may hide it)"
 """The same, short, for the sentence of a finding."""
 
 
@@ -69,6 +69,9 @@ class Saving:
     algorithm: str = ""
     step_s: float | None = None
     parts: tuple[tuple[str, int, int | None], ...] = ()
+    step_lower_bound: bool = False
+    """True when the step estimate is a lower bound (it holds instructions the model cannot
+    time): the share is then at most what it says."""
     """``(target collective, bytes per run, runs per call)`` of each target instruction that
     keeps the finding's values in a loop: with more than one (a combined sum the target split
     over two instructions of different runs), ``bytes_per_run`` is their sum and no single run
@@ -92,7 +95,10 @@ class Saving:
             return text + f"; shardscope has no interconnect figures for {self.target} to say what deferring it saves"
         text += f"; deferring it saves ~{format_seconds(self.seconds_per_step)} per step on {self.target}"
         share = self.share_of_step
-        return text + (f", {share:.0%} {SHARE_WORDS}" if share is not None else "")
+        if share is None:
+            return text
+        at_most = "at most " if self.step_lower_bound else ""
+        return text + f", {at_most}{share:.0%} {SHARE_WORDS}"
 
     def to_json(self) -> dict[str, object]:
         """The ``saving`` object of a finding in ``--json``."""
@@ -102,7 +108,7 @@ class Saving:
                 "algorithm": self.algorithm or None, "step_s": self.step_s, "share_of_step": self.share_of_step,
                 "share_is": SHARE_IS if self.share_of_step is not None else None,
                 "parts": [{"collective": name, "bytes_per_run": size, "runs_per_call": runs}
-                          for name, size, runs in self.parts]}
+                          for name, size, runs in self.parts], "step_lower_bound": self.step_lower_bound}
 
 
 def _runs_words(runs: int | None) -> str:
@@ -121,10 +127,11 @@ def step_estimate_of(plan: "TargetPlan") -> "StepEstimate | None":
 
 
 def step_seconds(plan: "TargetPlan") -> float | None:
-    """The estimated step time of ``plan`` on its target, the share of which a saving is: its
-    upper bound (communication not hidden behind compute), so a share is never overstated."""
+    """The estimated step time of ``plan`` on its target, the share of which a saving is: one
+    call among calls dispatched back to back, as a training loop runs them (not the waited-on
+    call's overhead), at its upper bound (communication not hidden behind compute)."""
     estimate = step_estimate_of(plan)
-    return None if estimate is None else estimate.upper_s
+    return None if estimate is None else estimate.dispatched_upper_s
 
 
 def savings_of(plan: "TargetPlan", step_s: float | None = None) -> dict[str, Saving]:
@@ -171,7 +178,8 @@ def saving_of(plan: "TargetPlan", p: "TargetPlacement", interconnect: TargetInte
     runs_after = None if runs_now is None or not leave else max(1, runs_now // leave)
     return Saving(plan.target, p.collective.name, p.collective.kind,
                   ", ".join(dict.fromkeys(op.value for op in staying if op.value)), total_bytes, runs_now, runs_after,
-                  seconds_per_run if known else None, saved if known else None, algorithm, step_s, tuple(parts))
+                  seconds_per_run if known else None, saved if known else None, algorithm, step_s, tuple(parts),
+                  plan.step is not None and plan.step.lower_bound)
 
 
 def _instruction_saving(plan: "TargetPlan", t: "CompiledCollective", moved: int, after: int,

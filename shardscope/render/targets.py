@@ -142,12 +142,14 @@ def step_words(plan: "TargetPlan") -> str:
 
 
 def step_cell(step: "StepEstimate | None") -> str:
-    """The step estimate in a table cell: ``~5.6 ms``, or its bounds once collectives are in it."""
+    """The step estimate waited on in a table cell: ``~5.6 ms``, or its bounds once collectives are
+    in it; ``at least`` before it when the module holds instructions the model cannot time."""
     if step is None:
         return "-"
+    at_least = "at least " if step.lower_bound else ""
     if step.collectives_s is None:
-        return f"~{seconds_words(step.seconds)}"
-    return f"{seconds_words(step.lower_s)} to {seconds_words(step.upper_s)}"
+        return f"{at_least}~{seconds_words(step.seconds)}"
+    return f"{at_least}{seconds_words(step.lower_s)} to {seconds_words(step.upper_s)}"
 
 
 def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:

@@ -538,5 +538,6 @@ def test_the_compiled_tab_says_whether_each_plan_fits_the_slice_and_estimates_it
         section = _section(_section(rnn_on_the_slice.text, "on tpu:v5e:2x2:"), plan, end)
         assert re.search(r"memory: [0-9.]+ (B|KiB|MiB) of 15\.75 GiB per device", section), section
         # v5e's ICI times the collectives: the estimate is a range, collectives hidden behind compute or not
-        assert re.search(r"step estimate [0-9.]+ (us|ms) to [0-9.]+ (us|ms) per call on v5e \(compute .*"
-                         r"collectives [0-9.]+ (ns|us|ms), overlapped or not\)", section), section
+        assert re.search(r"step estimate [0-9.]+ (us|ms) to [0-9.]+ (us|ms) per call waited on, [0-9.]+ (us|ms) to "
+                         r"[0-9.]+ (us|ms) back to back, on v5e \(compute .*collectives [0-9.]+ (ns|us|ms), overlapped "
+                         r"or not; checked on a v5e chip: \d+ of \d+ programs", section), section

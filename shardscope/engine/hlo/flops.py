@@ -1,15 +1,21 @@
 """The floating-point operations of one HLO instruction, by a rule per opcode.
 
 A ``dot`` is ``2 x result elements x contracted size`` (one multiply and one add per term); a
-``convolution`` ``2 x result elements x kernel elements / output features``; a library matmul
-(a ``custom-call`` to cuBLAS or oneDNN) as a dot; a reduction one per element it reads; other
-arithmetic one per result element; data movement (copies, slices, transposes, broadcasts...)
-none. A fusion's flops are those of the instructions it fuses (:func:`fused_flops`).
+``convolution`` ``2 x batch x input features per group x output features x`` the window
+positions that land on an input element (XLA's own count: a TPU's batched dot, written as a
+convolution dilated by its batch, counts its batch once); a library matmul (a ``custom-call`` to
+cuBLAS or oneDNN) as a dot; a reduction one per element it reads; a scatter one per update
+element; other arithmetic one per result element; data movement (copies, slices, transposes,
+broadcasts...) none. A fusion's flops are those of the instructions it fuses, by kind
+(:func:`flop_counts`: the element type, the unit that does them, a matmul's precision), since a
+chip runs each kind at its own rate. What no rule times (a sort, a top-k, a custom call it does
+not know) is named by :func:`unmodelled`.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from math import prod
 from typing import Callable, Iterator
 
@@ -33,19 +39,65 @@ _CONTROL = frozenset({"while", "call", "conditional", "async-start", "fusion"})
 _LIST = re.compile(r"\{([^}]*)\}")
 
 
-def fused_flops(module: HloModule, inst: Instruction) -> tuple[float, str, bool]:
-    """``(flops, dtype, matmul)`` of one run of ``inst``: a fusion's are its fused instructions'
-    (the dtype and unit of its largest part)."""
-    if inst.opcode != "fusion":
-        flops = instruction_flops(module, inst)
-        return flops, _flop_dtype(module, inst), inst.opcode in _MATMULS or is_library_matmul(inst)
-    total, best, dtype, matmul = 0.0, -1.0, _dtype(inst), False
-    for part in _fused(module, inst):
+@dataclass(frozen=True)
+class FlopCount:
+    """Operations of one kind within an instruction: their element type, the unit that does them
+    (``matrix``: a dot, a convolution, a library matmul; ``scatter``: a scatter's updates, one
+    per element; ``vector``: everything else), and a matmul's precision (``default``, ``high``,
+    ``highest``: XLA's ``operand_precision``; an f32 matmul's passes depend on it)."""
+
+    flops: float
+    dtype: str
+    unit: str
+    precision: str = "default"
+
+    @property
+    def matmul(self) -> bool:
+        """True when the matrix units do them."""
+        return self.unit == "matrix"
+
+
+def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
+    """The flops of one run of ``inst`` by kind (dtype, matrix unit or not, precision), a
+    fusion's parts summed by kind, largest first."""
+    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    kinds: dict[tuple[str, str, str], float] = {}
+    for part in parts:
         flops = instruction_flops(module, part)
-        total += flops
-        if flops > best:
-            best, dtype, matmul = flops, _flop_dtype(module, part), part.opcode in _MATMULS or is_library_matmul(part)
-    return total, dtype, matmul
+        if flops:
+            unit = unit_of(module, part)
+            key = (_flop_dtype(module, part), unit, matmul_precision(part) if unit == "matrix" else "default")
+            kinds[key] = kinds.get(key, 0.0) + flops
+    counts = (FlopCount(flops, dtype, unit, precision) for (dtype, unit, precision), flops in kinds.items())
+    return tuple(sorted(counts, key=lambda c: -c.flops))
+
+
+_PRECISIONS = ("default", "high", "highest")
+
+
+def unit_of(module: HloModule, inst: Instruction) -> str:
+    """The unit that does ``inst``'s operations: ``matrix``, ``scatter`` or ``vector`` (a
+    depthwise convolution, one input feature per group, has nothing for a matrix unit to
+    contract: the vector unit does it)."""
+    if inst.opcode == "convolution" and _depthwise(module, inst):
+        return "vector"
+    if inst.opcode in _MATMULS or is_library_matmul(inst):
+        return "matrix"
+    return "scatter" if inst.opcode == "scatter" else "vector"
+
+
+def matmul_precision(inst: Instruction) -> str:
+    """The highest of a matmul's ``operand_precision={high,high}`` (a library matmul's from its
+    ``precision_config``), ``default`` when not given."""
+    listed = _LIST.search(inst.attribute("operand_precision") or "")
+    names = [name.strip().lower() for name in listed.group(1).split(",")] if listed else []
+    config = inst.backend_config
+    gemm = config.get("gemm_backend_config", {}) if isinstance(config, dict) else {}
+    precision = gemm.get("precision_config", {}) if isinstance(gemm, dict) else {}
+    if isinstance(precision, dict):
+        names += [str(name).lower() for name in precision.get("operand_precision", ())]
+    known = [_PRECISIONS.index(name) for name in names if name in _PRECISIONS]
+    return _PRECISIONS[max(known)] if known else "default"
 
 
 def _fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Instruction]:
@@ -81,14 +133,94 @@ def _dot_flops(module: HloModule, inst: Instruction) -> float:
 
 
 def _convolution_flops(module: HloModule, inst: Instruction) -> float:
-    """``2 x result elements x kernel elements / the kernel's output features`` (the terms each
-    output element sums, whatever the feature grouping)."""
-    kernel = _operand_dims(module, inst, 1)
-    labels = (inst.attribute("dim_labels") or "").split("->")[0].split("_")
-    if kernel is None or inst.shape.array is None or len(labels) != 2 or "o" not in labels[1]:
+    """``2 x batch x output features x input features per group x`` the window positions that
+    land on an input element, per spatial dimension (XLA's own count,
+    ``HloCostAnalysis::HandleConvolution``). A TPU writes a batched dot as a convolution whose
+    batch is a spatial dimension dilated by its own size (``window={size=64 stride=63
+    lhs_dilate=64}``): one position of each window lands on an input element, so the batch
+    counts once, not once per window position."""
+    lhs, kernel = _operand_dims(module, inst, 0), _operand_dims(module, inst, 1)
+    labels = _dim_labels(inst.attribute("dim_labels"))
+    result = inst.shape.array
+    if lhs is None or kernel is None or result is None or labels is None:
         return 0.0
-    out_features = kernel[labels[1].index("o")] or 1
-    return 2.0 * inst.shape.array.elements * prod(kernel) / out_features
+    lhs_labels, kernel_labels, out_labels = labels
+    if len(lhs_labels) != len(lhs) or len(kernel_labels) != len(kernel) or len(out_labels) != len(result.dims):
+        return 0.0
+    window = _window(inst.attribute("window"), sum(label.isdigit() for label in lhs_labels))
+    positions = 1
+    for spatial, (stride, pad_low, lhs_dilate, rhs_dilate) in enumerate(window):
+        label = str(spatial)
+        if label not in lhs_labels or label not in kernel_labels or label not in out_labels:
+            return 0.0
+        positions *= _valid_positions(lhs[lhs_labels.index(label)], kernel[kernel_labels.index(label)],
+                                      result.dims[out_labels.index(label)], stride, pad_low, lhs_dilate, rhs_dilate)
+    features = _int_attribute(inst, "feature_group_count")
+    batches = _int_attribute(inst, "batch_group_count")
+    batch = lhs[lhs_labels.index("b")] if "b" in lhs_labels else 1
+    multiplies = (lhs[lhs_labels.index("f")] // features) * result.dims[out_labels.index("f")] * (batch // batches)
+    return 2.0 * multiplies * positions
+
+
+def _depthwise(module: HloModule, inst: Instruction) -> bool:
+    """A convolution with as many feature groups as input features (one input feature each)."""
+    groups = _int_attribute(inst, "feature_group_count")
+    labels = _dim_labels(inst.attribute("dim_labels"))
+    lhs = _operand_dims(module, inst, 0)
+    if groups <= 1 or labels is None or lhs is None or len(lhs) != len(labels[0]):
+        return False
+    return lhs[labels[0].index("f")] == groups
+
+
+def _dim_labels(text: str | None) -> tuple[str, str, str] | None:
+    """``b01f_01io->b01f`` -> ``("b01f", "01io", "b01f")`` (None when it does not read so)."""
+    if not text or "->" not in text or "_" not in text:
+        return None
+    operands, out = text.split("->", 1)
+    lhs, kernel = operands.split("_", 1)
+    if "b" not in lhs or "f" not in lhs or "i" not in kernel or "o" not in kernel or "f" not in out:
+        return None
+    return lhs, kernel, out
+
+
+_WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=(\S+)")
+
+
+def _window(text: str | None, spatial: int) -> list[tuple[int, int, int, int]]:
+    """Each spatial dimension's ``(stride, low padding, lhs dilation, rhs dilation)`` from a
+    ``window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=1x1 rhs_dilate=1x1}`` attribute."""
+    fields = dict(_WINDOW_FIELD.findall((text or "").strip("{}")))
+    dims = [[1, 0, 1, 1] for _ in range(spatial)]
+    for key, slot in (("stride", 0), ("lhs_dilate", 2), ("rhs_dilate", 3)):
+        for dim, value in enumerate(fields.get(key, "").split("x") if key in fields else ()):
+            if dim < spatial and value.lstrip("-").isdigit():
+                dims[dim][slot] = int(value)
+    for dim, pad in enumerate(fields.get("pad", "").split("x") if "pad" in fields else ()):
+        low = pad.split("_")[0]
+        if dim < spatial and low.lstrip("-").isdigit():
+            dims[dim][1] = int(low)
+    return [(stride, low, lhs_d, rhs_d) for stride, low, lhs_d, rhs_d in dims]
+
+
+def _valid_positions(size: int, kernel: int, out: int, stride: int, pad_low: int, lhs_dilate: int,
+                     rhs_dilate: int) -> int:
+    """How many (output position, kernel position) pairs of one spatial dimension read an input
+    element (not padding, not a hole of the input's dilation)."""
+    count = 0
+    lhs_dilate = max(lhs_dilate, 1)
+    for k in range(kernel):
+        offset = k * rhs_dilate - pad_low
+        # output positions o with 0 <= o*stride + offset <= (size-1)*lhs_dilate and a multiple of lhs_dilate
+        for o in range(out):
+            index = o * stride + offset
+            if 0 <= index <= (size - 1) * lhs_dilate and index % lhs_dilate == 0:
+                count += 1
+    return count
+
+
+def _int_attribute(inst: Instruction, key: str) -> int:
+    value = inst.attribute(key)
+    return int(value) if value and value.isdigit() and int(value) > 0 else 1
 
 
 def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
@@ -107,6 +239,40 @@ def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
     return 2.0 * result.elements * prod(lhs[d] for d in contracting if d < len(lhs))
 
 
+NO_TRAFFIC_CALLS = frozenset({"AllocateBuffer"})
+"""Custom-call targets that move no bytes (a buffer allocated, not written)."""
+
+_MOVING_CALLS = frozenset({
+    "ConcatBitcast", "AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked", "AllocateBuffer", "Sharding",
+    "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "annotate_device_placement",
+    "LayoutConstraint", "X64Combine", "X64SplitLow", "X64SplitHigh",
+})
+"""Custom-call targets that only move or relabel data (XLA:TPU's helpers, sharding marks): bytes, no time of their own."""
+
+_UNMODELLED_OPCODES = {"sort": "sort", "rng-bit-generator": "rng-bit-generator", "rng": "rng"}
+"""Opcodes whose time the model has no rule for (a sort's passes depend on the data's size and the compiler's
+algorithm: measured on v5e, 0.5-2.5 ns per element)."""
+
+
+def unmodelled(inst: Instruction) -> str | None:
+    """What the estimate cannot time in ``inst`` alone (``sort``, ``top-k``, ``custom-call
+    NAME``), or None when a rule covers it."""
+    if inst.opcode in _UNMODELLED_OPCODES:
+        return _UNMODELLED_OPCODES[inst.opcode]
+    if inst.opcode != "custom-call" or is_library_matmul(inst):
+        return None
+    target = (inst.attribute("custom_call_target") or "").strip('"')
+    if target in _MOVING_CALLS:
+        return None
+    return "top-k" if target.lower() in ("topk", "top_k", "approxtopk") else f"custom-call {target or '?'}"
+
+
+def unmodelled_parts(module: HloModule, inst: Instruction) -> list[str]:
+    """What the estimate cannot time in ``inst`` or the instructions it fuses."""
+    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    return [label for part in parts if (label := unmodelled(part)) is not None]
+
+
 def is_library_matmul(inst: Instruction) -> bool:
     """True for a ``custom-call`` to a library's matmul (``__cublas$gemm``, ``__cublas$lt$matmul``, oneDNN's)."""
     target = (inst.attribute("custom_call_target") or "").lower()
@@ -119,6 +285,12 @@ def _reduce_flops(module: HloModule, inst: Instruction) -> float:
     return float(sum(_elements(module, name) for name in inst.operands[:inputs]))
 
 
+def _scatter_flops(module: HloModule, inst: Instruction) -> float:
+    """One per update element (a variadic scatter's updates are the last third of its operands)."""
+    updates = max(1, len(inst.operands) // 3)
+    return float(sum(_elements(module, name) for name in inst.operands[-updates:]))
+
+
 _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "dot": _dot_flops,
     "convolution": _convolution_flops,
@@ -126,6 +298,7 @@ _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "reduce": _reduce_flops,
     "reduce-window": _reduce_flops,
     "select-and-scatter": _reduce_flops,
+    "scatter": _scatter_flops,
 }
 """The opcodes whose flops are not one per result element, each with its rule."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from shardscope.engine.hlo.flops import is_library_matmul
+from shardscope.engine.hlo.flops import NO_TRAFFIC_CALLS, is_library_matmul
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction, Shape
 
 _SLICES = frozenset({"slice", "dynamic-slice", "gather"})
@@ -26,6 +26,10 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
         return 2.0 * memory_bytes(inst.shape)  # reads what it keeps
     if inst.opcode == "dynamic-update-slice":
         return 2.0 * _nbytes(module, inst.operands[1]) if len(inst.operands) > 1 else 0.0
+    if inst.opcode == "custom-call" and (inst.attribute("custom_call_target") or "").strip('"') in NO_TRAFFIC_CALLS:
+        return 0.0
+    if inst.opcode == "copy-start" and inst.shape.is_tuple and inst.shape.elements:  # (destination, source, context)
+        return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape.elements[0]))
     if is_library_matmul(inst) and inst.shape.is_tuple and inst.shape.elements:  # (result, workspace)
         return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape.elements[0]))
     if inst.opcode != "fusion":
@@ -34,7 +38,7 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
     if computation is None:
         return float(sum(_nbytes(module, name) for name in inst.operands) + memory_bytes(inst.shape))
     in_place = _updated_in_place(module, computation)
-    slices = any(part.opcode in _SLICES for part in computation.instructions)  # else no operand is only sliced
+    slices = any(part.opcode in _SLICES or part.opcode == "fusion" for part in computation.instructions)
     parameters = computation.parameters  # by number: a fusion's operand i is its parameter i
     read = 0.0
     for position, name in enumerate(inst.operands):
@@ -42,21 +46,42 @@ def boundary_bytes(module: HloModule, inst: Instruction) -> float:
         if parameter is None or parameter.parameter_number != position:
             read += _nbytes(module, name)
         else:
-            read += _read_bytes(computation, parameter, in_place, slices)
+            read += _read_bytes(module, computation, parameter, in_place, slices)
     return read + _written_bytes(module, computation)
 
 
-def _read_bytes(computation: Computation, parameter: Instruction, in_place: set[str], slices: bool) -> float:
+def _read_bytes(module: HloModule, computation: Computation, parameter: Instruction, in_place: set[str],
+                slices: bool) -> float:
     """What a fusion reads of one operand: nothing of a buffer it updates in place, the slices
     of one it only slices, else all of it."""
-    if parameter.name in in_place:
+    if parameter.name in in_place or _OTHER_MEMORY.search(parameter.shape.text):
         return 0.0
     if not slices:
         return float(memory_bytes(parameter.shape))
+    sliced = _sliced_bytes(module, computation, parameter, 0)
+    return float(memory_bytes(parameter.shape)) if sliced is None else sliced
+
+
+def _sliced_bytes(module: HloModule, computation: Computation, parameter: Instruction, depth: int) -> float | None:
+    """The bytes read of ``parameter`` when every use only slices it (through nested fusions
+    too: a scan's fused body slices its layer's weights in an inner fusion), else None."""
     users = computation.users.get(parameter.name, ())
-    if users and all(user.opcode in _SLICES and position == 0 for user, position in users):
-        return float(sum(memory_bytes(user.shape) for user, _ in users))
-    return float(memory_bytes(parameter.shape))
+    if not users or depth > 8:
+        return None
+    total = 0.0
+    for user, position in users:
+        if user.opcode in _SLICES and position == 0:
+            total += memory_bytes(user.shape)
+            continue
+        inner = _fused_computation(module, user) if user.opcode == "fusion" else None
+        inner_parameters = inner.parameters if inner is not None else []
+        if inner is None or position >= len(inner_parameters):
+            return None
+        part = _sliced_bytes(module, inner, inner_parameters[position], depth + 1)
+        if part is None:
+            return None
+        total += part
+    return total
 
 
 def _written_bytes(module: HloModule, computation: Computation) -> float:

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.engine.hlo.flops import FREE_OPCODES, fused_flops
+from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, flop_counts, unmodelled_parts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 from shardscope.engine.hlo.traffic import boundary_bytes
+
+
+UNKNOWN_LOOP = "while loop of unknown trip count"
+"""How :attr:`ModuleWork.unmodelled` names a loop whose iterations the module does not fix."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class InstructionWork:
     dtype: str
     matmul: bool
     runs: int
+    counts: tuple[FlopCount, ...] = ()
+    """The flops by kind (dtype, matrix unit, precision): a fusion's parts may differ."""
 
     @property
     def total_flops(self) -> float:
@@ -73,6 +79,10 @@ class ModuleWork:
     unknown_loops: tuple[str, ...] = ()
     conditionals: int = 0
     collectives: tuple[tuple[str, int], ...] = ()
+    unmodelled: tuple[tuple[str, int], ...] = ()
+    """What the estimate has no rule for, with how many instructions of each (``("sort", 2)``,
+    ``("top-k", 1)``, ``("while loop of unknown trip count", 1)``): with any, the estimate is a
+    lower bound."""
 
     @property
     def flops(self) -> float:
@@ -103,13 +113,17 @@ class _Walk:
         self.unknown: list[str] = []
         self.iterations = 0
         self.conditionals = 0
+        self.unmodelled: dict[str, int] = {}
 
     def run(self) -> ModuleWork:
         entry = self.module.entry
         if entry is not None:
             self.computation(entry, 1, 0)
-        return ModuleWork(tuple(self.found), self.iterations, tuple(dict.fromkeys(self.unknown)), self.conditionals,
-                          tuple(self.collectives))
+        unknown = tuple(dict.fromkeys(self.unknown))
+        if unknown:
+            self.unmodelled[UNKNOWN_LOOP] = len(unknown)
+        return ModuleWork(tuple(self.found), self.iterations, unknown, self.conditionals, tuple(self.collectives),
+                          tuple(self.unmodelled.items()))
 
     def computation(self, computation: Computation, runs: int, depth: int) -> None:
         if depth > 64:
@@ -150,9 +164,12 @@ class _Walk:
             self.computation(computation, runs, depth + 1)
 
     def cost(self, inst: Instruction, runs: int) -> InstructionWork:
-        flops, dtype, matmul = fused_flops(self.module, inst)
-        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, flops, boundary_bytes(self.module, inst),
-                               dtype, matmul, runs)
+        for label in unmodelled_parts(self.module, inst):
+            self.unmodelled[label] = self.unmodelled.get(label, 0) + 1
+        counts = flop_counts(self.module, inst)
+        largest = counts[0] if counts else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
+        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in counts),
+                               boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts)
 
 
 def _is_wrapped_collective(module: HloModule, inst: Instruction) -> bool:

@@ -1,0 +1,86 @@
+"""The step estimate against a real TPU v5e chip, replayed without one.
+
+``tests/fixtures/tpu_corpus/v5e_run*.jsonl.gz`` hold, per program, the module the chip compiled
+(``compiled.as_text()``) and its measured time per call, waited on and back to back
+(``benchmarks/tpu_corpus.py`` on the chip; the programs whose name starts with ``h_`` were
+measured after the model's rules were written and held out of its tuning). The expected side
+of every comparison is the chip's measurement, never shardscope's output.
+
+Each program whose instructions the model covers must stay within 0.8-1.25x of its measured
+time both ways, except the programs ``checked.json`` lists as out of band (named there, and
+each one here: a program that leaves its band, or one that comes back into it, fails until the
+summary is rewritten with ``python -m benchmarks.tpu_corpus_report --write``). A program with
+instructions the model cannot time is a lower bound, and its measured time must be at least the
+estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from benchmarks.tpu_corpus_report import corpus_files, replay, stored_summary
+from shardscope.costmodel.checked import CHECKED_FILE, checked_summaries
+from shardscope.costmodel.chips import tpu_chip
+from shardscope.costmodel.corpus import BAND, read_lines
+
+STORED = json.loads(CHECKED_FILE.read_text())["v5e"]
+CHECKS = {c.program.name: c for c in replay("v5e")}
+MISSES = set(STORED["misses"])
+
+
+def test_the_corpus_holds_at_least_25_programs_of_the_kinds_users_run():
+    rows = [json.loads(line) for path in corpus_files("v5e") for line in read_lines(path)]
+    header = next(row["header"] for row in rows if "header" in row)
+    assert header["device_kind"] == "TPU v5 lite" and header["platform"] == "tpu"
+    assert len(CHECKS) >= 25
+    kinds = {c.program.kind for c in CHECKS.values()}
+    assert {"transformer", "attention", "mlp", "conv", "gather", "scatter", "vocab", "norm", "optimizer", "moe",
+            "sort", "topk", "rng", "loop", "precision", "int8"} <= kinds
+    assert sum(c.program.held_out for c in CHECKS.values()) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_each_program_stays_in_its_band_or_is_a_lower_bound_that_holds(name):
+    check = CHECKS[name]
+    low, high = BAND
+    ratios = (check.program.waited_s / check.estimate.seconds,
+              check.program.dispatched_s / check.estimate.dispatched_seconds)
+    if check.estimate.lower_bound:
+        assert check.estimate.unmodelled, "a lower bound names what it does not model"
+        assert all(r >= low for r in ratios), f"{name}: a lower bound above the measured time: {ratios}"
+        return
+    within = all(low <= r <= high for r in ratios)
+    assert within == (name not in MISSES), f"{name}: measured/estimate {ratios[0]:.2f}x waited, {ratios[1]:.2f}x " \
+                                           f"back to back; checked.json says {'out of' if name in MISSES else 'in'} band"
+
+
+def test_the_stored_summary_is_what_the_corpus_gives_and_every_v5e_estimate_says_it():
+    assert stored_summary("v5e", list(CHECKS.values())) == STORED
+    assert checked_summaries()["v5e"] == STORED
+    words = tpu_chip("TPU v5 lite").checked
+    covered = sum(not c.estimate.lower_bound for c in CHECKS.values())
+    within = sum(c.holds for c in CHECKS.values() if not c.estimate.lower_bound)
+    assert f"{within} of {covered} programs it covers within 0.8-1.25x" in words
+    assert words.startswith("checked on a v5e chip")
+    assert tpu_chip("TPU v5").checked == ""  # v5p: no chip measured
+
+
+def test_sorts_top_k_and_unknown_trip_counts_are_lower_bounds_that_name_them():
+    assert CHECKS["sort_16m"].estimate.unmodelled == (("sort", 1),)
+    assert CHECKS["topk_vocab"].estimate.unmodelled == (("top-k", 1),)
+    assert CHECKS["while_unknown_trips"].estimate.unmodelled == (("while loop of unknown trip count", 1),)
+    line = CHECKS["sort_16m"].estimate.line()
+    assert re.search(r"step estimate at least ~[\d.]+ \w+ per call waited on, ~[\d.]+ \w+ back to back", line)
+    assert "a lower bound: 1 sort not modelled" in line
+
+
+def test_f32_matmuls_take_one_three_and_six_bf16_passes_by_precision_as_measured():
+    """4096^3 f32 at DEFAULT, HIGH, HIGHEST: the measured back-to-back times grow ~1:3:6."""
+    measured = [CHECKS[f"matmul_f32_{p}"].program.dispatched_s for p in ("default", "high", "highest")]
+    assert 2.5 < measured[1] / measured[0] < 3.5 and 5 < measured[2] / measured[0] < 7
+    compute = [CHECKS[f"matmul_f32_{p}"].estimate.compute_s for p in ("default", "high", "highest")]
+    flops = 2 * 4096**3
+    assert compute == pytest.approx([flops / 197e12, 3 * flops / 197e12, 6 * flops / 197e12], rel=1e-9)
