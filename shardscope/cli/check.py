@@ -177,7 +177,7 @@ def check(options: CheckOptions) -> int:
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
-        checked = check_file(path, options.function, options.devices, targets)
+        checked = check_file(path, options.function, options.devices, targets, options.profile)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
         inspections = _measured(inspections, options)
@@ -255,7 +255,7 @@ def _measured(inspections: list[Inspection], options: CheckOptions) -> list[Insp
 
     if options.profile_dir:
         return measured_from_dir(inspections, options.profile_dir)
-    if options.profile:
+    if options.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
         return measured_by_profiler(inspections)
     return inspections
 

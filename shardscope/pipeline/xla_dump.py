@@ -17,7 +17,7 @@ from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.inspection import Inspection
 from shardscope.engine.jaxpr.model import Block, Program
 from shardscope.pipeline.check import FileCheck
-from shardscope.sources.xla_dump import DumpedModule, dumped_modules, pick_modules
+from shardscope.engine.hlo.dump_files import DumpedModule, dumped_modules, pick_modules
 
 __all__ = ["dump_check", "dump_inspection"]
 
@@ -27,7 +27,7 @@ NO_JAXPR = Program(Block("", "program", (), (), ()))
 
 def dump_check(path: Path, name: str | None = None) -> FileCheck:
     """What ``check`` finds in the dump at ``path``: the inspection of the step's module (the one
-    ``name`` names; see :func:`~shardscope.sources.xla_dump.pick_modules`)."""
+    ``name`` names; see :func:`~shardscope.engine.hlo.dump_files.pick_modules`)."""
     return FileCheck([dump_inspection(module) for module in pick_modules(dumped_modules(path), name)])
 
 
