@@ -71,9 +71,15 @@ def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     return [
         (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
          "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.written_by,
-         c.verdict_kind if c.in_loop or c.dead else "-")
+         verdict_cell(c.verdict_kind, c.in_loop, c.dead))
         for i, c in enumerate(collectives, 1)
     ]
+
+
+def verdict_cell(kind: str, in_loop: bool, dead: bool = False) -> str:
+    """A table's verdict cell: ``-`` for a collective outside every loop (no loop to need it),
+    on the CPU's table and a target's alike."""
+    return kind if in_loop or dead else "-"
 
 
 def noted(c: "PairedCollective") -> bool:

@@ -16,7 +16,7 @@ from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
 from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
-from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
+from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text, verdict_cell
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -244,7 +244,7 @@ class TargetRow:
             "value": self.value,
             "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
             "runs/call": t.runs.text() if t is not None else "-",
-            "verdict": t.verdict.kind if t is not None else "-",
+            "verdict": verdict_cell(t.verdict.kind, t.in_loop) if t is not None else "-",
             "CPU collective": ", ".join(names) or "-",
             "CPU loops": trips_text(self.first[0].collective.loop_trip_counts) if self.first else "",
             "CPU runs": _cpu_runs(self.first) if self.first else "",
