@@ -98,3 +98,24 @@ def _parsed(source: str) -> ast.Module | None:
         return ast.parse(source) if source else None
     except (SyntaxError, ValueError):
         return None
+
+
+def call_at(file: str, line: int, column: int) -> ast.Call | None:
+    """The innermost call written at ``file``'s ``line`` that starts at ``column`` (0-based, as
+    JAX's frames give it): the call a frame was running there (``lax.ppermute(y, ...)``, not the
+    ``.sum()`` of ``lax.psum(x, 'i').sum()``)."""
+    statement = _statement_at(file, line)
+    if statement is None:
+        return None
+    calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)
+             and (node.lineno, node.col_offset) == (line, column)]
+    return calls[-1] if calls else None
+
+
+def written_argument(file: str, line: int, column: int) -> str:
+    """The first argument of the call at (``line``, ``column``) as written (``y`` of
+    ``lax.ppermute(y, 'stage', perm)``); ``""`` when there is none."""
+    call = call_at(file, line, column)
+    if call is None or not call.args:
+        return ""
+    return _shortened(ast.unparse(call.args[0]))

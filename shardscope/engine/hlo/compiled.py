@@ -160,8 +160,10 @@ def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
 def _with_written_value(warning: PartitionerWarning, module: HloModule | None) -> PartitionerWarning:
     """``warning`` with the user's name and line of the value it is about (as it was when the
     module keeps no line for the operation that made it)."""
-    made = value_instructions(warning, module) if module is not None else []
-    location = module.source(made[0], users=True) if module is not None and made else None
+    if module is None:
+        return warning
+    made = value_instructions(warning, module)
+    location = module.source(made[0], users=True) if made else None
     if location is None:
         return warning
     # the operand of its line it is (a tanh in ``out = jnp.tanh(acts) + resid``), when every

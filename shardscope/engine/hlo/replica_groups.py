@@ -261,6 +261,12 @@ def _sub_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     return None
 
 
+def whole_axes(axes: Sequence[str]) -> tuple[str, ...]:
+    """The program's axes that ``axes`` span, a sub-axis as its whole axis (``data:(1)4`` ->
+    ``data``): what code names, since ``shard_map``, ``psum`` and ``P(...)`` take whole axes."""
+    return tuple(dict.fromkeys(a.split(":(", 1)[0] for a in axes))
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
