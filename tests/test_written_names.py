@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import shardscope
 from _tpu_text import collectives
@@ -140,3 +140,54 @@ def test_a_psum_written_in_a_custom_vjp_backward_rule_is_at_the_rules_line_and_t
     fix = " ".join(c.verdict.fix.split())
     assert fix.startswith(f"the lax.psum at test_written_names.py:{psum_line} (_linear_bwd) is in _linear_bwd")
     assert f"return the unsummed {operand} from _linear_bwd" in fix
+
+
+# --- a reshape into micro-batches under jit: the all-to-all the partitioner adds ----------------
+
+batch_mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+
+
+def _micro_loss(W, x, y):
+    return jnp.mean((jnp.tanh(x @ W) - y) ** 2)
+
+
+@jax.jit
+def reshaped_step(W, x, y):
+    xs = x.reshape(CHUNKS, x.shape[0] // CHUNKS, x.shape[1])  # THE RESHAPE
+    xs = lax.with_sharding_constraint(xs, NamedSharding(batch_mesh, P(None, "data")))
+    ys = y.reshape(CHUNKS, y.shape[0] // CHUNKS, y.shape[1])
+    ys = lax.with_sharding_constraint(ys, NamedSharding(batch_mesh, P(None, "data")))
+
+    def micro(acc, batch):
+        return acc + jax.grad(_micro_loss)(W, *batch), None
+
+    grads, _ = lax.scan(micro, jnp.zeros_like(W), (xs, ys))
+    return W - 0.1 * grads / CHUNKS
+
+
+def test_the_all_to_all_of_a_reshape_into_micro_batches_has_its_sub_axis_value_and_line():
+    """``[B] -> [4, B/4]`` with B sharded 8 ways: the reshape leaves the micro-batch dimension
+    sharded over the major 4 of ``data``'s 8 devices (every second one) and the batch over the
+    minor 2; constraining it to ``P(None, 'data')`` exchanges the major part (derived by hand:
+    Shardy's ``data:(1)4``). Every all-to-all of the module compiled here says ``reshape`` in its
+    ``op_name``; shardscope names its axes, its value as the line writes it (``xs``) and that line."""
+    args = (jax.ShapeDtypeStruct((32, 16), jnp.float32, sharding=NamedSharding(batch_mesh, P())),
+            jax.ShapeDtypeStruct((256, 32), jnp.float32, sharding=NamedSharding(batch_mesh, P("data"))),
+            jax.ShapeDtypeStruct((256, 16), jnp.float32, sharding=NamedSharding(batch_mesh, P("data"))))
+    text = reshaped_step.lower(*args).compile().as_text()
+    exchanges = [line for line in text.splitlines() if re.search(r"= .*\sall-to-all\(", line)]
+    assert exchanges and all(re.search(r'op_name="[^"]*/reshape"', line) for line in exchanges), exchanges
+
+    number, written = _line("# THE RESHAPE")
+    name = written.split("=", 1)[0].strip()
+    inspection = shardscope.inspect(reshaped_step, *args)
+    rows = [(i, c) for i, c in enumerate(inspection.paired, 1) if c.kind == "all-to-all"]
+    assert len(rows) == len(exchanges)
+    assert {c.axes for _, c in rows} == {("data:(1)4",)}
+    mine = [(i, c) for i, c in rows if c.value == name]
+    assert mine, [c.value for _, c in rows]
+    text = " ".join(str(inspection).split())
+    for i, c in mine:
+        assert f"all-to-all[data:(1)4]" in text
+        assert (f"#{i} {c.compiled.name} of {name} outside loops" in text
+                and f"adds it for the reshape at test_written_names.py:{number} (reshaped_step)" in text), text

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
-from shardscope.engine.pytree_paths import told_apart_by_outputs
+from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
+from shardscope.engine.written_values import written_name
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -65,9 +66,23 @@ class CollectiveNamer:
         names: frozenset[str] | set[str] = self._equation_values(producer) if producer is not None else frozenset()
         if len(names) > 1:  # one line made several values: the outputs the sum reaches tell which
             names = told_apart_by_outputs(names, self._forward(site, operand))
+        if not reduction and producer is not None and not any(is_gradient_label(n) for n in names):
+            # a value the partitioner moves (an all-to-all after a reshape) is the one its line
+            # writes (xs = x.reshape(...)), not an output it reaches
+            written = self._written_value(producer)
+            if written:
+                return written
         if len(names) == 1:
             return next(iter(names))
         return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
+
+    def _written_value(self, inst: Instruction) -> str:
+        """The name the user's line that made ``inst`` gives its value (:func:`written_name`)."""
+        source = self.module.source(inst, users=True)
+        if source is None:
+            return ""
+        primitive = inst.metadata.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
+        return written_name(source.file, source.line, source.column, primitive)
 
     def _equation_values(self, producer: Instruction) -> frozenset[str]:
         """The jaxpr view's names of the equations ``producer`` may come from (several when one
