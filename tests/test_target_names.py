@@ -60,3 +60,61 @@ def test_a_collective_outside_every_loop_has_no_loop_verdict_on_the_target_as_on
     cpu = _cpu_rows(collectives_table(inspection.paired))  # the CPU's convention, the same rule
     for row in cpu:
         assert (row[-1] == "-") == (row[3] == "-"), row
+
+
+# --- item 8: the fix on a target fixes what stays there; the shard_map route is whole ----------
+
+def _spec_words(arg) -> str:
+    """``P(None, 'data')``: the one spec of an argument's leaves, as a user writes it."""
+    specs = {tuple(leaf.sharding.spec) for leaf in jax.tree.leaves(arg)}
+    (spec,) = specs
+    return "P(" + ", ".join("None" if e is None else repr(e) for e in spec) + ")"
+
+
+@needs_libtpu
+def test_the_loss_the_tpu_keeps_in_the_loop_gets_its_own_fix_there(tmp_path, shardscope_cli):
+    """The TPU moves the gradients' sum out of the loop and keeps the loss's (one scalar
+    all-reduce in a while body, counted here): check prints the target's fix for that sum, the
+    loss accumulated per device and summed once, with no cast of the parameters in it."""
+    import math
+
+    from test_target_verdicts import _elements, _program_file
+    from _tpu_text import collectives
+    from test_target_verdicts import _ALL_REDUCE
+
+    target = "tpu:v5e:2x4"
+    in_loops = [shape for shape, depth in collectives(_on_target(programs.total_loss_adamw, target), _ALL_REDUCE) if depth]
+    assert [_elements(shape) for shape in in_loops] == [1]
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
+    devices = math.prod(built.args[2].sharding.mesh.shape.values())
+
+    path = _program_file(tmp_path, "total_loss_adamw", 8)
+    words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
+    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of out[2]: ", 1)[1].split(" train_step: ")[0]
+    assert "pcast" not in fix and "reduced={'data'})), params)" not in fix
+    assert "add each iteration's out[2] into an accumulator started unreduced" in fix
+    assert f"in_specs={specs}" in fix
+    assert f"where each device adds its own out[2] into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
+
+
+def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
+    """jit + shardings, a loss summed over 4 micro-batches beside the gradients: on the CPU one
+    combined all-reduce carries both. The fix's shard_map has one in_spec per argument of
+    ``train_step`` (its signature, read here, and each argument's own sharding) and says that the
+    loss, then each device's own, needs its psum over ``data`` and the division by its 8 devices."""
+    import inspect as python_inspect
+    import math
+
+    import shardscope
+
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    assert len(python_inspect.signature(built.fn).parameters) == len(built.args) == 4
+    specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
+    devices = math.prod(built.args[2].sharding.mesh.shape.values())
+    inspection = shardscope.inspect(built.fn, *built.args)
+    (c,) = [c for c in inspection.paired if c.in_loop]
+    fix = " ".join(c.verdict.fix.split())
+    assert f"jax.shard_map(step, mesh=mesh, in_specs={specs}, out_specs=P()" in fix
+    assert "lax.pcast(params, 'data', to='varying')" in fix
+    assert f"each device's out[2] covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
