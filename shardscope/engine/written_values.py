@@ -37,6 +37,19 @@ def written_name(file: str, line: int, column: int | None = None, primitive: str
     return _shortened(ast.unparse(value)) if isinstance(value, ast.expr) else ""
 
 
+def written_operation(file: str, line: int, column: int, primitive: str) -> str:
+    """:func:`written_name` of a value only where the line writes the operation ``primitive`` at
+    ``column`` (``xs = x.reshape(...)`` for a ``reshape``); ``""`` for an operation JAX made
+    for the line (the slice a ``lax.scan`` takes of its ``xs``), which the line does not name."""
+    statement = _statement_at(file, line)
+    value = getattr(statement, "value", None)
+    if not isinstance(value, ast.expr) or not primitive:
+        return ""
+    if not _computes(value, primitive) and _operand_at(value, line, column, primitive) is None:
+        return ""
+    return written_name(file, line, column, primitive)
+
+
 def _shortened(text: str) -> str:
     return text if len(text) <= _LONGEST else text[: _LONGEST - 4] + " ..."
 

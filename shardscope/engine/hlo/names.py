@@ -21,7 +21,7 @@ from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
 from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
-from shardscope.engine.written_values import written_name
+from shardscope.engine.written_values import written_operation
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -77,12 +77,13 @@ class CollectiveNamer:
         return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
 
     def _written_value(self, inst: Instruction) -> str:
-        """The name the user's line that made ``inst`` gives its value (:func:`written_name`)."""
+        """The name the user's line that made ``inst`` gives its value, where that line writes the
+        operation (:func:`written_operation`)."""
         source = self.module.source(inst, users=True)
         if source is None:
             return ""
         primitive = inst.metadata.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
-        return written_name(source.file, source.line, source.column, primitive)
+        return written_operation(source.file, source.line, source.column, primitive)
 
     def _equation_values(self, producer: Instruction) -> frozenset[str]:
         """The jaxpr view's names of the equations ``producer`` may come from (several when one
