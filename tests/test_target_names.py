@@ -9,16 +9,19 @@ written on), never from shardscope's output.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh as JaxMesh
 from rich.console import Console
 
 import _target_verdict_programs as programs
-from _tpu_text import all_reduces
+from _tpu_text import all_reduces, collectives
 from shardscope.pipeline.check import inspect_on
 from shardscope.render.findings import collectives_table
 from shardscope.render.targets import placements_table
-from test_target_verdicts import _on_target
+from test_gpu_targets import needs_plugin
+from test_target_verdicts import _WHOLE_ALL_REDUCE, _on_target
 from test_targets import needs_libtpu
 
 
@@ -79,7 +82,6 @@ def test_the_loss_the_tpu_keeps_in_the_loop_gets_its_own_fix_there(tmp_path, sha
     import math
 
     from test_target_verdicts import _elements, _program_file
-    from _tpu_text import collectives
     from test_target_verdicts import _ALL_REDUCE
 
     target = "tpu:v5e:2x4"
@@ -118,3 +120,63 @@ def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
     assert f"jax.shard_map(step, mesh=mesh, in_specs={specs}, out_specs=P()" in fix
     assert "lax.pcast(params, 'data', to='varying')" in fix
     assert f"each device's out[2] covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
+
+
+# --- item 7: a gradient the target sums after the loop is named as the CPU's is ----------------
+
+LAYERS, D, F = 4, 32, 64
+
+
+def _layer_norm(h, scale):
+    mu = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.var(h, axis=-1, keepdims=True)
+    return (h - mu) * jax.lax.rsqrt(var + 1e-5) * scale
+
+
+def _stacked_forward(params, x):
+    def block(h, layer):
+        w_in, w_out, ln = layer
+        return h + jax.nn.gelu(_layer_norm(h, ln) @ w_in) @ w_out, None
+
+    h, _ = jax.lax.scan(block, x, (params["w_in"], params["w_out"], params["ln"]))
+    return jnp.mean(h ** 2)
+
+
+def stacked_norm_step(mesh):
+    """A tensor-parallel layer scan (``w_in`` by columns, ``w_out`` by rows over ``model``) with a
+    layer-norm scale per layer (``ln``, stacked and replicated), the batch over ``data``."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    params = {"w_in": jax.ShapeDtypeStruct((LAYERS, D, F), jnp.float32, sharding=NamedSharding(mesh, P(None, None, "model"))),
+              "w_out": jax.ShapeDtypeStruct((LAYERS, F, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "model", None))),
+              "ln": jax.ShapeDtypeStruct((LAYERS, D), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    x = jax.ShapeDtypeStruct((16 * mesh.shape["data"], D), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+
+    @jax.jit
+    def train_step(params, x):
+        loss, grads = jax.value_and_grad(_stacked_forward)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+    return programs.Built(train_step, (params, x))
+
+
+@pytest.mark.parametrize("target", [pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_a_stacked_norm_gradient_the_target_sums_after_the_layer_loop_is_named_as_its_gradient(target):
+    """The target sums the stacked ``ln`` gradient (4 x 32 elements, one slot per layer) once,
+    after the layer loop, with the loss (the all-reduces outside every while body of the module
+    compiled here carry 4 x 32 + 1 elements): it is ``grad(params['ln'])``, as on the CPU, not
+    the output it reaches."""
+    from test_target_verdicts import _elements
+
+    text = _on_target(stacked_norm_step, target, "data=4,model=2")
+    outside = [line for line, depth in collectives(text, _WHOLE_ALL_REDUCE) if not depth]
+    assert sum(_elements(line.split(" all-reduce")[0]) for line in outside) == LAYERS * D + 1, outside
+
+    built = stacked_norm_step(JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model")))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    hoisted = [c for c in plan.compiled.collectives if not c.loops and c.kind == "all-reduce"]
+    values = [op.value for c in hoisted for op in c.operands]
+    assert "grad(params['ln'])" in values, values
+    assert not any(v.startswith("out[0]") for v in values), values

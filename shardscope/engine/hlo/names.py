@@ -116,7 +116,9 @@ class CollectiveNamer:
         """The instruction that computes the operand, past moves (bitcasts, copies, transposes),
         into fusions, and for the sum of a loop's result (an all-reduce the TPU moved out of the
         loop) into the loop, past the accumulation (``acc + value``, the TPU's ``select(i == 0,
-        0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
+        0, acc) + value``) or the write into a stacked result's slot (``dynamic-update-slice``:
+        a layer scan's per-layer gradient): it holds the metadata of the JAX equation that made
+        the value."""
         names = site.carried
         inst = self.module.instruction(names[operand]) if operand < len(names) else None
         named: Instruction | None = None  # the last instruction on the way that says which equation made it
@@ -132,6 +134,8 @@ class CollectiveNamer:
                 inst = self._element_source(inst)
             elif inst.opcode == "add" and self._accumulated(inst) is not None:
                 inst = self._accumulated(inst)
+            elif inst.opcode == "dynamic-update-slice":  # a stacked result (a scan's per-layer gradient): its slot's value
+                inst = self.flow.producer(inst, 1)
             elif inst.opcode in ("parameter", *_OPAQUE):
                 return None
             else:  # a dot XLA rewrote keeps no metadata: the fusion wrapping it still has the equation's
