@@ -93,24 +93,24 @@ def _assigned(statement: ast.stmt) -> list[ast.expr]:
 
 def _statement_at(file: str, line: int) -> ast.stmt | None:
     """The innermost simple statement that spans ``line``."""
-    tree = _parsed("".join(linecache.getlines(file)))
-    if tree is None:
-        return None
-    found = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and node.lineno <= line <= (node.end_lineno or 0):
-            if found is None or node.lineno >= found.lineno:
-                found = node
-    return found
+    return _statements("".join(linecache.getlines(file))).get(line)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(source: str) -> ast.Module | None:
-    """``source`` parsed, once per text (an edited file is another text)."""
+def _statements(source: str) -> dict[int, ast.stmt]:
+    """The innermost simple statement that spans each line of ``source``, once per text (an
+    edited file is another text; a program's thousands of collectives ask of one file)."""
     try:
-        return ast.parse(source) if source else None
+        tree = ast.parse(source) if source else None
     except (SyntaxError, ValueError):
-        return None
+        return {}
+    found: dict[int, ast.stmt] = {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if line not in found or node.lineno >= found[line].lineno:
+                    found[line] = node
+    return found
 
 
 def call_at(file: str, line: int, column: int) -> ast.Call | None:

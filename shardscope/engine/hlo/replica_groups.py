@@ -16,6 +16,7 @@ mesh by comparing them with the groups of each subset of its axes: users read ``
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -237,6 +238,7 @@ def _whole_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
 def _sub_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     """The axes, one of them a part of a program axis, whose collective makes ``groups``.
 
