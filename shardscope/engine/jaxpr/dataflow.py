@@ -15,7 +15,7 @@ from shardscope.engine.counts import Count, PerCall, known_product, total_execut
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
+from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -112,10 +112,10 @@ _SUMMING = frozenset({"psum", "psum_invariant", "pmax", "pmin", "reduce_scatter"
 """Collectives whose result is a reduction: named by the output it reaches before their call's operand."""
 
 
-def _in_rule(verdict: Any, eqn: Equation) -> Any:
+def _in_rule(verdict: Verdict, eqn: Equation) -> Verdict:
     """``verdict`` of a collective a custom_vjp's backward rule wrote, its fix starting there:
     JAX runs the rule as written, so no cast outside it removes the rule's own collective."""
-    if verdict is None or not verdict.fix:
+    if not verdict.fix:
         return verdict
     function = eqn.rule_source.rsplit("(", 1)[-1].rstrip(")")
     what = f"{eqn.written} " if eqn.written else ""
