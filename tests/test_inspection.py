@@ -61,7 +61,7 @@ def test_pipeline_ppermute_in_fori_loop_is_needed():
     module = load_program_module(DEMOS / "pipeline.py")
     ins = shardscope.inspect(module.pipeline, module.weights, module.inputs)
     # per device: 8 x 16 f32 activations = 512 B, sent on each of 4 steps
-    assert rows(ins) == [("ppermute", "out", (4,), 4, 2048, "needed")]
+    assert rows(ins) == [("ppermute", "h", (4,), 4, 2048, "needed")]  # what lax.ppermute(h, ...) sends
     assert ins.flagged == ()
     assert "must run in the loop" in ins.collectives[0].verdict.reason
 

@@ -37,6 +37,21 @@ def block(acts, resid):
 
 
 @jax.jit
+def block_in_one_line(acts, resid):
+    out = jnp.tanh(acts) + resid  # THE TANH IN A SUM
+    return out * 2.0
+
+
+@jax.jit
+def block_in_one_line_fixed(acts, resid):
+    """The fix, written by hand: the tanh resharded where it is written, through P('y', 'x', None)."""
+    out = jax.lax.with_sharding_constraint(
+        jax.lax.with_sharding_constraint(jnp.tanh(acts), NamedSharding(mesh, THROUGH)),
+        NamedSharding(mesh, SEQUENCE)) + resid
+    return out * 2.0
+
+
+@jax.jit
 def sequence_parallel(acts):
     g = jax.nn.gelu(acts * 2.0)  # THE GELU
     return jax.lax.with_sharding_constraint(g, NamedSharding(mesh, SEQUENCE))
@@ -114,3 +129,32 @@ def test_an_intermediate_without_a_compiled_fix_is_not_told_to_change_in_shardin
     assert warning.is_intermediate and warning.fix is None and warning.local_shape == (2, 16, 2)
     text = " ".join(" ".join(warning_lines(warning)).split())
     assert "in_shardings" not in text and "with_sharding_constraint" in text
+
+
+def test_an_operand_of_its_line_is_named_by_its_expression_and_resharded_where_it_is_written(shardy):
+    """``out = jnp.tanh(acts) + resid``: the value the partitioner gathers is the tanh (its
+    warning's instruction), an operand of the line, not ``out`` (the sum the line assigns). It
+    is named as written (the marked line's text), at that line, and the fix reshards the tanh:
+    compiled by hand here, it has all-to-alls only, as many and as large as the fix says."""
+    inspection = shardscope.inspect(block_in_one_line, acts, resid)
+    (warning,) = inspection.rematerializations
+    if warning.op_name == "resid":  # GSPMD moves the residual to the tanh's layout: an input, fixed as it comes in
+        return
+    marked = _line("# THE TANH IN A SUM")
+    written = Path(__file__).read_text().splitlines()[marked - 1]
+    expression = written.split("=", 1)[1].split("+")[0].strip()
+    assert expression == "jnp.tanh(acts)"
+    assert (warning.value, warning.value_source) == (expression, f"test_intermediate_remat.py:{marked} (block_in_one_line)")
+    assert {c.value for c in inspection.compiled.collectives if c.name in warning.collectives} == {expression}
+
+    by_hand = block_in_one_line_fixed.lower(acts, resid).compile().as_text()
+    all_to_alls = _instructions(by_hand, "all-to-all")
+    assert all_to_alls and not _instructions(by_hand, "all-gather")
+    fix = warning.fix
+    assert fix is not None and fix.verified and fix.through == ("P('y', 'x', None)",)
+    assert dict(fix.kinds_after) == {"all-to-all": len(all_to_alls)}
+    assert fix.bytes_after == sum(_result_bytes(line) for line in all_to_alls)
+    text = " ".join(" ".join(warning_lines(warning)).split())
+    assert "out = jax.lax" not in text
+    assert (f"write jax.lax.with_sharding_constraint(jax.lax.with_sharding_constraint({expression}, NamedSharding(mesh, "
+            "P('y', 'x', None))), NamedSharding(mesh, P(None, ('x', 'y'), None))) in its place") in text

@@ -130,7 +130,8 @@ def test_axes_of_groups_on_a_mesh_with_size_one_axes():
     mesh = MeshShape(("pod", "data", "model"), (1, 4, 2))
     assert mesh_axes_of(((0, 2, 4, 6), (1, 3, 5, 7)), mesh) == ("data",)
     assert mesh_axes_of(tuple((i,) for i in range(8)), mesh) == ()
-    assert mesh_axes_of(((0, 1, 2, 3), (4, 5, 6, 7)), mesh) is None  # half of data and model: no axes
+    # half of data and model: data's minor part of 2 (Shardy's sub-axis data:(2)2), then model
+    assert mesh_axes_of(((0, 1, 2, 3), (4, 5, 6, 7)), mesh) == ("data:(2)2", "model")
     assert mesh_axes_of(((0, 1),), mesh) is None  # not every device
 
 
@@ -147,3 +148,14 @@ def test_collective_permute_pairs_name_the_axis_they_shift_along(shardy):
     assert set(pairs) == {(2 * i + m, 2 * ((i + 1) % 4) + m) for i in range(4) for m in range(2)}
     assert pair_axes_of(pairs, MeshShape.of(mesh)) == ("data",)
     assert re.fullmatch(r"\{(\{\d+,\d+\},?)+\}", inst.source_target_pairs)
+
+
+def test_groups_over_a_part_of_an_axis_are_named_as_shardy_names_the_sub_axis():
+    """A reshape that splits a sharded batch leaves collectives over part of ``data``: the groups
+    Shardy prints as ``{'x':(1)4}`` and ``{'x':(4)2}`` (decoded here) are named ``data:(1)4`` and
+    ``data:(4)2`` on a mesh whose one axis is ``data``; the name decodes back to the same groups."""
+    mesh = MeshShape(("data",), (8,))
+    for sub in ("(1)4", "(4)2", "(2)2"):
+        groups = decode(f"mesh['x'=8] {{'x':{sub}}}")
+        assert mesh_axes_of(groups, mesh) == (f"data:{sub}",)
+        assert set(decode(f"mesh['data'=8] {{'data':{sub}}}")) == set(groups)

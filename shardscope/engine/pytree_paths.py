@@ -25,6 +25,12 @@ def gradient_label(argument: str) -> str:
     return f"{_GRADIENT[0]}{argument}{_GRADIENT[1]}"
 
 
+def is_gradient_label(label: str) -> bool:
+    """True for a label :func:`gradient_label` made (``grad(params['W1'])``)."""
+    start, end = _GRADIENT
+    return label.startswith(start) and label.endswith(end)
+
+
 def labelled_argument(label: str) -> str:
     """The argument a value's label names: ``params['W1']`` of ``grad(params['W1'])`` (what a fix
     casts, what a user's ``allow`` names); any other label as it is."""

@@ -170,17 +170,20 @@ def _evaluated(closed: "ClosedJaxpr", values: "Sequence[jax.Array]", index: int,
 
 def _value_equation(closed: "ClosedJaxpr", warning: PartitionerWarning) -> int | None:
     """The top-level equation that makes the warning's value: the last one of its line with one
-    result of its shape (``jax.nn.gelu(acts * 2.0)`` is the gelu, not the product)."""
+    result of its shape (``jax.nn.gelu(acts * 2.0)`` is the gelu, not the product), of the
+    warning's own primitive where one is (``out = jnp.tanh(acts) + resid``: the tanh, not the sum)."""
     from jax._src import source_info_util  # the equations' user frames, as the jaxpr view reads them
 
     assert warning.value_line is not None  # checked by the caller
-    found = None
+    primitive = warning.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
+    found: list[tuple[int, str]] = []
     for k, eqn in enumerate(closed.jaxpr.eqns):
         frames = {(f.file_name, f.start_line) for f in source_info_util.user_frames(eqn.source_info.traceback)}
         if warning.value_line in frames and len(eqn.outvars) == 1 and \
                 tuple(getattr(eqn.outvars[0].aval, "shape", ())) == warning.shape:
-            found = k
-    return found
+            found.append((k, eqn.primitive.name))
+    own = [k for k, name in found if name == primitive]
+    return own[-1] if own else found[-1][0] if found else None
 
 
 def _inputs_feeding(closed: "ClosedJaxpr", index: int, shape: tuple[int, ...]) -> list[int]:

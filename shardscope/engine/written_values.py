@@ -1,6 +1,8 @@
 """A value computed inside a program, named as the user wrote it: the variable its line assigns
 (``h = jnp.tanh(acts)`` names ``h``), else the expression itself (``return a + b`` names
-``a + b``).
+``a + b``). When the value is an operand of the line's value (``out = jnp.tanh(acts) + resid``:
+the tanh, not the sum), the operation's column and primitive pick that operand out, and it is
+named by its expression (``jnp.tanh(acts)``).
 
 A value no program input or output carries (an activation the partitioner reshards) has no
 pytree path; its line is what the user recognises, and the name the line gives it is what a fix
@@ -17,18 +19,68 @@ _LONGEST = 48
 """An expression longer than this is shown by its start (``jnp.einsum('bthd,bshd->bhts', ...``)."""
 
 
-def written_name(file: str, line: int) -> str:
+def written_name(file: str, line: int, column: int | None = None, primitive: str = "") -> str:
     """The name the statement at ``file``'s ``line`` gives its value (``""`` when the file or the
-    line cannot be read as Python)."""
+    line cannot be read as Python). With the ``column`` (0-based, as JAX's frames and XLA's
+    source table give it) and the ``primitive`` of the operation that made the value, an
+    operand of the statement's value that this operation computes is named by its expression."""
     statement = _statement_at(file, line)
     if statement is None:
         return ""
+    value = getattr(statement, "value", None)
+    operand = _operand_at(value, line, column, primitive) if isinstance(value, ast.expr) and column is not None else None
+    if operand is not None:
+        return _shortened(ast.unparse(operand))
     targets = _assigned(statement)
     if len(targets) == 1 and isinstance(targets[0], ast.Name):
         return targets[0].id
+    return _shortened(ast.unparse(value)) if isinstance(value, ast.expr) else ""
+
+
+def written_operation(file: str, line: int, column: int, primitive: str) -> str:
+    """:func:`written_name` of a value only where the line writes the operation ``primitive`` at
+    ``column`` (``xs = x.reshape(...)`` for a ``reshape``); ``""`` for an operation JAX made
+    for the line (the slice a ``lax.scan`` takes of its ``xs``), which the line does not name."""
+    statement = _statement_at(file, line)
     value = getattr(statement, "value", None)
-    text = ast.unparse(value) if isinstance(value, ast.expr) else ""
+    if not isinstance(value, ast.expr) or not primitive:
+        return ""
+    if not _computes(value, primitive) and _operand_at(value, line, column, primitive) is None:
+        return ""
+    return written_name(file, line, column, primitive)
+
+
+def _shortened(text: str) -> str:
     return text if len(text) <= _LONGEST else text[: _LONGEST - 4] + " ..."
+
+
+_OPERATORS: dict[type, str] = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+                               ast.MatMult: "dot_general", ast.USub: "neg"}
+"""The primitive each Python operator binds on arrays (``a @ b`` is a ``dot_general``)."""
+_CALLED_AS = {"dot_general": {"dot", "matmul", "einsum"}, "integer_pow": {"square", "power"}, "pow": {"power"},
+              "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"}}
+"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``)."""
+
+
+def _operand_at(value: ast.expr, line: int, column: int, primitive: str) -> ast.expr | None:
+    """The one strict sub-expression of ``value`` that starts at (``line``, ``column``) and that
+    ``primitive`` computes; None when the whole value is it, or no sub-expression (or several) is."""
+    if not primitive or _computes(value, primitive):
+        return None
+    found = [node for node in ast.walk(value) if node is not value and isinstance(node, ast.expr)
+             and (node.lineno, node.col_offset) == (line, column) and _computes(node, primitive)]
+    return found[0] if len(found) == 1 else None
+
+
+def _computes(node: ast.expr, primitive: str) -> bool:
+    """True when ``node`` is an operation that binds ``primitive`` (``jnp.tanh(x)`` binds ``tanh``)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        return name == primitive or name in _CALLED_AS.get(primitive, ())
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return _OPERATORS.get(type(node.op)) == primitive or (primitive == "integer_pow" and isinstance(node.op, ast.Pow))
+    return False
 
 
 def _assigned(statement: ast.stmt) -> list[ast.expr]:
@@ -41,21 +93,42 @@ def _assigned(statement: ast.stmt) -> list[ast.expr]:
 
 def _statement_at(file: str, line: int) -> ast.stmt | None:
     """The innermost simple statement that spans ``line``."""
-    tree = _parsed("".join(linecache.getlines(file)))
-    if tree is None:
-        return None
-    found = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and node.lineno <= line <= (node.end_lineno or 0):
-            if found is None or node.lineno >= found.lineno:
-                found = node
-    return found
+    return _statements("".join(linecache.getlines(file))).get(line)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(source: str) -> ast.Module | None:
-    """``source`` parsed, once per text (an edited file is another text)."""
+def _statements(source: str) -> dict[int, ast.stmt]:
+    """The innermost simple statement that spans each line of ``source``, once per text (an
+    edited file is another text; a program's thousands of collectives ask of one file)."""
     try:
-        return ast.parse(source) if source else None
+        tree = ast.parse(source) if source else None
     except (SyntaxError, ValueError):
+        return {}
+    found: dict[int, ast.stmt] = {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if line not in found or node.lineno >= found[line].lineno:
+                    found[line] = node
+    return found
+
+
+def call_at(file: str, line: int, column: int) -> ast.Call | None:
+    """The innermost call written at ``file``'s ``line`` that starts at ``column`` (0-based, as
+    JAX's frames give it): the call a frame was running there (``lax.ppermute(y, ...)``, not the
+    ``.sum()`` of ``lax.psum(x, 'i').sum()``)."""
+    statement = _statement_at(file, line)
+    if statement is None:
         return None
+    calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)
+             and (node.lineno, node.col_offset) == (line, column)]
+    return calls[-1] if calls else None
+
+
+def written_argument(file: str, line: int, column: int) -> str:
+    """The first argument of the call at (``line``, ``column``) as written (``y`` of
+    ``lax.ppermute(y, 'stage', perm)``); ``""`` when there is none."""
+    call = call_at(file, line, column)
+    if call is None or not call.args:
+        return ""
+    return _shortened(ast.unparse(call.args[0]))

@@ -71,14 +71,21 @@ def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     return [
         (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
          "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.written_by,
-         c.verdict_kind if c.in_loop or c.dead else "-")
+         verdict_cell(c.verdict_kind, c.in_loop, c.dead))
         for i, c in enumerate(collectives, 1)
     ]
 
 
+def verdict_cell(kind: str, in_loop: bool, dead: bool = False) -> str:
+    """A table's verdict cell: ``-`` for a collective outside every loop (no loop to need it),
+    on the CPU's table and a target's alike."""
+    return kind if in_loop or dead else "-"
+
+
 def noted(c: "PairedCollective") -> bool:
-    """True for a collective the notes explain: one in a loop, a dead one, one with no instruction."""
-    return c.in_loop or c.dead or c.compiled is None
+    """True for a collective the notes explain: one in a loop, a dead one, one with no
+    instruction, and a reshard the partitioner adds (the program does not say where it comes from)."""
+    return c.in_loop or c.dead or c.compiled is None or c.compiled.is_reshard
 
 
 def notes(collectives: tuple) -> list[str]:
@@ -91,10 +98,21 @@ def notes(collectives: tuple) -> list[str]:
         if c.dead:
             lines.append(f"#{i} {c.pairing()} ({c.source or 'no source line'})")
             continue
+        if not c.in_loop and c.compiled is not None:  # a partitioner's reshard outside loops: what it is for
+            lines.append(f"#{i} {c.pairing()}. {reshard_origin(c.compiled)}")
+            continue
         verdict = c.verdict
         line = f"#{i} {c.pairing()} ({c.source or 'no source line'}): {verdict.kind}. {verdict.reason}"
         lines.append(line + (f" Fix: {verdict.fix}" if verdict.fix else ""))
     return lines
+
+
+def reshard_origin(c: "CompiledCollective") -> str:
+    """Where a reshard the partitioner adds comes from: the operation and line whose layout it
+    serves (``the reshape at train.py:26 (train_step)``), and that it runs once per call."""
+    primitive = c.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
+    what = f"the {primitive} at {c.source}" if primitive and c.source else c.source or "an operation with no source line"
+    return f"The partitioner adds it for {what}, outside any loop: it runs once per call."
 
 
 def note_is_flagged(c: "PairedCollective") -> bool:

@@ -38,9 +38,17 @@ def _fix_words(warning: PartitionerWarning) -> str:
     """The change the fix makes, as the user would write it."""
     value, fix = warning.shown_value, warning.fix
     if fix is not None and fix.through:
+        specs = (*fix.through, warning.target)
+        if not value.isidentifier():  # an operand of its line (jnp.tanh(acts)): wrapped where it is written
+            wrapped = value
+            for spec in specs:
+                wrapped = f"jax.lax.with_sharding_constraint({wrapped}, NamedSharding(mesh, {spec}))"
+            where = f" at {warning.value_source}" if warning.value_source else ""
+            return (f"reshard {value} in steps the partitioner takes with one all-to-all each, through "
+                    f"{', '.join(fix.through)}: write {wrapped} in its place{where}")
         where = f" after {warning.value_source}" if warning.value_source else ""
         steps = ", then ".join(f"{value} = jax.lax.with_sharding_constraint({value}, NamedSharding(mesh, {spec}))"
-                               for spec in (*fix.through, warning.target))
+                               for spec in specs)
         return (f"reshard {value} in steps the partitioner takes with one all-to-all each, through "
                 f"{', '.join(fix.through)}{where}: {steps}")
     if fix is not None and fix.input:

@@ -16,7 +16,7 @@ from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
 from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
-from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
+from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text, verdict_cell
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -201,6 +201,16 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     return text
 
 
+def staying_fixes(plan: "TargetPlan") -> list[str]:
+    """The target's own fix of each collective it keeps in a loop that need not run there (the
+    loss's sum the compiler left, not the CPU's fix of the gradients it moved out itself)."""
+    if plan.refused:
+        return []
+    kept = [t for p in plan.staying_findings for t in p.staying_in] + list(plan.comparison.added_findings)
+    unique = {t.name: t for t in kept if t.verdict.flagged and t.verdict.fix}
+    return [f"fix on {plan.topology} for its {t.kind} of {t.value or t.name}: {t.verdict.fix}" for t in unique.values()]
+
+
 def _kept_words(kept: "tuple[CompiledCollective, ...]") -> str:
     """``its all-reduce of out[2] in a loop, needed there`` (a count past three)."""
     if len(kept) > 3:
@@ -246,7 +256,7 @@ class TargetRow:
             "value": self.value,
             "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
             "runs/call": t.runs.text() if t is not None else "-",
-            "verdict": t.verdict.kind if t is not None else "-",
+            "verdict": verdict_cell(t.verdict.kind, t.in_loop) if t is not None else "-",
             "CPU collective": ", ".join(names) or "-",
             "CPU loops": trips_text(self.first[0].collective.loop_trip_counts) if self.first else "",
             "CPU runs": _cpu_runs(self.first) if self.first else "",
@@ -371,6 +381,8 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         console.print(placements_table(rows, noun))
         for (name, title, _), (_, plan) in zip(named, rows):
             console.print(Text(plan_verdict(title, plan), style="bold red" if plan.fails_check else "bold green"))
+            for fix in staying_fixes(plan):
+                console.print(Text(f"  {name}: {fix}"))
             for note, style in plan_notes(plan):
                 console.print(Text(f"  {name}: {note}", style=style))
         said = interconnect_sentence(target, rows)

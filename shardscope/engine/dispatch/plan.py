@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from shardscope.engine.dispatch.calls import JIT_PRIMITIVES, CompiledCall, compile_calls, is_user_jit
 from shardscope.engine.dispatch.sums import is_sum, reduced_outputs, summed_results
+from shardscope.engine.hlo.replica_groups import whole_axes
 from shardscope.engine.hlo.sites import SiteFinder
 from shardscope.engine.jaxpr.model import is_shardscope_file, short_source
 from shardscope.engine.user_frames import is_library_file
@@ -322,7 +323,7 @@ def _reason(function: str, c: "PairedCollective", parts: int) -> str:
 
 def _fix(dispatch: Dispatch, c: "PairedCollective", consumer: str) -> str:
     """The fix in the style the module is written in: its own psum, or the partitioner's all-reduce."""
-    axis = (c.axes or ("data",))[0]
+    axis = (whole_axes(c.axes or ()) or ("data",))[0]
     value = f" ({c.value})" if c.value else ""
     where = consumer or "the update after the loop"
     once = "or move the loop into one jax.jit with lax.scan over the micro-batches (XLA then reduces the sum once)"

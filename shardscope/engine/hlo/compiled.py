@@ -22,13 +22,14 @@ or, with text alone (a module dumped elsewhere, a target's module),
 from __future__ import annotations
 
 import dataclasses
+import re
 from math import prod
 from typing import TYPE_CHECKING, Sequence, Protocol, runtime_checkable
 
 from shardscope.engine.compilation import compile_traced, partitioner_messages
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
-from shardscope.engine.hlo.fixes import verdict_of
+from shardscope.engine.hlo.fixes import Signature, summed_losses, verdict_of
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
@@ -40,7 +41,7 @@ from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, Compile
 from shardscope.engine.hlo.replica_groups import MeshShape
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
 from shardscope.engine.hlo.text import HloModule, Instruction, parse
-from shardscope.engine.hlo.verdicts import NEEDED, CompiledClassifier
+from shardscope.engine.hlo.verdicts import DEFERRABLE, NEEDED, CompiledClassifier
 from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
@@ -74,6 +75,7 @@ def compiled_plan(
     output_names: Sequence[str] = (),
     dead_equations: Sequence[str] = (),
     equation_names: EquationNamer | None = None,
+    arguments: Sequence[tuple[str, str]] = (),
 ) -> CompiledPlan:
     """The :class:`CompiledPlan` of ``compiled.as_text()``.
 
@@ -84,7 +86,9 @@ def compiled_plan(
     view's names, :class:`~shardscope.engine.hlo.equation_names.EquationNames`) names the values
     they carry; without it, ``input_names`` and ``output_names`` (the pytree paths of the flat
     inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
-    ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes.
+    ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes;
+    ``arguments`` (each argument's name and spec, ``("xs", "P(None, 'data')")``) are what a fix
+    through ``jax.shard_map`` passes as its ``in_specs``.
     """
     module = parse(text)
     builder = _Builder(module, _mesh_shape(mesh), style, CollectiveNamer(module, Flow(module), input_names, output_names,
@@ -94,6 +98,10 @@ def compiled_plan(
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
     paired = [builder.named_after_pairing(c, sizes) for c in paired]
+    if style == "auto":  # the shard_map route's fixes name the function's arguments and what its sums carry
+        losses, devices = summed_losses(tuple(paired))
+        signature = Signature(tuple(arguments), devices or builder.devices, losses)
+        paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
     return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
 
@@ -130,6 +138,7 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
         style=style, jaxpr_collectives=found, input_names=_entry_parameter_names(compiled, inputs), output_names=outputs,
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
+        arguments=argument_specs(compiled, inputs),
     )
     if messages is None:
         messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
@@ -160,11 +169,17 @@ def partitioner_findings(messages: Sequence[str], plan: CompiledPlan,
 def _with_written_value(warning: PartitionerWarning, module: HloModule | None) -> PartitionerWarning:
     """``warning`` with the user's name and line of the value it is about (as it was when the
     module keeps no line for the operation that made it)."""
-    made = value_instructions(warning, module) if module is not None else []
-    location = module.source(made[0], users=True) if module is not None and made else None
+    if module is None:
+        return warning
+    made = value_instructions(warning, module)
+    location = module.source(made[0], users=True) if made else None
     if location is None:
         return warning
-    name = written_name(location.file, location.line)
+    # the operand of its line it is (a tanh in ``out = jnp.tanh(acts) + resid``), when every
+    # instruction of its op_name starts at one column: a gelu's muls and a ``* 2.0`` do not
+    columns = {where.column for where in (module.source(i, users=True) for i in made) if where is not None}
+    primitive = made[0].metadata.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
+    name = written_name(location.file, location.line, columns.pop() if len(columns) == 1 else None, primitive)
     return dataclasses.replace(warning, value=name, value_source=location.text(),
                                value_line=(location.file, location.line))
 
@@ -190,6 +205,38 @@ class HoldsTraced(Protocol):
 def jax_traced(traced: "jax.stages.Traced | HoldsTraced") -> "jax.stages.Traced":
     """JAX's own ``Traced`` of ``traced``: flax's ``nnx.jit(f).trace(...)`` holds it in ``.traced``."""
     return traced.traced if isinstance(traced, HoldsTraced) else traced
+
+
+def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Each positional argument's name (the root of its leaves' paths: ``params``) and its leaves'
+    one spec (``P(None, 'data')``), or the code that reads them where they differ; empty when
+    the shardings or the names are not known."""
+    import jax  # loaded by now: ``compiled`` is its
+    from jax.sharding import NamedSharding
+
+    shardings = getattr(compiled, "input_shardings", None)
+    if not shardings or not inputs:
+        return ()
+    found, start = [], 0
+    for argument in shardings[0]:
+        leaves = jax.tree.leaves(argument)
+        names = inputs[start:start + len(leaves)]
+        start += len(leaves)
+        roots = {re.split(r"[\[.]", n, maxsplit=1)[0] for n in names}
+        if len(roots) != 1 or not leaves:
+            return ()
+        root = roots.pop()
+        specs = {_spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
+        found.append((root, specs.pop() if len(specs) == 1 else f"jax.tree.map(lambda a: a.sharding.spec, {root})"))
+    return tuple(found)
+
+
+def _spec_text(spec: "jax.sharding.PartitionSpec") -> str:
+    """``P(None, 'data')``, as the user writes it."""
+    def entry(e: object) -> str:
+        return "None" if e is None else repr(e) if isinstance(e, str) else "(" + ", ".join(map(repr, e)) + ")"  # type: ignore[call-overload]
+
+    return "P(" + ", ".join(entry(e) for e in spec) + ")"
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
@@ -219,6 +266,20 @@ class _Builder:
         self.counts = LoopCounts(module, self.flow)
         self.finder = SiteFinder(module, self.flow)
         self.classifier = CompiledClassifier(module, self.flow, self.counts)
+        self._judged: dict[str, tuple] = {}  # each collective's operand verdicts, loops, added term
+
+    @property
+    def devices(self) -> int:
+        """The devices of the program's mesh (0 when unknown)."""
+        return prod(self.mesh.sizes) if self.mesh is not None else 0
+
+    def with_signature(self, c: CompiledCollective, signature: Signature) -> CompiledCollective:
+        """``c`` with its deferral's fix written for the whole function (``signature``)."""
+        judged = self._judged.get(c.name)
+        if judged is None or not c.verdict.flagged or c.verdict.kind != DEFERRABLE:
+            return c
+        verdicts, loops, added = judged
+        return dataclasses.replace(c, verdict=verdict_of(c, verdicts, self.style, self.counts, loops, added, signature))
 
     def collective(self, site: CollectiveSite) -> CompiledCollective:
         """The collective at ``site``, with its verdict."""
@@ -242,6 +303,7 @@ class _Builder:
         )
         added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)
+        self._judged[inst.name] = (verdicts, site.loops, added)
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
                                                                   added))
 

@@ -14,6 +14,7 @@ once and keep it, which costs its size in memory for the whole loop.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count
@@ -21,7 +22,8 @@ from shardscope.engine.hlo.stacking import stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
-from shardscope.engine.pytree_paths import is_source_line, labelled_argument
+from shardscope.engine.hlo.replica_groups import whole_axes
+from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.loops import LoopCounts
@@ -31,14 +33,54 @@ if TYPE_CHECKING:
 STYLES = ("shard_map", "explicit", "auto")
 
 
-def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str) -> str:
+@dataclass(frozen=True)
+class Signature:
+    """What a jit program's fix through ``jax.shard_map`` must say of the whole function: its
+    arguments with their specs (``in_specs`` has one entry per argument), the devices each sum
+    spans, and the values its sums carry that are no gradient (a loss: a mean over the batch,
+    which inside the ``shard_map`` each device computes over its own shard only)."""
+
+    arguments: tuple[tuple[str, str], ...] = ()  # (name, spec text: ``P(None, 'data')``) per argument
+    devices: int = 0
+    losses: tuple[str, ...] = ()
+
+    def in_specs(self, axis: str) -> str:
+        """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument (a guess of two
+        without them: the replicated parameters, the sharded batch)."""
+        specs = [spec for _, spec in self.arguments] or ["P()", f"P(None, {axis})"]
+        return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
+
+    def loss_words(self, axis: str) -> str:
+        """What the loss needs inside the ``shard_map``: its sum over the devices and the division."""
+        losses = list(self.losses)
+        if not losses:
+            return ""
+        what = ", ".join(losses)
+        count = f" / {self.devices}" if self.devices else " divided by the device count"
+        return (f"; inside it each device's {what} covers its own shard of the batch only: return "
+                f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){count} (lax.pmean) for the mean over the batch")
+
+
+def summed_losses(collectives: "tuple[CompiledCollective, ...]") -> tuple[tuple[str, ...], int]:
+    """The values the plan's sums carry that are no parameter's gradient and no bare line (a loss
+    or a metric, ``out[2]``, which a ``shard_map`` must sum itself), and how many devices their
+    sum spans (0 when none)."""
+    found = {op.value: len(c.groups[0]) if c.groups else 0 for c in collectives if c.kind in SUM_KINDS
+             for op in c.operands if op.value and _is_output(op.value)}
+    return tuple(found), max(found.values(), default=0)
+
+
+def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str,
+                 signature: Signature = Signature()) -> str:
     """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``value``:
     what the user casts (the parameters whose gradients it sums: ``params['W1']``, not
     ``grad(params['W1'])``); ``values``: how many values the sum carries (several: the fix maps
-    over their tree). The specs name no
-    dimension (``P(reduced=...)``, ``P()``: replicated, whatever the value's rank)."""
+    over their tree); ``signature``: the function's arguments and losses, for the ``shard_map``
+    route. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated, whatever the
+    value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code names it."""
+    axes = whole_axes(axes)
     names = ", ".join(repr(a) for a in axes) or "'data'"
-    axis = names if len(axes) == 1 else f"({names})"
+    axis = names if len(axes) <= 1 else f"({names})"
     reduced = "{" + names + "}"
     what = value or "the parameters"
     counts = f"{runs_after} runs/call instead of {runs_before}"
@@ -62,11 +104,17 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
                     "jax.reshard(acc, P()) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
+    shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis)}, out_specs=P(), "
+                 f"axis_names={reduced})")
+    if values == 1 and _is_output(value):  # a loss: each device adds its own, one sum after the loop
+        inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
+                  f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
+    else:
+        inside = (f"with lax.pcast({_common_root(value) if values > 1 else value or 'params'}, {axis}, to='varying') "
+                  f"before it and lax.psum(acc, {axis}) after it{signature.loss_words(axis)}")
     return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
             f"use Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh)) and "
-            f"{explicit}; or run the loop inside jax.shard_map(step, mesh=mesh, in_specs=(P(), P(None, {axis})), "
-            f"out_specs=P(), axis_names={reduced}) with lax.pcast(params, {axis}, to='varying') before it and "
-            f"lax.psum(acc, {axis}) after it: {counts}.")
+            f"{explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
 
 
 def _is_output(value: str) -> bool:
@@ -78,7 +126,8 @@ def _is_output(value: str) -> bool:
 def _common_root(value: str) -> str:
     """The root of the paths in ``value`` (``params['w1'], params['w2']`` -> ``params``; a
     model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common."""
-    roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",") if name.strip()}
+    roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",")
+             if name.strip() and not _is_output(name)}  # a loss beside the gradients is no parameter
     roots.discard("")
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
@@ -98,10 +147,11 @@ def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: s
 
 
 def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
-               loops: "tuple[Instruction, ...]", added_term: bool = False) -> Verdict:
+               loops: "tuple[Instruction, ...]", added_term: bool = False, signature: Signature = Signature()) -> Verdict:
     """The collective's verdict in words: its operands' one when they agree, else needed.
     ``added_term``: a sum added into its accumulator together with another term (weight decay,
-    :mod:`shardscope.engine.hlo.added_terms`), which is then why it is needed."""
+    :mod:`shardscope.engine.hlo.added_terms`), which is then why it is needed; ``signature``:
+    what the fix through a ``shard_map`` says of the whole function."""
     if not loops:
         return Verdict(NEEDED, "It runs once per call, outside any loop.")
     kinds = {v.kind for v in verdicts}
@@ -120,7 +170,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
         return Verdict(LOOP_INVARIANT, reason,
                        hoist_fix(style, c.kind, c.value, runs_before, _runs_text(after), cost), left, after, cost)
     if kinds == {DEFERRABLE} and len({v.loops for v in verdicts}) == 1:
-        return _deferrable(c, verdicts, style, counts, loops, runs_before)
+        return _deferrable(c, verdicts, style, counts, loops, runs_before, signature)
     if kinds == {STACKABLE} and len({v.loops for v in verdicts}) == 1:
         left = verdicts[0].loops
         after = runs_after(loops, left, counts)
@@ -131,7 +181,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
                                "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
                                "its overlap with the next iteration's work.")
     if DEFERRABLE in kinds and kinds != {DEFERRABLE}:
-        return _partly_deferrable(c, verdicts, style, runs_before)
+        return _partly_deferrable(c, verdicts, style, runs_before, signature)
     if DEFERRABLE in kinds:
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
@@ -150,7 +200,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
 
 
 def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
-                loops: "tuple[Instruction, ...]", runs_before: str) -> Verdict:
+                loops: "tuple[Instruction, ...]", runs_before: str, signature: Signature) -> Verdict:
     left = verdicts[0].loops
     after = runs_after(loops, left, counts)
     moved = sum(v.bytes_after or 0 for v in verdicts)
@@ -161,7 +211,8 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
               + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
-                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after)), left, after)
+                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature),
+                   left, after)
 
 
 def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:
@@ -177,7 +228,7 @@ def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:
 
 
 def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
-                       runs_before: str) -> Verdict:
+                       runs_before: str, signature: Signature) -> Verdict:
     """A combined sum some of whose values only accumulate into a carry while the others are read
     in the loop: the instruction stays, but those values' sums need not run in every iteration
     (the gradients beside a statistic the loop reads). Flagged when they are at least half its
@@ -202,7 +253,7 @@ def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict,
                                         f"{moved:,} B per run and no run.")
     reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
                "once after the loop with the same result.")
-    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, "1")
+    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, "1", signature)
            + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
     return Verdict(DEFERRABLE, reason, fix)
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
-from shardscope.engine.pytree_paths import told_apart_by_outputs
+from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
+from shardscope.engine.written_values import written_operation
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -65,9 +66,24 @@ class CollectiveNamer:
         names: frozenset[str] | set[str] = self._equation_values(producer) if producer is not None else frozenset()
         if len(names) > 1:  # one line made several values: the outputs the sum reaches tell which
             names = told_apart_by_outputs(names, self._forward(site, operand))
+        if not reduction and producer is not None and not any(is_gradient_label(n) for n in names):
+            # a value the partitioner moves (an all-to-all after a reshape) is the one its line
+            # writes (xs = x.reshape(...)), not an output it reaches
+            written = self._written_value(producer)
+            if written:
+                return written
         if len(names) == 1:
             return next(iter(names))
         return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
+
+    def _written_value(self, inst: Instruction) -> str:
+        """The name the user's line that made ``inst`` gives its value, where that line writes the
+        operation (:func:`written_operation`)."""
+        source = self.module.source(inst, users=True)
+        if source is None:
+            return ""
+        primitive = inst.metadata.op_name.split(";", 1)[0].rsplit("/", 1)[-1]
+        return written_operation(source.file, source.line, source.column, primitive)
 
     def _equation_values(self, producer: Instruction) -> frozenset[str]:
         """The jaxpr view's names of the equations ``producer`` may come from (several when one
@@ -100,7 +116,9 @@ class CollectiveNamer:
         """The instruction that computes the operand, past moves (bitcasts, copies, transposes),
         into fusions, and for the sum of a loop's result (an all-reduce the TPU moved out of the
         loop) into the loop, past the accumulation (``acc + value``, the TPU's ``select(i == 0,
-        0, acc) + value``): it holds the metadata of the JAX equation that made the value."""
+        0, acc) + value``) or the write into a stacked result's slot (``dynamic-update-slice``:
+        a layer scan's per-layer gradient): it holds the metadata of the JAX equation that made
+        the value."""
         names = site.carried
         inst = self.module.instruction(names[operand]) if operand < len(names) else None
         named: Instruction | None = None  # the last instruction on the way that says which equation made it
@@ -116,6 +134,8 @@ class CollectiveNamer:
                 inst = self._element_source(inst)
             elif inst.opcode == "add" and self._accumulated(inst) is not None:
                 inst = self._accumulated(inst)
+            elif inst.opcode == "dynamic-update-slice":  # a stacked result (a scan's per-layer gradient): its slot's value
+                inst = self.flow.producer(inst, 1)
             elif inst.opcode in ("parameter", *_OPAQUE):
                 return None
             else:  # a dot XLA rewrote keeps no metadata: the fusion wrapping it still has the equation's

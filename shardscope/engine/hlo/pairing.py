@@ -113,7 +113,8 @@ def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True
         return False
     if c.op_name and r.primitive not in op_primitives(c.op_name):
         return False
-    if by_source and r.source and c.source and r.source.split(" ")[0] != c.source.split(" ")[0]:
+    traced = getattr(r, "traced_source", "") or r.source  # a custom_vjp rule's: the line JAX's frames keep
+    if by_source and traced and c.source and traced.split(" ")[0] != c.source.split(" ")[0]:
         return False
     # the compiler removes loops (of one iteration; around a loop-invariant collective it hoists)
     # and never adds one: the compiled trip counts are a subsequence of the jaxpr's

@@ -16,6 +16,7 @@ mesh by comparing them with the groups of each subset of its axes: users read ``
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -213,11 +214,17 @@ def mesh_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     The order is the one the groups list their members in when some order of the axes gives it
     exactly (an all-gather's concatenation order), else the mesh's order. Axes of size one
     change no group: they are left out. ``()`` for groups of one device each; None when no
-    subset of the axes makes these groups (a collective over devices the mesh does not split
-    along its axes, or over another mesh).
+    subset of the axes, nor of the axes with one split in parts (``data:(1)4``,
+    :func:`_sub_axes_of`), makes these groups (a collective over another mesh).
     """
     if not groups or sum(len(g) for g in groups) != mesh.size:
         return None
+    whole = _whole_axes_of(groups, mesh)
+    return whole if whole is not None else _sub_axes_of(groups, mesh)
+
+
+def _whole_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
+    """:func:`mesh_axes_of` over whole axes only."""
     wanted = frozenset(frozenset(g) for g in groups)
     candidates = [name for name, size in zip(mesh.names, mesh.sizes) if size > 1]
     for count in range(len(candidates) + 1):
@@ -229,6 +236,41 @@ def mesh_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
                     return order
             return subset
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _sub_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
+    """The axes, one of them a part of a program axis, whose collective makes ``groups``.
+
+    A reshape that splits a sharded dimension (a batch ``[B]`` into ``[MICRO, B/MICRO]``) leaves
+    each part of the axis sharding one dimension, and the partitioner's collectives then run
+    over one part: groups of 4 among the 8 devices of ``data``, every second one. Such a part
+    is named as Shardy names a sub-axis, ``data:(1)4``: the axis split into a major part of 1
+    (``(1)``, the devices before it), then this part of 4; the rest of the axis is minor.
+    """
+    for k, (name, size) in enumerate(zip(mesh.names, mesh.sizes)):
+        for before in _divisors(size):
+            for part in _divisors(size // before):
+                if part == 1 or part == size:
+                    continue
+                after = size // before // part
+                sub = f"{name}:({before}){part}"
+                names = (*mesh.names[:k], f"{name}:<", sub, f"{name}:>", *mesh.names[k + 1:])
+                split = MeshShape(names, (*mesh.sizes[:k], before, part, after, *mesh.sizes[k + 1:]))
+                found = _whole_axes_of(groups, split)
+                if found is not None and sub in found and not any(a.endswith((":<", ":>")) for a in found):
+                    return found
+    return None
+
+
+def whole_axes(axes: Sequence[str]) -> tuple[str, ...]:
+    """The program's axes that ``axes`` span, a sub-axis as its whole axis (``data:(1)4`` ->
+    ``data``): what code names, since ``shard_map``, ``psum`` and ``P(...)`` take whole axes."""
+    return tuple(dict.fromkeys(a.split(":(", 1)[0] for a in axes))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def pair_axes_of(pairs: Sequence[tuple[int, int]], mesh: MeshShape) -> tuple[str, ...] | None:

@@ -8,14 +8,14 @@ out of them (body output -> loop equation), and around them (carry out -> carry 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 from shardscope.engine.counts import Count, PerCall, known_product, total_executions
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier
+from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -42,6 +42,7 @@ class Collective(PerCall):
     source: str = ""  # ``train_step.py:42 (loss)``: the user's line that made it
     verdict: Any = None  # shardscope.engine.jaxpr.verdicts.Verdict
     source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
+    traced_source: str = ""  # the line JAX's frames (and the compiled metadata) keep, where ``source`` differs
 
     @property
     def verdict_kind(self) -> str:
@@ -82,8 +83,13 @@ def collectives(
     for site in sites:
         eqn = site.equation
         gradient_of = gradients.get(eqn.id, "")
+        reached = named and value_name(index, eqn, inputs, output_names)
+        # a value a collective moves (a ppermute's activation) is the one its call writes, not an
+        # output it reaches (a backward ppermute reaches the weights' gradient); a sum's output is its value
         value = (gradient_label(gradient_of) if gradient_of else "") \
-            or (named and value_name(index, eqn, inputs, output_names)) or short_source(eqn.source)
+            or (eqn.written if eqn.primitive not in _SUMMING else "") or reached or eqn.written \
+            or short_source(eqn.rule_source or eqn.source)
+        verdict = classifier.verdict(eqn, site.loops, site.in_conditional, gradient_of=gradient_of)
         found.append(Collective(
             equation_id=eqn.id,
             primitive=eqn.primitive,
@@ -93,11 +99,33 @@ def collectives(
             bytes_per_execution=payload_bytes(eqn),
             in_conditional=site.in_conditional,
             value=value,
-            source=short_source(eqn.source),
-            verdict=classifier.verdict(eqn, site.loops, site.in_conditional, gradient_of=gradient_of),
-            source_file=source_file(eqn.source) or "",
+            source=short_source(eqn.rule_source or eqn.source),
+            verdict=_in_rule(verdict, eqn) if eqn.rule_source else verdict,
+            source_file=source_file(eqn.rule_source or eqn.source) or "",
+            traced_source=short_source(eqn.source) if eqn.rule_source else "",
         ))
     return tuple(found)
+
+
+_SUMMING = frozenset({"psum", "psum_invariant", "pmax", "pmin", "reduce_scatter", "unreduced_psum",
+                      "unreduced_reduce_scatter", "psum_start", "psum_invariant_start", "reduce_scatter_start"})
+"""Collectives whose result is a reduction: named by the output it reaches before their call's operand."""
+
+
+def _in_rule(verdict: Verdict, eqn: Equation) -> Verdict:
+    """``verdict`` of a collective a custom_vjp's backward rule wrote, its fix starting there:
+    JAX runs the rule as written, so no cast outside it removes the rule's own collective."""
+    if not verdict.fix:
+        return verdict
+    function = eqn.rule_source.rsplit("(", 1)[-1].rstrip(")")
+    what = f"{eqn.written} " if eqn.written else ""
+    where = f"the lax.{_CALLED.get(eqn.primitive, eqn.primitive)} at {short_source(eqn.rule_source)}"
+    fix = (f"{where} is in {function}, a custom_vjp backward rule: JAX runs it as written, so remove it there "
+           f"and return the unsummed {what}from {function}; then {verdict.fix}")
+    return replace(verdict, fix=fix)
+
+
+_CALLED = {"psum_invariant": "psum", "reduce_scatter": "psum_scatter"}
 
 
 def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str],

@@ -23,10 +23,13 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 
 import numpy as np
 
+from shardscope.engine.jaxpr.custom_rules import RuleSite, backward_rule_site
 from shardscope.engine.user_frames import users_first
+from shardscope.engine.written_values import written_argument
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
 
 if TYPE_CHECKING:
+    from jax._src.source_info_util import Frame
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
 COLLECTIVE_PRIMITIVES = frozenset(
@@ -158,6 +161,12 @@ class Equation:
     # the user's frames that made a cast or a psum_invariant (``user_frames_of``): a psum_invariant is
     # paired with the pvary it transposes by them; not compared, as ``source``
     origin: tuple[tuple[str, int, str], ...] = field(default=(), compare=False, repr=False)
+    # a collective's operand as the user's call writes it (``y`` of ``lax.ppermute(y, ...)``;
+    # ``grad(y)`` for the transpose JAX makes of it); empty when the line does not say
+    written: str = field(default="", compare=False, repr=False)
+    # a collective a custom_vjp's backward rule wrote: the rule's line (``file.py:24 (_bwd)``),
+    # where ``source`` is the line JAX's frames keep (the custom function's call)
+    rule_source: str = field(default="", compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -301,27 +310,30 @@ class _Namer:
 
 
 def _block(jaxpr: Jaxpr, block_id: str, role: str, input_names: list[str],
-           facts: dict[int, tuple[Any, _AvalFacts]], transposed: bool = False) -> Block:
+           facts: dict[int, tuple[Any, _AvalFacts]], backward: bool = False) -> Block:
+    """One jaxpr as a block; ``backward``: it is the body of an equation JAX made by transposing
+    (whose own equations' name stacks do not say so)."""
     namer = _Namer(facts)
     invars = list(jaxpr.constvars) + list(jaxpr.invars)
     inputs = tuple(namer.bind(v, name) for v, name in zip(invars, input_names, strict=True))
-    equations = tuple(_equation(eqn, namer, block_id, transposed) for eqn in jaxpr.eqns)
+    equations = tuple(_equation(eqn, namer, block_id, backward) for eqn in jaxpr.eqns)
     outputs = tuple(namer.use(v) for v in jaxpr.outvars)
     return Block(block_id, role, inputs, outputs, equations)
 
 
-def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, transposed: bool = False) -> Equation:
-    """``transposed``: the equation is inside one JAX made by transposing (a VJP's backward
-    loop), whose body's own names do not say so."""
+def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, backward: bool = False) -> Equation:
+    """``backward``: the equation is inside one JAX made by transposing (a VJP's backward loop),
+    whose body's own names do not say so."""
     primitive = eqn.primitive.name
     subs = tuple(sub_jaxprs(eqn))
-    transposed = transposed or bool(subs or primitive == "psum_invariant") and _transposed(eqn)
+    # only an equation that holds others, or a collective, asks: the name stack's text is not free
+    backward = backward or bool(subs or primitive in COLLECTIVE_PRIMITIVES) and _is_backward(eqn)
     name = namer.next_id(primitive)
     eqn_id = qualify(block_id, name)
     inputs = tuple(namer.use(v) for v in eqn.invars)
     blocks = tuple(
         _block(sub, eqn_id if role == "body" else f"{eqn_id}.{role}", role, _sub_input_names(sub, name, role, eqn.params),
-               namer.facts, transposed)
+               namer.facts, backward)
         for role, sub in subs
     )
     many = len(eqn.outvars) > 1
@@ -344,8 +356,10 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, transposed: bool = Fa
         trip_count=trip,
         source=equation_source(eqn, own=primitive in LOOP_PRIMITIVES)
         if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
+        written=written_operand(eqn, backward) if primitive in COLLECTIVE_PRIMITIVES else "",
+        rule_source=rule_source(eqn) if primitive in COLLECTIVE_PRIMITIVES and backward else "",
         written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
-        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != "psum_invariant" or transposed) else (),
+        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != "psum_invariant" or backward) else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
     return made
@@ -354,14 +368,6 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, transposed: bool = Fa
 ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
 """The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
 transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
-
-
-def _transposed(eqn: JaxprEqn) -> bool:
-    """True when JAX made ``eqn`` by transposing (under a ``transpose(...)`` name). A
-    ``psum_invariant`` made outside any transpose (the program's own ``lax.psum`` of a varying
-    value, a forward sum in a scan's carry) sums no gradient, whatever ``pvary`` its line also
-    made: it keeps no origin to be paired by."""
-    return "transpose(" in str(eqn.source_info.name_stack)
 
 
 def user_frames_of(eqn: JaxprEqn) -> tuple[tuple[str, int, str], ...]:
@@ -392,6 +398,51 @@ def equation_source(eqn: JaxprEqn, own: bool = False) -> str:
     if frame is None or (not own and is_shardscope_file(frame.file_name)):
         return ""
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
+
+
+def rule_source(eqn: JaxprEqn) -> str:
+    """For a backward-pass collective a ``jax.custom_vjp``'s backward rule wrote, the rule's line
+    (``file.py:24 (_bwd)``), which JAX's frames do not keep (they are the custom function's
+    call's); ``""`` for any other."""
+    rule = _rule_site(eqn)
+    return rule.text() if rule is not None else ""
+
+
+def written_operand(eqn: JaxprEqn, backward: bool) -> str:
+    """A collective's operand as its call writes it (``y`` of ``lax.ppermute(y, 'stage', perm)``);
+    for the transpose JAX makes of that call, the gradient of it (``grad(y)``); ``""`` when the
+    user's line does not say (a collective a library made, or one written in a call it cannot read)."""
+    rule = _rule_site(eqn) if backward else None
+    if rule is not None:  # the user's own backward code: no transpose of it
+        return written_argument(rule.file, rule.line, rule.column) if rule.called else ""
+    frame = _users_frame(eqn)
+    if frame is None or is_shardscope_file(frame.file_name):
+        return ""
+    written = written_argument(frame.file_name, frame.start_line, frame.start_column)
+    return f"grad({written})" if written and backward else written
+
+
+def _rule_site(eqn: JaxprEqn) -> RuleSite | None:
+    """Where the backward-pass collective ``eqn`` is written in a custom_vjp's rule, if it is."""
+    frame = _users_frame(eqn)
+    if frame is None:
+        return None
+    return backward_rule_site(frame.file_name, frame.start_line, frame.start_column, eqn.primitive.name)
+
+
+def _is_backward(eqn: JaxprEqn) -> bool:
+    """True for an equation JAX made by transposing (its name stack holds ``transpose(``). A
+    ``psum_invariant`` made outside any transpose (the program's own ``lax.psum`` of a varying
+    value, a forward sum in a scan's carry) sums no gradient, whatever ``pvary`` its line also
+    made: it keeps no origin to be paired by."""
+    return "transpose(" in str(eqn.source_info.name_stack)
+
+
+def _users_frame(eqn: JaxprEqn) -> "Frame | None":
+    from jax._src import source_info_util
+
+    frames = tuple(source_info_util.user_frames(eqn.source_info.traceback))
+    return users_first(frames, lambda f: f.file_name)
 
 
 LOOP_FUNCTIONS = frozenset({"scan", "fori_loop", "while_loop", "map"})

@@ -1,0 +1,182 @@
+"""What check says of each collective on a target: its value as the program names it, its axes,
+its line, and a verdict cell that reads as the CPU's table does.
+
+Expected values come from the module compiled here (which collectives sit in while bodies,
+their replica groups and metadata) and from the program's own source (the lines its values are
+written on), never from shardscope's output.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh as JaxMesh
+from rich.console import Console
+
+import _target_verdict_programs as programs
+from _tpu_text import all_reduces, collectives
+from shardscope.pipeline.check import inspect_on
+from shardscope.render.findings import collectives_table
+from shardscope.render.targets import placements_table
+from test_gpu_targets import needs_plugin
+from test_target_verdicts import _WHOLE_ALL_REDUCE, _on_target
+from test_targets import needs_libtpu
+
+
+def _table_rows(table) -> list[list[str]]:
+    console = Console(width=400, record=True)
+    console.print(table)
+    return [[c.strip() for c in line.split("│")][1:-1] for line in console.export_text().splitlines()
+            if line.startswith("│")]
+
+
+def _cpu_rows(table) -> list[list[str]]:
+    console = Console(width=400, record=True)
+    console.print(table)
+    return [line.split() for line in console.export_text().splitlines() if line.strip()[:1].isdigit()]
+
+
+# --- item 12: a collective outside every loop reads the same in both tables -----------------
+
+@needs_libtpu
+def test_a_collective_outside_every_loop_has_no_loop_verdict_on_the_target_as_on_the_cpu():
+    """The TPU moves the gradients' sum out of the micro-batch loop (counted in the module compiled
+    here: an all-reduce at depth 0): its row in the target's table says ``-`` for the verdict,
+    as the CPU's findings table does for every collective outside loops."""
+    target = "tpu:v5e:2x4"
+    found = all_reduces(_on_target(programs.worst_loss_adamw, target))
+    outside = [shape for shape, depth in found if not depth]
+    assert outside and any(depth for _, depth in found), found
+
+    built = programs.worst_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    rows = [row for row in _table_rows(placements_table([("train_step", plan)], "program")) if row[0] == "train_step"]
+    header = ["program", "collective", "value", "loops", "runs/call", "verdict"]
+    loops, verdict = header.index("loops"), header.index("verdict")
+    assert len([r for r in rows if r[loops] == "-"]) == len(outside), rows
+    for row in rows:
+        assert (row[verdict] == "-") == (row[loops] == "-"), row
+
+    cpu = _cpu_rows(collectives_table(inspection.paired))  # the CPU's convention, the same rule
+    for row in cpu:
+        assert (row[-1] == "-") == (row[3] == "-"), row
+
+
+# --- item 8: the fix on a target fixes what stays there; the shard_map route is whole ----------
+
+def _spec_words(arg) -> str:
+    """``P(None, 'data')``: the one spec of an argument's leaves, as a user writes it."""
+    specs = {tuple(leaf.sharding.spec) for leaf in jax.tree.leaves(arg)}
+    (spec,) = specs
+    return "P(" + ", ".join("None" if e is None else repr(e) for e in spec) + ")"
+
+
+@needs_libtpu
+def test_the_loss_the_tpu_keeps_in_the_loop_gets_its_own_fix_there(tmp_path, shardscope_cli):
+    """The TPU moves the gradients' sum out of the loop and keeps the loss's (one scalar
+    all-reduce in a while body, counted here): check prints the target's fix for that sum, the
+    loss accumulated per device and summed once, with no cast of the parameters in it."""
+    import math
+
+    from test_target_verdicts import _elements, _program_file
+    from test_target_verdicts import _ALL_REDUCE
+
+    target = "tpu:v5e:2x4"
+    in_loops = [shape for shape, depth in collectives(_on_target(programs.total_loss_adamw, target), _ALL_REDUCE) if depth]
+    assert [_elements(shape) for shape in in_loops] == [1]
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
+    devices = math.prod(built.args[2].sharding.mesh.shape.values())
+
+    path = _program_file(tmp_path, "total_loss_adamw", 8)
+    words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
+    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of out[2]: ", 1)[1].split(" train_step: ")[0]
+    assert "pcast" not in fix and "reduced={'data'})), params)" not in fix
+    assert "add each iteration's out[2] into an accumulator started unreduced" in fix
+    assert f"in_specs={specs}" in fix
+    assert f"where each device adds its own out[2] into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
+
+
+def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
+    """jit + shardings, a loss summed over 4 micro-batches beside the gradients: on the CPU one
+    combined all-reduce carries both. The fix's shard_map has one in_spec per argument of
+    ``train_step`` (its signature, read here, and each argument's own sharding) and says that the
+    loss, then each device's own, needs its psum over ``data`` and the division by its 8 devices."""
+    import inspect as python_inspect
+    import math
+
+    import shardscope
+
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    assert len(python_inspect.signature(built.fn).parameters) == len(built.args) == 4
+    specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
+    devices = math.prod(built.args[2].sharding.mesh.shape.values())
+    inspection = shardscope.inspect(built.fn, *built.args)
+    (c,) = [c for c in inspection.paired if c.in_loop]
+    fix = " ".join(c.verdict.fix.split())
+    assert f"jax.shard_map(step, mesh=mesh, in_specs={specs}, out_specs=P()" in fix
+    assert "lax.pcast(params, 'data', to='varying')" in fix
+    assert f"each device's out[2] covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
+
+
+# --- item 7: a gradient the target sums after the loop is named as the CPU's is ----------------
+
+LAYERS, D, F = 4, 32, 64
+
+
+def _layer_norm(h, scale):
+    mu = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.var(h, axis=-1, keepdims=True)
+    return (h - mu) * jax.lax.rsqrt(var + 1e-5) * scale
+
+
+def _stacked_forward(params, x):
+    def block(h, layer):
+        w_in, w_out, ln = layer
+        return h + jax.nn.gelu(_layer_norm(h, ln) @ w_in) @ w_out, None
+
+    h, _ = jax.lax.scan(block, x, (params["w_in"], params["w_out"], params["ln"]))
+    return jnp.mean(h ** 2)
+
+
+def stacked_norm_step(mesh):
+    """A tensor-parallel layer scan (``w_in`` by columns, ``w_out`` by rows over ``model``) with a
+    layer-norm scale per layer (``ln``, stacked and replicated), the batch over ``data``."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    params = {"w_in": jax.ShapeDtypeStruct((LAYERS, D, F), jnp.float32, sharding=NamedSharding(mesh, P(None, None, "model"))),
+              "w_out": jax.ShapeDtypeStruct((LAYERS, F, D), jnp.float32, sharding=NamedSharding(mesh, P(None, "model", None))),
+              "ln": jax.ShapeDtypeStruct((LAYERS, D), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    x = jax.ShapeDtypeStruct((16 * mesh.shape["data"], D), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+
+    @jax.jit
+    def train_step(params, x):
+        loss, grads = jax.value_and_grad(_stacked_forward)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+    return programs.Built(train_step, (params, x))
+
+
+@pytest.mark.parametrize("target", [pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_a_stacked_norm_gradient_the_target_sums_after_the_layer_loop_is_named_as_its_gradient(target):
+    """The target sums the stacked ``ln`` gradient (4 x 32 elements, one slot per layer) once,
+    after the layer loop, with the loss (the all-reduces outside every while body of the module
+    compiled here carry 4 x 32 + 1 elements): it is ``grad(params['ln'])``, as on the CPU, not
+    the output it reaches."""
+    from test_target_verdicts import _elements
+
+    text = _on_target(stacked_norm_step, target, "data=4,model=2")
+    outside = [line for line, depth in collectives(text, _WHOLE_ALL_REDUCE) if not depth]
+    assert sum(_elements(line.split(" all-reduce")[0]) for line in outside) == LAYERS * D + 1, outside
+
+    built = stacked_norm_step(JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model")))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    hoisted = [c for c in plan.compiled.collectives if not c.loops and c.kind == "all-reduce"]
+    values = [op.value for c in hoisted for op in c.operands]
+    assert "grad(params['ln'])" in values, values
+    assert not any(v.startswith("out[0]") for v in values), values
