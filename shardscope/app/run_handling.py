@@ -234,7 +234,8 @@ class RunHandling(App[int]):
     def _compare_worker(self, run_id: int, analysis: Analysis, baseline: str, candidate: str) -> None:
         """Thread worker: the diff and the drawings of another pair of plans."""
         worker = get_current_worker()
-        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
+        with runner.working():
+            prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
         if prepared is not None:
             self.post_message(ComparisonReady(run_id, prepared))
 

@@ -28,7 +28,7 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from shardscope.app.bindings import SWEEP_BINDINGS
-from shardscope.app.runner import load_settings_targets
+from shardscope.app.runner import load_settings_targets, working
 from shardscope.app.views.lines import offer_focus
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
@@ -299,12 +299,13 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            ensure_devices(max_devices, needed=devices_needed(max_devices, settings.mesh.devices))
-            # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
-            targets, target_error = load_settings_targets(settings)
-            if target_error is not None:
-                raise target_error
-            sweep = run_sweep(settings, None, budget, progress, target=targets[0] if targets else None)
+            with working():  # quitting meanwhile does not wait for the sweep (shardscope.app.leaving)
+                ensure_devices(max_devices, needed=devices_needed(max_devices, settings.mesh.devices))
+                # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
+                targets, target_error = load_settings_targets(settings)
+                if target_error is not None:
+                    raise target_error
+                sweep = run_sweep(settings, None, budget, progress, target=targets[0] if targets else None)
         except Cancelled:
             return
         except ShardscopeError as exc:
