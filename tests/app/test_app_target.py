@@ -122,12 +122,15 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
             naive = _section(section, "naive:", "deferred:")
             assert ("naive: on v5e:2x2 the naive plan's all-reduce of grad(params) leaves the loop: "
                     "the compiler already does the deferral here.") in naive
-            # CPU: in the chunk loop, 2 runs; on the slice: outside every loop, 1 run
-            assert re.search(rf"\S+ grad\(params\) - 1 needed \S+ {CHUNKS} left loop", naive), naive
+            # CPU: in the chunk loop, 2 runs; on the slice: outside every loop, 1 run. Both plans' slice
+            # collectives are named by their kind and axes (one was its instruction's name, which the
+            # compiler picks: `all-reduce` beside `psum_invariant.7`)
+            assert re.search(rf"all-reduce\[s\] grad\(params\) - 1 needed \S+ {CHUNKS} left loop", naive), naive
             deferred = _section(section, "deferred:", "reduced:")
             assert "the deferred plan runs no collective in a loop" in deferred
             # the instruction column may fold the name over two lines: its tail lands after "loops,"
-            assert re.search(r"\S+ grad\(params\) - 1 needed \S+ 1 outside loops, as on the CPU", deferred), deferred
+            assert re.search(r"all-reduce\[s\] grad\(params\) - 1 needed \S+ 1 outside loops, as on the CPU",
+                             deferred), deferred
             assert "The TPU compiler's plans for tpu:v5e:2x2 are at the top" in text
 
             await press(pilot, "4")

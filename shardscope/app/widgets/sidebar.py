@@ -68,7 +68,7 @@ class Sidebar(VerticalScroll):
     Sidebar { width: 30; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
     Sidebar.-narrow { width: 24; }
     Sidebar.-collapsed { display: none; }
-    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
+    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; width: 100%; }
     Sidebar OptionList { height: auto; max-height: 8; }
     Sidebar #description { color: $text-muted; height: auto; }
     Sidebar #chunk-help { color: $text-muted; height: auto; }
