@@ -25,6 +25,7 @@ from shardscope.app import gc_policy
 from shardscope.app.bindings import APP_BINDINGS
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
+from shardscope.app.focus_routing import FocusRouting
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.run_handling import RunHandling
 from shardscope.app.summaries import done_text
@@ -50,7 +51,7 @@ CONTROLS = (Input, Select, Button, Switch)
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
 
 
-class ShardscopeApp(RunHandling, TabRouting, ExportActions):
+class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
@@ -92,6 +93,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self._run_settings: Settings | None = None  # the settings of the run in flight
         self._compare_default_next = False  # w toggled the rewrites: the next results compare the default pair
         self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
+        self._sidebar_opened_for_focus = False  # Tab went into the folded sidebar: it shows until the focus leaves
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
         self._views_requested = False
@@ -120,6 +122,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
         self._fit_sidebar()
+        self.watch(self.screen, "focused", self._focus_moved, init=False)
         self.call_after_refresh(self._after_first_paint)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -133,7 +136,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
 
     def _fit_sidebar(self, width: int | None = None) -> None:
         narrow = (self.size.width if width is None else width) < self.NARROW
-        shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
+        shown = ((not narrow) if self._sidebar_wanted is None else self._sidebar_wanted) or self._sidebar_opened_for_focus
         sidebar = self.query_one(Sidebar)
         sidebar.set_class(not shown, "-collapsed")
         sidebar.set_class(narrow, "-narrow")
@@ -244,6 +247,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         budget left the digits typing there), goes to the tab shown.
         """
         self._sidebar_wanted = not self.sidebar_shown
+        self._sidebar_opened_for_focus = False  # f2 decides now
         self._fit_sidebar()
         if self.focused is None or isinstance(self.focused, Input):
             self.call_after_refresh(self._focus_shown_tab)  # after the layout: the chain holds what shows
@@ -300,6 +304,11 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
+    @on(Sidebar.RunAsked)
+    def _run_asked(self) -> None:
+        """Enter in a sidebar field runs its settings (``r`` types there)."""
+        self.action_run()
+
     @on(Sidebar.Edited)
     def _settings_edited(self) -> None:
         self._mark_stale()
@@ -321,9 +330,9 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
             if status.state == "stale":
                 status.show_done(self._done_text(self.analysis))
             return
-        banner.update(stale_banner(self._results_described(), asked))
+        banner.update(stale_banner(self._results_described(), asked, self.run_key))
         if status.state not in ("running", "failed"):
-            status.show_stale(asked)
+            status.show_stale(asked, self.run_key)
 
     def _results_described(self) -> Text:
         """The settings of the results on screen, in words (a program file: its name, programs and targets)."""

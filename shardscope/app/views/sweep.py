@@ -30,6 +30,7 @@ from textual_plotext import PlotextPlot
 from shardscope.app.bindings import SWEEP_BINDINGS
 from shardscope.app.runner import load_settings_targets, working
 from shardscope.app.views.lines import offer_focus
+from shardscope.app.widgets.fields import BudgetField
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
@@ -228,7 +229,7 @@ class SweepView(Widget):
         """Budget and button, status, the two charts, the table of points."""
         with Horizontal(id="sweep-controls"):
             yield Label("Memory budget per device", id="sweep-budget-label")
-            yield Input(placeholder="none, e.g. 20KiB", id="sweep-budget")
+            yield BudgetField(placeholder="none, e.g. 20KiB", id="sweep-budget")
             yield Button("Run sweep (s)", id="sweep-run", variant="primary")
         yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
         with VerticalScroll():

@@ -17,8 +17,8 @@ from textual.widgets import Footer
 
 from shardscope.app.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
 
-PINNED_ACTIONS = ("toggle_sidebar", "help", "quit")
-"""The actions whose keys the footer never cuts."""
+PINNED_ACTIONS = ("toggle_sidebar", "help", "quit", "app.quit")
+"""The actions whose keys the footer never cuts (``app.quit``: a field's ``^c``, where ``q`` types)."""
 
 
 class KeysFooter(Footer):
