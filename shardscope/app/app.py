@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
 from shardscope.app import gc_policy
-from shardscope.app.bindings import APP_BINDINGS
+from shardscope.app.bindings import APP_BINDINGS, fit_footer
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.focus_routing import FocusRouting
@@ -122,12 +122,21 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
         self._fit_sidebar()
+        self._fit_footer()
         self.watch(self.screen, "focused", self._focus_moved, init=False)
         self.call_after_refresh(self._after_first_paint)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``f2``)."""
+        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``f2``),
+        and leave out of the footer the keys it has no room for."""
         self._fit_sidebar(event.size.width)
+        self._fit_footer(event.size.width)
+
+    def _fit_footer(self, width: int | None = None) -> None:
+        """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
+        narrow = (self.size.width if width is None else width) < self.NARROW
+        fit_footer(self._bindings.key_to_bindings, narrow, self.query_one(TabbedContent).active)
+        self.refresh_bindings()
 
     @property
     def sidebar_shown(self) -> bool:

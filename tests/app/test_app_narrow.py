@@ -141,3 +141,25 @@ def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
             assert marks() == {"reduced": "B", "naive": "C"}
 
     run(scenario())
+
+
+def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
+    """The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed):
+    under 100 columns the footer leaves out the keys it has no room for (export; n/N beside a
+    tab's own key), each still bound, and shows the others whole."""
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
+        async with app.run_test(size=NARROW) as pilot:
+            await settle(pilot)
+            for key, shown in (("1", ("r Run", "b c Compare", "n N Collective")), ("3", ("s Side by side", "r Run", "b c Compare")),
+                               ("6", ("s Run sweep", "r Run", "b c Compare"))):
+                await press(pilot, key)
+                await settle(pilot)
+                footer = screen_text(app)[-1]
+                for words in (*shown, "f2 Sidebar", "? Help", "q Quit", "^p palette"):
+                    assert words in footer, (key, footer)
+            await press(pilot, "e")  # left out of the footer, still bound
+            assert app.last_export is not None and app.last_export.parent == tmp_path
+
+    run(scenario())
