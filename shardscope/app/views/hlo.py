@@ -308,7 +308,8 @@ class _AtItsWidth:
 
 
 NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
-             "(tpu:v5e:2x2) and press r, or open the app with --target tpu:v5e:2x2; t then goes to its plans.")
+             "(tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
+             "the app with --target tpu:v5e:2x2; t then goes to its plans.")
 """What ``t`` says in the Compiled tab when the analysis has no TPU target."""
 
 

@@ -367,9 +367,9 @@ class PlansView(Widget):
 
 
 def compared_mark(name: str, baseline: str, candidate: str) -> Text:
-    """``B `` for the baseline, ``C `` for the candidate (``= `` for a program compared with
-    itself), reversed so the eye finds them; nothing for the others."""
-    mark = "=" if name == baseline == candidate else "B" if name == baseline else "C" if name == candidate else ""
+    """``B `` for the baseline, ``C `` for the candidate, reversed so the eye finds them; nothing
+    for the others, nor for a lone program (compared with nothing)."""
+    mark = "" if baseline == candidate else "B" if name == baseline else "C" if name == candidate else ""
     return Text.assemble((mark, "bold reverse"), " ") if mark else Text()
 
 
