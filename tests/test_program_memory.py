@@ -1,10 +1,12 @@
-"""A program's example arguments that cannot fit in memory are refused before one is made.
+"""A program's example arguments that cannot fit in memory are never made, and the rest goes on.
 
 The app times programs on materialised example arguments: a 32 TiB embedding given as a
 ``ShapeDtypeStruct`` (tracing and compiling never allocate it) was a MemoryError and "this looks
-like a bug; run `shardscope report FILE --debug`", though report refuses program files. It is
-now one message naming the argument, its shape and bytes against what is available, with a
-hint that works (``shardscope check`` traces without allocating).
+like a bug; run `shardscope report FILE --debug`", though report refuses program files. Then it
+was one message naming the argument, its shape and bytes against what is available, and the
+app opened nothing (a Llama-3-8B step over 256 devices, which ``check`` analyses). Now the
+analysis goes on without running: every plan, compiled plan, target and memory, and the
+timings marked as not run, saying why.
 """
 
 from __future__ import annotations
@@ -48,20 +50,25 @@ def huge_program(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_program_argument_too_big_for_memory_is_named_before_it_is_made(tmp_path):
+def test_a_program_argument_too_big_for_memory_is_named_and_not_made(tmp_path):
     available = available_memory()
     assert available is not None and available < EMBEDDING_BYTES
-    with pytest.raises(SettingsError) as info:
-        analyze(Settings(path=huge_program(tmp_path), repeats=2))
-    message = info.value.message
-    assert message.startswith("The example arguments of the program step do not fit in memory: "
-                              "params['embedding'] alone is (4194304, 2097152) float32 = 35.2 TB")
+    analysis = analyze(Settings(path=huge_program(tmp_path), repeats=2))  # asked to measure: nothing is made
+    why = analysis.not_timed
+    assert why is not None and not analysis.measured and analysis.timed_on is None
+    assert why.message.startswith("The example arguments of the program step do not fit in memory: "
+                                  "params['embedding'] alone is (4194304, 2097152) float32 = 35.2 TB")
     # filled on the host, then replicated on both devices of the mesh: 3 copies; the bias, which the
     # program does not use (jit prunes it), on the host and one device: 2 x 16 B; xs (128 B) on the
     # host and split over the two devices: 2 x 128 B
     needed = 3 * EMBEDDING_BYTES + 2 * 16 + 2 * 128
-    assert f"need at least {needed / 1e12:.1f} TB" in message and "is available" in message
-    assert "shardscope check FILE" in info.value.hint and "report" not in info.value.hint
+    assert f"need at least {needed / 1e12:.1f} TB" in why.message and "is available" in why.message
+    assert "smaller example arguments" in why.hint and "report" not in why.hint
+    step = analysis.plans["step"]
+    assert step.compiled is not None and step.run_s is None  # compiled, never run
+    # the compiled program's own memory, read without running it: the embedding replicated on each
+    # device, the bias pruned, xs split: 8 x 4 float32 over 2 devices
+    assert step.memory["argument_size_in_bytes"] == EMBEDDING_BYTES + 4 * 4 * 4
 
 
 @pytest.mark.slow  # a fresh process: were the arguments made, 32 TiB would be asked of it, not of this one
@@ -73,20 +80,30 @@ def test_check_traces_it_without_making_the_arguments(tmp_path):
     assert "all-reduce[s]" in result.stdout  # compiled too: a compile makes no argument either
 
 
-def test_the_app_shows_it_in_the_error_panel(tmp_path, monkeypatch):
+def test_the_app_opens_it_with_the_timings_marked_not_run(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "app"))
-    from app_support import SIZE, make_app, run, settle
+    from app_support import SIZE, make_app, press, run, settle
 
+    from shardscope.app.views import HloView
     from shardscope.app.widgets.error_panel import ErrorPanel
+    from shardscope.app.widgets.status import StatusLine
 
     async def scenario():
         app = make_app(huge_program(tmp_path))
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            panel = app.query_one(ErrorPanel)
-            assert panel.shown and "params['embedding'] alone is (4194304, 2097152) float32" in panel.message
-            assert "MemoryError" not in panel.message and "looks like a bug" not in panel.hint
-            assert app.is_running
+            assert not app.query_one(ErrorPanel).shown and app.analysis is not None
+            assert "not run or timed: the example arguments do not fit in memory here" in app.query_one(StatusLine).plain
+            await press(pilot, "4")
+            await settle(pilot)
+            body = app.query_one("#timings-body")
+            timings = "\n".join("".join(s.text for s in body.render_line(y)) for y in range(body.size.height))
+            assert "Not run or timed: The example arguments of the program step do not fit in memory" in " ".join(
+                timings.split())
+            assert "run median" in timings and "not run" in timings
+            await press(pilot, "5")
+            await settle(pilot)
+            assert "step: 1 compiled collective" in app.query_one(HloView).body.plain
 
     run(scenario())
 

@@ -22,9 +22,10 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
 from shardscope.app import gc_policy
-from shardscope.app.bindings import APP_BINDINGS
+from shardscope.app.bindings import APP_BINDINGS, fit_footer
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
+from shardscope.app.focus_routing import FocusRouting
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.run_handling import RunHandling
 from shardscope.app.summaries import done_text
@@ -50,7 +51,7 @@ CONTROLS = (Input, Select, Button, Switch)
 a button or a switch acts on Enter; the tab's content (a tree, a diff, a scrolling pane) takes it."""
 
 
-class ShardscopeApp(RunHandling, TabRouting, ExportActions):
+class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     """Pick a demo function and settings, run the analysis, compare the two plans."""
 
     CSS_PATH = Path(__file__).with_name("shardscope.tcss")  # absolute: subclasses live elsewhere
@@ -92,6 +93,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         self._run_settings: Settings | None = None  # the settings of the run in flight
         self._compare_default_next = False  # w toggled the rewrites: the next results compare the default pair
         self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
+        self._sidebar_opened_for_focus = False  # Tab went into the folded sidebar: it shows until the focus leaves
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
         self._mounted_views: set[str] = {"plans"}
         self._views_requested = False
@@ -120,11 +122,21 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
     def on_mount(self) -> None:
         """Start JAX and the first run only after the first paint."""
         self._fit_sidebar()
+        self._fit_footer()
+        self.watch(self.screen, "focused", self._focus_moved, init=False)
         self.call_after_refresh(self._after_first_paint)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``f2``)."""
+        """Fold the sidebar away on a narrow terminal (unless the user said otherwise with ``f2``),
+        and leave out of the footer the keys it has no room for."""
         self._fit_sidebar(event.size.width)
+        self._fit_footer(event.size.width)
+
+    def _fit_footer(self, width: int | None = None) -> None:
+        """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
+        narrow = (self.size.width if width is None else width) < self.NARROW
+        fit_footer(self._bindings.key_to_bindings, narrow, self.query_one(TabbedContent).active)
+        self.refresh_bindings()
 
     @property
     def sidebar_shown(self) -> bool:
@@ -133,7 +145,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
 
     def _fit_sidebar(self, width: int | None = None) -> None:
         narrow = (self.size.width if width is None else width) < self.NARROW
-        shown = (not narrow) if self._sidebar_wanted is None else self._sidebar_wanted
+        shown = ((not narrow) if self._sidebar_wanted is None else self._sidebar_wanted) or self._sidebar_opened_for_focus
         sidebar = self.query_one(Sidebar)
         sidebar.set_class(not shown, "-collapsed")
         sidebar.set_class(narrow, "-narrow")
@@ -244,6 +256,7 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         budget left the digits typing there), goes to the tab shown.
         """
         self._sidebar_wanted = not self.sidebar_shown
+        self._sidebar_opened_for_focus = False  # f2 decides now
         self._fit_sidebar()
         if self.focused is None or isinstance(self.focused, Input):
             self.call_after_refresh(self._focus_shown_tab)  # after the layout: the chain holds what shows
@@ -300,6 +313,11 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
         if self.query_one(Sidebar).autorun:
             self.action_run()
 
+    @on(Sidebar.RunAsked)
+    def _run_asked(self) -> None:
+        """Enter in a sidebar field runs its settings (``r`` types there)."""
+        self.action_run()
+
     @on(Sidebar.Edited)
     def _settings_edited(self) -> None:
         self._mark_stale()
@@ -321,9 +339,9 @@ class ShardscopeApp(RunHandling, TabRouting, ExportActions):
             if status.state == "stale":
                 status.show_done(self._done_text(self.analysis))
             return
-        banner.update(stale_banner(self._results_described(), asked))
+        banner.update(stale_banner(self._results_described(), asked, self.run_key))
         if status.state not in ("running", "failed"):
-            status.show_stale(asked)
+            status.show_stale(asked, self.run_key)
 
     def _results_described(self) -> Text:
         """The settings of the results on screen, in words (a program file: its name, programs and targets)."""

@@ -12,6 +12,7 @@ is, so they work as soon as the tab shows and the command palette offers them li
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Iterable
 
 from textual.binding import Binding
@@ -110,6 +111,33 @@ APP_BINDINGS = [
             tooltip="Leave the input being typed in; else hide the error panel"),
 ]
 """The app's keys (``ShardscopeApp.BINDINGS``), each with its id and a tooltip the help and the palette show."""
+
+
+NARROW_FOOTER_LEAVES_OUT: dict[str, tuple[str, ...] | None] = {
+    "export": None,
+    "next_collective": ("diff", "sweep"),
+    "previous_collective": ("diff", "sweep"),
+}
+"""Keys the footer leaves out under 100 columns (in every tab, or in the tabs named), where the
+pinned keys and a tab's own key leave no room for them: at 80 columns the Diff tab's ``s`` pushed
+the Compare group under the pinned keys. They still work; the help and the palette list them."""
+
+
+def footer_shown(binding: Binding, narrow: bool, tab: str) -> bool:
+    """Whether the footer shows ``binding`` (an app binding) at this width in ``tab``."""
+    if not narrow or binding.action not in NARROW_FOOTER_LEAVES_OUT:
+        return binding.show
+    tabs = NARROW_FOOTER_LEAVES_OUT[binding.action]
+    return binding.show and tabs is not None and tab not in tabs
+
+
+def fit_footer(bindings: dict[str, list[Binding]], narrow: bool, tab: str) -> None:
+    """Set ``show`` of the app's bindings (``bindings``: its map's key -> bindings, changed in
+    place) by :func:`footer_shown`, from :data:`APP_BINDINGS` as written."""
+    written = {b.id: b for b in APP_BINDINGS}
+    for key, bound in bindings.items():
+        bindings[key] = [replace(b, show=footer_shown(written[b.id], narrow, tab)) if b.id in written else b
+                         for b in bound]
 
 
 def key_label(binding: Binding) -> str:

@@ -22,6 +22,7 @@ from shardscope.app import gc_policy, runner
 from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.tabs import TABS
+from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
@@ -190,8 +191,11 @@ class RunHandling(App[int]):
         return self.comparison.baseline, self.comparison.candidate
 
     def _show_compared(self) -> None:
-        """Mark a program file's baseline and candidate in the sidebar's list."""
-        if self.analysis is not None and not self.analysis.origin.chunked:
+        """Mark the baseline and candidate in the Plans tab's headers and a program file's in the sidebar's list."""
+        if self.analysis is None:
+            return
+        self.query_one(PlansView).show_compared(self.comparison.baseline, self.comparison.candidate)
+        if not self.analysis.origin.chunked:
             self.query_one(Sidebar).show_compared(self.comparison.baseline, self.comparison.candidate)
 
     def _show_unavailable_programs(self, analysis: Analysis) -> None:
@@ -234,7 +238,8 @@ class RunHandling(App[int]):
     def _compare_worker(self, run_id: int, analysis: Analysis, baseline: str, candidate: str) -> None:
         """Thread worker: the diff and the drawings of another pair of plans."""
         worker = get_current_worker()
-        prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
+        with runner.working():
+            prepared = prepare(analysis, analysis.compare(baseline, candidate), lambda: worker.is_cancelled)
         if prepared is not None:
             self.post_message(ComparisonReady(run_id, prepared))
 

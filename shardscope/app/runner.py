@@ -7,9 +7,10 @@ sends messages to the app and an ``is_cancelled`` that asks whether the run is s
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from textual.message import Message
 
@@ -55,20 +56,28 @@ _busy_lock = threading.Lock()
 
 
 def busy() -> bool:
-    """True while a run is still working in some thread (even one the app no longer waits for)."""
+    """True while a worker thread (a run, a sweep, a comparison) is still working, even one the
+    app no longer waits for: Python's exit would wait for its thread (:mod:`shardscope.app.leaving`)."""
     return _busy > 0
 
 
-def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
-    """Do ``request``, reporting everything through ``post``; never raises."""
+@contextmanager
+def working() -> Iterator[None]:
+    """Count the block as a worker thread's work for :func:`busy`."""
     global _busy
     with _busy_lock:
         _busy += 1
     try:
-        _run(request, post, is_cancelled)
+        yield
     finally:
         with _busy_lock:
             _busy -= 1
+
+
+def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
+    """Do ``request``, reporting everything through ``post``; never raises."""
+    with working():
+        _run(request, post, is_cancelled)
 
 
 def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:

@@ -67,6 +67,8 @@ def done_text(analysis: Analysis, comparison: Comparison | None, hide_measuremen
             text.append(f"; {timed}{comparison.candidate} vs {comparison.baseline}: ···x")
         else:
             text.append(f"; {timed}{comparison.speedup_text()}")
+    if analysis.not_timed is not None:
+        text.append("; not run or timed: the example arguments do not fit in memory here (see Timings)", "bold yellow")
     if analysis.warnings:
         what = ("a gradient is not finite" if analysis.has_non_finite_gradient
                 else f"the {analysis.origin.noun}s' {analysis.origin.checked} differ")

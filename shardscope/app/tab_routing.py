@@ -38,6 +38,8 @@ class TabRouting(App[int]):
         def _show_error(self, message: str, hint: str | None, *, refused: bool = False,
                         failed: str | None = None) -> None: ...
 
+        def _fit_footer(self, width: int | None = None) -> None: ...
+
     def _check_tab_action(self, tab: object, tab_action: object) -> bool | None:
         """A tab's own key applies only while its tab shows (else it is hidden, and the key goes
         to the next binding); greyed out while its view cannot act."""
@@ -114,7 +116,7 @@ class TabRouting(App[int]):
             self._load_views()
         self._refresh_tab(event.pane.id)
         self._run_pending_tab_action()
-        self.refresh_bindings()  # the footer shows the keys of the tab shown (s)
+        self._fit_footer()  # the footer shows the keys of the tab shown (s), and has room for
 
     def _refresh_tab(self, tab: str | None) -> None:
         """Hand the latest analysis to ``tab``'s view unless it already shows it."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from shardscope.measure.timed_on import TimedOn
     from shardscope.measure.timing import RunTimes
     from shardscope.plans.shapes import Shapes
+    from shardscope.sources.examples import ArgumentsDoNotFit
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
 """The stages an analysis reports progress for, in order."""
@@ -264,6 +265,8 @@ class Analysis:
     what_if_notes: tuple[str, ...] = ()  # with what-if: each rewrite left out of the programs, with why
     what_if_shown: int = 0  # with what-if: the verified rewrites among the programs
     timed_on: "TimedOn | None" = None  # the devices the programs were timed on (None: not measured)
+    # asked to measure, but nothing ran: a program's example arguments do not fit in memory here
+    not_timed: "ArgumentsDoNotFit | None" = None
 
     @property
     def function(self) -> str:

@@ -38,6 +38,7 @@ from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
 from shardscope.plans.settings import Settings, check_axis_name
 from shardscope.sources.demos import DemoFile
+from shardscope.sources.examples import ArgumentsDoNotFit
 from shardscope.sources.loading import load_file
 from shardscope.sources.programs import ProgramFile
 
@@ -172,8 +173,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         collectives_transport=collectives_transport(),
         checks=tuple(c for c in measured.checks if not {c.baseline, c.candidate} & off_target),
         what_if_notes=workload.what_if_notes,
-        timed_on=timed_on(jax.devices()[:_devices_timed(workload)]) if measure else None,
+        timed_on=timed_on(jax.devices()[:_devices_timed(workload)]) if measure and not measured.not_timed else None,
         what_if_shown=workload.what_if_shown,
+        not_timed=measured.not_timed,
     )
 
 
@@ -256,6 +258,7 @@ class _Measured:
     reference: ReferenceResult | None = None
     checks: tuple["GradientCheck", ...] = ()
     calls: Mapping[str, Callable[[], Any]] = field(default_factory=dict)  # each program on its placed arguments
+    not_timed: ArgumentsDoNotFit | None = None  # why nothing was run or timed, though it was asked
 
 
 def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:
@@ -281,7 +284,10 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
     calls = {}
     for program in programs:
         executable = compiled[program.name][0]
-        args, kwargs = program.run_arguments(traced[program.name][0], executable)
+        try:
+            args, kwargs = program.run_arguments(traced[program.name][0], executable)
+        except ArgumentsDoNotFit as exc:  # nothing runs; the arguments made so far are dropped with ``calls``
+            return _not_timed(workload, compiled, exc)
         run = program.eager if program.name in eager and program.eager is not None else executable
         calls[program.name] = functools.partial(run, *args, **kwargs)
 
@@ -315,6 +321,16 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
     checks = _cross_checks(workload, results)
     report("checking", 1.0)
     return _Measured(numbers, reference, checks, calls)
+
+
+def _not_timed(workload: Workload, compiled: dict[str, tuple["Compiled", float]], why: ArgumentsDoNotFit) -> _Measured:
+    """What the compiled programs say without running (memory, XLA's cost analysis) when the
+    example arguments of one cannot be made here: the plans, their compiled plans and their
+    targets need no arguments, so the analysis goes on without timings, and says why."""
+    numbers = {program.name: {"memory": timing.memory(compiled[program.name][0]),
+                              "cost_analysis": timing.cost_summary(compiled[program.name][0])}
+               for program in workload.programs if program.name in compiled}
+    return _Measured(numbers, not_timed=why)
 
 
 def _first_run(program: PipelineProgram, call: Callable[[], Any], workload: Workload) -> Any:  # its output: any pytree

@@ -104,6 +104,11 @@ def check_fits(params: Any, x: Any, devices: int) -> int:  # a user's pytrees: a
     return sum(sizes.values())
 
 
+class ArgumentsDoNotFit(SettingsError):
+    """A program's example arguments need more memory than this machine has: nothing can run
+    it here, but what needs no arguments (tracing, compiling, the targets) still can."""
+
+
 def check_program_fits(program: str, arguments: Any, shardings: Any, names: list[str] | None = None,  # pytrees alike
                        held: int = 0) -> int:
     """Refuse a program's example arguments that cannot fit in memory, before they are made.
@@ -135,13 +140,12 @@ def check_program_fits(program: str, arguments: Any, shardings: Any, names: list
     if available is not None and held + needed > available:
         name, (shape, dtype, size) = max(sizes.items(), key=lambda item: item[1][2])
         others = f" besides the {human_bytes(held)} of the programs before it" if held else ""
-        raise SettingsError(
+        raise ArgumentsDoNotFit(
             f"The example arguments of the program {program} do not fit in memory: {name} alone is {shape} "
             f"{dtype.name} = {human_bytes(size)}; made and placed as the program expects them they need at least "
             f"{human_bytes(needed)}{others}, and {human_bytes(available)} is available.",
-            f"give {program} smaller example arguments in @shardscope.program(args=...) to open it here (the "
-            "collectives do not depend on the sizes); `shardscope check FILE` traces it as it is, without "
-            "making the arguments",
+            f"give {program} smaller example arguments in @shardscope.program(args=...) to run and time it here "
+            "(the collectives do not depend on the sizes)",
         )
     return needed
 

@@ -121,19 +121,6 @@ def test_enter_commits_and_runs_when_auto_run_is_on():
     run(scenario())
 
 
-def test_enter_commits_without_running_when_auto_run_is_off():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            app.query_one("#chunk", Input).focus()
-            await press(pilot, "4", "enter")
-            await settle(pilot)
-            assert app.run_id == 1 and app.analysis is None
-
-    run(scenario())
-
-
 def test_device_choices_divide_the_batch_and_stay_under_max_devices():
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)

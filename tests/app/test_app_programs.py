@@ -71,9 +71,10 @@ def test_a_program_file_opens_with_a_pane_per_program_and_n_pairs_their_collecti
             view = app.query_one(PlansView)
             assert view.names == ("step", "step_fixed")
             step_header = str(view.query_one("#step-header").render())
-            assert step_header.startswith("step program  mesh batch=8  Naive:")
+            assert step_header.startswith("B step program  mesh batch=8  Naive:")  # B: the baseline compared
             assert "8 runs/call, 2 of 2 collective equations in loops, 8,704 B/call" in step_header
             fixed_header = str(view.query_one("#step_fixed-header").render())
+            assert fixed_header.startswith("C step_fixed program")  # C: the candidate
             assert "2 runs/call, all 2 collective equations once per call, 2,176 B/call" in fixed_header
             # step: two psum_invariant in the scan over 4 micro-batches, 4 runs per call each
             step = app.analysis.plans["step"]

@@ -201,3 +201,64 @@ def test_a_run_that_ends_as_the_app_shuts_down_is_dropped_not_a_crash():
 
     app = run(scenario())
     assert app.running, "the late failure was dropped, not shown on a screen that is gone"
+
+
+# -- a terminal that goes away (its window closed) --------------------------------------------------
+
+
+def _start_in_a_pty(argv: list[str]) -> tuple[subprocess.Popen, int, bytearray]:
+    """``argv`` in a new session on a pseudo-terminal of 80x24 this test owns; what it draws is read
+    in a thread into the returned buffer (a terminal nobody reads would block the app's writes)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+                               start_new_session=True, close_fds=True)
+    os.close(slave)
+    drawn = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the master was closed (the terminal is gone), or the app ended
+                return
+            if not chunk:
+                return
+            drawn.extend(chunk)
+
+    threading.Thread(target=read, daemon=True).start()
+    return process, master, drawn
+
+
+@pytest.mark.slow  # the app in a fresh process
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_a_real_app_whose_terminal_is_gone_ends_on_a_signal(tmp_path, signum):
+    """The terminal closed (a tmux window killed) while the worker is busy: every write to the
+    terminal fails, and the app still ends on SIGHUP, as terminal programs do, or on SIGTERM,
+    with the shell's status for the signal. It once stayed alive in Python's exit, joining the
+    worker, because what it printed on leaving failed first (EIO)."""
+    demo, flag = stuck_demo(tmp_path)
+    launcher = f"import sys; sys.argv = ['shardscope', {str(demo)!r}]; from shardscope.cli import main; sys.exit(main())"
+    process, master, drawn = _start_in_a_pty([sys.executable, "-c", launcher])
+    try:
+        deadline = time.monotonic() + 120
+        while b"loading" not in drawn:  # first paint: the worker is importing the demo, stuck there
+            assert process.poll() is None and time.monotonic() < deadline, bytes(drawn[-2000:])
+            time.sleep(0.1)
+        time.sleep(1.0)
+        os.close(master)  # the terminal is gone
+        process.send_signal(signum)
+        status = process.wait(timeout=30)  # hung: TimeoutExpired (it used to stay until SIGKILL)
+        assert status == 128 + signum  # as a shell reports a process ended by the signal
+    finally:
+        flag.touch()
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -153,6 +153,7 @@ def test_t_in_the_compiled_tab_without_a_target_says_how_to_set_one():
             await press(pilot, "t")
             assert told == [(NO_TARGET, "No TPU target")]
             assert NO_TARGET.startswith("These results were compiled for the CPU only: type a slice in the sidebar's TPU "
-                                        "target field (tpu:v5e:2x2) and press r, or open the app with --target")
+                                        "target field (tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes "
+                                        "there, opening the sidebar), or open the app with --target")
 
     run(scenario())

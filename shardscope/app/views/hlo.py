@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group, JustifyMethod, RenderableType
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderableType, RenderResult
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.engine.hlo.measured import MeasuredCollective
-    from shardscope.engine.hlo.plan import CompiledLoop
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
@@ -104,25 +104,36 @@ def loops_line(loops: "tuple[CompiledLoop, ...]") -> Text:
     return text
 
 
-def collectives_table(plan: "PlanResult", selected: int | None) -> Table:
-    """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the jaxpr's."""
+TABLE_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"), ("runs/call", "right"),
+    ("B/call", "right"), ("by", "left"), ("verdict", "left"), ("jaxpr", "left"))
+NARROW_TABLE = ("#", "collective", "value", "loops", "runs/call", "B/call", "verdict")
+"""The collectives table under :data:`NARROW` columns: who wrote each one and the jaxpr's
+primitives are in its details below the table, and at 80 columns the verdict lost its end."""
+
+
+def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = False) -> Table:
+    """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the
+    jaxpr's (``narrow``: :data:`NARROW_TABLE`)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
-    justify: JustifyMethod
     measured = plan.inspection.measured  # --profile, --profile-dir: the measured times beside each row
-    columns: list[tuple[str, JustifyMethod]] = [
-        ("#", "right"), ("collective", "left"), ("value", "left"), ("loops", "left"), ("runs/call", "right"),
-        ("B/call", "right"), ("by", "left"), ("verdict", "left"), ("jaxpr", "left")]
+    names = [name for name, _ in TABLE_COLUMNS if not narrow or name in NARROW_TABLE]
     if measured is not None:
-        columns[6:6] = [("measured/step", "right"), ("per run", "right")]
+        names[names.index("B/call") + 1:names.index("B/call") + 1] = ["measured/step", "per run"]
+    justified = dict(TABLE_COLUMNS) | {"measured/step": "right", "per run": "right"}
+    columns: list[tuple[str, JustifyMethod]] = [(name, justified[name]) for name in names]
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
                          min_width=12 if column == "value" else None)
     for i, c in enumerate(plan.paired):
         kind = c.verdict_kind if c.in_loop or c.dead else "-"
         times = [] if measured is None else measured_cells(measured.of(c.compiled.name) if c.compiled else None)
-        table.add_row(str(i + 1), _collective(c), c.value, _trips(c), Text(c.runs.text(), loop_style(c.in_loop)),
-                      count_text(c.bytes_per_call), *times, c.written_by, Text(kind, VERDICT_STYLES.get(kind, "")),
-                      _from_jaxpr(c), style=SELECTED if i == selected else None)
+        cells: dict[str, RenderableType] = {
+            "#": str(i + 1), "collective": _collective(c), "value": c.value, "loops": _trips(c),
+            "runs/call": Text(c.runs.text(), loop_style(c.in_loop)), "B/call": count_text(c.bytes_per_call),
+            "by": c.written_by, "verdict": Text(kind, VERDICT_STYLES.get(kind, "")), "jaxpr": _from_jaxpr(c),
+            **dict(zip(("measured/step", "per run"), times))}
+        table.add_row(*(cells[name] for name, _ in columns), style=SELECTED if i == selected else None)
     return table
 
 
@@ -160,9 +171,10 @@ def details(plan: "PlanResult", index: int, selected: bool) -> Table:
     return grid
 
 
-def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[RenderableType, Target | None]]:
+def plan_blocks(plan: "PlanResult", selected: Target | None,
+                narrow: bool = False) -> list[tuple[RenderableType, Target | None]]:
     """The blocks of one program, each with the collective it is about (None for the heading, the
-    loops and the table)."""
+    loops and the table; ``narrow``: for a tab under :data:`NARROW` columns)."""
     at = selected[1] if selected is not None and selected[0] == plan.name else None
     assert plan.compiled is not None  # only compiled plans are drawn here
     blocks: list[tuple[RenderableType, Target | None]] = []
@@ -174,7 +186,7 @@ def plan_blocks(plan: "PlanResult", selected: Target | None) -> list[tuple[Rende
     blocks += [(block, None) for block in partitioner_blocks(plan)]
     if not plan.paired:
         return blocks + [(Text("  no collective: nothing moves between devices", "dim"), None), (Text(), None)]
-    blocks.append((collectives_table(plan, at), None))
+    blocks.append((collectives_table(plan, at, narrow), None))
     blocks += [(details(plan, i, i == at), (plan.name, i)) for i in range(len(plan.paired))]
     return blocks + [(Text(), None)]
 
@@ -202,7 +214,7 @@ def compiled_blocks(analysis: "Analysis", selected: Target | None = None,
     blocks: list[tuple[RenderableType, Target | None]] = [*target_blocks(analysis, narrow)]
     blocks += [(Text.assemble(("backend: ", "bold"), (backend, "bold cyan")), None), (Text(), None)]
     for plan in plans:
-        blocks += plan_blocks(plan, selected)
+        blocks += plan_blocks(plan, selected, narrow)
     firsts = [analysis.on_target(target)[0][1] for target in analysis.target_names]
     return blocks + [(backend_note(backend, firsts), None)]
 
@@ -241,7 +253,7 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
                          no_wrap=column not in ("value", "placement"), overflow="fold",
                          min_width=widths.get(column))
     for row in rows:
-        cells = row.cells()
+        cells = {**row.cells(), "collective": _collective(row.collective).plain if row.collective is not None else "-"}
         moved = not row.staying and any(p.collective.verdict.flagged for p in row.cpu)
         styles = {"collective": "bold", "runs/call": loop_style(row.collective is not None and row.collective.in_loop),
                   "verdict": VERDICT_STYLES.get(cells["verdict"], ""),
@@ -283,7 +295,9 @@ def hlo_renderable(analysis: "Analysis") -> Group:
     return Group(*(block for block, _ in compiled_blocks(analysis)))
 
 
-def _collective(c: "PairedCollective") -> Text:
+def _collective(c: "PairedCollective | CompiledCollective") -> Text:
+    """``all-reduce[s]``: the collective's kind and mesh axes (its instruction's name, which the
+    compiler picks, is in its details)."""
     axes = "?" if c.axes is None else ",".join(c.axes)
     return Text(f"{c.kind}[{axes}]", "bold")
 
@@ -302,8 +316,22 @@ def _from_jaxpr(c: "PairedCollective") -> str:
     return f"{len(c.equations)} x {names}" if len(c.equations) > 1 else names
 
 
+class _AtItsWidth:
+    """The tab's blocks as one renderable, narrow or not by the width it is laid out at (the
+    body's, once it has one: the tab drawn before it was laid out read ``deferrab`` at 80 columns)."""
+
+    def __init__(self, analysis: "Analysis", selected: Target | None) -> None:
+        self.analysis, self.selected = analysis, selected
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The blocks for ``options.max_width``."""
+        yield Group(*(block for block, _ in compiled_blocks(self.analysis, self.selected,
+                                                            narrow=options.max_width < NARROW)))
+
+
 NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
-             "(tpu:v5e:2x2) and press r, or open the app with --target tpu:v5e:2x2; t then goes to its plans.")
+             "(tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
+             "the app with --target tpu:v5e:2x2; t then goes to its plans.")
 """What ``t`` says in the Compiled tab when the analysis has no TPU target."""
 
 
@@ -369,10 +397,10 @@ class HloView(RenderedPane):
         width = body.fit_width
         if self._analysis is None:
             return
-        blocks = compiled_blocks(self._analysis, self.selected, narrow=0 < width < NARROW)
         if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
-            self.body.show_renderable(Group(*(block for block, _ in blocks)), fit_width=True)
+            self.body.show_renderable(_AtItsWidth(self._analysis, self.selected), fit_width=True)
             return
+        blocks = compiled_blocks(self._analysis, self.selected, narrow=width < NARROW)
         lines: list = []
         self._starts = {}
         self._slice_start = None

@@ -28,8 +28,9 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from shardscope.app.bindings import SWEEP_BINDINGS
-from shardscope.app.runner import load_settings_targets
+from shardscope.app.runner import load_settings_targets, working
 from shardscope.app.views.lines import offer_focus
+from shardscope.app.widgets.fields import BudgetField
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
@@ -228,7 +229,7 @@ class SweepView(Widget):
         """Budget and button, status, the two charts, the table of points."""
         with Horizontal(id="sweep-controls"):
             yield Label("Memory budget per device", id="sweep-budget-label")
-            yield Input(placeholder="none, e.g. 20KiB", id="sweep-budget")
+            yield BudgetField(placeholder="none, e.g. 20KiB", id="sweep-budget")
             yield Button("Run sweep (s)", id="sweep-run", variant="primary")
         yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
         with VerticalScroll():
@@ -299,12 +300,13 @@ class SweepView(Widget):
             self.post_message(SweepProgress(done, total, chunk))
 
         try:
-            ensure_devices(max_devices, needed=devices_needed(max_devices, settings.mesh.devices))
-            # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
-            targets, target_error = load_settings_targets(settings)
-            if target_error is not None:
-                raise target_error
-            sweep = run_sweep(settings, None, budget, progress, target=targets[0] if targets else None)
+            with working():  # quitting meanwhile does not wait for the sweep (shardscope.app.leaving)
+                ensure_devices(max_devices, needed=devices_needed(max_devices, settings.mesh.devices))
+                # the slice the analysis was compiled for: each point is compiled for it too, budgeted there
+                targets, target_error = load_settings_targets(settings)
+                if target_error is not None:
+                    raise target_error
+                sweep = run_sweep(settings, None, budget, progress, target=targets[0] if targets else None)
         except Cancelled:
             return
         except ShardscopeError as exc:

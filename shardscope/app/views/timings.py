@@ -45,6 +45,8 @@ MEMORY_ROWS = (
     ("temp_size_in_bytes", "memory: temporaries"),
 )
 REFERENCE = "reference"
+NOT_RUN = Text("not run", "dim")
+"""A run time that was not measured: on a target, or where the example arguments do not fit."""
 NARROW = 82
 """Under this many columns the cost table drops its edge padding (80 columns, three plans and the reference)."""
 
@@ -100,10 +102,15 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
         table.add_column(name, justify="right")
     time_cell = (lambda v: HIDDEN) if hidden else seconds
     compiles, runs = _compiles(analysis), _runs(analysis)
+
+    def run_cell(name: str, statistic: str, style: str = "") -> Text:
+        times = runs[name]
+        return NOT_RUN if times is None else Text(time_cell(getattr(times, statistic)), style)
+
     table.add_row("compile", *(time_cell(compiles[n]) for n in columns))
-    table.add_row("run median", *(Text(time_cell(runs[n].median), "bold") for n in columns))
-    table.add_row("run min", *(time_cell(runs[n].min) for n in columns))
-    table.add_row("run max", *(time_cell(runs[n].max) for n in columns), end_section=True)
+    table.add_row("run median", *(run_cell(n, "median", "bold") for n in columns))
+    table.add_row("run min", *(run_cell(n, "min") for n in columns))
+    table.add_row("run max", *(run_cell(n, "max") for n in columns), end_section=True)
     plans = list(analysis.plans.values())
     dash = () if analysis.reference is None else ("—",)
     if any(p.inspection.measured is not None for p in plans):
@@ -154,7 +161,7 @@ def _target_rows(table: Table, target: str, plans: list, time_cell, dash: tuple)
         return [("—" if t is None else cell(t)) for t in on]
 
     table.add_row(f"{topology} compile", *cells(lambda t: time_cell(t.compile_s)), *dash)
-    table.add_row(f"{topology} run", *cells(lambda t: Text("not run", "dim")), *dash)
+    table.add_row(f"{topology} run", *cells(lambda t: NOT_RUN), *dash)
     table.add_row(f"{topology} compiled runs", *cells(
         lambda t: Text(total_runs(t.compiled.collectives).text(), loop_style(len(t.compiled.findings)))), *dash)
     for key, label in MEMORY_ROWS:
@@ -237,9 +244,22 @@ def traced_only(analysis: "Analysis") -> Group:
                  Text("Run the analysis with measurements to see times, memory and errors.", "dim"))
 
 
+def not_timed(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Group:
+    """What the tab says about programs compiled but not run: a program's example arguments do
+    not fit in memory here. The compile times, collectives and memory need no run."""
+    why = analysis.not_timed
+    assert why is not None  # only called when the analysis says why
+    said = Text.assemble(("Not run or timed: ", "bold yellow"), (why.message, "yellow"))
+    return Group(cost_table(analysis, hidden, narrow), *target_notes(analysis), *unavailable_notes(analysis), Text(),
+                 said, Text(f"The plans, the compiled plans and the targets need no run: the other tabs show them. "
+                            f"hint: {why.hint}.", "dim"))
+
+
 def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narrow: bool = False) -> Group:
     """The whole tab: the table, the ratio, the bars, and how the times were taken (``narrow``:
     for a tab under :data:`NARROW` columns)."""
+    if analysis.not_timed is not None:
+        return not_timed(analysis, hidden, narrow)
     if not analysis.measured:
         return traced_only(analysis)
     run_s = next(iter(analysis.plans.values())).run_s

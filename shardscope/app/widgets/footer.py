@@ -12,13 +12,14 @@ from collections.abc import Hashable
 
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
+from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
 from shardscope.app.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
 
-PINNED_ACTIONS = ("toggle_sidebar", "help", "quit")
-"""The actions whose keys the footer never cuts."""
+PINNED_ACTIONS = ("toggle_sidebar", "help", "quit", "app.quit")
+"""The actions whose keys the footer never cuts (``app.quit``: a field's ``^c``, where ``q`` types)."""
 
 
 class KeysFooter(Footer):
@@ -27,10 +28,19 @@ class KeysFooter(Footer):
     DEFAULT_CSS = """
     KeysFooter #footer-pinned { dock: right; width: auto; height: 1; }
     KeysFooter #footer-pinned FooterKey.-command-palette { dock: none; }
+    KeysFooter.-compact FooterLabel { margin: 0 1 0 0; }
     """
+
+    NARROW = 100
+    """Under this many columns the keys drop their padding (Textual's compact footer): at 80, the
+    Diff tab's own key pushed the Compare group under the pinned keys."""
 
     _shown: Hashable = None
     """What the keys on screen were composed from (:meth:`_keys_to_show`)."""
+
+    def on_resize(self, event: Resize) -> None:
+        """Compact under :attr:`NARROW` columns."""
+        self.compact = event.size.width < self.NARROW
 
     def _keys_to_show(self, screen: Screen) -> Hashable:
         """Everything of the screen's bindings that :meth:`compose` draws: the shown bindings' key,

@@ -20,6 +20,7 @@ from textual.validation import Function
 from textual.widgets import Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
+from shardscope.app.widgets.fields import SettingField
 from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.errors import SettingsError
 from shardscope.targets.registry import parse_target
@@ -68,7 +69,7 @@ class Sidebar(VerticalScroll):
     Sidebar { width: 30; padding: 0 1; background: $panel; border-right: vkey $foreground 20%; }
     Sidebar.-narrow { width: 24; }
     Sidebar.-collapsed { display: none; }
-    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; }
+    Sidebar .sidebar-title { margin-top: 1; color: $text-muted; text-style: bold; width: 100%; }
     Sidebar OptionList { height: auto; max-height: 8; }
     Sidebar #description { color: $text-muted; height: auto; }
     Sidebar #chunk-help { color: $text-muted; height: auto; }
@@ -78,14 +79,17 @@ class Sidebar(VerticalScroll):
     Sidebar #target-note { color: $text-muted; height: auto; display: none; }
     Sidebar #target-note.-shown { display: block; }
     Sidebar .switch-row { height: auto; margin-top: 1; }
-    Sidebar .switch-row Label { padding: 1 0 0 1; }
+    Sidebar .switch-row Label { padding: 1 0 0 1; width: 1fr; }
     Sidebar #programs-note { display: none; color: $text-muted; height: auto; margin-top: 1; }
     Sidebar.-programs #programs-note { display: block; }
     Sidebar.-programs .plan-setting { display: none; }
     """
 
     class Changed(Message):
-        """A setting was committed (a function picked, a device count chosen, Enter in an input)."""
+        """A setting was committed (a function picked, a device count chosen)."""
+
+    class RunAsked(Message):
+        """Enter in a field: run the sidebar's settings (whether or not run on change is on)."""
 
     class Edited(Message):
         """A value changed, committed or not (for marking the results on screen stale)."""
@@ -126,27 +130,28 @@ class Sidebar(VerticalScroll):
         yield Select([(str(n), n) for n in counts], value=devices, allow_blank=False, id="devices", classes="plan-setting")
         yield Label("Mesh axis name", classes="sidebar-title plan-setting")
         one_axis = len(s.mesh.axes) == 1
-        yield Input(s.mesh.names[0], id="axis", classes="plan-setting",
+        yield SettingField(s.mesh.names[0], id="axis", classes="plan-setting",
                     validators=[Function(_is_axis_name, "not an ASCII identifier")])
         yield Label("Named mesh (optional)", classes="sidebar-title plan-setting")
-        yield Input("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh", classes="plan-setting",
+        yield SettingField("" if one_axis else s.mesh.text(), placeholder="e.g. data=4,model=2", id="mesh", classes="plan-setting",
                     validators=[Function(_mesh_is_valid, "not a mesh: name=size pairs")],
                     tooltip="Named axes with sizes; empty: the 1-D mesh of the two fields above")
         yield Static("", id="mesh-note", classes="plan-setting")
         yield Label("Batch axes (optional)", classes="sidebar-title plan-setting")
-        yield Input(",".join(s.batch_axes or ()), placeholder="all axes of the mesh", id="batch-axes", classes="plan-setting",
+        yield SettingField(",".join(s.batch_axes or ()), placeholder="all axes of the mesh", id="batch-axes", classes="plan-setting",
                     validators=[Function(_axes_are_valid, "not a list of axis names")],
                     tooltip="The mesh axes the batch is split over (e.g. data); empty: every axis")
         yield Label("Chunk size (examples/chunk)", classes="sidebar-title plan-setting")
         chunk = "" if s.chunk_size is None else str(s.chunk_size)
-        yield Input(chunk, placeholder="auto", id="chunk", classes="plan-setting",
+        yield SettingField(chunk, placeholder="auto", id="chunk", classes="plan-setting",
                     validators=[Function(self._chunk_is_valid, "not a valid chunk size")])
         yield Static("", id="chunk-help", classes="plan-setting")
         with Horizontal(classes="switch-row plan-setting"):
-            yield Switch(False, id="autorun", tooltip="Run again whenever a setting is committed")
+            yield Switch(False, id="autorun", tooltip="Run again whenever a function or a device count is picked "
+                                                      "(Enter in a field always runs)")
             yield Label("run on change")
         yield Label("Target (optional)", classes="sidebar-title")
-        yield Input(",".join(s.targets), placeholder="e.g. tpu:v5e:2x2 or gpu:h100:8", id="target",
+        yield SettingField(",".join(s.targets), placeholder="e.g. tpu:v5e:2x2 or gpu:h100:8", id="target",
                     validators=[Function(_target_is_valid, "not a target: tpu:TOPOLOGY or gpu:NAME:DEVICES")],
                     tooltip="A TPU slice or GPUs to compile every plan for as well (nothing runs there; "
                             "needs pip install 'shardscope[tpu]' or 'shardscope[gpu]'); empty: the CPU only")
@@ -554,7 +559,7 @@ class Sidebar(VerticalScroll):
     @on(Input.Submitted)
     def _input_committed(self, event: Input.Submitted) -> None:
         event.stop()
-        self.post_message(self.Changed())
+        self.post_message(self.RunAsked())
 
 
 def _count(select: Select[int]) -> int:

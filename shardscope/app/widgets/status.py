@@ -103,10 +103,10 @@ class StatusLine(Static):
         self._stage_text = text
         self._redraw()
 
-    def show_stale(self, asked: Text) -> None:
-        """The sidebar asks for ``asked``, which the results on screen are not."""
+    def show_stale(self, asked: Text, run_key: str = "r") -> None:
+        """The sidebar asks for ``asked``, which the results on screen are not; ``run_key`` runs it."""
         self._set_state("stale")
-        self._stage_text = Text.assemble(("stale: ", "bold"), "the sidebar asks for ", asked, (" (r: run)", "bold"))
+        self._stage_text = Text.assemble(("stale: ", "bold"), "the sidebar asks for ", asked, (f" ({run_key}: run)", "bold"))
         self._redraw()
 
     @property
@@ -199,10 +199,11 @@ def settings_changes(shown: Settings, draft: Settings | None) -> Text | None:
     return Text(", ".join(changes), "bold") if changes else None
 
 
-def stale_banner(shown: Text, asked: Text) -> Text:
-    """The banner over the tabs while the sidebar asks for other settings than the results ``shown``."""
+def stale_banner(shown: Text, asked: Text, run_key: str = "r") -> Text:
+    """The banner over the tabs while the sidebar asks for other settings than the results
+    ``shown``; ``run_key`` is the key that runs them from where the focus is."""
     return Text.assemble(("Stale: ", "bold"), "the results below are for ", shown,
-                         "; the sidebar asks for ", asked, (". Press r to run it.", "bold"))
+                         "; the sidebar asks for ", asked, (f". Press {run_key} to run it.", "bold"))
 
 
 def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str | None] | None = None,

@@ -106,6 +106,7 @@ class PlansView(Widget):
         self._summaries: dict[str, tuple[Any, Text]] = {}  # plan name -> (plan, its header's first lines)
         self._first_moves_drawn = False
         self._focus_pending = False  # a tree is to take the focus after the next refresh (_focus_later)
+        self._compared: tuple[str, str] = ("", "")  # the (baseline, candidate) the other tabs compare
 
     def compose(self) -> ComposeResult:
         """The row of plan columns, empty until the first analysis says which plans there are."""
@@ -122,6 +123,8 @@ class PlansView(Widget):
         self.collective_index = -1
         self._plans = dict(analysis.plans)
         self._pairs = None
+        comparison = analysis.comparison if prepared is None else prepared.comparison
+        self._compared = (comparison.baseline, comparison.candidate)
         names = tuple(analysis.plans)
         if names == self._names:
             self._fill()
@@ -216,6 +219,19 @@ class PlansView(Widget):
         else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
             self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
             self._collector.freeze_what_lives()  # the trees and their lines live until the next run too
+
+    def show_compared(self, baseline: str, candidate: str) -> None:
+        """Mark the plans the other tabs compare (``b``, ``c``) in their headers: ``B``, ``C``."""
+        self._compared = (baseline, candidate)
+        at = self.pairs[self.collective_index] if 0 <= self.collective_index < len(self.pairs) else {}
+        for name in self._names:
+            if name in self._plans:
+                self._show_header(name, self._header(self._plans[name], at.get(name)))
+
+    @property
+    def compared(self) -> tuple[str, str]:
+        """The (baseline, candidate) the headers mark."""
+        return self._compared
 
     @property
     def first_moves_drawn(self) -> bool:
@@ -337,7 +353,7 @@ class PlansView(Widget):
         summary = self._summaries.get(plan.name)
         if summary is None or summary[0] is not plan:
             summary = self._summaries[plan.name] = (plan, _summary(plan))
-        text = summary[1].copy()
+        text = Text.assemble(compared_mark(plan.name, *self._compared), summary[1])
         if at is not None:  # the value first: a narrow column cuts the end of the line, and a
             # gradient's label (grad(params['b2'])) fills a third of 80 columns by itself
             collective = plan.collectives[at]
@@ -348,6 +364,13 @@ class PlansView(Widget):
         elif plan.collectives:
             text.append("n/N: next collective, paired across plans by value", "dim")
         return text  # one row per line, each cut to the column by TextRows
+
+
+def compared_mark(name: str, baseline: str, candidate: str) -> Text:
+    """``B `` for the baseline, ``C `` for the candidate, reversed so the eye finds them; nothing
+    for the others, nor for a lone program (compared with nothing)."""
+    mark = "" if baseline == candidate else "B" if name == baseline else "C" if name == candidate else ""
+    return Text.assemble((mark, "bold reverse"), " ") if mark else Text()
 
 
 def _summary(plan: PlanResult) -> Text:
