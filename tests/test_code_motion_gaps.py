@@ -180,3 +180,25 @@ def test_a_scatter_into_the_carry_summed_whole_is_needed_whatever_xlas_own_test_
         np.add.at(deferred, (slice(None), rows), local * i)
     assert not np.allclose(deferred.sum(0), inside)
     assert _collective(text, "all-reduce").verdict.kind == "needed"
+
+
+@pytest.mark.parametrize("kind", ["device", "constant"])
+def test_an_accumulator_reset_by_a_select_is_deferrable_only_when_every_device_resets_alike(kind):
+    """``acc = select(keep, acc, 0) + all-reduce(value)``: a predicate the same on every device
+    (a constant) resets every device's accumulator together, so the sum after the loop is the
+    loop's; one from the device's id (``partition-id == 0``) keeps device 0's and drops the
+    others', and deferring changes the result (numpy below). XLA's own tests agree."""
+    text = _text(f"reset_by_{kind}_predicate")
+    assert re.search(r"%kept = f32\[16\] select\(%keeps, %acc, %zeros\)", text)
+    assert ("partition-id()" in text) == (kind == "device")
+    rng = np.random.default_rng(4)
+    x, trips = rng.normal(size=(DEVICES, 16)), _trip_count(text)
+    keep = np.array([d == 0 for d in range(DEVICES)]) if kind == "device" else np.zeros(DEVICES, bool)
+    inside = np.zeros((DEVICES, 16))
+    deferred = np.zeros((DEVICES, 16))
+    for i in range(trips):
+        inside = np.where(keep[:, None], inside, 0) + (x * i).sum(0)
+        deferred = np.where(keep[:, None], deferred, 0) + x * i
+    assert np.allclose(deferred.sum(0), inside[0]) == (kind == "constant")
+    c = _collective(text, "all-reduce")
+    assert c.verdict.kind == ("deferrable" if kind == "constant" else "needed"), c.verdict.reason

@@ -12,6 +12,8 @@ give the loop's result.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 
 import jax
@@ -92,3 +94,45 @@ def test_a_gradient_padded_into_the_stacked_accumulator_is_deferrable(shardy):
     for c in sums:
         assert c.verdict.kind == "deferrable", (c.name, c.verdict.reason)
         assert c.executions == MICRO and c.verdict.executions_after == 1
+
+
+GPU_PROGRAM = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+import shardscope
+
+mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
+W = jax.ShapeDtypeStruct((3, 64, 64), jnp.float32, sharding=NamedSharding(mesh, P(None, "data", None)))
+XS = jax.ShapeDtypeStruct((4, 64, 64), jnp.float32, sharding=NamedSharding(mesh, P(None, "data", None)))
+
+
+def loss(w, x):
+    h = x
+    for k in range(3):
+        h = jnp.tanh(h @ w[k])
+    return jnp.mean(h ** 2)
+
+
+@shardscope.program(args=(W, XS))
+@jax.jit
+def train_step(w, xs):
+    def body(acc, x):
+        return acc + jax.grad(loss)(w, x), None
+    return lax.scan(body, jnp.zeros_like(w), xs)[0]
+'''
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax_plugins.xla_cuda12") is None and
+                    importlib.util.find_spec("jax_cuda12_plugin") is None, reason="needs the CUDA plugin (compile-only)")
+def test_the_gpus_reduce_scatter_of_the_padded_gradient_is_deferrable(tmp_path, shardscope_cli):
+    """The same step on gpu:h100:8: the GPU reduce-scatters each micro-batch's gradient in the
+    loop, on its way through the same slices and zero padding; the math is the CPU test's."""
+    path = tmp_path / "fsdp_pad.py"
+    path.write_text(GPU_PROGRAM)
+    result = shardscope_cli("check", path, "--target", "gpu:h100:8", "--json")
+    (program,) = json.loads(result.stdout)["programs"]
+    collectives = program["targets"]["gpu:h100:8"]["compiled_collectives"]
+    scatters = [c for c in collectives if c["kind"] == "reduce-scatter" and c["loops"]]
+    assert scatters and all(c["verdict"] == "deferrable" for c in scatters), [c["reason"] for c in scatters]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from shardscope.engine.counts import known_product
 from shardscope.engine.hlo.flow import FORWARDING, Flow
+from shardscope.engine.hlo.linear_steps import ON_THE_WAY, LinearSteps
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import CollectiveSite
@@ -42,7 +43,6 @@ _STACKING_COMBINERS = frozenset({"add", "maximum", "minimum", "multiply"})
 """Combiners whose collective of a stacked buffer after the loop gives every slot what the
 collective of that slot's value gave in the loop (each slot combines its own values only)."""
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
-_ON_THE_WAY = FORWARDING | {"slice"}
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,7 @@ class CompiledClassifier:
         self.flow = flow or Flow(module)
         self.counts = counts or LoopCounts(module, self.flow)
         self.facts = LoopFacts(module, self.flow, self.counts)
+        self.steps = LinearSteps(self.flow, self.facts)
 
     def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
         """One verdict per operand of the collective at ``site``."""
@@ -292,15 +293,15 @@ class CompiledClassifier:
             return (True if idx is None or user.tuple_index == idx else None)
         if idx is not None:
             return False  # a combined result used whole
-        if op in _ON_THE_WAY or self._zero_padded(user, position):
+        if op in ON_THE_WAY or self.steps.zero_padded(user, position):
             return True
         if op == "dynamic-slice" and position == 0 and self.facts.indices_replicated(user, 1, body):
             return True  # a slice at offsets the same on every device (the loop's index)
-        if op == "select" and self._selects_zero(user, position, body):
+        if op == "select" and self.steps.selects_zero(user, position, body):
             return True
-        if self._scales(user, position, body, collective):
+        if self.steps.scales(user, position, body, collective):
             return True
-        if op == "add" and self._from(self.flow.producer(user, 1 - position), collective):
+        if op == "add" and self.steps.of_collective(self.flow.producer(user, 1 - position), collective):
             return True  # the sum of two of its own results: still linear in it
         if op == "add" or (op == "dynamic-update-slice" and position == 1):
             buffer = self.flow.producer(user, 1 - position if op == "add" else 0)
@@ -334,73 +335,6 @@ class CompiledClassifier:
             return _CarryRead(carry)
         return _Level(carry, kind)
 
-    def _from(self, inst: Instruction | None, collective: Instruction) -> bool:
-        """True when ``inst`` is a result of ``collective`` (a combined one's element), moved
-        only by forwarding ops: adding two of its results keeps the sum linear in it."""
-        for _ in range(64):
-            if inst is None:
-                return False
-            inst = self.flow.resolve(inst)
-            if inst is collective:
-                return True
-            if inst.opcode == "add":  # a sum of its values (each layer's gradient padded into the stack)
-                return all(self._from(self.flow.producer(inst, k), collective) for k in (0, 1))
-            if inst.opcode not in _ON_THE_WAY | {"get-tuple-element", "dynamic-slice"} and not self._zero_padded(inst, 0):
-                return False
-            inst = self.flow.producer(inst, 0)
-        return False
-
-    def _zero_padded(self, pad: Instruction, position: int) -> bool:
-        """``pad(value, 0)``: the value placed among zeros (the transpose of a slice, as the
-        gradient of one layer of stacked weights is), linear in it."""
-        padding = self.flow.producer(pad, 1) if pad.opcode == "pad" and position == 0 else None
-        return padding is not None and self.flow.is_zero(padding)
-
-    def _scales(self, user: Instruction, position: int, body: Computation, collective: Instruction) -> bool:
-        """``value * c``, ``c * value``, ``value / c`` or ``-value`` with ``c`` the same on every
-        device (a constant, the loop's induction variable: a mean's ``1/N``, a schedule's
-        weight; or another all-reduce's result over the same devices, a normaliser summed in
-        the loop): the sum over devices of a scaled value is the scaled sum, still linear."""
-        op = user.opcode
-        if op == "negate":
-            return True
-        if op == "multiply" or (op == "divide" and position == 0):
-            factor = self.flow.producer(user, 1 - position)
-            return self.facts.replicated(factor, body) or self._reduced_alike(factor, collective)
-        return False
-
-    def _reduced_alike(self, inst: Instruction | None, collective: Instruction) -> bool:
-        """True when ``inst`` is (broadcast, moved) the scalar result of another all-reduce over
-        the same replica groups as ``collective``, whose own result is not a scalar: the same on
-        every device that sums with it. Only a scalar, as XLA's pass takes it: two sums
-        multiplied together are each linear given the other, but not both at once, and a
-        scalar reaches a larger product only through a broadcast, where its own search stops."""
-        if collective.shape.is_tuple or all(a.elements == 1 for a in collective.shape.arrays):
-            return False  # a scalar sum itself: its factor could be a sum scaled by it in turn
-        for _ in range(16):
-            if inst is None:
-                return False
-            inst = self.flow.resolve(inst)
-            if inst.opcode not in FORWARDING and inst.opcode != "broadcast":
-                break
-            inst = self.flow.producer(inst, 0)
-        if inst is None or inst is collective or inst.opcode not in ("all-reduce", "all-reduce-done"):
-            return False
-        if inst.opcode == "all-reduce-done":
-            inst = self.flow.producer(inst, 0)
-        groups = collective.attribute("replica_groups")
-        scalar = inst is not None and not inst.shape.is_tuple and all(a.elements == 1 for a in inst.shape.arrays)
-        return inst is not None and scalar and groups is not None and inst.attribute("replica_groups") == groups \
-            and inst.attribute("use_global_device_ids") == collective.attribute("use_global_device_ids")
-
-    def _selects_zero(self, select: Instruction, position: int, body: Computation) -> bool:
-        """``select(p, value, 0)`` or ``select(p, 0, value)`` with ``p`` the same on every device:
-        the value dropped in some iterations, linearly."""
-        if position not in (1, 2):
-            return False
-        other = self.flow.producer(select, 3 - position)
-        return other is not None and self.flow.is_zero(other) and self.facts.replicated(self.flow.producer(select, 0), body)
-
     def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
         """The carry index ``inst`` reads (through forwarding, one dynamic-slice at offsets the
         same on every device, and selects of it with zero), else None."""
@@ -414,7 +348,7 @@ class CompiledClassifier:
                 inst = self.flow.producer(inst, 0)
                 continue
             if inst.opcode == "select":
-                kept = next((k for k in (1, 2) if self._selects_zero(inst, k, body)), None)
+                kept = next((k for k in (1, 2) if self.steps.selects_zero(inst, k, body)), None)
                 if kept is None:
                     return None
                 allowed.add(inst.name)
@@ -436,7 +370,7 @@ class CompiledClassifier:
         while stack:
             current = stack.pop()
             for user, position in self.flow.uses(current):
-                if user.opcode in _ON_THE_WAY:
+                if user.opcode in ON_THE_WAY:
                     allowed.add(user.name)
                     stack.append(user)
                 elif user.opcode == "dynamic-update-slice" and position == 1 and updates == 0:
@@ -473,7 +407,7 @@ class CompiledClassifier:
             for user, position in self.flow.uses(inst):
                 if user is body.root:
                     continue
-                if user.name in allowed or user.opcode in FORWARDING or (user.opcode == "select" and self._selects_zero(user, position, body)):
+                if user.name in allowed or user.opcode in FORWARDING or (user.opcode == "select" and self.steps.selects_zero(user, position, body)):
                     stack.append(user)
                 elif user.opcode == "tuple" and any(w.opcode == "while" for w, _ in self.flow.uses(user)):
                     continue  # threaded into an inner loop: checked by that loop's own level
