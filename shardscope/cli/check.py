@@ -24,9 +24,10 @@ from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import checked_targets
-from shardscope.errors import SettingsError, report_error
+from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
+from shardscope.render.workflow_commands import stopped_command
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
@@ -128,7 +129,19 @@ class CheckOptions:
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
     """``shardscope check``, in a thread that Ctrl+C and SIGTERM end at once."""
     options = CheckOptions.from_args(args)
-    return run_interruptible(lambda: check(options))
+    return run_interruptible(lambda: annotated_check(options))
+
+
+def annotated_check(options: CheckOptions) -> int:
+    """:func:`check`; with ``--format github``, an error that stops it (a file that does not import,
+    a bad option) is an annotation too, at the line it names, so that the pull request shows it.
+    The error itself still reaches stderr and the exit status (2) as ever."""
+    try:
+        return check(options)
+    except ShardscopeError as exc:
+        if options.github:
+            print(stopped_command(exc, options.file), flush=True)
+        raise
 
 
 def check(options: CheckOptions) -> int:
