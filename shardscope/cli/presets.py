@@ -49,7 +49,7 @@ def show_presets(as_json: bool) -> int:
     for link in PRESETS:
         table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
                       link.description, link.source)
-    stdout_console().print(table)
+    stdout_console(rows_whole=True).print(table)  # a reference: each row, URLs and all, copied whole
     return 0
 
 
@@ -71,7 +71,7 @@ def show_fabrics(as_json: bool) -> int:
                       f"{format_bandwidth(node.nvlink_Bps)} NVLink, {format_bandwidth(node.network_Bps)} network",
                       f"{format_seconds(node.nvlink_latency_s)} / {format_seconds(node.network_latency_s)} per step",
                       "NVLink in a host, network between hosts", node.source)
-    stdout_console().print(table)
+    stdout_console(rows_whole=True).print(table)  # a reference: each row, URLs and all, copied whole
     return 0
 
 
