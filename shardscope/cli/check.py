@@ -23,7 +23,7 @@ from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_st
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
-from shardscope.targets.registry import checked_targets
+from shardscope.targets.registry import installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -154,16 +154,18 @@ def check(options: CheckOptions) -> int:
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
-    slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
+    slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
-    from shardscope.targets.plans import load_targets, target_device_count
+    from shardscope.targets.plans import load_available_targets, target_device_count
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
-    targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
+    # libtpu's own refusals (a topology it does not know), before the file loads; with several
+    # targets, those that cannot be compiled for are reported after the others' results
+    targets, unavailable = load_available_targets(slices, unavailable)
     _refuse_other_device_count(options, targets)
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
@@ -176,11 +178,13 @@ def check(options: CheckOptions) -> int:
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving), allow_nan=False))
+        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable), allow_nan=False))
     elif options.github:
         for line in workflow_commands(path, inspections, checked.failed,
                                       counts=None if min_saving is None else saving_filter(min_saving)):
             print(line)
+        for error in unavailable:
+            print(stopped_command(error, path, title=f"shardscope: {error.target} was not compiled for"))
     else:
         render(inspections, stdout_console(), rewrites, checked.failed, min_saving, [str(t.target) for t in targets])
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]
@@ -191,7 +195,9 @@ def check(options: CheckOptions) -> int:
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
         report_error(failure.error, options.debug)
-    return status
+    for error in unavailable:  # each target that could not be compiled for: after the others' results
+        report_error(error, options.debug)
+    return 2 if unavailable else status
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

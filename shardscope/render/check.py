@@ -18,7 +18,7 @@ from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json
-from shardscope.targets.registry import targets_with
+from shardscope.targets.registry import UnavailableTarget, targets_with
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None,
-            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None) -> dict[str, Any]:
+            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None,
+            unavailable: Sequence[UnavailableTarget] = ()) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
@@ -44,7 +45,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     A step that is not jitted and calls jitted functions has ``dispatches`` (each distinct
     module it dispatches: its calls per step, counts per call and per step, its compiled
     collectives) and ``dispatch_findings`` (the verdicts across the calls); its ``counts`` are
-    per step.
+    per step. ``unavailable_targets`` lists each ``--target`` that could not be compiled for
+    beside others that were (``{"target", "error", "hint"}``; then ``exit_code`` is 2).
     """
     programs = []
     for ins in inspections:
@@ -62,11 +64,14 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
     counts = None if min_saving is None else saving_filter(min_saving)
-    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections, failed, counts),
+    status = 2 if unavailable else exit_code(inspections, failed, counts)
+    result: dict[str, Any] = {"file": str(path), "exit_code": status,
                               "programs": programs,
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
-                              "targets": targets_json(_named(inspections))}
+                              "targets": targets_json(_named(inspections)),
+                              "unavailable_targets": [{"target": str(u.target), "error": u.message, "hint": u.hint}
+                                                      for u in unavailable]}
     if min_saving is not None:
         result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}
         result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}

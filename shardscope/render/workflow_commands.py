@@ -21,13 +21,13 @@ def error_command(where: dict[str, str], title: str, message: str) -> str:
     return f"::error {properties}::{_data(message)}"
 
 
-def stopped_command(error: ShardscopeError, path: Path, cwd: Path | None = None) -> str:
-    """The annotation of an error that stopped the check of ``path`` before any program was
-    checked (a syntax error, an import that fails, a bad option): at the user's line it names,
-    else on the file."""
+def stopped_command(error: ShardscopeError, path: Path, cwd: Path | None = None, title: str | None = None) -> str:
+    """The annotation of an error that stopped the check of ``path`` (a syntax error, an import
+    that fails, a bad option; ``title`` for one that stopped a part of it, a target): at the
+    user's line it names, else on the file."""
     message = error.message + (f"\nhint: {error.hint}" if error.hint else "")
     return error_command(error_where(error.line, path, os.path.abspath(cwd or Path.cwd())),
-                         f"shardscope: {path.name} was not checked", message)
+                         title or f"shardscope: {path.name} was not checked", message)
 
 
 def error_where(line: tuple[str, int] | None, path: Path, here: str) -> dict[str, str]:
