@@ -113,7 +113,7 @@ class StepEstimate:
             total = f"~{seconds_words(self.seconds)}"
         else:
             tail = f"; collectives {seconds_words(self.collectives_s)}, overlapped or not"
-            total = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
+            total = range_words(self.lower_s, self.upper_s)
         unknown = f"; {len(self.unknown_loops)} loop(s) of unknown trip count counted once" if self.unknown_loops else ""
         checked = "" if self.checked else f"; unchecked on {self.chip}"
         return f"step estimate {total} per call on {self.chip} ({parts}{tail}{unknown}{checked})"
@@ -152,6 +152,12 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
     )
+
+
+def range_words(lower_s: float, upper_s: float) -> str:
+    """``591 us to 599 us``, or ``~21.6 ms`` when both bounds print alike (not ``21.6 ms to 21.6 ms``)."""
+    lower, upper = seconds_words(lower_s), seconds_words(upper_s)
+    return f"~{lower}" if lower == upper else f"{lower} to {upper}"
 
 
 def seconds_words(seconds: float, digits: int = 3) -> str:

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from shardscope.costmodel.what_if import ProgramWhatIf
 from shardscope.costmodel.interconnects import format_seconds
-from shardscope.costmodel.savings import MinSaving, saving_filter, savings_of
+from shardscope.costmodel.savings import MinSaving, Saving, saving_filter, savings_of
 from shardscope.engine.hlo.target_plan import TargetPlan
 from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings, exit_code
 from shardscope.render import what_if
@@ -177,6 +177,14 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
 
 
 
+def _saving_amount(saving: Saving, min_saving: MinSaving) -> str:
+    """`` (~1.2 ms)`` for a threshold in time, `` (~0.3% of the step)`` for one in shares: what
+    the finding saves, in the threshold's own terms (empty when it is not known)."""
+    if min_saving.share is not None and saving.share_of_step is not None:
+        return f" (~{100 * saving.share_of_step:.2g}% of the step)"
+    return "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
+
+
 def _render_target_outcome(inspections: list[Inspection], console: Console, min_saving: MinSaving | None = None) -> None:
     """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...`` (with
     ``--min-saving``, a line for the findings that save less and pass)."""
@@ -190,7 +198,7 @@ def _render_target_outcome(inspections: list[Inspection], console: Console, min_
                  for p in plan.staying_findings if counts is not None and not counts(plan, p)]
         if below and min_saving is not None:
             for function, plan, saving in below:
-                amount = "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
+                amount = _saving_amount(saving, min_saving)
                 console.print(Text(f"on {target}, deferring {function}'s {saving.kind} of {saving.values or saving.collective} "
                                    f"saves less than --min-saving {min_saving.text} per step{amount}: not counted.",
                                    style="yellow"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import Runs, count_text, total_executions
+from shardscope.engine.counts import Runs, count_text, runs_per_call, total_executions
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.partitioner import warning_json, warning_lines
 
@@ -108,13 +108,13 @@ def summary(inspection: "Inspection") -> str:
     if inspection.compiled is None:
         runs = count_text(_live_runs(inspection)).replace("?", "unknown")
         head = (f"{inspection.function}: {len(inspection.collectives)} collective equation(s), "
-                f"{len(inspection.findings)} inside loops, {runs} runs/call")
+                f"{len(inspection.findings)} inside loops, {runs_per_call(runs)}")
     else:
         plan = inspection.compiled
         runs = count_text(plan.executed_collectives).replace("?", "unknown")
         count = len(plan.collectives)
         head = (f"{inspection.function}: {count} compiled collective{'' if count == 1 else 's'} "
-                f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs} runs/call")
+                f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs_per_call(runs)}")
     remats = len(inspection.rematerializations)
     remat = f"; {remats} involuntary full rematerialization{'' if remats == 1 else 's'}" if remats else ""
     if flagged:

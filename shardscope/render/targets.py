@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.costmodel.roofline import range_words, seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.console import table_width
@@ -148,7 +148,7 @@ def step_cell(step: "StepEstimate | None") -> str:
         return "-"
     if step.collectives_s is None:
         return f"~{seconds_words(step.seconds)}"
-    return f"{seconds_words(step.lower_s)} to {seconds_words(step.upper_s)}"
+    return range_words(step.lower_s, step.upper_s)
 
 
 def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import Count, runs_per_call
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import Verdict, ADDED_TERM_REASON
 from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
@@ -40,7 +40,7 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     axis = names if len(axes) == 1 else f"({names})"
     reduced = "{" + names + "}"
     what = value or "the parameters"
-    counts = f"{runs_after} runs/call instead of {runs_before}"
+    counts = f"{runs_per_call(runs_after)} instead of {runs_before}"
     if style == "shard_map":
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
@@ -85,7 +85,7 @@ def _common_root(value: str) -> str:
 def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: str, hoist_bytes: int) -> str:
     """The code that moves a loop-invariant collective before the loop, for ``style``."""
     what = value or "its operand"
-    counts = f"{runs_after} runs/call instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
+    counts = f"{runs_per_call(runs_after)} instead of {runs_before}; its {hoist_bytes:,} B result per device then stays in memory for the whole loop"
     if style == "shard_map":
         return f"move the {kind} of {what} before the loop: {counts}."
     if style == "explicit":
