@@ -85,3 +85,43 @@ def test_a_one_device_program_is_told_to_start_the_devices_not_to_pick_a_topolog
     # jax.devices()[:8] cannot take 8 of the 1 device started: only starting 8 helps
     assert "in the file" not in hint
     assert hint.startswith("start 8 CPU devices to trace it over") and "a notebook: restart the kernel" in hint
+
+
+_TWO_PROGRAMS = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+X = jax.ShapeDtypeStruct((32, 4), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+
+
+@shardscope.program(args=(X,))
+@jax.jit
+def first(x):
+    return jnp.sum(x * 2.0)
+
+
+@shardscope.program(args=(X,))
+@jax.jit
+def second(x):
+    return jnp.sum(x * 3.0)
+"""
+
+
+@pytest.mark.slow
+def test_a_device_count_error_shared_by_the_files_programs_is_said_once(tmp_path):
+    from _support import run_cli
+    from test_targets import LIBTPU_SHIPS
+
+    if not LIBTPU_SHIPS:
+        pytest.skip("libtpu ships for Linux x86-64 only")
+    (tmp_path / "two.py").write_text(_TWO_PROGRAMS)
+    result = run_cli("check", "two.py", "--target", "tpu:v5e:2x2", cwd=tmp_path, timeout=300)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("shardscope: error:")]
+    assert errors == ["shardscope: error: first, second run on 8 devices; tpu:v5e:2x2 has 4."]
+    assert len([line for line in result.stderr.splitlines() if line.startswith("hint:")]) == 1

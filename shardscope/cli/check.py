@@ -32,6 +32,7 @@ from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
+    from shardscope.pipeline.check import FailedProgram
     from shardscope.targets.base import TargetDevices
 
 NAME = "check"
@@ -193,11 +194,37 @@ def check(options: CheckOptions) -> int:
                 f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
                 "read as its calls on the CPU; no target's compiler merges separate calls.", style="dim"))
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
-    for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
-        report_error(failure.error, options.debug)
+    # each program that did not trace: its one message, after the others' report
+    errors = [failure.error for failure in checked.failed] if options.debug else merged_errors(checked.failed)
+    for failed_error in errors:
+        report_error(failed_error, options.debug)
     for error in unavailable:  # each target that could not be compiled for: after the others' results
         report_error(error, options.debug)
     return 2 if unavailable else status
+
+
+def merged_errors(failed: Sequence[FailedProgram]) -> list[ShardscopeError]:
+    """The errors of the programs not checked, one message for those that failed alike: programs
+    over the file's one mesh all run on another device count than the target has, and
+    ``first runs on 8 devices; tpu:v5e:2x2 has 4.`` once per program said one thing N times."""
+    groups: dict[object, list[FailedProgram]] = {}
+    for failure in failed:
+        rest = failure.error.message.removeprefix(f"{failure.function} ")
+        same_words = rest.startswith(_RUNS_ON) and rest != failure.error.message
+        groups.setdefault((type(failure.error), rest, failure.error.hint) if same_words else id(failure), []).append(failure)
+    errors = []
+    for group in groups.values():
+        error = group[0].error
+        if len(group) > 1:
+            names = ", ".join(failure.function for failure in group)
+            rest = error.message.removeprefix(f"{group[0].function} ").removeprefix("runs")
+            error = type(error)(f"{names} run{rest}", error.hint, line=error.line)
+        errors.append(error)
+    return errors
+
+
+_RUNS_ON = "runs on "
+"""How a program's device-count error goes on after its name (:mod:`shardscope.targets.compile`)."""
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:
