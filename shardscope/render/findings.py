@@ -154,11 +154,13 @@ def render_inspection(inspection: "Inspection") -> Group:
 
 
 def to_text(inspection: "Inspection", width: int = 140) -> str:
-    """The rendering as plain text (no colours), e.g. for an ``AssertionError``."""
+    """The rendering as plain text (no colours), e.g. for an ``AssertionError``, ``str()`` and
+    ``print()``. Never Jupyter's display: in a kernel rich would otherwise send its own output to
+    the notebook and leave the text empty."""
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(inspection)
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False).print(inspection)
     return buffer.getvalue()
 
 

@@ -420,24 +420,41 @@ def target_view(inspection: "Inspection", plan: "TargetPlan") -> "Inspection":
     return replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
 
 
-def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
-    """An inspection made for one target (``inspect_on``): that target's plan, its findings and
-    its verdict first, then the CPU's, each under a line that says whose plan it is."""
+def render_on_target(inspection: "Inspection", plans: "Sequence[TargetPlan]") -> "Group":
+    """An inspection made for targets (``inspect_on``): each target's plan, its findings, its
+    verdict, memory and step estimate first, then the CPU's, each under a line that says whose
+    plan it is."""
     from rich.console import Group
     from rich.text import Text
 
-    on_target = target_view(inspection, plan)
-    return Group(
-        Text(f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
-             "compiled for, never run there)", style="bold"),
-        render_inspection(on_target),
-        Text(plan_verdict(f"the {inspection.function} program", plan),
-             style="bold red" if plan.fails_check else "bold green"),
-        *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
-        Text(),
-        Text("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
-             "is timed)", style="bold"),
-        render_inspection(inspection))
+    parts: list[Any] = []  # rich renderables
+    for plan in plans:
+        parts += [
+            Text(target_heading(plan), style="bold"),
+            render_inspection(target_view(inspection, plan)),
+            Text(plan_verdict(f"the {inspection.function} program", plan),
+                 style="bold red" if plan.fails_check else "bold green"),
+            *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
+            Text()]
+    return Group(*parts, Text(CPU_HEADING, style="bold"), render_inspection(inspection))
+
+
+def target_heading(plan: "TargetPlan") -> str:
+    """``on tpu:v5e:2x4: XLA:TPU's plan (8 x TPU v5 lite, compiled for, never run there)``."""
+    return (f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
+            "compiled for, never run there)")
+
+
+CPU_HEADING = ("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
+               "is timed)")
+"""The line over the CPU's plan when targets' plans come first."""
+
+
+def shown_plans(inspection: "Inspection") -> "tuple[TargetPlan, ...]":
+    """The target plans an inspection prints before the CPU's: the one it was made for, else
+    every target it was compiled for (``inspect_on`` with several)."""
+    shown = inspection.shown_plan
+    return (shown,) if shown is not None else tuple(inspection.targets)
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:
