@@ -140,7 +140,7 @@ def assert_no_collectives_in_loops(
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     allowed = set(allow)
-    inspection = inspect(fn, *args, **kwargs)
+    inspection = _inspected_as_asked(fn, args, kwargs)
     # a Python loop of dispatches is a loop: its collectives count as the module's loops' do
     in_loops: list[PairedCollective | DispatchFinding] = [*inspection.findings, *inspection.dispatch_findings]
     bad = [c for c in in_loops if not _allowed(c, allowed)]
@@ -180,7 +180,7 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
     if unknown:
         raise ValueError(f"max_per_call: {', '.join(map(repr, unknown))} is neither a compiled collective kind "
                          f"({', '.join(COLLECTIVE_KINDS)}) nor a JAX collective primitive (psum, all_gather, ...)")
-    inspection = inspect(fn, *args, **kwargs)
+    inspection = _inspected_as_asked(fn, args, kwargs)
     counts = {**inspection.jaxpr_counts(), **inspection.counts()}  # the two kinds of key never collide
     over = {
         key: counts[key]
@@ -193,6 +193,16 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
             for key, runs in over.items()
         )
         raise AssertionError(f"too many collective runs per call: {text}\n{inspection}")
+    return inspection
+
+
+def _inspected_as_asked(fn: Callable, args: tuple, kwargs: dict) -> Inspection:
+    """:func:`~shardscope.inspect` of the program; fails when it spans fewer devices than its
+    source asks for (the suite forgot ``jax_num_cpu_devices``): nothing sharded passes every check."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
+    inspection = inspect(fn, *args, **kwargs)
+    if inspection.device_request is not None:
+        raise AssertionError(inspection.device_request.note())
     return inspection
 
 

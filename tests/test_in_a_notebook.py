@@ -139,3 +139,47 @@ def test_an_on_assertion_fails_with_the_table_and_the_fix_and_no_frames_of_shard
     assert "on tpu:v5e:2x4: XLA:TPU's plan" in errors  # the target's table, labelled
     assert "verdict" in errors and "deferrable" in errors and "Fix:" in errors
     assert "on the CPU: XLA:CPU's plan" in errors
+
+
+_FORGOT_DEVICES = textwrap.dedent("""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:8]), ("batch",))  # one device: jax_num_cpu_devices was never set
+
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "batch")), out_specs=P())
+    def step(w, xs):
+        def body(acc, x):
+            return acc + lax.psum(jnp.sum(x) * w, "batch"), None
+
+        return lax.scan(body, jnp.zeros_like(w), xs)[0]
+
+
+    insp = shardscope.inspect(step, jax.ShapeDtypeStruct((16,), jnp.float32), jax.ShapeDtypeStruct((4, 64, 16), jnp.float32))
+""")
+
+
+@pytest.mark.slow
+def test_a_notebook_that_forgot_the_device_count_is_told_its_mesh_spans_one_device():
+    """The cell's mesh takes ``jax.devices()[:8]`` of the 1 device JAX started: the inspection
+    says so first (text and HTML), with how to start 8, instead of a pass; an assertion fails."""
+    cell = _FORGOT_DEVICES.strip("\n")
+    line = next(n for n, text in enumerate(cell.splitlines(), 1) if "np.array(jax.devices()[:8])" in text)
+    _, text, html, assertion = _run_notebook(
+        cell, "print(insp)", "print(insp._repr_html_())",
+        "from shardscope.testing import assert_no_collectives_in_loops\n"
+        "try:\n    assert_no_collectives_in_loops(step, jax.ShapeDtypeStruct((16,), jnp.float32), "
+        "jax.ShapeDtypeStruct((4, 64, 16), jnp.float32))\nexcept AssertionError as exc:\n    print('FAILED', exc)")
+    first = _text(text).splitlines()[0]
+    assert first.startswith(f"The program's mesh spans 1 device while its cell line {line} asks for 8 (")
+    assert "JAX started with 1 CPU device" in _text(text)
+    assert "jax.config.update('jax_num_cpu_devices', 8)" in " ".join(_text(text).split())
+    assert "restart the kernel" in html_module.unescape(_text(html))
+    assert _text(assertion).startswith("FAILED The program's mesh spans 1 device")

@@ -141,6 +141,8 @@ def render_inspection(inspection: "Inspection") -> Group:
 
     failing = inspection.flagged or inspection.rematerializations
     parts: list[RenderableType] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
+    if inspection.device_request is not None:  # a pass that checked a program over too few devices
+        parts.insert(0, Text(inspection.device_request.note(), style="bold red"))
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))

@@ -51,11 +51,18 @@ def inspection_html(inspection: "Inspection") -> str:
     return (
         f'<div id="{root_id}" class="shardscope-inspection">'
         f"<style>{_style(f'#{root_id}', bool(inspection.flagged))}</style>"
+        f"{_device_request(inspection)}"
         f'<p class="summary">{html.escape(summary(inspection))}</p>'
         f"{_table(inspection) if inspection.paired else ''}"
         f"{_notes(inspection)}"
         "</div>"
     )
+
+
+def _device_request(inspection: "Inspection") -> str:
+    """The note of a program over fewer devices than its source asks for (nothing without one)."""
+    request = inspection.device_request
+    return "" if request is None else f'<p class="summary"><b>{html.escape(request.note(), quote=False)}</b></p>'
 
 
 def _style(root: str, flagged: bool) -> str:
