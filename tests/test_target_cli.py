@@ -230,7 +230,7 @@ def test_a_reduction_the_next_iteration_reads_stays_in_the_loop_on_every_target(
     (("report", DEMOS / "linear.py", "--target", "tpu:v9:2x2"), "libtpu does not know the topology 'v9:2x2'",
      "tpu:v5e:16x16"),
     (("check", DEMOS / "gspmd_accumulate.py", "--target", "tpu:v5e:2x2"),
-     "runs on 8 devices; tpu:v5e:2x2 has 4", "a topology with 8 chips"),
+     "step, step_fixed run on 8 devices; tpu:v5e:2x2 has 4", "a topology with 8 chips"),
     (("report", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--processes", "2"),
      "does not go with --processes", "leave --processes"),
     (("sweep", DEMOS / "linear.py", "--target", "tpu:v5e:2x2", "--target", "tpu:v6e:2x2"),

@@ -20,6 +20,7 @@ from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import report_error
+from shardscope.targets.host import start_jax_quietly
 from shardscope.targets.registry import installed_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.report import render, to_json
@@ -73,12 +74,13 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
-    from shardscope.targets.plans import load_available_targets  # the engine (0.4 s): not for --help
-
     settings = options.demo.settings()
     target = projection_target(options.project, options.link)  # fails before JAX starts
     slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     refuse_targets_across_processes(slices, options.processes)
+    if slices:  # JAX starts here, as check's does: the CUDA plugin's start-up lines dropped (no workers with targets)
+        start_jax_quietly()
+    from shardscope.targets.plans import load_available_targets  # the engine (0.4 s): not for --help
     # libtpu missing, a topology it does not know: one message before the demo loads; with
     # several targets, those that cannot be compiled for are reported after the others' results
     loaded_targets, unavailable = load_available_targets(slices, unavailable) if slices else ((), unavailable)
