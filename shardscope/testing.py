@@ -13,7 +13,9 @@ collective's kind (``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-
 ``collective-permute``, ``collective-broadcast``), combined instructions counted once;
 :func:`jaxpr_collective_counts` keys the jaxpr's by JAX primitive (``psum_invariant``), dead
 ones left out. A failing assertion raises ``AssertionError`` whose message is the findings table
-with the fixes. The CPU device count must be set before JAX starts (e.g. in ``conftest.py``:
+with the fixes (on a target: the target's plan, its verdict, memory and step estimate, then the
+CPU's); pytest shows the test's own line, not shardscope's frames (``__tracebackhide__``). The
+CPU device count must be set before JAX starts (e.g. in ``conftest.py``:
 ``jax.config.update("jax_num_cpu_devices", 8)``).
 """
 
@@ -21,13 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from shardscope.engine.counts import Runs
+from shardscope.engine.counts import Runs, runs_per_call
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
-from shardscope.render.targets import plan_verdict
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 from shardscope.errors import TargetError
@@ -46,12 +47,14 @@ def collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int 
     ``None`` for a kind inside a while loop with no static trip count; collectives in
     conditional branches all count (an upper bound).
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     return inspect(fn, *args, **kwargs).counts()
 
 
 def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, int | None]:  # the user's arguments, passed on to fn
     """Runs per call of each collective kind in the plan ``target``'s compiler makes
     (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``; nothing runs there), e.g. ``{"all-reduce": 1}``."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     return _target_plan(inspect_on(target, fn, args, kwargs), target).compiled.counts()
@@ -60,6 +63,7 @@ def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -
 def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -> Inspection:  # the user's arguments, passed on to fn
     """Fail when ``target``'s compiler keeps in a loop a collective the loop does not need (what
     ``check --target`` exits 1 for); one its compiler moves out itself passes. Returns the inspection."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
@@ -75,7 +79,7 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
                 for t in plan.comparison.added_findings]
     if staying:
         raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target} that need not "
-                             f"run there: {'; '.join(staying)}\n{plan_verdict(f'the {inspection.function} program', plan)}")
+                             f"run there: {'; '.join(staying)}\n{inspection}")
     return inspection
 
 
@@ -84,19 +88,21 @@ def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -
     (``"tpu:v5e:2x4"``, ``"gpu:h100:8"``): it needs more bytes per device than the chip has, or the
     target's compiler refused it for memory. A chip whose memory shardscope does not know fails
     too (nothing shows that it fits). Returns the inspection (``.targets[0].fit`` has the numbers)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
     plan = _target_plan(inspection, target)
     if plan.fit is None or plan.fit.fits is not True:
         said = plan.fit.line() if plan.fit is not None else "its memory is unknown"
-        raise AssertionError(f"{getattr(fn, '__name__', 'the step')} on {target}: {said}")
+        raise AssertionError(f"{getattr(fn, '__name__', 'the step')} on {target}: {said}\n{inspection}")
     return inspection
 
 
 def _target_plan(inspection: Inspection, target: str) -> "TargetPlan":
     """The plan :func:`~shardscope.pipeline.check.inspect_on` made for ``target``; a step that is
     not jitted has none (its calls are read on the CPU, each its own module): one clear error."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     if not inspection.targets:
         raise TargetError(
             f"{inspection.function} is not jitted: it is a step of separate jitted calls, which shardscope reads "
@@ -113,6 +119,7 @@ def jaxpr_collective_counts(fn: Callable, *args: Any, **kwargs: Any) -> dict[str
     the compiled module), each of several collectives XLA combines into one counted on its own,
     and the dead ones (whose result nothing uses: the compiler removes them) left out.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     return inspect(fn, *args, **kwargs).jaxpr_counts()
 
 
@@ -131,13 +138,14 @@ def assert_no_collectives_in_loops(
     collectives in its loop: each one counts (:attr:`Inspection.dispatch_findings`). Returns
     the inspection.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     allowed = set(allow)
-    inspection = inspect(fn, *args, **kwargs)
+    inspection = _inspected_as_asked(fn, args, kwargs)
     # a Python loop of dispatches is a loop: its collectives count as the module's loops' do
     in_loops: list[PairedCollective | DispatchFinding] = [*inspection.findings, *inspection.dispatch_findings]
     bad = [c for c in in_loops if not _allowed(c, allowed)]
     if bad:
-        names = ", ".join(f"{c.kind} of {c.value or 'an unnamed value'} ({_runs(c)} runs/call)" for c in bad)
+        names = ", ".join(f"{c.kind} of {c.value or 'an unnamed value'} ({runs_per_call(_runs(c))})" for c in bad)
         raise AssertionError(f"{len(bad)} collective(s) inside loops: {names}\n{inspection}")
     return inspection
 
@@ -147,6 +155,7 @@ def assert_no_rematerialization(fn: Callable, *args: Any, allow: Iterable[str] =
     compiling (a whole tensor gathered onto every device to change its layout), as ``check``
     does, unless ``allow`` names the value (``"a"``, ``"params['w1']"``) or the finding's kind
     (``"involuntary-rematerialization"``). Returns the inspection."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     allowed = set(allow)
     inspection = inspect(fn, *args, **kwargs)
     bad = [w for w in inspection.rematerializations if not allowed & {w.kind, w.op_name}]
@@ -166,11 +175,12 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
     shown to stay under the limit. A key that is neither raises ``ValueError``. Returns the
     inspection.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     unknown = sorted(key for key in max_per_call if key not in COLLECTIVE_KINDS and key not in COLLECTIVE_PRIMITIVES)
     if unknown:
         raise ValueError(f"max_per_call: {', '.join(map(repr, unknown))} is neither a compiled collective kind "
                          f"({', '.join(COLLECTIVE_KINDS)}) nor a JAX collective primitive (psum, all_gather, ...)")
-    inspection = inspect(fn, *args, **kwargs)
+    inspection = _inspected_as_asked(fn, args, kwargs)
     counts = {**inspection.jaxpr_counts(), **inspection.counts()}  # the two kinds of key never collide
     over = {
         key: counts[key]
@@ -179,10 +189,20 @@ def assert_collectives(fn: Callable, *args: Any, max_per_call: dict[str, int], *
     }
     if over:
         text = ", ".join(
-            f"{key}: {'unknown' if runs is None else runs} runs/call (at most {max_per_call[key]})"
+            f"{key}: {runs_per_call('unknown' if runs is None else str(runs))} (at most {max_per_call[key]})"
             for key, runs in over.items()
         )
         raise AssertionError(f"too many collective runs per call: {text}\n{inspection}")
+    return inspection
+
+
+def _inspected_as_asked(fn: Callable, args: tuple, kwargs: dict) -> Inspection:
+    """:func:`~shardscope.inspect` of the program; fails when it spans fewer devices than its
+    source asks for (the suite forgot ``jax_num_cpu_devices``): nothing sharded passes every check."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
+    inspection = inspect(fn, *args, **kwargs)
+    if inspection.device_request is not None:
+        raise AssertionError(inspection.device_request.note())
     return inspection
 
 

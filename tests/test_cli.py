@@ -107,7 +107,7 @@ def test_human_report_heads_with_the_settings_and_states_the_verdict(shardscope_
     words = " ".join(result.stdout.split())
     assert re.search(
         r"naive: 2 runs/call \(1 of 1 collective equations in loops; compiled: 2 runs/call\); "
-        r"deferred: 1 runs/call \(0 of 1 collective equations in loops; compiled: 1 runs/call\); .*"
+        r"deferred: 1 run/call \(0 of 1 collective equations in loops; compiled: 1 run/call\); .*"
         r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
         r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx(, median \d+\.\d\dx)?\)\.", words), words[-300:]
 

@@ -61,7 +61,7 @@ def test_psum_in_a_cond_branch_that_adds_or_passes_through_is_deferrable():
     assert found(ins) == [("psum", (3,), "≤ 3", "deferrable")]
     (c,) = ins.collectives
     assert c.in_conditional and c.executions == 3 and c.verdict.executions_after == 1
-    assert "1 runs/call instead of ≤ 3" in c.verdict.fix
+    assert "1 run/call instead of ≤ 3" in c.verdict.fix
     (flagged,) = ins.flagged  # the all-reduce it compiles to, in the branch of the while body
     assert flagged.equations == (c,) and flagged.compiled.in_conditional and flagged.compiled.loop_trip_counts == (3,)
 
@@ -190,7 +190,7 @@ def test_psum_in_a_cond_branch_of_nested_loops_is_deferrable_out_of_both():
     outer = next(k for k, line in enumerate(lines, 1) if "return lax.scan(outer," in line)
     assert (f"the 2 nested loops (2 x 3 iterations: the lax.scan at test_deferral_paths.py:{inner} (_nested.<locals>.run."
             f"<locals>.outer) inside the lax.scan at test_deferral_paths.py:{outer} (_nested.<locals>.run))") in verdict.reason
-    assert "1 runs/call instead of ≤ 6" in verdict.fix
+    assert "1 run/call instead of ≤ 6" in verdict.fix
 
 
 def test_nested_loops_whose_inner_branch_reads_the_accumulator_are_needed():

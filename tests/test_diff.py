@@ -37,4 +37,4 @@ def test_side_by_side_of_the_seed_case(analysis_of):
     text = diff_text(a)
     assert text.splitlines()[0] == "# shardscope: linear.py::linear"
     assert "# naive: 2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in text.splitlines()
-    assert "# deferred: 1 runs/call, all 1 collective equations once per call, 20 B/call" in text.splitlines()
+    assert "# deferred: 1 run/call, all 1 collective equations once per call, 20 B/call" in text.splitlines()

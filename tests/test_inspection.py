@@ -45,7 +45,7 @@ def test_train_step_naive_all_reduces_every_micro_batch_and_is_deferrable(train_
     for c in ins.collectives:
         assert c.source.startswith("train_step.py:") and "(loss)" in c.source
         assert c.verdict.executions_after == 1
-        assert "params = jax.tree.map(lambda p: lax.pcast(p, 'batch', to='varying'), params)" in c.verdict.fix and "1 runs/call instead of 4" in c.verdict.fix
+        assert "params = jax.tree.map(lambda p: lax.pcast(p, 'batch', to='varying'), params)" in c.verdict.fix and "1 run/call instead of 4" in c.verdict.fix
 
 
 def test_train_step_fixed_reduces_once_after_the_loop(train_step):

@@ -50,7 +50,7 @@ PROGRAMS = textwrap.dedent(f"""\
 
 
 def test_the_fit_line_says_how_much_of_the_chip_a_step_needs():
-    assert MemoryFit("v5p", int(17.7 * GIB), int(95.74 * GIB)).line() == "17.7 of 95.74 GiB per device"
+    assert MemoryFit("v5p", int(17.7 * GIB), int(95.74 * GIB)).line() == "17.7 GiB of 95.74 GiB per device"
     assert MemoryFit("v5e", int(21.3 * GIB), 16 * GIB).line() == "does not fit: 21.3 GiB on a 16 GiB v5e chip"
     # a step far below a GiB says its size in its own unit, not 1.72e-05 GiB
     assert MemoryFit("v5e", 18_432, int(15.75 * GIB)).line() == "18 KiB of 15.75 GiB per device"

@@ -1,9 +1,10 @@
 """Piped at 80 columns, every command prints its values whole.
 
-``COLUMNS=80`` and stdout a pipe (``capture_output``): tables keep their natural width (a
-long row is one line), prose wraps between words, and no value is cut (``params['l2'][…``,
-``psum_invariant[batc…``) or folded (a URL over three lines). The values to look for come
-from each command's ``--json`` (or the presets' own table), not from the text.
+``COLUMNS=80`` and stdout a pipe (``capture_output``): a table is at most 120 columns wide (a
+long cell wraps inside its column; the presets' reference table keeps its natural width, a
+row per preset), prose wraps between words, and no value is cut (``params['l2'][…``,
+``psum_invariant[batc…``) or folded in prose (a URL over three lines). The values to look for
+come from each command's ``--json`` (or the presets' own table), not from the text.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ def assert_whole(values: set[str], text: str) -> None:
     assert "…" not in text
 
 
+def cell_text(text: str, row_marker: str, column: str, next_column: str) -> str:
+    """The cell of ``column`` in the table row holding ``row_marker``, read down the lines it
+    wraps onto (the columns' spans from the header line that names both)."""
+    lines = text.splitlines()
+    header = next(line for line in lines if column in line and next_column in line)
+    start, end = header.index(column), header.index(next_column)
+    row = next(i for i, line in enumerate(lines) if row_marker in line)
+    parts = [lines[row][start:end].strip()]
+    for line in lines[row + 1:]:
+        if not line.strip() or line[:start].strip():  # a blank line, or the next row
+            break
+        parts.append(line[start:end].strip())
+    return "".join(parts)
+
+
 def one_line_holding(text: str, *values: str) -> str:
     """The one line holding every value: a table row is never wrapped inside."""
     lines = [line for line in text.splitlines() if all(value in line for value in values)]
@@ -59,8 +75,8 @@ def test_check_prints_every_collective_and_value_whole(tmp_path, shardscope_cli)
         c["value"] for c in data["compiled_collectives"]}
     assert "grad(params['encoder_layer']['kernel'])" in cells and "all-reduce[batch_axis]" in cells
     assert_whole(cells, text)
-    for c in data["compiled_collectives"]:
-        one_line_holding(text, c["value"], f"{c['kind']}[{','.join(c['axes'])}]")
+    for c in data["compiled_collectives"]:  # the row, its value cell read down its wrapped lines
+        assert cell_text(text, f"{c['kind']}[{','.join(c['axes'])}]", "value", "loops") == c["value"]
     assert_whole({f"{c['primitive']} of {c['value']}" for c in data["collectives"]}, text)  # the pairing
 
 

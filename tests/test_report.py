@@ -68,8 +68,8 @@ def test_rows_use_runs_per_call_and_collective_equations(seed_case):
 def test_the_verdict_sentence_has_the_runs_and_the_one_speedup_wording(seed_case):
     sentence = verdict(seed_case)
     assert sentence.startswith(
-        "naive: 2 runs/call (1 of 1 collective equations in loops; compiled: 2 runs/call); deferred: 1 runs/call "
-        "(0 of 1 collective equations in loops; compiled: 1 runs/call); ")
+        "naive: 2 runs/call (1 of 1 collective equations in loops; compiled: 2 runs/call); deferred: 1 run/call "
+        "(0 of 1 collective equations in loops; compiled: 1 run/call); ")
     assert sentence.endswith(seed_case.speedup_text() + ".")
     c = seed_case.comparison
     assert seed_case.speedup_text() == speedup_text(seed_case.measured_speedup, c.baseline, c.candidate)

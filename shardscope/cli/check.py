@@ -24,17 +24,18 @@ from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_st
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
-from shardscope.targets.registry import checked_targets
-from shardscope.errors import SettingsError, report_error
+from shardscope.targets.registry import UnavailableTarget, installed_targets
+from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
+from shardscope.render.workflow_commands import stopped_command
 from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
     from shardscope.costmodel.what_if import ProgramWhatIf
     from shardscope.engine.inspection import Inspection
-    from shardscope.pipeline.check import FileCheck
+    from shardscope.pipeline.check import FailedProgram, FileCheck
     from shardscope.targets.base import TargetDevices
 
 NAME = "check"
@@ -144,7 +145,19 @@ class CheckOptions:
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
     """``shardscope check``, in a thread that Ctrl+C and SIGTERM end at once."""
     options = CheckOptions.from_args(args)
-    return run_interruptible(lambda: check(options))
+    return run_interruptible(lambda: annotated_check(options))
+
+
+def annotated_check(options: CheckOptions) -> int:
+    """:func:`check`; with ``--format github``, an error that stops it (a file that does not import,
+    a bad option) is an annotation too, at the line it names, so that the pull request shows it.
+    The error itself still reaches stderr and the exit status (2) as ever."""
+    try:
+        return check(options)
+    except ShardscopeError as exc:
+        if options.github:
+            print(stopped_command(exc, options.file or options.xla_dump or Path(".")), flush=True)
+        raise
 
 
 def check(options: CheckOptions) -> int:
@@ -163,15 +176,17 @@ def check(options: CheckOptions) -> int:
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     min_saving = options.saving_threshold()  # likewise
     path = require_file(find_file(options.file))  # FILE may name a shipped demo
-    slices = checked_targets(options.targets)  # a slice too large, libtpu missing: refused before JAX starts
+    slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
-    from shardscope.targets.plans import load_targets, target_device_count
+    from shardscope.targets.plans import load_available_targets, target_device_count
 
-    targets = load_targets(slices)  # libtpu's own refusals (a topology it does not know), before the file loads
+    # libtpu's own refusals (a topology it does not know), before the file loads; with several
+    # targets, those that cannot be compiled for are reported after the others' results
+    targets, unavailable = load_available_targets(slices, unavailable)
     _refuse_other_device_count(options, targets)
     devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
@@ -184,8 +199,8 @@ def check(options: CheckOptions) -> int:
     status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
-    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets)
-    return status
+    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets, unavailable)
+    return 2 if unavailable else status
 
 
 def check_dump(options: CheckOptions) -> int:
@@ -206,17 +221,20 @@ def check_dump(options: CheckOptions) -> int:
 
 def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspections: list[Inspection],
                    rewrites: list[ProgramWhatIf] | None, min_saving: MinSaving | None,
-                   targets: Sequence[TargetDevices]) -> None:
-    """The report in the format asked for, then each failed program's one message."""
+                   targets: Sequence[TargetDevices], unavailable: Sequence[UnavailableTarget] = ()) -> None:
+    """The report in the format asked for, then each failed program's one message and each target
+    that could not be compiled for (``unavailable``)."""
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving), allow_nan=False))
+        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable), allow_nan=False))
     elif options.github:
         for line in workflow_commands(path, inspections, checked.failed,
                                       counts=None if min_saving is None else saving_filter(min_saving)):
             print(line)
+        for error in unavailable:
+            print(stopped_command(error, path, title=f"shardscope: {error.target} was not compiled for"))
     else:
         render(inspections, stdout_console(), rewrites, checked.failed, min_saving, [str(t.target) for t in targets])
         stepped = [ins.function for ins in inspections if ins.dispatches is not None]
@@ -225,8 +243,36 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspec
                 f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
                 "read as its calls on the CPU; no target's compiler merges separate calls.", style="dim"))
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
-    for failure in checked.failed:  # each program that did not trace: its one message, after the others' report
-        report_error(failure.error, options.debug)
+    # each program that did not trace: its one message, after the others' report
+    errors = [failure.error for failure in checked.failed] if options.debug else merged_errors(checked.failed)
+    for failed_error in errors:
+        report_error(failed_error, options.debug)
+    for error in unavailable:  # each target that could not be compiled for: after the others' results
+        report_error(error, options.debug)
+
+
+def merged_errors(failed: Sequence[FailedProgram]) -> list[ShardscopeError]:
+    """The errors of the programs not checked, one message for those that failed alike: programs
+    over the file's one mesh all run on another device count than the target has, and
+    ``first runs on 8 devices; tpu:v5e:2x2 has 4.`` once per program said one thing N times."""
+    groups: dict[object, list[FailedProgram]] = {}
+    for failure in failed:
+        rest = failure.error.message.removeprefix(f"{failure.function} ")
+        same_words = rest.startswith(_RUNS_ON) and rest != failure.error.message
+        groups.setdefault((type(failure.error), rest, failure.error.hint) if same_words else id(failure), []).append(failure)
+    errors = []
+    for group in groups.values():
+        error = group[0].error
+        if len(group) > 1:
+            names = ", ".join(failure.function for failure in group)
+            rest = error.message.removeprefix(f"{group[0].function} ").removeprefix("runs")
+            error = type(error)(f"{names} run{rest}", error.hint, line=error.line)
+        errors.append(error)
+    return errors
+
+
+_RUNS_ON = "runs on "
+"""How a program's device-count error goes on after its name (:mod:`shardscope.targets.compile`)."""
 
 
 def _refuse_with_dump(args: argparse.Namespace) -> None:

@@ -52,7 +52,7 @@ def show_presets(as_json: bool) -> int:
     for link in PRESETS:
         table.add_row(link.name, format_bandwidth(link.bandwidth_Bps), format_seconds(link.latency_s),
                       link.description, link.source)
-    stdout_console().print(table)
+    stdout_console(rows_whole=True).print(table)  # a reference: each row, URLs and all, copied whole
     return 0
 
 
@@ -79,7 +79,7 @@ def show_fabrics(as_json: bool) -> int:
             table.add_row(target, f"{format_bandwidth(fabric.nvlink_Bps)} NVLink, "
                                   f"{format_bandwidth(fabric.nic_Bps)} per network port (one per GPU)",
                           "NCCL's per protocol and step", fabric.kind, fabric.source)
-    stdout_console().print(table)
+    stdout_console(rows_whole=True).print(table)  # a reference: each row, URLs and all, copied whole
     return 0
 
 

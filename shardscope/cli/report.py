@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
@@ -18,7 +19,9 @@ from shardscope.costmodel.projection import project, project_targets
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.distributed.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
-from shardscope.targets.registry import checked_targets
+from shardscope.errors import report_error
+from shardscope.targets.host import start_jax_quietly
+from shardscope.targets.registry import installed_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.report import render, to_json
 
@@ -54,12 +57,13 @@ class ReportOptions:
     project: str | None
     link: str | None
     targets: tuple[str, ...] = ()
+    debug: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> ReportOptions:
         """The options as ``report``'s subparser parsed them from ``argv``."""
         return cls(DemoOptions.from_args(args), process_options(args, argv), args.json, args.project, args.link,
-                   tuple(args.target))
+                   tuple(args.target), args.debug)
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -71,14 +75,17 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
-    from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
-
     settings = options.demo.settings()
     require_profile_converter(options.demo)  # the extra's one message, before JAX starts
     target = projection_target(options.project, options.link)  # fails before JAX starts
-    slices = checked_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
+    slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     refuse_targets_across_processes(slices, options.processes)
-    loaded_targets = load_targets(slices) if slices else ()  # libtpu missing: one message before the demo loads
+    if slices:  # JAX starts here, as check's does: the CUDA plugin's start-up lines dropped (no workers with targets)
+        start_jax_quietly()
+    from shardscope.targets.plans import load_available_targets  # the engine (0.4 s): not for --help
+    # libtpu missing, a topology it does not know: one message before the demo loads; with
+    # several targets, those that cannot be compiled for are reported after the others' results
+    loaded_targets, unavailable = load_available_targets(slices, unavailable) if slices else ((), unavailable)
     loaded = load_demo(settings, options.processes, loaded_targets)
     if options.processes.spawns_workers:
         return spawn_on_demo_mesh(loaded, options.demo, options.processes)
@@ -91,7 +98,10 @@ def report(options: ReportOptions) -> int:
         print(json.dumps(to_json(analysis, projection, on_targets), allow_nan=False))
     else:
         render(analysis, stdout_console(), projection, on_targets)
-    return 0
+    sys.stdout.flush()
+    for error in unavailable:  # each target that could not be compiled for: after the others' results
+        report_error(error, options.debug)
+    return 2 if unavailable else 0
 
 
 def projection_target(project: str | None, link: str | None) -> tuple[Link, int | None] | None:

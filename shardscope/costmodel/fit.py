@@ -75,7 +75,7 @@ class MemoryFit:
         return self.needed_bytes <= self.capacity_bytes
 
     def line(self) -> str:
-        """``17.7 of 95.7 GiB per device`` (``18 KiB of 15.75 GiB`` for a small one) / ``does not
+        """``17.7 GiB of 95.7 GiB per device`` (``18 KiB of 15.75 GiB`` for a small one) / ``does not
         fit: 21.3 GiB on a 15.75 GiB v5e chip``."""
         if self.capacity_bytes is None:
             needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
@@ -86,7 +86,7 @@ class MemoryFit:
             needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
             return f"does not fit: {needed} on a {capacity} GiB {self.chip} chip{refused}{self._said()}"
         if self.needed_bytes is not None and self.needed_bytes >= GIB:
-            return f"{gib(self.needed_bytes)} of {capacity} GiB per device{self._said()}"
+            return f"{gib(self.needed_bytes)} GiB of {capacity} GiB per device{self._said()}"
         needed = "?" if self.needed_bytes is None else size_words(self.needed_bytes)
         return f"{needed} of {capacity} GiB per device{self._said()}"
 

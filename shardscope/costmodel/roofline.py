@@ -156,9 +156,8 @@ class StepEstimate:
             waited, back = f"~{seconds_words(self.seconds)}", f"~{seconds_words(self.dispatched_seconds)}"
         else:
             tail = f"; collectives {seconds_words(self.collectives_s)}, overlapped or not"
-            waited = f"{seconds_words(self.lower_s)} to {seconds_words(self.upper_s)}"
-            back = (f"{seconds_words(max(self.dispatched_seconds, self.collectives_s))} to "
-                    f"{seconds_words(self.dispatched_upper_s)}")
+            waited = range_words(self.lower_s, self.upper_s)
+            back = range_words(max(self.dispatched_seconds, self.collectives_s), self.dispatched_upper_s)
         bound = f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else ""
         checked = f"; {self.checked}" if self.checked else f"; {unchecked_words(self.chip)}"
         at_least = "at least " if self.lower_bound else ""
@@ -209,6 +208,12 @@ def _compute_seconds(count: FlopCount, chip: Chip) -> float:
     """One run's flops of one kind at the chip's rate for them (0 where the chip has no peak)."""
     rate = chip.rate(count.dtype, count.unit, count.precision)
     return count.flops / rate if rate else 0.0
+
+
+def range_words(lower_s: float, upper_s: float) -> str:
+    """``591 us to 599 us``, or ``~21.6 ms`` when both bounds print alike (not ``21.6 ms to 21.6 ms``)."""
+    lower, upper = seconds_words(lower_s), seconds_words(upper_s)
+    return f"~{lower}" if lower == upper else f"{lower} to {upper}"
 
 
 def seconds_words(seconds: float, digits: int = 3) -> str:

@@ -270,10 +270,14 @@ def parse_min_saving(text: str) -> MinSaving:
         if number > 100:
             raise SettingsError(f"--min-saving {stripped!r} is more than the whole step.", hint)
         return MinSaving(stripped, share=number / 100)
+    if not unit:
+        if number == 0:  # no time to name: every finding saves at least nothing
+            return MinSaving(stripped, seconds=0.0)
+        raise SettingsError(f"--min-saving {stripped!r} has no unit: a time saved per step needs one, a share a %.",
+                            f"write --min-saving {stripped}ms, {stripped}us or {stripped}% (units s, ms, us, ns)")
     scale = _TIME_UNITS.get(unit.lower() if unit != "µs" else unit)
     if scale is None:
-        raise SettingsError(f"--min-saving {stripped!r}: {unit or 'a number without a unit'!s} is not a unit of time.",
-                            hint)
+        raise SettingsError(f"--min-saving {stripped!r}: {unit!r} is not a unit of time.", hint)
     return MinSaving(stripped, seconds=number * scale)
 
 

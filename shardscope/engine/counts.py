@@ -102,6 +102,11 @@ class PerCall:
         return Count(self.executions, self.in_conditional)
 
 
+def runs_per_call(runs: str) -> str:
+    """``1 run/call``, ``4 runs/call``, ``≤ 4 runs/call``: a count's text with its unit."""
+    return f"{runs} run/call" if runs == "1" else f"{runs} runs/call"
+
+
 def count_text(value: int | None) -> str:
     """``1,024``, or ``?`` for a count that is not known statically."""
     return "?" if value is None else f"{value:,}"

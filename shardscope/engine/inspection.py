@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
+from shardscope.engine.device_request import DeviceRequest, device_request
 from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import HoldsTraced, jax_traced, plan_of
@@ -88,6 +89,10 @@ class Inspection:
     """The target this inspection was made for (``inspect_on("gpu:h100:8", ...)``): its plan is
     the one :meth:`counts` and :attr:`executed_collectives` count and printing shows first (the
     CPU's after it, labelled); empty for the CPU's."""
+    device_request: DeviceRequest | None = None
+    """Set when the program spans fewer devices than its source asks for, and JAX started fewer
+    (a notebook that forgot ``jax_num_cpu_devices``): printing says so first, and the assertions
+    of :mod:`shardscope.testing` fail on it."""
 
     @property
     def shown_plan(self) -> TargetPlan | None:
@@ -267,7 +272,8 @@ def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
                                 compiled=compiled, compile_s=compile_s)
     plan = with_fixes(program, inspection.compiled) if inspection.compiled is not None else None
-    return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled))
+    return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled),
+                               device_request=device_request(jax_traced(traced), compiled))
 
 
 def inspect_dispatches(program: Traceable, traced: "Traced | HoldsTraced", name: str, trace_s: float, debug: str) -> Inspection:

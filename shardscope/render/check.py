@@ -9,7 +9,7 @@ from rich.text import Text
 
 from shardscope.costmodel.what_if import ProgramWhatIf
 from shardscope.costmodel.interconnects import format_seconds
-from shardscope.costmodel.savings import MinSaving, saving_filter, savings_of
+from shardscope.costmodel.savings import MinSaving, Saving, saving_filter, savings_of
 from shardscope.engine.hlo.target_plan import TargetPlan
 from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings, exit_code
 from shardscope.render import what_if
@@ -19,7 +19,7 @@ from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.measured import render_measured
 from shardscope.render.targets import render_targets, targets_json
-from shardscope.targets.registry import targets_with
+from shardscope.targets.registry import UnavailableTarget, targets_with
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None,
-            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None) -> dict[str, Any]:
+            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None,
+            unavailable: Sequence[UnavailableTarget] = ()) -> dict[str, Any]:
     """The ``check --json`` object.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
@@ -45,7 +46,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     A step that is not jitted and calls jitted functions has ``dispatches`` (each distinct
     module it dispatches: its calls per step, counts per call and per step, its compiled
     collectives) and ``dispatch_findings`` (the verdicts across the calls); its ``counts`` are
-    per step.
+    per step. ``unavailable_targets`` lists each ``--target`` that could not be compiled for
+    beside others that were (``{"target", "error", "hint"}``; then ``exit_code`` is 2).
     """
     programs = []
     for ins in inspections:
@@ -67,11 +69,14 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
     counts = None if min_saving is None else saving_filter(min_saving)
-    result: dict[str, Any] = {"file": str(path), "exit_code": exit_code(inspections, failed, counts),
+    status = 2 if unavailable else exit_code(inspections, failed, counts)
+    result: dict[str, Any] = {"file": str(path), "exit_code": status,
                               "programs": programs,
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
-                              "targets": targets_json(_named(inspections))}
+                              "targets": targets_json(_named(inspections)),
+                              "unavailable_targets": [{"target": str(u.target), "error": u.message, "hint": u.hint}
+                                                      for u in unavailable]}
     if min_saving is not None:
         result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}
         result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}
@@ -192,6 +197,14 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
 
 
 
+def _saving_amount(saving: Saving, min_saving: MinSaving) -> str:
+    """`` (~1.2 ms)`` for a threshold in time, `` (~0.3% of the step)`` for one in shares: what
+    the finding saves, in the threshold's own terms (empty when it is not known)."""
+    if min_saving.share is not None and saving.share_of_step is not None:
+        return f" (~{100 * saving.share_of_step:.2g}% of the step)"
+    return "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
+
+
 def _render_target_outcome(inspections: list[Inspection], console: Console, min_saving: MinSaving | None = None) -> None:
     """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...`` (with
     ``--min-saving``, a line for the findings that save less and pass)."""
@@ -205,7 +218,7 @@ def _render_target_outcome(inspections: list[Inspection], console: Console, min_
                  for p in plan.staying_findings if counts is not None and not counts(plan, p)]
         if below and min_saving is not None:
             for function, plan, saving in below:
-                amount = "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
+                amount = _saving_amount(saving, min_saving)
                 console.print(Text(f"on {target}, deferring {function}'s {saving.kind} of {saving.values or saving.collective} "
                                    f"saves less than --min-saving {min_saving.text} per step{amount}: not counted.",
                                    style="yellow"))

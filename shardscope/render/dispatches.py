@@ -21,7 +21,7 @@ from shardscope.render.findings import (
     notes,
     render_inspection,
 )
-from shardscope.render.targets import render_on_target
+from shardscope.render.targets import render_on_target, shown_plans
 
 if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
@@ -149,8 +149,9 @@ def _rich(inspection: "Inspection") -> Group:
     made for a target, that target's plan and verdict first, then the CPU's, each labelled)."""
     if inspection.dispatches is not None:
         return render_dispatches(inspection.function, inspection.dispatches)
-    if inspection.shown_plan is not None:
-        return render_on_target(inspection, inspection.shown_plan)
+    plans = shown_plans(inspection)
+    if plans:
+        return render_on_target(inspection, plans)
     return render_inspection(inspection)
 
 

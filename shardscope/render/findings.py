@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from shardscope.engine.counts import Runs, count_text, total_executions
+from shardscope.engine.counts import Runs, count_text, runs_per_call, total_executions
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.partitioner import warning_json, warning_lines
 
@@ -126,13 +126,13 @@ def summary(inspection: "Inspection") -> str:
     if inspection.compiled is None:
         runs = count_text(_live_runs(inspection)).replace("?", "unknown")
         head = (f"{inspection.function}: {len(inspection.collectives)} collective equation(s), "
-                f"{len(inspection.findings)} inside loops, {runs} runs/call")
+                f"{len(inspection.findings)} inside loops, {runs_per_call(runs)}")
     else:
         plan = inspection.compiled
         runs = count_text(plan.executed_collectives).replace("?", "unknown")
         count = len(plan.collectives)
         head = (f"{inspection.function}: {count} compiled collective{'' if count == 1 else 's'} "
-                f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs} runs/call")
+                f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs_per_call(runs)}")
     remats = len(inspection.rematerializations)
     remat = f"; {remats} involuntary full rematerialization{'' if remats == 1 else 's'}" if remats else ""
     if flagged:
@@ -161,6 +161,8 @@ def render_inspection(inspection: "Inspection") -> Group:
 
     failing = inspection.flagged or inspection.rematerializations
     parts: list[RenderableType] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
+    if inspection.device_request is not None:  # a pass that checked a program over too few devices
+        parts.insert(0, Text(inspection.device_request.note(), style="bold red"))
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))
@@ -174,11 +176,13 @@ def render_inspection(inspection: "Inspection") -> Group:
 
 
 def to_text(inspection: "Inspection", width: int = 140) -> str:
-    """The rendering as plain text (no colours), e.g. for an ``AssertionError``."""
+    """The rendering as plain text (no colours), e.g. for an ``AssertionError``, ``str()`` and
+    ``print()``. Never Jupyter's display: in a kernel rich would otherwise send its own output to
+    the notebook and leave the text empty."""
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(inspection)
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False).print(inspection)
     return buffer.getvalue()
 
 

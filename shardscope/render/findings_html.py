@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render import dispatches as _dispatches  # registers the rich rendering of a step of dispatches
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
-from shardscope.render.targets import plan_verdict, target_view
+from shardscope.render.targets import CPU_HEADING, plan_notes, plan_verdict, shown_plans, target_heading, target_view
 
 if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
@@ -52,11 +52,18 @@ def inspection_html(inspection: "Inspection") -> str:
     return (
         f'<div id="{root_id}" class="shardscope-inspection">'
         f"<style>{_style(f'#{root_id}', bool(inspection.flagged))}</style>"
+        f"{_device_request(inspection)}"
         f'<p class="summary">{html.escape(summary(inspection))}</p>'
         f"{_table(inspection) if inspection.paired else ''}"
         f"{_notes(inspection)}"
         "</div>"
     )
+
+
+def _device_request(inspection: "Inspection") -> str:
+    """The note of a program over fewer devices than its source asks for (nothing without one)."""
+    request = inspection.device_request
+    return "" if request is None else f'<p class="summary"><b>{html.escape(request.note(), quote=False)}</b></p>'
 
 
 def _style(root: str, flagged: bool) -> str:
@@ -100,16 +107,20 @@ def _html(inspection: "Inspection") -> str:
     under a heading that says whose it is (as its text does)."""
     if inspection.dispatches is not None:
         return f"<pre>{html.escape(str(inspection))}</pre>"
-    plan = inspection.shown_plan
-    if plan is None:
+    plans = shown_plans(inspection)
+    if not plans:
         return inspection_html(inspection)
-    on_target = target_view(inspection, plan)
-    return (f"<h4>on {html.escape(plan.target)}: {html.escape(plan.compiler or 'the target')}'s plan "
-            f"({plan.devices} x {html.escape(plan.device_kind)}, compiled for, never run there)</h4>"
-            f"{inspection_html(on_target)}"
-            f"<p><b>{html.escape(plan_verdict(f'the {inspection.function} program', plan))}</b></p>"
-            "<h4>on the CPU: XLA:CPU's plan of the same program</h4>"
-            f"{inspection_html(inspection)}")
+    sections = [(f"<h4>{_words(target_heading(plan))}</h4>"
+                 f"{inspection_html(target_view(inspection, plan))}"
+                 f"<p><b>{_words(plan_verdict(f'the {inspection.function} program', plan))}</b></p>"
+                 + "".join(f"<p>{_words(note)}</p>" for note, _ in plan_notes(plan)))
+                for plan in plans]
+    return "".join(sections) + f"<h4>{_words(CPU_HEADING)}</h4>{inspection_html(inspection)}"
+
+
+def _words(text: str) -> str:
+    """``text`` escaped for an element's content (quotes kept: ``XLA:TPU's plan`` reads as the text's)."""
+    return html.escape(text, quote=False)
 
 
 EXTENSIONS.html = _html

@@ -1,9 +1,7 @@
 """``check --format github``: one workflow command per finding, which a GitHub Actions run turns
-into an annotation on the user's line of the pull request.
+into an annotation on the user's line of the pull request (written by
+:mod:`shardscope.render.workflow_commands`).
 
-A line is ``::error file=PATH,line=N,title=TITLE::MESSAGE``, with PATH relative to the working
-directory (the checkout, where a workflow's steps run). GitHub's rules for workflow commands
-escape ``%``, ``\\r`` and ``\\n`` in the message, and also ``:`` and ``,`` in a property's value.
 The findings are the ones the exit status counts: with targets, those a target still runs in
 a loop, and a step that does not fit in a target's memory (an error on the file); a program
 that was not checked is an error on the file.
@@ -20,6 +18,7 @@ from shardscope.costmodel.savings import savings_of
 from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words
+from shardscope.render.workflow_commands import error_command, error_where, relative, same_file
 
 if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
@@ -44,21 +43,21 @@ def workflow_commands(path: Path, inspections: Sequence[Inspection], failed: Seq
     lines = []
     for ins in inspections:
         for collective, title, message in _findings(ins, counts):
-            lines.append(_command(_where(collective, path, here), title, message))
+            lines.append(error_command(_where(collective, path, here), title, message))
         for plan in ins.targets:
             if plan.does_not_fit and plan.fit is not None:
-                lines.append(_command({"file": _relative(path, here)},
+                lines.append(error_command({"file": relative(path, here)},
                                       f"shardscope: {ins.function} does not fit on {plan.target}",
                                       f"{ins.function} on {plan.target}: {plan.fit.line()}."))
         remats = [w for plan in ins.targets for w in plan.compiled.rematerializations] if ins.targets else list(
             ins.rematerializations)
         for warning in remats:
-            lines.append(_command(_remat_where(warning.value_source or warning.source, path, here),
+            lines.append(error_command(_remat_where(warning.value_source or warning.source, path, here),
                                   f"shardscope: involuntary full rematerialization ({ins.function})",
                                   f"{ins.function}: " + "\n".join(warning_lines(warning))))
     for failure in failed:
         message = failure.error.message + (f"\nhint: {failure.error.hint}" if failure.error.hint else "")
-        lines.append(_command(_error_where(failure.error.line, path, here),
+        lines.append(error_command(error_where(failure.error.line, path, here),
                               f"shardscope: {failure.function} was not checked", message))
     return lines
 
@@ -111,52 +110,17 @@ def _where(collective: PairedCollective | CompiledCollective | None, path: Path,
     """``file`` and ``line`` of the user's line that wrote ``collective`` (the checked file without one)."""
     found = _LINE.search(collective.source) if collective is not None else None
     if collective is None or found is None or not collective.source_file:
-        return {"file": _relative(path, here)}
+        return {"file": relative(path, here)}
     written = Path(collective.source_file)
-    if _same_file(written, path):  # JAX names the file by its real path: keep the one the user gave (a link)
+    if same_file(written, path):  # JAX names the file by its real path: keep the one the user gave (a link)
         written = path
-    return {"file": _relative(written, here), "line": found["line"]}
-
-
-def _error_where(line: tuple[str, int] | None, path: Path, here: str) -> dict[str, str]:
-    """The checked file, at the user's line an error is about when it names one."""
-    if line is None:
-        return {"file": _relative(path, here)}
-    written = path if _same_file(Path(line[0]), path) else Path(line[0])
-    return {"file": _relative(written, here), "line": str(line[1])}
+    return {"file": relative(written, here), "line": found["line"]}
 
 
 def _remat_where(source: str, path: Path, here: str) -> dict[str, str]:
     """The checked file, at the rematerialization's line when that line is in it (``clash.py:15 (add)``)."""
-    where = {"file": _relative(path, here)}
+    where = {"file": relative(path, here)}
     found = _LINE.search(source)
     if found is not None and source.split(":", 1)[0] == path.name:
         where["line"] = found["line"]
     return where
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
-
-
-def _relative(path: Path, here: str) -> str:
-    """``path`` relative to ``here``, as GitHub names a file of the checkout (``/`` between folders)."""
-    return Path(os.path.relpath(os.path.abspath(path), here)).as_posix()
-
-
-def _command(where: dict[str, str], title: str, message: str) -> str:
-    properties = ",".join(f"{key}={_property(value)}" for key, value in {**where, "title": title}.items())
-    return f"::error {properties}::{_data(message)}"
-
-
-def _data(text: str) -> str:
-    """A workflow command's message, escaped as GitHub's runner reads it back."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _property(text: str) -> str:
-    """A workflow command's property value: its message escapes, and ``:`` and ``,`` too."""
-    return _data(text).replace(":", "%3A").replace(",", "%2C")

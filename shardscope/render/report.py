@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.projection import to_json as projected
 from shardscope.engine.compiler_note import compiler_note
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import count_text, runs_per_call
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.measured import render_measured
@@ -292,9 +292,9 @@ def compiler_note_of(analysis: "Analysis") -> str | None:
 def verdict(analysis: "Analysis") -> str:
     """One sentence: every plan's runs per call, then the comparison's speedup."""
     text = "; ".join(
-        f"{plan.name}: {plan.jaxpr_runs.text()} runs/call "
+        f"{plan.name}: {runs_per_call(plan.jaxpr_runs.text())} "
         f"({plan.collectives_in_loops} of {len(plan.collectives)} collective equations in loops"
-        + ("" if plan.compiled_runs is None else f"; compiled: {plan.compiled_runs.text()} runs/call") + ")"
+        + ("" if plan.compiled_runs is None else f"; compiled: {runs_per_call(plan.compiled_runs.text())}") + ")"
         for plan in analysis.plans.values()
     )
     speedup = analysis.comparison.speedup_text()

@@ -8,14 +8,15 @@ compiles or recounts. Nothing runs on a target: its tables say so where timings 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.costmodel.roofline import range_words, seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
+from shardscope.render.console import table_width
 from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text, verdict_cell
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def step_cell(step: "StepEstimate | None") -> str:
     at_least = "at least " if step.lower_bound else ""
     if step.collectives_s is None:
         return f"{at_least}~{seconds_words(step.seconds)}"
-    return f"{at_least}{seconds_words(step.lower_s)} to {seconds_words(step.upper_s)}"
+    return f"{at_least}{range_words(step.lower_s, step.upper_s)}"
 
 
 def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:
@@ -298,23 +299,42 @@ TABLE_COLUMNS = ("collective", "value", "loops", "runs/call", "verdict", "CPU co
 """The columns of a target's table: the target's collective, then the CPU's it carries."""
 
 
-def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str) -> Table:
+def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str, columns: Sequence[str] = TABLE_COLUMNS,
+                     title: str = "each collective the target runs, and the CPU's it carries") -> Table:
     """Every collective each ``(name, plan)`` runs on the target, with its verdict there and the
-    CPU collectives it carries (and the CPU collectives the target removed)."""
+    CPU collectives it carries (and the CPU collectives the target removed); ``columns`` of
+    :data:`TABLE_COLUMNS` only, under ``title``, for one of :func:`placements_tables`' halves."""
     from rich.table import Table
     from rich.text import Text
 
     target = rows[0][1].target
-    table = Table(title=f"{target}: each collective the target runs, and the CPU's it carries", title_justify="left",
-                  pad_edge=False)
-    for column in (noun, *TABLE_COLUMNS):
+    table = Table(title=f"{target}: {title}", title_justify="left", pad_edge=False)
+    for column in (noun, *columns):
         table.add_column(column, justify="right" if "runs" in column else "left", no_wrap=column != "value")
     for name, plan in rows:
         for row in target_rows(plan):
             cells = row.cells()
-            table.add_row(Text(name), *(Text(cells[column]) for column in TABLE_COLUMNS),
+            table.add_row(Text(name), *(Text(cells[column]) for column in columns),
                           style="bold red" if row.staying else None)
     return table
+
+
+TARGET_SIDE = ("collective", "value", "loops", "runs/call", "verdict")
+CPU_SIDE = ("collective", "CPU collective", "CPU loops", "CPU runs", "placement")
+"""The two halves of :data:`TABLE_COLUMNS` when one table is too wide: each keeps the target's
+collective, so a row of the second is found by the first's name."""
+
+
+def placements_tables(rows: list[tuple[str, "TargetPlan"]], noun: str, width: int,
+                      console: "Console") -> list[Table]:
+    """:func:`placements_table`, or where it is wider than ``width`` columns (a CI log's page,
+    a narrow terminal), its two halves: what the target runs, then the CPU's collectives each
+    one carries."""
+    whole = placements_table(rows, noun)
+    if console.measure(whole).maximum <= width:
+        return [whole]
+    return [placements_table(rows, noun, TARGET_SIDE, "each collective the target runs"),
+            placements_table(rows, noun, CPU_SIDE, "the CPU's collectives each one carries")]
 
 
 def _memory(memory: dict[str, int] | None, key: str) -> str:
@@ -378,7 +398,8 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
     for target in targets_of(pairs):
         console.print(target_table(target, pairs))
         rows = [(name, next(t for t in result.targets if t.target == target)) for name, result in pairs]
-        console.print(placements_table(rows, noun))
+        for table in placements_tables(rows, noun, table_width(console), console):
+            console.print(table)
         for (name, title, _), (_, plan) in zip(named, rows):
             console.print(Text(plan_verdict(title, plan), style="bold red" if plan.fails_check else "bold green"))
             for fix in staying_fixes(plan):
@@ -413,24 +434,41 @@ def target_view(inspection: "Inspection", plan: "TargetPlan") -> "Inspection":
     return replace(inspection, compiled=plan.compiled, targets=(), shown_on="")
 
 
-def render_on_target(inspection: "Inspection", plan: "TargetPlan") -> "Group":
-    """An inspection made for one target (``inspect_on``): that target's plan, its findings and
-    its verdict first, then the CPU's, each under a line that says whose plan it is."""
+def render_on_target(inspection: "Inspection", plans: "Sequence[TargetPlan]") -> "Group":
+    """An inspection made for targets (``inspect_on``): each target's plan, its findings, its
+    verdict, memory and step estimate first, then the CPU's, each under a line that says whose
+    plan it is."""
     from rich.console import Group
     from rich.text import Text
 
-    on_target = target_view(inspection, plan)
-    return Group(
-        Text(f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
-             "compiled for, never run there)", style="bold"),
-        render_inspection(on_target),
-        Text(plan_verdict(f"the {inspection.function} program", plan),
-             style="bold red" if plan.fails_check else "bold green"),
-        *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
-        Text(),
-        Text("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
-             "is timed)", style="bold"),
-        render_inspection(inspection))
+    parts: list[Any] = []  # rich renderables
+    for plan in plans:
+        parts += [
+            Text(target_heading(plan), style="bold"),
+            render_inspection(target_view(inspection, plan)),
+            Text(plan_verdict(f"the {inspection.function} program", plan),
+                 style="bold red" if plan.fails_check else "bold green"),
+            *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
+            Text()]
+    return Group(*parts, Text(CPU_HEADING, style="bold"), render_inspection(inspection))
+
+
+def target_heading(plan: "TargetPlan") -> str:
+    """``on tpu:v5e:2x4: XLA:TPU's plan (8 x TPU v5 lite, compiled for, never run there)``."""
+    return (f"on {plan.target}: {plan.compiler or 'the target'}'s plan ({plan.devices} x {plan.device_kind}, "
+            "compiled for, never run there)")
+
+
+CPU_HEADING = ("on the CPU: XLA:CPU's plan of the same program (the simulated CPU devices here, where it runs and "
+               "is timed)")
+"""The line over the CPU's plan when targets' plans come first."""
+
+
+def shown_plans(inspection: "Inspection") -> "tuple[TargetPlan, ...]":
+    """The target plans an inspection prints before the CPU's: the one it was made for, else
+    every target it was compiled for (``inspect_on`` with several)."""
+    shown = inspection.shown_plan
+    return (shown,) if shown is not None else tuple(inspection.targets)
 
 
 def projection_sentence(target: str, projection: "Projection") -> str:

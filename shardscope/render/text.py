@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
+from shardscope.engine.counts import runs_per_call
+
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis, PlanResult
     from shardscope.pipeline.comparison import Comparison
@@ -31,7 +33,7 @@ def structure_summary(plan: "PlanResult") -> str:
         else f"all {equations} collective equations once per call" if equations
         else "no collective equations"
     )
-    return f"{plan.jaxpr_runs.text()} runs/call, {where}, {plan.jaxpr_bytes.text('B')}/call"
+    return f"{runs_per_call(plan.jaxpr_runs.text())}, {where}, {plan.jaxpr_bytes.text('B')}/call"
 
 
 def summary(plan: "PlanResult") -> str:

@@ -12,8 +12,10 @@ import hashlib
 import io
 import importlib.util
 import linecache
+import os
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -100,13 +102,16 @@ def import_file(path: Path) -> tuple[Any, str]:
     try:
         with activity(f"importing {path}", code_file_name(path)):  # named if interrupted meanwhile
             _import_quietly(module, spec.loader, path)
-    except SystemExit as exc:  # sys.exit() or argparse at import: a message, not our exit
+    except (SystemExit, ProcessEnded) as exc:  # sys.exit(), argparse, os._exit at import: a message, not our exit
         sys.modules.pop(module_name, None)
         said = getattr(exc, "said", "")  # its last line on stderr (_import_quietly)
+        called = "os._exit" if isinstance(exc, ProcessEnded) else "sys.exit"
+        line = _user_line(exc, path)
         raise DemoFileError(
-            f"The demo called sys.exit({exc.code!r}) while importing{_at_line(exc, path)}"
+            f"The demo called {called}({exc.code!r}) while importing{_at_line(exc, path)}"
             + (f" (it said: {said})" if said else "") + ".",
             "shardscope imports demo files: keep scripts' command-line code under if __name__ == '__main__':",
+            line=line,
         ) from None
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
@@ -119,12 +124,14 @@ def import_file(path: Path) -> tuple[Any, str]:
         raise DemoFileError(
             f"Syntax error in {where} line {exc.lineno}{imported}: {exc.msg}",
             f"fix {where.name} and run again",
+            line=(str(where), exc.lineno) if exc.lineno else None,
         ) from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise _device_count_error(exc, path) or DemoFileError(
             f"Importing {path} failed: {type(exc).__name__}: {exc}",
             _where(exc, path),
+            line=_user_line(exc, path),
         ) from exc
     return module, fingerprint
 
@@ -153,7 +160,44 @@ def _device_count_error(exc: BaseException, path: Path) -> DemoFileError | None:
         f"{where} sets jax_num_cpu_devices, but shardscope starts JAX's CPU devices before it imports "
         "the file, and JAX cannot change their count after that.",
         f"give the count to shardscope instead: --devices {count} (check, report) or --max-devices {count} "
-        "(the app)")
+        "(the app)", line=(str(path), line.lineno) if line is not None and line.lineno else None)
+
+
+class ProcessEnded(BaseException):
+    """``os._exit(code)`` called by the user's file while shardscope imports it.
+
+    ``os._exit`` ends the process at once (no ``finally``, no flush, no terminal restored): the
+    command would print nothing and exit with the file's status, and the explorer would leave
+    the terminal in its alternate screen. A :class:`BaseException`, as :class:`SystemExit` is,
+    so that the file's own ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _process_exit_caught() -> Iterator[None]:
+    """``os._exit`` raises :class:`ProcessEnded` in this thread of this process while the block runs.
+
+    Any other thread (one the file or JAX started), and a child forked meanwhile (where
+    ``os._exit`` is how a ``multiprocessing`` worker ends), still end their process as
+    ``os._exit`` does; after the block the file's own later calls do too.
+    """
+    real_exit, thread, pid = os._exit, threading.get_ident(), os.getpid()
+
+    def caught_exit(code: int) -> None:
+        if threading.get_ident() == thread and os.getpid() == pid:
+            raise ProcessEnded(code)
+        real_exit(code)
+
+    os._exit = caught_exit  # type: ignore[assignment]  # restored below
+    try:
+        yield
+    finally:
+        if os._exit is caught_exit:  # the file may have replaced it itself: leave that one
+            os._exit = real_exit
 
 
 def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
@@ -165,11 +209,11 @@ def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
     said = io.StringIO()
     exited = False
     try:
-        with _importable_siblings(path), _argv_of(path), contextlib.redirect_stderr(said):
+        with _importable_siblings(path), _argv_of(path), contextlib.redirect_stderr(said), _process_exit_caught():
             _execute(module, loader, path)
-    except SystemExit as exc:
+    except (SystemExit, ProcessEnded) as exc:
         exited = True
-        exc.said = (said.getvalue().strip().splitlines() or [""])[-1]  # type: ignore[attr-defined]
+        exc.said = (said.getvalue().strip().splitlines() or [""])[-1]  # type: ignore[union-attr]  # read back by import_file
         raise
     finally:
         if not exited:
@@ -201,6 +245,12 @@ def _argv_of(path: Path) -> Iterator[None]:
 def _at_line(exc: BaseException, path: Path) -> str:
     frames = demo_frames(exc, path)
     return f", line {frames[-1].lineno}" if frames else ""
+
+
+def _user_line(exc: BaseException, path: Path) -> tuple[str, int] | None:
+    """``(file, line)`` of the file's line where ``exc`` was raised (None when no frame is the file's)."""
+    frames = demo_frames(exc, path)
+    return (str(path), frames[-1].lineno) if frames and frames[-1].lineno else None
 
 
 @contextlib.contextmanager

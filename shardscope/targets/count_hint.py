@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import jax
 
-    from shardscope.targets.base import TargetDevices
+    from shardscope.targets.base import Target, TargetDevices
 
 _DEVICE_SLICE = re.compile(r"(?:\w+\.)*devices\(\)\s*\[\s*:\s*(\d+)\s*\]")
 _MAKE_MESH = re.compile(r"make_mesh\(\s*\(([\d,\s]+)\)")
@@ -27,19 +27,30 @@ def device_count_hint(traced: "jax.stages.Traced", program_devices: int, devices
     import jax  # loaded by now: the program was traced
 
     target, count = devices.target, devices.count
-    noun = target.device_noun
-    options = [f"pick a topology with {program_devices} {noun}"]
-    found = _count_in_file(traced, program_devices)
-    if found is not None:
-        path, line, text = found
-        options.append(f"take {count} devices where {path.name} line {line} takes {program_devices} ({text})")
-    else:
-        options.append(f"build the program's mesh over {count} devices in the file (jax.devices()[:{count}])")
-    if program_devices == jax.device_count():  # the file takes every device started: start the target's count
-        options.append(f"start {count} CPU devices to trace it over (shardscope check --devices {count}; the app: "
-                       f"--max-devices {count}; a script or notebook: jax.config.update('jax_num_cpu_devices', {count}) "
-                       "before JAX starts)")
+    options = [] if program_devices == 1 else [f"pick a topology with {program_devices} {_noun(target, program_devices)}"]
+    started = jax.device_count()
+    if started >= count:  # the file can take the target's count of the devices there are
+        found = _count_in_file(traced, program_devices)
+        if found is not None:
+            path, line, text = found
+            options.append(f"take {count} devices where {path.name} line {line} takes {program_devices} ({text})")
+        else:
+            options.append(f"build the program's mesh over {count} devices in the file (jax.devices()[:{count}])")
+    if program_devices == started:  # the file takes every device started: start the target's count
+        options.append(start_devices_words(count))
     return ", or ".join(options)
+
+
+def start_devices_words(count: int) -> str:
+    """How to start ``count`` CPU devices, in each place a program is checked from."""
+    return (f"start {count} CPU devices to trace it over (shardscope check --devices {count}; the app: "
+            f"--max-devices {count}; a script: jax.config.update('jax_num_cpu_devices', {count}) before JAX starts; "
+            "a notebook: restart the kernel, then that line right after import jax, before any array)")
+
+
+def _noun(target: "Target", count: int) -> str:
+    """``chips``/``GPUs``, or ``chip``/``GPU`` for one."""
+    return target.device_noun if count != 1 else target.device_noun.removesuffix("s")
 
 
 def _count_in_file(traced: "jax.stages.Traced", program_devices: int) -> tuple[Path, int, str] | None:
@@ -75,4 +86,4 @@ def _program_file(traced: "jax.stages.Traced") -> Path | None:
     return Path(file) if file and not file.startswith("<") and Path(file).is_file() else None
 
 
-__all__ = ["device_count_hint"]
+__all__ = ["device_count_hint", "start_devices_words"]

@@ -33,6 +33,8 @@ from shardscope.costmodel.chips import gpu_chip
 from shardscope.costmodel.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.compilers import import_private_cuda_plugin, private_versions
+from shardscope.targets.host import plugin_lines_dropped
 from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 from shardscope.plans.settings import MAX_DEVICES
 
@@ -205,6 +207,10 @@ def register_plugin_for_describing() -> None:
     plugins = [module for name, module in list(sys.modules.items())
                if name.startswith("jax_plugins.") and name.count(".") == 1 and "cuda" in name
                and callable(getattr(module, "initialize", None))]
+    if not plugins:  # not on JAX's path: the one in shardscope's own folder, loaded for this call
+        with plugin_lines_dropped(loading=True):
+            private = import_private_cuda_plugin()
+        plugins = [private] if private is not None else []
     if not plugins:
         return
     switch = "JAX_SKIP_CUDA_CONSTRAINTS_CHECK"
@@ -212,7 +218,7 @@ def register_plugin_for_describing() -> None:
     if added:
         os.environ[switch] = "1"
     try:
-        with contextlib.suppress(Exception):  # a plugin that still fails: the topology call says why
+        with contextlib.suppress(Exception), plugin_lines_dropped(loading=True):  # a plugin that still fails: the topology call says why
             plugins[0].initialize()
     finally:
         if added:
@@ -235,12 +241,15 @@ def require_plugin() -> None:
     jax = sys.modules.get("jax")  # once JAX is up, its own word; before, its package's metadata
     jax_version = jax.__version__ if jax is not None else importlib.metadata.version("jax")
     versions = {}
+    private = private_versions()  # shardscope's own folder first: plain JAX does not see it
     for package in _PLUGIN_PACKAGES:
         try:
-            versions[package] = importlib.metadata.version(package)
+            versions[package] = private.get(package) or importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             raise TargetError(f"Compiling for a GPU target needs JAX's CUDA plugin ({package}), which is not installed.",
-                              f"{GPU_EXTRA} (it installs the plugin of your jax's version, about 290 MB)") from None
+                              "python -m shardscope.targets.compilers gpu (the plugin of your jax's version, about "
+                              f"290 MB, in shardscope's own folder: plain JAX never loads it), or {GPU_EXTRA} "
+                              "(into site-packages)") from None
     wrong = {package: version for package, version in versions.items() if version != jax_version}
     if wrong:
         said = ", ".join(f"{package} {version}" for package, version in wrong.items())

@@ -114,15 +114,16 @@ def start_jax_quietly() -> bool:
 
 
 @contextlib.contextmanager
-def plugin_lines_dropped() -> Iterator[None]:
-    """File descriptor 2 through a file while JAX loads its plugins; every line written there is
-    written back but the CUDA plugin's own "no CUDA here" lines (C++ logging, which no Python
-    setting silences). Nothing is caught when the plugin is not installed."""
+def plugin_lines_dropped(loading: bool = False) -> Iterator[None]:
+    """File descriptor 2 through a file while JAX loads its plugins (at ``import jax``, or,
+    ``loading``, while shardscope loads the CUDA plugin from its own folder); every line written
+    there is written back but the CUDA plugin's own "no CUDA here" lines (C++ logging, which no
+    Python setting silences). Nothing is caught when the plugin is not installed."""
     try:
-        cuda = importlib.util.find_spec("jax_cuda12_plugin") is not None
+        cuda = loading or importlib.util.find_spec("jax_cuda12_plugin") is not None
     except (ImportError, ValueError):
         cuda = False
-    if not cuda or "jax" in sys.modules:
+    if not cuda or ("jax" in sys.modules and not loading):
         yield
         return
     sys.stderr.flush()

@@ -20,10 +20,10 @@ from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.engine.hlo.target_plan import TargetComparison, TargetPlan, compare_plans
 from shardscope.engine.hlo.work import module_work
-from shardscope.errors import SettingsError
+from shardscope.errors import SettingsError, TargetError
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compile import OutOfMemory, TargetCompilation, compile_for_target
-from shardscope.targets.registry import load_target, parse_target
+from shardscope.targets.registry import UnavailableTarget, load_target, parse_target
 from shardscope.plans.mesh import Mesh
 from shardscope.plans.settings import Settings
 
@@ -42,13 +42,39 @@ def load_targets(targets: Sequence[Target]) -> tuple[TargetDevices, ...]:
     """The devices of each target (libtpu started once); they must all have as many devices,
     since one analysis lays one mesh over each of them (:class:`SettingsError` if not)."""
     loaded = tuple(load_target(target) for target in targets)
+    _require_one_count(loaded)
+    return loaded
+
+
+def load_available_targets(targets: Sequence[Target], unavailable: Sequence[UnavailableTarget] = ()
+                           ) -> tuple[tuple[TargetDevices, ...], tuple[UnavailableTarget, ...]]:
+    """:func:`load_targets` for a command that reports what it could not compile for after the
+    rest: the devices of each target its compiler knows, and ``unavailable`` (those refused
+    before, :func:`~shardscope.targets.registry.installed_targets`) with an
+    :class:`UnavailableTarget` for each it refused here (libtpu's own "does not know the
+    topology"). Raises the first refusal when no target is left."""
+    loaded, refused = [], list(unavailable)
+    for target in targets:
+        try:
+            loaded.append(load_target(target))
+        except TargetError as exc:
+            if len(targets) + len(unavailable) == 1:
+                raise
+            refused.append(UnavailableTarget(target, exc))
+    if refused and not loaded:
+        raise refused[0]
+    _require_one_count(loaded)
+    return tuple(loaded), tuple(refused)
+
+
+def _require_one_count(loaded: Sequence[TargetDevices]) -> None:
+    """:class:`SettingsError` unless every target has as many devices."""
     counts = {devices.count for devices in loaded}
     if len(counts) > 1:
         listed = ", ".join(f"{devices.target} has {devices.count}" for devices in loaded)
         raise SettingsError(f"The targets have different device counts ({listed}): one mesh cannot cover them all.",
                             "run once per device count, e.g. shardscope report ... --target tpu:v5e:2x2, then "
                             "--target tpu:v5e:2x4")
-    return loaded
 
 
 def target_device_count(targets: Sequence[TargetDevices]) -> int | None:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from shardscope.errors import SettingsError
+from shardscope.errors import SettingsError, TargetError
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.cpu import parse_cpu
 from shardscope.targets.gpu import gpu_examples, parse_gpu
 from shardscope.targets.host import plugin_lines_dropped
 from shardscope.targets.tpu import parse_tpu, tpu_examples
 
-__all__ = ["TARGET_FORMS", "checked_targets", "load_target", "parse_target"]
+__all__ = ["TARGET_FORMS", "UnavailableTarget", "checked_targets", "installed_targets", "load_target", "parse_target"]
 
 TARGET_FORMS = "tpu:TOPOLOGY, gpu:NAME:DEVICES or cpu:DEVICES"
 """The forms :func:`parse_target` reads, for messages."""
@@ -40,6 +40,15 @@ def parse_target(text: str) -> Target:
     return parser(text, rest)
 
 
+class UnavailableTarget(TargetError):
+    """A target asked for beside others that cannot be compiled for here (its compiler is not
+    installed, or does not know the machine): the others run, and this is reported after them."""
+
+    def __init__(self, target: Target, error: TargetError) -> None:
+        super().__init__(f"{target} was not compiled for: {error.message}", error.hint, line=error.line)
+        self.target = target
+
+
 def checked_targets(texts: Sequence[str]) -> tuple[Target, ...]:
     """``--target`` values as targets, each once, with what can be told without JAX checked.
 
@@ -48,10 +57,32 @@ def checked_targets(texts: Sequence[str]) -> tuple[Target, ...]:
     file and start JAX, so these refusals take a second, not the 20 s that starting JAX and
     libtpu took. Whether the compiler knows the machine is :func:`load_target`'s to say.
     """
-    targets = tuple(dict.fromkeys(parse_target(text) for text in texts))
-    for target in targets:
-        target.require_installed()
+    targets, unavailable = installed_targets(texts)
+    if unavailable:
+        raise unavailable[0]
     return targets
+
+
+def installed_targets(texts: Sequence[str]) -> tuple[tuple[Target, ...], tuple[UnavailableTarget, ...]]:
+    """:func:`checked_targets` for a command that compiles for several targets: those whose
+    compiler is installed, and an :class:`UnavailableTarget` for each other, to report after
+    the others' results (``--target tpu:v5e:2x4 --target gpu:h100:8`` without libtpu still
+    gives the GPU's). A form that does not parse refuses them all (a typo, said before anything
+    runs), and so does a missing compiler when it is the only target's."""
+    targets = tuple(dict.fromkeys(parse_target(text) for text in texts))
+    installed, unavailable = [], []
+    for target in targets:
+        try:
+            target.require_installed()
+        except TargetError as exc:
+            if len(targets) == 1:
+                raise
+            unavailable.append(UnavailableTarget(target, exc))
+        else:
+            installed.append(target)
+    if unavailable and not installed:
+        raise unavailable[0]
+    return tuple(installed), tuple(unavailable)
 
 
 def load_target(target: Target) -> TargetDevices:

@@ -22,6 +22,7 @@ from shardscope.costmodel.chips import tpu_chip
 from shardscope.costmodel.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
+from shardscope.targets.compilers import private_libtpu, private_library_path
 from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
 from shardscope.targets.tpu_generations import chip_config, generation_of
 from shardscope.plans.settings import MAX_DEVICES
@@ -192,10 +193,11 @@ def _require_libtpu() -> None:
         installed = importlib.util.find_spec("libtpu") is not None
     except (ImportError, ValueError):  # a broken or blocked install counts as none
         installed = False
-    if installed or (path and os.path.isfile(path)):
+    if installed or (path and os.path.isfile(path)) or private_libtpu() is not None:
         return
     raise TargetError("Compiling for a TPU target needs libtpu, which is not installed.",
-                      f"{TPU_EXTRA} (it installs the libtpu that fits your jax)")
+                      f"python -m shardscope.targets.compilers tpu (the libtpu that fits your jax, in shardscope's own "
+                      f"folder: plain JAX never loads it), or {TPU_EXTRA} (into site-packages)")
 
 
 @contextlib.contextmanager
@@ -207,7 +209,7 @@ def _compile_only_start() -> Iterator[None]:
     when this process does not run on the TPU itself (then the lock guards its own chips).
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
-    with _PLUGIN_START:
+    with _PLUGIN_START, private_library_path():
         added = {k: v for k, v in _start_variables().items() if k not in os.environ}
         os.environ.update(added)
         try:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
@@ -66,7 +66,7 @@ VERIFIED, REFUSED, FAILED, STILL_IN_LOOP, OUTPUTS_DIFFER, NO_SAVING = (
 """A rewrite's status: only ``verified`` is a saving."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Rewrite:
     """One rewrite of one group of findings, and what came of it.
 
@@ -114,8 +114,19 @@ class Rewrite:
             runs = f": {kind} {_text(before)} -> {_text(after)} runs per call"
         return f"{subject} {verb} {self.loop_words}{runs} ({self.status}{': ' + self.reason if self.reason else ''})"
 
+    def __repr__(self) -> str:
+        """``<Rewrite verified: the sum of params['W1'] moved out of ...>``: what a person reads, not
+        the rewritten program's arrays (``.program``, ``.patch`` hold those)."""
+        return f"<Rewrite {self.status}: {self.summary()}>"
 
-@dataclass(frozen=True)
+
+class PrettyPrinter(Protocol):
+    """What IPython's pretty printer offers :meth:`WhatIf._repr_pretty_` (IPython not required)."""
+
+    def text(self, obj: str) -> None: ...
+
+
+@dataclass(frozen=True, repr=False)
 class WhatIf:
     """The rewrites of one program."""
 
@@ -131,6 +142,16 @@ class WhatIf:
         if not self.rewrites:
             return f"{self.subject.name}: no collective runs in a loop without needing to; nothing to rewrite."
         return "\n".join(f"{self.subject.name}: {r.summary()}" for r in self.rewrites)
+
+    def __repr__(self) -> str:
+        """``<WhatIf of step: 1 rewrite, 1 verified>`` and each rewrite's line: a notebook cell that
+        ends in ``insp.what_if()`` shows this, not the subject's arguments."""
+        count = len(self.rewrites)
+        head = f"<WhatIf of {self.subject.name}: {count} rewrite{'' if count == 1 else 's'}, {len(self.verified)} verified>"
+        return "\n".join([head, *(f"  {r.summary()}" for r in self.rewrites)])
+
+    def _repr_pretty_(self, printer: "PrettyPrinter", cycle: bool) -> None:
+        printer.text(repr(self))
 
 
 def what_if(fn: Callable, *args: object, **kwargs: object) -> WhatIf:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shardscope.engine.counts import Count
+from shardscope.engine.counts import Count, runs_per_call
 from shardscope.engine.hlo.stacking import stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
@@ -83,7 +83,7 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     axis = names if len(axes) <= 1 else f"({names})"
     reduced = "{" + names + "}"
     what = value or "the parameters"
-    counts = f"{runs_after} runs/call instead of {runs_before}"
+    counts = f"{runs_per_call(runs_after)} instead of {runs_before}"
     if style == "shard_map":
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
@@ -137,7 +137,7 @@ def hoist_fix(style: str, kind: str, value: str, runs_before: str, runs_after: s
     (``hoist_bytes`` None: results of a loop inside with an unknown trip count)."""
     what = value or "its operand"
     size = "an unknown number of bytes" if hoist_bytes is None else f"{hoist_bytes:,} B"
-    counts = f"{runs_after} runs/call instead of {runs_before}; its {size} result per device then stays in memory for the whole loop"
+    counts = f"{runs_per_call(runs_after)} instead of {runs_before}; its {size} result per device then stays in memory for the whole loop"
     if style == "shard_map":
         return f"move the {kind} of {what} before the loop: {counts}."
     if style == "explicit":

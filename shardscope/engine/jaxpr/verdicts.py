@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shardscope.engine.counts import Count, known_product
+from shardscope.engine.counts import Count, known_product, runs_per_call
 from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
@@ -129,7 +129,7 @@ class Classifier:
             LOOP_INVARIANT,
             f"Its operand does not change inside {where}: every run moves the same data.",
             fix=(
-                f"move the {eqn.primitive} before {where} ({_runs_text(after)} runs/call instead of "
+                f"move the {eqn.primitive} before {where} ({runs_per_call(_runs_text(after))} instead of "
                 f"{_runs_text(_runs(loops), conditional)}); its {cost:,} B result per device then stays in memory for the whole loop."
             ),
             loop_ids=tuple(loop.id for loop in hoisted),
@@ -147,7 +147,7 @@ class Classifier:
         where = _loops_words(deferred)
         reason = (f"Its result is only added into the carry of {where}: the sum over devices commutes "
                   "with the sum over iterations.")
-        counts = f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
+        counts = f"{runs_per_call(_runs_text(after))} instead of {_runs_text(_runs(loops), conditional)}."
         written = _written_sum(eqn) if eqn.primitive == "psum_invariant" and not gradient_of else None
         if written is not None:  # the program's own lax.psum of a varying value: the sum moves, nothing is cast
             fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "

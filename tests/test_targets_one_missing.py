@@ -1,0 +1,101 @@
+"""Several targets, one that cannot be compiled for here (issue 45, item 17): the others run and
+give their results, the missing one is reported after them, and the exit status is 2.
+
+libtpu is hidden from a fresh process (an import hook, as in an environment without the tpu
+extra); the GPU's compiler (JAX's CUDA plugin) stays. The expected collective comes from the
+program: one psum of the accumulated gradient over ``data``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+from _support import DEMOS, PYTHON, ROOT
+
+from test_gpu_targets import needs_plugin
+from test_targets import needs_libtpu
+
+_WITHOUT_LIBTPU = textwrap.dedent("""
+    import importlib.abc
+    import sys
+
+
+    class NoLibtpu(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "libtpu":
+                raise ModuleNotFoundError(f"No module named {name!r}")
+            return None
+
+
+    sys.meta_path.insert(0, NoLibtpu())
+    from shardscope.cli import main
+
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def _without_libtpu(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "without_libtpu.py"
+    script.write_text(_WITHOUT_LIBTPU)
+    env = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}  # libtpu's start here sets it
+    return subprocess.run([PYTHON, str(script), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("shardscope: error:")]
+
+
+@pytest.mark.slow
+@needs_plugin
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_check_without_libtpu_gives_the_gpus_results_and_says_the_tpu_was_not_compiled_for(tmp_path, fmt):
+    args = ["check", str(DEMOS / "gspmd_accumulate.py"), "--target", "tpu:v5e:2x4", "--target", "gpu:h100:8"]
+    result = _without_libtpu(tmp_path, *args, *(["--json"] if fmt == "json" else []))
+    assert result.returncode == 2, result.stderr
+    assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x4 was not compiled for: Compiling for a TPU "
+                                      "target needs libtpu, which is not installed."]
+    if fmt == "json":
+        data = json.loads(result.stdout)
+        assert list(data["targets"]) == ["gpu:h100:8"] and data["exit_code"] == 2
+        assert [u["target"] for u in data["unavailable_targets"]] == ["tpu:v5e:2x4"]
+        assert "shardscope[tpu]" in data["unavailable_targets"][0]["hint"]
+    else:
+        assert "gpu:h100:8: each collective the target runs" in result.stdout
+        assert "check passed on gpu:h100:8" in result.stdout or "check failed on gpu:h100:8" in result.stdout
+        assert "tpu:v5e:2x4:" not in result.stdout
+
+
+@pytest.mark.slow
+@needs_plugin
+def test_report_without_libtpu_gives_the_gpus_results(tmp_path):
+    result = _without_libtpu(tmp_path, "report", str(DEMOS / "linear.py"), "-r", "1",
+                             "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4")
+    assert result.returncode == 2, result.stderr
+    assert "gpu:h100:4: 4 x NVIDIA H100" in result.stdout
+    assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x2 was not compiled for: Compiling for a TPU "
+                                      "target needs libtpu, which is not installed."]
+
+
+@pytest.mark.slow
+@needs_plugin
+@needs_libtpu
+def test_a_topology_libtpu_does_not_know_beside_a_gpu_is_reported_after_the_gpus_results(tmp_path):
+    result = subprocess.run([PYTHON, "-m", "shardscope", "check", str(DEMOS / "gspmd_accumulate.py"), "--target",
+                             "tpu:v9z:2x4", "--target", "gpu:h100:8"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert "gpu:h100:8: each collective the target runs" in result.stdout
+    (error,) = _errors(result.stderr)
+    assert error.startswith("shardscope: error: tpu:v9z:2x4 was not compiled for: libtpu does not know the topology")
+
+
+@pytest.mark.slow
+def test_the_only_target_missing_is_still_one_message_before_the_file_loads(tmp_path):
+    result = _without_libtpu(tmp_path, "check", str(DEMOS / "gspmd_accumulate.py"), "--target", "tpu:v5e:2x4")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert _errors(result.stderr) == ["shardscope: error: Compiling for a TPU target needs libtpu, which is not installed."]
