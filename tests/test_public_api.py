@@ -17,7 +17,7 @@ import shardscope
 import shardscope.testing
 from _support import ROOT
 
-PUBLIC = ["ShardscopeError", "demo", "inspect", "inspect_on", "program"]
+PUBLIC = ["ShardscopeError", "demo", "estimate_module", "inspect", "inspect_on", "program"]
 TESTING = ["assert_collectives", "assert_fits_on", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
            "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
