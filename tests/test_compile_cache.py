@@ -219,15 +219,23 @@ def _cuda_plugin_lines_left_out(stderr: str) -> str:
 
 @pytest.mark.slow  # fresh processes: the cache a command starts with, not this run's
 def test_a_remote_cache_folder_is_never_made_a_local_folder(tmp_path):
-    """JAX reads ``gs://`` folders through etils.epath and gcsfs; without gcsfs (as here, and with
-    no network) the command says the cache is not used and runs without it, writing nothing where
-    it runs (``Path('gs://bucket/cache')`` is the local folder ``gs:/bucket/cache``)."""
+    """JAX reads ``gs://`` folders through etils.epath and gcsfs; without gcsfs the command says the
+    cache is not used and runs without it, writing nothing where it runs (``Path('gs://bucket/cache')``
+    is the local folder ``gs:/bucket/cache``). The profile extra brings gcsfs into the test
+    environment: the processes here import a ``gcsfs`` that is not there (a package that raises
+    ImportError, first on their path), as an environment without it does."""
     import importlib.util
 
-    assert importlib.util.find_spec("gcsfs") is None and importlib.util.find_spec("tensorflow") is None
-    remote = _fresh_check({JAX_DIR_ENV: "gs://bucket/cache"}, cwd=tmp_path)
-    local = _fresh_check({NO_CACHE_ENV: "1"}, cwd=tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    assert importlib.util.find_spec("tensorflow") is None
+    run = tmp_path / "run"
+    run.mkdir()
+    absent = tmp_path / "no_gcsfs" / "gcsfs"
+    absent.mkdir(parents=True)
+    (absent / "__init__.py").write_text("raise ImportError(\"No module named 'gcsfs'\")\n")
+    path = os.pathsep.join(filter(None, (str(absent.parent), os.environ.get("PYTHONPATH", ""))))
+    remote = _fresh_check({JAX_DIR_ENV: "gs://bucket/cache", "PYTHONPATH": path}, cwd=run)
+    local = _fresh_check({NO_CACHE_ENV: "1", "PYTHONPATH": path}, cwd=run)
+    assert list(run.iterdir()) == []
     assert remote.returncode == local.returncode == 1
     assert json.loads(remote.stdout) == json.loads(local.stdout)
     (said,) = _cuda_plugin_lines_left_out(remote.stderr).splitlines()

@@ -192,7 +192,7 @@ def test_the_report_renderers_take_a_program_analysis():
                                    .as_text())["runs"]["all-reduce"] for name in ("step", "step_fixed")}
     assert runs == {"step": 4, "step_fixed": 1}  # XLA combines the two gradients' sums into one instruction
     assert (f"step: 8 runs/call (2 of 2 collective equations in loops; compiled: {runs['step']} runs/call); "
-            f"step_fixed: 2 runs/call (0 of 2 collective equations in loops; compiled: {runs['step_fixed']} runs/call)"
+            f"step_fixed: 2 runs/call (0 of 2 collective equations in loops; compiled: {runs['step_fixed']} run/call)"
             in " ".join(text.split()))
     assert data["variants"]["step"]["compiled_executed_collectives"] == runs["step"]
     (combined,) = data["variants"]["step"]["compiled_collectives"]
