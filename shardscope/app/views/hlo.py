@@ -485,7 +485,7 @@ class HloView(RenderedPane):
         if width <= 0:  # not laid out yet: laid out once it has a width (the resize draws it again)
             if large:  # the body shows once the tab is laid out: then it has a width
                 self._laying_out = True
-                self._show_progress(0, collective_count(self._analysis))
+                self._show_progress(0, len(targets(self._analysis)))
                 self.call_after_refresh(self._draw_if_current, self._generation, then)
             else:
                 body.show_renderable(_AtItsWidth(self._analysis, self.selected), fit_width=True)
@@ -493,7 +493,7 @@ class HloView(RenderedPane):
         if large:
             self._then, self._laying_out = then, True
             if not self._has_layout:  # else the last layout shows until the new one is ready
-                self._show_progress(0, collective_count(self._analysis))
+                self._show_progress(0, len(targets(self._analysis)))
             self._lay_out_worker(self._analysis, self.selected, width, self._generation)
             return
         layout = lay_out_blocks(self._analysis, self.selected, width, self.app.console)
@@ -522,8 +522,14 @@ class HloView(RenderedPane):
                 step[0] = done + max(total // 20, 1)
                 self.post_message(self.Progress(generation, done, total))
 
+        console = worker_console()
         with runner.working():  # quitting meanwhile does not wait for the layout (shardscope.app.leaving)
-            layout = lay_out_blocks(analysis, selected, width, worker_console(), lambda: worker.is_cancelled, progress)
+            try:
+                layout = lay_out_blocks(analysis, selected, width, console, lambda: worker.is_cancelled, progress)
+            except Exception as exc:  # a rendering bug: say so in the tab, not "laying out" for ever
+                layout = Layout()
+                layout.lines = lay_out(console, Text(f"The Compiled tab could not be laid out: {type(exc).__name__}: "
+                                                     f"{exc} ({runner.BUG_HINT})", "bold red"), max(width, 20))
         if layout is not None:
             self.post_message(self.LaidOut(generation, layout))
 
