@@ -18,10 +18,12 @@ leaves at once; a second signal leaves at once too.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import TYPE_CHECKING
 
@@ -48,8 +50,11 @@ async def run_until_quit(app: ShardscopeApp) -> int:
     """
     loop = asyncio.get_running_loop()
     deadline = Deadline()
-    for signum in SIGNALS:
-        loop.add_signal_handler(signum, deadline.signalled, app, signum)
+    deadline.arm()
+    # Python's own handlers, not the loop's: those ran only once the event loop got a turn, and a
+    # UI thread busy for seconds (a large Compiled tab laid out there) held the deadline back too
+    previous = {signum: signal.signal(signum, lambda signum, _frame: deadline.signalled(app, loop, signum))
+                for signum in SIGNALS}
     failed = False
     try:
         await app.run_async()
@@ -57,8 +62,8 @@ async def run_until_quit(app: ShardscopeApp) -> int:
         failed = True
         raise
     finally:
-        for signum in SIGNALS:
-            loop.remove_signal_handler(signum)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         if app.profile is not None:  # --profile-startup: its timings, once the terminal is back
             _say(app.profile.json_line() + "\n")
         if runner.busy():  # asyncio.run would wait for the busy thread: leave without it
@@ -71,21 +76,37 @@ async def run_until_quit(app: ShardscopeApp) -> int:
 
 
 class Deadline:
-    """The first signal asks the app to exit and starts the deadline; a second one leaves now."""
+    """The first signal asks the app to exit and starts the deadline; a second one leaves now.
+
+    The deadline's thread is started before any signal (:meth:`arm`): the handler only sets an
+    event, as starting a thread inside a signal handler could wait for a lock its own thread
+    held when the signal came.
+    """
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self._started = threading.Event()
 
-    def signalled(self, app: ShardscopeApp, signum: int) -> None:
-        """The handler of every signal in :data:`SIGNALS` (runs on the event loop)."""
+    def arm(self) -> None:
+        """Start the thread that ends the process :data:`GRACE_S` after the first signal."""
+        thread = threading.Thread(target=self._leave_after_grace, name="shardscope-deadline", daemon=True)
+        thread.start()  # daemon: the process may well end first
+
+    def _leave_after_grace(self) -> None:
+        self._started.wait()
+        time.sleep(GRACE_S)
+        assert self.signum is not None  # set before the event
+        leave_now(exit_status(self.signum), restore=self.signum != signal.SIGHUP)
+
+    def signalled(self, app: ShardscopeApp, loop: asyncio.AbstractEventLoop, signum: int) -> None:
+        """The handler of every signal in :data:`SIGNALS`: it runs in the main thread between two
+        bytecodes, even while the UI thread is busy; the app exits on the event loop's next turn."""
         status = exit_status(signum)
         if self.signum is not None:
             leave_now(status, restore=signum != signal.SIGHUP and self.signum != signal.SIGHUP)
         self.signum = signum
-        app.exit(return_code=status)
-        timer = threading.Timer(GRACE_S, leave_now, (status,), {"restore": signum != signal.SIGHUP})
-        timer.daemon = True  # the process may well end first
-        timer.start()
+        self._started.set()
+        loop.call_soon_threadsafe(functools.partial(app.exit, return_code=status))
 
 
 def say_what_was_interrupted() -> None:

@@ -262,3 +262,52 @@ def test_a_real_app_whose_terminal_is_gone_ends_on_a_signal(tmp_path, signum):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+BUSY_UI_THREAD = '''
+import asyncio
+import sys
+from pathlib import Path
+
+from shardscope.app.factory import make_app
+from shardscope.app.leaving import run_until_quit
+from shardscope.plans.settings import Settings
+
+flag = Path({flag!r})
+
+
+def busy():
+    """What a large tab laid out on the UI thread did for seconds: here, forever."""
+    flag.touch()
+    while True:
+        pass
+
+
+app = make_app(Settings(Path({demo!r})), autorun=False)
+app.call_later(app.set_timer, 0.5, busy)
+sys.exit(asyncio.run(run_until_quit(app)))
+'''
+
+
+@pytest.mark.slow  # the app in a fresh process
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_the_app_while_its_ui_thread_is_busy(tmp_path, signum):
+    """The UI thread busy in Python (a large Compiled tab was laid out there for tens of seconds):
+    a signal handled on the event loop waited for it, its deadline too; Python's own handler runs
+    between two bytecodes, and the deadline ends the process."""
+    flag = tmp_path / "busy"
+    launcher = BUSY_UI_THREAD.format(flag=str(flag), demo=str(DEMOS / "linear.py"))
+    process, master, drawn = _start_in_a_pty([sys.executable, "-c", launcher])
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert process.poll() is None and time.monotonic() < deadline, bytes(drawn[-2000:])
+            time.sleep(0.1)
+        process.send_signal(signum)
+        status = process.wait(timeout=30)  # the loop never gets a turn again: before, it never ended
+        assert status == 128 + signum
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(master)

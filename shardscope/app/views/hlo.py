@@ -22,10 +22,15 @@ from rich.console import Console, ConsoleOptions, Group, JustifyMethod, Renderab
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.events import Resize
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from shardscope.app import runner
 
 from shardscope.app.summaries import loop_style
-from shardscope.app.views.lines import lay_out, offer_focus
+from shardscope.app.views.lines import lay_out, offer_focus, worker_console
 from shardscope.app.views.pane import RenderedPane
 from shardscope.costmodel.roofline import seconds_words
 from shardscope.engine.counts import count_text
@@ -34,7 +39,9 @@ from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words, plan_notes, plan_verdict, target_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from rich.segment import Segment
 
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.engine.hlo.measured import MeasuredCollective
@@ -329,6 +336,53 @@ class _AtItsWidth:
                                                             narrow=options.max_width < NARROW)))
 
 
+LAY_OUT_HERE = 64
+"""Up to this many collectives (every program's, every target's) the tab is laid out on the UI
+thread, at once (about 3 ms each here: the table and every one's details); more are laid out in a
+thread worker, the tab saying so meanwhile. A program of 2,605 compiled collectives took the UI
+thread for tens of seconds: keys, ``q`` and signals waited for it."""
+
+
+def collective_count(analysis: "Analysis") -> int:
+    """How many collectives the tab lays out: every program's, and every target's placements."""
+    cpu = sum(len(plan.paired) for plan in analysis.plans.values() if plan.compiled is not None)
+    return cpu + sum(len(on_target.comparison.placements) for target in analysis.target_names
+                     for _, on_target in analysis.on_target(target))
+
+
+class Layout:
+    """The tab's blocks laid out: the lines, where each collective's details start, where the
+    plans on a target start (None without one)."""
+
+    def __init__(self) -> None:
+        self.lines: list[list[Segment]] = []
+        self.starts: dict[Target, int] = {}
+        self.slice_start: int | None = None
+
+
+def lay_out_blocks(analysis: "Analysis", selected: Target | None, width: int, console: Console,
+                   is_cancelled: "Callable[[], bool]" = lambda: False,
+                   progress: "Callable[[int, int], None]" = lambda done, total: None) -> Layout | None:
+    """Every block of the tab laid out ``width`` wide (pure Rich: a worker thread may call it with
+    a console of its own); ``progress(done, total)`` after each collective's details; None when
+    cancelled half-way."""
+    blocks = compiled_blocks(analysis, selected, narrow=width < NARROW)
+    total = sum(1 for _, target in blocks if target is not None)
+    headings = tuple(f"on {name}:" for name in analysis.target_names)
+    layout, done = Layout(), 0
+    for block, target in blocks:
+        if is_cancelled():
+            return None
+        if target is not None:
+            layout.starts[target] = len(layout.lines)
+            done += 1
+            progress(done, total)
+        if layout.slice_start is None and headings and isinstance(block, Text) and block.plain.startswith(headings):
+            layout.slice_start = len(layout.lines)
+        layout.lines += lay_out(console, block, max(width, 20))
+    return layout
+
+
 NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
              "(tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
              "the app with --target tpu:v5e:2x2; t then goes to its plans.")
@@ -336,18 +390,47 @@ NO_TARGET = ("These results were compiled for the CPU only: type a slice in the 
 
 
 class HloView(RenderedPane):
-    """The Compiled tab: every program's compiled plan; ``n``/``N`` go from collective to collective."""
+    """The Compiled tab: every program's compiled plan; ``n``/``N`` go from collective to collective.
+
+    A large analysis (over :data:`LAY_OUT_HERE` collectives) is laid out in a thread worker: the
+    tab shows a progress line meanwhile, and the UI thread stays free for keys and signals.
+    """
 
     NAME = "hlo"
     FIT_WIDTH = True
     RESERVE_SCROLLBAR = True  # the compiled plans with their details are taller than the tab (all but the smallest)
 
-    def __init__(self, **kwargs) -> None:
+    class Progress(Message):
+        """The worker laid out ``done`` of ``total`` collectives' details (layout ``generation``)."""
+
+        def __init__(self, generation: int, done: int, total: int) -> None:
+            super().__init__()
+            self.generation, self.done, self.total = generation, done, total
+
+    class LaidOut(Message):
+        """The worker laid the tab out (layout ``generation``)."""
+
+        def __init__(self, generation: int, layout: Layout) -> None:
+            super().__init__()
+            self.generation, self.layout = generation, layout
+
+    def __init__(self, lay_out_here: int = LAY_OUT_HERE, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.lay_out_here = lay_out_here
+        """Up to this many collectives the tab is laid out on the UI thread (:data:`LAY_OUT_HERE`)."""
         self._analysis: "Analysis | None" = None
         self._selected: int = -1  # position in targets(analysis); -1: none yet
         self._starts: dict[Target, int] = {}  # the first line of each collective's details
         self._slice_start: int | None = None  # the first line of the plans on a target (a TPU slice, GPUs)
+        self._generation = 0  # the layout asked for last: a worker's older one is dropped
+        self._laying_out = False  # a worker is laying the tab out
+        self._then: "Callable[[], None] | None" = None  # what to do once the worker's layout shows (scroll)
+        self._has_layout = False  # the body shows a layout of the analysis (not its progress line)
+
+    @property
+    def laying_out(self) -> bool:
+        """True while a worker lays the tab out (the tab shows its progress)."""
+        return self._laying_out
 
     def render_analysis(self, analysis: "Analysis") -> RenderableType:
         """The compiled plans of ``analysis``."""
@@ -355,7 +438,8 @@ class HloView(RenderedPane):
 
     def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Show ``analysis`` from the top, nothing selected."""
-        self._analysis, self._selected = analysis, -1
+        self._analysis, self._selected, self._then = analysis, -1, None
+        self._starts, self._slice_start, self._has_layout = {}, None, False
         self._draw()
         self.remove_class("-empty")
         offer_focus(self.body, unless_focused=True)
@@ -367,8 +451,7 @@ class HloView(RenderedPane):
             return None
         self._selected = (0 if step > 0 else len(walk) - 1) if self._selected < 0 else (self._selected + step) % len(walk)
         target = walk[self._selected]
-        self._draw()
-        self.body.scroll_to(y=max(self._starts.get(target, 0) - 2, 0), animate=False)
+        self._draw(then=lambda: self.body.scroll_to(y=max(self._starts.get(target, 0) - 2, 0), animate=False))
         return target
 
     @property
@@ -381,11 +464,11 @@ class HloView(RenderedPane):
         """Lay the blocks out again at the new width, where the view was."""
         if self._analysis is not None:
             y = self.body.scroll_offset.y
-            self._draw()
-            self.body.scroll_to(y=y, animate=False)
+            self._draw(then=self._then or (lambda: self.body.scroll_to(y=y, animate=False)))
 
-    def _draw(self) -> None:
-        """Lay every block out at the body's width and remember where each collective's details start.
+    def _draw(self, then: "Callable[[], None] | None" = None) -> None:
+        """Lay every block out at the body's width and remember where each collective's details
+        start, then do ``then`` (a scroll); a large analysis is laid out in :meth:`_lay_out_worker`.
 
         The width always leaves room for the vertical scrollbar, here and when the body lays the
         blocks out itself (before it has a width): the blocks are longer than the view, and the
@@ -397,21 +480,77 @@ class HloView(RenderedPane):
         width = body.fit_width
         if self._analysis is None:
             return
-        if width <= 0:  # not laid out yet: the body lays the blocks out itself once it has a width
-            self.body.show_renderable(_AtItsWidth(self._analysis, self.selected), fit_width=True)
+        self._generation += 1
+        large = collective_count(self._analysis) > self.lay_out_here
+        if width <= 0:  # not laid out yet: laid out once it has a width (the resize draws it again)
+            if large:  # the body shows once the tab is laid out: then it has a width
+                self._laying_out = True
+                self._show_progress(0, len(targets(self._analysis)))
+                self.call_after_refresh(self._draw_if_current, self._generation, then)
+            else:
+                body.show_renderable(_AtItsWidth(self._analysis, self.selected), fit_width=True)
             return
-        blocks = compiled_blocks(self._analysis, self.selected, narrow=width < NARROW)
-        lines: list = []
-        self._starts = {}
-        self._slice_start = None
-        headings = tuple(f"on {name}:" for name in (self._analysis.target_names if self._analysis is not None else ()))
-        for block, target in blocks:
-            if target is not None:
-                self._starts[target] = len(lines)
-            if self._slice_start is None and headings and isinstance(block, Text) and block.plain.startswith(headings):
-                self._slice_start = len(lines)
-            lines += lay_out(self.app.console, block, max(width, 20))
-        self.body.show_segments(lines)
+        if large:
+            self._then, self._laying_out = then, True
+            if not self._has_layout:  # else the last layout shows until the new one is ready
+                self._show_progress(0, len(targets(self._analysis)))
+            self._lay_out_worker(self._analysis, self.selected, width, self._generation)
+            return
+        layout = lay_out_blocks(self._analysis, self.selected, width, self.app.console)
+        assert layout is not None  # never cancelled here
+        self._show_layout(layout)
+        if then is not None:
+            then()
+
+    def _draw_if_current(self, generation: int, then: "Callable[[], None] | None") -> None:
+        """Draw, unless another drawing was asked for since ``generation``."""
+        if generation == self._generation:
+            self._draw(then)
+
+    def _show_progress(self, done: int, total: int) -> None:
+        self.body.show_lines([Text(f"Laying out the compiled plans: {done:,} of {total:,} collectives' details...",
+                                   "italic")])
+
+    @work(thread=True, exclusive=True, group="hlo-layout", exit_on_error=False)
+    def _lay_out_worker(self, analysis: "Analysis", selected: Target | None, width: int, generation: int) -> None:
+        """Thread worker: lay the tab out off the UI thread, reporting its progress by messages."""
+        worker = get_current_worker()
+        step = [0]
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done >= step[0]:
+                step[0] = done + max(total // 20, 1)
+                self.post_message(self.Progress(generation, done, total))
+
+        console = worker_console()
+        with runner.working():  # quitting meanwhile does not wait for the layout (shardscope.app.leaving)
+            try:
+                layout = lay_out_blocks(analysis, selected, width, console, lambda: worker.is_cancelled, progress)
+            except Exception as exc:  # a rendering bug: say so in the tab, not "laying out" for ever
+                layout = Layout()
+                layout.lines = lay_out(console, Text(f"The Compiled tab could not be laid out: {type(exc).__name__}: "
+                                                     f"{exc} ({runner.BUG_HINT})", "bold red"), max(width, 20))
+        if layout is not None:
+            self.post_message(self.LaidOut(generation, layout))
+
+    def on_hlo_view_progress(self, message: Progress) -> None:
+        """Say how far the worker got, while nothing was shown yet."""
+        if message.generation == self._generation and not self._has_layout:
+            self._show_progress(message.done, message.total)
+
+    def on_hlo_view_laid_out(self, message: LaidOut) -> None:
+        """Show the worker's layout (the latest asked for), then do what waited for it."""
+        if message.generation != self._generation:
+            return
+        self._laying_out = False
+        self._show_layout(message.layout)
+        then, self._then = self._then, None
+        if then is not None:  # once the body has taken the new lines' height
+            self.call_after_refresh(then)
+
+    def _show_layout(self, layout: Layout) -> None:
+        self._starts, self._slice_start, self._has_layout = layout.starts, layout.slice_start, True
+        self.body.show_segments(layout.lines)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``t`` is greyed out until there are results (without a target it says how to set one)."""
@@ -421,12 +560,19 @@ class HloView(RenderedPane):
 
     def action_to_target(self) -> None:
         """Go to the plans compiled for the TPU target (``t``); without one, say how to set one."""
+        if self._laying_out:  # the lines are not counted yet: go there once they are
+            self._then = self._to_target_once_laid_out
+            return
+        if not self.scroll_to_targets():
+            self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
+
+    def _to_target_once_laid_out(self) -> None:
         if not self.scroll_to_targets():
             self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
 
     def scroll_to_targets(self) -> bool:
         """Scroll to the plans on the first target (False when the analysis has none)."""
-        if self._slice_start is None and self._analysis is not None:
+        if self._slice_start is None and self._analysis is not None and not self._laying_out:
             self._draw()  # laid out at the body's width now: the lines are counted
         if self._slice_start is None:
             return False
