@@ -19,7 +19,7 @@ from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
                                           inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
 from shardscope.engine.dispatch.plan import is_dispatch_sequence
-from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
+from shardscope.engine.hlo.target_plan import FindingFilter
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.traceable import traceable
@@ -154,11 +154,6 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     ]
 
 
-FindingFilter = Callable[[TargetPlan, TargetPlacement], bool]
-"""Whether a finding a target keeps in a loop fails the check (``check --min-saving``: when
-deferring it saves at least so much there)."""
-
-
 def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (),
               counts: FindingFilter | None = None) -> int:
     """2 when a program failed to trace or compile; else 1 when any loop runs a collective it need
@@ -178,21 +173,7 @@ def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (
     if failed:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(plan_fails(plan, counts) for ins in inspections for plan in ins.targets)
+        staying = any(plan.fails(counts) for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN
-
-
-def plan_fails(plan: TargetPlan, counts: FindingFilter | None = None) -> bool:
-    """Whether ``plan`` fails the check on its target: :attr:`TargetPlan.fails_check`, with the
-    findings that ``counts`` (``--min-saving``) leaves out not counted."""
-    if counts is None:
-        return plan.fails_check
-    return bool(counted_findings(plan, counts) or plan.comparison.added_findings or plan.compiled.rematerializations
-                or plan.does_not_fit)
-
-
-def counted_findings(plan: TargetPlan, counts: FindingFilter | None = None) -> tuple[TargetPlacement, ...]:
-    """The findings ``plan``'s target keeps in a loop that fail the check (all without ``counts``)."""
-    return tuple(p for p in plan.staying_findings if counts is None or counts(plan, p))

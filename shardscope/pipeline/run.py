@@ -21,6 +21,8 @@ from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.measured import profile_onto
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.inspection import Inspection, inspect_traced
+from shardscope.engine.remat_fixes import with_fixes
+from shardscope.engine.traceable import Traceable
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
@@ -183,8 +185,12 @@ def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspec
     """The compiled plan of one program, read once: paired with the jaxpr view the trace already
     read (its collectives as traced: a plan's relabelled sources would pair with no line)."""
     with paused():  # the parse makes an object per instruction: no full passes meanwhile
-        return plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
+        plan = plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
                        program=inspection.program, jaxpr_collectives=inspection.collectives)
+    # a rematerialization's fix compiled and checked, as check and inspect() have it (nothing to
+    # do, and nothing compiled, for a plan without one)
+    args, kwargs = program.arguments
+    return with_fixes(Traceable(program.function, args, kwargs, tuple(program.input_names(trace))), plan)
 
 
 def _target_plans(program: PipelineProgram, trace: "Traced", executable: "Compiled", inspection: Inspection,

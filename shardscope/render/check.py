@@ -11,7 +11,8 @@ from shardscope.costmodel.what_if import ProgramWhatIf
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.savings import MinSaving, Saving, saving_filter, savings_of
 from shardscope.engine.hlo.target_plan import TargetPlan
-from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings, exit_code
+from shardscope.engine.hlo.target_plan import FindingFilter
+from shardscope.pipeline.check import FailedProgram, exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
@@ -213,7 +214,7 @@ def _render_target_outcome(inspections: list[Inspection], console: Console, min_
     for target in targets:
         plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
         staying = [function for function, plan in plans
-                   if counted_findings(plan, counts) or plan.comparison.added_findings]
+                   if plan.counted_findings(counts) or plan.comparison.added_findings]
         below = [(function, plan, savings_of(plan)[p.collective.name]) for function, plan in plans
                  for p in plan.staying_findings if counts is not None and not counts(plan, p)]
         if below and min_saving is not None:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from shardscope.costmodel.savings import savings_of
-from shardscope.pipeline.check import FailedProgram, FindingFilter, counted_findings
+from shardscope.engine.hlo.target_plan import FindingFilter
+from shardscope.pipeline.check import FailedProgram
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words
 from shardscope.render.workflow_commands import error_command, error_where, relative, same_file
@@ -68,7 +69,7 @@ def _findings(ins: Inspection, counts: FindingFilter | None = None
     if ins.targets:
         for plan in ins.targets:
             savings = savings_of(plan)
-            for placement in counted_findings(plan, counts):
+            for placement in plan.counted_findings(counts):
                 paired = _paired_with(ins, placement)
                 title = f"shardscope: {placement.collective.kind} stays in a loop on {plan.target} ({ins.function})"
                 saving = savings.get(placement.collective.name)

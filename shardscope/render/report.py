@@ -155,7 +155,8 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
         "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
         "compiled_bytes_per_call": None if plan.compiled_bytes is None else plan.compiled_bytes.value,
-        "flagged": len(plan.flagged),
+        # as check counts them: a step of dispatches' findings across its calls too
+        "flagged": len(plan.flagged) + (len(plan.dispatches.flagged) if plan.dispatches is not None else 0),
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
         "run_s": _times_json(plan.run_s),

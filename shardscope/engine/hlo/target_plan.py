@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from shardscope.engine.counts import Count, known_sum
 from shardscope.engine.jaxpr.verdicts import FLAGGED
@@ -266,8 +266,22 @@ class TargetPlan:
         """True when the target's compiler keeps in a loop a value that need not run there (by
         the target's own verdict), its partitioner fell back to a full rematerialization, or the
         step does not fit in the chip's memory (or the compiler refused it for memory)."""
-        return bool(self.staying_findings or self.comparison.added_findings or self.compiled.rematerializations
-                    or self.does_not_fit)
+        return self.fails()
+
+    def fails(self, counts: "FindingFilter | None" = None) -> bool:
+        """:attr:`fails_check`, counting only the findings ``counts`` accepts (``check
+        --min-saving``: those whose deferral saves at least so much here)."""
+        return bool(self.counted_findings(counts) or self.comparison.added_findings
+                    or self.compiled.rematerializations or self.does_not_fit)
+
+    def counted_findings(self, counts: "FindingFilter | None" = None) -> tuple["TargetPlacement", ...]:
+        """The findings the target keeps in a loop that fail the check (all of them without ``counts``)."""
+        return tuple(p for p in self.staying_findings if counts is None or counts(self, p))
+
+
+FindingFilter = Callable[[TargetPlan, TargetPlacement], bool]
+"""Whether a finding a target keeps in a loop fails the check (``check --min-saving``: when
+deferring it saves at least so much there)."""
 
 
 # --------------------------------------------------------------------------- pairing
