@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.engine.jaxpr.dataflow import loops
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, REDUCTIONS
-from shardscope.engine.kinds import SUM_KINDS
+from shardscope.engine.kinds import REDUCES_BY, SUM_KINDS
 from shardscope.engine.pytree_paths import gradient_label, labelled_argument
 from shardscope.whatif.deferral import SHARD_MAP, EquationIndex, Refused, plan_deferral
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 DEFER, HOIST = "defer", "hoist"
 """The two rewrites: a sum moved after its loop, a loop-invariant collective moved before it."""
 
-OTHER_REDUCTIONS = {"pmax": "max", "pmin": "min"}
+OTHER_REDUCTIONS = REDUCES_BY
 """Reductions over devices that are not sums: they do not commute with a sum over iterations."""
 
 

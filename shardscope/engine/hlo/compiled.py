@@ -301,7 +301,7 @@ class _Builder:
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
             layout_change=layout_change(inst, site.kind, axes),
         )
-        added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
+        added = site.kind in SUM_KINDS and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)
         self._judged[inst.name] = (verdicts, site.loops, added)
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,

@@ -384,9 +384,9 @@ class CompiledClassifier:
             if inst.opcode not in FORWARDING and inst.opcode != "broadcast":
                 break
             inst = self.flow.producer(inst, 0)
-        if inst is None or inst is collective or inst.opcode not in ("all-reduce", "all-reduce-done"):
+        if inst is None or inst is collective or inst.opcode not in (ALL_REDUCE, _ALL_REDUCE_DONE):
             return False
-        if inst.opcode == "all-reduce-done":
+        if inst.opcode == _ALL_REDUCE_DONE:
             inst = self.flow.producer(inst, 0)
         groups = collective.attribute("replica_groups")
         scalar = inst is not None and not inst.shape.is_tuple and all(a.elements == 1 for a in inst.shape.arrays)
@@ -513,3 +513,7 @@ def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
 def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...], counts: LoopCounts) -> int | None:
     """Runs per call once the collective leaves the loops named ``left``."""
     return known_product(counts.trip_count(w.name) for w in loops if w.name not in left)
+
+
+_ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
+"""The end of an asynchronous all-reduce pair: its result is the all-reduce's."""

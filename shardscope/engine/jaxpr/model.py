@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 import numpy as np
 
 from shardscope.engine.jaxpr.custom_rules import RuleSite, backward_rule_site
+from shardscope.engine.kinds import PRIMITIVES
 from shardscope.engine.user_frames import users_first
 from shardscope.engine.written_values import written_argument
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
@@ -32,17 +33,8 @@ if TYPE_CHECKING:
     from jax._src.source_info_util import Frame
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
-COLLECTIVE_PRIMITIVES = frozenset(
-    {
-        "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
-        "all_to_all", "ragged_all_to_all", "all_gather", "all_gather_invariant",
-        "all_gather_reduced", "reduce_scatter", "unreduced_reduce_scatter", "unreduced_psum",
-        "psum_start", "psum_invariant_start", "unreduced_psum_start", "all_gather_start",
-        "all_gather_reduced_start", "reduce_scatter_start", "unreduced_reduce_scatter_start",
-        "all_to_all_start", "pbroadcast_start", "ppermute_start",
-    }
-)
-"""Primitives that move data between devices."""
+COLLECTIVE_PRIMITIVES = PRIMITIVES
+"""Primitives that move data between devices (:data:`shardscope.engine.kinds.PRIMITIVES`)."""
 
 CAST_PRIMITIVES = frozenset(
     {"pvary", "pcast", "preduced", "vary_unreduced_cast_p", "vary_unreduced_cast", "reduced_vary_cast", "reduced_vary_cast_p"}

@@ -20,6 +20,7 @@ from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
+from shardscope.engine.kinds import SCATTERING, SUMS
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 STACKABLE = "stackable"
@@ -31,9 +32,7 @@ VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, NEEDED)
 FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
 """The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
 
-REDUCTIONS = frozenset(
-    {"psum", "psum_invariant", "reduce_scatter", "unreduced_psum", "unreduced_reduce_scatter", "psum_scatter"}
-)
+REDUCTIONS = SUMS
 """Collectives that sum over devices, so they commute with a sum over loop iterations."""
 
 @dataclass(frozen=True)
@@ -216,7 +215,7 @@ def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
     return Count(runs, upper_bound).text()
 
 
-_SCATTERED = frozenset({"reduce_scatter", "psum_scatter", "unreduced_reduce_scatter"})
+_SCATTERED = SCATTERING
 
 
 def _transposed_gather(eqn: Equation) -> str:
