@@ -11,7 +11,6 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import Runs, count_text, total_executions
-from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.partitioner import warning_json, warning_lines
 
 if TYPE_CHECKING:
@@ -269,6 +268,3 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
     }
     return data
 
-
-EXTENSIONS.text = to_text
-EXTENSIONS.rich = render_inspection

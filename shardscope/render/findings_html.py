@@ -12,8 +12,6 @@ import html
 import uuid
 from typing import TYPE_CHECKING
 
-from shardscope.engine.extensions import EXTENSIONS
-from shardscope.render import dispatches as _dispatches  # registers the rich rendering of a step of dispatches
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 from shardscope.render.targets import plan_verdict, target_view
 
@@ -93,8 +91,7 @@ def _notes(inspection: "Inspection") -> str:
     return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"
 
 
-
-def _html(inspection: "Inspection") -> str:
+def inspection_page(inspection: "Inspection") -> str:
     """An inspection's HTML: a step's dispatches as their text, else the findings table; one
     made for a target (``inspect_on``) shows that target's plan first, then the CPU's, each
     under a heading that says whose it is (as its text does)."""
@@ -111,5 +108,3 @@ def _html(inspection: "Inspection") -> str:
             "<h4>on the CPU: XLA:CPU's plan of the same program</h4>"
             f"{inspection_html(inspection)}")
 
-
-EXTENSIONS.html = _html
