@@ -318,8 +318,9 @@ class Analysis:
 
     @property
     def measured(self) -> bool:
-        """True when the plans were compiled and timed (not only traced)."""
-        return next(iter(self.plans.values())).run_s is not None
+        """True when the plans were compiled and timed (not only traced): some plan has a time.
+        False for an analysis with no plans (every program unavailable)."""
+        return any(plan.run_s is not None for plan in self.plans.values())
 
     @property
     def speedup(self) -> float | None:
