@@ -280,7 +280,7 @@ class Analysis:
 
     @property
     def target_names(self) -> list[str]:
-        """The TPU targets its plans were compiled for (``tpu:v5e:2x2``), in the order given."""
+        """The targets its plans were compiled for (``tpu:v5e:2x2``, ``gpu:h100:8``), in the order given."""
         return list(dict.fromkeys(t.target for plan in self.plans.values() for t in plan.targets))
 
     def on_target(self, target: str) -> "list[tuple[PlanResult, TargetPlan]]":

@@ -329,10 +329,10 @@ class _AtItsWidth:
                                                             narrow=options.max_width < NARROW)))
 
 
-NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
-             "(tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
+NO_TARGET = ("These results were compiled for the CPU only: type a target in the sidebar's Target field "
+             "(tpu:v5e:2x2, gpu:h100:8) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
              "the app with --target tpu:v5e:2x2; t then goes to its plans.")
-"""What ``t`` says in the Compiled tab when the analysis has no TPU target."""
+"""What ``t`` says in the Compiled tab when the analysis has no target (a TPU slice or GPUs)."""
 
 
 class HloView(RenderedPane):
@@ -420,9 +420,9 @@ class HloView(RenderedPane):
         return True
 
     def action_to_target(self) -> None:
-        """Go to the plans compiled for the TPU target (``t``); without one, say how to set one."""
+        """Go to the plans compiled for the target (``t``: a TPU slice or GPUs); without one, say how to set one."""
         if not self.scroll_to_targets():
-            self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
+            self.notify(NO_TARGET, title="No target", severity="information", timeout=8)
 
     def scroll_to_targets(self) -> bool:
         """Scroll to the plans on the first target (False when the analysis has none)."""
