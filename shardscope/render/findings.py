@@ -36,9 +36,10 @@ def runs_text(c: Runs) -> str:
 
 
 def collective_cell(c: "PairedCollective") -> str:
-    """``all-reduce[data]``: the kind and the mesh axes it spans (``?`` when no axes match)."""
+    """``all-reduce[data]``: its label (the compiled kind, a dead one's primitive) and the mesh axes
+    it spans (``?`` when no axes match)."""
     axes = "?" if c.axes is None else ",".join(c.axes)
-    return f"{c.kind}[{axes}]"
+    return f"{c.label}[{axes}]"
 
 
 def collectives_table(collectives: tuple, title: str | None = None) -> Table:

@@ -309,7 +309,7 @@ def _trips(c: "PairedCollective") -> str:
 def _from_jaxpr(c: "PairedCollective") -> str:
     """``psum_invariant``, ``2 x psum_invariant``, ``-`` for the partitioner's, ``dead`` for one that never runs."""
     if c.dead:
-        return f"{c.kind} (dead: removed)"
+        return f"{c.label} (dead: removed)"
     if not c.equations:
         return "-"
     names = ", ".join(c.primitives)
