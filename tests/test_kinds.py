@@ -55,6 +55,25 @@ def test_no_module_but_kinds_writes_a_list_of_collectives():
     assert written == {}
 
 
+def _compared_with_a_collective(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name)`` of each comparison (``==``, ``in``) with a collective name written as a literal."""
+    return [(node.lineno, c.value) for node in ast.walk(tree) if isinstance(node, ast.Compare)
+            for c in (node.left, *node.comparators) if isinstance(c, ast.Constant) and c.value in VOCABULARY]
+
+
+def test_no_module_but_kinds_compares_with_a_collective_named_as_a_literal():
+    """One kind or primitive asked by name goes through kinds' named constants (``ALL_TO_ALL``,
+    ``PSUM_INVARIANT``), so a search for the name finds every place that asks for it."""
+    compared = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == HOME:
+            continue
+        for line, name in _compared_with_a_collective(ast.parse(path.read_text(), str(path))):
+            compared[f"{path.relative_to(PACKAGE)}:{line}"] = name
+    assert compared == {}
+    assert _compared_with_a_collective(ast.parse('if kind == "all-gather" or p in ("psum",): pass')) != []
+
+
 def test_the_scan_finds_a_list_of_collectives_where_one_is_written():
     tree = ast.parse('REDUCE = frozenset({"psum", "pmax"})\nPASSING = {"copy", "all-gather", "all-to-all"}\n'
                      'ONE = ("psum", "add")\n')

@@ -16,7 +16,7 @@ from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
-from shardscope.engine.kinds import REDUCING, called
+from shardscope.engine.kinds import PSUM_INVARIANT, REDUCING, called
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -144,7 +144,7 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
         if eqn.primitive in ("pvary", "pcast") and eqn.origin:
             for k, operand in enumerate(eqn.inputs):
                 casts.setdefault(_pairing_key(eqn, operand), []).append((eqn, k))
-        elif eqn.primitive == "psum_invariant" and eqn.origin:
+        elif eqn.primitive == PSUM_INVARIANT and eqn.origin:
             sums.append(eqn)
     came_from: dict[tuple[str, int], set[str]] = {}  # a cast's operand -> the inputs it comes from
 

@@ -20,7 +20,7 @@ from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
-from shardscope.engine.kinds import SCATTERING, SUMS
+from shardscope.engine.kinds import PSUM_INVARIANT, SCATTERING, SUMS
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 STACKABLE = "stackable"
@@ -147,12 +147,12 @@ class Classifier:
         reason = (f"Its result is only added into the carry of {where}: the sum over devices commutes "
                   "with the sum over iterations.")
         counts = f"{_runs_text(after)} runs/call instead of {_runs_text(_runs(loops), conditional)}."
-        written = _written_sum(eqn) if eqn.primitive == "psum_invariant" and not gradient_of else None
+        written = _written_sum(eqn) if eqn.primitive == PSUM_INVARIANT and not gradient_of else None
         if written is not None:  # the program's own lax.psum of a varying value: the sum moves, nothing is cast
             fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "
                    f"into the accumulator, started varying (lax.pcast(zeros, {axes}, to='varying')), and "
                    f"lax.{written}(acc, {axes}) once after the loop: {counts}")
-        elif eqn.primitive == "psum_invariant":
+        elif eqn.primitive == PSUM_INVARIANT:
             # the transpose of the implicit pvary of a value that is the same on every device
             what, code = cast_to_varying(gradient_of, axes)
             fix = (f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
