@@ -33,7 +33,8 @@ PROGRAM = textwrap.dedent("""
     xs = jax.device_put(jnp.ones((3, 8)), jax.sharding.NamedSharding(mesh, P(None, "x")))
     inspection = inspect(jax.jit(f), jnp.ones(2), xs)
     print(json.dumps({"text": str(inspection), "html": inspection._repr_html_(),
-                      "renderers": [getattr(getattr(EXTENSIONS, k), "__qualname__", None) for k in ("text", "rich", "html")]}))
+                      "renderers": [getattr(getattr(EXTENSIONS, k), "__qualname__", None)
+                                    for k in ("text", "rich", "html")]}))
 """)
 
 ORDERS = [
