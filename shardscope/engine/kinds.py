@@ -94,8 +94,9 @@ ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = "all-reduce", "all-gather",
 COLLECTIVE_PERMUTE = "collective-permute"
 """The kinds the verdicts and fixes name one by one."""
 
-PSUM_INVARIANT = "psum_invariant"
-"""The primitive JAX writes for the transpose of an implicit ``pvary`` (a gradient's sum)."""
+PSUM, PSUM_INVARIANT = "psum", "psum_invariant"
+"""The sum a user writes (``lax.psum``), and the primitive JAX writes for the transpose of an
+implicit ``pvary`` (a gradient's sum): the primitives the verdicts name one by one."""
 
 NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
 """Every kind's opcode, in the table's order (the order plans list kinds in)."""

@@ -20,7 +20,7 @@ from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
-from shardscope.engine.kinds import PSUM_INVARIANT, SCATTERING, SUMS
+from shardscope.engine.kinds import LAX_FUNCTIONS, PSUM, PSUM_INVARIANT, SCATTERING, SUMS
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 STACKABLE = "stackable"
@@ -178,7 +178,8 @@ class Classifier:
         )
 
 
-_SUM_CALL = re.compile(r"\b(psum|pmean)\(")
+_SUM_CALL = re.compile(rf"\b({'|'.join(LAX_FUNCTIONS[PSUM])})\(")
+"""A call of ``lax.psum`` or ``lax.pmean`` on a source line (the functions that bind ``psum``)."""
 
 
 def _written_sum(eqn: Equation) -> str | None:
