@@ -28,7 +28,7 @@ from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
 from shardscope.engine.inspection import Inspection, inspect
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.engine.pytree_paths import labelled_argument
-from shardscope.render import dispatches as _renderings  # registers the text an assertion message prints
+from shardscope.render.targets import plan_verdict
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 from shardscope.errors import TargetError

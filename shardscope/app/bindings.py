@@ -35,8 +35,8 @@ SWEEP_BINDINGS = [
 """The Sweep tab's own keys (here for the same reason)."""
 
 HLO_BINDINGS = [
-    Binding("t", "to_target", "TPU target", id="hlo.to_target", show=False,
-            tooltip="In the Compiled tab: go to the plans compiled for the sidebar's TPU target"),
+    Binding("t", "to_target", "Target", id="hlo.to_target", show=False,
+            tooltip="In the Compiled tab: go to the plans compiled for the sidebar's target (a TPU slice or GPUs)"),
 ]
 """The Compiled tab's own keys (not in the footer, whose 80 columns are full: help and palette list it)."""
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-REDUCE = frozenset({"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"})
-GATHER = frozenset({"all_gather", "all_gather_invariant", "all_gather_reduced"})
-SCATTER = frozenset({"reduce_scatter", "unreduced_reduce_scatter", "pbroadcast"})
-ALL_TO_ALL = frozenset({"all_to_all", "ragged_all_to_all"})
-PAIRS = frozenset({"ppermute", "psend", "precv"})
+from shardscope.engine import kinds
+
+REDUCE = kinds.of_shape(kinds.REDUCE)
+GATHER = kinds.of_shape(kinds.GATHER)
+SCATTER = kinds.of_shape(kinds.SCATTER)
+ALL_TO_ALL = kinds.of_shape(kinds.EXCHANGE)
+PAIRS = kinds.of_shape(kinds.PAIRS)
+BROADCAST = kinds.of_shape(kinds.BROADCAST)
+"""The primitives of each cost shape (:data:`shardscope.engine.kinds.KINDS`' rows)."""
 
 
 @dataclass(frozen=True)

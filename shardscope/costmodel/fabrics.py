@@ -28,6 +28,8 @@ line, about ``alpha`` = 1 us each. With ``n`` devices, ``S`` the per-device oper
   either side of it. The axes' links run at once, so the time is the slowest axis's
   (``max_d``), never the whole group taken as one ring.
 - collective-permute: the farthest pair, ``alpha * hops + S / W`` (one path)
+- collective-broadcast: the source's ``S`` pipelined down every spanned axis:
+  ``max(alpha * sum(hops_d), S / sum(W_d))``
 
 **GPUs.** :mod:`shardscope.costmodel.nccl` (NCCL's ring and tree, per protocol, over every rail).
 """
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from shardscope.costmodel.nccl import NcclPath, nccl_time, send_latency_s
-from shardscope.costmodel.collective_models import ALL_TO_ALL, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
+from shardscope.costmodel.collective_models import ALL_TO_ALL, BROADCAST, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
 
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
 """'How to Scale Your Model', part 2: ICI bandwidth per link per generation (its interconnect
@@ -209,6 +211,9 @@ def torus_time(model: str, payload: int, group: Sequence[Coords], fabric: TorusF
     elif model in SCATTER:
         latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * payload / bandwidth
         words = "reduce-scatter"
+    elif model in BROADCAST:
+        latency, wire = hops * fabric.hop_latency_s, payload / bandwidth
+        words = "broadcast (pipelined from the source)"
     elif model in ALL_TO_ALL:
         latency = hops * fabric.hop_latency_s
         wire = max(all_to_all_axis_seconds(s, payload, fabric.link_Bps) for s in spanned)

@@ -22,6 +22,8 @@ bytes and ``V`` the bytes each device ends up with or starts from:
   hosts a step inside one costs at least the CPU's network overhead (3x for Simple);
 - ring all-gather (``V = n S``), reduce-scatter (``V = S``): ``n-1`` steps, ``h-1`` between hosts,
   ``(n-1)/n * V / (bus * factor)``;
+- ring broadcast (JAX's ``pbroadcast``): ``n-1`` steps, ``h-1`` between hosts, ``S / (bus * factor)``
+  (pipelined: every link carries the source's whole ``S``, NCCL's bus bandwidth equals its algorithm's);
 - tree all-reduce (between hosts: a chain in each host, a binary tree between them):
   ``base + 2 ((g-1) lat_nvlink + floor(log2 h) lat_net) + 2 S / (0.92 bus * factor)``;
 - all-to-all: every pair at once, ``max(S (g-1)/n / B_nvlink, S (n-g)/n / B_nic)`` plus one Simple step;
@@ -37,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardscope.costmodel.collective_models import ALL_TO_ALL, GATHER, REDUCE, SCATTER, CollectiveTime
+from shardscope.costmodel.collective_models import ALL_TO_ALL, BROADCAST, GATHER, REDUCE, SCATTER, CollectiveTime
 
 NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc (NCCL 2.19, baseLat and hwLat, the protocols' bandwidth factors), "
                "https://github.com/NVIDIA/nccl/blob/b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc")
@@ -125,6 +127,8 @@ def ring_times(model: str, payload: int, path: NcclPath) -> list[CollectiveTime]
         steps, inter, moved = 2 * (n - 1), (2 * h if path.across else 0), 2 * (n - 1) / n * payload
     elif model in GATHER:
         steps, inter, moved = n - 1, h - 1, (n - 1) / n * (n * payload)
+    elif model in BROADCAST:
+        steps, inter, moved = n - 1, h - 1, float(payload)
     else:
         steps, inter, moved = n - 1, h - 1, (n - 1) / n * payload
     return [_time(ring_latency_s(p, path, steps, inter), moved / (path.bus_Bps * ring_factor(p, path, model)),
@@ -156,7 +160,7 @@ def nccl_time(model: str, payload: int, path: NcclPath) -> CollectiveTime:
         g, n = path.per_host, path.ranks
         wire = max(payload * (g - 1) / n / path.nvlink_Bps, payload * (n - g) / n / path.nic_Bps)
         return _time(send_latency_s(path.across), wire, f"pairwise sends over {path.links}", n)
-    if model not in REDUCE | GATHER | SCATTER:
+    if model not in REDUCE | GATHER | SCATTER | BROADCAST:
         raise ValueError(f"no GPU model for {model!r}")
     candidates = ring_times(model, payload, path)
     if model in REDUCE and path.across:

@@ -20,17 +20,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.interconnects import Link
-from shardscope.engine.kinds import ALL_REDUCE, KINDS
+from shardscope.engine import kinds
+from shardscope.engine.kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
 
 if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Equation
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
-_ALL_REDUCE = {"psum", "psum_invariant", "unreduced_psum", "pmax", "pmin"}
-_SCATTER_GATHER = {"reduce_scatter", "unreduced_reduce_scatter", "all_to_all", "ragged_all_to_all"}
-_GATHER = {"all_gather", "all_gather_invariant", "all_gather_reduced"}
-_POINT_TO_POINT = {"ppermute", "psend", "precv"}
+_RING_TERMS = {
+    kinds.REDUCE: lambda n, s: (2 * (n - 1), 2 * (n - 1) / n * s),
+    kinds.GATHER: lambda n, s: (n - 1, (n - 1) / n * (n * s)),
+    kinds.SCATTER: lambda n, s: (n - 1, (n - 1) / n * s),
+    kinds.EXCHANGE: lambda n, s: (n - 1, (n - 1) / n * s),
+    kinds.PAIRS: lambda n, s: (1, s),
+    kinds.BROADCAST: lambda n, s: (n - 1, s),
+}
+"""``(latency steps, bytes over the link)`` of each cost shape (:mod:`shardscope.engine.kinds`)."""
 
 
 def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float, float]:
@@ -38,21 +44,13 @@ def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float,
 
     ``payload_bytes`` is the per-device operand size shardscope reports (``bytes`` in the JSON).
     """
-    n = devices
-    base = primitive.removesuffix("_start")
-    if n < 2:
+    if devices < 2:
         return 0.0, 0.0
-    if base in _ALL_REDUCE:
-        return 2 * (n - 1), 2 * (n - 1) / n * payload_bytes
-    if base in _GATHER:
-        return n - 1, (n - 1) / n * (n * payload_bytes)
-    if base in _SCATTER_GATHER:
-        return n - 1, (n - 1) / n * payload_bytes
-    if base in _POINT_TO_POINT:
-        return 1, payload_bytes
-    if base == "pbroadcast":
-        return n - 1, payload_bytes
-    raise ValueError(f"no communication model for {primitive!r}")
+    shape = kinds.SHAPE_OF.get(primitive)
+    if shape is None:
+        raise ValueError(f"no communication model for {primitive!r}")
+    steps, wire = _RING_TERMS[shape](devices, payload_bytes)
+    return float(steps), float(wire)
 
 
 def run_seconds(primitive: str, payload_bytes: int, devices: int, link: Link) -> tuple[float, float]:
@@ -165,7 +163,7 @@ COMPILED_MODELS = {kind.name: kind.model for kind in KINDS}
 def compiled_model(c: "CompiledCollective") -> str:
     """The primitive whose ring model ``c`` follows: an all-reduce that keeps one shard of its
     sum (the TPU's all-reduce-scatter fusion) is a reduce-scatter."""
-    return "reduce_scatter" if c.kind == ALL_REDUCE and c.scatters else COMPILED_MODELS[c.kind]
+    return COMPILED_MODELS[REDUCE_SCATTER if c.kind == ALL_REDUCE and c.scatters else c.kind]
 
 
 def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:

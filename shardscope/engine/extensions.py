@@ -1,8 +1,9 @@
 """What the layers above the engine add to an :class:`~shardscope.engine.inspection.Inspection`.
 
-An Inspection is a value: its renderings (:mod:`shardscope.render.findings`, ``findings_html``)
-and its what-if (:mod:`shardscope.whatif.what_if`) live above the engine and register here when
-they are imported (``shardscope.inspect`` imports them). This module imports nothing, so a
+An Inspection is a value: its renderings (registered by :func:`shardscope.render.inspections.register`,
+which the rendering package calls when any of its modules is imported) and its what-if
+(:mod:`shardscope.whatif.what_if`, when imported) live above the engine and register here
+(``shardscope.inspect`` imports both). This module imports nothing, so a
 rendering registers without loading the engine (``import shardscope.cli`` stays fast).
 """
 
@@ -28,7 +29,7 @@ class Rewrites(Protocol):
 @dataclass
 class Extensions:
     """What the layers above the engine add to an :class:`Inspection`, registered when they are
-    imported: its renderings (:mod:`shardscope.render.findings` and ``findings_html``) and its
+    imported: its renderings (:mod:`shardscope.render.inspections`, the one place they are set) and its
     what-if (:mod:`shardscope.whatif.what_if`). The engine names neither: an Inspection is a value,
     printed and rewritten by the layers that know how (``shardscope.inspect`` imports them)."""
 

@@ -280,7 +280,7 @@ class Analysis:
 
     @property
     def target_names(self) -> list[str]:
-        """The TPU targets its plans were compiled for (``tpu:v5e:2x2``), in the order given."""
+        """The targets its plans were compiled for (``tpu:v5e:2x2``, ``gpu:h100:8``), in the order given."""
         return list(dict.fromkeys(t.target for plan in self.plans.values() for t in plan.targets))
 
     def on_target(self, target: str) -> "list[tuple[PlanResult, TargetPlan]]":
@@ -318,8 +318,9 @@ class Analysis:
 
     @property
     def measured(self) -> bool:
-        """True when the plans were compiled and timed (not only traced)."""
-        return next(iter(self.plans.values())).run_s is not None
+        """True when the plans were compiled and timed (not only traced): some plan has a time.
+        False for an analysis with no plans (every program unavailable)."""
+        return any(plan.run_s is not None for plan in self.plans.values())
 
     @property
     def speedup(self) -> float | None:

@@ -11,7 +11,6 @@ from rich.table import Table
 from rich.text import Text
 
 from shardscope.engine.counts import count_text
-from shardscope.engine.extensions import EXTENSIONS
 from shardscope.engine.jaxpr.model import short_source
 from shardscope.render.findings import (
     collectives_table,
@@ -144,7 +143,7 @@ def _short(source: str) -> str:
     return short_source(source) if source else "-"
 
 
-def _rich(inspection: "Inspection") -> Group:
+def rich_inspection(inspection: "Inspection") -> Group:
     """An inspection's rich rendering: a step's dispatches, or the findings table (for one
     made for a target, that target's plan and verdict first, then the CPU's, each labelled)."""
     if inspection.dispatches is not None:
@@ -154,5 +153,3 @@ def _rich(inspection: "Inspection") -> Group:
         return render_on_target(inspection, plans)
     return render_inspection(inspection)
 
-
-EXTENSIONS.rich = _rich

@@ -11,7 +11,6 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import Runs, count_text, runs_per_call, total_executions
-from shardscope.engine.extensions import EXTENSIONS
 from shardscope.render.partitioner import warning_json, warning_lines
 
 if TYPE_CHECKING:
@@ -37,9 +36,10 @@ def runs_text(c: Runs) -> str:
 
 
 def collective_cell(c: "PairedCollective") -> str:
-    """``all-reduce[data]``: the kind and the mesh axes it spans (``?`` when no axes match)."""
+    """``all-reduce[data]``: its label (the compiled kind, a dead one's primitive) and the mesh axes
+    it spans (``?`` when no axes match)."""
     axes = "?" if c.axes is None else ",".join(c.axes)
-    return f"{c.kind}[{axes}]"
+    return f"{c.label}[{axes}]"
 
 
 def collectives_table(collectives: tuple, title: str | None = None) -> Table:
@@ -273,6 +273,3 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
     }
     return data
 
-
-EXTENSIONS.text = to_text
-EXTENSIONS.rich = render_inspection

@@ -12,8 +12,6 @@ import html
 import uuid
 from typing import TYPE_CHECKING
 
-from shardscope.engine.extensions import EXTENSIONS
-from shardscope.render import dispatches as _dispatches  # registers the rich rendering of a step of dispatches
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 from shardscope.render.targets import CPU_HEADING, plan_notes, plan_verdict, shown_plans, target_heading, target_view
 
@@ -100,8 +98,7 @@ def _notes(inspection: "Inspection") -> str:
     return '<ol class="notes">' + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ol>"
 
 
-
-def _html(inspection: "Inspection") -> str:
+def inspection_page(inspection: "Inspection") -> str:
     """An inspection's HTML: a step's dispatches as their text, else the findings table; one
     made for a target (``inspect_on``) shows that target's plan first, then the CPU's, each
     under a heading that says whose it is (as its text does)."""
@@ -122,5 +119,3 @@ def _words(text: str) -> str:
     """``text`` escaped for an element's content (quotes kept: ``XLA:TPU's plan`` reads as the text's)."""
     return html.escape(text, quote=False)
 
-
-EXTENSIONS.html = _html

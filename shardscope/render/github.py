@@ -85,7 +85,7 @@ def _findings(ins: Inspection, counts: FindingFilter | None = None
     for c in ins.flagged:
         verdict = c.verdict
         message = f"{ins.function}: {c.pairing()}: {verdict.kind}. {verdict.reason}"
-        title = f"shardscope: {verdict.kind.replace('_', '-')} {c.kind} in a loop ({ins.function})"
+        title = f"shardscope: {verdict.kind.replace('_', '-')} {c.label} in a loop ({ins.function})"
         yield c, title, message + _fix(verdict.fix)
 
 

@@ -100,7 +100,7 @@ def plan_check(before: "CompiledPlan", after: "CompiledPlan", kind: str,
             break
         expected -= (c.executions - runs) * max(1, len(c.operands))
     grew = {k: (runs_before.get(k, 0), n) for k, n in runs_after.items()
-            if k != kind and _grew(runs_before.get(k, 0), n)}
+            if k != kind and _grew(runs_before.get(k, 0), n, _in_loops(before, k), _in_loops(after, k))}
     instructions = (before.counts().get(kind, 0), after.counts().get(kind, 0))
     left = sum(max(1, len(c.operands)) for c, runs in moved if runs is None or c.executions is None or runs < c.executions)
     in_loops = (_in_loops(before, kind), max(0, _in_loops(before, kind) - left), _in_loops(after, kind))
@@ -112,10 +112,13 @@ def _in_loops(plan: "CompiledPlan", kind: str) -> int:
     return sum(max(1, len(c.operands)) for c in plan.collectives if c.kind == kind and c.in_loop)
 
 
-def _grew(before: int | None, after: int | None) -> bool:
-    if after is None:
-        return before is not None
-    return before is not None and after > before
+def _grew(before: int | None, after: int | None, in_loops_before: int, in_loops_after: int) -> bool:
+    """Whether a kind's runs per call grew: by their counts where both are known; a known count
+    that became unknown grew (a collective moved into a loop of unknown trips); from an unknown
+    count (a loop of unknown trips), by the values the kind carries inside loops."""
+    if before is None:
+        return in_loops_after > in_loops_before
+    return after is None or after > before
 
 
 def _runs(count: int | None) -> str:

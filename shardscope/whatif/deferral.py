@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import scan_operand_groups, user_frames_of
+from shardscope.engine.kinds import PSUM_INVARIANT
 from shardscope.whatif.retrace import Edits, Replacement, block_id_of
 from shardscope.whatif.type_reach import Axes, Carry, type_reach
 
@@ -90,7 +91,7 @@ def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: 
     ``loop``; raises :class:`Refused` when it would change the result."""
     for eqn_id in reductions:
         primitive = index.equation(eqn_id).primitive.name
-        if style == SHARD_MAP and primitive != "psum_invariant":
+        if style == SHARD_MAP and primitive != PSUM_INVARIANT:
             raise Unsupported(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
                           "gradient is)")
     reach = type_reach(index.jaxpr, reductions, frozenset({loop}))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.engine.jaxpr.dataflow import loops
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, REDUCTIONS
-from shardscope.engine.kinds import SUM_KINDS
+from shardscope.engine.kinds import PSUM_INVARIANT, REDUCES_BY, SUM_KINDS
 from shardscope.engine.pytree_paths import gradient_label, labelled_argument
 from shardscope.whatif.deferral import SHARD_MAP, EquationIndex, Refused, plan_deferral
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 DEFER, HOIST = "defer", "hoist"
 """The two rewrites: a sum moved after its loop, a loop-invariant collective moved before it."""
 
-OTHER_REDUCTIONS = {"pmax": "max", "pmin": "min"}
+OTHER_REDUCTIONS = REDUCES_BY
 """Reductions over devices that are not sums: they do not commute with a sum over iterations."""
 
 
@@ -87,7 +87,7 @@ def _refusal(index: EquationIndex, c: "Collective") -> str:
     if c.primitive in OTHER_REDUCTIONS:
         return (f"a {c.primitive} takes the {OTHER_REDUCTIONS[c.primitive]} over devices, not a sum: it does not "
                 "commute with the sum over iterations, so it cannot move after the loop.")
-    if c.primitive == "psum_invariant" and c.loop_ids:
+    if c.primitive == PSUM_INVARIANT and c.loop_ids:
         try:
             plan_deferral(index, {c.equation_id: frozenset(c.axes)}, c.loop_ids[-1], SHARD_MAP)
         except Refused as exc:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from shardscope.engine.kinds import CALL_NOUNS, CALLS
+
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
 """The JAX loops a patch rewrites, with the positions of their body and of their start value."""
 
@@ -326,10 +328,8 @@ def _hoist_edits(request: PatchRequest, loop: _Loop, offsets: "_Offsets", text: 
     return edits
 
 
-_COLLECTIVE_CALLS = frozenset({"all_gather", "psum", "pmean", "pmax", "pmin", "ppermute", "all_to_all", "psum_scatter",
-                               "pbroadcast"})
-_NOUN = {"all_gather": "gathered", "psum": "summed", "pmean": "mean", "ppermute": "permuted",
-         "all_to_all": "exchanged", "psum_scatter": "scattered"}
+_COLLECTIVE_CALLS = CALLS
+_NOUN = CALL_NOUNS
 
 
 # --------------------------------------------------------------------------- names

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeGuard, cast
 
 from shardscope.engine.jaxpr.linear_rules import LINEAR
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
+from shardscope.engine.kinds import SUMS
 from shardscope.whatif.retrace import block_id_of
 
 if TYPE_CHECKING:
@@ -39,8 +40,7 @@ if TYPE_CHECKING:
 Axes = frozenset[str]
 _NONE: Axes = frozenset()
 
-_SUMS = frozenset({"psum", "psum_invariant", "unreduced_psum", "reduce_scatter", "psum_scatter",
-                   "unreduced_reduce_scatter"})
+_SUMS = SUMS
 ADDED_TERM = "something else is added into the accumulator"
 _NOT_LINEAR_IN = {
     "div": "the loop divides by the sum's result",

@@ -1,4 +1,4 @@
-"""The sidebar's TPU target field: every plan compiled for a TPU slice too, in the Compiled and
+"""The sidebar's Target field with a TPU slice: every plan compiled for a TPU slice too, in the Compiled and
 Timings tabs.
 
 Real JAX on simulated CPU devices, real libtpu (compile-only devices: nothing runs on them),

@@ -151,9 +151,10 @@ def test_t_in_the_compiled_tab_without_a_target_says_how_to_set_one():
             app.notify = lambda message, **options: (told.append((str(message), options.get("title"))),
                                                      notify(message, **options))[1]
             await press(pilot, "t")
-            assert told == [(NO_TARGET, "No TPU target")]
-            assert NO_TARGET.startswith("These results were compiled for the CPU only: type a slice in the sidebar's TPU "
-                                        "target field (tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes "
-                                        "there, opening the sidebar), or open the app with --target")
+            assert told == [(NO_TARGET, "No target")]
+            # the sidebar's field is "Target (optional)" and takes a TPU slice or GPUs: the words say so
+            assert NO_TARGET.startswith("These results were compiled for the CPU only: type a target in the sidebar's "
+                                        "Target field (tpu:v5e:2x2, gpu:h100:8) and press Enter (Shift+Tab from the tab "
+                                        "bar goes there, opening the sidebar), or open the app with --target")
 
     run(scenario())

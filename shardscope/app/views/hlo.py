@@ -316,7 +316,7 @@ def _trips(c: "PairedCollective") -> str:
 def _from_jaxpr(c: "PairedCollective") -> str:
     """``psum_invariant``, ``2 x psum_invariant``, ``-`` for the partitioner's, ``dead`` for one that never runs."""
     if c.dead:
-        return f"{c.kind} (dead: removed)"
+        return f"{c.label} (dead: removed)"
     if not c.equations:
         return "-"
     names = ", ".join(c.primitives)
@@ -383,10 +383,10 @@ def lay_out_blocks(analysis: "Analysis", selected: Target | None, width: int, co
     return layout
 
 
-NO_TARGET = ("These results were compiled for the CPU only: type a slice in the sidebar's TPU target field "
-             "(tpu:v5e:2x2) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
+NO_TARGET = ("These results were compiled for the CPU only: type a target in the sidebar's Target field "
+             "(tpu:v5e:2x2, gpu:h100:8) and press Enter (Shift+Tab from the tab bar goes there, opening the sidebar), or open "
              "the app with --target tpu:v5e:2x2; t then goes to its plans.")
-"""What ``t`` says in the Compiled tab when the analysis has no TPU target."""
+"""What ``t`` says in the Compiled tab when the analysis has no target (a TPU slice or GPUs)."""
 
 
 class HloView(RenderedPane):
@@ -559,16 +559,16 @@ class HloView(RenderedPane):
         return True
 
     def action_to_target(self) -> None:
-        """Go to the plans compiled for the TPU target (``t``); without one, say how to set one."""
+        """Go to the plans compiled for the target (``t``: a TPU slice or GPUs); without one, say how to set one."""
         if self._laying_out:  # the lines are not counted yet: go there once they are
             self._then = self._to_target_once_laid_out
             return
         if not self.scroll_to_targets():
-            self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
+            self.notify(NO_TARGET, title="No target", severity="information", timeout=8)
 
     def _to_target_once_laid_out(self) -> None:
         if not self.scroll_to_targets():
-            self.notify(NO_TARGET, title="No TPU target", severity="information", timeout=8)
+            self.notify(NO_TARGET, title="No target", severity="information", timeout=8)
 
     def scroll_to_targets(self) -> bool:
         """Scroll to the plans on the first target (False when the analysis has none)."""

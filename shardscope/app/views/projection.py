@@ -1,8 +1,8 @@
 """The projection panel of the Timings tab: pick an interconnect preset and a device count.
 
 Projecting is a pure function of the analysis' collectives (no JAX), so it runs on the UI
-thread when a choice changes. With a TPU target, each plan's compiled collectives on the slice
-(what its compiler runs) are projected too, onto the slice's own ICI preset over its chips.
+thread when a choice changes. With a target (a TPU slice or GPUs), each plan's compiled collectives
+there (what its compiler runs) are projected too, onto the target's own interconnect.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Timings tab: what each plan costs (time, communication, memory) and whether it is right.
 
-With a TPU target, each plan's compile for the slice, its compiled collective runs there and its
-memory per device on the slice (as the TPU compiler lays the arrays out) sit under the CPU's;
+With a target (a TPU slice or GPUs), each plan's compile for it, its compiled collective runs there
+and its memory per device there (as that compiler lays the arrays out) sit under the CPU's;
 nothing runs on a target, so it has no run times.
 
 Every number comes from the :class:`~shardscope.pipeline.analysis.Analysis`; this view formats them. With

@@ -154,8 +154,8 @@ class DispatchFinding:
 
     @property
     def kind(self) -> str:
-        """The compiled kind, ``all-reduce``."""
-        return self.collective.kind
+        """The compiled kind, ``all-reduce`` (its collective's :attr:`~PairedCollective.label`)."""
+        return self.collective.label
 
     @property
     def primitives(self) -> tuple[str, ...]:
@@ -306,7 +306,7 @@ def _needed_reason(dispatch: Dispatch, c: "PairedCollective", sums: bool) -> str
     if sums:
         return f"The step uses each call's result of {dispatch.name} on its own, not only their sum: each call needs its own."
     what = c.value or "its operand"
-    return (f"The {c.kind} brings {what} to each call of {dispatch.name}, which reads it there: it sums nothing "
+    return (f"The {c.label} brings {what} to each call of {dispatch.name}, which reads it there: it sums nothing "
             f"the step could add up across the calls first, so each call needs its own.")
 
 
@@ -316,7 +316,7 @@ def _reason(function: str, c: "PairedCollective", parts: int) -> str:
     what = f" of {c.value}" if c.value else ""
     made = f" (made at {short_source(c.source)})" if c.source else ""
     return (f"The step adds up the results of {parts} calls of {function.partition(' ')[2]} (a loop over micro-batches, each "
-            f"call its own dispatch), and each call runs its own {c.kind}{what} over {axes}{made}: the sum of the "
+            f"call its own dispatch), and each call runs its own {c.label}{what} over {axes}{made}: the sum of the "
             f"reduced results is the reduction of the sum, so {(parts - 1) * runs} of its {parts * runs} runs per "
             f"step need not happen. XLA cannot merge them: each call is its own module.")
 
@@ -330,16 +330,16 @@ def _fix(dispatch: Dispatch, c: "PairedCollective", consumer: str) -> str:
     if not dispatch.jitted:  # an eager jnp.sum / jnp.mean between the calls: its own module, nothing to shard_map
         return (f"keep what the eager {dispatch.name} reduces (each call's per-example values) unreduced across the "
                 f"calls: add them up elementwise (or stack them) in the loop and apply {dispatch.name} (jnp.sum, "
-                f"jnp.mean) once after the loop: 1 {c.kind} per step; {once}.")
+                f"jnp.mean) once after the loop: 1 {c.label} per step; {once}.")
     if c.primitives:  # the program's own psum under shard_map
         return (f"return {dispatch.name}'s result{value} unreduced (no {'/'.join(c.primitives)} over '{axis}' in it; "
                 f"out_specs P('{axis}') stacks each device's part), add those up across the calls, and psum over "
-                f"'{axis}' once in {where}: 1 {c.kind} per step; {once}.")
+                f"'{axis}' once in {where}: 1 {c.label} per step; {once}.")
     return (f"have {dispatch.name} return each device's own, unreduced result{value}: jax.shard_map over "
             f"'{axis}' with the parameters cast to varying (lax.pcast(w, '{axis}', to='varying')) and out_specs "
             f"P('{axis}'), or JAX's unreduced sharding (P(..., unreduced={{'{axis}'}}) on Explicit axes); add those "
             f"up across the calls and reduce once in {where} (jnp.sum over the stacked axis, or lax.psum under "
-            f"shard_map): 1 {c.kind} per step; {once}.")
+            f"shard_map): 1 {c.label} per step; {once}.")
 
 
 def _consumers(calls: list[CompiledCall], module_of: dict[int, int]) -> dict[int, str]:

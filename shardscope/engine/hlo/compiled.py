@@ -46,7 +46,7 @@ from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import Verdict
-from shardscope.engine.kinds import ALL_REDUCE, SUM_KINDS
+from shardscope.engine.kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
 from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.written_values import written_name
@@ -288,7 +288,7 @@ class _Builder:
         operands = tuple(self._operand(site, k, verdicts[k].kind if k < len(verdicts) else NEEDED)
                          for k in range(len(site.carried)))
         groups, axes = self._groups_and_axes(inst)
-        if site.kind == "all-to-all" and inst.dimensions is None and groups:
+        if site.kind == ALL_TO_ALL and inst.dimensions is None and groups:
             operands = _values_of_peer_chunks(operands, len(groups[0]))
         named = inst if inst.metadata.op_name else site.anchor  # a TPU collective fusion's own copy has no metadata
         source = self.module.source(named, users=True)
@@ -301,7 +301,7 @@ class _Builder:
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
             layout_change=layout_change(inst, site.kind, axes),
         )
-        added = site.kind in ("all-reduce", "reduce-scatter") and all(v.kind == NEEDED for v in verdicts) \
+        added = site.kind in SUM_KINDS and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)
         self._judged[inst.name] = (verdicts, site.loops, added)
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
@@ -379,13 +379,13 @@ def layout_change(inst: Instruction, kind: str, axes: tuple[str, ...] | None) ->
     """How an all-gather, all-to-all or collective-permute moves a value's shards, in words
     (``dimension 2 gathered over x``); ``""`` for a reduction."""
     over = f" over {','.join(axes)}" if axes else ""
-    if kind == "all-gather":
+    if kind == ALL_GATHER:
         dims = inst.dimensions or ()
         return f"dimension {','.join(map(str, dims))} gathered{over}" if dims else f"gathered{over}"
-    if kind == "all-to-all":
+    if kind == ALL_TO_ALL:
         exchanged = inst.dimensions
         return f"dimension {exchanged[0]} exchanged{over}" if exchanged else f"shards exchanged{over}"
-    if kind == "collective-permute":
+    if kind == COLLECTIVE_PERMUTE:
         return f"shards moved between devices{over}"
     return ""
 

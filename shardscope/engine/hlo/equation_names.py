@@ -29,6 +29,7 @@ from shardscope.engine.jaxpr.dataflow import outputs_reached, value_name
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import Equation, Program
 from shardscope.engine.jaxpr.valueflow import ValueIndex
+from shardscope.engine.kinds import PSUM_INVARIANT
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 Frames = tuple[tuple[str, int, int], ...]
 """The user's frames of an equation, innermost first: ``((file, line, column), ...)``."""
 
-_FORWARD_OF = {"transpose": {"dot_general", "transpose"}, "psum_invariant": {"pvary", "pcast"},
+_FORWARD_OF = {"transpose": {"dot_general", "transpose"}, PSUM_INVARIANT: {"pvary", "pcast"},
                "reduce_sum": {"broadcast_in_dim", "reduce_sum", "reshape"}, "scatter-add": {"gather"},
                "scatter_add": {"gather"}}
 """The forward primitives a backward-pass primitive transposes, where they differ: the gradient

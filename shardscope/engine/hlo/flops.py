@@ -20,11 +20,12 @@ from math import prod
 from typing import Callable, Iterator
 
 from shardscope.engine.hlo.text import HloModule, Instruction
+from shardscope.engine.kinds import DONE_OPCODES
 
 FREE_OPCODES = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",
     "opt-barrier", "add-dependency", "domain", "copy-done", "async-done", "async-update", "send-done", "recv-done",
-    "all-reduce-done", "all-gather-done", "collective-permute-done",
+    *DONE_OPCODES,
 })
 """Instructions that move no data and compute nothing (names, tuples, views, the ends of async pairs)."""
 

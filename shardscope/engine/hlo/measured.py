@@ -29,6 +29,7 @@ from typing import Iterable
 
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.text import HloModule
+from shardscope.engine.kinds import NAMES
 from shardscope.measure.profile_read import HloStat, ModuleRun, OpRun, Profile, ProfileError
 
 BY_NAME = "instruction names"
@@ -345,7 +346,8 @@ def _stats_of(plan: CompiledPlan, stats: Iterable[HloStat]) -> dict[str, HloStat
     return found
 
 
-_COLLECTIVE_ROW = re.compile(r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective")
+_COLLECTIVE_ROW = re.compile("|".join(map(re.escape, NAMES)) + "|collective")
+"""A profile row of a collective: named after one of the kinds' opcodes, or in a collective category."""
 _FILE_LINE = re.compile(r"([^/\s(]+\.py:\d+)")
 
 

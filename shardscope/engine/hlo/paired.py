@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.engine.counts import PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
 from shardscope.engine.jaxpr.verdicts import NEEDED, Verdict
+from shardscope.engine.kinds import OF_PRIMITIVE
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
@@ -41,9 +42,24 @@ class PairedCollective(PerCall):
     dead: bool = False
 
     @property
-    def kind(self) -> str:
-        """``all-reduce`` (the compiled kind), or the jaxpr primitive of a collective with no instruction."""
+    def opcode(self) -> str | None:
+        """The HLO collective kind (``all-reduce``), always: the instruction's, or for a jaxpr
+        collective with no instruction the kind its primitive compiles to (None for one that
+        compiles to no collective instruction: ``psend``/``precv`` are HLO send/recv)."""
+        if self.compiled is not None:
+            return self.compiled.kind
+        return OF_PRIMITIVE.get(self.equations[0].primitive)
+
+    @property
+    def label(self) -> str:
+        """What the tables name it: the compiled kind (``all-reduce``) where there is an instruction,
+        else the jaxpr primitive the program wrote (``psum``: a dead or unpaired one has no instruction)."""
         return self.compiled.kind if self.compiled is not None else self.equations[0].primitive
+
+    @property
+    def kind(self) -> str:
+        """:attr:`label` (kept for callers of the public API; ask :attr:`opcode` for the HLO kind)."""
+        return self.label
 
     @property
     def primitives(self) -> tuple[str, ...]:
@@ -161,7 +177,7 @@ class PairedCollective(PerCall):
         """``psum_invariant of params['W'] -> all-reduce.2 in the while body, x4/call`` in words."""
         written = " + ".join(f"{e.primitive} of {e.value}" if e.value else e.primitive for e in self.equations)
         if self.compiled is None:
-            what = written or self.kind
+            what = written or self.label
             return f"{what}: {DEAD_REASON}" if self.dead else f"{what}: no compiled instruction was found for it"
         c = self.compiled
         where = c.placement

@@ -24,6 +24,7 @@ import numpy as np
 
 from shardscope.engine.hlo.replica_groups import MeshShape
 from shardscope.engine.hlo.text import HloModule, Instruction
+from shardscope.engine.kinds import ALL_GATHER, ALL_TO_ALL, COLLECTIVE_PERMUTE
 
 INVOLUNTARY_REMAT = "involuntary-rematerialization"
 PARTITIONER_WARNING = "partitioner-warning"
@@ -320,6 +321,6 @@ def value_instructions(warning: PartitionerWarning, module: HloModule) -> list[I
     return [i for i in named if len(i.shape.arrays) == 1 and i.shape.arrays[0].dims == warning.local_shape]
 
 
-_PASSING = frozenset({"copy", "fusion", "bitcast", "reshape", "transpose", "all-gather", "all-to-all",
-                      "collective-permute", "dynamic-slice"})
+_PASSING = frozenset({"copy", "fusion", "bitcast", "reshape", "transpose", ALL_GATHER, ALL_TO_ALL, COLLECTIVE_PERMUTE,
+                      "dynamic-slice"})
 """What the gather of a rematerialization goes through on its way to the operation that reads it."""

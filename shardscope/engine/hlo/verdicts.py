@@ -447,3 +447,5 @@ def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
 def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...], counts: LoopCounts) -> int | None:
     """Runs per call once the collective leaves the loops named ``left``."""
     return known_product(counts.trip_count(w.name) for w in loops if w.name not in left)
+
+

@@ -18,14 +18,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
+from shardscope.engine.kinds import LAX_FUNCTIONS
 from shardscope.engine.written_values import call_at
 
-LAX_FUNCTIONS = {
-    "psum": ("psum", "pmean"), "psum_invariant": ("psum", "pmean"), "pmax": ("pmax",), "pmin": ("pmin",),
-    "ppermute": ("ppermute", "pshuffle"), "all_gather": ("all_gather",), "all_gather_invariant": ("all_gather",),
-    "all_to_all": ("all_to_all",), "reduce_scatter": ("psum_scatter",), "pbroadcast": ("pbroadcast",),
-}
-"""The ``jax.lax`` functions a user calls that bind each collective primitive."""
 
 
 @dataclass(frozen=True)

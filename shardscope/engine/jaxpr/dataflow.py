@@ -16,6 +16,7 @@ from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
+from shardscope.engine.kinds import PSUM_INVARIANT, REDUCING, called
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
@@ -107,8 +108,7 @@ def collectives(
     return tuple(found)
 
 
-_SUMMING = frozenset({"psum", "psum_invariant", "pmax", "pmin", "reduce_scatter", "unreduced_psum",
-                      "unreduced_reduce_scatter", "psum_start", "psum_invariant_start", "reduce_scatter_start"})
+_SUMMING = REDUCING
 """Collectives whose result is a reduction: named by the output it reaches before their call's operand."""
 
 
@@ -119,13 +119,10 @@ def _in_rule(verdict: Verdict, eqn: Equation) -> Verdict:
         return verdict
     function = eqn.rule_source.rsplit("(", 1)[-1].rstrip(")")
     what = f"{eqn.written} " if eqn.written else ""
-    where = f"the lax.{_CALLED.get(eqn.primitive, eqn.primitive)} at {short_source(eqn.rule_source)}"
+    where = f"the lax.{called(eqn.primitive)} at {short_source(eqn.rule_source)}"
     fix = (f"{where} is in {function}, a custom_vjp backward rule: JAX runs it as written, so remove it there "
            f"and return the unsummed {what}from {function}; then {verdict.fix}")
     return replace(verdict, fix=fix)
-
-
-_CALLED = {"psum_invariant": "psum", "reduce_scatter": "psum_scatter"}
 
 
 def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[str],
@@ -147,7 +144,7 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
         if eqn.primitive in ("pvary", "pcast") and eqn.origin:
             for k, operand in enumerate(eqn.inputs):
                 casts.setdefault(_pairing_key(eqn, operand), []).append((eqn, k))
-        elif eqn.primitive == "psum_invariant" and eqn.origin:
+        elif eqn.primitive == PSUM_INVARIANT and eqn.origin:
             sums.append(eqn)
     came_from: dict[tuple[str, int], set[str]] = {}  # a cast's operand -> the inputs it comes from
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 import numpy as np
 
 from shardscope.engine.jaxpr.custom_rules import RuleSite, backward_rule_site
+from shardscope.engine.kinds import PRIMITIVES, PSUM_INVARIANT
 from shardscope.engine.user_frames import users_first
 from shardscope.engine.written_values import written_argument
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
@@ -32,17 +33,8 @@ if TYPE_CHECKING:
     from jax._src.source_info_util import Frame
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
-COLLECTIVE_PRIMITIVES = frozenset(
-    {
-        "psum", "psum_invariant", "pmax", "pmin", "ppermute", "psend", "precv", "pbroadcast",
-        "all_to_all", "ragged_all_to_all", "all_gather", "all_gather_invariant",
-        "all_gather_reduced", "reduce_scatter", "unreduced_reduce_scatter", "unreduced_psum",
-        "psum_start", "psum_invariant_start", "unreduced_psum_start", "all_gather_start",
-        "all_gather_reduced_start", "reduce_scatter_start", "unreduced_reduce_scatter_start",
-        "all_to_all_start", "pbroadcast_start", "ppermute_start",
-    }
-)
-"""Primitives that move data between devices."""
+COLLECTIVE_PRIMITIVES = PRIMITIVES
+"""Primitives that move data between devices (:data:`shardscope.engine.kinds.PRIMITIVES`)."""
 
 CAST_PRIMITIVES = frozenset(
     {"pvary", "pcast", "preduced", "vary_unreduced_cast_p", "vary_unreduced_cast", "reduced_vary_cast", "reduced_vary_cast_p"}
@@ -359,13 +351,13 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, backward: bool = Fals
         written=written_operand(eqn, backward) if primitive in COLLECTIVE_PRIMITIVES else "",
         rule_source=rule_source(eqn) if primitive in COLLECTIVE_PRIMITIVES and backward else "",
         written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
-        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != "psum_invariant" or backward) else (),
+        origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != PSUM_INVARIANT or backward) else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
     )
     return made
 
 
-ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", "psum_invariant"})
+ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", PSUM_INVARIANT})
 """The equations that keep their :attr:`Equation.origin`: a ``psum_invariant`` made by
 transposing a ``pvary`` has the ``pvary``'s (how it is named after the value it is the gradient of)."""
 

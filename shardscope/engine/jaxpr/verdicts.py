@@ -20,6 +20,7 @@ from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
+from shardscope.engine.kinds import LAX_FUNCTIONS, PSUM, PSUM_INVARIANT, SCATTERING, SUMS
 
 DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
 STACKABLE = "stackable"
@@ -31,9 +32,7 @@ VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, NEEDED)
 FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
 """The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
 
-REDUCTIONS = frozenset(
-    {"psum", "psum_invariant", "reduce_scatter", "unreduced_psum", "unreduced_reduce_scatter", "psum_scatter"}
-)
+REDUCTIONS = SUMS
 """Collectives that sum over devices, so they commute with a sum over loop iterations."""
 
 @dataclass(frozen=True)
@@ -148,12 +147,12 @@ class Classifier:
         reason = (f"Its result is only added into the carry of {where}: the sum over devices commutes "
                   "with the sum over iterations.")
         counts = f"{runs_per_call(_runs_text(after))} instead of {_runs_text(_runs(loops), conditional)}."
-        written = _written_sum(eqn) if eqn.primitive == "psum_invariant" and not gradient_of else None
+        written = _written_sum(eqn) if eqn.primitive == PSUM_INVARIANT and not gradient_of else None
         if written is not None:  # the program's own lax.psum of a varying value: the sum moves, nothing is cast
             fix = (f"move the lax.{written} at {short_source(eqn.source)} after {where}: add the unsummed value "
                    f"into the accumulator, started varying (lax.pcast(zeros, {axes}, to='varying')), and "
                    f"lax.{written}(acc, {axes}) once after the loop: {counts}")
-        elif eqn.primitive == "psum_invariant":
+        elif eqn.primitive == PSUM_INVARIANT:
             # the transpose of the implicit pvary of a value that is the same on every device
             what, code = cast_to_varying(gradient_of, axes)
             fix = (f"cast {what} to varying before {where}: {code}; start the accumulator varying too, and "
@@ -179,7 +178,8 @@ class Classifier:
         )
 
 
-_SUM_CALL = re.compile(r"\b(psum|pmean)\(")
+_SUM_CALL = re.compile(rf"\b({'|'.join(LAX_FUNCTIONS[PSUM])})\(")
+"""A call of ``lax.psum`` or ``lax.pmean`` on a source line (the functions that bind ``psum``)."""
 
 
 def _written_sum(eqn: Equation) -> str | None:
@@ -216,7 +216,7 @@ def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
     return Count(runs, upper_bound).text()
 
 
-_SCATTERED = frozenset({"reduce_scatter", "psum_scatter", "unreduced_reduce_scatter"})
+_SCATTERED = SCATTERING
 
 
 def _transposed_gather(eqn: Equation) -> str:
