@@ -31,6 +31,7 @@ from shardscope.app.run_handling import RunHandling
 from shardscope.app.summaries import done_text
 from shardscope.app.tab_routing import TabRouting
 from shardscope.app.tabs import TABS
+from shardscope.app.textual_adapter import own_bindings
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.footer import KeysFooter
@@ -135,7 +136,7 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     def _fit_footer(self, width: int | None = None) -> None:
         """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
         narrow = (self.size.width if width is None else width) < self.NARROW
-        fit_footer(self._bindings.key_to_bindings, narrow, self.query_one(TabbedContent).active)
+        fit_footer(own_bindings(self), narrow, self.query_one(TabbedContent).active)
         self.refresh_bindings()
 
     @property

@@ -47,7 +47,7 @@ from textual.widget import Widget
 from textual.widgets._footer import FooterKey
 
 __all__ = ["FooterKey", "LineFinish", "PRIVATES", "Private", "finish_line", "line_finish", "drop_closed_watchers",
-           "release_removed_widgets"]
+           "own_bindings", "release_removed_widgets"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,9 @@ PRIVATES = (
             "ShardscopeApp overrides it: errors while quitting are logged, not shown"),
     Private("textual.widgets._footer", "FooterKey", None,
             "the footer's key widget: KeysFooter moves some into a group docked right"),
+    Private("textual.widget:Widget", "_bindings", None,
+            "an instance attribute (textual.binding.BindingsMap): the app's footer leaves out, under 100 "
+            "columns, the keys it has no room for by editing its bindings (own_bindings)"),
     Private("textual.widgets._footer:FooterKey", "__init__",
             ("self", "key", "key_display", "description", "action", "disabled", "tooltip", "classes"),
             "KeysFooter reads the action of each key Footer.compose yields (its 'action' attribute)"),
@@ -155,3 +158,8 @@ def drop_closed_watchers(node: DOMNode) -> None:
     watchers: dict[str, list[tuple[Any, Any]]] = getattr(node, "__watchers", {})
     for entries in watchers.values():
         entries[:] = [(watcher, callback) for watcher, callback in entries if not watcher._closing]
+
+
+def own_bindings(node: DOMNode) -> dict:
+    """``node``'s own bindings by key (``DOMNode._bindings.key_to_bindings``), which the footer shows."""
+    return node._bindings.key_to_bindings

@@ -70,7 +70,7 @@ def _resolve(owner: str):
 
 def _check(owner: str, name: str, parameters: tuple[str, ...] | None) -> None:
     where = _resolve(owner)
-    if name in ("_styles_cache", "_closing"):  # set by Widget.__init__: look on an instance
+    if name in ("_styles_cache", "_closing", "_bindings"):  # set by Widget.__init__ (DOMNode's): look on an instance
         where = Widget()
     assert hasattr(where, name), f"Textual has no {owner}.{name} any more (shardscope uses it)"
     if parameters is not None:
