@@ -24,6 +24,7 @@ from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
+from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
 from shardscope.targets.plans import (compile_for_targets, load_targets, parse_targets, settings_on_targets,
@@ -97,7 +98,9 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Insp
     """A program's inspection (traced and compiled, not run), with its plan on each target."""
     if not targets:
         return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
-    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG)
+    # the command owns the process: the slice's compile gives its freed memory back before the CPU's
+    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG,
+                              after_targets=release_freed_memory)
 
 
 def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
@@ -115,14 +118,17 @@ def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: 
 
 
 def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,
-                       debug: str) -> Inspection:
-    """``fn`` traced once, compiled for the CPU and for each of ``targets``."""
+                       debug: str, after_targets: Callable[[], object] = lambda: None) -> Inspection:
+    """``fn`` traced once, compiled for the CPU and for each of ``targets``; ``after_targets``
+    runs between the targets' compiles and the CPU's (``check`` gives the freed memory back there:
+    :mod:`shardscope.pipeline.freed_memory`)."""
     program = traceable(fn, args, kwargs)
     traced, trace_s = trace_program(program, name, debug)
     if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
         # no target's compiler merges separate dispatches: their findings stand on every target
         return inspect_dispatches(program, traced, name, trace_s, debug)
     compilations = compile_for_targets(traced, targets, name)  # first: the CPU's plan is not held through them
+    after_targets()
     compiled, compile_s = compile_program(traced, name, debug)
     outputs = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, name, program.input_names, outputs, trace_s, compiled=compiled,
