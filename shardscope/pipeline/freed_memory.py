@@ -26,7 +26,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None where the C library has none."""
     name = ctypes.util.find_library("c")
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim")  # type: ignore[no-any-return]
+        return getattr(ctypes.CDLL(name), "malloc_trim")
     except (OSError, AttributeError, TypeError):
         return None
 
