@@ -225,6 +225,9 @@ DESCRIBED = {
 }
 
 
+COUNTED = {1: "One program", 2: "Two programs", 3: "Three programs"}
+
+
 def _described(scale: dict[str, Any]) -> list[str]:
     load = scale["load_average"]
     sizes = {"unrolled": {"layers": scale["unrolled_layers"]},
@@ -232,7 +235,8 @@ def _described(scale: dict[str, Any]) -> list[str]:
                        "target": scale["llama"]["target"], "devices": scale["llama"]["devices"]},
              "mixtral": {**scale.get("mixtral", {})}}
     return [
-        "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). Two programs: "
+        "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). "
+        f"{COUNTED.get(len(scale['programs']), len(scale['programs']))}: "
         + "; and ".join(DESCRIBED[name].format(**sizes[name]) for name in scale["programs"]) + ". "
         f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, one after the other, "
         "the order alternating; the ratio is taken round by round (side by side) and its median quoted, of the walls "
