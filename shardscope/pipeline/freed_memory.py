@@ -3,9 +3,10 @@
 XLA's compile of a large step for a slice is the process's peak of memory, and glibc's allocator
 keeps most of what the compile frees: the pages stay in the process's resident set, and the
 CPU's compile that follows grows on top of them. A Llama-3-8B-shaped step checked for 256 chips
-(``benchmarks/check_at_scale.py``) held 2.14 GB after the slice's compile and peaked at 2.30 GB in
-the CPU's compile after it, 80 MB above the slice's own peak. ``malloc_trim(0)`` returns the
-freed pages first, so the CPU's compile starts from what is live.
+(``benchmarks/check_at_scale.py``) held 2.15 GB resident after the slice's compile and peaked at
+2.30 GB in the CPU's compile after it, above the slice's own 2.22 GB. ``malloc_trim(0)`` returns
+the freed pages first (2.15 GB down to 1.13 GB, 0.2 s of CPU), so the CPU's compile starts from what
+is live and the process peaks at the slice's compile (2.23 GB).
 
 ``malloc_trim`` acts on the whole process's heap (every thread's arenas) and costs a walk of
 it, so, as :mod:`shardscope.pipeline.gc_pause`, only the pipeline calls it, where a command owns
