@@ -1,13 +1,16 @@
-"""JAX's own route to the Llama-3-8B-shaped step's compile for a TPU slice: no shardscope at all.
+"""JAX's own route to a benchmark step's compile for a TPU slice: no shardscope at all.
 
-``python benchmarks/bare_llama_target.py``: the step of ``benchmarks/llama_model.py`` built over
-the compile-only devices libtpu describes for the slice (``jax.experimental.topologies``), laid
-out by ``jax.make_mesh`` (Auto axes, as the CPU program's ``Mesh``), then ``lower(*args).compile()`` as MaxText's ahead-of-time compile does,
+``python -m benchmarks.bare_llama_target [llama|mixtral]``: the step of ``benchmarks/llama_model.py``
+(default) or ``benchmarks/mixtral_model.py`` built over the compile-only devices libtpu describes
+for the slice (``jax.experimental.topologies``), laid out by ``jax.make_mesh`` (Auto axes, as the
+CPU program's ``Mesh``), then ``lower(*args).compile()`` as MaxText's ahead-of-time compile does,
 and the size of the compiled text printed (the module is made, as ``check`` makes it). The
-baseline of benchmark 4c (``benchmarks/check_cost.py``).
+baseline of benchmark 7b (``benchmarks/check_at_scale.py``).
 """
 
+import importlib
 import os
+import sys
 
 # libtpu started as a compiler only, on a machine without TPU chips (as shardscope starts it)
 for name, value in {"TPU_ACCELERATOR_TYPE": "v5litepod-4", "TPU_WORKER_HOSTNAMES": "localhost",
@@ -21,17 +24,19 @@ jax.config.update("jax_platforms", "cpu")  # the host's own backend: the slice's
 from jax.experimental import topologies  # noqa: E402
 from jax.sharding import AxisType  # noqa: E402
 
-from benchmarks.llama_model import FSDP, TOPOLOGY, TP, build  # noqa: E402
+MODELS = {"llama": "benchmarks.llama_model", "mixtral": "benchmarks.mixtral_model"}
 
 
-def main() -> None:
-    """Compile the step for the slice and print the size of its compiled text."""
-    devices = topologies.get_topology_desc(platform="tpu", topology_name=TOPOLOGY).devices
-    mesh = jax.make_mesh((FSDP, TP), ("fsdp", "tp"), devices=devices, axis_types=(AxisType.Auto,) * 2)
-    step, args = build(mesh)
+def main(model: str = "llama") -> None:
+    """Compile ``model``'s step for its slice and print the size of its compiled text."""
+    module = importlib.import_module(MODELS[model])
+    axes = {"fsdp": module.FSDP, "tp": module.TP} if model == "llama" else module.MESH
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=module.TOPOLOGY).devices
+    mesh = jax.make_mesh(tuple(axes.values()), tuple(axes), devices=devices, axis_types=(AxisType.Auto,) * len(axes))
+    step, args = module.build(mesh)
     compiled = step.lower(*args).compile()
     print(len(compiled.as_text()))
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

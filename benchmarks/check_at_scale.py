@@ -9,15 +9,21 @@ Two programs, each checked as a user checks it and compiled as JAX alone compile
   layers, 4 micro-batches): ``shardscope check FILE --devices 256 --target tpu:v5p:8x8x4 --json``
   against ``benchmarks/bare_llama_target.py`` (the step built over the slice's compile-only
   devices, ``lower(*args).compile()``, as MaxText's ahead-of-time compile does).
+- ``mixtral``: the held-out program, shaped differently (``benchmarks/mixtral_step.py``: a
+  Mixtral-shaped top-2 MoE step over data x expert x tp, 16 layers under a dots-saveable remat
+  policy, an Adam update, no micro-batches), checked and compiled the same way
+  (``python -m benchmarks.bare_llama_target mixtral``).
 
 Each round runs both commands of a program in fresh processes, one after the other, the order
 alternating from round to round; the ratio is taken round by round (side by side: the machine's
 drift hits both) and its median quoted, with the peak RSS of each process (``wait4``, what
-``/usr/bin/time -v`` reports). No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
+``/usr/bin/time -v`` reports) and its CPU time (user + sys: steadier than the wall on a loaded
+machine). No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
 unless asked). Then, in this process, one check of each is timed phase by phase.
 
-Run alone, on a quiet machine: ``python -m benchmarks.check_at_scale [--quick | --smoke]`` (writes
-``benchmarks/results/check_at_scale.json``); not part of ``make bench`` (a round is minutes).
+Run alone, on a quiet machine: ``python -m benchmarks.check_at_scale [--quick | --smoke]
+[--programs llama,mixtral] [--no-phases]`` (writes ``benchmarks/results/check_at_scale.json``);
+not part of ``make bench`` (a round is minutes).
 """
 
 from __future__ import annotations
@@ -33,14 +39,15 @@ from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 TARGET_RATIO = 1.2
 FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
 UNROLLED_LAYERS, SMOKE_UNROLLED_LAYERS = "3000", "4"
-PROGRAMS = ("unrolled", "llama")
+PROGRAMS = ("unrolled", "llama", "mixtral")
 
 
 def commands() -> dict[str, dict[str, list[str]]]:
     """Per program, ``check`` and JAX's own route (the environment sets the sizes)."""
-    from benchmarks import llama_model
+    from benchmarks import llama_model, mixtral_model
 
     unrolled, llama = ROOT / "benchmarks" / "unrolled_step.py", ROOT / "benchmarks" / "llama_step.py"
+    mixtral = ROOT / "benchmarks" / "mixtral_step.py"
     return {
         "unrolled": {
             "check": [python(), "-m", "shardscope", "check", str(unrolled), "--json"],
@@ -51,22 +58,34 @@ def commands() -> dict[str, dict[str, list[str]]]:
                       "--target", f"tpu:{llama_model.TOPOLOGY}", "--json"],
             "bare": [python(), "-m", "benchmarks.bare_llama_target"],  # as a module: it imports benchmarks.llama_model
         },
+        "mixtral": {
+            "check": [python(), "-m", "shardscope", "check", str(mixtral), "--devices", str(mixtral_model.DEVICES),
+                      "--target", f"tpu:{mixtral_model.TOPOLOGY}", "--json"],
+            "bare": [python(), "-m", "benchmarks.bare_llama_target", "mixtral"],
+        },
     }
+
+
+def _own_flags(parser: Any) -> None:
+    parser.add_argument("--programs", default=",".join(PROGRAMS),
+                        help=f"the programs to run, comma-separated (default: {','.join(PROGRAMS)})")
+    parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase run in this process")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds and the phases, and write ``check_at_scale.json``."""
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
+    chosen = tuple(name for name in PROGRAMS if name in args.programs.split(","))
     rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     smoke = args.mode == "smoke"
     # the children inherit the sizes
     os.environ.setdefault("SHARDSCOPE_UNROLLED_LAYERS", SMOKE_UNROLLED_LAYERS if smoke else UNROLLED_LAYERS)
     if smoke:
         os.environ.setdefault("SHARDSCOPE_LLAMA_SIZE", "tiny")
-    from benchmarks import llama_model
+    from benchmarks import llama_model, mixtral_model
 
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name, pair in commands().items():
+    for name, pair in ((name, pair) for name, pair in commands().items() if name in chosen):
         runs[name] = {kind: [] for kind in pair}
         for i in range(rounds):
             order = list(pair.items())[:: -1 if i % 2 else 1]
@@ -76,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                     raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
                 runs[name][kind].append(result)
                 print(f"round {i + 1}/{rounds} {name} {kind}: {result['wall_s']:.1f} s, "
-                      f"{result['max_rss_mib']:.0f} MiB", flush=True)
+                      f"{result['user_s'] + result['sys_s']:.1f} s CPU, {result['max_rss_mib']:.0f} MiB", flush=True)
     programs = {name: _summary(kinds) for name, kinds in runs.items()}
     write_result("check_at_scale", args, {
         "rounds": rounds,
@@ -84,20 +103,26 @@ def main(argv: list[str] | None = None) -> None:
         "unrolled_layers": int(os.environ["SHARDSCOPE_UNROLLED_LAYERS"]),
         "llama": {"layers": llama_model.LAYERS, "devices": llama_model.DEVICES,
                   "target": f"tpu:{llama_model.TOPOLOGY}", "micro_batches": llama_model.MICRO},
+        "mixtral": {"layers": mixtral_model.LAYERS, "devices": mixtral_model.DEVICES,
+                    "target": f"tpu:{mixtral_model.TOPOLOGY}", "experts": mixtral_model.EXPERTS},
         "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
         "programs": programs,
-        # the smoke run leaves the llama's phases out: its CPU compile alone is seconds, even tiny
-        "phases_s": phases(llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}", ("unrolled",) if smoke else PROGRAMS),
+        # the smoke run leaves the steps' phases out: their CPU compiles alone are seconds, even tiny
+        "phases_s": {} if args.no_phases else phases(
+            llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}",
+            tuple(n for n in chosen if n == "unrolled" or not smoke)),
     })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
-              f"ratio {row['ratio_median']:.2f}x; memory {row['rss_ratio_median']:.2f}x", flush=True)
+              f"ratio {row['ratio_median']:.2f}x, CPU time {row['cpu_ratio_median']:.2f}x; "
+              f"memory {row['rss_ratio_median']:.2f}x", flush=True)
 
 
 def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     check, bare = kinds["check"], kinds["bare"]
     ratios = [c["wall_s"] / b["wall_s"] for c, b in zip(check, bare)]
     rss = [c["max_rss_mib"] / b["max_rss_mib"] for c, b in zip(check, bare)]
+    cpu = [(c["user_s"] + c["sys_s"]) / (b["user_s"] + b["sys_s"]) for c, b in zip(check, bare)]
     return {
         "check_wall_s": stats([r["wall_s"] for r in check]),
         "bare_wall_s": stats([r["wall_s"] for r in bare]),
@@ -105,6 +130,10 @@ def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "bare_rss_mib": stats([r["max_rss_mib"] for r in bare]),
         "ratios": ratios,
         "ratio_median": statistics.median(ratios),
+        "cpu_ratios": cpu,
+        "cpu_ratio_median": statistics.median(cpu),
+        "check_cpu_s": stats([r["user_s"] + r["sys_s"] for r in check]),
+        "bare_cpu_s": stats([r["user_s"] + r["sys_s"] for r in bare]),
         "rss_ratios": rss,
         "rss_ratio_median": statistics.median(rss),
         "exit_codes": sorted({r["returncode"] for r in check}),
@@ -127,7 +156,8 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
 
     ensure_devices(devices)
     found = {}
-    programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target))
+    programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target),
+                ("mixtral", "mixtral_step.py", "train_step", target))
     for name, file, function, on in (p for p in programs if p[0] in names):
         module = import_file(ROOT / "benchmarks" / file)[0]
         spec = spec_of(getattr(module, function))
@@ -168,6 +198,7 @@ def _shown(argv: list[str]) -> str:
 JAX_ROUTE = {
     "unrolled": ("trace", "cpu_lower_and_compile"),
     "llama": ("trace", "target_lower_and_compile"),
+    "mixtral": ("trace", "target_lower_and_compile"),
 }
 """The phases JAX's own route runs too (the trace, and the one compile it makes): every other
 phase of a ``check`` is what shardscope adds."""
@@ -187,20 +218,29 @@ DESCRIBED = {
              "`benchmarks/llama_model.py`) checked for `{target}` over {devices} CPU devices; JAX's route builds the "
              "same step over the slice's compile-only devices and compiles it (`lower().compile()`, as MaxText's "
              "ahead-of-time compile does)",
+    "mixtral": "the held-out program, a Mixtral-shaped top-2 MoE train step ({layers} scanned layers of {experts} "
+               "experts under a dots-saveable remat policy, data x expert x tp, an Adam update; "
+               "`benchmarks/mixtral_model.py`) checked for `{target}` over {devices} CPU devices; JAX's route as the "
+               "Llama step's (`python -m benchmarks.bare_llama_target mixtral`)",
 }
+
+
+COUNTED = {1: "One program", 2: "Two programs", 3: "Three programs"}
 
 
 def _described(scale: dict[str, Any]) -> list[str]:
     load = scale["load_average"]
     sizes = {"unrolled": {"layers": scale["unrolled_layers"]},
              "llama": {"layers": scale["llama"]["layers"], "micro": scale["llama"]["micro_batches"],
-                       "target": scale["llama"]["target"], "devices": scale["llama"]["devices"]}}
+                       "target": scale["llama"]["target"], "devices": scale["llama"]["devices"]},
+             "mixtral": {**scale.get("mixtral", {})}}
     return [
-        "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). Two programs: "
+        "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). "
+        f"{COUNTED.get(len(scale['programs']), len(scale['programs']))}: "
         + "; and ".join(DESCRIBED[name].format(**sizes[name]) for name in scale["programs"]) + ". "
         f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, one after the other, "
-        "the order alternating; the ratio is taken round by round (side by side) and its median quoted; peak RSS is "
-        "each process's own (`wait4`, as `/usr/bin/time -v` reports it). No compilation cache. 1-minute load average "
+        "the order alternating; the ratio is taken round by round (side by side) and its median quoted, of the walls "
+        "and of the CPU times (user + sys, steadier on a loaded machine); peak RSS is each process's own (`wait4`, as `/usr/bin/time -v` reports it). No compilation cache. 1-minute load average "
         f"{load['start']:.1f} -> {load['end']:.1f} on this machine's 2 shared cores.",
     ]
 
@@ -261,6 +301,8 @@ BENCHMARK = Benchmark(
                              target=TARGET_RATIO, strong=True),
                 ratio_column("rounds", lambda r: {"median": statistics.median(r["ratios"]), "min": min(r["ratios"]),
                                                   "max": max(r["ratios"])}),
+                ratio_column("CPU time check / JAX, median", lambda r: r.get("cpu_ratio_median"), better="lower",
+                             target=TARGET_RATIO),
                 Column("peak RSS: check, JAX", lambda r: f"{r['check_rss_mib']['median']:,.0f}, "
                        f"{r['bare_rss_mib']['median']:,.0f}", unit="MiB"),
                 ratio_column("peak RSS check / JAX", lambda r: r["rss_ratio_median"], better="lower",

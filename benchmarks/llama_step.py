@@ -14,5 +14,5 @@ import shardscope
 from benchmarks.llama_model import DEVICES, FSDP, TP, build
 
 mesh = Mesh(np.array(jax.devices()[:DEVICES]).reshape(FSDP, TP), ("fsdp", "tp"))
-_step, (params, batches) = build(mesh)
-train_step = shardscope.program(args=(params, batches))(_step)  # one name: each marked name is checked
+_built = build(mesh)
+train_step = shardscope.program(args=_built[1])(_built[0])  # the one name: each name of a marked function is checked

@@ -192,7 +192,9 @@ def check(options: CheckOptions) -> int:
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
-        checked = check_file(path, options.function, options.devices, targets, options.profile)
+        # --what-if and --profile run the CPU's executable, --xla-dump writes what XLA made of it
+        runs = options.what_if or options.profile or bool(options.profile_dir) or options.xla_dump is not None
+        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
         inspections = _measured(inspections, options)

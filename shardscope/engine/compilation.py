@@ -89,9 +89,32 @@ def module_digest(lowered: "Compilable[object]", debug_info: bool = False) -> st
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def compile_traced(traced: "Traced") -> "Compiled":
-    """``traced.lower().compile()``, as ``jax.jit(fn).lower(*args).compile()`` would."""
-    return compile_lowered(traced.lower())
+def compile_traced(traced: "Traced", options: dict[str, object] | None = None) -> "Compiled":
+    """``traced.lower().compile()``, as ``jax.jit(fn).lower(*args).compile()`` would (with XLA's
+    ``options``, e.g. :data:`READ_ONLY`, when given)."""
+    lowered = traced.lower()
+    return compile_lowered(lowered if not options else _WithOptions(lowered, options))
+
+
+READ_ONLY: dict[str, object] = {"xla_backend_optimization_level": 0}
+"""XLA's options for a CPU executable that is read and never run (``check --target``'s CPU plan):
+the HLO passes, the partitioner's among them, run as always, and only the machine code LLVM makes
+from the optimized module is unoptimized. The compiled module's text, memory and cost analyses
+are the same (the Llama-3-8B-shaped step of ``benchmarks/llama_step.py`` over 256 CPU devices:
+identical text, 6.1 s of CPU against 10.0 s)."""
+
+
+class _WithOptions:
+    """A ``Lowered`` that compiles with XLA ``options`` (the same module text)."""
+
+    def __init__(self, lowered: "Compilable[Compiled]", options: dict[str, object]) -> None:
+        self.lowered, self.options = lowered, options
+
+    def compile(self) -> "Compiled":
+        return self.lowered.compile(compiler_options=self.options)  # type: ignore[call-arg]
+
+    def as_text(self, *, debug_info: bool = False) -> str:
+        return self.lowered.as_text(debug_info=debug_info)
 
 
 def partitioner_messages(compiled: object) -> tuple[str, ...]:

@@ -318,11 +318,13 @@ def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float
     return traced, time.perf_counter() - start
 
 
-def compile_program(traced: Traced, name: str, debug: str) -> tuple[Compiled, float]:
-    """``traced.lower().compile()`` and its seconds; XLA's error as one :class:`TraceError`."""
+def compile_program(traced: Traced, name: str, debug: str,
+                    options: dict[str, object] | None = None) -> tuple[Compiled, float]:
+    """``traced.lower().compile()`` (with XLA's ``options``) and its seconds; XLA's error as one
+    :class:`TraceError`."""
     start = time.perf_counter()
     try:
-        compiled = compile_traced(traced)
+        compiled = compile_traced(traced, options)
     except ShardscopeError:
         raise
     except Exception as exc:

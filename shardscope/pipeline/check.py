@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from shardscope.engine.compilation import READ_ONLY
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
                                           inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
@@ -24,6 +25,7 @@ from shardscope.engine.pytree_paths import pytree_names
 from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
+from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.run import analyze
 from shardscope.targets.plans import (compile_for_targets, load_targets, parse_targets, settings_on_targets,
@@ -58,7 +60,7 @@ class FileCheck:
 
 
 def check_file(path: Path, function: str | None = None, devices: int | None = None,
-               targets: Sequence[TargetDevices] = (), profile: bool = False) -> FileCheck:
+               targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True) -> FileCheck:
     """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
     ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
 
@@ -68,7 +70,9 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     :attr:`Inspection.targets`). With ``profile`` a demo's plans are run under JAX's profiler too
     (their :attr:`Inspection.measured`; a program file's programs are profiled by
     :mod:`shardscope.pipeline.profiled`). The command owns the process: the programs are read with the
-    collector paused (:mod:`shardscope.pipeline.gc_pause`).
+    collector paused (:mod:`shardscope.pipeline.gc_pause`). Without ``runs`` (no ``--what-if``,
+    ``--profile`` nor ``--xla-dump``: nothing runs or dumps the CPU's executable), a program checked
+    on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`.
     """
     path = require_file(path)
     module, _ = import_file(path)
@@ -81,7 +85,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         if programs:
             for program in pick(programs, function, path):
                 try:
-                    inspections.append(_program(program, targets))
+                    inspections.append(_program(program, targets, runs))
                 except ShardscopeError as exc:
                     failed.append(FailedProgram(program.name, exc))
         else:
@@ -93,11 +97,13 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     return FileCheck(inspections, tuple(failed))
 
 
-def _program(program: ProgramFunction, targets: Sequence[TargetDevices]) -> Inspection:
+def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: bool = True) -> Inspection:
     """A program's inspection (traced and compiled, not run), with its plan on each target."""
     if not targets:
         return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
-    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG)
+    # the command owns the process: the slice's compile gives its freed memory back before the CPU's
+    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG,
+                              after_targets=release_freed_memory, cpu_options=None if runs else READ_ONLY)
 
 
 def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
@@ -115,15 +121,19 @@ def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: 
 
 
 def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,
-                       debug: str) -> Inspection:
-    """``fn`` traced once, compiled for the CPU and for each of ``targets``."""
+                       debug: str, after_targets: Callable[[], object] = lambda: None,
+                       cpu_options: dict[str, object] | None = None) -> Inspection:
+    """``fn`` traced once, compiled for the CPU (with XLA's ``cpu_options``) and for each of
+    ``targets``; ``after_targets`` runs between the targets' compiles and the CPU's (``check``
+    gives the freed memory back there: :mod:`shardscope.pipeline.freed_memory`)."""
     program = traceable(fn, args, kwargs)
     traced, trace_s = trace_program(program, name, debug)
     if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
         # no target's compiler merges separate dispatches: their findings stand on every target
         return inspect_dispatches(program, traced, name, trace_s, debug)
     compilations = compile_for_targets(traced, targets, name)  # first: the CPU's plan is not held through them
-    compiled, compile_s = compile_program(traced, name, debug)
+    after_targets()
+    compiled, compile_s = compile_program(traced, name, debug, cpu_options)
     outputs = pytree_names(traced.out_info, "out")
     inspection = inspect_traced(traced, name, program.input_names, outputs, trace_s, compiled=compiled,
                                 compile_s=compile_s)
