@@ -112,7 +112,7 @@ async def _wait_until(pilot, condition, timeout: float) -> None:
 
 async def _child_start() -> None:
     from shardscope.app import ShardscopeApp
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     from shardscope.app.messages import RunFinished, RunProgress
     from shardscope.app.profiling import process_age
@@ -260,7 +260,7 @@ def _deep_analysis(target_equations: int) -> tuple[int, object, object, float]:
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
 
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     settings = Settings(path=DEMOS / "deep.py")
     start = time.perf_counter()

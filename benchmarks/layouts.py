@@ -24,8 +24,8 @@ CASES = (
 def run_case(demo: str, mesh: str, batch_axes: str | None, repeats: int) -> dict:
     """One analysis: per plan, runs per call, bytes, memory per device, median run time, error."""
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.mesh import Mesh, parse_axes
-    from shardscope.plans.settings import Settings
+    from shardscope.config.mesh import Mesh, parse_axes
+    from shardscope.config.settings import Settings
 
     settings = Settings(ROOT / "demos" / demo, mesh=Mesh.parse(mesh), repeats=repeats,
                         batch_axes=None if batch_axes is None else parse_axes(batch_axes))

@@ -145,7 +145,7 @@ def _cell(demo: Any, chunks: int, per_device_batch: int, repeats: int, label: di
 
     from shardscope.measure import timing
     from shardscope.plans import registry
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     settings = Settings(path=Path("benchmark"), devices=DEVICES, axis=AXIS,
                         chunk_size=per_device_batch // chunks, repeats=repeats)

@@ -5,7 +5,7 @@ instruction kind (dots, a convolution, elementwise fusions, a reduce, a transpos
 scatter, a sort, a loop of small dots), 10 calls each under ``jax.profiler``, and kept the trace
 and each program's ``compiled.as_text()`` (``results/profile_kinds_v5e/``). Here XProf's
 ``hlo_stats`` gives each instruction's measured self time per run on the chip; shardscope's
-per-instruction estimate (``costmodel.roofline.estimate_step`` of that instruction's work alone,
+per-instruction estimate (``engine.hlo.roofline.estimate_step`` of that instruction's work alone,
 loops counted, overheads left out) is set beside it. It needs ``shardscope[profile]``; no chip:
 the profile is stored. ``python -m benchmarks.profile_kinds`` rewrites
 ``results/profile_kinds_v5e.json``; rerun it after the estimate changes (nothing is re-measured).
@@ -21,8 +21,8 @@ from typing import Any
 
 from benchmarks.common import RESULTS, parse_args, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
-from shardscope.costmodel.chips import tpu_chip
-from shardscope.costmodel.roofline import estimate_step
+from shardscope.hardware.chips import tpu_chip
+from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.flops import unmodelled_parts
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work

@@ -81,7 +81,7 @@ def _traced(depth: int) -> tuple[float, float, object, object]:
     from shardscope.plans import registry
     from shardscope.sources.loading import load_demo_file
     from shardscope.engine.jaxpr.model import from_jaxpr
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     os.environ["SHARDSCOPE_DEEP_DEPTH"] = str(depth)
     demo = load_demo_file(DEEP).get("deep")

@@ -7,7 +7,7 @@
   (:func:`shardscope.costmodel.cpu_peaks.measure_cpu_chip`);
 - on a TPU VM (``PYTHONPATH=<checkout> python -m benchmarks.step_estimate`` with JAX and
   libtpu, no network needed) it times the same programs at a chip's scale, estimated with the
-  chip's published peaks (:mod:`shardscope.costmodel.chips`), prints the table and writes
+  chip's published peaks (:mod:`shardscope.hardware.chips`), prints the table and writes
   ``benchmarks/results/step_estimate_<chip>.json`` (``step_estimate_v5e.json``).
 
 ``python -m benchmarks.render`` puts each result file in ``BENCHMARKS.md``. Per program: the
@@ -109,7 +109,7 @@ def measure(program: Program, repeats: int) -> dict[str, Any]:
 
 def estimated(name: str, measured: dict[str, Any], chip: Any) -> dict[str, Any]:  # chip: a shardscope Chip
     """The row of one measured program: its median against shardscope's estimate of its module."""
-    from shardscope.costmodel.roofline import estimate_step
+    from shardscope.engine.hlo.roofline import estimate_step
     from shardscope.engine.hlo.text import parse
     from shardscope.engine.hlo.work import module_work
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                             "{name: measure()'s value}, e.g. from a TPU VM) instead of measuring here")
 
     args = parse_args(__doc__.splitlines()[0], argv, measured_option)
-    from shardscope.costmodel.chips import tpu_chip
+    from shardscope.hardware.chips import tpu_chip
     from shardscope.costmodel.cpu_peaks import measure_cpu_chip
 
     repeats = grid(args, REPEATS, QUICK_REPEATS, SMOKE_REPEATS)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 CHIPS_WITH_FIGURES = ("v4", "v5e", "v5p", "v6e", "a100", "h100", "h200", "b200")
-"""The chips shardscope estimates for (:mod:`shardscope.costmodel.chips`)."""
+"""The chips shardscope estimates for (:mod:`shardscope.hardware.chips`)."""
 
 
 def _chips(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def traced_cases(names: tuple[str, ...] = PROGRAMS, demos: tuple[tuple[str, str]
     import _target_programs as programs
     from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
     cases = {name: programs.PROGRAMS[name](mesh).trace() for name in names}

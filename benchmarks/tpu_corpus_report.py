@@ -5,7 +5,7 @@
 Reads ``tests/fixtures/tpu_corpus/v5e_run*.jsonl.gz`` (measured by ``benchmarks/tpu_corpus.py`` on
 a real v5e chip), estimates every module as ``shardscope.estimate_module(text, "v5e")`` does,
 and prints measured / estimate per program, waited on and back to back. ``--write`` stores the
-summary in ``shardscope/costmodel/checked.json`` (what every v5e estimate then says about how
+summary in ``shardscope/hardware/checked.json`` (what every v5e estimate then says about how
 sure it is; ``tests/test_tpu_corpus.py`` fails when it differs from a fresh replay). It writes
 ``benchmarks/results/tpu_corpus_report.json``, the result of BENCHMARKS.md's section 9b.
 """
@@ -21,10 +21,10 @@ from typing import Callable
 from benchmarks.common import parse_args, write_result
 from benchmarks.harness import Benchmark, Column, Each, Prose, Table, ratio_column
 
-from shardscope.costmodel.checked import CHECKED_FILE
+from shardscope.hardware.checked import CHECKED_FILE
 from shardscope.costmodel.corpus import BAND, Check, check, load, summary
 from shardscope.costmodel.estimate import chip_named
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.engine.hlo.roofline import seconds_words
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "tpu_corpus"

@@ -55,7 +55,7 @@ async def screen_settled(pilot) -> None:
 async def shoot(demo: Path, out: Path) -> list[Path]:
     """Screenshots of every tab (and the side-by-side diff) of the app on ``demo``."""
     from shardscope.app import make_app
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     app = make_app(Settings(demo, repeats=REPEATS), hide_measurements=True)
     saved = []
@@ -81,7 +81,7 @@ async def shoot_target(out: Path, target: str = TARGET, stem: str = "") -> list[
     H100s): the Compiled tab at the target's plans, and the Timings tab with its memory per device."""
     from shardscope.app import make_app
     from shardscope.app.views import HloView
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     app = make_app(Settings(ROOT / "demos" / TARGET_DEMO, repeats=REPEATS, targets=(target,)), hide_measurements=True)
     stem = stem or f"{Path(TARGET_DEMO).stem}-target"
@@ -108,7 +108,7 @@ async def shoot_sweep(out: Path) -> Path:
     from textual.widgets import Input
 
     from shardscope.app import ShardscopeApp
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     app = ShardscopeApp(Settings(ROOT / "demos" / SWEEP_DEMO, repeats=REPEATS), hide_measurements=True)
     async with app.run_test(size=SIZE) as pilot:

@@ -12,8 +12,8 @@ from shardscope.errors import ShardscopeError
 from shardscope.sources.programs import program
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.chips import Chip
-    from shardscope.costmodel.roofline import StepEstimate
+    from shardscope.hardware.chips import Chip
+    from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.inspection import Inspection
 
 

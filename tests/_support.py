@@ -28,7 +28,7 @@ def plan_outputs(demo: str, devices: int = 2, chunk_size: int | None = None):
 
     from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     settings = Settings(path=DEMOS / demo, devices=devices, chunk_size=chunk_size)
     built = build_plans(load_demo_file(settings.path).get(None), settings)

@@ -89,7 +89,7 @@ DEMOS = ROOT / "demos"
 @functools.lru_cache(maxsize=None)
 def _analysis(demo: str, function: str | None, devices: int, chunk_size: int | None, repeats: int):
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     settings = Settings(path=DEMOS / demo, function=function, devices=devices, chunk_size=chunk_size, repeats=repeats)
     return analyze(settings)

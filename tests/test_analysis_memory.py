@@ -28,7 +28,7 @@ from shardscope.engine.hlo.equation_names import EquationNames
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.text import Instruction
 from shardscope.pipeline.run import analyze
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 KINDS = (Instruction, EquationNames, LoopCounts)
 

@@ -183,8 +183,8 @@ def test_no_module_imports_another_modules_private_names():
 
 LAYERS = (
     ("user files", ("shardscope.demo_files",)),
-    ("commands", ("shardscope.cli", "shardscope.__main__", "shardscope.distributed.launch",
-                  "shardscope.distributed.processes")),
+    ("commands", ("shardscope.cli", "shardscope.__main__", "shardscope.cli.launch",
+                  "shardscope.cli.processes")),
     ("public face", ("shardscope", "shardscope.testing")),
     ("app", ("shardscope.app",)),
     ("render", ("shardscope.render",)),
@@ -193,19 +193,19 @@ LAYERS = (
     ("targets", ("shardscope.targets",)),
     ("plans", ("shardscope.plans",)),
     ("whatif", ("shardscope.whatif",)),
-    ("engine", ("shardscope.engine", "shardscope.costmodel.chips", "shardscope.costmodel.fit",
-                "shardscope.costmodel.roofline", "shardscope.costmodel.machines", "shardscope.costmodel.fabrics",
-                "shardscope.costmodel.nccl", "shardscope.costmodel.collective_models",
-                "shardscope.costmodel.checked")),
+    ("engine", ("shardscope.engine", "shardscope.hardware.chips", "shardscope.hardware.fit",
+                "shardscope.engine.hlo.roofline", "shardscope.hardware.machines", "shardscope.hardware.fabrics",
+                "shardscope.hardware.nccl", "shardscope.hardware.collective_models",
+                "shardscope.hardware.checked")),
     ("failures", ("shardscope.failures",)),
     ("measure", ("shardscope.measure",)),
     ("sources", ("shardscope.sources",)),
-    ("values", ("shardscope.errors", "shardscope.activities", "shardscope.plans.mesh", "shardscope.plans.settings", "shardscope.plans.shapes",
+    ("values", ("shardscope.errors", "shardscope.activities", "shardscope.config.mesh", "shardscope.config.settings", "shardscope.config.shapes",
                 "shardscope.distributed", "shardscope.distributed.interrupts", "shardscope.distributed.workers")),
 )
 """Top first: a module may import its own layer and the layers below it (docs/architecture.md).
 A module is in the layer of its longest matching name: ``shardscope`` itself is the package's
-``__init__`` only, ``plans.mesh`` is a value under ``plans``."""
+``__init__`` only, ``config.mesh`` is a value under ``plans``."""
 
 def layer_of(module: str) -> int:
     """The rank of ``module``'s layer in :data:`LAYERS` (0: the top)."""

@@ -11,7 +11,7 @@ import re
 import pytest
 from _support import DEMOS
 
-from shardscope.plans.settings import MAX_DEVICES
+from shardscope.config.settings import MAX_DEVICES
 
 LINEAR = DEMOS / "linear.py"  # N = 64
 BATCH = 64

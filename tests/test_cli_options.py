@@ -13,7 +13,7 @@ from _support import DEMOS, PYTHON, ROOT, run_cli
 from shardscope.cli import COMMANDS, command_line, parse
 from shardscope.cli.options import without_spawner_options
 from shardscope.cli.report import ReportOptions
-from shardscope.distributed.processes import with_options
+from shardscope.cli.processes import with_options
 
 LINEAR = DEMOS / "linear.py"
 

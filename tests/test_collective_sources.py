@@ -13,8 +13,8 @@ import json
 from _support import DEMOS
 
 from shardscope.pipeline.run import analyze
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import Settings
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import Settings
 
 PACKAGE = DEMOS.parent / "shardscope"
 SHARDSCOPE_FILES = {path.name for path in PACKAGE.rglob("*.py") if "demo_files" not in path.relative_to(PACKAGE).parts}

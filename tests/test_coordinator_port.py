@@ -16,8 +16,8 @@ import socket
 import pytest
 
 from _support import DEMOS, write_demo
-from shardscope.distributed import processes
-from shardscope.distributed.processes import WorkerFailed, port_taken, run_workers
+from shardscope.cli import processes
+from shardscope.cli.processes import WorkerFailed, port_taken, run_workers
 
 LINEAR = DEMOS / "linear.py"
 

@@ -54,7 +54,7 @@ def concrete(W, x):
 
 def analyze(path, **settings):
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     return analyze(Settings(path=path, repeats=1, **settings))
 
@@ -88,7 +88,7 @@ def test_model_with_a_dynamic_while_loop(tmp_path):
 def test_nested_pytrees_with_tuples_and_lists(tmp_path):
     from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     path = write_demo(tmp_path, "tree.py", PYTREES)
     a = analyze(path, devices=2, chunk_size=4)

@@ -12,7 +12,7 @@ DEEP = DEMOS / "deep.py"
 def analyse(monkeypatch, depth: int, *, measure: bool = False):
     """The analysis of the deep demo at ``depth`` (traced only unless ``measure``)."""
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", str(depth))
     return analyze(Settings(path=DEEP, repeats=2), measure=measure)

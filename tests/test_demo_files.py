@@ -10,7 +10,7 @@ from _support import DEMOS
 from shardscope.pipeline.run import analyze
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 
 def test_a_demo_imports_the_module_next_to_it(tmp_path):

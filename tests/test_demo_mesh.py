@@ -18,8 +18,8 @@ from jax.sharding import PartitionSpec as P
 
 from _support import DEMOS, write_demo
 from shardscope.sources.demos import derived_mesh
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import Settings
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import Settings
 
 FSDP = DEMOS / "fsdp.py"
 F = jax.ShapeDtypeStruct

@@ -10,7 +10,7 @@ import pytest
 from _support import CARRY_FROM_ZEROS, DEMOS, write_demo
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import QUOTED_LINES, DemoFileError, SettingsError, ShardscopeError, TraceError, quote_error
-from shardscope.plans.settings import Settings, default_chunk_size, divisors
+from shardscope.config.settings import Settings, default_chunk_size, divisors
 
 def analyze(path: Path, **settings):
     from shardscope.pipeline.run import analyze

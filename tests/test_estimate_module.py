@@ -3,7 +3,7 @@
 Every expected number is written out here from the shapes in the module text and the chips'
 published peaks (v5e: 197 TFLOP/s bf16, 394 TOPS int8, 819 GB/s; H100 SXM: 989 TFLOP/s bf16,
 494 TF32, 1,979 FP8 and INT8, 67 FP32), or the rates measured on the v5e chip that
-``shardscope/costmodel/chips.py`` cites (vector 5.7e12 operations/s, scatter 2.8e10 updates/s,
+``shardscope/hardware/chips.py`` cites (vector 5.7e12 operations/s, scatter 2.8e10 updates/s,
 0.85 of the bandwidth reached, 0.59 ms per call waited on, 0.13 ms back to back).
 """
 

@@ -89,7 +89,7 @@ def _deep_naive_plan(monkeypatch):
     """The deep demo's naive plan, traced, with the names of its inputs and outputs."""
     from shardscope.engine.inspection import pytree_names
     from shardscope.plans import registry
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
     from shardscope.sources.loading import load_demo_file
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "48")
@@ -117,7 +117,7 @@ def test_the_pipeline_reads_a_deep_program_with_no_collection(monkeypatch):
 
     monkeypatch.setattr(pipeline, "inspect_traced", counting)
     gc.enable()
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     analysis = pipeline.analyze(Settings(path=DEMOS / "deep.py"), measure=False)
     assert analysis.plans["naive"].program.equation_count > 1000

@@ -28,7 +28,7 @@ from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError
 from shardscope.targets import compile as targets, gpu as gpu_target, registry
 from shardscope.plans.registry import build_plans
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 

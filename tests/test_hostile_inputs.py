@@ -18,7 +18,7 @@ from shardscope.cli import main
 from shardscope.errors import SettingsError, TraceError
 from shardscope.sources.examples import batch_size, check_fits, human_bytes, materialize
 from shardscope.measure.timing import max_abs_err
-from shardscope.plans.settings import MAX_DEVICES, Settings, check_axis_name
+from shardscope.config.settings import MAX_DEVICES, Settings, check_axis_name
 
 LINEAR = DEMOS / "linear.py"
 F = jax.ShapeDtypeStruct

@@ -22,7 +22,7 @@ import jax
 import pytest
 from jax.experimental import mesh_utils
 
-from shardscope.costmodel.fabrics import torus_time
+from shardscope.hardware.fabrics import torus_time
 from shardscope.targets.gpu_nodes import gpu_node
 from shardscope.targets.tpu_generations import generation_of
 from shardscope.costmodel.savings import parse_min_saving

@@ -58,7 +58,7 @@ def linear_naive(analysis_of):
 def test_same_program_twice_same_text(analysis_of):
     from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     from _support import DEMOS
 
@@ -150,7 +150,7 @@ def test_varying_axes_match_jax(analysis_of):
     """Every value's varying axes (and its {V:..} mark) are exactly what JAX's aval says."""
     from shardscope.sources.loading import load_demo_file
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     from _support import DEMOS
 

@@ -14,8 +14,8 @@ from jax.extend.core import Primitive
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardscope
-from shardscope.costmodel import collective_models
-from shardscope.costmodel.fabrics import torus_time
+from shardscope.hardware import collective_models
+from shardscope.hardware.fabrics import torus_time
 from shardscope.costmodel.projection import ring_terms
 from shardscope.engine import kinds
 from shardscope.engine.jaxpr.model import CAST_PRIMITIVES, COLLECTIVE_PRIMITIVES
@@ -128,7 +128,7 @@ def test_pbroadcast_is_xlas_collective_broadcast_of_the_whole_value_from_its_sou
 
 
 def test_on_a_torus_and_on_nccl_a_broadcast_moves_the_whole_value_once():
-    from shardscope.costmodel.nccl import NcclPath, nccl_time
+    from shardscope.hardware.nccl import NcclPath, nccl_time
     from shardscope.targets.tpu_generations import generation_of
 
     payload = 8 << 20

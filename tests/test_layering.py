@@ -43,7 +43,7 @@ def test_core_never_imports_textual():
 def test_running_an_analysis_never_imports_textual():
     code = (
         "from shardscope.targets.host import ensure_devices\nensure_devices(2)\n"
-        "from pathlib import Path\nfrom shardscope.pipeline.run import analyze\nfrom shardscope.plans.settings import Settings\n"
+        "from pathlib import Path\nfrom shardscope.pipeline.run import analyze\nfrom shardscope.config.settings import Settings\n"
         "from shardscope.render.report import to_json\n"
         "a = analyze(Settings(path=Path('demos/linear.py'), repeats=1))\nto_json(a)\n"
     )

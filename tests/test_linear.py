@@ -117,7 +117,7 @@ def test_default_chunk_size_gives_two_chunks(analysis_of):
 
 def test_structure_only_analysis_agrees_and_is_deterministic(seed_case):
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     from _support import DEMOS
 
@@ -136,7 +136,7 @@ def test_progress_stages_in_order_and_cancellation():
     from shardscope.pipeline.analysis import STAGES
     from shardscope.pipeline.run import analyze
     from shardscope.errors import Cancelled
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     from _support import DEMOS
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shardscope.costmodel.chips import GIB, tpu_chip
-from shardscope.costmodel.fit import MemoryFit, needed_bytes, refusal_fit
+from shardscope.hardware.chips import GIB, tpu_chip
+from shardscope.hardware.fit import MemoryFit, needed_bytes, refusal_fit
 from shardscope.pipeline.check import check_file, exit_code, EXIT_FLAGGED
 
 N = 100_000
@@ -224,7 +224,7 @@ def test_a_gpu_chip_holds_what_a_jax_process_may_use_of_it(environ, fraction):
     """jaxlib reads XLA_PYTHON_CLIENT_MEM_FRACTION (or XLA_CLIENT_MEM_FRACTION) into XLA's GPU
     allocator, whose pool is that share of the memory (75% unset) whether it preallocates it or
     grows to it; the platform allocator has none. A step's fit is against that share."""
-    from shardscope.costmodel.chips import gpu_chip
+    from shardscope.hardware.chips import gpu_chip
     from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 
     machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), environ)
@@ -235,8 +235,8 @@ def test_a_gpu_chip_holds_what_a_jax_process_may_use_of_it(environ, fraction):
 
 def test_a_step_at_79_9_of_80_gib_does_not_fit_on_an_h100():
     """Issue 44: a step that needs 79.9 GiB 'fit' a 80 GiB H100; JAX's default pool is 60 GiB."""
-    from shardscope.costmodel.chips import gpu_chip
-    from shardscope.costmodel.fit import memory_fit
+    from shardscope.hardware.chips import gpu_chip
+    from shardscope.hardware.fit import memory_fit
     from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 
     machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), {})

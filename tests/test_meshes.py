@@ -11,9 +11,9 @@ import pytest
 
 from _support import DEMOS
 from shardscope.errors import SettingsError
-from shardscope.plans.mesh import Mesh, parse_axes
-from shardscope.plans.settings import Settings
-from shardscope.plans.shapes import resolve_shapes
+from shardscope.config.mesh import Mesh, parse_axes
+from shardscope.config.settings import Settings
+from shardscope.config.shapes import resolve_shapes
 
 
 @functools.lru_cache(maxsize=None)

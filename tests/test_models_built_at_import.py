@@ -18,7 +18,7 @@ import subprocess
 import pytest
 from _support import PYTHON, ROOT, run_cli
 
-from shardscope.distributed.processes import free_port
+from shardscope.cli.processes import free_port
 
 FRAMEWORK_MODELS = '''
 """A flax nnx model and an equinox model: both build their parameters when imported."""

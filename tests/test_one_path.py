@@ -12,7 +12,7 @@ from jax.sharding import PartitionSpec as P
 from test_partitioner_warnings import CLASH, _compiled_add
 
 from shardscope.pipeline.run import analyze
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.render.report import _plan_json
 
 DEMOS = ROOT / "demos"

@@ -16,7 +16,7 @@ import pytest
 
 from _support import DROPOUT, write_demo
 from shardscope.errors import SettingsError
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 KEY_BYTES = 8  # a threefry key's data is uint32[2]
 

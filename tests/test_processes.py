@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from _support import DEMOS, PYTHON, ROOT, plan_outputs, write_demo
-from shardscope.distributed.processes import free_port
+from shardscope.cli.processes import free_port
 
 LINEAR = DEMOS / "linear.py"
 HELPER = Path(__file__).parent / "helpers" / "distributed_gradients.py"

@@ -17,7 +17,7 @@ import _compiled_programs as programs
 
 from shardscope.errors import DemoFileError, SettingsError, ShardscopeError, TraceError
 from shardscope.pipeline.run import analyze
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.render.text import diff_text, headline
 
 HEADER = '''

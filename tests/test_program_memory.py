@@ -19,7 +19,7 @@ import pytest
 from shardscope.errors import SettingsError
 from shardscope.sources.examples import available_memory
 from shardscope.pipeline.run import analyze
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 HUGE = '''
 import jax

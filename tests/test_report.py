@@ -29,7 +29,7 @@ casts, pvary and preduced move nothing)."""
 def collective_equations(demo: str, devices: int, chunk_size: int) -> dict[str, int]:
     """Each plan's collective equations, counted in the text of its jaxpr (``jax.make_jaxpr``)."""
     from shardscope.plans.registry import build_plans
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
     from shardscope.sources.loading import load_demo_file
 
     settings = Settings(path=DEMOS / demo, devices=devices, chunk_size=chunk_size)
@@ -97,7 +97,7 @@ def test_json_speedup_keys_agree_with_the_per_round_samples(seed_case):
 def test_json_speedup_keys_are_null_when_only_traced(tmp_path):
     from _support import DEMOS
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     data = to_json(analyze(Settings(path=DEMOS / "linear.py"), measure=False))
     assert (data["speedup"], data["speedup_spread"], data["speedup_verdict"]) == (None, None, None)

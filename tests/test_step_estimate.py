@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from shardscope.costmodel.chips import Chip, gpu_chip, tpu_chip
-from shardscope.costmodel.roofline import estimate_step
+from shardscope.hardware.chips import Chip, gpu_chip, tpu_chip
+from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work
 

@@ -94,7 +94,7 @@ def test_the_sweep_command_shows_every_measured_time_and_the_pick():
     """Only the app hides measurements (for its screenshots): the command's table and pick never do."""
     from rich.console import Console
 
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
     from shardscope.costmodel.sweep import run_sweep
     from shardscope.render.sweep import render_sweep
 

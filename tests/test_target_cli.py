@@ -22,7 +22,7 @@ from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_b
 
 from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file, load_file
 
 pytestmark = pytest.mark.skipif(

@@ -19,7 +19,7 @@ from jax.sharding import Mesh as JaxMesh
 import _target_verdict_programs as programs
 from _tpu_text import collectives
 from shardscope import testing
-from shardscope.plans.mesh import Mesh
+from shardscope.config.mesh import Mesh
 from shardscope.targets import compile as targets, gpu as gpu_target, registry
 from test_gpu_targets import needs_plugin
 from test_targets import needs_libtpu

@@ -29,12 +29,12 @@ import _target_programs as programs
 from _tpu_text import all_reduces, entry_parameters as _entry_parameters, padded_bytes as _padded_bytes
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
-from shardscope.plans.mesh import Mesh
+from shardscope.config.mesh import Mesh
 from shardscope.distributed.compile_cache import cache_options
 from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
 from shardscope.sources.loading import load_file
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBTPU_SHIPS = sys.platform.startswith("linux") and platform.machine() == "x86_64"
@@ -419,7 +419,7 @@ def test_the_cpu_run_and_the_target_share_a_process_quietly(first):
 _ONE_WORKER = textwrap.dedent("""
     import json, os, sys
     from shardscope.distributed.workers import WorkerRole, join_as_worker
-    from shardscope.distributed.processes import free_port
+    from shardscope.cli.processes import free_port
     join_as_worker(WorkerRole(f"127.0.0.1:{free_port()}", 1, 0, os.getppid()), 2)
     import jax
     from jax._src import xla_bridge
@@ -505,8 +505,8 @@ def test_a_target_owns_one_record_of_its_machine_which_its_consumers_ask(tmp_pat
     """Issue 47: a machine is one record, owned by its Target, with one model of its interconnect.
     The views ask it (what the program is compiled for, whether arrays are padded to tiles)
     instead of reading the target's name; a machine shardscope has no figures for has no model."""
-    from shardscope.costmodel.chips import TPU_CHIPS
-    from shardscope.costmodel.fabrics import NodeFabric, TorusFabric
+    from shardscope.hardware.chips import TPU_CHIPS
+    from shardscope.hardware.fabrics import NodeFabric, TorusFabric
     from shardscope.targets.gpu import DESCRIPTIONS, GpuTarget
 
     v5e = registry.parse_target("tpu:v5e:2x4").machine("TPU v5 lite")

@@ -22,8 +22,8 @@ import re
 import pytest
 
 from benchmarks.tpu_corpus_report import corpus_files, replay, stored_summary
-from shardscope.costmodel.checked import CHECKED_FILE, checked_summaries
-from shardscope.costmodel.chips import tpu_chip
+from shardscope.hardware.checked import CHECKED_FILE, checked_summaries
+from shardscope.hardware.chips import tpu_chip
 from shardscope.costmodel.corpus import BAND, read_lines
 
 STORED = json.loads(CHECKED_FILE.read_text())["v5e"]

@@ -19,7 +19,7 @@ from _support import CARRY_FROM_ZEROS, write_demo
 import shardscope
 from shardscope.errors import TraceError
 from shardscope.pipeline.run import analyze
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 CARRY_PROGRAM = '''
 import jax

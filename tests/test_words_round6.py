@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from shardscope.costmodel.fit import GIB, MemoryFit
-from shardscope.costmodel.roofline import range_words
+from shardscope.hardware.fit import GIB, MemoryFit
+from shardscope.engine.hlo.roofline import range_words
 from shardscope.costmodel.savings import parse_min_saving
 from shardscope.engine.counts import runs_per_call
 from shardscope.errors import SettingsError

@@ -12,7 +12,7 @@ from pathlib import Path
 from shardscope.app.app import ShardscopeApp
 from shardscope.app.factory import make_app
 from shardscope.app.leaving import run_until_quit
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 
 def run_app(

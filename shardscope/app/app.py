@@ -38,7 +38,7 @@ from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.app.views.analysis_view import PreparedViews

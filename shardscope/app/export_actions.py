@@ -15,7 +15,7 @@ from textual.widgets import TabbedContent
 
 from shardscope.app.screenshots import save_svg, stable_svg
 from shardscope.errors import ShardscopeError
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.render.exports import write_new
 from shardscope.render.text import diff_text
 

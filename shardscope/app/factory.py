@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shardscope.app.app import ShardscopeApp
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 
 def make_app(

@@ -13,7 +13,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from shardscope.sources.programs import ProgramFile
     from shardscope.sources.demos import DemoFile
-    from shardscope.plans.mesh import Mesh
+    from shardscope.config.mesh import Mesh
     from shardscope.pipeline.analysis import Analysis
     from shardscope.app.views.analysis_view import PreparedViews
 
@@ -35,7 +35,7 @@ class RunProgress(RunMessage):
         super().__init__(run_id)
         self.stage = stage
         self.fraction = fraction
-        self.mesh = mesh  # shardscope.plans.mesh.Mesh | None
+        self.mesh = mesh  # shardscope.config.mesh.Mesh | None
 
     def can_replace(self, message: Message) -> bool:
         """A newer progress report of the same run supersedes an unhandled older one."""
@@ -51,7 +51,7 @@ class DemoLoaded(RunMessage):
         super().__init__(run_id)
         self.demo_file = demo_file
         self.batches = batches
-        self.meshes = meshes or {}  # name -> shardscope.plans.mesh.Mesh | None
+        self.meshes = meshes or {}  # name -> shardscope.config.mesh.Mesh | None
 
 
 class RunFinished(RunMessage):

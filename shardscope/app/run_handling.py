@@ -27,7 +27,7 @@ from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs, with_chips
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgr
 from shardscope.app.views.prepare import prepare
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import MAX_DEVICES, Settings
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import MAX_DEVICES, Settings
 from shardscope.sources.demos import carried_over
 from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile

@@ -3,7 +3,7 @@ package register (``open`` in :mod:`~shardscope.cli.explorer`, the others in the
 name), each with the function that runs it.
 
 How JAX starts (in-process, ``--processes``, ``--distributed``) is
-:mod:`shardscope.distributed.launch`. Every error a user can cause prints one message (and a
+:mod:`shardscope.cli.launch`. Every error a user can cause prints one message (and a
 hint) on stderr and exits with status 2; ``--debug`` shows the traceback instead (status 2 still).
 """
 
@@ -23,7 +23,7 @@ from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
 from shardscope.distributed.compile_cache import start_compilation_cache
 from shardscope.errors import ShardscopeError, report_error
 from shardscope.targets.platforms import quiet_start_up_warnings, run_on
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.bundled import SEED_DEMO
 
 __all__ = ["COMMANDS", "main", "open_options", "parse"]

@@ -20,10 +20,10 @@ from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.calibrate import DEFAULT_SIZES, calibrate
 from shardscope.costmodel.quantities import parse_size
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_jax
+from shardscope.cli.launch import ProcessOptions, spawn_workers, start_jax
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
-from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_device_count
+from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_device_count
 from shardscope.render.calibrate import calibration_json, render_calibration
 from shardscope.render.console import stdout_console
 

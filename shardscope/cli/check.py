@@ -22,11 +22,11 @@ from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
 from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_step_estimates, saving_filter
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
+from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import UnavailableTarget, installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
-from shardscope.plans.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
+from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.render.workflow_commands import stopped_command
 from shardscope.sources.bundled import find_file

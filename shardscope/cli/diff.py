@@ -11,7 +11,7 @@ from shardscope.cli.headless import analyse, load_demo
 from shardscope.cli.options import DemoOptions, add_demo_options
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.launch import IN_PROCESS
+from shardscope.cli.launch import IN_PROCESS
 from shardscope.render.exports import write_atomic
 from shardscope.render.text import diff_text
 

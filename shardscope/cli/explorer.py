@@ -15,9 +15,9 @@ from typing import TypedDict
 from shardscope.cli.options import (DemoOptions, add_demo_options, add_on_option, add_profile_options, positive,
                                     require_profile_converter)
 from shardscope.cli.parsing import AddParser
-from shardscope.distributed.launch import DEFAULT_MAX_DEVICES
+from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.registry import checked_targets
-from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
+from shardscope.config.settings import MAX_DEVICES, Settings, check_device_count
 
 NAME = "open"
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import DemoOptions
-from shardscope.distributed.launch import ProcessOptions, spawn_workers, start_jax
-from shardscope.distributed.processes import with_options
+from shardscope.cli.launch import ProcessOptions, spawn_workers, start_jax
+from shardscope.cli.processes import with_options
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.analysis import Analysis
 from shardscope.targets.host import ensure_devices, request_devices
-from shardscope.plans.settings import Settings, check_device_count
+from shardscope.config.settings import Settings, check_device_count
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.loading import load_demo_file, require_file
 
@@ -39,7 +39,7 @@ def load_demo(settings: Settings, processes: ProcessOptions, targets: "Sequence[
     (:func:`~shardscope.targets.plans.settings_on_targets`).
 
     A typo in FILE fails before JAX starts. JAX's device count is set before the import
-    (:func:`~shardscope.distributed.launch.start_jax`): a file that builds arrays when imported
+    (:func:`~shardscope.cli.launch.start_jax`): a file that builds arrays when imported
     gets the devices asked for. The backend has not started unless the file started it, so a
     count that does not divide the batch is refused before anything else is allocated.
     """

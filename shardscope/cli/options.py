@@ -1,6 +1,6 @@
 """The options several commands share, the types that check their values, and the typed values
 built once from argparse's namespace: :class:`DemoOptions` (which demo function, on which mesh)
-and the process options (how JAX starts, :class:`~shardscope.distributed.launch.ProcessOptions`).
+and the process options (how JAX starts, :class:`~shardscope.cli.launch.ProcessOptions`).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from shardscope.distributed.launch import DEFAULT_TIMEOUT_S, ProcessOptions
+from shardscope.cli.launch import DEFAULT_TIMEOUT_S, ProcessOptions
 from shardscope.distributed.workers import WorkerRole
 from shardscope.errors import SettingsError, ShardscopeError
-from shardscope.plans.mesh import Mesh, parse_axes
-from shardscope.plans.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
+from shardscope.config.mesh import Mesh, parse_axes
+from shardscope.config.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
 from shardscope.sources.bundled import SEED_DEMO, find_file
 from shardscope.measure.profile_read import require_converter
 from shardscope.targets.platforms import ON_PLATFORMS

@@ -11,9 +11,9 @@ from rich.table import Table
 
 from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.fabrics import Fabric, NodeFabric, TorusFabric
+from shardscope.hardware.fabrics import Fabric, NodeFabric, TorusFabric
 from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
-from shardscope.costmodel.nccl import send_latency_s
+from shardscope.hardware.nccl import send_latency_s
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.render.console import stdout_console
 from shardscope.targets.gpu_nodes import GPU_NODES

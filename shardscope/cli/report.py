@@ -17,7 +17,7 @@ from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
 from shardscope.costmodel.projection import project, project_targets
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.launch import ProcessOptions
+from shardscope.cli.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import report_error
 from shardscope.targets.host import start_jax_quietly

@@ -16,7 +16,7 @@ from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.quantities import parse_size
 from shardscope.costmodel.sweep import parse_chunk_sizes, run_sweep
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.launch import ProcessOptions
+from shardscope.cli.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
 from shardscope.targets.host import ensure_devices

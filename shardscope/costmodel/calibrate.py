@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from shardscope.costmodel.chips import Chip
+from shardscope.hardware.chips import Chip
 from shardscope.costmodel.cpu_peaks import measure_cpu_chip
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_lowered

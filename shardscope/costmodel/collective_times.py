@@ -6,7 +6,7 @@ position (``TargetPlan.device_coords``: a TPU chip's torus coordinates, a GPU's 
 index in the host). The time of one run is the slowest of its groups (they run at once, each
 on links of its own; contention between groups is not modelled). Each group is costed by the
 one model of the target's interconnect, which the target's machine record names
-(``TargetPlan.machine.fabric``: :mod:`shardscope.costmodel.fabrics` has the formulas).
+(``TargetPlan.machine.fabric``: :mod:`shardscope.hardware.fabrics` has the formulas).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shardscope.costmodel.collective_models import CollectiveTime
-from shardscope.costmodel.fabrics import Fabric
+from shardscope.hardware.collective_models import CollectiveTime
+from shardscope.hardware.fabrics import Fabric
 from shardscope.costmodel.projection import compiled_model
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ measurement:
 - one with instructions the model cannot time (a sort, a top-k, a loop of unknown trip count) is a
   lower bound: its measured time must be at least the estimate (within the band's low end).
 
-:func:`summary` counts them; ``shardscope/costmodel/checked.json`` keeps that summary per chip,
+:func:`summary` counts them; ``shardscope/hardware/checked.json`` keeps that summary per chip,
 written by ``python -m benchmarks.tpu_corpus_report --write`` and compared with a fresh replay in
 the tests, so what an estimate says about how sure it is comes from the stored corpus.
 """
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from shardscope.costmodel.chips import Chip
-from shardscope.costmodel.roofline import StepEstimate, estimate_step
+from shardscope.hardware.chips import Chip
+from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from shardscope.costmodel.chips import Chip
+from shardscope.hardware.chips import Chip
 from shardscope.engine.compilation import compile_lowered
 from shardscope.measure import timing
 

@@ -3,15 +3,15 @@
 :func:`estimate_module` is what ``shardscope.estimate_module`` calls: it reads an XLA module
 (``compiled.as_text()``, an XLA dump, a stored module), counts each instruction's work with its
 loops (:mod:`shardscope.engine.hlo.work`) and prices it on the chip
-(:mod:`shardscope.costmodel.roofline`).
+(:mod:`shardscope.engine.hlo.roofline`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from shardscope.costmodel.chips import TPU_CHIPS, Chip, gpu_chip
-from shardscope.costmodel.roofline import StepEstimate, estimate_step
+from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
+from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work
 from shardscope.errors import TargetError

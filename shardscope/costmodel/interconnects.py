@@ -5,7 +5,7 @@ ring step) and ``bandwidth_Bps`` (one direction, per device). Every preset says 
 come from; where a vendor publishes no latency, the source says the value is an assumption.
 
 A TPU slice has no preset: its ICI is a torus whose cost depends on which axes a group spans
-(``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.costmodel.fabrics`); a
+(``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.hardware.fabrics`); a
 flat ring at the chip's whole ICI bandwidth is 5x faster than a measured v5e all-gather
 (:mod:`shardscope.targets.tpu_generations`).
 """
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
 from shardscope.costmodel.quantities import parse_rate
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.engine.hlo.roofline import seconds_words
 
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 """Where the ring formulas (and the bus-bandwidth factors 2(n-1)/n and (n-1)/n) come from."""

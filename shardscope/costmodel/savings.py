@@ -33,7 +33,7 @@ from shardscope.costmodel.quantities import number_and_unit
 from shardscope.errors import SettingsError
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.roofline import StepEstimate
+    from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 

@@ -19,7 +19,7 @@ from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.measure import timing
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
-from shardscope.plans.settings import Settings, divisors
+from shardscope.config.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ out of a loop) or scatters, and the shape of its cost (what the ring, torus and 
 
 The parser (:mod:`shardscope.engine.hlo.sites`), the pairing of the two views
 (:mod:`shardscope.engine.hlo.pairing`), the jaxpr model and verdicts, the cost models
-(:mod:`shardscope.costmodel.projection`, :mod:`shardscope.costmodel.collective_models`) and the
+(:mod:`shardscope.costmodel.projection`, :mod:`shardscope.hardware.collective_models`) and the
 what-if's rewrites read it; a new collective kind is one row here, and every list of primitives,
 opcodes or calls elsewhere is derived from :data:`KINDS` (``tests/test_kinds.py`` holds them to it).
 """

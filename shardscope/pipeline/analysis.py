@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from shardscope.engine.counts import Count, total_runs
 from shardscope.errors import Cancelled
 from shardscope.pipeline.comparison import Comparison, compare
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledPlan
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from shardscope.measure.speedup import Speedup
     from shardscope.measure.timed_on import TimedOn
     from shardscope.measure.timing import RunTimes
-    from shardscope.plans.shapes import Shapes
+    from shardscope.config.shapes import Shapes
     from shardscope.sources.examples import ArgumentsDoNotFit
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")

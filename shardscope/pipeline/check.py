@@ -31,7 +31,7 @@ from shardscope.pipeline.run import analyze
 from shardscope.targets.plans import (compile_for_targets, load_targets, parse_targets, settings_on_targets,
                                       target_device_count, target_plans)
 from shardscope.targets.base import TargetDevices
-from shardscope.plans.settings import DEFAULT_DEVICES, Settings
+from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
 from shardscope.sources.loading import import_file, marked_functions, require_file
 from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick

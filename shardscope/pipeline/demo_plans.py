@@ -19,7 +19,7 @@ from shardscope.engine.pytree_paths import gradient_label
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import bodies, registry
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.demos import DemoFunction
 
 if TYPE_CHECKING:

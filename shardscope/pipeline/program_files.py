@@ -27,7 +27,7 @@ from shardscope.failures import trace_error
 from shardscope.measure.crosscheck import layout
 from shardscope.pipeline.what_if_programs import what_if_programs
 from shardscope.pipeline.workload import Arguments, PipelineProgram, Workload
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources import prng_keys
 from shardscope.sources.examples import check_program_fits, materialize
 from shardscope.sources.programs import CLI_DEBUG, ProgramFile, ProgramFunction, ProgramSpec

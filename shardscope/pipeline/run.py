@@ -38,7 +38,7 @@ from shardscope.pipeline.program_files import program_workload
 from shardscope.targets.plans import settings_on_targets, target_plans
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
-from shardscope.plans.settings import Settings, check_axis_name
+from shardscope.config.settings import Settings, check_axis_name
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.examples import ArgumentsDoNotFit
 from shardscope.sources.loading import load_file

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.engine.inspection import Inspection
     from shardscope.engine.traceable import Jitted
-    from shardscope.plans.settings import Settings
-    from shardscope.plans.shapes import Shapes
+    from shardscope.config.settings import Settings
+    from shardscope.config.shapes import Shapes
 
 
 Arguments = tuple[tuple, dict]

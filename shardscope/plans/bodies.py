@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from shardscope.plans.shapes import Shapes
+from shardscope.config.shapes import Shapes
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from shardscope.failures import first_line, model_error, trace_error
 from shardscope.measure import timing
 from shardscope.plans import bodies
 from shardscope.plans.bodies import Layout, Split
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import Settings
-from shardscope.plans.shapes import Shapes, resolve_shapes
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import Settings
+from shardscope.config.shapes import Shapes, resolve_shapes
 from shardscope.sources import prng_keys
 from shardscope.sources.demos import DemoFunction
 from shardscope.sources.examples import batch_size, check_fits, materialize

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.costmodel.calibrate import Calibration
-    from shardscope.costmodel.chips import Chip
+    from shardscope.hardware.chips import Chip
 
 
 def fit_sentence(c: "Calibration") -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.engine.hlo.measured import BY_OP_NAME, MeasuredCollective, MeasuredPlan
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
 from shardscope.costmodel.interconnects import format_seconds
 from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
-from shardscope.costmodel.roofline import range_words, seconds_words
+from shardscope.engine.hlo.roofline import range_words, seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.console import table_width
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
 
     from shardscope.costmodel.projection import Projection
-    from shardscope.costmodel.roofline import StepEstimate
+    from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import SettingsError
-from shardscope.plans.mesh import Mesh, is_axis_name
+from shardscope.config.mesh import Mesh, is_axis_name
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import jax
     import numpy as np
 
-    from shardscope.costmodel.chips import Chip
-    from shardscope.costmodel.machines import Machine
+    from shardscope.hardware.chips import Chip
+    from shardscope.hardware.machines import Machine
 
 
 class Target(ABC):

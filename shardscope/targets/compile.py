@@ -27,7 +27,7 @@ from shardscope.engine.compilation import compile_lowered, limit_errors, module_
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.count_hint import device_count_hint
-from shardscope.plans.mesh import Mesh
+from shardscope.config.mesh import Mesh
 
 __all__ = ["OutOfMemory", "TargetCompilation", "compile_for_target", "target_mesh"]
 

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
 
-from shardscope.costmodel.chips import gpu_chip
-from shardscope.costmodel.machines import Machine
+from shardscope.hardware.chips import gpu_chip
+from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import import_private_cuda_plugin, private_versions
 from shardscope.targets.host import plugin_lines_dropped
 from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
-from shardscope.plans.settings import MAX_DEVICES
+from shardscope.config.settings import MAX_DEVICES
 
 GPU_EXTRA = "pip install 'shardscope[gpu]'"
 """What installs JAX's CUDA plugin of the user's jax version (the ``gpu`` extra)."""

@@ -1,9 +1,9 @@
 """Every GPU node shardscope ships a description of, one record each: the node NVIDIA builds around
 the GPU (a DGX) with its NVLink and its network ports (one cost model:
-:class:`~shardscope.costmodel.fabrics.NodeFabric`), and what of a GPU's memory a JAX process may use.
+:class:`~shardscope.hardware.fabrics.NodeFabric`), and what of a GPU's memory a JAX process may use.
 
 A new GPU is its description file (``gpu_descriptions/NAME.txtpb``), its peaks' row in the compute
-table (:mod:`shardscope.costmodel.chips`) and its record here; a new vendor is its
+table (:mod:`shardscope.hardware.chips`) and its record here; a new vendor is its
 :class:`~shardscope.targets.base.Target` and its records. Every figure says where it comes from.
 
 **The network port** is what NCCL reaches per port, as NVIDIA's maintainers measure it (not the
@@ -22,11 +22,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from shardscope.costmodel.chips import Chip
-from shardscope.costmodel.fabrics import NodeFabric
-from shardscope.costmodel.fit import gib
-from shardscope.costmodel.machines import Machine
-from shardscope.costmodel.nccl import NCCL_812, NCCL_TESTS_290, NCCL_TUNING
+from shardscope.hardware.chips import Chip
+from shardscope.hardware.fabrics import NodeFabric
+from shardscope.hardware.fit import gib
+from shardscope.hardware.machines import Machine
+from shardscope.hardware.nccl import NCCL_812, NCCL_TESTS_290, NCCL_TUNING
 
 JAX_GPU_MEMORY = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"
 XLA_BFC_POOL = ("openxla/xla xla/pjrt/gpu/gpu_helpers.cc, CreateBFCAllocator: a pool of total_memory * memory_fraction "

@@ -13,8 +13,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from shardscope.costmodel.fit import compiler_limits, memory_fit, refusal_fit
-from shardscope.costmodel.roofline import estimate_step
+from shardscope.hardware.fit import compiler_limits, memory_fit, refusal_fit
+from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.paired import paired_collectives
@@ -24,8 +24,8 @@ from shardscope.errors import SettingsError, TargetError
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compile import OutOfMemory, TargetCompilation, compile_for_target
 from shardscope.targets.registry import UnavailableTarget, load_target, parse_target
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import Settings
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced

@@ -18,14 +18,14 @@ import threading
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
-from shardscope.costmodel.chips import tpu_chip
-from shardscope.costmodel.machines import Machine
+from shardscope.hardware.chips import tpu_chip
+from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import private_libtpu, private_library_path
 from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
 from shardscope.targets.tpu_generations import chip_config, generation_of
-from shardscope.plans.settings import MAX_DEVICES
+from shardscope.config.settings import MAX_DEVICES
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
 """What installs libtpu next to the user's own jax (the ``tpu`` extra)."""

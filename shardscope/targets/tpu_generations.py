@@ -1,6 +1,6 @@
 """Every TPU generation shardscope knows, one record each: what JAX and libtpu call it, the chip
-configuration libtpu sets on its hosts, its chip (memory, peaks: :data:`shardscope.costmodel.chips.TPU_CHIPS`,
-the compute table's row) and its ICI (one cost model: :class:`~shardscope.costmodel.fabrics.TorusFabric`).
+configuration libtpu sets on its hosts, its chip (memory, peaks: :data:`shardscope.hardware.chips.TPU_CHIPS`,
+the compute table's row) and its ICI (one cost model: :class:`~shardscope.hardware.fabrics.TorusFabric`).
 
 A new generation is one record here (and its chip's row in the compute table). Every figure says
 where it comes from.
@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shardscope.costmodel.chips import TPU_CHIPS, Chip
-from shardscope.costmodel.fabrics import ICI_HOP_LATENCY_S, SCALING_BOOK_SHARDING, SCALING_BOOK_TPUS, WRAP_SOURCE, TorusFabric
-from shardscope.costmodel.machines import Machine
+from shardscope.hardware.chips import TPU_CHIPS, Chip
+from shardscope.hardware.fabrics import ICI_HOP_LATENCY_S, SCALING_BOOK_SHARDING, SCALING_BOOK_TPUS, WRAP_SOURCE, TorusFabric
+from shardscope.hardware.machines import Machine
 
 _LATENCY = f"latency: ~1 us per hop ({SCALING_BOOK_SHARDING}, 'A note on ICI latency')"
 

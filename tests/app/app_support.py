@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from shardscope.app import ShardscopeApp, make_app as make_explorer
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMOS = ROOT / "demos"

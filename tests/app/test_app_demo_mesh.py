@@ -14,7 +14,7 @@ from textual.widgets import Input, OptionList, Select
 from shardscope.app import make_app
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.status import StatusLine
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 TWO_DEMOS = '''
 import jax

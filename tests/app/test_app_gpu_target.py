@@ -16,7 +16,7 @@ from shardscope.app.views import HloView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.targets import compile as targets, registry
 from shardscope.plans.registry import build_plans
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 

@@ -20,7 +20,7 @@ from shardscope.app.views import HloView
 @pytest.fixture(scope="module")
 def profiled():
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     return analyze(Settings(path=DEMOS / "linear.py", devices=2, chunk_size=16, repeats=1, profile=True))
 

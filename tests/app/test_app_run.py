@@ -43,7 +43,7 @@ class FirstRun:
 @pytest.fixture(scope="module")
 def first_run() -> FirstRun:
     from shardscope.app import make_app as make_explorer
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     async def scenario() -> FirstRun:
         app = make_explorer(Settings(DEMOS / "linear.py", repeats=2), profile_startup=True)
@@ -76,7 +76,7 @@ def test_first_run_starts_by_itself_and_fills_every_place(first_run):
 def test_progress_goes_through_the_stages_in_order():
     async def scenario():
         from shardscope.app import ShardscopeApp
-        from shardscope.plans.settings import Settings
+        from shardscope.config.settings import Settings
 
         stages = []
 
@@ -151,7 +151,7 @@ FIRST_PAINT_PROBE = '''
 import asyncio, json, sys
 from pathlib import Path
 from shardscope.app import ShardscopeApp
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 seen = {}
 

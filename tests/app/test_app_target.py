@@ -30,7 +30,7 @@ from shardscope.cli.explorer import ExplorerOptions
 from shardscope.errors import SettingsError
 from shardscope.targets import compile as targets, registry, tpu as tpu_target
 from shardscope.plans.registry import build_plans
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -60,7 +60,7 @@ def test_the_rnns_recurrent_weight_is_summed_in_both_nested_loops(analysis_of):
 
 def test_a_traced_only_analysis_says_it_was_not_compiled():
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     analysis = analyze(Settings(DEMOS / "linear.py", repeats=1), measure=False)
 
@@ -151,7 +151,7 @@ def test_a_step_of_dispatches_is_timed_as_written_and_checked_against_its_fix(an
 def test_the_partitioners_rematerialization_is_shown_under_its_program():
     # demos/reshard_clash.py adds a P('y', None, 'x') array to a P(None, ('x', 'y'), None) one
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     analysis = analyze(Settings(DEMOS / "reshard_clash.py", repeats=1))
     line = (DEMOS / "reshard_clash.py").read_text().splitlines().index("    return a + b") + 1  # add's, the first

@@ -45,7 +45,7 @@ def chain(x):
 @pytest.fixture(scope="module")
 def chain_analysis(tmp_path_factory):
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     path = Path(tmp_path_factory.mktemp("chain")) / "chain.py"
     path.write_text(PROGRAM)

@@ -35,7 +35,7 @@ async def shown_timings(analysis, width: int = 400) -> str:
 
 def test_the_timings_view_shows_the_warning(tmp_path):
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     analysis = analyze(Settings(path=write_demo(tmp_path, "gated.py", GATED), chunk_size=4, repeats=1))
     assert analysis.warnings

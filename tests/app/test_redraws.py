@@ -14,7 +14,7 @@ from app_support import drain, run
 from shardscope.app.textual_adapter import FooterKey
 from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.status import StatusLine
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 
 class _Plain(Input):

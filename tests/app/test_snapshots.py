@@ -17,7 +17,7 @@ from app_support import drain, press
 
 from shardscope.app import make_app
 from shardscope.app.views.timings import TimingsView
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 DEMOS = Path(__file__).resolve().parents[2] / "demos"
 

@@ -13,7 +13,7 @@ from textual_plotext import PlotextPlot
 
 from shardscope.app import make_app
 from shardscope.app.views.sweep import SweepView
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from shardscope.render.sweep import mib
 from view_support import DEMOS, run_view, shown
 

@@ -11,7 +11,7 @@ from shardscope.app.views.projection import ProjectionPanel
 from shardscope.app.views.sweep import SweepView, same_series
 from shardscope.costmodel.interconnects import format_seconds, preset
 from shardscope.costmodel.projection import project
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 from view_support import DEMOS, run_view as run, shown
 
 def test_timings_tab_projects_onto_the_picked_preset_and_device_count(analysis_of):

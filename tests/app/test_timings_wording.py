@@ -37,7 +37,7 @@ def test_the_timings_tab_notes_the_programs_compared_on_equal_arguments(tmp_path
     from pathlib import Path
 
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     path = Path(tmp_path) / "three.py"
     path.write_text(

@@ -170,7 +170,7 @@ def test_unified_lines_colour_removed_added_and_hunk_lines(analysis_of):
 def traced_only(demo: str, monkeypatch=None, **env):
     """An analysis of ``demo`` that was traced but not compiled or timed."""
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -246,7 +246,7 @@ def test_unknown_trip_counts_and_cond_branches_are_said_not_guessed(tmp_path):
     from test_custom_models import BRANCHY
 
     from shardscope.pipeline.run import analyze
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
     dynamic = analyze(Settings(write_demo(tmp_path, "dyn.py", DYNAMIC_WHILE), devices=4, chunk_size=2), measure=False)
     branchy = analyze(Settings(write_demo(tmp_path, "branchy.py", BRANCHY), devices=2, chunk_size=4), measure=False)

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 from shardscope.sources.loading import load_demo_file  # noqa: E402
 from shardscope.plans.registry import build_plans  # noqa: E402
-from shardscope.plans.settings import Settings  # noqa: E402
+from shardscope.config.settings import Settings  # noqa: E402
 
 settings = Settings(path=Path(demo), devices=int(devices))
 built = build_plans(load_demo_file(settings.path).get(None), settings)

@@ -32,7 +32,7 @@ from shardscope.app import runner
 from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus, worker_console
 from shardscope.app.views.pane import RenderedPane
-from shardscope.costmodel.roofline import seconds_words
+from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.engine.counts import count_text
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.partitioner import warning_lines

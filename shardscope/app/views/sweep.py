@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from textual_plotext import Plot
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
-    from shardscope.plans.settings import Settings
+    from shardscope.config.settings import Settings
 
 PLAN_COLOURS = ("red", "green", "blue", "magenta", "cyan", "yellow")
 BUDGET_COLOUR = "orange"

@@ -24,8 +24,8 @@ from shardscope.app.widgets.fields import SettingField
 from shardscope.app.widgets.updates import same_content, update_if_changed
 from shardscope.errors import SettingsError
 from shardscope.targets.registry import parse_target
-from shardscope.plans.mesh import Mesh, parse_axes
-from shardscope.plans.settings import (
+from shardscope.config.mesh import Mesh, parse_axes
+from shardscope.config.settings import (
     DEFAULT_AXIS,
     DEFAULT_DEVICES,
     Settings,
@@ -33,7 +33,7 @@ from shardscope.plans.settings import (
     default_chunk_size,
     divisors,
 )
-from shardscope.plans.shapes import resolve_shapes
+from shardscope.config.shapes import resolve_shapes
 from shardscope.sources.demos import carried_over
 
 
@@ -571,7 +571,7 @@ def _count(select: Select[int]) -> int:
 
 
 def _is_axis_name(text: str) -> bool:
-    """True for what :func:`~shardscope.plans.settings.check_axis_name` accepts (ASCII identifiers)."""
+    """True for what :func:`~shardscope.config.settings.check_axis_name` accepts (ASCII identifiers)."""
     try:
         check_axis_name(text.strip())
     except SettingsError:

@@ -16,11 +16,11 @@ from textual.events import Resize
 from textual.widgets import Static
 
 from shardscope.pipeline.analysis import STAGES
-from shardscope.plans.settings import Settings
+from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.measure.timed_on import TimedOn
-    from shardscope.plans.shapes import Shapes
+    from shardscope.config.shapes import Shapes
 
 SEPARATOR = "  |  "
 STATE_LINES = 2

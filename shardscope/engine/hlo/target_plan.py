@@ -31,9 +31,9 @@ from shardscope.engine.jaxpr.verdicts import FLAGGED
 from shardscope.engine.kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
-    from shardscope.costmodel.fit import MemoryFit
-    from shardscope.costmodel.machines import Machine
-    from shardscope.costmodel.roofline import StepEstimate
+    from shardscope.hardware.fit import MemoryFit
+    from shardscope.hardware.machines import Machine
+    from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
 

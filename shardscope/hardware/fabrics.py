@@ -31,7 +31,7 @@ line, about ``alpha`` = 1 us each. With ``n`` devices, ``S`` the per-device oper
 - collective-broadcast: the source's ``S`` pipelined down every spanned axis:
   ``max(alpha * sum(hops_d), S / sum(W_d))``
 
-**GPUs.** :mod:`shardscope.costmodel.nccl` (NCCL's ring and tree, per protocol, over every rail).
+**GPUs.** :mod:`shardscope.hardware.nccl` (NCCL's ring and tree, per protocol, over every rail).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from shardscope.costmodel.nccl import NcclPath, nccl_time, send_latency_s
-from shardscope.costmodel.collective_models import ALL_TO_ALL, BROADCAST, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
+from shardscope.hardware.nccl import NcclPath, nccl_time, send_latency_s
+from shardscope.hardware.collective_models import ALL_TO_ALL, BROADCAST, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
 
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
 """'How to Scale Your Model', part 2: ICI bandwidth per link per generation (its interconnect

@@ -16,7 +16,7 @@ calibrate`` (:func:`shardscope.costmodel.calibrate.measure_cpu_chip`).
 
 This module is a value the engine's layer may name (``tests/test_architecture.py``): the
 targets layer builds a chip for each target, and the step estimate
-(:mod:`shardscope.costmodel.roofline`) rests on it.
+(:mod:`shardscope.engine.hlo.roofline`) rests on it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from shardscope.costmodel.checked import checked_words
+from shardscope.hardware.checked import checked_words
 
 GIB = 2**30
 

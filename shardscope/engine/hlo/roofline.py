@@ -3,14 +3,14 @@
 Each instruction the module runs (loops counted: :mod:`shardscope.engine.hlo.work`) takes the
 longer of its work at the chip's rates (each kind of its flops at its unit's: matmuls at their
 operand type's and precision's peak, vector work and scatters at the rates measured on v5e:
-:meth:`Chip.rate <shardscope.costmodel.chips.Chip.rate>`) and its bytes at the bandwidth the
+:meth:`Chip.rate <shardscope.hardware.chips.Chip.rate>`) and its bytes at the bandwidth the
 chip reaches; the step is their sum, plus the chip's overhead per call and per loop iteration
 (measured on a real v5e: about 0.59 ms per call and 0.16 us per iteration,
-:mod:`shardscope.costmodel.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
+:mod:`shardscope.hardware.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
 and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
 instructions no rule covers (a sort, a top-k, a loop of unknown trip count) gets a lower bound
 that names them. It is an estimate, and says what it leaves out (:data:`LEAVES_OUT`) and how it
-compared with a real chip (:mod:`shardscope.costmodel.checked`).
+compared with a real chip (:mod:`shardscope.hardware.checked`).
 
 Collectives are the interconnect's: :attr:`StepEstimate.collectives_s` is None until a model
 of the target's interconnect fills it (:meth:`StepEstimate.with_collectives`); then the
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from shardscope.costmodel.checked import unchecked_words
-from shardscope.costmodel.chips import Chip
+from shardscope.hardware.checked import unchecked_words
+from shardscope.hardware.chips import Chip
 from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardscope.errors import SettingsError
-from shardscope.plans.mesh import Mesh
+from shardscope.config.mesh import Mesh
 
 DEFAULT_DEVICES = 2
 DEFAULT_AXIS = "s"

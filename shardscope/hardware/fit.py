@@ -18,7 +18,7 @@ the memory by default, or ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of it (:mod:`shards
 so a step at 79.9 of 80 GiB does not fit. When XLA:GPU's scheduler logs that the arguments and
 outputs exceed its limit ("The byte size of input/output arguments (...) exceeds the base limit
 (68719476736)"), :func:`compiler_limits` makes it part of the fit, not a raw line on the terminal.
-A TPU's from its ``device_kind`` (:mod:`shardscope.costmodel.chips`:
+A TPU's from its ``device_kind`` (:mod:`shardscope.hardware.chips`:
 libtpu's compile-only devices have no ``memory_stats()``; the table holds what libtpu's
 compiler lets a program use, read from its refusals), a GPU's from its description's
 ``device_memory_size``. When XLA:TPU refuses a step ("RESOURCE_EXHAUSTED: Ran out of memory
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shardscope.costmodel.chips import GIB, Chip
+from shardscope.hardware.chips import GIB, Chip
 
 _SIZE = r"([0-9.]+)\s*([KMGT]i?B?|B)?"
 _REFUSALS = (

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardscope.errors import SettingsError
-from shardscope.plans.mesh import Mesh
-from shardscope.plans.settings import Settings, default_chunk_size, divisors
+from shardscope.config.mesh import Mesh
+from shardscope.config.settings import Settings, default_chunk_size, divisors
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.distributed.processes import run_workers
+from shardscope.cli.processes import run_workers
 from shardscope.distributed.workers import WorkerRole, join_as_worker, join_cluster
 from shardscope.errors import SettingsError
 from shardscope.targets.host import request_devices
 from shardscope.targets.platforms import jax_platforms
-from shardscope.plans.settings import MAX_DEVICES, Settings, check_device_count
+from shardscope.config.settings import MAX_DEVICES, Settings, check_device_count
 
 DEFAULT_MAX_DEVICES = 8
 """CPU devices an in-process run starts JAX with (more when the mesh needs more)."""
@@ -91,7 +91,7 @@ def spawn_workers(processes: ProcessOptions, settings: Settings, batch: int | No
 
     ``batch`` (a demo's N, when known) narrows the device counts a refusal suggests to the ones
     that also split the batch. A worker's failure raises
-    :class:`~shardscope.distributed.processes.WorkerFailed`, with the status to exit with.
+    :class:`~shardscope.cli.processes.WorkerFailed`, with the status to exit with.
     """
     check_process_options(processes, settings, batch)
     return run_workers(list(processes.worker_argv), processes.processes, processes.timeout_s)

@@ -1,6 +1,6 @@
-"""What a target is made of, as one record: its device (a :class:`~shardscope.costmodel.chips.Chip`:
+"""What a target is made of, as one record: its device (a :class:`~shardscope.hardware.chips.Chip`:
 memory, peaks, overheads) and the interconnect between its devices (one cost model:
-:data:`~shardscope.costmodel.fabrics.Fabric`), with the words and the layout facts the views need.
+:data:`~shardscope.hardware.fabrics.Fabric`), with the words and the layout facts the views need.
 
 A :class:`~shardscope.targets.base.Target` owns its machine (``Target.machine(device_kind)``):
 each TPU generation is one record (:mod:`shardscope.targets.tpu_generations`), each GPU node one
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.costmodel.chips import Chip
-from shardscope.costmodel.fabrics import Fabric
+from shardscope.hardware.chips import Chip
+from shardscope.hardware.fabrics import Fabric
 
 
 @dataclass(frozen=True)

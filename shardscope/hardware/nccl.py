@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardscope.costmodel.collective_models import ALL_TO_ALL, BROADCAST, GATHER, REDUCE, SCATTER, CollectiveTime
+from shardscope.hardware.collective_models import ALL_TO_ALL, BROADCAST, GATHER, REDUCE, SCATTER, CollectiveTime
 
 NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc (NCCL 2.19, baseLat and hwLat, the protocols' bandwidth factors), "
                "https://github.com/NVIDIA/nccl/blob/b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc")
