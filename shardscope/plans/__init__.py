@@ -1,2 +1,2 @@
-"""The plans shardscope generates for a demo function: the registry, the per-device bodies,
-the sizes that follow from the settings, and the mesh."""
+"""The plans shardscope generates for a demo function: the registry and the per-device bodies
+(the settings, mesh and sizes a run is made of are :mod:`shardscope.config`)."""
