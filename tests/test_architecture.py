@@ -182,37 +182,52 @@ def test_no_module_imports_another_modules_private_names():
 
 
 LAYERS = (
-    ("user files", ("shardscope.demo_files",)),
-    ("commands", ("shardscope.cli", "shardscope.__main__", "shardscope.cli.launch",
-                  "shardscope.cli.processes")),
-    ("public face", ("shardscope", "shardscope.testing")),
-    ("app", ("shardscope.app",)),
-    ("render", ("shardscope.render",)),
-    ("costmodel", ("shardscope.costmodel",)),
-    ("pipeline", ("shardscope.pipeline",)),
-    ("targets", ("shardscope.targets",)),
-    ("plans", ("shardscope.plans",)),
-    ("whatif", ("shardscope.whatif",)),
-    ("engine", ("shardscope.engine", "shardscope.hardware.chips", "shardscope.hardware.fit",
-                "shardscope.engine.hlo.roofline", "shardscope.hardware.machines", "shardscope.hardware.fabrics",
-                "shardscope.hardware.nccl", "shardscope.hardware.collective_models",
-                "shardscope.hardware.checked")),
-    ("failures", ("shardscope.failures",)),
-    ("measure", ("shardscope.measure",)),
-    ("sources", ("shardscope.sources",)),
-    ("values", ("shardscope.errors", "shardscope.activities", "shardscope.config.mesh", "shardscope.config.settings", "shardscope.config.shapes",
-                "shardscope.distributed", "shardscope.distributed.interrupts", "shardscope.distributed.workers")),
+    ("user files", ("demo_files",)),
+    ("commands", ("cli", "__main__")),
+    ("public face", ("__init__", "testing")),
+    ("app", ("app",)),
+    ("render", ("render",)),
+    ("costmodel", ("costmodel",)),
+    ("pipeline", ("pipeline",)),
+    ("targets", ("targets",)),
+    ("plans", ("plans",)),
+    ("whatif", ("whatif",)),
+    ("engine", ("engine",)),
+    ("hardware", ("hardware",)),
+    ("failures", ("failures",)),
+    ("measure", ("measure",)),
+    ("sources", ("sources",)),
+    ("values", ("config", "distributed", "errors", "activities")),
 )
-"""Top first: a module may import its own layer and the layers below it (docs/architecture.md).
-A module is in the layer of its longest matching name: ``shardscope`` itself is the package's
-``__init__`` only, ``config.mesh`` is a value under ``plans``."""
+"""Top first, by folder: a module may import its own layer and the layers below it
+(docs/architecture.md). Each entry is a folder of ``shardscope/`` or a module at its root
+(``__init__``: the package itself), in exactly one layer, and every module is in its folder's."""
+
+
+def part_of(module: str) -> str:
+    """The folder of ``shardscope/`` that ``module`` is in (``shardscope.engine.hlo.text`` ->
+    ``engine``), or its own name for a module at the root (``shardscope`` itself is ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def package_parts(package: Path = PACKAGE) -> set[str]:
+    """The package's folders (those directly under it that hold modules) and the modules at its root."""
+    return {path.name for path in package.iterdir() if path.is_dir() and any(path.rglob("*.py"))} | {
+        path.stem for path in package.glob("*.py")}
+
 
 def layer_of(module: str) -> int:
-    """The rank of ``module``'s layer in :data:`LAYERS` (0: the top)."""
-    matches = [(len(name), rank) for rank, (_, names) in enumerate(LAYERS) for name in names
-               if module == name or (name != "shardscope" and module.startswith(name + "."))]
-    assert matches, f"{module} is in no layer: add it to LAYERS and to docs/architecture.md"
-    return max(matches)[1]
+    """The rank of ``module``'s layer in :data:`LAYERS` (0: the top): its folder's."""
+    ranks = [rank for rank, (_, parts) in enumerate(LAYERS) if part_of(module) in parts]
+    assert ranks, f"{part_of(module)} is in no layer: add it to LAYERS and to docs/architecture.md"
+    return ranks[0]
+
+
+def test_every_folder_is_in_exactly_one_layer():
+    listed = [part for _, parts in LAYERS for part in parts]
+    assert sorted(listed) == sorted(set(listed)), "a folder listed in two layers"
+    assert set(listed) == package_parts(), "LAYERS lists exactly the package's folders and root modules"
 
 
 def test_imports_go_down_the_layers():
@@ -226,17 +241,46 @@ def test_imports_go_down_the_layers():
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
 
 
-BELOW_THE_PROCESS = ("shardscope.sources", "shardscope.measure", "shardscope.failures", "shardscope.engine",
-                     "shardscope.whatif", "shardscope.plans")
+def folders_importing_each_other(graph: nx.DiGraph) -> list[str]:
+    """``a <-> b: one import each way`` for each two folders (or root modules) of the package
+    that import each other, by :func:`part_of`."""
+    between: dict[tuple[str, str], str] = {}
+    for a, b in sorted(graph.edges):
+        if part_of(a) != part_of(b):
+            between.setdefault((part_of(a), part_of(b)), f"{a} imports {b}")
+    return sorted(f"{a} <-> {b}: {between[a, b]}; {between[b, a]}"
+                  for a, b in between if a < b and (b, a) in between)
+
+
+def test_two_folders_importing_each_other_are_found_wherever_the_import_is(tmp_path):
+    package = write_package(tmp_path, {
+        "__init__.py": "", "root.py": "",
+        "low/__init__.py": "", "low/a.py": "def later():\n    from pkg.high import b\n",
+        "low/c.py": "import pkg.root\n",
+        "high/__init__.py": "", "high/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import c\n",
+        "high/d.py": "from pkg import root\n",
+    })
+    graph = import_graph(package, statements=every_statement)
+    assert not circles(graph)  # no module circle: the folders' is one only a folder's view sees
+    assert folders_importing_each_other(graph) == ["high <-> low: pkg.high.b imports pkg.low.c; pkg.low.a imports pkg.high.b"]
+
+
+def test_no_two_folders_import_each_other():
+    found = folders_importing_each_other(import_graph(statements=every_statement))
+    assert not found, "folders that import each other (a folder is one layer):\n" + "\n".join(found)
+
+
+BELOW_THE_PROCESS = ("shardscope.sources", "shardscope.measure", "shardscope.failures", "shardscope.hardware",
+                     "shardscope.engine", "shardscope.whatif", "shardscope.plans", "shardscope.config")
 """The layers that read programs and their plans: they know nothing of how the process runs
-(``distributed/``: signals, worker processes, the compilation cache), as a library's user's
+(``distributed/``: signals, joined processes, the compilation cache), as a library's user's
 script does not. What a thread is doing, for an interrupt's message, is ``shardscope.activities``."""
 
 
 def test_the_analysis_layers_never_import_the_process_machinery():
     graph = import_graph(statements=every_statement)
     found = sorted(f"{a} imports {b}" for a, b in graph.edges
-                   if a.startswith(BELOW_THE_PROCESS) and b.startswith("shardscope.distributed"))
+                   if a.startswith(BELOW_THE_PROCESS) and b.startswith(("shardscope.distributed", "shardscope.cli")))
     assert not found, "\n".join(found)
 
 
