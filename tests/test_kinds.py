@@ -1,4 +1,4 @@
-"""Every collective kind is one row of :data:`shardscope.engine.kinds.KINDS`: no other module writes
+"""Every collective kind is one row of :data:`shardscope.collective_kinds.KINDS`: no other module writes
 a list of collective primitives, opcodes or ``jax.lax`` calls, and the lists the rest of the package
 reads are the table's. The costs of a collective-broadcast follow XLA's and JAX's semantics."""
 
@@ -17,11 +17,11 @@ import shardscope
 from shardscope.hardware import collective_models
 from shardscope.hardware.fabrics import torus_time
 from shardscope.costmodel.projection import ring_terms
-from shardscope.engine import kinds
+from shardscope import collective_kinds as kinds
 from shardscope.engine.jaxpr.model import CAST_PRIMITIVES, COLLECTIVE_PRIMITIVES
 
 PACKAGE = Path(shardscope.__file__).parent
-HOME = PACKAGE / "engine" / "kinds.py"
+HOME = PACKAGE / "collective_kinds.py"
 
 VOCABULARY = (kinds.PRIMITIVES | kinds.CALLS | set(kinds.NAMES)
               | {f"{name}-{phase}" for name in kinds.NAMES for phase in ("start", "done")})

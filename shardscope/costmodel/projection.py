@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.interconnects import Link
-from shardscope.engine import kinds
-from shardscope.engine.kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
+from shardscope import collective_kinds as kinds
+from shardscope.collective_kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
 
 if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Equation
@@ -36,7 +36,7 @@ _RING_TERMS = {
     kinds.PAIRS: lambda n, s: (1, s),
     kinds.BROADCAST: lambda n, s: (n - 1, s),
 }
-"""``(latency steps, bytes over the link)`` of each cost shape (:mod:`shardscope.engine.kinds`)."""
+"""``(latency steps, bytes over the link)`` of each cost shape (:mod:`shardscope.collective_kinds`)."""
 
 
 def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float, float]:

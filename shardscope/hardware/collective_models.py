@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.engine import kinds
+from shardscope import collective_kinds as kinds
 
 REDUCE = kinds.of_shape(kinds.REDUCE)
 GATHER = kinds.of_shape(kinds.GATHER)
@@ -14,7 +14,7 @@ SCATTER = kinds.of_shape(kinds.SCATTER)
 ALL_TO_ALL = kinds.of_shape(kinds.EXCHANGE)
 PAIRS = kinds.of_shape(kinds.PAIRS)
 BROADCAST = kinds.of_shape(kinds.BROADCAST)
-"""The primitives of each cost shape (:data:`shardscope.engine.kinds.KINDS`' rows)."""
+"""The primitives of each cost shape (:data:`shardscope.collective_kinds.KINDS`' rows)."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import scan_operand_groups, user_frames_of
-from shardscope.engine.kinds import PSUM_INVARIANT
+from shardscope.collective_kinds import PSUM_INVARIANT
 from shardscope.whatif.retrace import Edits, Replacement, block_id_of
 from shardscope.whatif.type_reach import Axes, Carry, type_reach
 

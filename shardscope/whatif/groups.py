@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.engine.jaxpr.dataflow import loops
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, REDUCTIONS
-from shardscope.engine.kinds import PSUM_INVARIANT, REDUCES_BY, SUM_KINDS
+from shardscope.collective_kinds import PSUM_INVARIANT, REDUCES_BY, SUM_KINDS
 from shardscope.engine.pytree_paths import gradient_label, labelled_argument
 from shardscope.whatif.deferral import SHARD_MAP, EquationIndex, Refused, plan_deferral
 

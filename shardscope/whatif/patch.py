@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from shardscope.engine.kinds import CALL_NOUNS, CALLS
+from shardscope.collective_kinds import CALL_NOUNS, CALLS
 
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
 """The JAX loops a patch rewrites, with the positions of their body and of their start value."""

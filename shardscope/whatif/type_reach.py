@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeGuard, cast
 
 from shardscope.engine.jaxpr.linear_rules import LINEAR
 from shardscope.engine.jaxpr.model import qualify, scan_operand_groups
-from shardscope.engine.kinds import SUMS
+from shardscope.collective_kinds import SUMS
 from shardscope.whatif.retrace import block_id_of
 
 if TYPE_CHECKING:

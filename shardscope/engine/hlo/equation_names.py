@@ -29,7 +29,7 @@ from shardscope.engine.jaxpr.dataflow import outputs_reached, value_name
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import Equation, Program
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.kinds import PSUM_INVARIANT
+from shardscope.collective_kinds import PSUM_INVARIANT
 from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:

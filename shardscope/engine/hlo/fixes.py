@@ -21,7 +21,7 @@ from shardscope.engine.counts import Count, runs_per_call
 from shardscope.engine.hlo.stacking import stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
-from shardscope.engine.kinds import REDUCE_SCATTER, SUM_KINDS
+from shardscope.collective_kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.hlo.replica_groups import whole_axes
 from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
 

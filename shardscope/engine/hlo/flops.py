@@ -20,7 +20,7 @@ from math import prod
 from typing import Callable, Iterator
 
 from shardscope.engine.hlo.text import HloModule, Instruction
-from shardscope.engine.kinds import DONE_OPCODES
+from shardscope.collective_kinds import DONE_OPCODES
 
 FREE_OPCODES = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",

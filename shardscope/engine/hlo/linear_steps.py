@@ -12,7 +12,7 @@ from __future__ import annotations
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.text import Computation, Instruction
-from shardscope.engine.kinds import ALL_REDUCE
+from shardscope.collective_kinds import ALL_REDUCE
 
 _ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
 """The end of an asynchronous all-reduce (a GPU's), whose result is the sum."""

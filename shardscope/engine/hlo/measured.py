@@ -29,7 +29,7 @@ from typing import Iterable
 
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.text import HloModule
-from shardscope.engine.kinds import NAMES
+from shardscope.collective_kinds import NAMES
 from shardscope.measure.profile_read import HloStat, ModuleRun, OpRun, Profile, ProfileError
 
 BY_NAME = "instruction names"

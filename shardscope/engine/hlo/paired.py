@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 from shardscope.engine.counts import PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
 from shardscope.engine.jaxpr.verdicts import NEEDED, Verdict
-from shardscope.engine.kinds import OF_PRIMITIVE
+from shardscope.collective_kinds import OF_PRIMITIVE
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from shardscope.engine.hlo.text import op_primitives
-from shardscope.engine.kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
+from shardscope.collective_kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 PROGRAM, PARTITIONER = "program", "partitioner"
 
 HLO_KIND = OF_PRIMITIVE
-"""The HLO collective each JAX collective primitive compiles to (:mod:`~shardscope.engine.kinds`)."""
+"""The HLO collective each JAX collective primitive compiles to (:mod:`~shardscope.collective_kinds`)."""
 
 JAX_COLLECTIVE_PRIMITIVES = frozenset(HLO_KIND) | {"reshard"}
 """Names an ``op_name`` ends with when the program itself wrote the collective (``reshard`` too)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from shardscope.engine.hlo.replica_groups import MeshShape
 from shardscope.engine.hlo.text import HloModule, Instruction
-from shardscope.engine.kinds import ALL_GATHER, ALL_TO_ALL, COLLECTIVE_PERMUTE
+from shardscope.collective_kinds import ALL_GATHER, ALL_TO_ALL, COLLECTIVE_PERMUTE
 
 INVOLUNTARY_REMAT = "involuntary-rematerialization"
 PARTITIONER_WARNING = "partitioner-warning"

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.memo import cached_method
 from shardscope.engine.hlo.text import HloModule, Instruction
-from shardscope.engine.kinds import NAMES
+from shardscope.collective_kinds import NAMES
 
 COLLECTIVE_KINDS = NAMES
-"""The collective instructions of HLO, by the name the plan lists them under (:mod:`~shardscope.engine.kinds`)."""
+"""The collective instructions of HLO, by the name the plan lists them under (:mod:`~shardscope.collective_kinds`)."""
 
 COLLECTIVE_OPCODES = frozenset(COLLECTIVE_KINDS) | frozenset(f"{k}-start" for k in COLLECTIVE_KINDS)
 _BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from shardscope.engine.counts import Count, known_sum
 from shardscope.engine.jaxpr.verdicts import FLAGGED
-from shardscope.engine.kinds import SUM_KINDS
+from shardscope.collective_kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
     from shardscope.hardware.fit import MemoryFit

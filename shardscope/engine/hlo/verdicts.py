@@ -37,7 +37,7 @@ from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE
-from shardscope.engine.kinds import ALL_REDUCE, REDUCE_SCATTER, SUM_KINDS
+from shardscope.collective_kinds import ALL_REDUCE, REDUCE_SCATTER, SUM_KINDS
 
 _STACKING_COMBINERS = frozenset({"add", "maximum", "minimum", "multiply"})
 """Combiners whose collective of a stacked buffer after the loop gives every slot what the

@@ -18,7 +18,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
-from shardscope.engine.kinds import LAX_FUNCTIONS
+from shardscope.collective_kinds import LAX_FUNCTIONS
 from shardscope.engine.written_values import call_at
 
 

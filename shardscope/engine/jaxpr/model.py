@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, cast
 import numpy as np
 
 from shardscope.engine.jaxpr.custom_rules import RuleSite, backward_rule_site
-from shardscope.engine.kinds import PRIMITIVES, PSUM_INVARIANT
+from shardscope.collective_kinds import PRIMITIVES, PSUM_INVARIANT
 from shardscope.engine.user_frames import users_first
 from shardscope.engine.written_values import written_argument
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
 COLLECTIVE_PRIMITIVES = PRIMITIVES
-"""Primitives that move data between devices (:data:`shardscope.engine.kinds.PRIMITIVES`)."""
+"""Primitives that move data between devices (:data:`shardscope.collective_kinds.PRIMITIVES`)."""
 
 CAST_PRIMITIVES = frozenset(
     {"pvary", "pcast", "preduced", "vary_unreduced_cast_p", "vary_unreduced_cast", "reduced_vary_cast", "reduced_vary_cast_p"}
