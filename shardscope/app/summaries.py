@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from shardscope.engine.counts import runs_per_call
+
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis, PlanResult
     from shardscope.pipeline.comparison import Comparison
@@ -31,7 +33,7 @@ def plan_line(plan: PlanResult) -> Text:
     equations = len(plan.collectives)
     where = f"{in_loops} of {equations} collective equations in loops" if in_loops else (
         f"all {equations} collective equations once per call" if equations else "no collective equations")
-    text = Text.assemble((f"{plan.jaxpr_runs.text()} runs/call", style), ", ", (where, style))
+    text = Text.assemble((runs_per_call(plan.jaxpr_runs.text()), style), ", ", (where, style))
     text.append(f", {plan.jaxpr_bytes.text('B')}/call")
     return text
 

@@ -256,7 +256,7 @@ def test_a_jitted_programs_header_counts_what_the_compiler_runs_in_red():
             assert "red" in _style_at(step, "compiled: 4 runs/call")
             assert "jaxpr: 0 runs/call, no collective equations" in step.plain
             fixed = view.query_one("#step_fixed-header").render()
-            assert "compiled: 1 runs/call, 0 in while loops" in fixed.plain
-            assert "green" in _style_at(fixed, "compiled: 1 runs/call")
+            assert "compiled: 1 run/call, 0 in while loops" in fixed.plain
+            assert "green" in _style_at(fixed, "compiled: 1 run/call")
 
     run(scenario())

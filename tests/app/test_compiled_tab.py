@@ -38,7 +38,7 @@ def test_the_seed_case_all_reduces_in_the_chunk_loop_naive_and_after_it_deferred
         assert re.search(r"1\s+all-reduce\[s\]\s+grad\(params\)\s+2\s+2\s+40\s+program\s+deferrable\s+psum_invariant", naive)
         assert re.search(r"psum_invariant of grad\(params\) -> all-reduce \S+ in the while body, x2/call", naive)
         assert "fix: cast params to varying" in naive
-        assert " 1 compiled collective from 1 collective equation, 1 runs/call, 20 B/call, 0 in while loops" in deferred
+        assert " 1 compiled collective from 1 collective equation, 1 run/call, 20 B/call, 0 in while loops" in deferred
         assert re.search(r"1\s+all-reduce\[s\]\s+grad\(params\)\s+-\s+1\s+20\s+program\s+-\s+psum_invariant", deferred)
         assert "These are the cpu compiler's results" in text and "hoist" in text
 
@@ -102,7 +102,7 @@ def test_the_tab_shows_the_partitioners_all_reduce_of_a_jit_with_shardings_and_n
             # the value cell folds at this width (its second value on the next row)
             assert re.search(r"all-reduce\[data\] grad\(params\['W1'\]\), 4 4 8,704 partitioner deferrable - grad\(params\['W2'\]\)", text)
             assert "written by the partitioner" in text and "fix: the partitioner sums" in text
-            assert "step_fixed: 1 compiled collective from 2 collective equations, 1 runs/call" in text
+            assert "step_fixed: 1 compiled collective from 2 collective equations, 1 run/call" in text
             assert view.selected is None
             await press(pilot, "n")
             assert view.selected == ("step", 0) and "▶ step #1 all-reduce" in view.plain

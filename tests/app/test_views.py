@@ -48,7 +48,7 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
         rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call  40 B/call")}
         assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call  40 B/call"]
         assert "▼" in naive and "╭" in naive
-        assert "1 runs/call, all 1 collective equations once per call, 20 B/call" in deferred
+        assert "1 run/call, all 1 collective equations once per call, 20 B/call" in deferred
         assert re.search(r"⟳ scan_0 \[2 trips\] plan's chunk loop\s+free of collectives", deferred)
         assert re.search(r"●  x1/call  psum_invariant_0 over s · 20 B/call \(20 B/run\)\s+once per call, outside every loop", deferred)
         # the single all-reduce sits after the loop, and the loop box says it has no collectives

@@ -33,7 +33,7 @@ from shardscope.app.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus, worker_console
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.hlo.roofline import seconds_words
-from shardscope.engine.counts import count_text
+from shardscope.engine.counts import count_text, runs_per_call
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import placement_words, plan_notes, plan_verdict, target_rows
@@ -88,7 +88,7 @@ def plan_heading(plan: "PlanResult") -> Text:
     text.append(f" from {equations} collective equation{'' if equations == 1 else 's'}" if equations
                 else f" (none in the jaxpr: the partitioner wrote {'it' if count == 1 else 'them'})" if count else "")
     text.append(", ")
-    text.append(f"{runs.text()} runs/call", loop_style(in_loops))
+    text.append(runs_per_call(runs.text()), loop_style(in_loops))
     text.append(f", {moved.text('B')}/call, {in_loops} in while loops")
     flagged = len(plan.flagged)
     text.append(f"; {flagged} {'collective runs' if flagged == 1 else 'collectives run'} in a loop without needing to"

@@ -21,6 +21,7 @@ from shardscope.app import gc_policy
 from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.views.plans.plan_tree import PlanTree
 from shardscope.app.widgets.text_rows import TextRows
+from shardscope.engine.counts import runs_per_call
 from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render.text import structure_summary
 
@@ -384,7 +385,7 @@ def _summary(plan: PlanResult) -> Text:
     else:  # what runs first (a jit with shardings has no collective in its jaxpr), coloured by it
         in_loops = len(plan.compiled.findings)
         assert plan.compiled_runs is not None  # counted whenever compiled
-        text.append(f"compiled: {plan.compiled_runs.text()} runs/call, {in_loops} in while loops",
+        text.append(f"compiled: {runs_per_call(plan.compiled_runs.text())}, {in_loops} in while loops",
                     "bold red" if in_loops else "bold green")
         text.append(f" · jaxpr: {structure_summary(plan)}", "dim")
     text.append("\n")
