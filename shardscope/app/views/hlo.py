@@ -425,6 +425,7 @@ class HloView(RenderedPane):
         self._generation = 0  # the layout asked for last: a worker's older one is dropped
         self._laying_out = False  # a worker is laying the tab out
         self._then: "Callable[[], None] | None" = None  # what to do once the worker's layout shows (scroll)
+        self._pending: "Callable[[], None] | None" = None  # that, once shown, until the body has its height
         self._has_layout = False  # the body shows a layout of the analysis (not its progress line)
 
     @property
@@ -464,7 +465,9 @@ class HloView(RenderedPane):
         """Lay the blocks out again at the new width, where the view was."""
         if self._analysis is not None:
             y = self.body.scroll_offset.y
-            self._draw(then=self._then or (lambda: self.body.scroll_to(y=y, animate=False)))
+            # a scroll still to come (asked for during a layout, or waiting for the layout's
+            # height) is kept: the view's offset is not where it is going yet
+            self._draw(then=self._then or self._pending or (lambda: self.body.scroll_to(y=y, animate=False)))
 
     def _draw(self, then: "Callable[[], None] | None" = None) -> None:
         """Lay every block out at the body's width and remember where each collective's details
@@ -481,10 +484,12 @@ class HloView(RenderedPane):
         if self._analysis is None:
             return
         self._generation += 1
+        self._pending = None  # a scroll waiting for the last layout now waits for this one (``then``)
         large = collective_count(self._analysis) > self.lay_out_here
         if width <= 0:  # not laid out yet: laid out once it has a width (the resize draws it again)
             if large:  # the body shows once the tab is laid out: then it has a width
-                self._laying_out = True
+                # kept for a resize meanwhile, which draws again with it (an n/N taken now is not lost)
+                self._then, self._laying_out = then, True
                 self._show_progress(0, len(targets(self._analysis)))
                 self.call_after_refresh(self._draw_if_current, self._generation, then)
             else:
@@ -546,7 +551,19 @@ class HloView(RenderedPane):
         self._show_layout(message.layout)
         then, self._then = self._then, None
         if then is not None:  # once the body has taken the new lines' height
-            self.call_after_refresh(then)
+            self._pending = then
+            self.call_after_refresh(self._run_pending, then)
+
+    def _run_pending(self, then: "Callable[[], None]", again: bool = True) -> None:
+        """Do the scroll that waited for a layout, unless a later drawing took it over; once more
+        after the next screen update (the body may take the new lines' height only then, and a
+        scroll past the old height stops short)."""
+        if self._pending is then:
+            then()
+            if again:
+                self.call_after_refresh(self._run_pending, then, False)
+            else:
+                self._pending = None
 
     def _show_layout(self, layout: Layout) -> None:
         self._starts, self._slice_start, self._has_layout = layout.starts, layout.slice_start, True
