@@ -2,7 +2,8 @@
 
 Needs only jax and numpy (it runs on a TPU VM as it is)::
 
-    python benchmarks/tpu_corpus.py OUT_DIR [--only NAME ...] [--list]
+    python benchmarks/tpu_corpus.py OUT_DIR [--set tuned|held-out|all|run4] [--only NAME ...] [--list]
+                                    [--profile] [--deadline SECONDS]
 
 For each program it compiles the jitted function for the machine's first device, keeps
 ``compiled.as_text()``, and times it two ways:
@@ -12,7 +13,11 @@ For each program it compiles the jitted function for the machine's first device,
   few rounds (a training loop dispatches ahead like this).
 
 Each program's result is one JSON line appended to ``OUT_DIR/corpus.jsonl`` as soon as it is
-measured (a failing program records its error and the others go on). ``tests/fixtures/tpu_corpus``
+measured (a failing program records its error and the others go on). ``--profile`` then runs each
+measured program six times more under one ``jax.profiler`` trace (``OUT_DIR/profile.xplane.pb``:
+``python -m benchmarks.profile_kinds --from-profile`` reads each instruction's time from it), and
+``--deadline`` starts no program past that many seconds, so that a bounded device session still
+brings back what it measured. ``tests/fixtures/tpu_corpus``
 keeps the lines measured on a real v5e chip; ``tests/test_tpu_corpus.py`` replays every estimate
 from them without a chip.
 """
@@ -695,6 +700,128 @@ def _() -> Any:
     return ln, (rand((32, 1024, 2048), BF16, 1, 1.0),)
 
 
+# --- run 4: gathers at several widths, tables and forms; the out-of-band kinds again ------------
+
+RUN4: list[str] = []
+"""The programs first measured in run 4 (``--set run4``): gathers, tuned and held out, and more
+programs of the kinds the model missed (softmax, cumsum)."""
+
+PROFILED_AGAIN = ("embedding_lookup", "h_embedding_lookup_128k", "h_softmax_f32", "cumsum_f32", "depthwise_conv",
+                  "h_conv5x5_grad", "h_conv_stride2_3x3_fwd", "conv_stride2_1x1", "block_fwd_small",
+                  "h_moe_onehot_grad", "attention_fwd_hd128", "block_grad_noncausal")
+"""Programs of earlier runs measured again in run 4, under the profiler too: the out-of-band ones."""
+
+
+def run4(name: str, kind: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register a run-4 program: tuned, or held out when its name starts with ``h_``."""
+    register = held_out(name, kind) if name.startswith("h_") else program(name, kind)
+
+    def both(make: Callable[[], Any]) -> Callable[[], Any]:
+        RUN4.append(name)
+        return register(make)
+    return both
+
+
+def table(shape: tuple[int, ...], dtype: Any = BF16, seed: int = 0) -> Any:
+    """A large array made on the device (a gather's time does not depend on its values)."""
+    return jax.random.normal(jax.random.key(seed), shape, dtype)
+
+
+def ids(high: int, shape: tuple[int, ...], seed: int = 1) -> Any:
+    """Uniformly random row numbers below ``high``, as a token batch's."""
+    return jnp.asarray(np.random.default_rng(seed).integers(0, high, shape), jnp.int32)
+
+
+def _rows(vocab: int, width: int, rows: int, dtype: Any = BF16) -> Any:
+    """``rows`` rows of a ``vocab x width`` table, taken by random ids (an embedding lookup)."""
+    return (lambda t, i: t[i]), (table((vocab, width), dtype), ids(vocab, (rows,)))
+
+
+# Tables of 256-512 MiB stay in HBM (XLA:TPU prefetches a table of up to ~100 MB into on-chip
+# memory, S(1) in the module); every table here is read at random rows of 128 B to 16 KiB.
+for _vocab, _width, _count, _dtype, _name in (
+        (2**21, 128, 2**18, BF16, "gather_rows_bf16_w128"), (2**20, 256, 2**17, BF16, "gather_rows_bf16_w256"),
+        (2**19, 512, 2**16, BF16, "gather_rows_bf16_w512"), (2**18, 1024, 2**16, BF16, "gather_rows_bf16_w1024"),
+        (2**17, 2048, 2**15, BF16, "gather_rows_bf16_w2048"), (2**16, 4096, 2**14, BF16, "gather_rows_bf16_w4096"),
+        (2**15, 8192, 2**13, BF16, "gather_rows_bf16_w8192"), (2**17, 1024, 2**15, jnp.float32, "gather_rows_f32_w1024"),
+        (2**18, 1024, 2**14, BF16, "gather_rows_bf16_w1024_r16k"), (2**18, 1024, 2**18, BF16, "gather_rows_bf16_w1024_r256k"),
+        (300_000, 768, 49_152, BF16, "h_gather_rows_bf16_w768"), (2**18, 512, 2**16, jnp.float32, "h_gather_rows_f32_w512"),
+        (80_000, 3072, 2**14, BF16, "h_gather_rows_bf16_w3072"), (200_000, 1024, 2**16, BF16, "h_gather_rows_bf16_200k")):
+    run4(_name, "gather")(lambda v=_vocab, w=_width, r=_count, d=_dtype: _rows(v, w, r, d))
+
+# Tables small enough to be prefetched into on-chip memory (S(1)).
+for _vocab, _width, _count, _dtype, _name in (
+        (2**14, 1024, 2**17, BF16, "gather_vmem_bf16_w1024"), (2**16, 256, 2**18, BF16, "gather_vmem_bf16_w256"),
+        (2**14, 512, 2**16, jnp.float32, "h_gather_vmem_f32_w512")):
+    run4(_name, "gather")(lambda v=_vocab, w=_width, r=_count, d=_dtype: _rows(v, w, r, d))
+
+
+@run4("gather_scaled_f32", "gather")
+def _() -> Any:
+    return (lambda t, i: t[i].astype(jnp.float32) * 32.0), (table((2**18, 1024)), ids(2**18, (64, 512)))
+
+
+@run4("gather_take_fill", "gather")
+def _() -> Any:
+    return (lambda t, i: jnp.take(t, i, axis=0)), (table((2**18, 1024)), ids(2**18, (2**15,)))
+
+
+@run4("gather_plus_positions", "gather")
+def _() -> Any:
+    return (lambda t, p, i: t[i] + p), (table((2**18, 1024)), table((512, 1024), BF16, 3), ids(2**18, (64, 512)))
+
+
+@run4("take_along_axis_f32", "gather")
+def _() -> Any:
+    return (lambda x, i: jnp.take_along_axis(x, i, 1)), (table((4096, 16384), jnp.float32), ids(16384, (4096, 64)))
+
+
+@run4("h_embedding_scaled_f32", "gather")
+def _() -> Any:
+    return (lambda t, i: t[i].astype(jnp.float32) * 45.25), (table((2**18, 2048)), ids(2**18, (16, 1024)))
+
+
+@run4("h_take_along_axis_bf16", "gather")
+def _() -> Any:
+    return (lambda x, i: jnp.take_along_axis(x, i, 1)), (table((8192, 16384)), ids(16384, (8192, 16)))
+
+
+@run4("h_permute_rows", "gather")
+def _() -> Any:
+    perm = jnp.asarray(np.random.default_rng(1).permutation(2**16), jnp.int32)
+    return (lambda x, p: x[p]), (table((2**16, 2048)), perm)
+
+
+@run4("softmax_bf16", "norm")
+def _() -> Any:
+    return (lambda x: jax.nn.softmax(x, -1)), (table((32, 16, 512, 512)),)
+
+
+@run4("softmax_f32_rows2048", "norm")
+def _() -> Any:
+    return (lambda x: jax.nn.softmax(x, -1)), (table((32768, 2048), jnp.float32),)
+
+
+@run4("max_subtract_f32", "norm")
+def _() -> Any:
+    return (lambda x: x - jnp.max(x, -1, keepdims=True)), (table((16, 16, 512, 512), jnp.float32),)
+
+
+@run4("cumsum_bf16_axis1", "scan-op")
+def _() -> Any:
+    return (lambda x: jnp.cumsum(x, -1)), (table((4096, 8192)),)
+
+
+@run4("cumsum_f32_axis0", "scan-op")
+def _() -> Any:
+    return (lambda x: jnp.cumsum(x, 0)), (table((8192, 4096), jnp.float32),)
+
+
+@run4("gather_columns_bf16", "gather")
+def _() -> Any:
+    return (lambda x, i: x[:, i]), (table((4096, 32768)), ids(32768, (1024,)))
+
+
 # --- measuring ----------------------------------------------------------------------------------
 
 def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -725,9 +852,12 @@ def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
             "dispatched_rounds": [round(d, 9) for d in dispatched], "dispatched_calls": n}
 
 
-def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
+def measure(name: str, kind: str, make: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
+    """One program's row (its module, XLA's cost analysis, its timings, or its error) and its
+    compiled executable (None when it failed)."""
     row: dict[str, Any] = {"name": name, "kind": kind, "held_out": name.startswith("h_")}
     start = time.perf_counter()
+    compiled = None
     try:
         fn, args = make()
         compiled = jax.jit(fn).lower(*args).compile()
@@ -741,17 +871,46 @@ def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - a backend without a cost analysis
             row["xla_cost_error"] = repr(error)
         row.update(timings(compiled, args))
-        del compiled, args, fn
+        del args, fn
     except Exception as error:  # noqa: BLE001 - one program's failure must not lose the others
         row["error"] = f"{type(error).__name__}: {error}"[:2000]
         row["traceback"] = traceback.format_exc()[-3000:]
+        compiled = None
     row["total_s"] = time.perf_counter() - start
-    return row
+    return row, compiled
+
+
+def profile(measured: list[tuple[str, Callable[[], Any], Any]], out: Path, calls: int = 5) -> None:
+    """Run each measured program ``calls`` times more under one ``jax.profiler`` trace (its
+    arguments made again) and keep the trace as ``out/profile.xplane.pb``: each instruction's
+    time on the chip (``python -m benchmarks.profile_kinds`` reads such a trace)."""
+    work = Path("/tmp/tpu_corpus_trace")
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0
+    options.host_tracer_level = 1
+    jax.profiler.start_trace(str(work), profiler_options=options)
+    try:
+        for name, make, compiled in measured:
+            args = make()[1]
+            jax.block_until_ready(compiled(*args))
+            for _ in range(calls):
+                jax.block_until_ready(compiled(*args))
+            del args
+    finally:
+        jax.profiler.stop_trace()
+    traces = sorted(work.rglob("*.xplane.pb"))
+    if traces:
+        (out / "profile.xplane.pb").write_bytes(traces[-1].read_bytes())
 
 
 def chosen(which: str) -> list[tuple[str, str, Callable[[], Any]]]:
-    """The programs of one set (``tuned``, ``held-out``) or of both."""
-    return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": PROGRAMS + HELD_OUT}[which]
+    """The programs of one set (``tuned``, ``held-out``, ``run4``: those first measured in run 4
+    and the out-of-band ones measured again) or of both."""
+    every = PROGRAMS + HELD_OUT
+    if which == "run4":
+        by_name = {p[0]: p for p in every}
+        return [by_name[name] for name in RUN4] + [p for p in every if p[0] in PROFILED_AGAIN]
+    return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": every}[which]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -760,8 +919,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--skip", nargs="*", default=())
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--set", choices=("tuned", "held-out", "all"), default="tuned",
-                        help="the programs the model was tuned on, the ones held out, or both")
+    parser.add_argument("--set", choices=("tuned", "held-out", "all", "run4"), default="tuned",
+                        help="the programs the model was tuned on, the ones held out, both, or run 4's")
+    parser.add_argument("--profile", action="store_true",
+                        help="then run each program again under jax.profiler (OUT_DIR/profile.xplane.pb)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds after which no further program starts (the profile is skipped past 1.2x it)")
     args = parser.parse_args(argv)
     if args.list:
         for name, kind, _ in chosen(args.set):
@@ -772,18 +935,28 @@ def main(argv: list[str] | None = None) -> int:
     header = {"jax": jax.__version__, "platform": device.platform, "device_kind": device.device_kind,
               "numpy": np.__version__}
     print(json.dumps(header), flush=True)
+    began = time.perf_counter()
+    measured = []
     with (args.out / "corpus.jsonl").open("a") as out:
         out.write(json.dumps({"header": header}) + "\n")
         for name, kind, make in chosen(args.set):
             if (args.only and name not in args.only) or name in args.skip:
                 continue
-            row = measure(name, kind, make)
+            if args.deadline is not None and time.perf_counter() - began > args.deadline:
+                print(json.dumps({"skipped": name, "reason": "deadline"}), flush=True)
+                continue
+            row, compiled = measure(name, kind, make)
             out.write(json.dumps(row) + "\n")
             out.flush()
             summary = {k: row.get(k) for k in ("name", "waited_s", "dispatched_s", "compile_s", "error")}
             print(json.dumps(summary), flush=True)
+            if args.profile and compiled is not None:
+                measured.append((name, make, compiled))
             jax.clear_caches()
             gc.collect()
+    if measured and (args.deadline is None or time.perf_counter() - began < 1.2 * args.deadline):
+        profile(measured, args.out)
+        print(json.dumps({"profiled": len(measured), "elapsed_s": time.perf_counter() - began}), flush=True)
     return 0
 
 
