@@ -177,7 +177,7 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     target's own verdicts, without the final full stop."""
     staying = plan.staying_findings
     added = plan.comparison.added_findings
-    moved = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.staying and not p.removed]
+    moved = [p for p in plan.comparison.placements if p.deferred_by_compiler and not p.removed]
     if not staying and not added:
         needed = len(plan.compiled.findings)
         if not moved:

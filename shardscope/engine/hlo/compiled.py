@@ -45,7 +45,7 @@ from shardscope.engine.hlo.verdicts import DEFERRABLE, NEEDED, CompiledClassifie
 from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
-from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.jaxpr.verdicts import SPLITTABLE, Verdict
 from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
 from shardscope.engine.pytree_paths import pytree_names
@@ -274,9 +274,10 @@ class _Builder:
         return prod(self.mesh.sizes) if self.mesh is not None else 0
 
     def with_signature(self, c: CompiledCollective, signature: Signature) -> CompiledCollective:
-        """``c`` with its deferral's fix written for the whole function (``signature``)."""
+        """``c`` with its deferral's fix written for the whole function (``signature``): a
+        deferrable sum's, or a splittable one's (its values split out are deferred the same way)."""
         judged = self._judged.get(c.name)
-        if judged is None or not c.verdict.flagged or c.verdict.kind != DEFERRABLE:
+        if judged is None or c.verdict.kind not in (DEFERRABLE, SPLITTABLE):
             return c
         verdicts, loops, added = judged
         return dataclasses.replace(c, verdict=verdict_of(c, verdicts, self.style, self.counts, loops, added, signature))

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shardscope.engine.counts import Count, runs_per_call
-from shardscope.engine.hlo.stacking import stackable_verdict
+from shardscope.engine.hlo.stacking import LATENCY_BOUND_BYTES, stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
-from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
+from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, SPLITTABLE, Verdict
 from shardscope.collective_kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.hlo.replica_groups import whole_axes
 from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
@@ -181,7 +181,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
                                "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
                                "its overlap with the next iteration's work.")
     if DEFERRABLE in kinds and kinds != {DEFERRABLE}:
-        return _partly_deferrable(c, verdicts, style, runs_before, signature)
+        return _partly_deferrable(c, verdicts, style, counts, loops, runs_before, signature)
     if DEFERRABLE in kinds:
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
@@ -227,35 +227,59 @@ def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:
             f"more than {moved // run} time{'' if moved // run == 1 else 's'}.")
 
 
-def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
-                       runs_before: str, signature: Signature) -> Verdict:
+def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
+                       loops: "tuple[Instruction, ...]", runs_before: str, signature: Signature) -> Verdict:
     """A combined sum some of whose values only accumulate into a carry while the others are read
-    in the loop: the instruction stays, but those values' sums need not run in every iteration
-    (the gradients beside a statistic the loop reads). Flagged when they are at least half its
-    bytes: split out and accumulated per device, they run once after the loop. A scalar riding
-    along a sum the loop needs saves no run and hardly a byte: needed. No loops are named to
-    leave (the instruction does not), so no rewrite is offered for it."""
+    in the loop (the gradients beside a statistic the loop reads): the instruction stays, and
+    runs as often, whatever is split out of it. Splitting saves bytes, not runs: ``splittable``
+    when the values that need not run there are at least half its bytes (split out and
+    accumulated per device, they run once after the loop), ``needed`` when fewer (a scalar
+    riding along a sum the loop needs saves hardly a byte). No loops are named to leave (the
+    instruction does not), so no rewrite is offered for it."""
     parts = list(zip(c.operands, verdicts))
-    deferred = [op for op, v in parts if v.kind == DEFERRABLE]
+    deferred = [(op, v) for op, v in parts if v.kind == DEFERRABLE]
     kept = [op for op, v in parts if v.kind != DEFERRABLE]
-    moved, total = sum(op.bytes for op in deferred), sum(op.bytes for op in c.operands)
-    values = ", ".join(op.value for op in deferred if op.value)
+    moved, total = sum(op.bytes for op, _ in deferred), sum(op.bytes for op in c.operands)
+    values = ", ".join(op.value for op, _ in deferred if op.value)
     others = ", ".join(op.value for op in kept if op.value)
-    cast = ", ".join(labelled_argument(op.value) for op in deferred if op.value and not is_source_line(op.value))
-    after = verdicts[[v.kind for v in verdicts].index(DEFERRABLE)].loops
+    cast = ", ".join(labelled_argument(op.value) for op, _ in deferred if op.value and not is_source_line(op.value))
+    left = deferred[0][1].loops
     one, other = len(deferred) == 1, len(kept) == 1
     reason = (f"{len(deferred)} of its {len(verdicts)} values ({values or 'unnamed'}: {moved:,} of its {total:,} B per "
-              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, after)}; the "
+              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, left)}; the "
               f"{'other' if other else f'other {len(kept)}'}{f' ({others})' if others else ''} "
-              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there.")
+              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there, "
+              f"{runs_per_call(runs_before)} whatever is split out of it.")
     if moved < total - moved:
         return Verdict(NEEDED, reason + " Most of its bytes must run there: split out, the others would save "
                                         f"{moved:,} B per run and no run.")
+    after = runs_after(loops, left, counts)
+    saved = _bytes_saved(c.executions, [(op.bytes, v.bytes_after or op.bytes, runs_after(loops, v.loops, counts))
+                                        for op, v in deferred])
+    trade = ("its runs are small, so their latency is most of their cost and splitting saves little time"
+             if total < LATENCY_BOUND_BYTES else "its runs are large enough to cost their bytes more than their "
+             "latency, so the bytes split out are most of what they would save")
+    where = ("once after the loop" if after == 1 else
+             f"outside {_loops_words(c, left)}, {runs_per_call(_runs_text(after))}")
     reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
-               "once after the loop with the same result.")
-    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, "1", signature)
-           + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
-    return Verdict(DEFERRABLE, reason, fix)
+               f"{where} with the same result: "
+               + (f"{saved:,} B fewer per call" if saved is not None else
+                  f"{moved:,} B fewer in every iteration but the last")
+               + f", in as many runs of the {c.kind} in the loop. A trade-off, not waste: it saves bandwidth, not the "
+               f"runs' latency, and {trade}.")
+    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, _runs_text(after), signature)
+           + f" The {c.kind} left in the loop still runs {runs_per_call(runs_before)}, moving {total - moved:,} B per "
+           f"run instead of {total:,} B.")
+    return Verdict(SPLITTABLE, reason, fix, (), c.executions)
+
+
+def _bytes_saved(runs: int | None, deferred: list[tuple[int, int, int | None]]) -> int | None:
+    """Bytes per call a split saves: each value's bytes in every run of the loop, less its
+    accumulator's in each run after it (``deferred``: per value, its bytes per run, its
+    accumulator's and the runs after the split); None when a trip count is unknown."""
+    if runs is None or any(after is None for _, _, after in deferred):
+        return None
+    return sum(runs * size - (after or 0) * accumulator for size, accumulator, after in deferred)
 
 
 def _loops_words(c: "CompiledCollective", left: tuple[str, ...]) -> str:
