@@ -50,13 +50,21 @@ def test_check_without_libtpu_gives_the_gpus_results_and_says_the_tpu_was_not_co
 
 @pytest.mark.slow
 @needs_plugin
-def test_report_without_libtpu_gives_the_gpus_results(tmp_path):
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_report_without_libtpu_gives_the_gpus_results(tmp_path, fmt):
     result = _without_libtpu(tmp_path, "report", str(DEMOS / "linear.py"), "-r", "1",
-                             "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4")
+                             "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4", *(["--json"] if fmt == "json" else []))
     assert result.returncode == 2, result.stderr
-    assert "gpu:h100:4: 4 x NVIDIA H100" in result.stdout
     assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x2 was not compiled for: Compiling for a TPU "
                                       "target needs libtpu, which is not installed."]
+    if fmt == "json":  # as check --json has them: the missing target beside the others' plans
+        data = json.loads(result.stdout)
+        assert list(data["targets"]) == ["gpu:h100:4"]
+        (missing,) = data["unavailable_targets"]
+        assert missing["target"] == "tpu:v5e:2x2" and "needs libtpu" in missing["error"]
+        assert "shardscope[tpu]" in missing["hint"]
+    else:
+        assert "gpu:h100:4: 4 x NVIDIA H100" in result.stdout
 
 
 @pytest.mark.slow
