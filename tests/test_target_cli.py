@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from _hidden_compilers import hide_compilers
 from _support import DEMOS, run_cli, run_main
 from _tpu_text import all_gather_depths, all_reduces, entry_parameters, padded_bytes
 
@@ -256,21 +257,9 @@ def test_the_device_count_refusal_names_checks_own_option_and_following_it_works
     assert list(json.loads(followed.stdout)["targets"]) == ["tpu:v5e:2x2"]
 
 
-class _NoLibtpu:
-    """An import finder that says libtpu is not installed, as on a machine without the extra."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "libtpu":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
 @pytest.mark.parametrize("command", ["report", "check"])
-def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatch, shardscope_cli):
-    monkeypatch.setattr(sys, "meta_path", [_NoLibtpu(), *sys.meta_path])
-    for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+def test_without_libtpu_a_target_names_the_extra_and_exits_2(command, monkeypatch, tmp_path, shardscope_cli):
+    hide_compilers(monkeypatch, tmp_path, "tpu")
     tpu_target._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
     result = shardscope_cli(command, DEMOS / "linear.py", "--target", "tpu:v5e:2x2")
     assert result.returncode == 2
