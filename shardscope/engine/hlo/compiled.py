@@ -232,11 +232,17 @@ def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
 
 
 def _spec_text(spec: "jax.sharding.PartitionSpec") -> str:
-    """``P(None, 'data')``, as the user writes it."""
+    """``P(None, 'data')``, ``P('x', reduced={'y'})``, as the user writes it (a spec with a
+    reduced or unreduced set refuses to be iterated: its dimensions are ``spec.partitions``)."""
     def entry(e: object) -> str:
         return "None" if e is None else repr(e) if isinstance(e, str) else "(" + ", ".join(map(repr, e)) + ")"  # type: ignore[call-overload]
 
-    return "P(" + ", ".join(entry(e) for e in spec) + ")"
+    def axes(names: "frozenset[str]") -> str:
+        return "{" + ", ".join(repr(a) for a in sorted(names)) + "}"
+
+    parts = [entry(e) for e in getattr(spec, "partitions", spec)]
+    parts += [f"{kind}={axes(names)}" for kind in ("unreduced", "reduced") if (names := getattr(spec, kind, None))]
+    return "P(" + ", ".join(parts) + ")"
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:

@@ -308,20 +308,38 @@ class CollectiveNamer:
         return found
 
     def _carried(self, gte: Instruction) -> Instruction | None:
-        """Where a loop body's carry element comes from in the first iteration: the element of
-        the while's initial tuple (None for any other get-tuple-element)."""
+        """Where an element of a called computation's tuple parameter comes from: for a loop
+        body's carry, the element of the while's initial tuple (its first iteration); for a
+        conditional's branch, the element of the operand tuple the conditional passes that
+        branch (a ``lax.cond``'s operands). None for any other get-tuple-element."""
         param = self.module.instruction(gte.operands[0]) if gte.operands else None
         caller = self._callers.get(gte.computation)
-        if param is None or param.opcode != "parameter" or caller is None or caller[0].opcode != "while":
+        if param is None or param.opcode != "parameter" or caller is None:
             return None
-        init = self.module.instruction(caller[0].operands[0]) if caller[0].operands else None
+        call = caller[0]
+        if call.opcode == "while":
+            passed = call.operands[0] if call.operands else None
+        elif call.opcode == "conditional":
+            passed = self._branch_operand(call, gte.computation)
+        else:
+            return None
+        init = self.module.instruction(passed) if passed else None
         index = gte.tuple_index
         if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
             return None
         return self.module.instruction(init.operands[index])
 
+    @staticmethod
+    def _branch_operand(conditional: Instruction, branch: str) -> str | None:
+        """The operand a conditional passes its branch ``branch``: the one after the predicate in
+        the branch's place (the same computation in two places takes them only when they agree)."""
+        branches = [c for role, c in conditional.called_computations if role != "condition"]
+        passed = {conditional.operands[k + 1] for k, c in enumerate(branches) if c == branch and k + 1 < len(conditional.operands)}
+        return passed.pop() if len(passed) == 1 else None
+
     def _parameter_sources(self, param: Instruction, found: set[str]) -> list[Instruction | None]:
-        """An entry parameter adds its name to ``found``; another one leads to its caller's operand."""
+        """An entry parameter adds its name to ``found``; another one leads to its caller's operand
+        (a conditional's: the operand it passes that branch)."""
         name = self._parameter_name(param)
         if name is not None:
             if name:
@@ -336,6 +354,9 @@ class CollectiveNamer:
             return [self.module.instruction(inst.operands[number])]
         if inst.opcode == "while" and inst.operands:
             return [self.module.instruction(inst.operands[0])]
+        if inst.opcode == "conditional":
+            passed = self._branch_operand(inst, param.computation)
+            return [self.module.instruction(passed)] if passed else []
         return []
 
     def _parameter_name(self, param: Instruction) -> str | None:
