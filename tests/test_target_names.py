@@ -8,6 +8,9 @@ written on), never from shardscope's output.
 
 from __future__ import annotations
 
+import inspect as python_inspect
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,6 +70,13 @@ def test_a_collective_outside_every_loop_has_no_loop_verdict_on_the_target_as_on
 
 # --- item 8: the fix on a target fixes what stays there; the shard_map route is whole ----------
 
+def _assigned_loss(builder) -> str:
+    """The variable ``builder``'s step assigns its loss to: the first target of its
+    ``jax.value_and_grad(...)`` line (``loss`` of ``loss, g = ...``), read from its source."""
+    (name,) = re.findall(r"(\w+), \w+ = jax\.value_and_grad\(", python_inspect.getsource(builder))
+    return name
+
+
 def _spec_words(arg) -> str:
     """``P(None, 'data')``: the one spec of an argument's leaves, as a user writes it."""
     specs = {tuple(leaf.sharding.spec) for leaf in jax.tree.leaves(arg)}
@@ -91,13 +101,14 @@ def test_the_loss_the_tpu_keeps_in_the_loop_gets_its_own_fix_there(tmp_path, sha
     specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
     devices = math.prod(built.args[2].sharding.mesh.shape.values())
 
+    loss = _assigned_loss(programs.total_loss_adamw)
     path = _program_file(tmp_path, "total_loss_adamw", 8)
     words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
-    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of out[2]: ", 1)[1].split(" train_step: ")[0]
+    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of {loss}: ", 1)[1].split(" train_step: ")[0]
     assert "pcast" not in fix and "reduced={'data'})), params)" not in fix
-    assert "add each iteration's out[2] into an accumulator started unreduced" in fix
+    assert f"add each iteration's {loss} into an accumulator started unreduced" in fix
     assert f"in_specs={specs}" in fix
-    assert f"where each device adds its own out[2] into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
+    assert f"where each device adds its own {loss} into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
 
 
 def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
@@ -105,7 +116,6 @@ def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
     combined all-reduce carries both. The fix's shard_map has one in_spec per argument of
     ``train_step`` (its signature, read here, and each argument's own sharding) and says that the
     loss, then each device's own, needs its psum over ``data`` and the division by its 8 devices."""
-    import inspect as python_inspect
     import math
 
     import shardscope
@@ -119,7 +129,8 @@ def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
     fix = " ".join(c.verdict.fix.split())
     assert f"jax.shard_map(step, mesh=mesh, in_specs={specs}, out_specs=P()" in fix
     assert "lax.pcast(params, 'data', to='varying')" in fix
-    assert f"each device's out[2] covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
+    loss = _assigned_loss(programs.total_loss_adamw)
+    assert f"each device's {loss} covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
 
 
 # --- item 7: a gradient the target sums after the loop is named as the CPU's is ----------------
@@ -180,3 +191,31 @@ def test_a_stacked_norm_gradient_the_target_sums_after_the_layer_loop_is_named_a
     values = [op.value for c in hoisted for op in c.operands]
     assert "grad(params['ln'])" in values, values
     assert not any(v.startswith("out[0]") for v in values), values
+
+
+# --- item 7: a loss only the target keeps in the loop is named as the step assigns it ---------
+
+@pytest.mark.parametrize("target", [pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_the_loss_the_target_keeps_in_the_loop_is_named_as_the_step_assigns_it(target):
+    """The target moves the gradients' sum out of the micro-batch loop and keeps the loss's (one
+    scalar all-reduce in a while body of the module compiled here). That sum is named by the
+    variable the step assigns the loss to (``loss, g = jax.value_and_grad(_mlp_loss)(...)``), at
+    the line of the mean ``_mlp_loss`` returns, not by the output it reaches (``out[2]``); the
+    CPU's combined sum names its scalar the same."""
+    from test_target_verdicts import _ALL_REDUCE, _elements
+
+    text = _on_target(programs.total_loss_adamw, target)
+    assert [_elements(shape) for shape, depth in collectives(text, _ALL_REDUCE) if depth] == [1]
+    loss = _assigned_loss(programs.total_loss_adamw)
+    lines, start = python_inspect.getsourcelines(programs._mlp_loss)
+    (mean,) = [start + k for k, line in enumerate(lines) if "return jnp.mean(" in line]
+
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    (kept,) = [c for c in plan.compiled.collectives if c.loops]
+    assert [op.value for op in kept.operands] == [loss]
+    assert kept.source == f"_target_verdict_programs.py:{mean} (_mlp_loss)"
+    (combined,) = [c.compiled for c in inspection.paired if c.in_loop]
+    assert [op.value for op in combined.operands if op.shape.startswith("f32[]")] == [loss]

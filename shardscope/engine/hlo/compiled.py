@@ -324,8 +324,9 @@ class _Builder:
             names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
         if not any(names):
             return c
-        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name or op.value)
-                                                     for op, name in zip(c.operands, names)))
+        return dataclasses.replace(c, operands=tuple(
+            dataclasses.replace(op, value=name, computed=name in self.namer.outputs) if name else op
+            for op, name in zip(c.operands, names)))
 
     def loop(self, inst: Instruction) -> CompiledLoop:
         """The :class:`CompiledLoop` of the while instruction ``inst``."""
@@ -339,8 +340,9 @@ class _Builder:
         operand = self.module.instruction(name)
         shape = operand.shape if operand is not None else None
         text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
-        value = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
-        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=value, verdict=verdict)
+        named = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
+        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=named.value,
+                               verdict=verdict, computed=named.computed)
 
     def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
         devices = self.module.num_partitions * self.module.replica_count
@@ -377,7 +379,8 @@ def _values_of_peer_chunks(chunks: tuple[CompiledOperand, ...], peers: int) -> t
         values.append(CompiledOperand(
             instruction=group[0].instruction, shape=f"({', '.join(op.shape for op in group)})",
             bytes=sum(op.bytes for op in group), value=names[0] if len(names) == 1 else "",
-            verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict))
+            verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict,
+            computed=all(op.computed for op in group)))
     return tuple(values)
 
 

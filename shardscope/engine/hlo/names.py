@@ -15,13 +15,14 @@ its operand comes from (anything else), each falling back on the other direction
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
 from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
-from shardscope.engine.written_values import written_operation
+from shardscope.engine.written_values import assigned_name, written_operation
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -46,6 +47,15 @@ class EquationNamer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class OperandName:
+    """The name of a value a collective carries, and whether the step computes it on its way to
+    an output (a loss, a metric: ``computed``), where no argument or gradient of one names it."""
+
+    value: str
+    computed: bool = False
+
+
 class CollectiveNamer:
     """Names the values of one module's collectives."""
 
@@ -58,10 +68,12 @@ class CollectiveNamer:
         self.equations = equations
         self._tuple_readers: dict[str, dict[tuple[str, int], list[tuple[Instruction, int]]]] = {}
 
-    def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
+    def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> "OperandName":
         """The name of the value the collective's operand ``operand`` carries: the jaxpr view's
         name of the equation that made it (``grad(params['W'])``), else the program output or
-        input the module leads it to, else the user's line that made it (``train.py:37 (loss)``)."""
+        input the module leads it to, else the user's line that made it (``train.py:37 (loss)``).
+        A value the step computes on its way to an output (a loss summed, divided, returned) is
+        the variable the program assigns it to, where one does (``loss``), else that output."""
         producer = self._producer(site, operand) if self.equations is not None else None
         names: frozenset[str] | set[str] = self._equation_values(producer) if producer is not None else frozenset()
         if len(names) > 1:  # one line made several values: the outputs the sum reaches tell which
@@ -71,10 +83,21 @@ class CollectiveNamer:
             # writes (xs = x.reshape(...)), not an output it reaches
             written = self._written_value(producer)
             if written:
-                return written
-        if len(names) == 1:
-            return next(iter(names))
-        return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
+                return OperandName(written)
+        name = next(iter(names)) if len(names) == 1 else self._module_value(site, operand, reduction)
+        if name in self.outputs:
+            return OperandName((self._assigned_value(producer) if producer is not None else "") or name, computed=True)
+        return OperandName(name or self._source_line(producer or site.instruction))
+
+    def _assigned_value(self, inst: Instruction) -> str:
+        """The variable the program assigns the forward-pass value ``inst`` makes
+        (:func:`assigned_name`: ``loss`` of ``loss, g = jax.value_and_grad(loss_fn)(...)`` for the
+        mean ``loss_fn`` returns); ``""`` for a gradient, which its argument names."""
+        head = inst.metadata.op_name.split(";", 1)[0]
+        if "transpose(" in head or not inst.metadata.stack_frame_id:
+            return ""
+        frames = [(f.file, f.line, f.column, f.function) for f in self.module.stack_frames.stack(inst.metadata.stack_frame_id)]
+        return assigned_name(frames, head.rsplit("/", 1)[-1])
 
     def _written_value(self, inst: Instruction) -> str:
         """The name the user's line that made ``inst`` gives its value, where that line writes the
