@@ -19,6 +19,7 @@ from jax.sharding import Mesh as JaxMesh
 from rich.console import Console
 
 import _target_verdict_programs as programs
+import shardscope
 from _tpu_text import all_reduces, collectives
 from shardscope.pipeline.check import inspect_on
 from shardscope.render.findings import collectives_table
@@ -219,3 +220,47 @@ def test_the_loss_the_target_keeps_in_the_loop_is_named_as_the_step_assigns_it(t
     assert kept.source == f"_target_verdict_programs.py:{mean} (_mlp_loss)"
     (combined,) = [c.compiled for c in inspection.paired if c.in_loop]
     assert [op.value for op in combined.operands if op.shape.startswith("f32[]")] == [loss]
+
+
+# --- item 7: the activation's gradient FSDP reshards in the backward pass --------------------
+
+def _tanh_operand() -> str:
+    """The operand of the ``jnp.tanh(...)`` that ``_target_programs.fsdp_accumulate``'s loss
+    returns the mean of, as its source writes it (``xb @ p['w1']``)."""
+    import ast
+
+    import _target_programs
+
+    source = python_inspect.getsource(_target_programs.fsdp_accumulate)
+    (call,) = [node for node in ast.walk(ast.parse(source.strip()))
+               if isinstance(node, ast.Call) and ast.unparse(node.func) == "jnp.tanh"]
+    return ast.unparse(call.args[0])
+
+
+@pytest.mark.parametrize("target", [None, pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_the_activation_gradient_fsdp_reshards_is_named_as_the_gradient_of_what_the_line_writes(target):
+    """FSDP (``w1`` sharded over ``data`` by rows): in the backward pass the partitioner reshards
+    the gradient of the tanh's operand (``jnp.tanh(xb @ p['w1'])``'s jvp, transposed) before
+    the ``w1`` gradient's matmul, with all-to-alls and an all-gather in the loop (counted in
+    the module compiled here). That value is ``grad(xb @ p['w1'])``, as the transpose of a
+    ppermute is ``grad(y)``, not the output it reaches (``out['w1']``). (The targets also move
+    the tanh's derivative, ``1 - y**2``, a step JAX adds for the backward pass that the line does
+    not name: it keeps the output's name.)"""
+    import _target_programs
+
+    mesh = JaxMesh(np.array(jax.devices()[:8]), ("data",))
+    built = _target_programs.fsdp_accumulate(mesh)
+    if target is None:  # the CPU's own plan
+        text = built.fn.trace(*built.args).lower().compile().as_text()
+        compiled = shardscope.inspect(built.fn, *built.args).compiled
+    else:
+        text = _on_target(_target_programs.fsdp_accumulate, target)
+        (plan,) = inspect_on(target, built.fn, built.args, {}).targets
+        compiled = plan.compiled
+    moves = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+(?:all-to-all|all-gather)(?:-start)?\(")
+    assert [depth for _, depth in collectives(text, moves) if depth], text
+    values = [op.value for c in compiled.collectives if c.kind in ("all-to-all", "all-gather") for op in c.operands]
+    assert f"grad({_tanh_operand()})" in values, values
+    if target is None:  # every value the CPU moves has the program's name (a target may move the
+        assert not [v for v in values if v.startswith("out")], values  # tanh's 1 - y**2, which has none)

@@ -53,6 +53,36 @@ def written_operation(file: str, line: int, column: int, primitive: str) -> str:
     return written_name(file, line, column, primitive)
 
 
+def gradient_operand(file: str, line: int, column: int, primitive: str) -> str:
+    """The value whose gradient the backward-pass operation ``primitive`` at (``line``,
+    ``column``) computes, as the line writes it. JAX transposes a forward operation under its
+    own position, so the operation written at ``column`` (:func:`_operation_at`) is the one
+    transposed; where it takes one operand, the gradient is that operand's (``x @ W`` of
+    ``jnp.tanh(x @ W)``); ``""`` where it takes several (which one's, the line does not say)."""
+    forward = _operation_at(file, line, column, primitive)
+    if isinstance(forward, ast.UnaryOp):
+        return _shortened(ast.unparse(forward.operand))
+    arguments = forward.args if isinstance(forward, ast.Call) and not forward.keywords else []
+    if len(arguments) != 1 or isinstance(arguments[0], ast.Starred):
+        return ""
+    return _shortened(ast.unparse(arguments[0]))
+
+
+def _operation_at(file: str, line: int, column: int, primitive: str) -> ast.expr | None:
+    """The one operation written at (``line``, ``column``) that the backward-pass ``primitive``
+    transposes: a matmul for a ``dot_general`` or ``transpose``, else the function called or
+    the unary operator there (a ``jnp.tanh(...)`` starts where the ``jnp.tanh(...) @ W`` around
+    it does; its derivative's ``mul`` is transposed). None when none is, or several."""
+    statement = _statement_at(file, line)
+    if statement is None:
+        return None
+    matmul = primitive in ("dot_general", "transpose")
+    written = [node for node in ast.walk(statement) if isinstance(node, ast.expr) and _starts_at(node, line, column)
+               and (_computes(node, "dot_general") if matmul else isinstance(node, (ast.Call, ast.UnaryOp))
+                    and not _computes(node, "dot_general"))]
+    return written[0] if len(written) == 1 else None
+
+
 Frame = tuple[str, int, int, str]
 """A frame of the user's code: ``(file, line, column, function)``, the column 0-based."""
 
@@ -173,8 +203,10 @@ _OPERATORS: dict[type, str] = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", 
                                ast.MatMult: "dot_general", ast.USub: "neg"}
 """The primitive each Python operator binds on arrays (``a @ b`` is a ``dot_general``)."""
 _CALLED_AS = {"dot_general": {"dot", "matmul", "einsum"}, "integer_pow": {"square", "power"}, "pow": {"power"},
-              "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"}}
-"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``)."""
+              "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"},
+              "psum": {"pmean"}, "psum_invariant": {"psum", "pmean"}, "reduce_scatter": {"psum_scatter"}}
+"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``; ``lax.psum`` of a
+varying value binds ``psum_invariant``)."""
 
 
 def _operand_at(value: ast.expr, line: int, column: int, primitive: str) -> ast.expr | None:

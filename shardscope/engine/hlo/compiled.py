@@ -48,7 +48,7 @@ from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
-from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.pytree_paths import is_gradient_label, pytree_names
 from shardscope.engine.written_values import written_name
 
 if TYPE_CHECKING:
@@ -325,7 +325,8 @@ class _Builder:
         if not any(names):
             return c
         return dataclasses.replace(c, operands=tuple(
-            dataclasses.replace(op, value=name, computed=name in self.namer.outputs) if name else op
+            dataclasses.replace(op, value=name, computed=name in self.namer.outputs or op.computed and not is_gradient_label(name))
+            if name else op
             for op, name in zip(c.operands, names)))
 
     def loop(self, inst: Instruction) -> CompiledLoop:

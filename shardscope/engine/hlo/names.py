@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
-from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
-from shardscope.engine.written_values import assigned_name, written_operation
+from shardscope.engine.pytree_paths import gradient_label, is_gradient_label, told_apart_by_outputs
+from shardscope.engine.written_values import assigned_name, gradient_operand, written_operation
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -86,8 +86,23 @@ class CollectiveNamer:
                 return OperandName(written)
         name = next(iter(names)) if len(names) == 1 else self._module_value(site, operand, reduction)
         if name in self.outputs:
-            return OperandName((self._assigned_value(producer) if producer is not None else "") or name, computed=True)
+            # a value the step computes on its way to an output: the variable the program assigns
+            # it to (a loss), or the value whose gradient it is (an activation's, in the backward pass)
+            written = self._assigned_value(producer) or self._written_gradient(producer) if producer is not None else ""
+            return OperandName(written or name, computed=True)
         return OperandName(name or self._source_line(producer or site.instruction))
+
+    def _written_gradient(self, inst: Instruction) -> str:
+        """``grad(x @ W)``: the gradient the backward-pass instruction ``inst`` computes, of the
+        operand its line writes for the operation it transposes (:func:`gradient_operand`), as
+        the transpose of a ppermute is ``grad(y)``; ``""`` for a forward-pass instruction (a
+        step JAX adds for the backward pass, a tanh's ``1 - y**2``, is no value the line names)."""
+        head = inst.metadata.op_name.split(";", 1)[0]
+        source = self.module.source(inst, users=True)
+        if "transpose(" not in head or source is None:
+            return ""
+        operand = gradient_operand(source.file, source.line, source.column, head.rsplit("/", 1)[-1])
+        return gradient_label(operand) if operand else ""
 
     def _assigned_value(self, inst: Instruction) -> str:
         """The variable the program assigns the forward-pass value ``inst`` makes
