@@ -53,10 +53,11 @@ def _branch_gathers(text: str) -> list[str]:
 
 
 def test_the_gathers_in_a_cond_in_a_fori_loop_are_named_by_the_parameters_they_reshard():
-    """The two all-gathers run in a branch of the conditional in the loop's body (10 iterations);
-    their operands reach the branch through the conditional's operand tuple and the loop's carry
-    from the entry parameters ``k`` and ``v``: named ``k`` and ``v`` (the reshards' first
-    arguments, the step's parameters), not by the line, and loop-invariant."""
+    """The two all-gathers run in a branch of the conditional in the loop's body (10 iterations;
+    jax 0.12's XLA:CPU gathers the parameters before the loop instead); their operands reach the
+    branch through the conditional's operand tuple and the loop's carry from the entry
+    parameters ``k`` and ``v``: named ``k`` and ``v`` (the reshards' first arguments, the step's
+    parameters), not by the line, and loop-invariant."""
     mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,), devices=jax.devices()[:2])
     with jax.set_mesh(mesh):
         k = jax.device_put(np.arange(8.0, dtype=np.float32), P("x"))
@@ -65,7 +66,8 @@ def test_the_gathers_in_a_cond_in_a_fori_loop_are_named_by_the_parameters_they_r
         args = (jnp.array(True), kv_obj, k, v)
         text = step.lower(*args).compile().as_text()
         inspection = shardscope.inspect(step, *args)
-    assert len(_branch_gathers(text)) == 2, text
+    in_branches = len(_branch_gathers(text))
+    assert in_branches in (0, 2) and len(re.findall(r" all-gather\(", text)) == 2, text
 
     source = inspect.getsource(step)
     (line,) = [text for text in source.splitlines() if text.endswith("# THE RESHARDS")]
@@ -73,6 +75,6 @@ def test_the_gathers_in_a_cond_in_a_fori_loop_are_named_by_the_parameters_they_r
     assert set(resharded) <= set(inspect.signature(step).parameters)
     gathers = [c for c in inspection.paired if c.kind == "all-gather"]
     assert sorted(c.value for c in gathers) == sorted(resharded)
-    for c in gathers:
-        assert c.compiled.executions == TRIPS
-        assert c.verdict_kind == "loop_invariant", c.verdict.reason
+    for c in gathers:  # jax 0.12's XLA:CPU moves them out of the loop itself: once per call there
+        assert c.compiled.executions == (TRIPS if in_branches else 1)
+        assert c.verdict_kind == ("loop_invariant" if in_branches else "needed"), c.verdict.reason
