@@ -16,6 +16,7 @@ import functools
 import linecache
 from typing import Callable, Sequence
 
+from shardscope.collective_kinds import LAX_FUNCTIONS
 from shardscope.engine.user_frames import is_library_file
 
 _LONGEST = 48
@@ -203,10 +204,9 @@ _OPERATORS: dict[type, str] = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", 
                                ast.MatMult: "dot_general", ast.USub: "neg"}
 """The primitive each Python operator binds on arrays (``a @ b`` is a ``dot_general``)."""
 _CALLED_AS = {"dot_general": {"dot", "matmul", "einsum"}, "integer_pow": {"square", "power"}, "pow": {"power"},
-              "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"},
-              "psum": {"pmean"}, "psum_invariant": {"psum", "pmean"}, "reduce_scatter": {"psum_scatter"}}
-"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``; ``lax.psum`` of a
-varying value binds ``psum_invariant``)."""
+              "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"}}
+"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``); a collective's
+are :data:`LAX_FUNCTIONS` (``lax.psum`` of a varying value binds ``psum_invariant``)."""
 
 
 def _operand_at(value: ast.expr, line: int, column: int, primitive: str) -> ast.expr | None:
@@ -224,7 +224,7 @@ def _computes(node: ast.expr, primitive: str) -> bool:
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        return name == primitive or name in _CALLED_AS.get(primitive, ())
+        return name == primitive or name in _CALLED_AS.get(primitive, ()) or name in LAX_FUNCTIONS.get(primitive, ())
     if isinstance(node, (ast.BinOp, ast.UnaryOp)):
         return _OPERATORS.get(type(node.op)) == primitive or (primitive == "integer_pow" and isinstance(node.op, ast.Pow))
     return False
