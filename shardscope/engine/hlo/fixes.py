@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, runs_per_call
 from shardscope.engine.hlo.stacking import LATENCY_BOUND_BYTES, stackable_verdict
@@ -27,7 +27,7 @@ from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, la
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.loops import LoopCounts
-    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledOperand
     from shardscope.engine.hlo.text import Instruction
 
 STYLES = ("shard_map", "explicit", "auto")
@@ -62,22 +62,24 @@ class Signature:
 
 
 def summed_losses(collectives: "tuple[CompiledCollective, ...]") -> tuple[tuple[str, ...], int]:
-    """The values the plan's sums carry that are no parameter's gradient and no bare line (a loss
-    or a metric, ``out[2]``, which a ``shard_map`` must sum itself), and how many devices their
+    """The values the plan's sums carry that the step computes (a loss or a metric, ``loss``, which a
+    ``shard_map`` must sum itself: :attr:`CompiledOperand.computed`), and how many devices their
     sum spans (0 when none)."""
     found = {op.value: len(c.groups[0]) if c.groups else 0 for c in collectives if c.kind in SUM_KINDS
-             for op in c.operands if op.value and _is_output(op.value)}
+             for op in c.operands if op.value and op.computed}
     return tuple(found), max(found.values(), default=0)
 
 
 def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str,
-                 signature: Signature = Signature()) -> str:
+                 signature: Signature = Signature(), computed: frozenset[str] = frozenset()) -> str:
     """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``value``:
     what the user casts (the parameters whose gradients it sums: ``params['W1']``, not
     ``grad(params['W1'])``); ``values``: how many values the sum carries (several: the fix maps
     over their tree); ``signature``: the function's arguments and losses, for the ``shard_map``
-    route. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated, whatever the
-    value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code names it."""
+    route; ``computed``: the names in ``value`` of values the step computes (a loss), which have
+    nothing to cast. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated,
+    whatever the value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code
+    names it."""
     axes = whole_axes(axes)
     names = ", ".join(repr(a) for a in axes) or "'data'"
     axis = names if len(axes) <= 1 else f"({names})"
@@ -88,12 +90,12 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
     if values > 1:
-        root = _common_root(value)
+        root = _common_root(value, computed)
         explicit = (f"{root}_r = jax.tree.map(lambda p: jax.reshard(p, P(reduced={reduced})), {root}) before the loop "
                     f"and take the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, "
                     f"P(unreduced={reduced})), jax.tree.map(jnp.zeros_like, {root})) as the accumulator; "
                     "jax.tree.map(lambda a: jax.reshard(a, P()), acc) after the loop")
-    elif _is_output(value):  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
+    elif value in computed:  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
         explicit = (f"add each iteration's {value} into an accumulator started unreduced "
                     f"(acc = jax.reshard(jnp.zeros_like(...), P(unreduced={reduced}))) instead of its sum over the "
                     "devices, and jax.reshard(acc, P()) after the loop")
@@ -106,28 +108,23 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         return f"for {what}: {explicit}: {counts}."
     shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis)}, out_specs=P(), "
                  f"axis_names={reduced})")
-    if values == 1 and _is_output(value):  # a loss: each device adds its own, one sum after the loop
+    if values == 1 and value in computed:  # a loss: each device adds its own, one sum after the loop
         inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
                   f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
     else:
-        inside = (f"with lax.pcast({_common_root(value) if values > 1 else value or 'params'}, {axis}, to='varying') "
+        inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
                   f"before it and lax.psum(acc, {axis}) after it{signature.loss_words(axis)}")
     return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
             f"use Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh)) and "
             f"{explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
 
 
-def _is_output(value: str) -> bool:
-    """True for a value named as one of the program's outputs (``out[2]``, ``out['loss']``): the
-    step computes it; it is no parameter to cast."""
-    return bool(re.fullmatch(r"out(\[[^\]]+\])*", value.strip()))
-
-
-def _common_root(value: str) -> str:
+def _common_root(value: str, computed: frozenset[str] = frozenset()) -> str:
     """The root of the paths in ``value`` (``params['w1'], params['w2']`` -> ``params``; a
-    model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common."""
+    model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common;
+    the values the step computes (``computed``: a loss beside the gradients) are no parameter."""
     roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",")
-             if name.strip() and not _is_output(name)}  # a loss beside the gradients is no parameter
+             if name.strip() and name.strip() not in computed}
     roots.discard("")
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
@@ -211,7 +208,8 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
               + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
-                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature),
+                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature,
+                                _computed(c.operands)),
                    left, after)
 
 
@@ -267,7 +265,8 @@ def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict,
                   f"{moved:,} B fewer in every iteration but the last")
                + f", in as many runs of the {c.kind} in the loop. A trade-off, not waste: it saves bandwidth, not the "
                f"runs' latency, and {trade}.")
-    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, _runs_text(after), signature)
+    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, _runs_text(after), signature,
+                        _computed(op for op, _ in deferred))
            + f" The {c.kind} left in the loop still runs {runs_per_call(runs_before)}, moving {total - moved:,} B per "
            f"run instead of {total:,} B.")
     return Verdict(SPLITTABLE, reason, fix, (), c.executions)
@@ -280,6 +279,11 @@ def _bytes_saved(runs: int | None, deferred: list[tuple[int, int, int | None]]) 
     if runs is None or any(after is None for _, _, after in deferred):
         return None
     return sum(runs * size - (after or 0) * accumulator for size, accumulator, after in deferred)
+
+
+def _computed(operands: "Iterable[CompiledOperand]") -> frozenset[str]:
+    """The names of the values among ``operands`` that the step computes (a loss)."""
+    return frozenset(op.value for op in operands if op.computed and op.value)
 
 
 def _loops_words(c: "CompiledCollective", left: tuple[str, ...]) -> str:
