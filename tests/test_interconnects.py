@@ -125,7 +125,7 @@ def test_an_all_reduce_of_a_4_mib_gradient_on_a_v5e_slice_costs_the_torus_formul
 
 
 @needs_plugin
-def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_ncclss_choice_in_a_host_and_across(
+def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_nccls_choice_in_a_host_and_across(
         tmp_path, shardscope_cli):
     """gpu:h100:2x4: ``inner`` is the 4 GPUs of one host (NVLink): NCCL's ring with LL128,
     min(0.92 x 12 x 30, 12 x 36.7) x 4/6 GB/s and 14 + 6 x 1.9 us, beats its NVLS on 4 GPUs (4 x

@@ -38,7 +38,7 @@ def _path(name: str, hosts: int, per_host: int) -> NcclPath:
     return NcclPath(hosts * per_host, hosts, per_host, fabric.nccl, fabric.nvlink_Bps, fabric.nic_Bps)
 
 
-def test_the_search_lays_the_channels_ncclss_own_logs_show():
+def test_the_search_lays_the_channels_nccls_own_logs_show():
     """NCCL's graph logs: 12 ring channels of 20 GB/s on an 8-GPU A100 host; on H100 12 of 30 and
     8 NVLS channels booked 40 GB/s in the host, 60 through the switch (NVIDIA/nccl issue 1197);
     across two 8-GPU H100 hosts with 8 x 400 Gb/s ports 'nChannels 8, bw 48/48'. By hand:
@@ -170,3 +170,40 @@ def test_the_tree_is_costed_with_its_correction_for_the_size():
     assert timed.seconds == pytest.approx(min(*tree.values(), *ring.values(), nvls_tree), rel=1e-12)
     assert timed.seconds == pytest.approx(tree["LL128"], rel=1e-12)
     assert timed.seconds == pytest.approx(74.2e-6, abs=0.1e-6)
+
+
+def test_one_b200_host_runs_nvls_and_the_ring_meets_its_caps_per_channel():
+    """Unchecked against a measurement (none published found): NCCL's tables on one DGX B200.
+    NVLink 18 x 40.1 = 721.8 GB/s: the ring's 90 GB/s fits 8 channels (720), doubled to 16 x 45;
+    NVLS on 8 GPUs: 9 x speed <= 721.8, 90 does not fit, 80 does; booked 90 through the switch.
+    64 MiB: NVLS 8 x min(80 x 0.74 x 7/8 x 2 = 103.6, 90) = 720 GB/s x 8/14, 25 us: 188 us. The
+    ring's LL128 meets Blackwell's cap, 16 x 40 = 640 under 0.92 x 720 = 662.4."""
+    S, n = 64 * 2**20, 8
+    timed = _all_reduce("b200", 1, 8, S)
+    ring = ring_all_reduce(S, n, 1, 16, 45.0, 282.0, 40.0)
+    tree = tree_all_reduce(S, n, 1, 16, 45.0, 70.0, 282.0, 55.6)
+    nvls = nvls_all_reduce(S, n, 8, 80.0, 90.0, 0.74)
+    assert timed.algorithm == "NCCL NVLS (Simple) over NVLink SHARP"
+    assert timed.seconds == pytest.approx(min(*ring.values(), *tree.values(), nvls), rel=1e-12)
+    assert timed.seconds == pytest.approx(nvls, rel=1e-12)
+    (ll128,) = [c for c in candidates("psum", S, _path("b200", 1, 8)) if (c.algorithm, c.protocol) == ("ring", "LL128")]
+    assert ll128.bandwidth_Bps == pytest.approx(16 * 40.0e9 * 8 / 14, rel=1e-12)
+
+
+def test_with_one_gpu_a_host_an_all_gather_may_run_pat():
+    """Two hosts, one H100 each: NCCL's PAT (all-gather and reduce-scatter when every host has one
+    GPU). Its bandwidth: the tree's channels, 2 x 48 GB/s booked in the host (one port of 48 GB/s
+    holds one channel, doubled to 2 x 24; the tree's speed raised while under 2 x 24), times 0.75;
+    latency 8 + log2(2) x 14 / 3.5 + 2 x 2.8 us. The ring: 2 x 24 GB/s x 2/1, 8.4 us + one
+    network step (the tree's, with one GPU a host: 14 us). Gathering 1 MiB PAT wins (17.6 us + V /
+    72 GB/s against LL's 11.6 us + V / 48 and Simple's 22.4 us + V / 96); 128 MiB, the ring."""
+    small, large = 2**19, 2**26
+    path = _path("h100", 2, 1)
+    for S in (small, large):
+        found = {(c.algorithm, c.protocol): c for c in candidates("all_gather", S, path)}
+        V = 2 * S
+        assert found[("PAT", "Simple")].seconds == pytest.approx(1e-6 * (8 + 14 / 3.5 + 2 * 2.8) + V / 72e9, rel=1e-12)
+        assert found[("ring", "Simple")].seconds == pytest.approx(1e-6 * (8.4 + 14.0) + V / 96e9, rel=1e-12)
+    group = [(0, 0, 0), (0, 1, 0)]
+    assert _fabric("h100").time("all_gather", small, group, (1, 2, 1)).algorithm.startswith("NCCL PAT (Simple)")
+    assert _fabric("h100").time("all_gather", large, group, (1, 2, 1)).algorithm.startswith("NCCL ring (Simple)")

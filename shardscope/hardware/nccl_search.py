@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 SEARCH = ("NVIDIA/nccl src/graph/search.cc at 5067397c2676d5aed50042fc39e5c8ee96eb0027 (NCCL 2.30.7): "
@@ -104,7 +105,7 @@ def ring_graph(topology: NcclTopology, per_host: int, across: bool) -> Graph:
     over the speeds, the channels doubled, then faster speeds with as many channels."""
     speeds = SPEEDS[topology.architecture]["inter" if across else "intra"]
     limit = topology.nic_GBps if across else topology.nvlink_GBps
-    fits = lambda speed: ring_channels(topology, per_host, across, speed)  # noqa: E731
+    fits = partial(ring_channels, topology, per_host, across)
     found = _first_pass(speeds, limit, topology.nvlink_GBps, fits)
     graph = _doubled(found, topology, MAX_RING_CHANNELS)
     for speed in reversed([s for s in speeds if s > graph.inter_GBps]):
@@ -163,7 +164,8 @@ def _fits(capacity_GBps: float, speed: float) -> int:
 
 def _first_pass(speeds: tuple[float, ...], limit: float, total: float, fits: Callable[[float], int]) -> Graph:
     """The search's first pass: from the fastest speed the path allows, down while the next is
-    over half the best found, keeping the most bandwidth; done once it reaches ``total``."""
+    over half the best found, keeping the most bandwidth; done once it reaches ``total`` (with
+    nothing found, NCCL falls back to one channel of 0.1 GB/s, search.cc 1289-1310)."""
     best: Graph | None = None
     for speed in speeds:
         if speed > limit:
@@ -173,7 +175,7 @@ def _first_pass(speeds: tuple[float, ...], limit: float, total: float, fits: Cal
         channels = fits(speed)
         if channels and (best is None or channels * speed > best.channels * best.intra_GBps):
             best = Graph(channels, speed, speed)
-    return best if best is not None else Graph(1, speeds[-1], speeds[-1])
+    return best if best is not None else Graph(1, 0.1, 0.1)  # NCCL's fallback: one channel, 0.1 GB/s
 
 
 def _doubled(graph: Graph, topology: NcclTopology, max_channels: int) -> Graph:
