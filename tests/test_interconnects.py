@@ -22,6 +22,7 @@ import jax
 import pytest
 from jax.experimental import mesh_utils
 
+from _nccl_by_hand import BASE, NET, NVLINK, nvls_all_reduce, ring_all_reduce, tree_all_reduce
 from shardscope.hardware.fabrics import torus_time
 from shardscope.targets.gpu_nodes import gpu_node
 from shardscope.targets.tpu_generations import generation_of
@@ -47,31 +48,22 @@ needs_plugin = pytest.mark.skipif(not (_LINUX_X86 and _plugin_installed()),
 V5E_LINK = 4.5e10  # B/s one way per ICI link (scaling book, interconnect table)
 V5P_LINK = 9e10
 ICI_HOP = 1e-6  # s per ICI hop
-H100_NVLINK = 450e9  # B/s one way per GPU (900 GB/s bidirectional)
+H100_NVLINK = 450e9  # B/s one way per GPU (900 GB/s bidirectional), for the all-to-all
 H100_NIC = 46e9  # B/s per 400 Gb/s port as NCCL reaches it: "46-48GB/s per NIC" (nccl-tests issue 290)
 A100_NIC = 24e9  # 192 GB/s of all-reduce bus bandwidth over a DGX A100's 8 x 200 Gb/s (NVIDIA/nccl issue 812)
-INTEL_NET_OVERHEAD = 1e-6  # NCCL's tuner: the CPU's network overhead per step on Intel x86 (DGX H100)
-# NCCL's tuner (src/graph/tuning.cc, NCCL 2.19): base latency and latency per step, in us
-BASE = {"ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}, "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 0.0}}
-NVLINK_STEP = {"ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}, "tree": {"LL": 0.6, "LL128": 1.25, "Simple": 28.0}}
-NET_STEP = {"ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}, "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 28.0}}
+NET_STEP_SIMPLE = 14.0  # us: NCCL's tuner, one ring step on the network with Simple (tuning.cc hwLatencies)
 
 
-def nccl_ring_all_reduce(size: int, n: int, hosts: int, bus: float, one_per_host: bool = False) -> float:
-    """NCCL's ring all-reduce, the fastest protocol: 2(n-1) steps, 2 hosts' worth of them between
-    hosts (none in one host), each protocol's share of the bus bandwidth (LL a quarter, LL128
-    0.92, Simple all); a step inside a host costs at least the CPU's network overhead (3x for
-    Simple) once the ring leaves the host."""
-    steps, inter = 2 * (n - 1), (2 * hosts if hosts > 1 else 0)
-    share = {"LL": 1 / 4, "LL128": 0.7 if one_per_host else 0.92, "Simple": 1.0}
-    times = []
-    for p in ("LL", "LL128", "Simple"):
-        intra = NVLINK_STEP["ring"][p] * 1e-6
-        if hosts > 1:
-            intra = max(intra, INTEL_NET_OVERHEAD * (3 if p == "Simple" else 1))
-        latency = BASE["ring"][p] * 1e-6 + (steps - inter) * intra + inter * NET_STEP["ring"][p] * 1e-6
-        times.append(latency + 2 * (n - 1) / n * size / (bus * share[p]))
-    return min(times)
+def h100_one_host_all_reduce(size: int, n: int) -> float:
+    """NCCL's fastest all-reduce on n H100 of one host (tests/_nccl_by_hand.py). Its search lays 12
+    ring and tree channels of 30 GB/s (18 NVLinks x 20.6 = 370.8: 6 of 60, doubled) and n NVLS
+    channels, each GPU carrying (n + 1) x speed: 40 GB/s for 8 (60 and 50 exceed 370.8), booked 60
+    through the switch; 60 for 4 (5 x 60 = 300). Hopper's caps: LL 141, ring LL128 36.7 a channel,
+    tree 38.7, tree LL128 36.7; NVLS efficiency 0.85."""
+    nvls = {8: (40.0, 60.0), 4: (60.0, 60.0)}[n]
+    return min(*ring_all_reduce(size, n, 1, 12, 30.0, 141.0, 36.7).values(),
+               *tree_all_reduce(size, n, 1, 12, 30.0, 38.7, 141.0, 36.7).values(),
+               nvls_all_reduce(size, n, n, *nvls, 0.85))
 
 GRADIENT_BYTES = 1024 * 1024 * 4  # f32[1024,1024]
 
@@ -133,13 +125,13 @@ def test_an_all_reduce_of_a_4_mib_gradient_on_a_v5e_slice_costs_the_torus_formul
 
 
 @needs_plugin
-def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_ncclsring_in_a_host_and_every_rail_across(
+def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_nccls_choice_in_a_host_and_across(
         tmp_path, shardscope_cli):
-    """gpu:h100:2x4: ``inner`` is the 4 GPUs of one host (NVLink, NCCL's ring); both axes span
-    the 2 hosts, where the group's 4 GPUs per host send over their 4 ports at once (one NCCL
-    channel per rail): the bus bandwidth is 4 x 46 GB/s. NCCL's tuner takes the faster of its
-    ring and its tree (2 S / (0.92 bus share) + 2 ((g-1) nvlink + log2(2) net) steps), each at
-    its fastest protocol."""
+    """gpu:h100:2x4: ``inner`` is the 4 GPUs of one host (NVLink): NCCL's ring with LL128,
+    min(0.92 x 12 x 30, 12 x 36.7) x 4/6 GB/s and 14 + 6 x 1.9 us, beats its NVLS on 4 GPUs (4 x
+    min(60 x 0.85 x 3/4 x 2, 60) = 240 GB/s). Both axes span the 2 hosts: a group of 8, 4 per host
+    on their 4 ports; NCCL's tree with LL128 at 4 MiB (its derivation: tests/test_nccl.py,
+    test_the_tree_is_costed_with_its_correction_for_the_size)."""
     path = tmp_path / "psums.py"
     path.write_text(PSUMS)
     result = shardscope_cli("check", path, "--target", "gpu:h100:2x4", "--json")
@@ -148,48 +140,14 @@ def test_the_same_all_reduces_on_two_hosts_of_four_h100s_take_ncclsring_in_a_hos
     grid = _grid("gpu:h100:2x4", (2, 4))
     assert len({tuple(d.coords[:2]) for d in grid[0, :]}) == 1  # a row is one host's GPUs
     S = GRADIENT_BYTES
-    ring_in_host = nccl_ring_all_reduce(S, 4, 1, H100_NVLINK)
-    assert by_size[4]["interconnect"]["seconds_per_run"] == pytest.approx(ring_in_host, rel=1e-12)
+    assert by_size[4]["interconnect"]["seconds_per_run"] == pytest.approx(h100_one_host_all_reduce(S, 4), rel=1e-12)
+    assert by_size[4]["interconnect"]["seconds_per_run"] == pytest.approx(
+        ring_all_reduce(S, 4, 1, 12, 30.0, 141.0, 36.7)["LL128"], rel=1e-12)
     assert by_size[4]["interconnect"]["algorithm"] == "NCCL ring (LL128) over NVLink"
-    rails = min(H100_NVLINK, 4 * H100_NIC)
-    ring = nccl_ring_all_reduce(S, 8, 2, rails)
-    tree = min(BASE["tree"][p] * 1e-6 + 2 * (3 * NVLINK_STEP["tree"][p] + NET_STEP["tree"][p]) * 1e-6
-               + 2 * S / (0.92 * rails * share) for p, share in (("LL", 1 / 3.8), ("LL128", 120 / 128), ("Simple", 1)))
-    assert by_size[8]["interconnect"]["seconds_per_run"] == pytest.approx(min(ring, tree), rel=1e-12)
-    assert by_size[8]["interconnect"]["algorithm"].startswith("NCCL tree" if tree < ring else "NCCL ring")
-    assert "4 network ports per host (2 hosts)" in by_size[8]["interconnect"]["algorithm"]
-
-
-def test_a_gradient_all_reduce_across_two_dgx_h100_runs_over_all_eight_rails():
-    """Issue 44: 2 H100 hosts with 8 NICs reach ~370 GB/s of all-reduce bus bandwidth (NVIDIA's
-    maintainers, nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC), where one port per
-    collective gave 50 GB/s. A 64 MiB gradient all-reduced over the 16 GPUs of gpu:h100:2x8, 4
-    times per step, took 10.8 ms there; over the 8 rails it is ~1.8 ms. At the sizes nccl-tests
-    report their peak at (8 GiB), the bus bandwidth the model gives, 2 (n-1)/n S / t, is within
-    the published 370 GB/s."""
-    node = gpu_node("h100")
-    assert node is not None
-    group = [(0, host, gpu) for host in range(2) for gpu in range(8)]
-    gradient = 64 * 2**20
-    one_run = node.fabric.time("psum", gradient, group, (1, 2, 8))
-    expected = nccl_ring_all_reduce(gradient, 16, 2, 8 * H100_NIC)
-    assert one_run.seconds == pytest.approx(expected, rel=1e-12)
-    assert 1.4e-3 <= 4 * one_run.seconds <= 2.0e-3  # the issue's ~1.4-2.0 ms per step
-    big = 8 * 2**30
-    bus_bandwidth = 2 * 15 / 16 * big / node.fabric.time("psum", big, group, (1, 2, 8)).seconds
-    assert 0.9 * 370e9 <= bus_bandwidth <= 370e9
-
-
-def test_a_dgx_a100_pair_reaches_nvidias_measured_bus_bandwidth():
-    """NVIDIA/nccl issue 812: 'On an Nvidia DGX-A100 system we have 8x200Gbit/s IB cards and we
-    measure 192GB/s AllReduce BusBW': 8 ports of 24 GB/s. At 8 GiB the model's bus bandwidth is
-    within 10% of it (the rest is NCCL's latency), never above."""
-    node = gpu_node("a100")
-    assert node is not None and node.fabric.nic_Bps == A100_NIC
-    group = [(0, host, gpu) for host in range(2) for gpu in range(8)]
-    big = 8 * 2**30
-    bus_bandwidth = 2 * 15 / 16 * big / node.fabric.time("psum", big, group, (1, 2, 8)).seconds
-    assert 0.9 * 192e9 <= bus_bandwidth <= 192e9
+    across = min(*tree_all_reduce(S, 8, 2, 8, 48.0, 41.4, 39.0, 36.7).values(),
+                 *ring_all_reduce(S, 8, 2, 8, 24.0, 39.0, 36.7).values())
+    assert by_size[8]["interconnect"]["seconds_per_run"] == pytest.approx(across, rel=1e-12)
+    assert by_size[8]["interconnect"]["algorithm"] == "NCCL tree (LL128) over NVLink and 4 network ports per host (2 hosts)"
 
 
 def test_an_all_to_all_across_hosts_cannot_pool_the_ports():
@@ -201,7 +159,7 @@ def test_an_all_to_all_across_hosts_cannot_pool_the_ports():
     group = [(0, host, gpu) for host in range(2) for gpu in range(8)]
     payload = 2**28
     timed = node.fabric.time("all_to_all", payload, group, (1, 2, 8))
-    expected = max(payload * 7 / 16 / H100_NVLINK, payload * 8 / 16 / H100_NIC) + NET_STEP["ring"]["Simple"] * 1e-6
+    expected = max(payload * 7 / 16 / H100_NVLINK, payload * 8 / 16 / H100_NIC) + NET_STEP_SIMPLE * 1e-6
     assert timed.seconds == pytest.approx(expected, rel=1e-12)
 
 
@@ -275,14 +233,15 @@ sum, which its code motion does not move)."""
 MICRO = 4
 
 
-def _ring_all_reduce_on_8_h100s(size: int) -> float:
-    return nccl_ring_all_reduce(size, 8, 1, H100_NVLINK)
+def _all_reduce_on_8_h100s(size: int) -> float:
+    return h100_one_host_all_reduce(size, 8)
 
 
 @needs_plugin
 def test_min_saving_fails_only_on_the_finding_that_saves_that_much(tmp_path, shardscope_cli):
-    """Deferring one of 4 runs per call leaves 1: 3 runs of the all-reduce saved, each the ring
-    on 8 H100s. The scalar saves ~45 us (latency: NCCL's LL), the gradient ~175 us: --min-saving 100us
+    """Deferring one of 4 runs per call leaves 1: 3 runs of the all-reduce saved, each NCCL's
+    choice on 8 H100s. The scalar saves ~45 us (latency: the ring with LL), the gradient ~121 us
+    (NVLS): --min-saving 100us
     fails on the gradient only; without it both fail, as before."""
     path = tmp_path / "sizes.py"
     path.write_text(SIZES)
@@ -291,8 +250,8 @@ def test_min_saving_fails_only_on_the_finding_that_saves_that_much(tmp_path, sha
     data = json.loads(default.stdout)
     assert data["exit_code"] == 1 and "min_saving" not in data
     targets = {p["function"]: p["targets"]["gpu:h100:8"] for p in data["programs"]}
-    expected = {"small": (4, 3 * _ring_all_reduce_on_8_h100s(4)),
-                "large": (GRADIENT_BYTES, 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES))}
+    expected = {"small": (4, 3 * _all_reduce_on_8_h100s(4)),
+                "large": (GRADIENT_BYTES, 3 * _all_reduce_on_8_h100s(GRADIENT_BYTES))}
     for function, (size, saved) in expected.items():
         (saving,) = targets[function]["savings"]
         assert (saving["bytes_per_run"], saving["runs_per_call"], saving["runs_after"]) == (size, MICRO, 1)
@@ -417,9 +376,13 @@ def test_findings_that_share_one_instruction_share_its_saving_by_their_bytes(sha
     result = shardscope_cli("report", "fsdp", "--target", "gpu:h100:2x4", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     savings = {s["values"]: s for s in result_savings(json.loads(result.stdout), "gpu:h100:2x4", "naive")}
-    rails, share = min(H100_NVLINK, 4 * H100_NIC), {"LL": 1 / 4, "LL128": 0.92, "Simple": 1.0}
-    one_run = min(BASE["ring"][p] * 1e-6 + 6 * max(NVLINK_STEP["ring"][p] * 1e-6, INTEL_NET_OVERHEAD * (3 if p == "Simple" else 1))
-                  + NET_STEP["ring"][p] * 1e-6 + 7 / 8 * (w1 + w2) / (rails * share[p]) for p in share)
+    # NCCL's ring channels for 4 GPUs a host: one 48 GB/s channel per port, doubled to 8 x 24
+    # (tests/test_nccl.py); LL half of 192 under its cap of 39 (Intel, 2 hosts), LL128 0.92 x 192
+    # under 8 x 36.7; the bus bandwidth times 8/7, (7/8) T moved; latency base + 6 x max(NVLink
+    # step, 1 us of CPU overhead, 3 for Simple) + 1 network step
+    bus = {"LL": min(39.0, 0.5 * 192), "LL128": min(0.92 * 192, 8 * 36.7), "Simple": 192.0}
+    one_run = min(1e-6 * (BASE["ring"][i] + 6 * max(NVLINK["ring"][i], 3.0 if p == "Simple" else 1.0) + NET["ring"][i])
+                  + 7 / 8 * (w1 + w2) / (bus[p] * 1e9) for i, p in enumerate(("LL", "LL128", "Simple")))
     assert savings["grad(params['w1'])"]["bytes_per_run"] == w1 and savings["grad(params['w2'])"]["bytes_per_run"] == w2
     assert savings["grad(params['w1'])"]["seconds_per_step"] == pytest.approx(one_run * w1 / (w1 + w2), rel=1e-12)
     assert savings["grad(params['w2'])"]["seconds_per_step"] == pytest.approx(one_run * w2 / (w1 + w2), rel=1e-12)
@@ -431,8 +394,8 @@ def result_savings(data: dict, target: str, plan: str) -> list[dict]:
 
 @needs_plugin
 def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_takes_a_percentage(tmp_path):
-    """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~175 us
-    saving is 17% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
+    """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~121 us
+    saving is 12% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
     from shardscope.costmodel.savings import MinSaving, savings_of
     from shardscope.pipeline.check import inspect_on
     from shardscope.sources.loading import load_file
@@ -442,7 +405,7 @@ def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_tak
     large = load_file(path).functions["large"]
     (plan,) = inspect_on("gpu:h100:8", large.fn, large.spec.args, large.spec.kwargs).targets
     (saving,) = savings_of(plan, step_s=1e-3).values()
-    saved = 3 * _ring_all_reduce_on_8_h100s(GRADIENT_BYTES)
+    saved = 3 * _all_reduce_on_8_h100s(GRADIENT_BYTES)
     assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
     assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step's upper bound back "
                                    "to back (serialized; overlap may hide it)")

@@ -128,15 +128,21 @@ def test_pbroadcast_is_xlas_collective_broadcast_of_the_whole_value_from_its_sou
 
 
 def test_on_a_torus_and_on_nccl_a_broadcast_moves_the_whole_value_once():
-    from shardscope.hardware.nccl import NcclPath, nccl_time
+    from shardscope.hardware.nccl import NcclPath, candidates
+    from shardscope.targets.gpu_nodes import gpu_node
     from shardscope.targets.tpu_generations import generation_of
 
     payload = 8 << 20
-    path = NcclPath(ranks=8, hosts=1, per_host=8, nvlink_Bps=450e9, nic_Bps=50e9, net_overhead_s=0.0)
-    timed = nccl_time("pbroadcast", payload, path)
-    gathered = nccl_time("reduce_scatter", payload, path)
-    # the same steps, but every link carries S, not (n-1)/n S: the wire time is n/(n-1) the reduce-scatter's
-    assert timed.bandwidth_s == pytest.approx(gathered.bandwidth_s * 8 / 7)
+    node = gpu_node("h100")
+    assert node is not None
+    path = NcclPath(8, 1, 8, node.fabric.nccl, node.fabric.nvlink_Bps, node.fabric.nic_Bps)
+
+    def simple_ring(model: str) -> float:
+        (ring,) = [c for c in candidates(model, payload, path) if (c.algorithm, c.protocol) == ("ring", "Simple")]
+        return ring.nbytes / ring.bandwidth_Bps
+
+    # the same ring, but every link carries S, not (n-1)/n S: the wire time is n/(n-1) the reduce-scatter's
+    assert simple_ring("pbroadcast") == pytest.approx(simple_ring("reduce_scatter") * 8 / 7)
 
     generation = generation_of("", "v5e:4x1")
     assert generation is not None

@@ -31,7 +31,9 @@ line, about ``alpha`` = 1 us each. With ``n`` devices, ``S`` the per-device oper
 - collective-broadcast: the source's ``S`` pipelined down every spanned axis:
   ``max(alpha * sum(hops_d), S / sum(W_d))``
 
-**GPUs.** :mod:`shardscope.hardware.nccl` (NCCL's ring and tree, per protocol, over every rail).
+**GPUs.** :mod:`shardscope.hardware.nccl` (NCCL's tuner: ring, tree, NVLS and NVLS tree, PAT, each
+protocol, on the channels its topology search lays over NVLink and every rail:
+:mod:`shardscope.hardware.nccl_search`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from shardscope.hardware.nccl import NcclPath, nccl_time, send_latency_s
+from shardscope.hardware.nccl_search import NcclTopology
 from shardscope.hardware.collective_models import ALL_TO_ALL, BROADCAST, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
 
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
@@ -114,15 +117,20 @@ class TorusFabric:
 @dataclass(frozen=True)
 class NodeFabric:
     """GPUs in hosts: ``nvlink_Bps`` one way per GPU inside a host (through NVSwitch), and one
-    network port per GPU between hosts (``nic_Bps``: what NCCL reaches per port, measured), with
-    the host CPU's per-step network overhead NCCL's tuner adds (``net_overhead_s``)."""
+    network port per GPU between hosts (``nic_Bps``: what NCCL reaches per port, measured), and
+    the node as NCCL's topology search sees it (``nccl``: what its tuner costs collectives on)."""
 
     gpu: str
     nvlink_Bps: float
     nic_Bps: float
-    net_overhead_s: float
+    nccl: NcclTopology
     source: str
     kind: str = field(default="NVLink in a host, one network port per GPU between hosts", init=False)
+
+    @property
+    def net_overhead_s(self) -> float:
+        """The host CPU's overhead per network step NCCL's tuner charges (1 us Intel, 2 us AMD)."""
+        return 2e-6 if self.nccl.amd_cpu else 1e-6
 
     def time(self, model: str, payload: int, group: Sequence[Coords], machine_shape: Coords) -> CollectiveTime:
         """One group's run of a collective on the GPUs: NCCL's choice of algorithm and protocol."""
@@ -134,8 +142,8 @@ class NodeFabric:
             return _node_pair(payload, group, self)
         if n < 2:
             return CollectiveTime(0.0, 0.0, 0.0, "no link (one GPU)", n)
-        path = NcclPath(ranks=n, hosts=len(per_host), per_host=min(per_host.values()), nvlink_Bps=self.nvlink_Bps,
-                        nic_Bps=self.nic_Bps, net_overhead_s=self.net_overhead_s)
+        path = NcclPath(ranks=n, hosts=len(per_host), per_host=min(per_host.values()), topology=self.nccl,
+                        nvlink_Bps=self.nvlink_Bps, nic_Bps=self.nic_Bps)
         return nccl_time(model, payload, path)
 
     def describe(self, machine_shape: Coords) -> str:

@@ -6,8 +6,12 @@ A new GPU is its description file (``gpu_descriptions/NAME.txtpb``), its peaks' 
 table (:mod:`shardscope.hardware.chips`) and its record here; a new vendor is its
 :class:`~shardscope.targets.base.Target` and its records. Every figure says where it comes from.
 
-**The network port** is what NCCL reaches per port, as NVIDIA's maintainers measure it (not the
-line rate): 46 GB/s per 400 Gb/s NIC (the low end of their 46-48 GB/s), 24 GB/s per 200 Gb/s NIC.
+**Two views of the links.** NCCL's collectives are costed as NCCL's tuner costs them, on the
+node as its topology search sees it (:class:`~shardscope.hardware.nccl_search.NcclTopology`:
+NVLink links times NCCL's figure per link, the PCIe path to each GPU's port, the CPU, NVLink
+SHARP). The all-to-all and the sends, which NCCL's tuner does not cost, take the links as measured:
+NVLink's line rate one way, and per network port what NCCL reaches, as NVIDIA's maintainers
+measure it: 46 GB/s per 400 Gb/s NIC (the low end of their 46-48 GB/s), 24 GB/s per 200 Gb/s NIC.
 
 **What a JAX process may use** of a GPU's memory: XLA's allocator takes ``XLA_PYTHON_CLIENT_MEM_FRACTION``
 (or ``XLA_CLIENT_MEM_FRACTION``) of it, 75% by default, whether it preallocates it or grows to it
@@ -27,6 +31,7 @@ from shardscope.hardware.fabrics import NodeFabric
 from shardscope.hardware.fit import gib
 from shardscope.hardware.machines import Machine
 from shardscope.hardware.nccl import NCCL_812, NCCL_TESTS_290, NCCL_TUNING
+from shardscope.hardware.nccl_search import SEARCH, NcclTopology
 
 JAX_GPU_MEMORY = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"
 XLA_BFC_POOL = ("openxla/xla xla/pjrt/gpu/gpu_helpers.cc, CreateBFCAllocator: a pool of total_memory * memory_fraction "
@@ -38,8 +43,12 @@ _DGX_H100_H200 = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-in
                   "latest/core-components.html")
 _DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
 _DGX_A100 = "https://www.nvidia.com/en-us/data-center/dgx-a100/"
-_PROTOCOLS = f"latency: NCCL's per protocol (LL, LL128, Simple) and per step ({NCCL_TUNING})"
-_INTEL = "the host CPU's network overhead per step 1 us (NCCL's tuner on Intel x86)"
+_PROTOCOLS = (f"collectives: NCCL's tuner, each algorithm's and protocol's latency and bandwidth on the channels its search lays "
+              f"on the node "
+              f"({NCCL_TUNING}; {SEARCH})")
+_PCIE_GEN5 = "PCIe Gen5 x16 to each port: 48 GB/s as NCCL counts it (16 lanes x 240 / 80, topo.cc 554, 657)"
+_PCIE_GEN4 = "PCIe Gen4 x16 to each port: 24 GB/s as NCCL counts it (16 lanes x 120 / 80, topo.cc 553, 657)"
+_INTEL = "Intel x86 hosts: 1 us of network overhead per step in NCCL's tuner"
 
 
 @dataclass(frozen=True)
@@ -50,30 +59,37 @@ class GpuNode:
     fabric: NodeFabric
 
 
-def _node(name: str, nvlink_Bps: float, nic_Bps: float, net_overhead_s: float, source: str) -> GpuNode:
-    return GpuNode(name, NodeFabric(name, nvlink_Bps, nic_Bps, net_overhead_s, f"{source}; {_PROTOCOLS}"))
+def _node(name: str, nvlink_Bps: float, nic_Bps: float, nccl: NcclTopology, source: str) -> GpuNode:
+    return GpuNode(name, NodeFabric(name, nvlink_Bps, nic_Bps, nccl, f"{source}; {_PROTOCOLS}"))
 
+
+_HOPPER = NcclTopology("hopper", nvlink_GBps=18 * 20.6, nic_GBps=48.0, amd_cpu=False, nvls=True)
+"""18 NVLinks of 20.6 GB/s as NCCL counts them (``SM90_NVLINK_BW``), a PCIe Gen5 port per GPU,
+Intel CPUs, NVSwitch with NVLink SHARP."""
 
 GPU_NODES: tuple[GpuNode, ...] = (
-    _node("h100", 450e9, 46e9, 1e-6,
+    _node("h100", 450e9, 46e9, _HOPPER,
           "NVLink: 900 GB/s bidirectional per H100 SXM GPU, halved for one direction "
           "(https://www.nvidia.com/en-us/data-center/h100/); network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
-          f"H100 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}): 8 ports, ~370 GB/s of "
-          f"all-reduce bus bandwidth between two DGX H100; {_INTEL} (Xeon 8480C)"),
-    _node("h200", 450e9, 46e9, 1e-6,
+          f"H100 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); NCCL's view: 18 NVLinks "
+          f"of 20.6 GB/s (topo.h SM90_NVLINK_BW), {_PCIE_GEN5}, NVLink SHARP; {_INTEL} (Xeon 8480C)"),
+    _node("h200", 450e9, 46e9, _HOPPER,
           "NVLink: 900 GB/s bidirectional per H200 GPU, halved for one direction "
           "(https://www.nvidia.com/en-us/data-center/h200/); network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
-          f"H200 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); {_INTEL} (Xeon 8480C)"),
-    _node("a100", 300e9, 24e9, 2e-6,
+          f"H200 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); NCCL's view as H100's "
+          f"(the same NVLink 4 and NVSwitch); {_INTEL} (Xeon 8480C)"),
+    _node("a100", 300e9, 24e9, NcclTopology("ampere", nvlink_GBps=12 * 20.0, nic_GBps=24.0, amd_cpu=True, nvls=False),
           "NVLink: 600 GB/s bidirectional per A100 SXM GPU, halved for one direction "
           "(https://www.nvidia.com/en-us/data-center/a100/); network: one 200 Gb/s HDR ConnectX-6 port per GPU in a "
-          f"DGX A100 ({_DGX_A100}), 24 GB/s per port as NCCL reaches it: 192 GB/s of all-reduce bus bandwidth "
-          f"over 8 ({NCCL_812}); the host CPU's network overhead per step 2 us (NCCL's tuner on AMD x86: EPYC 7742)"),
-    _node("b200", 900e9, 46e9, 1e-6,
+          f"DGX A100 ({_DGX_A100}), 24 GB/s per port: 192 GB/s of all-reduce bus bandwidth over 8 ({NCCL_812}); "
+          f"NCCL's view: 12 NVLinks of 20 GB/s (topo.h SM80_NVLINK_BW), {_PCIE_GEN4}, no NVLink SHARP; AMD x86 "
+          "hosts (EPYC 7742): 2 us of network overhead per step in NCCL's tuner"),
+    _node("b200", 900e9, 46e9, NcclTopology("blackwell", nvlink_GBps=18 * 40.1, nic_GBps=48.0, amd_cpu=False, nvls=True),
           "NVLink 5: 1.8 TB/s bidirectional per GPU, halved for one direction "
           "(https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html); network: one 400 Gb/s ConnectX-7 port "
           f"per GPU in a DGX B200 ({_DGX_B200}), 46 GB/s per port as NCCL reaches a 400 Gb/s NIC ({NCCL_TESTS_290}); "
-          f"{_INTEL} (Xeon 8570)"),
+          f"NCCL's view: 18 NVLinks of 40.1 GB/s (topo.h SM100_NVLINK_BW), {_PCIE_GEN5}, NVLink SHARP; {_INTEL} "
+          "(Xeon 8570)"),
 )
 """Each GPU shardscope ships a description of, in the node NVIDIA builds around it."""
 
