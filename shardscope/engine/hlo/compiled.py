@@ -226,12 +226,12 @@ def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
         if len(roots) != 1 or not leaves:
             return ()
         root = roots.pop()
-        specs = {_spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
+        specs = {spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
         found.append((root, specs.pop() if len(specs) == 1 else f"jax.tree.map(lambda a: a.sharding.spec, {root})"))
     return tuple(found)
 
 
-def _spec_text(spec: "jax.sharding.PartitionSpec") -> str:
+def spec_text(spec: "jax.sharding.PartitionSpec") -> str:
     """``P(None, 'data')``, as the user writes it."""
     def entry(e: object) -> str:
         return "None" if e is None else repr(e) if isinstance(e, str) else "(" + ", ".join(map(repr, e)) + ")"  # type: ignore[call-overload]
