@@ -148,3 +148,22 @@ def test_check_what_if_reports_the_route_it_took_and_the_one_it_tried(shardscope
     text = " ".join(shardscope_cli("check", path, "--what-if", "-r", 3).stdout.split())
     assert ("route: shard_map, the step run per device inside jax.shard_map; tried first: the Explicit-axes "
             "rewrite failed: with Explicit axes JAX does not trace this program") in text
+
+
+def test_an_embedding_lookup_and_checkpointed_layers_are_rewritten_through_shard_map():
+    """A scanned, checkpointed transformer under jit (tests/_user_programs.py): Explicit axes
+    refuse its embedding lookup; run per device, the lookup's gradient (a scatter-add of each
+    device's rows) and the layers' gradients (summed inside the checkpointed backward scan) all
+    leave the micro-batch loop, and the outputs are the original's (JAX's own, compared in numpy)."""
+    import _user_programs as up
+
+    case = up.scanned_transformer(False)
+    subject = subject_of(case.fn, case.args)
+    (rewrite,) = rewrites_of(subject)
+    naive = wp.recount(subject.compiled.as_text())
+    assert naive["runs"]["all-reduce"] == wp.MICRO * (case.notes["layers"] + 1)  # the layers' sums and the embedding's
+    assert rewrite.status == VERIFIED and rewrite.route == "shard_map" and "gather" in rewrite.tried[0].reason
+    assert wp.recount(rewrite.program.compiled.as_text())["runs"] == {"all-reduce": 1}
+    args, _ = subject.run_arguments
+    wp.assert_same(wp.outputs(subject.compiled, args), jax.tree.map(np.asarray, rewrite.program.run(args, {})),
+                   rtol=1e-5)

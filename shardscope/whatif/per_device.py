@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from shardscope.engine.jaxpr.model import equation_source, open_jaxpr, scan_operand_groups, short_source
 from shardscope.whatif.deferral import Unsupported
 from shardscope.whatif.retrace import block_id_of, equation_ids
@@ -157,6 +159,7 @@ class _Walker:
         self.sizes = sizes
         self.steps: dict[str, Step] = {}
         self.split_vars: dict[Var, Axes] = {}
+        self.zeros: set[Var] = set()  # values broadcast from a literal zero (a scatter-add's start)
 
     def block(self, jaxpr: "Jaxpr", layouts: list[Layout], block_id: str) -> list[Layout]:
         """The layouts of ``jaxpr``'s outputs from its inputs' (constvars first)."""
@@ -176,6 +179,8 @@ class _Walker:
         for eqn, eqn_id in zip(jaxpr.eqns, equation_ids(jaxpr, block_id)):
             step = self.equation(eqn, eqn_id, [read(v) for v in eqn.invars])
             self.steps[eqn_id] = step
+            if _is_zeros(eqn):
+                self.zeros.add(eqn.outvars[0])
             for var, layout in zip(eqn.outvars, step.results, strict=True):
                 write(var, layout)
         return [read(v) for v in jaxpr.outvars]
@@ -337,10 +342,16 @@ def _reduce(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
 
 def _dot_general(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
     """Contracted dimensions split alike on both sides are summed over their axes (a whole side
-    is cut to the blocks the other holds); batch dimensions are split alike; the free ones keep
-    their split."""
+    is cut to the blocks the other holds, unless it is split over those axes elsewhere: then
+    the split side is gathered whole, as FSDP gathers a weight for a batch split over the same
+    axis); batch dimensions are split alike; the free ones keep their split."""
     (lhs_c, rhs_c), (lhs_b, rhs_b) = eqn.params["dimension_numbers"]
     lhs, rhs = list(ins[0]), list(ins[1])
+    for l, r in zip(lhs_c, rhs_c):
+        if lhs[l] and not rhs[r] and lhs[l] & frozenset().union(*rhs):
+            lhs[l] = _WHOLE
+        elif rhs[r] and not lhs[l] and rhs[r] & frozenset().union(*lhs):
+            rhs[r] = _WHOLE
     summed: set[str] = set()
     for pairs, is_sum in (((lhs_c, rhs_c), True), ((lhs_b, rhs_b), False)):
         for l, r in zip(*pairs):
@@ -350,6 +361,10 @@ def _dot_general(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
                 summed |= axes
     lhs_free = [d for d in range(len(lhs)) if d not in lhs_c and d not in lhs_b]
     rhs_free = [d for d in range(len(rhs)) if d not in rhs_c and d not in rhs_b]
+    taken = frozenset().union(*lhs, summed)
+    for d in rhs_free:  # a weight's output features split over the batch's axis: gathered
+        if rhs[d] & taken:
+            rhs[d] = _WHOLE
     layout = tuple([lhs[d] for d in lhs_b] + [lhs[d] for d in lhs_free] + [rhs[d] for d in rhs_free])
     used = [a for axes in layout for a in axes] + sorted(summed)
     if len(used) != len(set(used)):
@@ -443,13 +458,41 @@ def _reshard(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
     return Step((out,), _converted(ins[:1], [out]))
 
 
+def _gather(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
+    """Rows of a whole table looked up at indices split over devices (an embedding): the result's
+    batch dimensions are split as the indices' are."""
+    numbers = eqn.params["dimension_numbers"]
+    operand, indices = ins[0], ins[1]
+    if is_split(operand) or indices[-1] or len(getattr(numbers, "operand_batching_dims", ())):
+        raise _unsupported(eqn, f"a gather from a value split over {_axes_text(ins)}")
+    shape = _shape(eqn.outvars[0])
+    batch = iter(indices[:-1])
+    layout = tuple(_WHOLE if d in numbers.offset_dims else next(batch) for d in range(len(shape)))
+    return Step((layout,))
+
+
+def _scatter_add(walker: _Walker, eqn: "JaxprEqn", ins: list[Layout]) -> Step:
+    """Rows added into a whole zero table at indices split over devices (an embedding's
+    gradient): each device adds its own rows, the table is its part of a sum over devices."""
+    numbers = eqn.params["dimension_numbers"]
+    operand, indices, updates = ins[0], ins[1], ins[2]
+    if is_split(operand) or indices[-1] or len(getattr(numbers, "operand_batching_dims", ())):
+        raise _unsupported(eqn, f"a scatter-add into a value split over {_axes_text(ins)}")
+    if eqn.invars[0] not in walker.zeros:
+        raise _unsupported(eqn, "a scatter-add of rows split over devices into a value that is not zeros")
+    scattered = [updates[d] for d in range(len(updates)) if d not in numbers.update_window_dims]
+    if any(updates[d] for d in numbers.update_window_dims) or _join(eqn, [indices[:-1], tuple(scattered)]) != indices[:-1]:
+        raise _unsupported(eqn, f"a scatter-add whose updates are split otherwise than its indices over {_axes_text(ins)}")
+    return Step((operand,), summed=frozenset().union(*indices), combiner="add")
+
+
 _RULES: dict[str, Rule] = {
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "dot_general": _dot_general,
     "reduce_sum": _reduce, "reduce_max": _reduce, "reduce_min": _reduce, "reduce_prod": _reduce,
     "reduce_and": _reduce, "reduce_or": _reduce, "reduce_xor": _reduce, "argmax": _reduce, "argmin": _reduce,
     "transpose": _transpose, "squeeze": _squeeze, "expand_dims": _expand_dims, "slice": _slice,
     "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice, "concatenate": _concatenate,
-    "pad": _pad, "rev": _along("dimensions"), "sort": _along("dimension"), "split": _along("axis"),
+    "pad": _pad, "gather": _gather, "scatter-add": _scatter_add, "scatter_add": _scatter_add, "rev": _along("dimensions"), "sort": _along("dimension"), "split": _along("axis"),
     **{name: _along("axis") for name in CUMULATIVE}, **{name: _reshard for name in RESHARDS},
 }
 
@@ -503,6 +546,18 @@ def _reshape_groups(before: Sequence[int], after: Sequence[int]) -> list[tuple[l
                 j += 1
         groups.append(group)
     return groups
+
+
+def _is_zeros(eqn: "JaxprEqn") -> bool:
+    """True for ``jnp.zeros``/``zeros_like``: a broadcast of a literal zero."""
+    from jax.extend.core import Literal
+
+    if eqn.primitive.name != "broadcast_in_dim" or not isinstance(eqn.invars[0], Literal):
+        return False
+    try:
+        return bool(np.all(np.asarray(eqn.invars[0].val) == 0))
+    except (TypeError, ValueError):
+        return False
 
 
 def _count(axes: Axes, sizes: Mapping[str, int]) -> int:

@@ -88,6 +88,11 @@ _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call"
 """Calls with one body that run inline when they must be traced again."""
 
 
+_COMBINED = frozenset({"scatter", "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "scatter-min",
+                       "scatter_min", "scatter-max", "scatter_max"})
+"""First-order primitives whose jaxpr parameter is only how two scalars combine: bound again as they are."""
+
+
 class Retracer:
     """Evaluates closed jaxprs with :class:`Edits` applied (call inside a JAX trace: ``jax.jit``).
 
@@ -200,7 +205,7 @@ class Retracer:
         subs = sub_jaxprs(eqn)
         if name in _CALLS and len(subs) == 1:
             return self._inline(eqn, eqn_id, invals)
-        if subs:
+        if subs and name not in _COMBINED:
             raise RetraceError(f"the rewrite passes through a {name}, which shardscope cannot trace again")
         if name == "pvary":
             return _pvary(eqn, invals[0])

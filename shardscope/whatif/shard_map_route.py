@@ -30,7 +30,7 @@ from shardscope.whatif.per_device import RESHARDS, Axes, Layout, PerDevice, layo
 from shardscope.whatif.retrace import Edits, Retracer, bind
 from shardscope.whatif.rewritten import RewrittenProgram, rewritten_program
 from shardscope.whatif.shard_map_snippet import StepSignature
-from shardscope.whatif.type_reach import type_reach
+from shardscope.whatif.type_reach import ADDED_TERM, type_reach
 
 if TYPE_CHECKING:
     import jax
@@ -57,15 +57,24 @@ def accumulated_deferral(index: EquationIndex, candidates: Mapping[str, Axes], l
                          split: Callable[[Any], Axes] | None = None) -> Deferral:
     """The deferral out of ``loop_id`` of every sum of ``candidates`` (equation id -> axes) that
     the loop only accumulates, each checked alone (a forward pass's sum read by a ``tanh`` is
-    not one); ``split``: the axes a variable is split over where its type does not say."""
-    accumulated = {}
+    not one), then with the sums that are added into the same accumulator as it (an embedding's
+    gradient: the lookup's scatter-add and the output projection's contraction, added together);
+    ``split``: the axes a variable is split over where its type does not say."""
+    accumulated, together = {}, {}
     reasons = []
     for eqn_id, axes in candidates.items():
         reach = type_reach(index.jaxpr, {eqn_id: axes}, frozenset({loop_id}), split)
         if not reach.leaks and reach.summed.get(loop_id):
             accumulated[eqn_id] = axes
-        elif reach.leaks:
+        elif reach.leaks and all(leak.startswith(ADDED_TERM) for leak in reach.leaks):
+            together[eqn_id] = axes  # its partner terms may be sums moved with it
+        if reach.leaks:
             reasons.append(reach.first_leak)
+    if together:
+        joined = {**accumulated, **together}
+        reach = type_reach(index.jaxpr, joined, frozenset({loop_id}), split)
+        if not reach.leaks and reach.summed.get(loop_id):
+            accumulated = joined
     if not accumulated and reasons:  # each sum goes somewhere else too: moving it changes the result
         raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it "
                       f"({reasons[0]}).")

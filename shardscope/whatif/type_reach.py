@@ -120,6 +120,11 @@ class _Walker:
         self.split = split
         self.result = TypeReach()
 
+    def holds_seed(self, eqn_id: str) -> bool:
+        """True when a seed sits inside ``eqn_id`` (a ``jax.checkpoint``'s body in a backward
+        pass): its body is followed even when no operand is marked."""
+        return any(s.startswith(eqn_id + "/") or s.startswith(eqn_id + ".") for s in self.seeds)
+
     def same_everywhere(self, atom: "Var | Literal", axes: Axes) -> bool:
         """True when ``atom`` is the same on every device of a sum over ``axes``."""
         return _same_everywhere(atom, axes) and (_is_literal(atom) or not axes & self.split(atom))
@@ -159,7 +164,7 @@ class _Walker:
             outs = self.block(_open(eqn.params["jaxpr"]), ins, block_id_of(eqn_id, "body"))
             if any(outs):
                 self.leak("the unsummed value leaves the shard_map")
-        elif not any(ins):
+        elif not any(ins) and not self.holds_seed(eqn_id):
             outs = [_NONE] * n_out
         elif name in _SUMS:
             axes = frozenset(_axes(eqn))
