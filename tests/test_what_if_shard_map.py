@@ -167,3 +167,61 @@ def test_an_embedding_lookup_and_checkpointed_layers_are_rewritten_through_shard
     args, _ = subject.run_arguments
     wp.assert_same(wp.outputs(subject.compiled, args), jax.tree.map(np.asarray, rewrite.program.run(args, {})),
                    rtol=1e-5)
+
+
+def _group_size(line: str) -> int:
+    """The devices of one replica group of a compiled all-reduce, in any of the three forms the
+    printer writes (explicit ``{{0,1},...}``, iota ``[4,2]<=[8]``, mesh axes ``mesh['a'=2,...]
+    {'a'}``)."""
+    import re
+
+    if explicit := re.search(r"replica_groups=\{\{([^}]*)\}", line):
+        return len(explicit.group(1).split(","))
+    if iota := re.search(r"replica_groups=\[(\d+),(\d+)\]<=", line):
+        return int(iota.group(2))
+    mesh = re.search(r"mesh\[([^\]]*)\][^{]*\{([^}]*)\}", line)
+    sizes = {name: int(size) for name, size in re.findall(r"'(\w+)'=(\d+)", mesh.group(1))}
+    return int(np.prod([sizes[name] for name in re.findall(r"'(\w+)'", mesh.group(2))]))
+
+
+def test_the_check_fix_divides_the_loss_by_the_devices_of_its_whole_axis():
+    """The reshape leaves the partitioner's all-reduce groups of 2 devices (read in the compiled
+    text); the fix's shard_map sums over all of ``data`` (8 devices, the mesh's), so the loss's
+    mean is its psum divided by 8, not 2."""
+    import shardscope
+
+    step, args = wp.reshaped_micro_batches()
+    text = step.trace(*args).lower().compile().as_text()
+    assert {_group_size(line) for line in text.splitlines() if " all-reduce(" in line} == {2}
+    (c,) = [c for c in shardscope.inspect(step, *args).paired if c.in_loop]
+    fix = " ".join(c.verdict.fix.split())
+    assert "return lax.psum(it, 'data') / 8 (lax.pmean)" in fix and "/ 2" not in fix
+
+
+def test_an_fsdp_weight_is_gathered_on_the_shard_map_route():
+    """FSDP (tests/_compiled_programs.py): the weight is sharded over ``data`` like the batch.
+    Run per device, it is gathered where the batch is split over the same axis, as the
+    partitioner does; the micro-batch loop's sum moves after the loop (4 runs of the all-reduce
+    per call become 1, recounted) and the gradient is numpy's. Taken directly here: the program's
+    own route (Explicit axes) gives this one already."""
+    import _compiled_programs as cp
+    from shardscope.whatif.build import build
+    from shardscope.whatif.groups import finding_groups
+    from shardscope.whatif.what_if import Rewrite, verify
+
+    case = cp.fsdp_accumulate()
+    subject = subject_of(case.fn, case.args)
+    (group,) = finding_groups(subject)
+    built = build(subject, group, "shard_map")
+    base = Rewrite(kind=group.kind, route=built.route, loop=group.loop, loop_words="", findings=group.findings,
+                   equations=(), status=FAILED, reason="")
+    rewrite = verify(subject, base, built.program, built.kind, built.moved)
+    assert rewrite.status == VERIFIED, rewrite.reason
+    naive = wp.recount(subject.compiled.as_text())["runs"]
+    rewritten = wp.recount(rewrite.program.compiled.as_text())["runs"]
+    assert naive["all-reduce"] == wp.MICRO and rewritten["all-reduce"] == 1
+    assert "all-gather" in rewritten  # the weight, gathered per micro-batch as in the original
+    grads = jax.tree.map(np.asarray, rewrite.program.run(*subject.run_arguments))
+    expected = cp.reference_gradient(*case.args)
+    for name in expected:
+        np.testing.assert_allclose(grads[name], expected[name], rtol=0, atol=1e-5 * np.abs(expected[name]).max())

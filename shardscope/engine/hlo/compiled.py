@@ -99,7 +99,7 @@ def compiled_plan(
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
     paired = [builder.named_after_pairing(c, sizes) for c in paired]
     if style == "auto":  # the shard_map route's fixes name the function's arguments and what its sums carry
-        losses, devices = summed_losses(tuple(paired))
+        losses, devices = summed_losses(tuple(paired), builder.mesh)
         signature = Signature(tuple(arguments), devices or builder.devices, losses)
         paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
