@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from shardscope.engine.hlo.compiled import argument_specs, spec_text
 
 from shardscope.whatif.deferral import PER_DEVICE, Deferral, EquationIndex, Refused, Unsupported, plan_deferral
-from shardscope.whatif.per_device import RESHARDS, Axes, Layout, PerDevice, layout_of_spec, per_device, spec_of_layout
+from shardscope.whatif.per_device import PerDevice, per_device, spec_of_layout
+from shardscope.whatif.split_rules import RESHARDS, Axes, Layout, layout_of_spec
 from shardscope.whatif.retrace import Edits, Retracer, bind
 from shardscope.whatif.rewritten import RewrittenProgram, rewritten_program
 from shardscope.whatif.shard_map_snippet import StepSignature
