@@ -102,6 +102,10 @@ class Retracer:
     their own way (the Explicit-axes ``dot_general``, which must say how a sum is sharded).
     """
 
+    retrace_all = False
+    """True: every equation is traced again (inside a ``shard_map`` that runs a jit program per
+    device, where every shape may change), none bound as it was."""
+
     def __init__(self, edits: Edits, mesh: "AbstractMesh | None" = None,
                  rules: Mapping[str, Rule] | None = None) -> None:
         self.edits = edits
@@ -146,10 +150,6 @@ class Retracer:
             raise
         except Exception as exc:  # JAX refuses this equation: say which, at the user's line
             raise RetraceError(f"{exception_text(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
-
-    retrace_all = False
-    """True: every equation is traced again (inside a ``shard_map`` that runs a jit program per
-    device, where every shape may change), none bound as it was."""
 
     def operands(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
         """The operands ``eqn`` runs on, before any edit (here: as they come)."""
