@@ -6,17 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test typecheck test-newest bench bench-quick screenshots samples readme docs docs-serve clean
 
-# The tpu and gpu extras (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
-# without a TPU or a GPU) where they ship, Linux x86-64; elsewhere the target tests skip and say why.
-# The suite's tests of a target that is not installed hide these site-packages copies; the quiet
-# route (`python -m shardscope.targets.compilers tpu gpu`: shardscope's own folder, on no import
-# path) is not yet what make installs: those tests do not hide that folder yet.
-TPU_EXTRA := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo ,tpu,gpu)
+# The targets' compilers (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
+# without a TPU or a GPU) where they ship, Linux x86-64, in shardscope's own folder of the venv
+# (python -m shardscope.targets.compilers, shardscope/targets/compilers.py): on no import path, so
+# plain JAX in the venv never loads them and prints nothing about a TPU or CUDA it lacks. The
+# command skips what the folder already holds. Elsewhere the target tests skip and say why.
+COMPILERS := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo tpu gpu)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,docs,profile$(TPU_EXTRA)]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs,profile]'
+	$(if $(COMPILERS),$(BIN)/python -m shardscope.targets.compilers $(COMPILERS))
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -54,7 +55,8 @@ $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile$(TPU_EXTRA)]' jax
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile]' jax
+	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m shardscope.targets.compilers $(COMPILERS))
 	@touch $(NEWEST_STAMP)
 
 test-newest: $(NEWEST_STAMP)

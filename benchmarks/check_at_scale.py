@@ -66,6 +66,16 @@ def commands() -> dict[str, dict[str, list[str]]]:
     }
 
 
+def _bare_env() -> dict[str, str]:
+    """What JAX's own route needs to find the libtpu ``make`` keeps in shardscope's folder, on no
+    import path: JAX's ``TPU_LIBRARY_PATH``, as for any libtpu that is not a package (nothing
+    where the user set it, or a libtpu package is installed instead)."""
+    from shardscope.targets.compilers import private_libtpu
+
+    path = private_libtpu()
+    return {} if path is None or "TPU_LIBRARY_PATH" in os.environ else {"TPU_LIBRARY_PATH": str(path)}
+
+
 def _own_flags(parser: Any) -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS),
                         help=f"the programs to run, comma-separated (default: {','.join(PROGRAMS)})")
@@ -90,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(rounds):
             order = list(pair.items())[:: -1 if i % 2 else 1]
             for kind, argv_ in order:
-                result = run_child(argv_, timeout=1800)
+                result = run_child(argv_, env=_bare_env() if kind == "bare" else None, timeout=1800)
                 if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
                     raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
                 runs[name][kind].append(result)

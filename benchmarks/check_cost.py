@@ -4,7 +4,9 @@ The programs: a 12-layer transformer train step with 4-step gradient accumulatio
 styles (``benchmarks/transformer_step.py``: jit with shardings, and the same under
 ``shard_map``), and a 600-layer residual MLP unrolled by a Python loop
 (``benchmarks/unrolled_step.py``: its 600 gradients summed by one combined all-reduce, each
-named). Each round runs, in fresh processes and alternating, ``shardscope check FILE --function
+named); and a chain of 1,000 dependent psums written by a Python loop under ``shard_map``
+(``benchmarks/psum_chain.py``: a thousand compiled all-reduces, each with a thousand psums of its
+line to pair with). Each round runs, in fresh processes and alternating, ``shardscope check FILE --function
 NAME --json`` and ``benchmarks/bare_compile.py NAME FILE``
 (JAX alone: import the file, ``lower(*args).compile()``, ``as_text()``), so both wall times hold
 the interpreter's start, JAX's import, the trace and XLA's compile, and the ratio is what the
@@ -12,7 +14,8 @@ analysis adds (the target: at most 1.3x). One untimed round comes first (the OS 
 the .pyc files would win it). Then, in this process, one run of each program is timed phase by
 phase: the trace, the jaxpr view, the compile, the compiled plan.
 
-Run alone, on a quiet machine: ``python -m benchmarks.check_cost [--quick | --smoke]``. Not part of
+Run alone, on a quiet machine: ``python -m benchmarks.check_cost [--quick | --smoke] [--programs
+psum_chain,...]``. Not part of
 ``make bench`` (each round compiles the model four times, about 20 s each).
 """
 
@@ -31,11 +34,12 @@ TARGET_RATIO = 1.3
 FULL_ROUNDS, QUICK_ROUNDS = 5, 2
 FILE = ROOT / "benchmarks" / "transformer_step.py"
 UNROLLED = ROOT / "benchmarks" / "unrolled_step.py"
-PROGRAMS = {"step_shardings": FILE, "step_shard_map": FILE, "unrolled_step": UNROLLED}
+CHAIN = ROOT / "benchmarks" / "psum_chain.py"
+PROGRAMS = {"step_shardings": FILE, "step_shard_map": FILE, "unrolled_step": UNROLLED, "psum_chain": CHAIN}
 """Each program and its file."""
-EXIT_CODES = {"step_shardings": 1, "step_shard_map": 1, "unrolled_step": 0}
+EXIT_CODES = {"step_shardings": 1, "step_shard_map": 1, "unrolled_step": 0, "psum_chain": 0}
 """``check``'s status on each: both transformer steps' per-micro-batch sums are flagged; the
-unrolled step has no loop."""
+unrolled step and the psum chain have no loop."""
 SMOKE_PROGRAMS = ("unrolled_step",)
 SMOKE_LAYERS = "4"
 """The smallest cell (``--smoke``): the unrolled step, 4 layers deep unless
@@ -50,11 +54,17 @@ def commands(name: str) -> dict[str, list[str]]:
     }
 
 
+def _own_flags(parser: Any) -> None:
+    parser.add_argument("--programs", default=",".join(PROGRAMS),
+                        help=f"the programs to run, comma-separated (default: {','.join(PROGRAMS)})")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds and the phases, and write ``check_cost.json``."""
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, 1)
-    names = grid(args, tuple(PROGRAMS), tuple(PROGRAMS), SMOKE_PROGRAMS)
+    chosen = tuple(name for name in PROGRAMS if name in args.programs.split(","))
+    names = grid(args, chosen, chosen, tuple(n for n in SMOKE_PROGRAMS if n in chosen))
     if args.mode == "smoke":  # the children inherit it
         os.environ.setdefault("SHARDSCOPE_UNROLLED_LAYERS", SMOKE_LAYERS)
     runs = {name: {kind: [] for kind in ("check", "bare")} for name in names}
@@ -164,7 +174,10 @@ def _described(cost: dict[str, Any]) -> list[str]:
         "transformer train step with 4-step gradient accumulation (`benchmarks/transformer_step.py`), in both "
         "styles: jit with shardings (`step_shardings`) and the same under `shard_map` (`step_shard_map`); and a "
         "600-layer residual MLP unrolled by a Python loop (`unrolled_step`, `benchmarks/unrolled_step.py`), whose "
-        "600 gradients one combined all-reduce sums, each of them named. Each "
+        "600 gradients one combined all-reduce sums, each of them named"
+        + ("; and a chain of 1,000 dependent psums written by a Python loop under `shard_map` (`psum_chain`, "
+           "`benchmarks/psum_chain.py`), whose thousand all-reduces each have a thousand psums of their line to "
+           "pair with" if "psum_chain" in cost["commands"] else "") + ". Each "
         f"round runs, in fresh processes and alternating, `{first['check']}` and `{first['bare']}` "
         "(JAX alone: import the file, `jax.jit(f).lower(*args).compile()`, `as_text()`), so both wall times hold "
         f"the interpreter's start, JAX's import, the trace and XLA's compile. {rounds_run(cost)}",

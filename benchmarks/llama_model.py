@@ -22,6 +22,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from benchmarks.lm_parts import next_token_loss, rms_norm, sharded_weights
+
 TINY = os.environ.get("SHARDSCOPE_LLAMA_SIZE") == "tiny"
 """The same program at toy sizes on 8 devices (``SHARDSCOPE_LLAMA_SIZE=tiny``): the benchmark's
 smoke run, which checks that it still runs, in seconds."""
@@ -36,9 +38,6 @@ TOPOLOGY = "v5e:2x4" if TINY else "v5p:8x8x4"
 
 
 def _weights(mesh: Mesh) -> dict[str, Any]:
-    def leaf(shape: tuple[int, ...], spec: P) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
-
     layer = {
         "attn_norm": ((LAYERS, WIDTH), P()),
         "wq": ((LAYERS, WIDTH, HEADS * HEAD_DIM), P(None, "fsdp", "tp")),
@@ -50,17 +49,7 @@ def _weights(mesh: Mesh) -> dict[str, Any]:
         "w3": ((LAYERS, WIDTH, FFN), P(None, "fsdp", "tp")),
         "w2": ((LAYERS, FFN, WIDTH), P(None, "tp", "fsdp")),
     }
-    return {
-        "embed": leaf((VOCAB, WIDTH), P("tp", "fsdp")),
-        "layers": {name: leaf(shape, spec) for name, (shape, spec) in layer.items()},
-        "final_norm": leaf((WIDTH,), P()),
-        "head": leaf((WIDTH, VOCAB), P("fsdp", "tp")),
-    }
-
-
-def _rms_norm(x: jax.Array, g: jax.Array) -> jax.Array:
-    x32 = x.astype(jnp.float32)
-    return (x32 * lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + 1e-5)).astype(x.dtype) * g
+    return sharded_weights(mesh, layer, VOCAB, WIDTH, "fsdp")
 
 
 def _rope(x: jax.Array) -> jax.Array:
@@ -78,7 +67,7 @@ def _layer(mesh: Mesh) -> Callable:
     @jax.checkpoint
     def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:
         batch = x.shape[0]
-        h = _rms_norm(x, p["attn_norm"])
+        h = rms_norm(x, p["attn_norm"])
         q = _rope((h @ p["wq"]).reshape(batch, TOKENS, HEADS, HEAD_DIM))
         k = _rope((h @ p["wk"]).reshape(batch, TOKENS, KV_HEADS, HEAD_DIM))
         v = (h @ p["wv"]).reshape(batch, TOKENS, KV_HEADS, HEAD_DIM)
@@ -88,7 +77,7 @@ def _layer(mesh: Mesh) -> Callable:
         weights = jax.nn.softmax(jnp.where(mask, scores, -1e9), -1).astype(x.dtype)
         attended = jnp.einsum("bkgts,bskd->btkgd", weights, v).reshape(batch, TOKENS, HEADS * HEAD_DIM)
         x = x + attended @ p["wo"]
-        h = _rms_norm(x, p["mlp_norm"])
+        h = rms_norm(x, p["mlp_norm"])
         x = x + (jax.nn.silu(h @ p["w1"]) * (h @ p["w3"])) @ p["w2"]
         return lax.with_sharding_constraint(x, activations), None
 
@@ -99,13 +88,7 @@ def build(mesh: Mesh) -> tuple[Callable, tuple[Any, Any]]:
     """The jitted train step over ``mesh`` (axes ``fsdp`` and ``tp``) and its example arguments."""
     layer = _layer(mesh)
 
-    def loss(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
-        x = params["embed"][tokens]
-        x, _ = lax.scan(layer, x, params["layers"])
-        logits = (_rms_norm(x, params["final_norm"]) @ params["head"]).astype(jnp.float32)
-        targets = jnp.roll(tokens, -1, axis=1)
-        chosen = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
-        return jnp.mean(jax.nn.logsumexp(logits, -1) - chosen)
+    loss = next_token_loss(layer)
 
     @jax.jit
     def step(params: dict[str, Any], batches: jax.Array) -> dict[str, Any]:

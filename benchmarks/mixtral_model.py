@@ -24,6 +24,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from benchmarks.lm_parts import next_token_loss, rms_norm, sharded_weights
+
 TINY = os.environ.get("SHARDSCOPE_LLAMA_SIZE") == "tiny"
 """Toy sizes on 8 devices (``SHARDSCOPE_LLAMA_SIZE=tiny``, as the Llama step's): the smoke run."""
 LAYERS, WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB, EXPERTS, CHOSEN = (
@@ -37,9 +39,6 @@ TOPOLOGY = "v5e:2x4" if TINY else "v5p:8x8x4"
 
 
 def _weights(mesh: Mesh) -> dict[str, Any]:
-    def leaf(shape: tuple[int, ...], spec: P) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
-
     layer = {
         "attn_norm": ((LAYERS, WIDTH), P()),
         "wqkv": ((LAYERS, WIDTH, (HEADS + 2 * KV_HEADS) * HEAD_DIM), P(None, "data", "tp")),
@@ -50,17 +49,7 @@ def _weights(mesh: Mesh) -> dict[str, Any]:
         "w3": ((LAYERS, EXPERTS, WIDTH, FFN), P(None, "expert", "data", "tp")),
         "w2": ((LAYERS, EXPERTS, FFN, WIDTH), P(None, "expert", "tp", "data")),
     }
-    return {
-        "embed": leaf((VOCAB, WIDTH), P("tp", "data")),
-        "layers": {name: leaf(shape, spec) for name, (shape, spec) in layer.items()},
-        "final_norm": leaf((WIDTH,), P()),
-        "head": leaf((WIDTH, VOCAB), P("data", "tp")),
-    }
-
-
-def _rms_norm(x: jax.Array, g: jax.Array) -> jax.Array:
-    x32 = x.astype(jnp.float32)
-    return (x32 * lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + 1e-5)).astype(x.dtype) * g
+    return sharded_weights(mesh, layer, VOCAB, WIDTH, "data")
 
 
 def _attention(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
@@ -91,8 +80,8 @@ def _layer(mesh: Mesh) -> Callable:
     activations = NamedSharding(mesh, P("data", None, None))
 
     def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:
-        x = x + _attention(_rms_norm(x, p["attn_norm"]), p)
-        x = x + _experts(_rms_norm(x, p["mlp_norm"]), p, mesh)
+        x = x + _attention(rms_norm(x, p["attn_norm"]), p)
+        x = x + _experts(rms_norm(x, p["mlp_norm"]), p, mesh)
         return lax.with_sharding_constraint(x, activations), None
 
     return jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
@@ -103,13 +92,7 @@ def build(mesh: Mesh) -> tuple[Callable, tuple[Any, Any, Any]]:
     arguments (the weights, Adam's two moments, the batch)."""
     layer = _layer(mesh)
 
-    def loss(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
-        x = params["embed"][tokens]
-        x, _ = lax.scan(layer, x, params["layers"])
-        logits = (_rms_norm(x, params["final_norm"]) @ params["head"]).astype(jnp.float32)
-        targets = jnp.roll(tokens, -1, axis=1)
-        chosen = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
-        return jnp.mean(jax.nn.logsumexp(logits, -1) - chosen)
+    loss = next_token_loss(layer)
 
     @jax.jit
     def step(params: dict[str, Any], moments: tuple[Any, Any], tokens: jax.Array) -> tuple[Any, Any]:

@@ -13,13 +13,18 @@ the profile is stored. ``python -m benchmarks.profile_kinds`` rewrites
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import gzip
 import json
+import re
 import sys
+from collections import defaultdict
+from pathlib import Path
 
 from typing import Any
 
-from benchmarks.common import RESULTS, parse_args, write_result
+from benchmarks.common import RESULTS, ROOT, parse_args, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 from shardscope.hardware.chips import tpu_chip
 from shardscope.engine.hlo.roofline import estimate_step
@@ -29,6 +34,10 @@ from shardscope.engine.hlo.work import module_work
 from shardscope.measure.profile_read import read_profile
 
 STORED = RESULTS / "profile_kinds_v5e"
+CORPUS_RUN4 = ROOT / "tests" / "fixtures" / "tpu_corpus" / "v5e_run4.jsonl.gz"
+RUN4_PROFILE = ROOT / "tests" / "fixtures" / "tpu_corpus" / "v5e_run4_profile.json.gz"
+"""Each instruction's self time per run in run 4 of the corpus (``benchmarks/tpu_corpus.py --set run4
+--profile`` on the chip), read from its trace by :func:`instruction_times` (``--from-profile``)."""
 
 
 def rows() -> list[dict]:
@@ -64,12 +73,72 @@ def rows() -> list[dict]:
     return out
 
 
+def instruction_times(trace: Path, corpus: Path = CORPUS_RUN4, calls: int = 6) -> list[dict]:
+    """Each instruction's self time per run in the trace ``benchmarks/tpu_corpus.py --profile`` wrote.
+
+    Its programs ran in the corpus file's order, each ``calls`` times (a warm call and five), among
+    modules that only made their arguments: a program is the first module after the previous one
+    that ran that many times and whose instructions its compiled module holds."""
+    programs = [row for row in map(json.loads, gzip.decompress(corpus.read_bytes()).decode().splitlines())
+                if "hlo" in row and not row.get("error")]
+    profile = read_profile(trace)
+    starts: dict[str, list[float]] = defaultdict(list)
+    for run in profile.module_runs:
+        starts[run.program_id].append(run.start_us)
+    held: dict[str, set[str]] = defaultdict(set)
+    for stat in profile.stats:
+        held[stat.program_id].add(stat.name)
+    order = iter(sorted(starts, key=lambda program_id: min(starts[program_id])))
+    names: dict[str, str] = {}
+    for program in programs:
+        written = set(_INSTRUCTION_NAME.findall(program["hlo"]))
+        found = next((pid for pid in order if len(starts[pid]) == calls and held[pid] and held[pid] <= written), None)
+        if found is not None:
+            names[found] = program["name"]
+    return [{"program": names[stat.program_id], "instruction": stat.name, "category": stat.category,
+             "runs": stat.occurrences, "measured_s": stat.self_us * 1e-6 / stat.occurrences, "bound_by": stat.bound_by}
+            for stat in profile.stats if stat.program_id in names and stat.occurrences]
+
+
+_INSTRUCTION_NAME = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = ", re.M)
+RUN4_SHOWN_ABOVE_S = 2e-5
+"""Run 4's instructions faster than this per run are left out of its table (index arithmetic, bookkeeping)."""
+
+
+def run4_rows() -> list[dict]:
+    """Run 4's instructions (gathers, softmax, cumsum, convolutions, small programs), measured per run
+    on the chip beside shardscope's roofline of each, from the stored instruction times."""
+    corpus = {row["name"]: row for row in map(json.loads, gzip.decompress(CORPUS_RUN4.read_bytes()).decode()
+                                              .splitlines()) if "hlo" in row}
+    chip = tpu_chip(next(json.loads(line)["header"]["device_kind"] for line in
+                         gzip.decompress(CORPUS_RUN4.read_bytes()).decode().splitlines() if '"header"' in line))
+    assert chip is not None
+    works = {name: module_work(parse(row["hlo"])) for name, row in corpus.items()}
+    out = []
+    for row in json.loads(gzip.decompress(RUN4_PROFILE.read_bytes())):
+        if row["measured_s"] < RUN4_SHOWN_ABOVE_S:
+            continue
+        work = works[row["program"]]
+        item = next((w for w in work.instructions if w.name == row["instruction"]), None)
+        alone = None if item is None else estimate_step(dataclasses.replace(work, instructions=(item,)), chip)
+        estimate = None if alone is None or item is None else alone.roofline_s / max(item.runs, 1)
+        out.append({**row, "estimate_s": estimate, "opcode": None if item is None else item.opcode})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write ``results/profile_kinds_v5e.json`` (every mode reads the same stored profile: nothing runs)."""
-    args = parse_args(__doc__.splitlines()[0], argv)
+    """Write ``results/profile_kinds_v5e.json`` (every mode reads the same stored profile: nothing runs;
+    ``--from-profile TRACE`` first rewrites run 4's instruction times from the trace of that run)."""
+    def own(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--from-profile", type=Path, help="the profile.xplane.pb of tpu_corpus.py --profile")
+
+    args = parse_args(__doc__.splitlines()[0], argv, own)
+    if args.from_profile:
+        RUN4_PROFILE.write_bytes(gzip.compress(json.dumps(instruction_times(args.from_profile), indent=0).encode(),
+                                               mtime=0))
     info = json.loads((STORED / "info.json").read_text())
     path = write_result("profile_kinds_v5e", args, {"device_kind": info["device_kind"], "jax": info["jax"],
-                                                     "rows": rows()})
+                                                     "rows": rows(), "run4": run4_rows()})
     print(f"wrote {path}")
     return 0
 
@@ -108,6 +177,26 @@ BENCHMARK = Benchmark(
             ),
             rows=lambda result: sorted((r for r in result["rows"] if r["measured_s"] >= SHOWN_ABOVE_S),
                                        key=lambda r: -r["measured_s"]),
+        ),
+        Prose(lambda result: [
+            "Run 4 of the corpus (`python benchmarks/tpu_corpus.py OUT --set run4 --profile` on the chip: gathers "
+            "of rows of 128 to 8,192 elements from tables in HBM and on the chip, take_along_axis, gathers fused "
+            "with elementwise work, softmax, cumsum, and the programs that were out of band) ran each program six "
+            "times more under `jax.profiler`; `tests/fixtures/tpu_corpus/v5e_run4_profile.json.gz` keeps each "
+            "instruction's self time per run (`python -m benchmarks.profile_kinds --from-profile TRACE` rewrites it). "
+            "The gather rates of `shardscope/hardware/chips.py` come from its `gather_fusion` rows of the programs "
+            "not named `h_...`; the `h_...` rows were held out of that fit."]),
+        Table(
+            columns=(
+                Column("program", lambda row: row["program"], align="left"),
+                Column("instruction", lambda row: f"`{row['instruction']}`", align="left"),
+                Column("XProf's category", lambda row: row["category"], align="left"),
+                Column("measured per run", lambda row: row["measured_s"], unit="us", scale=1e6, digits=1),
+                Column("estimate per run", lambda row: row["estimate_s"], unit="us", scale=1e6, digits=1),
+                ratio_column("measured / estimate", _measured_over_estimate),
+                Column("bound by (XProf)", lambda row: row["bound_by"], align="left"),
+            ),
+            rows=lambda result: result.get("run4", []),
         ),
     ),
 )

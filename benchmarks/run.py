@@ -22,7 +22,8 @@ ALONE = tuple(b.name for b in render.benchmarks() if not b.in_make_bench)
 """Run alone (``python -m benchmarks.NAME``): too long for ``make bench``, or needing the tpu extra.
 Every benchmark takes ``--smoke`` (its smallest cell, once), which the test suite runs."""
 HELPERS = ("common", "harness", "render", "run", "bare_compile", "bare_linear", "bare_llama_target", "transformer_step", "unrolled_step",
-           "llama_model", "llama_step", "mixtral_model", "mixtral_step", "on_chip", "profile_capture_tpu", "tpu_corpus")
+           "psum_chain", "lm_parts", "llama_model", "llama_step", "mixtral_model", "mixtral_step", "on_chip", "profile_capture_tpu",
+           "tpu_corpus")
 """The modules of ``benchmarks/`` that are not benchmarks: what they share (the harness, the one renderer), the
 baselines and program files the benchmarks run, and ``on_chip`` (shardscope's commands on a real TPU
 VM; it needs a chip: ``tests/test_on_chip.py`` runs it where there is one), ``profile_capture_tpu``

@@ -84,16 +84,13 @@ def main(argv: list[str] | None = None) -> None:
     """Print one line per target and write the rounds to ``benchmarks/results/target_compile.json``."""
     from benchmarks.common import grid, parse_args, write_result
     from shardscope.targets import registry
+    from shardscope.targets.compilers import installed_version
     from shardscope.targets.host import ensure_devices
 
     args = parse_args(__doc__.splitlines()[0], argv)
     targets, rounds_wanted = grid(args, TARGETS, TARGETS, TARGETS[:1]), grid(args, ROUNDS, ROUNDS, 1)
     ensure_devices(max(registry.load_target(registry.parse_target(t)).count for t in targets))
     import jax
-
-    import importlib.metadata
-
-    import libtpu
 
     print(f"jax {jax.__version__}, {rounds_wanted} rounds, median (min-max) seconds")
     cases = []
@@ -103,8 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{target}: {cells}", flush=True)
         devices = registry.load_target(registry.parse_target(target)).count
         cases.append({"target": target, "devices": devices, "rounds": rounds})
-    path = write_result("target_compile", args, {"rounds_per_case": rounds_wanted, "libtpu": libtpu.__version__,
-                                                 "cuda_plugin": importlib.metadata.version("jax-cuda12-plugin"),
+    path = write_result("target_compile", args, {"rounds_per_case": rounds_wanted, "libtpu": installed_version("libtpu"),
+                                                 "cuda_plugin": installed_version("jax-cuda12-plugin"),
                                                  "cases": cases})
     print(f"wrote {path}")
 

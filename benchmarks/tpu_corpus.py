@@ -2,7 +2,8 @@
 
 Needs only jax and numpy (it runs on a TPU VM as it is)::
 
-    python benchmarks/tpu_corpus.py OUT_DIR [--only NAME ...] [--list]
+    python benchmarks/tpu_corpus.py OUT_DIR [--set tuned|held-out|all|run4] [--only NAME ...] [--list]
+                                    [--profile] [--deadline SECONDS]
 
 For each program it compiles the jitted function for the machine's first device, keeps
 ``compiled.as_text()``, and times it two ways:
@@ -12,7 +13,11 @@ For each program it compiles the jitted function for the machine's first device,
   few rounds (a training loop dispatches ahead like this).
 
 Each program's result is one JSON line appended to ``OUT_DIR/corpus.jsonl`` as soon as it is
-measured (a failing program records its error and the others go on). ``tests/fixtures/tpu_corpus``
+measured (a failing program records its error and the others go on). ``--profile`` then runs each
+measured program six times more under one ``jax.profiler`` trace (``OUT_DIR/profile.xplane.pb``:
+``python -m benchmarks.profile_kinds --from-profile`` reads each instruction's time from it), and
+``--deadline`` starts no program past that many seconds, so that a bounded device session still
+brings back what it measured. ``tests/fixtures/tpu_corpus``
 keeps the lines measured on a real v5e chip; ``tests/test_tpu_corpus.py`` replays every estimate
 from them without a chip.
 """
@@ -48,6 +53,11 @@ def program(name: str, kind: str) -> Callable[[Callable[[], Any]], Callable[[], 
 
 def rand(shape: tuple[int, ...], dtype: Any = BF16, seed: int = 0, scale: float = 0.02) -> Any:
     return jnp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32) * scale, dtype=dtype)
+
+
+def _int8(shape: tuple[int, ...], seed: int) -> Any:
+    """Random int8 operands, as a quantized matmul's."""
+    return jnp.asarray(np.random.default_rng(seed).integers(-100, 100, shape), jnp.int8)
 
 
 # --- transformer blocks -------------------------------------------------------------------------
@@ -224,18 +234,18 @@ def _() -> Any:
     return f, (rand((2048, 2048), jnp.float32, 1), rand((4096, 2048), jnp.float32, 2, 1.0))
 
 
+def _int8_matmul(a: Any, b: Any) -> Any:
+    return jnp.matmul(a, b, preferred_element_type=jnp.int32)
+
+
 @program("matmul_int8", "int8")
 def _() -> Any:
-    a = jnp.asarray(np.random.default_rng(1).integers(-100, 100, (8192, 8192)), jnp.int8)
-    b = jnp.asarray(np.random.default_rng(2).integers(-100, 100, (8192, 8192)), jnp.int8)
-    return (lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.int32)), (a, b)
+    return _int8_matmul, (_int8((8192, 8192), 1), _int8((8192, 8192), 2))
 
 
 @program("matmul_int8_4096", "int8")
 def _() -> Any:
-    a = jnp.asarray(np.random.default_rng(1).integers(-100, 100, (4096, 4096)), jnp.int8)
-    b = jnp.asarray(np.random.default_rng(2).integers(-100, 100, (4096, 4096)), jnp.int8)
-    return (lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.int32)), (a, b)
+    return _int8_matmul, (_int8((4096, 4096), 1), _int8((4096, 4096), 2))
 
 
 @program("matmul_fp8", "fp8")
@@ -252,6 +262,10 @@ def _conv(x: Any, w: Any, stride: int = 1, groups: int = 1) -> Any:
                                     feature_group_count=groups)
 
 
+_conv_grad = jax.grad(lambda w, x: jnp.sum(_conv(x, w).astype(jnp.float32) ** 2), argnums=(0, 1))
+"""A convolution's gradient with respect to its kernel and its input."""
+
+
 @program("conv3x3_fwd", "conv")
 def _() -> Any:
     return _conv, (rand((32, 56, 56, 256), BF16, 1, 1.0), rand((3, 3, 256, 256), BF16, 2))
@@ -259,8 +273,7 @@ def _() -> Any:
 
 @program("conv3x3_grad", "conv")
 def _() -> Any:
-    f = jax.grad(lambda w, x: jnp.sum(_conv(x, w).astype(jnp.float32) ** 2), argnums=(0, 1))
-    return f, (rand((3, 3, 128, 128), BF16, 2), rand((32, 56, 56, 128), BF16, 1, 1.0))
+    return _conv_grad, (rand((3, 3, 128, 128), BF16, 2), rand((32, 56, 56, 128), BF16, 1, 1.0))
 
 
 @program("resnet_block_grad", "conv")
@@ -306,24 +319,23 @@ def _() -> Any:
                                                         rand((131072, 256), jnp.float32, 3))
 
 
+def _vocab_xent(w: Any, h: Any, labels: Any) -> Any:
+    """The mean cross-entropy of the labels over a vocabulary's logits (the output layer's loss)."""
+    logits = (h @ w).astype(jnp.float32)
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
+
+
 @program("vocab_xent_grad", "vocab")
 def _() -> Any:
     labels = jnp.asarray(np.random.default_rng(1).integers(0, 32000, (8192,)), jnp.int32)
-
-    def loss(w: Any, h: Any, labels: Any) -> Any:
-        logits = (h @ w).astype(jnp.float32)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
-    return jax.grad(loss, argnums=(0, 1)), (rand((1024, 32000), BF16, 2), rand((8192, 1024), BF16, 3, 1.0), labels)
+    return jax.grad(_vocab_xent, argnums=(0, 1)), (rand((1024, 32000), BF16, 2), rand((8192, 1024), BF16, 3, 1.0),
+                                                   labels)
 
 
 @program("vocab_xent_fwd_128k", "vocab")
 def _() -> Any:
     labels = jnp.asarray(np.random.default_rng(1).integers(0, 128000, (2048,)), jnp.int32)
-
-    def loss(w: Any, h: Any, labels: Any) -> Any:
-        logits = (h @ w).astype(jnp.float32)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
-    return loss, (rand((2048, 128000), BF16, 2), rand((2048, 2048), BF16, 3, 1.0), labels)
+    return _vocab_xent, (rand((2048, 128000), BF16, 2), rand((2048, 2048), BF16, 3, 1.0), labels)
 
 
 @program("rms_norm", "norm")
@@ -341,9 +353,13 @@ def _() -> Any:
     return jax.grad(ln, argnums=(0, 1)), (rand((16, 2048, 2048), BF16, 1, 1.0), jnp.ones((2048,), jnp.float32))
 
 
+def _softmax_rows(x: Any) -> Any:
+    return jax.nn.softmax(x, -1)
+
+
 @program("softmax_f32", "norm")
 def _() -> Any:
-    return (lambda x: jax.nn.softmax(x, -1)), (rand((64, 16, 512, 512), jnp.float32, 1, 1.0),)
+    return _softmax_rows, (rand((64, 16, 512, 512), jnp.float32, 1, 1.0),)
 
 
 @program("elementwise_gelu", "elementwise")
@@ -363,6 +379,22 @@ def _() -> Any:
 
 # --- optimizers ---------------------------------------------------------------------------------
 
+def _f32_tree(shapes: list[tuple[int, ...]], seed: int) -> list[Any]:
+    """A list of f32 arrays of ``shapes``, a model's parameters (or its gradients, or a moment)."""
+    return [rand(shape, jnp.float32, seed + i) for i, shape in enumerate(shapes)]
+
+
+def _sgd_momentum(p: Any, g: Any, m: Any) -> Any:
+    m = jax.tree.map(lambda m, g: 0.9 * m + g, m, g)
+    return jax.tree.map(lambda p, m: p - 0.01 * m, p, m), m
+
+
+def _adam_state(shapes: list[tuple[int, ...]]) -> tuple[Any, ...]:
+    """Parameters, gradients and Adam's two moments (the second kept positive) of ``shapes``."""
+    second_moment = jax.tree.map(jnp.abs, _f32_tree(shapes, 30))
+    return _f32_tree(shapes, 0), _f32_tree(shapes, 10), _f32_tree(shapes, 20), second_moment
+
+
 def _adam(params: Any, grads: Any, m: Any, v: Any) -> Any:
     m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, grads)
     v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, grads)
@@ -373,33 +405,32 @@ def _adam(params: Any, grads: Any, m: Any, v: Any) -> Any:
 @program("adam_update", "optimizer")
 def _() -> Any:
     shapes = [(4096, 4096), (4096, 16384), (16384, 4096), (4096,), (32000, 4096)]
-    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
-    return _adam, (tree(0), tree(10), tree(20), jax.tree.map(jnp.abs, tree(30)))
+    return _adam, _adam_state(shapes)
 
 
 @program("sgd_momentum", "optimizer")
 def _() -> Any:
     shapes = [(8192, 8192), (8192, 4096)]
-    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
-
-    def f(p: Any, g: Any, m: Any) -> Any:
-        m = jax.tree.map(lambda m, g: 0.9 * m + g, m, g)
-        return jax.tree.map(lambda p, m: p - 0.01 * m, p, m), m
-    return f, (tree(0), tree(10), tree(20))
+    return _sgd_momentum, (_f32_tree(shapes, 0), _f32_tree(shapes, 10), _f32_tree(shapes, 20))
 
 
 # --- mixture of experts -------------------------------------------------------------------------
+
+def _moe_dispatch(logits: Any, experts: int, cap: int) -> Any:
+    """Tokens x experts x capacity slots: each token to its top expert's next free slot (one-hot, as
+    a dense MoE layer dispatches)."""
+    choice = jnp.argmax(logits, -1)
+    pos = jnp.cumsum(jax.nn.one_hot(choice, experts, dtype=jnp.int32), 0) - 1
+    return (jax.nn.one_hot(choice, experts, dtype=BF16)[:, :, None]
+            * jax.nn.one_hot(jnp.take_along_axis(pos, choice[:, None], 1)[:, 0], cap, dtype=BF16)[:, None, :])
+
 
 @program("moe_onehot_einsum", "moe")
 def _() -> Any:
     experts, cap, d, ff, tokens = 8, 1024, 1024, 4096, 8192
 
     def f(x: Any, router: Any, w1: Any, w2: Any) -> Any:
-        logits = x @ router
-        choice = jnp.argmax(logits, -1)
-        pos = jnp.cumsum(jax.nn.one_hot(choice, experts, dtype=jnp.int32), 0) - 1
-        dispatch = (jax.nn.one_hot(choice, experts, dtype=BF16)[:, :, None]
-                    * jax.nn.one_hot(jnp.take_along_axis(pos, choice[:, None], 1)[:, 0], cap, dtype=BF16)[:, None, :])
+        dispatch = _moe_dispatch(x @ router, experts, cap)
         xe = jnp.einsum("tec,td->ecd", dispatch, x)
         h = jax.nn.gelu(jnp.einsum("ecd,edf->ecf", xe, w1))
         ye = jnp.einsum("ecf,efd->ecd", h, w2)
@@ -546,19 +577,14 @@ def _() -> Any:
 
 @held_out("h_mlp_int8", "int8")
 def _() -> Any:
-    a = jnp.asarray(np.random.default_rng(1).integers(-100, 100, (8192, 4096)), jnp.int8)
-    w = jnp.asarray(np.random.default_rng(2).integers(-100, 100, (4096, 8192)), jnp.int8)
-
     def f(a: Any, w: Any) -> Any:
-        h = jnp.matmul(a, w, preferred_element_type=jnp.int32)
-        return jnp.clip(h >> 8, -127, 127).astype(jnp.int8)
-    return f, (a, w)
+        return jnp.clip(_int8_matmul(a, w) >> 8, -127, 127).astype(jnp.int8)
+    return f, (_int8((8192, 4096), 1), _int8((4096, 8192), 2))
 
 
 @held_out("h_conv5x5_grad", "conv")
 def _() -> Any:
-    f = jax.grad(lambda w, x: jnp.sum(_conv(x, w).astype(jnp.float32) ** 2), argnums=(0, 1))
-    return f, (rand((5, 5, 64, 128), BF16, 2), rand((16, 64, 64, 64), BF16, 1, 1.0))
+    return _conv_grad, (rand((5, 5, 64, 128), BF16, 2), rand((16, 64, 64, 64), BF16, 1, 1.0))
 
 
 @held_out("h_conv_stride2_3x3_fwd", "conv")
@@ -583,11 +609,7 @@ def _() -> Any:
 @held_out("h_vocab_xent_grad_50k", "vocab")
 def _() -> Any:
     labels = jnp.asarray(np.random.default_rng(1).integers(0, 50304, (4096,)), jnp.int32)
-
-    def loss(w: Any, h: Any, labels: Any) -> Any:
-        logits = (h @ w).astype(jnp.float32)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
-    return jax.grad(loss, argnums=(0, 1)), (rand((768, 50304), BF16, 2), rand((4096, 768), BF16, 3, 1.0), labels)
+    return jax.grad(_vocab_xent, argnums=(0, 1)), (rand((768, 50304), BF16, 2), rand((4096, 768), BF16, 3, 1.0), labels)
 
 
 @held_out("h_rms_norm_grad", "norm")
@@ -598,25 +620,19 @@ def _() -> Any:
 
 @held_out("h_softmax_f32", "norm")
 def _() -> Any:
-    return (lambda x: jax.nn.softmax(x, -1)), (rand((16, 16, 512, 512), jnp.float32, 1, 1.0),)
+    return _softmax_rows, (rand((16, 16, 512, 512), jnp.float32, 1, 1.0),)
 
 
 @held_out("h_adam_update", "optimizer")
 def _() -> Any:
     shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048,), (32000, 2048)]
-    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
-    return _adam, (tree(0), tree(10), tree(20), jax.tree.map(jnp.abs, tree(30)))
+    return _adam, _adam_state(shapes)
 
 
 @held_out("h_sgd_momentum", "optimizer")
 def _() -> Any:
     shapes = [(4096, 4096), (4096, 2048)]
-    tree = lambda seed: [rand(s, jnp.float32, seed + i) for i, s in enumerate(shapes)]  # noqa: E731
-
-    def f(p: Any, g: Any, m: Any) -> Any:
-        m = jax.tree.map(lambda m, g: 0.9 * m + g, m, g)
-        return jax.tree.map(lambda p, m: p - 0.01 * m, p, m), m
-    return f, (tree(0), tree(10), tree(20))
+    return _sgd_momentum, (_f32_tree(shapes, 0), _f32_tree(shapes, 10), _f32_tree(shapes, 20))
 
 
 @held_out("h_moe_onehot_grad", "moe")
@@ -624,10 +640,7 @@ def _() -> Any:
     experts, cap, d, ff, tokens = 4, 1024, 512, 2048, 4096
 
     def f(w1: Any, w2: Any, x: Any, router: Any) -> Any:
-        choice = jnp.argmax(x @ router, -1)
-        pos = jnp.cumsum(jax.nn.one_hot(choice, experts, dtype=jnp.int32), 0) - 1
-        dispatch = (jax.nn.one_hot(choice, experts, dtype=BF16)[:, :, None]
-                    * jax.nn.one_hot(jnp.take_along_axis(pos, choice[:, None], 1)[:, 0], cap, dtype=BF16)[:, None, :])
+        dispatch = _moe_dispatch(x @ router, experts, cap)
         xe = jnp.einsum("tec,td->ecd", dispatch, x)
         ye = jnp.einsum("ecf,efd->ecd", jax.nn.gelu(jnp.einsum("ecd,edf->ecf", xe, w1)), w2)
         return jnp.sum(jnp.einsum("tec,ecd->td", dispatch, ye).astype(jnp.float32) ** 2)
@@ -695,6 +708,135 @@ def _() -> Any:
     return ln, (rand((32, 1024, 2048), BF16, 1, 1.0),)
 
 
+# --- run 4: gathers at several widths, tables and forms; the out-of-band kinds again ------------
+
+RUN4: list[str] = []
+"""The programs first measured in run 4 (``--set run4``): gathers, tuned and held out, and more
+programs of the kinds the model missed (softmax, cumsum)."""
+
+PROFILED_AGAIN = ("embedding_lookup", "h_embedding_lookup_128k", "h_softmax_f32", "cumsum_f32", "depthwise_conv",
+                  "h_conv5x5_grad", "h_conv_stride2_3x3_fwd", "conv_stride2_1x1", "block_fwd_small",
+                  "h_moe_onehot_grad", "attention_fwd_hd128", "block_grad_noncausal")
+"""Programs of earlier runs measured again in run 4, under the profiler too: the out-of-band ones."""
+
+
+def run4(name: str, kind: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register a run-4 program: tuned, or held out when its name starts with ``h_``."""
+    register = held_out(name, kind) if name.startswith("h_") else program(name, kind)
+
+    def both(make: Callable[[], Any]) -> Callable[[], Any]:
+        RUN4.append(name)
+        return register(make)
+    return both
+
+
+def table(shape: tuple[int, ...], dtype: Any = BF16, seed: int = 0) -> Any:
+    """A large array made on the device (a gather's time does not depend on its values)."""
+    return jax.random.normal(jax.random.key(seed), shape, dtype)
+
+
+def ids(high: int, shape: tuple[int, ...], seed: int = 1) -> Any:
+    """Uniformly random row numbers below ``high``, as a token batch's."""
+    return jnp.asarray(np.random.default_rng(seed).integers(0, high, shape), jnp.int32)
+
+
+def _rows(vocab: int, width: int, rows: int, dtype: Any = BF16) -> Any:
+    """``rows`` rows of a ``vocab x width`` table, taken by random ids (an embedding lookup)."""
+    return (lambda t, i: t[i]), (table((vocab, width), dtype), ids(vocab, (rows,)))
+
+
+# Tables of 256-512 MiB stay in HBM (XLA:TPU prefetches a table of up to ~100 MB into on-chip
+# memory, S(1) in the module); every table here is read at random rows of 128 B to 16 KiB.
+for _vocab, _width, _count, _dtype, _name in (
+        (2**21, 128, 2**18, BF16, "gather_rows_bf16_w128"),
+        (2**20, 256, 2**17, BF16, "gather_rows_bf16_w256"),
+        (2**19, 512, 2**16, BF16, "gather_rows_bf16_w512"),
+        (2**18, 1024, 2**16, BF16, "gather_rows_bf16_w1024"),
+        (2**17, 2048, 2**15, BF16, "gather_rows_bf16_w2048"),
+        (2**16, 4096, 2**14, BF16, "gather_rows_bf16_w4096"),
+        (2**15, 8192, 2**13, BF16, "gather_rows_bf16_w8192"),
+        (2**17, 1024, 2**15, jnp.float32, "gather_rows_f32_w1024"),
+        (2**18, 1024, 2**14, BF16, "gather_rows_bf16_w1024_r16k"),
+        (2**18, 1024, 2**18, BF16, "gather_rows_bf16_w1024_r256k"),
+        (300_000, 768, 49_152, BF16, "h_gather_rows_bf16_w768"),
+        (2**18, 512, 2**16, jnp.float32, "h_gather_rows_f32_w512"),
+        (80_000, 3072, 2**14, BF16, "h_gather_rows_bf16_w3072"),
+        (200_000, 1024, 2**16, BF16, "h_gather_rows_bf16_200k")):
+    run4(_name, "gather")(lambda v=_vocab, w=_width, r=_count, d=_dtype: _rows(v, w, r, d))
+
+# Tables small enough to be prefetched into on-chip memory (S(1)).
+for _vocab, _width, _count, _dtype, _name in (
+        (2**14, 1024, 2**17, BF16, "gather_vmem_bf16_w1024"), (2**16, 256, 2**18, BF16, "gather_vmem_bf16_w256"),
+        (2**14, 512, 2**16, jnp.float32, "h_gather_vmem_f32_w512")):
+    run4(_name, "gather")(lambda v=_vocab, w=_width, r=_count, d=_dtype: _rows(v, w, r, d))
+
+
+@run4("gather_scaled_f32", "gather")
+def _() -> Any:
+    return (lambda t, i: t[i].astype(jnp.float32) * 32.0), (table((2**18, 1024)), ids(2**18, (64, 512)))
+
+
+@run4("gather_take_fill", "gather")
+def _() -> Any:
+    return (lambda t, i: jnp.take(t, i, axis=0)), (table((2**18, 1024)), ids(2**18, (2**15,)))
+
+
+@run4("gather_plus_positions", "gather")
+def _() -> Any:
+    return (lambda t, p, i: t[i] + p), (table((2**18, 1024)), table((512, 1024), BF16, 3), ids(2**18, (64, 512)))
+
+
+@run4("take_along_axis_f32", "gather")
+def _() -> Any:
+    return (lambda x, i: jnp.take_along_axis(x, i, 1)), (table((4096, 16384), jnp.float32), ids(16384, (4096, 64)))
+
+
+@run4("h_embedding_scaled_f32", "gather")
+def _() -> Any:
+    return (lambda t, i: t[i].astype(jnp.float32) * 45.25), (table((2**18, 2048)), ids(2**18, (16, 1024)))
+
+
+@run4("h_take_along_axis_bf16", "gather")
+def _() -> Any:
+    return (lambda x, i: jnp.take_along_axis(x, i, 1)), (table((8192, 16384)), ids(16384, (8192, 16)))
+
+
+@run4("h_permute_rows", "gather")
+def _() -> Any:
+    perm = jnp.asarray(np.random.default_rng(1).permutation(2**16), jnp.int32)
+    return (lambda x, p: x[p]), (table((2**16, 2048)), perm)
+
+
+@run4("softmax_bf16", "norm")
+def _() -> Any:
+    return _softmax_rows, (table((32, 16, 512, 512)),)
+
+
+@run4("softmax_f32_rows2048", "norm")
+def _() -> Any:
+    return _softmax_rows, (table((32768, 2048), jnp.float32),)
+
+
+@run4("max_subtract_f32", "norm")
+def _() -> Any:
+    return (lambda x: x - jnp.max(x, -1, keepdims=True)), (table((16, 16, 512, 512), jnp.float32),)
+
+
+@run4("cumsum_bf16_axis1", "scan-op")
+def _() -> Any:
+    return (lambda x: jnp.cumsum(x, -1)), (table((4096, 8192)),)
+
+
+@run4("cumsum_f32_axis0", "scan-op")
+def _() -> Any:
+    return (lambda x: jnp.cumsum(x, 0)), (table((8192, 4096), jnp.float32),)
+
+
+@run4("gather_columns_bf16", "gather")
+def _() -> Any:
+    return (lambda x, i: x[:, i]), (table((4096, 32768)), ids(32768, (1024,)))
+
+
 # --- measuring ----------------------------------------------------------------------------------
 
 def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -725,9 +867,12 @@ def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
             "dispatched_rounds": [round(d, 9) for d in dispatched], "dispatched_calls": n}
 
 
-def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
+def measure(name: str, kind: str, make: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
+    """One program's row (its module, XLA's cost analysis, its timings, or its error) and its
+    compiled executable (None when it failed)."""
     row: dict[str, Any] = {"name": name, "kind": kind, "held_out": name.startswith("h_")}
     start = time.perf_counter()
+    compiled = None
     try:
         fn, args = make()
         compiled = jax.jit(fn).lower(*args).compile()
@@ -741,17 +886,46 @@ def measure(name: str, kind: str, make: Callable[[], Any]) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - a backend without a cost analysis
             row["xla_cost_error"] = repr(error)
         row.update(timings(compiled, args))
-        del compiled, args, fn
+        del args, fn
     except Exception as error:  # noqa: BLE001 - one program's failure must not lose the others
         row["error"] = f"{type(error).__name__}: {error}"[:2000]
         row["traceback"] = traceback.format_exc()[-3000:]
+        compiled = None
     row["total_s"] = time.perf_counter() - start
-    return row
+    return row, compiled
+
+
+def profile(measured: list[tuple[str, Callable[[], Any], Any]], out: Path, calls: int = 5) -> None:
+    """Run each measured program ``calls`` times more under one ``jax.profiler`` trace (its
+    arguments made again) and keep the trace as ``out/profile.xplane.pb``: each instruction's
+    time on the chip (``python -m benchmarks.profile_kinds`` reads such a trace)."""
+    work = Path("/tmp/tpu_corpus_trace")
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0
+    options.host_tracer_level = 1
+    jax.profiler.start_trace(str(work), profiler_options=options)
+    try:
+        for name, make, compiled in measured:
+            args = make()[1]
+            jax.block_until_ready(compiled(*args))
+            for _ in range(calls):
+                jax.block_until_ready(compiled(*args))
+            del args
+    finally:
+        jax.profiler.stop_trace()
+    traces = sorted(work.rglob("*.xplane.pb"))
+    if traces:
+        (out / "profile.xplane.pb").write_bytes(traces[-1].read_bytes())
 
 
 def chosen(which: str) -> list[tuple[str, str, Callable[[], Any]]]:
-    """The programs of one set (``tuned``, ``held-out``) or of both."""
-    return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": PROGRAMS + HELD_OUT}[which]
+    """The programs of one set (``tuned``, ``held-out``, ``run4``: those first measured in run 4
+    and the out-of-band ones measured again) or of both."""
+    every = PROGRAMS + HELD_OUT
+    if which == "run4":
+        by_name = {p[0]: p for p in every}
+        return [by_name[name] for name in RUN4] + [p for p in every if p[0] in PROFILED_AGAIN]
+    return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": every}[which]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -760,8 +934,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--skip", nargs="*", default=())
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--set", choices=("tuned", "held-out", "all"), default="tuned",
-                        help="the programs the model was tuned on, the ones held out, or both")
+    parser.add_argument("--set", choices=("tuned", "held-out", "all", "run4"), default="tuned",
+                        help="the programs the model was tuned on, the ones held out, both, or run 4's")
+    parser.add_argument("--profile", action="store_true",
+                        help="then run each program again under jax.profiler (OUT_DIR/profile.xplane.pb)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds after which no further program starts (the profile is skipped past 1.2x it)")
     args = parser.parse_args(argv)
     if args.list:
         for name, kind, _ in chosen(args.set):
@@ -772,18 +950,28 @@ def main(argv: list[str] | None = None) -> int:
     header = {"jax": jax.__version__, "platform": device.platform, "device_kind": device.device_kind,
               "numpy": np.__version__}
     print(json.dumps(header), flush=True)
+    began = time.perf_counter()
+    measured = []
     with (args.out / "corpus.jsonl").open("a") as out:
         out.write(json.dumps({"header": header}) + "\n")
         for name, kind, make in chosen(args.set):
             if (args.only and name not in args.only) or name in args.skip:
                 continue
-            row = measure(name, kind, make)
+            if args.deadline is not None and time.perf_counter() - began > args.deadline:
+                print(json.dumps({"skipped": name, "reason": "deadline"}), flush=True)
+                continue
+            row, compiled = measure(name, kind, make)
             out.write(json.dumps(row) + "\n")
             out.flush()
             summary = {k: row.get(k) for k in ("name", "waited_s", "dispatched_s", "compile_s", "error")}
             print(json.dumps(summary), flush=True)
+            if args.profile and compiled is not None:
+                measured.append((name, make, compiled))
             jax.clear_caches()
             gc.collect()
+    if measured and (args.deadline is None or time.perf_counter() - began < 1.2 * args.deadline):
+        profile(measured, args.out)
+        print(json.dumps({"profiled": len(measured), "elapsed_s": time.perf_counter() - began}), flush=True)
     return 0
 
 

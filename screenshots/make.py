@@ -91,7 +91,8 @@ async def shoot_target(out: Path, target: str = TARGET, stem: str = "") -> list[
         await pilot.press("5")
         await screen_settled(pilot)
         if not app.query_one(HloView).scroll_to_targets():
-            raise RuntimeError(f"no plans on {target}: is its compiler installed (pip install 'shardscope[tpu,gpu]')?")
+            raise RuntimeError(f"no plans on {target}: is its compiler installed "
+                               "(python -m shardscope.targets.compilers tpu gpu, as make does)?")
         await screen_settled(pilot)
         hlo = save(app, out, f"{stem}-hlo")
         await pilot.press("4")

@@ -84,13 +84,14 @@ def test_a_combined_sum_of_same_line_layers_names_every_gradient():
     assert all(op.value for op in c.operands), [op.value for op in c.operands]
     for shape, labels in expected.items():
         assert sorted(named[shape]) == sorted(labels), shape  # each layer's leaf once, none unnamed
-    assert named["f32[]"] == ["out[2]"]  # the loss, the step's third output: no gradient
+    # the loss, no gradient: named as train_step assigns it (loss, grads = jax.value_and_grad(...)), not out[2]
+    assert named["f32[]"] == ["loss"]
 
 
 def test_check_json_lists_the_gradients_of_a_data_parallel_step_with_biases(shardscope_cli, tmp_path):
     """The same kind of step in a file ``check`` reads: two layers with biases, a dict of
     parameters, the step returning ``(loss, grads)``: the compiled all-reduce's values in the JSON
-    are the four gradients and the loss."""
+    are the four gradients and the loss, named ``loss`` as the step assigns it."""
     path = tmp_path / "train.py"
     path.write_text('''
 import jax
@@ -123,7 +124,7 @@ def step(params, batch):
     result = shardscope_cli("check", path, "--devices", "4", "--json")
     assert result.returncode == 0, result.stderr
     (c,) = json.loads(result.stdout)["compiled_collectives"]
-    assert sorted(c["values"]) == sorted([*(f"grad(params['{k}'])" for k in ("W1", "b1", "W2", "b2")), "out[0]"])
+    assert sorted(c["values"]) == sorted([*(f"grad(params['{k}'])" for k in ("W1", "b1", "W2", "b2")), "loss"])
 
 
 def test_the_jaxpr_view_names_a_loop_of_layers_sums_as_their_gradients():

@@ -136,19 +136,38 @@ def test_a_square_of_the_gradients_keeps_the_sum_in_the_loop_and_the_loss_rides_
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())
-def test_gradients_combined_with_a_value_the_loop_reads_are_flagged(shardy):
+def test_gradients_combined_with_a_value_the_loop_reads_are_splittable_not_flagged(shardy):
     """The carry adds the loss's square (read, not only summed) beside the gradients: the
-    combined all-reduce must run in the loop for the loss, but the gradients, nearly all its
-    bytes, need not: flagged, with the bytes the loop's all-reduce keeps once they are split out."""
-    _, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, ("loss",), shardy)
-    assert len(_combined_all_reduce(text)[1]) == 3
+    combined all-reduce must run in the loop for the loss, every iteration, whatever is split out
+    of it. The gradients, nearly all its bytes, need not: split out and accumulated per device,
+    they save their bytes in every iteration but the last, and no run (latency is paid per run).
+    So the verdict says that, and it is not a run the loop makes without needing to: check passes.
+    The trip count, the operands' shapes and the bytes come from the compiled text."""
+    case, text, plan = _plan(programs.gspmd_loss_and_grad_accumulate, ("loss",), shardy)
+    _, shapes = _combined_all_reduce(text)
+    assert len(shapes) == 3
+    trips = int(re.search(r'"known_trip_count":\{"n":"(\d+)"\}', text).group(1))
     (c,) = plan.collectives
     assert {op.shape.split("{")[0]: op.verdict for op in c.operands} == {
         "f32[]": "needed", "f32[8,32]": "deferrable", "f32[32,16]": "deferrable"}
-    total, grads = (1 + 8 * 32 + 32 * 16) * 4, (8 * 32 + 32 * 16) * 4
-    assert c.verdict.kind == "deferrable" and plan.flagged == (c,) and not c.verdict.loop_ids
-    assert c.verdict.reason.startswith(f"2 of its 3 values (") and f"{grads:,} of its {total:,} B per run" in c.verdict.reason
-    assert f"moves 4 B per run instead of {total:,} B" in c.verdict.fix
+    total = sum(_shape_bytes(shape) for shape in shapes)
+    grads = sum(_shape_bytes(shape) for shape in shapes if shape != "f32[]")  # each accumulated in a carry of its size
+    assert (trips, total, grads) == (programs.MICRO, (1 + 8 * 32 + 32 * 16) * 4, (8 * 32 + 32 * 16) * 4)
+    assert c.verdict.kind == "splittable" and not plan.flagged and not c.verdict.loop_ids
+    assert c.executions == c.verdict.executions_after == trips  # the instruction runs as often after the split
+    reason = c.verdict.reason
+    assert reason.startswith("2 of its 3 values (") and f"{grads:,} of its {total:,} B per run" in reason
+    assert f"{trips} runs/call whatever is split out of it" in reason
+    assert f"{trips * grads - grads:,} B fewer per call" in reason  # every run's gradients, less one run's after
+    assert f"still runs {trips} runs/call, moving {total - grads:,} B per run instead of {total:,} B" in c.verdict.fix
+    inspection = inspect(case.fn, *case.args)
+    assert not inspection.flagged and "none runs in a loop without needing to" in str(inspection)
+
+
+def _shape_bytes(shape: str) -> int:
+    """Bytes of one array shape's text (``f32[8,32]`` -> 1,024)."""
+    dtype, dims = re.match(r"(\w+)\[([\d,]*)\]", shape).groups()
+    return int(np.prod([int(d) for d in dims.split(",") if d] or [1])) * _BITS[dtype] // 8
 
 
 @pytest.mark.parametrize("shardy", programs.shardy_modes())

@@ -23,6 +23,7 @@ from jax import lax
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
+from _hidden_compilers import hide_compilers
 from _support import DEMOS
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError
@@ -148,18 +149,16 @@ def test_a_malformed_gpu_target_is_one_message(text):
     assert "\n" not in error.value.message
 
 
-def test_without_the_plugin_a_gpu_target_names_the_extra(monkeypatch):
-    """The plugin's distribution not found, as without the extra: one TargetError naming it."""
-    def version(name: str) -> str:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(gpu_target.importlib.metadata, "version", version)
+def test_without_the_plugin_a_gpu_target_names_the_extra(monkeypatch, tmp_path):
+    """The plugin not installed (in site-packages nor in shardscope's folder): one TargetError naming it."""
+    hide_compilers(monkeypatch, tmp_path, "gpu")
     with pytest.raises(TargetError) as error:
         gpu_target.require_plugin()
     assert "jax-cuda12-plugin" in error.value.message and "pip install 'shardscope[gpu]'" in error.value.hint
 
 
-def test_a_plugin_of_another_version_than_jax_is_refused_naming_both(monkeypatch):
+def test_a_plugin_of_another_version_than_jax_is_refused_naming_both(monkeypatch, tmp_path):
+    hide_compilers(monkeypatch, tmp_path, "gpu")  # shardscope's folder holds none: the metadata below is read
     monkeypatch.setattr(gpu_target.importlib.metadata, "version", lambda name: "0.0.1")
     with pytest.raises(TargetError) as error:
         gpu_target.require_plugin()
@@ -254,7 +253,9 @@ def test_check_on_h100s_says_the_compiler_moves_the_gradients_and_keeps_the_loss
     outside = [c for c in collectives if not c["loops"]]
     inside = [c for c in collectives if c["loops"]]
     assert [(c["values"], c["executions"], c["bytes"]) for c in outside] == [(["grad(params['w1'])", "grad(params['w2'])"], 1, 768 * 4)]
-    assert [(c["values"], c["executions"]) for c in inside] == [(["out[1]"], 4)]
+    # the loss's sum is named by the variable micro assigns value_and_grad's first result to (l), not out[1]
+    (assigned,) = re.findall(r"(\w+), \w+ = jax\.value_and_grad\(loss_fn\)", _MAXTEXT)
+    assert [(c["values"], c["executions"]) for c in inside] == [([assigned], 4)]
     assert result.returncode == 1  # the loss's sum is deferrable and the GPU keeps it in the loop
 
 
@@ -338,11 +339,8 @@ def test_a_gpu_target_that_does_not_fit_is_one_message_with_exit_2(args, message
 
 
 @needs_plugin
-def test_without_the_plugin_check_names_the_extra_and_exits_2(monkeypatch, shardscope_cli):
-    def version(name: str) -> str:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(gpu_target.importlib.metadata, "version", version)
+def test_without_the_plugin_check_names_the_extra_and_exits_2(monkeypatch, tmp_path, shardscope_cli):
+    hide_compilers(monkeypatch, tmp_path, "gpu")
     gpu_target._load_gpus.cache_clear()  # a target loaded earlier in this process would not look again
     try:
         result = shardscope_cli("check", DEMOS / "linear.py", "--target", "gpu:a100:8")

@@ -12,7 +12,6 @@ give the loop's result.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
@@ -25,6 +24,8 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import _compiled_programs as programs
 from shardscope.engine.hlo.compiled import compiled_plan
+
+from test_gpu_targets import needs_plugin
 
 LAYERS, MICRO, WIDTH, BATCH, DEVICES = 3, 4, 16, 32, 8
 
@@ -124,8 +125,7 @@ def train_step(w, xs):
 '''
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax_plugins.xla_cuda12") is None and
-                    importlib.util.find_spec("jax_cuda12_plugin") is None, reason="needs the CUDA plugin (compile-only)")
+@needs_plugin
 def test_the_gpus_reduce_scatter_of_the_padded_gradient_is_deferrable(tmp_path, shardscope_cli):
     """The same step on gpu:h100:8: the GPU reduce-scatters each micro-batch's gradient in the
     loop, on its way through the same slices and zero padding; the math is the CPU test's."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from shardscope.targets.compilers import private_libtpu
 from shardscope.targets.platforms import PlatformChoice, platform_missing
 from test_targets import needs_libtpu, without_cuda_plugin_lines
 
@@ -189,6 +190,14 @@ _DESCRIBER = textwrap.dedent("""
 """)
 
 
+def _plain_jaxs_libtpu() -> str | None:
+    """What a plain JAX process needs to find the libtpu in shardscope's own folder (where ``make``
+    installs it, on no import path): JAX's own ``TPU_LIBRARY_PATH``. None when the folder has none
+    (a libtpu package on the path, the tpu extra, is found by JAX itself)."""
+    path = private_libtpu()
+    return None if path is None else str(path)
+
+
 def _holding_libtpus_lock(tries: int = 4) -> subprocess.Popen:
     """A process that holds libtpu's lock for two minutes. Another process of the machine may hold it
     for a moment (a CI run failed once when the holder could not take it): the holder is started
@@ -196,7 +205,7 @@ def _holding_libtpus_lock(tries: int = 4) -> subprocess.Popen:
     for attempt in range(tries):
         with tempfile.TemporaryFile("w+") as errors:
             holder = subprocess.Popen([sys.executable, "-c", _HOLDER, "120"], stdout=subprocess.PIPE, stderr=errors,
-                                      text=True, cwd=ROOT, env=_env())
+                                      text=True, cwd=ROOT, env=_env(TPU_LIBRARY_PATH=_plain_jaxs_libtpu()))
             assert holder.stdout is not None
             if holder.stdout.readline().strip() == "holding":
                 return holder

@@ -44,6 +44,7 @@ def test_every_key_of_report_json_is_in_the_reference(shardscope_cli):
         assert set(plan) - names == set()
     # what the reference says of them: a demo's plans, no programs compared, the mesh at the top
     assert data["kind"] == "plans" and data["output_checks"] == []
+    assert data["targets"] == {} and data["unavailable_targets"] == []  # no --target: none compiled for, none missing
     assert set(data["timed_on"]) - names == set()
     assert {k: data["timed_on"][k] for k in ("platform", "device_kind", "devices", "simulated")} == \
         {"platform": "cpu", "device_kind": "cpu", "devices": 2, "simulated": True}  # the demo's 2 CPU devices

@@ -8,6 +8,9 @@ written on), never from shardscope's output.
 
 from __future__ import annotations
 
+import inspect as python_inspect
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +19,7 @@ from jax.sharding import Mesh as JaxMesh
 from rich.console import Console
 
 import _target_verdict_programs as programs
+import shardscope
 from _tpu_text import all_reduces, collectives
 from shardscope.pipeline.check import inspect_on
 from shardscope.render.findings import collectives_table
@@ -67,6 +71,13 @@ def test_a_collective_outside_every_loop_has_no_loop_verdict_on_the_target_as_on
 
 # --- item 8: the fix on a target fixes what stays there; the shard_map route is whole ----------
 
+def _assigned_loss(builder) -> str:
+    """The variable ``builder``'s step assigns its loss to: the first target of its
+    ``jax.value_and_grad(...)`` line (``loss`` of ``loss, g = ...``), read from its source."""
+    (name,) = re.findall(r"(\w+), \w+ = jax\.value_and_grad\(", python_inspect.getsource(builder))
+    return name
+
+
 def _spec_words(arg) -> str:
     """``P(None, 'data')``: the one spec of an argument's leaves, as a user writes it."""
     specs = {tuple(leaf.sharding.spec) for leaf in jax.tree.leaves(arg)}
@@ -91,13 +102,14 @@ def test_the_loss_the_tpu_keeps_in_the_loop_gets_its_own_fix_there(tmp_path, sha
     specs = "(" + ", ".join(_spec_words(a) for a in built.args) + ")"
     devices = math.prod(built.args[2].sharding.mesh.shape.values())
 
+    loss = _assigned_loss(programs.total_loss_adamw)
     path = _program_file(tmp_path, "total_loss_adamw", 8)
     words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
-    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of out[2]: ", 1)[1].split(" train_step: ")[0]
+    fix = words.split(f"train_step: fix on v5e:2x4 for its all-reduce of {loss}: ", 1)[1].split(" train_step: ")[0]
     assert "pcast" not in fix and "reduced={'data'})), params)" not in fix
-    assert "add each iteration's out[2] into an accumulator started unreduced" in fix
+    assert f"add each iteration's {loss} into an accumulator started unreduced" in fix
     assert f"in_specs={specs}" in fix
-    assert f"where each device adds its own out[2] into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
+    assert f"where each device adds its own {loss} into the accumulator and lax.psum(acc, 'data') / {devices} runs once" in fix
 
 
 def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
@@ -105,7 +117,6 @@ def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
     combined all-reduce carries both. The fix's shard_map has one in_spec per argument of
     ``train_step`` (its signature, read here, and each argument's own sharding) and says that the
     loss, then each device's own, needs its psum over ``data`` and the division by its 8 devices."""
-    import inspect as python_inspect
     import math
 
     import shardscope
@@ -119,7 +130,8 @@ def test_the_shard_map_route_has_one_spec_per_argument_and_sums_the_loss():
     fix = " ".join(c.verdict.fix.split())
     assert f"jax.shard_map(step, mesh=mesh, in_specs={specs}, out_specs=P()" in fix
     assert "lax.pcast(params, 'data', to='varying')" in fix
-    assert f"each device's out[2] covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
+    loss = _assigned_loss(programs.total_loss_adamw)
+    assert f"each device's {loss} covers its own shard of the batch only: return lax.psum(it, 'data') / {devices}" in fix
 
 
 # --- item 7: a gradient the target sums after the loop is named as the CPU's is ----------------
@@ -180,3 +192,75 @@ def test_a_stacked_norm_gradient_the_target_sums_after_the_layer_loop_is_named_a
     values = [op.value for c in hoisted for op in c.operands]
     assert "grad(params['ln'])" in values, values
     assert not any(v.startswith("out[0]") for v in values), values
+
+
+# --- item 7: a loss only the target keeps in the loop is named as the step assigns it ---------
+
+@pytest.mark.parametrize("target", [pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_the_loss_the_target_keeps_in_the_loop_is_named_as_the_step_assigns_it(target):
+    """The target moves the gradients' sum out of the micro-batch loop and keeps the loss's (one
+    scalar all-reduce in a while body of the module compiled here). That sum is named by the
+    variable the step assigns the loss to (``loss, g = jax.value_and_grad(_mlp_loss)(...)``), at
+    the line of the mean ``_mlp_loss`` returns, not by the output it reaches (``out[2]``); the
+    CPU's combined sum names its scalar the same."""
+    from test_target_verdicts import _ALL_REDUCE, _elements
+
+    text = _on_target(programs.total_loss_adamw, target)
+    assert [_elements(shape) for shape, depth in collectives(text, _ALL_REDUCE) if depth] == [1]
+    loss = _assigned_loss(programs.total_loss_adamw)
+    lines, start = python_inspect.getsourcelines(programs._mlp_loss)
+    (mean,) = [start + k for k, line in enumerate(lines) if "return jnp.mean(" in line]
+
+    built = programs.total_loss_adamw(JaxMesh(np.array(jax.devices()[:8]), ("data",)))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    (kept,) = [c for c in plan.compiled.collectives if c.loops]
+    assert [op.value for op in kept.operands] == [loss]
+    assert kept.source == f"_target_verdict_programs.py:{mean} (_mlp_loss)"
+    (combined,) = [c.compiled for c in inspection.paired if c.in_loop]
+    assert [op.value for op in combined.operands if op.shape.startswith("f32[]")] == [loss]
+
+
+# --- item 7: the activation's gradient FSDP reshards in the backward pass --------------------
+
+def _tanh_operand() -> str:
+    """The operand of the ``jnp.tanh(...)`` that ``_target_programs.fsdp_accumulate``'s loss
+    returns the mean of, as its source writes it (``xb @ p['w1']``)."""
+    import ast
+
+    import _target_programs
+
+    source = python_inspect.getsource(_target_programs.fsdp_accumulate)
+    (call,) = [node for node in ast.walk(ast.parse(source.strip()))
+               if isinstance(node, ast.Call) and ast.unparse(node.func) == "jnp.tanh"]
+    return ast.unparse(call.args[0])
+
+
+@pytest.mark.parametrize("target", [None, pytest.param("gpu:h100:8", marks=needs_plugin),
+                                    pytest.param("tpu:v5e:2x4", marks=needs_libtpu)])
+def test_the_activation_gradient_fsdp_reshards_is_named_as_the_gradient_of_what_the_line_writes(target):
+    """FSDP (``w1`` sharded over ``data`` by rows): in the backward pass the partitioner reshards
+    the gradient of the tanh's operand (``jnp.tanh(xb @ p['w1'])``'s jvp, transposed) before
+    the ``w1`` gradient's matmul, with all-to-alls and an all-gather in the loop (counted in
+    the module compiled here). That value is ``grad(xb @ p['w1'])``, as the transpose of a
+    ppermute is ``grad(y)``, not the output it reaches (``out['w1']``). (The targets also move
+    the tanh's derivative, ``1 - y**2``, a step JAX adds for the backward pass that the line does
+    not name: it keeps the output's name.)"""
+    import _target_programs
+
+    mesh = JaxMesh(np.array(jax.devices()[:8]), ("data",))
+    built = _target_programs.fsdp_accumulate(mesh)
+    if target is None:  # the CPU's own plan
+        text = built.fn.trace(*built.args).lower().compile().as_text()
+        compiled = shardscope.inspect(built.fn, *built.args).compiled
+    else:
+        text = _on_target(_target_programs.fsdp_accumulate, target)
+        (plan,) = inspect_on(target, built.fn, built.args, {}).targets
+        compiled = plan.compiled
+    moves = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+(?:all-to-all|all-gather)(?:-start)?\(")
+    assert [depth for _, depth in collectives(text, moves) if depth], text
+    values = [op.value for c in compiled.collectives if c.kind in ("all-to-all", "all-gather") for op in c.operands]
+    assert f"grad({_tanh_operand()})" in values, values
+    if target is None:  # every value the CPU moves has the program's name (a target may move the
+        assert not [v for v in values if v.startswith("out")], values  # tanh's 1 - y**2, which has none)

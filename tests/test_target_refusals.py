@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from _hidden_compilers import environment_without
 from _support import ROOT
 
 from shardscope.errors import SettingsError
@@ -22,15 +23,9 @@ from shardscope.targets import compile as targets, registry
 
 _COMMAND = textwrap.dedent("""
     import json, sys
-    if sys.argv[1] == "no-libtpu":  # libtpu hidden from the import system, as on a machine without the extra
-        class NoLibtpu:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "libtpu":
-                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        sys.meta_path.insert(0, NoLibtpu())
     from shardscope.cli import main
     try:
-        status = main(sys.argv[2:])
+        status = main(sys.argv[1:])
     except SystemExit as exc:
         status = exc.code
     print(json.dumps({"status": status, "jax": "jax" in sys.modules, "libtpu": "libtpu" in sys.modules}))
@@ -38,12 +33,15 @@ _COMMAND = textwrap.dedent("""
 
 
 def _run(tmp_path, mode: str, *args: str) -> tuple[dict, str]:
-    """The command's status and what it imported, and its stderr; the program file marks its import."""
+    """The command's status and what it imported, and its stderr; the program file marks its import.
+    ``mode`` ``no-libtpu``: libtpu not installed, as on a machine without it."""
     marker = tmp_path / "imported"
     program = tmp_path / "step.py"
     program.write_text(f"open({str(marker)!r}, 'w').close()\nimport shardscope\n")
     env = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}  # importing jax here set it
-    done = subprocess.run([sys.executable, "-c", _COMMAND, mode, *args, str(program)],
+    if mode == "no-libtpu":
+        env = environment_without(tmp_path, "tpu")
+    done = subprocess.run([sys.executable, "-c", _COMMAND, *args, str(program)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
     result = json.loads(done.stdout.splitlines()[-1])
     result["file_imported"] = marker.exists()

@@ -26,6 +26,7 @@ from jax.experimental import topologies
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
+from _hidden_compilers import environment_without
 from _tpu_text import all_reduces, entry_parameters as _entry_parameters, padded_bytes as _padded_bytes
 from shardscope.sources.loading import load_demo_file
 from shardscope.errors import SettingsError, ShardscopeError, TargetError
@@ -86,15 +87,10 @@ def test_every_target_is_one_interface_printed_as_it_is_read():
         assert registry.parse_target(target.text()) == target
 
 
-def test_without_libtpu_a_target_says_which_extra_to_install():
-    """libtpu hidden from the import system, as on a machine without the extra: exit-2 kind of error."""
+def test_without_libtpu_a_target_says_which_extra_to_install(tmp_path):
+    """libtpu hidden from a fresh process, as on a machine without it: exit-2 kind of error."""
     script = textwrap.dedent("""
-        import json, sys
-        class NoLibtpu:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "libtpu":
-                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        sys.meta_path.insert(0, NoLibtpu())
+        import json
         from shardscope.errors import ShardscopeError
         from shardscope.targets import compile as targets, registry
         try:
@@ -102,8 +98,8 @@ def test_without_libtpu_a_target_says_which_extra_to_install():
         except ShardscopeError as exc:
             print(json.dumps([type(exc).__name__, exc.message, exc.hint]))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=environment_without(tmp_path, "tpu"))
     kind, message, hint = json.loads(done.stdout)
     assert kind == "TargetError" and issubclass(TargetError, ShardscopeError)
     assert "needs libtpu" in message and "pip install 'shardscope[tpu]'" in hint

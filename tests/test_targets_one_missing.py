@@ -1,48 +1,27 @@
 """Several targets, one that cannot be compiled for here (issue 45, item 17): the others run and
 give their results, the missing one is reported after them, and the exit status is 2.
 
-libtpu is hidden from a fresh process (an import hook, as in an environment without the tpu
-extra); the GPU's compiler (JAX's CUDA plugin) stays. The expected collective comes from the
-program: one psum of the accumulated gradient over ``data``.
+libtpu is hidden from a fresh process (``_hidden_compilers``: as in an environment without it); the
+GPU's compiler (JAX's CUDA plugin) stays. The expected collective comes from the program: one psum
+of the accumulated gradient over ``data``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import textwrap
 
 import pytest
+from _hidden_compilers import environment_without
 from _support import DEMOS, PYTHON, ROOT
 
 from test_gpu_targets import needs_plugin
 from test_targets import needs_libtpu
 
-_WITHOUT_LIBTPU = textwrap.dedent("""
-    import importlib.abc
-    import sys
-
-
-    class NoLibtpu(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "libtpu":
-                raise ModuleNotFoundError(f"No module named {name!r}")
-            return None
-
-
-    sys.meta_path.insert(0, NoLibtpu())
-    from shardscope.cli import main
-
-    sys.exit(main(sys.argv[1:]))
-""")
-
 
 def _without_libtpu(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    script = tmp_path / "without_libtpu.py"
-    script.write_text(_WITHOUT_LIBTPU)
-    env = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}  # libtpu's start here sets it
-    return subprocess.run([PYTHON, str(script), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    return subprocess.run([PYTHON, "-m", "shardscope", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=environment_without(tmp_path, "tpu"), timeout=600)
 
 
 def _errors(stderr: str) -> list[str]:
@@ -71,13 +50,21 @@ def test_check_without_libtpu_gives_the_gpus_results_and_says_the_tpu_was_not_co
 
 @pytest.mark.slow
 @needs_plugin
-def test_report_without_libtpu_gives_the_gpus_results(tmp_path):
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_report_without_libtpu_gives_the_gpus_results(tmp_path, fmt):
     result = _without_libtpu(tmp_path, "report", str(DEMOS / "linear.py"), "-r", "1",
-                             "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4")
+                             "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4", *(["--json"] if fmt == "json" else []))
     assert result.returncode == 2, result.stderr
-    assert "gpu:h100:4: 4 x NVIDIA H100" in result.stdout
     assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x2 was not compiled for: Compiling for a TPU "
                                       "target needs libtpu, which is not installed."]
+    if fmt == "json":  # as check --json has them: the missing target beside the others' plans
+        data = json.loads(result.stdout)
+        assert list(data["targets"]) == ["gpu:h100:4"]
+        (missing,) = data["unavailable_targets"]
+        assert missing["target"] == "tpu:v5e:2x2" and "needs libtpu" in missing["error"]
+        assert "shardscope[tpu]" in missing["hint"]
+    else:
+        assert "gpu:h100:4: 4 x NVIDIA H100" in result.stdout
 
 
 @pytest.mark.slow

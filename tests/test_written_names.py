@@ -191,3 +191,22 @@ def test_the_all_to_all_of_a_reshape_into_micro_batches_has_its_sub_axis_value_a
         assert f"all-to-all[data:(1)4]" in text
         assert (f"#{i} {c.compiled.name} of {name} outside loops" in text
                 and f"adds it for the reshape at test_written_names.py:{number} (reshaped_step)" in text), text
+
+
+# --- a psum the program assigns, on its way to the output --------------------------------------
+
+def test_a_psum_the_loop_reads_is_named_by_the_variable_its_line_assigns():
+    """``total = lax.psum(...)`` in a scan's body (shard_map) feeds the next carry, which the
+    function returns: the sum is ``total``, the name its line gives it, not the output it
+    reaches (``out``). One all-reduce in the loop (counted in the module compiled here)."""
+    import inspect
+
+    import _target_programs
+
+    built = _target_programs.needed_in_loop(Mesh(np.array(jax.devices()[:4]), ("data",)))
+    found = collectives(built.fn.trace(*built.args).lower().compile().as_text(), _ALL_REDUCE)
+    assert [depth for _, depth in found] == [1], found
+    (line,) = [text for text in inspect.getsource(_target_programs.needed_in_loop).splitlines() if "lax.psum(" in text]
+    assigned = line.split("=", 1)[0].strip()
+    (c,) = shardscope.inspect(built.fn, *built.args).paired
+    assert c.value == assigned and c.compiled.operands[0].value == assigned

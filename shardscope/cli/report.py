@@ -95,7 +95,7 @@ def report(options: ReportOptions) -> int:
     projection = None if target is None else project(analysis, *target)
     on_targets = project_targets(analysis, *(target or (None, None)))
     if options.json:
-        print(json.dumps(to_json(analysis, projection, on_targets), allow_nan=False))
+        print(json.dumps(to_json(analysis, projection, on_targets, unavailable), allow_nan=False))
     else:
         render(analysis, stdout_console(), projection, on_targets)
     sys.stdout.flush()

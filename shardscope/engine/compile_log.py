@@ -4,22 +4,21 @@ raw line).
 
 XLA's C++ logging writes to file descriptor 2 (``spmd_partitioner.cc``'s "Involuntary full
 rematerialization"): Python's ``sys.stderr`` never sees it, so :func:`capturing_stderr` points
-descriptor 2 at a pipe for the compile and keeps the partitioner's lines; every other byte goes on
+descriptor 2 at a pipe for the compile (:mod:`shardscope.native_stderr`, whose redirects take
+turns: descriptor 2 is the process's) and keeps the partitioner's lines; every other byte goes on
 to the real descriptor 2 as it comes (the user's own output, and the explorer's screen, which
-Textual draws on stderr while a worker thread compiles). Descriptor 2 is the process's, so
-compiles that capture take turns.
+Textual draws on stderr while a worker thread compiles).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-_FD_LOCK = threading.Lock()
+from shardscope.native_stderr import stderr_into
 
 _PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
 _PARTITIONER_FILES = ("spmd_partitioner", "sharding_propagation", "shardy", "sdy_")
@@ -71,25 +70,23 @@ def capturing_stderr() -> Iterator[list[str]]:
     writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
     held, until its end, to be told apart."""
     captured: list[str] = []
-    with _FD_LOCK:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        read_end, write_end = os.pipe()
-        forwarder = threading.Thread(target=_forward, args=(read_end, saved, captured), daemon=True,
-                                     name="shardscope-stderr")
-        forwarder.start()
-        try:
-            os.dup2(write_end, 2)
-            os.close(write_end)
-            try:
-                yield captured
-            finally:
-                sys.stderr.flush()
-                os.dup2(saved, 2)  # the pipe's last write end closes: the forwarder reads its end
-        finally:
+    read_end, write_end = os.pipe()
+    forwarders: list[threading.Thread] = []
+
+    def forwarded() -> None:
+        """Descriptor 2 has let go of the pipe's last write end: the forwarder reads to its end."""
+        for forwarder in forwarders:
             forwarder.join()
-            os.close(read_end)
-            os.close(saved)
+
+    try:
+        with stderr_into(write_end, then=forwarded) as real:
+            os.close(write_end)
+            forwarders.append(threading.Thread(target=_forward, args=(read_end, real, captured), daemon=True,
+                                               name="shardscope-stderr"))
+            forwarders[0].start()
+            yield captured
+    finally:
+        os.close(read_end)
 
 
 _LOG_START = re.compile(rb"[IWEF]\d{0,4}")

@@ -14,6 +14,10 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+from typing import Callable, Sequence
+
+from shardscope.collective_kinds import LAX_FUNCTIONS
+from shardscope.engine.user_frames import is_library_file
 
 _LONGEST = 48
 """An expression longer than this is shown by its start (``jnp.einsum('bthd,bshd->bhts', ...``)."""
@@ -50,6 +54,148 @@ def written_operation(file: str, line: int, column: int, primitive: str) -> str:
     return written_name(file, line, column, primitive)
 
 
+def gradient_operand(file: str, line: int, column: int, primitive: str) -> str:
+    """The value whose gradient the backward-pass operation ``primitive`` at (``line``,
+    ``column``) computes, as the line writes it. JAX transposes a forward operation under its
+    own position, so the operation written at ``column`` (:func:`_operation_at`) is the one
+    transposed; where it takes one operand, the gradient is that operand's (``x @ W`` of
+    ``jnp.tanh(x @ W)``); ``""`` where it takes several (which one's, the line does not say)."""
+    forward = _operation_at(file, line, column, primitive)
+    if isinstance(forward, ast.UnaryOp):
+        return _shortened(ast.unparse(forward.operand))
+    arguments = forward.args if isinstance(forward, ast.Call) and not forward.keywords else []
+    if len(arguments) != 1 or isinstance(arguments[0], ast.Starred):
+        return ""
+    return _shortened(ast.unparse(arguments[0]))
+
+
+def _operation_at(file: str, line: int, column: int, primitive: str) -> ast.expr | None:
+    """The one operation written at (``line``, ``column``) that the backward-pass ``primitive``
+    transposes: a matmul for a ``dot_general`` or ``transpose``, else the function called or
+    the unary operator there (a ``jnp.tanh(...)`` starts where the ``jnp.tanh(...) @ W`` around
+    it does; its derivative's ``mul`` is transposed). None when none is, or several."""
+    statement = _statement_at(file, line)
+    if statement is None:
+        return None
+    matmul = primitive in ("dot_general", "transpose")
+    written = [node for node in ast.walk(statement) if isinstance(node, ast.expr) and _starts_at(node, line, column)
+               and (_computes(node, "dot_general") if matmul else isinstance(node, (ast.Call, ast.UnaryOp))
+                    and not _computes(node, "dot_general"))]
+    return written[0] if len(written) == 1 else None
+
+
+Frame = tuple[str, int, int, str]
+"""A frame of the user's code: ``(file, line, column, function)``, the column 0-based."""
+
+_SAME_RESULT = frozenset({"jit", "checkpoint", "remat", "named_call"})
+"""Transformations whose function returns what the function they wrap returns."""
+_VALUE_FIRST = frozenset({"value_and_grad"})
+"""Transformations whose function returns ``(value, gradient)``: the wrapped function's result first."""
+
+
+def assigned_name(frames: "Sequence[Frame]", primitive: str) -> str:
+    """The variable the program assigns the value that the operation ``primitive`` makes at the
+    innermost of ``frames`` (innermost first): its statement's (``loss = jnp.mean(...)``), or for a
+    value its function returns (``return jnp.mean(...)``, or one element of ``return a, b``), the
+    variable its caller assigns that result to (``loss, g = jax.value_and_grad(loss_fn)(...)``:
+    the value, the first of value_and_grad's results). ``""`` where the value is not the whole
+    of what a statement assigns or returns, or the call is one whose result this cannot follow
+    (a ``lax.scan`` of the function, the traced function's own caller): the program gives it no
+    name of its own, and its output's path names it."""
+    if not frames or not primitive:
+        return ""
+    file, line, column, function = frames[0]
+    statement = _statement_at(file, line)
+    value = getattr(statement, "value", None)
+    if statement is None or not isinstance(value, ast.expr):
+        return ""
+    if isinstance(statement, ast.Return):
+        path = _position(value, lambda node: _starts_at(node, line, column) and _computes(node, primitive))
+        return _caller_assigns(frames[1:], function, path) if path is not None else ""
+    if _starts_at(value, line, column) and _computes(value, primitive):
+        return _target_name(statement, ())
+    return ""
+
+
+def _caller_assigns(frames: "Sequence[Frame]", callee: str, path: tuple[int, ...]) -> str:
+    """The variable a caller assigns element ``path`` of ``callee``'s result to, returned on
+    through further callers that return it whole (or as one element of a tuple)."""
+    for file, line, column, function in frames:
+        if is_library_file(file):
+            return ""
+        statement = _statement_at(file, line)
+        value = getattr(statement, "value", None)
+        if statement is None or not isinstance(value, ast.expr):
+            return ""
+        where = _position(value, lambda node: isinstance(node, ast.Call) and _starts_at(node, line, column))
+        call = _element(value, where) if where is not None else None
+        inner = _result_path(call, callee.rsplit(".", 1)[-1]) if isinstance(call, ast.Call) else None
+        if where is None or inner is None:
+            return ""
+        path = where + inner + path
+        if not isinstance(statement, ast.Return):
+            return _target_name(statement, path)
+        callee = function
+    return ""
+
+
+def _result_path(call: ast.Call, callee: str) -> tuple[int, ...] | None:
+    """Where ``callee``'s result is in what ``call`` returns: all of it for ``callee(...)`` or a
+    transformation that returns it as it is (``jax.checkpoint(callee)(...)``), the first element
+    for ``jax.value_and_grad(callee)(...)``; None for any other call."""
+    if _called_name(call.func) == callee:
+        return ()
+    wrapper = call.func
+    if not isinstance(wrapper, ast.Call) or not wrapper.args or _called_name(wrapper.args[0]) != callee:
+        return None
+    transformation = _called_name(wrapper.func)
+    return () if transformation in _SAME_RESULT else (0,) if transformation in _VALUE_FIRST else None
+
+
+def _called_name(node: ast.expr) -> str:
+    """``f`` of ``f`` or ``module.f``."""
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _position(value: ast.expr, matches: "Callable[[ast.expr], bool]") -> tuple[int, ...] | None:
+    """Where in ``value`` the one node ``matches`` accepts is: ``()`` for ``value`` itself, ``(j,
+    ...)`` for an element of a tuple (nested tuples too); None when none is."""
+    if matches(value):
+        return ()
+    if isinstance(value, ast.Tuple):
+        for j, element in enumerate(value.elts):
+            inner = _position(element, matches)
+            if inner is not None:
+                return (j, *inner)
+    return None
+
+
+def _element(value: ast.expr, path: tuple[int, ...]) -> ast.expr | None:
+    for j in path:
+        if not isinstance(value, ast.Tuple) or j >= len(value.elts):
+            return None
+        value = value.elts[j]
+    return value
+
+
+def _target_name(statement: ast.stmt, path: tuple[int, ...]) -> str:
+    """The name the assignment ``statement`` gives element ``path`` of its value (``loss`` of
+    ``loss, g = ...`` for ``(0,)``); ``""`` when that is no single name."""
+    targets = _assigned(statement)
+    if len(targets) != 1:
+        return ""
+    target: ast.expr | None = targets[0]
+    for j in path:
+        if not isinstance(target, (ast.Tuple, ast.List)) or j >= len(target.elts):
+            return ""
+        target = target.elts[j]
+    return target.id if isinstance(target, ast.Name) else ""
+
+
+def _starts_at(node: ast.expr, line: int, column: int) -> bool:
+    return (node.lineno, node.col_offset) == (line, column)
+
+
 def _shortened(text: str) -> str:
     return text if len(text) <= _LONGEST else text[: _LONGEST - 4] + " ..."
 
@@ -59,7 +205,8 @@ _OPERATORS: dict[type, str] = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", 
 """The primitive each Python operator binds on arrays (``a @ b`` is a ``dot_general``)."""
 _CALLED_AS = {"dot_general": {"dot", "matmul", "einsum"}, "integer_pow": {"square", "power"}, "pow": {"power"},
               "logistic": {"sigmoid"}, "reduce_sum": {"sum", "mean"}, "reduce_max": {"max", "amax"}}
-"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``)."""
+"""Functions whose primitive has another name (``jnp.dot`` binds ``dot_general``); a collective's
+are :data:`LAX_FUNCTIONS` (``lax.psum`` of a varying value binds ``psum_invariant``)."""
 
 
 def _operand_at(value: ast.expr, line: int, column: int, primitive: str) -> ast.expr | None:
@@ -77,7 +224,7 @@ def _computes(node: ast.expr, primitive: str) -> bool:
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        return name == primitive or name in _CALLED_AS.get(primitive, ())
+        return name == primitive or name in _CALLED_AS.get(primitive, ()) or name in LAX_FUNCTIONS.get(primitive, ())
     if isinstance(node, (ast.BinOp, ast.UnaryOp)):
         return _OPERATORS.get(type(node.op)) == primitive or (primitive == "integer_pow" and isinstance(node.op, ast.Pow))
     return False

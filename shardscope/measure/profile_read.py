@@ -28,18 +28,16 @@ measured side of the cost model's check.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import json
-import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from shardscope.errors import ShardscopeError
+from shardscope.native_stderr import stderr_caught
 
 PROFILE_EXTRA = "shardscope[profile]"
 """The extra that installs XProf's converter."""
@@ -214,23 +212,9 @@ def _convert(paths: list[str], tool: str) -> bytes | str | None:
     log lines (dozens per call, on descriptor 2) kept off the terminal."""
     from xprof.convert import raw_to_tool_data  # the extra's: checked by require_converter
 
-    with _quiet_descriptor_2():
+    with stderr_caught():  # its lines dropped
         data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, {"use_saved_result": False})
     return data
-
-
-@contextlib.contextmanager
-def _quiet_descriptor_2() -> Iterator[None]:
-    """Descriptor 2 pointed at a scratch file for the duration (Python's sys.stderr untouched)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _trace_events(paths: list[str], location: str) -> list[dict]:

@@ -19,7 +19,7 @@ from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.measured import render_measured
-from shardscope.render.targets import render_targets, targets_json
+from shardscope.render.targets import render_targets, targets_json, unavailable_targets_json
 from shardscope.targets.registry import UnavailableTarget, targets_with
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
                               "targets": targets_json(_named(inspections)),
-                              "unavailable_targets": [{"target": str(u.target), "error": u.message, "hint": u.hint}
-                                                      for u in unavailable]}
+                              "unavailable_targets": unavailable_targets_json(unavailable)}
     if min_saving is not None:
         result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}
         result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}

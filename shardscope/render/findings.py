@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective
 
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "needed": "green", "dead": "dim"}
+VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "splittable": "yellow", "needed": "green", "dead": "dim"}
 
 
 def trips_text(counts: tuple) -> str:

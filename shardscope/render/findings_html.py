@@ -22,6 +22,7 @@ BADGES = {
     "deferrable": ("#b71c1c", "#ffffff"),
     "loop_invariant": ("#f9a825", "#000000"),
     "stackable": ("#fff59d", "#000000"),
+    "splittable": ("#fff59d", "#000000"),
     "needed": ("#1b5e20", "#ffffff"),
     "dead": ("#616161", "#ffffff"),
 }

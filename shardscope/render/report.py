@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.costmodel.projection import to_json as projected
 from shardscope.engine.compiler_note import compiler_note
@@ -11,7 +11,7 @@ from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.measured import render_measured
 from shardscope.render.json_values import finite
-from shardscope.render.targets import render_targets, targets_json
+from shardscope.render.targets import render_targets, targets_json, unavailable_targets_json
 from shardscope.render.projection import render_projection
 from shardscope.render.text import headline, unavailable_lines
 
@@ -23,19 +23,24 @@ if TYPE_CHECKING:
 
     from shardscope.pipeline.analysis import Analysis, PlanResult
     from shardscope.costmodel.projection import Projection
+    from shardscope.targets.registry import UnavailableTarget
 
 
 def to_json(analysis: "Analysis", projection: "Projection | None" = None,
-            target_projections: "dict[str, Projection] | None" = None) -> dict[str, Any]:
+            target_projections: "dict[str, Projection] | None" = None,
+            unavailable: "Sequence[UnavailableTarget]" = ()) -> dict[str, Any]:
     """The ``report --json`` object. Keys are a contract: extend, never rename.
 
     ``"targets"`` holds each ``--target``'s plans (empty without one), with ``target_projections``
     (its compiled collectives projected, by target) as its ``"projection"``. ``"projection"`` is null unless a projection (``--project``/``--link``) is given.
+    ``"unavailable_targets"`` lists each ``--target`` that could not be compiled for beside others
+    that were (``{"target", "error", "hint"}``, as ``check --json`` has it).
     Non-finite numbers (a NaN gradient error) become ``null``: bare ``NaN`` is not JSON.
     """
     data = _json(analysis)
     data["projection"] = None if projection is None else projection_json(analysis, projection)
     data["targets"] = targets_json(_named(analysis), target_projections or {})
+    data["unavailable_targets"] = unavailable_targets_json(unavailable)
     return finite(data)
 
 

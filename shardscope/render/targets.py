@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
+    from shardscope.targets.registry import UnavailableTarget
 
 NOT_RUN = "not run (compiled only)"
 """What a target's table says where the CPU's has timings."""
@@ -177,7 +178,7 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     target's own verdicts, without the final full stop."""
     staying = plan.staying_findings
     added = plan.comparison.added_findings
-    moved = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.staying and not p.removed]
+    moved = [p for p in plan.comparison.placements if p.deferred_by_compiler and not p.removed]
     if not staying and not added:
         needed = len(plan.compiled.findings)
         if not moved:
@@ -546,6 +547,12 @@ def interconnect_json(plan: "TargetPlan") -> dict[str, Any] | None:
         return None
     return {"description": interconnect.description, "source": interconnect.source,
             "device_coords": [list(c) for c in interconnect.device_coords]}
+
+
+def unavailable_targets_json(unavailable: Sequence["UnavailableTarget"]) -> list[dict[str, str | None]]:
+    """``[{"target", "error", "hint"}]``: each ``--target`` that could not be compiled for beside
+    others that were (``check --json`` and ``report --json`` alike)."""
+    return [{"target": str(u.target), "error": u.message, "hint": u.hint} for u in unavailable]
 
 
 def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Projection] | None" = None) -> dict[str, Any]:

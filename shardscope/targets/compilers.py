@@ -55,6 +55,12 @@ def private_versions() -> dict[str, str]:
     return {dist.metadata["Name"].lower(): dist.version for dist in importlib.metadata.distributions(path=[str(folder)])}
 
 
+def installed_version(package: str) -> str:
+    """The version of ``package`` (``libtpu``, ``jax-cuda12-plugin``) that shardscope loads: its own
+    folder's first, else the environment's; ``importlib.metadata.PackageNotFoundError`` when neither has it."""
+    return private_versions().get(package) or importlib.metadata.version(package)
+
+
 @contextlib.contextmanager
 def private_library_path() -> Iterator[None]:
     """``TPU_LIBRARY_PATH`` set to the folder's libtpu while the block starts libtpu, when the user
@@ -97,13 +103,36 @@ def requirements(kinds: Sequence[str]) -> list[str]:
     return pins
 
 
+def _name(package: str) -> str:
+    return package.lower().replace("_", "-")
+
+
+def missing(pins: Sequence[str]) -> list[str]:
+    """The ``pins`` (``name==version``, ``name==prefix.*``) that :func:`compilers_dir` does not
+    hold yet: what :func:`install` still has to fetch."""
+    held = {_name(name): version for name, version in private_versions().items()}
+
+    def held_already(pin: str) -> bool:
+        name, _, wanted = pin.partition("==")
+        have = held.get(_name(name))
+        if have is None:
+            return False
+        return have == wanted or (wanted.endswith(".*") and f"{have}.".startswith(wanted[:-1]))
+
+    return [pin for pin in pins if not held_already(pin)]
+
+
 def install(kinds: Sequence[str], pip_options: Sequence[str] = ()) -> int:
     """``pip install --target`` of the compilers of ``kinds`` (``tpu``, ``gpu``) into
-    :func:`compilers_dir`, without their dependencies (jax is the environment's); pip's status."""
+    :func:`compilers_dir`, without their dependencies (jax is the environment's); pip's status.
+    What the folder already holds at the installed jax's pins is left as it is: run again (as
+    ``make`` does on every new venv stamp), it fetches nothing and prints nothing."""
     if not kinds:
         print("usage: python -m shardscope.targets.compilers tpu gpu [pip options]", file=sys.stderr)
         return 2
-    pins = requirements(kinds)
+    pins = missing(requirements(kinds))
+    if not pins:
+        return 0
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
                str(compilers_dir()), *pip_options, *pins]
     return subprocess.call(command)

@@ -33,7 +33,7 @@ from shardscope.hardware.chips import gpu_chip
 from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
-from shardscope.targets.compilers import import_private_cuda_plugin, private_versions
+from shardscope.targets.compilers import import_private_cuda_plugin, installed_version
 from shardscope.targets.host import plugin_lines_dropped
 from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 from shardscope.config.settings import MAX_DEVICES
@@ -241,10 +241,9 @@ def require_plugin() -> None:
     jax = sys.modules.get("jax")  # once JAX is up, its own word; before, its package's metadata
     jax_version = jax.__version__ if jax is not None else importlib.metadata.version("jax")
     versions = {}
-    private = private_versions()  # shardscope's own folder first: plain JAX does not see it
     for package in _PLUGIN_PACKAGES:
         try:
-            versions[package] = private.get(package) or importlib.metadata.version(package)
+            versions[package] = installed_version(package)  # shardscope's own folder first: plain JAX does not see it
         except importlib.metadata.PackageNotFoundError:
             raise TargetError(f"Compiling for a GPU target needs JAX's CUDA plugin ({package}), which is not installed.",
                               "python -m shardscope.targets.compilers gpu (the plugin of your jax's version, about "

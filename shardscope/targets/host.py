@@ -21,10 +21,10 @@ import contextlib
 import importlib.util
 import os
 import sys
-import tempfile
 from typing import Iterator
 
 from shardscope.errors import SettingsError
+from shardscope.native_stderr import stderr_caught
 from shardscope.targets.platforms import (jax_platforms, platform_choice, refuse_absent_platform,
                                          refuse_other_started_backend, runs_on_chips, start_chosen_backend)
 
@@ -126,17 +126,11 @@ def plugin_lines_dropped(loading: bool = False) -> Iterator[None]:
     if not cuda or ("jax" in sys.modules and not loading):
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
+    lines: list[str] = []
+    try:
+        with stderr_caught() as lines:
             yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
-            kept = "".join(line for line in lines if not any(noise in line for noise in _PLUGIN_NOISE))
-            if kept:
-                os.write(2, kept.encode())
+    finally:
+        kept = "".join(line for line in lines if not any(noise in line for noise in _PLUGIN_NOISE))
+        if kept:
+            os.write(2, kept.encode())

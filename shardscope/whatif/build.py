@@ -177,7 +177,9 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
                            loop_source=built.loop_source, collective_sources=full or sources,
                            whole_carry=built.whole_carry, inputs=subject.input_names,
                            primitive=group.equations[0].primitive if group.equations else "",
-                           replicated=_replicated(subject, values), step=built.step)
+                           replicated=_replicated(subject, values), step=built.step,
+                           computed=frozenset(op.value for c in group.findings for op in c.operands
+                                              if op.computed and op.value))
     try:
         return patch_for(request)
     except Exception:  # a patch is a convenience: its absence never hides the checked rewrite

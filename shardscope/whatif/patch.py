@@ -70,12 +70,14 @@ class PatchRequest:
     primitive: str = ""
     replicated: bool = True
     step: StepSignature | None = None  # a jit program's step run per device inside jax.shard_map
+    computed: frozenset[str] = frozenset()  # the values the step computes (a loss): nothing to cast
 
 
 def patch_for(request: PatchRequest) -> Patch:
     """The :class:`Patch` of one rewrite: a diff where the source has the usual shape, else a snippet."""
     if request.step is not None:
-        return Patch(per_device_snippet(request.step, request.values, request.axes, _where(request)), False, None, (
+        return Patch(per_device_snippet(request.step, request.values, request.axes, _where(request), request.computed),
+                     False, None, (
             "the step moves inside jax.shard_map and its split dimensions take each device's sizes: shardscope does "
             "not write that into the file",))
     match = _SOURCE.match(request.loop_source)

@@ -32,12 +32,13 @@ class StepSignature:
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
 
 
-def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequence[str], where: str) -> str:
+def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequence[str], where: str,
+                       computed: frozenset[str] = frozenset()) -> str:
     """The lines of the shard_map route for the values ``values`` summed over ``axes`` in the
-    loop at ``where``."""
+    loop at ``where``; ``computed``: those the step computes (a loss), which have nothing to cast."""
     axis = repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
-    losses = [v for v in values if is_output(v)]
-    root = _root([v for v in values if not is_output(v)])
+    losses = [v for v in values if v in computed or is_output(v)]
+    root = _root([v for v in values if v not in losses])
     names = ", ".join(name for name, _ in step.arguments) or "*args"
     what = ", ".join(values) or "the summed values"
     lines = [f"# the sum of {what} only accumulates in the loop at {where}:",

@@ -34,7 +34,8 @@ from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _tpu_text import all_reduces, entry_parameters, padded_bytes  # noqa: E402  (tests/, beside this folder)
+from _hidden_compilers import hide_compilers  # noqa: E402  (tests/, beside this folder)
+from _tpu_text import all_reduces, entry_parameters, padded_bytes  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
@@ -288,20 +289,8 @@ def _panel(app) -> str:
     return " ".join(f"{panel.message} {panel.hint}".split())
 
 
-class _NoLibtpu:
-    """An import finder that says libtpu is not installed, as on a machine without the extra."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "libtpu":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch):
-    monkeypatch.setattr(sys, "meta_path", [_NoLibtpu(), *sys.meta_path])
-    for name in [name for name in sys.modules if name.split(".")[0] == "libtpu"]:  # find_spec looks here first
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+def test_without_libtpu_the_error_panel_names_the_extra(monkeypatch, tmp_path):
+    hide_compilers(monkeypatch, tmp_path, "tpu")
     tpu_target._load_topology.cache_clear()  # a slice loaded earlier in this process would not look again
 
     async def scenario():

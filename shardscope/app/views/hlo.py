@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
 
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "needed": "green", "dead": "dim"}
+VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "splittable": "yellow", "needed": "green", "dead": "dim"}
 SELECTED = "reverse"
 """How the collective ``n``/``N`` went to stands out."""
 

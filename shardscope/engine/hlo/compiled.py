@@ -45,10 +45,10 @@ from shardscope.engine.hlo.verdicts import DEFERRABLE, NEEDED, CompiledClassifie
 from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
-from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.jaxpr.verdicts import SPLITTABLE, Verdict
 from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
-from shardscope.engine.pytree_paths import pytree_names
+from shardscope.engine.pytree_paths import is_gradient_label, pytree_names
 from shardscope.engine.written_values import written_name
 
 if TYPE_CHECKING:
@@ -232,11 +232,17 @@ def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
 
 
 def spec_text(spec: "jax.sharding.PartitionSpec") -> str:
-    """``P(None, 'data')``, as the user writes it."""
+    """``P(None, 'data')``, ``P('x', reduced={'y'})``, as the user writes it (a spec with a
+    reduced or unreduced set refuses to be iterated: its dimensions are ``spec.partitions``)."""
     def entry(e: object) -> str:
         return "None" if e is None else repr(e) if isinstance(e, str) else "(" + ", ".join(map(repr, e)) + ")"  # type: ignore[call-overload]
 
-    return "P(" + ", ".join(entry(e) for e in spec) + ")"
+    def axes(names: "frozenset[str]") -> str:
+        return "{" + ", ".join(repr(a) for a in sorted(names)) + "}"
+
+    parts = [entry(e) for e in getattr(spec, "partitions", spec)]
+    parts += [f"{kind}={axes(names)}" for kind in ("unreduced", "reduced") if (names := getattr(spec, kind, None))]
+    return "P(" + ", ".join(parts) + ")"
 
 
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
@@ -274,9 +280,10 @@ class _Builder:
         return prod(self.mesh.sizes) if self.mesh is not None else 0
 
     def with_signature(self, c: CompiledCollective, signature: Signature) -> CompiledCollective:
-        """``c`` with its deferral's fix written for the whole function (``signature``)."""
+        """``c`` with its deferral's fix written for the whole function (``signature``): a
+        deferrable sum's, or a splittable one's (its values split out are deferred the same way)."""
         judged = self._judged.get(c.name)
-        if judged is None or not c.verdict.flagged or c.verdict.kind != DEFERRABLE:
+        if judged is None or c.verdict.kind not in (DEFERRABLE, SPLITTABLE):
             return c
         verdicts, loops, added = judged
         return dataclasses.replace(c, verdict=verdict_of(c, verdicts, self.style, self.counts, loops, added, signature))
@@ -318,8 +325,10 @@ class _Builder:
             names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
         if not any(names):
             return c
-        return dataclasses.replace(c, operands=tuple(dataclasses.replace(op, value=name or op.value)
-                                                     for op, name in zip(c.operands, names)))
+        return dataclasses.replace(c, operands=tuple(
+            dataclasses.replace(op, value=name, computed=name in self.namer.outputs or op.computed and not is_gradient_label(name))
+            if name else op
+            for op, name in zip(c.operands, names)))
 
     def loop(self, inst: Instruction) -> CompiledLoop:
         """The :class:`CompiledLoop` of the while instruction ``inst``."""
@@ -333,8 +342,9 @@ class _Builder:
         operand = self.module.instruction(name)
         shape = operand.shape if operand is not None else None
         text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
-        value = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
-        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=value, verdict=verdict)
+        named = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
+        return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=named.value,
+                               verdict=verdict, computed=named.computed)
 
     def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
         devices = self.module.num_partitions * self.module.replica_count
@@ -371,7 +381,8 @@ def _values_of_peer_chunks(chunks: tuple[CompiledOperand, ...], peers: int) -> t
         values.append(CompiledOperand(
             instruction=group[0].instruction, shape=f"({', '.join(op.shape for op in group)})",
             bytes=sum(op.bytes for op in group), value=names[0] if len(names) == 1 else "",
-            verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict))
+            verdict=NEEDED if any(op.verdict == NEEDED for op in group) else group[0].verdict,
+            computed=all(op.computed for op in group)))
     return tuple(values)
 
 

@@ -16,19 +16,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, runs_per_call
-from shardscope.engine.hlo.stacking import stackable_verdict
+from shardscope.engine.hlo.stacking import LATENCY_BOUND_BYTES, stackable_verdict
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
-from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, Verdict
+from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, SPLITTABLE, Verdict
 from shardscope.collective_kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.hlo.replica_groups import MeshShape, whole_axes
 from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.loops import LoopCounts
-    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledOperand
     from shardscope.engine.hlo.text import Instruction
 
 STYLES = ("shard_map", "explicit", "auto")
@@ -63,12 +63,12 @@ class Signature:
 
 
 def summed_losses(collectives: "tuple[CompiledCollective, ...]", mesh: MeshShape | None = None) -> tuple[tuple[str, ...], int]:
-    """The values the plan's sums carry that are no parameter's gradient and no bare line (a loss
-    or a metric, ``out[2]``, which a ``shard_map`` must sum itself), and how many devices their
+    """The values the plan's sums carry that the step computes (a loss or a metric, ``loss``, which a
+    ``shard_map`` must sum itself: :attr:`CompiledOperand.computed`), and how many devices their
     sum spans inside the ``shard_map`` (0 when none): those of the whole axes the fix names, not
     the group the partitioner chose (a reshape of the batch can leave groups of 2 of ``data``'s 8)."""
     found = {op.value: _devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
-             for op in c.operands if op.value and _is_output(op.value)}
+             for op in c.operands if op.value and op.computed}
     return tuple(found), max(found.values(), default=0)
 
 
@@ -81,13 +81,15 @@ def _devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
 
 
 def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str,
-                 signature: Signature = Signature()) -> str:
+                 signature: Signature = Signature(), computed: frozenset[str] = frozenset()) -> str:
     """The code that makes a per-iteration sum one sum after the loop, for ``style``; ``value``:
     what the user casts (the parameters whose gradients it sums: ``params['W1']``, not
     ``grad(params['W1'])``); ``values``: how many values the sum carries (several: the fix maps
     over their tree); ``signature``: the function's arguments and losses, for the ``shard_map``
-    route. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated, whatever the
-    value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code names it."""
+    route; ``computed``: the names in ``value`` of values the step computes (a loss), which have
+    nothing to cast. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated,
+    whatever the value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code
+    names it."""
     axes = whole_axes(axes)
     names = ", ".join(repr(a) for a in axes) or "'data'"
     axis = names if len(axes) <= 1 else f"({names})"
@@ -98,12 +100,12 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         return (f"cast {what} to varying before the loop (lax.pcast(value, {axis}, to='varying')), start the "
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
     if values > 1:
-        root = _common_root(value)
+        root = _common_root(value, computed)
         explicit = (f"{root}_r = jax.tree.map(lambda p: jax.reshard(p, P(reduced={reduced})), {root}) before the loop "
                     f"and take the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, "
                     f"P(unreduced={reduced})), jax.tree.map(jnp.zeros_like, {root})) as the accumulator; "
                     "jax.tree.map(lambda a: jax.reshard(a, P()), acc) after the loop")
-    elif _is_output(value):  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
+    elif value in computed:  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
         explicit = (f"add each iteration's {value} into an accumulator started unreduced "
                     f"(acc = jax.reshard(jnp.zeros_like(...), P(unreduced={reduced}))) instead of its sum over the "
                     "devices, and jax.reshard(acc, P()) after the loop")
@@ -116,28 +118,23 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         return f"for {what}: {explicit}: {counts}."
     shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis)}, out_specs=P(), "
                  f"axis_names={reduced})")
-    if values == 1 and _is_output(value):  # a loss: each device adds its own, one sum after the loop
+    if values == 1 and value in computed:  # a loss: each device adds its own, one sum after the loop
         inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
                   f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
     else:
-        inside = (f"with lax.pcast({_common_root(value) if values > 1 else value or 'params'}, {axis}, to='varying') "
+        inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
                   f"before it and lax.psum(acc, {axis}) after it{signature.loss_words(axis)}")
     return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
             f"use Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh)) and "
             f"{explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
 
 
-def _is_output(value: str) -> bool:
-    """True for a value named as one of the program's outputs (``out[2]``, ``out['loss']``): the
-    step computes it; it is no parameter to cast."""
-    return bool(re.fullmatch(r"out(\[[^\]]+\])*", value.strip()))
-
-
-def _common_root(value: str) -> str:
+def _common_root(value: str, computed: frozenset[str] = frozenset()) -> str:
     """The root of the paths in ``value`` (``params['w1'], params['w2']`` -> ``params``; a
-    model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common."""
+    model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common;
+    the values the step computes (``computed``: a loss beside the gradients) are no parameter."""
     roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",")
-             if name.strip() and not _is_output(name)}  # a loss beside the gradients is no parameter
+             if name.strip() and name.strip() not in computed}
     roots.discard("")
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
 
@@ -191,7 +188,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
                                "(dynamic-update-slice): one sum after the loop would move as many bytes and lose "
                                "its overlap with the next iteration's work.")
     if DEFERRABLE in kinds and kinds != {DEFERRABLE}:
-        return _partly_deferrable(c, verdicts, style, runs_before, signature)
+        return _partly_deferrable(c, verdicts, style, counts, loops, runs_before, signature)
     if DEFERRABLE in kinds:
         return Verdict(NEEDED, "Its values only accumulate into carries, but of different loops: as one combined "
                                "instruction it runs in the innermost of them.")
@@ -221,7 +218,8 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
               + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
-                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature),
+                   deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature,
+                                _computed(c.operands)),
                    left, after)
 
 
@@ -237,35 +235,65 @@ def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:
             f"more than {moved // run} time{'' if moved // run == 1 else 's'}.")
 
 
-def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str,
-                       runs_before: str, signature: Signature) -> Verdict:
+def _partly_deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", style: str, counts: "LoopCounts",
+                       loops: "tuple[Instruction, ...]", runs_before: str, signature: Signature) -> Verdict:
     """A combined sum some of whose values only accumulate into a carry while the others are read
-    in the loop: the instruction stays, but those values' sums need not run in every iteration
-    (the gradients beside a statistic the loop reads). Flagged when they are at least half its
-    bytes: split out and accumulated per device, they run once after the loop. A scalar riding
-    along a sum the loop needs saves no run and hardly a byte: needed. No loops are named to
-    leave (the instruction does not), so no rewrite is offered for it."""
+    in the loop (the gradients beside a statistic the loop reads): the instruction stays, and
+    runs as often, whatever is split out of it. Splitting saves bytes, not runs: ``splittable``
+    when the values that need not run there are at least half its bytes (split out and
+    accumulated per device, they run once after the loop), ``needed`` when fewer (a scalar
+    riding along a sum the loop needs saves hardly a byte). No loops are named to leave (the
+    instruction does not), so no rewrite is offered for it."""
     parts = list(zip(c.operands, verdicts))
-    deferred = [op for op, v in parts if v.kind == DEFERRABLE]
+    deferred = [(op, v) for op, v in parts if v.kind == DEFERRABLE]
     kept = [op for op, v in parts if v.kind != DEFERRABLE]
-    moved, total = sum(op.bytes for op in deferred), sum(op.bytes for op in c.operands)
-    values = ", ".join(op.value for op in deferred if op.value)
+    moved, total = sum(op.bytes for op, _ in deferred), sum(op.bytes for op in c.operands)
+    values = ", ".join(op.value for op, _ in deferred if op.value)
     others = ", ".join(op.value for op in kept if op.value)
-    cast = ", ".join(labelled_argument(op.value) for op in deferred if op.value and not is_source_line(op.value))
-    after = verdicts[[v.kind for v in verdicts].index(DEFERRABLE)].loops
+    cast = ", ".join(labelled_argument(op.value) for op, _ in deferred if op.value and not is_source_line(op.value))
+    left = deferred[0][1].loops
     one, other = len(deferred) == 1, len(kept) == 1
     reason = (f"{len(deferred)} of its {len(verdicts)} values ({values or 'unnamed'}: {moved:,} of its {total:,} B per "
-              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, after)}; the "
+              f"run) only {'accumulates' if one else 'accumulate'} into the carry of {_loops_words(c, left)}; the "
               f"{'other' if other else f'other {len(kept)}'}{f' ({others})' if others else ''} "
-              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there.")
+              f"{'is' if other else 'are'} read inside the loop and {'keeps' if other else 'keep'} the {c.kind} there, "
+              f"{runs_per_call(runs_before)} whatever is split out of it.")
     if moved < total - moved:
         return Verdict(NEEDED, reason + " Most of its bytes must run there: split out, the others would save "
                                         f"{moved:,} B per run and no run.")
+    after = runs_after(loops, left, counts)
+    saved = _bytes_saved(c.executions, [(op.bytes, v.bytes_after or op.bytes, runs_after(loops, v.loops, counts))
+                                        for op, v in deferred])
+    trade = ("its runs are small, so their latency is most of their cost and splitting saves little time"
+             if total < LATENCY_BOUND_BYTES else "its runs are large enough to cost their bytes more than their "
+             "latency, so the bytes split out are most of what they would save")
+    where = ("once after the loop" if after == 1 else
+             f"outside {_loops_words(c, left)}, {runs_per_call(_runs_text(after))}")
     reason += (f" Split out and accumulated per device, {'its' if one else 'their'} sum{'' if one else 's'} can run "
-               "once after the loop with the same result.")
-    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, "1", signature)
-           + f" The {c.kind} left in the loop then moves {total - moved:,} B per run instead of {total:,} B.")
-    return Verdict(DEFERRABLE, reason, fix)
+               f"{where} with the same result: "
+               + (f"{saved:,} B fewer per call" if saved is not None else
+                  f"{moved:,} B fewer in every iteration but the last")
+               + f", in as many runs of the {c.kind} in the loop. A trade-off, not waste: it saves bandwidth, not the "
+               f"runs' latency, and {trade}.")
+    fix = (deferral_fix(style, cast, c.axes or (), len(deferred), runs_before, _runs_text(after), signature,
+                        _computed(op for op, _ in deferred))
+           + f" The {c.kind} left in the loop still runs {runs_per_call(runs_before)}, moving {total - moved:,} B per "
+           f"run instead of {total:,} B.")
+    return Verdict(SPLITTABLE, reason, fix, (), c.executions)
+
+
+def _bytes_saved(runs: int | None, deferred: list[tuple[int, int, int | None]]) -> int | None:
+    """Bytes per call a split saves: each value's bytes in every run of the loop, less its
+    accumulator's in each run after it (``deferred``: per value, its bytes per run, its
+    accumulator's and the runs after the split); None when a trip count is unknown."""
+    if runs is None or any(after is None for _, _, after in deferred):
+        return None
+    return sum(runs * size - (after or 0) * accumulator for size, accumulator, after in deferred)
+
+
+def _computed(operands: "Iterable[CompiledOperand]") -> frozenset[str]:
+    """The names of the values among ``operands`` that the step computes (a loss)."""
+    return frozenset(op.value for op in operands if op.computed and op.value)
 
 
 def _loops_words(c: "CompiledCollective", left: tuple[str, ...]) -> str:

@@ -21,6 +21,8 @@ from typing import Callable, Iterator
 
 from shardscope.engine.hlo.text import HloModule, Instruction
 from shardscope.collective_kinds import DONE_OPCODES
+from shardscope.hardware.chips import (ACCESS_UNITS, GATHER_INDEX, GATHER_PIECE, GATHER_ROW, ON_CHIP_GATHER_PIECE,
+                                       ON_CHIP_GATHER_ROW)
 
 FREE_OPCODES = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",
@@ -44,8 +46,9 @@ _LIST = re.compile(r"\{([^}]*)\}")
 class FlopCount:
     """Operations of one kind within an instruction: their element type, the unit that does them
     (``matrix``: a dot, a convolution, a library matmul; ``scatter``: a scatter's updates, one
-    per element; ``vector``: everything else), and a matmul's precision (``default``, ``high``,
-    ``highest``: XLA's ``operand_precision``; an f32 matmul's passes depend on it)."""
+    per element; ``vector``: everything else; a gather's rows and pieces: :data:`ACCESS_UNITS`),
+    and a matmul's precision (``default``, ``high``, ``highest``: XLA's ``operand_precision``;
+    an f32 matmul's passes depend on it)."""
 
     flops: float
     dtype: str
@@ -56,6 +59,11 @@ class FlopCount:
     def matmul(self) -> bool:
         """True when the matrix units do them."""
         return self.unit == "matrix"
+
+    @property
+    def access(self) -> bool:
+        """True for a gather's accesses (rows, pieces), which are not floating-point operations."""
+        return self.unit in ACCESS_UNITS
 
 
 def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
@@ -69,6 +77,10 @@ def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
             unit = unit_of(module, part)
             key = (_flop_dtype(module, part), unit, matmul_precision(part) if unit == "matrix" else "default")
             kinds[key] = kinds.get(key, 0.0) + flops
+        if part.opcode == "gather":
+            for unit, count in gather_accesses(module, part):
+                key = (_dtype(part), unit, "default")
+                kinds[key] = kinds.get(key, 0.0) + count
     counts = (FlopCount(flops, dtype, unit, precision) for (dtype, unit, precision), flops in kinds.items())
     return tuple(sorted(counts, key=lambda c: -c.flops))
 
@@ -112,6 +124,88 @@ def _fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Ins
                 yield from _fused(module, part, depth + 1)
             else:
                 yield part
+
+
+_MINOR_TO_MAJOR = re.compile(r"\]\{(\d+)[,:}]")
+OTHER_MEMORY = re.compile(r"S\([1-9][0-9]*\)")
+"""A layout's memory space other than the default (0, the device's main memory): ``S(1)`` is a TPU's VMEM."""
+
+
+@dataclass(frozen=True)
+class GatherReads:
+    """What one ``gather`` reads, index by index: its rows (one slice per index), the 128-element
+    pieces of those rows (a TPU tile row: 128 lanes of 32 bits, a bf16 row packed with its
+    neighbour), the index components past the first (``take_along_axis`` indexes by two), the
+    bytes of the slices, and whether the table is in the device's main memory."""
+
+    rows: int
+    pieces: int
+    extra_components: int
+    bytes: int
+    in_memory: bool
+
+
+def gather_reads(module: HloModule, inst: Instruction) -> GatherReads | None:
+    """The reads of the ``gather`` ``inst`` (None when its shapes do not say)."""
+    operand = module.instruction(inst.operands[0]) if inst.operands else None
+    result = inst.shape.array
+    sizes = _ints(inst.attribute("slice_sizes"))
+    if operand is None or operand.shape.array is None or result is None or not sizes:
+        return None
+    per_slice = prod(sizes)
+    rows = result.elements // per_slice if per_slice else 0
+    minor = _minor_dimension(operand)
+    pieces = -(-sizes[minor] // 128) * (per_slice // sizes[minor]) if sizes[minor] else 0
+    components = len(_ints(inst.attribute("start_index_map")))
+    return GatherReads(rows, rows * pieces, rows * max(components - 1, 0), result.nbytes,
+                       _in_main_memory(module, operand))
+
+
+def gather_accesses(module: HloModule, inst: Instruction) -> list[tuple[str, float]]:
+    """A ``gather``'s accesses by unit. From a table in main memory (a parameter laid out in the
+    default memory space) they are :data:`MEMORY_UNITS`: each row is its own access (measured on
+    v5e at ~8.4 ns a row and ~1.1 ns a piece, :mod:`shardscope.hardware.chips`), and its reads
+    are timed by them, not streamed (:func:`accessed_bytes`). From a table in on-chip memory
+    (``S(1)``, or made in the fusion) they are the on-chip units."""
+    reads = gather_reads(module, inst)
+    if reads is None or not reads.rows:
+        return []
+    if not reads.in_memory:
+        return [(ON_CHIP_GATHER_ROW, float(reads.rows)), (ON_CHIP_GATHER_PIECE, float(reads.pieces))]
+    return [(GATHER_ROW, float(reads.rows)), (GATHER_PIECE, float(reads.pieces)),
+            (GATHER_INDEX, float(reads.extra_components))]
+
+
+def accessed_bytes(module: HloModule, inst: Instruction) -> float:
+    """The bytes ``inst`` (a fusion's gathers too) reads row by row from tables in main memory:
+    part of its traffic, timed by its accesses rather than at the streaming bandwidth."""
+    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    total = 0.0
+    for part in parts:
+        reads = gather_reads(module, part) if part.opcode == "gather" else None
+        if reads is not None and reads.in_memory:
+            total += reads.bytes
+    return total
+
+
+def _in_main_memory(module: HloModule, operand: Instruction) -> bool:
+    """True when a gather's table lives in the device's main memory: not laid out in another
+    memory space, and either outside a fusion or a parameter of the fusion (an array a fusion
+    computes stays on the chip)."""
+    if OTHER_MEMORY.search(operand.shape.text):
+        return False
+    fused = any(role == "calls" and caller.opcode == "fusion"
+                for caller, role in module.callers.get(operand.computation, ()))
+    return operand.opcode == "parameter" or not fused
+
+
+def _minor_dimension(inst: Instruction) -> int:
+    """The dimension laid out fastest (the first of the layout's minor-to-major list; the last
+    dimension when the shape prints no layout)."""
+    dims = len(inst.shape.array.dims) if inst.shape.array is not None else 0
+    match = _MINOR_TO_MAJOR.search(inst.shape.text)
+    minor = int(match.group(1)) if match else dims - 1
+    return minor if 0 <= minor < dims else max(dims - 1, 0)
 
 
 def instruction_flops(module: HloModule, inst: Instruction) -> float:

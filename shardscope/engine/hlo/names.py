@@ -15,13 +15,14 @@ its operand comes from (anything else), each falling back on the other direction
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.sites import CollectiveSite
 from shardscope.engine.hlo.text import HloModule, Instruction, SourceLocation
-from shardscope.engine.pytree_paths import is_gradient_label, told_apart_by_outputs
-from shardscope.engine.written_values import written_operation
+from shardscope.engine.pytree_paths import gradient_label, is_gradient_label, told_apart_by_outputs
+from shardscope.engine.written_values import assigned_name, gradient_operand, written_operation
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -46,6 +47,15 @@ class EquationNamer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class OperandName:
+    """The name of a value a collective carries, and whether the step computes it on its way to
+    an output (a loss, a metric: ``computed``), where no argument or gradient of one names it."""
+
+    value: str
+    computed: bool = False
+
+
 class CollectiveNamer:
     """Names the values of one module's collectives."""
 
@@ -58,10 +68,12 @@ class CollectiveNamer:
         self.equations = equations
         self._tuple_readers: dict[str, dict[tuple[str, int], list[tuple[Instruction, int]]]] = {}
 
-    def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> str:
+    def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> "OperandName":
         """The name of the value the collective's operand ``operand`` carries: the jaxpr view's
         name of the equation that made it (``grad(params['W'])``), else the program output or
-        input the module leads it to, else the user's line that made it (``train.py:37 (loss)``)."""
+        input the module leads it to, else the user's line that made it (``train.py:37 (loss)``).
+        A value the step computes on its way to an output (a loss summed, divided, returned) is
+        the variable the program assigns it to, where one does (``loss``), else that output."""
         producer = self._producer(site, operand) if self.equations is not None else None
         names: frozenset[str] | set[str] = self._equation_values(producer) if producer is not None else frozenset()
         if len(names) > 1:  # one line made several values: the outputs the sum reaches tell which
@@ -71,10 +83,36 @@ class CollectiveNamer:
             # writes (xs = x.reshape(...)), not an output it reaches
             written = self._written_value(producer)
             if written:
-                return written
-        if len(names) == 1:
-            return next(iter(names))
-        return self._module_value(site, operand, reduction) or self._source_line(producer or site.instruction)
+                return OperandName(written)
+        name = next(iter(names)) if len(names) == 1 else self._module_value(site, operand, reduction)
+        if name in self.outputs:
+            # a value the step computes on its way to an output: the variable the program assigns
+            # it to (a loss), or the value whose gradient it is (an activation's, in the backward pass)
+            written = self._assigned_value(producer) or self._written_gradient(producer) if producer is not None else ""
+            return OperandName(written or name, computed=True)
+        return OperandName(name or self._source_line(producer or site.instruction))
+
+    def _written_gradient(self, inst: Instruction) -> str:
+        """``grad(x @ W)``: the gradient the backward-pass instruction ``inst`` computes, of the
+        operand its line writes for the operation it transposes (:func:`gradient_operand`), as
+        the transpose of a ppermute is ``grad(y)``; ``""`` for a forward-pass instruction (a
+        step JAX adds for the backward pass, a tanh's ``1 - y**2``, is no value the line names)."""
+        head = inst.metadata.op_name.split(";", 1)[0]
+        source = self.module.source(inst, users=True)
+        if "transpose(" not in head or source is None:
+            return ""
+        operand = gradient_operand(source.file, source.line, source.column, head.rsplit("/", 1)[-1])
+        return gradient_label(operand) if operand else ""
+
+    def _assigned_value(self, inst: Instruction) -> str:
+        """The variable the program assigns the forward-pass value ``inst`` makes
+        (:func:`assigned_name`: ``loss`` of ``loss, g = jax.value_and_grad(loss_fn)(...)`` for the
+        mean ``loss_fn`` returns); ``""`` for a gradient, which its argument names."""
+        head = inst.metadata.op_name.split(";", 1)[0]
+        if "transpose(" in head or not inst.metadata.stack_frame_id:
+            return ""
+        frames = [(f.file, f.line, f.column, f.function) for f in self.module.stack_frames.stack(inst.metadata.stack_frame_id)]
+        return assigned_name(frames, head.rsplit("/", 1)[-1])
 
     def _written_value(self, inst: Instruction) -> str:
         """The name the user's line that made ``inst`` gives its value, where that line writes the
@@ -308,20 +346,38 @@ class CollectiveNamer:
         return found
 
     def _carried(self, gte: Instruction) -> Instruction | None:
-        """Where a loop body's carry element comes from in the first iteration: the element of
-        the while's initial tuple (None for any other get-tuple-element)."""
+        """Where an element of a called computation's tuple parameter comes from: for a loop
+        body's carry, the element of the while's initial tuple (its first iteration); for a
+        conditional's branch, the element of the operand tuple the conditional passes that
+        branch (a ``lax.cond``'s operands). None for any other get-tuple-element."""
         param = self.module.instruction(gte.operands[0]) if gte.operands else None
         caller = self._callers.get(gte.computation)
-        if param is None or param.opcode != "parameter" or caller is None or caller[0].opcode != "while":
+        if param is None or param.opcode != "parameter" or caller is None:
             return None
-        init = self.module.instruction(caller[0].operands[0]) if caller[0].operands else None
+        call = caller[0]
+        if call.opcode == "while":
+            passed = call.operands[0] if call.operands else None
+        elif call.opcode == "conditional":
+            passed = self._branch_operand(call, gte.computation)
+        else:
+            return None
+        init = self.module.instruction(passed) if passed else None
         index = gte.tuple_index
         if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
             return None
         return self.module.instruction(init.operands[index])
 
+    @staticmethod
+    def _branch_operand(conditional: Instruction, branch: str) -> str | None:
+        """The operand a conditional passes its branch ``branch``: the one after the predicate in
+        the branch's place (the same computation in two places takes them only when they agree)."""
+        branches = [c for role, c in conditional.called_computations if role != "condition"]
+        passed = {conditional.operands[k + 1] for k, c in enumerate(branches) if c == branch and k + 1 < len(conditional.operands)}
+        return passed.pop() if len(passed) == 1 else None
+
     def _parameter_sources(self, param: Instruction, found: set[str]) -> list[Instruction | None]:
-        """An entry parameter adds its name to ``found``; another one leads to its caller's operand."""
+        """An entry parameter adds its name to ``found``; another one leads to its caller's operand
+        (a conditional's: the operand it passes that branch)."""
         name = self._parameter_name(param)
         if name is not None:
             if name:
@@ -336,6 +392,9 @@ class CollectiveNamer:
             return [self.module.instruction(inst.operands[number])]
         if inst.opcode == "while" and inst.operands:
             return [self.module.instruction(inst.operands[0])]
+        if inst.opcode == "conditional":
+            passed = self._branch_operand(inst, param.computation)
+            return [self.module.instruction(passed)] if passed else []
         return []
 
     def _parameter_name(self, param: Instruction) -> str | None:

@@ -16,8 +16,9 @@ loops. A compiled collective that pairs with none was written by the partitioner
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
 from shardscope.engine.hlo.text import op_primitives
 from shardscope.collective_kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
@@ -68,33 +69,52 @@ class JaxprCollectiveRef:
 def pair(built: Sequence["CompiledCollective"], refs: Sequence[JaxprCollective]
          ) -> tuple[list["CompiledCollective"], list[str]]:
     """``(each compiled collective with its equations and author, the jaxpr collectives that
-    paired with none)``."""
-    free = list(refs)
+    paired with none)``.
+
+    The free jaxpr collectives are kept by identity in the program's order: a program of a
+    thousand psums on one line has a thousand candidates for each instruction, and comparing
+    them as values (or finding their place in a list) made pairing cubic in their number."""
+    free: dict[int, JaxprCollective] = {id(r): r for r in refs}
     paired = []
     for c in built:
         chosen = _chosen(c, free)
         for r in chosen:
-            free.remove(r)
+            del free[id(r)]
         written = c.written_by or (PROGRAM if chosen else PARTITIONER)
         paired.append(dataclasses.replace(c, equations=tuple(r.equation_id for r in chosen), written_by=written))
-    return paired, [r.equation_id for r in free]
+    return paired, [r.equation_id for r in free.values()]
 
 
-def _chosen(c: "CompiledCollective", free: list[JaxprCollective]) -> list[JaxprCollective]:
-    """The jaxpr collectives ``c`` carries: one whose op_name and line are its own, then one
-    per further operand of a combined instruction, by bytes."""
+def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]) -> list[JaxprCollective]:
+    """The jaxpr collectives ``c`` carries: one whose op_name and line are its own (the first in
+    the program's order whose bytes are an operand's, else the first), then one per further
+    operand of a combined instruction, by bytes."""
     sizes = [op.bytes for op in c.operands]
-    candidates = [r for r in free if _matches(c, r)] or [r for r in free if _moved_out_of_a_loop(c, r, sizes)]
-    if not candidates:
+    first = _first((r for r in free.values() if _matches(c, r)), sizes)
+    if first is None:
+        first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), sizes)
+    if first is None:
         return []
-    first = min(candidates, key=lambda r: (r.bytes_per_execution not in sizes, free.index(r)))
     chosen = [first]
     if c.combined:
         sizes.remove(min(sizes, key=lambda b: abs(b - first.bytes_per_execution)))
         for size in sizes:
-            rest = [r for r in free if r not in chosen and _matches(c, r, by_source=False) and r.bytes_per_execution == size]
-            chosen += rest[:1]
+            rest = (r for r in free.values() if all(r is not k for k in chosen) and r.bytes_per_execution == size
+                    and _matches(c, r, by_source=False))
+            chosen += itertools.islice(rest, 1)
     return chosen
+
+
+def _first(candidates: Iterator[JaxprCollective], sizes: list[int]) -> JaxprCollective | None:
+    """The first candidate whose bytes are one of ``sizes``, else the first candidate (None if
+    none); it stops at the first that fits, so a long program's pairing reads few of them."""
+    fallback = None
+    for r in candidates:
+        if r.bytes_per_execution in sizes:
+            return r
+        if fallback is None:
+            fallback = r
+    return fallback
 
 
 def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:

@@ -44,6 +44,9 @@ class CompiledOperand:
     bytes: int
     value: str = ""
     verdict: str = NEEDED
+    computed: bool = False
+    """A value the step computes on its way to an output (a loss, a metric): no argument and no
+    argument's gradient, so a fix has nothing to cast for it (named ``loss``, or ``out[2]``)."""
 
     @property
     def dims(self) -> tuple[int, ...]:

@@ -4,7 +4,8 @@ Each instruction the module runs (loops counted: :mod:`shardscope.engine.hlo.wor
 longer of its work at the chip's rates (each kind of its flops at its unit's: matmuls at their
 operand type's and precision's peak, vector work and scatters at the rates measured on v5e:
 :meth:`Chip.rate <shardscope.hardware.chips.Chip.rate>`) and its bytes at the bandwidth the
-chip reaches; the step is their sum, plus the chip's overhead per call and per loop iteration
+chip reaches (a gather from main memory reads row by row: its reads take each row's access
+time instead); the step is their sum, plus the chip's overhead per call and per loop iteration
 (measured on a real v5e: about 0.59 ms per call and 0.16 us per iteration,
 :mod:`shardscope.hardware.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
 and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from shardscope.hardware.checked import unchecked_words
-from shardscope.hardware.chips import Chip
+from shardscope.hardware.chips import MEMORY_UNITS, Chip
 from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
 
@@ -189,9 +190,11 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     bandwidth = chip.memory_bandwidth_Bps * chip.bandwidth_efficiency
     times = []
     for item in work.instructions:
-        compute = item.runs * sum(_compute_seconds(count, chip) for count in item.counts)
+        compute = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit not in MEMORY_UNITS)
+        accesses = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit in MEMORY_UNITS)
+        streamed = max(item.total_bytes - item.runs * item.accessed_bytes, 0.0)
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
-                                     item.total_bytes, compute, item.total_bytes / bandwidth))
+                                     item.total_bytes, compute, streamed / bandwidth + accesses))
     iterations = work.loop_iterations * chip.iteration_overhead_s
     overhead = chip.call_overhead_s + iterations
     times.sort(key=lambda t: t.seconds, reverse=True)
@@ -205,7 +208,8 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
 
 
 def _compute_seconds(count: FlopCount, chip: Chip) -> float:
-    """One run's flops of one kind at the chip's rate for them (0 where the chip has no peak)."""
+    """One run's operations of one kind at the chip's rate for them (0 where the chip has no
+    rate: a gather's accesses are timed only on a chip whose rates were measured or scaled)."""
     rate = chip.rate(count.dtype, count.unit, count.precision)
     return count.flops / rate if rate else 0.0
 

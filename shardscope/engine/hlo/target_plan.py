@@ -27,7 +27,7 @@ from math import prod
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from shardscope.engine.counts import Count, known_sum
-from shardscope.engine.jaxpr.verdicts import FLAGGED
+from shardscope.engine.jaxpr.verdicts import FLAGGED, SPLITTABLE
 from shardscope.collective_kinds import SUM_KINDS
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
@@ -118,9 +118,10 @@ class TargetPlacement:
     @property
     def deferred_by_compiler(self) -> bool:
         """True for a CPU finding (deferrable or loop-invariant) that the target no longer runs
-        where it need not: every value it keeps in a loop is needed there by the target's own
-        verdict."""
-        return self.collective.verdict.flagged and bool(self.target) and not self.staying
+        where it need not, or a CPU sum that is splittable whose values the target split out of
+        its loops: every value it keeps in a loop is needed there by the target's own verdict."""
+        split = self.collective.verdict.kind == SPLITTABLE and bool(self.values_left)
+        return (self.collective.verdict.flagged or split) and bool(self.target) and not self.staying
 
     def describe_staying(self) -> str:
         """``grad(params['W']) stays in while.20 (4 iterations) on the target (all-reduce-start.1,

@@ -232,10 +232,7 @@ class CompiledClassifier:
         """The stacked buffer starts as the combiner leaves it: the slots no iteration writes
         combine, after the loop, to what they were (zeros for a sum or a product, a value the
         same on every device for a maximum or minimum)."""
-        init = self.module.instruction(loop.operands[0]) if loop.operands else None
-        if init is None or init.opcode != "tuple" or level.index >= len(init.operands):
-            return False
-        element = self.module.instruction(init.operands[level.index])
+        element = self._initial_element(loop, level.index)
         if element is None:
             return False
         if combiner in ("add", "multiply"):
@@ -417,24 +414,28 @@ class CompiledClassifier:
 
     def _threaded(self, body: Computation, carry: int, inner_loop: Instruction, index: int | None) -> bool:
         """The inner loop starts its element ``index`` from this body's carry element ``carry``."""
-        init = self.module.instruction(inner_loop.operands[0]) if inner_loop.operands else None
-        if init is None or init.opcode != "tuple" or index is None or index >= len(init.operands):
+        if index is None:
             return False
-        return self._carry_origin(self.module.instruction(init.operands[index]), body, set()) == carry
+        return self._carry_origin(self._initial_element(inner_loop, index), body, set()) == carry
 
     def _initial_value(self, loop: Instruction, level: _Level) -> str | None:
         """How ``loop`` starts its carry element ``level.index``: ``zero``, ``threaded`` (from
         a carry element of the loop around it, checked there), or None (a value that would be
         summed over devices too if the sum moved out)."""
-        init = self.module.instruction(loop.operands[0]) if loop.operands else None
-        if init is None or init.opcode != "tuple" or level.index >= len(init.operands):
-            return None
-        element = self.module.instruction(init.operands[level.index])
+        element = self._initial_element(loop, level.index)
         if element is None:
             return None
         if self.flow.is_zero(element):
             return "zero"
         return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
+
+    def _initial_element(self, loop: Instruction, index: int) -> Instruction | None:
+        """The instruction ``loop`` starts its carry element ``index`` from (an element of the
+        tuple it is called with), None when the loop is not called with a tuple that has it."""
+        init = self.module.instruction(loop.operands[0]) if loop.operands else None
+        if init is None or init.opcode != "tuple" or index >= len(init.operands):
+            return None
+        return self.module.instruction(init.operands[index])
 
 def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
     """One run on the accumulator after the loop moves fewer bytes than the runs inside it

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, flop_counts, unmodelled_parts
+from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, accessed_bytes, flop_counts, unmodelled_parts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
@@ -50,7 +50,11 @@ class InstructionWork:
     matmul: bool
     runs: int
     counts: tuple[FlopCount, ...] = ()
-    """The flops by kind (dtype, matrix unit, precision): a fusion's parts may differ."""
+    """The flops by kind (dtype, matrix unit, precision): a fusion's parts may differ; a
+    gather's accesses too (:attr:`FlopCount.access`, not in :attr:`flops`)."""
+    accessed_bytes: float = 0.0
+    """Of :attr:`bytes`, those a gather reads row by row from main memory (per run): timed by
+    its accesses, not at the streaming bandwidth."""
 
     @property
     def total_flops(self) -> float:
@@ -167,9 +171,11 @@ class _Walk:
         for label in unmodelled_parts(self.module, inst):
             self.unmodelled[label] = self.unmodelled.get(label, 0) + 1
         counts = flop_counts(self.module, inst)
-        largest = counts[0] if counts else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
-        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in counts),
-                               boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts)
+        flops = [c for c in counts if not c.access]  # a gather's rows and pieces are accesses, not flops
+        largest = flops[0] if flops else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
+        return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in flops),
+                               boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts,
+                               accessed_bytes(self.module, inst))
 
 
 def _is_wrapped_collective(module: HloModule, inst: Instruction) -> bool:

@@ -17,7 +17,7 @@ from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, sho
 from shardscope.engine.jaxpr.valueflow import ValueIndex
 from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
 from shardscope.collective_kinds import PSUM_INVARIANT, REDUCING, called
-from shardscope.engine.pytree_paths import gradient_label, told_apart_by_outputs
+from shardscope.engine.pytree_paths import gradient_label, is_gradient_label, told_apart_by_outputs
 
 if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `diff` never need it
     import networkx as nx
@@ -84,7 +84,9 @@ def collectives(
     for site in sites:
         eqn = site.equation
         gradient_of = gradients.get(eqn.id, "")
-        reached = named and value_name(index, eqn, inputs, output_names)
+        reached = value_name(index, eqn, inputs, output_names) if named else ""
+        if eqn.primitive in _SUMMING and reached in output_names and not is_gradient_label(reached):
+            reached = eqn.assigned or reached  # a sum on its way to an output: as the program assigns it
         # a value a collective moves (a ppermute's activation) is the one its call writes, not an
         # output it reaches (a backward ppermute reaches the weights' gradient); a sum's output is its value
         value = (gradient_label(gradient_of) if gradient_of else "") \

@@ -26,7 +26,7 @@ import numpy as np
 from shardscope.engine.jaxpr.custom_rules import RuleSite, backward_rule_site
 from shardscope.collective_kinds import PRIMITIVES, PSUM_INVARIANT
 from shardscope.engine.user_frames import users_first
-from shardscope.engine.written_values import written_argument
+from shardscope.engine.written_values import assigned_name, written_argument
 from shardscope.sources.prng_keys import is_key_dtype, key_itemsize
 
 if TYPE_CHECKING:
@@ -156,6 +156,9 @@ class Equation:
     # a collective's operand as the user's call writes it (``y`` of ``lax.ppermute(y, ...)``;
     # ``grad(y)`` for the transpose JAX makes of it); empty when the line does not say
     written: str = field(default="", compare=False, repr=False)
+    # the variable the program assigns a forward collective's result to (``total`` of
+    # ``total = lax.psum(...)``, :func:`assigned_name`); empty when no statement names it
+    assigned: str = field(default="", compare=False, repr=False)
     # a collective a custom_vjp's backward rule wrote: the rule's line (``file.py:24 (_bwd)``),
     # where ``source`` is the line JAX's frames keep (the custom function's call)
     rule_source: str = field(default="", compare=False, repr=False)
@@ -349,6 +352,7 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, backward: bool = Fals
         source=equation_source(eqn, own=primitive in LOOP_PRIMITIVES)
         if primitive in COLLECTIVE_PRIMITIVES or primitive in LOOP_PRIMITIVES else "",
         written=written_operand(eqn, backward) if primitive in COLLECTIVE_PRIMITIVES else "",
+        assigned=assigned_result(eqn) if primitive in COLLECTIVE_PRIMITIVES and not backward else "",
         rule_source=rule_source(eqn) if primitive in COLLECTIVE_PRIMITIVES and backward else "",
         written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
         origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != PSUM_INVARIANT or backward) else (),
@@ -412,6 +416,19 @@ def written_operand(eqn: JaxprEqn, backward: bool) -> str:
         return ""
     written = written_argument(frame.file_name, frame.start_line, frame.start_column)
     return f"grad({written})" if written and backward else written
+
+
+def assigned_result(eqn: JaxprEqn) -> str:
+    """The variable the program assigns the collective ``eqn``'s result to (``total`` of
+    ``total = lax.psum(x, 'data')``, through the returns of the functions around it); ``""``
+    when no statement names it."""
+    from jax._src import source_info_util
+
+    frames = [(f.file_name, f.start_line, f.start_column, f.function_name)
+              for f in source_info_util.user_frames(eqn.source_info.traceback)]
+    if not frames or is_shardscope_file(frames[0][0]):  # a plan's own sum: the plan names it
+        return ""
+    return assigned_name(frames, eqn.primitive.name)
 
 
 def _rule_site(eqn: JaxprEqn) -> RuleSite | None:

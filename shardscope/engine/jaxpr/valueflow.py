@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator
+from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify
 
@@ -42,6 +42,9 @@ class ValueIndex:
         self.blocks: dict[str, BlockFacts] = {}
         self.block_of: dict[str, BlockFacts] = {}  # equation id -> the block it sits in
         self._operands: dict[str, dict[str, str]] = {}  # block id -> {input name: outer operand}
+        # each value's program outputs reached and program inputs come from, found once for all questions
+        self._reached: dict[tuple[str, str], frozenset[int]] = {}
+        self._came_from: dict[tuple[str, str], frozenset[int]] = {}
         self._add(program.root, None, None)
 
     def _add(self, block: Block, owner: Equation | None, outer: BlockFacts | None) -> None:
@@ -88,8 +91,7 @@ class ValueIndex:
 
     def forward(self, block_id: str, names: Iterable[str]) -> set[tuple[str, int]]:
         """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``."""
-        _, outputs = self.reach((block_id, name) for name in names)
-        return {("", k) for k in outputs}
+        return {("", k) for name in names for k in closure((block_id, name), self._successors, self._reached)}
 
     def reach(
         self,
@@ -99,18 +101,8 @@ class ValueIndex:
         loop_outputs: bool = False,
         back_edges: bool = False,
     ) -> tuple[set[tuple[str, str]], set[int]]:
-        """Every value the ``seeds`` (``(block id, name)``) flow into, and the program outputs they reach.
-
-        The one forward walk over the values: every output of an equation depends on every input
-        of it; a sub-jaxpr's input on the operand that feeds it, and the equation's output ``k`` on
-        the sub-jaxpr's output ``k``; a while loop's condition reaches nothing (it only decides how
-        often the body runs); a ``cond``'s predicate reaches all its outputs (it picks the branch).
-        Outputs of the blocks in ``stop_at`` are not followed out of them. With ``loop_outputs``,
-        an operand of a loop also reaches every output of the loop (what a body spells out
-        iteration by iteration, counted coarsely). With ``back_edges``, a loop body's output ``k``
-        also reaches the carry ``k`` the next iteration starts from (in the body and in a while's
-        condition).
-        """
+        """Every value the ``seeds`` (``(block id, name)``) flow into, and the program outputs they
+        reach (each step is :meth:`_successors`')."""
         outputs: set[int] = set()
         seen: set[tuple[str, str]] = set()
         stack = list(seeds)
@@ -119,29 +111,55 @@ class ValueIndex:
             if key in seen:
                 continue
             seen.add(key)
-            facts = self.blocks[key[0]]
-            for eqn, position in facts.uses.get(key[1], ()):
-                if eqn.blocks:
-                    for sub in eqn.blocks:
-                        inner = self.sub_input(eqn, sub, position)
-                        if inner is not None:
-                            stack.append((sub.id, inner))
-                    if (loop_outputs and eqn.kind == "loop") or (eqn.kind == "cond" and position == 0):
-                        stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
-                else:
-                    stack.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
-            if facts.block.id in stop_at:
-                continue
-            for k in facts.output_positions.get(key[1], ()):
-                if back_edges:
-                    stack.extend(self._next_iteration(facts, k))
-                if facts.owner is None or facts.outer is None:  # the program's own block has neither
-                    outputs.add(k)
-                elif facts.block.role != "cond" and k < len(facts.owner.outputs):
-                    out = facts.owner.outputs[k]
-                    if out.name != "_":
-                        stack.append((facts.outer.block.id, out.name))
+            nexts, reached = self._successors(key, stop_at=stop_at, loop_outputs=loop_outputs, back_edges=back_edges)
+            stack.extend(nexts)
+            outputs.update(reached)
         return seen, outputs
+
+    def _successors(
+        self,
+        key: tuple[str, str],
+        *,
+        stop_at: frozenset[str] = frozenset(),
+        loop_outputs: bool = False,
+        back_edges: bool = False,
+    ) -> tuple[list[tuple[str, str]], list[int]]:
+        """The values one value flows into directly, and the program outputs it is.
+
+        Every output of an equation depends on every input of it; a sub-jaxpr's input on the
+        operand that feeds it, and the equation's output ``k`` on the sub-jaxpr's output ``k``; a
+        while loop's condition reaches nothing (it only decides how often the body runs); a
+        ``cond``'s predicate reaches all its outputs (it picks the branch). Outputs of the blocks
+        in ``stop_at`` are not followed out of them. With ``loop_outputs``, an operand of a loop
+        also reaches every output of the loop (what a body spells out iteration by iteration,
+        counted coarsely). With ``back_edges``, a loop body's output ``k`` also reaches the carry
+        ``k`` the next iteration starts from (in the body and in a while's condition).
+        """
+        nexts: list[tuple[str, str]] = []
+        outputs: list[int] = []
+        facts = self.blocks[key[0]]
+        for eqn, position in facts.uses.get(key[1], ()):
+            if eqn.blocks:
+                for sub in eqn.blocks:
+                    inner = self.sub_input(eqn, sub, position)
+                    if inner is not None:
+                        nexts.append((sub.id, inner))
+                if (loop_outputs and eqn.kind == "loop") or (eqn.kind == "cond" and position == 0):
+                    nexts.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
+            else:
+                nexts.extend((facts.block.id, v.name) for v in eqn.outputs if v.name != "_")
+        if facts.block.id in stop_at:
+            return nexts, outputs
+        for k in facts.output_positions.get(key[1], ()):
+            if back_edges:
+                nexts.extend(self._next_iteration(facts, k))
+            if facts.owner is None or facts.outer is None:  # the program's own block has neither
+                outputs.append(k)
+            elif facts.block.role != "cond" and k < len(facts.owner.outputs):
+                out = facts.owner.outputs[k]
+                if out.name != "_":
+                    nexts.append((facts.outer.block.id, out.name))
+        return nexts, outputs
 
     def _next_iteration(self, facts: BlockFacts, k: int) -> list[tuple[str, str]]:
         """The carry inputs a loop body's output ``k`` becomes on the next iteration (body and condition)."""
@@ -156,27 +174,23 @@ class ValueIndex:
 
     def backward(self, block_id: str, names: list[str]) -> set[int]:
         """Which program inputs (positions) the values ``names`` of block ``block_id`` come from."""
-        reached: set[int] = set()
-        seen: set[tuple[str, str]] = set()
-        stack = [(block_id, name) for name in names]
-        while stack:
-            key = stack.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            facts = self.blocks[key[0]]
-            producer = facts.producers.get(key[1])
-            if producer is not None:
-                stack.extend(self._producer_sources(facts, *producer))
-            elif key[1] in facts.input_positions:
-                if facts.owner is None or facts.outer is None:  # the program's own block has neither
-                    reached.add(facts.input_positions[key[1]])
-                    continue
-                outer = self.operand_of(facts, key[1])
-                if outer is not None:
-                    stack.append((facts.outer.block.id, outer))
-                stack.extend(self._carry_back(facts, key[1]))
-        return reached
+        return {k for name in names for k in closure((block_id, name), self._sources, self._came_from)}
+
+    def _sources(self, key: tuple[str, str]) -> tuple[list[tuple[str, str]], list[int]]:
+        """The values one value is computed from directly, and the program input it is: an
+        equation's inputs (or its blocks' outputs), a block input's outer operand, and a loop
+        body's carry input its own carry output too (the last iteration's)."""
+        facts = self.blocks[key[0]]
+        producer = facts.producers.get(key[1])
+        if producer is not None:
+            return self._producer_sources(facts, *producer), []
+        if key[1] not in facts.input_positions:
+            return [], []  # a literal
+        if facts.owner is None or facts.outer is None:  # the program's own block has neither
+            return [], [facts.input_positions[key[1]]]
+        outer = self.operand_of(facts, key[1])
+        fed = [] if outer is None else [(facts.outer.block.id, outer)]
+        return fed + self._carry_back(facts, key[1]), []
 
     def _producer_sources(self, facts: BlockFacts, eqn: Equation, k: int) -> list[tuple[str, str]]:
         """What an equation's output ``k`` is computed from: its inputs, or its blocks' outputs ``k``."""
@@ -199,6 +213,65 @@ class ValueIndex:
         while facts is not None:
             yield facts
             facts = facts.outer
+
+
+Node = TypeVar("Node", bound=Hashable)
+
+
+def closure(start: Node, step: Callable[[Node], tuple[list[Node], list[int]]],
+            known: dict[Node, frozenset[int]]) -> frozenset[int]:
+    """The numbers ``step`` gives at ``start`` and at every node it leads to (``step``: a node's
+    next nodes and its own numbers), each node's answer kept in ``known`` for the next question.
+
+    Asked once per collective, a walk per question covers what every earlier question covered:
+    a chain of a thousand dependent psums is a million steps. Kept per node, each is stepped
+    once. A loop's carry leads back to itself, so the nodes are grouped into strongly connected
+    components (Tarjan's, without recursion: a chain is deeper than Python's stack), the nodes
+    of one component sharing one answer."""
+    if start in known:
+        return known[start]
+    order: dict[Node, int] = {}
+    low: dict[Node, int] = {}
+    found: dict[Node, set[int]] = {}
+    open_nodes: list[Node] = []
+    is_open: set[Node] = set()
+    frames: list[tuple[Node, Iterator[Node]]] = []
+
+    def enter(node: Node) -> None:
+        nexts, own = step(node)
+        order[node] = low[node] = len(order)
+        found[node] = set(own)
+        open_nodes.append(node)
+        is_open.add(node)
+        frames.append((node, iter(nexts)))
+
+    enter(start)
+    while frames:
+        node, nexts = frames[-1]
+        for nxt in nexts:
+            if nxt in known:
+                found[node] |= known[nxt]
+            elif nxt not in order:
+                enter(nxt)
+                break
+            elif nxt in is_open:
+                low[node] = min(low[node], order[nxt])
+        else:
+            frames.pop()
+            if low[node] == order[node]:  # the root of its component: the component is complete
+                members: list[Node] = []
+                while not members or members[-1] != node:
+                    members.append(open_nodes.pop())
+                answer = frozenset().union(*(found[m] for m in members))
+                for m in members:
+                    is_open.discard(m)
+                    known[m] = answer
+            if frames:
+                parent = frames[-1][0]
+                low[parent] = min(low[parent], low[node])
+                if node in known:
+                    found[parent] |= known[node]
+    return known[start]
 
 
 def input_role(name: str) -> str:

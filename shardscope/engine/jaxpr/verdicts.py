@@ -28,7 +28,12 @@ STACKABLE = "stackable"
 collective of the whole buffer after the loop gives the same result, the same bytes in one run
 instead of one per iteration. A trade-off, not a waste: it saves the runs' latency (a per-step
 loss) and loses each run's overlap with the next iteration's work, so ``check`` does not fail on it."""
-VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, NEEDED)
+SPLITTABLE = "splittable"
+"""A combined sum some of whose values, at least half its bytes, only accumulate while the
+others are read in the loop: the instruction stays and runs as often; split out and accumulated
+per device, those values run once after the loop. A trade-off, not a waste: it saves their bytes
+in every iteration but no run (latency is paid per run), so ``check`` does not fail on it."""
+VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, SPLITTABLE, NEEDED)
 FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
 """The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
 
