@@ -231,12 +231,117 @@ def gather_in_the_body() -> tuple[Callable, tuple]:
     return step, args
 
 
+# --------------------------------------------------------------------------- jit steps that reshape the batch
+
+
+BATCH, D_IN, D_HIDDEN = 64, 16, 32
+"""The reshaped step's sizes: 64 rows over 8 devices, 4 micro-batches of 16 rows."""
+
+
+def _reshaped_params(nested: bool) -> dict:
+    if nested:
+        # (a second bias makes XLA:CPU's partitioner gather the batch and compute every row on
+        # every device: no sum left to move)
+        return {"layers": [{"w": _data((D_IN, D_HIDDEN), 30), "b": _data((D_HIDDEN,), 31)},
+                           {"w": _data((D_HIDDEN, D_HIDDEN), 32)}],
+                "out": _data((D_HIDDEN, 1), 34)}
+    return {"w1": _data((D_IN, D_HIDDEN), 30), "w2": _data((D_HIDDEN, 1), 34)}
+
+
+def _layers(params: dict) -> tuple[list, Any]:
+    """``[(w, b or None), ...]`` and the output weight, for either pytree."""
+    if "layers" in params:
+        return [(layer["w"], layer.get("b")) for layer in params["layers"]], params["out"]
+    return [(params["w1"], None)], params["w2"]
+
+
+def reshaped_loss(params, x, y):
+    """Mean squared error of a tanh MLP on one micro-batch (either pytree)."""
+    layers, out = _layers(params)
+    h = x
+    for w, b in layers:
+        h = jnp.tanh(h @ w + (0.0 if b is None else b))
+    return jnp.mean((h @ out - y) ** 2)
+
+
+def reshaped_micro_batches(nested: bool = False, fixed: bool = False, flipped: bool = False) -> tuple[Callable, tuple]:
+    """Issue 45's step: jit, the parameters replicated, the batch ``[B]`` split over ``data`` and
+    reshaped ``[MICRO, B/MICRO]`` inside the step; each micro-batch's gradient and loss added
+    into a ``lax.scan`` carry. ``nested``: the parameters are ``{"layers": [{"w", "b"}, {"w"}],
+    "out"}``. ``fixed``: the fix as the shard_map route's snippet writes it (each device reshapes
+    its own rows; the sums after the loop divided by the 8 devices, since each device's mean is
+    over its own rows). ``flipped``: the batch reversed first (``jnp.flip``), which neither
+    Explicit axes nor a per-device step splits."""
+    mesh = _mesh(8)
+    params = _reshaped_params(nested)
+    args = (_place(mesh, params, P()), _place(mesh, _data((BATCH, D_IN), 35), P("data")),
+            _place(mesh, _data((BATCH, 1), 36), P("data")))
+
+    def accumulate(params, x, y, model, start):
+        def micro_batch(carry, batch):
+            grads, total = carry
+            value, g = jax.value_and_grad(reshaped_loss)(model, *batch)
+            return (jax.tree.map(jnp.add, grads, g), total + value), None
+
+        xs, ys = x.reshape(MICRO, -1, D_IN), y.reshape(MICRO, -1, 1)
+        (grads, total), _ = lax.scan(micro_batch, start, (xs, ys))
+        return grads, total
+
+    def step(params, x, y):
+        x = jnp.flip(x, 0) if flipped else x
+        grads, total = accumulate(params, x, y, params, (jax.tree.map(jnp.zeros_like, params), jnp.zeros(())))
+        return jax.tree.map(lambda g: g / MICRO, grads), total / MICRO
+
+    def step_fixed(params, x, y):
+        local = jax.tree.map(lambda p: lax.pcast(p, "data", to="varying"), params)
+        start = jax.tree.map(lambda a: lax.pcast(a, "data", to="varying"),
+                             (jax.tree.map(jnp.zeros_like, params), jnp.zeros(())))
+        grads, total = accumulate(params, x, y, local, start)
+        grads, total = jax.tree.map(lambda a: lax.psum(a, "data") / 8, (grads, total))
+        return jax.tree.map(lambda g: g / MICRO, grads), total / MICRO
+
+    if fixed:
+        return jax.jit(jax.shard_map(step_fixed, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P())), args
+    return jax.jit(step), args
+
+
+def reshaped_reference(params: Any, x: Any, y: Any) -> tuple[Any, float]:
+    """The reshaped step's gradient and loss by hand in numpy (float64): micro-batch ``m`` is
+    rows ``16m .. 16m+15``, its loss their mean squared error, backpropagated through the tanh
+    layers; both averaged over the micro-batches."""
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    layers, out = _layers(jax.tree.map(f64, params))
+    x, y = f64(x), f64(y)
+    rows = BATCH // MICRO
+    grads = jax.tree.map(np.zeros_like, jax.tree.map(f64, params))
+    g_layers, g_out = _layers(grads)
+    total = 0.0
+    for m in range(MICRO):
+        hs = [x[m * rows:(m + 1) * rows]]
+        for w, b in layers:
+            hs.append(np.tanh(hs[-1] @ w + (0.0 if b is None else b)))
+        residual = hs[-1] @ out - y[m * rows:(m + 1) * rows]
+        total += float(np.mean(residual ** 2))
+        d = 2 * residual / residual.size
+        g_out += hs[-1].T @ d
+        dh = d @ out.T
+        for k in reversed(range(len(layers))):
+            dz = dh * (1 - hs[k + 1] ** 2)
+            g_layers[k][0][...] += hs[k].T @ dz
+            if g_layers[k][1] is not None:
+                g_layers[k][1][...] += dz.sum(0)
+            dh = dz @ layers[k][0].T
+    return jax.tree.map(lambda g: g / MICRO, grads), total / MICRO
+
+
 # --------------------------------------------------------------------------- recounting the compiled text
 
 
 _KINDS = "all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast|ragged-all-to-all"
 _HEADER = re.compile(r"^(ENTRY )?%?([\w.\-]+) [^\n]*\{\s*$", re.M)
-_INSTRUCTION = re.compile(rf"^\s+(?:ROOT )?%?[\w.\-]+ = (?:\([^=]*?\)|\S+) ({_KINDS})(-start)?\(([^)]*)\)", re.M)
+# a tuple type holds no "=" but in the printer's /*index=5*/ marks (a combined all-reduce of 6 values or more)
+_INSTRUCTION = re.compile(rf"^\s+(?:ROOT )?%?[\w.\-]+ = (?:\((?:[^=]|=\d+\*/)*?\)|\S+) ({_KINDS})(-start)?\(([^)]*)\)",
+                          re.M)
 
 
 def recount(text: str) -> dict[str, dict[str, int]]:

@@ -12,6 +12,7 @@ from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.measure.speedup import speedup_text
 from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
 from shardscope.render.findings import compiled_collective_json, compiled_json
+from shardscope.whatif.what_if import ROUTE_NAMES
 
 if TYPE_CHECKING:
     from shardscope.costmodel.projection import CompiledProjection
@@ -61,6 +62,7 @@ def _rewrite_blocks(k: int, m: MeasuredRewrite) -> list[Block]:
                       for c in r.findings) or "-"
     out.append(f"     fixes: {fixed}")
     out.append(f"     status: {r.status}" + (f" ({r.reason})" if r.reason else ""))
+    out.append(f"     route: {_route_text(r)}")
     out.append(f"     outputs match: {_outputs_text(r)}")
     if m.after is not None:
         out.append(f"     compiled collective runs per call: {m.before.runs.text()} -> {m.after.runs.text()}; "
@@ -77,6 +79,16 @@ def _rewrite_blocks(k: int, m: MeasuredRewrite) -> list[Block]:
     code = Block(tuple(f"       {line}".rstrip() for line in r.patch.text.rstrip("\n").splitlines()), verbatim=True)
     notes = Block(tuple(f"     note: {note}" for note in r.patch.notes))
     return [Block(tuple(out)), code] + ([notes] if notes.lines else [])
+
+
+def _route_text(r: "Rewrite") -> str:
+    """The route the rewrite took, and those it tried first (a jit program's Explicit-axes
+    rewrite, before its step ran per device inside ``jax.shard_map``)."""
+    if r.tried and not r.verified:
+        return ", then ".join(ROUTE_NAMES.get(a.route, a.route) for a in r.tried) + ": neither verified (see status)"
+    first = "".join(f"; tried first: {a.text()}" for a in r.tried)
+    name = "shard_map, the step run per device inside jax.shard_map" if r.tried else ROUTE_NAMES.get(r.route, r.route)
+    return name + first
 
 
 def _outputs_text(r: "Rewrite") -> str:
@@ -152,6 +164,7 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
                      if p.compiled is not None and p.compiled.name in fixed],
         "status": r.status,
         "reason": r.reason,
+        "tried": [{"route": a.route, "status": a.status, "reason": a.reason} for a in r.tried],
         "outputs_match": r.outputs_match,
         "max_abs_diff": None if r.output_check is None else r.output_check.max_abs_diff,
         "max_abs_diff_leaf": None if r.output_check is None else f"out{r.output_check.leaf}",

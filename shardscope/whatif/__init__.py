@@ -9,6 +9,9 @@ it counts as a saving. Above the engine, whose jaxpr and compiled views it reads
 - ``deferral``, ``type_reach``: a sum moved after its loop, and where its unsummed value goes;
 - ``explicit_axes``: the sums the partitioner writes, read from Explicit-axes types, and an
   Auto program traced again with Explicit axes;
+- ``shard_map_route``: a jit program's step run per device inside ``jax.shard_map`` when its
+  Explicit-axes rewrite fails, read by ``per_device`` (which dimensions are split, where the
+  devices sum) with ``split_rules`` (one rule per primitive); ``shard_map_snippet`` writes it;
 - ``hoisting``: a loop-invariant collective moved before its loop;
 - ``rewritten``, ``checks``: the rewritten program beside the original, and the checks (runs
   per call, outputs) a rewrite passes before it is reported;

@@ -5,7 +5,9 @@
 - jit with Explicit axes: the sums the partitioner writes in the loop the compiled findings
   leave, read from the Explicit-axes types (:mod:`~shardscope.whatif.explicit_axes`), each
   kept only if the loop only accumulates it;
-- jit with Auto axes: the same, on the program traced again with Explicit axes.
+- jit with Auto axes: the same, on the program traced again with Explicit axes;
+- the shard_map route of a jit program (either axes), when that one fails: the step run per
+  device inside ``jax.shard_map`` (:mod:`~shardscope.whatif.shard_map_route`).
 
 With the program come what its checks need (the compiled collectives it moves and how often
 each should run after) and what its patch needs (the loop's line, whether every carry
@@ -20,20 +22,21 @@ from typing import TYPE_CHECKING, Any, Sequence
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
-from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, Refused, plan_deferral, Unsupported
+from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, plan_deferral, Unsupported
 from shardscope.whatif.explicit_axes import as_explicit, implicit_sums
 from shardscope.whatif.groups import HOIST, FindingGroup, group_axes, group_values
 from shardscope.whatif.hoisting import plan_hoist
 from shardscope.whatif.patch import PatchRequest, patch_for
 from shardscope.whatif.rewritten import RewrittenProgram, check_signature, rewritten_program
+from shardscope.whatif.shard_map_route import accumulated_deferral, shard_map_rewrite
 from shardscope.whatif.subject import AUTO
-from shardscope.whatif.type_reach import type_reach
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr
-    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop
     from shardscope.engine.jaxpr.dataflow import Collective
     from shardscope.whatif.patch import Patch
+    from shardscope.whatif.shard_map_snippet import StepSignature
     from shardscope.whatif.subject import Subject
 
 
@@ -50,13 +53,18 @@ class Built:
     memory: int
     loop_source: str
     whole_carry: bool = True
+    axes: tuple[str, ...] = ()  # the mesh axes its sums span, where the findings' groups are part of them
+    step: "StepSignature | None" = None  # a jit program's step run per device inside jax.shard_map
 
 
-def build(subject: "Subject", group: FindingGroup) -> Built:
-    """The rewritten program of one group, compiled and planned."""
+def build(subject: "Subject", group: FindingGroup, route: str = "") -> Built:
+    """The rewritten program of one group, compiled and planned, by the program's own route
+    or by ``route`` (:data:`SHARD_MAP` for a jit program: its step inside ``jax.shard_map``)."""
 
     check_signature(subject)
     index = EquationIndex(subject.traced.jaxpr)
+    if route == SHARD_MAP and subject.style != SHARD_MAP:
+        return _build_per_device(subject, group, index)
     moved = [(c, _after(c, group.equations)) for c in group.findings]
     if group.kind == HOIST:
         hoist = plan_hoist(index, tuple(c.equation_id for c in group.equations), group.loop)
@@ -78,7 +86,7 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
     import jax
 
 
-    loop = group.findings[0].loops[[w.name for w in group.findings[0].loops].index(group.loop)]
+    loop = _compiled_loop(group)
     moved = [(c, c.verdict.executions_after) for c in group.findings]
     kind = group.findings[0].kind
     if subject.style == EXPLICIT:
@@ -101,6 +109,22 @@ def _build_jit(subject: "Subject", group: FindingGroup, index: EquationIndex) ->
                   _whole_carry(explicit_index, deferral))
 
 
+def _build_per_device(subject: "Subject", group: FindingGroup, index: EquationIndex) -> Built:
+    """The shard_map route of a jit program: its step run per device, the loop's sums deferred."""
+    loop = _compiled_loop(group)
+    loop_id = _jaxpr_loop(index, loop.source, loop.trip_count)
+    rewrite = shard_map_rewrite(subject, index, loop_id)
+    moved = [(c, c.verdict.executions_after) for c in group.findings]
+    return Built(rewrite.program, moved, group.findings[0].kind, SHARD_MAP, 0, _source_of(index, loop_id),
+                 _whole_carry(index, rewrite.deferral), axes=rewrite.axes, step=rewrite.signature)
+
+
+def _compiled_loop(group: FindingGroup) -> "CompiledLoop":
+    """The compiled while loop a jit group's sums leave (its name is the group's loop)."""
+    found = group.findings[0].loops
+    return found[[w.name for w in found].index(group.loop)]
+
+
 def _traced_under_mesh(subject: "Subject") -> "ClosedJaxpr":
     """The subject's jaxpr traced under its Explicit mesh (``jax.set_mesh``). A program whose
     arguments carry the mesh traces without one in context too, but then jax 0.12 types the
@@ -116,21 +140,10 @@ def _explicit_deferral(index: EquationIndex, loop_id: str) -> "Deferral":
     accumulates (each checked alone: a forward pass's sum read by a ``tanh`` is not one)."""
 
     candidates = implicit_sums(index, loop_id)
-    accumulated = {}
-    reasons = []
-    for eqn_id, axes in candidates.items():
-        reach = type_reach(index.jaxpr, {eqn_id: axes}, frozenset({loop_id}))
-        if not reach.leaks and reach.summed.get(loop_id):
-            accumulated[eqn_id] = axes
-        elif reach.leaks:
-            reasons.append(reach.first_leak)
-    if not accumulated and reasons:  # each sum goes somewhere else too: moving it changes the result
-        raise Refused(f"no sum the partitioner writes in the loop is only accumulated, as the jaxpr shows it "
-                      f"({reasons[0]}).")
-    if not accumulated:
+    if not candidates:
         raise Unsupported("shardscope finds no sum the partitioner writes in the loop in the program's jaxpr with "
                           "Explicit axes.")
-    return plan_deferral(index, accumulated, loop_id, EXPLICIT)
+    return accumulated_deferral(index, candidates, loop_id, EXPLICIT)
 
 
 def _source_of(index: EquationIndex, eqn_id: str) -> str:
@@ -160,11 +173,13 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
     sources = tuple(c.source for c in group.equations) if group.kind == HOIST else ()
     full = tuple(_full_source(subject, c.equation_id) for c in group.equations) if group.kind == HOIST else ()
     values = group_values(group, subject.input_names)
-    request = PatchRequest(kind=group.kind, route=built.route, axes=group_axes(group), values=values,
+    request = PatchRequest(kind=group.kind, route=built.route, axes=built.axes or group_axes(group), values=values,
                            loop_source=built.loop_source, collective_sources=full or sources,
                            whole_carry=built.whole_carry, inputs=subject.input_names,
                            primitive=group.equations[0].primitive if group.equations else "",
-                           replicated=_replicated(subject, values))
+                           replicated=_replicated(subject, values), step=built.step,
+                           computed=frozenset(op.value for c in group.findings for op in c.operands
+                                              if op.computed and op.value))
     try:
         return patch_for(request)
     except Exception:  # a patch is a convenience: its absence never hides the checked rewrite

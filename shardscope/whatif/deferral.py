@@ -10,6 +10,10 @@ own style:
   ``lax.pcast(zeros, axes, to='varying')``; ``lax.psum(acc, axes)`` after the loop. The
   replicated values whose ``pvary`` the sum transposes are cast before the loop instead of
   inside it, as ``lax.pcast(params, axes, to='varying')`` before the loop reads;
+- ``per_device`` (a jit program run per device inside ``jax.shard_map``,
+  :mod:`shardscope.whatif.shard_map_route`): the ``psum`` the per-device program writes after
+  a contraction over a split dimension is not written; the accumulator starts varying and one
+  ``psum`` follows the loop, as in ``shard_map``;
 - ``explicit`` (jit with Explicit axes): the ``dot_general``/``reduce_sum`` whose contraction
   over a sharded axis the partitioner sums gives its result ``unreduced`` over that axis
   (what ``jax.grad`` of a parameter resharded ``reduced`` gives); the accumulator starts
@@ -23,7 +27,7 @@ something other than zero (summed over devices after the loop, it would count on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from shardscope.engine.jaxpr.dead_code import named_equations
 from shardscope.engine.jaxpr.model import scan_operand_groups, user_frames_of
@@ -37,7 +41,9 @@ if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
     from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
-SHARD_MAP, EXPLICIT = "shard_map", "explicit"
+SHARD_MAP, EXPLICIT, PER_DEVICE = "shard_map", "explicit", "per_device"
+_VARYING = frozenset({SHARD_MAP, PER_DEVICE})
+"""The styles whose unsummed values are varying (``shard_map``'s types), not unreduced."""
 
 
 class Refused(Exception):
@@ -74,7 +80,8 @@ class Deferral:
 
     def edits(self, index: "EquationIndex") -> Edits:
         """The :class:`Edits` that make this rewrite."""
-        replace = {r: (_unsummed if self.style == SHARD_MAP else _unreduced(self.axes)) for r in self.reductions}
+        replace = {} if self.style == PER_DEVICE else {
+            r: (_unsummed if self.style == SHARD_MAP else _unreduced(self.axes)) for r in self.reductions}
         before: dict[str, Replacement] = {}
         for loop_id, carries in self.carries.items():
             first = _first_carry(index.equation(loop_id))
@@ -86,15 +93,17 @@ class Deferral:
         return Edits(replace=replace, before=before, after=after)
 
 
-def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: str, style: str) -> Deferral:
+def plan_deferral(index: "EquationIndex", reductions: Mapping[str, Axes], loop: str, style: str,
+                  split: Callable[[Any], Axes] | None = None) -> Deferral:
     """The :class:`Deferral` of ``reductions`` (equation id -> the axes each sums over) out of
-    ``loop``; raises :class:`Refused` when it would change the result."""
+    ``loop``; raises :class:`Refused` when it would change the result. ``split``: the axes a
+    variable is split over where its type does not say (``per_device``)."""
     for eqn_id in reductions:
         primitive = index.equation(eqn_id).primitive.name
         if style == SHARD_MAP and primitive != PSUM_INVARIANT:
             raise Unsupported(f"a {primitive} is not rewritten (only the psum_invariant that sums a replicated value's "
                           "gradient is)")
-    reach = type_reach(index.jaxpr, reductions, frozenset({loop}))
+    reach = type_reach(index.jaxpr, reductions, frozenset({loop}), split)
     if reach.leaks:
         raise Refused(_sentence(reach.first_leak) + "; moving the sum after the loop would change what the program "
                       "computes.")
@@ -244,7 +253,7 @@ def _start_unsummed(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     from jax.sharding import NamedSharding
 
     aval = core.typeof(value)
-    if style == SHARD_MAP:
+    if style in _VARYING:
         missing = tuple(sorted(axes - aval.manual_axis_type.varying))
         return lax.pcast(value, missing, to="varying") if missing else value
     spec = aval.sharding.spec
@@ -269,7 +278,7 @@ def _sum(value: jax.Array, axes: Axes, style: str) -> jax.Array:
     from jax._src import core
     from jax.sharding import NamedSharding
 
-    if style == SHARD_MAP:
+    if style in _VARYING:
         return lax.psum(value, tuple(sorted(axes)))
     sharding = core.typeof(value).sharding
     spec = sharding.spec

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from shardscope.collective_kinds import CALL_NOUNS, CALLS
+from shardscope.whatif.shard_map_snippet import StepSignature, per_device_snippet
 
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
 """The JAX loops a patch rewrites, with the positions of their body and of their start value."""
@@ -68,10 +69,17 @@ class PatchRequest:
     inputs: tuple[str, ...] = ()
     primitive: str = ""
     replicated: bool = True
+    step: StepSignature | None = None  # a jit program's step run per device inside jax.shard_map
+    computed: frozenset[str] = frozenset()  # the values the step computes (a loss): nothing to cast
 
 
 def patch_for(request: PatchRequest) -> Patch:
     """The :class:`Patch` of one rewrite: a diff where the source has the usual shape, else a snippet."""
+    if request.step is not None:
+        return Patch(per_device_snippet(request.step, request.values, request.axes, _where(request), request.computed),
+                     False, None, (
+            "the step moves inside jax.shard_map and its split dimensions take each device's sizes: shardscope does "
+            "not write that into the file",))
     match = _SOURCE.match(request.loop_source)
     if match is None:
         return _snippet(request, ("the loop's source line is not known",))
@@ -425,9 +433,13 @@ def _apply(text: str, edits: list[_Edit]) -> str:
     return text
 
 
+def _where(request: PatchRequest) -> str:
+    return request.loop_source.rsplit("/", 1)[-1] or "the loop"
+
+
 def _snippet(request: PatchRequest, notes: tuple[str, ...]) -> Patch:
     """The change in words and lines, with the program's own names, to make by hand."""
-    where = request.loop_source.rsplit("/", 1)[-1] or "the loop"
+    where = _where(request)
     axes = _axes_text(request.axes) if request.axes else "'data'"
     values = ", ".join(request.values) or "the summed values"
     root = _snippet_root(request.values)

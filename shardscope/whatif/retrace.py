@@ -88,6 +88,11 @@ _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call"
 """Calls with one body that run inline when they must be traced again."""
 
 
+_COMBINED = frozenset({"scatter", "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "scatter-min",
+                       "scatter_min", "scatter-max", "scatter_max"})
+"""First-order primitives whose jaxpr parameter is only how two scalars combine: bound again as they are."""
+
+
 class Retracer:
     """Evaluates closed jaxprs with :class:`Edits` applied (call inside a JAX trace: ``jax.jit``).
 
@@ -96,6 +101,10 @@ class Retracer:
     program again as an Explicit one); ``rules`` bind every equation of a primitive (by name)
     their own way (the Explicit-axes ``dot_general``, which must say how a sum is sharded).
     """
+
+    retrace_all = False
+    """True: every equation is traced again (inside a ``shard_map`` that runs a jit program per
+    device, where every shape may change), none bound as it was."""
 
     def __init__(self, edits: Edits, mesh: "AbstractMesh | None" = None,
                  rules: Mapping[str, Rule] | None = None) -> None:
@@ -142,7 +151,18 @@ class Retracer:
         except Exception as exc:  # JAX refuses this equation: say which, at the user's line
             raise RetraceError(f"{exception_text(exc)} (the {eqn.primitive.name} at {_where(eqn)})") from exc
 
+    def operands(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
+        """The operands ``eqn`` runs on, before any edit (here: as they come)."""
+        return invals
+
+    def first_order(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
+        """A first-order primitive traced again: by its rule, else bound again as it was."""
+        if eqn.primitive.name in self.rules:
+            return self.rules[eqn.primitive.name](eqn, eqn_id, invals, self._params(eqn))
+        return bind(eqn, invals, self._params(eqn))
+
     def _equation(self, eqn: "JaxprEqn", eqn_id: str, invals: list) -> list:
+        invals = self.operands(eqn, eqn_id, invals)
         before = self.edits.before.get(eqn_id)
         if before is not None:
             invals = before(eqn, invals)
@@ -152,7 +172,7 @@ class Retracer:
             outs = replace(eqn, invals)
         elif scaled is not None:
             outs = scaled
-        elif self.edits.touches(eqn_id) or _types_changed(eqn, invals):
+        elif self.retrace_all or self.edits.touches(eqn_id) or _types_changed(eqn, invals):
             outs = self.retrace(eqn, eqn_id, invals)
         elif eqn.primitive.name in self.rules:
             outs = self.rules[eqn.primitive.name](eqn, eqn_id, invals, self._params(eqn))
@@ -185,13 +205,11 @@ class Retracer:
         subs = sub_jaxprs(eqn)
         if name in _CALLS and len(subs) == 1:
             return self._inline(eqn, eqn_id, invals)
-        if subs:
+        if subs and name not in _COMBINED:
             raise RetraceError(f"the rewrite passes through a {name}, which shardscope cannot trace again")
         if name == "pvary":
             return _pvary(eqn, invals[0])
-        if name in self.rules:
-            return self.rules[name](eqn, eqn_id, _agreeing(eqn, invals), self._params(eqn))
-        return bind(eqn, _agreeing(eqn, invals), self._params(eqn))
+        return self.first_order(eqn, eqn_id, _agreeing(eqn, invals))
 
     def _params(self, eqn: "JaxprEqn") -> Mapping[str, Any]:
         """``eqn``'s parameters, its shardings on :attr:`mesh` when one is given: a sharding the

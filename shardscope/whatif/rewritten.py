@@ -78,18 +78,21 @@ class RewrittenProgram:
 
 
 def rewritten_program(subject: "Subject", closed: "ClosedJaxpr", edits: Edits, mesh: "Mesh | None" = None,
-                      converted: "ExplicitProgram | None" = None) -> RewrittenProgram:
+                      converted: "ExplicitProgram | None" = None,
+                      run: Callable[[list], list] | None = None) -> RewrittenProgram:
     """The program ``closed`` (the subject's jaxpr, or its Explicit-axes trace ``converted``) run
-    with ``edits``: jitted over the subject's arguments, traced, compiled and planned."""
+    with ``edits``: jitted over the subject's arguments, traced, compiled and planned. ``run``
+    gives the flat outputs from the flat arguments in place of running ``closed`` with
+    ``edits`` (the shard_map route runs it per device)."""
     import jax
 
 
     in_tree = jax.tree.structure((subject.args, subject.kwargs))
     out_tree = jax.tree.structure(subject.traced.out_info)
+    flat = run or (lambda leaves: Retracer(edits).run(closed, leaves))
 
     def rewritten(*args: object, **kwargs: object) -> Any:  # the original's output's pytree
-        leaves = jax.tree.leaves((args, kwargs))
-        return jax.tree.unflatten(out_tree, Retracer(edits).run(closed, leaves))
+        return jax.tree.unflatten(out_tree, flat(jax.tree.leaves((args, kwargs))))
 
     rewritten.__name__ = subject.name
     rewritten.__qualname__ = subject.name

@@ -99,10 +99,14 @@ class TypeReach:
         return "through its carry, the next iteration " + text[len("the loop "):]
 
 
-def type_reach(jaxpr: "Jaxpr", seeds: Mapping[str, Axes], sum_after: frozenset[str]) -> TypeReach:
+def type_reach(jaxpr: "Jaxpr", seeds: Mapping[str, Axes], sum_after: frozenset[str],
+               split: Callable[[Any], Axes] | None = None) -> TypeReach:
     """Follow the change from ``seeds`` (equation id -> the axes its results are now unsummed
-    over) through ``jaxpr``; the loops in ``sum_after`` sum their unsummed results again."""
-    walker = _Walker(seeds, sum_after)
+    over) through ``jaxpr``; the loops in ``sum_after`` sum their unsummed results again.
+    ``split``: the mesh axes a variable is split over where its type does not say (a jit
+    program with Auto axes read per device, :mod:`shardscope.whatif.per_device`): such a value
+    differs between the devices, as a varying one does."""
+    walker = _Walker(seeds, sum_after, split or _unsplit)
     outs = walker.block(jaxpr, [_NONE] * (len(jaxpr.constvars) + len(jaxpr.invars)), "")
     if any(outs):
         walker.result.leaks.append("the unsummed value reaches the program's outputs")
@@ -110,10 +114,20 @@ def type_reach(jaxpr: "Jaxpr", seeds: Mapping[str, Axes], sum_after: frozenset[s
 
 
 class _Walker:
-    def __init__(self, seeds: Mapping[str, Axes], sum_after: frozenset[str]) -> None:
+    def __init__(self, seeds: Mapping[str, Axes], sum_after: frozenset[str], split: Callable[[Any], Axes]) -> None:
         self.seeds = seeds
         self.sum_after = sum_after
+        self.split = split
         self.result = TypeReach()
+
+    def holds_seed(self, eqn_id: str) -> bool:
+        """True when a seed sits inside ``eqn_id`` (a ``jax.checkpoint``'s body in a backward
+        pass): its body is followed even when no operand is marked."""
+        return any(s.startswith(eqn_id + "/") or s.startswith(eqn_id + ".") for s in self.seeds)
+
+    def same_everywhere(self, atom: "Var | Literal", axes: Axes) -> bool:
+        """True when ``atom`` is the same on every device of a sum over ``axes``."""
+        return _same_everywhere(atom, axes) and (_is_literal(atom) or not axes & self.split(atom))
 
     def leak(self, text: str) -> None:
         if text not in self.result.leaks:
@@ -150,7 +164,7 @@ class _Walker:
             outs = self.block(_open(eqn.params["jaxpr"]), ins, block_id_of(eqn_id, "body"))
             if any(outs):
                 self.leak("the unsummed value leaves the shard_map")
-        elif not any(ins):
+        elif not any(ins) and not self.holds_seed(eqn_id):
             outs = [_NONE] * n_out
         elif name in _SUMS:
             axes = frozenset(_axes(eqn))
@@ -184,7 +198,7 @@ class _Walker:
             self.leak(_NOT_LINEAR_IN.get(name, f"the loop reads the sum's result with a {name}, which is not linear in it"))
         elif not rule.adds and len(marked) > 1:
             self.leak(f"the loop multiplies the sum's result by another such value (a {name})")
-        elif not all(_same_everywhere(eqn.invars[k], axes) for m in marked for k in rule.factors(count, m)):
+        elif not all(self.same_everywhere(eqn.invars[k], axes) for m in marked for k in rule.factors(count, m)):
             self.leak(_FACTOR_DIFFERS.get(name, f"the loop scales the sum's result by a value that differs between the "
                                                 f"devices (a {name})"))
         elif rule.adds and any(not ins[k] and not _is_zero(eqn.invars[k], producers) for k in sorted(linear)):
@@ -247,7 +261,7 @@ class _Walker:
     def _cond(self, eqn: "JaxprEqn", eqn_id: str, ins: list[Axes]) -> list[Axes]:
         if ins[0]:
             self.leak("a branch index is computed from the unsummed value")
-        elif any(ins[1:]) and not _same_everywhere(eqn.invars[0], _union(ins[1:])):
+        elif any(ins[1:]) and not self.same_everywhere(eqn.invars[0], _union(ins[1:])):
             self.leak("a lax.cond whose branch differs between the devices takes the unsummed value")
         outs = [_NONE] * len(eqn.outvars)
         for k, branch in enumerate(eqn.params["branches"]):
@@ -273,6 +287,10 @@ class _Walker:
 
 def _union(marks: list[Axes]) -> Axes:
     return frozenset().union(*marks) if marks else _NONE
+
+
+def _unsplit(atom: object) -> Axes:
+    return _NONE
 
 
 def _axes(eqn: "JaxprEqn") -> tuple[str, ...]:

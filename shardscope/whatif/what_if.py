@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
 from shardscope.whatif.checks import PlanCheck, plan_check
-from shardscope.whatif.deferral import EXPLICIT, Refused, Unsupported
+from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Refused, Unsupported
 from shardscope.whatif.groups import (
     DEFER,
     HOIST,
@@ -57,13 +57,35 @@ if TYPE_CHECKING:
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.whatif.patch import Patch
 
-__all__ = ["DEFER", "HOIST", "VERIFIED", "REFUSED", "FAILED", "STILL_IN_LOOP", "OUTPUTS_DIFFER", "NO_SAVING",
+__all__ = ["DEFER", "HOIST", "Attempt", "VERIFIED", "REFUSED", "FAILED", "STILL_IN_LOOP", "OUTPUTS_DIFFER", "NO_SAVING",
            "Subject", "RewrittenProgram", "Rewrite", "WhatIf", "subject_of", "rewrites_of", "what_if",
            "rewritten_program", "verify"]
 
 VERIFIED, REFUSED, FAILED, STILL_IN_LOOP, OUTPUTS_DIFFER, NO_SAVING = (
     "verified", "refused", "failed", "still_in_loop", "outputs_differ", "no_saving")
 """A rewrite's status: only ``verified`` is a saving."""
+
+
+ROUTE_WORDS = {SHARD_MAP: "the shard_map rewrite", EXPLICIT: "the Explicit-axes rewrite",
+               AUTO: "the Explicit-axes rewrite"}
+"""A route as the reasons name it."""
+
+ROUTE_NAMES = {SHARD_MAP: "shard_map", EXPLICIT: "Explicit axes",
+               AUTO: "Explicit axes (the Auto-axes program traced again with them)"}
+"""A route as the what-if's text names it."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A route a rewrite tried that did not give it: the route, its status and why."""
+
+    route: str
+    status: str
+    reason: str
+
+    def text(self) -> str:
+        """``the Explicit-axes rewrite failed: ...``."""
+        return f"{ROUTE_WORDS.get(self.route, self.route)} {_STATUS_WORDS.get(self.status, self.status)}: {self.reason}"
 
 
 @dataclass(frozen=True, repr=False)
@@ -92,6 +114,7 @@ class Rewrite:
     patch: "Patch | None" = None
     values: tuple[str, ...] = ()
     axes: tuple[str, ...] = ()
+    tried: tuple["Attempt", ...] = ()
 
     @property
     def verified(self) -> bool:
@@ -166,7 +189,9 @@ def rewrites_of(subject: Subject) -> tuple[Rewrite, ...]:
 
 
 def _rewrite(subject: Subject, group: FindingGroup) -> Rewrite:
-    """The rewrite of one group: built, compiled, planned, run and checked (or refused)."""
+    """The rewrite of one group: built, compiled, planned, run and checked (or refused). A jit
+    program's sum that its own route does not move (Explicit axes refuse its ``reshape``, the
+    rewrite still runs it in the loop) is tried again through ``jax.shard_map``."""
     base = Rewrite(kind=group.kind, route=subject.style, loop=group.loop, loop_words=loop_words(subject, group),
                    findings=group.findings, equations=group.equations, status=REFUSED, reason=group.refusal,
                    values=group_labels(group, subject.input_names), axes=group_axes(group))
@@ -174,16 +199,42 @@ def _rewrite(subject: Subject, group: FindingGroup) -> Rewrite:
         return dataclasses.replace(base, status=FAILED, reason=group.unsupported)
     if group.refusal:
         return base
+    first = _attempt(subject, group, base)
+    if subject.style == SHARD_MAP or group.kind != DEFER or first.status not in _ANOTHER_ROUTE:
+        return first
+    second = _attempt(subject, group, dataclasses.replace(base, route=SHARD_MAP), SHARD_MAP)
+    tried = Attempt(first.route, first.status, first.reason)
+    if second.verified:
+        return dataclasses.replace(second, tried=(tried,))
+    return _neither(first, second)
+
+
+_ANOTHER_ROUTE = frozenset({FAILED, STILL_IN_LOOP, OUTPUTS_DIFFER})
+"""What a first route's rewrite may come to for the shard_map route to be tried."""
+
+
+def _attempt(subject: Subject, group: FindingGroup, base: Rewrite, route: str = "") -> Rewrite:
+    """The rewrite of one group by one route (the program's own by default), checked."""
     try:
-        built = build(subject, group)
+        built = build(subject, group, route)
     except Unsupported as exc:
         return dataclasses.replace(base, status=FAILED, reason=exc.reason)
     except Refused as exc:
         return dataclasses.replace(base, reason=exc.reason)
     except Exception as exc:  # JAX refused the rewritten program (RetraceError too): say so, never a saving
-        return dataclasses.replace(base, status=FAILED, reason=_failure(subject, exc))
-    base = dataclasses.replace(base, route=built.route, memory_bytes=built.memory, patch=patch_of(subject, group, built))
+        return dataclasses.replace(base, status=FAILED, reason=_failure(subject, exc, base.route))
+    base = dataclasses.replace(base, route=built.route, memory_bytes=built.memory, patch=patch_of(subject, group, built),
+                               axes=built.axes or base.axes)
     return verify(subject, base, built.program, built.kind, built.moved)
+
+
+def _neither(first: Rewrite, second: Rewrite) -> Rewrite:
+    """Neither route gave a verified rewrite: the first route's result unless it failed (then
+    the second's, which got further), with one reason per route."""
+    attempts = tuple(Attempt(r.route, r.status, r.reason) for r in (first, second))
+    chosen = first if first.status != FAILED or second.status == FAILED else second
+    reason = "; ".join(a.text() for a in attempts)
+    return dataclasses.replace(chosen, reason=reason, tried=attempts)
 
 
 def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: str,
@@ -213,16 +264,20 @@ def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: 
     return dataclasses.replace(base, status=VERIFIED, reason=f"outputs match {tolerance}{unknown}")
 
 
-def _failure(subject: Subject, exc: BaseException) -> str:
+def _failure(subject: Subject, exc: BaseException, route: str) -> str:
     """Why the rewritten program did not trace or compile, with what to do when the cause is known."""
     import jax
 
     reason = f"the rewritten program does not trace or compile: {exception_text(exc)}"
     shardy = getattr(jax.config, "jax_use_shardy_partitioner", True)
-    if subject.style in (EXPLICIT, AUTO) and not shardy:
+    if route in (EXPLICIT, AUTO) and not shardy:
         reason += (" (an unreduced accumulator compiles with the Shardy partitioner only, which is off here: "
                    "jax.config.update('jax_use_shardy_partitioner', True))")
     return reason
+
+
+_STATUS_WORDS = {FAILED: "failed", STILL_IN_LOOP: "still runs it in the loop", OUTPUTS_DIFFER: "changes the outputs",
+                 REFUSED: "is refused", NO_SAVING: "saves nothing"}
 
 
 def _values_text(values: Sequence[str]) -> str:

@@ -99,7 +99,7 @@ def compiled_plan(
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
     paired = [builder.named_after_pairing(c, sizes) for c in paired]
     if style == "auto":  # the shard_map route's fixes name the function's arguments and what its sums carry
-        losses, devices = summed_losses(tuple(paired))
+        losses, devices = summed_losses(tuple(paired), builder.mesh)
         signature = Signature(tuple(arguments), devices or builder.devices, losses)
         paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
@@ -226,12 +226,12 @@ def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
         if len(roots) != 1 or not leaves:
             return ()
         root = roots.pop()
-        specs = {_spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
+        specs = {spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
         found.append((root, specs.pop() if len(specs) == 1 else f"jax.tree.map(lambda a: a.sharding.spec, {root})"))
     return tuple(found)
 
 
-def _spec_text(spec: "jax.sharding.PartitionSpec") -> str:
+def spec_text(spec: "jax.sharding.PartitionSpec") -> str:
     """``P(None, 'data')``, ``P('x', reduced={'y'})``, as the user writes it (a spec with a
     reduced or unreduced set refuses to be iterated: its dimensions are ``spec.partitions``)."""
     def entry(e: object) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, runs_per_call
@@ -22,7 +23,7 @@ from shardscope.engine.hlo.stacking import LATENCY_BOUND_BYTES, stackable_verdic
 from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE, OperandVerdict, runs_after
 from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, SPLITTABLE, Verdict
 from shardscope.collective_kinds import REDUCE_SCATTER, SUM_KINDS
-from shardscope.engine.hlo.replica_groups import whole_axes
+from shardscope.engine.hlo.replica_groups import MeshShape, whole_axes
 from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
 
 if TYPE_CHECKING:
@@ -61,13 +62,22 @@ class Signature:
                 f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){count} (lax.pmean) for the mean over the batch")
 
 
-def summed_losses(collectives: "tuple[CompiledCollective, ...]") -> tuple[tuple[str, ...], int]:
+def summed_losses(collectives: "tuple[CompiledCollective, ...]", mesh: MeshShape | None = None) -> tuple[tuple[str, ...], int]:
     """The values the plan's sums carry that the step computes (a loss or a metric, ``loss``, which a
     ``shard_map`` must sum itself: :attr:`CompiledOperand.computed`), and how many devices their
-    sum spans (0 when none)."""
-    found = {op.value: len(c.groups[0]) if c.groups else 0 for c in collectives if c.kind in SUM_KINDS
+    sum spans inside the ``shard_map`` (0 when none): those of the whole axes the fix names, not
+    the group the partitioner chose (a reshape of the batch can leave groups of 2 of ``data``'s 8)."""
+    found = {op.value: _devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
              for op in c.operands if op.value and op.computed}
     return tuple(found), max(found.values(), default=0)
+
+
+def _devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
+    """The devices of the whole mesh axes ``c`` spans, else of its first group."""
+    axes = whole_axes(c.axes or ())
+    if mesh is not None and axes and all(a in mesh.names for a in axes):
+        return prod(mesh.sizes[mesh.names.index(a)] for a in axes)
+    return len(c.groups[0]) if c.groups else 0
 
 
 def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, runs_before: str, runs_after: str,

@@ -1,0 +1,74 @@
+"""The shard_map route of a jit program as code: the step inside ``jax.shard_map``, written as a
+snippet with the program's own names (a diff would move the whole function and change its
+shapes, which shardscope does not write into the file).
+
+Inside ``jax.shard_map`` each device runs the step on its own rows: ``in_specs`` has one spec
+per argument (the one it comes in), a reshape of a split dimension takes the device's size, the
+parameters are cast to varying before the loop, the accumulator starts varying, and after the
+loop each accumulated value is summed over the devices. A ``jnp.mean`` on a device is over its
+own rows, so the gradients and the loss it accumulates are divided by the device count too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class StepSignature:
+    """What the snippet says of the whole step: its name, each argument with the spec it comes
+    in, the outputs' specs (``P()``, or one per output), and the devices a sum spans."""
+
+    function: str
+    arguments: tuple[tuple[str, str], ...]
+    out_specs: str
+    devices: int
+
+    def in_specs(self) -> str:
+        """``(P(), P('data'), P('data'))``: one spec per argument."""
+        specs = [spec for _, spec in self.arguments]
+        return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
+
+
+def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequence[str], where: str,
+                       computed: frozenset[str] = frozenset()) -> str:
+    """The lines of the shard_map route for the values ``values`` summed over ``axes`` in the
+    loop at ``where``; ``computed``: those the step computes (a loss), which have nothing to cast."""
+    axis = repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
+    losses = [v for v in values if v in computed or is_output(v)]
+    root = _root([v for v in values if v not in losses])
+    names = ", ".join(name for name, _ in step.arguments) or "*args"
+    what = ", ".join(values) or "the summed values"
+    lines = [f"# the sum of {what} only accumulates in the loop at {where}:",
+             "# run the step per device inside jax.shard_map, each device on its own rows (a reshape of a split",
+             "# dimension takes the device's size: x.reshape(MICRO, -1, ...))",
+             "@jax.jit",
+             f"@jax.shard_map(mesh=mesh, in_specs={step.in_specs()}, out_specs={step.out_specs})",
+             f"def {step.function}({names}):"]
+    if root:
+        lines += [f"    local_{root} = jax.tree.map(lambda p: lax.pcast(p, {axis}, to='varying'), {root})  # before the loop",
+                  f"    # read local_{root} inside the loop body instead of {root}"]
+    lines += [f"    acc0 = jax.tree.map(lambda a: lax.pcast(a, {axis}, to='varying'), acc0)  # the accumulator's start"]
+    divided = f" / {step.devices}" if step.devices > 1 else ""
+    accumulated = " and ".join((["the gradients"] if root else []) + losses)
+    lines += [f"    # once, after the loop: each device's jnp.mean is over its own rows, so {accumulated}",
+              f"    # summed over the devices and divided by {step.devices or 'their count'} (lax.pmean) are the batch's; a sum",
+              "    # over rows takes lax.psum alone",
+              f"    acc = jax.tree.map(lambda a: lax.psum(a, {axis}){divided}, acc)"]
+    return "\n".join(lines) + "\n"
+
+
+def is_output(value: str) -> bool:
+    """True for a value named as one of the program's outputs (``out[1]``): the step computes
+    it (a loss), there is nothing to cast."""
+    return bool(re.fullmatch(r"out(\[[^\]]+\])*", value.strip()))
+
+
+def _root(values: Sequence[str]) -> str:
+    """The argument the values belong to (``params``), ``params`` when several, "" when none."""
+    roots = {m.group() for v in values for m in [re.match(r"[A-Za-z_]\w*", v)] if m}
+    if not roots:
+        return ""
+    return roots.pop() if len(roots) == 1 else "params"
