@@ -11,7 +11,7 @@ must already be set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -113,11 +113,7 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     if profile:
         settings = settings.with_(profile=True, repeats=1)
     analysis = analyze(settings, loaded=loaded, measure=profile, compile=True, graphs=False, targets=targets)
-    return [
-        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s,
-                   plan.targets, measured=plan.inspection.measured)
-        for name, plan in analysis.plans.items()
-    ]
+    return [replace(plan.inspection, function=f"{demo.name}[{name}]") for name, plan in analysis.plans.items()]
 
 
 def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (),

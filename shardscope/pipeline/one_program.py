@@ -67,6 +67,10 @@ class TracedProgram:
     traced: "Traced"
     inspection: Inspection
 
+    def only_traced(self) -> Inspection:
+        """The inspection of the program traced and not compiled (``diff``), named as its source names it."""
+        return self.program.relabel(self.inspection)
+
 
 @dataclass(frozen=True)
 class InspectedProgram:
@@ -116,7 +120,7 @@ def compile_program(traced: TracedProgram, compiling: Compiling = Compiling()) -
         return InspectedProgram(replace(traced.inspection, dispatches=steps, compile_s=steps.compile_s), None)
     compilations = compile_for_targets(trace, compiling.targets, program.title)  # first: see the module docstring
     compiling.after_targets()
-    executable, compile_s = _compiled_on_cpu(program, trace, compiling.cpu_options)
+    executable, compile_s = compile_on_cpu(program, trace, compiling.cpu_options)
     inputs, outputs = program.input_names(trace), program.output_names(trace)
     inspection = with_compiled(traced.inspection, trace, executable, compile_s, inputs, outputs)
     assert inspection.compiled is not None  # read from ``executable``
@@ -129,8 +133,8 @@ def compile_program(traced: TracedProgram, compiling: Compiling = Compiling()) -
     return InspectedProgram(program.relabel(inspection), executable)
 
 
-def _compiled_on_cpu(program: PipelineProgram, trace: "Traced",
-                     options: dict[str, object] | None) -> "tuple[Compiled, float]":
+def compile_on_cpu(program: PipelineProgram, trace: "Traced",
+                   options: dict[str, object] | None = None) -> "tuple[Compiled, float]":
     """``trace`` compiled for the CPU (with XLA's ``options``) and the seconds it took; XLA's
     error as the program's own (:meth:`PipelineProgram.compile_error`)."""
     start = time.perf_counter()
