@@ -38,6 +38,7 @@ from shardscope.config.settings import Settings, check_axis_name
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.examples import ArgumentsDoNotFit
 from shardscope.sources.loading import load_file
+from shardscope.sources.marks import listed_name
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
@@ -82,9 +83,12 @@ def analyze(
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each program at least once")
     loaded = loaded or load_file(settings.path)
     if isinstance(loaded, ProgramFile):
-        if settings.function is not None and settings.function not in loaded.functions:
-            raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
-                                f"available: {', '.join(loaded.names)}")
+        if settings.function is not None:
+            listed = listed_name(loaded.functions, settings.function)  # an alias names the same program
+            if listed is None:
+                raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
+                                    f"available: {', '.join(loaded.names)}")
+            settings = settings.with_(function=listed)
         return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
                    targets=targets)
     for name in settings.mesh.names:
