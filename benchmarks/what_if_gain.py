@@ -98,13 +98,13 @@ def measure(path: Any, name: str, rounds: int) -> dict[str, Any]:
     from shardscope.costmodel.interconnects import preset
     from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, measure_what_if
     import shardscope.whatif.what_if  # noqa: F401  # Inspection.what_if registers itself on import
-    from shardscope.engine.inspection import inspect_program
+    from shardscope.pipeline.one_program import inspect_program, user_program
     from shardscope.sources.loading import import_file, marked_functions
 
     module, _ = import_file(path)
     program = marked_functions(module, path)[0][name]
     start = time.perf_counter()
-    inspection = inspect_program(program.fn, program.spec.args, program.spec.kwargs, name)
+    inspection = inspect_program(user_program(program.fn, program.spec.args, program.spec.kwargs, name))
     what_if = inspection.what_if()
     built_s = time.perf_counter() - start
     measured = measure_what_if(what_if, rounds, preset(PRESET), DEVICES)

@@ -27,7 +27,7 @@ def inspect(fn: Callable, *args: object, **kwargs: object) -> "Inspection":
     # themselves on the Inspection as they are imported: print() and .what_if() need them.
     import shardscope.render.findings_html  # noqa: F401
     import shardscope.whatif.what_if  # noqa: F401
-    from shardscope.engine.inspection import inspect as _inspect
+    from shardscope.pipeline.one_program import inspect as _inspect
 
     return _inspect(fn, *args, **kwargs)
 
@@ -43,7 +43,7 @@ def inspect_on(target: str | Sequence[str], fn: Callable, *args: object, **kwarg
     # JAX and the engine: not on import; the renderings register themselves as inspect()'s do
     import shardscope.render.findings_html  # noqa: F401
     import shardscope.whatif.what_if  # noqa: F401
-    from shardscope.pipeline.check import inspect_on as _inspect_on
+    from shardscope.pipeline.one_program import inspect_on as _inspect_on
 
     return _inspect_on(target, fn, args, kwargs)
 

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from shardscope.engine.counts import Runs, runs_per_call
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
-from shardscope.engine.inspection import Inspection, inspect
+from shardscope.engine.inspection import Inspection
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render.targets import plan_verdict
 from shardscope.engine.dispatch.plan import DispatchFinding
 from shardscope.engine.hlo.paired import PairedCollective
 from shardscope.errors import TargetError
+from shardscope.pipeline.one_program import inspect, inspect_on
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.target_plan import TargetPlan
@@ -55,7 +56,6 @@ def collective_counts_on(target: str, fn: Callable, *args: Any, **kwargs: Any) -
     """Runs per call of each collective kind in the plan ``target``'s compiler makes
     (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``; nothing runs there), e.g. ``{"all-reduce": 1}``."""
     __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
-    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     return _target_plan(inspect_on(target, fn, args, kwargs), target).compiled.counts()
 
@@ -64,7 +64,6 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
     """Fail when ``target``'s compiler keeps in a loop a collective the loop does not need (what
     ``check --target`` exits 1 for); one its compiler moves out itself passes. Returns the inspection."""
     __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
-    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
     across = [f for f in inspection.dispatch_findings if f.flagged]
@@ -89,7 +88,6 @@ def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -
     target's compiler refused it for memory. A chip whose memory shardscope does not know fails
     too (nothing shows that it fits). Returns the inspection (``.targets[0].fit`` has the numbers)."""
     __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
-    from shardscope.pipeline.check import inspect_on  # the targets' compilers: only for this call
 
     inspection = inspect_on(target, fn, args, kwargs)
     plan = _target_plan(inspection, target)
@@ -100,7 +98,7 @@ def assert_fits_on(target: str, fn: Callable, *args: object, **kwargs: object) -
 
 
 def _target_plan(inspection: Inspection, target: str) -> "TargetPlan":
-    """The plan :func:`~shardscope.pipeline.check.inspect_on` made for ``target``; a step that is
+    """The plan :func:`~shardscope.pipeline.one_program.inspect_on` made for ``target``; a step that is
     not jitted has none (its calls are read on the CPU, each its own module): one clear error."""
     __tracebackhide__ = True  # pytest shows the caller's line, not shardscope's frames
     if not inspection.targets:

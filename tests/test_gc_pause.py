@@ -104,18 +104,18 @@ def _deep_naive_plan(monkeypatch):
 def test_the_pipeline_reads_a_deep_program_with_no_collection(monkeypatch):
     """The pipeline (the CLI's and the app's) reads each traced program with the collector paused:
     at most one collection, when the pause ends (tracing itself may collect, and is not counted)."""
-    from shardscope.pipeline import run as pipeline
+    from shardscope.pipeline import one_program, run as pipeline
 
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", "48")
     counted = []
-    read = pipeline.inspect_traced
+    read = one_program.inspect_traced  # the one path the pipeline reads each program on
 
     def counting(*args, **kwargs):
         result, collections = _collections_during(lambda: read(*args, **kwargs))
         counted.append((result.program.equation_count, collections))
         return result
 
-    monkeypatch.setattr(pipeline, "inspect_traced", counting)
+    monkeypatch.setattr(one_program, "inspect_traced", counting)
     gc.enable()
     from shardscope.config.settings import Settings
 

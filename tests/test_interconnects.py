@@ -397,7 +397,7 @@ def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_tak
     """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~121 us
     saving is 12% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
     from shardscope.costmodel.savings import MinSaving, savings_of
-    from shardscope.pipeline.check import inspect_on
+    from shardscope.pipeline.one_program import inspect_on
     from shardscope.sources.loading import load_file
 
     path = tmp_path / "sizes.py"

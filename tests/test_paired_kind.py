@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from shardscope.engine.inspection import inspect
+from shardscope.pipeline.one_program import inspect
 
 
 def test_a_dead_psum_is_labelled_by_its_primitive_and_its_opcode_is_the_all_reduce_it_would_be():

@@ -20,7 +20,7 @@ PROGRAM = textwrap.dedent("""
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
     from shardscope.engine.extensions import EXTENSIONS
-    from shardscope.engine.inspection import inspect
+    from shardscope.pipeline.one_program import inspect
 
     mesh = jax.make_mesh((4,), ("x",))
 

@@ -21,7 +21,7 @@ from rich.console import Console
 import _target_verdict_programs as programs
 import shardscope
 from _tpu_text import all_reduces, collectives
-from shardscope.pipeline.check import inspect_on
+from shardscope.pipeline.one_program import inspect_on
 from shardscope.render.findings import collectives_table
 from shardscope.render.targets import placements_table
 from test_gpu_targets import needs_plugin

@@ -195,7 +195,7 @@ def test_every_collective_of_the_targets_summary_has_its_row():
     layers), ln's gradient that left the layer loop among them."""
     from rich.console import Console
 
-    from shardscope.pipeline.check import inspect_on
+    from shardscope.pipeline.one_program import inspect_on
     from shardscope.render.targets import placements_table, target_rows, target_table
 
     target = "gpu:h100:8"

@@ -55,7 +55,7 @@ _ONE_DEVICE = """
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from shardscope.errors import ShardscopeError
-from shardscope.pipeline.check import inspect_on
+from shardscope.pipeline.one_program import inspect_on
 
 mesh = Mesh(np.array(jax.devices()[:8]), ("data",))  # a notebook that forgot jax_num_cpu_devices: 1 device
 x = jax.ShapeDtypeStruct((32, 4), jnp.float32, sharding=NamedSharding(mesh, P("data")))

@@ -1,37 +1,34 @@
 """The analysis of one program: every collective, where it runs, how often, and whether it must.
 
-:func:`inspect` is the public entry point for any program JAX traces (``shard_map`` or jit with
-shardings): it reads the jaxpr (what the program writes) and the compiled module (what XLA
-runs, the partitioner's collectives too) and pairs them. The plans of
-:mod:`shardscope.pipeline.run` go through :func:`inspect_traced` as well, so a plan and a user's
-own training step are read by the same engine.
+An :class:`Inspection` is one program read two ways: its jaxpr (what the program writes) and
+its compiled module (what XLA runs, the partitioner's collectives too), paired.
+:func:`inspect_traced` and :func:`with_compiled` read a trace and its executable into one; every
+program a user or shardscope writes reaches them along one path,
+:mod:`shardscope.pipeline.one_program` (``shardscope.inspect``, ``check``, the explorer and
+``report``), which traces, compiles for the CPU and the targets and adds the fixes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from shardscope.engine.compilation import compile_traced
 from shardscope.engine.counts import total_executions
-from shardscope.engine.device_request import DeviceRequest, device_request
-from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan, is_dispatch_sequence, reads_a_value_error
+from shardscope.engine.device_request import DeviceRequest
+from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan
 from shardscope.engine.extensions import EXTENSIONS, Rewrites
 from shardscope.engine.hlo.compiled import HoldsTraced, jax_traced, plan_of
 from shardscope.engine.hlo.measured import MeasuredPlan
 from shardscope.engine.hlo.paired import PairedCollective, paired_collectives
 from shardscope.engine.hlo.partitioner_warnings import PartitionerWarning
 from shardscope.engine.hlo.plan import CompiledPlan
-from shardscope.engine.remat_fixes import with_fixes
 from shardscope.engine.jaxpr.dataflow import collectives, loops
 from shardscope.engine.jaxpr.model import equation_source, from_jaxpr, short_source
 from shardscope.engine.pytree_paths import argument_names, pytree_names
-from shardscope.engine.traceable import Traceable, traceable
+from shardscope.engine.traceable import Traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
-from shardscope.failures import trace_error
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -42,7 +39,7 @@ if TYPE_CHECKING:
     from shardscope.engine.jaxpr.dataflow import Collective, Loop
     from shardscope.engine.jaxpr.model import Program
 
-__all__ = ["InspectedCall", "Inspection", "argument_names", "inspect", "inspect_traced", "pytree_names"]
+__all__ = ["InspectedCall", "Inspection", "argument_names", "inspect_traced", "pytree_names", "with_compiled"]
 
 
 @dataclass(frozen=True)
@@ -233,56 +230,8 @@ class Inspection:
         printer.text(str(self))
 
 
-def inspect(fn: Callable, *args: object, **kwargs: object) -> Inspection:
-    """Trace, lower and compile ``fn(*args, **kwargs)`` (nothing runs) and read both views.
-
-    ``fn`` is any callable JAX can trace: a ``jax.jit`` object, a plain function (jitted here),
-    an ``nnx.jit`` function, an ``eqx.filter_jit`` wrapper, a ``functools.partial`` or a bound
-    method; with ``jax.shard_map`` inside or jit with shardings (the partitioner's collectives
-    are in the compiled module only). ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees
-    (placed with their shardings, or shapes with ``sharding=``). The jaxpr is read, then
-    ``traced.lower().compile()`` gives the module the compiled plan reads: the program
-    compiles once, as ``jax.jit(fn).lower(*args).compile()`` would. Raises
-    :class:`~shardscope.errors.TraceError` when it does not trace or compile.
-    """
-    return inspect_program(fn, args, kwargs, debug=API_DEBUG)
-
-
 API_DEBUG = "JAX's whole error is this exception's __cause__"
 """Where the Python API's trace errors say the whole of JAX's error is (the CLI says ``--debug``)."""
-
-
-def inspect_program(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
-                    debug: str = API_DEBUG) -> Inspection:
-    """:func:`inspect` of ``fn`` named ``name`` (default: its own name); a trace or compile
-    error says that ``debug`` shows the whole of JAX's error."""
-    label = name if name else str(getattr(fn, "__name__", type(fn).__name__))
-    program = traceable(fn, args, kwargs)
-    try:
-        traced, trace_s = trace_program(program, label, debug)
-    except TraceError as error:
-        eager = None if hasattr(fn, "trace") or error.__cause__ is None else reads_a_value_error(error.__cause__, label,
-                                                                                                  debug)
-        if eager is None:
-            raise
-        raise eager from error.__cause__
-    if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
-        return inspect_dispatches(program, traced, label, trace_s, debug)
-    compiled, compile_s = compile_program(traced, label, debug)
-    inspection = inspect_traced(traced, label, program.input_names, pytree_names(traced.out_info, "out"), trace_s,
-                                compiled=compiled, compile_s=compile_s)
-    plan = with_fixes(program, inspection.compiled) if inspection.compiled is not None else None
-    return dataclasses.replace(inspection, compiled=plan, call=InspectedCall(program, jax_traced(traced), compiled),
-                               device_request=device_request(jax_traced(traced), compiled))
-
-
-def inspect_dispatches(program: Traceable, traced: "Traced | HoldsTraced", name: str, trace_s: float, debug: str) -> Inspection:
-    """The :class:`Inspection` of a step that is not jitted (:func:`~shardscope.engine.dispatch.plan.is_dispatch_sequence`):
-    its jaxpr as traced, and each call's own module compiled as JAX compiles it when called."""
-    traced = jax_traced(traced)
-    base = inspect_traced(traced, name, program.input_names, pytree_names(traced.out_info, "out"), trace_s)
-    plan = dispatches_of(program, traced, name, debug)
-    return dataclasses.replace(base, dispatches=plan, compile_s=plan.compile_s)
 
 
 def dispatches_of(program: Traceable, traced: "Traced | HoldsTraced", name: str, debug: str = API_DEBUG) -> DispatchPlan:
@@ -305,34 +254,6 @@ def dispatches_of(program: Traceable, traced: "Traced | HoldsTraced", name: str,
                          ) from exc
 
 
-def trace_program(program: Traceable, name: str, debug: str) -> tuple[Any, float]:
-    """``program.function.trace(*args, **kwargs)`` and its seconds; JAX's error as a
-    :class:`TraceError` (:func:`shardscope.failures.trace_error`, the quoting every command shares)."""
-    start = time.perf_counter()
-    try:
-        traced = program.function.trace(*program.args, **program.kwargs)
-    except ShardscopeError:
-        raise
-    except Exception as exc:
-        raise trace_error(exc, name, demo=False, debug=debug) from exc
-    return traced, time.perf_counter() - start
-
-
-def compile_program(traced: Traced, name: str, debug: str,
-                    options: dict[str, object] | None = None) -> tuple[Compiled, float]:
-    """``traced.lower().compile()`` (with XLA's ``options``) and its seconds; XLA's error as one
-    :class:`TraceError`."""
-    start = time.perf_counter()
-    try:
-        compiled = compile_traced(traced, options)
-    except ShardscopeError:
-        raise
-    except Exception as exc:
-        raise TraceError(f"{name} traces but does not compile on its example arguments: {quote_error(exc)}",
-                         f"jax.jit({name}).lower(*args).compile() fails the same way; {debug}") from exc
-    return compiled, time.perf_counter() - start
-
-
 def inspect_traced(
     traced: Traced, function: str, input_names: Sequence[str], output_names: Sequence[str], trace_s: float = 0.0,
     *, compiled: Compiled | None = None, compile_s: float | None = None,
@@ -341,13 +262,31 @@ def inspect_traced(
     ``nnx.jit``); with ``compiled`` (its ``lower().compile()``), its compiled plan too."""
     traced = jax_traced(traced)
     program = from_jaxpr(traced.jaxpr)
+    names_in, names_out = value_names(traced, program, input_names, output_names)
+    inspection = Inspection(function, program, collectives(program, names_in, names_out), trace_s)
+    if compiled is None:
+        return inspection
+    return with_compiled(inspection, traced, compiled, compile_s, input_names, output_names)
+
+
+def with_compiled(inspection: Inspection, traced: "Traced | HoldsTraced", compiled: Compiled, compile_s: float | None,
+                  input_names: Sequence[str], output_names: Sequence[str]) -> Inspection:
+    """``inspection`` (the jaxpr's view of ``traced``) with the compiled plan of ``compiled``: the
+    module read once and paired with the jaxpr's collectives as the trace read them (a demo's
+    plan names its own collectives only after this: relabelled sources would pair with no line)."""
+    traced = jax_traced(traced)
+    names_in, names_out = value_names(traced, inspection.program, input_names, output_names)
+    plan = plan_of(traced, compiled, input_names=names_in, output_names=names_out, program=inspection.program,
+                   jaxpr_collectives=inspection.collectives)
+    return dataclasses.replace(inspection, compiled=plan, compile_s=compile_s)
+
+
+def value_names(traced: Traced, program: Program, input_names: Sequence[str],
+                output_names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The names of the program's inputs and outputs, each list blank where it does not name every
+    value (a ``static_argnums`` argument is named but is no input of the jaxpr)."""
     invars = len(traced.jaxpr.jaxpr.invars)
     names_in = list(input_names) if len(input_names) == invars else [""] * invars
     outvars = len(program.root.outputs)
     names_out = list(output_names) if len(output_names) == outvars else [""] * outvars
-    found = collectives(program, names_in, names_out)
-    plan = None
-    if compiled is not None:
-        plan = plan_of(traced, compiled, input_names=names_in, output_names=names_out, program=program,
-                       jaxpr_collectives=found)
-    return Inspection(function, program, found, trace_s, plan, compile_s)
+    return names_in, names_out

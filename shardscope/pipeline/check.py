@@ -13,23 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from shardscope.engine.compilation import READ_ONLY
-from shardscope.engine.hlo.compiled import jax_traced
-from shardscope.engine.inspection import (InspectedCall, Inspection, compile_program, inspect_program,
-                                          inspect_traced, trace_program, inspect_dispatches, API_DEBUG)
-from shardscope.engine.dispatch.plan import is_dispatch_sequence
+from shardscope.engine.inspection import Inspection
 from shardscope.engine.hlo.target_plan import FindingFilter
-from shardscope.engine.pytree_paths import pytree_names
-from shardscope.engine.remat_fixes import with_fixes
-from shardscope.engine.traceable import traceable
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
+from shardscope.pipeline.one_program import Compiling, inspect_program, user_program
 from shardscope.pipeline.run import analyze
-from shardscope.targets.plans import (compile_for_targets, load_targets, parse_targets, settings_on_targets,
-                                      target_device_count, target_plans)
+from shardscope.targets.plans import settings_on_targets, target_device_count
 from shardscope.targets.base import TargetDevices
 from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
@@ -99,50 +93,12 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
 
 def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: bool = True) -> Inspection:
     """A program's inspection (traced and compiled, not run), with its plan on each target."""
+    checked = user_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
     if not targets:
-        return inspect_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
+        return inspect_program(checked)
     # the command owns the process: the slice's compile gives its freed memory back before the CPU's
-    return inspect_on_targets(program.fn, program.spec.args, program.spec.kwargs, targets, program.name, CLI_DEBUG,
-                              after_targets=release_freed_memory, cpu_options=None if runs else READ_ONLY)
-
-
-def inspect_on(targets: str | Sequence[str], fn: Callable, args: tuple, kwargs: dict) -> Inspection:
-    """:func:`shardscope.inspect` of ``fn(*args, **kwargs)`` with its plan on each target too
-    (``"gpu:h100:8"``, ``"tpu:v5e:2x4"``): ``inspection.targets`` holds them, beside the CPU's.
-    Made for one target, the inspection counts (``counts()``) and prints that target's plan,
-    then the CPU's, each labelled."""
-    texts = (targets,) if isinstance(targets, str) else tuple(targets)
-    name = str(getattr(fn, "__name__", type(fn).__name__))
-    inspection = inspect_on_targets(fn, args, kwargs, load_targets(parse_targets(texts)), name, API_DEBUG)
-    if len(inspection.targets) != 1:
-        return inspection
-    # made for one target: it counts and shows that target's plan first
-    return replace(inspection, shown_on=inspection.targets[0].target)
-
-
-def inspect_on_targets(fn: Callable, args: tuple, kwargs: dict, targets: Sequence[TargetDevices], name: str,
-                       debug: str, after_targets: Callable[[], object] = lambda: None,
-                       cpu_options: dict[str, object] | None = None) -> Inspection:
-    """``fn`` traced once, compiled for the CPU (with XLA's ``cpu_options``) and for each of
-    ``targets``; ``after_targets`` runs between the targets' compiles and the CPU's (``check``
-    gives the freed memory back there: :mod:`shardscope.pipeline.freed_memory`)."""
-    program = traceable(fn, args, kwargs)
-    traced, trace_s = trace_program(program, name, debug)
-    if is_dispatch_sequence(fn, jax_traced(traced).jaxpr):
-        # no target's compiler merges separate dispatches: their findings stand on every target
-        return inspect_dispatches(program, traced, name, trace_s, debug)
-    compilations = compile_for_targets(traced, targets, name)  # first: the CPU's plan is not held through them
-    after_targets()
-    compiled, compile_s = compile_program(traced, name, debug, cpu_options)
-    outputs = pytree_names(traced.out_info, "out")
-    inspection = inspect_traced(traced, name, program.input_names, outputs, trace_s, compiled=compiled,
-                                compile_s=compile_s)
-    inputs = program.input_names if len(program.input_names) == len(jax_traced(traced).jaxpr.jaxpr.invars) else []
-    plans = target_plans(traced, compiled, inspection, targets, name, inputs, outputs, compilations=compilations)
-    # the call kept, as inspect() keeps it: --what-if rewrites and runs it; the CPU's
-    # rematerializations with their fixes compiled, as inspect() has them
-    fixed = None if inspection.compiled is None else with_fixes(program, inspection.compiled)
-    return replace(inspection, compiled=fixed, targets=plans, call=InspectedCall(program, jax_traced(traced), compiled))
+    return inspect_program(checked, Compiling(targets, cpu_options=None if runs else READ_ONLY,
+                                              after_targets=release_freed_memory))
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
@@ -157,11 +113,7 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     if profile:
         settings = settings.with_(profile=True, repeats=1)
     analysis = analyze(settings, loaded=loaded, measure=profile, compile=True, graphs=False, targets=targets)
-    return [
-        Inspection(f"{demo.name}[{name}]", plan.program, plan.collectives, plan.trace_s, plan.compiled, plan.compile_s,
-                   plan.targets, measured=plan.inspection.measured)
-        for name, plan in analysis.plans.items()
-    ]
+    return [replace(plan.inspection, function=f"{demo.name}[{name}]") for name, plan in analysis.plans.items()]
 
 
 def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (),

@@ -10,7 +10,7 @@ while another one traces.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +18,9 @@ import jax
 import numpy as np
 
 from shardscope.engine.hlo.compiled import jax_traced
-from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence
-from shardscope.engine.inspection import dispatches_of
-from shardscope.engine.pytree_paths import pytree_names
-from shardscope.engine.traceable import Traceable, traceable
-from shardscope.errors import ShardscopeError, TraceError, quote_error
-from shardscope.failures import trace_error
+from shardscope.errors import ShardscopeError, quote_error
 from shardscope.measure.crosscheck import layout
+from shardscope.pipeline.one_program import user_program
 from shardscope.pipeline.what_if_programs import what_if_programs
 from shardscope.pipeline.workload import Arguments, PipelineProgram, Workload
 from shardscope.config.settings import Settings
@@ -114,49 +110,25 @@ def program_workload(loaded: ProgramFile, settings: Settings) -> Workload:
 
 
 def _program(function: ProgramFunction, held: list[int]) -> PipelineProgram:
-    program = traceable(function.fn, function.spec.args, function.spec.kwargs)
-    return PipelineProgram(
-        name=function.name,
-        description=function.description,
-        role="program",
-        function=program.function,
-        arguments=(program.args, program.kwargs),
-        input_names=lambda traced: list(program.input_names),
-        output_names=lambda traced: pytree_names(traced.out_info, "out"),
+    """The program as ``check`` reads it (:func:`~shardscope.pipeline.one_program.user_program`),
+    with what the explorer adds: the example arguments it runs on, its mesh, and the explorer's
+    words for it (``program step``: ``XLA failed to compile the program step``)."""
+    program = user_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
+    return replace(
+        program, description=function.description, optional=True, compile_failure=None, called="",
         run_arguments=lambda traced, compiled: _run_arguments(function.name, program, traced, compiled, held),
-        trace_failure=lambda exc: _trace_failure(function.name, exc),
-        optional=True,
         mesh=lambda traced: mesh_text(jax_traced(traced).jaxpr),
-        dispatches=lambda traced: _dispatches(function, program, traced),
-        eager=program.eager,
     )
 
 
-def _dispatches(function: ProgramFunction, program: Traceable, traced: "Traced") -> "DispatchPlan | None":
-    """The step's dispatches when it is not jitted and calls jitted functions (each call's module
-    compiled alone), else None."""
-    if not is_dispatch_sequence(function.fn, jax_traced(traced).jaxpr):
-        return None
-    return dispatches_of(program, traced, function.name, CLI_DEBUG)
-
-
-def _trace_failure(name: str, exc: BaseException) -> tuple[ShardscopeError, str]:
-    """The error a program's failed trace raises when no program traces, and the one-line reason
-    it is listed under (it also heads the diff export and sits in the Timings tab's notes)."""
-    if isinstance(exc, SystemExit):
-        return (TraceError(f"{name} called sys.exit({exc.code!r}) while being traced.",
-                           "shardscope traces the program: it must return, not exit"),
-                f"it called sys.exit({exc.code!r}) while being traced")
-    return trace_error(exc, name, demo=False, debug=CLI_DEBUG), "it fails to trace: " + " ".join(quote_error(exc, 3).split())
-
-
-def _run_arguments(name: str, program: Traceable, traced: "Traced", compiled: "Compiled", held: list[int]) -> Arguments:
+def _run_arguments(name: str, program: PipelineProgram, traced: "Traced", compiled: "Compiled", held: list[int]) -> Arguments:
     """The example arguments, made concrete (shapes filled from :data:`SEED`) once they are known
     to fit beside the ``held[0]`` bytes of the programs before, and placed as the compiled program
     expects them: the timings measure the call alone."""
-    spec = ProgramSpec(program.args, program.kwargs)
+    spec = ProgramSpec(*program.arguments)
     arguments = dynamic_arguments(name, spec, traced.args_info)
-    names = list(program.input_names) if arguments[0] is spec.args and program.input_names else None
+    input_names = program.input_names(traced)
+    names = list(input_names) if arguments[0] is spec.args and input_names else None
     held[0] += check_program_fits(name, arguments, compiled.input_shardings, names, held[0])  # before a byte is made
     args, kwargs = materialize(arguments, SEED)
     try:

@@ -10,19 +10,13 @@ against the reference where there is one, and with each other.
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
-from shardscope.engine.compilation import compile_traced
-from shardscope.engine.hlo.compiled import plan_of
 from shardscope.engine.hlo.measured import profile_onto
-from shardscope.engine.hlo.plan import CompiledPlan
-from shardscope.engine.inspection import Inspection, inspect_traced
-from shardscope.engine.remat_fixes import with_fixes
-from shardscope.engine.traceable import Traceable
+from shardscope.engine.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
@@ -34,14 +28,17 @@ from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, Referen
 from shardscope.pipeline.comparison import compare, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
 from shardscope.pipeline.gc_pause import paused
+from shardscope.pipeline.one_program import (Compiling, NotTraced, TracedProgram, compile_on_cpu, compile_program,
+                                             trace_program)
 from shardscope.pipeline.program_files import program_workload
-from shardscope.targets.plans import settings_on_targets, target_plans
+from shardscope.targets.plans import settings_on_targets
 from shardscope.pipeline.workload import PipelineProgram, Workload
 from shardscope.plans import registry
 from shardscope.config.settings import Settings, check_axis_name
 from shardscope.sources.demos import DemoFile
 from shardscope.sources.examples import ArgumentsDoNotFit
 from shardscope.sources.loading import load_file
+from shardscope.sources.marks import listed_name
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
@@ -49,11 +46,11 @@ if TYPE_CHECKING:
 
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.hlo.target_plan import TargetPlan
+    from shardscope.engine.dispatch.plan import DispatchPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.targets.base import TargetDevices
 
-Traces = dict[str, tuple["Traced", Inspection]]
+Traces = dict[str, TracedProgram]
 
 
 def analyze(
@@ -86,9 +83,12 @@ def analyze(
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each program at least once")
     loaded = loaded or load_file(settings.path)
     if isinstance(loaded, ProgramFile):
-        if settings.function is not None and settings.function not in loaded.functions:
-            raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
-                                f"available: {', '.join(loaded.names)}")
+        if settings.function is not None:
+            listed = listed_name(loaded.functions, settings.function)  # an alias names the same program
+            if listed is None:
+                raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
+                                    f"available: {', '.join(loaded.names)}")
+            settings = settings.with_(function=listed)
         return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
                    targets=targets)
     for name in settings.mesh.names:
@@ -116,43 +116,33 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
 
     report = progress or (lambda stage, fraction: None)
     traced, unavailable = _trace(workload, report, measure)
-    compiled = _compile(workload, traced, report) if measure or compile or targets else {}
-    dispatches = {p.name: p.dispatches(traced[p.name][0]) for p in workload.programs if p.name in compiled}
-    eager = {name for name, plan in dispatches.items() if plan is not None}
+    compiles = measure or compile or bool(targets)
+    inspected, target_errors = _compile(workload, traced, report, Compiling(targets), unavailable) if compiles else (
+        {}, [])
+    compiled = {name: (found.executable, found.compile_s) for name, found in inspected.items()}
+    if compiles and workload.reference is not None and workload.reference.name in traced:
+        # checked against, never shown: nothing to read of its module
+        compiled[workload.reference.name] = compile_on_cpu(workload.reference, traced[workload.reference.name].traced)
+    eager = {name for name, found in inspected.items() if found.dispatches is not None}
     measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
     profile = _profile(workload, measured.calls, eager, report) if measure else None
     results = {}
     profile_errors: list[ProfileError] = []
-    target_errors: list[TargetError] = []
     with paused():  # one pause for every program: the collector catches up once, not after each
         for program in workload.programs:
-            if program.name not in traced:
-                continue
-            trace, inspection = traced[program.name]
-            if program.name in compiled:
-                executable, compile_s = compiled[program.name]
-                inspection = replace(inspection, compiled=_compiled_plan(program, trace, inspection, executable),
-                                     compile_s=compile_s)
-                if targets:
-                    report("compiling", 1.0)
-                    try:
-                        inspection = replace(inspection, targets=_target_plans(program, trace, executable, inspection,
-                                                                               targets))
-                    except TargetError as exc:  # one program that does not fit the slice: the others still show
-                        if not program.optional:
-                            raise
-                        target_errors.append(exc)
-                        unavailable[program.name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-                        continue
-                if profile is not None and program.name in profile and inspection.compiled is not None:
-                    try:
-                        inspection = replace(inspection, measured=profile_onto(inspection.compiled,
-                                                                               profile[program.name]))
-                    except ProfileError as exc:  # a program the profile does not hold keeps no times
-                        profile_errors.append(exc)
+            if program.name not in (inspected if compiles else traced):
+                continue  # it did not trace, or (optional) does not fit a target: listed as unavailable
+            found = inspected.get(program.name)
+            inspection = found.inspection if found is not None else traced[program.name].only_traced()
+            if profile is not None and program.name in profile and inspection.compiled is not None:
+                try:
+                    inspection = replace(inspection, measured=profile_onto(inspection.compiled, profile[program.name]))
+                except ProfileError as exc:  # a program the profile does not hold keeps no times
+                    profile_errors.append(exc)
             results[program.name] = PlanResult.from_inspection(
-                program.relabel(inspection), name=program.name, description=program.description, role=program.role,
-                graphs=graphs, mesh=program.mesh(trace), dispatches=dispatches.get(program.name),
+                inspection, name=program.name, description=program.description, role=program.role,
+                graphs=graphs, mesh=program.mesh(traced[program.name].traced),
+                dispatches=found.dispatches if found is not None else None,
                 **measured.per_program.get(program.name, {}),
             )
     if target_errors and not results:
@@ -181,28 +171,9 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     )
 
 
-def _compiled_plan(program: PipelineProgram, trace: "Traced", inspection: Inspection, compiled: "Compiled") -> CompiledPlan:
-    """The compiled plan of one program, read once: paired with the jaxpr view the trace already
-    read (its collectives as traced: a plan's relabelled sources would pair with no line)."""
-    with paused():  # the parse makes an object per instruction: no full passes meanwhile
-        plan = plan_of(trace, compiled, input_names=program.input_names(trace), output_names=program.output_names(trace),
-                       program=inspection.program, jaxpr_collectives=inspection.collectives)
-    # a rematerialization's fix compiled and checked, as check and inspect() have it (nothing to
-    # do, and nothing compiled, for a plan without one)
-    args, kwargs = program.arguments
-    return with_fixes(Traceable(program.function, args, kwargs, tuple(program.input_names(trace))), plan)
-
-
-def _target_plans(program: PipelineProgram, trace: "Traced", executable: "Compiled", inspection: Inspection,
-                  targets: "Sequence[TargetDevices]") -> "tuple[TargetPlan, ...]":
-    """The program's plan on each target, named as its CPU plan is (a plan's own loops and collectives)."""
-    with paused():
-        return target_plans(trace, executable, program.relabel(inspection), targets, program.title,
-                            program.input_names(trace), program.output_names(trace), program.relabel)
-
-
 def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[Traces, dict[str, str]]:
-    """``{name: (traced, inspection)}`` of every program that traces, and why the others do not.
+    """Every program that traces (:func:`~shardscope.pipeline.one_program.trace_program`), and
+    why the others do not.
 
     A required program that fails stops the analysis with its error; an optional one is listed
     as unavailable with its reason. When no program traces, the first error is raised.
@@ -214,24 +185,14 @@ def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[
     errors: list[ShardscopeError] = []
     for i, program in enumerate(programs):
         report("tracing", i / len(programs))
-        args, kwargs = program.arguments
-        start = time.perf_counter()
         try:
-            trace = program.function.trace(*args, **kwargs)
-        except ShardscopeError:
-            raise
-        except (Exception, SystemExit) as exc:  # SystemExit: the model called sys.exit()
-            error, reason = program.trace_failure(exc)
+            with paused():  # reading it makes 100,000s of objects that live on: no full passes meanwhile
+                traced[program.name] = trace_program(program)
+        except NotTraced as failed:
             if not program.optional:
-                raise error from exc
-            errors.append(error)
-            unavailable[program.name] = reason
-            continue
-        trace_s = time.perf_counter() - start
-        with paused():  # reading it makes 100,000s of objects that live on: no full passes meanwhile
-            inspection = inspect_traced(trace, program.name, program.input_names(trace),
-                                        program.output_names(trace), trace_s)
-        traced[program.name] = (trace, inspection)  # relabelled once its compiled plan is read
+                raise failed.error from failed.__cause__
+            errors.append(failed.error)
+            unavailable[program.name] = failed.reason
     if errors and not any(program.name in traced for program in workload.programs):
         raise errors[0]
     return traced, unavailable
@@ -267,31 +228,68 @@ class _Measured:
     not_timed: ArgumentsDoNotFit | None = None  # why nothing was run or timed, though it was asked
 
 
-def _compile(workload: Workload, traced: Traces, report: Progress) -> dict[str, tuple["Compiled", float]]:
-    """Each traced program (and the reference) compiled once: ``{name: (compiled, seconds)}``."""
-    programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
-    compiled: dict[str, tuple[Compiled, float]] = {}
+@dataclass(frozen=True)
+class _Compiled:
+    """A program compiled for the CPU (and the targets): what its result shows, and what runs.
+
+    For a step of dispatches (``dispatches``: what runs, each call its own module) ``inspection``
+    is the step compiled as one jit, which the explorer shows beside the calls and whose
+    executable places the arguments."""
+
+    inspection: Inspection
+    executable: "Compiled"
+    compile_s: float
+    dispatches: "DispatchPlan | None" = None
+
+
+def _compile(workload: Workload, traced: Traces, report: Progress, compiling: Compiling,
+             unavailable: dict[str, str]) -> tuple[dict[str, _Compiled], list[TargetError]]:
+    """Each traced program compiled once, for the CPU and ``compiling``'s targets; an optional
+    program that a target cannot compile is listed as unavailable (the others still show), with
+    its error."""
+    programs = [p for p in workload.programs if p.name in traced]
+    done: dict[str, _Compiled] = {}
+    errors: list[TargetError] = []
     for i, program in enumerate(programs):
         report("compiling", i / len(programs))
-        trace = traced[program.name][0]
         try:
-            compiled[program.name] = timing.timed(lambda: compile_traced(trace))
-        except Exception as exc:
-            raise ShardscopeError(f"XLA failed to compile the {program.title}: {quote_error(exc)}",
-                                  "run with --debug for the full error") from exc
-    return compiled
+            done[program.name] = _compiled(traced[program.name], compiling)
+        except TargetError as exc:  # one program that does not fit the slice: the others still show
+            if not program.optional:
+                raise
+            errors.append(exc)
+            unavailable[program.name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    return done, errors
+
+
+def _compiled(one: TracedProgram, compiling: Compiling) -> _Compiled:
+    """One program through :func:`~shardscope.pipeline.one_program.compile_program`; a step of
+    dispatches a second time as one jit (see :class:`_Compiled`)."""
+    with paused():  # the parse makes an object per instruction: no full passes meanwhile
+        found = compile_program(one, compiling)
+        steps = found.inspection.dispatches
+        if steps is not None:
+            found = compile_program(replace(one, program=replace(one.program, dispatches=_as_one_jit)), compiling)
+    assert found.executable is not None and found.inspection.compile_s is not None  # compiled as one jit
+    # the executable runs here and is dropped after: the analysis, which the explorer keeps, does not hold it
+    return _Compiled(replace(found.inspection, call=None), found.executable, found.inspection.compile_s, steps)
+
+
+def _as_one_jit(traced: "Traced") -> None:
+    """No dispatches: the step read as the one jit it traces as."""
+    return None
 
 
 def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Compiled", float]],
              report: Progress, eager: Collection[str] = ()) -> _Measured:
     """Run each compiled program once, time them interleaved, check the results. The programs
     named in ``eager`` (steps of dispatches) run as written, not jitted, on the same arguments."""
-    programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in traced]
+    programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in compiled]
     calls = {}
     for program in programs:
         executable = compiled[program.name][0]
         try:
-            args, kwargs = program.run_arguments(traced[program.name][0], executable)
+            args, kwargs = program.run_arguments(traced[program.name].traced, executable)
         except ArgumentsDoNotFit as exc:  # nothing runs; the arguments made so far are dropped with ``calls``
             return _not_timed(workload, compiled, exc)
         run = program.eager if program.name in eager and program.eager is not None else executable

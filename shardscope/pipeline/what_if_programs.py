@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from shardscope.engine.inspection import inspect_program
 from shardscope.errors import ShardscopeError
+from shardscope.pipeline.one_program import inspect_program, user_program
 from shardscope.pipeline.workload import PipelineProgram
 from shardscope.sources.programs import CLI_DEBUG
 from shardscope.whatif.what_if import what_if_of
@@ -34,7 +34,8 @@ def what_if_programs(function: "ProgramFunction", original: PipelineProgram) -> 
     programs in ``original``'s place, and one line per rewrite left out, with why (none of
     either when it does not trace: the original says why)."""
     try:
-        inspection = inspect_program(function.fn, function.spec.args, function.spec.kwargs, function.name, CLI_DEBUG)
+        inspection = inspect_program(user_program(function.fn, function.spec.args, function.spec.kwargs, function.name,
+                                                  CLI_DEBUG))
         rewrites = what_if_of(inspection).rewrites
     except ShardscopeError:
         return [], []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from shardscope.errors import ShardscopeError
+from shardscope.errors import ShardscopeError, quote_error
 from shardscope.pipeline.analysis import Origin
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ class PipelineProgram:
     ``dispatches`` reads a user's step that is not jitted as the calls it makes (None for any
     other program): what runs is those, not the one jit the pipeline traces; such a step is
     timed as written, ``eager`` (the program not jitted) on the same arguments.
+    ``compile_failure`` is the error for a program XLA does not compile (default: ``XLA failed
+    to compile the naive plan``); ``called`` is how messages name it where that is not
+    :attr:`title` (``check`` and ``shardscope.inspect`` name a program by its function's name).
     """
 
     name: str
@@ -71,11 +74,22 @@ class PipelineProgram:
     mesh: Callable[["Traced"], str | None] = field(default=lambda traced: None)
     dispatches: Callable[["Traced"], "DispatchPlan | None"] = field(default=lambda traced: None)
     eager: Callable | None = None
+    compile_failure: Callable[[BaseException], ShardscopeError] | None = None
+    called: str = ""
 
     @property
     def title(self) -> str:
         """``naive plan``, ``program step``: how messages name it."""
+        if self.called:
+            return self.called
         return f"program {self.name}" if self.role == "program" else f"{self.name} plan"
+
+    def compile_error(self, exc: BaseException) -> ShardscopeError:
+        """The error for XLA's failure ``exc`` to compile it."""
+        if self.compile_failure is not None:
+            return self.compile_failure(exc)
+        return ShardscopeError(f"XLA failed to compile the {self.title}: {quote_error(exc)}",
+                               "run with --debug for the full error")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         data = inspection_json(ins)
         if ins.dispatches is not None:  # a step that is not jitted: its calls, counted per step
             data.update(counts=ins.counts(), executed_collectives=ins.executed_collectives,
-                        flagged=data["flagged"] + len(ins.dispatches.flagged),
+                        flagged=ins.dispatches.flagged_count,
                         dispatches=dispatches_json(ins.dispatches),
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
         data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are

@@ -160,8 +160,8 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
         "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
         "compiled_bytes_per_call": None if plan.compiled_bytes is None else plan.compiled_bytes.value,
-        # as check counts them: a step of dispatches' findings across its calls too
-        "flagged": len(plan.flagged) + (len(plan.dispatches.flagged) if plan.dispatches is not None else 0),
+        # as check counts them: a step of dispatches' by its calls' modules (what runs), not the one jit's
+        "flagged": len(plan.flagged) if plan.dispatches is None else plan.dispatches.flagged_count,
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
         "run_s": _times_json(plan.run_s),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import SettingsError
 from shardscope.config.mesh import Mesh, is_axis_name
+from shardscope.sources.marks import listed_name, marked_once
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -108,6 +109,7 @@ class DemoFunction:
     name: str
     fn: Callable
     spec: DemoSpec
+    aliases: tuple[str, ...] = ()  # the file's other names for the same function (:mod:`shardscope.sources.marks`)
 
     @property
     def description(self) -> str:
@@ -138,13 +140,13 @@ class DemoFile:
         """The demo called ``name`` (the first one when ``name`` is None)."""
         if name is None:
             return next(iter(self.functions.values()))
-        try:
-            return self.functions[name]
-        except KeyError:
+        listed = listed_name(self.functions, name)
+        if listed is None:
             raise SettingsError(
                 f"{self.path.name} has no demo function {name!r}.",
                 f"available: {', '.join(self.names)}",
-            ) from None
+            )
+        return self.functions[listed]
 
 
 def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -> str | None:
@@ -161,11 +163,14 @@ def carried_over(name: str | None, old_names: list[str], new_names: list[str]) -
 
 
 def demo_functions(module: ModuleType) -> dict[str, DemoFunction]:
-    """The functions of ``module`` marked with :func:`demo`, in definition order."""
-    return {
-        name: DemoFunction(name, value, getattr(value, _MARK))
-        for name, value in vars(module).items()
-        if callable(value) and isinstance(getattr(value, _MARK, None), DemoSpec)
-    }
+    """The functions of ``module`` marked with :func:`demo`, in definition order, each once
+    (:func:`~shardscope.sources.marks.marked_once`)."""
+    return {name: DemoFunction(name, fn, spec, aliases) for name, fn, spec, aliases in marked_once(module, _spec_of)}
+
+
+def _spec_of(value: object) -> DemoSpec | None:
+    """The :class:`DemoSpec` ``value`` was marked with (None: unmarked)."""
+    spec = getattr(value, _MARK, None)
+    return spec if isinstance(spec, DemoSpec) else None
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.errors import DemoFileError, SettingsError
+from shardscope.sources.marks import listed_name, marked_once
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -90,6 +91,7 @@ class ProgramFunction:
     name: str
     fn: Callable
     spec: ProgramSpec
+    aliases: tuple[str, ...] = ()  # the file's other names for the same function (:mod:`shardscope.sources.marks`)
 
     @property
     def description(self) -> str:
@@ -117,23 +119,20 @@ class ProgramFile:
 
 
 def program_functions(module: ModuleType) -> dict[str, ProgramFunction]:
-    """The functions of ``module`` marked with :func:`program`, in definition order."""
-    found = {}
-    for name, value in vars(module).items():
-        spec = spec_of(value) if callable(value) and not isinstance(value, type) else None
-        if spec is not None:
-            found[name] = ProgramFunction(name, value, spec)
-    return found
+    """The functions of ``module`` marked with :func:`program`, in definition order, each once
+    (:func:`~shardscope.sources.marks.marked_once`)."""
+    return {name: ProgramFunction(name, fn, spec, aliases) for name, fn, spec, aliases in marked_once(module, spec_of)}
 
 
 def pick(functions: dict[str, Any], name: str | None, path: Path) -> list[Any]:
-    """All of ``functions``, or the one called ``name``."""
+    """All of ``functions``, or the one called ``name`` (or aliased so: the same function)."""
     if name is None:
         return list(functions.values())
-    if name not in functions:
+    listed = listed_name(functions, name)
+    if listed is None:
         raise SettingsError(f"{path.name} has no program or demo function {name!r}.",
                             f"available: {', '.join(functions)}")
-    return [functions[name]]
+    return [functions[listed]]
 
 
 def no_program_error(path: Path) -> DemoFileError:

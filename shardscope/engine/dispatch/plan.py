@@ -215,6 +215,12 @@ class DispatchPlan:
         return tuple(c for d in self.dispatches for c in d.inspection.flagged)
 
     @property
+    def flagged_count(self) -> int:
+        """How many collectives the step runs without needing to, as ``check`` counts them: each
+        module's loop findings, and those it runs once per call where once per step would do."""
+        return len(self.flagged_in_loops) + len(self.flagged)
+
+    @property
     def calls(self) -> int:
         """Dispatches per step."""
         return sum(d.calls for d in self.dispatches)
