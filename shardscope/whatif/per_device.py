@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from shardscope.engine.jaxpr.model import open_jaxpr, scan_operand_groups
-from shardscope.whatif.retrace import block_id_of, equation_ids
+from shardscope.whatif.retrace import CALLS, block_id_of, equation_ids
 from shardscope.whatif.split_rules import (ELEMENTWISE, RULES, WHOLE, Axes, Layout, NotSplit, Step, axes_text, converted,
                                            elementwise, is_split, is_zeros, join, not_split, whole)
 
@@ -44,11 +44,8 @@ if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
     from jax.sharding import PartitionSpec
 
-__all__ = ["CALLS", "PerDevice", "per_device", "spec_of_layout"]
+__all__ = ["PerDevice", "per_device", "spec_of_layout"]
 
-CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-                   "custom_vjp_call_jaxpr", "remat", "checkpoint", "remat2"})
-"""Calls with one body, followed inline."""
 
 @dataclass
 class PerDevice:

@@ -40,7 +40,7 @@ Replacement = Callable[["JaxprEqn", list], list]
 Rule = Callable[["JaxprEqn", str, list, Mapping[str, Any]], list]
 """How every equation of one primitive is bound: ``rule(eqn, eqn id, operands, params) -> results``."""
 
-__all__ = ["Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids", "exception_text"]
+__all__ = ["CALLS", "Edits", "RetraceError", "Retracer", "Rule", "bind", "block_id_of", "equation_ids", "exception_text"]
 
 
 class RetraceError(Exception):
@@ -83,8 +83,8 @@ def equation_ids(jaxpr: "Jaxpr", block_id: str = "") -> list[str]:
     return ids
 
 
-_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-                    "custom_vjp_call_jaxpr", "remat", "checkpoint", "remat2"})
+CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+                   "custom_vjp_call_jaxpr", "remat", "checkpoint", "remat2"})
 """Calls with one body that run inline when they must be traced again."""
 
 
@@ -203,7 +203,7 @@ class Retracer:
         if name == "shard_map":
             return self._shard_map(eqn, eqn_id, invals)
         subs = sub_jaxprs(eqn)
-        if name in _CALLS and len(subs) == 1:
+        if name in CALLS and len(subs) == 1:
             return self._inline(eqn, eqn_id, invals)
         if subs and name not in _COMBINED:
             raise RetraceError(f"the rewrite passes through a {name}, which shardscope cannot trace again")

@@ -36,7 +36,7 @@ ELEMENTWISE = frozenset({
     "bessel_i1e", "add", "add_any", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
     "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "shift_left", "shift_right_logical", "shift_right_arithmetic",
     "complex", "select_n", "clamp", "stop_gradient", "pvary", "igamma", "igammac", "random_gamma_grad", "polygamma",
-    "zeta", "regularized_incomplete_beta", "one_minus_square", "log2", "mulhi", "tan", "exp2",
+    "zeta", "regularized_incomplete_beta", "one_minus_square", "log2", "mulhi",
 })
 """Primitives that work element by element on operands of one shape (scalars broadcast)."""
 
