@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from shardscope.engine.hlo.compiled import compiled_plan
+from shardscope.engine.hlo.dump_files import DumpedModule, dumped_modules, pick_modules
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.inspection import Inspection
 from shardscope.engine.jaxpr.model import Block, Program
 from shardscope.pipeline.check import FileCheck
-from shardscope.engine.hlo.dump_files import DumpedModule, dumped_modules, pick_modules
 
 __all__ = ["dump_check", "dump_inspection"]
 
@@ -33,7 +33,7 @@ def dump_check(path: Path, name: str | None = None) -> FileCheck:
 
 def dump_inspection(dumped: DumpedModule) -> Inspection:
     """The :class:`Inspection` of one dumped module: its compiled plan, for the backend its file names."""
-    plan = compiled_plan(dumped.text, backend=dumped.backend, style=_style(dumped))
+    plan = compiled_plan(dumped.module, backend=dumped.backend, style=_style(dumped))
     return Inspection(function=dumped.name, program=NO_JAXPR, collectives=(), compiled=plan, dumped=dumped.path.name)
 
 

@@ -65,7 +65,7 @@ __all__ = ["COLLECTIVE_KINDS", "PROGRAM", "PARTITIONER", "CompiledLoop", "Compil
 
 
 def compiled_plan(
-    text: str,
+    text: "str | HloModule",
     *,
     mesh: "MeshShape | jax.sharding.Mesh | None" = None,
     backend: str = "cpu",
@@ -77,7 +77,8 @@ def compiled_plan(
     equation_names: EquationNamer | None = None,
     arguments: Sequence[tuple[str, str]] = (),
 ) -> CompiledPlan:
-    """The :class:`CompiledPlan` of ``compiled.as_text()``.
+    """The :class:`CompiledPlan` of ``compiled.as_text()`` (or of its parse, when the caller holds
+    it already: a dump's modules are parsed to pick the step's).
 
     ``mesh`` (a ``jax.sharding.Mesh`` or :class:`~shardscope.engine.hlo.replica_groups.MeshShape`)
     names the groups' axes; ``style`` (``auto``, ``explicit``, ``shard_map``) picks the fixes'
@@ -90,7 +91,7 @@ def compiled_plan(
     ``arguments`` (each argument's name and spec, ``("xs", "P(None, 'data')")``) are what a fix
     through ``jax.shard_map`` passes as its ``in_specs``.
     """
-    module = parse(text)
+    module = text if isinstance(text, HloModule) else parse(text)
     builder = _Builder(module, _mesh_shape(mesh), style, CollectiveNamer(module, Flow(module), input_names, output_names,
                                                                         equation_names))
     dead = set(dead_equations)
