@@ -160,3 +160,16 @@ def test_a_stored_jax_0_12_dump_with_elements_read_in_place(dump):
                       for c in plan.collectives)
 
     assert facts(stored.compiled) == facts(live.compiled) and {c.loop_trip_counts for c in live.compiled.collectives} == {(trip,)}
+
+
+def test_profile_dir_without_xprof_is_refused_before_jax_starts(tmp_path):
+    """``--profile-dir`` needs XProf's converter; without it, ``check --xla-dump`` refuses before
+    it imports JAX (as ``check FILE`` does), so the refusal costs no JAX start-up."""
+    folder = Path(__file__).parent / "fixtures" / "xla_dump" / "cpu_jax-0.12.0.1"
+    probe = ("import sys; sys.modules['xprof'] = None\n"  # xprof not installed: its import fails
+             "from shardscope.cli import main\n"
+             f"status = main(['check', '--xla-dump', {str(folder)!r}, '--profile-dir', {str(tmp_path)!r}])\n"
+             "print(status, 'jax' in sys.modules)")
+    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["2", "False"], result.stderr
+    assert "xprof" in result.stderr and "Traceback" not in result.stderr

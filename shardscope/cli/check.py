@@ -192,8 +192,8 @@ def check(options: CheckOptions) -> int:
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
-        # --what-if and --profile run the CPU's executable, --xla-dump writes what XLA made of it
-        runs = options.what_if or options.profile or bool(options.profile_dir) or options.xla_dump is not None
+        # --what-if and --profile run the CPU's executable; --profile-dir maps the run's profile onto it
+        runs = options.what_if or options.profile or bool(options.profile_dir)
         checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
@@ -209,11 +209,11 @@ def check_dump(options: CheckOptions) -> int:
     """``check --xla-dump PATH``: the plan of the step's module a real run compiled, read from
     its dump (nothing traced, no device started); the exit status is ``check``'s."""
     assert options.xla_dump is not None
+    check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
     start_jax_quietly()  # the plan's modules import JAX
     from shardscope.pipeline.check import exit_code
     from shardscope.pipeline.xla_dump import dump_check
 
-    check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
     checked = dump_check(options.xla_dump, options.function)
     inspections = _measured(checked.inspections, options)  # the same run's profile, on the run's own plan
     status = exit_code(inspections, checked.failed)

@@ -65,7 +65,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     (their :attr:`Inspection.measured`; a program file's programs are profiled by
     :mod:`shardscope.pipeline.profiled`). The command owns the process: the programs are read with the
     collector paused (:mod:`shardscope.pipeline.gc_pause`). Without ``runs`` (no ``--what-if``,
-    ``--profile`` nor ``--xla-dump``: nothing runs or dumps the CPU's executable), a program checked
+    ``--profile`` nor ``--profile-dir``: nothing runs the CPU's executable or maps a profile onto it), a program checked
     on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`.
     """
     path = require_file(path)
