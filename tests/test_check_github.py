@@ -76,9 +76,9 @@ def test_each_finding_is_one_error_at_the_users_line_relative_to_the_working_dir
     ((where, message),) = _annotations(result.stdout)
     assert where["file"] == "src/step.py" and where["line"] == str(psum_line)
     assert where["title"] == "shardscope%3A deferrable all-reduce in a loop (step)"
-    # the program's own psum, no gradient (issue 45, item 5): named by the output it sums into, and
-    # its fix moves it after the loop
-    assert message.startswith("step: psum_invariant of out -> all-reduce")
+    # the program's own psum, no gradient (issue 45, item 5): named by the variable its line assigns
+    # (`grad = lax.psum(...)` in _PROGRAM; issue 45, item 7), and its fix moves it after the loop
+    assert message.startswith("step: psum_invariant of grad -> all-reduce")
     assert ", x8/call: deferrable." in message and "Fix: move the lax.psum" in message  # 8 scan iterations
 
 
