@@ -23,7 +23,7 @@ from benchmarks.harness import Benchmark, Column, Each, Prose, Table, ratio_colu
 
 from shardscope.hardware.checked import CHECKED_FILE
 from shardscope.hardware.chips import V5E_GATHERS
-from shardscope.costmodel.corpus import BAND, Check, check, load, read_lines, summary
+from shardscope.costmodel.corpus import BAND, Check, check, load, outside_band, read_lines, summary
 from shardscope.engine.hlo.traffic import CROSS_PROGRAM_PREFETCH, READ_TWICE
 from shardscope.costmodel.estimate import chip_named
 from shardscope.engine.hlo.roofline import seconds_words
@@ -66,10 +66,12 @@ WHY_OUT_OF_BAND = {
 
 def stored_summary(chip: str, checks: list[Check]) -> dict[str, object]:
     """What ``checked.json`` keeps for ``chip``: the summary, the programs out of their band with
-    why (:data:`WHY_OUT_OF_BAND`; an unexplained one says so), the corpus."""
+    why (:data:`WHY_OUT_OF_BAND`; an unexplained one says so), the kinds of instruction they hold
+    with the ratios measured on every program holding one (:func:`outside_band`), the corpus."""
     found = summary(checks)
     found["misses"] = sorted(c.program.name for c in checks if not c.holds)
     found["why_out_of_band"] = {name: WHY_OUT_OF_BAND.get(name, "unexplained") for name in found["misses"]}
+    found["outside_band"] = outside_band(checks)
     found["corpus"] = f"tests/fixtures/tpu_corpus, {found['programs']} programs"
     return found
 

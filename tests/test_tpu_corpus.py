@@ -135,3 +135,59 @@ def test_a_row_gathers_measured_time_is_its_rows_and_pieces_at_the_stated_rates(
     rule = rows * 8.4e-9 + pieces * 1.12e-9 + written / (819e9 * 0.85)
     measured = _profiled()[(name, "gather_fusion")]
     assert 0.9 <= measured / rule <= 1.1, f"{name}: measured {measured * 1e6:.1f} us, rule {rule * 1e6:.1f} us"
+
+
+DEPTHWISE = """HloModule depthwise, entry_computation_layout={(bf16[8,32,32,128]{3,2,1,0}, bf16[3,3,1,128]{3,2,1,0})->bf16[8,32,32,128]{3,2,1,0}}
+
+ENTRY %main (x: bf16[8,32,32,128], w: bf16[3,3,1,128]) -> bf16[8,32,32,128] {
+  %x = bf16[8,32,32,128]{3,2,1,0} parameter(0)
+  %w = bf16[3,3,1,128]{3,2,1,0} parameter(1)
+  ROOT %conv = bf16[8,32,32,128]{3,2,1,0} convolution(%x, %w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=128
+}
+"""
+
+
+def _ratios(names: list[str]) -> list[float]:
+    """Each program's measured time over its estimate, waited on and back to back (the fixture's times)."""
+    return [r for name in names for r in (CHECKS[name].program.waited_s / CHECKS[name].estimate.seconds,
+                                          CHECKS[name].program.dispatched_s / CHECKS[name].estimate.dispatched_seconds)]
+
+
+def test_a_depthwise_convolution_says_the_estimate_may_be_off_by_what_the_corpus_measured():
+    from shardscope import estimate_module
+    low, high = min(_ratios(["depthwise_conv"])), max(_ratios(["depthwise_conv"]))
+    estimate = estimate_module(DEPTHWISE, "v5e")
+    assert (f"may be off: 1 grouped convolution (feature_group_count > 1), measured at {low:.2f}-{high:.2f}x the "
+            f"estimate on v5e across 1 corpus program, 1 of them out of band") in estimate.line()
+    assert estimate.to_json()["outside_band"] == [
+        {"kind": "grouped convolution", "count": 1, "measured": [pytest.approx(low), pytest.approx(high)],
+         "programs": 1, "out_of_band": 1}]
+    unchecked = estimate_module(DEPTHWISE, "v5p")  # no corpus measured on v5p: nothing said
+    assert unchecked.outside_band == () and "may be off" not in unchecked.line()
+
+
+def test_in_band_programs_are_not_flagged_but_those_holding_a_prefix_sum():
+    """Every program out of its band holds a flagged kind; of those in band, only the three whose
+    modules hold a cumsum's reduce-window (checked.json counts them: 6 programs, 3 out of band)."""
+    flagged = {name for name, c in CHECKS.items() if c.outside_band}
+    assert MISSES <= flagged
+    in_band = flagged - MISSES
+    assert in_band == {"h_cumsum_bf16_axis0", "moe_onehot_einsum", "h_moe_onehot_grad"}
+    assert all(dict(CHECKS[name].outside_band) == {"prefix sum": 2} for name in in_band)
+    assert CHECKS["conv3x3_fwd"].estimate.outside_band == ()
+    assert "may be off" not in CHECKS["conv3x3_fwd"].estimate.line()
+    assert STORED["outside_band"]["prefix sum"]["programs"] == 6 and STORED["outside_band"]["prefix sum"]["out_of_band"] == 3
+
+
+@pytest.mark.parametrize("kind, names", [
+    ("grouped convolution", ["depthwise_conv"]),
+    ("strided convolution", ["conv_stride2_1x1", "h_conv_stride2_3x3_fwd"]),
+    ("narrow convolution", ["h_conv5x5_grad", "h_conv_stride2_3x3_fwd"]),
+    ("prefix sum", ["cumsum_f32", "cumsum_f32_axis0", "cumsum_bf16_axis1", "h_cumsum_bf16_axis0",
+                    "moe_onehot_einsum", "h_moe_onehot_grad"]),
+])
+def test_each_kinds_range_is_the_measured_over_estimated_ratios_of_the_programs_holding_it(kind, names):
+    assert {name for name, c in CHECKS.items() if kind in dict(c.outside_band)} == set(names)
+    stored = STORED["outside_band"][kind]
+    assert stored["measured"] == [pytest.approx(min(_ratios(names))), pytest.approx(max(_ratios(names)))]
+    assert stored["programs"] == len(names) and stored["out_of_band"] == len(set(names) & MISSES)

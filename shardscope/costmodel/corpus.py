@@ -52,6 +52,8 @@ class Check:
 
     program: Measured
     estimate: StepEstimate
+    outside_band: tuple[tuple[str, int], ...] = ()
+    """The module's instructions of the kinds :mod:`shardscope.engine.hlo.band` finds, counted."""
 
     @property
     def waited_ratio(self) -> float:
@@ -98,10 +100,27 @@ def check(programs: Sequence[Measured], chip: Chip) -> list[Check]:
     """Each program's estimate on ``chip`` against its measurement."""
     checks = []
     for program in programs:
-        estimate = estimate_step(module_work(parse(program.hlo)), chip)
+        work = module_work(parse(program.hlo))
+        estimate = estimate_step(work, chip)
         if estimate is not None:
-            checks.append(Check(program, estimate))
+            checks.append(Check(program, estimate, work.outside_band))
     return checks
+
+
+def outside_band(checks: Sequence[Check]) -> dict[str, dict[str, object]]:
+    """Per kind of :mod:`shardscope.engine.hlo.band` held by a corpus program out of its band:
+    the lowest and highest measured / estimate ratio, waited on or back to back, of every
+    program holding that kind (in band or not; lower bounds left out), how many they are and
+    how many of them are out of band. What an estimate of a module holding the kind then says."""
+    covered = [c for c in checks if not c.estimate.lower_bound]
+    missed = {kind for c in covered if not c.holds for kind, _ in c.outside_band}
+    found: dict[str, dict[str, object]] = {}
+    for kind in sorted(missed):
+        holding = [c for c in covered if kind in dict(c.outside_band)]
+        ratios = [r for c in holding for r in (c.waited_ratio, c.dispatched_ratio)]
+        found[kind] = {"measured": [min(ratios), max(ratios)], "programs": len(holding),
+                       "out_of_band": sum(not c.holds for c in holding)}
+    return found
 
 
 def summary(checks: Sequence[Check]) -> dict[str, object]:

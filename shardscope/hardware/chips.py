@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from shardscope.hardware.checked import checked_words
+from shardscope.hardware.checked import MeasuredKind, checked_words, measured_kinds
 
 GIB = 2**30
 
@@ -97,6 +97,9 @@ class Chip:
     dispatch_s: float = 0.0
     """A call's cost when calls are dispatched back to back (a training loop): the host's time
     to launch one, during which the chip runs the previous call (0: as waited on)."""
+    outside_band: tuple[MeasuredKind, ...] = ()
+    """The kinds of instruction this chip's corpus measured outside the estimate's band, with the
+    ratios measured (empty: no corpus, nothing said)."""
 
     @property
     def capacity_bytes(self) -> int | None:
@@ -180,6 +183,7 @@ def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16
     operands at the bf16 rate, int8 at its published peak where it has one)."""
     overheads = _MEASURED_V5E if measured else _ASSUMED
     checked = checked_words(name) if measured else ""
+    outside_band = measured_kinds(name) if measured else ()
     peaks = {"bf16": bf16, "default": bf16} | ({"int8": int8} if int8 else {})
     return Chip(
         name, int(memory_gib * GIB), bandwidth, peaks, int(usable_gib * GIB),
@@ -190,6 +194,7 @@ def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16
                  "unit_rates": f"{_V5E_RATES}; {V5E_GATHERS}" if measured else _SCALED_RATES,
                  "bandwidth_efficiency": _V5E_BANDWIDTH if measured else _ASSUMED}, checked=checked,
         f32_matmul=dict(_TPU_F32), dispatch_s=1.3e-4, bandwidth_efficiency=_V5E_BANDWIDTH_EFFICIENCY,
+        outside_band=outside_band,
         unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, "scatter": _V5E_SCATTER * bandwidth / 819e9,
                     **{unit: bandwidth / 819e9 / seconds for unit, seconds in _V5E_GATHER_S.items()}})
 

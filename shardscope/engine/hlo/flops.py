@@ -433,3 +433,9 @@ def _ints(text: str | None) -> tuple[int, ...]:
     match = _LIST.search(text)
     body = match.group(1) if match else text
     return tuple(int(part) for part in body.split(",") if part.strip().lstrip("-").isdigit())
+
+
+fused = _fused
+"""The instructions a fusion computes, nested fusions opened (for :mod:`~shardscope.engine.hlo.band`)."""
+dim_labels, window_dims, operand_dims, int_attribute = _dim_labels, _window, _operand_dims, _int_attribute
+"""A convolution's reading, as the flop count reads it (for :mod:`~shardscope.engine.hlo.band`)."""

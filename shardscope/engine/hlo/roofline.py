@@ -10,7 +10,9 @@ time instead); the step is their sum, plus the chip's overhead per call and per 
 :mod:`shardscope.hardware.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
 and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
 instructions no rule covers (a sort, a top-k, a loop of unknown trip count) gets a lower bound
-that names them. It is an estimate, and says what it leaves out (:data:`LEAVES_OUT`) and how it
+that names them. A module holding instructions of a kind the chip's corpus measured outside the
+band (:mod:`shardscope.engine.hlo.band`: a grouped or strided convolution, a cumsum) names them
+with the ratios measured (:attr:`StepEstimate.outside_band`). It is an estimate, and says what it leaves out (:data:`LEAVES_OUT`) and how it
 compared with a real chip (:mod:`shardscope.hardware.checked`).
 
 Collectives are the interconnect's: :attr:`StepEstimate.collectives_s` is None until a model
@@ -23,8 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from shardscope.hardware.checked import unchecked_words
+from shardscope.hardware.checked import MeasuredKind, unchecked_words
 from shardscope.hardware.chips import MEMORY_UNITS, Chip
+from shardscope.engine.hlo.band import KINDS
 from shardscope.engine.hlo.flops import FlopCount
 from shardscope.engine.hlo.work import ModuleWork
 
@@ -102,6 +105,10 @@ class StepEstimate:
     a lower bound (:attr:`lower_bound`)."""
     iteration_s: float = 0.0
     """The loops' per-iteration overheads, part of ``overhead_s``."""
+    outside_band: tuple[tuple[MeasuredKind, int], ...] = ()
+    """The module's instructions of the kinds the chip's corpus measured outside the band, each
+    kind with the ratios measured and how many instructions of it the module holds: the estimate
+    may be that far off (empty on a chip without a corpus)."""
 
     @property
     def seconds(self) -> float:
@@ -129,6 +136,13 @@ class StepEstimate:
     def unmodelled_words(self) -> str:
         """``1 sort, 2 top-k`` (empty when the model covers every instruction)."""
         return ", ".join(f"{count} {what}" for what, count in self.unmodelled)
+
+    def outside_band_words(self) -> str:
+        """``may be off: 1 grouped convolution (feature_group_count > 1), measured at 1.12-1.47x
+        the estimate on v5e across 1 corpus program, 1 of them out of band`` (empty when none)."""
+        if not self.outside_band:
+            return ""
+        return "may be off: " + "; ".join(_kind_words(kind, count, self.chip) for kind, count in self.outside_band)
 
     @property
     def lower_s(self) -> float:
@@ -160,6 +174,7 @@ class StepEstimate:
             waited = range_words(self.lower_s, self.upper_s)
             back = range_words(max(self.dispatched_seconds, self.collectives_s), self.dispatched_upper_s)
         bound = f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else ""
+        bound += f"; {self.outside_band_words()}" if self.outside_band else ""
         checked = f"; {self.checked}" if self.checked else f"; {unchecked_words(self.chip)}"
         at_least = "at least " if self.lower_bound else ""
         return (f"step estimate {at_least}{waited} per call waited on, {back} back to back, on {self.chip} "
@@ -176,6 +191,9 @@ class StepEstimate:
             "dispatched_s": self.dispatched_seconds, "dispatched_upper_s": self.dispatched_upper_s,
             "lower_bound": self.lower_bound,
             "unmodelled": [{"instruction": what, "count": count} for what, count in self.unmodelled],
+            "outside_band": [{"kind": kind.kind, "count": count, "measured": [kind.low, kind.high],
+                              "programs": kind.programs, "out_of_band": kind.out_of_band}
+                             for kind, count in self.outside_band],
             "instructions": [
                 {"name": i.name, "opcode": i.opcode, "op_name": i.op_name, "runs": i.runs, "flops": i.flops,
                  "bytes": i.bytes, "compute_s": i.compute_s, "memory_s": i.memory_s, "bound": i.bound}
@@ -204,7 +222,23 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
         dispatch_s=chip.dispatch_s, unmodelled=work.unmodelled, iteration_s=iterations,
+        outside_band=_outside_band(work, chip),
     )
+
+
+def _outside_band(work: ModuleWork, chip: Chip) -> tuple[tuple[MeasuredKind, int], ...]:
+    """The module's kinds the chip's corpus measured outside the band, with how many of each."""
+    measured = {kind.kind: kind for kind in chip.outside_band}
+    return tuple((measured[kind], count) for kind, count in work.outside_band if kind in measured)
+
+
+def _kind_words(kind: MeasuredKind, count: int, chip: str) -> str:
+    """``2 prefix-sum reduce-windows (...), measured at 0.90-2.18x the estimate on v5e across 6
+    corpus programs, 3 of them out of band``."""
+    one, many = KINDS.get(kind.kind, (kind.kind, kind.kind))
+    programs = f"{kind.programs} corpus program" if kind.programs == 1 else f"{kind.programs} corpus programs"
+    return (f"{count} {one if count == 1 else many}, measured at {kind.low:.2f}-{kind.high:.2f}x the estimate "
+            f"on {chip} across {programs}, {kind.out_of_band} of them out of band")
 
 
 def _compute_seconds(count: FlopCount, chip: Chip) -> float:

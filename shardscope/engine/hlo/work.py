@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardscope.engine.hlo.band import outside_band_kinds
 from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, accessed_bytes, flop_counts, unmodelled_parts
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
@@ -87,6 +88,9 @@ class ModuleWork:
     """What the estimate has no rule for, with how many instructions of each (``("sort", 2)``,
     ``("top-k", 1)``, ``("while loop of unknown trip count", 1)``): with any, the estimate is a
     lower bound."""
+    outside_band: tuple[tuple[str, int], ...] = ()
+    """Instructions of the kinds a chip's corpus measured outside the estimate's band, with how
+    many of each (:mod:`~shardscope.engine.hlo.band`: ``("grouped convolution", 1)``)."""
 
     @property
     def flops(self) -> float:
@@ -118,6 +122,7 @@ class _Walk:
         self.iterations = 0
         self.conditionals = 0
         self.unmodelled: dict[str, int] = {}
+        self.outside_band: dict[str, int] = {}
 
     def run(self) -> ModuleWork:
         entry = self.module.entry
@@ -127,7 +132,7 @@ class _Walk:
         if unknown:
             self.unmodelled[UNKNOWN_LOOP] = len(unknown)
         return ModuleWork(tuple(self.found), self.iterations, unknown, self.conditionals, tuple(self.collectives),
-                          tuple(self.unmodelled.items()))
+                          tuple(self.unmodelled.items()), tuple(self.outside_band.items()))
 
     def computation(self, computation: Computation, runs: int, depth: int) -> None:
         if depth > 64:
@@ -170,6 +175,8 @@ class _Walk:
     def cost(self, inst: Instruction, runs: int) -> InstructionWork:
         for label in unmodelled_parts(self.module, inst):
             self.unmodelled[label] = self.unmodelled.get(label, 0) + 1
+        for kind in outside_band_kinds(self.module, inst):
+            self.outside_band[kind] = self.outside_band.get(kind, 0) + 1
         counts = flop_counts(self.module, inst)
         flops = [c for c in counts if not c.access]  # a gather's rows and pieces are accesses, not flops
         largest = flops[0] if flops else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
