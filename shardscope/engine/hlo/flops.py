@@ -69,7 +69,7 @@ class FlopCount:
 def flop_counts(module: HloModule, inst: Instruction) -> tuple[FlopCount, ...]:
     """The flops of one run of ``inst`` by kind (dtype, matrix unit or not, precision), a
     fusion's parts summed by kind, largest first."""
-    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    parts = fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
     kinds: dict[tuple[str, str, str], float] = {}
     for part in parts:
         flops = instruction_flops(module, part)
@@ -113,7 +113,7 @@ def matmul_precision(inst: Instruction) -> str:
     return _PRECISIONS[max(known)] if known else "default"
 
 
-def _fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Instruction]:
+def fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Instruction]:
     """The instructions a fusion computes, nested fusions opened."""
     for role, name in inst.called_computations:
         computation = module.computations.get(name)
@@ -121,7 +121,7 @@ def _fused(module: HloModule, inst: Instruction, depth: int = 0) -> Iterator[Ins
             continue
         for part in computation.instructions:
             if part.opcode == "fusion":
-                yield from _fused(module, part, depth + 1)
+                yield from fused(module, part, depth + 1)
             else:
                 yield part
 
@@ -179,7 +179,7 @@ def gather_accesses(module: HloModule, inst: Instruction) -> list[tuple[str, flo
 def accessed_bytes(module: HloModule, inst: Instruction) -> float:
     """The bytes ``inst`` (a fusion's gathers too) reads row by row from tables in main memory:
     part of its traffic, timed by its accesses rather than at the streaming bandwidth."""
-    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    parts = fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
     total = 0.0
     for part in parts:
         reads = gather_reads(module, part) if part.opcode == "gather" else None
@@ -194,9 +194,9 @@ def _in_main_memory(module: HloModule, operand: Instruction) -> bool:
     computes stays on the chip)."""
     if OTHER_MEMORY.search(operand.shape.text):
         return False
-    fused = any(role == "calls" and caller.opcode == "fusion"
-                for caller, role in module.callers.get(operand.computation, ()))
-    return operand.opcode == "parameter" or not fused
+    in_fusion = any(role == "calls" and caller.opcode == "fusion"
+                    for caller, role in module.callers.get(operand.computation, ()))
+    return operand.opcode == "parameter" or not in_fusion
 
 
 def _minor_dimension(inst: Instruction) -> int:
@@ -220,7 +220,7 @@ def instruction_flops(module: HloModule, inst: Instruction) -> float:
 
 def _dot_flops(module: HloModule, inst: Instruction) -> float:
     """``2 x result elements x the product of the lhs contracting dimensions``."""
-    lhs = _operand_dims(module, inst, 0)
+    lhs = operand_dims(module, inst, 0)
     contracting = _ints(inst.attribute("lhs_contracting_dims"))
     if lhs is None or inst.shape.array is None:
         return 0.0
@@ -234,15 +234,15 @@ def _convolution_flops(module: HloModule, inst: Instruction) -> float:
     batch is a spatial dimension dilated by its own size (``window={size=64 stride=63
     lhs_dilate=64}``): one position of each window lands on an input element, so the batch
     counts once, not once per window position."""
-    lhs, kernel = _operand_dims(module, inst, 0), _operand_dims(module, inst, 1)
-    labels = _dim_labels(inst.attribute("dim_labels"))
+    lhs, kernel = operand_dims(module, inst, 0), operand_dims(module, inst, 1)
+    labels = dim_labels(inst.attribute("dim_labels"))
     result = inst.shape.array
     if lhs is None or kernel is None or result is None or labels is None:
         return 0.0
     lhs_labels, kernel_labels, out_labels = labels
     if len(lhs_labels) != len(lhs) or len(kernel_labels) != len(kernel) or len(out_labels) != len(result.dims):
         return 0.0
-    window = _window(inst.attribute("window"), sum(label.isdigit() for label in lhs_labels))
+    window = window_dims(inst.attribute("window"), sum(label.isdigit() for label in lhs_labels))
     positions = 1
     for spatial, (stride, pad_low, lhs_dilate, rhs_dilate) in enumerate(window):
         label = str(spatial)
@@ -250,8 +250,8 @@ def _convolution_flops(module: HloModule, inst: Instruction) -> float:
             return 0.0
         positions *= _valid_positions(lhs[lhs_labels.index(label)], kernel[kernel_labels.index(label)],
                                       result.dims[out_labels.index(label)], stride, pad_low, lhs_dilate, rhs_dilate)
-    features = _int_attribute(inst, "feature_group_count")
-    batches = _int_attribute(inst, "batch_group_count")
+    features = int_attribute(inst, "feature_group_count")
+    batches = int_attribute(inst, "batch_group_count")
     batch = lhs[lhs_labels.index("b")] if "b" in lhs_labels else 1
     multiplies = (lhs[lhs_labels.index("f")] // features) * result.dims[out_labels.index("f")] * (batch // batches)
     return 2.0 * multiplies * positions
@@ -259,15 +259,15 @@ def _convolution_flops(module: HloModule, inst: Instruction) -> float:
 
 def _depthwise(module: HloModule, inst: Instruction) -> bool:
     """A convolution with as many feature groups as input features (one input feature each)."""
-    groups = _int_attribute(inst, "feature_group_count")
-    labels = _dim_labels(inst.attribute("dim_labels"))
-    lhs = _operand_dims(module, inst, 0)
+    groups = int_attribute(inst, "feature_group_count")
+    labels = dim_labels(inst.attribute("dim_labels"))
+    lhs = operand_dims(module, inst, 0)
     if groups <= 1 or labels is None or lhs is None or len(lhs) != len(labels[0]):
         return False
     return lhs[labels[0].index("f")] == groups
 
 
-def _dim_labels(text: str | None) -> tuple[str, str, str] | None:
+def dim_labels(text: str | None) -> tuple[str, str, str] | None:
     """``b01f_01io->b01f`` -> ``("b01f", "01io", "b01f")`` (None when it does not read so)."""
     if not text or "->" not in text or "_" not in text:
         return None
@@ -281,7 +281,7 @@ def _dim_labels(text: str | None) -> tuple[str, str, str] | None:
 _WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=(\S+)")
 
 
-def _window(text: str | None, spatial: int) -> list[tuple[int, int, int, int]]:
+def window_dims(text: str | None, spatial: int) -> list[tuple[int, int, int, int]]:
     """Each spatial dimension's ``(stride, low padding, lhs dilation, rhs dilation)`` from a
     ``window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=1x1 rhs_dilate=1x1}`` attribute."""
     fields = dict(_WINDOW_FIELD.findall((text or "").strip("{}")))
@@ -313,7 +313,7 @@ def _valid_positions(size: int, kernel: int, out: int, stride: int, pad_low: int
     return count
 
 
-def _int_attribute(inst: Instruction, key: str) -> int:
+def int_attribute(inst: Instruction, key: str) -> int:
     value = inst.attribute(key)
     return int(value) if value and value.isdigit() and int(value) > 0 else 1
 
@@ -327,7 +327,7 @@ def _custom_call_flops(module: HloModule, inst: Instruction) -> float:
     gemm = config.get("gemm_backend_config", {}) if isinstance(config, dict) else {}
     numbers = gemm.get("dot_dimension_numbers", {}) if isinstance(gemm, dict) else {}
     contracting = tuple(int(d) for d in numbers.get("lhs_contracting_dimensions", ()))
-    lhs = _operand_dims(module, inst, 0)
+    lhs = operand_dims(module, inst, 0)
     result = inst.shape.arrays[0] if inst.shape.arrays else None
     if lhs is None or result is None or not contracting:
         return 0.0
@@ -364,7 +364,7 @@ def unmodelled(inst: Instruction) -> str | None:
 
 def unmodelled_parts(module: HloModule, inst: Instruction) -> list[str]:
     """What the estimate cannot time in ``inst`` or the instructions it fuses."""
-    parts = _fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
+    parts = fused(module, inst) if inst.opcode == "fusion" else iter((inst,))
     return [label for part in parts if (label := unmodelled(part)) is not None]
 
 
@@ -419,7 +419,7 @@ def _elements(module: HloModule, name: str) -> int:
     return sum(a.elements for a in inst.shape.arrays) if inst is not None else 0
 
 
-def _operand_dims(module: HloModule, inst: Instruction, position: int) -> tuple[int, ...] | None:
+def operand_dims(module: HloModule, inst: Instruction, position: int) -> tuple[int, ...] | None:
     if position >= len(inst.operands):
         return None
     operand = module.instruction(inst.operands[position])
@@ -434,8 +434,3 @@ def _ints(text: str | None) -> tuple[int, ...]:
     body = match.group(1) if match else text
     return tuple(int(part) for part in body.split(",") if part.strip().lstrip("-").isdigit())
 
-
-fused = _fused
-"""The instructions a fusion computes, nested fusions opened (for :mod:`~shardscope.engine.hlo.band`)."""
-dim_labels, window_dims, operand_dims, int_attribute = _dim_labels, _window, _operand_dims, _int_attribute
-"""A convolution's reading, as the flop count reads it (for :mod:`~shardscope.engine.hlo.band`)."""
