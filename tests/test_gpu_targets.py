@@ -6,12 +6,9 @@ computation holds each all-reduce, its shape), never read from shardscope's own 
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
-import platform
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -23,7 +20,7 @@ from jax import lax
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
-from _hidden_compilers import hide_compilers
+from _hidden_compilers import hide_compilers, needs_gpu_plugin
 from _support import DEMOS
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError
@@ -33,20 +30,7 @@ from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 
-def _plugin_installed() -> bool:
-    """JAX's CUDA plugin of this jax's version, in shardscope's own folder (``make``) or on the path."""
-    from shardscope.targets.compilers import private_versions
-
-    try:
-        return (private_versions().get("jax-cuda12-plugin") or importlib.metadata.version("jax-cuda12-plugin")
-                ) == jax.__version__
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
-needs_plugin = pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and platform.machine() == "x86_64" and _plugin_installed()),
-    reason="JAX's CUDA plugin (the gpu extra) ships for Linux x86-64: not installed here")
+needs_plugin = needs_gpu_plugin
 
 _MAXTEXT = textwrap.dedent('''
     """MaxText-style gradient accumulation: lax.scan over 4 micro-batches, 8-way data parallel."""

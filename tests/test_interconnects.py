@@ -10,7 +10,6 @@ out below (never read back from shardscope's tables).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import re
@@ -22,6 +21,7 @@ import jax
 import pytest
 from jax.experimental import mesh_utils
 
+from _hidden_compilers import needs_gpu_plugin
 from _nccl_by_hand import BASE, NET, NVLINK, nvls_all_reduce, ring_all_reduce, tree_all_reduce
 from shardscope.hardware.fabrics import torus_time
 from shardscope.targets.gpu_nodes import gpu_node
@@ -31,17 +31,9 @@ from shardscope.errors import SettingsError
 from shardscope.targets import registry
 
 
-def _plugin_installed() -> bool:
-    try:
-        return importlib.metadata.version("jax-cuda12-plugin") == jax.__version__
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
 _LINUX_X86 = sys.platform.startswith("linux") and platform.machine() == "x86_64"
 needs_libtpu = pytest.mark.skipif(not _LINUX_X86, reason="libtpu ships for Linux x86-64 only")
-needs_plugin = pytest.mark.skipif(not (_LINUX_X86 and _plugin_installed()),
-                                  reason="JAX's CUDA plugin (the gpu extra) is not installed here")
+needs_plugin = needs_gpu_plugin
 
 # The cited figures (the machine records: shardscope/targets/tpu_generations.py, gpu_nodes.py),
 # written out for the hand derivations.

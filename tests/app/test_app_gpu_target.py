@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import platform
 import re
 import sys
+from pathlib import Path
 
-import jax
-import pytest
 from app_support import DEMOS, SIZE, drain, make_app, press, run, settle
 from textual.widgets import Input
 
@@ -19,17 +16,11 @@ from shardscope.plans.registry import build_plans
 from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
-
-def _plugin_installed() -> bool:
-    try:
-        return importlib.metadata.version("jax-cuda12-plugin") == jax.__version__
-    except importlib.metadata.PackageNotFoundError:
-        return False
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _hidden_compilers import needs_gpu_plugin  # noqa: E402  (tests/, beside this folder)
 
 
-pytestmark = pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and platform.machine() == "x86_64" and _plugin_installed()),
-    reason="JAX's CUDA plugin (the gpu extra) ships for Linux x86-64: not installed here")
+pytestmark = needs_gpu_plugin
 
 _BODIES = re.compile(r"body=%([\w.\-]+)")
 _HEADER = re.compile(r"^(?:ENTRY )?%(\S+) .*\{$")
