@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> None:
         "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
         "programs": programs,
         # the smoke run leaves the steps' phases out: their CPU compiles alone are seconds, even tiny
-        "phases_s": {} if args.no_phases else phases(
+        **({"phases_s": {}} if args.no_phases else phases(
             llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}",
-            tuple(n for n in chosen if n == "unrolled" or not smoke)),
+            tuple(n for n in chosen if n == "unrolled" or not smoke))),
     })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
@@ -140,10 +140,12 @@ def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
     """Per program, the seconds of each phase of one ``check`` in this process, as the command
     runs them (the collector paused): the trace, the jaxpr view, the CPU's lower and compile, its
-    compiled plan, and for the target its lower and compile and its plan (``names``: the programs)."""
+    compiled plan, and for the target its lower and compile and its plan (``names``: the programs).
+    ``phases_s`` holds the walls, ``phases_cpu_s`` the CPU time of the process meanwhile (user +
+    sys, XLA's threads included): on a loaded machine the wall is mostly waiting for a core."""
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
@@ -155,7 +157,7 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     from shardscope.targets.registry import load_target, parse_target
 
     ensure_devices(devices)
-    found = {}
+    found, cpu_found = {}, {}
     programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target),
                 ("mixtral", "mixtral_step.py", "train_step", target))
     for name, file, function, on in (p for p in programs if p[0] in names):
@@ -163,11 +165,12 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
         spec = spec_of(getattr(module, function))
         program = traceable(getattr(module, function), spec.args, spec.kwargs)
         times: dict[str, float] = {}
+        cpu: dict[str, float] = {}
 
         def timed(phase: str, work: Any) -> Any:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = work()
-            times[phase] = time.perf_counter() - start
+            times[phase], cpu[phase] = time.perf_counter() - start, time.process_time() - start_cpu
             return result
 
         with paused():
@@ -185,9 +188,10 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
                                                               backend=slice_.target.platform,
                                                               program=inspection.program,
                                                               jaxpr_collectives=inspection.collectives))
-        found[name] = times
-        print(f"{name} phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), flush=True)
-    return found
+        found[name], cpu_found[name] = times, cpu
+        print(f"{name} phases: " + ", ".join(f"{k} {v:.2f} s ({cpu[k]:.2f} s CPU)" for k, v in times.items()),
+              flush=True)
+    return {"phases_s": found, "phases_cpu_s": cpu_found}
 
 
 def _shown(argv: list[str]) -> str:
@@ -250,7 +254,19 @@ def _rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _phase_rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": name, **p} for name, p in scale.get("phases_s", {}).items()]
+    """Each program's walls, then its CPU times where the run kept them."""
+    cpu = scale.get("phases_cpu_s", {})
+    rows = []
+    for name, p in scale.get("phases_s", {}).items():
+        rows.append({"name": name, "measure": "wall" if name in cpu else "", **p})
+        if name in cpu:
+            rows.append({"name": name, "measure": "CPU", **cpu[name]})
+    return rows
+
+
+def _phase_label(row: dict[str, Any]) -> str:
+    """``llama``, or ``llama, CPU`` where the row is one of a program's two."""
+    return f"`{row['name']}`" + (f", {row['measure']}" if row["measure"] else "")
 
 
 def _phase_columns(scale: dict[str, Any]) -> list[str]:
@@ -258,8 +274,8 @@ def _phase_columns(scale: dict[str, Any]) -> list[str]:
     shown = [key for key in PHASES if any(key in p for p in phases.values())]
     table = Table(
         intro=lambda s: "One `check` of each program in one process, phase by phase (the collector paused, as the "
-                        "command runs them):",
-        columns=(Column("program", lambda r: f"`{r['name']}`", align="left"),
+                        "command runs them); CPU is the process's user + sys time meanwhile, XLA's threads included:",
+        columns=(Column("program", _phase_label, align="left"),
                  *(Column(PHASES[key], lambda r, key=key: r.get(key), unit="s", better="lower") for key in shown)),
         rows=_phase_rows,
     )
@@ -282,8 +298,26 @@ def _difference(scale: dict[str, Any]) -> list[str]:
                      f"the compile both routes make ({PHASES[JAX_ROUTE[name][1]]}) took {p[JAX_ROUTE[name][1]]:.1f} s "
                      "in the phase run.")
         out.append(f"- `{name}`: shardscope's own phases take {sum(added.values()):.2f} s of the check; the costliest "
-                   f"is the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}")
+                   f"is the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}{_cpu_difference(scale, name)}")
     return out
+
+
+def _cpu_difference(scale: dict[str, Any], name: str) -> str:
+    """The same in CPU time, which a loaded machine's waiting for a core leaves out: what
+    shardscope's own phases add to the phases JAX's route runs too, and the commands' CPU times."""
+    cpu = scale.get("phases_cpu_s", {}).get(name)
+    if not cpu:
+        return ""
+    shared = sum(cpu[key] for key in JAX_ROUTE[name])
+    added = sum(seconds for key, seconds in cpu.items() if key not in JAX_ROUTE[name])
+    row, commands = scale["programs"].get(name), ""
+    if row is not None:
+        commands = (f" The commands' median CPU times differ by "
+                    f"{row['check_cpu_s']['median'] - row['bare_cpu_s']['median']:.1f} s "
+                    f"({row['check_cpu_s']['median']:.1f} s against {row['bare_cpu_s']['median']:.1f} s).")
+    return (f" In CPU time, shardscope's own phases take {added:.2f} s against {shared:.1f} s for the phases JAX's "
+            f"route runs too ({' and '.join(PHASES[key] for key in JAX_ROUTE[name])}): "
+            f"{(shared + added) / shared:.2f}x.{commands}")
 
 
 BENCHMARK = Benchmark(
