@@ -118,3 +118,15 @@ def test_the_targets_of_all_programs_are_what_each_programs_own_make(checked):
         whole = data["targets"]["tpu:v5e:2x2"]
         own = program["targets"]["tpu:v5e:2x2"]
         assert own == {k: v for k, v in whole.items() if k != "variants"} | whole["variants"][ins.function]
+
+
+def test_the_target_compilers_cost_analysis_is_listed_by_key(checked):
+    """libtpu hands ``cost_analysis()`` over in another order in every process: the JSON lists it
+    by key, so that two runs' ``--json`` compare byte for byte but for their timings."""
+    path, inspections = checked
+    data = to_json(path, inspections)
+    for ins in inspections:
+        (plan,) = ins.targets
+        listed = list(data["targets"]["tpu:v5e:2x2"]["variants"][ins.function]["cost_analysis"])
+        assert len(listed) > 2 and "flops" in listed
+        assert listed == sorted(listed) == sorted(plan.cost)
