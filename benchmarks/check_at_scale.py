@@ -18,11 +18,13 @@ Each round runs both commands of a program in fresh processes, one after the oth
 alternating from round to round; the ratio is taken round by round (side by side: the machine's
 drift hits both) and its median quoted, with the peak RSS of each process (``wait4``, what
 ``/usr/bin/time -v`` reports) and its CPU time (user + sys: steadier than the wall on a loaded
-machine). No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
+machine, yet the same compile's CPU time still moves with the load: 87-117 s for the Llama step's
+slice compile here). ``--together`` runs the two commands of a round at once, so that the load
+falls on both alike. No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
 unless asked). Then, in this process, one check of each is timed phase by phase.
 
 Run alone, on a quiet machine: ``python -m benchmarks.check_at_scale [--quick | --smoke]
-[--programs llama,mixtral] [--no-phases]`` (writes ``benchmarks/results/check_at_scale.json``);
+[--programs llama,mixtral] [--no-phases] [--together]`` (writes ``benchmarks/results/check_at_scale.json``);
 not part of ``make bench`` (a round is minutes).
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
@@ -70,6 +73,9 @@ def _own_flags(parser: Any) -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS),
                         help=f"the programs to run, comma-separated (default: {','.join(PROGRAMS)})")
     parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase run in this process")
+    parser.add_argument("--together", action="store_true",
+                        help="run the two commands of a round at once: on a loaded machine the load then falls on "
+                             "both alike (one after the other, each meets its own share of it)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,8 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         runs[name] = {kind: [] for kind in pair}
         for i in range(rounds):
             order = list(pair.items())[:: -1 if i % 2 else 1]
-            for kind, argv_ in order:
-                result = run_child(argv_, timeout=1800)
+            for (kind, _), result in zip(order, _run_round([argv_ for _, argv_ in order], args.together)):
                 if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
                     raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
                 runs[name][kind].append(result)
@@ -99,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     programs = {name: _summary(kinds) for name, kinds in runs.items()}
     write_result("check_at_scale", args, {
         "rounds": rounds,
+        "together": args.together,
         "target_ratio": TARGET_RATIO,
         "unrolled_layers": int(os.environ["SHARDSCOPE_UNROLLED_LAYERS"]),
         "llama": {"layers": llama_model.LAYERS, "devices": llama_model.DEVICES,
@@ -116,6 +122,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
               f"ratio {row['ratio_median']:.2f}x, CPU time {row['cpu_ratio_median']:.2f}x; "
               f"memory {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _run_round(argvs: list[list[str]], together: bool) -> list[dict[str, Any]]:
+    """Each command run to completion (:func:`run_child`): one after the other, or all at once."""
+    if not together:
+        return [run_child(argv, timeout=1800) for argv in argvs]
+    with ThreadPoolExecutor(len(argvs)) as pool:  # each thread waits on its own child (wait4 by pid)
+        return list(pool.map(lambda argv: run_child(argv, timeout=1800), argvs))
 
 
 def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -248,8 +262,10 @@ def _described(scale: dict[str, Any]) -> list[str]:
         "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). "
         f"{COUNTED.get(len(scale['programs']), len(scale['programs']))}: "
         + "; and ".join(DESCRIBED[name].format(**sizes[name]) for name in scale["programs"]) + ". "
-        f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, one after the other, "
-        "the order alternating; the ratio is taken round by round (side by side) and its median quoted, of the walls "
+        f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, "
+        + ("at once (the machine's load falls on both alike)" if scale.get("together") else
+           "one after the other, the order alternating")
+        + "; the ratio is taken round by round (side by side) and its median quoted, of the walls "
         "and of the CPU times (user + sys, steadier on a loaded machine); peak RSS is each process's own (`wait4`, as `/usr/bin/time -v` reports it). No compilation cache. 1-minute load average "
         f"{load['start']:.1f} -> {load['end']:.1f} on this machine's 2 shared cores.",
     ]
