@@ -18,11 +18,13 @@ Each round runs both commands of a program in fresh processes, one after the oth
 alternating from round to round; the ratio is taken round by round (side by side: the machine's
 drift hits both) and its median quoted, with the peak RSS of each process (``wait4``, what
 ``/usr/bin/time -v`` reports) and its CPU time (user + sys: steadier than the wall on a loaded
-machine). No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
+machine, yet the same compile's CPU time still moves with the load: 87-117 s for the Llama step's
+slice compile here). ``--together`` runs the two commands of a round at once, so that the load
+falls on both alike. No compilation cache (``SHARDSCOPE_NO_CACHE=1``; JAX's is off
 unless asked). Then, in this process, one check of each is timed phase by phase.
 
 Run alone, on a quiet machine: ``python -m benchmarks.check_at_scale [--quick | --smoke]
-[--programs llama,mixtral] [--no-phases]`` (writes ``benchmarks/results/check_at_scale.json``);
+[--programs llama,mixtral] [--no-phases] [--together]`` (writes ``benchmarks/results/check_at_scale.json``);
 not part of ``make bench`` (a round is minutes).
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
@@ -80,6 +83,9 @@ def _own_flags(parser: Any) -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS),
                         help=f"the programs to run, comma-separated (default: {','.join(PROGRAMS)})")
     parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase run in this process")
+    parser.add_argument("--together", action="store_true",
+                        help="run the two commands of a round at once: on a loaded machine the load then falls on "
+                             "both alike (one after the other, each meets its own share of it)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,8 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         runs[name] = {kind: [] for kind in pair}
         for i in range(rounds):
             order = list(pair.items())[:: -1 if i % 2 else 1]
-            for kind, argv_ in order:
-                result = run_child(argv_, env=_bare_env() if kind == "bare" else None, timeout=1800)
+            envs = [_bare_env() if kind == "bare" else None for kind, _ in order]
+            for (kind, _), result in zip(order, _run_round([argv_ for _, argv_ in order], envs, args.together)):
                 if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
                     raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
                 runs[name][kind].append(result)
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     programs = {name: _summary(kinds) for name, kinds in runs.items()}
     write_result("check_at_scale", args, {
         "rounds": rounds,
+        "together": args.together,
         "target_ratio": TARGET_RATIO,
         "unrolled_layers": int(os.environ["SHARDSCOPE_UNROLLED_LAYERS"]),
         "llama": {"layers": llama_model.LAYERS, "devices": llama_model.DEVICES,
@@ -118,14 +125,23 @@ def main(argv: list[str] | None = None) -> None:
         "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
         "programs": programs,
         # the smoke run leaves the steps' phases out: their CPU compiles alone are seconds, even tiny
-        "phases_s": {} if args.no_phases else phases(
+        **({"phases_s": {}} if args.no_phases else phases(
             llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}",
-            tuple(n for n in chosen if n == "unrolled" or not smoke)),
+            tuple(n for n in chosen if n == "unrolled" or not smoke))),
     })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
               f"ratio {row['ratio_median']:.2f}x, CPU time {row['cpu_ratio_median']:.2f}x; "
               f"memory {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _run_round(argvs: list[list[str]], envs: list[dict[str, str] | None], together: bool) -> list[dict[str, Any]]:
+    """Each command run to completion (:func:`run_child`) with its environment's additions: one
+    after the other, or all at once."""
+    if not together:
+        return [run_child(argv, env=env, timeout=1800) for argv, env in zip(argvs, envs)]
+    with ThreadPoolExecutor(len(argvs)) as pool:  # each thread waits on its own child (wait4 by pid)
+        return list(pool.map(lambda pair: run_child(pair[0], env=pair[1], timeout=1800), zip(argvs, envs)))
 
 
 def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -150,10 +166,12 @@ def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
     """Per program, the seconds of each phase of one ``check`` in this process, as the command
     runs them (the collector paused): the trace, the jaxpr view, the CPU's lower and compile, its
-    compiled plan, and for the target its lower and compile and its plan (``names``: the programs)."""
+    compiled plan, and for the target its lower and compile and its plan (``names``: the programs).
+    ``phases_s`` holds the walls, ``phases_cpu_s`` the CPU time of the process meanwhile (user +
+    sys, XLA's threads included): on a loaded machine the wall is mostly waiting for a core."""
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
@@ -165,7 +183,7 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     from shardscope.targets.registry import load_target, parse_target
 
     ensure_devices(devices)
-    found = {}
+    found, cpu_found = {}, {}
     programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target),
                 ("mixtral", "mixtral_step.py", "train_step", target))
     for name, file, function, on in (p for p in programs if p[0] in names):
@@ -173,11 +191,12 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
         spec = spec_of(getattr(module, function))
         program = traceable(getattr(module, function), spec.args, spec.kwargs)
         times: dict[str, float] = {}
+        cpu: dict[str, float] = {}
 
         def timed(phase: str, work: Any) -> Any:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = work()
-            times[phase] = time.perf_counter() - start
+            times[phase], cpu[phase] = time.perf_counter() - start, time.process_time() - start_cpu
             return result
 
         with paused():
@@ -195,9 +214,16 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
                                                               backend=slice_.target.platform,
                                                               program=inspection.program,
                                                               jaxpr_collectives=inspection.collectives))
-        found[name] = times
-        print(f"{name} phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), flush=True)
-    return found
+        found[name], cpu_found[name] = times, cpu
+        print(f"{name} phases: " + ", ".join(f"{k} {v:.2f} s ({cpu[k]:.2f} s CPU)" for k, v in times.items()),
+              flush=True)
+    return {"phases_s": found, "phases_cpu_s": cpu_found,
+            "phases_cpu_ratio": {name: _own_ratio(name, cpu) for name, cpu in cpu_found.items()}}
+
+
+def _own_ratio(name: str, cpu: dict[str, float]) -> float:
+    """Every phase's CPU time over the CPU time of the phases JAX's route runs too."""
+    return sum(cpu.values()) / sum(cpu[key] for key in JAX_ROUTE[name])
 
 
 def _shown(argv: list[str]) -> str:
@@ -248,8 +274,10 @@ def _described(scale: dict[str, Any]) -> list[str]:
         "`python -m benchmarks.check_at_scale` (run alone; not part of `make bench`). "
         f"{COUNTED.get(len(scale['programs']), len(scale['programs']))}: "
         + "; and ".join(DESCRIBED[name].format(**sizes[name]) for name in scale["programs"]) + ". "
-        f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, one after the other, "
-        "the order alternating; the ratio is taken round by round (side by side) and its median quoted, of the walls "
+        f"Each of {scale['rounds']} rounds runs both commands of a program in fresh processes, "
+        + ("at once (the machine's load falls on both alike)" if scale.get("together") else
+           "one after the other, the order alternating")
+        + "; the ratio is taken round by round (side by side) and its median quoted, of the walls "
         "and of the CPU times (user + sys, steadier on a loaded machine); peak RSS is each process's own (`wait4`, as `/usr/bin/time -v` reports it). No compilation cache. 1-minute load average "
         f"{load['start']:.1f} -> {load['end']:.1f} on this machine's 2 shared cores.",
     ]
@@ -260,7 +288,19 @@ def _rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _phase_rows(scale: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": name, **p} for name, p in scale.get("phases_s", {}).items()]
+    """Each program's walls, then its CPU times where the run kept them."""
+    cpu = scale.get("phases_cpu_s", {})
+    rows = []
+    for name, p in scale.get("phases_s", {}).items():
+        rows.append({"name": name, "measure": "wall" if name in cpu else "", **p})
+        if name in cpu:
+            rows.append({"name": name, "measure": "CPU", **cpu[name]})
+    return rows
+
+
+def _phase_label(row: dict[str, Any]) -> str:
+    """``llama``, or ``llama, CPU`` where the row is one of a program's two."""
+    return f"`{row['name']}`" + (f", {row['measure']}" if row["measure"] else "")
 
 
 def _phase_columns(scale: dict[str, Any]) -> list[str]:
@@ -268,8 +308,8 @@ def _phase_columns(scale: dict[str, Any]) -> list[str]:
     shown = [key for key in PHASES if any(key in p for p in phases.values())]
     table = Table(
         intro=lambda s: "One `check` of each program in one process, phase by phase (the collector paused, as the "
-                        "command runs them):",
-        columns=(Column("program", lambda r: f"`{r['name']}`", align="left"),
+                        "command runs them); CPU is the process's user + sys time meanwhile, XLA's threads included:",
+        columns=(Column("program", _phase_label, align="left"),
                  *(Column(PHASES[key], lambda r, key=key: r.get(key), unit="s", better="lower") for key in shown)),
         rows=_phase_rows,
     )
@@ -292,8 +332,26 @@ def _difference(scale: dict[str, Any]) -> list[str]:
                      f"the compile both routes make ({PHASES[JAX_ROUTE[name][1]]}) took {p[JAX_ROUTE[name][1]]:.1f} s "
                      "in the phase run.")
         out.append(f"- `{name}`: shardscope's own phases take {sum(added.values()):.2f} s of the check; the costliest "
-                   f"is the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}")
+                   f"is the {PHASES[costliest]} ({added[costliest]:.2f} s).{walls}{_cpu_difference(scale, name)}")
     return out
+
+
+def _cpu_difference(scale: dict[str, Any], name: str) -> str:
+    """The same in CPU time, which a loaded machine's waiting for a core leaves out: what
+    shardscope's own phases add to the phases JAX's route runs too, and the commands' CPU times."""
+    cpu = scale.get("phases_cpu_s", {}).get(name)
+    if not cpu:
+        return ""
+    shared = sum(cpu[key] for key in JAX_ROUTE[name])
+    added = sum(seconds for key, seconds in cpu.items() if key not in JAX_ROUTE[name])
+    row, commands = scale["programs"].get(name), ""
+    if row is not None:
+        commands = (f" The commands' median CPU times differ by "
+                    f"{row['check_cpu_s']['median'] - row['bare_cpu_s']['median']:.1f} s "
+                    f"({row['check_cpu_s']['median']:.1f} s against {row['bare_cpu_s']['median']:.1f} s).")
+    return (f" In CPU time, shardscope's own phases take {added:.2f} s against {shared:.1f} s for the phases JAX's "
+            f"route runs too ({' and '.join(PHASES[key] for key in JAX_ROUTE[name])}): "
+            f"{scale['phases_cpu_ratio'][name]:.2f}x.{commands}")
 
 
 BENCHMARK = Benchmark(

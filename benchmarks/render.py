@@ -55,6 +55,12 @@ def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = 
                 "time of JAX's route (section 7b)." if "unrolled" in scale else "")
     llama = (f" In this run the Llama-shaped step's `check --target` peaked at {scale['llama']['rss_ratio_median']:.2f}x "
              "the memory of JAX's route (section 7b)." if "llama" in scale else "")
+    llama_cpu = ""
+    if "llama" in scale:
+        own = (scale_result or {}).get("phases_cpu_ratio", {}).get("llama")
+        phases = f", and its phases in one process {own:.2f}x" if own is not None else ""
+        llama_cpu = (f" In this run the Llama-shaped step's `check --target` took {scale['llama']['cpu_ratio_median']:.2f}x "
+                     f"the CPU time of JAX's route{phases} (section 7b).")
     return [
         "`shardscope/engine/pytree_paths.py` (5321096): the gradients of one line's values (the layers of a Python "
         "loop) are told apart by the program outputs they reach with the candidates' paths indexed once per line "
@@ -64,6 +70,11 @@ def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = 
         "`shardscope/pipeline/check.py`, `targets/plans.py` (81c6711): with `--target`, each target's compile "
         "comes before the CPU's, while only the trace is held: a slice's compile of a large step is the process's "
         "peak of memory, and the CPU's executable and its parsed module were alive beside it." + llama,
+        "`shardscope/render/check.py`, `render/targets.py` (c307a13): `check --json` renders each target plan once. "
+        "It rendered each program's plans on the targets, then all of them again for `targets`, and a plan's "
+        "verdict, savings and step estimate each costed every collective's replica groups on the target's "
+        "interconnect: the Llama-shaped step's plan on 256 chips was costed 8 times (about 190,000 group costs, most "
+        "of the JSON's CPU time), now twice (`tests/test_target_json_cost.py` counts them)." + llama_cpu,
         "`shardscope/jaxpr_model.py` (then `program.py`, d20acbe): `_value` caches each dtype's name and item size "
         "(`functools.lru_cache`): `str(np.dtype)` ran for every variable and was a large part of "
         "`from_jaxpr` under cProfile." + from_jaxpr,

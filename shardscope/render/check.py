@@ -19,7 +19,7 @@ from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.measured import render_measured
-from shardscope.render.targets import render_targets, targets_json, unavailable_targets_json
+from shardscope.render.targets import merged_targets, render_targets, targets_json, unavailable_targets_json
 from shardscope.targets.registry import UnavailableTarget, targets_with
 
 if TYPE_CHECKING:
@@ -51,7 +51,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     beside others that were (``{"target", "error", "hint"}``; then ``exit_code`` is 2).
     """
     programs = []
-    for ins in inspections:
+    on_targets = [targets_json(_named([ins])) for ins in inspections]  # each plan rendered once
+    for ins, own in zip(inspections, on_targets):
         data = inspection_json(ins)
         if ins.dispatches is not None:  # a step that is not jitted: its calls, counted per step
             data.update(counts=ins.counts(), executed_collectives=ins.executed_collectives,
@@ -61,7 +62,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
         data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are
         data["measured"] = None if ins.measured is None else ins.measured.to_json()
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
-                           for target, entry in targets_json(_named([ins])).items()}
+                           for target, entry in own.items()}
         programs.append(data)
     for ins, program in zip(inspections, programs):
         if ins.dumped and ins.compiled is not None:  # --xla-dump: the run's own compiler's plan
@@ -75,7 +76,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                               "programs": programs,
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
-                              "targets": targets_json(_named(inspections)),
+                              "targets": merged_targets(on_targets),
                               "unavailable_targets": unavailable_targets_json(unavailable)}
     if min_saving is not None:
         result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}

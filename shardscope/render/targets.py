@@ -88,12 +88,13 @@ def _unnamed(p: "TargetPlacement") -> str:
     return f"{name} ({c.source})" if c.source else name
 
 
-def plan_verdict(title: str, plan: "TargetPlan") -> str:
+def plan_verdict(title: str, plan: "TargetPlan", savings: "dict[str, Saving] | None" = None) -> str:
     """One sentence: on this target, does the plan's flagged collective leave its loop (the
     compiler defers it already) or stay (the deferral is worth writing)?
 
     ``title`` names the plan with its article (``the naive plan``, ``the step program``,
-    ``linear's naive plan``).
+    ``linear's naive plan``); ``savings`` are the plan's :func:`savings_of` where the caller has
+    them already (each costs every collective's groups on the interconnect).
     """
     on = f"on {plan.topology} {title}"
     if plan.refused:
@@ -101,7 +102,7 @@ def plan_verdict(title: str, plan: "TargetPlan") -> str:
         return f"{on} {plan.fit.line()}, so it has no plan there; its CPU plan stands."
     entered = [p for p in plan.comparison.placements if p.entered]
     return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "." + "".join(
-        f" {sentence}" for sentence in size_sentences(plan))
+        f" {sentence}" for sentence in size_sentences(plan, savings))
 
 
 def size_sentences(plan: "TargetPlan", savings: "dict[str, Saving] | None" = None) -> list[str]:
@@ -519,7 +520,8 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
             "seconds_per_run": timed.seconds, "latency_s": timed.latency_s, "bandwidth_s": timed.bandwidth_s,
             "algorithm": timed.algorithm, "devices": timed.devices}
         collectives.append(fields)
-    savings = savings_of(plan)
+    step = step_estimate_of(plan)  # each of these costs every collective's groups: once each
+    savings = savings_of(plan, None if step is None else step.dispatched_upper_s)
     placements = [placement_json(p) | {"saving": savings[p.collective.name].to_json()
                                        if p.collective.name in savings else None}
                   for p in plan.comparison.placements]
@@ -534,9 +536,9 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
         "compile_s": plan.compile_s,
         "placements": placements,
         "staying_findings": [p.collective.name for p in plan.staying_findings],
-        "verdict": plan_verdict(title, plan),
+        "verdict": plan_verdict(title, plan, savings),
         "fit": None if plan.fit is None else plan.fit.to_json(),
-        "step_estimate": None if (step := step_estimate_of(plan)) is None else step.to_json(),
+        "step_estimate": None if step is None else step.to_json(),
     }
 
 
@@ -571,4 +573,18 @@ def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Proj
     for target, projection in (projections or {}).items():
         if target in data:
             data[target]["projection"] = projection_json(projection)
+    return data
+
+
+def merged_targets(parts: "Iterable[dict[str, Any]]") -> dict[str, Any]:
+    """The :func:`targets_json` of several groups of plans from each group's own, in order (each
+    target's first entry gives its fields, a later plan of the same name replaces an earlier):
+    ``check --json`` lists each program's targets, then all of them, each plan rendered once."""
+    data: dict[str, Any] = {}
+    for part in parts:
+        for target, entry in part.items():
+            if target in data:
+                data[target]["variants"].update(entry["variants"])
+            else:
+                data[target] = {**entry, "variants": dict(entry["variants"])}
     return data

@@ -312,11 +312,13 @@ def _memory(executable: "MeshExecutable") -> dict[str, int]:
 
 
 def _cost(executable: "MeshExecutable") -> dict[str, float]:
-    """``cost_analysis()`` as plain floats (TPU keys: ``flops``, ``optimal_seconds``, ``utilization*``...)."""
+    """``cost_analysis()`` as plain floats (TPU keys: ``flops``, ``optimal_seconds``, ``utilization*``...),
+    by key: libtpu hands them over in another order in every process, and ``--json`` is compared
+    between runs byte for byte."""
     try:
         cost = executable.cost_analysis()
     except NotImplementedError:  # the GPU's compile-only executable has none
         return {}
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
-    return {str(key): float(value) for key, value in (cost or {}).items()}
+    return {str(key): float(value) for key, value in sorted((cost or {}).items(), key=lambda item: str(item[0]))}
