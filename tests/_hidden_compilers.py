@@ -21,11 +21,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
-
-import pytest
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from shardscope.targets.compilers import ENV, compilers_dir
+
+if TYPE_CHECKING:
+    import pytest
 
 
 @dataclass(frozen=True)
@@ -143,28 +144,3 @@ def environment_without(where: Path, *kinds: str, base: dict[str, str] | None = 
     env[ENV] = str(folder_without(where, *kinds))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(start), env.get("PYTHONPATH")]))
     return env
-
-
-def gpu_plugin_installed() -> bool:
-    """JAX's CUDA plugin of this jax's version, in shardscope's own folder (``make``'s quiet route)
-    or on the path (the ``gpu`` extra), on Linux x86-64 where it ships: what the GPU-target tests
-    need, skipped otherwise."""
-    import platform
-
-    import jax
-
-    from shardscope.targets.compilers import private_versions
-
-    if not (sys.platform.startswith("linux") and platform.machine() == "x86_64"):
-        return False
-    try:
-        return (private_versions().get("jax-cuda12-plugin") or importlib.metadata.version("jax-cuda12-plugin")
-                ) == jax.__version__
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
-needs_gpu_plugin = pytest.mark.skipif(not gpu_plugin_installed(),
-                                      reason="JAX's CUDA plugin (the gpu extra) ships for Linux x86-64: not installed here")
-"""The skip of a test that compiles for a GPU target."""
-

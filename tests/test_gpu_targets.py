@@ -20,7 +20,8 @@ from jax import lax
 from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec as P
 
 import _target_programs as programs
-from _hidden_compilers import hide_compilers, needs_gpu_plugin
+from _gpu_plugin import needs_gpu_plugin
+from _hidden_compilers import hide_compilers
 from _support import DEMOS
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.errors import SettingsError, TargetError

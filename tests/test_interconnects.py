@@ -21,7 +21,7 @@ import jax
 import pytest
 from jax.experimental import mesh_utils
 
-from _hidden_compilers import needs_gpu_plugin
+from _gpu_plugin import needs_gpu_plugin
 from _nccl_by_hand import BASE, NET, NVLINK, nvls_all_reduce, ring_all_reduce, tree_all_reduce
 from shardscope.hardware.fabrics import torus_time
 from shardscope.targets.gpu_nodes import gpu_node

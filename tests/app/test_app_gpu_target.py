@@ -17,7 +17,7 @@ from shardscope.config.settings import Settings
 from shardscope.sources.loading import load_demo_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _hidden_compilers import needs_gpu_plugin  # noqa: E402  (tests/, beside this folder)
+from _gpu_plugin import needs_gpu_plugin  # noqa: E402  (tests/, beside this folder)
 
 
 pytestmark = needs_gpu_plugin
