@@ -51,12 +51,17 @@ typecheck: $(STAMP)
 NEWEST_VENV := .venv-newest
 NEWEST_STAMP := $(NEWEST_VENV)/.installed
 
+# The newest jax whose libtpu is published: a jax can reach the registry before its libtpu (jax
+# 0.12.1 asked for libtpu 0.0.53, not there yet), so jax is resolved with its tpu extra, whose
+# site-packages libtpu goes again once the quiet route put the same one in shardscope's folder
+# (its floor keeps pip's backtracking among today's releases: older ones name libtpu by URL).
 $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile]' jax
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile]' jax $(if $(COMPILERS),'jax[tpu]>=0.12')
 	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m shardscope.targets.compilers $(COMPILERS))
+	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m pip uninstall --quiet --yes libtpu)
 	@touch $(NEWEST_STAMP)
 
 test-newest: $(NEWEST_STAMP)
