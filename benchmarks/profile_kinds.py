@@ -46,7 +46,7 @@ def rows() -> list[dict]:
     texts = json.loads((STORED / "kinds.modules.json").read_text())
     chip = tpu_chip(info["device_kind"])
     assert chip is not None, info["device_kind"]
-    profile = read_profile(STORED / "kinds.xplane.pb")
+    profile = read_profile(STORED / "kinds.xplane.pb", stats=True)
     order = []  # program ids in the order the programs ran (the capture ran them in its table's order)
     for run in sorted(profile.module_runs, key=lambda r: r.start_us):
         if run.program_id not in order:
@@ -81,7 +81,7 @@ def instruction_times(trace: Path, corpus: Path = CORPUS_RUN4, calls: int = 6) -
     that ran that many times and whose instructions its compiled module holds."""
     programs = [row for row in map(json.loads, gzip.decompress(corpus.read_bytes()).decode().splitlines())
                 if "hlo" in row and not row.get("error")]
-    profile = read_profile(trace)
+    profile = read_profile(trace, stats=True)
     starts: dict[str, list[float]] = defaultdict(list)
     for run in profile.module_runs:
         starts[run.program_id].append(run.start_us)

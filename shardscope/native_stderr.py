@@ -21,6 +21,15 @@ from typing import Callable, Iterator
 
 _TURNS = threading.RLock()
 
+_terminal: list[int] = []
+"""The descriptors saved by the redirects in force, outermost first: the first is the terminal's."""
+
+
+def terminal_stderr() -> int:
+    """The descriptor of the stderr the process started with, while a redirect holds descriptor 2
+    (an interrupt's message must reach the terminal, not the scratch file), else 2."""
+    return _terminal[0] if _terminal else 2
+
 
 @contextmanager
 def stderr_into(sink: int, then: Callable[[], None] | None = None) -> Iterator[int]:
@@ -32,6 +41,7 @@ def stderr_into(sink: int, then: Callable[[], None] | None = None) -> Iterator[i
     with _TURNS:
         sys.stderr.flush()
         saved = os.dup(2)
+        _terminal.append(saved)
         try:
             os.dup2(sink, 2)
             try:
@@ -42,6 +52,7 @@ def stderr_into(sink: int, then: Callable[[], None] | None = None) -> Iterator[i
                 if then is not None:
                     then()
         finally:
+            _terminal.remove(saved)
             os.close(saved)
 
 

@@ -24,6 +24,8 @@ from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_st
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
+from shardscope.targets.platforms import platform_choice, run_on, tpu_chips_attached
+from shardscope.measure.profile_read import Profile, ProfileError
 from shardscope.targets.registry import UnavailableTarget, installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
@@ -180,6 +182,7 @@ def check(options: CheckOptions) -> int:
     check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
+    profile = _profile_first(options, bool(slices))  # its platform may decide where the program compiles
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.targets.plans import load_available_targets, target_device_count
@@ -188,7 +191,7 @@ def check(options: CheckOptions) -> int:
     # targets, those that cannot be compiled for are reported after the others' results
     targets, unavailable = load_available_targets(slices, unavailable)
     _refuse_other_device_count(options, targets)
-    devices = max(options.devices or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
+    devices = max(options.devices or _profiled_devices(profile) or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
@@ -197,12 +200,12 @@ def check(options: CheckOptions) -> int:
         checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs)
         inspections = checked.inspections
         rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
-        inspections = _measured(inspections, options)
+        inspections, profile_errors = _measured(inspections, options, profile)
     status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
     if min_saving is not None:  # a share needs a step estimate: refused before any output
         require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
-    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets, unavailable)
-    return 2 if unavailable else status
+    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets, unavailable, profile_errors)
+    return 2 if unavailable or profile_errors else status
 
 
 def check_dump(options: CheckOptions) -> int:
@@ -215,22 +218,31 @@ def check_dump(options: CheckOptions) -> int:
     from shardscope.pipeline.xla_dump import dump_check
 
     checked = dump_check(options.xla_dump, options.function)
-    inspections = _measured(checked.inspections, options)  # the same run's profile, on the run's own plan
+    for note in checked.notes:  # which compilation of several was read: said, never silent
+        print(f"shardscope: {note}", file=sys.stderr, flush=True)
+    # the same run's profile, on the run's own plan
+    inspections, profile_errors = _measured(checked.inspections, options, None)
     status = exit_code(inspections, checked.failed)
-    _print_outcome(options, options.xla_dump, checked, inspections, None, None, ())
-    return status
+    _print_outcome(options, options.xla_dump, checked, inspections, None, None, (), (), profile_errors)
+    return 2 if profile_errors else status
 
 
 def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspections: list[Inspection],
                    rewrites: list[ProgramWhatIf] | None, min_saving: MinSaving | None,
-                   targets: Sequence[TargetDevices], unavailable: Sequence[UnavailableTarget] = ()) -> None:
-    """The report in the format asked for, then each failed program's one message and each target
-    that could not be compiled for (``unavailable``)."""
+                   targets: Sequence[TargetDevices], unavailable: Sequence[UnavailableTarget] = (),
+                   profile_errors: Sequence[ShardscopeError] = ()) -> None:
+    """The report in the format asked for, then each failed program's one message, each target
+    that could not be compiled for (``unavailable``) and what the profile could not be put on
+    (``profile_errors``: the plans are shown all the same)."""
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable), allow_nan=False))
+        data = to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable)
+        data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in profile_errors]
+        if profile_errors:
+            data["exit_code"] = 2
+        print(json.dumps(data, allow_nan=False))
     elif options.github:
         for line in workflow_commands(path, inspections, checked.failed,
                                       counts=None if min_saving is None else saving_filter(min_saving)):
@@ -250,6 +262,8 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspec
     for failed_error in errors:
         report_error(failed_error, options.debug)
     for error in unavailable:  # each target that could not be compiled for: after the others' results
+        report_error(error, options.debug)
+    for error in profile_errors:  # the profile: after the plans, which stand without its times
         report_error(error, options.debug)
 
 
@@ -297,15 +311,48 @@ def _refuse_with_dump(args: argparse.Namespace) -> None:
                                                  f"{', '.join(needs_program)}")
 
 
-def _measured(inspections: list[Inspection], options: CheckOptions) -> list[Inspection]:
-    """The inspections with a profile's times on their plans (``--profile``, ``--profile-dir``)."""
+def _measured(inspections: list[Inspection], options: CheckOptions,
+              profile: Profile | ProfileError | None) -> tuple[list[Inspection], list[ShardscopeError]]:
+    """The inspections with a profile's times on their plans (``--profile``, ``--profile-dir``:
+    ``profile`` is the one already read, or the error reading it gave), and the messages for what
+    the profile could not be put on."""
     from shardscope.pipeline.profiled import measured_by_profiler, measured_from_dir  # imports JAX, as above
 
     if options.profile_dir:
-        return measured_from_dir(inspections, options.profile_dir)
+        done = measured_from_dir(inspections, profile if profile is not None else options.profile_dir)
+        return done.inspections, done.errors
     if options.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
-        return measured_by_profiler(inspections)
-    return inspections
+        done = measured_by_profiler(inspections)
+        return done.inspections, done.errors
+    return inspections, []
+
+
+def _profile_first(options: CheckOptions, targets: bool) -> Profile | ProfileError | None:
+    """``--profile-dir``'s profile, read before JAX's backend starts: a run on this machine's kind
+    of accelerator (a TPU profile on a TPU VM) is checked on it, as ``--on tpu`` would
+    (unless ``--on``, ``JAX_PLATFORMS`` or ``--target`` chose otherwise). None without
+    ``--profile-dir``; the error reading it gave, kept for after the plans."""
+    if not options.profile_dir:
+        return None
+    from shardscope.pipeline.profiled import read_or_error  # JAX's reader: JAX is imported by now
+
+    profile = read_or_error(options.profile_dir)
+    if isinstance(profile, ProfileError) or profile.platform == "cpu" or targets or platform_choice() is not None:
+        return profile
+    if profile.platform == "tpu" and tpu_chips_attached():
+        run_on("tpu")  # the run's own compiler, on the chip the profile names
+        print(f"shardscope: the profile is of a run on {profile.machine()}: checking on this machine's TPU "
+              "(as --on tpu)", file=sys.stderr, flush=True)
+        start_jax_quietly()
+    return profile
+
+
+def _profiled_devices(profile: Profile | ProfileError | None) -> int | None:
+    """The devices a profiled run's program spans, when the check runs on its platform (a TPU
+    run checked on the TPU): the mesh the file builds then has the run's device count."""
+    if isinstance(profile, Profile) and profile.platform != "cpu" and profile.executions:
+        return max(e.devices for e in profile.executions)
+    return None
 
 
 def _refuse_other_device_count(options: CheckOptions, targets: Sequence[TargetDevices]) -> None:

@@ -75,7 +75,7 @@ class ExplorerOptions:
         over the cap is refused here, before JAX starts."""
         # a target's form and size, and libtpu, are checked now; whether libtpu knows it, in the app's first run
         targets = tuple(target.text() for target in checked_targets(() if self.target is None else (self.target,)))
-        require_profile_converter(self.demo)  # the extra's one message, before the app opens
+        require_profile_converter(self.demo)  # --profile with --profile-dir: one message, before the app opens
         settings = self.demo.settings().with_(what_if=self.what_if, targets=targets)
         max_devices = max(self.max_devices, settings.mesh.devices)
         check_device_count(max_devices)  # the app starts this many CPU devices: refuse thousands now

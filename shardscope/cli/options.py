@@ -16,7 +16,6 @@ from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.config.mesh import Mesh, parse_axes
 from shardscope.config.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
 from shardscope.sources.bundled import SEED_DEMO, find_file
-from shardscope.measure.profile_read import require_converter
 from shardscope.targets.platforms import ON_PLATFORMS
 
 FILE_HELP = "a Python file with functions marked @shardscope.demo, or a shipped demo's name (shardscope demos)"
@@ -96,28 +95,28 @@ def add_profile_options(parser: argparse.ArgumentParser, directory: bool = True)
     ``directory=False`` (sweep: many programs, none the user ran) adds ``--profile`` alone."""
     parser.add_argument("--profile", action="store_true",
                        help="run each program under JAX's profiler (on the platform --on names) and show each "
-                            "collective's measured time per step and per run, the compute it overlapped, and the "
-                            "step's measured time (needs shardscope[profile])")
+                            "collective's measured time per call and per run, the compute it overlapped, and the "
+                            "step's measured time (medians over the calls after the first)")
     if not directory:
         return
     parser.add_argument("--profile-dir", metavar="DIR",
-                       help="put the profile of your own run on the plan: the plugins/profile/<run> folder "
-                            "jax.profiler wrote (local or gs://, one .xplane.pb per host), or the folder given to "
-                            "start_trace (needs shardscope[profile])")
+                       help="put the profile of your own run on the plan it executed: the folder given to "
+                            "jax.profiler.start_trace (its newest run), a plugins/profile/<run> folder (one "
+                            ".xplane.pb per host, read together) or one .xplane.pb; local or gs:// (gcsfs: "
+                            "shardscope[profile])")
 
 
 def require_profile_converter(options: DemoOptions) -> None:
-    """``--profile``/``--profile-dir`` without the profile extra, or both: one message, before JAX starts."""
+    """``--profile`` and ``--profile-dir`` both given: one message, before JAX starts."""
     check_profile_options(options.profile, options.profile_dir)
 
 
 def check_profile_options(profile: bool, profile_dir: str | None) -> None:
-    """``--profile`` and ``--profile-dir`` together are refused; either needs XProf's converter."""
+    """``--profile`` and ``--profile-dir`` together are refused (JAX's own reader reads a profile:
+    nothing else is needed but gcsfs for a ``gs://`` folder, which its reading checks)."""
     if profile and profile_dir:
         raise SettingsError("--profile runs the programs under the profiler and --profile-dir reads a profile "
                             "you captured: give one of them.", "drop --profile to read the profile in DIR")
-    if profile or profile_dir:
-        require_converter()
 
 
 def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> None:

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
     settings = options.demo.settings()
-    require_profile_converter(options.demo)  # the extra's one message, before JAX starts
+    require_profile_converter(options.demo)  # --profile with --profile-dir: one message, before JAX starts
     target = projection_target(options.project, options.link)  # fails before JAX starts
     slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     refuse_targets_across_processes(slices, options.processes)
@@ -95,13 +95,17 @@ def report(options: ReportOptions) -> int:
     projection = None if target is None else project(analysis, *target)
     on_targets = project_targets(analysis, *(target or (None, None)))
     if options.json:
-        print(json.dumps(to_json(analysis, projection, on_targets, unavailable), allow_nan=False))
+        data = to_json(analysis, projection, on_targets, unavailable)
+        data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in analysis.profile_errors]
+        print(json.dumps(data, allow_nan=False))
     else:
         render(analysis, stdout_console(), projection, on_targets)
     sys.stdout.flush()
     for error in unavailable:  # each target that could not be compiled for: after the others' results
         report_error(error, options.debug)
-    return 2 if unavailable else 0
+    for profile_error in analysis.profile_errors:  # the profile: the plans stand without its times
+        report_error(profile_error, options.debug)
+    return 2 if unavailable or analysis.profile_errors else 0
 
 
 def projection_target(project: str | None, link: str | None) -> tuple[Link, int | None] | None:

@@ -79,7 +79,7 @@ def sweep(options: SweepOptions) -> int:
     from shardscope.targets.plans import load_targets  # the engine (0.4 s): not for --help
 
     settings = options.demo.settings()
-    require_profile_converter(options.demo)  # the extra's one message, before JAX starts
+    require_profile_converter(options.demo)  # --profile with --profile-dir: one message, before JAX starts
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None

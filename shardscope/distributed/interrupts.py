@@ -11,6 +11,7 @@ with ``os._exit``: nothing can swallow it, nothing delays it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -19,12 +20,14 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
 from shardscope.activities import current_activity
+from shardscope.native_stderr import terminal_stderr
 
 T = TypeVar("T")
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _temporary_files: set[str] = set()
+_temporary_folders: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -43,13 +46,28 @@ def temporary_file(path: str) -> Iterator[str]:
             _temporary_files.discard(path)
 
 
+@contextmanager
+def temporary_folder(path: str) -> Iterator[str]:
+    """Mark the folder ``path`` (and what is in it) as removed on an interrupt while the block
+    runs: a profile's copy, a bucket's files fetched, a converter's scratch."""
+    with _lock:
+        _temporary_folders.add(path)
+    try:
+        yield path
+    finally:
+        with _lock:
+            _temporary_folders.discard(path)
+
+
 def remove_temporary_files() -> None:
-    """Delete every temporary file still registered (an interrupt is leaving)."""
+    """Delete every temporary file and folder still registered (an interrupt is leaving)."""
     for path in list(_temporary_files):
         try:
             os.unlink(path)
         except OSError:
             pass  # not created yet, or already renamed into place
+    for folder in list(_temporary_folders):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _child_processes: set = set()
@@ -97,10 +115,9 @@ def leave(signum: int, frame: object = None) -> None:
     end_child_processes()
     doing = current_activity()
     during = f" while {doing}" if doing else ""
-    try:  # the real stderr: an import in progress has sys.stderr redirected to hold its output
-        stderr = sys.__stderr__ or sys.stderr
-        stderr.write(f"\nshardscope: interrupted ({signal.Signals(signum).name}){during}; nothing was written\n")
-        stderr.flush()
+    message = f"\nshardscope: interrupted ({signal.Signals(signum).name}){during}; nothing was written\n"
+    try:  # the terminal's stderr: an import may hold sys.stderr, native code's redirect descriptor 2
+        os.write(terminal_stderr(), message.encode(errors="replace"))
     except Exception:  # noqa: BLE001 - stderr may be closed; leaving matters more
         pass
     os._exit(exit_status(signum))

@@ -81,11 +81,14 @@ class Inspection:
     traced); empty for a program shardscope traced and compiled."""
 
     shown_on: str = ""
-    measured: MeasuredPlan | None = None
-    """The compiled plan's times in a profile (``--profile``, ``--profile-dir``), None without one."""
     """The target this inspection was made for (``inspect_on("gpu:h100:8", ...)``): its plan is
     the one :meth:`counts` and :attr:`executed_collectives` count and printing shows first (the
     CPU's after it, labelled); empty for the CPU's."""
+    measured: MeasuredPlan | None = None
+    """The compiled plan's times in a profile (``--profile``, ``--profile-dir``), None without one."""
+    profile_note: str = ""
+    """Why a profile given put no times on this plan (it does not hold it, it is of another
+    program, it cannot be read); empty otherwise."""
     device_request: DeviceRequest | None = None
     """Set when the program spans fewer devices than its source asks for, and JAX started fewer
     (a notebook that forgot ``jax_num_cpu_devices``): printing says so first, and the assertions

@@ -3,7 +3,7 @@
 Each call is run once to warm it (its first run compiles and allocates), then ``runs`` times
 under a ``jax.profiler`` trace, each call waited on: every run of every instruction on every
 device is on the timeline. The trace goes to a temporary folder that :func:`profile_calls`
-reads (:mod:`shardscope.measure.profile_read`) and removes.
+reads (:mod:`shardscope.measure.profile_read`) and removes (an interrupt removes it too).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from shardscope.measure.profile_read import Profile, read_profile, require_converter
+from shardscope.distributed.interrupts import temporary_folder
+from shardscope.measure.profile_read import Profile, read_profile
 
 DEFAULT_CALLS = 5
 """How many times ``--profile`` runs each program under the profiler."""
@@ -43,7 +44,6 @@ def profile_each(calls: Mapping[str, Callable[[], Any]], runs: int = DEFAULT_CAL
 
 def profile_calls(calls: Mapping[str, Callable[[], Any]], runs: int = DEFAULT_CALLS) -> Profile:  # Any: outputs
     """The :class:`~shardscope.measure.profile_read.Profile` of ``calls`` run ``runs`` times each."""
-    require_converter()  # before anything runs: the extra's message, not a trace nobody reads
-    with tempfile.TemporaryDirectory(prefix="shardscope-trace-") as folder:
+    with tempfile.TemporaryDirectory(prefix="shardscope-trace-") as folder, temporary_folder(folder):
         profile = read_profile(capture(calls, runs, Path(folder)))
     return dataclasses.replace(profile, source=f"jax.profiler, {runs} calls of each program")

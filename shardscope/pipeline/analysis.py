@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from shardscope.measure.timing import RunTimes
     from shardscope.config.shapes import Shapes
     from shardscope.sources.examples import ArgumentsDoNotFit
+    from shardscope.errors import ShardscopeError
 
 STAGES = ("loading", "tracing", "compiling", "timing", "checking")
 """The stages an analysis reports progress for, in order."""
@@ -267,6 +268,8 @@ class Analysis:
     timed_on: "TimedOn | None" = None  # the devices the programs were timed on (None: not measured)
     # asked to measure, but nothing ran: a program's example arguments do not fit in memory here
     not_timed: "ArgumentsDoNotFit | None" = None
+    # what a profile (--profile-dir, --profile) could not be put on: each one message; the plans stay
+    profile_errors: tuple["ShardscopeError", ...] = ()
 
     @property
     def function(self) -> str:

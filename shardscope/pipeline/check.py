@@ -51,6 +51,9 @@ class FileCheck:
 
     inspections: list[Inspection]
     failed: tuple[FailedProgram, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Choices made on the user's behalf, said (``check --xla-dump``: which of several
+    compilations of the step was read)."""
 
 
 def check_file(path: Path, function: str | None = None, devices: int | None = None,

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
-from shardscope.engine.hlo.measured import profile_onto
 from shardscope.engine.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import timing
 from shardscope.measure.crosscheck import compare_results
 from shardscope.measure.profile_capture import profile_each
-from shardscope.measure.profile_read import Profile, ProfileError, read_profile
+from shardscope.measure.profile_read import Profile, ProfileError
 from shardscope.measure.timed_on import timed_on
 from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
 from shardscope.pipeline.comparison import compare, default_pair
@@ -30,6 +29,7 @@ from shardscope.pipeline.demo_plans import demo_workload
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.one_program import (Compiling, NotTraced, TracedProgram, compile_on_cpu, compile_program,
                                              trace_program)
+from shardscope.pipeline.profiled import measured_from_dir, read_or_error
 from shardscope.pipeline.program_files import program_workload
 from shardscope.targets.plans import settings_on_targets
 from shardscope.pipeline.workload import PipelineProgram, Workload
@@ -126,19 +126,15 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     eager = {name for name, found in inspected.items() if found.dispatches is not None}
     measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
     profile = _profile(workload, measured.calls, eager, report) if measure else None
+    shown = [p for p in workload.programs if p.name in (inspected if compiles else traced)]
+    inspections = {p.name: inspected[p.name].inspection if p.name in inspected else traced[p.name].only_traced()
+                   for p in shown}
+    inspections, profile_errors = _with_profile(inspections, profile)
     results = {}
-    profile_errors: list[ProfileError] = []
     with paused():  # one pause for every program: the collector catches up once, not after each
-        for program in workload.programs:
-            if program.name not in (inspected if compiles else traced):
-                continue  # it did not trace, or (optional) does not fit a target: listed as unavailable
+        for program in shown:  # the others did not trace, or (optional) do not fit a target: listed as unavailable
             found = inspected.get(program.name)
-            inspection = found.inspection if found is not None else traced[program.name].only_traced()
-            if profile is not None and program.name in profile and inspection.compiled is not None:
-                try:
-                    inspection = replace(inspection, measured=profile_onto(inspection.compiled, profile[program.name]))
-                except ProfileError as exc:  # a program the profile does not hold keeps no times
-                    profile_errors.append(exc)
+            inspection = inspections[program.name]
             results[program.name] = PlanResult.from_inspection(
                 inspection, name=program.name, description=program.description, role=program.role,
                 graphs=graphs, mesh=program.mesh(traced[program.name].traced),
@@ -147,8 +143,6 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
             )
     if target_errors and not results:
         raise target_errors[0]
-    if profile is not None and not any(r.inspection.measured is not None for r in results.values()) and profile_errors:
-        raise profile_errors[0]  # the profile holds none of the programs: another program's
     off_target = {p.name for p in workload.programs if p.name in traced and p.name not in results}  # off the slice
     roles = {name: result.role for name, result in results.items()}
     baseline, candidate = default_pair(results, roles, workload.settings.function)
@@ -168,7 +162,27 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         timed_on=timed_on(jax.devices()[:_devices_timed(workload)]) if measure and not measured.not_timed else None,
         what_if_shown=workload.what_if_shown,
         not_timed=measured.not_timed,
+        profile_errors=tuple(profile_errors),
     )
+
+
+def _with_profile(inspections: dict[str, Inspection], profile: "dict[str, Profile | ProfileError] | None"
+                  ) -> tuple[dict[str, Inspection], list[ShardscopeError]]:
+    """The inspections with their profile's times (each program's own, ``--profile``; one for
+    all, ``--profile-dir``: read together, so that a program it does not hold is said once), and
+    what the profile could not be put on; the plans stay either way."""
+    if profile is None:
+        return inspections, []
+    groups: dict[int, list[str]] = {}
+    for name in inspections:
+        if name in profile:
+            groups.setdefault(id(profile[name]), []).append(name)
+    out, errors = dict(inspections), []
+    for names in groups.values():
+        done = measured_from_dir([inspections[name] for name in names], profile[names[0]])
+        out.update(zip(names, done.inspections))
+        errors.extend(done.errors)
+    return out, errors
 
 
 def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[Traces, dict[str, str]]:
@@ -199,13 +213,14 @@ def _trace(workload: Workload, report: Progress, with_reference: bool) -> tuple[
 
 
 def _profile(workload: Workload, calls: Mapping[str, Callable[[], Any]], eager: Collection[str],
-             report: Progress) -> dict[str, Profile] | None:
+             report: Progress) -> "dict[str, Profile | ProfileError] | None":
     """The settings' profile of each program: each one run under JAX's profiler (``--profile``),
-    or the one at ``--profile-dir`` for every one; None without either. A step of dispatches is
-    not profiled (its module is each call's own)."""
+    or the one at ``--profile-dir`` for every one (or the error reading it gave: the plans stay,
+    with that message); None without either. A step of dispatches is not profiled (its module
+    is each call's own)."""
     settings = workload.settings
     if settings.profile_dir:
-        user = read_profile(settings.profile_dir)
+        user = read_or_error(settings.profile_dir)
         return {program.name: user for program in workload.programs}
     if not settings.profile:
         return None

@@ -10,6 +10,7 @@ are shown as device ids) and which collectives the program wrote itself (no jaxp
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from shardscope.engine.hlo.compiled import compiled_plan
@@ -19,7 +20,7 @@ from shardscope.engine.inspection import Inspection
 from shardscope.engine.jaxpr.model import Block, Program
 from shardscope.pipeline.check import FileCheck
 
-__all__ = ["dump_check", "dump_inspection"]
+__all__ = ["compilations_note", "dump_check", "dump_inspection"]
 
 NO_JAXPR = Program(Block("", "program", (), (), ()))
 """The program of a dumped module: the dump holds no jaxpr."""
@@ -27,8 +28,31 @@ NO_JAXPR = Program(Block("", "program", (), (), ()))
 
 def dump_check(path: Path, name: str | None = None) -> FileCheck:
     """What ``check`` finds in the dump at ``path``: the inspection of the step's module (the one
-    ``name`` names; see :func:`~shardscope.engine.hlo.dump_files.pick_modules`)."""
-    return FileCheck([dump_inspection(module) for module in pick_modules(dumped_modules(path), name)])
+    ``name`` names; see :func:`~shardscope.engine.hlo.dump_files.pick_modules`), and which of
+    several compilations of it was read (the newest), said in a note."""
+    modules = dumped_modules(path)
+    picked = pick_modules(modules, name)
+    notes = tuple(note for module in picked if (note := compilations_note(module, modules)))
+    return FileCheck([dump_inspection(module) for module in picked], notes=notes)
+
+
+def compilations_note(chosen: DumpedModule, modules: list[DumpedModule]) -> str:
+    """``read module_0009.jit_step...txt, the newest of 2 compilations of jit_step (10:35:24); also
+    there: module_0014...txt (10:20:02)`` ("" when the step was compiled once)."""
+    same = [m for m in modules if m.name == chosen.name and m.path != chosen.path]
+    if not same:
+        return ""
+    others = ", ".join(f"{m.path.name} ({_clock(m.path)})" for m in sorted(same, key=lambda m: m.path.name))
+    return (f"--xla-dump holds {len(same) + 1} compilations of {chosen.name}: read {chosen.path.name}, the newest "
+            f"({_clock(chosen.path)}); also there: {others}. Pass one file to read another.")
+
+
+def _clock(path: Path) -> str:
+    """When ``path`` was written, ``2026-12-06 10:35:24``."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        return "time unknown"
 
 
 def dump_inspection(dumped: DumpedModule) -> Inspection:

@@ -152,6 +152,15 @@ def refuse_absent_platform(choice: PlatformChoice) -> None:
             raise platform_missing(choice, "this machine has no GPU that JAX can see", platform)
 
 
+def tpu_chips_attached() -> bool:
+    """True when this machine has TPU chips, by the PCI check JAX itself makes (nothing started)."""
+    try:
+        from jax._src import hardware_utils
+    except ImportError:  # a jax without it: no way to tell without starting libtpu
+        return False
+    return hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0
+
+
 def start_chosen_backend(choice: PlatformChoice) -> None:
     """Start JAX's backend for ``choice`` now; :class:`SettingsError` when its first platform
     does not start here (no such chip, another process holds the TPU), naming the setting."""

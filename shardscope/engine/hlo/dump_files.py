@@ -18,7 +18,7 @@ from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import HloModule, parse
 from shardscope.errors import SettingsError
 
-__all__ = ["DumpedModule", "dumped_modules", "pick_modules"]
+__all__ = ["DumpedModule", "dumped_modules", "newest", "pick_modules"]
 
 AFTER_OPTIMIZATIONS = "*after_optimizations.txt"
 """The files of a dump folder that hold a compiled module (not its ``-buffer-assignment.txt`` nor
@@ -83,18 +83,32 @@ def pick_modules(modules: list[DumpedModule], name: str | None) -> list[DumpedMo
         if not named:
             raise SettingsError(f"--xla-dump holds no module named {name}: it holds {_listed(modules)}.",
                                 "pass one of those names with -f")
-        return named[-1:]  # a program compiled twice (its arguments changed): the last, what ran last
+        return [newest(named)]  # a program compiled twice (its arguments changed, a run before): the newest
     with_collectives = [m for m in modules if m.collectives]
     candidates = with_collectives or modules
     if len(candidates) == 1:
         return candidates
     names = {m.name for m in candidates}
-    if len(names) == 1:  # the same program compiled again: the last one is what ran last
-        return candidates[-1:]
+    if len(names) == 1:  # the same program compiled again (in this run, or an earlier run's left there): the newest
+        return [newest(candidates)]
     raise SettingsError(
         f"--xla-dump holds {len(candidates)} modules{' with collectives' if with_collectives else ''}: "
         f"{', '.join(m.describe() for m in candidates)}.",
         f"name the step's with -f (shardscope check --xla-dump DIR -f {candidates[-1].name})")
+
+
+def newest(modules: list[DumpedModule]) -> DumpedModule:
+    """The module written last: by its file's time (a folder may hold an earlier run's dump,
+    whose module numbers, counted from 0 in each process, can be higher), then by its number."""
+    return max(modules, key=lambda m: (_written(m.path), m.path.name))
+
+
+def _written(path: Path) -> float:
+    """When ``path`` was last written (0 when it cannot be told)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _listed(modules: list[DumpedModule]) -> str:

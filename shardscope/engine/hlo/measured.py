@@ -1,46 +1,50 @@
 """A profile put on a compiled plan: each collective's measured time, per run and per step.
 
-:func:`profile_onto` finds the plan's module among the profile's (its name, then the
-instruction names that ran: a module compiled otherwise, with other names, is not taken for
-it), and for each collective of the plan reads every run of its instruction on every device.
-What the collective costs is what the slowest device spends in it (the others wait for it), with
-the fastest beside it (the spread). An asynchronous collective (``all-reduce-start`` ...
-``all-reduce-done`` on TPU and GPU) runs from its start to the end of its done; the module's
-other instructions that ran on the same device meanwhile are the compute it overlapped. A
-synchronous one overlaps whatever ran beside it on the same device's timeline (nothing, on
-XLA:CPU, whose device runs its program on one thread).
+:func:`profile_onto` finds the plan's module among the profile's executions by what they ran
+(:mod:`shardscope.engine.hlo.profile_match`: the devices, the instruction names, each one's
+runs per call, the collectives, the shapes), never by the module's name alone, and reads every
+run of each collective on every device, call by call (each op belongs to the execution that ran
+it, however far ahead the loop dispatched). What a collective costs in a call is what the slowest
+device spends in it (the others wait for it), with the fastest beside it (the spread). An
+asynchronous collective (``all-reduce-start`` ... ``all-reduce-done`` on TPU and GPU) runs from
+its start to the end of its done; the module's other instructions that ran on the same device
+meanwhile are the compute it overlapped. A synchronous one overlaps whatever ran beside it on
+the same device's timeline (nothing, on XLA:CPU, whose device runs its program on one thread).
 
-When the module's name is not in the profile, or its instruction names are not those that ran,
-the collectives are found by their ``op_name`` and source line in XProf's ``hlo_stats``
-(accelerators only): the total time and occurrences, no spread nor overlap. A profile of
-another program raises a :class:`~shardscope.measure.profile_read.ProfileError` naming the
-modules it holds. :func:`profile_instruction` measures any one instruction the same way.
+Every per-call figure is the median over the calls after the first: the first call in a trace
+pays for the profiler's start and for first-run allocations (16 ms against 9 ms seen on the
+CPU), so it is kept apart (:attr:`MeasuredPlan.first_call_s`); with one call there is nothing
+else to take. A call the trace cut at its start or end is not counted (:attr:`MeasuredPlan.cut_calls`).
 
-A plan read from module text (``check``'s, or one a dump of XLA's gives) is measured alike:
+:func:`profile_instruction` measures any one instruction the same way. A plan read from module
+text (``check``'s, or one a dump of XLA's gives) is measured alike:
 ``profile_onto(plan, read_profile(DIR))``.
 """
 
 from __future__ import annotations
 
 import bisect
-import re
+import statistics
 from dataclasses import dataclass
-from typing import Iterable
 
 from shardscope.engine.hlo.plan import CompiledPlan
+from shardscope.engine.hlo.profile_match import Call, ModuleCalls, check_matches, module_calls
+from shardscope.engine.hlo.roofline import StepEstimate
 from shardscope.engine.hlo.text import HloModule
-from shardscope.collective_kinds import NAMES
-from shardscope.measure.profile_read import HloStat, ModuleRun, OpRun, Profile, ProfileError
+from shardscope.measure.profile_read import OpRun, Profile
+
+__all__ = ["BY_NAME", "MeasuredCollective", "MeasuredPlan", "profile_instruction", "profile_onto"]
 
 BY_NAME = "instruction names"
-BY_OP_NAME = "op_name and source line"
+"""How the profile's runs were found on the plan: by the names of the module's own instructions."""
 
 _US = 1e-6
 
 
 @dataclass(frozen=True)
 class MeasuredCollective:
-    """One collective of the plan as the profile measured it (seconds).
+    """One collective of the plan as the profile measured it (seconds, medians over the calls
+    after the first).
 
     ``per_step_s`` is the slowest device's time in it per call of the module, ``fastest_step_s``
     the fastest device's; ``per_run_s`` the slowest device's per run (per iteration, in a loop);
@@ -77,9 +81,19 @@ class MeasuredCollective:
 
 @dataclass(frozen=True)
 class MeasuredPlan:
-    """A compiled plan's module as a profile measured it: ``calls`` runs of it per device on
-    ``devices`` devices, the slowest device's time per call (``step_s``, the fastest's beside
-    it), and each collective's times (``missing``: the plan's collectives that never ran)."""
+    """A compiled plan's module as a profile measured it.
+
+    ``calls`` complete calls of it were in the profile, on ``devices`` devices (of the
+    ``program_devices`` the program spans: fewer when only some hosts' files were read);
+    ``step_s`` is the slowest device's time per call and ``fastest_step_s`` the fastest's, both
+    medians over the calls after the first, whose own time is ``first_call_s`` (None with one
+    call: then it is the median). ``cut_calls`` were cut by the trace's start or end and are not
+    counted. ``missing`` are the plan's collectives that never ran (a conditional's).
+    ``machine`` is what ran it, as the profile says (``TPU v5 Lite``, ``CPU``); ``note`` which
+    run of a folder was read, when there was a choice. ``on_target`` is the ``--target`` whose
+    plan the run executed ("" for the plan compiled here), ``estimate`` the step's estimate on
+    the profile's chip (None where the chip is not known: the CPU).
+    """
 
     module: str
     source: str
@@ -90,6 +104,14 @@ class MeasuredPlan:
     collectives: tuple[MeasuredCollective, ...]
     missing: tuple[str, ...] = ()
     matched_by: str = BY_NAME
+    first_call_s: float | None = None
+    cut_calls: int = 0
+    program_devices: int = 0
+    machine: str = ""
+    platform: str = "cpu"
+    note: str = ""
+    on_target: str = ""
+    estimate: StepEstimate | None = None
 
     def of(self, name: str) -> MeasuredCollective | None:
         """The measured collective named ``name`` (the plan's instruction name), if it ran."""
@@ -100,52 +122,98 @@ class MeasuredPlan:
         """The collectives' time per step on their slowest devices, summed."""
         return sum(c.per_step_s for c in self.collectives)
 
+    @property
+    def device_estimate_s(self) -> float | None:
+        """The estimate of what a profile measures of a step on the device: its instructions'
+        rooflines and loop overheads, no call's launch (a module run starts when the device
+        does), collectives included where the estimate has them."""
+        if self.estimate is None:
+            return None
+        return self.estimate.roofline_s + self.estimate.iteration_s + (self.estimate.collectives_s or 0.0)
+
+    @property
+    def estimate_ratio(self) -> float | None:
+        """The measured step over its estimate (None without either)."""
+        estimate = self.device_estimate_s
+        return None if not estimate or self.step_s is None else self.step_s / estimate
+
+    @property
+    def median_calls(self) -> int:
+        """How many calls the medians are over: all but the first, or the one."""
+        return self.calls - 1 if self.first_call_s is not None else self.calls
+
     def to_json(self) -> dict[str, object]:
         """Its numbers, in seconds (``docs/reference/json.md``: ``measured``)."""
         return {"module": self.module, "source": self.source, "calls": self.calls, "devices": self.devices,
-                "step_s": self.step_s, "fastest_step_s": self.fastest_step_s, "collectives_s": self.collectives_s,
-                "matched_by": self.matched_by, "missing": list(self.missing),
+                "program_devices": self.program_devices, "step_s": self.step_s, "fastest_step_s": self.fastest_step_s,
+                "first_call_s": self.first_call_s, "median_of_calls": self.median_calls, "cut_calls": self.cut_calls,
+                "collectives_s": self.collectives_s, "machine": self.machine, "note": self.note,
+                "matched_by": self.matched_by, "missing": list(self.missing), "on_target": self.on_target or None,
+                "estimate": None if self.estimate is None else {
+                    "chip": self.estimate.chip, "device_s": self.device_estimate_s, "ratio": self.estimate_ratio},
                 "collectives": [c.to_json() for c in self.collectives]}
 
 
 def profile_onto(plan: CompiledPlan, profile: Profile) -> MeasuredPlan:
     """``profile``'s times on ``plan``'s collectives (see the module docstring); raises a
-    ProfileError when the profile holds no run of the plan's module."""
+    :class:`~shardscope.engine.hlo.profile_match.ProfileMismatch` naming how the profile's
+    module of the plan's name differs, or a
+    :class:`~shardscope.measure.profile_files.ProfileError` when the profile holds none."""
+    found = check_matches(plan, profile)
     module = plan.module
-    if module is None:
-        raise ProfileError("This plan has no module text to find in the profile.")
-    names = {inst.name for inst in module.instructions()}
-    ops = _module_ops(profile, module, names)
-    if ops:
-        return _by_names(plan, module, profile, ops, names)
-    stats = _stats_of(plan, profile.stats)
-    if stats:
-        return _by_op_names(plan, module, profile, stats)
-    held = ", ".join(profile.modules) or "none"
-    raise ProfileError(f"The profile at {profile.source} is of another program: it holds the modules {held}, "
-                       f"not {module.name} as compiled here.",
-                       "profile the same program with the same JAX, flags and mesh, or pass the profile of this run")
+    assert module is not None
+    calls = list(found.calls)
+    counted = calls[1:] if len(calls) > 1 else calls
+    steps = [_step_times(call) for call in calls]
+    measured, missing = [], []
+    for collective in plan.collectives:
+        one = _measured(collective.name, collective.wrapper or collective.name, module, counted, found.seen)
+        if one is None:
+            missing.append(collective.name)
+        else:
+            measured.append(one)
+    counted_steps = steps[1:] if len(steps) > 1 else steps
+    return MeasuredPlan(
+        module.name, profile.source, len(calls), found.seen,
+        _median([max(s) for s in counted_steps if s]), _median([min(s) for s in counted_steps if s]),
+        tuple(measured), tuple(missing), first_call_s=max(steps[0]) if len(steps) > 1 and steps[0] else None,
+        cut_calls=found.cut, program_devices=found.devices, machine=profile.machine(), platform=profile.platform,
+        note=profile.note)
 
 
 def profile_instruction(module: HloModule, profile: Profile, name: str) -> MeasuredCollective | None:
     """Any instruction of ``module`` measured as a collective is (an async ``-start`` from its
-    start to the end of its done, the compute in between as overlapped); None when it never ran."""
-    names = {inst.name for inst in module.instructions()}
-    runs = _runs_by_call(_module_ops(profile, module, names))
-    return _measured(name, name, module, runs, sorted({call for call, _ in runs}),
-                     _devices(profile.module_runs, module.name, runs))
+    start to the end of its done, the compute in between as overlapped), over the calls of the
+    module of its name after the first; None when it never ran."""
+    found: list[ModuleCalls] = [m for m in module_calls(profile, module.name) if m.calls]
+    if not found:
+        return None
+    calls = list(found[0].calls)
+    return _measured(name, name, module, calls[1:] if len(calls) > 1 else calls, found[0].seen)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _step_times(call: Call) -> list[float]:
+    """Each device's time in ``call`` (seconds): an accelerator's module run; on the CPU, from
+    its first instruction's start to its last one's end."""
+    if call.run_us:
+        return [us * _US for us in call.run_us.values()]
+    return [(max(op.end_us for op in line) - min(op.start_us for op in line)) * _US
+            for line in call.lines.values() if line]
 
 
 class _Line:
-    """One device's instruction runs in one call, in time order, indexed by name and start (a
-    slice's profile holds millions: each collective looks up its own runs and its window's)."""
+    """One device's instruction runs in one call, in time order, indexed by name and start."""
 
     def __init__(self, ops: list[OpRun]) -> None:
-        self.ops = sorted(ops, key=lambda op: op.start_us)
-        self.starts = [op.start_us for op in self.ops]
-        self.longest = max((op.dur_us for op in self.ops), default=0.0)
+        self.ops = ops  # sorted by start already
+        self.starts = [op.start_us for op in ops]
+        self.longest = max((op.dur_us for op in ops), default=0.0)
         self.by_name: dict[str, list[OpRun]] = {}
-        for op in self.ops:
+        for op in ops:
             self.by_name.setdefault(op.name, []).append(op)
 
     def within(self, lo: float, hi: float) -> list[OpRun]:
@@ -156,145 +224,35 @@ class _Line:
         return self.ops[first:last]
 
 
-def _runs_by_call(ops: list[OpRun]) -> dict[tuple[int, str], _Line]:
-    """Each device's instruction runs in each call of the module."""
-    runs: dict[tuple[int, str], list[OpRun]] = {}
-    for op in ops:
-        if op.call >= 0:
-            runs.setdefault((op.call, op.device), []).append(op)
-    return {key: _Line(line) for key, line in runs.items()}
-
-
-def _module_ops(profile: Profile, module: HloModule, names: set[str]) -> list[OpRun]:
-    """The profile's instruction runs of ``module``: those of the modules of its name (an
-    accelerator's program ids apart) whose instructions are all the module's own."""
-    groups: dict[tuple[str, str], list[OpRun]] = {}
-    for op in profile.ops:
-        if op.module == module.name:
-            groups.setdefault((op.module, op.program_id), []).append(op)
-    for ops in groups.values():
-        ran = [op for op in ops if op.name in names]
-        # XLA:CPU's threads also show the runtime's own events (Rendezvous, waits): only the
-        # names that are instructions count, and most of what ran must be the module's
-        if ran and _is_the_module(ops, ran, profile):
-            return ran
-    return []
-
-
-def _is_the_module(ops: list[OpRun], ran: list[OpRun], profile: Profile) -> bool:
-    """True when the instruction names that ran are this module's: every one on an accelerator's
-    ops line; on the CPU's threads, where the runtime's own events mix in under a dispatch that
-    names the module, some of them."""
-    on_device = any(run.dur_us is not None for run in profile.module_runs)
-    return len(ran) == len(ops) if on_device else bool(ran)
-
-
-def _by_names(plan: CompiledPlan, module: HloModule, profile: Profile, ops: list[OpRun],
-              names: set[str]) -> MeasuredPlan:
-    """The plan measured from its instructions' runs: call by call, device by device."""
-    runs = _runs_by_call(ops)
-    calls = sorted({call for call, _ in runs})
-    devices = _devices(profile.module_runs, module.name, runs)
-    steps = _step_times(profile.module_runs, module.name, runs, calls, devices)
-    measured, missing = [], []
-    for collective in plan.collectives:
-        found = _measured(collective.name, collective.wrapper or collective.name, module, runs, calls, devices)
-        if found is None:
-            missing.append(collective.name)
-        else:
-            measured.append(found)
-    return MeasuredPlan(module.name, profile.source, len(calls), devices,
-                        _mean([max(s) for s in steps]), _mean([min(s) for s in steps]), tuple(measured), tuple(missing))
-
-
-def _devices(runs: Iterable[ModuleRun], module: str, ops: dict[tuple[int, str], _Line]) -> int:
-    """How many devices ran the module: those its runs (or dispatches) name."""
-    named = {run.device for run in runs if run.module == module}
-    return len(named) or len({device for _, device in ops})
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _step_times(module_runs: Iterable[ModuleRun], module: str, runs: dict[tuple[int, str], _Line],
-                calls: list[int], devices: int) -> list[list[float]]:
-    """Each call's time on each device: an accelerator's module run; on the CPU, the time its
-    thread spent in the program's instructions, over the devices' runs it hosted (its share of
-    the call's instruction runs)."""
-    timed: dict[str, list[float]] = {}
-    for run in module_runs:
-        if run.module == module and run.dur_us is not None:
-            timed.setdefault(run.device, []).append(run.dur_us * _US)
-    if timed:
-        count = min(len(durs) for durs in timed.values())
-        return [[durs[k] for durs in timed.values()] for k in range(count)]
-    steps = []
-    for call in calls:
-        lines = [line for (c, _), line in runs.items() if c == call]
-        per_device = sum(len(line.ops) for line in lines) / max(devices, 1)
-        steps.append([_busy_us(line.ops) / max(1, round(len(line.ops) / per_device)) * _US for line in lines])
-    return steps
-
-
-def _busy_us(line: list[OpRun]) -> float:
-    """The time covered by ``line``'s events (sorted by start), nested ones counted once."""
-    total, end = 0.0, float("-inf")
-    for op in line:
-        if op.start_us >= end:
-            total += op.dur_us
-            end = op.end_us
-        elif op.end_us > end:
-            total += op.end_us - end
-            end = op.end_us
-    return total
-
-
-def _measured(name: str, start: str, module: HloModule, runs: dict[tuple[int, str], _Line],
-              calls: list[int], devices: int) -> MeasuredCollective | None:
+def _measured(name: str, start: str, module: HloModule, calls: list[Call], devices: int) -> MeasuredCollective | None:
     """One instruction's times (``start``: it, or the async start that wraps it; its done found in
-    the module): in each call, on its slowest device and its fastest.
-
-    Its runs per call are every run in the call over the ``devices`` that ran the module. A
-    device's time in a call is its mean run times those runs: on XLA:CPU a thread of the pool
-    can host two devices' runs in one call (one waits at a rendezvous while the other runs), and
-    its per-run mean is still one device's.
-    """
+    the module): in each call, on its slowest device and its fastest; medians over ``calls``."""
     done = _done_of(module, start)
-    by_call: dict[int, list[_Line]] = {}
-    for (c, _), line in runs.items():
-        by_call.setdefault(c, []).append(line)
-    slowest: list[float] = []  # per call, the slowest device's time in it; its overlapped time; the fastest's
-    overlapped: list[float] = []
-    fastest: list[float] = []
-    executions = 0
-    lanes = 0
+    slowest, fastest, overlapped, runs = [], [], [], []
+    seen = 0
     for call in calls:
-        per_lane = []
-        for line in by_call.get(call, ()):
+        per_device = []
+        for ops in call.lines.values():
+            line = _Line(ops)
             windows = _windows(line, start, done)
+            runs.append(len(windows))
             if windows:
                 busy = sum(hi - lo for lo, hi in windows)
                 overlap = sum(_overlap(line, lo, hi, {start, done}) for lo, hi in windows)
-                per_lane.append((busy / len(windows), overlap / len(windows), len(windows)))
-        if not per_lane:
-            continue
-        total = sum(n for _, _, n in per_lane)
-        per_device = total / max(devices, 1)
-        worst = max(per_lane)
-        slowest.append(worst[0] * per_device)
-        overlapped.append(worst[1] * per_device)
-        fastest.append(min(mean for mean, _, _ in per_lane) * per_device)
-        executions += total
-        lanes = max(lanes, len(per_lane))
+                per_device.append((busy, overlap))
+        if per_device:
+            worst = max(per_device)
+            slowest.append(worst[0])
+            overlapped.append(worst[1])
+            fastest.append(min(busy for busy, _ in per_device))
+            seen = max(seen, len(per_device))
     if not slowest:
         return None
-    count = len(calls)
-    runs_per_call = executions / count / max(devices, 1)
-    per_step = sum(slowest) / count
+    runs_per_call = statistics.median(runs)
+    per_step = statistics.median(slowest)
     return MeasuredCollective(
-        name, runs_per_call, devices or lanes, per_step * _US, sum(fastest) / count * _US,
-        per_step / runs_per_call * _US, sum(overlapped) / count * _US)
+        name, runs_per_call, devices or seen, per_step * _US, statistics.median(fastest) * _US,
+        per_step / max(runs_per_call, 1) * _US, statistics.median(overlapped) * _US)
 
 
 def _done_of(module: HloModule, start: str) -> str:
@@ -325,49 +283,16 @@ def _windows(line: _Line, start: str, done: str) -> list[tuple[float, float]]:
 def _overlap(line: _Line, lo: float, hi: float, own: set[str]) -> float:
     """The time in ``(lo, hi)`` that other instructions ran on the device: events that do not
     enclose the window (a loop around it) and are not the collective's own, counted once."""
-    inside = [op for op in line.within(lo, hi) if op.name not in own and op.end_us > lo and op.start_us < hi
-              and not (op.start_us <= lo and op.end_us >= hi)]
-    clipped = [OpRun(op.device, op.module, op.program_id, op.call, op.name, max(op.start_us, lo),
-                     min(op.end_us, hi) - max(op.start_us, lo)) for op in inside]
-    return _busy_us(sorted(clipped, key=lambda op: op.start_us))
+    inside = sorted((max(op.start_us, lo), min(op.end_us, hi)) for op in line.within(lo, hi)
+                    if op.name not in own and op.end_us > lo and op.start_us < hi
+                    and not (op.start_us <= lo and op.end_us >= hi))
+    total, end = 0.0, float("-inf")
+    for begin, finish in inside:
+        if begin >= end:
+            total += finish - begin
+            end = finish
+        elif finish > end:
+            total += finish - end
+            end = finish
+    return total
 
-
-def _stats_of(plan: CompiledPlan, stats: Iterable[HloStat]) -> dict[str, HloStat]:
-    """hlo_stats rows of the plan's collectives, found by op_name and source line (``file.py:14``)."""
-    rows = [row for row in stats if _COLLECTIVE_ROW.search(row.name) or _COLLECTIVE_ROW.search(row.category)]
-    found = {}
-    for collective in plan.collectives:
-        line = _file_line(collective.source)
-        for row in rows:
-            if collective.op_name and row.op_name == collective.op_name and (not line or not row.source
-                                                                             or row.source == line):
-                found[collective.name] = row
-                break
-    return found
-
-
-_COLLECTIVE_ROW = re.compile("|".join(map(re.escape, NAMES)) + "|collective")
-"""A profile row of a collective: named after one of the kinds' opcodes, or in a collective category."""
-_FILE_LINE = re.compile(r"([^/\s(]+\.py:\d+)")
-
-
-def _file_line(source: str) -> str:
-    """``prog.py:14`` from a collective's source (``prog.py:14 (step)``), "" when it has none."""
-    found = _FILE_LINE.search(source)
-    return found.group(1) if found else ""
-
-
-def _by_op_names(plan: CompiledPlan, module: HloModule, profile: Profile, stats: dict[str, HloStat]) -> MeasuredPlan:
-    """The plan measured from hlo_stats rows found by op_name: totals over the profiled devices."""
-    runs = [r for r in profile.module_runs if r.dur_us is not None]
-    devices = len({r.device for r in runs}) or 1
-    calls = max(1, len(runs) // devices)
-    measured = tuple(
-        MeasuredCollective(name, row.occurrences / devices / calls, devices, row.total_us / devices / calls * _US,
-                           row.total_us / devices / calls * _US, row.total_us / max(row.occurrences, 1) * _US, None,
-                           BY_OP_NAME)
-        for name, row in stats.items())
-    missing = tuple(c.name for c in plan.collectives if c.name not in stats)
-    steps = [r.dur_us * _US for r in runs if r.dur_us is not None]
-    return MeasuredPlan(module.name, profile.source, calls, devices, max(steps) if steps else None,
-                        min(steps) if steps else None, measured, missing, BY_OP_NAME)
