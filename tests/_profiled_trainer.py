@@ -4,12 +4,16 @@ every iteration), a train step and an eval step per iteration, dispatched ahead 
 until the end), on 8 CPU devices.
 
 ``shardscope check tests/_profiled_trainer.py`` checks ``train_step`` and ``eval_step`` (marked
-below). ``python tests/_profiled_trainer.py DIR [--steps N] [--block] [--no-eval] [--micro M]
-[--devices D]`` runs the training loop under ``jax.profiler.start_trace(DIR)``, as the guide
-"Your real run" says; ``--block`` waits on every step (``block_until_ready``), ``--micro`` and
-``--devices`` make another program of the same names (the mismatch tests). The loop is not
-compiled before the trace (a loop profiled after its first steps), and not waited on: the
-trace's first call overlaps what was dispatched before it.
+below). ``python tests/_profiled_trainer.py DIR [--steps N] [--block] [--no-eval]`` runs the
+training loop under ``jax.profiler.start_trace(DIR)``, as the guide "Your real run" says: each
+step compiled before the trace (a loop profiled after its first steps) and not waited on, so
+the trace's first calls overlap what was dispatched before it; ``--block`` waits on every step.
+
+Its environment makes other programs of the same names (the mismatch tests):
+``TRAINER_MICRO=8`` (micro-batches), ``TRAINER_DEVICES=4``; and
+``TRAINER_PROCESSES=2 TRAINER_PROCESS=i TRAINER_COORDINATOR=127.0.0.1:PORT`` makes it one of the
+processes of a job joined with ``jax.distributed`` over gloo, each holding 4 of the 8 devices and
+writing its own ``.xplane.pb``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 import shardscope  # noqa: E402
 
 if __name__ == "__main__":  # run as a script: the devices a user's job would have (shardscope sets its own)
-    jax.config.update("jax_num_cpu_devices", DEVICES)
+    PROCESSES = int(os.environ.get("TRAINER_PROCESSES", "1"))
+    jax.config.update("jax_num_cpu_devices", DEVICES // PROCESSES)
+    if PROCESSES > 1:  # one process per host of a job, over gloo (TRAINER_COORDINATOR=127.0.0.1:PORT)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        address = os.environ["TRAINER_COORDINATOR"]
+        jax.distributed.initialize(coordinator_address=address, num_processes=PROCESSES,
+                                   process_id=int(os.environ["TRAINER_PROCESS"]), coordinator_bind_address=address)
 
 mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("data",))
 replicated = NamedSharding(mesh, P())

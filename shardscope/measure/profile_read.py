@@ -51,7 +51,9 @@ INSTALL_HINT = f'pip install "{PROFILE_EXTRA}" (it installs xprof, XProf\'s own 
 _CPU_EXECUTE = re.compile(r"^(?:\[\d+\] )?CommonPjRtLoadedExecutable::Execute \((.+)\)$")
 _MODULE_RUN = re.compile(r"^(.+?)\((\d+)\)$")
 _INSTRUCTION = re.compile(r"^%?([\w.\-]+) = ")
-_OPS_LINES = ("XLA Ops", "Async XLA Ops")
+_OPS_LINES = ("XLA Ops",)
+"""An accelerator's line of instruction runs (its ``Async XLA Ops`` line repeats each async start
+as the window to its done, under the start's name: the windows are read from the two ends)."""
 _MODULES_LINE = "XLA Modules"
 _NS_PER_US = 1e3
 

@@ -68,11 +68,13 @@ def _cells(found: MeasuredCollective | None) -> tuple[str, ...]:
 def title_words(measured: MeasuredPlan) -> str:
     """``measured: 5 calls of jit_step on 8 CPU devices (medians of the 4 after the first)``."""
     on = f" of {measured.on_target}'s plan" if measured.on_target else ""
-    held = (f" ({measured.devices} of its {measured.program_devices}: the other hosts' files were not read)"
-            if measured.program_devices and measured.devices < measured.program_devices else "")
-    median = f" (medians of the {measured.median_calls} after the first)" if measured.first_call_s is not None else ""
-    return (f"measured: {plural(measured.calls, 'call')} of {measured.module}{on} on "
-            f"{plural(measured.devices, device_noun(measured))}{held}{median}")
+    if measured.program_devices and measured.devices < measured.program_devices:
+        devices = (f"{measured.devices} of the program's {plural(measured.program_devices, device_noun(measured))} "
+                   "(the other hosts' files were not read)")
+    else:
+        devices = plural(measured.devices, device_noun(measured))
+    median = f"; medians of the {measured.median_calls} after the first" if measured.first_call_s is not None else ""
+    return f"measured: {plural(measured.calls, 'call')} of {measured.module}{on} on {devices}{median}"
 
 
 def device_noun(measured: MeasuredPlan) -> str:
