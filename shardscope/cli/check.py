@@ -263,8 +263,8 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspec
         report_error(failed_error, options.debug)
     for error in unavailable:  # each target that could not be compiled for: after the others' results
         report_error(error, options.debug)
-    for error in profile_errors:  # the profile: after the plans, which stand without its times
-        report_error(error, options.debug)
+    for profile_error in profile_errors:  # the profile: after the plans, which stand without its times
+        report_error(profile_error, options.debug)
 
 
 def merged_errors(failed: Sequence[FailedProgram]) -> list[ShardscopeError]:

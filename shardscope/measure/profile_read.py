@@ -32,16 +32,20 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from shardscope.distributed.interrupts import temporary_folder
 from shardscope.measure.profile_files import PROFILE_EXTRA, SUFFIX, ProfileError, fetched, profile_files
 from shardscope.native_stderr import stderr_caught
+
+if TYPE_CHECKING:
+    from jax.profiler import ProfileData
 
 __all__ = ["Execution", "HloStat", "ModuleRun", "OpRun", "Profile", "ProfileError", "read_profile",
            "require_converter", "PROFILE_EXTRA", "SUFFIX"]
@@ -214,8 +218,15 @@ def _planes(path: Path, location: str) -> list[_Plane]:
     """``path``'s planes, read with JAX's reader; a file that is not a whole XSpace: one message."""
     from jax.profiler import ProfileData  # jaxlib's reader: imported by the commands that read a profile
 
+    with warnings.catch_warnings():  # jaxlib's types on Python 3.13: "event_stats has no __module__", once
+        warnings.filterwarnings("ignore", "builtin type .* has no __module__ attribute", DeprecationWarning)
+        return _read_planes(ProfileData, path, location)
+
+
+def _read_planes(reader: "type[ProfileData]", path: Path, location: str) -> list[_Plane]:
+    """:func:`_planes`' reading, under its warnings filter."""
     try:
-        space = ProfileData.from_file(str(path))
+        space = reader.from_file(str(path))
     except (RuntimeError, OSError, ValueError) as exc:
         raise ProfileError(f"{location}: {path.name} is not a profile JAX can read (a truncated or damaged "
                            f"{SUFFIX}: {str(exc).strip()}).",

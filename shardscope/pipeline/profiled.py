@@ -118,7 +118,7 @@ def _merged(errors: list[ShardscopeError], names: Sequence[str]) -> list[Shardsc
     them on 8), said once, the programs named together; others one after the other."""
     if len(errors) < 2:
         return errors
-    shapes = {}
+    shapes: dict[str, list[str]] = {}
     for error in errors:
         named = [n for n in names if n in error.message]
         shapes.setdefault(error.message.replace(named[0], "{}") if named else error.message, []).append(

@@ -229,7 +229,7 @@ def _profile(workload: Workload, calls: Mapping[str, Callable[[], Any]], eager: 
     with quiet_callback_logs():
         profiles = profile_each({name: call for name, call in calls.items() if name in names})
     report("profiling", 1.0)
-    return profiles
+    return dict(profiles)
 
 
 @dataclass(frozen=True)

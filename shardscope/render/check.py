@@ -61,6 +61,7 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
         data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are
         data["measured"] = None if ins.measured is None else ins.measured.to_json()
+        data["profile_note"] = ins.profile_note or None  # why a profile given put no times on it
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in own.items()}
         programs.append(data)
