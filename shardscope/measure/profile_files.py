@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from types import ModuleType
+from typing import Any, Callable, Iterator, TypeVar
 
 from shardscope.errors import ShardscopeError
 
@@ -156,9 +158,10 @@ def fetched(location: str, into: Path) -> Path:
         raise ProfileError(f"Reading {location} needs gcsfs, which is not installed.",
                            f'pip install gcsfs (the full {PROFILE_EXTRA} brings it), or copy the folder '
                            "locally: gsutil -m cp -r ...") from exc
+    _require_network(location)
     with _gcsfs_quiet():
-        fs = gcsfs.GCSFileSystem(requests_timeout=GS_DEADLINE_S)
-        sizes = _within(GS_DEADLINE_S, lambda: _listed(fs, location), location)
+        # the credentials' lookup (a metadata server asked, with retries) counts in the deadline too
+        fs, sizes = _within(GS_DEADLINE_S, lambda: _listed(gcsfs, location), location)
         for name, size in sizes.items():
             if size > MAX_FILE_BYTES:
                 raise ProfileError(f"{name} is {size / (1 << 30):.1f} GiB: too large to read here.",
@@ -174,10 +177,26 @@ def fetched(location: str, into: Path) -> Path:
     return into
 
 
-def _listed(fs: object, location: str) -> dict[str, int]:
-    """Each ``.xplane.pb`` under ``location`` with its size in bytes."""
-    found = fs.find(location, detail=True)  # type: ignore[attr-defined]
-    return {name: int(info.get("size") or 0) for name, info in found.items() if name.endswith(SUFFIX)}
+GS_HOST = "storage.googleapis.com"
+
+
+def _require_network(location: str) -> None:
+    """One message at once when Cloud Storage's host name does not resolve (no network here),
+    rather than gcsfs's retries; through a proxy (``HTTPS_PROXY``) the proxy resolves it."""
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "STORAGE_EMULATOR_HOST")):
+        return
+    try:
+        _within(GS_DEADLINE_S / 4, lambda: socket.getaddrinfo(GS_HOST, 443), location)
+    except ProfileError as exc:
+        raise ProfileError(f"Could not read {location}: {GS_HOST} cannot be reached from here (no network?).",
+                           "copy the folder locally (gsutil -m cp -r ...) and pass the copy") from exc
+
+
+def _listed(gcsfs: ModuleType, location: str) -> tuple[Any, dict[str, int]]:  # Any: gcsfs's file system (untyped)
+    """gcsfs's file system, and each ``.xplane.pb`` under ``location`` with its size in bytes."""
+    fs = gcsfs.GCSFileSystem(requests_timeout=GS_DEADLINE_S)
+    found = fs.find(location, detail=True)
+    return fs, {name: int(info.get("size") or 0) for name, info in found.items() if name.endswith(SUFFIX)}
 
 
 def _within(seconds: float, work: Callable[[], T], location: str) -> T:
