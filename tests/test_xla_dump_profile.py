@@ -45,7 +45,7 @@ def run(tmp_path_factory) -> tuple[Path, Path]:
             jax.block_until_ready(step(*args))
         jax.profiler.stop_trace()
     """)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}  # a cached module is not compiled, nor dumped
     subprocess.run([PYTHON, "-c", script], check=True, capture_output=True, env=env, timeout=300)
     return dump, profile
 

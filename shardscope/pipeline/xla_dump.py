@@ -10,17 +10,19 @@ are shown as device ids) and which collectives the program wrote itself (no jaxp
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.dump_files import DumpedModule, dumped_modules, pick_modules
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
+from shardscope.engine.hlo.text import Instruction, parse
 from shardscope.engine.inspection import Inspection
 from shardscope.engine.jaxpr.model import Block, Program
 from shardscope.pipeline.check import FileCheck
 
-__all__ = ["compilations_note", "dump_check", "dump_inspection"]
+__all__ = ["arguments", "compilations_note", "dump_check", "dump_inspection"]
 
 NO_JAXPR = Program(Block("", "program", (), (), ()))
 """The program of a dumped module: the dump holds no jaxpr."""
@@ -56,8 +58,10 @@ def _clock(path: Path) -> str:
 
 
 def dump_inspection(dumped: DumpedModule) -> Inspection:
-    """The :class:`Inspection` of one dumped module: its compiled plan, for the backend its file names."""
-    plan = compiled_plan(dumped.module, backend=dumped.backend, style=_style(dumped))
+    """The :class:`Inspection` of one dumped module: its compiled plan, for the backend its file
+    names, with the step's arguments as its entry parameters say (a fix through ``jax.shard_map``
+    passes one spec per argument)."""
+    plan = compiled_plan(dumped.module, backend=dumped.backend, style=_style(dumped), arguments=arguments(dumped))
     return Inspection(function=dumped.name, program=NO_JAXPR, collectives=(), compiled=plan, dumped=dumped.path.name)
 
 
@@ -66,3 +70,77 @@ def _style(dumped: DumpedModule) -> str:
     ``op_name`` passes through one (``jit(step)/shard_map/while/body/psum``), else ``auto``."""
     collectives = (i for i in dumped.module.instructions() if i.opcode in COLLECTIVE_OPCODES)
     return "shard_map" if any("shard_map" in i.metadata.op_name.split("/") for i in collectives) else "auto"
+
+
+_ROOT_NAME = re.compile(r"[A-Za-z_]\w*")
+_SDY_DIMS = re.compile(r"\[((?:\{[^}]*\}(?:,\s*)?)*)\]")
+_TILES = re.compile(r"devices=\[([\d,]+)\]")
+
+
+def arguments(dumped: DumpedModule) -> tuple[tuple[str, str], ...]:
+    """Each argument of the step, as its entry parameters say: the name of the pytree each
+    parameter's ``op_name`` roots in (``params['w1']`` is ``params``), one per run of parameters
+    of that name, and its ``PartitionSpec`` from the parameter's sharding (Shardy's, with the
+    mesh's axis names, when the module or its ``before_optimizations`` file keeps it; else the
+    tiles, with ``'data'`` standing for an axis the dump does not name; ``P(...)`` where nothing
+    says). Empty when the parameters carry no names."""
+    entry = dumped.module.entry
+    if entry is None:
+        return ()
+    before = _before_optimizations(dumped)
+    found: list[tuple[str, list[str]]] = []
+    for param in entry.parameters:
+        root = _ROOT_NAME.match(param.metadata.op_name or "")
+        if root is None:
+            return ()
+        spec = _spec(param) or (_spec(before[param.parameter_number]) if param.parameter_number in before else "")
+        spec = spec or "P(...)"  # the dump does not say: the user's to fill in
+        if found and found[-1][0] == root.group(0):
+            found[-1][1].append(spec)
+        else:
+            found.append((root.group(0), [spec]))
+    return tuple((name, max(set(specs), key=specs.count)) for name, specs in found)
+
+
+def _before_optimizations(dumped: DumpedModule) -> dict[int | None, Instruction]:
+    """The entry parameters of the same module before XLA's passes, by number (its file beside
+    the compiled one: ``module_0014.jit_step.before_optimizations.txt``), where they keep their
+    shardings; empty without it."""
+    stem = dumped.path.name.split(".")
+    path = dumped.path.with_name(".".join(stem[:2]) + ".before_optimizations.txt") if len(stem) > 2 else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        entry = parse(path.read_text()).entry
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return {param.parameter_number: param for param in entry.parameters} if entry is not None else {}
+
+
+def _spec(param: Instruction) -> str:
+    """``P(None, 'data')`` from a parameter's sharding ("" when it has none): Shardy's (a frontend
+    attribute on jax 0.10, ``sharding={mesh['data'=8], [{}, {'data'}, {}]}`` on 0.12), with the
+    mesh's axis names, else GSPMD's tiles."""
+    sharding = param.attribute("sharding") or ""
+    shardy = param.frontend_attributes.get("xla.sdy.sharding", "") or (sharding if "mesh[" in sharding else "")
+    dims = _SDY_DIMS.search(shardy.split("]", 1)[1] if shardy.startswith("{mesh[") else shardy)
+    if dims:
+        axes = [re.findall(r"[\"']([^\"']+)[\"']", dim) for dim in re.findall(r"\{[^}]*\}", dims.group(1))]
+        return _written([repr(names[0]) if len(names) == 1 else
+                         f"({', '.join(repr(a) for a in names)})" if names else "None" for names in axes])
+    if "replicated" in sharding or "maximal" in sharding:
+        return "P()"
+    tiles = _TILES.search(sharding)
+    if not tiles:
+        return ""
+    counts = [int(t) for t in tiles.group(1).split(",")]
+    if "last_tile_dim_replicate" in sharding or "last_tile_dims" in sharding:
+        counts = counts[:-1]
+    return _written(["'data'" if n > 1 else "None" for n in counts])
+
+
+def _written(dims: list[str]) -> str:
+    """``P(None, 'data')``: the dimensions' axes, trailing ``None``s left out."""
+    while dims and dims[-1] == "None":
+        dims.pop()
+    return f"P({', '.join(dims)})"
