@@ -59,7 +59,8 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                         flagged=ins.dispatches.flagged_count,
                         dispatches=dispatches_json(ins.dispatches),
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
-        data["compiler"] = "XLA:CPU"  # whose plan the findings and compiled_collectives are
+        # whose plan the findings and compiled_collectives are: the CPU's, or the chip's with --on tpu
+        data["compiler"] = dumped_compiler(ins.compiled.backend) if ins.compiled is not None else "XLA:CPU"
         data["measured"] = None if ins.measured is None else ins.measured.to_json()
         data["profile_note"] = ins.profile_note or None  # why a profile given put no times on it
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
@@ -141,6 +142,13 @@ def dump_judged(backends: set[str]) -> str:
             "that wrote the dump, with its flags.")
 
 
+def chips_judged(backends: set[str]) -> str:
+    """What a finding says of the compiler it judged when the programs ran on this machine's chips
+    (``--on tpu``): that chip's compiler, here."""
+    return (f"This judges the plan {', '.join(sorted(dumped_compiler(b) for b in backends))} compiled here, for this "
+            "machine's chips.")
+
+
 def cpu_judged(devices: set[int]) -> str:
     """What a finding without a target says of the compiler it judged, and the ``--target``s of the
     programs' own device count that would judge a GPU's or TPU's plan instead."""
@@ -191,7 +199,9 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
         devices = {ins.compiled.module.num_partitions * ins.compiled.module.replica_count
                    for ins in inspections if ins.compiled is not None and ins.compiled.module is not None}
         dumped = {ins.compiled.backend for ins in inspections if ins.dumped and ins.compiled is not None}
-        note = dump_judged(dumped) if dumped else cpu_judged(devices) if not targets else CPU_JUDGED
+        here = {ins.compiled.backend for ins in inspections if ins.compiled is not None} - {"cpu"}
+        note = (dump_judged(dumped) if dumped else chips_judged(here) if here
+                else cpu_judged(devices) if not targets else CPU_JUDGED)
         console.print(Text(note, style="dim"))
     elif not failed and not remats:
         console.print("check passed: every collective inside a loop is needed there.", style="bold green",

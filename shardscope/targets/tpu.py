@@ -157,7 +157,14 @@ def _topology_devices(target: TpuTarget, options: dict[str, str]) -> list:
     from jax.experimental import topologies
 
     try:
-        return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **options).devices)
+        try:
+            return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **options).devices)
+        except Exception as exc:  # a slice smaller than a host (v5e:1x1, one chip): its own host bounds
+            if _HOST_BOUNDS not in str(exc):
+                raise
+            bounds = one_host_bounds(target.topology)
+            return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology,
+                                                     chips_per_host_bounds=bounds, **options).devices)
     except Exception as exc:  # JaxRuntimeError INVALID_ARGUMENT for names libtpu does not know
         examples = tpu_examples()
         if "INVALID_ARGUMENT" in str(exc):
@@ -171,6 +178,19 @@ def _topology_devices(target: TpuTarget, options: dict[str, str]) -> list:
             f"libtpu failed to describe {target}: {quote_error(exc)}",
             f"libtpu must be the version jax {jax.__version__} asks for: {TPU_EXTRA} "
             f"(or pip install 'jax[tpu]=={jax.__version__}')") from exc
+
+
+_HOST_BOUNDS = "chips_per_host_bounds"
+"""What libtpu names when a topology does not fill its default host (``v5e:1x1`` "is not
+divisible by the given (or default) chips_per_host_bounds 2x2x1")."""
+
+
+def one_host_bounds(topology: str) -> list[int]:
+    """The host bounds of a slice that is one host of its chips alone (``v5e:1x1``: ``[1, 1, 1]``;
+    ``v5e:1x2``: ``[1, 2, 1]``): libtpu's default bounds are a whole host of 4 chips or more, and
+    a one-chip VM (what many rent) is smaller. libtpu takes them as a list of three integers."""
+    dims = [int(d) for d in topology.rpartition(":")[2].split("x")]
+    return (dims + [1, 1, 1])[:3]
 
 
 def chips_held_elsewhere(target: TpuTarget, exc: BaseException) -> TargetError:
