@@ -181,8 +181,9 @@ def check(options: CheckOptions) -> int:
     slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
     check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
 
+    chosen = platform_choice() is not None  # before JAX's import: a TPU VM's own default is no choice
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
-    profile = _profile_first(options, bool(slices))  # its platform may decide where the program compiles
+    profile = _profile_first(options, bool(slices) or chosen)  # its platform may decide where the program compiles
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file, exit_code
     from shardscope.targets.plans import load_available_targets, target_device_count
@@ -327,17 +328,17 @@ def _measured(inspections: list[Inspection], options: CheckOptions,
     return inspections, []
 
 
-def _profile_first(options: CheckOptions, targets: bool) -> Profile | ProfileError | None:
+def _profile_first(options: CheckOptions, chosen: bool) -> Profile | ProfileError | None:
     """``--profile-dir``'s profile, read before JAX's backend starts: a run on this machine's kind
-    of accelerator (a TPU profile on a TPU VM) is checked on it, as ``--on tpu`` would
-    (unless ``--on``, ``JAX_PLATFORMS`` or ``--target`` chose otherwise). None without
+    of accelerator (a TPU profile on a TPU VM) is checked on it, as ``--on tpu`` would (unless
+    ``chosen``: ``--on``, ``JAX_PLATFORMS`` or ``--target`` chose otherwise). None without
     ``--profile-dir``; the error reading it gave, kept for after the plans."""
     if not options.profile_dir:
         return None
     from shardscope.pipeline.profiled import read_or_error  # JAX's reader: JAX is imported by now
 
     profile = read_or_error(options.profile_dir)
-    if isinstance(profile, ProfileError) or profile.platform == "cpu" or targets or platform_choice() is not None:
+    if isinstance(profile, ProfileError) or profile.platform == "cpu" or chosen:
         return profile
     if profile.platform == "tpu" and tpu_chips_attached():
         run_on("tpu")  # the run's own compiler, on the chip the profile names

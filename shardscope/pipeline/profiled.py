@@ -164,11 +164,30 @@ def platform_words(profile: Profile, backend: str) -> str:
 
 
 def platform_hint(profile: Profile) -> str:
-    """How to put a profile of another platform on the plan its run executed."""
+    """How to put a profile of another platform on the plan its run executed: on its chip, or
+    from the run's own dump, or (a TPU's) compiled here for a slice like the run's."""
     on = {"tpu": "--on tpu", "gpu": "--on gpu"}.get(profile.platform, "")
     same = f"on a machine with that chip, check FILE {on} --profile-dir RUN; " if on else ""
+    target = run_target(profile)
+    like = (f"; or compile it here for the run's chips with --target {target} (the profile is put on that plan when "
+            "its instructions are the run's: the same JAX and libtpu)") if target else ""
     return (f"{same}elsewhere, dump the run's compiled modules (XLA_FLAGS=--xla_dump_to=DUMP python train.py) and "
-            f"check them with its profile: shardscope check --xla-dump DUMP --profile-dir {profile.source}")
+            f"check them with its profile: shardscope check --xla-dump DUMP --profile-dir {profile.source}{like}")
+
+
+_V5E_SLICES = {1: "1x1", 2: "1x2", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
+"""The v5e (and v6e) slice of each chip count, as Cloud TPU names them."""
+
+
+def run_target(profile: Profile) -> str:
+    """``tpu:v5e:1x1``: the ``--target`` of the slice a TPU profile ran on, from the chip it names
+    and the devices its program spans ("" when not known)."""
+    chip = chip_of(profile.device_kind) if profile.platform == "tpu" else None
+    devices = max((e.devices for e in profile.executions), default=0)
+    generation = chip.name if chip is not None else ""
+    if generation in ("v5e", "v6e") and devices in _V5E_SLICES:
+        return f"tpu:{generation}:{_V5E_SLICES[devices]}"
+    return ""
 
 
 def chip_of(device_kind: str) -> Chip | None:

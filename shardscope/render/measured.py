@@ -91,8 +91,9 @@ def step_line(ins: "Inspection") -> str:
     plan = measured_plan_of(ins)
     collectives = (f", collectives {seconds_words(measured.collectives_s)}" if plan is not None and plan.collectives
                    else ", no collectives")
-    line = (f"step measured {seconds_words(measured.step_s)} per call (slowest device; fastest "
-            f"{seconds_words(measured.fastest_step_s or 0.0)}){collectives}")
+    devices = ("one device" if measured.devices == 1 else
+               f"slowest device; fastest {seconds_words(measured.fastest_step_s or 0.0)}")
+    line = f"step measured {seconds_words(measured.step_s)} per call ({devices}){collectives}"
     if measured.estimate is not None and measured.device_estimate_s:
         line += (f"; estimated {seconds_words(measured.device_estimate_s)} on {measured.estimate.chip} (its "
                  f"instructions and loops on the device, no launch): measured {measured.estimate_ratio:.2f}x the "
@@ -109,10 +110,10 @@ def notes(ins: "Inspection") -> list[str]:
         return [ins.profile_note] if ins.profile_note else []
     said = []
     if measured.first_call_s is not None:
-        said.append(f"the first call took {seconds_words(measured.first_call_s)} (the profiler's start, first-run "
-                    "allocations): shown apart, not in the medians")
+        said.append(f"the first call took {seconds_words(measured.first_call_s)}: shown apart, not in the medians "
+                    "(a trace's first call can pay for the profiler's start)")
     elif measured.calls == 1:
-        said.append("one call in the profile: its figures are that call's, the profiler's start included")
+        said.append("one call in the profile: its figures are that call's, the profiler's start maybe included")
     if measured.cut_calls:
         said.append(f"{plural(measured.cut_calls, 'call')} cut by the trace's start or end, not counted")
     if measured.missing:
