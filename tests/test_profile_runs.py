@@ -124,3 +124,17 @@ def test_a_folder_of_two_runs_reads_the_newest_and_says_so(tmp_path, shardscope_
     result = shardscope_cli("check", TRAINER, "--profile-dir", tmp_path / "both")
     text = " ".join(result.stdout.split())
     assert "read the run 2026_02_01_00_00_00, the newest of 2" in text and "2026_01_01_00_00_00" in text
+
+
+def test_a_train_and_an_eval_step_are_not_compared_as_plans():
+    """The explorer's default comparison of a program file pairs programs that take the same
+    arguments (two ways to write a step); a train step and an eval step take others: no speedup
+    ("eval_step is 6.58x faster") and no diff between them."""
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.run import analyze
+
+    analysis = analyze(Settings(path=TRAINER, repeats=2), measure=False)
+    assert list(analysis.plans) == ["train_step", "eval_step"]
+    comparison = analysis.comparison
+    assert comparison.baseline == comparison.candidate == "train_step"
+    assert comparison.speedup is None and comparison.diff == ()

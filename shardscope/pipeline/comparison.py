@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from shardscope.measure.speedup import Speedup, speedup_of, speedup_text
 
@@ -42,21 +42,24 @@ def unified(before: str, after: str, before_name: str, after_name: str) -> list[
     )
 
 
-def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str], candidate: str | None = None) -> tuple[str, str]:
+def default_pair(plans: Mapping[str, Any], roles: Mapping[str, str], candidate: str | None = None,
+                 group: Callable[[str], Any] = lambda name: ()) -> tuple[str, str]:  # Any: a group's key
     """``(baseline, candidate)``: the baseline plan and the best candidate, by structure only.
 
     ``plans`` maps names to plan results (in display order); ``roles`` maps names to roles. A
     ``candidate`` that names one of them (``--function`` naming a program) is compared with the
-    first other one. Without candidate plans (a program file's programs) the first is compared
-    with the second; a single plan with itself.
+    first other one of its ``group``. Without candidate plans (a program file's programs) the
+    first is compared with the next one of its group (programs that take the same arguments: two
+    ways to write one step, not a train step and an eval step); a plan with no other in its
+    group, with itself (no speedup, no diff).
     """
     names = list(plans)
     if candidate is not None and candidate in plans:
-        return next((n for n in names if n != candidate), candidate), candidate
+        return next((n for n in names if n != candidate and group(n) == group(candidate)), candidate), candidate
     baseline = next((n for n in names if roles.get(n) == "baseline"), names[0])
     candidates = [n for n in names if roles.get(n) == "candidate"]
     if not candidates:
-        return baseline, next((n for n in names if n != baseline), baseline)
+        return baseline, next((n for n in names if n != baseline and group(n) == group(baseline)), baseline)
 
     def cost(name: str) -> tuple:
         plan = plans[name]

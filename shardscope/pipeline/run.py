@@ -145,7 +145,7 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         raise target_errors[0]
     off_target = {p.name for p in workload.programs if p.name in traced and p.name not in results}  # off the slice
     roles = {name: result.role for name, result in results.items()}
-    baseline, candidate = default_pair(results, roles, workload.settings.function)
+    baseline, candidate = default_pair(results, roles, workload.settings.function, workload.check_group)
     return Analysis(
         origin=workload.origin,
         settings=workload.settings,

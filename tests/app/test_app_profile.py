@@ -38,7 +38,7 @@ def test_the_compiled_tab_shows_each_collectives_measured_time(profiled):
         app.view.show_analysis(profiled)
         await drain(pilot)
         naive = app.view.plain.split("\ndeferred:", 1)[0]
-        assert "measured/step" in naive and "per run" in naive
+        assert "measured/call" in naive and "per run" in naive
         measured = profiled.plans["naive"].inspection.measured.collectives[0]
         assert re.search(r"all-reduce\[s\]\s+grad\(params\)\s+2\s+2\s+40\s+\S+ \S+\s+\S+ \S+\s+program", naive)
         assert measured.per_step_s == pytest.approx(measured.per_run_s * 2)
@@ -48,4 +48,4 @@ def test_the_compiled_tab_shows_each_collectives_measured_time(profiled):
 
 def test_the_timings_tab_shows_the_profiles_step_and_collectives(profiled):
     text = asyncio.run(shown_timings(profiled))
-    assert "profile: step (slowest device)" in text and "profile: collectives per step" in text
+    assert "profile: step (slowest device)" in text and "profile: collectives per call" in text

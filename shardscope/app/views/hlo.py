@@ -126,8 +126,8 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
     measured = plan.inspection.measured  # --profile, --profile-dir: the measured times beside each row
     names = [name for name, _ in TABLE_COLUMNS if not narrow or name in NARROW_TABLE]
     if measured is not None:
-        names[names.index("B/call") + 1:names.index("B/call") + 1] = ["measured/step", "per run"]
-    justified = dict(TABLE_COLUMNS) | {"measured/step": "right", "per run": "right"}
+        names[names.index("B/call") + 1:names.index("B/call") + 1] = ["measured/call", "per run"]
+    justified = dict(TABLE_COLUMNS) | {"measured/call": "right", "per run": "right"}
     columns: list[tuple[str, JustifyMethod]] = [(name, justified[name]) for name in names]
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
@@ -139,13 +139,13 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
             "#": str(i + 1), "collective": _collective(c), "value": c.value, "loops": _trips(c),
             "runs/call": Text(c.runs.text(), loop_style(c.in_loop)), "B/call": count_text(c.bytes_per_call),
             "by": c.written_by, "verdict": Text(kind, VERDICT_STYLES.get(kind, "")), "jaxpr": _from_jaxpr(c),
-            **dict(zip(("measured/step", "per run"), times))}
+            **dict(zip(("measured/call", "per run"), times))}
         table.add_row(*(cells[name] for name, _ in columns), style=SELECTED if i == selected else None)
     return table
 
 
 def measured_cells(found: "MeasuredCollective | None") -> list[str]:
-    """A collective's measured time per step (its slowest device) and per run, or ``not run``."""
+    """A collective's measured time per call (its slowest device) and per run, or ``not run``."""
     if found is None:
         return ["not run", ""]
     return [seconds_words(found.per_step_s), seconds_words(found.per_run_s)]

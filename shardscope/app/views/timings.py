@@ -118,7 +118,9 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     table.add_row("compiled runs per call", *compiled_runs_cells(plans), *dash)
     table.add_row("jaxpr runs per call", *runs_cells(plans), *dash)
     table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
-    table.add_row("bytes moved (per device)", *(p.jaxpr_bytes.text("B") for p in plans), *dash, end_section=True)
+    # the compiled plan's bytes, as the Compiled tab counts them (a jit program's jaxpr has no collective)
+    table.add_row("bytes moved per call (per device)", *((p.compiled_bytes or p.jaxpr_bytes).text("B") for p in plans),
+                  *dash, end_section=True)
     memories = {n: p.memory for n, p in analysis.plans.items()}
     if analysis.reference is not None:
         memories[REFERENCE] = analysis.reference.memory
@@ -143,7 +145,7 @@ def _measured_rows(table: Table, plans: list, time_cell, dash: tuple) -> None:
         return ["—" if m is None or cell(m) is None else time_cell(cell(m)) for m in measured]
 
     table.add_row("profile: step (slowest device)", *cells(lambda m: m.step_s), *dash)
-    table.add_row("profile: collectives per step", *cells(lambda m: m.collectives_s), *dash)
+    table.add_row("profile: collectives per call", *cells(lambda m: m.collectives_s), *dash)
     table.add_row("profile: overlapped with compute", *cells(
         lambda m: sum(c.overlapped_s or 0.0 for c in m.collectives)), *dash)
     estimates = [next((t.step for t in p.targets if t.step is not None), None) for p in plans]
@@ -225,8 +227,10 @@ def outputs_note(analysis: "Analysis") -> str:
 
 
 def unavailable_notes(analysis: "Analysis") -> list[Text]:
-    """``reduced: unavailable (reason)`` for each plan that could not be built here."""
-    return [Text(line, "yellow") for line in unavailable_lines(analysis)]
+    """``reduced: unavailable (reason)`` for each plan that could not be built here, and what a
+    profile given (``--profile-dir``) could not be put on: the plans stand without its times."""
+    profile = [Text(f"profile: {error.message}", "yellow") for error in analysis.profile_errors]
+    return [Text(line, "yellow") for line in unavailable_lines(analysis)] + profile
 
 
 def traced_only(analysis: "Analysis") -> Group:
