@@ -1,6 +1,8 @@
 """What each thread is doing (``importing demo.py``), for the message of an interrupt that lands
-meanwhile: the layers below the commands say it, :mod:`shardscope.distributed.interrupts` and the
-app read it. A value of the process, with no dependency of its own."""
+meanwhile, and the temporary folders it is making (a profile's trace, a bucket's files fetched),
+for the interrupt to remove: the layers below the commands say it,
+:mod:`shardscope.distributed.interrupts` and the app read it. A value of the process, with no
+dependency of its own."""
 
 from __future__ import annotations
 
@@ -50,3 +52,25 @@ def _line_in(ident: int, code_file: str) -> int | None:
             return frame.f_lineno
         frame = frame.f_back
     return None
+
+
+_folders: set[str] = set()
+
+
+@contextmanager
+def temporary_folder(path: str) -> Iterator[str]:
+    """Mark the folder ``path`` (and what is in it) as this process's to remove on an interrupt
+    while the block runs: a profile's trace, a bucket's files fetched, a converter's scratch."""
+    with _lock:
+        _folders.add(path)
+    try:
+        yield path
+    finally:
+        with _lock:
+            _folders.discard(path)
+
+
+def temporary_folders() -> list[str]:
+    """The temporary folders being made now (an interrupt removes them)."""
+    with _lock:
+        return list(_folders)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
-from shardscope.activities import current_activity
+from shardscope.activities import current_activity, temporary_folders
 from shardscope.native_stderr import terminal_stderr
 
 T = TypeVar("T")
@@ -27,7 +26,6 @@ T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _temporary_files: set[str] = set()
-_temporary_folders: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -46,19 +44,6 @@ def temporary_file(path: str) -> Iterator[str]:
             _temporary_files.discard(path)
 
 
-@contextmanager
-def temporary_folder(path: str) -> Iterator[str]:
-    """Mark the folder ``path`` (and what is in it) as removed on an interrupt while the block
-    runs: a profile's copy, a bucket's files fetched, a converter's scratch."""
-    with _lock:
-        _temporary_folders.add(path)
-    try:
-        yield path
-    finally:
-        with _lock:
-            _temporary_folders.discard(path)
-
-
 def remove_temporary_files() -> None:
     """Delete every temporary file and folder still registered (an interrupt is leaving)."""
     for path in list(_temporary_files):
@@ -66,7 +51,7 @@ def remove_temporary_files() -> None:
             os.unlink(path)
         except OSError:
             pass  # not created yet, or already renamed into place
-    for folder in list(_temporary_folders):
+    for folder in temporary_folders():  # the layers below say them (shardscope.activities)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from shardscope.distributed.interrupts import temporary_folder
+from shardscope.activities import temporary_folder
 from shardscope.measure.profile_read import Profile, read_profile
 
 DEFAULT_CALLS = 5

@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 import shutil
 import tempfile
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from shardscope.distributed.interrupts import temporary_folder
+from shardscope.activities import temporary_folder
 from shardscope.measure.profile_files import PROFILE_EXTRA, SUFFIX, ProfileError, fetched, profile_files
 from shardscope.native_stderr import stderr_caught
 
