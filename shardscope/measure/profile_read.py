@@ -190,6 +190,9 @@ def _read_files(found, location: str, stats: bool) -> Profile:  # found: Profile
     if not reader.ops:
         raise ProfileError(f"{location} holds no run of a compiled program.",
                            "profile while the program runs: start_trace, call the step, block_until_ready, stop_trace")
+    if reader.platform == "cpu" and any(not op.call for op in reader.ops):
+        raise ProfileError(f"{location}: its instructions' runs carry no run id, so its calls cannot be told apart "
+                           "(a JAX older than 0.10.2 wrote it?).", "profile the run with JAX 0.10.2 or newer")
     rows = _hlo_stats(found.files) if stats and reader.platform != "cpu" else ()
     return Profile(location, hosts, tuple(reader.ops), tuple(reader.module_runs), rows, tuple(reader.executions),
                    reader.platform, reader.device_kind, reader.jax_version, found.note, found.run)

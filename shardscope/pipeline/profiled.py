@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from shardscope.engine.hlo.measured import MeasuredPlan, profile_onto
@@ -28,7 +30,7 @@ from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.work import module_work
 from shardscope.engine.inspection import Inspection
 from shardscope.errors import ShardscopeError
-from shardscope.hardware.chips import TPU_CHIPS, Chip
+from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
 from shardscope.measure.profile_capture import DEFAULT_CALLS, profile_each
 from shardscope.measure.profile_read import Profile, ProfileError, read_profile
 from shardscope.pipeline.program_files import dynamic_arguments
@@ -144,11 +146,11 @@ def _measured(ins: Inspection, profile: Profile) -> MeasuredPlan:
     for plan, target in ran:
         try:
             measured = profile_onto(plan, profile)
-        except ProfileMismatch as exc:
-            error = error or exc
+        except ProfileMismatch as exc:  # said over a plan the profile does not hold: the difference is the news
+            error = error if isinstance(error, ProfileMismatch) else exc
             continue
         except ProfileError as exc:
-            error = error if isinstance(error, ProfileMismatch) else exc
+            error = error or exc
             continue
         estimate = step_estimate(plan, profile)
         return dataclasses.replace(measured, on_target=target, estimate=estimate)
@@ -190,17 +192,27 @@ def run_target(profile: Profile) -> str:
     return ""
 
 
+_GPU_DESCRIPTIONS = Path(__file__).resolve().parent.parent / "gpu_descriptions"
+"""The GPUs shardscope describes (``h100.txtpb`` ...), by the name a device kind holds."""
+
+
 def chip_of(device_kind: str) -> Chip | None:
-    """The chip a profile or a device names (``TPU v5 Lite``, ``TPU v5 lite``), None for one
-    shardscope has no figures for."""
+    """The chip a profile or a device names (``TPU v5 Lite``, ``TPU v5 lite``; a GPU whose name
+    holds one shardscope describes, ``NVIDIA H100 80GB HBM3``), None for one it has no figures for."""
     wanted = device_kind.strip().lower()
-    return next((chip for kind, chip in TPU_CHIPS.items() if kind.lower() == wanted), None)
+    tpu = next((chip for kind, chip in TPU_CHIPS.items() if kind.lower() == wanted), None)
+    if tpu is not None or not wanted:
+        return tpu
+    for description in sorted(_GPU_DESCRIPTIONS.glob("*.txtpb")):
+        if re.search(rf"\b{re.escape(description.stem)}\b", wanted):
+            return gpu_chip(description.stem, description.read_text())
+    return None
 
 
 def step_estimate(plan: CompiledPlan, profile: Profile) -> StepEstimate | None:
     """The estimate of ``plan``'s step on the chip the profile names (None on the CPU, or a chip
     without figures)."""
-    chip = chip_of(profile.device_kind) if profile.platform != "cpu" else None
+    chip = chip_of(profile.device_kind) if profile.platform != "cpu" else None  # a GPU's: unverified
     if chip is None or plan.module is None:
         return None
     return estimate_step(module_work(plan.module), chip)
