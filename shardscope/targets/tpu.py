@@ -160,9 +160,9 @@ def _topology_devices(target: TpuTarget, options: dict[str, str]) -> list:
         try:
             return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **options).devices)
         except Exception as exc:  # a slice smaller than a host (v5e:1x1, one chip): its own host bounds
-            if _HOST_BOUNDS not in str(exc):
-                raise
             bounds = one_host_bounds(target.topology)
+            if not within_default_host(str(exc), bounds):
+                raise
             return list(topologies.get_topology_desc(platform="tpu", topology_name=target.topology,
                                                      chips_per_host_bounds=bounds, **options).devices)
     except Exception as exc:  # JaxRuntimeError INVALID_ARGUMENT for names libtpu does not know
@@ -191,6 +191,14 @@ def one_host_bounds(topology: str) -> list[int]:
     a one-chip VM (what many rent) is smaller. libtpu takes them as a list of three integers."""
     dims = [int(d) for d in topology.rpartition(":")[2].split("x")]
     return (dims + [1, 1, 1])[:3]
+
+
+def within_default_host(message: str, bounds: list[int]) -> bool:
+    """True when libtpu refused a topology for its default host bounds (``chips_per_host_bounds
+    "2x2x1"``) and the topology fits inside one such host: a slice smaller than a host, not a
+    shape no slice has (``v5e:3x3``)."""
+    found = re.search(rf'{_HOST_BOUNDS} "(\d+)x(\d+)x(\d+)"', message)
+    return found is not None and all(b <= int(d) for b, d in zip(bounds, found.groups()))
 
 
 def chips_held_elsewhere(target: TpuTarget, exc: BaseException) -> TargetError:

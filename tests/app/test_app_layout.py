@@ -101,7 +101,7 @@ def test_timings_labels_never_wrap_at_80_columns():
             text = "\n".join(screen_rows(app.query_one("#timings-body")))
             assert re.search(r"│ ?compiled runs per call\s+│\s+2\s+│\s+1\s+│", text)  # the 2 chunks' all-reduces
             assert re.search(r"│ ?jaxpr runs per call\s+│\s+2\s+│\s+1\s+│", text)
-            assert re.search(r"│ ?bytes moved per call \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
+            assert re.search(r"│ ?bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
             assert re.search(r"│ ?collective equations in loops\s*│\s+1 of 1\s+│\s+0 of 1\s+│\s+0 of 1\s+│", text), text
 
     run(scenario())

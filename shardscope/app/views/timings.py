@@ -118,8 +118,8 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
     table.add_row("compiled runs per call", *compiled_runs_cells(plans), *dash)
     table.add_row("jaxpr runs per call", *runs_cells(plans), *dash)
     table.add_row("collective equations in loops", *in_loops_cells(plans), *dash)
-    # the compiled plan's bytes, as the Compiled tab counts them (a jit program's jaxpr has no collective)
-    table.add_row("bytes moved per call (per device)", *((p.compiled_bytes or p.jaxpr_bytes).text("B") for p in plans),
+    # per call, the compiled plan's bytes, as the Compiled tab counts them (a jit program's jaxpr has no collective)
+    table.add_row("bytes moved (per device)", *((p.compiled_bytes or p.jaxpr_bytes).text("B") for p in plans),
                   *dash, end_section=True)
     memories = {n: p.memory for n, p in analysis.plans.items()}
     if analysis.reference is not None:
