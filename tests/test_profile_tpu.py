@@ -97,3 +97,15 @@ def test_a_one_chip_target_compiles_and_carries_the_run_s_profile(tmp_path):
     for program in data["programs"]:
         measured = program["measured"]
         assert measured["on_target"] == "tpu:v5e:1x1" and measured["calls"] == 5 and measured["machine"] == "TPU v5 Lite"
+
+
+@pytest.mark.skipif(not LIBTPU_SHIPS, reason="libtpu ships for Linux x86-64 only")
+def test_a_one_chip_v5e_compiles(shardscope_cli):
+    """``tpu:v5e:1x1``, what a one-chip VM is: libtpu's default host bounds (2x2x1) refuse it, so
+    it is described as a host of its one chip; a shape no slice has (``v5e:3x3``) stays refused."""
+    result = shardscope_cli("check", "linear", "--target", "tpu:v5e:1x1", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert data["unavailable_targets"] == [] and data["targets"]["tpu:v5e:1x1"]["devices"] == 1
+    refused = shardscope_cli("check", "linear", "--target", "tpu:v5e:3x3")
+    assert refused.returncode == 2 and "libtpu does not know the topology 'v5e:3x3'" in refused.stderr
