@@ -1,15 +1,27 @@
-"""The bracket, comma and string syntax of HLO text that every part of its parse shares."""
+"""The bracket, comma, string and number syntax of HLO text that every part of its parse shares.
+
+Every pattern here reads its text in one pass whatever the text holds: a quoted string that is
+never closed ends at the end of the text (it is not retried from every later quote), a comment
+that is never closed likewise, and no pattern can try a long run of characters from each of its
+positions. The parse reads any text a user points shardscope at in time linear in its length.
+"""
 
 from __future__ import annotations
 
 import re
 
 _OPEN, _CLOSE = "([{", ")]}"
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
-_ESCAPE = re.compile(rb"\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)")
+QUOTED = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?'
+"""A C-escaped quoted string, or what is left of the text when its closing quote never comes."""
+_TOKENS = re.compile(QUOTED + r"|[()\[\]{},]", re.S)
+_ESCAPE = re.compile(rb"\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)", re.S)
 _ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r"}
-COMMENT = re.compile(r"/\*.*?\*/")
+COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
 """``/*index=5*/``: the comments XLA prints inside long operand and tuple lists."""
+MAX_DIGITS = 19
+"""The most digits a number of the text may have: every count, size and id of a module is an
+int64 (19 digits); a longer run of digits is not a number XLA printed."""
+_INTEGER = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
 
 
 def matching(text: str, start: int) -> int:
@@ -44,6 +56,20 @@ def split_top(text: str) -> list[str]:
     return [part for part in parts if part.strip()]
 
 
+def nesting(text: str) -> tuple[int, int]:
+    """``(deepest nesting, final depth)`` of the brackets of ``text`` outside quotes: ``(3, 0)``
+    for ``f(g(h()))``; a final depth other than 0 is a bracket left open (or one closed twice)."""
+    depth = deepest = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in _CLOSE:
+            depth -= 1
+    return deepest, depth
+
+
 def unquote(value: str) -> str:
     """A C-escaped quoted string (``"params[\\'W\\']"``) as its text; other values unchanged."""
     if len(value) < 2 or value[0] != '"' or value[-1] != '"':
@@ -51,7 +77,7 @@ def unquote(value: str) -> str:
     raw = value[1:-1]
     if "\\" not in raw:
         return raw
-    return _ESCAPE.sub(_unescape, raw.encode("utf-8")).decode("utf-8", "replace")
+    return _ESCAPE.sub(_unescape, raw.encode("utf-8", "surrogatepass")).decode("utf-8", "replace")
 
 
 def _unescape(match: re.Match) -> bytes:
@@ -63,9 +89,16 @@ def _unescape(match: re.Match) -> bytes:
     return _ESCAPES.get(code, code)
 
 
+def integer(value: str | None) -> int | None:
+    """``value`` as an int when it is one (an optional sign and at most :data:`MAX_DIGITS`
+    digits, spaces around allowed), else None: never a 5,000-digit number nor an exception."""
+    if value is None:
+        return None
+    match = _INTEGER.fullmatch(value.strip())
+    return int(match.group()) if match is not None else None
+
+
 def to_int(value: str | None) -> int:
-    """``value`` as an int (0 when absent or not a number)."""
-    try:
-        return int(value) if value is not None else 0
-    except ValueError:
-        return 0
+    """``value`` as an int (0 when absent or not a number of at most :data:`MAX_DIGITS` digits)."""
+    number = integer(value)
+    return number if number is not None else 0

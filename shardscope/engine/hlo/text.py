@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast, overload
 
-from shardscope.engine.hlo.shapes import DTYPE_BITS, ArrayShape, Shape, parse_shape
+from shardscope.engine.hlo.shapes import DTYPE_BITS, MAX_TUPLE_DEPTH, ArrayShape, Shape, parse_shape
 from shardscope.engine.hlo.source import FileLocation, SourceLocation, StackFrame, StackFrameIndex, parse_stack_frames
-from shardscope.engine.hlo.syntax import COMMENT, matching, split_top, to_int, unquote
+from shardscope.engine.hlo.syntax import COMMENT, QUOTED, integer, matching, split_top, to_int, unquote
 
 __all__ = [
     "DTYPE_BITS", "ArrayShape", "Shape", "parse_shape", "FileLocation", "SourceLocation", "StackFrame",
@@ -76,11 +76,12 @@ def op_primitives(op_name: str) -> tuple[str, ...]:
 
 _NO_METADATA = OpMetadata()
 _T = TypeVar("_T")
-_CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
-_CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*)\}")
-_INDEX = re.compile(r"\bindex=(\d+)")
-_OPERAND_NAME = re.compile(r"([^\s)\]}%]+)$")
-_METADATA_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+_CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]++)")
+_CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*+)(?:\}|\Z)")
+_INDEX = re.compile(r"\bindex=(\d++)")
+_METADATA_FIELD = re.compile(r"(?<!\w)(\w++)=(" + QUOTED + r"|[^\s}]++)", re.S)
+_NAME_DELIMITERS = " \t)]}%"
+"""What ends the type written against an operand's name (``(f32[], s32[])%w``): the name is after the last of these."""
 
 
 class _cached(Generic[_T]):
@@ -127,6 +128,8 @@ class Instruction:
     body: str = field(repr=False)
     is_root: bool = False
     _cache: dict[str, object] | None = field(default=None, repr=False, compare=False)
+    line: int = field(default=0, repr=False, compare=False)
+    """The line of the module's text the instruction starts on (its user's, for an operand written inline)."""
 
     @_cached
     def shape(self) -> Shape:
@@ -148,8 +151,7 @@ class Instruction:
         for part in split_top(self._split[0]):
             token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
             if ")" in token or "]" in token or "}" in token:  # a type written against the name: (f32[], s32[])%w
-                match = _OPERAND_NAME.search(token)
-                token = match.group(1) if match else ""
+                token = _after_type(token)
             if token:
                 names.append(token.lstrip("%"))
         return tuple(names)
@@ -221,9 +223,8 @@ class Instruction:
 
     @property
     def channel_id(self) -> int | None:
-        """The ``channel_id`` of a collective (None when it has none)."""
-        raw = self.attribute("channel_id")
-        return int(raw) if raw is not None else None
+        """The ``channel_id`` of a collective (None when it has none, or not a number)."""
+        return integer(self.attribute("channel_id"))
 
     @property
     def replica_groups(self) -> str | None:
@@ -249,7 +250,7 @@ class Instruction:
         text = unquote(raw) if raw.startswith('"') else raw
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the interpreter's stack
             return text
 
     @property
@@ -259,7 +260,10 @@ class Instruction:
         if not isinstance(config, dict):
             return None
         count = config.get("known_trip_count", {})
-        return int(count["n"]) if isinstance(count, dict) and "n" in count else None
+        written = count.get("n") if isinstance(count, dict) else None
+        if isinstance(written, bool) or not isinstance(written, (str, int)):
+            return None
+        return integer(str(written))
 
     @property
     def dimensions(self) -> tuple[int, ...] | None:
@@ -267,7 +271,8 @@ class Instruction:
         raw = self.attribute("dimensions")
         if raw is None:
             return None
-        return tuple(int(d) for d in raw.strip("{}").split(",") if d.strip())
+        dims = tuple(integer(d) for d in raw.strip("{}").split(",") if d.strip())
+        return None if None in dims else cast(tuple[int, ...], dims)
 
     @property
     def tuple_index(self) -> int | None:
@@ -275,12 +280,12 @@ class Instruction:
         if self.opcode != "get-tuple-element":
             return None
         match = _INDEX.search(self._split[1])
-        return int(match.group(1)) if match else None
+        return integer(match.group(1)) if match else None
 
     @property
     def parameter_number(self) -> int | None:
-        """A parameter's number."""
-        return int(self.literal) if self.opcode == "parameter" else None
+        """A parameter's number (None for another instruction, or a number that is not one)."""
+        return integer(self.literal) if self.opcode == "parameter" else None
 
     @property
     def is_spmd_generated(self) -> bool:
@@ -295,6 +300,8 @@ class Computation:
     name: str
     instructions: tuple[Instruction, ...]
     is_entry: bool = False
+    line: int = field(default=0, compare=False)
+    """The line of the module's text its header is on."""
 
     @functools.cached_property
     def root(self) -> Instruction | None:
@@ -331,6 +338,11 @@ class HloModule:
     stack_frames: StackFrameIndex = StackFrameIndex()
     unclosed: str | None = None
     """The computation the text ends inside (its closing ``}`` never came: a truncated file), or None."""
+    problems: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+    """What the parse read past, ``(line, what)`` in text order (at most :data:`KEPT_PROBLEMS`): a
+    line inside a computation that is no instruction, an instruction never closed, a name or a
+    computation given twice. A module printed by XLA has none;
+    :func:`~shardscope.engine.hlo.well_formed.read_module` refuses a text that has one."""
 
     @property
     def entry(self) -> Computation | None:
@@ -368,15 +380,13 @@ class HloModule:
 
     @property
     def num_partitions(self) -> int:
-        """``num_partitions`` from the module header (1 when not printed)."""
-        match = re.search(r"\bnum_partitions=(\d+)", self.header)
-        return int(match.group(1)) if match else 1
+        """``num_partitions`` from the module header (1 when not printed, or not a number)."""
+        return header_number(self.header, "num_partitions") or 1
 
     @property
     def replica_count(self) -> int:
-        """``replica_count`` from the module header (1 when not printed)."""
-        match = re.search(r"\breplica_count=(\d+)", self.header)
-        return int(match.group(1)) if match else 1
+        """``replica_count`` from the module header (1 when not printed, or not a number)."""
+        return header_number(self.header, "replica_count") or 1
 
     def source(self, inst: Instruction, users: bool = False) -> SourceLocation | None:
         """Where the instruction comes from: its stack frame's innermost position (with
@@ -392,18 +402,37 @@ class HloModule:
         return None
 
 
+def header_number(header: str, key: str) -> int | None:
+    """The number ``key=N`` of a module's header says (None when it says none, or not a number)."""
+    match = re.search(r"\b" + key + r"=([^\s,]++)", header)
+    return integer(match.group(1)) if match else None
+
+
+def _after_type(token: str) -> str:
+    """The name in ``(f32[], s32[])%w``: what follows the last bracket, space or ``%``."""
+    end = max(token.rfind(char) for char in _NAME_DELIMITERS)
+    return token[end + 1 :]
+
+
 _MAY_CALL = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|false_computation|branch_computations|called_computations)=")
 
 
 # --------------------------------------------------------------------------- the parse
 
 
-_HEADER = re.compile(r"^[ \t]*HloModule\s+([^\s,]+),?(.*)$", re.M)
-_COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(){}]+)[^{]*\{$")
-_STATEMENT = re.compile(r"(ROOT\s+)?%?([^\s=]+)\s*=\s*")
-_ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|[a-z][a-z0-9]*\b")
-_OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
+_HEADER = re.compile(r"^[ \t]*+HloModule\s++([^\s,]++),?(.*)$", re.M)
+_COMPUTATION = re.compile(r"(ENTRY\s++)?%?([^\s(){}]++)[^{]*+\{$")
+_STATEMENT = re.compile(r"(ROOT\s++)?%?([^\s=]++)\s*+=\s*+")
+_ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*+\[[^\]]*+\](?:\{[^}]*+\})?|[a-z][a-z0-9]*+\b")
+_OPCODE = re.compile(r"\s*+([a-z][\w\-]*+)\(")
+_OPCODE_ANYWHERE = re.compile(r"(?<![\w\-])[a-z][\w\-]*+\(")
 _NO_OPERANDS = frozenset(("constant", "parameter", "iota", "partition-id", "replica-id", "rng-get-and-update-state"))
+_SCAN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(")?|[()\[\]{},]|//', re.S)
+"""The tokens of a statement's brackets: a quoted string (its closing quote captured: missing when
+the string runs on past the text), a bracket, a comma, a ``//`` comment's start."""
+_STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+(")?', re.S)
+KEPT_PROBLEMS = 100
+"""How many of what the parse read past a module keeps (:attr:`HloModule.problems`)."""
 
 
 def parse(text: str) -> HloModule:
@@ -422,54 +451,126 @@ def parse(text: str) -> HloModule:
     with ``.1``, ``.2`` suffixes, and the operands of each computation follow its own names).
     Lines outside computations that are not the module header (a log line, the stack-frame
     tables) are skipped.
+
+    Any text is read, in time and memory linear in its length, without recursion: what is not
+    a module's is read past and said in :attr:`HloModule.problems` (and :attr:`HloModule.unclosed`),
+    which :func:`~shardscope.engine.hlo.well_formed.read_module` turns into one error with its line.
     """
     header = _HEADER.search(text)
-    computations: dict[str, Computation] = {}
-    entry = None
-    current: str | None = None
-    is_entry = False
-    statements: list[str] = []
-    anonymous = [0]  # how many instructions written inline the module has named so far
-    pending = ""
-    for line in text.splitlines():
+    reader = _Reader()
+    for number, line in enumerate(text.split("\n"), 1):
         if "//" in line:
             line = _strip_line_comment(line)
         stripped = line.strip()
-        if current is None:
-            match = _COMPUTATION.match(stripped) if stripped.endswith("{") and " = " not in stripped else None
-            if match is not None and not stripped.startswith("HloModule"):
-                current, is_entry, statements, pending = match.group(2), match.group(1) is not None, [], ""
-            continue
-        if pending and not (stripped == "}" and _closes(pending)):
-            pending += " " + stripped
-        elif stripped.startswith("}"):
-            computations[current] = _computation(current, statements, is_entry, anonymous)
-            if is_entry:
-                entry = current
-            current = None
-            continue
+        if reader.current is None:
+            reader.outside(number, stripped)
+        elif reader.pending is not None:
+            reader.continued(number, stripped)
         elif not stripped:
             continue
+        elif stripped[0] == "}":
+            reader.close(number, stripped)
+        elif _complete(stripped):
+            reader.statements.append((number, stripped))
         else:
-            pending = stripped
-        if _complete(pending):
-            statements.append(pending)
-            pending = ""
-    if entry is None and computations:
-        entry = next(reversed(computations))
-        computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
-    return _unique_names(HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
-                                   entry, parse_stack_frames(text), current))
+            reader.pending = _Statement(number, stripped)
+    return reader.module(text, header)
+
+
+class _Reader:
+    """The state of one parse, fed a line at a time."""
+
+    def __init__(self) -> None:
+        self.computations: dict[str, Computation] = {}
+        self.entry: str | None = None
+        self.current: str | None = None
+        self.current_line = 0
+        self.is_entry = False
+        self.statements: list[tuple[int, str]] = []
+        self.pending: _Statement | None = None
+        self.anonymous = [0]  # how many instructions written inline the module has named so far
+        self.problems: list[tuple[int, str]] = []
+
+    def problem(self, line: int, what: str) -> None:
+        """Say what was read past at ``line``."""
+        if len(self.problems) < KEPT_PROBLEMS:
+            self.problems.append((line, what))
+
+    def continued(self, number: int, stripped: str) -> None:
+        """A line after one that began an instruction and did not end it: its next line, or the
+        ``}`` closing the computation when the instruction's brackets are all closed."""
+        pending = self.pending
+        assert pending is not None
+        if stripped == "}" and pending.closed:
+            self.close(number, stripped)
+            return
+        pending.add(stripped)
+        if pending.complete():
+            self.statements.append((pending.line, pending.text()))
+            self.pending = None
+
+    def outside(self, number: int, stripped: str) -> None:
+        """A line outside any computation: a computation's header, or a line skipped."""
+        match = _COMPUTATION.match(stripped) if stripped.endswith("{") and " = " not in stripped else None
+        if match is not None and not stripped.startswith("HloModule"):
+            self.current, self.is_entry, self.statements = match.group(2), match.group(1) is not None, []
+            self.current_line, self.pending = number, None
+        elif stripped.startswith("}"):
+            self.problem(number, "a '}' that closes no computation")
+        elif _STATEMENT.match(stripped) and _OPCODE_ANYWHERE.search(stripped) and not stripped.startswith("HloModule"):
+            self.problem(number, f"an instruction outside any computation: {_quoted(stripped)}")
+
+    def close(self, number: int, stripped: str) -> None:
+        """The ``}`` closing the current computation."""
+        name = self.current
+        assert name is not None
+        if self.pending is not None:
+            self.problem(self.pending.line, f"an instruction the computation %{name} closes before it ends: "
+                                            f"{_quoted(self.pending.text())}")
+            self.pending = None
+        if stripped != "}":
+            self.problem(number, f"text after the '}}' closing the computation %{name}: {_quoted(stripped[1:])}")
+        if name in self.computations:
+            first = self.computations[name].line
+            self.problem(self.current_line, f"a second computation named %{name} (the first is at line {first})")
+        computation, problems = _computation(name, self.statements, self.is_entry, self.anonymous, self.current_line)
+        self.computations[name] = computation
+        for line, what in problems:
+            self.problem(line, what)
+        if self.is_entry:
+            if self.entry is not None and self.entry != name:
+                self.problem(self.current_line, f"a second ENTRY computation, %{name} (%{self.entry} is the first)")
+            else:
+                self.entry = name
+        self.current = None
+
+    def module(self, text: str, header: re.Match | None) -> HloModule:
+        """The module read, once every line has been."""
+        computations = self.computations
+        entry = self.entry
+        if self.current is not None:
+            self.problem(self.current_line, f"the computation %{self.current} is not closed: the text ends inside it")
+            if self.pending is not None:
+                self.problem(self.pending.line, f"an instruction the text ends inside ({self.pending.unclosed()}): "
+                                                f"{_quoted(self.pending.text())}")
+        if entry is None and computations:
+            entry = next(reversed(computations))
+            computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
+        module = HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
+                           entry, parse_stack_frames(text), self.current, tuple(self.problems))
+        return _unique_names(module)
+
+
+def _quoted(text: str, width: int = 60) -> str:
+    """``text`` in quotes, cut to ``width`` characters."""
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
 
 
 def _strip_line_comment(line: str) -> str:
     """``line`` without a ``//`` comment (one inside a quoted string is kept)."""
-    quoted = False
-    for k, char in enumerate(line):
-        if char == '"' and (k == 0 or line[k - 1] != "\\"):
-            quoted = not quoted
-        elif char == "/" and not quoted and line.startswith("//", k):
-            return line[:k]
+    for match in _SCAN.finditer(line):
+        if match.group() == "//":
+            return line[: match.start()]
     return line
 
 
@@ -483,43 +584,103 @@ def _complete(statement: str) -> bool:
         return False
     if (statement.count("(") == statement.count(")") and statement.count("{") == statement.count("}")
             and statement.count("[") == statement.count("]")):
-        return not statement.endswith(")") or _OPCODE.search(statement) is not None
-    return _closes(statement)
+        return not statement.endswith(")") or _OPCODE_ANYWHERE.search(statement) is not None
+    return _Statement(0, statement).closed
 
 
-def _closes(statement: str) -> bool:
-    """The exact form of :func:`_complete`'s bracket check."""
-    depth = 0
-    for match in _BRACKETS.finditer(statement):
-        token = match.group()
-        if token in "([{":
-            depth += 1
-        elif token in ")]}":
-            depth -= 1
-    return depth <= 0
+class _Statement:
+    """An instruction written over several lines, read a line at a time: its brackets' depth
+    and whether a quoted string runs on are kept, so each line is scanned once."""
+
+    def __init__(self, line: int, first: str) -> None:
+        self.line = line
+        self.parts: list[str] = []
+        self.depth = 0
+        self.quoted = False
+        self.opened = False
+        self.opcode = False
+        self.searched = 0  # the parts searched for an opcode so far
+        self.add(first)
+
+    @property
+    def closed(self) -> bool:
+        """True when every bracket opened so far is closed, outside any quoted string."""
+        return self.depth <= 0 and not self.quoted
+
+    def add(self, part: str) -> None:
+        """One more line of the statement: its brackets counted between its quoted strings."""
+        self.parts.append(part)
+        self.opened = self.opened or "(" in part
+        position = 0
+        if self.quoted:
+            rest = _STRING_REST.match(part)
+            assert rest is not None  # it matches the empty string
+            if rest.group(1) is None:
+                return
+            self.quoted, position = False, rest.end()
+        while True:
+            quote = part.find('"', position)
+            segment = part[position:] if quote < 0 else part[position:quote]
+            self.depth += (segment.count("(") + segment.count("[") + segment.count("{")
+                           - segment.count(")") - segment.count("]") - segment.count("}"))
+            if quote < 0:
+                return
+            string = _STRING_REST.match(part, quote + 1)
+            assert string is not None  # it matches the empty string
+            if string.group(1) is None:
+                self.quoted = True
+                return
+            position = string.end()
+
+    def complete(self) -> bool:
+        """:func:`_complete` of the statement so far."""
+        last = self.parts[-1]
+        if not (self.opened and self.closed) or last.endswith(","):
+            return False
+        if not last.endswith(")"):
+            return True
+        while not self.opcode and self.searched < len(self.parts):  # each part searched once
+            part = self.parts[self.searched]
+            self.opcode = "(" in part and _OPCODE_ANYWHERE.search(part) is not None
+            self.searched += 1
+        return self.opcode
+
+    def unclosed(self) -> str:
+        """What is left open: ``a quoted string``, ``3 brackets``."""
+        if self.quoted:
+            return "a quoted string never closed"
+        return f"{self.depth} bracket{'' if self.depth == 1 else 's'} never closed"
+
+    def text(self) -> str:
+        """The statement, its lines joined by spaces."""
+        return " ".join(self.parts)
 
 
-_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{}]')
-
-
-def _computation(name: str, statements: list[str], is_entry: bool, anonymous: list[int]) -> Computation:
+def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, anonymous: list[int],
+                 line: int) -> tuple[Computation, list[tuple[int, str]]]:
     """The computation of the whole instruction statements of its body (``anonymous`` counts the
-    module's inline operands named so far)."""
+    module's inline operands named so far), and what of them it read past: a statement that is
+    no instruction, a name given twice."""
     instructions: list[Instruction] = []
     known: dict[str, Instruction] = {}
-    for statement in statements:
-        parsed = _instruction(statement, name)
+    problems: list[tuple[int, str]] = []
+    for number, statement in statements:
+        parsed = _instruction(statement, name, number)
         if parsed is None:
+            if len(problems) < KEPT_PROBLEMS:
+                problems.append((number, f"not an instruction: {_quoted(statement)}"))
             continue
         inst, inline = parsed
         if inline:
             inst = _hoist(inst, instructions, anonymous, known)
+        if inst.name in known and len(problems) < KEPT_PROBLEMS:
+            problems.append((number, f"%{inst.name} is defined twice in %{name} (first at line {known[inst.name].line})"))
         instructions.append(inst)
         known[inst.name] = inst
-    return Computation(name, tuple(instructions), is_entry)
+    return Computation(name, tuple(instructions), is_entry, line), problems
 
 
-def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] | None:
+def _instruction(statement: str, computation: str, line: int) -> tuple[Instruction, bool] | None:
     """``[ROOT] name = shape opcode(body`` as an :class:`Instruction`, and whether its operands
     hold an instruction written inline (None when the statement is not an instruction)."""
     match = _STATEMENT.match(statement)
@@ -531,7 +692,7 @@ def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] |
         return None
     shape, opcode, body = split
     inline = opcode not in _NO_OPERANDS and (_holds_parenthesis(body) or "#" in body[: body.find(")")])
-    return Instruction(name, shape, opcode, computation, body, root), inline
+    return Instruction(name, shape, opcode, computation, body, root, None, line), inline
 
 
 def _holds_parenthesis(body: str) -> bool:
@@ -556,52 +717,156 @@ def _shape_and_opcode(text: str, at: int) -> tuple[str, str, str] | None:
     return text[at:end].strip(), opcode.group(1), text[opcode.end():]
 
 
+class _Brackets:
+    """Where each bracket of a text closes and the commas directly inside it (the text's own
+    level is the bracket ``-1``), found in one pass: an operand list nested 10,000 deep is then
+    split at every level without scanning its text again."""
+
+    def __init__(self, text: str) -> None:
+        self.closes: dict[int, int] = {}
+        self.commas: dict[int, list[int]] = {-1: []}
+        self.parenthesised: set[int] = set()  # the brackets holding a "(" (at any depth)
+        opened = [-1]
+        for match in _SCAN.finditer(text):
+            token = match.group()
+            if token == ",":
+                self.commas.setdefault(opened[-1], []).append(match.start())
+            elif token in "([{":
+                if token == "(":
+                    self.parenthesised.add(opened[-1])
+                opened.append(match.start())
+            elif token in ")]}" and len(opened) > 1:
+                inner = opened.pop()
+                self.closes[inner] = match.start()
+                if inner in self.parenthesised:
+                    self.parenthesised.add(opened[-1])
+            elif token in ")]}":
+                self.closes.setdefault(-1, match.start())
+        self.closes.setdefault(-1, len(text))
+
+    def parts(self, bracket: int, end: int) -> list[tuple[int, int]]:
+        """The spans of the parts of the list that ``bracket`` opens, split at its own commas."""
+        cuts = [c for c in self.commas.get(bracket, ()) if c < end]
+        starts = [bracket + 1, *(c + 1 for c in cuts)]
+        return [(a, b) for a, b in zip(starts, [*cuts, end])]
+
+
 def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int],
            known: dict[str, Instruction]) -> Instruction:
     """``inst`` with each operand written inline (``s32[] constant(16)``) made an instruction of
-    its own, appended to ``before`` as XLA's parser adds it ahead of its user; and each tuple
-    element read in place (``%param.12#2``, how newer XLA prints a get-tuple-element it folded
-    into its user) made the get-tuple-element it stands for, named as written (``param.12#2``).
-    ``known`` holds the computation's instructions so far by name."""
-    operand_text = inst.body[: matching(inst.body, -1)]
-    names = []
-    for part in split_top(operand_text):
-        part = COMMENT.sub("", part).strip()
-        split = _shape_and_opcode(part, 0) if part[:1] != "%" else None
-        if split is None:
-            token = part.rsplit(" ", 1)[-1]
-            if "#" in token:
-                match = _OPERAND_NAME.search(token)
-                part = "%" + _element(match.group(1) if match else token.lstrip("%"), inst.computation, before, known)
-            names.append(part)
+    its own, appended to ``before`` as XLA's parser adds it ahead of its user (the inner ones
+    first, each named in the order written); and each tuple element read in place
+    (``%param.12#2``, how newer XLA prints a get-tuple-element it folded into its user) made the
+    get-tuple-element it stands for, named as written (``param.12#2``). ``known`` holds the
+    computation's instructions so far by name. One pass over the operands, with a stack of the
+    lists open: no recursion, and each inline instruction's own text is its names and its end."""
+    body = inst.body
+    brackets = _Brackets(body)
+    end = brackets.closes[-1]
+    stack = [_OpenList(None, brackets.parts(-1, end), body[end:])]
+    while True:
+        frame = stack[-1]
+        if frame.next == len(frame.parts):
+            stack.pop()
+            text = ", ".join(frame.names) + frame.tail
+            if frame.owner is None:
+                return dataclasses.replace(inst, body=text, _cache=None)
+            name, shape, opcode = frame.owner
+            _add(Instruction(name, shape, opcode, inst.computation, text, line=inst.line), before, known)
+            stack[-1].names.append("%" + name)
             continue
-        shape, opcode, body = split
+        start, stop = frame.parts[frame.next]
+        frame.next += 1
+        inline = _inline_operand(body, start, stop, brackets)
+        if inline is None:
+            frame.names.append(_operand_reference(body[start:stop], inst, before, known))
+            continue
+        shape, opcode, opening = inline
         anonymous[0] += 1
         name = f"{opcode}.anon" + (f".{anonymous[0] - 1}" if anonymous[0] > 1 else "")
-        inner = Instruction(name, shape, opcode, inst.computation, body)
-        if opcode not in _NO_OPERANDS and _holds_parenthesis(body):
-            inner = _hoist(inner, before, anonymous, known)
-        before.append(inner)
-        known[name] = inner
-        names.append("%" + name)
-    body = ", ".join(names) + inst.body[len(operand_text):]
-    return dataclasses.replace(inst, body=body, _cache=None)
+        closing = brackets.closes.get(opening, stop)
+        if opcode in _NO_OPERANDS or opening not in brackets.parenthesised:
+            _add(Instruction(name, shape, opcode, inst.computation, body[opening + 1 : stop].rstrip(), line=inst.line),
+                 before, known)
+            frame.names.append("%" + name)
+            continue
+        tail = body[closing:stop].rstrip()
+        stack.append(_OpenList((name, shape, opcode), brackets.parts(opening, closing), tail))
 
 
-def _element(name: str, computation: str, before: list[Instruction], known: dict[str, Instruction]) -> str:
+@dataclass
+class _OpenList:
+    """An operand list :func:`_hoist` is inside: whose it is (None: the instruction's own), its
+    parts' spans, how many are read, the names they became, the text after the list."""
+
+    owner: tuple[str, str, str] | None
+    parts: list[tuple[int, int]]
+    tail: str
+    next: int = 0
+    names: list[str] = field(default_factory=list)
+
+
+def _add(inst: Instruction, before: list[Instruction], known: dict[str, Instruction]) -> None:
+    before.append(inst)
+    known[inst.name] = inst
+
+
+_LEADING = re.compile(r"(?:\s++|/\*.*?(?:\*/|\Z))*+", re.S)
+"""Spaces and comments at the start of an operand."""
+
+
+def _inline_operand(body: str, start: int, stop: int, brackets: _Brackets) -> tuple[str, str, int] | None:
+    """``(shape, opcode, where its "(" is)`` when the operand at ``body[start:stop]`` is an
+    instruction written inline (``s32[] constant(16)``); None for a name."""
+    leading = _LEADING.match(body, start, stop)
+    at = leading.end() if leading is not None else start
+    if at >= stop or body[at] == "%":
+        return None
+    if body[at] == "(":
+        end = brackets.closes.get(at, stop) + 1
+    else:
+        array = _ARRAY_SHAPE.match(body, at, stop)
+        if array is None:
+            return None
+        end = array.end()
+    opcode = _OPCODE.match(body, end, stop)
+    if opcode is None:
+        return None
+    return body[at:end].strip(), opcode.group(1), opcode.end() - 1
+
+
+def _operand_reference(part: str, inst: Instruction, before: list[Instruction], known: dict[str, Instruction]) -> str:
+    """An operand that names an instruction, as the operand list of ``inst`` writes it; a tuple
+    element read in place (``%param.12#2``) made the get-tuple-element it stands for."""
+    part = COMMENT.sub("", part).strip() if "/*" in part else part.strip()
+    token = part.rsplit(" ", 1)[-1]
+    if "#" not in token:
+        return part
+    name = _after_type(token) or token.lstrip("%")
+    return "%" + _element(name, inst.computation, inst.line, before, known)
+
+
+def _element(name: str, computation: str, line: int, before: list[Instruction], known: dict[str, Instruction]) -> str:
     """The get-tuple-element ``name`` (``param.12#2``, ``param#1#0`` for a nested tuple) stands
-    for, made once per computation and appended to ``before``; its name."""
+    for, made once per computation (each level of a nested one too) and appended to ``before``;
+    its name. A name indexing deeper than tuples nest (:data:`MAX_TUPLE_DEPTH`) is left as it is
+    written: no instruction has it."""
     if name in known or "#" not in name:
         return name
-    base, _, index = name.rpartition("#")
-    base = _element(base, computation, before, known)
-    source = known.get(base)
-    shape = ""
-    if source is not None and source.shape.is_tuple and index.isdigit() and int(index) < len(source.shape.elements):
-        shape = source.shape.elements[int(index)].text
-    element = Instruction(name, shape, "get-tuple-element", computation, f"%{base}), index={index}")
-    before.append(element)
-    known[name] = element
+    base, *indices = name.split("#")
+    if len(indices) > MAX_TUPLE_DEPTH:
+        return name
+    for index in indices:
+        element = f"{base}#{index}"
+        if element not in known:
+            source = known.get(base)
+            number = integer(index) if index.isdigit() else None
+            shape = ""
+            if source is not None and source.shape.is_tuple and number is not None and number < len(source.shape.elements):
+                shape = source.shape.elements[number].text
+            _add(Instruction(element, shape, "get-tuple-element", computation, f"%{base}), index={index}", line=line),
+                 before, known)
+        base = element
     return name
 
 
@@ -609,7 +874,8 @@ def _unique_names(module: HloModule) -> HloModule:
     """``module`` with every instruction name unique across it, as XLA's parser leaves a module:
     a name an earlier computation holds gets the next free ``.N`` suffix, and the operands of
     its own computation follow the new name. Printed modules already have unique names: they
-    are returned as they are."""
+    are returned as they are. Each name's next suffix is kept, so 60,000 uses of one name cost
+    60,000 steps, not 60,000 squared."""
     seen: set[str] = set()
     repeated = False
     for inst in module.instructions():
@@ -620,15 +886,17 @@ def _unique_names(module: HloModule) -> HloModule:
     if not repeated:
         return module
     taken = {inst.name for inst in module.instructions()}
+    suffixes: dict[str, int] = {}
     used: set[str] = set()
     computations = {}
     for computation in module.computations.values():
         renames: dict[str, str] = {}
         for inst in computation.instructions:
             if inst.name in used:
-                base, k = inst.name, 1
+                base, k = inst.name, suffixes.get(inst.name, 1)
                 while f"{base}.{k}" in taken:
                     k += 1
+                suffixes[base] = k + 1
                 renames[inst.name] = f"{base}.{k}"
                 taken.add(renames[inst.name])
             used.add(renames.get(inst.name, inst.name))
@@ -645,5 +913,6 @@ def _renamed(computation: Computation, renames: Mapping[str, str]) -> Computatio
             operand_text = body[: matching(body, -1)]
             names = ", ".join("%" + renames.get(o, o) for o in inst.operands)
             body = names + body[len(operand_text):]
-        instructions.append(dataclasses.replace(inst, name=renames.get(inst.name, inst.name), body=body, _cache=None))
-    return Computation(computation.name, tuple(instructions), computation.is_entry)
+        instructions.append(Instruction(renames.get(inst.name, inst.name), inst.shape_text, inst.opcode, inst.computation,
+                                        body, inst.is_root, None, inst.line))
+    return Computation(computation.name, tuple(instructions), computation.is_entry, computation.line)
