@@ -80,6 +80,8 @@ _CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_c
 _CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*+)(?:\}|\Z)")
 _INDEX = re.compile(r"\bindex=(\d++)")
 _METADATA_FIELD = re.compile(r"(?<!\w)(\w++)=(" + QUOTED + r"|[^\s}]++)", re.S)
+_NESTED = re.compile(r'[(\[{"/]')
+"""What makes an operand list more than names and commas: a bracket, a quote, a comment."""
 _NAME_DELIMITERS = " \t)]}%"
 """What ends the type written against an operand's name (``(f32[], s32[])%w``): the name is after the last of these."""
 
@@ -106,9 +108,11 @@ class _cached(Generic[_T]):
         if cache is None:
             cache = {}
             object.__setattr__(instance, "_cache", cache)
-        if self.name not in cache:
-            cache[self.name] = self.compute(instance)
-        return cast(_T, cache[self.name])  # the cache holds each property's own type under its name
+        try:
+            return cache[self.name]  # type: ignore[return-value]  # the cache holds each property's own type under its name
+        except KeyError:
+            value = cache[self.name] = self.compute(instance)
+            return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,23 +142,35 @@ class Instruction:
 
     @_cached
     def _split(self) -> tuple[str, str]:
-        """``(operand text, attribute text)``."""
-        end = matching(self.body, -1)
-        return self.body[:end], self.body[end + 1 :]
+        """``(operand text, attribute text)``: the operand list ends at the first ``)`` when no
+        bracket or quote comes before it (most lines), else where the brackets say."""
+        body = self.body
+        end = body.find(")")
+        if end < 0 or _NESTED.search(body, 0, end) is not None:
+            end = matching(body, -1)
+        return body[:end], body[end + 1 :]
 
     @_cached
     def operands(self) -> tuple[str, ...]:
         """The names of the instructions this one reads, in operand order."""
         if self.opcode in ("constant", "parameter", "iota", "partition-id", "replica-id"):
             return ()
+        text = self._split[0]
+        if _NESTED.search(text) is None:  # no brackets, quotes or comments: the commas split it
+            return tuple(token.lstrip("%") for part in text.split(",") if (token := part.strip().rsplit(" ", 1)[-1]))
         names = []
-        for part in split_top(self._split[0]):
+        for part in split_top(text):
             token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
             if ")" in token or "]" in token or "}" in token:  # a type written against the name: (f32[], s32[])%w
                 token = _after_type(token)
             if token:
                 names.append(token.lstrip("%"))
         return tuple(names)
+
+    @property
+    def attribute_text(self) -> str:
+        """The raw text after the operand list: ``""``, or ``, key=value, ...``."""
+        return self._split[1]
 
     @property
     def literal(self) -> str:
@@ -458,6 +474,7 @@ def parse(text: str) -> HloModule:
     """
     header = _HEADER.search(text)
     reader = _Reader()
+    number = 0
     for number, line in enumerate(text.split("\n"), 1):
         if "//" in line:
             line = _strip_line_comment(line)
@@ -474,7 +491,7 @@ def parse(text: str) -> HloModule:
             reader.statements.append((number, stripped))
         else:
             reader.pending = _Statement(number, stripped)
-    return reader.module(text, header)
+    return reader.module(text, header, number)
 
 
 class _Reader:
@@ -544,10 +561,13 @@ class _Reader:
                 self.entry = name
         self.current = None
 
-    def module(self, text: str, header: re.Match | None) -> HloModule:
-        """The module read, once every line has been."""
+    def module(self, text: str, header: re.Match | None, lines: int) -> HloModule:
+        """The module read, once every line (``lines`` of them) has been."""
         computations = self.computations
         entry = self.entry
+        if entry is None and computations and header is not None and "entry_computation_layout=" in header.group(2):
+            self.problem(lines, "no computation is marked ENTRY, though the module's header gives the layout of its "
+                                "entry computation: the text ends before its ENTRY computation")
         if self.current is not None:
             self.problem(self.current_line, f"the computation %{self.current} is not closed: the text ends inside it")
             if self.pending is not None:
