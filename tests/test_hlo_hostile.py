@@ -248,6 +248,18 @@ def test_deep_and_long_text_is_read_in_one_pass():
     assert len(read_module(by_name["60,000 duplicate names across computations"]).computations) == 60_013
 
 
+def test_a_module_past_the_most_instructions_is_refused_before_more_are_made(monkeypatch):
+    from shardscope.engine.hlo import text as hlo_text
+
+    monkeypatch.setattr(hlo_text, "MAX_INSTRUCTIONS", 50)
+    inline = "f32[] negate(" * 1000 + "f32[] constant(1)" + ")" * 1000
+    deep = f"HloModule m\n\nENTRY %e () -> f32[] {{\n  ROOT %deep = f32[] negate({inline})\n}}\n"
+    for text in (CPU, deep):
+        module = parse(text)
+        assert module.instruction_count <= 52  # the instruction that went past it, and what it wrote inline so far
+        _refused(text, "the module holds more than 50 instructions: shardscope reads modules of at most that many")
+
+
 def test_binary_text_is_refused_at_its_first_control_character():
     text = _entry_line(CPU, "%n = f32[] constant(0)\x00")
     _refused(text, f"the text, line {_line(text, '%n = ')}: a NUL byte at column 25: it is binary, not HLO text")
@@ -310,7 +322,7 @@ def test_special_files_are_refused_by_their_type_before_they_are_read(tmp_path):
              Path("/dev/zero"): "is a character device", Path("/dev/null"): "is a character device",
              folder.parent: "is a folder, not a module's text file",
              sparse: f"holds {MAX_FILE_BYTES + 1:,} bytes; shardscope reads module files of at most "
-                     f"{MAX_FILE_BYTES:,} (512 MiB)"}
+                     f"{MAX_FILE_BYTES:,} (256 MiB)"}
     for path, words in cases.items():
         result = run_main("check", "--xla-dump", path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr

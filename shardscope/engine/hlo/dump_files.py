@@ -31,7 +31,7 @@ AFTER_OPTIMIZATIONS = "*after_optimizations.txt"
 
 DUMP_HINT = "XLA_FLAGS=--xla_dump_to=DIR python train.py writes them; pass DIR, or one of its *after_optimizations.txt files"
 MAX_FILE_BYTES = MAX_TEXT_CHARACTERS
-"""The largest module file read (512 MiB): a larger one is refused by its size, before it is read."""
+"""The largest module file read (256 MiB): a larger one is refused by its size, before it is read."""
 _READ_BYTES = 1 << 24
 """How much of a file one read takes: a large file is read in steps, so that Ctrl+C is seen between them."""
 

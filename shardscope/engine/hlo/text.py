@@ -449,6 +449,23 @@ the string runs on past the text), a bracket, a comma, a ``//`` comment's start.
 _STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+(")?', re.S)
 KEPT_PROBLEMS = 100
 """How many of what the parse read past a module keeps (:attr:`HloModule.problems`)."""
+MAX_INSTRUCTIONS = 2_000_000
+"""The most instructions a module may have (a real module of 256 MiB has about 1.7 million; each costs
+about 1.3 KB once parsed and planned): past it, the parse makes no more and says so, so that no text
+(operands written inline, one every 13 characters) makes more than that many objects."""
+
+
+@dataclass
+class _Counts:
+    """What the parse has made so far: instructions, and those written inline (named ``<opcode>.anon.N``)."""
+
+    made: int = 0
+    inline: int = 0
+
+    @property
+    def over(self) -> bool:
+        """True once the module holds more than :data:`MAX_INSTRUCTIONS`."""
+        return self.made > MAX_INSTRUCTIONS
 
 
 def parse(text: str) -> HloModule:
@@ -505,7 +522,7 @@ class _Reader:
         self.is_entry = False
         self.statements: list[tuple[int, str]] = []
         self.pending: _Statement | None = None
-        self.anonymous = [0]  # how many instructions written inline the module has named so far
+        self.counts = _Counts()
         self.problems: list[tuple[int, str]] = []
 
     def problem(self, line: int, what: str) -> None:
@@ -550,7 +567,7 @@ class _Reader:
         if name in self.computations:
             first = self.computations[name].line
             self.problem(self.current_line, f"a second computation named %{name} (the first is at line {first})")
-        computation, problems = _computation(name, self.statements, self.is_entry, self.anonymous, self.current_line)
+        computation, problems = _computation(name, self.statements, self.is_entry, self.counts, self.current_line)
         self.computations[name] = computation
         for line, what in problems:
             self.problem(line, what)
@@ -676,15 +693,17 @@ class _Statement:
         return " ".join(self.parts)
 
 
-def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, anonymous: list[int],
+def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, counts: _Counts,
                  line: int) -> tuple[Computation, list[tuple[int, str]]]:
-    """The computation of the whole instruction statements of its body (``anonymous`` counts the
-    module's inline operands named so far), and what of them it read past: a statement that is
-    no instruction, a name given twice."""
+    """The computation of the whole instruction statements of its body (``counts``: what the
+    module has made so far), and what of them it read past: a statement that is no instruction,
+    a name given twice, the instructions past :data:`MAX_INSTRUCTIONS`."""
     instructions: list[Instruction] = []
     known: dict[str, Instruction] = {}
     problems: list[tuple[int, str]] = []
     for number, statement in statements:
+        if counts.over:  # said once, at the instruction that went past it
+            break
         parsed = _instruction(statement, name, number)
         if parsed is None:
             if len(problems) < KEPT_PROBLEMS:
@@ -692,11 +711,16 @@ def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, a
             continue
         inst, inline = parsed
         if inline:
-            inst = _hoist(inst, instructions, anonymous, known)
+            inst = _hoist(inst, instructions, counts, known)
+        counts.made += 1
         if inst.name in known and len(problems) < KEPT_PROBLEMS:
             problems.append((number, f"%{inst.name} is defined twice in %{name} (first at line {known[inst.name].line})"))
         instructions.append(inst)
         known[inst.name] = inst
+        if counts.over:
+            problems.append((number, f"the module holds more than {MAX_INSTRUCTIONS:,} instructions: shardscope "
+                                     "reads modules of at most that many"))
+            break
     return Computation(name, tuple(instructions), is_entry, line), problems
 
 
@@ -771,20 +795,22 @@ class _Brackets:
         return [(a, b) for a, b in zip(starts, [*cuts, end])]
 
 
-def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int],
-           known: dict[str, Instruction]) -> Instruction:
+def _hoist(inst: Instruction, before: list[Instruction], counts: _Counts, known: dict[str, Instruction]) -> Instruction:
     """``inst`` with each operand written inline (``s32[] constant(16)``) made an instruction of
     its own, appended to ``before`` as XLA's parser adds it ahead of its user (the inner ones
     first, each named in the order written); and each tuple element read in place
     (``%param.12#2``, how newer XLA prints a get-tuple-element it folded into its user) made the
     get-tuple-element it stands for, named as written (``param.12#2``). ``known`` holds the
-    computation's instructions so far by name. One pass over the operands, with a stack of the
+    computation's instructions so far by name; ``counts`` what the module has made so far (a
+    module already full is left as written). One pass over the operands, with a stack of the
     lists open: no recursion, and each inline instruction's own text is its names and its end."""
     body = inst.body
     brackets = _Brackets(body)
     end = brackets.closes[-1]
     stack = [_OpenList(None, brackets.parts(-1, end), body[end:])]
     while True:
+        if counts.over:  # a module already past its most instructions: left as written
+            return inst
         frame = stack[-1]
         if frame.next == len(frame.parts):
             stack.pop()
@@ -792,22 +818,22 @@ def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int],
             if frame.owner is None:
                 return dataclasses.replace(inst, body=text, _cache=None)
             name, shape, opcode = frame.owner
-            _add(Instruction(name, shape, opcode, inst.computation, text, line=inst.line), before, known)
+            _add(Instruction(name, shape, opcode, inst.computation, text, line=inst.line), before, known, counts)
             stack[-1].names.append("%" + name)
             continue
         start, stop = frame.parts[frame.next]
         frame.next += 1
         inline = _inline_operand(body, start, stop, brackets)
         if inline is None:
-            frame.names.append(_operand_reference(body[start:stop], inst, before, known))
+            frame.names.append(_operand_reference(body[start:stop], inst, before, known, counts))
             continue
         shape, opcode, opening = inline
-        anonymous[0] += 1
-        name = f"{opcode}.anon" + (f".{anonymous[0] - 1}" if anonymous[0] > 1 else "")
+        counts.inline += 1
+        name = f"{opcode}.anon" + (f".{counts.inline - 1}" if counts.inline > 1 else "")
         closing = brackets.closes.get(opening, stop)
         if opcode in _NO_OPERANDS or opening not in brackets.parenthesised:
             _add(Instruction(name, shape, opcode, inst.computation, body[opening + 1 : stop].rstrip(), line=inst.line),
-                 before, known)
+                 before, known, counts)
             frame.names.append("%" + name)
             continue
         tail = body[closing:stop].rstrip()
@@ -826,9 +852,10 @@ class _OpenList:
     names: list[str] = field(default_factory=list)
 
 
-def _add(inst: Instruction, before: list[Instruction], known: dict[str, Instruction]) -> None:
+def _add(inst: Instruction, before: list[Instruction], known: dict[str, Instruction], counts: _Counts) -> None:
     before.append(inst)
     known[inst.name] = inst
+    counts.made += 1
 
 
 _LEADING = re.compile(r"(?:\s++|/\*.*?(?:\*/|\Z))*+", re.S)
@@ -855,7 +882,8 @@ def _inline_operand(body: str, start: int, stop: int, brackets: _Brackets) -> tu
     return body[at:end].strip(), opcode.group(1), opcode.end() - 1
 
 
-def _operand_reference(part: str, inst: Instruction, before: list[Instruction], known: dict[str, Instruction]) -> str:
+def _operand_reference(part: str, inst: Instruction, before: list[Instruction], known: dict[str, Instruction],
+                       counts: _Counts) -> str:
     """An operand that names an instruction, as the operand list of ``inst`` writes it; a tuple
     element read in place (``%param.12#2``) made the get-tuple-element it stands for."""
     part = COMMENT.sub("", part).strip() if "/*" in part else part.strip()
@@ -863,10 +891,11 @@ def _operand_reference(part: str, inst: Instruction, before: list[Instruction], 
     if "#" not in token:
         return part
     name = _after_type(token) or token.lstrip("%")
-    return "%" + _element(name, inst.computation, inst.line, before, known)
+    return "%" + _element(name, inst.computation, inst.line, before, known, counts)
 
 
-def _element(name: str, computation: str, line: int, before: list[Instruction], known: dict[str, Instruction]) -> str:
+def _element(name: str, computation: str, line: int, before: list[Instruction], known: dict[str, Instruction],
+             counts: _Counts) -> str:
     """The get-tuple-element ``name`` (``param.12#2``, ``param#1#0`` for a nested tuple) stands
     for, made once per computation (each level of a nested one too) and appended to ``before``;
     its name. A name indexing deeper than tuples nest (:data:`MAX_TUPLE_DEPTH`) is left as it is
@@ -885,7 +914,7 @@ def _element(name: str, computation: str, line: int, before: list[Instruction], 
             if source is not None and source.shape.is_tuple and number is not None and number < len(source.shape.elements):
                 shape = source.shape.elements[number].text
             _add(Instruction(element, shape, "get-tuple-element", computation, f"%{base}), index={index}", line=line),
-                 before, known)
+                 before, known, counts)
         base = element
     return name
 

@@ -43,9 +43,11 @@ from shardscope.errors import ArgumentTypeError, HloTextError
 
 __all__ = ["MAX_TEXT_CHARACTERS", "MAX_CALL_DEPTH", "MAX_EXPANSION", "OPCODES", "read_module", "first_problem"]
 
-MAX_TEXT_CHARACTERS = 512 * 2**20
-"""The longest text read (512 Mi characters): the modules of large programs on large slices run to
-tens of megabytes; a longer text is refused before it is parsed, whatever it holds."""
+MAX_TEXT_CHARACTERS = 256 * 2**20
+"""The longest text read (256 Mi characters): the modules of large programs on large slices run to
+tens of megabytes; a longer text is refused before it is parsed, whatever it holds. With
+:data:`~shardscope.engine.hlo.text.MAX_INSTRUCTIONS`, it bounds the memory a parse takes (about
+1.3 KB an instruction, parsed and planned: 2.6 GB at most)."""
 MAX_CALL_DEPTH = 64
 """How deep computations may call one another from the entry (XLA's compiled modules: a few levels)."""
 MAX_EXPANSION = 10_000_000
@@ -201,6 +203,8 @@ def _header_problem(module: HloModule) -> Problem | None:
             value = header_number(module.header, key)
             if value is None or not 0 < value <= replica_groups.MAX_DEVICES:
                 return Problem(1, f"the header's {key} is not a count of devices (1 to {replica_groups.MAX_DEVICES:,})")
+    if module.num_partitions * module.replica_count > replica_groups.MAX_DEVICES:
+        return Problem(1, f"the header's num_partitions x replica_count is more than {replica_groups.MAX_DEVICES:,} devices")
     return None
 
 
