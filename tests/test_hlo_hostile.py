@@ -387,7 +387,14 @@ def test_every_real_module_is_read_as_parse_reads_it(path):
     text = path.read_text()
     checked, parsed = read_module(text, str(path)), parse(text)
     assert checked.problems == () and checked.unclosed is None
-    assert [(i.name, i.opcode, i.operands, i.line) for i in checked.instructions()] == \
-           [(i.name, i.opcode, i.operands, i.line) for i in parsed.instructions()]
+    assert [(i.name, i.opcode, i.operands) for i in checked.instructions()] == \
+           [(i.name, i.opcode, i.operands) for i in parsed.instructions()]
     statements = [n for n, row in enumerate(text.splitlines(), 1) if re.match(r"\s*(ROOT\s+)?%?[\w.\-]+\s*=\s", row)]
-    assert {i.line for i in checked.instructions()} <= set(statements)
+    lines = [line for computation in checked.computations.values() for line in computation.lines]
+    assert len(lines) == checked.instruction_count and set(lines) <= set(statements)
+    rows = text.splitlines()
+    for computation in checked.computations.values():  # each instruction's line names it (or its user, inline)
+        for inst, line in zip(computation.instructions, computation.lines):
+            written = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)", rows[line - 1]).group(1)
+            renamed = inst.name.startswith(written + ".")  # a name another computation holds too
+            assert inst.name == written or renamed or ".anon" in inst.name or "#" in inst.name, (inst.name, written)

@@ -105,11 +105,18 @@ _EDIT_HINT = ("shardscope reads the modules XLA prints (compiled.as_text(), an X
 @dataclass(frozen=True)
 class Problem:
     """What is wrong with a module's text: the line to blame (None: the text as a whole), what,
-    and whether it is what a cut-off text looks like."""
+    and whether it is what a cut-off text looks like; ``at``, the instruction to blame, whose line
+    is looked up once the problem is the one said (:meth:`Computation.line_of`)."""
 
     line: int | None
     what: str
     truncated: bool = False
+    at: Instruction | None = None
+
+    @classmethod
+    def of(cls, inst: Instruction, what: str) -> "Problem":
+        """The problem of the instruction ``inst``, on its line."""
+        return cls(None, what, at=inst)
 
 
 def read_module(text: str, origin: str = "the text") -> HloModule:
@@ -189,6 +196,8 @@ def first_problem(module: HloModule, text: str) -> Problem | None:
         return Problem(None, "holds no computation: it is not HLO text")
     for check in (_header_problem, _instruction_problem, _call_problem):
         found = check(module)
+        if found is not None and found.at is not None:
+            return Problem(module.computations[found.at.computation].line_of(found.at), found.what)
         if found is not None:
             return found
     frames = stack_frame_problem(text, module.stack_frames)
@@ -233,23 +242,23 @@ def _computation_problem(computation: Computation, position: dict[str, int]) -> 
         return Problem(computation.line, f"the computation %{computation.name} holds no instruction")
     roots = [inst for inst in computation.instructions if inst.is_root]
     if len(roots) > 1:
-        return Problem(roots[1].line, f"a second ROOT in %{computation.name} (%{roots[0].name} is its first)")
+        return Problem.of(roots[1], f"a second ROOT in %{computation.name} (%{roots[0].name} is its first)")
     numbers: dict[int, Instruction] = {}
     for inst in computation.instructions:
         if inst.opcode not in OPCODES and not _wrapped_opcode(inst.opcode):
-            return Problem(inst.line, f"%{inst.name} has the opcode {inst.opcode[:40]!r}, which XLA does not have")
+            return Problem.of(inst, f"%{inst.name} has the opcode {inst.opcode[:40]!r}, which XLA does not have")
         error = shape_error(inst.shape_text)
         if error is not None:
-            return Problem(inst.line, f"the shape of %{inst.name} ({inst.shape_text[:60]}): {error}")
+            return Problem.of(inst, f"the shape of %{inst.name} ({inst.shape_text[:60]}): {error}")
         if inst.opcode == "parameter":
             number = inst.parameter_number
             if number is None or number < 0 or number in numbers:
                 taken = f" (%{numbers[number].name} has it)" if number in numbers else ""
-                return Problem(inst.line, f"%{inst.name} is parameter({inst.literal[:40]}): not a parameter number"
+                return Problem.of(inst, f"%{inst.name} is parameter({inst.literal[:40]}): not a parameter number"
                                           f"{taken}")
             numbers[number] = inst
     if numbers and max(numbers) >= len(numbers):
-        return Problem(numbers[max(numbers)].line, f"%{computation.name} has {len(numbers)} parameters and one "
+        return Problem.of(numbers[max(numbers)], f"%{computation.name} has {len(numbers)} parameters and one "
                                                     f"numbered {max(numbers)}")
     return _dataflow_problem(computation, position)
 
@@ -270,7 +279,7 @@ def _dataflow_problem(computation: Computation, position: dict[str, int]) -> Pro
         for operand in inst.operands:
             at = position.get(operand)
             if at is None:
-                return Problem(inst.line, _undefined(inst, operand, computation))
+                return Problem.of(inst, _undefined(inst, operand, computation))
             ordered = ordered and at < k
     return None if ordered else _cycle_problem(computation, position)
 
@@ -301,7 +310,7 @@ def _cycle_problem(computation: Computation, position: dict[str, int]) -> Proble
     if done == len(instructions):
         return None
     stuck = next(inst for k, inst in enumerate(instructions) if waiting[k] > 0)
-    return Problem(stuck.line, f"%{stuck.name} reads its own result (through its operands): instructions of "
+    return Problem.of(stuck, f"%{stuck.name} reads its own result (through its operands): instructions of "
                                f"%{computation.name} form a loop")
 
 
@@ -311,20 +320,20 @@ def _values_problem(inst: Instruction, computation: Computation, position: dict[
     a collective's groups, pairs and channel."""
     attributes = inst.attribute_text
     if attributes.strip() and not attributes.lstrip().startswith(","):
-        return Problem(inst.line, f"text after the operands of %{inst.name} that is no attribute: "
+        return Problem.of(inst, f"text after the operands of %{inst.name} that is no attribute: "
                                   f"{attributes.strip()[:40]!r}")
     for key, form in _LISTS.items():
         if f"{key}=" in attributes and (value := inst.attribute(key)) is not None and form.fullmatch(value) is None:
-            return Problem(inst.line, f"{key}={value[:40]} of %{inst.name} is not a list of numbers")
+            return Problem.of(inst, f"{key}={value[:40]} of %{inst.name} is not a list of numbers")
     if inst.opcode == "compare" and inst.attribute("direction") not in _DIRECTIONS:
-        return Problem(inst.line, f"the compare %{inst.name} has no direction of {', '.join(sorted(_DIRECTIONS))}")
+        return Problem.of(inst, f"the compare %{inst.name} has no direction of {', '.join(sorted(_DIRECTIONS))}")
     if inst.opcode == "while" and "known_trip_count" in inst.body:
         return _trip_count_problem(inst)
     if inst.opcode == "get-tuple-element":
         index = inst.tuple_index
         source = computation.instructions[position[inst.operands[0]]] if len(inst.operands) == 1 else None
         if index is None or source is None or not source.shape.is_tuple or index >= len(source.shape.elements):
-            return Problem(inst.line, f"%{inst.name} takes an element that its operand's tuple does not have")
+            return Problem.of(inst, f"%{inst.name} takes an element that its operand's tuple does not have")
     if inst.opcode.removesuffix("-start") in COLLECTIVE_NAMES:
         return _collective_problem(inst, devices)
     return None
@@ -333,24 +342,24 @@ def _values_problem(inst: Instruction, computation: Computation, position: dict[
 def _trip_count_problem(inst: Instruction) -> Problem | None:
     config = inst.backend_config
     if not isinstance(config, dict):
-        return Problem(inst.line, f"the backend_config of the while loop %{inst.name} is no JSON object (or one "
+        return Problem.of(inst, f"the backend_config of the while loop %{inst.name} is no JSON object (or one "
                                   "nested deeper than Python reads)")
     count = config.get("known_trip_count")
     if count is None:
         return None
     written = count.get("n") if isinstance(count, dict) else count
     if inst.known_trip_count is None:
-        return Problem(inst.line, f"the while loop %{inst.name} gives known_trip_count {str(written)[:40]!r}, "
+        return Problem.of(inst, f"the while loop %{inst.name} gives known_trip_count {str(written)[:40]!r}, "
                                   "which is not a count")
     if inst.known_trip_count < 1:
-        return Problem(inst.line, f"the while loop %{inst.name} runs {inst.known_trip_count} times (known_trip_count): "
+        return Problem.of(inst, f"the while loop %{inst.name} runs {inst.known_trip_count} times (known_trip_count): "
                                   "XLA removes a loop that never runs")
     return None
 
 
 def _collective_problem(inst: Instruction, devices: int | None) -> Problem | None:
     if "channel_id=" in inst.body and inst.channel_id is None:
-        return Problem(inst.line, f"the channel_id of %{inst.name} is not a number")
+        return Problem.of(inst, f"the channel_id of %{inst.name} is not a number")
     try:
         if inst.source_target_pairs is not None:
             ids = [i for pair in replica_groups.decode_pairs(inst.source_target_pairs) for i in pair]
@@ -359,9 +368,9 @@ def _collective_problem(inst: Instruction, devices: int | None) -> Problem | Non
         else:
             return None
     except replica_groups.ReplicaGroupsError as exc:
-        return Problem(inst.line, f"the devices of %{inst.name}: {exc}")
+        return Problem.of(inst, f"the devices of %{inst.name}: {exc}")
     if devices is not None and ids and max(ids) >= devices:
-        return Problem(inst.line, f"%{inst.name} names device {max(ids)}, and the module runs on {devices}")
+        return Problem.of(inst, f"%{inst.name} names device {max(ids)}, and the module runs on {devices}")
     return None
 
 
@@ -395,7 +404,7 @@ def _call_problem(module: HloModule) -> Problem | None:
     roles: dict[str, set[str]] = {}
     for inst, role, callee in _calls(module):
         if callee not in module.computations:
-            return Problem(inst.line, f"%{inst.name} calls %{callee[:60]} (as its {role}), and no computation has "
+            return Problem.of(inst, f"%{inst.name} calls %{callee[:60]} (as its {role}), and no computation has "
                                       "that name")
         callees[inst.computation].append((callee, inst))
         roles.setdefault(inst.name, set()).add(role)
@@ -415,7 +424,7 @@ def _missing_role(inst: Instruction, roles: set[str]) -> Problem | None:
     if one_of is not None and not roles & set(one_of):
         missing.append(" or ".join(one_of))
     if missing:
-        return Problem(inst.line, f"the {inst.opcode} %{inst.name} has no {missing[0]} computation")
+        return Problem.of(inst, f"the {inst.opcode} %{inst.name} has no {missing[0]} computation")
     return None
 
 
@@ -443,7 +452,7 @@ def _sorted_calls(module: HloModule, callees: dict[str, list[tuple[str, Instruct
             if state.get(callee) == 1:
                 path = [n for n, _ in stack[[n for n, _ in stack].index(callee):]] + [callee]
                 through = " -> ".join(f"%{n}" for n in path[:6]) + (" -> ..." if len(path) > 6 else "")
-                return [], Problem(inst.line, f"%{callee} calls itself ({through}, through %{inst.name}): "
+                return [], Problem.of(inst, f"%{callee} calls itself ({through}, through %{inst.name}): "
                                               "HLO's calls never loop")
             if callee not in state:
                 state[callee] = 1
@@ -475,6 +484,6 @@ def _expansion_problem(module: HloModule, callees: dict[str, list[tuple[str, Ins
             paths[callee] = min(paths.get(callee, 0) + count, MAX_EXPANSION + 1)
             depth[callee] = max(depth.get(callee, 0), depth[name] + 1)
             if depth[callee] > MAX_CALL_DEPTH:
-                return Problem(inst.line, f"calls nest more than {MAX_CALL_DEPTH} deep from the entry (%{callee}, "
+                return Problem.of(inst, f"calls nest more than {MAX_CALL_DEPTH} deep from the entry (%{callee}, "
                                           f"called by %{inst.name})")
     return None
