@@ -249,9 +249,9 @@ def test_deep_and_long_text_is_read_in_one_pass():
 
 
 def test_a_module_past_the_most_instructions_is_refused_before_more_are_made(monkeypatch):
-    from shardscope.engine.hlo import text as hlo_text
+    from shardscope.engine.hlo import inline_operands
 
-    monkeypatch.setattr(hlo_text, "MAX_INSTRUCTIONS", 50)
+    monkeypatch.setattr(inline_operands, "MAX_INSTRUCTIONS", 50)
     inline = "f32[] negate(" * 1000 + "f32[] constant(1)" + ")" * 1000
     deep = f"HloModule m\n\nENTRY %e () -> f32[] {{\n  ROOT %deep = f32[] negate({inline})\n}}\n"
     for text in (CPU, deep):

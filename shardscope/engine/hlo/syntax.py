@@ -22,6 +22,17 @@ MAX_DIGITS = 19
 """The most digits a number of the text may have: every count, size and id of a module is an
 int64 (19 digits); a longer run of digits is not a number XLA printed."""
 _INTEGER = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
+STATEMENT_TOKENS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(")?|[()\[\]{},]|//', re.S)
+"""The tokens of an instruction's brackets: a quoted string (its closing quote captured: missing when
+the string runs on past the text), a bracket, a comma, a ``//`` comment's start."""
+STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+(")?', re.S)
+"""The rest of a quoted string begun on an earlier line (its closing quote captured)."""
+ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*+\[[^\]]*+\](?:\{[^}]*+\})?|[a-z][a-z0-9]*+\b")
+"""An array's shape as an instruction prints it (``f32[8,16]{1,0}``), or a type alone."""
+OPCODE = re.compile(r"\s*+([a-z][\w\-]*+)\(")
+"""An opcode and the ``(`` opening its operands, right where the text is read."""
+OPCODE_ANYWHERE = re.compile(r"(?<![\w\-])[a-z][\w\-]*+\(")
+"""An opcode and its ``(`` anywhere in a text (each word tried once: no run is tried from each of its letters)."""
 
 
 def matching(text: str, start: int) -> int:
