@@ -149,9 +149,11 @@ class Instruction:
         """The names of the instructions this one reads, in operand order."""
         if self.opcode in ("constant", "parameter", "iota", "partition-id", "replica-id"):
             return ()
+        body = self.body
+        end = body.find(")")
+        if end >= 0 and _NESTED.search(body, 0, end) is None:  # names and commas up to the ")": they split it
+            return tuple(token.lstrip("%") for part in body[:end].split(",") if (token := part.strip().rsplit(" ", 1)[-1]))
         text = self._split[0]
-        if _NESTED.search(text) is None:  # no brackets, quotes or comments: the commas split it
-            return tuple(token.lstrip("%") for part in text.split(",") if (token := part.strip().rsplit(" ", 1)[-1]))
         names = []
         for part in split_top(text):
             token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
@@ -394,7 +396,8 @@ class HloModule:
         """``{computation: ((calling instruction, role), ...)}`` for every called computation."""
         found: dict[str, list[tuple[Instruction, str]]] = {}
         for inst in self.instructions():
-            if "=" in inst.body and _MAY_CALL.search(inst.body):
+            body = inst.body
+            if any(word in body for word in _CALL_WORDS) and _MAY_CALL.search(body):
                 for role, callee in inst.called_computations:
                     found.setdefault(callee, []).append((inst, role))
         return {name: tuple(calls) for name, calls in found.items()}
@@ -435,6 +438,8 @@ def name_after_type(token: str) -> str:
     return token[end + 1 :]
 
 
+_CALL_WORDS = ("body=", "condition=", "calls=", "to_apply=", "_computation=", "_computations=")
+"""What an instruction that calls a computation holds (a substring search, faster than the pattern)."""
 _MAY_CALL = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|false_computation|branch_computations|called_computations)=")
 NO_OPERANDS = frozenset(("constant", "parameter", "iota", "partition-id", "replica-id", "rng-get-and-update-state"))
 """The opcodes whose parentheses hold a literal (a constant's value, a parameter's number), not operands."""

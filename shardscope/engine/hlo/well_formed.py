@@ -35,7 +35,7 @@ from typing import Iterator
 
 from shardscope.collective_kinds import NAMES as COLLECTIVE_NAMES, SUM_KINDS
 from shardscope.engine.hlo import replica_groups
-from shardscope.engine.hlo.shapes import shape_error
+from shardscope.engine.hlo.shapes import MAX_TUPLE_DEPTH, shape_error
 from shardscope.engine.hlo.source import stack_frame_problem
 from shardscope.engine.hlo.syntax import QUOTED, integer
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction, header_number, parse
@@ -88,14 +88,18 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MAX_NUMBER_DIGITS = 40
 """The longest run of digits read outside a quoted string: XLA's longest numbers (a u64 constant,
 a double) have about 20; 5,000 digits are no number XLA printed (nor one Python reads quickly)."""
-_LONG_NUMBER = re.compile(r"\d{%d,}" % (MAX_NUMBER_DIGITS + 1))
-_QUOTED_OR_LONG = re.compile(QUOTED + r"|(\d{%d,})" % (MAX_NUMBER_DIGITS + 1), re.S)
+_LONG_NUMBER = re.compile(r"\d{%d}" % (MAX_NUMBER_DIGITS + 1))
+_ASCII_DIGITS = {code: "1" if chr(code).isdigit() else "." for code in range(128)}
+"""Each ASCII digit as ``1``, every other ASCII character as ``.``: a text so translated holds a run of
+digits where it holds a run of ``1`` (``str.translate`` and ``in``: ten times the speed of a pattern)."""
+_QUOTED_OR_LONG = re.compile(QUOTED + r"|(\d{%d,}+)" % (MAX_NUMBER_DIGITS + 1), re.S)
 _INTEGERS = re.compile(r"\{\s*+(?:-?\d++\s*+(?:,\s*+-?\d++\s*+)*+)?\}")
 _SLICES = re.compile(r"\{\s*+(?:\[\d++:\d++(?::\d++)?\](?:\s*+,\s*+\[\d++:\d++(?::\d++)?\])*+)?\s*+\}")
-_LISTS = {"dimensions": _INTEGERS, "dynamic_slice_sizes": _INTEGERS, "slice_sizes": _INTEGERS, "slice": _SLICES}
-"""The attributes the plan reads as lists of numbers, and the form each must have."""
+_LISTS = tuple((key, f"{key}=", form) for key, form in (
+    ("dimensions", _INTEGERS), ("dynamic_slice_sizes", _INTEGERS), ("slice_sizes", _INTEGERS), ("slice", _SLICES)))
+"""The attributes the plan reads as lists of numbers (each as written before its value), and the form each must have."""
 _DIRECTIONS = frozenset(("EQ", "NE", "LT", "LE", "GT", "GE"))
-_STACK_FRAME_ID = re.compile(r"\bstack_frame_id=(-?\w++)")
+_STACK_FRAME_ID = re.compile(r"stack_frame_id=(-?\w++)")
 _TRUNCATION_HINT = ("copy the module again from the run's dump folder, or dump it again "
                     "(XLA_FLAGS=--xla_dump_to=DIR python train.py)")
 _EDIT_HINT = ("shardscope reads the modules XLA prints (compiled.as_text(), an XLA dump's *after_optimizations.txt); "
@@ -167,14 +171,17 @@ def _control_character(text: str) -> Problem | None:
         return None
     char = found.group()
     what = "a NUL byte" if char == "\x00" else f"the control character {char!r}"
-    return Problem(_line_of(text, found.start()), f"{what} at column {found.start() - text.rfind(chr(10), 0, found.start())}"
-                   ": it is binary, not HLO text")
+    column = found.start() - text.rfind("\n", 0, found.start())
+    return Problem(_line_of(text, found.start()), f"{what} at column {column}: it is binary, not HLO text")
 
 
 def _long_number(text: str) -> Problem | None:
     """A run of more than :data:`MAX_NUMBER_DIGITS` digits outside quoted strings (inside one, a
     name may hold any digits)."""
-    if _LONG_NUMBER.search(text) is None:
+    if text.isascii():
+        if "1" * (MAX_NUMBER_DIGITS + 1) not in text.translate(_ASCII_DIGITS):
+            return None
+    elif _LONG_NUMBER.search(text) is None:  # other digits than ASCII's are digits to int() too
         return None
     for found in _QUOTED_OR_LONG.finditer(text):
         if found.group(1) is not None:
@@ -194,7 +201,10 @@ def first_problem(module: HloModule, text: str) -> Problem | None:
         return Problem(line, what, truncated="not closed" in what or "text ends" in what)
     if not module.computations:
         return Problem(None, "holds no computation: it is not HLO text")
-    for check in (_header_problem, _instruction_problem, _call_problem):
+    header = _header_problem(module, _line_of(text, max(text.find("HloModule"), 0)))
+    if header is not None:
+        return header
+    for check in (_instruction_problem, _call_problem):
         found = check(module)
         if found is not None and found.at is not None:
             return Problem(module.computations[found.at.computation].line_of(found.at), found.what)
@@ -206,14 +216,16 @@ def first_problem(module: HloModule, text: str) -> Problem | None:
     return _stack_frame_id_problem(module, text)
 
 
-def _header_problem(module: HloModule) -> Problem | None:
+def _header_problem(module: HloModule, line: int) -> Problem | None:
+    """A count of devices in the module's header (on ``line``) that is none."""
     for key in ("num_partitions", "replica_count"):
         if f"{key}=" in module.header:
             value = header_number(module.header, key)
             if value is None or not 0 < value <= replica_groups.MAX_DEVICES:
-                return Problem(1, f"the header's {key} is not a count of devices (1 to {replica_groups.MAX_DEVICES:,})")
+                return Problem(line, f"the header's {key} is not a count of devices (1 to {replica_groups.MAX_DEVICES:,})")
     if module.num_partitions * module.replica_count > replica_groups.MAX_DEVICES:
-        return Problem(1, f"the header's num_partitions x replica_count is more than {replica_groups.MAX_DEVICES:,} devices")
+        return Problem(line, f"the header's num_partitions x replica_count is more than {replica_groups.MAX_DEVICES:,} "
+                             "devices")
     return None
 
 
@@ -285,7 +297,7 @@ def _dataflow_problem(computation: Computation, position: dict[str, int]) -> Pro
 
 
 def _undefined(inst: Instruction, operand: str, computation: Computation) -> str:
-    if operand.count("#") > 1 or (operand.count("#") == 1 and len(operand) > 200):
+    if operand.count("#") > MAX_TUPLE_DEPTH:  # an element read in place is made an instruction unless so deep
         return f"%{inst.name} reads the tuple element %{operand[:60]}, nested deeper than tuples nest"
     return f"%{inst.name} reads %{operand[:60]}, which is no instruction of %{computation.name}"
 
@@ -322,8 +334,8 @@ def _values_problem(inst: Instruction, computation: Computation, position: dict[
     if attributes.strip() and not attributes.lstrip().startswith(","):
         return Problem.of(inst, f"text after the operands of %{inst.name} that is no attribute: "
                                   f"{attributes.strip()[:40]!r}")
-    for key, form in _LISTS.items():
-        if f"{key}=" in attributes and (value := inst.attribute(key)) is not None and form.fullmatch(value) is None:
+    for key, written, form in _LISTS:
+        if written in attributes and (value := inst.attribute(key)) is not None and form.fullmatch(value) is None:
             return Problem.of(inst, f"{key}={value[:40]} of %{inst.name} is not a list of numbers")
     if inst.opcode == "compare" and inst.attribute("direction") not in _DIRECTIONS:
         return Problem.of(inst, f"the compare %{inst.name} has no direction of {', '.join(sorted(_DIRECTIONS))}")
@@ -340,7 +352,10 @@ def _values_problem(inst: Instruction, computation: Computation, position: dict[
 
 
 def _trip_count_problem(inst: Instruction) -> Problem | None:
+    """A while's ``known_trip_count`` that is not a positive count (its backend config none of JSON)."""
     config = inst.backend_config
+    if config is None:
+        return None
     if not isinstance(config, dict):
         return Problem.of(inst, f"the backend_config of the while loop %{inst.name} is no JSON object (or one "
                                   "nested deeper than Python reads)")
@@ -358,6 +373,7 @@ def _trip_count_problem(inst: Instruction) -> Problem | None:
 
 
 def _collective_problem(inst: Instruction, devices: int | None) -> Problem | None:
+    """A collective's channel that is no number, its groups or pairs unreadable or past the module's ``devices``."""
     if "channel_id=" in inst.body and inst.channel_id is None:
         return Problem.of(inst, f"the channel_id of %{inst.name} is not a number")
     try:
@@ -375,6 +391,7 @@ def _collective_problem(inst: Instruction, devices: int | None) -> Problem | Non
 
 
 def _stack_frame_id_problem(module: HloModule, text: str) -> Problem | None:
+    """A ``stack_frame_id`` that is no row of the module's StackFrames table."""
     frames = len(module.stack_frames.frames)
     for written in set(_STACK_FRAME_ID.findall(text)):  # a module repeats a few hundred ids
         number = integer(written)
