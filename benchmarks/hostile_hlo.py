@@ -14,11 +14,12 @@ to ``shardscope.estimate_module``. Cases are made from real dumps (the CPU dump 
   token renamed to another of the module's names, deleted or repeated, a line deleted, repeated
   or moved, a number replaced by a broken or huge one).
 
-Each case runs in a worker process under a memory cap (``RLIMIT_AS``) and a time limit: the CLI
+Each case runs in a worker process under a memory cap (``RLIMIT_AS``) and a limit of CPU time: the CLI
 (``shardscope.cli.main(["check", "--xla-dump", FILE])`` in the worker, its output captured) and
 the API (``estimate_module(text, "v5e")``). What is counted: a refusal (exit 2 with one
 ``shardscope: error:`` line; a ``ShardscopeError`` through the API), a plan (exit 0 or 1; an
-estimate), a traceback (any other exception), a hang (the time limit), memory (``MemoryError``).
+estimate), a traceback (any other exception), a hang (the CPU limit, or ten times it in wall
+time for a read that blocks), memory (``MemoryError``, or the worker killed).
 A hand-made case, a boundary and a truncation must be refused; a mutation may still be a module
 (a renamed metadata string is one), so only tracebacks, hangs and memory count against it, and
 how many mutations turned the real module's exit 1 into exit 0 is said beside.
@@ -539,6 +540,19 @@ def _worker(connection: Any, memory_bytes: int) -> None:
         connection.send(result)
 
 
+WALL_FACTOR = 10
+"""A case that uses no CPU for this many times its limit (a blocked read) hangs too."""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) the process ``pid`` has used, from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Pool:
     """Worker processes that run one case each at a time, each case under a time limit."""
 
@@ -556,8 +570,10 @@ class Pool:
         return process, parent
 
     def run(self, cases: Iterator[Case], limit_of: Any, done: Any) -> None:
-        """Run every case; ``done(case, result)`` for each, in completion order."""
-        busy: dict[int, tuple[Case, float]] = {}
+        """Run every case; ``done(case, result)`` for each, in completion order. A case hangs when its
+        worker spends more than its limit in CPU time on it (the machine's load does not count), or
+        :data:`WALL_FACTOR` times its limit in wall time (a read that blocks uses no CPU)."""
+        busy: dict[int, tuple[Case, float, float]] = {}
         pending = iter(cases)
         exhausted = False
         while True:
@@ -568,23 +584,24 @@ class Pool:
                         exhausted = True
                         continue
                     connection.send(case)
-                    busy[k] = (case, time.monotonic())
+                    busy[k] = (case, time.monotonic(), _cpu_seconds(process.pid))
             if not busy:
                 return
             ready = multiprocessing.connection.wait([self.slots[k][1] for k in busy], timeout=0.2)
             for k in list(busy):
                 process, connection = self.slots[k]
-                case, started = busy[k]
+                case, started, cpu_started = busy[k]
                 if connection in ready:
                     try:
                         result = connection.recv()
                     except EOFError:  # the worker died (the memory cap's kill, a crash)
                         result = {"cli": {"outcome": "memory", "site": "the worker died"}}
                         self.slots[k] = self._restart(k)
-                    result["seconds"] = time.monotonic() - started
+                    result["seconds"] = _cpu_seconds(process.pid) - cpu_started
                     del busy[k]
                     done(case, result)
-                elif time.monotonic() - started > limit_of(case):
+                elif (_cpu_seconds(process.pid) - cpu_started > limit_of(case)
+                      or time.monotonic() - started > WALL_FACTOR * limit_of(case)):
                     self.slots[k] = self._restart(k)
                     del busy[k]
                     hang = {"outcome": "hang", "site": f"over {limit_of(case)} s"}
@@ -692,8 +709,9 @@ def _described(result: dict[str, Any]) -> list[str]:
     share = changed["exit 1 to 0"] / changed["mutations"] if changed["mutations"] else 0.0
     return [
         f"`python -m benchmarks.hostile_hlo` (run alone, {result['seconds'] / 60:.0f} min): every case in a worker "
-        f"process under a {grid['memory_gib']} GiB memory cap and a time limit ({grid['limit_s']} s a case, "
-        f"{grid['mutation_limit_s']} s a mutation), through the CLI and the API. A hand-made case, a cut at a "
+        f"process under a {grid['memory_gib']} GiB memory cap and a limit of CPU time ({grid['limit_s']} s a case, "
+        f"{grid['mutation_limit_s']} s a mutation; {WALL_FACTOR} times that in wall time, for a read that blocks), "
+        "through the CLI and the API. A hand-made case, a cut at a "
         "computation boundary and a random truncation must be refused (exit 2 with one message; a ShardscopeError); "
         "a mutation may still be a module, so only tracebacks, hangs and memory count against it. "
         f"**{sum(result['failure_counts'].values())}** cases went wrong.",

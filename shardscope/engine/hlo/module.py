@@ -152,7 +152,10 @@ class Instruction:
         body = self.body
         end = body.find(")")
         if end >= 0 and _NESTED.search(body, 0, end) is None:  # names and commas up to the ")": they split it
-            return tuple(token.lstrip("%") for part in body[:end].split(",") if (token := part.strip().rsplit(" ", 1)[-1]))
+            text = body[:end]
+            if text.count(" ") <= text.count(",") and "\t" not in text:  # "%a, %b": no type written against a name
+                return tuple(filter(None, text.replace(" ", "").replace("%", "").split(",")))
+            return tuple(token.lstrip("%") for part in text.split(",") if (token := part.strip().rsplit(" ", 1)[-1]))
         text = self._split[0]
         names = []
         for part in split_top(text):
