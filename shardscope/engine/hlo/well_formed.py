@@ -16,8 +16,7 @@ it and refuses it, with the line to blame, unless it holds together as XLA's mod
 - every called computation there, each while with its body and condition, no computation that
   calls itself (directly or through others), calls nested at most :data:`MAX_CALL_DEPTH` deep
   and expanding to at most :data:`EXPANSION_PER_INSTRUCTION` times the module's instructions (a
-  diamond of 40 calls reaches its
-  last computation along 2**40 paths);
+  diamond of 40 calls reaches its last computation along 2**40 paths);
 - the numbers the plan reads well formed: a while's ``known_trip_count`` a positive count, a
   get-tuple-element's index inside its tuple, a collective's ``replica_groups`` and
   ``source_target_pairs`` readable and inside the module's devices, ``channel_id`` a number,
