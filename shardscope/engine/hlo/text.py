@@ -279,15 +279,15 @@ def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, c
                  line: int) -> tuple[Computation, list[tuple[int, str]]]:
     """The computation of the whole instruction statements of its body (``counts``: what the
     module has made so far), and what of them it read past: a statement that is no instruction,
-    a name given twice, the instructions past :data:`MAX_INSTRUCTIONS`."""
+    a name given twice, the instructions past :attr:`Counts.limit`. This loop is the parse's own:
+    it does no more per statement than the instruction needs (the rarer checks run after it)."""
     instructions: list[Instruction] = []
     lines: list[int] = []
     known: dict[str, Instruction] = {}
     problems: list[tuple[int, str]] = []
-    room = counts.limit - counts.made  # how many more the module may make (kept here: this loop is the parse's)
-    for number, statement in statements:
-        if room < 0:  # said once, at the instruction that went past it
-            break
+    before = counts.made
+    room = counts.limit - before  # instructions the module may still make: one past them is said
+    for number, statement in statements[: max(room + 1, 0)]:
         parsed = _instruction(statement, name)
         if parsed is None:
             if len(problems) < KEPT_PROBLEMS:
@@ -295,22 +295,32 @@ def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, c
             continue
         inst, inline = parsed
         if inline:
-            counts.made = counts.limit - room
+            counts.made = before + len(instructions)  # what hoist may still make is counted from here
             inst = hoist(inst, instructions, counts, known)
-            room = counts.limit - counts.made
             lines.extend([number] * (len(instructions) - len(lines)))  # what it wrote inline, on its line
-        room -= 1
-        if inst.name in known and len(problems) < KEPT_PROBLEMS:
-            first = lines[next(k for k, i in enumerate(instructions) if i is known[inst.name])]
-            problems.append((number, f"%{inst.name} is defined twice in %{name} (first at line {first})"))
         instructions.append(inst)
         lines.append(number)
         known[inst.name] = inst
-        if room < 0:
-            problems.append((number, f"the module holds more than {counts.limit:,} instructions: shardscope "
-                                     "reads modules of at most that many"))
-    counts.made = counts.limit - room
+        if inline and before + len(instructions) > counts.limit:
+            break
+    counts.made = before + len(instructions)
+    if before <= counts.limit < counts.made:  # this computation went past it: said once, on its last line
+        problems.append((lines[-1], f"the module holds more than {counts.limit:,} instructions: shardscope "
+                                    "reads modules of at most that many"))
+    if len(known) < len(instructions):
+        problems += _names_given_twice(name, instructions, lines)[:KEPT_PROBLEMS]
     return Computation(name, tuple(instructions), is_entry, line, tuple(lines)), problems
+
+
+def _names_given_twice(computation: str, instructions: list[Instruction], lines: list[int]) -> list[tuple[int, str]]:
+    """Each instruction of ``computation`` whose name an earlier one has, on its line."""
+    first: dict[str, int] = {}
+    found = []
+    for inst, line in zip(instructions, lines):
+        if inst.name in first:
+            found.append((line, f"%{inst.name} is defined twice in %{computation} (first at line {first[inst.name]})"))
+        first.setdefault(inst.name, line)
+    return found
 
 
 def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] | None:
