@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> None:
                     {"case": case.name, "outcome": outcome["outcome"], "site": outcome.get("site", "")})
         cli = result.get("cli", {})
         if case.base:
-            statuses.setdefault(case.base, []).append((case.family, cli.get("status")))
+            statuses.setdefault(case.base, []).append((case.family, cli.get("status"), case.name))
         slowest[case.family] = max(slowest.get(case.family, 0.0), result.get("seconds", 0.0))
 
     pool = Pool(args.workers, grid["memory_gib"] * 2**30)
@@ -671,12 +671,14 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         pool.close()
     changed = {"exit 1 to 0": 0, "mutations": 0}
+    passed: list[str] = []  # the mutations of a module whose check fails that pass it
     for found in statuses.values():
-        base = next((status for family, status in found if family == "controls"), None)
-        mutated = [status for family, status in found if family == "mutations"]
+        base = next((status for family, status, _ in found if family == "controls"), None)
+        mutated = [(status, name) for family, status, name in found if family == "mutations"]
         if base == 1:
             changed["mutations"] += len(mutated)
-            changed["exit 1 to 0"] += sum(status == 0 for status in mutated)
+            changed["exit 1 to 0"] += sum(status == 0 for status, _ in mutated)
+            passed += [name for status, name in mutated if status == 0]
     share = changed["exit 1 to 0"] / changed["mutations"] if changed["mutations"] else 0.0
     sites: dict[str, int] = {}
     for rows in failures.values():
@@ -688,6 +690,7 @@ def main(argv: list[str] | None = None) -> None:
         "counts": counts,
         "exit_1_to_0": changed,
         "exit_1_to_0_share": share,
+        "exit_1_to_0_cases": passed[:40],
         "slowest_case_s": slowest,
         "sites": dict(sorted(sites.items(), key=lambda kv: -kv[1])),
         "failures": {key: rows[:40] for key, rows in failures.items()},
