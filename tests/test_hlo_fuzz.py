@@ -2,7 +2,7 @@
 
 hypothesis is not among the project's dependencies, so the corpus is made here from the two real
 dumps of ``tests/fixtures/xla_dump`` (a CPU one and a TPU v5e one) by
-:mod:`benchmarks.hostile_hlo`'s generators, seeded, a few hundred cases that take seconds: a
+:mod:`benchmarks.hlo_cases`' generators, seeded, a few hundred cases that take seconds: a
 character flipped, deleted or inserted, a name renamed to another of the module's, a token dropped
 or repeated, a line dropped, repeated or moved, a number broken, two tokens swapped; and the
 modules cut at every computation boundary and at random points. The parse is linear by
@@ -23,7 +23,7 @@ import random
 import pytest
 
 from _support import run_main
-from benchmarks.hostile_hlo import DUMP_NAME, base_texts, boundary_cases, mutation, truncation_cases
+from benchmarks.hlo_cases import DUMP_NAME, base_texts, boundary_cases, mutation, truncation_cases
 from shardscope.costmodel.estimate import chip_named
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.roofline import estimate_step

@@ -23,7 +23,7 @@ import pytest
 
 import shardscope
 from _support import PYTHON, ROOT, run_main
-from benchmarks.hostile_hlo import CPU_DUMP, DUMP_NAME, TPU_DUMP, boundary_cases, hostile_cases
+from benchmarks.hlo_cases import CPU_DUMP, DUMP_NAME, TPU_DUMP, boundary_cases, hostile_cases
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.dump_files import MAX_FILE_BYTES
 from shardscope.engine.hlo.text import parse
