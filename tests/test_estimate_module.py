@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import pytest
 
 import shardscope
-from shardscope.errors import TargetError
+from shardscope.errors import HloTextError, TargetError
 
 V5E_BF16, V5E_INT8, V5E_BANDWIDTH = 197e12, 394e12, 819e9 * 0.85
 H100_TF32, H100_FP32, H100_FP8 = 494e12, 67e12, 1979e12
@@ -229,7 +229,7 @@ def test_a_module_jax_compiled_here_is_estimated_from_its_text():
 def test_a_chip_shardscope_does_not_know_or_a_text_without_a_module_is_one_clear_error():
     with pytest.raises(TargetError, match=r"no chip called 'v9': known chips are v4, v5e, v5p, v6e, a100"):
         shardscope.estimate_module(_matmul("bf16", 8, 8, 8), "v9")
-    with pytest.raises(TargetError, match="no HLO module"):
+    with pytest.raises(HloTextError, match="hlo_text holds no computation: it is not HLO text"):
         shardscope.estimate_module("not a module", "v5e")
     assert "estimate_module" in shardscope.__all__
 
