@@ -120,7 +120,13 @@ class PlansView(Widget):
         return self._names
 
     def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
-        """Show every plan of ``analysis``."""
+        """Show every plan of ``analysis``.
+
+        The same plans again (another mesh, another chunk size): the cursors stay on the step of
+        collectives ``n``/``N`` had moved to, and everything tied to them (headers, details) is
+        redrawn from the new results. Other plans start afresh.
+        """
+        step = self.collective_index
         self.collective_index = -1
         self._plans = dict(analysis.plans)
         self._pairs = None
@@ -128,7 +134,7 @@ class PlansView(Widget):
         self._compared = (comparison.baseline, comparison.candidate)
         names = tuple(analysis.plans)
         if names == self._names:
-            self._fill()
+            self._fill(step)
         else:
             self.call_later(self._rebuild, names)
 
@@ -156,8 +162,11 @@ class PlansView(Widget):
             classes="plan-column",
         )
 
-    def _fill(self) -> None:
+    def _fill(self, step: int = -1) -> None:
         """Show each plan, open where the first ``n`` and the first ``N`` go, and draw those when idle.
+
+        ``step``: the step of collectives the cursors were on (``n``/``N``), where they go back to
+        when the new plans have it; every header and details line shows what its cursor is on now.
 
         The trees open the paths to the collectives of the first and the last step now (besides the
         loops that hold collectives, where to look first), so the first ``n`` or ``N`` only moves
@@ -166,15 +175,22 @@ class PlansView(Widget):
         happens here too, once per analysis.
         """
         self._first_moves_drawn = False
+        self._details_key = {}  # a node of the same key is another result now
         ends = self._first_moves()
+        back_to = self.pairs[step] if 0 <= step < len(self.pairs) else None
+        self.collective_index = step if back_to is not None else -1
         for name in self._names:
             plan = self._plans[name]
-            self._show_header(name, self._header(plan, None))
             tree = self.tree(name)
             tree.show_plan(plan)
-            for step in ends:
-                if name in step:
-                    tree.open_path(tree.collective_ids[step[name]])
+            for end in ends:
+                if name in end:
+                    tree.open_path(tree.collective_ids[end[name]])
+            at = None if back_to is None else back_to.get(name)
+            if at is not None:
+                tree.reveal(tree.collective_ids[at])
+            self._show_header(name, self._header(plan, at))
+            self._show_details_of(tree)
         self.call_after_refresh(self._draw_first_moves, self._plans)
 
     def _first_moves(self) -> list[dict[str, int]]:
