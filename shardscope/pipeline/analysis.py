@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from shardscope.engine.counts import Count, total_runs
 from shardscope.errors import Cancelled
-from shardscope.pipeline.comparison import Comparison, compare
+from shardscope.pipeline.comparison import Comparison, CompiledWork, compare, compiled_work
 from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,6 +90,12 @@ class PlanResult:
             graph=dataflow.build_graph(program) if graphs else None,
             **measured,
         )
+
+    @property
+    def compiled_work(self) -> "CompiledWork | None":
+        """What its compiled module runs, for telling two plans' times apart from noise (None when
+        not compiled, or when what runs is a step's dispatches rather than one module)."""
+        return None if self.dispatches is not None else compiled_work(self.compiled, self.memory, self.cost_analysis)
 
     @property
     def program(self) -> "Program":

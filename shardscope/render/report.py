@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from shardscope.costmodel.projection import to_json as projected
 from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text, runs_per_call
+from shardscope.measure.speedup import CONFIDENCE, HOW as SPEEDUP_HOW
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.measured import render_measured
@@ -89,14 +90,17 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "processes": analysis.processes,
         "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
-        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
-        "speedup_verdict": None if speedup is None else speedup.verdict,
+        "speedup_spread": None if speedup is None else [speedup.q1, speedup.q3],
+        "speedup_interval": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_verdict": comparison.verdict,
         "comparison": {
             "baseline": comparison.baseline,
             "candidate": comparison.candidate,
             "speedup": None if speedup is None else {
                 "median": speedup.median, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
+                "q1": speedup.q1, "q3": speedup.q3, "confidence": CONFIDENCE,
             },
+            "same_work": comparison.same_work,
             "text": comparison.speedup_text(),
         },
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
@@ -247,6 +251,8 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
         console.print(GRADIENT_CHECK, style="dim", highlight=False)
     if analysis.timed_on is not None:
         console.print(analysis.timed_on.meaning(), style="dim", highlight=False)
+    if analysis.comparison.speedup is not None:
+        console.print(SPEEDUP_HOW, style="dim", highlight=False)
     if any(p.cost_analysis for p in analysis.plans.values()):
         console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)

@@ -175,7 +175,8 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
         "memory_per_device": {"original": m.before.memory, "rewrite": None if m.after is None else m.after.memory},
         "hoisted_bytes_per_device": r.memory_bytes,
         "speedup": None if speedup is None else speedup.median,
-        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_spread": None if speedup is None else [speedup.q1, speedup.q3],
+        "speedup_interval": None if speedup is None else [speedup.low, speedup.high],
         "speedup_verdict": None if speedup is None else speedup.verdict,
         "run_s": None if m.times is None else {name: {"median": t.median, "min": t.min, "max": t.max}
                                                 for name, t in m.times.items()},

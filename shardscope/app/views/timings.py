@@ -27,6 +27,7 @@ from textual.widgets import Static
 from shardscope.app.summaries import SIMULATED, loop_style
 from shardscope.app.views.lines import offer_focus
 from shardscope.engine.counts import total_runs
+from shardscope.measure.speedup import FASTER, HOW as SPEEDUP_HOW
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.app.views.projection import ProjectionPanel
 from shardscope.render.text import unavailable_lines
@@ -181,15 +182,15 @@ def target_notes(analysis: "Analysis") -> list[Text]:
 
 
 def ratio_line(analysis: "Analysis", hidden: bool, comparison=None) -> Text:
-    """``deferred is 2.22x faster than naive (per-round ratios 2.10-2.35x)``: the comparison's speedup."""
+    """``deferred is 2.22x faster than naive (median of 20 per-round ratios; 95% confidence interval
+    2.10-2.35x)``: the comparison's speedup."""
     comparison = comparison or analysis.comparison
     if comparison.baseline == comparison.candidate:
         return Text(f"one program ({comparison.baseline}): nothing to compare its run time with", "dim")
     timed = SIMULATED if analysis.target_names else ""  # beside a target's plans: not that target's timing
     if hidden:
         return Text(f"{timed}{comparison.candidate} vs {comparison.baseline} (per-round ratios of run times): ···x", "bold")
-    speedup = comparison.speedup
-    colour = "bold green" if speedup.measurable and speedup.median > 1 else "bold yellow"
+    colour = "bold green" if comparison.verdict == FASTER else "bold yellow"
     return Text(f"{timed}{comparison.speedup_text()}", colour)
 
 
@@ -271,6 +272,7 @@ def timings_renderable(analysis: "Analysis", hidden: bool, comparison=None, narr
     note += "."
     if analysis.timed_on is not None:
         note += " " + analysis.timed_on.meaning()
+    note += "\n" + SPEEDUP_HOW
     note += "\n" + (GRADIENT_CHECK if analysis.reference is not None else outputs_note(analysis))
     warnings = [Text(f"warning: {w}", "bold yellow") for w in analysis.warnings]
     warnings += [Text(f"what-if, left out: {note}", "yellow") for note in analysis.what_if_notes]
