@@ -123,6 +123,12 @@ class PlanResult:
         return self.inspection.trace_s
 
     @property
+    def compile_from_cache(self) -> bool:
+        """True when JAX's persistent compilation cache served the executable (``compile_s`` is
+        reading it back, not compiling)."""
+        return self.inspection.compile_from_cache
+
+    @property
     def compile_s(self) -> float | None:
         """Seconds to compile it (None when it was only traced)."""
         return self.inspection.compile_s
@@ -191,6 +197,7 @@ class ReferenceResult:
     compile_s: float | None
     run_s: RunTimes | None
     memory: dict[str, int] | None
+    compile_from_cache: bool = False  # JAX's persistent cache served it: ``compile_s`` is the read
 
 
 class Origin(Protocol):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compilation import served_from_cache
 from shardscope.engine.hlo.measured import profile_onto
 from shardscope.engine.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
@@ -328,7 +329,8 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
     reference = None
     if workload.reference is not None and workload.reference.name in outputs:
         name = workload.reference.name
-        reference = ReferenceResult(compiled[name][1], times[name], numbers.pop(name)["memory"])
+        reference = ReferenceResult(compiled[name][1], times[name], numbers.pop(name)["memory"],
+                                    served_from_cache(compiled[name][0]))
         expected = outputs[name]
         for program_name, result in results.items():
             numbers[program_name]["max_abs_err"] = timing.max_abs_err(result, expected)
