@@ -33,7 +33,8 @@ def test_side_by_side_of_the_seed_case(analysis_of):
     assert [r.right for r in rows if r.right is not None] == deferred.splitlines()
     removed = [r.left for r in rows if r.tag in ("delete", "replace") and r.left and "psum_invariant" in r.left]
     assert removed  # the all-reduce left the loop body
-    assert a.export_stem() == "linear-2dev-c16"
+    assert a.export_stem() == "linear-naive-vs-deferred-2dev-c16"  # the file (named as its function), the pair
+    assert a.export_stem(a.compare("deferred", "reduced")) == "linear-deferred-vs-reduced-2dev-c16"
     text = diff_text(a)
     assert text.splitlines()[0] == "# shardscope: linear.py::linear"
     assert "# naive: 2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in text.splitlines()

@@ -83,7 +83,7 @@ APP_BINDINGS = [
             tooltip="Analyse each program with shardscope's verified rewrite of its findings beside it, "
                     "named 'NAME-what-if' and compared with it (a program file); press again to leave them out"),
     Binding("e", "export", "Export diff", id="export",
-            tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
+            tooltip="Write the compared plans' jaxpr diff to <file>-<function>-<baseline>-vs-<candidate>-<mesh>dev-c<chunk>.diff"),
     Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
             tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
     Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,

@@ -42,11 +42,12 @@ class TabRouting(App[int]):
 
     def _check_tab_action(self, tab: object, tab_action: object) -> bool | None:
         """A tab's own key applies only while its tab shows (else it is hidden, and the key goes
-        to the next binding); greyed out while its view cannot act."""
+        to the next binding); greyed out while its view cannot act (None), hidden where it never
+        applies (False: the sweep on a program file)."""
         if self.query_one(TabbedContent).active != tab:
             return False
         view = self._tab_view(str(tab))
-        return True if view is None else (view.check_action(str(tab_action), ()) or None)
+        return True if view is None else view.check_action(str(tab_action), ())
 
     @property
     def tabs_behind(self) -> frozenset[str]:
