@@ -123,7 +123,8 @@ def test_check_what_if_prints_the_verified_rewrite_and_its_patch(shardscope_cli,
     per_run = _gradient_bytes(module)
     assert "what if: step: 1 rewrite" in text
     assert "status: verified (outputs match within" in text
-    assert re.search(r"outputs match: yes \(largest difference [\d.e+-]+ in out\S+, its tolerance [\d.e+-]+\)", text)
+    assert re.search(r"outputs match: yes \(largest difference [\d.e+-]+ in out\S+; its tolerance [\d.e+-]+ = sqrt\(eps\) "
+                     r"of float32 \(3\.5e-04\) x [\d.e+-]+, the largest \|entry\| of out\S+\)", text)
     assert f"compiled collective runs per call: {before} -> {after}" in text
     assert f"bytes per call: {before * per_run:,} B -> {after * per_run:,} B" in text
     assert re.search(r"memory per device: arguments [\d,]+ B -> [\d,]+ B, outputs [\d,]+ B -> [\d,]+ B, "

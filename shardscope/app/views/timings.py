@@ -230,7 +230,7 @@ def outputs_note(analysis: "Analysis") -> str:
     """What was checked about a program file's outputs: programs have no reference gradient."""
     checks = [
         f"{c.candidate} {'agrees with' if c.agree else 'DIFFERS from'} {c.baseline} "
-        f"(max |diff| {c.max_abs_diff:.2e}, tolerance {c.tolerance:.1e} for {c.dtype})"
+        f"(max |diff| {c.max_abs_diff:.2e}; tolerance {c.tolerance_text()})"
         for c in analysis.output_checks
     ]
     if not checks:
