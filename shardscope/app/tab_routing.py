@@ -83,6 +83,7 @@ class TabRouting(App[int]):
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
+        self._fit_footer()  # the views' own keys, in the words this width has room for
         self._run_pending_tab_action()
 
     def action_show_tab(self, tab: str) -> None:

@@ -313,7 +313,7 @@ class GraphView(RenderedPane):
         while every op is to show (laid out here, :meth:`show_analysis`)."""
         return None if self.unfolded else prepared.graph_lines
 
-    def show_analysis(self, analysis: "Analysis", prepared: PreparedViews | None = None) -> None:
+    def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         """Show the comparison's drawing: the worker's when folded, else laid out in a thread worker."""
         comparison = analysis.comparison if prepared is None else prepared.comparison
         self._shown = (analysis, comparison)

@@ -1,8 +1,8 @@
 """Which plans the Plans tab has room for: every one, or the two compared.
 
 A tree's line leads with its badge and the equation's name (`` x2/call  psum_invariant_0[s]``,
-about thirty columns under two levels of guides). Three plans beside the sidebar at 120 columns
-leave each tree under thirty, and cut every collective's name; two of them leave forty-five.
+29 columns, after 6 of guides at the chunk loop's depth). Three plans beside the sidebar at 120
+columns leave each tree 30, and cut every collective's name; two of them leave forty-five.
 Under :data:`MIN_COLUMN` columns a plan, the tab shows the two compared (``B`` and ``C``, which
 ``b`` and ``c`` pick) and says which it left out.
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-MIN_COLUMN = 40
-"""The fewest columns a plan's tree is given before the plans not compared are left out."""
+MIN_COLUMN = 36
+"""The fewest columns a plan's tree is given before the plans not compared are left out: a
+collective's badge and name whole at the chunk loop's depth, with the column's border."""
 
 
 def shown_plans(names: tuple[str, ...], compared: tuple[str, str], width: int) -> tuple[str, ...]:

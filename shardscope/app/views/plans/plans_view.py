@@ -164,7 +164,7 @@ class PlansView(Widget):
             TextRows(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
             PlanTree(name, id=f"{name}-tree", cursor_moved=self._show_details_of),
             TextRows(DETAILS_HINT, wrap=True, id=f"{name}-details", classes="plan-details"),
-            classes="plan-column",
+            id=f"{name}-column", classes="plan-column",
         )
 
     def _fill(self, step: int = -1) -> None:
@@ -252,7 +252,7 @@ class PlansView(Widget):
         shown = shown_plans(self._names, self._compared, self.size.width)
         for name in self._names:
             try:
-                self.query_one(f"#{name}-tree", PlanTree).parent.display = name in shown  # type: ignore[union-attr]
+                self.query_one(f"#{name}-column", Vertical).display = name in shown
             except NoMatches:  # the columns are being replaced (a new analysis)
                 return
         self.query_one("#plans-left-out", Static).update(left_out_note(self._names, shown))
