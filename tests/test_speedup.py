@@ -121,6 +121,15 @@ def test_misaligned_samples_are_refused():
         speedup_of((1.0, 2.0), (1.0,))
 
 
+def test_a_winner_is_settled_only_clear_of_one():
+    """An interval that only just excludes 1 names a winner, but more rounds may bring 1 back
+    into it: the rounds go on until the whole interval lies beyond 1.02 (or under 1 / 1.02)."""
+    barely = Speedup(1.39, 1.005, 1.56, 30)
+    assert barely.verdict == FASTER and not barely.settled
+    assert Speedup(1.39, 1.03, 1.56, 30).settled
+    assert Speedup(0.7, 0.6, 0.975, 30).settled and not Speedup(0.7, 0.6, 0.99, 30).settled
+
+
 def test_settled_asks_every_pair():
     wide = {"a": [1.0] * 20, "b": [0.5 + 0.1 * k for k in range(20)]}  # a/b: ratios 2.0 ... 0.41, holding 1
     clear = {"a": [2.0] * 20, "b": [1.0] * 20}

@@ -26,6 +26,10 @@ NARROW = 1.10
 """An interval whose high end is at most this many times its low end (about +-5% around the
 median) is narrow: more rounds would not change what it says."""
 
+CLEAR = 1.02
+"""A winner is settled when the whole interval lies beyond this ratio (or its inverse): an
+interval that only just excludes 1 (``1.00-1.56x``) may hold it after a few more rounds."""
+
 
 def median_rank(rounds: int, confidence: float = CONFIDENCE) -> int:
     """``k``: the interval ``[r(k), r(n - k + 1)]`` of the ``n`` sorted ratios (1-based) holds the
@@ -54,7 +58,8 @@ HOW = (
     f"with a {CONFIDENCE:.0%} confidence interval of that median read from the sorted ratios (no assumption about "
     "their distribution); a winner is named only when the interval excludes 1. The interquartile range of single "
     "rounds does not shrink with more rounds, the interval of the median does: past the rounds asked for, rounds go "
-    "on within the timing budget until every comparison names a winner or its interval is within +-5%. Two programs "
+    "on within the timing budget until every comparison names a winner clearly (its interval beyond 2% of 1) or its "
+    "interval is within +-5%. Two programs "
     "that compile to the same collectives and memory differ by noise only, and are said to."
 )
 """How the speedup is measured, in the words the report and the Timings tab print under it."""
@@ -91,9 +96,10 @@ class Speedup:
 
     @property
     def settled(self) -> bool:
-        """True when more rounds would not change the verdict much: a winner is named, or the
-        interval is narrow."""
-        return self.measurable or self.narrow
+        """True when more rounds would not change the verdict much: the interval is narrow, or it
+        names a winner clearly (the whole of it beyond :data:`CLEAR`)."""
+        clear = self.low >= CLEAR or self.high <= 1 / CLEAR
+        return self.narrow or (self.measurable and clear)
 
     @property
     def verdict(self) -> str:
