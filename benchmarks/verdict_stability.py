@@ -1,11 +1,11 @@
-"""Benchmark 9: does ``report`` name the same winner when run again on the same plans?
+"""Does ``report`` name the same winner when run again on the same plans?
 
 On a loaded machine single rounds scatter widely. Each round runs ``shardscope report
 demos/mlp.py --mesh data=4,model=2 --batch-axes data --json`` (the issue's case: the three plans
 of a two-layer MLP, deferred and reduced compiling to the same single all-reduce) twice in fresh
 processes: with ``--repeats 20`` (exactly 20 rounds, as every ``report`` timed before) and with the
-defaults (at least 20 rounds, and more within the 3 s timing budget while the comparison is not
-settled). From the first, two verdicts: the old rule (the interquartile range of the 20 per-round
+defaults (at least 20 rounds, and more within the 3 s timing budget until each comparison's
+interval is within about +-5% or lies wholly beyond 2% of 1). From the first, two verdicts: the old rule (the interquartile range of the 20 per-round
 ratios holds 1: no measurable difference; its ``q1``/``q3``, what ``speedup_spread`` always was)
 and the new one (the 95% confidence interval of the median holds 1); from the second, the new
 rule on the rounds it timed. A verdict that changes from round to round is one a user could not
@@ -93,8 +93,9 @@ BENCHMARK = Benchmark(
             f"cores). Each round runs `{result['command']}` with `--repeats 20` and with the defaults, each in a "
             "fresh process; the verdict is naive against deferred. The old rule read the interquartile range of "
             "the 20 per-round ratios (how much single rounds scatter); the new one reads the 95% confidence "
-            "interval of their median, and by default times more rounds while that interval holds 1 and is wider "
-            "than about +-5%."]),
+            "interval of their median, and by default times more rounds, within a 3 s budget, until that interval is "
+            "within about +-5% or lies wholly beyond 2% of 1 (every two plans compared, but two that compile to the "
+            "same work, which differ by noise)."]),
         Table(
             columns=(
                 Column("rule", lambda r: r["rule"], align="left"),
