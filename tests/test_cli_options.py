@@ -41,6 +41,24 @@ def test_options_are_typed_once_from_the_namespace():
         options.json = False  # frozen
 
 
+@pytest.mark.parametrize(("extra", "repeats", "budget"), [
+    ([], 20, 3.0),  # at least 20 rounds, and up to 3 s more while a comparison is unsettled
+    (["-r", "5"], 5, 0.0),  # a count asked for alone: exactly that many
+    (["-r", "5", "--timing-budget", "2.5"], 5, 2.5),
+    (["--timing-budget", "0"], 20, 0.0),
+])
+def test_repeats_and_the_timing_budget(extra, repeats, budget):
+    args, words = parse(["report", "linear", *extra])
+    settings = ReportOptions.from_args(args, words).demo.settings()
+    assert (settings.repeats, settings.timing_budget_s) == (repeats, budget)
+
+
+def test_a_negative_timing_budget_is_refused():
+    result = run_cli("report", "linear", "--timing-budget", "-1")
+    assert result.returncode == 2 and "must be 0 or more seconds" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["report", "linear", "--processes", "2", "--timeout", "9", "-r", "1"], ["report", "linear", "-r", "1"]),
     (["report", "--processes=2", "linear", "--timeout=9"], ["report", "linear"]),

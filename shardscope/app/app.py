@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
 from shardscope.app import gc_policy
-from shardscope.app.bindings import APP_BINDINGS, fit_footer
+from shardscope.app.bindings import APP_BINDINGS, TAB_BINDINGS, fit_footer
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.focus_routing import FocusRouting
@@ -136,7 +136,11 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     def _fit_footer(self, width: int | None = None) -> None:
         """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
         narrow = (self.size.width if width is None else width) < self.NARROW
-        fit_footer(own_bindings(self), narrow, self.query_one(TabbedContent).active)
+        tab = self.query_one(TabbedContent).active
+        fit_footer(own_bindings(self), narrow, tab)
+        view = self._tab_view(tab) if tab in TAB_BINDINGS else None
+        if view is not None:  # the focus is in it: its own key is the one the footer shows
+            fit_footer(own_bindings(view), narrow, tab, TAB_BINDINGS[tab])
         self.refresh_bindings()
 
     @property

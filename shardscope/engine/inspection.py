@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Sequence
 
+from shardscope.engine.compilation import served_from_cache
 from shardscope.engine.counts import total_executions
 from shardscope.engine.device_request import DeviceRequest
 from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan
@@ -73,6 +74,7 @@ class Inspection:
     trace_s: float = 0.0
     compiled: CompiledPlan | None = None
     compile_s: float | None = None
+    compile_from_cache: bool = False  # JAX's persistent cache served the executable: compile_s is its read
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
     dispatches: DispatchPlan | None = None
@@ -281,7 +283,8 @@ def with_compiled(inspection: Inspection, traced: "Traced | HoldsTraced", compil
     names_in, names_out = value_names(traced, inspection.program, input_names, output_names)
     plan = plan_of(traced, compiled, input_names=names_in, output_names=names_out, program=inspection.program,
                    jaxpr_collectives=inspection.collectives)
-    return dataclasses.replace(inspection, compiled=plan, compile_s=compile_s)
+    return dataclasses.replace(inspection, compiled=plan, compile_s=compile_s,
+                               compile_from_cache=served_from_cache(compiled))
 
 
 def value_names(traced: Traced, program: Program, input_names: Sequence[str],

@@ -13,7 +13,6 @@ import io
 import importlib.util
 import linecache
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from shardscope.activities import activity
 from shardscope.errors import DemoFileError
 from shardscope.sources.demos import DemoFile, DemoFunction, demo_functions
+from shardscope.sources.device_counts import device_count_error
 from shardscope.sources.programs import ProgramFile, ProgramFunction, no_program_error, program_functions
 from shardscope.sources.source_files import (
     code_file_name,
@@ -128,39 +128,12 @@ def import_file(path: Path) -> tuple[Any, str]:
         ) from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise _device_count_error(exc, path) or DemoFileError(
+        raise device_count_error(exc, path) or DemoFileError(
             f"Importing {path} failed: {type(exc).__name__}: {exc}",
             _where(exc, path),
             line=_user_line(exc, path),
         ) from exc
     return module, fingerprint
-
-
-_DEVICE_COUNT_REFUSED = "jax_num_cpu_devices config should be updated before backends are initialized"
-"""How JAX refuses ``jax.config.update("jax_num_cpu_devices", N)`` once its CPU backend started."""
-
-_DEVICE_COUNT_SET = re.compile(r"jax_num_cpu_devices['\"]\s*,\s*(?P<count>\d+)")
-
-
-def _device_count_error(exc: BaseException, path: Path) -> DemoFileError | None:
-    """What to do when the file sets ``jax_num_cpu_devices`` at import (None for other errors).
-
-    shardscope starts JAX's CPU devices before it imports the file (a model built at import must
-    land on them), so JAX refuses the file's own count unless it is the same. The count is
-    shardscope's option: ``--devices`` (check, report) or ``--max-devices`` (the app).
-    """
-    if not (isinstance(exc, RuntimeError) and _DEVICE_COUNT_REFUSED in str(exc)):
-        return None
-    frames = demo_frames(exc, path)
-    line = frames[-1] if frames else None
-    found = _DEVICE_COUNT_SET.search(line.line or "") if line is not None else None
-    count = found["count"] if found else "N"
-    where = f"{path.name} line {line.lineno}" if line is not None else path.name
-    return DemoFileError(
-        f"{where} sets jax_num_cpu_devices, but shardscope starts JAX's CPU devices before it imports "
-        "the file, and JAX cannot change their count after that.",
-        f"give the count to shardscope instead: --devices {count} (check, report) or --max-devices {count} "
-        "(the app)", line=(str(path), line.lineno) if line is not None and line.lineno else None)
 
 
 class ProcessEnded(BaseException):
