@@ -60,8 +60,20 @@ def test_each_program_stays_in_its_band_or_is_a_lower_bound_that_holds(name):
                                            f"back to back; checked.json says {'out of' if name in MISSES else 'in'} band"
 
 
+def _rounded(value: object) -> object:
+    """``value`` with every float rounded to 12 significant digits (Python 3.12's ``sum`` of floats
+    is compensated: the last digits of a ratio differ between the two JAX environments)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
 def test_the_stored_summary_is_what_the_corpus_gives_and_every_v5e_estimate_says_it():
-    assert stored_summary("v5e", list(CHECKS.values())) == STORED
+    assert _rounded(stored_summary("v5e", list(CHECKS.values()))) == _rounded(STORED)
     assert checked_summaries()["v5e"] == STORED
     words = tpu_chip("TPU v5 lite").checked
     covered = sum(not c.estimate.lower_bound for c in CHECKS.values())
