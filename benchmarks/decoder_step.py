@@ -101,9 +101,9 @@ TINY_GPT = Decoder("tiny-gpt", 2, 64, 4, 4, 16, 128, 256, block="gpt", tokens=32
 """The same programs at toy sizes (tests, ``--smoke``)."""
 
 
-def _layer_shapes(model: Decoder) -> dict[str, tuple[tuple[int, ...], P]]:
-    """Each stacked layer weight's shape and spec (the layer axis first, unsplit)."""
-    n, d, h, k, hd, f = model.layers, model.width, model.heads, model.kv_heads, model.head_dim, model.ffn
+def _layer_shapes(model: Decoder, tensor: int) -> dict[str, tuple[tuple[int, ...], P]]:
+    """Each stacked layer weight's shape and spec (the layer axis first, unsplit; key and value heads fewer than the tensor axis's devices replicated over it, as MaxText's are)."""
+    n, d, h, k, hd, f, kv = (*(model.layers, model.width, model.heads, model.kv_heads, model.head_dim, model.ffn), "tensor" if model.kv_heads % tensor == 0 else None)
     if model.block == "gpt":
         return {
             "ln1_scale": ((n, d), P()), "ln1_bias": ((n, d), P()), "ln2_scale": ((n, d), P()),
@@ -116,8 +116,8 @@ def _layer_shapes(model: Decoder) -> dict[str, tuple[tuple[int, ...], P]]:
     return {
         "attn_norm": ((n, d), P()), "mlp_norm": ((n, d), P()),
         "wq": ((n, d, h, hd), P(None, "fsdp", "tensor")),
-        "wk": ((n, d, k, hd), P(None, "fsdp", "tensor")),
-        "wv": ((n, d, k, hd), P(None, "fsdp", "tensor")),
+        "wk": ((n, d, k, hd), P(None, "fsdp", kv)),
+        "wv": ((n, d, k, hd), P(None, "fsdp", kv)),
         "wo": ((n, h, hd, d), P(None, "tensor", None, "fsdp")),
         "w1": ((n, d, f), P(None, "fsdp", "tensor")),
         "w3": ((n, d, f), P(None, "fsdp", "tensor")),
@@ -133,7 +133,7 @@ def parameter_shapes(model: Decoder, mesh: Mesh) -> dict[str, Any]:
     d = model.width
     params = {
         "embed": leaf((model.vocab, d), P("tensor", "fsdp")),
-        "layers": {name: leaf(shape, spec) for name, (shape, spec) in _layer_shapes(model).items()},
+        "layers": {name: leaf(shape, spec) for name, (shape, spec) in _layer_shapes(model, mesh.shape["tensor"]).items()},
         "final_scale": leaf((d,), P()),
     }
     if model.block == "gpt":

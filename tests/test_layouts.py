@@ -349,3 +349,48 @@ def test_a_candidate_whose_arguments_cannot_fit_is_cut_before_compiling(tmp_path
     assert rows["fsdp=8"]["outcome"] == "fits" and rows["fsdp=8"]["argument_bytes"] == 20 * 2**30 // 8
     assert data["pick"]["label"] == "fsdp=8"
     assert "data=8: cut:" in stderr
+
+
+@needs_libtpu
+def test_the_matmuls_xla_tpu_overlaps_with_a_collective_count_in_the_step_estimate():
+    """XLA:TPU runs an FSDP layer's matmul inside the async collective fusion that gathers the next
+    weights: its flops are the step's. A scan of 4 layers of tanh(x @ w1) @ w2, its weights gathered
+    over 8 chips, differentiated: 2 matmuls forward and 4 backward per layer, each 2 x b x D x H."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+    from shardscope.engine.hlo.text import parse
+    from shardscope.engine.hlo.work import module_work
+    from shardscope.targets.tpu import TpuTarget
+
+    mesh = jax.make_mesh((8,), ("fsdp",), devices=TpuTarget("v5e:2x4").load().devices, axis_types=(AxisType.Auto,))
+    layers, d, h, b = 4, 512, 1024, 64
+    w1 = jax.ShapeDtypeStruct((layers, d, h), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "fsdp", None)))
+    w2 = jax.ShapeDtypeStruct((layers, h, d), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, None, "fsdp")))
+    x = jax.ShapeDtypeStruct((b * 8, d), jnp.bfloat16, sharding=NamedSharding(mesh, P("fsdp")))
+
+    def loss(p, x):
+        y, _ = lax.scan(lambda x, w: (jnp.tanh(x @ w[0]) @ w[1], None), x, p)
+        return jnp.sum(y.astype(jnp.float32))
+
+    text = jax.jit(jax.grad(loss)).lower((w1, w2), x).compile().as_text()
+    assert "async_collective_fusion" in text  # the form this is about
+    work = module_work(parse(text))
+    matmul = sum(c.flops * i.runs for i in work.instructions for c in i.counts if c.matmul and not c.access)
+    assert matmul == layers * 6 * 2 * b * d * h
+
+
+def test_the_guides_flax_example_ranks_on_the_cpu(tmp_path, shardscope_cli):
+    """The flax model with logical axis rules of docs/guides/layouts.md, as the page writes it."""
+    page = (ROOT / "docs" / "guides" / "layouts.md").read_text()
+    (example,) = [block for block in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "flax" in block]
+    data, _ = sweep_json(shardscope_cli, write(tmp_path, "flax_mlp.py", example), "--target", "cpu:8",
+                         "--axis", "data=1", "--axis", "tensor=1,2", "--option", "per_device_batch=4")
+    assert [r["outcome"] for r in data["rows"]] == ["unknown", "unknown"], data["rows"]
+    assert data["unit"] == "examples" and {r["per_step"] for r in data["rows"]} == {32}
+    # fsdp=4 x tensor=2 splits the 64 x 256 kernel's 256 over tensor: its gathers run over fsdp alone
+    rows = {r["candidate"]["label"]: r for r in data["rows"]}
+    assert {tuple(g["axes"]) for g in rows["fsdp=8, per_device_batch=4"]["collectives"]} <= {("fsdp",), ()}
+    assert ("tensor",) in {tuple(g["axes"]) for g in rows["fsdp=4 x tensor=2, per_device_batch=4"]["collectives"]}

@@ -264,7 +264,7 @@ def _group(key: tuple[str, tuple[str, ...], bool], members: list[tuple[int | Non
 def _notes(rows: Sequence[RankedLayout], target: str, estimated: bool) -> tuple[str, ...]:
     """What the ranking cannot see or has not checked, once each."""
     notes = []
-    if not estimated:
+    if not estimated and any(row.compiled.plan is not None for row in rows):
         notes.append(f"no step estimate on {target} (shardscope has no figures for its chip): ranked by the bytes "
                      "each step's collectives move per device")
     estimates = [row.estimate for row in rows if row.estimate is not None]

@@ -15,6 +15,10 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import shardscope
 
 LAYERS, WIDTH, HEADS, HEAD_DIM, HIDDEN, VOCAB, TOKENS = 2, 256, 8, 32, 1024, 512, 64
+MATMUL_PARAMETERS = LAYERS * (4 * WIDTH * HEADS * HEAD_DIM + 2 * WIDTH * HIDDEN) + WIDTH * VOCAB
+FLOPS_PER_TOKEN = 6 * MATMUL_PARAMETERS + 6 * LAYERS * TOKENS * HEADS * HEAD_DIM
+"""A train step's model flops per token: 6 per matmul parameter (forward and backward) and the causal
+attention's, as MaxText counts them."""
 
 
 def _weights(mesh):
@@ -65,7 +69,8 @@ def _adamw(params, grads, m, v):
 
 
 @shardscope.layouts(axes=("data", "fsdp", "tensor"), options={"per_device_batch": [1, 4]},
-                    tokens=lambda mesh, per_device_batch: per_device_batch * mesh.size * TOKENS)
+                    tokens=lambda mesh, per_device_batch: per_device_batch * mesh.size * TOKENS,
+                    model_flops=FLOPS_PER_TOKEN)
 def build(mesh, per_device_batch):
     """One AdamW train step over ``mesh``; the global batch is ``per_device_batch`` per device."""
     batch = per_device_batch * mesh.size

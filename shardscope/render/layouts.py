@@ -18,69 +18,101 @@ TOP_GROUPS = 2
 
 
 def render_layouts(ranking: "LayoutRanking", console: "Console") -> None:
-    """The table, what the sweep took, the notes and the pick."""
+    """The table, why the candidates without numbers have none, what the sweep took, the notes
+    and the pick."""
     console.print(layouts_table(ranking))
+    for line in reasons(ranking):
+        console.print(line, style="yellow", highlight=False)
     console.print(cost_words(ranking), style="dim", highlight=False)
     for note in ranking.notes:
         console.print(note, style="dim", highlight=False)
     console.print(ranking.why(), style="bold", highlight=False)
 
 
+def reasons(ranking: "LayoutRanking") -> list[str]:
+    """``failed (tensor=8 x 2 options): IndivisibleError: ...``: each reason once, with the
+    candidates it is the reason of."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in ranking.rows:
+        if row.compiled.reason and row.outcome in ("failed", "cut", "refused"):
+            grouped.setdefault((row.outcome, row.compiled.reason), []).append(row.label)
+    return [f"{outcome} ({'; '.join(labels)}): {reason}" for (outcome, reason), labels in grouped.items()]
+
+
 def layouts_table(ranking: "LayoutRanking") -> "Table":
-    """One row per candidate, in rank order."""
+    """One row per candidate, in rank order: its mesh, each option's value, then its numbers."""
     from rich.table import Table
 
-    unit = ranking.unit
-    table = Table(title=f"layouts: {ranking.function} on {ranking.target}", title_justify="left")
-    for header, justify in (("#", "right"), ("layout", "left"), ("memory per device", "left"),
-                            ("step (hidden .. exposed)", "right"), (f"{unit}/s/chip", "right"),
-                            ("MFU", "right"), ("top collectives (share of step)", "left")):
-        table.add_column(header, justify=justify)  # type: ignore[arg-type]  # rich's literal
+    options = [name for name, _ in ranking.rows[0].compiled.candidate.options] if ranking.rows else []
+    capacity = next((row.compiled.fit.capacity_bytes for row in ranking.rows
+                     if row.compiled.fit is not None and row.compiled.fit.capacity_bytes), None)
+    title = f"layouts: {ranking.function} on {ranking.target}"
+    if capacity:
+        title += f"; memory per device of {gib(capacity)} GiB"
+    if ranking.estimated:
+        title += "; step from collectives hidden to exposed; shares of the exposed step"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("mesh")
+    for name in options:
+        table.add_column(name, justify="right")
+    for header in ("memory", "step", f"{ranking.unit}/s/chip", "MFU"):
+        table.add_column(header, justify="right")
+    table.add_column("top collectives")
     place = 0
     for row in ranking.rows:
         fits = row.outcome in ("fits", "unknown")
         place += fits
         style = "green" if row is ranking.pick else ("" if fits else "dim")
-        table.add_row(str(place) if fits else "-", row.label, memory_cell(row), step_cell(row), per_chip_cell(row),
-                      utilization_cell(row), collectives_cell(row), style=style)
+        values = [str(value) for _, value in row.compiled.candidate.options]
+        table.add_row(str(place) if fits else "-", row.compiled.candidate.mesh_words, *values, memory_cell(row),
+                      step_cell(row), per_chip_cell(row), utilization_cell(row), collectives_cell(row), style=style)
     return table
 
 
 def memory_cell(row: "RankedLayout") -> str:
-    """``10.4 of 15.75 GiB``, ``does not fit: 18.2 GiB of 15.75``, ``cut: ...``, ``failed: ...``."""
+    """``10.4 GiB``, ``18.2 GiB: does not fit``, ``cut``, ``refused``, ``failed``."""
     compiled, fit = row.compiled, row.compiled.fit
-    if compiled.status == "failed":
-        return f"failed: {compiled.reason}"
-    if compiled.status == "cut":
-        assert fit is not None  # a cut is made against the chip's capacity
-        return f"cut: arguments {size_words(fit.needed_bytes or 0)} of {gib(fit.capacity_bytes or 0)} GiB"
-    if fit is None:
+    if compiled.status in ("failed", "cut", "refused"):
+        needed = "" if fit is None or fit.needed_bytes is None else f"{size_words(fit.needed_bytes)}: "
+        return f"{needed}{compiled.status}"
+    if fit is None or fit.needed_bytes is None:
         return "?"
-    if compiled.status == "refused":
-        needed = "?" if fit.needed_bytes is None else size_words(fit.needed_bytes)
-        return f"refused by the compiler: {needed}" + (f" of {gib(fit.capacity_bytes)} GiB" if fit.capacity_bytes else "")
-    needed = "?" if fit.needed_bytes is None else size_words(fit.needed_bytes)
-    if fit.capacity_bytes is None:
-        return needed
-    said = f"{needed} of {gib(fit.capacity_bytes)} GiB"
-    return said if fit.fits is not False else f"does not fit: {said}"
+    return size_words(fit.needed_bytes) + (": does not fit" if fit.fits is False else "")
 
 
 def step_cell(row: "RankedLayout") -> str:
-    """``2.41 s .. 2.52 s`` (or ``""`` without an estimate)."""
+    """``2.41 .. 2.52 s`` (or ``""`` without an estimate; ``≥`` before a lower bound)."""
     if row.low_s is None or row.high_s is None:
         return ""
     at_least = "≥ " if row.estimate is not None and row.estimate.lower_bound else ""
-    return at_least + range_words(row.low_s, row.high_s).replace(" to ", " .. ")
+    return at_least + compact_range(seconds_words(row.low_s), seconds_words(row.high_s))
+
+
+def compact_range(low: str, high: str) -> str:
+    """``188 .. 318 us`` from ``188 us`` and ``318 us`` (one unit written once), ``~2.4 s`` when equal."""
+    if low == high:
+        return f"~{low}"
+    low_number, _, low_unit = low.partition(" ")
+    high_number, _, high_unit = high.partition(" ")
+    return f"{low_number} .. {high}" if low_unit == high_unit else f"{low} .. {high}"
 
 
 def per_chip_cell(row: "RankedLayout") -> str:
-    """``3,240 .. 3,410``: the throughput per chip at the slowest and fastest step."""
+    """``3.24k .. 3.41k``: the throughput per chip at the slowest and fastest step."""
     found = row.per_chip()
     if found is None:
         return ""
-    low, high = found
-    return f"{low:,.0f}" if f"{low:,.0f}" == f"{high:,.0f}" else f"{low:,.0f} .. {high:,.0f}"
+    low, high = (_short(value) for value in found)
+    return low if low == high else f"{low} .. {high}"
+
+
+def _short(value: float) -> str:
+    """``3.24k``, ``201k``, ``1.2M``, ``850``: three figures at most."""
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
 
 
 def utilization_cell(row: "RankedLayout") -> str:
@@ -89,21 +121,28 @@ def utilization_cell(row: "RankedLayout") -> str:
     if found is None:
         return ""
     low, high, kind = found
-    text = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%} .. {high:.0%}"
+    low_text, high_text = _percent(low), _percent(high)
+    text = low_text if low_text == high_text else f"{low_text} .. {high_text}"
     return text if kind == "model" else f"{text} HFU"
 
 
+def _percent(share: float) -> str:
+    """``44%``, ``0.4%``: whole percents from 10% up, one decimal below."""
+    return f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
+
+
 def collectives_cell(row: "RankedLayout") -> str:
-    """``all-gathers over fsdp in loops 24%, reduce-scatters over fsdp in loops 9%``."""
+    """``all-gather fsdp 24%, reduce-scatter fsdp 9%`` (the bytes per step without times)."""
     parts = []
     for group in row.groups[:TOP_GROUPS]:
+        name = f"{group.kind} {' x '.join(group.axes)}".strip()
         share = row.share(group)
         if share is not None:
-            parts.append(f"{group.words} {share:.0%}")
+            parts.append(f"{name} {_percent(share)}")
         elif group.bytes is not None:
-            parts.append(f"{group.words} {size_words(group.bytes)}")
+            parts.append(f"{name} {size_words(group.bytes)}")
         else:
-            parts.append(group.words)
+            parts.append(name)
     return ", ".join(parts)
 
 
