@@ -143,8 +143,11 @@ def layouts(options: LayoutsOptions, holder: dict[str, Sweep] | None = None) -> 
     path = require_file(find_file(options.file))
     (target,) = checked_targets([options.target])  # a slice too large, libtpu missing: before JAX starts
     start_jax_quietly()  # the imports below load JAX
+    from shardscope.pipeline.layout_compile import hide_own_frames
     from shardscope.sources.loading import load_layout_file
     from shardscope.targets.registry import load_target
+
+    hide_own_frames()  # the command owns the process: its candidates' compiles are kept whoever traces them
 
     devices = load_target(target)
     ensure_devices(devices.count)  # before the file builds anything: each candidate's mesh is over these

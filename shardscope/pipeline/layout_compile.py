@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from math import prod
@@ -185,3 +186,30 @@ def argument_bytes(args: object) -> int:
         shard = sharding.shard_shape(tuple(shape)) if sharding is not None else tuple(shape)
         total += prod(shard) * np.dtype(dtype).itemsize
     return int(total)
+
+
+def hide_own_frames() -> None:
+    """Leave shardscope's own frames out of the source locations JAX records from here on (every
+    module of the package but its shipped demos, and the command's entry script), for a process a
+    ``layouts`` command owns.
+
+    A candidate's compile is kept on disk under its lowered module with its source locations
+    (:mod:`shardscope.targets.target_cache`), and those hold the whole Python stack of the trace:
+    a candidate traced in a worker process and the same candidate traced in the command's own
+    process would be two modules, and neither would read the other's compile back. Without
+    shardscope's frames the stack starts at the user's step, the same wherever it is traced.
+    """
+    import sys
+    from pathlib import Path
+
+    from jax._src import source_info_util  # JAX's own list of the paths whose frames are not the user's
+
+    package = Path(__file__).resolve().parent.parent
+    hidden = [f"{path}{os.sep}" if path.is_dir() else str(path) for path in sorted(package.iterdir())
+              if path.name != "demo_files" and (path.suffix == ".py" or (path / "__init__.py").exists())]
+    entry = getattr(sys.modules.get("__main__"), "__file__", None)
+    if entry:
+        hidden.append(str(Path(entry).resolve()))
+    for path in hidden:
+        if path not in source_info_util._exclude_paths:
+            source_info_util.register_exclusion(path)

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 def load_job(job: "SweepJob") -> tuple["LayoutFunction", "TargetDevices"]:
     """The job's function and target here: JAX started with as many CPU devices as the target has,
     before the file is imported (a mesh built at import must find them)."""
+    from shardscope.pipeline.layout_compile import hide_own_frames
     from shardscope.sources.loading import load_layout_file
     from shardscope.targets.host import ensure_devices, start_jax_quietly
     from shardscope.targets.registry import load_target, parse_target
 
     start_jax_quietly()
+    hide_own_frames()
     target = load_target(parse_target(job.target))
     ensure_devices(target.count)
     with contextlib.redirect_stdout(sys.stderr):
