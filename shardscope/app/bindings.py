@@ -40,7 +40,15 @@ HLO_BINDINGS = [
 ]
 """The Compiled tab's own keys (not in the footer, whose 80 columns are full: help and palette list it)."""
 
-TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS, "hlo": HLO_BINDINGS}
+LAYOUTS_BINDINGS = [
+    Binding("s", "rank", "Rank layouts", id="layouts.rank",
+            tooltip="In the Layouts tab: compile every layout of the file's @shardscope.layouts function for the "
+                    "target and rank them"),
+]
+"""The Layouts tab's own keys (here for the same reason)."""
+
+TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS, "hlo": HLO_BINDINGS,
+                                          "layouts": LAYOUTS_BINDINGS}
 """Each tab's own keys, by tab id; each binding's action is an action of that tab's view."""
 
 
@@ -115,8 +123,8 @@ APP_BINDINGS = [
 
 NARROW_FOOTER_LEAVES_OUT: dict[str, tuple[str, ...] | None] = {
     "export": None,
-    "next_collective": ("diff", "sweep"),
-    "previous_collective": ("diff", "sweep"),
+    "next_collective": ("diff", "sweep", "layouts"),
+    "previous_collective": ("diff", "sweep", "layouts"),
 }
 """Keys the footer leaves out under 100 columns (in every tab, or in the tabs named), where the
 pinned keys and a tab's own key leave no room for them: at 80 columns the Diff tab's ``s`` pushed

@@ -15,20 +15,24 @@ option such as the batch changes it), then those that do not fit, were cut befor
 failed. The pick is the
 first that fits, with one sentence of why; a candidate that would be faster but does not fit is
 named. A target without a step estimate (the CPU, a chip without figures) is ranked by the bytes
-its collectives move per step, and says so.
+its collectives move per step (per token or example, when the function says how many a step
+processes), and says so.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from shardscope.costmodel.collective_times import TargetInterconnect
 from shardscope.engine.hlo.roofline import StepEstimate, range_words, seconds_words
 from shardscope.hardware.checked import unchecked_words
 from shardscope.hardware.fit import size_words
 from shardscope.pipeline.layout_compile import COMPILED, CUT, FAILED, REFUSED, CompiledCandidate
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective
 
 ORDER = {"fits": 0, "unknown": 1, "does not fit": 2, REFUSED: 2, CUT: 3, FAILED: 4}
 """How each outcome ranks: what fits first, what failed last."""
@@ -160,8 +164,10 @@ class RankedLayout:
         cost = self.cost_s
         if cost is not None:
             return order, cost
-        moved = self.communicated_bytes
-        return order, float(moved) if moved is not None else math.inf
+        moved, per_step = self.communicated_bytes, self.compiled.per_step
+        if moved is None:
+            return order, math.inf
+        return order, moved / per_step if per_step else float(moved)
 
 
 @dataclass(frozen=True)
@@ -225,21 +231,34 @@ def ranked(compiled: Iterable[CompiledCandidate], function: str, target: str, to
                          interrupted, estimated)
 
 
+def interconnect_of(compiled: CompiledCandidate) -> TargetInterconnect | None:
+    """The candidate's target's interconnect with its devices placed (None without a model)."""
+    machine = compiled.machine
+    fabric = None if machine is None else machine.fabric
+    if fabric is None or not compiled.device_coords:
+        return None
+    return TargetInterconnect("", fabric, compiled.device_coords, compiled.machine_shape)
+
+
+def collective_seconds(compiled: CompiledCandidate, c: "CompiledCollective",
+                       interconnect: TargetInterconnect | None = None) -> float | None:
+    """``c``'s time per step on the candidate's interconnect: its runs times one run (None: unknown)."""
+    interconnect = interconnect or interconnect_of(compiled)
+    timed = None if interconnect is None else interconnect.time(c)
+    return None if timed is None or c.executions is None else c.executions * timed.seconds
+
+
 def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
     """One candidate with its collectives timed on its target's interconnect."""
     plan = compiled.plan
     if plan is None:
         return RankedLayout(compiled, compiled.step)
-    machine = compiled.machine
-    fabric = None if machine is None else machine.fabric
-    interconnect = (TargetInterconnect("", fabric, compiled.device_coords, compiled.machine_shape)
-                    if fabric is not None and compiled.device_coords else None)
+    interconnect = interconnect_of(compiled)
     grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None]]] = {}
     for c in plan.collectives:
-        timed = None if interconnect is None else interconnect.time(c)
-        runs = c.executions
-        seconds = None if timed is None or runs is None else runs * timed.seconds
-        grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append((runs, c.bytes_per_execution, seconds))
+        seconds = collective_seconds(compiled, c, interconnect)
+        grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append((c.executions, c.bytes_per_execution,
+                                                                                  seconds))
     groups = tuple(sorted((_group(key, members) for key, members in grouped.items()),
                           key=lambda g: (-(g.seconds or 0.0), -(g.bytes or 0))))
     estimate = compiled.step
@@ -265,8 +284,9 @@ def _notes(rows: Sequence[RankedLayout], target: str, estimated: bool) -> tuple[
     """What the ranking cannot see or has not checked, once each."""
     notes = []
     if not estimated and any(row.compiled.plan is not None for row in rows):
+        unit = next((row.compiled.unit for row in rows if row.compiled.per_step), None)
         notes.append(f"no step estimate on {target} (shardscope has no figures for its chip): ranked by the bytes "
-                     "each step's collectives move per device")
+                     f"each step's collectives move per device{'' if unit is None else ' per ' + singular(unit)}")
     estimates = [row.estimate for row in rows if row.estimate is not None]
     if estimates:
         notes.append("step times run from every collective hidden behind compute to none hidden (the scheduler "
@@ -285,6 +305,11 @@ def _notes(rows: Sequence[RankedLayout], target: str, estimated: bool) -> tuple[
             notes.append(f"{row.label}: a lower bound: {row.estimate.unmodelled_words()} not modelled")
             break
     return tuple(notes)
+
+
+def singular(unit: str) -> str:
+    """``token`` for ``tokens``, ``example`` for ``examples``."""
+    return unit.removesuffix("s")
 
 
 def why_words(ranking: LayoutRanking) -> str:
@@ -321,7 +346,7 @@ def _pick_facts(pick: RankedLayout, ranking: LayoutRanking) -> str:
 def _runner_up_words(pick: RankedLayout, other: RankedLayout, ranking: LayoutRanking) -> str:
     """How the next candidate compares: how much longer it takes and where its time goes."""
     if pick.cost_s and other.cost_s and pick.high_s and other.low_s is not None:
-        per = f" per {ranking.unit.removesuffix('s')}" if pick.compiled.per_step and other.compiled.per_step else ""
+        per = f" per {singular(ranking.unit)}" if pick.compiled.per_step and other.compiled.per_step else ""
         text = f"the next, {other.label}, takes {other.cost_s / pick.cost_s:.2f}x as long{per}"
         scale = (other.compiled.per_step or 1.0) / (pick.compiled.per_step or 1.0) if per else 1.0
         if pick.high_s * scale > other.low_s:

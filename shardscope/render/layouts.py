@@ -8,8 +8,10 @@ from shardscope.engine.hlo.roofline import range_words, seconds_words
 from shardscope.hardware.fit import gib, size_words
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.table import Table
+
+    from shardscope.engine.hlo.plan import CompiledCollective
 
     from shardscope.costmodel.layout_ranking import LayoutRanking, RankedLayout
 
@@ -202,3 +204,43 @@ def step_words(row: "RankedLayout") -> str:
     if row.low_s is None or row.high_s is None:
         return "no estimate"
     return f"{range_words(row.low_s, row.high_s)} per step ({seconds_words(row.collectives_s or 0.0)} of collectives)"
+
+
+def candidate_plan(row: "RankedLayout", target: str) -> "Group":
+    """One candidate's compiled plan: its memory, step estimate, and each compiled collective with
+    its loops, runs and bytes per step and its time on the target's interconnect (costliest first)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    compiled = row.compiled
+    parts: list[object] = [Text(f"{row.label} on {target}: {row.outcome}", style="bold")]
+    if compiled.reason:
+        parts.append(Text(compiled.reason, style="yellow"))
+    if compiled.fit is not None:
+        parts.append(Text(f"memory: {compiled.fit.line()}"))
+    if row.estimate is not None:
+        parts.append(Text(row.estimate.line()))
+    plan = compiled.plan
+    if plan is not None:
+        table = Table(title=f"{len(plan.collectives)} compiled collectives", title_justify="left")
+        for header in ("collective", "kind", "axes", "loops", "runs/step", "bytes/run", "time/step"):
+            table.add_column(header, justify="right" if header in ("runs/step", "bytes/run", "time/step") else "left")
+        for c, seconds in collective_times(row):
+            loops = " > ".join(f"{loop.name} x{'?' if loop.trip_count is None else loop.trip_count}" for loop in c.loops)
+            table.add_row(c.name, c.kind, " x ".join(c.axes or ()) or "-", loops or "-",
+                          "?" if c.executions is None else f"{c.executions:,}", size_words(c.bytes_per_execution),
+                          "" if seconds is None else seconds_words(seconds))
+        parts.append(table)
+    return Group(*parts)  # type: ignore[arg-type]  # rich's renderables
+
+
+def collective_times(row: "RankedLayout") -> list[tuple["CompiledCollective", float | None]]:
+    """Each compiled collective with its time per step on the target's interconnect, costliest first."""
+    from shardscope.costmodel.layout_ranking import collective_seconds
+
+    plan = row.compiled.plan
+    if plan is None:
+        return []
+    timed = [(c, collective_seconds(row.compiled, c)) for c in plan.collectives]
+    return sorted(timed, key=lambda pair: -(pair[1] or 0.0))

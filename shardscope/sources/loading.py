@@ -305,7 +305,8 @@ def unmarked_file_error(module: ModuleType, path: Path) -> DemoFileError:
     if marked:
         return DemoFileError(f"{path} marks @shardscope.layouts functions ({', '.join(marked)}): they build a "
                              "step for any mesh, and this command reads @shardscope.program functions.",
-                             f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts")
+                             f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts (in the explorer: "
+                             "its Layouts tab, 7)")
     return no_program_error(path)
 
 
