@@ -394,3 +394,36 @@ def test_the_guides_flax_example_ranks_on_the_cpu(tmp_path, shardscope_cli):
     rows = {r["candidate"]["label"]: r for r in data["rows"]}
     assert {tuple(g["axes"]) for g in rows["fsdp=8, per_device_batch=4"]["collectives"]} <= {("fsdp",), ()}
     assert ("tensor",) in {tuple(g["axes"]) for g in rows["fsdp=4 x tensor=2, per_device_batch=4"]["collectives"]}
+
+
+@needs_libtpu
+@pytest.mark.slow  # three fresh processes
+def test_a_targets_compiles_are_kept_beside_the_cache_and_read_back_by_another_process(tmp_path):
+    import gzip
+    import os
+
+    path = write(tmp_path, "mlp.py", MLP)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(cache), "SHARDSCOPE_NO_CACHE": ""}
+
+    def sweep(workers: str) -> dict:
+        done = subprocess.run([PYTHON, "-m", "shardscope", "layouts", str(path), "--target", "tpu:v5e:2x4", "--json",
+                               "--workers", workers, "--option", "per_device_batch=1", "--axis", "tensor=1,2"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def kept() -> list[Path]:
+        return sorted(cache.glob("shardscope-target-*-cache"))
+
+    first = sweep("1")
+    files = kept()
+    assert len(files) == 2  # one compile per candidate, each its module's text and analyses
+    texts = [json.loads(gzip.decompress(f.read_bytes()))["hlo_text"] for f in files]
+    assert all("HloModule" in text for text in texts)
+    # the same candidates traced in worker processes are the same modules: read back, nothing added
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("compile")} for r in rows]  # noqa: E731
+    assert strip(sweep("2")["rows"]) == strip(first["rows"]) and kept() == files
+    files[0].write_bytes(b"not gzip")  # a damaged entry is a miss: compiled again and written anew
+    assert strip(sweep("1")["rows"]) == strip(first["rows"]) and kept() == files
+    assert json.loads(gzip.decompress(files[0].read_bytes()))["hlo_text"] in texts

@@ -190,8 +190,8 @@ def argument_bytes(args: object) -> int:
 
 def hide_own_frames() -> None:
     """Leave shardscope's own frames out of the source locations JAX records from here on (every
-    module of the package but its shipped demos, and the command's entry script), for a process a
-    ``layouts`` command owns.
+    module of the package but its shipped demos, the command's entry script and the interpreter's
+    frozen modules), for a process a ``layouts`` command owns.
 
     A candidate's compile is kept on disk under its lowered module with its source locations
     (:mod:`shardscope.targets.target_cache`), and those hold the whole Python stack of the trace:
@@ -210,6 +210,7 @@ def hide_own_frames() -> None:
     entry = getattr(sys.modules.get("__main__"), "__file__", None)
     if entry:
         hidden.append(str(Path(entry).resolve()))
+    hidden.append("<frozen ")  # the interpreter's frozen modules (runpy, for python -m): the main thread's stack only
     for path in hidden:
         if path not in source_info_util._exclude_paths:
             source_info_util.register_exclusion(path)
