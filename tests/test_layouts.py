@@ -24,6 +24,7 @@ from _support import PYTHON, ROOT
 from shardscope.config.layout_candidates import axis_assignments, candidates, parse_axis_choice
 from shardscope.errors import SettingsError
 from shardscope.sources.layouts import spec_of
+from _gpu_plugin import needs_gpu_plugin
 from test_targets import needs_libtpu
 
 MLP = '''
@@ -427,3 +428,40 @@ def test_a_targets_compiles_are_kept_beside_the_cache_and_read_back_by_another_p
     files[0].write_bytes(b"not gzip")  # a damaged entry is a miss: compiled again and written anew
     assert strip(sweep("1")["rows"]) == strip(first["rows"]) and kept() == files
     assert json.loads(gzip.decompress(files[0].read_bytes()))["hlo_text"] in texts
+
+
+CUMSUM = '''
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardscope
+
+
+@shardscope.layouts(axes=("data", "model"))
+def build(mesh):
+    """A cumulative sum along each row, the rows over data."""
+    x = jax.ShapeDtypeStruct((64, 4096), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+    return jax.jit(lambda x: jnp.cumsum(x, axis=1)), (x,)
+'''
+
+
+@needs_libtpu
+def test_a_candidate_holding_a_kind_measured_out_of_band_says_so(tmp_path, shardscope_cli):
+    """XLA:TPU computes a cumsum as prefix-sum reduce-windows, which v5e's corpus measured out of band."""
+    data, _ = sweep_json(shardscope_cli, write(tmp_path, "cumsum.py", CUMSUM), "--target", "tpu:v5e:2x4",
+                         "--axis", "model=1,2")
+    (said,) = [note for note in data["notes"] if "may be off" in note]
+    assert said.startswith("data=4 x model=2; data=8: the estimate may be off: ") and "prefix-sum" in said
+    for row in data["rows"]:
+        assert [kind["kind"] for kind in row["step"]["estimate"]["outside_band"]] == ["prefix sum"]
+
+
+@needs_gpu_plugin
+def test_a_target_without_a_chip_corpus_says_its_estimate_is_unchecked(tmp_path, shardscope_cli):
+    data, _ = sweep_json(shardscope_cli, write(tmp_path, "cumsum.py", CUMSUM), "--target", "gpu:h100:8",
+                         "--axis", "model=1")
+    assert "the estimate is unchecked on h100: published peaks: no chip corpus was measured there" in data["notes"]
+    assert not any(note.startswith("checked on") for note in data["notes"])
+    # collectives priced by NCCL's model: none here (the rows split, nothing gathered), and a step all the same
+    assert data["rows"][0]["step"]["high_s"] > 0

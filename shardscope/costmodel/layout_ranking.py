@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from shardscope.costmodel.collective_times import TargetInterconnect
 from shardscope.engine.hlo.roofline import StepEstimate, range_words, seconds_words
@@ -296,20 +296,27 @@ def _notes(rows: Sequence[RankedLayout], target: str, estimated: bool) -> tuple[
                      "corpus was measured there")
         if any(e.collectives_s is None for e in estimates):
             notes.append(f"collectives not timed on {target}: shardscope has no model of its interconnect")
-    for row in rows:
-        if row.estimate is not None and row.estimate.outside_band:
-            notes.append(f"{row.label}: {row.estimate.outside_band_words()}")
-            break
-    for row in rows:
-        if row.estimate is not None and row.estimate.lower_bound:
-            notes.append(f"{row.label}: a lower bound: {row.estimate.unmodelled_words()} not modelled")
-            break
+    for words, labels in _said_of_rows(rows, lambda e: e.outside_band_words() if e.outside_band else "").items():
+        notes.append(f"{labels}: the estimate {words}")
+    for words, labels in _said_of_rows(rows, lambda e: e.unmodelled_words() if e.lower_bound else "").items():
+        notes.append(f"{labels}: a lower bound: {words} not modelled")
     return tuple(notes)
 
 
 def singular(unit: str) -> str:
     """``token`` for ``tokens``, ``example`` for ``examples``."""
     return unit.removesuffix("s")
+
+
+def _said_of_rows(rows: Sequence[RankedLayout], said: "Callable[[StepEstimate], str]") -> dict[str, str]:
+    """What ``said`` says of each row's estimate (nothing: not said), each saying once with the
+    candidates it is said of (``fsdp=256, per_device_batch=4; fsdp=16 x tensor=16, ...``)."""
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        words = said(row.estimate) if row.estimate is not None else ""
+        if words:
+            found.setdefault(words, []).append(row.label)
+    return {words: "; ".join(labels) for words, labels in found.items()}
 
 
 def why_words(ranking: LayoutRanking) -> str:
