@@ -2,13 +2,15 @@
 
 Importing this package is cheap: it does not import JAX, Textual or networkx. Demo files only
 need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any program and
-:mod:`shardscope.testing` asserts on it in tests.
+:mod:`shardscope.testing` asserts on it in tests; :func:`layouts` marks a function that builds a
+step for any mesh, whose layouts ``shardscope layouts`` ranks on a target.
 """
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.sources.demos import demo
 from shardscope.errors import ShardscopeError
+from shardscope.sources.layouts import layouts
 from shardscope.sources.programs import program
 
 if TYPE_CHECKING:
@@ -80,5 +82,5 @@ def estimate_module(hlo_text: str, chip: "str | Chip") -> "StepEstimate":
     return _estimate_module(hlo_text, chip)
 
 
-__all__ = ["demo", "estimate_module", "inspect", "inspect_on", "program", "ShardscopeError"]
+__all__ = ["demo", "estimate_module", "inspect", "inspect_on", "layouts", "program", "ShardscopeError"]
 __version__ = "0.1.0"

@@ -47,8 +47,15 @@ GRAPH_BINDINGS = [
 ]
 """The Graph tab's own keys."""
 
+LAYOUTS_BINDINGS = [
+    Binding("s", "rank", "Rank layouts", id="layouts.rank",
+            tooltip="In the Layouts tab: compile every layout of the file's @shardscope.layouts function for the "
+                    "target and rank them"),
+]
+"""The Layouts tab's own keys."""
+
 TAB_BINDINGS: dict[str, list[Binding]] = {"graph": GRAPH_BINDINGS, "diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS,
-                                          "hlo": HLO_BINDINGS}
+                                          "hlo": HLO_BINDINGS, "layouts": LAYOUTS_BINDINGS}
 """Each tab's own keys, by tab id; each binding's action is an action of that tab's view."""
 
 
@@ -122,8 +129,8 @@ APP_BINDINGS = [
 
 
 NARROW_FOOTER_LEAVES_OUT: dict[str, tuple[str, ...] | None] = {
-    "next_collective": ("diff", "sweep"),
-    "previous_collective": ("diff", "sweep"),
+    "next_collective": ("diff", "sweep", "layouts"),
+    "previous_collective": ("diff", "sweep", "layouts"),
     "graph.toggle_fold": None,
 }
 """Keys the footer leaves out under 100 columns (by binding id; in every tab, or in the tabs named), where the

@@ -27,8 +27,8 @@ from shardscope.targets.plans import settings_on_targets, target_device_count
 from shardscope.targets.base import TargetDevices
 from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
-from shardscope.sources.loading import import_file, marked_functions, require_file
-from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick
+from shardscope.sources.loading import import_file, marked_functions, require_file, unmarked_file_error
+from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, pick
 
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
@@ -75,7 +75,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     module, _ = import_file(path)
     programs, demos = marked_functions(module, path)
     if not programs and not demos:
-        raise no_program_error(path)
+        raise unmarked_file_error(module, path)
     inspections: list[Inspection] = []
     failed: list[FailedProgram] = []
     with paused():

@@ -22,6 +22,7 @@ from shardscope.activities import activity
 from shardscope.errors import DemoFileError
 from shardscope.sources.demos import DemoFile, DemoFunction, demo_functions
 from shardscope.sources.device_counts import device_count_error
+from shardscope.sources.layouts import LayoutFile, layout_functions, no_layouts_error
 from shardscope.sources.programs import ProgramFile, ProgramFunction, no_program_error, program_functions
 from shardscope.sources.source_files import (
     code_file_name,
@@ -266,8 +267,33 @@ def load_file(path: str | Path) -> DemoFile | ProgramFile:
         doc = (module.__doc__ or "").strip().split("\n")[0]
         return ProgramFile(path=path, functions=programs, fingerprint=fingerprint, description=doc)
     if not demos:
-        raise no_program_error(path)
+        raise unmarked_file_error(module, path)
     return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
+
+
+def unmarked_file_error(module: ModuleType, path: Path) -> DemoFileError:
+    """The error for a file that marks neither programs nor demos; one that marks layouts
+    functions is told which command reads them."""
+    marked = layout_functions(module)
+    if marked:
+        return DemoFileError(f"{path} marks @shardscope.layouts functions ({', '.join(marked)}): they build a "
+                             "step for any mesh, and this command reads @shardscope.program functions.",
+                             f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts (in the explorer: "
+                             "its Layouts tab, 7)")
+    return no_program_error(path)
+
+
+def load_layout_file(path: str | Path) -> LayoutFile:
+    """Import ``path`` as a fresh module and collect its :func:`~shardscope.sources.layouts.layouts` functions.
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or marks none.
+    """
+    path = require_file(path)
+    module, fingerprint = import_file(path)
+    functions = layout_functions(module)
+    if not functions:
+        raise no_layouts_error(path)
+    return LayoutFile(path=path, functions=functions, fingerprint=fingerprint)
 
 
 def marked_functions(module: ModuleType, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, DemoFunction]]:

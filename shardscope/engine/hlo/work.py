@@ -171,6 +171,10 @@ class _Walk:
         opcode = inst.opcode
         if opcode in COLLECTIVE_OPCODES or _is_wrapped_collective(self.module, inst):
             self.collectives.append((inst.name, runs))
+            if opcode == "fusion" and any(not c.access and c.flops for c in flop_counts(self.module, inst)):
+                # XLA:TPU's async collective fusion: the compute it overlaps with the collective (a
+                # layer's matmul beside its weights' all-gather) runs in the same fusion
+                self.found.append(self.cost(inst, runs))
             return
         if opcode == "while":
             self.loop(inst, runs, depth)
