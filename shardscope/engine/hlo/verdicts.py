@@ -167,6 +167,18 @@ class CompiledClassifier:
 
     # ------------------------------------------------------------------ deferral
 
+    def _runs_in(self, inst: Instruction, body: Computation) -> bool:
+        """True when ``inst`` sits in ``body`` or in a computation a call or fusion there runs inline."""
+        computation = inst.computation
+        for _ in range(16):
+            if computation == body.name:
+                return True
+            caller = self.flow.inlined_by.get(computation)
+            if caller is None:
+                return False
+            computation = caller.computation
+        return False
+
     def _steps_for(self, inst: Instruction) -> LinearSteps:
         """The linear steps for a collective over ``inst``'s groups (what is the same on every device depends on them)."""
         groups = inst.attribute("replica_groups") or "{}"
@@ -200,7 +212,7 @@ class CompiledClassifier:
         partners: tuple[CollectiveSite, ...] = ()
         for depth, loop in enumerate(reversed(site.loops)):
             body = self.facts.called(loop, "body")
-            if body is None or any(s.computation != body.name for s, _ in seeds):
+            if body is None or any(not self._runs_in(s, body) for s, _ in seeds):
                 break
             if depth == 0 and combiner in _STACKING_COMBINERS:
                 slot = self.slots.slot(value, element, loop, body, combiner, steps, value_bytes)
