@@ -6,8 +6,10 @@ conditional, the offsets of a slice, a scaling factor. XLA's ``HloReplicationAna
 which values are; this is the same analysis over the module's text:
 
 - constants and ``iota`` are, and an entry parameter whose ``sharding`` is ``{replicated}`` (a
-  replicated jit argument, a ``shard_map`` argument with ``P()``); a parameter with any other
-  sharding, or none, is not (XLA's own test modules carry none: their parameters are not);
+  replicated jit argument, a ``shard_map`` argument with ``P()``), or that the caller knows is
+  (jax 0.12 prints no sharding on the CPU module's parameters: the compiled program's input
+  shardings say it); a parameter with any other sharding, or none, is not (XLA's own test
+  modules carry none: their parameters are not);
 - a device's id, random numbers, host transfers and unknown custom calls are not, nor what an
   all-to-all, a collective-permute or a reduce-scatter gives (each device gets its own part);
 - an all-reduce's or all-gather's result is, within its groups: for the collective asking,
@@ -50,11 +52,15 @@ class Replication:
     """The replication analysis of one module, for collectives over ``groups`` (a replica-groups text).
 
     ``sums_shared=False`` counts no collective's result as shared: a factor taken from another
-    sum in the loop would pin that sum there (each is linear given the other, not both at once)."""
+    sum in the loop would pin that sum there (each is linear given the other, not both at once).
+    ``replicated_parameters``: the entry parameters (by number) known to be the same on every
+    device, whatever the text says."""
 
-    def __init__(self, module: HloModule, flow: Flow, groups: str | None, sums_shared: bool = True) -> None:
+    def __init__(self, module: HloModule, flow: Flow, groups: str | None, sums_shared: bool = True,
+                 replicated_parameters: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.flow = flow
+        self.replicated_parameters = replicated_parameters
         self.devices = module.num_partitions * module.replica_count
         self.groups = _decoded(groups, self.devices) if sums_shared else None
         if self.groups:  # a module written without its device count (XLA's tests set it apart)
@@ -205,7 +211,8 @@ class Replication:
         operands = [found.get(o, False) for o in inst.operands]
         if op == "parameter":
             if parameters is None:  # the entry's: by the argument's sharding
-                return (inst.attribute("sharding") or "").strip() == "{replicated}"
+                return (inst.attribute("sharding") or "").strip() == "{replicated}" \
+                    or inst.parameter_number in self.replicated_parameters
             number = inst.parameter_number or 0
             return parameters[number] if number < len(parameters) else False
         if op == "get-tuple-element":

@@ -92,13 +92,14 @@ class CompiledClassifier:
     """Verdicts for the collectives of one module (per-loop facts cached)."""
 
     def __init__(self, module: HloModule, flow: Flow | None = None, counts: LoopCounts | None = None,
-                 finder: SiteFinder | None = None) -> None:
+                 finder: SiteFinder | None = None, replicated_parameters: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.flow = flow or Flow(module)
         self.counts = counts or LoopCounts(module, self.flow)
         self.facts = LoopFacts(module, self.flow, self.counts)
         self.slots = SlotFinder(self.flow, self.facts, self.counts)
         self.finder = finder or SiteFinder(module, self.flow)
+        self.replicated_parameters = replicated_parameters  # entry parameters the same on every device
         self._steps: dict[str, LinearSteps] = {}
 
     def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
@@ -183,8 +184,10 @@ class CompiledClassifier:
         """The linear steps for a collective over ``inst``'s groups (what is the same on every device depends on them)."""
         groups = inst.attribute("replica_groups") or "{}"
         if groups not in self._steps:
-            self._steps[groups] = LinearSteps(self.flow, self.facts, Replication(self.module, self.flow, groups),
-                                              Replication(self.module, self.flow, groups, sums_shared=False))
+            known = self.replicated_parameters
+            self._steps[groups] = LinearSteps(
+                self.flow, self.facts, Replication(self.module, self.flow, groups, replicated_parameters=known),
+                Replication(self.module, self.flow, groups, sums_shared=False, replicated_parameters=known))
         return self._steps[groups]
 
     def _deferral(self, site: CollectiveSite, index: int | None, part: int | None, combiner: str) -> OperandVerdict:
