@@ -25,7 +25,7 @@ shared by all devices, the batch is not).
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Union
 
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.flow import Flow
@@ -151,9 +151,9 @@ class Replication:
     def _forward(self, computation: Computation, parameters: tuple[Replicated, ...] | None) -> dict[str, Replicated]:
         """Each instruction of ``computation`` given its parameters' replication, operands first."""
         key = (computation.name, parameters if parameters is not None else ())
-        found = self._forwarded.get(key)
-        if found is not None:
-            return found
+        known = self._forwarded.get(key)
+        if known is not None:
+            return known
         found: dict[str, Replicated] = {}
         for inst in self._ordered(computation):
             found[inst.name] = self._of(inst, found, parameters)
@@ -273,7 +273,7 @@ class Replication:
         return all(any(set(group) <= s for s in sets) for group in self.groups)
 
 
-_ARITHMETIC = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+_ARITHMETIC: dict[str, Callable[[int, int], int]] = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
                "divide": lambda a, b: int(a / b), "remainder": lambda a, b: a - b * int(a / b),
                "maximum": max, "minimum": min}
 """Integer arithmetic as XLA computes it (division truncates toward zero)."""
