@@ -60,12 +60,14 @@ class NotAccumulated:
     """Why the values do not only accumulate: ``carry_read`` when they reach a carry the loop also
     reads otherwise (the next iteration uses the sum), ``in_condition`` when the loop's condition
     reads it, ``added_term`` when something else is added in with them; ``partner`` is another
-    value the walk met added in (a collective of the same kind): walked together, they may."""
+    value the walk met added in (a collective of the same kind): walked together, they may.
+    ``partners`` are the other values the walk met added in (another value of the same combined
+    instruction, another sum of the same kind): walked together with them, the values may."""
 
     carry_read: bool = False
     in_condition: bool = False
     added_term: bool = False
-    partner: Instruction | None = None
+    partners: tuple[Instruction, ...] = ()
 
 
 @dataclass
@@ -80,7 +82,8 @@ class AccumulationWalk:
     ``threaded`` names, per inner while loop, the carry elements that accumulate the same values
     (found at that loop's level): an accumulated value may enter and leave the inner loop there.
     ``partner_of`` says whether an instruction is another collective's value that could be
-    accumulated with these (it returns that value's instruction, else None)."""
+    accumulated with these (it returns that value's instruction, else None): all met in one walk
+    are returned together."""
 
     def __init__(self, flow: Flow, steps: LinearSteps, facts: LoopFacts, loop: Instruction, body: Computation,
                  collective: Instruction, threaded: dict[str, frozenset[int]] | None = None,
@@ -219,12 +222,17 @@ class AccumulationWalk:
         for inst, k in self.checks.clean:
             if self._tainted(self.flow.producer(inst, k)):
                 return NotAccumulated()
+        partners: dict[str, Instruction] = {}
         for inst, position in self.checks.linear:
             operand = self.flow.producer(inst, position) if position is not None else self.flow.resolve(inst)
             if operand is None or self._tainted(operand) or self.steps.zero_value(operand):
                 continue
             partner = self.partner_of(operand)
-            return NotAccumulated(partner=partner, added_term=partner is None)
+            if partner is None:
+                return NotAccumulated(added_term=True)
+            partners.setdefault(partner.name, partner)
+        if partners:
+            return NotAccumulated(partners=tuple(partners.values()))
         if not self.carries:
             return NotAccumulated()
         return Accumulated(tuple(sorted(self.carries)), self.stacked, self.scattered)

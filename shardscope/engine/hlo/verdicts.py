@@ -51,7 +51,8 @@ _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u
 _PLACING = FORWARDING | {"slice", "dynamic-slice", "pad", "broadcast", "negate", "reverse"}
 """Steps that place one value among zeros or cut it (the way to a partner's value, walked back)."""
 _PARTNER_ROUNDS = 8
-"""How many other sums one walk may take in (each met added into the same accumulator)."""
+"""How many times a walk is made again with the other sums it met added into the same accumulator
+(each round takes in every one it met)."""
 
 
 @dataclass(frozen=True)
@@ -277,20 +278,21 @@ class CompiledClassifier:
             walk = AccumulationWalk(self.flow, steps, self.facts, loop, body, site.instruction, threads,
                                     lambda inst: self._partner(site, loop, body, inst, steps))
             found = walk.run(seeds + extra, inits + extra_inits)
-            if not isinstance(found, NotAccumulated) or found.partner is None:
+            if not isinstance(found, NotAccumulated) or not found.partners:
                 return _Level(found, tuple(partners))
-            taken = self._taken_partner(site, loop, body, found.partner, steps)
-            if taken is None or (taken[1], None) in extra:
-                return _Level(NotAccumulated(added_term=True))
-            partner, value, inner = taken
-            if partner is not site:
-                partners.append(partner)
-            extra.append((value, None))
-            if inner is not None:
-                inner_loop, carries = inner
-                threads[inner_loop.name] = threads.get(inner_loop.name, frozenset()) | carries
-                start = self.flow.producer(inner_loop, 0)
-                extra_inits += [(start, k) for k in carries] if start is not None else []
+            for met in found.partners:
+                taken = self._taken_partner(site, loop, body, met, steps)
+                if taken is None or (taken[1], None) in extra:
+                    return _Level(NotAccumulated(added_term=True))
+                partner, value, inner = taken
+                if partner is not site and partner not in partners:
+                    partners.append(partner)
+                extra.append((value, None))
+                if inner is not None:
+                    inner_loop, carries = inner
+                    threads[inner_loop.name] = threads.get(inner_loop.name, frozenset()) | carries
+                    start = self.flow.producer(inner_loop, 0)
+                    extra_inits += [(start, k) for k in carries] if start is not None else []
         return _Level(NotAccumulated(added_term=True))
 
     def _partner(self, site: CollectiveSite, loop: Instruction, body: Computation, inst: Instruction,
