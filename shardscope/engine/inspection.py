@@ -121,7 +121,8 @@ class Inspection:
 
     @property
     def flagged(self) -> tuple[PairedCollective, ...]:
-        """The collectives a loop runs without needing to, in either view's judgement, each once."""
+        """The collectives a loop runs without needing to, each once: by the compiled module's verdicts
+        (the jaxpr's for a program only traced)."""
         return tuple(c for c in self.paired if c.flagged)
 
     @property

@@ -158,7 +158,7 @@ class PlanResult:
 
     @property
     def flagged(self) -> "tuple[PairedCollective, ...]":
-        """The collectives a loop runs without needing to, in either view, each once."""
+        """The collectives a loop runs without needing to, each once (by the compiled module's verdicts)."""
         return tuple(c for c in self.paired if c.flagged)
 
     def on_target(self, target: str) -> "TargetPlan | None":

@@ -300,7 +300,7 @@ class _Value:
     loops: tuple[str, ...]  # CPU loop names (a target's loops mapped onto the CPU's; "?" when unpaired)
     name: str = ""
     stacked: tuple[int, ...] = ()  # its elements stacked over its innermost loops, one loop more each
-
+    dtype: str = ""  # its element type (``f32``): of two values of one size, the loss is not the count
 
 def _stacked(value: _Value, trips: dict[str, int | None]) -> _Value:
     """``value`` with the sizes it has once a compiler moves it out of its innermost loops as
@@ -312,12 +312,12 @@ def _stacked(value: _Value, trips: dict[str, int | None]) -> _Value:
             break
         size *= trip
         sizes.append(size)
-    return _Value(value.collective, value.index, value.elements, value.loops, value.name, tuple(sizes))
+    return _Value(value.collective, value.index, value.elements, value.loops, value.name, tuple(sizes), value.dtype)
 
 
 def _values(c: CompiledCollective, loops: tuple[str, ...]) -> list[_Value]:
     if c.kind in SUM_KINDS:
-        return [_Value(c, k, _elements(op.shape), loops, op.value) for k, op in enumerate(c.operands)]
+        return [_Value(c, k, _elements(op.shape), loops, op.value, dtype=_dtype(op.shape)) for k, op in enumerate(c.operands)]
     return [_Value(c, 0, sum(_elements(op.shape) for op in c.operands), loops, c.value)]
 
 
@@ -368,7 +368,9 @@ def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Val
                 continue
             hits = [j for j, t in enumerate(target_values) if j not in taken and _fits(value, t)
                     and _names(value, t, loop_names, round_, target_values, matched)]
-            hits.sort(key=lambda j: not _nested_as(value, target_values[j]))
+            # of several, the one nested as it is, then the one of its name, then of its type
+            hits.sort(key=lambda j: (not _nested_as(value, target_values[j]), not _named_alike(value, target_values[j]),
+                                     target_values[j].dtype != value.dtype))
             if hits:
                 matched[i] = [hits[0]]
                 taken.add(hits[0])
@@ -462,6 +464,16 @@ def _stays_flagged(value: _Value, t: _Value) -> bool:
     if not c.in_loop or not c.verdict.flagged or not set(t.loops) & set(value.loops):
         return False
     return c.kind not in SUM_KINDS or t.index >= len(c.operands) or c.operands[t.index].verdict in FLAGGED
+
+
+def _named_alike(value: _Value, t: _Value) -> bool:
+    """Both values carry a name and it is the same one."""
+    return bool(value.name) and value.name == t.name
+
+
+def _dtype(shape: str) -> str:
+    """The element type of a logical shape text (``f32[4,16]`` -> ``f32``; a tuple's first leaf)."""
+    return shape.lstrip("(").split("[", 1)[0]
 
 
 def _elements(shape: str) -> int:

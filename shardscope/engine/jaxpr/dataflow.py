@@ -152,8 +152,13 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
 
     def inputs_of(cast: Equation, k: int) -> set[str]:
         if (cast.id, k) not in came_from:
-            reached = index.backward(index.block_of[cast.id].block.id, [cast.inputs[k].name])
-            came_from[cast.id, k] = {input_names[i] for i in reached if i < len(input_names) and input_names[i]}
+            block = index.block_of[cast.id].block.id
+            reached = index.backward(block, [cast.inputs[k].name])
+            found = {input_names[i] for i in reached if i < len(input_names) and input_names[i]}
+            started = index.started_as(block, cast.inputs[k].name) if len(found) > 1 else None
+            if started is not None and started < len(input_names) and input_names[started]:
+                found = {input_names[started]}  # a loop's carry the loop updates (SGD's weights): its argument
+            came_from[cast.id, k] = found
         return came_from[cast.id, k]
 
     names = {}
