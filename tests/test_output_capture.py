@@ -13,6 +13,9 @@ the commit which outputs changed and why.
 
 from __future__ import annotations
 
+import difflib
+import json
+
 import jax
 import pytest
 
@@ -44,7 +47,14 @@ def test_the_command_prints_what_the_capture_holds(command, monkeypatch):
     assert fresh["stderr"] == kept["stderr"], f"{command.name}: stderr"
     assert fresh["stdout"] == kept["stdout"], (
         f"{command.name} prints other than its capture: rewrite it with `.venv/bin/python tests/_output_capture.py "
-        f"{command.name}` if the change is meant, and say why in the commit")
+        f"{command.name}` if the change is meant, and say why in the commit\n" + _difference(kept["stdout"], fresh["stdout"]))
+
+
+def _difference(kept: object, fresh: object) -> str:
+    """The lines that differ (the JSON's, indented), kept first."""
+    lines = [json.dumps(value, indent=1).splitlines() if not isinstance(value, str) else value.splitlines()
+             for value in (kept, fresh)]
+    return "\n".join(line for line in difflib.unified_diff(*lines, "kept", "fresh", lineterm="", n=1))[:6000]
 
 
 def test_every_command_has_its_capture():
@@ -52,7 +62,7 @@ def test_every_command_has_its_capture():
 
 
 def test_the_masks_keep_what_is_modelled_and_hide_what_is_measured():
-    one = ("| compile for the target | 0.447 s | 0.090 s |\n| step estimate | 590 us to 598 us | ~5.6 ms |\n"
+    one = ("│ compile for the target │ 0.447 s │ 0.090 s │\n│ step estimate │ 590 us to 598 us │ ~5.6 ms │\n"
            "reference (unchunked VJP): compile 0.313 s, run median 0.534 ms\n"
            "2 timed round(s) are too few to tell deferred from naive (median ratio 1.32x; time 3 or more).")
     other = one.replace("0.447", "12.1").replace("0.313", "4.616").replace("0.534", "4.391").replace("1.32x", "0.96x")
