@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -20,11 +20,11 @@ from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
-from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_step_estimates, saving_filter
+from shardscope.costmodel.savings import parse_min_saving
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
-from shardscope.targets.registry import UnavailableTarget, installed_targets
+from shardscope.targets.registry import installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -34,6 +34,7 @@ from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
     from shardscope.costmodel.what_if import ProgramWhatIf
+    from shardscope.engine.hlo.plan_costs import MinSaving
     from shardscope.engine.inspection import Inspection
     from shardscope.pipeline.check import FailedProgram, FileCheck
     from shardscope.targets.base import TargetDevices
@@ -181,7 +182,7 @@ def check(options: CheckOptions) -> int:
 
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
-    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.pipeline.check import check_file
     from shardscope.targets.plans import load_available_targets, target_device_count
 
     # libtpu's own refusals (a topology it does not know), before the file loads; with several
@@ -194,15 +195,14 @@ def check(options: CheckOptions) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
         # --what-if and --profile run the CPU's executable; --profile-dir maps the run's profile onto it
         runs = options.what_if or options.profile or bool(options.profile_dir)
-        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs)
-        inspections = checked.inspections
-        rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
-        inspections = _measured(inspections, options)
-    status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
-    if min_saving is not None:  # a share needs a step estimate: refused before any output
-        require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
-    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets, unavailable)
-    return 2 if unavailable else status
+        # judged once: each target plan costed, its findings weighed against --min-saving (a share of the
+        # step without a step estimate is refused here, before any output), the exit status
+        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs,
+                             min_saving=min_saving, unavailable=unavailable)
+        rewrites = what_ifs(checked.inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+        checked = replace(checked, inspections=_measured(checked.inspections, options))
+    _print_outcome(options, path, checked, rewrites, targets)
+    return checked.exit_status
 
 
 def check_dump(options: CheckOptions) -> int:
@@ -211,35 +211,31 @@ def check_dump(options: CheckOptions) -> int:
     assert options.xla_dump is not None
     check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
     start_jax_quietly()  # the plan's modules import JAX
-    from shardscope.pipeline.check import exit_code
     from shardscope.pipeline.xla_dump import dump_check
 
     checked = dump_check(options.xla_dump, options.function)
-    inspections = _measured(checked.inspections, options)  # the same run's profile, on the run's own plan
-    status = exit_code(inspections, checked.failed)
-    _print_outcome(options, options.xla_dump, checked, inspections, None, None, ())
-    return status
+    checked = replace(checked, inspections=_measured(checked.inspections, options))  # the run's profile, on its plan
+    _print_outcome(options, options.xla_dump, checked, None, ())
+    return checked.exit_status
 
 
-def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspections: list[Inspection],
-                   rewrites: list[ProgramWhatIf] | None, min_saving: MinSaving | None,
-                   targets: Sequence[TargetDevices], unavailable: Sequence[UnavailableTarget] = ()) -> None:
-    """The report in the format asked for, then each failed program's one message and each target
-    that could not be compiled for (``unavailable``)."""
+def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, rewrites: list[ProgramWhatIf] | None,
+                   targets: Sequence[TargetDevices]) -> None:
+    """The judged check in the format asked for, then each failed program's one message and each
+    target that could not be compiled for."""
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
     if options.json:
-        print(json.dumps(to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable), allow_nan=False))
+        print(json.dumps(to_json(path, checked, rewrites), allow_nan=False))
     elif options.github:
-        for line in workflow_commands(path, inspections, checked.failed,
-                                      counts=None if min_saving is None else saving_filter(min_saving)):
+        for line in workflow_commands(path, checked):
             print(line)
-        for error in unavailable:
+        for error in checked.unavailable:
             print(stopped_command(error, path, title=f"shardscope: {error.target} was not compiled for"))
     else:
-        render(inspections, stdout_console(), rewrites, checked.failed, min_saving, [str(t.target) for t in targets])
-        stepped = [ins.function for ins in inspections if ins.dispatches is not None]
+        render(checked, stdout_console(), rewrites, [str(t.target) for t in targets])
+        stepped = [ins.function for ins in checked.inspections if ins.dispatches is not None]
         if targets and stepped:
             stdout_console().print(Text(
                 f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
@@ -249,7 +245,7 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspec
     errors = [failure.error for failure in checked.failed] if options.debug else merged_errors(checked.failed)
     for failed_error in errors:
         report_error(failed_error, options.debug)
-    for error in unavailable:  # each target that could not be compiled for: after the others' results
+    for error in checked.unavailable:  # each target that could not be compiled for: after the others' results
         report_error(error, options.debug)
 
 
