@@ -61,7 +61,7 @@ def step_line(ins: "Inspection") -> str:
         return ""
     line = (f"step measured {seconds_words(measured.step_s)} per call (slowest device; fastest "
             f"{seconds_words(measured.fastest_step_s or 0.0)}), collectives {seconds_words(measured.collectives_s)}")
-    estimates = [plan.step for plan in ins.targets if plan.step is not None]
+    estimates = [plan.costs.step for plan in ins.targets if plan.costs is not None and plan.costs.step is not None]
     if estimates:
         line += f"; estimated {seconds_words(estimates[0].seconds)} on {estimates[0].chip}"
     return line
