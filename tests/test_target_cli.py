@@ -344,8 +344,10 @@ def test_a_generation_without_a_ring_preset_is_costed_on_its_own_torus(shardscop
 
 
 def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice(shardscope_cli):
-    """The CPU gathers each sharded weight once, before the chunk loop; the TPU gathers it in
-    every chunk (holding only the shard between them): the placement says so, and the verdict."""
+    """The naive plan gathers each sharded weight in every chunk; the CPU hoists the gathers before
+    the chunk loop, the TPU keeps them in it (holding only the shard between chunks): the placement
+    says so, and the verdict names them as findings there (loop-invariant in the TPU's loop, as the
+    rows say), not as collectives the loop needs."""
     result = shardscope_cli("report", DEMOS / "fsdp.py", "--target", "tpu:v5e:2x4", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     naive = json.loads(result.stdout)["targets"]["tpu:v5e:2x4"]["variants"]["naive"]
@@ -354,7 +356,12 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     gathers = [p for p in naive["placements"] if p["cpu_collective"].startswith("all_gather")]
     assert len(gathers) == 2 and {p["change"] for p in gathers} == {"entered_loop"}
     assert {p["executions"] for p in gathers} == {CHUNKS} and {p["cpu_executions"] for p in gathers} == {1}
-    assert f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU)." in naive["verdict"]
+    assert ("the naive plan's all-gather of params['w2'] (outside loops on the CPU) and all-gather of params['w1'] "
+            f"(outside loops on the CPU) stay in the plan's chunk loop ({CHUNKS} iterations)") in naive["verdict"]
+    gathered = [c for c in naive["compiled_collectives"] if c["kind"] == "all-gather"]
+    assert {c["verdict"] for c in gathered} == {"loop_invariant"} and all(c["flagged"] for c in gathered)
+    assert sorted(naive["findings"]) == sorted(c["name"] for c in gathered) and naive["fails_check"]
+    assert "needed there" not in naive["verdict"]
 
 
 NNX_STEP = '''

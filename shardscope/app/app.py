@@ -38,6 +38,7 @@ from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
+from shardscope.render.theme import THEME
 from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     ) -> None:
         """``hide_measurements`` shows ``···`` for wall-clock numbers (for snapshots)."""
         super().__init__()
+        self.console.push_theme(THEME)  # the renderings' named styles (verdict.deferrable, check.failed, ...)
         self.settings = settings  # what the user asked for (function/chunk may be None: default)
         self.max_devices = max(max_devices, settings.devices)
         self.export_dir = export_dir

@@ -3,7 +3,7 @@
 Each compiled candidate (:mod:`shardscope.pipeline.layout_compile`) has the compiler's own bytes
 per device against what the chip lets a program use, and a compute and memory estimate on the
 chip; here its collectives are timed on the target's interconnect, each over its own replica
-groups placed on the machine (:mod:`shardscope.costmodel.collective_times`), and the step is
+groups placed on the machine (:mod:`shardscope.engine.hlo.interconnect_times`), and the step is
 the range between the two things the model cannot see: every collective hidden behind compute
 (the longer of the two) and none hidden (their sum), for a step dispatched back to back as a
 training loop runs them.
@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from shardscope.costmodel.collective_times import TargetInterconnect
+from shardscope.engine.hlo.interconnect_times import TargetInterconnect
 from shardscope.engine.hlo.roofline import StepEstimate, range_words, seconds_words
 from shardscope.hardware.checked import unchecked_words
 from shardscope.hardware.fit import size_words

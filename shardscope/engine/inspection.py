@@ -97,6 +97,14 @@ class Inspection:
     of :mod:`shardscope.testing` fail on it."""
 
     @property
+    def compiler(self) -> str:
+        """Whose plan :attr:`compiled` is: ``XLA:CPU``, or the compiler of the chips it ran on
+        (``--on tpu``: ``XLA:TPU``), or a dumped module's own compiler."""
+        if self.compiled is not None:
+            return f"XLA:{self.compiled.backend.upper()}"
+        return "XLA:CPU"
+
+    @property
     def shown_plan(self) -> TargetPlan | None:
         """The plan on :attr:`shown_on` (None for an inspection of the CPU's plan)."""
         return next((plan for plan in self.targets if plan.target == self.shown_on), None) if self.shown_on else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from shardscope.costmodel.projection import to_json as projected
 from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text, runs_per_call
 from shardscope.measure.speedup import CONFIDENCE, HOW as SPEEDUP_HOW
@@ -13,7 +12,7 @@ from shardscope.render.findings import collective_cell, compiled_json, trips_tex
 from shardscope.render.measured import render_measured
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json, unavailable_targets_json
-from shardscope.render.projection import render_projection
+from shardscope.render.projection import projection_json as projected, render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:

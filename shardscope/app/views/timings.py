@@ -163,7 +163,8 @@ def _measured_rows(table: Table, plans: list, time_cell, dash: tuple) -> None:
     table.add_row("profile: collectives per call", *cells(lambda m: m.collectives_s), *dash)
     table.add_row("profile: overlapped with compute", *cells(
         lambda m: sum(c.overlapped_s or 0.0 for c in m.collectives)), *dash)
-    estimates = [next((t.step for t in p.targets if t.step is not None), None) for p in plans]
+    estimates = [next((t.costs.step for t in p.targets if t.costs is not None and t.costs.step is not None), None)
+                 for p in plans]  # the judged plan's estimate (its compute and memory part: seconds)
     if any(e is not None for e in estimates):
         table.add_row("estimate: step", *("—" if e is None else time_cell(e.seconds) for e in estimates), *dash)
     table.add_section()

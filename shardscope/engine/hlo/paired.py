@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.counts import PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
-from shardscope.engine.jaxpr.verdicts import NEEDED, Verdict
+from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.collective_kinds import OF_PRIMITIVE
+from shardscope.verdict_kinds import DEAD, NEEDED
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.engine.jaxpr.dataflow import Collective
-
-DEAD = "dead"
-"""The verdict word of a jaxpr collective the compiler removes."""
 
 DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it never runs."
 

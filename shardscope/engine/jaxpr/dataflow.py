@@ -15,7 +15,7 @@ from shardscope.engine.counts import Count, PerCall, known_product, total_execut
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
+from shardscope.engine.jaxpr.verdicts import NEEDED, REDUCTIONS, Classifier, Verdict
 from shardscope.collective_kinds import PSUM_INVARIANT, REDUCING, called
 from shardscope.engine.pytree_paths import gradient_label, is_gradient_label, told_apart_by_outputs
 
@@ -48,7 +48,7 @@ class Collective(PerCall):
     @property
     def verdict_kind(self) -> str:
         """``deferrable``, ``loop_invariant`` or ``needed``."""
-        return self.verdict.kind if self.verdict is not None else "needed"
+        return self.verdict.kind if self.verdict is not None else NEEDED
 
     @property
     def in_loop(self) -> bool:
