@@ -31,8 +31,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/shardscope demos/linear.py
 
-# Three workers on two cores: a test often waits (a command's process, a Pilot's pause, a multi-process
-# run), and a third worker fills those waits.
+# One worker more than the cores (three on two): a test often waits (a command's process, a Pilot's
+# pause, a multi-process run), and the extra worker fills those waits. At most six: a worker grows to
+# about 2 GB.
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$((n < 5 ? n + 1 : 6)))
 # --dist worksteal: a worker that runs out of tests takes some of another's queue, so one long
 # file last in line does not leave a core idle at the end of the run.
 # The package's bytecode, written ahead of the run (compileall writes it whatever the environment
@@ -45,7 +47,7 @@ BYTECODE = $(1) -m compileall -q shardscope
 # leaves them out) run first in each worker, each one watched: one that uses JAX fails, naming the list.
 test: typecheck
 	$(call BYTECODE,$(BIN)/python)
-	$(BIN)/python -m pytest -n 3 --dist worksteal tests --jax-free=check
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=check
 
 # mypy over the package ([tool.mypy] in pyproject.toml: the modules not yet typed are listed there).
 typecheck: $(STAMP)
@@ -82,7 +84,7 @@ $(NEWEST_STAMP): pyproject.toml
 test-newest: $(NEWEST_STAMP)
 	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 	$(call BYTECODE,$(NEWEST_VENV)/bin/python)
-	$(NEWEST_VENV)/bin/python -m pytest -n 3 --dist worksteal tests --jax-free=skip --ignore=tests/app/test_snapshots.py \
+	$(NEWEST_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=skip --ignore=tests/app/test_snapshots.py \
 	  --ignore=tests/test_doc_samples.py --ignore=tests/test_docs.py --ignore=tests/test_benchmark_smoke.py
 
 # tests/jax_free.txt measured again: the whole suite on .venv with JAX's and the repository's caches
@@ -91,7 +93,7 @@ test-newest: $(NEWEST_STAMP)
 # ones out of the newest run too (until then they run there).
 jax-free: $(STAMP)
 	rm -rf .jax-free-records
-	-$(BIN)/python -m pytest -n 3 --dist worksteal -q -p no:cacheprovider tests --jax-free=record --jax-free-records .jax-free-records
+	-$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal -q -p no:cacheprovider tests --jax-free=record --jax-free-records .jax-free-records
 	$(BIN)/python tests/_jax_free.py .jax-free-records > tests/jax_free.txt
 	rm -rf .jax-free-records
 

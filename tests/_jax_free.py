@@ -34,7 +34,7 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
 import pytest
 
@@ -94,7 +94,7 @@ class Signals:
         if event.startswith(("/jax/core/compile/", "/jax/compilation_cache/")):
             self._add(event)
 
-    def _jax_duration(self, event: str, duration: float, **_: object) -> None:
+    def _jax_duration(self, event: str, duration_secs: float, **_: object) -> None:
         self._jax_event(event)
 
     def _audit(self, event: str, args: tuple) -> None:
@@ -145,7 +145,7 @@ class JaxFree:
         self.tainted_imports: set[str] = set()
         self.before: dict[str, int] = {}
         self.outcomes: dict[str, str] = {}
-        self.out = None
+        self.out: TextIO | None = None
 
     # -- which tests run, in which order
     @pytest.hookimpl(trylast=True)
