@@ -121,12 +121,22 @@ def _repository_caches() -> Iterator[functools._lru_cache_wrapper]:
                     yield candidate
 
 
+_found: tuple[int, list] = (0, [])
+"""``(modules, caches)`` at the last look, ``modules`` a hash of the imported modules: the look (some
+10 ms in a worker holding a few thousand modules) is taken again only once one was imported or
+replaced."""
+
+
 def empty_caches() -> None:
     """JAX's caches and the repository's: what an earlier test traced or computed is done again."""
+    global _found
     import jax
 
     jax.clear_caches()
-    for cache in _repository_caches():
+    modules = hash(tuple(map(id, sys.modules.values())))
+    if _found[0] != modules:
+        _found = (modules, list(_repository_caches()))
+    for cache in _found[1]:
         cache.cache_clear()
 
 
