@@ -284,8 +284,14 @@ class PlansView(Widget):
         return self._first_moves_drawn
 
     def _show_header(self, name: str, text: Text) -> None:
-        """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
-        self.query_one(f"#{name}-header", TextRows).update(text)
+        """Update a header in place: its height is fixed (three lines), so no layout of the screen.
+        A header not mounted yet (its column is being replaced by a new analysis's, whose rebuild
+        draws its headers) is left alone."""
+        try:
+            header = self.query_one(f"#{name}-header", TextRows)
+        except NoMatches:
+            return
+        header.update(text)
 
     def details(self, name: str) -> TextRows:
         """The line under a tree: the full label of the node under its cursor."""
