@@ -465,3 +465,25 @@ def test_a_target_without_a_chip_corpus_says_its_estimate_is_unchecked(tmp_path,
     assert not any(note.startswith("checked on") for note in data["notes"])
     # collectives priced by NCCL's model: none here (the rows split, nothing gathered), and a step all the same
     assert data["rows"][0]["step"]["high_s"] > 0
+
+
+def test_a_layouts_run_in_this_process_gives_jax_its_source_locations_back(tmp_path, shardscope_cli):
+    """The command leaves shardscope's frames out of JAX's source locations while it runs; in a
+    process it does not own (this one, a notebook) it gives them back: a demo plan traced after it
+    still names its chunk loop by shardscope's frame, as one traced before it does."""
+    from jax._src import source_info_util
+
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.run import analyze
+
+    from _support import DEMOS
+
+    def chunk_loop_sources() -> set[str]:
+        analysis = analyze(Settings(path=DEMOS / "linear.py", devices=2, chunk_size=16, repeats=1), measure=False)
+        return {c.verdict.fix for c in analysis.plans["naive"].collectives if c.verdict is not None and c.verdict.fix}
+
+    before, excluded = chunk_loop_sources(), list(source_info_util._exclude_paths)
+    assert any("the plan's chunk loop" in fix for fix in before)
+    sweep_json(shardscope_cli, write(tmp_path, "mlp.py", MLP), "--target", "cpu:8", "--option", "per_device_batch=2")
+    assert source_info_util._exclude_paths == excluded
+    assert chunk_loop_sources() == before

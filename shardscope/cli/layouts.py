@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from shardscope.costmodel.layout_ranking import LayoutRanking
     from shardscope.pipeline.layout_compile import CompiledCandidate
     from shardscope.sources.layouts import LayoutFunction
+    from shardscope.targets.base import Target
 
 NAME = "layouts"
 
@@ -143,11 +144,20 @@ def layouts(options: LayoutsOptions, holder: dict[str, Sweep] | None = None) -> 
     path = require_file(find_file(options.file))
     (target,) = checked_targets([options.target])  # a slice too large, libtpu missing: before JAX starts
     start_jax_quietly()  # the imports below load JAX
-    from shardscope.pipeline.layout_compile import hide_own_frames
+    from shardscope.pipeline.layout_compile import hide_own_frames, show_own_frames
+
+    hidden = hide_own_frames()  # its candidates' compiles are kept whoever traces them
+    try:
+        return _ranked(options, holder, path, target, allowed)
+    finally:  # a layouts run in another's process (a test, a notebook) leaves JAX's frames as it found them
+        show_own_frames(hidden)
+
+
+def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, target: Target,
+            allowed: dict[str, tuple[int, ...]]) -> int:
+    """:func:`layouts` once JAX started: the candidates compiled, ranked and printed."""
     from shardscope.sources.loading import load_layout_file
     from shardscope.targets.registry import load_target
-
-    hide_own_frames()  # the command owns the process: its candidates' compiles are kept whoever traces them
 
     devices = load_target(target)
     ensure_devices(devices.count)  # before the file builds anything: each candidate's mesh is over these

@@ -188,7 +188,7 @@ def argument_bytes(args: object) -> int:
     return int(total)
 
 
-def hide_own_frames() -> None:
+def hide_own_frames() -> list[str]:
     """Leave shardscope's own frames out of the source locations JAX records from here on (every
     module of the package but its shipped demos, the command's entry script and the interpreter's
     frozen modules), for a process a ``layouts`` command owns.
@@ -198,6 +198,8 @@ def hide_own_frames() -> None:
     a candidate traced in a worker process and the same candidate traced in the command's own
     process would be two modules, and neither would read the other's compile back. Without
     shardscope's frames the stack starts at the user's step, the same wherever it is traced.
+    Returns the paths it added, for :func:`show_own_frames` (a ``layouts`` run inside another
+    process, a test's or a notebook's, gives them back when it ends).
     """
     import sys
     from pathlib import Path
@@ -211,6 +213,19 @@ def hide_own_frames() -> None:
     if entry:
         hidden.append(str(Path(entry).resolve()))
     hidden.append("<frozen ")  # the interpreter's frozen modules (runpy, for python -m): the main thread's stack only
-    for path in hidden:
-        if path not in source_info_util._exclude_paths:
-            source_info_util.register_exclusion(path)
+    added = [path for path in hidden if path not in source_info_util._exclude_paths]
+    for path in added:
+        source_info_util.register_exclusion(path)
+    return added
+
+
+def show_own_frames(added: list[str]) -> None:
+    """Give JAX back the source locations :func:`hide_own_frames` took (``added``: what it
+    returned): the plans shardscope writes name their chunk loop by its frames again."""
+    from jax._src import source_info_util
+
+    for path in added:
+        if path in source_info_util._exclude_paths:
+            source_info_util._exclude_paths.remove(path)
+    source_info_util._exclude_path_regex.cache_clear()
+    source_info_util.is_user_filename.cache_clear()
