@@ -9,7 +9,7 @@ is free of collectives. The compared plans are stacked, baseline first, in one s
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -298,8 +298,8 @@ class GraphView(RenderedPane):
     BINDINGS: ClassVar[list[BindingType]] = [*GRAPH_BINDINGS]
     """The tab's keys, for the view on its own; in the app they are app bindings too."""
 
-    def __init__(self, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
-        super().__init__(**kwargs)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.unfolded = False
         """True while every op shows (``f``); the worker lays out the folded drawing."""
         self._shown: tuple[Analysis, Comparison] | None = None

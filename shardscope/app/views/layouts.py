@@ -11,7 +11,7 @@ the app started needs the app opened with ``--target`` (as the other tabs do).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -121,8 +121,8 @@ class LayoutsView(Widget):
     }
     """
 
-    def __init__(self, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
-        super().__init__(**kwargs)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.settings: Settings | None = None
         self.made: list[CompiledCandidate] = []
         self.ranking: LayoutRanking | None = None
