@@ -362,6 +362,14 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     assert {c["verdict"] for c in gathered} == {"loop_invariant"} and all(c["flagged"] for c in gathered)
     assert sorted(naive["findings"]) == sorted(c["name"] for c in gathered) and naive["fails_check"]
     assert "needed there" not in naive["verdict"]
+    # each gather named after the weight it gathers, read from the TPU text: w2 is 256 x 16, w1 is 64 x 256
+    # (XLA:TPU gathers them as bf16: an eighth of w2 is 1,024 B, of w1 4,096 B)
+    elements = {m.group(1): math.prod(int(d) for d in m.group(2).split(","))
+                for m in re.finditer(r"%(all-gather[\w.\-]*) = bf16\[([\d,]+)\]\S* all-gather\(", tpu)}
+    weights = {256 * 16: "params['w2']", 64 * 256: "params['w1']"}
+    assert {c["name"]: c["values"] for c in gathered} == {name: [weights[n]] for name, n in elements.items()}
+    assert {c["values"][0]: c["bytes"] for c in gathered} == {"params['w2']": 256 * 16 * 2 // 8,
+                                                               "params['w1']": 64 * 256 * 2 // 8}
 
 
 NNX_STEP = '''

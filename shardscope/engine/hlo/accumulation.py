@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from shardscope.engine.hlo.flow import Flow
-from shardscope.engine.hlo.linear_steps import DEAD, FAIL, LinearSteps
+from shardscope.engine.hlo.linear_steps import DROPPED, FAIL, LinearSteps
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.text import Computation, Instruction
 
@@ -163,7 +163,7 @@ class AccumulationWalk:
         if user.opcode == "get-tuple-element":
             return self._fail(bits)
         step = self.steps.step(user, position, bits == SEED, self.loop, self.collective)
-        if step.kind == DEAD:
+        if step.kind == DROPPED:
             return True
         if step.kind == FAIL:
             return self._fail(bits)

@@ -26,7 +26,7 @@ from shardscope.engine.hlo.replication import Replication
 from shardscope.engine.hlo.text import Instruction
 from shardscope.collective_kinds import ALL_REDUCE
 
-FOLLOW, DEAD, FAIL = "follow", "dead", "fail"
+FOLLOW, DROPPED, FAIL = "follow", "dropped", "fail"
 
 _ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
 """The end of an asynchronous all-reduce (a GPU's), whose result is the sum."""
@@ -41,7 +41,7 @@ _MOVES = ON_THE_WAY | {"negate", "reverse", "broadcast"}
 class Step:
     """What one instruction does with the accumulated value it reads.
 
-    ``kind``: ``follow`` (its result is linear in it: go on from there), ``dead`` (it drops it:
+    ``kind``: ``follow`` (its result is linear in it: go on from there), ``dropped`` (it drops it:
     a ``select`` on a constant that takes the other operand) or ``fail``. ``linear`` are the
     other operands that must be linear in the accumulated values too (or zero), ``clean`` those
     that must not depend on them (a factor, a predicate, offsets); ``stacked`` when the value is
@@ -154,13 +154,13 @@ class LinearSteps:
     def _selected(self, user: Instruction, position: int, pure: bool, loop: Instruction, collective: Instruction) -> Step:
         """``select(p, value, other)`` with ``p`` the same on every device: linear when ``other``
         is (a zero drops the value in some iterations; T5X's merge keeps the running total in
-        others); a constant ``p`` takes one operand always (the other is dropped: dead)."""
+        others); a constant ``p`` takes one operand always (the other is dropped)."""
         if position not in (1, 2):
             return _FAIL
         predicate = self.flow.producer(user, 0)
         constant = self._constant_predicate(predicate)
         if constant is not None:
-            return _FOLLOW if constant == (position == 1) else Step(DEAD)
+            return _FOLLOW if constant == (position == 1) else Step(DROPPED)
         if not self.same_everywhere(predicate):
             return _FAIL
         return Step(FOLLOW, linear=(3 - position,), clean=(0,), mixes=True)

@@ -7,8 +7,9 @@ by value (:mod:`shardscope.engine.hlo.verdicts`): the jaxpr does not vote, it gi
 the lines and, where it judges the same, the program's own wording of the fix. A jaxpr
 collective the compiled module has no instruction for is listed alone: ``dead`` (JAX's
 dead-code elimination removes it, and so does the compiler: it never runs), or, when the
-compiled plan has no instruction carrying its value (the compiler removed it: a sum over a
-one-device axis), unpaired: it runs in no loop and nothing flags it. Without a compiled plan
+compiled plan has no instruction of its own (the compiler removed it: a sum over a one-device
+axis; or merged it into an equal one: a loop-invariant sum it moved before its loop, beside the
+same sum there), unpaired: it runs in no loop and nothing flags it. Without a compiled plan
 (a program only traced) the jaxpr's verdict is all there is.
 """
 
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
 
 DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it never runs."
 
-UNPAIRED_REASON = ("No instruction of the compiled module carries its value: the compiler removed it (a sum over an "
-                   "axis of one device, say), so it runs nowhere and nothing is judged.")
+UNPAIRED_REASON = ("No instruction of the compiled module is its own: the compiler removed it (a sum over an axis of "
+                   "one device) or merged it into an equal one (a loop-invariant sum moved before its loop, where the "
+                   "same sum runs), so it runs in no loop of its own and nothing is judged.")
 
 
 @dataclass(frozen=True)

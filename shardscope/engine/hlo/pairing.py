@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
@@ -122,15 +123,23 @@ def _carried(c: "CompiledCollective", r: JaxprCollective) -> bool:
 
 
 def _first(candidates: Iterator[JaxprCollective], sizes: list[int]) -> JaxprCollective | None:
-    """The first candidate whose bytes are one of ``sizes``, else the first candidate (None if
-    none); it stops at the first that fits, so a long program's pairing reads few of them."""
-    fallback = None
+    """The first candidate whose bytes are one of ``sizes``; else the one whose bytes are nearest
+    one of them by ratio, the first in the program's order among equals (a target's compiler may
+    carry a value in a narrower type: XLA:TPU gathers f32 weights as bf16, half their bytes); None
+    if none. It stops at the first that fits, so a long program's pairing reads few of them."""
+    fallback, distance = None, math.inf
     for r in candidates:
         if r.bytes_per_execution in sizes:
             return r
-        if fallback is None:
-            fallback = r
+        nearest = min((_ratio(r.bytes_per_execution, size) for size in sizes), default=math.inf)
+        if fallback is None or nearest < distance:
+            fallback, distance = r, nearest
     return fallback
+
+
+def _ratio(a: int, b: int) -> float:
+    """How many times the larger of two byte counts is the smaller (infinite with a zero)."""
+    return max(a, b) / min(a, b) if min(a, b) > 0 else math.inf
 
 
 def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:

@@ -30,21 +30,25 @@ from typing import Callable, Union
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
+from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, NAMES
 
 Replicated = Union[bool, tuple["Replicated", ...]]
 """Whether a value is the same on every device: a bool for an array, one entry per element for a tuple."""
 
+_SHARED_KINDS = (ALL_REDUCE, ALL_GATHER)
+"""The collectives whose result every device of a group shares (a sum, a gathered array)."""
+
 _DEVICE_DEPENDENT = frozenset({
     "partition-id", "replica-id", "rng", "rng-get-and-update-state", "rng-bit-generator", "infeed", "recv", "recv-done",
-    "send", "send-done", "outfeed", "custom-call", "all-to-all", "ragged-all-to-all", "collective-permute",
-    "collective-permute-start", "collective-permute-done", "reduce-scatter", "reduce-scatter-start",
-    "reduce-scatter-done", "collective-broadcast", "async-start", "async-update", "async-done", "parameter",
-})
+    "send", "send-done", "outfeed", "custom-call", "async-start", "async-update", "async-done", "parameter",
+}) | {f"{name}{phase}" for name in NAMES if name not in _SHARED_KINDS for phase in ("", "-start", "-done")}
 """Opcodes whose result may differ between devices whatever their operands (a parameter is
-judged by where it comes from)."""
+judged by where it comes from): among the collectives, those that give each device its own part
+(an all-to-all, a permute, a reduce-scatter) or that :mod:`shardscope.collective_kinds` knows
+and this analysis does not judge (a collective-broadcast)."""
 
-_SHARED_WITHIN_GROUPS = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start"})
-_DONE = {"all-reduce-done": "all-reduce-start", "all-gather-done": "all-gather-start"}
+_SHARED_WITHIN_GROUPS = frozenset(f"{name}{phase}" for name in _SHARED_KINDS for phase in ("", "-start"))
+_DONE = {f"{name}-done": f"{name}-start" for name in _SHARED_KINDS}
 _BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
 
 

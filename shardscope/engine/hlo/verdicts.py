@@ -50,6 +50,7 @@ collective of that slot's value gave in the loop (each slot combines its own val
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
 _PLACING = FORWARDING | {"slice", "dynamic-slice", "pad", "broadcast", "negate", "reverse"}
 """Steps that place one value among zeros or cut it (the way to a partner's value, walked back)."""
+_BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
 _PARTNER_ROUNDS = 8
 """How many times a walk is made again with the other sums it met added into the same accumulator
 (each round takes in every one it met)."""
@@ -170,16 +171,25 @@ class CompiledClassifier:
     # ------------------------------------------------------------------ deferral
 
     def _runs_in(self, inst: Instruction, body: Computation) -> bool:
-        """True when ``inst`` sits in ``body`` or in a computation a call or fusion there runs inline."""
+        """True when ``inst`` sits in ``body`` or in a computation a call or fusion there runs
+        inline, or in a branch of a conditional there (the walk leaves a branch by its result)."""
         computation = inst.computation
         for _ in range(16):
             if computation == body.name:
                 return True
-            caller = self.flow.inlined_by.get(computation)
+            caller = self.flow.inlined_by.get(computation) or self._branching(computation)
             if caller is None:
                 return False
             computation = caller.computation
         return False
+
+    def _branching(self, computation: str) -> Instruction | None:
+        """The conditional ``computation`` is the one caller of, as a branch (None otherwise)."""
+        callers = self.module.callers.get(computation, ())
+        if len(callers) != 1:
+            return None
+        caller, role = callers[0]
+        return caller if caller.opcode == "conditional" and role in _BRANCH_ROLES else None
 
     def _steps_for(self, inst: Instruction) -> LinearSteps:
         """The linear steps for a collective over ``inst``'s groups (what is the same on every device depends on them)."""
