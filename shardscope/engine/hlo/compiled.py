@@ -342,7 +342,9 @@ class _Builder:
             name = self.namer.paired_value(c)
             names = [name] * len(c.operands)
         else:
-            names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
+            split = _split_values([op.bytes for op in c.operands], c.equations, sizes)
+            names = ([self.namer.equation_value([e]) for e in split] if split is not None else
+                     [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands])
         if not any(names):
             return c
         return dataclasses.replace(c, operands=tuple(
@@ -427,3 +429,28 @@ def _author(inst: Instruction) -> str:
     if inst.is_spmd_generated:
         return PARTITIONER
     return PROGRAM if any(p in JAX_COLLECTIVE_PRIMITIVES for p in inst.metadata.primitives) else ""
+
+
+def _split_values(operand_bytes: list[int], equations: Sequence[str], sizes: dict[str, int]) -> list[str] | None:
+    """Each operand's equation when a combined instruction carries each of its values in several
+    consecutive operands (XLA:TPU all-reduces a complex value as its real and imaginary parts: no
+    operand's bytes are a value's): the operands read left to right, each run of
+    them whose bytes add up to the bytes of an equation not yet placed taking that equation.
+    None when the operands are the values themselves (each one's bytes an equation's) or no such
+    reading places every operand and equation."""
+    if not equations or len(operand_bytes) <= len(equations) or any(e not in sizes for e in equations):
+        return None
+    left, placed, start = list(equations), [], 0
+    while start < len(operand_bytes):
+        total, end, found = 0, start, None
+        while end < len(operand_bytes) and found is None:
+            total += operand_bytes[end]
+            end += 1
+            found = next((e for e in left if sizes[e] == total and (end - start > 1 or len(left) == 1)), None)
+        if found is None:
+            return None
+        left.remove(found)
+        placed += [found] * (end - start)
+        start = end
+    return placed if not left else None
+

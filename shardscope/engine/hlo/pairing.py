@@ -109,7 +109,26 @@ def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]) -> list[J
             rest = (r for r in free.values() if all(r is not k for k in chosen) and r.bytes_per_execution == size
                     and (_moved_out_of_a_loop(c, r, [size]) if moved else _carried(c, r)))
             chosen += itertools.islice(rest, 1)
+        chosen = _whole(c, free, chosen, moved)
     return chosen
+
+
+def _whole(c: "CompiledCollective", free: dict[int, JaxprCollective], chosen: list[JaxprCollective],
+           moved: bool) -> list[JaxprCollective]:
+    """``chosen``, or every sum the combined instruction ``c`` can carry when their bytes add up to
+    its own and ``chosen``'s do not: a target's compiler may carry a value in several operands
+    (XLA:TPU all-reduces a complex gradient as its real and imaginary parts), so no operand's bytes
+    are that value's, but the instruction's bytes are the sum of the values it
+    carries."""
+    total = sum(op.bytes for op in c.operands)
+    if sum(r.bytes_per_execution for r in chosen) == total:
+        return chosen
+    first = chosen[0]
+    whole = [r for r in free.values() if r is not first
+             and (_moved_out_of_a_loop(c, r, None) if moved else _carried(c, r))]
+    if first.bytes_per_execution + sum(r.bytes_per_execution for r in whole) != total:
+        return chosen
+    return [first, *whole]
 
 
 def _carried(c: "CompiledCollective", r: JaxprCollective) -> bool:
@@ -142,14 +161,14 @@ def _ratio(a: int, b: int) -> float:
     return max(a, b) / min(a, b) if min(a, b) > 0 else math.inf
 
 
-def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:
+def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int] | None) -> bool:
     """A sum a TPU compiler moved out of a loop, printed by jax 0.10.2 under the ``op_name`` of the
     loop it left (``.../while``, and that loop's line): the jaxpr collective of its kind and
-    bytes that ran inside loops it no longer runs in."""
+    bytes (one of ``sizes``; any, with None) that ran inside loops it no longer runs in."""
     kind = HLO_KIND.get(r.primitive)
     if not c.op_name.endswith("/while") or kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
         return False
-    return r.bytes_per_execution in sizes and len(r.loop_trip_counts) > len(c.loop_trip_counts)
+    return (sizes is None or r.bytes_per_execution in sizes) and len(r.loop_trip_counts) > len(c.loop_trip_counts)
 
 
 def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True) -> bool:
