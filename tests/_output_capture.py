@@ -97,11 +97,14 @@ _PROSE_MASKS = (
     (re.compile(r"\b(\S+) is \d+(?:\.\d+)?x (?:faster|slower) than (\S+)"), r"<comparison of \1 and \2>"),
     (re.compile(r"\bno measurable difference between (\S+) and (\S+)"), r"<comparison of \1 and \2>"),
     (re.compile(r"\(per-round ratios [^)]*\)"), "(<ratios>)"),
+    (re.compile(r" \(cache\)"), ""),  # a compile the persistent cache served: it follows what ran before
 )
 """The measured words of prose: a reference's compile and run times, a timed comparison."""
 
-MEASURED_KEYS = frozenset({"compile_s", "trace_s", "run_s", "speedup", "speedup_spread"})
-"""The JSON keys whose values are measured (a model's ``seconds_per_step`` or ``step_s`` is not)."""
+MEASURED_KEYS = frozenset({"compile_s", "trace_s", "run_s", "speedup", "speedup_spread", "speedup_interval",
+                           "compile_from_cache"})
+"""The JSON keys whose values are measured (a model's ``seconds_per_step`` or ``step_s`` is not), or
+follow what ran before (``compile_from_cache``: whether the persistent cache served the compile)."""
 
 
 def masked_text(text: str) -> str:
@@ -113,7 +116,7 @@ def masked_text(text: str) -> str:
             cells = [cell.strip() for cell in _BOX.split(line)]
             cells = [cell for cell in cells if cell] if cells else cells
             if cells and cells[0] in MEASURED_ROWS:
-                cells = [cells[0], *(_NUMBER.sub("<n>", cell) for cell in cells[1:])]
+                cells = [cells[0], *(_NUMBER.sub("<n>", cell).replace(" (cache)", "") for cell in cells[1:])]
             lines.append("| " + " | ".join(cells) + " |")
         elif _BOX.sub("", line).strip() or not line.strip():
             if line.strip() and not _BOX.sub("", line).strip():
