@@ -370,6 +370,10 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     assert {c["name"]: c["values"] for c in gathered} == {name: [weights[n]] for name, n in elements.items()}
     assert {c["values"][0]: c["bytes"] for c in gathered} == {"params['w2']": 256 * 16 * 2 // 8,
                                                                "params['w1']": 64 * 256 * 2 // 8}
+    # hoisted, each keeps its whole gathered bf16 weight (not the jaxpr's f32 one)
+    kept = {c["values"][0]: c["fix"] for c in gathered}
+    assert f"its {256 * 16 * 2:,} B result per device" in kept["params['w2']"]
+    assert f"its {64 * 256 * 2:,} B result per device" in kept["params['w1']"]
 
 
 NNX_STEP = '''

@@ -178,8 +178,8 @@ class PairedCollective(PerCall):
         if not same or len(same) != len(self.equations):
             return compiled
         written = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)[0]
-        if written.executions_after != compiled.executions_after:
-            return compiled  # the compiler changed the loops: the jaxpr's numbers would not hold
+        if written.executions_after != compiled.executions_after or written.hoist_bytes != compiled.hoist_bytes:
+            return compiled  # the compiler changed the loops or the type (a TPU's bf16): the jaxpr's numbers would not hold
         return Verdict(compiled.kind, written.reason, written.fix, compiled.loop_ids, compiled.executions_after,
                        compiled.hoist_bytes)
 
