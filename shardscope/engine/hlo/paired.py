@@ -178,9 +178,15 @@ class PairedCollective(PerCall):
         if not same or len(same) != len(self.equations):
             return compiled
         written = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)[0]
-        if written.executions_after != compiled.executions_after or written.hoist_bytes != compiled.hoist_bytes:
-            return compiled  # the compiler changed the loops or the type (a TPU's bf16): the jaxpr's numbers would not hold
-        return Verdict(compiled.kind, written.reason, written.fix, compiled.loop_ids, compiled.executions_after,
+        if written.executions_after != compiled.executions_after:
+            return compiled  # the compiler changed the loops: the jaxpr's numbers would not hold
+        fix = written.fix
+        if written.hoist_bytes != compiled.hoist_bytes:  # the compiler changed the type (a TPU's bf16 weights)
+            said = f"{written.hoist_bytes:,} B" if written.hoist_bytes is not None else None
+            if fix is None or compiled.hoist_bytes is None or said is None or fix.count(said) != 1:
+                return compiled  # the program's words hold a number the compiled instruction does not
+            fix = fix.replace(said, f"{compiled.hoist_bytes:,} B")  # the program's words, the compiled bytes
+        return Verdict(compiled.kind, written.reason, fix, compiled.loop_ids, compiled.executions_after,
                        compiled.hoist_bytes)
 
     @property
