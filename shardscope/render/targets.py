@@ -18,7 +18,7 @@ from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP,
 from shardscope.render.console import table_width
 from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
 from shardscope.render.projection import projection_json
-from shardscope.verdict_kinds import OF_NAME, style_of
+from shardscope.verdict_kinds import DEFERRABLE, LOOP_INVARIANT, OF_NAME, style_of
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -210,7 +210,10 @@ def _verdict(on: str, plan: "TargetPlan") -> str:
     plural = len(names) > 1 or any(len(p.staying_values) > 1 for p in staying) or any(len(rows) > 1 for rows in alone)
     what = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
     loops = sorted({loop_words(loop) for row in findings if row.collective is not None for loop in row.collective.loops})
-    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: the deferral is worth writing"
+    kinds = {row.verdict_kind for row in findings}
+    fix = ("the deferral is" if kinds == {DEFERRABLE} else "the hoist is" if kinds == {LOOP_INVARIANT}
+           else "the fixes are")  # a sum deferred past its loop, an invariant moved before it
+    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: {fix} worth writing"
     split = [v for p in staying for v in p.values_left if v not in p.staying_values]
     if split:  # the compiler split a combined sum: some of its values left already
         text += f" (the compiler moves {', '.join(dict.fromkeys(split))} out itself)"
