@@ -140,6 +140,9 @@ _MASKS = (
     (re.compile(r"\bmedian\s+of\s+\d+\s+per-round\s+ratios(?:\s+<ratio>)?"), "median of <rounds> per-round ratios"),
     (re.compile(r"\b\d+(?:\.\d+)?e[-+]\d+\b"), "<error>"),  # a gradient error: floating-point noise
     (re.compile(r"\bnan\b"), "<error>"),
+    # whether a cache served a compile follows what ran before: its mark and the note that explains it
+    (re.compile(r"\(cache\): a cache served the executable.*?compiles afresh\."), ""),
+    (re.compile(r"\s*\(cache\)"), ""),
 )
 
 

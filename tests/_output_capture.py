@@ -121,6 +121,8 @@ def masked_text(text: str) -> str:
         elif _BOX.sub("", line).strip() or not line.strip():
             if line.strip() and not _BOX.sub("", line).strip():
                 continue
+            if line.startswith("(cache): "):  # said when a cache served a compile: it follows what ran before
+                continue
             for pattern, replacement in _PROSE_MASKS:
                 line = pattern.sub(replacement, line)
             lines.append(line.rstrip())
