@@ -169,8 +169,8 @@ def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, targe
     sweep = Sweep(function, str(target), len(tried), workers)
     holder["sweep"] = sweep
     with contextlib.redirect_stdout(sys.stderr):
-        for result in _compiled(sweep, path, devices, tried, workers):
-            sweep.add(result)
+        for _ in _compiled(sweep, path, devices, tried, workers):  # each kept before its progress line
+            pass
     ranking = sweep.ranking()
     print_ranking(ranking, options.json)
     return 0 if ranking.pick is not None else 1
@@ -188,7 +188,7 @@ def _compiled(sweep: Sweep, path: Path, devices: object, tried: Sequence[Candida
         made = pool.results()
     else:
         made = compile_here(sweep.function, devices, tried)  # type: ignore[arg-type]  # the loaded TargetDevices
-    yield from progress(made, len(tried), workers)
+    yield from progress(made, len(tried), workers, keep=sweep.add)
 
 
 def print_ranking(ranking: "LayoutRanking", as_json: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from shardscope.engine.hlo.roofline import seconds_words
 
@@ -66,11 +66,13 @@ def outcome_words(result: "CompiledCandidate") -> str:
     return f"{result.status}: {result.reason}"
 
 
-def progress(results: Iterator["CompiledCandidate"], total: int, workers: int) -> Iterator["CompiledCandidate"]:
-    """``results`` passed through, with progress on stderr."""
+def progress(results: Iterator["CompiledCandidate"], total: int, workers: int,
+             keep: Callable[["CompiledCandidate"], None]) -> Iterator["CompiledCandidate"]:
+    """``results`` passed through, with progress on stderr; each one ``keep``-t before its line
+    says it is done (an interrupt after the line keeps the row it names)."""
     left = TimeLeft(total, workers)
     if not sys.stderr.isatty():
-        yield from _lines(results, left)
+        yield from _lines(results, left, keep)
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -81,15 +83,18 @@ def progress(results: Iterator["CompiledCandidate"], total: int, workers: int) -
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("layouts", total=total, left="")
         for result in results:
+            keep(result)
             left.add(result)
             bar.console.print(f"{result.candidate.label}: {outcome_words(result)}", highlight=False, markup=False)
             bar.update(task, advance=1, left=left.words())
             yield result
 
 
-def _lines(results: Iterator["CompiledCandidate"], left: TimeLeft) -> Iterator["CompiledCandidate"]:
+def _lines(results: Iterator["CompiledCandidate"], left: TimeLeft,
+           keep: Callable[["CompiledCandidate"], None]) -> Iterator["CompiledCandidate"]:
     start = time.perf_counter()
     for result in results:
+        keep(result)
         left.add(result)
         rest = left.words()
         print(f"layouts: {left.done}/{left.total} {result.candidate.label}: {outcome_words(result)}"
