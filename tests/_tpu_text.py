@@ -46,10 +46,9 @@ def all_gather_depths(text: str) -> set[int]:
 _ALL_GATHER = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-gather(?:-start)?\(")
 
 
-def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
-    """``(shape, loop depth)`` of every instruction line ``pattern`` matches, in any computation
-    the entry reaches (through while bodies, fusions and calls)."""
-    computations, entry = _computations(text)
+def _loop_depths(computations: dict[str, list[str]], entry: str) -> dict[str, int]:
+    """Each computation the entry reaches (through while bodies, fusions and calls) and the
+    number of while loops around it (its deepest reach)."""
     depth_of: dict[str, int] = {}
 
     def visit(name: str, depth: int) -> None:
@@ -62,6 +61,14 @@ def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
                 visit(callee, depth + (callee in bodies or "condition=%" + callee in line))
 
     visit(entry, 0)
+    return depth_of
+
+
+def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
+    """``(shape, loop depth)`` of every instruction line ``pattern`` matches, in any computation
+    the entry reaches (through while bodies, fusions and calls)."""
+    computations, entry = _computations(text)
+    depth_of = _loop_depths(computations, entry)
     return [(match.group(1), depth_of[name]) for name, lines in computations.items() if name in depth_of
             for match in map(pattern.match, lines) if match]
 
@@ -101,18 +108,7 @@ def loop_collectives(text: str) -> list[tuple[str, str, int, tuple[tuple[str, in
     value it carries: each operand, or each part of a concatenation it sums at once (XLA:GPU's
     flat form: one operand made by a fusion whose root concatenates the values)."""
     computations, entry = _computations(text)
-    depth_of: dict[str, int] = {}
-
-    def visit(name: str, depth: int) -> None:
-        if depth_of.get(name, -1) >= depth or name not in computations:
-            return
-        depth_of[name] = depth
-        for line in computations[name]:
-            bodies = set(_WHILE_BODY.findall(line))
-            for callee in _CALLS.findall(line):
-                visit(callee, depth + (callee in bodies or "condition=%" + callee in line))
-
-    visit(entry, 0)
+    depth_of = _loop_depths(computations, entry)
     found, channels = [], set()
     for name, lines in computations.items():
         if depth_of.get(name, 0) == 0:
