@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck test-newest bench bench-quick screenshots samples readme docs docs-serve clean
+.PHONY: demo test typecheck test-newest jax-free bench bench-quick screenshots samples readme docs docs-serve clean
 
 # The targets' compilers (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
 # without a TPU or a GPU) where they ship, Linux x86-64, in shardscope's own folder of the venv
@@ -13,18 +13,28 @@ STAMP := $(VENV)/.installed
 # command skips what the folder already holds. Elsewhere the target tests skip and say why.
 COMPILERS := $(shell test "$$(uname -sm)" = "Linux x86_64" && echo tpu gpu)
 
+# What pyproject.toml asks for (with the extras named) goes in first, then shardscope itself, one venv
+# at a time: an editable install writes shardscope.egg-info in this folder, and `make -j2` (.ci/run)
+# sets both venvs up at once.
+REQUIREMENTS = $(1)/bin/python .ci/requirements $(2) > $(1)/requirements.txt
+EDITABLE = $(1)/bin/python .ci/one-at-a-time .editable-install.lock $(1)/bin/python -m pip install --quiet --no-deps -e .
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,docs,profile]'
+	$(call REQUIREMENTS,$(VENV),test docs profile)
+	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements.txt
+	$(call EDITABLE,$(VENV))
 	$(if $(COMPILERS),$(BIN)/python -m shardscope.targets.compilers $(COMPILERS))
 	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/shardscope demos/linear.py
 
-# Three workers on two cores: a test often waits (a command's process, a Pilot's pause, a multi-process
-# run), and a third worker fills those waits.
+# One worker more than the cores (three on two): a test often waits (a command's process, a Pilot's
+# pause, a multi-process run), and the extra worker fills those waits. At most six: a worker grows to
+# about 2 GB.
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$((n < 5 ? n + 1 : 6)))
 # --dist worksteal: a worker that runs out of tests takes some of another's queue, so one long
 # file last in line does not leave a core idle at the end of the run.
 # The package's bytecode, written ahead of the run (compileall writes it whatever the environment
@@ -33,16 +43,21 @@ demo: $(STAMP)
 # The files go to __pycache__ folders, which git ignores; files the tests write stay without.
 BYTECODE = $(1) -m compileall -q shardscope
 
+# --jax-free=check: the tests tests/jax_free.txt lists (measured to use no JAX, so the newest JAX's run
+# leaves them out) run first in each worker, each one watched: one that uses JAX fails, naming the list.
 test: typecheck
 	$(call BYTECODE,$(BIN)/python)
-	$(BIN)/python -m pytest -n 3 --dist worksteal tests
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=check
 
 # mypy over the package ([tool.mypy] in pyproject.toml: the modules not yet typed are listed there).
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 
 # The suite again on the newest Python found (pyenv or python3.N on PATH) with the newest JAX pip
-# gives it (jax 0.12.x on Python 3.13), in a second venv. The SVG snapshots and the docs'
+# gives it (jax 0.12.x on Python 3.13), in a second venv, but for the tests whose result cannot depend
+# on JAX's version (tests/jax_free.txt: they never trace, lower, compile, ask JAX for a device or
+# start a process, measured by `make jax-free`; `make test` checks that each still does not). The
+# SVG snapshots and the docs'
 # samples are left out: they pin the reference environment's output (jax 0.12 names the reduced
 # plan's casts differently, and its XLA counts other bytes). So are the site's build and the
 # benchmarks' smoke run (80 s of processes): what they check (the docs, the benchmarks a user
@@ -59,7 +74,9 @@ $(NEWEST_STAMP): pyproject.toml
 	@python=$$(.ci/newest-python); test -n "$$python" || { echo "no Python newer than 3.11 found"; exit 1; }; \
 	  test -x $(NEWEST_VENV)/bin/python || $$python -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -e '.[test,profile]' jax $(if $(COMPILERS),'jax[tpu]>=0.12')
+	$(call REQUIREMENTS,$(NEWEST_VENV),test profile)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -r $(NEWEST_VENV)/requirements.txt jax $(if $(COMPILERS),'jax[tpu]>=0.12')
+	$(call EDITABLE,$(NEWEST_VENV))
 	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m shardscope.targets.compilers $(COMPILERS))
 	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m pip uninstall --quiet --yes libtpu)
 	@touch $(NEWEST_STAMP)
@@ -67,8 +84,18 @@ $(NEWEST_STAMP): pyproject.toml
 test-newest: $(NEWEST_STAMP)
 	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 	$(call BYTECODE,$(NEWEST_VENV)/bin/python)
-	$(NEWEST_VENV)/bin/python -m pytest -n 3 --dist worksteal tests --ignore=tests/app/test_snapshots.py \
+	$(NEWEST_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=skip --ignore=tests/app/test_snapshots.py \
 	  --ignore=tests/test_doc_samples.py --ignore=tests/test_docs.py --ignore=tests/test_benchmark_smoke.py
+
+# tests/jax_free.txt measured again: the whole suite on .venv with JAX's and the repository's caches
+# emptied before each test and what it does with JAX recorded (tests/_jax_free.py); the tests that
+# passed without touching it are listed. Run it when tests were added, to leave the new JAX-free
+# ones out of the newest run too (until then they run there).
+jax-free: $(STAMP)
+	rm -rf .jax-free-records
+	-$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal -q -p no:cacheprovider tests --jax-free=record --jax-free-records .jax-free-records
+	$(BIN)/python tests/_jax_free.py .jax-free-records > tests/jax_free.txt
+	rm -rf .jax-free-records
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

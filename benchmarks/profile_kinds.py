@@ -18,6 +18,7 @@ import dataclasses
 import gzip
 import json
 import re
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -73,14 +74,26 @@ def rows() -> list[dict]:
     return out
 
 
-def instruction_times(trace: Path, corpus: Path = CORPUS_RUN4, calls: int = 6) -> list[dict]:
-    """Each instruction's self time per run in the trace ``benchmarks/tpu_corpus.py --profile`` wrote.
+def instruction_times(trace: Path, corpus: Path = CORPUS_RUN4, calls: int = 6,
+                      only: set[str] | None = None) -> list[dict]:
+    """Each instruction's self time per run in the trace ``benchmarks/tpu_corpus.py --profile`` wrote
+    (of the programs named ``only``, when given: those of the corpus file the trace profiled).
 
     Its programs ran in the corpus file's order, each ``calls`` times (a warm call and five), among
     modules that only made their arguments: a program is the first module after the previous one
     that ran that many times and whose instructions its compiled module holds."""
+    return _profiled_programs(trace, corpus, calls, only)[0]
+
+
+def module_times(trace: Path, corpus: Path, calls: int = 6, only: set[str] | None = None) -> dict[str, float]:
+    """Each profiled program's time on the chip per call: the median of its module's runs (the
+    ``XLA Modules`` line of the trace), kernels and the gaps between them together."""
+    return _profiled_programs(trace, corpus, calls, only)[1]
+
+
+def _profiled_programs(trace: Path, corpus: Path, calls: int, only: set[str] | None) -> tuple[list[dict], dict[str, float]]:
     programs = [row for row in map(json.loads, gzip.decompress(corpus.read_bytes()).decode().splitlines())
-                if "hlo" in row and not row.get("error")]
+                if "hlo" in row and not row.get("error") and (only is None or row["name"] in only)]
     profile = read_profile(trace, stats=True)
     starts: dict[str, list[float]] = defaultdict(list)
     for run in profile.module_runs:
@@ -95,12 +108,30 @@ def instruction_times(trace: Path, corpus: Path = CORPUS_RUN4, calls: int = 6) -
         found = next((pid for pid in order if len(starts[pid]) == calls and held[pid] and held[pid] <= written), None)
         if found is not None:
             names[found] = program["name"]
-    return [{"program": names[stat.program_id], "instruction": stat.name, "category": stat.category,
-             "runs": stat.occurrences, "measured_s": stat.self_us * 1e-6 / stat.occurrences, "bound_by": stat.bound_by}
-            for stat in profile.stats if stat.program_id in names and stat.occurrences]
+    durations: dict[str, list[float]] = defaultdict(list)
+    for run in profile.module_runs:
+        if run.program_id in names and run.dur_us is not None:
+            durations[names[run.program_id]].append(run.dur_us * 1e-6)
+    return ([{"program": names[stat.program_id], "instruction": stat.name, "category": stat.category,
+              "runs": stat.occurrences, "measured_s": stat.self_us * 1e-6 / stat.occurrences,
+              "bound_by": stat.bound_by} for stat in profile.stats if stat.program_id in names and stat.occurrences],
+            {name: statistics.median(times) for name, times in durations.items()})
 
 
 _INSTRUCTION_NAME = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = ", re.M)
+CORPUS_RUN5 = ROOT / "tests" / "fixtures" / "tpu_corpus" / "v5e_run5.jsonl.gz"
+RUN5_PROFILE = ROOT / "tests" / "fixtures" / "tpu_corpus" / "v5e_run5_profile.json.gz"
+"""Run 5's profiled programs (``tpu_corpus.py --set run5 --profile --only ...``, its second device call):
+each instruction's self time per run and each program's module time per call (``--run5-profile``)."""
+
+
+def write_run5_profile(trace: Path, only: set[str]) -> None:
+    """Store run 5's instruction and module times, read from its trace (the programs ``only``)."""
+    instructions, modules = _profiled_programs(trace, CORPUS_RUN5, 6, only)
+    RUN5_PROFILE.write_bytes(gzip.compress(json.dumps({"instructions": instructions, "modules": modules},
+                                                      indent=0, sort_keys=True).encode(), mtime=0))
+
+
 RUN4_SHOWN_ABOVE_S = 2e-5
 """Run 4's instructions faster than this per run are left out of its table (index arithmetic, bookkeeping)."""
 
@@ -131,11 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     ``--from-profile TRACE`` first rewrites run 4's instruction times from the trace of that run)."""
     def own(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--from-profile", type=Path, help="the profile.xplane.pb of tpu_corpus.py --profile")
+        parser.add_argument("--run5-profile", type=Path, help="run 5's profile.xplane.pb (its profiled programs: "
+                            "--run5-programs)")
+        parser.add_argument("--run5-programs", nargs="*", default=(), help="the programs run 5's trace profiled")
 
     args = parse_args(__doc__.splitlines()[0], argv, own)
     if args.from_profile:
         RUN4_PROFILE.write_bytes(gzip.compress(json.dumps(instruction_times(args.from_profile), indent=0).encode(),
                                                mtime=0))
+    if args.run5_profile:
+        write_run5_profile(args.run5_profile, set(args.run5_programs))
     info = json.loads((STORED / "info.json").read_text())
     path = write_result("profile_kinds_v5e", args, {"device_kind": info["device_kind"], "jax": info["jax"],
                                                      "rows": rows(), "run4": run4_rows()})

@@ -23,12 +23,17 @@ ALONE = tuple(b.name for b in render.benchmarks() if not b.in_make_bench)
 Every benchmark takes ``--smoke`` (its smallest cell, once), which the test suite runs."""
 HELPERS = ("common", "harness", "render", "run", "bare_compile", "bare_linear", "bare_llama_target", "transformer_step", "unrolled_step",
            "psum_chain", "lm_parts", "llama_model", "llama_step", "mixtral_model", "mixtral_step", "on_chip", "profile_capture_tpu",
-           "tpu_corpus")
+           "tpu_corpus", "tpu_corpus_dry", "hlo_cases", "decoder_step", "pipelined_step", "maxtext_v5e_layouts", "gpu_gpt3_layouts",
+           "bare_layouts")
 """The modules of ``benchmarks/`` that are not benchmarks: what they share (the harness, the one renderer), the
 baselines and program files the benchmarks run, and ``on_chip`` (shardscope's commands on a real TPU
 VM; it needs a chip: ``tests/test_on_chip.py`` runs it where there is one), ``profile_capture_tpu``
 (the profile ``profile_kinds`` reads, captured on a chip with jax and numpy alone) and ``tpu_corpus``
-(the programs ``tpu_corpus_report`` replays, measured on a chip with jax and numpy alone)."""
+(the programs ``tpu_corpus_report`` replays, measured on a chip with jax and numpy alone; ``tpu_corpus_dry``
+compiles them for a TPU without one, before a chip's time is spent), ``hlo_cases`` (the
+hostile module texts ``hostile_hlo`` runs and the suite's fuzz test reads); the layouts anchors' programs
+(``decoder_step``, ``pipelined_step``, ``maxtext_v5e_layouts``, ``gpu_gpt3_layouts``) and their baseline
+(``bare_layouts``: JAX's own compiles)."""
 
 
 def main(argv: list[str] | None = None) -> int:

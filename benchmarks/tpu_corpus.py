@@ -2,7 +2,7 @@
 
 Needs only jax and numpy (it runs on a TPU VM as it is)::
 
-    python benchmarks/tpu_corpus.py OUT_DIR [--set tuned|held-out|all|run4] [--only NAME ...] [--list]
+    python benchmarks/tpu_corpus.py OUT_DIR [--set tuned|held-out|all|run4|run5] [--only NAME ...] [--list]
                                     [--profile] [--deadline SECONDS]
 
 For each program it compiles the jitted function for the machine's first device, keeps
@@ -837,6 +837,200 @@ def _() -> Any:
     return (lambda x, i: x[:, i]), (table((4096, 32768)), ids(32768, (1024,)))
 
 
+# --- run 5: a decode step's KV cache, clipping by global norm, a bottleneck's batch norm, 1-D cumsums -----
+
+RUN5: list[str] = []
+"""The programs first measured in run 5 (``--set run5``): the kinds issue 53 found out of band (a GQA
+decode step over a KV cache in a scan, clipping by global norm over many tensors, a ResNet bottleneck's
+batch-norm gradient, a cumsum of a long vector), several sizes each; ``h_`` ones held out."""
+
+REMEASURED5 = ("resnet_block_grad", "adam_update", "cumsum_f32", "kv_decode_step", "layer_norm_grad")
+"""Programs of earlier runs measured again in run 5 (the same kinds; a drift check)."""
+
+
+def run5(name: str, kind: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register a run-5 program: tuned, or held out when its name starts with ``h_``."""
+    register = held_out(name, kind) if name.startswith("h_") else program(name, kind)
+
+    def both(make: Callable[[], Any]) -> Callable[[], Any]:
+        RUN5.append(name)
+        return register(make)
+    return both
+
+
+def weights(shape: tuple[int, ...], seed: int, dtype: Any = BF16) -> Any:
+    """A weight made on the device, scaled as an initializer would."""
+    return (table(shape, dtype, seed) * 0.02).astype(dtype)
+
+
+def _decode_step(layers: int, batch: int, cache: int, d: int, heads: int, kv_heads: int, ff: int,
+                 repeat: bool = False) -> Any:
+    """One token of a decoder: ``layers`` layers in a ``lax.scan`` over stacked weights and each
+    layer's KV cache (``cache`` positions), the new key and value written at ``pos`` with
+    ``lax.dynamic_update_slice``, attention over the whole cache masked past ``pos`` (GQA: query
+    heads grouped over ``kv_heads``, or the keys repeated with ``jnp.repeat``)."""
+    hd, group = d // heads, heads // kv_heads
+    p = {"wq": weights((layers, d, heads, hd), 1), "wk": weights((layers, d, kv_heads, hd), 2),
+         "wv": weights((layers, d, kv_heads, hd), 3), "wo": weights((layers, heads, hd, d), 4),
+         "w1": weights((layers, d, ff), 5), "w2": weights((layers, ff, d), 6),
+         "g1": jnp.ones((layers, d), BF16), "g2": jnp.ones((layers, d), BF16)}
+    shape = (layers, batch, cache, kv_heads, hd)
+
+    def step(p: Any, ck: Any, cv: Any, x: Any, pos: Any) -> Any:
+        def layer(x: Any, lp: Any) -> Any:
+            w, ck, cv = lp
+            h = _rms(x, w["g1"])
+            q = jnp.einsum("bsd,dhk->bshk", h, w["wq"])
+            ck = lax.dynamic_update_slice(ck, jnp.einsum("bsd,dhk->bshk", h, w["wk"]), (0, pos, 0, 0))
+            cv = lax.dynamic_update_slice(cv, jnp.einsum("bsd,dhk->bshk", h, w["wv"]), (0, pos, 0, 0))
+            valid = jnp.arange(cache) <= pos
+            if repeat:
+                k, v = jnp.repeat(ck, group, axis=2), jnp.repeat(cv, group, axis=2)
+                s = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / np.sqrt(hd)
+                prob = jax.nn.softmax(jnp.where(valid, s, -1e30), -1).astype(BF16)
+                o = jnp.einsum("bhqk,bkhd->bqhd", prob, v)
+            else:
+                qg = q.reshape(batch, 1, kv_heads, group, hd)
+                s = jnp.einsum("bqkgd,bskd->bkgqs", qg, ck).astype(jnp.float32) / np.sqrt(hd)
+                prob = jax.nn.softmax(jnp.where(valid, s, -1e30), -1).astype(BF16)
+                o = jnp.einsum("bkgqs,bskd->bqkgd", prob, cv).reshape(batch, 1, heads, hd)
+            x = x + jnp.einsum("bshk,hkd->bsd", o, w["wo"])
+            x = x + jax.nn.gelu(_rms(x, w["g2"]) @ w["w1"]) @ w["w2"]
+            return x, (ck, cv)
+        x, (ck, cv) = lax.scan(layer, x, (p, ck, cv))
+        return x, ck, cv
+    return step, (p, table(shape, BF16, 7), table(shape, BF16, 8), table((batch, 1, d), BF16, 9),
+                  jnp.int32(cache // 2 + 1))
+
+
+for _name, _sizes in (
+        ("decode_gqa_b8_s4096_l8", (8, 8, 4096, 2048, 16, 4, 5632)),
+        ("decode_gqa_b32_s2048_l8", (8, 32, 2048, 2048, 16, 4, 5632)),
+        ("decode_mha_b8_s4096_l4", (4, 8, 4096, 2048, 16, 16, 5632)),
+        ("decode_gqa_b8_s8192_l4_d4096", (4, 8, 8192, 4096, 32, 8, 11008)),
+        ("h_decode_gqa_b16_s4096_l6", (6, 16, 4096, 2048, 16, 2, 5632)),
+        ("h_decode_gqa_b4_s16384_l4", (4, 4, 16384, 2048, 16, 4, 5632))):
+    run5(_name, "decode")(lambda s=_sizes: _decode_step(*s))
+
+
+@run5("h_decode_gqa_repeat_b8_s4096_l8", "decode")
+def _() -> Any:
+    return _decode_step(8, 8, 4096, 2048, 16, 4, 5632, repeat=True)
+
+
+def _layer_shapes(layers: int, d: int, ff: int) -> list[tuple[int, ...]]:
+    """A transformer's parameter shapes, 10 per layer: 4 attention matrices, 2 MLP matrices, 4 vectors."""
+    return [s for _ in range(layers) for s in ((d, d), (d, d), (d, d), (d, d), (d, ff), (ff, d), (d,), (d,),
+                                                (ff,), (d,))]
+
+
+def _global_norm(grads: list[Any]) -> Any:
+    return jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
+
+
+def _clip_by_global_norm(grads: list[Any]) -> list[Any]:
+    """optax.clip_by_global_norm(1.0): every gradient scaled by min(1, 1 / its global norm)."""
+    scale = jnp.minimum(1.0, 1.0 / (_global_norm(grads) + 1e-6))
+    return [(g * scale).astype(g.dtype) for g in grads]
+
+
+def _grads(layers: int, d: int, ff: int, dtype: Any = jnp.float32) -> tuple[list[Any]]:
+    return ([table(shape, dtype, i) for i, shape in enumerate(_layer_shapes(layers, d, ff))],)
+
+
+for _name, _sizes in (
+        ("clip_norm_120_d512", (12, 512, 2048)),    # 120 tensors, 37.8M f32
+        ("clip_norm_30_d1024", (3, 1024, 4096)),    # the same bytes in 30 tensors
+        ("clip_norm_480_d256", (48, 256, 1024)),    # and in 480
+        ("clip_norm_120_d128", (12, 128, 512)),     # 120 small tensors, 2.4M f32
+        ("h_clip_norm_240_d384", (24, 384, 1536)),
+        ("h_clip_norm_120_d1024", (12, 1024, 4096))):
+    run5(_name, "clip")(lambda s=_sizes: (_clip_by_global_norm, _grads(*s)))
+
+
+@run5("global_norm_120_d512", "clip")
+def _() -> Any:
+    return _global_norm, _grads(12, 512, 2048)
+
+
+@run5("h_clip_norm_120_d512_bf16", "clip")
+def _() -> Any:
+    return _clip_by_global_norm, _grads(12, 512, 2048, BF16)
+
+
+def _batch_norm(h: Any, g: Any, b: Any) -> Any:
+    """Training-mode batch norm over batch and space (statistics in f32)."""
+    h32 = h.astype(jnp.float32)
+    mean, var = jnp.mean(h32, (0, 1, 2)), jnp.var(h32, (0, 1, 2))
+    return ((h32 - mean) * lax.rsqrt(var + 1e-5) * g + b).astype(h.dtype)
+
+
+def _bottleneck(p: Any, x: Any) -> Any:
+    """A ResNet bottleneck: 1x1 down to ``mid`` features, 3x3, 1x1 back up, each with batch norm."""
+    h = jax.nn.relu(_batch_norm(_conv(x, p["w1"]), p["g1"], p["b1"]))
+    h = jax.nn.relu(_batch_norm(_conv(h, p["w2"]), p["g2"], p["b2"]))
+    return jax.nn.relu(x + _batch_norm(_conv(h, p["w3"]), p["g3"], p["b3"]))
+
+
+def _bottleneck_args(n: int, hw: int, c: int, mid: int) -> tuple[Any, Any]:
+    p = {"w1": weights((1, 1, c, mid), 1), "w2": weights((3, 3, mid, mid), 2), "w3": weights((1, 1, mid, c), 3)}
+    for i, width in ((1, mid), (2, mid), (3, c)):
+        p[f"g{i}"], p[f"b{i}"] = jnp.ones((width,), jnp.float32), jnp.zeros((width,), jnp.float32)
+    return p, table((n, hw, hw, c), BF16, 4)
+
+
+def _bottleneck_grad(n: int, hw: int, c: int, mid: int) -> Any:
+    f = jax.grad(lambda p, x: jnp.sum(_bottleneck(p, x).astype(jnp.float32) ** 2), argnums=(0, 1))
+    return f, _bottleneck_args(n, hw, c, mid)
+
+
+for _name, _sizes in (
+        ("bottleneck_bn_grad_28_512", (32, 28, 512, 128)),
+        ("bottleneck_bn_grad_14_1024", (32, 14, 1024, 256)),
+        ("h_bottleneck_bn_grad_56_256", (16, 56, 256, 128)),
+        ("h_bottleneck_bn_grad_7_2048", (64, 7, 2048, 512))):
+    run5(_name, "conv")(lambda s=_sizes: _bottleneck_grad(*s))
+
+
+@run5("bottleneck_bn_fwd_28_512", "conv")
+def _() -> Any:
+    return _bottleneck, _bottleneck_args(32, 28, 512, 128)
+
+
+@run5("batch_norm_relu_grad", "norm")
+def _() -> Any:
+    f = jax.grad(lambda x, g, b: jnp.sum(jax.nn.relu(_batch_norm(x, g, b)).astype(jnp.float32) ** 2), argnums=(0, 1, 2))
+    return f, (table((32, 56, 56, 256), BF16, 1), jnp.ones((256,), jnp.float32), jnp.zeros((256,), jnp.float32))
+
+
+for _name, _shape, _dtype, _axis in (
+        ("cumsum_f32_16m", (2**24,), jnp.float32, 0),
+        ("cumsum_f32_1m", (2**20,), jnp.float32, 0),
+        ("cumsum_bf16_16m", (2**24,), BF16, 0),
+        ("cumsum_f32_rows_256x65536", (256, 65536), jnp.float32, 1),
+        ("h_cumsum_f32_4m", (2**22,), jnp.float32, 0),
+        ("h_cumsum_f32_64m", (2**26,), jnp.float32, 0),
+        ("h_cumsum_f32_rows_2048x2048", (2048, 2048), jnp.float32, 1)):
+    run5(_name, "scan-op")(lambda s=_shape, d=_dtype, a=_axis: ((lambda x: jnp.cumsum(x, a)), (table(s, d),)))
+
+
+
+for _name, _count, _form in (("args_in_480", 480, "in"), ("args_out_480", 480, "out"), ("args_inout_120", 120, "inout"),
+                             ("args_inout_30", 30, "inout")):
+    run5(_name, "overhead")(lambda n=_count, form=_form: _many_buffers(n, form))
+
+
+def _many_buffers(count: int, form: str) -> Any:
+    """A call's cost with many small buffers and little work: ``count`` arguments summed into one
+    scalar (``in``), one argument scaled into ``count`` results (``out``), or both (``inout``)."""
+    xs = [table((256,), jnp.float32, i) for i in range(count)]
+    if form == "in":
+        return (lambda xs: sum(jnp.sum(x) for x in xs)), (xs,)
+    if form == "out":
+        return (lambda x: [x * float(i) for i in range(count)]), (xs[0],)
+    return (lambda xs: [x * 2.0 for x in xs]), (xs,)
+
+
 # --- measuring ----------------------------------------------------------------------------------
 
 def timings(compiled: Any, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -922,9 +1116,10 @@ def chosen(which: str) -> list[tuple[str, str, Callable[[], Any]]]:
     """The programs of one set (``tuned``, ``held-out``, ``run4``: those first measured in run 4
     and the out-of-band ones measured again) or of both."""
     every = PROGRAMS + HELD_OUT
-    if which == "run4":
+    if which in ("run4", "run5"):
+        first, again = (RUN4, PROFILED_AGAIN) if which == "run4" else (RUN5, REMEASURED5)
         by_name = {p[0]: p for p in every}
-        return [by_name[name] for name in RUN4] + [p for p in every if p[0] in PROFILED_AGAIN]
+        return [by_name[name] for name in first] + [p for p in every if p[0] in again]
     return {"tuned": PROGRAMS, "held-out": HELD_OUT, "all": every}[which]
 
 
@@ -934,7 +1129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--skip", nargs="*", default=())
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--set", choices=("tuned", "held-out", "all", "run4"), default="tuned",
+    parser.add_argument("--set", choices=("tuned", "held-out", "all", "run4", "run5"), default="tuned",
                         help="the programs the model was tuned on, the ones held out, both, or run 4's")
     parser.add_argument("--profile", action="store_true",
                         help="then run each program again under jax.profiler (OUT_DIR/profile.xplane.pb)")

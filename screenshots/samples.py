@@ -135,8 +135,14 @@ _MASKS = (
     (re.compile(r"\d+(?:\.\d+)?-\d+(?:\.\d+)?x\b"), "<ratios>"),
     (re.compile(r"\d+(?:\.\d+)?x\b"), "<ratio>"),
     (re.compile(r",\s+median\s+<ratio>"), ""),  # a spread that contains 1 also says its median
+    # how many rounds were timed (more while a comparison is unsettled), and the median that a
+    # sentence without a winner states in its brackets
+    (re.compile(r"\bmedian\s+of\s+\d+\s+per-round\s+ratios(?:\s+<ratio>)?"), "median of <rounds> per-round ratios"),
     (re.compile(r"\b\d+(?:\.\d+)?e[-+]\d+\b"), "<error>"),  # a gradient error: floating-point noise
     (re.compile(r"\bnan\b"), "<error>"),
+    # whether a cache served a compile follows what ran before: its mark and the note that explains it
+    (re.compile(r"\(cache\): a cache served the executable.*?compiles afresh\."), ""),
+    (re.compile(r"\s*\(cache\)"), ""),
 )
 
 

@@ -2,13 +2,15 @@
 
 Importing this package is cheap: it does not import JAX, Textual or networkx. Demo files only
 need :func:`demo`, program files :func:`program`; :func:`inspect` analyses any program and
-:mod:`shardscope.testing` asserts on it in tests.
+:mod:`shardscope.testing` asserts on it in tests; :func:`layouts` marks a function that builds a
+step for any mesh, whose layouts ``shardscope layouts`` ranks on a target.
 """
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.sources.demos import demo
 from shardscope.errors import ShardscopeError
+from shardscope.sources.layouts import layouts
 from shardscope.sources.programs import program
 
 if TYPE_CHECKING:
@@ -65,13 +67,20 @@ def estimate_module(hlo_text: str, chip: "str | Chip") -> "StepEstimate":
     measured times on that chip, empty where no chip was measured. Collectives are not
     included: ``.collectives_s`` is None. ``str()`` of ``.line()`` gives the one-line summary.
 
-    Raises :class:`ShardscopeError` (a ``TargetError``) for a chip shardscope does not know or a
-    text without a module.
+    A chip is a name, never a path: a GPU of your own is described in a file given as
+    ``chip="gpu:path/to/gpu.txtpb"`` (a ``GpuTargetConfigProto`` in text form, like shardscope's
+    ``gpu_descriptions/h100.txtpb``).
+
+    ``hlo_text`` is read as a module XLA printed: a text cut off (a dump copied while it was
+    written), edited or not HLO at all is refused, never estimated. Every refusal is a
+    :class:`ShardscopeError`: a ``ValueError`` for a chip shardscope does not know (``ChipError``)
+    or a text that is not a module (``HloTextError``, its message naming the line to blame), a
+    ``TypeError`` for a value that is not a string (``ArgumentTypeError``).
     """
     from shardscope.costmodel.estimate import estimate_module as _estimate_module
 
     return _estimate_module(hlo_text, chip)
 
 
-__all__ = ["demo", "estimate_module", "inspect", "inspect_on", "program", "ShardscopeError"]
+__all__ = ["demo", "estimate_module", "inspect", "inspect_on", "layouts", "program", "ShardscopeError"]
 __version__ = "0.1.0"

@@ -43,6 +43,23 @@ class TargetError(ShardscopeError):
     """A target cannot be compiled for: libtpu is missing, does not know the topology, or XLA fails."""
 
 
+class ChipError(TargetError, ValueError):
+    """A chip shardscope does not know by that name (:func:`shardscope.estimate_module`'s ``chip``), or
+    a GPU description file that cannot be read: a ``ValueError`` too."""
+
+
+class HloTextError(ShardscopeError, ValueError):
+    """A module's text that is not one shardscope can read (``check --xla-dump``'s file,
+    :func:`shardscope.estimate_module`'s text): where it is broken and how. A ``ValueError``
+    too, as a bad value handed to a function is; ``line`` is ``(where the text came from, line
+    number)`` when one line is to blame."""
+
+
+class ArgumentTypeError(ShardscopeError, TypeError):
+    """A public function was handed a value of the wrong type (a chip given as a number, a module
+    as bytes): a ``TypeError`` too, as Python's own would be, with what to pass instead."""
+
+
 class Cancelled(Exception):
     """Raised from a progress callback to stop an analysis that is no longer wanted."""
 

@@ -73,9 +73,9 @@ def assert_no_deferrable_collectives_in_loops_on(target: str, fn: Callable, *arg
         raise AssertionError(f"{inspection.function} runs {len(across)} collective(s) once per call where once per "
                              f"step would do, on {target} as on any target: {names}\n{inspection}")
     plan = _target_plan(inspection, target)
-    staying = [p.describe_staying() for p in plan.staying_findings]
-    staying += [f"{t.name} of {t.value or 'an unnamed value'}, {t.verdict.kind} there, {t.runs.badge()}"
-                for t in plan.comparison.added_findings]
+    staying = [p.describe_staying() for p in plan.staying_findings]  # the judged plan's findings, as check fails on them
+    staying += [f"{row.collective.name} of {row.value or 'an unnamed value'}, {row.verdict_kind} there, "
+                f"{row.collective.runs.badge()}" for row in plan.findings if row.collective is not None and not row.staying]
     if staying:
         raise AssertionError(f"{plan.compiler} keeps {len(staying)} collective(s) in loops on {target} that need not "
                              f"run there: {'; '.join(staying)}\n{inspection}")

@@ -46,10 +46,9 @@ def all_gather_depths(text: str) -> set[int]:
 _ALL_GATHER = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+all-gather(?:-start)?\(")
 
 
-def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
-    """``(shape, loop depth)`` of every instruction line ``pattern`` matches, in any computation
-    the entry reaches (through while bodies, fusions and calls)."""
-    computations, entry = _computations(text)
+def _loop_depths(computations: dict[str, list[str]], entry: str) -> dict[str, int]:
+    """Each computation the entry reaches (through while bodies, fusions and calls) and the
+    number of while loops around it (its deepest reach)."""
     depth_of: dict[str, int] = {}
 
     def visit(name: str, depth: int) -> None:
@@ -62,6 +61,14 @@ def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
                 visit(callee, depth + (callee in bodies or "condition=%" + callee in line))
 
     visit(entry, 0)
+    return depth_of
+
+
+def collectives(text: str, pattern: re.Pattern) -> list[tuple[str, int]]:
+    """``(shape, loop depth)`` of every instruction line ``pattern`` matches, in any computation
+    the entry reaches (through while bodies, fusions and calls)."""
+    computations, entry = _computations(text)
+    depth_of = _loop_depths(computations, entry)
     return [(match.group(1), depth_of[name]) for name, lines in computations.items() if name in depth_of
             for match in map(pattern.match, lines) if match]
 
@@ -86,3 +93,58 @@ def entry_parameters(text: str) -> list[str]:
     """The entry computation's parameter shapes, from the module header's layout."""
     layout = re.search(r"entry_computation_layout=\{\((.*?)\)->", text).group(1)
     return re.findall(r"\w+\[[\d,]*\]\{[^}]*\}", layout)
+
+
+_LOOP_COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s+(all-reduce|reduce-scatter|all-gather)(?:-start)?"
+                              r"\(([^)]*)\)")
+_DEFINITION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+?(?:\{[^}]*\})?)\s+([\w\-]+)\(")
+_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f64": 8, "s8": 1, "u8": 1, "pred": 1, "s64": 8}
+
+
+def loop_collectives(text: str) -> list[tuple[str, str, int, tuple[tuple[str, int], ...]]]:
+    """``(name, kind, loop depth, values)`` of every all-reduce, reduce-scatter and all-gather the
+    module runs inside a while body (an async one by its start; the TPU's async collective fusion,
+    printed in three fusions with one channel, once). ``values`` are ``(dtype, elements)`` of each
+    value it carries: each operand, or each part of a concatenation it sums at once (XLA:GPU's
+    flat form: one operand made by a fusion whose root concatenates the values)."""
+    computations, entry = _computations(text)
+    depth_of = _loop_depths(computations, entry)
+    found, channels = [], set()
+    for name, lines in computations.items():
+        if depth_of.get(name, 0) == 0:
+            continue
+        shapes = {m.group(1): (m.group(2), m.group(3), m.string) for m in map(_DEFINITION.match, lines) if m}
+        for line in lines:
+            match = _LOOP_COLLECTIVE.match(line)
+            if not match:
+                continue
+            channel = re.search(r"channel_id=(\d+)", line)
+            if "async_collective_fusion_config" in line and channel:
+                if (match.group(3), channel.group(1)) in channels:
+                    continue
+                channels.add((match.group(3), channel.group(1)))
+            listed = re.sub(r"/\*.*?\*/", "", match.group(4))  # ``/*index=5*/`` marks
+            operands = [o.strip().lstrip("%") for o in listed.split(",") if o.strip()]
+            values = [v for o in operands for v in _values(o, shapes, computations)]
+            found.append((match.group(1), match.group(3), depth_of[name], tuple(values)))
+    return found
+
+
+def _values(operand: str, shapes: dict, computations: dict) -> list[tuple[str, int]]:
+    shape, opcode, line = shapes.get(operand, ("", "", ""))
+    if opcode == "fusion":
+        callee = re.search(r"calls=%?([\w.\-]+)", line)
+        body = computations.get(callee.group(1), []) if callee else []
+        root = next((l for l in body if l.lstrip().startswith("ROOT")), "")
+        if " concatenate(" in root:  # the GPU's flat form: the fusion's parameters are the values
+            inner = {m.group(1): m.group(2) for m in map(_DEFINITION.match, body) if m}
+            parts = re.search(r"concatenate\(([^)]*)\)", root).group(1).split(",")
+            return [_array(inner.get(p.strip().lstrip("%"), "")) for p in parts]
+    return [_array(shape)]
+
+
+def _array(shape: str) -> tuple[str, int]:
+    found = re.match(r"(\w+)\[([\d,]*)\]", shape)
+    if not found:
+        return ("?", 0)
+    return found.group(1), math.prod(int(d) for d in found.group(2).split(",") if d)

@@ -16,6 +16,8 @@ from typing import Callable
 
 import pytest
 
+from _jax_free import pytest_addoption, pytest_configure  # noqa: F401  (--jax-free: tests/_jax_free.py)
+
 from shardscope.app.textual_adapter import release_removed_widgets
 from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
 from shardscope.targets.host import ensure_devices

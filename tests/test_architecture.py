@@ -197,7 +197,7 @@ LAYERS = (
     ("failures", ("failures",)),
     ("measure", ("measure",)),
     ("sources", ("sources",)),
-    ("values", ("config", "distributed", "errors", "activities", "collective_kinds", "native_stderr")),
+    ("values", ("config", "distributed", "errors", "activities", "collective_kinds", "verdict_kinds", "native_stderr")),
 )
 """Top first, by folder: a module may import its own layer and the layers below it
 (docs/architecture.md). Each entry is a folder of ``shardscope/`` or a module at its root

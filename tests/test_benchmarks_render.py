@@ -53,7 +53,7 @@ def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
     results = render.load(ROOT / "benchmarks" / "results")
     assert set(results) == {"plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process", "layouts",
                             "target_compile", "what_if_gain", "check_cost", "compiled_parse", "dispatch_steps",
-                            "compile_cache", "cache_writes", "step_estimate", "check_at_scale", "profile_kinds",
+                            "compile_cache", "cache_writes", "step_estimate", "check_at_scale", "profile_kinds", "verdict_stability",
                             "tpu_corpus_report"}
     assert set(results["step_estimate"]) == {"step_estimate", "step_estimate_v5e"}  # this CPU's, and a chip's
     before = _prose(render.render(results, {}, 240.0))

@@ -7,7 +7,7 @@ import json
 import pytest
 from _support import DEMOS
 
-from shardscope.pipeline.check import check_file, exit_code
+from shardscope.pipeline.check import check_file, exit_status
 
 FINDING_KEYS = {"primitive", "axes", "loop_trip_counts", "executions", "bytes_per_call", "verdict", "source",
                 "value", "fix"}
@@ -175,7 +175,7 @@ def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
     assert len(naive.flagged) == len(naive.compiled.findings)
     for name, plan in found.items():
         assert not plan.flagged and plan.findings == (), name
-    assert exit_code([naive, *found.values()]) == 1 and exit_code(list(found.values())) == 0
+    assert exit_status([naive, *found.values()]) == 1 and exit_status(list(found.values())) == 0
 
 
 def test_check_on_the_deep_demo(monkeypatch):

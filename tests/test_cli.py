@@ -97,7 +97,7 @@ def test_function_devices_axis_chunk_options(tmp_path, shardscope_cli):
 
 
 def test_human_report_heads_with_the_settings_and_states_the_verdict(shardscope_cli):
-    result = shardscope_cli("report", LINEAR, "-r", "3", "--chunk-size", "16")
+    result = shardscope_cli("report", LINEAR, "-r", "6", "--chunk-size", "16")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shardscope: linear.py::linear",
@@ -105,11 +105,12 @@ def test_human_report_heads_with_the_settings_and_states_the_verdict(shardscope_
     runs = [l for l in lines if l.startswith("│   runs per call")]
     assert [cell.strip() for cell in runs[0].strip("│").split("│")][:3] == ["runs per call", "2", "1"]
     words = " ".join(result.stdout.split())
-    assert re.search(
+    assert re.search(  # -r 6 alone: exactly 6 rounds, the fewest with a 95% interval of the median
         r"naive: 2 runs/call \(1 of 1 collective equations in loops; compiled: 2 runs/call\); "
         r"deferred: 1 run/call \(0 of 1 collective equations in loops; compiled: 1 run/call\); .*"
-        r"(deferred is \d+\.\d\dx (faster|slower) than naive|no measurable difference between naive and deferred) "
-        r"\(per-round ratios \d+\.\d\d-\d+\.\d\dx(, median \d+\.\d\dx)?\)\.", words), words[-300:]
+        r"(deferred is \d+\.\d\dx (faster|slower) than naive \(median of 6 per-round ratios;"
+        r"|no measurable difference between naive and deferred \(median of 6 per-round ratios \d+\.\d\dx;) "
+        r"95% confidence interval \d+\.\d\d-\d+\.\d\dx\)\.", words), words[-300:]
 
 
 def test_dynamic_trip_count_is_null_in_json(tmp_path, shardscope_cli):

@@ -23,7 +23,8 @@ def test_the_parser_is_built_once_and_every_command_runs_its_own_function():
     runs = {}
     for command in COMMANDS:
         takes_file = command in ("report", "sweep", "diff", "check")
-        args, words = parse([command, "linear"] if takes_file else [command])
+        needs = {"layouts": ["layouts", "transformer_layouts", "--target", "tpu:v5e:2x4"]}
+        args, words = parse(needs.get(command) or ([command, "linear"] if takes_file else [command]))
         runs[command] = args.run
         assert words[0] == command
     assert len(set(runs.values())) == len(COMMANDS)  # one function per command, no shared if-chain
@@ -39,6 +40,24 @@ def test_options_are_typed_once_from_the_namespace():
     assert options.processes.worker_argv == ("report", "linear", "-d", "4", "--mesh", "a=2,b=2", "--json")
     with pytest.raises(AttributeError):
         options.json = False  # frozen
+
+
+@pytest.mark.parametrize(("extra", "repeats", "budget"), [
+    ([], 20, 3.0),  # at least 20 rounds, and up to 3 s more while a comparison is unsettled
+    (["-r", "5"], 5, 0.0),  # a count asked for alone: exactly that many
+    (["-r", "5", "--timing-budget", "2.5"], 5, 2.5),
+    (["--timing-budget", "0"], 20, 0.0),
+])
+def test_repeats_and_the_timing_budget(extra, repeats, budget):
+    args, words = parse(["report", "linear", *extra])
+    settings = ReportOptions.from_args(args, words).demo.settings()
+    assert (settings.repeats, settings.timing_budget_s) == (repeats, budget)
+
+
+def test_a_negative_timing_budget_is_refused():
+    result = run_cli("report", "linear", "--timing-budget", "-1")
+    assert result.returncode == 2 and "must be 0 or more seconds" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

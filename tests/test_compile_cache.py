@@ -261,3 +261,48 @@ def test_an_entry_that_cannot_be_read_is_written_anew(tmp_path):
     assert entries(cache) == written
     for name in written:  # each one JAX's again: its bytes decompress
         assert decompress_executable((cache / name).read_bytes())
+
+
+def test_a_compile_served_by_the_cache_is_marked_so():
+    """JAX records a cache hit, and a compile it hands on (``jax.monitoring``), in the compiling
+    thread: the first compile of a module new to the cache is a compile; the same module again,
+    from its own lowering (JAX's memory keeps executables per lowering) is a read of the persistent
+    cache, and from the same lowering a hit in JAX's memory. The module is made new by a constant
+    of its own."""
+    import uuid
+
+    import jax
+    import jax.numpy as jnp
+
+    from shardscope.engine.compilation import compile_traced, served_from_cache
+
+    assert jax.config.jax_enable_compilation_cache and jax.config.jax_persistent_cache_min_compile_time_secs == 0
+    constant = uuid.uuid4().int % 1_000_003 / 7.0  # a module text no earlier run compiled
+
+    def function():
+        def f(x):
+            return jnp.sin(x) * constant
+        return f
+
+    def compiled(f):
+        return compile_traced(jax.jit(f).trace(jnp.ones(3)))
+
+    functions = [function(), function()]
+    # from one line: the module's source locations (its whole call stack) are the same
+    first, read = [compiled(f) for f in functions]  # the second f is lowered afresh, read back from disk
+    kept = compiled(functions[0])  # JAX keeps the lowering of the same function in memory
+    assert not served_from_cache(first) and served_from_cache(kept) and served_from_cache(read)
+
+
+def test_the_report_marks_compiles_the_cache_served(shardscope_cli):
+    """A second report of the same demo reads every program back from the cache: each compile
+    time says ``(cache)``, and the JSON says so per plan; a compile never is (the first report
+    of the run may be a read too: other tests compiled the linear demo before)."""
+    shardscope_cli("report", DEMOS / "linear.py", "-r", "1", "--chunk-size", "8", "--json")
+    data = json.loads(shardscope_cli("report", DEMOS / "linear.py", "-r", "1", "--chunk-size", "8", "--json").stdout)
+    assert all(plan["compile_from_cache"] for plan in data["variants"].values())
+    assert data["reference"]["compile_from_cache"]
+    text = shardscope_cli("report", DEMOS / "linear.py", "-r", "1", "--chunk-size", "8").stdout
+    compile_row = next(line for line in text.splitlines() if line.startswith("│ compile "))
+    assert compile_row.count("(cache)") == 3
+    assert "(cache): a cache served the executable, not the compiler" in " ".join(text.split())

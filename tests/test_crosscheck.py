@@ -34,6 +34,24 @@ def test_compare_flags_a_difference_beyond_rounding_only():
     assert not compare({"naive": grads, "deferred": nan})[0].agree
 
 
+def test_the_tolerance_says_it_is_relative_to_the_largest_entry():
+    """float32's machine epsilon is 2**-23, its square root 2**-11.5 = 3.4527e-04; the largest
+    |entry| of the leaf out['W1'] in either result is 120.01: the tolerance is their product,
+    4.1436e-02, and the words say so (it reads as absolute otherwise)."""
+    a = {"W1": np.array([[120.0, 1.0], [-3.0, 0.5]], dtype=np.float32), "b": np.zeros(3, np.int32)}
+    b = {"W1": a["W1"] + np.float32(0.01), "b": a["b"]}
+    (check,) = compare({"step": a, "step_fixed": b}, subject="outputs")
+    root_eps = 2 ** -11.5
+    scale = float(np.float32(120.0) + np.float32(0.01))
+    assert check.leaf == "['W1']" and check.scale == scale
+    assert check.tolerance == pytest.approx(root_eps * scale, rel=1e-6)
+    assert check.tolerance_text() == (
+        f"{root_eps * scale:.1e} = sqrt(eps) of float32 ({root_eps:.1e}) x {scale:.1e}, the largest |entry| of out['W1']")
+    assert check.tolerance_text() == "4.1e-02 = sqrt(eps) of float32 (3.5e-04) x 1.2e+02, the largest |entry| of out['W1']"
+    (ints,) = compare({"a": {"n": np.arange(3)}, "b": {"n": np.arange(3)}})
+    assert ints.tolerance_text() == f"0 ({np.arange(3).dtype} must match exactly)"
+
+
 def test_report_warns_when_the_plans_disagree(tmp_path, shardscope_cli):
     path = write_demo(tmp_path, "gated.py", GATED)
     result = shardscope_cli("report", path, "--chunk-size", "4", "--repeats", "1", "--json")

@@ -116,6 +116,18 @@ def test_a_branch_that_multiplies_the_reduction_by_the_accumulator_is_needed():
     assert found(inspect_loop(body)) == [("psum", (3,), "≤ 3", "needed")]
 
 
+def test_a_branch_that_replaces_the_accumulator_keeps_the_sum_in_the_loop_in_both_views():
+    """The other branch returns a value of its own: deferred, each of the 4 devices would keep it
+    and the sum after the loop would give 4 times it."""
+
+    def body(w, acc, x, flag):
+        return lax.cond(flag > 0, lambda a, b: a + lax.psum(_grad(w, x), "d"), lambda a, b: b, acc, jnp.tanh(w) * 2)
+
+    ins = inspect_loop(body)
+    assert found(ins) == [("psum", (3,), "≤ 3", "needed")]
+    assert [p.verdict_kind for p in ins.paired] == ["needed"] and ins.flagged == ()
+
+
 def test_a_cond_whose_predicate_reads_the_accumulator_is_needed():
     def body(w, acc, x, flag):
         return lax.cond(jnp.sum(acc) > 1.0, lambda a: a, lambda a: a + lax.psum(_grad(w, x), "d"), acc)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from _support import run_cli
 
 _PROGRAM = textwrap.dedent("""
@@ -51,4 +53,52 @@ def test_following_the_hint_checks_the_file_on_its_own_count(tmp_path):
     assert result.returncode == 0, result.stderr
     (program,) = json.loads(result.stdout)["programs"]
     # the sum over a batch sharded on 16 devices: one all-reduce, outside any loop
+    assert [(c["kind"], c["loops"]) for c in program["compiled_collectives"]] == [("all-reduce", [])]
+
+
+_SIXTEEN = textwrap.dedent("""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    mesh = MESH
+    x = jax.ShapeDtypeStruct((64, 8), jnp.float32)
+
+
+    @shardscope.program(args=(x,))
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("d"),), out_specs=P())
+    def total(x):
+        return jax.lax.psum(x.sum(), "d")
+""")
+"""A program file that builds a mesh of 16 devices at import (MESH: how it lays them out)."""
+
+
+@pytest.mark.parametrize("mesh", [
+    'Mesh(np.array(jax.devices()[:16]).reshape(16), ("d",))',  # numpy: cannot reshape array of size 8 into (16,)
+    'jax.make_mesh((16,), ("d",))',  # JAX: Number of devices 8 must be >= the product of mesh_shape (16,)
+    'Mesh(np.array([jax.devices()[15]] + jax.devices()[:15]), ("d",))',  # an index past the 8 started
+])
+def test_a_file_that_needs_16_devices_is_told_how_to_start_them(tmp_path, shardscope_cli, mesh):
+    path = tmp_path / "sixteen.py"
+    path.write_text(_SIXTEEN.replace("MESH", mesh))
+    result = shardscope_cli("check", path)
+    assert result.returncode == 2, result.stdout
+    message, hint = result.stderr.strip().splitlines()
+    line = next(k for k, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("mesh = "))
+    assert message.startswith(f"shardscope: error: sixteen.py line {line} lays out 16 devices, but shardscope "
+                              "started 8 CPU devices before importing it (")
+    assert hint == "hint: start 16: --max-devices 16 (the app) or --devices 16 (check, report)"
+    assert "Traceback" not in result.stderr
+
+
+def test_following_the_16_device_hint_checks_the_file(tmp_path):
+    path = tmp_path / "sixteen.py"
+    path.write_text(_SIXTEEN.replace("MESH", 'Mesh(np.array(jax.devices()[:16]).reshape(16), ("d",))'))
+    result = run_cli("check", path, "--devices", "16", "--json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
     assert [(c["kind"], c["loops"]) for c in program["compiled_collectives"]] == [("all-reduce", [])]

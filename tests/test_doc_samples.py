@@ -24,6 +24,7 @@ MARKED = {
     "docs/guides/dispatches.md": ["check demos/dispatch_step.py"],
     "docs/guides/jitted.md": ["check demos/gspmd_accumulate.py --function step",
                               "check demos/explicit_accumulate.py"],
+    "docs/guides/layouts.md": ["layouts transformer_layouts --target tpu:v5e:2x4 --axis data=1 --workers 1"],
     "docs/guides/partitioner.md": ["check demos/reshard_clash.py --function add",
                                    "check demos/reshard_clash.py --function add_fixed"],
     "docs/guides/projections.md": ["report demos/linear.py --project nvlink-h100:8"],
@@ -74,9 +75,10 @@ def test_each_sample_has_the_structure_of_a_fresh_run(path, marker, body, shards
 
 def test_the_structure_masks_only_what_varies_from_run_to_run():
     one = "│ run median │ 1.530 ms │ 0.989 ms │\n│ bytes per call │ 17,024 │ 1,344 │\ndeferred is 1.55x faster " \
-          "than naive (per-round ratios 1.18-2.98x); max_abs_err 7.63e-05"
+          "than naive (median of 20 per-round ratios; 95% confidence interval 1.18-2.98x); max_abs_err 7.63e-05"
     other = "│ run median │ 12.1 s │ 0.343 ms │\n│ bytes per call │ 17,024 │ 1,344 │\nno measurable difference " \
-            "between naive and deferred (per-round ratios 0.93-1.12x, median 1.02x); max_abs_err 6.87e-05"
+            "between naive and deferred (median of 73 per-round ratios 1.02x; 95% confidence interval 0.93-1.12x); " \
+            "max_abs_err 6.87e-05"
     assert samples.structure(one) == samples.structure(other)
     assert samples.structure(one.replace("17,024", "17,025")) != samples.structure(other)  # a byte count differs
     assert samples.structure("│ temp memory │ 54,728 B │") != samples.structure("│ memory/device: temporaries │ 54,728 B │")

@@ -11,6 +11,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 import shardscope
 from _support import load_program_module
+from _tpu_text import all_reduces
 
 from conftest import DEMOS
 
@@ -101,8 +102,15 @@ def test_while_loop_with_unknown_trip_count_counts_as_unknown():
     hoist = ins.collectives[1].verdict
     assert hoist.hoist_bytes == 4 and hoist.executions_after == 1
     assert "4 B result per device" in hoist.fix and "an unknown number" in hoist.fix
+    # The compiler already hoists the loop-invariant sum (and merges it with the equal one before the
+    # loop): of the compiled module's three all-reduces only the one the condition reads runs in the
+    # loop, so the compiled plan flags nothing and the hoisted sum runs nowhere of its own.
+    assert sorted(depth for _, depth in all_reduces(text)) == [0, 0, 1]
+    assert ins.flagged == ()
+    hoisted = next(p for p in ins.paired if p.compiled is None)
+    assert hoisted.equations == (ins.collectives[1],) and hoisted.executions == 0 and not hoisted.in_loop
     text = str(ins)
-    assert "unknown" in text and "loop_invariant" in text
+    assert "unknown runs/call" in text and "none runs in a loop without needing to" in text
 
 
 def test_nested_loops_gather_is_invariant_and_reduce_scatter_deferrable_out_of_both():

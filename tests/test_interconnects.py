@@ -386,9 +386,10 @@ def result_savings(data: dict, target: str, plan: str) -> list[dict]:
 
 @needs_plugin
 def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_takes_a_percentage(tmp_path):
-    """The step estimate joins through ``savings_of(plan, step_s)``: the large gradient's ~121 us
-    saving is 12% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
-    from shardscope.costmodel.savings import MinSaving, savings_of
+    """The step estimate joins through ``saving_of(plan, p, interconnect, step_s)``: the large
+    gradient's ~121 us saving is 12% of a 1 ms step, which a 10% threshold counts and a 20% one does not."""
+    from shardscope.engine.hlo.costing import interconnect_of, saving_of
+    from shardscope.engine.hlo.plan_costs import MinSaving
     from shardscope.pipeline.one_program import inspect_on
     from shardscope.sources.loading import load_file
 
@@ -396,7 +397,8 @@ def test_with_a_step_estimate_a_saving_is_a_share_of_the_step_and_min_saving_tak
     path.write_text(SIZES)
     large = load_file(path).functions["large"]
     (plan,) = inspect_on("gpu:h100:8", large.fn, large.spec.args, large.spec.kwargs).targets
-    (saving,) = savings_of(plan, step_s=1e-3).values()
+    (finding,) = plan.staying_findings
+    saving = saving_of(plan, finding, interconnect_of(plan), step_s=1e-3)
     saved = 3 * _all_reduce_on_8_h100s(GRADIENT_BYTES)
     assert saving.share_of_step == pytest.approx(saved / 1e-3, rel=1e-12)
     assert saving.words().endswith(f"per step on gpu:h100:8, {saved / 1e-3:.0%} of the step's upper bound back "
@@ -499,7 +501,6 @@ def test_a_finding_the_target_splits_over_two_instructions_gives_each_ones_bytes
     layers); XLA:TPU keeps w_in's and w_out's in both loops (each device's shards: 64 x 128 and
     128 x 64 f32, 65,536 B per run, 12 runs) and moves ln's (3 x 64 f32, 768 B) out of the layer
     loop (4 runs; jax 0.12's XLA moves it out of both). No run moves 65,536 + 768 B."""
-    from shardscope.costmodel.savings import savings_of
     from shardscope.pipeline.check import check_file
     from shardscope.targets.plans import load_targets, parse_targets
 
@@ -507,7 +508,8 @@ def test_a_finding_the_target_splits_over_two_instructions_gives_each_ones_bytes
     path.write_text(TENSOR_PARALLEL)
     (ins,) = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x4"]))).inspections
     (plan,) = ins.targets
-    (saving,) = savings_of(plan).values()
+    assert plan.costs is not None
+    (saving,) = plan.costs.savings.values()  # costed where the plan was made
     w_shards, ln = 2 * 64 * (256 // 2) * 4, 3 * 64 * 4
     ln_in_loop = any(c.in_loop and c.bytes_per_execution == ln for c in plan.compiled.collectives)
     expected = [(ln, 4), (w_shards, 12)] if ln_in_loop else [(w_shards, 12)]
@@ -524,7 +526,7 @@ def test_github_annotations_name_every_collective_the_target_keeps_in_a_loop_wit
     verdict flags it in a loop (what fails the check) is in an annotation, also one that carries
     no CPU collective's value (XLA:GPU's own sum of w_in's and w_out's gradients under jax 0.10,
     which failed the check with no annotation at all)."""
-    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.pipeline.check import check_file
     from shardscope.render.github import workflow_commands
     from shardscope.targets.plans import load_targets, parse_targets
 
@@ -534,8 +536,8 @@ def test_github_annotations_name_every_collective_the_target_keeps_in_a_loop_wit
     (ins,) = checked.inspections
     (plan,) = ins.targets
     flagged = [t.name for t in plan.compiled.collectives if t.in_loop and t.verdict.flagged]
-    assert flagged and exit_code(checked.inspections, checked.failed) == 1
-    text = "\n".join(workflow_commands(path, checked.inspections, checked.failed, cwd=tmp_path))
+    assert flagged and checked.exit_status == 1
+    text = "\n".join(workflow_commands(path, checked, cwd=tmp_path))
     for name in flagged:
         assert re.search(re.escape(name) + r"(?![.\d])", text), (name, text)
 

@@ -45,6 +45,7 @@ def wait_for(marker: Path, process: subprocess.Popen) -> None:
         assert process.poll() is None, process.stderr.read() if process.stderr else ""
         assert time.monotonic() < deadline, "the demo was never imported"
         time.sleep(0.05)
+    time.sleep(0.5)  # the marker is written one line before the loop: let the import reach it (a loaded CI saw line 5)
 
 
 @pytest.mark.slow  # real signals to a real process

@@ -17,7 +17,7 @@ import pytest
 
 from shardscope.hardware.chips import GIB, tpu_chip
 from shardscope.hardware.fit import MemoryFit, needed_bytes, refusal_fit
-from shardscope.pipeline.check import check_file, exit_code, EXIT_FLAGGED
+from shardscope.pipeline.check import check_file, EXIT_FLAGGED
 
 N = 100_000
 
@@ -99,7 +99,7 @@ def test_a_step_xla_tpu_refuses_for_memory_is_a_finding_and_its_cpu_plan_is_kept
     assert plan.fit.needed_bytes is not None and plan.fit.needed_bytes >= N * N * 2  # b in bf16
     assert plan.fit.capacity_bytes is not None and plan.fit.capacity_bytes < 16 * GIB
     assert plan.fit.line().startswith("does not fit: 18.")
-    assert exit_code(checked.inspections, checked.failed) == EXIT_FLAGGED
+    assert checked.exit_status == EXIT_FLAGGED
 
 
 def test_a_step_that_fits_says_how_much_of_the_chip_it_uses_and_its_estimate(checked):
@@ -147,7 +147,7 @@ def test_assert_fits_on_passes_a_step_that_fits_and_fails_one_that_does_not():
 def test_a_step_that_does_not_fit_is_a_github_error_on_the_file(checked, tmp_path):
     from shardscope.render.github import workflow_commands
 
-    lines = workflow_commands(tmp_path / "steps.py", checked.inspections, checked.failed, cwd=tmp_path)
+    lines = workflow_commands(tmp_path / "steps.py", checked, cwd=tmp_path)
     (line,) = [line for line in lines if "does not fit" in line]
     assert line.startswith("::error file=steps.py,title=shardscope%3A too_big does not fit on tpu%3Av5e%3A2x2::")
     assert "too_big on tpu:v5e:2x2: does not fit: 18." in line
@@ -174,11 +174,11 @@ def test_a_share_of_the_step_as_min_saving_still_fails_a_step_the_target_refused
     """``--min-saving 1%`` weighs findings against the step estimate; too_big has neither (libtpu
     refused it), and small has no finding to weigh: nothing to refuse the option for, and the
     refusal still fails the check (it was "no step estimate for tpu:v5e:2x2", exit 2)."""
-    from shardscope.costmodel.savings import parse_min_saving, require_step_estimates, saving_filter
+    from shardscope.costmodel.savings import parse_min_saving
+    from shardscope.pipeline.check import judged
 
-    share = parse_min_saving("1%")
-    require_step_estimates(share, [plan for ins in checked.inspections for plan in ins.targets])  # no SettingsError
-    assert exit_code(checked.inspections, checked.failed, saving_filter(share)) == EXIT_FLAGGED
+    weighed = judged(checked, parse_min_saving("1%"))  # no SettingsError
+    assert weighed.exit_status == EXIT_FLAGGED
 
 
 def test_the_target_assertions_on_a_step_of_jitted_calls_say_what_they_can_tell():

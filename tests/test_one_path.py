@@ -23,7 +23,7 @@ import shardscope
 from shardscope.config.settings import Settings
 from shardscope.errors import TraceError
 from shardscope.pipeline import one_program
-from shardscope.pipeline.check import EXIT_FAILED, check_file, exit_code
+from shardscope.pipeline.check import EXIT_FAILED, check_file
 from shardscope.pipeline.run import analyze
 from shardscope.render.check import to_json
 from shardscope.render.report import _plan_json
@@ -146,7 +146,7 @@ def test_report_json_counts_a_dispatch_steps_loops_by_its_calls_modules_as_check
     (plan,) = analyze(Settings(path=path, devices=8), measure=False, compile=True, graphs=False).plans.values()
     assert len(plan.flagged) == 3  # the one jit the explorer shows beside the calls, which does not run
     checked = check_file(path)
-    (program,) = to_json(path, checked.inspections)["programs"]
+    (program,) = to_json(path, checked)["programs"]
     assert _plan_json(plan)["flagged"] == program["flagged"] == 1
 
 
@@ -167,7 +167,7 @@ def test_check_lists_a_program_that_exits_while_traced_and_checks_the_others(tmp
     assert [ins.function for ins in checked.inspections] == ["doubles"]
     (failed,) = checked.failed
     assert (failed.function, failed.error.message) == ("quits", "quits called sys.exit(3) while being traced.")
-    assert exit_code(checked.inspections, checked.failed) == EXIT_FAILED
+    assert checked.exit_status == EXIT_FAILED
     analysis = analyze(Settings(path=path, devices=8), measure=False, compile=True, graphs=False)
     assert list(analysis.plans) == ["doubles"]
     assert analysis.unavailable == {"quits": "it called sys.exit(3) while being traced"}

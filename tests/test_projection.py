@@ -144,10 +144,10 @@ def test_report_project_states_the_measured_comparison_in_the_reports_own_senten
     not a second number computed on its own (it said 1.94x beside "no measurable difference")."""
     import re
 
-    result = shardscope_cli("report", LINEAR, "-c", "16", "-r", "5", "--project", "nvlink-h100:8")
+    result = shardscope_cli("report", LINEAR, "-c", "16", "-r", "6", "--project", "nvlink-h100:8")
     assert result.returncode == 0, result.stderr
     words = " ".join(result.stdout.split())
-    sentence = (r"deferred is \d+\.\d\dx (?:faster|slower) than naive \(per-round ratios [^)]*\)"
+    sentence = (r"deferred is \d+\.\d\dx (?:faster|slower) than naive \(median of \d+ per-round ratios[^)]*\)"
                 r"|no measurable difference between naive and deferred \([^)]*\)")
     verdict = re.search(rf"collective equations in loops(?:; compiled: [^)]*)?\); ({sentence})\.", words)
     measured = re.search(rf"communication time: 2\.00x; measured run time here: ({sentence})\.", words)

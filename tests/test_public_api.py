@@ -17,7 +17,7 @@ import shardscope
 import shardscope.testing
 from _support import ROOT
 
-PUBLIC = ["ShardscopeError", "demo", "estimate_module", "inspect", "inspect_on", "program"]
+PUBLIC = ["ShardscopeError", "demo", "estimate_module", "inspect", "inspect_on", "layouts", "program"]
 TESTING = ["assert_collectives", "assert_fits_on", "assert_no_collectives_in_loops", "assert_no_deferrable_collectives_in_loops_on",
            "assert_no_rematerialization", "collective_counts", "collective_counts_on", "jaxpr_collective_counts"]
 
@@ -48,7 +48,7 @@ def test_importing_every_module_leaves_the_public_names_alone():
     for name in every_module():
         importlib.import_module(name)
     assert {name: getattr(shardscope, name) for name in PUBLIC} == before
-    assert all(callable(before[name]) for name in ("demo", "inspect", "program"))
+    assert all(callable(before[name]) for name in ("demo", "inspect", "layouts", "program"))
 
 
 def test_testing_exports_its_assertions_and_counts():

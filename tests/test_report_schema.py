@@ -1,4 +1,5 @@
-"""The JSON reference (docs/reference/json.md) lists every key ``report --json`` and ``check --json`` print.
+"""The JSON reference (docs/reference/json.md) lists every key ``report --json``, ``check --json``,
+``layouts --json`` and the others print.
 
 Each schema is read from the page's block under its heading (every quoted name in it); the keys
 from a fresh run: ``report --json`` of the seed demo, at the top level, in ``comparison`` and in
@@ -89,6 +90,27 @@ def test_every_key_of_a_targets_plan_and_of_min_saving_is_in_the_reference(shard
     cpu_fields = _schema_names("## `check --json`", blocks=3)
     for collective in plan["compiled_collectives"]:
         assert set(collective) - names - cpu_fields == set()
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+def test_every_key_of_layouts_json_is_in_the_reference(shardscope_cli):
+    """``layouts --json`` of the shipped demo on a slice: its two candidates with tensor 1 and 2,
+    every key of each row, its fit, step estimate and collectives."""
+    result = shardscope_cli("layouts", "transformer_layouts", "--target", "tpu:v5e:2x4", "--axis", "data=1",
+                            "--axis", "tensor=1,2", "--option", "per_device_batch=1", "--json", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    names = _schema_names("## `layouts --json`")
+    assert set(data) - names == set() and set(data["cost"]) - names == set() and set(data["pick"]) - names == set()
+    step_names = _schema_names("### `targets`")
+    assert len(data["rows"]) == 2
+    for row in data["rows"]:
+        assert row["step"] is not None and row["collectives"] and row["utilization"]  # the keys below are read
+        nested = [row, row["candidate"], row["step"], row["utilization"], *row["collectives"]]
+        for fields in nested:
+            assert set(fields) - names == set()
+        assert set(row["fit"]) - step_names == set() and set(row["step"]["estimate"]) - step_names == set()
 
 
 def test_every_key_of_calibrate_json_is_in_the_reference(shardscope_cli):

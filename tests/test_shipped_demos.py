@@ -28,7 +28,7 @@ def _first_line_of_docstring(path: Path) -> str:
 def test_the_repository_keeps_one_copy_of_each_demo():
     assert DEMOS.is_symlink() and DEMOS.resolve() == DEMO_DIR
     assert SHIPPED == ["deep", "dispatch_step", "explicit_accumulate", "fsdp", "fsdp_accumulate", "gspmd_accumulate",
-                       "linear", "mlp", "pipeline", "rbm", "reshard_clash", "rnn", "train_step"]
+                       "linear", "mlp", "pipeline", "rbm", "reshard_clash", "rnn", "train_step", "transformer_layouts"]
 
 
 def test_demos_lists_each_name_with_its_description_and_where_they_are(tmp_path, shardscope_cli):

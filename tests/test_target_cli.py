@@ -344,8 +344,10 @@ def test_a_generation_without_a_ring_preset_is_costed_on_its_own_torus(shardscop
 
 
 def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice(shardscope_cli):
-    """The CPU gathers each sharded weight once, before the chunk loop; the TPU gathers it in
-    every chunk (holding only the shard between them): the placement says so, and the verdict."""
+    """The naive plan gathers each sharded weight in every chunk; the CPU hoists the gathers before
+    the chunk loop, the TPU keeps them in it (holding only the shard between chunks): the placement
+    says so, and the verdict names them as findings there (loop-invariant in the TPU's loop, as the
+    rows say), not as collectives the loop needs."""
     result = shardscope_cli("report", DEMOS / "fsdp.py", "--target", "tpu:v5e:2x4", "--json", "-r", "1")
     assert result.returncode == 0, result.stderr
     naive = json.loads(result.stdout)["targets"]["tpu:v5e:2x4"]["variants"]["naive"]
@@ -354,7 +356,24 @@ def test_the_fsdp_naive_plans_weight_gathers_enter_the_chunk_loop_on_a_v5e_slice
     gathers = [p for p in naive["placements"] if p["cpu_collective"].startswith("all_gather")]
     assert len(gathers) == 2 and {p["change"] for p in gathers} == {"entered_loop"}
     assert {p["executions"] for p in gathers} == {CHUNKS} and {p["cpu_executions"] for p in gathers} == {1}
-    assert f"run in the plan's chunk loop ({CHUNKS} iterations) there (outside loops on the CPU)." in naive["verdict"]
+    assert ("the naive plan's all-gather of params['w2'] (outside loops on the CPU) and all-gather of params['w1'] "
+            f"(outside loops on the CPU) stay in the plan's chunk loop ({CHUNKS} iterations)") in naive["verdict"]
+    gathered = [c for c in naive["compiled_collectives"] if c["kind"] == "all-gather"]
+    assert {c["verdict"] for c in gathered} == {"loop_invariant"} and all(c["flagged"] for c in gathered)
+    assert sorted(naive["findings"]) == sorted(c["name"] for c in gathered) and naive["fails_check"]
+    assert "needed there" not in naive["verdict"]
+    # each gather named after the weight it gathers, read from the TPU text: w2 is 256 x 16, w1 is 64 x 256
+    # (XLA:TPU gathers them as bf16: an eighth of w2 is 1,024 B, of w1 4,096 B)
+    elements = {m.group(1): math.prod(int(d) for d in m.group(2).split(","))
+                for m in re.finditer(r"%(all-gather[\w.\-]*) = bf16\[([\d,]+)\]\S* all-gather\(", tpu)}
+    weights = {256 * 16: "params['w2']", 64 * 256: "params['w1']"}
+    assert {c["name"]: c["values"] for c in gathered} == {name: [weights[n]] for name, n in elements.items()}
+    assert {c["values"][0]: c["bytes"] for c in gathered} == {"params['w2']": 256 * 16 * 2 // 8,
+                                                               "params['w1']": 64 * 256 * 2 // 8}
+    # hoisted, each keeps its whole gathered bf16 weight (not the jaxpr's f32 one)
+    kept = {c["values"][0]: c["fix"] for c in gathered}
+    assert f"its {256 * 16 * 2:,} B result per device" in kept["params['w2']"]
+    assert f"its {64 * 256 * 2:,} B result per device" in kept["params['w1']"]
 
 
 NNX_STEP = '''

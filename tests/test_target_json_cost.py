@@ -1,12 +1,10 @@
-"""``check --json`` with a target costs each target plan's collectives on the interconnect once per
-figure it gives, not once per place the plan appears.
+"""A target plan is costed once, where the pipeline makes it (``TargetPlan.costs``): rendering
+``check --json`` (each program's plan on the target, and again under ``targets``) costs nothing.
 
-The JSON lists each program's plan on the target under the program and again under ``targets``
-(all programs), and a plan's verdict, savings and step estimate each want the interconnect's time
-of every collective's groups: on a Llama-shaped step over 256 chips that was 190,000 group costs
-and most of the JSON's CPU time (``benchmarks/check_at_scale.py``). The count of
-:func:`~shardscope.costmodel.collective_times.collectives_seconds_per_call` calls is the measure (a
-timing would follow the machine's load). libtpu ships for Linux x86-64 only: elsewhere this skips.
+On a Llama-shaped step over 256 chips the JSON's rendering once cost every collective's groups
+8 times per plan, 190,000 group costs and most of the JSON's CPU time
+(``benchmarks/check_at_scale.py``). The count of calls of the interconnect's model is the measure
+(a timing would follow the machine's load). libtpu ships for Linux x86-64 only: elsewhere this skips.
 """
 
 from __future__ import annotations
@@ -18,9 +16,9 @@ from collections import Counter
 
 import pytest
 
-from shardscope.costmodel import collective_times, savings
+from shardscope.engine.hlo import costing
+from shardscope.engine.hlo.interconnect_times import TargetInterconnect
 from shardscope.pipeline.check import check_file
-from shardscope.render import check as render_check, targets as render_targets
 from shardscope.render.check import to_json
 from shardscope.render.targets import targets_json
 from shardscope.targets.plans import load_targets, parse_targets
@@ -72,45 +70,63 @@ def checked(tmp_path_factory):
     path.write_text(TWO_PROGRAMS)
     found = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x2"])))
     assert not found.failed and [ins.function for ins in found.inspections] == ["step", "step_fixed"]
-    return path, found.inspections
+    return path, found
 
 
-def _costed_plans(monkeypatch: pytest.MonkeyPatch) -> Counter:
-    """Counts each plan's :func:`collectives_seconds_per_call`, by the plan's identity, wherever the
-    renderers call it from."""
+def _timed_runs(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Counts the runs the interconnect's model costs, by the plan's target, wherever they are asked for."""
     calls: Counter = Counter()
-    real = collective_times.collectives_seconds_per_call
+    real = TargetInterconnect.time
 
-    def counted(plan):
-        calls[id(plan)] += 1
-        return real(plan)
+    def counted(self, c, payload_bytes=None):
+        calls[self.target] += 1
+        return real(self, c, payload_bytes)
 
-    for module in (collective_times, savings, render_targets, render_check):
-        if hasattr(module, "collectives_seconds_per_call"):
-            monkeypatch.setattr(module, "collectives_seconds_per_call", counted)
+    monkeypatch.setattr(TargetInterconnect, "time", counted)
     return calls
 
 
-def test_the_json_costs_each_target_plan_once_per_figure(checked, monkeypatch):
-    path, inspections = checked
-    plans = [plan for ins in inspections for plan in ins.targets]
-    assert len(plans) == 2 and all(plan.step is not None for plan in plans)  # a step estimate: both figures given
-    calls = _costed_plans(monkeypatch)
-    data = to_json(path, inspections)
-    # each plan's interconnect_s_per_call and its step estimate's collectives: two figures, each costed once
-    assert {id(plan): calls[id(plan)] for plan in plans} == {id(plan): 2 for plan in plans}
-    for plan, (ins, program) in zip(plans, zip(inspections, data["programs"])):
+def test_rendering_the_json_costs_nothing_each_plan_carries_its_costs(checked, monkeypatch):
+    path, found = checked
+    plans = [plan for ins in found.inspections for plan in ins.targets]
+    assert len(plans) == 2 and all(plan.step is not None and plan.costs is not None for plan in plans)
+    calls = _timed_runs(monkeypatch)
+    data = to_json(path, found)
+    assert calls == Counter()  # the plans were costed where they were made
+    for plan, (ins, program) in zip(plans, zip(found.inspections, data["programs"])):
         variant = data["targets"]["tpu:v5e:2x2"]["variants"][ins.function]
-        assert variant["interconnect_s_per_call"] == collective_times.collectives_seconds_per_call(plan)
+        interconnect = plan.costs.interconnect
+        by_hand = sum(c.executions * interconnect.time(c).seconds for c in plan.compiled.collectives)
+        assert variant["interconnect_s_per_call"] == pytest.approx(by_hand, rel=1e-12)
         assert variant["step_estimate"]["collectives_s"] == variant["interconnect_s_per_call"]
         assert program["targets"]["tpu:v5e:2x2"]["verdict"] == variant["verdict"]
+
+
+def test_a_target_plan_is_costed_once_where_it_is_made(checked, monkeypatch):
+    """Each collective of each plan is costed once for the plan's figures (its run, the seconds per
+    call, the step estimate) and once more per finding it keeps in a loop (the saving's smaller run)."""
+    path, _ = checked
+    made: Counter = Counter()
+    real = costing.cost_plan
+
+    def counted(plan):
+        made[plan.target] += 1
+        return real(plan)
+
+    monkeypatch.setattr(costing, "cost_plan", counted)
+    found = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:2x2"])))
+    assert made == Counter({"tpu:v5e:2x2": 2})  # two programs, one plan each
+    calls = _timed_runs(monkeypatch)
+    to_json(path, found)
+    assert calls == Counter()
 
 
 def test_the_targets_of_all_programs_are_what_each_programs_own_make(checked):
     """``targets`` (every program) is merged from each program's own rendering: the same object
     as rendering all programs at once, and each program's entry its own variant."""
-    path, inspections = checked
-    data = to_json(path, inspections)
+    path, found = checked
+    inspections = found.inspections
+    data = to_json(path, found)
     named = [(ins.function, f"the {ins.function} program", ins) for ins in inspections]
     assert data["targets"] == targets_json(named)
     assert list(data["targets"]["tpu:v5e:2x2"]) == list(targets_json(named)["tpu:v5e:2x2"])  # the keys' order too
@@ -123,9 +139,9 @@ def test_the_targets_of_all_programs_are_what_each_programs_own_make(checked):
 def test_the_target_compilers_cost_analysis_is_listed_by_key(checked):
     """libtpu hands ``cost_analysis()`` over in another order in every process: the JSON lists it
     by key, so that two runs' ``--json`` compare byte for byte but for their timings."""
-    path, inspections = checked
-    data = to_json(path, inspections)
-    for ins in inspections:
+    path, found = checked
+    data = to_json(path, found)
+    for ins in found.inspections:
         (plan,) = ins.targets
         listed = list(data["targets"]["tpu:v5e:2x2"]["variants"][ins.function]["cost_analysis"])
         assert len(listed) > 2 and "flops" in listed

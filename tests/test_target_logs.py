@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from _support import DEMOS, ROOT
 
+from shardscope.distributed.compile_cache import NO_CACHE_ENV
+
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
     reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
@@ -59,7 +61,9 @@ def test_a_target_run_leaves_no_libtpu_log_file():
 
 
 def test_a_log_folder_the_user_set_gets_libtpus_logs(tmp_path):
-    pid = _check_on_a_slice(_env(TPU_LOG_DIR=str(tmp_path)))
+    # libtpu writes its WARNING file only when it compiles (its partitioner warns): without the run's
+    # compilation cache, which serves linear.py's executable once another test compiled it for the slice
+    pid = _check_on_a_slice(_env(TPU_LOG_DIR=str(tmp_path), **{NO_CACHE_ENV: "1"}))
     levels = sorted(path.name.split(".log.")[1].split(".")[0] for path in _files_of(pid, (tmp_path,)))
     assert levels == ["INFO", "WARNING"]
     assert _files_of(pid, _DEFAULT_FOLDERS) == []

@@ -264,3 +264,25 @@ def test_the_activation_gradient_fsdp_reshards_is_named_as_the_gradient_of_what_
     assert f"grad({_tanh_operand()})" in values, values
     if target is None:  # every value the CPU moves has the program's name (a target may move the
         assert not [v for v in values if v.startswith("out")], values  # tanh's 1 - y**2, which has none)
+
+
+@needs_libtpu
+def test_a_merged_sum_of_complex_gradients_the_tpu_moves_out_of_the_loop_carries_every_one(shardscope_cli):
+    """XLA:TPU all-reduces a complex gradient as its real and imaginary parts and moves the rbm
+    demo's merged sum out of the chunk loop: the one instruction carries the three gradients (no
+    row for a sum 'no instruction carries'), each named, its bytes theirs."""
+    import json
+
+    result = shardscope_cli("check", "rbm", "--target", "tpu:v5e:2x4", "-d", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    naive = next(p for p in json.loads(result.stdout)["programs"] if p["function"] == "rbm[naive]")
+    rows = naive["targets"]["tpu:v5e:2x4"]["compiled_collectives"]
+    (row,) = [r for r in rows if r["kind"] == "all-reduce"]
+    sites, hidden = 12, 24  # demos/rbm.py: a (SITES,), b (HIDDEN,), W (SITES, HIDDEN), complex64
+    by_hand = {"a": np.dtype(np.complex64).itemsize * sites, "b": np.dtype(np.complex64).itemsize * hidden,
+               "W": np.dtype(np.complex64).itemsize * sites * hidden}
+    assert row["bytes"] == sum(by_hand.values()) and row["executions"] == 1 and not row["loops"]
+    assert len(row["equations"]) == 3 and not naive["targets"]["tpu:v5e:2x4"]["findings"]
+    assert sorted(set(row["values"])) == [f"grad(params['{k}'])" for k in ("W", "a", "b")]
+    assert row["operands"] == 6  # each gradient's real and imaginary parts
+    assert [r for r in rows if r["verdict"] == "dead"] == []

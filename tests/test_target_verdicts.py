@@ -196,7 +196,7 @@ def test_every_collective_of_the_targets_summary_has_its_row():
     from rich.console import Console
 
     from shardscope.pipeline.one_program import inspect_on
-    from shardscope.render.targets import placements_table, target_rows, target_table
+    from shardscope.render.targets import placements_table, target_table
 
     target = "gpu:h100:8"
     found = _all_reduces_by_group(_on_target(programs.megatron_step, target, "data=4,model=2"))
@@ -206,7 +206,7 @@ def test_every_collective_of_the_targets_summary_has_its_row():
     built = programs.megatron_step(JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model")))
     inspection = inspect_on(target, built.fn, built.args, {})
     (plan,) = inspection.targets
-    rows = target_rows(plan)
+    rows = plan.rows
     assert sorted(row.collective.executions for row in rows if row.collective is not None) == expected
     assert plan.compiled.executed_collectives == sum(expected)
 

@@ -41,7 +41,7 @@ def test_the_corpus_holds_at_least_25_programs_of_the_kinds_users_run():
     assert len(CHECKS) >= 25
     kinds = {c.program.kind for c in CHECKS.values()}
     assert {"transformer", "attention", "mlp", "conv", "gather", "scatter", "vocab", "norm", "optimizer", "moe",
-            "sort", "topk", "rng", "loop", "precision", "int8"} <= kinds
+            "sort", "topk", "rng", "loop", "precision", "int8", "decode", "clip", "scan-op", "overhead"} <= kinds
     assert sum(c.program.held_out for c in CHECKS.values()) >= 20
 
 
@@ -60,8 +60,20 @@ def test_each_program_stays_in_its_band_or_is_a_lower_bound_that_holds(name):
                                            f"back to back; checked.json says {'out of' if name in MISSES else 'in'} band"
 
 
+def _rounded(value: object) -> object:
+    """``value`` with every float rounded to 12 significant digits (Python 3.12's ``sum`` of floats
+    is compensated: the last digits of a ratio differ between the two JAX environments)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
 def test_the_stored_summary_is_what_the_corpus_gives_and_every_v5e_estimate_says_it():
-    assert stored_summary("v5e", list(CHECKS.values())) == STORED
+    assert _rounded(stored_summary("v5e", list(CHECKS.values()))) == _rounded(STORED)
     assert checked_summaries()["v5e"] == STORED
     words = tpu_chip("TPU v5 lite").checked
     covered = sum(not c.estimate.lower_bound for c in CHECKS.values())
@@ -166,17 +178,25 @@ def test_a_depthwise_convolution_says_the_estimate_may_be_off_by_what_the_corpus
     assert unchecked.outside_band == () and "may be off" not in unchecked.line()
 
 
-def test_in_band_programs_are_not_flagged_but_those_holding_a_prefix_sum():
-    """Every program out of its band holds a flagged kind; of those in band, only the three whose
-    modules hold a cumsum's reduce-window (checked.json counts them: 6 programs, 3 out of band)."""
+def test_in_band_programs_are_not_flagged_but_those_of_many_arrays_or_a_cumsum_over_outer_dimensions():
+    """Every program out of its band holds a flagged kind; of those in band, only the calls of 60 to
+    960 arrays and the one cumsum over an outer dimension that ran at its estimate."""
     flagged = {name for name, c in CHECKS.items() if c.outside_band}
     assert MISSES <= flagged
     in_band = flagged - MISSES
-    assert in_band == {"h_cumsum_bf16_axis0", "moe_onehot_einsum", "h_moe_onehot_grad"}
-    assert all(dict(CHECKS[name].outside_band) == {"prefix sum": 2} for name in in_band)
+    assert in_band == {"h_cumsum_bf16_axis0", "clip_norm_30_d1024", "clip_norm_480_d256", "clip_norm_120_d128",
+                       "h_clip_norm_240_d384", "args_in_480", "args_out_480", "args_inout_120"}
+    assert dict(CHECKS["h_cumsum_bf16_axis0"].outside_band) == {"prefix sum": 1}
+    assert dict(CHECKS["clip_norm_480_d256"].outside_band) == {"many arrays": 960}
     assert CHECKS["conv3x3_fwd"].estimate.outside_band == ()
     assert "may be off" not in CHECKS["conv3x3_fwd"].estimate.line()
-    assert STORED["outside_band"]["prefix sum"]["programs"] == 6 and STORED["outside_band"]["prefix sum"]["out_of_band"] == 3
+    assert STORED["outside_band"]["prefix sum"]["programs"] == 6 and STORED["outside_band"]["prefix sum"]["out_of_band"] == 5
+
+
+ON_CHIP_DECODES = ["decode_gqa_b8_s4096_l8", "decode_gqa_b32_s2048_l8", "h_decode_gqa_b16_s4096_l6"]
+MANY_ARRAYS = ["clip_norm_120_d512", "clip_norm_30_d1024", "clip_norm_480_d256", "clip_norm_120_d128",
+               "h_clip_norm_240_d384", "global_norm_120_d512", "args_in_480", "args_out_480", "args_inout_120",
+               "args_inout_30"]
 
 
 @pytest.mark.parametrize("kind, names", [
@@ -184,10 +204,86 @@ def test_in_band_programs_are_not_flagged_but_those_holding_a_prefix_sum():
     ("strided convolution", ["conv_stride2_1x1", "h_conv_stride2_3x3_fwd"]),
     ("narrow convolution", ["h_conv5x5_grad", "h_conv_stride2_3x3_fwd"]),
     ("prefix sum", ["cumsum_f32", "cumsum_f32_axis0", "cumsum_bf16_axis1", "h_cumsum_bf16_axis0",
-                    "moe_onehot_einsum", "h_moe_onehot_grad"]),
+                    "cumsum_f32_rows_256x65536", "h_cumsum_f32_rows_2048x2048"]),
+    ("on-chip update", ON_CHIP_DECODES),
+    ("many arrays", MANY_ARRAYS),
 ])
 def test_each_kinds_range_is_the_measured_over_estimated_ratios_of_the_programs_holding_it(kind, names):
     assert {name for name, c in CHECKS.items() if kind in dict(c.outside_band)} == set(names)
     stored = STORED["outside_band"][kind]
     assert stored["measured"] == [pytest.approx(min(_ratios(names))), pytest.approx(max(_ratios(names)))]
     assert stored["programs"] == len(names) and stored["out_of_band"] == len(set(names) & MISSES)
+
+
+def _on_chip_updates(name: str) -> list[int]:
+    """The bytes of each bf16 dynamic-update-slice laid out in S(1), read from the module text."""
+    found = re.findall(r"= bf16\[([\d,]+)\]\{[^}]*S\(1\)\} dynamic-update-slice\(", CHECKS[name].program.hlo)
+    return [prod(int(d) for d in dims.split(",")) * 2 for dims in found]
+
+
+def test_the_decode_steps_flagged_keep_their_kv_cache_on_the_chip_and_the_others_do_not():
+    """Each flagged decode step updates a cache slice of 32 MiB or more in S(1); the two decode
+    steps in band (a cache too large to keep on the chip) update none of 16 MiB or more there."""
+    for name in ON_CHIP_DECODES:
+        assert max(_on_chip_updates(name)) >= 32 * 2**20
+    for name in ("decode_mha_b8_s4096_l4", "decode_gqa_b8_s8192_l4_d4096"):
+        assert not [b for b in _on_chip_updates(name) if b >= 16 * 2**20] and CHECKS[name].holds
+
+
+def _run5_profile() -> dict:
+    """Run 5's profiled programs: each instruction's time per run and each module's time per call."""
+    return json.loads(gzip.decompress((CORPUS / "v5e_run5_profile.json.gz").read_bytes()))
+
+
+@pytest.mark.parametrize("name", ["cumsum_f32_16m", "cumsum_bf16_16m", "cumsum_f32_1m", "h_cumsum_f32_4m"])
+def test_a_cumsum_over_a_vector_takes_its_taps_at_the_measured_window_rate(name):
+    """XLA:TPU writes a vector's cumsum as a reduce-window of 128 taps along the second-minor
+    dimension of a {0,1} layout (``size=1x128 pad=0_0x127_0``): its profiled time is its taps
+    (elements x 128, counted here from the text) at 0.667e12 a second, within 10% (the held-out 4M too)."""
+    hlo = CHECKS[name].program.hlo
+    window = re.search(r"%reduce-window = \w+\[(\d+),128\]\{0,1:[^}]*\} reduce-window\(.*size=1x128 pad=0_0x127_0", hlo)
+    assert window is not None
+    taps = int(window.group(1)) * 128 * 128
+    measured = next(row["measured_s"] for row in _run5_profile()["instructions"]
+                    if row["program"] == name and row["instruction"] == "reduce-window")
+    assert 0.9 <= measured / (taps / 0.667e12) <= 1.1
+    assert CHECKS[name].holds and "prefix sum" not in dict(CHECKS[name].outside_band)
+
+
+def _arrays(hlo: str) -> tuple[int, int]:
+    """The arguments and results of a module's call, counted from its ENTRY's signature."""
+    signature = re.search(r"^ENTRY %\S+ \((.*)\) -> (.*) \{$", hlo, re.M)
+    assert signature is not None
+    return (len(re.findall(r"\w+\[[\d,]*\]", signature.group(1))),
+            len(re.findall(r"\w+\[[\d,]*\]", signature.group(2))))
+
+
+def test_the_per_array_costs_are_what_calls_of_480_small_arrays_measured():
+    """480 arguments in and one result out, one argument in and 480 results out: waited on, the
+    call's time beyond the chip's module time (profiled) and the 0.59 ms of a one-array call is
+    1.14 us an argument and 5.86 us a result; back to back, beyond 0.13 ms, 1.09 us and 4.28 us
+    (within 10%: they were fitted on these two programs)."""
+    modules = _run5_profile()["modules"]
+    for name in ("args_in_480", "args_out_480"):
+        program = CHECKS[name].program
+        arguments, results = _arrays(program.hlo)
+        assert sorted((arguments, results)) == [1, 480]
+        waited = program.waited_s - modules[name] - 5.9e-4
+        assert 0.9 <= waited / (1.14e-6 * arguments + 5.86e-6 * results) <= 1.1
+        assert 0.9 <= (program.dispatched_s - 1.3e-4) / (1.09e-6 * arguments + 4.28e-6 * results) <= 1.1
+
+
+def test_kernels_of_near_zero_work_cost_what_the_chip_says_a_kernel_costs():
+    """Calls of 30-480 small arrays move under 0.5 MB: their module time on the chip (profiled) is
+    their kernels' fixed cost. Per kernel (every ENTRY instruction but parameters, constants,
+    tuples, bitcasts and the starts and ends of asynchronous copies, counted here from the text) it
+    is 0.33-0.36 us, within 1.35x of the 0.27 us fitted over nine programs whose larger kernels
+    overlap it in part."""
+    modules = _run5_profile()["modules"]
+    free = ("parameter", "constant", "tuple", "get-tuple-element", "bitcast", "custom-call")
+    for name in ("args_in_480", "args_inout_120", "args_inout_30"):
+        entry = CHECKS[name].program.hlo.split("\nENTRY ", 1)[1]
+        opcodes = re.findall(r"^  (?:ROOT )?%\S+ = (?:\([^=]*\)|\S+) ([a-z-]+)\(", entry, re.M)
+        kernels = [op for op in opcodes if op not in free and not op.endswith(("-start", "-done"))]
+        assert len(kernels) >= 30 and modules[name] < 4e-4
+        assert 1.0 <= modules[name] / len(kernels) / 0.27e-6 <= 1.35, (name, len(kernels))

@@ -39,16 +39,15 @@ def test_min_saving_zero_needs_no_unit_and_another_bare_number_is_told_its_missi
 
 
 def test_a_share_threshold_quotes_the_share_the_finding_saves():
-    from shardscope.costmodel.savings import MinSaving, Saving
-    from shardscope.render.check import _saving_amount
+    from shardscope.engine.hlo.plan_costs import MinSaving, Saving
 
     # deferring saves 3 of 4 runs of 10 us: 30 us of a 1 ms step
     saving = Saving(target="tpu:v5e:2x4", collective="all-reduce.6", kind="all-reduce", values="grad(w)",
                     bytes_per_run=4096, runs_per_call=4, runs_after=1, seconds_per_run=10e-6,
                     seconds_per_step=3 * 10e-6, step_s=1e-3)
     share, time = MinSaving("60%", share=0.6), MinSaving("1ms", seconds=1e-3)
-    assert _saving_amount(saving, share) == " (~3% of the step)"
-    assert _saving_amount(saving, time) == " (~30 us)"
+    assert share.amount(saving) == " (~3% of the step)"
+    assert time.amount(saving) == " (~30 us)"
 
 
 _ONE_DEVICE = """

@@ -110,7 +110,7 @@ def test_each_bad_input_is_one_message_and_exit_2(dump, tmp_path):
     cases = {
         tmp_path / "missing": "no such file or folder",
         empty: "no compiled module (*after_optimizations.txt)",
-        truncated: "is cut off: it ends inside",
+        truncated: "is not closed: the text ends inside it; was the run killed while writing its dump?",
         not_hlo: "is not HLO text",
     }
     for path, words in cases.items():

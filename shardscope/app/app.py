@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
 from shardscope.app import gc_policy
-from shardscope.app.bindings import APP_BINDINGS, fit_footer
+from shardscope.app.bindings import APP_BINDINGS, TAB_BINDINGS, fit_footer
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.focus_routing import FocusRouting
@@ -38,6 +38,7 @@ from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.widgets.status import StatusLine, describe_programs, describe_settings, settings_changes, stale_banner
 from shardscope.errors import ShardscopeError
+from shardscope.render.theme import THEME
 from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     ) -> None:
         """``hide_measurements`` shows ``···`` for wall-clock numbers (for snapshots)."""
         super().__init__()
+        self.console.push_theme(THEME)  # the renderings' named styles (verdict.deferrable, check.failed, ...)
         self.settings = settings  # what the user asked for (function/chunk may be None: default)
         self.max_devices = max(max_devices, settings.devices)
         self.export_dir = export_dir
@@ -136,7 +138,11 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
     def _fit_footer(self, width: int | None = None) -> None:
         """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
         narrow = (self.size.width if width is None else width) < self.NARROW
-        fit_footer(own_bindings(self), narrow, self.query_one(TabbedContent).active)
+        tab = self.query_one(TabbedContent).active
+        fit_footer(own_bindings(self), narrow, tab)
+        view = self._tab_view(tab) if tab in TAB_BINDINGS else None
+        if view is not None:  # the focus is in it: its own key is the one the footer shows
+            fit_footer(own_bindings(view), narrow, tab, TAB_BINDINGS[tab])
         self.refresh_bindings()
 
     @property

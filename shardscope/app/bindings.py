@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 from typing import Iterable
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from shardscope.app.tabs import TABS
 
@@ -40,7 +40,22 @@ HLO_BINDINGS = [
 ]
 """The Compiled tab's own keys (not in the footer, whose 80 columns are full: help and palette list it)."""
 
-TAB_BINDINGS: dict[str, list[Binding]] = {"diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS, "hlo": HLO_BINDINGS}
+GRAPH_BINDINGS = [
+    Binding("f", "toggle_fold", "Unfold", id="graph.toggle_fold",
+            tooltip="In the Graph tab: show every op that feeds the collectives, or fold the drawings again to the "
+                    "collectives and the paths into them"),
+]
+"""The Graph tab's own keys."""
+
+LAYOUTS_BINDINGS = [
+    Binding("s", "rank", "Rank layouts", id="layouts.rank",
+            tooltip="In the Layouts tab: compile every layout of the file's @shardscope.layouts function for the "
+                    "target and rank them"),
+]
+"""The Layouts tab's own keys."""
+
+TAB_BINDINGS: dict[str, list[Binding]] = {"graph": GRAPH_BINDINGS, "diff": DIFF_BINDINGS, "sweep": SWEEP_BINDINGS,
+                                          "hlo": HLO_BINDINGS, "layouts": LAYOUTS_BINDINGS}
 """Each tab's own keys, by tab id; each binding's action is an action of that tab's view."""
 
 
@@ -83,7 +98,7 @@ APP_BINDINGS = [
             tooltip="Analyse each program with shardscope's verified rewrite of its findings beside it, "
                     "named 'NAME-what-if' and compared with it (a program file); press again to leave them out"),
     Binding("e", "export", "Export diff", id="export",
-            tooltip="Write the compared plans' jaxpr diff to <function>-<mesh>dev-c<chunk>.diff"),
+            tooltip="Write the compared plans' jaxpr diff to <file>-<function>-<baseline>-vs-<candidate>-<mesh>dev-c<chunk>.diff"),
     Binding("b", "pick_baseline", "Baseline", id="pick_baseline", group=COMPARE,
             tooltip="Compare against the next plan: the Diff and Graph tabs and the speedup follow"),
     Binding("c", "pick_candidate", "Candidate", id="pick_candidate", group=COMPARE,
@@ -114,30 +129,50 @@ APP_BINDINGS = [
 
 
 NARROW_FOOTER_LEAVES_OUT: dict[str, tuple[str, ...] | None] = {
-    "export": None,
-    "next_collective": ("diff", "sweep"),
-    "previous_collective": ("diff", "sweep"),
+    "next_collective": ("diff", "sweep", "layouts"),
+    "previous_collective": ("diff", "sweep", "layouts"),
+    "graph.toggle_fold": None,
 }
-"""Keys the footer leaves out under 100 columns (in every tab, or in the tabs named), where the
+"""Keys the footer leaves out under 100 columns (by binding id; in every tab, or in the tabs named), where the
 pinned keys and a tab's own key leave no room for them: at 80 columns the Diff tab's ``s`` pushed
-the Compare group under the pinned keys. They still work; the help and the palette list them."""
+the Compare group under the pinned keys. They still work; the help and the palette list them (and
+the Graph tab says ``f`` on its first line)."""
+
+NARROW_LABELS: dict[str, str] = {"export": "Export", "diff.toggle_layout": "Layout"}
+"""Shorter words for keys under 100 columns (by binding id): with them ``e`` fits beside the
+others in every tab at 80 columns."""
+
+NARROW_COLLECTIVES = Binding.Group("Coll.")
+"""The ``n N`` group's shorter name under 100 columns (one object: the footer groups keys by it)."""
 
 
 def footer_shown(binding: Binding, narrow: bool, tab: str) -> bool:
-    """Whether the footer shows ``binding`` (an app binding) at this width in ``tab``."""
-    if not narrow or binding.action not in NARROW_FOOTER_LEAVES_OUT:
+    """Whether the footer shows ``binding`` (an app's or a tab view's binding) at this width in ``tab``."""
+    if not narrow or binding.id not in NARROW_FOOTER_LEAVES_OUT:
         return binding.show
-    tabs = NARROW_FOOTER_LEAVES_OUT[binding.action]
+    tabs = NARROW_FOOTER_LEAVES_OUT[binding.id or ""]
     return binding.show and tabs is not None and tab not in tabs
 
 
-def fit_footer(bindings: dict[str, list[Binding]], narrow: bool, tab: str) -> None:
-    """Set ``show`` of the app's bindings (``bindings``: its map's key -> bindings, changed in
-    place) by :func:`footer_shown`, from :data:`APP_BINDINGS` as written."""
-    written = {b.id: b for b in APP_BINDINGS}
+def footer_binding(binding: Binding, narrow: bool, tab: str) -> Binding:
+    """``binding`` (an app binding, as written) as the footer shows it at this width in ``tab``:
+    whether at all (:func:`footer_shown`), and under 100 columns in fewer words."""
+    shown = replace(binding, show=footer_shown(binding, narrow, tab))
+    if not narrow:
+        return shown
+    if binding.group is COLLECTIVES:
+        shown = replace(shown, group=NARROW_COLLECTIVES)
+    return replace(shown, description=NARROW_LABELS.get(binding.id or "", binding.description))
+
+
+def fit_footer(bindings: dict[str, list[Binding]], narrow: bool, tab: str,
+               as_written: Iterable[BindingType] = APP_BINDINGS) -> None:
+    """Set how the footer shows a node's bindings (``bindings``: its map's key -> bindings, changed
+    in place) by :func:`footer_binding`, from the bindings ``as_written`` (the app's, or a tab
+    view's own: the focused view's key is the one the footer shows)."""
+    written = {b.id: b for b in as_written if isinstance(b, Binding)}
     for key, bound in bindings.items():
-        bindings[key] = [replace(b, show=footer_shown(written[b.id], narrow, tab)) if b.id in written else b
-                         for b in bound]
+        bindings[key] = [footer_binding(written[b.id], narrow, tab) if b.id in written else b for b in bound]
 
 
 def key_label(binding: Binding) -> str:

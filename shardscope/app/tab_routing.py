@@ -42,11 +42,12 @@ class TabRouting(App[int]):
 
     def _check_tab_action(self, tab: object, tab_action: object) -> bool | None:
         """A tab's own key applies only while its tab shows (else it is hidden, and the key goes
-        to the next binding); greyed out while its view cannot act."""
+        to the next binding); greyed out while its view cannot act (None), hidden where it never
+        applies (False: the sweep on a program file)."""
         if self.query_one(TabbedContent).active != tab:
             return False
         view = self._tab_view(str(tab))
-        return True if view is None else (view.check_action(str(tab_action), ()) or None)
+        return True if view is None else view.check_action(str(tab_action), ())
 
     @property
     def tabs_behind(self) -> frozenset[str]:
@@ -82,6 +83,7 @@ class TabRouting(App[int]):
             await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
+        self._fit_footer()  # the views' own keys, in the words this width has room for
         self._run_pending_tab_action()
 
     def action_show_tab(self, tab: str) -> None:

@@ -16,8 +16,9 @@ TABS = (
     ("timings", "Timings", "shardscope.app.views.timings:TimingsView"),
     ("hlo", "Compiled", "shardscope.app.views.hlo:HloView"),
     ("sweep", "Sweep", "shardscope.app.views.sweep:SweepView"),
+    ("layouts", "Layouts", "shardscope.app.views.layouts:LayoutsView"),
 )
-"""Tab id, title and view class; the key of each tab is its position (1-6)."""
+"""Tab id, title and view class; the key of each tab is its position (1-7)."""
 MEASURING_TABS = ("timings", "sweep")
 """The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 

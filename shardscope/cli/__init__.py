@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shardscope import __version__
-from shardscope.cli import calibrate, check, demos, diff, explorer, presets, report, sweep
+from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
 from shardscope.cli.explorer import AppOptions, ExplorerOptions
 from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
 from shardscope.distributed.compile_cache import start_compilation_cache
@@ -28,7 +28,7 @@ from shardscope.sources.bundled import SEED_DEMO
 
 __all__ = ["COMMANDS", "main", "open_options", "parse"]
 
-COMMAND_MODULES = (explorer, report, sweep, calibrate, presets, diff, check, demos)
+COMMAND_MODULES = (explorer, report, sweep, layouts, calibrate, presets, diff, check, demos)
 """The commands, in the order ``--help`` lists them."""
 COMMANDS = tuple(module.NAME for module in COMMAND_MODULES)
 
@@ -48,7 +48,7 @@ def command_line() -> CommandLine:
         prog="shardscope",
         description="See the communication plan of a sharded JAX program: every collective the compiler runs, the loops around it, and whether they need it there.",
         epilog="shardscope FILE is short for shardscope open FILE (the explorer); shardscope alone opens the "
-        f"shipped {SEED_DEMO} demo. report, diff, sweep and check run headless. FILE may be a shipped demo's "
+        f"shipped {SEED_DEMO} demo. report, diff, sweep, layouts and check run headless. FILE may be a shipped demo's "
         "name (shardscope demos lists them).",
     )
     parser.add_argument("--version", action="version", version=f"shardscope {__version__}")

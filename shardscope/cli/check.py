@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -20,13 +20,13 @@ from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
-from shardscope.costmodel.savings import MinSaving, parse_min_saving, require_step_estimates, saving_filter
+from shardscope.costmodel.savings import parse_min_saving
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.platforms import platform_choice, run_on, tpu_chips_attached
 from shardscope.measure.profile_read import Profile, ProfileError
-from shardscope.targets.registry import UnavailableTarget, installed_targets
+from shardscope.targets.registry import installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
@@ -36,6 +36,7 @@ from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
     from shardscope.costmodel.what_if import ProgramWhatIf
+    from shardscope.engine.hlo.plan_costs import MinSaving
     from shardscope.engine.inspection import Inspection
     from shardscope.pipeline.check import FailedProgram, FileCheck
     from shardscope.targets.base import TargetDevices
@@ -185,7 +186,7 @@ def check(options: CheckOptions) -> int:
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     profile = _profile_first(options, bool(slices) or chosen)  # its platform may decide where the program compiles
     from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
-    from shardscope.pipeline.check import check_file, exit_code
+    from shardscope.pipeline.check import check_file
     from shardscope.targets.plans import load_available_targets, target_device_count
 
     # libtpu's own refusals (a topology it does not know), before the file loads; with several
@@ -198,15 +199,14 @@ def check(options: CheckOptions) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
         # --what-if and --profile run the CPU's executable; --profile-dir maps the run's profile onto it
         runs = options.what_if or options.profile or bool(options.profile_dir)
-        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs)
-        inspections = checked.inspections
-        rewrites = what_ifs(inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
-        inspections, profile_errors = _measured(inspections, options, profile)
-    status = exit_code(inspections, checked.failed, None if min_saving is None else saving_filter(min_saving))
-    if min_saving is not None:  # a share needs a step estimate: refused before any output
-        require_step_estimates(min_saving, [plan for ins in inspections for plan in ins.targets])
-    _print_outcome(options, path, checked, inspections, rewrites, min_saving, targets, unavailable, profile_errors)
-    return 2 if unavailable or profile_errors else status
+        # judged once: each target plan costed, its findings weighed against --min-saving (a share of the
+        # step without a step estimate is refused here, before any output), the exit status
+        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs,
+                             min_saving=min_saving, unavailable=unavailable)
+        rewrites = what_ifs(checked.inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+        checked = _measured(checked, options, profile)
+    _print_outcome(options, path, checked, rewrites, targets)
+    return checked.exit_status
 
 
 def check_dump(options: CheckOptions) -> int:
@@ -215,44 +215,36 @@ def check_dump(options: CheckOptions) -> int:
     assert options.xla_dump is not None
     check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
     start_jax_quietly()  # the plan's modules import JAX
-    from shardscope.pipeline.check import exit_code
     from shardscope.pipeline.xla_dump import dump_check
 
     checked = dump_check(options.xla_dump, options.function)
     for note in checked.notes:  # which compilation of several was read: said, never silent
         print(f"shardscope: {note}", file=sys.stderr, flush=True)
-    # the same run's profile, on the run's own plan
-    inspections, profile_errors = _measured(checked.inspections, options, None)
-    status = exit_code(inspections, checked.failed)
-    _print_outcome(options, options.xla_dump, checked, inspections, None, None, (), (), profile_errors)
-    return 2 if profile_errors else status
+    checked = _measured(checked, options, None)  # the same run's profile, on the run's own plan
+    _print_outcome(options, options.xla_dump, checked, None, ())
+    return checked.exit_status
 
 
-def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspections: list[Inspection],
-                   rewrites: list[ProgramWhatIf] | None, min_saving: MinSaving | None,
-                   targets: Sequence[TargetDevices], unavailable: Sequence[UnavailableTarget] = (),
-                   profile_errors: Sequence[ShardscopeError] = ()) -> None:
-    """The report in the format asked for, then each failed program's one message, each target
-    that could not be compiled for (``unavailable``) and what the profile could not be put on
-    (``profile_errors``: the plans are shown all the same)."""
+def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, rewrites: list[ProgramWhatIf] | None,
+                   targets: Sequence[TargetDevices]) -> None:
+    """The judged check in the format asked for, then each failed program's one message, each
+    target that could not be compiled for and what the profile could not be put on (the plans are
+    shown all the same)."""
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
     if options.json:
-        data = to_json(path, inspections, rewrites, checked.failed, min_saving, unavailable)
-        data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in profile_errors]
-        if profile_errors:
-            data["exit_code"] = 2
+        data = to_json(path, checked, rewrites)
+        data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in checked.profile_errors]
         print(json.dumps(data, allow_nan=False))
     elif options.github:
-        for line in workflow_commands(path, inspections, checked.failed,
-                                      counts=None if min_saving is None else saving_filter(min_saving)):
+        for line in workflow_commands(path, checked):
             print(line)
-        for error in unavailable:
+        for error in checked.unavailable:
             print(stopped_command(error, path, title=f"shardscope: {error.target} was not compiled for"))
     else:
-        render(inspections, stdout_console(), rewrites, checked.failed, min_saving, [str(t.target) for t in targets])
-        stepped = [ins.function for ins in inspections if ins.dispatches is not None]
+        render(checked, stdout_console(), rewrites, [str(t.target) for t in targets])
+        stepped = [ins.function for ins in checked.inspections if ins.dispatches is not None]
         if targets and stepped:
             stdout_console().print(Text(
                 f"{', '.join(stepped)}: not compiled for {', '.join(str(t.target) for t in targets)}: a step of dispatches is "
@@ -262,9 +254,9 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, inspec
     errors = [failure.error for failure in checked.failed] if options.debug else merged_errors(checked.failed)
     for failed_error in errors:
         report_error(failed_error, options.debug)
-    for error in unavailable:  # each target that could not be compiled for: after the others' results
+    for error in checked.unavailable:  # each target that could not be compiled for: after the others' results
         report_error(error, options.debug)
-    for profile_error in profile_errors:  # the profile: after the plans, which stand without its times
+    for profile_error in checked.profile_errors:  # the profile: after the plans, which stand without its times
         report_error(profile_error, options.debug)
 
 
@@ -312,20 +304,20 @@ def _refuse_with_dump(args: argparse.Namespace) -> None:
                                                  f"{', '.join(needs_program)}")
 
 
-def _measured(inspections: list[Inspection], options: CheckOptions,
-              profile: Profile | ProfileError | None) -> tuple[list[Inspection], list[ShardscopeError]]:
-    """The inspections with a profile's times on their plans (``--profile``, ``--profile-dir``:
+def _measured(checked: FileCheck, options: CheckOptions, profile: Profile | ProfileError | None) -> FileCheck:
+    """``checked`` with a profile's times on its plans (``--profile``, ``--profile-dir``:
     ``profile`` is the one already read, or the error reading it gave), and the messages for what
     the profile could not be put on."""
     from shardscope.pipeline.profiled import measured_by_profiler, measured_from_dir  # imports JAX, as above
 
+    inspections = checked.inspections
     if options.profile_dir:
         done = measured_from_dir(inspections, profile if profile is not None else options.profile_dir)
-        return done.inspections, done.errors
-    if options.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
+    elif options.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
         done = measured_by_profiler(inspections)
-        return done.inspections, done.errors
-    return inspections, []
+    else:
+        return checked
+    return replace(checked, inspections=done.inspections, profile_errors=tuple(done.errors))
 
 
 def _profile_first(options: CheckOptions, chosen: bool) -> Profile | ProfileError | None:

@@ -14,7 +14,8 @@ from shardscope.cli.launch import DEFAULT_TIMEOUT_S, ProcessOptions
 from shardscope.distributed.workers import WorkerRole
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.config.mesh import Mesh, parse_axes
-from shardscope.config.settings import DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_axis_name
+from shardscope.config.settings import (DEFAULT_AXIS, DEFAULT_DEVICES, DEFAULT_REPEATS, DEFAULT_TIMING_BUDGET_S, Settings,
+                                        check_axis_name)
 from shardscope.sources.bundled import SEED_DEMO, find_file
 from shardscope.targets.platforms import ON_PLATFORMS
 
@@ -34,6 +35,17 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds, 0 or more (``--timing-budget``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more seconds")
     return value
 
 
@@ -171,8 +183,13 @@ def add_demo_options(parser: argparse.ArgumentParser, chunk_size: bool = True, s
                             help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     else:
         parser.set_defaults(chunk_size=None)
-    parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
-                        help=f"timed runs per plan after warm-up (default {DEFAULT_REPEATS})")
+    parser.add_argument("-r", "--repeats", type=positive,
+                        help=f"timed rounds per plan after warm-up (default: at least {DEFAULT_REPEATS}, and more within "
+                             "--timing-budget; given, exactly this many unless --timing-budget is given too)")
+    parser.add_argument("--timing-budget", type=seconds, metavar="SECONDS",
+                        help="seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
+                             "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
+                             f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
     add_cache_option(parser)
     add_debug_option(parser)
 
@@ -206,14 +223,17 @@ class DemoOptions:
     repeats: int
     profile: bool = False
     profile_dir: str | None = None
+    timing_budget_s: float = DEFAULT_TIMING_BUDGET_S
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoOptions:
         """The options as parsed by a subparser that :func:`add_demo_options` set up (and
         :func:`add_profile_options`, on the commands that have it)."""
         return cls(file=args.file, function=args.function, devices=args.devices, axis=args.axis, mesh=args.mesh,
-                   batch_axes=args.batch_axes, chunk_size=args.chunk_size, repeats=args.repeats,
-                   profile=getattr(args, "profile", False), profile_dir=getattr(args, "profile_dir", None))
+                   batch_axes=args.batch_axes, chunk_size=args.chunk_size,
+                   repeats=DEFAULT_REPEATS if args.repeats is None else args.repeats,
+                   profile=getattr(args, "profile", False), profile_dir=getattr(args, "profile_dir", None),
+                   timing_budget_s=timing_budget(args.repeats, args.timing_budget))
 
     def settings(self) -> Settings:
         """The :class:`Settings` the options describe (FILE may name a shipped demo).
@@ -234,7 +254,16 @@ class DemoOptions:
             demo_mesh=self.mesh is None and self.devices is None and self.axis is None,
             profile=self.profile,
             profile_dir=self.profile_dir,
+            timing_budget_s=self.timing_budget_s,
         )
+
+
+def timing_budget(repeats: int | None, budget_s: float | None) -> float:
+    """The seconds of more rounds: ``--timing-budget`` when given; else none when ``--repeats``
+    asks for a count (exactly that many), else the default."""
+    if budget_s is not None:
+        return budget_s
+    return 0.0 if repeats is not None else DEFAULT_TIMING_BUDGET_S
 
 
 def process_options(args: argparse.Namespace, argv: Sequence[str]) -> ProcessOptions:

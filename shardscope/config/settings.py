@@ -11,6 +11,9 @@ from shardscope.config.mesh import Mesh
 DEFAULT_DEVICES = 2
 DEFAULT_AXIS = "s"
 DEFAULT_REPEATS = 20
+DEFAULT_TIMING_BUDGET_S = 3.0
+"""The seconds the commands and the explorer may spend on rounds past ``repeats`` while a
+comparison of two programs is not settled (:func:`shardscope.measure.speedup.settled`)."""
 MAX_DEVICES = 512
 """The most simulated CPU devices shardscope starts. XLA gives every CPU device its own threads
 and buffers: thousands take minutes to start, and 100,000 exhausted 20 GB and aborted."""
@@ -46,6 +49,7 @@ class Settings:
     targets: tuple[str, ...] = ()  # TPU slices to compile for as well (``tpu:v5e:2x2``): the app's target field
     profile: bool = False  # run the programs under JAX's profiler too (--profile): measured times on each plan
     profile_dir: str | None = None  # a profile the user captured (--profile-dir), put on each plan
+    timing_budget_s: float = 0.0  # seconds of more rounds past ``repeats`` while a comparison is unsettled; 0: none
 
     def __post_init__(self) -> None:
         mesh = self.mesh if self.mesh is not None else Mesh.one_axis(self.axis, self.devices)

@@ -1,49 +1,88 @@
 """The step estimate of a compiled module's text, for a chip named by the user.
 
 :func:`estimate_module` is what ``shardscope.estimate_module`` calls: it reads an XLA module
-(``compiled.as_text()``, an XLA dump, a stored module), counts each instruction's work with its
+(``compiled.as_text()``, an XLA dump, a stored module), checks it as any text from outside
+(:func:`~shardscope.engine.hlo.well_formed.read_module`), counts each instruction's work with its
 loops (:mod:`shardscope.engine.hlo.work`) and prices it on the chip
 (:mod:`shardscope.engine.hlo.roofline`).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
 from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
-from shardscope.engine.hlo.text import parse
+from shardscope.engine.hlo.well_formed import read_module, value_kind
 from shardscope.engine.hlo.work import module_work
-from shardscope.errors import TargetError
+from shardscope.errors import ArgumentTypeError, ChipError, TargetError
 
 GPU_DESCRIPTIONS = Path(__file__).resolve().parent.parent / "gpu_descriptions"
+GPU_FILE = "gpu:"
+"""How a chip given by the user's own GPU description file is written: ``gpu:path/to/gpu.txtpb``."""
+MAX_DESCRIPTION_BYTES = 1 << 20
+"""The largest GPU description file read (shardscope's own are about 1 KB)."""
 
 
 def chip_names() -> list[str]:
     """The chips :func:`chip_named` knows: the TPU generations, then the GPUs shardscope describes."""
     tpus = list(dict.fromkeys(chip.name for chip in TPU_CHIPS.values()))
-    return tpus + sorted(path.stem for path in GPU_DESCRIPTIONS.glob("*.txtpb"))
+    return tpus + _gpu_names()
+
+
+def _gpu_names() -> list[str]:
+    return sorted(path.stem for path in GPU_DESCRIPTIONS.glob("*.txtpb"))
 
 
 def chip_named(name: str) -> Chip:
-    """The chip called ``name`` (``v5e``, ``v5p``, ``h100``; a TPU's ``device_kind`` such as
-    ``TPU v5 lite`` too); a :class:`~shardscope.errors.TargetError` naming the known ones otherwise."""
+    """The chip called ``name``: one of :func:`chip_names` (``v5e``, ``v5p``, ``h100``; a TPU's
+    ``device_kind`` such as ``TPU v5 lite`` too), or a GPU the user describes in a file of their own,
+    given as ``gpu:path/to/gpu.txtpb``. A name is never read as a path: ``"/any/path"`` and
+    ``"../gpu_descriptions/h100"`` are names shardscope does not know. A
+    :class:`~shardscope.errors.ChipError` (a ``ValueError``) names the known ones; a value that is
+    not a string is an :class:`~shardscope.errors.ArgumentTypeError` (a ``TypeError``)."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"the chip is {value_kind(name)}, not a chip's name (a str).",
+                                f"pass one of {', '.join(chip_names())}, or a Chip")
+    if name.strip().lower().startswith(GPU_FILE):
+        path = Path(name.strip()[len(GPU_FILE):])
+        return gpu_chip(path.stem, _description(path))
     wanted = name.strip().lower()
     for kind, chip in TPU_CHIPS.items():
         if wanted in (chip.name, kind.lower()):
             return chip
-    description = GPU_DESCRIPTIONS / f"{wanted}.txtpb"
-    if wanted and description.is_file():
-        return gpu_chip(wanted, description.read_text())
-    raise TargetError(f"no chip called {name!r}: known chips are {', '.join(chip_names())}")
+    if wanted in _gpu_names():
+        return gpu_chip(wanted, (GPU_DESCRIPTIONS / f"{wanted}.txtpb").read_text())
+    raise ChipError(f"no chip called {name[:80]!r}: known chips are {', '.join(chip_names())}",
+                    f"or describe a GPU in a file of your own (a GpuTargetConfigProto in text form, like "
+                    f"{GPU_DESCRIPTIONS.name}/h100.txtpb) and pass chip='{GPU_FILE}path/to/gpu.txtpb'")
+
+
+def _description(path: Path) -> str:
+    """The text of a user's GPU description file: a regular file of at most :data:`MAX_DESCRIPTION_BYTES`."""
+    hint = f"give the path of a GpuTargetConfigProto in text form, like {GPU_DESCRIPTIONS.name}/h100.txtpb"
+    try:
+        found = os.stat(path)
+    except OSError as exc:
+        raise ChipError(f"cannot read the GPU description {str(path)[:200]!r}: {exc.strerror or exc}.", hint) from None
+    if not stat.S_ISREG(found.st_mode) or found.st_size > MAX_DESCRIPTION_BYTES:
+        raise ChipError(f"the GPU description {str(path)[:200]!r} is not a text file of at most "
+                        f"{MAX_DESCRIPTION_BYTES // 1024} KB.", hint)
+    try:
+        with open(path, "rb") as file:
+            return file.read(MAX_DESCRIPTION_BYTES + 1)[:MAX_DESCRIPTION_BYTES].decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ChipError(f"cannot read the GPU description {str(path)[:200]!r}: {exc}.", hint) from None
 
 
 def estimate_module(hlo_text: str, chip: str | Chip) -> StepEstimate:
-    """The estimate of one call of the compiled module ``hlo_text`` on ``chip``."""
+    """The estimate of one call of the compiled module ``hlo_text`` on ``chip`` (a :class:`Chip`, or
+    a name :func:`chip_named` knows). A text that is not a module XLA would print is an
+    :class:`~shardscope.errors.HloTextError` (a ``ValueError``) naming its line."""
     found = chip if isinstance(chip, Chip) else chip_named(chip)
-    module = parse(hlo_text)
-    if module.entry is None:
-        raise TargetError("the text holds no HLO module with an ENTRY computation (compiled.as_text() gives one)")
+    module = read_module(hlo_text, "hlo_text")
     estimate = estimate_step(module_work(module), found)
     if estimate is None:
         raise TargetError(f"{found.name} has no memory bandwidth figure: shardscope cannot estimate a step on it")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope.costmodel.interconnects import Link
 from shardscope import collective_kinds as kinds
-from shardscope.collective_kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
+from shardscope.engine.hlo.interconnect_times import compiled_model
 
 if TYPE_CHECKING:
     from shardscope.engine.jaxpr.model import Equation
@@ -156,16 +156,6 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
     return Projection(link=link, devices=n, plans=plans)
 
 
-COMPILED_MODELS = {kind.name: kind.model for kind in KINDS}
-"""The ring model of each compiled collective kind, by the JAX primitive that has the same one."""
-
-
-def compiled_model(c: "CompiledCollective") -> str:
-    """The primitive whose ring model ``c`` follows: an all-reduce that keeps one shard of its
-    sum (the TPU's all-reduce-scatter fusion) is a reduce-scatter."""
-    return COMPILED_MODELS[REDUCE_SCATTER if c.kind == ALL_REDUCE and c.scatters else c.kind]
-
-
 def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:
     """Project the compiled collectives of each plan (a target's: what its compiler runs) onto
     ``link`` with ``devices`` in the ring: each instruction's runs per call times one run's cost."""
@@ -193,7 +183,7 @@ def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int)
 def project_targets(analysis: "Analysis", link: Link | None = None, devices: int | None = None) -> dict[str, Projection]:
     """Each ``--target``'s compiled plans projected onto ``link`` with ``devices`` in the ring
     (default: the target's device count); none without a ``link``: a target's own interconnect
-    is costed by its machine's model (:mod:`shardscope.costmodel.collective_times`), not a ring."""
+    is costed by its machine's model (:mod:`shardscope.engine.hlo.interconnect_times`), not a ring."""
     found: dict[str, Projection] = {}
     if link is None:
         return found
@@ -202,28 +192,6 @@ def project_targets(analysis: "Analysis", link: Link | None = None, devices: int
         compiled = {plan.name: on_target.compiled for plan, on_target in plans}
         found[target] = project_compiled(compiled, link, devices or plans[0][1].devices)
     return found
-
-
-def to_json(projection: Projection) -> dict[str, Any]:
-    """The ``report --json`` ``"projection"`` object."""
-    link = projection.link
-    return {
-        "preset": link.name,
-        "devices": projection.devices,
-        "bandwidth_Bps": link.bandwidth_Bps,
-        "latency_s": link.latency_s,
-        "source": link.source,
-        "crossover_bytes": projection.crossover_bytes,
-        "plans": {
-            name: {
-                "comm_s_per_call": plan.comm_s_per_call,
-                "latency_share": plan.latency_share,
-                "per_call_is_upper_bound": plan.is_upper_bound,
-                "latency_dominated_collectives": [c.equation_id for c in plan.collectives if c.latency_dominated],
-            }
-            for name, plan in projection.plans.items()
-        },
-    }
 
 
 @dataclass(frozen=True)

@@ -94,13 +94,22 @@ def exit_status(signum: int) -> int:
     return 128 + signum
 
 
-def leave(signum: int, frame: object = None) -> None:
-    """Signal handler: remove temporary files, end child processes, say so, and exit now."""
+def leave(signum: int, frame: object = None, keep: Callable[[], str] | None = None) -> None:
+    """Signal handler: remove temporary files, end child processes, say so, and exit now.
+
+    ``keep`` (a command that keeps what it finished: ``layouts``' rows) runs first and says
+    what it kept, instead of "nothing was written"."""
     remove_temporary_files()
     end_child_processes()
+    kept = "nothing was written"
+    if keep is not None:
+        try:
+            kept = keep()
+        except Exception as exc:  # noqa: BLE001 - what was done could not be kept: leaving matters more
+            kept = f"what was done could not be written ({type(exc).__name__}: {exc})"
     doing = current_activity()
     during = f" while {doing}" if doing else ""
-    message = f"\nshardscope: interrupted ({signal.Signals(signum).name}){during}; nothing was written\n"
+    message = f"\nshardscope: interrupted ({signal.Signals(signum).name}){during}; {kept}\n"
     try:  # the terminal's stderr: an import may hold sys.stderr, native code's redirect descriptor 2
         os.write(terminal_stderr(), message.encode(errors="replace"))
     except Exception:  # noqa: BLE001 - stderr may be closed; leaving matters more
@@ -108,10 +117,11 @@ def leave(signum: int, frame: object = None) -> None:
     os._exit(exit_status(signum))
 
 
-def run_interruptible(work: Callable[[], T]) -> T:
+def run_interruptible(work: Callable[[], T], keep: Callable[[], str] | None = None) -> T:
     """``work()``, run in a daemon thread so that SIGINT and SIGTERM always end the process.
 
-    The main thread waits in short, interruptible joins; the handler (:func:`leave`) runs there.
+    The main thread waits in short, interruptible joins; the handler (:func:`leave`) runs there,
+    with ``keep`` (what an interrupted command keeps of its work, and says it kept).
     Returns ``work``'s result or raises its exception.
     """
     outcome: dict[str, object] = {}
@@ -122,15 +132,18 @@ def run_interruptible(work: Callable[[], T]) -> T:
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread as is
             outcome["error"] = exc
 
-    previous = {signum: signal.signal(signum, leave) for signum in SIGNALS}
+    def handler(signum: int, frame: object) -> None:
+        leave(signum, frame, keep)
+
+    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
     try:
         thread = threading.Thread(target=target, name="shardscope-work", daemon=True)
         thread.start()
         while thread.is_alive():
             thread.join(0.25)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["result"]  # type: ignore[return-value]

@@ -12,6 +12,7 @@ persistent compilation cache, which the commands turn on as they start
 from __future__ import annotations
 
 import hashlib
+import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -34,15 +35,80 @@ class Compilable(Protocol[C]):
 
 
 _MESSAGES: "weakref.WeakKeyDictionary[object, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+_FROM_CACHE: "weakref.WeakSet[object]" = weakref.WeakSet()
+
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+"""The event JAX records (``jax.monitoring``) when its persistent compilation cache serves an
+executable instead of compiling it: in the thread that asked for the compile, before it returns."""
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+"""The duration JAX records around every compile it hands to XLA or to the persistent cache
+(``pxla._cached_compilation``); a compile of a module this process compiled before is served
+from JAX's memory and records none."""
+
+
+class _Events(threading.local):
+    """The compile events this thread has seen (the listeners count; a compile reads before and after)."""
+
+    cache_hits = 0
+    backend_compiles = 0
+
+
+_EVENTS = _Events()
+_LISTENING = threading.Lock()
+_listeners_registered = False
+
+
+def _count_event(event: str, **kwargs: str | int) -> None:
+    if event == CACHE_HIT_EVENT:
+        _EVENTS.cache_hits += 1
+
+
+def _count_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
+    if event == BACKEND_COMPILE_EVENT:
+        _EVENTS.backend_compiles += 1
+
+
+def _listen_for_compile_events() -> None:
+    """Register the counting listeners with ``jax.monitoring`` once per process. They only count,
+    in the compiling thread's own counters: nothing JAX does changes."""
+    global _listeners_registered
+    if _listeners_registered:
+        return
+    import jax  # loaded: a compile is under way
+
+    with _LISTENING:
+        if not _listeners_registered:
+            jax.monitoring.register_event_listener(_count_event)
+            jax.monitoring.register_event_duration_secs_listener(_count_duration)
+            _listeners_registered = True
 
 
 def compile_lowered(lowered: "Compilable[C]") -> C:
     """``lowered.compile()``: the module XLA builds for the devices it was lowered for; the
     partitioner's log lines it prints are kept for :func:`partitioner_messages`, the compiler's
-    limit errors for :func:`limit_errors`."""
+    limit errors for :func:`limit_errors`, whether a cache served it for :func:`served_from_cache`."""
+    _listen_for_compile_events()
+    hits, compiles = _EVENTS.cache_hits, _EVENTS.backend_compiles
     compiled, messages = _compile_keeping_lines(lowered)
     _MESSAGES[compiled] = messages
+    # read back from the persistent cache, or not handed to XLA at all (JAX kept it in memory)
+    if _EVENTS.cache_hits > hits or _EVENTS.backend_compiles == compiles:
+        try:
+            _FROM_CACHE.add(compiled)
+        except TypeError:  # an object that cannot be weakly referenced: said to be compiled
+            pass
     return compiled
+
+
+def served_from_cache(compiled: object) -> bool:
+    """True when a cache served ``compiled`` instead of XLA: JAX's persistent compilation cache
+    (read back from disk) or JAX's own memory (this process compiled the same module before). Its
+    compile time is the read's."""
+    try:
+        return compiled in _FROM_CACHE
+    except TypeError:
+        return False
 
 
 def compile_capturing(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Sequence
 
+from shardscope.engine.compilation import served_from_cache
 from shardscope.engine.counts import total_executions
 from shardscope.engine.device_request import DeviceRequest
 from shardscope.engine.dispatch.plan import DispatchPlan, dispatch_plan
@@ -73,6 +74,7 @@ class Inspection:
     trace_s: float = 0.0
     compiled: CompiledPlan | None = None
     compile_s: float | None = None
+    compile_from_cache: bool = False  # JAX's persistent cache served the executable: compile_s is its read
     targets: tuple[TargetPlan, ...] = ()
     call: InspectedCall | None = field(default=None, repr=False, compare=False)
     dispatches: DispatchPlan | None = None
@@ -93,6 +95,14 @@ class Inspection:
     """Set when the program spans fewer devices than its source asks for, and JAX started fewer
     (a notebook that forgot ``jax_num_cpu_devices``): printing says so first, and the assertions
     of :mod:`shardscope.testing` fail on it."""
+
+    @property
+    def compiler(self) -> str:
+        """Whose plan :attr:`compiled` is: ``XLA:CPU``, or the compiler of the chips it ran on
+        (``--on tpu``: ``XLA:TPU``), or a dumped module's own compiler."""
+        if self.compiled is not None:
+            return f"XLA:{self.compiled.backend.upper()}"
+        return "XLA:CPU"
 
     @property
     def shown_plan(self) -> TargetPlan | None:
@@ -119,7 +129,8 @@ class Inspection:
 
     @property
     def flagged(self) -> tuple[PairedCollective, ...]:
-        """The collectives a loop runs without needing to, in either view's judgement, each once."""
+        """The collectives a loop runs without needing to, each once: by the compiled module's verdicts
+        (the jaxpr's for a program only traced)."""
         return tuple(c for c in self.paired if c.flagged)
 
     @property
@@ -281,7 +292,8 @@ def with_compiled(inspection: Inspection, traced: "Traced | HoldsTraced", compil
     names_in, names_out = value_names(traced, inspection.program, input_names, output_names)
     plan = plan_of(traced, compiled, input_names=names_in, output_names=names_out, program=inspection.program,
                    jaxpr_collectives=inspection.collectives)
-    return dataclasses.replace(inspection, compiled=plan, compile_s=compile_s)
+    return dataclasses.replace(inspection, compiled=plan, compile_s=compile_s,
+                               compile_from_cache=served_from_cache(compiled))
 
 
 def value_names(traced: Traced, program: Program, input_names: Sequence[str],

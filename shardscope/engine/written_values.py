@@ -112,6 +112,8 @@ def assigned_name(frames: "Sequence[Frame]", primitive: str) -> str:
     if isinstance(statement, ast.Return):
         path = _position(value, lambda node: _starts_at(node, line, column) and _computes(node, primitive))
         return _caller_assigns(frames[1:], function, path) if path is not None else ""
+    while isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+        value = value.operand  # ``loss = -jnp.mean(...)``: the sum is the loss's, its sign aside
     if _starts_at(value, line, column) and _computes(value, primitive):
         return _target_name(statement, ())
     return ""

@@ -34,6 +34,9 @@ of a row, each index component past the first
 (:func:`shardscope.engine.hlo.flops.gather_accesses`)."""
 ON_CHIP_GATHER_ROW, ON_CHIP_GATHER_PIECE = "on-chip-gather-row", "on-chip-gather-piece"
 """The same from a table the compiler keeps in on-chip memory (``S(1)``) or computes in the fusion."""
+WINDOW = "window"
+"""The taps of a reduce-window sliding along a tiled dimension (a cumsum over a vector:
+:func:`shardscope.engine.hlo.flops.in_tile_window_taps`), one per output element and window element."""
 MEMORY_UNITS = frozenset({GATHER_ROW, GATHER_PIECE, GATHER_INDEX})
 """Units whose time adds to an instruction's memory time (row by row accesses of main memory,
 beside the bytes it streams), not to its compute."""
@@ -100,6 +103,17 @@ class Chip:
     outside_band: tuple[MeasuredKind, ...] = ()
     """The kinds of instruction this chip's corpus measured outside the estimate's band, with the
     ratios measured (empty: no corpus, nothing said)."""
+    kernel_s: float = 0.0
+    """The chip's fixed cost of each kernel it launches (a fusion, a copy, a reduce), beside the
+    kernel's work: what makes many small kernels slower than their bytes."""
+    argument_s: float = 0.0
+    """A call waited on: the host's cost of each array the call takes, beside ``call_overhead_s``."""
+    result_s: float = 0.0
+    """A call waited on: the host's cost of each array the call returns (made, then waited on)."""
+    dispatch_argument_s: float = 0.0
+    """Calls back to back: the host's dispatch cost of each array a call takes, beside ``dispatch_s``."""
+    dispatch_result_s: float = 0.0
+    """Calls back to back: the host's dispatch cost of each array a call returns."""
 
     @property
     def capacity_bytes(self) -> int | None:
@@ -173,6 +187,27 @@ V5E_GATHERS = (
     "0.94-1.09x, 8 held-out gathers within 0.96-1.09x; from a table kept on the chip (S(1)) 2.85 ns a row and "
     "0.12 ns a piece, or its bytes' time when longer (262,144 rows of 256 bf16 took 0.81 ms, 65,536 rows of "
     "1,024 0.25 ms; a held-out f32 one within 1.05x)")
+_V5E_WINDOW = 0.667e12
+V5E_WINDOW = (
+    "measured on a real TPU v5e chip here (each reduce-window's own time under jax.profiler, "
+    "tests/fixtures/tpu_corpus/v5e_run5): a cumsum over a vector, which XLA:TPU writes as a reduce-window of 128 "
+    "taps sliding along a tiled dimension, ran its taps (output elements x 128) at 0.64-0.73e12 a second: 16M f32 "
+    "3.11 ms, 16M bf16 3.34 ms, 1M f32 0.18 ms (0.667e12 by least squares), a held-out 4M f32 752 us (0.93x the "
+    "rate's time); windows sliding over outer dimensions, whole tiles at a time, ran at 1.1-5.4e12 and are left "
+    "counted as other reductions")
+"""Where the window unit's rate comes from."""
+V5E_KERNELS = (
+    "measured on a real TPU v5e chip here (tests/fixtures/tpu_corpus/v5e_run5, jax.profiler's module time against "
+    "the rooflines of its instructions): clipping by global norm over 30-480 tensors and calls of 30-480 small "
+    "arrays took 0.27 us more per kernel outside loops (least squares over 9 programs, 8 to 1,538 kernels); "
+    "kernels of near-zero work took 0.33 us each (median of 1,543); a loop's kernels are in its per-iteration "
+    "overhead")
+V5E_BUFFERS = (
+    "measured on a real TPU v5e chip here (tests/fixtures/tpu_corpus/v5e_run5, jax 0.10.2): a call of 480 small "
+    "arguments and one result took 0.55 ms more waited on than its chip time and 0.52 ms more back to back than a "
+    "one-array call, one of a single argument and 480 results 2.81 ms and 2.05 ms: 1.14 us and 5.86 us per "
+    "argument and per result waited on, 1.09 us and 4.28 us back to back (the host makes, hands over and waits on "
+    "each array)")
 _SCALED_RATES = ("assumed: v5e's measured vector, scatter and gather rates scaled by this chip's bf16 peak and "
                  "memory bandwidth; unchecked on this chip")
 
@@ -187,15 +222,19 @@ def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16
     peaks = {"bf16": bf16, "default": bf16} | ({"int8": int8} if int8 else {})
     return Chip(
         name, int(memory_gib * GIB), bandwidth, peaks, int(usable_gib * GIB),
-        call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7,
+        call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7, kernel_s=2.7e-7, argument_s=1.14e-6,
+        result_s=5.86e-6, dispatch_argument_s=1.09e-6, dispatch_result_s=4.28e-6,
         sources={"memory_bytes": source, "memory_bandwidth_Bps": source, "peak_flops": source,
                  "usable_memory_bytes": _LIBTPU, "overheads": overheads, "f32_matmul": _TPU_PRECISION,
                  "dispatch_s": _DISPATCH if measured else _ASSUMED,
-                 "unit_rates": f"{_V5E_RATES}; {V5E_GATHERS}" if measured else _SCALED_RATES,
+                 "unit_rates": f"{_V5E_RATES}; {V5E_GATHERS}; {V5E_WINDOW}" if measured else _SCALED_RATES,
+                 "kernel_s": V5E_KERNELS if measured else _ASSUMED,
+                 "buffers": V5E_BUFFERS if measured else _ASSUMED,
                  "bandwidth_efficiency": _V5E_BANDWIDTH if measured else _ASSUMED}, checked=checked,
         f32_matmul=dict(_TPU_F32), dispatch_s=1.3e-4, bandwidth_efficiency=_V5E_BANDWIDTH_EFFICIENCY,
         outside_band=outside_band,
-        unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, "scatter": _V5E_SCATTER * bandwidth / 819e9,
+        unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, WINDOW: _V5E_WINDOW * bf16 / 197e12,
+                    "scatter": _V5E_SCATTER * bandwidth / 819e9,
                     **{unit: bandwidth / 819e9 / seconds for unit, seconds in _V5E_GATHER_S.items()}})
 
 

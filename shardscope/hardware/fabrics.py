@@ -5,7 +5,7 @@ run of a collective on it.
 
 The figures (bandwidths, latencies) are not here: each machine's record holds its own, with their
 sources (:mod:`shardscope.targets.tpu_generations`, :mod:`shardscope.targets.gpu_nodes`).
-:mod:`shardscope.costmodel.collective_times` lays a compiled collective's replica groups on a
+:mod:`shardscope.engine.hlo.interconnect_times` lays a compiled collective's replica groups on a
 target's devices and asks the fabric for each group's time.
 
 **TPU (ICI torus).** A group spans the torus axes along which its chips differ, ``k_d`` chips on

@@ -30,6 +30,20 @@ class GradientCheck:
     subject: str = "gradients"  # "outputs" when two programs of a program file are compared
     leaf: str = ""
     """The path of the leaf that differs most relative to its tolerance (``[1][0].mu['W']``)."""
+    scale: float = 0.0
+    """The largest ``|entry|`` of that leaf in either result: the tolerance is ``sqrt(eps)`` of the
+    dtype times this (0 for integers, which must match exactly)."""
+
+    def tolerance_text(self) -> str:
+        """What the tolerance is, in numbers: ``4.2e-02 = sqrt(eps) of float32 (3.5e-04) x 1.2e+02, the
+        largest |entry| of out['W1']``; ``0 (int32 must match exactly)`` for an integer leaf."""
+        if self.scale <= 0:
+            if self.tolerance == 0 and not self.dtype.startswith(("float", "bfloat", "complex")):
+                return f"0 ({self.dtype} must match exactly)"
+            return f"{self.tolerance:.1e} (every entry is 0)"
+        of = f" of {'out' if self.subject == 'outputs' else 'the gradient'}{self.leaf}" if self.leaf else ""
+        return (f"{self.tolerance:.1e} = sqrt(eps) of {self.dtype} ({self.tolerance / self.scale:.1e}) "
+                f"x {self.scale:.1e}, the largest |entry|{of}")
 
     @property
     def agree(self) -> bool:
@@ -44,12 +58,12 @@ class GradientCheck:
         if self.subject == "outputs":
             return (
                 f"the {self.baseline} and {self.candidate} programs' outputs differ by {self.max_abs_diff:.2e} "
-                f"(more than the {self.tolerance:.1e} rounding allows for {self.dtype}): if they are meant to "
+                f"(more than rounding allows: {self.tolerance_text()}): if they are meant to "
                 f"compute the same thing, one of them computes something else"
             )
         return (
             f"the {self.baseline} and {self.candidate} plans' gradients differ by {self.max_abs_diff:.2e} "
-            f"(more than the {self.tolerance:.1e} rounding allows for {self.dtype}): they chunk the batch the same "
+            f"(more than rounding allows: {self.tolerance_text()}): they chunk the batch the same "
             f"way, so one of them computes something else; a collective inside a lax.cond whose predicate "
             f"differs between devices does this"
         )
@@ -104,7 +118,7 @@ def _check(base_name: str, base: Any, name: str, other: Any,  # pytrees of resul
     import jax
     import numpy as np
 
-    worst: tuple[float, float, float, str, str] | None = None  # (rank, diff, bound, dtype, leaf)
+    worst: tuple[float, float, float, str, str, float] | None = None  # (rank, diff, bound, dtype, leaf, scale)
     paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(base)[0]]
     for path, a, b in zip(paths, map(_numeric, jax.tree.leaves(base)), map(_numeric, jax.tree.leaves(other)), strict=True):
         diff = float(np.max(np.abs(a - b), initial=0.0))
@@ -115,12 +129,12 @@ def _check(base_name: str, base: Any, name: str, other: Any,  # pytrees of resul
             bound = relative_tolerance(a.dtype) * scale
             rank = diff / bound if bound > 0 else (float("inf") if diff > 0 else 0.0)
         else:  # integers and bools must match exactly
-            bound, rank = 0.0, float("inf") if diff > 0 else -1.0
+            scale, bound, rank = 0.0, 0.0, float("inf") if diff > 0 else -1.0
         if worst is None or rank > worst[0]:
-            worst = (rank, diff, bound, str(a.dtype), path)
+            worst = (rank, diff, bound, str(a.dtype), path, scale)
     if worst is None:
         return None
-    return GradientCheck(base_name, name, worst[1], worst[2], worst[3], subject, leaf=worst[4])
+    return GradientCheck(base_name, name, worst[1], worst[2], worst[3], subject, leaf=worst[4], scale=worst[5])
 
 
 def _numeric(leaf: object) -> np.ndarray:

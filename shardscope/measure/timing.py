@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
     import jax
@@ -48,18 +48,29 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
+Samples = Mapping[str, Sequence[float]]
+"""Each program's run times so far, round by round (aligned: the i-th of each is round i)."""
+
+
 def time_interleaved(
     compiled: Mapping[str, Callable],
     args: tuple,
     repeats: int,
     warmup: int = 2,
-    on_round: Callable[[int], None] | None = None,
+    on_round: Callable[[float], None] | None = None,
+    *,
+    until: Callable[[Samples], bool] | None = None,
+    budget_s: float = 0.0,
 ) -> dict[str, RunTimes]:
-    """Time each program ``repeats`` times, taking turns so drift hits all of them alike.
+    """Time each program ``repeats`` times, taking turns so drift hits all of them alike; then, with
+    ``until`` and a ``budget_s``, more rounds until ``until(samples)`` holds or the rounds after
+    the first ``repeats`` have taken ``budget_s`` seconds.
 
     Each round runs every program once; the order rotates from round to round.
     The inputs must already be placed with their sharding, so only the call is measured.
-    ``on_round(i)`` runs between rounds (progress, cancellation).
+    ``on_round(done)`` runs between rounds (progress, cancellation): ``done`` is the fraction of
+    the work done, the first ``repeats`` rounds half of it when more may follow, the budget the
+    other half. ``until`` is asked after the first ``repeats`` rounds, then every tenth more.
     """
     import jax
 
@@ -68,7 +79,22 @@ def time_interleaved(
             jax.block_until_ready(fn(*args))
     samples: dict[str, list[float]] = {name: [] for name in compiled}
     order = list(compiled.items())
-    for i in range(repeats):
+    more = until is not None and budget_s > 0
+    first_share = 0.5 if more else 1.0
+    i, more_since, ask_at = 0, 0.0, repeats
+    while True:
+        if i >= repeats:
+            if not more:
+                break
+            if i == repeats:
+                more_since = time.perf_counter()
+            elif time.perf_counter() - more_since >= budget_s:
+                break
+            if i >= ask_at:
+                assert until is not None  # ``more``
+                if until(samples):
+                    break
+                ask_at = i + max(1, i // 10)  # the question costs a sort per pair: ask less often as rounds pile up
         # Whoever runs first after ``on_round`` shares the CPU with what it triggered (the app
         # repaints its progress): rotate the order so that cost is spread over every program.
         shift = i % len(order)
@@ -76,8 +102,10 @@ def time_interleaved(
             start = time.perf_counter()
             jax.block_until_ready(fn(*args))
             samples[name].append(time.perf_counter() - start)
+        i += 1
         if on_round is not None:
-            on_round(i)
+            spent = 0.0 if i <= repeats else min(1.0, (time.perf_counter() - more_since) / budget_s)
+            on_round(first_share * min(i, repeats) / repeats + (1 - first_share) * spent)
     return {name: RunTimes(tuple(s)) for name, s in samples.items()}
 
 

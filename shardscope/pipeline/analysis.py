@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from shardscope.engine.counts import Count, total_runs
 from shardscope.errors import Cancelled
-from shardscope.pipeline.comparison import Comparison, compare
+from shardscope.pipeline.comparison import Comparison, CompiledWork, compare, compiled_work
 from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -93,6 +93,12 @@ class PlanResult:
         )
 
     @property
+    def compiled_work(self) -> "CompiledWork | None":
+        """What its compiled module runs, for telling two plans' times apart from noise (None when
+        not compiled, or when what runs is a step's dispatches rather than one module)."""
+        return None if self.dispatches is not None else compiled_work(self.compiled, self.memory, self.cost_analysis)
+
+    @property
     def program(self) -> "Program":
         """The jaxpr as the engine models it."""
         return self.inspection.program
@@ -116,6 +122,12 @@ class PlanResult:
     def trace_s(self) -> float:
         """Seconds to trace it."""
         return self.inspection.trace_s
+
+    @property
+    def compile_from_cache(self) -> bool:
+        """True when JAX's persistent compilation cache served the executable (``compile_s`` is
+        reading it back, not compiling)."""
+        return self.inspection.compile_from_cache
 
     @property
     def compile_s(self) -> float | None:
@@ -146,7 +158,7 @@ class PlanResult:
 
     @property
     def flagged(self) -> "tuple[PairedCollective, ...]":
-        """The collectives a loop runs without needing to, in either view, each once."""
+        """The collectives a loop runs without needing to, each once (by the compiled module's verdicts)."""
         return tuple(c for c in self.paired if c.flagged)
 
     def on_target(self, target: str) -> "TargetPlan | None":
@@ -186,6 +198,7 @@ class ReferenceResult:
     compile_s: float | None
     run_s: RunTimes | None
     memory: dict[str, int] | None
+    compile_from_cache: bool = False  # JAX's persistent cache served it: ``compile_s`` is the read
 
 
 class Origin(Protocol):

@@ -12,12 +12,14 @@ must already be set.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
 from shardscope.engine.compilation import READ_ONLY
+from shardscope.engine.hlo.costing import weighed
+from shardscope.engine.hlo.plan_costs import MinSaving
 from shardscope.engine.inspection import Inspection
-from shardscope.engine.hlo.target_plan import FindingFilter
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
@@ -25,10 +27,11 @@ from shardscope.pipeline.one_program import Compiling, inspect_program, user_pro
 from shardscope.pipeline.run import analyze
 from shardscope.targets.plans import settings_on_targets, target_device_count
 from shardscope.targets.base import TargetDevices
+from shardscope.targets.registry import UnavailableTarget
 from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
-from shardscope.sources.loading import import_file, marked_functions, require_file
-from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, no_program_error, pick
+from shardscope.sources.loading import import_file, marked_functions, require_file, unmarked_file_error
+from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, pick
 
 
 EXIT_CLEAN, EXIT_FLAGGED = 0, 1
@@ -46,18 +49,50 @@ class FailedProgram:
 
 @dataclass(frozen=True)
 class FileCheck:
-    """What ``check`` found in a file: the inspection of each program (or demo plan) that traced
-    and compiled, and the programs that did not, in the file's order."""
+    """What ``check`` found in a file, judged: the inspection of each program (or demo plan) that
+    traced and compiled (each target plan costed, its findings weighed against ``min_saving``), the
+    programs that did not, in the file's order, and the ``--target``s that could not be compiled
+    for (``unavailable``). :attr:`exit_status` is the one exit rule; every rendering reads it."""
 
     inspections: list[Inspection]
     failed: tuple[FailedProgram, ...] = ()
     notes: tuple[str, ...] = ()
     """Choices made on the user's behalf, said (``check --xla-dump``: which of several
     compilations of the step was read)."""
+    min_saving: MinSaving | None = None
+    unavailable: tuple[UnavailableTarget, ...] = ()
+    profile_errors: tuple[ShardscopeError, ...] = ()
+    """What a profile given (``--profile``, ``--profile-dir``) could not be put on: the plans
+    stand without its times, and the exit status is 2."""
+
+    @cached_property
+    def exit_status(self) -> int:
+        """``check``'s exit status: :func:`exit_status` of what it found."""
+        status = exit_status(self.inspections, self.failed, self.unavailable)
+        return EXIT_FAILED if self.profile_errors else status
+
+    @property
+    def judged_on(self) -> list[str]:
+        """The compilers whose plans the exit status judges: the targets' when there are any, else
+        the CPU's (a dumped module's, its own compiler's)."""
+        targets = sorted({plan.compiler for ins in self.inspections for plan in ins.targets})
+        return targets or sorted({ins.compiler for ins in self.inspections}) or ["XLA:CPU"]
+
+
+def judged(checked: FileCheck, min_saving: MinSaving | None = None,
+           unavailable: Sequence[UnavailableTarget] = ()) -> FileCheck:
+    """``checked`` with each target plan's findings weighed against ``min_saving`` (``check
+    --min-saving``) and the targets that could not be compiled for: the value every rendering of
+    the check reads. A share of the step needs a step estimate: a
+    :class:`~shardscope.errors.SettingsError` for a plan with a finding to weigh and none."""
+    inspections = [replace(ins, targets=tuple(weighed(plan, min_saving) for plan in ins.targets))
+                   for ins in checked.inspections]
+    return replace(checked, inspections=inspections, min_saving=min_saving, unavailable=tuple(unavailable))
 
 
 def check_file(path: Path, function: str | None = None, devices: int | None = None,
-               targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True) -> FileCheck:
+               targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True,
+               min_saving: MinSaving | None = None, unavailable: Sequence[UnavailableTarget] = ()) -> FileCheck:
     """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
     ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
 
@@ -69,13 +104,14 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     :mod:`shardscope.pipeline.profiled`). The command owns the process: the programs are read with the
     collector paused (:mod:`shardscope.pipeline.gc_pause`). Without ``runs`` (no ``--what-if``,
     ``--profile`` nor ``--profile-dir``: nothing runs the CPU's executable or maps a profile onto it), a program checked
-    on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`.
+    on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`. The check is
+    :func:`judged` with ``min_saving`` (``--min-saving``) and the targets ``unavailable`` beside ``targets``.
     """
     path = require_file(path)
     module, _ = import_file(path)
     programs, demos = marked_functions(module, path)
     if not programs and not demos:
-        raise no_program_error(path)
+        raise unmarked_file_error(module, path)
     inspections: list[Inspection] = []
     failed: list[FailedProgram] = []
     with paused():
@@ -91,7 +127,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
                     inspections.extend(_demo_plans(path, demo, devices, targets, profile))
                 except ShardscopeError as exc:
                     failed.append(FailedProgram(demo.name, exc))
-    return FileCheck(inspections, tuple(failed))
+    return judged(FileCheck(inspections, tuple(failed)), min_saving, unavailable)
 
 
 def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: bool = True) -> Inspection:
@@ -119,26 +155,26 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     return [replace(plan.inspection, function=f"{demo.name}[{name}]") for name, plan in analysis.plans.items()]
 
 
-def exit_code(inspections: list[Inspection], failed: Sequence[FailedProgram] = (),
-              counts: FindingFilter | None = None) -> int:
-    """2 when a program failed to trace or compile; else 1 when any loop runs a collective it need
-    not (deferrable or loop-invariant in the compiled plan or the jaxpr: a collective and the
-    instruction it compiles to count once), or a step that is not jitted runs one once per call
-    of a function where once per step would do; else 0.
+def exit_status(inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
+                unavailable: Sequence[UnavailableTarget] = ()) -> int:
+    """The one exit rule of ``check``: 2 when a program failed to trace or compile, or a
+    ``--target`` could not be compiled for; else 1 when any loop runs a collective it need not
+    (deferrable or loop-invariant in the plan judged: a collective and the instruction it compiles
+    to count once), or a step that is not jitted runs one once per call of a function where once
+    per step would do; else 0.
 
-    Programs checked against targets fail only on findings a target still runs in a loop they
-    could leave: a finding every target's compiler already moves out is no reason to fail. A step
-    of dispatches is not compiled for the targets: its calls are separate modules on any of them,
-    so a reduction it runs once per call where once per step would do fails the check there too.
-    An involuntary full rematerialization fails it (on a target: when that target's partitioner
-    reports one), and so does a step that does not fit in a target's memory (its compiler refused
-    it, or it needs more per device than the chip has). ``counts`` (``--min-saving``) keeps only
-    the target findings it accepts.
+    Programs checked against targets are judged on the targets' plans (:attr:`TargetPlan.fails_check`):
+    each collective a target runs in a loop that need not hold it (by its verdict there, and with
+    ``--min-saving`` saving at least that much), a partitioner's involuntary full
+    rematerialization there, a step that does not fit in a target's memory. A finding every
+    target's compiler already moves out is no reason to fail. A step of dispatches is not compiled
+    for the targets: its calls are separate modules on any of them, so a reduction it runs once
+    per call where once per step would do fails the check there too.
     """
-    if failed:
+    if failed or unavailable:
         return EXIT_FAILED
     if any(ins.targets for ins in inspections):
-        staying = any(plan.fails(counts) for ins in inspections for plan in ins.targets)
+        staying = any(plan.fails_check for ins in inspections for plan in ins.targets)
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)  # no compiler merges calls
         return EXIT_FLAGGED if staying or across else EXIT_CLEAN
     return EXIT_FLAGGED if any(ins.fails_check for ins in inspections) else EXIT_CLEAN

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from shardscope.measure.speedup import Speedup, speedup_of, speedup_text
+from shardscope.measure.speedup import NO_DIFFERENCE, TOO_FEW_ROUNDS, Speedup, speedup_of, speedup_text
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledPlan
+
+CompiledWork = tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[tuple[str, float], ...]]
+"""What a compiled program does, as far as its run time goes: its collectives (kind, runs per
+call, bytes per run, device groups), its memory and XLA's counts of its flops and bytes."""
 
 
 @dataclass(frozen=True)
@@ -20,17 +27,43 @@ class Comparison:
     """Two plans of one analysis side by side: which, how much faster, and what changed.
 
     ``diff`` is the unified diff of the canonical jaxpr texts, baseline to candidate (no
-    trailing newlines); ``speedup`` is None when the plans were not timed.
+    trailing newlines); ``speedup`` is None when the plans were not timed; ``same_work`` says the
+    two compile to the same collectives, memory and XLA counts (:func:`compiled_work`), so any
+    difference in their times is noise.
     """
 
     baseline: str
     candidate: str
     speedup: Speedup | None
     diff: tuple[str, ...]
+    same_work: bool = False
 
     def speedup_text(self) -> str | None:
         """The speedup in the one wording, or None when not measured."""
-        return None if self.speedup is None else speedup_text(self.speedup, self.baseline, self.candidate)
+        if self.speedup is None:
+            return None
+        return speedup_text(self.speedup, self.baseline, self.candidate, self.same_work)
+
+    @property
+    def verdict(self) -> str | None:
+        """The speedup's verdict (``report --json``'s ``speedup_verdict``): no measurable difference
+        between programs that compile to the same work, whatever the rounds said; None untimed."""
+        if self.speedup is None:
+            return None
+        if self.same_work and self.speedup.verdict != TOO_FEW_ROUNDS:
+            return NO_DIFFERENCE
+        return self.speedup.verdict
+
+
+def compiled_work(compiled: "CompiledPlan | None", memory: Mapping[str, int] | None,
+                  cost: Mapping[str, float] | None) -> CompiledWork | None:
+    """The :data:`CompiledWork` of a compiled program (None when it was not compiled, or its
+    memory is unknown): two programs with the same one run the same collectives on buffers of
+    the same sizes and the same counted operations, so their times differ by noise only."""
+    if compiled is None or not memory:
+        return None
+    collectives = sorted(repr((c.kind, c.executions, c.bytes_per_execution, c.groups)) for c in compiled.collectives)
+    return tuple(collectives), tuple(sorted(memory.items())), tuple(sorted((cost or {}).items()))
 
 
 def unified(before: str, after: str, before_name: str, after_name: str) -> list[str]:
@@ -79,4 +112,5 @@ def compare(plans: Mapping[str, Any], baseline: str, candidate: str) -> Comparis
     if before.run_s is not None and after.run_s is not None:
         speedup = speedup_of(before.run_s.samples, after.run_s.samples)
     diff = unified(before.canonical_text, after.canonical_text, baseline, candidate)
-    return Comparison(baseline, candidate, speedup, tuple(diff))
+    work = before.compiled_work
+    return Comparison(baseline, candidate, speedup, tuple(diff), work is not None and work == after.compiled_work)

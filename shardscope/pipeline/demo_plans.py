@@ -69,11 +69,14 @@ class DemoPlans:
                 f"warm-up, interleaved; backend {backend}")
 
     def export_stem(self, analysis: "Analysis", comparison: "Comparison") -> str:
-        """``<function>-<mesh>-c<chunk>`` (a 1-D mesh as ``4dev``, else ``4x2dev``)."""
+        """``<file>-<function>-<baseline>-vs-<candidate>-<mesh>-c<chunk>`` (a 1-D mesh as ``4dev``, else
+        ``4x2dev``; the function left out when the file is named after it: ``linear-naive-vs-deferred-2dev-c16``)."""
         mesh, shapes = analysis.settings.mesh, analysis.shapes
         assert shapes is not None  # a demo's plans always have their sizes
         where = f"{mesh.devices}dev" if len(mesh.axes) == 1 else "x".join(map(str, mesh.sizes)) + "dev"
-        return f"{self.function}-{where}-c{shapes.chunk_size}"
+        source = analysis.settings.path.stem
+        named = source if source == self.function else f"{source}-{self.function}"
+        return f"{named}-{comparison.baseline}-vs-{comparison.candidate}-{where}-c{shapes.chunk_size}"
 
 
 def demo_workload(demo_fn: DemoFunction, settings: Settings, path: Path,

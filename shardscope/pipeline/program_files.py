@@ -67,7 +67,7 @@ class ProgramFileOrigin:
             where += f" ({started})"
         return [
             f"shardscope: {self.path.name}: {count} program{'s' if count > 1 else ''} ({', '.join(analysis.plans)})",
-            f"{where}; each program runs on its own example arguments: no batch, no chunks",
+            f"{where}; each program runs as written, on its own example arguments",
         ]
 
     def timing_note(self, repeats: int, backend: str) -> str:

@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
+from shardscope.engine.compilation import served_from_cache
 from shardscope.engine.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
-from shardscope.measure import timing
+from shardscope.measure import speedup, timing
 from shardscope.measure.crosscheck import compare_results
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.profile_read import Profile, ProfileError
 from shardscope.measure.timed_on import timed_on
 from shardscope.pipeline.analysis import Analysis, PlanResult, Progress, ReferenceResult
-from shardscope.pipeline.comparison import compare, default_pair
+from shardscope.pipeline.comparison import CompiledWork, compare, compiled_work, default_pair
 from shardscope.pipeline.demo_plans import demo_workload
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.one_program import (Compiling, NotTraced, TracedProgram, compile_on_cpu, compile_program,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.dispatch.plan import DispatchPlan
+    from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.targets.base import TargetDevices
 
@@ -124,7 +126,8 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
         # checked against, never shown: nothing to read of its module
         compiled[workload.reference.name] = compile_on_cpu(workload.reference, traced[workload.reference.name].traced)
     eager = {name for name, found in inspected.items() if found.dispatches is not None}
-    measured = _measure(workload, traced, compiled, report, eager) if measure else _Measured()
+    plans = {name: None if name in eager else found.inspection.compiled for name, found in inspected.items()}
+    measured = _measure(workload, traced, compiled, report, eager, plans) if measure else _Measured()
     profile = _profile(workload, measured.calls, eager, report) if measure else None
     shown = [p for p in workload.programs if p.name in (inspected if compiles else traced)]
     inspections = {p.name: inspected[p.name].inspection if p.name in inspected else traced[p.name].only_traced()
@@ -296,9 +299,12 @@ def _as_one_jit(traced: "Traced") -> None:
 
 
 def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Compiled", float]],
-             report: Progress, eager: Collection[str] = ()) -> _Measured:
+             report: Progress, eager: Collection[str] = (),
+             plans: Mapping[str, "CompiledPlan | None"] | None = None) -> _Measured:
     """Run each compiled program once, time them interleaved, check the results. The programs
-    named in ``eager`` (steps of dispatches) run as written, not jitted, on the same arguments."""
+    named in ``eager`` (steps of dispatches) run as written, not jitted, on the same arguments.
+    ``plans``: each program's compiled plan (None for a step of dispatches), which with its memory
+    and XLA's counts says which two compile to the same work (:func:`_pairs_to_settle`)."""
     programs = [p for p in (*workload.programs, workload.reference) if p is not None and p.name in compiled]
     calls = {}
     for program in programs:
@@ -310,13 +316,20 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
         run = program.eager if program.name in eager and program.eager is not None else executable
         calls[program.name] = functools.partial(run, *args, **kwargs)
 
+    numbers: dict[str, dict[str, Any]] = {
+        name: {"memory": timing.memory(compiled[name][0]), "cost_analysis": timing.cost_summary(compiled[name][0])}
+        for name in calls}
+    works = {name: compiled_work((plans or {}).get(name), n["memory"], n["cost_analysis"]) for name, n in numbers.items()}
     report("timing", 0.0)
-    repeats = workload.settings.repeats
+    settings = workload.settings
+    pairs = _pairs_to_settle(workload, calls, works)
     with quiet_callback_logs():
         outputs = {program.name: _first_run(program, calls[program.name], workload) for program in programs}
         try:
-            times = timing.time_interleaved(calls, (), repeats, warmup=1,
-                                            on_round=lambda i: report("timing", (i + 1) / repeats))
+            times = timing.time_interleaved(calls, (), settings.repeats, warmup=1,
+                                            on_round=lambda done: report("timing", done),
+                                            until=lambda samples: speedup.settled(samples, pairs),
+                                            budget_s=settings.timing_budget_s if pairs else 0.0)
         except ShardscopeError:
             raise
         except Exception as exc:  # e.g. a program that donates its arguments cannot run twice on them
@@ -324,22 +337,36 @@ def _measure(workload: Workload, traced: Traces, compiled: dict[str, tuple["Comp
                                   "shardscope runs each program many times on the same arguments: "
                                   "do not donate them (donate_argnums)") from exc
     report("checking", 0.0)
-    numbers: dict[str, dict[str, Any]] = {
-        name: {"run_s": times[name], "memory": timing.memory(compiled[name][0])} for name in calls}
+    for name in calls:
+        numbers[name]["run_s"] = times[name]
     results = {program.name: program.result(outputs[program.name]) for program in workload.programs
                if program.name in outputs}
     reference = None
     if workload.reference is not None and workload.reference.name in outputs:
         name = workload.reference.name
-        reference = ReferenceResult(compiled[name][1], times[name], numbers.pop(name)["memory"])
+        reference = ReferenceResult(compiled[name][1], times[name], numbers.pop(name)["memory"],
+                                    served_from_cache(compiled[name][0]))
         expected = outputs[name]
         for program_name, result in results.items():
             numbers[program_name]["max_abs_err"] = timing.max_abs_err(result, expected)
-    for name in results:
-        numbers[name]["cost_analysis"] = timing.cost_summary(compiled[name][0])
     checks = _cross_checks(workload, results)
     report("checking", 1.0)
     return _Measured(numbers, reference, checks, calls)
+
+
+def _pairs_to_settle(workload: Workload, calls: Mapping[str, Callable[[], Any]],
+                     works: Mapping[str, "CompiledWork | None"]) -> list[tuple[str, str]]:
+    """Every two timed programs whose comparison more rounds may settle: not two that compile to
+    the same work (their difference is noise, and said so), and none across processes (each
+    process would stop after its own count of rounds, and a collective would wait forever for
+    the others)."""
+    import jax
+
+    if jax.process_count() > 1:
+        return []
+    names = [p.name for p in workload.programs if p.name in calls]
+    return [(a, b) for k, a in enumerate(names) for b in names[k + 1:]
+            if works.get(a) is None or works.get(a) != works.get(b)]
 
 
 def _not_timed(workload: Workload, compiled: dict[str, tuple["Compiled", float]], why: ArgumentsDoNotFit) -> _Measured:

@@ -8,11 +8,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rich.text import Text
 
 from shardscope.costmodel.what_if import ProgramWhatIf
-from shardscope.costmodel.interconnects import format_seconds
-from shardscope.costmodel.savings import MinSaving, Saving, saving_filter, savings_of
-from shardscope.engine.hlo.target_plan import TargetPlan
-from shardscope.engine.hlo.target_plan import FindingFilter
-from shardscope.pipeline.check import FailedProgram, exit_code
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
@@ -20,18 +15,18 @@ from shardscope.render.findings import inspection_json
 from shardscope.render.json_values import finite
 from shardscope.render.measured import render_measured
 from shardscope.render.targets import merged_targets, render_targets, targets_json, unavailable_targets_json
-from shardscope.targets.registry import UnavailableTarget, targets_with
+from shardscope.targets.registry import targets_with
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
     from shardscope.engine.inspection import Inspection
+    from shardscope.pipeline.check import FileCheck
 
 
-def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWhatIf] | None = None,
-            failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None,
-            unavailable: Sequence[UnavailableTarget] = ()) -> dict[str, Any]:
-    """The ``check --json`` object.
+def to_json(path: Path, checked: FileCheck, what_ifs: list[ProgramWhatIf] | None = None) -> dict[str, Any]:
+    """The ``check --json`` object of the judged check ``checked``.
 
     ``programs`` lists every program checked; with exactly one, its ``function``,
     ``findings``, ``collectives`` and ``compiled_collectives`` are also at the top level.
@@ -48,8 +43,10 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
     module it dispatches: its calls per step, counts per call and per step, its compiled
     collectives) and ``dispatch_findings`` (the verdicts across the calls); its ``counts`` are
     per step. ``unavailable_targets`` lists each ``--target`` that could not be compiled for
-    beside others that were (``{"target", "error", "hint"}``; then ``exit_code`` is 2).
+    beside others that were (``{"target", "error", "hint"}``; then ``exit_code`` is 2). ``exit_code``
+    is the check's own (:attr:`FileCheck.exit_status`), ``judged_on`` the compilers whose plans it judged.
     """
+    inspections, failed, min_saving = checked.inspections, checked.failed, checked.min_saving
     programs = []
     on_targets = [targets_json(_named([ins])) for ins in inspections]  # each plan rendered once
     for ins, own in zip(inspections, on_targets):
@@ -59,46 +56,35 @@ def to_json(path: Path, inspections: list[Inspection], what_ifs: list[ProgramWha
                         flagged=ins.dispatches.flagged_count,
                         dispatches=dispatches_json(ins.dispatches),
                         dispatch_findings=dispatch_findings_json(ins.dispatches))
-        # whose plan the findings and compiled_collectives are: the CPU's, or the chip's with --on tpu
-        data["compiler"] = dumped_compiler(ins.compiled.backend) if ins.compiled is not None else "XLA:CPU"
+        data["compiler"] = ins.compiler  # whose plan the findings are: the CPU's, the chip's (--on tpu), the run's
         data["measured"] = None if ins.measured is None else ins.measured.to_json()
         data["profile_note"] = ins.profile_note or None  # why a profile given put no times on it
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in own.items()}
         programs.append(data)
-    for ins, program in zip(inspections, programs):
-        if ins.dumped and ins.compiled is not None:  # --xla-dump: the run's own compiler's plan
-            program["compiler"] = dumped_compiler(ins.compiled.backend)
     for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
-    counts = None if min_saving is None else saving_filter(min_saving)
-    status = 2 if unavailable else exit_code(inspections, failed, counts)
-    result: dict[str, Any] = {"file": str(path), "exit_code": status,
+    result: dict[str, Any] = {"file": str(path), "exit_code": checked.exit_status,
                               "programs": programs,
                               "failed": [{"function": f.function, "error": f.error.message, "hint": f.error.hint}
                                          for f in failed],
                               "targets": merged_targets(on_targets),
-                              "unavailable_targets": unavailable_targets_json(unavailable)}
+                              "unavailable_targets": unavailable_targets_json(checked.unavailable)}
     if min_saving is not None:
-        result["min_saving"] = {"text": min_saving.text, "seconds": min_saving.seconds, "share": min_saving.share}
+        result["min_saving"] = min_saving.to_json()
         result["below_min_saving"] = [{"target": plan.target, "function": ins.function, "collective": p.collective.name}
-                                      for ins, plan, p in _below(inspections, counts)]
-    # whose plans the exit code judges: the targets' when there are any, else the CPU's
-    result["judged_on"] = (sorted({entry["compiler"] for entry in result["targets"].values()})
-                           or sorted({str(p["compiler"]) for p in programs}) or ["XLA:CPU"])
+                                      for ins, plan, p in _below(inspections)]
+    result["judged_on"] = checked.judged_on  # whose plans the exit code judges: the targets', else the CPU's
     if len(programs) == 1:
         result.update({k: programs[0][k] for k in ("function", "findings", "collectives", "compiled_collectives",
                                                    "partitioner_findings")})
     return finite(result)
 
 
-def _below(inspections: list[Inspection], counts: FindingFilter | None) -> list[tuple[Inspection, TargetPlan, Any]]:
+def _below(inspections: Sequence[Inspection]) -> list[tuple[Inspection, TargetPlan, TargetPlacement]]:
     """``(inspection, plan, placement)`` of each target finding that saves less than ``--min-saving``."""
-    if counts is None:
-        return []
-    return [(ins, plan, p) for ins in inspections for plan in ins.targets for p in plan.staying_findings
-            if not counts(plan, p)]
+    return [(ins, plan, p) for ins in inspections for plan in ins.targets for p in plan.below_min_saving]
 
 
 def _named(inspections: list[Inspection]) -> list[tuple[str, str, Inspection]]:
@@ -131,21 +117,16 @@ CPU_JUDGED = "This judges the plan XLA:CPU compiled."
 """What a finding without a target says of the compiler it judged (it never guesses another's)."""
 
 
-def dumped_compiler(backend: str) -> str:
-    """``XLA:TPU``: the compiler of a dumped module (``check --xla-dump``), from its backend."""
-    return f"XLA:{backend.upper()}"
-
-
-def dump_judged(backends: set[str]) -> str:
+def dump_judged(compilers: set[str]) -> str:
     """What a finding of a dumped module says of the compiler it judged: the run's own."""
-    return (f"This judges the plan {', '.join(sorted(dumped_compiler(b) for b in backends))} compiled in the run "
+    return (f"This judges the plan {', '.join(sorted(compilers))} compiled in the run "
             "that wrote the dump, with its flags.")
 
 
-def chips_judged(backends: set[str]) -> str:
+def chips_judged(compilers: set[str]) -> str:
     """What a finding says of the compiler it judged when the programs ran on this machine's chips
     (``--on tpu``): that chip's compiler, here."""
-    return (f"This judges the plan {', '.join(sorted(dumped_compiler(b) for b in backends))} compiled here, for this "
+    return (f"This judges the plan {', '.join(sorted(compilers))} compiled here, for this "
             "machine's chips.")
 
 
@@ -160,15 +141,15 @@ def cpu_judged(devices: set[int]) -> str:
             f"{' or '.join('--target ' + e for e in examples)} judges its plan instead.")
 
 
-def render(inspections: list[Inspection], console: Console, what_ifs: list[ProgramWhatIf] | None = None,
-           failed: Sequence[FailedProgram] = (), min_saving: MinSaving | None = None,
+def render(checked: FileCheck, console: Console, what_ifs: list[ProgramWhatIf] | None = None,
            targets: Sequence[str] = ()) -> None:
     """Each program's findings table and fixes (and its what-if), then one line with the outcome
     (on the targets when there are any: what each target did with every collective, and a
-    verdict). The programs in ``failed`` were not checked: the outcome line names them (their
-    errors are the CLI's to print) and nothing passes. ``min_saving`` (``--min-saving``) keeps only
-    the target findings that save that much. ``targets`` are the ``--target``s given: a verdict
-    judged on the CPU alone (a step of dispatches) does not suggest one of them."""
+    verdict), all read from the judged check ``checked``. The programs in ``checked.failed`` were
+    not checked: the outcome line names them (their errors are the CLI's to print) and nothing
+    passes. ``targets`` are the ``--target``s given: a verdict judged on the CPU alone (a step of
+    dispatches) does not suggest one of them."""
+    inspections, failed = checked.inspections, checked.failed
     for k, ins in enumerate(inspections):
         console.print(ins)
         console.print()
@@ -177,74 +158,63 @@ def render(inspections: list[Inspection], console: Console, what_ifs: list[Progr
             _render_what_if(ins, what_ifs[k], console)
     if failed:
         console.print(Text(f"check failed: {', '.join(f.function for f in failed)}: not checked, "
-                           "failed to trace or compile (each one's error follows).", style="bold red"))
+                           "failed to trace or compile (each one's error follows).", style="check.failed"))
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
-        _render_target_outcome(inspections, console, min_saving)
+        _render_target_outcome(inspections, console)
         stepped = [ins.function for ins in inspections if any(f.flagged for f in ins.dispatch_findings)]
         if stepped:
             console.print(Text(f"check failed: {', '.join(stepped)}: a step of dispatches reduces once per call where "
                                "once per step would do, on any target (no compiler merges separate calls).",
-                               style="bold red"))
+                               style="check.failed"))
         return
     remats = [ins.function for ins in inspections if ins.rematerializations]
     if remats:
         console.print(Text(f"check failed: {', '.join(remats)}: the partitioner fell back to an involuntary full "
-                           "rematerialization (a whole tensor gathered onto every device).", style="bold red"))
+                           "rematerialization (a whole tensor gathered onto every device).", style="check.failed"))
     flagged = [ins.function for ins in inspections if ins.flagged or any(f.flagged for f in ins.dispatch_findings)]
     if flagged:  # Text, not markup: rich would read linear[naive]'s [naive] as a style
         across = any(f.flagged for ins in inspections for f in ins.dispatch_findings)
         console.print(Text(f"check failed: {', '.join(flagged)}: collectives in loops that need not be there"
-                           f"{' (a Python loop of dispatches counts)' if across else ''}.", style="bold red"))
+                           f"{' (a Python loop of dispatches counts)' if across else ''}.", style="check.failed"))
         devices = {ins.compiled.module.num_partitions * ins.compiled.module.replica_count
                    for ins in inspections if ins.compiled is not None and ins.compiled.module is not None}
-        dumped = {ins.compiled.backend for ins in inspections if ins.dumped and ins.compiled is not None}
-        here = {ins.compiled.backend for ins in inspections if ins.compiled is not None} - {"cpu"}
+        dumped = {ins.compiler for ins in inspections if ins.dumped and ins.compiled is not None}
+        here = {ins.compiler for ins in inspections if ins.compiled is not None} - {"XLA:CPU"}
         note = (dump_judged(dumped) if dumped else chips_judged(here) if here
                 else cpu_judged(devices) if not targets else CPU_JUDGED)
-        console.print(Text(note, style="dim"))
+        console.print(Text(note, style="note"))
     elif not failed and not remats:
-        console.print("check passed: every collective inside a loop is needed there.", style="bold green",
-                      highlight=False)
+        console.print(Text("check passed: every collective inside a loop is needed there.", style="check.passed"))
 
 
-
-def _saving_amount(saving: Saving, min_saving: MinSaving) -> str:
-    """`` (~1.2 ms)`` for a threshold in time, `` (~0.3% of the step)`` for one in shares: what
-    the finding saves, in the threshold's own terms (empty when it is not known)."""
-    if min_saving.share is not None and saving.share_of_step is not None:
-        return f" (~{100 * saving.share_of_step:.2g}% of the step)"
-    return "" if saving.seconds_per_step is None else f" (~{format_seconds(saving.seconds_per_step)})"
-
-
-def _render_target_outcome(inspections: list[Inspection], console: Console, min_saving: MinSaving | None = None) -> None:
+def _render_target_outcome(inspections: list[Inspection], console: Console) -> None:
     """``check failed on tpu:v5e:2x2: linear[naive] ...`` or ``check passed on ...`` (with
-    ``--min-saving``, a line for the findings that save less and pass)."""
-    counts = None if min_saving is None else saving_filter(min_saving)
+    ``--min-saving``, a line for the findings that save less and pass): each plan's own judgement."""
     targets = list(dict.fromkeys(plan.target for ins in inspections for plan in ins.targets))
     for target in targets:
         plans = [(ins.function, plan) for ins in inspections for plan in ins.targets if plan.target == target]
-        staying = [function for function, plan in plans
-                   if plan.counted_findings(counts) or plan.comparison.added_findings]
-        below = [(function, plan, savings_of(plan)[p.collective.name]) for function, plan in plans
-                 for p in plan.staying_findings if counts is not None and not counts(plan, p)]
-        if below and min_saving is not None:
-            for function, plan, saving in below:
-                amount = _saving_amount(saving, min_saving)
+        staying = [function for function, plan in plans if plan.counted_findings]
+        for function, plan in plans:
+            costs = plan.costs
+            assert costs is not None  # every target plan is costed where it is made
+            for p in plan.below_min_saving:
+                saving, threshold = costs.savings[p.collective.name], costs.min_saving
+                assert threshold is not None  # weighed against it
                 console.print(Text(f"on {target}, deferring {function}'s {saving.kind} of {saving.values or saving.collective} "
-                                   f"saves less than --min-saving {min_saving.text} per step{amount}: not counted.",
-                                   style="yellow"))
+                                   f"saves less than --min-saving {threshold.text} per step{threshold.amount(saving)}: "
+                                   "not counted.", style="check.below"))
         remats = [function for function, plan in plans if plan.compiled.rematerializations]
         too_big = [function for function, plan in plans if plan.does_not_fit]
         if too_big:
             console.print(Text(f"check failed on {target}: {', '.join(too_big)}: does not fit in the memory of its "
-                               "devices there.", style="bold red"))
+                               "devices there.", style="check.failed"))
         if remats:
             console.print(Text(f"check failed on {target}: {', '.join(remats)}: the partitioner fell back to an "
-                               "involuntary full rematerialization there.", style="bold red"))
+                               "involuntary full rematerialization there.", style="check.failed"))
         if staying:
             console.print(Text(f"check failed on {target}: {', '.join(staying)}: collectives stay in loops that "
-                               "need not hold them there.", style="bold red"))
+                               "need not hold them there.", style="check.failed"))
         elif not remats and not too_big:
             console.print(Text(f"check passed on {target}: every collective a loop holds there is needed, or the "
-                               "compiler already moves it out.", style="bold green"))
+                               "compiler already moves it out.", style="check.passed"))

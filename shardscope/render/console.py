@@ -21,6 +21,8 @@ from rich.protocol import rich_cast
 from rich.table import Table
 from rich.text import Text
 
+from shardscope.render.theme import THEME, Themed
+
 PIPE_WIDTH = 100_000
 """The width prose is laid out in before it is wrapped between words, and a reference table's
 (``rows_whole``): wider than any row, so none is cut."""
@@ -33,13 +35,16 @@ class PipeConsole(Console):
     """A :class:`~rich.console.Console` for output that is not a terminal (see the module)."""
 
     def __init__(self, wrap: int, rows_whole: bool = False, **kwargs: Any) -> None:  # rich Console's keywords
-        super().__init__(width=PIPE_WIDTH, **kwargs)
+        super().__init__(width=PIPE_WIDTH, theme=THEME, **kwargs)
         self.wrap = wrap
         self.table_width = PIPE_WIDTH if rows_whole else max(wrap, CI_TABLE_WIDTH)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # rich's renderables and keywords, passed on
         """Tables at their natural width, prose wrapped at :attr:`wrap` between words."""
         parts = [rich_cast(obj) for obj in objects]
+        if len(parts) == 1 and isinstance(parts[0], Themed):  # this console has the theme: laid out as itself
+            self.print(parts[0].renderable, **kwargs)
+            return
         if len(parts) == 1 and isinstance(parts[0], Group):
             for part in parts[0].renderables:
                 self.print(part, **kwargs)
@@ -95,7 +100,7 @@ def stdout_console(rows_whole: bool = False) -> Console:
     """The console for a command's text on stdout: the terminal's, or a :class:`PipeConsole`
     (``rows_whole``: its tables at their natural width, for a reference table whose rows are
     copied whole)."""
-    terminal = Console()
+    terminal = Console(theme=THEME)
     if terminal.is_terminal:
         return terminal
     return PipeConsole(wrap=terminal.width, rows_whole=rows_whole)

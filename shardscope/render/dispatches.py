@@ -21,6 +21,7 @@ from shardscope.render.findings import (
     render_inspection,
 )
 from shardscope.render.targets import render_on_target, shown_plans
+from shardscope.render.theme import Themed
 
 if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
@@ -74,7 +75,7 @@ def render_dispatches(function: str, plan: "DispatchPlan") -> Group:
     """The rich renderable of the step ``function``: the summary, the dispatch table, each
     communicating module's collectives (one call), and the verdicts across the calls with their fixes."""
     failing = bool(plan.flagged or plan.flagged_in_loops)
-    parts: list[RenderableType] = [Text(summary(function, plan), style="bold red" if failing else "bold green")]
+    parts: list[RenderableType] = [Text(summary(function, plan), style="check.failed" if failing else "check.passed")]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in DISPATCH_COLUMNS:
         table.add_column(column, justify="right" if column in ("#", "calls/step", "collectives", "runs/call",
@@ -143,13 +144,14 @@ def _short(source: str) -> str:
     return short_source(source) if source else "-"
 
 
-def rich_inspection(inspection: "Inspection") -> Group:
+def rich_inspection(inspection: "Inspection") -> Themed:
     """An inspection's rich rendering: a step's dispatches, or the findings table (for one
-    made for a target, that target's plan and verdict first, then the CPU's, each labelled)."""
+    made for a target, that target's plan and verdict first, then the CPU's, each labelled),
+    with the theme's named styles on any console."""
     if inspection.dispatches is not None:
-        return render_dispatches(inspection.function, inspection.dispatches)
+        return Themed(render_dispatches(inspection.function, inspection.dispatches))
     plans = shown_plans(inspection)
     if plans:
-        return render_on_target(inspection, plans)
+        return Themed(render_on_target(inspection, plans))
     return render_inspection(inspection)
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import Runs, count_text, runs_per_call, total_executions
 from shardscope.render.partitioner import warning_json, warning_lines
+from shardscope.render.theme import THEME, Themed
+from shardscope.verdict_kinds import DEAD, style_of
 
 if TYPE_CHECKING:
     from rich.console import Group, RenderableType
@@ -20,9 +22,6 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective
-
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "splittable": "yellow", "needed": "green", "dead": "dim"}
-
 
 def trips_text(counts: tuple) -> str:
     """``2 x 8``, ``? x 4`` for a while loop, ``-`` outside loops."""
@@ -57,7 +56,7 @@ def collectives_table(collectives: tuple, title: str | None = None) -> Table:
                          no_wrap=column not in ("collective", "value"))
     for row in table_rows(collectives):
         *cells, kind = row
-        table.add_row(*map(Text, cells), Text(kind, VERDICT_STYLES.get(kind, "")))
+        table.add_row(*map(Text, cells), Text(kind, style_of(kind)))
     return table
 
 
@@ -154,15 +153,16 @@ def _live_runs(inspection: "Inspection") -> int | None:
     return total_executions(inspection.live_collectives)
 
 
-def render_inspection(inspection: "Inspection") -> Group:
-    """The rich renderable: summary line, the table, the notes with the fixes."""
+def render_inspection(inspection: "Inspection") -> Themed:
+    """The rich renderable: summary line, the table, the notes with the fixes (with the theme's
+    named styles, on any console)."""
     from rich.console import Group
     from rich.text import Text
 
     failing = inspection.flagged or inspection.rematerializations
-    parts: list[RenderableType] = [Text(summary(inspection), style="bold red" if failing else "bold green")]
+    parts: list[RenderableType] = [Text(summary(inspection), style="check.failed" if failing else "check.passed")]
     if inspection.device_request is not None:  # a pass that checked a program over too few devices
-        parts.insert(0, Text(inspection.device_request.note(), style="bold red"))
+        parts.insert(0, Text(inspection.device_request.note(), style="check.failed"))
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))
@@ -171,8 +171,8 @@ def render_inspection(inspection: "Inspection") -> Group:
     plan = inspection.compiled
     for warning in plan.partitioner if plan is not None else ():
         lines = warning_lines(warning, plan.collectives if plan is not None else ())
-        parts += [Text(line, style="bold red" if k == 0 else "") for k, line in enumerate(lines)]
-    return Group(*parts)
+        parts += [Text(line, style="check.failed" if k == 0 else "") for k, line in enumerate(lines)]
+    return Themed(Group(*parts))
 
 
 def to_text(inspection: "Inspection", width: int = 140) -> str:
@@ -182,7 +182,8 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False).print(inspection)
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False,
+            theme=THEME).print(inspection)
     return buffer.getvalue()
 
 
@@ -200,7 +201,7 @@ def collective_json(c: "Collective", dead: bool = False) -> dict[str, Any]:
         "fix": None if c.verdict is None else c.verdict.fix,
         "in_conditional": c.in_conditional,
         "equation": c.equation_id,
-        "dead": dead,
+        DEAD: dead,  # the field is named after the verdict: true for one the compiler removes
     }
 
 

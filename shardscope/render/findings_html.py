@@ -3,7 +3,8 @@
 A notebook puts the fragment inside its own page, so it has one root element with an id of
 its own and every style rule is scoped under that id: nothing restyles the page around it.
 Text inherits the page's colour; the only colours set are the verdict badges', each with its
-own background, so the fragment reads the same on a light and a dark theme.
+own background (:data:`shardscope.verdict_kinds.KINDS`' ``badge``), so the fragment reads the same
+on a light and a dark theme.
 """
 
 from __future__ import annotations
@@ -14,19 +15,13 @@ from typing import TYPE_CHECKING
 
 from shardscope.render.findings import COLUMNS, RIGHT_ALIGNED, notes, summary, table_rows
 from shardscope.render.targets import CPU_HEADING, plan_notes, plan_verdict, shown_plans, target_heading, target_view
+from shardscope.verdict_kinds import DEFERRABLE, KINDS, NEEDED, OF_NAME
 
 if TYPE_CHECKING:
     from shardscope.engine.inspection import Inspection
 
-BADGES = {
-    "deferrable": ("#b71c1c", "#ffffff"),
-    "loop_invariant": ("#f9a825", "#000000"),
-    "stackable": ("#fff59d", "#000000"),
-    "splittable": ("#fff59d", "#000000"),
-    "needed": ("#1b5e20", "#ffffff"),
-    "dead": ("#616161", "#ffffff"),
-}
-"""Verdict -> (background, text colour) of its badge: readable whatever the page's colours are."""
+FAILING_MARK, PASSING_MARK = OF_NAME[DEFERRABLE].badge[0], OF_NAME[NEEDED].badge[0]
+"""The colour of the summary's mark: a finding's badge's, or a needed collective's."""
 
 _RULES = """
 {root} {{ font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
@@ -67,11 +62,9 @@ def _device_request(inspection: "Inspection") -> str:
 
 def _style(root: str, flagged: bool) -> str:
     """The style rules, every selector under ``root``."""
-    badges = "\n".join(
-        f"{root} .badge.{kind} {{ background: {background}; color: {text}; }}"
-        for kind, (background, text) in BADGES.items()
-    )
-    mark = BADGES["deferrable" if flagged else "needed"][0]
+    badges = "\n".join(f"{root} .badge.{kind.name} {{ background: {kind.badge[0]}; color: {kind.badge[1]}; }}"
+                       for kind in KINDS)  # each verdict's badge, from the one table
+    mark = FAILING_MARK if flagged else PASSING_MARK
     return _RULES.format(root=root, badges=badges, mark=mark)
 
 
@@ -82,7 +75,7 @@ def _table(inspection: "Inspection") -> str:
     for row in table_rows(inspection.paired):
         *cells, kind = row
         tds = "".join(f'<td class="{_align(column)}">{html.escape(cell)}</td>' for column, cell in zip(COLUMNS, cells))
-        verdict = f'<span class="badge {kind}">{html.escape(kind)}</span>' if kind in BADGES else html.escape(kind)
+        verdict = f'<span class="badge {kind}">{html.escape(kind)}</span>' if kind in OF_NAME else html.escape(kind)
         body.append(f"<tr>{tds}<td>{verdict}</td></tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 

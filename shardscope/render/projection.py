@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
@@ -105,3 +105,25 @@ def render_projection(analysis: "Analysis", projection: "Projection", console: "
     if sentence:
         console.print(sentence + ".", highlight=False)
     console.print(f"source: {projection.link.source}", highlight=False, style="dim")
+
+
+def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
+    """The ``report --json`` ``"projection"`` object."""
+    link = projection.link
+    return {
+        "preset": link.name,
+        "devices": projection.devices,
+        "bandwidth_Bps": link.bandwidth_Bps,
+        "latency_s": link.latency_s,
+        "source": link.source,
+        "crossover_bytes": projection.crossover_bytes,
+        "plans": {
+            name: {
+                "comm_s_per_call": plan.comm_s_per_call,
+                "latency_share": plan.latency_share,
+                "per_call_is_upper_bound": plan.is_upper_bound,
+                "latency_dominated_collectives": [c.equation_id for c in plan.collectives if c.latency_dominated],
+            }
+            for name, plan in projection.plans.items()
+        },
+    }

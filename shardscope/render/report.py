@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from shardscope.costmodel.projection import to_json as projected
 from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import count_text, runs_per_call
+from shardscope.measure.speedup import CONFIDENCE, HOW as SPEEDUP_HOW
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.measured import render_measured
 from shardscope.render.json_values import finite
 from shardscope.render.targets import render_targets, targets_json, unavailable_targets_json
-from shardscope.render.projection import render_projection
+from shardscope.render.projection import projection_json as projected, render_projection
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
@@ -89,14 +89,17 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "processes": analysis.processes,
         "collectives_transport": analysis.collectives_transport,
         "speedup": analysis.speedup,
-        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
-        "speedup_verdict": None if speedup is None else speedup.verdict,
+        "speedup_spread": None if speedup is None else [speedup.q1, speedup.q3],
+        "speedup_interval": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_verdict": comparison.verdict,
         "comparison": {
             "baseline": comparison.baseline,
             "candidate": comparison.candidate,
             "speedup": None if speedup is None else {
                 "median": speedup.median, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
+                "q1": speedup.q1, "q3": speedup.q3, "confidence": CONFIDENCE,
             },
+            "same_work": comparison.same_work,
             "text": comparison.speedup_text(),
         },
         "variants": {name: _plan_json(plan) for name, plan in analysis.plans.items()},
@@ -110,6 +113,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         ],
         "reference": None if analysis.reference is None else {
             "compile_s": analysis.reference.compile_s,
+            "compile_from_cache": analysis.reference.compile_from_cache,
             "run_s": _times_json(analysis.reference.run_s),
             "memory": analysis.reference.memory,
         },
@@ -164,6 +168,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "flagged": len(plan.flagged) if plan.dispatches is None else plan.dispatches.flagged_count,
         "trace_s": plan.trace_s,
         "compile_s": plan.compile_s,
+        "compile_from_cache": plan.compile_from_cache,
         "run_s": _times_json(plan.run_s),
         "memory": plan.memory,
         "mesh": plan.mesh,
@@ -243,10 +248,15 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     for plan in plans:  # --profile, --profile-dir: each plan's measured times
         render_measured(plan.inspection, console, label=plan.name)
     if ref is not None and ref.run_s is not None:
-        console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s, run median {_ms(ref.run_s.median)}")
+        cached = FROM_CACHE if ref.compile_from_cache else ""
+        console.print(f"reference (unchunked VJP): compile {ref.compile_s:.3f} s{cached}, run median {_ms(ref.run_s.median)}")
         console.print(GRADIENT_CHECK, style="dim", highlight=False)
     if analysis.timed_on is not None:
         console.print(analysis.timed_on.meaning(), style="dim", highlight=False)
+    if analysis.comparison.speedup is not None:
+        console.print(SPEEDUP_HOW, style="dim", highlight=False)
+    if any(p.compile_from_cache for p in plans) or (ref is not None and ref.compile_from_cache):
+        console.print(CACHE_NOTE, style="dim", highlight=False)
     if any(p.cost_analysis for p in analysis.plans.values()):
         console.print("XLA's cost_analysis() counts a loop body once and all memory traffic, not the bytes "
                       "collectives move per call: compare it with 'bytes per call'.", style="dim", highlight=False)
@@ -295,6 +305,15 @@ def compiler_note_of(analysis: "Analysis") -> str | None:
                          {name: len(plan.collectives) for name, plan in compiled.items()})
 
 
+FROM_CACHE = " (cache)"
+"""After a compile time that JAX's persistent compilation cache served: the time is its read."""
+
+CACHE_NOTE = ("(cache): a cache served the executable, not the compiler: JAX's persistent compilation cache (an "
+              "earlier run compiled the same program) or JAX's memory (this process did): the time is reading it "
+              "back, not compiling; --no-cache compiles afresh.")
+"""What ``(cache)`` means, under the tables that show it."""
+
+
 def verdict(analysis: "Analysis") -> str:
     """One sentence: every plan's runs per call, then the comparison's speedup."""
     text = "; ".join(
@@ -339,7 +358,7 @@ _ROWS = (
     ("  compiled runs per call", lambda p: "-" if p.compiled_runs is None else p.compiled_runs.text()),
     ("  compiled bytes per call", lambda p: "-" if p.compiled_bytes is None else p.compiled_bytes.text()),
     ("equations", lambda p: f"{p.program.equation_count:,}"),
-    ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s"),
+    ("compile", lambda p: "-" if p.compile_s is None else f"{p.compile_s:.3f} s{FROM_CACHE if p.compile_from_cache else ''}"),
     ("run median", lambda p: _ms(p.run_s and p.run_s.median)),
     ("run min / max", lambda p: "-" if p.run_s is None else f"{_ms(p.run_s.min)} / {_ms(p.run_s.max)}"),
     ("memory/device: arguments", lambda p: _mem(p, "argument_size_in_bytes")),

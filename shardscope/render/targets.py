@@ -1,8 +1,9 @@
 """A program's plans on ``--target`` slices beside the CPU's: tables, verdicts in words, JSON.
 
 Every rendering reads the :class:`~shardscope.engine.hlo.target_plan.TargetPlan` values the
-pipeline made (what the target's compiler did with each CPU collective); nothing here
-compiles or recounts. Nothing runs on a target: its tables say so where timings would be.
+pipeline made and judged (what the target's compiler did with each CPU collective, each row's
+verdict and whether it is a finding, the costs on the target's interconnect); nothing here
+compiles, recounts, costs or judges. Nothing runs on a target: its tables say so where timings would be.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from shardscope.costmodel.collective_times import collectives_seconds_per_call, interconnect_of
-from shardscope.costmodel.interconnects import format_seconds
-from shardscope.costmodel.savings import Saving, savings_of, step_estimate_of
+from shardscope.engine.hlo.plan_costs import time_words
 from shardscope.engine.hlo.roofline import range_words, seconds_words
 from shardscope.engine.counts import count_text, known_sum
 from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP, PIPELINED, REMOVED, STAYED
 from shardscope.render.console import table_width
-from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text, verdict_cell
+from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
+from shardscope.render.projection import projection_json
+from shardscope.verdict_kinds import DEFERRABLE, LOOP_INVARIANT, OF_NAME, style_of
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from shardscope.costmodel.projection import Projection
     from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
-    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
+    from shardscope.engine.hlo.plan_costs import PlanCosts
+    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan, TargetRow
     from shardscope.targets.registry import UnavailableTarget
 
 NOT_RUN = "not run (compiled only)"
@@ -88,41 +90,52 @@ def _unnamed(p: "TargetPlacement") -> str:
     return f"{name} ({c.source})" if c.source else name
 
 
-def plan_verdict(title: str, plan: "TargetPlan", savings: "dict[str, Saving] | None" = None) -> str:
+def plan_verdict(title: str, plan: "TargetPlan") -> str:
     """One sentence: on this target, does the plan's flagged collective leave its loop (the
-    compiler defers it already) or stay (the deferral is worth writing)?
+    compiler defers it already) or stay (the deferral is worth writing)? Read from the judged
+    plan's rows: what it names as staying are its findings, what it says leaves runs in no loop
+    it need not, and what it keeps is what its verdicts there say the loop needs.
 
     ``title`` names the plan with its article (``the naive plan``, ``the step program``,
-    ``linear's naive plan``); ``savings`` are the plan's :func:`savings_of` where the caller has
-    them already (each costs every collective's groups on the interconnect).
+    ``linear's naive plan``).
     """
     on = f"on {plan.topology} {title}"
     if plan.refused:
         assert plan.fit is not None  # a refused plan carries its fit
         return f"{on} {plan.fit.line()}, so it has no plan there; its CPU plan stands."
-    entered = [p for p in plan.comparison.placements if p.entered]
+    findings = {id(row.collective) for row in plan.findings}
+    entered = [p for p in plan.comparison.placements if p.entered and not any(id(t) in findings for t in p.target)]
     return _verdict(on, plan) + (_entered_words(entered) if entered else "") + "." + "".join(
-        f" {sentence}" for sentence in size_sentences(plan, savings))
+        f" {sentence}" for sentence in size_sentences(plan))
 
 
-def size_sentences(plan: "TargetPlan", savings: "dict[str, Saving] | None" = None) -> list[str]:
+def size_sentences(plan: "TargetPlan") -> list[str]:
     """What each collective the verdict judges moves: ``Its all-reduce of out[1] moves 4 B per run,
     4 runs per call; deferring it saves ~24 us per step on gpu:h100:8.`` for one the target keeps
     in a loop, its bytes per run for one the compiler moves out, and for a plan without findings
     the bytes of each collective its loops need."""
-    found = savings_of(plan) if savings is None else savings
+    savings = _costs(plan).savings
     flagged = [p for p in plan.comparison.placements if p.collective.verdict.flagged and not p.removed]
-    if not flagged:
+    carried = {id(t) for p in flagged for t in p.target}
+    alone = _alike([row for row in plan.findings if row.collective is not None and id(row.collective) not in carried])
+    if not flagged and not alone:
         return [f"Its {t.kind} of {t.value or t.name} moves {t.bytes_per_execution:,} B per run."
                 for t in plan.compiled.findings]
     sentences = []
     for p in flagged:
-        saving = found.get(p.collective.name)
+        saving = savings.get(p.collective.name)
         what = f"{p.collective.kind} of {saving.values if saving and saving.values else p.collective.value or p.collective.name}"
         if saving is not None:
             sentences.append(f"Its {what} moves {saving.words()}.")
         else:
             sentences.append(f"Its {what} moves {p.collective.bytes_per_execution:,} B per run.")
+    for rows in alone:  # findings no CPU finding carries (kept in a loop the CPU leaves, or the target's own)
+        t = rows[0].collective
+        assert t is not None  # a finding runs in a loop
+        each = " each" if len(rows) > 1 else ""
+        what = f"{len(rows)} {t.kind}s of {t.value or t.name}" if len(rows) > 1 else f"{t.kind} of {t.value or t.name}"
+        sentences.append(f"Its {what} move{'' if each else 's'} {t.bytes_per_execution:,} B per run{each}, "
+                         f"{t.runs.text()} runs per call{each}.")
     return sentences
 
 
@@ -136,12 +149,18 @@ def fit_words(plan: "TargetPlan") -> str:
 
 def step_words(plan: "TargetPlan") -> str:
     """The step estimate in one line, or why there is none (empty for a refused plan)."""
-    step = step_estimate_of(plan)
+    step = _costs(plan).step
     if step is not None:
         return step.line()
     if plan.refused:
         return ""
     return f"no step estimate: shardscope has no peaks for {plan.device_kind}"
+
+
+def _costs(plan: "TargetPlan") -> "PlanCosts":
+    """The costs the pipeline gave ``plan`` where it was made (every target plan has them)."""
+    assert plan.costs is not None, f"{plan.target}'s plan was made without its costs"
+    return plan.costs
 
 
 def step_cell(step: "StepEstimate | None") -> str:
@@ -160,10 +179,10 @@ def plan_notes(plan: "TargetPlan") -> list[tuple[str, str]]:
     notes = []
     fit = fit_words(plan)
     if fit and not plan.refused:  # a refused plan's verdict says it
-        notes.append((fit, "bold red" if plan.does_not_fit else ""))
+        notes.append((fit, "check.failed" if plan.does_not_fit else ""))
     step = step_words(plan)
     if step:
-        notes.append((step, "dim" if plan.step is None else ""))
+        notes.append((step, "note" if plan.step is None else ""))
     return notes
 
 
@@ -175,54 +194,123 @@ def _entered_words(entered: list["TargetPlacement"]) -> str:
 
 
 def _verdict(on: str, plan: "TargetPlan") -> str:
-    """The verdict on what the target's compiler leaves in its loops, value by value by the
-    target's own verdicts, without the final full stop."""
-    staying = plan.staying_findings
-    added = plan.comparison.added_findings
-    moved = [p for p in plan.comparison.placements if p.deferred_by_compiler and not p.removed]
-    if not staying and not added:
-        needed = len(plan.compiled.findings)
+    """The verdict on what the target's compiler leaves in its loops, row by row by the target's
+    own verdicts, without the final full stop."""
+    findings, moved, kept = plan.findings, plan.moved, plan.kept
+    if not findings:
         if not moved:
-            kept = f"{needed} collective{'s' if needed > 1 else ''} in a loop, needed there"
-            return f"{on} keeps {kept} (as on the CPU)" if needed else f"{on} runs no collective in a loop"
+            return f"{on} keeps {_kept_words(kept)}" if kept else f"{on} runs no collective in a loop"
         what, plural = _moved_what(moved)
         text = f"{on}'s {what} leave{'' if plural else 's'} the loop: the compiler already does the deferral here"
-        return text + (f"; it keeps {_kept_words(plan.compiled.findings)}" if needed else "")
+        return text + (f"; it keeps {_kept_words(kept, its=True)}" if kept else "")
+    staying = list(dict.fromkeys(p for row in findings for p in row.staying))  # by placement, as the CPU names them
     names = [f"{p.collective.kind} of {', '.join(p.staying_values)}" for p in staying]
-    names += [f"{t.kind} of {t.value}" if t.value else t.name for t in added]
-    plural = len(names) > 1 or any(len(p.staying_values) > 1 for p in staying)
+    alone = _alike([row for row in findings if not row.staying])
+    names += [_finding_name(rows) for rows in alone]
+    plural = len(names) > 1 or any(len(p.staying_values) > 1 for p in staying) or any(len(rows) > 1 for rows in alone)
     what = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
-    holders = [t for p in staying for t in p.staying_in] + list(added)
-    loops = sorted({loop_words(loop) for t in holders for loop in t.loops})
-    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: the deferral is worth writing"
+    loops = sorted({loop_words(loop) for row in findings if row.collective is not None for loop in row.collective.loops})
+    kinds = {row.verdict_kind for row in findings}
+    fix = ("the deferral is" if kinds == {DEFERRABLE} else "the hoist is" if kinds == {LOOP_INVARIANT}
+           else "the fixes are")  # a sum deferred past its loop, an invariant moved before it
+    text = f"{on}'s {what} stay{'' if plural else 's'} in {' and '.join(loops)}: {fix} worth writing"
     split = [v for p in staying for v in p.values_left if v not in p.staying_values]
     if split:  # the compiler split a combined sum: some of its values left already
         text += f" (the compiler moves {', '.join(dict.fromkeys(split))} out itself)"
     if moved:
         left, plural = _moved_what(moved)
         text += f"; its {left} leave{'' if plural else 's'} the loop"
+    disagreeing = [row for row in kept if _cpu_flagged(row)]
+    if disagreeing:  # the CPU's finding the target keeps in its loop by its own verdict there
+        text += f"; it keeps {_kept_words(tuple(disagreeing), its=True)}"
     return text
+
+
+def _alike(rows: "Sequence[TargetRow]") -> list[list["TargetRow"]]:
+    """``rows`` grouped by what a sentence says of them (their kind, value, bytes per run, runs and
+    whether the CPU runs them outside loops), in their order: seven collective-permutes of one
+    value are one phrase."""
+    groups: dict[tuple[object, ...], list["TargetRow"]] = {}
+    for row in rows:
+        t = row.collective
+        assert t is not None  # a finding runs in a loop
+        key = (t.kind, t.value or t.name, t.bytes_per_execution, t.runs.text(), bool(row.cpu) and row.entered)
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
+
+
+def _finding_name(rows: "list[TargetRow]") -> str:
+    """``all-gather of params['w1']``, ``7 collective-permutes of w``: findings no CPU finding names
+    (one the CPU runs outside every loop says so; one only the target has is named by its own
+    instruction)."""
+    t = rows[0].collective
+    assert t is not None  # a finding runs in a loop
+    name = (f"{len(rows)} {t.kind}s of {t.value or t.name}" if len(rows) > 1
+            else f"{t.kind} of {t.value}" if t.value else t.name)
+    return name + (" (outside loops on the CPU)" if rows[0].cpu and rows[0].entered else "")
+
+
+def _cpu_flagged(row: "TargetRow") -> bool:
+    """True when a CPU collective this row carries is a finding on the CPU (the target's verdict
+    there says its loop needs it)."""
+    return any(p.collective.verdict.flagged for p in row.cpu)
 
 
 def staying_fixes(plan: "TargetPlan") -> list[str]:
     """The target's own fix of each collective it keeps in a loop that need not run there (the
-    loss's sum the compiler left, not the CPU's fix of the gradients it moved out itself)."""
+    loss's sum the compiler left, not the CPU's fix of the gradients it moved out itself): each
+    finding's, from its verdict there (its runs are the target's)."""
     if plan.refused:
         return []
-    kept = [t for p in plan.staying_findings for t in p.staying_in] + list(plan.comparison.added_findings)
-    unique = {t.name: t for t in kept if t.verdict.flagged and t.verdict.fix}
-    return [f"fix on {plan.topology} for its {t.kind} of {t.value or t.name}: {t.verdict.fix}" for t in unique.values()]
+    staying = [t for p in plan.staying_findings for t in p.staying_in]
+    rows = {id(row.collective): row for row in plan.findings}
+    ordered = [rows[id(t)] for t in staying if id(t) in rows] + list(plan.findings)
+    unique: dict[str, str] = {}
+    for row in ordered:
+        t = row.collective
+        # the target's own fix where its verdict there flags it (its runs are the target's), else the row's
+        verdict = t.verdict if t is not None and t.verdict.flagged else row.paired.verdict if row.paired else None
+        if t is not None and verdict is not None and verdict.fix and t.name not in unique:
+            unique[t.name] = f"fix on {plan.topology} for its {t.kind} of {t.value or t.name}: {verdict.fix}"
+    return list(unique.values())
 
 
-def _kept_words(kept: "tuple[CompiledCollective, ...]") -> str:
-    """``its all-reduce of out[2] in a loop, needed there`` (a count past three)."""
-    if len(kept) > 3:
-        return f"{len(kept)} collectives in loops, needed there"
-    names = [f"{t.kind} of {t.value}" if t.value else t.name for t in kept]
-    return f"its {' and '.join(names)} in {'loops' if len(kept) > 1 else 'a loop'}, needed there"
+def _kept_words(kept: "tuple[TargetRow, ...]", its: bool = False) -> str:
+    """``1 collective in a loop, needed there (as on the CPU)``, or ``its all-reduce of out[2] in a
+    loop, needed there`` (``its``: after what the compiler moved, named up to three), each verdict's
+    words when they are not all ``needed``, and what the CPU said of them where it flagged them."""
+    there = _there(kept)
+    if its and len(kept) <= 3:
+        names = [f"{row.collective.kind} of {row.collective.value}" if row.collective.value else row.collective.name
+                 for row in kept if row.collective is not None]
+        text = f"its {' and '.join(names)} in {'loops' if len(kept) > 1 else 'a loop'}, {there}"
+    else:
+        text = f"{len(kept)} collective{'s' if len(kept) > 1 else ''} in {'loops' if its else 'a loop'}, {there}"
+    return text + _cpu_side(kept, as_on_cpu=not its)
 
 
-def _moved_what(moved: list["TargetPlacement"]) -> tuple[str, bool]:
+def _there(kept: "tuple[TargetRow, ...]") -> str:
+    """``needed there``, or each verdict's words with its count when the kept rows' differ."""
+    kinds = list(dict.fromkeys(row.verdict_kind for row in kept))
+    if len(kinds) == 1:
+        return OF_NAME[kinds[0]].there if kinds[0] in OF_NAME else "needed there"
+    return ", ".join(f"{sum(row.verdict_kind == kind for row in kept)} {OF_NAME[kind].there}" for kind in kinds
+                     if kind in OF_NAME)
+
+
+def _cpu_side(kept: "tuple[TargetRow, ...]", as_on_cpu: bool = True) -> str:
+    """The CPU's verdicts where they flag what the target keeps (`` (loop_invariant on the CPU)``);
+    else `` (as on the CPU)`` (``as_on_cpu``) when the CPU runs every one in a loop with the same
+    verdict; else nothing."""
+    flagged = sorted({p.collective.verdict.kind for row in kept for p in row.cpu if p.collective.verdict.flagged})
+    if flagged:
+        return f" ({', '.join(flagged)} on the CPU)"
+    same = all(row.cpu and all(p.collective.in_loop and p.collective.verdict.kind == row.verdict_kind for p in row.cpu)
+               for row in kept)
+    return " (as on the CPU)" if same and as_on_cpu else ""
+
+
+def _moved_what(moved: Sequence["TargetPlacement"]) -> tuple[str, bool]:
     """The CPU findings the target no longer keeps where they need not run, in words: of a
     combined one the target split, the values that left (the rest stay, needed there)."""
     names = [f"{p.collective.kind} of {', '.join(p.values_left)}" if p.values_left else
@@ -231,64 +319,34 @@ def _moved_what(moved: list["TargetPlacement"]) -> tuple[str, bool]:
     return (names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"), plural
 
 
-@dataclass(frozen=True)
-class TargetRow:
-    """One row of a target's table: a collective the target runs (with the CPU collectives whose
-    values it carries), or a CPU collective the target removed (``collective`` None). The CPU's
-    loops and runs are on the row of the target collective that carries it first (the one that
-    keeps it in the most loops) and blank on the others: each column adds up to its summary."""
-
-    collective: "CompiledCollective | None"
-    cpu: tuple["TargetPlacement", ...]  # the CPU collectives whose values it carries
-    first: tuple["TargetPlacement", ...]  # those of them it carries first
-    staying: bool
-
-    @property
-    def value(self) -> str:
-        """The value as the target's module names it (the CPU's for a removed one)."""
-        return self.collective.value if self.collective is not None else self.cpu[0].collective.value
-
-    def cells(self) -> dict[str, str]:
-        """The row's text by column: ``collective``, ``value``, ``loops``, ``runs/call``,
-        ``verdict``, ``CPU collective``, ``CPU loops``, ``CPU runs``, ``placement``."""
-        t = self.collective
-        names = [p.collective.name if any(p is f for f in self.first) else f"part of {p.collective.name}"
-                 for p in self.cpu]
-        return {
-            "collective": t.name if t is not None else "-",
-            "value": self.value,
-            "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
-            "runs/call": t.runs.text() if t is not None else "-",
-            "verdict": verdict_cell(t.verdict.kind, t.in_loop) if t is not None else "-",
-            "CPU collective": ", ".join(names) or "-",
-            "CPU loops": trips_text(self.first[0].collective.loop_trip_counts) if self.first else "",
-            "CPU runs": _cpu_runs(self.first) if self.first else "",
-            "placement": "; ".join(placement_words(p) if any(p is f for f in self.first) else self._part_words(p)
-                                   for p in self.cpu) or "only on the target",
-        }
-
-    def _part_words(self, p: "TargetPlacement") -> str:
-        """What the target did with the values of ``p`` this row carries (``p`` is carried first
-        by another row): ``grad(params['ln']) left 1 of 2 loops``."""
-        assert self.collective is not None  # a removed collective's row carries it first
-        values = ", ".join(p.values_in(self.collective)) or p.collective.value
-        cpu, here = len(p.collective.loops), len(self.collective.loops)
-        moved = "left loop" if not here else f"left {cpu - here} of {cpu} loops" if here < cpu else "stayed in loop"
-        return f"{values} {moved}"
+def row_cells(row: "TargetRow") -> dict[str, str]:
+    """The row's text by column: ``collective``, ``value``, ``loops``, ``runs/call``,
+    ``verdict``, ``CPU collective``, ``CPU loops``, ``CPU runs``, ``placement``."""
+    t = row.collective
+    names = [p.collective.name if any(p is f for f in row.first) else f"part of {p.collective.name}"
+             for p in row.cpu]
+    return {
+        "collective": t.name if t is not None else "-",
+        "value": row.value,
+        "loops": trips_text(t.loop_trip_counts) if t is not None else "-",
+        "runs/call": t.runs.text() if t is not None else "-",
+        "verdict": row.verdict_kind,
+        "CPU collective": ", ".join(names) or "-",
+        "CPU loops": trips_text(row.first[0].collective.loop_trip_counts) if row.first else "",
+        "CPU runs": _cpu_runs(row.first) if row.first else "",
+        "placement": "; ".join(placement_words(p) if any(p is f for f in row.first) else _part_words(row, p)
+                               for p in row.cpu) or "only on the target",
+    }
 
 
-def target_rows(plan: "TargetPlan") -> list[TargetRow]:
-    """Every collective the target runs, in its module's order, then each CPU collective it
-    removed: the rows whose runs add up to the target's runs per call."""
-    rows = []
-    added = set(map(id, plan.comparison.added_findings))
-    for t in plan.compiled.collectives:
-        carried = plan.placements_of(t)
-        first = tuple(p for p in carried if p.target[0] is t)
-        staying = id(t) in added or any(any(s is t for s in p.staying_in) for p in carried)
-        rows.append(TargetRow(t, carried, first, staying))
-    rows += [TargetRow(None, (p,), (p,), False) for p in plan.comparison.placements if p.removed]
-    return rows
+def _part_words(row: "TargetRow", p: "TargetPlacement") -> str:
+    """What the target did with the values of ``p`` this row carries (``p`` is carried first
+    by another row): ``grad(params['ln']) left 1 of 2 loops``."""
+    assert row.collective is not None  # a removed collective's row carries it first
+    values = ", ".join(p.values_in(row.collective)) or p.collective.value
+    cpu, here = len(p.collective.loops), len(row.collective.loops)
+    moved = "left loop" if not here else f"left {cpu - here} of {cpu} loops" if here < cpu else "stayed in loop"
+    return f"{values} {moved}"
 
 
 def _cpu_runs(placements: tuple["TargetPlacement", ...]) -> str:
@@ -314,10 +372,10 @@ def placements_table(rows: list[tuple[str, "TargetPlan"]], noun: str, columns: S
     for column in (noun, *columns):
         table.add_column(column, justify="right" if "runs" in column else "left", no_wrap=column != "value")
     for name, plan in rows:
-        for row in target_rows(plan):
-            cells = row.cells()
-            table.add_row(Text(name), *(Text(cells[column]) for column in columns),
-                          style="bold red" if row.staying else None)
+        for row in plan.rows:
+            cells = row_cells(row)
+            style = "check.failed" if row.finding else ""  # the theme's named style, on each cell (never the row's)
+            table.add_row(Text(name, style), *(Text(cells[column], style) for column in columns))
     return table
 
 
@@ -379,7 +437,7 @@ def target_table(target: str, named: list[tuple[str, Any]]) -> Table:
         ("  on the CPU", lambda r, t: _memory(t.cpu_memory, "temp_size_in_bytes")),
         ("memory/device: peak", lambda r, t: _memory(t.memory, "peak_memory_in_bytes")),
         ("fits in memory", lambda r, t: fit_words(t).removeprefix("memory: ") or "-"),
-        ("step estimate", lambda r, t: step_cell(step_estimate_of(t))),
+        ("step estimate", lambda r, t: step_cell(_costs(t).step)),
     )
     for label, cell in rows:
         table.add_row(label, *(cell(result, plan) for _, result, plan in columns))
@@ -403,7 +461,7 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
         for table in placements_tables(rows, noun, table_width(console), console):
             console.print(table)
         for (name, title, _), (_, plan) in zip(named, rows):
-            console.print(Text(plan_verdict(title, plan), style="bold red" if plan.fails_check else "bold green"))
+            console.print(Text(plan_verdict(title, plan), style=outcome_style(plan)))
             for fix in staying_fixes(plan):
                 console.print(Text(f"  {name}: {fix}"))
             for note, style in plan_notes(plan):
@@ -419,15 +477,20 @@ def render_targets(named: list[tuple[str, str, Any]], console: "Console", noun: 
 def interconnect_sentence(target: str, rows: list[tuple[str, "TargetPlan"]]) -> str:
     """``tpu:v5e:2x4's compiled collectives on its own interconnect (ICI of a v5e 2x4 slice ...):
     naive 139.8 us/call, deferred 69.9 us/call ...``; empty without a model for the target."""
-    interconnect = interconnect_of(rows[0][1])
+    interconnect = _costs(rows[0][1]).interconnect
     if interconnect is None:
         return ""
     per_plan = []
     for name, plan in rows:
-        seconds = collectives_seconds_per_call(plan)
-        per_plan.append(f"{name} {'?' if seconds is None else format_seconds(seconds)}/call")
+        seconds = _costs(plan).seconds_per_call
+        per_plan.append(f"{name} {'?' if seconds is None else time_words(seconds)}/call")
     return (f"{target}'s compiled collectives on its own interconnect ({interconnect.description}): "
             f"{', '.join(per_plan)} (communication alone; figures and sources: shardscope presets --targets).")
+
+
+def outcome_style(plan: "TargetPlan") -> str:
+    """The theme's style of a plan's verdict sentence: a failed check's, or a passed one's."""
+    return "check.failed" if plan.fails_check else "check.passed"
 
 
 def target_view(inspection: "Inspection", plan: "TargetPlan") -> "Inspection":
@@ -448,8 +511,7 @@ def render_on_target(inspection: "Inspection", plans: "Sequence[TargetPlan]") ->
         parts += [
             Text(target_heading(plan), style="bold"),
             render_inspection(target_view(inspection, plan)),
-            Text(plan_verdict(f"the {inspection.function} program", plan),
-                 style="bold red" if plan.fails_check else "bold green"),
+            Text(plan_verdict(f"the {inspection.function} program", plan), style=outcome_style(plan)),
             *(Text(f"  {note}", style=style) for note, style in plan_notes(plan)),
             Text()]
     return Group(*parts, Text(CPU_HEADING, style="bold"), render_inspection(inspection))
@@ -507,28 +569,26 @@ def placement_json(p: "TargetPlacement") -> dict[str, Any]:
 def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
     """One plan on one target: its compiled collectives (the CPU compiled plan's fields and
     ``left_loop``), memory and cost per device, each CPU collective's placement, the verdict."""
+    costs = _costs(plan)
     collectives = []
-    interconnect = interconnect_of(plan)
     for p in plan.paired:
         if p.compiled is None:
             continue
         fields = compiled_collective_json(p, p.compiled)
         fields["left_loop"] = plan.left_loop(p.compiled)
         fields["carries"] = [placement.collective.name for placement in plan.placements_of(p.compiled)]
-        timed = interconnect.time(p.compiled) if interconnect is not None else None
+        timed = next((time for c, time in zip(plan.compiled.collectives, costs.run_times) if c is p.compiled), None)
         fields["interconnect"] = None if timed is None else {
             "seconds_per_run": timed.seconds, "latency_s": timed.latency_s, "bandwidth_s": timed.bandwidth_s,
             "algorithm": timed.algorithm, "devices": timed.devices}
         collectives.append(fields)
-    step = step_estimate_of(plan)  # each of these costs every collective's groups: once each
-    savings = savings_of(plan, None if step is None else step.dispatched_upper_s)
-    placements = [placement_json(p) | {"saving": savings[p.collective.name].to_json()
-                                       if p.collective.name in savings else None}
+    placements = [placement_json(p) | {"saving": costs.savings[p.collective.name].to_json()
+                                       if p.collective.name in costs.savings else None}
                   for p in plan.comparison.placements]
     return {
         "compiled_collectives": collectives,
-        "interconnect_s_per_call": collectives_seconds_per_call(plan),
-        "savings": [saving.to_json() for saving in savings.values()],
+        "interconnect_s_per_call": costs.seconds_per_call,
+        "savings": [saving.to_json() for saving in costs.savings.values()],
         "compiled_executed_collectives": None if plan.refused else plan.compiled.executed_collectives,
         "memory": dict(plan.memory),
         "cpu_memory": dict(plan.cpu_memory),
@@ -536,15 +596,17 @@ def target_plan_json(title: str, plan: "TargetPlan") -> dict[str, Any]:
         "compile_s": plan.compile_s,
         "placements": placements,
         "staying_findings": [p.collective.name for p in plan.staying_findings],
-        "verdict": plan_verdict(title, plan, savings),
+        "findings": [row.collective.name for row in plan.findings if row.collective is not None],
+        "fails_check": plan.fails_check,
+        "verdict": plan_verdict(title, plan),
         "fit": None if plan.fit is None else plan.fit.to_json(),
-        "step_estimate": None if step is None else step.to_json(),
+        "step_estimate": None if costs.step is None else costs.step.to_json(),
     }
 
 
 def interconnect_json(plan: "TargetPlan") -> dict[str, Any] | None:
     """The ``interconnect`` object of a target: the machine in words and the figures' sources."""
-    interconnect = interconnect_of(plan)
+    interconnect = _costs(plan).interconnect
     if interconnect is None:
         return None
     return {"description": interconnect.description, "source": interconnect.source,
@@ -561,8 +623,6 @@ def targets_json(named: list[tuple[str, str, Any]], projections: "dict[str, Proj
     """``{TARGET: {"devices", "device_kind", "topology", "variants": {NAME: ...}, "projection"}}``
     of ``(name, title, result)``s; ``projection`` (null without one) projects the target's
     compiled collectives."""
-    from shardscope.costmodel.projection import to_json as projection_json
-
     data: dict[str, Any] = {}
     for name, title, result in named:
         for plan in result.targets:

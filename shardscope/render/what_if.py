@@ -92,7 +92,8 @@ def _route_text(r: "Rewrite") -> str:
 
 
 def _outputs_text(r: "Rewrite") -> str:
-    """``yes (largest difference 4.8e-07 in out[0]['W'], its tolerance 1.1e-03)``, ``no (...)``,
+    """``yes (largest difference 4.8e-07 in out[0]['W']; its tolerance 1.1e-03 = sqrt(eps) of float32
+    (3.5e-04) x 3.2e+00, the largest |entry| of [0]['W'])``, ``no (...)``,
     or ``-`` when not run: the leaf that differs most relative to its own tolerance."""
     if r.outputs_match is None:
         return "-"
@@ -101,7 +102,8 @@ def _outputs_text(r: "Rewrite") -> str:
     if check is None:
         return f"{answer} (no outputs to compare)"
     where = f" in out{check.leaf}" if check.leaf else ""
-    return f"{answer} (largest difference {check.max_abs_diff:.1e}{where}, its tolerance {check.tolerance:.1e})"
+    return (f"{answer} (largest difference {check.max_abs_diff:.1e}{where}; its tolerance "
+            f"{check.tolerance_text()})")
 
 
 def _memory_text(before: PlanTotals, after: PlanTotals) -> str:
@@ -175,7 +177,8 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
         "memory_per_device": {"original": m.before.memory, "rewrite": None if m.after is None else m.after.memory},
         "hoisted_bytes_per_device": r.memory_bytes,
         "speedup": None if speedup is None else speedup.median,
-        "speedup_spread": None if speedup is None else [speedup.low, speedup.high],
+        "speedup_spread": None if speedup is None else [speedup.q1, speedup.q3],
+        "speedup_interval": None if speedup is None else [speedup.low, speedup.high],
         "speedup_verdict": None if speedup is None else speedup.verdict,
         "run_s": None if m.times is None else {name: {"median": t.median, "min": t.min, "max": t.max}
                                                 for name, t in m.times.items()},

@@ -25,8 +25,9 @@ SEED_DEMO = "linear"
 class BundledDemo:
     """One shipped demo file: its name (the file's stem), path, one-line description and kind.
 
-    ``kind`` is ``demo`` (``@shardscope.demo`` functions: every command) or ``program``
-    (``@shardscope.program`` functions: ``check`` and the explorer).
+    ``kind`` is ``demo`` (``@shardscope.demo`` functions: every command), ``program``
+    (``@shardscope.program`` functions: ``check`` and the explorer) or ``layouts``
+    (``@shardscope.layouts`` functions: ``shardscope layouts``).
     """
 
     name: str
@@ -70,7 +71,7 @@ def listing() -> str:
     width = max(len(demo.name) for demo in demos)
     lines = [f"shipped demos (in {DEMO_DIR}):"]
     for demo in demos:
-        kind = "" if demo.kind == "demo" else "  [programs: check, explorer]"
+        kind = {"demo": "", "program": "  [programs: check, explorer]", "layouts": "  [layouts: shardscope layouts]"}[demo.kind]
         lines.append(f"  {demo.name:<{width}}  {demo.description}{kind}")
     lines.append(f"open one by name: shardscope {SEED_DEMO}, shardscope report rnn, shardscope check train_step")
     return "\n".join(lines)
@@ -80,16 +81,16 @@ def _describe(path: Path) -> BundledDemo:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     docstring = ast.get_docstring(tree) or ""
     description = " ".join(docstring.split("\n\n")[0].split()).replace("``", "`")
-    kind = "program" if _marks_programs(tree) else "demo"
+    kind = "program" if _marks(tree, "program") else "layouts" if _marks(tree, "layouts") else "demo"
     return BundledDemo(path.stem, path, description, kind)
 
 
-def _marks_programs(tree: ast.Module) -> bool:
-    """True when a function of the module is decorated with ``shardscope.program``."""
+def _marks(tree: ast.Module, mark: str) -> bool:
+    """True when a function of the module is decorated with ``shardscope.<mark>``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if isinstance(target, ast.Attribute) and target.attr == "program":
+                if isinstance(target, ast.Attribute) and target.attr == mark:
                     return True
     return False

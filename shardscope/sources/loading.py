@@ -13,7 +13,6 @@ import io
 import importlib.util
 import linecache
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 from shardscope.activities import activity
 from shardscope.errors import DemoFileError
 from shardscope.sources.demos import DemoFile, DemoFunction, demo_functions
+from shardscope.sources.device_counts import device_count_error
+from shardscope.sources.layouts import LayoutFile, layout_functions, no_layouts_error
 from shardscope.sources.programs import ProgramFile, ProgramFunction, no_program_error, program_functions
 from shardscope.sources.source_files import (
     code_file_name,
@@ -128,39 +129,12 @@ def import_file(path: Path) -> tuple[Any, str]:
         ) from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise _device_count_error(exc, path) or DemoFileError(
+        raise device_count_error(exc, path) or DemoFileError(
             f"Importing {path} failed: {type(exc).__name__}: {exc}",
             _where(exc, path),
             line=_user_line(exc, path),
         ) from exc
     return module, fingerprint
-
-
-_DEVICE_COUNT_REFUSED = "jax_num_cpu_devices config should be updated before backends are initialized"
-"""How JAX refuses ``jax.config.update("jax_num_cpu_devices", N)`` once its CPU backend started."""
-
-_DEVICE_COUNT_SET = re.compile(r"jax_num_cpu_devices['\"]\s*,\s*(?P<count>\d+)")
-
-
-def _device_count_error(exc: BaseException, path: Path) -> DemoFileError | None:
-    """What to do when the file sets ``jax_num_cpu_devices`` at import (None for other errors).
-
-    shardscope starts JAX's CPU devices before it imports the file (a model built at import must
-    land on them), so JAX refuses the file's own count unless it is the same. The count is
-    shardscope's option: ``--devices`` (check, report) or ``--max-devices`` (the app).
-    """
-    if not (isinstance(exc, RuntimeError) and _DEVICE_COUNT_REFUSED in str(exc)):
-        return None
-    frames = demo_frames(exc, path)
-    line = frames[-1] if frames else None
-    found = _DEVICE_COUNT_SET.search(line.line or "") if line is not None else None
-    count = found["count"] if found else "N"
-    where = f"{path.name} line {line.lineno}" if line is not None else path.name
-    return DemoFileError(
-        f"{where} sets jax_num_cpu_devices, but shardscope starts JAX's CPU devices before it imports "
-        "the file, and JAX cannot change their count after that.",
-        f"give the count to shardscope instead: --devices {count} (check, report) or --max-devices {count} "
-        "(the app)", line=(str(path), line.lineno) if line is not None and line.lineno else None)
 
 
 class ProcessEnded(BaseException):
@@ -293,8 +267,33 @@ def load_file(path: str | Path) -> DemoFile | ProgramFile:
         doc = (module.__doc__ or "").strip().split("\n")[0]
         return ProgramFile(path=path, functions=programs, fingerprint=fingerprint, description=doc)
     if not demos:
-        raise no_program_error(path)
+        raise unmarked_file_error(module, path)
     return DemoFile(path=path, functions=demos, fingerprint=fingerprint)
+
+
+def unmarked_file_error(module: ModuleType, path: Path) -> DemoFileError:
+    """The error for a file that marks neither programs nor demos; one that marks layouts
+    functions is told which command reads them."""
+    marked = layout_functions(module)
+    if marked:
+        return DemoFileError(f"{path} marks @shardscope.layouts functions ({', '.join(marked)}): they build a "
+                             "step for any mesh, and this command reads @shardscope.program functions.",
+                             f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts (in the explorer: "
+                             "its Layouts tab, 7)")
+    return no_program_error(path)
+
+
+def load_layout_file(path: str | Path) -> LayoutFile:
+    """Import ``path`` as a fresh module and collect its :func:`~shardscope.sources.layouts.layouts` functions.
+
+    Raises :class:`DemoFileError` when the file is missing, fails to import, or marks none.
+    """
+    path = require_file(path)
+    module, fingerprint = import_file(path)
+    functions = layout_functions(module)
+    if not functions:
+        raise no_layouts_error(path)
+    return LayoutFile(path=path, functions=functions, fingerprint=fingerprint)
 
 
 def marked_functions(module: ModuleType, path: Path) -> tuple[dict[str, ProgramFunction], dict[str, DemoFunction]]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from shardscope.engine.compilation import compile_lowered, limit_errors, module_digest, partitioner_messages
 from shardscope.errors import SettingsError, TargetError, quote_error
+from shardscope.targets import target_cache
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.count_hint import device_count_hint
 from shardscope.config.mesh import Mesh
@@ -95,14 +96,28 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         if key in _COMPILED:
             _COMPILED.move_to_end(key)
             return _COMPILED[key]
+    stored_as = target_cache.digest(key, _versions(devices))
+    compilation = _kept_on_disk(stored_as, devices, len(placement), device_ids, name)
+    if compilation is None:
+        compilation = _compiled(lowering, placement, devices, device_ids, name, stored_as)
+    with _COMPILED_LOCK:
+        _COMPILED[key] = compilation
+        while len(_COMPILED) > KEPT_COMPILATIONS:
+            _COMPILED.popitem(last=False)
+    return compilation
+
+
+def _compiled(lowering: "MeshComputation", placement: "Placement", devices: TargetDevices,
+              device_ids: tuple[int, ...], name: str, stored_as: str) -> TargetCompilation:
+    """XLA's compile of ``lowering`` for the target, kept on disk under ``stored_as`` (its
+    refusal for memory too: :class:`OutOfMemory`)."""
     try:
         with devices.target.compiling():
             executable = compile_lowered(_retargeted(lowering, placement))
     except Exception as exc:
         if _OUT_OF_MEMORY in str(exc):
-            raise OutOfMemory(f"{name} does not fit in the memory of {devices.target}'s devices: {quote_error(exc)}",
-                              "shard it over more devices, rematerialize (jax.checkpoint) or use smaller batches",
-                              compiler_message=str(exc)) from exc
+            target_cache.store(stored_as, {"refused": str(exc), "quoted": quote_error(exc)})
+            raise _out_of_memory(name, devices, quote_error(exc), str(exc)) from exc
         raise TargetError(f"XLA failed to compile {name} for {devices.target}: {quote_error(exc)}",
                           "--debug shows XLA's whole message") from exc
     compilation = TargetCompilation(
@@ -116,11 +131,46 @@ def compile_for_target(traced: "jax.stages.Traced", devices: TargetDevices, name
         partitioner=partitioner_messages(executable),
         compiler_log=limit_errors(executable),
     )
-    with _COMPILED_LOCK:
-        _COMPILED[key] = compilation
-        while len(_COMPILED) > KEPT_COMPILATIONS:
-            _COMPILED.popitem(last=False)
+    target_cache.store(stored_as, {"hlo_text": compilation.hlo_text, "memory": compilation.memory,
+                                   "cost": compilation.cost, "partitioner": list(compilation.partitioner),
+                                   "compiler_log": list(compilation.compiler_log)})
     return compilation
+
+
+def _kept_on_disk(stored_as: str, devices: TargetDevices, count: int, device_ids: tuple[int, ...],
+                  name: str) -> TargetCompilation | None:
+    """The compile kept under ``stored_as`` (:mod:`shardscope.targets.target_cache`), its refusal
+    for memory raised again; None when none is kept."""
+    record = target_cache.load(stored_as)
+    if record is None:
+        return None
+    if isinstance(record.get("refused"), str):
+        raise _out_of_memory(name, devices, str(record.get("quoted", "")), str(record["refused"]))
+    try:
+        return TargetCompilation(
+            target=devices.target, device_kind=devices.device_kind, devices=count, device_ids=device_ids,
+            hlo_text=str(record["hlo_text"]),
+            memory={str(k): int(v) for k, v in dict(record["memory"]).items()},  # type: ignore[call-overload]  # JSON
+            cost={str(k): float(v) for k, v in dict(record["cost"]).items()},  # type: ignore[call-overload]  # JSON
+            partitioner=tuple(str(m) for m in record.get("partitioner") or ()),  # type: ignore[attr-defined]  # JSON
+            compiler_log=tuple(str(m) for m in record.get("compiler_log") or ()))  # type: ignore[attr-defined]  # JSON
+    except (KeyError, TypeError, ValueError):  # a record of another shape: compiled afresh
+        return None
+
+
+def _out_of_memory(name: str, devices: TargetDevices, quoted: str, message: str) -> "OutOfMemory":
+    """The refusal of ``name`` for memory: the compiler's ``message``, ``quoted`` in the error's words."""
+    return OutOfMemory(f"{name} does not fit in the memory of {devices.target}'s devices: {quoted}",
+                       "shard it over more devices, rematerialize (jax.checkpoint) or use smaller batches",
+                       compiler_message=message)
+
+
+def _versions(devices: TargetDevices) -> tuple[str, ...]:
+    """What made a compile besides its key: jax's version and the target's compiler's."""
+    import jax
+
+    client = getattr(devices.devices[0], "client", None)
+    return (jax.__version__, str(getattr(client, "platform_version", "")), str(getattr(client, "platform", "")))
 
 
 _OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"

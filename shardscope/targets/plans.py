@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from shardscope.hardware.fit import compiler_limits, memory_fit, refusal_fit
 from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.compiled import plan_of
+from shardscope.engine.hlo.costing import costed
 from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.engine.hlo.target_plan import TargetComparison, TargetPlan, compare_plans
@@ -177,7 +178,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
         named = relabel(replace(inspection, compiled=plan))
         assert named.compiled is not None  # relabelled from ``plan``
         work = module_work(plan.module) if plan.module is not None else None
-        plans.append(TargetPlan(
+        plans.append(costed(TargetPlan(  # judged and costed once, here: every rendering reads the values
             target=devices.target.text(), topology=devices.target.topology, device_kind=compilation.device_kind,
             devices=compilation.devices, compiled=named.compiled,
             paired=paired_collectives(named.collectives, named.compiled),
@@ -189,7 +190,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
                            "" if machine is None else machine.memory_words),
             step=estimate_step(work, chip) if work is not None and chip is not None else None,
             machine=machine,
-        ))
+        )))
     return tuple(plans)
 
 
@@ -200,10 +201,10 @@ def _refused(devices: TargetDevices, exc: OutOfMemory, cpu_memory: dict[str, int
     machine = devices.target.machine(devices.device_kind)
     fit = refusal_fit(exc.compiler_message, None if machine is None else machine.chip, devices.device_kind)
     empty = CompiledPlan(backend=devices.target.platform, collectives=(), loops=())
-    return TargetPlan(
+    return costed(TargetPlan(
         target=devices.target.text(), topology=devices.target.topology, device_kind=devices.device_kind,
         devices=devices.count, compiled=empty, paired=(),
         comparison=TargetComparison(devices.target.topology, (), (), ()),
         memory={}, cost={}, compile_s=compile_s, cpu_memory=cpu_memory, compiler=devices.target.compiler,
         fit=fit, step=None, machine=machine,
-    )
+    ))

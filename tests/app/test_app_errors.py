@@ -225,3 +225,23 @@ def test_settings_from_the_command_line_that_do_not_fit_show_the_core_message():
             assert app.analysis is not None and app.analysis.shapes.devices == 2
 
     run(scenario())
+
+
+def test_a_file_that_needs_more_devices_than_started_says_how_to_start_them(tmp_path):
+    """The app started 8 CPU devices (its --max-devices); a program file laying out 16 at import
+    gets one message and the option in the error panel, not numpy's words alone."""
+    from test_device_count_in_file import _SIXTEEN
+
+    path = tmp_path / "sixteen.py"
+    path.write_text(_SIXTEEN.replace("MESH", 'Mesh(np.array(jax.devices()[:16]).reshape(16), ("d",))'))
+
+    async def scenario():
+        app = make_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and app.is_running
+            assert "lays out 16 devices, but shardscope started 8 CPU devices" in panel.message
+            assert "--max-devices 16" in panel.hint
+
+    run(scenario())

@@ -19,14 +19,14 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             await press(pilot, "e")
-            first = tmp_path / "linear-2dev-c16.diff"
+            first = tmp_path / "linear-naive-vs-deferred-2dev-c16.diff"
             assert app.last_export == first
             assert first.read_text() == diff_text(app.analysis)
             await press(pilot, "e")
-            second = tmp_path / "linear-2dev-c16-1.diff"
+            second = tmp_path / "linear-naive-vs-deferred-2dev-c16-1.diff"
             assert app.last_export == second
             assert second.read_text() == first.read_text()
-            assert sorted(p.name for p in tmp_path.iterdir()) == ["linear-2dev-c16-1.diff", "linear-2dev-c16.diff"]
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["linear-naive-vs-deferred-2dev-c16-1.diff", "linear-naive-vs-deferred-2dev-c16.diff"]
             assert told == [str(first), str(second)]  # the user is told where each went
 
     run(scenario())
@@ -62,7 +62,13 @@ def test_export_name_follows_the_settings(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             await press(pilot, "e")
-            assert app.last_export == tmp_path / "linear-4dev-c8.diff"
+            assert app.last_export == tmp_path / "linear-naive-vs-deferred-4dev-c8.diff"
+            await press(pilot, "b")  # the baseline steps to the next plan: the name says which two
+            await eventually(pilot, lambda: app.comparison.baseline != "naive", "b picked another baseline")
+            await settle(pilot)
+            await press(pilot, "e")
+            baseline, candidate = app.comparison.baseline, app.comparison.candidate
+            assert app.last_export == tmp_path / f"linear-{baseline}-vs-{candidate}-4dev-c8.diff"
 
     run(scenario())
 

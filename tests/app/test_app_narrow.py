@@ -41,7 +41,8 @@ def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(demo):
             await press(pilot, "n")
             view = app.query_one(PlansView)
             step = view.pairs[0]
-            for name in view.names:
+            assert len(view.shown) == 2  # three plans (mlp's) leave no room at 80 columns: the two compared
+            for name in view.shown:
                 if name not in step:
                     continue
                 collective = app.analysis.plans[name].collectives[step[name]]
@@ -52,7 +53,7 @@ def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(demo):
                 shown = plain(["".join(s.text for s in details.render_line(y)) for y in range(details.size.height)])
                 assert shown.startswith(collective.value), shown
             rows = screen_text(app)
-            assert all(c.value in plain(rows) for c in (app.analysis.plans[n].collectives[step[n]] for n in view.names if n in step))
+            assert all(c.value in plain(rows) for c in (app.analysis.plans[n].collectives[step[n]] for n in view.shown if n in step))
 
     run(scenario())
 
@@ -144,22 +145,55 @@ def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
 
 
 def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
-    """The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed):
-    under 100 columns the footer leaves out the keys it has no room for (export; n/N beside a
-    tab's own key), each still bound, and shows the others whole."""
+    """The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed),
+    and then ``e`` was left out everywhere. Under 100 columns the keys take fewer words (``e
+    Export``, ``s Layout``, ``n N Coll.``): ``e`` shows in every tab, the others whole; n/N beside
+    a tab's own key and the Graph tab's ``f`` are left out, each still bound."""
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
         async with app.run_test(size=NARROW) as pilot:
             await settle(pilot)
-            for key, shown in (("1", ("r Run", "b c Compare", "n N Collective")), ("3", ("s Side by side", "r Run", "b c Compare")),
-                               ("6", ("s Run sweep", "r Run", "b c Compare"))):
+            for key, shown in (("1", ("n N Coll.",)), ("2", ("n N Coll.",)), ("3", ("s Layout",)), ("4", ("n N Coll.",)),
+                               ("5", ("n N Coll.",)), ("6", ("s Run sweep",))):
                 await press(pilot, key)
                 await settle(pilot)
                 footer = screen_text(app)[-1]
-                for words in (*shown, "f2 Sidebar", "? Help", "q Quit", "^p palette"):
+                for words in (*shown, "r Run", "e Export", "b c Compare", "f2 Sidebar", "? Help", "q Quit", "^p palette"):
                     assert words in footer, (key, footer)
-            await press(pilot, "e")  # left out of the footer, still bound
+            await press(pilot, "2", "f")  # left out of the footer, still bound
+            await settle(pilot)
+            assert app.query_one("#graph-view").unfolded
+            await press(pilot, "e")
             assert app.last_export is not None and app.last_export.parent == tmp_path
+
+    run(scenario())
+
+
+def test_at_120x40_with_the_sidebar_the_compared_plans_show_whole_names():
+    """Three plans beside the sidebar left each tree under 30 columns: every collective's name was
+    cut (``x2/call  psum_invarian…``). Under 36 columns a plan, the two compared show, the third is
+    named; at 200 columns all three show."""
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            assert app.sidebar_shown
+            plans = app.query_one(PlansView)
+            assert plans.shown == ("naive", "deferred") and not app.query_one("#reduced-column").display
+            await press(pilot, "n")
+            rows = screen_text(app)
+            assert any("x2/call  psum_invariant_0[s]  f32[5]" in row for row in rows)
+            assert any("x1/call  psum_invariant_0[s]  f32[5]" in row for row in rows)
+            assert any("reduced: no room at this width (b / c compare it; f2 hides the sidebar)" in row for row in rows)
+            await press(pilot, "c")  # reduced becomes the candidate: its column shows, deferred's goes
+            await settle(pilot)
+            assert plans.shown == ("naive", "reduced") and app.query_one("#reduced-column").display
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=(200, 60)) as pilot:
+            await settle(pilot)
+            assert app.query_one(PlansView).shown == ("naive", "deferred", "reduced")
+            assert not any("no room at this width" in row for row in screen_text(app))
 
     run(scenario())

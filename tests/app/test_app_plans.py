@@ -193,3 +193,38 @@ def test_runs_do_not_pile_up_garbage_frozen_out_of_the_collector():
             assert six_runs < 3 * one_run, (one_run, six_runs)
 
     run(scenario())
+
+
+def test_a_new_result_redraws_what_the_cursor_shows():
+    """After ``n``, a run at another mesh and chunk size redraws the details and the header of the
+    collective the cursor is on: the details said ``x2/call`` of the old run until the cursor moved."""
+    from textual.widgets import Input, Select
+
+    from app_support import eventually
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, "n")
+            plans = app.query_one(PlansView)
+            batch = 64  # demos/linear.py: x is (64, 5)
+            before = batch // 2 // 16  # 2 devices, chunk 16: 2 chunks per device, one psum each
+            assert f" x{before}/call " in plans.details("naive").content.plain
+            app.query_one("#devices", Select).value = 4
+            app.query_one("#chunk", Input).value = "2"
+            await eventually(pilot, lambda: app.stale, "the new settings marked the results stale")
+            await press(pilot, "r")
+            await settle(pilot)
+            after = batch // 4 // 2  # 16 examples per device in chunks of 2
+            assert app.analysis.shapes.devices == 4
+            for name in ("naive", "deferred"):
+                tree = plans.tree(name)
+                details = plans.details(name).content.plain
+                assert details == tree.cursor_details.plain, "the details show the node under the cursor"
+                assert cursor_key(tree) in tree.collective_ids, "the cursor stayed on its collective"
+            assert f" x{after}/call " in plans.details("naive").content.plain
+            assert f" x{before}/call " not in plans.details("naive").content.plain
+            assert f"x{after}/call collective 1 of 1" in app.query_one("#naive-header").content.plain
+
+    run(scenario())

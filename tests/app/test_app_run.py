@@ -52,7 +52,7 @@ def first_run() -> FirstRun:
             analysis = app.analysis
             assert analysis is not None, "the first run never showed its results"
             views = {tab: type(app.query_one(f"#{tab}-view")).__name__
-                     for tab in ("graph", "diff", "timings", "hlo", "sweep")}
+                     for tab in ("graph", "diff", "timings", "hlo", "sweep", "layouts")}
             behind = set(app.tabs_behind)
             await press(pilot, "3")
             shown = (analysis.function, app.query_one(StatusLine).plain,
@@ -191,10 +191,10 @@ def test_first_paint_does_not_wait_for_jax_and_the_worker_sets_the_devices():
 
 def test_tab_views_are_mounted_after_the_first_paint_and_shown_when_opened(first_run):
     for tab, name in (("graph", "GraphView"), ("diff", "DiffView"), ("timings", "TimingsView"),
-                      ("hlo", "HloView"), ("sweep", "SweepView")):
+                      ("hlo", "HloView"), ("sweep", "SweepView"), ("layouts", "LayoutsView")):
         assert first_run.views[tab] == name
-    assert first_run.behind == {"graph", "diff", "timings", "hlo", "sweep"}  # only the visible tab rendered
-    assert first_run.behind_after_diff == {"graph", "timings", "hlo", "sweep"}
+    assert first_run.behind == {"graph", "diff", "timings", "hlo", "sweep", "layouts"}  # only the visible tab rendered
+    assert first_run.behind_after_diff == {"graph", "timings", "hlo", "sweep", "layouts"}
 
 
 def test_the_other_tabs_load_after_the_first_run_unless_one_is_opened_sooner(tmp_path):

@@ -67,3 +67,24 @@ def test_hidden_measurements_show_each_gradient_error_as_the_power_of_ten_above_
         exponent = math.ceil(math.log10(error)) if math.log10(error) % 1 else int(math.log10(error)) + 1
         assert error < 10.0**exponent <= 10 * error
         assert f"< 1e{exponent:+03d}" in hidden
+
+
+def test_a_compile_the_cache_served_says_cache(analysis_of):
+    """The same demo analysed twice in one process: the second analysis' executables come from a
+    cache (JAX's memory, or the run's persistent cache), and its compile row says so per program;
+    hidden measurements hide it (a screenshot must not depend on earlier runs)."""
+    from pathlib import Path
+
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.run import analyze
+
+    path = Path(__file__).resolve().parent.parent.parent / "demos" / "linear.py"
+    for _ in range(2):  # from one line: the modules' source locations (their call stacks) are the same
+        again = analyze(Settings(path=path, chunk_size=4, repeats=1))
+    assert all(plan.compile_from_cache for plan in again.plans.values()) and again.reference.compile_from_cache
+    console = Console(record=True, width=240)
+    console.print(timings_renderable(again, False))
+    row = next(line for line in console.export_text().splitlines() if line.lstrip("│ ").startswith("compile "))
+    assert row.count("(cache)") == len(again.plans) + 1  # every plan and the reference
+    assert "(cache): a cache served the executable, not the compiler" in _plain(timings_renderable(again, False))
+    assert "(cache)" not in _plain(timings_renderable(again, True))

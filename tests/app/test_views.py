@@ -42,15 +42,16 @@ def test_graph_view_draws_the_naive_collective_in_its_loop_and_a_free_deferred_l
         await drain(pilot)
         naive, deferred = app.view.plain.split("deferred plan", 1)
         assert "2 runs/call, 1 of 1 collective equations in loops, 40 B/call" in naive
-        assert re.search(r"⟳ scan_0 \[2 trips\] plan's chunk loop\s+x2/call\s+1 collective equation inside: psum_invariant_0 x2/call", naive)
-        assert re.search(r"●  x2/call  psum_invariant_0 over s · 40 B/call \(20 B/run\)\s+inside scan_0 \[2 trips\]", naive)
+        # collectives are named by the value they carry, as in every other tab, their equation after
+        assert re.search(r"⟳ scan_0 \[2 trips\] plan's chunk loop\s+x2/call\s+1 collective equation inside: grad\(params\) x2/call", naive)
+        assert re.search(r"● grad\(params\) x2/call  psum_invariant_0 over s · 40 B/call \(20 B/run\)\s+inside scan_0 \[2 trips\]", naive)
         # the loop body's feeding graph: the chunk's inputs -> dot_general -> the all-reduce, in that order
         rows = {name: naive.index(name) for name in ("scan_0.xs0", "dot_general_1", "x2/call  40 B/call")}
         assert rows["scan_0.xs0"] < rows["dot_general_1"] < rows["x2/call  40 B/call"]
         assert "▼" in naive and "╭" in naive
         assert "1 run/call, all 1 collective equations once per call, 20 B/call" in deferred
         assert re.search(r"⟳ scan_0 \[2 trips\] plan's chunk loop\s+free of collectives", deferred)
-        assert re.search(r"●  x1/call  psum_invariant_0 over s · 20 B/call \(20 B/run\)\s+once per call, outside every loop", deferred)
+        assert re.search(r"● grad\(params\) x1/call  psum_invariant_0 over s · 20 B/call \(20 B/run\)\s+once per call, outside every loop", deferred)
         # the single all-reduce sits after the loop, and the loop box says it has no collectives
         assert deferred.index("no collectives inside") < deferred.index("x1/call  20 B/call")
         assert "inside:" not in deferred and "equation inside" not in deferred

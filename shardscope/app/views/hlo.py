@@ -36,7 +36,8 @@ from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.engine.counts import count_text, runs_per_call
 from shardscope.render.dispatches import render_dispatches
 from shardscope.render.partitioner import warning_lines
-from shardscope.render.targets import placement_words, plan_notes, plan_verdict, target_rows
+from shardscope.render.targets import outcome_style, plan_notes, plan_verdict, row_cells
+from shardscope.verdict_kinds import style_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.pipeline.analysis import Analysis, PlanResult
 
-VERDICT_STYLES = {"deferrable": "bold red", "loop_invariant": "bold yellow", "stackable": "yellow", "splittable": "yellow", "needed": "green", "dead": "dim"}
 SELECTED = "reverse"
 """How the collective ``n``/``N`` went to stands out."""
 
@@ -138,7 +138,7 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
         cells: dict[str, RenderableType] = {
             "#": str(i + 1), "collective": _collective(c), "value": c.value, "loops": _trips(c),
             "runs/call": Text(c.runs.text(), loop_style(c.in_loop)), "B/call": count_text(c.bytes_per_call),
-            "by": c.written_by, "verdict": Text(kind, VERDICT_STYLES.get(kind, "")), "jaxpr": _from_jaxpr(c),
+            "by": c.written_by, "verdict": Text(kind, style_of(kind)), "jaxpr": _from_jaxpr(c),
             **dict(zip(("measured/call", "per run"), times))}
         table.add_row(*(cells[name] for name, _ in columns), style=SELECTED if i == selected else None)
     return table
@@ -165,7 +165,7 @@ def details(plan: "PlanResult", index: int, selected: bool) -> Table:
         lines.append(where)
     if not c.dead:
         verdict = c.verdict
-        said = Text(verdict.kind, VERDICT_STYLES.get(verdict.kind, ""))
+        said = Text(verdict.kind, style_of(verdict.kind))
         if verdict.reason:
             said.append(f": {verdict.reason}")
         lines.append(said)
@@ -251,7 +251,7 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
     collectives it carries (``narrow``: its runs per call on each side and the placement only);
     their runs add up to the target's runs per call."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", collapse_padding=True)
-    rows = target_rows(plan)
+    rows = plan.rows
     longest = max((len(row.value) for row in rows), default=0)
     widths = {**_MIN_WIDTHS, "value": 10 if narrow else max(10, min(longest, _MIN_WIDTHS["value"]))}
     columns = NARROW_COLUMNS if narrow else WIDE_COLUMNS
@@ -259,12 +259,13 @@ def placements_table(plan: "TargetPlan", narrow: bool = False) -> Table:
         table.add_column(column, justify="right" if "runs" in column else "left",
                          no_wrap=column not in ("value", "placement"), overflow="fold",
                          min_width=widths.get(column))
+    moved = {id(p) for p in plan.moved}
     for row in rows:
-        cells = {**row.cells(), "collective": _collective(row.collective).plain if row.collective is not None else "-"}
-        moved = not row.staying and any(p.collective.verdict.flagged for p in row.cpu)
+        cells = {**row_cells(row), "collective": _collective(row.collective).plain if row.collective is not None else "-"}
         styles = {"collective": "bold", "runs/call": loop_style(row.collective is not None and row.collective.in_loop),
-                  "verdict": VERDICT_STYLES.get(cells["verdict"], ""),
-                  "placement": "bold red" if row.staying else "bold green" if moved else ""}
+                  "verdict": style_of(cells["verdict"]),
+                  "placement": "check.failed" if row.finding else
+                  "check.moved" if any(id(p) in moved for p in row.cpu) else ""}
         table.add_row(*(Text(cells[column], styles.get(column, "")) for column in columns))
     return table
 
@@ -278,8 +279,7 @@ def target_blocks(analysis: "Analysis", narrow: bool = False) -> list[tuple[Rend
         blocks.append((Text(), None))
         for plan, on_target in plans:
             verdict = plan_verdict(f"the {plan.title}", on_target)
-            blocks.append((Text.assemble((f"{plan.name}: ", "bold"),
-                                         (verdict, "bold red" if on_target.fails_check else "bold green")), None))
+            blocks.append((Text.assemble((f"{plan.name}: ", "bold"), (verdict, outcome_style(on_target))), None))
             for note, style in plan_notes(on_target):
                 blocks.append((Text(f"  {note}", style), None))
             blocks.append((loops_line(on_target.compiled.loops), None))

@@ -139,17 +139,25 @@ def _order(chain: nx.DiGraph, layers: list[list[Hashable]], sweeps: int = 4) -> 
 
 
 def _place(chain: nx.DiGraph, layers: list[list[Hashable]], boxes: dict[Hashable, Box]) -> _Layout:
-    """Left edges: each node under the mean center of its inputs, keeping order and gaps."""
+    """Left edges: each node under the mean center of its inputs, keeping order and gaps; a layer
+    pushed right by its gaps is moved back left until its nodes sit, on the whole, under their
+    inputs (three nodes fed by the same casts are centred under them, not started there)."""
     layout = _Layout(layers)
     for layer in layers:
         for node in layer:
             layout.width[node] = 1 if isinstance(node, _Dummy) else boxes[node].width
         right = None
+        pushed = []  # how far the gaps pushed each node with inputs right of where it wanted to be
         for node in layer:
             inputs = [layout.center(m) for m in chain.predecessors(node)]
             wanted = round(mean(inputs)) - layout.width[node] // 2 if inputs else (right or 0)
             layout.left[node] = wanted if right is None else max(wanted, right + GAP)
+            if inputs:
+                pushed.append(layout.left[node] - wanted)
             right = layout.left[node] + layout.width[node]
+        back = round(mean(pushed)) if pushed else 0
+        for node in layer:
+            layout.left[node] -= back
     shift = -min(layout.left.values())
     for node in layout.left:
         layout.left[node] += shift

@@ -23,6 +23,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input
 
+from shardscope.render.theme import THEME
+
 
 class LinesView(ScrollView, can_focus=True):
     """Scrollable lines: ``Text`` lines, or any rich renderable laid out once into lines."""
@@ -179,7 +181,8 @@ def worker_console() -> Console:
     """A console for laying out off the UI thread: the segments keep their styles, nothing is printed."""
     import io
 
-    return Console(file=io.StringIO(), width=100_000, force_terminal=True, color_system="truecolor", legacy_windows=False)
+    return Console(file=io.StringIO(), width=100_000, force_terminal=True, color_system="truecolor",
+                   legacy_windows=False, theme=THEME)
 
 
 def offer_focus(body: Widget, *, unless_focused: bool = False) -> None:

@@ -58,11 +58,30 @@ class SweepProgress(Message):
 
 
 class SweepFinished(Message):
-    """The sweep is done: every point and the pick."""
+    """The sweep is done: every point and the pick, for ``settings``."""
 
-    def __init__(self, sweep: "Sweep") -> None:
+    def __init__(self, sweep: "Sweep", settings: "Settings") -> None:
         super().__init__()
-        self.sweep = sweep
+        self.sweep, self.settings = sweep, settings
+
+
+def swept_alike(one: "Settings", other: "Settings") -> bool:
+    """True when a sweep for ``one`` is a sweep for ``other``: the same file, function, mesh, batch
+    axes, targets and repeats (the chunk size is what a sweep tries, every one of them)."""
+    def key(s: "Settings") -> tuple:
+        return s.path, s.function, s.mesh.text(), s.split_axes, s.targets, s.repeats
+    return key(one) == key(other)
+
+
+def stale_sweep_banner(swept: "Settings", shown: "Settings") -> Text:
+    """``Stale: this sweep is for linear.py::linear  mesh s=2; the results are for ... mesh s=4.``"""
+    def where(s: "Settings") -> Text:
+        text = Text.assemble((f"{s.path.name}::{s.function or '(first demo)'}", "bold"), "  mesh ", (s.mesh.text(), "bold"))
+        if s.targets:
+            text.append(f"  target {', '.join(s.targets)}")
+        return text
+    return Text.assemble(("Stale: ", "bold"), "this sweep is for ", where(swept), "; the results are now for ",
+                         where(shown), (". Press s to sweep them.", "bold"))
 
 
 class SweepFailed(Message):
@@ -179,6 +198,10 @@ def _mark_pick(plt: Plot, sweep: "Sweep", value) -> None:
         plt.scatter([_x(pick.chunk_size)], [value(pick)], marker="X", color="white", label="pick")
 
 
+READY = "Press s (or the button) to sweep every chunk size of the current settings."
+"""What the tab says before its first sweep."""
+
+
 class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
@@ -216,22 +239,35 @@ class SweepView(Widget):
         padding: 0 1;
         height: auto;
     }
+    SweepView #sweep-stale {
+        display: none;
+        padding: 0 1;
+        background: $warning 30%;
+    }
+    SweepView.-stale #sweep-stale {
+        display: block;
+    }
+    SweepView.-no-chunks #sweep-controls, SweepView.-no-chunks #sweep-charts, SweepView.-no-chunks #sweep-table {
+        display: none;
+    }
     """
 
     def __init__(self, *, measurements_hidden: bool = False, **kwargs: Any) -> None:  # Textual's widget keywords, passed on
         super().__init__(**kwargs)
         self.settings: Settings | None = None
         self.sweep: Sweep | None = None
+        self.swept: Settings | None = None  # the settings the sweep shown was made for
         self.running = False
         self.set_reactive(SweepView.measurements_hidden, measurements_hidden)
 
     def compose(self) -> ComposeResult:
-        """Budget and button, status, the two charts, the table of points."""
+        """The stale banner, budget and button, status, the two charts, the table of points."""
+        yield Static(id="sweep-stale")
         with Horizontal(id="sweep-controls"):
             yield Label("Memory budget per device", id="sweep-budget-label")
             yield BudgetField(placeholder="none, e.g. 20KiB", id="sweep-budget")
             yield Button("Run sweep (s)", id="sweep-run", variant="primary")
-        yield Static("Press s (or the button) to sweep every chunk size of the current settings.", id="sweep-status")
+        yield Static(READY, id="sweep-status")
         with VerticalScroll():
             with Horizontal(id="sweep-charts"):
                 yield PlotextPlot(id="sweep-time")
@@ -239,15 +275,41 @@ class SweepView(Widget):
             yield Static(id="sweep-table")
 
     def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
-        """Remember the settings of the latest analysis: the sweep uses them (a program file has no chunks)."""
-        if not analysis.origin.chunked:
+        """Remember the settings of the latest analysis: the sweep uses them. A program file has no
+        chunks to sweep: the tab says so and shows nothing else. A sweep shown for other settings
+        (another mesh) is marked stale until it is swept again."""
+        chunked = analysis.origin.chunked
+        was_chunked = not self.has_class("-no-chunks")
+        self.set_class(not chunked, "-no-chunks")
+        self.app.refresh_bindings()  # s is shown on a demo's sweep only
+        self.query_one("#sweep-run", Button).disabled = not chunked
+        if not chunked:
             self.settings = None
-            self.query_one("#sweep-run", Button).disabled = True
+            self.set_class(False, "-stale")
             self._say(Text("The sweep tries every chunk size of a demo's plans; a program file's programs are not "
                            "chunked by shardscope, so there is nothing to sweep.", "dim"))
             return
-        self.query_one("#sweep-run", Button).disabled = False
         self.settings = analysis.settings
+        if not was_chunked and not self.running:  # the status said there is nothing to sweep
+            if self.sweep is None:
+                self._say(Text(READY))
+            else:
+                self._show(self.sweep)
+        self._mark_stale()
+
+    def _mark_stale(self) -> None:
+        """Show the stale banner while the sweep shown was made for other settings than the results'."""
+        stale = self.swept is not None and self.settings is not None and not swept_alike(self.swept, self.settings)
+        if stale:
+            assert self.swept is not None and self.settings is not None
+            self.query_one("#sweep-stale", Static).update(stale_sweep_banner(self.swept, self.settings))
+        self.set_class(stale, "-stale")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``s`` is hidden on a program file: there are no chunks to sweep."""
+        if action == "sweep":
+            return not self.has_class("-no-chunks")
+        return True
 
     def on_show(self) -> None:
         """The tab was opened: the charts and the table take the focus, so the arrow keys scroll them."""
@@ -315,7 +377,7 @@ class SweepView(Widget):
         except Exception as exc:  # a bug: say so, keep the app running
             self.post_message(SweepFailed(f"{type(exc).__name__}: {exc}", "this looks like a bug"))
             return
-        self.post_message(SweepFinished(sweep))
+        self.post_message(SweepFinished(sweep, settings))
 
     def on_sweep_progress(self, message: SweepProgress) -> None:
         """Show how far the sweep got."""
@@ -329,7 +391,9 @@ class SweepView(Widget):
     def on_sweep_finished(self, message: SweepFinished) -> None:
         """Chart the new sweep."""
         self.running = False
+        self.swept = message.settings
         self._show(message.sweep)
+        self._mark_stale()
 
     def watch_measurements_hidden(self) -> None:
         """Re-render the sweep shown when the placeholders are switched on or off (a running sweep

@@ -26,6 +26,7 @@ from shardscope.engine.hlo.sites import SiteFinder
 from shardscope.engine.jaxpr.model import is_shardscope_file, short_source
 from shardscope.engine.user_frames import is_library_file
 from shardscope.errors import TraceError
+from shardscope.verdict_kinds import DEFERRABLE, NEEDED
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr
@@ -58,7 +59,7 @@ class Inspection(Protocol):
 __all__ = ["DEFERRABLE_ACROSS", "Dispatch", "DispatchFinding", "DispatchPlan", "dispatch_plan",
            "is_dispatch_sequence", "reads_a_value_error"]
 
-DEFERRABLE_ACROSS = "deferrable"
+DEFERRABLE_ACROSS = DEFERRABLE
 """The verdict of a collective that one reduction after the calls would replace (as a loop's)."""
 
 InspectOne = Callable[..., "Inspection"]
@@ -301,7 +302,7 @@ def _findings(function: str, dispatch: Dispatch, summed: dict[tuple[str, int], i
                                          _reason(function, paired, parts), _fix(dispatch, paired, consumer),
                                          dispatch.source, saved))
         else:
-            found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, 0, "needed",
+            found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, 0, NEEDED,
                                          _needed_reason(dispatch, paired, sums), "", dispatch.source))
     return found
 

@@ -19,11 +19,22 @@ from __future__ import annotations
 
 import re
 
-from shardscope.engine.hlo.flops import dim_labels, fused, int_attribute, operand_dims, window_dims
+from shardscope.engine.hlo.flops import (OTHER_MEMORY, dim_labels, fused, in_tile_window_taps, int_attribute, operand_dims,
+                                         window_dims)
 from shardscope.engine.hlo.text import HloModule, Instruction
 
 MATRIX_WIDTH = 128
 """A TPU matrix unit's width: a convolution with fewer input or output features fills part of it."""
+
+MANY_ARRAYS = 50
+"""How many arrays a call takes and returns together from which the host's share of it is flagged:
+the corpus's calls of 60-960 arrays (clipping by global norm, calls of many small arrays) ran at
+0.75-1.64x their estimate, those of 35 or fewer within the band."""
+
+ON_CHIP_UPDATE_MIB = 16
+"""The size from which a dynamic-update-slice of an on-chip array is flagged: the corpus's decode
+steps that keep a layer's KV cache on the chip (32-64 MiB) ran 1.3-3.2x their estimate; a scan's
+3 MiB on-chip updates ran within the band."""
 
 KINDS = {
     "grouped convolution": ("grouped convolution (feature_group_count > 1)",
@@ -32,17 +43,33 @@ KINDS = {
                             "strided convolutions (stride > 1, input not dilated)"),
     "narrow convolution": (f"sliding-window convolution with under {MATRIX_WIDTH} features in or out",
                            f"sliding-window convolutions with under {MATRIX_WIDTH} features in or out"),
-    "prefix sum": ("prefix-sum reduce-window (a cumsum)", "prefix-sum reduce-windows (a cumsum)"),
+    "prefix sum": ("prefix-sum reduce-window over outer dimensions (a cumsum)",
+                   "prefix-sum reduce-windows over outer dimensions (a cumsum)"),
+    "many arrays": (f"array in or out of the call ({MANY_ARRAYS} or more)",
+                    f"arrays in and out of the call ({MANY_ARRAYS} or more)"),
+    "on-chip update": (f"dynamic-update-slice into an on-chip array of {ON_CHIP_UPDATE_MIB} MiB or more (S(1))",
+                       f"dynamic-update-slices into on-chip arrays of {ON_CHIP_UPDATE_MIB} MiB or more (S(1))"),
 }
 """Each kind's words, one and many. The rules (:func:`outside_band_kinds`): a convolution with
 ``feature_group_count > 1`` is grouped (a depthwise one too); else it is strided when a spatial
 dimension has a stride over 1 and its input is not dilated, and narrow when a window of more than
 one element and less than its input slides undilated over a dimension and the input or output
 features number under :data:`MATRIX_WIDTH`; a ``reduce-window`` is a prefix sum when a dimension's
-window of more than one element is padded by at least its size less one below and not above."""
+window of more than one element is padded by at least its size less one below and not above, and
+its window does not slide along a tiled dimension (those are timed by their taps:
+:func:`~shardscope.engine.hlo.flops.in_tile_window_taps`); a ``dynamic-update-slice`` whose result
+is laid out in on-chip memory (``S(1)``) and holds :data:`ON_CHIP_UPDATE_MIB` MiB or more is an
+on-chip update (a decode step's KV cache that XLA:TPU keeps on the chip for a layer)."""
 
 _PAD = re.compile(r"pad=(\S+)")
 _SIZE = re.compile(r"size=(\S+)")
+
+
+def call_kinds(arguments: int, results: int) -> list[tuple[str, int]]:
+    """The call's own kinds: ``("many arrays", n)`` when it takes and returns :data:`MANY_ARRAYS`
+    arrays or more (the per-array costs of :class:`~shardscope.hardware.chips.Chip` are a linear
+    fit that misses by up to 1.6x there)."""
+    return [("many arrays", arguments + results)] if arguments + results >= MANY_ARRAYS else []
 
 
 def outside_band_kinds(module: HloModule, inst: Instruction) -> list[str]:
@@ -53,7 +80,9 @@ def outside_band_kinds(module: HloModule, inst: Instruction) -> list[str]:
 
 def _kinds(module: HloModule, inst: Instruction) -> list[str]:
     if inst.opcode == "reduce-window":
-        return ["prefix sum"] if _prefix_sum(inst) else []
+        return ["prefix sum"] if _prefix_sum(inst) and not in_tile_window_taps(module, inst) else []
+    if inst.opcode == "dynamic-update-slice":
+        return ["on-chip update"] if _large_on_chip(inst) else []
     if inst.opcode != "convolution":
         return []
     if int_attribute(inst, "feature_group_count") > 1:
@@ -97,6 +126,12 @@ def _narrow(module: HloModule, inst: Instruction) -> bool:
     if labels is None or lhs is None or out is None or len(lhs) != len(labels[0]) or len(out.dims) != len(labels[2]):
         return False
     return min(lhs[labels[0].index("f")], out.dims[labels[2].index("f")]) < MATRIX_WIDTH
+
+
+def _large_on_chip(inst: Instruction) -> bool:
+    """Laid out in on-chip memory (``S(1)``) and of :data:`ON_CHIP_UPDATE_MIB` MiB or more."""
+    array = inst.shape.array
+    return array is not None and bool(OTHER_MEMORY.search(inst.shape.text)) and array.nbytes >= ON_CHIP_UPDATE_MIB * 2**20
 
 
 def _prefix_sum(inst: Instruction) -> bool:

@@ -76,6 +76,7 @@ def compiled_plan(
     dead_equations: Sequence[str] = (),
     equation_names: EquationNamer | None = None,
     arguments: Sequence[tuple[str, str]] = (),
+    replicated_parameters: Sequence[int] = (),
 ) -> CompiledPlan:
     """The :class:`CompiledPlan` of ``compiled.as_text()`` (or of its parse, when the caller holds
     it already: a dump's modules are parsed to pick the step's).
@@ -89,11 +90,13 @@ def compiled_plan(
     inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
     ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes;
     ``arguments`` (each argument's name and spec, ``("xs", "P(None, 'data')")``) are what a fix
-    through ``jax.shard_map`` passes as its ``in_specs``.
+    through ``jax.shard_map`` passes as its ``in_specs``; ``replicated_parameters`` are the entry
+    parameters (by number) whose arguments are replicated over the devices (a mask or a
+    schedule the same everywhere), for a module that does not print its parameters' shardings.
     """
     module = text if isinstance(text, HloModule) else parse(text)
     builder = _Builder(module, _mesh_shape(mesh), style, CollectiveNamer(module, Flow(module), input_names, output_names,
-                                                                        equation_names))
+                                                                        equation_names), frozenset(replicated_parameters))
     dead = set(dead_equations)
     refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
@@ -140,6 +143,7 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
         dead_equations=dead_collectives(traced.jaxpr),
         equation_names=EquationNames(traced.jaxpr, program, inputs, outputs, found),
         arguments=argument_specs(compiled, inputs),
+        replicated_parameters=replicated_parameters(compiled),
     )
     if messages is None:
         messages = partitioner_messages(compiled) if compiled is not None and text is None else ()
@@ -246,6 +250,20 @@ def spec_text(spec: "jax.sharding.PartitionSpec") -> str:
     return "P(" + ", ".join(parts) + ")"
 
 
+def replicated_parameters(compiled: "jax.stages.Compiled | None") -> tuple[int, ...]:
+    """The entry parameters (by number) whose arguments are replicated over the devices: jit
+    drops the arguments the program never reads, so parameter ``k`` is the ``k``-th kept one."""
+    import jax  # loaded by now: ``compiled`` is its
+
+    shardings = getattr(compiled, "input_shardings", None)
+    if not shardings:
+        return ()
+    flat = jax.tree.leaves(shardings[0])
+    kept = getattr(getattr(compiled, "_executable", None), "_kept_var_idx", None)
+    order = sorted(kept) if kept and max(kept) < len(flat) else range(len(flat))
+    return tuple(k for k, leaf in enumerate(flat[i] for i in order) if getattr(leaf, "is_fully_replicated", False))
+
+
 def _entry_parameter_names(compiled: "jax.stages.Compiled | None", inputs: list[str]) -> list[str]:
     """The names of the module's entry parameters: jit drops the arguments the program never
     reads (``keep_unused=False``), so parameter ``k`` is the ``k``-th kept argument."""
@@ -264,7 +282,8 @@ def _mesh_shape(mesh: "MeshShape | jax.sharding.Mesh | None") -> MeshShape | Non
 class _Builder:
     """Turns each site of one module into a :class:`CompiledCollective`."""
 
-    def __init__(self, module: HloModule, mesh: MeshShape | None, style: str, namer: CollectiveNamer) -> None:
+    def __init__(self, module: HloModule, mesh: MeshShape | None, style: str, namer: CollectiveNamer,
+                 replicated_parameters: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.mesh = mesh
         self.style = style
@@ -272,7 +291,7 @@ class _Builder:
         self.flow = namer.flow
         self.counts = LoopCounts(module, self.flow)
         self.finder = SiteFinder(module, self.flow)
-        self.classifier = CompiledClassifier(module, self.flow, self.counts)
+        self.classifier = CompiledClassifier(module, self.flow, self.counts, self.finder, replicated_parameters)
         self._judged: dict[str, tuple] = {}  # each collective's operand verdicts, loops, added term
 
     @property
@@ -323,7 +342,9 @@ class _Builder:
             name = self.namer.paired_value(c)
             names = [name] * len(c.operands)
         else:
-            names = [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands]
+            split = _split_values([op.bytes for op in c.operands], c.equations, sizes)
+            names = ([self.namer.equation_value([e]) for e in split] if split is not None else
+                     [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands])
         if not any(names):
             return c
         return dataclasses.replace(c, operands=tuple(
@@ -408,3 +429,28 @@ def _author(inst: Instruction) -> str:
     if inst.is_spmd_generated:
         return PARTITIONER
     return PROGRAM if any(p in JAX_COLLECTIVE_PRIMITIVES for p in inst.metadata.primitives) else ""
+
+
+def _split_values(operand_bytes: list[int], equations: Sequence[str], sizes: dict[str, int]) -> list[str] | None:
+    """Each operand's equation when a combined instruction carries each of its values in several
+    consecutive operands (XLA:TPU all-reduces a complex value as its real and imaginary parts: no
+    operand's bytes are a value's): the operands read left to right, each run of
+    them whose bytes add up to the bytes of an equation not yet placed taking that equation.
+    None when the operands are the values themselves (each one's bytes an equation's) or no such
+    reading places every operand and equation."""
+    if not equations or len(operand_bytes) <= len(equations) or any(e not in sizes for e in equations):
+        return None
+    left, placed, start = list(equations), [], 0
+    while start < len(operand_bytes):
+        total, end, found = 0, start, None
+        while end < len(operand_bytes) and found is None:
+            total += operand_bytes[end]
+            end += 1
+            found = next((e for e in left if sizes[e] == total and (end - start > 1 or len(left) == 1)), None)
+        if found is None:
+            return None
+        left.remove(found)
+        placed += [found] * (end - start)
+        start = end
+    return placed if not left else None
+

@@ -10,12 +10,17 @@ none). One file may also be given: any module's text.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from shardscope.activities import activity
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
-from shardscope.engine.hlo.text import HloModule, parse
+from shardscope.engine.hlo.text import HloModule
+from shardscope.engine.hlo.well_formed import MAX_TEXT_CHARACTERS, read_module
 from shardscope.errors import SettingsError
 
 __all__ = ["DumpedModule", "dumped_modules", "newest", "pick_modules"]
@@ -25,6 +30,10 @@ AFTER_OPTIMIZATIONS = "*after_optimizations.txt"
 ``-memory-usage-report.txt``, which end otherwise)."""
 
 DUMP_HINT = "XLA_FLAGS=--xla_dump_to=DIR python train.py writes them; pass DIR, or one of its *after_optimizations.txt files"
+MAX_FILE_BYTES = MAX_TEXT_CHARACTERS
+"""The largest module file read (256 MiB): a larger one is refused by its size, before it is read."""
+_READ_BYTES = 1 << 24
+"""How much of a file one read takes: a large file is read in steps, so that Ctrl+C is seen between them."""
 
 _BACKENDS = (("tpu", "tpu"), ("gpu", "gpu"), ("sm_", "gpu"), ("cpu", "cpu"))
 """What a dump file's name says of the compiler: ``module_0014.jit_step.cpu_after_optimizations.txt``,
@@ -60,10 +69,10 @@ def dumped_modules(path: Path) -> list[DumpedModule]:
     """Every compiled module at ``path``: a dump folder's ``*after_optimizations.txt`` files, in
     the order XLA numbered them, or one module's text file. A missing path, a folder without
     one, a file that is not HLO text or ends inside a computation: one :class:`SettingsError` each."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise SettingsError(f"--xla-dump {path}: no such file or folder.", DUMP_HINT)
     if path.is_dir():
-        files = sorted(p for p in path.glob(AFTER_OPTIMIZATIONS) if p.is_file())
+        files = sorted(path.glob(AFTER_OPTIMIZATIONS))
         if not files:
             held = sum(1 for _ in path.iterdir())
             raise SettingsError(
@@ -121,19 +130,75 @@ def _listed(modules: list[DumpedModule]) -> str:
 
 
 def _read(path: Path) -> DumpedModule:
-    """One module file read and parsed; not HLO text, or cut off: a :class:`SettingsError`."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"--xla-dump {path} cannot be read: {exc}", DUMP_HINT) from exc
-    module = parse(text)
-    if not module.computations and module.unclosed is None:
-        raise SettingsError(f"--xla-dump {path} is not HLO text: it holds no computation.", DUMP_HINT)
-    if module.unclosed is not None or module.entry is None:
-        where = module.unclosed or "its entry computation"
-        raise SettingsError(f"--xla-dump {path} is cut off: it ends inside {where} (a truncated file, or a copy "
-                            "that did not finish).", "copy the file again from the run's dump folder")
+    """One module file read and parsed: not a regular file, larger than :data:`MAX_FILE_BYTES`, not
+    UTF-8 text: a :class:`SettingsError`; not a module XLA would print (cut off, edited, not HLO):
+    an :class:`~shardscope.errors.HloTextError` naming the line (:func:`read_module`)."""
+    with activity(f"reading {path.name}"):
+        text = read_text(path)
+        module = read_module(text, f"--xla-dump {path}")
     return DumpedModule(path, text, module, _backend(path.name, text))
+
+
+def read_text(path: Path) -> str:
+    """The text of the file at ``path``, refused by its type before it is opened for reading (a
+    FIFO would block, /dev/zero never ends) and by its size before it is read; read in steps of
+    :data:`_READ_BYTES`, never past :data:`MAX_FILE_BYTES` whatever the file says of its size."""
+    try:
+        kind = os.stat(path).st_mode  # through symlinks: a link to /dev/zero is /dev/zero
+    except OSError as exc:
+        raise SettingsError(f"--xla-dump {path} cannot be read: {exc.strerror or exc}.", DUMP_HINT) from None
+    if not stat.S_ISREG(kind):
+        raise SettingsError(f"--xla-dump {path} is {_file_kind(kind)}, not a module's text file.", DUMP_HINT)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in: no wait
+    except OSError as exc:
+        raise SettingsError(f"--xla-dump {path} cannot be read: {exc.strerror or exc}.", DUMP_HINT) from None
+    with os.fdopen(descriptor, "rb") as file:
+        opened = os.fstat(file.fileno())  # what was opened, if the path changed since
+        if not stat.S_ISREG(opened.st_mode):
+            raise SettingsError(f"--xla-dump {path} is {_file_kind(opened.st_mode)}, not a module's text file.",
+                                DUMP_HINT)
+        if opened.st_size > MAX_FILE_BYTES:
+            raise SettingsError(f"--xla-dump {path} holds {opened.st_size:,} bytes; shardscope reads module files of "
+                                f"at most {MAX_FILE_BYTES:,} ({MAX_FILE_BYTES // 2**20} MiB).", DUMP_HINT)
+        data = _read_bounded(file, path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SettingsError(f"--xla-dump {path}, line {line}: byte {exc.start:,} is not UTF-8 text "
+                            f"({data[exc.start:exc.start + 1]!r}): it is binary, not HLO text.", DUMP_HINT) from None
+
+
+def _read_bounded(file: BinaryIO, path: Path) -> bytes:
+    """Every byte of ``file``, read a step at a time; more than :data:`MAX_FILE_BYTES` (a file that
+    grew while it was read): a :class:`SettingsError`."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        part = file.read(_READ_BYTES)
+        if not part:
+            return b"".join(parts)
+        size += len(part)
+        if size > MAX_FILE_BYTES:
+            raise SettingsError(f"--xla-dump {path} holds more than {MAX_FILE_BYTES:,} bytes; shardscope reads module "
+                                f"files of at most {MAX_FILE_BYTES // 2**20} MiB.", DUMP_HINT)
+        parts.append(part)
+
+
+def _file_kind(mode: int) -> str:
+    """``a folder``, ``a FIFO (a named pipe)``, ``a character device (like /dev/zero)``: a file's type in words."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (a named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device (like /dev/zero or /dev/null)"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 def _backend(file_name: str, text: str) -> str:

@@ -152,9 +152,18 @@ class EquationNames:
 
     @cached_method
     def _operand_inputs(self, forward_id: str, k: int) -> frozenset[str]:
-        """The arguments the operand ``k`` of the forward equation ``forward_id`` comes from."""
+        """The arguments the operand ``k`` of the forward equation ``forward_id`` comes from; of a
+        loop's carry that several arguments update (SGD's weights, updated with a gradient of
+        the batch), the one argument it starts as (``w``: its gradient is ``grad(w)``)."""
         eqn = self._equations.get(forward_id)
-        return frozenset() if eqn is None else frozenset(self._inputs_of(forward_id, eqn.inputs[k].name))
+        if eqn is None:
+            return frozenset()
+        found = self._inputs_of(forward_id, eqn.inputs[k].name)
+        if len(found) > 1:
+            started = self.index.started_as(self.index.block_of[forward_id].block.id, eqn.inputs[k].name)
+            if started is not None and started < len(self.inputs) and self.inputs[started]:
+                return frozenset({self.inputs[started]})
+        return frozenset(found)
 
     def _inputs_of(self, equation_id: str, value: str) -> set[str]:
         block = self.index.block_of[equation_id].block.id

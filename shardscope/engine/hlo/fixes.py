@@ -211,16 +211,28 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
     left = verdicts[0].loops
     after = runs_after(loops, left, counts)
     moved = sum(v.bytes_after or 0 for v in verdicts)
-    grows = sum(op.bytes for op in c.operands) if c.kind == REDUCE_SCATTER or c.scatters else 0
+    grows = moved if c.kind == REDUCE_SCATTER or c.scatters else 0  # the unscattered accumulator, every slot of it
     reason = (f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
               f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
               "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
-              + _unknown_saving(verdicts))
+              + _partners(verdicts) + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
                    deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature,
                                 _computed(c.operands)),
                    left, after)
+
+
+def _partners(verdicts: "tuple[OperandVerdict, ...]") -> str:
+    """Said of a sum added into the same accumulator as other sums (XLA:GPU's copy of a loop's
+    last iterations): they leave together, that one run after the loop is all of theirs."""
+    names = sorted({name for v in verdicts for name in v.partners})
+    if not names:
+        return ""
+    listed = ", ".join(names)
+    return (f" {listed} {'adds' if len(names) == 1 else 'add'} into the same accumulator (a copy of the loop's "
+            f"last iterations, say): {'it leaves' if len(names) == 1 else 'they leave'} the loop with this one, and "
+            "the one run after it is theirs too.")
 
 
 def _unknown_saving(verdicts: "tuple[OperandVerdict, ...]") -> str:

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from shardscope.engine.hlo.text import HloModule, Instruction
 from shardscope.collective_kinds import DONE_OPCODES
 from shardscope.hardware.chips import (ACCESS_UNITS, GATHER_INDEX, GATHER_PIECE, GATHER_ROW, ON_CHIP_GATHER_PIECE,
-                                       ON_CHIP_GATHER_ROW)
+                                       ON_CHIP_GATHER_ROW, WINDOW)
 
 FREE_OPCODES = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",
@@ -96,6 +96,8 @@ def unit_of(module: HloModule, inst: Instruction) -> str:
         return "vector"
     if inst.opcode in _MATMULS or is_library_matmul(inst):
         return "matrix"
+    if inst.opcode == "reduce-window" and in_tile_window_taps(module, inst):
+        return WINDOW
     return "scatter" if inst.opcode == "scatter" else "vector"
 
 
@@ -349,6 +351,21 @@ _UNMODELLED_OPCODES = {"sort": "sort", "rng-bit-generator": "rng-bit-generator",
 algorithm: measured on v5e, 0.5-2.5 ns per element)."""
 
 
+NO_TIME_CALLS = NO_TRAFFIC_CALLS | {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint"}
+"""Custom-call targets that launch nothing on the chip (an allocation, a sharding or layout mark)."""
+
+
+def launches_kernel(inst: Instruction) -> bool:
+    """Whether ``inst`` runs as a kernel of its own: not the start of an asynchronous copy, slice
+    or computation (it queues a transfer; its ``-done`` waits for it), nor a call in
+    :data:`NO_TIME_CALLS`. Measured on v5e, every kernel costs about the same fixed time beside
+    its work (:data:`~shardscope.hardware.chips.V5E_KERNELS`)."""
+    if inst.opcode.endswith("-start"):
+        return False
+    return not (inst.opcode == "custom-call"
+                and (inst.attribute("custom_call_target") or "").strip('"') in NO_TIME_CALLS)
+
+
 def unmodelled(inst: Instruction) -> str | None:
     """What the estimate cannot time in ``inst`` alone (``sort``, ``top-k``, ``custom-call
     NAME``), or None when a rule covers it."""
@@ -380,6 +397,38 @@ def _reduce_flops(module: HloModule, inst: Instruction) -> float:
     return float(sum(_elements(module, name) for name in inst.operands[:inputs]))
 
 
+_LAYOUT = re.compile(r"\]\{([0-9,]+)[:}]")
+_WINDOW_SIZES = re.compile(r"size=([0-9x]+)")
+
+
+def in_tile_window_taps(module: HloModule, inst: Instruction) -> float:
+    """A ``reduce-window`` whose window slides along one of the two dimensions its layout lays out
+    fastest (a TPU tile's rows and lanes: a cumsum over a reshaped vector, ``size=1x128
+    pad=0_0x127_0`` over ``{0,1}``): its taps, output elements times window elements; else 0. A
+    window at least twice its dimension less one (a reduction broadcast back, as a softmax's) does
+    not slide. Measured on v5e, such a window's taps run at a rate of their own
+    (:data:`~shardscope.hardware.chips.V5E_WINDOW`); one sliding over outer dimensions, whole tiles
+    at a time, is counted as other reductions are (one operation per element read)."""
+    result = inst.shape.array
+    operand = module.instruction(inst.operands[0]) if inst.opcode == "reduce-window" and inst.operands else None
+    layout = _LAYOUT.search(inst.shape.text)
+    sizes = _WINDOW_SIZES.search(inst.attribute("window") or "")
+    if result is None or operand is None or operand.shape.array is None or layout is None or sizes is None:
+        return 0.0
+    window = [int(size) for size in sizes.group(1).split("x")]
+    dims = operand.shape.array.dims
+    if len(window) != len(dims):
+        return 0.0
+    minor = [int(d) for d in layout.group(1).split(",")][:2]
+    sliding = [d for d in minor if d < len(dims) and 1 < window[d] < 2 * dims[d] - 1]
+    return float(result.elements * prod(window)) if sliding else 0.0
+
+
+def _reduce_window_flops(module: HloModule, inst: Instruction) -> float:
+    """An in-tile sliding window's taps (:func:`in_tile_window_taps`), else one per element read."""
+    return in_tile_window_taps(module, inst) or _reduce_flops(module, inst)
+
+
 def _scatter_flops(module: HloModule, inst: Instruction) -> float:
     """One per update element (a variadic scatter's updates are the last third of its operands)."""
     updates = max(1, len(inst.operands) // 3)
@@ -391,7 +440,7 @@ _FLOP_RULES: dict[str, Callable[[HloModule, Instruction], float]] = {
     "convolution": _convolution_flops,
     "custom-call": _custom_call_flops,
     "reduce": _reduce_flops,
-    "reduce-window": _reduce_flops,
+    "reduce-window": _reduce_window_flops,
     "select-and-scatter": _reduce_flops,
     "scatter": _scatter_flops,
 }

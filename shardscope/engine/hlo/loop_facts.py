@@ -1,13 +1,11 @@
 """What a while loop of a compiled module changes, and which of its values every device shares.
 
-Two facts the verdicts of :mod:`shardscope.engine.hlo.verdicts` rest on:
-
-- what changes between iterations: every instruction inside the loop (nested computations too)
-  computed from a carry element the body does not pass through as it got it, or from something
-  that differs each time anyway (random numbers, host transfers);
-- what is the same on every device, as XLA's replication analysis would say of the values a JAX
-  loop makes: constants and the loop's own induction variable, combined by arithmetic and
-  comparisons (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any data differ.
+What changes between iterations, which the verdicts of :mod:`shardscope.engine.hlo.verdicts`
+rest on: every instruction inside the loop (nested computations too) computed from a carry
+element the body does not pass on as it got it (seen through copies, tuples and the loops
+inside the body, which XLA:TPU threads a loop-invariant weight through), or from something that
+differs each time anyway (random numbers, host transfers). What is the same on every device is
+:mod:`shardscope.engine.hlo.replication`'s.
 """
 
 from __future__ import annotations
@@ -24,8 +22,6 @@ _NONDETERMINISTIC = frozenset({"rng", "rng-get-and-update-state", "infeed", "rec
                                "send-done", "outfeed"})
 _CALLS = {"call": ("to_apply", "calls"), "async-start": ("calls",)}
 _BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
-_REPLICATED_OPS = frozenset({"constant", "iota", "compare", "add", "subtract", "multiply", "divide", "remainder", "negate",
-                             "maximum", "minimum", "and", "or", "not", "xor", "select", "clamp", "broadcast"}) | FORWARDING
 
 
 class LoopFacts:
@@ -75,16 +71,51 @@ class LoopFacts:
                 seeds.append(inst)
             elif param is not None and inst.opcode == "get-tuple-element" and inst.operands == (param.name,):
                 i = inst.tuple_index
-                passed = i is not None and i < len(root_operands) and self._is_carry_element(root_operands[i], param.name, i)
+                passed = i is not None and i < len(root_operands) and self._unchanged(root_operands[i], param.name, i)
                 if not passed:
                     seeds.append(inst)
         if param is not None and any(u.opcode != "get-tuple-element" for u, _ in body.users.get(param.name, ())):
             seeds.append(param)
         return frozenset(self._reach(seeds))
 
-    def _is_carry_element(self, name: str, param: str, index: int) -> bool:
+    def _unchanged(self, name: str, param: str, index: int, depth: int = 0) -> bool:
+        """True when the value ``name`` is the carry element ``index`` of the body whose parameter
+        is ``param``, as it came in: through copies, tuples, and loops inside the body that pass
+        it on unchanged (XLA:TPU threads a loop-invariant weight through the inner loops)."""
         inst = self.module.instruction(name)
-        return inst is not None and inst.opcode == "get-tuple-element" and inst.operands == (param,) and inst.tuple_index == index
+        for _ in range(64):
+            if inst is None or depth > 8:
+                return False
+            inst = self.flow.resolve(inst)
+            if inst.opcode == "copy" and inst.operands:
+                inst = self.module.instruction(inst.operands[0])
+                continue
+            if inst.opcode != "get-tuple-element" or inst.tuple_index is None or not inst.operands:
+                return False
+            if inst.operands == (param,):
+                return inst.tuple_index == index
+            source = self.flow.resolve(self.module.instruction(inst.operands[0]) or inst)
+            element = inst.tuple_index
+            if source.opcode == "tuple" and element < len(source.operands):
+                inst = self.module.instruction(source.operands[element])
+            elif source.opcode == "while" and self._passes_on(source, element, depth):
+                start = self.module.instruction(source.operands[0]) if source.operands else None
+                start = self.flow.resolve(start) if start is not None else None
+                if start is None or start.opcode != "tuple" or element >= len(start.operands):
+                    return False
+                inst = self.module.instruction(start.operands[element])
+            else:
+                return False
+        return False
+
+    def _passes_on(self, loop: Instruction, element: int, depth: int) -> bool:
+        """The loop's body gives back carry element ``element`` as it got it."""
+        body = self.called(loop, "body")
+        root = body.root if body is not None else None
+        param = body.parameters[0] if body is not None and body.parameters else None
+        if root is None or param is None or root.opcode != "tuple" or element >= len(root.operands):
+            return False
+        return self._unchanged(root.operands[element], param.name, element, depth + 1)
 
     def _reach(self, seeds: Iterable[Instruction]) -> set[str]:
         """Names of everything computed from ``seeds``, into called computations (a fusion counts
@@ -176,30 +207,3 @@ class LoopFacts:
             return False  # a get-tuple-element of a changing element would be among ``varying``
         return any(p is None or self._depends_on(p, varying, depth + 1)
                    for p in (self.flow.producer(inst, k) for k in range(len(inst.operands))))
-
-    # ------------------------------------------------------------------ the same on every device
-
-    def indices_replicated(self, inst: Instruction, first: int, body: Computation) -> bool:
-        """The offsets of a dynamic-slice (``first`` = 1) or dynamic-update-slice (2) are the
-        same on every device."""
-        return all(self.replicated(self.flow.producer(inst, k), body) for k in range(first, len(inst.operands)))
-
-    def replicated(self, inst: Instruction | None, body: Computation, depth: int = 0) -> bool:
-        """``inst`` computes the same value on every device: made of constants and the loop's
-        induction variable (a predicate ``i == 0``, an offset ``i * 8``); a device's id or any
-        data make it differ."""
-        if inst is None or depth > 24:
-            return False
-        inst = self.flow.resolve(inst)
-        param = body.parameters[0] if body.parameters else None
-        if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
-            return inst.tuple_index in self._induction_indices(body.name)
-        if inst.opcode not in _REPLICATED_OPS:
-            return False
-        return all(self.replicated(self.flow.producer(inst, k), body, depth + 1) for k in range(len(inst.operands)))
-
-    @cached_method
-    def _induction_indices(self, body: str) -> frozenset[int]:
-        """The carry indices that hold the induction variable of the loops running ``body``."""
-        found = {v.index for v in (self.counts.induction_variable(w.name) for w in self.loops_of(body)) if v is not None}
-        return frozenset(found)

@@ -174,6 +174,8 @@ class CollectiveNamer:
                 inst = self._accumulated(inst)
             elif inst.opcode == "dynamic-update-slice":  # a stacked result (a scan's per-layer gradient): its slot's value
                 inst = self.flow.producer(inst, 1)
+            elif inst.opcode == "select" and self._kept(inst) is not None:  # a masked value: jnp.where(valid, g, 0)
+                inst = self._kept(inst)
             elif inst.opcode in ("parameter", *_OPAQUE):
                 return None
             else:  # a dot XLA rewrote keeps no metadata: the fusion wrapping it still has the equation's
@@ -195,6 +197,12 @@ class CollectiveNamer:
         if source.opcode == "tuple" and gte.tuple_index is not None and gte.tuple_index < len(source.operands):
             return self.module.instruction(source.operands[gte.tuple_index])
         return source
+
+    def _kept(self, select: Instruction) -> Instruction | None:
+        """The value ``select(p, value, 0)`` (or ``select(p, 0, value)``) keeps, else None."""
+        sides = [self.flow.producer(select, k) for k in (1, 2)]
+        zeros = [side is not None and self.flow.is_zero(side) for side in sides]
+        return sides[1 - zeros.index(True)] if zeros.count(True) == 1 else None
 
     def _accumulated(self, add: Instruction) -> Instruction | None:
         """The value an accumulation adds: the operand of ``add`` that is not the loop's carry

@@ -2,11 +2,15 @@
 
 The compiled plan says what runs; the jaxpr says what the program wrote and where. A
 ``shard_map`` ``psum`` and the all-reduce it compiles to are one collective, not two: ``check``
-counts it once, flags it when either view does (and it still runs in a loop), and shows the
-program's own fix for it. A jaxpr collective the compiled module has no instruction for is
-listed alone: ``dead`` (JAX's dead-code elimination removes it, and so does the compiler: it
-never runs), or unpaired (no instruction could be told to come from it: its jaxpr numbers
-stand in, and it is not counted among the compiled runs).
+counts it once. Its verdict is the compiled instruction's, judged on the compiled module value
+by value (:mod:`shardscope.engine.hlo.verdicts`): the jaxpr does not vote, it gives the names,
+the lines and, where it judges the same, the program's own wording of the fix. A jaxpr
+collective the compiled module has no instruction for is listed alone: ``dead`` (JAX's
+dead-code elimination removes it, and so does the compiler: it never runs), or, when the
+compiled plan has no instruction of its own (the compiler removed it: a sum over a one-device
+axis; or merged it into an equal one: a loop-invariant sum it moved before its loop, beside the
+same sum there), unpaired: it runs in no loop and nothing flags it. Without a compiled plan
+(a program only traced) the jaxpr's verdict is all there is.
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.counts import PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
-from shardscope.engine.jaxpr.verdicts import NEEDED, Verdict
+from shardscope.engine.jaxpr.verdicts import Verdict
 from shardscope.collective_kinds import OF_PRIMITIVE
+from shardscope.verdict_kinds import DEAD, NEEDED
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.engine.jaxpr.dataflow import Collective
 
-DEAD = "dead"
-"""The verdict word of a jaxpr collective the compiler removes."""
-
 DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it never runs."
+
+UNPAIRED_REASON = ("No instruction of the compiled module is its own: the compiler removed it (a sum over an axis of "
+                   "one device) or merged it into an equal one (a loop-invariant sum moved before its loop, where the "
+                   "same sum runs), so it runs in no loop of its own and nothing is judged.")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class PairedCollective(PerCall):
     compiled: "CompiledCollective | None"
     equations: "tuple[Collective, ...]" = ()
     dead: bool = False
+    unpaired: bool = False
+    """A jaxpr collective of a compiled program that no compiled instruction carries."""
 
     @property
     def opcode(self) -> str | None:
@@ -112,7 +120,7 @@ class PairedCollective(PerCall):
         """The enclosing loops' trip counts, outermost first (None: not known statically)."""
         if self.compiled is not None:
             return self.compiled.loop_trip_counts
-        return () if self.dead else self.equations[0].loop_trip_counts
+        return () if self.dead or self.unpaired else self.equations[0].loop_trip_counts
 
     @property
     def in_loop(self) -> bool:
@@ -124,12 +132,12 @@ class PairedCollective(PerCall):
         """True inside a conditional's branch: its runs are an upper bound."""
         if self.compiled is not None:
             return self.compiled.in_conditional
-        return not self.dead and self.equations[0].in_conditional
+        return not (self.dead or self.unpaired) and self.equations[0].in_conditional
 
     @property
     def executions(self) -> int | None:
-        """Runs per call (0 for a dead collective; None when a loop's trip count is unknown)."""
-        if self.dead:
+        """Runs per call (0 for a dead or unpaired collective; None when a loop's trip count is unknown)."""
+        if self.dead or self.unpaired:
             return 0
         return self.compiled.executions if self.compiled is not None else self.equations[0].executions
 
@@ -143,30 +151,43 @@ class PairedCollective(PerCall):
 
     @property
     def flagged(self) -> bool:
-        """True when a loop runs it without needing to, in either view's judgement."""
-        if self.dead or not self.in_loop:
+        """True when a loop runs it without needing to: the compiled instruction's verdict where
+        there is one, the jaxpr's for a program only traced."""
+        if self.dead or self.unpaired or not self.in_loop:
             return False
-        return (self.compiled is not None and self.compiled.verdict.flagged) or any(
-            e.verdict is not None and e.verdict.flagged for e in self.equations)
+        if self.compiled is not None:
+            return self.compiled.verdict.flagged
+        return any(e.verdict is not None and e.verdict.flagged for e in self.equations)
 
     @property
     def verdict(self) -> Verdict:
-        """The verdict shown: a collective the program wrote takes the jaxpr's when that one flags it
-        (its fix names the program's own loop and values; of a combined one's equations, the one
-        that moves the most bytes, the gradient rather than the loss beside it), else the
-        compiled one's."""
+        """The verdict shown: the compiled instruction's, in the program's own words where the
+        jaxpr judges it the same (its fix names the program's loop and values; of a combined
+        one's equations, the one that moves the most bytes) with the compiled numbers; the
+        jaxpr's for a program only traced."""
         if self.dead:
             return Verdict(DEAD, DEAD_REASON)
-        compiled = self.compiled.verdict if self.compiled is not None else None
-        flagged = [e for e in self.equations if e.verdict is not None and e.verdict.flagged]
-        written = max(flagged, key=lambda e: e.bytes_per_execution).verdict if flagged else None
-        if not self.in_loop:
-            return compiled or Verdict(NEEDED, "It runs once per call, outside any loop.")
-        if written is not None and (self.written_by == PROGRAM or compiled is None or not compiled.flagged):
-            return written
-        if compiled is not None:
+        if self.unpaired:
+            return Verdict(DEAD, UNPAIRED_REASON)
+        if self.compiled is None:
+            return self.equations[0].verdict or Verdict(NEEDED, "")
+        compiled = self.compiled.verdict
+        if not self.in_loop or not compiled.flagged or self.written_by != PROGRAM:
             return compiled
-        return self.equations[0].verdict or Verdict(NEEDED, "")
+        same = [e.verdict for e in self.equations if e.verdict is not None and e.verdict.kind == compiled.kind]
+        if not same or len(same) != len(self.equations):
+            return compiled
+        written = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)[0]
+        if written.executions_after != compiled.executions_after:
+            return compiled  # the compiler changed the loops: the jaxpr's numbers would not hold
+        fix = written.fix
+        if written.hoist_bytes != compiled.hoist_bytes:  # the compiler changed the type (a TPU's bf16 weights)
+            said = f"{written.hoist_bytes:,} B" if written.hoist_bytes is not None else None
+            if fix is None or compiled.hoist_bytes is None or said is None or fix.count(said) != 1:
+                return compiled  # the program's words hold a number the compiled instruction does not
+            fix = fix.replace(said, f"{compiled.hoist_bytes:,} B")  # the program's words, the compiled bytes
+        return Verdict(compiled.kind, written.reason, fix, compiled.loop_ids, compiled.executions_after,
+                       compiled.hoist_bytes)
 
     @property
     def verdict_kind(self) -> str:
@@ -204,6 +225,7 @@ def paired_collectives(jaxpr: "Sequence[Collective]", plan: "CompiledPlan | None
     found = [PairedCollective(c, tuple(by_id[e] for e in c.equations if e in by_id)) for c in plan.collectives]
     paired = {e for c in plan.collectives for e in c.equations}
     dead = set(plan.dead_equations)
-    found += [PairedCollective(None, (c,)) for c in jaxpr if c.equation_id not in paired and c.equation_id not in dead]
+    found += [PairedCollective(None, (c,), unpaired=True) for c in jaxpr
+              if c.equation_id not in paired and c.equation_id not in dead]
     found += [PairedCollective(None, (c,), dead=True) for c in jaxpr if c.equation_id in dead]
     return tuple(found)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
 from shardscope.engine.hlo.text import op_primitives
+from shardscope.engine.pytree_paths import is_source_line
 from shardscope.collective_kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
 
 if TYPE_CHECKING:
@@ -88,11 +90,16 @@ def pair(built: Sequence["CompiledCollective"], refs: Sequence[JaxprCollective]
 def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]) -> list[JaxprCollective]:
     """The jaxpr collectives ``c`` carries: one whose op_name and line are its own (the first in
     the program's order whose bytes are an operand's, else the first), then one per further
-    operand of a combined instruction, by bytes."""
+    operand of a combined instruction, by what it carries: a sum of the same kind whose bytes
+    are that operand's, in loops the instruction's are among (a combiner keeps one op_name of
+    all it merged; a sum moved out of a loop keeps the loop's), nearest to the first in the
+    program's order."""
     sizes = [op.bytes for op in c.operands]
     first = _first((r for r in free.values() if _matches(c, r)), sizes)
+    moved = False
     if first is None:
         first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), sizes)
+        moved = first is not None
     if first is None:
         return []
     chosen = [first]
@@ -100,31 +107,68 @@ def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]) -> list[J
         sizes.remove(min(sizes, key=lambda b: abs(b - first.bytes_per_execution)))
         for size in sizes:
             rest = (r for r in free.values() if all(r is not k for k in chosen) and r.bytes_per_execution == size
-                    and _matches(c, r, by_source=False))
+                    and (_moved_out_of_a_loop(c, r, [size]) if moved else _carried(c, r)))
             chosen += itertools.islice(rest, 1)
+        chosen = _whole(c, free, chosen, moved)
     return chosen
 
 
+def _whole(c: "CompiledCollective", free: dict[int, JaxprCollective], chosen: list[JaxprCollective],
+           moved: bool) -> list[JaxprCollective]:
+    """``chosen``, or every sum the combined instruction ``c`` can carry when their bytes add up to
+    its own and ``chosen``'s do not: a target's compiler may carry a value in several operands
+    (XLA:TPU all-reduces a complex gradient as its real and imaginary parts), so no operand's bytes
+    are that value's, but the instruction's bytes are the sum of the values it
+    carries."""
+    total = sum(op.bytes for op in c.operands)
+    if sum(r.bytes_per_execution for r in chosen) == total:
+        return chosen
+    first = chosen[0]
+    whole = [r for r in free.values() if r is not first
+             and (_moved_out_of_a_loop(c, r, None) if moved else _carried(c, r))]
+    if first.bytes_per_execution + sum(r.bytes_per_execution for r in whole) != total:
+        return chosen
+    return [first, *whole]
+
+
+def _carried(c: "CompiledCollective", r: JaxprCollective) -> bool:
+    """``r`` could be one of the values the combined instruction ``c`` carries: a sum of its kind
+    in loops its own are among (the op_name and line are those of another value it merged)."""
+    kind = HLO_KIND.get(r.primitive)
+    if kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
+        return False
+    remaining = iter(t for t in r.loop_trip_counts if t != 1)
+    return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)
+
+
 def _first(candidates: Iterator[JaxprCollective], sizes: list[int]) -> JaxprCollective | None:
-    """The first candidate whose bytes are one of ``sizes``, else the first candidate (None if
-    none); it stops at the first that fits, so a long program's pairing reads few of them."""
-    fallback = None
+    """The first candidate whose bytes are one of ``sizes``; else the one whose bytes are nearest
+    one of them by ratio, the first in the program's order among equals (a target's compiler may
+    carry a value in a narrower type: XLA:TPU gathers f32 weights as bf16, half their bytes); None
+    if none. It stops at the first that fits, so a long program's pairing reads few of them."""
+    fallback, distance = None, math.inf
     for r in candidates:
         if r.bytes_per_execution in sizes:
             return r
-        if fallback is None:
-            fallback = r
+        nearest = min((_ratio(r.bytes_per_execution, size) for size in sizes), default=math.inf)
+        if fallback is None or nearest < distance:
+            fallback, distance = r, nearest
     return fallback
 
 
-def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int]) -> bool:
+def _ratio(a: int, b: int) -> float:
+    """How many times the larger of two byte counts is the smaller (infinite with a zero)."""
+    return max(a, b) / min(a, b) if min(a, b) > 0 else math.inf
+
+
+def _moved_out_of_a_loop(c: "CompiledCollective", r: JaxprCollective, sizes: list[int] | None) -> bool:
     """A sum a TPU compiler moved out of a loop, printed by jax 0.10.2 under the ``op_name`` of the
     loop it left (``.../while``, and that loop's line): the jaxpr collective of its kind and
-    bytes that ran inside loops it no longer runs in."""
+    bytes (one of ``sizes``; any, with None) that ran inside loops it no longer runs in."""
     kind = HLO_KIND.get(r.primitive)
     if not c.op_name.endswith("/while") or kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
         return False
-    return r.bytes_per_execution in sizes and len(r.loop_trip_counts) > len(c.loop_trip_counts)
+    return (sizes is None or r.bytes_per_execution in sizes) and len(r.loop_trip_counts) > len(c.loop_trip_counts)
 
 
 def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True) -> bool:
@@ -134,7 +178,8 @@ def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True
     if c.op_name and r.primitive not in op_primitives(c.op_name):
         return False
     traced = getattr(r, "traced_source", "") or r.source  # a custom_vjp rule's: the line JAX's frames keep
-    if by_source and traced and c.source and traced.split(" ")[0] != c.source.split(" ")[0]:
+    # a source that is no line (a demo plan's own psum, named for the user) says nothing to compare
+    if by_source and is_source_line(traced) and c.source and traced.split(" ")[0] != c.source.split(" ")[0]:
         return False
     # the compiler removes loops (of one iteration; around a loop-invariant collective it hoists)
     # and never adds one: the compiled trip counts are a subsequence of the jaxpr's

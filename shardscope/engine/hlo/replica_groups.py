@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from shardscope.engine.hlo.syntax import integer
+
 Groups = tuple[tuple[int, ...], ...]
 """Device groups: each a tuple of positions in the mesh, in the collective's order."""
 
@@ -50,32 +52,58 @@ class MeshShape:
 
 
 class ReplicaGroupsError(ValueError):
-    """The text is in none of the forms this decoder reads."""
+    """The text is in none of the forms this decoder reads, or not one XLA prints (a size that
+    is no number, a permutation that is none, a shape its devices do not fill)."""
+
+
+MAX_DEVICES = 1 << 20
+"""The most devices a ``replica_groups`` text may group (1,048,576): a decoded iota or mesh is an
+array of that many ids, never one of the 3 billion a broken text could ask for."""
 
 
 def decode(text: str, num_devices: int | None = None) -> Groups:
     """The device groups of a ``replica_groups`` text, each in the collective's order.
 
     ``num_devices`` is needed for ``{}`` (one group of every device); without it ``{}`` decodes
-    to no group.
+    to no group. Any text either decodes or raises :class:`ReplicaGroupsError` (never another
+    error, nor an array of more than :data:`MAX_DEVICES` ids).
     """
-    text = text.strip()
+    try:
+        return _decode(text.strip(), num_devices)
+    except ReplicaGroupsError:
+        raise
+    except (ValueError, IndexError, TypeError, OverflowError) as exc:  # numpy's reshape, transpose; a missing bracket
+        raise ReplicaGroupsError(f"unreadable replica groups {text.strip()[:80]!r}: {exc}") from None
+
+
+def _decode(text: str, num_devices: int | None) -> Groups:
     if text.startswith("mesh[") or text.startswith("maximal_mesh["):
         return _decode_mesh(text)
     if text.startswith("["):
         return _decode_iota(text)
     if text.startswith("{"):
-        groups = tuple(tuple(int(i) for i in group.split(",") if i.strip()) for group in re.findall(r"\{([^{}]*)\}", text[1:-1]))
+        if not text.endswith("}"):
+            raise ReplicaGroupsError(f"unclosed replica groups: {text[:80]!r}")
+        groups = tuple(_ids(group) for group in re.findall(r"\{([^{}]*+)\}", text[1:-1]))
         if not groups and num_devices:
-            return (tuple(range(num_devices)),)
+            return (tuple(range(min(num_devices, MAX_DEVICES))),)
         return groups
     raise ReplicaGroupsError(f"unknown replica_groups form: {text[:80]!r}")
 
 
 def decode_pairs(text: str) -> tuple[tuple[int, int], ...]:
-    """A collective-permute's ``source_target_pairs={{0,1},{1,2}}`` as ``((0, 1), (1, 2))``."""
-    pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", text)
-    return tuple((int(a), int(b)) for a, b in pairs)
+    """A collective-permute's ``source_target_pairs={{0,1},{1,2}}`` as ``((0, 1), (1, 2))``
+    (:class:`ReplicaGroupsError` for a device that is not a number)."""
+    pairs = re.findall(r"\{\s*+(\d++)\s*+,\s*+(\d++)\s*+\}", text)
+    return tuple(_ids(f"{a},{b}") for a, b in pairs)  # type: ignore[misc]  # two ids each
+
+
+def _ids(text: str) -> tuple[int, ...]:
+    """``0,4, 8`` as device ids: each a number of at most 19 digits, none negative."""
+    ids = tuple(integer(part) for part in text.split(",") if part.strip())
+    if any(i is None or i < 0 for i in ids):
+        raise ReplicaGroupsError(f"a device id that is not one: {text[:80]!r}")
+    return ids  # type: ignore[return-value]  # None refused above
 
 
 # --------------------------------------------------------------------------- the three forms
@@ -90,11 +118,13 @@ def _decode_iota(text: str) -> Groups:
         raise ReplicaGroupsError(f"unknown iota replica groups: {text[:80]!r}")
     shape = _ints(match.group(1))
     ids = _iota(_ints(match.group(2)), _ints(match.group(3)) if match.group(3) else None)
+    if not shape or prod(shape) != ids.size:
+        raise ReplicaGroupsError(f"iota replica groups whose shape {list(shape)} its {ids.size} devices do not fill")
     return tuple(tuple(int(i) for i in row) for row in ids.reshape(shape[0], -1))
 
 
-_MESH_AXIS = re.compile(r"'?([^'=,\[\]]+)'?\s*=\s*(\d+)")
-_AXIS_REF = re.compile(r"'?([^':,{}]+)'?(?::\((\d+)\)(\d+))?")
+_MESH_AXIS = re.compile(r"\s*+'?([^'=,\[\]]+?)'?\s*+=\s*+(\d++)\s*+")
+_AXIS_REF = re.compile(r"'?([^':,{}]++)'?(?::\((\d++)\)(\d++))?")
 
 
 def _decode_mesh(text: str) -> Groups:
@@ -105,11 +135,13 @@ def _decode_mesh(text: str) -> Groups:
         device = int(found.group(1))
         return ((device,),)
     close = text.index("]")
-    axes = _MESH_AXIS.findall(text[len("mesh[") : close])
-    names = [name.strip() for name, _ in axes]
-    sizes = [int(size) for _, size in axes]
+    axes = [_MESH_AXIS.fullmatch(part) for part in text[len("mesh[") : close].split(",")]
+    if not all(axes):
+        raise ReplicaGroupsError(f"unknown mesh axes: {text[:80]!r}")
+    names = [axis.group(1).strip() for axis in axes if axis]
+    sizes = list(_ints(",".join(axis.group(2) for axis in axes if axis)))
     rest = text[close + 1 :].strip()
-    devices = np.arange(prod(sizes))
+    devices = np.arange(_devices(sizes))
     if rest.startswith(","):
         rest = rest[1:].strip()
     if rest.startswith("device_ids="):
@@ -118,6 +150,9 @@ def _decode_mesh(text: str) -> Groups:
         rest = rest[end + 1 :].strip()
     refs_text = rest[rest.index("{") + 1 : rest.rindex("}")] if "{" in rest else ""
     refs = [m for m in (_AXIS_REF.fullmatch(part.strip()) for part in refs_text.split(",") if part.strip()) if m]
+    unknown = [m.group(1).strip() for m in refs if m.group(1).strip() not in names]
+    if unknown:
+        raise ReplicaGroupsError(f"replica groups over {unknown[0]!r}, which is not an axis of {text[:80]!r}")
     # every axis (and sub-axis) as its own dimension, then the grouped ones moved last, in the
     # order the text lists them (MeshAxesReplicaGroupList::flattened_replica_groups)
     dims, grouped = _split_axes(names, sizes, [(m.group(1).strip(), _sub(m)) for m in refs])
@@ -128,7 +163,12 @@ def _decode_mesh(text: str) -> Groups:
 
 
 def _sub(match: re.Match) -> tuple[int, int] | None:
-    return (int(match.group(2)), int(match.group(3))) if match.group(2) else None
+    if not match.group(2):
+        return None
+    pre, size = _ints(f"{match.group(2)},{match.group(3)}")
+    if pre < 1 or size < 1:
+        raise ReplicaGroupsError(f"a sub-axis of no devices: {match.group()[:80]!r}")
+    return pre, size
 
 
 def _split_axes(names: list[str], sizes: list[int], refs: list[tuple[str, tuple[int, int] | None]]) -> tuple[list[int], list[int]]:
@@ -163,7 +203,7 @@ def _device_ids(text: str, count: int) -> np.ndarray:
     """``device_ids=(...)``: an iota ``[4,2]T(1,0)`` (optionally ``[dims]<=[...]T(...)``) or a list."""
     text = text.strip()
     if text.startswith("["):
-        match = re.match(r"^\[([\d,\s]+)\](?:<=\[([\d,\s]+)\])?(?:T\(([\d,\s]+)\))?$", text)
+        match = re.match(r"^\[([\d,\s]++)\](?:<=\[([\d,\s]++)\])?(?:T\(([\d,\s]++)\))?$", text)
         if match is None:
             raise ReplicaGroupsError(f"unknown device_ids: {text[:80]!r}")
         reshape = _ints(match.group(2) or match.group(1))
@@ -175,8 +215,22 @@ def _device_ids(text: str, count: int) -> np.ndarray:
 
 
 def _iota(reshape: tuple[int, ...], perm: tuple[int, ...] | None) -> np.ndarray:
-    ids = np.arange(prod(reshape)).reshape(reshape)
+    """``iota(prod(reshape)).reshape(reshape).transpose(perm)``, its size and permutation checked first."""
+    if perm is not None and sorted(perm) != list(range(len(reshape))):
+        raise ReplicaGroupsError(f"T{perm} is not a permutation of the {len(reshape)} dimensions {list(reshape)}")
+    ids = np.arange(_devices(reshape)).reshape(reshape)
     return ids.transpose(perm) if perm else ids
+
+
+def _devices(sizes: Sequence[int]) -> int:
+    """How many devices axes of ``sizes`` hold (:class:`ReplicaGroupsError` past :data:`MAX_DEVICES`)."""
+    count = prod(sizes)
+    if any(size < 1 for size in sizes):
+        raise ReplicaGroupsError(f"replica groups over an axis of no devices ({' x '.join(map(str, sizes))})")
+    if count > MAX_DEVICES:
+        raise ReplicaGroupsError(f"replica groups over {' x '.join(map(str, sizes))} devices: at most "
+                                 f"{MAX_DEVICES:,} are read")
+    return count
 
 
 def _closing_paren(text: str, start: int) -> int:
@@ -192,7 +246,10 @@ def _closing_paren(text: str, start: int) -> int:
 
 
 def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(t) for t in text.split(",") if t.strip())
+    numbers = tuple(integer(t) for t in text.split(",") if t.strip())
+    if None in numbers:
+        raise ReplicaGroupsError(f"a size that is not a number of at most 19 digits: {text[:80]!r}")
+    return numbers  # type: ignore[return-value]  # None refused above
 
 
 # --------------------------------------------------------------------------- naming the axes

@@ -7,7 +7,8 @@ operand type's and precision's peak, vector work and scatters at the rates measu
 chip reaches (a gather from main memory reads row by row: its reads take each row's access
 time instead); the step is their sum, plus the chip's overhead per call and per loop iteration
 (measured on a real v5e: about 0.59 ms per call and 0.16 us per iteration,
-:mod:`shardscope.hardware.chips`). Two figures per call: waited on (:attr:`StepEstimate.seconds`)
+:mod:`shardscope.hardware.chips`), 0.27 us per kernel outside loops, and the host's work for each
+array the call takes and returns. Two figures per call: waited on (:attr:`StepEstimate.seconds`)
 and dispatched back to back (:attr:`StepEstimate.dispatched_seconds`). A module holding
 instructions no rule covers (a sort, a top-k, a loop of unknown trip count) gets a lower bound
 that names them. A module holding instructions of a kind the chip's corpus measured outside the
@@ -109,6 +110,9 @@ class StepEstimate:
     """The module's instructions of the kinds the chip's corpus measured outside the band, each
     kind with the ratios measured and how many instructions of it the module holds: the estimate
     may be that far off (empty on a chip without a corpus)."""
+    kernels_s: float = 0.0
+    """The chip's fixed cost of the call's kernel launches outside loops (:attr:`Chip.kernel_s
+    <shardscope.hardware.chips.Chip.kernel_s>` each), part of ``overhead_s`` and of both figures."""
 
     @property
     def seconds(self) -> float:
@@ -120,7 +124,7 @@ class StepEstimate:
         """One call among calls dispatched back to back, as a training loop runs them: the
         rooflines and loop overheads plus a launch gap, at least the host's dispatch time
         (collectives not included)."""
-        return max(self.roofline_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
+        return max(self.roofline_s + self.kernels_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
 
     @property
     def dispatched_upper_s(self) -> float:
@@ -214,14 +218,17 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
                                      item.total_bytes, compute, streamed / bandwidth + accesses))
     iterations = work.loop_iterations * chip.iteration_overhead_s
-    overhead = chip.call_overhead_s + iterations
+    kernels = work.kernels * chip.kernel_s
+    buffers = chip.argument_s * work.arguments + chip.result_s * work.results
+    overhead = chip.call_overhead_s + buffers + kernels + iterations
+    dispatch = chip.dispatch_s + chip.dispatch_argument_s * work.arguments + chip.dispatch_result_s * work.results
     times.sort(key=lambda t: t.seconds, reverse=True)
     return StepEstimate(
         chip=chip.name, flops=work.flops, bytes=work.bytes,
         compute_s=sum(t.compute_s for t in times), memory_s=sum(t.memory_s for t in times),
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
-        dispatch_s=chip.dispatch_s, unmodelled=work.unmodelled, iteration_s=iterations,
+        dispatch_s=dispatch, unmodelled=work.unmodelled, iteration_s=iterations, kernels_s=kernels,
         outside_band=_outside_band(work, chip),
     )
 
@@ -233,8 +240,8 @@ def _outside_band(work: ModuleWork, chip: Chip) -> tuple[tuple[MeasuredKind, int
 
 
 def _kind_words(kind: MeasuredKind, count: int, chip: str) -> str:
-    """``2 prefix-sum reduce-windows (...), measured at 0.90-2.18x the estimate on v5e across 6
-    corpus programs, 3 of them out of band``."""
+    """``2 prefix-sum reduce-windows over outer dimensions (a cumsum), measured at 0.98-4.45x the
+    estimate on v5e across 6 corpus programs, 5 of them out of band``."""
     one, many = KINDS.get(kind.kind, (kind.kind, kind.kind))
     programs = f"{kind.programs} corpus program" if kind.programs == 1 else f"{kind.programs} corpus programs"
     return (f"{count} {one if count == 1 else many}, measured at {kind.low:.2f}-{kind.high:.2f}x the estimate "

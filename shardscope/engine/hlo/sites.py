@@ -85,8 +85,9 @@ class SiteFinder:
         self.module = module
         self.flow = flow or Flow(module)
 
+    @cached_method
     def sites(self) -> list[CollectiveSite]:
-        """Every collective the entry reaches, in print order, each once."""
+        """Every collective the entry reaches, in print order, each once (found once per module)."""
         found: list[CollectiveSite] = []
         seen: dict[tuple[str, str, int], int] = {}
         for inst in self.module.instructions():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shardscope.engine.hlo.syntax import unquote
+from shardscope.engine.hlo.syntax import integer, unquote
 from shardscope.engine.user_frames import users_first
 
 
@@ -97,8 +97,8 @@ def _table_entry(table: tuple[str, ...], one_based: int) -> str:
 
 
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_STRING_ENTRY = re.compile(r'^\s*\d+\s+"((?:[^"\\]|\\.)*)"\s*$')
-_FIELDS_ENTRY = re.compile(r"(\w+)=(-?\d+)")
+_STRING_ENTRY = re.compile(r'^\s*+\d++\s++"([^"\\]*+(?:\\.[^"\\]*+)*+)"\s*+$', re.S)
+_FIELDS_ENTRY = re.compile(r"(?<!\w)(\w++)=(-?\d++)")
 
 
 def parse_stack_frames(text: str) -> "StackFrameIndex":
@@ -129,8 +129,8 @@ def _stack_frames(tables: dict[str, list[str]]) -> StackFrameIndex:
             found.append(unquote('"' + match.group(1) + '"') if match else "")
         return tuple(found)
 
-    def fields(rows: list[str]) -> list[dict[str, int]]:
-        return [{k: int(v) for k, v in _FIELDS_ENTRY.findall(row)} for row in rows]
+    def fields(rows: list[str]) -> list[dict[str, int]]:  # a number too long to be an id reads as 0 (no entry)
+        return [{k: integer(v) or 0 for k, v in _FIELDS_ENTRY.findall(row)} for row in rows]
 
     locations = tuple(
         FileLocation(f.get("file_name_id", 0), f.get("function_name_id", 0), f.get("line", 0), f.get("column", 0))
@@ -142,3 +142,34 @@ def _stack_frames(tables: dict[str, list[str]]) -> StackFrameIndex:
         for f in fields(tables["StackFrames"])
     )
     return StackFrameIndex(strings(tables["FileNames"]), strings(tables["FunctionNames"]), locations, frames)
+
+
+_FIELDS_ROW = re.compile(r"\d++\s++\{(?:\s*+\w++=-?\d++)*+\s*+\}")
+_ID_FIELDS = {"FileLocations": (("file_name_id", "FileNames"), ("function_name_id", "FunctionNames")),
+              "StackFrames": (("file_location_id", "FileLocations"), ("parent_frame_id", "StackFrames"))}
+"""Each table's fields that point into another table (1-based; a frame's parent printed plus one)."""
+
+
+def stack_frame_problem(text: str, index: StackFrameIndex) -> tuple[int, str] | None:
+    """The first thing wrong with the stack-frame tables of ``text`` (``index`` their parse), as
+    ``(line, what)``: a row numbered out of turn, a row that is not one (a table cut off), an id
+    past the end of the table it points into. None when the tables hold together."""
+    sizes = {"FileNames": len(index.file_names), "FunctionNames": len(index.function_names),
+             "FileLocations": len(index.file_locations), "StackFrames": len(index.frames) + 1}
+    for table in _TABLES:
+        start = text.find("\n" + table + "\n")
+        if start < 0:
+            continue
+        first_line = text.count("\n", 0, start) + 3
+        for k, row in enumerate(_table_rows(text, table)):
+            number = row.split(None, 1)[0]
+            pattern = _STRING_ENTRY if table in ("FileNames", "FunctionNames") else _FIELDS_ROW
+            if number != str(k + 1) or pattern.fullmatch(row) is None:
+                return first_line + k, f"row {k + 1} of the {table} table is not one: {row[:60]!r}"
+            for field, target in _ID_FIELDS.get(table, ()):
+                found = re.search(r"\b" + field + r"=(-?\d++)", row)
+                value = integer(found.group(1)) if found else None
+                if value is None or not 0 < value <= sizes[target]:
+                    return first_line + k, (f"{field}={found.group(1)[:20] if found else '?'} in the {table} table "
+                                            f"points past the {target} table ({sizes[target]} rows)")
+    return None

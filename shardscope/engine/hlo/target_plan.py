@@ -23,16 +23,18 @@ combined, pipelined or removed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, known_sum
-from shardscope.engine.jaxpr.verdicts import FLAGGED, SPLITTABLE
 from shardscope.collective_kinds import SUM_KINDS
+from shardscope.verdict_kinds import FLAGGED, SPLITTABLE
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
     from shardscope.hardware.fit import MemoryFit
     from shardscope.hardware.machines import Machine
+    from shardscope.engine.hlo.plan_costs import PlanCosts
     from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
@@ -199,8 +201,10 @@ class TargetPlan:
     ``cost_analysis()`` (a loop body counted once); ``compile_s`` the lowering and compile;
     ``cpu_memory`` the CPU module's ``memory_analysis()``, to set beside ``memory``;
     ``fit`` whether the step fits in the chip's memory and ``step`` the estimate of its time on
-    the chip (None for a chip without published peaks). A plan the target's compiler refused for
-    memory has ``fit.refused``, no collectives and no placements: the CPU's plan stands beside it.
+    the chip (None for a chip without published peaks); ``costs`` its costs on the target's
+    interconnect. A plan the target's compiler refused for memory has ``fit.refused``, no
+    collectives and no placements: the CPU's plan stands beside it. :attr:`rows` is the plan judged
+    collective by collective, :attr:`findings` what ``check`` fails on there.
     """
 
     target: str
@@ -227,6 +231,10 @@ class TargetPlan:
     machine: "Machine | None" = None
     """What the target is made of (its ``Target``'s record: chip, interconnect model, words); None
     for a machine shardscope has no record of (the CPU)."""
+    costs: "PlanCosts | None" = None
+    """What its collectives cost on the target's interconnect, the step estimate with them and what
+    deferring each finding saves there: computed once where the plan is made
+    (:func:`shardscope.engine.hlo.costing.costed`), read by every rendering."""
 
     @property
     def refused(self) -> bool:
@@ -262,27 +270,111 @@ class TargetPlan:
         """The CPU collectives whose values this target keeps in a loop they need not run in."""
         return self.comparison.staying_findings
 
+    @cached_property
+    def rows(self) -> tuple["TargetRow", ...]:
+        """Every collective the target runs, in its module's order, then each CPU collective it
+        removed: the plan judged row by row (:class:`TargetRow`), as every rendering shows it."""
+        paired = {id(p.compiled): p for p in self.paired if p.compiled is not None}
+        rows = []
+        for t in self.compiled.collectives:
+            carried = self.placements_of(t)
+            first = tuple(p for p in carried if p.target[0] is t)
+            rows.append(TargetRow(t, paired.get(id(t)), carried, first))
+        rows += [TargetRow(None, None, (p,), (p,)) for p in self.comparison.placements if p.removed]
+        return tuple(rows)
+
+    @property
+    def findings(self) -> tuple["TargetRow", ...]:
+        """The collectives the target runs in a loop that need not run there, by their verdict
+        there (each a row whose verdict is flagged): what ``check`` fails on for this target."""
+        return tuple(row for row in self.rows if row.finding)
+
+    @property
+    def counted_findings(self) -> tuple["TargetRow", ...]:
+        """:attr:`findings` that fail the check: all of them, but with ``check --min-saving`` those
+        whose every finding saves less than the threshold there (``costs.below_min_saving``)."""
+        below = set(self.costs.below_min_saving) if self.costs is not None else set()
+        return tuple(row for row in self.findings
+                     if not (row.staying and all(p.collective.name in below for p in row.staying)))
+
+    @property
+    def kept(self) -> tuple["TargetRow", ...]:
+        """The collectives the target runs in a loop that its verdict says need to run there (or
+        that are a trade-off: stackable, splittable)."""
+        return tuple(row for row in self.rows if row.collective is not None and row.collective.in_loop
+                     and not row.finding)
+
+    @property
+    def moved(self) -> tuple["TargetPlacement", ...]:
+        """The CPU findings (and the splittable sums whose values the target split out) the target's
+        compiler moved out of every loop they need not run in: no run of them is left in such a
+        loop, and no collective carrying them is a finding there."""
+        findings = {id(row.collective) for row in self.findings}
+        return tuple(p for p in self.comparison.placements
+                     if p.deferred_by_compiler and not p.removed and not any(id(t) in findings for t in p.target)
+                     and not any(loop.name in p.collective.verdict.loop_ids for loop in p.stays_in))
+
     @property
     def fails_check(self) -> bool:
-        """True when the target's compiler keeps in a loop a value that need not run there (by
-        the target's own verdict), its partitioner fell back to a full rematerialization, or the
-        step does not fit in the chip's memory (or the compiler refused it for memory)."""
-        return self.fails()
+        """True when the target's compiler runs in a loop a collective that need not run there (by
+        the target's own verdict, and with ``check --min-saving`` saving at least that much), its
+        partitioner fell back to a full rematerialization, or the step does not fit in the chip's
+        memory (or the compiler refused it for memory)."""
+        return bool(self.counted_findings or self.compiled.rematerializations or self.does_not_fit)
 
-    def fails(self, counts: "FindingFilter | None" = None) -> bool:
-        """:attr:`fails_check`, counting only the findings ``counts`` accepts (``check
-        --min-saving``: those whose deferral saves at least so much here)."""
-        return bool(self.counted_findings(counts) or self.comparison.added_findings
-                    or self.compiled.rematerializations or self.does_not_fit)
-
-    def counted_findings(self, counts: "FindingFilter | None" = None) -> tuple["TargetPlacement", ...]:
-        """The findings the target keeps in a loop that fail the check (all of them without ``counts``)."""
-        return tuple(p for p in self.staying_findings if counts is None or counts(self, p))
+    @property
+    def below_min_saving(self) -> tuple["TargetPlacement", ...]:
+        """The findings whose deferral saves less than ``check --min-saving`` here: they pass."""
+        below = set(self.costs.below_min_saving) if self.costs is not None else set()
+        return tuple(p for p in self.staying_findings if p.collective.name in below)
 
 
-FindingFilter = Callable[[TargetPlan, TargetPlacement], bool]
-"""Whether a finding a target keeps in a loop fails the check (``check --min-saving``: when
-deferring it saves at least so much there)."""
+@dataclass(frozen=True)
+class TargetRow:
+    """One row of a target's plan as every rendering shows it: a collective the target runs (with
+    the CPU collectives whose values it carries), or a CPU collective the target removed
+    (``collective`` None). ``paired`` is the target's collective with the jaxpr equations it comes
+    from: its verdict is the row's. The CPU's loops and runs are on the row of the target collective
+    that carries it first (the one that keeps it in the most loops) and blank on the others: each
+    column adds up to its summary."""
+
+    collective: "CompiledCollective | None"
+    paired: "PairedCollective | None"
+    cpu: tuple[TargetPlacement, ...]  # the CPU collectives whose values it carries
+    first: tuple[TargetPlacement, ...]  # those of them it carries first
+
+    @property
+    def value(self) -> str:
+        """The value as the target's module names it (the CPU's for a removed one)."""
+        return self.collective.value if self.collective is not None else self.cpu[0].collective.value
+
+    @property
+    def verdict_kind(self) -> str:
+        """The row's verdict: its collective's there, as the target's own plan shows it (``-``
+        outside every loop and for a removed one)."""
+        if self.collective is None or not self.collective.in_loop:
+            return "-"
+        return self.paired.verdict_kind if self.paired is not None else self.collective.verdict.kind
+
+    @property
+    def finding(self) -> bool:
+        """True when the target runs it in a loop that need not hold it: its verdict there is
+        flagged (the check fails on it, the summary names it, the row is drawn as a finding)."""
+        if self.collective is None or not self.collective.in_loop:
+            return False
+        return self.paired.flagged if self.paired is not None else self.collective.verdict.flagged
+
+    @property
+    def staying(self) -> tuple[TargetPlacement, ...]:
+        """The CPU findings whose values this row keeps in a loop they need not run in."""
+        return tuple(p for p in self.cpu if any(t is self.collective for t in p.staying_in))
+
+    @property
+    def entered(self) -> bool:
+        """True when the target runs it in a loop although the CPU runs each value it carries
+        outside every loop (or no CPU collective carries it)."""
+        return self.collective is not None and self.collective.in_loop and all(not p.collective.in_loop
+                                                                               for p in self.cpu)
 
 
 # --------------------------------------------------------------------------- pairing
@@ -300,7 +392,7 @@ class _Value:
     loops: tuple[str, ...]  # CPU loop names (a target's loops mapped onto the CPU's; "?" when unpaired)
     name: str = ""
     stacked: tuple[int, ...] = ()  # its elements stacked over its innermost loops, one loop more each
-
+    dtype: str = ""  # its element type (``f32``): of two values of one size, the loss is not the count
 
 def _stacked(value: _Value, trips: dict[str, int | None]) -> _Value:
     """``value`` with the sizes it has once a compiler moves it out of its innermost loops as
@@ -312,12 +404,12 @@ def _stacked(value: _Value, trips: dict[str, int | None]) -> _Value:
             break
         size *= trip
         sizes.append(size)
-    return _Value(value.collective, value.index, value.elements, value.loops, value.name, tuple(sizes))
+    return _Value(value.collective, value.index, value.elements, value.loops, value.name, tuple(sizes), value.dtype)
 
 
 def _values(c: CompiledCollective, loops: tuple[str, ...]) -> list[_Value]:
     if c.kind in SUM_KINDS:
-        return [_Value(c, k, _elements(op.shape), loops, op.value) for k, op in enumerate(c.operands)]
+        return [_Value(c, k, _elements(op.shape), loops, op.value, dtype=_dtype(op.shape)) for k, op in enumerate(c.operands)]
     return [_Value(c, 0, sum(_elements(op.shape) for op in c.operands), loops, c.value)]
 
 
@@ -368,7 +460,9 @@ def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Val
                 continue
             hits = [j for j, t in enumerate(target_values) if j not in taken and _fits(value, t)
                     and _names(value, t, loop_names, round_, target_values, matched)]
-            hits.sort(key=lambda j: not _nested_as(value, target_values[j]))
+            # of several, the one nested as it is, then the one of its name, then of its type
+            hits.sort(key=lambda j: (not _nested_as(value, target_values[j]), not _named_alike(value, target_values[j]),
+                                     target_values[j].dtype != value.dtype))
             if hits:
                 matched[i] = [hits[0]]
                 taken.add(hits[0])
@@ -462,6 +556,16 @@ def _stays_flagged(value: _Value, t: _Value) -> bool:
     if not c.in_loop or not c.verdict.flagged or not set(t.loops) & set(value.loops):
         return False
     return c.kind not in SUM_KINDS or t.index >= len(c.operands) or c.operands[t.index].verdict in FLAGGED
+
+
+def _named_alike(value: _Value, t: _Value) -> bool:
+    """Both values carry a name and it is the same one."""
+    return bool(value.name) and value.name == t.name
+
+
+def _dtype(shape: str) -> str:
+    """The element type of a logical shape text (``f32[4,16]`` -> ``f32``; a tuple's first leaf)."""
+    return shape.lstrip("(").split("[", 1)[0]
 
 
 def _elements(shape: str) -> int:

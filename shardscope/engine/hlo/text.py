@@ -3,407 +3,44 @@ instructions, source tables.
 
 Text is the interface: Python's ``HloInstruction`` binding exposes only names and opcodes. The
 parse is one pass over the lines that splits each instruction into its name, shape, opcode and
-the raw text after the opcode; operands and attributes are parsed when first asked for, since a
-module of 100,000 instructions is read to find a few dozen collectives and the loops around
-them. Both printings are accepted: with and without ``%`` sigils, operands with or without
-their types, ``metadata`` with a ``stack_frame_id`` into the module's stack-frame tables or
-with inline ``source_file``/``source_line``. Shapes (:mod:`hlo_shapes`) and the source tables
-(:mod:`hlo_source`) have modules of their own; their names are re-exported here.
+the raw text after the opcode, into the values of :mod:`shardscope.engine.hlo.module` (operands and
+attributes are parsed from that text when first asked for). Operands written inline and tuple
+elements read in place are made instructions by :mod:`shardscope.engine.hlo.inline_operands`;
+shapes (:mod:`shardscope.engine.hlo.shapes`) and the source tables
+(:mod:`shardscope.engine.hlo.source`) have modules of their own. Their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast, overload
+from typing import Mapping
 
+from shardscope.engine.hlo.inline_operands import MAX_INSTRUCTIONS, Counts, hoist
+from shardscope.engine.hlo.module import (
+    NO_OPERANDS, Computation, HloModule, Instruction, OpMetadata, header_number, op_primitives,
+)
 from shardscope.engine.hlo.shapes import DTYPE_BITS, ArrayShape, Shape, parse_shape
 from shardscope.engine.hlo.source import FileLocation, SourceLocation, StackFrame, StackFrameIndex, parse_stack_frames
-from shardscope.engine.hlo.syntax import COMMENT, matching, split_top, to_int, unquote
+from shardscope.engine.hlo.syntax import (
+    ARRAY_SHAPE, OPCODE, OPCODE_ANYWHERE, STATEMENT_TOKENS, STRING_REST, matching,
+)
 
 __all__ = [
     "DTYPE_BITS", "ArrayShape", "Shape", "parse_shape", "FileLocation", "SourceLocation", "StackFrame",
-    "StackFrameIndex", "OpMetadata", "Instruction", "Computation", "HloModule", "parse",
+    "StackFrameIndex", "OpMetadata", "Instruction", "Computation", "HloModule", "parse", "header_number",
+    "op_primitives", "MAX_INSTRUCTIONS",
 ]
-
-
-# --------------------------------------------------------------------------- instructions
-
-
-@dataclass(frozen=True)
-class OpMetadata:
-    """An instruction's ``metadata={...}``: the JAX op path and where the source points."""
-
-    op_name: str = ""
-    op_type: str = ""
-    source_file: str = ""
-    source_line: int = 0
-    stack_frame_id: int = 0
-
-    @property
-    def primitive(self) -> str:
-        """The last component of ``op_name`` (``dot_general``, ``psum``): the JAX primitive."""
-        return self.op_name.rsplit("/", 1)[-1] if self.op_name else ""
-
-    @property
-    def primitives(self) -> tuple[str, ...]:
-        """The JAX primitives ``op_name`` names: one, or one per op of a merged name."""
-        return op_primitives(self.op_name)
-
-
-def op_primitives(op_name: str) -> tuple[str, ...]:
-    """The primitives an ``op_name`` ends with: ``(psum,)`` for ``jit(f)/while/body/psum``, and
-    each op's for a name XLA merged from several (two collectives combined into one instruction):
-    ``.../closed_call/(psum_invariant:transpose(jvp())/psum_invariant)``, the common prefix then
-    the ops' own paths joined by ``:`` in parentheses."""
-    if not op_name:
-        return ()
-    head, _, merged = op_name.rpartition("/(")
-    if not (head and merged.endswith(")")):
-        return (op_name.rsplit("/", 1)[-1],)
-    parts, depth, start = [], 0, 0
-    for k, char in enumerate(merged[:-1]):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == ":" and depth == 0:
-            parts.append(merged[start:k])
-            start = k + 1
-    parts.append(merged[start:-1])
-    return tuple(dict.fromkeys(part.rsplit("/", 1)[-1] for part in parts if part))
-
-
-_NO_METADATA = OpMetadata()
-_T = TypeVar("_T")
-_CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
-_CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations|calls)=\{([^}]*)\}")
-_INDEX = re.compile(r"\bindex=(\d+)")
-_OPERAND_NAME = re.compile(r"([^\s)\]}%]+)$")
-_METADATA_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
-
-
-class _cached(Generic[_T]):
-    """``functools.cached_property`` for the slotted :class:`Instruction`: the value is computed
-    on first use and kept in the instance's ``_cache`` dictionary (made then)."""
-
-    def __init__(self, compute: "Callable[[Instruction], _T]") -> None:
-        self.compute = compute
-        self.name = compute.__name__
-        self.__doc__ = compute.__doc__
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> "_cached[_T]": ...
-
-    @overload
-    def __get__(self, instance: "Instruction", owner: type | None = None) -> _T: ...
-
-    def __get__(self, instance: "Instruction | None", owner: type | None = None) -> "_T | _cached[_T]":
-        if instance is None:
-            return self
-        cache = instance._cache
-        if cache is None:
-            cache = {}
-            object.__setattr__(instance, "_cache", cache)
-        if self.name not in cache:
-            cache[self.name] = self.compute(instance)
-        return cast(_T, cache[self.name])  # the cache holds each property's own type under its name
-
-
-@dataclass(frozen=True, slots=True)
-class Instruction:
-    """One HLO instruction: ``name = shape opcode(operands), attributes``.
-
-    ``body`` is the text after ``opcode(``; :attr:`operands` and :attr:`attributes` are parsed
-    from it on first use. Slotted, with the parsed parts kept in a dictionary made on first
-    use: a module of 100,000 instructions makes 100,000 objects, not 200,000, for the caller's
-    garbage collector to walk (the engine leaves that collector running).
-    """
-
-    name: str
-    shape_text: str
-    opcode: str
-    computation: str
-    body: str = field(repr=False)
-    is_root: bool = False
-    _cache: dict[str, object] | None = field(default=None, repr=False, compare=False)
-
-    @_cached
-    def shape(self) -> Shape:
-        """The parsed :class:`Shape`."""
-        return parse_shape(self.shape_text)
-
-    @_cached
-    def _split(self) -> tuple[str, str]:
-        """``(operand text, attribute text)``."""
-        end = matching(self.body, -1)
-        return self.body[:end], self.body[end + 1 :]
-
-    @_cached
-    def operands(self) -> tuple[str, ...]:
-        """The names of the instructions this one reads, in operand order."""
-        if self.opcode in ("constant", "parameter", "iota", "partition-id", "replica-id"):
-            return ()
-        names = []
-        for part in split_top(self._split[0]):
-            token = COMMENT.sub("", part).strip().rsplit(" ", 1)[-1]
-            if ")" in token or "]" in token or "}" in token:  # a type written against the name: (f32[], s32[])%w
-                match = _OPERAND_NAME.search(token)
-                token = match.group(1) if match else ""
-            if token:
-                names.append(token.lstrip("%"))
-        return tuple(names)
-
-    @property
-    def literal(self) -> str:
-        """What is inside the parentheses: a constant's value, a parameter's number."""
-        return self._split[0].strip()
-
-    @_cached
-    def attributes(self) -> Mapping[str, str]:
-        """``{key: raw value}`` of the attributes after the operands, in print order."""
-        found: dict[str, str] = {}
-        last = None
-        for part in split_top(self._split[1]):
-            key, sep, value = part.strip().partition("=")
-            if not sep:
-                continue
-            if key == "device_ids" and last is not None and found[last].startswith("mesh["):
-                found[last] += ", " + part.strip()  # mesh replica groups print a comma of their own
-                continue
-            found[key] = value
-            last = key
-        return found
-
-    def attribute(self, key: str) -> str | None:
-        """One attribute's raw text, or None."""
-        return self.attributes.get(key)
-
-    @_cached
-    def metadata(self) -> OpMetadata:
-        """The parsed ``metadata={op_name=... stack_frame_id=...}`` (empty when absent)."""
-        raw = self.attribute("metadata")
-        if not raw:
-            return _NO_METADATA
-        fields = {key: unquote(value) for key, value in _METADATA_FIELD.findall(raw.strip()[1:-1])}
-        return OpMetadata(
-            op_name=fields.get("op_name", ""),
-            op_type=fields.get("op_type", ""),
-            source_file=fields.get("source_file", ""),
-            source_line=to_int(fields.get("source_line")),
-            stack_frame_id=to_int(fields.get("stack_frame_id")),
-        )
-
-    @_cached
-    def frontend_attributes(self) -> Mapping[str, str]:
-        """``frontend_attributes={key="value", ...}`` as a dict."""
-        raw = self.attribute("frontend_attributes")
-        if not raw:
-            return {}
-        pairs = (part.strip().partition("=") for part in split_top(raw.strip()[1:-1]))
-        return {key: unquote(value) for key, _, value in pairs if key}
-
-    @_cached
-    def called_computations(self) -> tuple[tuple[str, str], ...]:
-        """``(role, computation)`` of every computation this instruction calls, in print order.
-
-        Roles: ``body``, ``condition`` (a while), ``branch`` (a conditional), ``calls`` (call,
-        fusion, async-start), ``to_apply`` (a reduction's combiner, a map, a sort).
-        """
-        text = self.body  # operands never hold "name=": no need to split them off first
-        if "=" not in text:
-            return ()
-        called = [(role, name) for role, name in _CALLED.findall(text)]
-        for role, names in _CALLED_LISTS.findall(text):
-            role = "branch" if role == "branch_computations" else "calls"
-            called += [(role, n.strip().lstrip("%")) for n in names.split(",") if n.strip()]
-        return tuple(called)
-
-    @property
-    def channel_id(self) -> int | None:
-        """The ``channel_id`` of a collective (None when it has none)."""
-        raw = self.attribute("channel_id")
-        return int(raw) if raw is not None else None
-
-    @property
-    def replica_groups(self) -> str | None:
-        """The raw ``replica_groups`` text in whichever form it is printed."""
-        return self.attribute("replica_groups")
-
-    @property
-    def source_target_pairs(self) -> str | None:
-        """The raw ``source_target_pairs`` of a collective-permute."""
-        return self.attribute("source_target_pairs")
-
-    @property
-    def use_global_device_ids(self) -> bool:
-        """True when the replica groups hold flattened device ids (``use_global_device_ids=true``)."""
-        return self.attribute("use_global_device_ids") == "true"
-
-    @_cached
-    def backend_config(self) -> Mapping | str | None:
-        """The ``backend_config`` JSON as a dict (the raw text when it is not JSON)."""
-        raw = self.attribute("backend_config")
-        if raw is None:
-            return None
-        text = unquote(raw) if raw.startswith('"') else raw
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-    @property
-    def known_trip_count(self) -> int | None:
-        """A while loop's ``known_trip_count`` from its backend config (None when XLA did not know it)."""
-        config = self.backend_config
-        if not isinstance(config, dict):
-            return None
-        count = config.get("known_trip_count", {})
-        return int(count["n"]) if isinstance(count, dict) and "n" in count else None
-
-    @property
-    def dimensions(self) -> tuple[int, ...] | None:
-        """The ``dimensions={...}`` of an all-gather, reduce-scatter, broadcast or transpose."""
-        raw = self.attribute("dimensions")
-        if raw is None:
-            return None
-        return tuple(int(d) for d in raw.strip("{}").split(",") if d.strip())
-
-    @property
-    def tuple_index(self) -> int | None:
-        """A get-tuple-element's ``index``."""
-        if self.opcode != "get-tuple-element":
-            return None
-        match = _INDEX.search(self._split[1])
-        return int(match.group(1)) if match else None
-
-    @property
-    def parameter_number(self) -> int | None:
-        """A parameter's number."""
-        return int(self.literal) if self.opcode == "parameter" else None
-
-    @property
-    def is_spmd_generated(self) -> bool:
-        """True when the partitioner marked it (``frontend_attributes={is_spmd_generated="true"}``, jax >= 0.11)."""
-        return self.frontend_attributes.get("is_spmd_generated") == "true"
-
-
-@dataclass(frozen=True)
-class Computation:
-    """One computation: its instructions in print order (the ROOT among them)."""
-
-    name: str
-    instructions: tuple[Instruction, ...]
-    is_entry: bool = False
-
-    @functools.cached_property
-    def root(self) -> Instruction | None:
-        """The ROOT instruction (the last one when none is marked)."""
-        for inst in reversed(self.instructions):
-            if inst.is_root:
-                return inst
-        return self.instructions[-1] if self.instructions else None
-
-    @functools.cached_property
-    def users(self) -> Mapping[str, tuple[tuple[Instruction, int], ...]]:
-        """``{name: ((user, operand position), ...)}`` of the instructions in this computation."""
-        found: dict[str, list[tuple[Instruction, int]]] = {}
-        for inst in self.instructions:
-            for position, operand in enumerate(inst.operands):
-                found.setdefault(operand, []).append((inst, position))
-        return {name: tuple(users) for name, users in found.items()}
-
-    @functools.cached_property
-    def parameters(self) -> tuple[Instruction, ...]:
-        """The parameter instructions, by parameter number."""
-        found = [inst for inst in self.instructions if inst.opcode == "parameter"]
-        return tuple(sorted(found, key=lambda inst: inst.parameter_number or 0))
-
-
-@dataclass(frozen=True)
-class HloModule:
-    """A parsed module: computations by name (print order), the entry, the stack-frame tables."""
-
-    name: str
-    header: str
-    computations: Mapping[str, Computation]
-    entry_name: str | None
-    stack_frames: StackFrameIndex = StackFrameIndex()
-    unclosed: str | None = None
-    """The computation the text ends inside (its closing ``}`` never came: a truncated file), or None."""
-
-    @property
-    def entry(self) -> Computation | None:
-        """The ENTRY computation."""
-        return self.computations.get(self.entry_name) if self.entry_name else None
-
-    def instructions(self) -> Iterator[Instruction]:
-        """Every instruction of every computation, in print order."""
-        for computation in self.computations.values():
-            yield from computation.instructions
-
-    @property
-    def instruction_count(self) -> int:
-        """How many instructions the module has."""
-        return sum(len(c.instructions) for c in self.computations.values())
-
-    @functools.cached_property
-    def by_name(self) -> Mapping[str, Instruction]:
-        """Every instruction by name (names are unique in a module)."""
-        return {inst.name: inst for inst in self.instructions()}
-
-    def instruction(self, name: str) -> Instruction | None:
-        """The instruction called ``name``."""
-        return self.by_name.get(name)
-
-    @functools.cached_property
-    def callers(self) -> Mapping[str, tuple[tuple[Instruction, str], ...]]:
-        """``{computation: ((calling instruction, role), ...)}`` for every called computation."""
-        found: dict[str, list[tuple[Instruction, str]]] = {}
-        for inst in self.instructions():
-            if "=" in inst.body and _MAY_CALL.search(inst.body):
-                for role, callee in inst.called_computations:
-                    found.setdefault(callee, []).append((inst, role))
-        return {name: tuple(calls) for name, calls in found.items()}
-
-    @property
-    def num_partitions(self) -> int:
-        """``num_partitions`` from the module header (1 when not printed)."""
-        match = re.search(r"\bnum_partitions=(\d+)", self.header)
-        return int(match.group(1)) if match else 1
-
-    @property
-    def replica_count(self) -> int:
-        """``replica_count`` from the module header (1 when not printed)."""
-        match = re.search(r"\breplica_count=(\d+)", self.header)
-        return int(match.group(1)) if match else 1
-
-    def source(self, inst: Instruction, users: bool = False) -> SourceLocation | None:
-        """Where the instruction comes from: its stack frame's innermost position (with
-        ``users``, the innermost in the user's own files, past flax's or equinox's), or the
-        inline ``source_file``/``source_line`` older XLA printed (None when it has neither)."""
-        meta = inst.metadata
-        if meta.stack_frame_id:
-            location = self.stack_frames.location(meta.stack_frame_id, users)
-            if location is not None:
-                return location
-        if meta.source_file:
-            return SourceLocation(meta.source_file, meta.source_line)
-        return None
-
-
-_MAY_CALL = re.compile(r"\b(?:body|condition|calls|to_apply|true_computation|false_computation|branch_computations|called_computations)=")
 
 
 # --------------------------------------------------------------------------- the parse
 
 
-_HEADER = re.compile(r"^[ \t]*HloModule\s+([^\s,]+),?(.*)$", re.M)
-_COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(){}]+)[^{]*\{$")
-_STATEMENT = re.compile(r"(ROOT\s+)?%?([^\s=]+)\s*=\s*")
-_ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|[a-z][a-z0-9]*\b")
-_OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
-_NO_OPERANDS = frozenset(("constant", "parameter", "iota", "partition-id", "replica-id", "rng-get-and-update-state"))
+_HEADER = re.compile(r"^[ \t]*+HloModule\s++([^\s,]++),?(.*)$", re.M)
+_COMPUTATION = re.compile(r"(ENTRY\s++)?%?([^\s(){}]++)[^{]*+\{$")
+_STATEMENT = re.compile(r"(ROOT\s++)?%?([^\s=]++)\s*+=\s*+")
+KEPT_PROBLEMS = 100
+"""How many of what the parse read past a module keeps (:attr:`HloModule.problems`)."""
 
 
 def parse(text: str) -> HloModule:
@@ -422,54 +59,137 @@ def parse(text: str) -> HloModule:
     with ``.1``, ``.2`` suffixes, and the operands of each computation follow its own names).
     Lines outside computations that are not the module header (a log line, the stack-frame
     tables) are skipped.
+
+    Any text is read, in time and memory linear in its length, without recursion: what is not
+    a module's is read past and said in :attr:`HloModule.problems` (and :attr:`HloModule.unclosed`),
+    which :func:`~shardscope.engine.hlo.well_formed.read_module` turns into one error with its line.
     """
     header = _HEADER.search(text)
-    computations: dict[str, Computation] = {}
-    entry = None
-    current: str | None = None
-    is_entry = False
-    statements: list[str] = []
-    anonymous = [0]  # how many instructions written inline the module has named so far
-    pending = ""
-    for line in text.splitlines():
+    reader = _Reader()
+    statements = None  # the statements of the computation the line is in (None: outside any)
+    number = 0
+    for number, line in enumerate(text.split("\n"), 1):
         if "//" in line:
             line = _strip_line_comment(line)
         stripped = line.strip()
-        if current is None:
-            match = _COMPUTATION.match(stripped) if stripped.endswith("{") and " = " not in stripped else None
-            if match is not None and not stripped.startswith("HloModule"):
-                current, is_entry, statements, pending = match.group(2), match.group(1) is not None, [], ""
-            continue
-        if pending and not (stripped == "}" and _closes(pending)):
-            pending += " " + stripped
-        elif stripped.startswith("}"):
-            computations[current] = _computation(current, statements, is_entry, anonymous)
-            if is_entry:
-                entry = current
-            current = None
-            continue
+        if statements is None:
+            statements = reader.outside(number, stripped)
+        elif reader.pending is not None:
+            statements = reader.continued(number, stripped)
         elif not stripped:
             continue
+        elif stripped[0] == "}":
+            reader.close(number, stripped)
+            statements = None
+        elif _complete(stripped):
+            statements.append((number, stripped))
         else:
-            pending = stripped
-        if _complete(pending):
-            statements.append(pending)
-            pending = ""
-    if entry is None and computations:
-        entry = next(reversed(computations))
-        computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
-    return _unique_names(HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
-                                   entry, parse_stack_frames(text), current))
+            reader.pending = _Statement(number, stripped)
+    return reader.module(text, header, number)
+
+
+class _Reader:
+    """The state of one parse, fed a line at a time."""
+
+    def __init__(self) -> None:
+        self.computations: dict[str, Computation] = {}
+        self.entry: str | None = None
+        self.current: str | None = None
+        self.current_line = 0
+        self.is_entry = False
+        self.statements: list[tuple[int, str]] = []
+        self.pending: _Statement | None = None
+        self.counts = Counts()
+        self.problems: list[tuple[int, str]] = []
+
+    def problem(self, line: int, what: str) -> None:
+        """Say what was read past at ``line``."""
+        if len(self.problems) < KEPT_PROBLEMS:
+            self.problems.append((line, what))
+
+    def continued(self, number: int, stripped: str) -> list[tuple[int, str]] | None:
+        """A line after one that began an instruction and did not end it: its next line, or the
+        ``}`` closing the computation when the instruction's brackets are all closed. Returns
+        the statements of the computation the next line is in (None when this one closed it)."""
+        pending = self.pending
+        assert pending is not None
+        if stripped == "}" and pending.closed:
+            self.close(number, stripped)
+            return None
+        pending.add(stripped)
+        if pending.complete():
+            self.statements.append((pending.line, pending.text()))
+            self.pending = None
+        return self.statements
+
+    def outside(self, number: int, stripped: str) -> list[tuple[int, str]] | None:
+        """A line outside any computation: a computation's header (its statements, empty, are
+        returned), or a line skipped (None)."""
+        match = _COMPUTATION.match(stripped) if stripped.endswith("{") and " = " not in stripped else None
+        if match is not None and not stripped.startswith("HloModule"):
+            self.current, self.is_entry, self.statements = match.group(2), match.group(1) is not None, []
+            self.current_line, self.pending = number, None
+            return self.statements
+        if stripped.startswith("}"):
+            self.problem(number, "a '}' that closes no computation")
+        elif _STATEMENT.match(stripped) and OPCODE_ANYWHERE.search(stripped) and not stripped.startswith("HloModule"):
+            self.problem(number, f"an instruction outside any computation: {_quoted(stripped)}")
+        return None
+
+    def close(self, number: int, stripped: str) -> None:
+        """The ``}`` closing the current computation."""
+        name = self.current
+        assert name is not None
+        if self.pending is not None:
+            self.problem(self.pending.line, f"an instruction the computation %{name} closes before it ends: "
+                                            f"{_quoted(self.pending.text())}")
+            self.pending = None
+        if stripped != "}":
+            self.problem(number, f"text after the '}}' closing the computation %{name}: {_quoted(stripped[1:])}")
+        if name in self.computations:
+            first = self.computations[name].line
+            self.problem(self.current_line, f"a second computation named %{name} (the first is at line {first})")
+        computation, problems = _computation(name, self.statements, self.is_entry, self.counts, self.current_line)
+        self.computations[name] = computation
+        for line, what in problems:
+            self.problem(line, what)
+        if self.is_entry:
+            if self.entry is not None and self.entry != name:
+                self.problem(self.current_line, f"a second ENTRY computation, %{name} (%{self.entry} is the first)")
+            else:
+                self.entry = name
+        self.current = None
+
+    def module(self, text: str, header: re.Match | None, lines: int) -> HloModule:
+        """The module read, once every line (``lines`` of them) has been."""
+        computations = self.computations
+        entry = self.entry
+        if entry is None and computations and header is not None and "entry_computation_layout=" in header.group(2):
+            self.problem(lines, "no computation is marked ENTRY, though the module's header gives the layout of its "
+                                "entry computation: the text ends before its ENTRY computation")
+        if self.current is not None:
+            self.problem(self.current_line, f"the computation %{self.current} is not closed: the text ends inside it")
+            if self.pending is not None:
+                self.problem(self.pending.line, f"an instruction the text ends inside ({self.pending.unclosed()}): "
+                                                f"{_quoted(self.pending.text())}")
+        if entry is None and computations:
+            entry = next(reversed(computations))
+            computations[entry] = dataclasses.replace(computations[entry], is_entry=True)
+        module = HloModule(header.group(1) if header else "", header.group(2) if header else "", computations,
+                           entry, parse_stack_frames(text), self.current, tuple(self.problems))
+        return _unique_names(module)
+
+
+def _quoted(text: str, width: int = 60) -> str:
+    """``text`` in quotes, cut to ``width`` characters."""
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
 
 
 def _strip_line_comment(line: str) -> str:
     """``line`` without a ``//`` comment (one inside a quoted string is kept)."""
-    quoted = False
-    for k, char in enumerate(line):
-        if char == '"' and (k == 0 or line[k - 1] != "\\"):
-            quoted = not quoted
-        elif char == "/" and not quoted and line.startswith("//", k):
-            return line[:k]
+    for match in STATEMENT_TOKENS.finditer(line):
+        if match.group() == "//":
+            return line[: match.start()]
     return line
 
 
@@ -483,40 +203,124 @@ def _complete(statement: str) -> bool:
         return False
     if (statement.count("(") == statement.count(")") and statement.count("{") == statement.count("}")
             and statement.count("[") == statement.count("]")):
-        return not statement.endswith(")") or _OPCODE.search(statement) is not None
-    return _closes(statement)
+        return not statement.endswith(")") or OPCODE_ANYWHERE.search(statement) is not None
+    return _Statement(0, statement).closed
 
 
-def _closes(statement: str) -> bool:
-    """The exact form of :func:`_complete`'s bracket check."""
-    depth = 0
-    for match in _BRACKETS.finditer(statement):
-        token = match.group()
-        if token in "([{":
-            depth += 1
-        elif token in ")]}":
-            depth -= 1
-    return depth <= 0
+class _Statement:
+    """An instruction written over several lines, read a line at a time: its brackets' depth
+    and whether a quoted string runs on are kept, so each line is scanned once."""
+
+    def __init__(self, line: int, first: str) -> None:
+        self.line = line
+        self.parts: list[str] = []
+        self.depth = 0
+        self.quoted = False
+        self.opened = False
+        self.opcode = False
+        self.searched = 0  # the parts searched for an opcode so far
+        self.add(first)
+
+    @property
+    def closed(self) -> bool:
+        """True when every bracket opened so far is closed, outside any quoted string."""
+        return self.depth <= 0 and not self.quoted
+
+    def add(self, part: str) -> None:
+        """One more line of the statement: its brackets counted between its quoted strings."""
+        self.parts.append(part)
+        self.opened = self.opened or "(" in part
+        position = 0
+        if self.quoted:
+            rest = STRING_REST.match(part)
+            assert rest is not None  # it matches the empty string
+            if rest.group(1) is None:
+                return
+            self.quoted, position = False, rest.end()
+        while True:
+            quote = part.find('"', position)
+            segment = part[position:] if quote < 0 else part[position:quote]
+            self.depth += (segment.count("(") + segment.count("[") + segment.count("{")
+                           - segment.count(")") - segment.count("]") - segment.count("}"))
+            if quote < 0:
+                return
+            string = STRING_REST.match(part, quote + 1)
+            assert string is not None  # it matches the empty string
+            if string.group(1) is None:
+                self.quoted = True
+                return
+            position = string.end()
+
+    def complete(self) -> bool:
+        """:func:`_complete` of the statement so far."""
+        last = self.parts[-1]
+        if not (self.opened and self.closed) or last.endswith(","):
+            return False
+        if not last.endswith(")"):
+            return True
+        while not self.opcode and self.searched < len(self.parts):  # each part searched once
+            part = self.parts[self.searched]
+            self.opcode = "(" in part and OPCODE_ANYWHERE.search(part) is not None
+            self.searched += 1
+        return self.opcode
+
+    def unclosed(self) -> str:
+        """What is left open: ``a quoted string``, ``3 brackets``."""
+        if self.quoted:
+            return "a quoted string never closed"
+        return f"{self.depth} bracket{'' if self.depth == 1 else 's'} never closed"
+
+    def text(self) -> str:
+        """The statement, its lines joined by spaces."""
+        return " ".join(self.parts)
 
 
-_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{}]')
-
-
-def _computation(name: str, statements: list[str], is_entry: bool, anonymous: list[int]) -> Computation:
-    """The computation of the whole instruction statements of its body (``anonymous`` counts the
-    module's inline operands named so far)."""
+def _computation(name: str, statements: list[tuple[int, str]], is_entry: bool, counts: Counts,
+                 line: int) -> tuple[Computation, list[tuple[int, str]]]:
+    """The computation of the whole instruction statements of its body (``counts``: what the
+    module has made so far), and what of them it read past: a statement that is no instruction,
+    a name given twice, the instructions past :attr:`Counts.limit`. This loop is the parse's own:
+    it does no more per statement than the instruction needs (the rarer checks run after it)."""
     instructions: list[Instruction] = []
+    lines: list[int] = []
     known: dict[str, Instruction] = {}
-    for statement in statements:
+    problems: list[tuple[int, str]] = []
+    before = counts.made
+    room = counts.limit - before  # instructions the module may still make: one past them is said
+    for number, statement in statements[: max(room + 1, 0)]:
         parsed = _instruction(statement, name)
         if parsed is None:
+            if len(problems) < KEPT_PROBLEMS:
+                problems.append((number, f"not an instruction: {_quoted(statement)}"))
             continue
         inst, inline = parsed
         if inline:
-            inst = _hoist(inst, instructions, anonymous, known)
+            counts.made = before + len(instructions)  # what hoist may still make is counted from here
+            inst = hoist(inst, instructions, counts, known)
+            lines.extend([number] * (len(instructions) - len(lines)))  # what it wrote inline, on its line
         instructions.append(inst)
+        lines.append(number)
         known[inst.name] = inst
-    return Computation(name, tuple(instructions), is_entry)
+        if inline and before + len(instructions) > counts.limit:
+            break
+    counts.made = before + len(instructions)
+    if before <= counts.limit < counts.made:  # this computation went past it: said once, on its last line
+        problems.append((lines[-1], f"the module holds more than {counts.limit:,} instructions: shardscope "
+                                    "reads modules of at most that many"))
+    if len(known) < len(instructions):
+        problems += _names_given_twice(name, instructions, lines)[:KEPT_PROBLEMS]
+    return Computation(name, tuple(instructions), is_entry, line, tuple(lines)), problems
+
+
+def _names_given_twice(computation: str, instructions: list[Instruction], lines: list[int]) -> list[tuple[int, str]]:
+    """Each instruction of ``computation`` whose name an earlier one has, on its line."""
+    first: dict[str, int] = {}
+    found = []
+    for inst, line in zip(instructions, lines):
+        if inst.name in first:
+            found.append((line, f"%{inst.name} is defined twice in %{computation} (first at line {first[inst.name]})"))
+        first.setdefault(inst.name, line)
+    return found
 
 
 def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] | None:
@@ -530,7 +334,7 @@ def _instruction(statement: str, computation: str) -> tuple[Instruction, bool] |
     if split is None:
         return None
     shape, opcode, body = split
-    inline = opcode not in _NO_OPERANDS and (_holds_parenthesis(body) or "#" in body[: body.find(")")])
+    inline = opcode not in NO_OPERANDS and (_holds_parenthesis(body) or "#" in body[: body.find(")")])
     return Instruction(name, shape, opcode, computation, body, root), inline
 
 
@@ -546,70 +350,22 @@ def _shape_and_opcode(text: str, at: int) -> tuple[str, str, str] | None:
     if text.startswith("(", at):
         end = matching(text, at) + 1
     else:
-        array = _ARRAY_SHAPE.match(text, at)
+        array = ARRAY_SHAPE.match(text, at)
         if array is None:
             return None
         end = array.end()
-    opcode = _OPCODE.match(text, end)
+    opcode = OPCODE.match(text, end)
     if opcode is None:
         return None
     return text[at:end].strip(), opcode.group(1), text[opcode.end():]
-
-
-def _hoist(inst: Instruction, before: list[Instruction], anonymous: list[int],
-           known: dict[str, Instruction]) -> Instruction:
-    """``inst`` with each operand written inline (``s32[] constant(16)``) made an instruction of
-    its own, appended to ``before`` as XLA's parser adds it ahead of its user; and each tuple
-    element read in place (``%param.12#2``, how newer XLA prints a get-tuple-element it folded
-    into its user) made the get-tuple-element it stands for, named as written (``param.12#2``).
-    ``known`` holds the computation's instructions so far by name."""
-    operand_text = inst.body[: matching(inst.body, -1)]
-    names = []
-    for part in split_top(operand_text):
-        part = COMMENT.sub("", part).strip()
-        split = _shape_and_opcode(part, 0) if part[:1] != "%" else None
-        if split is None:
-            token = part.rsplit(" ", 1)[-1]
-            if "#" in token:
-                match = _OPERAND_NAME.search(token)
-                part = "%" + _element(match.group(1) if match else token.lstrip("%"), inst.computation, before, known)
-            names.append(part)
-            continue
-        shape, opcode, body = split
-        anonymous[0] += 1
-        name = f"{opcode}.anon" + (f".{anonymous[0] - 1}" if anonymous[0] > 1 else "")
-        inner = Instruction(name, shape, opcode, inst.computation, body)
-        if opcode not in _NO_OPERANDS and _holds_parenthesis(body):
-            inner = _hoist(inner, before, anonymous, known)
-        before.append(inner)
-        known[name] = inner
-        names.append("%" + name)
-    body = ", ".join(names) + inst.body[len(operand_text):]
-    return dataclasses.replace(inst, body=body, _cache=None)
-
-
-def _element(name: str, computation: str, before: list[Instruction], known: dict[str, Instruction]) -> str:
-    """The get-tuple-element ``name`` (``param.12#2``, ``param#1#0`` for a nested tuple) stands
-    for, made once per computation and appended to ``before``; its name."""
-    if name in known or "#" not in name:
-        return name
-    base, _, index = name.rpartition("#")
-    base = _element(base, computation, before, known)
-    source = known.get(base)
-    shape = ""
-    if source is not None and source.shape.is_tuple and index.isdigit() and int(index) < len(source.shape.elements):
-        shape = source.shape.elements[int(index)].text
-    element = Instruction(name, shape, "get-tuple-element", computation, f"%{base}), index={index}")
-    before.append(element)
-    known[name] = element
-    return name
 
 
 def _unique_names(module: HloModule) -> HloModule:
     """``module`` with every instruction name unique across it, as XLA's parser leaves a module:
     a name an earlier computation holds gets the next free ``.N`` suffix, and the operands of
     its own computation follow the new name. Printed modules already have unique names: they
-    are returned as they are."""
+    are returned as they are. Each name's next suffix is kept, so 60,000 uses of one name cost
+    60,000 steps, not 60,000 squared."""
     seen: set[str] = set()
     repeated = False
     for inst in module.instructions():
@@ -620,15 +376,17 @@ def _unique_names(module: HloModule) -> HloModule:
     if not repeated:
         return module
     taken = {inst.name for inst in module.instructions()}
+    suffixes: dict[str, int] = {}
     used: set[str] = set()
     computations = {}
     for computation in module.computations.values():
         renames: dict[str, str] = {}
         for inst in computation.instructions:
             if inst.name in used:
-                base, k = inst.name, 1
+                base, k = inst.name, suffixes.get(inst.name, 1)
                 while f"{base}.{k}" in taken:
                     k += 1
+                suffixes[base] = k + 1
                 renames[inst.name] = f"{base}.{k}"
                 taken.add(renames[inst.name])
             used.add(renames.get(inst.name, inst.name))
@@ -641,9 +399,10 @@ def _renamed(computation: Computation, renames: Mapping[str, str]) -> Computatio
     instructions = []
     for inst in computation.instructions:
         body = inst.body
-        if inst.opcode not in _NO_OPERANDS and any(o in renames for o in inst.operands):
+        if inst.opcode not in NO_OPERANDS and any(o in renames for o in inst.operands):
             operand_text = body[: matching(body, -1)]
             names = ", ".join("%" + renames.get(o, o) for o in inst.operands)
             body = names + body[len(operand_text):]
-        instructions.append(dataclasses.replace(inst, name=renames.get(inst.name, inst.name), body=body, _cache=None))
-    return Computation(computation.name, tuple(instructions), computation.is_entry)
+        instructions.append(Instruction(renames.get(inst.name, inst.name), inst.shape_text, inst.opcode, inst.computation,
+                                        body, inst.is_root))
+    return Computation(computation.name, tuple(instructions), computation.is_entry, computation.line, computation.lines)

@@ -117,7 +117,7 @@ def _sliced_bytes(module: HloModule, computation: Computation, parameter: Instru
     total = 0.0
     for user, position in users:
         if user.opcode in _SLICES and position == 0:
-            total += memory_bytes(user.shape)
+            total += _logical_bytes(user.shape)  # read from the operand's memory, wherever the slice goes
             continue
         inner = _fused_computation(module, user) if user.opcode == "fusion" else None
         inner_parameters = inner.parameters if inner is not None else []
@@ -180,3 +180,8 @@ def memory_bytes(shape: Shape) -> int:
     if shape.array is not None:
         return 0 if OTHER_MEMORY.search(shape.text) else shape.array.nbytes
     return sum(memory_bytes(element) for element in shape.elements)
+
+
+def _logical_bytes(shape: Shape) -> int:
+    """All the bytes of ``shape``, whatever memory space its leaves are laid out in."""
+    return shape.array.nbytes if shape.array is not None else sum(_logical_bytes(e) for e in shape.elements)

@@ -1,28 +1,30 @@
-"""Whether a compiled collective inside a while loop has to run there.
+"""Whether a compiled collective inside a while loop has to run there, judged on the compiled module.
 
-The same three verdicts as the jaxpr view (:mod:`shardscope.engine.jaxpr.verdicts`), decided on the
-partitioned module, per value the collective carries (a combined one carries several):
+The verdicts of the jaxpr view (:mod:`shardscope.engine.jaxpr.verdicts`), decided on the
+partitioned module's own dataflow, value by value (a combined collective carries several):
 
-- ``deferrable``: a sum (an all-reduce or reduce-scatter whose combiner adds two numbers, real
-  or complex) whose result only reaches a loop-carried accumulator, through the steps XLA's own
-  ``WhileLoopAllReduceCodeMotion`` accepts: ``convert``, ``bitcast``, ``reshape``,
-  ``transpose``, ``copy``, ``slice``, ``select(p, value, 0)`` with a predicate the same on every
-  device; and a scaling by a number the same on every device (``value * c``, ``value / c``,
-  ``-value``: a mean's ``1/N``, which XLA's pass does not take but is as linear); then an ``add`` with the carry element at the same tuple index (one
-  ``dynamic-slice``/``dynamic-update-slice`` pair around it allowed, at offsets the same on
-  every device), the buffer read nowhere else in the loop nor in its condition. Seen through
-  fusions and through nested loops (an inner loop that stacks each iteration's sum into a
-  zero-initialised buffer, or that accumulates into the outer loop's carry threaded through
-  it). And one run after the loop must move fewer bytes than the runs in it: a sum written
-  into its own slot of a stacked output (each layer's gradient in a scan over layers) is
-  ``needed``, since deferring it saves nothing. A reduce-scatter (or the TPU's all-reduce
-  scattered by its fusion) deferred sums the whole accumulator after the loop: its bytes, not
-  the shard's, are what one run then moves.
+- ``deferrable``: a sum (an all-reduce or reduce-scatter whose combiner adds) whose values only
+  accumulate into loop carries, through linear steps with coefficients the same on every device
+  (:mod:`~shardscope.engine.hlo.accumulation`): moves, slices, adds of other accumulated values,
+  a ``select`` or conditional on a predicate the same on every device (a mask replicated over
+  the devices, T5X's ``lax.cond(i == 0, m, prev + m)``), a scaling by a factor the same on every
+  device, a dynamic-update-slice. Seen through fusions and nested loops (an inner loop whose
+  carry accumulates it, started from zeros or from the outer carry). One run after the loop
+  must move fewer bytes than the runs in it (a sum written into its own slot of a stacked
+  output saves nothing: see ``stackable``). A reduce-scatter (or the TPU's all-reduce scattered
+  by its fusion) deferred sums the whole accumulator after the loop: its bytes, not the
+  shard's, are what one run then moves. Two sums added into the same accumulator (XLA:GPU's
+  copy of a loop's last iteration beside the loop's own) leave it together.
+- ``stackable``: each iteration writes the collective's result into its own slot of a stacked
+  carry (:mod:`~shardscope.engine.hlo.slots`): one collective of the slots after the loop gives
+  the same result, whatever its combiner.
 - ``loop_invariant``: no operand depends on what the loop changes (its changing carry
-  elements): it can run before the loop.
-- ``needed``: anything else (a wrong "deferrable" is worse than a missed one).
+  elements, seen through inner loops that pass them on): it can run before the loop.
+- ``needed``: anything else (a wrong "deferrable" is worse than a missed one): a value the next
+  iteration reads (SGD's weights updated with the summed gradient), one a ``maximum`` takes.
 
-Which values a loop changes and which are the same on every device is :mod:`loop_facts`'.
+The instruction's verdict is its values' (:func:`shardscope.engine.hlo.fixes.verdict_of`): the
+same for all, ``splittable`` when some values could leave and the others are needed.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardscope.engine.counts import known_product
+from shardscope.engine.hlo.accumulation import AccumulationWalk, Accumulated, NotAccumulated, Value
 from shardscope.engine.hlo.flow import FORWARDING, Flow
-from shardscope.engine.hlo.linear_steps import ON_THE_WAY, LinearSteps
+from shardscope.engine.hlo.linear_steps import LinearSteps
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.loops import LoopCounts
-from shardscope.engine.hlo.sites import CollectiveSite
+from shardscope.engine.hlo.replication import Replication
+from shardscope.engine.hlo.sites import CollectiveSite, SiteFinder
+from shardscope.engine.hlo.slots import SlotFinder
 from shardscope.engine.hlo.text import Computation, HloModule, Instruction
 from shardscope.engine.jaxpr.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, STACKABLE
 from shardscope.collective_kinds import ALL_REDUCE, REDUCE_SCATTER, SUM_KINDS
@@ -43,6 +48,12 @@ _STACKING_COMBINERS = frozenset({"add", "maximum", "minimum", "multiply"})
 """Combiners whose collective of a stacked buffer after the loop gives every slot what the
 collective of that slot's value gave in the loop (each slot combines its own values only)."""
 _NUMERIC = frozenset({"bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "c64", "c128"})
+_PLACING = FORWARDING | {"slice", "dynamic-slice", "pad", "broadcast", "negate", "reverse"}
+"""Steps that place one value among zeros or cut it (the way to a partner's value, walked back)."""
+_BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
+_PARTNER_ROUNDS = 8
+"""How many times a walk is made again with the other sums it met added into the same accumulator
+(each round takes in every one it met)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,8 @@ class OperandVerdict:
     ``saving_unknown``: deferrable under an unknown trip count with an accumulator larger than
     one run (``bytes_per_run``). ``slots``: a loop-invariant collective hoisted out of a loop
     around another that changes its operand keeps that many results (None: unknown).
+    ``partners``: other collectives summed into the same accumulator, which leave the loop with
+    it (the copy of a loop's last iteration a GPU compiler peels off).
     """
 
     kind: str
@@ -66,43 +79,30 @@ class OperandVerdict:
     saving_unknown: bool = False
     bytes_per_run: int | None = None
     slots: int | None = 1
-
-
-@dataclass(frozen=True)
-class _CarryRead:
-    """Why a value reaching a carry is not accumulated there: the carry element it is added
-    into is read elsewhere in the loop (or by its condition)."""
-
-    index: int
+    partners: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class _Level:
-    """How a value reaches one loop's carry: the tuple index, and ``add`` (accumulates),
-    ``dus`` (written into a slot) or ``thread`` (the carry goes through an inner loop that
-    accumulates into it); ``scattered`` when only a shard of the sum (a dynamic-slice at an
-    offset the loop does not change, a device's own) reaches it."""
+    """One loop's walk: what accumulates there, and the other sums that accumulate with it."""
 
-    index: int
-    kind: str
-    scattered: bool = False
-    also: tuple[int, ...] = ()
-
-    @property
-    def indices(self) -> tuple[int, ...]:
-        """Every carry element the value accumulates into (slices of one sum, each its own)."""
-        return (self.index, *self.also)
+    found: Accumulated | NotAccumulated
+    partners: tuple[CollectiveSite, ...] = ()
 
 
 class CompiledClassifier:
     """Verdicts for the collectives of one module (per-loop facts cached)."""
 
-    def __init__(self, module: HloModule, flow: Flow | None = None, counts: LoopCounts | None = None) -> None:
+    def __init__(self, module: HloModule, flow: Flow | None = None, counts: LoopCounts | None = None,
+                 finder: SiteFinder | None = None, replicated_parameters: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.flow = flow or Flow(module)
         self.counts = counts or LoopCounts(module, self.flow)
         self.facts = LoopFacts(module, self.flow, self.counts)
-        self.steps = LinearSteps(self.flow, self.facts)
+        self.slots = SlotFinder(self.flow, self.facts, self.counts)
+        self.finder = finder or SiteFinder(module, self.flow)
+        self.replicated_parameters = replicated_parameters  # entry parameters the same on every device
+        self._steps: dict[str, LinearSteps] = {}
 
     def operand_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
         """One verdict per operand of the collective at ``site``."""
@@ -117,8 +117,15 @@ class CompiledClassifier:
             slots = known_product(self.trip_count(w) for w in kept)  # the results of the loops inside, kept
             return (OperandVerdict(LOOP_INVARIANT, tuple(w.name for w in reversed(invariant)), site.result.shape.nbytes,
                                    stacked=bool(kept), slots=slots),) * count
-        combiner = self._combiner(inst) if site.kind in SUM_KINDS else None
-        if combiner is None:
+        return self.deferral_verdicts(site)
+
+    def deferral_verdicts(self, site: CollectiveSite) -> tuple[OperandVerdict, ...]:
+        """One verdict per operand on whether it could leave its loops after them (deferred or
+        stacked), whether or not it could also run before them (loop-invariant)."""
+        inst = site.instruction
+        count = max(1, len(site.carried))
+        combiner = self.combiner(inst) if site.kind in SUM_KINDS else None
+        if combiner is None or not site.loops:
             return (OperandVerdict(NEEDED),) * count
         if len(inst.operands) > 1 and site.kind not in (ALL_REDUCE, REDUCE_SCATTER):
             return (OperandVerdict(NEEDED),) * count  # a combined sum's values are the tuple's elements
@@ -129,6 +136,18 @@ class CompiledClassifier:
     def trip_count(self, loop: Instruction) -> int | None:
         """The loop's trip count (written by XLA or derived)."""
         return self.counts.trip_count(loop.name)
+
+    def combiner(self, inst: Instruction) -> str | None:
+        """``add`` (a sum), ``maximum``, ``minimum`` or ``multiply``: the opcode that combines the
+        reduction's two parameters, when every element type is a number; else None."""
+        combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
+        root = combiner.root if combiner is not None else None
+        if combiner is None or root is None or root.opcode not in _STACKING_COMBINERS \
+                or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
+            return None
+        operands = [self.module.instruction(o) for o in inst.operands]
+        numeric = all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
+        return root.opcode if numeric else None
 
     # ------------------------------------------------------------------ loop invariance
 
@@ -151,93 +170,233 @@ class CompiledClassifier:
 
     # ------------------------------------------------------------------ deferral
 
-    def _combiner(self, inst: Instruction) -> str | None:
-        """``add`` (a sum), ``maximum``, ``minimum`` or ``multiply``: the opcode that combines the
-        reduction's two parameters, when every element type is a number; else None."""
-        combiner = self.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
-        root = combiner.root if combiner is not None else None
-        if combiner is None or root is None or root.opcode not in _STACKING_COMBINERS \
-                or sorted(root.operands) != sorted(p.name for p in combiner.parameters):
-            return None
-        operands = [self.module.instruction(o) for o in inst.operands]
-        numeric = all(o is not None and all(a.dtype in _NUMERIC for a in o.shape.arrays) for o in operands)
-        return root.opcode if numeric else None
+    def _runs_in(self, inst: Instruction, body: Computation) -> bool:
+        """True when ``inst`` sits in ``body`` or in a computation a call or fusion there runs
+        inline, or in a branch of a conditional there (the walk leaves a branch by its result)."""
+        computation = inst.computation
+        for _ in range(16):
+            if computation == body.name:
+                return True
+            caller = self.flow.inlined_by.get(computation) or self._branching(computation)
+            if caller is None:
+                return False
+            computation = caller.computation
+        return False
 
-    def _deferral(self, site: CollectiveSite, index: int | None, part: int | None = None,
-                  combiner: str = "add") -> OperandVerdict:
-        """Follow one value the sum makes outwards, loop by loop, and keep the outermost loop
-        whose carry accumulates it with bytes saved. ``part`` is one value of the GPU's flat
+    def _branching(self, computation: str) -> Instruction | None:
+        """The conditional ``computation`` is the one caller of, as a branch (None otherwise)."""
+        callers = self.module.callers.get(computation, ())
+        if len(callers) != 1:
+            return None
+        caller, role = callers[0]
+        return caller if caller.opcode == "conditional" and role in _BRANCH_ROLES else None
+
+    def _steps_for(self, inst: Instruction) -> LinearSteps:
+        """The linear steps for a collective over ``inst``'s groups (what is the same on every device depends on them)."""
+        groups = inst.attribute("replica_groups") or "{}"
+        if groups not in self._steps:
+            known = self.replicated_parameters
+            self._steps[groups] = LinearSteps(
+                self.flow, self.facts, Replication(self.module, self.flow, groups, replicated_parameters=known),
+                Replication(self.module, self.flow, groups, sums_shared=False, replicated_parameters=known))
+        return self._steps[groups]
+
+    def _deferral(self, site: CollectiveSite, index: int | None, part: int | None, combiner: str) -> OperandVerdict:
+        """Follow one value the collective makes outwards, loop by loop, and keep the outermost
+        loop whose carry accumulates it with bytes saved. ``part`` is one value of the GPU's flat
         form (a concatenation summed at once): followed from the slice that takes its sum back.
         A value the innermost loop writes into its own slot of a stacked buffer, and no loop
-        accumulates, is ``stackable`` (any of :data:`_STACKING_COMBINERS`); only a sum accumulates."""
+        accumulates with a saving, is ``stackable`` (any of :data:`_STACKING_COMBINERS`); only a
+        sum accumulates."""
         carried = site.parts[part] if part is not None else site.instruction.operands[index or 0]
         operand = self.module.instruction(carried)
         value_bytes = operand.shape.nbytes if operand is not None else 0
-        value, value_index = site.result, index
+        value: Instruction = site.result
+        element = index
         if part is not None:
-            value = self.module.instruction(site.part_results[part]) or site.result
+            value, element = self.module.instruction(site.part_results[part]) or site.result, None
+        steps = self._steps_for(site.instruction)
+        seeds: list[Value] = [(value, element)]
+        inits: list[tuple[Instruction, int]] = []
+        threaded: dict[str, frozenset[int]] = {}
         runs: int | None = 1
         slots: int | None = 1  # how many of the value a stacked accumulator holds
-        best: OperandVerdict | None = None
-        stack: OperandVerdict | None = None
+        best = stack = None
         stacked = scattered = carry_read = False
-        inner: str | None = None  # what the inner loop did with it: add or dus
-        init: str | None = None  # the inner loop's initial value there: zero or threaded
+        partners: tuple[CollectiveSite, ...] = ()
         for depth, loop in enumerate(reversed(site.loops)):
             body = self.facts.called(loop, "body")
-            if body is None or value.computation != body.name:
+            if body is None or any(not self._runs_in(s, body) for s, _ in seeds):
                 break
-            level = self._level(value, value_index, loop, body, init, site.result)
-            if isinstance(level, _CarryRead):
-                carry_read = carry_read or best is None
+            if depth == 0 and combiner in _STACKING_COMBINERS:
+                slot = self.slots.slot(value, element, loop, body, combiner, steps, value_bytes)
+                if slot is not None:
+                    stack = OperandVerdict(STACKABLE, (loop.name,), slot.buffer_bytes, True, bytes_per_run=value_bytes)
+            if combiner != "add":
                 break
-            if level is None:
+            level = self._level(site, loop, body, seeds, inits, threaded, steps)
+            if isinstance(level.found, NotAccumulated):
+                carry_read = carry_read or (level.found.carry_read and best is None)
                 break
-            kind = inner if level.kind == "thread" else level.kind
-            stacked = stacked or kind == "dus"
-            scattered = scattered or level.scattered or (part is None and self._scatters(site, index))
+            found = level.found
+            partners = tuple(dict.fromkeys(partners + level.partners))
+            stacked = stacked or found.stacked
+            scattered = scattered or found.scattered or (part is None and self._scatters(site, index))
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
+            root = body.root
+            carried_bytes = sum(root.shape.element(k).nbytes for k in found.carries) if root is not None and root.shape.is_tuple else 0
             # deferred, a scattered sum accumulates the whole unscattered value on each device
-            tupled = body.root is not None and body.root.shape.is_tuple
-            carried_bytes = sum(body.root.shape.element(k).nbytes for k in level.indices) if body.root is not None and tupled else 0
-            if scattered:  # the unscattered value, in as many slots as the loops inside stacked
-                buffer_bytes = carried_bytes if slots is None else value_bytes * slots
+            factor = self._scatter_factor(site, index) if part is None else None
+            if factor is not None:
+                buffer_bytes = carried_bytes * factor
             else:
-                buffer_bytes = carried_bytes
-            if level.kind == "dus":
+                buffer_bytes = (carried_bytes if slots is None else value_bytes * slots) if scattered else carried_bytes
+            if found.stacked:
                 slots = None if slots is None or trip is None else slots * trip
-            left = tuple(w.name for w in site.loops[len(site.loops) - depth - 1 :])
-            if kind == "add" and combiner == "add":
-                saves = _saves(buffer_bytes, value_bytes, runs)
-                if saves or runs is None:  # an unknown trip count: valid, the saving unknown
-                    best = OperandVerdict(DEFERRABLE, left, buffer_bytes, stacked, saving_unknown=not saves,
-                                          bytes_per_run=value_bytes)
-            elif kind == "dus" and depth == 0 and not scattered and self._stacks_from(loop, level, combiner):
-                stack = OperandVerdict(STACKABLE, left, buffer_bytes, True, bytes_per_run=value_bytes)
-            if level.also:
-                break  # several accumulators of one sum: each leaves this loop with it
-            # outwards: the loop's result at that index, if its initial value adds nothing to the sum
-            init = self._initial_value(loop, level)
-            if init is None or combiner != "add":
+            left = tuple(w.name for w in site.loops[len(site.loops) - depth - 1:])
+            if runs is None:  # an unknown trip count: it saves when the accumulator is no larger than one run
+                saves = buffer_bytes <= value_bytes
+            else:
+                moved = self._moved(value_bytes, runs, partners, left)
+                saves = moved is not None and buffer_bytes < moved
+            if saves or runs is None:  # an unknown trip count: valid, the saving unknown
+                best = OperandVerdict(DEFERRABLE, left, buffer_bytes, stacked, saving_unknown=not saves,
+                                      bytes_per_run=value_bytes, partners=tuple(p.instruction.name for p in partners))
+            # outwards: the loop's results at those indices, if it starts them from zeros or from the outer carry
+            init = self.flow.producer(loop, 0)
+            if init is None or init.opcode != "tuple":
                 break
-            value, value_index, inner = loop, level.index, kind
+            seeds = [(loop, k) for k in found.carries]
+            inits = [(init, k) for k in found.carries]
+            threaded = {loop.name: frozenset(found.carries)}
         if best is not None:
             return best
         if stack is not None:
             return stack
         return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read)
 
-    def _stacks_from(self, loop: Instruction, level: _Level, combiner: str) -> bool:
-        """The stacked buffer starts as the combiner leaves it: the slots no iteration writes
-        combine, after the loop, to what they were (zeros for a sum or a product, a value the
-        same on every device for a maximum or minimum)."""
-        element = self._initial_element(loop, level.index)
-        if element is None:
-            return False
-        if combiner in ("add", "multiply"):
-            return self.flow.is_zero(element)
-        return self.flow.is_constant(element)
+    def _level(self, site: CollectiveSite, loop: Instruction, body: Computation, seeds: list[Value],
+               inits: list[tuple[Instruction, int]], threaded: dict[str, frozenset[int]], steps: LinearSteps) -> _Level:
+        """The walk of one loop's body from ``seeds``; another sum of the same kind added into
+        the same accumulator is taken in and the walk made again (both leave the loop, or neither)."""
+        partners: list[CollectiveSite] = []
+        extra: list[Value] = []
+        extra_inits: list[tuple[Instruction, int]] = []
+        threads = dict(threaded)
+        for _ in range(_PARTNER_ROUNDS):
+            walk = AccumulationWalk(self.flow, steps, self.facts, loop, body, site.instruction, threads,
+                                    lambda inst: self._partner(site, loop, body, inst, steps))
+            found = walk.run(seeds + extra, inits + extra_inits)
+            if not isinstance(found, NotAccumulated) or not found.partners:
+                return _Level(found, tuple(partners))
+            for met in found.partners:
+                taken = self._taken_partner(site, loop, body, met, steps)
+                if taken is None or (taken[1], None) in extra:
+                    return _Level(NotAccumulated(added_term=True))
+                partner, value, inner = taken
+                if partner is not site and partner not in partners:
+                    partners.append(partner)
+                extra.append((value, None))
+                if inner is not None:
+                    inner_loop, carries = inner
+                    threads[inner_loop.name] = threads.get(inner_loop.name, frozenset()) | carries
+                    start = self.flow.producer(inner_loop, 0)
+                    extra_inits += [(start, k) for k in carries] if start is not None else []
+        return _Level(NotAccumulated(added_term=True))
+
+    def _partner(self, site: CollectiveSite, loop: Instruction, body: Computation, inst: Instruction,
+                 steps: LinearSteps) -> Instruction | None:
+        taken = self._taken_partner(site, loop, body, inst, steps)
+        return taken[1] if taken is not None else None
+
+    def _taken_partner(self, site: CollectiveSite, loop: Instruction, body: Computation, inst: Instruction,
+                       steps: LinearSteps) -> tuple[CollectiveSite, Instruction, tuple[Instruction, frozenset[int]] | None] | None:
+        """``(the other collective, its value here, (the inner loop that accumulates it, which
+        carries))`` for the first value ``inst`` is made of (by moves, slices, padding and adds)
+        that is another value of the same instruction, or of another sum of the same kind and
+        groups as ``site``'s, in this loop's body or accumulated by a loop directly inside it."""
+        for source in self._sources(inst):
+            own = self.flow.producer(source, 0) if source.opcode == "get-tuple-element" else None
+            if source is site.result or own is site.result or source.name in site.part_results:
+                return site, source, None  # another value of the same (combined) instruction
+            for other in self.finder.sites():
+                if other is site or not self._alike(site, other):
+                    continue
+                if source is other.result and other.result.computation == body.name:
+                    return other, source, None
+                inner = self._other_value(site, body, other, source, steps)
+                if inner is not None:
+                    return other, source, inner
+        return None
+
+    def _other_value(self, site: CollectiveSite, body: Computation, other: CollectiveSite, source: Instruction,
+                     steps: LinearSteps) -> tuple[Instruction, frozenset[int]] | None:
+        """The loop directly inside ``body`` and the carries it accumulates ``other``'s values in,
+        when ``source`` is one of that loop's results there."""
+        inner = other.loops[-1] if other.loops else None
+        if inner is None or source.opcode != "get-tuple-element" or self.flow.producer(source, 0) is not inner \
+                or inner.computation != body.name or tuple(other.loops[:-1]) != tuple(site.loops[:len(other.loops) - 1]):
+            return None
+        inner_body = self.facts.called(inner, "body")
+        if inner_body is None or other.result.computation != inner_body.name:
+            return None
+        walk = AccumulationWalk(self.flow, steps, self.facts, inner, inner_body, other.instruction)
+        found = walk.run([(other.result, None)])
+        if isinstance(found, Accumulated) and source.tuple_index in found.carries:
+            return inner, frozenset(found.carries)
+        return None
+
+    def _sources(self, inst: Instruction) -> list[Instruction]:
+        """The values ``inst`` is made of by moves, slices, padding and adds, nearest first."""
+        found: list[Instruction] = []
+        queue, seen = [inst], set[str]()
+        while queue and len(seen) < 256:
+            current = self.flow.resolve(queue.pop(0))
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            found.append(current)
+            if current.opcode in _PLACING:
+                queue += [p for p in (self.flow.producer(current, 0),) if p is not None]
+            elif current.opcode in ("add", "subtract"):
+                queue += [p for p in (self.flow.producer(current, k) for k in (0, 1)) if p is not None]
+        return found
+
+    def _alike(self, site: CollectiveSite, other: CollectiveSite) -> bool:
+        """Two sums whose values one collective after the loop can sum together: the same kind
+        of sum, combiner and groups, each carrying one value."""
+        a, b = site.instruction, other.instruction
+        return other.kind in SUM_KINDS and site.kind in SUM_KINDS and len(b.operands) == 1 and not other.parts \
+            and self.combiner(b) == self.combiner(a) == "add" \
+            and b.attribute("replica_groups") == a.attribute("replica_groups") \
+            and b.attribute("use_global_device_ids") == a.attribute("use_global_device_ids")
+
+    def _moved(self, value_bytes: int, runs: int | None, partners: tuple[CollectiveSite, ...],
+               left: tuple[str, ...]) -> int | None:
+        """The bytes the runs inside the loops ``left`` move for this value and its partners
+        (None when a trip count is unknown)."""
+        if runs is None:
+            return None
+        total = runs * value_bytes
+        for partner in partners:
+            inside = known_product(self.trip_count(w) for w in partner.loops if w.name in left)
+            operand = self.module.instruction(partner.instruction.operands[0])
+            if inside is None or operand is None:
+                return None
+            total += inside * operand.shape.nbytes
+        return total
+
+    def _scatter_factor(self, site: CollectiveSite, index: int | None) -> int | None:
+        """How many times larger the unscattered sum is than the shard a reduce-scatter (or the
+        TPU's scattering all-reduce fusion) gives each device; None when it does not scatter."""
+        if not self._scatters(site, index):
+            return None
+        operand = self.module.instruction(site.instruction.operands[index or 0])
+        result = site.result.shape.element(index) if index is not None and site.result.shape.is_tuple else site.result.shape
+        if operand is None or not result.nbytes or operand.shape.nbytes % result.nbytes:
+            return None
+        return operand.shape.nbytes // result.nbytes
 
     def _scatters(self, site: CollectiveSite, index: int | None) -> bool:
         """True when the sum's result where it runs is smaller than its operand: a
@@ -246,207 +405,7 @@ class CompiledClassifier:
         result = site.result.shape.element(index) if index is not None and site.result.shape.is_tuple else site.result.shape
         return operand is not None and result.nbytes < operand.shape.nbytes
 
-    def _level(self, start: Instruction, index: int | None, loop: Instruction, body: Computation, init: str | None,
-               collective: Instruction) -> _Level | _CarryRead | None:
-        """How the value reaches ``body``'s carry, or None when some use is not linear
-        (:class:`_CarryRead` when it is added into a carry element the loop also reads).
-
-        ``init`` says how the inner loop whose result the value is started: from ``zero`` (its
-        result is a sum of the collective's results: it may be added or stacked) or
-        ``threaded`` from this body's carry (its result may only go back to that carry).
-        """
-        found: set[tuple[int, str]] = set()
-        allowed: set[str] = set()
-        stack: list[tuple[Instruction, int | None]] = [(start, index)]
-        seen: set[tuple[str, int | None]] = set()
-        scattered = False
-        while stack:
-            inst, idx = stack.pop()
-            if (inst.name, idx) in seen:
-                continue
-            seen.add((inst.name, idx))
-            for user, position in self.flow.uses(inst):
-                if user.opcode == "dynamic-slice" and position == 0 and idx is None and self.facts.offsets_fixed(user, loop):
-                    scattered = True
-                    stack.append((user, None))
-                    continue
-                step = self._step(user, position, idx, body, init, collective, allowed)
-                if step is False:
-                    return None
-                if isinstance(step, tuple):
-                    found.add(step)
-                elif step:
-                    stack.append((user, None))
-        level = self._accumulator(found, body, init, start, index, allowed)
-        return level if not isinstance(level, _Level) else _Level(level.index, level.kind, scattered, level.also)
-
-    def _step(self, user: Instruction, position: int, idx: int | None, body: Computation, init: str | None,
-              collective: Instruction, allowed: set[str]) -> bool | tuple[int, str] | None:
-        """One use of the value on its way to the carry: ``True`` to follow it, a ``(carry
-        index, kind)`` where it is accumulated, None for a use that takes another element of a
-        combined result, ``False`` where the way is not linear."""
-        op = user.opcode
-        if op == "get-tuple-element":
-            return (True if idx is None or user.tuple_index == idx else None)
-        if idx is not None:
-            return False  # a combined result used whole
-        if op in ON_THE_WAY or self.steps.zero_padded(user, position):
-            return True
-        if op == "dynamic-slice" and position == 0 and self.facts.indices_replicated(user, 1, body):
-            return True  # a slice at offsets the same on every device (the loop's index)
-        if op == "select" and self.steps.selects_zero(user, position, body):
-            return True
-        if self.steps.scales(user, position, body, collective):
-            return True
-        if op == "add" and self.steps.of_collective(self.flow.producer(user, 1 - position), collective):
-            return True  # the sum of two of its own results: still linear in it
-        if op == "add" or (op == "dynamic-update-slice" and position == 1):
-            buffer = self.flow.producer(user, 1 - position if op == "add" else 0)
-            origin = self._carry_origin(buffer, body, allowed)
-            target = self._to_root(user, body, allowed)
-            if origin is None or origin != target or (op == "dynamic-update-slice" and not self.facts.indices_replicated(user, 2, body)):
-                return False
-            allowed.add(user.name)
-            return (origin, "add" if op == "add" else "dus")
-        if op == "tuple" and user is body.root and init == "threaded":
-            return (position, "thread")
-        return False
-
-    def _accumulator(self, found: set[tuple[int, str]], body: Computation, init: str | None, start: Instruction,
-                     index: int | None, allowed: set[str]) -> _Level | _CarryRead | None:
-        """The one carry element every path accumulates into, if the loop reads it nowhere else
-        (:class:`_CarryRead` if it does)."""
-        if len(found) > 1 and init is None and all(kind == "add" for _, kind in found):
-            carries = sorted(carry for carry, _ in found)  # slices of one sum, each into its own accumulator
-            if not all(self._buffer_only_accumulated(body, carry, allowed) for carry in carries):
-                return _CarryRead(carries[0])
-            return _Level(carries[0], "add", also=tuple(carries[1:]))
-        if len(found) != 1:
-            return None
-        (carry, kind), = found
-        if (kind == "thread") != (init == "threaded"):
-            return None
-        if kind == "thread" and not self._threaded(body, carry, start, index):
-            return None
-        if not self._buffer_only_accumulated(body, carry, allowed):
-            return _CarryRead(carry)
-        return _Level(carry, kind)
-
-    def _carry_origin(self, inst: Instruction | None, body: Computation, allowed: set[str]) -> int | None:
-        """The carry index ``inst`` reads (through forwarding, one dynamic-slice at offsets the
-        same on every device, and selects of it with zero), else None."""
-        slices = 0
-        while inst is not None:
-            inst = self.flow.resolve(inst)
-            if inst.opcode in FORWARDING or (inst.opcode == "dynamic-slice" and slices == 0
-                                             and self.facts.indices_replicated(inst, 1, body)):
-                slices += inst.opcode == "dynamic-slice"
-                allowed.add(inst.name)
-                inst = self.flow.producer(inst, 0)
-                continue
-            if inst.opcode == "select":
-                kept = next((k for k in (1, 2) if self.steps.selects_zero(inst, k, body)), None)
-                if kept is None:
-                    return None
-                allowed.add(inst.name)
-                inst = self.flow.producer(inst, kept)
-                continue
-            param = body.parameters[0] if body.parameters else None
-            if inst.opcode == "get-tuple-element" and param is not None and inst.operands == (param.name,):
-                allowed.add(inst.name)
-                return inst.tuple_index
-            return None
-        return None
-
-    def _to_root(self, inst: Instruction, body: Computation, allowed: set[str]) -> int | None:
-        """The root tuple position ``inst``'s result reaches through forwarding (and one
-        dynamic-update-slice of it), else None; every use must lead there."""
-        targets: set[int] = set()
-        stack = [inst]
-        updates = 0
-        while stack:
-            current = stack.pop()
-            for user, position in self.flow.uses(current):
-                if user.opcode in ON_THE_WAY:
-                    allowed.add(user.name)
-                    stack.append(user)
-                elif user.opcode == "dynamic-update-slice" and position == 1 and updates == 0:
-                    updates += 1
-                    allowed.add(user.name)
-                    stack.append(user)
-                elif user.opcode == "tuple" and user is body.root:
-                    targets.add(position)
-                else:
-                    return None
-        return targets.pop() if len(targets) == 1 else None
-
-    def _buffer_only_accumulated(self, body: Computation, carry: int, allowed: set[str]) -> bool:
-        """The carry element is an accumulator: read only on the accumulation's own path (and by
-        nothing in the loop's condition); the body reads its parameter only element by element.
-
-        The path itself is walked too, not trusted: the copy or slice of the carry that the
-        add takes may feed other work of the iteration (a tensor-parallel layer multiplies the
-        activation it adds the all-reduced partial sum to), and then the next iteration reads
-        the sum: deferring it would change the result."""
-        param = body.parameters[0] if body.parameters else None
-        if param is None:
-            return False
-        users = body.users.get(param.name, ())
-        if any(u.opcode != "get-tuple-element" for u, _ in users):
-            return False
-        stack = [u for u, _ in users if u.tuple_index == carry]
-        seen: set[str] = set()
-        while stack:
-            inst = stack.pop()
-            if inst.name in seen:
-                continue
-            seen.add(inst.name)
-            for user, position in self.flow.uses(inst):
-                if user is body.root:
-                    continue
-                if user.name in allowed or user.opcode in FORWARDING or (user.opcode == "select" and self.steps.selects_zero(user, position, body)):
-                    stack.append(user)
-                elif user.opcode == "tuple" and any(w.opcode == "while" for w, _ in self.flow.uses(user)):
-                    continue  # threaded into an inner loop: checked by that loop's own level
-                else:
-                    return False
-        return not self.facts.condition_reads(body, carry)
-
-    def _threaded(self, body: Computation, carry: int, inner_loop: Instruction, index: int | None) -> bool:
-        """The inner loop starts its element ``index`` from this body's carry element ``carry``."""
-        if index is None:
-            return False
-        return self._carry_origin(self._initial_element(inner_loop, index), body, set()) == carry
-
-    def _initial_value(self, loop: Instruction, level: _Level) -> str | None:
-        """How ``loop`` starts its carry element ``level.index``: ``zero``, ``threaded`` (from
-        a carry element of the loop around it, checked there), or None (a value that would be
-        summed over devices too if the sum moved out)."""
-        element = self._initial_element(loop, level.index)
-        if element is None:
-            return None
-        if self.flow.is_zero(element):
-            return "zero"
-        return "threaded" if self.flow.resolve(element).opcode == "get-tuple-element" else None
-
-    def _initial_element(self, loop: Instruction, index: int) -> Instruction | None:
-        """The instruction ``loop`` starts its carry element ``index`` from (an element of the
-        tuple it is called with), None when the loop is not called with a tuple that has it."""
-        init = self.module.instruction(loop.operands[0]) if loop.operands else None
-        if init is None or init.opcode != "tuple" or index >= len(init.operands):
-            return None
-        return self.module.instruction(init.operands[index])
-
-def _saves(buffer_bytes: int, value_bytes: int, runs: int | None) -> bool:
-    """One run on the accumulator after the loop moves fewer bytes than the runs inside it
-    (an unknown trip count saves when the accumulator is no larger than one run's value)."""
-    if runs is None:
-        return buffer_bytes <= value_bytes
-    return buffer_bytes < runs * value_bytes
-
 
 def runs_after(loops: tuple[Instruction, ...], left: tuple[str, ...], counts: LoopCounts) -> int | None:
     """Runs per call once the collective leaves the loops named ``left``."""
     return known_product(counts.trip_count(w.name) for w in loops if w.name not in left)
-
-

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardscope.engine.hlo.band import outside_band_kinds
-from shardscope.engine.hlo.flops import FREE_OPCODES, FlopCount, accessed_bytes, flop_counts, unmodelled_parts
+from shardscope.engine.hlo.band import call_kinds, outside_band_kinds
+from shardscope.engine.hlo.flops import (FREE_OPCODES, FlopCount, accessed_bytes, flop_counts, launches_kernel,
+                                         unmodelled_parts)
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
-from shardscope.engine.hlo.text import Computation, HloModule, Instruction
+from shardscope.engine.hlo.text import Computation, HloModule, Instruction, Shape
 from shardscope.engine.hlo.traffic import boundary_bytes
 
 
@@ -56,6 +57,13 @@ class InstructionWork:
     accessed_bytes: float = 0.0
     """Of :attr:`bytes`, those a gather reads row by row from main memory (per run): timed by
     its accesses, not at the streaming bandwidth."""
+    launches: bool = True
+    """Whether it runs as a kernel of its own (not an asynchronous start, nor a call that only
+    allocates or relabels): each run outside a loop pays the chip's
+    :attr:`~shardscope.hardware.chips.Chip.kernel_s`."""
+    looped: bool = False
+    """Whether it runs in a while loop's body or condition (its launches are in the loop's
+    per-iteration overhead)."""
 
     @property
     def total_flops(self) -> float:
@@ -91,6 +99,20 @@ class ModuleWork:
     outside_band: tuple[tuple[str, int], ...] = ()
     """Instructions of the kinds a chip's corpus measured outside the estimate's band, with how
     many of each (:mod:`~shardscope.engine.hlo.band`: ``("grouped convolution", 1)``)."""
+    arguments: int = 0
+    """The arrays a call takes (the entry's parameters, a tuple's leaves counted): the host hands
+    each one to the chip (:attr:`~shardscope.hardware.chips.Chip.argument_s`)."""
+    results: int = 0
+    """The arrays a call returns (the leaves of the entry's root): the host makes an array of each
+    (:attr:`~shardscope.hardware.chips.Chip.result_s`)."""
+
+    @property
+    def kernels(self) -> int:
+        """Kernel launches per call outside loops: every instruction but the starts of asynchronous
+        copies and slices (which only queue a transfer) and the calls that only allocate or relabel
+        (:data:`~shardscope.engine.hlo.flops.NO_TIME_CALLS`). A loop's kernels are left out: its
+        iterations have their own overhead, measured with their kernels in it."""
+        return sum(i.runs for i in self.instructions if i.launches and not i.looped)
 
     @property
     def flops(self) -> float:
@@ -123,6 +145,7 @@ class _Walk:
         self.conditionals = 0
         self.unmodelled: dict[str, int] = {}
         self.outside_band: dict[str, int] = {}
+        self.loops = 0
 
     def run(self) -> ModuleWork:
         entry = self.module.entry
@@ -131,8 +154,12 @@ class _Walk:
         unknown = tuple(dict.fromkeys(self.unknown))
         if unknown:
             self.unmodelled[UNKNOWN_LOOP] = len(unknown)
+        arguments = sum(_leaves(p.shape) for p in entry.parameters) if entry is not None else 0
+        root = entry.root if entry is not None else None
+        results = _leaves(root.shape) if root is not None else 0
+        kinds = tuple(self.outside_band.items()) + tuple(call_kinds(arguments, results))
         return ModuleWork(tuple(self.found), self.iterations, unknown, self.conditionals, tuple(self.collectives),
-                          tuple(self.unmodelled.items()), tuple(self.outside_band.items()))
+                          tuple(self.unmodelled.items()), kinds, arguments, results)
 
     def computation(self, computation: Computation, runs: int, depth: int) -> None:
         if depth > 64:
@@ -144,6 +171,10 @@ class _Walk:
         opcode = inst.opcode
         if opcode in COLLECTIVE_OPCODES or _is_wrapped_collective(self.module, inst):
             self.collectives.append((inst.name, runs))
+            if opcode == "fusion" and any(not c.access and c.flops for c in flop_counts(self.module, inst)):
+                # XLA:TPU's async collective fusion: the compute it overlaps with the collective (a
+                # layer's matmul beside its weights' all-gather) runs in the same fusion
+                self.found.append(self.cost(inst, runs))
             return
         if opcode == "while":
             self.loop(inst, runs, depth)
@@ -164,8 +195,10 @@ class _Walk:
             self.unknown.append(inst.name)
             trips = 1
         self.iterations += runs * trips
+        self.loops += 1
         for role, name in inst.called_computations:
             self.called(name, runs * (trips + 1 if role == "condition" else trips), depth)
+        self.loops -= 1
 
     def called(self, name: str, runs: int, depth: int) -> None:
         computation = self.module.computations.get(name)
@@ -182,7 +215,12 @@ class _Walk:
         largest = flops[0] if flops else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
         return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in flops),
                                boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts,
-                               accessed_bytes(self.module, inst))
+                               accessed_bytes(self.module, inst), launches_kernel(inst), self.loops > 0)
+
+
+def _leaves(shape: Shape) -> int:
+    """How many arrays ``shape`` holds (a tuple's leaves, nested tuples opened)."""
+    return 1 if shape.array is not None else sum(_leaves(element) for element in shape.elements)
 
 
 def _is_wrapped_collective(module: HloModule, inst: Instruction) -> bool:

@@ -15,7 +15,7 @@ from shardscope.engine.counts import Count, PerCall, known_product, total_execut
 from shardscope.engine.jaxpr.loop_names import loop_path, loop_words
 from shardscope.engine.jaxpr.model import Block, Equation, Program, qualify, short_source, source_file, Value
 from shardscope.engine.jaxpr.valueflow import ValueIndex
-from shardscope.engine.jaxpr.verdicts import REDUCTIONS, Classifier, Verdict
+from shardscope.engine.jaxpr.verdicts import NEEDED, REDUCTIONS, Classifier, Verdict
 from shardscope.collective_kinds import PSUM_INVARIANT, REDUCING, called
 from shardscope.engine.pytree_paths import gradient_label, is_gradient_label, told_apart_by_outputs
 
@@ -48,7 +48,7 @@ class Collective(PerCall):
     @property
     def verdict_kind(self) -> str:
         """``deferrable``, ``loop_invariant`` or ``needed``."""
-        return self.verdict.kind if self.verdict is not None else "needed"
+        return self.verdict.kind if self.verdict is not None else NEEDED
 
     @property
     def in_loop(self) -> bool:
@@ -152,8 +152,13 @@ def gradient_names(program: Program, index: ValueIndex, input_names: Sequence[st
 
     def inputs_of(cast: Equation, k: int) -> set[str]:
         if (cast.id, k) not in came_from:
-            reached = index.backward(index.block_of[cast.id].block.id, [cast.inputs[k].name])
-            came_from[cast.id, k] = {input_names[i] for i in reached if i < len(input_names) and input_names[i]}
+            block = index.block_of[cast.id].block.id
+            reached = index.backward(block, [cast.inputs[k].name])
+            found = {input_names[i] for i in reached if i < len(input_names) and input_names[i]}
+            started = index.started_as(block, cast.inputs[k].name) if len(found) > 1 else None
+            if started is not None and started < len(input_names) and input_names[started]:
+                found = {input_names[started]}  # a loop's carry the loop updates (SGD's weights): its argument
+            came_from[cast.id, k] = found
         return came_from[cast.id, k]
 
     names = {}

@@ -221,10 +221,15 @@ class Program:
         return sum(1 for _ in self.sites())
 
     def canonical_text(self) -> str:
-        """One line per equation, indented by nesting, with stable names."""
-        lines = ["in " + " ".join(v.declaration() for v in self.root.inputs)]
-        _render(self.root, 0, lines)
-        lines.append("out " + " ".join(v.name for v in self.root.outputs))
+        """One line per equation, indented by nesting, with stable names: what a diff of two plans
+        reads. A cast is named after what it casts (``pvary(scan_0.const0)``), not numbered: the
+        plans that move casts (the deferred plan casts before the loop what the naive plan casts
+        in it) would otherwise number every later cast, and every use of one, differently."""
+        root = self.root
+        names = _cast_names(root)
+        lines = ["in " + " ".join(_declared(v, names) for v in root.inputs)]
+        _render(root, 0, lines)
+        lines.append("out " + " ".join(names.get(v.name, v.name) for v in root.outputs))
         return "\n".join(lines) + "\n"
 
 
@@ -240,13 +245,50 @@ def _sites(block: Block, loops: tuple, conditional: bool) -> Iterator[Site]:
 
 def _render(block: Block, depth: int, lines: list[str]) -> None:
     pad = "  " * depth
+    names = _cast_names(block)
     for eqn in block.equations:
-        lines.append(pad + eqn.line())
+        lines.append(pad + (_renamed_line(eqn, names) if names else eqn.line()))
         for sub in eqn.blocks:
-            head = " ".join(v.declaration() for v in sub.inputs)
+            inner = _cast_names(sub)
+            head = " ".join(_declared(v, inner) for v in sub.inputs)
             lines.append(f"{pad}  {{ {sub.role} {head}")
             _render(sub, depth + 2, lines)
-            lines.append(f"{pad}  }} -> " + " ".join(v.name for v in sub.outputs))
+            lines.append(f"{pad}  }} -> " + " ".join(inner.get(v.name, v.name) for v in sub.outputs))
+
+
+def _cast_names(block: Block) -> dict[str, str]:
+    """The canonical text's names of ``block``'s casts' results: ``pvary(x)`` for the cast of
+    ``x`` (of a cast of a cast: ``pvary(preduced(x))``); the k-th cast of the same value to
+    another type, ``pvary(x)#k``. Every other name stays as the model has it."""
+    names: dict[str, str] = {}
+    made: dict[str, str] = {}  # a canonical name -> the type it was given first
+    for eqn in block.equations:
+        if eqn.kind != "cast":
+            continue
+        for operand, out in zip(eqn.inputs, eqn.outputs):
+            if out.name == "_":
+                continue
+            name = f"{eqn.primitive}({names.get(operand.name, operand.name)})"
+            typed, k = out.type_str + out.vma_str, 1
+            candidate = name
+            while made.get(candidate, typed) != typed:  # the same cast of the same value is the same value
+                k += 1
+                candidate = f"{name}#{k}"
+            made[candidate] = typed
+            names[out.name] = candidate
+    return names
+
+
+def _declared(value: Value, names: dict[str, str]) -> str:
+    return f"{names.get(value.name, value.name)}:{value.type_str}{value.vma_str}"
+
+
+def _renamed_line(eqn: Equation, names: dict[str, str]) -> str:
+    """:meth:`Equation.line` with the block's casts named by :func:`_cast_names`."""
+    outs = " ".join(_declared(v, names) for v in eqn.outputs) or "()"
+    params = "[" + ", ".join(f"{k}={v}" for k, v in eqn.params) + "]" if eqn.params else ""
+    args = " ".join(names.get(v.name, v.name) for v in eqn.inputs)
+    return f"{outs} = {eqn.primitive}{params} {args}".rstrip()
 
 
 # --------------------------------------------------------------------------- conversion

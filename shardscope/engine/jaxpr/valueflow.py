@@ -89,6 +89,22 @@ class ValueIndex:
             self._operands[facts.block.id] = feeds
         return self._operands[facts.block.id].get(input_name)
 
+    def started_as(self, block_id: str, name: str) -> int | None:
+        """The program input (position) value ``name`` of block ``block_id`` is as it came in,
+        unchanged on its way into the block (a loop's carry: the argument it starts as, whatever
+        the loop then adds to it); None for a value computed on the way."""
+        for _ in range(64):
+            facts = self.blocks[block_id]
+            if name in facts.producers or name not in facts.input_positions:
+                return None
+            if facts.owner is None or facts.outer is None:
+                return facts.input_positions[name]
+            outer = self.operand_of(facts, name)
+            if outer is None:
+                return None
+            block_id, name = facts.outer.block.id, outer
+        return None
+
     def forward(self, block_id: str, names: Iterable[str]) -> set[tuple[str, int]]:
         """Which program outputs the values ``names`` of block ``block_id`` reach: ``{("", k)}``."""
         return {("", k) for name in names for k in closure((block_id, name), self._successors, self._reached)}

@@ -21,21 +21,23 @@ from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
 from shardscope.collective_kinds import LAX_FUNCTIONS, PSUM, PSUM_INVARIANT, SCATTERING, SUMS
+from shardscope.verdict_kinds import DEFERRABLE, FLAGGED, JUDGED, LOOP_INVARIANT, NEEDED, SPLITTABLE, STACKABLE
 
-DEFERRABLE, LOOP_INVARIANT, NEEDED = "deferrable", "loop_invariant", "needed"
-STACKABLE = "stackable"
-"""A collective whose result each iteration writes into its own slot of a stacked buffer: one
-collective of the whole buffer after the loop gives the same result, the same bytes in one run
-instead of one per iteration. A trade-off, not a waste: it saves the runs' latency (a per-step
-loss) and loses each run's overlap with the next iteration's work, so ``check`` does not fail on it."""
-SPLITTABLE = "splittable"
-"""A combined sum some of whose values, at least half its bytes, only accumulate while the
-others are read in the loop: the instruction stays and runs as often; split out and accumulated
-per device, those values run once after the loop. A trade-off, not a waste: it saves their bytes
-in every iteration but no run (latency is paid per run), so ``check`` does not fail on it."""
-VERDICTS = (DEFERRABLE, LOOP_INVARIANT, STACKABLE, SPLITTABLE, NEEDED)
-FLAGGED = frozenset({DEFERRABLE, LOOP_INVARIANT})
-"""The verdicts ``shardscope check`` fails on: work the loop does that it does not need to."""
+# the verdicts' names and which fail the check: one table for every layer (shardscope.verdict_kinds)
+__all__ = ["DEFERRABLE", "FLAGGED", "LOOP_INVARIANT", "NEEDED", "SPLITTABLE", "STACKABLE", "VERDICTS"]
+
+VERDICTS = JUDGED
+"""The verdicts a collective that runs can get: deferrable, loop_invariant, stackable, splittable, needed.
+
+``stackable``: a collective whose result each iteration writes into its own slot of a stacked
+buffer: one collective of the whole buffer after the loop gives the same result, the same bytes in
+one run instead of one per iteration. A trade-off, not a waste: it saves the runs' latency (a
+per-step loss) and loses each run's overlap with the next iteration's work, so ``check`` does not
+fail on it. ``splittable``: a combined sum some of whose values, at least half its bytes, only
+accumulate while the others are read in the loop: the instruction stays and runs as often; split
+out and accumulated per device, those values run once after the loop. A trade-off, not a waste: it
+saves their bytes in every iteration but no run (latency is paid per run), so ``check`` does not
+fail on it."""
 
 REDUCTIONS = SUMS
 """Collectives that sum over devices, so they commute with a sum over loop iterations."""

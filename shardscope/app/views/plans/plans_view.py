@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static, Tree
 
 from shardscope.app import gc_policy
+from shardscope.app.views.plans.plan_columns import left_out_note, shown_plans
 from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.views.plans.plan_tree import PlanTree
 from shardscope.app.widgets.text_rows import TextRows
@@ -90,6 +91,8 @@ class PlansView(Widget):
     PlansView .plan-column { border-left: vkey $foreground 20%; }
     PlansView .plan-column:first-of-type { border-left: none; }
     PlansView #plans-waiting { padding: 1 2; color: $text-muted; }
+    PlansView #plans-left-out { height: 1; padding: 0 1; display: none; }
+    PlansView.-left-out #plans-left-out { display: block; }
     PlansView .plan-header { height: 3; padding: 0 1; background: $boost; }
     PlansView .plan-details { height: 3; padding: 0 1; background: $boost; color: $text-muted; }
     """
@@ -110,7 +113,9 @@ class PlansView(Widget):
         self._compared: tuple[str, str] = ("", "")  # the (baseline, candidate) the other tabs compare
 
     def compose(self) -> ComposeResult:
-        """The row of plan columns, empty until the first analysis says which plans there are."""
+        """The row of plan columns, empty until the first analysis says which plans there are,
+        under a line naming the plans a narrow tab leaves out (:mod:`plan_columns`)."""
+        yield Static(id="plans-left-out")
         with Horizontal(id="plan-columns"):
             yield Static("Waiting for the first run: one column per plan will show here.", id="plans-waiting")
 
@@ -120,7 +125,13 @@ class PlansView(Widget):
         return self._names
 
     def show_analysis(self, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
-        """Show every plan of ``analysis``."""
+        """Show every plan of ``analysis``.
+
+        The same plans again (another mesh, another chunk size): the cursors stay on the step of
+        collectives ``n``/``N`` had moved to, and everything tied to them (headers, details) is
+        redrawn from the new results. Other plans start afresh.
+        """
+        step = self.collective_index
         self.collective_index = -1
         self._plans = dict(analysis.plans)
         self._pairs = None
@@ -128,7 +139,7 @@ class PlansView(Widget):
         self._compared = (comparison.baseline, comparison.candidate)
         names = tuple(analysis.plans)
         if names == self._names:
-            self._fill()
+            self._fill(step)
         else:
             self.call_later(self._rebuild, names)
 
@@ -153,11 +164,14 @@ class PlansView(Widget):
             TextRows(PlansView._waiting_header(name), id=f"{name}-header", classes="plan-header"),
             PlanTree(name, id=f"{name}-tree", cursor_moved=self._show_details_of),
             TextRows(DETAILS_HINT, wrap=True, id=f"{name}-details", classes="plan-details"),
-            classes="plan-column",
+            id=f"{name}-column", classes="plan-column",
         )
 
-    def _fill(self) -> None:
+    def _fill(self, step: int = -1) -> None:
         """Show each plan, open where the first ``n`` and the first ``N`` go, and draw those when idle.
+
+        ``step``: the step of collectives the cursors were on (``n``/``N``), where they go back to
+        when the new plans have it; every header and details line shows what its cursor is on now.
 
         The trees open the paths to the collectives of the first and the last step now (besides the
         loops that hold collectives, where to look first), so the first ``n`` or ``N`` only moves
@@ -166,15 +180,23 @@ class PlansView(Widget):
         happens here too, once per analysis.
         """
         self._first_moves_drawn = False
+        self._fit_columns()
+        self._details_key = {}  # a node of the same key is another result now
         ends = self._first_moves()
+        back_to = self.pairs[step] if 0 <= step < len(self.pairs) else None
+        self.collective_index = step if back_to is not None else -1
         for name in self._names:
             plan = self._plans[name]
-            self._show_header(name, self._header(plan, None))
             tree = self.tree(name)
             tree.show_plan(plan)
-            for step in ends:
-                if name in step:
-                    tree.open_path(tree.collective_ids[step[name]])
+            for end in ends:
+                if name in end:
+                    tree.open_path(tree.collective_ids[end[name]])
+            at = None if back_to is None else back_to.get(name)
+            if at is not None:
+                tree.reveal(tree.collective_ids[at])
+            self._show_header(name, self._header(plan, at))
+            self._show_details_of(tree)
         self.call_after_refresh(self._draw_first_moves, self._plans)
 
     def _first_moves(self) -> list[dict[str, int]]:
@@ -218,12 +240,34 @@ class PlansView(Widget):
         if rest:
             self.call_after_refresh(self._draw_first_moves, plans, rest)
         else:  # drawn, unless the tab was hidden (then on_show draws them when it opens)
-            self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self._names)
+            self._first_moves_drawn = all(self.tree(each).is_on_screen for each in self.shown)
             self._collector.freeze_what_lives()  # the trees and their lines live until the next run too
 
+    def on_resize(self) -> None:
+        """A narrow tab shows the compared plans only (:func:`shown_plans`)."""
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Show the columns there is room for, and say which plans are left out."""
+        shown = shown_plans(self._names, self._compared, self.size.width)
+        for name in self._names:
+            try:
+                self.query_one(f"#{name}-column", Vertical).display = name in shown
+            except NoMatches:  # the columns are being replaced (a new analysis)
+                return
+        self.query_one("#plans-left-out", Static).update(left_out_note(self._names, shown))
+        self.set_class(shown != self._names, "-left-out")
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """The plans whose columns show (all, or the compared two on a narrow tab)."""
+        return shown_plans(self._names, self._compared, self.size.width)
+
     def show_compared(self, baseline: str, candidate: str) -> None:
-        """Mark the plans the other tabs compare (``b``, ``c``) in their headers: ``B``, ``C``."""
+        """Mark the plans the other tabs compare (``b``, ``c``) in their headers: ``B``, ``C``;
+        on a narrow tab those two are the columns shown."""
         self._compared = (baseline, candidate)
+        self._fit_columns()
         at = self.pairs[self.collective_index] if 0 <= self.collective_index < len(self.pairs) else {}
         for name in self._names:
             if name in self._plans:
@@ -240,8 +284,14 @@ class PlansView(Widget):
         return self._first_moves_drawn
 
     def _show_header(self, name: str, text: Text) -> None:
-        """Update a header in place: its height is fixed (three lines), so no layout of the screen."""
-        self.query_one(f"#{name}-header", TextRows).update(text)
+        """Update a header in place: its height is fixed (three lines), so no layout of the screen.
+        A header not mounted yet (its column is being replaced by a new analysis's, whose rebuild
+        draws its headers) is left alone."""
+        try:
+            header = self.query_one(f"#{name}-header", TextRows)
+        except NoMatches:
+            return
+        header.update(text)
 
     def details(self, name: str) -> TextRows:
         """The line under a tree: the full label of the node under its cursor."""
@@ -333,9 +383,10 @@ class PlansView(Widget):
         refreshes, while the tab is still the one shown.
         """
         focused = self.app.focused
-        if self._names and not isinstance(focused, (Input, PlanTree)):
-            if self.is_on_screen and self.tree(self._names[0]).is_on_screen:
-                self.screen.set_focus(self.tree(self._names[0]))  # now, not after the messages queued (``focus``)
+        shown = self.shown
+        if shown and not isinstance(focused, (Input, PlanTree)):
+            if self.is_on_screen and self.tree(shown[0]).is_on_screen:
+                self.screen.set_focus(self.tree(shown[0]))  # now, not after the messages queued (``focus``)
             elif retries and self.parent is not None and self.parent.display:
                 self.call_after_refresh(self._focus_a_tree, retries - 1)
                 return

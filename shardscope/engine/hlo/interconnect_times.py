@@ -6,7 +6,8 @@ position (``TargetPlan.device_coords``: a TPU chip's torus coordinates, a GPU's 
 index in the host). The time of one run is the slowest of its groups (they run at once, each
 on links of its own; contention between groups is not modelled). Each group is costed by the
 one model of the target's interconnect, which the target's machine record names
-(``TargetPlan.machine.fabric``: :mod:`shardscope.hardware.fabrics` has the formulas).
+(``TargetPlan.machine.fabric``: :mod:`shardscope.hardware.fabrics` has the formulas). A target
+plan is costed once, where it is judged (:mod:`shardscope.engine.hlo.costing`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shardscope.collective_kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
 from shardscope.hardware.collective_models import CollectiveTime
 from shardscope.hardware.fabrics import Fabric
-from shardscope.costmodel.projection import compiled_model
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
-    from shardscope.engine.hlo.target_plan import TargetPlan
 
-__all__ = ["CollectiveTime", "TargetInterconnect", "collectives_seconds_per_call", "interconnect_of"]
+__all__ = ["CollectiveTime", "TargetInterconnect", "compiled_model"]
 
 Coords = tuple[int, ...]
+
+COMPILED_MODELS = {kind.name: kind.model for kind in KINDS}
+"""The ring model of each compiled collective kind, by the JAX primitive that has the same one."""
+
+
+def compiled_model(c: "CompiledCollective") -> str:
+    """The primitive whose ring model ``c`` follows: an all-reduce that keeps one shard of its
+    sum (the TPU's all-reduce-scatter fusion) is a reduce-scatter."""
+    return COMPILED_MODELS[REDUCE_SCATTER if c.kind == ALL_REDUCE and c.scatters else c.kind]
 
 
 @dataclass(frozen=True)
@@ -65,28 +74,3 @@ class TargetInterconnect:
         times = [self.fabric.time(model, payload, [self.device_coords[p] for p in group], self.slice_shape)
                  for group in groups]
         return max(times, key=lambda t: t.seconds)
-
-
-def interconnect_of(plan: "TargetPlan") -> TargetInterconnect | None:
-    """The interconnect of ``plan``'s target with its devices placed; None for a machine without
-    an interconnect model (a TPU generation shardscope has no figures for, a GPU from the user's
-    file, the CPU) or a plan made without device coordinates."""
-    fabric = None if plan.machine is None else plan.machine.fabric
-    if fabric is None or not plan.device_coords:
-        return None
-    return TargetInterconnect(plan.target, fabric, plan.device_coords, plan.machine_shape)
-
-
-def collectives_seconds_per_call(plan: "TargetPlan") -> float | None:
-    """Every compiled collective of ``plan``: its runs per call times one run on the target's
-    interconnect (None without a model, or when a count is unknown)."""
-    interconnect = interconnect_of(plan)
-    if interconnect is None:
-        return None
-    total = 0.0
-    for c in plan.compiled.collectives:
-        timed = interconnect.time(c)
-        if timed is None or c.executions is None:
-            return None
-        total += c.executions * timed.seconds
-    return total

@@ -1,0 +1,331 @@
+"""``shardscope layouts`` against published layouts: MaxText's tuned v5e-256 table and NVIDIA's GPT-3
+175B on H100s.
+
+``python -m benchmarks.layout_anchors --case llama2_7b [--bare] [--cache DIR]`` runs the command
+(``shardscope layouts FILE -f FUNCTION --target ... --json``) in a process of its own, cold unless
+``--cache`` names a compilation cache to read (then a re-ranking of compiles made before), and
+writes ``benchmarks/results/layout_anchors_<case>.json``: the ranking, the command's wall and CPU
+time with the machine's load, and with ``--bare`` JAX's own ahead-of-time compile of the same
+candidates (``benchmarks/bare_layouts.py``), the budget the sweep is held to. Run alone (hours on
+a loaded 2-core machine); ``--smoke`` ranks a toy model on ``tpu:v5e:2x4``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.common import grid, parse_args, python, run_child, write_result
+from benchmarks.harness import Benchmark, Column, Each, Prose, SummaryRow, Table
+
+V5E_FLOPS, V5E_ICI_AXIS_BPS = 1.97e14, 2 * 4.5e10
+"""v5e's bf16 peak and one ICI axis's bidirectional bandwidth (the scaling book's C and W_ici)."""
+SCALING_BOOK = "https://jax-ml.github.io/scaling-book/training/"
+TOKENS = 2048
+WITHIN = 1.10
+"""The published layout must be the pick, or within 10% of the pick's estimated step (per token)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sweep: the layouts function, the target, the candidates tried and what was published."""
+
+    file: str
+    function: str
+    target: str
+    axes: tuple[str, ...]
+    options: tuple[str, ...]
+    published: dict[str, int]
+    source: str
+    workers: int = 2
+    fsdp_analysis: bool = True
+    notes: tuple[str, ...] = field(default=())
+
+
+MAXTEXT = "MaxText's `benchmarks/maxtext_v5e_model_configs.py` (AI-Hypercomputer/maxtext)"
+NVIDIA = "NVIDIA's MLPerf Training v3.1 GPT-3 175B on DGX H100 (`config_DGXH100_*x8x*x4x8_mbs1.sh`: TP 4, PP 8)"
+CASES = {
+    "llama2_7b": Case("benchmarks/maxtext_v5e_layouts.py", "llama2_7b", "tpu:v5e:16x16",
+                      ("data=1", "tensor=1,2,4,8,16"), ("per_device_batch=4",), {"fsdp": 256}, MAXTEXT),
+    "llama2_70b": Case("benchmarks/maxtext_v5e_layouts.py", "llama2_70b", "tpu:v5e:16x16",
+                       ("data=1", "tensor=1,2,4,8,16"), ("per_device_batch=2",), {"fsdp": 256}, MAXTEXT),
+    "gpt3_175b": Case("benchmarks/maxtext_v5e_layouts.py", "gpt3_175b", "tpu:v5e:16x16",
+                      ("data=1", "tensor=1,2,4,8,16"), ("per_device_batch=0.5",), {"fsdp": 16, "tensor": 16}, MAXTEXT),
+    "default_128b": Case("benchmarks/maxtext_v5e_layouts.py", "default_128b", "tpu:v5e:16x16",
+                         ("data=1", "tensor=1,2,4,8,16"), ("per_device_batch=1",), {"fsdp": 16, "tensor": 16}, MAXTEXT),
+    "gpt3_175b_h100_4x8": Case("benchmarks/gpu_gpt3_layouts.py", "gpt3_175b", "gpu:h100:4x8",
+                               ("data=1", "tensor=1,2,4,8", "pipeline=1,2,4,8"),
+                               ("per_device_batch=1", "microbatches=8"), {"tensor": 4, "pipeline": 8}, NVIDIA,
+                               fsdp_analysis=False),
+    "gpt3_175b_h100_8x8": Case("benchmarks/gpu_gpt3_layouts.py", "gpt3_175b", "gpu:h100:8x8",
+                               ("data=1", "tensor=4,8", "pipeline=2,4,8"),
+                               ("per_device_batch=1", "microbatches=16"), {"fsdp": 2, "tensor": 4, "pipeline": 8},
+                               NVIDIA, fsdp_analysis=False),
+}
+SMOKE = Case("benchmarks/maxtext_v5e_layouts.py", "tiny", "tpu:v5e:2x4", ("data=1", "tensor=1,2"),
+             ("per_device_batch=2",), {"fsdp": 8}, "a toy model (smoke)")
+
+
+def command(case: Case) -> list[str]:
+    """The ``shardscope layouts`` command line of ``case``."""
+    words = [python(), "-m", "shardscope", "layouts", case.file, "-f", case.function, "--target", case.target,
+             "--json", "--workers", str(case.workers)]
+    for axis in case.axes:
+        words += ["--axis", axis]
+    for option in case.options:
+        words += ["--option", option]
+    return words
+
+
+def run_case(name: str, case: Case, cache: str | None, bare: bool) -> dict[str, Any]:
+    """Run the sweep (and JAX's own compiles of its candidates, with ``bare``)."""
+    directory = cache or tempfile.mkdtemp(prefix="layouts-cache-")
+    cold = not any(entry.name.startswith("shardscope-target-") for entry in os.scandir(directory))
+    load = os.getloadavg()[0]
+    ran = run_child(command(case), env={"SHARDSCOPE_NO_CACHE": "", "JAX_COMPILATION_CACHE_DIR": directory},
+                    timeout=12 * 3600)
+    if ran["returncode"] not in (0, 1):
+        raise RuntimeError(f"{' '.join(command(case))} failed:\n{ran['stderr'][-3000:]}")
+    ranking = json.loads(ran["stdout"])
+    result = {"case": name, "command": " ".join(command(case)[3:]), "target": case.target,
+              "published": case.published, "source": case.source, "fsdp_analysis": case.fsdp_analysis,
+              "cold": cold, "cache": directory, "load_average_at_start": load, "load_average_at_end": os.getloadavg()[0],
+              "sweep": {key: ran[key] for key in ("wall_s", "user_s", "sys_s", "max_rss_mib")}, "ranking": ranking}
+    if bare:
+        result["bare"] = bare_compiles(case, ranking)
+    return result
+
+
+def bare_compiles(case: Case, ranking: dict[str, Any]) -> dict[str, Any]:
+    """JAX's own compile of every candidate the sweep compiled, in one process of its own."""
+    compiled = [row["candidate"] for row in ranking["rows"] if row["outcome"] not in ("failed", "cut")]
+    if not compiled:
+        return {"candidates": [], "wall_s": 0.0, "user_s": 0.0}
+    options = [f"--option={name}={value}" for name, value in compiled[0]["options"].items()]
+    meshes = [",".join(f"{axis}={size}" for axis, size in c["mesh"].items()) for c in compiled]
+    ran = run_child([python(), "-m", "benchmarks.bare_layouts", case.file, case.function,
+                     case.target.removeprefix("tpu:"), *meshes, *options], timeout=12 * 3600)
+    lines = [json.loads(line) for line in ran["stdout"].splitlines() if line.startswith("{")]
+    return {"candidates": lines, "wall_s": ran["wall_s"], "user_s": ran["user_s"], "sys_s": ran["sys_s"],
+            "max_rss_mib": ran["max_rss_mib"], "returncode": ran["returncode"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one case (``--case``) and write its result."""
+    def own(parser: Any) -> None:  # argparse's parser
+        parser.add_argument("--case", choices=sorted(CASES), default="llama2_7b")
+        parser.add_argument("--cache", help="a compilation cache folder to read and fill (default: a fresh one)")
+        parser.add_argument("--bare", action="store_true", help="also JAX's own compile of each candidate")
+
+    args = parse_args(__doc__.splitlines()[0], argv, own)
+    name = grid(args, args.case, args.case, "smoke")
+    case = SMOKE if args.mode == "smoke" else CASES[name]
+    result = run_case(name, case, args.cache, args.bare or args.mode == "smoke")
+    path = write_result(f"layout_anchors_{name}", args, result)
+    print(f"wrote {path}: {result['ranking']['why']}")
+
+
+# --------------------------------------------------------------------------- reading a result
+
+
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return result["ranking"]["rows"]
+
+
+def _published_row(result: dict[str, Any]) -> dict[str, Any] | None:
+    wanted = result["published"]
+    for row in _rows(result):
+        mesh = {axis: size for axis, size in row["candidate"]["mesh"].items() if size > 1}
+        if mesh == wanted:
+            return row
+    return None
+
+
+def _pick(result: dict[str, Any]) -> dict[str, Any] | None:
+    label = (result["ranking"]["pick"] or {}).get("label")
+    return next((row for row in _rows(result) if row["candidate"]["label"] == label), None)
+
+
+def _cost(row: dict[str, Any]) -> float | None:
+    """What the ranking orders by: the exposed step per token."""
+    step, per_step = row.get("step"), row.get("per_step")
+    return None if step is None or not per_step else step["high_s"] / per_step
+
+
+def matches(result: dict[str, Any]) -> tuple[bool, float | None]:
+    """Whether the published layout is the pick or within :data:`WITHIN` of it, and the ratio."""
+    published, pick = _published_row(result), _pick(result)
+    if published is None or pick is None:
+        return False, None
+    if published is pick:
+        return True, 1.0
+    ours, theirs = _cost(pick), _cost(published)
+    if ours is None or theirs is None or published["outcome"] not in ("fits", "unknown"):
+        return False, None
+    return theirs / ours <= WITHIN, theirs / ours
+
+
+def _label(row: dict[str, Any]) -> str:
+    mesh = " x ".join(f"{axis}={size}" for axis, size in row["candidate"]["mesh"].items() if size > 1)
+    return mesh or "1 device"
+
+
+def _memory(row: dict[str, Any]) -> str:
+    fit = row.get("fit") or {}
+    needed = fit.get("needed_bytes")
+    text = "-" if needed is None else f"{needed / 2**30:.2f} GiB"
+    return {"fits": text, "unknown": text}.get(row["outcome"], f"{row['outcome']}" + ("" if needed is None else f": {text}"))
+
+
+def _range(row: dict[str, Any], key: str, scale: float = 1.0, digits: int = 2) -> str | None:
+    step = row.get("step")
+    if step is None:
+        return None
+    if key == "step":
+        return f"{step['low_s'] * scale:.{digits}f}-{step['high_s'] * scale:.{digits}f}"
+    values = row.get(key)
+    if values is None:
+        return None
+    low, high = (values["low"], values["high"]) if isinstance(values, dict) else values
+    return f"{low * scale:,.{digits}f}-{high * scale:,.{digits}f}"
+
+
+def _top(row: dict[str, Any]) -> str | None:
+    groups = [g for g in row.get("collectives", []) if g.get("share_of_step")]
+    if not groups:
+        return None
+    g = groups[0]
+    return f"{g['kind']} {' x '.join(g['axes'])}{' (loop)' if g['in_loop'] else ''}: {g['share_of_step']:.0%}"
+
+
+def fsdp_analysis(result: dict[str, Any]) -> list[str]:
+    """The per-device batch below which pure FSDP is bound by its collectives, and where tensor
+    parallelism starts to pay, from the sweep's own estimates (see the prose it writes)."""
+    if not result.get("fsdp_analysis"):
+        return []
+    fsdp = next((r for r in _rows(result) if r["candidate"]["mesh"].get("tensor", 1) == 1
+                 and r["candidate"]["mesh"].get("data", 1) == 1 and r["step"] is not None), None)
+    if fsdp is None:
+        return []
+    batch = float(next(iter(fsdp["candidate"]["options"].values())))
+    estimate = fsdp["step"]["estimate"]
+    compute, comm = estimate["dispatched_s"], estimate["collectives_s"]
+    critical = batch * comm / compute
+    book = V5E_FLOPS / V5E_ICI_AXIS_BPS
+    lines = ["", f"**Where FSDP turns collective-bound.** {_label(fsdp)} at {batch:g} sequences per chip: compute and "
+             f"memory {compute:.2f} s, collectives {comm:.2f} s per step. Compute grows with the batch and the "
+             f"weights' collectives do not, so they cross at about {critical:.2f} sequences per chip "
+             f"({critical * TOKENS:,.0f} tokens; linear in the batch, the fixed part of the step (the optimizer's "
+             f"update) left in). The [scaling book]({SCALING_BOOK}) puts FSDP's bound at the ICI's operational "
+             f"intensity C / W_ici = {book:,.0f} tokens per chip over one axis, {book / 2:,.0f} over both axes of a "
+             f"2D torus, counting the MLP's bf16 matmuls only."]
+    pays = []
+    for row in _rows(result):
+        tensor = row["candidate"]["mesh"].get("tensor", 1)
+        if tensor == 1 or row["step"] is None or row["outcome"] not in ("fits", "unknown"):
+            continue
+        e = row["step"]["estimate"]
+        weights = sum(g["seconds_per_step"] or 0 for g in row["collectives"] if "tensor" not in g["axes"])
+        activations = sum(g["seconds_per_step"] or 0 for g in row["collectives"] if "tensor" in g["axes"])
+        slope = e["dispatched_s"] + activations - compute  # what grows with the batch, beyond FSDP's
+        gained = comm - weights  # the weights' collectives tensor parallelism saves
+        if slope > 0 and gained > 0:
+            pays.append((batch * gained / slope, tensor, _label(row)))
+    lines.append("")
+    if pays:
+        best = max(pays)
+        lines.append(f"**Where tensor parallelism pays.** With nothing hidden, a tensor-parallel layout beats pure "
+                     f"FSDP when the weights' collectives it saves outweigh the activations' collectives and the "
+                     f"compute it adds: {best[2]} below about {best[0]:.2f} sequences per chip "
+                     f"({best[0] * TOKENS:,.0f} tokens); every other split pays below less. The scaling book's "
+                     f"mixed FSDP x tensor bound is 2 alpha^2 / F tokens per chip.")
+    else:
+        lines.append("**Where tensor parallelism pays.** Nowhere in this sweep: every tensor-parallel layout adds "
+                     "more (its activations' collectives and compute) than it saves of the weights' collectives.")
+    return lines
+
+
+def _case_prose(result: dict[str, Any]) -> list[str]:
+    ranking, sweep = result["ranking"], result["sweep"]
+    ok, ratio = matches(result)
+    published = _published_row(result)
+    pub = " x ".join(f"{axis}={size}" for axis, size in result["published"].items())
+    verdict = ("the pick" if ratio == 1.0 else f"ranked within {ratio:.2f}x of the pick's step per token" if ok
+               else f"**not** within {WITHIN:.0%} of the pick ({'not in the sweep' if published is None else _memory(published) if ratio is None else f'{ratio:.2f}x'})")
+    load = f"load average {result['load_average_at_start']:.1f} at the start, {result['load_average_at_end']:.1f} at the end"
+    lines = [f"`shardscope {result['command']}` ({'cold: every candidate compiled' if result['cold'] else 'read back from the compilation cache'}; "
+             f"{sweep['wall_s'] / 60:.1f} min wall, {sweep['user_s'] + sweep['sys_s']:,.0f} s of CPU, "
+             f"peak RSS {sweep['max_rss_mib']:,.0f} MiB; {load}). Published ({result['source']}): {pub}: {verdict}.",
+             "", f"> {ranking['why']}"]
+    bare = result.get("bare")
+    if bare and bare.get("candidates"):
+        cpu = sum(c["cpu_s"] for c in bare["candidates"])
+        wall = sum(c["wall_s"] for c in bare["candidates"])
+        workers = ranking["cost"]["workers"]
+        lines += ["", f"JAX's own route (`benchmarks/bare_layouts.py`: each candidate's build, lower and compile "
+                      f"for the slice's devices, one after another in one process): {wall / 60:.1f} min wall, "
+                      f"{cpu:,.0f} s of CPU for the {len(bare['candidates'])} candidates the sweep compiled. The "
+                      f"sweep took {sweep['wall_s'] / 60:.1f} min on {workers} workers against "
+                      f"{wall / workers / 60:.1f} min for JAX's compiles divided by the workers "
+                      f"({sweep['wall_s'] / (wall / workers):.2f}x), and {sweep['user_s'] + sweep['sys_s']:,.0f} s of "
+                      f"CPU against {cpu:,.0f} s ({(sweep['user_s'] + sweep['sys_s']) / cpu:.2f}x)."]
+    return lines
+
+
+def _summary(results: dict[str, Any]) -> list[SummaryRow]:
+    rows = []
+    for name, result in results.items():
+        if result.get("mode") == "smoke":
+            continue
+        ok, ratio = matches(result)
+        measured = "no estimate" if ratio is None else "the pick" if ratio == 1.0 else f"{ratio:.2f}x the pick"
+        rows.append(SummaryRow(f"`layouts` on {result['target']}, {name}: the published layout",
+                               f"the pick or within {WITHIN:.0%}", measured, "met" if ok else "**missed**"))
+    return rows
+
+
+BENCHMARK = Benchmark(
+    name="layout_anchors",
+    heading="11. Which layout is fastest: published layouts against `shardscope layouts`",
+    files=("layout_anchors_*.json",),
+    several=True,
+    summary=_summary,
+    rerun="python -m benchmarks.layout_anchors --case NAME [--bare]",
+    blocks=(
+        Prose(lambda results: [
+            "Each case is one `shardscope layouts` sweep of a train step at a published model's dimensions "
+            "(`benchmarks/decoder_step.py`: scanned layers under full rematerialization, float32 weights computed "
+            "in bfloat16, AdamW; `benchmarks/pipelined_step.py` adds pipeline stages), compiled for the slice with "
+            "nothing run. Steps are per call dispatched back to back, from every collective hidden behind compute "
+            "to none hidden; tokens/s and MFU per chip at the same two ends (MFU from the model's 6N flops per token "
+            "plus attention, rematerialization not counted). The step's attention is XLA's, not a flash kernel: "
+            "more memory traffic than MaxText's runs, the same flops."]),
+        Each(items=lambda results: [results[name] for name in sorted(results)], blocks=(
+            Table(
+                heading=lambda r: f"{r['case']} on {r['target']}",
+                columns=(
+                    Column("#", lambda row: str(row["rank"])),
+                    Column("layout", _label, align="left"),
+                    Column("options", lambda row: ", ".join(f"{k}={v}" for k, v in row["candidate"]["options"].items()),
+                           align="left"),
+                    Column("memory per chip", _memory, align="left"),
+                    Column("step hidden-exposed (s)", lambda row: _range(row, "step"), better="lower"),
+                    Column("tokens/s/chip", lambda row: _range(row, "per_chip_per_s", digits=0), better="higher"),
+                    Column("MFU (%)", lambda row: _range(row, "utilization", scale=100, digits=0), better="higher"),
+                    Column("costliest collectives: share of the exposed step", _top, align="left"),
+                    Column("compile CPU", lambda row: row["compile_cpu_s"], unit="s", digits=0),
+                ),
+                rows=_rows,
+            ),
+            Prose(_case_prose),
+            Prose(fsdp_analysis),
+        )),
+    ),
+)
+
+
+if __name__ == "__main__":
+    main()
