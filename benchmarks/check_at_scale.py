@@ -185,7 +185,8 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     ensure_devices(devices)
     found, cpu_found = {}, {}
     programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target),
-                ("mixtral", "mixtral_step.py", "train_step", target))
+                ("mixtral", "mixtral_step.py", "train_step", target),
+                ("llama_adamw", "llama_adamw_step.py", "train_step", target), ("moe", "moe_step.py", "train_step", target))
     for name, file, function, on in (p for p in programs if p[0] in names):
         module = import_file(ROOT / "benchmarks" / file)[0]
         spec = spec_of(getattr(module, function))
@@ -235,6 +236,8 @@ JAX_ROUTE = {
     "unrolled": ("trace", "cpu_lower_and_compile"),
     "llama": ("trace", "target_lower_and_compile"),
     "mixtral": ("trace", "target_lower_and_compile"),
+    "llama_adamw": ("trace", "target_lower_and_compile"),
+    "moe": ("trace", "target_lower_and_compile"),
 }
 """The phases JAX's own route runs too (the trace, and the one compile it makes): every other
 phase of a ``check`` is what shardscope adds."""
