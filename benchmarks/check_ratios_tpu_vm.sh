@@ -6,6 +6,7 @@
 #   benchmarks/check_ratios_tpu_vm.sh            # both chip counts, 3 rounds each (~25 min)
 #   CHIPS=256 benchmarks/check_ratios_tpu_vm.sh  # one chip count a call (a machine lent 10 min at a time)
 #   ROUNDS=--quick benchmarks/check_ratios_tpu_vm.sh   # 1 round, no more
+#   PHASES=--no-phases ...                         # leave out the phase-by-phase child
 #
 # Writes benchmarks/results/check_ratios.json (rows of other chip counts already there are kept;
 # OUT=FILE writes elsewhere) and prints `uptime` before and after; then
