@@ -61,7 +61,7 @@ def test_no_figure_in_the_prose_of_benchmarks_md_is_typed_into_the_renderer():
     assert set(results) == {"plans_at_scale", "tool_cost", "app_start", "scaling", "cross_process", "layouts",
                             "target_compile", "what_if_gain", "check_cost", "compiled_parse", "dispatch_steps",
                             "compile_cache", "cache_writes", "step_estimate", "check_at_scale", "profile_kinds", "verdict_stability",
-                            "tpu_corpus_report", "layout_anchors"}
+                            "tpu_corpus_report", "layout_anchors", "check_ratios"}
     assert set(results["step_estimate"]) == {"step_estimate", "step_estimate_v5e"}  # this CPU's, and a chip's
     before = _prose(render.render(results, {}, 240.0))
     after = _prose(render.render(_scaled(copy.deepcopy(results)), {}, 240.0))
