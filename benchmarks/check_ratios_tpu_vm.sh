@@ -7,6 +7,7 @@
 #   CHIPS=256 benchmarks/check_ratios_tpu_vm.sh  # one chip count a call (a machine lent 10 min at a time)
 #   ROUNDS=--quick benchmarks/check_ratios_tpu_vm.sh   # 1 round, no more
 #   PHASES=--no-phases ...                         # leave out the phase-by-phase child
+#   PROGRAMS=moe CHIPS=1024 ...                    # one program (llama_adamw, moe)
 #
 # Writes benchmarks/results/check_ratios.json (rows of other chip counts already there are kept;
 # OUT=FILE writes elsewhere) and prints `uptime` before and after; then
@@ -17,9 +18,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 CHIPS=${CHIPS:-256,1024}
 OUT=${OUT:-benchmarks/results/check_ratios.json}
+PROGRAMS=${PROGRAMS:-llama_adamw,moe}
 uptime
 "$PYTHON" -c 'import jax; print("jax", jax.__version__)'
 # shellcheck disable=SC2086  # ROUNDS is a flag or nothing
-"$PYTHON" -m benchmarks.check_ratios --chips "$CHIPS" --out "$OUT" ${ROUNDS:-} ${PHASES:-}
+"$PYTHON" -m benchmarks.check_ratios --chips "$CHIPS" --programs "$PROGRAMS" --out "$OUT" ${ROUNDS:-} ${PHASES:-}
 uptime
 echo "wrote $OUT"
