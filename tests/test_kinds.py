@@ -129,8 +129,8 @@ def test_pbroadcast_is_xlas_collective_broadcast_of_the_whole_value_from_its_sou
 
 def test_on_a_torus_and_on_nccl_a_broadcast_moves_the_whole_value_once():
     from shardscope.hardware.nccl import NcclPath, candidates
-    from shardscope.targets.gpu_nodes import gpu_node
-    from shardscope.targets.tpu_generations import generation_of
+    from shardscope.hardware.gpu_nodes import gpu_node
+    from shardscope.hardware.tpu_generations import generation_of
 
     payload = 8 << 20
     node = gpu_node("h100")

@@ -7,7 +7,7 @@ come from; where a vendor publishes no latency, the source says the value is an 
 A TPU slice has no preset: its ICI is a torus whose cost depends on which axes a group spans
 (``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.hardware.fabrics`); a
 flat ring at the chip's whole ICI bandwidth is 5x faster than a measured v5e all-gather
-(:mod:`shardscope.targets.tpu_generations`).
+(:mod:`shardscope.hardware.tpu_generations`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from dataclasses import asdict, dataclass
 from shardscope.errors import SettingsError
 from shardscope.costmodel.quantities import parse_rate
 from shardscope.engine.hlo.roofline import seconds_words
+from shardscope.hardware.gpu_nodes import GPU_NODES, H100_NVLINK
 
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 """Where the ring formulas (and the bus-bandwidth factors 2(n-1)/n and (n-1)/n) come from."""
 
 _NCCL_PROTOCOLS = "Hu et al., 'Demystifying NCCL', https://arxiv.org/abs/2507.04786"
 _H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+_H100_NODE = next(node for node in GPU_NODES if node.name == "h100")
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ class Link:
 
 PRESETS: tuple[Link, ...] = (
     Link(
-        "nvlink-h100", 450e9, 2e-6,
-        f"bandwidth: NVLink 900 GB/s bidirectional per H100 SXM GPU, halved for one direction ({_H100}); "
+        "nvlink-h100", _H100_NODE.fabric.nvlink_Bps, 2e-6,
+        f"bandwidth: NVLink {H100_NVLINK}; "
         f"latency: ~2 us per hop for NCCL's LL128 protocol ({_NCCL_PROTOCOLS})",
         "8 H100 SXM GPUs in one node over NVLink 4 / NVSwitch",
     ),

@@ -4,7 +4,7 @@ its interconnect: :meth:`TorusFabric.time` and :meth:`NodeFabric.time` cost one 
 run of a collective on it.
 
 The figures (bandwidths, latencies) are not here: each machine's record holds its own, with their
-sources (:mod:`shardscope.targets.tpu_generations`, :mod:`shardscope.targets.gpu_nodes`).
+sources (:mod:`shardscope.hardware.tpu_generations`, :mod:`shardscope.hardware.gpu_nodes`).
 :mod:`shardscope.engine.hlo.interconnect_times` lays a compiled collective's replica groups on a
 target's devices and asks the fabric for each group's time.
 
