@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
-from shardscope.costmodel.quantities import parse_rate
+from shardscope.costmodel.quantities import TIME_UNITS, parse_rate
 from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.hardware.gpu_nodes import GPU_NODES, H100_NVLINK
 
@@ -96,7 +96,8 @@ _BANDWIDTH_UNITS = {
     "kib/s": 2**10, "mib/s": 2**20, "gib/s": 2**30, "tib/s": 2**40,
     "bps": 1 / 8, "kbps": 1e3 / 8, "mbps": 1e6 / 8, "gbps": 1e9 / 8, "tbps": 1e12 / 8,
 }
-_LATENCY_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
 def parse_link(text: str) -> Link:
     """``--link BW,LATENCY``: ``25GB/s,5us``, ``400Gb/s,2us``, ``25e9,5e-6`` (bytes/s, seconds)."""
     parts = text.split(",")
@@ -105,7 +106,7 @@ def parse_link(text: str) -> Link:
     if len(parts) != 2:
         raise SettingsError(f"--link {text!r} is not BW,LATENCY.", hint)
     bandwidth = parse_rate(parts[0], _BANDWIDTH_UNITS, "b/s", "--link bandwidth", hint)
-    latency = parse_rate(parts[1], _LATENCY_UNITS, "s", "--link latency", hint, allow_zero=True)
+    latency = parse_rate(parts[1], TIME_UNITS, "s", "--link latency", hint, allow_zero=True)
     return Link(CUSTOM_LINK_NAME, bandwidth, latency, f"given on the command line: --link {text}")
 
 
