@@ -28,17 +28,6 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.pipeline.analysis import Analysis
 
-_RING_TERMS = {
-    kinds.REDUCE: lambda n, s: (2 * (n - 1), 2 * (n - 1) / n * s),
-    kinds.GATHER: lambda n, s: (n - 1, (n - 1) / n * (n * s)),
-    kinds.SCATTER: lambda n, s: (n - 1, (n - 1) / n * s),
-    kinds.EXCHANGE: lambda n, s: (n - 1, (n - 1) / n * s),
-    kinds.PAIRS: lambda n, s: (1, s),
-    kinds.BROADCAST: lambda n, s: (n - 1, s),
-}
-"""``(latency steps, bytes over the link)`` of each cost shape (:mod:`shardscope.collective_kinds`)."""
-
-
 def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float, float]:
     """``(latency steps, bytes over the link)`` of one run: time = steps·alpha + bytes/B.
 
@@ -49,7 +38,7 @@ def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float,
     shape = kinds.SHAPE_OF.get(primitive)
     if shape is None:
         raise ValueError(f"no communication model for {primitive!r}")
-    steps, wire = _RING_TERMS[shape](devices, payload_bytes)
+    steps, wire = kinds.RING_TERMS[shape](devices, payload_bytes)
     return float(steps), float(wire)
 
 
