@@ -1,13 +1,10 @@
 """Project each plan's collectives onto an interconnect with the ring (alpha-beta) model.
 
 For ``n`` devices, a payload of ``S`` bytes, per-step latency alpha and one-way bandwidth ``B``
-(the formulas of NCCL's performance notes, :data:`shardscope.costmodel.interconnects.NCCL_PERFORMANCE`):
-
-- all-reduce (``psum``, ``psum_invariant``, ``unreduced_psum``, ``pmax``, ``pmin``):
-  ``2(n-1)·alpha + 2(n-1)/n · S/B``
-- reduce-scatter, all-gather, all-to-all: ``(n-1)·alpha + (n-1)/n · S/B``, where ``S`` is the
-  full (unscattered, gathered) array: for an all-gather that is ``n`` times its operand
-- ppermute (and send/recv): ``alpha + S/B``; pbroadcast: ``(n-1)·alpha + S/B`` (a pipelined chain)
+(the formulas of NCCL's performance notes, :data:`shardscope.costmodel.interconnects.NCCL_PERFORMANCE`),
+one run costs ``steps·alpha + bytes/B``, its steps and bytes its cost shape's
+(:data:`shardscope.collective_kinds.RING_TERMS`: an all-reduce ``2(n-1)`` steps and
+``2(n-1)/n · S`` bytes, an all-gather ``n-1`` and ``(n-1)/n · nS``, ...).
 
 Each plan sums these over its executed collectives (runs per call × cost per run). The projection
 keeps the analysed per-device program (same chunks per device, same payloads) and puts it on a

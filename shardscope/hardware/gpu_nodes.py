@@ -88,29 +88,40 @@ def _node(name: str, peaks: dict[str, float], peaks_source: str, nvlink_Bps: flo
     return GpuNode(name, NodeFabric(name, nvlink_Bps, nic_Bps, nccl, f"{source}; {_PROTOCOLS}"), peaks, peaks_source)
 
 
-_HOPPER = NcclTopology("hopper", nvlink_GBps=18 * 20.6, nic_GBps=48.0, amd_cpu=False, nvls=True)
+_NVLINK4_Bps = 450e9
+"""NVLink 4 (H100, H200): 900 GB/s bidirectional per GPU, halved for one direction."""
+_NIC_400G_Bps = 46e9
+"""A 400 Gb/s ConnectX-7 port as NCCL reaches it (:data:`shardscope.hardware.nccl.NCCL_TESTS_290`)."""
+_PCIE_GEN5_GBps, _PCIE_GEN4_GBps = 48.0, 24.0
+"""A GPU's PCIe x16 path to its port as NCCL counts it (:data:`_PCIE_GEN5`, :data:`_PCIE_GEN4`)."""
+
+_HOPPER = NcclTopology("hopper", nvlink_GBps=18 * 20.6, nic_GBps=_PCIE_GEN5_GBps, amd_cpu=False, nvls=True)
 """18 NVLinks of 20.6 GB/s as NCCL counts them (``SM90_NVLINK_BW``), a PCIe Gen5 port per GPU,
 Intel CPUs, NVSwitch with NVLink SHARP."""
 
 GPU_NODES: tuple[GpuNode, ...] = (
-    _node("h100", _HOPPER_PEAKS, f"{_H100} (H100 SXM, dense, without sparsity): {_HOPPER_WORDS}", 450e9, 46e9, _HOPPER,
+    _node("h100", _HOPPER_PEAKS, f"{_H100} (H100 SXM, dense, without sparsity): {_HOPPER_WORDS}",
+          _NVLINK4_Bps, _NIC_400G_Bps, _HOPPER,
           f"NVLink: {H100_NVLINK}; network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
           f"H100 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); NCCL's view: 18 NVLinks "
           f"of 20.6 GB/s (topo.h SM90_NVLINK_BW), {_PCIE_GEN5}, NVLink SHARP; {_INTEL} (Xeon 8480C)"),
-    _node("h200", _HOPPER_PEAKS, f"{_H200} (H200 SXM, dense, without sparsity): {_HOPPER_WORDS}", 450e9, 46e9,
-          _HOPPER, f"NVLink: 900 GB/s bidirectional per H200 GPU, halved for one direction ({_H200}); network: one 400 Gb/s ConnectX-7 port per GPU in a DGX "
-          f"H200 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it ({NCCL_TESTS_290}); NCCL's view as H100's "
-          f"(the same NVLink 4 and NVSwitch); {_INTEL} (Xeon 8480C)"),
+    _node("h200", _HOPPER_PEAKS, f"{_H200} (H200 SXM, dense, without sparsity): {_HOPPER_WORDS}",
+          _NVLINK4_Bps, _NIC_400G_Bps, _HOPPER,
+          f"NVLink: 900 GB/s bidirectional per H200 GPU, halved for one direction ({_H200}); network: one 400 Gb/s "
+          f"ConnectX-7 port per GPU in a DGX H200 ({_DGX_H100_H200}), 46 GB/s per port as NCCL reaches it "
+          f"({NCCL_TESTS_290}); NCCL's view as H100's (the same NVLink 4 and NVSwitch); {_INTEL} (Xeon 8480C)"),
     _node("a100", {"bf16": 312e12, "f16": 312e12, "tf32": 156e12, "int8": 624e12, "f32": 19.5e12, "default": 19.5e12},
           f"{_A100} (A100 SXM 80GB, dense, without sparsity): 312 TFLOPS BF16/FP16 tensor core, 156 TFLOPS TF32, "
           "624 TOPS INT8, 19.5 TFLOPS FP32",
-          300e9, 24e9, NcclTopology("ampere", nvlink_GBps=12 * 20.0, nic_GBps=24.0, amd_cpu=True, nvls=False),
-          f"NVLink: 600 GB/s bidirectional per A100 SXM GPU, halved for one direction ({_A100}); network: one 200 Gb/s HDR ConnectX-6 port per GPU in a "
-          f"DGX A100 ({_DGX_A100}), 24 GB/s per port: 192 GB/s of all-reduce bus bandwidth over 8 ({NCCL_812}); "
-          f"NCCL's view: 12 NVLinks of 20 GB/s (topo.h SM80_NVLINK_BW), {_PCIE_GEN4}, no NVLink SHARP; AMD x86 "
-          "hosts (EPYC 7742): 2 us of network overhead per step in NCCL's tuner"),
+          300e9, 24e9, NcclTopology("ampere", nvlink_GBps=12 * 20.0, nic_GBps=_PCIE_GEN4_GBps, amd_cpu=True, nvls=False),
+          f"NVLink: 600 GB/s bidirectional per A100 SXM GPU, halved for one direction ({_A100}); network: one 200 Gb/s "
+          f"HDR ConnectX-6 port per GPU in a DGX A100 ({_DGX_A100}), 24 GB/s per port: 192 GB/s of all-reduce bus "
+          f"bandwidth over 8 ({NCCL_812}); NCCL's view: 12 NVLinks of 20 GB/s (topo.h SM80_NVLINK_BW), {_PCIE_GEN4}, "
+          "no NVLink SHARP; AMD x86 hosts (EPYC 7742): 2 us of network overhead per step in NCCL's tuner"),
     _node("b200", {"bf16": 2.25e15, "f16": 2.25e15, "tf32": 1.125e15, "fp8": 4.5e15, "int8": 4.5e15, "f32": 75e12,
-                   "default": 75e12}, _B200, 900e9, 46e9, NcclTopology("blackwell", nvlink_GBps=18 * 40.1, nic_GBps=48.0, amd_cpu=False, nvls=True),
+                   "default": 75e12}, _B200,
+          900e9, _NIC_400G_Bps, NcclTopology("blackwell", nvlink_GBps=18 * 40.1, nic_GBps=_PCIE_GEN5_GBps, amd_cpu=False,
+                                             nvls=True),
           "NVLink 5: 1.8 TB/s bidirectional per GPU, halved for one direction "
           "(https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html); network: one 400 Gb/s ConnectX-7 port "
           f"per GPU in a DGX B200 ({_DGX_B200}), 46 GB/s per port as NCCL reaches a 400 Gb/s NIC ({NCCL_TESTS_290}); "
