@@ -44,6 +44,8 @@ class Case:
     workers: int = 2
     fsdp_analysis: bool = True
     notes: tuple[str, ...] = field(default=())
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables the command runs with (written before it in the result's command)."""
 
 
 MAXTEXT = "MaxText's `benchmarks/maxtext_v5e_model_configs.py` (AI-Hypercomputer/maxtext)"
@@ -66,6 +68,8 @@ CASES = {
                                ("per_device_batch=1", "microbatches=16"), {"fsdp": 2, "tensor": 4, "pipeline": 8},
                                NVIDIA, fsdp_analysis=False),
 }
+CASES["gpt3_175b_h100_8x8_mem95"] = replace(CASES["gpt3_175b_h100_8x8"], env=(("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95"),))
+"""The same sweep where each JAX process may use 95% of a GPU's memory (JAX's default is 75%)."""
 SMOKE = Case("benchmarks/maxtext_v5e_layouts.py", "tiny", "tpu:v5e:2x4", ("data=1", "tensor=1,2"),
              ("per_device_batch=2",), {"fsdp": 8}, "a toy model (smoke)")
 
@@ -86,12 +90,12 @@ def run_case(name: str, case: Case, cache: str | None, bare: bool) -> dict[str, 
     directory = cache or tempfile.mkdtemp(prefix="layouts-cache-")
     cold = not any(entry.name.startswith("shardscope-target-") for entry in os.scandir(directory))
     load = os.getloadavg()[0]
-    ran = run_child(command(case), env={"SHARDSCOPE_NO_CACHE": "", "JAX_COMPILATION_CACHE_DIR": directory},
+    ran = run_child(command(case), env={"SHARDSCOPE_NO_CACHE": "", "JAX_COMPILATION_CACHE_DIR": directory, **dict(case.env)},
                     timeout=12 * 3600)
     if ran["returncode"] not in (0, 1):
         raise RuntimeError(f"{' '.join(command(case))} failed:\n{ran['stderr'][-3000:]}")
     ranking = json.loads(ran["stdout"])
-    result = {"case": name, "command": " ".join(command(case)[3:]), "target": case.target,
+    result = {"case": name, "command": " ".join(command(case)[3:]), "env": dict(case.env), "target": case.target,
               "published": case.published, "source": case.source, "fsdp_analysis": case.fsdp_analysis,
               "cold": cold, "cache": directory, "load_average_at_start": load, "load_average_at_end": os.getloadavg()[0],
               "sweep": {key: ran[key] for key in ("wall_s", "user_s", "sys_s", "max_rss_mib")}, "ranking": ranking}
@@ -280,7 +284,8 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
     ranking, sweep = result["ranking"], result["sweep"]
     pub = " x ".join(f"{axis}={size}" for axis, size in result["published"].items())
     load = f"load average {result['load_average_at_start']:.1f} at the start, {result['load_average_at_end']:.1f} at the end"
-    lines = [f"`shardscope {result['command']}` ({'cold: every candidate compiled' if result['cold'] else 'read back from the compilation cache'}; "
+    env = "".join(f"{name}={value} " for name, value in result.get("env", {}).items())
+    lines = [f"`{env}shardscope {result['command']}` ({'cold: every candidate compiled' if result['cold'] else 'read back from the compilation cache'}; "
              f"{sweep['wall_s'] / 60:.1f} min wall, {sweep['user_s'] + sweep['sys_s']:,.0f} s of CPU, "
              f"peak RSS {sweep['max_rss_mib']:,.0f} MiB; on {_machine(result)}, {load}). "
              f"Published ({result['source']}): {pub}: {_published_words(result)}.",
@@ -346,17 +351,31 @@ def _misses(results: dict[str, Any]) -> list[str]:
                   f"{_beside(maxtext)}. The ranking is right for the program it was given; the program is not "
                   "MaxText's.", ""]
     for r in missed:
-        published = _published_row(r)
+        published, pick = _published_row(r), _pick(r)
         if r["source"] != NVIDIA or published is None or not published.get("fit"):
             continue
-        fit = published["fit"]
-        lines += [f"**{r['case']}: NVIDIA's layout on {r['target']}.** NVIDIA runs tensor 4 x pipeline 8 with many "
-                  "data-parallel replicas and its optimizer's state sharded over them (Megatron's distributed "
-                  f"optimizer), on far more GPUs than {published['candidate']['mesh'] and r['target'].split(':')[-1]}. "
-                  f"On this slice the weights and AdamW's float32 state alone take "
-                  f"{fit['needed_bytes'] / 2**30:.2f} GiB per device in that layout, more than the "
-                  f"{fit['capacity_bytes'] / 2**30:.2f} GiB JAX lets a program use of each GPU (its default 75%), so "
-                  "every candidate is cut before compiling: the right answer for this slice.", ""]
+        fit, env = published["fit"], "".join(f" with {k}={v}" for k, v in r.get("env", {}).items())
+        need, room = fit["needed_bytes"] / 2**30, fit["capacity_bytes"] / 2**30
+        head = f"**{r['case']}: NVIDIA's layout on {r['target']}{env}.** "
+        if published["outcome"] == "cut":
+            lines += [head + "NVIDIA runs GPT-3 175B at tensor 4 x pipeline 8 on many more GPUs, with data-parallel "
+                      "replicas that shard the optimizer's state (Megatron's distributed optimizer). On this slice the "
+                      f"weights and AdamW's float32 state alone take {need:.2f} GiB per device in that layout, more "
+                      f"than the {room:.2f} GiB a JAX process may use of each GPU, so every candidate is cut before "
+                      "compiling: the right answer for this slice.", ""]
+        elif published["outcome"] != "fits":
+            lines += [head + f"The compiler's count for the published layout is {need:.2f} GiB per device, more than "
+                      f"the {room:.2f} GiB a JAX process may use (JAX's default pool, 75% of each GPU's memory): "
+                      "nothing fits. Training runs raise the pool (`XLA_PYTHON_CLIENT_MEM_FRACTION`); the case "
+                      "with 95% ranks the same compiles.", ""]
+        elif pick is not None and _cost(pick) and _cost(published):
+            gathers = sum(g.get("share_of_step") or 0 for g in published.get("collectives", [])
+                          if g["kind"] == "all-gather" and "fsdp" in g["axes"] and g["in_loop"])
+            lines += [head + f"It fits ({_memory(published)}) and ranks {published['rank']}, "
+                      f"{_cost(published) / _cost(pick):.2f}x the pick's step per token ({_label(pick)}). Its data "
+                      f"axis is this program's FSDP: every layer loop all-gathers the weights ({gathers:.0%} of its "
+                      "exposed step), where NVIDIA's data parallelism is Megatron's distributed optimizer, which "
+                      "gathers the weights once a step. The pick keeps that axis at 1.", ""]
     return lines
 
 
