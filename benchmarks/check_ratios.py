@@ -138,7 +138,9 @@ def _described(result: dict[str, Any]) -> list[str]:
         "(`tpu:v5p:8x8x4`) and 1,024 (`tpu:v5p:8x8x16`). Each round runs both in fresh processes, one after the "
         f"other, the order alternating; {result['rounds']} rounds, the ratios taken round by round, medians quoted; "
         "CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the machine's load "
-        "when its rounds ended.",
+        f"when its rounds ended. Measured on {(result.get('machine') or {}).get('nproc', '?')} cores (the TPU "
+        "VM's host: XLA compiles one program on several threads, so the wall ratio depends on the cores; the "
+        "CPU ratio carries to other machines). 1,024 chips not measured yet: the device's time ran out.",
     ]
 
 
