@@ -12,7 +12,7 @@ v5 lite`` is a v5e); a GPU by shardscope's description file (``gpu_descriptions/
 its ``device_memory_size`` and ``memory_bandwidth`` are read from the file, a user's own too)
 and a table of published peaks by name. The overheads of a call and of a loop iteration were
 measured on a real v5e chip; on the other chips they are assumed alike (unchecked). The CPU's peaks are measured by ``shardscope
-calibrate`` (:func:`shardscope.costmodel.calibrate.measure_cpu_chip`).
+calibrate`` (:func:`shardscope.pipeline.calibrate.measure_cpu_chip`).
 
 This module is a value the engine's layer may name (``tests/test_architecture.py``): the
 targets layer builds a chip for each target, and the step estimate

@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from shardscope.app.bindings import LAYOUTS_BINDINGS
 from shardscope.app.runner import working
-from shardscope.costmodel.layout_ranking import LayoutRanking, RankedLayout, ranked
+from shardscope.pipeline.layout_ranking import LayoutRanking, RankedLayout, ranked
 from shardscope.errors import ShardscopeError
 from shardscope.render.layouts import (candidate_plan, collectives_cell, memory_cell, per_chip_cell, step_cell,
                                        utilization_cell)

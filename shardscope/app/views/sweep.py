@@ -32,14 +32,14 @@ from shardscope.app.runner import load_settings_targets, working
 from shardscope.app.views.lines import offer_focus
 from shardscope.app.widgets.fields import BudgetField
 from shardscope.costmodel.quantities import parse_size
-from shardscope.costmodel.sweep import Sweep, run_sweep
+from shardscope.pipeline.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.sweep import SweepPoint
+    from shardscope.pipeline.sweep import SweepPoint
     from textual_plotext import Plot
     from shardscope.app.views.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
