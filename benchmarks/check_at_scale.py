@@ -173,7 +173,7 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     ``phases_s`` holds the walls, ``phases_cpu_s`` the CPU time of the process meanwhile (user +
     sys, XLA's threads included): on a loaded machine the wall is mostly waiting for a core."""
     from shardscope.engine.hlo.compiled import plan_of
-    from shardscope.engine.program.inspection import inspect_traced
+    from shardscope.engine.joined.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
     from shardscope.pipeline.gc_pause import paused
     from shardscope.sources.loading import import_file

@@ -1,7 +1,7 @@
 """Benchmark 5: what ``check --what-if``'s rewrite buys, measured and projected.
 
 For each program, the one ``check --what-if`` runs: the program as ``check`` inspects it, its
-flagged findings rewritten and checked (:meth:`shardscope.engine.program.inspection.Inspection.what_if`),
+flagged findings rewritten and checked (:meth:`shardscope.engine.joined.inspection.Inspection.what_if`),
 then the original and the verified rewrite timed interleaved on the same placed arguments
 (:func:`shardscope.pipeline.what_if.measure_what_if`: warm-up, then ``ROUNDS`` rounds, the order
 rotating; the speedup is the median of the per-round ratios, its spread their interquartile

@@ -151,7 +151,7 @@ def test_the_graph_sees_the_packages_imports():
     assert graph.has_edge("shardscope", "shardscope.sources.demos")
     assert graph.has_edge("shardscope.cli", "shardscope.cli.report")  # from shardscope.cli import report
     assert graph.has_edge("shardscope.app.views.prepare", "shardscope.app.views.diff_lines")
-    assert not graph.has_edge("shardscope", "shardscope.engine.program.inspection")  # in a function
+    assert not graph.has_edge("shardscope", "shardscope.engine.joined.inspection")  # in a function
 
 
 def test_there_are_no_import_circles():

@@ -37,7 +37,7 @@ from shardscope.sources.loading import require_file
 if TYPE_CHECKING:
     from shardscope.pipeline.what_if import ProgramWhatIf
     from shardscope.engine.hlo.plan_costs import MinSaving
-    from shardscope.engine.program.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.pipeline.check import FailedProgram, FileCheck
     from shardscope.targets.base import TargetDevices
 

@@ -24,7 +24,7 @@ One folder per level, each importing only the ones under it:
 - at this level, the pieces the levels share, importing none of them: ``counts`` (runs per
   call), ``pytree_paths``, ``user_frames`` (which frame is the user's line), ``written_values``,
   ``traceable`` (any callable as a program JAX traces), ``compilation`` (every compile).
-- ``program/``, on top of the levels: ``inspection``, one program read both ways, the value
+- ``joined/``, the levels joined, on top of them: ``inspection``, one program read both ways, the value
   ``check``, ``inspect`` and ``shardscope.testing`` return; ``remat_fixes``, a
   rematerialization's fix compiled and checked.
 

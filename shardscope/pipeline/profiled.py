@@ -28,7 +28,7 @@ from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.profile_match import ProfileMismatch
 from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.work import module_work
-from shardscope.engine.program.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import ShardscopeError
 from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
 from shardscope.measure.profile_capture import DEFAULT_CALLS, profile_each

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
-    from shardscope.engine.program.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.pipeline.check import FileCheck
 
 

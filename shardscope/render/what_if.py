@@ -16,7 +16,7 @@ from shardscope.whatif.what_if import ROUTE_NAMES
 
 if TYPE_CHECKING:
     from shardscope.costmodel.projection import CompiledProjection
-    from shardscope.engine.program.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.whatif.what_if import Rewrite
 
 MEMORY_SHOWN = (("arguments", "argument_size_in_bytes"), ("outputs", "output_size_in_bytes"),
