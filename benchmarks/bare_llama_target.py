@@ -24,7 +24,8 @@ jax.config.update("jax_platforms", "cpu")  # the host's own backend: the slice's
 from jax.experimental import topologies  # noqa: E402
 from jax.sharding import AxisType  # noqa: E402
 
-MODELS = {"llama": "benchmarks.llama_model", "mixtral": "benchmarks.mixtral_model"}
+MODELS = {"llama": "benchmarks.llama_model", "mixtral": "benchmarks.mixtral_model",
+          "llama_adamw": "benchmarks.llama_adamw_model", "moe": "benchmarks.moe_model"}
 
 
 def main(model: str = "llama") -> None:

@@ -172,6 +172,7 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     compiled plan, and for the target its lower and compile and its plan (``names``: the programs).
     ``phases_s`` holds the walls, ``phases_cpu_s`` the CPU time of the process meanwhile (user +
     sys, XLA's threads included): on a loaded machine the wall is mostly waiting for a core."""
+    from shardscope.engine.compilation import READ_ONLY, compile_traced
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.joined.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
@@ -185,7 +186,8 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     ensure_devices(devices)
     found, cpu_found = {}, {}
     programs = (("unrolled", "unrolled_step.py", "unrolled_step", None), ("llama", "llama_step.py", "train_step", target),
-                ("mixtral", "mixtral_step.py", "train_step", target))
+                ("mixtral", "mixtral_step.py", "train_step", target),
+                ("llama_adamw", "llama_adamw_step.py", "train_step", target), ("moe", "moe_step.py", "train_step", target))
     for name, file, function, on in (p for p in programs if p[0] in names):
         module = import_file(ROOT / "benchmarks" / file)[0]
         spec = spec_of(getattr(module, function))
@@ -202,7 +204,9 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
         with paused():
             traced = timed("trace", lambda: program.function.trace(*program.args))
             inspection = timed("jaxpr_view", lambda: inspect_traced(traced, function, program.input_names, []))
-            compiled = timed("cpu_lower_and_compile", lambda: traced.lower().compile())
+            # with a target, check compiles the CPU's plan to be read, never run (READ_ONLY), as here
+            compiled = timed("cpu_lower_and_compile",
+                             lambda: compile_traced(traced, READ_ONLY if on is not None else None))
             timed("cpu_compiled_plan", lambda: plan_of(traced, compiled, input_names=program.input_names,
                                                        program=inspection.program,
                                                        jaxpr_collectives=inspection.collectives))
@@ -235,6 +239,8 @@ JAX_ROUTE = {
     "unrolled": ("trace", "cpu_lower_and_compile"),
     "llama": ("trace", "target_lower_and_compile"),
     "mixtral": ("trace", "target_lower_and_compile"),
+    "llama_adamw": ("trace", "target_lower_and_compile"),
+    "moe": ("trace", "target_lower_and_compile"),
 }
 """The phases JAX's own route runs too (the trace, and the one compile it makes): every other
 phase of a ``check`` is what shardscope adds."""

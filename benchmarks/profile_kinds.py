@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.common import RESULTS, ROOT, parse_args, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
-from shardscope.hardware.chips import tpu_chip
+from shardscope.hardware.catalogue import chip_of
 from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.flops import unmodelled_parts
 from shardscope.engine.hlo.text import parse
@@ -45,7 +45,7 @@ def rows() -> list[dict]:
     """One row per instruction XProf timed on the chip: measured and estimated seconds per run."""
     info = json.loads((STORED / "info.json").read_text())
     texts = json.loads((STORED / "kinds.modules.json").read_text())
-    chip = tpu_chip(info["device_kind"])
+    chip = chip_of(info["device_kind"])
     assert chip is not None, info["device_kind"]
     profile = read_profile(STORED / "kinds.xplane.pb", stats=True)
     order = []  # program ids in the order the programs ran (the capture ran them in its table's order)
@@ -141,7 +141,7 @@ def run4_rows() -> list[dict]:
     on the chip beside shardscope's roofline of each, from the stored instruction times."""
     corpus = {row["name"]: row for row in map(json.loads, gzip.decompress(CORPUS_RUN4.read_bytes()).decode()
                                               .splitlines()) if "hlo" in row}
-    chip = tpu_chip(next(json.loads(line)["header"]["device_kind"] for line in
+    chip = chip_of(next(json.loads(line)["header"]["device_kind"] for line in
                          gzip.decompress(CORPUS_RUN4.read_bytes()).decode().splitlines() if '"header"' in line))
     assert chip is not None
     works = {name: module_work(parse(row["hlo"])) for name, row in corpus.items()}

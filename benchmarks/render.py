@@ -20,7 +20,7 @@ from benchmarks.harness import ARROWS, Benchmark, SummaryRow
 
 SECTIONS = ("plans_at_scale", "tool_cost", "app_start", "scaling", "layouts", "cross_process", "target_compile",
             "target_placements", "what_if_gain", "verdict_stability", "check_cost", "compiled_parse", "compile_cache", "cache_writes",
-            "check_at_scale", "dispatch_steps", "step_estimate", "tpu_corpus_report", "profile_kinds", "hostile_hlo", "layout_anchors")
+            "check_at_scale", "check_ratios", "dispatch_steps", "step_estimate", "tpu_corpus_report", "profile_kinds", "hostile_hlo", "layout_anchors")
 """The benchmarks in the order of their sections in ``BENCHMARKS.md``."""
 
 

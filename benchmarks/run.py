@@ -22,7 +22,8 @@ ALONE = tuple(b.name for b in render.benchmarks() if not b.in_make_bench)
 """Run alone (``python -m benchmarks.NAME``): too long for ``make bench``, or needing the tpu extra.
 Every benchmark takes ``--smoke`` (its smallest cell, once), which the test suite runs."""
 HELPERS = ("common", "harness", "render", "run", "bare_compile", "bare_linear", "bare_llama_target", "transformer_step", "unrolled_step",
-           "psum_chain", "lm_parts", "llama_model", "llama_step", "mixtral_model", "mixtral_step", "on_chip", "profile_capture_tpu",
+           "psum_chain", "lm_parts", "llama_model", "llama_step", "mixtral_model", "mixtral_step", "llama_adamw_model", "llama_adamw_step",
+           "moe_model", "moe_step", "on_chip", "profile_capture_tpu",
            "tpu_corpus", "tpu_corpus_dry", "hlo_cases", "decoder_step", "pipelined_step", "maxtext_v5e_layouts", "gpu_gpt3_layouts",
            "bare_layouts")
 """The modules of ``benchmarks/`` that are not benchmarks: what they share (the harness, the one renderer), the

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                             "{name: measure()'s value}, e.g. from a TPU VM) instead of measuring here")
 
     args = parse_args(__doc__.splitlines()[0], argv, measured_option)
-    from shardscope.hardware.chips import tpu_chip
+    from shardscope.hardware.catalogue import chip_of
     from shardscope.pipeline.cpu_peaks import measure_cpu_chip
 
     repeats = grid(args, REPEATS, QUICK_REPEATS, SMOKE_REPEATS)
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         scale = "tpu" if backend == "tpu" else "cpu"
         chosen = grid(args, programs(scale), programs(scale), programs("cpu")[-1:])  # smoke: the small scan on the CPU
         measurements = {p.name: measure(p, repeats) for p in chosen}
-    chip = tpu_chip(device_kind) if backend == "tpu" else measure_cpu_chip(repeats)
+    chip = chip_of(device_kind) if backend == "tpu" else measure_cpu_chip(repeats)
     if chip is None:
         print(f"shardscope has no figures for {device_kind}", file=sys.stderr)
         return 1

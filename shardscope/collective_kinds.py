@@ -13,6 +13,7 @@ opcodes or calls elsewhere is derived from :data:`KINDS` (``tests/test_kinds.py`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 REDUCE, GATHER, SCATTER, EXCHANGE, PAIRS, BROADCAST = "reduce", "gather", "scatter", "exchange", "pairs", "broadcast"
 """The cost shapes, for ``n`` devices and a per-device operand of ``S`` bytes (NCCL's performance
@@ -27,6 +28,19 @@ notes; :mod:`shardscope.costmodel.projection`):
 - ``broadcast``: one device's ``S`` bytes to every other, pipelined down a chain: ``n-1`` steps and
   ``S`` bytes on each link (XLA's collective-broadcast; NCCL's ring broadcast moves ``S`` per link).
 """
+
+
+RING_TERMS: dict[str, Callable[[int, int], tuple[float, float]]] = {
+    REDUCE: lambda n, s: (2 * (n - 1), 2 * (n - 1) / n * s),
+    GATHER: lambda n, s: (n - 1, (n - 1) / n * (n * s)),
+    SCATTER: lambda n, s: (n - 1, (n - 1) / n * s),
+    EXCHANGE: lambda n, s: (n - 1, (n - 1) / n * s),
+    PAIRS: lambda n, s: (1, s),
+    BROADCAST: lambda n, s: (n - 1, s),
+}
+"""Each cost shape as the list above writes it, for ``n`` devices and ``S`` bytes per device:
+``(latency steps, bytes over each link)`` of one run on a ring (the projection's alpha-beta
+model); a TPU torus moves the same bytes over the links its group spans (but an exchange's)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,8 @@ BY_NAME: dict[str, CollectiveKind] = {kind.name: kind for kind in KINDS}
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = "all-reduce", "all-gather", "reduce-scatter", "all-to-all"
 COLLECTIVE_PERMUTE = "collective-permute"
 """The kinds the verdicts and fixes name one by one."""
+ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
+"""The end of an asynchronous all-reduce (a GPU's), whose result is the sum."""
 
 PSUM, PSUM_INVARIANT = "psum", "psum_invariant"
 """The sum a user writes (``lax.psum``), and the primitive JAX writes for the transpose of an

@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 import traceback
+
+
+FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+"""What a path that is no regular file is, in a message's words, by the test of its ``st_mode``
+(every message that refuses one says it so: a source file, an export, a dump, a profile's file)."""
+
+
+def file_kind(mode: int, otherwise: str = "not a regular file") -> str:
+    """``a FIFO (a named pipe)``, ``a character device``: what the file of ``mode`` is (a
+    ``lstat``'s mode tells a symbolic link, a ``stat``'s what it points to), ``otherwise`` for a
+    regular file or a kind not in :data:`FILE_KINDS`."""
+    return next((words for is_kind, words in FILE_KINDS if is_kind(mode)), otherwise)
 
 
 class ShardscopeError(Exception):

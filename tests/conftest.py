@@ -7,6 +7,7 @@ import contextlib
 import functools
 import gc
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,31 @@ def collector_walks_each_tests_own_objects():
     yield
     release_removed_widgets()  # the test's apps are gone: Textual's lru_cache would keep their lines
     gc.unfreeze()
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + sys) of this process and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Each test's CPU seconds (its set-up, fixtures included, to its teardown, and the processes
+    it started and waited for) as the property ``cpu_s`` of its JUnit record (``--junitxml``):
+    where the suite's time goes, read on a loaded machine too, where a test's wall time says
+    mostly how busy the machine was. Nothing asserts on it."""
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        item.user_properties.append(("cpu_s", f"{_cpu_seconds() - item.stash[_CPU_AT_SETUP]:.3f}"))
+    yield
+
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

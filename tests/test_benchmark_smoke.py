@@ -18,7 +18,7 @@ from _support import ROOT
 from benchmarks import render, run
 
 EVERY = run.BENCHMARKS + run.ALONE
-NEEDS_THE_TPU_EXTRA = {"target_compile", "target_placements", "check_at_scale"}
+NEEDS_THE_TPU_EXTRA = {"target_compile", "target_placements", "check_at_scale", "check_ratios"}
 ON_THIS_MACHINE = sys.platform.startswith("linux") and platform.machine() == "x86_64"
 
 

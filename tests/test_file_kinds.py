@@ -44,7 +44,7 @@ def test_a_character_device_is_named_by_every_command(command):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_fifo_is_named_and_never_read(command, fifo):
-    assert_refused((command, fifo), f"{fifo} is a FIFO (named pipe), not a Python file.")
+    assert_refused((command, fifo), f"{fifo} is a FIFO (a named pipe), not a Python file.")
 
 
 def test_a_socket_and_a_dangling_link_are_named(tmp_path):
@@ -98,4 +98,27 @@ def test_the_reload_check_never_reads_a_fifo(fifo):
     code = ("from pathlib import Path\nfrom shardscope.sources.loading import file_fingerprint\n"
             f"file_fingerprint(Path({str(fifo)!r}))")
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "DemoFileError" in result.stderr and "is a FIFO (named pipe)" in result.stderr, result.stderr
+    assert "DemoFileError" in result.stderr and "is a FIFO (a named pipe)" in result.stderr, result.stderr
+
+
+def test_every_message_that_refuses_a_special_file_names_it_in_the_same_words(tmp_path):
+    """One table of a file's kind in words (:data:`shardscope.errors.FILE_KINDS`): a FIFO given as a
+    source file, an export's path, an XLA dump and a profile's file is "a FIFO (a named pipe)" in
+    each message, and none is opened (a read would block until a writer comes)."""
+    from shardscope.engine.hlo.dump_files import read_text
+    from shardscope.errors import ShardscopeError
+    from shardscope.measure.profile_files import profile_files
+    from shardscope.render.exports import write_atomic
+    from shardscope.sources.source_files import not_a_file_error
+
+    run = tmp_path / "plugins" / "profile" / "2026_12_06_10_00_00"
+    run.mkdir(parents=True)
+    fifo = run / "host.xplane.pb"
+    os.mkfifo(fifo)
+    messages = [not_a_file_error(fifo).message]
+    for refuse in (lambda: write_atomic(fifo, "text", overwrite=True), lambda: read_text(fifo),
+                   lambda: profile_files(fifo)):
+        with pytest.raises(ShardscopeError) as error:
+            refuse()
+        messages.append(error.value.message)
+    assert all(f"{fifo} is a FIFO (a named pipe), not " in message for message in messages), messages

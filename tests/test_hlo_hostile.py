@@ -320,7 +320,7 @@ def test_special_files_are_refused_by_their_type_before_they_are_read(tmp_path):
     with open(sparse, "wb") as out:
         out.truncate(MAX_FILE_BYTES + 1)  # no block written: refused by its size
     cases = {fifo: "is a FIFO (a named pipe), not a module's text file", fifo.parent: "is a FIFO",
-             zero: "is a character device (like /dev/zero or /dev/null)", zero.parent: "is a character device",
+             zero: "is a character device, not a module's text file", zero.parent: "is a character device",
              Path("/dev/zero"): "is a character device", Path("/dev/null"): "is a character device",
              folder.parent: "is a folder, not a module's text file",
              sparse: f"holds {MAX_FILE_BYTES + 1:,} bytes; shardscope reads module files of at most "

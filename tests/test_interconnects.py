@@ -24,8 +24,8 @@ from jax.experimental import mesh_utils
 from _gpu_plugin import needs_gpu_plugin
 from _nccl_by_hand import BASE, NET, NVLINK, nvls_all_reduce, ring_all_reduce, tree_all_reduce
 from shardscope.hardware.fabrics import torus_time
-from shardscope.targets.gpu_nodes import gpu_node
-from shardscope.targets.tpu_generations import generation_of
+from shardscope.hardware.gpu_nodes import gpu_node
+from shardscope.hardware.tpu_generations import generation_of
 from shardscope.costmodel.savings import parse_min_saving
 from shardscope.errors import SettingsError
 from shardscope.targets import registry
@@ -35,7 +35,7 @@ _LINUX_X86 = sys.platform.startswith("linux") and platform.machine() == "x86_64"
 needs_libtpu = pytest.mark.skipif(not _LINUX_X86, reason="libtpu ships for Linux x86-64 only")
 needs_plugin = needs_gpu_plugin
 
-# The cited figures (the machine records: shardscope/targets/tpu_generations.py, gpu_nodes.py),
+# The cited figures (the machine records: shardscope/hardware/tpu_generations.py, gpu_nodes.py),
 # written out for the hand derivations.
 V5E_LINK = 4.5e10  # B/s one way per ICI link (scaling book, interconnect table)
 V5P_LINK = 9e10

@@ -74,6 +74,36 @@ def test_no_module_but_kinds_compares_with_a_collective_named_as_a_literal():
     assert _compared_with_a_collective(ast.parse('if kind == "all-gather" or p in ("psum",): pass')) != []
 
 
+def _collectives_written(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name)`` of each string literal in ``tree`` that is exactly a collective's name, one
+    alone too (a label, a set of opcodes with one collective among them, a kind handed on); the
+    docstrings' examples and prose that holds a name (``"all-gather over axis 0"``) are not."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in VOCABULARY
+            and id(node) not in docstrings]
+
+
+def test_no_module_but_kinds_writes_a_collectives_name_as_a_literal():
+    """One name alone (``Built(..., "all-reduce")``, ``{"add", "all-reduce-done"}``) is written as
+    kinds' named constant (``ALL_REDUCE``, ``ALL_REDUCE_DONE``), as two in a list are derived."""
+    written = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == HOME:
+            continue
+        for line, name in _collectives_written(ast.parse(path.read_text(), str(path))):
+            written[f"{path.relative_to(PACKAGE)}:{line}"] = name
+    assert written == {}, "name the collective with shardscope.collective_kinds' constant"
+
+
+def test_the_scan_finds_a_single_collective_written_as_a_literal():
+    tree = ast.parse('"""all-reduce in prose."""\nBuilt(p, "all-reduce")\nKEEPS = {"add", "all-reduce-done"}\n'
+                     'WORDS = "all-gather over axis 0"\nf"{x} psum"\n')
+    assert _collectives_written(tree) == [(2, "all-reduce"), (3, "all-reduce-done")]
+
+
 def test_the_scan_finds_a_list_of_collectives_where_one_is_written():
     tree = ast.parse('REDUCE = frozenset({"psum", "pmax"})\nPASSING = {"copy", "all-gather", "all-to-all"}\n'
                      'ONE = ("psum", "add")\n')
@@ -129,8 +159,8 @@ def test_pbroadcast_is_xlas_collective_broadcast_of_the_whole_value_from_its_sou
 
 def test_on_a_torus_and_on_nccl_a_broadcast_moves_the_whole_value_once():
     from shardscope.hardware.nccl import NcclPath, candidates
-    from shardscope.targets.gpu_nodes import gpu_node
-    from shardscope.targets.tpu_generations import generation_of
+    from shardscope.hardware.gpu_nodes import gpu_node
+    from shardscope.hardware.tpu_generations import generation_of
 
     payload = 8 << 20
     node = gpu_node("h100")

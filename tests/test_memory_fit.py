@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shardscope.hardware.chips import GIB, tpu_chip
+from shardscope.hardware.catalogue import chip_of
+from shardscope.hardware.chips import GIB
 from shardscope.hardware.fit import MemoryFit, needed_bytes, refusal_fit
 from shardscope.pipeline.check import check_file, EXIT_FLAGGED
 
@@ -71,7 +72,7 @@ def test_what_a_step_needs_is_its_arguments_outputs_and_temporaries_less_what_al
 def test_libtpus_refusal_is_read_for_what_the_step_needed_and_what_the_chip_has():
     message = ("XlaRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
                "temporaries (18.64G) exceeds available HBM (15.75G).")
-    fit = refusal_fit(message, tpu_chip("TPU v5 lite"))
+    fit = refusal_fit(message, chip_of("TPU v5 lite"))
     assert fit is not None and fit.refused and fit.fits is False
     assert fit.needed_bytes == int(18.64 * GIB) and fit.capacity_bytes == int(15.75 * GIB)
     assert fit.line() == "does not fit: 18.64 GiB on a 15.75 GiB v5e chip (the compiler refused it)"
@@ -224,10 +225,9 @@ def test_a_gpu_chip_holds_what_a_jax_process_may_use_of_it(environ, fraction):
     """jaxlib reads XLA_PYTHON_CLIENT_MEM_FRACTION (or XLA_CLIENT_MEM_FRACTION) into XLA's GPU
     allocator, whose pool is that share of the memory (75% unset) whether it preallocates it or
     grows to it; the platform allocator has none. A step's fit is against that share."""
-    from shardscope.hardware.chips import gpu_chip
-    from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
+    from shardscope.hardware.gpu_nodes import described_chip, gpu_machine, gpu_node
 
-    machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), environ)
+    machine = gpu_machine(described_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), environ)
     assert machine.chip is not None
     assert machine.chip.capacity_bytes == int(_described_memory() * fraction)
     assert machine.memory_words.startswith("what a JAX process may use of the 80 GiB")
@@ -235,11 +235,10 @@ def test_a_gpu_chip_holds_what_a_jax_process_may_use_of_it(environ, fraction):
 
 def test_a_step_at_79_9_of_80_gib_does_not_fit_on_an_h100():
     """Issue 44: a step that needs 79.9 GiB 'fit' a 80 GiB H100; JAX's default pool is 60 GiB."""
-    from shardscope.hardware.chips import gpu_chip
     from shardscope.hardware.fit import memory_fit
-    from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
+    from shardscope.hardware.gpu_nodes import described_chip, gpu_machine, gpu_node
 
-    machine = gpu_machine(gpu_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), {})
+    machine = gpu_machine(described_chip("h100", H100_DESCRIPTION.read_text()), gpu_node("h100"), {})
     fit = memory_fit({"argument_size_in_bytes": int(79.9 * GIB)}, machine.chip, "h100", allowance=machine.memory_words)
     assert _described_memory() == 80 * GIB
     assert fit.capacity_bytes == 60 * GIB and fit.fits is False

@@ -13,7 +13,7 @@ import pytest
 from _nccl_by_hand import nvls_all_reduce, nvls_tree_all_reduce, ring_all_reduce, tree_all_reduce
 from shardscope.hardware.nccl import NcclPath, candidates
 from shardscope.hardware.nccl_search import nvls_graph, ring_graph, tree_graph
-from shardscope.targets.gpu_nodes import gpu_node
+from shardscope.hardware.gpu_nodes import gpu_node
 
 BIG = 8 * 2**30
 

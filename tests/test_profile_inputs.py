@@ -35,7 +35,7 @@ def test_a_fifo_named_like_a_profile_is_refused_without_opening_it(tmp_path):
 
 def test_dev_zero_linked_in_is_refused(tmp_path):
     (_run(tmp_path) / "host.xplane.pb").symlink_to("/dev/zero")  # a read would never end
-    with pytest.raises(ProfileError, match="is a device, not a profile file"):
+    with pytest.raises(ProfileError, match="is a character device, not a profile file"):
         read_profile(tmp_path)
 
 
@@ -46,7 +46,7 @@ def test_a_device_or_a_file_as_the_folder_is_one_message(given, tmp_path):
         path.write_text("not a profile")
     with pytest.raises(ProfileError) as error:
         read_profile(path)
-    assert "a device, not a folder" in error.value.message or "is not a profile" in error.value.message
+    assert "a character device, not a folder" in error.value.message or "is not a profile" in error.value.message
 
 
 def test_a_link_loop_and_deep_folders_do_not_hang(tmp_path):

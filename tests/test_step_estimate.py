@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from shardscope.hardware.chips import Chip, gpu_chip, tpu_chip
+from shardscope.hardware.catalogue import chip_of
+from shardscope.hardware.chips import Chip
+from shardscope.hardware.gpu_nodes import described_chip
 from shardscope.engine.hlo.roofline import estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.work import module_work
@@ -198,11 +200,11 @@ def test_the_step_estimate_is_a_roofline_per_instruction_plus_the_chips_overhead
 
 
 def test_a_v5e_chips_numbers_are_googles_published_ones():
-    chip = tpu_chip("TPU v5 lite")
+    chip = chip_of("TPU v5 lite")
     assert chip is not None and chip.name == "v5e"
     assert chip.flops_per_s("bf16") == 197e12 and chip.memory_bandwidth_Bps == 819e9
     assert chip.memory_bytes == 16 * 2**30 and "cloud.google.com/tpu/docs/v5e" in chip.sources["peak_flops"]
-    v5p = tpu_chip("TPU v5")  # what libtpu calls a v5p chip
+    v5p = chip_of("TPU v5")  # what libtpu calls a v5p chip
     assert v5p is not None and v5p.name == "v5p"
 
 
@@ -210,7 +212,7 @@ def test_a_b200s_fp32_peak_is_one_eighth_of_the_hgx_boards():
     """NVIDIA's HGX B200 (8 GPUs) lists 36 PFLOPS FP16/BF16 tensor core with 2:4 sparsity and 600
     TFLOPS FP32, which has no sparse mode: per GPU, dense, 36e15 / 8 / 2 and 600e12 / 8 (the
     B200 datasheet's 75 TFLOPS FP32)."""
-    chip = gpu_chip("b200", "")
+    chip = described_chip("b200", "")
     assert chip.flops_per_s("bf16") == 36e15 / 8 / 2
     assert chip.flops_per_s("f32") == 600e12 / 8
 

@@ -501,13 +501,13 @@ def test_a_target_owns_one_record_of_its_machine_which_its_consumers_ask(tmp_pat
     """Issue 47: a machine is one record, owned by its Target, with one model of its interconnect.
     The views ask it (what the program is compiled for, whether arrays are padded to tiles)
     instead of reading the target's name; a machine shardscope has no figures for has no model."""
-    from shardscope.hardware.chips import TPU_CHIPS
+    from shardscope.hardware.tpu_generations import TPU_GENERATIONS
     from shardscope.hardware.fabrics import NodeFabric, TorusFabric
     from shardscope.targets.gpu import DESCRIPTIONS, GpuTarget
 
     v5e = registry.parse_target("tpu:v5e:2x4").machine("TPU v5 lite")
     assert (v5e.name, v5e.words, v5e.pads_to_tiles) == ("v5e", "the slice", True)
-    assert v5e.chip is TPU_CHIPS["TPU v5 lite"]  # the compute table's row itself
+    assert v5e.chip is TPU_GENERATIONS[0].chip  # the generation's record's own chip
     assert isinstance(v5e.fabric, TorusFabric) and v5e.fabric.link_Bps == 4.5e10  # the only v5e model
     by_name = registry.parse_target("tpu:v5litepod_2x4").machine("")  # by the topology's name alone
     assert by_name.fabric is v5e.fabric

@@ -26,7 +26,7 @@ import pytest
 
 from benchmarks.tpu_corpus_report import CORPUS, corpus_files, replay, stored_summary
 from shardscope.hardware.checked import CHECKED_FILE, checked_summaries
-from shardscope.hardware.chips import tpu_chip
+from shardscope.hardware.catalogue import chip_of
 from shardscope.costmodel.corpus import BAND, read_lines
 
 STORED = json.loads(CHECKED_FILE.read_text())["v5e"]
@@ -75,12 +75,12 @@ def _rounded(value: object) -> object:
 def test_the_stored_summary_is_what_the_corpus_gives_and_every_v5e_estimate_says_it():
     assert _rounded(stored_summary("v5e", list(CHECKS.values()))) == _rounded(STORED)
     assert checked_summaries()["v5e"] == STORED
-    words = tpu_chip("TPU v5 lite").checked
+    words = chip_of("TPU v5 lite").checked
     covered = sum(not c.estimate.lower_bound for c in CHECKS.values())
     within = sum(c.holds for c in CHECKS.values() if not c.estimate.lower_bound)
     assert f"{within} of {covered} programs it covers within 0.8-1.25x" in words
     assert words.startswith("checked on a v5e chip")
-    assert tpu_chip("TPU v5").checked == ""  # v5p: no chip measured
+    assert chip_of("TPU v5").checked == ""  # v5p: no chip measured
 
 
 def test_sorts_top_k_and_unknown_trip_counts_are_lower_bounds_that_name_them():

@@ -20,14 +20,22 @@ HOME = PACKAGE / "verdict_kinds.py"
 
 
 def _verdict_literals(tree: ast.AST) -> list[tuple[int, str]]:
-    """``(line, name)`` of each string literal in ``tree`` that is exactly a verdict's name (a
-    word of prose, ``needed there``, is not one)."""
+    """``(line, name)`` of each string literal in ``tree`` that is exactly a verdict's name, its
+    row's words (``needed there``) or starts with its name as a label (``dead: ...``); prose that
+    holds the word (``it is needed where it is``) and the docstrings are not."""
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
     return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in verdicts.NAMES
-            and id(node) not in docstrings]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            and (node.value in verdicts.NAMES or node.value in THERE or node.value.startswith(LABELS))]
+
+
+THERE = frozenset(kind.there for kind in verdicts.KINDS if " there" in kind.there)
+"""What a target's summary says of each verdict (``needed there``; a dead one's ``removed`` is a
+word of other tables too): the row's words, read from it."""
+LABELS = tuple(f"{name}: " for name in verdicts.NAMES)
+"""A text that starts with a verdict's name as its label (``dead: the compiler removes it``)."""
 
 
 def test_no_module_but_the_table_writes_a_verdicts_name():
@@ -41,8 +49,9 @@ def test_no_module_but_the_table_writes_a_verdicts_name():
 
 
 def test_the_scan_finds_a_verdict_written_as_a_literal():
-    tree = ast.parse('STYLES = {"deferrable": "red"}\nif kind == "dead": pass\nWORDS = "needed there"\n')
-    assert _verdict_literals(tree) == [(1, "deferrable"), (2, "dead")]
+    tree = ast.parse('STYLES = {"deferrable": "red"}\nif kind == "dead": pass\nWORDS = "needed there"\n'
+                     'WHY = "dead: removed"\nPROSE = "it is needed where it is"\n')
+    assert sorted(_verdict_literals(tree)) == [(1, "deferrable"), (2, "dead"), (3, "needed there"), (4, "dead: removed")]
 
 
 def test_the_engine_fails_the_check_on_the_tables_flagged_verdicts():

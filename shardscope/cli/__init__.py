@@ -12,19 +12,25 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Sequence
 
-from shardscope import __version__
-from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
-from shardscope.cli.explorer import AppOptions, ExplorerOptions
-from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
-from shardscope.distributed.compile_cache import start_compilation_cache
-from shardscope.errors import ShardscopeError, report_error
-from shardscope.targets.platforms import quiet_start_up_warnings, run_on
-from shardscope.config.settings import Settings
-from shardscope.sources.bundled import SEED_DEMO
+try:  # Ctrl+C while the commands' modules load (a second on a loaded machine), before any handler is set
+    from shardscope import __version__
+    from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
+    from shardscope.cli.explorer import AppOptions, ExplorerOptions
+    from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
+    from shardscope.distributed.compile_cache import start_compilation_cache
+    from shardscope.errors import ShardscopeError, report_error
+    from shardscope.targets.platforms import quiet_start_up_warnings, run_on
+    from shardscope.config.settings import Settings
+    from shardscope.sources.bundled import SEED_DEMO
+except KeyboardInterrupt:
+    from shardscope.distributed.interrupts import leave
+
+    leave(signal.SIGINT)  # one line, status 130, nothing written: never a traceback
 
 __all__ = ["COMMANDS", "main", "open_options", "parse"]
 

@@ -12,12 +12,12 @@ from rich.table import Table
 from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
 from shardscope.hardware.fabrics import Fabric, NodeFabric, TorusFabric
+from shardscope.hardware.gpu_nodes import GPU_NODES
 from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
 from shardscope.hardware.nccl import send_latency_s
+from shardscope.hardware import tpu_generations
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.render.console import stdout_console
-from shardscope.targets.gpu_nodes import GPU_NODES
-from shardscope.targets.tpu_generations import TPU_GENERATIONS
 
 NAME = "presets"
 
@@ -58,7 +58,7 @@ def show_presets(as_json: bool) -> int:
 
 def target_fabrics() -> list[tuple[str, Fabric]]:
     """Every machine record's interconnect, by the ``--target`` form it is for."""
-    return ([(f"tpu:{g.name}:...", g.ici) for g in TPU_GENERATIONS]
+    return ([(f"tpu:{g.name}:...", g.ici) for g in tpu_generations.TPU_GENERATIONS]
             + [(f"gpu:{node.name}:HOSTSxDEVICES", node.fabric) for node in GPU_NODES])
 
 

@@ -13,27 +13,20 @@ import os
 import stat
 from pathlib import Path
 
-from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
+from shardscope.hardware.catalogue import chip_named as catalogued
+from shardscope.hardware.catalogue import chip_names
+from shardscope.hardware.chips import Chip
+from shardscope.hardware.gpu_nodes import DESCRIPTIONS as GPU_DESCRIPTIONS
+from shardscope.hardware.gpu_nodes import described_chip
 from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.well_formed import read_module, value_kind
 from shardscope.engine.hlo.work import module_work
 from shardscope.errors import ArgumentTypeError, ChipError, TargetError
 
-GPU_DESCRIPTIONS = Path(__file__).resolve().parent.parent / "gpu_descriptions"
 GPU_FILE = "gpu:"
 """How a chip given by the user's own GPU description file is written: ``gpu:path/to/gpu.txtpb``."""
 MAX_DESCRIPTION_BYTES = 1 << 20
 """The largest GPU description file read (shardscope's own are about 1 KB)."""
-
-
-def chip_names() -> list[str]:
-    """The chips :func:`chip_named` knows: the TPU generations, then the GPUs shardscope describes."""
-    tpus = list(dict.fromkeys(chip.name for chip in TPU_CHIPS.values()))
-    return tpus + _gpu_names()
-
-
-def _gpu_names() -> list[str]:
-    return sorted(path.stem for path in GPU_DESCRIPTIONS.glob("*.txtpb"))
 
 
 def chip_named(name: str) -> Chip:
@@ -48,13 +41,10 @@ def chip_named(name: str) -> Chip:
                                 f"pass one of {', '.join(chip_names())}, or a Chip")
     if name.strip().lower().startswith(GPU_FILE):
         path = Path(name.strip()[len(GPU_FILE):])
-        return gpu_chip(path.stem, _description(path))
-    wanted = name.strip().lower()
-    for kind, chip in TPU_CHIPS.items():
-        if wanted in (chip.name, kind.lower()):
-            return chip
-    if wanted in _gpu_names():
-        return gpu_chip(wanted, (GPU_DESCRIPTIONS / f"{wanted}.txtpb").read_text())
+        return described_chip(path.stem, _description(path))
+    chip = catalogued(name)
+    if chip is not None:
+        return chip
     raise ChipError(f"no chip called {name[:80]!r}: known chips are {', '.join(chip_names())}",
                     f"or describe a GPU in a file of your own (a GpuTargetConfigProto in text form, like "
                     f"{GPU_DESCRIPTIONS.name}/h100.txtpb) and pass chip='{GPU_FILE}path/to/gpu.txtpb'")

@@ -7,7 +7,7 @@ come from; where a vendor publishes no latency, the source says the value is an 
 A TPU slice has no preset: its ICI is a torus whose cost depends on which axes a group spans
 (``--target tpu:TOPOLOGY`` costs each collective on it, :mod:`shardscope.hardware.fabrics`); a
 flat ring at the chip's whole ICI bandwidth is 5x faster than a measured v5e all-gather
-(:mod:`shardscope.targets.tpu_generations`).
+(:mod:`shardscope.hardware.tpu_generations`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from shardscope.errors import SettingsError
-from shardscope.costmodel.quantities import parse_rate
+from shardscope.costmodel.quantities import TIME_UNITS, parse_rate
 from shardscope.engine.hlo.roofline import seconds_words
+from shardscope.hardware.gpu_nodes import GPU_NODES, H100_NVLINK
 
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 """Where the ring formulas (and the bus-bandwidth factors 2(n-1)/n and (n-1)/n) come from."""
 
 _NCCL_PROTOCOLS = "Hu et al., 'Demystifying NCCL', https://arxiv.org/abs/2507.04786"
 _H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+_H100_NODE = next(node for node in GPU_NODES if node.name == "h100")
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ class Link:
 
 PRESETS: tuple[Link, ...] = (
     Link(
-        "nvlink-h100", 450e9, 2e-6,
-        f"bandwidth: NVLink 900 GB/s bidirectional per H100 SXM GPU, halved for one direction ({_H100}); "
+        "nvlink-h100", _H100_NODE.fabric.nvlink_Bps, 2e-6,
+        f"bandwidth: NVLink {H100_NVLINK}; "
         f"latency: ~2 us per hop for NCCL's LL128 protocol ({_NCCL_PROTOCOLS})",
         "8 H100 SXM GPUs in one node over NVLink 4 / NVSwitch",
     ),
@@ -94,7 +96,8 @@ _BANDWIDTH_UNITS = {
     "kib/s": 2**10, "mib/s": 2**20, "gib/s": 2**30, "tib/s": 2**40,
     "bps": 1 / 8, "kbps": 1e3 / 8, "mbps": 1e6 / 8, "gbps": 1e9 / 8, "tbps": 1e12 / 8,
 }
-_LATENCY_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
 def parse_link(text: str) -> Link:
     """``--link BW,LATENCY``: ``25GB/s,5us``, ``400Gb/s,2us``, ``25e9,5e-6`` (bytes/s, seconds)."""
     parts = text.split(",")
@@ -103,7 +106,7 @@ def parse_link(text: str) -> Link:
     if len(parts) != 2:
         raise SettingsError(f"--link {text!r} is not BW,LATENCY.", hint)
     bandwidth = parse_rate(parts[0], _BANDWIDTH_UNITS, "b/s", "--link bandwidth", hint)
-    latency = parse_rate(parts[1], _LATENCY_UNITS, "s", "--link latency", hint, allow_zero=True)
+    latency = parse_rate(parts[1], TIME_UNITS, "s", "--link latency", hint, allow_zero=True)
     return Link(CUSTOM_LINK_NAME, bandwidth, latency, f"given on the command line: --link {text}")
 
 

@@ -1,13 +1,10 @@
 """Project each plan's collectives onto an interconnect with the ring (alpha-beta) model.
 
 For ``n`` devices, a payload of ``S`` bytes, per-step latency alpha and one-way bandwidth ``B``
-(the formulas of NCCL's performance notes, :data:`shardscope.costmodel.interconnects.NCCL_PERFORMANCE`):
-
-- all-reduce (``psum``, ``psum_invariant``, ``unreduced_psum``, ``pmax``, ``pmin``):
-  ``2(n-1)·alpha + 2(n-1)/n · S/B``
-- reduce-scatter, all-gather, all-to-all: ``(n-1)·alpha + (n-1)/n · S/B``, where ``S`` is the
-  full (unscattered, gathered) array: for an all-gather that is ``n`` times its operand
-- ppermute (and send/recv): ``alpha + S/B``; pbroadcast: ``(n-1)·alpha + S/B`` (a pipelined chain)
+(the formulas of NCCL's performance notes, :data:`shardscope.costmodel.interconnects.NCCL_PERFORMANCE`),
+one run costs ``steps·alpha + bytes/B``, its steps and bytes its cost shape's
+(:data:`shardscope.collective_kinds.RING_TERMS`: an all-reduce ``2(n-1)`` steps and
+``2(n-1)/n · S`` bytes, an all-gather ``n-1`` and ``(n-1)/n · nS``, ...).
 
 Each plan sums these over its executed collectives (runs per call × cost per run). The projection
 keeps the analysed per-device program (same chunks per device, same payloads) and puts it on a
@@ -26,17 +23,6 @@ from shardscope.engine.hlo.interconnect_times import compiled_model
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
 
-_RING_TERMS = {
-    kinds.REDUCE: lambda n, s: (2 * (n - 1), 2 * (n - 1) / n * s),
-    kinds.GATHER: lambda n, s: (n - 1, (n - 1) / n * (n * s)),
-    kinds.SCATTER: lambda n, s: (n - 1, (n - 1) / n * s),
-    kinds.EXCHANGE: lambda n, s: (n - 1, (n - 1) / n * s),
-    kinds.PAIRS: lambda n, s: (1, s),
-    kinds.BROADCAST: lambda n, s: (n - 1, s),
-}
-"""``(latency steps, bytes over the link)`` of each cost shape (:mod:`shardscope.collective_kinds`)."""
-
-
 def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float, float]:
     """``(latency steps, bytes over the link)`` of one run: time = steps·alpha + bytes/B.
 
@@ -47,7 +33,7 @@ def ring_terms(primitive: str, payload_bytes: int, devices: int) -> tuple[float,
     shape = kinds.SHAPE_OF.get(primitive)
     if shape is None:
         raise ValueError(f"no communication model for {primitive!r}")
-    steps, wire = _RING_TERMS[shape](devices, payload_bytes)
+    steps, wire = kinds.RING_TERMS[shape](devices, payload_bytes)
     return float(steps), float(wire)
 
 

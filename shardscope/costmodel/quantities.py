@@ -23,6 +23,9 @@ SIZE_UNITS = {
 }
 """Byte units, decimal (``kB`` = 1000 B) and binary (``KiB`` = 1024 B); matched ignoring case."""
 
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+"""Time units in seconds (``--link``'s latency, ``--min-saving``), matched ignoring case."""
+
 SIZE_UNITS_TEXT = "B, kB, MB, GB, TB, PB, EB (powers of 1000) and KiB, MiB, GiB, TiB, PiB, EiB (powers of 1024)"
 
 

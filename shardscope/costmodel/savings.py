@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import re
 
-from shardscope.costmodel.quantities import number_and_unit
+from shardscope.costmodel.quantities import TIME_UNITS, number_and_unit
 from shardscope.engine.hlo.plan_costs import MinSaving
 from shardscope.errors import SettingsError
 
 __all__ = ["MinSaving", "parse_min_saving"]
-
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
 
 def parse_min_saving(text: str) -> MinSaving:
     """``1ms``, ``50us``, ``0.2s`` (a time saved per step) or ``1%`` (a share of the step)."""
@@ -39,7 +36,7 @@ def parse_min_saving(text: str) -> MinSaving:
             return MinSaving(stripped, seconds=0.0)
         raise SettingsError(f"--min-saving {stripped!r} has no unit: a time saved per step needs one, a share a %.",
                             f"write --min-saving {stripped}ms, {stripped}us or {stripped}% (units s, ms, us, ns)")
-    scale = _TIME_UNITS.get(unit.lower() if unit != "µs" else unit)
+    scale = TIME_UNITS.get(unit.lower())
     if scale is None:
         raise SettingsError(f"--min-saving {stripped!r}: {unit!r} is not a unit of time.", hint)
     return MinSaving(stripped, seconds=number * scale)

@@ -4,13 +4,14 @@ Each number says where it comes from (the vendor's published figure, or a measur
 :mod:`shardscope.costmodel.interconnects` does for links. Two numbers per TPU generation are
 the compiler's own: the HBM that XLA:TPU lets a program use (``usable_memory_bytes``), read from
 the message libtpu refuses a program with ("the total memory required for HLO temporaries
-(116.47G) exceeds available HBM (15.75G)": G is GiB there), checked for every generation below
-with libtpu compile-only (jax 0.10.2). A step fits when it needs at most that.
+(116.47G) exceeds available HBM (15.75G)": G is GiB there), checked for every generation with
+libtpu compile-only (jax 0.10.2). A step fits when it needs at most that.
 
-A TPU chip is known by its ``device_kind`` (what libtpu's compile-only devices call it: ``TPU
-v5 lite`` is a v5e); a GPU by shardscope's description file (``gpu_descriptions/h100.txtpb``:
-its ``device_memory_size`` and ``memory_bandwidth`` are read from the file, a user's own too)
-and a table of published peaks by name. The overheads of a call and of a loop iteration were
+The figures of each chip are in its machine's record, which builds it here: a TPU's in its
+generation's (:mod:`shardscope.hardware.tpu_generations`, :func:`tpu_chip`), a GPU's published
+peaks in its node's (:mod:`shardscope.hardware.gpu_nodes`) and its memory in its description file
+(``gpu_descriptions/h100.txtpb``: its ``device_memory_size`` and ``memory_bandwidth``, a user's
+own file too: :func:`gpu_chip`); :mod:`shardscope.hardware.catalogue` looks a chip up. The overheads of a call and of a loop iteration were
 measured on a real v5e chip; on the other chips they are assumed alike (unchecked). The CPU's peaks are measured by ``shardscope
 calibrate`` (:func:`shardscope.pipeline.calibrate.measure_cpu_chip`).
 
@@ -43,16 +44,6 @@ beside the bytes it streams), not to its compute."""
 ACCESS_UNITS = MEMORY_UNITS | {ON_CHIP_GATHER_ROW, ON_CHIP_GATHER_PIECE}
 """Units that count accesses, not floating-point operations (left out of an instruction's flops)."""
 
-_V4 = "https://cloud.google.com/tpu/docs/v4"
-_V5E = "https://cloud.google.com/tpu/docs/v5e"
-_V5P = "https://cloud.google.com/tpu/docs/v5p"
-_V6E = "https://cloud.google.com/tpu/docs/v6e"
-_H100 = "https://www.nvidia.com/en-us/data-center/h100/ (H100 SXM, dense, without sparsity)"
-_H200 = "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM, dense, without sparsity)"
-_A100 = "https://www.nvidia.com/en-us/data-center/a100/ (A100 SXM 80GB, dense, without sparsity)"
-_B200 = ("https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: 8 GPUs, 36 PFLOPS FP16/BF16 tensor core with "
-         "sparsity, 18 PFLOPS TF32 and 72 PFLOPS FP8 / 72 POPS INT8 with sparsity, 600 TFLOPS FP32 (no sparsity "
-         "there); per GPU and dense: half of one eighth for the tensor core types, one eighth for FP32)")
 _MEASURED_V5E = ("measured on a real TPU v5e chip here (jax 0.10.2, medians): a jitted scalar add took 0.59 ms per "
                  "call; a fori_loop of 10,000 scalar sines 1.11 ms more than one of 1,000 (0.12 us per iteration), "
                  "of 1,000 128x128 matmuls 0.15 ms more than one of 100 (0.16 us per iteration)")
@@ -212,10 +203,16 @@ _SCALED_RATES = ("assumed: v5e's measured vector, scatter and gather rates scale
                  "memory bandwidth; unchecked on this chip")
 
 
-def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16: float, source: str,
-         measured: bool = False, int8: float | None = None) -> Chip:
-    """A TPU generation: the MXU runs bf16 (f32 in 1, 3 or 6 bf16 passes by precision; fp8
-    operands at the bf16 rate, int8 at its published peak where it has one)."""
+def tpu_chip(name: str, *, memory_gib: float, usable_gib: float, bandwidth: float, bf16: float, int8: float | None,
+             source: str, measured_on: Chip | None) -> Chip:
+    """A TPU generation's chip (its record: :mod:`shardscope.hardware.tpu_generations`): the MXU runs
+    bf16 (f32 in 1, 3 or 6 bf16 passes by precision; fp8 operands at the bf16 rate, int8 at its
+    published peak where it has one). ``measured_on`` is the chip whose overheads and unit rates
+    were measured, scaled here by this chip's bf16 peak and memory bandwidth (None: this chip was
+    measured, its own figures the scale)."""
+    measured = measured_on is None
+    scale_bf16, scale_bandwidth = (bf16, bandwidth) if measured_on is None else \
+        (measured_on.peak_flops["bf16"], measured_on.memory_bandwidth_Bps or bandwidth)
     overheads = _MEASURED_V5E if measured else _ASSUMED
     checked = checked_words(name) if measured else ""
     outside_band = measured_kinds(name) if measured else ()
@@ -233,64 +230,27 @@ def _tpu(name: str, memory_gib: float, usable_gib: float, bandwidth: float, bf16
                  "bandwidth_efficiency": _V5E_BANDWIDTH if measured else _ASSUMED}, checked=checked,
         f32_matmul=dict(_TPU_F32), dispatch_s=1.3e-4, bandwidth_efficiency=_V5E_BANDWIDTH_EFFICIENCY,
         outside_band=outside_band,
-        unit_rates={"vector": _V5E_VECTOR * bf16 / 197e12, WINDOW: _V5E_WINDOW * bf16 / 197e12,
-                    "scatter": _V5E_SCATTER * bandwidth / 819e9,
-                    **{unit: bandwidth / 819e9 / seconds for unit, seconds in _V5E_GATHER_S.items()}})
+        unit_rates={"vector": _V5E_VECTOR * bf16 / scale_bf16, WINDOW: _V5E_WINDOW * bf16 / scale_bf16,
+                    "scatter": _V5E_SCATTER * bandwidth / scale_bandwidth,
+                    **{unit: bandwidth / scale_bandwidth / seconds for unit, seconds in _V5E_GATHER_S.items()}})
 
-
-_V5P_CHIP = _tpu("v5p", 96, 95.74, 2765e9, 459e12,
-                 f"{_V5P}: 95 GB HBM2e (libtpu lets a program use 95.74 GiB: 96 GiB on the chip), 2,765 GB/s, "
-                 "459 TFLOPS bf16, 918 TOPS int8", int8=918e12)
-
-TPU_CHIPS: dict[str, Chip] = {
-    "TPU v4": _tpu("v4", 32, 30.75, 1200e9, 275e12, f"{_V4}: 32 GiB HBM2, 1,200 GB/s, 275 TFLOPS bf16 and int8",
-                   int8=275e12),
-    "TPU v5 lite": _tpu("v5e", 16, 15.75, 819e9, 197e12,
-                        f"{_V5E}: 16 GB HBM2 at 819 GB/s, 197 TFLOPS bf16, 394 TOPS int8",
-                        measured=True, int8=394e12),
-    "TPU v5": _V5P_CHIP,
-    "TPU v5p": _V5P_CHIP,
-    "TPU v6 lite": _tpu("v6e", 32, 31.25, 1640e9, 918e12,
-                        f"{_V6E}: 32 GB HBM, 1,640 GB/s, 918 TFLOPS bf16, 1,836 TOPS int8", int8=1836e12),
-}
-"""TPU chips by the ``device_kind`` libtpu gives their compile-only devices (``TPU v5`` is a v5p)."""
-
-_GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
-    "a100": ({"bf16": 312e12, "f16": 312e12, "tf32": 156e12, "int8": 624e12, "f32": 19.5e12, "default": 19.5e12},
-             f"{_A100}: 312 TFLOPS BF16/FP16 tensor core, 156 TFLOPS TF32, 624 TOPS INT8, 19.5 TFLOPS FP32"),
-    "h100": ({"bf16": 989e12, "f16": 989e12, "tf32": 494e12, "fp8": 1979e12, "int8": 1979e12, "f32": 67e12,
-              "default": 67e12},
-             f"{_H100}: 989 TFLOPS BF16/FP16 tensor core, 494 TFLOPS TF32, 1,979 TFLOPS FP8, 1,979 TOPS INT8, "
-             "67 TFLOPS FP32"),
-    "h200": ({"bf16": 989e12, "f16": 989e12, "tf32": 494e12, "fp8": 1979e12, "int8": 1979e12, "f32": 67e12,
-              "default": 67e12},
-             f"{_H200}: 989 TFLOPS BF16/FP16 tensor core, 494 TFLOPS TF32, 1,979 TFLOPS FP8, 1,979 TOPS INT8, "
-             "67 TFLOPS FP32"),
-    "b200": ({"bf16": 2.25e15, "f16": 2.25e15, "tf32": 1.125e15, "fp8": 4.5e15, "int8": 4.5e15, "f32": 75e12,
-              "default": 75e12}, _B200),
-}
-"""Published dense peaks of the GPUs shardscope describes (an f32 matmul at JAX's default
-precision runs at the TF32 peak: ``Chip.f32_matmul``)."""
 
 GPU_OVERHEADS = ("assumed: 20 us per call and 10 us per loop iteration (kernel launches); "
                  "unchecked on any GPU")
 
 
-def tpu_chip(device_kind: str) -> Chip | None:
-    """The TPU chip called ``device_kind`` (``TPU v5 lite``), or None for one not in the table."""
-    return TPU_CHIPS.get(device_kind)
-
-
 _PROTO_FIELD = re.compile(r"^\s*(device_memory_size|memory_bandwidth)\s*:\s*([0-9.eE+]+)\s*$", re.M)
 
 
-def gpu_chip(name: str, description: str) -> Chip:
+def gpu_chip(name: str, description: str, peaks: dict[str, float] | None = None, source: str = "") -> Chip:
     """A GPU from its description (a ``GpuTargetConfigProto`` in text form: its memory size and
-    bandwidth) and, for the GPUs shardscope describes, the published peaks (else none: only
-    the memory-bound part of a step can be estimated)."""
+    bandwidth) and its published dense ``peaks`` with their ``source`` (a GPU shardscope describes
+    has them in its record, :mod:`shardscope.hardware.gpu_nodes`; None: only the memory-bound part
+    of a step can be estimated). An f32 matmul at JAX's default precision runs at the TF32 peak
+    (``Chip.f32_matmul``)."""
     fields = {key: float(value) for key, value in _PROTO_FIELD.findall(description)}
     memory = fields.get("device_memory_size")
-    peaks, source = _GPU_PEAKS.get(name, ({}, ""))
+    peaks = peaks or {}
     described = f"the description's device_memory_size and memory_bandwidth ({name})"
     return Chip(name, int(memory) if memory else None, fields.get("memory_bandwidth"), dict(peaks),
                 call_overhead_s=2e-5, iteration_overhead_s=1e-5,

@@ -4,7 +4,7 @@ its interconnect: :meth:`TorusFabric.time` and :meth:`NodeFabric.time` cost one 
 run of a collective on it.
 
 The figures (bandwidths, latencies) are not here: each machine's record holds its own, with their
-sources (:mod:`shardscope.targets.tpu_generations`, :mod:`shardscope.targets.gpu_nodes`).
+sources (:mod:`shardscope.hardware.tpu_generations`, :mod:`shardscope.hardware.gpu_nodes`).
 :mod:`shardscope.engine.hlo.interconnect_times` lays a compiled collective's replica groups on a
 target's devices and asks the fabric for each group's time.
 
@@ -43,7 +43,8 @@ from typing import Callable, Sequence
 
 from shardscope.hardware.nccl import NcclPath, nccl_time, send_latency_s
 from shardscope.hardware.nccl_search import NcclTopology
-from shardscope.hardware.collective_models import ALL_TO_ALL, BROADCAST, GATHER, PAIRS, REDUCE, SCATTER, CollectiveTime
+from shardscope import collective_kinds as kinds
+from shardscope.hardware.collective_models import PAIRS, CollectiveTime
 
 SCALING_BOOK_TPUS = "https://jax-ml.github.io/scaling-book/tpus"
 """'How to Scale Your Model', part 2: ICI bandwidth per link per generation (its interconnect
@@ -198,6 +199,18 @@ def all_to_all_axis_seconds(span: AxisSpan, payload: int, link_Bps: float) -> fl
     return left * right * payload / (k * link_Bps)
 
 
+_TORUS_RUNS: dict[str, tuple[int, str]] = {
+    kinds.REDUCE: (2, f"{kinds.REDUCE_SCATTER} + {kinds.ALL_GATHER}"),
+    kinds.GATHER: (1, kinds.ALL_GATHER),
+    kinds.SCATTER: (1, kinds.REDUCE_SCATTER),
+    kinds.BROADCAST: (1, "broadcast (pipelined from the source)"),
+}
+"""A cost shape on a torus: how many passes over the hops of the axes it spans (an all-reduce is a
+reduce-scatter and an all-gather) and the algorithm in words; the bytes over the links are the
+ring's (:data:`shardscope.collective_kinds.RING_TERMS`), shared by every link the group spans."""
+_EXCHANGE_WORDS = "all-to-all (each axis's links their share)"
+
+
 def torus_time(model: str, payload: int, group: Sequence[Coords], fabric: TorusFabric, slice_shape: Coords,
                wraps: tuple[bool, ...]) -> CollectiveTime:
     """One group's run of a collective (``model``: the JAX primitive whose cost it has) on a TPU torus."""
@@ -210,24 +223,15 @@ def torus_time(model: str, payload: int, group: Sequence[Coords], fabric: TorusF
     bandwidth = sum((2 if s.ring else 1) * fabric.link_Bps for s in spanned)
     hops = sum(s.hops for s in spanned)
     axes = ", ".join(f"axis {s.axis} ({s.chips} chips, {'ring' if s.ring else 'line'})" for s in spanned)
-    if model in REDUCE:
-        latency, wire = 2 * hops * fabric.hop_latency_s, 2 * (n - 1) / n * payload / bandwidth
-        words = "reduce-scatter + all-gather"
-    elif model in GATHER:
-        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * (n * payload) / bandwidth
-        words = "all-gather"
-    elif model in SCATTER:
-        latency, wire = hops * fabric.hop_latency_s, (n - 1) / n * payload / bandwidth
-        words = "reduce-scatter"
-    elif model in BROADCAST:
-        latency, wire = hops * fabric.hop_latency_s, payload / bandwidth
-        words = "broadcast (pipelined from the source)"
-    elif model in ALL_TO_ALL:
+    shape = kinds.SHAPE_OF.get(model)
+    if shape == kinds.EXCHANGE:
         latency = hops * fabric.hop_latency_s
         wire = max(all_to_all_axis_seconds(s, payload, fabric.link_Bps) for s in spanned)
-        words = "all-to-all (each axis's links their share)"
-    else:
+        return CollectiveTime(max(latency, wire), latency, wire, f"{_EXCHANGE_WORDS} over {axes}", n)
+    if shape not in _TORUS_RUNS:
         raise ValueError(f"no torus model for {model!r}")
+    passes, words = _TORUS_RUNS[shape]
+    latency, wire = passes * hops * fabric.hop_latency_s, kinds.RING_TERMS[shape](n, payload)[1] / bandwidth
     return CollectiveTime(max(latency, wire), latency, wire, f"{words} over {axes}", n)
 
 

@@ -14,7 +14,7 @@ Every argument and output is live on the device during the call, so shardscope c
 ``arguments + outputs + temporaries - aliases`` and takes XLA's peak when it is larger.
 
 **What the chip has.** A GPU's is what a JAX process may use of it: XLA's allocator takes 75% of
-the memory by default, or ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of it (:mod:`shardscope.targets.gpu_nodes`),
+the memory by default, or ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of it (:mod:`shardscope.hardware.gpu_nodes`),
 so a step at 79.9 of 80 GiB does not fit. When XLA:GPU's scheduler logs that the arguments and
 outputs exceed its limit ("The byte size of input/output arguments (...) exceeds the base limit
 (68719476736)"), :func:`compiler_limits` makes it part of the fit, not a raw line on the terminal.

@@ -3,8 +3,8 @@ memory, peaks, overheads) and the interconnect between its devices (one cost mod
 :data:`~shardscope.hardware.fabrics.Fabric`), with the words and the layout facts the views need.
 
 A :class:`~shardscope.targets.base.Target` owns its machine (``Target.machine(device_kind)``):
-each TPU generation is one record (:mod:`shardscope.targets.tpu_generations`), each GPU node one
-(:mod:`shardscope.targets.gpu_nodes`). A target's plan carries the record, so the consumers ask
+each TPU generation is one record (:mod:`shardscope.hardware.tpu_generations`), each GPU node one
+(:mod:`shardscope.hardware.gpu_nodes`). A target's plan carries the record, so the consumers ask
 it (``plan.machine.pads_to_tiles``) rather than reading the target's name.
 """
 

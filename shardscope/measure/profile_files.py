@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, TypeVar
 
-from shardscope.errors import ShardscopeError
+from shardscope.errors import ShardscopeError, file_kind
 
 PROFILE_EXTRA = "shardscope[profile]"
 """The extra that installs gcsfs (with XProf's own package)."""
@@ -110,13 +110,7 @@ def _kind(path: Path) -> str:
         return "file"
     if stat.S_ISDIR(mode):
         return "folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (a named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
+    return file_kind(mode, "a special file")
 
 
 def _checked(path: Path) -> Path:

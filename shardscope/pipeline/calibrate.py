@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.hardware.chips import Chip
 from shardscope.pipeline.cpu_peaks import measure_cpu_chip
 from shardscope.distributed.workers import collectives_transport
@@ -113,7 +114,7 @@ def measure_all_reduces(devices: int, sizes: tuple[int, ...], repeats: int,
         elements = max(1, size // 4)
         x = jax.device_put(np.ones((devices * elements,), np.float32), NamedSharding(mesh, P("s")))
         compiled = compile_lowered(fn.lower(x))
-        times = timing.time_interleaved({"all-reduce": compiled}, (x,), repeats)["all-reduce"]
+        times = timing.time_interleaved({ALL_REDUCE: compiled}, (x,), repeats)[ALL_REDUCE]
         points.append(AllReducePoint(elements * 4, times.median / ALL_REDUCES_PER_CALL))
         if progress is not None:
             progress(i + 1, len(sizes))

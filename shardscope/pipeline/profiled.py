@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from shardscope.engine.hlo.measured import MeasuredPlan, profile_onto
@@ -30,7 +28,8 @@ from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.work import module_work
 from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import ShardscopeError
-from shardscope.hardware.chips import TPU_CHIPS, Chip, gpu_chip
+from shardscope.hardware.catalogue import chip_of
+from shardscope.hardware.tpu_generations import generation_of
 from shardscope.measure.profile_capture import DEFAULT_CALLS, profile_each
 from shardscope.measure.profile_read import Profile, ProfileError, read_profile
 from shardscope.pipeline.program_files import dynamic_arguments
@@ -177,36 +176,14 @@ def platform_hint(profile: Profile) -> str:
             f"check them with its profile: shardscope check --xla-dump DUMP --profile-dir {profile.source}{like}")
 
 
-_V5E_SLICES = {1: "1x1", 2: "1x2", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
-"""The v5e (and v6e) slice of each chip count, as Cloud TPU names them."""
-
-
 def run_target(profile: Profile) -> str:
     """``tpu:v5e:1x1``: the ``--target`` of the slice a TPU profile ran on, from the chip it names
     and the devices its program spans ("" when not known)."""
-    chip = chip_of(profile.device_kind) if profile.platform == "tpu" else None
+    generation = generation_of(profile.device_kind) if profile.platform == "tpu" else None
     devices = max((e.devices for e in profile.executions), default=0)
-    generation = chip.name if chip is not None else ""
-    if generation in ("v5e", "v6e") and devices in _V5E_SLICES:
-        return f"tpu:{generation}:{_V5E_SLICES[devices]}"
+    if generation is not None and devices in generation.slices:
+        return f"tpu:{generation.name}:{generation.slices[devices]}"
     return ""
-
-
-_GPU_DESCRIPTIONS = Path(__file__).resolve().parent.parent / "gpu_descriptions"
-"""The GPUs shardscope describes (``h100.txtpb`` ...), by the name a device kind holds."""
-
-
-def chip_of(device_kind: str) -> Chip | None:
-    """The chip a profile or a device names (``TPU v5 Lite``, ``TPU v5 lite``; a GPU whose name
-    holds one shardscope describes, ``NVIDIA H100 80GB HBM3``), None for one it has no figures for."""
-    wanted = device_kind.strip().lower()
-    tpu = next((chip for kind, chip in TPU_CHIPS.items() if kind.lower() == wanted), None)
-    if tpu is not None or not wanted:
-        return tpu
-    for description in sorted(_GPU_DESCRIPTIONS.glob("*.txtpb")):
-        if re.search(rf"\b{re.escape(description.stem)}\b", wanted):
-            return gpu_chip(description.stem, description.read_text())
-    return None
 
 
 def step_estimate(plan: CompiledPlan, profile: Profile) -> StepEstimate | None:

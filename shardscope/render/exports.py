@@ -7,17 +7,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from shardscope.errors import ShardscopeError
+from shardscope.errors import ShardscopeError, file_kind
 from shardscope.distributed.interrupts import temporary_file
-
-_KINDS = (
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
 
 def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Path:
     """Write ``text`` to ``path`` through a temporary file and a rename.
@@ -70,12 +61,11 @@ def _existing_mode(path: Path, text: str, overwrite: bool) -> int | None:
         raise ShardscopeError(f"Cannot use {text}: {exc.strerror or exc}", "pick another path") from exc
     if stat.S_ISDIR(info.st_mode):
         raise ShardscopeError(f"{text} is a directory.", f"give the path of a file to write, e.g. {path / 'plans.diff'}")
-    for is_kind, kind in _KINDS:
-        if is_kind(info.st_mode):
-            raise ShardscopeError(
-                f"{text} is {kind}, not a regular file: shardscope only writes regular files.",
-                "pick a new path or an existing regular file (- writes to standard output)",
-            )
+    if not stat.S_ISREG(info.st_mode):
+        raise ShardscopeError(
+            f"{text} is {file_kind(info.st_mode)}, not a regular file: shardscope only writes regular files.",
+            "pick a new path or an existing regular file (- writes to standard output)",
+        )
     if not overwrite:
         raise ShardscopeError(f"{path} exists; not overwriting it.", "pass --force to replace it, or pick another -o")
     return stat.S_IMODE(info.st_mode)

@@ -18,7 +18,7 @@ from shardscope.engine.hlo.target_plan import COMBINED, ENTERED_LOOP, LEFT_LOOP,
 from shardscope.render.console import table_width
 from shardscope.render.findings import compiled_collective_json, render_inspection, trips_text
 from shardscope.render.projection import projection_json
-from shardscope.verdict_kinds import DEFERRABLE, LOOP_INVARIANT, OF_NAME, style_of
+from shardscope.verdict_kinds import DEFERRABLE, LOOP_INVARIANT, NEEDED, OF_NAME, style_of
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -293,7 +293,7 @@ def _there(kept: "tuple[TargetRow, ...]") -> str:
     """``needed there``, or each verdict's words with its count when the kept rows' differ."""
     kinds = list(dict.fromkeys(row.verdict_kind for row in kept))
     if len(kinds) == 1:
-        return OF_NAME[kinds[0]].there if kinds[0] in OF_NAME else "needed there"
+        return OF_NAME.get(kinds[0], OF_NAME[NEEDED]).there
     return ", ".join(f"{sum(row.verdict_kind == kind for row in kept)} {OF_NAME[kind].there}" for kind in kinds
                      if kind in OF_NAME)
 

@@ -12,23 +12,14 @@ from __future__ import annotations
 import codecs
 import io
 import os
-import stat
 import tokenize
 import traceback
 from pathlib import Path
 from types import TracebackType
 
-from shardscope.errors import DemoFileError
+from shardscope.errors import DemoFileError, file_kind
 
 HINT = "give the path to a Python file with functions marked @shardscope.demo(...) or @shardscope.program(...)"
-
-_KINDS = (
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
 
 def not_a_file_error(path: Path) -> DemoFileError:
     """The error for ``path`` when it is not a regular file (nor a directory): what it is instead."""
@@ -40,8 +31,7 @@ def not_a_file_error(path: Path) -> DemoFileError:
         return DemoFileError(f"No such file: {path}", HINT)
     except OSError as exc:
         return DemoFileError(f"Cannot look at {path}: {exc.strerror or exc}.", HINT)
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return DemoFileError(f"{path} is {kind}, not a Python file.", HINT)
+    return DemoFileError(f"{path} is {file_kind(mode)}, not a Python file.", HINT)
 
 
 def source_text_error(path: Path, source: bytes) -> DemoFileError | None:

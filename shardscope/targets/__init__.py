@@ -5,7 +5,7 @@
   for, the compiler's name), and :class:`~shardscope.targets.base.TargetDevices`.
 - :mod:`~shardscope.targets.cpu`, :mod:`~shardscope.targets.tpu` (libtpu's compile-only
   devices), :mod:`~shardscope.targets.gpu` (JAX's CUDA plugin's): the implementations.
-- :mod:`~shardscope.targets.tpu_generations`, :mod:`~shardscope.targets.gpu_nodes`: the record of
+- :mod:`~shardscope.hardware.tpu_generations`, :mod:`~shardscope.hardware.gpu_nodes`: the record of
   each machine a target is made of (its chip and its interconnect's one cost model), which the
   target owns (``Target.machine``): a new TPU generation is one record there.
 - :mod:`~shardscope.targets.registry`: ``--target`` text read as a target, and its devices loaded.

@@ -29,29 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
 
-from shardscope.hardware.chips import gpu_chip
+from shardscope.hardware.gpu_nodes import DESCRIPTIONS, described_chip, gpu_machine, gpu_names, gpu_node
 from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import import_private_cuda_plugin, installed_version
 from shardscope.targets.host import plugin_lines_dropped
-from shardscope.targets.gpu_nodes import gpu_machine, gpu_node
 from shardscope.config.settings import MAX_DEVICES
 
 GPU_EXTRA = "pip install 'shardscope[gpu]'"
 """What installs JAX's CUDA plugin of the user's jax version (the ``gpu`` extra)."""
 
-DESCRIPTIONS = Path(__file__).resolve().parent.parent / "gpu_descriptions"
-"""shardscope's own GPU descriptions, one ``NAME.txtpb`` per GPU."""
-
 _PLUGIN_PACKAGES = ("jax-cuda12-plugin", "jax-cuda12-pjrt")
 _COUNT = re.compile(r"^(?:(\d+)x)?(\d+)$")
 _FILE_SUFFIXES = (".txtpb", ".pbtxt", ".textproto", ".txt", ".pb.txt")
-
-
-def gpu_names() -> tuple[str, ...]:
-    """The GPUs shardscope has a description of: ``('a100', 'b200', 'h100', 'h200')``."""
-    return tuple(sorted(path.stem for path in DESCRIPTIONS.glob("*.txtpb")))
 
 
 def gpu_examples() -> str:
@@ -112,9 +103,9 @@ class GpuTarget(Target):
 
     def machine(self, device_kind: str) -> Machine:
         """The GPU as its description tells (memory size, bandwidth) with its published peaks and
-        what a JAX process may use of its memory, in its node (:mod:`shardscope.targets.gpu_nodes`:
+        what a JAX process may use of its memory, in its node (:mod:`shardscope.hardware.gpu_nodes`:
         NVLink and a network port per GPU; none for a GPU described by the user's own file)."""
-        chip = gpu_chip(self.description_path().stem if self.is_file else self.gpu, _description(self))
+        chip = described_chip(self.description_path().stem if self.is_file else self.gpu, _description(self))
         return gpu_machine(chip, None if self.is_file else gpu_node(self.gpu))
 
 

@@ -18,13 +18,12 @@ import threading
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
-from shardscope.hardware.chips import tpu_chip
 from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import private_libtpu, private_library_path
 from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
-from shardscope.targets.tpu_generations import chip_config, generation_of
+from shardscope.hardware.tpu_generations import chip_config, generation_of
 from shardscope.config.settings import MAX_DEVICES
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
@@ -99,12 +98,12 @@ class TpuTarget(Target):
         _require_libtpu()
 
     def machine(self, device_kind: str) -> Machine:
-        """The slice's generation's record (:mod:`shardscope.targets.tpu_generations`: ``TPU v5
+        """The slice's generation's record (:mod:`shardscope.hardware.tpu_generations`: ``TPU v5
         lite`` is a v5e); a generation shardscope has no figures for has no chip and no ICI model."""
         generation = generation_of(device_kind, self.name)
         if generation is not None:
             return generation.machine()
-        return Machine(self.name.partition(":")[0], tpu_chip(device_kind), None, "the slice", pads_to_tiles=True)
+        return Machine(self.name.partition(":")[0], None, None, "the slice", pads_to_tiles=True)
 
 
 def parse_tpu(text: str, topology: str) -> TpuTarget:

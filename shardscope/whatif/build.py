@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.engine.hlo.compiled import jax_traced
+from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
 from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, plan_deferral, Unsupported
@@ -75,7 +76,7 @@ def build(subject: "Subject", group: FindingGroup, route: str = "") -> Built:
         reductions = {c.equation_id: frozenset(c.axes) for c in group.equations}
         deferral = plan_deferral(index, reductions, group.loop, SHARD_MAP)
         program = rewritten_program(subject, subject.traced.jaxpr, deferral.edits(index))
-        return Built(program, moved, "all-reduce", SHARD_MAP, 0, _source_of(index, group.loop),
+        return Built(program, moved, ALL_REDUCE, SHARD_MAP, 0, _source_of(index, group.loop),
                       _whole_carry(index, deferral))
     return _build_jit(subject, group, index)
 

@@ -152,7 +152,7 @@ def test_a_fifo_is_named_in_the_error_panel_and_never_read(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             panel = app.query_one(ErrorPanel)
-            assert panel.shown and "is a FIFO (named pipe), not a Python file" in panel.message
+            assert panel.shown and "is a FIFO (a named pipe), not a Python file" in panel.message
             await press(pilot, "r")  # the reload check does not read it either
             await settle(pilot)
             assert panel.shown and "is a FIFO" in panel.message and app.is_running

@@ -26,7 +26,7 @@ from shardscope.engine.hlo.sites import SiteFinder
 from shardscope.engine.jaxpr.model import is_shardscope_file, short_source
 from shardscope.engine.user_frames import is_library_file
 from shardscope.errors import TraceError
-from shardscope.verdict_kinds import DEFERRABLE, NEEDED
+from shardscope.verdict_kinds import DEFERRABLE, NEEDED, is_flagged
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr
@@ -56,11 +56,8 @@ class Inspection(Protocol):
 
     def counts(self) -> dict[str, int | None]: ...
 
-__all__ = ["DEFERRABLE_ACROSS", "Dispatch", "DispatchFinding", "DispatchPlan", "dispatch_plan",
+__all__ = ["Dispatch", "DispatchFinding", "DispatchPlan", "dispatch_plan",
            "is_dispatch_sequence", "reads_a_value_error"]
-
-DEFERRABLE_ACROSS = DEFERRABLE
-"""The verdict of a collective that one reduction after the calls would replace (as a loop's)."""
 
 InspectOne = Callable[..., "Inspection"]
 """``inspect_traced(traced, name, input_names, output_names, compiled=..., compile_s=...)``."""
@@ -190,7 +187,7 @@ class DispatchFinding:
     @property
     def flagged(self) -> bool:
         """True when the step runs it more often than it needs to."""
-        return self.verdict_kind == DEFERRABLE_ACROSS
+        return is_flagged(self.verdict_kind)
 
     in_loop = True
     """Every call of a repeated module is an iteration of the step's loop."""
@@ -296,9 +293,9 @@ def _findings(function: str, dispatch: Dispatch, summed: dict[tuple[str, int], i
         sums = site is not None and is_sum(plan.module, site.instruction)
         outputs = reduced_outputs(plan.module, site) if site is not None and sums else None
         parts = max((summed.get((function, index), 0) for index in outputs or ()), default=0)
-        if parts >= 2:
+        if parts >= 2:  # deferrable as a loop's sum is: one reduction after the calls replaces it
             saved = min(dispatch.calls, parts) - (1 if first else 0)
-            found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, parts, DEFERRABLE_ACROSS,
+            found.append(DispatchFinding(dispatch.name, paired, dispatch.calls, parts, DEFERRABLE,
                                          _reason(function, paired, parts), _fix(dispatch, paired, consumer),
                                          dispatch.source, saved))
         else:

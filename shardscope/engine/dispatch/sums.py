@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from shardscope.engine.hlo.sites import CollectiveSite
+from shardscope.collective_kinds import ALL_REDUCE_DONE
 from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.text import HloModule, Instruction
 
@@ -28,7 +29,7 @@ __all__ = ["ADDS", "is_sum", "reduced_outputs", "summed_results"]
 ADDS = frozenset({"add", "add_any"})
 """The eager operations that accumulate results across calls."""
 
-_KEEPS_SUM = FORWARDING | {"get-tuple-element", "negate", "add", "subtract", "all-reduce-done", "async-done",
+_KEEPS_SUM = FORWARDING | {"get-tuple-element", "negate", "add", "subtract", ALL_REDUCE_DONE, "async-done",
                            "copy-start", "copy-done"}
 """Opcodes through which a result stays affine in the sum (element for element): adding another
 value (a tied weight's second gradient) keeps the reduction deferrable, the other part summed beside it."""

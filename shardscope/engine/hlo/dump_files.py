@@ -21,7 +21,7 @@ from shardscope.activities import activity
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.well_formed import MAX_TEXT_CHARACTERS, read_module
-from shardscope.errors import SettingsError
+from shardscope.errors import SettingsError, file_kind
 
 __all__ = ["DumpedModule", "dumped_modules", "newest", "pick_modules"]
 
@@ -148,7 +148,7 @@ def read_text(path: Path) -> str:
     except OSError as exc:
         raise SettingsError(f"--xla-dump {path} cannot be read: {exc.strerror or exc}.", DUMP_HINT) from None
     if not stat.S_ISREG(kind):
-        raise SettingsError(f"--xla-dump {path} is {_file_kind(kind)}, not a module's text file.", DUMP_HINT)
+        raise SettingsError(f"--xla-dump {path} is {file_kind(kind)}, not a module's text file.", DUMP_HINT)
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in: no wait
     except OSError as exc:
@@ -156,7 +156,7 @@ def read_text(path: Path) -> str:
     with os.fdopen(descriptor, "rb") as file:
         opened = os.fstat(file.fileno())  # what was opened, if the path changed since
         if not stat.S_ISREG(opened.st_mode):
-            raise SettingsError(f"--xla-dump {path} is {_file_kind(opened.st_mode)}, not a module's text file.",
+            raise SettingsError(f"--xla-dump {path} is {file_kind(opened.st_mode)}, not a module's text file.",
                                 DUMP_HINT)
         if opened.st_size > MAX_FILE_BYTES:
             raise SettingsError(f"--xla-dump {path} holds {opened.st_size:,} bytes; shardscope reads module files of "
@@ -184,21 +184,6 @@ def _read_bounded(file: BinaryIO, path: Path) -> bytes:
             raise SettingsError(f"--xla-dump {path} holds more than {MAX_FILE_BYTES:,} bytes; shardscope reads module "
                                 f"files of at most {MAX_FILE_BYTES // 2**20} MiB.", DUMP_HINT)
         parts.append(part)
-
-
-def _file_kind(mode: int) -> str:
-    """``a folder``, ``a FIFO (a named pipe)``, ``a character device (like /dev/zero)``: a file's type in words."""
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (a named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device (like /dev/zero or /dev/null)"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _backend(file_name: str, text: str) -> str:

@@ -24,12 +24,10 @@ from shardscope.engine.hlo.flow import FORWARDING, Flow
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.replication import Replication
 from shardscope.engine.hlo.text import Instruction
-from shardscope.collective_kinds import ALL_REDUCE
+from shardscope.collective_kinds import ALL_REDUCE, ALL_REDUCE_DONE
 
 FOLLOW, DROPPED, FAIL = "follow", "dropped", "fail"
 
-_ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
-"""The end of an asynchronous all-reduce (a GPU's), whose result is the sum."""
 
 ON_THE_WAY = FORWARDING | {"slice"}
 """Opcodes that carry the value on element for element (a slice keeps some of them)."""
@@ -217,9 +215,9 @@ class LinearSteps:
             if inst.opcode not in FORWARDING and inst.opcode != "broadcast":
                 break
             inst = self.flow.producer(inst, 0)
-        if inst is None or inst is collective or inst.opcode not in (ALL_REDUCE, _ALL_REDUCE_DONE):
+        if inst is None or inst is collective or inst.opcode not in (ALL_REDUCE, ALL_REDUCE_DONE):
             return False
-        if inst.opcode == _ALL_REDUCE_DONE:
+        if inst.opcode == ALL_REDUCE_DONE:
             inst = self.flow.producer(inst, 0)
         groups = collective.attribute("replica_groups")
         scalar = inst is not None and not inst.shape.is_tuple and all(a.elements == 1 for a in inst.shape.arrays)

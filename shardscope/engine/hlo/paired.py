@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledPlan
     from shardscope.engine.jaxpr.dataflow import Collective
 
-DEAD_REASON = "dead: the compiler removes it (nothing uses its result), so it never runs."
+DEAD_REASON = f"{DEAD}: the compiler removes it (nothing uses its result), so it never runs."
 
 UNPAIRED_REASON = ("No instruction of the compiled module is its own: the compiler removed it (a sum over an axis of "
                    "one device) or merged it into an equal one (a loop-invariant sum moved before its loop, where the "

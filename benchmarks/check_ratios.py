@@ -1,0 +1,197 @@
+"""Benchmark 7c: ``shardscope check --target`` against JAX's own AOT compile at 256 and 1,024 chips.
+
+Issue 51's bound: ``check FILE --devices N --target tpu:v5p:...`` costs at most 1.2x JAX's AOT
+compile of the same program for the same slice, in wall time, CPU time and peak memory. Two
+programs the project had not tuned for, each at 256 chips (``tpu:v5p:8x8x4``) and 1,024
+(``tpu:v5p:8x8x16``; ``SHARDSCOPE_SCALE_CHIPS`` in both commands' environment):
+
+- ``llama_adamw``: a Llama-3-8B-shaped FSDP x TP step with an AdamW update
+  (``benchmarks/llama_adamw_model.py``, 32 scanned layers, one batch);
+- ``moe``: a small Mixtral-like data x expert step, 4 layers written out
+  (``benchmarks/moe_model.py``): a short compile, where what ``check`` adds to it shows most.
+
+Each round runs ``check`` and JAX's route (``python -m benchmarks.bare_llama_target PROGRAM``: the
+step built over the slice's compile-only devices, ``lower().compile()``) in fresh processes, one
+after the other, the order alternating; the ratios are taken round by round and their medians
+quoted, with each process's peak RSS (``wait4``) and CPU time (user + sys). No compilation cache.
+Then, in one child process per chip count, one ``check`` of each program phase by phase
+(:func:`benchmarks.check_at_scale.phases`): what shardscope adds, phase by phase.
+
+Run alone, on a quiet machine (``benchmarks/check_ratios_tpu_vm.sh`` does it on a TPU VM):
+``python -m benchmarks.check_ratios [--quick | --smoke] [--chips 256,1024] [--programs llama_adamw,moe]
+[--no-phases]``. Rows already in the JSON for other chip counts or programs are kept (one chip
+count a call fits a machine lent for minutes at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from benchmarks.check_at_scale import JAX_ROUTE, PHASES, TARGET_RATIO, _bare_env, _run_round, _shown, _summary
+from benchmarks.common import ROOT, grid, parse_args, python, results_dir, write_result
+from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
+
+PROGRAMS = ("llama_adamw", "moe")
+CHIPS = (256, 1024)
+FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
+TOPOLOGIES = {256: "v5p:8x8x4", 1024: "v5p:8x8x16"}
+
+
+def commands(program: str, chips: int, smoke: bool = False) -> dict[str, list[str]]:
+    """``check`` of ``program``'s step file on its slice, and JAX's own route to the same compile."""
+    devices, target = (8, "tpu:v5e:2x4") if smoke else (chips, f"tpu:{TOPOLOGIES[chips]}")
+    step = ROOT / "benchmarks" / f"{program}_step.py"
+    return {
+        "check": [python(), "-m", "shardscope", "check", str(step), "--devices", str(devices), "--target", target,
+                  "--no-cache"],
+        "bare": [python(), "-m", "benchmarks.bare_llama_target", program],
+    }
+
+
+def _own_flags(parser: Any) -> None:
+    parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated (default: all)")
+    parser.add_argument("--chips", default=",".join(map(str, CHIPS)), help="comma-separated chip counts: 256, 1024")
+    parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase runs")
+    parser.add_argument("--phases-at", type=int, help=argparse.SUPPRESS)  # the child that times the phases
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds (and the phases), merge them into ``check_ratios.json``."""
+    args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
+    programs = tuple(p for p in PROGRAMS if p in args.programs.split(","))
+    smoke = args.mode == "smoke"
+    if smoke:
+        os.environ.setdefault("SHARDSCOPE_LLAMA_SIZE", "tiny")
+    if args.phases_at:  # the child of one chip count: its phases as one JSON line
+        _print_phases(args.phases_at, programs, smoke)
+        return
+    chip_counts = (8,) if smoke else tuple(int(c) for c in args.chips.split(","))
+    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
+    path = args.out or results_dir(args.mode) / "check_ratios.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    rows, phases = dict(kept.get("rows", {})), dict(kept.get("phases_cpu_s", {}))
+    for chips in chip_counts:
+        os.environ["SHARDSCOPE_SCALE_CHIPS"] = str(chips)
+        for program in programs:
+            rows[f"{program}@{chips}"] = _rounds(program, chips, rounds, smoke)
+        if not args.no_phases and not smoke:
+            phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
+    write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
+                                        "phases_cpu_s": phases, "uptime": _uptime()})
+    for key, row in rows.items():
+        print(f"{key}: wall {row['ratio_median']:.2f}x, CPU {row['cpu_ratio_median']:.2f}x, "
+              f"peak RSS {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _rounds(program: str, chips: int, rounds: int, smoke: bool) -> dict[str, Any]:
+    pair = commands(program, chips, smoke)
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in pair}
+    for i in range(rounds):
+        order = list(pair.items())[:: -1 if i % 2 else 1]
+        envs = [_bare_env() if kind == "bare" else None for kind, _ in order]
+        for (kind, _), result in zip(order, _run_round([argv for _, argv in order], envs, False)):
+            if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
+                raise RuntimeError(f"{program} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
+            runs[kind].append(result)
+            print(f"round {i + 1}/{rounds} {program}@{chips} {kind}: {result['wall_s']:.1f} s, "
+                  f"{result['user_s'] + result['sys_s']:.1f} s CPU, {result['max_rss_mib']:.0f} MiB", flush=True)
+    return {"program": program, "chips": chips, "uptime": _uptime(),
+            "commands": {kind: _shown(argv) for kind, argv in pair.items()}, **_summary(runs)}
+
+
+def _phases_child(chips: int, programs: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """The phases' CPU times of one ``check`` of each program, in a child of ``chips`` CPU devices."""
+    done = subprocess.run([python(), "-m", "benchmarks.check_ratios", "--phases-at", str(chips),
+                           "--programs", ",".join(programs)], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **_bare_env()}, timeout=3600)
+    if done.returncode:
+        raise RuntimeError(f"the phases at {chips} chips failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _print_phases(chips: int, programs: tuple[str, ...], smoke: bool) -> None:
+    from benchmarks.check_at_scale import phases
+
+    target = "tpu:v5e:2x4" if smoke else f"tpu:{TOPOLOGIES[chips]}"
+    found = phases(8 if smoke else chips, target, programs)
+    print(json.dumps(found["phases_cpu_s"]), flush=True)
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        return " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def _described(result: dict[str, Any]) -> list[str]:
+    return [
+        "`python -m benchmarks.check_ratios` (run alone; `benchmarks/check_ratios_tpu_vm.sh` on a quiet TPU VM): "
+        "`check FILE --devices N --target tpu:v5p:... --no-cache` against JAX's AOT compile of the same step for "
+        "the same slice (`python -m benchmarks.bare_llama_target PROGRAM`), for a Llama-3-8B-shaped FSDP x TP step "
+        "with AdamW (`llama_adamw`) and a short-compile mixture-of-experts step (`moe`), at 256 chips "
+        "(`tpu:v5p:8x8x4`) and 1,024 (`tpu:v5p:8x8x16`). Each round runs both in fresh processes, one after the "
+        f"other, the order alternating; {result['rounds']} rounds, the ratios taken round by round, medians quoted; "
+        "CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the machine's load "
+        "when its rounds ended.",
+    ]
+
+
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [row for _, row in sorted(result["rows"].items(), key=lambda item: (item[1]["chips"], item[1]["program"]))]
+
+
+def _phase_lines(result: dict[str, Any]) -> list[str]:
+    phases = result.get("phases_cpu_s", {})
+    if not phases:
+        return []
+    lines = ["One `check` of each program phase by phase in one process (CPU seconds, user + sys, XLA's threads "
+             "included); the phases JAX's route does not run are shardscope's additions:", ""]
+    for key, cpu in sorted(phases.items()):
+        program = key.partition("@")[0]
+        shared = sum(cpu[k] for k in JAX_ROUTE[program])
+        added = {k: v for k, v in cpu.items() if k not in JAX_ROUTE[program]}
+        lines.append(f"- `{key}`: " + ", ".join(f"{PHASES[k]} {v:.2f} s" for k, v in cpu.items())
+                     + f"; shardscope's own {sum(added.values()):.2f} s against {shared:.2f} s of JAX's route "
+                     f"({(shared + sum(added.values())) / shared:.2f}x).")
+    return lines
+
+
+BENCHMARK = Benchmark(
+    name="check_ratios",
+    heading="7c. `check --target` against JAX's AOT compile at 256 and 1,024 chips",
+    blocks=(
+        Prose(_described),
+        Table(
+            columns=(
+                Column("program", lambda r: f"`{r['program']}`", align="left"),
+                Column("chips", lambda r: f"{r['chips']:,}", align="right"),
+                Column("`check` wall, median (min-max)", lambda r: r["check_wall_s"], unit="s", better="lower"),
+                Column("JAX's AOT", lambda r: r["bare_wall_s"], unit="s"),
+                ratio_column("wall check / JAX", lambda r: r["ratio_median"], better="lower", target=TARGET_RATIO,
+                             strong=True),
+                Column("CPU: check, JAX", lambda r: f"{r['check_cpu_s']['median']:,.1f}, {r['bare_cpu_s']['median']:,.1f}",
+                       unit="s"),
+                ratio_column("CPU check / JAX", lambda r: r["cpu_ratio_median"], better="lower", target=TARGET_RATIO,
+                             strong=True),
+                Column("peak RSS: check, JAX", lambda r: f"{r['check_rss_mib']['median']:,.0f}, "
+                       f"{r['bare_rss_mib']['median']:,.0f}", unit="MiB"),
+                ratio_column("peak RSS check / JAX", lambda r: r["rss_ratio_median"], better="lower",
+                             target=TARGET_RATIO, strong=True),
+                Column("rounds' ratios (wall)", lambda r: ", ".join(f"{x:.2f}" for x in r["ratios"]), align="left"),
+                Column("`uptime`", lambda r: r.get("uptime", "").partition("load average:")[2].strip(), align="left"),
+            ),
+            rows=_rows,
+        ),
+        Prose(_phase_lines),
+    ),
+)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
