@@ -114,7 +114,7 @@ async def _child_start() -> None:
     from shardscope.app import ShardscopeApp
     from shardscope.config.settings import Settings
 
-    from shardscope.app.messages import RunFinished, RunProgress
+    from shardscope.app.base.messages import RunFinished, RunProgress
     from shardscope.app.profiling import process_age
 
     app = ShardscopeApp(Settings(path=DEMOS / "linear.py"), profile_startup=True)
@@ -207,7 +207,7 @@ async def _show_and_press(settings, analysis, first_key: str, presses: int) -> d
     """A fresh app shows ``analysis`` as its worker would hand it over; then ``first_key`` (``n`` or
     ``N``; with ``presses``, then later ``n``s and ``down``) in the naive tree, timed."""
     from shardscope.app import ShardscopeApp
-    from shardscope.app.messages import RunFinished
+    from shardscope.app.base.messages import RunFinished
     from shardscope.app.views.plans.plans_view import PlansView
 
     app = ShardscopeApp(settings, autorun=False)

@@ -174,7 +174,7 @@ def phases(devices: int, target: str, names: tuple[str, ...]) -> dict[str, dict[
     sys, XLA's threads included): on a loaded machine the wall is mostly waiting for a core."""
     from shardscope.engine.compilation import READ_ONLY, compile_traced
     from shardscope.engine.hlo.compiled import plan_of
-    from shardscope.engine.inspection import inspect_traced
+    from shardscope.engine.joined.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
     from shardscope.pipeline.gc_pause import paused
     from shardscope.sources.loading import import_file

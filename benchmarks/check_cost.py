@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
 def phases(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Per program of ``names``, the seconds of each phase of one ``check`` in this process."""
     from shardscope.engine.hlo.compiled import plan_of
-    from shardscope.engine.inspection import inspect_traced
+    from shardscope.engine.joined.inspection import inspect_traced
     from shardscope.engine.traceable import traceable
     from shardscope.targets.host import ensure_devices
     from shardscope.pipeline.gc_pause import paused

@@ -4,7 +4,7 @@
 
 - on a CPU host it writes ``benchmarks/results/step_estimate.json``: programs scaled down for
   the CPU, estimated with the peaks ``shardscope calibrate`` measures here
-  (:func:`shardscope.costmodel.cpu_peaks.measure_cpu_chip`);
+  (:func:`shardscope.pipeline.cpu_peaks.measure_cpu_chip`);
 - on a TPU VM (``PYTHONPATH=<checkout> python -m benchmarks.step_estimate`` with JAX and
   libtpu, no network needed) it times the same programs at a chip's scale, estimated with the
   chip's published peaks (:mod:`shardscope.hardware.chips`), prints the table and writes
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(__doc__.splitlines()[0], argv, measured_option)
     from shardscope.hardware.catalogue import chip_of
-    from shardscope.costmodel.cpu_peaks import measure_cpu_chip
+    from shardscope.pipeline.cpu_peaks import measure_cpu_chip
 
     repeats = grid(args, REPEATS, QUICK_REPEATS, SMOKE_REPEATS)
     if args.measured is not None:

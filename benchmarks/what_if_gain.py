@@ -1,9 +1,9 @@
 """Benchmark 5: what ``check --what-if``'s rewrite buys, measured and projected.
 
 For each program, the one ``check --what-if`` runs: the program as ``check`` inspects it, its
-flagged findings rewritten and checked (:meth:`shardscope.engine.inspection.Inspection.what_if`),
+flagged findings rewritten and checked (:meth:`shardscope.engine.joined.inspection.Inspection.what_if`),
 then the original and the verified rewrite timed interleaved on the same placed arguments
-(:func:`shardscope.costmodel.what_if.measure_what_if`: warm-up, then ``ROUNDS`` rounds, the order
+(:func:`shardscope.pipeline.what_if.measure_what_if`: warm-up, then ``ROUNDS`` rounds, the order
 rotating; the speedup is the median of the per-round ratios, its spread their interquartile
 range, and a spread that contains 1 is "no measurable difference"). Both compiled plans are
 projected onto :data:`PRESET` with :data:`DEVICES` devices in the ring (communication only).
@@ -96,7 +96,7 @@ def against_hand_fix(what_if: Any, rewrite: Any, fixed: Callable, rounds: int) -
 def measure(path: Any, name: str, rounds: int) -> dict[str, Any]:
     """One program's what-if, every rewrite with its checks, totals, times and projection."""
     from shardscope.costmodel.interconnects import preset
-    from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, measure_what_if
+    from shardscope.pipeline.what_if import ORIGINAL, REWRITTEN, measure_what_if
     import shardscope.whatif.what_if  # noqa: F401  # Inspection.what_if registers itself on import
     from shardscope.pipeline.one_program import inspect_program, user_program
     from shardscope.sources.loading import import_file, marked_functions

@@ -16,11 +16,11 @@ from shardscope.sources.programs import program
 if TYPE_CHECKING:
     from shardscope.hardware.chips import Chip
     from shardscope.engine.hlo.roofline import StepEstimate
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
 
 def inspect(fn: Callable, *args: object, **kwargs: object) -> "Inspection":
-    """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.engine.inspection.Inspection`.
+    """Trace ``fn(*args, **kwargs)`` and return its :class:`~shardscope.engine.joined.inspection.Inspection`.
 
     Every collective with its loops, runs per call, bytes, value, source line and verdict;
     ``print()`` shows the table, a notebook its HTML.

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from shardscope.engine.counts import Runs, runs_per_call
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.engine.jaxpr.model import COLLECTIVE_PRIMITIVES
 from shardscope.engine.pytree_paths import labelled_argument
 from shardscope.render.targets import plan_verdict

@@ -19,7 +19,7 @@ import pytest
 
 from _jax_free import pytest_addoption, pytest_configure  # noqa: F401  (--jax-free: tests/_jax_free.py)
 
-from shardscope.app.textual_adapter import release_removed_widgets
+from shardscope.app.base.textual_adapter import release_removed_widgets
 from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
 from shardscope.targets.host import ensure_devices
 
@@ -66,7 +66,7 @@ def collector_walks_each_tests_own_objects():
     grown :data:`_GROWTH_BEFORE_A_FULL_PASS`-fold since the last full pass. Textual would keep
     every gone widget's lines reachable (``textual_adapter.release_removed_widgets``): they are
     let go after each test. A test's app sees the process as its own would be: its
-    collector (``shardscope.app.gc_policy``) collects only what the app itself froze.
+    collector (``shardscope.app.base.gc_policy``) collects only what the app itself froze.
     """
     global _heap_after_full_pass
     gc.freeze()

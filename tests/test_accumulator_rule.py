@@ -22,7 +22,7 @@ import pytest
 
 import _compiled_programs as programs
 from shardscope.engine.hlo.compiled import plan_of
-from shardscope.engine.inspection import argument_names
+from shardscope.engine.joined.inspection import argument_names
 
 _LINE = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.*)$")
 

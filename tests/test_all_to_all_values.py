@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import _compiled_programs as programs
 from shardscope.engine.hlo.compiled import plan_of
-from shardscope.engine.inspection import argument_names
+from shardscope.engine.joined.inspection import argument_names
 from shardscope.render.findings import compiled_collective_json
 from shardscope.engine.hlo.paired import paired_collectives
 

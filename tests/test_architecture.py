@@ -151,7 +151,7 @@ def test_the_graph_sees_the_packages_imports():
     assert graph.has_edge("shardscope", "shardscope.sources.demos")
     assert graph.has_edge("shardscope.cli", "shardscope.cli.report")  # from shardscope.cli import report
     assert graph.has_edge("shardscope.app.views.prepare", "shardscope.app.views.diff_lines")
-    assert not graph.has_edge("shardscope", "shardscope.engine.inspection")  # in a function
+    assert not graph.has_edge("shardscope", "shardscope.engine.joined.inspection")  # in a function
 
 
 def test_there_are_no_import_circles():
@@ -182,25 +182,16 @@ def test_no_module_imports_another_modules_private_names():
 
 
 LAYERS = (
-    ("user files", ("demo_files",)),
-    ("commands", ("cli", "__main__")),
-    ("public face", ("__init__", "testing")),
-    ("app", ("app",)),
-    ("render", ("render",)),
-    ("costmodel", ("costmodel",)),
-    ("pipeline", ("pipeline",)),
-    ("targets", ("targets",)),
-    ("plans", ("plans",)),
-    ("whatif", ("whatif",)),
-    ("engine", ("engine",)),
-    ("hardware", ("hardware",)),
-    ("failures", ("failures",)),
-    ("measure", ("measure",)),
-    ("sources", ("sources",)),
-    ("values", ("config", "distributed", "errors", "activities", "collective_kinds", "verdict_kinds", "native_stderr")),
+    ("commands", ("cli", "__main__", "__init__", "testing", "demo_files")),  # the command, the public face, the shipped demos
+    ("presentation", ("app", "render")),  # the explorer and the renderings: they read values and compute nothing
+    ("pipeline", ("pipeline", "targets")),  # programs traced, compiled for the CPU and each target, run, timed: the runners
+    ("engine", ("engine", "costmodel", "whatif")),  # one program read both ways, judged and costed; the pure cost models; the what-if
+    ("sources", ("sources", "plans", "failures")),  # where programs come from: the user's file, a demo's plans, what user code raised
+    ("values and hardware", ("errors", "activities", "collective_kinds", "verdict_kinds", "native_stderr",  # the tables, a run's
+                             "config", "distributed", "hardware", "measure")),  # settings, the process, the machine and its clocks
 )
-"""Top first, by folder: a module may import its own layer and the layers below it
-(docs/architecture.md). Each entry is a folder of ``shardscope/`` or a module at its root
+"""Top first: a module may import its own layer and the layers below it (docs/architecture.md,
+"What may import what"). Each entry is a folder of ``shardscope/`` or a module at its root
 (``__init__``: the package itself), in exactly one layer, and every module is in its folder's."""
 
 
@@ -241,13 +232,25 @@ def test_imports_go_down_the_layers():
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
 
 
+def folder_of(module: str, packages: set[str]) -> str:
+    """The folder ``module`` is in, at any depth, inside the package: ``shardscope.engine.hlo.text``
+    is in ``engine.hlo``, the package ``shardscope.engine`` (its ``__init__``) in ``engine``; a
+    module at the package's root is its own, as in :func:`part_of`. ``packages``: the modules that
+    are packages."""
+    folder = module if module in packages else module.rpartition(".")[0]
+    return folder.partition(".")[2] or part_of(module)
+
+
 def folders_importing_each_other(graph: nx.DiGraph) -> list[str]:
     """``a <-> b: one import each way`` for each two folders (or root modules) of the package
-    that import each other, by :func:`part_of`."""
+    that import each other, at any depth (:func:`folder_of`): a folder's own modules and one of
+    its subfolders too, as ``engine`` and ``engine.hlo``."""
+    packages = {name.rpartition(".")[0] for name in graph.nodes}
     between: dict[tuple[str, str], str] = {}
     for a, b in sorted(graph.edges):
-        if part_of(a) != part_of(b):
-            between.setdefault((part_of(a), part_of(b)), f"{a} imports {b}")
+        folder_a, folder_b = folder_of(a, packages), folder_of(b, packages)
+        if folder_a != folder_b:
+            between.setdefault((folder_a, folder_b), f"{a} imports {b}")
     return sorted(f"{a} <-> {b}: {between[a, b]}; {between[b, a]}"
                   for a, b in between if a < b and (b, a) in between)
 
@@ -265,12 +268,26 @@ def test_two_folders_importing_each_other_are_found_wherever_the_import_is(tmp_p
     assert folders_importing_each_other(graph) == ["high <-> low: pkg.high.b imports pkg.low.c; pkg.low.a imports pkg.high.b"]
 
 
+def test_a_folder_and_its_subfolder_importing_each_other_are_found(tmp_path):
+    package = write_package(tmp_path, {
+        "__init__.py": "", "root.py": "import pkg.top.sub\n",
+        "top/__init__.py": "import pkg.top.floor\n", "top/floor.py": "", "top/roof.py": "import pkg.top.sub.b\n",
+        "top/sub/__init__.py": "", "top/sub/b.py": "import pkg.top.floor\n",
+        "other/__init__.py": "", "other/d.py": "import pkg.top.sub.b\n",
+    })
+    graph = import_graph(package, statements=every_statement)
+    assert not circles(graph)  # the root of top/ is both floor (floor) and roof (roof) of top/sub/
+    assert folders_importing_each_other(graph) == [
+        "top <-> top.sub: pkg.top.roof imports pkg.top.sub.b; pkg.top.sub.b imports pkg.top.floor"]
+
+
 def test_no_two_folders_import_each_other():
     found = folders_importing_each_other(import_graph(statements=every_statement))
-    assert not found, "folders that import each other (a folder is one layer):\n" + "\n".join(found)
+    assert not found, ("folders that import each other (a folder is one layer; a folder's own modules are its subfolders' "
+                       "floor or their roof, never both):\n" + "\n".join(found))
 
 
-BELOW_THE_PROCESS = ("shardscope.sources", "shardscope.measure", "shardscope.failures", "shardscope.hardware",
+BELOW_THE_PROCESS = ("shardscope.sources", "shardscope.measure", "shardscope.failures", "shardscope.hardware", "shardscope.costmodel",
                      "shardscope.engine", "shardscope.whatif", "shardscope.plans", "shardscope.config")
 """The layers that read programs and their plans: they know nothing of how the process runs
 (``distributed/``: signals, joined processes, the compilation cache), as a library's user's

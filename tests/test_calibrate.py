@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shardscope.costmodel.calibrate import AllReducePoint, Calibration, fit
+from shardscope.pipeline.calibrate import AllReducePoint, Calibration, fit
 
 
 def synthetic(devices: int, alpha: float, bandwidth: float, sizes: list[int]) -> list[AllReducePoint]:

@@ -15,7 +15,7 @@ import pytest
 
 import _compiled_programs as programs
 from shardscope.engine.hlo.compiled import PARTITIONER, PROGRAM, compiled_plan, plan_of
-from shardscope.engine.inspection import argument_names
+from shardscope.engine.joined.inspection import argument_names
 from shardscope.pipeline.one_program import inspect
 
 CASES = [

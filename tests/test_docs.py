@@ -93,7 +93,7 @@ def test_the_reference_is_the_same_whatever_the_terminal(monkeypatch):
 def test_sphinx_roles_become_code_in_the_api_reference():
     pytest.importorskip("griffe", reason="griffe is not installed: pip install -e '.[docs]' (make test does)")
     roles = _hook("griffe_roles").markdown_of_roles
-    assert roles("see :func:`inspect` and :class:`~shardscope.engine.inspection.Inspection`") == \
+    assert roles("see :func:`inspect` and :class:`~shardscope.engine.joined.inspection.Inspection`") == \
         "see `inspect` and `Inspection`"
     assert roles(":mod:`shardscope.testing`, :meth:`Inspection.what_if`") == "`shardscope.testing`, `Inspection.what_if`"
 

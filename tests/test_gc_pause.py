@@ -87,7 +87,7 @@ def _collections_during(phase):
 
 def _deep_naive_plan(monkeypatch):
     """The deep demo's naive plan, traced, with the names of its inputs and outputs."""
-    from shardscope.engine.inspection import pytree_names
+    from shardscope.engine.joined.inspection import pytree_names
     from shardscope.plans import registry
     from shardscope.config.settings import Settings
     from shardscope.sources.loading import load_demo_file
@@ -128,7 +128,7 @@ def test_the_pipeline_reads_a_deep_program_with_no_collection(monkeypatch):
 def test_the_library_leaves_the_callers_collector_alone(monkeypatch):
     """``shardscope.inspect`` and the engine are called from a user's code (a pytest run): they
     never switch the collector off, so it collects as the caller set it while a program is read."""
-    from shardscope.engine.inspection import inspect_traced
+    from shardscope.engine.joined.inspection import inspect_traced
 
     traced, inputs, outputs = _deep_naive_plan(monkeypatch)
     gc.enable()

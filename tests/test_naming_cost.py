@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from shardscope.engine import pytree_paths
 from shardscope.engine.hlo import equation_names
 from shardscope.engine.hlo.compiled import plan_of
-from shardscope.engine.inspection import argument_names
+from shardscope.engine.joined.inspection import argument_names
 
 LAYERS = 160
 

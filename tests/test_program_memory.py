@@ -109,7 +109,7 @@ def test_the_app_opens_it_with_the_timings_marked_not_run(tmp_path, monkeypatch)
 
 
 def test_an_unexpected_error_in_a_program_file_points_at_check():
-    from shardscope.app.runner import bug_hint
+    from shardscope.app.base.runner import bug_hint
     from shardscope.sources.programs import ProgramFile
 
     assert "`shardscope check FILE --debug`" in bug_hint(ProgramFile(Path("p.py"), {}, ""))

@@ -9,7 +9,8 @@ import pytest
 from _support import DEMOS, run_cli
 from shardscope.errors import SettingsError
 from shardscope.costmodel.interconnects import PRESETS, parse_link, parse_project, preset
-from shardscope.costmodel.projection import crossover_bytes, project, ring_terms
+from shardscope.costmodel.projection import crossover_bytes, ring_terms
+from shardscope.pipeline.projections import project
 
 LINEAR = DEMOS / "linear.py"
 

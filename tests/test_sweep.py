@@ -9,7 +9,7 @@ import pytest
 from _support import DEMOS, run_main
 from shardscope.errors import SettingsError
 from shardscope.costmodel.quantities import parse_size
-from shardscope.costmodel.sweep import parse_chunk_sizes
+from shardscope.pipeline.sweep import parse_chunk_sizes
 
 MLP = DEMOS / "mlp.py"
 BUDGET = 20 * 2**10  # mlp on 2 devices: chunk sizes 32 and 64 need more than 20 KiB per device
@@ -95,7 +95,7 @@ def test_the_sweep_command_shows_every_measured_time_and_the_pick():
     from rich.console import Console
 
     from shardscope.config.settings import Settings
-    from shardscope.costmodel.sweep import run_sweep
+    from shardscope.pipeline.sweep import run_sweep
     from shardscope.render.sweep import render_sweep
 
     sweep = run_sweep(Settings(path=DEMOS / "linear.py", devices=2, repeats=1), (16, 32))

@@ -442,7 +442,7 @@ def test_a_targets_plan_of_the_same_trace_pairs_with_the_cpu_plan():
     of W's gradient, 4 runs in the micro-batch loop, runs once after it on v5e:2x2."""
     from shardscope.engine.hlo.compiled import plan_of
     from shardscope.engine.hlo.target_plan import LEFT_LOOP, compare_plans
-    from shardscope.engine.inspection import argument_names
+    from shardscope.engine.joined.inspection import argument_names
 
     built = programs.gspmd_accumulate(_cpu_mesh(4))
     traced = built.trace()
@@ -464,7 +464,7 @@ def test_a_sum_the_tpu_moved_out_of_the_loop_is_named_after_the_gradient_it_sums
     """The TPU's all-reduce after the loop sums the accumulator: its value is still W's gradient,
     as on the CPU, whatever op_name the moved instruction took (jax 0.10.2: the loop's)."""
     from shardscope.engine.hlo.compiled import plan_of
-    from shardscope.engine.inspection import argument_names
+    from shardscope.engine.joined.inspection import argument_names
 
     built = programs.gspmd_accumulate(_cpu_mesh(4))
     traced = built.trace()

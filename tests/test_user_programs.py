@@ -17,7 +17,7 @@ import pytest
 import _compiled_programs as programs
 import _user_programs as users
 from shardscope.engine.hlo.compiled import PARTITIONER, plan_of
-from shardscope.engine.inspection import argument_names
+from shardscope.engine.joined.inspection import argument_names
 
 CASES = [(users.nnx_train_step, ()), (users.scanned_transformer, (False,)), (users.scanned_transformer, (True,)),
          (users.fori_accumulate, ()), (users.bf16_carry_accumulate, ()), (users.complex_accumulate, ())]

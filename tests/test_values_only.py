@@ -39,10 +39,11 @@ COMPUTES = (
     "shardscope.hardware.collective_models",
     "shardscope.costmodel.savings",
     "shardscope.costmodel.projection",
+    "shardscope.pipeline.projections",
     "shardscope.costmodel.estimate",
-    "shardscope.costmodel.sweep",
-    "shardscope.costmodel.what_if",
-    "shardscope.costmodel.calibrate",
+    "shardscope.pipeline.sweep",
+    "shardscope.pipeline.what_if",
+    "shardscope.pipeline.calibrate",
     "shardscope.pipeline.check",  # the exit rule
 )
 """The modules whose functions compute a cost, a verdict or the exit status."""
@@ -51,8 +52,8 @@ WORDS = frozenset({"range_words", "seconds_words"})
 """Functions of those modules that put a value in words (a time), computing nothing."""
 
 RUNNERS = {
-    ("shardscope.costmodel.projection", "project"): "the Timings tab projects the plans onto the preset the user picks",
-    ("shardscope.costmodel.sweep", "run_sweep"): "the Sweep tab runs the sweep the user asks for, in a worker",
+    ("shardscope.pipeline.projections", "project"): "the Timings tab projects the plans onto the preset the user picks",
+    ("shardscope.pipeline.sweep", "run_sweep"): "the Sweep tab runs the sweep the user asks for, in a worker",
 }
 """What the explorer runs on a user's choice, in its workers (as a command would), with why."""
 

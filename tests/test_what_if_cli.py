@@ -19,7 +19,7 @@ import _what_if_programs as wp
 import shardscope
 from _support import DEMOS
 from shardscope.costmodel.interconnects import preset
-from shardscope.engine.inspection import inspect_traced
+from shardscope.engine.joined.inspection import inspect_traced
 from shardscope.errors import ShardscopeError
 from shardscope.measure.speedup import FASTER, NO_DIFFERENCE, SLOWER
 from shardscope.sources.loading import import_file

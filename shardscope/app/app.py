@@ -6,7 +6,7 @@ classes, one concern each: :mod:`~shardscope.app.run_handling` (the runs: analys
 exclusive thread worker that only posts messages, so the first paint never waits for JAX),
 :mod:`~shardscope.app.tab_routing` (which tab shows what, the tabs' own keys) and
 :mod:`~shardscope.app.export_actions` (the diff and the screenshot). The keys are in
-:mod:`~shardscope.app.bindings`, the palette's commands in :mod:`~shardscope.app.commands`.
+:mod:`~shardscope.app.base.bindings`, the palette's commands in :mod:`~shardscope.app.commands`.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Input, Select, Static, Switch, TabbedContent, TabPane
 
-from shardscope.app import gc_policy
-from shardscope.app.bindings import APP_BINDINGS, TAB_BINDINGS, fit_footer
+from shardscope.app.base import gc_policy
+from shardscope.app.base.bindings import APP_BINDINGS, TAB_BINDINGS, fit_footer
 from shardscope.app.commands import binding_commands
 from shardscope.app.export_actions import ExportActions
 from shardscope.app.focus_routing import FocusRouting
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.run_handling import RunHandling
-from shardscope.app.summaries import done_text
+from shardscope.app.base.summaries import done_text
 from shardscope.app.tab_routing import TabRouting
-from shardscope.app.tabs import TABS
-from shardscope.app.textual_adapter import own_bindings
+from shardscope.app.base.tabs import TABS
+from shardscope.app.base.textual_adapter import own_bindings
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.footer import KeysFooter
@@ -42,7 +42,7 @@ from shardscope.render.theme import THEME
 from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
     from shardscope.sources.demos import DemoFile
     from shardscope.sources.programs import ProgramFile
@@ -136,7 +136,7 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
         self._fit_footer(event.size.width)
 
     def _fit_footer(self, width: int | None = None) -> None:
-        """The footer's keys for this width and the tab shown (:func:`~shardscope.app.bindings.fit_footer`)."""
+        """The footer's keys for this width and the tab shown (:func:`~shardscope.app.base.bindings.fit_footer`)."""
         narrow = (self.size.width if width is None else width) < self.NARROW
         tab = self.query_one(TabbedContent).active
         fit_footer(own_bindings(self), narrow, tab)
@@ -396,7 +396,7 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
         self.query_one(PlansView).step_collective(step)
 
     def _done_text(self, analysis: Analysis) -> Text:
-        """The status line's summary of ``analysis`` (:func:`~shardscope.app.summaries.done_text`)."""
+        """The status line's summary of ``analysis`` (:func:`~shardscope.app.base.summaries.done_text`)."""
         return done_text(analysis, self.comparison, self.hide_measurements)
 
 def _next_other(names: list[str], current: str, other: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
-from shardscope.app.bindings import TAB_ACTIONS
+from shardscope.app.base.bindings import TAB_ACTIONS
 
 def binding_commands(app: App[Any], in_tab: Callable[..., Any]) -> Iterator[SystemCommand]:
     """A palette command for each of ``app``'s bindings, titled by its description, explained by its

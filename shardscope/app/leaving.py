@@ -28,7 +28,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from shardscope.activities import current_activity
-from shardscope.app import runner
+from shardscope.app.base import runner
 from shardscope.distributed.interrupts import end_child_processes, exit_status, remove_temporary_files
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from textual.app import App
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from shardscope.app import gc_policy, runner
-from shardscope.app.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
+from shardscope.app.base import gc_policy, runner
+from shardscope.app.base.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.profiling import StartupProfile
-from shardscope.app.tabs import TABS
+from shardscope.app.base.tabs import TABS
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
@@ -31,7 +31,7 @@ from shardscope.config.settings import Settings
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.sources.demos import DemoFile
     from shardscope.pipeline.analysis import Analysis
 
@@ -94,7 +94,7 @@ class RunHandling(App[int]):
         worker = get_current_worker()
         if request.analyze:
             self.collector.collect_earlier_runs()
-        runner.run(request, self.post_message, lambda: worker.is_cancelled)
+        runner.run(request, self.post_message, lambda: worker.is_cancelled, prepare)
 
     def _is_current(self, message: RunMessage) -> bool:
         return self.is_running and message.run_id == self._run_id

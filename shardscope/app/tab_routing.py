@@ -7,6 +7,7 @@ renders a new analysis; the others get it when first shown (a big diff costs sec
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from textual import on, work
@@ -14,13 +15,19 @@ from textual.app import App
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from shardscope.app import runner
-from shardscope.app.tabs import MEASURING_TABS, TABS, view_class
-from shardscope.app.views.analysis_view import as_analysis_view
+from shardscope.app.base import runner
+from shardscope.app.base.tabs import MEASURING_TABS, TABS
+from shardscope.app.base.analysis_view import as_analysis_view
 
 if TYPE_CHECKING:
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
+
+
+def view_class(spec: str) -> type:
+    """The class ``module:name`` names (the view of a tab, imported now)."""
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 class TabRouting(App[int]):
@@ -149,7 +156,7 @@ class TabRouting(App[int]):
 
     def _show_in(self, tab: str, analysis: Analysis) -> None:
         """Hand ``analysis`` (and what the worker prepared) to one tab's view
-        (:class:`~shardscope.app.views.analysis_view.AnalysisView`); a view that fails must not
+        (:class:`~shardscope.app.base.analysis_view.AnalysisView`); a view that fails must not
         take the app down."""
         try:
             as_analysis_view(self.query_one(f"#{tab}-view")).show_analysis(analysis, self.prepared)

@@ -17,7 +17,7 @@ from shardscope.cli.options import (
     process_options,
 )
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.calibrate import DEFAULT_SIZES, calibrate
+from shardscope.pipeline.calibrate import DEFAULT_SIZES, calibrate
 from shardscope.costmodel.quantities import parse_size
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import ProcessOptions, spawn_workers, start_jax

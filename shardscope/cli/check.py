@@ -35,9 +35,9 @@ from shardscope.sources.bundled import find_file
 from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.what_if import ProgramWhatIf
+    from shardscope.pipeline.what_if import ProgramWhatIf
     from shardscope.engine.hlo.plan_costs import MinSaving
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.pipeline.check import FailedProgram, FileCheck
     from shardscope.targets.base import TargetDevices
 
@@ -185,7 +185,7 @@ def check(options: CheckOptions) -> int:
     chosen = platform_choice() is not None  # before JAX's import: a TPU VM's own default is no choice
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
     profile = _profile_first(options, bool(slices) or chosen)  # its platform may decide where the program compiles
-    from shardscope.costmodel.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
+    from shardscope.pipeline.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
     from shardscope.pipeline.check import check_file
     from shardscope.targets.plans import load_available_targets, target_device_count
 

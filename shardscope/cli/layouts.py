@@ -34,7 +34,7 @@ from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import checked_targets
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.layout_ranking import LayoutRanking
+    from shardscope.pipeline.layout_ranking import LayoutRanking
     from shardscope.pipeline.layout_compile import CompiledCandidate
     from shardscope.sources.layouts import LayoutFunction
     from shardscope.targets.base import Target
@@ -108,7 +108,7 @@ class Sweep:
 
     def ranking(self, interrupted: bool = False) -> "LayoutRanking":
         """The candidates done, ranked."""
-        from shardscope.costmodel.layout_ranking import SweepCost, ranked
+        from shardscope.pipeline.layout_ranking import SweepCost, ranked
 
         with self.lock:
             done = list(self.done)

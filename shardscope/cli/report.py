@@ -15,7 +15,7 @@ from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, ad
                                     refuse_targets_across_processes, require_profile_converter)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
-from shardscope.costmodel.projection import project, project_targets
+from shardscope.pipeline.projections import project, project_targets
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader

@@ -14,7 +14,7 @@ from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, ad
                                     refuse_targets_across_processes, require_profile_converter)
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.quantities import parse_size
-from shardscope.costmodel.sweep import parse_chunk_sizes, run_sweep
+from shardscope.pipeline.sweep import parse_chunk_sizes, run_sweep
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader

@@ -21,12 +21,14 @@ One folder per level, each importing only the ones under it:
   dispatches. ``plan`` (``is_dispatch_sequence``, the one place that decides it, and the
   ``DispatchPlan``), ``calls`` (each call's module compiled alone, as JAX compiles it when
   called), ``sums`` (the results the step only adds up across its calls).
-- the pieces all share, at this level: ``kinds`` (the one table of collective kinds), ``counts``
-  (runs per call), ``pytree_paths``, ``user_frames`` (which frame is the user's line),
-  ``traceable`` (any callable as a program JAX traces), and ``inspection``: one program read
-  both ways, the value ``check``, ``inspect`` and ``shardscope.testing`` return.
+- at this level, the pieces the levels share, importing none of them: ``counts`` (runs per
+  call), ``pytree_paths``, ``user_frames`` (which frame is the user's line), ``written_values``,
+  ``traceable`` (any callable as a program JAX traces), ``compilation`` (every compile).
+- ``joined/``, the levels joined, on top of them: ``inspection``, one program read both ways, the value
+  ``check``, ``inspect`` and ``shardscope.testing`` return; ``remat_fixes``, a
+  rematerialization's fix compiled and checked.
 
-The what-if (a flagged finding's program rewritten as a user would fix it) sits above the
+The what-if (a flagged finding's program rewritten as a user would fix it) sits over the
 engine, in :mod:`shardscope.whatif`; an ``Inspection`` reaches it, and its renderings, through
-the functions those layers register (``inspection.EXTENSIONS``).
+the functions those layers register (``extensions.EXTENSIONS``).
 """

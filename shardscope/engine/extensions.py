@@ -1,4 +1,4 @@
-"""What the layers above the engine add to an :class:`~shardscope.engine.inspection.Inspection`.
+"""What the layers above the engine add to an :class:`~shardscope.engine.joined.inspection.Inspection`.
 
 An Inspection is a value: its renderings (registered by :func:`shardscope.render.inspections.register`,
 which the rendering package calls when any of its modules is imported) and its what-if
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 Inspected = Any
-"""An :class:`~shardscope.engine.inspection.Inspection`: named, not imported (inspection.py imports
+"""An :class:`~shardscope.engine.joined.inspection.Inspection`: named, not imported (inspection.py imports
 this module, and the registry must load without the engine)."""
 
 

@@ -13,7 +13,7 @@ peaks in its node's (:mod:`shardscope.hardware.gpu_nodes`) and its memory in its
 (``gpu_descriptions/h100.txtpb``: its ``device_memory_size`` and ``memory_bandwidth``, a user's
 own file too: :func:`gpu_chip`); :mod:`shardscope.hardware.catalogue` looks a chip up. The overheads of a call and of a loop iteration were
 measured on a real v5e chip; on the other chips they are assumed alike (unchecked). The CPU's peaks are measured by ``shardscope
-calibrate`` (:func:`shardscope.costmodel.calibrate.measure_cpu_chip`).
+calibrate`` (:func:`shardscope.pipeline.calibrate.measure_cpu_chip`).
 
 This module is a value the engine's layer may name (``tests/test_architecture.py``): the
 targets layer builds a chip for each target, and the step estimate

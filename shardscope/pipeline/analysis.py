@@ -18,7 +18,7 @@ from shardscope.config.settings import Settings
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledPlan
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective, Loop
     from shardscope.engine.jaxpr.model import Program
     from shardscope.engine.hlo.paired import PairedCollective

@@ -19,7 +19,7 @@ from typing import Sequence
 from shardscope.engine.compilation import READ_ONLY
 from shardscope.engine.hlo.costing import weighed
 from shardscope.engine.hlo.plan_costs import MinSaving
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
@@ -93,7 +93,7 @@ def judged(checked: FileCheck, min_saving: MinSaving | None = None,
 def check_file(path: Path, function: str | None = None, devices: int | None = None,
                targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True,
                min_saving: MinSaving | None = None, unavailable: Sequence[UnavailableTarget] = ()) -> FileCheck:
-    """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
+    """The :class:`~shardscope.engine.joined.inspection.Inspection` of each program (or demo plan) in
     ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope import failures
-from shardscope.engine.inspection import Inspection, pytree_names
+from shardscope.engine.joined.inspection import Inspection, pytree_names
 from shardscope.engine.pytree_paths import gradient_label
 from shardscope.errors import ShardscopeError
 from shardscope.pipeline.workload import PipelineProgram, Workload

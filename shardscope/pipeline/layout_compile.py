@@ -8,7 +8,7 @@ the target's device at each of the mesh's positions, laid out as ``jax.make_mesh
 of that shape on the machine). Nothing runs, and nothing is compiled for the CPU. The compiled
 module gives the compiler's own bytes per device (the fit), its collectives with their loops and
 replica groups, and each instruction's work (the step estimate on the target's chip); the
-interconnect's time is the cost model's (:mod:`shardscope.costmodel.layout_ranking`).
+interconnect's time is the cost model's (:mod:`shardscope.pipeline.layout_ranking`).
 
 A candidate whose parameters and optimizer state alone (its arguments' bytes per device, read
 from their shardings) exceed what the chip lets a program use is cut before it compiles: no

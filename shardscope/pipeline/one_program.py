@@ -1,4 +1,4 @@
-"""The one path from a program to its :class:`~shardscope.engine.inspection.Inspection`.
+"""The one path from a program to its :class:`~shardscope.engine.joined.inspection.Inspection`.
 
 Every consumer reads a program here: ``shardscope.inspect`` and ``inspect_on``,
 :mod:`shardscope.testing`, ``check`` (a program file's programs; a demo's plans through the
@@ -31,9 +31,9 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.device_request import device_request
 from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.hlo.compiled import jax_traced
-from shardscope.engine.inspection import API_DEBUG, InspectedCall, Inspection, dispatches_of, inspect_traced, with_compiled
+from shardscope.engine.joined.inspection import API_DEBUG, InspectedCall, Inspection, dispatches_of, inspect_traced, with_compiled
 from shardscope.engine.pytree_paths import pytree_names
-from shardscope.engine.remat_fixes import with_fixes
+from shardscope.engine.joined.remat_fixes import with_fixes
 from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error

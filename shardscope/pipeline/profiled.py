@@ -26,7 +26,7 @@ from shardscope.engine.hlo.plan import CompiledPlan
 from shardscope.engine.hlo.profile_match import ProfileMismatch
 from shardscope.engine.hlo.roofline import StepEstimate, estimate_step
 from shardscope.engine.hlo.work import module_work
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import ShardscopeError
 from shardscope.hardware.catalogue import chip_of
 from shardscope.hardware.tpu_generations import generation_of

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import served_from_cache
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
 from shardscope.measure import speedup, timing

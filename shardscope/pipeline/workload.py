@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
     from shardscope.engine.dispatch.plan import DispatchPlan
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.traceable import Jitted
     from shardscope.config.settings import Settings
     from shardscope.config.shapes import Shapes

@@ -1,6 +1,6 @@
 """``check --xla-dump``: the plan of the modules a real run compiled, read from its dump, nothing traced.
 
-Each module the dump holds for the step becomes an :class:`~shardscope.engine.inspection.Inspection`
+Each module the dump holds for the step becomes an :class:`~shardscope.engine.joined.inspection.Inspection`
 with the compiled plan ``check`` builds from a compiled module (:func:`~shardscope.engine.hlo.compiled.compiled_plan`)
 and no jaxpr: the findings, the fixes, the JSON and the exit status are ``check``'s, and a
 profile of the same run maps onto it as onto any compiled plan (its module's name and
@@ -18,7 +18,7 @@ from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.dump_files import DumpedModule, dumped_modules, pick_modules
 from shardscope.engine.hlo.sites import COLLECTIVE_OPCODES
 from shardscope.engine.hlo.text import Instruction, parse
-from shardscope.engine.inspection import Inspection
+from shardscope.engine.joined.inspection import Inspection
 from shardscope.engine.jaxpr.model import Block, Program
 from shardscope.pipeline.check import FileCheck
 

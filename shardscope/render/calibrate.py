@@ -9,7 +9,7 @@ from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from shardscope.costmodel.calibrate import Calibration
+    from shardscope.pipeline.calibrate import Calibration
     from shardscope.hardware.chips import Chip
 
 

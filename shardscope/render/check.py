@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.text import Text
 
-from shardscope.costmodel.what_if import ProgramWhatIf
+from shardscope.pipeline.what_if import ProgramWhatIf
 from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.pipeline.check import FileCheck
 
 

@@ -25,7 +25,7 @@ from shardscope.render.theme import Themed
 
 if TYPE_CHECKING:
     from shardscope.engine.dispatch.plan import Dispatch, DispatchFinding, DispatchPlan
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
 DISPATCH_COLUMNS = ("#", "dispatch", "calls/step", "collectives", "runs/call", "runs/step", "B/step", "line")
 """The columns of the table of a step's dispatches."""

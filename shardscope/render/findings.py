@@ -1,4 +1,4 @@
-"""Renderings of an :class:`~shardscope.engine.inspection.Inspection`: rich table, plain text, HTML, JSON.
+"""Renderings of an :class:`~shardscope.engine.joined.inspection.Inspection`: rich table, plain text, HTML, JSON.
 
 Every rendering lists :attr:`Inspection.paired`: each compiled collective once, with the jaxpr
 equations it comes from, then the jaxpr collectives the compiled module has no instruction for
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective
 
 def trips_text(counts: tuple) -> str:

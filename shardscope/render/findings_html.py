@@ -1,4 +1,4 @@
-"""An :class:`~shardscope.engine.inspection.Inspection` as an HTML fragment for notebooks.
+"""An :class:`~shardscope.engine.joined.inspection.Inspection` as an HTML fragment for notebooks.
 
 A notebook puts the fragment inside its own page, so it has one root element with an id of
 its own and every style rule is scoped under that id: nothing restyles the page around it.
@@ -18,7 +18,7 @@ from shardscope.render.targets import CPU_HEADING, plan_notes, plan_verdict, sho
 from shardscope.verdict_kinds import DEFERRABLE, KINDS, NEEDED, OF_NAME
 
 if TYPE_CHECKING:
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
 FAILING_MARK, PASSING_MARK = OF_NAME[DEFERRABLE].badge[0], OF_NAME[NEEDED].badge[0]
 """The colour of the summary's mark: a finding's badge's, or a needed collective's."""

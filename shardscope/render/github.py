@@ -19,7 +19,7 @@ from shardscope.render.targets import placement_words
 from shardscope.render.workflow_commands import error_command, error_where, relative, same_file
 
 if TYPE_CHECKING:
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan, TargetRow

@@ -1,4 +1,4 @@
-"""How an :class:`~shardscope.engine.inspection.Inspection` prints: the one place the rendering
+"""How an :class:`~shardscope.engine.joined.inspection.Inspection` prints: the one place the rendering
 layer puts its renderers on :data:`shardscope.engine.extensions.EXTENSIONS`.
 
 The package (``shardscope/render/__init__.py``) calls :func:`register` when any of its modules is

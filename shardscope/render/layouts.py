@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from shardscope.engine.hlo.plan import CompiledCollective
 
-    from shardscope.costmodel.layout_ranking import LayoutRanking, RankedLayout
+    from shardscope.pipeline.layout_ranking import LayoutRanking, RankedLayout
 
 TOP_GROUPS = 2
 """How many of a candidate's costliest collective groups the table names."""
@@ -237,7 +237,7 @@ def candidate_plan(row: "RankedLayout", target: str) -> "Group":
 
 def collective_times(row: "RankedLayout") -> list[tuple["CompiledCollective", float | None]]:
     """Each compiled collective with its time per step on the target's interconnect, costliest first."""
-    from shardscope.costmodel.layout_ranking import collective_seconds
+    from shardscope.pipeline.layout_ranking import collective_seconds
 
     plan = row.compiled.plan
     if plan is None:

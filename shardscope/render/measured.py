@@ -18,7 +18,7 @@ from shardscope.engine.hlo.measured import MeasuredCollective, MeasuredPlan
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
 COLUMNS = ("collective", "loops", "runs/call", "per run", "per call", "spread", "overlapped")
 """The measured table's columns: per run is per iteration in a loop; per call and spread are the

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from shardscope.costmodel.sweep import Sweep, SweepPoint
+    from shardscope.pipeline.sweep import Sweep, SweepPoint
 
 HIDDEN = "···"
 """What a measured time, or the pick made from one, shows while measurements are hidden."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.console import Console, Group
 
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
     from shardscope.costmodel.projection import Projection
     from shardscope.engine.hlo.roofline import StepEstimate

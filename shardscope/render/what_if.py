@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 from shardscope.engine.hlo.paired import paired_collectives
 from shardscope.measure.speedup import speedup_text
-from shardscope.costmodel.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
+from shardscope.pipeline.what_if import ORIGINAL, REWRITTEN, MeasuredRewrite, PlanTotals
 from shardscope.render.findings import compiled_collective_json, compiled_json
 from shardscope.whatif.what_if import ROUTE_NAMES
 
 if TYPE_CHECKING:
     from shardscope.costmodel.projection import CompiledProjection
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.whatif.what_if import Rewrite
 
 MEMORY_SHOWN = (("arguments", "argument_size_in_bytes"), ("outputs", "output_size_in_bytes"),

@@ -31,7 +31,7 @@ from shardscope.config.settings import Settings
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
 
 
 def parse_targets(texts: Sequence[str]) -> tuple[Target, ...]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
-from shardscope.engine.inspection import inspect_traced, pytree_names
+from shardscope.engine.joined.inspection import inspect_traced, pytree_names
 from shardscope.measure.crosscheck import compare_results
 from shardscope.whatif.deferral import Unsupported
 from shardscope.whatif.retrace import Edits, RetraceError, Retracer

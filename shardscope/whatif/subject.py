@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import plan_of
-from shardscope.engine.inspection import argument_names, inspect_traced, pytree_names
+from shardscope.engine.joined.inspection import argument_names, inspect_traced, pytree_names
 from shardscope.engine.jaxpr.dead_code import mesh_and_style
 from shardscope.engine.traceable import Jitted, is_jitted
 from shardscope.sources.examples import materialize

@@ -52,7 +52,7 @@ from shardscope.whatif.subject import AUTO, Subject, subject_from, subject_of
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.jaxpr.dataflow import Collective
     from shardscope.measure.crosscheck import GradientCheck
     from shardscope.whatif.patch import Patch

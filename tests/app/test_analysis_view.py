@@ -8,8 +8,9 @@ import inspect
 import pytest
 from textual.widgets import Static
 
-from shardscope.app.tabs import TABS, view_class
-from shardscope.app.views.analysis_view import AnalysisView, as_analysis_view
+from shardscope.app.base.tabs import TABS
+from shardscope.app.base.analysis_view import AnalysisView, as_analysis_view
+from shardscope.app.tab_routing import view_class
 from shardscope.app.views.projection import ProjectionPanel
 
 

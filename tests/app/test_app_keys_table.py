@@ -6,7 +6,7 @@ from app_support import DEMOS, ROOT, SIZE, drain, make_app, press, run, settle
 
 from shardscope.app import ShardscopeApp
 from shardscope.app.widgets.help_screen import HelpScreen, HelpText, help_text
-from shardscope.app.bindings import DIFF_BINDINGS, HLO_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
+from shardscope.app.base.bindings import DIFF_BINDINGS, HLO_BINDINGS, SWEEP_BINDINGS, help_rows, markdown_table
 
 
 def docs_key_table() -> str:

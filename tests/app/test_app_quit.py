@@ -15,7 +15,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from app_support import DEMOS, ROOT, SIZE, eventually, make_app, run, settle
-from shardscope.app import runner
+from shardscope.app.base import runner
 
 STUCK_AT_IMPORT = '''
 import os
@@ -182,7 +182,7 @@ def test_a_run_that_ends_as_the_app_shuts_down_is_dropped_not_a_crash():
     running is dropped: here they are handed to the app after its screen is gone."""
     from textual.worker import Worker, WorkerState
 
-    from shardscope.app.messages import DemoLoaded, RunFailed, RunProgress
+    from shardscope.app.base.messages import DemoLoaded, RunFailed, RunProgress
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)

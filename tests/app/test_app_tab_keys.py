@@ -12,7 +12,7 @@ from textual.widgets._tabbed_content import ContentTabs
 
 from shardscope.app import ShardscopeApp
 from shardscope.app.widgets.help_screen import HelpScreen
-from shardscope.app.bindings import TAB_BINDINGS
+from shardscope.app.base.bindings import TAB_BINDINGS
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.views.diff import DiffView
 from shardscope.app.views.sweep import SweepView

@@ -6,7 +6,7 @@ import gc
 import threading
 import weakref
 
-from shardscope.app import gc_policy
+from shardscope.app.base import gc_policy
 
 
 def test_collecting_earlier_runs_waits_for_a_collection_running_in_another_thread():

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.widgets import Input, Static
 
 from app_support import drain, run
-from shardscope.app.textual_adapter import FooterKey
+from shardscope.app.base.textual_adapter import FooterKey
 from shardscope.app.widgets.footer import KeysFooter
 from shardscope.app.widgets.status import StatusLine
 from shardscope.config.settings import Settings

@@ -10,7 +10,7 @@ from shardscope.app.views import TimingsView
 from shardscope.app.views.projection import ProjectionPanel
 from shardscope.app.views.sweep import SweepView, same_series
 from shardscope.costmodel.interconnects import format_seconds, preset
-from shardscope.costmodel.projection import project
+from shardscope.pipeline.projections import project
 from shardscope.config.settings import Settings
 from view_support import DEMOS, run_view as run, shown
 

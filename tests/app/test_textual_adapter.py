@@ -1,6 +1,6 @@
 """The parts of Textual shardscope builds on are still there, with the signatures it calls them by.
 
-Every private of Textual the app uses is listed in ``shardscope.app.textual_adapter.PRIVATES``;
+Every private of Textual the app uses is listed in ``shardscope.app.base.textual_adapter.PRIVATES``;
 each is checked here by name and ``inspect.signature``, so a Textual upgrade that renames,
 removes or re-signs one fails here, naming it. The public methods and attributes the plan tree
 and the footer override or read are checked the same way (an override whose signature no longer
@@ -24,8 +24,8 @@ from textual.widget import Widget
 from textual.widgets import Footer, Tree
 
 from app_support import drain, run
-from shardscope.app import textual_adapter
-from shardscope.app.textual_adapter import PRIVATES, FooterKey, Private
+from shardscope.app.base import textual_adapter
+from shardscope.app.base.textual_adapter import PRIVATES, FooterKey, Private
 
 PUBLIC = (
     # (owner, name, parameter names or None for an attribute): what PlanTree, TreeLines and KeysFooter rely on

@@ -15,13 +15,13 @@ from textual.binding import BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.bindings import DIFF_BINDINGS
+from shardscope.app.base.bindings import DIFF_BINDINGS
 from shardscope.app.views.diff_lines import SideBySide, folded, unified_lines
 from shardscope.app.views.lines import LinesView, offer_focus
 from shardscope.render.diff import side_by_side
 
 if TYPE_CHECKING:
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
 
@@ -29,7 +29,7 @@ class DiffView(Widget):
     """The Diff tab: unified diff by default, side by side after ``s``."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*DIFF_BINDINGS]
-    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.base.bindings.tab_key_bindings`)."""
 
     DEFAULT_CLASSES = "-empty"
     DEFAULT_CSS = """

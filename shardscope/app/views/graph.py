@@ -17,11 +17,11 @@ from textual import work
 from textual.binding import BindingType
 from textual.worker import get_current_worker
 
-from shardscope.app.bindings import GRAPH_BINDINGS
+from shardscope.app.base.bindings import GRAPH_BINDINGS
 from shardscope.app.views.lines import lay_out, worker_console
 
 from shardscope.app.views.plans.plan_labels import LabelStyles, badge
-from shardscope.app.summaries import plan_line
+from shardscope.app.base.summaries import plan_line
 from shardscope.app.views import layered
 from shardscope.app.views.graph_folding import Folded, fold
 from shardscope.engine.counts import count_text
@@ -31,7 +31,7 @@ from shardscope.engine.jaxpr.dataflow import feeding_subgraph
 if TYPE_CHECKING:
     from rich.segment import Segment
 
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis, PlanResult
     from shardscope.pipeline.comparison import Comparison
 

@@ -27,9 +27,9 @@ from textual.events import Resize
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from shardscope.app import runner
+from shardscope.app.base import runner
 
-from shardscope.app.summaries import loop_style
+from shardscope.app.base.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus, worker_console
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.hlo.roofline import seconds_words
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from rich.segment import Segment
 
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.engine.hlo.measured import MeasuredCollective
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop
     from shardscope.engine.hlo.target_plan import TargetPlan

@@ -24,9 +24,9 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Label, Static
 from textual.worker import get_current_worker
 
-from shardscope.app.bindings import LAYOUTS_BINDINGS
-from shardscope.app.runner import working
-from shardscope.costmodel.layout_ranking import LayoutRanking, RankedLayout, ranked
+from shardscope.app.base.bindings import LAYOUTS_BINDINGS
+from shardscope.app.base.runner import working
+from shardscope.pipeline.layout_ranking import LayoutRanking, RankedLayout, ranked
 from shardscope.errors import ShardscopeError
 from shardscope.render.layouts import (candidate_plan, collectives_cell, memory_cell, per_chip_cell, step_cell,
                                        utilization_cell)
@@ -34,7 +34,7 @@ from shardscope.render.layouts import (candidate_plan, collectives_cell, memory_
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.config.layout_candidates import Candidate
     from shardscope.config.settings import Settings
     from shardscope.pipeline.analysis import Analysis

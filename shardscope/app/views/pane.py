@@ -14,7 +14,7 @@ from shardscope.app.views.lines import LinesView, offer_focus
 if TYPE_CHECKING:
     from rich.segment import Segment
 
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
 
-from shardscope.app.views.analysis_view import PreparedViews
+from shardscope.app.base.analysis_view import PreparedViews
 from shardscope.app.views.diff_lines import folded, unified_lines
 from shardscope.app.views.graph import comparison_graph
 from shardscope.app.views.lines import lay_out, worker_console

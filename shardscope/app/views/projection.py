@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from shardscope.costmodel.interconnects import PRESETS, preset
-from shardscope.costmodel.projection import project
+from shardscope.pipeline.projections import project
 from shardscope.render.projection import MEASURED, lines
 from shardscope.render.targets import interconnect_sentence
 

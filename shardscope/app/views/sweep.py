@@ -27,21 +27,21 @@ from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
-from shardscope.app.bindings import SWEEP_BINDINGS
-from shardscope.app.runner import load_settings_targets, working
+from shardscope.app.base.bindings import SWEEP_BINDINGS
+from shardscope.app.base.runner import load_settings_targets, working
 from shardscope.app.views.lines import offer_focus
 from shardscope.app.widgets.fields import BudgetField
 from shardscope.costmodel.quantities import parse_size
-from shardscope.costmodel.sweep import Sweep, run_sweep
+from shardscope.pipeline.sweep import Sweep, run_sweep
 from shardscope.errors import Cancelled, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.render.sweep import HIDDEN, mib, pick_sentence, sweep_table
 from shardscope.render.text import plans_unavailable
 
 if TYPE_CHECKING:
-    from shardscope.costmodel.sweep import SweepPoint
+    from shardscope.pipeline.sweep import SweepPoint
     from textual_plotext import Plot
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
     from shardscope.config.settings import Settings
 
@@ -206,7 +206,7 @@ class SweepView(Widget):
     """Run the chunk-size sweep for the current settings and chart it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*SWEEP_BINDINGS]
-    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.bindings.tab_key_bindings`)."""
+    """The tab's keys, for the view on its own; in the app they are app bindings too (:func:`~shardscope.app.base.bindings.tab_key_bindings`)."""
 
     measurements_hidden: reactive[bool] = reactive(False)
     """Show placeholders instead of wall-clock numbers and the pick (for screenshots that must not change)."""

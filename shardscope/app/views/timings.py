@@ -24,7 +24,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from shardscope.app.summaries import SIMULATED, loop_style
+from shardscope.app.base.summaries import SIMULATED, loop_style
 from shardscope.app.views.lines import offer_focus
 from shardscope.engine.counts import total_runs
 from shardscope.measure.speedup import FASTER, HOW as SPEEDUP_HOW
@@ -34,7 +34,7 @@ from shardscope.app.views.projection import ProjectionPanel
 from shardscope.render.text import unavailable_lines
 
 if TYPE_CHECKING:
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
     from shardscope.pipeline.comparison import Comparison
 

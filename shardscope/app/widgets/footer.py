@@ -16,7 +16,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from shardscope.app.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
+from shardscope.app.base.textual_adapter import FooterKey, drop_closed_watchers  # FooterKey: not in textual.widgets
 
 PINNED_ACTIONS = ("toggle_sidebar", "help", "quit", "app.quit")
 """The actions whose keys the footer never cuts (``app.quit``: a field's ``^c``, where ``q`` types)."""

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from shardscope.app.bindings import help_rows, markdown_table
+from shardscope.app.base.bindings import help_rows, markdown_table
 
 HELP = """\
 # shardscope
@@ -91,7 +91,7 @@ def close_keys() -> str:
 
 
 def help_text(app_bindings: list) -> str:
-    """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.bindings`)."""
+    """The help as Markdown, its key table made from ``app_bindings`` (see :mod:`shardscope.app.base.bindings`)."""
     close = f"**{close_keys()} closes this help**; the arrow keys and Page Up/Down scroll it."
     return HELP.replace("{close}", close).replace("{keys}", markdown_table(help_rows(app_bindings)))
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class Inspection(Protocol):
-    """What a dispatch reads of its module's :class:`~shardscope.engine.inspection.Inspection`
+    """What a dispatch reads of its module's :class:`~shardscope.engine.joined.inspection.Inspection`
     (named by its shape: an Inspection holds a step's dispatches, each holding an Inspection)."""
 
     @property
@@ -251,7 +251,7 @@ def dispatch_plan(closed: "ClosedJaxpr", arguments: Sequence[object], input_name
     ``arguments`` are the step's flat arguments (their shardings are what the first calls
     see), ``input_names`` their names, ``sources`` the user's line of each top-level equation;
     ``inspect_one`` reads one traced and compiled module into an
-    :class:`~shardscope.engine.inspection.Inspection` (the engine's own, handed in so that this
+    :class:`~shardscope.engine.joined.inspection.Inspection` (the engine's own, handed in so that this
     module stays below it).
     """
     calls = compile_calls(closed, arguments, input_names)

@@ -122,7 +122,7 @@ def plan_of(traced: "jax.stages.Traced", compiled: "jax.stages.Compiled | None" 
     CPU's ``compiled`` then still gives the mesh). ``traced`` may be flax's
     ``nnx.jit(f).trace(...)``, which holds JAX's own in ``.traced``. ``program`` and
     ``jaxpr_collectives`` are the jaxpr view of the same trace when the caller has it already
-    (:func:`shardscope.engine.inspection.inspect_traced`): it is not read a second time.
+    (:func:`shardscope.engine.joined.inspection.inspect_traced`): it is not read a second time.
     ``messages`` are the partitioner's log messages of the compile that made ``text`` (default:
     those kept for ``compiled``, none for another ``text``): :attr:`CompiledPlan.partitioner`."""
     import jax

@@ -23,7 +23,7 @@ from textual.widgets.tree import TreeNode
 from rich.style import Style
 from rich.text import Text
 
-from shardscope.app.textual_adapter import finish_line, line_finish
+from shardscope.app.base.textual_adapter import finish_line, line_finish
 from shardscope.app.views.plans.plan_index import Entry, PlanIndex, block_key, index_plan
 from shardscope.app.views.plans.plan_labels import Inside, LabelStyles, block_label, equation_label, gap_label
 from shardscope.app.views.plans.tree_lines import Drawing, draw_line, guide_styles, line_key
@@ -47,9 +47,9 @@ class PlanTree(Tree[Entry]):
 
     Key presses at tens of thousands of equations must paint within 50 ms. The tree keeps its
     finished lines by node (:meth:`render_lines`), drawn with public API (``tree_lines``); two
-    privates of Textual remain, both in :mod:`shardscope.app.textual_adapter`: the override of
+    privates of Textual remain, both in :mod:`shardscope.app.base.textual_adapter`: the override of
     ``Tree._invalidate`` (open nodes without a layout of the screen) and the styles cache that
-    finishes a line (:func:`~shardscope.app.textual_adapter.finish_line`).
+    finishes a line (:func:`~shardscope.app.base.textual_adapter.finish_line`).
 
     The tree draws no scrollbar (it still scrolls, by keys and wheel): a scrollbar is redrawn
     whole whenever its tree scrolls, and at 50,010 equations the three trees' scrollbars were

@@ -17,7 +17,7 @@ from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Input, Static, Tree
 
-from shardscope.app import gc_policy
+from shardscope.app.base import gc_policy
 from shardscope.app.views.plans.plan_columns import left_out_note, shown_plans
 from shardscope.app.views.plans.plan_labels import LabelStyles, badge
 from shardscope.app.views.plans.plan_tree import PlanTree
@@ -28,7 +28,7 @@ from shardscope.render.text import structure_summary
 
 if TYPE_CHECKING:
     from shardscope.pipeline.analysis import PlanResult
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
     from shardscope.pipeline.analysis import Analysis
 
 DETAILS_HINT = Text("the full line of the node under the cursor shows here (arrows, n/N)", "dim italic")
@@ -99,7 +99,7 @@ class PlansView(Widget):
 
     def __init__(self, collector: gc_policy.Collector,
                  **kwargs: Any) -> None:  # Textual's widget keywords, passed on
-        """``collector``: the app's (:mod:`shardscope.app.gc_policy`), which freezes the trees once drawn."""
+        """``collector``: the app's (:mod:`shardscope.app.base.gc_policy`), which freezes the trees once drawn."""
         super().__init__(**kwargs)
         self._collector = collector
         self.collective_index = -1  # the position n/N moved to; -1 before the first move

@@ -20,7 +20,7 @@ from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from shardscope.app.textual_adapter import LineFinish
+from shardscope.app.base.textual_adapter import LineFinish
 
 Guides = tuple[str, str, str, str]
 """A guide's four pieces: space, vertical, terminator (a last child), cross (a child with siblings below)."""

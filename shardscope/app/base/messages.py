@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from shardscope.sources.demos import DemoFile
     from shardscope.config.mesh import Mesh
     from shardscope.pipeline.analysis import Analysis
-    from shardscope.app.views.analysis_view import PreparedViews
+    from shardscope.app.base.analysis_view import PreparedViews
 
 
 class RunMessage(Message):
@@ -56,7 +56,7 @@ class DemoLoaded(RunMessage):
 
 class RunFinished(RunMessage):
     """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
-    its comparison prepared in the worker (``shardscope.app.views.analysis_view.PreparedViews``)."""
+    its comparison prepared in the worker (``shardscope.app.base.analysis_view.PreparedViews``)."""
 
     def __init__(self, run_id: int, analysis: Analysis, prepared: PreparedViews | None = None) -> None:
         super().__init__(run_id)

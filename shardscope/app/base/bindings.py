@@ -17,7 +17,7 @@ from typing import Iterable
 
 from textual.binding import Binding, BindingType
 
-from shardscope.app.tabs import TABS
+from shardscope.app.base.tabs import TABS
 
 PALETTE_ROW = ("`ctrl+p`", "Open the command palette: every action, searchable")
 """Textual's own key for the command palette, which offers every binding's action."""

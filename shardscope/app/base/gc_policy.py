@@ -13,7 +13,7 @@ import gc
 import threading
 import time
 
-from shardscope.app.textual_adapter import release_removed_widgets
+from shardscope.app.base.textual_adapter import release_removed_widgets
 
 
 class Collector:

@@ -1,13 +1,11 @@
 """The explorer's tabs: id, title and view class of each, and which of them show wall-clock numbers.
 
 Only the Plans view is built before the first paint: the others import numpy and networkx (a
-third of a second), so a thread worker imports them (:func:`view_class`) after it and they are
-mounted then.
+third of a second), so a thread worker imports them after it (by the names here:
+``tab_routing.view_class``) and they are mounted then.
 """
 
 from __future__ import annotations
-
-import importlib
 
 TABS = (
     ("plans", "Plans", "shardscope.app.views.plans.plans_view:PlansView"),
@@ -22,8 +20,3 @@ TABS = (
 MEASURING_TABS = ("timings", "sweep")
 """The tabs that show wall-clock numbers: built with ``measurements_hidden`` when the app hides them."""
 
-
-def view_class(spec: str) -> type:
-    """The class ``module:name`` names (the view of a tab, imported now)."""
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)

@@ -1,7 +1,9 @@
 """What a run worker does, off the UI thread: start JAX, (re)load the demo file, analyse.
 
 Plain Python with no widgets: the app's thread worker calls :func:`run` with a ``post`` that
-sends messages to the app and an ``is_cancelled`` that asks whether the run is still wanted.
+sends messages to the app, an ``is_cancelled`` that asks whether the run is still wanted and the
+``prepare`` that lays out the views' renderings of the result (the views' own: the views stand on
+this module, which imports none of them).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from textual.message import Message
 
-from shardscope.app.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
-from shardscope.app.views.prepare import prepare
+from shardscope.app.base.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.config.mesh import Mesh
@@ -25,6 +26,9 @@ from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
 
 if TYPE_CHECKING:
+    from shardscope.app.base.analysis_view import PreparedViews
+    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.comparison import Comparison
     from shardscope.sources.programs import ProgramFile
     from shardscope.sources.demos import DemoFile
     from shardscope.targets.base import TargetDevices
@@ -74,13 +78,17 @@ def working() -> Iterator[None]:
             _busy -= 1
 
 
-def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
+Prepare = Callable[["Analysis", "Comparison", Callable[[], bool]], "PreparedViews | None"]
+"""What lays out the views' renderings of a run's comparison in the worker (None: cancelled)."""
+
+
+def run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool], prepare: Prepare) -> None:
     """Do ``request``, reporting everything through ``post``; never raises."""
     with working():
-        _run(request, post, is_cancelled)
+        _run(request, post, is_cancelled, prepare)
 
 
-def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool]) -> None:
+def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Callable[[], bool], prepare: Prepare) -> None:
 
     mesh: Mesh | None = None  # the mesh the run runs on, once it is not the one asked for
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import jax
     from shardscope.costmodel.interconnects import Link
     from shardscope.engine.hlo.plan import CompiledPlan
-    from shardscope.engine.inspection import Inspection
+    from shardscope.engine.joined.inspection import Inspection
     from shardscope.whatif.what_if import Rewrite, WhatIf
 
 ORIGINAL, REWRITTEN = "original", "rewrite"

@@ -1,5 +1,5 @@
 """Fit the alpha-beta model to all-reduces measured on this machine, and say how well it fits; and
-measure its CPU's peak compute and memory bandwidth (:mod:`shardscope.costmodel.cpu_peaks`).
+measure its CPU's peak compute and memory bandwidth (:mod:`shardscope.pipeline.cpu_peaks`).
 
 Each size runs :data:`ALL_REDUCES_PER_CALL` dependent all-reduces inside one compiled loop, so
 dispatch is paid once per call, not once per all-reduce. A least-squares line through
@@ -14,7 +14,7 @@ from typing import Callable
 
 from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.hardware.chips import Chip
-from shardscope.costmodel.cpu_peaks import measure_cpu_chip
+from shardscope.pipeline.cpu_peaks import measure_cpu_chip
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import compile_lowered
 from shardscope.errors import SettingsError
