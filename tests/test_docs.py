@@ -27,9 +27,9 @@ DOCS = ROOT / "docs"
 PAGES = sorted(path for path in DOCS.rglob("*.md") if "hooks" not in path.relative_to(DOCS).parts)
 DOCUMENTS = [ROOT / "README.md", *PAGES]
 
-OTHER_TOOLS_OPTIONS = {"--quiet", "--upgrade", "--strict", "--index-url", "--no-cache-dir", "--xla_dump_to",
-                       "--xla_dump_hlo_module_re"}  # pip, mkdocs and XLA_FLAGS
-"""Long options of the other tools the docs show (pip's, mkdocs'), not shardscope's."""
+OTHER_TOOLS_OPTIONS = {"--quiet", "--upgrade", "--strict", "--index-url", "--no-cache-dir", "--xla_dump_to", "--junitxml",
+                       "--xla_dump_hlo_module_re"}  # pip, mkdocs, pytest and XLA_FLAGS
+"""Long options of the other tools the docs show (pip's, mkdocs', pytest's), not shardscope's."""
 
 
 def _hook(name: str) -> ModuleType:
