@@ -45,6 +45,7 @@ COMPUTES = (
     "shardscope.pipeline.what_if",
     "shardscope.pipeline.calibrate",
     "shardscope.pipeline.check",  # the exit rule
+    "shardscope.pipeline.layout_ranking",  # a layouts sweep's ranking, its collectives timed
 )
 """The modules whose functions compute a cost, a verdict or the exit status."""
 
@@ -54,6 +55,7 @@ WORDS = frozenset({"range_words", "seconds_words"})
 RUNNERS = {
     ("shardscope.pipeline.projections", "project"): "the Timings tab projects the plans onto the preset the user picks",
     ("shardscope.pipeline.sweep", "run_sweep"): "the Sweep tab runs the sweep the user asks for, in a worker",
+    ("shardscope.pipeline.layout_ranking", "ranked"): "the Layouts tab's worker ranks the candidates it compiles",
 }
 """What the explorer runs on a user's choice, in its workers (as a command would), with why."""
 

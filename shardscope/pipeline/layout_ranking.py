@@ -72,6 +72,9 @@ class RankedLayout:
     compiled: CompiledCandidate
     estimate: StepEstimate | None
     groups: tuple[CollectiveGroup, ...] = ()
+    timed: tuple[tuple["CompiledCollective", float | None], ...] = ()
+    """Each compiled collective with its time per step on the target's interconnect (None:
+    unknown), costliest first."""
 
     @property
     def label(self) -> str:
@@ -255,8 +258,10 @@ def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
         return RankedLayout(compiled, compiled.step)
     interconnect = interconnect_of(compiled)
     grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None]]] = {}
+    timed = []
     for c in plan.collectives:
         seconds = collective_seconds(compiled, c, interconnect)
+        timed.append((c, seconds))
         grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append((c.executions, c.bytes_per_execution,
                                                                                   seconds))
     groups = tuple(sorted((_group(key, members) for key, members in grouped.items()),
@@ -265,7 +270,7 @@ def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
     times = [g.seconds for g in groups]
     if estimate is not None and interconnect is not None and None not in times:
         estimate = estimate.with_collectives(sum(t for t in times if t is not None))
-    return RankedLayout(compiled, estimate, groups)
+    return RankedLayout(compiled, estimate, groups, tuple(sorted(timed, key=lambda pair: -(pair[1] or 0.0))))
 
 
 def _group(key: tuple[str, tuple[str, ...], bool], members: list[tuple[int | None, int, float | None]]) -> CollectiveGroup:

@@ -226,7 +226,7 @@ def candidate_plan(row: "RankedLayout", target: str) -> "Group":
         table = Table(title=f"{len(plan.collectives)} compiled collectives", title_justify="left")
         for header in ("collective", "kind", "axes", "loops", "runs/step", "bytes/run", "time/step"):
             table.add_column(header, justify="right" if header in ("runs/step", "bytes/run", "time/step") else "left")
-        for c, seconds in collective_times(row):
+        for c, seconds in row.timed:
             loops = " > ".join(f"{loop.name} x{'?' if loop.trip_count is None else loop.trip_count}" for loop in c.loops)
             table.add_row(c.name, c.kind, " x ".join(c.axes or ()) or "-", loops or "-",
                           "?" if c.executions is None else f"{c.executions:,}", size_words(c.bytes_per_execution),
@@ -234,13 +234,3 @@ def candidate_plan(row: "RankedLayout", target: str) -> "Group":
         parts.append(table)
     return Group(*parts)  # type: ignore[arg-type]  # rich's renderables
 
-
-def collective_times(row: "RankedLayout") -> list[tuple["CompiledCollective", float | None]]:
-    """Each compiled collective with its time per step on the target's interconnect, costliest first."""
-    from shardscope.pipeline.layout_ranking import collective_seconds
-
-    plan = row.compiled.plan
-    if plan is None:
-        return []
-    timed = [(c, collective_seconds(row.compiled, c)) for c in plan.collectives]
-    return sorted(timed, key=lambda pair: -(pair[1] or 0.0))

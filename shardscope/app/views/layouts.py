@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from shardscope.app.base.bindings import LAYOUTS_BINDINGS
 from shardscope.app.base.runner import working
-from shardscope.pipeline.layout_ranking import LayoutRanking, RankedLayout, ranked
+from shardscope.pipeline.layout_ranking import LayoutRanking, RankedLayout
 from shardscope.errors import ShardscopeError
 from shardscope.render.layouts import (candidate_plan, collectives_cell, memory_cell, per_chip_cell, step_cell,
                                        utilization_cell)
@@ -49,11 +49,12 @@ COLUMNS = ("rank", "mesh", "options", "memory", "step", "per chip", "MFU", "top 
 
 
 class LayoutMade(Message):
-    """One more candidate compiled (or cut, or failed)."""
+    """One more candidate compiled (or cut, or failed), and the ranking of every one made so far
+    (ranked in the worker: the view only shows it)."""
 
-    def __init__(self, result: "CompiledCandidate", function: str, target: str, total: int) -> None:
+    def __init__(self, result: "CompiledCandidate", ranking: "LayoutRanking", done: int) -> None:
         super().__init__()
-        self.result, self.function, self.target, self.total = result, function, target, total
+        self.result, self.ranking, self.done = result, ranking, done
 
 
 class LayoutsFailed(Message):
@@ -179,26 +180,29 @@ class LayoutsView(Widget):
             with working():  # quitting meanwhile does not wait for the compiles (shardscope.app.leaving)
                 function, target, candidates = _prepare(path, text, max_devices)
                 from shardscope.pipeline.layout_compile import compile_candidate
+                from shardscope.pipeline.layout_ranking import ranked
 
+                made: list[CompiledCandidate] = []
                 for candidate in candidates:
                     if worker.is_cancelled:
                         return
-                    result = compile_candidate(function, candidate, target)
-                    self.post_message(LayoutMade(result, function.name, str(target.target), len(candidates)))
+                    made.append(compile_candidate(function, candidate, target))
+                    ranking = ranked(made, function.name, str(target.target), len(candidates))
+                    self.post_message(LayoutMade(made[-1], ranking, len(made)))
         except ShardscopeError as exc:
             self.post_message(LayoutsFailed(exc.message, exc.hint))
         except Exception as exc:  # a bug: say so, keep the app running
             self.post_message(LayoutsFailed(f"{type(exc).__name__}: {exc}", "this looks like a bug"))
 
     def on_layout_made(self, message: LayoutMade) -> None:
-        """Rank again with one more candidate and redraw the table."""
+        """Show the ranking with one more candidate: redraw the table."""
         self.made.append(message.result)
-        done = len(self.made)
-        self.running = done < message.total
-        self.ranking = ranked(self.made, message.function, message.target, message.total)
+        done, total = message.done, message.ranking.total
+        self.running = done < total
+        self.ranking = message.ranking
         self._fill(self.ranking.rows)
         if self.running:
-            self._say(Text(f"ranking on {message.target}: {done} of {message.total} candidates "
+            self._say(Text(f"ranking on {message.ranking.target}: {done} of {total} candidates "
                            f"({message.result.candidate.label}: {message.result.status})", "bold"))
         else:
             self._say(Text(self.ranking.why(), "bold green" if self.ranking.pick is not None else "bold yellow"))
