@@ -19,6 +19,7 @@ from typing import Sequence
 from shardscope import __version__
 from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
 from shardscope.cli.explorer import AppOptions, ExplorerOptions
+from shardscope.cli.options import add_unplaced
 from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
 from shardscope.distributed.compile_cache import start_compilation_cache
 from shardscope.errors import ShardscopeError, report_error
@@ -62,6 +63,7 @@ def command_line() -> CommandLine:
 
     for module in COMMAND_MODULES:
         module.register(add_parser)
+        add_unplaced(commands[-1])  # the shared options it has and did not place among its own
     return CommandLine(parser, tuple(commands))
 
 

@@ -8,14 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardscope.cli.options import (
-    JSON_HELP,
-    add_cache_option,
-    add_debug_option,
-    add_process_options,
-    positive,
-    process_options,
-)
+from shardscope.cli.options import positive, process_options
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.calibrate import DEFAULT_SIZES, calibrate
 from shardscope.costmodel.quantities import parse_size
@@ -43,11 +36,7 @@ def register(add_parser: AddParser) -> None:
                         help="payload sizes per device (default 1KiB,16KiB,256KiB,1MiB,4MiB)")
     parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
                         help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    add_cache_option(parser)
-    add_debug_option(parser)
-    add_process_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options: --json, --no-cache, --debug, --processes, ...
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, positive
+from shardscope.cli.options import positive
 from shardscope.cli.parsing import AddParser
 from shardscope.config.layout_candidates import Candidate, candidates, parse_axis_choice
 from shardscope.distributed.interrupts import run_interruptible
@@ -59,10 +59,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--workers", type=positive,
                         help="processes compiling candidates at once (default: the machine's cores, at most the "
                              "candidates); 1 compiles them in this process")
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    add_cache_option(parser)
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options: --json, --no-cache, --debug
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from shardscope.targets.base import TargetDevices
 from shardscope.targets.registry import UnavailableTarget
 from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
-from shardscope.sources.loading import import_file, marked_functions, require_file, unmarked_file_error
+from shardscope.sources.loading import import_file, marked_functions, unmarked_file_error
 from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, pick
 
 
@@ -94,7 +94,8 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
                targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True,
                min_saving: MinSaving | None = None, unavailable: Sequence[UnavailableTarget] = ()) -> FileCheck:
     """The :class:`~shardscope.engine.inspection.Inspection` of each program (or demo plan) in
-    ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
+    ``path``, and the ones that failed to trace or compile (:class:`FileCheck`). ``path`` is a file
+    (the command's start-up checked it, :mod:`shardscope.cli.startup`, before JAX started).
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
     report's default; with ``targets``, the targets' device count); program files build their
@@ -107,7 +108,6 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`. The check is
     :func:`judged` with ``min_saving`` (``--min-saving``) and the targets ``unavailable`` beside ``targets``.
     """
-    path = require_file(path)
     module, _ = import_file(path)
     programs, demos = marked_functions(module, path)
     if not programs and not demos:
