@@ -24,7 +24,7 @@ from shardscope.errors import ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.one_program import Compiling, inspect_program, user_program
-from shardscope.pipeline.run import analyze
+from shardscope.pipeline.run import analyze, inspect_demo
 from shardscope.targets.plans import settings_on_targets, target_device_count
 from shardscope.targets.base import TargetDevices
 from shardscope.targets.registry import UnavailableTarget
@@ -149,10 +149,13 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     settings = Settings(path=path, function=demo.name, devices=count, demo_mesh=devices is None)
     settings = settings_on_targets(settings.for_demo(demo.default_mesh), targets)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
-    if profile:
+    if profile:  # run under the profiler: the analysis puts each plan's profile on its inspection
         settings = settings.with_(profile=True, repeats=1)
-    analysis = analyze(settings, loaded=loaded, measure=profile, compile=True, graphs=False, targets=targets)
-    return [replace(plan.inspection, function=f"{demo.name}[{name}]") for name, plan in analysis.plans.items()]
+        analysis = analyze(settings, loaded=loaded, measure=True, compile=True, graphs=False, targets=targets)
+        inspections = {name: plan.inspection for name, plan in analysis.plans.items()}
+    else:  # read, nothing run: no analysis around the plans' inspections
+        inspections = inspect_demo(settings, loaded, targets)
+    return [replace(inspection, function=f"{demo.name}[{name}]") for name, inspection in inspections.items()]
 
 
 def exit_status(inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),
