@@ -11,7 +11,9 @@ makes its train step over a mesh, the way MaxText's defaults do:
 - the batch over ``data`` x ``fsdp``; the activations between layers also split their ``embed``
   dimension over ``tensor`` (MaxText's ``activation_embed`` rule);
 - the layers stacked and run by ``lax.scan`` under ``jax.checkpoint`` (``remat_policy=full``),
-  attention causal and computed by XLA (MaxText runs a flash kernel: the same flops, fewer bytes);
+  attention causal, over blocks of 512 queries each rematerialized (a flash kernel's memory: one
+  block's scores live at a time; MaxText runs Pallas's splash kernel, with the same flops and fewer
+  bytes moved);
 - AdamW (float32 moments), the state donated, one step per call (no gradient accumulation).
 
 Everything is a ``jax.ShapeDtypeStruct``: the step is compiled for a slice, never run.
@@ -165,15 +167,40 @@ def _rope(x: jax.Array) -> jax.Array:
     return jnp.concatenate([a * cos - b * sin, a * sin + b * cos], -1).astype(x.dtype)
 
 
+QUERY_BLOCK = 512
+"""Queries per block of :func:`_attention`: a flash kernel's memory (MaxText's ``sa_block_q`` is
+512 by default), one block's scores at a time."""
+
+
+def _attention_block(q: jax.Array, k: jax.Array, v: jax.Array, start: jax.Array | int) -> jax.Array:
+    """Causal attention of the queries ``q`` (batch, queries, kv heads, groups, dim) at positions
+    ``start`` onwards over every key and value (batch, tokens, kv heads, dim)."""
+    dim, queries, tokens = q.shape[-1], q.shape[1], k.shape[1]
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(dim)
+    mask = (start + jnp.arange(queries))[:, None] >= jnp.arange(tokens)[None, :]
+    weights = jax.nn.softmax(jnp.where(mask, scores, -1e9), -1).astype(jnp.bfloat16)
+    return jnp.einsum("bkgts,bskd->btkgd", weights, v)
+
+
 def _attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    """Causal attention of ``q`` (batch, tokens, heads, dim) over grouped ``k``, ``v``."""
+    """Causal attention of ``q`` (batch, tokens, heads, dim) over grouped ``k``, ``v``, one block of
+    :data:`QUERY_BLOCK` queries at a time, each block rematerialized in the backward pass: the
+    memory of a flash kernel (one block's scores live, not the whole square), the same flops as
+    XLA's attention over the whole square (the causal mask applied, nothing skipped)."""
     batch, tokens, heads, dim = q.shape
     groups = heads // k.shape[2]
     q = q.reshape(batch, tokens, k.shape[2], groups, dim)
-    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(dim)
-    mask = jnp.tril(jnp.ones((tokens, tokens), bool))
-    weights = jax.nn.softmax(jnp.where(mask, scores, -1e9), -1).astype(jnp.bfloat16)
-    return jnp.einsum("bkgts,bskd->btkgd", weights, v).reshape(batch, tokens, heads, dim)
+    if tokens <= QUERY_BLOCK or tokens % QUERY_BLOCK:
+        return _attention_block(q, k, v, 0).reshape(batch, tokens, heads, dim)
+    blocks = tokens // QUERY_BLOCK
+    q = jnp.moveaxis(q.reshape(batch, blocks, QUERY_BLOCK, *q.shape[2:]), 1, 0)
+
+    @jax.checkpoint
+    def block(args: tuple[jax.Array, jax.Array]) -> jax.Array:
+        return _attention_block(args[0], k, v, args[1])
+
+    out = lax.map(block, (q, jnp.arange(blocks) * QUERY_BLOCK))
+    return jnp.moveaxis(out, 0, 1).reshape(batch, tokens, heads, dim)
 
 
 def _bf16(p: dict[str, jax.Array]) -> dict[str, jax.Array]:
