@@ -35,11 +35,12 @@ def test_the_parser_is_built_once_and_every_command_runs_its_own_function():
 def test_options_are_typed_once_from_the_namespace():
     args, words = parse(["report", "linear", "--proc", "2", "-d", "4", "--mesh", "a=2,b=2", "--timeout=7", "--json"])
     options = ReportOptions.from_args(args, words)
-    assert (options.processes.processes, options.processes.timeout_s, options.processes.spawns_workers) == (2, 7, True)
-    assert options.demo.mesh.text() == "a=2,b=2" and options.demo.devices == 4 and options.json
-    assert options.processes.worker_argv == ("report", "linear", "-d", "4", "--mesh", "a=2,b=2", "--json")
+    processes = options.common.processes
+    assert (processes.processes, processes.timeout_s, processes.spawns_workers) == (2, 7, True)
+    assert options.demo.mesh.text() == "a=2,b=2" and options.demo.devices == 4 and options.common.json
+    assert processes.worker_argv == ("report", "linear", "-d", "4", "--mesh", "a=2,b=2", "--json")
     with pytest.raises(AttributeError):
-        options.json = False  # frozen
+        options.common = options.common  # frozen
 
 
 @pytest.mark.parametrize(("extra", "repeats", "budget"), [

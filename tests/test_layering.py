@@ -77,3 +77,26 @@ def test_headless_commands_never_import_textual():
     )
     loaded = loaded_after(code)
     assert "rich" in loaded and "textual" not in loaded
+
+
+@pytest.mark.slow  # a fresh interpreter's imports
+def test_check_loads_the_what_if_only_with_what_if():
+    """``check FILE`` reads a program file and a demo file without one module of the what-if
+    (the 16 of shardscope.whatif and the runner that times its rewrites); ``--what-if`` loads them."""
+    probe = (
+        "import contextlib, io, json, sys\nfrom shardscope.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    statuses = [main(['check', 'demos/train_step.py']), main(['check', 'demos/linear.py', '--json'])]\n"
+        "print(json.dumps([statuses, sorted(m for m in sys.modules if m.startswith('shardscope'))]))"
+    )
+    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    statuses, modules = json.loads(result.stdout.strip().splitlines()[-1])
+    assert statuses == [1, 1]  # both checked: each has a collective in a loop that need not be there
+    assert "shardscope.pipeline.check" in modules and "shardscope.engine.joined.inspection" in modules
+    what_if = [m for m in modules if m.startswith("shardscope.whatif") or m.endswith(".what_if")
+               or m.endswith(".what_if_programs")]
+    assert what_if == []
+    with_it = "import sys\nfrom shardscope.whatif import what_if\nprint(len([m for m in sys.modules if m.startswith('shardscope.whatif.')]))"
+    loaded = subprocess.run([PYTHON, "-c", with_it], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert int(loaded.stdout.split()[-1]) >= 10  # what --what-if loads, so that the absence above means something

@@ -21,6 +21,7 @@ try:  # Ctrl+C while the commands' modules load (a second on a loaded machine), 
     from shardscope import __version__
     from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
     from shardscope.cli.explorer import AppOptions, ExplorerOptions
+    from shardscope.cli.options import add_unplaced
     from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
     from shardscope.distributed.compile_cache import start_compilation_cache
     from shardscope.errors import ShardscopeError, report_error
@@ -68,6 +69,7 @@ def command_line() -> CommandLine:
 
     for module in COMMAND_MODULES:
         module.register(add_parser)
+        add_unplaced(commands[-1])  # the shared options it has and did not place among its own
     return CommandLine(parser, tuple(commands))
 
 

@@ -8,14 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardscope.cli.options import (
-    JSON_HELP,
-    add_cache_option,
-    add_debug_option,
-    add_process_options,
-    positive,
-    process_options,
-)
+from shardscope.cli.options import CommonOptions, positive
 from shardscope.cli.parsing import AddParser
 from shardscope.pipeline.calibrate import DEFAULT_SIZES, calibrate
 from shardscope.costmodel.quantities import parse_size
@@ -43,27 +36,28 @@ def register(add_parser: AddParser) -> None:
                         help="payload sizes per device (default 1KiB,16KiB,256KiB,1MiB,4MiB)")
     parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
                         help=f"timed calls per size after warm-up (default {DEFAULT_REPEATS})")
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    add_cache_option(parser)
-    add_debug_option(parser)
-    add_process_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options: --json, --no-cache, --debug, --processes, ...
 
 
 @dataclass(frozen=True)
 class CalibrateOptions:
     """The options of ``shardscope calibrate``; ``sizes`` as written (None: the default sizes)."""
 
-    devices: int
-    sizes: str | None
-    repeats: int
-    json: bool
-    processes: ProcessOptions
+    devices: int = DEFAULT_DEVICES
+    sizes: str | None = None
+    repeats: int = DEFAULT_REPEATS
+    common: CommonOptions = CommonOptions()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> CalibrateOptions:
         """The options as ``calibrate``'s subparser parsed them from ``argv``."""
-        return cls(args.devices, args.sizes, args.repeats, args.json, process_options(args, argv))
+        return cls(devices=args.devices, sizes=args.sizes, repeats=args.repeats,
+                   common=CommonOptions.from_args(args, argv))
+
+    @property
+    def processes(self) -> ProcessOptions:
+        """How its JAX starts: ``--processes``, ``--distributed``, ..."""
+        return self.common.processes
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -93,7 +87,7 @@ def run_calibration(options: CalibrateOptions) -> int:
     result = calibrate(options.devices, sizes, options.repeats, progress)
     if not is_leader():
         return 0
-    if options.json:
+    if options.common.json:
         print(json.dumps(calibration_json(result)))
     else:
         render_calibration(result, stdout_console())

@@ -10,29 +10,26 @@ import argparse
 import contextlib
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.cli.options import (JSON_HELP, add_cache_option, add_debug_option, add_on_option, add_profile_options,
-                                    add_target_option, check_profile_options, positive)
+from shardscope.cli.options import CommonOptions, add_shared, check_profile_options, positive
 from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
 from shardscope.costmodel.interconnects import Link
 from shardscope.costmodel.savings import parse_min_saving
+from shardscope.cli.startup import start_up
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.platforms import platform_choice, run_on, tpu_chips_attached
 from shardscope.measure.profile_read import Profile, ProfileError
-from shardscope.targets.registry import installed_targets
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
 from shardscope.render.console import stdout_console
 from shardscope.render.workflow_commands import stopped_command
-from shardscope.sources.bundled import find_file
-from shardscope.sources.loading import require_file
 
 if TYPE_CHECKING:
     from shardscope.pipeline.what_if import ProgramWhatIf
@@ -61,11 +58,10 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("-d", "--devices", type=positive,
                         help=f"CPU devices JAX starts with (default {DEFAULT_MAX_DEVICES}); a demo's mesh size "
                              f"(default {DEFAULT_DEVICES}); with --target, the target's device count")
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_shared(parser, "--json")
     parser.add_argument("--format", choices=FORMATS, help="text (the default), json (as --json), or github: one "
                         "::error workflow command per finding, at your source line, for GitHub Actions annotations")
-    add_target_option(parser)
-    add_on_option(parser)
+    add_shared(parser, "--target", "--on")
     parser.add_argument("--what-if", action="store_true",
                         help="rewrite each flagged finding as its fix, check it (compiled plan, outputs), time it "
                              "against the original and show the patch; the exit status stays the original's")
@@ -81,32 +77,26 @@ def register(add_parser: AddParser) -> None:
                              "on the target's interconnect: a time (1ms, 50us) or a share of the step (1%%, of the "
                              "step estimate's serialized upper bound, which overlap may undercut; it needs a step "
                              "estimate); the default fails on every finding")
-    add_profile_options(parser)
-    add_cache_option(parser)
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options it has not placed: --profile, --no-cache, ...
 
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """The options of ``shardscope check``: ``function`` None checks every one in the file;
-    ``targets`` are the ``--target`` values, parsed when it runs; ``repeats``, ``project`` and
-    ``link`` are ``--what-if``'s; ``debug`` shows a failing program's traceback."""
+    """The options of ``shardscope check``, by keyword: ``function`` None checks every one in the
+    file; ``common`` holds the shared ones (``--target``'s values, parsed when it runs, ``--json``
+    (or ``--format json``), ``--debug``, which shows a failing program's traceback, the profile's);
+    ``repeats``, ``project`` and ``link`` are ``--what-if``'s."""
 
-    file: Path | None
-    function: str | None
-    devices: int | None
-    json: bool
-    targets: tuple[str, ...] = ()
+    file: Path | None = None
+    function: str | None = None
+    devices: int | None = None
+    common: CommonOptions = field(default_factory=CommonOptions)
+    github: bool = False
     what_if: bool = False
     repeats: int = DEFAULT_REPEATS
     project: str | None = None
     link: str | None = None
-    debug: bool = False
-    github: bool = False
     min_saving: str | None = None
-    profile: bool = False
-    profile_dir: str | None = None
     xla_dump: Path | None = None
 
     @classmethod
@@ -119,16 +109,17 @@ class CheckOptions:
             raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
                                 "annotations.", f"run shardscope check {args.file} --what-if without --format github")
         _refuse_with_dump(args)
-        return cls(args.file, args.function, args.devices, fmt == "json", tuple(args.target), args.what_if,
-                   args.repeats, args.project, args.link, args.debug, fmt == "github", args.min_saving,
-                   args.profile, args.profile_dir, xla_dump=args.xla_dump)
+        return cls(file=args.file, function=args.function, devices=args.devices,
+                   common=replace(CommonOptions.from_args(args), json=fmt == "json"), github=fmt == "github",
+                   what_if=args.what_if, repeats=args.repeats, project=args.project, link=args.link,
+                   min_saving=args.min_saving, xla_dump=args.xla_dump)
 
     def saving_threshold(self) -> MinSaving | None:
         """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
         if self.min_saving is None:
             return None
         threshold = parse_min_saving(self.min_saving)
-        if not self.targets:
+        if not self.common.targets:
             raise SettingsError(
                 f"--min-saving {self.min_saving} weighs what deferring a finding saves on a target's interconnect, "
                 "and no --target was given.",
@@ -178,32 +169,30 @@ def check(options: CheckOptions) -> int:
                             "shardscope check train.py, or shardscope check --xla-dump /tmp/xla_dump")
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     min_saving = options.saving_threshold()  # likewise
-    path = require_file(find_file(options.file))  # FILE may name a shipped demo
-    slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
-    check_profile_options(options.profile, options.profile_dir)  # both, or the extra missing: before JAX starts
+    started = start_up(options.file, options.common)  # FILE, the profile's options, --target: before JAX starts
+    path = started.path
 
     chosen = platform_choice() is not None  # before JAX's import: a TPU VM's own default is no choice
     start_jax_quietly()  # the imports below load JAX: its CUDA plugin's start-up lines dropped
-    profile = _profile_first(options, bool(slices) or chosen)  # its platform may decide where the program compiles
-    from shardscope.pipeline.what_if import what_ifs  # imports JAX (about 3 s): not for --help nor a refusal
-    from shardscope.pipeline.check import check_file
-    from shardscope.targets.plans import load_available_targets, target_device_count
+    profile = _profile_first(options, bool(started.slices) or chosen)  # its platform may decide where the program compiles
+    from shardscope.pipeline.check import check_file  # imports JAX (about 3 s): not for --help nor a refusal
+    from shardscope.targets.plans import target_device_count
 
     # libtpu's own refusals (a topology it does not know), before the file loads; with several
     # targets, those that cannot be compiled for are reported after the others' results
-    targets, unavailable = load_available_targets(slices, unavailable)
+    targets, unavailable = started.loaded_targets()
     _refuse_other_device_count(options, targets)
     devices = max(options.devices or _profiled_devices(profile) or DEFAULT_MAX_DEVICES, target_device_count(targets) or 0)
     check_device_count(devices)  # before JAX starts: thousands hang it
     ensure_devices(devices)  # before the file builds its mesh
     with contextlib.redirect_stdout(sys.stderr):  # what the file prints stays off the report
         # --what-if and --profile run the CPU's executable; --profile-dir maps the run's profile onto it
-        runs = options.what_if or options.profile or bool(options.profile_dir)
+        runs = options.what_if or options.common.profile or bool(options.common.profile_dir)
         # judged once: each target plan costed, its findings weighed against --min-saving (a share of the
         # step without a step estimate is refused here, before any output), the exit status
-        checked = check_file(path, options.function, options.devices, targets, options.profile, runs=runs,
+        checked = check_file(path, options.function, options.devices, targets, options.common.profile, runs=runs,
                              min_saving=min_saving, unavailable=unavailable)
-        rewrites = what_ifs(checked.inspections, options.repeats, *(projection or (None, None))) if options.what_if else None
+        rewrites = _rewrites(checked, options, projection)
         checked = _measured(checked, options, profile)
     _print_outcome(options, path, checked, rewrites, targets)
     return checked.exit_status
@@ -213,7 +202,7 @@ def check_dump(options: CheckOptions) -> int:
     """``check --xla-dump PATH``: the plan of the step's module a real run compiled, read from
     its dump (nothing traced, no device started); the exit status is ``check``'s."""
     assert options.xla_dump is not None
-    check_profile_options(options.profile, options.profile_dir)  # the extra missing: before JAX starts
+    check_profile_options(options.common.profile, options.common.profile_dir)  # the extra missing: before JAX starts
     start_jax_quietly()  # the plan's modules import JAX
     from shardscope.pipeline.xla_dump import dump_check
 
@@ -233,7 +222,8 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, rewrit
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
     from shardscope.render.github import workflow_commands
 
-    if options.json:
+    debug = options.common.debug
+    if options.common.json:
         data = to_json(path, checked, rewrites)
         data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in checked.profile_errors]
         print(json.dumps(data, allow_nan=False))
@@ -251,13 +241,13 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, rewrit
                 "read as its calls on the CPU; no target's compiler merges separate calls.", style="dim"))
     sys.stdout.flush()  # the report and its "each one's error follows" before the errors, on a terminal too
     # each program that did not trace: its one message, after the others' report
-    errors = [failure.error for failure in checked.failed] if options.debug else merged_errors(checked.failed)
+    errors = [failure.error for failure in checked.failed] if debug else merged_errors(checked.failed)
     for failed_error in errors:
-        report_error(failed_error, options.debug)
+        report_error(failed_error, debug)
     for error in checked.unavailable:  # each target that could not be compiled for: after the others' results
-        report_error(error, options.debug)
+        report_error(error, debug)
     for profile_error in checked.profile_errors:  # the profile: after the plans, which stand without its times
-        report_error(profile_error, options.debug)
+        report_error(profile_error, debug)
 
 
 def merged_errors(failed: Sequence[FailedProgram]) -> list[ShardscopeError]:
@@ -284,6 +274,17 @@ _RUNS_ON = "runs on "
 """How a program's device-count error goes on after its name (:mod:`shardscope.targets.compile`)."""
 
 
+def _rewrites(checked: FileCheck, options: CheckOptions,
+              projection: tuple[Link, int | None] | None) -> list[ProgramWhatIf] | None:
+    """``--what-if``'s rewrite of each flagged finding, checked and timed; None without it, and
+    then the what-if is not loaded (16 modules the check does not need)."""
+    if not options.what_if:
+        return None
+    from shardscope.pipeline.what_if import what_ifs  # the rewrites: only when --what-if asks for them
+
+    return what_ifs(checked.inspections, options.repeats, *(projection or (None, None)))
+
+
 def _refuse_with_dump(args: argparse.Namespace) -> None:
     """FILE, or ``--xla-dump`` and nothing that needs a program to trace, compile or run."""
     if args.xla_dump is None:
@@ -291,7 +292,7 @@ def _refuse_with_dump(args: argparse.Namespace) -> None:
     if args.file is not None:
         raise SettingsError(f"--xla-dump reads the plan of the run that wrote {args.xla_dump}; {args.file} would be "
                             "traced again instead.", f"shardscope check --xla-dump {args.xla_dump} (no FILE)")
-    needs_program = [flag for flag, given in (("--target", args.target), ("--what-if", args.what_if),
+    needs_program = [flag for flag, given in (("--target", args.targets), ("--what-if", args.what_if),
                                               ("--devices", args.devices is not None),
                                               ("--min-saving", args.min_saving is not None),
                                               ("--project", args.project is not None), ("--link", args.link is not None),
@@ -310,10 +311,10 @@ def _measured(checked: FileCheck, options: CheckOptions, profile: Profile | Prof
     the profile could not be put on."""
     from shardscope.pipeline.profiled import measured_by_profiler, measured_from_dir  # imports JAX, as above
 
-    inspections = checked.inspections
-    if options.profile_dir:
-        done = measured_from_dir(inspections, profile if profile is not None else options.profile_dir)
-    elif options.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
+    inspections, profile_dir = checked.inspections, options.common.profile_dir
+    if profile_dir:
+        done = measured_from_dir(inspections, profile if profile is not None else profile_dir)
+    elif options.common.profile and not any(ins.measured is not None for ins in inspections):  # a demo's plans ran profiled
         done = measured_by_profiler(inspections)
     else:
         return checked
@@ -325,11 +326,11 @@ def _profile_first(options: CheckOptions, chosen: bool) -> Profile | ProfileErro
     of accelerator (a TPU profile on a TPU VM) is checked on it, as ``--on tpu`` would (unless
     ``chosen``: ``--on``, ``JAX_PLATFORMS`` or ``--target`` chose otherwise). None without
     ``--profile-dir``; the error reading it gave, kept for after the plans."""
-    if not options.profile_dir:
+    if not options.common.profile_dir:
         return None
     from shardscope.pipeline.profiled import read_or_error  # JAX's reader: JAX is imported by now
 
-    profile = read_or_error(options.profile_dir)
+    profile = read_or_error(options.common.profile_dir)
     if isinstance(profile, ProfileError) or profile.platform == "cpu" or chosen:
         return profile
     if profile.platform == "tpu" and tpu_chips_attached():

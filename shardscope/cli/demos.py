@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
 from shardscope.sources.bundled import listing
 
@@ -14,8 +13,7 @@ NAME = "demos"
 def register(add_parser: AddParser) -> None:
     """Add ``demos`` to the ``shardscope`` parser."""
     parser = add_parser(NAME, help="list the shipped demos, with what each shows and where they are")
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then --debug, shared
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:

@@ -8,10 +8,10 @@ import sys
 from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo
-from shardscope.cli.options import DemoOptions, add_demo_options
+from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.cli.launch import IN_PROCESS
+from shardscope.cli.startup import start_up
 from shardscope.render.exports import write_atomic
 from shardscope.render.text import diff_text
 
@@ -32,13 +32,15 @@ class DiffOptions:
     """The options of ``shardscope diff``: ``output`` None or ``-`` is standard output."""
 
     demo: DemoOptions
-    output: str | None
-    force: bool
+    common: CommonOptions = CommonOptions()
+    output: str | None = None
+    force: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DiffOptions:
         """The options as ``diff``'s subparser parsed them."""
-        return cls(DemoOptions.from_args(args), args.output, args.force)
+        return cls(demo=DemoOptions.from_args(args), common=CommonOptions.from_args(args), output=args.output,
+                   force=args.force)
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def diff(options: DiffOptions) -> int:
     """Trace the plans (no timings) and write their diff."""
-    loaded = load_demo(options.demo.settings(), IN_PROCESS)
+    started = start_up(options.demo.file, options.common)
+    loaded = load_demo(options.demo.settings(started.path), options.common.processes)
     return write_diff(diff_text(analyse(loaded, measure=False)), options.output, options.force)
 
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from shardscope.cli.options import (DemoOptions, add_demo_options, add_on_option, add_profile_options, positive,
-                                    require_profile_converter)
+from shardscope.cli.options import DemoOptions, add_demo_options, positive, require_profile_converter
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
 from shardscope.targets.registry import checked_targets
@@ -47,9 +46,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--what-if", action="store_true",
                         help="a program file: open with each program's verified what-if rewrite beside it "
                              "(as the key w does)")
-    add_on_option(parser)
-    add_profile_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options it has not placed: --on, --profile, --profile-dir
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from shardscope.pipeline.analysis import Analysis
 from shardscope.targets.host import ensure_devices, request_devices
 from shardscope.config.settings import Settings, check_device_count
 from shardscope.sources.demos import DemoFile
-from shardscope.sources.loading import load_demo_file, require_file
+from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
     from shardscope.targets.base import TargetDevices
@@ -38,12 +38,12 @@ def load_demo(settings: Settings, processes: ProcessOptions, targets: "Sequence[
     With ``targets`` (loaded TPU slices) the mesh is laid over their devices
     (:func:`~shardscope.targets.plans.settings_on_targets`).
 
-    A typo in FILE fails before JAX starts. JAX's device count is set before the import
+    ``settings.path`` is FILE as the command's start-up found it (:mod:`shardscope.cli.startup`:
+    a typo fails before JAX starts). JAX's device count is set before the import
     (:func:`~shardscope.cli.launch.start_jax`): a file that builds arrays when imported
     gets the devices asked for. The backend has not started unless the file started it, so a
     count that does not divide the batch is refused before anything else is allocated.
     """
-    require_file(settings.path)
     start_jax(processes, settings)
     from shardscope.sources.examples import batch_size  # imports JAX (about 1 s): not before a typo fails
 

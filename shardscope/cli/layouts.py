@@ -21,15 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from shardscope.cli.options import JSON_HELP, add_cache_option, add_debug_option, positive
+from shardscope.cli.options import CommonOptions, positive
+from shardscope.cli.startup import start_up
 from shardscope.cli.parsing import AddParser
 from shardscope.config.layout_candidates import Candidate, candidates, parse_axis_choice
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.errors import SettingsError
 from shardscope.render.console import stdout_console
 from shardscope.render.json_values import finite
-from shardscope.sources.bundled import find_file
-from shardscope.sources.loading import require_file
 from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.registry import checked_targets
 
@@ -59,10 +58,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--workers", type=positive,
                         help="processes compiling candidates at once (default: the machine's cores, at most the "
                              "candidates); 1 compiles them in this process")
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    add_cache_option(parser)
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options: --json, --no-cache, --debug
 
 
 @dataclass(frozen=True)
@@ -75,12 +71,13 @@ class LayoutsOptions:
     axes: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     workers: int | None = None
-    json: bool = False
+    common: CommonOptions = CommonOptions()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LayoutsOptions:
         """The options as ``layouts``' subparser parsed them."""
-        return cls(args.file, args.target, args.function, tuple(args.axis), tuple(args.option), args.workers, args.json)
+        return cls(file=args.file, target=args.target, function=args.function, axes=tuple(args.axis),
+                   options=tuple(args.option), workers=args.workers, common=CommonOptions.from_args(args))
 
     def allowed_sizes(self) -> dict[str, tuple[int, ...]]:
         """``--axis`` read: each axis's allowed sizes (refused before JAX starts)."""
@@ -130,7 +127,7 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
         if stop is not None:
             stop()
         with contextlib.redirect_stdout(sys.__stdout__ or sys.stdout):  # the sweep's thread points it at stderr
-            print_ranking(sweep.ranking(interrupted=True), options.json)
+            print_ranking(sweep.ranking(interrupted=True), options.common.json)
         return f"the {len(sweep.done)} of {sweep.total} candidates done are above"
 
     return run_interruptible(lambda: layouts(options, holder), keep)
@@ -141,7 +138,7 @@ def layouts(options: LayoutsOptions, holder: dict[str, Sweep] | None = None) -> 
     none does, 2 for a mistake (a message, before anything compiles)."""
     holder = {} if holder is None else holder
     allowed = options.allowed_sizes()  # a typo in --axis: refused before JAX starts
-    path = require_file(find_file(options.file))
+    path = start_up(options.file, options.common).path  # its --target is its own: one machine, required
     (target,) = checked_targets([options.target])  # a slice too large, libtpu missing: before JAX starts
     start_jax_quietly()  # the imports below load JAX
     from shardscope.pipeline.layout_compile import hide_own_frames, show_own_frames
@@ -172,7 +169,7 @@ def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, targe
         for _ in _compiled(sweep, path, devices, tried, workers):  # each kept before its progress line
             pass
     ranking = sweep.ranking()
-    print_ranking(ranking, options.json)
+    print_ranking(ranking, options.common.json)
     return 0 if ranking.pick is not None else 1
 
 

@@ -1,16 +1,25 @@
-"""The options several commands share, the types that check their values, and the typed values
-built once from argparse's namespace: :class:`DemoOptions` (which demo function, on which mesh)
-and the process options (how JAX starts, :class:`~shardscope.cli.launch.ProcessOptions`).
+"""The options several commands share, each declared once, the types that check their values,
+and the typed values built by keyword from argparse's namespace: :class:`CommonOptions` (the
+shared options: ``--target``, ``--on``, ``--json``, ``--no-cache``, ``--debug``, the profile's, the
+process options, :class:`~shardscope.cli.launch.ProcessOptions`) and :class:`DemoOptions` (which
+demo function, on which mesh).
+
+A shared option is one row of :data:`SHARED`: its words, argparse's keywords and the commands
+that have it. Every command in the row gets it: after the command's own options, in the table's
+order, unless the command places it among them (:func:`add_shared`, where ``--help`` has always
+listed it). Its value is a field of :class:`CommonOptions`, which every command builds the same
+way; adding one is this module and the module that reads the value.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from shardscope.cli.launch import DEFAULT_TIMEOUT_S, ProcessOptions
+from shardscope.cli.launch import DEFAULT_TIMEOUT_S, IN_PROCESS, ProcessOptions
+from shardscope.cli.parsing import CommandParser
 from shardscope.distributed.workers import WorkerRole
 from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.config.mesh import Mesh, parse_axes
@@ -81,41 +90,85 @@ def worker_role(text: str) -> WorkerRole:
         raise argparse.ArgumentTypeError(f"{text!r} is not ADDRESS,PROCESSES,ID,PARENT_PID") from None
 
 
-def add_debug_option(parser: argparse.ArgumentParser) -> None:
-    """``--debug``, which every command has (the CLI reads it when an error reaches it)."""
-    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
-
-
 TARGET_HELP = ("also compile for this target: a TPU slice (tpu:v5e:2x2, tpu:v5e:16x16; needs pip install "
                "'shardscope[tpu]') or GPUs (gpu:h100:8, gpu:h100:2x8 for two hosts of 8, gpu:FILE.txtpb:8 for your own "
                "description; h100, h200, b200, a100 described; needs pip install 'shardscope[gpu]'); repeatable, "
                "nothing runs there: its columns have no timings")
-
-
 ON_HELP = ("where the programs run and are timed: cpu (simulated CPU devices; the default, unless JAX_PLATFORMS "
            "names another), tpu or gpu (this machine's chips, as JAX starts them; the mesh must fit on them)")
+NO_CACHE_HELP = ("compile every program afresh: neither read nor write the compilation cache "
+                 "(~/.cache/shardscope/jax; SHARDSCOPE_NO_CACHE=1 does the same)")
+
+DEMO_COMMANDS = ("open", "report", "sweep", "diff")
+"""The commands of a demo function's plans: FILE and :class:`DemoOptions` (:func:`add_demo_options`)."""
+COMPILING = (*DEMO_COMMANDS, "check", "layouts", "calibrate")
+"""The commands that compile: ``--no-cache`` (the CLI starts the cache before their JAX does)."""
+SPAWNING = ("report", "sweep", "calibrate")
+"""The commands that run in ``--processes P`` local workers or as one process of a cluster."""
 
 
-def add_on_option(parser: argparse.ArgumentParser) -> None:
-    """``--on cpu|tpu|gpu``: the platform JAX runs the programs on (the CLI records it before JAX starts)."""
-    parser.add_argument("--on", choices=ON_PLATFORMS, metavar="{" + ",".join(ON_PLATFORMS) + "}", help=ON_HELP)
+@dataclass(frozen=True)
+class SharedOption:
+    """An option several commands share, declared once: the words that give it, argparse's
+    keywords (``dest`` is its field of :class:`CommonOptions`) and the commands that have it."""
+
+    flags: tuple[str, ...]
+    commands: tuple[str, ...]
+    keywords: Mapping[str, object] = field(default_factory=dict)
 
 
-def add_profile_options(parser: argparse.ArgumentParser, directory: bool = True) -> None:
-    """``--profile`` (run each program under JAX's profiler) and ``--profile-dir DIR`` (read a
-    profile the user captured): the measured time of each collective beside its estimate.
-    ``directory=False`` (sweep: many programs, none the user ran) adds ``--profile`` alone."""
-    parser.add_argument("--profile", action="store_true",
-                       help="run each program under JAX's profiler (on the platform --on names) and show each "
-                            "collective's measured time per call and per run, the compute it overlapped, and the "
-                            "step's measured time (medians over the calls after the first)")
-    if not directory:
-        return
-    parser.add_argument("--profile-dir", metavar="DIR",
-                       help="put the profile of your own run on the plan it executed: the folder given to "
-                            "jax.profiler.start_trace (its newest run), a plugins/profile/<run> folder (one "
-                            ".xplane.pb per host, read together) or one .xplane.pb; local or gs:// (gcsfs: "
-                            "shardscope[profile])")
+SHARED = (
+    SharedOption(("--json",), ("report", "sweep", "check", "layouts", "calibrate"),
+                 {"action": "store_true", "help": JSON_HELP}),
+    SharedOption(("--target",), ("report", "sweep", "check"),  # parsed when the command runs
+                 {"dest": "targets", "action": "append", "default": [], "metavar": "TARGET", "help": TARGET_HELP}),
+    SharedOption(("--on",), ("open", "report", "sweep", "check"),  # the CLI records it before JAX starts
+                 {"choices": ON_PLATFORMS, "metavar": "{" + ",".join(ON_PLATFORMS) + "}", "help": ON_HELP}),
+    SharedOption(("--profile",), ("open", "report", "sweep", "check"),
+                 {"action": "store_true",
+                  "help": "run each program under JAX's profiler (on the platform --on names) and show each "
+                          "collective's measured time per call and per run, the compute it overlapped, and the "
+                          "step's measured time (medians over the calls after the first)"}),
+    SharedOption(("--profile-dir",), ("open", "report", "check"),  # not sweep's: many programs, none the user ran
+                 {"metavar": "DIR",
+                  "help": "put the profile of your own run on the plan it executed: the folder given to "
+                          "jax.profiler.start_trace (its newest run), a plugins/profile/<run> folder (one "
+                          ".xplane.pb per host, read together) or one .xplane.pb; local or gs:// (gcsfs: "
+                          "shardscope[profile])"}),
+    SharedOption(("--no-cache",), COMPILING, {"action": "store_true", "help": NO_CACHE_HELP}),
+    SharedOption(("--debug",), (*COMPILING, "presets", "demos"),  # the CLI reads it when an error reaches it
+                 {"action": "store_true", "help": DEBUG_HELP}),
+    SharedOption((SPAWNER_ONLY_OPTIONS[0],), SPAWNING,
+                 {"type": positive, "default": 1, "metavar": "P",
+                  "help": "run in P local processes joined by jax.distributed (CPU collectives over gloo), "
+                          "each with DEVICES/P devices; process 0 prints (default 1: in-process)"}),
+    SharedOption(("--distributed",), SPAWNING,
+                 {"action": "store_true",
+                  "help": "on a cluster: join with jax.distributed.initialize() and its auto-detection "
+                          "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process"}),
+    SharedOption((SPAWNER_ONLY_OPTIONS[1],), SPAWNING,
+                 {"type": positive, "default": DEFAULT_TIMEOUT_S, "metavar": "SECONDS",
+                  "help": f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})"}),
+    SharedOption(("--worker",), SPAWNING, {"type": worker_role, "help": argparse.SUPPRESS}),  # written by the spawner
+)
+"""The options several commands share, in the order a command lists those it does not place itself."""
+
+
+def add_shared(parser: CommandParser, *flags: str) -> None:
+    """The shared options ``flags`` name, here among the command's own options (where its
+    ``--help`` lists them); each must be one of the command's in :data:`SHARED`."""
+    for flag in flags:
+        (option,) = (option for option in SHARED if flag in option.flags)
+        if parser.command not in option.commands:
+            raise ValueError(f"{flag} is not an option of {parser.command}: add it to its row of SHARED")
+        parser.add_argument(*option.flags, **option.keywords)
+
+
+def add_unplaced(parser: CommandParser) -> None:
+    """Every shared option of the command that it did not place itself, after its own options."""
+    given = {word for action in parser.options for word in action.option_strings}
+    add_shared(parser, *(option.flags[0] for option in SHARED
+                         if parser.command in option.commands and not given.intersection(option.flags)))
 
 
 def require_profile_converter(options: DemoOptions) -> None:
@@ -139,21 +192,6 @@ def refuse_on_across_processes(on: str | None, processes: ProcessOptions) -> Non
                             "--processes P simulates P workers on CPU devices; leave it out to time on the chips")
 
 
-NO_CACHE_HELP = ("compile every program afresh: neither read nor write the compilation cache "
-                 "(~/.cache/shardscope/jax; SHARDSCOPE_NO_CACHE=1 does the same)")
-
-
-def add_cache_option(parser: argparse.ArgumentParser) -> None:
-    """``--no-cache``, for the commands that compile (the CLI starts the cache before their JAX does)."""
-    parser.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
-
-
-def add_target_option(parser: argparse.ArgumentParser) -> None:
-    """``--target tpu:TOPOLOGY`` / ``gpu:NAME:DEVICES``, repeatable (``report``, ``check``, ``sweep``); the
-    values are parsed when it runs."""
-    parser.add_argument("--target", action="append", default=[], metavar="TARGET", help=TARGET_HELP)
-
-
 def refuse_targets_across_processes(targets: Sequence[object], processes: ProcessOptions) -> None:
     """``--target`` compiles in this process: :class:`SettingsError` with ``--processes`` or ``--distributed``."""
     if targets and (processes.spawns_workers or processes.distributed or processes.worker is not None):
@@ -161,9 +199,9 @@ def refuse_targets_across_processes(targets: Sequence[object], processes: Proces
                             "or --distributed.", "leave --processes and --distributed out when you give --target")
 
 
-def add_demo_options(parser: argparse.ArgumentParser, chunk_size: bool = True, seed_default: bool = False) -> None:
-    """FILE and the options of :class:`DemoOptions` (and ``--debug``), for ``open``, ``report``,
-    ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None."""
+def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+    """FILE and the options of :class:`DemoOptions` (and ``--no-cache``, ``--debug``), for ``open``,
+    ``report``, ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None."""
     if seed_default:
         parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
                             help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
@@ -190,22 +228,41 @@ def add_demo_options(parser: argparse.ArgumentParser, chunk_size: bool = True, s
                         help="seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
                              "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
                              f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
-    add_cache_option(parser)
-    add_debug_option(parser)
+    add_shared(parser, "--no-cache", "--debug")
 
 
-def add_process_options(parser: argparse.ArgumentParser) -> None:
-    """``--processes``, ``--distributed``, ``--timeout`` and the internal ``--worker``."""
-    processes, timeout = SPAWNER_ONLY_OPTIONS
-    parser.add_argument(processes, type=positive, default=1, metavar="P",
-                        help="run in P local processes joined by jax.distributed (CPU collectives over gloo), "
-                             "each with DEVICES/P devices; process 0 prints (default 1: in-process)")
-    parser.add_argument("--distributed", action="store_true",
-                        help="on a cluster: join with jax.distributed.initialize() and its auto-detection "
-                             "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process")
-    parser.add_argument(timeout, type=positive, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})")
-    parser.add_argument("--worker", type=worker_role, help=argparse.SUPPRESS)  # written by the spawner
+@dataclass(frozen=True)
+class CommonOptions:
+    """The values of the shared options (:data:`SHARED`), built by keyword from argparse's
+    namespace: a command without one of them has its default here."""
+
+    targets: tuple[str, ...] = ()
+    """``--target``, as written (read when the command starts: :mod:`shardscope.cli.startup`)."""
+    on: str | None = None
+    json: bool = False
+    profile: bool = False
+    profile_dir: str | None = None
+    no_cache: bool = False
+    debug: bool = False
+    processes: ProcessOptions = IN_PROCESS
+    """``--processes``, ``--distributed``, ``--timeout`` and ``--worker``, with the command line
+    a worker runs."""
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> CommonOptions:
+        """The shared options a command's subparser parsed from ``argv`` (the command line, which
+        ``--processes`` workers run again)."""
+        given = vars(args)
+        values: dict[str, object] = {name: _frozen(given[name]) for name in (f.name for f in fields(cls))
+                                     if name in given}
+        if "processes" in given:
+            values["processes"] = process_options(args, argv)
+        return cls(**values)  # type: ignore[arg-type]  # each value as its option's type made it
+
+
+def _frozen(value: object) -> object:
+    """A repeatable option's list as a tuple (the options are frozen values)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True)
@@ -235,15 +292,16 @@ class DemoOptions:
                    profile=getattr(args, "profile", False), profile_dir=getattr(args, "profile_dir", None),
                    timing_budget_s=timing_budget(args.repeats, args.timing_budget))
 
-    def settings(self) -> Settings:
-        """The :class:`Settings` the options describe (FILE may name a shipped demo).
+    def settings(self, path: Path | None = None) -> Settings:
+        """The :class:`Settings` the options describe, of ``path`` (FILE as the command's start-up
+        found it) or FILE (which may name a shipped demo).
 
         Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo.
         """
         devices = DEFAULT_DEVICES if self.devices is None else self.devices
         axis = self.axis or DEFAULT_AXIS
         return Settings(
-            path=find_file(self.file),
+            path=find_file(self.file) if path is None else path,
             function=self.function,
             devices=devices,
             axis=axis,

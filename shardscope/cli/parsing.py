@@ -24,6 +24,11 @@ class CommandParser(argparse.ArgumentParser):
         self.options.append(action)
         return action
 
+    @property
+    def command(self) -> str:
+        """The command this parser is of (``check`` for ``shardscope check``'s)."""
+        return self.prog.rsplit(" ", 1)[-1]
+
 
 class AddParser(Protocol):
     """``add_parser(name, help=...)`` of the ``shardscope`` parser's subcommands: what a command's

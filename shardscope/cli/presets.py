@@ -9,7 +9,6 @@ import json
 
 from rich.table import Table
 
-from shardscope.cli.options import add_debug_option
 from shardscope.cli.parsing import AddParser
 from shardscope.hardware.fabrics import Fabric, NodeFabric, TorusFabric
 from shardscope.hardware.gpu_nodes import GPU_NODES
@@ -29,8 +28,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--targets", action="store_true",
                         help="list the interconnects of the --target machines instead (TPU ICI per generation, "
                              "GPU NVLink and network), with sources")
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then --debug, shared
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:

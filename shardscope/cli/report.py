@@ -10,18 +10,14 @@ import sys
 from dataclasses import dataclass
 
 from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
-from shardscope.cli.options import (JSON_HELP, DemoOptions, add_demo_options, add_on_option, add_process_options,
-                                    add_profile_options, add_target_option, process_options, refuse_on_across_processes,
-                                    refuse_targets_across_processes, require_profile_converter)
+from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options, add_shared
 from shardscope.cli.parsing import AddParser
 from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
 from shardscope.pipeline.projections import project, project_targets
+from shardscope.cli.startup import start_up
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.cli.launch import ProcessOptions
 from shardscope.distributed.workers import is_leader
 from shardscope.errors import report_error
-from shardscope.targets.host import start_jax_quietly
-from shardscope.targets.registry import installed_targets
 from shardscope.render.console import stdout_console
 from shardscope.render.report import render, to_json
 
@@ -32,7 +28,7 @@ def register(add_parser: AddParser) -> None:
     """Add ``report`` and its options to the ``shardscope`` parser."""
     parser = add_parser(NAME, help="print the analysis: collectives, loops, bytes, timings")
     add_demo_options(parser)
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_shared(parser, "--json")
     parser.add_argument("--project", metavar="PRESET[:DEVICES]",
                         help="project each plan's communication onto an interconnect preset "
                              "(see `shardscope presets`) with DEVICES in the ring (default: --devices); with --target, "
@@ -40,11 +36,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--link", metavar="BW,LATENCY",
                         help="a link of your own for --project link[:DEVICES], e.g. 25GB/s,5us "
                              "(alone, it implies --project link)")
-    add_target_option(parser)
-    add_on_option(parser)
-    add_profile_options(parser)
-    add_process_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run)  # then the shared options it has not placed: --target, --on, --processes, ...
 
 
 @dataclass(frozen=True)
@@ -52,49 +44,40 @@ class ReportOptions:
     """The options of ``shardscope report``; ``project`` and ``link`` are checked when it runs."""
 
     demo: DemoOptions
-    processes: ProcessOptions
-    json: bool
-    project: str | None
-    link: str | None
-    targets: tuple[str, ...] = ()
-    debug: bool = False
+    common: CommonOptions = CommonOptions()
+    project: str | None = None
+    link: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> ReportOptions:
         """The options as ``report``'s subparser parsed them from ``argv``."""
-        return cls(DemoOptions.from_args(args), process_options(args, argv), args.json, args.project, args.link,
-                   tuple(args.target), args.debug)
+        return cls(demo=DemoOptions.from_args(args), common=CommonOptions.from_args(args, argv), project=args.project,
+                   link=args.link)
 
 
 def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
     """``shardscope report``, in a thread that Ctrl+C and SIGTERM end at once."""
     options = ReportOptions.from_args(args, argv)
-    refuse_on_across_processes(args.on, options.processes)
     return run_interruptible(lambda: report(options))
 
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
-    settings = options.demo.settings()
-    require_profile_converter(options.demo)  # --profile with --profile-dir: one message, before JAX starts
+    common = options.common
+    started = start_up(options.demo.file, common)
     target = projection_target(options.project, options.link)  # fails before JAX starts
-    slices, unavailable = installed_targets(options.targets)  # a slice too large, libtpu missing: before JAX starts
-    refuse_targets_across_processes(slices, options.processes)
-    if slices:  # JAX starts here, as check's does: the CUDA plugin's start-up lines dropped (no workers with targets)
-        start_jax_quietly()
-    from shardscope.targets.plans import load_available_targets  # the engine (0.4 s): not for --help
     # libtpu missing, a topology it does not know: one message before the demo loads; with
     # several targets, those that cannot be compiled for are reported after the others' results
-    loaded_targets, unavailable = load_available_targets(slices, unavailable) if slices else ((), unavailable)
-    loaded = load_demo(settings, options.processes, loaded_targets)
-    if options.processes.spawns_workers:
-        return spawn_on_demo_mesh(loaded, options.demo, options.processes)
+    loaded_targets, unavailable = started.loaded_targets()
+    loaded = load_demo(options.demo.settings(started.path), common.processes, loaded_targets)
+    if common.processes.spawns_workers:
+        return spawn_on_demo_mesh(loaded, options.demo, common.processes)
     analysis = analyse(loaded, measure=True, targets=loaded_targets)
     if not is_leader():
         return 0
     projection = None if target is None else project(analysis, *target)
     on_targets = project_targets(analysis, *(target or (None, None)))
-    if options.json:
+    if common.json:
         data = to_json(analysis, projection, on_targets, unavailable)
         data["profile_errors"] = [{"error": e.message, "hint": e.hint} for e in analysis.profile_errors]
         print(json.dumps(data, allow_nan=False))
@@ -102,9 +85,9 @@ def report(options: ReportOptions) -> int:
         render(analysis, stdout_console(), projection, on_targets)
     sys.stdout.flush()
     for error in unavailable:  # each target that could not be compiled for: after the others' results
-        report_error(error, options.debug)
+        report_error(error, common.debug)
     for profile_error in analysis.profile_errors:  # the profile: the plans stand without its times
-        report_error(profile_error, options.debug)
+        report_error(profile_error, common.debug)
     return 2 if unavailable or analysis.profile_errors else 0
 
 

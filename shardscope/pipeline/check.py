@@ -24,13 +24,13 @@ from shardscope.errors import ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.one_program import Compiling, inspect_program, user_program
-from shardscope.pipeline.run import analyze
+from shardscope.pipeline.run import analyze, inspect_demo
 from shardscope.targets.plans import settings_on_targets, target_device_count
 from shardscope.targets.base import TargetDevices
 from shardscope.targets.registry import UnavailableTarget
 from shardscope.config.settings import DEFAULT_DEVICES, Settings
 from shardscope.sources.demos import DemoFile, DemoFunction
-from shardscope.sources.loading import import_file, marked_functions, require_file, unmarked_file_error
+from shardscope.sources.loading import import_file, marked_functions, unmarked_file_error
 from shardscope.sources.programs import CLI_DEBUG, ProgramFunction, pick
 
 
@@ -94,7 +94,8 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
                targets: Sequence[TargetDevices] = (), profile: bool = False, runs: bool = True,
                min_saving: MinSaving | None = None, unavailable: Sequence[UnavailableTarget] = ()) -> FileCheck:
     """The :class:`~shardscope.engine.joined.inspection.Inspection` of each program (or demo plan) in
-    ``path``, and the ones that failed to trace or compile (:class:`FileCheck`).
+    ``path``, and the ones that failed to trace or compile (:class:`FileCheck`). ``path`` is a file
+    (the command's start-up checked it, :mod:`shardscope.cli.startup`, before JAX started).
 
     ``devices`` is the mesh size of a demo's plans (default: the demo's own mesh, else the
     report's default; with ``targets``, the targets' device count); program files build their
@@ -107,7 +108,6 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
     on targets compiles its CPU plan :data:`~shardscope.engine.compilation.READ_ONLY`. The check is
     :func:`judged` with ``min_saving`` (``--min-saving``) and the targets ``unavailable`` beside ``targets``.
     """
-    path = require_file(path)
     module, _ = import_file(path)
     programs, demos = marked_functions(module, path)
     if not programs and not demos:
@@ -149,10 +149,13 @@ def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,
     settings = Settings(path=path, function=demo.name, devices=count, demo_mesh=devices is None)
     settings = settings_on_targets(settings.for_demo(demo.default_mesh), targets)
     loaded = DemoFile(path=path, functions={demo.name: demo}, fingerprint="")
-    if profile:
+    if profile:  # run under the profiler: the analysis puts each plan's profile on its inspection
         settings = settings.with_(profile=True, repeats=1)
-    analysis = analyze(settings, loaded=loaded, measure=profile, compile=True, graphs=False, targets=targets)
-    return [replace(plan.inspection, function=f"{demo.name}[{name}]") for name, plan in analysis.plans.items()]
+        analysis = analyze(settings, loaded=loaded, measure=True, compile=True, graphs=False, targets=targets)
+        inspections = {name: plan.inspection for name, plan in analysis.plans.items()}
+    else:  # read, nothing run: no analysis around the plans' inspections
+        inspections = inspect_demo(settings, loaded, targets)
+    return [replace(inspection, function=f"{demo.name}[{name}]") for name, inspection in inspections.items()]
 
 
 def exit_status(inspections: Sequence[Inspection], failed: Sequence[FailedProgram] = (),

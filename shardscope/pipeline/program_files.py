@@ -21,7 +21,6 @@ from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.errors import ShardscopeError, quote_error
 from shardscope.measure.crosscheck import layout
 from shardscope.pipeline.one_program import user_program
-from shardscope.pipeline.what_if_programs import what_if_programs
 from shardscope.pipeline.workload import Arguments, PipelineProgram, Workload
 from shardscope.config.settings import Settings
 from shardscope.sources import prng_keys
@@ -94,6 +93,8 @@ def program_workload(loaded: ProgramFile, settings: Settings) -> Workload:
         programs.append(program)
         groups[program.name] = program.name
         if settings.what_if:
+            from shardscope.pipeline.what_if_programs import what_if_programs  # the what-if: only when asked for
+
             rewrites, refused = what_if_programs(function, program)
             for rewritten in rewrites:
                 programs.append(rewritten)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping, TypeVar
 
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from shardscope.targets.base import TargetDevices
 
 Traces = dict[str, TracedProgram]
+_Read = TypeVar("_Read")
 
 
 def analyze(
@@ -93,16 +94,52 @@ def analyze(
             settings = settings.with_(function=listed)
         return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
                    targets=targets)
+    return _on_demo(settings, loaded, lambda workload: run(workload, report, measure=measure, compile=compile,
+                                                           graphs=graphs, targets=targets), plan_set, targets)
+
+
+def inspect_demo(settings: Settings, loaded: DemoFile, targets: "Sequence[TargetDevices]" = ()) -> dict[str, Inspection]:
+    """``check``'s reading of a demo's plans: each plan traced, compiled (for each of ``targets``
+    too) and read, by name, as :func:`analyze` with ``measure=False, compile=True`` reads them, and
+    nothing around them (no :class:`Analysis`: its per-call counts, canonical texts and their
+    diff, which a check never shows). The CPU device count must already be set."""
+
+    def inspections(workload: Workload) -> dict[str, Inspection]:
+        _, _, inspected, target_errors = _traced_and_compiled(workload, lambda stage, fraction: None, False, True,
+                                                              targets)
+        shown = {p.name: inspected[p.name].inspection for p in workload.programs if p.name in inspected}
+        if target_errors and not shown:
+            raise target_errors[0]
+        return shown
+
+    return _on_demo(settings, loaded, inspections, None, targets)
+
+
+def _on_demo(settings: Settings, loaded: DemoFile, read: "Callable[[Workload], _Read]", plan_set: tuple | None,
+             targets: "Sequence[TargetDevices]") -> "_Read":
+    """``read`` of the workload of the demo ``settings.function`` names: its plans on the demo's
+    own mesh (when the user gave none), stretched over the targets; the model's ``sys.exit()`` a message."""
     for name in settings.mesh.names:
         check_axis_name(name)  # XLA aborts the process on a non-ASCII axis name
     demo_fn = loaded.get(settings.function)
     settings = settings.for_demo(demo_fn.default_mesh)  # the demo's own mesh when the user gave none
     settings = settings_on_targets(settings, targets)  # a 1-D mesh of the demo's stretched over the targets
     try:
-        workload = demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set)
-        return run(workload, report, measure=measure, compile=compile, graphs=graphs, targets=targets)
+        return read(demo_workload(demo_fn, settings, loaded.path, registry.PLANS if plan_set is None else plan_set))
     except SystemExit as exc:  # the model called sys.exit(): a message, not our exit status
         raise failures.system_exit(exc, settings.path, demo_fn.name) from None
+
+
+def _traced_and_compiled(workload: Workload, report: Progress, measure: bool, compile: bool,
+                         targets: "Sequence[TargetDevices]"
+                         ) -> tuple[Traces, dict[str, str], dict[str, _Compiled], list[TargetError]]:
+    """Every program traced (and why the others are not), then compiled and read when anything
+    needs its compiled plan (``measure``, ``compile``, ``targets``), with each target's refusals."""
+    traced, unavailable = _trace(workload, report, measure)
+    compiles = measure or compile or bool(targets)
+    inspected, target_errors = _compile(workload, traced, report, Compiling(targets), unavailable) if compiles else (
+        {}, [])
+    return traced, unavailable, inspected, target_errors
 
 
 def run(workload: Workload, progress: Progress | None = None, *, measure: bool = True, compile: bool = False,
@@ -117,10 +154,8 @@ def run(workload: Workload, progress: Progress | None = None, *, measure: bool =
     import jax
 
     report = progress or (lambda stage, fraction: None)
-    traced, unavailable = _trace(workload, report, measure)
+    traced, unavailable, inspected, target_errors = _traced_and_compiled(workload, report, measure, compile, targets)
     compiles = measure or compile or bool(targets)
-    inspected, target_errors = _compile(workload, traced, report, Compiling(targets), unavailable) if compiles else (
-        {}, [])
     compiled = {name: (found.executable, found.compile_s) for name, found in inspected.items()}
     if compiles and workload.reference is not None and workload.reference.name in traced:
         # checked against, never shown: nothing to read of its module

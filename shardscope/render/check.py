@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.text import Text
 
-from shardscope.pipeline.what_if import ProgramWhatIf
-from shardscope.render import what_if
 from shardscope.render.console import print_verbatim
 from shardscope.render.dispatches import dispatch_findings_json, dispatches_json
 from shardscope.render.findings import inspection_json
@@ -19,6 +17,8 @@ from shardscope.targets.registry import targets_with
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from shardscope.pipeline.what_if import ProgramWhatIf  # a type: check without --what-if loads no what-if
 
     from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
     from shardscope.engine.joined.inspection import Inspection
@@ -62,6 +62,8 @@ def to_json(path: Path, checked: FileCheck, what_ifs: list[ProgramWhatIf] | None
         data["targets"] = {target: {k: v for k, v in entry.items() if k != "variants"} | entry["variants"][ins.function]
                            for target, entry in own.items()}
         programs.append(data)
+    if what_ifs is not None:  # --what-if: its rendering loads the what-if, which a check without it does not
+        from shardscope.render import what_if
     for ins, program, found in zip(inspections, programs, what_ifs or (), strict=False):
         program["what_if"] = None if found.measured is None else what_if.to_json(ins, found.measured)
         program["what_if_note"] = found.failure or (what_if.NOT_A_PROGRAM if found.measured is None else None)
@@ -100,6 +102,8 @@ def _title(function: str) -> str:
 
 def _render_what_if(inspection: Inspection, found: ProgramWhatIf, console: Console) -> None:
     """One program's what-if: prose wrapped as the console wraps it, the patch verbatim."""
+    from shardscope.render import what_if  # loads the what-if: only with --what-if
+
     if found.failure:
         blocks = [what_if.Block((f"what if: {inspection.function}: {found.failure}",))]
     else:
