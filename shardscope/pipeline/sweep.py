@@ -16,6 +16,7 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.measured import MeasuredPlan, profile_onto
 from shardscope.errors import SettingsError, ShardscopeError
+from shardscope.hardware.fit import needed_bytes
 from shardscope.measure import timing
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
@@ -56,6 +57,7 @@ class SweepPoint:
     bytes_per_call: int | None
     max_abs_err: float
     target_memory: dict[str, int] | None = None  # memory_analysis() of its compile for the sweep's target
+    target_platform: str = ""  # the target's platform (``tpu``, ``gpu``): how its memory_analysis() is read
     measured: MeasuredPlan | None = None  # --profile: its compiled plan's times under JAX's profiler
 
     @property
@@ -65,8 +67,10 @@ class SweepPoint:
 
     @property
     def target_footprint_bytes(self) -> int | None:
-        """The same on the sweep's target (None without one)."""
-        return None if self.target_memory is None else footprint(self.target_memory)
+        """The bytes per device the plan needs on the sweep's target (None without one), read as
+        ``check`` and ``layouts`` read them (:func:`shardscope.hardware.fit.needed_bytes`: on a TPU
+        libtpu's peak, whose temporaries' total is no peak)."""
+        return None if self.target_memory is None else needed_bytes(self.target_memory, self.target_platform)
 
 
 def footprint(memory: dict[str, int]) -> int:
@@ -219,6 +223,7 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
             bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
             max_abs_err=timing.max_abs_err(built.plans[name].gradient(compiled[name](*built.args)), expected),
             target_memory=None if target is None else _target_memory(traced[name][0], target, name),
+            target_platform="" if target is None else target.target.platform,
             measured=measured.get(name),
         ))
     return out
