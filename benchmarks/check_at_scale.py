@@ -42,6 +42,11 @@ TARGET_RATIO = 1.2
 FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
 UNROLLED_LAYERS, SMOKE_UNROLLED_LAYERS = "3000", "4"
 PROGRAMS = ("unrolled", "llama", "mixtral")
+SMOKE_PROGRAMS, SMOKE_PHASES = ("llama",), ("unrolled",)
+"""The smallest run (``--smoke``): the rounds of the toy Llama step on its slice (check against JAX's
+own route, the benchmark's subject: 17 s of CPU, against 20 s for the Mixtral pair and 5 s for the
+unrolled one, which ``check_cost``'s smoke runs), and the phases of the 4-layer unrolled step in this
+process (a step's phases compile it twice more, for the CPU and the target)."""
 STATUSES = {"check": (0, 1), "bare": (0,)}
 """The exit statuses each command may end with: ``check``'s 1 is a finding, JAX's route must succeed."""
 
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run the rounds and the phases, and write ``check_at_scale.json``."""
     args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     chosen = tuple(name for name in PROGRAMS if name in args.programs.split(","))
+    chosen = grid(args, chosen, chosen, tuple(name for name in SMOKE_PROGRAMS if name in chosen) or chosen[:1])
     rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     smoke = args.mode == "smoke"
     # the children inherit the sizes
@@ -116,10 +122,8 @@ def main(argv: list[str] | None = None) -> None:
                     "target": f"tpu:{mixtral_model.TOPOLOGY}", "experts": mixtral_model.EXPERTS},
         "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
         "programs": programs,
-        # the smoke run leaves the steps' phases out: their CPU compiles alone are seconds, even tiny
         **({"phases_s": {}} if args.no_phases else phases(
-            llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}",
-            tuple(n for n in chosen if n == "unrolled" or not smoke))),
+            llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}", SMOKE_PHASES if smoke else chosen)),
     })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
