@@ -33,16 +33,22 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from benchmarks.common import ROOT, grid, parse_args, python, run_child, stats, write_result
+from benchmarks.common import ROOT, alternating_rounds, grid, parse_args, python, stats, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 TARGET_RATIO = 1.2
 FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS = 3, 1, 1
 UNROLLED_LAYERS, SMOKE_UNROLLED_LAYERS = "3000", "4"
 PROGRAMS = ("unrolled", "llama", "mixtral")
+SMOKE_PROGRAMS, SMOKE_PHASES = ("unrolled",), ("unrolled",)
+"""The smallest run (``--smoke``): the rounds and the phases of the 4-layer unrolled step (5 s of CPU
+for the pair). The toy Llama and Mixtral pairs took 17 s and 20 s: their route (``check --target``
+against ``benchmarks.bare_llama_target``, through this module's rounds and summary) is what
+``check_ratios``' smoke runs on the toy MoE step."""
+STATUSES = {"check": (0, 1), "bare": (0,)}
+"""The exit statuses each command may end with: ``check``'s 1 is a finding, JAX's route must succeed."""
 
 
 def commands() -> dict[str, dict[str, list[str]]]:
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run the rounds and the phases, and write ``check_at_scale.json``."""
     args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     chosen = tuple(name for name in PROGRAMS if name in args.programs.split(","))
+    chosen = grid(args, chosen, chosen, tuple(name for name in SMOKE_PROGRAMS if name in chosen) or chosen[:1])
     rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     smoke = args.mode == "smoke"
     # the children inherit the sizes
@@ -100,18 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("SHARDSCOPE_LLAMA_SIZE", "tiny")
     from benchmarks import llama_model, mixtral_model
 
-    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name, pair in ((name, pair) for name, pair in commands().items() if name in chosen):
-        runs[name] = {kind: [] for kind in pair}
-        for i in range(rounds):
-            order = list(pair.items())[:: -1 if i % 2 else 1]
-            envs = [_bare_env() if kind == "bare" else None for kind, _ in order]
-            for (kind, _), result in zip(order, _run_round([argv_ for _, argv_ in order], envs, args.together)):
-                if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
-                    raise RuntimeError(f"{name} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
-                runs[name][kind].append(result)
-                print(f"round {i + 1}/{rounds} {name} {kind}: {result['wall_s']:.1f} s, "
-                      f"{result['user_s'] + result['sys_s']:.1f} s CPU, {result['max_rss_mib']:.0f} MiB", flush=True)
+    runs = {name: alternating_rounds(name, pair, rounds, envs={"bare": _bare_env()}, statuses=STATUSES,
+                                     together=args.together)
+            for name, pair in commands().items() if name in chosen}
     programs = {name: _summary(kinds) for name, kinds in runs.items()}
     write_result("check_at_scale", args, {
         "rounds": rounds,
@@ -124,24 +122,13 @@ def main(argv: list[str] | None = None) -> None:
                     "target": f"tpu:{mixtral_model.TOPOLOGY}", "experts": mixtral_model.EXPERTS},
         "commands": {name: {kind: _shown(argv_) for kind, argv_ in pair.items()} for name, pair in commands().items()},
         "programs": programs,
-        # the smoke run leaves the steps' phases out: their CPU compiles alone are seconds, even tiny
         **({"phases_s": {}} if args.no_phases else phases(
-            llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}",
-            tuple(n for n in chosen if n == "unrolled" or not smoke))),
+            llama_model.DEVICES, f"tpu:{llama_model.TOPOLOGY}", SMOKE_PHASES if smoke else chosen)),
     })
     for name, row in programs.items():
         print(f"{name}: check {row['check_wall_s']['median']:.1f} s, JAX {row['bare_wall_s']['median']:.1f} s, "
               f"ratio {row['ratio_median']:.2f}x, CPU time {row['cpu_ratio_median']:.2f}x; "
               f"memory {row['rss_ratio_median']:.2f}x", flush=True)
-
-
-def _run_round(argvs: list[list[str]], envs: list[dict[str, str] | None], together: bool) -> list[dict[str, Any]]:
-    """Each command run to completion (:func:`run_child`) with its environment's additions: one
-    after the other, or all at once."""
-    if not together:
-        return [run_child(argv, env=env, timeout=1800) for argv, env in zip(argvs, envs)]
-    with ThreadPoolExecutor(len(argvs)) as pool:  # each thread waits on its own child (wait4 by pid)
-        return list(pool.map(lambda pair: run_child(pair[0], env=pair[1], timeout=1800), zip(argvs, envs)))
 
 
 def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

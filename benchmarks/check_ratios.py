@@ -32,8 +32,8 @@ import subprocess
 import sys
 from typing import Any
 
-from benchmarks.check_at_scale import JAX_ROUTE, PHASES, TARGET_RATIO, _bare_env, _run_round, _shown, _summary
-from benchmarks.common import ROOT, grid, parse_args, python, results_dir, write_result
+from benchmarks.check_at_scale import JAX_ROUTE, PHASES, STATUSES, TARGET_RATIO, _bare_env, _shown, _summary
+from benchmarks.common import ROOT, alternating_rounds, grid, parse_args, python, results_dir, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 PROGRAMS = ("llama_adamw", "moe")
@@ -91,16 +91,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _rounds(program: str, chips: int, rounds: int, smoke: bool) -> dict[str, Any]:
     pair = commands(program, chips, smoke)
-    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in pair}
-    for i in range(rounds):
-        order = list(pair.items())[:: -1 if i % 2 else 1]
-        envs = [_bare_env() if kind == "bare" else None for kind, _ in order]
-        for (kind, _), result in zip(order, _run_round([argv for _, argv in order], envs, False)):
-            if result["returncode"] not in (0, 1) or (kind == "bare" and result["returncode"]):
-                raise RuntimeError(f"{program} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
-            runs[kind].append(result)
-            print(f"round {i + 1}/{rounds} {program}@{chips} {kind}: {result['wall_s']:.1f} s, "
-                  f"{result['user_s'] + result['sys_s']:.1f} s CPU, {result['max_rss_mib']:.0f} MiB", flush=True)
+    runs = alternating_rounds(f"{program}@{chips}", pair, rounds, envs={"bare": _bare_env()}, statuses=STATUSES)
     return {"program": program, "chips": chips, "uptime": _uptime(),
             "commands": {kind: _shown(argv) for kind, argv in pair.items()}, **_summary(runs)}
 

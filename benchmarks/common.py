@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -170,6 +171,41 @@ def run_child(argv: Sequence[str], env: dict[str, str] | None = None, timeout: f
             "stdout": out.read(),
             "stderr": err.read(),
         }
+
+
+def alternating_rounds(label: str, commands: dict[str, list[str]], rounds: int, *,
+                       envs: dict[str, dict[str, str]] | None = None, statuses: dict[str, tuple[int, ...]] | None = None,
+                       together: bool = False, timeout: float = 1800) -> dict[str, list[dict[str, Any]]]:
+    """Each command of ``commands`` (by kind) in a fresh process, ``rounds`` times: :func:`run_child`'s
+    record of every run, by kind, in round order.
+
+    A round runs them one after the other, in the order given and reversed every other round (so
+    that neither always meets the machine first), or all at once with ``together`` (the load then
+    falls on all alike). ``envs`` adds to a kind's environment; a kind may exit with one of its
+    ``statuses`` (default 0 only), any other raises with the end of its stderr. Each run is printed
+    as ``round i/n LABEL KIND: wall, CPU, peak RSS``.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in commands}
+    for i in range(rounds):
+        order = list(commands)[:: -1 if i % 2 else 1]
+        for kind, result in zip(order, _run_round([commands[kind] for kind in order],
+                                                  [(envs or {}).get(kind) for kind in order], together, timeout)):
+            if result["returncode"] not in (statuses or {}).get(kind, (0,)):
+                raise RuntimeError(f"{label} {kind} exited with {result['returncode']}:\n{result['stderr'][-3000:]}")
+            runs[kind].append(result)
+            print(f"round {i + 1}/{rounds} {label} {kind}: {result['wall_s']:.1f} s, "
+                  f"{result['user_s'] + result['sys_s']:.1f} s CPU, {result['max_rss_mib']:.0f} MiB", flush=True)
+    return runs
+
+
+def _run_round(argvs: list[list[str]], envs: list[dict[str, str] | None], together: bool,
+               timeout: float) -> list[dict[str, Any]]:
+    """Each command run to completion with its environment's additions: one after the other, or
+    all at once."""
+    if not together:
+        return [run_child(argv, env=env, timeout=timeout) for argv, env in zip(argvs, envs)]
+    with ThreadPoolExecutor(len(argvs)) as pool:  # each thread waits on its own child (wait4 by pid)
+        return list(pool.map(lambda pair: run_child(pair[0], env=pair[1], timeout=timeout), zip(argvs, envs)))
 
 
 def python() -> str:

@@ -8,7 +8,7 @@
 writes ``benchmarks/results/layout_anchors_<case>.json``: the ranking, the command's wall and CPU
 time with the machine's load, and with ``--bare`` JAX's own ahead-of-time compile of the same
 candidates (``benchmarks/bare_layouts.py``), the budget the sweep is held to. Run alone (hours on
-a loaded 2-core machine); ``--smoke`` ranks a toy model on ``tpu:v5e:2x4``.
+a loaded 2-core machine); ``--smoke`` ranks a toy model's one candidate on ``tpu:v5e:2x4``.
 """
 
 from __future__ import annotations
@@ -75,8 +75,10 @@ CASES = {
 }
 CASES["gpt3_175b_h100_8x8_mem95"] = replace(CASES["gpt3_175b_h100_8x8"], env=(("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95"),))
 """The same sweep where each JAX process may use 95% of a GPU's memory (JAX's default is 75%)."""
-SMOKE = Case("benchmarks/maxtext_v5e_layouts.py", "tiny", "tpu:v5e:2x4", ("data=1", "tensor=1,2"),
-             ("per_device_batch=2",), {"fsdp": 8}, "a toy model (smoke)")
+SMOKE = Case("benchmarks/maxtext_v5e_layouts.py", "tiny", "tpu:v5e:2x4", ("data=1", "tensor=1"),
+             ("per_device_batch=2",), {"fsdp": 8}, "a toy model (smoke)", workers=1)
+"""The smallest sweep: one candidate (the published one), compiled in the command's own process, and
+JAX's own compile of it (worker processes and rankings of several candidates: ``tests/test_layouts.py``)."""
 
 
 def command(case: Case) -> list[str]:

@@ -30,7 +30,7 @@ TINY = os.environ.get("SHARDSCOPE_LLAMA_SIZE") == "tiny"
 """Toy sizes on 8 devices (``SHARDSCOPE_LLAMA_SIZE=tiny``): the smoke run."""
 CHIPS = 8 if TINY else int(os.environ.get("SHARDSCOPE_SCALE_CHIPS", "256"))
 LAYERS, WIDTH, HEADS, HEAD_DIM, FFN, VOCAB, EXPERTS, CHOSEN = (
-    (2, 64, 4, 16, 128, 256, 4, 2) if TINY else (4, 2048, 16, 128, 5632, 32000, 8, 2))
+    (1, 64, 4, 16, 128, 256, 4, 2) if TINY else (4, 2048, 16, 128, 5632, 32000, 8, 2))
 EXPERT_SHARDS = 2 if TINY else 8
 MESH = {"data": CHIPS // EXPERT_SHARDS, "expert": EXPERT_SHARDS}
 DEVICES = CHIPS

@@ -4,10 +4,13 @@ benchmark of ``benchmarks/`` declares its section (no benchmark renders itself).
 from __future__ import annotations
 
 import ast
+import sys
 
+import pytest
 from _support import ROOT
 
 from benchmarks import render, run
+from benchmarks.common import alternating_rounds
 from benchmarks.harness import Column, Each, Prose, Table, ratio_column
 
 
@@ -46,3 +49,17 @@ def test_every_benchmark_declares_its_section_and_none_renders_itself():
                if "BENCHMARKS.md" in {node.value for node in ast.walk(ast.parse(path.read_text()))
                                       if isinstance(node, ast.Constant) and isinstance(node.value, str)}]
     assert writers == ["render.py"], writers
+
+
+def test_the_rounds_alternate_the_order_and_refuse_an_unexpected_status(tmp_path):
+    """check_at_scale's and check_ratios' rounds (``common.alternating_rounds``): each command in a
+    process of its own, the order reversed every other round, each kind's environment its own."""
+    log = tmp_path / "order"
+    write = "import os, sys; open(sys.argv[1], 'a').write(os.environ.get('KIND', '?') + ' '); sys.exit(int(sys.argv[2]))"
+    commands = {"check": [sys.executable, "-c", write, str(log), "1"], "bare": [sys.executable, "-c", write, str(log), "0"]}
+    runs = alternating_rounds("toy", commands, 3, envs={"check": {"KIND": "check"}, "bare": {"KIND": "bare"}},
+                              statuses={"check": (0, 1)})
+    assert log.read_text().split() == ["check", "bare", "bare", "check", "check", "bare"]
+    assert [r["returncode"] for r in runs["check"]] == [1, 1, 1] and [r["returncode"] for r in runs["bare"]] == [0] * 3
+    with pytest.raises(RuntimeError, match="toy check exited with 1"):
+        alternating_rounds("toy", commands, 1)  # check's 1 is not among the default statuses (0 only)

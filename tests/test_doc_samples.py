@@ -24,7 +24,8 @@ MARKED = {
     "docs/guides/dispatches.md": ["check demos/dispatch_step.py"],
     "docs/guides/jitted.md": ["check demos/gspmd_accumulate.py --function step",
                               "check demos/explicit_accumulate.py"],
-    "docs/guides/layouts.md": ["layouts transformer_layouts --target tpu:v5e:2x4 --axis data=1 --workers 1"],
+    "docs/guides/layouts.md": ["layouts transformer_layouts --target tpu:v5e:2x4 --axis data=1 --option per_device_batch=1 "
+                                "--workers 1"],
     "docs/guides/partitioner.md": ["check demos/reshard_clash.py --function add",
                                    "check demos/reshard_clash.py --function add_fixed"],
     "docs/guides/projections.md": ["report demos/linear.py --project nvlink-h100:8"],
