@@ -55,8 +55,8 @@ def test_repeats_and_the_timing_budget(extra, repeats, budget):
     assert (settings.repeats, settings.timing_budget_s) == (repeats, budget)
 
 
-def test_a_negative_timing_budget_is_refused():
-    result = run_cli("report", "linear", "--timing-budget", "-1")
+def test_a_negative_timing_budget_is_refused(shardscope_cli):
+    result = shardscope_cli("report", "linear", "--timing-budget", "-1")
     assert result.returncode == 2 and "must be 0 or more seconds" in result.stderr
     assert "Traceback" not in result.stderr
 

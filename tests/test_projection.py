@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from _support import DEMOS, run_cli
+from _support import DEMOS
 from shardscope.errors import SettingsError
 from shardscope.costmodel.interconnects import PRESETS, parse_link, parse_project, preset
 from shardscope.costmodel.projection import crossover_bytes, ring_terms
@@ -133,8 +133,8 @@ def test_report_json_has_the_projection(shardscope_cli):
         (("--project", "link:8"), "--link"),
     ],
 )
-def test_bad_projection_options_exit_2_before_jax(args, needle):
-    result = run_cli("report", LINEAR, *args)
+def test_bad_projection_options_exit_2_before_jax(args, needle, shardscope_cli):
+    result = shardscope_cli("report", LINEAR, *args)
     assert result.returncode == 2
     assert needle in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.stderr

@@ -23,16 +23,23 @@ import time
 
 import shardscope
 
+open({entered!r}, "w").close()  # the import has begun: the test waits on this, not on a clock
 while not os.path.exists({flag!r}):  # "loops forever" at import, until the test lets it go
     time.sleep(0.01)
 '''
 
 
 def stuck_demo(tmp_path: Path) -> tuple[Path, Path]:
+    """A demo whose import loops until ``flag`` exists; it makes :func:`entered` first."""
     flag = tmp_path / "let-go"
     demo = tmp_path / "stuck.py"
-    demo.write_text(STUCK_AT_IMPORT.format(flag=str(flag)))
+    demo.write_text(STUCK_AT_IMPORT.format(flag=str(flag), entered=str(entered(demo))))
     return demo, flag
+
+
+def entered(demo: Path) -> Path:
+    """The file the stuck demo makes once its import has begun (the worker is inside it)."""
+    return demo.with_name("entered")
 
 
 def _select_lost_its_overlay() -> None:
@@ -69,7 +76,7 @@ def test_quit_while_the_worker_is_stuck_does_not_wait_for_it(tmp_path, key):
         try:
             async with app.run_test(size=SIZE) as pilot:
                 await eventually(pilot, runner.busy, "the run started", seconds=120)
-                await pilot.pause(0.3)  # well inside the demo's endless import
+                await eventually(pilot, entered(demo).exists, "the demo's endless import began", seconds=120)
                 start = time.monotonic()
                 await pilot.press(key)
             latency["s"] = time.monotonic() - start  # the app has shut down
@@ -135,10 +142,9 @@ def test_a_real_app_stuck_at_import_quits_at_once_in_tmux(tmp_path, how):
     try:
         pid = _child_pid(pid_file)
         deadline = time.monotonic() + 120
-        while "loading" not in _pane(session):  # first paint: the worker is importing the demo
+        while "loading" not in _pane(session) or not entered(demo).exists():  # first paint; the worker is in the import
             assert time.monotonic() < deadline, _pane(session)
             time.sleep(0.1)
-        time.sleep(1.0)
         start = time.monotonic()
         if how == "q":
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
@@ -148,8 +154,11 @@ def test_a_real_app_stuck_at_import_quits_at_once_in_tmux(tmp_path, how):
             assert time.monotonic() - start < 10, "the app did not exit"
             time.sleep(0.02)
         latency = time.monotonic() - start
-        time.sleep(0.3)
         pane = _pane(session)
+        while "EXITED-" not in pane:  # the shell prints the status once the app has gone
+            assert time.monotonic() - start < 60, pane
+            time.sleep(0.02)
+            pane = _pane(session)
         expected = 0 if how == "q" else 143
         assert f"EXITED-{expected}" in pane, pane
         alternate = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"],
@@ -249,10 +258,9 @@ def test_a_real_app_whose_terminal_is_gone_ends_on_a_signal(tmp_path, signum):
     process, master, drawn = _start_in_a_pty([sys.executable, "-c", launcher])
     try:
         deadline = time.monotonic() + 120
-        while b"loading" not in drawn:  # first paint: the worker is importing the demo, stuck there
+        while b"loading" not in drawn or not entered(demo).exists():  # first paint; the worker is stuck in the import
             assert process.poll() is None and time.monotonic() < deadline, bytes(drawn[-2000:])
             time.sleep(0.1)
-        time.sleep(1.0)
         os.close(master)  # the terminal is gone
         process.send_signal(signum)
         status = process.wait(timeout=30)  # hung: TimeoutExpired (it used to stay until SIGKILL)
