@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from benchmarks.check_at_scale import JAX_ROUTE, PHASES, TARGET_RATIO, _bare_env, _run_round, _shown, _summary
-from benchmarks.common import ROOT, grid, parse_args, python, results_dir, write_result
+from benchmarks.common import ROOT, grid, machine, parse_args, python, results_dir, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 PROGRAMS = ("llama_adamw", "moe")
@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> None:
     rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     path = args.out or results_dir(args.mode) / "check_ratios.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
-    rows, phases = dict(kept.get("rows", {})), dict(kept.get("phases_cpu_s", {}))
+    rows, phases, here = _kept_rows(kept), dict(kept.get("phases_cpu_s", {})), machine()
     for chips in chip_counts:
         os.environ["SHARDSCOPE_SCALE_CHIPS"] = str(chips)
         for program in programs:
-            rows[f"{program}@{chips}"] = _rounds(program, chips, rounds, smoke)
+            rows[_row_key(program, chips, here)] = {**_rounds(program, chips, rounds, smoke), "rounds": rounds,
+                                                    "machine": here}
         if not args.no_phases and not smoke:
             phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
     write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
@@ -87,6 +88,22 @@ def main(argv: list[str] | None = None) -> None:
     for key, row in rows.items():
         print(f"{key}: wall {row['ratio_median']:.2f}x, CPU {row['cpu_ratio_median']:.2f}x, "
               f"peak RSS {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _row_key(program: str, chips: int, on: dict[str, Any]) -> str:
+    """A row's key: the program, the chips and the machine's cores (the wall ratio depends on them)."""
+    return f"{program}@{chips}/{on.get('nproc', '?')} cores"
+
+
+def _kept_rows(kept: dict[str, Any]) -> dict[str, Any]:
+    """The rows of an earlier run, each with the machine and the rounds it ran with (a row written
+    before rows carried them: the file's own), keyed by :func:`_row_key`: a run on another machine
+    adds its rows beside them."""
+    rows = {}
+    for row in kept.get("rows", {}).values():
+        row = {"machine": kept.get("machine", {}), "rounds": kept.get("rounds"), **row}
+        rows[_row_key(row["program"], row["chips"], row["machine"])] = row
+    return rows
 
 
 def _rounds(program: str, chips: int, rounds: int, smoke: bool) -> dict[str, Any]:
@@ -131,22 +148,33 @@ def _uptime() -> str:
 
 
 def _described(result: dict[str, Any]) -> list[str]:
+    machines = sorted({_machine_words(row) for row in result["rows"].values()})
+    missing = "" if any(row["chips"] == 1024 for row in result["rows"].values()) else " 1,024 chips not measured yet."
     return [
         "`python -m benchmarks.check_ratios` (run alone; `benchmarks/check_ratios_tpu_vm.sh` on a quiet TPU VM): "
         "`check FILE --devices N --target tpu:v5p:... --no-cache` against JAX's AOT compile of the same step for "
         "the same slice (`python -m benchmarks.bare_llama_target PROGRAM`), for a Llama-3-8B-shaped FSDP x TP step "
         "with AdamW (`llama_adamw`) and a short-compile mixture-of-experts step (`moe`), at 256 chips "
         "(`tpu:v5p:8x8x4`) and 1,024 (`tpu:v5p:8x8x16`). Each round runs both in fresh processes, one after the "
-        f"other, the order alternating; {result['rounds']} rounds, the ratios taken round by round, medians quoted; "
-        "CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the machine's load "
-        f"when its rounds ended. Measured on {(result.get('machine') or {}).get('nproc', '?')} cores (the TPU "
-        "VM's host: XLA compiles one program on several threads, so the wall ratio depends on the cores; the "
-        "CPU ratio carries to other machines). 1,024 chips not measured yet: the device's time ran out.",
+        "other, the order alternating; the ratios are taken round by round, medians quoted (each row's rounds in "
+        "its column); CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the "
+        f"machine's load when its rounds ended. Measured on {' and on '.join(machines)}: XLA compiles one program "
+        "on several threads, so the wall ratio depends on the cores free (on a loaded machine it means "
+        "little), and so does the peak memory of a compile (more threads hold more at once)." + missing,
     ]
 
 
+def _machine_words(row: dict[str, Any]) -> str:
+    on = row.get("machine") or {}
+    memory = on.get("memory_gib")
+    return f"{on.get('nproc', '?')} cores, {'?' if memory is None else round(memory)} GiB"
+
+
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [row for _, row in sorted(result["rows"].items(), key=lambda item: (item[1]["chips"], item[1]["program"]))]
+    def order(row: dict[str, Any]) -> tuple[int, str, int]:
+        return row["chips"], row["program"], -(row.get("machine") or {}).get("nproc", 0)
+
+    return sorted(result["rows"].values(), key=order)
 
 
 def _phase_lines(result: dict[str, Any]) -> list[str]:
@@ -174,6 +202,8 @@ BENCHMARK = Benchmark(
             columns=(
                 Column("program", lambda r: f"`{r['program']}`", align="left"),
                 Column("chips", lambda r: f"{r['chips']:,}", align="right"),
+                Column("host cores", lambda r: f"{(r.get('machine') or {}).get('nproc', '?')}", align="right"),
+                Column("rounds", lambda r: f"{r.get('rounds') or len(r['ratios'])}", align="right"),
                 Column("`check` wall, median (min-max)", lambda r: r["check_wall_s"], unit="s", better="lower"),
                 Column("JAX's AOT", lambda r: r["bare_wall_s"], unit="s"),
                 ratio_column("wall check / JAX", lambda r: r["ratio_median"], better="lower", target=TARGET_RATIO,
