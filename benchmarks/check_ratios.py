@@ -19,7 +19,7 @@ Then, in one child process per chip count, one ``check`` of each program phase b
 
 Run alone, on a quiet machine (``benchmarks/check_ratios_tpu_vm.sh`` does it on a TPU VM):
 ``python -m benchmarks.check_ratios [--quick | --smoke] [--chips 256,1024] [--programs llama_adamw,moe]
-[--no-phases]``. Rows already in the JSON for other chip counts or programs are kept (one chip
+[--no-phases] [--rounds N]``. Rows already in the JSON for other chip counts or programs are kept (one chip
 count a call fits a machine lent for minutes at a time).
 """
 
@@ -57,6 +57,7 @@ def _own_flags(parser: Any) -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated (default: all)")
     parser.add_argument("--chips", default=",".join(map(str, CHIPS)), help="comma-separated chip counts: 256, 1024")
     parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase runs")
+    parser.add_argument("--rounds", type=int, help=f"rounds per row (default: {FULL_ROUNDS}, --quick {QUICK_ROUNDS})")
     parser.add_argument("--phases-at", type=int, help=argparse.SUPPRESS)  # the child that times the phases
 
 
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         _print_phases(args.phases_at, programs, smoke)
         return
     chip_counts = (8,) if smoke else tuple(int(c) for c in args.chips.split(","))
-    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
+    rounds = args.rounds or grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     path = args.out or results_dir(args.mode) / "check_ratios.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
     rows, phases, here = _kept_rows(kept), dict(kept.get("phases_cpu_s", {})), machine()
@@ -148,8 +149,9 @@ def _uptime() -> str:
 
 
 def _described(result: dict[str, Any]) -> list[str]:
-    machines = sorted({_machine_words(row) for row in result["rows"].values()})
-    missing = "" if any(row["chips"] == 1024 for row in result["rows"].values()) else " 1,024 chips not measured yet."
+    rows = _kept_rows(result).values()
+    machines = sorted({_machine_words(row) for row in rows})
+    missing = "" if any(row["chips"] == 1024 for row in rows) else " 1,024 chips not measured yet."
     return [
         "`python -m benchmarks.check_ratios` (run alone; `benchmarks/check_ratios_tpu_vm.sh` on a quiet TPU VM): "
         "`check FILE --devices N --target tpu:v5p:... --no-cache` against JAX's AOT compile of the same step for "
@@ -174,7 +176,7 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     def order(row: dict[str, Any]) -> tuple[int, str, int]:
         return row["chips"], row["program"], -(row.get("machine") or {}).get("nproc", 0)
 
-    return sorted(result["rows"].values(), key=order)
+    return sorted(_kept_rows(result).values(), key=order)
 
 
 def _phase_lines(result: dict[str, Any]) -> list[str]:
