@@ -162,7 +162,7 @@ def _described(result: dict[str, Any]) -> list[str]:
         "its column); CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the "
         f"machine's load when its rounds ended. Measured on {' and on '.join(machines)}: XLA compiles one program "
         "on several threads, so the wall ratio depends on the cores free (on a loaded machine it means "
-        "little), and so does the peak memory of a compile (more threads hold more at once)." + missing,
+        "little); the peak memory of the same compile differs between machines too (the MiB of each row)." + missing,
     ]
 
 
