@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from benchmarks.check_at_scale import JAX_ROUTE, PHASES, TARGET_RATIO, _bare_env, _run_round, _shown, _summary
-from benchmarks.common import ROOT, grid, machine, parse_args, python, results_dir, write_result
+from benchmarks.common import ROOT, grid, parse_args, python, results_dir, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 PROGRAMS = ("llama_adamw", "moe")
@@ -63,6 +63,8 @@ def _own_flags(parser: Any) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds (and the phases), merge them into ``check_ratios.json``."""
+    from benchmarks.common import machine  # apart from the imports above: benchmarks/common.py is moving under them
+
     args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     programs = tuple(p for p in PROGRAMS if p in args.programs.split(","))
     smoke = args.mode == "smoke"
