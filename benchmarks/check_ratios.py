@@ -63,7 +63,7 @@ def _own_flags(parser: Any) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds (and the phases), merge them into ``check_ratios.json``."""
-    from benchmarks.common import machine  # apart from the imports above: benchmarks/common.py is moving under them
+    from benchmarks.common import machine
 
     args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     programs = tuple(p for p in PROGRAMS if p in args.programs.split(","))
