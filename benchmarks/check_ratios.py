@@ -19,7 +19,7 @@ Then, in one child process per chip count, one ``check`` of each program phase b
 
 Run alone, on a quiet machine (``benchmarks/check_ratios_tpu_vm.sh`` does it on a TPU VM):
 ``python -m benchmarks.check_ratios [--quick | --smoke] [--chips 256,1024] [--programs llama_adamw,moe]
-[--no-phases]``. Rows already in the JSON for other chip counts or programs are kept (one chip
+[--no-phases] [--rounds N]``. Rows already in the JSON for other chip counts or programs are kept (one chip
 count a call fits a machine lent for minutes at a time).
 """
 
@@ -57,11 +57,14 @@ def _own_flags(parser: Any) -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated (default: all)")
     parser.add_argument("--chips", default=",".join(map(str, CHIPS)), help="comma-separated chip counts: 256, 1024")
     parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase runs")
+    parser.add_argument("--rounds", type=int, help=f"rounds per row (default: {FULL_ROUNDS}, --quick {QUICK_ROUNDS})")
     parser.add_argument("--phases-at", type=int, help=argparse.SUPPRESS)  # the child that times the phases
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the rounds (and the phases), merge them into ``check_ratios.json``."""
+    from benchmarks.common import machine
+
     args = parse_args(__doc__.splitlines()[0], argv, _own_flags)
     programs = tuple(p for p in PROGRAMS if p in args.programs.split(","))
     smoke = args.mode == "smoke"
@@ -72,14 +75,15 @@ def main(argv: list[str] | None = None) -> None:
         _print_phases(args.phases_at, programs, smoke)
         return
     chip_counts = (8,) if smoke else tuple(int(c) for c in args.chips.split(","))
-    rounds = grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
+    rounds = args.rounds or grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     path = args.out or results_dir(args.mode) / "check_ratios.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
-    rows, phases = dict(kept.get("rows", {})), dict(kept.get("phases_cpu_s", {}))
+    rows, phases, here = _kept_rows(kept), dict(kept.get("phases_cpu_s", {})), machine()
     for chips in chip_counts:
         os.environ["SHARDSCOPE_SCALE_CHIPS"] = str(chips)
         for program in programs:
-            rows[f"{program}@{chips}"] = _rounds(program, chips, rounds, smoke)
+            rows[_row_key(program, chips, here)] = {**_rounds(program, chips, rounds, smoke), "rounds": rounds,
+                                                    "machine": here}
         if not args.no_phases and not smoke:
             phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
     write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
@@ -87,6 +91,22 @@ def main(argv: list[str] | None = None) -> None:
     for key, row in rows.items():
         print(f"{key}: wall {row['ratio_median']:.2f}x, CPU {row['cpu_ratio_median']:.2f}x, "
               f"peak RSS {row['rss_ratio_median']:.2f}x", flush=True)
+
+
+def _row_key(program: str, chips: int, on: dict[str, Any]) -> str:
+    """A row's key: the program, the chips and the machine's cores (the wall ratio depends on them)."""
+    return f"{program}@{chips}/{on.get('nproc', '?')} cores"
+
+
+def _kept_rows(kept: dict[str, Any]) -> dict[str, Any]:
+    """The rows of an earlier run, each with the machine and the rounds it ran with (a row written
+    before rows carried them: the file's own), keyed by :func:`_row_key`: a run on another machine
+    adds its rows beside them."""
+    rows = {}
+    for row in kept.get("rows", {}).values():
+        row = {"machine": kept.get("machine", {}), "rounds": kept.get("rounds"), **row}
+        rows[_row_key(row["program"], row["chips"], row["machine"])] = row
+    return rows
 
 
 def _rounds(program: str, chips: int, rounds: int, smoke: bool) -> dict[str, Any]:
@@ -122,22 +142,34 @@ def _uptime() -> str:
 
 
 def _described(result: dict[str, Any]) -> list[str]:
+    rows = _kept_rows(result).values()
+    machines = sorted({_machine_words(row) for row in rows})
+    missing = "" if any(row["chips"] == 1024 for row in rows) else " 1,024 chips not measured yet."
     return [
         "`python -m benchmarks.check_ratios` (run alone; `benchmarks/check_ratios_tpu_vm.sh` on a quiet TPU VM): "
         "`check FILE --devices N --target tpu:v5p:... --no-cache` against JAX's AOT compile of the same step for "
         "the same slice (`python -m benchmarks.bare_llama_target PROGRAM`), for a Llama-3-8B-shaped FSDP x TP step "
         "with AdamW (`llama_adamw`) and a short-compile mixture-of-experts step (`moe`), at 256 chips "
         "(`tpu:v5p:8x8x4`) and 1,024 (`tpu:v5p:8x8x16`). Each round runs both in fresh processes, one after the "
-        f"other, the order alternating; {result['rounds']} rounds, the ratios taken round by round, medians quoted; "
-        "CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the machine's load "
-        f"when its rounds ended. Measured on {(result.get('machine') or {}).get('nproc', '?')} cores (the TPU "
-        "VM's host: XLA compiles one program on several threads, so the wall ratio depends on the cores; the "
-        "CPU ratio carries to other machines). 1,024 chips not measured yet: the device's time ran out.",
+        "other, the order alternating; the ratios are taken round by round, medians quoted (each row's rounds in "
+        "its column); CPU is user + sys, peak RSS each process's own (`wait4`). Each row's `uptime` is the "
+        f"machine's load when its rounds ended. Measured on {' and on '.join(machines)}: XLA compiles one program "
+        "on several threads, so the wall ratio depends on the cores free (on a loaded machine it means "
+        "little); the peak memory of the same compile differs between machines too (the MiB of each row)." + missing,
     ]
 
 
+def _machine_words(row: dict[str, Any]) -> str:
+    on = row.get("machine") or {}
+    memory = on.get("memory_gib")
+    return f"{on.get('nproc', '?')} cores, {'?' if memory is None else round(memory)} GiB"
+
+
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [row for _, row in sorted(result["rows"].items(), key=lambda item: (item[1]["chips"], item[1]["program"]))]
+    def order(row: dict[str, Any]) -> tuple[int, str, int]:
+        return row["chips"], row["program"], -(row.get("machine") or {}).get("nproc", 0)
+
+    return sorted(_kept_rows(result).values(), key=order)
 
 
 def _phase_lines(result: dict[str, Any]) -> list[str]:
@@ -165,6 +197,8 @@ BENCHMARK = Benchmark(
             columns=(
                 Column("program", lambda r: f"`{r['program']}`", align="left"),
                 Column("chips", lambda r: f"{r['chips']:,}", align="right"),
+                Column("host cores", lambda r: f"{(r.get('machine') or {}).get('nproc', '?')}", align="right"),
+                Column("rounds", lambda r: f"{r.get('rounds') or len(r['ratios'])}", align="right"),
                 Column("`check` wall, median (min-max)", lambda r: r["check_wall_s"], unit="s", better="lower"),
                 Column("JAX's AOT", lambda r: r["bare_wall_s"], unit="s"),
                 ratio_column("wall check / JAX", lambda r: r["ratio_median"], better="lower", target=TARGET_RATIO,

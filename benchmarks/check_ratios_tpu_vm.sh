@@ -5,7 +5,7 @@
 #
 #   benchmarks/check_ratios_tpu_vm.sh            # both chip counts, 3 rounds each (~25 min)
 #   CHIPS=256 benchmarks/check_ratios_tpu_vm.sh  # one chip count a call (a machine lent 10 min at a time)
-#   ROUNDS=--quick benchmarks/check_ratios_tpu_vm.sh   # 1 round, no more
+#   ROUNDS=--quick benchmarks/check_ratios_tpu_vm.sh   # 1 round, no more (ROUNDS="--rounds 2": two)
 #   PHASES=--no-phases ...                         # leave out the phase-by-phase child
 #   PROGRAMS=moe CHIPS=1024 ...                    # one program (llama_adamw, moe)
 #

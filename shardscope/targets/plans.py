@@ -5,6 +5,21 @@ A program is traced once; its trace is compiled for the CPU (where it runs and i
 for each target (where nothing runs: :mod:`shardscope.targets.compile`). The target's module
 is read by the same engine as the CPU's, paired with the same jaxpr, and compared with the CPU's
 compiled plan collective by collective (:func:`shardscope.engine.hlo.target_plan.compare_plans`).
+
+Why ``check --target`` still compiles for the CPU, where nothing will run (issue 51). The target's
+plan is named without the CPU's module: its collectives pair with the jaxpr through the target
+module's own metadata (:func:`~shardscope.engine.hlo.compiled.plan_of` reads the target's text), and
+what it reads of the CPU's executable (the mesh the groups name, the arguments kept, their
+shardings) is JAX's, the same in the slice's lowering. What needs the CPU's compile is everything
+the check shows beside that plan: the CPU's plan itself, each CPU collective's placement on the
+target (left its loop, combined, pipelined, removed), runs per call and memory on the CPU; without
+it every target check would print otherwise. It runs after the targets' compiles, not beside them:
+at 256 chips its executable alone holds ~240 MB (the MoE step of ``benchmarks/moe_step.py``, against
+the slice compile's ~2.2 GB peak), which a compile in a second thread would hold at that peak, for a
+wall gain on hosts with cores to spare only. It is ~6% of the check's CPU time there, most of it
+XLA:CPU's code generation for an executable nothing runs
+(:data:`~shardscope.engine.compilation.READ_ONLY` leaves LLVM's part unoptimized; the other XLA:CPU
+options tried either cost as much or change the module's text).
 """
 
 from __future__ import annotations
