@@ -236,7 +236,9 @@ class Measurement:
                     self.children[context] = self.children.get(context, 0) + 1
 
     def covered(self) -> set[tuple[str, int, int]]:
-        return set().union(self.baseline, *self.arcs.values())
+        """What the run covered: its tests' arcs (those recorded: a test cut short is not measured)
+        and the baseline; a run without records (``newest-selection-verify``'s) is all baseline."""
+        return set().union(self.baseline, *(arcs for test, arcs in self.arcs.items() if test in self.tests))
 
     def kept_whatever_they_cover(self, reference: dict[str, str]) -> dict[str, str]:
         """The tests that are never listed, with why."""
