@@ -36,6 +36,7 @@ import os
 import re
 import resource
 import sys
+import textwrap
 from pathlib import Path
 from typing import TextIO
 
@@ -142,6 +143,10 @@ class Measure:
         if event in _PROCESS_EVENTS:
             self.starts += 1
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        self._record({"collected": len(items)})  # the run's tests: a run cut short measured fewer
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
         starts, cpu, outcomes = self.starts, _cpu_seconds(), []
@@ -179,14 +184,19 @@ _OUTCOMES = pytest.StashKey[list]()
 # -- the measurement read back, and the cover computed
 
 
-def _records(folder: Path) -> dict[str, dict]:
-    """Each measured test's record (the last, should a test have run twice)."""
+def _records(folder: Path) -> tuple[dict[str, dict], int]:
+    """Each measured test's record (the last, should a test have run twice), and how many tests the
+    run collected (0 if no record says)."""
     tests: dict[str, dict] = {}
+    collected = 0
     for path in sorted((folder / "records").glob("*.jsonl")):
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            tests[record["test"]] = record
-    return tests
+            if "collected" in record:
+                collected = max(collected, record["collected"])
+            else:
+                tests[record["test"]] = record
+    return tests, collected
 
 
 def _arcs_by_context(path: Path) -> dict[str, set[tuple[str, int, int]]]:
@@ -219,7 +229,7 @@ class Measurement:
     the tests' child processes that saved coverage data."""
 
     def __init__(self, folder: Path) -> None:
-        self.tests = _records(folder)
+        self.tests, self.collected = _records(folder)
         workers = {record["pid"] for record in self.tests.values()}
         self.arcs: dict[str, set[tuple[str, int, int]]] = {}
         self.children: dict[str, int] = {}
@@ -336,16 +346,14 @@ def reference_outcomes(junit: Path | None) -> dict[str, str]:
     return outcomes
 
 
-HEADER = """\
-# The tests the newest JAX's run (`make test-newest`) may leave out: what each covers of shardscope (its
-# lines and branches, on the newest JAX, the Python processes it starts included) the tests that stay
-# cover too, and it passed there{reference}. Measured, not chosen: `make newest-selection` runs the
-# newest run's tests under coverage, one context per test, and rewrites this file with the cheapest cover
-# (tests/_newest_selection.py says what is kept whatever it covers). A test not listed runs on both
-# JAX versions (a new one until the next measurement); `make test` fails a listed test that does not pass.
-# Measured {date} on jax {newest} (the reference run: jax {reference_jax}).
-# {summary}
-"""
+HEADER = (
+    "The tests the newest JAX's run (`make test-newest`) may leave out: what each covers of shardscope (its "
+    "lines and branches, on the newest JAX, the Python processes it starts included) the tests that stay "
+    "cover too, and it passed there{reference}. Measured, not chosen: `make newest-selection` runs the newest "
+    "run's tests under coverage, one context per test, and rewrites this file with the cheapest cover "
+    "(tests/_newest_selection.py says what is kept whatever it covers). A test not listed runs on both JAX "
+    "versions (a new one until the next measurement); `make test` fails a listed test that does not pass."
+)
 
 
 def selection(folder: Path, junit: Path | None) -> tuple[list[str], dict[str, str], dict[str, float]]:
@@ -362,7 +370,7 @@ def selection(folder: Path, junit: Path | None) -> tuple[list[str], dict[str, st
     chosen = cheapest_cover({t: s for t, s in sets.items() if s}, weights)
     left_out = sorted(set(sets) - chosen)
     seconds = sum(record["cpu_s"] for record in measured.tests.values())
-    numbers = {"tests": len(measured.tests), "kept": len(kept), "chosen": len(chosen), "left_out": len(left_out),
+    numbers = {"tests": len(measured.tests), "collected": measured.collected, "kept": len(kept), "chosen": len(chosen), "left_out": len(left_out),
                "cpu_s": seconds, "cpu_s_left_out": sum(measured.tests[t]["cpu_s"] for t in left_out),
                "arcs": len(measured.covered())}
     return left_out, kept, numbers
@@ -392,6 +400,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--reference-junit", type=Path, help="the reference run's JUnit file: its non-passes are kept")
     parser.add_argument("--reference-jax", default="?", help="the reference venv's JAX version, for the header")
     parser.add_argument("--compare", type=Path, help="a second measurement (the selected run): compare what both cover")
+    parser.add_argument("--collected", type=int, default=0,
+                        help="how many tests the measured run collected, where its records do not say")
     parser.add_argument("--why", action="store_true", help="print the tests kept whatever they cover, with why, to stderr")
     options = parser.parse_args(argv)
     if options.compare:
@@ -402,13 +412,19 @@ def main(argv: list[str]) -> int:
     if options.why:
         for test, why in sorted(kept.items()):
             print(f"{test}: {why}", file=sys.stderr)
-    summary = (f"{numbers['tests']} tests measured ({numbers['cpu_s']:.0f} CPU s under coverage): {numbers['kept']} kept "
+    collected = numbers["collected"] or options.collected
+    of = f" of the run's {collected}" if collected else ""
+    summary = (f"{numbers['tests']}{of} tests measured ({numbers['cpu_s']:.0f} CPU s under coverage): {numbers['kept']} kept "
                f"whatever they cover, {numbers['chosen']} chosen to cover the {numbers['arcs']} arcs, "
                f"{numbers['left_out']} left out ({numbers['cpu_s_left_out']:.0f} CPU s).")
+    if collected > numbers["tests"]:
+        summary += (f" The run was stopped before its end: the {collected - numbers['tests']} tests it did not "
+                    "measure are not listed (they run on both).")
     reference = ", nor was it skipped on the reference JAX" if options.reference_junit else ""
-    sys.stdout.write(HEADER.format(date=datetime.date.today().isoformat(), newest=jax.__version__,
-                                   reference_jax=options.reference_jax, summary=summary, reference=reference)
-                     + "".join(f"{test}\n" for test in left_out))
+    comment = [*textwrap.wrap(HEADER.format(reference=reference), 98),
+               f"Measured {datetime.date.today().isoformat()} on jax {jax.__version__} (the reference run: jax "
+               f"{options.reference_jax}).", *textwrap.wrap(summary, 98)]
+    sys.stdout.write("".join(f"# {line}\n" for line in comment) + "".join(f"{test}\n" for test in left_out))
     return 0
 
 
