@@ -62,6 +62,7 @@ def add_options(parser: pytest.Parser) -> None:
         "give: skip them (the newest JAX's run), check that each passes (the reference run), or measure "
         "every test's coverage (tests/_newest_selection.py)"))
     parser.addoption("--newest-records", type=Path, help="where --newest-selection=measure writes its records")
+    parser.addoption("--newest-list", type=Path, help="the list (default tests/newest_leave_out.txt)")
 
 
 COLLECTED = pytest.StashKey[list[str]]()
@@ -77,10 +78,11 @@ class Collected:
 def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Collected(), "newest-selection-collected")
     mode = config.getoption("--newest-selection")
+    path = config.getoption("--newest-list")
     if mode == "skip":
-        config.pluginmanager.register(LeaveOut(listed()), "newest-selection")
+        config.pluginmanager.register(LeaveOut(listed(path)), "newest-selection")
     elif mode == "check":
-        config.pluginmanager.register(RunsSomewhere(listed()), "newest-selection")
+        config.pluginmanager.register(RunsSomewhere(listed(path)), "newest-selection")
     elif mode == "measure":
         records = config.getoption("--newest-records")
         if records is None:
