@@ -203,10 +203,12 @@ def _records(folder: Path) -> tuple[dict[str, dict], int]:
 
 def _arcs_by_context(path: Path) -> dict[str, set[tuple[str, int, int]]]:
     """The arcs (file, from line, to line) one coverage data file holds, by context, read with SQL
-    (coverage.py's documented SQLite schema: tables ``file``, ``context``, ``arc``)."""
+    (coverage.py's documented SQLite schema: tables ``file``, ``context``, ``arc``). Read once the run
+    is over: the file is opened as immutable, taking no lock (a lock held while a worker writes made
+    it fail with "database is locked")."""
     import sqlite3
 
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    connection = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     try:
         rows = connection.execute("select context.context, file.path, arc.fromno, arc.tono from arc "
                                   "join file on file.id = arc.file_id join context on context.id = arc.context_id")
