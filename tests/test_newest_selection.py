@@ -58,25 +58,40 @@ def _cost(tests, weights) -> float:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_the_cover_holds_everything_at_the_least_weight_any_subset_has(seed: int) -> None:
+def test_the_cover_meets_every_demand_at_the_least_weight_any_subset_has(seed: int) -> None:
+    """Against every subset of nine tests, counted here: each element held as often as asked (at
+    most as often as tests hold it), at the least weight."""
     generator = random.Random(seed)
     tests = [f"t{i}" for i in range(9)]
     sets = {t: {e for e in range(14) if generator.random() < 0.3} for t in tests}
     sets = {t: s for t, s in sets.items() if s}
     weights = {t: generator.choice([0.5, 1, 2, 3, 7]) for t in sets}
-    everything = set().union(*sets.values())
+    demand = {e: generator.choice([1, 2]) for e in range(14)} if seed % 2 else None
+    held = {e: sum(e in s for s in sets.values()) for e in range(14)}
+    need = {e: min(held[e], (demand or {}).get(e, 1)) for e in range(14)}
+
+    def meets(subset) -> bool:
+        return all(sum(e in sets[t] for t in subset) >= need[e] for e in range(14))
+
     cheapest = min(_cost(subset, weights) for n in range(len(sets) + 1) for subset in itertools.combinations(sets, n)
-                   if set().union(set(), *(sets[t] for t in subset)) == everything)
-    chosen = cheapest_cover(sets, weights)
-    assert set().union(*(sets[t] for t in chosen)) == everything
+                   if meets(subset))
+    chosen = cheapest_cover(sets, weights, demand)
+    assert meets(chosen)
     assert _cost(chosen, weights) == pytest.approx(cheapest)
 
 
 def test_the_greedy_cover_keeps_no_test_the_others_cover() -> None:
-    """a (weight 1) covers {0, 1}, then b (weight 1.5) {2, 3}, then c (weight 1) the last {4} with its
-    {0, 1, 4}: a is then redundant and dropped."""
-    rows = {"a": {0, 1}, "b": {2, 3}, "c": {0, 1, 4}}
-    assert _greedy(rows, {"a": 1, "b": 1.5, "c": 1.0}, 5) == {"b", "c"}
+    """a (weight 1) covers rows 0 and 1, then b (weight 1.5) rows 2 and 3, then c (weight 1) the
+    last, row 4, with rows 0 and 1 again: a is then redundant and dropped."""
+    rows = [(frozenset("ac"), 1), (frozenset("ac"), 1), (frozenset("b"), 1), (frozenset("b"), 1), (frozenset("c"), 1)]
+    assert _greedy(rows, {"a": 1, "b": 1.5, "c": 1.0}) == {"b", "c"}
+
+
+def test_an_element_two_tests_hold_twice_keeps_both() -> None:
+    rows = [(frozenset("ab"), 2), (frozenset("b"), 1)]
+    assert _greedy(rows, {"a": 5, "b": 1}) == {"a", "b"}
+    assert cheapest_cover({"a": {0}, "b": {0, 1}}, {"a": 5, "b": 1}, {0: 2, 1: 2}) == {"a", "b"}
+    assert cheapest_cover({"a": {0}, "b": {0, 1}}, {"a": 5, "b": 1}) == {"b"}
 
 
 SUITE = '''
