@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck test-newest newest-selection newest-selection-verify jax-free jax-products bench bench-quick screenshots samples readme docs docs-serve clean
+.PHONY: demo test typecheck test-newest newest-selection newest-selection-verify newest-selection-correct jax-free jax-products bench bench-quick screenshots samples readme docs docs-serve clean
 
 # The targets' compilers (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
 # without a TPU or a GPU) where they ship, Linux x86-64, in shardscope's own folder of the venv
@@ -129,11 +129,19 @@ newest-selection: $(MEASURE_STAMP) $(STAMP)
 
 # The run `make test-newest` makes (the list left out) under coverage, against the measurement: the
 # lines and arcs of shardscope each covered, and those the whole run covered that the selected missed.
+# Which arcs a test covers can change from run to run (a process's timing, a cache an earlier test
+# warmed): where it missed some, `make newest-selection-correct` keeps the tests that had covered them.
 newest-selection-verify: $(MEASURE_STAMP)
 	rm -rf .newest-coverage-selected
 	-$(call SELECTION_DATA,.newest-coverage-selected) $(MEASURE_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal -q \
 	  -p no:cacheprovider $(NEWEST_RUN) --newest-selection=skip
 	$(MEASURE_VENV)/bin/python tests/_newest_selection.py .newest-coverage --compare .newest-coverage-selected
+
+newest-selection-correct: $(MEASURE_STAMP)
+	$(MEASURE_VENV)/bin/python tests/_newest_selection.py .newest-coverage --why --missed-by .newest-coverage-selected \
+	  $(if $(REFERENCE_JUNIT),--reference-junit $(REFERENCE_JUNIT)) --reference-jax "$$($(BIN)/python -c 'import jax; print(jax.__version__)')" \
+	  > .newest-coverage/list
+	mv .newest-coverage/list tests/newest_leave_out.txt
 
 # tests/jax_free.txt measured again: the whole suite on .venv with JAX's and the repository's caches
 # emptied before each test and what it does with JAX recorded (tests/_jax_free.py); the tests that
