@@ -99,6 +99,7 @@ test-newest: $(NEWEST_STAMP)
 # The measuring venv: coverage.py (pyproject's measure extra) over the newest venv's packages (its
 # site-packages added as a site folder, its .pth files read), so the test venvs never hold it. The
 # measured processes are this venv's Python: a test's commands (sys.executable) are measured too.
+# The targets' compilers are found at <sys.prefix>/shardscope-compilers: linked to the newest's.
 MEASURE_VENV := .venv-measure
 MEASURE_STAMP := $(MEASURE_VENV)/.installed
 PURELIB = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
@@ -106,6 +107,7 @@ PURELIB = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("pur
 $(MEASURE_STAMP): pyproject.toml $(NEWEST_STAMP)
 	rm -rf $(MEASURE_VENV)
 	$(NEWEST_VENV)/bin/python -m venv --without-pip $(MEASURE_VENV)
+	test ! -e $(NEWEST_VENV)/shardscope-compilers || ln -s $(CURDIR)/$(NEWEST_VENV)/shardscope-compilers $(MEASURE_VENV)/
 	echo "import site; site.addsitedir('$(call PURELIB,$(CURDIR)/$(NEWEST_VENV))')" > $(call PURELIB,$(MEASURE_VENV))/_newest_site.pth
 	$(NEWEST_VENV)/bin/python .ci/requirements --extras-only measure > $(MEASURE_VENV)/requirements.txt
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --target $(call PURELIB,$(MEASURE_VENV)) -r $(MEASURE_VENV)/requirements.txt
