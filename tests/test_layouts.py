@@ -301,10 +301,8 @@ def test_a_tpu_sweep_fits_estimates_and_picks(tmp_path, shardscope_cli):
     mesh = jax.make_mesh((8, 1), ("fsdp", "tensor"), devices=devices, axis_types=(AxisType.Auto,) * 2)
     step, args = namespace["build"](mesh, 2)
     memory = step.lower(*args).compile().memory_analysis()
-    live = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes \
-        - memory.alias_size_in_bytes
     fsdp = rows["fsdp=8, per_device_batch=2"]
-    assert fsdp["fit"]["needed_bytes"] == max(live, memory.peak_memory_in_bytes)
+    assert fsdp["fit"]["needed_bytes"] == memory.peak_memory_in_bytes  # libtpu's peak (tests/test_memory_fit.py)
     assert fsdp["fit"]["capacity_bytes"] == int(15.75 * 2**30) and fsdp["fit"]["fits"]
     # arguments per device: w1 and w2 (64 x 128 f32) split 8 ways, x (2 x 8, 16, 64) f32 split 8 ways
     assert fsdp["argument_bytes"] == (2 * 64 * 128 * 4 + 16 * 16 * 64 * 4) // 8

@@ -69,6 +69,71 @@ def test_what_a_step_needs_is_its_arguments_outputs_and_temporaries_less_what_al
     assert needed_bytes({**memory, "peak_memory_in_bytes": 5000}) == 5000  # XLA's peak when it is larger
 
 
+def test_on_a_tpu_a_step_needs_libtpus_peak():
+    # libtpu's temp_size_in_bytes is not its temporaries' peak (a scanned step: more; a small one: 0)
+    memory = {"argument_size_in_bytes": 3_249_062_400, "output_size_in_bytes": 3_249_047_040,
+              "temp_size_in_bytes": 17_720_600_064, "alias_size_in_bytes": 3_249_046_016,
+              "peak_memory_in_bytes": 15_108_645_888}  # Llama-2 70B's step, fsdp=256 on v5e (BENCHMARKS 11)
+    assert needed_bytes(memory, "tpu") == 15_108_645_888
+    summed = 3_249_062_400 + 3_249_047_040 + 17_720_600_064 - 3_249_046_016  # 19.53 GiB
+    assert needed_bytes(memory) == needed_bytes(memory, "gpu") == summed
+    assert needed_bytes({**memory, "peak_memory_in_bytes": 0}, "tpu") == summed
+
+
+SCANNED = textwrap.dedent("""\
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    import shardscope
+
+    LAYERS, WIDTH = 16, 1024
+
+
+    def step(w, x):
+        def loss(w):
+            @jax.checkpoint
+            def layer(h, wl):
+                return jnp.tanh(h @ wl.astype(jnp.bfloat16)), None
+
+            h, _ = lax.scan(layer, x, w)
+            return jnp.mean(h.astype(jnp.float32) ** 2)
+
+        return w - 0.1 * jax.grad(loss)(w)
+
+
+    def args(rows):
+        return (jax.ShapeDtypeStruct((LAYERS, WIDTH, WIDTH), jnp.float32), jax.ShapeDtypeStruct((rows, WIDTH), jnp.bfloat16))
+
+
+    fits = shardscope.program(args=args(393_216))(jax.jit(step, donate_argnums=0))
+    too_big = shardscope.program(args=args(425_984))(jax.jit(step, donate_argnums=0))
+""")
+
+
+def test_a_tpu_step_fits_where_libtpu_compiles_it_and_not_where_it_refuses(tmp_path):
+    """A scan of 16 layers under remat keeps each layer's input (rows x 1,024 bf16) for the backward
+    pass: 16 x 393,216 x 1,024 x 2 B = 12 GiB, 13 GiB at 425,984 rows. libtpu compiles the first for
+    a v5e chip (15.75 GiB) and refuses the second: its own verdicts, which the fit must repeat;
+    arguments + outputs + temporaries - aliases said neither fits."""
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = tmp_path / "scanned.py"
+    path.write_text(SCANNED)
+    checked = check_file(path, targets=load_targets(parse_targets(["tpu:v5e:1x1"])))
+    by_name = {ins.function: ins.targets[0] for ins in checked.inspections}
+    fits, too_big = by_name["fits"], by_name["too_big"]
+    assert too_big.refused and too_big.fit is not None and too_big.fit.fits is False
+    assert not fits.refused and fits.fit is not None and fits.fit.fits is True
+    memory = fits.memory
+    assert fits.fit.needed_bytes == memory["peak_memory_in_bytes"]
+    residuals = 16 * 393_216 * 1024 * 2
+    assert residuals + memory["argument_size_in_bytes"] <= fits.fit.needed_bytes <= fits.fit.capacity_bytes
+    summed = sum(memory[k] for k in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")) \
+        - memory["alias_size_in_bytes"]
+    assert summed > fits.fit.capacity_bytes  # the sum said a step libtpu compiles does not fit
+
+
 def test_libtpus_refusal_is_read_for_what_the_step_needed_and_what_the_chip_has():
     message = ("XlaRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
                "temporaries (18.64G) exceeds available HBM (15.75G).")

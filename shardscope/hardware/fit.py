@@ -7,11 +7,20 @@ buffer) and a ``peak_memory_in_bytes``. How XLA computes that peak depends on th
 the CPU and GPU PjRt clients it is ``ComputePeakMemorySizes`` over the buffer assignment (the
 padded peak of the heap simulator's trace of the temporaries, the xprof memory viewer's
 figure: openxla/xla ``xla/pjrt/gpu/se_gpu_pjrt_compiler`` and ``stream_executor_executable``),
-which leaves out the arguments and outputs; libtpu reports arguments + outputs + temporaries
-- aliases (checked with compile-only v5e: 805,306,368 = 3 x 268,435,456 for a program of one
-argument, one output and one temporary of 256 MiB; 536,870,912 with the argument donated).
-Every argument and output is live on the device during the call, so shardscope counts
-``arguments + outputs + temporaries - aliases`` and takes XLA's peak when it is larger.
+which leaves out the arguments and outputs, so shardscope counts ``arguments + outputs +
+temporaries - aliases`` there (every argument and output is live on the device during the call)
+and takes XLA's peak when it is larger.
+
+libtpu's ``peak_memory_in_bytes`` is the whole of it: the arguments and the one preallocated block
+of temporaries its buffer assignment lays out (``--xla_dump_to``'s buffer assignment: Llama-2 70B's
+step over fsdp=256 on v5e holds 3.03 GiB of arguments and an 11.05 GiB block of temporaries,
+14.08 GiB; the peak says 14.07), and it is the figure libtpu refuses a program by ("the total
+memory required for HLO temporaries (16.41G) exceeds available HBM (15.75G)"). Its
+``temp_size_in_bytes`` is not the temporaries' peak: 16.50 GiB for that step, 5.45 GiB more than the
+block, so the sum above said 19.53 GiB for a step libtpu compiles and runs in 14.07; and 0 for a
+small step whose peak holds 2.6 MiB of temporaries. On a TPU shardscope takes the peak (both agree
+on a step without loops: 805,306,368 = 3 x 268,435,456 for one argument, one output and one
+temporary of 256 MiB; 536,870,912 with the argument donated).
 
 **What the chip has.** A GPU's is what a JAX process may use of it: XLA's allocator takes 75% of
 the memory by default, or ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of it (:mod:`shardscope.hardware.gpu_nodes`),
@@ -131,22 +140,25 @@ def compiler_limits(messages: "tuple[str, ...] | list[str]") -> CompilerLimit | 
     return None
 
 
-def needed_bytes(memory: dict[str, int]) -> int | None:
+def needed_bytes(memory: dict[str, int], platform: str = "") -> int | None:
     """Bytes a step needs per device from ``memory_analysis()``'s numbers (see the module's
-    docstring): arguments + outputs + temporaries - aliases, or XLA's peak when larger."""
+    docstring): on a TPU (``platform`` ``tpu``) libtpu's peak; elsewhere arguments + outputs +
+    temporaries - aliases, or XLA's peak when larger."""
     if not memory:
         return None
+    if platform == "tpu" and memory.get("peak_memory_in_bytes"):
+        return memory["peak_memory_in_bytes"]
     live = sum(memory.get(key, 0) for key in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
     live -= memory.get("alias_size_in_bytes", 0)
     return max(live, memory.get("peak_memory_in_bytes", 0))
 
 
 def memory_fit(memory: dict[str, int], chip: Chip | None, name: str = "", limit: CompilerLimit | None = None,
-               allowance: str = "") -> MemoryFit:
-    """The fit of a compiled step whose ``memory_analysis()`` gave ``memory`` on ``chip`` (what it
-    lets a program use: ``allowance`` says what that is where it is not the whole memory), with
-    the compiler's own ``limit`` it exceeds, if any."""
-    return MemoryFit(chip.name if chip else name, needed_bytes(memory), chip.capacity_bytes if chip else None,
+               allowance: str = "", platform: str = "") -> MemoryFit:
+    """The fit of a compiled step whose ``memory_analysis()`` on ``platform`` (``tpu``, ``gpu``,
+    ``cpu``) gave ``memory`` on ``chip`` (what it lets a program use: ``allowance`` says what that
+    is where it is not the whole memory), with the compiler's own ``limit`` it exceeds, if any."""
+    return MemoryFit(chip.name if chip else name, needed_bytes(memory, platform), chip.capacity_bytes if chip else None,
                      allowance=allowance, limit=limit)
 
 

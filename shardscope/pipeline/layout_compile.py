@@ -127,7 +127,7 @@ def _compiled(function: "LayoutFunction", candidate: Candidate, target: TargetDe
     assert plan.module is not None  # parsed from the text
     work = module_work(plan.module)
     fit = memory_fit(compilation.memory, chip, target.device_kind, compiler_limits(compilation.compiler_log),
-                     "" if machine is None else machine.memory_words)
+                     "" if machine is None else machine.memory_words, target.target.platform)
     return dataclasses.replace(
         said, plan=dataclasses.replace(plan, module=None), step=None if chip is None else estimate_step(work, chip),
         fit=fit, device_coords=device_coords(target, compilation.device_ids), machine_shape=machine_shape(target),

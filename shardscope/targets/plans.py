@@ -187,7 +187,7 @@ def target_plans(traced: "Traced", compiled: "Compiled", inspection: "Inspection
             compiler=devices.target.compiler, device_coords=device_coords(devices, compilation.device_ids),
             machine_shape=machine_shape(devices),
             fit=memory_fit(compilation.memory, chip, devices.device_kind, compiler_limits(compilation.compiler_log),
-                           "" if machine is None else machine.memory_words),
+                           "" if machine is None else machine.memory_words, devices.target.platform),
             step=estimate_step(work, chip) if work is not None and chip is not None else None,
             machine=machine,
         )))

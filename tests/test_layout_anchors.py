@@ -1,0 +1,49 @@
+"""BENCHMARKS.md section 11 reads a TPU sweep judged by the sum of memory_analysis()'s kinds again
+by libtpu's own verdicts (benchmarks/layout_anchors.py's ``rejudged``): a candidate libtpu compiled
+fits, one it refused does not, and the pick is the fastest per token of those that fit."""
+
+from __future__ import annotations
+
+from benchmarks.layout_anchors import FIT, matches, rejudged
+
+GIB = 2**30
+CAPACITY = int(15.75 * GIB)
+
+
+def _row(label: str, outcome: str, needed: float, high_s: float, refused: bool = False) -> dict:
+    return {"rank": 0, "candidate": {"label": label, "mesh": dict(pair.split("=") for pair in label.split(" x ")),
+                                     "options": {"per_device_batch": 2}},
+            "outcome": outcome, "fit": {"needed_bytes": int(needed * GIB), "capacity_bytes": CAPACITY, "refused": refused},
+            "step": None if refused else {"low_s": high_s / 2, "high_s": high_s}, "per_step": None if refused else 100.0}
+
+
+def _result(target: str = "tpu:v5e:16x16", **extra: object) -> dict:
+    rows = [_row("fsdp=128 x tensor=2", "fits", 14.79, 20.35),
+            _row("fsdp=16 x tensor=16", "refused", 30.53, 0.0, refused=True),
+            _row("fsdp=256", "does not fit", 19.53, 19.99)]
+    for row in rows:
+        row["candidate"]["mesh"] = {axis: int(size) for axis, size in row["candidate"]["mesh"].items()}
+    return {"case": "llama2_70b", "target": target, "published": {"fsdp": 256}, "source": "MaxText",
+            "ranking": {"rows": rows, "pick": {"label": "fsdp=128 x tensor=2"}, "why": "pick: fsdp=128 x tensor=2"},
+            **extra}
+
+
+def test_a_tpu_sweep_judged_by_the_sum_is_judged_again_by_what_libtpu_compiled():
+    again = rejudged(_result())
+    rows = {row["candidate"]["label"]: row for row in again["ranking"]["rows"]}
+    # fsdp=256 compiled (libtpu refuses what exceeds the chip): it fits, and is faster per token (19.99 < 20.35)
+    assert rows["fsdp=256"]["outcome"] == "fits" and rows["fsdp=256"]["summed"] == int(19.53 * GIB)
+    assert rows["fsdp=256"]["fit"]["needed_bytes"] is None  # its peak was not recorded
+    assert rows["fsdp=128 x tensor=2"]["summed"] == int(14.79 * GIB)  # a sum that fitted is still a sum
+    assert rows["fsdp=16 x tensor=16"]["outcome"] == "refused"  # libtpu's refusal stands
+    assert [row["candidate"]["label"] for row in again["ranking"]["rows"]] == ["fsdp=256", "fsdp=128 x tensor=2",
+                                                                              "fsdp=16 x tensor=16"]
+    assert [row["rank"] for row in again["ranking"]["rows"]] == [1, 2, 3]
+    assert again["ranking"]["pick"] == {"label": "fsdp=256"}
+    assert matches(again) == (True, 1.0)
+    assert matches(_result()) == (False, None)  # judged by the sum: the published layout did not fit
+
+
+def test_a_sweep_judged_by_the_peak_or_on_a_gpu_is_read_as_it_is():
+    for result in (_result(fit=FIT), _result("gpu:h100:8x8")):
+        assert rejudged(result) is result
