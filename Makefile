@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck test-newest jax-free jax-products bench bench-quick screenshots samples readme docs docs-serve clean
+.PHONY: demo test typecheck test-newest newest-selection newest-selection-verify newest-selection-correct jax-free jax-products bench bench-quick screenshots samples readme docs docs-serve clean
 
 # The targets' compilers (libtpu, JAX's CUDA plugin: compiling for --target tpu:... and gpu:...
 # without a TPU or a GPU) where they ship, Linux x86-64, in shardscope's own folder of the venv
@@ -45,9 +45,11 @@ BYTECODE = $(1) -m compileall -q shardscope
 
 # --jax-free=check: the tests tests/jax_free.txt lists (measured to use no JAX, so the newest JAX's run
 # leaves them out) run first in each worker, each one watched: one that uses JAX fails, naming the list.
+# --newest-selection=check: a test tests/newest_leave_out.txt lists (the newest's run leaves it out too)
+# that is skipped or xfails here fails, naming the list: it would run on neither JAX.
 test: typecheck
 	$(call BYTECODE,$(BIN)/python)
-	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=check
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=check --newest-selection=check
 
 # mypy over the package ([tool.mypy] in pyproject.toml: the modules not yet typed are listed there).
 typecheck: $(STAMP)
@@ -56,7 +58,12 @@ typecheck: $(STAMP)
 # The suite again on the newest Python found (pyenv or python3.N on PATH) with the newest JAX pip
 # gives it (jax 0.12.x on Python 3.13), in a second venv, but for the tests whose result cannot depend
 # on JAX's version (tests/jax_free.txt: they never trace, lower, compile, ask JAX for a device or
-# start a process, measured by `make jax-free`; `make test` checks that each still does not). The
+# start a process, measured by `make jax-free`; `make test` checks that each still does not) and the
+# tests whose coverage of shardscope on the newest JAX the others give (tests/newest_leave_out.txt:
+# every line and branch the run covered there, the processes its tests start included, is covered by
+# the tests that stay; measured by `make newest-selection`, which keeps every test that does not pass
+# there or starts a process it could not follow; `make test` fails a listed test skipped there). A
+# test added since the last measurement is in neither list: it runs on both. The
 # SVG snapshots and the docs'
 # samples are left out: they pin the reference environment's output (jax 0.12 names the reduced
 # plan's casts differently, and its XLA counts other bytes). So are the site's build and the
@@ -81,11 +88,62 @@ $(NEWEST_STAMP): pyproject.toml
 	$(if $(COMPILERS),$(NEWEST_VENV)/bin/python -m pip uninstall --quiet --yes libtpu)
 	@touch $(NEWEST_STAMP)
 
+NEWEST_RUN := tests --jax-free=skip --ignore=tests/app/test_snapshots.py --ignore=tests/test_doc_samples.py \
+  --ignore=tests/test_docs.py --ignore=tests/test_benchmark_smoke.py
+
 test-newest: $(NEWEST_STAMP)
 	@$(NEWEST_VENV)/bin/python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 	$(call BYTECODE,$(NEWEST_VENV)/bin/python)
-	$(NEWEST_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal tests --jax-free=skip --ignore=tests/app/test_snapshots.py \
-	  --ignore=tests/test_doc_samples.py --ignore=tests/test_docs.py --ignore=tests/test_benchmark_smoke.py
+	$(NEWEST_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal $(NEWEST_RUN) --newest-selection=skip
+
+# The measuring venv: coverage.py (pyproject's measure extra) over the newest venv's packages (its
+# site-packages added as a site folder, its .pth files read), so the test venvs never hold it. The
+# measured processes are this venv's Python: a test's commands (sys.executable) are measured too.
+# The targets' compilers are found at <sys.prefix>/shardscope-compilers: linked to the newest's.
+MEASURE_VENV := .venv-measure
+MEASURE_STAMP := $(MEASURE_VENV)/.installed
+PURELIB = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+
+$(MEASURE_STAMP): pyproject.toml $(NEWEST_STAMP)
+	rm -rf $(MEASURE_VENV)
+	$(NEWEST_VENV)/bin/python -m venv --without-pip $(MEASURE_VENV)
+	test ! -e $(NEWEST_VENV)/shardscope-compilers || ln -s $(CURDIR)/$(NEWEST_VENV)/shardscope-compilers $(MEASURE_VENV)/
+	echo "import site; site.addsitedir('$(call PURELIB,$(CURDIR)/$(NEWEST_VENV))')" > $(call PURELIB,$(MEASURE_VENV))/_newest_site.pth
+	$(NEWEST_VENV)/bin/python .ci/requirements --extras-only measure > $(MEASURE_VENV)/requirements.txt
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --target $(call PURELIB,$(MEASURE_VENV)) -r $(MEASURE_VENV)/requirements.txt
+	@touch $(MEASURE_STAMP)
+
+# tests/newest_leave_out.txt measured again (tests/_newest_selection.py): the newest run's tests on the
+# newest JAX under coverage.py (.ci/coverage-newest.ini: branches, one context per test, the Python
+# processes a test starts in its context), then the cheapest tests by CPU seconds that cover all the
+# run covered; the rest are listed. REFERENCE_JUNIT=FILE (a `make test` run's --junitxml): its tests that
+# did not pass are kept too. Some 3x the newest run's time; run it when tests or JAX changed (a new test
+# runs on both until then). The measurement stays in .newest-coverage/ for newest-selection-verify.
+SELECTION_DATA = SHARDSCOPE_COVERAGE_DATA=$(CURDIR)/$(1) COVERAGE_PROCESS_START=$(CURDIR)/.ci/coverage-newest.ini
+
+newest-selection: $(MEASURE_STAMP) $(STAMP)
+	rm -rf .newest-coverage
+	-$(call SELECTION_DATA,.newest-coverage) $(MEASURE_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal -q \
+	  -p no:cacheprovider $(NEWEST_RUN) --newest-selection=measure --newest-records .newest-coverage/records
+	$(MEASURE_VENV)/bin/python tests/_newest_selection.py .newest-coverage --why $(if $(REFERENCE_JUNIT),--reference-junit $(REFERENCE_JUNIT)) \
+	  --reference-jax "$$($(BIN)/python -c 'import jax; print(jax.__version__)')" > .newest-coverage/list
+	mv .newest-coverage/list tests/newest_leave_out.txt
+
+# The run `make test-newest` makes (the list left out) under coverage, against the measurement: the
+# lines and arcs of shardscope each covered, and those the whole run covered that the selected missed.
+# Which arcs a test covers can change from run to run (a process's timing, a cache an earlier test
+# warmed): where it missed some, `make newest-selection-correct` keeps the tests that had covered them.
+newest-selection-verify: $(MEASURE_STAMP)
+	rm -rf .newest-coverage-selected
+	-$(call SELECTION_DATA,.newest-coverage-selected) $(MEASURE_VENV)/bin/python -m pytest -n $(WORKERS) --dist worksteal -q \
+	  -p no:cacheprovider $(NEWEST_RUN) --newest-selection=skip
+	$(MEASURE_VENV)/bin/python tests/_newest_selection.py .newest-coverage --compare .newest-coverage-selected
+
+newest-selection-correct: $(MEASURE_STAMP)
+	$(MEASURE_VENV)/bin/python tests/_newest_selection.py .newest-coverage --why --missed-by .newest-coverage-selected \
+	  $(if $(REFERENCE_JUNIT),--reference-junit $(REFERENCE_JUNIT)) --reference-jax "$$($(BIN)/python -c 'import jax; print(jax.__version__)')" \
+	  > .newest-coverage/list
+	mv .newest-coverage/list tests/newest_leave_out.txt
 
 # tests/jax_free.txt measured again: the whole suite on .venv with JAX's and the repository's caches
 # emptied before each test and what it does with JAX recorded (tests/_jax_free.py); the tests that
@@ -100,8 +158,10 @@ jax-free: $(STAMP)
 # Whether a test that uses JAX could be left out of the newest's run too: the demos' plans traced
 # and lowered on both venvs (.ci/jax-products), and the plans whose products differ counted. On jax
 # 0.10.2 against 0.12.0.1, 17 of the 19 plans both trace have another jaxpr and StableHLO (the
-# scan's parameters alone changed), so every test that uses JAX runs on both; only
-# tests/jax_free.txt's tests, which use none, are left out of the newest's run.
+# scan's parameters alone changed), so whether a test uses JAX does not say whether it can be left
+# out: tests/jax_free.txt's tests use none, and of those that do, the newest's run keeps a set that
+# covers all the whole run covers of shardscope there (tests/newest_leave_out.txt, measured by
+# `make newest-selection`).
 jax-products: $(STAMP) $(NEWEST_STAMP)
 	SHARDSCOPE_DEEP_DEPTH=6 $(BIN)/python .ci/jax-products > $(VENV)/jax-products.txt
 	SHARDSCOPE_DEEP_DEPTH=6 $(NEWEST_VENV)/bin/python .ci/jax-products > $(NEWEST_VENV)/jax-products.txt
@@ -131,4 +191,4 @@ docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
 
 clean:
-	rm -rf $(VENV) $(NEWEST_VENV) build site *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST_VENV) $(MEASURE_VENV) .newest-coverage .newest-coverage-selected build site *.egg-info .pytest_cache

@@ -17,7 +17,8 @@ from typing import Callable
 
 import pytest
 
-from _jax_free import pytest_addoption, pytest_configure  # noqa: F401  (--jax-free: tests/_jax_free.py)
+import _jax_free
+import _newest_selection
 
 from shardscope.app.base.textual_adapter import release_removed_widgets
 from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
@@ -37,6 +38,17 @@ def run_directory() -> Path:
 # read back what another test compiled: the same program on the same devices compiles once.
 os.environ[JAX_DIR_ENV] = str(run_directory() / "jax-cache")
 start_compilation_cache()
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--jax-free (tests/_jax_free.py) and --newest-selection (tests/_newest_selection.py)."""
+    _jax_free.pytest_addoption(parser)
+    _newest_selection.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _jax_free.pytest_configure(config)
+    _newest_selection.configure(config)
+
 
 MAX_DEVICES = 8
 ensure_devices(MAX_DEVICES)
