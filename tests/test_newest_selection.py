@@ -23,8 +23,7 @@ ROOT = TESTS.parent
 def test_the_list_names_only_tests_that_exist(request: pytest.FixtureRequest) -> None:
     """Each listed id is a test pytest collects: from this run's collection where it holds the file,
     else from pytest's collection of the files this run did not collect."""
-    names = listed()
-    assert names, "tests/newest_leave_out.txt lists no test"
+    names = listed()  # empty until a whole measurement passes its check (the header says so)
     collected = set(request.config.stash.get(COLLECTED, []))
     files_here = {nodeid.split("::")[0] for nodeid in collected}
     elsewhere = sorted({name.split("::")[0] for name in names} - files_here)
@@ -42,7 +41,9 @@ def test_the_list_names_only_tests_that_exist(request: pytest.FixtureRequest) ->
 def test_the_list_says_when_and_on_which_jax_it_was_measured_and_how_to_measure_again() -> None:
     header = "\n".join(line for line in LIST.read_text().splitlines() if line.startswith("#"))
     assert "`make newest-selection`" in header
-    assert re.search(r"Measured \d{4}-\d{2}-\d{2} on jax \d+\.\d+\S* \(the reference run: jax \d+\.\d+\S*\)", header)
+    measured = re.search(r"Measured \d{4}-\d{2}-\d{2} on jax \d+\.\d+\S* \(the reference run: jax \d+\.\d+\S*\)", header)
+    # a list without a whole, checked measurement behind it leaves nothing out and says why
+    assert measured or ("Not yet measured" in header and not listed())
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^newest-selection:", makefile, re.M)
     assert re.search(r"^test-newest:.*\n(\t.*\n)*\t.*--newest-selection=skip", makefile, re.M)
