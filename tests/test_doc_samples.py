@@ -36,7 +36,7 @@ MARKED = {
         "check demos/linear.py --target tpu:v5e:2x2",
         "check demos/gspmd_accumulate.py --function step --target gpu:h100:8",
         "check demos/fsdp_accumulate.py --target gpu:h100:8",
-        "sweep demos/linear.py --target tpu:v5e:2x2 --chunk-sizes 1,16 --memory-budget 30KiB",
+        "sweep demos/linear.py --target tpu:v5e:2x2 --chunk-sizes 1,16 --memory-budget 10KiB",
     ],
     "docs/guides/what-if.md": ["check demos/train_step.py --function step --what-if --project ib-ndr:64"],
 }
