@@ -42,18 +42,18 @@ from typing import TextIO
 
 import pytest
 
+import _jax_free  # the list format and the process-starting events are tests/jax_free.txt's
+
 LIST = Path(__file__).resolve().parent / "newest_leave_out.txt"
 ROOT = LIST.parent.parent
 MODES = ("measure", "skip", "check")
 CONTEXT_ENV = "SHARDSCOPE_COVERAGE_TEST"
-_PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system"})
+_PROCESS_EVENTS = _jax_free._PROCESS_EVENTS
 
 
 def listed(path: Path | None = None) -> frozenset[str]:
-    """The node ids in the list (comments and blank lines left out)."""
-    path = LIST if path is None else path
-    lines = path.read_text().splitlines() if path.exists() else []
-    return frozenset(line for line in lines if line and not line.startswith("#"))
+    """The node ids in the list (comments and blank lines left out), read as tests/jax_free.txt is."""
+    return _jax_free.listed(LIST if path is None else path)
 
 
 def add_options(parser: pytest.Parser) -> None:
