@@ -1,20 +1,33 @@
 """Which tests the newest JAX's run may leave out: measured by coverage, listed in
 ``tests/newest_leave_out.txt``.
 
-The newest JAX's run (``make test-newest``) must cover every line and branch of ``shardscope`` that
-the whole suite covers there. ``make newest-selection`` measures it: the newest run's tests on
-``.venv-newest`` under coverage.py (branches, each test's own context, the Python processes a test
-starts measured too), then the cheapest set of tests (each weighed by its measured CPU seconds) whose
-union covers all the run covered, and writes the rest, the tests it may leave out, to the list. A
-test the measurement did not see (added since) is not listed, so it runs on both JAX versions until
-the next measurement.
+The newest JAX's run (``make test-newest``) must cover every line of the shardscope code that can see
+JAX that the whole suite covers there. That code is the package but for ``shardscope/app/`` and
+``shardscope/render/`` (:data:`PRESENTATION`): those import no JAX and compute nothing (the architecture
+test: presentation reads values), so what they do with the same values cannot depend on JAX's
+version, and the reference run covers them whole; what can depend on it is the code below them,
+which makes the values. ``make newest-selection`` measures it: the newest run's tests on
+``.venv-newest`` under coverage.py (``.ci/coverage-newest.ini``: lines, each test's own context, the
+Python processes a test starts measured too), then the cheapest set of tests (each weighed by its
+measured CPU seconds) whose union covers all the run covered, and writes the rest, the tests it may
+leave out, to the list. Lines, not branches: on the newest venv's Python (3.13) coverage.py's fast
+core (sys.monitoring) measures no branches, and the C tracer that does is slower (1.6x the app
+tests' wall time against 1.2x, ``.ci/coverage-newest.ini``) and what it found moved from run to run
+(the first measurement's check missed branches). A test the measurement did not see (added since) is not
+listed, so it runs on both JAX versions until the next measurement.
 
 Never listed, whatever they cover:
 
 - a test whose outcome on the newest JAX is anything but a pass (a skip, an xfail, a failure: the
   outcome itself may depend on JAX's version);
 - a test that started a process the measurement could not follow (a process that wrote no coverage
-  data: another interpreter, a program that is not Python, one killed before it saved).
+  data: another interpreter, a program that is not Python, one killed before it saved);
+- a test whose coverage could not be saved (its worker's data file stayed locked), and the next test
+  of its worker, whose context the unsaved lines would have gone to.
+
+A listed test that is not collected (renamed or removed since) is harmless: ``skip`` leaves out only
+the collected tests it names, ``check`` checks only those; the renamed test is not listed, so it runs
+on both until the next measurement.
 
 ``pytest --newest-selection=MODE``:
 
@@ -37,6 +50,7 @@ import re
 import resource
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -65,18 +79,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addoption("--newest-list", type=Path, help="the list (default tests/newest_leave_out.txt)")
 
 
-COLLECTED = pytest.StashKey[list[str]]()
-"""Every test this process collected, before any was deselected (tests/test_newest_selection.py reads it)."""
-
-
-class Collected:
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        config.stash[COLLECTED] = [item.nodeid for item in items]
-
-
 def configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(Collected(), "newest-selection-collected")
     mode = config.getoption("--newest-selection")
     path = config.getoption("--newest-list")
     if mode == "skip":
@@ -138,6 +141,7 @@ class Measure:
                                     "(run it as `make newest-selection` does, with COVERAGE_PROCESS_START)")
         self.records = records
         self.starts = 0
+        self.unsaved = ""
         self.out: TextIO | None = None
         sys.addaudithook(self._audit)
 
@@ -154,13 +158,44 @@ class Measure:
         starts, cpu, outcomes = self.starts, _cpu_seconds(), []
         item.stash[_OUTCOMES] = outcomes
         os.environ[CONTEXT_ENV] = item.nodeid
-        self.coverage.switch_context(item.nodeid)
+        # what ran since the last switch is saved under the last context: where that failed, it is
+        # saved under the next one instead, so the next test is unmeasured too
+        unsaved = self._switch(item.nodeid) or self.unsaved
         yield
-        self.coverage.switch_context("")
+        self.unsaved = self._switch("")
+        unsaved = unsaved or self.unsaved
         os.environ.pop(CONTEXT_ENV, None)
         outcome = "passed" if all(o == "passed" for o in outcomes) else ",".join(o for o in outcomes if o != "passed")
-        self._record({"test": item.nodeid, "outcome": outcome, "cpu_s": round(_cpu_seconds() - cpu, 3),
-                      "process_starts": self.starts - starts, "pid": os.getpid()})
+        record = {"test": item.nodeid, "outcome": outcome, "cpu_s": round(_cpu_seconds() - cpu, 3),
+                  "process_starts": self.starts - starts, "pid": os.getpid()}
+        if unsaved:
+            record["coverage_error"] = unsaved
+        self._record(record)
+
+    def _switch(self, context: str) -> str:
+        """The coverage context switched to ``context`` (what ran since the last switch saved under the
+        last one), and every line's event turned on again: coverage's sys.monitoring core turns a
+        line's event off once it has seen it, and this context must see the lines that earlier ones
+        ran too. Returns "" or why the last context's lines could not be saved.
+
+        Saving writes the process's SQLite data file; the measurement's first run (at load 13-26)
+        died there once, "database is locked" (SQLITE_BUSY, after SQLite's 5 s wait) in a worker's
+        own file during an app test. It is tried again a few times, then the test is recorded as
+        unmeasured (kept, whatever it covers) rather than ending the whole run."""
+        import coverage.exceptions
+
+        why = ""
+        for attempt in range(4):
+            try:
+                self.coverage.switch_context(context)
+                why = ""
+                break
+            except coverage.exceptions.DataError as error:
+                why = str(error)
+                time.sleep(2 ** attempt)
+        if hasattr(sys, "monitoring"):
+            sys.monitoring.restart_events()
+        return why
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -201,23 +236,53 @@ def _records(folder: Path) -> tuple[dict[str, dict], int]:
     return tests, collected
 
 
-def _arcs_by_context(path: Path) -> dict[str, set[tuple[str, int, int]]]:
-    """The arcs (file, from line, to line) one coverage data file holds, by context, read with SQL
-    (coverage.py's documented SQLite schema: tables ``file``, ``context``, ``arc``). Read once the run
-    is over: the file is opened as immutable, taking no lock (a lock held while a worker writes made
-    it fail with "database is locked")."""
+PRESENTATION = ("shardscope/app/", "shardscope/render/")
+"""What the criterion leaves aside: the explorer and the renderers import no JAX and compute nothing
+(tests/test_architecture.py: they read the values the layers below them computed), so what they do
+with the same values cannot depend on JAX's version; the reference run covers them whole."""
+
+
+def sees_jax(file: str) -> bool:
+    """Whether a file (relative to the repository) is shardscope code whose coverage on the newest JAX
+    the newest run must keep: all of the package but :data:`PRESENTATION`."""
+    return file.startswith("shardscope/") and not file.startswith(PRESENTATION)
+
+
+Covered = tuple  # (file, line), or (file, from line, to line) where the data has arcs
+
+
+def _covered_by_context(path: Path) -> dict[str, set[Covered]]:
+    """What one coverage data file holds of the code that sees JAX, by context: its lines (file,
+    line), or its arcs (file, from line, to line) where it measured branches. Read with SQL
+    (coverage.py's documented SQLite schema: tables ``meta``, ``file``, ``context``, ``line_bits``,
+    ``arc``) once the run is over: the file is opened as immutable, taking no lock (a lock held while
+    a worker writes made it fail with "database is locked")."""
     import sqlite3
+
+    from coverage.numbits import numbits_to_nums
 
     connection = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     try:
-        rows = connection.execute("select context.context, file.path, arc.fromno, arc.tono from arc "
-                                  "join file on file.id = arc.file_id join context on context.id = arc.context_id")
-        arcs: dict[str, set[tuple[str, int, int]]] = {}
-        for context, file, start, end in rows:
-            arcs.setdefault(context, set()).add((os.path.relpath(file, ROOT), start, end))
-        return arcs
+        arcs = dict(connection.execute("select key, value from meta")).get("has_arcs") == "1"
+        files = {id_: os.path.relpath(file, ROOT) for id_, file in connection.execute("select id, path from file")}
+        contexts = dict(connection.execute("select id, context from context"))
+        covered: dict[str, set[Covered]] = {}
+        if arcs:
+            for context, file, start, end in connection.execute("select context_id, file_id, fromno, tono from arc"):
+                if sees_jax(files[file]):
+                    covered.setdefault(contexts[context], set()).add((files[file], start, end))
+        else:
+            for context, file, numbits in connection.execute("select context_id, file_id, numbits from line_bits"):
+                if sees_jax(files[file]):
+                    covered.setdefault(contexts[context], set()).update((files[file], n) for n in numbits_to_nums(numbits))
+        return covered
     finally:
         connection.close()
+
+
+def _lines(covered: set[Covered]) -> set[tuple[str, int]]:
+    """The lines of a set of lines or arcs (an arc's ends, the negative entry and exit marks left out)."""
+    return {(entry[0], line) for entry in covered for line in entry[1:] if line > 0}
 
 
 def _data_files(folder: Path) -> list[Path]:
@@ -228,31 +293,32 @@ _PID = re.compile(r"\.pid(\d+)\.")
 
 
 class Measurement:
-    """One ``--newest-selection=measure`` run read back: each test's record and arcs, what every test
-    covers (``baseline``: arcs of no test's context, the collection's and the workers' start-up), and
-    the tests' child processes that saved coverage data."""
+    """One ``--newest-selection=measure`` run read back: each test's record and what it covered of the
+    code that sees JAX (lines, or arcs where branches were measured), what every test covers
+    (``baseline``: what no test's context holds, the collection's and the workers' start-up), and the
+    tests' child processes that saved coverage data."""
 
     def __init__(self, folder: Path) -> None:
         self.tests, self.collected = _records(folder)
         workers = {record["pid"] for record in self.tests.values()}
-        self.arcs: dict[str, set[tuple[str, int, int]]] = {}
+        self.covers: dict[str, set[Covered]] = {}
         self.children: dict[str, int] = {}
-        self.baseline: set[tuple[str, int, int]] = set()
+        self.baseline: set[Covered] = set()
         for path in _data_files(folder):
             match = _PID.search(path.name)
             is_worker = match is not None and int(match.group(1)) in workers
-            for context, arcs in _arcs_by_context(path).items():
+            for context, covered in _covered_by_context(path).items():
                 if not context:
-                    self.baseline |= arcs
+                    self.baseline |= covered
                     continue
-                self.arcs.setdefault(context, set()).update(arcs)
+                self.covers.setdefault(context, set()).update(covered)
                 if not is_worker:
                     self.children[context] = self.children.get(context, 0) + 1
 
-    def covered(self) -> set[tuple[str, int, int]]:
-        """What the run covered: its tests' arcs (those recorded: a test cut short is not measured)
-        and the baseline; a run without records (``newest-selection-verify``'s) is all baseline."""
-        return set().union(self.baseline, *(arcs for test, arcs in self.arcs.items() if test in self.tests))
+    def covered(self) -> set[Covered]:
+        """What the run covered: its tests' (those recorded: a test cut short is not measured) and the
+        baseline; a run without records (``newest-selection-verify``'s) is all baseline."""
+        return set().union(self.baseline, *(covered for test, covered in self.covers.items() if test in self.tests))
 
     def kept_whatever_they_cover(self, reference: dict[str, str]) -> dict[str, str]:
         """The tests that are never listed, with why."""
@@ -260,6 +326,8 @@ class Measurement:
         for test, record in self.tests.items():
             if record["outcome"] != "passed":
                 kept[test] = f"{record['outcome']} on the newest JAX"
+            elif record.get("coverage_error"):
+                kept[test] = f"its coverage was not saved: {record['coverage_error']}"
             elif record["process_starts"] > self.children.get(test, 0):
                 kept[test] = (f"started {record['process_starts']} processes, {self.children.get(test, 0)} "
                               "saved coverage data")
@@ -352,9 +420,9 @@ def reference_outcomes(junit: Path | None) -> dict[str, str]:
 
 
 HEADER = (
-    "The tests the newest JAX's run (`make test-newest`) may leave out: what each covers of shardscope (its "
-    "lines and branches, on the newest JAX, the Python processes it starts included) the tests that stay "
-    "cover too, and it passed there{reference}. Measured, not chosen: `make newest-selection` runs the newest "
+    "The tests the newest JAX's run (`make test-newest`) may leave out: what each covers of the shardscope "
+    "code that can see JAX (its lines, app/ and render/ left aside: they import no JAX; on the newest JAX, "
+    "the Python processes it starts included) the tests that stay cover too, and it passed there{reference}. Measured, not chosen: `make newest-selection` runs the newest "
     "run's tests under coverage, one context per test, and rewrites this file with the cheapest cover "
     "(tests/_newest_selection.py says what is kept whatever it covers). A test not listed runs on both JAX "
     "versions (a new one until the next measurement); `make test` fails a listed test that does not pass."
@@ -362,11 +430,11 @@ HEADER = (
 
 
 TIMES = 1
-"""How many of the tests that stay must cover an arc that that many tests covered (``--times``).
-Which arcs a test covers can change from run to run (a process's timing, a cache an earlier test
-warmed); twice gave a fifth of once's savings where measured, so the list is made with once and
-corrected by measurement instead: ``--missed-by`` keeps the tests that covered an arc the selected
-run (``make newest-selection-verify``) missed."""
+"""How many of the tests that stay must cover a line that that many tests covered (``--times``).
+What a test covers can change from run to run (a process's timing, a cache an earlier test warmed);
+twice gave a fifth of once's savings where measured (branches of the whole package, the first
+measurement), so the list is made with once and corrected by measurement instead: ``--missed-by``
+keeps the tests that covered a line the selected run (``make newest-selection-verify``) missed."""
 
 
 def selection(folder: Path, junit: Path | None, times: int = TIMES,
@@ -376,46 +444,52 @@ def selection(folder: Path, junit: Path | None, times: int = TIMES,
     kept = measured.kept_whatever_they_cover(reference_outcomes(junit))
     if missed_by is not None:
         missed = measured.covered() - Measurement(missed_by).covered()
-        for test, arcs in measured.arcs.items():
-            if test in measured.tests and test not in kept and arcs & missed:
-                kept[test] = f"covered {len(arcs & missed)} arcs the selected run ({missed_by}) missed"
-    covered_by_kept: dict[tuple[str, int, int], int] = {}
+        for test, covered in measured.covers.items():
+            if test in measured.tests and test not in kept and covered & missed:
+                kept[test] = f"covered {len(covered & missed)} lines the selected run ({missed_by}) missed"
+    covered_by_kept: dict[Covered, int] = {}
     for test in kept:
-        for arc in measured.arcs.get(test, ()):
-            covered_by_kept[arc] = covered_by_kept.get(arc, 0) + 1
-    elements: dict[tuple[str, int, int], int] = {}
+        for entry in measured.covers.get(test, ()):
+            covered_by_kept[entry] = covered_by_kept.get(entry, 0) + 1
+    elements: dict[Covered, int] = {}
     demand: dict[int, int] = {}
     sets: dict[str, set[int]] = {}
     for test in measured.tests:
         if test in kept:
             continue
         sets[test] = set()
-        for arc in measured.arcs.get(test, set()):
-            if arc in measured.baseline or covered_by_kept.get(arc, 0) >= times:
+        for entry in measured.covers.get(test, set()):
+            if entry in measured.baseline or covered_by_kept.get(entry, 0) >= times:
                 continue
-            element = elements.setdefault(arc, len(elements))
-            demand[element] = times - covered_by_kept.get(arc, 0)
+            element = elements.setdefault(entry, len(elements))
+            demand[element] = times - covered_by_kept.get(entry, 0)
             sets[test].add(element)
     weights = {test: max(0.01, measured.tests[test]["cpu_s"]) for test in sets}
     chosen = cheapest_cover({t: s for t, s in sets.items() if s}, weights, demand)
     left_out = sorted(set(sets) - chosen)
     seconds = sum(record["cpu_s"] for record in measured.tests.values())
+    covered = measured.covered()
     numbers = {"tests": len(measured.tests), "collected": measured.collected, "kept": len(kept), "chosen": len(chosen),
                "left_out": len(left_out), "cpu_s": seconds,
-               "cpu_s_left_out": sum(measured.tests[t]["cpu_s"] for t in left_out), "arcs": len(measured.covered())}
+               "cpu_s_left_out": sum(measured.tests[t]["cpu_s"] for t in left_out), "lines": len(_lines(covered)),
+               "files": len({entry[0] for entry in covered})}
     return left_out, kept, numbers
 
 
 def compare(whole: Path, selected: Path) -> int:
-    """Prints the lines and arcs two runs covered; 1 when the second misses any the first covered."""
-    covered = []
+    """Prints the lines (and arcs, where measured) of the code that sees JAX two runs covered; 1 when
+    the second misses any the first covered."""
+    runs = []
     for folder in (whole, selected):
-        arcs = Measurement(folder).covered()
-        lines = {(file, line) for file, start, end in arcs for line in (start, end) if line > 0}
-        covered.append((arcs, lines))
-        print(f"{folder}: {len(lines)} lines, {len(arcs)} arcs of shardscope")
-    missing_arcs, missing_lines = covered[0][0] - covered[1][0], covered[0][1] - covered[1][1]
+        covered = Measurement(folder).covered()
+        arcs = {entry for entry in covered if len(entry) == 3}
+        runs.append((_lines(covered), arcs))
+        print(f"{folder}: {len(runs[-1][0])} lines{f', {len(arcs)} arcs' if arcs else ''} of the shardscope code that "
+              "sees JAX (all but app/ and render/)")
+    missing_lines, missing_arcs = runs[0][0] - runs[1][0], runs[0][1] - runs[1][1]
     print(f"covered by the first run, not the second: {len(missing_lines)} lines, {len(missing_arcs)} arcs")
+    for file, line in sorted(missing_lines)[:50]:
+        print(f"  {file}:{line}")
     for file, start, end in sorted(missing_arcs)[:50]:
         print(f"  {file} {start} -> {end}")
     return 1 if missing_arcs or missing_lines else 0
@@ -432,8 +506,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--compare", type=Path, help="a second measurement (the selected run): compare what both cover")
     parser.add_argument("--collected", type=int, default=0,
                         help="how many tests the measured run collected, where its records do not say")
-    parser.add_argument("--times", type=int, default=TIMES, help="how often the tests that stay cover each arc")
-    parser.add_argument("--missed-by", type=Path, help="a verification run's data: the tests that covered an arc it "
+    parser.add_argument("--times", type=int, default=TIMES, help="how often the tests that stay cover each line")
+    parser.add_argument("--missed-by", type=Path, help="a verification run's data: the tests that covered a line it "
                         "missed are kept")
     parser.add_argument("--why", action="store_true", help="print the tests kept whatever they cover, with why, to stderr")
     options = parser.parse_args(argv)
@@ -448,7 +522,7 @@ def main(argv: list[str]) -> int:
     collected = numbers["collected"] or options.collected
     of = f" of the run's {collected}" if collected else ""
     summary = (f"{numbers['tests']}{of} tests measured ({numbers['cpu_s']:.0f} CPU s under coverage): {numbers['kept']} kept "
-               f"whatever they cover, {numbers['chosen']} chosen to cover the {numbers['arcs']} arcs"
+               f"whatever they cover, {numbers['chosen']} chosen to cover the {numbers['lines']} lines in {numbers['files']} files"
                f"{f' (each {options.times} times where as many tests covered it)' if options.times > 1 else ''}, "
                f"{numbers['left_out']} left out ({numbers['cpu_s_left_out']:.0f} CPU s).")
     if collected > numbers["tests"]:

@@ -1,9 +1,12 @@
 """``--newest-selection`` (tests/_newest_selection.py): the list of tests the newest JAX's run leaves
-out names only tests that exist and says how it was measured; the cover it is made with is the
-cheapest (against every subset tried by hand); the reference run fails a listed test it skips."""
+out says how it was measured; the code it leaves aside (app/, render/) imports no JAX; the cover it
+is made with is the cheapest (against every subset tried by hand); the reference run fails a listed
+test it skips, and a listed test no longer collected changes nothing."""
 
 from __future__ import annotations
 
+import ast
+import configparser
 import itertools
 import random
 import re
@@ -14,28 +17,70 @@ from pathlib import Path
 
 import pytest
 from _jax_free import listed as jax_free
-from _newest_selection import COLLECTED, LIST, _greedy, cheapest_cover, listed
+from _newest_selection import LIST, PRESENTATION, _greedy, cheapest_cover, listed, sees_jax
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
 
-def test_the_list_names_only_tests_that_exist(request: pytest.FixtureRequest) -> None:
-    """Each listed id is a test pytest collects: from this run's collection where it holds the file,
-    else from pytest's collection of the files this run did not collect."""
-    names = listed()  # empty until a whole measurement passes its check (the header says so)
-    collected = set(request.config.stash.get(COLLECTED, []))
-    files_here = {nodeid.split("::")[0] for nodeid in collected}
-    elsewhere = sorted({name.split("::")[0] for name in names} - files_here)
-    missing_files = [file for file in elsewhere if not (ROOT / file).exists()]
-    if elsewhere:
-        result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
-                                 "-p", "no:cacheprovider", *(file for file in elsewhere if file not in missing_files)],
-                                cwd=ROOT, capture_output=True, text=True, timeout=600)
-        collected |= {line for line in result.stdout.splitlines() if "::" in line}
-    stale = sorted(name for name in names if name not in collected)
-    assert not stale, (f"tests/newest_leave_out.txt names {len(stale)} tests that no longer exist (renamed or "
-                       f"removed), e.g. {stale[:5]}: measure again with `make newest-selection`")
+JAX_MODULES = ("jax", "jaxlib")
+
+
+def _names_jax(node: ast.AST) -> bool:
+    """An import of JAX: ``import jax...``, ``from jax... import``, or a dynamic import naming it."""
+    def is_jax(name: str | None) -> bool:
+        return bool(name) and name.split(".")[0] in JAX_MODULES
+    if isinstance(node, ast.Import):
+        return any(is_jax(alias.name) for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and is_jax(node.module)
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return called in ("import_module", "__import__") and isinstance(node.args[0].value, str) and is_jax(node.args[0].value)
+    return False
+
+
+def jax_imports(folder: Path) -> list[str]:
+    """Each place under ``folder`` that imports JAX, as ``file:line``, found by AST: in functions and
+    under ``TYPE_CHECKING`` too."""
+    return [f"{path.relative_to(folder.parent)}:{line}" for path in sorted(folder.rglob("*.py"))
+            for line in sorted(node.lineno for node in ast.walk(ast.parse(path.read_text(), str(path))) if _names_jax(node))]
+
+
+def test_the_code_the_criterion_leaves_aside_imports_no_jax() -> None:
+    """The newest run must keep the coverage of the code that can see JAX only: all of shardscope but
+    app/ and render/, which import no JAX (and compute nothing: tests/test_architecture.py), so what
+    they do with the same values cannot depend on JAX's version. An import of JAX there would make
+    that untrue: the measurement would have to cover them too."""
+    for folder in PRESENTATION:
+        assert (ROOT / folder).is_dir(), folder
+        assert not jax_imports(ROOT / folder), (
+            f"{folder} imports JAX ({jax_imports(ROOT / folder)}): its coverage on the newest JAX can now depend on "
+            "JAX's version, so tests/_newest_selection.py's PRESENTATION and .ci/coverage-newest.ini's omit must "
+            "drop it, and the list be measured again (`make newest-selection`)")
+
+
+def test_the_jax_import_finder_finds_each_way_of_importing_it(tmp_path: Path) -> None:
+    """So that the test above can fail: each form found, lookalikes not."""
+    (tmp_path / "a.py").write_text("import jax\nimport jax.numpy as jnp\nfrom jaxlib import xla_client\n"
+                                   "def f():\n    from jax.sharding import Mesh\n    return importlib.import_module('jax')\n"
+                                   "x = __import__('jax.numpy')\n")
+    (tmp_path / "b.py").write_text("import jaxtyping\nfrom . import jax\nimport shardscope.jax_free\nname = 'jax'\n")
+    assert [place.rsplit(":", 1)[1] for place in jax_imports(tmp_path)] == ["1", "2", "3", "5", "6", "7"]
+
+
+def test_the_measurement_leaves_aside_exactly_that_code() -> None:
+    """The coverage settings omit app/ and render/ and nothing else, and the list is computed over the
+    rest of the package (tests/_newest_selection.py's sees_jax)."""
+    settings = configparser.ConfigParser()
+    settings.read(ROOT / ".ci" / "coverage-newest.ini")
+    omitted = {line.strip() for line in settings["run"]["omit"].splitlines() if line.strip()}
+    assert omitted == {f"*/{folder}*" for folder in PRESENTATION}
+    assert settings["run"]["source"] == "shardscope"
+    assert [sees_jax(f) for f in ("shardscope/pipeline/check.py", "shardscope/cli/check.py", "shardscope/app/app.py",
+                                  "shardscope/render/check.py", "shardscope/__init__.py", "tests/conftest.py",
+                                  "shardscope/applied.py", "shardscope/renderers.py")] == [
+        True, True, False, False, True, False, True, True]
 
 
 def test_the_list_says_when_and_on_which_jax_it_was_measured_and_how_to_measure_again() -> None:
@@ -131,14 +176,16 @@ def test_the_reference_run_fails_a_listed_test_it_does_not_pass(tmp_path: Path) 
             _newest_selection.configure(config)
         """))
     (tmp_path / "test_suite.py").write_text(SUITE)
+    # test_gone: a listed test no longer collected (renamed, removed) changes nothing in either mode
     (tmp_path / "list.txt").write_text("# header\n" + "".join(f"test_suite.py::{name}\n" for name in
-                                                            ("test_passes", "test_skipped", "test_xfails")))
+                                                            ("test_passes", "test_skipped", "test_xfails", "test_gone")))
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-rA",
                           "--newest-selection=check", "test_suite.py"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     failed = set(re.findall(r"^FAILED (\S+)", run.stdout, re.M))
     assert failed == {"test_suite.py::test_skipped", "test_suite.py::test_xfails"}, run.stdout
     assert "make newest-selection" in run.stdout
+    assert re.search(r"^2 failed, 1 passed, 1 skipped in", run.stdout.splitlines()[-1].strip("= ")), run.stdout
     skipped = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
                               "--newest-selection=skip", "test_suite.py"], cwd=tmp_path, capture_output=True, text=True,
                              timeout=300)
