@@ -59,13 +59,13 @@ typecheck: $(STAMP)
 # gives it (jax 0.12.x on Python 3.13), in a second venv, but for the tests whose result cannot depend
 # on JAX's version (tests/jax_free.txt: they never trace, lower, compile, ask JAX for a device or
 # start a process, measured by `make jax-free`; `make test` checks that each still does not) and the
-# tests whose coverage of shardscope on the newest JAX the others give (tests/newest_leave_out.txt:
-# every line and branch the run covered there, the processes its tests start included, is covered by
+# tests whose coverage on the newest JAX of the shardscope code that can see JAX the others give
+# (tests/newest_leave_out.txt: every line of the package but app/ and render/, which import no JAX and
+# compute nothing, that the run covered there, the processes its tests start included, is covered by
 # the tests that stay; measured by `make newest-selection`, which keeps every test that does not pass
 # there or starts a process it could not follow; `make test` fails a listed test skipped there). A
-# test added since the last measurement is in neither list: it runs on both. The
-# SVG snapshots and the docs'
-# samples are left out: they pin the reference environment's output (jax 0.12 names the reduced
+# test added since the last measurement is in neither list: it runs on both. The SVG snapshots and
+# the docs' samples are left out: they pin the reference environment's output (jax 0.12 names the reduced
 # plan's casts differently, and its XLA counts other bytes). So are the site's build and the
 # benchmarks' smoke run (80 s of processes): what they check (the docs, the benchmarks a user
 # reruns from BENCHMARKS.md, measured on the reference environment) does not change with JAX's
@@ -114,10 +114,11 @@ $(MEASURE_STAMP): pyproject.toml $(NEWEST_STAMP)
 	@touch $(MEASURE_STAMP)
 
 # tests/newest_leave_out.txt measured again (tests/_newest_selection.py): the newest run's tests on the
-# newest JAX under coverage.py (.ci/coverage-newest.ini: branches, one context per test, the Python
-# processes a test starts in its context), then the cheapest tests by CPU seconds that cover all the
-# run covered; the rest are listed. REFERENCE_JUNIT=FILE (a `make test` run's --junitxml): its tests that
-# did not pass are kept too. Some 3x the newest run's time; run it when tests or JAX changed (a new test
+# newest JAX under coverage.py (.ci/coverage-newest.ini: the lines of shardscope but app/ and render/,
+# with coverage's sys.monitoring core, which on Python 3.13 measures lines, not branches; one context
+# per test, the Python processes a test starts in its context), then the cheapest tests by CPU seconds
+# that cover all the run covered; the rest are listed. REFERENCE_JUNIT=FILE (a `make test` run's
+# --junitxml): its tests that did not pass are kept too. Run it when tests or JAX changed (a new test
 # runs on both until then). The measurement stays in .newest-coverage/ for newest-selection-verify.
 SELECTION_DATA = SHARDSCOPE_COVERAGE_DATA=$(CURDIR)/$(1) COVERAGE_PROCESS_START=$(CURDIR)/.ci/coverage-newest.ini
 
@@ -130,8 +131,8 @@ newest-selection: $(MEASURE_STAMP) $(STAMP)
 	mv .newest-coverage/list tests/newest_leave_out.txt
 
 # The run `make test-newest` makes (the list left out) under coverage, against the measurement: the
-# lines and arcs of shardscope each covered, and those the whole run covered that the selected missed.
-# Which arcs a test covers can change from run to run (a process's timing, a cache an earlier test
+# lines of the code that can see JAX each covered, and those the whole run covered that the selected
+# missed. Which lines a test covers can change from run to run (a process's timing, a cache an earlier test
 # warmed): where it missed some, `make newest-selection-correct` keeps the tests that had covered them.
 newest-selection-verify: $(MEASURE_STAMP)
 	rm -rf .newest-coverage-selected
@@ -160,7 +161,7 @@ jax-free: $(STAMP)
 # 0.10.2 against 0.12.0.1, 17 of the 19 plans both trace have another jaxpr and StableHLO (the
 # scan's parameters alone changed), so whether a test uses JAX does not say whether it can be left
 # out: tests/jax_free.txt's tests use none, and of those that do, the newest's run keeps a set that
-# covers all the whole run covers of shardscope there (tests/newest_leave_out.txt, measured by
+# covers all the whole run covers there of the shardscope code that can see JAX (tests/newest_leave_out.txt, measured by
 # `make newest-selection`).
 jax-products: $(STAMP) $(NEWEST_STAMP)
 	SHARDSCOPE_DEEP_DEPTH=6 $(BIN)/python .ci/jax-products > $(VENV)/jax-products.txt
