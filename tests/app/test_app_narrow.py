@@ -3,6 +3,8 @@ the cursor, the comparison's sentence, and the footer's keys for the sidebar, he
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from app_support import DEMOS, make_app, press, run, screen_text, settle
 
@@ -16,46 +18,83 @@ def plain(rows: list[str]) -> str:
     return " ".join(" ".join(rows).split())
 
 
-@pytest.mark.parametrize("demo", ["linear.py", "rnn.py", "mlp.py", "train_step.py"])
-def test_at_80x24_the_footer_keeps_sidebar_help_and_quit(demo):
-    async def scenario():
-        app = make_app(DEMOS / demo)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            for key in ("1", "3", "6"):  # the Diff and Sweep tabs add their own key (s) on the left
-                await press(pilot, key)
-                await settle(pilot)
-                footer = screen_text(app)[-1]
-                for shown in ("f2 Sidebar", "? Help", "q Quit", "^p palette"):
-                    assert shown in footer, (key, footer)
+@dataclass(frozen=True)
+class Header:
+    """One shown plan's header line and details under its tree after ``n``, and the value its
+    collective carries (read from the analysis)."""
 
-    run(scenario())
+    value: str
+    third: str  # the header's third line
+    details: str  # the details under the tree, as one line
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """What one app on a demo at 80x24 showed: after its first run and one ``n``, then the footer
+    on the Plans, Diff and Sweep tabs. The tests of this module that read it share one app run
+    per demo (``narrow``): the first ``n`` then the tabs is one user's path."""
+
+    shown: tuple[str, ...]  # the plans shown after n
+    headers: dict[str, Header]  # the shown plans that have a collective in the first step
+    rows: str  # the screen after n, as one line
+    footers: dict[str, str]  # tab key: the footer's row once that tab shows
+
+
+async def _narrow_app(demo: str) -> Narrow:
+    app = make_app(DEMOS / demo)
+    async with app.run_test(size=NARROW) as pilot:
+        await settle(pilot)
+        await press(pilot, "n")
+        view = app.query_one(PlansView)
+        step = view.pairs[0]
+        headers = {}
+        for name in view.shown:
+            if name not in step:
+                continue
+            collective = app.analysis.plans[name].collectives[step[name]]
+            header = view.query_one(f"#{name}-header")
+            details = view.details(name)
+            headers[name] = Header(
+                collective.value, "".join(segment.text for segment in header.render_line(2)),
+                plain(["".join(s.text for s in details.render_line(y)) for y in range(details.size.height)]))
+        shown, rows = tuple(view.shown), plain(screen_text(app))
+        footers = {}
+        for key in ("1", "3", "6"):  # the Diff and Sweep tabs add their own key (s) on the left
+            await press(pilot, key)
+            await settle(pilot)
+            footers[key] = screen_text(app)[-1]
+    return Narrow(shown, headers, rows, footers)
+
+
+@pytest.fixture(scope="module")
+def narrow():
+    """``narrow(demo)``: what the app on ``demo`` at 80x24 showed (one app run per demo)."""
+    seen: dict[str, Narrow] = {}
+
+    def get(demo: str) -> Narrow:
+        if demo not in seen:
+            seen[demo] = run(_narrow_app(demo))
+        return seen[demo]
+
+    return get
+
+
+@pytest.mark.parametrize("demo", ["linear.py", "rnn.py", "mlp.py", "train_step.py"])
+def test_at_80x24_the_footer_keeps_sidebar_help_and_quit(narrow, demo):
+    for key, footer in narrow(demo).footers.items():
+        for shown in ("f2 Sidebar", "? Help", "q Quit", "^p palette"):
+            assert shown in footer, (key, footer)
 
 
 @pytest.mark.parametrize("demo", ["rnn.py", "mlp.py", "train_step.py"])
-def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(demo):
-    async def scenario():
-        app = make_app(DEMOS / demo)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            await press(pilot, "n")
-            view = app.query_one(PlansView)
-            step = view.pairs[0]
-            assert len(view.shown) == 2  # three plans (mlp's) leave no room at 80 columns: the two compared
-            for name in view.shown:
-                if name not in step:
-                    continue
-                collective = app.analysis.plans[name].collectives[step[name]]
-                header = view.query_one(f"#{name}-header")
-                third = "".join(segment.text for segment in header.render_line(2))
-                assert collective.value in third, third
-                details = view.details(name)
-                shown = plain(["".join(s.text for s in details.render_line(y)) for y in range(details.size.height)])
-                assert shown.startswith(collective.value), shown
-            rows = screen_text(app)
-            assert all(c.value in plain(rows) for c in (app.analysis.plans[n].collectives[step[n]] for n in view.shown if n in step))
-
-    run(scenario())
+def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(narrow, demo):
+    seen = narrow(demo)
+    assert len(seen.shown) == 2  # three plans (mlp's) leave no room at 80 columns: the two compared
+    assert seen.headers, "no shown plan has a collective in the first step"
+    for header in seen.headers.values():
+        assert header.value in header.third, header.third
+        assert header.details.startswith(header.value), header.details
+    assert all(header.value in seen.rows for header in seen.headers.values())
 
 
 def test_the_line_under_the_cursor_is_whole_at_160_columns():
