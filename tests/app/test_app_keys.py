@@ -9,19 +9,6 @@ from shardscope.app.widgets.help_screen import HelpScreen
 from shardscope.app.views.plans.plans_view import PlansView
 
 
-def test_number_keys_switch_tabs():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            tabs = app.query_one("#tabs")
-            for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
-                await press(pilot, key)
-                assert tabs.active == tab
-
-    run(scenario())
-
-
 def test_question_mark_opens_help_and_escape_closes_it():
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
@@ -46,21 +33,6 @@ def test_q_quits_with_status_zero():
             await drain(pilot)
             assert app.return_code == 0
         assert app.return_code == 0
-
-    run(scenario())
-
-
-def test_tab_moves_the_focus():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            seen = []
-            for _ in range(6):
-                await press(pilot, "tab")
-                seen.append(app.focused)
-            assert len({id(w) for w in seen}) >= 5
-            assert any(isinstance(w, Input) for w in seen)
 
     run(scenario())
 
@@ -138,27 +110,35 @@ def test_device_choices_divide_the_batch_and_stay_under_max_devices():
     run(scenario())
 
 
-def test_export_and_collective_steps_are_greyed_out_before_results():
+def test_before_results_the_digits_and_tab_move_the_palette_runs_and_export_and_steps_wait_for_results():
+    """One user's path on an app opened without running: the number keys switch tabs, tab moves
+    the focus, export and the collective steps are greyed out; the palette offers every action
+    and runs; then export and the steps are offered. (It was four tests, each opening the app:
+    the number keys, tab, the palette and the greyed-out actions.)"""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # export and the collective steps are greyed out before results
             for action in ("export", "next_collective", "previous_collective"):
                 assert app.check_action(action, ()) is None
             assert app.check_action("run", ()) is True
-            await press(pilot, "r")
-            await settle(pilot)
-            for action in ("export", "next_collective", "previous_collective"):
-                assert app.check_action(action, ()) is True
 
-    run(scenario())
+            # the number keys switch tabs
+            tabs = app.query_one("#tabs")
+            for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
+                await press(pilot, key)
+                assert tabs.active == tab
 
+            # tab moves the focus
+            seen = []
+            for _ in range(6):
+                await press(pilot, "tab")
+                seen.append(app.focused)
+            assert len({id(w) for w in seen}) >= 5
+            assert any(isinstance(w, Input) for w in seen)
 
-def test_command_palette_offers_every_action():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # the command palette offers every action, and they run
             commands = {c.title: c for c in app.get_system_commands(app.screen)}
             for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "Compiled", "Help", "Focus", "Quit"):
                 assert title in commands, title
@@ -168,6 +148,10 @@ def test_command_palette_offers_every_action():
             commands["Run"].callback()
             await settle(pilot)
             assert app.run_id == 2 and app.analysis is not None
+
+            # with results, export and the collective steps are offered
+            for action in ("export", "next_collective", "previous_collective"):
+                assert app.check_action(action, ()) is True
 
     run(scenario())
 
