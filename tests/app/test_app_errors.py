@@ -54,23 +54,6 @@ def test_bad_chunk_size_is_flagged_and_refused_before_running():
     run(scenario())
 
 
-def test_bad_axis_name_is_refused_before_running():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            axis = app.query_one("#axis", Input)
-            axis.value = "my axis"
-            await drain(pilot)
-            assert axis.has_class("-invalid")
-            await press(pilot, "r")
-            await settle(pilot)
-            assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
-            assert app.run_id == 1
-
-    run(scenario())
-
-
 def test_demo_file_that_stops_importing_after_an_edit(tmp_path):
     async def scenario():
         path = write_demo(tmp_path / "model.py")
@@ -189,12 +172,29 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
 
 
 def test_a_chunk_size_that_stops_fitting_when_the_mesh_grows_is_flagged():
+    """Before any run, two settings refused in turn on one app: a bad axis name (that was a test
+    of its own, on its own app), then a chunk size that stops fitting when the mesh grows."""
     from textual.widgets import Select
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # a bad axis name is refused before running
+            axis = app.query_one("#axis", Input)
+            typed = axis.value
+            axis.value = "my axis"
+            await drain(pilot)
+            assert axis.has_class("-invalid")
+            await press(pilot, "r")
+            await settle(pilot)
+            assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
+            assert app.run_id == 1
+            axis.value = typed  # the axis name it opened with
+            await drain(pilot)
+            assert not axis.has_class("-invalid")
+
+            # a chunk size that stops fitting when the mesh grows
             chunk = app.query_one("#chunk", Input)
             chunk.value = "32"
             await drain(pilot)
