@@ -92,11 +92,37 @@ def test_the_palette_offers_every_binding_and_every_action_has_one(tmp_path):
     run(scenario())
 
 
-def test_after_f2_twice_the_digits_switch_tabs_even_from_an_input():
+def test_f2_and_the_digits_never_leave_the_focus_in_an_input_or_the_hidden_sidebar():
+    """One app on linear.py, steps of one user's path (three tests, each on its own app, before):
+
+    - hiding the sidebar gives the focus to the tab shown;
+    - the digits switch tabs from the Sweep tab's button (Textual gave the focus to the budget input);
+    - after f2 twice the digits switch tabs even from an input.
+    """
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # hiding the sidebar gives the focus to the tab shown
+            app.query_one("#functions").focus()
+            await press(pilot, "f2")
+            assert not app.sidebar_shown
+            assert app.focused is not None and app.focused.id == "naive-tree"
+            await press(pilot, "6", "f2", "f2")  # the Sweep tab: its scrolling charts, not its budget input
+            assert app.focused is not None and app.query_one("#sweep") in app.focused.ancestors
+            assert not isinstance(app.focused, Input)
+
+            # the digits switch tabs from the Sweep tab's button
+            await press(pilot, "6")
+            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
+            app.query_one("#sweep-run").focus()
+            await press(pilot, "2")
+            assert app.query_one("#tabs").active == "graph", "Textual gave the focus to the budget input, in the Sweep tab"
+            assert app.query_one("#sweep-budget", Input).value == ""
+
+            # after f2 twice the digits switch tabs even from an input (the sidebar shown, as opened)
+            await press(pilot, "f2")
+            assert app.sidebar_shown
             await press(pilot, "6")
             await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
             budget = app.query_one("#sweep-budget", Input)
@@ -109,37 +135,6 @@ def test_after_f2_twice_the_digits_switch_tabs_even_from_an_input():
             await press(pilot, "2")
             assert app.query_one("#tabs").active == "graph" and budget.value == "20"
             assert app.focused is not None and app.query_one("#graph") in app.focused.ancestors
-
-    run(scenario())
-
-
-def test_the_digits_switch_tabs_from_the_sweep_tabs_button():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await press(pilot, "6")
-            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
-            app.query_one("#sweep-run").focus()
-            await press(pilot, "2")
-            assert app.query_one("#tabs").active == "graph", "Textual gave the focus to the budget input, in the Sweep tab"
-            assert app.query_one("#sweep-budget", Input).value == ""
-
-    run(scenario())
-
-
-def test_hiding_the_sidebar_gives_the_focus_to_the_tab_shown():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            app.query_one("#functions").focus()
-            await press(pilot, "f2")
-            assert not app.sidebar_shown
-            assert app.focused is not None and app.focused.id == "naive-tree"
-            await press(pilot, "6", "f2", "f2")  # the Sweep tab: its scrolling charts, not its budget input
-            assert app.focused is not None and app.query_one("#sweep") in app.focused.ancestors
-            assert not isinstance(app.focused, Input)
 
     run(scenario())
 
