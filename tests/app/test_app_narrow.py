@@ -127,43 +127,27 @@ def test_at_80x24_the_status_line_keeps_the_whole_comparison():
     run(scenario())
 
 
-def test_at_80x24_the_compiled_tabs_verdicts_and_the_sidebars_labels_are_whole():
-    """The compiled collectives table keeps its verdict column whole at 80 columns (it read
-    ``deferrab``): who wrote each one and the jaxpr's primitives make way (both are in its
-    details). The sidebar's labels wrap in its 24 columns instead of losing their end."""
+def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_labels_are_whole(tmp_path):
+    """One app on linear.py at 80x24, steps of one user's path (three tests, each on its own app,
+    before):
+
+    - After ``b`` only the status line said which plans the Diff, Graph and Timings tabs compare:
+      the Plans tab's headers mark them ``B`` and ``C``, as the sidebar marks a program file's.
+    - The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed),
+      and then ``e`` was left out everywhere. Under 100 columns the keys take fewer words (``e
+      Export``, ``s Layout``, ``n N Coll.``): ``e`` shows in every tab, the others whole; n/N beside
+      a tab's own key and the Graph tab's ``f`` are left out, each still bound.
+    - The compiled collectives table keeps its verdict column whole at 80 columns (it read
+      ``deferrab``): who wrote each one and the jaxpr's primitives make way (both are in its
+      details). The sidebar's labels wrap in its 24 columns instead of losing their end.
+    """
     from textual.widgets import Label
 
     async def scenario():
-        app = make_app(DEMOS / "linear.py")
+        app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
         async with app.run_test(size=NARROW) as pilot:
             await settle(pilot)
-            await press(pilot, "5")
-            await settle(pilot)
-            rows = screen_text(app)
-            # linear.py's naive plan: W's gradient summed in each of the 2 chunks, 20 B a run
-            row = next(row for row in rows if "all-reduce[s]" in row and "grad(params)" in row)
-            assert row.split()[-1] == "deferrable", row
-            await press(pilot, "f2")
-            sidebar = app.query_one("#sidebar")
-            room = sidebar.scrollable_content_region.width
-            for label in app.query(".sidebar-title").results(Label):
-                if not label.display:
-                    continue
-                assert label.size.width <= room, (str(label.content), label.size.width, room)  # not clipped
-                shown = plain(["".join(s.text for s in label.render_line(y)) for y in range(label.size.height)])
-                assert shown == str(label.content), (shown, str(label.content))
-
-    run(scenario())
-
-
-def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
-    """After ``b`` only the status line said which plans the Diff, Graph and Timings tabs compare:
-    the Plans tab's headers mark them ``B`` and ``C``, as the sidebar marks a program file's."""
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
+            # the plan headers mark the plans compared and follow b and c
             view = app.query_one(PlansView)
 
             def marks() -> dict[str, str]:
@@ -180,19 +164,7 @@ def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
             await settle(pilot)
             assert marks() == {"reduced": "B", "naive": "C"}
 
-    run(scenario())
-
-
-def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
-    """The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed),
-    and then ``e`` was left out everywhere. Under 100 columns the keys take fewer words (``e
-    Export``, ``s Layout``, ``n N Coll.``): ``e`` shows in every tab, the others whole; n/N beside
-    a tab's own key and the Graph tab's ``f`` are left out, each still bound."""
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
+            # the footer keys it shows are whole in every tab
             for key, shown in (("1", ("n N Coll.",)), ("2", ("n N Coll.",)), ("3", ("s Layout",)), ("4", ("n N Coll.",)),
                                ("5", ("n N Coll.",)), ("6", ("s Run sweep",))):
                 await press(pilot, key)
@@ -205,6 +177,23 @@ def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
             assert app.query_one("#graph-view").unfolded
             await press(pilot, "e")
             assert app.last_export is not None and app.last_export.parent == tmp_path
+
+            # the compiled tab's verdicts and the sidebar's labels are whole
+            await press(pilot, "5")
+            await settle(pilot)
+            rows = screen_text(app)
+            # linear.py's naive plan: W's gradient summed in each of the 2 chunks, 20 B a run
+            row = next(row for row in rows if "all-reduce[s]" in row and "grad(params)" in row)
+            assert row.split()[-1] == "deferrable", row
+            await press(pilot, "f2")
+            sidebar = app.query_one("#sidebar")
+            room = sidebar.scrollable_content_region.width
+            for label in app.query(".sidebar-title").results(Label):
+                if not label.display:
+                    continue
+                assert label.size.width <= room, (str(label.content), label.size.width, room)  # not clipped
+                shown = plain(["".join(s.text for s in label.render_line(y)) for y in range(label.size.height)])
+                assert shown == str(label.content), (shown, str(label.content))
 
     run(scenario())
 
