@@ -97,9 +97,11 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
 
     While the target is set the Devices picker shows the slice's chips (4); cleared, it shows the
     user's 2 again and the next run is on s=2, not on the slice's count (the seed demo: the
-    picker, not the program, is what this shows). Then each target that cannot be used, typed in
+    picker, not the program, is what this shows). Before all that, a typo in the target is flagged
+    as typed and refused before any run. Then each target that cannot be used, typed in
     turn after the same CPU results: its own error panel, never the one before, and the CPU results
-    stay. (Both were tests of their own, each on its own app.)
+    stay. (The typo, the clearing and the unusable targets were tests of their own, each on its own
+    app.)
     """
     tpu = _tpu_texts("linear.py", "linear", "v5e:2x2", 4)
     assert [depth for _, depth in all_reduces(tpu["naive"])] == [0]  # hoisted out of the chunk loop
@@ -112,6 +114,19 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # a typo in the target is flagged as typed and refused before any run
+            field = app.query_one("#target", Input)
+            app.set_focus(field)
+            await press(pilot, *"tpu:v5e")
+            assert not field.is_valid
+            assert "not a target: tpu:TOPOLOGY" in str(app.query_one("#target-note").content)
+            await press(pilot, "escape", "r")
+            await settle(pilot)
+            panel = _panel(app)
+            assert "'v5e' is not a TPU topology name" in panel and "for example tpu:v5e:2x2" in panel
+            assert app.analysis is None and app.run_id == 1 and app.is_running
+
+            # the target typed whole: compiled for the slice and costed on its ICI
             picker = app.query_one("#devices", Select)
             assert picker.value == 2
             await _type_target(pilot, "tpu:v5e:2x2")
@@ -264,25 +279,6 @@ def test_a_program_file_is_compiled_for_the_slice_too():
             app.query_one("#target", Input).value = ""
             await drain(pilot)
             assert app.stale  # the results are for a target the field no longer asks for
-
-    run(scenario())
-
-
-def test_a_typo_in_the_target_is_flagged_as_typed_and_refused_before_any_run():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            field = app.query_one("#target", Input)
-            app.set_focus(field)
-            await press(pilot, *"tpu:v5e")
-            assert not field.is_valid
-            assert "not a target: tpu:TOPOLOGY" in str(app.query_one("#target-note").content)
-            await press(pilot, "escape", "r")
-            await settle(pilot)
-            panel = _panel(app)
-            assert "'v5e' is not a TPU topology name" in panel and "for example tpu:v5e:2x2" in panel
-            assert app.analysis is None and app.run_id == 1 and app.is_running
 
     run(scenario())
 
