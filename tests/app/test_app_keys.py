@@ -58,6 +58,9 @@ def test_keys_work_whatever_has_the_focus():
 
 
 def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
+    """Typing in an input keeps the keys (r and q type there) and escape leaves it; then, with run
+    on change switched on, enter commits the field and runs (that was a test of its own, on its
+    own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
@@ -74,20 +77,13 @@ def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
             assert app.run_id == 2
             assert app.analysis.shapes.chunk_size == 8
 
-    run(scenario())
-
-
-def test_enter_commits_and_runs_when_auto_run_is_on():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # enter commits and runs when auto run is on
             await pilot.click("#autorun")
             assert app.query_one("#sidebar").autorun
             app.query_one("#chunk", Input).focus()
-            await press(pilot, "4", "enter")
+            await press(pilot, "backspace", "4", "enter")  # the 8 typed above goes first
             await settle(pilot)
-            assert app.run_id == 2 and app.analysis.shapes.chunk_size == 4
+            assert app.run_id == 3 and app.analysis.shapes.chunk_size == 4
             assert "chunk 4 (8 chunks/device)" in app.query_one("#status").plain
 
     run(scenario())
