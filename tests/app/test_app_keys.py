@@ -9,10 +9,13 @@ from shardscope.app.widgets.help_screen import HelpScreen
 from shardscope.app.views.plans.plans_view import PlansView
 
 
-def test_question_mark_opens_help_and_escape_closes_it():
+def test_q_quits_with_status_zero():
+    """Right after the app opens, ? opens the help and escape closes it (? toggles it too: that was
+    a test of its own, on its own app); then q quits with status zero."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
+            # question mark opens the help and escape closes it
             await press(pilot, "question_mark")
             assert isinstance(app.screen, HelpScreen)
             await press(pilot, "escape")
@@ -20,13 +23,7 @@ def test_question_mark_opens_help_and_escape_closes_it():
             await press(pilot, "question_mark", "question_mark")  # ? toggles it too
             assert not isinstance(app.screen, HelpScreen)
 
-    run(scenario())
-
-
-def test_q_quits_with_status_zero():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
+            # q quits with status zero
             await settle(pilot)
             assert app.return_code is None  # running: no exit status yet
             await press(pilot, "q")
