@@ -24,6 +24,17 @@ def small_demo(tmp_path):
 
 
 def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
+    """The Sweep tab's key works right after 6 and from the tab bar; then the palette offers every
+    binding and every action has one, and a tab's own action runs from another tab (that was a
+    test of its own, on its own app)."""
+    app_actions = {name[len("action_"):] for name, _ in inspect.getmembers(ShardscopeApp, inspect.isfunction)
+                   if name.startswith("action_") and name in vars(ShardscopeApp)}
+    bound = {binding.action.split("(")[0] for binding in ShardscopeApp.BINDINGS}
+    assert app_actions <= bound, f"actions of the app with no key (so not in the palette): {app_actions - bound}"
+    for view, tab in ((DiffView, "diff"), (SweepView, "sweep")):
+        view_actions = {name[len("action_"):] for name in vars(view) if name.startswith("action_")}
+        assert view_actions <= {b.action for b in TAB_BINDINGS[tab]}, (view, view_actions)
+
     async def scenario():
         app = make_app(small_demo(tmp_path))
         async with app.run_test(size=SIZE) as pilot:
@@ -41,6 +52,26 @@ def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
             await drain(pilot)
             assert "sweep" in {b.binding.id for b in app.screen.active_bindings.values()}
 
+            # the palette offers every binding and every action has one
+            provider = SystemCommandsProvider(app.screen)
+            hits = {hit.text: hit async for hit in provider.discover()}
+            for binding in ShardscopeApp.BINDINGS:
+                title = "Quit" if binding.action == "quit" else binding.description  # Textual offers its own Quit
+                assert title in hits, f"the palette does not offer {binding.key} ({title})"
+                if binding.action != "quit":
+                    assert hits[title].help == binding.tooltip, title
+            # a tab's own action runs from another tab: the palette opens the tab and acts there
+            await press(pilot, "1")  # back to the Plans tab
+            assert app.query_one("#tabs").active == "plans"
+            before = app.query_one(SweepView).sweep
+            hits["Run sweep"].command()
+            await eventually(pilot, lambda: app.query_one("#tabs").active == "sweep", "the Sweep tab opens")
+            await settle(pilot)
+            assert app.query_one(SweepView).sweep is not None and app.query_one(SweepView).sweep is not before
+            hits["Side by side"].command()
+            await settle(pilot)
+            assert app.query_one("#tabs").active == "diff" and app.query_one(DiffView).side_by_side
+
     run(scenario())
 
 
@@ -55,39 +86,6 @@ def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
             assert app.query_one(DiffView).side_by_side
             await press(pilot, "1", "s")  # on another tab the key is not the Diff tab's
             assert app.query_one(DiffView).side_by_side
-
-    run(scenario())
-
-
-def test_the_palette_offers_every_binding_and_every_action_has_one(tmp_path):
-    app_actions = {name[len("action_"):] for name, _ in inspect.getmembers(ShardscopeApp, inspect.isfunction)
-                   if name.startswith("action_") and name in vars(ShardscopeApp)}
-    bound = {binding.action.split("(")[0] for binding in ShardscopeApp.BINDINGS}
-    assert app_actions <= bound, f"actions of the app with no key (so not in the palette): {app_actions - bound}"
-    for view, tab in ((DiffView, "diff"), (SweepView, "sweep")):
-        view_actions = {name[len("action_"):] for name in vars(view) if name.startswith("action_")}
-        assert view_actions <= {b.action for b in TAB_BINDINGS[tab]}, (view, view_actions)
-
-    async def scenario():
-        app = make_app(small_demo(tmp_path))
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            provider = SystemCommandsProvider(app.screen)
-            hits = {hit.text: hit async for hit in provider.discover()}
-            for binding in ShardscopeApp.BINDINGS:
-                title = "Quit" if binding.action == "quit" else binding.description  # Textual offers its own Quit
-                assert title in hits, f"the palette does not offer {binding.key} ({title})"
-                if binding.action != "quit":
-                    assert hits[title].help == binding.tooltip, title
-            # a tab's own action runs from another tab: the palette opens the tab and acts there
-            assert app.query_one("#tabs").active == "plans"
-            hits["Run sweep"].command()
-            await eventually(pilot, lambda: app.query_one("#tabs").active == "sweep", "the Sweep tab opens")
-            await settle(pilot)
-            assert app.query_one(SweepView).sweep is not None
-            hits["Side by side"].command()
-            await settle(pilot)
-            assert app.query_one("#tabs").active == "diff" and app.query_one(DiffView).side_by_side
 
     run(scenario())
 
