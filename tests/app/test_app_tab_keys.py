@@ -76,6 +76,9 @@ def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
 
 
 def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
+    """At 80x24: the Diff tab opened during the first run gets its key once its view exists; then
+    closing the help leaves the focus out of the folded sidebar (that was a test of its own, on
+    its own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=(80, 24)) as pilot:
@@ -86,6 +89,14 @@ def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
             assert app.query_one(DiffView).side_by_side
             await press(pilot, "1", "s")  # on another tab the key is not the Diff tab's
             assert app.query_one(DiffView).side_by_side
+
+            # closing the help leaves the focus out of the folded sidebar
+            app.set_focus(None)  # as on a tab with nothing to focus
+            await press(pilot, "question_mark", "escape")
+            focused = app.focused
+            assert focused is None or app.query_one(Sidebar) not in focused.ancestors_with_self, focused
+            await press(pilot, "f2", "f2", "2")
+            assert app.query_one("#tabs").active == "graph"
 
     run(scenario())
 
@@ -133,21 +144,6 @@ def test_f2_and_the_digits_never_leave_the_focus_in_an_input_or_the_hidden_sideb
             await press(pilot, "2")
             assert app.query_one("#tabs").active == "graph" and budget.value == "20"
             assert app.focused is not None and app.query_one("#graph") in app.focused.ancestors
-
-    run(scenario())
-
-
-def test_closing_the_help_leaves_the_focus_out_of_the_folded_sidebar():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
-            app.set_focus(None)  # as on a tab with nothing to focus
-            await press(pilot, "question_mark", "escape")
-            focused = app.focused
-            assert focused is None or app.query_one(Sidebar) not in focused.ancestors_with_self, focused
-            await press(pilot, "f2", "f2", "2")
-            assert app.query_one("#tabs").active == "graph"
 
     run(scenario())
 
