@@ -50,8 +50,8 @@ def test_process_counts_suggest_only_device_counts_that_work(devices, processes,
 
 
 def test_calibrate_refuses_more_devices_than_the_cap_before_starting_them(refused):
-    message, hint = refused("calibrate", "--devices", "1000")
-    assert message == f"1,000 devices asked for, but at most {MAX_DEVICES} shardscope simulates."
+    message, hint = refused("calibrate", "--devices", "5000")
+    assert message == f"5,000 devices asked for, but at most {MAX_DEVICES:,} shardscope simulates."
     message, hint = refused("calibrate", "--devices", "3", "--processes", "2")
     assert "--devices 4, 6, 8" in hint
 

@@ -52,6 +52,6 @@ def test_calibrate_json_in_process_and_over_two_processes(shardscope_cli):
 
 def test_calibrate_user_errors(shardscope_cli):
     for args, needle in ((("--sizes", "1KiB"), "at least two sizes"), (("--devices", "1"), "at least 2 devices"),
-                         (("--devices", "20000"), "20,000 devices asked for, but at most 512")):
+                         (("--devices", "20000"), "20,000 devices asked for, but at most 4,096")):
         result = shardscope_cli("calibrate", *args)
         assert result.returncode == 2 and needle in result.stderr and "hint:" in result.stderr

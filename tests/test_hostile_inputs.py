@@ -53,7 +53,7 @@ def test_device_counts_are_refused_before_the_backend_starts():
         ["report", str(LINEAR), "--devices", "20000"],
         ["report", str(LINEAR), "--devices", "100000"],
         ["diff", str(LINEAR), "--devices", "3"],
-        ["open", str(LINEAR), "--max-devices", "4096"],
+        ["open", str(LINEAR), "--max-devices", "5000"],
     ]
     script = BEFORE_JAX.format(runs=", ".join(map(repr, runs)))
     result = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -61,10 +61,10 @@ def test_device_counts_are_refused_before_the_backend_starts():
     errors = [line for line in result.stderr.splitlines() if line.startswith("shardscope: error:")]
     hints = [line for line in result.stderr.splitlines() if line.startswith("hint:")]
     assert len(errors) == 4 and "Traceback" not in result.stderr
-    assert f"20,000 devices asked for, but at most {MAX_DEVICES}" in errors[0]
+    assert f"20,000 devices asked for, but at most {MAX_DEVICES:,}" in errors[0]
     assert "100,000 devices" in errors[1]
     assert "N=64 does not split over 3 devices" in errors[2]
-    assert "4,096 devices" in errors[3]
+    assert "5,000 devices" in errors[3]
     every_divisor = "1, 2, 4, 8, 16, 32, 64"  # linear.py's batch is 64: every count that works
     assert hints[0].endswith(every_divisor) and hints[2].endswith(every_divisor), hints
 

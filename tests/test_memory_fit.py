@@ -17,7 +17,7 @@ import pytest
 
 from shardscope.hardware.catalogue import chip_of
 from shardscope.hardware.chips import GIB
-from shardscope.hardware.fit import MemoryFit, needed_bytes, refusal_fit
+from shardscope.hardware.fit import MemoryFit, needed_bytes, refusal_fit, size_words
 from shardscope.pipeline.check import check_file, EXIT_FLAGGED
 
 N = 100_000
@@ -309,3 +309,12 @@ def test_a_step_at_79_9_of_80_gib_does_not_fit_on_an_h100():
     assert fit.capacity_bytes == 60 * GIB and fit.fits is False
     assert fit.line().startswith("does not fit: 79.9 GiB on a 60 GiB h100 chip (what a JAX process may use of the "
                                  "80 GiB: JAX's default pool, 75% of the memory, preallocated)")
+
+
+@pytest.mark.parametrize(("size", "words"), [
+    (20, "20 B"), (140 * 1024, "140 KiB"), (999 * 2**20, "999 MiB"),
+    # 1,010 MiB free under a 15.75 GiB chip: the 175B anchor's pick said "1.01e+03 MiB" before
+    (1010 * 2**20, "1,010 MiB"), (1023 * 2**20 + 2**19, "1,024 MiB"), (1000 * 1024, "1,000 KiB"),
+])
+def test_sizes_are_written_in_figures_never_in_exponents(size, words):
+    assert size_words(size) == words

@@ -52,9 +52,9 @@ def _run(tmp_path, mode: str, *args: str) -> tuple[dict, str]:
 def test_a_slice_larger_than_the_simulated_devices_is_refused_before_jax_starts(tmp_path, command):
     result, stderr = _run(tmp_path, "libtpu", *command, "--target", "tpu:v5e:1000x1000")
     assert result == {"status": 2, "jax": False, "libtpu": False, "file_imported": False}
-    # 1000 x 1000 chips, by hand; 512 is the cap on simulated CPU devices
-    assert "tpu:v5e:1000x1000 has 1,000,000 chips" in stderr and "at most 512" in stderr
-    assert "hint: pick a slice of at most 512 chips, e.g. tpu:v5e:16x16" in stderr
+    # 1000 x 1000 chips, by hand; 4,096 is the cap on simulated CPU devices
+    assert "tpu:v5e:1000x1000 has 1,000,000 chips" in stderr and "at most 4,096" in stderr
+    assert "hint: pick a slice of at most 4,096 chips, e.g. tpu:v5e:16x16" in stderr
     assert "Traceback" not in stderr and stderr.count("error:") == 1
 
 
@@ -66,13 +66,14 @@ def test_without_libtpu_a_target_is_refused_before_jax_starts(tmp_path, command)
     assert "Traceback" not in stderr
 
 
-@pytest.mark.parametrize(("text", "chips"), [("tpu:v5e:32x32", 1024), ("tpu:v4:8x8x16", 1024),
-                                             ("tpu:v5p:16x16x16_twisted", 4096)])
+@pytest.mark.parametrize(("text", "chips"), [("tpu:v5e:100x100", 10000), ("tpu:v4:16x16x32", 8192),
+                                             ("tpu:v5p:16x16x24_twisted", 6144)])
 def test_the_chip_count_is_read_from_the_topology_name(text, chips):
     with pytest.raises(SettingsError, match=f"has {chips:,} chips"):
         registry.parse_target(text)
 
 
-@pytest.mark.parametrize("text", ["tpu:v5e:16x32", "tpu:v4:8x8x8", "tpu:v5e:2x2"])
+@pytest.mark.parametrize("text", ["tpu:v5e:16x32", "tpu:v4:8x8x8", "tpu:v5e:2x2", "tpu:v5p:8x8x16",
+                                  "tpu:v4:16x16x16"])
 def test_a_slice_within_the_cap_is_still_libtpus_to_judge(text):
     assert registry.parse_target(text).text() == text

@@ -183,12 +183,14 @@ def gib(size: int) -> str:
 
 
 def size_words(size: int) -> str:
-    """``21.3 GiB``, ``140 KiB``, ``20 B``: bytes in the largest binary unit they reach, three figures."""
+    """``21.3 GiB``, ``140 KiB``, ``20 B``: bytes in the largest binary unit they reach, three figures
+    (four from 1,000 to 1,023 of a unit: ``1,010 MiB``, never ``1.01e+03``)."""
     if size >= GIB:
         return f"{gib(size)} GiB"
     for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
         if size >= scale:
-            return f"{size / scale:.3g} {unit}"
+            value = size / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
     return f"{size} B"
 
 

@@ -126,7 +126,7 @@ def parse_gpu(text: str, rest: str) -> GpuTarget:
     if hosts * per_host > MAX_DEVICES:
         raise SettingsError(
             f"{text!r} has {hosts * per_host:,} GPUs; shardscope traces a program over as many simulated CPU "
-            f"devices as the target has, and at most {MAX_DEVICES}.", f"pick at most {MAX_DEVICES} GPUs, e.g. gpu:h100:8x8")
+            f"devices as the target has, and at most {MAX_DEVICES:,}.", f"pick at most {MAX_DEVICES:,} GPUs, e.g. gpu:h100:8x8")
     if name.lower() in gpu_names():
         return GpuTarget(name.lower(), hosts, per_host)
     if "/" in name or name.endswith(_FILE_SUFFIXES):

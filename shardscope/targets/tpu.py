@@ -130,8 +130,8 @@ def _refuse_too_many_chips(target: TpuTarget, chips: int) -> None:
     if chips > MAX_DEVICES:
         raise SettingsError(
             f"{target} has {chips:,} chips; shardscope traces a program over as many simulated CPU "
-            f"devices as the slice has, and at most {MAX_DEVICES}.",
-            f"pick a slice of at most {MAX_DEVICES} chips, e.g. {LARGEST_EXAMPLE}")
+            f"devices as the slice has, and at most {MAX_DEVICES:,}.",
+            f"pick a slice of at most {MAX_DEVICES:,} chips, e.g. {LARGEST_EXAMPLE}")
 
 
 def tpu_examples() -> str:

@@ -54,48 +54,6 @@ def test_bad_chunk_size_is_flagged_and_refused_before_running():
     run(scenario())
 
 
-def test_bad_axis_name_is_refused_before_running():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            axis = app.query_one("#axis", Input)
-            axis.value = "my axis"
-            await drain(pilot)
-            assert axis.has_class("-invalid")
-            await press(pilot, "r")
-            await settle(pilot)
-            assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
-            assert app.run_id == 1
-
-    run(scenario())
-
-
-def test_demo_file_that_stops_importing_after_an_edit(tmp_path):
-    async def scenario():
-        path = write_demo(tmp_path / "model.py")
-        app = make_app(path)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            before = app.analysis
-            assert before is not None
-            path.write_text(path.read_text() + "\nraise RuntimeError('broken on purpose')\n")
-            await press(pilot, "r")
-            await settle(pilot)
-            panel = app.query_one(ErrorPanel)
-            assert panel.shown
-            assert "Importing" in panel.message and "broken on purpose" in panel.message
-            assert panel.hint and "model.py line" in panel.hint
-            assert app.analysis is before and app.is_running
-            assert "failed" in app.query_one("#status").plain
-            write_demo(path)  # fixed again
-            await press(pilot, "r")
-            await settle(pilot)
-            assert not panel.shown and app.analysis is not before
-
-    run(scenario())
-
-
 def test_model_that_fails_to_trace(tmp_path):
     async def scenario():
         path = write_demo(tmp_path / "model.py", extra='''
@@ -161,6 +119,9 @@ def test_a_fifo_is_named_in_the_error_panel_and_never_read(tmp_path):
 
 
 def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
+    """One app on a demo file edited three times while it runs: r reuses the file unchanged on
+    disk; an edit that stops it importing is an error panel and the results stay, and fixed, r
+    runs it again (that was a test of its own, on its own app); a demo added is offered."""
     async def scenario():
         path = write_demo(tmp_path / "model.py", batch=64)
         app = make_app(path)
@@ -171,6 +132,26 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
             await press(pilot, "r")  # unchanged on disk: the loaded file is reused
             await settle(pilot)
             assert app.demo_file is first_file
+
+            # a demo file that stops importing after an edit
+            before = app.analysis
+            assert before is not None
+            path.write_text(path.read_text() + "\nraise RuntimeError('broken on purpose')\n")
+            await press(pilot, "r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown
+            assert "Importing" in panel.message and "broken on purpose" in panel.message
+            assert panel.hint and "model.py line" in panel.hint
+            assert app.analysis is before and app.is_running
+            assert "failed" in app.query_one("#status").plain
+            write_demo(path)  # fixed again
+            await press(pilot, "r")
+            await settle(pilot)
+            assert not panel.shown and app.analysis is not before
+
+            # a second demo added while the app runs
+            first_file = app.demo_file  # the file as fixed
             write_demo(path, batch=32, extra='''
 
             @shardscope.demo(params=jax.ShapeDtypeStruct((5,), jnp.float32), x=jax.ShapeDtypeStruct((48, 5), jnp.float32))
@@ -189,12 +170,29 @@ def test_r_reloads_the_demo_file_after_an_edit(tmp_path):
 
 
 def test_a_chunk_size_that_stops_fitting_when_the_mesh_grows_is_flagged():
+    """Before any run, two settings refused in turn on one app: a bad axis name (that was a test
+    of its own, on its own app), then a chunk size that stops fitting when the mesh grows."""
     from textual.widgets import Select
 
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # a bad axis name is refused before running
+            axis = app.query_one("#axis", Input)
+            typed = axis.value
+            axis.value = "my axis"
+            await drain(pilot)
+            assert axis.has_class("-invalid")
+            await press(pilot, "r")
+            await settle(pilot)
+            assert app.query_one(ErrorPanel).shown and "'my axis'" in app.query_one(ErrorPanel).message
+            assert app.run_id == 1
+            axis.value = typed  # the axis name it opened with
+            await drain(pilot)
+            assert not axis.has_class("-invalid")
+
+            # a chunk size that stops fitting when the mesh grows
             chunk = app.query_one("#chunk", Input)
             chunk.value = "32"
             await drain(pilot)

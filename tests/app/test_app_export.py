@@ -43,19 +43,6 @@ def test_export_before_any_result_does_nothing(tmp_path):
     run(scenario())
 
 
-def test_export_into_a_missing_directory_is_an_error_panel(tmp_path):
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", export_dir=tmp_path / "missing")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await press(pilot, "e")
-            panel = app.query_one("#error")
-            assert panel.shown and "No such directory" in panel.message
-            assert app.is_running
-
-    run(scenario())
-
-
 def test_export_name_follows_the_settings(tmp_path):
     async def scenario():
         app = make_app(DEMOS / "linear.py", export_dir=tmp_path, devices=4, chunk_size=8)
@@ -74,12 +61,17 @@ def test_export_name_follows_the_settings(tmp_path):
 
 
 def test_escape_after_a_failed_export_gives_the_status_line_back_to_the_results(tmp_path):
+    """An export into a missing directory is an error panel and the app keeps running (that was a
+    test of its own, on its own app); escape gives the status line back to the results."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", export_dir=tmp_path / "missing")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             done = app.query_one(StatusLine).plain
             await press(pilot, "e")
+            panel = app.query_one("#error")
+            assert panel.shown and "No such directory" in panel.message
+            assert app.is_running
             status = app.query_one(StatusLine)
             assert status.state == "failed" and "the export failed: see the error panel" in status.plain
             assert app.query_one(ErrorPanel).shown

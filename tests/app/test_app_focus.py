@@ -16,6 +16,8 @@ NARROW = (80, 24)
 
 
 def test_at_80x24_tab_reaches_the_target_field_of_the_folded_sidebar(tmp_path):
+    """Tab reaches the target field and leaves it; then shift+tab from the tab bar goes to it and
+    escape leaves it (that was a test of its own, on its own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
         async with app.run_test(size=NARROW) as pilot:
@@ -36,14 +38,7 @@ def test_at_80x24_tab_reaches_the_target_field_of_the_folded_sidebar(tmp_path):
             assert app.focused is not None and app.query_one(Sidebar) not in app.focused.ancestors
             assert not app.sidebar_shown
 
-    run(scenario())
-
-
-def test_shift_tab_from_the_tab_goes_to_the_target_field_and_escape_leaves_it():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
+            # shift+tab from the tab bar goes to the target field, and escape leaves it
             first = app.screen.focus_chain[0]  # the tab bar
             app.set_focus(first)
             await press(pilot, "shift+tab")
@@ -56,6 +51,9 @@ def test_shift_tab_from_the_tab_goes_to_the_target_field_and_escape_leaves_it():
 
 
 def test_in_a_field_the_footer_and_the_stale_banner_name_the_keys_that_work_there():
+    """A chunk size typed (not committed) marks the results stale, and the footer and the banner
+    name the keys that work in the field, then out of it; typed back to what is on screen, the
+    mark goes (that was test_app_stale.py's test of its own, on its own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=(140, 45)) as pilot:
@@ -75,6 +73,15 @@ def test_in_a_field_the_footer_and_the_stale_banner_name_the_keys_that_work_ther
                              "the banner says r once the field is left")
             footer = screen_text(app)[-1]
             assert "r Run" in footer and "q Quit" in footer and "^c" not in footer
+
+            # an uncommitted edit counts: typed back to what auto resolved to, not stale
+            assert "the sidebar asks for chunk 8" in str(app.query_one("#stale").content)
+            chunk.focus()
+            await eventually(pilot, lambda: app.focused is chunk, "the chunk field has the focus again")
+            await press(pilot, "backspace", "1", "6")  # 16 is what auto resolved to: not stale
+            await eventually(pilot, lambda: chunk.value == "16" and not app.stale, "typing 16 cleared the mark")
+            await settle(pilot)  # the edits in between ("", "1") have all been handled: still not stale
+            assert not app.stale
 
     run(scenario())
 

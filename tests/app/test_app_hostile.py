@@ -27,26 +27,6 @@ def test_a_function_renamed_on_disk_is_followed_by_r(tmp_path):
     run(scenario())
 
 
-def test_a_non_ascii_axis_name_is_refused_in_the_sidebar(tmp_path):
-    async def scenario():
-        app = make_app(write_demo(tmp_path / "model.py"))
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            runs = app.run_id
-            axis = app.query_one("#axis", Input)
-            axis.value = "ñ"  # an identifier to Python; XLA aborts the process on it
-            await drain(pilot)
-            assert axis.has_class("-invalid")
-            await press(pilot, "r")
-            await settle(pilot)
-            panel = app.query_one(ErrorPanel)
-            assert panel.shown and "'ñ'" in panel.message and "ASCII" in panel.hint
-            assert app.run_id == runs  # refused before any run started
-            assert app.is_running
-
-    run(scenario())
-
-
 EXIT_AT_IMPORT = """
 import sys
 
@@ -110,6 +90,8 @@ def test_a_raising_callback_is_a_short_message(tmp_path):
 
 
 def test_the_export_key_writes_with_the_umask_like_the_cli(tmp_path):
+    """``e`` writes with the umask; then, on the same app, a non-ASCII axis name is refused in the
+    sidebar before any run (that was a test of its own, on its own app)."""
     import os
     import stat
 
@@ -121,8 +103,21 @@ def test_the_export_key_writes_with_the_umask_like_the_cli(tmp_path):
             await settle(pilot)
             await press(pilot, "e")
             await drain(pilot)
-            return app.last_export
+            path = app.last_export
+            assert path is not None and path.parent == tmp_path
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~current_umask()  # not mkstemp's 0600
 
-    path = run(scenario())
-    assert path is not None and path.parent == tmp_path
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~current_umask()  # not mkstemp's 0600
+            # a non-ASCII axis name is refused in the sidebar
+            runs = app.run_id
+            axis = app.query_one("#axis", Input)
+            axis.value = "ñ"  # an identifier to Python; XLA aborts the process on it
+            await drain(pilot)
+            assert axis.has_class("-invalid")
+            await press(pilot, "r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and "'ñ'" in panel.message and "ASCII" in panel.hint
+            assert app.run_id == runs  # refused before any run started
+            assert app.is_running
+
+    run(scenario())

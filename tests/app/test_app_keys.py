@@ -9,23 +9,13 @@ from shardscope.app.widgets.help_screen import HelpScreen
 from shardscope.app.views.plans.plans_view import PlansView
 
 
-def test_number_keys_switch_tabs():
+def test_q_quits_with_status_zero():
+    """Right after the app opens, ? opens the help and escape closes it (? toggles it too: that was
+    a test of its own, on its own app); then q quits with status zero."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            tabs = app.query_one("#tabs")
-            for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
-                await press(pilot, key)
-                assert tabs.active == tab
-
-    run(scenario())
-
-
-def test_question_mark_opens_help_and_escape_closes_it():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
+            # question mark opens the help and escape closes it
             await press(pilot, "question_mark")
             assert isinstance(app.screen, HelpScreen)
             await press(pilot, "escape")
@@ -33,34 +23,13 @@ def test_question_mark_opens_help_and_escape_closes_it():
             await press(pilot, "question_mark", "question_mark")  # ? toggles it too
             assert not isinstance(app.screen, HelpScreen)
 
-    run(scenario())
-
-
-def test_q_quits_with_status_zero():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
+            # q quits with status zero
             await settle(pilot)
             assert app.return_code is None  # running: no exit status yet
             await press(pilot, "q")
             await drain(pilot)
             assert app.return_code == 0
         assert app.return_code == 0
-
-    run(scenario())
-
-
-def test_tab_moves_the_focus():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            seen = []
-            for _ in range(6):
-                await press(pilot, "tab")
-                seen.append(app.focused)
-            assert len({id(w) for w in seen}) >= 5
-            assert any(isinstance(w, Input) for w in seen)
 
     run(scenario())
 
@@ -86,6 +55,9 @@ def test_keys_work_whatever_has_the_focus():
 
 
 def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
+    """Typing in an input keeps the keys (r and q type there) and escape leaves it; then, with run
+    on change switched on, enter commits the field and runs (that was a test of its own, on its
+    own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
@@ -102,20 +74,13 @@ def test_typing_in_an_input_keeps_the_keys_and_escape_leaves_it():
             assert app.run_id == 2
             assert app.analysis.shapes.chunk_size == 8
 
-    run(scenario())
-
-
-def test_enter_commits_and_runs_when_auto_run_is_on():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # enter commits and runs when auto run is on
             await pilot.click("#autorun")
             assert app.query_one("#sidebar").autorun
             app.query_one("#chunk", Input).focus()
-            await press(pilot, "4", "enter")
+            await press(pilot, "backspace", "4", "enter")  # the 8 typed above goes first
             await settle(pilot)
-            assert app.run_id == 2 and app.analysis.shapes.chunk_size == 4
+            assert app.run_id == 3 and app.analysis.shapes.chunk_size == 4
             assert "chunk 4 (8 chunks/device)" in app.query_one("#status").plain
 
     run(scenario())
@@ -138,27 +103,35 @@ def test_device_choices_divide_the_batch_and_stay_under_max_devices():
     run(scenario())
 
 
-def test_export_and_collective_steps_are_greyed_out_before_results():
+def test_before_results_the_digits_and_tab_move_the_palette_runs_and_export_and_steps_wait_for_results():
+    """One user's path on an app opened without running: the number keys switch tabs, tab moves
+    the focus, export and the collective steps are greyed out; the palette offers every action
+    and runs; then export and the steps are offered. (It was four tests, each opening the app:
+    the number keys, tab, the palette and the greyed-out actions.)"""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # export and the collective steps are greyed out before results
             for action in ("export", "next_collective", "previous_collective"):
                 assert app.check_action(action, ()) is None
             assert app.check_action("run", ()) is True
-            await press(pilot, "r")
-            await settle(pilot)
-            for action in ("export", "next_collective", "previous_collective"):
-                assert app.check_action(action, ()) is True
 
-    run(scenario())
+            # the number keys switch tabs
+            tabs = app.query_one("#tabs")
+            for key, tab in zip("54321", ("hlo", "timings", "diff", "graph", "plans")):
+                await press(pilot, key)
+                assert tabs.active == tab
 
+            # tab moves the focus
+            seen = []
+            for _ in range(6):
+                await press(pilot, "tab")
+                seen.append(app.focused)
+            assert len({id(w) for w in seen}) >= 5
+            assert any(isinstance(w, Input) for w in seen)
 
-def test_command_palette_offers_every_action():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # the command palette offers every action, and they run
             commands = {c.title: c for c in app.get_system_commands(app.screen)}
             for title in ("Run", "Export diff", "Next coll.", "Prev coll.", "Plans", "Graph", "Diff", "Timings", "Compiled", "Help", "Focus", "Quit"):
                 assert title in commands, title
@@ -168,6 +141,10 @@ def test_command_palette_offers_every_action():
             commands["Run"].callback()
             await settle(pilot)
             assert app.run_id == 2 and app.analysis is not None
+
+            # with results, export and the collective steps are offered
+            for action in ("export", "next_collective", "previous_collective"):
+                assert app.check_action(action, ()) is True
 
     run(scenario())
 

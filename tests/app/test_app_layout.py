@@ -56,10 +56,22 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
 
 
 def test_f2_shows_and_hides_the_sidebar_and_the_choice_sticks():
+    """At 80 columns the Timings tab's labels never wrap (that was a test of its own, on its own
+    app); then f2 shows and hides the sidebar, and the user's choice sticks as the terminal grows."""
     async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
+        app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
+            # the Timings tab's labels never wrap at 80 columns
+            await press(pilot, "4")
+            await drain(pilot)
+            text = "\n".join(screen_rows(app.query_one("#timings-body")))
+            assert re.search(r"│ ?compiled runs per call\s+│\s+2\s+│\s+1\s+│", text)  # the 2 chunks' all-reduces
+            assert re.search(r"│ ?jaxpr runs per call\s+│\s+2\s+│\s+1\s+│", text)
+            assert re.search(r"│ ?bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
+            assert re.search(r"│ ?collective equations in loops\s*│\s+1 of 1\s+│\s+0 of 1\s+│\s+0 of 1\s+│", text), text
+
+            # f2 shows and hides the sidebar, and the choice sticks
             assert not app.sidebar_shown
             await press(pilot, "f2")
             assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 24
@@ -89,19 +101,3 @@ def test_at_40x12_the_error_panel_gets_the_width():
 
     with tempfile.TemporaryDirectory() as tmp:
         run(scenario(Path(tmp)))
-
-
-def test_timings_labels_never_wrap_at_80_columns():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
-            await press(pilot, "4")
-            await drain(pilot)
-            text = "\n".join(screen_rows(app.query_one("#timings-body")))
-            assert re.search(r"│ ?compiled runs per call\s+│\s+2\s+│\s+1\s+│", text)  # the 2 chunks' all-reduces
-            assert re.search(r"│ ?jaxpr runs per call\s+│\s+2\s+│\s+1\s+│", text)
-            assert re.search(r"│ ?bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
-            assert re.search(r"│ ?collective equations in loops\s*│\s+1 of 1\s+│\s+0 of 1\s+│\s+0 of 1\s+│", text), text
-
-    run(scenario())

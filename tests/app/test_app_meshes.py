@@ -11,43 +11,6 @@ from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.widgets.status import StatusLine
 
 
-def test_a_2d_mesh_typed_in_the_sidebar_runs_with_the_batch_over_its_axes():
-    async def scenario():
-        app = make_app(DEMOS / "mlp.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            app.query_one("#mesh", Input).value = "data=4,model=2"
-            app.query_one("#batch-axes", Input).value = "data"
-            await drain(pilot)
-            assert "32/device" in str(app.query_one("#chunk-help").content)  # 128 over the 4 data rows
-            app.set_focus(None)
-            await press(pilot, "r")
-            await settle(pilot)
-            analysis = app.analysis
-            assert analysis.settings.mesh.text() == "data=4,model=2" and analysis.shapes.batch_axes == ("data",)
-            assert {c.axes for p in analysis.plans.values() for c in p.collectives} == {("data",)}
-            assert "mesh data=4,model=2" in app.query_one(StatusLine).plain
-            assert app.query_one(PlansView).names == ("naive", "deferred", "reduced")
-
-    run(scenario())
-
-
-def test_a_mesh_the_batch_does_not_fit_is_an_error_panel_and_no_run():
-    async def scenario():
-        app = make_app(DEMOS / "mlp.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            app.query_one("#mesh", Input).value = "data=3,model=2"
-            app.set_focus(None)
-            await press(pilot, "r")
-            await settle(pilot)
-            panel = app.query_one(ErrorPanel)
-            assert panel.shown and app.analysis is None and app.run_id == 1
-            assert app.is_running  # the app keeps running
-
-    run(scenario())
-
-
 def test_b_and_c_pick_the_compared_plans_and_the_diff_follows():
     async def scenario():
         app = make_app(DEMOS / "linear.py")
@@ -101,31 +64,22 @@ def label_of(widget) -> str | None:
     return None
 
 
-def test_every_input_and_picker_has_a_label_that_stays_when_typed_into():
+def test_the_mesh_editor_disables_fields_refuses_a_mesh_the_batch_does_not_fit_and_runs_a_2d_mesh():
+    """One app on mlp.py, opened without running; steps of one user's path in the sidebar (four
+    tests, each on its own app, before):
+
+    - a 2-D mesh disables the device count and axis fields and says why; cleared, they come back;
+    - every input and picker has a label that stays when typed into (every tab's view mounted);
+    - a mesh the batch does not fit is an error panel and no run;
+    - a 2-D mesh typed in the sidebar runs with the batch over its axes.
+    """
     from textual.widgets import Select
 
     async def scenario():
         app = make_app(DEMOS / "mlp.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await press(pilot, "6")  # mounts every tab's view
-            await settle(pilot)
-            fields = [w for w in app.screen.query("*") if isinstance(w, (Input, Select))]
-            assert {"batch-axes", "sweep-budget", "projection-preset", "projection-devices"} <= {f.id for f in fields}
-            unlabelled = [f.id for f in fields if not label_of(f)]
-            assert not unlabelled, f"fields with no label (only a placeholder, gone once typed into): {unlabelled}"
-            assert label_of(app.query_one("#batch-axes", Input)) == "Batch axes (optional)"
-
-    run(scenario())
-
-
-def test_a_2d_mesh_disables_the_device_count_and_axis_fields_and_says_why():
-    from textual.widgets import Select
-
-    async def scenario():
-        app = make_app(DEMOS / "mlp.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # a 2-D mesh disables the device count and axis fields and says why
             devices, axis = app.query_one("#devices", Select), app.query_one("#axis", Input)
             note = app.query_one("#mesh-note")
             assert not devices.disabled and not axis.disabled and not note.display
@@ -136,5 +90,38 @@ def test_a_2d_mesh_disables_the_device_count_and_axis_fields_and_says_why():
             app.query_one("#mesh", Input).value = ""
             await drain(pilot)
             assert not devices.disabled and not axis.disabled and not note.display
+
+            # every input and picker has a label that stays when typed into
+            await press(pilot, "6")  # mounts every tab's view
+            await settle(pilot)
+            fields = [w for w in app.screen.query("*") if isinstance(w, (Input, Select))]
+            assert {"batch-axes", "sweep-budget", "projection-preset", "projection-devices"} <= {f.id for f in fields}
+            unlabelled = [f.id for f in fields if not label_of(f)]
+            assert not unlabelled, f"fields with no label (only a placeholder, gone once typed into): {unlabelled}"
+            assert label_of(app.query_one("#batch-axes", Input)) == "Batch axes (optional)"
+            await press(pilot, "1")  # back to the Plans tab
+
+            # a mesh the batch does not fit is an error panel and no run
+            app.query_one("#mesh", Input).value = "data=3,model=2"
+            app.set_focus(None)
+            await press(pilot, "r")
+            await settle(pilot)
+            panel = app.query_one(ErrorPanel)
+            assert panel.shown and app.analysis is None and app.run_id == 1
+            assert app.is_running  # the app keeps running
+
+            # a 2-D mesh typed in the sidebar runs with the batch over its axes
+            app.query_one("#mesh", Input).value = "data=4,model=2"
+            app.query_one("#batch-axes", Input).value = "data"
+            await drain(pilot)
+            assert "32/device" in str(app.query_one("#chunk-help").content)  # 128 over the 4 data rows
+            app.set_focus(None)
+            await press(pilot, "r")
+            await settle(pilot)
+            analysis = app.analysis
+            assert analysis.settings.mesh.text() == "data=4,model=2" and analysis.shapes.batch_axes == ("data",)
+            assert {c.axes for p in analysis.plans.values() for c in p.collectives} == {("data",)}
+            assert "mesh data=4,model=2" in app.query_one(StatusLine).plain
+            assert app.query_one(PlansView).names == ("naive", "deferred", "reduced")
 
     run(scenario())

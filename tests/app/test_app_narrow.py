@@ -3,6 +3,8 @@ the cursor, the comparison's sentence, and the footer's keys for the sidebar, he
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from app_support import DEMOS, make_app, press, run, screen_text, settle
 
@@ -16,46 +18,83 @@ def plain(rows: list[str]) -> str:
     return " ".join(" ".join(rows).split())
 
 
-@pytest.mark.parametrize("demo", ["linear.py", "rnn.py", "mlp.py", "train_step.py"])
-def test_at_80x24_the_footer_keeps_sidebar_help_and_quit(demo):
-    async def scenario():
-        app = make_app(DEMOS / demo)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            for key in ("1", "3", "6"):  # the Diff and Sweep tabs add their own key (s) on the left
-                await press(pilot, key)
-                await settle(pilot)
-                footer = screen_text(app)[-1]
-                for shown in ("f2 Sidebar", "? Help", "q Quit", "^p palette"):
-                    assert shown in footer, (key, footer)
+@dataclass(frozen=True)
+class Header:
+    """One shown plan's header line and details under its tree after ``n``, and the value its
+    collective carries (read from the analysis)."""
 
-    run(scenario())
+    value: str
+    third: str  # the header's third line
+    details: str  # the details under the tree, as one line
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """What one app on a demo at 80x24 showed: after its first run and one ``n``, then the footer
+    on the Plans, Diff and Sweep tabs. The tests of this module that read it share one app run
+    per demo (``narrow``): the first ``n`` then the tabs is one user's path."""
+
+    shown: tuple[str, ...]  # the plans shown after n
+    headers: dict[str, Header]  # the shown plans that have a collective in the first step
+    rows: str  # the screen after n, as one line
+    footers: dict[str, str]  # tab key: the footer's row once that tab shows
+
+
+async def _narrow_app(demo: str) -> Narrow:
+    app = make_app(DEMOS / demo)
+    async with app.run_test(size=NARROW) as pilot:
+        await settle(pilot)
+        await press(pilot, "n")
+        view = app.query_one(PlansView)
+        step = view.pairs[0]
+        headers = {}
+        for name in view.shown:
+            if name not in step:
+                continue
+            collective = app.analysis.plans[name].collectives[step[name]]
+            header = view.query_one(f"#{name}-header")
+            details = view.details(name)
+            headers[name] = Header(
+                collective.value, "".join(segment.text for segment in header.render_line(2)),
+                plain(["".join(s.text for s in details.render_line(y)) for y in range(details.size.height)]))
+        shown, rows = tuple(view.shown), plain(screen_text(app))
+        footers = {}
+        for key in ("1", "3", "6"):  # the Diff and Sweep tabs add their own key (s) on the left
+            await press(pilot, key)
+            await settle(pilot)
+            footers[key] = screen_text(app)[-1]
+    return Narrow(shown, headers, rows, footers)
+
+
+@pytest.fixture(scope="module")
+def narrow():
+    """``narrow(demo)``: what the app on ``demo`` at 80x24 showed (one app run per demo)."""
+    seen: dict[str, Narrow] = {}
+
+    def get(demo: str) -> Narrow:
+        if demo not in seen:
+            seen[demo] = run(_narrow_app(demo))
+        return seen[demo]
+
+    return get
+
+
+@pytest.mark.parametrize("demo", ["linear.py", "rnn.py", "mlp.py", "train_step.py"])
+def test_at_80x24_the_footer_keeps_sidebar_help_and_quit(narrow, demo):
+    for key, footer in narrow(demo).footers.items():
+        for shown in ("f2 Sidebar", "? Help", "q Quit", "^p palette"):
+            assert shown in footer, (key, footer)
 
 
 @pytest.mark.parametrize("demo", ["rnn.py", "mlp.py", "train_step.py"])
-def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(demo):
-    async def scenario():
-        app = make_app(DEMOS / demo)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            await press(pilot, "n")
-            view = app.query_one(PlansView)
-            step = view.pairs[0]
-            assert len(view.shown) == 2  # three plans (mlp's) leave no room at 80 columns: the two compared
-            for name in view.shown:
-                if name not in step:
-                    continue
-                collective = app.analysis.plans[name].collectives[step[name]]
-                header = view.query_one(f"#{name}-header")
-                third = "".join(segment.text for segment in header.render_line(2))
-                assert collective.value in third, third
-                details = view.details(name)
-                shown = plain(["".join(s.text for s in details.render_line(y)) for y in range(details.size.height)])
-                assert shown.startswith(collective.value), shown
-            rows = screen_text(app)
-            assert all(c.value in plain(rows) for c in (app.analysis.plans[n].collectives[step[n]] for n in view.shown if n in step))
-
-    run(scenario())
+def test_at_80x24_n_shows_the_value_in_every_header_and_under_every_tree(narrow, demo):
+    seen = narrow(demo)
+    assert len(seen.shown) == 2  # three plans (mlp's) leave no room at 80 columns: the two compared
+    assert seen.headers, "no shown plan has a collective in the first step"
+    for header in seen.headers.values():
+        assert header.value in header.third, header.third
+        assert header.details.startswith(header.value), header.details
+    assert all(header.value in seen.rows for header in seen.headers.values())
 
 
 def test_the_line_under_the_cursor_is_whole_at_160_columns():
@@ -88,43 +127,27 @@ def test_at_80x24_the_status_line_keeps_the_whole_comparison():
     run(scenario())
 
 
-def test_at_80x24_the_compiled_tabs_verdicts_and_the_sidebars_labels_are_whole():
-    """The compiled collectives table keeps its verdict column whole at 80 columns (it read
-    ``deferrab``): who wrote each one and the jaxpr's primitives make way (both are in its
-    details). The sidebar's labels wrap in its 24 columns instead of losing their end."""
+def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_labels_are_whole(tmp_path):
+    """One app on linear.py at 80x24, steps of one user's path (three tests, each on its own app,
+    before):
+
+    - After ``b`` only the status line said which plans the Diff, Graph and Timings tabs compare:
+      the Plans tab's headers mark them ``B`` and ``C``, as the sidebar marks a program file's.
+    - The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed),
+      and then ``e`` was left out everywhere. Under 100 columns the keys take fewer words (``e
+      Export``, ``s Layout``, ``n N Coll.``): ``e`` shows in every tab, the others whole; n/N beside
+      a tab's own key and the Graph tab's ``f`` are left out, each still bound.
+    - The compiled collectives table keeps its verdict column whole at 80 columns (it read
+      ``deferrab``): who wrote each one and the jaxpr's primitives make way (both are in its
+      details). The sidebar's labels wrap in its 24 columns instead of losing their end.
+    """
     from textual.widgets import Label
 
     async def scenario():
-        app = make_app(DEMOS / "linear.py")
+        app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
         async with app.run_test(size=NARROW) as pilot:
             await settle(pilot)
-            await press(pilot, "5")
-            await settle(pilot)
-            rows = screen_text(app)
-            # linear.py's naive plan: W's gradient summed in each of the 2 chunks, 20 B a run
-            row = next(row for row in rows if "all-reduce[s]" in row and "grad(params)" in row)
-            assert row.split()[-1] == "deferrable", row
-            await press(pilot, "f2")
-            sidebar = app.query_one("#sidebar")
-            room = sidebar.scrollable_content_region.width
-            for label in app.query(".sidebar-title").results(Label):
-                if not label.display:
-                    continue
-                assert label.size.width <= room, (str(label.content), label.size.width, room)  # not clipped
-                shown = plain(["".join(s.text for s in label.render_line(y)) for y in range(label.size.height)])
-                assert shown == str(label.content), (shown, str(label.content))
-
-    run(scenario())
-
-
-def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
-    """After ``b`` only the status line said which plans the Diff, Graph and Timings tabs compare:
-    the Plans tab's headers mark them ``B`` and ``C``, as the sidebar marks a program file's."""
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
+            # the plan headers mark the plans compared and follow b and c
             view = app.query_one(PlansView)
 
             def marks() -> dict[str, str]:
@@ -141,19 +164,7 @@ def test_the_plan_headers_mark_the_plans_compared_and_follow_b_and_c():
             await settle(pilot)
             assert marks() == {"reduced": "B", "naive": "C"}
 
-    run(scenario())
-
-
-def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
-    """The Diff tab's own key pushed the Compare group under the pinned keys (``b`` alone showed),
-    and then ``e`` was left out everywhere. Under 100 columns the keys take fewer words (``e
-    Export``, ``s Layout``, ``n N Coll.``): ``e`` shows in every tab, the others whole; n/N beside
-    a tab's own key and the Graph tab's ``f`` are left out, each still bound."""
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
-        async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
+            # the footer keys it shows are whole in every tab
             for key, shown in (("1", ("n N Coll.",)), ("2", ("n N Coll.",)), ("3", ("s Layout",)), ("4", ("n N Coll.",)),
                                ("5", ("n N Coll.",)), ("6", ("s Run sweep",))):
                 await press(pilot, key)
@@ -166,6 +177,23 @@ def test_at_80x24_the_footer_keys_it_shows_are_whole_in_every_tab(tmp_path):
             assert app.query_one("#graph-view").unfolded
             await press(pilot, "e")
             assert app.last_export is not None and app.last_export.parent == tmp_path
+
+            # the compiled tab's verdicts and the sidebar's labels are whole
+            await press(pilot, "5")
+            await settle(pilot)
+            rows = screen_text(app)
+            # linear.py's naive plan: W's gradient summed in each of the 2 chunks, 20 B a run
+            row = next(row for row in rows if "all-reduce[s]" in row and "grad(params)" in row)
+            assert row.split()[-1] == "deferrable", row
+            await press(pilot, "f2")
+            sidebar = app.query_one("#sidebar")
+            room = sidebar.scrollable_content_region.width
+            for label in app.query(".sidebar-title").results(Label):
+                if not label.display:
+                    continue
+                assert label.size.width <= room, (str(label.content), label.size.width, room)  # not clipped
+                shown = plain(["".join(s.text for s in label.render_line(y)) for y in range(label.size.height)])
+                assert shown == str(label.content), (shown, str(label.content))
 
     run(scenario())
 

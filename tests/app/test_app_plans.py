@@ -16,6 +16,9 @@ def cursor_key(tree) -> str | None:
 
 
 def test_n_and_N_move_both_trees_to_their_collectives():
+    """One app on rnn.py: the first n's line shows its badge, trip counts, casts and varying axes
+    (that was a test of its own, on its own app), then n and N walk both trees from tab to tab,
+    wrapping either way."""
     async def scenario():
         app = make_app(DEMOS / "rnn.py")
         async with app.run_test(size=SIZE) as pilot:
@@ -30,8 +33,27 @@ def test_n_and_N_move_both_trees_to_their_collectives():
             # the sums after the loop carry the same gradients, accumulated per device first
             assert sorted(deferred_by_value) == ["grad(params['Wh'])", "grad(params['Wx'])", "grad(params['b'])"]
             assert len(naive_ids) == 3
-            await press(pilot, "4")  # n from another tab comes back to Plans
-            for step, position in (("n", 0), ("n", 1), ("n", 2), ("n", 0), ("N", 2), ("N", 1)):
+
+            # the labels: badges, trip counts, casts and varying axes
+            await press(pilot, "n")  # the naive collective in the time loop: chunks x T runs
+            assert cursor_key(naive) == naive_ids[0]
+            label = naive.cursor_node.label.plain
+            assert label.startswith(" x16/call  psum_invariant_0[s]"), "the badge leads, so a narrow pane never cuts it"
+            loops = [n.label.plain for n in _ancestors(naive.cursor_node) if n.data and n.data.equation is not None]
+            assert any(text.startswith(" x16/call  1 collective equation in ") and "scan x8" in text for text in loops)
+            assert any(text.startswith(" x20/call  3 collective equations in ") and "scan x2" in text for text in loops)
+            siblings = [n.label.plain for n in naive.cursor_node.parent.children]
+            assert any("{V:s}" in text for text in siblings)
+            chunk_loop = naive.cursor_node.parent.parent
+            casts = [n.label.plain for n in chunk_loop.children if n.label.plain.startswith("pvary")]
+            assert casts and all("cast, moves no data" in text for text in casts)
+            await press(pilot, "n")
+            assert "x1/call" in deferred.cursor_node.label.plain
+
+            # n and N from the second collective on: n from another tab comes back to Plans, n wraps
+            # from the last to the first, N from the first to the last
+            await press(pilot, "4")
+            for step, position in (("n", 2), ("n", 0), ("N", 2), ("N", 1), ("N", 0), ("n", 1)):
                 await press(pilot, step)
                 assert app.query_one("#tabs").active == "plans"
                 assert cursor_key(naive) == naive_ids[position]
@@ -53,30 +75,6 @@ def _ancestors(node):
     while node.parent is not None:
         node = node.parent
         yield node
-
-
-def test_labels_show_badges_trip_counts_casts_and_varying_axes():
-    async def scenario():
-        app = make_app(DEMOS / "rnn.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await press(pilot, "n")  # the naive collective in the time loop: chunks x T runs
-            naive = app.query_one(PlansView).tree("naive")
-            label = naive.cursor_node.label.plain
-            assert label.startswith(" x16/call  psum_invariant_0[s]"), "the badge leads, so a narrow pane never cuts it"
-            loops = [n.label.plain for n in _ancestors(naive.cursor_node) if n.data and n.data.equation is not None]
-            assert any(text.startswith(" x16/call  1 collective equation in ") and "scan x8" in text for text in loops)
-            assert any(text.startswith(" x20/call  3 collective equations in ") and "scan x2" in text for text in loops)
-            siblings = [n.label.plain for n in naive.cursor_node.parent.children]
-            assert any("{V:s}" in text for text in siblings)
-            chunk_loop = naive.cursor_node.parent.parent
-            casts = [n.label.plain for n in chunk_loop.children if n.label.plain.startswith("pvary")]
-            assert casts and all("cast, moves no data" in text for text in casts)
-            await press(pilot, "n")
-            deferred = app.query_one(PlansView).tree("deferred")
-            assert "x1/call" in deferred.cursor_node.label.plain
-
-    run(scenario())
 
 
 def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
@@ -110,51 +108,6 @@ def test_trees_populate_lazily_and_page_long_blocks(monkeypatch):
             assert len(body.children) > shown, "enter on a gap shows the next page"
 
     assert os.environ.get("SHARDSCOPE_DEEP_DEPTH") == LONG_DEEP_DEPTH
-    run(scenario())
-
-
-def test_a_rerun_leaves_the_focus_in_the_sidebar():
-    from textual.widgets import OptionList, Select
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            for widget in (app.query_one("#devices", Select), app.query_one("#functions", OptionList)):
-                widget.focus()
-                await drain(pilot)
-                await press(pilot, "r")  # the user set something in the sidebar and runs it
-                await settle(pilot)
-                assert app.focused is widget, f"the run's results took the focus from {widget.id}"
-
-    run(scenario())
-
-
-def test_the_plans_tab_takes_the_focus_but_not_from_an_input():
-    from textual.widgets import Input
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            naive = app.query_one(PlansView).tree("naive")
-            assert app.focused is naive
-            chunk = app.query_one("#chunk", Input)
-            chunk.focus()
-            await drain(pilot)  # focus() lands on a later turn: escape must find the input focused
-            assert app.focused is chunk
-            await press(pilot, "escape", "2", "1")  # leave the input, then back to Plans
-            await drain(pilot)
-            assert app.focused is naive
-            chunk.focus()
-            await drain(pilot)
-            app.action_show_tab("graph")
-            app.action_show_tab("plans")
-            await drain(pilot)
-            assert app.focused is chunk, "the input keeps the focus while the user types"
-            await press(pilot, "escape", "n", "down")
-            assert app.focused is naive and naive.cursor_node.data.key.endswith("add_0")  # the line after the psum
-
     run(scenario())
 
 
@@ -195,10 +148,16 @@ def test_runs_do_not_pile_up_garbage_frozen_out_of_the_collector():
     run(scenario())
 
 
-def test_a_new_result_redraws_what_the_cursor_shows():
-    """After ``n``, a run at another mesh and chunk size redraws the details and the header of the
-    collective the cursor is on: the details said ``x2/call`` of the old run until the cursor moved."""
-    from textual.widgets import Input, Select
+def test_the_focus_stays_where_the_user_put_it_across_tabs_and_runs_and_a_new_result_redraws_the_cursors_line():
+    """One app on linear.py, steps of one user's path (three tests, each on its own app, before):
+
+    - the Plans tab takes the focus, but not from an input;
+    - a re-run leaves the focus in the sidebar, where the user set something;
+    - after ``n``, a run at another mesh and chunk size redraws the details and the header of the
+      collective the cursor is on: the details said ``x2/call`` of the old run until the cursor
+      moved.
+    """
+    from textual.widgets import Input, OptionList, Select
 
     from app_support import eventually
 
@@ -206,8 +165,37 @@ def test_a_new_result_redraws_what_the_cursor_shows():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await press(pilot, "n")
             plans = app.query_one(PlansView)
+
+            # the Plans tab takes the focus but not from an input
+            naive = plans.tree("naive")
+            assert app.focused is naive
+            chunk = app.query_one("#chunk", Input)
+            chunk.focus()
+            await drain(pilot)  # focus() lands on a later turn: escape must find the input focused
+            assert app.focused is chunk
+            await press(pilot, "escape", "2", "1")  # leave the input, then back to Plans
+            await drain(pilot)
+            assert app.focused is naive
+            chunk.focus()
+            await drain(pilot)
+            app.action_show_tab("graph")
+            app.action_show_tab("plans")
+            await drain(pilot)
+            assert app.focused is chunk, "the input keeps the focus while the user types"
+            await press(pilot, "escape", "n", "down")
+            assert app.focused is naive and naive.cursor_node.data.key.endswith("add_0")  # the line after the psum
+
+            # a re-run leaves the focus in the sidebar
+            for widget in (app.query_one("#devices", Select), app.query_one("#functions", OptionList)):
+                widget.focus()
+                await drain(pilot)
+                await press(pilot, "r")  # the user set something in the sidebar and runs it
+                await settle(pilot)
+                assert app.focused is widget, f"the run's results took the focus from {widget.id}"
+
+            # a new result redraws what the cursor shows
+            await press(pilot, "n")
             batch = 64  # demos/linear.py: x is (64, 5)
             before = batch // 2 // 16  # 2 devices, chunk 16: 2 chunks per device, one psum each
             assert f" x{before}/call " in plans.details("naive").content.plain

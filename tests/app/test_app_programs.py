@@ -61,10 +61,11 @@ def sidebar_marks(app) -> list[str]:
     return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
 
 
-def test_a_program_file_opens_with_a_pane_per_program_and_n_pairs_their_collectives_by_value():
-    """One app run on train_step.py: what it opens with, then the first n."""
+def test_a_program_file_opens_with_a_pane_per_program_and_n_pairs_their_collectives_by_value(tmp_path):
+    """One app run on train_step.py: what it opens with, then the first n, then b and c switch
+    the comparison and e exports its diff (that was a test of its own, on its own app)."""
     async def scenario():
-        app = make_app(DEMOS / "train_step.py")
+        app = make_app(DEMOS / "train_step.py", export_dir=tmp_path, repeats=5)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert app.analysis.origin.noun == "program" and not app.query_one(ErrorPanel).shown
@@ -100,15 +101,7 @@ def test_a_program_file_opens_with_a_pane_per_program_and_n_pairs_their_collecti
             assert step.endswith(f"{value} x4/call collective 1 of 2, psum_invariant_0 in 1 loop(s)")  # the value leads
             assert "out['W2'] x1/call collective" in fixed and fixed.endswith("outside loops")  # step_fixed returns the sum
 
-    run(scenario())
-
-
-
-def test_b_and_c_switch_the_comparison_and_e_exports_its_diff(tmp_path):
-    async def scenario():
-        app = make_app(DEMOS / "train_step.py", export_dir=tmp_path, repeats=5)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # b and c switch the comparison and e exports its diff
             first = app.comparison.speedup
             await press(pilot, "3")
             await settle(pilot)

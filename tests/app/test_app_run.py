@@ -102,6 +102,8 @@ def test_progress_goes_through_the_stages_in_order():
 
 
 def test_a_key_pressed_during_a_run_is_handled_at_once(tmp_path):
+    """Runs of a demo whose tracing waits for the test: keys pressed while one traces are handled at
+    once; then a new run cancels the stale one (that was a test of its own, on its own app)."""
     async def scenario():
         app = make_app(write_gated_demo(tmp_path / "gated.py"), autorun=False)
         async with app.run_test(size=SIZE) as pilot:
@@ -119,15 +121,9 @@ def test_a_key_pressed_during_a_run_is_handled_at_once(tmp_path):
             await settle(pilot)
             assert app.analysis is not None and not app.running
 
-    run(scenario())
-
-
-def test_a_new_run_cancels_the_stale_one(tmp_path):
-    async def scenario():
-        app = make_app(write_gated_demo(tmp_path / "gated.py"), autorun=False)
-
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            # a new run cancels the stale one
+            GATE.clear()
+            runs = app.run_id  # load, run
             await press(pilot, "r")
             first = [w for w in app.workers if w.is_running]
             assert len(first) == 1
@@ -136,7 +132,7 @@ def test_a_new_run_cancels_the_stale_one(tmp_path):
             GATE.set()
             await settle(pilot)
             assert first[0].state == WorkerState.CANCELLED
-            assert app.analysis is not None and app.run_id == 3  # load, run, run
+            assert app.analysis is not None and app.run_id == runs + 2  # run, run
             assert not app.query_one("#error").shown
 
     run(scenario())

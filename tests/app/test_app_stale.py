@@ -46,27 +46,6 @@ def test_picking_another_mesh_marks_the_results_stale_until_they_are_run():
     run(scenario())
 
 
-def test_typing_a_chunk_size_marks_the_results_stale():
-    """An uncommitted edit counts: the results on screen are no longer what the sidebar says."""
-
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            chunk = app.query_one("#chunk", Input)
-            chunk.focus()
-            await press(pilot, "8")
-            # The sidebar's Edited message reaches the app some turns after the key.
-            await eventually(pilot, lambda: app.stale, "typing 8 marked the results stale")
-            assert "the sidebar asks for chunk 8" in str(app.query_one("#stale").content)
-            await press(pilot, "backspace", "1", "6")  # 16 is what auto resolved to: not stale
-            await eventually(pilot, lambda: chunk.value == "16" and not app.stale, "typing 16 cleared the mark")
-            await settle(pilot)  # the edits in between ("", "1") have all been handled: still not stale
-            assert not app.stale
-
-    run(scenario())
-
-
 def test_a_failed_run_names_the_settings_that_failed_not_the_ones_on_screen(tmp_path):
     """The status line shows the results' settings first, then the failed settings with "failed"."""
 

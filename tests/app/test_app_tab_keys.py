@@ -24,6 +24,17 @@ def small_demo(tmp_path):
 
 
 def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
+    """The Sweep tab's key works right after 6 and from the tab bar; then the palette offers every
+    binding and every action has one, and a tab's own action runs from another tab (that was a
+    test of its own, on its own app)."""
+    app_actions = {name[len("action_"):] for name, _ in inspect.getmembers(ShardscopeApp, inspect.isfunction)
+                   if name.startswith("action_") and name in vars(ShardscopeApp)}
+    bound = {binding.action.split("(")[0] for binding in ShardscopeApp.BINDINGS}
+    assert app_actions <= bound, f"actions of the app with no key (so not in the palette): {app_actions - bound}"
+    for view, tab in ((DiffView, "diff"), (SweepView, "sweep")):
+        view_actions = {name[len("action_"):] for name in vars(view) if name.startswith("action_")}
+        assert view_actions <= {b.action for b in TAB_BINDINGS[tab]}, (view, view_actions)
+
     async def scenario():
         app = make_app(small_demo(tmp_path))
         async with app.run_test(size=SIZE) as pilot:
@@ -41,10 +52,33 @@ def test_the_sweep_key_works_right_after_6_wherever_the_focus_is(tmp_path):
             await drain(pilot)
             assert "sweep" in {b.binding.id for b in app.screen.active_bindings.values()}
 
+            # the palette offers every binding and every action has one
+            provider = SystemCommandsProvider(app.screen)
+            hits = {hit.text: hit async for hit in provider.discover()}
+            for binding in ShardscopeApp.BINDINGS:
+                title = "Quit" if binding.action == "quit" else binding.description  # Textual offers its own Quit
+                assert title in hits, f"the palette does not offer {binding.key} ({title})"
+                if binding.action != "quit":
+                    assert hits[title].help == binding.tooltip, title
+            # a tab's own action runs from another tab: the palette opens the tab and acts there
+            await press(pilot, "1")  # back to the Plans tab
+            assert app.query_one("#tabs").active == "plans"
+            before = app.query_one(SweepView).sweep
+            hits["Run sweep"].command()
+            await eventually(pilot, lambda: app.query_one("#tabs").active == "sweep", "the Sweep tab opens")
+            await settle(pilot)
+            assert app.query_one(SweepView).sweep is not None and app.query_one(SweepView).sweep is not before
+            hits["Side by side"].command()
+            await settle(pilot)
+            assert app.query_one("#tabs").active == "diff" and app.query_one(DiffView).side_by_side
+
     run(scenario())
 
 
 def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
+    """At 80x24: the Diff tab opened during the first run gets its key once its view exists; then
+    closing the help leaves the focus out of the folded sidebar (that was a test of its own, on
+    its own app)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=(80, 24)) as pilot:
@@ -56,47 +90,48 @@ def test_the_diff_key_works_when_the_tab_was_opened_before_its_view_existed():
             await press(pilot, "1", "s")  # on another tab the key is not the Diff tab's
             assert app.query_one(DiffView).side_by_side
 
-    run(scenario())
-
-
-def test_the_palette_offers_every_binding_and_every_action_has_one(tmp_path):
-    app_actions = {name[len("action_"):] for name, _ in inspect.getmembers(ShardscopeApp, inspect.isfunction)
-                   if name.startswith("action_") and name in vars(ShardscopeApp)}
-    bound = {binding.action.split("(")[0] for binding in ShardscopeApp.BINDINGS}
-    assert app_actions <= bound, f"actions of the app with no key (so not in the palette): {app_actions - bound}"
-    for view, tab in ((DiffView, "diff"), (SweepView, "sweep")):
-        view_actions = {name[len("action_"):] for name in vars(view) if name.startswith("action_")}
-        assert view_actions <= {b.action for b in TAB_BINDINGS[tab]}, (view, view_actions)
-
-    async def scenario():
-        app = make_app(small_demo(tmp_path))
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            provider = SystemCommandsProvider(app.screen)
-            hits = {hit.text: hit async for hit in provider.discover()}
-            for binding in ShardscopeApp.BINDINGS:
-                title = "Quit" if binding.action == "quit" else binding.description  # Textual offers its own Quit
-                assert title in hits, f"the palette does not offer {binding.key} ({title})"
-                if binding.action != "quit":
-                    assert hits[title].help == binding.tooltip, title
-            # a tab's own action runs from another tab: the palette opens the tab and acts there
-            assert app.query_one("#tabs").active == "plans"
-            hits["Run sweep"].command()
-            await eventually(pilot, lambda: app.query_one("#tabs").active == "sweep", "the Sweep tab opens")
-            await settle(pilot)
-            assert app.query_one(SweepView).sweep is not None
-            hits["Side by side"].command()
-            await settle(pilot)
-            assert app.query_one("#tabs").active == "diff" and app.query_one(DiffView).side_by_side
+            # closing the help leaves the focus out of the folded sidebar
+            app.set_focus(None)  # as on a tab with nothing to focus
+            await press(pilot, "question_mark", "escape")
+            focused = app.focused
+            assert focused is None or app.query_one(Sidebar) not in focused.ancestors_with_self, focused
+            await press(pilot, "f2", "f2", "2")
+            assert app.query_one("#tabs").active == "graph"
 
     run(scenario())
 
 
-def test_after_f2_twice_the_digits_switch_tabs_even_from_an_input():
+def test_f2_and_the_digits_never_leave_the_focus_in_an_input_or_the_hidden_sidebar():
+    """One app on linear.py, steps of one user's path (three tests, each on its own app, before):
+
+    - hiding the sidebar gives the focus to the tab shown;
+    - the digits switch tabs from the Sweep tab's button (Textual gave the focus to the budget input);
+    - after f2 twice the digits switch tabs even from an input.
+    """
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # hiding the sidebar gives the focus to the tab shown
+            app.query_one("#functions").focus()
+            await press(pilot, "f2")
+            assert not app.sidebar_shown
+            assert app.focused is not None and app.focused.id == "naive-tree"
+            await press(pilot, "6", "f2", "f2")  # the Sweep tab: its scrolling charts, not its budget input
+            assert app.focused is not None and app.query_one("#sweep") in app.focused.ancestors
+            assert not isinstance(app.focused, Input)
+
+            # the digits switch tabs from the Sweep tab's button
+            await press(pilot, "6")
+            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
+            app.query_one("#sweep-run").focus()
+            await press(pilot, "2")
+            assert app.query_one("#tabs").active == "graph", "Textual gave the focus to the budget input, in the Sweep tab"
+            assert app.query_one("#sweep-budget", Input).value == ""
+
+            # after f2 twice the digits switch tabs even from an input (the sidebar shown, as opened)
+            await press(pilot, "f2")
+            assert app.sidebar_shown
             await press(pilot, "6")
             await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
             budget = app.query_one("#sweep-budget", Input)
@@ -109,52 +144,6 @@ def test_after_f2_twice_the_digits_switch_tabs_even_from_an_input():
             await press(pilot, "2")
             assert app.query_one("#tabs").active == "graph" and budget.value == "20"
             assert app.focused is not None and app.query_one("#graph") in app.focused.ancestors
-
-    run(scenario())
-
-
-def test_the_digits_switch_tabs_from_the_sweep_tabs_button():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            await press(pilot, "6")
-            await eventually(pilot, lambda: bool(app.query(SweepView)), "the Sweep view is mounted")
-            app.query_one("#sweep-run").focus()
-            await press(pilot, "2")
-            assert app.query_one("#tabs").active == "graph", "Textual gave the focus to the budget input, in the Sweep tab"
-            assert app.query_one("#sweep-budget", Input).value == ""
-
-    run(scenario())
-
-
-def test_hiding_the_sidebar_gives_the_focus_to_the_tab_shown():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            app.query_one("#functions").focus()
-            await press(pilot, "f2")
-            assert not app.sidebar_shown
-            assert app.focused is not None and app.focused.id == "naive-tree"
-            await press(pilot, "6", "f2", "f2")  # the Sweep tab: its scrolling charts, not its budget input
-            assert app.focused is not None and app.query_one("#sweep") in app.focused.ancestors
-            assert not isinstance(app.focused, Input)
-
-    run(scenario())
-
-
-def test_closing_the_help_leaves_the_focus_out_of_the_folded_sidebar():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
-            app.set_focus(None)  # as on a tab with nothing to focus
-            await press(pilot, "question_mark", "escape")
-            focused = app.focused
-            assert focused is None or app.query_one(Sidebar) not in focused.ancestors_with_self, focused
-            await press(pilot, "f2", "f2", "2")
-            assert app.query_one("#tabs").active == "graph"
 
     run(scenario())
 

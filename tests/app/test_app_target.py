@@ -79,6 +79,13 @@ async def _type_target(pilot, text: str) -> None:
     await settle(pilot)
 
 
+UNUSABLE_TARGETS = [
+    ("tpu:v9:2x2", "libtpu does not know the topology 'v9:2x2'", "for example tpu:v5e:2x2"),
+    ("tpu:v5e:4x4", "tpu:v5e:4x4 has 16 devices; the app started JAX with 8 CPU devices",
+     "open the app with --target tpu:v5e:4x4"),
+]
+
+
 def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and_costs_them_on_its_ici():
     """linear.py on v5e:2x2 (4 chips): the mesh spans the slice; the naive plan's all-reduce
     leaves the chunk loop there (one run per call instead of 2), the deferred one stays outside.
@@ -87,6 +94,14 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
     compiled collectives (what the TPU runs: 1 all-reduce of W's 20 bytes per call for each plan
     of the seed demo) on the v5e torus (the slice's one model: a 2x2 square, two lines of 2
     chips, 2 hops of ~1 us, 4.5e10 B/s one way per link), by the formula written out here.
+
+    While the target is set the Devices picker shows the slice's chips (4); cleared, it shows the
+    user's 2 again and the next run is on s=2, not on the slice's count (the seed demo: the
+    picker, not the program, is what this shows). Before all that, a typo in the target is flagged
+    as typed and refused before any run. Then each target that cannot be used, typed in
+    turn after the same CPU results: its own error panel, never the one before, and the CPU results
+    stay. (The typo, the clearing and the unusable targets were tests of their own, each on its own
+    app.)
     """
     tpu = _tpu_texts("linear.py", "linear", "v5e:2x2", 4)
     assert [depth for _, depth in all_reduces(tpu["naive"])] == [0]  # hoisted out of the chunk loop
@@ -99,6 +114,21 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # a typo in the target is flagged as typed and refused before any run
+            field = app.query_one("#target", Input)
+            app.set_focus(field)
+            await press(pilot, *"tpu:v5e")
+            assert not field.is_valid
+            assert "not a target: tpu:TOPOLOGY" in str(app.query_one("#target-note").content)
+            await press(pilot, "escape", "r")
+            await settle(pilot)
+            panel = _panel(app)
+            assert "'v5e' is not a TPU topology name" in panel and "for example tpu:v5e:2x2" in panel
+            assert app.analysis is None and app.run_id == 1 and app.is_running
+
+            # the target typed whole: compiled for the slice and costed on its ICI
+            picker = app.query_one("#devices", Select)
+            assert picker.value == 2
             await _type_target(pilot, "tpu:v5e:2x2")
             analysis = app.analysis
             assert not app.query_one(ErrorPanel).shown
@@ -150,6 +180,25 @@ def test_a_target_typed_in_the_sidebar_compiles_the_seed_plans_for_the_slice_and
             assert "projected onto" not in sentence  # one model of the slice's ICI, not a second ring
             expected = f"{one_run * 1e6:.4g} us/call"
             assert f"naive {expected}, deferred {expected}, reduced {expected}" in sentence, sentence
+
+            # cleared, the picker gives the user's own count back
+            await _type_target(pilot, "")
+            assert picker.value == 2 and not picker.disabled
+            assert app.analysis.settings.mesh.text() == "s=2" and app.analysis.settings.targets == ()
+            assert not app.query_one(ErrorPanel).shown
+
+            # a target that cannot be used is an error panel of its own, and the CPU results stay
+            shown = app.analysis
+            for k, (target, message, hint) in enumerate(UNUSABLE_TARGETS):
+                await _type_target(pilot, target)
+                panel = _panel(app)
+                assert message in panel and hint in panel and "Traceback" not in panel, (target, panel)
+                assert not any(other in panel for _, other, _ in UNUSABLE_TARGETS[:k]), (target, panel)
+                # the CPU results stay, the app keeps running
+                assert app.analysis is shown and app.is_running, target
+                await press(pilot, "5")
+                await drain(pilot)
+                assert "on tpu:" not in app.query_one(HloView).plain, target
 
     run(scenario())
 
@@ -230,54 +279,6 @@ def test_a_program_file_is_compiled_for_the_slice_too():
             app.query_one("#target", Input).value = ""
             await drain(pilot)
             assert app.stale  # the results are for a target the field no longer asks for
-
-    run(scenario())
-
-
-def test_a_typo_in_the_target_is_flagged_as_typed_and_refused_before_any_run():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            field = app.query_one("#target", Input)
-            app.set_focus(field)
-            await press(pilot, *"tpu:v5e")
-            assert not field.is_valid
-            assert "not a target: tpu:TOPOLOGY" in str(app.query_one("#target-note").content)
-            await press(pilot, "escape", "r")
-            await settle(pilot)
-            panel = _panel(app)
-            assert "'v5e' is not a TPU topology name" in panel and "for example tpu:v5e:2x2" in panel
-            assert app.analysis is None and app.run_id == 1 and app.is_running
-
-    run(scenario())
-
-
-UNUSABLE_TARGETS = [
-    ("tpu:v9:2x2", "libtpu does not know the topology 'v9:2x2'", "for example tpu:v5e:2x2"),
-    ("tpu:v5e:4x4", "tpu:v5e:4x4 has 16 devices; the app started JAX with 8 CPU devices",
-     "open the app with --target tpu:v5e:4x4"),
-]
-
-
-def test_a_target_that_cannot_be_used_is_an_error_panel_and_the_results_stay():
-    """Each target typed in turn after the same CPU results (one app run): its own error panel,
-    never the one before, and the CPU results stay."""
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            shown = app.analysis
-            for k, (target, message, hint) in enumerate(UNUSABLE_TARGETS):
-                await _type_target(pilot, target)
-                panel = _panel(app)
-                assert message in panel and hint in panel and "Traceback" not in panel, (target, panel)
-                assert not any(other in panel for _, other, _ in UNUSABLE_TARGETS[:k]), (target, panel)
-                # the CPU results stay, the app keeps running
-                assert app.analysis is shown and app.is_running, target
-                await press(pilot, "5")
-                await drain(pilot)
-                assert "on tpu:" not in app.query_one(HloView).plain, target
 
     run(scenario())
 
@@ -499,26 +500,6 @@ def test_at_80_columns_the_placements_keep_their_runs_and_placement_on_screen():
             assert "runs/call" in header and "CPU runs" in header and "placement" in header
             # Wh: the 2 chunks on the slice, 2 chunks x 8 time steps on the CPU (its value folds)
             assert any(re.search(rf"grad\(params\['W\S*\s+{CHUNKS}\s+{CHUNKS * 8}\s+left 1 of 2 loops", row) for row in rows), rows
-
-    run(scenario())
-
-
-def test_clearing_the_target_gives_the_devices_picker_its_own_count_back():
-    """While a target is set the picker shows the slice's chips (4); cleared, it shows the
-    user's 2 again and the next run is on s=2, not on the slice's count (the seed demo: the
-    picker, not the program, is what this shows)."""
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            picker = app.query_one("#devices", Select)
-            assert picker.value == 2
-            await _type_target(pilot, "tpu:v5e:2x2")
-            assert app.analysis.settings.mesh.text() == "s=4" and picker.value == 4
-            await _type_target(pilot, "")
-            assert picker.value == 2 and not picker.disabled
-            assert app.analysis.settings.mesh.text() == "s=2" and app.analysis.settings.targets == ()
-            assert not app.query_one(ErrorPanel).shown
 
     run(scenario())
 

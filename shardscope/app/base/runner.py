@@ -152,7 +152,7 @@ def load_settings_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...
     if targets[0].count > MAX_DEVICES:  # each plan is traced over as many CPU devices as the slice has
         return (), SettingsError(
             f"{targets[0].target} has {targets[0].count:,} devices; shardscope traces over at most "
-            f"{MAX_DEVICES} simulated CPU devices.", f"type a slice of at most {MAX_DEVICES} chips, e.g. tpu:v5e:16x16")
+            f"{MAX_DEVICES:,} simulated CPU devices.", f"type a slice of at most {MAX_DEVICES:,} chips, e.g. tpu:v5e:16x16")
     return targets, None
 
 
