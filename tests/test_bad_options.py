@@ -52,6 +52,7 @@ def test_process_counts_suggest_only_device_counts_that_work(devices, processes,
 def test_calibrate_refuses_more_devices_than_the_cap_before_starting_them(refused):
     message, hint = refused("calibrate", "--devices", "5000")
     assert message == f"5,000 devices asked for, but at most {MAX_DEVICES:,} shardscope simulates."
+    assert hint == "pick 1 to 4,096 devices"  # calibrate has no batch to divide; the cap in figures
     message, hint = refused("calibrate", "--devices", "3", "--processes", "2")
     assert "--devices 4, 6, 8" in hint
 

@@ -115,7 +115,7 @@ def check_device_count(devices: int, batch: int | None = None, available: int = 
         raise SettingsError(
             f"{devices:,} devices asked for, but at most {available:,} {limit}.",
             f"use a device count that divides the batch {batch}: {', '.join(map(str, valid))}"
-            if valid else f"pick 1 to {available} devices",
+            if valid else f"pick 1 to {available:,} devices",
         )
     if batch is not None and batch % devices:
         valid = [d for d in divisors(batch) if d <= available]
