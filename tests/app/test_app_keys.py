@@ -10,11 +10,24 @@ from shardscope.app.views.plans.plans_view import PlansView
 
 
 def test_q_quits_with_status_zero():
-    """Right after the app opens, ? opens the help and escape closes it (? toggles it too: that was
-    a test of its own, on its own app); then q quits with status zero."""
+    """Right after the app opens, ? opens the help, which says how to close it and takes the focus,
+    and q closes it (test_app_tab_keys.py::test_the_help_says_how_to_close_it, on its own app
+    before); ? opens it again and escape closes it (? toggles it too: that was a test of its own,
+    on its own app); then q quits with status zero."""
     async def scenario():
         app = make_app(DEMOS / "linear.py", autorun=False)
         async with app.run_test(size=SIZE) as pilot:
+            # the help says how to close it, takes the focus, and q closes it
+            await press(pilot, "question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            scroll = app.screen.query_one("VerticalScroll")
+            assert scroll.border_subtitle == "Escape, ? or q: close"
+            first_lines = app.screen.query_one("HelpText").source.splitlines()[:3]
+            assert "**Escape, ? or q closes this help**" in "\n".join(first_lines)
+            assert app.screen.focused is scroll, "the help takes the focus, so the arrow keys scroll it"
+            await press(pilot, "q")
+            assert not isinstance(app.screen, HelpScreen) and app.is_running
+
             # question mark opens the help and escape closes it
             await press(pilot, "question_mark")
             assert isinstance(app.screen, HelpScreen)

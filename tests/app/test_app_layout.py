@@ -1,10 +1,12 @@
-"""The screen adapts to the terminal: nothing that matters is cut, what is cut says so with "…"."""
+"""The screen adapts to the terminal: nothing that matters is cut, what is cut says so with "…".
+
+(f2 and the Timings tab at 80 columns: test_app_narrow.py, in the linear.py app at 80x24 there.)"""
 
 from __future__ import annotations
 
 import re
 
-from app_support import DEMOS, drain, make_app, press, run, settle
+from app_support import DEMOS, make_app, press, run, settle
 
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.views.plans.plans_view import PlansView
@@ -51,38 +53,6 @@ def test_at_80x24_the_sidebar_folds_and_every_badge_on_screen_is_whole():
                 tree = plans.tree(name)
                 assert tree.cursor_node.label.plain in str(plans.details(name).content)
                 assert tree.cursor_node.label.cell_len > tree.size.width, "a label that the tree had to cut"
-
-    run(scenario())
-
-
-def test_f2_shows_and_hides_the_sidebar_and_the_choice_sticks():
-    """At 80 columns the Timings tab's labels never wrap (that was a test of its own, on its own
-    app); then f2 shows and hides the sidebar, and the user's choice sticks as the terminal grows."""
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
-            # the Timings tab's labels never wrap at 80 columns
-            await press(pilot, "4")
-            await drain(pilot)
-            text = "\n".join(screen_rows(app.query_one("#timings-body")))
-            assert re.search(r"│ ?compiled runs per call\s+│\s+2\s+│\s+1\s+│", text)  # the 2 chunks' all-reduces
-            assert re.search(r"│ ?jaxpr runs per call\s+│\s+2\s+│\s+1\s+│", text)
-            assert re.search(r"│ ?bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
-            assert re.search(r"│ ?collective equations in loops\s*│\s+1 of 1\s+│\s+0 of 1\s+│\s+0 of 1\s+│", text), text
-
-            # f2 shows and hides the sidebar, and the choice sticks
-            assert not app.sidebar_shown
-            await press(pilot, "f2")
-            assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 24
-            await pilot.resize_terminal(140, 40)
-            await drain(pilot)
-            assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 30
-            await press(pilot, "f2")
-            assert not app.sidebar_shown
-            await pilot.resize_terminal(160, 40)
-            await drain(pilot)
-            assert not app.sidebar_shown, "the user hid it: a wider terminal does not bring it back"
 
     run(scenario())
 

@@ -3,14 +3,20 @@ the cursor, the comparison's sentence, and the footer's keys for the sidebar, he
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
-from app_support import DEMOS, make_app, press, run, screen_text, settle
+from app_support import DEMOS, drain, make_app, press, run, screen_text, settle
 
 from shardscope.app.views.plans.plans_view import PlansView
 
 NARROW = (80, 24)
+
+
+def widget_rows(widget) -> list[str]:
+    """What ``widget`` shows, row by row, as plain text."""
+    return ["".join(segment.text for segment in widget.render_line(y)) for y in range(widget.size.height)]
 
 
 def plain(rows: list[str]) -> str:
@@ -79,7 +85,7 @@ def narrow():
     return get
 
 
-@pytest.mark.parametrize("demo", ["linear.py", "rnn.py", "mlp.py", "train_step.py"])
+@pytest.mark.parametrize("demo", ["rnn.py", "mlp.py", "train_step.py"])  # linear.py's: in the plan marks' test
 def test_at_80x24_the_footer_keeps_sidebar_help_and_quit(narrow, demo):
     for key, footer in narrow(demo).footers.items():
         for shown in ("f2 Sidebar", "? Help", "q Quit", "^p palette"):
@@ -140,6 +146,12 @@ def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_la
     - The compiled collectives table keeps its verdict column whole at 80 columns (it read
       ``deferrab``): who wrote each one and the jaxpr's primitives make way (both are in its
       details). The sidebar's labels wrap in its 24 columns instead of losing their end.
+
+    The same app also walks test_app_layout.py's path (test_f2_shows_and_hides_the_sidebar_and_the_choice_sticks,
+    on its own linear.py app at 80x24 before): at 80 columns the Timings tab's labels never wrap,
+    and f2 shows and hides the sidebar and the user's choice sticks as the terminal grows. The
+    footer keys of linear.py at 80x24 (test_at_80x24_the_footer_keeps_sidebar_help_and_quit[linear.py],
+    before) are the footer checks here, in every tab.
     """
     from textual.widgets import Label
 
@@ -147,6 +159,18 @@ def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_la
         app = make_app(DEMOS / "linear.py", export_dir=tmp_path)
         async with app.run_test(size=NARROW) as pilot:
             await settle(pilot)
+            assert not app.sidebar_shown
+            # the Timings tab's labels never wrap at 80 columns (the default comparison: naive, deferred)
+            await press(pilot, "4")
+            await drain(pilot)
+            text = "\n".join(widget_rows(app.query_one("#timings-body")))
+            assert re.search(r"│ ?compiled runs per call\s+│\s+2\s+│\s+1\s+│", text)  # the 2 chunks' all-reduces
+            assert re.search(r"│ ?jaxpr runs per call\s+│\s+2\s+│\s+1\s+│", text)
+            assert re.search(r"│ ?bytes moved \(per device\)\s+│\s+40 B\s+│\s+20 B\s+│", text)
+            assert re.search(r"│ ?collective equations in loops\s*│\s+1 of 1\s+│\s+0 of 1\s+│\s+0 of 1\s+│", text), text
+            await press(pilot, "1")
+            await settle(pilot)
+
             # the plan headers mark the plans compared and follow b and c
             view = app.query_one(PlansView)
 
@@ -194,6 +218,17 @@ def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_la
                 assert label.size.width <= room, (str(label.content), label.size.width, room)  # not clipped
                 shown = plain(["".join(s.text for s in label.render_line(y)) for y in range(label.size.height)])
                 assert shown == str(label.content), (shown, str(label.content))
+
+            # f2 showed the sidebar; it hides it again, and the user's choice sticks
+            assert app.sidebar_shown and sidebar.outer_size.width == 24
+            await pilot.resize_terminal(140, 40)
+            await drain(pilot)
+            assert app.sidebar_shown and app.query_one("#sidebar").outer_size.width == 30
+            await press(pilot, "f2")
+            assert not app.sidebar_shown
+            await pilot.resize_terminal(160, 40)
+            await drain(pilot)
+            assert not app.sidebar_shown, "the user hid it: a wider terminal does not bring it back"
 
     run(scenario())
 

@@ -11,7 +11,6 @@ from textual.widgets import Input
 from textual.widgets._tabbed_content import ContentTabs
 
 from shardscope.app import ShardscopeApp
-from shardscope.app.widgets.help_screen import HelpScreen
 from shardscope.app.base.bindings import TAB_BINDINGS
 from shardscope.app.widgets.sidebar import Sidebar
 from shardscope.app.views.diff import DiffView
@@ -144,22 +143,5 @@ def test_f2_and_the_digits_never_leave_the_focus_in_an_input_or_the_hidden_sideb
             await press(pilot, "2")
             assert app.query_one("#tabs").active == "graph" and budget.value == "20"
             assert app.focused is not None and app.query_one("#graph") in app.focused.ancestors
-
-    run(scenario())
-
-
-def test_the_help_says_how_to_close_it():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py", autorun=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await press(pilot, "question_mark")
-            assert isinstance(app.screen, HelpScreen)
-            scroll = app.screen.query_one("VerticalScroll")
-            assert scroll.border_subtitle == "Escape, ? or q: close"
-            first_lines = app.screen.query_one("HelpText").source.splitlines()[:3]
-            assert "**Escape, ? or q closes this help**" in "\n".join(first_lines)
-            assert app.screen.focused is scroll, "the help takes the focus, so the arrow keys scroll it"
-            await press(pilot, "q")
-            assert not isinstance(app.screen, HelpScreen) and app.is_running
 
     run(scenario())

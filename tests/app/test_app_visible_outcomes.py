@@ -1,8 +1,8 @@
 """What the explorer shows when an action has nothing to put on screen: each says so in a line.
 
 ``w`` with every rewrite refused (weight decay added into the accumulator: the sum cannot leave
-the loop), a target one program of the file does not fit, and ``t`` in the Compiled tab without
-a target. Real JAX on 8 simulated CPU devices and real Textual (``App.run_test`` + Pilot).
+the loop), a target one program of the file does not fit, ``w`` on a demo file (greyed out) and
+``t`` in the Compiled tab without a target. Real JAX on 8 simulated CPU devices and real Textual (``App.run_test`` + Pilot).
 """
 
 from __future__ import annotations
@@ -139,11 +139,23 @@ def test_a_program_that_does_not_fit_the_target_leaves_the_others_on_screen(tmp_
     run(scenario())
 
 
-def test_t_in_the_compiled_tab_without_a_target_says_how_to_set_one():
+def test_on_a_demo_file_w_is_greyed_out_and_t_without_a_target_says_how_to_set_one():
+    """One app on linear.py: ``w`` is greyed out for a demo file and changes nothing
+    (test_app_what_if.py::test_w_is_greyed_out_for_a_demo_file, on its own app before), then ``t``
+    in the Compiled tab without a target says how to set one
+    (test_t_in_the_compiled_tab_without_a_target_says_how_to_set_one)."""
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
+            # w is greyed out for a demo file, and pressed it changes nothing
+            assert app.check_action("what_if", ()) is None
+            before = tuple(app.analysis.plans)
+            await press(pilot, "w")
+            await settle(pilot)
+            assert tuple(app.analysis.plans) == before and not app.settings.what_if
+
+            # t in the Compiled tab without a target says how to set one
             await press(pilot, "5")  # the Compiled tab
             assert app.query_one("#tabs").active == "hlo"
             told = []

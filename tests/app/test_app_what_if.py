@@ -1,5 +1,6 @@
 """``w`` in the explorer: each program of a program file beside shardscope's verified rewrite of
-it, named ``NAME-what-if``, compared with it in every tab; ``w`` again leaves them out.
+it, named ``NAME-what-if``, compared with it in every tab; ``w`` again leaves them out. (``w`` on
+a demo file, greyed out, is test_app_visible_outcomes.py's: it shares an app there.)
 
 Real JAX on 8 simulated CPU devices and real Textual (``App.run_test`` + Pilot). Expected counts
 come from recounting the compiled text of demos/train_step.py's ``step`` and ``step_fixed``.
@@ -53,20 +54,6 @@ def test_w_puts_each_program_beside_its_rewrite_and_compares_them():
             await press(pilot, "w")
             await settle(pilot)
             assert tuple(app.analysis.plans) == ("step", "step_fixed")
-
-    run(scenario())
-
-
-def test_w_is_greyed_out_for_a_demo_file():
-    async def scenario():
-        app = make_app(DEMOS / "linear.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            assert app.check_action("what_if", ()) is None
-            before = tuple(app.analysis.plans)
-            await press(pilot, "w")
-            await settle(pilot)
-            assert tuple(app.analysis.plans) == before and not app.settings.what_if
 
     run(scenario())
 

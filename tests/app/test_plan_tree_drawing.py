@@ -116,6 +116,11 @@ def _open_the_page_above(tree) -> None:
 
 
 def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch):
+    """N, a page opened above, n and N: then a click on a line drawn at first and moved down since
+    selects it, hover lands on the line under the mouse, and a click on a line's guides selects it
+    (test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved, on its own app on deep.py
+    before, walked the same first four steps); the walk goes on, and every kept line is the line a
+    fresh draw gives."""
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
@@ -123,13 +128,16 @@ def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             naive = app.query_one(PlansView).tree("naive")
-            for key in ("N", "open the gap above", "n", "N", "down", "down", "n", "N"):
+            for step, key in enumerate(("N", "open the gap above", "n", "N", "down", "down", "n", "N")):
                 if key == "open the gap above":  # a page opens above the lines just drawn: they move down
                     _open_the_page_above(naive)
                 else:
                     await press(pilot, key)  # N: back to the lines drawn before, now further down
                 await drain(pilot)
                 _check_rows_match_their_lines(naive, _rows(naive))
+                if step == 3:  # the lines drawn at first, now moved down by the page opened above them
+                    await _click_a_line_that_moved(pilot, app, naive)
+                    _check_rows_match_their_lines(naive, _rows(naive))
             kept = _rows(naive)
             naive.forget_drawn_lines()  # the next draw starts afresh
             assert _rows(naive) == kept, "a kept line differs from a fresh draw"
@@ -137,67 +145,25 @@ def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch)
     run(scenario())
 
 
-def test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved(monkeypatch):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
-
-    async def scenario():
-        app = make_app(DEMOS / "deep.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            naive = app.query_one(PlansView).tree("naive")
-            await press(pilot, "N")
-            _open_the_page_above(naive)
-            await press(pilot, "n", "N")  # the lines drawn at first, now moved down by the page opened above them
-            top = naive.scroll_offset.y
-            row = naive.cursor_line - 1 - top  # the line above the collective: drawn at first, then moved
-            target = naive.get_node_at_line(top + row)
-            assert target is not None and target is not naive.cursor_node
-            await pilot.click(naive, offset=(naive.scrollable_content_region.width - 2, row))  # on the label's end
-            await drain(pilot)
-            assert naive.cursor_node is target, "the click selects the line under the mouse"
-            details = str(app.query_one(PlansView).details("naive").content)
-            assert details == target.label.plain, "the details line shows the clicked node's full label"
-            above = naive.get_node_at_line(top + row - 1)
-            await pilot.hover(naive, offset=(naive.scrollable_content_region.width - 2, row - 1))
-            await drain(pilot)
-            assert naive.hover_line == top + row - 1, "hover lands on the line under the mouse"
-            await pilot.click(naive, offset=(0, row - 1))  # on the guides left of the label
-            await drain(pilot)
-            assert naive.cursor_node is above, "a click on a line's guides selects that line too"
-
-    run(scenario())
-
-
-def test_text_rows_redraw_the_lines_an_update_changes_and_keep_the_others():
-    from rich.text import Text
-    from textual.app import App
-
-    from shardscope.app.widgets.text_rows import TextRows
-
-    class Rows(App):
-        CSS = "TextRows { width: 20; height: 3; }"
-
-        def compose(self):
-            yield TextRows(Text("title\nsummary\nstep 1"), id="rows")
-
-    async def scenario():
-        app = Rows()
-        async with app.run_test(size=(40, 6)) as pilot:
-            await drain(pilot)
-            rows = app.query_one("#rows", TextRows)
-            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 1"]
-            rows.update(Text("title\nsummary\nstep 2 of a very long line"))  # n: only the last line changes
-            await drain(pilot)
-            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["title", "summary", "step 2 of a very lo…"]
-            screen = app.export_screenshot().replace("&#160;", " ")
-            assert "step 2 of a very lo…" in screen and "summary" in screen and "step 1" not in screen
-            rows.update(Text("other\nlines"))  # fewer lines: every row again, the last one blank
-            await drain(pilot)
-            assert [rows.render_line(y).text.rstrip() for y in range(3)] == ["other", "lines", ""]
-            screen = app.export_screenshot().replace("&#160;", " ")
-            assert "other" in screen and "summary" not in screen and "step 2" not in screen
-
-    run(scenario())
+async def _click_a_line_that_moved(pilot, app, naive) -> None:
+    """Click the line above the cursor (drawn at first, then moved), hover the one above it, then
+    click that one's guides: each selects or hovers the line under the mouse."""
+    top = naive.scroll_offset.y
+    row = naive.cursor_line - 1 - top  # the line above the collective: drawn at first, then moved
+    target = naive.get_node_at_line(top + row)
+    assert target is not None and target is not naive.cursor_node
+    await pilot.click(naive, offset=(naive.scrollable_content_region.width - 2, row))  # on the label's end
+    await drain(pilot)
+    assert naive.cursor_node is target, "the click selects the line under the mouse"
+    details = str(app.query_one(PlansView).details("naive").content)
+    assert details == target.label.plain, "the details line shows the clicked node's full label"
+    above = naive.get_node_at_line(top + row - 1)
+    await pilot.hover(naive, offset=(naive.scrollable_content_region.width - 2, row - 1))
+    await drain(pilot)
+    assert naive.hover_line == top + row - 1, "hover lands on the line under the mouse"
+    await pilot.click(naive, offset=(0, row - 1))  # on the guides left of the label
+    await drain(pilot)
+    assert naive.cursor_node is above, "a click on a line's guides selects that line too"
 
 
 @pytest.mark.parametrize("key", ["n", "N"])
