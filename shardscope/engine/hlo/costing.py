@@ -64,7 +64,7 @@ def _step(plan: "TargetPlan", seconds: float | None,
     timed = [(c, None if t is None or c.executions is None else c.executions * t.seconds)
              for c, t in zip(plan.compiled.collectives, times)]
     joined = collective_matmul_times(plan.step, timed)
-    return plan.step.with_collectives(sum(s or 0.0 for _, s, _ in joined), sum(o for _, _, o in joined))
+    return plan.step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0))
 
 
 def cost_plan(plan: "TargetPlan") -> PlanCosts:
