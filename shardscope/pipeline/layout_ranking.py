@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from shardscope.engine.hlo.interconnect_times import TargetInterconnect
-from shardscope.engine.hlo.roofline import StepEstimate, range_words, seconds_words
+from shardscope.engine.hlo.roofline import StepEstimate, collective_matmul_times, range_words, seconds_words
 from shardscope.hardware.checked import unchecked_words
 from shardscope.hardware.fit import size_words
 from shardscope.pipeline.layout_compile import COMPILED, CUT, FAILED, REFUSED, CompiledCandidate
@@ -51,6 +51,14 @@ class CollectiveGroup:
     runs: int | None
     bytes: int | None
     seconds: float | None
+    overlapped_s: float = 0.0
+    """Of :attr:`seconds`, what overlaps by construction in collective matmul loops
+    (:func:`~shardscope.engine.hlo.roofline.collective_matmul_times`)."""
+
+    @property
+    def exposed_s(self) -> float | None:
+        """Its time that may be exposed: all of it but what overlaps by construction."""
+        return None if self.seconds is None else max(self.seconds - self.overlapped_s, 0.0)
 
     @property
     def words(self) -> str:
@@ -62,7 +70,7 @@ class CollectiveGroup:
         """The group's numbers."""
         return {"kind": self.kind, "axes": list(self.axes), "in_loop": self.in_loop,
                 "instructions": self.instructions, "runs_per_step": self.runs, "bytes_per_step": self.bytes,
-                "seconds_per_step": self.seconds}
+                "seconds_per_step": self.seconds, "overlapped_seconds_per_step": self.overlapped_s}
 
 
 @dataclass(frozen=True)
@@ -146,9 +154,10 @@ class RankedLayout:
         return flops / high / peak, flops / low / peak, kind
 
     def share(self, group: CollectiveGroup) -> float | None:
-        """``group``'s time as a share of the step with nothing hidden."""
-        high = self.high_s
-        return None if group.seconds is None or not high else group.seconds / high
+        """``group``'s time that may be exposed as a share of the step with nothing hidden (but what
+        overlaps by construction)."""
+        high, exposed = self.high_s, group.exposed_s
+        return None if exposed is None or not high else exposed / high
 
     @property
     def cost_s(self) -> float | None:
@@ -252,37 +261,41 @@ def collective_seconds(compiled: CompiledCandidate, c: "CompiledCollective",
 
 
 def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
-    """One candidate with its collectives timed on its target's interconnect."""
+    """One candidate with its collectives timed on its target's interconnect (those of a
+    collective matmul loop as the loop runs them, and what of them overlaps by construction:
+    :func:`~shardscope.engine.hlo.roofline.collective_matmul_times`)."""
     plan = compiled.plan
     if plan is None:
         return RankedLayout(compiled, compiled.step)
     interconnect = interconnect_of(compiled)
-    grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None]]] = {}
-    timed = []
-    for c in plan.collectives:
-        seconds = collective_seconds(compiled, c, interconnect)
-        timed.append((c, seconds))
-        grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append((c.executions, c.bytes_per_execution,
-                                                                                  seconds))
-    groups = tuple(sorted((_group(key, members) for key, members in grouped.items()),
-                          key=lambda g: (-(g.seconds or 0.0), -(g.bytes or 0))))
+    timed = [(c, collective_seconds(compiled, c, interconnect)) for c in plan.collectives]
     estimate = compiled.step
+    joined = [(c, s, 0.0) for c, s in timed] if estimate is None else collective_matmul_times(estimate, timed)
+    grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None, float]]] = {}
+    for c, seconds, overlapped in joined:
+        grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append(
+            (c.executions, c.bytes_per_execution, seconds, overlapped))
+    groups = tuple(sorted((_group(key, members) for key, members in grouped.items()),
+                          key=lambda g: (-(g.exposed_s or 0.0), -(g.bytes or 0))))
     times = [g.seconds for g in groups]
     if estimate is not None and interconnect is not None and None not in times:
-        estimate = estimate.with_collectives(sum(t for t in times if t is not None))
-    return RankedLayout(compiled, estimate, groups, tuple(sorted(timed, key=lambda pair: -(pair[1] or 0.0))))
+        estimate = estimate.with_collectives(sum(t for t in times if t is not None), sum(g.overlapped_s for g in groups))
+    return RankedLayout(compiled, estimate, groups,
+                        tuple(sorted(((c, s) for c, s, _ in joined), key=lambda pair: -(pair[1] or 0.0))))
 
 
-def _group(key: tuple[str, tuple[str, ...], bool], members: list[tuple[int | None, int, float | None]]) -> CollectiveGroup:
+def _group(key: tuple[str, tuple[str, ...], bool],
+           members: list[tuple[int | None, int, float | None, float]]) -> CollectiveGroup:
     kind, axes, in_loop = key
-    runs = [r for r, _, _ in members]
+    runs = [r for r, _, _, _ in members]
     known = None not in runs
-    seconds = [s for _, _, s in members]
+    seconds = [s for _, _, s, _ in members]
     return CollectiveGroup(
         kind, axes, in_loop, len(members),
         sum(r for r in runs if r is not None) if known else None,
-        sum((r or 0) * size for r, size, _ in members) if known else None,
-        sum(s for s in seconds if s is not None) if None not in seconds else None)
+        sum((r or 0) * size for r, size, _, _ in members) if known else None,
+        sum(s for s in seconds if s is not None) if None not in seconds else None,
+        sum(o for _, _, _, o in members))
 
 
 def _notes(rows: Sequence[RankedLayout], target: str, estimated: bool) -> tuple[str, ...]:
@@ -373,12 +386,12 @@ def _runner_up_words(pick: RankedLayout, other: RankedLayout, ranking: LayoutRan
 def _difference_words(pick: RankedLayout, other: RankedLayout) -> str:
     """``: 38% of its step is all-gathers over tensor in loops`` (its costliest group beyond the
     pick's), or its compute and memory when they make the difference."""
-    ours = {(g.kind, g.axes, g.in_loop): g.seconds or 0.0 for g in pick.groups}
-    extra = max(other.groups, key=lambda g: (g.seconds or 0.0) - ours.get((g.kind, g.axes, g.in_loop), 0.0),
+    ours = {(g.kind, g.axes, g.in_loop): g.exposed_s or 0.0 for g in pick.groups}
+    extra = max(other.groups, key=lambda g: (g.exposed_s or 0.0) - ours.get((g.kind, g.axes, g.in_loop), 0.0),
                 default=None)
     compute = (other.estimate.dispatched_seconds if other.estimate else 0.0) - \
               (pick.estimate.dispatched_seconds if pick.estimate else 0.0)
-    beyond = 0.0 if extra is None else (extra.seconds or 0.0) - ours.get((extra.kind, extra.axes, extra.in_loop), 0.0)
+    beyond = 0.0 if extra is None else (extra.exposed_s or 0.0) - ours.get((extra.kind, extra.axes, extra.in_loop), 0.0)
     if extra is not None and beyond >= compute and beyond > 0:
         share = other.share(extra)
         return f": {share:.0%} of its step is {extra.words}" if share is not None else f": {extra.words}"

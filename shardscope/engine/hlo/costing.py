@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from shardscope.engine.hlo.interconnect_times import CollectiveTime, TargetInterconnect
 from shardscope.engine.hlo.plan_costs import MinSaving, PlanCosts, Saving
+from shardscope.engine.hlo.roofline import collective_matmul_times
 from shardscope.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -50,13 +51,20 @@ def _seconds_per_call(plan: "TargetPlan", times: "tuple[CollectiveTime | None, .
     return total
 
 
-def _step(plan: "TargetPlan", seconds: float | None) -> "StepEstimate | None":
+def _step(plan: "TargetPlan", seconds: float | None,
+          times: "tuple[CollectiveTime | None, ...]" = ()) -> "StepEstimate | None":
     """``plan``'s step estimate on its target with its collectives' time on the target's
-    interconnect joined (the bounds: hidden behind compute, or not at all); without an
-    interconnect model, the compute and memory estimate alone (it says so)."""
+    interconnect joined (the bounds: hidden behind compute, or not at all but what overlaps by
+    construction in collective matmul loops: :func:`~shardscope.engine.hlo.roofline.collective_matmul_times`);
+    without an interconnect model, the compute and memory estimate alone (it says so)."""
     if plan.step is None:
         return None
-    return plan.step if seconds is None else plan.step.with_collectives(seconds)
+    if seconds is None:
+        return plan.step
+    timed = [(c, None if t is None or c.executions is None else c.executions * t.seconds)
+             for c, t in zip(plan.compiled.collectives, times)]
+    joined = collective_matmul_times(plan.step, timed)
+    return plan.step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0))
 
 
 def cost_plan(plan: "TargetPlan") -> PlanCosts:
@@ -64,7 +72,7 @@ def cost_plan(plan: "TargetPlan") -> PlanCosts:
     interconnect = interconnect_of(plan)
     times = tuple(interconnect.time(c) if interconnect is not None else None for c in plan.compiled.collectives)
     seconds = _seconds_per_call(plan, times, interconnect)
-    step = _step(plan, seconds)
+    step = _step(plan, seconds, times)
     step_s = None if step is None else step.dispatched_upper_s
     savings = {p.collective.name: saving_of(plan, p, interconnect, step_s, step) for p in plan.staying_findings}
     return PlanCosts(interconnect, times, seconds, step, savings)

@@ -64,6 +64,8 @@ class InstructionWork:
     looped: bool = False
     """Whether it runs in a while loop's body or condition (its launches are in the loop's
     per-iteration overhead)."""
+    computation: str = ""
+    """The computation it runs in (a loop's body: ``windowed_dot_general_body_rs``)."""
 
     @property
     def total_flops(self) -> float:
@@ -165,16 +167,16 @@ class _Walk:
         if depth > 64:
             return
         for inst in computation.instructions:
-            self.instruction(inst, runs, depth)
+            self.instruction(inst, runs, depth, computation.name)
 
-    def instruction(self, inst: Instruction, runs: int, depth: int) -> None:
+    def instruction(self, inst: Instruction, runs: int, depth: int, where: str = "") -> None:
         opcode = inst.opcode
         if opcode in COLLECTIVE_OPCODES or _is_wrapped_collective(self.module, inst):
             self.collectives.append((inst.name, runs))
             if opcode == "fusion" and any(not c.access and c.flops for c in flop_counts(self.module, inst)):
                 # XLA:TPU's async collective fusion: the compute it overlaps with the collective (a
                 # layer's matmul beside its weights' all-gather) runs in the same fusion
-                self.found.append(self.cost(inst, runs))
+                self.found.append(self.cost(inst, runs, where))
             return
         if opcode == "while":
             self.loop(inst, runs, depth)
@@ -187,7 +189,7 @@ class _Walk:
                 if role in ("to_apply", "calls"):
                     self.called(name, runs, depth)
         elif opcode not in FREE_OPCODES and not opcode.endswith("-done"):
-            self.found.append(self.cost(inst, runs))
+            self.found.append(self.cost(inst, runs, where))
 
     def loop(self, inst: Instruction, runs: int, depth: int) -> None:
         trips = self.counts.trip_count(inst.name)
@@ -205,7 +207,7 @@ class _Walk:
         if computation is not None:
             self.computation(computation, runs, depth + 1)
 
-    def cost(self, inst: Instruction, runs: int) -> InstructionWork:
+    def cost(self, inst: Instruction, runs: int, where: str = "") -> InstructionWork:
         for label in unmodelled_parts(self.module, inst):
             self.unmodelled[label] = self.unmodelled.get(label, 0) + 1
         for kind in outside_band_kinds(self.module, inst):
@@ -215,7 +217,7 @@ class _Walk:
         largest = flops[0] if flops else FlopCount(0.0, inst.shape.arrays[0].dtype if inst.shape.arrays else "", "vector")
         return InstructionWork(inst.name, inst.opcode, inst.metadata.op_name, sum(c.flops for c in flops),
                                boundary_bytes(self.module, inst), largest.dtype, largest.matmul, runs, counts,
-                               accessed_bytes(self.module, inst), launches_kernel(inst), self.loops > 0)
+                               accessed_bytes(self.module, inst), launches_kernel(inst), self.loops > 0, where)
 
 
 def _leaves(shape: Shape) -> int:
