@@ -41,7 +41,10 @@ WORKERS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || ec
 # says): where PYTHONDONTWRITEBYTECODE is set, as on some CI machines, each of the run's ~140
 # processes would otherwise compile the package from source, 0.3 s of a command's 1.2 s start.
 # The files go to __pycache__ folders, which git ignores; files the tests write stay without.
-BYTECODE = $(1) -m compileall -q shardscope
+# The benchmarks, the screenshots' and samples' code and the tests' helpers too (their folders'
+# top level; not tests/fixtures): the benchmarks' smoke run starts ~40 processes that import them.
+# pytest's own rewritten test modules are written by the run's first process (tests/conftest.py).
+BYTECODE = $(1) -m compileall -q shardscope benchmarks screenshots tests/helpers && $(1) -m compileall -q -l tests
 
 # --jax-free=check: the tests tests/jax_free.txt lists (measured to use no JAX, so the newest JAX's run
 # leaves them out) run first in each worker, each one watched: one that uses JAX fails, naming the list.

@@ -7,6 +7,8 @@ Each step runs eagerly as written (the tests run them on placed arrays) and is w
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,14 +93,20 @@ class MLP(nnx.Module):
         return self.l2(jnp.tanh(self.l1(x)))
 
 
-GRAPHDEF, STATE = nnx.split(MLP(nnx.Rngs(0)))
+@functools.cache
+def model() -> tuple[nnx.GraphDef, nnx.State]:
+    """The model's graph and its initial state, built on first use: its initializers run eagerly
+    (1.8 s of CPU), and every xdist worker imports this module to collect the tests."""
+    return nnx.split(MLP(nnx.Rngs(0)))
+
+
 TX = optax.adam(1e-3)
 ENGINE_MICRO_BATCHES = 8
 
 
 def engine_inputs():
     """The model's state and the optimizer's, replicated, and 8 micro-batches split over 'data'."""
-    state = jax.device_put(STATE, REPLICATED)
+    state = jax.device_put(model()[1], REPLICATED)
     opt_state = jax.device_put(TX.init(state), REPLICATED)
     xs = [placed((BATCH, D), BATCHED) for _ in range(ENGINE_MICRO_BATCHES)]
     ys = [placed((BATCH, 1), BATCHED) for _ in range(ENGINE_MICRO_BATCHES)]
@@ -110,8 +118,8 @@ def engine_grad(state, x, y):
     """The gradient function of the engine: the model merged from its state, one micro-batch."""
 
     def model_loss(state):
-        model = nnx.merge(GRAPHDEF, state)
-        return jnp.mean((model(x) - y) ** 2)
+        merged = nnx.merge(model()[0], state)
+        return jnp.mean((merged(x) - y) ** 2)
 
     return jax.grad(model_loss)(state)
 

@@ -248,7 +248,12 @@ def sees_jax(file: str) -> bool:
     return file.startswith("shardscope/") and not file.startswith(PRESENTATION)
 
 
-Covered = tuple  # (file, line), or (file, from line, to line) where the data has arcs
+Line = tuple[str, int]
+"""A line of a file the data measured: (file relative to the repository, line number)."""
+Arc = tuple[str, int, int]
+"""A branch the data measured: (file, from line, to line); negative lines mark entry and exit."""
+Covered = Line | Arc
+"""What a test covered: lines, or arcs where the run measured branches."""
 
 
 def _covered_by_context(path: Path) -> dict[str, set[Covered]]:
@@ -280,7 +285,7 @@ def _covered_by_context(path: Path) -> dict[str, set[Covered]]:
         connection.close()
 
 
-def _lines(covered: set[Covered]) -> set[tuple[str, int]]:
+def _lines(covered: set[Covered]) -> set[Line]:
     """The lines of a set of lines or arcs (an arc's ends, the negative entry and exit marks left out)."""
     return {(entry[0], line) for entry in covered for line in entry[1:] if line > 0}
 

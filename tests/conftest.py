@@ -19,6 +19,7 @@ import pytest
 
 import _jax_free
 import _newest_selection
+import _rewritten_bytecode
 
 from shardscope.app.base.textual_adapter import release_removed_widgets
 from shardscope.distributed.compile_cache import JAX_DIR_ENV, start_compilation_cache
@@ -48,6 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _jax_free.pytest_configure(config)
     _newest_selection.configure(config)
+    _rewritten_bytecode.write_for_workers(config, Path(__file__).resolve().parent)
 
 
 MAX_DEVICES = 8

@@ -54,7 +54,7 @@ def test_a_slice_larger_than_the_simulated_devices_is_refused_before_jax_starts(
     assert result == {"status": 2, "jax": False, "libtpu": False, "file_imported": False}
     # 1000 x 1000 chips, by hand; 4,096 is the cap on simulated CPU devices
     assert "tpu:v5e:1000x1000 has 1,000,000 chips" in stderr and "at most 4,096" in stderr
-    assert "hint: pick a slice of at most 4,096 chips, e.g. tpu:v5e:16x16" in stderr
+    assert "hint: pick a target of at most 4,096 chips, e.g. tpu:v5e:16x16" in stderr
     assert "Traceback" not in stderr and stderr.count("error:") == 1
 
 
@@ -77,3 +77,16 @@ def test_the_chip_count_is_read_from_the_topology_name(text, chips):
                                   "tpu:v4:16x16x16"])
 def test_a_slice_within_the_cap_is_still_libtpus_to_judge(text):
     assert registry.parse_target(text).text() == text
+
+
+@pytest.mark.parametrize(("text", "gpus"), [("gpu:h100:5000", 5000), ("gpu:h100:640x8", 5120)])
+def test_a_gpu_target_over_the_cap_is_refused_from_its_name(text, gpus):
+    """The same refusal as a slice's, in GPUs: 640 hosts of 8 is 5,120 by hand, over 4,096."""
+    with pytest.raises(SettingsError) as refused:
+        registry.parse_target(text)
+    assert f"{text!r} has {gpus:,} GPUs" in refused.value.message and "at most 4,096" in refused.value.message
+    assert refused.value.hint == "pick a target of at most 4,096 GPUs, e.g. gpu:h100:8x8"
+
+
+def test_the_largest_gpu_target_within_the_cap_is_accepted():
+    assert registry.parse_target("gpu:h100:512x8").text() == "gpu:h100:512x8"  # 4,096 GPUs exactly

@@ -125,6 +125,19 @@ def check_device_count(devices: int, batch: int | None = None, available: int = 
         )
 
 
+def check_target_size(target: str, count: int, unit: str, example: str) -> None:
+    """:class:`SettingsError` when ``target`` has more than :data:`MAX_DEVICES` devices (``count``
+    of them, called ``unit``): a program is traced over as many simulated CPU devices as the
+    target has, so such a target could never be used. The parsers of TPU and GPU names call it
+    before libtpu spends seconds (22 s for a million chips) listing the devices; the app calls it
+    on the devices a slice has once loaded (two cores per chip on some generations)."""
+    if count > MAX_DEVICES:
+        raise SettingsError(
+            f"{target} has {count:,} {unit}; shardscope traces a program over as many simulated CPU "
+            f"devices as the target has, and at most {MAX_DEVICES:,}.",
+            f"pick a target of at most {MAX_DEVICES:,} {unit}, e.g. {example}")
+
+
 def check_axis_name(axis: str) -> str:
     """``axis`` if it is an ASCII Python identifier, else :class:`SettingsError`.
 

@@ -140,6 +140,14 @@ def compiler_limits(messages: "tuple[str, ...] | list[str]") -> CompilerLimit | 
     return None
 
 
+def live_bytes(memory: dict[str, int]) -> int:
+    """Per-device bytes of a ``memory_analysis()`` live at once if nothing is freed early:
+    arguments + outputs + temporaries - aliases (the buffers an output shares with its donated
+    argument counted once)."""
+    return (sum(memory.get(key, 0) for key in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
+            - memory.get("alias_size_in_bytes", 0))
+
+
 def needed_bytes(memory: dict[str, int], platform: str = "") -> int | None:
     """Bytes a step needs per device from ``memory_analysis()``'s numbers (see the module's
     docstring): on a TPU (``platform`` ``tpu``) libtpu's peak; elsewhere arguments + outputs +
@@ -148,9 +156,7 @@ def needed_bytes(memory: dict[str, int], platform: str = "") -> int | None:
         return None
     if platform == "tpu" and memory.get("peak_memory_in_bytes"):
         return memory["peak_memory_in_bytes"]
-    live = sum(memory.get(key, 0) for key in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
-    live -= memory.get("alias_size_in_bytes", 0)
-    return max(live, memory.get("peak_memory_in_bytes", 0))
+    return max(live_bytes(memory), memory.get("peak_memory_in_bytes", 0))
 
 
 def memory_fit(memory: dict[str, int], chip: Chip | None, name: str = "", limit: CompilerLimit | None = None,

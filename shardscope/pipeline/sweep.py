@@ -16,7 +16,7 @@ from shardscope.engine.compilation import compile_traced
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.measured import MeasuredPlan, profile_onto
 from shardscope.errors import SettingsError, ShardscopeError
-from shardscope.hardware.fit import needed_bytes
+from shardscope.hardware.fit import live_bytes, needed_bytes
 from shardscope.measure import timing
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
@@ -63,7 +63,7 @@ class SweepPoint:
     @property
     def footprint_bytes(self) -> int:
         """Per-device bytes the compiled program holds: arguments + outputs + temporaries - aliases."""
-        return footprint(self.memory)
+        return live_bytes(self.memory)
 
     @property
     def target_footprint_bytes(self) -> int | None:
@@ -71,12 +71,6 @@ class SweepPoint:
         ``check`` and ``layouts`` read them (:func:`shardscope.hardware.fit.needed_bytes`: on a TPU
         libtpu's peak, whose temporaries' total is no peak)."""
         return None if self.target_memory is None else needed_bytes(self.target_memory, self.target_platform)
-
-
-def footprint(memory: dict[str, int]) -> int:
-    """Per-device bytes of a ``memory_analysis()``: arguments + outputs + temporaries - aliases."""
-    return (memory.get("argument_size_in_bytes", 0) + memory.get("output_size_in_bytes", 0)
-            + memory.get("temp_size_in_bytes", 0) - memory.get("alias_size_in_bytes", 0))
 
 
 @dataclass(frozen=True)

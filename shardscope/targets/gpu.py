@@ -35,7 +35,7 @@ from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import import_private_cuda_plugin, installed_version
 from shardscope.targets.host import plugin_lines_dropped
-from shardscope.config.settings import MAX_DEVICES
+from shardscope.config.settings import check_target_size
 
 GPU_EXTRA = "pip install 'shardscope[gpu]'"
 """What installs JAX's CUDA plugin of the user's jax version (the ``gpu`` extra)."""
@@ -123,10 +123,7 @@ def parse_gpu(text: str, rest: str) -> GpuTarget:
     hosts, per_host = int(match.group(1) or 1), int(match.group(2))
     if hosts < 1 or per_host < 1:
         raise SettingsError(f"{text!r} has no GPUs.", "give at least one host of one GPU, e.g. gpu:h100:8")
-    if hosts * per_host > MAX_DEVICES:
-        raise SettingsError(
-            f"{text!r} has {hosts * per_host:,} GPUs; shardscope traces a program over as many simulated CPU "
-            f"devices as the target has, and at most {MAX_DEVICES:,}.", f"pick at most {MAX_DEVICES:,} GPUs, e.g. gpu:h100:8x8")
+    check_target_size(repr(text), hosts * per_host, "GPUs", "gpu:h100:8x8")
     if name.lower() in gpu_names():
         return GpuTarget(name.lower(), hosts, per_host)
     if "/" in name or name.endswith(_FILE_SUFFIXES):

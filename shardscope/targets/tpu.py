@@ -24,7 +24,7 @@ from shardscope.targets.base import Target, TargetDevices
 from shardscope.targets.compilers import private_libtpu, private_library_path
 from shardscope.targets.platforms import held_elsewhere, held_elsewhere_words, jax_platforms
 from shardscope.hardware.tpu_generations import chip_config, generation_of
-from shardscope.config.settings import MAX_DEVICES
+from shardscope.config.settings import check_target_size
 
 TPU_EXTRA = "pip install 'shardscope[tpu]'"
 """What installs libtpu next to the user's own jax (the ``tpu`` extra)."""
@@ -116,22 +116,8 @@ def parse_tpu(text: str, topology: str) -> TpuTarget:
             f"{topology!r} is not a TPU topology name: expected a generation and the chips per dimension.",
             f"for example {tpu_examples()}")
     target = TpuTarget(topology)
-    _refuse_too_many_chips(target, math.prod(int(n) for n in match["chips"].split("x") if n))
+    check_target_size(str(target), math.prod(int(n) for n in match["chips"].split("x") if n), "chips", LARGEST_EXAMPLE)
     return target
-
-
-def _refuse_too_many_chips(target: TpuTarget, chips: int) -> None:
-    """:class:`SettingsError` for a slice of more chips than shardscope simulates CPU devices.
-
-    A program is traced over as many CPU devices as the slice has (at least one per chip), so
-    such a slice could never be used; told from the name, before libtpu spends seconds (22 s
-    for a million chips) listing its devices.
-    """
-    if chips > MAX_DEVICES:
-        raise SettingsError(
-            f"{target} has {chips:,} chips; shardscope traces a program over as many simulated CPU "
-            f"devices as the slice has, and at most {MAX_DEVICES:,}.",
-            f"pick a slice of at most {MAX_DEVICES:,} chips, e.g. {LARGEST_EXAMPLE}")
 
 
 def tpu_examples() -> str:

@@ -20,7 +20,7 @@ from shardscope.app.base.messages import DemoLoaded, RunFailed, RunFinished, Run
 from shardscope.errors import Cancelled, SettingsError, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.config.mesh import Mesh
-from shardscope.config.settings import MAX_DEVICES, Settings
+from shardscope.config.settings import Settings, check_target_size
 from shardscope.sources.demos import carried_over
 from shardscope.sources.loading import file_fingerprint, load_file
 from shardscope.sources.programs import ProgramFile
@@ -149,10 +149,10 @@ def load_settings_targets(settings: Settings) -> "tuple[tuple[TargetDevices, ...
         targets = load_targets(parse_targets(settings.targets))
     except ShardscopeError as exc:
         return (), exc
-    if targets[0].count > MAX_DEVICES:  # each plan is traced over as many CPU devices as the slice has
-        return (), SettingsError(
-            f"{targets[0].target} has {targets[0].count:,} devices; shardscope traces over at most "
-            f"{MAX_DEVICES:,} simulated CPU devices.", f"type a slice of at most {MAX_DEVICES:,} chips, e.g. tpu:v5e:16x16")
+    try:  # each plan is traced over as many CPU devices as the slice has (two a chip on some generations)
+        check_target_size(str(targets[0].target), targets[0].count, "devices", "tpu:v5e:16x16")
+    except SettingsError as exc:
+        return (), exc
     return targets, None
 
 
