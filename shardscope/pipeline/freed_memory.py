@@ -1,12 +1,12 @@
 """Give the memory a finished compile freed back to the operating system, where shardscope owns the process.
 
 XLA's compile of a large step for a slice is the process's peak of memory, and glibc's allocator
-keeps most of what the compile frees: the pages stay in the process's resident set, and the
-CPU's compile that follows grows on top of them. A Llama-3-8B-shaped step checked for 256 chips
-(``benchmarks/check_at_scale.py``) held 2.15 GB resident after the slice's compile and peaked at
-2.30 GB in the CPU's compile after it, above the slice's own 2.22 GB. ``malloc_trim(0)`` returns
-the freed pages first (2.15 GB down to 1.13 GB, 0.2 s of CPU), so the CPU's compile starts from what
-is live and the process peaks at the slice's compile (2.23 GB).
+keeps most of what a compile frees: the pages stay in the process's resident set, and a compile
+that follows grows on top of them. ``check --target`` compiles for the CPU first, then for the
+slice (:func:`shardscope.pipeline.one_program.compile_program`); a Llama-3-8B-shaped step on
+1,024 chips (``benchmarks/llama_adamw_step.py``) held 1.29 GB resident after the CPU's compile,
+of which ``malloc_trim(0)`` returns all but 0.6 GB (0.2 s of CPU), so the slice's compile starts
+from what is live.
 
 ``malloc_trim`` acts on the whole process's heap (every thread's arenas) and costs a walk of
 it, so, as :mod:`shardscope.pipeline.gc_pause`, only the pipeline calls it, where a command owns

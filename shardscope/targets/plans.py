@@ -13,13 +13,15 @@ what it reads of the CPU's executable (the mesh the groups name, the arguments k
 shardings) is JAX's, the same in the slice's lowering. What needs the CPU's compile is everything
 the check shows beside that plan: the CPU's plan itself, each CPU collective's placement on the
 target (left its loop, combined, pipelined, removed), runs per call and memory on the CPU; without
-it every target check would print otherwise. It runs after the targets' compiles, not beside them:
-at 256 chips its executable alone holds ~240 MB (the MoE step of ``benchmarks/moe_step.py``, against
-the slice compile's ~2.2 GB peak), which a compile in a second thread would hold at that peak, for a
-wall gain on hosts with cores to spare only. It is ~6% of the check's CPU time there, most of it
-XLA:CPU's code generation for an executable nothing runs
-(:data:`~shardscope.engine.compilation.READ_ONLY` leaves LLVM's part unoptimized; the other XLA:CPU
-options tried either cost as much or change the module's text).
+it every target check would print otherwise. It runs before the targets' compiles
+(:func:`shardscope.pipeline.one_program.compile_program` says why), not beside them: XLA's
+partitioner prints its messages on the process's one descriptor 2, and two compiles at once could
+not tell whose they are (:mod:`shardscope.engine.compile_log`); its memory would also sit under the
+slice's peak. It is ~6-12% of the check's CPU time, most of it XLA:CPU's code generation for an
+executable nothing runs (``perf`` at 1,024 chips: the fusion emitters and LLVM ~60%, the HLO passes
+~6%; :data:`~shardscope.engine.compilation.READ_ONLY` leaves LLVM's part unoptimized; the other
+XLA:CPU options tried either cost as much (no emitter verification, LLVM's cheap passes, one
+codegen split) or change the module's text (no fusion emitters)).
 """
 
 from __future__ import annotations
@@ -143,11 +145,9 @@ def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices],
     """``traced`` compiled for each target, with the seconds each took (for :func:`target_plans`);
     a target whose compiler refused the step for memory gives its refusal instead (a finding).
 
-    A caller that compiles for the CPU too does this first, while only the trace is held: a
-    slice's compile of a large step is the process's peak of memory, and the CPU's executable and
-    its parsed module would otherwise be alive beside it (a Llama-3-8B-shaped step on 256 chips:
-    benchmarks/check_at_scale.py). Raises :class:`~shardscope.errors.TargetError` as
-    :func:`~shardscope.targets.compile.compile_for_target` does.
+    A caller that compiles for the CPU too does this after it (see
+    :func:`shardscope.pipeline.one_program.compile_program`). Raises
+    :class:`~shardscope.errors.TargetError` as :func:`~shardscope.targets.compile.compile_for_target` does.
     """
     compilations = []
     for devices in targets:
