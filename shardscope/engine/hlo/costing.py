@@ -37,33 +37,30 @@ def interconnect_of(plan: "TargetPlan") -> TargetInterconnect | None:
     return TargetInterconnect(plan.target, fabric, plan.device_coords, plan.machine_shape)
 
 
-def _seconds_per_call(plan: "TargetPlan", times: "tuple[CollectiveTime | None, ...]",
-                      interconnect: TargetInterconnect | None) -> float | None:
-    """Every compiled collective of ``plan``: its runs per call times one run on the target's
+def _per_call(plan: "TargetPlan", times: "tuple[CollectiveTime | None, ...]",
+              interconnect: TargetInterconnect | None) -> list[float] | None:
+    """Each compiled collective of ``plan``: its runs per call times one run on the target's
     interconnect (None without a model, or when a count is unknown)."""
     if interconnect is None:
         return None
-    total = 0.0
+    seconds = []
     for c, timed in zip(plan.compiled.collectives, times, strict=True):
         if timed is None or c.executions is None:
             return None
-        total += c.executions * timed.seconds
-    return total
+        seconds.append(c.executions * timed.seconds)
+    return seconds
 
 
-def _step(plan: "TargetPlan", seconds: float | None,
-          times: "tuple[CollectiveTime | None, ...]" = ()) -> "StepEstimate | None":
+def _step(plan: "TargetPlan", per_call: list[float] | None) -> "StepEstimate | None":
     """``plan``'s step estimate on its target with its collectives' time on the target's
     interconnect joined (the bounds: hidden behind compute, or not at all but what overlaps by
     construction in collective matmul loops: :func:`~shardscope.engine.hlo.roofline.collective_matmul_times`);
     without an interconnect model, the compute and memory estimate alone (it says so)."""
     if plan.step is None:
         return None
-    if seconds is None:
+    if per_call is None:
         return plan.step
-    timed = [(c, None if t is None or c.executions is None else c.executions * t.seconds)
-             for c, t in zip(plan.compiled.collectives, times)]
-    joined = collective_matmul_times(plan.step, timed)
+    joined = collective_matmul_times(plan.step, zip(plan.compiled.collectives, per_call))
     return plan.step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0))
 
 
@@ -71,8 +68,9 @@ def cost_plan(plan: "TargetPlan") -> PlanCosts:
     """``plan``'s costs on its machine: every figure its renderings show, computed once."""
     interconnect = interconnect_of(plan)
     times = tuple(interconnect.time(c) if interconnect is not None else None for c in plan.compiled.collectives)
-    seconds = _seconds_per_call(plan, times, interconnect)
-    step = _step(plan, seconds, times)
+    per_call = _per_call(plan, times, interconnect)
+    seconds = None if per_call is None else sum(per_call, 0.0)
+    step = _step(plan, per_call)
     step_s = None if step is None else step.dispatched_upper_s
     savings = {p.collective.name: saving_of(plan, p, interconnect, step_s, step) for p in plan.staying_findings}
     return PlanCosts(interconnect, times, seconds, step, savings)
