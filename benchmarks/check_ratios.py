@@ -233,9 +233,10 @@ def _sandbox_note(rows: Any, stacks: dict[str, Any]) -> list[str]:
         "anonymous memory in 2 MiB units and counts each unit whole in its RSS (gVisor's "
         "`pkg/sentry/mm/pma.go`: `privateAllocUnit = hostarch.HugePageSize`, `addRSSLocked`), so each thread "
         "stack the process touches counts up to 2 MiB. `check --devices N` starts N simulated CPU devices, and "
-        "XLA's CPU client starts `max(cores, N)` threads plus `min(that, 256)` Eigen threads, each with an 8 MiB "
-        "stack (`xla/pjrt/cpu/cpu_client.cc`: `GetPjRtCpuClient`, `GetThreadOptions`; no XLA flag, JAX option or "
-        "environment variable lowers either but the device count), while JAX's route starts one CPU device. "
+        "XLA's CPU client (jaxlib 0.10.2) starts `max(cores, N)` threads plus `min(that, 256)` Eigen threads, each "
+        "with an 8 MiB stack (`xla/pjrt/cpu/cpu_client.cc`: `GetPjRtCpuClient`, `GetThreadOptions`; no XLA flag, "
+        "JAX option or environment variable lowers either but the device count; jaxlib 0.12 starts two more per "
+        "device), while JAX's route starts one CPU device. "
         "A fresh process that starts only the CPU devices (`/proc/self/status`, `/proc/self/smaps`, against the "
         f"same process before): {measured}. So on that host most of what `check` adds to the peak{gap} is the "
         "sandbox's count of those stacks, which a Linux kernel counts in pages touched.",

@@ -38,16 +38,23 @@ def test_rows_of_two_hosts_stand_side_by_side_and_keep_their_own_machine():
 
 def test_the_thread_stacks_of_the_cpu_devices_are_xlas_pools():
     """A fresh process that starts 16 CPU devices holds one 8 MiB stack per thread of XLA's CPU
-    client: ``max(cores, devices)`` pool threads and ``min(that, 256)`` Eigen threads
-    (``GetPjRtCpuClient`` and the ``PjRtCpuClient`` constructor in ``xla/pjrt/cpu/cpu_client.cc``)."""
+    client's pools (no more than the threads it started, read apart from the mappings): at least
+    ``max(cores, devices)`` pool threads and ``min(that, 256)`` Eigen threads (``GetPjRtCpuClient``
+    and the ``PjRtCpuClient`` constructor in ``xla/pjrt/cpu/cpu_client.cc``; exactly those on
+    jaxlib 0.10.2, two more threads per device on 0.12)."""
     import os
+
+    import jax
 
     found = check_ratios._thread_stacks(16)
     pool = max(os.cpu_count() or 1, 16)
+    started = found["stacks"] - found["stacks_before"]
     assert found["devices"] == 16
-    assert found["stacks"] - found["stacks_before"] == pool + min(pool, 256)
-    assert found["threads"] - found["threads_before"] >= pool + min(pool, 256)
-    assert 0 < found["stacks_rss_kib"] - found["stacks_rss_kib_before"] <= (pool + min(pool, 256)) * 8 * 1024
+    assert started <= found["threads"] - found["threads_before"]  # each a thread's (XLA starts a few more of other sizes)
+    assert started >= pool + min(pool, 256)
+    if jax.__version__ == "0.10.2":
+        assert started == pool + min(pool, 256)
+    assert 0 < found["stacks_rss_kib"] - found["stacks_rss_kib_before"] <= started * 8 * 1024
 
 
 def test_the_sandbox_note_is_said_with_the_rows_measured_in_one():
