@@ -24,8 +24,9 @@ import time
 import shardscope
 
 open({entered!r}, "w").close()  # the import has begun: the test waits on this, not on a clock
-while not os.path.exists({flag!r}):  # "loops forever" at import, until the test lets it go
-    time.sleep(0.01)
+end = time.monotonic() + 600  # a killed test run must not leave this behind for good
+while not os.path.exists({flag!r}) and time.monotonic() < end:  # "loops forever" at import, until the
+    time.sleep(0.01)  # test lets it go
 '''
 
 
@@ -274,6 +275,7 @@ def test_a_real_app_whose_terminal_is_gone_ends_on_a_signal(tmp_path, signum):
 
 BUSY_UI_THREAD = '''
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -285,9 +287,10 @@ flag = Path({flag!r})
 
 
 def busy():
-    """What a large tab laid out on the UI thread did for seconds: here, forever."""
+    """What a large tab laid out on the UI thread did for seconds: here, until the signal, or until
+    the test is gone (a killed test run left this process spinning a core)."""
     flag.touch()
-    while True:
+    while os.getppid() == {parent}:
         pass
 
 
@@ -304,7 +307,7 @@ def test_a_signal_ends_the_app_while_its_ui_thread_is_busy(tmp_path, signum):
     a signal handled on the event loop waited for it, its deadline too; Python's own handler runs
     between two bytecodes, and the deadline ends the process."""
     flag = tmp_path / "busy"
-    launcher = BUSY_UI_THREAD.format(flag=str(flag), demo=str(DEMOS / "linear.py"))
+    launcher = BUSY_UI_THREAD.format(flag=str(flag), demo=str(DEMOS / "linear.py"), parent=os.getpid())
     process, master, drawn = _start_in_a_pty([sys.executable, "-c", launcher])
     try:
         deadline = time.monotonic() + 120
