@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from shardscope.engine.hlo.compiled import compiled_plan
-from shardscope.engine.hlo.roofline import collective_matmul_times, estimate_step
+from shardscope.engine.hlo.roofline import overlapped_times, estimate_step
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.traffic import boundary_bytes
 from shardscope.engine.hlo.work import module_work
@@ -93,7 +93,7 @@ def test_a_collective_matmul_loops_permutes_overlap_its_dots_and_the_two_ways_ru
     dot = TRIPS * 2 * M * K * N / V5E_BF16
     permute = TRIPS * (HOP + M * N * 2 / ICI_LINK)
     assert dict(step.windowed) == {"wide.windowed_dot_general_body_rs.1.clone.sunk": pytest.approx(dot, rel=1e-6)}
-    joined = collective_matmul_times(step, timed)
+    joined = overlapped_times(step, timed)
     assert [s for _, s, _ in joined] == pytest.approx([permute / 2, permute / 2])  # one way's time, shared
     assert sum(o for _, _, o in joined) == pytest.approx(dot, rel=1e-6)  # the dots' whole time overlapped
     priced = step.with_collectives(sum(s for _, s, _ in joined), sum(o for _, _, o in joined))
@@ -107,7 +107,7 @@ def test_a_loop_the_partitioner_did_not_window_keeps_every_collective_exposed_at
     the step's upper end adds both permutes' whole time, 2 x 4 x 94.2 us."""
     step, timed = _priced("region_2.4_spmd")
     assert step.windowed == ()
-    joined = collective_matmul_times(step, timed)
+    joined = overlapped_times(step, timed)
     permute = TRIPS * (HOP + M * N * 2 / ICI_LINK)
     assert [(s, o) for _, s, o in joined] == [(pytest.approx(permute), 0.0)] * 2
     priced = step.with_collectives(2 * permute)
