@@ -333,20 +333,20 @@ def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledC
     timed = list(timed)
     windowed = dict(step.windowed) if step is not None else {}
     stepping = dict(step.stepping) if step is not None else {}
-    places: dict[object, list[tuple[CompiledCollective, float]]] = {}
+    places: dict[str | tuple[tuple[str, str], ...], list[tuple[CompiledCollective, float]]] = {}
     for c, seconds in timed:
         place = _overlap_place(c)
         if place is not None and seconds is not None:
             places.setdefault(place, []).append((c, seconds))
-    factors: dict[object, tuple[float, float]] = {}
+    factors: dict[str | tuple[tuple[str, str], ...], tuple[float, float]] = {}
     for place, members in places.items():
-        work = windowed.get(place, 0.0) if isinstance(place, str) else \
-            sum(stepping.get(name, 0.0) for name, _ in place)  # type: ignore[union-attr]
+        work = windowed.get(place, 0.0) if isinstance(place, str) else sum(stepping.get(name, 0.0) for name, _ in place)
         patterns: dict[object, float] = {}
         others = 0.0
         for c, seconds in members:
             if _one_way(c):
-                patterns[frozenset(c.groups)] = patterns.get(frozenset(c.groups), 0.0) + seconds
+                pattern = frozenset(c.groups or ())
+                patterns[pattern] = patterns.get(pattern, 0.0) + seconds
             else:
                 others += seconds
         ways = sum(patterns.values())
@@ -371,7 +371,7 @@ def _one_way(c: "CompiledCollective") -> bool:
     return c.kind == COLLECTIVE_PERMUTE and bool(c.groups) and not c.steps
 
 
-def _overlap_place(c: "CompiledCollective") -> object:
+def _overlap_place(c: "CompiledCollective") -> "str | tuple[tuple[str, str], ...] | None":
     """Where ``c``'s time overlaps work by construction: the collective matmul loop's body it runs
     in, or its steps run in; its own steps (the async collective fusions that step it); None."""
     body = c.loops[-1].body if c.loops else ""
