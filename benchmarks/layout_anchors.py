@@ -458,11 +458,10 @@ def why_published_loses(result: dict[str, Any]) -> str:
             f"(each step of a collective matmul loop reads its whole chunk of the activations again, and the "
             f"activations gathered over tensor are copied into the matmuls' layouts; the estimate moves every "
             f"fusion's operands through HBM, none kept on chip). Its collectives over tensor take {seconds * per:.2f} s, "
-            f"{overlapped * per:.2f} s of them overlapped by construction in collective matmul loops; the rest "
-            f"({exposed}) is what its exposed step ({published['step']['high_s'] * per:.2f} s against "
-            f"{pick['step']['high_s']:.2f} s) adds. Its all-gathers over tensor are the activations', which XLA:TPU "
-            f"fuses into the neighbouring matmuls (async collective fusions): the upper end counts them unhidden, so "
-            f"the compiled step may run nearer the lower end.")
+            f"{overlapped * per:.2f} s of them overlapped by construction (the permutes of collective matmul loops "
+            f"beside their matmul chunks, the activations' all-gathers beside the work of the fusions that step "
+            f"them); the rest ({exposed}) is what its exposed step ({published['step']['high_s'] * per:.2f} s "
+            f"against {pick['step']['high_s']:.2f} s) adds: where a loop's collectives outlast its own work.")
 
 
 def _misses(results: dict[str, Any]) -> list[str]:
