@@ -13,6 +13,8 @@ from _support import PYTHON, ROOT, run_main
 PROGRAM = """
 import atexit
 import pathlib
+import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,14 @@ import jax.numpy as jnp
 import shardscope
 
 atexit.register(lambda: pathlib.Path({marker!r}).write_text("ran"))  # a handler of the user's own
+
+
+def write_later():
+    time.sleep(1.0)  # still writing when the command is done
+    pathlib.Path({marker!r} + ".thread").write_text("written")
+
+
+threading.Thread(target=write_later, daemon=False).start()  # the import runs in a daemon thread: waited for only so
 
 
 @shardscope.program(args=(jax.ShapeDtypeStruct((8, 4), jnp.float32),))
@@ -59,6 +69,7 @@ def test_the_command_line_leaves_without_tearing_the_cpu_devices_down(tmp_path):
     assert done.returncode == 0, done.stderr
     assert backends == "cpu"  # JAX's teardown did not run
     assert (tmp_path / "marker").read_text() == "ran"  # the user's own exit handler did
+    assert (tmp_path / "marker.thread").read_text() == "written"  # and the user's own thread was waited for
     report = json.loads(done.stdout)  # written whole before the process left
     # the same report as main(argv) gives in a process that goes on (timings aside)
     alone = run_main(*argv)

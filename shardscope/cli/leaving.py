@@ -24,14 +24,19 @@ import atexit
 import ctypes
 import os
 import sys
+import threading
 from typing import NoReturn
 
 
 def leave_process(status: int) -> NoReturn:
-    """End the process with ``status``: the exit handlers but JAX's backend teardown run, the
-    streams are flushed, then ``os._exit``."""
+    """End the process with ``status``: as Python's own exit, the threads that are not daemons
+    are waited for (a user's file that writes in a thread of its own) and the exit handlers but
+    JAX's backend teardown run; the streams are flushed, then ``os._exit``."""
     _skip_jax_teardown()
     _flush()
+    shutdown = getattr(threading, "_shutdown", None)  # what Python's exit runs first: joins non-daemon threads
+    if shutdown is not None:
+        shutdown()
     atexit._run_exitfuncs()  # the handlers Python's own exit would run, JAX's teardown no longer among them
     _flush()
     try:  # what C code buffered on stdout (XLA, libtpu): os._exit does not flush it
