@@ -94,15 +94,29 @@ def collector_walks_each_tests_own_objects():
     gc.unfreeze()
 
 
-def _cpu_seconds() -> float:
-    """CPU seconds (user + sys) of this process and of the children it has waited for."""
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU seconds (user + sys) of this process, and of the children it has waited for."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+_processes_started = 0
+"""Processes this worker has started (``subprocess.Popen``, ``os.posix_spawn``, ``os.system``),
+counted by an audit hook: nothing is replaced, every process still starts as it would."""
+
+
+def _count_processes(event: str, _args: tuple) -> None:
+    global _processes_started
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.system"):
+        _processes_started += 1
+
+
+sys.addaudithook(_count_processes)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+    item.stash[_CPU_AT_SETUP] = (*_cpu_seconds(), _processes_started)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -110,13 +124,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Each test's CPU seconds (its set-up, fixtures included, to its teardown, and the processes
     it started and waited for) as the property ``cpu_s`` of its JUnit record (``--junitxml``):
     where the suite's time goes, read on a loaded machine too, where a test's wall time says
-    mostly how busy the machine was. Nothing asserts on it."""
+    mostly how busy the machine was. ``children_cpu_s`` is the part its processes took and
+    ``processes`` how many it started (``subprocess.Popen`` and the like; a ``python`` among them
+    pays JAX's start-up again). Nothing asserts on them."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
-        item.user_properties.append(("cpu_s", f"{_cpu_seconds() - item.stash[_CPU_AT_SETUP]:.3f}"))
+        own_then, children_then, started_then = item.stash[_CPU_AT_SETUP]
+        own, children = _cpu_seconds()
+        item.user_properties += [("cpu_s", f"{own + children - own_then - children_then:.3f}"),
+                                 ("children_cpu_s", f"{children - children_then:.3f}"),
+                                 ("processes", str(_processes_started - started_then))]
     yield
 
 
-_CPU_AT_SETUP = pytest.StashKey[float]()
+_CPU_AT_SETUP = pytest.StashKey[tuple[float, float, int]]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

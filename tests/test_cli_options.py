@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from _support import DEMOS, PYTHON, ROOT, run_cli
+from _support import DEMOS, PYTHON, ROOT
 from shardscope.cli import COMMANDS, command_line, parse
 from shardscope.cli.options import without_spawner_options
 from shardscope.cli.report import ReportOptions
@@ -92,9 +92,9 @@ def test_importing_the_command_line_imports_neither_jax_nor_textual():
     assert "shardscope" in loaded and "jax" not in loaded and "textual" not in loaded
 
 
-@pytest.mark.slow
-def test_processes_abbreviated_with_a_double_dash_before_the_file():
-    result = run_cli("report", "--proc=2", "--devices", "4", "-r", "1", "--json", "--", LINEAR, timeout=300)
+@pytest.mark.slow  # the two workers are fresh processes; the command that starts them runs in this one
+def test_processes_abbreviated_with_a_double_dash_before_the_file(shardscope_cli):
+    result = shardscope_cli("report", "--proc=2", "--devices", "4", "-r", "1", "--json", "--", LINEAR)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert (data["processes"], data["devices"], data["variants"]["naive"]["executed_collectives"]) == (2, 4, 2)

@@ -2,18 +2,25 @@
 ``check --format github`` before any program is checked: one message, exit 2, and an annotation
 a pull request shows (issue 45, items 13 and 14).
 
-Each command runs in a fresh process: ``os._exit`` ends the process it runs in, so a test in this
-one would end the test run. The expected lines are found in the files' own text here.
+A command on a file that calls ``os._exit`` runs in a fresh process: ``os._exit`` ends the process
+it runs in, so a test in this one would end the test run if shardscope stopped catching it. The
+three formats of one exit status share that process (``tests/helpers/commands_in_one_process.py``:
+the first starts JAX as ``python -m shardscope`` would, the other two import the file again after
+it). The files that cannot be imported end nothing: their commands run in this process. The
+expected lines are found in the files' own text here.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import textwrap
+from pathlib import Path
+from typing import Callable
 
 import pytest
-from _support import PYTHON, ROOT, run_cli
+from _support import PYTHON, ROOT
 
 _ENDS_ITSELF = textwrap.dedent("""
     import os
@@ -40,14 +47,39 @@ def _line_of(source: str, marker: str) -> int:
     return line
 
 
+def _checked_in_one_process(code: int, directory: Path) -> dict[str, subprocess.CompletedProcess]:
+    """``check ends.py`` in each format, on a file that calls ``os._exit(code)`` at import, one
+    after another in one fresh process started in ``directory``."""
+    (directory / "ends.py").write_text(_ENDS_ITSELF.format(code=code))
+    helper = ROOT / "tests" / "helpers" / "commands_in_one_process.py"
+    argvs = [["check", "ends.py", *flags] for flags in _FORMATS.values()]
+    done = subprocess.run([PYTHON, str(helper), json.dumps(argvs)], capture_output=True, text=True, cwd=directory,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout, f"the process ended (status {done.returncode}):\n{done.stderr[-3000:]}"
+    return {fmt: subprocess.CompletedProcess(argv, r["returncode"], r["stdout"], r["stderr"])
+            for fmt, argv, r in zip(_FORMATS, argvs, json.loads(done.stdout))}
+
+
+@pytest.fixture(scope="module")
+def ends_itself_checked(tmp_path_factory) -> Callable[[int], dict[str, subprocess.CompletedProcess]]:
+    """``ends_itself_checked(code)``: :func:`_checked_in_one_process`, once per exit status a worker sees."""
+    done: dict[int, dict[str, subprocess.CompletedProcess]] = {}
+
+    def get(code: int) -> dict[str, subprocess.CompletedProcess]:
+        if code not in done:
+            done[code] = _checked_in_one_process(code, tmp_path_factory.mktemp(f"ends{code}"))
+        return done[code]
+
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("code", [0, 1])
 @pytest.mark.parametrize("fmt", list(_FORMATS))
-def test_os_exit_at_import_is_one_message_and_exit_2(tmp_path, code, fmt):
+def test_os_exit_at_import_is_one_message_and_exit_2(ends_itself_checked, code, fmt):
     source = _ENDS_ITSELF.format(code=code)
-    (tmp_path / "ends.py").write_text(source)
     line = _line_of(source, "# THE EXIT")
-    result = run_cli("check", "ends.py", *_FORMATS[fmt], cwd=tmp_path)
+    result = ends_itself_checked(code)[fmt]
     assert result.returncode == 2, (result.stdout, result.stderr)
     errors = [text for text in result.stderr.splitlines() if text.startswith("shardscope: error:")]
     assert errors == [f"shardscope: error: The demo called os._exit({code}) while importing, line {line}."]
@@ -64,14 +96,13 @@ _SYNTAX_ERROR = "import jax\n\n\ndef step(x:\n    return x\n"
 _IMPORT_ERROR = "import jax\n\nimport shardscope_no_such_module  # THE IMPORT\n"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("source, line, said", [
     (_SYNTAX_ERROR, 4, "Syntax error in"),
     (_IMPORT_ERROR, _line_of(_IMPORT_ERROR, "# THE IMPORT"), "ModuleNotFoundError: No module named 'shardscope_no_such_module'"),
 ], ids=["syntax-error", "import-error"])
-def test_a_file_that_does_not_import_is_annotated_at_its_line(tmp_path, source, line, said):
+def test_a_file_that_does_not_import_is_annotated_at_its_line(tmp_path, source, line, said, shardscope_cli):
     (tmp_path / "broken.py").write_text(source)
-    result = run_cli("check", "broken.py", "--format", "github", cwd=tmp_path)
+    result = shardscope_cli("check", "broken.py", "--format", "github", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     (annotation,) = result.stdout.splitlines()
     head, _, message = annotation.partition("::error ")[2].partition("::")
@@ -79,9 +110,8 @@ def test_a_file_that_does_not_import_is_annotated_at_its_line(tmp_path, source, 
     assert said in message and "%0Ahint: " in message  # the message and its hint, newline escaped
 
 
-@pytest.mark.slow
-def test_a_missing_file_is_annotated_on_its_name(tmp_path):
-    result = run_cli("check", "gone.py", "--format", "github", cwd=tmp_path)
+def test_a_missing_file_is_annotated_on_its_name(tmp_path, shardscope_cli):
+    result = shardscope_cli("check", "gone.py", "--format", "github", cwd=tmp_path)
     assert result.returncode == 2
     (annotation,) = result.stdout.splitlines()
     assert annotation.startswith("::error file=gone.py,title=shardscope%3A gone.py was not checked::No such file")

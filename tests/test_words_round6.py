@@ -111,15 +111,13 @@ def second(x):
 """
 
 
-@pytest.mark.slow
-def test_a_device_count_error_shared_by_the_files_programs_is_said_once(tmp_path):
-    from _support import run_cli
+def test_a_device_count_error_shared_by_the_files_programs_is_said_once(tmp_path, shardscope_cli):
     from test_targets import LIBTPU_SHIPS
 
     if not LIBTPU_SHIPS:
         pytest.skip("libtpu ships for Linux x86-64 only")
     (tmp_path / "two.py").write_text(_TWO_PROGRAMS)
-    result = run_cli("check", "two.py", "--target", "tpu:v5e:2x2", cwd=tmp_path, timeout=300)
+    result = shardscope_cli("check", "two.py", "--target", "tpu:v5e:2x2", cwd=tmp_path)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("shardscope: error:")]
     assert errors == ["shardscope: error: first, second run on 8 devices; tpu:v5e:2x2 has 4."]
