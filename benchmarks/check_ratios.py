@@ -59,6 +59,7 @@ def _own_flags(parser: Any) -> None:
     parser.add_argument("--no-phases", action="store_true", help="leave out the phase-by-phase runs")
     parser.add_argument("--rounds", type=int, help=f"rounds per row (default: {FULL_ROUNDS}, --quick {QUICK_ROUNDS})")
     parser.add_argument("--phases-at", type=int, help=argparse.SUPPRESS)  # the child that times the phases
+    parser.add_argument("--stacks-at", type=int, help=argparse.SUPPRESS)  # the child that reads its thread stacks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,20 +75,26 @@ def main(argv: list[str] | None = None) -> None:
     if args.phases_at:  # the child of one chip count: its phases as one JSON line
         _print_phases(args.phases_at, programs, smoke)
         return
+    if args.stacks_at:  # the child that starts the CPU devices and reads its thread stacks
+        print(json.dumps(_own_thread_stacks(args.stacks_at)), flush=True)
+        return
     chip_counts = (8,) if smoke else tuple(int(c) for c in args.chips.split(","))
     rounds = args.rounds or grid(args, FULL_ROUNDS, QUICK_ROUNDS, SMOKE_ROUNDS)
     path = args.out or results_dir(args.mode) / "check_ratios.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
     rows, phases, here = _kept_rows(kept), dict(kept.get("phases_cpu_s", {})), machine()
+    stacks = dict(kept.get("thread_stacks", {}))
     for chips in chip_counts:
         os.environ["SHARDSCOPE_SCALE_CHIPS"] = str(chips)
+        if not smoke:
+            stacks[_row_key("cpu_devices", chips, here)] = {**_thread_stacks(chips), "machine": here}
         for program in programs:
             rows[_row_key(program, chips, here)] = {**_rounds(program, chips, rounds, smoke), "rounds": rounds,
                                                     "machine": here}
         if not args.no_phases and not smoke:
             phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
     write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
-                                        "phases_cpu_s": phases, "uptime": _uptime()})
+                                        "phases_cpu_s": phases, "thread_stacks": stacks, "uptime": _uptime()})
     for key, row in rows.items():
         print(f"{key}: wall {row['ratio_median']:.2f}x, CPU {row['cpu_ratio_median']:.2f}x, "
               f"peak RSS {row['rss_ratio_median']:.2f}x", flush=True)
@@ -134,6 +141,48 @@ def _print_phases(chips: int, programs: tuple[str, ...], smoke: bool) -> None:
     print(json.dumps(found["phases_cpu_s"]), flush=True)
 
 
+STACK_KIB = 8 * 1024
+"""The stack size XLA's CPU client gives each of its threads (``GetThreadOptions`` in
+``xla/pjrt/cpu/cpu_client.cc``), in KiB: its mappings are told apart by that size."""
+
+
+def _thread_stacks(devices: int) -> dict[str, int]:
+    """The thread stacks of a fresh process that started ``devices`` CPU devices and nothing else
+    (:func:`_own_thread_stacks`, in a child)."""
+    done = subprocess.run([python(), "-m", "benchmarks.check_ratios", "--stacks-at", str(devices)], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, **_bare_env()}, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"the thread stacks at {devices} devices failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _own_thread_stacks(devices: int) -> dict[str, int]:
+    """This process's threads and its mappings of :data:`STACK_KIB` (each a thread's stack) with
+    the RSS they hold (``/proc/self/smaps``), before and after JAX starts ``devices`` CPU devices."""
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")  # the CPU devices only, as check starts them beside a slice's
+    before = _stacks_now()
+    jax.config.update("jax_num_cpu_devices", devices)
+    assert len(jax.devices("cpu")) == devices
+    after = _stacks_now()
+    return {"devices": devices, **{f"{k}_before": v for k, v in before.items()}, **after}
+
+
+def _stacks_now() -> dict[str, int]:
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    found = {"threads": int(status["Threads"]), "rss_kib": int(status["VmRSS"].split()[0]), "stacks": 0,
+             "stacks_rss_kib": 0}
+    size = 0
+    for line in open("/proc/self/smaps"):
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+            found["stacks"] += abs(size - STACK_KIB) <= 8
+        elif line.startswith("Rss:") and abs(size - STACK_KIB) <= 8:
+            found["stacks_rss_kib"] += int(line.split()[1])
+    return found
+
+
 def _uptime() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
@@ -156,6 +205,41 @@ def _described(result: dict[str, Any]) -> list[str]:
         f"machine's load when its rounds ended. Measured on {' and on '.join(machines)}: XLA compiles one program "
         "on several threads, so the wall ratio depends on the cores free (on a loaded machine it means "
         "little); the peak memory of the same compile differs between machines too (the MiB of each row)." + missing,
+        *_sandbox_note(rows, result.get("thread_stacks", {})),
+    ]
+
+
+SANDBOX_PLATFORM = "Linux-4.4.0"
+"""What ``platform.platform()`` says in a gVisor sandbox: its kernel reports itself as Linux 4.4.0."""
+
+
+def _sandbox_note(rows: Any, stacks: dict[str, Any]) -> list[str]:
+    """Why the rows measured in a gVisor sandbox (the TPU VM host this project borrows) carry more
+    peak memory than a Linux kernel would count, with the thread stacks measured on each machine
+    (``thread_stacks``): said only when such rows are there."""
+    sandboxed = [row for row in rows if SANDBOX_PLATFORM in str((row.get("machine") or {}).get("platform", ""))]
+    if not sandboxed:
+        return []
+    gaps = [row["check_rss_mib"]["median"] - row["bare_rss_mib"]["median"] for row in sandboxed if row["chips"] == 1024]
+    measured = "; ".join(
+        f"{_machine_words(s)}{' (gVisor)' if SANDBOX_PLATFORM in str(s['machine'].get('platform', '')) else ''}: "
+        f"{s['devices']:,} devices, {s['threads']:,} threads, {s['stacks'] - s['stacks_before']:,} more 8 MiB "
+        f"mappings holding {(s['stacks_rss_kib'] - s['stacks_rss_kib_before']) / 1024:,.0f} MiB more, RSS "
+        f"+{(s['rss_kib'] - s['rss_kib_before']) / 1024:,.0f} MiB" for s in stacks.values())
+    gap = f" (the 1,024-chip rows there: {', '.join(f'{g:,.0f}' for g in gaps)} MiB between the two peaks)" if gaps else ""
+    return [
+        "The 13-core rows ran on the TPU VM host this project borrows, a gVisor sandbox (its kernel reports "
+        "Linux 4.4.0; no `VmHWM`), whose memory accounting is not a Linux kernel's: it gives a process private "
+        "anonymous memory in 2 MiB units and counts each unit whole in its RSS (gVisor's "
+        "`pkg/sentry/mm/pma.go`: `privateAllocUnit = hostarch.HugePageSize`, `addRSSLocked`), so each thread "
+        "stack the process touches counts up to 2 MiB. `check --devices N` starts N simulated CPU devices, and "
+        "XLA's CPU client (jaxlib 0.10.2) starts `max(cores, N)` threads plus `min(that, 256)` Eigen threads, each "
+        "with an 8 MiB stack (`xla/pjrt/cpu/cpu_client.cc`: `GetPjRtCpuClient`, `GetThreadOptions`; no XLA flag, "
+        "JAX option or environment variable lowers either but the device count; jaxlib 0.12 starts two more per "
+        "device), while JAX's route starts one CPU device. "
+        "A fresh process that starts only the CPU devices (`/proc/self/status`, `/proc/self/smaps`, against the "
+        f"same process before): {measured}. So on that host most of what `check` adds to the peak{gap} is the "
+        "sandbox's count of those stacks, which a Linux kernel counts in pages touched.",
     ]
 
 

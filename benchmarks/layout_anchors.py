@@ -34,12 +34,30 @@ FIT = "peak"
 judged by arguments + outputs + temporaries - aliases, which overstates a scanned step on a TPU
 (Llama-2 70B over fsdp=256: 19.53 GiB by the sum, 14.07 by the peak): :func:`rejudged` reads it again."""
 
-ESTIMATE = "collective matmul"
-"""How the sweep's estimate read XLA:TPU's collective matmuls and async collective fusions, recorded
-in each result: ``collective matmul`` (since 8cec68c), a loop's collective-permutes overlapped with
-its own matmul chunks and the two ways round the ring at once, and a fusion's collective buffers
-left to the collective. A result without it summed every permute as exposed and counted those
-buffers as the fusion's traffic: :func:`_case_prose` says so."""
+ESTIMATES = (
+    ("", "8cec68c", "counted the buffers of XLA:TPU's async collective fusions as the fusions' memory traffic and "
+                    "every collective-permute of a collective matmul loop as exposed; both made tensor-parallel "
+                    "candidates slower than the compiled step runs them"),
+    ("collective matmul", "5ad8e14", "read the steps of an async collective fusion that run in a loop nested in the "
+                                     "collective's own (an all-gather started before the attention's loop and stepped "
+                                     "by its fusions) as a second collective of the inner loop, run once per inner "
+                                     "trip, and counted none of a stepped collective's time as overlapped with its "
+                                     "steps' work"),
+    ("async collective fusion steps", "35fb2bd", "counted the elements an all-gather inside an async collective "
+                                                 "fusion moves as vector work of the fusion (on the 128B dumps, "
+                                                 "fsdp=16 x tensor=16's upper end 0.15% and fsdp=128 x tensor=2's "
+                                                 "0.3% over today's)"),
+)
+"""Each estimate a sweep may have recorded (its ``estimate`` key; none before 8cec68c), the commit
+that changed it and what it did until then: :func:`_case_prose` says what a result's estimate
+lacks."""
+
+ESTIMATE = "moved bytes no flops"
+"""Today's estimate of XLA:TPU's collective matmuls and async collective fusions, recorded in each
+result: a loop's collective-permutes overlapped with its own matmul chunks and the two ways round
+the ring at once; a fusion's collective buffers left to the collective; an async collective fusion's
+steps, wherever they run, steps of one collective whose time overlaps their work; a collective that
+only moves data computes nothing."""
 
 
 @dataclass(frozen=True)
@@ -355,11 +373,7 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"and it refuses any whose peak exceeds the chip's {_capacity(result)}, so each fits by the compiler's own "
                       "check; its exact bytes were not recorded (the sum is shown, more than the peak). The ranking "
                       "and the pick are the sweep's own estimates ordered again. Rerun the case for the bytes."]
-    if result.get("estimate") != ESTIMATE and result["target"].startswith("tpu:"):
-        lines += ["", "**Estimated before 8cec68c.** This sweep's estimates counted the buffers of XLA:TPU's async "
-                      "collective fusions as the fusions' memory traffic and every collective-permute of a collective "
-                      "matmul loop as exposed; both made tensor-parallel candidates slower than the compiled step runs "
-                      "them (docs/guides/memory-and-step.md). Rerun the case for today's estimates."]
+    lines += _estimate_words(result)
     bare = result.get("bare")
     if bare and bare.get("candidates"):
         cpu = sum(c["cpu_s"] for c in bare["candidates"])
@@ -380,6 +394,20 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"each other). Its CPU: {sweep['user_s'] + sweep['sys_s']:,.0f} s against {cpu:,.0f} s "
                       f"({(sweep['user_s'] + sweep['sys_s']) / cpu:.2f}x)."]
     return lines
+
+
+def _estimate_words(result: dict[str, Any]) -> list[str]:
+    """What a TPU sweep's estimate lacks of today's (:data:`ESTIMATES`), with the commit it ran
+    when the result says (``estimate_note``); nothing for today's."""
+    recorded = result.get("estimate") or ""
+    if recorded == ESTIMATE or not result["target"].startswith("tpu:"):
+        return []
+    keys = [key for key, _, _ in ESTIMATES]
+    since = keys.index(recorded) if recorded in keys else 0
+    changes = "; ".join(f"before {commit} it {what}" for _, commit, what in ESTIMATES[since:])
+    note = f" ({result['estimate_note']})" if result.get("estimate_note") else ""
+    return ["", f"**Estimated before {ESTIMATES[-1][1]}.** This sweep's estimate{note}: {changes} "
+                "(docs/guides/memory-and-step.md). Rerun the case for today's estimates."]
 
 
 def _summary(results: dict[str, Any]) -> list[SummaryRow]:
@@ -430,11 +458,10 @@ def why_published_loses(result: dict[str, Any]) -> str:
             f"(each step of a collective matmul loop reads its whole chunk of the activations again, and the "
             f"activations gathered over tensor are copied into the matmuls' layouts; the estimate moves every "
             f"fusion's operands through HBM, none kept on chip). Its collectives over tensor take {seconds * per:.2f} s, "
-            f"{overlapped * per:.2f} s of them overlapped by construction in collective matmul loops; the rest "
-            f"({exposed}) is what its exposed step ({published['step']['high_s'] * per:.2f} s against "
-            f"{pick['step']['high_s']:.2f} s) adds. Its all-gathers over tensor are the activations', which XLA:TPU "
-            f"fuses into the neighbouring matmuls (async collective fusions): the upper end counts them unhidden, so "
-            f"the compiled step may run nearer the lower end.")
+            f"{overlapped * per:.2f} s of them overlapped by construction (the permutes of collective matmul loops "
+            f"beside their matmul chunks, the activations' all-gathers beside the work of the fusions that step "
+            f"them); the rest ({exposed}) is what its exposed step ({published['step']['high_s'] * per:.2f} s "
+            f"against {pick['step']['high_s']:.2f} s) adds: where a loop's collectives outlast its own work.")
 
 
 def _misses(results: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from shardscope.engine.hlo.compiled import compiled_plan
-from shardscope.engine.hlo.roofline import collective_matmul_times, estimate_step
+from shardscope.engine.hlo.roofline import estimate_step, joined_step, overlapped_times
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.traffic import boundary_bytes
 from shardscope.engine.hlo.work import module_work
@@ -93,7 +93,7 @@ def test_a_collective_matmul_loops_permutes_overlap_its_dots_and_the_two_ways_ru
     dot = TRIPS * 2 * M * K * N / V5E_BF16
     permute = TRIPS * (HOP + M * N * 2 / ICI_LINK)
     assert dict(step.windowed) == {"wide.windowed_dot_general_body_rs.1.clone.sunk": pytest.approx(dot, rel=1e-6)}
-    joined = collective_matmul_times(step, timed)
+    joined = overlapped_times(step, timed)
     assert [s for _, s, _ in joined] == pytest.approx([permute / 2, permute / 2])  # one way's time, shared
     assert sum(o for _, _, o in joined) == pytest.approx(dot, rel=1e-6)  # the dots' whole time overlapped
     priced = step.with_collectives(sum(s for _, s, _ in joined), sum(o for _, _, o in joined))
@@ -107,7 +107,7 @@ def test_a_loop_the_partitioner_did_not_window_keeps_every_collective_exposed_at
     the step's upper end adds both permutes' whole time, 2 x 4 x 94.2 us."""
     step, timed = _priced("region_2.4_spmd")
     assert step.windowed == ()
-    joined = collective_matmul_times(step, timed)
+    joined = overlapped_times(step, timed)
     permute = TRIPS * (HOP + M * N * 2 / ICI_LINK)
     assert [(s, o) for _, s, o in joined] == [(pytest.approx(permute), 0.0)] * 2
     priced = step.with_collectives(2 * permute)
@@ -158,3 +158,163 @@ def test_the_fusion_that_finishes_the_collective_moves_nothing_of_its_own():
                   dot=False)
     module = parse(text)
     assert boundary_bytes(module, module.instruction("f")) == 0.0
+
+
+OUTER, INNER = 2, 4
+ACF = '{"async_collective_fusion_config":{"flag_start":"2","flag_end":"8"}}'
+GATHER = (f"all-gather(%param_0), channel_id=7, replica_groups={{{{0,1,2,3}}}}, dimensions={{1}}, "
+          f"use_global_device_ids=true, backend_config={ACF}")
+INNER_CARRY = f"s32[], bf16[16,512], bf16[16,2048], bf16[{M},{K}], bf16[{K},{N}], bf16[{M},{N}]"
+OUTER_CARRY = f"s32[], bf16[16,512], bf16[{M},{K}], bf16[{K},{N}], bf16[16,2048], bf16[{M},{N}]"
+STEP_OUT = f"(bf16[{M},{N}], bf16[16,512], bf16[16,2048], bf16[16,2048])"
+
+
+def _step_fusion(name: str, gather: str) -> str:
+    """One step of the all-gather beside a dot of bf16[M,K] by bf16[K,N], as XLA:TPU fuses it:
+    the collective's operand and gathered buffer in (parameters 0 and 1) and out again."""
+    return f"""%{name} (param_0: bf16[16,512], param_1: bf16[16,2048], param_2: bf16[{M},{K}], param_3: bf16[{K},{N}]) -> {STEP_OUT} {{
+  %param_0 = bf16[16,512]{{1,0}} parameter(0)
+  %param_1 = bf16[16,2048]{{1,0}} parameter(1)
+  %param_2 = bf16[{M},{K}]{{1,0}} parameter(2)
+  %param_3 = bf16[{K},{N}]{{1,0}} parameter(3)
+  %dot = bf16[{M},{N}]{{1,0}} dot(%param_2, %param_3), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %{gather} = bf16[16,2048]{{1,0}} {GATHER}
+  ROOT %out = {STEP_OUT} tuple(%dot, %param_0, %param_1, %{gather})
+}}
+"""
+
+
+def _stepped() -> str:
+    """An all-gather of bf16[16,512] over 4 devices (``channel_id=7``) as XLA:TPU's async
+    collective fusion runs it in a layer scan whose layer holds a loop of its own (the 128B
+    step's attention): started and finished in the outer loop's body (``OUTER`` trips), stepped
+    by two fusions of the inner loop (``INNER`` trips), each beside a dot."""
+    return f"""HloModule stepped
+
+%start (param_0: bf16[16,512]) -> (bf16[16,512], bf16[16,2048]) {{
+  %param_0 = bf16[16,512]{{1,0}} parameter(0)
+  %all-gather.1 = bf16[16,2048]{{1,0}} {GATHER}
+  ROOT %begun = (bf16[16,512]{{1,0}}, bf16[16,2048]{{1,0}}) custom-call(%all-gather.1), custom_call_target="AsyncCollectiveStart"
+}}
+
+{_step_fusion("step_a", "all-gather.2")}
+{_step_fusion("step_b", "all-gather.3")}
+%done (param_0: bf16[16,512], param_1: bf16[16,2048]) -> bf16[16,2048] {{
+  %param_0 = bf16[16,512]{{1,0}} parameter(0)
+  %param_1 = bf16[16,2048]{{1,0}} parameter(1)
+  %all-gather.4 = bf16[16,2048]{{1,0}} {GATHER}
+  ROOT %finished = bf16[16,2048]{{1,0}} custom-call(%param_0, %param_1, %all-gather.4), custom_call_target="AsyncCollectiveDone"
+}}
+
+%inner_body (p: ({INNER_CARRY})) -> ({INNER_CARRY}) {{
+  %p = ({INNER_CARRY}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %a = bf16[16,512]{{1,0}} get-tuple-element(%p), index=1
+  %g = bf16[16,2048]{{1,0}} get-tuple-element(%p), index=2
+  %x = bf16[{M},{K}]{{1,0}} get-tuple-element(%p), index=3
+  %w = bf16[{K},{N}]{{1,0}} get-tuple-element(%p), index=4
+  %fa = {STEP_OUT} fusion(%a, %g, %x, %w), kind=kOutput, calls=%step_a
+  %a1 = bf16[16,512]{{1,0}} get-tuple-element(%fa), index=1
+  %g1 = bf16[16,2048]{{1,0}} get-tuple-element(%fa), index=3
+  %fb = {STEP_OUT} fusion(%a1, %g1, %x, %w), kind=kOutput, calls=%step_b
+  %a2 = bf16[16,512]{{1,0}} get-tuple-element(%fb), index=1
+  %g2 = bf16[16,2048]{{1,0}} get-tuple-element(%fb), index=3
+  %z = bf16[{M},{N}]{{1,0}} get-tuple-element(%fb), index=0
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = ({INNER_CARRY}) tuple(%next, %a2, %g2, %x, %w, %z)
+}}
+
+%inner_cond (q: ({INNER_CARRY})) -> pred[] {{
+  %q = ({INNER_CARRY}) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %n = s32[] constant({INNER})
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}}
+
+%outer_body (p: ({OUTER_CARRY})) -> ({OUTER_CARRY}) {{
+  %p = ({OUTER_CARRY}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %a = bf16[16,512]{{1,0}} get-tuple-element(%p), index=1
+  %x = bf16[{M},{K}]{{1,0}} get-tuple-element(%p), index=2
+  %w = bf16[{K},{N}]{{1,0}} get-tuple-element(%p), index=3
+  %y = bf16[{M},{N}]{{1,0}} get-tuple-element(%p), index=5
+  %started = (bf16[16,512]{{1,0}}, bf16[16,2048]{{1,0}}) fusion(%a), kind=kCustom, calls=%start
+  %sa = bf16[16,512]{{1,0}} get-tuple-element(%started), index=0
+  %sg = bf16[16,2048]{{1,0}} get-tuple-element(%started), index=1
+  %zero = s32[] constant(0)
+  %init = ({INNER_CARRY}) tuple(%zero, %sa, %sg, %x, %w, %y)
+  %attention = ({INNER_CARRY}) while(%init), condition=%inner_cond, body=%inner_body, backend_config={{"known_trip_count":{{"n":"{INNER}"}}}}
+  %la = bf16[16,512]{{1,0}} get-tuple-element(%attention), index=1
+  %lg = bf16[16,2048]{{1,0}} get-tuple-element(%attention), index=2
+  %ly = bf16[{M},{N}]{{1,0}} get-tuple-element(%attention), index=5
+  %gathered = bf16[16,2048]{{1,0}} fusion(%la, %lg), kind=kCustom, calls=%done
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = ({OUTER_CARRY}) tuple(%next, %a, %x, %w, %gathered, %ly)
+}}
+
+%outer_cond (q: ({OUTER_CARRY})) -> pred[] {{
+  %q = ({OUTER_CARRY}) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %n = s32[] constant({OUTER})
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}}
+
+ENTRY %main (a: bf16[16,512], x: bf16[{M},{K}], w: bf16[{K},{N}], y: bf16[{M},{N}]) -> bf16[16,2048] {{
+  %a = bf16[16,512]{{1,0}} parameter(0)
+  %x = bf16[{M},{K}]{{1,0}} parameter(1)
+  %w = bf16[{K},{N}]{{1,0}} parameter(2)
+  %y = bf16[{M},{N}]{{1,0}} parameter(3)
+  %g0 = bf16[16,2048]{{1,0}} broadcast(bf16[] constant(0)), dimensions={{}}
+  %zero = s32[] constant(0)
+  %init = ({OUTER_CARRY}) tuple(%zero, %a, %x, %w, %g0, %y)
+  %layers = ({OUTER_CARRY}) while(%init), condition=%outer_cond, body=%outer_body, backend_config={{"known_trip_count":{{"n":"{OUTER}"}}}}
+  ROOT %out = bf16[16,2048]{{1,0}} get-tuple-element(%layers), index=4
+}}
+"""
+
+
+def test_an_async_collective_fusions_steps_in_a_nested_loop_are_steps_of_one_collective():
+    """The all-gather is printed four times (start, two steps, done), the steps in the inner
+    loop: one collective, run once per outer trip (2 a call), not 2 + 2 x 4 x 2 times; its other
+    copies are its steps, each with the computation it runs in."""
+    plan = compiled_plan(_stepped(), backend="tpu")
+    gathers = [c for c in plan.collectives if c.kind == "all-gather"]
+    assert [(c.name, c.executions, c.bytes_per_execution) for c in gathers] == [("all-gather.1", OUTER, 16 * 512 * 2)]
+    assert sorted(gathers[0].steps) == [("fa", "inner_body"), ("fb", "inner_body"), ("gathered", "outer_body")]
+
+
+def test_a_stepped_collective_overlaps_its_steps_work_by_construction():
+    """Each step fusion's dot: 2 x 2048 x 4096 x 1024 flops, 87.2 us at 197 TFLOP/s (its 29.4 MB
+    at 0.85 x 819 GB/s take 42.2 us; the collective's buffers are not its traffic), run
+    OUTER x INNER = 8 times a call: 2 x 8 x 87.2 = 1.395 ms of work beside the all-gather. An
+    all-gather of 2 x 1 ms a call overlaps 1.395 ms of it; one of 2 x 0.5 ms overlaps all of itself."""
+    text = _stepped()
+    step = estimate_step(module_work(parse(text)), chip_named("v5e"))
+    dot = 2 * M * K * N / V5E_BF16
+    assert sorted(step.stepping) == [("fa", pytest.approx(OUTER * INNER * dot, rel=1e-6)),
+                                     ("fb", pytest.approx(OUTER * INNER * dot, rel=1e-6))]
+    gather = next(c for c in compiled_plan(text, backend="tpu").collectives if c.kind == "all-gather")
+    work = 2 * OUTER * INNER * dot
+    for per_run, overlapped in ((1e-3, work), (0.5e-3, OUTER * 0.5e-3)):
+        joined = overlapped_times(step, [(gather, OUTER * per_run)])
+        assert joined == [(gather, pytest.approx(OUTER * per_run), pytest.approx(overlapped, rel=1e-6))]
+    priced, _ = joined_step(step, [(gather, OUTER * 1e-3)])
+    assert priced.upper_s - priced.seconds == pytest.approx(OUTER * 1e-3 - work, rel=1e-5)
+    assert priced.lower_s == pytest.approx(max(priced.seconds, OUTER * 1e-3))
+
+
+def test_the_interconnect_figure_and_the_step_read_one_pricing_of_a_collective_matmul_loop():
+    """Without a step estimate (a chip without peaks: the interconnect's figure alone) the loop's
+    two ways round the ring still run at once, 4 x 94.2 us a call, not twice that; only the
+    overlap needs the loop's work."""
+    step, timed = _priced("wide.windowed_dot_general_body_rs.1.clone.sunk")
+    permute = TRIPS * (HOP + M * N * 2 / ICI_LINK)
+    alone, joined_alone = joined_step(None, timed)
+    assert alone is None
+    assert [(s, o) for _, s, o in joined_alone] == [(pytest.approx(permute / 2), 0.0)] * 2
+    priced, joined = joined_step(step, timed)
+    assert [s for _, s, _ in joined] == [s for _, s, _ in joined_alone]
+    assert priced.collectives_s == pytest.approx(permute)
+    assert joined_step(step, None) == (step, [])  # no model of the interconnect: nothing joined

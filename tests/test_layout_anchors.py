@@ -81,3 +81,20 @@ def test_why_the_published_layout_loses_is_read_from_the_two_rows_estimates():
     published["step"]["low_s"] = 16.5  # its collectives longer than its compute and memory: the low end is theirs
     assert "its collectives alone take 16.50 s per step of the same tokens, more than its compute and memory " \
            "(15.77 s), against the pick's (fsdp=128 x tensor=2) 13.46 s" in why_published_loses(result)
+
+
+def test_a_sweep_says_what_its_estimate_lacked_of_todays():
+    """A result names the commits after its own estimate, each with what the estimate did until
+    then; today's says nothing, nor does a GPU sweep's."""
+    from benchmarks.layout_anchors import ESTIMATE, _estimate_words
+
+    old = _result(fit=FIT)
+    words = " ".join(_estimate_words(old))  # no key: before 8cec68c
+    assert words.startswith(" **Estimated before 35fb2bd.** This sweep's estimate: before 8cec68c it counted")
+    assert [commit in words for commit in ("8cec68c", "5ad8e14", "35fb2bd")] == [True] * 3
+    stepped = {**old, "estimate": "async collective fusion steps", "estimate_note": "ran commit 5ad8e14"}
+    words = " ".join(_estimate_words(stepped))
+    assert "(ran commit 5ad8e14): before 35fb2bd it counted the elements an all-gather" in words
+    assert "8cec68c" not in words and "before 5ad8e14" not in words
+    assert _estimate_words({**old, "estimate": ESTIMATE}) == []
+    assert _estimate_words({**_result("gpu:h100:8x8"), "estimate": ""}) == []

@@ -11,6 +11,11 @@ status for it (143 for SIGTERM, 129 for SIGHUP). Two things could still keep the
 - a terminal that is gone (its window closed: the SIGHUP case): every write to it fails
   (``EIO``), and a write that raised while the app ended must not skip the leaving above.
 
+A terminal can also go without a SIGHUP: when it is not the process's controlling terminal (a
+pseudo-terminal a test harness or a supervisor opened for it), nothing is sent when its other end
+closes, and Textual's input thread then reads end-of-file in a loop, a core spinning for good.
+:func:`watch_terminal` ends the app as a hang-up does instead.
+
 So a signal also starts a deadline (:data:`GRACE_S`): if the process is still there then, it
 leaves at once; a second signal leaves at once too.
 """
@@ -20,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import select
 import signal
 import sys
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from shardscope.activities import current_activity
 from shardscope.app.base import runner
@@ -51,6 +57,7 @@ async def run_until_quit(app: ShardscopeApp) -> int:
     loop = asyncio.get_running_loop()
     deadline = Deadline()
     deadline.arm()
+    watch_terminal(functools.partial(deadline.hung_up, app, loop))
     # Python's own handlers, not the loop's: those ran only once the event loop got a turn, and a
     # UI thread busy for seconds (a large Compiled tab laid out there) held the deadline back too
     previous = {signum: signal.signal(signum, lambda signum, _frame: deadline.signalled(app, loop, signum))
@@ -107,6 +114,45 @@ class Deadline:
         self.signum = signum
         self._started.set()
         loop.call_soon_threadsafe(functools.partial(app.exit, return_code=status))
+
+    def hung_up(self, app: ShardscopeApp, loop: asyncio.AbstractEventLoop) -> None:
+        """The terminal went away without a signal (:func:`watch_terminal`): leave as on SIGHUP,
+        unless a signal's ending is already under way."""
+        if self.signum is None:
+            self.signalled(app, loop, signal.SIGHUP)
+
+
+def watch_terminal(hung_up: Callable[[], None], fd: int = 0) -> None:
+    """Call ``hung_up`` (once, from a daemon thread) when the terminal on ``fd`` hangs up: its
+    other end closed. Nothing is watched where ``fd`` is not a terminal or the platform has no
+    ``poll``."""
+    if not hasattr(select, "poll") or not _is_terminal(fd):
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP)  # input is the driver's; a hang-up and an error are always reported
+
+    def wait() -> None:
+        while True:
+            try:
+                events = poller.poll()
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            if any(mask & select.POLLNVAL for _fd, mask in events):  # the descriptor itself was closed
+                return
+            if events:
+                hung_up()
+                return
+
+    threading.Thread(target=wait, name="shardscope-terminal", daemon=True).start()
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def say_what_was_interrupted() -> None:

@@ -21,6 +21,7 @@ try:  # Ctrl+C while the commands' modules load (a second on a loaded machine), 
     from shardscope import __version__
     from shardscope.cli import calibrate, check, demos, diff, explorer, layouts, presets, report, sweep
     from shardscope.cli.explorer import AppOptions, ExplorerOptions
+    from shardscope.cli.leaving import leave_process
     from shardscope.cli.options import add_unplaced
     from shardscope.cli.parsing import CommandParser, CommandRun, glue_dash_values
     from shardscope.distributed.compile_cache import start_compilation_cache
@@ -91,8 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     that compile (those with ``--no-cache``) use JAX's persistent compilation cache
     (:mod:`shardscope.distributed.compile_cache`), started here, before their JAX is, and so is
     the platform of ``--on`` (:mod:`shardscope.targets.platforms`).
+
+    With no ``argv`` (the process's own command line: the ``shardscope`` script, ``python -m
+    shardscope``) the process ends here once the command is done, without JAX's teardown of its
+    CPU devices (:mod:`shardscope.cli.leaving`); given ``argv``, it returns.
     """
-    args, words = parse(sys.argv[1:] if argv is None else argv)
+    status = _command(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        leave_process(status)
+    return status
+
+
+def _command(argv: list[str]) -> int:
+    args, words = parse(argv)
     run: CommandRun = args.run
     quiet_start_up_warnings()  # a TPU VM's hugepages warning at every import of JAX
     run_on(getattr(args, "on", None))  # before JAX starts: the platform the programs run on

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from shardscope.engine.hlo.interconnect_times import TargetInterconnect
-from shardscope.engine.hlo.roofline import StepEstimate, collective_matmul_times, range_words, seconds_words
+from shardscope.engine.hlo.roofline import StepEstimate, joined_step, range_words, seconds_words
 from shardscope.hardware.checked import unchecked_words
 from shardscope.hardware.fit import size_words
 from shardscope.pipeline.layout_compile import COMPILED, CUT, FAILED, REFUSED, CompiledCandidate
@@ -53,7 +53,7 @@ class CollectiveGroup:
     seconds: float | None
     overlapped_s: float = 0.0
     """Of :attr:`seconds`, what overlaps by construction in collective matmul loops
-    (:func:`~shardscope.engine.hlo.roofline.collective_matmul_times`)."""
+    (:func:`~shardscope.engine.hlo.roofline.overlapped_times`)."""
 
     @property
     def exposed_s(self) -> float | None:
@@ -263,23 +263,20 @@ def collective_seconds(compiled: CompiledCandidate, c: "CompiledCollective",
 def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
     """One candidate with its collectives timed on its target's interconnect (those of a
     collective matmul loop as the loop runs them, and what of them overlaps by construction:
-    :func:`~shardscope.engine.hlo.roofline.collective_matmul_times`)."""
+    :func:`~shardscope.engine.hlo.roofline.overlapped_times`)."""
     plan = compiled.plan
     if plan is None:
         return RankedLayout(compiled, compiled.step)
     interconnect = interconnect_of(compiled)
     timed = [(c, collective_seconds(compiled, c, interconnect)) for c in plan.collectives]
-    estimate = compiled.step
-    joined = [(c, s, 0.0) for c, s in timed] if estimate is None else collective_matmul_times(estimate, timed)
+    estimate, joined = joined_step(compiled.step, None if interconnect is None else timed)
+    joined = joined or [(c, s, 0.0) for c, s in timed]
     grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None, float]]] = {}
     for c, seconds, overlapped in joined:
         grouped.setdefault((c.kind, tuple(c.axes or ()), c.in_loop), []).append(
             (c.executions, c.bytes_per_execution, seconds, overlapped))
     groups = tuple(sorted((_group(key, members) for key, members in grouped.items()),
                           key=lambda g: (-(g.exposed_s or 0.0), -(g.bytes or 0))))
-    times = [g.seconds for g in groups]
-    if estimate is not None and interconnect is not None and None not in times:
-        estimate = estimate.with_collectives(sum(t for t in times if t is not None), sum(g.overlapped_s for g in groups))
     return RankedLayout(compiled, estimate, groups,
                         tuple(sorted(((c, s) for c, s, _ in joined), key=lambda pair: -(pair[1] or 0.0))))
 

@@ -327,6 +327,7 @@ class _Builder:
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
             layout_change=layout_change(inst, site.kind, axes),
+            steps=tuple((step.name, step.computation) for step in site.steps),
         )
         added = site.kind in SUM_KINDS and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)

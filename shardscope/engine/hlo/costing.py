@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from shardscope.engine.hlo.interconnect_times import CollectiveTime, TargetInterconnect
 from shardscope.engine.hlo.plan_costs import MinSaving, PlanCosts, Saving
-from shardscope.engine.hlo.roofline import collective_matmul_times
+from shardscope.engine.hlo.roofline import joined_step
 from shardscope.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -51,26 +51,15 @@ def _per_call(plan: "TargetPlan", times: "tuple[CollectiveTime | None, ...]",
     return seconds
 
 
-def _step(plan: "TargetPlan", per_call: list[float] | None) -> "StepEstimate | None":
-    """``plan``'s step estimate on its target with its collectives' time on the target's
-    interconnect joined (the bounds: hidden behind compute, or not at all but what overlaps by
-    construction in collective matmul loops: :func:`~shardscope.engine.hlo.roofline.collective_matmul_times`);
-    without an interconnect model, the compute and memory estimate alone (it says so)."""
-    if plan.step is None:
-        return None
-    if per_call is None:
-        return plan.step
-    joined = collective_matmul_times(plan.step, zip(plan.compiled.collectives, per_call))
-    return plan.step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0))
-
-
 def cost_plan(plan: "TargetPlan") -> PlanCosts:
     """``plan``'s costs on its machine: every figure its renderings show, computed once."""
     interconnect = interconnect_of(plan)
     times = tuple(interconnect.time(c) if interconnect is not None else None for c in plan.compiled.collectives)
     per_call = _per_call(plan, times, interconnect)
-    seconds = None if per_call is None else sum(per_call, 0.0)
-    step = _step(plan, per_call)
+    # the step and the interconnect's figure read one pricing of the collectives: a collective
+    # matmul loop's two ways round the ring at once, async collective fusions' steps
+    step, joined = joined_step(plan.step, None if per_call is None else list(zip(plan.compiled.collectives, per_call)))
+    seconds = None if per_call is None else sum((s or 0.0 for _, s, _ in joined), 0.0)
     step_s = None if step is None else step.dispatched_upper_s
     savings = {p.collective.name: saving_of(plan, p, interconnect, step_s, step) for p in plan.staying_findings}
     return PlanCosts(interconnect, times, seconds, step, savings)

@@ -35,6 +35,9 @@ _MOVES = frozenset({
     "copy", "copy-start", "transpose", "reshape", "broadcast", "slice", "dynamic-slice", "dynamic-update-slice",
     "concatenate", "pad", "reverse", "gather", "scatter", "iota", "bitcast-convert", "get-dimension-size",
     "set-dimension-size", "custom-call", "infeed", "outfeed", "send", "recv", "rng-get-and-update-state",
+    # collectives that only move data: inside XLA:TPU's async collective fusion, a step of the
+    # collective beside the fusion's compute (the interconnect's transfers, not the chip's work)
+    "all-gather", "all-gather-start", "collective-permute", "collective-permute-start", "all-to-all",
 })
 """Instructions that move data and compute (almost) nothing: bytes, no flops."""
 

@@ -88,6 +88,10 @@ class CompiledCollective(PerCall):
     layout_change: str = ""
     """For an all-gather, all-to-all or collective-permute: how it moves the value's shards
     (``dimension 2 gathered over x``); a reshard when the partitioner wrote it."""
+    steps: tuple[tuple[str, str], ...] = ()
+    """A TPU async collective fusion's other copies, each with the computation it runs in: the
+    fusions that step it beside their own compute (its time overlaps theirs by construction:
+    :func:`~shardscope.engine.hlo.roofline.overlapped_times`) and the one that finishes it."""
 
     @property
     def loop_trip_counts(self) -> tuple[int | None, ...]:

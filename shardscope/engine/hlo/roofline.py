@@ -20,17 +20,22 @@ Collectives are the interconnect's: :attr:`StepEstimate.collectives_s` is None u
 of the target's interconnect fills it (:meth:`StepEstimate.with_collectives`); then the
 latency-hiding scheduler's overlap of communication with compute bounds the step: at least the
 longer of the two (all of it hidden), at most their sum (none of it), less what overlaps by
-construction (:func:`collective_matmul_times`): XLA's collective matmul (the SPMD partitioner's
-windowed einsum, a loop whose body is named ``windowed_dot_general_body...``) splits a matmul
-and the all-gather or reduce-scatter beside it into steps, each step's collective-permutes
-independent of its matmul chunk, so the loop takes the longer of its permutes and its own work,
-never their sum (:data:`COLLECTIVE_MATMUL`).
+construction (:func:`overlapped_times`, the one place the step meets the interconnect:
+:func:`joined_step`):
+
+- XLA's collective matmul (the SPMD partitioner's windowed einsum, a loop whose body is named
+  ``windowed_dot_general_body...``) splits a matmul and the all-gather or reduce-scatter beside it
+  into steps, each step's collective-permutes independent of its matmul chunk, so the loop takes
+  the longer of its permutes and its own work, never their sum (:data:`COLLECTIVE_MATMUL`);
+- XLA:TPU's async collective fusion steps a collective in the fusions of the work it overlaps
+  (:data:`~shardscope.engine.hlo.sites.STEPPED`): the collective takes the longer of its own
+  time and those fusions' work, never their sum (:data:`ASYNC_COLLECTIVE_FUSION`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from shardscope.hardware.checked import MeasuredKind, unchecked_words
 from shardscope.hardware.chips import MEMORY_UNITS, Chip
@@ -63,6 +68,15 @@ COLLECTIVE_MATMUL = (
     "collective-permute each way of the bf16[16,2048,512] partial sums (32 MiB, 0.75 ms at 45 GB/s per link), "
     "which the dot does not read: the permutes of a step overlap its dot by construction")
 """Why a collective matmul loop's collectives overlap its own work (read in the compiled module)."""
+
+ASYNC_COLLECTIVE_FUSION = (
+    "XLA:TPU's async collective fusion (MaxText's 'continuation fusion') runs each step of a collective inside a "
+    "fusion of other work: in Llama-shaped 128B over fsdp=16 x tensor=16 on v5e, the all-gather of a layer's "
+    "activations over tensor (bf16[16,2048,512] into bf16[16,2048,8192], 32 MiB gathered) is started before the "
+    "attention's 4-trip loop and stepped by two of its fusions each trip (the scores' max and the context's dot), "
+    "each fusion returning the collective's buffers beside its own results: the steps' transfers run while those "
+    "fusions compute, so the collective overlaps their work by construction, as much of it as they take")
+"""Why a collective stepped by async collective fusions overlaps their work (read in the compiled module)."""
 
 LAUNCH_GAP_S = 3e-5
 """Between two calls dispatched back to back, the chip idles ~30 us (measured on v5e: matmuls of
@@ -139,10 +153,15 @@ class StepEstimate:
     windowed: tuple[tuple[str, float], ...] = ()
     """Each collective matmul loop's body (:data:`WINDOWED_BODY`) with the rooflines of the
     instructions it runs, seconds per call: the work its collectives overlap by construction."""
+    stepping: tuple[tuple[str, float], ...] = ()
+    """Each of XLA:TPU's async collective fusions that steps a collective beside its own compute
+    (by instruction name), with its roofline, seconds per call: the work that collective overlaps
+    by construction (:data:`ASYNC_COLLECTIVE_FUSION`)."""
     overlapped_s: float = 0.0
     """Of :attr:`collectives_s`, what overlaps by construction: in each collective matmul loop,
-    the shorter of its collectives and its own work (:func:`collective_matmul_times`); the
-    step's upper end leaves it out."""
+    the shorter of its collectives and its own work; of a collective stepped by async collective
+    fusions, the shorter of it and their work (:func:`overlapped_times`); the step's upper end
+    leaves it out."""
 
     @property
     def seconds(self) -> float:
@@ -196,7 +215,7 @@ class StepEstimate:
 
     def with_collectives(self, seconds: float, overlapped_s: float = 0.0) -> "StepEstimate":
         """This estimate with the interconnect's time for the collectives (the bounds widen), of
-        which ``overlapped_s`` overlaps by construction (:func:`collective_matmul_times`)."""
+        which ``overlapped_s`` overlaps by construction (:func:`overlapped_times`)."""
         out = tuple(item for item in self.leaves_out if not item.startswith("collectives"))
         return replace(self, collectives_s=seconds, leaves_out=out, overlapped_s=min(overlapped_s, seconds))
 
@@ -213,7 +232,7 @@ class StepEstimate:
         else:
             tail = f"; collectives {seconds_words(self.collectives_s)}, overlapped or not"
             if self.overlapped_s:
-                tail += f" ({seconds_words(self.overlapped_s)} of it overlapped by construction in collective matmul loops)"
+                tail += f" ({seconds_words(self.overlapped_s)} of it overlapped by construction with the compute beside it)"
             waited = range_words(self.lower_s, self.upper_s)
             back = range_words(max(self.dispatched_seconds, self.collectives_s), self.dispatched_upper_s)
         bound = f"; a lower bound: {self.unmodelled_words()} not modelled" if self.lower_bound else ""
@@ -252,6 +271,7 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     bandwidth = chip.memory_bandwidth_Bps * chip.bandwidth_efficiency
     times = []
     windowed: dict[str, float] = {}
+    stepping: list[tuple[str, float]] = []
     for item in work.instructions:
         compute = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit not in MEMORY_UNITS)
         accesses = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit in MEMORY_UNITS)
@@ -260,6 +280,8 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
                                      item.total_bytes, compute, streamed / bandwidth + accesses))
         if WINDOWED_BODY in item.computation:
             windowed[item.computation] = windowed.get(item.computation, 0.0) + times[-1].seconds
+        if item.steps_collective:
+            stepping.append((item.name, times[-1].seconds))
     iterations = work.loop_iterations * chip.iteration_overhead_s
     kernels = work.kernels * chip.kernel_s
     buffers = chip.argument_s * work.arguments + chip.result_s * work.results
@@ -272,49 +294,93 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
         dispatch_s=dispatch, unmodelled=work.unmodelled, iteration_s=iterations, kernels_s=kernels,
-        outside_band=_outside_band(work, chip), windowed=tuple(windowed.items()),
+        outside_band=_outside_band(work, chip), windowed=tuple(windowed.items()), stepping=tuple(stepping),
     )
 
 
-def collective_matmul_times(step: StepEstimate, timed: "Iterable[tuple[CompiledCollective, float | None]]"
-                            ) -> "list[tuple[CompiledCollective, float | None, float]]":
+def joined_step(step: StepEstimate | None, timed: "Sequence[tuple[CompiledCollective, float | None]] | None"
+                ) -> "tuple[StepEstimate | None, list[tuple[CompiledCollective, float | None, float]]]":
+    """Where a step estimate meets the target's interconnect (``check --target`` and ``layouts``
+    both call it): each compiled collective with its seconds per call as the module runs them and
+    what of them overlaps by construction (:func:`overlapped_times`), and ``step`` with their sum
+    joined (:meth:`StepEstimate.with_collectives`) when every one is known. ``timed`` is each
+    collective's seconds per call on the interconnect (None: unknown), or None without a model of
+    the target's interconnect (``step`` as it is, nothing joined)."""
+    if timed is None:
+        return step, []
+    joined = overlapped_times(step, timed)
+    if step is None or any(seconds is None for _, seconds, _ in joined):
+        return step, joined
+    return step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0)), joined
+
+
+def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledCollective, float | None]]"
+                     ) -> "list[tuple[CompiledCollective, float | None, float]]":
     """Each compiled collective with its seconds per call on the interconnect (``timed``: None,
-    unknown) and the part of them that overlaps by construction, as a collective matmul loop
-    (:attr:`StepEstimate.windowed`, :data:`COLLECTIVE_MATMUL`) runs them: its collective-permutes
-    of one pattern (the same source-target pairs) share links, those of another (the other way
-    round the ring) use links of their own, so the loop's collectives take the longest pattern's
-    time plus its other collectives' (each collective's seconds scaled to that), and of that, as
-    much as the loop's own work overlaps. Collectives outside such loops are as timed, none of
-    them overlapped."""
+    unknown) as the compiled module runs it, and the part of them that overlaps by construction
+    (none without a step estimate, which knows the work beside it):
+
+    - in a collective matmul loop (:data:`COLLECTIVE_MATMUL`), its collective-permutes of one
+      pattern (the same source-target pairs) share links, those of another (the other way round
+      the ring) use links of their own, so the loop's collectives take the longest pattern's time
+      (each permute's seconds scaled to its share of that) plus its other collectives', and of
+      that, as much as the loop's own work (:attr:`StepEstimate.windowed`) overlaps;
+    - a collective stepped by XLA:TPU's async collective fusions (:data:`ASYNC_COLLECTIVE_FUSION`)
+      overlaps as much of itself as those fusions' work (:attr:`StepEstimate.stepping`); where its
+      steps run in a collective matmul loop, it joins that loop's collectives and their work.
+
+    Collectives elsewhere are as timed, none of them overlapped."""
     timed = list(timed)
-    work = dict(step.windowed)
-    loops: dict[str, list[tuple[CompiledCollective, float]]] = {}
+    windowed = dict(step.windowed) if step is not None else {}
+    stepping = dict(step.stepping) if step is not None else {}
+    places: dict[str | tuple[tuple[str, str], ...], list[tuple[CompiledCollective, float]]] = {}
     for c, seconds in timed:
-        body = c.loops[-1].body if c.loops else ""
-        if body in work and seconds is not None:
-            loops.setdefault(body, []).append((c, seconds))
-    factors: dict[str, tuple[float, float]] = {}
-    for body, members in loops.items():
+        place = _overlap_place(c)
+        if place is not None and seconds is not None:
+            places.setdefault(place, []).append((c, seconds))
+    factors: dict[str | tuple[tuple[str, str], ...], tuple[float, float]] = {}
+    for place, members in places.items():
+        work = windowed.get(place, 0.0) if isinstance(place, str) else sum(stepping.get(name, 0.0) for name, _ in place)
         patterns: dict[object, float] = {}
         others = 0.0
         for c, seconds in members:
-            if c.kind == COLLECTIVE_PERMUTE and c.groups:
-                patterns[frozenset(c.groups)] = patterns.get(frozenset(c.groups), 0.0) + seconds
+            if _one_way(c):
+                pattern = frozenset(c.groups or ())
+                patterns[pattern] = patterns.get(pattern, 0.0) + seconds
             else:
                 others += seconds
-        total = sum(seconds for _, seconds in members)
+        ways = sum(patterns.values())
         together = max(patterns.values(), default=0.0) + others
-        if total > 0 and together > 0:
-            factors[body] = (together / total, min(1.0, work[body] / together))
+        if together > 0:
+            factors[place] = (max(patterns.values(), default=0.0) / ways if ways else 1.0, min(1.0, work / together))
     out: list[tuple[CompiledCollective, float | None, float]] = []
     for c, seconds in timed:
-        body = c.loops[-1].body if c.loops else ""
-        if seconds is None or body not in factors:
+        place = _overlap_place(c)
+        if seconds is None or place not in factors:
             out.append((c, seconds, 0.0))
             continue
-        scale, overlapped = factors[body]
-        out.append((c, seconds * scale, seconds * scale * overlapped))
+        at_once, overlapped = factors[place]
+        if _one_way(c):
+            seconds *= at_once  # its share of the longest pattern's time
+        out.append((c, seconds, seconds * overlapped))
     return out
+
+
+def _one_way(c: "CompiledCollective") -> bool:
+    """A collective-permute of a collective matmul loop: one pattern of its ways round the ring."""
+    return c.kind == COLLECTIVE_PERMUTE and bool(c.groups) and not c.steps
+
+
+def _overlap_place(c: "CompiledCollective") -> "str | tuple[tuple[str, str], ...] | None":
+    """Where ``c``'s time overlaps work by construction: the collective matmul loop's body it runs
+    in, or its steps run in; its own steps (the async collective fusions that step it); None."""
+    body = c.loops[-1].body if c.loops else ""
+    if WINDOWED_BODY in body:
+        return body
+    inner = next((where for _, where in c.steps if WINDOWED_BODY in where), None)
+    if inner is not None:
+        return inner
+    return c.steps or None
 
 
 def _outside_band(work: ModuleWork, chip: Chip) -> tuple[tuple[MeasuredKind, int], ...]:

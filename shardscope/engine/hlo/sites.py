@@ -8,10 +8,15 @@ A collective instruction stands in the computation it runs in in one of these fo
   fusion that calls a computation holding the collective (the GPU's dynamic-slice fusions, the
   TPU's ``all-reduce-scatter`` fusion: an all-reduce whose result the fusion slices to the
   device's shard);
-- the TPU's async collective fusion: one collective printed three times, in a start fusion,
-  a fusion that overlaps it with other work and a done fusion, all with the same
+- the TPU's async collective fusion: one collective printed several times, in a start fusion,
+  the fusions that step it beside other work and a done fusion, all with the same
   ``channel_id`` (``async_collective_fusion_config`` in each): one collective, issued by the
-  first and finished by the last.
+  start and finished by the done fusion. The steps may run in a loop nested in the start's: in
+  the 256-chip compile of a Llama-shaped 128B step over fsdp=16 x tensor=16, the all-gather of
+  a layer's activations over tensor (bf16[16,2048,512] into bf16[16,2048,8192], ``channel_id=142``)
+  starts and finishes in the layer scan's body and is stepped by two fusions of the attention's
+  own 4-trip loop, 8 steps for a ring of 16 both ways round (:data:`STEPPED`); it is still one
+  collective, run once per layer (:attr:`CollectiveSite.steps`).
 
 A :class:`CollectiveSite` names the instruction, the one that stands for it where it runs
 (``anchor``: its operands are the values it reads there) and the one whose value is its
@@ -22,6 +27,7 @@ tens of thousands of fused computations of a large module are never visited.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from shardscope.engine.hlo.flow import Flow
@@ -61,6 +67,9 @@ class CollectiveSite:
     conditions: frozenset[str] = frozenset()
     parts: tuple[str, ...] = ()
     part_results: tuple[str, ...] = ()
+    steps: tuple[Instruction, ...] = ()
+    """A TPU async collective fusion's other copies: the fusions that step it (beside their own
+    compute) and the one that finishes it, wherever they run (a loop nested in its own)."""
 
     @property
     def carried(self) -> tuple[str, ...]:
@@ -100,8 +109,7 @@ class SiteFinder:
             key = self._async_fusion_key(inst, anchor)
             if key is not None and key in seen:  # the same collective's overlap or done fusion
                 first = found[seen[key]]
-                found[seen[key]] = CollectiveSite(first.instruction, first.anchor, anchor, first.loops,
-                                                  first.in_conditional, first.paths, first.conditions)
+                found[seen[key]] = dataclasses.replace(first, result=anchor, steps=first.steps + (anchor,))
                 continue
             if key is not None:
                 seen[key] = len(found)
@@ -110,7 +118,7 @@ class SiteFinder:
             parts, part_results = self._flat_parts(inst, result)
             found.append(CollectiveSite(inst, anchor, result, context.loops, context.in_conditional, len(contexts),
                                         context.conditions, parts, part_results))
-        return found
+        return _stepped_in_nested_loops(found)
 
     @cached_method
     def contexts(self, computation: str, depth: int = 0) -> tuple[Context, ...]:
@@ -178,6 +186,43 @@ class SiteFinder:
         if anchor.opcode != "fusion" or inst.channel_id is None or _ASYNC_FUSION not in (inst.attribute("backend_config") or ""):
             return None
         return anchor.computation, inst.opcode, inst.channel_id
+
+
+def _stepped_in_nested_loops(sites: list[CollectiveSite]) -> list[CollectiveSite]:
+    """``sites`` with the copies of each TPU async collective fusion that step it in a loop nested
+    in its own (the same opcode, ``channel_id`` and result shape; loops that extend the start's)
+    made steps of the start's site (:attr:`CollectiveSite.steps`), not collectives of their own."""
+    groups: dict[tuple[str, int, str], list[int]] = {}
+    for number, site in enumerate(sites):
+        inst = site.instruction
+        if site.anchor.opcode == "fusion" and inst.channel_id is not None \
+                and _ASYNC_FUSION in (inst.attribute("backend_config") or ""):
+            groups.setdefault((inst.opcode, inst.channel_id, inst.shape.text.split("{")[0]), []).append(number)
+    dropped: set[int] = set()
+    merged: dict[int, CollectiveSite] = {}
+    for numbers in groups.values():
+        if len(numbers) < 2:
+            continue
+        base = min(numbers, key=lambda n: len(sites[n].loops))
+        outer = [loop.name for loop in sites[base].loops]
+        nested = [n for n in numbers if n != base
+                  and [loop.name for loop in sites[n].loops[:len(outer)]] == outer and len(sites[n].loops) > len(outer)]
+        if not nested:
+            continue
+        steps = sites[base].steps + tuple(s for n in nested for s in (sites[n].anchor,) + sites[n].steps)
+        merged[base] = dataclasses.replace(sites[base], steps=steps)
+        dropped.update(nested)
+    return [merged.get(n, site) for n, site in enumerate(sites) if n not in dropped]
+
+
+STEPPED = (
+    "XLA:TPU's async collective fusion (MaxText's 'continuation fusion': xla_tpu_enable_async_collective_fusion "
+    "with _multiple_steps) spreads one collective over the fusions of the work it overlaps: in the 256-chip compile "
+    "of a Llama-shaped 128B step over fsdp=16 x tensor=16, channel 142's all-gather of bf16[16,2048,512] over tensor "
+    "starts (AsyncCollectiveStart) and finishes (AsyncCollectiveDone) in the layer scan's body, and two fusions of "
+    "the attention's 4-trip loop carry its operand and gathered buffer through the loop and each step it: 8 steps, "
+    "as a ring of 16 both ways round takes. Read as a collective of the inner loop, it ran 256 times a step, not 64")
+"""Why an async collective fusion's copies in a nested loop are steps of one collective (read in the compiled module)."""
 
 
 def _fused_root(module: HloModule, inst: Instruction) -> str:

@@ -19,7 +19,7 @@ a target's) read alike; sizes are logical (a TPU's tile padding is left out).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardscope.engine.hlo.band import call_kinds, outside_band_kinds
 from shardscope.engine.hlo.flops import (FREE_OPCODES, FlopCount, accessed_bytes, flop_counts, launches_kernel,
@@ -66,6 +66,9 @@ class InstructionWork:
     per-iteration overhead)."""
     computation: str = ""
     """The computation it runs in (a loop's body: ``windowed_dot_general_body_rs``)."""
+    steps_collective: bool = False
+    """Whether it is XLA:TPU's async collective fusion, a step of a collective beside its own
+    compute (the collective's time overlaps this work by construction)."""
 
     @property
     def total_flops(self) -> float:
@@ -176,7 +179,7 @@ class _Walk:
             if opcode == "fusion" and any(not c.access and c.flops for c in flop_counts(self.module, inst)):
                 # XLA:TPU's async collective fusion: the compute it overlaps with the collective (a
                 # layer's matmul beside its weights' all-gather) runs in the same fusion
-                self.found.append(self.cost(inst, runs, where))
+                self.found.append(replace(self.cost(inst, runs, where), steps_collective=True))
             return
         if opcode == "while":
             self.loop(inst, runs, depth)
