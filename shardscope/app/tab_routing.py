@@ -82,12 +82,17 @@ class TabRouting(App[int]):
         self.call_from_thread(self._mount_views, views)  # type: ignore[arg-type]
 
     async def _mount_views(self, views: dict[str, type]) -> None:
+        """Replace the tabs' placeholders with their views: all removed at once, then all mounted at
+        once (awaited one by one, each of the twelve steps could lay the screen out again)."""
         if not self.is_running:  # the import ended as the app shut down: no tabs to mount into
             return
+        await self.query(", ".join(f"#{tab}-placeholder" for tab in views)).remove()
+        mounts = []
         for tab, view in views.items():
-            await self.query_one(f"#{tab}-placeholder").remove()
             options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
-            await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
+            mounts.append(self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options)))
+        for mount in mounts:
+            await mount
         self._mounted_views.update(views)
         self._refresh_tab(self.query_one(TabbedContent).active)
         self._fit_footer()  # the views' own keys, in the words this width has room for

@@ -10,6 +10,7 @@ import pytest
 from app_support import DEMOS, drain, make_app, press, run, screen_text, settle
 
 from shardscope.app.views.plans.plans_view import PlansView
+from shardscope.app.base.textual_adapter import FooterKey
 
 NARROW = (80, 24)
 
@@ -229,6 +230,21 @@ def test_at_80x24_the_plan_marks_the_footer_keys_the_verdicts_and_the_sidebar_la
             await pilot.resize_terminal(160, 40)
             await drain(pilot)
             assert not app.sidebar_shown, "the user hid it: a wider terminal does not bring it back"
+
+            # the footer's keys are compact (Textual's class) under 100 columns only, but for the
+            # palette's, which Textual's footer always draws compact: keys it composed at 80 columns
+            # and resized, and keys it composed at 160 (the Plans tab's)
+            def compact_keys() -> dict[str, bool]:
+                return {str(key.render()).strip(): key.has_class("-compact") for key in app.query(FooterKey)}
+
+            assert compact_keys() and all(c == ("palette" in k) for k, c in compact_keys().items()), compact_keys()
+            await press(pilot, "1")
+            await settle(pilot)
+            assert compact_keys() and all(c == ("palette" in k) for k, c in compact_keys().items()), compact_keys()
+            await pilot.resize_terminal(80, 24)
+            await press(pilot, "2")
+            await settle(pilot)
+            assert compact_keys() and all(compact_keys().values()), compact_keys()
 
     run(scenario())
 
