@@ -24,7 +24,7 @@ REQUIREMENTS = $(1)/bin/python .ci/requirements $(2) > $(1)/requirements.txt
 # in 25 s. Where uv cannot be installed, or fails, pip installs them as before: `make test` still
 # needs only Python and pip. INSTALL = $(call INSTALL,VENV,PIP ARGUMENTS).
 UV = $(1)/bin/python -m pip install --quiet uv || echo "uv could not be installed: pip installs the requirements"
-INSTALL = { $(1)/bin/python -m uv --version >/dev/null 2>&1 && $(1)/bin/python -m uv pip install --quiet \
+INSTALL = { $(1)/bin/python -m uv --version >/dev/null 2>&1 && $(1)/bin/python -m uv pip install --quiet --compile-bytecode \
   --python $(1)/bin/python $(2); } || $(1)/bin/python -m pip install --quiet $(2)
 EDITABLE = $(1)/bin/python .ci/one-at-a-time .editable-install.lock $(1)/bin/python -m pip install --quiet --no-deps -e .
 

@@ -45,8 +45,7 @@ ESTIMATES = (
                                      "steps' work"),
     ("async collective fusion steps", "35fb2bd", "counted the elements an all-gather inside an async collective "
                                                  "fusion moves as vector work of the fusion (on the 128B dumps, "
-                                                 "fsdp=16 x tensor=16's upper end 0.15% and fsdp=128 x tensor=2's "
-                                                 "0.3% over today's)"),
+                                                 "a fraction of a percent of the step's upper end)"),
 )
 """Each estimate a sweep may have recorded (its ``estimate`` key; none before 8cec68c), the commit
 that changed it and what it did until then: :func:`_case_prose` says what a result's estimate

@@ -126,6 +126,11 @@ OF_PRIMITIVE: dict[str, str] = {primitive: kind.name for kind in KINDS for primi
 DONE_OPCODES: frozenset[str] = frozenset(f"{kind.name}-done" for kind in KINDS if kind.async_pair)
 """The ends of HLO's async collective pairs (``all-reduce-done``): they move no data of their own."""
 
+MOVING_OPCODES: frozenset[str] = frozenset(op for kind in KINDS if not kind.sums for op in (kind.name, f"{kind.name}-start"))
+"""The opcodes of the collectives that only move data (no sum: ``all-gather``, ``collective-permute``,
+``all-to-all``...) and their async starts: inside XLA:TPU's async collective fusion a step of one
+runs beside the fusion's compute and computes nothing itself."""
+
 PRIMITIVES: frozenset[str] = frozenset(p for kind in KINDS for p in kind.every_primitive)
 """Every JAX primitive that moves data between devices, ``*_start`` forms and send/recv included."""
 

@@ -20,7 +20,7 @@ from math import prod
 from typing import Callable, Iterator
 
 from shardscope.engine.hlo.text import HloModule, Instruction
-from shardscope.collective_kinds import DONE_OPCODES
+from shardscope.collective_kinds import DONE_OPCODES, MOVING_OPCODES
 from shardscope.hardware.chips import (ACCESS_UNITS, GATHER_INDEX, GATHER_PIECE, GATHER_ROW, ON_CHIP_GATHER_PIECE,
                                        ON_CHIP_GATHER_ROW, WINDOW)
 
@@ -37,7 +37,7 @@ _MOVES = frozenset({
     "set-dimension-size", "custom-call", "infeed", "outfeed", "send", "recv", "rng-get-and-update-state",
     # collectives that only move data: inside XLA:TPU's async collective fusion, a step of the
     # collective beside the fusion's compute (the interconnect's transfers, not the chip's work)
-    "all-gather", "all-gather-start", "collective-permute", "collective-permute-start", "all-to-all",
+    *MOVING_OPCODES,
 })
 """Instructions that move data and compute (almost) nothing: bytes, no flops."""
 
