@@ -346,6 +346,7 @@ _MOVING_CALLS = frozenset({
     "ConcatBitcast", "AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked", "AllocateBuffer", "Sharding",
     "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "annotate_device_placement",
     "LayoutConstraint", "X64Combine", "X64SplitLow", "X64SplitHigh",
+    "AsyncCollectiveStart", "AsyncCollectiveDone",  # an async collective fusion's collective's ends: the interconnect's time
 })
 """Custom-call targets that only move or relabel data (XLA:TPU's helpers, sharding marks): bytes, no time of their own."""
 
