@@ -61,10 +61,15 @@ def _leave_through(tmp_path, last, *argv):
     return done, backends.read_text()
 
 
-def test_the_command_line_leaves_without_tearing_the_cpu_devices_down(tmp_path):
+def _check_of_the_program(tmp_path):
+    """``check``'s arguments for :data:`PROGRAM` written in ``tmp_path`` (its marker beside it)."""
     path = tmp_path / "double.py"
     path.write_text(textwrap.dedent(PROGRAM.format(marker=str(tmp_path / "marker"))))
-    argv = ("check", path, "--devices", "8", "--json")
+    return ("check", path, "--devices", "8", "--json")
+
+
+def test_the_command_line_leaves_without_tearing_the_cpu_devices_down(tmp_path):
+    argv = _check_of_the_program(tmp_path)
     done, backends = _leave_through(tmp_path, "import runpy; runpy.run_module('shardscope', run_name='__main__')", *argv)
     assert done.returncode == 0, done.stderr
     assert backends == "cpu"  # JAX's teardown did not run
@@ -78,9 +83,7 @@ def test_the_command_line_leaves_without_tearing_the_cpu_devices_down(tmp_path):
 
 
 def test_main_given_its_arguments_returns_and_the_process_exits_as_usual(tmp_path):
-    path = tmp_path / "double.py"
-    path.write_text(textwrap.dedent(PROGRAM.format(marker=str(tmp_path / "marker"))))
-    argv = ("check", path, "--devices", "8", "--json")
+    argv = _check_of_the_program(tmp_path)
     done, backends = _leave_through(tmp_path, "from shardscope.cli import main; sys.exit(main(sys.argv[1:]))", *argv)
     assert done.returncode == 0, done.stderr
     assert backends == ""  # JAX's own teardown ran

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Callable
 
 from shardscope.activities import current_activity
 from shardscope.app.base import runner
-from shardscope.distributed.interrupts import end_child_processes, exit_status, remove_temporary_files
+from shardscope.distributed.interrupts import (end_child_processes, exit_status, flush_streams,
+                                                remove_temporary_files)
 
 if TYPE_CHECKING:
     from shardscope.app.app import ShardscopeApp
@@ -171,11 +172,7 @@ def leave_now(status: int, *, restore: bool = False) -> None:
     end_child_processes()
     if restore:
         _say(RESTORE_TERMINAL)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream, a terminal gone: leaving matters more
-            pass
+    flush_streams()
     os._exit(status)
 
 

@@ -27,18 +27,20 @@ import sys
 import threading
 from typing import NoReturn
 
+from shardscope.distributed.interrupts import flush_streams
+
 
 def leave_process(status: int) -> NoReturn:
     """End the process with ``status``: as Python's own exit, the threads that are not daemons
     are waited for (a user's file that writes in a thread of its own) and the exit handlers but
     JAX's backend teardown run; the streams are flushed, then ``os._exit``."""
     _skip_jax_teardown()
-    _flush()
+    flush_streams()
     shutdown = getattr(threading, "_shutdown", None)  # what Python's exit runs first: joins non-daemon threads
     if shutdown is not None:
         shutdown()
     atexit._run_exitfuncs()  # the handlers Python's own exit would run, JAX's teardown no longer among them
-    _flush()
+    flush_streams()
     try:  # what C code buffered on stdout (XLA, libtpu): os._exit does not flush it
         ctypes.CDLL(None).fflush(None)
     except (OSError, AttributeError):
@@ -58,11 +60,3 @@ def _skip_jax_teardown() -> None:
         return  # jax.distributed started: its shutdown stays
     atexit.unregister(clean_up)
 
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a reader gone (`| head`), a stream closed: leaving matters more
-            pass

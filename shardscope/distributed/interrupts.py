@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -87,6 +88,17 @@ def end_child_processes(grace_s: float = 1.0) -> None:
                 child.kill()
             except OSError:
                 pass
+
+
+def flush_streams() -> None:
+    """Flush ``sys.stdout`` and ``sys.stderr`` before a process leaves with ``os._exit`` (which
+    flushes nothing): a stream closed, or a reader gone (``| head``), is passed over."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream, a terminal gone (EIO): leaving matters more
+            pass
 
 
 def exit_status(signum: int) -> int:
