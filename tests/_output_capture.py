@@ -193,6 +193,9 @@ def stored(command: Command) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     """Rewrite the capture of every command (or of those whose name holds one of ``argv``)."""
     os.environ["COLUMNS"] = str(COLUMNS)
+    from _xla_flags import unoptimized_machine_code
+
+    unoptimized_machine_code()  # as the test run compiles (tests/conftest.py)
     from shardscope.distributed.compile_cache import start_compilation_cache
     from shardscope.targets.host import ensure_devices
 

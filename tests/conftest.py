@@ -17,6 +17,10 @@ from typing import Callable
 
 import pytest
 
+import _xla_flags
+
+_xla_flags.unoptimized_machine_code()  # before any JAX backend starts: the workers' and their commands'
+
 import _jax_free
 import _newest_selection
 import _rewritten_bytecode
