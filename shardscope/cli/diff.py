@@ -50,11 +50,12 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def diff(options: DiffOptions) -> int:
     """Trace the plans (no timings) and write their diff."""
-    from shardscope.cli.headless import analyse, load_demo
     from shardscope.cli.startup import start_up
-    from shardscope.render.text import diff_text
 
     started = start_up(options.demo.file, options.common)
+    from shardscope.cli.headless import analyse, load_demo  # past FILE's refusals: the analysis
+    from shardscope.render.text import diff_text
+
     loaded = load_demo(options.demo.settings(started.path), options.common.processes)
     return write_diff(diff_text(analyse(loaded, measure=False)), options.output, options.force)
 

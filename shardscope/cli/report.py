@@ -62,12 +62,7 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
-    from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
     from shardscope.cli.startup import start_up
-    from shardscope.distributed.workers import is_leader
-    from shardscope.pipeline.projections import project, project_targets
-    from shardscope.render.console import stdout_console
-    from shardscope.render.report import render, to_json
 
     common = options.common
     started = start_up(options.demo.file, common)
@@ -75,6 +70,12 @@ def report(options: ReportOptions) -> int:
     # libtpu missing, a topology it does not know: one message before the demo loads; with
     # several targets, those that cannot be compiled for are reported after the others' results
     loaded_targets, unavailable = started.loaded_targets()
+    from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh  # past the refusals: the analysis
+    from shardscope.distributed.workers import is_leader
+    from shardscope.pipeline.projections import project, project_targets
+    from shardscope.render.console import stdout_console
+    from shardscope.render.report import render, to_json
+
     loaded = load_demo(options.demo.settings(started.path), common.processes, loaded_targets)
     if common.processes.spawns_workers:
         return spawn_on_demo_mesh(loaded, options.demo, common.processes)

@@ -59,15 +59,16 @@ def sweep(options: SweepOptions) -> int:
     With ``--target`` each point is compiled for the slice too, and ``--memory-budget`` is its
     memory per device there.
     """
-    from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
     from shardscope.cli.startup import start_up
+
+    common = options.common
+    started = start_up(options.demo.file, common)
+    from shardscope.cli.headless import load_demo, spawn_on_demo_mesh  # past FILE's refusals: the sweep's own
     from shardscope.costmodel.quantities import parse_size
     from shardscope.distributed.workers import is_leader
     from shardscope.pipeline.sweep import parse_chunk_sizes, run_sweep
     from shardscope.targets.host import ensure_devices
 
-    common = options.common
-    started = start_up(options.demo.file, common)
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None
