@@ -84,12 +84,18 @@ def test_the_workers_own_options_go_before_a_double_dash():
 
 def test_importing_the_command_line_imports_neither_jax_nor_textual():
     """``shardscope --version``, ``demos`` and the refusals before JAX starts stay quick, and the
-    explorer's first paint does not wait for JAX."""
-    probe = "import json, sys, shardscope.cli; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    explorer's first paint does not wait for JAX. Nor does the parser load what the commands run
+    and print (numpy, rich, the engine, the renderers): each command imports those when it runs,
+    so that every process a command starts (a worker of --processes too) pays only for its own."""
+    probe = "import json, sys, shardscope.cli; print(json.dumps(sorted(sys.modules)))"
     result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
-    assert "shardscope" in loaded and "jax" not in loaded and "textual" not in loaded
+    tops = {name.split(".")[0] for name in loaded}
+    assert "shardscope" in tops and not tops & {"jax", "textual", "numpy", "rich", "networkx"}
+    layers = {".".join(name.split(".")[:2]) for name in loaded if name.startswith("shardscope.")}
+    assert not layers & {"shardscope.render", "shardscope.engine", "shardscope.pipeline", "shardscope.costmodel",
+                         "shardscope.hardware", "shardscope.measure", "shardscope.app", "shardscope.whatif"}
 
 
 @pytest.mark.slow  # the two workers are fresh processes; the command that starts them runs in this one

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 
 import pytest
 
-from _support import DEMOS, PYTHON, ROOT
+from _support import DEMOS
 from shardscope.cli import main
 from shardscope.errors import ShardscopeError
 from shardscope.render.exports import current_umask, write_atomic
@@ -90,14 +89,15 @@ def test_new_files_get_the_umask_and_forced_files_keep_their_mode(tmp_path):
         os.umask(previous)
 
 
-@pytest.mark.slow  # a fresh process with its own umask
-def test_the_cli_export_matches_a_plain_open(tmp_path):
-    script = (
-        "import os, sys\nos.umask(0o002)\nfrom shardscope.cli import main\n"
-        f"open({str(tmp_path / 'plain')!r}, 'w').close()\n"
-        f"sys.exit(main(['diff', {str(LINEAR)!r}, '-o', {str(tmp_path / 'out.diff')!r}]))\n"
-    )
-    result = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+def test_the_cli_export_matches_a_plain_open(tmp_path, shardscope_cli):
+    """Under a umask of 0o002 (this process's, set for the test as the one above sets its own), the
+    command's export gets the mode a plain open gives."""
+    previous = os.umask(0o002)
+    try:
+        open(tmp_path / "plain", "w").close()
+        result = shardscope_cli("diff", LINEAR, "-o", tmp_path / "out.diff")
+    finally:
+        os.umask(previous)
     assert result.returncode == 0, result.stderr
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
     assert modes == {"plain": 0o664, "out.diff": 0o664}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -239,21 +239,19 @@ def test_non_ascii_or_invalid_axis_names_are_refused(axis, capsys):
 # -- a demo file name that is not UTF-8 -----------------------------------------------------------
 
 
-@pytest.mark.slow  # a fresh process with a Latin-1 file system encoding
-def test_a_latin1_file_name_compiles_and_exports(tmp_path):
+def test_a_latin1_file_name_compiles_and_exports(tmp_path, shardscope_cli):
+    """A file name that is not UTF-8 (Latin-1's bytes), as the command line hands it over:
+    decoded with surrogate escapes (os.fsdecode)."""
     name = b"d\xe9mo.py"
     directory = bytes(tmp_path)
     with open(directory + b"/" + name, "wb") as handle:
         handle.write(LINEAR.read_bytes())
     out = bytes(tmp_path / "out.diff")
-    script = textwrap.dedent(f"""
-        import os, sys
-        from shardscope.cli import main
-        path = os.fsdecode({directory + b"/" + name!r})
-        sys.exit(main(["diff", path, "-o", os.fsdecode({out!r})]) or main(["report", path, "-r", "1", "--json"]))
-    """)
-    result = subprocess.run([PYTHON, "-c", script], capture_output=True, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    path = os.fsdecode(directory + b"/" + name)
+    diff = shardscope_cli("diff", path, "-o", os.fsdecode(out))
+    assert diff.returncode == 0, diff.stderr
+    result = shardscope_cli("report", path, "-r", "1", "--json")
+    assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["variants"]["naive"]["max_abs_err"] < 1e-3
     with open(out, "rb") as handle:
         assert handle.readline() == b"# shardscope: " + name + b"::linear\n"  # the file's own bytes

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from math import prod
 from pathlib import Path
 
@@ -162,15 +163,13 @@ def test_a_stored_jax_0_12_dump_with_elements_read_in_place(dump):
     assert facts(stored.compiled) == facts(live.compiled) and {c.loop_trip_counts for c in live.compiled.collectives} == {(trip,)}
 
 
-def test_profile_dir_needs_no_converter(tmp_path):
+def test_profile_dir_needs_no_converter(tmp_path, monkeypatch, shardscope_cli):
     """``--profile-dir`` reads a profile with JAX's own reader: without XProf's package it still
     reads (here an empty folder: the one message is the folder's, not a missing extra's)."""
     folder = Path(__file__).parent / "fixtures" / "xla_dump" / "cpu_jax-0.12.0.1"
-    probe = ("import sys; sys.modules['xprof'] = None\n"  # xprof not installed: its import fails
-             "from shardscope.cli import main\n"
-             f"status = main(['check', '--xla-dump', {str(folder)!r}, '--profile-dir', {str(tmp_path)!r}])\n"
-             "print(status)")
-    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert result.stdout.split()[-1] == "2", result.stderr
+    for name in ["xprof", *(name for name in sys.modules if name.startswith("xprof."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # xprof not installed: its import fails (restored after)
+    result = shardscope_cli("check", "--xla-dump", folder, "--profile-dir", tmp_path)
+    assert result.returncode == 2, result.stderr
     assert "is empty: no profile in it" in result.stderr and "xprof" not in result.stderr
     assert "Traceback" not in result.stderr

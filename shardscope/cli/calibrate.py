@@ -7,18 +7,16 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shardscope.cli.options import CommonOptions, positive
 from shardscope.cli.parsing import AddParser
-from shardscope.pipeline.calibrate import DEFAULT_SIZES, calibrate
-from shardscope.costmodel.quantities import parse_size
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.cli.launch import ProcessOptions, spawn_workers, start_jax
-from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, Settings, check_device_count
-from shardscope.render.calibrate import calibration_json, render_calibration
-from shardscope.render.console import stdout_console
+
+if TYPE_CHECKING:
+    from shardscope.cli.launch import ProcessOptions
 
 NAME = "calibrate"
 
@@ -68,6 +66,14 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def run_calibration(options: CalibrateOptions) -> int:
     """Check the sizes and devices before JAX starts, measure, and print the fit (process 0 only)."""
+    # what the command runs and prints, loaded when it runs: not for --help nor another command
+    from shardscope.cli.launch import spawn_workers, start_jax
+    from shardscope.costmodel.quantities import parse_size
+    from shardscope.distributed.workers import is_leader
+    from shardscope.pipeline.calibrate import DEFAULT_SIZES, calibrate
+    from shardscope.render.calibrate import calibration_json, render_calibration
+    from shardscope.render.console import stdout_console
+
     sizes = tuple(parse_size(s, "--sizes") for s in options.sizes.split(",")) if options.sizes else DEFAULT_SIZES
     if len(sizes) < 2:
         raise SettingsError("calibration needs at least two sizes to fit a line.", "e.g. --sizes 1KiB,1MiB")

@@ -15,23 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.cli.options import CommonOptions, add_shared, check_profile_options, positive
-from rich.text import Text
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.report import projection_target
-from shardscope.costmodel.interconnects import Link
-from shardscope.costmodel.savings import parse_min_saving
-from shardscope.cli.startup import start_up
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
-from shardscope.targets.host import ensure_devices, start_jax_quietly
 from shardscope.targets.platforms import platform_choice, run_on, tpu_chips_attached
-from shardscope.measure.profile_read import Profile, ProfileError
 from shardscope.errors import SettingsError, ShardscopeError, report_error
 from shardscope.config.settings import DEFAULT_DEVICES, DEFAULT_REPEATS, check_device_count
-from shardscope.render.console import stdout_console
-from shardscope.render.workflow_commands import stopped_command
 
+# What the command runs and prints is imported where it runs (the functions below): `import
+# shardscope.cli` then loads the parsers alone, for --help, a refusal and every other command.
 if TYPE_CHECKING:
+    from shardscope.costmodel.interconnects import Link
+    from shardscope.measure.profile_read import Profile, ProfileError
     from shardscope.pipeline.what_if import ProgramWhatIf
     from shardscope.engine.hlo.plan_costs import MinSaving
     from shardscope.engine.joined.inspection import Inspection
@@ -118,6 +114,8 @@ class CheckOptions:
         """``--min-saving`` read (checked before JAX starts); it needs ``--target``."""
         if self.min_saving is None:
             return None
+        from shardscope.costmodel.savings import parse_min_saving
+
         threshold = parse_min_saving(self.min_saving)
         if not self.common.targets:
             raise SettingsError(
@@ -150,6 +148,8 @@ def annotated_check(options: CheckOptions) -> int:
         return check(options)
     except ShardscopeError as exc:
         if options.github:
+            from shardscope.render.workflow_commands import stopped_command
+
             print(stopped_command(exc, options.file or options.xla_dump or Path(".")), flush=True)
         raise
 
@@ -167,6 +167,9 @@ def check(options: CheckOptions) -> int:
     if options.file is None:  # from_args refuses it; a caller building the options may not
         raise SettingsError("check needs a Python file (or a demo's name), or --xla-dump PATH.",
                             "shardscope check train.py, or shardscope check --xla-dump /tmp/xla_dump")
+    from shardscope.cli.startup import start_up
+    from shardscope.targets.host import ensure_devices, start_jax_quietly
+
     projection = options.projection()  # --what-if's --project: refused before JAX starts
     min_saving = options.saving_threshold()  # likewise
     started = start_up(options.file, options.common)  # FILE, the profile's options, --target: before JAX starts
@@ -202,6 +205,8 @@ def check_dump(options: CheckOptions) -> int:
     """``check --xla-dump PATH``: the plan of the step's module a real run compiled, read from
     its dump (nothing traced, no device started); the exit status is ``check``'s."""
     assert options.xla_dump is not None
+    from shardscope.targets.host import start_jax_quietly
+
     check_profile_options(options.common.profile, options.common.profile_dir)  # the extra missing: before JAX starts
     start_jax_quietly()  # the plan's modules import JAX
     from shardscope.pipeline.xla_dump import dump_check
@@ -219,8 +224,12 @@ def _print_outcome(options: CheckOptions, path: Path, checked: FileCheck, rewrit
     """The judged check in the format asked for, then each failed program's one message, each
     target that could not be compiled for and what the profile could not be put on (the plans are
     shown all the same)."""
+    from rich.text import Text
+
     from shardscope.render.check import render, to_json  # imports the pipeline (JAX) too
+    from shardscope.render.console import stdout_console
     from shardscope.render.github import workflow_commands
+    from shardscope.render.workflow_commands import stopped_command
 
     debug = options.common.debug
     if options.common.json:
@@ -328,7 +337,9 @@ def _profile_first(options: CheckOptions, chosen: bool) -> Profile | ProfileErro
     ``--profile-dir``; the error reading it gave, kept for after the plans."""
     if not options.common.profile_dir:
         return None
+    from shardscope.measure.profile_read import ProfileError
     from shardscope.pipeline.profiled import read_or_error  # JAX's reader: JAX is imported by now
+    from shardscope.targets.host import start_jax_quietly
 
     profile = read_or_error(options.common.profile_dir)
     if isinstance(profile, ProfileError) or profile.platform == "cpu" or chosen:
@@ -344,6 +355,8 @@ def _profile_first(options: CheckOptions, chosen: bool) -> Profile | ProfileErro
 def _profiled_devices(profile: Profile | ProfileError | None) -> int | None:
     """The devices a profiled run's program spans, when the check runs on its platform (a TPU
     run checked on the TPU): the mesh the file builds then has the run's device count."""
+    from shardscope.measure.profile_read import Profile
+
     if isinstance(profile, Profile) and profile.platform != "cpu" and profile.executions:
         return max(e.devices for e in profile.executions)
     return None

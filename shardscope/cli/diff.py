@@ -7,13 +7,12 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from shardscope.cli.headless import analyse, load_demo
 from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.cli.startup import start_up
-from shardscope.render.exports import write_atomic
-from shardscope.render.text import diff_text
+
+# What the command runs and prints is imported where it runs: `import shardscope.cli` then loads
+# the parsers alone, for --help, a refusal and every other command.
 
 NAME = "diff"
 
@@ -51,7 +50,12 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def diff(options: DiffOptions) -> int:
     """Trace the plans (no timings) and write their diff."""
+    from shardscope.cli.startup import start_up
+
     started = start_up(options.demo.file, options.common)
+    from shardscope.cli.headless import analyse, load_demo  # past FILE's refusals: the analysis
+    from shardscope.render.text import diff_text
+
     loaded = load_demo(options.demo.settings(started.path), options.common.processes)
     return write_diff(diff_text(analyse(loaded, measure=False)), options.output, options.force)
 
@@ -63,6 +67,8 @@ def write_diff(text: str, output: str | None, force: bool) -> int:
         sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))  # as write_atomic does
         sys.stdout.buffer.flush()
         return 0
+    from shardscope.render.exports import write_atomic
+
     path = write_atomic(output, text, overwrite=force)
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -15,7 +15,6 @@ from typing import TypedDict
 from shardscope.cli.options import DemoOptions, add_demo_options, positive, require_profile_converter
 from shardscope.cli.parsing import AddParser
 from shardscope.cli.launch import DEFAULT_MAX_DEVICES
-from shardscope.targets.registry import checked_targets
 from shardscope.config.settings import MAX_DEVICES, Settings, check_device_count
 
 NAME = "open"
@@ -70,6 +69,8 @@ class ExplorerOptions:
         """The settings to open and the app's options; needs no JAX (the app starts it in its
         first worker, with the device count set before the file is imported). A device count
         over the cap is refused here, before JAX starts."""
+        from shardscope.targets.registry import checked_targets  # the targets' records: only when the app opens
+
         # a target's form and size, and libtpu, are checked now; whether libtpu knows it, in the app's first run
         targets = tuple(target.text() for target in checked_targets(() if self.target is None else (self.target,)))
         require_profile_converter(self.demo)  # --profile with --profile-dir: one message, before the app opens

@@ -22,17 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from shardscope.cli.options import CommonOptions, positive
-from shardscope.cli.startup import start_up
 from shardscope.cli.parsing import AddParser
-from shardscope.config.layout_candidates import Candidate, candidates, parse_axis_choice
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.errors import SettingsError
-from shardscope.render.console import stdout_console
-from shardscope.render.json_values import finite
-from shardscope.targets.host import ensure_devices, start_jax_quietly
-from shardscope.targets.registry import checked_targets
 
+# What the command runs and prints is imported where it runs: `import shardscope.cli` then loads
+# the parsers alone, for --help, a refusal and every other command.
 if TYPE_CHECKING:
+    from shardscope.config.layout_candidates import Candidate
     from shardscope.pipeline.layout_ranking import LayoutRanking
     from shardscope.pipeline.layout_compile import CompiledCandidate
     from shardscope.sources.layouts import LayoutFunction
@@ -81,6 +78,8 @@ class LayoutsOptions:
 
     def allowed_sizes(self) -> dict[str, tuple[int, ...]]:
         """``--axis`` read: each axis's allowed sizes (refused before JAX starts)."""
+        from shardscope.config.layout_candidates import parse_axis_choice
+
         allowed: dict[str, tuple[int, ...]] = {}
         for text in self.axes:
             name, sizes = parse_axis_choice(text)
@@ -136,6 +135,10 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 def layouts(options: LayoutsOptions, holder: dict[str, Sweep] | None = None) -> int:
     """Rank the candidates of the file's layouts function on the target; 0 when one fits, 1 when
     none does, 2 for a mistake (a message, before anything compiles)."""
+    from shardscope.cli.startup import start_up
+    from shardscope.targets.host import start_jax_quietly
+    from shardscope.targets.registry import checked_targets
+
     holder = {} if holder is None else holder
     allowed = options.allowed_sizes()  # a typo in --axis: refused before JAX starts
     path = start_up(options.file, options.common).path  # its --target is its own: one machine, required
@@ -153,7 +156,9 @@ def layouts(options: LayoutsOptions, holder: dict[str, Sweep] | None = None) -> 
 def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, target: Target,
             allowed: dict[str, tuple[int, ...]]) -> int:
     """:func:`layouts` once JAX started: the candidates compiled, ranked and printed."""
+    from shardscope.config.layout_candidates import candidates
     from shardscope.sources.loading import load_layout_file
+    from shardscope.targets.host import ensure_devices
     from shardscope.targets.registry import load_target
 
     devices = load_target(target)
@@ -190,6 +195,8 @@ def _compiled(sweep: Sweep, path: Path, devices: object, tried: Sequence[Candida
 
 def print_ranking(ranking: "LayoutRanking", as_json: bool) -> None:
     """The ranking on stdout: the table and the pick, or one JSON object."""
+    from shardscope.render.console import stdout_console
+    from shardscope.render.json_values import finite
     from shardscope.render.layouts import layouts_json, render_layouts
 
     if as_json:

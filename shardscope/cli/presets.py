@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from shardscope.cli.parsing import AddParser
-from shardscope.hardware.fabrics import Fabric, NodeFabric, TorusFabric
-from shardscope.hardware.gpu_nodes import GPU_NODES
-from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
-from shardscope.hardware.nccl import send_latency_s
-from shardscope.hardware import tpu_generations
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.render.console import stdout_console
+
+# What the command runs and prints is imported where it runs: `import shardscope.cli` then loads
+# the parsers alone, for --help, a refusal and every other command.
+if TYPE_CHECKING:
+    from shardscope.hardware.fabrics import Fabric, NodeFabric, TorusFabric
 
 NAME = "presets"
 
@@ -41,6 +39,11 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def show_presets(as_json: bool) -> int:
     """Every interconnect preset with its numbers and their source, as a table or a JSON list."""
+    from rich.table import Table
+
+    from shardscope.costmodel.interconnects import PRESETS, format_bandwidth, format_seconds
+    from shardscope.render.console import stdout_console
+
     if as_json:
         print(json.dumps([link.to_json() for link in PRESETS]))
         return 0
@@ -56,12 +59,21 @@ def show_presets(as_json: bool) -> int:
 
 def target_fabrics() -> list[tuple[str, Fabric]]:
     """Every machine record's interconnect, by the ``--target`` form it is for."""
+    from shardscope.hardware import tpu_generations
+    from shardscope.hardware.gpu_nodes import GPU_NODES
+
     return ([(f"tpu:{g.name}:...", g.ici) for g in tpu_generations.TPU_GENERATIONS]
             + [(f"gpu:{node.name}:HOSTSxDEVICES", node.fabric) for node in GPU_NODES])
 
 
 def show_fabrics(as_json: bool) -> int:
     """Every target interconnect shardscope models, with its numbers and their source."""
+    from rich.table import Table
+
+    from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
+    from shardscope.hardware.fabrics import TorusFabric
+    from shardscope.render.console import stdout_console
+
     if as_json:
         print(json.dumps([fabric_json(target, fabric) for target, fabric in target_fabrics()]))
         return 0
@@ -84,6 +96,9 @@ def show_fabrics(as_json: bool) -> int:
 def fabric_json(target: str, fabric: TorusFabric | NodeFabric) -> dict[str, object]:
     """One ``presets --targets --json`` row: the target form, the figures (one way; latency per
     hop, or NCCL's per protocol) and their source."""
+    from shardscope.hardware.fabrics import TorusFabric
+    from shardscope.hardware.nccl import send_latency_s
+
     if isinstance(fabric, TorusFabric):
         return {"target": target, "kind": fabric.kind, "bandwidth_Bps": fabric.link_Bps,
                 "bandwidth_is": "one way per link", "latency_s": fabric.hop_latency_s, "latency_is": "per hop",

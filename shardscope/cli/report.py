@@ -8,18 +8,17 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh
 from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options, add_shared
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, Link, parse_link, parse_project
-from shardscope.pipeline.projections import project, project_targets
-from shardscope.cli.startup import start_up
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.workers import is_leader
 from shardscope.errors import report_error
-from shardscope.render.console import stdout_console
-from shardscope.render.report import render, to_json
+
+# What the command runs and prints is imported where it runs: `import shardscope.cli` then loads
+# the parsers alone, for --help, a refusal and every other command.
+if TYPE_CHECKING:
+    from shardscope.costmodel.interconnects import Link
 
 NAME = "report"
 
@@ -63,12 +62,20 @@ def run(args: argparse.Namespace, argv: tuple[str, ...]) -> int:
 
 def report(options: ReportOptions) -> int:
     """Analyse, then print the report (process 0 only, under ``--processes``/``--distributed``)."""
+    from shardscope.cli.startup import start_up
+
     common = options.common
     started = start_up(options.demo.file, common)
     target = projection_target(options.project, options.link)  # fails before JAX starts
     # libtpu missing, a topology it does not know: one message before the demo loads; with
     # several targets, those that cannot be compiled for are reported after the others' results
     loaded_targets, unavailable = started.loaded_targets()
+    from shardscope.cli.headless import analyse, load_demo, spawn_on_demo_mesh  # past the refusals: the analysis
+    from shardscope.distributed.workers import is_leader
+    from shardscope.pipeline.projections import project, project_targets
+    from shardscope.render.console import stdout_console
+    from shardscope.render.report import render, to_json
+
     loaded = load_demo(options.demo.settings(started.path), common.processes, loaded_targets)
     if common.processes.spawns_workers:
         return spawn_on_demo_mesh(loaded, options.demo, common.processes)
@@ -93,6 +100,10 @@ def report(options: ReportOptions) -> int:
 
 def projection_target(project: str | None, link: str | None) -> tuple[Link, int | None] | None:
     """``(Link, devices or None)`` from ``--project``/``--link``, or None when neither is given."""
+    if project is None and not link:
+        return None
+    from shardscope.costmodel.interconnects import CUSTOM_LINK_NAME, parse_link, parse_project
+
     custom = parse_link(link) if link else None
     if project is None:
         return None if custom is None else (custom, None)

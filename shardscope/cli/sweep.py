@@ -8,19 +8,13 @@ import json
 import sys
 from dataclasses import dataclass
 
-from shardscope.cli.headless import load_demo, spawn_on_demo_mesh
 from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options
 from shardscope.cli.parsing import AddParser
-from shardscope.costmodel.quantities import parse_size
-from shardscope.pipeline.sweep import parse_chunk_sizes, run_sweep
-from shardscope.cli.startup import start_up
 from shardscope.distributed.interrupts import run_interruptible
-from shardscope.distributed.workers import is_leader
 from shardscope.errors import SettingsError
-from shardscope.targets.host import ensure_devices
-from shardscope.render.console import stdout_console
-from shardscope.render.json_values import finite
-from shardscope.render.sweep import render_sweep, sweep_json
+
+# What the command runs and prints is imported where it runs: `import shardscope.cli` then loads
+# the parsers alone, for --help, a refusal and every other command.
 
 NAME = "sweep"
 
@@ -65,8 +59,16 @@ def sweep(options: SweepOptions) -> int:
     With ``--target`` each point is compiled for the slice too, and ``--memory-budget`` is its
     memory per device there.
     """
+    from shardscope.cli.startup import start_up
+
     common = options.common
     started = start_up(options.demo.file, common)
+    from shardscope.cli.headless import load_demo, spawn_on_demo_mesh  # past FILE's refusals: the sweep's own
+    from shardscope.costmodel.quantities import parse_size
+    from shardscope.distributed.workers import is_leader
+    from shardscope.pipeline.sweep import parse_chunk_sizes, run_sweep
+    from shardscope.targets.host import ensure_devices
+
     # the sweep's own options are checked before JAX starts too: a typo fails fast
     chunk_sizes = parse_chunk_sizes(options.chunk_sizes) if options.chunk_sizes else None
     budget_bytes = parse_size(options.memory_budget) if options.memory_budget else None
@@ -90,6 +92,10 @@ def sweep(options: SweepOptions) -> int:
                            targets[0] if targets else None)
     if not is_leader():
         return 0
+    from shardscope.render.console import stdout_console
+    from shardscope.render.json_values import finite
+    from shardscope.render.sweep import render_sweep, sweep_json
+
     if common.json:
         print(json.dumps(finite(sweep_json(result)), allow_nan=False))
     else:
