@@ -118,9 +118,30 @@ def _count_processes(event: str, _args: tuple) -> None:
 sys.addaudithook(_count_processes)
 
 
+_compiles = [0, 0.0]
+"""XLA compiles this worker has run (JAX's compiles less those its persistent cache served) and the
+wall seconds of all of them, cache reads included, from JAX's own monitoring events: where a test's
+time goes besides tracing and lowering. Counted only: nothing JAX does changes."""
+
+
+def _count_compile(event: str, seconds: float, **_: object) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":  # jax._src.dispatch.BACKEND_COMPILE_EVENT
+        _compiles[0] += 1
+        _compiles[1] += seconds
+
+
+def _count_cache_hit(event: str, **_: object) -> None:
+    if event == "/jax/compilation_cache/cache_hits":  # the compile above was a read of the cache
+        _compiles[0] -= 1
+
+
+sys.modules["jax"].monitoring.register_event_duration_secs_listener(_count_compile)  # ensure_devices started it
+sys.modules["jax"].monitoring.register_event_listener(_count_cache_hit)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_CPU_AT_SETUP] = (*_cpu_seconds(), _processes_started)
+    item.stash[_CPU_AT_SETUP] = (*_cpu_seconds(), _processes_started, *_compiles)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -130,17 +151,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     where the suite's time goes, read on a loaded machine too, where a test's wall time says
     mostly how busy the machine was. ``children_cpu_s`` is the part its processes took and
     ``processes`` how many it started (``subprocess.Popen`` and the like; a ``python`` among them
-    pays JAX's start-up again). Nothing asserts on them."""
+    pays JAX's start-up again). ``compiles`` is how many XLA compiles it ran in this process (a
+    program the persistent cache served is not one) and ``compile_s`` the wall seconds of its
+    compiles and cache reads. Nothing asserts on them."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
-        own_then, children_then, started_then = item.stash[_CPU_AT_SETUP]
+        own_then, children_then, started_then, compiles_then, compile_s_then = item.stash[_CPU_AT_SETUP]
         own, children = _cpu_seconds()
         item.user_properties += [("cpu_s", f"{own + children - own_then - children_then:.3f}"),
                                  ("children_cpu_s", f"{children - children_then:.3f}"),
-                                 ("processes", str(_processes_started - started_then))]
+                                 ("processes", str(_processes_started - started_then)),
+                                 ("compiles", str(_compiles[0] - compiles_then)),
+                                 ("compile_s", f"{_compiles[1] - compile_s_then:.3f}")]
     yield
 
 
-_CPU_AT_SETUP = pytest.StashKey[tuple[float, float, int]]()
+_CPU_AT_SETUP = pytest.StashKey[tuple[float, float, int, int, float]]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -27,6 +27,7 @@ from test_gpu_targets import needs_plugin
 from test_targets import needs_libtpu
 
 VOCAB, EMBED, HEADS, FF, MAXLEN, BATCH = 64, 16, 2, 32, 8, 8
+BLOCKS = 1  # the tutorial stacks several; one has every kind of layer and sharding, and compiles in less time
 _COLLECTIVE = re.compile(r"= \S+ (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
 
 
@@ -55,7 +56,7 @@ class MiniGPT(nnx.Module):
         self.tokens = nnx.Embed(VOCAB, EMBED, embedding_init=_sharded(nnx.initializers.normal(), None, "model"),
                                 rngs=rngs)
         self.positions = nnx.Embed(MAXLEN, EMBED, rngs=rngs)
-        self.blocks = nnx.List([Block(rngs) for _ in range(2)])
+        self.blocks = nnx.List([Block(rngs) for _ in range(BLOCKS)])
         self.head = nnx.Linear(EMBED, VOCAB, kernel_init=_sharded(nnx.initializers.xavier_uniform(), None, "model"),
                                rngs=rngs)
 

@@ -7,6 +7,7 @@ all-reduces run inside while bodies, their shapes and how often; never from shar
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -34,8 +35,13 @@ def _devices(target: str):
     return registry.load_target(registry.parse_target(target))
 
 
+@functools.lru_cache(maxsize=None)
 def _on_target(builder, target: str, mesh: str | None = None) -> str:
-    """The module of ``builder``'s program written against the target's own devices, compiled by JAX."""
+    """The module of ``builder``'s program written against the target's own devices, compiled by JAX.
+
+    Kept per process: several tests here and in ``test_target_names`` read the same program's
+    module on the same target, and neither JAX's persistent cache (its compile-only clients cannot
+    load an executable back) nor shardscope's (which this reading must not rely on) serves it."""
     devices = _devices(target)
     jax_mesh = targets.target_mesh(devices, Mesh.parse(mesh) if mesh else None, axis="data")
     built = builder(jax_mesh)
