@@ -155,3 +155,36 @@ def test_both_compilers_rematerialization_lines_reach_their_own_plans(tmp_path):
     assert (" ".join(on_target.split()).count(remat), " ".join(on_cpu.split()).count(remat)) == (1, 1)
     assert "Module contains sdy" not in on_cpu  # libtpu's (jaxlib 0.10.2's libtpu writes it)
     assert "Involuntary full rematerialization" not in done.stderr  # kept from the terminal
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+def test_the_cpus_compile_beside_the_slices_gives_the_plans_it_gives_before_it(tmp_path):
+    """In this process (its CPU backend started by the test session, which saw its threads): the
+    same program compiled beside the slice and before it, ``before_targets`` running in the
+    CPU's own thread the first time (beside the slice's compile), in this one the second. The
+    CPU's plan has its one rematerialization of ``a`` both ways, and each plan its same messages."""
+    import jax
+
+    from shardscope.pipeline.one_program import Compiling, compile_program, trace_program, user_program
+    from shardscope.sources.loading import import_file, marked_functions
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    assert jax.default_backend() == "cpu"
+    program_file = tmp_path / "clash.py"
+    program_file.write_text(CLASH)
+    (clash,) = marked_functions(import_file(program_file)[0], program_file)[0].values()
+    slice_ = load_targets(parse_targets(["tpu:v5e:2x4"]))
+    plans, ran_in = {}, {}
+    for beside in (True, False):
+        program = user_program(clash.fn, clash.spec.args, clash.spec.kwargs, clash.name)
+        compiling = Compiling(slice_, beside=beside,
+                              before_targets=lambda beside=beside: ran_in.setdefault(beside, threading.current_thread()))
+        inspection = compile_program(trace_program(program), compiling).inspection
+        (on_slice,) = inspection.targets
+        plans[beside] = ([w.message for w in inspection.compiled.partitioner],
+                         [w.message for w in on_slice.compiled.partitioner])
+    assert ran_in[False] is threading.current_thread() and ran_in[True] is not threading.current_thread()
+    cpu, _ = plans[True]
+    assert len(cpu) == 1 and cpu[0].startswith("[SPMD] Involuntary full rematerialization")
+    assert plans[True] == plans[False]
