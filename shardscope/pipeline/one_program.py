@@ -15,11 +15,15 @@ compiles one (its progress runs stage by stage):
   plan is compared with the CPU's; the program's own names are put on them (``relabel``: a
   demo's plans). A slice's compile is the process's peak of memory and leaves much of it
   resident after it, while the CPU's executable holds little once its compile's freed memory
-  is given back: so the CPU goes first, and its compile no longer grows on top of what the
-  slice's left. A Llama-3-8B-shaped step on 1,024 chips (``benchmarks/llama_adamw_step.py``,
+  is given back: so the CPU never goes after the slice, and its compile never grows on top of
+  what the slice's left. A Llama-3-8B-shaped step on 1,024 chips (``benchmarks/llama_adamw_step.py``,
   one process, freed memory given back after each compile): the slice's compile peaked at
   1,812 MiB and left 1,240 MiB, the CPU's after it peaked at 2,093 MiB; the CPU's first left
-  ~600 MiB and the slice's after it peaked at ~1,850-1,900 MiB.
+  ~600 MiB and the slice's after it peaked at ~1,850-1,900 MiB. ``check`` runs the CPU's
+  compile beside the slice's instead (:func:`_compiled_beside`): the CPU's is over while the
+  slice's is still growing (the same peak: 1,846 and 1,874 MiB for ``benchmarks/moe_step.py``
+  on 1,024 chips on 2 cores, 5,255 and 5,190 MiB for the Llama step on 13), and its wall time
+  is hidden beside the slice's.
 
 What differs between consumers is said by the program (:class:`PipelineProgram`: how it is
 named, what its errors say) and by :class:`Compiling` (the targets, the CPU's XLA options, what
