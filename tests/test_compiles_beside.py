@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -188,3 +190,51 @@ def test_the_cpus_compile_beside_the_slices_gives_the_plans_it_gives_before_it(t
     cpu, _ = plans[True]
     assert len(cpu) == 1 and cpu[0].startswith("[SPMD] Involuntary full rematerialization")
     assert plans[True] == plans[False]
+
+
+SLOW = textwrap.dedent('''\
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+    import shardscope
+
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
+    w = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(mesh, P("x", "y")))
+    x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=NamedSharding(mesh, P("x", None)))
+
+
+    @shardscope.program(args=(w, x))
+    @jax.jit
+    def deep(w, x):
+        Path(__file__).with_suffix(".traced").touch()
+        for i in range(400):
+            x = jnp.tanh(x @ w + i)
+        return jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
+    ''')
+
+
+@pytest.mark.slow  # real signals to a real process
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_while_both_compile_ends_the_check_at_once(tmp_path, signum, status):
+    """Ctrl+C or SIGTERM half a second after the trace (400 layers: both compiles take seconds):
+    the process ends, its message reaches the terminal (descriptor 2 is the pipe's meanwhile),
+    nothing is printed on stdout."""
+    program = tmp_path / "slow.py"
+    program.write_text(SLOW)
+    process = subprocess.Popen([PYTHON, "-m", "shardscope", "check", str(program), "--target", "tpu:v5e:2x4",
+                                "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not program.with_suffix(".traced").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.stderr else ""
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=10)
+    assert process.returncode == status
+    assert stderr.strip().splitlines()[-1] == f"shardscope: interrupted ({signal.Signals(signum).name}); nothing was written"
+    assert stdout == ""
