@@ -177,13 +177,17 @@ def test_the_cpus_compile_beside_the_slices_gives_the_plans_it_gives_before_it(t
     program_file.write_text(CLASH)
     (clash,) = marked_functions(import_file(program_file)[0], program_file)[0].values()
     slice_ = load_targets(parse_targets(["tpu:v5e:2x4"]))
-    plans, ran_in = {}, {}
+    plans: dict[bool, tuple[list[str], list[str]]] = {}
+    ran_in: dict[bool, threading.Thread] = {}
     for beside in (True, False):
         program = user_program(clash.fn, clash.spec.args, clash.spec.kwargs, clash.name)
-        compiling = Compiling(slice_, beside=beside,
-                              before_targets=lambda beside=beside: ran_in.setdefault(beside, threading.current_thread()))
-        inspection = compile_program(trace_program(program), compiling).inspection
+
+        def record(beside: bool = beside) -> None:
+            ran_in.setdefault(beside, threading.current_thread())
+
+        inspection = compile_program(trace_program(program), Compiling(slice_, beside=beside, before_targets=record)).inspection
         (on_slice,) = inspection.targets
+        assert inspection.compiled is not None
         plans[beside] = ([w.message for w in inspection.compiled.partitioner],
                          [w.message for w in on_slice.compiled.partitioner])
     assert ran_in[False] is threading.current_thread() and ran_in[True] is not threading.current_thread()
