@@ -3,8 +3,8 @@ over both compiles, and each compile's partitioner lines still reach its own pla
 
 XLA's log lines name the thread that wrote them (glog's prefix: ``W1207 08:20:30.632653   13101
 spmd_partitioner.cc:656] ...``). The CPU's compile writes from a thread its backend started
-(jaxlib 0.10.2) or from the thread that asked (0.12); libtpu from the thread that asked and from
-threads of its own. The expected attribution below is known by construction: each line is written
+(jaxlib 0.10.2) or from the thread that asked (0.12); libtpu, when a user lowers its levels, from
+the thread that asked and from threads of its own. The expected attribution below is known by construction: each line is written
 by a thread the test chose, or, for real compiles, each compiler's own rematerialization is
 counted once in the section of the output that shows that compiler's plan.
 """
@@ -142,12 +142,13 @@ CLASH = textwrap.dedent('''\
                     reason="libtpu ships for Linux x86-64 only")
 def test_both_compilers_rematerialization_lines_reach_their_own_plans(tmp_path):
     """Both compilers fall back to gathering ``a`` whole and say so in the same words; libtpu
-    writes its warnings to descriptor 2 when ``TPU_STDERR_LOG_LEVEL=1`` asks it to (else it
-    writes none). Each plan shows one rematerialization of ``a``, the target's plan fails the
+    writes its warnings to descriptor 2 (from threads of its own) when the user's
+    ``TPU_MIN_LOG_LEVEL=0`` and ``TPU_STDERR_LOG_LEVEL=1`` ask it to (shardscope starts it at
+    level 3 otherwise: it writes none). Each plan shows one rematerialization of ``a``, the target's plan fails the
     check on it, and libtpu's own warnings stay on its plan."""
     program = tmp_path / "clash.py"
     program.write_text(CLASH)
-    env = {**os.environ, "TPU_STDERR_LOG_LEVEL": "1", "SHARDSCOPE_NO_CACHE": "1"}
+    env = {**os.environ, "TPU_MIN_LOG_LEVEL": "0", "TPU_STDERR_LOG_LEVEL": "1", "SHARDSCOPE_NO_CACHE": "1"}
     done = subprocess.run([PYTHON, "-m", "shardscope", "check", str(program), "--target", "tpu:v5e:2x4"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 1, done.stderr  # the slice's rematerialization fails the check
