@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             stacks[_row_key("cpu_devices", chips, here)] = {**_thread_stacks(chips), "machine": here}
         for program in programs:
             rows[_row_key(program, chips, here)] = {**_rounds(program, chips, rounds, smoke), "rounds": rounds,
-                                                    "machine": here}
+                                                    "machine": here, "commit": _commit()}
         if not args.no_phases and not smoke:
             phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
     write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
@@ -181,6 +181,21 @@ def _stacks_now() -> dict[str, int]:
         elif line.startswith("Rss:") and abs(size - STACK_KIB) <= 8:
             found["stacks_rss_kib"] += int(line.split()[1])
     return found
+
+
+COMMIT_ENV = "SHARDSCOPE_BENCH_COMMIT"
+"""The commit a run measures, for a copy of the tree without its git history (a borrowed machine)."""
+
+
+def _commit() -> str | None:
+    """The commit the rows were measured on: :data:`COMMIT_ENV`, else the checkout's HEAD."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return done.stdout.strip() or None
 
 
 def _uptime() -> str:
@@ -297,6 +312,7 @@ BENCHMARK = Benchmark(
                              target=TARGET_RATIO, strong=True),
                 Column("rounds' ratios (wall)", lambda r: ", ".join(f"{x:.2f}" for x in r["ratios"]), align="left"),
                 Column("`uptime`", lambda r: r.get("uptime", "").partition("load average:")[2].strip(), align="left"),
+                Column("commit", lambda r: f"`{r['commit']}`" if r.get("commit") else "-", align="left"),
             ),
             rows=_rows,
         ),

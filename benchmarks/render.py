@@ -28,6 +28,15 @@ def benchmarks() -> list[Benchmark]:
     """Every benchmark's declaration (``BENCHMARK`` of its module), in the file's order."""
     return [importlib.import_module(f"benchmarks.{name}").BENCHMARK for name in SECTIONS]
 
+def _beside_rows(ratios: dict[str, Any] | None) -> str:
+    """What section 7c's rows measured since the CPU compiles beside the slice (the rows of that commit on)."""
+    rows = [r for r in (ratios or {}).get("rows", {}).values() if r.get("commit") and r["chips"] == 1024]
+    if not rows:
+        return ""
+    walls = ", ".join(f"`{r['program']}` {r['ratio_median']:.2f}x" for r in sorted(rows, key=lambda r: r["program"]))
+    return f" In this run `check` at 1,024 chips took, of JAX's route's wall time: {walls} (section 7c)."
+
+
 def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = None) -> list[str]:
     """The changes made to shardscope for these targets, each with what this run measured of it
     (``scale_result``: benchmark 4c's, run alone)."""
@@ -70,6 +79,13 @@ def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = 
         "`shardscope/pipeline/check.py`, `targets/plans.py` (81c6711): with `--target`, each target's compile "
         "comes before the CPU's, while only the trace is held: a slice's compile of a large step is the process's "
         "peak of memory, and the CPU's executable and its parsed module were alive beside it." + llama,
+        "`shardscope/pipeline/one_program.py`, `engine/compile_log.py` (b59ca99): with `--target`, `check` compiles "
+        "for the CPU in a thread of its own beside the slice's compile, not before it: the CPU's compile, its plan "
+        "and its freed memory given back, most of what `check` added to the wall time at 1,024 chips on 13 cores "
+        "(a timeline of the command, function by function), now run while the slice's longer compile does. "
+        "Both compiles redirect descriptor 2 through one pipe: XLA's log lines name the thread that wrote them, and "
+        "the CPU's are those its backend's threads (seen as it starts) and its compiling thread write "
+        "(`tests/test_compiles_beside.py`)." + _beside_rows(results.get("check_ratios")),
         "`shardscope/render/check.py`, `render/targets.py` (c307a13): `check --json` renders each target plan once. "
         "It rendered each program's plans on the targets, then all of them again for `targets`, and a plan's "
         "verdict, savings and step estimate each costed every collective's replica groups on the target's "

@@ -12,15 +12,19 @@ Textual draws on stderr while a worker thread compiles).
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import re
+import select
+import termios
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from shardscope.native_stderr import stderr_into
 
-_PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
+_PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+(?P<thread>\d+) (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
 _PARTITIONER_FILES = ("spmd_partitioner", "sharding_propagation", "shardy", "sdy_")
 _LIMIT_FILES = ("gpu_hlo_schedule",)
 """XLA:GPU's scheduler, which logs an error when a module's arguments and outputs exceed its
@@ -68,8 +72,24 @@ def capturing_stderr() -> Iterator[list[str]]:
     partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
     on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
     writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
-    held, until its end, to be told apart."""
+    held, until its end, to be told apart.
+
+    In a thread that takes part in compiles run at once (:func:`compiling_beside`), the pipe is
+    theirs: the list receives the lines its own side wrote while the body ran."""
+    shared, host = _SIDES.shared, _SIDES.host
+    if shared is not None and host is not None:
+        with shared.window(host) as own:
+            yield own
+        return
     captured: list[str] = []
+    with _piped(lambda thread, message: captured.append(message)):
+        yield captured
+
+
+@contextmanager
+def _piped(keep: "Callable[[int, str], None]") -> "Iterator[_Forwarder]":
+    """Descriptor 2 into a pipe for the body, its bytes passed on to the real descriptor 2 by a
+    :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)."""
     read_end, write_end = os.pipe()
     forwarders: list[threading.Thread] = []
 
@@ -81,10 +101,10 @@ def capturing_stderr() -> Iterator[list[str]]:
     try:
         with stderr_into(write_end, then=forwarded) as real:
             os.close(write_end)
-            forwarders.append(threading.Thread(target=_forward, args=(read_end, real, captured), daemon=True,
-                                               name="shardscope-stderr"))
+            forwarder = _Forwarder(read_end, real, keep)
+            forwarders.append(threading.Thread(target=forwarder.run, daemon=True, name="shardscope-stderr"))
             forwarders[0].start()
-            yield captured
+            yield forwarder
     finally:
         os.close(read_end)
 
@@ -92,40 +112,176 @@ def capturing_stderr() -> Iterator[list[str]]:
 _LOG_START = re.compile(rb"[IWEF]\d{0,4}")
 
 
-def _forward(read_end: int, out: int, captured: list[str]) -> None:
-    """Copy the pipe to ``out`` as it arrives, except each partitioner line (into ``captured``).
+class _Forwarder:
+    """Copies the pipe to ``out`` as it arrives, except each kept line (to ``keep``, with the id of
+    the thread that wrote it, as the line says).
 
-    A C++ log line (``W1204 05:00:43.162335 ...``) is held from its first byte to its newline,
-    then kept or passed on whole; any other byte passes at once."""
-    held = b""
-    at_line_start = True
-    while True:
-        chunk = os.read(read_end, 65536)
-        if not chunk:
-            break
+    A C++ log line (``W1204 05:00:43.162335   4242 ...``) is held from its first byte to its
+    newline, then kept or passed on whole; any other byte passes at once. :meth:`drained` waits
+    until every byte written to the pipe before it was called has been read and handled."""
+
+    def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]") -> None:
+        self._read_end, self._out, self._keep = read_end, out, keep
+        self._busy = False
+        self._turn = threading.Condition()
+
+    def run(self) -> None:
+        held = b""
+        at_line_start = True
+        readable = select.poll()
+        readable.register(self._read_end, select.POLLIN)
+        while True:
+            readable.poll()  # bytes to read (or the pipe's end): busy from before the read on
+            with self._turn:
+                self._busy = True
+            try:
+                chunk = os.read(self._read_end, 65536)
+                if not chunk:
+                    break
+                held, at_line_start = self._handle(held + chunk, at_line_start)
+            finally:
+                with self._turn:
+                    self._busy = False
+                    self._turn.notify_all()
+        if held:
+            _write_all(self._out, held)
+
+    def _handle(self, data: bytes, at_line_start: bool) -> tuple[bytes, bool]:
         passing = bytearray()
-        for line in (held + chunk).splitlines(keepends=True):
+        held = b""
+        for line in data.splitlines(keepends=True):
             complete = line.endswith(b"\n")
             if at_line_start and _LOG_START.fullmatch(line.rstrip(b"\n")[:5]) is not None:
                 if not complete:
                     held = line
                     break
-                message = kept_message(line.decode("utf-8", "replace"))
-                if message is None:
+                kept = kept_line(line.decode("utf-8", "replace"))
+                if kept is None:
                     passing += line
                 else:
-                    captured.append(message)
+                    self._keep(*kept)
             else:
                 passing += line
             at_line_start = complete
-        else:
-            held = b""
         if passing:
-            _write_all(out, bytes(passing))
-    if held:
-        _write_all(out, held)
+            _write_all(self._out, bytes(passing))
+        return held, at_line_start
+
+    def drained(self) -> None:
+        """Return once the pipe holds nothing unread and no chunk is being handled: every line
+        written before the call has reached ``keep`` (a log line is written whole, newline
+        included)."""
+        with self._turn:
+            while self._busy or _unread(self._read_end):
+                self._turn.wait(0.01)
+
+
+def _unread(fd: int) -> int:
+    """How many bytes the pipe ``fd`` holds unread."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    return count[0]
+
+
+def kept_line(line: str) -> tuple[int, str] | None:
+    """The id of the thread that wrote a kept log line (as glog's prefix says) and the line's
+    kept message (:func:`kept_message`); None for any other line."""
+    message = kept_message(line)
+    if message is None:
+        return None
+    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    assert match is not None  # kept_message matched it
+    return int(match.group("thread")), message
 
 
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]
+
+
+class SharedCapture:
+    """Descriptor 2 into one pipe while the host's compiles (the CPU's) run beside a target's,
+    each side's log lines told apart by the thread that wrote them (glog's prefix names it).
+
+    The host's side is ``host_threads`` (the threads JAX's CPU backend started: jaxlib 0.10.2's
+    CPU client compiles on one of them) and the threads that compile for it (jaxlib 0.12 compiles
+    on the caller's thread); every other thread is the target's (its compiler's own threads, which
+    libtpu starts while it compiles, and the thread that asked). Each side's compiles run one at a
+    time, so a compile's lines are its side's lines written between its start and its end."""
+
+    def __init__(self, forwarder: _Forwarder, host_threads: frozenset[int]) -> None:
+        self._forwarder = forwarder
+        self._host = set(host_threads)
+        self.lines: list[tuple[int, str]] = []
+        """Every kept line in the order it came, with the thread that wrote it."""
+
+    def keep(self, thread: int, message: str) -> None:
+        self.lines.append((thread, message))
+
+    @contextmanager
+    def joined(self, host: bool) -> Iterator[None]:
+        """The calling thread's compiles take part on the host's side (``host``) or the target's."""
+        if host:
+            self._host.add(threading.get_native_id())
+        _SIDES.shared, _SIDES.host = self, host
+        try:
+            yield
+        finally:
+            _SIDES.shared = _SIDES.host = None
+
+    @contextmanager
+    def window(self, host: bool) -> Iterator[list[str]]:
+        """The messages of ``host``'s side (else the target's) written while the body runs,
+        in the list yielded once the body ends."""
+        self._forwarder.drained()
+        start = len(self.lines)
+        captured: list[str] = []
+        try:
+            yield captured
+        finally:
+            self._forwarder.drained()
+            captured.extend(message for thread, message in self.lines[start:] if (thread in self._host) == host)
+
+
+class _Sides(threading.local):
+    shared: SharedCapture | None = None
+    host: bool | None = None
+
+
+_SIDES = _Sides()
+
+
+@contextmanager
+def compiling_beside(host_threads: frozenset[int]) -> Iterator[SharedCapture]:
+    """One redirect of descriptor 2 for the body, whose threads compile at once after they
+    :meth:`~SharedCapture.joined` a side: each compile's :func:`capturing_stderr` receives its own
+    side's lines (see :class:`SharedCapture`). Unkept bytes pass on to the terminal as they come."""
+    sides: list[SharedCapture] = []
+    with _piped(lambda thread, message: sides[0].keep(thread, message)) as forwarder:
+        sides.append(SharedCapture(forwarder, host_threads))
+        yield sides[0]
+
+
+def threads_now() -> frozenset[int] | None:
+    """The ids of this process's threads (``/proc/self/task``); None where the system does not list them."""
+    try:
+        return frozenset(int(name) for name in os.listdir("/proc/self/task"))
+    except (OSError, ValueError):
+        return None
+
+
+_host_threads: frozenset[int] | None = None
+
+
+def note_host_threads(before: frozenset[int]) -> None:
+    """Remember the threads started since ``before`` (:func:`threads_now`) as those of JAX's CPU
+    backend, which its caller has just started (:func:`host_threads`)."""
+    global _host_threads
+    now = threads_now()
+    _host_threads = None if now is None else now - before
+
+
+def host_threads() -> frozenset[int] | None:
+    """The threads JAX's CPU backend started (:func:`note_host_threads`); None when shardscope did
+    not see it start (or the system does not list threads): then no compiles run at once."""
+    return _host_threads

@@ -135,9 +135,9 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: b
     checked = user_program(program.fn, program.spec.args, program.spec.kwargs, program.name, CLI_DEBUG)
     if not targets:
         return inspect_program(checked)
-    # the command owns the process: the CPU's compile gives its freed memory back before the slice's
+    # the command owns the process: the CPU's compile runs beside the slice's and gives its freed memory back
     return inspect_program(checked, Compiling(targets, cpu_options=None if runs else READ_ONLY,
-                                              before_targets=release_freed_memory))
+                                              before_targets=release_freed_memory, beside=True))
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,

@@ -2,8 +2,9 @@
 
 XLA's compile of a large step for a slice is the process's peak of memory, and glibc's allocator
 keeps most of what a compile frees: the pages stay in the process's resident set, and a compile
-that follows grows on top of them. ``check --target`` compiles for the CPU first, then for the
-slice (:func:`shardscope.pipeline.one_program.compile_program`); a Llama-3-8B-shaped step on
+that follows grows on top of them. ``check --target`` compiles for the CPU beside the slice,
+and gives the CPU's freed memory back once its compile is read, while the slice's compile still
+grows (:func:`shardscope.pipeline.one_program.compile_program`); a Llama-3-8B-shaped step on
 1,024 chips (``benchmarks/llama_adamw_step.py``) held 1.29 GB resident after the CPU's compile,
 of which ``malloc_trim(0)`` returns all but 0.6 GB (0.2 s of CPU), so the slice's compile starts
 from what is live.

@@ -15,11 +15,15 @@ compiles one (its progress runs stage by stage):
   plan is compared with the CPU's; the program's own names are put on them (``relabel``: a
   demo's plans). A slice's compile is the process's peak of memory and leaves much of it
   resident after it, while the CPU's executable holds little once its compile's freed memory
-  is given back: so the CPU goes first, and its compile no longer grows on top of what the
-  slice's left. A Llama-3-8B-shaped step on 1,024 chips (``benchmarks/llama_adamw_step.py``,
+  is given back: so the CPU never goes after the slice, and its compile never grows on top of
+  what the slice's left. A Llama-3-8B-shaped step on 1,024 chips (``benchmarks/llama_adamw_step.py``,
   one process, freed memory given back after each compile): the slice's compile peaked at
   1,812 MiB and left 1,240 MiB, the CPU's after it peaked at 2,093 MiB; the CPU's first left
-  ~600 MiB and the slice's after it peaked at ~1,850-1,900 MiB.
+  ~600 MiB and the slice's after it peaked at ~1,850-1,900 MiB. ``check`` runs the CPU's
+  compile beside the slice's instead (:func:`_compiled_beside`): the CPU's is over while the
+  slice's is still growing (the same peak: 1,846 and 1,874 MiB for ``benchmarks/moe_step.py``
+  on 1,024 chips on 2 cores, 5,255 and 5,190 MiB for the Llama step on 13), and its wall time
+  is hidden beside the slice's.
 
 What differs between consumers is said by the program (:class:`PipelineProgram`: how it is
 named, what its errors say) and by :class:`Compiling` (the targets, the CPU's XLA options, what
@@ -29,11 +33,13 @@ the pipeline pauses the collector around it, ``check`` gives freed memory back b
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
+from shardscope.engine.compile_log import compiling_beside, host_threads
 from shardscope.engine.device_request import device_request
 from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.hlo.compiled import jax_traced
@@ -49,8 +55,10 @@ from shardscope.targets.plans import compile_for_targets, load_targets, parse_ta
 if TYPE_CHECKING:
     from jax.stages import Compiled, Traced
 
+    from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.engine.hlo.target_plan import TargetPlan
     from shardscope.targets.base import TargetDevices
+    from shardscope.targets.compile import OutOfMemory, TargetCompilation
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,9 @@ class Compiling:
     targets: "Sequence[TargetDevices]" = ()
     cpu_options: dict[str, object] | None = None
     before_targets: Callable[[], object] = field(default=lambda: None)
+    beside: bool = False
+    """Whether the CPU's compile may run beside the targets' (``check``, which owns the process:
+    :func:`_compiled_beside`), instead of before them."""
 
 
 @dataclass(frozen=True)
@@ -125,22 +136,92 @@ def compile_program(traced: TracedProgram, compiling: Compiling = Compiling()) -
     steps = program.dispatches(trace)
     if steps is not None:
         return InspectedProgram(replace(traced.inspection, dispatches=steps, compile_s=steps.compile_s), None)
-    executable, compile_s = compile_on_cpu(program, trace, compiling.cpu_options)  # first: see the module docstring
+    host = _host_beside(compiling)
+    if host is not None:
+        cpu, compilations = _compiled_beside(traced, compiling, host)
+    else:
+        cpu = _on_cpu(traced, compiling.cpu_options)  # first: see the module docstring
+        if compiling.targets:
+            compiling.before_targets()
+        compilations = compile_for_targets(trace, compiling.targets, program.title) if compiling.targets else ()
+    targets: tuple[TargetPlan, ...] = ()
+    if compiling.targets:
+        targets = target_plans(trace, cpu.executable, program.relabel(cpu.inspection), compiling.targets,
+                               program.title, cpu.inputs, cpu.outputs, program.relabel, compilations)
+    inspection = replace(cpu.inspection, compiled=cpu.fixed, targets=targets,
+                         call=InspectedCall(cpu.call, jax_traced(trace), cpu.executable),
+                         device_request=device_request(jax_traced(trace), cpu.executable))
+    return InspectedProgram(program.relabel(inspection), cpu.executable)
+
+
+@dataclass(frozen=True)
+class _OnCpu:
+    """A program compiled for the CPU and read: its executable, the inspection with the CPU's
+    compiled plan, that plan with its rematerializations' fixes, the call."""
+
+    executable: "Compiled"
+    inspection: Inspection
+    fixed: "CompiledPlan"
+    call: Traceable
+    inputs: list[str]
+    outputs: list[str]
+
+
+def _on_cpu(traced: TracedProgram, options: dict[str, object] | None) -> _OnCpu:
+    program, trace = traced.program, traced.traced
+    executable, compile_s = compile_on_cpu(program, trace, options)
     inputs, outputs = program.input_names(trace), program.output_names(trace)
     inspection = with_compiled(traced.inspection, trace, executable, compile_s, inputs, outputs)
     assert inspection.compiled is not None  # read from ``executable``
     call = Traceable(program.function, *program.arguments, tuple(inputs), program.eager)
-    fixed = with_fixes(call, inspection.compiled)  # its compiles are the CPU's too: before the slice's
-    targets: tuple[TargetPlan, ...] = ()
-    if compiling.targets:
-        compiling.before_targets()
-        compilations = compile_for_targets(trace, compiling.targets, program.title)
-        targets = target_plans(trace, executable, program.relabel(inspection), compiling.targets, program.title,
-                               inputs, outputs, program.relabel, compilations)
-    inspection = replace(inspection, compiled=fixed, targets=targets,
-                         call=InspectedCall(call, jax_traced(trace), executable),
-                         device_request=device_request(jax_traced(trace), executable))
-    return InspectedProgram(program.relabel(inspection), executable)
+    fixed = with_fixes(call, inspection.compiled)  # its compiles are the CPU's too
+    return _OnCpu(executable, inspection, fixed, call, inputs, outputs)
+
+
+def _host_beside(compiling: Compiling) -> frozenset[int] | None:
+    """The CPU backend's threads when the CPU's compile may run beside the targets' (``beside``,
+    targets that are not the CPU, a CPU backend shardscope saw start: :func:`_compiled_beside`), else None."""
+    if not compiling.beside or not compiling.targets:
+        return None
+    if any(devices.target.platform == "cpu" for devices in compiling.targets):
+        return None  # compiled by the CPU's own client, on its threads: its lines could not be told apart
+    return host_threads()
+
+
+def _compiled_beside(traced: TracedProgram, compiling: Compiling, host: frozenset[int]
+                     ) -> "tuple[_OnCpu, tuple[tuple[TargetCompilation | OutOfMemory, float], ...]]":
+    """The CPU's compile (and its reading, its fixes' compiles, ``before_targets``) in a thread of
+    its own while this one compiles for the targets: a slice's compile runs on many threads and
+    takes several times as long, so the CPU's costs little wall time beside it. Both redirect
+    descriptor 2 through one pipe, each compile's partitioner lines told apart by the threads
+    that wrote them (:func:`~shardscope.engine.compile_log.compiling_beside`). The CPU's errors
+    come first, as when it compiles first."""
+    outcome: dict[str, object] = {}
+
+    def on_cpu() -> None:
+        try:
+            with shared.joined(host=True):
+                outcome["cpu"] = _on_cpu(traced, compiling.cpu_options)
+            compiling.before_targets()
+        except BaseException as exc:  # noqa: BLE001 - raised in the compiling thread, first
+            outcome["error"] = exc
+
+    compilations: tuple[tuple[TargetCompilation | OutOfMemory, float], ...] = ()
+    with compiling_beside(host) as shared:
+        worker = threading.Thread(target=on_cpu, name="shardscope-cpu-compile", daemon=True)
+        worker.start()
+        try:
+            with shared.joined(host=False):
+                compilations = compile_for_targets(traced.traced, compiling.targets, traced.program.title)
+        except BaseException as exc:  # noqa: BLE001 - raised once the CPU's side has ended
+            outcome["target_error"] = exc
+        worker.join()
+    for raised in ("error", "target_error"):
+        if raised in outcome:
+            raise outcome[raised]  # type: ignore[misc]
+    cpu = outcome["cpu"]
+    assert isinstance(cpu, _OnCpu)
+    return cpu, compilations
 
 
 def compile_on_cpu(program: PipelineProgram, trace: "Traced",

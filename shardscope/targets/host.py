@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Iterator
 
+from shardscope.engine.compile_log import note_host_threads, threads_now
 from shardscope.errors import SettingsError
 from shardscope.native_stderr import stderr_caught
 from shardscope.targets.platforms import (jax_platforms, platform_choice, refuse_absent_platform,
@@ -63,7 +64,10 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     choice = platform_choice()
     if not set_here and choice is not None:
         refuse_other_started_backend(choice)
+    before = threads_now() if set_here and (choice is None or choice.cpu_only) else None
     available = len(jax.devices())
+    if before is not None:  # the CPU's backend started here: its threads are the host compiler's
+        note_host_threads(before)
     needed = count if needed is None else needed
     if available < needed and choice is not None and not choice.cpu_only:
         kind, plural = jax.devices()[0].device_kind, "s" if available != 1 else ""

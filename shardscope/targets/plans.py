@@ -13,11 +13,11 @@ what it reads of the CPU's executable (the mesh the groups name, the arguments k
 shardings) is JAX's, the same in the slice's lowering. What needs the CPU's compile is everything
 the check shows beside that plan: the CPU's plan itself, each CPU collective's placement on the
 target (left its loop, combined, pipelined, removed), runs per call and memory on the CPU; without
-it every target check would print otherwise. It runs before the targets' compiles
-(:func:`shardscope.pipeline.one_program.compile_program` says why), not beside them: XLA's
-partitioner prints its messages on the process's one descriptor 2, and two compiles at once could
-not tell whose they are (:mod:`shardscope.engine.compile_log`); its memory would also sit under the
-slice's peak. It is ~6-12% of the check's CPU time, most of it XLA:CPU's code generation for an
+it every target check would print otherwise. It runs before the targets' compiles, or beside
+them in ``check`` (:func:`shardscope.pipeline.one_program.compile_program` says why): XLA's
+partitioner prints its messages on the process's one descriptor 2, and two compiles at once tell
+theirs apart by the thread that wrote each line (:class:`shardscope.engine.compile_log.SharedCapture`).
+It is ~6-12% of the check's CPU time, most of it XLA:CPU's code generation for an
 executable nothing runs (``perf`` at 1,024 chips: the fusion emitters and LLVM ~60%, the HLO passes
 ~6%; :data:`~shardscope.engine.compilation.READ_ONLY` leaves LLVM's part unoptimized; the other
 XLA:CPU options tried either cost as much (no emitter verification, LLVM's cheap passes, one
@@ -145,7 +145,7 @@ def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices],
     """``traced`` compiled for each target, with the seconds each took (for :func:`target_plans`);
     a target whose compiler refused the step for memory gives its refusal instead (a finding).
 
-    A caller that compiles for the CPU too does this after it (see
+    A caller that compiles for the CPU too does this after it or beside it (see
     :func:`shardscope.pipeline.one_program.compile_program`). Raises
     :class:`~shardscope.errors.TargetError` as :func:`~shardscope.targets.compile.compile_for_target` does.
     """
