@@ -160,6 +160,66 @@ def test_the_fusion_that_finishes_the_collective_moves_nothing_of_its_own():
     assert boundary_bytes(module, module.instruction("f")) == 0.0
 
 
+
+def _chunk_step(use: str, before: str = "") -> str:
+    """A step of a collective matmul loop as XLA:TPU prints the weight gradient's (the 128B
+    compile's ``fusion.1082``, scaled down): the activations bf16[64,1,1024] padded to two rows
+    (-inf below, then above) and one 128-column chunk dynamic-sliced from each, the two rows
+    merged, and their dot with the whole bf16[64,384] output gradient (``use``: what the nested
+    fusion's root does with the two padded slices, after the lines ``before``)."""
+    return f"""HloModule chunk
+
+%chunk (o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[64,2,128] {{
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(1)
+  %inf = bf16[] constant(-inf)
+  %zero = s32[] constant(0)
+  %o = s32[] parameter(0)
+  %p = s32[] parameter(2)
+  %below = bf16[64,2,1024]{{2,1,0}} pad(%x, %inf), padding=0_0x0_1x0_0
+  %first = bf16[64,2,128]{{2,1,0}} dynamic-slice(%below, %zero, %zero, %o), dynamic_slice_sizes={{64,2,128}}
+  %above = bf16[64,2,1024]{{2,1,0}} pad(%x, %inf), padding=0_0x1_0x0_0
+  %second = bf16[64,2,128]{{2,1,0}} dynamic-slice(%above, %zero, %zero, %p), dynamic_slice_sizes={{64,2,128}}
+{before}  ROOT %both = bf16[64,2,128]{{2,1,0}} {use}
+}}
+
+%step (g: bf16[64,384], o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[2,128,384] {{
+  %o = s32[] parameter(1)
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(2)
+  %p = s32[] parameter(3)
+  %rows = bf16[64,2,128]{{2,1,0}} fusion(%o, %x, %p), kind=kLoop, calls=%chunk
+  %g = bf16[64,384]{{1,0}} parameter(0)
+  ROOT %dot = bf16[2,128,384]{{2,1,0}} dot(%rows, %g), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+}}
+
+ENTRY %main (g: bf16[64,384], o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[2,128,384] {{
+  %g = bf16[64,384]{{1,0}} parameter(0)
+  %o = s32[] parameter(1)
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(2)
+  %p = s32[] parameter(3)
+  ROOT %f = bf16[2,128,384]{{2,1,0}} fusion(%g, %o, %x, %p), kind=kOutput, calls=%step
+}}
+"""
+
+
+def test_a_collective_matmul_step_that_pads_its_activations_reads_the_chunks_it_slices():
+    """Each dynamic-slice keeps 64 x 2 x 128 elements of a padded array, of which the padding row
+    holds no data: 64 x 1 x 128 bf16 = 16,384 B read of the activations per slice, 32,768 B for
+    both, not the whole 64 x 1024 x 2 = 131,072 B. With the whole output gradient (64 x 384 x 2 =
+    49,152 B), the two offsets (4 B each) and the result written (2 x 128 x 384 x 2 = 196,608 B)."""
+    module = parse(_chunk_step("maximum(%first, %second)"))
+    assert boundary_bytes(module, module.instruction("f")) == 2 * 64 * 128 * 2 + 64 * 384 * 2 + 2 * 4 + 2 * 128 * 384 * 2
+
+
+def test_a_padded_operand_read_other_than_through_slices_is_read_whole():
+    """The same step where the nested fusion also adds the two padded arrays whole before cutting
+    a chunk of the sum: every element of the activations is read (131,072 B)."""
+    whole = ("  %sum = bf16[64,2,1024]{2,1,0} add(%below, %above)\n"
+             "  %cut = bf16[64,2,128]{2,1,0} slice(%sum), slice={[0:64], [0:2], [0:128]}\n"
+             "  %merged = bf16[64,2,128]{2,1,0} maximum(%first, %second)\n")
+    module = parse(_chunk_step("add(%merged, %cut)", whole))
+    assert boundary_bytes(module, module.instruction("f")) == 64 * 1024 * 2 + 64 * 384 * 2 + 2 * 4 + 2 * 128 * 384 * 2
+
+
 OUTER, INNER = 2, 4
 ACF = '{"async_collective_fusion_config":{"flag_start":"2","flag_end":"8"}}'
 GATHER = (f"all-gather(%param_0), channel_id=7, replica_groups={{{{0,1,2,3}}}}, dimensions={{1}}, "
