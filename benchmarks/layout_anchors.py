@@ -46,17 +46,25 @@ ESTIMATES = (
     ("async collective fusion steps", "35fb2bd", "counted the elements an all-gather inside an async collective "
                                                  "fusion moves as vector work of the fusion (on the 128B dumps, "
                                                  "a fraction of a percent of the step's upper end)"),
+    ("moved bytes no flops", "b906b05", "charged a fusion that pads an operand and slices one chunk of it (each step "
+                                        "of a collective matmul loop) the whole operand's bytes (on the 128B dumps over "
+                                        "fsdp=16 x tensor=16, 7.06 of 5.74 TB a step)"),
+    ("sliced chunks", "ecc1377", "added a collective stepped in a collective matmul loop to the loop's permutes where "
+                                 "the two use no link in common (an FSDP all-gather beside permutes over tensor, on "
+                                 "the other torus axis: on GPT-3 175B's dump over fsdp=16 x tensor=16, 0.32 s of its "
+                                 "10.39 s of collectives and 0.21 s of its exposed step)"),
 )
 """Each estimate a sweep may have recorded (its ``estimate`` key; none before 8cec68c), the commit
 that changed it and what it did until then: :func:`_case_prose` says what a result's estimate
 lacks."""
 
-ESTIMATE = "moved bytes no flops"
+ESTIMATE = "links of their own"
 """Today's estimate of XLA:TPU's collective matmuls and async collective fusions, recorded in each
 result: a loop's collective-permutes overlapped with its own matmul chunks and the two ways round
 the ring at once; a fusion's collective buffers left to the collective; an async collective fusion's
 steps, wherever they run, steps of one collective whose time overlaps their work; a collective that
-only moves data computes nothing."""
+only moves data computes nothing; a fusion that pads an operand and slices it reads the chunks it keeps;
+collectives of one loop that use no link in common run at once."""
 
 
 @dataclass(frozen=True)
@@ -454,9 +462,11 @@ def why_published_loses(result: dict[str, Any]) -> str:
             f"{published['step']['low_s'] * per / pick['step']['low_s']:.2f}x the pick's step per token: {bound}, "
             f"against the pick's ({_label(pick)}) {pick['step']['low_s']:.2f} s; it does the same flops per chip "
             f"({theirs['flops'] / ours['flops']:.3f}x) and moves {theirs['bytes'] / ours['bytes']:.2f}x the bytes "
-            f"(each step of a collective matmul loop reads its whole chunk of the activations again, and the "
-            f"activations gathered over tensor are copied into the matmuls' layouts; the estimate moves every "
-            f"fusion's operands through HBM, none kept on chip). Its collectives over tensor take {seconds * per:.2f} s, "
+            f"(each step of a collective matmul loop reads again the whole operand it does not slice, the layer's "
+            f"activations or their gradient, and writes its partial sums to HBM to be added to those passed round "
+            f"the ring; the activations gathered over tensor are copied into the matmuls' layouts; the estimate "
+            f"moves every fusion's operands through HBM, none kept on chip). Its collectives over tensor take "
+            f"{seconds * per:.2f} s, "
             f"{overlapped * per:.2f} s of them overlapped by construction (the permutes of collective matmul loops "
             f"beside their matmul chunks, the activations' all-gathers beside the work of the fusions that step "
             f"them); the rest ({exposed}) is what its exposed step ({published['step']['high_s'] * per:.2f} s "

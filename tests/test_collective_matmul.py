@@ -20,11 +20,13 @@ from __future__ import annotations
 import pytest
 
 from shardscope.engine.hlo.compiled import compiled_plan
+from shardscope.engine.hlo.interconnect_times import TargetInterconnect
 from shardscope.engine.hlo.roofline import estimate_step, joined_step, overlapped_times
 from shardscope.engine.hlo.text import parse
 from shardscope.engine.hlo.traffic import boundary_bytes
 from shardscope.engine.hlo.work import module_work
 from shardscope.hardware.catalogue import chip_named
+from shardscope.hardware.tpu_generations import generation_of
 
 V5E_BF16 = 197e12
 ICI_LINK, HOP = 4.5e10, 1e-6
@@ -158,6 +160,66 @@ def test_the_fusion_that_finishes_the_collective_moves_nothing_of_its_own():
                   dot=False)
     module = parse(text)
     assert boundary_bytes(module, module.instruction("f")) == 0.0
+
+
+
+def _chunk_step(use: str, before: str = "") -> str:
+    """A step of a collective matmul loop as XLA:TPU prints the weight gradient's (the 128B
+    compile's ``fusion.1082``, scaled down): the activations bf16[64,1,1024] padded to two rows
+    (-inf below, then above) and one 128-column chunk dynamic-sliced from each, the two rows
+    merged, and their dot with the whole bf16[64,384] output gradient (``use``: what the nested
+    fusion's root does with the two padded slices, after the lines ``before``)."""
+    return f"""HloModule chunk
+
+%chunk (o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[64,2,128] {{
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(1)
+  %inf = bf16[] constant(-inf)
+  %zero = s32[] constant(0)
+  %o = s32[] parameter(0)
+  %p = s32[] parameter(2)
+  %below = bf16[64,2,1024]{{2,1,0}} pad(%x, %inf), padding=0_0x0_1x0_0
+  %first = bf16[64,2,128]{{2,1,0}} dynamic-slice(%below, %zero, %zero, %o), dynamic_slice_sizes={{64,2,128}}
+  %above = bf16[64,2,1024]{{2,1,0}} pad(%x, %inf), padding=0_0x1_0x0_0
+  %second = bf16[64,2,128]{{2,1,0}} dynamic-slice(%above, %zero, %zero, %p), dynamic_slice_sizes={{64,2,128}}
+{before}  ROOT %both = bf16[64,2,128]{{2,1,0}} {use}
+}}
+
+%step (g: bf16[64,384], o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[2,128,384] {{
+  %o = s32[] parameter(1)
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(2)
+  %p = s32[] parameter(3)
+  %rows = bf16[64,2,128]{{2,1,0}} fusion(%o, %x, %p), kind=kLoop, calls=%chunk
+  %g = bf16[64,384]{{1,0}} parameter(0)
+  ROOT %dot = bf16[2,128,384]{{2,1,0}} dot(%rows, %g), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+}}
+
+ENTRY %main (g: bf16[64,384], o: s32[], x: bf16[64,1,1024], p: s32[]) -> bf16[2,128,384] {{
+  %g = bf16[64,384]{{1,0}} parameter(0)
+  %o = s32[] parameter(1)
+  %x = bf16[64,1,1024]{{2,1,0}} parameter(2)
+  %p = s32[] parameter(3)
+  ROOT %f = bf16[2,128,384]{{2,1,0}} fusion(%g, %o, %x, %p), kind=kOutput, calls=%step
+}}
+"""
+
+
+def test_a_collective_matmul_step_that_pads_its_activations_reads_the_chunks_it_slices():
+    """Each dynamic-slice keeps 64 x 2 x 128 elements of a padded array, of which the padding row
+    holds no data: 64 x 1 x 128 bf16 = 16,384 B read of the activations per slice, 32,768 B for
+    both, not the whole 64 x 1024 x 2 = 131,072 B. With the whole output gradient (64 x 384 x 2 =
+    49,152 B), the two offsets (4 B each) and the result written (2 x 128 x 384 x 2 = 196,608 B)."""
+    module = parse(_chunk_step("maximum(%first, %second)"))
+    assert boundary_bytes(module, module.instruction("f")) == 2 * 64 * 128 * 2 + 64 * 384 * 2 + 2 * 4 + 2 * 128 * 384 * 2
+
+
+def test_a_padded_operand_read_other_than_through_slices_is_read_whole():
+    """The same step where the nested fusion also adds the two padded arrays whole before cutting
+    a chunk of the sum: every element of the activations is read (131,072 B)."""
+    whole = ("  %sum = bf16[64,2,1024]{2,1,0} add(%below, %above)\n"
+             "  %cut = bf16[64,2,128]{2,1,0} slice(%sum), slice={[0:64], [0:2], [0:128]}\n"
+             "  %merged = bf16[64,2,128]{2,1,0} maximum(%first, %second)\n")
+    module = parse(_chunk_step("add(%merged, %cut)", whole))
+    assert boundary_bytes(module, module.instruction("f")) == 64 * 1024 * 2 + 64 * 384 * 2 + 2 * 4 + 2 * 128 * 384 * 2
 
 
 OUTER, INNER = 2, 4
@@ -318,3 +380,99 @@ def test_the_interconnect_figure_and_the_step_read_one_pricing_of_a_collective_m
     assert [s for _, s, _ in joined] == [s for _, s, _ in joined_alone]
     assert priced.collectives_s == pytest.approx(permute)
     assert joined_step(step, None) == (step, [])  # no model of the interconnect: nothing joined
+
+
+ROWS = "{{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}"
+BACK = "{{0,3},{1,0},{2,1},{3,2},{4,7},{5,4},{6,5},{7,6}}"
+V5E_4X2 = tuple((p % 4, p // 4) for p in range(8))
+"""A v5e 4x2 slice's chips by position: 0-3 along axis 0 at y = 0, 4-7 at y = 1."""
+
+
+def _loop_beside(groups: str) -> str:
+    """A collective matmul loop over 8 devices: each of ``TRIPS`` trips a dot of bf16[M,K] by
+    bf16[K,N] beside a collective-permute of bf16[M,N] each way round the rows' rings of 4 (0-3
+    and 4-7), and an all-gather of bf16[512,1024] over ``groups`` stepped in the same loop."""
+    carry = f"bf16[{M},{K}], bf16[{K},{N}], bf16[{M},{N}], bf16[{M},{N}], bf16[{M},{N}], s32[], bf16[512,1024]"
+    return f"""HloModule beside
+
+%wide.windowed_dot_general_body_ag.9 (p: ({carry})) -> ({carry}) {{
+  %p = ({carry}) parameter(0)
+  %x = bf16[{M},{K}]{{1,0}} get-tuple-element(%p), index=0
+  %w = bf16[{K},{N}]{{1,0}} get-tuple-element(%p), index=1
+  %f = bf16[{M},{N}]{{1,0}} get-tuple-element(%p), index=2
+  %b = bf16[{M},{N}]{{1,0}} get-tuple-element(%p), index=3
+  %i = s32[] get-tuple-element(%p), index=5
+  %g = bf16[512,1024]{{1,0}} get-tuple-element(%p), index=6
+  %dot = bf16[{M},{N}]{{1,0}} dot(%x, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %forward = bf16[{M},{N}]{{1,0}} collective-permute(%f), channel_id=1, source_target_pairs={ROWS}
+  %backward = bf16[{M},{N}]{{1,0}} collective-permute(%b), channel_id=2, source_target_pairs={BACK}
+  %gathered = bf16[1024,1024]{{1,0}} all-gather(%g), channel_id=3, replica_groups={groups}, dimensions={{0}}, use_global_device_ids=true
+  %half = bf16[512,1024]{{1,0}} slice(%gathered), slice={{[0:512], [0:1024]}}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = ({carry}) tuple(%x, %w, %forward, %backward, %dot, %next, %half)
+}}
+
+%cond (q: ({carry})) -> pred[] {{
+  %q = ({carry}) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=5
+  %n = s32[] constant({TRIPS})
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}}
+
+ENTRY %main (x: bf16[{M},{K}], w: bf16[{K},{N}], f: bf16[{M},{N}], g: bf16[512,1024]) -> bf16[{M},{N}] {{
+  %x = bf16[{M},{K}]{{1,0}} parameter(0)
+  %w = bf16[{K},{N}]{{1,0}} parameter(1)
+  %f = bf16[{M},{N}]{{1,0}} parameter(2)
+  %g = bf16[512,1024]{{1,0}} parameter(3)
+  %zero = s32[] constant(0)
+  %init = ({carry}) tuple(%x, %w, %f, %f, %f, %zero, %g)
+  %loop = ({carry}) while(%init), condition=%cond, body=%wide.windowed_dot_general_body_ag.9, backend_config={{"known_trip_count":{{"n":"{TRIPS}"}}}}
+  ROOT %out = bf16[{M},{N}]{{1,0}} get-tuple-element(%loop), index=4
+}}
+"""
+
+
+def _beside(groups: str) -> tuple[object, list, TargetInterconnect]:
+    """The loop's step on v5e, its collectives timed by hand per call (``TRIPS`` runs): a permute
+    one hop to a ring neighbour, ``HOP + S / W``; the all-gather over 2 chips, its 1 MiB operand
+    each way over one link, ``S / W`` (more than its one hop's 1 us); and a v5e 4x2 slice's chips."""
+    text = _loop_beside(groups)
+    step = estimate_step(module_work(parse(text)), chip_named("v5e"))
+    plan = compiled_plan(text, backend="tpu")
+    permute, gather = TRIPS * (HOP + M * N * 2 / ICI_LINK), TRIPS * 512 * 1024 * 2 / ICI_LINK
+    seconds = {"collective-permute": permute, "all-gather": gather}
+    interconnect = TargetInterconnect("tpu:v5e:4x2", generation_of("TPU v5 lite").ici, V5E_4X2, (4, 2))
+    return step, [(c, seconds[c.kind]) for c in plan.collectives], interconnect
+
+
+def test_a_loops_collectives_on_links_of_their_own_run_at_once():
+    """The all-gather pairs chips across the rows ({0,4}: along axis 1), the permutes stay in the
+    rows (along axis 0): no link in common, so the loop's collectives take the longer of the
+    permutes' one way (94.2 us a trip) and the all-gather (23.3 us), not their sum (117.5 us); the
+    loop's work, the dot (87.2 us) and the slice that keeps half the gathered rows (2 MiB read and
+    written at 0.85 x 819 GB/s, 3.0 us), covers all but 4.0 us a trip. Each collective's seconds
+    are its share of that."""
+    step, timed, interconnect = _beside("{{0,4},{1,5},{2,6},{3,7}}")
+    permute, gather, dot = TRIPS * (HOP + M * N * 2 / ICI_LINK), TRIPS * 512 * 1024 * 2 / ICI_LINK, TRIPS * 2 * M * K * N / V5E_BF16
+    assert [interconnect.lines(c) for c, _ in timed] == [
+        frozenset({(0, (0,)), (0, (1,))}), frozenset({(0, (0,)), (0, (1,))}), frozenset({(1, (x,)) for x in range(4)})]
+    joined = overlapped_times(step, timed, interconnect.lines)
+    assert sum(s for _, s, _ in joined) == pytest.approx(permute)  # the longer: one way's permutes
+    scale = permute / (permute + gather)
+    assert [s for _, s, _ in joined] == pytest.approx([permute / 2 * scale, permute / 2 * scale, gather * scale])
+    work = dot + TRIPS * 2 * 512 * 1024 * 2 / (819e9 * 0.85)
+    assert sum(o for _, _, o in joined) == pytest.approx(work, rel=1e-5)
+    alone = overlapped_times(step, timed)  # nothing known of the links: every collective shares them
+    assert sum(s for _, s, _ in alone) == pytest.approx(permute + gather)
+
+
+def test_a_loops_collectives_on_the_same_links_add_up():
+    """The all-gather over each row's 4 chips (along axis 0, as the permutes): one way round its
+    rings it carries half its bytes beside one permute pattern, so the loop's collectives take
+    both, 94.2 + 23.3 us a trip, as without knowing the links."""
+    step, timed, interconnect = _beside("{{0,1,2,3},{4,5,6,7}}")
+    permute, gather = TRIPS * (HOP + M * N * 2 / ICI_LINK), TRIPS * 512 * 1024 * 2 / ICI_LINK
+    joined = overlapped_times(step, timed, interconnect.lines)
+    assert [s for _, s, _ in joined] == pytest.approx([permute / 2, permute / 2, gather])
+    assert joined == overlapped_times(step, timed)

@@ -90,8 +90,8 @@ def test_a_sweep_says_what_its_estimate_lacked_of_todays():
 
     old = _result(fit=FIT)
     words = " ".join(_estimate_words(old))  # no key: before 8cec68c
-    assert words.startswith(" **Estimated before 35fb2bd.** This sweep's estimate: before 8cec68c it counted")
-    assert [commit in words for commit in ("8cec68c", "5ad8e14", "35fb2bd")] == [True] * 3
+    assert words.startswith(" **Estimated before ecc1377.** This sweep's estimate: before 8cec68c it counted")
+    assert [commit in words for commit in ("8cec68c", "5ad8e14", "35fb2bd", "b906b05", "ecc1377")] == [True] * 5
     stepped = {**old, "estimate": "async collective fusion steps", "estimate_note": "ran commit 5ad8e14"}
     words = " ".join(_estimate_words(stepped))
     assert "(ran commit 5ad8e14): before 35fb2bd it counted the elements an all-gather" in words

@@ -188,6 +188,18 @@ def spans(group: Sequence[Coords], slice_shape: Coords, wraps: tuple[bool, ...])
     return found
 
 
+def torus_lines(group: Sequence[Coords]) -> frozenset[tuple[int, Coords]]:
+    """The torus lines a group's chips use: for each axis they differ along, each line of chips
+    along it through one of them (``(axis, every other coordinate)``). Two collectives whose lines
+    do not meet use no link in common (a group that also differs along another axis may use fewer
+    lines than these: never more)."""
+    found: set[tuple[int, Coords]] = set()
+    for d in range(len(group[0]) if group else 0):
+        if len({c[d] for c in group}) > 1:
+            found |= {(d, c[:d] + c[d + 1:]) for c in group}
+    return frozenset(found)
+
+
 def all_to_all_axis_seconds(span: AxisSpan, payload: int, link_Bps: float) -> float:
     """The time an all-to-all's bytes take on one axis's links (the module's docstring): on a
     ring ``S D_k / (2 k W)``, on a line ``L R S / (k W)`` at its middle link."""

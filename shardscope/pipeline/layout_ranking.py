@@ -269,7 +269,8 @@ def ranked_layout(compiled: CompiledCandidate) -> RankedLayout:
         return RankedLayout(compiled, compiled.step)
     interconnect = interconnect_of(compiled)
     timed = [(c, collective_seconds(compiled, c, interconnect)) for c in plan.collectives]
-    estimate, joined = joined_step(compiled.step, None if interconnect is None else timed)
+    estimate, joined = joined_step(compiled.step, None if interconnect is None else timed,
+                                   None if interconnect is None else interconnect.lines)
     joined = joined or [(c, s, 0.0) for c, s in timed]
     grouped: dict[tuple[str, tuple[str, ...], bool], list[tuple[int | None, int, float | None, float]]] = {}
     for c, seconds, overlapped in joined:

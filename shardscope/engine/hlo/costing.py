@@ -57,8 +57,10 @@ def cost_plan(plan: "TargetPlan") -> PlanCosts:
     times = tuple(interconnect.time(c) if interconnect is not None else None for c in plan.compiled.collectives)
     per_call = _per_call(plan, times, interconnect)
     # the step and the interconnect's figure read one pricing of the collectives: a collective
-    # matmul loop's two ways round the ring at once, async collective fusions' steps
-    step, joined = joined_step(plan.step, None if per_call is None else list(zip(plan.compiled.collectives, per_call)))
+    # matmul loop's two ways round the ring at once, async collective fusions' steps, collectives
+    # of one loop on links of their own at once
+    step, joined = joined_step(plan.step, None if per_call is None else list(zip(plan.compiled.collectives, per_call)),
+                               None if interconnect is None else interconnect.lines)
     seconds = None if per_call is None else sum((s or 0.0 for _, s, _ in joined), 0.0)
     step_s = None if step is None else step.dispatched_upper_s
     savings = {p.collective.name: saving_of(plan, p, interconnect, step_s, step) for p in plan.staying_findings}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from shardscope.collective_kinds import ALL_REDUCE, KINDS, REDUCE_SCATTER
 from shardscope.hardware.collective_models import CollectiveTime
-from shardscope.hardware.fabrics import Fabric
+from shardscope.hardware.fabrics import Fabric, TorusFabric, torus_lines
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.plan import CompiledCollective
@@ -62,6 +62,17 @@ class TargetInterconnect:
     def source(self) -> str:
         """Where the figures come from."""
         return self.fabric.source
+
+    def lines(self, c: "CompiledCollective") -> frozenset[tuple[int, Coords]] | None:
+        """The torus lines ``c``'s groups use (:func:`~shardscope.hardware.fabrics.torus_lines`):
+        collectives whose lines do not meet run on links of their own. None on GPUs, or when a
+        group names a position the target has no device for."""
+        if not isinstance(self.fabric, TorusFabric):
+            return None
+        groups = c.groups or (tuple(range(len(self.device_coords))),)
+        if any(p >= len(self.device_coords) for group in groups for p in group):
+            return None
+        return frozenset().union(*(torus_lines([self.device_coords[p] for p in group]) for group in groups))
 
     def time(self, c: "CompiledCollective", payload_bytes: int | None = None) -> CollectiveTime | None:
         """One run of ``c`` (or of ``payload_bytes`` of it) over its replica groups; None when a

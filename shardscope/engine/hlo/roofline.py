@@ -35,7 +35,7 @@ construction (:func:`overlapped_times`, the one place the step meets the interco
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from shardscope.hardware.checked import MeasuredKind, unchecked_words
 from shardscope.hardware.chips import MEMORY_UNITS, Chip
@@ -298,24 +298,31 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
     )
 
 
-def joined_step(step: StepEstimate | None, timed: "Sequence[tuple[CompiledCollective, float | None]] | None"
+Lines = Callable[["CompiledCollective"], "frozenset[tuple[int, tuple[int, ...]]] | None"]
+"""What a target's interconnect says of a compiled collective's links: the torus lines its groups
+use (:meth:`~shardscope.engine.hlo.interconnect_times.TargetInterconnect.lines`; None: not known)."""
+
+
+def joined_step(step: StepEstimate | None, timed: "Sequence[tuple[CompiledCollective, float | None]] | None",
+                lines: Lines | None = None
                 ) -> "tuple[StepEstimate | None, list[tuple[CompiledCollective, float | None, float]]]":
     """Where a step estimate meets the target's interconnect (``check --target`` and ``layouts``
     both call it): each compiled collective with its seconds per call as the module runs them and
-    what of them overlaps by construction (:func:`overlapped_times`), and ``step`` with their sum
-    joined (:meth:`StepEstimate.with_collectives`) when every one is known. ``timed`` is each
-    collective's seconds per call on the interconnect (None: unknown), or None without a model of
-    the target's interconnect (``step`` as it is, nothing joined)."""
+    what of them overlaps by construction (:func:`overlapped_times`, ``lines`` the links each
+    uses), and ``step`` with their sum joined (:meth:`StepEstimate.with_collectives`) when every
+    one is known. ``timed`` is each collective's seconds per call on the interconnect (None:
+    unknown), or None without a model of the target's interconnect (``step`` as it is, nothing
+    joined)."""
     if timed is None:
         return step, []
-    joined = overlapped_times(step, timed)
+    joined = overlapped_times(step, timed, lines)
     if step is None or any(seconds is None for _, seconds, _ in joined):
         return step, joined
     return step.with_collectives(sum((s or 0.0 for _, s, _ in joined), 0.0), sum((o for _, _, o in joined), 0.0)), joined
 
 
-def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledCollective, float | None]]"
-                     ) -> "list[tuple[CompiledCollective, float | None, float]]":
+def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledCollective, float | None]]",
+                     lines: Lines | None = None) -> "list[tuple[CompiledCollective, float | None, float]]":
     """Each compiled collective with its seconds per call on the interconnect (``timed``: None,
     unknown) as the compiled module runs it, and the part of them that overlaps by construction
     (none without a step estimate, which knows the work beside it):
@@ -327,7 +334,12 @@ def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledC
       that, as much as the loop's own work (:attr:`StepEstimate.windowed`) overlaps;
     - a collective stepped by XLA:TPU's async collective fusions (:data:`ASYNC_COLLECTIVE_FUSION`)
       overlaps as much of itself as those fusions' work (:attr:`StepEstimate.stepping`); where its
-      steps run in a collective matmul loop, it joins that loop's collectives and their work.
+      steps run in a collective matmul loop, it joins that loop's collectives and their work;
+    - the collectives of one place that use no link in common (``lines``: an all-gather over the
+      other torus axis stepped beside a loop's permutes) run at once: the place takes the longest
+      of its sets of collectives that share links, each collective's seconds scaled to its share
+      of that. Without ``lines`` (or where one collective's are unknown) every collective of a
+      place shares links with every other.
 
     Collectives elsewhere are as timed, none of them overlapped."""
     timed = list(timed)
@@ -338,32 +350,63 @@ def overlapped_times(step: StepEstimate | None, timed: "Iterable[tuple[CompiledC
         place = _overlap_place(c)
         if place is not None and seconds is not None:
             places.setdefault(place, []).append((c, seconds))
-    factors: dict[str | tuple[tuple[str, str], ...], tuple[float, float]] = {}
+    scales: dict[str, float] = {}
+    shares: dict[str | tuple[tuple[str, str], ...], float] = {}
     for place, members in places.items():
         work = windowed.get(place, 0.0) if isinstance(place, str) else sum(stepping.get(name, 0.0) for name, _ in place)
-        patterns: dict[object, float] = {}
-        others = 0.0
-        for c, seconds in members:
-            if _one_way(c):
-                pattern = frozenset(c.groups or ())
-                patterns[pattern] = patterns.get(pattern, 0.0) + seconds
-            else:
-                others += seconds
-        ways = sum(patterns.values())
-        together = max(patterns.values(), default=0.0) + others
+        times = [_link_set_time(group, scales) for group in _sharing_links(members, lines)]
+        together, apart = max(times, default=0.0), sum(times)
         if together > 0:
-            factors[place] = (max(patterns.values(), default=0.0) / ways if ways else 1.0, min(1.0, work / together))
+            for c, _ in members:
+                scales[c.name] *= together / apart  # sets on links of their own run at once
+            shares[place] = min(1.0, work / together)
     out: list[tuple[CompiledCollective, float | None, float]] = []
     for c, seconds in timed:
         place = _overlap_place(c)
-        if seconds is None or place not in factors:
+        if seconds is None or place not in shares:
             out.append((c, seconds, 0.0))
             continue
-        at_once, overlapped = factors[place]
-        if _one_way(c):
-            seconds *= at_once  # its share of the longest pattern's time
-        out.append((c, seconds, seconds * overlapped))
+        seconds *= scales[c.name]
+        out.append((c, seconds, seconds * shares[place]))
     return out
+
+
+def _link_set_time(members: "list[tuple[CompiledCollective, float]]", scales: dict[str, float]) -> float:
+    """The time of collectives that share links: the longest pattern of one-way permutes (the two
+    ways round a ring use links of their own) plus the others; each one's scale into ``scales``
+    (a one-way permute's: its share of the longest pattern's time)."""
+    patterns: dict[object, float] = {}
+    others = 0.0
+    for c, seconds in members:
+        if _one_way(c):
+            pattern = frozenset(c.groups or ())
+            patterns[pattern] = patterns.get(pattern, 0.0) + seconds
+        else:
+            others += seconds
+    ways = sum(patterns.values())
+    at_once = max(patterns.values(), default=0.0) / ways if ways else 1.0
+    for c, _ in members:
+        scales[c.name] = at_once if _one_way(c) else 1.0
+    return max(patterns.values(), default=0.0) + others
+
+
+def _sharing_links(members: "list[tuple[CompiledCollective, float]]", lines: Lines | None
+                   ) -> "list[list[tuple[CompiledCollective, float]]]":
+    """``members`` in sets that share links: two collectives whose ``lines`` meet are in one set
+    (and so is every collective whose lines are unknown, with all the others)."""
+    if lines is None or len(members) < 2:
+        return [members]
+    found = [lines(c) for c, _ in members]
+    if any(used is None for used in found):
+        return [members]
+    sets: list[tuple[set[tuple[int, tuple[int, ...]]], list[tuple[CompiledCollective, float]]]] = []
+    for member, used in zip(members, found):
+        assert used is not None
+        meeting = [s for s in sets if not s[0].isdisjoint(used)]  # the sets stay disjoint: these join it
+        sets = [s for s in sets if s[0].isdisjoint(used)]
+        sets.append((set(used).union(*(links for links, _ in meeting)),
+                     [m for _, grouped in meeting for m in grouped] + [member]))
+    return [grouped for _, grouped in sets]
 
 
 def _one_way(c: "CompiledCollective") -> bool:

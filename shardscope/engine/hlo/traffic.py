@@ -2,7 +2,8 @@
 
 What it reads (its operands) and writes (its result): a fusion's internals stay in registers and
 caches. An operand a fusion reads only through slices counts the slices (a scan reads one step
-of its stacked inputs per iteration), a ``dynamic-update-slice`` writes its update in place,
+of its stacked inputs per iteration; a collective matmul loop's step pads its activations and
+slices one chunk of them, reading the chunk and none of the padding), a ``dynamic-update-slice`` writes its update in place,
 not the whole buffer, XLA:TPU's async collective fusion (a layer's matmul fused with the next
 collective's step) moves none of the collective's own buffers (:data:`COLLECTIVE_BUFFERS`), and an array the compiler placed in another memory space than the
 device's main memory (a layout with ``S(1)``: a TPU's on-chip VMEM, where XLA:TPU keeps a small
@@ -13,6 +14,7 @@ loop's carry) moves none, nor does XLA:TPU's cross-program prefetch of an argume
 from __future__ import annotations
 
 import re
+from math import prod
 
 from shardscope.collective_kinds import NAMES as COLLECTIVE_NAMES
 from shardscope.engine.hlo.flops import NO_TRAFFIC_CALLS, OTHER_MEMORY, is_library_matmul
@@ -123,24 +125,72 @@ def _read_bytes(module: HloModule, computation: Computation, parameter: Instruct
 
 def _sliced_bytes(module: HloModule, computation: Computation, parameter: Instruction, depth: int) -> float | None:
     """The bytes read of ``parameter`` when every use only slices it (through nested fusions
-    too: a scan's fused body slices its layer's weights in an inner fusion), else None."""
-    users = computation.users.get(parameter.name, ())
+    too: a scan's fused body slices its layer's weights in an inner fusion; and through the
+    views of :data:`_VIEWS`: a collective matmul loop's step pads its activations and slices
+    one chunk of them), else None: each element a slice keeps is read once, padding none."""
+    array = parameter.shape.array
+    if array is None:
+        return None
+    elements = _sliced_elements(module, computation, parameter, None, depth)
+    if elements is None:
+        return None
+    return float(elements) * array.nbytes / max(array.elements, 1)  # a gather may read a row twice
+
+
+_VIEWS = frozenset({"bitcast", "reshape", "transpose", "copy", "convert", "pad"})
+"""The instructions between a fusion parameter and its slices that read each element they keep
+once: a slice of their result reads no more of the parameter than it keeps (a ``pad``'s padding
+none of it). XLA's GPU cost model reads a fused parameter so (``GpuHloCostAnalysis``: a
+``dynamic-slice`` uses its operand's share, propagated from the root through every non-elementwise
+instruction); its generic ``HloCostAnalysis`` stops at the first user that is not a slice and
+charges the whole parameter."""
+
+
+def _sliced_elements(module: HloModule, computation: Computation, value: Instruction,
+                     data: tuple[int, ...] | None, depth: int) -> int | None:
+    """The elements of ``value`` its uses read when each only slices it (or takes a view of it
+    that is then sliced), else None. ``data`` bounds, dimension by dimension, the part of
+    ``value`` that holds data rather than a ``pad``'s padding (None: all of it)."""
+    users = computation.users.get(value.name, ())
     if not users or depth > 8:
         return None
-    total = 0.0
+    total = 0
     for user, position in users:
-        if user.opcode in _SLICES and position == 0:
-            total += _logical_bytes(user.shape)  # read from the operand's memory, wherever the slice goes
+        kept = user.shape.array
+        if user.opcode in _SLICES and position == 0 and kept is not None:
+            total += _data_elements(kept.dims, data if user.opcode != "gather" else None)
             continue
-        inner = _fused_computation(module, user) if user.opcode == "fusion" else None
-        inner_parameters = inner.parameters if inner is not None else []
-        if inner is None or position >= len(inner_parameters):
-            return None
-        part = _sliced_bytes(module, inner, inner_parameters[position], depth + 1)
+        part: int | None
+        if user.opcode in _VIEWS and position == 0 and kept is not None:
+            part = _sliced_elements(module, computation, user, _view_data(user, value, data), depth + 1)
+        else:
+            inner = _fused_computation(module, user) if user.opcode == "fusion" else None
+            inner_parameters = inner.parameters if inner is not None else []
+            if inner is None or position >= len(inner_parameters):
+                return None
+            part = _sliced_elements(module, inner, inner_parameters[position], data, depth + 1)
         if part is None:
             return None
         total += part
     return total
+
+
+def _view_data(view: Instruction, value: Instruction, data: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The data bound of ``view``'s result (:func:`_sliced_elements`): a ``pad`` keeps its
+    operand's dimensions as data; an elementwise ``convert`` or ``copy`` keeps the bound; a
+    view that reorders dimensions drops it (its slices then count every element they keep)."""
+    if view.opcode == "pad" and value.shape.array is not None:
+        dims = value.shape.array.dims
+        return dims if data is None else tuple(min(a, b) for a, b in zip(dims, data))
+    return data if view.opcode in ("convert", "copy") else None
+
+
+def _data_elements(kept: tuple[int, ...], data: tuple[int, ...] | None) -> int:
+    """The elements of a slice of ``kept`` dimensions that hold data: at most ``data`` along each
+    dimension (a slice through a ``pad`` keeps its padding too)."""
+    if data is None or len(data) != len(kept):
+        return prod(kept)
+    return prod(min(a, b) for a, b in zip(kept, data))
 
 
 def _written_bytes(module: HloModule, computation: Computation, carried: set[str] | frozenset[str] = frozenset()) -> float:
@@ -213,7 +263,3 @@ def memory_bytes(shape: Shape) -> int:
         return 0 if OTHER_MEMORY.search(shape.text) else shape.array.nbytes
     return sum(memory_bytes(element) for element in shape.elements)
 
-
-def _logical_bytes(shape: Shape) -> int:
-    """All the bytes of ``shape``, whatever memory space its leaves are laid out in."""
-    return shape.array.nbytes if shape.array is not None else sum(_logical_bytes(e) for e in shape.elements)
