@@ -140,7 +140,7 @@ class TabRouting(App[int]):
             self._pending_tab_action = None  # the user went elsewhere: a tab's action asked for earlier lapses
         if event.pane.id != "plans":
             self._load_views()
-            self._mount_view(event.pane.id)
+            self._mount_view(str(event.pane.id))
         self._refresh_tab(event.pane.id)
         self._run_pending_tab_action()
         self._fit_footer()  # the footer shows the keys of the tab shown (s), and has room for
