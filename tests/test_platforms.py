@@ -172,7 +172,7 @@ def test_the_tpu_backend_held_by_another_process_is_said_so():
 _HOLDER = textwrap.dedent("""
     import os, sys, time
     os.environ.update(JAX_PLATFORMS="cpu", TPU_ACCELERATOR_TYPE="v5litepod-4", TPU_WORKER_HOSTNAMES="localhost",
-                      TPU_LOG_DIR="disabled")
+                      TPU_MIN_LOG_LEVEL="3")  # no log files
     from jax.experimental import topologies
     topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2")  # takes libtpu's lock
     print("holding", flush=True)

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
     reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
 
-_DEFAULT_FOLDERS = (Path("/tmp/tpu_logs"), Path(tempfile.gettempdir()) / "tpu_logs")
-"""Where libtpu writes its logs when TPU_LOG_DIR is unset."""
+_DEFAULT_FOLDERS = tuple(dict.fromkeys((Path("/tmp/tpu_logs"), Path(tempfile.gettempdir()) / "tpu_logs",
+                                         Path("/tmp"), Path(tempfile.gettempdir()))))
+"""Where libtpu writes its logs when TPU_LOG_DIR is unset (``tpu_logs``), or names no folder it can
+write to (``disabled``: the temporary folder itself, as glog falls back)."""
 
 
 def _check_on_a_slice(env: dict[str, str]) -> int:
@@ -58,6 +60,15 @@ def _env(**extra: str) -> dict[str, str]:
 def test_a_target_run_leaves_no_libtpu_log_file():
     pid = _check_on_a_slice(_env())
     assert _files_of(pid, _DEFAULT_FOLDERS) == []
+
+
+def test_a_log_level_the_user_set_is_kept():
+    """TPU_MIN_LOG_LEVEL=0 (INFO) of the user's own: libtpu logs at it, where it logs by default."""
+    pid = _check_on_a_slice(_env(TPU_MIN_LOG_LEVEL="0"))
+    left = _files_of(pid, _DEFAULT_FOLDERS)
+    for path in left:
+        path.unlink()
+    assert "INFO" in [path.name.split(".log.")[1].split(".")[0] for path in left]
 
 
 def test_a_log_folder_the_user_set_gets_libtpus_logs(tmp_path):

@@ -39,7 +39,7 @@ _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-    "TPU_LOG_DIR": "disabled",
+    "TPU_MIN_LOG_LEVEL": "3",
 }
 """What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
 
@@ -48,9 +48,13 @@ to file descriptor 2, which no log level silences; the compiled modules are the 
 without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
 third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
 test worker, another shardscope) then fails to start it with "Internal error when accessing
-libtpu multi-process lockfile". Without the fourth, each process leaves an INFO and a WARNING
-log file in /tmp/tpu_logs (about what a TPU host would have): ``disabled`` writes none, and
-errors still reach the user as exceptions. A ``TPU_LOG_DIR`` the user set is kept.
+libtpu multi-process lockfile". Without the fourth, each process leaves an INFO log file, and a
+WARNING one when it compiles, in /tmp/tpu_logs (about what a TPU host would have); no
+``TPU_LOG_DIR`` value stops them (one that is no folder, such as ``disabled``, puts them in
+/tmp itself: libtpu 0.0.42 and 0.0.50), while at level 3 (FATAL) libtpu logs nothing below a
+crash, so it opens no file; its errors still reach the user as exceptions. A ``TPU_LOG_DIR`` or
+``TPU_MIN_LOG_LEVEL`` the user set is kept, and a log folder the user named gets libtpu's logs
+at libtpu's own level (:func:`_start_variables`).
 
 On a TPU host only the third is set (:data:`_BESIDE_THE_CHIPS`): the others describe the real
 machine there."""
@@ -236,6 +240,8 @@ def _start_variables() -> dict[str, str]:
     """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
     chips; on a TPU host the lock left to another holder, unless this process drives the chips."""
     if not _tpu_chips_attached():
+        if "TPU_LOG_DIR" in os.environ:  # the user asked for libtpu's logs there
+            return {k: v for k, v in _COMPILE_ONLY_ENV.items() if k != "TPU_MIN_LOG_LEVEL"}
         return _COMPILE_ONLY_ENV
     return {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
 
