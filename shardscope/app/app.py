@@ -98,7 +98,9 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
         self._sidebar_wanted: bool | None = None  # the user's f2; None: by the terminal's width
         self._sidebar_opened_for_focus = False  # Tab went into the folded sidebar: it shows until the focus leaves
         self._stale_tabs: set[str] = set()  # tabs not yet showing self.analysis
-        self._mounted_views: set[str] = {"plans"}
+        self._mounted_views: set[str] = {"plans"}  # the tabs whose view is in place (tab_routing)
+        self._mounting_views: set[str] = {"plans"}  # ... or on its way
+        self._view_classes: dict[str, type] | None = None  # the deferred tabs' views, once imported
         self._views_requested = False
         self._error_spares_results = False  # the error shown left the results on screen as they were
         self._pending_tab_action: tuple[str, str] | None = None  # (tab, action) asked for before its view could act

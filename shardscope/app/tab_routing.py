@@ -1,5 +1,6 @@
-"""Which tab shows what: the deferred tab views, each tab handed the latest analysis when it shows,
-and the tab-scoped keys (``s`` in the Diff and the Sweep tab), run in their tab once its view can.
+"""Which tab shows what: the deferred tab views, each mounted when its tab is first shown and handed
+the latest analysis when it shows, and the tab-scoped keys (``s`` in the Diff and the Sweep tab),
+run in their tab once its view can.
 
 A part of :class:`~shardscope.app.app.ShardscopeApp` (its base class). Only the visible tab
 renders a new analysis; the others get it when first shown (a big diff costs seconds).
@@ -39,6 +40,8 @@ class TabRouting(App[int]):
         hide_measurements: bool
         _stale_tabs: set[str]
         _mounted_views: set[str]
+        _view_classes: dict[str, type] | None
+        _mounting_views: set[str]
         _views_requested: bool
         _pending_tab_action: tuple[str, str] | None
 
@@ -62,40 +65,49 @@ class TabRouting(App[int]):
         return frozenset(self._stale_tabs)
 
     def _load_views(self) -> None:
-        """Import and mount the other tabs' views, once: when the first run ends, or sooner if the
-        user opens one of those tabs. Importing them while the first run imports JAX made both
-        compete for the GIL: the first results came about 0.7 s later."""
+        """Import the other tabs' views, once: when the first run ends, or sooner if the user opens
+        one of those tabs. Importing them while the first run imports JAX made both compete for the
+        GIL: the first results came about 0.7 s later."""
         if not self._views_requested:
             self._views_requested = True
             self._import_views()
 
     @work(thread=True, group="views", exit_on_error=False)
     def _import_views(self) -> None:
-        """Thread worker: import the deferred tab views, then mount them on the UI thread."""
+        """Thread worker: import the deferred tab views, then mount the shown tab's on the UI thread."""
         try:
             views = {tab: view_class(spec) for tab, _, spec in TABS if tab != "plans"}
         except Exception as exc:  # a broken view must not take the app down
             self.call_from_thread(self._show_error, f"A tab view failed to load: {type(exc).__name__}: {exc}", runner.BUG_HINT,
                                   failed="loading the tabs")
             return
-        # mypy cannot solve Textual's ``Callable[..., T | Awaitable[T]]`` for a coroutine function
-        self.call_from_thread(self._mount_views, views)  # type: ignore[arg-type]
+        self.call_from_thread(self._views_imported, views)
 
-    async def _mount_views(self, views: dict[str, type]) -> None:
-        """Replace the tabs' placeholders with their views: all removed at once, then all mounted at
-        once (awaited one by one, each of the twelve steps could lay the screen out again)."""
+    def _views_imported(self, views: dict[str, type]) -> None:
         if not self.is_running:  # the import ended as the app shut down: no tabs to mount into
             return
-        await self.query(", ".join(f"#{tab}-placeholder" for tab in views)).remove()
-        mounts = []
-        for tab, view in views.items():
-            options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
-            mounts.append(self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options)))
-        for mount in mounts:
-            await mount
-        self._mounted_views.update(views)
+        self._view_classes = views
+        self._mount_view(self.query_one(TabbedContent).active)
+
+    def _mount_view(self, tab: str) -> None:
+        """Put ``tab``'s view in place of its placeholder, the first time the tab shows once the
+        views are imported. A tab never opened has no view: mounting all six views after the first
+        run took a fifth of the CPU an app's start and first run took, for tabs most sessions
+        never open."""
+        if self._view_classes is None or tab not in self._view_classes or tab in self._mounting_views:
+            return
+        self._mounting_views.add(tab)
+        self.call_later(self._mount_view_now, tab, self._view_classes[tab])
+
+    async def _mount_view_now(self, tab: str, view: type) -> None:
+        if not self.is_running:  # quitting: no tabs to mount into
+            return
+        options = {"measurements_hidden": True} if tab in MEASURING_TABS and self.hide_measurements else {}
+        await self.query_one(f"#{tab}-placeholder").remove()
+        await self.query_one(f"#{tab}", TabPane).mount(view(id=f"{tab}-view", **options))
+        self._mounted_views.add(tab)
         self._refresh_tab(self.query_one(TabbedContent).active)
-        self._fit_footer()  # the views' own keys, in the words this width has room for
+        self._fit_footer()  # the view's own keys, in the words this width has room for
         self._run_pending_tab_action()
 
     def action_show_tab(self, tab: str) -> None:
@@ -128,6 +140,7 @@ class TabRouting(App[int]):
             self._pending_tab_action = None  # the user went elsewhere: a tab's action asked for earlier lapses
         if event.pane.id != "plans":
             self._load_views()
+            self._mount_view(str(event.pane.id))
         self._refresh_tab(event.pane.id)
         self._run_pending_tab_action()
         self._fit_footer()  # the footer shows the keys of the tab shown (s), and has room for

@@ -92,8 +92,9 @@ def test_the_mesh_editor_disables_fields_refuses_a_mesh_the_batch_does_not_fit_a
             assert not devices.disabled and not axis.disabled and not note.display
 
             # every input and picker has a label that stays when typed into
-            await press(pilot, "6")  # mounts every tab's view
+            await press(pilot, "2", "3", "4", "5", "6", "7")  # each tab's view is mounted when the tab is first shown
             await settle(pilot)
+            assert all(app.query(f"#{tab}-view") for tab in ("graph", "diff", "timings", "hlo", "sweep", "layouts"))
             fields = [w for w in app.screen.query("*") if isinstance(w, (Input, Select))]
             assert {"batch-axes", "sweep-budget", "projection-preset", "projection-devices"} <= {f.id for f in fields}
             unlabelled = [f.id for f in fields if not label_of(f)]

@@ -2,7 +2,7 @@
 
 Only the Plans view is built before the first paint: the others import numpy and networkx (a
 third of a second), so a thread worker imports them after it (by the names here:
-``tab_routing.view_class``) and they are mounted then.
+``tab_routing.view_class``), and each is mounted when its tab is first shown.
 """
 
 from __future__ import annotations
