@@ -23,7 +23,6 @@ import os
 import sys
 from typing import Iterator
 
-from shardscope.engine.compile_log import note_host_threads, threads_now
 from shardscope.errors import SettingsError
 from shardscope.native_stderr import stderr_caught
 from shardscope.targets.platforms import (jax_platforms, platform_choice, refuse_absent_platform,
@@ -60,6 +59,8 @@ def ensure_devices(count: int, needed: int | None = None) -> int:
     """
     set_here = request_devices(count)  # JAX imported quietly first (the app's worker reaches here before any import)
     import jax
+
+    from shardscope.engine.compile_log import note_host_threads, threads_now  # not at import: the CLI's parser stays light
 
     choice = platform_choice()
     if not set_here and choice is not None:
