@@ -51,8 +51,8 @@ ESTIMATES = (
                                         "fsdp=16 x tensor=16, 7.06 of 5.74 TB a step)"),
     ("sliced chunks", "ecc1377", "added a collective stepped in a collective matmul loop to the loop's permutes where "
                                  "the two use no link in common (an FSDP all-gather beside permutes over tensor, on "
-                                 "the other torus axis: on GPT-3 175B's dump over fsdp=16 x tensor=16, 0.32 s of its "
-                                 "10.39 s of collectives and 0.21 s of its exposed step)"),
+                                 "the other torus axis: on GPT-3 175B's dump over fsdp=16 x tensor=16, 3% of its "
+                                 "collectives' time and 1% of its exposed step)"),
 )
 """Each estimate a sweep may have recorded (its ``estimate`` key; none before 8cec68c), the commit
 that changed it and what it did until then: :func:`_case_prose` says what a result's estimate
