@@ -148,7 +148,8 @@ def test_both_compilers_rematerialization_lines_reach_their_own_plans(tmp_path):
     check on it, and libtpu's own warnings stay on its plan."""
     program = tmp_path / "clash.py"
     program.write_text(CLASH)
-    env = {**os.environ, "TPU_MIN_LOG_LEVEL": "0", "TPU_STDERR_LOG_LEVEL": "1", "SHARDSCOPE_NO_CACHE": "1"}
+    env = {**os.environ, "TPU_MIN_LOG_LEVEL": "0", "TPU_STDERR_LOG_LEVEL": "1", "SHARDSCOPE_NO_CACHE": "1",
+           "TPU_LOG_DIR": str(tmp_path)}  # its INFO log files go with the test's folder, not into /tmp
     done = subprocess.run([PYTHON, "-m", "shardscope", "check", str(program), "--target", "tpu:v5e:2x4"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 1, done.stderr  # the slice's rematerialization fails the check
