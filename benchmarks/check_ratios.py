@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from benchmarks.check_at_scale import JAX_ROUTE, PHASES, STATUSES, TARGET_RATIO, _bare_env, _shown, _summary
-from benchmarks.common import ROOT, alternating_rounds, grid, parse_args, python, results_dir, write_result
+from benchmarks.common import ROOT, alternating_rounds, commit, grid, parse_args, python, results_dir, write_result
 from benchmarks.harness import Benchmark, Column, Prose, Table, ratio_column
 
 PROGRAMS = ("llama_adamw", "moe")
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             stacks[_row_key("cpu_devices", chips, here)] = {**_thread_stacks(chips), "machine": here}
         for program in programs:
             rows[_row_key(program, chips, here)] = {**_rounds(program, chips, rounds, smoke), "rounds": rounds,
-                                                    "machine": here, "commit": _commit()}
+                                                    "machine": here, "commit": commit()}
         if not args.no_phases and not smoke:
             phases.update({f"{p}@{chips}": cpu for p, cpu in _phases_child(chips, programs).items()})
     write_result("check_ratios", args, {"rounds": rounds, "target_ratio": TARGET_RATIO, "rows": rows,
@@ -183,19 +183,6 @@ def _stacks_now() -> dict[str, int]:
     return found
 
 
-COMMIT_ENV = "SHARDSCOPE_BENCH_COMMIT"
-"""The commit a run measures, for a copy of the tree without its git history (a borrowed machine)."""
-
-
-def _commit() -> str | None:
-    """The commit the rows were measured on: :data:`COMMIT_ENV`, else the checkout's HEAD."""
-    if os.environ.get(COMMIT_ENV):
-        return os.environ[COMMIT_ENV]
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-    except OSError:
-        return None
-    return done.stdout.strip() or None
 
 
 def _uptime() -> str:

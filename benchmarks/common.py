@@ -211,3 +211,18 @@ def _run_round(argvs: list[list[str]], envs: list[dict[str, str] | None], togeth
 def python() -> str:
     """The interpreter running the benchmarks (the project's venv under ``make bench``)."""
     return sys.executable
+
+
+COMMIT_ENV = "SHARDSCOPE_BENCH_COMMIT"
+"""The commit a run measures, for a copy of the tree without its git history (a borrowed machine)."""
+
+
+def commit() -> str | None:
+    """The commit a result was measured on: :data:`COMMIT_ENV`, else the checkout's HEAD."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return done.stdout.strip() or None
