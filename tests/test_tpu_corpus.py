@@ -313,3 +313,35 @@ def test_kernels_of_near_zero_work_cost_what_the_chip_says_a_kernel_costs():
         kernels = [op for op in opcodes if op not in free and not op.endswith(("-start", "-done"))]
         assert len(kernels) >= 30 and modules[name] < 4e-4
         assert 1.0 <= modules[name] / len(kernels) / 0.27e-6 <= 1.35, (name, len(kernels))
+
+
+def test_xlas_own_cycles_are_read_from_each_instruction_at_the_chips_clock():
+    """The corpus report's second opinion (BENCHMARKS 9b, the anchors' section 11): XLA:TPU's
+    ``estimated_cycles`` of each instruction, times its runs, at v5e's clock. Counted here from the
+    module's text by hand: a 4096^3 bf16 matmul (one fusion, no loop) and a while loop of 3 trips
+    over a body whose every instruction's cycles count 3 times."""
+    from benchmarks.tpu_corpus_report import module_cycles
+
+    clock = 1.97e14 / (2 * 4 * 128 * 128)  # v5e's bf16 peak over 4 MXUs of 128x128 multiply-adds: 1.503 GHz
+    matmul = PROGRAMS["matmul_bf16_4096"].hlo
+    cycles = [int(n) for n in re.findall(r'"estimated_cycles":"(\d+)"', matmul)]
+    assert len(cycles) == 1  # the ROOT fusion's: parameters and the prefetch copy carry none
+    found = module_cycles(matmul, "v5e")
+    assert found["xla_s"] == pytest.approx(cycles[0] / clock)
+    assert 0 < found["covered_s"] <= found["roofline_s"]
+    # 2 * 4096^3 flops at the bf16 peak is the least time the matmul can take: XLA's cycles agree within 10%
+    assert found["xla_s"] == pytest.approx(2 * 4096**3 / 1.97e14, rel=0.10)
+
+    # lax.fori_loop(0, 1000, ...): its condition compares the counter (from 0, step 1) with 1000
+    looped = PROGRAMS["fori_small_matmuls"].hlo
+    blocks = {m.group(1): m.group(2) for m in re.finditer(r"^(?:ENTRY )?%([\w.-]+) \([^\n]*\{\n(.*?)\n\}", looped, re.S | re.M)}
+    (condition, body), = re.findall(r"condition=%([\w.-]+), body=%([\w.-]+)", looped)  # one loop, not nested
+    trips = int(re.search(r"constant\((\d+)\)", blocks[condition]).group(1))
+    assert trips == 1000 and "direction=LT" in blocks[condition]
+    def cycles_in(block: str) -> int:
+        return sum(int(c) for c in re.findall(r'"estimated_cycles":"(\d+)"', block))
+    entry = next(text for name, text in blocks.items() if name.startswith("main"))
+    assert cycles_in(blocks[body]) > 0
+    assert cycles_in(looped) == cycles_in(blocks[body]) + cycles_in(entry)  # no cycles elsewhere
+    expected = (trips * cycles_in(blocks[body]) + cycles_in(entry)) / clock
+    assert module_cycles(looped, "v5e")["xla_s"] == pytest.approx(expected)

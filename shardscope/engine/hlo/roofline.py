@@ -264,24 +264,34 @@ class StepEstimate:
         }
 
 
-def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
-    """The roofline estimate of ``work`` on ``chip`` (None when the chip's bandwidth is unknown)."""
+def instruction_times(work: ModuleWork, chip: Chip) -> list[InstructionTime]:
+    """Each instruction of ``work`` timed on ``chip`` (its loops' runs included), in the module's
+    order: what :func:`estimate_step` sums. ``chip`` must know its memory bandwidth."""
     if not chip.memory_bandwidth_Bps:
-        return None
+        raise ValueError(f"{chip.name}'s memory bandwidth is unknown: its instructions cannot be timed")
     bandwidth = chip.memory_bandwidth_Bps * chip.bandwidth_efficiency
     times = []
-    windowed: dict[str, float] = {}
-    stepping: list[tuple[str, float]] = []
     for item in work.instructions:
         compute = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit not in MEMORY_UNITS)
         accesses = item.runs * sum(_compute_seconds(c, chip) for c in item.counts if c.unit in MEMORY_UNITS)
         streamed = max(item.total_bytes - item.runs * item.accessed_bytes, 0.0)
         times.append(InstructionTime(item.name, item.opcode, item.op_name, item.runs, item.total_flops,
                                      item.total_bytes, compute, streamed / bandwidth + accesses))
+    return times
+
+
+def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
+    """The roofline estimate of ``work`` on ``chip`` (None when the chip's bandwidth is unknown)."""
+    if not chip.memory_bandwidth_Bps:
+        return None
+    times = instruction_times(work, chip)
+    windowed: dict[str, float] = {}
+    stepping: list[tuple[str, float]] = []
+    for item, time in zip(work.instructions, times):
         if WINDOWED_BODY in item.computation:
-            windowed[item.computation] = windowed.get(item.computation, 0.0) + times[-1].seconds
+            windowed[item.computation] = windowed.get(item.computation, 0.0) + time.seconds
         if item.steps_collective:
-            stepping.append((item.name, times[-1].seconds))
+            stepping.append((item.name, time.seconds))
     iterations = work.loop_iterations * chip.iteration_overhead_s
     kernels = work.kernels * chip.kernel_s
     buffers = chip.argument_s * work.arguments + chip.result_s * work.results
