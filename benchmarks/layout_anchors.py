@@ -17,10 +17,12 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from benchmarks.common import grid, parse_args, python, run_child, write_result
+from benchmarks.common import commit, grid, parse_args, python, results_dir, run_child, write_result
 from benchmarks.harness import Benchmark, Column, Each, Prose, SummaryRow, Table
+from shardscope.engine.hlo.roofline import seconds_words
 
 V5E_FLOPS, V5E_ICI_AXIS_BPS = 1.97e14, 2 * 4.5e10
 """v5e's bf16 peak and one ICI axis's bidirectional bandwidth (the scaling book's C and W_ici)."""
@@ -159,21 +161,66 @@ def bare_compiles(case: Case, ranking: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run one case (``--case``) and write its result."""
+    """Run one case (``--case``) and write its result (``--cycles``: add XLA's cycles to it)."""
     def own(parser: Any) -> None:  # argparse's parser
         parser.add_argument("--case", choices=sorted(CASES), default="llama2_7b")
         parser.add_argument("--cache", help="a compilation cache folder to read and fill (default: a fresh one)")
         parser.add_argument("--bare", action="store_true", help="also JAX's own compile of each candidate")
         parser.add_argument("--workers", type=int, help="the sweep's worker processes (default: the case's)")
+        parser.add_argument("--cycles", action="store_true",
+                            help="compile the stored result's pick and published layout again and add XLA's cycles")
 
     args = parse_args(__doc__.splitlines()[0], argv, own)
     name = grid(args, args.case, args.case, "smoke")
     case = SMOKE if args.mode == "smoke" else CASES[name]
     if args.workers:
         case = replace(case, workers=args.workers)
+    if args.cycles:
+        path = args.out or results_dir(args.mode) / f"layout_anchors_{name}.json"
+        result = json.loads(path.read_text())
+        result["cycles"] = cycles(case, result)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"added XLA's cycles to {path}")
+        return
     result = run_case(name, case, args.cache, args.bare or args.mode == "smoke")
+    if args.mode == "smoke":  # the second opinion's compile too (a full case's takes minutes: --cycles)
+        result["cycles"] = cycles(case, result)
     path = write_result(f"layout_anchors_{name}", args, result)
     print(f"wrote {path}: {result['ranking']['why']}")
+
+
+def cycles(case: Case, result: dict[str, Any]) -> dict[str, Any]:
+    """The result's pick and published layout compiled again for its target, in this process, and
+    each one's compute and memory timed two ways (:func:`benchmarks.tpu_corpus_report.module_cycles`):
+    shardscope's roofline and XLA:TPU's own ``estimated_cycles``, per token. A second opinion on the
+    ranking's compute and memory part (collectives left out), from the compiler's own cost model,
+    which section 9b measures against the chip."""
+    from benchmarks.tpu_corpus_report import MXU_MACS, module_cycles
+    from shardscope.config.layout_candidates import Candidate
+    from shardscope.pipeline.layout_compile import compile_candidate
+    from shardscope.pipeline.layout_pool import SweepJob
+    from shardscope.pipeline.layout_worker import load_job
+
+    chip = case.target.split(":")[1]
+    if chip not in MXU_MACS:
+        raise SystemExit(f"no clock for {chip}'s cycles (benchmarks/tpu_corpus_report.py MXU_MACS)")
+    rows = {"pick": _pick(result), "published": _published_row(result)}
+    function, target = load_job(SweepJob(Path(case.file), case.function, case.target, (), True))
+    out: dict[str, Any] = {"commit": commit() or "-", "candidates": {}}
+    for role, row in rows.items():
+        if row is None:
+            continue
+        wanted = row["candidate"]
+        made = compile_candidate(function, Candidate(tuple(wanted["mesh"].items()), tuple(wanted["options"].items())),
+                                 target, keep_text=True)
+        if made.hlo_text is None:
+            out["candidates"][role] = {"label": wanted["label"], "error": made.reason}
+            continue
+        out["candidates"][role] = {"label": wanted["label"], "per_step": row["per_step"],
+                                   **module_cycles(made.hlo_text, chip)}
+    return out
+
+
 
 
 # --------------------------------------------------------------------------- reading a result
@@ -380,7 +427,7 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"and it refuses any whose peak exceeds the chip's {_capacity(result)}, so each fits by the compiler's own "
                       "check; its exact bytes were not recorded (the sum is shown, more than the peak). The ranking "
                       "and the pick are the sweep's own estimates ordered again. Rerun the case for the bytes."]
-    lines += _estimate_words(result)
+    lines += _estimate_words(result) + _cycles_words(result)
     bare = result.get("bare")
     if bare and bare.get("candidates"):
         cpu = sum(c["cpu_s"] for c in bare["candidates"])
@@ -401,6 +448,44 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"each other). Its CPU: {sweep['user_s'] + sweep['sys_s']:,.0f} s against {cpu:,.0f} s "
                       f"({(sweep['user_s'] + sweep['sys_s']) / cpu:.2f}x)."]
     return lines
+
+
+def _cycles_words(result: dict[str, Any]) -> list[str]:
+    """XLA:TPU's own cycles beside shardscope's roofline for the pick and the published layout
+    (:func:`cycles`), where the result has them and the two differ."""
+    found = (result.get("cycles") or {}).get("candidates") or {}
+    pick, published = found.get("pick"), found.get("published")
+    if not pick or not published or pick["label"] == published["label"] or "error" in pick or "error" in published:
+        return []
+
+    def per_token(row: dict[str, Any], key: str) -> float:
+        return row[key] / row["per_step"]
+
+    ours = per_token(published, "covered_s") / per_token(pick, "covered_s")
+    theirs = per_token(published, "xla_s") / per_token(pick, "xla_s")
+    share = min(published["covered_s"] / published["roofline_s"], pick["covered_s"] / pick["roofline_s"])
+    return ["", f"**A second opinion: XLA:TPU's own cycles** (`python -m benchmarks.layout_anchors --case "
+                f"{result['case']} --cycles`, commit {result['cycles']['commit']}: the two compiled again). On the "
+                f"instructions XLA wrote `estimated_cycles` for ({share:.0%} or more of each one's roofline), "
+                f"compute and memory only (collectives left out), per token: shardscope's roofline puts "
+                f"{_mesh_words(published['label'])} at {ours:.2f}x {_mesh_words(pick['label'])}, the compiler's own "
+                f"cycles at {theirs:.2f}x ({seconds_words(published['xla_s'])} against "
+                f"{seconds_words(pick['xla_s'])} a step). {_agreeing(ours, theirs)} The compiler's cycles overstate "
+                "memory-bound work on a real v5e (section 9b): a second opinion, not the answer."]
+
+
+def _agreeing(ours: float, theirs: float) -> str:
+    """Whether the two models rank the published layout on the same side of the pick."""
+    if ours > 1 and theirs > 1:
+        return "Both models rank the published layout behind the pick."
+    if ours <= 1 and theirs <= 1:
+        return "Both models rank the published layout at or ahead of the pick in compute and memory."
+    return "The two models rank the published layout on opposite sides of the pick."
+
+
+def _mesh_words(label: str) -> str:
+    """``fsdp=16 x tensor=16`` of a candidate's label (its options left off)."""
+    return label.split(", ")[0]
 
 
 def _estimate_words(result: dict[str, Any]) -> list[str]:
