@@ -14,7 +14,7 @@ import sys
 
 # libtpu started as a compiler only, on a machine without TPU chips (as shardscope starts it)
 for name, value in {"TPU_ACCELERATOR_TYPE": "v5litepod-4", "TPU_WORKER_HOSTNAMES": "localhost",
-                    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_LOG_DIR": "disabled"}.items():
+                    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_MIN_LOG_LEVEL": "3"}.items():
     os.environ.setdefault(name, value)
 
 import jax  # noqa: E402

@@ -219,6 +219,73 @@ def test_the_capture_passes_every_other_line_through():
     assert result.stderr == "mine, before\nmine, after\n"
 
 
+QUIET_CAPTURE = textwrap.dedent('''\
+    import os, sys
+    from shardscope.engine.compile_log import capturing_stderr
+
+    with capturing_stderr(quiet=sys.argv[1] == "quiet") as kept:
+        os.write(2, b"mine, before\\n")
+        os.write(2, b"W1204 05:00:43.162335   16662 tpu_spmd_partitioner.cc:459] Collective matmul V1 is enabled.\\n")
+        os.write(2, b"W1204 05:00:43.162335   16662 spmd_partitioner.cc:666] [SPMD] a partitioner line\\n")
+        os.write(2, b"W1204 05:00:43.675882   16670 llo_module.h:502] The log function has NOT been set.\\n")
+        os.write(2, b"mine, after\\n")
+    print(kept)
+    ''')
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_quiet_capture_keeps_the_compilers_other_log_lines_off_the_terminal(quiet):
+    """A compiler asked to log only so that its partitioner's lines are read (libtpu, started by
+    shardscope): its other log lines are dropped; anything else written meanwhile still passes."""
+    result = subprocess.run([PYTHON, "-c", QUIET_CAPTURE, "quiet" if quiet else "loud"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=120)
+    assert result.stdout.strip() == "['[SPMD] a partitioner line']"
+    others = "" if quiet else ("W1204 05:00:43.162335   16662 tpu_spmd_partitioner.cc:459] Collective matmul V1 is "
+                               "enabled.\nW1204 05:00:43.675882   16670 llo_module.h:502] The log function has NOT "
+                               "been set.\n")
+    assert result.stderr == "mine, before\n" + others + "mine, after\n"
+
+
+class _Lowered:
+    """A module whose compile writes ``line`` to descriptor 2 as XLA's partitioner would (and
+    nothing when ``line`` is empty: a compiler that says nothing, or a cache that served it)."""
+
+    def __init__(self, line: bytes = b"") -> None:
+        self.line = line
+
+    def as_text(self, debug_info: bool = False) -> str:
+        return "module @same_text_for_every_compiler"
+
+    def compile(self) -> "_Lowered":
+        if self.line:
+            os.write(2, self.line)
+        return self
+
+
+def test_each_compiler_reads_back_only_its_own_partitioner_lines(tmp_path):
+    """A target lowers the CPU's module (the same text): the lines kept beside the compilation
+    cache for it are the target's own, never the CPU's, whichever compiled first."""
+    from shardscope.engine.compilation import compile_lowered, partitioner_messages
+
+    cpu_line = b"W1204 05:00:43.162335   16662 spmd_partitioner.cc:654] [SPMD] Involuntary full rematerialization (cpu)\n"
+    tpu_line = b"W1204 05:00:43.162335   16663 spmd_partitioner.cc:654] [SPMD] Involuntary full rematerialization (tpu)\n"
+    before = (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache)
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    jax.config.update("jax_enable_compilation_cache", True)
+    try:
+        assert partitioner_messages(compile_lowered(_Lowered(cpu_line))) == ("[SPMD] Involuntary full rematerialization (cpu)",)
+        assert partitioner_messages(compile_lowered(_Lowered(), "tpu:v5e:2x4")) == ()  # not the CPU's
+        assert partitioner_messages(compile_lowered(_Lowered(tpu_line), "tpu:v5e:2x4")) == (
+            "[SPMD] Involuntary full rematerialization (tpu)",)
+        # served again without a word: each reads back its own
+        assert partitioner_messages(compile_lowered(_Lowered(), "tpu:v5e:2x4")) == (
+            "[SPMD] Involuntary full rematerialization (tpu)",)
+        assert partitioner_messages(compile_lowered(_Lowered())) == ("[SPMD] Involuntary full rematerialization (cpu)",)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before[0])
+        jax.config.update("jax_enable_compilation_cache", before[1])
+
+
 def test_the_capture_gives_descriptor_2_back():
     before = os.fstat(2)
     with capturing_stderr():

@@ -84,13 +84,17 @@ def _listen_for_compile_events() -> None:
             _listeners_registered = True
 
 
-def compile_lowered(lowered: "Compilable[C]") -> C:
+def compile_lowered(lowered: "Compilable[C]", compiler: str = "", quiet: bool = False) -> C:
     """``lowered.compile()``: the module XLA builds for the devices it was lowered for; the
     partitioner's log lines it prints are kept for :func:`partitioner_messages`, the compiler's
-    limit errors for :func:`limit_errors`, whether a cache served it for :func:`served_from_cache`."""
+    limit errors for :func:`limit_errors`, whether a cache served it for :func:`served_from_cache`.
+    ``compiler`` names another compiler than this process's own backend (a target, ``tpu:v5e:2x4``):
+    a module lowered for a target has the same text as the CPU's, and each compiler's lines are its own.
+    ``quiet``: its other log lines are kept off the terminal too (a compiler asked to log only so
+    that its partitioner's lines are read)."""
     _listen_for_compile_events()
     hits, compiles = _EVENTS.cache_hits, _EVENTS.backend_compiles
-    compiled, messages = _compile_keeping_lines(lowered)
+    compiled, messages = _compile_keeping_lines(lowered, compiler, quiet)
     _MESSAGES[compiled] = messages
     # read back from the persistent cache, or not handed to XLA at all (JAX kept it in memory)
     if _EVENTS.cache_hits > hits or _EVENTS.backend_compiles == compiles:
@@ -118,16 +122,19 @@ def compile_capturing(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":
     return compiled, partitioner_only(messages)
 
 
-def _compile_keeping_lines(lowered: "Compilable[C]") -> "tuple[C, tuple[str, ...]]":
-    with capturing_stderr() as messages:
+def _compile_keeping_lines(lowered: "Compilable[C]", compiler: str = "",
+                           quiet: bool = False) -> "tuple[C, tuple[str, ...]]":
+    with capturing_stderr(quiet) as messages:
         compiled = lowered.compile()
-    return compiled, _remembered(lowered, tuple(messages))
+    return compiled, _remembered(lowered, tuple(messages), compiler)
 
 
-def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...]) -> tuple[str, ...]:
+def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...], compiler: str = "") -> tuple[str, ...]:
     """``messages``, kept beside JAX's persistent compilation cache when it is on: an executable
     the cache serves is not compiled, so its partitioner prints nothing; the messages of the
-    compile that filled the cache, for the same module, are read back instead."""
+    compile that filled the cache, for the same module and the same ``compiler``, are read back
+    instead (never another compiler's: a target's compile of the CPU's module reads none of the
+    CPU's lines, whichever of the two compiled first)."""
     # jax is loaded: ``lowered`` is its object
     import jax
 
@@ -136,6 +143,8 @@ def _remembered(lowered: "Compilable[object]", messages: tuple[str, ...]) -> tup
     if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
         return messages
     key = module_digest(lowered)
+    if compiler:
+        key = hashlib.sha256(f"{compiler}\n{key}".encode()).hexdigest()
     path = Path(directory) / "shardscope-partitioner" / f"{key}.txt"
     try:
         if messages:

@@ -41,7 +41,16 @@ def partitioner_message(line: str) -> str | None:
     match = _PARTITIONER_LINE.match(line.rstrip("\n"))
     if match is None or not match.group("file").startswith(_PARTITIONER_FILES):
         return None
+    if match.group("message").startswith(_ABOUT_THE_COMPILER):
+        return None
     return match.group("message")
+
+
+_ABOUT_THE_COMPILER = ("Module contains sdy shardings or meshes in frontend_attributes",)
+"""Lines of the partitioner's files that say something of the compiler, not of the program: the
+libtpu that jaxlib 0.10.2 installs writes the first for every module JAX lowers with Shardy, and
+turns its own newer sharding form off (\"Disabling HloShardingV3 here\"), which changes nothing
+the user wrote."""
 
 
 def kept_message(line: str) -> str | None:
@@ -67,29 +76,36 @@ def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @contextmanager
-def capturing_stderr() -> Iterator[list[str]]:
+def capturing_stderr(quiet: bool = False) -> Iterator[list[str]]:
     """Descriptor 2 into a pipe for the body; yields the list that receives the messages of the
     partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
     on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
     writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
-    held, until its end, to be told apart.
+    held, until its end, to be told apart. ``quiet``: the body's other C++ log lines are
+    dropped (a compiler asked to log only so that its partitioner's lines are read).
 
     In a thread that takes part in compiles run at once (:func:`compiling_beside`), the pipe is
     theirs: the list receives the lines its own side wrote while the body ran."""
     shared, host = _SIDES.shared, _SIDES.host
     if shared is not None and host is not None:
-        with shared.window(host) as own:
+        with shared.window(host, quiet) as own:
             yield own
         return
     captured: list[str] = []
-    with _piped(lambda thread, message: captured.append(message)):
+    with _piped(lambda thread, message: captured.append(message), lambda thread: quiet):
         yield captured
 
 
+def _never(thread: int) -> bool:
+    return False
+
+
 @contextmanager
-def _piped(keep: "Callable[[int, str], None]") -> "Iterator[_Forwarder]":
+def _piped(keep: "Callable[[int, str], None]",
+           drop: "Callable[[int], bool]" = _never) -> "Iterator[_Forwarder]":
     """Descriptor 2 into a pipe for the body, its bytes passed on to the real descriptor 2 by a
-    :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)."""
+    :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)
+    and drops each other C++ log line whose thread ``drop`` names."""
     read_end, write_end = os.pipe()
     forwarders: list[threading.Thread] = []
 
@@ -101,7 +117,7 @@ def _piped(keep: "Callable[[int, str], None]") -> "Iterator[_Forwarder]":
     try:
         with stderr_into(write_end, then=forwarded) as real:
             os.close(write_end)
-            forwarder = _Forwarder(read_end, real, keep)
+            forwarder = _Forwarder(read_end, real, keep, drop)
             forwarders.append(threading.Thread(target=forwarder.run, daemon=True, name="shardscope-stderr"))
             forwarders[0].start()
             yield forwarder
@@ -114,14 +130,15 @@ _LOG_START = re.compile(rb"[IWEF]\d{0,4}")
 
 class _Forwarder:
     """Copies the pipe to ``out`` as it arrives, except each kept line (to ``keep``, with the id of
-    the thread that wrote it, as the line says).
+    the thread that wrote it, as the line says) and each other log line of a thread ``drop`` names.
 
     A C++ log line (``W1204 05:00:43.162335   4242 ...``) is held from its first byte to its
-    newline, then kept or passed on whole; any other byte passes at once. :meth:`drained` waits
+    newline, then kept, dropped or passed on whole; any other byte passes at once. :meth:`drained` waits
     until every byte written to the pipe before it was called has been read and handled."""
 
-    def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]") -> None:
-        self._read_end, self._out, self._keep = read_end, out, keep
+    def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]",
+                 drop: "Callable[[int], bool]" = _never) -> None:
+        self._read_end, self._out, self._keep, self._drop = read_end, out, keep, drop
         self._busy = False
         self._turn = threading.Condition()
 
@@ -155,17 +172,22 @@ class _Forwarder:
                 if not complete:
                     held = line
                     break
-                kept = kept_line(line.decode("utf-8", "replace"))
-                if kept is None:
-                    passing += line
-                else:
+                text = line.decode("utf-8", "replace")
+                kept = kept_line(text)
+                if kept is not None:
                     self._keep(*kept)
+                elif not self._dropped(text):
+                    passing += line
             else:
                 passing += line
             at_line_start = complete
         if passing:
             _write_all(self._out, bytes(passing))
         return held, at_line_start
+
+    def _dropped(self, line: str) -> bool:
+        match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+        return match is not None and self._drop(int(match.group("thread")))
 
     def drained(self) -> None:
         """Return once the pipe holds nothing unread and no chunk is being handled: every line
@@ -209,11 +231,16 @@ class SharedCapture:
     libtpu starts while it compiles, and the thread that asked). Each side's compiles run one at a
     time, so a compile's lines are its side's lines written between its start and its end."""
 
-    def __init__(self, forwarder: _Forwarder, host_threads: frozenset[int]) -> None:
+    def __init__(self, forwarder: _Forwarder | None, host_threads: frozenset[int]) -> None:
         self._forwarder = forwarder
         self._host = set(host_threads)
+        self._quiet_target = 0  # the target's quiet windows open: its other log lines are dropped
         self.lines: list[tuple[int, str]] = []
         """Every kept line in the order it came, with the thread that wrote it."""
+
+    def dropped(self, thread: int) -> bool:
+        """Whether an unkept log line of ``thread`` is dropped: the target's, while a quiet window of it is open."""
+        return self._quiet_target > 0 and thread not in self._host
 
     def keep(self, thread: int, message: str) -> None:
         self.lines.append((thread, message))
@@ -230,16 +257,20 @@ class SharedCapture:
             _SIDES.shared = _SIDES.host = None
 
     @contextmanager
-    def window(self, host: bool) -> Iterator[list[str]]:
+    def window(self, host: bool, quiet: bool = False) -> Iterator[list[str]]:
         """The messages of ``host``'s side (else the target's) written while the body runs,
-        in the list yielded once the body ends."""
+        in the list yielded once the body ends (``quiet``: the target's other log lines dropped meanwhile)."""
+        assert self._forwarder is not None
         self._forwarder.drained()
         start = len(self.lines)
         captured: list[str] = []
+        quieted = quiet and not host
+        self._quiet_target += quieted
         try:
             yield captured
         finally:
             self._forwarder.drained()
+            self._quiet_target -= quieted
             captured.extend(message for thread, message in self.lines[start:] if (thread in self._host) == host)
 
 
@@ -256,10 +287,10 @@ def compiling_beside(host_threads: frozenset[int]) -> Iterator[SharedCapture]:
     """One redirect of descriptor 2 for the body, whose threads compile at once after they
     :meth:`~SharedCapture.joined` a side: each compile's :func:`capturing_stderr` receives its own
     side's lines (see :class:`SharedCapture`). Unkept bytes pass on to the terminal as they come."""
-    sides: list[SharedCapture] = []
-    with _piped(lambda thread, message: sides[0].keep(thread, message)) as forwarder:
-        sides.append(SharedCapture(forwarder, host_threads))
-        yield sides[0]
+    shared = SharedCapture(None, host_threads)
+    with _piped(shared.keep, shared.dropped) as forwarder:
+        shared._forwarder = forwarder
+        yield shared
 
 
 def threads_now() -> frozenset[int] | None:

@@ -71,6 +71,11 @@ class Target(ABC):
         """What JAX's configuration must be while XLA compiles for the target (nothing by default)."""
         return contextlib.nullcontext()
 
+    def quiet_log(self) -> bool:
+        """True when the log lines the target's compiler writes while it compiles, other than its
+        partitioner's (which shardscope reads), are kept off the terminal (none by default)."""
+        return False
+
     def require_installed(self) -> None:
         """:class:`~shardscope.errors.TargetError` unless the target's compiler is installed; told
         without starting JAX, so that the commands refuse before they load the user's file

@@ -113,7 +113,8 @@ def _compiled(lowering: "MeshComputation", placement: "Placement", devices: Targ
     refusal for memory too: :class:`OutOfMemory`)."""
     try:
         with devices.target.compiling():
-            executable = compile_lowered(_retargeted(lowering, placement))
+            executable = compile_lowered(_retargeted(lowering, placement), devices.target.text(),
+                                         quiet=devices.target.quiet_log())
     except Exception as exc:
         if _OUT_OF_MEMORY in str(exc):
             target_cache.store(stored_as, {"refused": str(exc), "quoted": quote_error(exc)})

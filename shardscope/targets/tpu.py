@@ -39,7 +39,8 @@ _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-    "TPU_MIN_LOG_LEVEL": "3",
+    "TPU_MIN_LOG_LEVEL": "1",
+    "TPU_STDERR_LOG_LEVEL": "1",
 }
 """What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
 
@@ -48,13 +49,16 @@ to file descriptor 2, which no log level silences; the compiled modules are the 
 without them, whatever accelerator type is named (checked on v4, v5e, v5p, v6e). Without the
 third, libtpu takes /tmp/libtpu_lockfile, which guards a host's chips: a second process (a
 test worker, another shardscope) then fails to start it with "Internal error when accessing
-libtpu multi-process lockfile". Without the fourth, each process leaves an INFO log file, and a
-WARNING one when it compiles, in /tmp/tpu_logs (about what a TPU host would have); no
-``TPU_LOG_DIR`` value stops them (one that is no folder, such as ``disabled``, puts them in
-/tmp itself: libtpu 0.0.42 and 0.0.50), while at level 3 (FATAL) libtpu logs nothing below a
-crash, so it opens no file; its errors still reach the user as exceptions. A ``TPU_LOG_DIR`` or
-``TPU_MIN_LOG_LEVEL`` the user set is kept, and a log folder the user named gets libtpu's logs
-at libtpu's own level (:func:`_start_variables`).
+libtpu multi-process lockfile". The last two, with ``--logtostderr`` among ``LIBTPU_INIT_ARGS``
+(:data:`LOG_TO_STDERR`), send libtpu's warnings to descriptor 2 and into no file: its partitioner's
+lines ("Involuntary full rematerialization") are the target's own, read from there as the CPU's
+are (:mod:`shardscope.engine.compile_log`), and the rest of what it logs while it compiles is kept
+off the terminal (:meth:`TpuTarget.quiet_log`). Without them each process leaves an INFO log file,
+and a WARNING one when it compiles, in /tmp/tpu_logs (about what a TPU host would have); no
+``TPU_LOG_DIR`` value stops them (one that is no folder, such as ``disabled``, puts them in /tmp
+itself: libtpu 0.0.42 and 0.0.50); at level 3 (FATAL) libtpu wrote no file but said nothing of its
+partitioner either. A logging variable the user set (:data:`USER_LOGGING`) is kept, with
+libtpu's own defaults for the others, and its lines then reach the terminal (:func:`_start_variables`).
 
 On a TPU host only the third is set (:data:`_BESIDE_THE_CHIPS`): the others describe the real
 machine there."""
@@ -63,6 +67,16 @@ _BESIDE_THE_CHIPS = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 """What a TPU host's libtpu needs to describe a slice beside a process that holds the chips (a
 training job, a notebook), when this process does not run on them: the description is
 compile-only and opens no chip (checked on a v5e VM beside a holder: v5e:2x4 and v5p:2x2x2)."""
+
+LOG_TO_STDERR = "--logtostderr"
+"""libtpu's flag (in ``LIBTPU_INIT_ARGS``) that writes its log to descriptor 2 only, in no file."""
+
+USER_LOGGING = ("TPU_LOG_DIR", "TPU_MIN_LOG_LEVEL", "TPU_STDERR_LOG_LEVEL", "TPU_VMODULE", "TPU_MAX_VLOG_LEVEL")
+"""libtpu's logging variables: any the user set means the user asked for libtpu's logs their way."""
+
+_logging_ours: bool | None = None
+"""Whether this process's libtpu logs as shardscope set it (:func:`_start_variables`), from its
+first start on (None: not started here yet)."""
 
 LARGEST_EXAMPLE = "tpu:v5e:16x16"
 """A slice of 256 chips, for hints about the size limit."""
@@ -88,6 +102,12 @@ class TpuTarget(Target):
     def topology(self) -> str:
         """The topology name libtpu reads: ``v5e:16x16``."""
         return self.name
+
+    def quiet_log(self) -> bool:
+        """True when libtpu logs its warnings to descriptor 2 because shardscope asked it to (its
+        partitioner's lines are read there): the rest of what it logs while it compiles is kept
+        off the terminal. False where the user set libtpu's logging (:data:`USER_LOGGING`)."""
+        return bool(_logging_ours)
 
     def load(self) -> TargetDevices:
         """The slice's chips, from libtpu (started once per process, quietly).
@@ -226,22 +246,40 @@ def _compile_only_start() -> Iterator[None]:
     when this process does not run on the TPU itself (then the lock guards its own chips).
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
+    global _logging_ours
     with _PLUGIN_START, private_library_path():
-        added = {k: v for k, v in _start_variables().items() if k not in os.environ}
+        wanted = _start_variables()
+        added = {k: v for k, v in wanted.items() if k not in os.environ}
+        ours = "TPU_STDERR_LOG_LEVEL" in wanted
+        before = os.environ.get("LIBTPU_INIT_ARGS")
+        if ours:
+            os.environ["LIBTPU_INIT_ARGS"] = f"{before} {LOG_TO_STDERR}" if before else LOG_TO_STDERR
         os.environ.update(added)
         try:
             yield
+            if _logging_ours is None:  # libtpu reads its logging variables once, at its first start
+                _logging_ours = ours
         finally:
             for name in added:
                 os.environ.pop(name, None)
+            if ours:
+                _restore("LIBTPU_INIT_ARGS", before)
+
+
+def _restore(name: str, value: str | None) -> None:
+    """``name`` in the environment as it was (``value``; None: unset)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _start_variables() -> dict[str, str]:
     """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
     chips; on a TPU host the lock left to another holder, unless this process drives the chips."""
     if not _tpu_chips_attached():
-        if "TPU_LOG_DIR" in os.environ:  # the user asked for libtpu's logs there
-            return {k: v for k, v in _COMPILE_ONLY_ENV.items() if k != "TPU_MIN_LOG_LEVEL"}
+        if any(name in os.environ for name in USER_LOGGING):  # the user asked for libtpu's logs their way
+            return {k: v for k, v in _COMPILE_ONLY_ENV.items() if k not in USER_LOGGING}
         return _COMPILE_ONLY_ENV
     return {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
 
