@@ -28,7 +28,8 @@ PAGES = sorted(path for path in DOCS.rglob("*.md") if "hooks" not in path.relati
 DOCUMENTS = [ROOT / "README.md", *PAGES]
 
 OTHER_TOOLS_OPTIONS = {"--quiet", "--upgrade", "--strict", "--index-url", "--no-cache-dir", "--xla_dump_to", "--junitxml",
-                       "--xla_dump_hlo_module_re", "--xla_backend_optimization_level"}  # pip, mkdocs, pytest and XLA_FLAGS
+                       "--xla_dump_hlo_module_re", "--xla_backend_optimization_level",
+                       "--logtostderr"}  # pip, mkdocs, pytest, XLA_FLAGS and LIBTPU_INIT_ARGS
 """Long options of the other tools the docs show (pip's, mkdocs', pytest's), not shardscope's."""
 
 
