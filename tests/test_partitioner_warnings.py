@@ -286,6 +286,37 @@ def test_each_compiler_reads_back_only_its_own_partitioner_lines(tmp_path):
         jax.config.update("jax_enable_compilation_cache", before[1])
 
 
+BROKEN_TERMINAL = textwrap.dedent('''\
+    import os, sys, threading, time
+    from shardscope.engine.compile_log import compiling_beside, capturing_stderr
+
+    r, w = os.pipe(); os.close(r)  # a descriptor 2 whose reader went away (EPIPE: Python ignores SIGPIPE)
+    saved = os.dup(2); os.dup2(w, 2)
+    def log(message):
+        os.write(2, f"W1207 08:20:30.632653 {threading.get_native_id():>7} hlo_pass.cc:1] {message}\\n".encode())
+        os.write(2, f"W1207 08:20:30.632653 {threading.get_native_id():>7} spmd_partitioner.cc:1] [SPMD] {message}\\n".encode())
+    done, kept = threading.Event(), []
+    def body():
+        with compiling_beside(frozenset()) as shared, shared.joined(host=False), capturing_stderr() as got:
+            log("one")
+            time.sleep(0.2)
+            log("two")
+        kept.extend(got)
+        done.set()
+    threading.Thread(target=body, daemon=True).start()
+    ended = done.wait(10)
+    os.dup2(saved, 2)
+    print(ended, kept)
+    ''')
+
+
+def test_a_terminal_that_went_away_neither_hangs_the_compile_nor_loses_its_lines():
+    """``check ... 2>&1 | head -1``: writing to descriptor 2 fails once its reader has gone; the
+    compile's window still closes, with its partitioner's lines (it waited for ever before)."""
+    result = subprocess.run([PYTHON, "-c", BROKEN_TERMINAL], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.stdout.strip() == "True ['[SPMD] one', '[SPMD] two']", result.stderr
+
+
 def test_the_capture_gives_descriptor_2_back():
     before = os.fstat(2)
     with capturing_stderr():

@@ -139,6 +139,7 @@ class _Forwarder:
     def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]",
                  drop: "Callable[[int], bool]" = _never) -> None:
         self._read_end, self._out, self._keep, self._drop = read_end, out, keep, drop
+        self._out_broken = False
         self._busy = False
         self._turn = threading.Condition()
 
@@ -161,7 +162,18 @@ class _Forwarder:
                     self._busy = False
                     self._turn.notify_all()
         if held:
-            _write_all(self._out, held)
+            self._emit(held)
+
+    def _emit(self, data: bytes) -> None:
+        """``data`` on to the real descriptor 2, unless writing there failed before: a terminal
+        gone or a pipe's reader closed (``2>&1 | head -1``) must not stop the lines being read,
+        nor a compile waiting for them (:meth:`drained`)."""
+        if self._out_broken:
+            return
+        try:
+            _write_all(self._out, data)
+        except OSError:
+            self._out_broken = True
 
     def _handle(self, data: bytes, at_line_start: bool) -> tuple[bytes, bool]:
         passing = bytearray()
@@ -182,7 +194,7 @@ class _Forwarder:
                 passing += line
             at_line_start = complete
         if passing:
-            _write_all(self._out, bytes(passing))
+            self._emit(bytes(passing))
         return held, at_line_start
 
     def _dropped(self, line: str) -> bool:
