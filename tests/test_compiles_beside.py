@@ -244,3 +244,36 @@ def test_an_interrupt_while_both_compile_ends_the_check_at_once(tmp_path, signum
     assert process.returncode == status
     assert stderr.strip().splitlines()[-1] == f"shardscope: interrupted ({signal.Signals(signum).name}); nothing was written"
     assert stdout == ""
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only")
+def test_a_cpu_compile_that_fails_beside_the_slices_leaves_the_targets_after_it_uncompiled(tmp_path, monkeypatch):
+    """The CPU's error is the user's, and once the CPU's side has failed no further target is
+    compiled: with two targets, only the one compiling when it failed. (The CPU's compile is made
+    to fail by an XLA option its compiler does not know; the targets compile the same module.)"""
+    import shardscope.targets.plans as plans
+    from shardscope.pipeline.one_program import Compiling, compile_program, trace_program, user_program
+    from shardscope.sources.loading import import_file, marked_functions
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    program_file = tmp_path / "clash.py"
+    program_file.write_text(CLASH)
+    (clash,) = marked_functions(import_file(program_file)[0], program_file)[0].values()
+    targets = load_targets(parse_targets(["tpu:v5e:2x4", "tpu:v5p:2x2x2"]))
+    compiled_for: list[str] = []
+    compile_one = plans.compile_for_target
+
+    def counted(traced, devices, name):  # noqa: ANN001, ANN202 - compile_for_target's own
+        compiled_for.append(devices.target.text())
+        deadline = time.monotonic() + 60  # the first target's compile ends after the CPU's side failed
+        while any(t.name == "shardscope-cpu-compile" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return compile_one(traced, devices, name)
+
+    monkeypatch.setattr(plans, "compile_for_target", counted)
+    program = user_program(clash.fn, clash.spec.args, clash.spec.kwargs, clash.name)
+    with pytest.raises(Exception, match="xla_shardscope_no_such_option"):
+        compile_program(trace_program(program), Compiling(targets, beside=True,
+                                                          cpu_options={"xla_shardscope_no_such_option": 1}))
+    assert compiled_for == ["tpu:v5e:2x4"]

@@ -212,7 +212,8 @@ def _compiled_beside(traced: TracedProgram, compiling: Compiling, host: frozense
         worker.start()
         try:
             with shared.joined(host=False):
-                compilations = compile_for_targets(traced.traced, compiling.targets, traced.program.title)
+                compilations = compile_for_targets(traced.traced, compiling.targets, traced.program.title,
+                                                   stop=lambda: "error" in outcome)
         except BaseException as exc:  # noqa: BLE001 - raised once the CPU's side has ended
             outcome["target_error"] = exc
         worker.join()

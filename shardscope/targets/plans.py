@@ -140,10 +140,13 @@ def machine_shape(devices: TargetDevices) -> tuple[int, ...]:
 Relabel = Callable[["Inspection"], "Inspection"]
 
 
-def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices],
-                        name: str) -> tuple[tuple[TargetCompilation | OutOfMemory, float], ...]:
+def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices], name: str,
+                        stop: Callable[[], bool] = lambda: False
+                        ) -> tuple[tuple[TargetCompilation | OutOfMemory, float], ...]:
     """``traced`` compiled for each target, with the seconds each took (for :func:`target_plans`);
     a target whose compiler refused the step for memory gives its refusal instead (a finding).
+    ``stop`` is asked before each target: once it says so, the targets left are not compiled
+    (the CPU's compile beside them failed, and its error is what the user gets).
 
     A caller that compiles for the CPU too does this after it or beside it (see
     :func:`shardscope.pipeline.one_program.compile_program`). Raises
@@ -151,6 +154,8 @@ def compile_for_targets(traced: "Traced", targets: Sequence[TargetDevices],
     """
     compilations = []
     for devices in targets:
+        if stop():
+            break
         start = time.perf_counter()
         compilation: TargetCompilation | OutOfMemory
         try:
