@@ -559,3 +559,20 @@ def test_v5es_one_ici_model_matches_the_scaling_books_measured_all_gather():
     assert 0.8 <= timed.seconds / measured <= 1.25
     flat_ring = 3 / 4 * 4 * per_chip / 200e9 + 3 * 1e-6
     assert measured / flat_ring > 5
+
+
+def test_a_groups_torus_lines_hold_every_link_a_route_between_its_chips_takes():
+    """Two chips on a diagonal of a 3-D torus: the route from (0,0,0) to (1,1,1), one axis after
+    another, turns at (1,0,0) and (1,1,0), on the line along y through x=1, z=0, which neither chip
+    is on; a collective of (1,0,0) and (1,1,0) uses that link, so the two share it. On a 2-D torus,
+    and for a group that is a whole box, the lines are those through its own chips."""
+    from shardscope.hardware.fabrics import torus_lines
+
+    diagonal = torus_lines([(0, 0, 0), (1, 1, 1)])
+    assert (1, (1, 0)) in diagonal  # along y (axis 1) at x=1, z=0: the route's second hop
+    assert diagonal & torus_lines([(1, 0, 0), (1, 1, 0)])
+    # a box: each line through its own chips, nothing more
+    assert torus_lines([(0, 0), (0, 1), (1, 0), (1, 1)]) == {(0, (0,)), (0, (1,)), (1, (0,)), (1, (1,))}
+    # disjoint rows of a 2-D torus share nothing
+    assert not torus_lines([(0, 0), (0, 1)]) & torus_lines([(1, 0), (1, 1)])
+    assert torus_lines([(0, 0)]) == frozenset() and torus_lines([]) == frozenset()

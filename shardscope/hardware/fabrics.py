@@ -38,6 +38,7 @@ protocol, on the channels its topology search lays over NVLink and every rail:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -189,14 +190,19 @@ def spans(group: Sequence[Coords], slice_shape: Coords, wraps: tuple[bool, ...])
 
 
 def torus_lines(group: Sequence[Coords]) -> frozenset[tuple[int, Coords]]:
-    """The torus lines a group's chips use: for each axis they differ along, each line of chips
-    along it through one of them (``(axis, every other coordinate)``). Two collectives whose lines
-    do not meet use no link in common (a group that also differs along another axis may use fewer
-    lines than these: never more)."""
+    """The torus lines a group's chips may use: for each axis they differ along, each line of chips
+    along it (``(axis, every other coordinate)``) through the box the group spans, every coordinate
+    its chips take on each axis combined. A route between two chips, one axis after another, only
+    passes chips of that box, so two collectives whose lines do not meet use no link in common (a
+    group that is not the whole box, as two chips on a diagonal, may use fewer lines: never more;
+    the lines through its own chips alone miss a route's turn in three dimensions)."""
+    if not group:
+        return frozenset()
+    values = [sorted({c[d] for c in group}) for d in range(len(group[0]))]
     found: set[tuple[int, Coords]] = set()
-    for d in range(len(group[0]) if group else 0):
-        if len({c[d] for c in group}) > 1:
-            found |= {(d, c[:d] + c[d + 1:]) for c in group}
+    for d, along in enumerate(values):
+        if len(along) > 1:
+            found |= {(d, rest) for rest in itertools.product(*values[:d], *values[d + 1:])}
     return frozenset(found)
 
 
