@@ -183,8 +183,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"added XLA's cycles to {path}")
         return
     result = run_case(name, case, args.cache, args.bare or args.mode == "smoke")
-    if args.mode == "smoke":  # the second opinion's compile too (a full case's takes minutes: --cycles)
-        result["cycles"] = cycles(case, result)
     path = write_result(f"layout_anchors_{name}", args, result)
     print(f"wrote {path}: {result['ranking']['why']}")
 

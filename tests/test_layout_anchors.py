@@ -98,3 +98,26 @@ def test_a_sweep_says_what_its_estimate_lacked_of_todays():
     assert "8cec68c" not in words and "before 5ad8e14" not in words
     assert _estimate_words({**old, "estimate": ESTIMATE}) == []
     assert _estimate_words({**_result("gpu:h100:8x8"), "estimate": ""}) == []
+
+
+def test_xlas_cycles_are_a_second_opinion_on_the_pick_and_the_published_layout_per_token():
+    """``--cycles`` keeps each of the two layouts' roofline and XLA:TPU's cycles over the
+    instructions both time; the words compare them per token (a hand count below), and say
+    nothing where the pick is the published layout or the second opinion was not taken."""
+    from benchmarks.layout_anchors import _cycles_words
+
+    pick = {"label": "fsdp=128 x tensor=2, per_device_batch=1", "per_step": 1000.0,
+            "roofline_s": 10.0, "covered_s": 9.0, "xla_s": 12.0}
+    published = {"label": "fsdp=16 x tensor=16, per_device_batch=0.5", "per_step": 500.0,
+                 "roofline_s": 6.0, "covered_s": 5.4, "xla_s": 9.0}
+    result = {"case": "default_128b", "cycles": {"commit": "abc1234", "candidates": {"pick": pick, "published": published}}}
+    (_, words), = [_cycles_words(result)]
+    # per token: shardscope (5.4 / 500) / (9.0 / 1000) = 1.20; XLA (9.0 / 500) / (12.0 / 1000) = 1.50
+    assert "puts fsdp=16 x tensor=16 at 1.20x fsdp=128 x tensor=2, the compiler's own cycles at 1.50x" in words
+    assert "(90% or more of each one's roofline)" in words and "commit abc1234" in words
+    assert "Both models rank the published layout behind the pick." in words
+    faster = {**published, "xla_s": 5.0}  # XLA: (5.0 / 500) / (12.0 / 1000) = 0.83
+    (_, words), = [_cycles_words({**result, "cycles": {"commit": "x", "candidates": {"pick": pick, "published": faster}}})]
+    assert "at 0.83x" in words and "opposite sides of the pick" in words
+    assert _cycles_words({"case": "x"}) == []
+    assert _cycles_words({**result, "cycles": {"commit": "x", "candidates": {"pick": pick, "published": pick}}}) == []
