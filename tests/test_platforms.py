@@ -10,6 +10,8 @@ per process, before JAX starts.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import inspect
 import json
 import os
@@ -32,11 +34,23 @@ DEMOS = ROOT / "demos"
 
 
 def _env(**changes: str | None) -> dict[str, str]:
-    """This environment without the platform settings a developer's shell may hold, with ``changes``."""
+    """This environment without the platform settings a developer's shell may hold, with ``changes``.
+    Under JAX's Cloud TPU start-up (``JAX_FORCE_TPU_INIT``) JAX starts libtpu itself, with libtpu's
+    own logging: its log files go to a folder of this run's (:func:`_jax_tpu_logs`), not /tmp/tpu_logs."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_PLATFORMS", "JAX_FORCE_TPU_INIT", "ALLOW_MULTIPLE_LIBTPU_LOAD")}
     env.update({k: v for k, v in changes.items() if v is not None})
+    if env.get("JAX_FORCE_TPU_INIT") and "TPU_LOG_DIR" not in changes:
+        env["TPU_LOG_DIR"] = _jax_tpu_logs()
     return env
+
+
+@functools.cache
+def _jax_tpu_logs() -> str:
+    """A folder for the log files libtpu writes when JAX starts it, removed as the worker ends."""
+    folder = tempfile.TemporaryDirectory(prefix="shardscope-test-tpu-logs-")
+    atexit.register(folder.cleanup)
+    return folder.name
 
 
 def _shardscope(*args: object, timeout: float = 300, **env: str | None) -> subprocess.CompletedProcess:
