@@ -25,6 +25,7 @@ import pytest
 from shardscope.engine.compile_log import capturing_stderr, compiling_beside, threads_now
 from shardscope.native_stderr import stderr_caught
 from _support import PYTHON, ROOT
+from test_partitioner_warnings import CLASH as PARTITIONER_CLASH
 
 pytestmark = pytest.mark.skipif(threads_now() is None, reason="the system lists no threads (/proc/self/task)")
 
@@ -119,23 +120,9 @@ def test_a_compile_gets_only_what_its_side_wrote_after_it_started():
     assert (first, second) == (["[SPMD] the first compile's"], ["[SPMD] the second compile's"])
 
 
-CLASH = textwrap.dedent('''\
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-
-    import shardscope
-
-    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
-    a = jax.ShapeDtypeStruct((4, 16, 8), jnp.float32, sharding=NamedSharding(mesh, P("y", None, "x")))
-    b = jax.ShapeDtypeStruct((4, 16, 8), jnp.float32, sharding=NamedSharding(mesh, P(None, ("x", "y"), None)))
-
-
-    @shardscope.program(args=(a, b))
-    @jax.jit
-    def clash(a, b):
-        return a + b
-    ''')
+CLASH = "\n".join(line for line in PARTITIONER_CLASH.splitlines() if "the user's own line" not in line) + "\n"
+"""Two layouts XLA cannot go between cheaply, added (``tests/test_partitioner_warnings.py``'s, without its own
+stderr line): both compilers rematerialize ``a`` whole and say so."""
 
 
 @pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
