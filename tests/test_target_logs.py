@@ -78,3 +78,44 @@ def test_a_log_folder_the_user_set_gets_libtpus_logs(tmp_path):
     levels = sorted(path.name.split(".log.")[1].split(".")[0] for path in _files_of(pid, (tmp_path,)))
     assert levels == ["INFO", "WARNING"]
     assert _files_of(pid, _DEFAULT_FOLDERS) == []
+
+
+_OFF_A_HOST = {"TPU_ACCELERATOR_TYPE", "TPU_WORKER_HOSTNAMES", "ALLOW_MULTIPLE_LIBTPU_LOAD",
+               "TPU_MIN_LOG_LEVEL", "TPU_STDERR_LOG_LEVEL"}
+_LOGGING = {"TPU_MIN_LOG_LEVEL", "TPU_STDERR_LOG_LEVEL"}
+
+
+@pytest.mark.parametrize("chips, on_tpu, users, expected", [
+    (False, False, False, _OFF_A_HOST),
+    (False, False, True, _OFF_A_HOST - _LOGGING),
+    # a TPU host: the host's variables describe the slice; shardscope's libtpu alone logs its way
+    (True, False, False, {"ALLOW_MULTIPLE_LIBTPU_LOAD"} | _LOGGING),
+    (True, False, True, {"ALLOW_MULTIPLE_LIBTPU_LOAD"}),
+    (True, True, False, set()),  # JAX's libtpu drives the chips: nothing of shardscope's
+], ids=["no-chips", "no-chips-users-logging", "host-cpu-run", "host-cpu-run-users-logging", "host-runs-on-tpu"])
+def test_what_libtpus_start_is_given(monkeypatch, chips, on_tpu, users, expected):
+    from shardscope.targets import tpu as tpu_target
+
+    monkeypatch.setattr(tpu_target, "_tpu_chips_attached", lambda: chips)
+    monkeypatch.setattr(tpu_target, "_runs_on_tpu", lambda: on_tpu)
+    for name in tpu_target.USER_LOGGING:
+        monkeypatch.delenv(name, raising=False)
+    if users:
+        monkeypatch.setenv("TPU_VMODULE", "spmd_partitioner=1")
+    assert set(tpu_target._start_variables()) == expected
+
+
+# the first line libtpu 0.0.42 wrote as it started on a v5e VM with its warnings on descriptor 2
+_START_LINE = b"W1207 12:03:24.731250    1632 topology.cc:756] Cannot read CPU core 0\n"
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_libtpus_start_is_kept_off_the_terminal_where_its_logging_is_ours(capfd, ours):
+    from shardscope.targets import tpu as tpu_target
+
+    with tpu_target._quiet_start(ours):
+        os.write(2, _START_LINE)
+        os.write(2, b"an error of libtpu's is an exception; any other byte passes\n")
+    err = capfd.readouterr().err
+    assert ("Cannot read CPU core 0" in err) is not ours
+    assert "any other byte passes" in err

@@ -35,12 +35,14 @@ TOPOLOGY_EXAMPLES = ("v5e:2x2", "v5e:16x16", "v5p:2x2x2", "v4:2x2x2", "v6e:4x4")
 _TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9_ ]+[=_:](?P<chips>[0-9x]+)(_twisted|_untwisted)?$")
 """The form libtpu parses a topology name with (its own message quotes this pattern)."""
 
+_OUR_LOGGING = {"TPU_MIN_LOG_LEVEL": "1", "TPU_STDERR_LOG_LEVEL": "1"}
+"""libtpu's warnings to descriptor 2, with :data:`LOG_TO_STDERR` into no file (see :data:`_COMPILE_ONLY_ENV`)."""
+
 _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-    "TPU_MIN_LOG_LEVEL": "1",
-    "TPU_STDERR_LOG_LEVEL": "1",
+    **_OUR_LOGGING,
 }
 """What libtpu's start-up reads about the TPU host it runs on, for a machine that is none.
 
@@ -60,8 +62,17 @@ itself: libtpu 0.0.42 and 0.0.50); at level 3 (FATAL) libtpu wrote no file but s
 partitioner either. A logging variable the user set (:data:`USER_LOGGING`) is kept, with
 libtpu's own defaults for the others, and its lines then reach the terminal (:func:`_start_variables`).
 
-On a TPU host only the third is set (:data:`_BESIDE_THE_CHIPS`): the others describe the real
-machine there."""
+On a TPU host the first two are not set: the host's own variables describe the real machine
+there. Where this process does not run on the TPU (shardscope's default: its programs run on
+simulated CPU devices, and JAX's TPU backend never starts in it), its libtpu is shardscope's
+compiler alone: the lock is left to the chips' holder (:data:`_BESIDE_THE_CHIPS`) and it logs as
+off a TPU host, so that a slice's plan reads its partitioner's lines (on a v5e VM, left to the
+host's settings, they went to /tmp/tpu_logs and ``check`` passed a program the slice
+rematerializes). Its start is then kept off the terminal too: beside the chips libtpu warns
+as it starts about the host (hugepages, the CPU cores it cannot read, the mesh it overrides).
+Where this process runs on the TPU, libtpu is JAX's and drives the chips: its logging is left to
+the host (at WARNING on descriptor 2 it prints lines of its own while it runs programs and
+frees the chips, seen on a v5e VM), and a slice's plan cannot read its partitioner's lines."""
 
 _BESIDE_THE_CHIPS = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 """What a TPU host's libtpu needs to describe a slice beside a process that holds the chips (a
@@ -242,8 +253,9 @@ def _compile_only_start() -> Iterator[None]:
     """libtpu started as a compiler only: quiet, and beside other processes that started it.
 
     The variables are set only while libtpu starts and only where they are unset. On a TPU host
-    the host's own describe the real slice: only the lock is left to the chips' holder, and only
-    when this process does not run on the TPU itself (then the lock guards its own chips).
+    the host's own describe the real slice: only the lock is left to the chips' holder and the
+    logging made shardscope's, and only when this process does not run on the TPU itself (then
+    the lock guards its own chips and libtpu logs as the host says: :data:`_COMPILE_ONLY_ENV`).
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
     global _logging_ours
@@ -256,7 +268,8 @@ def _compile_only_start() -> Iterator[None]:
             os.environ["LIBTPU_INIT_ARGS"] = f"{before} {LOG_TO_STDERR}" if before else LOG_TO_STDERR
         os.environ.update(added)
         try:
-            yield
+            with _quiet_start(ours):
+                yield
             if _logging_ours is None:  # libtpu reads its logging variables once, at its first start
                 _logging_ours = ours
         finally:
@@ -264,6 +277,19 @@ def _compile_only_start() -> Iterator[None]:
                 os.environ.pop(name, None)
             if ours:
                 _restore("LIBTPU_INIT_ARGS", before)
+
+
+@contextlib.contextmanager
+def _quiet_start(ours: bool) -> Iterator[None]:
+    """libtpu's log lines while it starts kept off the terminal, where its logging is shardscope's
+    (``ours``): on a TPU host it warns about the host then, and none of it concerns a plan."""
+    if not ours:
+        yield
+        return
+    from shardscope.engine.compile_log import capturing_stderr
+
+    with capturing_stderr(quiet=True):
+        yield
 
 
 def _restore(name: str, value: str | None) -> None:
@@ -276,12 +302,14 @@ def _restore(name: str, value: str | None) -> None:
 
 def _start_variables() -> dict[str, str]:
     """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
-    chips; on a TPU host the lock left to another holder, unless this process drives the chips."""
+    chips; on a TPU host the lock left to another holder and shardscope's logging, unless this
+    process drives the chips (then nothing). A logging variable the user set keeps libtpu's logging theirs."""
+    users = any(name in os.environ for name in USER_LOGGING)  # the user asked for libtpu's logs their way
     if not _tpu_chips_attached():
-        if any(name in os.environ for name in USER_LOGGING):  # the user asked for libtpu's logs their way
-            return {k: v for k, v in _COMPILE_ONLY_ENV.items() if k not in USER_LOGGING}
-        return _COMPILE_ONLY_ENV
-    return {} if _runs_on_tpu() else _BESIDE_THE_CHIPS
+        return {k: v for k, v in _COMPILE_ONLY_ENV.items() if not (users and k in USER_LOGGING)}
+    if _runs_on_tpu():
+        return {}
+    return _BESIDE_THE_CHIPS if users else {**_BESIDE_THE_CHIPS, **_OUR_LOGGING}
 
 
 def _runs_on_tpu() -> bool:
