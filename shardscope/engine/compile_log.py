@@ -24,7 +24,9 @@ from typing import Callable, Iterator
 
 from shardscope.native_stderr import stderr_into
 
-_PARTITIONER_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+(?P<thread>\d+) (?P<file>[\w.]+):\d+\] (?P<message>.*)$")
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+(?P<thread>\d+) (?P<file>[\w.+-]+):\d+\] (?P<message>.*)$")
+"""A C++ log line (glog's prefix: level and date, time, thread, source file and line). A file's
+name may hold a hyphen: libtpu's ``page-size.cc`` warns as it starts on a host without huge pages."""
 _PARTITIONER_FILES = ("spmd_partitioner", "sharding_propagation", "shardy", "sdy_")
 _LIMIT_FILES = ("gpu_hlo_schedule",)
 """XLA:GPU's scheduler, which logs an error when a module's arguments and outputs exceed its
@@ -38,7 +40,7 @@ the partitioner's by :func:`limit_messages` and :func:`partitioner_only`)."""
 def partitioner_message(line: str) -> str | None:
     """The message of one of the partitioner's log lines (``W1204 ... spmd_partitioner.cc:656]
     [SPMD] ...``), None for any other line."""
-    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    match = _LOG_LINE.match(line.rstrip("\n"))
     if match is None or not match.group("file").startswith(_PARTITIONER_FILES):
         return None
     if match.group("message").startswith(_ABOUT_THE_COMPILER):
@@ -59,7 +61,7 @@ def kept_message(line: str) -> str | None:
     message = partitioner_message(line)
     if message is not None:
         return message
-    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    match = _LOG_LINE.match(line.rstrip("\n"))
     if match is not None and match.group("file").startswith(_LIMIT_FILES):
         return LIMIT_MARK + match.group("message")
     return None
@@ -198,7 +200,7 @@ class _Forwarder:
         return held, at_line_start
 
     def _dropped(self, line: str) -> bool:
-        match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+        match = _LOG_LINE.match(line.rstrip("\n"))
         return match is not None and self._drop(int(match.group("thread")))
 
     def drained(self) -> None:
@@ -223,7 +225,7 @@ def kept_line(line: str) -> tuple[int, str] | None:
     message = kept_message(line)
     if message is None:
         return None
-    match = _PARTITIONER_LINE.match(line.rstrip("\n"))
+    match = _LOG_LINE.match(line.rstrip("\n"))
     assert match is not None  # kept_message matched it
     return int(match.group("thread")), message
 
