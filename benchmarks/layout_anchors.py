@@ -435,8 +435,9 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
         workers = ranking["cost"]["workers"]
         used = min(workers, cores)
         floor = max(wall / used, longest)
+        measured = f" (measured {bare['measured']})" if bare.get("measured") else ""
         lines += ["", f"JAX's own route (`benchmarks/bare_layouts.py`: each candidate's build, lower and compile "
-                      f"for the slice's devices, one after another in one process): {wall / 60:.1f} min wall, "
+                      f"for the slice's devices, one after another in one process){measured}: {wall / 60:.1f} min wall, "
                       f"{cpu:,.0f} s of CPU for the {len(bare['candidates'])} candidates the sweep compiled. The "
                       f"sweep took {sweep['wall_s']:,.0f} s on {workers} workers: {sweep['wall_s'] / wall:.2f}x JAX's "
                       f"compiles one after another, {sweep['wall_s'] / (wall / used):.2f}x their sum divided by the "
