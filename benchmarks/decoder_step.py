@@ -23,6 +23,7 @@ group shares its examples), and it may be a fraction (GPT-3 175B runs 0.5).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,6 +51,12 @@ class Decoder:
     vocab: int
     block: str = "llama"
     tokens: int = 2048
+    fused_qkv: bool = False
+    """MaxText's ``fused_qkv``: the query, key and value projections one matmul (heads and key-value
+    heads equal), its weight ``(width, 3, heads, head_dim)``; else three matmuls."""
+    fused_mlp: bool = False
+    """MaxText's ``fused_mlp`` (the ``llama`` block): SwiGLU's two input projections one matmul, its
+    weight ``(width, 2, ffn)``; else two."""
 
     @property
     def layer_parameters(self) -> int:
@@ -94,7 +101,7 @@ MODELS = {
     "default-32b": _scaled("default-32b", 32),
     "default-64b": _scaled("default-64b", 64),
     "default-128b": _scaled("default-128b", 128),
-    "gpt3-175b": Decoder("gpt3-175b", 96, 12288, 96, 96, 128, 49152, 50304, block="gpt"),
+    "gpt3-175b": Decoder("gpt3-175b", 96, 12288, 96, 96, 128, 49152, 50304, block="gpt", fused_qkv=True),
 }
 """The models of MaxText's v5e-256 table, by MaxText's names (``configs/models/``)."""
 
@@ -115,16 +122,21 @@ def _layer_shapes(model: Decoder, tensor: int) -> dict[str, tuple[tuple[int, ...
             "w1": ((n, d, f), P(None, "fsdp", "tensor")),
             "w2": ((n, f, d), P(None, "tensor", "fsdp")),
         }
-    return {
-        "attn_norm": ((n, d), P()), "mlp_norm": ((n, d), P()),
-        "wq": ((n, d, h, hd), P(None, "fsdp", "tensor")),
-        "wk": ((n, d, k, hd), P(None, "fsdp", kv)),
-        "wv": ((n, d, k, hd), P(None, "fsdp", kv)),
-        "wo": ((n, h, hd, d), P(None, "tensor", None, "fsdp")),
-        "w1": ((n, d, f), P(None, "fsdp", "tensor")),
-        "w3": ((n, d, f), P(None, "fsdp", "tensor")),
-        "w2": ((n, f, d), P(None, "tensor", "fsdp")),
-    }
+    shapes: dict[str, tuple[tuple[int, ...], P]] = {"attn_norm": ((n, d), P()), "mlp_norm": ((n, d), P())}
+    if model.fused_qkv:
+        if h != k:
+            raise ValueError(f"{model.name}: fused_qkv needs as many key-value heads as heads ({k} against {h})")
+        shapes["wqkv"] = ((n, d, 3, h, hd), P(None, "fsdp", None, "tensor"))
+    else:
+        shapes |= {"wq": ((n, d, h, hd), P(None, "fsdp", "tensor")), "wk": ((n, d, k, hd), P(None, "fsdp", kv)),
+                   "wv": ((n, d, k, hd), P(None, "fsdp", kv))}
+    shapes["wo"] = ((n, h, hd, d), P(None, "tensor", None, "fsdp"))
+    if model.fused_mlp:
+        shapes["wi"] = ((n, d, 2, f), P(None, "fsdp", None, "tensor"))
+    else:
+        shapes |= {"w1": ((n, d, f), P(None, "fsdp", "tensor")), "w3": ((n, d, f), P(None, "fsdp", "tensor"))}
+    shapes["w2"] = ((n, f, d), P(None, "tensor", "fsdp"))
+    return shapes
 
 
 def parameter_shapes(model: Decoder, mesh: Mesh) -> dict[str, Any]:
@@ -207,30 +219,55 @@ def _bf16(p: dict[str, jax.Array]) -> dict[str, jax.Array]:
     return {name: w.astype(jnp.bfloat16) for name, w in p.items()}
 
 
+def _qkv(h: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The query, key and value projections as one matmul (MaxText's ``fused_qkv``: a
+    ``DenseGeneral`` of features ``(3, heads, head_dim)``, then split)."""
+    qkv = jnp.einsum("btd,dchk->btchk", h, w)
+    return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+
+
 def _llama_layer(x: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+    """A Llama layer; fused projections where its weights are (``wqkv``, ``wi``: :class:`Decoder`)."""
     w = _bf16(p)
     h = _rms_norm(x, p["attn_norm"])
-    q = _rope(jnp.einsum("btd,dhk->bthk", h, w["wq"]))
-    k = _rope(jnp.einsum("btd,dhk->bthk", h, w["wk"]))
-    v = jnp.einsum("btd,dhk->bthk", h, w["wv"])
-    x = x + jnp.einsum("bthk,hkd->btd", _attention(q, k, v), w["wo"])
+    if "wqkv" in w:
+        q, k, v = _qkv(h, w["wqkv"])
+    else:
+        q, k, v = (jnp.einsum("btd,dhk->bthk", h, w[name]) for name in ("wq", "wk", "wv"))
+    x = x + jnp.einsum("bthk,hkd->btd", _attention(_rope(q), _rope(k), v), w["wo"])
     h = _rms_norm(x, p["mlp_norm"])
-    return x + (jax.nn.silu(h @ w["w1"]) * (h @ w["w3"])) @ w["w2"]
+    if "wi" in w:  # MaxText's fused_mlp: one DenseGeneral of features (2, ffn), then each activation
+        gate_up = jnp.einsum("btd,dcf->btcf", h, w["wi"])
+        gate, up = gate_up[:, :, 0], gate_up[:, :, 1]
+    else:
+        gate, up = h @ w["w1"], h @ w["w3"]
+    return x + (jax.nn.silu(gate) * up) @ w["w2"]
 
 
-def _gpt_layer(x: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+def _gpt_layer(x: jax.Array, p: dict[str, jax.Array], fused_qkv: bool = False) -> jax.Array:
+    """A GPT layer; ``fused_qkv``: its query, key and value projections one matmul (:class:`Decoder`)."""
     w = _bf16(p)
     h = _layer_norm(x, p["ln1_scale"], p["ln1_bias"])
-    q, k, v = (jnp.einsum("btd,dhk->bthk", h, w["wqkv"][:, i]) for i in range(3))
+    if fused_qkv:
+        q, k, v = _qkv(h, w["wqkv"])
+    else:
+        q, k, v = (jnp.einsum("btd,dhk->bthk", h, w["wqkv"][:, i]) for i in range(3))
     x = x + jnp.einsum("bthk,hkd->btd", _attention(q, k, v), w["wo"])
     h = _layer_norm(x, p["ln2_scale"], p["ln2_bias"])
     return x + jax.nn.gelu(h @ w["w1"]) @ w["w2"]
 
 
+def layer_of(model: Decoder) -> Callable[[jax.Array, dict[str, jax.Array]], jax.Array]:
+    """The function of one of ``model``'s layers (its block, its projections fused or not)."""
+    if model.block == "gpt":
+        return functools.partial(_gpt_layer, fused_qkv=model.fused_qkv)
+    return _llama_layer
+
+
 def _loss(model: Decoder, mesh: Mesh) -> Callable[[dict[str, Any], jax.Array], jax.Array]:
     """The mean next-token cross-entropy, the layers scanned under ``jax.checkpoint``."""
     between = NamedSharding(mesh, P(BATCH_AXES, None, "tensor"))
-    block = _gpt_layer if model.block == "gpt" else _llama_layer
+    block = layer_of(model)
 
     @jax.checkpoint
     def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:

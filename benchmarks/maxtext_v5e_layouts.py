@@ -10,6 +10,7 @@ AdamW) over any mesh of ``data``, ``fsdp`` and ``tensor``, at MaxText's per-devi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import shardscope
@@ -49,7 +50,9 @@ llama2_70b = _layouts(MODELS["llama2-70b"], [1, 2, 4])
 default_16b = _layouts(MODELS["default-16b"], [2, 4, 6])
 default_32b = _layouts(MODELS["default-32b"], [2, 4])
 default_64b = _layouts(MODELS["default-64b"], [1, 2])
-default_128b = _layouts(MODELS["default-128b"], [0.5, 1, 2])
+default_128b = _layouts(replace(MODELS["default-128b"], fused_qkv=True, fused_mlp=True), [0.5, 1, 2])
+"""The 128B model as its v5e-256 configuration runs it: ``fused_qkv`` and ``fused_mlp`` (one matmul for
+the query, key and value projections, one for the MLP's two input projections)."""
 gpt3_175b = _layouts(MODELS["gpt3-175b"], [0.5, 1])
 tiny = _layouts(TINY, [1, 2])
 tiny_gpt = _layouts(TINY_GPT, [0.5, 1])

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from benchmarks.decoder_step import (BATCH_AXES, Decoder, _adamw, _gpt_layer, _layer_norm, _layer_shapes, _llama_layer,
+from benchmarks.decoder_step import (BATCH_AXES, Decoder, _adamw, _layer_norm, _layer_shapes, layer_of,
                                      _rms_norm, global_batch)
 
 
@@ -50,7 +50,7 @@ def _pipeline(model: Decoder, mesh: Mesh, microbatches: int) -> Callable[[dict[s
     """The layers run as a pipeline over ``x`` (microbatches, batch, tokens, width)."""
     stages = mesh.shape["pipeline"]
     slots = NamedSharding(mesh, P("pipeline", BATCH_AXES, None, "tensor"))
-    block = _gpt_layer if model.block == "gpt" else _llama_layer
+    block = layer_of(model)
 
     @jax.checkpoint
     def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:
