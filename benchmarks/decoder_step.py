@@ -14,6 +14,8 @@ makes its train step over a mesh, the way MaxText's defaults do:
   attention causal, over blocks of 512 queries each rematerialized (a flash kernel's memory: one
   block's scores live at a time; MaxText runs Pallas's splash kernel, with the same flops and fewer
   bytes moved);
+- the query, key and value projections one matmul where MaxText's configuration says ``fused_qkv``,
+  SwiGLU's two input projections one where it says ``fused_mlp`` (:class:`Decoder`);
 - AdamW (float32 moments), the state donated, one step per call (no gradient accumulation).
 
 Everything is a ``jax.ShapeDtypeStruct``: the step is compiled for a slice, never run.

@@ -567,8 +567,7 @@ def _misses(results: dict[str, Any]) -> list[str]:
                           f"{_published_words(r).replace('**', '')}" for r in maxtext)
         lines += [f"**MaxText layouts not matched (section 11).** {words}. Memory is the compiler's own peak per "
                   "chip; the step is `benchmarks/decoder_step.py`, not MaxText's (no Pallas splash kernel, no "
-                  "`qkv_proj_offloaded`, no `fused_qkv` or `fused_mlp`; MaxText's XLA flags are libtpu's defaults "
-                  "here). Its tensor parallelism is MaxText's logical axis rules (the activations' embedding "
+                  "`qkv_proj_offloaded`; MaxText's XLA flags are libtpu's defaults here). Its tensor parallelism is MaxText's logical axis rules (the activations' embedding "
                   "split over tensor between layers, heads and MLP over tensor): no work is repeated over the "
                   "tensor group.", ""]
         lines += [line for r in maxtext if why_published_loses(r) for line in (why_published_loses(r), "")]
@@ -618,10 +617,14 @@ BENCHMARK = Benchmark(
             "to none hidden; tokens/s and MFU per chip at the same two ends (MFU from the model's 6N flops per token "
             "plus attention, rematerialization not counted). Attention runs over blocks of 512 queries, each "
             "rematerialized: a flash kernel's memory (one block's scores live), the same flops as MaxText's Pallas "
-            "kernel and more bytes moved. What MaxText's configurations add and this step does not: "
-            "`qkv_proj_offloaded` (the query, key and value projections saved to the host's memory, not "
-            "recomputed), `fused_qkv` and `fused_mlp` for the 128B model (one matmul each for the query, key and "
-            "value projections and for the MLP's input projections: the same flops), `adam_pax` for GPT-3. "
+            "kernel and more bytes moved. The projections are fused where MaxText's configurations fuse them "
+            "(`fused_qkv`: one matmul for the query, key and value projections, GPT-3 175B's model file and the "
+            "128B model's v5e-256 tuning; `fused_mlp`: one for the MLP's two input projections, the 128B model's): "
+            "the same flops in fewer matmuls, and with tensor parallelism the layer's input gathered over tensor "
+            "once for the fused projections, not once for each (its all-gathers and collective matmul loops over "
+            "tensor). What MaxText's configurations add and this "
+            "step does not: `qkv_proj_offloaded` (the query, key and value projections saved to the host's memory, "
+            "not recomputed), `adam_pax` for GPT-3. "
             "MaxText's XLA flags for these models (async collective fusion of all-gathers, the data-parallel "
             "all-reduce overlap) are libtpu 0.0.42.1's defaults, or left to `auto`, in these compiles. Memory "
             "per chip is libtpu's own peak (`peak_memory_in_bytes`: the arguments and the block of temporaries its "
