@@ -116,6 +116,8 @@ def _layer_shapes(model: Decoder, tensor: int) -> dict[str, tuple[tuple[int, ...
     """Each stacked layer weight's shape and spec (the layer axis first, unsplit; key and value heads fewer than the tensor axis's devices replicated over it, as MaxText's are)."""
     n, d, h, k, hd, f, kv = (*(model.layers, model.width, model.heads, model.kv_heads, model.head_dim, model.ffn), "tensor" if model.kv_heads % tensor == 0 else None)
     if model.block == "gpt":
+        if model.fused_mlp:
+            raise ValueError(f"{model.name}: fused_mlp fuses SwiGLU's two input projections; a GPT block has one")
         return {
             "ln1_scale": ((n, d), P()), "ln1_bias": ((n, d), P()), "ln2_scale": ((n, d), P()),
             "ln2_bias": ((n, d), P()),

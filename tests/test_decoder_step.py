@@ -8,7 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.decoder_step import TINY, TINY_GPT, layer_of
+from dataclasses import replace
+
+from benchmarks.decoder_step import TINY, TINY_GPT, _layer_shapes, layer_of
 
 WIDTH, HEADS, HEAD_DIM, FFN, TOKENS = 64, 4, 16, 128, 32
 
@@ -44,18 +46,25 @@ def _dots(fn, *args) -> int:  # noqa: ANN001 - any layer function
     return sum(eqn.primitive.name == "dot_general" for eqn in jax.make_jaxpr(fn)(*args).jaxpr.eqns)
 
 
+def test_fused_projections_are_refused_where_maxtext_has_none():
+    with pytest.raises(ValueError, match="as many key-value heads"):
+        _layer_shapes(replace(TINY, fused_qkv=True), 1)  # 4 heads, 2 kv heads
+    with pytest.raises(ValueError, match="a GPT block has one"):
+        _layer_shapes(replace(TINY_GPT, fused_mlp=True), 1)
+
+
 @pytest.mark.parametrize("block", ["llama", "gpt"])
 def test_fused_projections_compute_the_same_layer_with_fewer_matmuls(block):
     x = jnp.asarray(np.random.default_rng(1).standard_normal((2, TOKENS, WIDTH)), jnp.bfloat16)
     weights = _weights(block)
-    model = TINY_GPT if block == "gpt" else TINY
-    separate = layer_of(model)
-    if block == "gpt":
-        fused_layer, fused_weights = layer_of(model.__class__(**{**model.__dict__, "fused_qkv": True})), weights
-        fewer = 2  # three projections in one
-    else:
-        fused_layer, fused_weights = layer_of(model), _fused(weights)  # the llama layer reads its weights' names
-        fewer = 3  # three projections in one, two MLP inputs in one
+    model = TINY_GPT if block == "gpt" else replace(TINY, kv_heads=TINY.heads)  # fused_qkv: as many kv heads as heads
+    fused = replace(model, fused_qkv=True) if block == "gpt" else replace(model, fused_qkv=True, fused_mlp=True)
+    separate, fused_layer = layer_of(model), layer_of(fused)
+    fused_weights = weights if block == "gpt" else _fused(weights)
+    fewer = 2 if block == "gpt" else 3  # three projections in one; and two MLP inputs in one
+    # the weights the fused model's step declares, each layer's (the stack's first axis left out)
+    declared = {name: shape[1:] for name, (shape, _) in _layer_shapes(fused, 1).items()}
+    assert declared == {name: w.shape for name, w in fused_weights.items()}
     expected = np.asarray(separate(x, weights), np.float32)
     got = np.asarray(fused_layer(x, fused_weights), np.float32)
     # bfloat16 weights and activations: the same products, summed in another order

@@ -4,7 +4,7 @@ fits, one it refused does not, and the pick is the fastest per token of those th
 
 from __future__ import annotations
 
-from benchmarks.layout_anchors import FIT, matches, rejudged, why_published_loses
+from benchmarks.layout_anchors import FIT, fsdp_against_megatron, matches, rejudged, why_published_loses
 
 GIB = 2**30
 CAPACITY = int(15.75 * GIB)
@@ -121,3 +121,22 @@ def test_xlas_cycles_are_a_second_opinion_on_the_pick_and_the_published_layout_p
     assert "at 0.83x" in words and "opposite sides of the pick" in words
     assert _cycles_words({"case": "x"}) == []
     assert _cycles_words({**result, "cycles": {"commit": "x", "candidates": {"pick": pick, "published": pick}}}) == []
+
+
+def _gpu_row(mesh: dict[str, int], fsdp_share: float, collectives_s: float) -> dict:
+    return {"candidate": {"mesh": mesh}, "per_step": 100.0, "step": {"estimate": {"collectives_s": collectives_s}},
+            "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "in_loop": True, "share_of_step": fsdp_share},
+                            {"kind": "all-gather", "axes": ["tensor"], "in_loop": True, "share_of_step": 0.5},
+                            {"kind": "all-gather", "axes": ["fsdp"], "in_loop": False, "share_of_step": 0.25}]}
+
+
+def test_nvidias_data_axis_is_read_against_the_picks_split_of_it():
+    published = _gpu_row({"fsdp": 2, "tensor": 4, "pipeline": 8}, 0.36, 24.0)
+    # only the fsdp all-gathers inside loops count: 36%, not the tensor axis's nor the one outside loops
+    assert "all-gathers the weights (36% of its exposed step)" in fsdp_against_megatron(published, published)
+    kept = fsdp_against_megatron(published, _gpu_row({"tensor": 8, "pipeline": 8}, 0.0, 18.0))
+    assert kept.endswith("The pick keeps that axis at 1.")
+    split = fsdp_against_megatron(published, _gpu_row({"fsdp": 2, "tensor": 8, "pipeline": 4}, 0.30, 20.0))
+    # 24 s against 20 s of collectives for the same 100 tokens
+    assert split.endswith("The pick splits it 2 ways too (30% of its exposed step in those all-gathers): the "
+                          "published layout's collectives take 1.20x the pick's time per token.")

@@ -77,24 +77,31 @@ def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(m.removeprefix(LIMIT_MARK) for m in messages if m.startswith(LIMIT_MARK))
 
 
+QUIETED = "IWE"
+"""The levels of the log lines a quiet capture drops: a FATAL line is never dropped (the process
+aborts after it, with no exception to say why)."""
+
+
 @contextmanager
-def capturing_stderr(quiet: bool = False) -> Iterator[list[str]]:
+def capturing_stderr(quiet: bool = False, quieted: str = QUIETED) -> Iterator[list[str]]:
     """Descriptor 2 into a pipe for the body; yields the list that receives the messages of the
     partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
     on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
     writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
     held, until its end, to be told apart. ``quiet``: the body's other C++ log lines are
-    dropped (a compiler asked to log only so that its partitioner's lines are read).
+    dropped (a compiler asked to log only so that its partitioner's lines are read), those whose
+    level ``quieted`` names (``IW``: errors pass too).
 
     In a thread that takes part in compiles run at once (:func:`compiling_beside`), the pipe is
-    theirs: the list receives the lines its own side wrote while the body ran."""
+    theirs: the list receives the lines its own side wrote while the body ran (``quieted`` is the
+    pipe's, :data:`QUIETED`)."""
     shared, host = _SIDES.shared, _SIDES.host
     if shared is not None and host is not None:
         with shared.window(host, quiet) as own:
             yield own
         return
     captured: list[str] = []
-    with _piped(lambda thread, message: captured.append(message), lambda thread: quiet):
+    with _piped(lambda thread, message: captured.append(message), lambda thread: quiet, quieted):
         yield captured
 
 
@@ -103,11 +110,11 @@ def _never(thread: int) -> bool:
 
 
 @contextmanager
-def _piped(keep: "Callable[[int, str], None]",
-           drop: "Callable[[int], bool]" = _never) -> "Iterator[_Forwarder]":
+def _piped(keep: "Callable[[int, str], None]", drop: "Callable[[int], bool]" = _never,
+           quieted: str = QUIETED) -> "Iterator[_Forwarder]":
     """Descriptor 2 into a pipe for the body, its bytes passed on to the real descriptor 2 by a
     :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)
-    and drops each other C++ log line whose thread ``drop`` names."""
+    and drops each other C++ log line of a level in ``quieted`` whose thread ``drop`` names."""
     read_end, write_end = os.pipe()
     forwarders: list[threading.Thread] = []
 
@@ -119,7 +126,7 @@ def _piped(keep: "Callable[[int, str], None]",
     try:
         with stderr_into(write_end, then=forwarded) as real:
             os.close(write_end)
-            forwarder = _Forwarder(read_end, real, keep, drop)
+            forwarder = _Forwarder(read_end, real, keep, drop, quieted)
             forwarders.append(threading.Thread(target=forwarder.run, daemon=True, name="shardscope-stderr"))
             forwarders[0].start()
             yield forwarder
@@ -132,15 +139,17 @@ _LOG_START = re.compile(rb"[IWEF]\d{0,4}")
 
 class _Forwarder:
     """Copies the pipe to ``out`` as it arrives, except each kept line (to ``keep``, with the id of
-    the thread that wrote it, as the line says) and each other log line of a thread ``drop`` names.
+    the thread that wrote it, as the line says) and each other log line of a thread ``drop`` names
+    at a level in ``quieted``.
 
     A C++ log line (``W1204 05:00:43.162335   4242 ...``) is held from its first byte to its
     newline, then kept, dropped or passed on whole; any other byte passes at once. :meth:`drained` waits
     until every byte written to the pipe before it was called has been read and handled."""
 
     def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]",
-                 drop: "Callable[[int], bool]" = _never) -> None:
+                 drop: "Callable[[int], bool]" = _never, quieted: str = QUIETED) -> None:
         self._read_end, self._out, self._keep, self._drop = read_end, out, keep, drop
+        self._quieted = quieted.replace("F", "")
         self._out_broken = False
         self._busy = False
         self._turn = threading.Condition()
@@ -201,7 +210,7 @@ class _Forwarder:
 
     def _dropped(self, line: str) -> bool:
         match = _LOG_LINE.match(line.rstrip("\n"))
-        return match is not None and self._drop(int(match.group("thread")))
+        return match is not None and line[0] in self._quieted and self._drop(int(match.group("thread")))
 
     def drained(self) -> None:
         """Return once the pipe holds nothing unread and no chunk is being handled: every line

@@ -14,10 +14,12 @@ import importlib.util
 import math
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
+from shardscope.engine.compile_log import capturing_stderr
 from shardscope.hardware.machines import Machine
 from shardscope.errors import SettingsError, TargetError, quote_error
 from shardscope.targets.base import Target, TargetDevices
@@ -62,17 +64,21 @@ itself: libtpu 0.0.42 and 0.0.50); at level 3 (FATAL) libtpu wrote no file but s
 partitioner either. A logging variable the user set (:data:`USER_LOGGING`) is kept, with
 libtpu's own defaults for the others, and its lines then reach the terminal (:func:`_start_variables`).
 
+Wherever libtpu logs as shardscope set it, the INFO and WARNING lines of its start are kept off
+the terminal (:func:`_quiet_start`; its ERROR and FATAL lines pass).
+
 On a TPU host the first two are not set: the host's own variables describe the real machine
-there. Where this process does not run on the TPU (shardscope's default: its programs run on
-simulated CPU devices, and JAX's TPU backend never starts in it), its libtpu is shardscope's
-compiler alone: the lock is left to the chips' holder (:data:`_BESIDE_THE_CHIPS`) and it logs as
-off a TPU host, so that a slice's plan reads its partitioner's lines (on a v5e VM, left to the
-host's settings, they went to /tmp/tpu_logs and ``check`` passed a program the slice
-rematerializes). Its start is then kept off the terminal too: beside the chips libtpu warns
-as it starts about the host (hugepages, the CPU cores it cannot read, the mesh it overrides).
-Where this process runs on the TPU, libtpu is JAX's and drives the chips: its logging is left to
-the host (at WARNING on descriptor 2 it prints lines of its own while it runs programs and
-frees the chips, seen on a v5e VM), and a slice's plan cannot read its partitioner's lines."""
+there. Where JAX's TPU backend can no longer start in this process (shardscope's default: it sets
+``jax_platforms`` to ``cpu`` as it starts JAX, its programs run on simulated CPU devices), its
+libtpu is shardscope's compiler alone: the lock is left to the chips' holder
+(:data:`_BESIDE_THE_CHIPS`) and it logs as off a TPU host, so that a slice's plan reads its
+partitioner's lines (on a v5e VM, left to the host's settings, they went to /tmp/tpu_logs and
+``check`` passed a program the slice rematerializes); beside the chips libtpu warns as it starts
+about the host (huge pages, the CPU cores it cannot read, the mesh it overrides). Where this
+process runs on the TPU, or JAX's platforms are still open (a library caller that loads a target
+before JAX starts), libtpu is or may become JAX's, driving the chips: its logging is left to the
+host (at WARNING on descriptor 2 it prints lines of its own while it runs programs and frees the
+chips, seen on a v5e VM), and a slice's plan cannot read its partitioner's lines."""
 
 _BESIDE_THE_CHIPS = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 """What a TPU host's libtpu needs to describe a slice beside a process that holds the chips (a
@@ -259,17 +265,17 @@ def _compile_only_start() -> Iterator[None]:
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
     global _logging_ours
-    with _PLUGIN_START, private_library_path():
-        wanted = _start_variables()
+    # descriptor 2's capture before the start's lock, as load_target takes them (native_stderr's turn, then this)
+    with _quiet_start(_logs_ours(_start_variables())), _PLUGIN_START, private_library_path():
+        wanted = _start_variables()  # again under the lock: another start's variables are gone by now
         added = {k: v for k, v in wanted.items() if k not in os.environ}
-        ours = "TPU_STDERR_LOG_LEVEL" in wanted
+        ours = _logs_ours(wanted)
         before = os.environ.get("LIBTPU_INIT_ARGS")
         if ours:
             os.environ["LIBTPU_INIT_ARGS"] = f"{before} {LOG_TO_STDERR}" if before else LOG_TO_STDERR
         os.environ.update(added)
         try:
-            with _quiet_start(ours):
-                yield
+            yield
             if _logging_ours is None:  # libtpu reads its logging variables once, at its first start
                 _logging_ours = ours
         finally:
@@ -279,16 +285,20 @@ def _compile_only_start() -> Iterator[None]:
                 _restore("LIBTPU_INIT_ARGS", before)
 
 
+def _logs_ours(wanted: dict[str, str]) -> bool:
+    """Whether libtpu started with ``wanted`` logs as shardscope sets it (:data:`_OUR_LOGGING`)."""
+    return _OUR_LOGGING.keys() <= wanted.keys()
+
+
 @contextlib.contextmanager
 def _quiet_start(ours: bool) -> Iterator[None]:
-    """libtpu's log lines while it starts kept off the terminal, where its logging is shardscope's
-    (``ours``): on a TPU host it warns about the host then, and none of it concerns a plan."""
+    """libtpu's INFO and WARNING lines while it starts kept off the terminal, where its logging is
+    shardscope's (``ours``, on any machine): beside TPU chips it warns about the host then, and none
+    of it concerns a plan. Its ERROR and FATAL lines pass (a FATAL one comes with no exception)."""
     if not ours:
         yield
         return
-    from shardscope.engine.compile_log import capturing_stderr
-
-    with capturing_stderr(quiet=True):
+    with capturing_stderr(quiet=True, quieted="IW"):
         yield
 
 
@@ -302,14 +312,15 @@ def _restore(name: str, value: str | None) -> None:
 
 def _start_variables() -> dict[str, str]:
     """What libtpu's start needs here: all of :data:`_COMPILE_ONLY_ENV` on a machine without TPU
-    chips; on a TPU host the lock left to another holder and shardscope's logging, unless this
-    process drives the chips (then nothing). A logging variable the user set keeps libtpu's logging theirs."""
+    chips; on a TPU host nothing where this process drives the chips, else the lock left to another
+    holder, and shardscope's logging once JAX's TPU backend can no longer start here. A logging
+    variable the user set keeps libtpu's logging theirs."""
     users = any(name in os.environ for name in USER_LOGGING)  # the user asked for libtpu's logs their way
     if not _tpu_chips_attached():
         return {k: v for k, v in _COMPILE_ONLY_ENV.items() if not (users and k in USER_LOGGING)}
     if _runs_on_tpu():
         return {}
-    return _BESIDE_THE_CHIPS if users else {**_BESIDE_THE_CHIPS, **_OUR_LOGGING}
+    return _BESIDE_THE_CHIPS if users or not _tpu_backend_ruled_out() else {**_BESIDE_THE_CHIPS, **_OUR_LOGGING}
 
 
 def _runs_on_tpu() -> bool:
@@ -321,10 +332,25 @@ def _runs_on_tpu() -> bool:
     return "tpu" in platforms or "tpu" in getattr(xla_bridge, "_backends", {})
 
 
+def _tpu_backend_ruled_out() -> bool:
+    """True when JAX's TPU backend can no longer start in this process: JAX's backends started
+    without it, or its platforms are set without it (shardscope sets ``cpu`` as it starts JAX)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    from jax._src import xla_bridge
+
+    started = getattr(xla_bridge, "_backends", {})
+    if started:
+        return "tpu" not in started
+    platforms = {p.strip().lower() for p in (jax.config.jax_platforms or "").split(",") if p.strip()}
+    return bool(platforms) and "tpu" not in platforms
+
+
 def _tpu_chips_attached() -> bool:
     """True when this machine has TPU chips, by the PCI check JAX itself makes at import."""
     try:
         from jax._src import hardware_utils
-    except ImportError:  # a jax without it: assume a TPU host, and leave libtpu's environment alone
+    except ImportError:  # a jax without it: assume a TPU host, whose own variables describe the slice
         return True
     return hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0
