@@ -425,6 +425,11 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"and it refuses any whose peak exceeds the chip's {_capacity(result)}, so each fits by the compiler's own "
                       "check; its exact bytes were not recorded (the sum is shown, more than the peak). The ranking "
                       "and the pick are the sweep's own estimates ordered again. Rerun the case for the bytes."]
+    published, pick = _published_row(result), _pick(result)
+    if matches(result)[0] and published is not None and pick is not None \
+            and published["candidate"]["label"] != pick["candidate"]["label"]:
+        why = why_published_loses(result)  # within the bar yet behind the pick: say why (a miss says so below)
+        lines += ["", why] if why else []
     lines += _estimate_words(result) + _cycles_words(result)
     bare = result.get("bare")
     if bare and bare.get("candidates"):
