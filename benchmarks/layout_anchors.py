@@ -426,7 +426,7 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       "check; its exact bytes were not recorded (the sum is shown, more than the peak). The ranking "
                       "and the pick are the sweep's own estimates ordered again. Rerun the case for the bytes."]
     published, pick = _published_row(result), _pick(result)
-    if matches(result)[0] and published is not None and pick is not None \
+    if result["target"].startswith("tpu:") and matches(result)[0] and published is not None and pick is not None \
             and published["candidate"]["label"] != pick["candidate"]["label"]:
         why = why_published_loses(result)  # within the bar yet behind the pick: say why (a miss says so below)
         lines += ["", why] if why else []

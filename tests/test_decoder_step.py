@@ -3,12 +3,12 @@ same layer as the separate matmuls, written as fewer of them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from dataclasses import replace
 
 from benchmarks.decoder_step import TINY, TINY_GPT, _layer_shapes, layer_of
 

@@ -82,3 +82,52 @@ def test_libtpus_start_is_kept_off_the_terminal_where_its_logging_is_ours(capfd,
     for line in _ERRORS:  # an error comes with an exception, a fatal line with none: both reach the user
         assert line.decode() in err
     assert "any other byte passes" in err
+
+
+def test_a_start_does_not_read_another_starts_variables_as_the_users(machine):
+    """While one start holds its variables in the environment, another thread's decision (made
+    before it waits for the start's lock) still sees libtpu's logging as shardscope's."""
+    machine(chips=False)
+    with tpu_target._compile_only_start():
+        assert os.environ["TPU_MIN_LOG_LEVEL"] == "1"  # this start's, not the user's
+        assert tpu_target._logs_ours(tpu_target._start_variables())
+
+
+def test_two_starts_and_a_capture_taken_first_do_not_wait_on_each_other(machine):
+    """load_target takes descriptor 2's capture, then the start's lock: a start takes them in that
+    order too, so a thread inside a capture and another starting libtpu both finish."""
+    import threading
+    import time
+
+    from shardscope.native_stderr import stderr_into
+
+    machine(chips=False)
+    inside = threading.Event()
+
+    def captured_then_started() -> None:
+        read, write = os.pipe()
+        with stderr_into(write):
+            inside.set()
+            time.sleep(0.3)  # the other thread reaches its start meanwhile
+            with tpu_target._compile_only_start():
+                pass
+        os.close(read), os.close(write)
+
+    def started() -> None:
+        inside.wait(5)
+        with tpu_target._compile_only_start():
+            pass
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (captured_then_started, started)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+
+
+def test_the_tpu_backend_is_ruled_out_once_jax_started_without_it():
+    import jax
+
+    jax.devices()  # this test process's JAX runs on simulated CPU devices
+    assert tpu_target._tpu_backend_ruled_out()

@@ -373,3 +373,30 @@ def test_with_a_target_the_cpus_rematerialization_still_has_its_fix_compiled(tmp
     [finding] = data["partitioner_findings"]
     assert finding["from"] == SOURCE and finding["to"] == TARGET
     assert finding["fix"] is not None and finding["fix"]["verified"] and finding["fix"]["bytes_after"] == 0
+
+
+QUIET_BESIDE = textwrap.dedent('''\
+    import os, sys, threading
+    from shardscope.engine.compile_log import capturing_stderr, compiling_beside
+
+    def target():
+        with shared.joined(host=False), capturing_stderr(quiet=True, quieted=sys.argv[1]):
+            tid = threading.get_native_id()
+            os.write(2, f"W1204 05:00:43.162335 {tid} llo_module.h:502] a warning\\n".encode())
+            os.write(2, f"E1204 05:00:43.162340 {tid} tpu_client.cc:81] an error\\n".encode())
+            os.write(2, f"F1204 05:00:43.162345 {tid} topology.cc:90] Check failed\\n".encode())
+
+    with compiling_beside(frozenset()) as shared:
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    ''')
+
+
+@pytest.mark.parametrize("quieted", ["IW", "IWE"])
+def test_a_quiet_window_beside_another_compile_drops_the_levels_it_names_and_never_a_fatal_line(quieted):
+    result = subprocess.run([PYTHON, "-c", QUIET_BESIDE, quieted], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "a warning" not in result.stderr
+    assert ("an error" in result.stderr) is ("E" not in quieted)
+    assert "Check failed" in result.stderr

@@ -78,8 +78,8 @@ def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
 
 
 QUIETED = "IWE"
-"""The levels of the log lines a quiet capture drops: a FATAL line is never dropped (the process
-aborts after it, with no exception to say why)."""
+"""The levels of the log lines a quiet capture drops by default. A FATAL line is never dropped, by
+any capture (the process aborts after it, with no exception to say why)."""
 
 
 @contextmanager
@@ -93,28 +93,27 @@ def capturing_stderr(quiet: bool = False, quieted: str = QUIETED) -> Iterator[li
     level ``quieted`` names (``IW``: errors pass too).
 
     In a thread that takes part in compiles run at once (:func:`compiling_beside`), the pipe is
-    theirs: the list receives the lines its own side wrote while the body ran (``quieted`` is the
-    pipe's, :data:`QUIETED`)."""
+    theirs: the list receives the lines its own side wrote while the body ran."""
     shared, host = _SIDES.shared, _SIDES.host
     if shared is not None and host is not None:
-        with shared.window(host, quiet) as own:
+        with shared.window(host, quiet, quieted) as own:
             yield own
         return
     captured: list[str] = []
-    with _piped(lambda thread, message: captured.append(message), lambda thread: quiet, quieted):
+    with _piped(lambda thread, message: captured.append(message), lambda thread, level: quiet and level in quieted):
         yield captured
 
 
-def _never(thread: int) -> bool:
+def _never(thread: int, level: str) -> bool:
     return False
 
 
 @contextmanager
-def _piped(keep: "Callable[[int, str], None]", drop: "Callable[[int], bool]" = _never,
-           quieted: str = QUIETED) -> "Iterator[_Forwarder]":
+def _piped(keep: "Callable[[int, str], None]",
+           drop: "Callable[[int, str], bool]" = _never) -> "Iterator[_Forwarder]":
     """Descriptor 2 into a pipe for the body, its bytes passed on to the real descriptor 2 by a
     :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)
-    and drops each other C++ log line of a level in ``quieted`` whose thread ``drop`` names."""
+    and drops each other C++ log line whose thread and level (``I``, ``W``, ``E``) ``drop`` names."""
     read_end, write_end = os.pipe()
     forwarders: list[threading.Thread] = []
 
@@ -126,7 +125,7 @@ def _piped(keep: "Callable[[int, str], None]", drop: "Callable[[int], bool]" = _
     try:
         with stderr_into(write_end, then=forwarded) as real:
             os.close(write_end)
-            forwarder = _Forwarder(read_end, real, keep, drop, quieted)
+            forwarder = _Forwarder(read_end, real, keep, drop)
             forwarders.append(threading.Thread(target=forwarder.run, daemon=True, name="shardscope-stderr"))
             forwarders[0].start()
             yield forwarder
@@ -139,17 +138,16 @@ _LOG_START = re.compile(rb"[IWEF]\d{0,4}")
 
 class _Forwarder:
     """Copies the pipe to ``out`` as it arrives, except each kept line (to ``keep``, with the id of
-    the thread that wrote it, as the line says) and each other log line of a thread ``drop`` names
-    at a level in ``quieted``.
+    the thread that wrote it, as the line says) and each other log line whose thread and level
+    ``drop`` names (never a FATAL one).
 
     A C++ log line (``W1204 05:00:43.162335   4242 ...``) is held from its first byte to its
     newline, then kept, dropped or passed on whole; any other byte passes at once. :meth:`drained` waits
     until every byte written to the pipe before it was called has been read and handled."""
 
     def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]",
-                 drop: "Callable[[int], bool]" = _never, quieted: str = QUIETED) -> None:
+                 drop: "Callable[[int, str], bool]" = _never) -> None:
         self._read_end, self._out, self._keep, self._drop = read_end, out, keep, drop
-        self._quieted = quieted.replace("F", "")
         self._out_broken = False
         self._busy = False
         self._turn = threading.Condition()
@@ -210,7 +208,7 @@ class _Forwarder:
 
     def _dropped(self, line: str) -> bool:
         match = _LOG_LINE.match(line.rstrip("\n"))
-        return match is not None and line[0] in self._quieted and self._drop(int(match.group("thread")))
+        return match is not None and line[0] != "F" and self._drop(int(match.group("thread")), line[0])
 
     def drained(self) -> None:
         """Return once the pipe holds nothing unread and no chunk is being handled: every line
@@ -257,13 +255,14 @@ class SharedCapture:
     def __init__(self, forwarder: _Forwarder | None, host_threads: frozenset[int]) -> None:
         self._forwarder = forwarder
         self._host = set(host_threads)
-        self._quiet_target = 0  # the target's quiet windows open: its other log lines are dropped
+        self._quiet_target: list[str] = []  # the levels of the target's quiet windows open: its other lines at them are dropped
         self.lines: list[tuple[int, str]] = []
         """Every kept line in the order it came, with the thread that wrote it."""
 
-    def dropped(self, thread: int) -> bool:
-        """Whether an unkept log line of ``thread`` is dropped: the target's, while a quiet window of it is open."""
-        return self._quiet_target > 0 and thread not in self._host
+    def dropped(self, thread: int, level: str) -> bool:
+        """Whether an unkept log line of ``thread`` at ``level`` is dropped: the target's, while a
+        quiet window of it that drops that level is open."""
+        return thread not in self._host and any(level in levels for levels in self._quiet_target)
 
     def keep(self, thread: int, message: str) -> None:
         self.lines.append((thread, message))
@@ -280,20 +279,21 @@ class SharedCapture:
             _SIDES.shared = _SIDES.host = None
 
     @contextmanager
-    def window(self, host: bool, quiet: bool = False) -> Iterator[list[str]]:
+    def window(self, host: bool, quiet: bool = False, quieted: str = QUIETED) -> Iterator[list[str]]:
         """The messages of ``host``'s side (else the target's) written while the body runs,
-        in the list yielded once the body ends (``quiet``: the target's other log lines dropped meanwhile)."""
+        in the list yielded once the body ends (``quiet``: the target's other log lines at the
+        levels ``quieted`` names dropped meanwhile)."""
         assert self._forwarder is not None
         self._forwarder.drained()
         start = len(self.lines)
         captured: list[str] = []
-        quieted = quiet and not host
-        self._quiet_target += quieted
+        levels = quieted if quiet and not host else ""
+        self._quiet_target.append(levels)
         try:
             yield captured
         finally:
             self._forwarder.drained()
-            self._quiet_target -= quieted
+            self._quiet_target.remove(levels)
             captured.extend(message for thread, message in self.lines[start:] if (thread in self._host) == host)
 
 

@@ -91,6 +91,10 @@ LOG_TO_STDERR = "--logtostderr"
 USER_LOGGING = ("TPU_LOG_DIR", "TPU_MIN_LOG_LEVEL", "TPU_STDERR_LOG_LEVEL", "TPU_VMODULE", "TPU_MAX_VLOG_LEVEL")
 """libtpu's logging variables: any the user set means the user asked for libtpu's logs their way."""
 
+_ADDED_NOW: set[str] = set()
+"""The variables the start in progress set (:func:`_compile_only_start`): another thread's
+:func:`_start_variables` does not read them as the user's."""
+
 _logging_ours: bool | None = None
 """Whether this process's libtpu logs as shardscope set it (:func:`_start_variables`), from its
 first start on (None: not started here yet)."""
@@ -259,9 +263,9 @@ def _compile_only_start() -> Iterator[None]:
     """libtpu started as a compiler only: quiet, and beside other processes that started it.
 
     The variables are set only while libtpu starts and only where they are unset. On a TPU host
-    the host's own describe the real slice: only the lock is left to the chips' holder and the
-    logging made shardscope's, and only when this process does not run on the TPU itself (then
-    the lock guards its own chips and libtpu logs as the host says: :data:`_COMPILE_ONLY_ENV`).
+    the host's own describe the real slice: the lock is left to the chips' holder unless this
+    process runs on the TPU itself (then the lock guards its own chips), and the logging is made
+    shardscope's only once JAX's TPU backend can no longer start here (:data:`_COMPILE_ONLY_ENV`).
     Errors still surface: they are exceptions, not the lines these variables silence.
     """
     global _logging_ours
@@ -274,11 +278,13 @@ def _compile_only_start() -> Iterator[None]:
         if ours:
             os.environ["LIBTPU_INIT_ARGS"] = f"{before} {LOG_TO_STDERR}" if before else LOG_TO_STDERR
         os.environ.update(added)
+        _ADDED_NOW.update(added)
         try:
             yield
             if _logging_ours is None:  # libtpu reads its logging variables once, at its first start
                 _logging_ours = ours
         finally:
+            _ADDED_NOW.clear()
             for name in added:
                 os.environ.pop(name, None)
             if ours:
@@ -315,7 +321,7 @@ def _start_variables() -> dict[str, str]:
     chips; on a TPU host nothing where this process drives the chips, else the lock left to another
     holder, and shardscope's logging once JAX's TPU backend can no longer start here. A logging
     variable the user set keeps libtpu's logging theirs."""
-    users = any(name in os.environ for name in USER_LOGGING)  # the user asked for libtpu's logs their way
+    users = any(name in os.environ and name not in _ADDED_NOW for name in USER_LOGGING)  # the user asked for libtpu's logs their way
     if not _tpu_chips_attached():
         return {k: v for k, v in _COMPILE_ONLY_ENV.items() if not (users and k in USER_LOGGING)}
     if _runs_on_tpu():
@@ -340,9 +346,8 @@ def _tpu_backend_ruled_out() -> bool:
         return False
     from jax._src import xla_bridge
 
-    started = getattr(xla_bridge, "_backends", {})
-    if started:
-        return "tpu" not in started
+    if xla_bridge.backends_are_initialized():  # all of them: _backends fills while they start
+        return "tpu" not in getattr(xla_bridge, "_backends", {})
     platforms = {p.strip().lower() for p in (jax.config.jax_platforms or "").split(",") if p.strip()}
     return bool(platforms) and "tpu" not in platforms
 
