@@ -430,28 +430,41 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
             and published["candidate"]["label"] != pick["candidate"]["label"]:
         why = why_published_loses(result)  # within the bar yet behind the pick: say why (a miss says so below)
         lines += ["", why] if why else []
-    lines += _estimate_words(result) + _cycles_words(result)
-    bare = result.get("bare")
-    if bare and bare.get("candidates"):
-        cpu = sum(c["cpu_s"] for c in bare["candidates"])
-        wall = sum(c["wall_s"] for c in bare["candidates"])
-        longest = max(c["wall_s"] for c in bare["candidates"])
-        cores = (result.get("machine") or {}).get("nproc") or 1
-        workers = ranking["cost"]["workers"]
-        used = min(workers, cores)
-        floor = max(wall / used, longest)
-        measured = f" (measured {bare['measured']})" if bare.get("measured") else ""
-        lines += ["", f"JAX's own route (`benchmarks/bare_layouts.py`: each candidate's build, lower and compile "
-                      f"for the slice's devices, one after another in one process){measured}: {wall / 60:.1f} min wall, "
-                      f"{cpu:,.0f} s of CPU for the {len(bare['candidates'])} candidates the sweep compiled. The "
-                      f"sweep took {sweep['wall_s']:,.0f} s on {workers} workers: {sweep['wall_s'] / wall:.2f}x JAX's "
-                      f"compiles one after another, {sweep['wall_s'] / (wall / used):.2f}x their sum divided by the "
-                      f"{used} workers ({wall / used:,.0f} s), and {sweep['wall_s'] / floor:.2f}x the least any sweep "
-                      f"could take ({floor:,.0f} s: that sum, or the longest single compile, {longest:,.0f} s, "
-                      f"whichever is longer; XLA's compile runs on several threads, so compiles side by side slow "
-                      f"each other). Its CPU: {sweep['user_s'] + sweep['sys_s']:,.0f} s against {cpu:,.0f} s "
-                      f"({(sweep['user_s'] + sweep['sys_s']) / cpu:.2f}x)."]
+    lines += _estimate_words(result) + _cycles_words(result) + _budget_words(result)
+    for other in result.get("elsewhere", []):
+        again = other["ranking"]["pick"]["label"] == ranking["pick"]["label"]
+        lines += ["", f"**The same sweep on {_machine(other)}** (load average {other['load_average_at_start']:.1f} at "
+                      f"the start, {other['load_average_at_end']:.1f} at the end, {other['workers']} workers; commit "
+                      f"{other['commit']}): {other['sweep']['wall_s'] / 60:.1f} min wall, "
+                      f"{other['sweep']['user_s'] + other['sweep']['sys_s']:,.0f} s of CPU, peak RSS "
+                      f"{other['sweep']['max_rss_mib']:,.0f} MiB; {'the same pick' if again else 'another pick'} "
+                      f"({other['ranking']['pick']['label']})."] + _budget_words(other)[1:]
     return lines
+
+
+def _budget_words(result: dict[str, Any]) -> list[str]:
+    """The sweep against JAX's own compiles of its candidates (``bare``), where the result has them."""
+    bare, sweep, ranking = result.get("bare"), result["sweep"], result["ranking"]
+    if not bare or not bare.get("candidates"):
+        return []
+    cpu = sum(c["cpu_s"] for c in bare["candidates"])
+    wall = sum(c["wall_s"] for c in bare["candidates"])
+    longest = max(c["wall_s"] for c in bare["candidates"])
+    cores = (result.get("machine") or {}).get("nproc") or 1
+    workers = ranking["cost"]["workers"]
+    used = min(workers, cores)
+    floor = max(wall / used, longest)
+    measured = f" (measured {bare['measured']})" if bare.get("measured") else ""
+    return ["", f"JAX's own route (`benchmarks/bare_layouts.py`: each candidate's build, lower and compile "
+                f"for the slice's devices, one after another in one process){measured}: {wall / 60:.1f} min wall, "
+                f"{cpu:,.0f} s of CPU for the {len(bare['candidates'])} candidates the sweep compiled. The "
+                f"sweep took {sweep['wall_s']:,.0f} s on {workers} workers: {sweep['wall_s'] / wall:.2f}x JAX's "
+                f"compiles one after another, {sweep['wall_s'] / (wall / used):.2f}x their sum divided by the "
+                f"{used} workers ({wall / used:,.0f} s), and {sweep['wall_s'] / floor:.2f}x the least any sweep "
+                f"could take ({floor:,.0f} s: that sum, or the longest single compile, {longest:,.0f} s, "
+                f"whichever is longer; XLA's compile runs on several threads, so compiles side by side slow "
+                f"each other). Its CPU: {sweep['user_s'] + sweep['sys_s']:,.0f} s against {cpu:,.0f} s "
+                f"({(sweep['user_s'] + sweep['sys_s']) / cpu:.2f}x)."]
 
 
 def _cycles_words(result: dict[str, Any]) -> list[str]:
@@ -516,13 +529,14 @@ def _summary(results: dict[str, Any]) -> list[SummaryRow]:
         measured = _published_words(result).replace("**", "")
         rows.append(SummaryRow(f"`layouts` on {result['target']}, {result['case']}: the published layout",
                                f"the pick or within {WITHIN - 1:.0%}", measured, "met" if ok else "**missed**"))
-        bare = result.get("bare")
-        if bare and bare.get("candidates"):
-            cpu = sum(c["cpu_s"] for c in bare["candidates"])
-            spent = result["sweep"]["user_s"] + result["sweep"]["sys_s"]
-            rows.append(SummaryRow(f"`layouts` on {result['target']}, {result['case']}: the sweep's CPU ({_machine(result)})",
-                                   "<= JAX's own compiles of its candidates", f"{spent / cpu:.2f}x",
-                                   "met" if spent <= cpu else "**missed**"))
+        for run in (result, *result.get("elsewhere", [])):
+            bare = run.get("bare")
+            if bare and bare.get("candidates"):
+                cpu = sum(c["cpu_s"] for c in bare["candidates"])
+                spent = run["sweep"]["user_s"] + run["sweep"]["sys_s"]
+                rows.append(SummaryRow(f"`layouts` on {result['target']}, {result['case']}: the sweep's CPU ({_machine(run)})",
+                                       "<= JAX's own compiles of its candidates", f"{spent / cpu:.2f}x",
+                                       "met" if spent <= cpu else "**missed**"))
     return rows
 
 
