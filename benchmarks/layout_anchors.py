@@ -437,7 +437,8 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
                       f"the start, {other['load_average_at_end']:.1f} at the end, {other['workers']} workers; commit "
                       f"{other['commit']}): {other['sweep']['wall_s'] / 60:.1f} min wall, "
                       f"{other['sweep']['user_s'] + other['sweep']['sys_s']:,.0f} s of CPU, peak RSS "
-                      f"{other['sweep']['max_rss_mib']:,.0f} MiB; {'the same pick' if again else 'another pick'} "
+                      f"{other['sweep']['max_rss_mib']:,.0f} MiB, {other['ranking']['cost']['compile_cpu_s']:,.0f} s "
+                      f"of that CPU in its candidates' compiles; {'the same pick' if again else 'another pick'} "
                       f"({other['ranking']['pick']['label']})."] + _budget_words(other)[1:]
     return lines
 
