@@ -493,3 +493,21 @@ def test_a_layouts_run_in_this_process_gives_jax_its_source_locations_back(tmp_p
     sweep_json(shardscope_cli, write(tmp_path, "mlp.py", MLP), "--target", "cpu:8", "--option", "per_device_batch=2")
     assert source_info_util._exclude_paths == excluded
     assert chunk_loop_sources() == before
+
+
+@pytest.mark.parametrize("cores, workers", [(1, 1), (2, 1), (3, 1), (4, 2), (13, 6), (64, 32)])
+def test_a_sweep_leaves_each_compile_two_cores_by_default(cores, workers):
+    """XLA compiles one program on several threads: on 2 cores two compiles side by side took more
+    CPU than one after another, and no less time (BENCHMARKS.md section 11)."""
+    from shardscope.pipeline.layout_pool import default_workers
+
+    assert default_workers(cores) == workers
+
+
+def test_the_default_reads_the_cores_this_process_may_use():
+    import os
+
+    from shardscope.pipeline.layout_pool import default_workers
+
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert default_workers() == max(1, allowed // 2)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import threading
 import time
@@ -53,8 +52,8 @@ def register(add_parser: AddParser) -> None:
                         help="try only these of an option's values, as the function lists them, e.g. "
                              "--option per_device_batch=4 (repeatable)")
     parser.add_argument("--workers", type=positive,
-                        help="processes compiling candidates at once (default: the machine's cores, at most the "
-                             "candidates); 1 compiles them in this process")
+                        help="processes compiling candidates at once (default: one per 2 cores, at most the "
+                             "candidates; XLA compiles each on several threads); 1 compiles them in this process")
     parser.set_defaults(run=run)  # then the shared options: --json, --no-cache, --debug
 
 
@@ -159,6 +158,7 @@ def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, targe
     from shardscope.config.layout_candidates import candidates
     from shardscope.sources.loading import load_layout_file
     from shardscope.targets.host import ensure_devices
+    from shardscope.pipeline.layout_pool import default_workers
     from shardscope.targets.registry import load_target
 
     devices = load_target(target)
@@ -167,7 +167,7 @@ def _ranked(options: LayoutsOptions, holder: dict[str, Sweep], path: Path, targe
         layout_file = load_layout_file(path)
     function = _function(layout_file.functions, options.function, path)
     tried = candidates(devices.count, function.spec.axes, _options(function, options.options), allowed)
-    workers = min(options.workers or os.cpu_count() or 1, len(tried))
+    workers = min(options.workers or default_workers(), len(tried))
     sweep = Sweep(function, str(target), len(tried), workers)
     holder["sweep"] = sweep
     with contextlib.redirect_stdout(sys.stderr):

@@ -74,6 +74,26 @@ class _Worker:
         return " | ".join(lines[-_STDERR_LINES:])
 
 
+CORES_PER_COMPILE = 2
+"""Cores each candidate's compile is left by default (:func:`default_workers`). XLA compiles one
+program on several threads: Llama-2 7B's five v5e-256 candidates, compiled one after another,
+kept 1.8 of 2 cores busy and 3.9 of 13. Two compiles side by side on 2 cores took 1.02x and 1.17x
+the CPU of JAX's own compiles one after another, and no less time (224 s and 275 s against 245 s
+and 247 s); one took 0.99x (258 s against 255 s). Six on 13 cores took 0.85x-0.93x, in 1.2 min
+against 1.5 min one after another (BENCHMARKS.md, section 11)."""
+
+
+def default_workers(cores: int | None = None) -> int:
+    """Worker processes for a sweep by default: one per :data:`CORES_PER_COMPILE` of the cores this
+    process may run on (``cores``: that count), at least one."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # no affinity mask here (macOS): the machine's count
+            cores = os.cpu_count() or 1
+    return max(1, cores // CORES_PER_COMPILE)
+
+
 class CandidatePool:
     """``workers`` processes compiling the candidates of ``job``; :meth:`results` yields each as
     it is made, :meth:`stop` ends the workers (an interrupt keeps what was made)."""
