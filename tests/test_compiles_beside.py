@@ -239,6 +239,7 @@ def test_a_cpu_compile_that_fails_beside_the_slices_leaves_the_targets_after_it_
     """The CPU's error is the user's, and once the CPU's side has failed no further target is
     compiled: with two targets, only the one compiling when it failed. (The CPU's compile is made
     to fail by an XLA option its compiler does not know; the targets compile the same module.)"""
+    import shardscope.pipeline.one_program as one_program
     import shardscope.targets.plans as plans
     from shardscope.pipeline.one_program import Compiling, compile_program, trace_program, user_program
     from shardscope.sources.loading import import_file, marked_functions
@@ -250,15 +251,23 @@ def test_a_cpu_compile_that_fails_beside_the_slices_leaves_the_targets_after_it_
     targets = load_targets(parse_targets(["tpu:v5e:2x4", "tpu:v5p:2x2x2"]))
     compiled_for: list[str] = []
     compile_one = plans.compile_for_target
+    compile_cpu = one_program.compile_traced
+    first_target_begun = threading.Event()
+
+    def cpu_after_the_first_target(trace, options=None):  # noqa: ANN001, ANN202 - compile_traced's own
+        first_target_begun.wait(60)  # the CPU fails while a target compiles, whichever thread is quicker
+        return compile_cpu(trace, options)
 
     def counted(traced, devices, name):  # noqa: ANN001, ANN202 - compile_for_target's own
         compiled_for.append(devices.target.text())
+        first_target_begun.set()
         deadline = time.monotonic() + 60  # the first target's compile ends after the CPU's side failed
         while any(t.name == "shardscope-cpu-compile" for t in threading.enumerate()) and time.monotonic() < deadline:
             time.sleep(0.05)
         return compile_one(traced, devices, name)
 
     monkeypatch.setattr(plans, "compile_for_target", counted)
+    monkeypatch.setattr(one_program, "compile_traced", cpu_after_the_first_target)
     program = user_program(clash.fn, clash.spec.args, clash.spec.kwargs, clash.name)
     with pytest.raises(Exception, match="xla_shardscope_no_such_option"):
         compile_program(trace_program(program), Compiling(targets, beside=True,
