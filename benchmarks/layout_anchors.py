@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks.common import commit, grid, parse_args, python, results_dir, run_child, write_result
 from benchmarks.harness import Benchmark, Column, Each, Prose, SummaryRow, Table
 from shardscope.engine.hlo.roofline import seconds_words
+from shardscope.render.measured import plural
 
 V5E_FLOPS, V5E_ICI_AXIS_BPS = 1.97e14, 2 * 4.5e10
 """v5e's bf16 peak and one ICI axis's bidirectional bandwidth (the scaling book's C and W_ici)."""
@@ -379,10 +380,6 @@ def _exposed(group: dict[str, Any]) -> float:
     return (group["seconds_per_step"] or 0) - (group.get("overlapped_seconds_per_step") or 0)
 
 
-def _workers(count: int) -> str:
-    return f"{count} worker" + ("" if count == 1 else "s")
-
-
 def _machine(result: dict[str, Any]) -> str:
     machine = result.get("machine") or {}
     return f"{machine.get('nproc', '?')} cores"
@@ -438,7 +435,7 @@ def _case_prose(result: dict[str, Any]) -> list[str]:
     for other in result.get("elsewhere", []):
         again = other["ranking"]["pick"]["label"] == ranking["pick"]["label"]
         lines += ["", f"**The same sweep on {_machine(other)}** (load average {other['load_average_at_start']:.1f} at "
-                      f"the start, {other['load_average_at_end']:.1f} at the end, {_workers(other['workers'])}; commit "
+                      f"the start, {other['load_average_at_end']:.1f} at the end, {plural(other['workers'], 'worker')}; commit "
                       f"{other['commit']}): {other['sweep']['wall_s'] / 60:.1f} min wall, "
                       f"{other['sweep']['user_s'] + other['sweep']['sys_s']:,.0f} s of CPU, peak RSS "
                       f"{other['sweep']['max_rss_mib']:,.0f} MiB, {other['ranking']['cost']['compile_cpu_s']:,.0f} s "
@@ -540,7 +537,7 @@ def _summary(results: dict[str, Any]) -> list[SummaryRow]:
                 cpu = sum(c["cpu_s"] for c in bare["candidates"])
                 spent = run["sweep"]["user_s"] + run["sweep"]["sys_s"]
                 rows.append(SummaryRow(f"`layouts` on {result['target']}, {result['case']}: the sweep's CPU "
-                                       f"({_machine(run)}, {_workers(run['ranking']['cost']['workers'])})",
+                                       f"({_machine(run)}, {plural(run['ranking']['cost']['workers'], 'worker')})",
                                        "<= JAX's own compiles of its candidates", f"{spent / cpu:.2f}x",
                                        "met" if spent <= cpu else "**missed**"))
     return rows

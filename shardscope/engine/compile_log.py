@@ -37,17 +37,6 @@ LIMIT_MARK = "[compiler limit] "
 the partitioner's by :func:`limit_messages` and :func:`partitioner_only`)."""
 
 
-def partitioner_message(line: str) -> str | None:
-    """The message of one of the partitioner's log lines (``W1204 ... spmd_partitioner.cc:656]
-    [SPMD] ...``), None for any other line."""
-    match = _LOG_LINE.match(line.rstrip("\n"))
-    if match is None or not match.group("file").startswith(_PARTITIONER_FILES):
-        return None
-    if match.group("message").startswith(_ABOUT_THE_COMPILER):
-        return None
-    return match.group("message")
-
-
 _ABOUT_THE_COMPILER = ("Module contains sdy shardings or meshes in frontend_attributes",)
 """Lines of the partitioner's files that say something of the compiler, not of the program: the
 libtpu that jaxlib 0.10.2 installs writes the first for every module JAX lowers with Shardy, and
@@ -55,15 +44,15 @@ turns its own newer sharding form off (\"Disabling HloShardingV3 here\"), which 
 the user wrote."""
 
 
-def kept_message(line: str) -> str | None:
-    """The message of a log line kept from the terminal: the partitioner's, or one of the
-    compiler's limit errors (marked with :data:`LIMIT_MARK`); None for any other line."""
-    message = partitioner_message(line)
-    if message is not None:
-        return message
-    match = _LOG_LINE.match(line.rstrip("\n"))
-    if match is not None and match.group("file").startswith(_LIMIT_FILES):
-        return LIMIT_MARK + match.group("message")
+def _kept(line: "re.Match[str]") -> str | None:
+    """The message a log line (:data:`_LOG_LINE`'s match) keeps from the terminal: the
+    partitioner's (``W1204 ... spmd_partitioner.cc:656] [SPMD] ...``), or one of the compiler's
+    limit errors (marked with :data:`LIMIT_MARK`); None for any other line."""
+    source, message = line.group("file"), line.group("message")
+    if source.startswith(_PARTITIONER_FILES):
+        return None if message.startswith(_ABOUT_THE_COMPILER) else message
+    if source.startswith(_LIMIT_FILES):
+        return LIMIT_MARK + message
     return None
 
 
@@ -193,11 +182,11 @@ class _Forwarder:
                 if not complete:
                     held = line
                     break
-                text = line.decode("utf-8", "replace")
-                kept = kept_line(text)
-                if kept is not None:
-                    self._keep(*kept)
-                elif not self._dropped(text):
+                logged = _LOG_LINE.match(line.decode("utf-8", "replace").rstrip("\n"))
+                kept = None if logged is None else _kept(logged)
+                if logged is not None and kept is not None:
+                    self._keep(int(logged.group("thread")), kept)
+                elif logged is None or not self._dropped(logged):
                     passing += line
             else:
                 passing += line
@@ -206,9 +195,9 @@ class _Forwarder:
             self._emit(bytes(passing))
         return held, at_line_start
 
-    def _dropped(self, line: str) -> bool:
-        match = _LOG_LINE.match(line.rstrip("\n"))
-        return match is not None and line[0] != "F" and self._drop(int(match.group("thread")), line[0])
+    def _dropped(self, logged: "re.Match[str]") -> bool:
+        level = logged.string[0]
+        return level != "F" and self._drop(int(logged.group("thread")), level)
 
     def drained(self) -> None:
         """Return once the pipe holds nothing unread and no chunk is being handled: every line
@@ -224,17 +213,6 @@ def _unread(fd: int) -> int:
     count = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, count, True)
     return count[0]
-
-
-def kept_line(line: str) -> tuple[int, str] | None:
-    """The id of the thread that wrote a kept log line (as glog's prefix says) and the line's
-    kept message (:func:`kept_message`); None for any other line."""
-    message = kept_message(line)
-    if message is None:
-        return None
-    match = _LOG_LINE.match(line.rstrip("\n"))
-    assert match is not None  # kept_message matched it
-    return int(match.group("thread")), message
 
 
 def _write_all(fd: int, data: bytes) -> None:
