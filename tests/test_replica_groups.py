@@ -150,6 +150,19 @@ def test_collective_permute_pairs_name_the_axis_they_shift_along(shardy):
     assert re.fullmatch(r"\{(\{\d+,\d+\},?)+\}", inst.source_target_pairs)
 
 
+def test_pairs_name_every_axis_some_pair_moves_along():
+    """On a (2, 3, 4) mesh, position p is (p // 12, p // 4 % 3, p % 4): the axes named are those
+    on which some source and its target differ, in the mesh's order, whatever the pairs' order."""
+    mesh = MeshShape(("a", "b", "c"), (2, 3, 4))
+    assert pair_axes_of(((0, 1), (1, 2)), mesh) == ("c",)  # (0,0,0)->(0,0,1)->(0,0,2)
+    assert pair_axes_of(((5, 17), (0, 1)), mesh) == ("a", "c")  # (0,1,1)->(1,1,1), then along c
+    assert pair_axes_of([(23, 0), (4, 8)], mesh) == ("a", "b", "c")  # a list, as a caller may pass
+    assert pair_axes_of(((3, 3),), mesh) == ()  # a device to itself moves along no axis
+    assert pair_axes_of((), mesh) == ()
+    assert pair_axes_of(((0, 24),), mesh) is None  # past the mesh's 24 positions
+    assert pair_axes_of(((-1, 0),), mesh) is None
+
+
 def test_groups_over_a_part_of_an_axis_are_named_as_shardy_names_the_sub_axis():
     """A reshape that splits a sharded batch leaves collectives over part of ``data``: the groups
     Shardy prints as ``{'x':(1)4}`` and ``{'x':(4)2}`` (decoded here) are named ``data:(1)4`` and

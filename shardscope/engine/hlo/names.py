@@ -67,6 +67,7 @@ class CollectiveNamer:
         self.outputs = list(output_names)
         self.equations = equations
         self._tuple_readers: dict[str, dict[tuple[str, int], list[tuple[Instruction, int]]]] = {}
+        self._steps: dict[tuple[str, int | None], tuple[tuple[str, ...], tuple[tuple[Instruction, int | None], ...]]] = {}
 
     def operand_value(self, site: CollectiveSite, operand: int, reduction: bool) -> "OperandName":
         """The name of the value the collective's operand ``operand`` carries: the jaxpr view's
@@ -283,12 +284,29 @@ class CollectiveNamer:
             if (current.name, idx) in seen:
                 continue
             seen.add((current.name, idx))
+            outputs, after = self._step(current, idx)
+            reached.update(outputs)
+            stack += after
+        return reached
+
+    def _step(self, current: Instruction, idx: int | None
+              ) -> tuple[tuple[str, ...], tuple[tuple[Instruction, int | None], ...]]:
+        """One step forward from element ``idx`` of ``current``'s result: the program outputs it
+        reaches there, and where it goes next, in :meth:`_forward`'s order. The same for every
+        collective whose value passes it, so made once per module (a step's hundreds of
+        collectives follow their values through the same optimizer update)."""
+        key = (current.name, idx)
+        found = self._steps.get(key)
+        if found is None:
+            reached: set[str] = set()
+            after: list[tuple[Instruction, int | None]] = []
             computation = self.module.computations[current.computation]
             if current is computation.root:
-                self._leave(computation.name, idx, reached, stack)
+                self._leave(computation.name, idx, reached, after)
             for user, position in self._users(current, idx):
-                stack += self._into(user, position, idx)
-        return reached
+                after += self._into(user, position, idx)
+            found = self._steps[key] = (tuple(reached), tuple(after))
+        return found
 
     def _into(self, user: Instruction, position: int, idx: int | None) -> list[tuple[Instruction, int | None]]:
         """Where a value (tuple element ``idx``) goes when ``user`` reads it at ``position``:
