@@ -293,6 +293,9 @@ class _Builder:
         self.finder = SiteFinder(module, self.flow)
         self.classifier = CompiledClassifier(module, self.flow, self.counts, self.finder, replicated_parameters)
         self._judged: dict[str, tuple] = {}  # each collective's operand verdicts, loops, added term
+        # each replica-groups text's groups and axes: a step's collectives share a few texts, each
+        # of up to a million ids, kept only while this module is read
+        self._groups: dict[tuple[str, str | None], tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]] = {}
 
     @property
     def devices(self) -> int:
@@ -370,6 +373,13 @@ class _Builder:
                                verdict=verdict, computed=named.computed)
 
     def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
+        key = ("pairs", inst.source_target_pairs) if inst.source_target_pairs is not None else ("groups", inst.replica_groups)
+        found = self._groups.get(key)
+        if found is None:
+            found = self._groups[key] = self._read_groups(inst)
+        return found
+
+    def _read_groups(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
         devices = self.module.num_partitions * self.module.replica_count
         try:
             if inst.source_target_pairs is not None:

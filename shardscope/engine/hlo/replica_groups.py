@@ -61,14 +61,12 @@ MAX_DEVICES = 1 << 20
 array of that many ids, never one of the 3 billion a broken text could ask for."""
 
 
-@functools.lru_cache(maxsize=256)
 def decode(text: str, num_devices: int | None = None) -> Groups:
     """The device groups of a ``replica_groups`` text, each in the collective's order.
 
     ``num_devices`` is needed for ``{}`` (one group of every device); without it ``{}`` decodes
     to no group. Any text either decodes or raises :class:`ReplicaGroupsError` (never another
-    error, nor an array of more than :data:`MAX_DEVICES` ids). Remembered: a step's collectives
-    share a few texts, each of up to a million ids.
+    error, nor an array of more than :data:`MAX_DEVICES` ids).
     """
     try:
         return _decode(text.strip(), num_devices)
@@ -263,8 +261,10 @@ def axis_groups(mesh: MeshShape, axes: Sequence[str]) -> Groups:
     return _axis_groups(mesh, tuple(axes))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def _axis_groups(mesh: MeshShape, axes: tuple[str, ...]) -> Groups:
+    """:func:`axis_groups`, remembered for the few meshes and axes a process reads: naming one
+    collective's groups tries every subset of the axes in every order."""
     ids = np.arange(mesh.size).reshape(mesh.sizes)
     grouped = [mesh.names.index(a) for a in axes]
     order = [d for d in range(len(mesh.names)) if d not in grouped] + grouped
@@ -272,7 +272,6 @@ def _axis_groups(mesh: MeshShape, axes: tuple[str, ...]) -> Groups:
     return tuple(tuple(int(i) for i in row) for row in ids.transpose(order).reshape(-1, per_group))
 
 
-@functools.lru_cache(maxsize=256)
 def mesh_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     """The program mesh's axes whose collective makes exactly ``groups`` (as sets of devices).
 
@@ -280,8 +279,7 @@ def mesh_axes_of(groups: Groups, mesh: MeshShape) -> tuple[str, ...] | None:
     exactly (an all-gather's concatenation order), else the mesh's order. Axes of size one
     change no group: they are left out. ``()`` for groups of one device each; None when no
     subset of the axes, nor of the axes with one split in parts (``data:(1)4``,
-    :func:`_sub_axes_of`), makes these groups (a collective over another mesh). Remembered, as
-    :func:`decode` is: a step's collectives run over a few groups of the same mesh.
+    :func:`_sub_axes_of`), makes these groups (a collective over another mesh).
     """
     if not groups or sum(len(g) for g in groups) != mesh.size:
         return None
@@ -342,11 +340,6 @@ def _divisors(n: int) -> list[int]:
 def pair_axes_of(pairs: Sequence[tuple[int, int]], mesh: MeshShape) -> tuple[str, ...] | None:
     """The mesh axes a collective-permute moves data along: the axes on which some source and
     its target differ (None when a position is outside the mesh)."""
-    return _pair_axes_of(tuple(pairs), mesh)
-
-
-@functools.lru_cache(maxsize=256)
-def _pair_axes_of(pairs: tuple[tuple[int, int], ...], mesh: MeshShape) -> tuple[str, ...] | None:
     if not pairs:
         return ()
     ends = np.array(pairs)
