@@ -230,12 +230,22 @@ class SharedCapture:
     libtpu starts while it compiles, and the thread that asked). Each side's compiles run one at a
     time, so a compile's lines are its side's lines written between its start and its end."""
 
-    def __init__(self, forwarder: _Forwarder | None, host_threads: frozenset[int]) -> None:
-        self._forwarder = forwarder
+    def __init__(self, host_threads: frozenset[int]) -> None:
+        self._forwarder: _Forwarder | None = None  # the redirect :meth:`piped` opens
         self._host = set(host_threads)
         self._quiet_target: list[str] = []  # the levels of the target's quiet windows open: its other lines at them are dropped
         self.lines: list[tuple[int, str]] = []
         """Every kept line in the order it came, with the thread that wrote it."""
+
+    @classmethod
+    @contextmanager
+    def piped(cls, host_threads: frozenset[int]) -> Iterator["SharedCapture"]:
+        """A capture of ``host_threads``' side and the others' for the body, with descriptor 2
+        redirected through one pipe meanwhile (:func:`compiling_beside`)."""
+        shared = cls(host_threads)
+        with _piped(shared.keep, shared.dropped) as forwarder:
+            shared._forwarder = forwarder
+            yield shared
 
     def dropped(self, thread: int, level: str) -> bool:
         """Whether an unkept log line of ``thread`` at ``level`` is dropped: the target's, while a
@@ -288,9 +298,7 @@ def compiling_beside(host_threads: frozenset[int]) -> Iterator[SharedCapture]:
     """One redirect of descriptor 2 for the body, whose threads compile at once after they
     :meth:`~SharedCapture.joined` a side: each compile's :func:`capturing_stderr` receives its own
     side's lines (see :class:`SharedCapture`). Unkept bytes pass on to the terminal as they come."""
-    shared = SharedCapture(None, host_threads)
-    with _piped(shared.keep, shared.dropped) as forwarder:
-        shared._forwarder = forwarder
+    with SharedCapture.piped(host_threads) as shared:
         yield shared
 
 
