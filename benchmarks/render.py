@@ -28,27 +28,28 @@ def benchmarks() -> list[Benchmark]:
     """Every benchmark's declaration (``BENCHMARK`` of its module), in the file's order."""
     return [importlib.import_module(f"benchmarks.{name}").BENCHMARK for name in SECTIONS]
 
-def _beside_rows(ratios: dict[str, Any] | None) -> str:
-    """What section 7c's rows measured since the CPU compiles beside the slice (the rows of that commit on)."""
-    rows = [r for r in (ratios or {}).get("rows", {}).values() if r.get("commit") and r["chips"] == 1024]
-    if not rows:
-        return ""
-    def cores(row: dict[str, Any]) -> int:
+def _rows_at_1024(ratios: dict[str, Any] | None, ratio: str, cores: int | None = None) -> str:
+    """Section 7c's 1,024-chip rows measured at a named commit (on ``cores`` cores, else each
+    named with its cores): each program's ``ratio`` (``ratio_median``: wall, ``cpu_ratio_median``: CPU)."""
+    def cores_of(row: dict[str, Any]) -> int:
         return (row.get("machine") or {}).get("nproc", 0)
 
-    walls = ", ".join(f"`{r['program']}` {r['ratio_median']:.2f}x on {cores(r)} cores"
-                      for r in sorted(rows, key=lambda r: (r["program"], -cores(r))))
-    return f" In this run `check` at 1,024 chips took, of JAX's route's wall time: {walls} (section 7c)."
+    rows = [r for r in (ratios or {}).get("rows", {}).values()
+            if r.get("commit") and r["chips"] == 1024 and cores in (None, cores_of(r))]
+    return ", ".join(f"`{r['program']}` {r[ratio]:.2f}x" + ("" if cores else f" on {cores_of(r)} cores")
+                     for r in sorted(rows, key=lambda r: (r["program"], -cores_of(r))))
+
+
+def _beside_rows(ratios: dict[str, Any] | None) -> str:
+    """What section 7c's rows measured since the CPU compiles beside the slice (the rows of that commit on)."""
+    walls = _rows_at_1024(ratios, "ratio_median")
+    return f" In this run `check` at 1,024 chips took, of JAX's route's wall time: {walls} (section 7c)." if walls else ""
 
 
 def _ratios_2_cores(ratios: dict[str, Any] | None) -> str:
     """Section 7c's 1,024-chip rows measured on 2 cores with their commit (a9a1e46 on): their CPU time."""
-    rows = [r for r in (ratios or {}).get("rows", {}).values() if r["chips"] == 1024
-            and (r.get("machine") or {}).get("nproc") == 2 and r.get("commit")]
-    if not rows:
-        return ""
-    cpu = ", ".join(f"`{r['program']}` {r['cpu_ratio_median']:.2f}x" for r in sorted(rows, key=lambda r: r["program"]))
-    return f" In this run `check` at 1,024 chips on 2 cores took, of JAX's route's CPU time: {cpu} (section 7c)."
+    cpu = _rows_at_1024(ratios, "cpu_ratio_median", cores=2)
+    return f" In this run `check` at 1,024 chips on 2 cores took, of JAX's route's CPU time: {cpu} (section 7c)." if cpu else ""
 
 
 def core_changes(results: dict[str, Any], scale_result: dict[str, Any] | None = None) -> list[str]:

@@ -258,13 +258,6 @@ def _ints(text: str) -> tuple[int, ...]:
 def axis_groups(mesh: MeshShape, axes: Sequence[str]) -> Groups:
     """The groups a collective over ``axes`` (in that order) of ``mesh`` makes: positions in
     ``mesh.devices.flat``, each group in the order of the axes listed, major first."""
-    return _axis_groups(mesh, tuple(axes))
-
-
-@functools.lru_cache(maxsize=32)
-def _axis_groups(mesh: MeshShape, axes: tuple[str, ...]) -> Groups:
-    """:func:`axis_groups`, remembered for the few meshes and axes a process reads: naming one
-    collective's groups tries every subset of the axes in every order."""
     ids = np.arange(mesh.size).reshape(mesh.sizes)
     grouped = [mesh.names.index(a) for a in axes]
     order = [d for d in range(len(mesh.names)) if d not in grouped] + grouped
