@@ -128,8 +128,16 @@ def command(case: Case) -> list[str]:
 
 
 def run_case(name: str, case: Case, cache: str | None, bare: bool) -> dict[str, Any]:
-    """Run the sweep (and JAX's own compiles of its candidates, with ``bare``)."""
-    directory = cache or tempfile.mkdtemp(prefix="layouts-cache-")
+    """Run the sweep (and JAX's own compiles of its candidates, with ``bare``). Without ``cache``
+    the sweep fills a fresh folder, removed once it is done (each was about 45 MB): the result
+    then names no cache."""
+    if cache is None:
+        with tempfile.TemporaryDirectory(prefix="layouts-cache-") as fresh:
+            return {**_run_case(name, case, fresh, bare), "cache": None}
+    return _run_case(name, case, cache, bare)
+
+
+def _run_case(name: str, case: Case, directory: str, bare: bool) -> dict[str, Any]:
     cold = not any(entry.name.startswith("shardscope-target-") for entry in os.scandir(directory))
     load = os.getloadavg()[0]
     ran = run_child(command(case), env={"SHARDSCOPE_NO_CACHE": "", "JAX_COMPILATION_CACHE_DIR": directory, **dict(case.env)},
