@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from shardscope.errors import SettingsError
 from shardscope.config.mesh import Mesh
-from shardscope.config.settings import Settings, default_chunk_size, divisors
+from shardscope.config.settings import MAX_DEVICES, Settings, default_chunk_size, divisors
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,9 @@ def resolve_shapes(batch: int, settings: Settings, available_devices: int) -> Sh
     batch_axes = mesh.check_axes(settings.split_axes, "--batch-axes")
     shards = mesh.size_of(batch_axes)
     if batch % shards:
-        valid = [d for d in divisors(batch) if d <= available_devices]
         over = "devices" if len(mesh.axes) == 1 else f"pieces (axes {','.join(batch_axes)} of {mesh.text()})"
-        raise SettingsError(
-            f"The batch N={batch} does not split over {shards} {over}.",
-            f"use a device count that divides {batch}: {', '.join(map(str, valid))}",
-        )
+        raise SettingsError(f"The batch N={batch} does not split over {shards} {over}.",
+                            _dividing_counts(batch, available_devices))
     per_device = batch // shards
     chunk = default_chunk_size(per_device) if settings.chunk_size is None else settings.chunk_size
     if chunk <= 0 or per_device % chunk:
@@ -63,3 +60,15 @@ def resolve_shapes(batch: int, settings: Settings, available_devices: int) -> Sh
             f"valid chunk sizes: {', '.join(map(str, divisors(per_device)))}",
         )
     return Shapes(batch, devices, per_device, chunk, per_device // chunk, mesh, batch_axes)
+
+
+def _dividing_counts(batch: int, available_devices: int) -> str:
+    """The hint of a device count that does not divide ``batch``: every count that does, those
+    over the ``available_devices`` started told apart (``--devices`` starts them: ``check linear
+    -d 3`` started 3, and 4 works as well as 2)."""
+    here = [d for d in divisors(batch) if d <= available_devices]
+    more = [d for d in divisors(batch) if available_devices < d <= MAX_DEVICES]
+    hint = f"use a device count that divides {batch}: {', '.join(map(str, here))}"
+    if more:
+        hint += f", or with more devices started (--devices) {', '.join(map(str, more))}"
+    return hint
