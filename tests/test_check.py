@@ -164,6 +164,43 @@ def test_check_checks_every_program_and_exits_2_when_one_fails_to_trace(tmp_path
         assert "check failed: bad, worse: not checked" in result.stdout and "check passed" not in result.stdout
 
 
+OVER_16 = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:16]), ("x",))
+
+
+@shardscope.program(args=(jax.ShapeDtypeStruct((32, 4), jnp.float32),))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=P("x"), out_specs=P())
+def total(x):
+    return jax.lax.psum(x.sum(0), "x")
+"""
+
+
+@pytest.mark.parametrize("format", ["text", "json", "github"])
+def test_a_program_over_fewer_devices_than_its_file_asks_for_is_not_checked(tmp_path, shardscope_cli, format):
+    """``jax.devices()[:16]`` where check started 8 (this process's): the mesh is 8 devices, the
+    check would prove nothing about the program as written. It is not checked, in every format
+    (exit 2, the one rule), and the hint is the command's own remedy (--devices), not a notebook's."""
+    path = tmp_path / "over_16.py"
+    path.write_text(OVER_16)
+    result = shardscope_cli("check", path.name, *([] if format == "text" else ["--format", format]), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    said = ("total was traced over 8 devices, while over_16.py line 6 asks for 16 (jax.devices()[:16]): check "
+            "started 8, so the program is not sharded as written and its check would prove nothing.")
+    assert f"shardscope: error: {said}\nhint: run check with --devices 16\n" in result.stderr
+    assert "check passed" not in result.stdout
+    if format == "json":
+        data = json.loads(result.stdout)
+        assert data["exit_code"] == 2 and data["programs"] == []
+        assert data["failed"] == [{"function": "total", "error": said, "hint": "run check with --devices 16"}]
+    if format == "github":
+        assert "::error file=over_16.py,title=shardscope%3A total was not checked::" in result.stdout
+
+
 @pytest.mark.parametrize("demo", ["linear.py", "mlp.py", "rnn.py", "rbm.py"])
 def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
     found = {ins.function.split("[", 1)[1].rstrip("]"): ins for ins in check_file(DEMOS / demo).inspections}

@@ -78,6 +78,6 @@ def test_t5x_s_cond_merge_is_deferrable_and_fails_check_with_its_rows_and_summar
     result = shardscope_cli("check", CORPUS / "t5x_microbatches.py", "--function", "t5x_jit")
     assert result.returncode == 1, result.stdout + result.stderr
     words = " ".join(result.stdout.split())
-    assert "1 run in a loop without needing to" in words
+    assert "1 collective runs in a loop without needing to" in words
     rows = [line for line in result.stdout.splitlines() if re.match(r"\s+\d+\s+all-reduce", line)]
     assert len(rows) == 1 and rows[0].rstrip().endswith("deferrable")

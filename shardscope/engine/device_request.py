@@ -42,8 +42,8 @@ class DeviceRequest:
         where = "its cell" if _NOTEBOOK_CELL.search(self.file) else self.file.rsplit("/", 1)[-1]
         started = f"{self.started} CPU device" + ("s" if self.started != 1 else "")
         return (f"The program's mesh spans {self.spans} device{'s' if self.spans != 1 else ''} while {where} line "
-                f"{self.line} asks for {self.count} ({self.text}): JAX started with {started}, so nothing is "
-                f"sharded as written and this check proves nothing. Start {self.count}: restart the kernel (or the "
+                f"{self.line} asks for {self.count} ({self.text}): JAX started with {started}, so the program is "
+                f"not sharded as written and this check proves nothing. Start {self.count}: restart the kernel (or the "
                 f"script), then jax.config.update('jax_num_cpu_devices', {self.count}) right after import jax, "
                 "before any array (a test suite: in conftest.py).")
 

@@ -20,7 +20,7 @@ from shardscope.engine.compilation import READ_ONLY
 from shardscope.engine.hlo.costing import weighed
 from shardscope.engine.hlo.plan_costs import MinSaving
 from shardscope.engine.joined.inspection import Inspection
-from shardscope.errors import ShardscopeError
+from shardscope.errors import SettingsError, ShardscopeError
 from shardscope.pipeline.freed_memory import release_freed_memory
 from shardscope.pipeline.gc_pause import paused
 from shardscope.pipeline.one_program import Compiling, inspect_program, user_program
@@ -118,7 +118,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         if programs:
             for program in pick(programs, function, path):
                 try:
-                    inspections.append(_program(program, targets, runs))
+                    inspections.append(_over_the_devices_asked(_program(program, targets, runs)))
                 except ShardscopeError as exc:
                     failed.append(FailedProgram(program.name, exc))
         else:
@@ -138,6 +138,22 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: b
     # the command owns the process: the CPU's compile runs beside the slice's and gives its freed memory back
     return inspect_program(checked, Compiling(targets, cpu_options=None if runs else READ_ONLY,
                                               before_targets=release_freed_memory, beside=True))
+
+
+def _over_the_devices_asked(inspection: Inspection) -> Inspection:
+    """``inspection``, unless its program spans fewer devices than its file asks for
+    (``jax.devices()[:16]`` where check started 8: :mod:`shardscope.engine.device_request`): then a
+    :class:`~shardscope.errors.SettingsError` saying to start them (``--devices``). Such a check
+    proves nothing, and would pass: the program is not sharded as written."""
+    request = inspection.device_request
+    if request is None:
+        return inspection
+    where = request.file.rsplit("/", 1)[-1]
+    raise SettingsError(
+        f"{inspection.function} was traced over {request.spans} device{'s' if request.spans != 1 else ''}, "
+        f"while {where} line {request.line} asks for {request.count} ({request.text}): check started "
+        f"{request.started}, so the program is not sharded as written and its check would prove nothing.",
+        f"run check with --devices {request.count}")
 
 
 def _demo_plans(path: Path, demo: DemoFunction, devices: int | None,

@@ -33,7 +33,7 @@ DISPATCH_COLUMNS = ("#", "dispatch", "calls/step", "collectives", "runs/call", "
 
 def summary(function: str, plan: "DispatchPlan") -> str:
     """``step: 11 dispatches per step (grad_fn x4, apply x1; eager: add x4, ...), 4 compiled
-    collective runs per step; 1 runs once per call where once per step would do (3 of 4 runs)``."""
+    collective runs per step; 1 collective runs once per call where once per step would do (3 of 4 runs)``."""
     jitted = ", ".join(d.label for d in plan.dispatches if d.jitted)
     eager = ", ".join(_merged_eager(plan))
     runs = count_text(plan.executed_collectives).replace("?", "unknown")
@@ -44,10 +44,10 @@ def summary(function: str, plan: "DispatchPlan") -> str:
     if flagged:
         avoidable = sum(f.avoidable or 0 for f in flagged)
         total = sum(f.executions or 0 for f in flagged)
-        head += (f"; {len(flagged)} run{'s' if len(flagged) == 1 else ''} once per call where once per step would "
+        head += (f"; {_collectives_run(len(flagged))} once per call where once per step would "
                  f"do ({avoidable} of its {total} runs per step avoidable)")
     if looped:
-        head += f"; {len(looped)} run{'s' if len(looped) == 1 else ''} in a loop of a module without needing to"
+        head += f"; {_collectives_run(len(looped))} in a loop of a module without needing to"
     return head + ("." if flagged or looped else "; none runs more often than it needs to.")
 
 
@@ -155,3 +155,8 @@ def rich_inspection(inspection: "Inspection") -> Themed:
         return Themed(render_on_target(inspection, plans))
     return render_inspection(inspection)
 
+
+
+def _collectives_run(count: int) -> str:
+    """``1 collective runs`` / ``2 collectives run``: the summary counts collectives, beside runs per step."""
+    return f"{count} collective runs" if count == 1 else f"{count} collectives run"

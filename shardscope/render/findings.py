@@ -135,7 +135,8 @@ def summary(inspection: "Inspection") -> str:
     remats = len(inspection.rematerializations)
     remat = f"; {remats} involuntary full rematerialization{'' if remats == 1 else 's'}" if remats else ""
     if flagged:
-        return head + f"; {len(flagged)} run in a loop without needing to{remat}."
+        ran = "collective runs" if len(flagged) == 1 else "collectives run"  # as the explorer words it
+        return head + f"; {len(flagged)} {ran} in a loop without needing to{remat}."
     return head + f"; none runs in a loop without needing to{remat}."
 
 
