@@ -178,9 +178,14 @@ BROKEN = {
 
 
 def assert_user_error(result, *needles):
+    """One message on stderr and exit 2; with ``--json``, the error's JSON object on stdout, else nothing."""
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
-    assert result.stdout == ""
+    if "--json" in result.args:
+        error = json.loads(result.stdout)
+        assert error["exit_code"] == 2 and f"shardscope: error: {error['error']}\n" in result.stderr
+    else:
+        assert result.stdout == ""
     assert result.stderr.count("error:") == 1, result.stderr
     for needle in needles:
         assert needle in result.stderr, result.stderr
@@ -318,3 +323,15 @@ def test_help_lists_every_command_there_is(shardscope_cli):
     for command in COMMANDS:  # and each of them parses
         result = shardscope_cli(command, "--help")
         assert result.returncode == 0 and result.stdout.startswith(f"usage: shardscope {command} "), result.stdout
+
+
+@pytest.mark.parametrize("argv", [("check", "missing.py", "--json"), ("check", "missing.py", "--format", "json"),
+                                  ("report", "linear", "--json", "-c", "7")])
+def test_json_that_stops_on_a_mistake_is_still_one_json_object(argv, shardscope_cli, tmp_path):
+    """docs/reference/json.md: exactly one JSON object on stdout, a mistake's too (a CI step's ``jq``
+    reads it); the message on stderr is the same."""
+    result = shardscope_cli(*argv, cwd=tmp_path)
+    error = json.loads(result.stdout)
+    assert result.returncode == error["exit_code"] == 2
+    assert result.stderr == f"shardscope: error: {error['error']}\nhint: {error['hint']}\n"
+    assert ("No such file: missing.py" if argv[1] == "missing.py" else "Chunk size 7 does not divide") in error["error"]

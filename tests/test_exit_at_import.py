@@ -88,6 +88,10 @@ def test_os_exit_at_import_is_one_message_and_exit_2(ends_itself_checked, code, 
         (annotation,) = result.stdout.splitlines()
         assert annotation.startswith(f"::error file=ends.py,line={line},title=shardscope%3A ends.py was not checked::")
         assert f"os._exit({code})" in annotation
+    elif fmt == "json":  # the one JSON object on stdout: the error's, as stderr says it
+        error = json.loads(result.stdout)
+        assert (error["exit_code"], f"shardscope: error: {error['error']}") == (2, errors[0])
+        assert f"hint: {error['hint']}" in result.stderr.splitlines()
     else:
         assert result.stdout == ""
 

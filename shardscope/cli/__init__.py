@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import signal
 import sys
@@ -114,6 +115,9 @@ def _command(argv: list[str]) -> int:
         return run(args, words)
     except ShardscopeError as exc:  # --debug: the traceback instead of the message, the status the same
         report_error(exc, args.debug)
+        if (getattr(args, "format", None) or ("json" if getattr(args, "json", False) else "text")) == "json":
+            # one JSON object on stdout, whatever stopped the command (docs/reference/json.md)
+            print(json.dumps({"exit_code": exc.exit_status, "error": exc.message, "hint": exc.hint}))
         return exc.exit_status
     except KeyboardInterrupt:
         return 130
