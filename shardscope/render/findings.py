@@ -34,6 +34,13 @@ def runs_text(c: Runs) -> str:
     return f"≤ {text}" if c.in_conditional and c.executions is not None else text
 
 
+def bytes_text(c: "PairedCollective | Collective") -> str:
+    """Bytes per call: ``12,288``, ``unknown``, ``≤ 12,288`` inside a ``cond`` branch (its runs' bound)."""
+    if c.bytes_per_call is None:
+        return "unknown"
+    return f"≤ {c.bytes_per_call:,}" if c.in_conditional else f"{c.bytes_per_call:,}"
+
+
 def collective_cell(c: "PairedCollective") -> str:
     """``all-reduce[data]``: its label (the compiled kind, a dead one's primitive) and the mesh axes
     it spans (``?`` when no axes match)."""
@@ -68,8 +75,7 @@ RIGHT_ALIGNED = frozenset({"#", "runs/call", "B/call"})
 def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     """The cells of the findings table, one tuple per collective (the verdict ``-`` outside loops)."""
     return [
-        (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
-         "unknown" if c.bytes_per_call is None else f"{c.bytes_per_call:,}", c.written_by,
+        (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c), bytes_text(c), c.written_by,
          verdict_cell(c.verdict_kind, c.in_loop, c.dead))
         for i, c in enumerate(collectives, 1)
     ]
@@ -129,6 +135,8 @@ def summary(inspection: "Inspection") -> str:
     else:
         plan = inspection.compiled
         runs = count_text(plan.executed_collectives).replace("?", "unknown")
+        if plan.executed_collectives is not None and any(c.in_conditional for c in plan.collectives):
+            runs = f"≤ {runs}"  # a cond branch's runs count as if it were always taken
         count = len(plan.collectives)
         head = (f"{inspection.function}: {count} compiled collective{'' if count == 1 else 's'} "
                 f"({_jaxpr_words(inspection)}), {len(plan.findings)} inside loops, {runs_per_call(runs)}")
