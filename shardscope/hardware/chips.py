@@ -51,6 +51,8 @@ _ASSUMED = "assumed as measured on v5e; unchecked on this chip"
 _DISPATCH = ("measured on a real TPU v5e chip here (jax 0.10.2): 20 calls of a jitted scalar add dispatched back to "
              "back, then waited on once, took ~0.13 ms each (DESIGN.md); the chip runs a call while the host "
              "launches the next")
+_LAUNCH_GAP = ("measured on a real TPU v5e chip here (tests/fixtures/tpu_corpus): matmuls of 0.4-4 ms dispatched "
+               "back to back took their roofline plus 0.01-0.08 ms each")
 _LIBTPU = "the HBM libtpu's compiler lets a program use (its out-of-memory message, jax 0.10.2 compile-only)"
 
 
@@ -105,6 +107,9 @@ class Chip:
     """Calls back to back: the host's dispatch cost of each array a call takes, beside ``dispatch_s``."""
     dispatch_result_s: float = 0.0
     """Calls back to back: the host's dispatch cost of each array a call returns."""
+    launch_gap_s: float = 0.0
+    """Calls back to back: how long the chip idles between two of them, beside their work (a TPU's
+    ~30 us, measured on v5e; 0: none beyond ``dispatch_s``, the floor of a call back to back)."""
 
     @property
     def capacity_bytes(self) -> int | None:
@@ -141,7 +146,7 @@ class Chip:
             "call_overhead_s": self.call_overhead_s, "iteration_overhead_s": self.iteration_overhead_s,
             "sources": dict(self.sources), "checked": self.checked, "f32_matmul": dict(self.f32_matmul),
             "unit_rates": dict(self.unit_rates), "bandwidth_efficiency": self.bandwidth_efficiency,
-            "dispatch_s": self.dispatch_s,
+            "dispatch_s": self.dispatch_s, "launch_gap_s": self.launch_gap_s,
         }
 
 
@@ -220,10 +225,11 @@ def tpu_chip(name: str, *, memory_gib: float, usable_gib: float, bandwidth: floa
     return Chip(
         name, int(memory_gib * GIB), bandwidth, peaks, int(usable_gib * GIB),
         call_overhead_s=5.9e-4, iteration_overhead_s=1.6e-7, kernel_s=2.7e-7, argument_s=1.14e-6,
-        result_s=5.86e-6, dispatch_argument_s=1.09e-6, dispatch_result_s=4.28e-6,
+        result_s=5.86e-6, dispatch_argument_s=1.09e-6, dispatch_result_s=4.28e-6, launch_gap_s=3e-5,
         sources={"memory_bytes": source, "memory_bandwidth_Bps": source, "peak_flops": source,
                  "usable_memory_bytes": _LIBTPU, "overheads": overheads, "f32_matmul": _TPU_PRECISION,
                  "dispatch_s": _DISPATCH if measured else _ASSUMED,
+                 "launch_gap_s": _LAUNCH_GAP if measured else _ASSUMED,
                  "unit_rates": f"{_V5E_RATES}; {V5E_GATHERS}; {V5E_WINDOW}" if measured else _SCALED_RATES,
                  "kernel_s": V5E_KERNELS if measured else _ASSUMED,
                  "buffers": V5E_BUFFERS if measured else _ASSUMED,
@@ -235,8 +241,8 @@ def tpu_chip(name: str, *, memory_gib: float, usable_gib: float, bandwidth: floa
                     **{unit: bandwidth / scale_bandwidth / seconds for unit, seconds in _V5E_GATHER_S.items()}})
 
 
-GPU_OVERHEADS = ("assumed: 20 us per call and 10 us per loop iteration (kernel launches); "
-                 "unchecked on any GPU")
+GPU_OVERHEADS = ("assumed: 20 us per call and 10 us per loop iteration (kernel launches), and calls back to "
+                 "back at least 20 us each with no gap between them; unchecked on any GPU")
 
 
 _PROTO_FIELD = re.compile(r"^\s*(device_memory_size|memory_bandwidth)\s*:\s*([0-9.eE+]+)\s*$", re.M)

@@ -78,10 +78,6 @@ ASYNC_COLLECTIVE_FUSION = (
     "fusions compute, so the collective overlaps their work by construction, as much of it as they take")
 """Why a collective stepped by async collective fusions overlaps their work (read in the compiled module)."""
 
-LAUNCH_GAP_S = 3e-5
-"""Between two calls dispatched back to back, the chip idles ~30 us (measured on v5e: matmuls of
-0.4-4 ms took their roofline plus 0.01-0.08 ms each back to back; tests/fixtures/tpu_corpus)."""
-
 TOP_INSTRUCTIONS = 20
 """How many of the costliest instructions an estimate keeps for its breakdown."""
 
@@ -157,6 +153,9 @@ class StepEstimate:
     """Each of XLA:TPU's async collective fusions that steps a collective beside its own compute
     (by instruction name), with its roofline, seconds per call: the work that collective overlaps
     by construction (:data:`ASYNC_COLLECTIVE_FUSION`)."""
+    launch_gap_s: float = 0.0
+    """Between two calls dispatched back to back, the chip's idle time (:attr:`Chip.launch_gap_s
+    <shardscope.hardware.chips.Chip.launch_gap_s>`): part of :attr:`dispatched_seconds`."""
     overlapped_s: float = 0.0
     """Of :attr:`collectives_s`, what overlaps by construction: in each collective matmul loop,
     the shorter of its collectives and its own work; of a collective stepped by async collective
@@ -173,7 +172,7 @@ class StepEstimate:
         """One call among calls dispatched back to back, as a training loop runs them: the
         rooflines and loop overheads plus a launch gap, at least the host's dispatch time
         (collectives not included)."""
-        return max(self.roofline_s + self.kernels_s + self.iteration_s + LAUNCH_GAP_S, self.dispatch_s)
+        return max(self.roofline_s + self.kernels_s + self.iteration_s + self.launch_gap_s, self.dispatch_s)
 
     @property
     def exposed_collectives_s(self) -> float:
@@ -304,6 +303,7 @@ def estimate_step(work: ModuleWork, chip: Chip) -> StepEstimate | None:
         roofline_s=sum(t.seconds for t in times), overhead_s=overhead, loop_iterations=work.loop_iterations,
         instructions=tuple(times[:TOP_INSTRUCTIONS]), unknown_loops=work.unknown_loops, checked=chip.checked,
         dispatch_s=dispatch, unmodelled=work.unmodelled, iteration_s=iterations, kernels_s=kernels,
+        launch_gap_s=chip.launch_gap_s,
         outside_band=_outside_band(work, chip), windowed=tuple(windowed.items()), stepping=tuple(stepping),
     )
 
