@@ -10,6 +10,10 @@ gradient is a ``reduce_sum`` (the transpose of the broadcast that adds it to eve
 
 Expected names come from the arguments and the compiled text: the all-reduce's operand shapes,
 read from the module, are the parameters' leaf shapes (one per leaf) and the loss's scalar.
+
+A tensor-parallel step (the weights split over ``model``, the batch over ``data``) sums each
+device's shard of the gradients over ``data``: a shard is named as the gradient of its argument
+too, though the jaxpr types the whole value and the compiled module one device's part of it.
 """
 
 from __future__ import annotations
@@ -154,3 +158,72 @@ def test_a_gradients_label_and_its_argument():
     assert gradient_label("params['W1']") == "grad(params['W1'])" and gradient_label("W") == "grad(W)"
     assert labelled_argument("grad(params['W1'])") == "params['W1']" and labelled_argument("grad(W)") == "W"
     assert labelled_argument("out[0]['W1']") == "out[0]['W1']" and labelled_argument("x") == "x"
+
+
+D_IN, HIDDEN, ROWS = 64, 128, 32
+"""The sizes of a tensor-parallel MLP whose ``W2`` gradient, split over ``model`` (one device's
+``[HIDDEN/2, D_IN]``, 4,096 elements), holds as many elements as the whole gradient of the
+hidden activation on that line (``[ROWS, HIDDEN]``): only its shape tells which one it is."""
+
+
+def _tensor_parallel_arguments(micro_batches: int = 0):
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+    specs = {"W1": P(None, "model"), "b1": P("model"), "W2": P("model", None)}
+    shapes = {"W1": (D_IN, HIDDEN), "b1": (HIDDEN,), "W2": (HIDDEN, D_IN)}
+    params = {k: jax.ShapeDtypeStruct(shapes[k], jnp.float32, sharding=NamedSharding(mesh, specs[k])) for k in specs}
+    batch = (micro_batches, ROWS, D_IN) if micro_batches else (ROWS, D_IN)
+    rows = P(None, "data") if micro_batches else P("data")
+    x = jax.ShapeDtypeStruct(batch, jnp.float32, sharding=NamedSharding(mesh, rows))
+    return mesh, specs, params, x
+
+
+def _mlp_loss(p, x):
+    h = jax.nn.relu(x @ p["W1"] + p["b1"])
+    return jnp.mean((h @ p["W2"] - x) ** 2)
+
+
+def _data_sum(ins):
+    """The one compiled sum over ``data`` (the forward pass's sum over ``model`` is the other)."""
+    (c,) = [c for c in ins.compiled.collectives if c.axes == ("data",)]
+    return c
+
+
+def test_a_gradient_split_over_another_axis_is_named_as_its_argument():
+    """``jax.jit``, ``W1``'s columns, ``b1`` and ``W2``'s rows split over ``model``, the batch
+    over ``data``. By hand: the sum over ``data`` carries each device's shard of the three
+    gradients (``W1``'s ``[64, 64]``, ``b1``'s ``[64]``, ``W2``'s ``[64, 64]``) and the loss; the
+    operand that is ``W2``'s is a shard of its ``[64, 128]`` dot, not the activation's gradient."""
+    _, _, params, x = _tensor_parallel_arguments()
+
+    @jax.jit
+    def step(params, x):
+        loss, grads = jax.value_and_grad(_mlp_loss)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+    c = _data_sum(shardscope.inspect(step, params, x))
+    named = sorted((op.shape, op.value) for op in c.operands)
+    assert named == sorted([("f32[64,64]", "grad(params['W1'])"), ("f32[64,64]", "grad(params['W2'])"),
+                            ("f32[64]", "grad(params['b1'])"), ("f32[]", "loss")])
+
+
+def test_an_accumulated_split_gradient_is_named_as_its_argument_not_the_update():
+    """The same model accumulated over 4 micro-batches in a ``lax.scan``, ``jit`` with in and out
+    shardings returning the updated parameters: ``W2``'s gradient is named ``grad(params['W2'])``,
+    not the updated ``out[0]['W2']`` it reaches, and the fix names no output as a loss to average."""
+    mesh, specs, params, xs = _tensor_parallel_arguments(micro_batches=4)
+    shardings = {k: NamedSharding(mesh, s) for k, s in specs.items()}
+
+    def step(params, xs):
+        def micro_batch(acc, x):
+            l, g = jax.value_and_grad(_mlp_loss)(params, x)
+            return (jax.tree.map(jnp.add, acc[0], g), acc[1] + l), None
+
+        (g, l), _ = lax.scan(micro_batch, (jax.tree.map(jnp.zeros_like, params), 0.0), xs)
+        return jax.tree.map(lambda p, gg: p - 0.01 * gg / 4, params, g), l / 4
+
+    jitted = jax.jit(step, in_shardings=(shardings, NamedSharding(mesh, P(None, "data"))),
+                     out_shardings=(shardings, NamedSharding(mesh, P())))
+    c = _data_sum(shardscope.inspect(jitted, params, xs))
+    assert sorted(op.value for op in c.operands) == sorted(
+        ["grad(params['W1'])", "grad(params['W2'])", "grad(params['b1'])", "l"])
+    assert "out[0]" not in (c.verdict.fix or "")

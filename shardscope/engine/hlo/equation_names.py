@@ -15,12 +15,14 @@ argument names one; the layers made by one line in a Python loop are told apart 
 their gradients reach (``out[0][2]['b']`` is the update of ``params[2]['b']``).
 
 A compiled instruction finds its equation by what XLA keeps of it: the primitive at the end of
-its ``op_name``, whether the name stack is the backward pass's, and its source line.
+its ``op_name``, whether the name stack is the backward pass's, its source line, and its
+shape: one device's, the whole of an equation's value or a shard of it.
 """
 
 from __future__ import annotations
 
 import functools
+from math import prod
 from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.hlo.memo import cached_method
@@ -66,19 +68,19 @@ class EquationNames:
         """The value the jaxpr view gives the collective ``equation_id``."""
         return self._collectives.get(equation_id, "")
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int,
+    def values_of(self, op_name: str, source: SourceLocation | None, dims: tuple[int, ...] | None,
                   frames: Frames = ()) -> frozenset[str]:
         """The names of the equations an HLO instruction may come from: those with its
-        primitive, pass (forward or backward) and line, preferring the ones whose output has
-        ``elements`` elements. Several when one line made several values (``q, k, v = ...``),
-        unless the instruction's whole stack (``frames``: ``(file, line, column)``, innermost
-        first) tells them apart: two layers called on one line (``out(tanh(hidden(x)))``) differ
-        by the column of their call."""
+        primitive, pass (forward or backward) and line, preferring the ones whose output the
+        instruction's per-device ``dims`` fit (:func:`_fitting`; None for a tuple-shaped one).
+        Several when one line made several values (``q, k, v = ...``), unless the instruction's
+        whole stack (``frames``: ``(file, line, column)``, innermost first) tells them apart: two
+        layers called on one line (``out(tanh(hidden(x)))``) differ by the column of their call."""
         head = op_name.split(";", 1)[0]
         primitive = head.rsplit("/", 1)[-1]
         if not primitive or source is None:
             return frozenset()
-        key = (primitive, source.file, source.line, "transpose(" in head, elements)
+        key = (primitive, source.file, source.line, "transpose(" in head, dims)
         names, by_frames = self._values_at(*key)
         for k in range(min(len(frames), _FRAMES_COMPARED), 0, -1) if len(names) > 1 else ():
             if frames[:k] in by_frames:  # the equations whose innermost frames are the instruction's
@@ -86,13 +88,13 @@ class EquationNames:
         return names
 
     @cached_method
-    def _values_at(self, primitive: str, file: str, line: int, backward: bool, elements: int
+    def _values_at(self, primitive: str, file: str, line: int, backward: bool, dims: tuple[int, ...] | None
                    ) -> tuple[frozenset[str], dict[Frames, frozenset[str]]]:
         """:meth:`values_of`, once per instruction kind and line (a combined sum's hundreds of
         gradients of one line in a Python loop ask the same question): the names, and the names
         by the innermost frames of their equations (as many as :data:`_FRAMES_COMPARED`)."""
         found = [(eqn_id, eqn) for eqn_id, eqn in self._at(primitive, file, line) if self._backward[eqn_id] == backward]
-        sized = [pair for pair in found if _elements(pair[1]) == elements] or found
+        sized = _fitting(found, dims)
         by_frames: dict[Frames, set[str]] = {}
         for eqn_id, _ in sized:
             by_frames.setdefault(self._positions[eqn_id][:_FRAMES_COMPARED], set()).add(self.name(eqn_id))
@@ -296,9 +298,38 @@ def _same_type_transposed(a: object, b: object) -> bool:
             and str(getattr(a, "dtype", "")) == str(getattr(b, "dtype", "?")))
 
 
-def _elements(eqn: "jax.extend.core.JaxprEqn") -> int:
-    shape = getattr(eqn.outvars[0].aval, "shape", ()) if eqn.outvars else ()
-    count = 1
-    for d in shape:
-        count *= int(d)
-    return count
+def _fitting(found: "list[tuple[str, jax.extend.core.JaxprEqn]]", dims: tuple[int, ...] | None
+             ) -> "list[tuple[str, jax.extend.core.JaxprEqn]]":
+    """The equations of ``found`` whose output an instruction of per-device ``dims`` holds, the
+    closest fit first: the whole value (its dimensions, in any order), else one device's shard of
+    it (each of its dimensions a multiple of the instruction's, in order: the partitioner split
+    it), else its elements reshaped; all of them when none fits (or ``dims`` is None).
+
+    The jaxpr's types are global and the compiled module's per device, so a count of elements
+    alone mistakes a shard for another value of its size: ``W2``'s gradient split over ``model``
+    (``[64, 128]`` on ``[64, 64]``) holds as many elements as the activation's (``[32, 128]``)."""
+    if dims is None:
+        return found
+    shaped = [(pair, _output_dims(pair[1])) for pair in found]
+    for fits in (_same_dims, _shard_of, _same_elements):
+        kept = [pair for pair, whole in shaped if whole is not None and fits(whole, dims)]
+        if kept:
+            return kept
+    return found
+
+
+def _output_dims(eqn: "jax.extend.core.JaxprEqn") -> tuple[int, ...] | None:
+    shape = getattr(eqn.outvars[0].aval, "shape", None) if eqn.outvars else None
+    return tuple(int(d) for d in shape) if shape is not None else None
+
+
+def _same_dims(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
+    return sorted(whole) == sorted(part)
+
+
+def _shard_of(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
+    return len(whole) == len(part) and all(p > 0 and w % p == 0 for w, p in zip(whole, part))
+
+
+def _same_elements(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
+    return prod(whole) == prod(part)

@@ -38,12 +38,12 @@ class EquationNamer(Protocol):
         """The value a jaxpr collective carries (``""`` when it has no name)."""
         ...
 
-    def values_of(self, op_name: str, source: SourceLocation | None, elements: int,
+    def values_of(self, op_name: str, source: SourceLocation | None, dims: tuple[int, ...] | None,
                   frames: "tuple[tuple[str, int, int], ...]" = ()) -> frozenset[str]:
         """The values of the equations an HLO instruction with this ``op_name`` and source line
-        may come from (``elements``: its per-device size, to tell equations of one line apart;
-        ``frames``: its whole stack, ``(file, line, column)`` innermost first, to tell apart two
-        calls on one line)."""
+        may come from (``dims``: its per-device dimensions, None for a tuple, to tell equations
+        of one line apart, whole or sharded; ``frames``: its whole stack, ``(file, line, column)``
+        innermost first, to tell apart two calls on one line)."""
         ...
 
 
@@ -129,10 +129,10 @@ class CollectiveNamer:
         line made several values)."""
         assert self.equations is not None
         shape = producer.shape
-        elements = shape.arrays[0].elements if len(shape.arrays) == 1 else 0
+        dims = shape.arrays[0].dims if len(shape.arrays) == 1 else None
         frames = tuple((s.file, s.line, s.column) for s in self.module.stack_frames.stack(producer.metadata.stack_frame_id)) \
             if producer.metadata.stack_frame_id else ()
-        return self.equations.values_of(producer.metadata.op_name, self.module.source(producer), elements, frames)
+        return self.equations.values_of(producer.metadata.op_name, self.module.source(producer), dims, frames)
 
     def _source_line(self, inst: Instruction) -> str:
         """The user's line that made ``inst`` (``train.py:37 (loss)``), as the jaxpr view names a
