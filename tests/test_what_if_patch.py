@@ -215,3 +215,119 @@ def test_a_body_the_loop_is_given_by_partial_gets_a_snippet(tmp_path):
     assert not rewrite.patch.is_diff and rewrite.patch.patched is None
     assert "not a function defined next to it" in rewrite.patch.notes[0]
     assert "lax.pcast" in rewrite.patch.text and "lax.psum(acc, 'data')" in rewrite.patch.text
+
+
+TENSOR_PARALLEL_STEP = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import AxisType, PartitionSpec as P
+
+mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2, devices=jax.devices()[:8])
+
+
+@jax.jit
+def step(W, xs):
+    def body(acc, xb):
+        return acc + jax.grad(lambda W: jnp.sum(jnp.tanh(xb @ W)))({reads}), None
+
+    acc, _ = lax.scan(body, jnp.zeros_like(W), xs)
+    return acc
+'''
+"""A weight sharded over ``model`` whose gradient the loop sums over ``data``; ``{reads}``: the
+weight the gradient is taken of (``W``: the loop's body is handed it, so the change is a snippet)."""
+
+SNIPPET_APPLIED = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import AxisType, PartitionSpec as P
+
+mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2, devices=jax.devices()[:8])
+
+
+@jax.jit
+def step(W, xs):
+    {cast}
+
+    def body(acc, xb):
+        return acc + jax.grad(lambda W: jnp.sum(jnp.tanh(xb @ W)))(W_reduced), None
+
+    acc0 = jnp.zeros_like(W)
+    {start}
+    acc, _ = lax.scan(body, acc0, xs)
+    {finish}
+    return acc
+'''
+"""TENSOR_PARALLEL_STEP with the snippet's three lines put where its comments say."""
+
+
+def _hlo_counts(text: str) -> dict[str, object]:
+    """Collectives counted from a compiled module's text alone: runs per call and in loops
+    (:func:`_what_if_programs.recount`), and the bytes of each all-reduce's and all-gather's
+    float32 result."""
+    import re
+
+    counts = wp.recount(text)
+    shapes = re.findall(r"= f32\[([\d,]*)\]\S* all-(?:reduce|gather)(?:-start)?\(", text)
+    sizes = sorted(4 * int(np.prod([int(d) for d in dims.split(",") if d])) for dims in shapes)
+    return {"runs": counts["runs"], "in_loop": counts["in_loop"], "bytes": sizes}
+
+
+def test_a_weight_sharded_over_another_axis_keeps_its_spec_in_the_snippet_and_the_check(tmp_path):
+    """W is sharded P(None, 'model'); its gradient's all-reduce over ``data`` runs in the loop.
+    The snippet reshards W to P(None, 'model', reduced=...) (``P(reduced=...)`` alone gathered W
+    over ``model`` and summed the whole gradient: an all-gather of 1,024 B and an all-reduce of
+    2,048 B per device); its lines, put into the program as written, compile to the plan the
+    what-if verified: one all-reduce of W's 32 x 8 shard after the loop, no all-gather."""
+    from jax.sharding import PartitionSpec as P
+
+    module = _module(tmp_path, "tp_step", TENSOR_PARALLEL_STEP.replace("{reads}", "W"))
+    with jax.set_mesh(module.mesh):
+        args = _placed(module.mesh, [((32, 16), P(None, "model")), ((wp.MICRO, 64, 32), P(None, "data"))], seed=4)
+        subject = subject_of(module.step, args)
+        (finding,) = [c for c in subject.plan.collectives if c.verdict.kind == "deferrable"]
+        assert ("w_r = jax.reshard(W, P(None, 'model', reduced={'data'}))" in finding.verdict.fix
+                and "jax.reshard(acc, P(None, 'model')) after the loop" in finding.verdict.fix)
+        (rewrite,) = rewrites_of(subject)
+        assert rewrite.status == VERIFIED and rewrite.route == "explicit" and not rewrite.patch.is_diff
+        lines = {line.split(" = ", 1)[0]: line.split("  #", 1)[0] for line in rewrite.patch.text.splitlines()
+                 if not line.startswith("#")}
+        assert lines == {"W_reduced": "W_reduced = jax.reshard(W, P(None, 'model', reduced={'data'}))",
+                         "acc0": "acc0 = jax.tree.map(lambda a: jax.reshard(a, P(None, 'model', unreduced={'data'})), acc0)",
+                         "acc": "acc = jax.tree.map(lambda a: jax.reshard(a, P(None, 'model')), acc)"}
+        applied = _module(tmp_path, "tp_snippet", SNIPPET_APPLIED.replace("{cast}", lines["W_reduced"])
+                          .replace("{start}", lines["acc0"]).replace("{finish}", lines["acc"]))
+        compiled = applied.step.trace(*args).lower().compile()
+        counts = _hlo_counts(compiled.as_text())
+        assert _hlo_counts(subject.compiled.as_text()) == {"runs": {"all-reduce": wp.MICRO},
+                                                          "in_loop": {"all-reduce": 1}, "bytes": [1024]}
+        assert counts == {"runs": {"all-reduce": 1}, "in_loop": {}, "bytes": [1024]}
+        assert counts == _hlo_counts(rewrite.program.compiled.as_text())  # the snippet is the program verified
+        got = np.asarray(compiled(*args))
+    wp.assert_same(wp.outputs(module.step, args), got)
+
+
+def test_the_patch_of_a_weight_sharded_over_another_axis_keeps_its_spec(tmp_path):
+    """The same step with the body reading W by closure: the diff reshards W to
+    P(None, 'model', reduced=...) and the loop's result back to P(None, 'model') (``*spec`` of
+    an unreduced spec raises in JAX: the patch once wrote it); applied, it compiles to the
+    verified plan."""
+    from jax.sharding import PartitionSpec as P
+
+    module = _module(tmp_path, "tp_closure", TENSOR_PARALLEL_STEP.replace("{reads}", "W").replace("lambda W:", "lambda w:")
+                     .replace("xb @ W", "xb @ w"))
+    with jax.set_mesh(module.mesh):
+        args = _placed(module.mesh, [((32, 16), P(None, "model")), ((wp.MICRO, 64, 32), P(None, "data"))], seed=5)
+        subject = subject_of(module.step, args)
+        (rewrite,) = rewrites_of(subject)
+        assert rewrite.status == VERIFIED
+        added = [line[1:].strip() for line in rewrite.patch.text.splitlines() if line.startswith("+ ")]
+        assert "W_reduced = jax.reshard(W, P(None, 'model', reduced={'data'}))" in added
+        assert "acc = jax.reshard(acc, P(None, 'model'))" in added
+        compiled = _patched(tmp_path, "tp_closure", rewrite).step.trace(*args).lower().compile()
+        counts = _hlo_counts(compiled.as_text())
+        assert counts == {"runs": {"all-reduce": 1}, "in_loop": {}, "bytes": [1024]}
+        assert counts == _hlo_counts(rewrite.program.compiled.as_text())
+        got = np.asarray(compiled(*args))
+    wp.assert_same(wp.outputs(module.step, args), got)

@@ -16,6 +16,12 @@ def tail(name: str) -> str:
     return name[cut:] if cut > 0 else ""
 
 
+def path_root(name: str) -> str:
+    """The argument a path starts at: ``params`` of ``params['W1']``, ``model`` of
+    ``model.hidden.kernel``, ``W`` of ``W``."""
+    return re.split(r"[\[.]", name.strip(), maxsplit=1)[0]
+
+
 _GRADIENT = ("grad(", ")")
 
 

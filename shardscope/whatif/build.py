@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from shardscope.engine.hlo.compiled import jax_traced
+from shardscope.engine.hlo.compiled import argument_specs, jax_traced
 from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
@@ -178,7 +178,7 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
                            loop_source=built.loop_source, collective_sources=full or sources,
                            whole_carry=built.whole_carry, inputs=subject.input_names,
                            primitive=group.equations[0].primitive if group.equations else "",
-                           replicated=_replicated(subject, values), step=built.step,
+                           specs=argument_specs(subject.compiled, subject.input_names), step=built.step,
                            computed=frozenset(op.value for c in group.findings for op in c.operands
                                               if op.computed and op.value))
     try:
@@ -189,19 +189,6 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
 
 def _full_source(subject: "Subject", eqn_id: str) -> str:
     return _source_of(EquationIndex(subject.traced.jaxpr), eqn_id)
-
-
-def _replicated(subject: "Subject", values: tuple[str, ...]) -> bool:
-    """True when the inputs the values belong to are replicated (their reshard keeps no other sharding)."""
-    import jax
-
-    shardings = jax.tree.leaves(subject.compiled.input_shardings)
-    for name, sharding in zip(subject.input_names, shardings):
-        if any(name == v or name.startswith(v.split("[")[0]) for v in values):
-            spec = getattr(sharding, "spec", None)
-            if spec is not None and any(entry is not None for entry in spec):
-                return False
-    return True
 
 
 def _jaxpr_loop(index: EquationIndex, source: str, trip_count: int | None) -> str:

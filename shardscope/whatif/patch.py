@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from shardscope.collective_kinds import CALL_NOUNS, CALLS
+from shardscope.engine.hlo.fixes import resharded
 from shardscope.whatif.shard_map_snippet import StepSignature, per_device_snippet
 
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
@@ -56,7 +57,9 @@ class PatchRequest:
     ``values``: the pytree paths it moves (``params['W1']``); ``loop_source``: the loop's
     ``/path/file.py:56 (step)``; ``collective_sources``: the lines of the moved collectives (a
     hoist); ``whole_carry``: every carry of the loop is an accumulator; ``inputs``: every input's
-    pytree path, to tell whether the values are all of a pytree.
+    pytree path, to tell whether the values are all of a pytree; ``specs``: each argument's name
+    and its leaves' spec (:func:`~shardscope.engine.hlo.compiled.argument_specs`), which the
+    values resharded ``reduced`` keep on their other dimensions.
     """
 
     kind: str
@@ -68,7 +71,7 @@ class PatchRequest:
     whole_carry: bool = True
     inputs: tuple[str, ...] = ()
     primitive: str = ""
-    replicated: bool = True
+    specs: tuple[tuple[str, str], ...] = ()
     step: StepSignature | None = None  # a jit program's step run per device inside jax.shard_map
     computed: frozenset[str] = frozenset()  # the values the step computes (a loss): nothing to cast
 
@@ -228,19 +231,26 @@ def _shard_map_code(request: PatchRequest, tree: ast.Module, root: str) -> _Code
 
 def _explicit_code(request: PatchRequest, tree: ast.Module, root: str) -> _Code:
     """``jax.reshard`` to ``reduced`` before the loop, to ``unreduced`` for the start, and back
-    after (each leaf keeps its own sharding when the parameters are not replicated)."""
-    spec, named = _spec_name(tree), "{" + ", ".join(repr(a) for a in request.axes) + "}"
+    after; each spec keeps the value's own dimensions (:func:`_resharded`)."""
+    name = _spec_name(tree)
 
-    def own(name: str) -> str:
-        return "" if request.replicated else f"*jax.typeof({name}).sharding.spec, "
+    def spec(leaf: str, kind: str) -> str:
+        return _resharded(request, root, leaf, kind, name)
 
     if _is_pytree(request):
-        return _Code(f"{root}_reduced", f"jax.tree.map(lambda p: jax.reshard(p, {spec}({own('p')}reduced={named})), {root})",
-                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own('a')}unreduced={named})), {code})",
-                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec}({own('a').rstrip(', ')})), {code})")
-    return _Code(f"{root}_reduced", f"jax.reshard({root}, {spec}({own(root)}reduced={named}))",
-                 lambda code: f"jax.reshard({code}, {spec}({own(code)}unreduced={named}))",
-                 lambda code: f"jax.reshard({code}, {spec}({own(code).rstrip(', ')}))")
+        return _Code(f"{root}_reduced", f"jax.tree.map(lambda p: jax.reshard(p, {spec('p', 'reduced')}), {root})",
+                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec('a', 'unreduced')}), {code})",
+                     lambda code: f"jax.tree.map(lambda a: jax.reshard(a, {spec('a', '')}), {code})")
+    return _Code(f"{root}_reduced", f"jax.reshard({root}, {spec(root, 'reduced')})",
+                 lambda code: f"jax.reshard({code}, {spec(code, 'unreduced')})",
+                 lambda code: f"jax.reshard({code}, {spec(code, '')})")
+
+
+def _resharded(request: PatchRequest, root: str, leaf: str, kind: str, name: str = "P") -> str:
+    """The spec ``leaf`` (of the argument ``root``) is resharded to: its argument's own spec with
+    ``kind`` (``reduced``, ``unreduced``, none) over the summed axes, as the rewrite checked keeps
+    it; ``P(reduced=...)`` alone would gather the dimensions sharded over other axes."""
+    return resharded(dict(request.specs).get(root, ""), leaf, request.axes or ("data",), kind, name)
 
 
 def _is_pytree(request: PatchRequest) -> bool:
@@ -456,15 +466,16 @@ def _snippet(request: PatchRequest, notes: tuple[str, ...]) -> Patch:
                  f"acc0 = jax.tree.map(lambda a: lax.pcast(a, {axes}, to='varying'), acc0)  # the accumulator's start",
                  f"acc = lax.psum(acc, {axes})  # once, after the loop"]
     else:
-        named = "{" + ", ".join(repr(a) for a in request.axes) + "}"
         lines = [f"# the sum of {values} only accumulates in the loop at {where}:"]
         if request.route == "auto":
             lines += ["# switch the mesh to Explicit axes first: mesh = jax.make_mesh(shape, names, "
                       "axis_types=(AxisType.Explicit,) * len(names)); jax.set_mesh(mesh)"]
-        lines += [f"{root}_reduced = {each(lambda p: f'jax.reshard({p}, P(reduced={named}))')}  # before the loop",
+        start, finish = _resharded(request, root, "a", "unreduced"), _resharded(request, root, "a", "")
+        cast = each(lambda p: f"jax.reshard({p}, {_resharded(request, root, p, 'reduced')})")
+        lines += [f"{root}_reduced = {cast}  # before the loop",
                   f"# take the gradient of {root}_reduced inside the loop body",
-                  f"acc0 = jax.tree.map(lambda a: jax.reshard(a, P(unreduced={named})), acc0)  # the accumulator's start",
-                  "acc = jax.tree.map(lambda a: jax.reshard(a, P()), acc)  # once, after the loop"]
+                  f"acc0 = jax.tree.map(lambda a: jax.reshard(a, {start}), acc0)  # the accumulator's start",
+                  f"acc = jax.tree.map(lambda a: jax.reshard(a, {finish}), acc)  # once, after the loop"]
     return Patch("\n".join(lines) + "\n", False, None, notes)
 
 

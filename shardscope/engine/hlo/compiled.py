@@ -90,7 +90,8 @@ def compiled_plan(
     inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
     ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes;
     ``arguments`` (each argument's name and spec, ``("xs", "P(None, 'data')")``) are what a fix
-    through ``jax.shard_map`` passes as its ``in_specs``; ``replicated_parameters`` are the entry
+    through ``jax.shard_map`` passes as its ``in_specs``, and the specs a fix on Explicit axes
+    keeps when it reshards a value ``reduced``; ``replicated_parameters`` are the entry
     parameters (by number) whose arguments are replicated over the devices (a mask or a
     schedule the same everywhere), for a module that does not print its parameters' shardings.
     """
@@ -102,7 +103,7 @@ def compiled_plan(
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
     paired = [builder.named_after_pairing(c, sizes) for c in paired]
-    if style == "auto":  # the shard_map route's fixes name the function's arguments and what its sums carry
+    if style in ("auto", "explicit"):  # the fixes name the arguments' specs (and, through a shard_map, the losses)
         losses, devices = summed_losses(tuple(paired), builder.mesh)
         signature = Signature(tuple(arguments), devices or builder.devices, losses)
         paired = [builder.with_signature(c, signature) for c in paired]

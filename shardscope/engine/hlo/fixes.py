@@ -3,7 +3,8 @@
 - ``shard_map``: cast the replicated value to varying before the loop, accumulate per device,
   ``psum`` once after it (what the jaxpr view says too);
 - jit with Explicit axes: the parameters resharded ``reduced``, the accumulator started
-  ``unreduced``, one ``jax.reshard`` to the replicated spec after the loop;
+  ``unreduced``, one ``jax.reshard`` back to the value's own spec after the loop (each spec
+  keeps the dimensions the value is sharded over other axes: :func:`resharded`);
 - jit with Auto axes: the partitioner has no way to be told "accumulate unreduced", so the fix
   is one of the two above written as code (Explicit axes, or the loop inside a ``shard_map``).
 
@@ -13,6 +14,7 @@ once and keep it, which costs its size in memory for the whole loop.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from math import prod
@@ -24,7 +26,7 @@ from shardscope.engine.hlo.verdicts import DEFERRABLE, LOOP_INVARIANT, NEEDED, S
 from shardscope.engine.jaxpr.verdicts import ADDED_TERM_REASON, CONDITION_REASON, SPLITTABLE, Verdict
 from shardscope.collective_kinds import REDUCE_SCATTER, SUM_KINDS
 from shardscope.engine.hlo.replica_groups import MeshShape, whole_axes
-from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument
+from shardscope.engine.pytree_paths import is_gradient_label, is_source_line, labelled_argument, path_root
 
 if TYPE_CHECKING:
     from shardscope.engine.hlo.loops import LoopCounts
@@ -36,14 +38,20 @@ STYLES = ("shard_map", "explicit", "auto")
 
 @dataclass(frozen=True)
 class Signature:
-    """What a jit program's fix through ``jax.shard_map`` must say of the whole function: its
-    arguments with their specs (``in_specs`` has one entry per argument), the devices each sum
-    spans, and the values its sums carry that are no gradient (a loss: a mean over the batch,
-    which inside the ``shard_map`` each device computes over its own shard only)."""
+    """What a jit program's fix must say of the whole function: its arguments with their specs
+    (through ``jax.shard_map``, ``in_specs`` has one entry per argument; on Explicit axes, a
+    value resharded ``reduced`` keeps its own), the devices each sum spans, and the values its
+    sums carry that are no gradient (a loss: a mean over the batch, which inside the
+    ``shard_map`` each device computes over its own shard only)."""
 
     arguments: tuple[tuple[str, str], ...] = ()  # (name, spec text: ``P(None, 'data')``) per argument
     devices: int = 0
     losses: tuple[str, ...] = ()
+
+    def spec_of(self, value: str) -> str:
+        """The spec text the leaves of ``value``'s argument share (that of ``params`` for
+        ``params['W1']``), empty when it is not known."""
+        return dict(self.arguments).get(path_root(value), "")
 
     def in_specs(self, axis: str) -> str:
         """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument (a guess of two
@@ -87,13 +95,15 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     ``grad(params['W1'])``); ``values``: how many values the sum carries (several: the fix maps
     over their tree); ``signature``: the function's arguments and losses, for the ``shard_map``
     route; ``computed``: the names in ``value`` of values the step computes (a loss), which have
-    nothing to cast. The specs name no dimension (``P(reduced=...)``, ``P()``: replicated,
-    whatever the value's rank); a part of an axis (``data:(1)4``) is named by its axis, as code
-    names it."""
+    nothing to cast. Each spec keeps the dimensions the value's argument is sharded on over other
+    axes (``signature``'s specs: :func:`resharded`); a replicated value's specs name none
+    (``P(reduced=...)``, ``P()``, whatever its rank); a part of an axis (``data:(1)4``) is
+    named by its axis, as code names it."""
     axes = whole_axes(axes)
     names = ", ".join(repr(a) for a in axes) or "'data'"
     axis = names if len(axes) <= 1 else f"({names})"
     reduced = "{" + names + "}"
+    summed = axes or ("data",)
     what = value or "the parameters"
     counts = f"{runs_per_call(runs_after)} instead of {runs_before}"
     if style == "shard_map":
@@ -101,19 +111,23 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
                 f"accumulator varying too, and lax.psum(acc, {axis}) once after the loop: {counts}.")
     if values > 1:
         root = _common_root(value, computed)
-        explicit = (f"{root}_r = jax.tree.map(lambda p: jax.reshard(p, P(reduced={reduced})), {root}) before the loop "
-                    f"and take the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, "
-                    f"P(unreduced={reduced})), jax.tree.map(jnp.zeros_like, {root})) as the accumulator; "
-                    "jax.tree.map(lambda a: jax.reshard(a, P()), acc) after the loop")
+        spec = signature.spec_of(root)
+        to_reduced, to_unreduced = resharded(spec, "p", summed, "reduced"), resharded(spec, "a", summed, "unreduced")
+        explicit = (f"{root}_r = jax.tree.map(lambda p: jax.reshard(p, {to_reduced}), {root}) before the loop and take "
+                    f"the gradient of {root}_r; acc = jax.tree.map(lambda a: jax.reshard(a, {to_unreduced}), "
+                    f"jax.tree.map(jnp.zeros_like, {root})) as the accumulator; jax.tree.map(lambda a: "
+                    f"jax.reshard(a, {resharded(spec, 'a', summed)}), acc) after the loop")
     elif value in computed:  # a value the step computes (a loss): nothing to cast, its sum is what accumulates
         explicit = (f"add each iteration's {value} into an accumulator started unreduced "
                     f"(acc = jax.reshard(jnp.zeros_like(...), P(unreduced={reduced}))) instead of its sum over the "
                     "devices, and jax.reshard(acc, P()) after the loop")
     else:
         param = value or "W"
-        explicit = (f"w_r = jax.reshard({param}, P(reduced={reduced})) before the loop and take the gradient of w_r; "
-                    f"acc = jax.reshard(jnp.zeros_like({param}), P(unreduced={reduced})) as the accumulator; "
-                    "jax.reshard(acc, P()) after the loop")
+        spec = signature.spec_of(param)
+        explicit = (f"w_r = jax.reshard({param}, {resharded(spec, param, summed, 'reduced')}) before the loop and "
+                    f"take the gradient of w_r; acc = jax.reshard(jnp.zeros_like({param}), "
+                    f"{resharded(spec, param, summed, 'unreduced')}) as the accumulator; "
+                    f"jax.reshard(acc, {resharded(spec, 'acc', summed)}) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
     shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis)}, out_specs=P(), "
@@ -129,11 +143,48 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
             f"{explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
 
 
+def resharded(spec: str, leaf: str, axes: tuple[str, ...], kind: str = "", name: str = "P") -> str:
+    """The spec a fix reshards ``leaf`` to: its own with ``kind`` (``reduced``, ``unreduced``, or
+    none: the spec after the loop's one sum) over ``axes``.
+
+    ``spec`` is the spec its argument's leaves share, as
+    :func:`~shardscope.engine.hlo.compiled.spec_text` writes it: ``P(None, 'model')`` gives
+    ``P(None, 'model', reduced={'data'})``, the dimensions sharded over other axes kept
+    (``P(reduced=...)`` alone would gather them: an all-gather more, and a sum of the whole
+    value). A dimension sharded over ``axes`` themselves is not (a value reduced over an axis is
+    whole along it); a replicated spec names no dimension, ``P(reduced={'data'})``, whatever the
+    value's rank. Any other text (leaves sharded differently, shardings not known) reads
+    ``leaf``'s own spec in the code. ``name``: what the program calls ``PartitionSpec``."""
+    dims = _kept_dimensions(spec, axes)
+    if dims is None:  # ``*spec`` of a spec with a reduced or unreduced set raises: its ``partitions`` do not
+        dims = f"*jax.typeof({leaf}).sharding.spec.partitions"
+    sets = f"{kind}={{{', '.join(repr(a) for a in axes)}}}" if kind else ""
+    return f"{name}(" + ", ".join(part for part in (dims, sets) if part) + ")"
+
+
+def _kept_dimensions(spec: str, axes: tuple[str, ...]) -> str | None:
+    """The dimensions of the spec text ``spec`` without ``axes`` (``None, 'model'``; empty when
+    none is sharded), or None when ``spec`` is no plain spec's text."""
+    if not (spec.startswith("P(") and spec.endswith(")")) or "=" in spec:
+        return None
+    try:
+        entries = ast.literal_eval(f"({spec[2:-1]},)") if spec[2:-1].strip() else ()
+    except (ValueError, SyntaxError):
+        return None
+    kept = []
+    for entry in entries:
+        names = tuple(a for a in ((entry,) if isinstance(entry, str) else entry or ()) if a not in axes)
+        kept.append(None if not names else names[0] if len(names) == 1 else names)
+    while kept and kept[-1] is None:
+        kept.pop()
+    return ", ".join("None" if e is None else repr(e) for e in kept)
+
+
 def _common_root(value: str, computed: frozenset[str] = frozenset()) -> str:
     """The root of the paths in ``value`` (``params['w1'], params['w2']`` -> ``params``; a
     model's ``model.hidden.kernel`` -> ``model``), ``params`` when they have none in common;
     the values the step computes (``computed``: a loss beside the gradients) are no parameter."""
-    roots = {re.split(r"[\[.]", name.strip(), maxsplit=1)[0] for name in value.split(",")
+    roots = {path_root(name) for name in value.split(",")
              if name.strip() and name.strip() not in computed}
     roots.discard("")
     return roots.pop() if len(roots) == 1 and all(r.isidentifier() for r in roots) else "params"
