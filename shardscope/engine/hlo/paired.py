@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.counts import PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
-from shardscope.engine.jaxpr.verdicts import Verdict
+from shardscope.engine.jaxpr.verdicts import Verdict, with_all_leaves
+from shardscope.engine.pytree_paths import is_gradient_label, labelled_argument
 from shardscope.collective_kinds import OF_PRIMITIVE
 from shardscope.verdict_kinds import DEAD, NEEDED
 
@@ -177,10 +178,13 @@ class PairedCollective(PerCall):
         same = [e.verdict for e in self.equations if e.verdict is not None and e.verdict.kind == compiled.kind]
         if not same or len(same) != len(self.equations):
             return compiled
-        written = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)[0]
+        written, biggest = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)
         if written.executions_after != compiled.executions_after:
             return compiled  # the compiler changed the loops: the jaxpr's numbers would not hold
         fix = written.fix
+        if fix is not None and len(self.equations) > 1:  # one sum of several leaves' gradients: the fix says each
+            leaves = [labelled_argument(e.value) for e in self.equations if is_gradient_label(e.value)]
+            fix = with_all_leaves(fix, labelled_argument(biggest.value), leaves)
         if written.hoist_bytes != compiled.hoist_bytes:  # the compiler changed the type (a TPU's bf16 weights)
             said = f"{written.hoist_bytes:,} B" if written.hoist_bytes is not None else None
             if fix is None or compiled.hoist_bytes is None or said is None or fix.count(said) != 1:

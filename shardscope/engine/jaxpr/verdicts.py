@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from shardscope.engine.counts import Count, known_product, runs_per_call
 from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
+from shardscope.engine.pytree_paths import path_root
 from shardscope.collective_kinds import LAX_FUNCTIONS, PSUM, PSUM_INVARIANT, SCATTERING, SUMS
 from shardscope.verdict_kinds import DEFERRABLE, FLAGGED, JUDGED, LOOP_INVARIANT, NEEDED, SPLITTABLE, STACKABLE
 
@@ -212,8 +214,29 @@ def cast_to_varying(gradient_of: str, axes: str) -> tuple[str, str]:
     name = root.group()
     if name == gradient_of:
         return name, f"{name} = lax.pcast({name}, {axes}, to='varying')"
-    return (f"{name} (this is the gradient of its leaf {gradient_of})",
+    return (f"{name} {_leaves_words((gradient_of,))}",
             f"{name} = jax.tree.map(lambda p: lax.pcast(p, {axes}, to='varying'), {name})")
+
+
+def _leaves_words(leaves: Sequence[str]) -> str:
+    """``(this is the gradient of its leaf params['W1'])``; of several, ``(these are the gradients
+    of its leaves params['W1'], params['W2'] and 2 more)``."""
+    if len(leaves) == 1:
+        return f"(this is the gradient of its leaf {leaves[0]})"
+    named = (f"{leaves[0]} and {leaves[1]}" if len(leaves) == 2 else
+             f"{leaves[0]}, {leaves[1]} and {len(leaves) - 2} more")
+    return f"(these are the gradients of its leaves {named})"
+
+
+def with_all_leaves(fix: str, gradient_of: str, leaves: Sequence[str]) -> str:
+    """``fix``, written for the one leaf ``gradient_of`` (:func:`cast_to_varying`), saying every
+    leaf of ``leaves`` of the same argument whose gradient one combined sum carries: the cast of
+    the whole tree covers them all, and the fix says so."""
+    root = path_root(gradient_of)
+    ordered = tuple(dict.fromkeys((gradient_of, *(leaf for leaf in leaves if path_root(leaf) == root))))
+    if len(ordered) < 2:
+        return fix
+    return fix.replace(_leaves_words((gradient_of,)), _leaves_words(ordered), 1)
 
 
 def _runs_text(runs: int | None, upper_bound: bool = False) -> str:
