@@ -203,6 +203,29 @@ def test_a_program_over_fewer_devices_than_its_file_asks_for_is_not_checked(tmp_
         assert "::error file=over_16.py,title=shardscope%3A total was not checked::" in result.stdout
 
 
+def test_a_device_count_the_user_gave_is_theirs_and_the_note_says_what_the_file_asks(tmp_path, shardscope_cli):
+    """``--devices 8`` given: check does not refuse the file that asks for 16 (a target's count is
+    given the same way); the plan is checked (1 psum outside loops: exit 0) and the note says so."""
+    path = tmp_path / "over_16.py"
+    path.write_text(OVER_16)
+    result = shardscope_cli("check", path.name, "--devices", "8", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert said.startswith("The program's mesh spans 8 devices while over_16.py line 6 asks for 16") and "check passed" in said
+
+
+def test_a_program_over_fewer_devices_than_started_is_checked_as_it_chose(tmp_path, shardscope_cli):
+    """``jax.devices()[:2]`` of the 8 started is the program's own choice, whatever a comment or
+    another line of the file says of a pod: it is checked (1 psum outside loops: exit 0)."""
+    path = tmp_path / "over_2.py"
+    path.write_text(OVER_16.replace("jax.devices()[:16]), (\"x\",))",
+                                    "jax.devices()[:2]), (\"x\",))  # jax.make_mesh((16, 16), ...) on a pod"))
+    assert "[:2]" in path.read_text()
+    result = shardscope_cli("check", path)
+    assert result.returncode == 0, result.stderr
+    assert "check passed" in result.stdout and "asks for" not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("demo", ["linear.py", "mlp.py", "rnn.py", "rbm.py"])
 def test_check_on_each_shipped_demo_flags_naive_and_passes_the_others(demo):
     found = {ins.function.split("[", 1)[1].rstrip("]"): ins for ins in check_file(DEMOS / demo).inspections}

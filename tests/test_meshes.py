@@ -77,7 +77,7 @@ def test_a_device_count_that_does_not_divide_the_batch_is_told_every_count_that_
     with pytest.raises(SettingsError) as raised:
         resolve_shapes(64, Settings(DEMOS / "linear.py", mesh=Mesh.parse("s=3")), 3)
     assert raised.value.hint == ("use a device count that divides 64: 1, 2, "
-                                 "or with more devices started (--devices) 4, 8, 16, 32, 64")
+                                 "or with more devices started (--devices; the app's --max-devices) 4, 8, 16, 32, 64")
     with pytest.raises(SettingsError) as raised:
         resolve_shapes(12, Settings(DEMOS / "linear.py", mesh=Mesh.parse("s=8")), 16)
     assert raised.value.hint == "use a device count that divides 12: 1, 2, 3, 4, 6, 12"

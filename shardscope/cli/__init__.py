@@ -115,7 +115,8 @@ def _command(argv: list[str]) -> int:
         return run(args, words)
     except ShardscopeError as exc:  # --debug: the traceback instead of the message, the status the same
         report_error(exc, args.debug)
-        if (getattr(args, "format", None) or ("json" if getattr(args, "json", False) else "text")) == "json":
+        wants_json = (getattr(args, "format", None) or ("json" if getattr(args, "json", False) else "text")) == "json"
+        if wants_json and getattr(args, "worker", None) is None:  # a --processes worker's mistake is its spawner's to print
             # one JSON object on stdout, whatever stopped the command (docs/reference/json.md)
             print(json.dumps({"exit_code": exc.exit_status, "error": exc.message, "hint": exc.hint}))
         return exc.exit_status

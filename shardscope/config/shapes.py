@@ -70,5 +70,5 @@ def _dividing_counts(batch: int, available_devices: int) -> str:
     more = [d for d in divisors(batch) if available_devices < d <= MAX_DEVICES]
     hint = f"use a device count that divides {batch}: {', '.join(map(str, here))}"
     if more:
-        hint += f", or with more devices started (--devices) {', '.join(map(str, more))}"
+        hint += f", or with more devices started (--devices; the app's --max-devices) {', '.join(map(str, more))}"
     return hint

@@ -101,10 +101,15 @@ class PerCall:
         """:attr:`executions` as a :class:`Count`: in a conditional's branch it runs at most that often."""
         return Count(self.executions, self.in_conditional)
 
+    @property
+    def bytes_count(self) -> Count:
+        """:attr:`bytes_per_call` as a :class:`Count`: in a conditional's branch, at most that many (as its runs)."""
+        return Count(self.bytes_per_call, self.in_conditional)
+
 
 def runs_per_call(runs: str) -> str:
     """``1 run/call``, ``4 runs/call``, ``≤ 4 runs/call``: a count's text with its unit."""
-    return f"{runs} run/call" if runs == "1" else f"{runs} runs/call"
+    return f"{runs} run/call" if runs.removeprefix("≤ ") == "1" else f"{runs} runs/call"
 
 
 def count_text(value: int | None) -> str:

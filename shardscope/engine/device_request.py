@@ -56,7 +56,7 @@ def device_request(traced: "Traced", compiled: "Compiled") -> DeviceRequest | No
     spans = _devices_spanned(compiled)
     started = jax.device_count()
     file = _source_file(traced)
-    if spans is None or file is None:
+    if spans is None or file is None or spans < started:  # fewer than started: the program chose them
         return None
     asked = [(count, number, text) for count, number, text in _asked(file) if count > spans and count > started]
     if not asked:
@@ -88,7 +88,8 @@ def _source_file(traced: "Traced") -> str | None:
 def _asked(file: str) -> list[tuple[int, int, str]]:
     """``(count, line, text)`` of each ``jax.devices()[:N]`` and ``make_mesh((a, b), ...)`` in ``file``."""
     found = []
-    for number, text in enumerate(linecache.getlines(file), 1):
+    for number, line in enumerate(linecache.getlines(file), 1):
+        text = line.split("#", 1)[0]  # a comment asks for nothing
         for match in _DEVICE_SLICE.finditer(text):
             found.append((int(match.group(1)), number, match.group(0)))
         for match in _MAKE_MESH.finditer(text):

@@ -118,7 +118,10 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         if programs:
             for program in pick(programs, function, path):
                 try:
-                    inspections.append(_over_the_devices_asked(_program(program, targets, runs)))
+                    inspection = _program(program, targets, runs)
+                    # check chose the device count (no --devices, no target's): the file's count is the one meant
+                    inspections.append(_over_the_devices_asked(inspection) if devices is None and not targets
+                                       else inspection)
                 except ShardscopeError as exc:
                     failed.append(FailedProgram(program.name, exc))
         else:
@@ -142,9 +145,10 @@ def _program(program: ProgramFunction, targets: Sequence[TargetDevices], runs: b
 
 def _over_the_devices_asked(inspection: Inspection) -> Inspection:
     """``inspection``, unless its program spans fewer devices than its file asks for
-    (``jax.devices()[:16]`` where check started 8: :mod:`shardscope.engine.device_request`): then a
-    :class:`~shardscope.errors.SettingsError` saying to start them (``--devices``). Such a check
-    proves nothing, and would pass: the program is not sharded as written."""
+    (``jax.devices()[:16]`` where check started its default 8: :mod:`shardscope.engine.device_request`):
+    then a :class:`~shardscope.errors.SettingsError` saying to start them (``--devices``). Such a
+    check proves nothing, and would pass: the program is not sharded as written. A count the user
+    gave (``--devices``, or a target's) is theirs: its plan keeps the note, and is checked."""
     request = inspection.device_request
     if request is None:
         return inspection

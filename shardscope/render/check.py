@@ -161,8 +161,8 @@ def render(checked: FileCheck, console: Console, what_ifs: list[ProgramWhatIf] |
         if what_ifs is not None:
             _render_what_if(ins, what_ifs[k], console)
     if failed:
-        console.print(Text(f"check failed: {', '.join(f.function for f in failed)}: not checked, "
-                           "failed to trace or compile (each one's error follows).", style="check.failed"))
+        console.print(Text(f"check failed: {', '.join(f.function for f in failed)}: not checked "
+                           "(each one's error follows).", style="check.failed"))
     if any(ins.targets for ins in inspections):
         render_targets(_named(inspections), console, "program")
         _render_target_outcome(inspections, console)

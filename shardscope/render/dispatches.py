@@ -13,6 +13,7 @@ from rich.text import Text
 from shardscope.engine.counts import count_text
 from shardscope.engine.jaxpr.model import short_source
 from shardscope.render.findings import (
+    collectives_run,
     collectives_table,
     compiled_json,
     note_is_flagged,
@@ -44,10 +45,10 @@ def summary(function: str, plan: "DispatchPlan") -> str:
     if flagged:
         avoidable = sum(f.avoidable or 0 for f in flagged)
         total = sum(f.executions or 0 for f in flagged)
-        head += (f"; {_collectives_run(len(flagged))} once per call where once per step would "
+        head += (f"; {collectives_run(len(flagged))} once per call where once per step would "
                  f"do ({avoidable} of its {total} runs per step avoidable)")
     if looped:
-        head += f"; {_collectives_run(len(looped))} in a loop of a module without needing to"
+        head += f"; {collectives_run(len(looped))} in a loop of a module without needing to"
     return head + ("." if flagged or looped else "; none runs more often than it needs to.")
 
 
@@ -154,9 +155,3 @@ def rich_inspection(inspection: "Inspection") -> Themed:
     if plans:
         return Themed(render_on_target(inspection, plans))
     return render_inspection(inspection)
-
-
-
-def _collectives_run(count: int) -> str:
-    """``1 collective runs`` / ``2 collectives run``: the summary counts collectives, beside runs per step."""
-    return f"{count} collective runs" if count == 1 else f"{count} collectives run"

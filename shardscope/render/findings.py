@@ -34,11 +34,10 @@ def runs_text(c: Runs) -> str:
     return f"≤ {text}" if c.in_conditional and c.executions is not None else text
 
 
-def bytes_text(c: "PairedCollective | Collective") -> str:
-    """Bytes per call: ``12,288``, ``unknown``, ``≤ 12,288`` inside a ``cond`` branch (its runs' bound)."""
-    if c.bytes_per_call is None:
-        return "unknown"
-    return f"≤ {c.bytes_per_call:,}" if c.in_conditional else f"{c.bytes_per_call:,}"
+def collectives_run(count: int) -> str:
+    """``1 collective runs`` / ``2 collectives run`` (as the explorer words it): a summary counts
+    collectives in words, beside its runs per call."""
+    return f"{count} collective runs" if count == 1 else f"{count} collectives run"
 
 
 def collective_cell(c: "PairedCollective") -> str:
@@ -75,7 +74,8 @@ RIGHT_ALIGNED = frozenset({"#", "runs/call", "B/call"})
 def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     """The cells of the findings table, one tuple per collective (the verdict ``-`` outside loops)."""
     return [
-        (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c), bytes_text(c), c.written_by,
+        (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
+         "unknown" if c.bytes_per_call is None else c.bytes_count.text(), c.written_by,
          verdict_cell(c.verdict_kind, c.in_loop, c.dead))
         for i, c in enumerate(collectives, 1)
     ]
@@ -143,8 +143,7 @@ def summary(inspection: "Inspection") -> str:
     remats = len(inspection.rematerializations)
     remat = f"; {remats} involuntary full rematerialization{'' if remats == 1 else 's'}" if remats else ""
     if flagged:
-        ran = "collective runs" if len(flagged) == 1 else "collectives run"  # as the explorer words it
-        return head + f"; {len(flagged)} {ran} in a loop without needing to{remat}."
+        return head + f"; {collectives_run(len(flagged))} in a loop without needing to{remat}."
     return head + f"; none runs in a loop without needing to{remat}."
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.engine.compiler_note import compiler_note
-from shardscope.engine.counts import count_text, runs_per_call
+from shardscope.engine.counts import runs_per_call
 from shardscope.measure.speedup import CONFIDENCE, HOW as SPEEDUP_HOW
 from shardscope.measure.timing import GRADIENT_CHECK
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
@@ -241,7 +241,7 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
             loops = " x ".join("?" if t is None else str(t) for t in c.loop_trip_counts) or "-"
             style = "bold red" if c.in_loop else None
             coll.add_row(plan.name, c.primitive, ",".join(c.axes), c.value, loops, c.runs.text(),
-                         count_text(c.bytes_per_call), style=style)
+                         c.bytes_count.text(), style=style)
     console.print(coll)
     if any(plan.compiled is not None for plan in plans):
         console.print(compiled_table(analysis))
@@ -290,7 +290,7 @@ def compiled_table(analysis: "Analysis") -> Table:
             if len(c.equations) > 1:
                 written = f"{len(c.equations)} x {written}"
             table.add_row(plan.name, collective_cell(c), c.value, trips_text(c.loop_trip_counts), c.runs.text(),
-                          count_text(c.bytes_per_call), c.written_by, written, style="bold red" if c.in_loop else None)
+                          c.bytes_count.text(), c.written_by, written, style="bold red" if c.in_loop else None)
     return table
 
 

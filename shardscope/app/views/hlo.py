@@ -33,8 +33,9 @@ from shardscope.app.base.summaries import loop_style
 from shardscope.app.views.lines import lay_out, offer_focus, worker_console
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.hlo.roofline import seconds_words
-from shardscope.engine.counts import count_text, runs_per_call
+from shardscope.engine.counts import runs_per_call
 from shardscope.render.dispatches import render_dispatches
+from shardscope.render.findings import collectives_run
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import outcome_style, plan_notes, plan_verdict, row_cells
 from shardscope.verdict_kinds import style_of
@@ -91,7 +92,7 @@ def plan_heading(plan: "PlanResult") -> Text:
     text.append(runs_per_call(runs.text()), loop_style(in_loops))
     text.append(f", {moved.text('B')}/call, {in_loops} in while loops")
     flagged = len(plan.flagged)
-    text.append(f"; {flagged} {'collective runs' if flagged == 1 else 'collectives run'} in a loop without needing to"
+    text.append(f"; {collectives_run(flagged)} in a loop without needing to"
                 if flagged else "; none runs in a loop without needing to", loop_style(flagged))
     return text
 
@@ -137,7 +138,7 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
         times = [] if measured is None else measured_cells(measured.of(c.compiled.name) if c.compiled else None)
         cells: dict[str, RenderableType] = {
             "#": str(i + 1), "collective": _collective(c), "value": c.value, "loops": _trips(c),
-            "runs/call": Text(c.runs.text(), loop_style(c.in_loop)), "B/call": count_text(c.bytes_per_call),
+            "runs/call": Text(c.runs.text(), loop_style(c.in_loop)), "B/call": c.bytes_count.text(),
             "by": c.written_by, "verdict": Text(kind, style_of(kind)), "jaxpr": _from_jaxpr(c),
             **dict(zip(("measured/call", "per run"), times))}
         table.add_row(*(cells[name] for name, _ in columns), style=SELECTED if i == selected else None)
