@@ -188,12 +188,14 @@ def test_a_combined_shard_map_sum_pairs_with_every_equation_it_merges(shardy):
 
 def test_a_combined_shard_map_sum_shows_the_fix_of_its_largest_value():
     """Of the equations one instruction merges, the fix shown is the one of the most bytes: the
-    gradient of params['W'] (16 x 32 f32), cast to varying, not the loss's generic words."""
+    gradient of params['W'] (16 x 32 f32), cast to varying, not the loss's generic words; it names
+    the other leaf whose gradient the sum carries too, params['V'] (the loss is no leaf)."""
     case = programs.shard_map_loss_and_grad_accumulate()
     (c,) = inspect(case.fn, *case.args).paired
     sizes = {e.value: e.bytes_per_execution for e in c.equations}
     assert sizes["grad(params['W'])"] == 16 * 32 * 4 == max(sizes.values())
-    assert c.verdict.fix.startswith("cast params (this is the gradient of its leaf params['W']) to varying"), c.verdict.fix
+    assert c.verdict.fix.startswith("cast params (these are the gradients of its leaves params['W'] and params['V']) "
+                                    "to varying"), c.verdict.fix
     assert "lax.pcast(p, 'data', to='varying'), params)" in c.verdict.fix
 
 
