@@ -11,6 +11,7 @@ import textwrap
 
 import jax
 import numpy as np
+import pytest
 
 import _what_if_programs as wp
 from shardscope.whatif.what_if import DEFER, HOIST, VERIFIED, rewrites_of, subject_of
@@ -331,3 +332,21 @@ def test_the_patch_of_a_weight_sharded_over_another_axis_keeps_its_spec(tmp_path
         assert counts == _hlo_counts(rewrite.program.compiled.as_text())
         got = np.asarray(compiled(*args))
     wp.assert_same(wp.outputs(module.step, args), got)
+
+
+@pytest.mark.parametrize(("spec", "written"), [
+    ("P()", "P(unreduced={'data'})"),
+    ("P(None, 'model')", "P(None, 'model', unreduced={'data'})"),
+    ("P('data', None)", "P(unreduced={'data'})"),  # whole along the summed axis once reduced
+    ("P(('data', 'model'),)", "P('model', unreduced={'data'})"),
+    ("P(None, ('model', 'data'))", "P(None, 'model', unreduced={'data'})"),
+    # no plain spec's text (jax 0.12 prints an unconstrained dimension as P(...)): the leaf's own, in code
+    ("P(...)", "P(*jax.typeof(a).sharding.spec.partitions, unreduced={'data'})"),
+    ("P(UNCONSTRAINED)", "P(*jax.typeof(a).sharding.spec.partitions, unreduced={'data'})"),
+    ("P(1, 2)", "P(*jax.typeof(a).sharding.spec.partitions, unreduced={'data'})"),
+    ("", "P(*jax.typeof(a).sharding.spec.partitions, unreduced={'data'})"),
+])
+def test_the_spec_a_fix_reshards_to_keeps_the_other_axes_and_never_fails_on_odd_text(spec, written):
+    from shardscope.engine.hlo.fixes import resharded
+
+    assert resharded(spec, "a", ("data",), "unreduced") == written

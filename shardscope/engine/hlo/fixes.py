@@ -164,12 +164,18 @@ def resharded(spec: str, leaf: str, axes: tuple[str, ...], kind: str = "", name:
 
 def _kept_dimensions(spec: str, axes: tuple[str, ...]) -> str | None:
     """The dimensions of the spec text ``spec`` without ``axes`` (``None, 'model'``; empty when
-    none is sharded), or None when ``spec`` is no plain spec's text."""
+    none is sharded), or None when ``spec`` is no plain spec's text: each entry None, an axis
+    name or a tuple of them (not ``P(...)``, an unconstrained dimension, a reduced set)."""
     if not (spec.startswith("P(") and spec.endswith(")")) or "=" in spec:
         return None
+    inner = spec[2:-1].strip().removesuffix(",")  # P(('data', 'model'),) as JAX prints a one-entry spec
     try:
-        entries = ast.literal_eval(f"({spec[2:-1]},)") if spec[2:-1].strip() else ()
-    except (ValueError, SyntaxError):
+        entries = ast.literal_eval(f"({inner},)") if inner else ()
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    plain = all(e is None or isinstance(e, str) or (isinstance(e, tuple) and all(isinstance(a, str) for a in e))
+                for e in entries)
+    if not isinstance(entries, tuple) or not plain:
         return None
     kept = []
     for entry in entries:
