@@ -91,6 +91,25 @@ def test_an_earlier_run_s_compilation_in_the_folder_is_passed_over_and_said(runs
     assert "2 compilations of jit_train_step: read module_0014" in said and "module_0099" in said
 
 
+def test_an_older_compilation_named_with_f_is_read_and_not_called_the_newest(runs, tmp_path, shardscope_cli):
+    dump, _, earlier = runs
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    older = mixed / "module_0020.jit_train_step.cpu_after_optimizations.txt"
+    older.write_text(_step_file(earlier).read_text())
+    newer = mixed / "module_0024.jit_train_step.cpu_after_optimizations.txt"
+    newer.write_text(_step_file(dump).read_text())
+    now = time.time()
+    os.utime(older, (now - 3600, now - 3600))
+    os.utime(newer, (now, now))
+    result = shardscope_cli("check", "--xla-dump", mixed, "-f", older.name, "--json")
+    (program,) = json.loads(result.stdout)["programs"]
+    (loop,) = {tuple(c["loop_trip_counts"]) for c in program["compiled_collectives"] if c["loop_trip_counts"]}
+    assert loop == (8,)  # the earlier run's 8 micro-batches: the file asked for
+    said = " ".join(result.stderr.split())
+    assert "read module_0020.jit_train_step.cpu_after_optimizations.txt, as asked, not the newest" in said
+
+
 def test_the_run_s_profile_goes_on_its_dumped_plan(runs, shardscope_cli):
     dump, profile, _ = runs
     result = shardscope_cli("check", "--xla-dump", dump, "--profile-dir", profile, "--json")

@@ -28,6 +28,8 @@ class TimedOn:
     platform: str
     device_kind: str
     devices: int
+    processes: int = 1
+    """The JAX processes the devices belong to (``--processes``: each its own simulated CPU devices)."""
 
     @property
     def simulated(self) -> bool:
@@ -43,12 +45,20 @@ class TimedOn:
     def where(self) -> str:
         """``on 8 simulated CPU devices (a CPU collective is a memory copy between them)`` / ``on 4 x
         TPU v5 lite``: the few words that follow a timing."""
+        if self.simulated and self.processes > 1:
+            return (f"on {self.text()} in {self.processes} processes (a CPU collective is a memory copy within a "
+                    "process and a transfer over this host's loopback between them)")
         if self.simulated:
             return f"on {self.text()} (a CPU collective is a memory copy between them)"
         return f"on {self.text()}"
 
     def meaning(self) -> str:
         """What the times measured there, in one or two sentences (for the note beside them)."""
+        if self.simulated and self.processes > 1:
+            return (f"Timed on {self.text()} in {self.processes} processes of this host: a CPU collective is a "
+                    "memory copy within a process and a transfer over the loopback between them, not a network's, "
+                    "so the times compare the plans' work on this host; --project and --target say what an "
+                    "interconnect and a TPU's or GPU's compiler do.")
         if self.simulated:
             return (f"Timed on {self.text()} in one process: a CPU collective is a memory copy between "
                     "them, not a network transfer, so the times compare the plans' work on this host; "
@@ -64,7 +74,8 @@ class TimedOn:
 def timed_on(devices: "Sequence[jax.Device]") -> TimedOn:
     """The :class:`TimedOn` of a mesh over ``devices`` (JAX's own, which the programs ran on)."""
     first = devices[0]
-    return TimedOn(first.platform, first.device_kind, len(devices))
+    processes = len({getattr(device, "process_index", 0) for device in devices})
+    return TimedOn(first.platform, first.device_kind, len(devices), processes)
 
 
 def timed_on_compiled(compiled: "jax.stages.Compiled") -> TimedOn:

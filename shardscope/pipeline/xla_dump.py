@@ -45,8 +45,18 @@ def compilations_note(chosen: DumpedModule, modules: list[DumpedModule]) -> str:
     if not same:
         return ""
     others = ", ".join(f"{m.path.name} ({_clock(m.path)})" for m in sorted(same, key=lambda m: m.path.name))
-    return (f"--xla-dump holds {len(same) + 1} compilations of {chosen.name}: read {chosen.path.name}, the newest "
+    newest = all(_mtime(chosen.path) >= _mtime(m.path) for m in same)  # -f may name an older one
+    which = "the newest" if newest else "as asked, not the newest"
+    return (f"--xla-dump holds {len(same) + 1} compilations of {chosen.name}: read {chosen.path.name}, {which} "
             f"({_clock(chosen.path)}); also there: {others}. Pass one file to read another.")
+
+
+def _mtime(path: Path) -> float:
+    """When ``path`` was written (0 when it cannot be told)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _clock(path: Path) -> str:

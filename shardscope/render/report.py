@@ -75,7 +75,8 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "backend": analysis.backend,
         "timed_on": None if analysis.timed_on is None else {
             "platform": analysis.timed_on.platform, "device_kind": analysis.timed_on.device_kind,
-            "devices": analysis.timed_on.devices, "simulated": analysis.timed_on.simulated,
+            "devices": analysis.timed_on.devices, "processes": analysis.timed_on.processes,
+            "simulated": analysis.timed_on.simulated,
             "text": analysis.timed_on.meaning()},
         "devices": analysis.settings.devices if analysis.shapes is None else s.devices,
         "axis": analysis.settings.axis if analysis.origin.chunked else None,  # a program file: each program its own mesh
