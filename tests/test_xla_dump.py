@@ -87,6 +87,18 @@ def test_check_reads_a_dump_folder_and_one_module_file(dump):
     assert f"read from {_step_file(dump).name}, no jaxpr" in words and "deferrable" in words and "Fix:" in words
 
 
+def test_a_module_copied_with_windows_line_endings_reads_as_written(dump, tmp_path):
+    """A dump that went through a Windows editor or git's autocrlf: the same plan, counted by hand."""
+    by_hand, trip = _read_by_hand(_step_file(dump).read_text())
+    crlf = tmp_path / _step_file(dump).name
+    crlf.write_bytes(_step_file(dump).read_bytes().replace(b"\n", b"\r\n"))
+    result = run_main("check", "--xla-dump", crlf, "--json")
+    assert result.returncode == 1, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    assert {row["name"]: row["bytes"] for row in program["compiled_collectives"]} == by_hand
+    assert all(row["loop_trip_counts"] == [trip] for row in program["compiled_collectives"])
+
+
 def test_a_folder_with_several_steps_names_them_and_f_picks_one(dump, tmp_path):
     text = _step_file(dump).read_text()
     (tmp_path / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(text)

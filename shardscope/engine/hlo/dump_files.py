@@ -163,7 +163,7 @@ def read_text(path: Path) -> str:
                                 f"at most {MAX_FILE_BYTES:,} ({MAX_FILE_BYTES // 2**20} MiB).", DUMP_HINT)
         data = _read_bounded(file, path)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").replace("\r\n", "\n")  # a dump copied through Windows reads as XLA wrote it
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise SettingsError(f"--xla-dump {path}, line {line}: byte {exc.start:,} is not UTF-8 text "

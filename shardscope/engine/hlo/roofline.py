@@ -469,7 +469,14 @@ def seconds_words(seconds: float, digits: int = 3) -> str:
     largest unit the time reaches (every time shardscope prints is written by this)."""
     for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
         if seconds >= scale:
-            return f"{seconds / scale:.{digits}g} {unit}"
+            return f"{_significant(seconds / scale, digits)} {unit}"
     if 0 < seconds < 1e-9:
         return "<1 ns"
-    return f"{seconds / 1e-9:.{digits}g} ns"
+    return f"{_significant(seconds / 1e-9, digits)} ns"
+
+
+def _significant(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, never in exponent form: 220 ms with 2 digits
+    is ``220``, not ``2.2e+02`` (a layouts sweep's progress wrote that)."""
+    text = f"{value:.{digits}g}"
+    return f"{float(text):.0f}" if "e" in text else text
