@@ -336,3 +336,8 @@ def test_json_that_stops_on_a_mistake_is_still_one_json_object(argv, shardscope_
     assert result.returncode == error["exit_code"] == 2
     assert f"shardscope: error: {error['error']}\nhint: {error['hint']}\n" in result.stderr
     assert ("No such file: missing.py" if argv[1] == "missing.py" else "Chunk size 7 does not divide") in error["error"]
+
+
+def test_report_on_a_layouts_file_points_at_layouts(shardscope_cli):
+    assert_user_error(shardscope_cli("report", "transformer_layouts"), "is a layouts file (@shardscope.layouts)",
+                      "shardscope layouts ")

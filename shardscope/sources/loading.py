@@ -77,6 +77,12 @@ def load_demo_file(path: str | Path) -> DemoFile:
                 f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "
                 "report and diff build plans from @shardscope.demo functions",
             )
+        if layout_functions(module):
+            raise DemoFileError(
+                f"{path} is a layouts file (@shardscope.layouts), not a demo file.",
+                f"shardscope layouts {path} --target TARGET ranks its layouts; report and diff build plans from "
+                "@shardscope.demo functions",
+            )
         raise DemoFileError(
             f"{path} has no demo function.",
             "mark a function f(params, x) with @shardscope.demo(params=..., x=...)",
