@@ -16,9 +16,11 @@ one worker the candidates compile in this process instead: nothing to start, the
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
 
 _POLL_S = 0.5
 _STDERR_LINES = 5
+_STOP_WAIT_S = 0.5
+"""How long :meth:`CandidatePool.stop` waits for its workers to end when asked, all told."""
+_STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+"""The signals that end a worker because the command is being stopped (sent to its process group)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,9 @@ class CandidatePool:
         self.workers = max(1, min(workers, len(job.candidates)))
         self.running: list[_Worker] = []
         self.waiting: deque[int] = deque(range(len(job.candidates)))
+        self.stopped = False
+        """A worker was ended by a signal to stop (an interrupt sent to the process group): the sweep
+        ends with what was made, and its candidates in flight are no failures."""
 
     def results(self) -> Iterator[CompiledCandidate]:
         """Each candidate's result, in the order they finish."""
@@ -110,7 +119,7 @@ class CandidatePool:
             for _ in range(self.workers):
                 self._start_worker()
             left = len(self.job.candidates)
-            while left:
+            while left and not self.stopped:
                 ready = wait([worker.results for worker in self.running], timeout=_POLL_S)
                 for worker in [w for w in self.running if w.results in ready]:
                     result = self._receive(worker)
@@ -144,7 +153,12 @@ class CandidatePool:
         code = worker.process.wait()
         index, said = worker.compiling, worker.said()
         self._close(worker)
+        if -code in _STOPPING:  # Ctrl+C or SIGTERM to the whole process group: not the candidate's failure
+            self.stopped = True
+            return None
         ended = f"signal {-code}" if code < 0 else f"status {code}"
+        if code == -signal.SIGKILL:  # what the kernel's out-of-memory killer sends
+            ended += ", as the kernel ends a process that runs out of memory"
         if not worker.ready:  # it died starting: the next one would too
             raise ShardscopeError(f"A layouts worker process ended ({ended}) before it could compile anything"
                                   f"{': ' + said if said else ''}.",
@@ -154,8 +168,7 @@ class CandidatePool:
         if self.waiting:
             self._start_worker()
         return CompiledCandidate(self.job.candidates[index], FAILED,
-                                 f"the worker process compiling it ended ({ended}; the kernel ends a process that "
-                                 f"runs out of memory){': ' + said if said else ''}")
+                                 f"the worker process compiling it ended ({ended}){': ' + said if said else ''}")
 
     def _start_worker(self) -> None:
         task_read, task_write = os.pipe()
@@ -173,13 +186,16 @@ class CandidatePool:
         self._hand_next(worker)
 
     def stop(self) -> None:
-        """End every worker now (their candidates in flight are dropped)."""
+        """End every worker now (their candidates in flight are dropped): asked to end, then, after
+        :data:`_STOP_WAIT_S` all told, killed (a worker inside XLA's compile answers no signal
+        handler: the command must end within about a second)."""
         for worker in self.running:
             if worker.process.poll() is None:
                 worker.process.terminate()
+        deadline = time.monotonic() + _STOP_WAIT_S
         for worker in self.running:
             try:
-                worker.process.wait(timeout=2)
+                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 worker.process.kill()
                 worker.process.wait()
