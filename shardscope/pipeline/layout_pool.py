@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -109,9 +110,7 @@ class CandidatePool:
         self.workers = max(1, min(workers, len(job.candidates)))
         self.running: list[_Worker] = []
         self.waiting: deque[int] = deque(range(len(job.candidates)))
-        self.stopped = False
-        """A worker was ended by a signal to stop (an interrupt sent to the process group): the sweep
-        ends with what was made, and its candidates in flight are no failures."""
+        self._stopping = threading.Lock()  # stop() runs in the sweep's thread and in an interrupt's handler
 
     def results(self) -> Iterator[CompiledCandidate]:
         """Each candidate's result, in the order they finish."""
@@ -119,7 +118,7 @@ class CandidatePool:
             for _ in range(self.workers):
                 self._start_worker()
             left = len(self.job.candidates)
-            while left and not self.stopped:
+            while left:
                 ready = wait([worker.results for worker in self.running], timeout=_POLL_S)
                 for worker in [w for w in self.running if w.results in ready]:
                     result = self._receive(worker)
@@ -149,13 +148,16 @@ class CandidatePool:
 
     def _lost(self, worker: _Worker) -> CompiledCandidate | None:
         """A failed row for the candidate a dead worker was compiling, and a worker in its place."""
-        self.running.remove(worker)
+        if worker in self.running:  # not when stop() took them all
+            self.running.remove(worker)
         code = worker.process.wait()
         index, said = worker.compiling, worker.said()
         self._close(worker)
-        if -code in _STOPPING:  # Ctrl+C or SIGTERM to the whole process group: not the candidate's failure
-            self.stopped = True
-            return None
+        if -code in _STOPPING:  # stopped (the command's interrupt stops its workers): no failure of the candidate's,
+            # and no end of the sweep either, whose ranking the interrupt prints with the rows done
+            raise ShardscopeError(f"A layouts worker process was stopped ({signal.Signals(-code).name}) while it "
+                                  "compiled a candidate: the sweep stops with it.",
+                                  "run it again; --workers 1 compiles every candidate in this process")
         ended = f"signal {-code}" if code < 0 else f"status {code}"
         if code == -signal.SIGKILL:  # what the kernel's out-of-memory killer sends
             ended += ", as the kernel ends a process that runs out of memory"
@@ -189,18 +191,19 @@ class CandidatePool:
         """End every worker now (their candidates in flight are dropped): asked to end, then, after
         :data:`_STOP_WAIT_S` all told, killed (a worker inside XLA's compile answers no signal
         handler: the command must end within about a second)."""
-        for worker in self.running:
-            if worker.process.poll() is None:
-                worker.process.terminate()
-        deadline = time.monotonic() + _STOP_WAIT_S
-        for worker in self.running:
-            try:
-                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                worker.process.kill()
-                worker.process.wait()
-            self._close(worker)
-        self.running.clear()
+        with self._stopping:
+            running, self.running = list(self.running), []
+            for worker in running:
+                if worker.process.poll() is None:
+                    worker.process.terminate()
+            deadline = time.monotonic() + _STOP_WAIT_S
+            for worker in running:
+                try:
+                    worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    worker.process.kill()
+                    worker.process.wait()
+                self._close(worker)
 
     @staticmethod
     def _close(worker: _Worker) -> None:
