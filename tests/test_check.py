@@ -20,7 +20,7 @@ def test_check_step_exits_1_and_prints_the_fix(shardscope_cli):
     assert "deferrable" in out and "params['W1']" in out and "params['W2']" in out
     assert "params = jax.tree.map(lambda p: lax.pcast(p, 'batch', to='varying'), params)" in " ".join(out.split())
     # XLA combines the sums of both weights' gradients into one all-reduce: its fix names both leaves
-    assert "cast params (these are the gradients of its leaves params['W1'] and params['W2'])" in " ".join(out.split())
+    assert "cast params (these are the gradients of its leaves params['W1'], params['W2'])" in " ".join(out.split())
     assert "check failed: step" in out
 
 

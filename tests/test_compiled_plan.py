@@ -194,7 +194,7 @@ def test_a_combined_shard_map_sum_shows_the_fix_of_its_largest_value():
     (c,) = inspect(case.fn, *case.args).paired
     sizes = {e.value: e.bytes_per_execution for e in c.equations}
     assert sizes["grad(params['W'])"] == 16 * 32 * 4 == max(sizes.values())
-    assert c.verdict.fix.startswith("cast params (these are the gradients of its leaves params['W'] and params['V']) "
+    assert c.verdict.fix.startswith("cast params (these are the gradients of its leaves params['W'], params['V']) "
                                     "to varying"), c.verdict.fix
     assert "lax.pcast(p, 'data', to='varying'), params)" in c.verdict.fix
 

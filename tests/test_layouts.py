@@ -254,26 +254,40 @@ def test_worker_processes_make_the_rows_this_process_makes(tmp_path, shardscope_
     assert strip(spread["rows"]) == strip(here["rows"])
 
 
+def _interrupted(argv: list[str], done: str, *, group: bool = False, wait_s: float = 120) -> tuple[int, str, str]:
+    """``(status, stdout, stderr)`` of ``shardscope layouts ARGV`` sent SIGINT once its progress
+    says ``done``: to it alone, or with ``group`` to its whole process group, as a terminal's Ctrl+C."""
+    process = subprocess.Popen([PYTHON, "-m", "shardscope", "layouts", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=group)
+    try:
+        assert process.stderr is not None
+        seen = ""
+        deadline = time.monotonic() + wait_s
+        while done not in seen and time.monotonic() < deadline:
+            seen += process.stderr.readline()
+        assert done in seen, seen
+        if group:
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if group:
+            with contextlib.suppress(ProcessLookupError):  # the workers too, whatever happened
+                os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    return process.returncode, stdout, stderr
+
+
 @pytest.mark.slow  # a fresh process, interrupted
 def test_ctrl_c_keeps_the_rows_done(tmp_path):
     slow = MLP.replace('    """One SGD step', '    if mesh.shape["fsdp"] == 2:\n        import time\n'
                        '        time.sleep(300)\n    """One SGD step')
     path = write(tmp_path, "slow.py", slow)
-    process = subprocess.Popen([PYTHON, "-m", "shardscope", "layouts", str(path), "--target", "cpu:8", "--json",
-                                "--workers", "1", "--option", "per_device_batch=1"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stderr is not None
-        seen = ""
-        deadline = time.monotonic() + 120
-        while "layouts: 1/4" not in seen and time.monotonic() < deadline:
-            seen += process.stderr.readline()
-        assert "layouts: 1/4" in seen, seen
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 130
+    status, stdout, stderr = _interrupted([str(path), "--target", "cpu:8", "--json", "--workers", "1", "--option",
+                                           "per_device_batch=1"], "layouts: 1/4")
+    assert status == 130
     data = json.loads(stdout)
     assert data["interrupted"] and data["candidates"] == 4
     assert [r["candidate"]["label"] for r in data["rows"]] == ["tensor=8, per_device_batch=1"]
@@ -287,23 +301,9 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_at_once_and_blames_no_can
     interrupt to the command, which stops them at once; the candidates in flight are neither done
     nor failed, and no candidate is blamed on memory (two workers compiling the shipped layouts
     demo for a v5e slice: 3.2 s to end, 5 rows 'failed (signal 15; ... runs out of memory)' before)."""
-    process = subprocess.Popen([PYTHON, "-m", "shardscope", "layouts", "transformer_layouts", "--target", "tpu:v5e:2x4",
-                                "--no-cache", "--json", "--workers", "2"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        assert process.stderr is not None
-        seen = ""
-        deadline = time.monotonic() + 300
-        while "layouts: 2/20" not in seen and time.monotonic() < deadline:
-            seen += process.stderr.readline()
-        assert "layouts: 2/20" in seen, seen
-        os.killpg(process.pid, signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 130, stderr
+    status, stdout, stderr = _interrupted(["transformer_layouts", "--target", "tpu:v5e:2x4", "--no-cache", "--json",
+                                           "--workers", "2"], "layouts: 2/20", group=True, wait_s=300)
+    assert status == 130, stderr
     data = json.loads(stdout)
     outcomes = [r["outcome"] for r in data["rows"]]
     assert data["interrupted"] and "failed" not in outcomes, data["rows"]

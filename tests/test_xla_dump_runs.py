@@ -71,41 +71,45 @@ def test_the_dump_s_fix_passes_every_argument_as_the_file_s_does(runs, shardscop
     assert f"in_specs={in_specs}" in from_dump
 
 
-def test_an_earlier_run_s_compilation_in_the_folder_is_passed_over_and_said(runs, tmp_path, shardscope_cli):
-    dump, _, earlier = runs
+def _two_runs(tmp_path: Path, earlier: Path, later: Path, older_name: str, newer_name: str) -> tuple[Path, Path, Path]:
+    """``(folder, older, newer)``: the two runs' step modules in one folder, the earlier run's
+    written an hour before the later's, under the given module file names."""
     mixed = tmp_path / "mixed"
     mixed.mkdir()
-    older = mixed / "module_0099.jit_train_step.cpu_after_optimizations.txt"  # numbered higher: another process's count
+    older, newer = mixed / older_name, mixed / newer_name
     older.write_text(_step_file(earlier).read_text())
-    newer = mixed / "module_0014.jit_train_step.cpu_after_optimizations.txt"
-    newer.write_text(_step_file(dump).read_text())
+    newer.write_text(_step_file(later).read_text())
     now = time.time()
     os.utime(older, (now - 3600, now - 3600))
     os.utime(newer, (now, now))
-    result = shardscope_cli("check", "--xla-dump", mixed, "--json")
-    (program,) = json.loads(result.stdout)["programs"]
+    return mixed, older, newer
+
+
+def _loop_trips(stdout: str) -> tuple[int, ...]:
+    """The one loop's trip counts of the one program ``check --json`` read."""
+    (program,) = json.loads(stdout)["programs"]
     (loop,) = {tuple(c["loop_trip_counts"]) for c in program["compiled_collectives"] if c["loop_trip_counts"]}
+    return loop
+
+
+def test_an_earlier_run_s_compilation_in_the_folder_is_passed_over_and_said(runs, tmp_path, shardscope_cli):
+    dump, _, earlier = runs
+    # the older numbered higher: another process's count
+    mixed, _, newer = _two_runs(tmp_path, earlier, dump, "module_0099.jit_train_step.cpu_after_optimizations.txt",
+                                "module_0014.jit_train_step.cpu_after_optimizations.txt")
+    result = shardscope_cli("check", "--xla-dump", mixed, "--json")
     trip = int(re.search(r'"known_trip_count":\{"n":"(\d+)"\}', newer.read_text()).group(1))
-    assert loop == (trip,) == (4,)  # the newer run's 4 micro-batches, not the earlier's 8
+    assert _loop_trips(result.stdout) == (trip,) == (4,)  # the newer run's 4 micro-batches, not the earlier's 8
     said = " ".join(result.stderr.split())
     assert "2 compilations of jit_train_step: read module_0014" in said and "module_0099" in said
 
 
 def test_an_older_compilation_named_with_f_is_read_and_not_called_the_newest(runs, tmp_path, shardscope_cli):
     dump, _, earlier = runs
-    mixed = tmp_path / "mixed"
-    mixed.mkdir()
-    older = mixed / "module_0020.jit_train_step.cpu_after_optimizations.txt"
-    older.write_text(_step_file(earlier).read_text())
-    newer = mixed / "module_0024.jit_train_step.cpu_after_optimizations.txt"
-    newer.write_text(_step_file(dump).read_text())
-    now = time.time()
-    os.utime(older, (now - 3600, now - 3600))
-    os.utime(newer, (now, now))
+    mixed, older, _ = _two_runs(tmp_path, earlier, dump, "module_0020.jit_train_step.cpu_after_optimizations.txt",
+                                "module_0024.jit_train_step.cpu_after_optimizations.txt")
     result = shardscope_cli("check", "--xla-dump", mixed, "-f", older.name, "--json")
-    (program,) = json.loads(result.stdout)["programs"]
-    (loop,) = {tuple(c["loop_trip_counts"]) for c in program["compiled_collectives"] if c["loop_trip_counts"]}
-    assert loop == (8,)  # the earlier run's 8 micro-batches: the file asked for
+    assert _loop_trips(result.stdout) == (8,)  # the earlier run's 8 micro-batches: the file asked for
     said = " ".join(result.stderr.split())
     assert "read module_0020.jit_train_step.cpu_after_optimizations.txt, as asked, not the newest" in said
 

@@ -22,6 +22,13 @@ def path_root(name: str) -> str:
     return re.split(r"[\[.]", name.strip(), maxsplit=1)[0]
 
 
+def listed(labels: Iterable[str]) -> str:
+    """``a``, ``a, b, c``, or ``a, b and 3 more``: each label once, empty ones left out (how every
+    view names the several values one collective carries)."""
+    unique = list(dict.fromkeys(label for label in labels if label))
+    return ", ".join(unique) if len(unique) <= 3 else f"{unique[0]}, {unique[1]} and {len(unique) - 2} more"
+
+
 _GRADIENT = ("grad(", ")")
 
 

@@ -32,6 +32,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from shardscope.engine.pytree_paths import listed
 from shardscope.engine.extensions import EXTENSIONS
 from shardscope.whatif.build import build, patch_of
 from shardscope.whatif.checks import PlanCheck, plan_check
@@ -283,11 +284,7 @@ _STATUS_WORDS = {FAILED: "failed", STILL_IN_LOOP: "still runs it in the loop", O
 def _values_text(values: Sequence[str]) -> str:
     """``params['W1'], params['W2']``; past three, the first two and how many more (a 12-layer
     model's 73 gradients are not one line)."""
-    if not values:
-        return "its values"
-    if len(values) <= 3:
-        return ", ".join(values)
-    return f"{values[0]}, {values[1]} and {len(values) - 2} more"
+    return listed(values) or "its values"
 
 
 def _text(count: int | None) -> str:

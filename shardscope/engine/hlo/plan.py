@@ -8,14 +8,13 @@ verdicts, fixes, names and the pairing with the jaxpr read these types.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from shardscope.engine.counts import PerCall, known_product, total_executions
 from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, PartitionerWarning
 from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.verdicts import NEEDED
 from shardscope.engine.jaxpr.verdicts import Verdict
-from shardscope.engine.pytree_paths import is_source_line, labelled_argument
+from shardscope.engine.pytree_paths import is_source_line, labelled_argument, listed
 
 __all__ = ["CompiledLoop", "CompiledOperand", "CompiledCollective", "CompiledPlan"]
 
@@ -136,13 +135,13 @@ class CompiledCollective(PerCall):
     @property
     def value(self) -> str:
         """The value(s) it carries: ``params['W']``, ``params['W'], params['V']``, or ``3 values``."""
-        return _listed(op.value for op in self.operands)
+        return listed(op.value for op in self.operands)
 
     @property
     def arguments(self) -> str:
         """What a fix casts or reshards for it: :attr:`value` with each gradient's argument in its
         place (``params['W']`` for ``grad(params['W'])``), source lines left out."""
-        return _listed(labelled_argument(op.value) for op in self.operands if not is_source_line(op.value))
+        return listed(labelled_argument(op.value) for op in self.operands if not is_source_line(op.value))
 
     @property
     def combined(self) -> bool:
@@ -215,7 +214,3 @@ class CompiledPlan:
         return next((loop for loop in self.loops if loop.name == name), None)
 
 
-def _listed(labels: Iterable[str]) -> str:
-    """``a``, ``a, b, c``, or ``a, b and 3 more``: each label once, empty ones left out."""
-    unique = list(dict.fromkeys(label for label in labels if label))
-    return ", ".join(unique) if len(unique) <= 3 else f"{unique[0]}, {unique[1]} and {len(unique) - 2} more"

@@ -21,7 +21,7 @@ from shardscope.engine.jaxpr.linearity import AdditivePaths
 from shardscope.engine.jaxpr.loop_names import loop_words
 from shardscope.engine.jaxpr.model import Equation, short_source, source_line
 from shardscope.engine.jaxpr.valueflow import ValueIndex, input_role
-from shardscope.engine.pytree_paths import path_root
+from shardscope.engine.pytree_paths import listed, path_root
 from shardscope.collective_kinds import LAX_FUNCTIONS, PSUM, PSUM_INVARIANT, SCATTERING, SUMS
 from shardscope.verdict_kinds import DEFERRABLE, FLAGGED, JUDGED, LOOP_INVARIANT, NEEDED, SPLITTABLE, STACKABLE
 
@@ -220,12 +220,10 @@ def cast_to_varying(gradient_of: str, axes: str) -> tuple[str, str]:
 
 def _leaves_words(leaves: Sequence[str]) -> str:
     """``(this is the gradient of its leaf params['W1'])``; of several, ``(these are the gradients
-    of its leaves params['W1'], params['W2'] and 2 more)``."""
+    of its leaves params['W1'], params['W2'] and 2 more)`` (:func:`~shardscope.engine.pytree_paths.listed`)."""
     if len(leaves) == 1:
         return f"(this is the gradient of its leaf {leaves[0]})"
-    named = (f"{leaves[0]} and {leaves[1]}" if len(leaves) == 2 else
-             f"{leaves[0]}, {leaves[1]} and {len(leaves) - 2} more")
-    return f"(these are the gradients of its leaves {named})"
+    return f"(these are the gradients of its leaves {listed(leaves)})"
 
 
 def with_all_leaves(fix: str, gradient_of: str, leaves: Sequence[str]) -> str:
