@@ -11,6 +11,13 @@ its start to the end of its done; the module's other instructions that ran on th
 meanwhile are the compute it overlapped. A synchronous one overlaps whatever ran beside it on
 the same device's timeline (nothing, on XLA:CPU, whose device runs its program on one thread).
 
+The step's collectives together (:attr:`MeasuredPlan.collectives_s`) are not the sum of those
+per-collective figures: each is another device's, and collectives in flight at once (async
+pairs overlapping, on TPU and GPU) would be counted twice. In each call, each device's time in
+collectives is the union of its collectives' runs (a run from start to done, for a pair),
+never more than that device's step; the call's figure is the device that spent the most, and
+the compute it overlapped is that device's. So it never exceeds the step it is shown beside.
+
 Every per-call figure is the median over the calls after the first: the first call in a trace
 pays for the profiler's start and for first-run allocations (16 ms against 9 ms seen on the
 CPU), so it is kept apart (:attr:`MeasuredPlan.first_call_s`); with one call there is nothing
@@ -87,8 +94,13 @@ class MeasuredPlan:
     ``program_devices`` the program spans: fewer when only some hosts' files were read);
     ``step_s`` is the slowest device's time per call and ``fastest_step_s`` the fastest's, both
     medians over the calls after the first, whose own time is ``first_call_s`` (None with one
-    call: then it is the median). ``cut_calls`` were cut by the trace's start or end and are not
-    counted. ``missing`` are the plan's collectives that never ran (a conditional's).
+    call: then it is the median). ``collectives_s`` is the time a device spent in collectives
+    per call, on the device that spent the most: in each call, the union of its collectives'
+    runs on each device (overlapping ones counted once), at most that device's step, the most
+    of any device, then the median over the calls; it never exceeds ``step_s``.
+    ``collectives_overlapped_s`` is the compute that ran on that device while they were in
+    flight. ``cut_calls`` were cut by the trace's start or end and are not counted.
+    ``missing`` are the plan's collectives that never ran (a conditional's).
     ``machine`` is what ran it, as the profile says (``TPU v5 Lite``, ``CPU``); ``note`` which
     run of a folder was read, when there was a choice. ``on_target`` is the ``--target`` whose
     plan the run executed ("" for the plan compiled here), ``estimate`` the step's estimate on
@@ -112,15 +124,12 @@ class MeasuredPlan:
     note: str = ""
     on_target: str = ""
     estimate: StepEstimate | None = None
+    collectives_s: float = 0.0
+    collectives_overlapped_s: float = 0.0
 
     def of(self, name: str) -> MeasuredCollective | None:
         """The measured collective named ``name`` (the plan's instruction name), if it ran."""
         return next((c for c in self.collectives if c.name == name), None)
-
-    @property
-    def collectives_s(self) -> float:
-        """The collectives' time per step on their slowest devices, summed."""
-        return sum(c.per_step_s for c in self.collectives)
 
     @property
     def device_estimate_s(self) -> float | None:
@@ -147,7 +156,8 @@ class MeasuredPlan:
         return {"module": self.module, "source": self.source, "calls": self.calls, "devices": self.devices,
                 "program_devices": self.program_devices, "step_s": self.step_s, "fastest_step_s": self.fastest_step_s,
                 "first_call_s": self.first_call_s, "median_of_calls": self.median_calls, "cut_calls": self.cut_calls,
-                "collectives_s": self.collectives_s, "machine": self.machine, "note": self.note,
+                "collectives_s": self.collectives_s, "collectives_overlapped_s": self.collectives_overlapped_s,
+                "machine": self.machine, "note": self.note,
                 "matched_by": self.matched_by, "missing": list(self.missing), "on_target": self.on_target or None,
                 "estimate": None if self.estimate is None else {
                     "chip": self.estimate.chip, "device_s": self.device_estimate_s, "ratio": self.estimate_ratio},
@@ -173,12 +183,15 @@ def profile_onto(plan: CompiledPlan, profile: Profile) -> MeasuredPlan:
         else:
             measured.append(one)
     counted_steps = steps[1:] if len(steps) > 1 else steps
+    pairs = {start: _done_of(module, start) for start in (c.wrapper or c.name for c in plan.collectives)}
+    together = [_collectives_time(call, pairs) for call in counted]
     return MeasuredPlan(
         module.name, profile.source, len(calls), found.seen,
         _median([max(s) for s in counted_steps if s]), _median([min(s) for s in counted_steps if s]),
         tuple(measured), tuple(missing), first_call_s=max(steps[0]) if len(steps) > 1 and steps[0] else None,
         cut_calls=found.cut, program_devices=found.devices, machine=profile.machine(), platform=profile.platform,
-        note=profile.note)
+        note=profile.note, collectives_s=(_median([busy for busy, _ in together]) or 0.0) * _US,
+        collectives_overlapped_s=(_median([overlap for _, overlap in together]) or 0.0) * _US)
 
 
 def profile_instruction(module: HloModule, profile: Profile, name: str) -> MeasuredCollective | None:
@@ -197,12 +210,34 @@ def _median(values: list[float]) -> float | None:
 
 
 def _step_times(call: Call) -> list[float]:
-    """Each device's time in ``call`` (seconds): an accelerator's module run; on the CPU, from
-    its first instruction's start to its last one's end."""
+    """Each device's time in ``call`` (seconds)."""
+    return [us * _US for us in _device_steps_us(call).values()]
+
+
+def _device_steps_us(call: Call) -> dict[str, float]:
+    """Each device's time in ``call`` (microseconds): an accelerator's module run; on the CPU,
+    from its first instruction's start to its last one's end."""
     if call.run_us:
-        return [us * _US for us in call.run_us.values()]
-    return [(max(op.end_us for op in line) - min(op.start_us for op in line)) * _US
-            for line in call.lines.values() if line]
+        return dict(call.run_us)
+    return {device: max(op.end_us for op in line) - min(op.start_us for op in line)
+            for device, line in call.lines.items() if line}
+
+
+def _collectives_time(call: Call, pairs: dict[str, str]) -> tuple[float, float]:
+    """The collectives' time in ``call`` on the device that spent the most in them, and the
+    compute that ran there meanwhile (microseconds): on each device, the union of every
+    collective's runs (``pairs``: each collective's start and its done, "" for a synchronous
+    one), at most the device's own step."""
+    steps = _device_steps_us(call)
+    own = set(pairs) | {done for done in pairs.values() if done}
+    most = (0.0, 0.0)
+    for device, ops in call.lines.items():
+        line = _Line(ops)
+        merged = _union([w for start, done in pairs.items() for w in _windows(line, start, done)])
+        busy = min(sum(hi - lo for lo, hi in merged), steps.get(device, float("inf")))
+        if busy > most[0]:
+            most = (busy, min(sum(_overlap(line, lo, hi, own) for lo, hi in merged), busy))
+    return most
 
 
 class _Line:
@@ -283,16 +318,19 @@ def _windows(line: _Line, start: str, done: str) -> list[tuple[float, float]]:
 def _overlap(line: _Line, lo: float, hi: float, own: set[str]) -> float:
     """The time in ``(lo, hi)`` that other instructions ran on the device: events that do not
     enclose the window (a loop around it) and are not the collective's own, counted once."""
-    inside = sorted((max(op.start_us, lo), min(op.end_us, hi)) for op in line.within(lo, hi)
-                    if op.name not in own and op.end_us > lo and op.start_us < hi
-                    and not (op.start_us <= lo and op.end_us >= hi))
-    total, end = 0.0, float("-inf")
-    for begin, finish in inside:
-        if begin >= end:
-            total += finish - begin
-            end = finish
-        elif finish > end:
-            total += finish - end
-            end = finish
-    return total
+    inside = [(max(op.start_us, lo), min(op.end_us, hi)) for op in line.within(lo, hi)
+              if op.name not in own and op.end_us > lo and op.start_us < hi
+              and not (op.start_us <= lo and op.end_us >= hi)]
+    return sum(finish - begin for begin, finish in _union(inside))
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``intervals`` merged where they overlap or touch: disjoint, in time order."""
+    merged: list[tuple[float, float]] = []
+    for begin, finish in sorted(intervals):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], finish))
+        else:
+            merged.append((begin, finish))
+    return merged
 
