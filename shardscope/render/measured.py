@@ -83,14 +83,15 @@ def device_noun(measured: MeasuredPlan) -> str:
 
 
 def step_line(ins: "Inspection") -> str:
-    """``step measured 1.30 ms per call (slowest device; fastest 1.06 ms), collectives ...;
-    estimated 1.21 ms on v5e: measured 1.07x the estimate``."""
+    """``step measured 1.30 ms per call (slowest device; fastest 1.06 ms), collectives 0.41 ms
+    (the device longest in them); estimated 1.21 ms on v5e: measured 1.07x the estimate``: the
+    collectives' time is :attr:`MeasuredPlan.collectives_s`, never more than the step."""
     measured = ins.measured
     if measured is None or measured.step_s is None:
         return ""
     plan = measured_plan_of(ins)
-    collectives = (f", collectives {seconds_words(measured.collectives_s)}" if plan is not None and plan.collectives
-                   else ", no collectives")
+    collectives = (f", collectives {seconds_words(measured.collectives_s)} (the device longest in them)"
+                   if plan is not None and plan.collectives else ", no collectives")
     devices = ("one device" if measured.devices == 1 else
                f"slowest device; fastest {seconds_words(measured.fastest_step_s or 0.0)}")
     line = f"step measured {seconds_words(measured.step_s)} per call ({devices}){collectives}"

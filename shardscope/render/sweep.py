@@ -84,7 +84,7 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
     if sweep.target is not None:
         columns.insert(4, f"mem/dev on {sweep.target}")
     profiled = any(p.measured is not None for p in sweep.points)
-    if profiled:  # --profile: the profile's step and collectives per call, slowest device
+    if profiled:  # --profile: the profile's step per call (slowest device) and collectives (MeasuredPlan.collectives_s)
         columns += ["step (profile)", "collectives (profile)"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)

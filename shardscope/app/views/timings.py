@@ -152,8 +152,10 @@ def cost_table(analysis: "Analysis", hidden: bool, narrow: bool = False) -> Tabl
 
 
 def _measured_rows(table: Table, plans: list, time_cell, dash: tuple) -> None:
-    """``--profile``/``--profile-dir``: each plan's step and collectives per call as the profile
-    measured them (the slowest device), and the target's step estimate beside them."""
+    """``--profile``/``--profile-dir``: each plan's step per call as the profile measured it (the
+    slowest device), its collectives' time per call and the compute they overlapped (on the
+    device that spent the most in collectives: :attr:`MeasuredPlan.collectives_s`), and the
+    target's step estimate beside them."""
     measured = [p.inspection.measured for p in plans]
 
     def cells(cell) -> list:
@@ -161,8 +163,7 @@ def _measured_rows(table: Table, plans: list, time_cell, dash: tuple) -> None:
 
     table.add_row("profile: step (slowest device)", *cells(lambda m: m.step_s), *dash)
     table.add_row("profile: collectives per call", *cells(lambda m: m.collectives_s), *dash)
-    table.add_row("profile: overlapped with compute", *cells(
-        lambda m: sum(c.overlapped_s or 0.0 for c in m.collectives)), *dash)
+    table.add_row("profile: overlapped with compute", *cells(lambda m: m.collectives_overlapped_s), *dash)
     estimates = [next((t.costs.step for t in p.targets if t.costs is not None and t.costs.step is not None), None)
                  for p in plans]  # the judged plan's estimate (its compute and memory part: seconds)
     if any(e is not None for e in estimates):
