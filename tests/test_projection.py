@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
 
@@ -11,6 +13,7 @@ from shardscope.errors import SettingsError
 from shardscope.costmodel.interconnects import PRESETS, parse_link, parse_project, preset
 from shardscope.costmodel.projection import crossover_bytes, ring_terms
 from shardscope.pipeline.projections import project
+from shardscope.render.projection import lines
 
 LINEAR = DEMOS / "linear.py"
 
@@ -51,17 +54,18 @@ def test_seed_case_on_the_data_centre_network_with_4_devices(analysis_of):
 
 
 def test_a_large_payload_is_bandwidth_dominated(analysis_of):
+    """demos/mlp.py's one combined all-reduce of 2,704 B (the test below counts it in the compiled
+    text) on 2 devices over 1 GB/s and 1 us: 2 steps x 1 us + 2 x 1/2 x 2,704 B / 1 GB/s = 2 us +
+    2.704 us a run, over the crossover of 2 x 1 us x 1 GB/s = 2,000 B: bandwidth-dominated."""
     analysis = analysis_of("mlp.py", devices=2)
     link = parse_link("1GB/s,1us")
     projection = project(analysis, link, 2)
-    for name, plan in projection.plans.items():
-        result = analysis.plans[name]
-        expected = sum(
-            c.executions * (2 * 1e-6 + c.bytes_per_execution / 1e9) for c in result.collectives
-        )
-        assert plan.comm_s_per_call == pytest.approx(expected, rel=1e-12), name
-        for c in plan.collectives:
-            assert c.latency_dominated == (c.bytes_per_execution < crossover_bytes(2, link))
+    one_run = 2e-6 + 2.704e-6
+    assert projection.plans["naive"].comm_s_per_call == pytest.approx(2 * one_run, rel=1e-12)
+    assert projection.plans["deferred"].comm_s_per_call == pytest.approx(one_run, rel=1e-12)
+    assert crossover_bytes(2, link) == pytest.approx(2000)
+    for plan in projection.plans.values():
+        assert [c.latency_dominated for c in plan.collectives] == [False]
 
 
 def test_parse_link_units():
@@ -155,3 +159,124 @@ def test_report_project_states_the_measured_comparison_in_the_reports_own_senten
     assert verdict and measured, words[-800:]
     assert measured.group(1) == verdict.group(1)
     assert "measured naive/deferred run time here" not in words
+
+
+# --- the projection counts what the compiler runs -------------------------------------------------
+
+_HEADER = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*\{$", re.M)
+_ALL_REDUCE = re.compile(r"^\s+(?:ROOT )?%[\w.\-]+ = (\(.*?\)|\S+) all-reduce\(", re.M)
+_WHILE = re.compile(r"^\s+(?:ROOT )?%[\w.\-]+ = .* while\(.*?body=%([\w.\-]+).*\"known_trip_count\":\{\"n\":\"(\d+)\"\}",
+                    re.M)
+
+
+def _all_reduce_runs(text: str) -> list[tuple[int, int]]:
+    """``(runs per call, bytes per run)`` of each all-reduce of a compiled module, read from its
+    text alone: the bytes are its f32 result's (a combined one's tuple summed), and one inside a
+    while body runs the loop's ``known_trip_count`` times (the programs here nest no loops)."""
+    heads = list(_HEADER.finditer(text))
+    trips = {m.group(1): int(m.group(2)) for m in _WHILE.finditer(text)}
+    found = []
+    for i, head in enumerate(heads):
+        body = text[head.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        for match in _ALL_REDUCE.finditer(body):
+            shapes = re.findall(r"f32\[([\d,]*)\]", match.group(1))
+            elements = sum(math.prod(int(d) for d in dims.split(",") if d) for dims in shapes)
+            found.append((trips.get(head.group(1), 1), 4 * elements))
+    return found
+
+
+def _compiled_text(demo: str, plan: str, devices: int) -> str:
+    """The module XLA:CPU compiles for one of a demo's plans, by JAX alone."""
+    import jax
+
+    from shardscope.config.settings import Settings
+    from shardscope.plans.registry import build_plans
+    from shardscope.sources.loading import load_demo_file
+
+    settings = Settings(path=DEMOS / demo, devices=devices)
+    built = build_plans(load_demo_file(settings.path).get(None), settings)
+    return jax.jit(built.functions[plan]).lower(*built.args).compile().as_text()
+
+
+def _all_reduce_seconds(payload_bytes: int, n: int, latency_s: float, bandwidth_Bps: float) -> float:
+    """One ring all-reduce (NCCL's performance notes): 2(n-1) steps of alpha, 2(n-1)/n x S over the link."""
+    return 2 * (n - 1) * latency_s + 2 * (n - 1) / n * payload_bytes / bandwidth_Bps
+
+
+def test_an_mlps_projection_counts_the_all_reduce_xla_combined_not_the_jaxprs_four(analysis_of):
+    """demos/mlp.py's four parameter leaves are four psums per chunk in the jaxpr; XLA:CPU's
+    combiner makes them one all-reduce of 16x32 + 32 + 32x4 + 4 floats = 676 x 4 = 2,704 B. The
+    naive plan runs it in the chunk loop (64 rows per device, chunk size 32: 2 trips), the deferred
+    plan once after the loop. Projected onto nvlink-h100 with 8 devices: 2 and 1 runs of
+    14 x 2 us + 14/8 x 2,704 B / 450 GB/s = 28.0105 us, where the jaxpr's 8 and 4 runs gave 224
+    and 112 us."""
+    analysis = analysis_of("mlp.py", devices=2)
+    assert _all_reduce_runs(_compiled_text("mlp.py", "naive", 2)) == [(2, 2704)]
+    assert _all_reduce_runs(_compiled_text("mlp.py", "deferred", 2)) == [(1, 2704)]
+    one_run = _all_reduce_seconds(2704, 8, 2e-6, 450e9)
+    assert one_run == pytest.approx(28.0105e-6, rel=1e-6)
+    projection = project(analysis, preset("nvlink-h100"), 8)
+    naive, deferred = projection.plans["naive"], projection.plans["deferred"]
+    assert naive.comm_s_per_call == pytest.approx(2 * one_run, rel=1e-12)
+    assert deferred.comm_s_per_call == pytest.approx(one_run, rel=1e-12)
+    assert (naive.runs_per_call, deferred.runs_per_call) == (2, 1)
+    assert naive.latency_s_per_call == pytest.approx(2 * 14 * 2e-6, rel=1e-12)
+    assert projection.ratio("naive", "deferred") == pytest.approx(2.0)
+    assert "naive: 56.02 us per call (2 collective runs)" in "\n".join(lines(analysis, projection))
+
+
+LINEAR_PROGRAM = '''
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+W = jax.ShapeDtypeStruct((16, 1), jnp.float32, sharding=NamedSharding(mesh, P()))
+xs = jax.ShapeDtypeStruct((4, 64, 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+
+@shardscope.program(args=(W, xs))
+@jax.jit
+def step(W, xs):
+    def micro_batch(acc, x):
+        return acc + jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(W), None
+
+    grad, _ = lax.scan(micro_batch, jnp.zeros_like(W), xs)
+    return W - 0.1 * grad
+'''
+
+
+def test_a_linear_jit_programs_projection_counts_the_partitioners_all_reduce(tmp_path):
+    """A linear model under jax.jit with the batch sharded and no shard_map: its jaxpr has no
+    collective (the projection of the jaxpr said 0 us); the partitioner writes the gradient's
+    all-reduce of 16 floats = 64 B inside the 4 micro-batches' loop. On ib-ndr with 8 devices:
+    4 runs of 14 x 6 us + 14/8 x 64 B / 50 GB/s = 84.00224 us."""
+    from _support import load_program_module, write_demo
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.run import analyze
+
+    path = write_demo(tmp_path, "linear_jit.py", LINEAR_PROGRAM)
+    module = load_program_module(path)
+    text = module.step.lower(module.W, module.xs).compile().as_text()
+    assert _all_reduce_runs(text) == [(4, 64)]
+    analysis = analyze(Settings(path=path, function="step", devices=8, repeats=2))
+    assert analysis.plans["step"].jaxpr_runs_per_call == 0
+    one_run = _all_reduce_seconds(64, 8, 6e-6, 50e9)
+    assert one_run == pytest.approx(84.00224e-6, rel=1e-9)
+    projected = project(analysis, preset("ib-ndr"), 8).plans["step"]
+    assert projected.comm_s_per_call == pytest.approx(4 * one_run, rel=1e-12)
+    assert projected.runs_per_call == 4
+
+
+def test_report_json_projects_the_mlps_compiled_all_reduces(shardscope_cli):
+    """``report --project`` (text and JSON) projects the compiled plan: the hand derivation of
+    the test above, through the command, with the latency-dominated collectives named as the
+    compiled module names them."""
+    result = shardscope_cli("report", DEMOS / "mlp.py", "--devices", "2", "-r", "2", "--project", "nvlink-h100:8",
+                            "--json")
+    assert result.returncode == 0, result.stderr
+    projection = json.loads(result.stdout)["projection"]
+    one_run = _all_reduce_seconds(2704, 8, 2e-6, 450e9)
+    assert projection["plans"]["naive"]["comm_s_per_call"] == pytest.approx(2 * one_run, rel=1e-9)
+    assert projection["plans"]["deferred"]["comm_s_per_call"] == pytest.approx(one_run, rel=1e-9)
+    assert projection["plans"]["naive"]["runs_per_call"] == 2
+    assert projection["plans"]["naive"]["latency_dominated_collectives"] == ["all-reduce"]

@@ -6,13 +6,16 @@ one run costs ``steps·alpha + bytes/B``, its steps and bytes its cost shape's
 (:data:`shardscope.collective_kinds.RING_TERMS`: an all-reduce ``2(n-1)`` steps and
 ``2(n-1)/n · S`` bytes, an all-gather ``n-1`` and ``(n-1)/n · nS``, ...).
 
-Each plan sums these over its executed collectives (runs per call × cost per run). The projection
-keeps the analysed per-device program (same chunks per device, same payloads) and puts it on a
-ring of ``devices`` devices: only the communication is projected, not the compute.
+Each plan sums these over the collectives its compiled module runs (runs per call × cost per run):
+what XLA runs, after its combiner merged a jaxpr's psums into one all-reduce and its partitioner
+wrote the collectives a jit program's jaxpr never shows. The projection keeps the analysed
+per-device program (same chunks per device, same payloads) and puts it on a ring of ``devices``
+devices: only the communication is projected, not the compute.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,9 +53,12 @@ def crossover_bytes(devices: int, link: Link) -> float:
 
 @dataclass(frozen=True)
 class CollectiveProjection:
-    """One collective on the link: seconds per run (latency and bandwidth parts) and per call."""
+    """One collective on the link: seconds per run (latency and bandwidth parts) and per call.
 
-    equation_id: str
+    ``name`` is the compiled instruction's (``all-reduce.3``), or the jaxpr equation's id for a
+    plan that was only traced."""
+
+    name: str
     primitive: str
     executions: int | None
     bytes_per_execution: int
@@ -72,13 +78,22 @@ class CollectiveProjection:
 
 @dataclass(frozen=True)
 class PlanProjection:
-    """One plan on the link: communication seconds per call and the latency's share of it."""
+    """One plan on the link: communication seconds per call and the latency's share of it, summed
+    over ``collectives`` (the compiled module's; the jaxpr's when ``compiled`` is False, for a plan
+    that was only traced)."""
 
     name: str
     comm_s_per_call: float | None
     latency_s_per_call: float | None
     is_upper_bound: bool
     collectives: tuple[CollectiveProjection, ...]
+    compiled: bool = True
+
+    @property
+    def runs_per_call(self) -> int | None:
+        """The collective runs per call projected (None when a loop's trip count is unknown)."""
+        runs = [c.executions for c in self.collectives]
+        return None if None in runs else sum(r or 0 for r in runs)
 
     @property
     def latency_share(self) -> float | None:
@@ -109,27 +124,43 @@ class Projection:
         return a / b
 
 
+def plan_projection(name: str, collectives: Iterable[CollectiveProjection], is_upper_bound: bool,
+                    compiled: bool = True) -> PlanProjection:
+    """One plan on the link: each collective's runs per call times one run's latency and
+    bandwidth, summed (None per call when a run count is unknown)."""
+    collectives = tuple(collectives)
+    known = None not in [c.executions for c in collectives]
+    latency = sum((c.executions or 0) * c.latency_s for c in collectives) if known else None
+    bandwidth = sum((c.executions or 0) * c.bandwidth_s for c in collectives) if known else None
+    return PlanProjection(
+        name=name,
+        comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,
+        latency_s_per_call=latency,
+        is_upper_bound=is_upper_bound,
+        collectives=collectives,
+        compiled=compiled,
+    )
+
+
+def compiled_collectives(collectives: "Iterable[CompiledCollective]", link: Link, devices: int, calls: int = 1,
+                         prefix: str = "") -> tuple[CollectiveProjection, ...]:
+    """Each compiled collective on ``link`` with ``devices`` in the ring: its runs per call (times
+    ``calls``, a dispatched module's calls per step) and one run of its per-device bytes."""
+    return tuple(
+        CollectiveProjection(prefix + c.name, compiled_model(c), None if c.executions is None else c.executions * calls,
+                             c.bytes_per_execution, *run_seconds(compiled_model(c), c.bytes_per_execution, devices, link))
+        for c in collectives
+    )
+
+
 def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:
     """Project the compiled collectives of each plan (a target's: what its compiler runs) onto
     ``link`` with ``devices`` in the ring: each instruction's runs per call times one run's cost."""
-    projected = {}
-    for name, plan in plans.items():
-        collectives = tuple(
-            CollectiveProjection(c.name, compiled_model(c), c.executions, c.bytes_per_execution,
-                                 *run_seconds(compiled_model(c), c.bytes_per_execution, devices, link))
-            for c in plan.collectives
-        )
-        runs = [c.executions for c in collectives]
-        known = None not in runs
-        latency = sum((c.executions or 0) * c.latency_s for c in collectives) if known else None
-        bandwidth = sum((c.executions or 0) * c.bandwidth_s for c in collectives) if known else None
-        projected[name] = PlanProjection(
-            name=name,
-            comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,
-            latency_s_per_call=latency,
-            is_upper_bound=any(c.in_conditional for c in plan.collectives),
-            collectives=collectives,
-        )
+    projected = {
+        name: plan_projection(name, compiled_collectives(plan.collectives, link, devices),
+                              any(c.in_conditional for c in plan.collectives))
+        for name, plan in plans.items()
+    }
     return Projection(link=link, devices=devices, plans=projected)
 
 

@@ -1,48 +1,63 @@
 """Every plan of an analysis projected onto an interconnect: the ring model of
-:mod:`shardscope.costmodel.projection` over an ``Analysis``'s plans (as traced) and over each
-``--target``'s compiled plans (``report --project``, the Timings tab)."""
+:mod:`shardscope.costmodel.projection` over what each plan's compiled module runs (and over each
+``--target``'s compiled plans): ``report --project``, the Timings tab.
+
+The compiled module is what runs: XLA's combiner merges a jaxpr's psums of one loop body into one
+all-reduce (demos/mlp.py: four leaves, one instruction), and the partitioner writes the
+collectives of a jit program whose jaxpr has none. Only a plan that was traced and not compiled
+is projected from its jaxpr.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shardscope.costmodel.projection import CollectiveProjection, PlanProjection, Projection, project_compiled, run_seconds
+from shardscope.costmodel.projection import (
+    CollectiveProjection,
+    PlanProjection,
+    Projection,
+    compiled_collectives,
+    plan_projection,
+    project_compiled,
+    run_seconds,
+)
 
 if TYPE_CHECKING:
     from shardscope.costmodel.interconnects import Link
-    from shardscope.engine.jaxpr.model import Equation
-    from shardscope.pipeline.analysis import Analysis
+    from shardscope.pipeline.analysis import Analysis, PlanResult
 
 
 def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
-    """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh)."""
-    from shardscope.engine.jaxpr.dataflow import (  # numpy (about 0.13 s): not on `import shardscope.cli`'s path
-        payload_bytes,
-        per_call,
-    )
-
+    """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh):
+    the collectives its compiled module runs, with their runs per call and bytes per run."""
     n = devices or (analysis.shapes.devices if analysis.shapes is not None else None)
     if n is None:
         raise ValueError("a program file has no analysed mesh: give the device count to project onto")
-    plans = {}
-    for name, plan in analysis.plans.items():
-        def part(eqn: Equation, index: int) -> float:
-            return run_seconds(eqn.primitive, payload_bytes(eqn), n, link)[index]
+    return Projection(link=link, devices=n, plans={name: _plan(plan, link, n) for name, plan in analysis.plans.items()})
 
-        latency = per_call(plan.program, lambda eqn: part(eqn, 0))
-        bandwidth = per_call(plan.program, lambda eqn: part(eqn, 1))
-        plans[name] = PlanProjection(
-            name=name,
-            comm_s_per_call=None if latency is None or bandwidth is None else latency + bandwidth,
-            latency_s_per_call=latency,
-            is_upper_bound=plan.per_call_is_upper_bound,
-            collectives=tuple(
-                CollectiveProjection(c.equation_id, c.primitive, c.executions, c.bytes_per_execution,
-                                     *run_seconds(c.primitive, c.bytes_per_execution, n, link))
-                for c in plan.collectives
-            ),
+
+def _plan(plan: "PlanResult", link: Link, devices: int) -> PlanProjection:
+    """One plan's compiled collectives on the ring; a step of dispatches sums each module's runs
+    times its calls; a plan only traced, its jaxpr's collectives."""
+    if plan.dispatches is not None:
+        found = [(d, d.inspection.compiled) for d in plan.dispatches.dispatches]
+        return plan_projection(
+            plan.name,
+            (c for d, compiled in found if compiled is not None
+             for c in compiled_collectives(compiled.collectives, link, devices, d.calls, f"{d.name}/")),
+            any(c.in_conditional for _, compiled in found if compiled is not None for c in compiled.collectives),
         )
-    return Projection(link=link, devices=n, plans=plans)
+    if plan.compiled is not None:
+        return plan_projection(plan.name, compiled_collectives(plan.compiled.collectives, link, devices),
+                               any(c.in_conditional for c in plan.compiled.collectives))
+    return plan_projection(
+        plan.name,
+        (CollectiveProjection(c.equation_id, c.primitive, c.executions, c.bytes_per_execution,
+                              *run_seconds(c.primitive, c.bytes_per_execution, devices, link))
+         for c in plan.collectives),
+        plan.per_call_is_upper_bound,
+        compiled=False,
+    )
 
 
 def project_targets(analysis: "Analysis", link: Link | None = None, devices: int | None = None) -> dict[str, Projection]:

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 
 
 def title(projection: "Projection") -> str:
-    """What was projected onto what, in one line."""
+    """What was projected onto what, in one line: the compiled collectives (what XLA runs), or
+    the jaxpr's where a plan was only traced."""
     link = projection.link
+    counted = ("the compiled collectives" if all(p.compiled for p in projection.plans.values())
+               else "the jaxpr's collectives (not compiled)")
     return (
         f"projected onto {link.name} ({format_bandwidth(link.bandwidth_Bps)} one way, "
         f"{format_seconds(link.latency_s)} per ring step) with {projection.devices} devices; "
-        "communication only, the analysed per-device program"
+        f"communication only, {counted} of the analysed per-device program"
     )
 
 
@@ -74,7 +77,7 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
     """The projection as plain lines (the app's Timings tab shows these, for the comparison shown)."""
     out = [title(projection)]
     for name, plan in projection.plans.items():
-        runs = count_text(analysis.plans[name].jaxpr_runs_per_call)
+        runs = count_text(plan.runs_per_call)
         out.append(
             f"  {name}: {seconds_text(plan)} per call ({runs} collective runs), latency {share_text(plan)}, "
             f"{dominated_text(plan)} collectives latency-dominated"
@@ -95,7 +98,7 @@ def render_projection(analysis: "Analysis", projection: "Projection", console: "
         table.add_column(column, justify="left" if column == "plan" else "right")
     for name, plan in projection.plans.items():
         table.add_row(name, seconds_text(plan), share_text(plan),
-                      count_text(analysis.plans[name].jaxpr_runs_per_call), dominated_text(plan))
+                      count_text(plan.runs_per_call), dominated_text(plan))
     console.print(table)
     console.print(
         f"collective payloads under {projection.crossover_bytes:,.0f} B (n·alpha·B) are latency-dominated here.",
@@ -122,7 +125,9 @@ def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
                 "comm_s_per_call": plan.comm_s_per_call,
                 "latency_share": plan.latency_share,
                 "per_call_is_upper_bound": plan.is_upper_bound,
-                "latency_dominated_collectives": [c.equation_id for c in plan.collectives if c.latency_dominated],
+                "runs_per_call": plan.runs_per_call,
+                "compiled": plan.compiled,
+                "latency_dominated_collectives": [c.name for c in plan.collectives if c.latency_dominated],
             }
             for name, plan in projection.plans.items()
         },

@@ -114,3 +114,21 @@ def test_sweep_tab_sweeps_the_plans_that_exist_and_names_the_one_that_does_not()
         assert "fails to trace" not in status
 
     run(view, script)
+
+
+def test_timings_tab_projects_the_mlps_one_combined_all_reduce_per_chunk(analysis_of):
+    """The Timings tab projects what XLA runs: demos/mlp.py's four psums per chunk are one
+    combined all-reduce of 2,704 B, 2 chunks in the naive plan (tests/test_projection.py counts
+    it in the compiled text): 2 x (14 x 2 us + 14/8 x 2,704 B / 450 GB/s) = 56.02 us, not the
+    jaxpr's 8 runs (224 us)."""
+    analysis = analysis_of("mlp.py")
+    view = TimingsView()
+
+    async def script(app, pilot):
+        view.show_analysis(analysis)
+        await drain(pilot)
+        text = " ".join(shown(view.query_one(ProjectionPanel).query_one("#projection-body", Static)).split())
+        assert "naive: 56.02 us per call (2 collective runs)" in text
+        assert "deferred: 28.01 us per call (1 collective runs)" in text
+
+    run(view, script)
