@@ -114,3 +114,23 @@ def test_a_projection_is_capped_at_a_documented_device_count(refused):
     assert f"--project nvlink-h100:" in hint
     guide = " ".join((DEMOS.parent / "docs" / "guides" / "projections.md").read_text().split())
     assert f"`DEVICES` is 2 to {MAX_PROJECTED_DEVICES:,}" in guide
+
+
+@pytest.mark.parametrize(("args", "said", "suggested"), [
+    (("diff", LINEAR, "-r", "3"), "-r/--repeats does nothing here: diff traces the plans", "report"),
+    (("diff", LINEAR, "--repeats", "3", "--timing-budget", "5"),
+     "-r/--repeats and --timing-budget do nothing here: diff traces the plans", "report"),
+    (("sweep", LINEAR, "--timing-budget", "5"), "--timing-budget does nothing here: sweep times every plan", "-r N"),
+    (("check", LINEAR, "-r", "3"), "-r/--repeats times --what-if's rewrites", "--what-if -r 3"),
+])
+def test_timing_options_a_command_does_not_use_are_refused(args, said, suggested, refused):
+    message, hint = refused(*args)
+    assert message.startswith(said), message
+    assert suggested in hint, hint
+
+
+def test_diff_and_sweep_help_list_only_the_timing_options_they_use(shardscope_cli):
+    diff_help = shardscope_cli("diff", "--help").stdout
+    assert "--repeats" not in diff_help and "--timing-budget" not in diff_help
+    sweep_help = shardscope_cli("sweep", "--help").stdout
+    assert "--repeats" in sweep_help and "--timing-budget" not in sweep_help

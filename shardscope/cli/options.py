@@ -199,9 +199,15 @@ def refuse_targets_across_processes(targets: Sequence[object], processes: Proces
                             "or --distributed.", "leave --processes and --distributed out when you give --target")
 
 
-def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_default: bool = False,
+                     repeats: bool = True, timing_budget: bool = True) -> None:
     """FILE and the options of :class:`DemoOptions` (and ``--no-cache``, ``--debug``), for ``open``,
-    ``report``, ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None."""
+    ``report``, ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None.
+
+    A command that times no run (``diff``: without ``repeats``) or times exactly ``--repeats``
+    rounds (``sweep``: without ``timing_budget``) still reads the options it does not use, out of
+    its ``--help``, so that :func:`refuse_unused_timing` can say why they do not apply instead of
+    argparse's "unrecognized arguments"."""
     if seed_default:
         parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
                             help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
@@ -221,13 +227,20 @@ def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_defaul
                             help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     else:
         parser.set_defaults(chunk_size=None)
-    parser.add_argument("-r", "--repeats", type=positive,
-                        help=f"timed rounds per plan after warm-up (default: at least {DEFAULT_REPEATS}, and more within "
-                             "--timing-budget; given, exactly this many unless --timing-budget is given too)")
+    if not repeats:
+        parser.add_argument("-r", "--repeats", type=positive, help=argparse.SUPPRESS)
+    elif timing_budget:
+        parser.add_argument("-r", "--repeats", type=positive,
+                            help=f"timed rounds per plan after warm-up (default: at least {DEFAULT_REPEATS}, and more "
+                                 "within --timing-budget; given, exactly this many unless --timing-budget is given too)")
+    else:
+        parser.add_argument("-r", "--repeats", type=positive,
+                            help=f"timed rounds of every plan at every chunk size after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--timing-budget", type=seconds, metavar="SECONDS",
-                        help="seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
-                             "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
-                             f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
+                        help=argparse.SUPPRESS if not (repeats and timing_budget) else
+                        "seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
+                        "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
+                        f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
     add_shared(parser, "--no-cache", "--debug")
 
 
@@ -314,6 +327,15 @@ class DemoOptions:
             profile_dir=self.profile_dir,
             timing_budget_s=self.timing_budget_s,
         )
+
+
+def refuse_unused_timing(args: argparse.Namespace, why: str, hint: str, repeats: bool = True) -> None:
+    """:class:`SettingsError` when ``--timing-budget`` (or, without ``repeats``, ``-r/--repeats``)
+    was given to a command that does not use it: ``why`` says what the command times instead."""
+    given = [flag for flag, value in (("-r/--repeats", None if repeats else args.repeats),
+                                      ("--timing-budget", args.timing_budget)) if value is not None]
+    if given:
+        raise SettingsError(f"{' and '.join(given)} {'do' if len(given) > 1 else 'does'} nothing here: {why}", hint)
 
 
 def timing_budget(repeats: int | None, budget_s: float | None) -> float:
