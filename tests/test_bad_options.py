@@ -134,3 +134,32 @@ def test_diff_and_sweep_help_list_only_the_timing_options_they_use(shardscope_cl
     assert "--repeats" not in diff_help and "--timing-budget" not in diff_help
     sweep_help = shardscope_cli("sweep", "--help").stdout
     assert "--repeats" in sweep_help and "--timing-budget" not in sweep_help
+
+
+@pytest.mark.parametrize("command", ["report", "sweep", "diff"])
+@pytest.mark.parametrize("devices", [2, 16])
+def test_a_mesh_is_refused_with_a_device_count_it_does_not_span(command, devices, refused):
+    message, hint = refused(command, LINEAR, "--devices", devices, "--mesh", "data=4,model=2")
+    assert message.startswith(f"--mesh data=4,model=2 spans {4 * 2} devices, and --devices asks for {devices}")
+    assert "--devices would be ignored" in message
+    assert hint.startswith(f"leave --devices out (the mesh's axes multiply to {4 * 2})"), hint
+
+
+def test_a_mesh_is_refused_with_an_axis_it_would_ignore(refused):
+    message, hint = refused("report", LINEAR, "--mesh", "data=4,model=2", "--axis", "q")
+    assert message.startswith("--axis q names the axis of the 1-D mesh") and "ignored" in message
+    assert hint == "leave --axis out: the mesh's axes are data, model"
+
+
+def test_the_explorer_refuses_a_mesh_with_a_device_count_it_does_not_span():
+    from shardscope.cli import open_options
+    from shardscope.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="spans 8 devices, and --devices asks for 2"):
+        open_options([str(LINEAR), "--devices", "2", "--mesh", "data=4,model=2"])
+
+
+def test_a_mesh_with_the_device_count_it_spans_is_taken(shardscope_cli):
+    result = shardscope_cli("diff", LINEAR, "--devices", 8, "--mesh", "data=4,model=2")
+    assert result.returncode == 0, result.stderr
+    assert "psum" in result.stdout  # the plans' diff, traced over the 2-D mesh

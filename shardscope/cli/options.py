@@ -309,8 +309,11 @@ class DemoOptions:
         """The :class:`Settings` the options describe, of ``path`` (FILE as the command's start-up
         found it) or FILE (which may name a shipped demo).
 
-        Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo.
+        Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo,
+        and :class:`SettingsError` when ``--mesh`` is given with a ``--devices`` it does not span or
+        with ``--axis`` (the 1-D shorthand's: the mesh names its own axes).
         """
+        self.refuse_mesh_with_shorthand()
         devices = DEFAULT_DEVICES if self.devices is None else self.devices
         axis = self.axis or DEFAULT_AXIS
         return Settings(
@@ -327,6 +330,23 @@ class DemoOptions:
             profile_dir=self.profile_dir,
             timing_budget_s=self.timing_budget_s,
         )
+
+    def refuse_mesh_with_shorthand(self) -> None:
+        """``--mesh`` replaces ``--devices N --axis s``: a ``--devices`` other than the mesh's own
+        count, or an ``--axis``, given with it would be ignored, so it is refused (before JAX starts)."""
+        if self.mesh is None:
+            return
+        spec = self.mesh.text()
+        if self.devices is not None and self.devices != self.mesh.devices:
+            raise SettingsError(
+                f"--mesh {spec} spans {self.mesh.devices} device{'s' if self.mesh.devices != 1 else ''}, and --devices "
+                f"asks for {self.devices}: the mesh decides the device count, so --devices would be ignored.",
+                f"leave --devices out (the mesh's axes multiply to {self.mesh.devices}), or give a --mesh whose axes "
+                f"multiply to {self.devices}")
+        if self.axis is not None:
+            raise SettingsError(f"--axis {self.axis} names the axis of the 1-D mesh --devices makes; --mesh {spec} names "
+                                "its own axes, so --axis would be ignored.",
+                                f"leave --axis out: the mesh's axes are {', '.join(self.mesh.names)}")
 
 
 def refuse_unused_timing(args: argparse.Namespace, why: str, hint: str, repeats: bool = True) -> None:
