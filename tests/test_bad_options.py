@@ -163,3 +163,20 @@ def test_a_mesh_with_the_device_count_it_spans_is_taken(shardscope_cli):
     result = shardscope_cli("diff", LINEAR, "--devices", 8, "--mesh", "data=4,model=2")
     assert result.returncode == 0, result.stderr
     assert "psum" in result.stdout  # the plans' diff, traced over the 2-D mesh
+
+
+@pytest.mark.parametrize("args", [
+    ("report", LINEAR, "--timeout", "5"),
+    ("sweep", LINEAR, "--timeout", "5", "--processes", "1"),
+    ("calibrate", "--timeout", "5"),
+])
+def test_a_timeout_without_worker_processes_is_refused(args, refused):
+    message, hint = refused(*args)
+    assert message.startswith("--timeout 5 ends the worker processes --processes P starts")
+    assert "--processes 2 or more" in hint
+
+
+def test_a_timeout_with_distributed_is_refused_with_the_launchers_limit(refused):
+    message, hint = refused("report", LINEAR, "--timeout", "5", "--distributed")
+    assert "--distributed's processes are the cluster launcher's" in message
+    assert "--processes" not in hint and "srun --time" in hint  # --processes does not go with --distributed

@@ -147,8 +147,9 @@ SHARED = (
                   "help": "on a cluster: join with jax.distributed.initialize() and its auto-detection "
                           "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process"}),
     SharedOption((SPAWNER_ONLY_OPTIONS[1],), SPAWNING,
-                 {"type": positive, "default": DEFAULT_TIMEOUT_S, "metavar": "SECONDS",
-                  "help": f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})"}),
+                 {"type": positive, "metavar": "SECONDS",  # None: not given (refused without --processes)
+                  "help": f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S}); "
+                          "refused without it"}),
     SharedOption(("--worker",), SPAWNING, {"type": worker_role, "help": argparse.SUPPRESS}),  # written by the spawner
 )
 """The options several commands share, in the order a command lists those it does not place itself."""
@@ -368,8 +369,22 @@ def timing_budget(repeats: int | None, budget_s: float | None) -> float:
 
 def process_options(args: argparse.Namespace, argv: Sequence[str]) -> ProcessOptions:
     """The process options of a subparser that :func:`add_process_options` set up; ``argv`` is the
-    command line as parsed, which the workers run without the spawner's own options."""
-    return ProcessOptions(processes=args.processes, distributed=args.distributed, timeout_s=args.timeout,
+    command line as parsed, which the workers run without the spawner's own options.
+
+    ``--timeout`` ends ``--processes`` workers, and nothing else: given without them (one
+    process, or ``--distributed``, whose processes a cluster's launcher starts) it is refused.
+    """
+    if args.timeout is not None and args.processes < 2:
+        none = ("--distributed's processes are the cluster launcher's" if args.distributed
+                else "one process (--processes 1, the default) starts none")
+        raise SettingsError(f"--timeout {args.timeout} ends the worker processes --processes P starts, and {none}: "
+                            "it would do nothing.",
+                            "leave --timeout out; the cluster's launcher limits its processes' time (srun --time, ...)"
+                            if args.distributed else
+                            "leave --timeout out, or give --processes 2 or more with it (to limit the command itself: "
+                            "timeout 600 shardscope ...)")
+    return ProcessOptions(processes=args.processes, distributed=args.distributed,
+                          timeout_s=DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout,
                           worker=args.worker, worker_argv=tuple(without_spawner_options(argv)))
 
 
