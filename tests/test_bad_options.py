@@ -114,3 +114,69 @@ def test_a_projection_is_capped_at_a_documented_device_count(refused):
     assert f"--project nvlink-h100:" in hint
     guide = " ".join((DEMOS.parent / "docs" / "guides" / "projections.md").read_text().split())
     assert f"`DEVICES` is 2 to {MAX_PROJECTED_DEVICES:,}" in guide
+
+
+@pytest.mark.parametrize(("args", "said", "suggested"), [
+    (("diff", LINEAR, "-r", "3"), "-r/--repeats does nothing here: diff traces the plans", "report"),
+    (("diff", LINEAR, "--repeats", "3", "--timing-budget", "5"),
+     "-r/--repeats and --timing-budget do nothing here: diff traces the plans", "report"),
+    (("sweep", LINEAR, "--timing-budget", "5"), "--timing-budget does nothing here: sweep times every plan", "-r N"),
+    (("check", LINEAR, "-r", "3"), "-r/--repeats times --what-if's rewrites", "--what-if -r 3"),
+])
+def test_timing_options_a_command_does_not_use_are_refused(args, said, suggested, refused):
+    message, hint = refused(*args)
+    assert message.startswith(said), message
+    assert suggested in hint, hint
+
+
+def test_diff_and_sweep_help_list_only_the_timing_options_they_use(shardscope_cli):
+    diff_help = shardscope_cli("diff", "--help").stdout
+    assert "--repeats" not in diff_help and "--timing-budget" not in diff_help
+    sweep_help = shardscope_cli("sweep", "--help").stdout
+    assert "--repeats" in sweep_help and "--timing-budget" not in sweep_help
+
+
+@pytest.mark.parametrize("command", ["report", "sweep", "diff"])
+@pytest.mark.parametrize("devices", [2, 16])
+def test_a_mesh_is_refused_with_a_device_count_it_does_not_span(command, devices, refused):
+    message, hint = refused(command, LINEAR, "--devices", devices, "--mesh", "data=4,model=2")
+    assert message.startswith(f"--mesh data=4,model=2 spans {4 * 2} devices, and --devices asks for {devices}")
+    assert "--devices would be ignored" in message
+    assert hint.startswith(f"leave --devices out (the mesh's axes multiply to {4 * 2})"), hint
+
+
+def test_a_mesh_is_refused_with_an_axis_it_would_ignore(refused):
+    message, hint = refused("report", LINEAR, "--mesh", "data=4,model=2", "--axis", "q")
+    assert message.startswith("--axis q names the axis of the 1-D mesh") and "ignored" in message
+    assert hint == "leave --axis out: the mesh's axes are data, model"
+
+
+def test_the_explorer_refuses_a_mesh_with_a_device_count_it_does_not_span():
+    from shardscope.cli import open_options
+    from shardscope.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="spans 8 devices, and --devices asks for 2"):
+        open_options([str(LINEAR), "--devices", "2", "--mesh", "data=4,model=2"])
+
+
+def test_a_mesh_with_the_device_count_it_spans_is_taken(shardscope_cli):
+    result = shardscope_cli("diff", LINEAR, "--devices", 8, "--mesh", "data=4,model=2")
+    assert result.returncode == 0, result.stderr
+    assert "psum" in result.stdout  # the plans' diff, traced over the 2-D mesh
+
+
+@pytest.mark.parametrize("args", [
+    ("report", LINEAR, "--timeout", "5"),
+    ("sweep", LINEAR, "--timeout", "5", "--processes", "1"),
+    ("calibrate", "--timeout", "5"),
+])
+def test_a_timeout_without_worker_processes_is_refused(args, refused):
+    message, hint = refused(*args)
+    assert message.startswith("--timeout 5 ends the worker processes --processes P starts")
+    assert "--processes 2 or more" in hint
+
+
+def test_a_timeout_with_distributed_is_refused_with_the_launchers_limit(refused):
+    message, hint = refused("report", LINEAR, "--timeout", "5", "--distributed")
+    assert "--distributed's processes are the cluster launcher's" in message
+    assert "--processes" not in hint and "srun --time" in hint  # --processes does not go with --distributed

@@ -111,6 +111,45 @@ def test_a_folder_with_several_steps_names_them_and_f_picks_one(dump, tmp_path):
     assert picked.returncode == 1 and json.loads(picked.stdout)["programs"][0]["function"] == "jit_eval"
 
 
+def test_a_step_compiled_twice_to_the_same_module_is_one_program_and_another_shape_is_kept(dump, tmp_path):
+    """The same step compiled again at the same shapes (a cache cleared, a second process) is the
+    same module but for its source-location table's row of the line that called it: one entry,
+    said to be compiled twice; a compilation to another module stays an entry of its own."""
+    text = _step_file(dump).read_text()
+    at = text.index(" line=", text.index("\nFileLocations\n"))
+    called_elsewhere = text[:at] + " line=1" + text[at + len(" line="):]  # line=9 -> line=19: the call's row alone
+    assert called_elsewhere != text
+    first, again = (tmp_path / f"module_00{n}.jit_step.cpu_after_optimizations.txt" for n in (14, 16))
+    first.write_text(text)
+    again.write_text(called_elsewhere)
+    os.utime(first, (1_000_000, 1_000_000))  # written first
+    (tmp_path / "module_0020.jit_eval.cpu_after_optimizations.txt").write_text(
+        text.replace("HloModule jit_step", "HloModule jit_eval", 1))
+    listed = run_main("check", "--xla-dump", tmp_path)
+    said = " ".join(listed.stderr.split())
+    assert listed.returncode == 2 and "Traceback" not in listed.stderr
+    assert ("--xla-dump holds 2 modules with collectives: jit_step (module_0016.jit_step.cpu_after_optimizations.txt, "
+            "compiled 2 times to this same module, 2 collectives), jit_eval (module_0020") in said
+    assert said.count("jit_step (") == 1 and "module_0014" not in said
+
+    (tmp_path / "module_0020.jit_eval.cpu_after_optimizations.txt").unlink()
+    read = run_main("check", "--xla-dump", tmp_path, "--json")
+    assert read.returncode == 1 and len(json.loads(read.stdout)["programs"]) == 1
+    said = " ".join(read.stderr.split())
+    assert ("holds 2 compilations of jit_step to the same module (one program, compiled 2 times): read "
+            "module_0016.jit_step.cpu_after_optimizations.txt, the newest") in said
+    assert "the same module in module_0014.jit_step.cpu_after_optimizations.txt" in said
+    assert "Pass one file to read another" not in said  # either file is the same program
+
+    other = tmp_path / "module_0030.jit_step.cpu_after_optimizations.txt"  # compiled at another batch size
+    other.write_text(text.replace("f32[4,8,16]", "f32[4,4,16]"))
+    kept = " ".join(run_main("check", "--xla-dump", tmp_path, "-f", "module_0016.jit_step.cpu_after_optimizations.txt",
+                             "--json").stderr.split())
+    assert "holds 3 compilations of jit_step: read module_0016" in kept
+    assert "the same module in module_0014" in kept and "another module in module_0030" in kept
+    assert "Pass one file to read another" in kept
+
+
 def test_each_bad_input_is_one_message_and_exit_2(dump, tmp_path):
     text = _step_file(dump).read_text()
     empty = tmp_path / "empty"

@@ -61,7 +61,7 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--what-if", action="store_true",
                         help="rewrite each flagged finding as its fix, check it (compiled plan, outputs), time it "
                              "against the original and show the patch; the exit status stays the original's")
-    parser.add_argument("-r", "--repeats", type=positive, default=DEFAULT_REPEATS,
+    parser.add_argument("-r", "--repeats", type=positive,
                         help=f"--what-if: timed rounds of each program after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--project", metavar="PRESET[:DEVICES]",
                         help="--what-if: project both programs' compiled communication onto an interconnect preset "
@@ -105,9 +105,12 @@ class CheckOptions:
             raise SettingsError("--format github prints one annotation per finding; --what-if's patches are not "
                                 "annotations.", f"run shardscope check {args.file} --what-if without --format github")
         _refuse_with_dump(args)
+        if args.repeats is not None and not args.what_if:
+            raise SettingsError("-r/--repeats times --what-if's rewrites against the originals, and no --what-if was "
+                                "given: check itself runs nothing.", f"shardscope check {args.file} --what-if -r {args.repeats}")
         return cls(file=args.file, function=args.function, devices=args.devices,
                    common=replace(CommonOptions.from_args(args), json=fmt == "json"), github=fmt == "github",
-                   what_if=args.what_if, repeats=args.repeats, project=args.project, link=args.link,
+                   what_if=args.what_if, repeats=DEFAULT_REPEATS if args.repeats is None else args.repeats, project=args.project, link=args.link,
                    min_saving=args.min_saving, xla_dump=args.xla_dump)
 
     def saving_threshold(self) -> MinSaving | None:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options
+from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options, refuse_unused_timing
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
 
@@ -20,7 +20,7 @@ NAME = "diff"
 def register(add_parser: AddParser) -> None:
     """Add ``diff`` and its options to the ``shardscope`` parser."""
     parser = add_parser(NAME, help="the unified diff of the two plans' canonical jaxprs")
-    add_demo_options(parser)
+    add_demo_options(parser, repeats=False, timing_budget=False)  # nothing is run, nothing timed
     parser.add_argument("-o", "--output", help="write the diff to this file (atomically); - for standard output")
     parser.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     parser.set_defaults(run=run)
@@ -37,7 +37,9 @@ class DiffOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DiffOptions:
-        """The options as ``diff``'s subparser parsed them."""
+        """The options as ``diff``'s subparser parsed them; ``-r`` and ``--timing-budget`` are refused."""
+        refuse_unused_timing(args, "diff traces the plans and compares their jaxprs; it runs and times none of them.",
+                             f"leave them out; shardscope report {args.file} -r N times the plans", repeats=False)
         return cls(demo=DemoOptions.from_args(args), common=CommonOptions.from_args(args), output=args.output,
                    force=args.force)
 

@@ -147,8 +147,9 @@ SHARED = (
                   "help": "on a cluster: join with jax.distributed.initialize() and its auto-detection "
                           "(SLURM, Open MPI, Kubernetes, TPU); start one shardscope per process"}),
     SharedOption((SPAWNER_ONLY_OPTIONS[1],), SPAWNING,
-                 {"type": positive, "default": DEFAULT_TIMEOUT_S, "metavar": "SECONDS",
-                  "help": f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S})"}),
+                 {"type": positive, "metavar": "SECONDS",  # None: not given (refused without --processes)
+                  "help": f"with --processes: end every worker after this long (default {DEFAULT_TIMEOUT_S}); "
+                          "refused without it"}),
     SharedOption(("--worker",), SPAWNING, {"type": worker_role, "help": argparse.SUPPRESS}),  # written by the spawner
 )
 """The options several commands share, in the order a command lists those it does not place itself."""
@@ -199,9 +200,15 @@ def refuse_targets_across_processes(targets: Sequence[object], processes: Proces
                             "or --distributed.", "leave --processes and --distributed out when you give --target")
 
 
-def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_default: bool = False) -> None:
+def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_default: bool = False,
+                     repeats: bool = True, timing_budget: bool = True) -> None:
     """FILE and the options of :class:`DemoOptions` (and ``--no-cache``, ``--debug``), for ``open``,
-    ``report``, ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None."""
+    ``report``, ``sweep`` and ``diff``; without ``chunk_size`` (the sweep tries every one) it is None.
+
+    A command that times no run (``diff``: without ``repeats``) or times exactly ``--repeats``
+    rounds (``sweep``: without ``timing_budget``) still reads the options it does not use, out of
+    its ``--help``, so that :func:`refuse_unused_timing` can say why they do not apply instead of
+    argparse's "unrecognized arguments"."""
     if seed_default:
         parser.add_argument("file", type=Path, nargs="?", default=Path(SEED_DEMO),
                             help=f"{FILE_HELP}; default {SEED_DEMO}, the seed case")
@@ -221,13 +228,20 @@ def add_demo_options(parser: CommandParser, chunk_size: bool = True, seed_defaul
                             help="examples per chunk (default: the largest giving >= 2 chunks per device)")
     else:
         parser.set_defaults(chunk_size=None)
-    parser.add_argument("-r", "--repeats", type=positive,
-                        help=f"timed rounds per plan after warm-up (default: at least {DEFAULT_REPEATS}, and more within "
-                             "--timing-budget; given, exactly this many unless --timing-budget is given too)")
+    if not repeats:
+        parser.add_argument("-r", "--repeats", type=positive, help=argparse.SUPPRESS)
+    elif timing_budget:
+        parser.add_argument("-r", "--repeats", type=positive,
+                            help=f"timed rounds per plan after warm-up (default: at least {DEFAULT_REPEATS}, and more "
+                                 "within --timing-budget; given, exactly this many unless --timing-budget is given too)")
+    else:
+        parser.add_argument("-r", "--repeats", type=positive,
+                            help=f"timed rounds of every plan at every chunk size after warm-up (default {DEFAULT_REPEATS})")
     parser.add_argument("--timing-budget", type=seconds, metavar="SECONDS",
-                        help="seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
-                             "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
-                             f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
+                        help=argparse.SUPPRESS if not (repeats and timing_budget) else
+                        "seconds of more rounds past --repeats while a comparison of two plans is not settled: its "
+                        "95%% confidence interval of the median ratio holds 1 and is wider than +-5%% (default "
+                        f"{DEFAULT_TIMING_BUDGET_S:g}; 0 when --repeats is given)")
     add_shared(parser, "--no-cache", "--debug")
 
 
@@ -296,8 +310,11 @@ class DemoOptions:
         """The :class:`Settings` the options describe, of ``path`` (FILE as the command's start-up
         found it) or FILE (which may name a shipped demo).
 
-        Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo.
+        Raises :class:`~shardscope.errors.DemoFileError` when FILE is neither a path nor a shipped demo,
+        and :class:`SettingsError` when ``--mesh`` is given with a ``--devices`` it does not span or
+        with ``--axis`` (the 1-D shorthand's: the mesh names its own axes).
         """
+        self.refuse_mesh_with_shorthand()
         devices = DEFAULT_DEVICES if self.devices is None else self.devices
         axis = self.axis or DEFAULT_AXIS
         return Settings(
@@ -315,6 +332,32 @@ class DemoOptions:
             timing_budget_s=self.timing_budget_s,
         )
 
+    def refuse_mesh_with_shorthand(self) -> None:
+        """``--mesh`` replaces ``--devices N --axis s``: a ``--devices`` other than the mesh's own
+        count, or an ``--axis``, given with it would be ignored, so it is refused (before JAX starts)."""
+        if self.mesh is None:
+            return
+        spec = self.mesh.text()
+        if self.devices is not None and self.devices != self.mesh.devices:
+            raise SettingsError(
+                f"--mesh {spec} spans {self.mesh.devices} device{'s' if self.mesh.devices != 1 else ''}, and --devices "
+                f"asks for {self.devices}: the mesh decides the device count, so --devices would be ignored.",
+                f"leave --devices out (the mesh's axes multiply to {self.mesh.devices}), or give a --mesh whose axes "
+                f"multiply to {self.devices}")
+        if self.axis is not None:
+            raise SettingsError(f"--axis {self.axis} names the axis of the 1-D mesh --devices makes; --mesh {spec} names "
+                                "its own axes, so --axis would be ignored.",
+                                f"leave --axis out: the mesh's axes are {', '.join(self.mesh.names)}")
+
+
+def refuse_unused_timing(args: argparse.Namespace, why: str, hint: str, repeats: bool = True) -> None:
+    """:class:`SettingsError` when ``--timing-budget`` (or, without ``repeats``, ``-r/--repeats``)
+    was given to a command that does not use it: ``why`` says what the command times instead."""
+    given = [flag for flag, value in (("-r/--repeats", None if repeats else args.repeats),
+                                      ("--timing-budget", args.timing_budget)) if value is not None]
+    if given:
+        raise SettingsError(f"{' and '.join(given)} {'do' if len(given) > 1 else 'does'} nothing here: {why}", hint)
+
 
 def timing_budget(repeats: int | None, budget_s: float | None) -> float:
     """The seconds of more rounds: ``--timing-budget`` when given; else none when ``--repeats``
@@ -326,8 +369,22 @@ def timing_budget(repeats: int | None, budget_s: float | None) -> float:
 
 def process_options(args: argparse.Namespace, argv: Sequence[str]) -> ProcessOptions:
     """The process options of a subparser that :func:`add_process_options` set up; ``argv`` is the
-    command line as parsed, which the workers run without the spawner's own options."""
-    return ProcessOptions(processes=args.processes, distributed=args.distributed, timeout_s=args.timeout,
+    command line as parsed, which the workers run without the spawner's own options.
+
+    ``--timeout`` ends ``--processes`` workers, and nothing else: given without them (one
+    process, or ``--distributed``, whose processes a cluster's launcher starts) it is refused.
+    """
+    if args.timeout is not None and args.processes < 2:
+        none = ("--distributed's processes are the cluster launcher's" if args.distributed
+                else "one process (--processes 1, the default) starts none")
+        raise SettingsError(f"--timeout {args.timeout} ends the worker processes --processes P starts, and {none}: "
+                            "it would do nothing.",
+                            "leave --timeout out; the cluster's launcher limits its processes' time (srun --time, ...)"
+                            if args.distributed else
+                            "leave --timeout out, or give --processes 2 or more with it (to limit the command itself: "
+                            "timeout 600 shardscope ...)")
+    return ProcessOptions(processes=args.processes, distributed=args.distributed,
+                          timeout_s=DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout,
                           worker=args.worker, worker_argv=tuple(without_spawner_options(argv)))
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import dataclass
 
-from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options
+from shardscope.cli.options import CommonOptions, DemoOptions, add_demo_options, refuse_unused_timing
 from shardscope.cli.parsing import AddParser
 from shardscope.distributed.interrupts import run_interruptible
 from shardscope.errors import SettingsError
@@ -22,7 +22,7 @@ NAME = "sweep"
 def register(add_parser: AddParser) -> None:
     """Add ``sweep`` and its options to the ``shardscope`` parser."""
     parser = add_parser(NAME, help="memory and run time of every plan at every chunk size, and a pick")
-    add_demo_options(parser, chunk_size=False)
+    add_demo_options(parser, chunk_size=False, timing_budget=False)  # every point timed exactly --repeats rounds
     parser.add_argument("--chunk-sizes", metavar="C1,C2,...",
                         help="chunk sizes to try (default: every divisor of the per-device batch)")
     parser.add_argument("--memory-budget", metavar="SIZE",
@@ -42,7 +42,10 @@ class SweepOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: tuple[str, ...]) -> SweepOptions:
-        """The options as ``sweep``'s subparser parsed them from ``argv``."""
+        """The options as ``sweep``'s subparser parsed them from ``argv``; ``--timing-budget`` is refused."""
+        refuse_unused_timing(args, "sweep times every plan at every chunk size exactly --repeats rounds; more rounds "
+                                   "within a budget are report's and the explorer's, to settle one comparison.",
+                             "leave --timing-budget out; -r N times every point N rounds")
         return cls(demo=DemoOptions.from_args(args), common=CommonOptions.from_args(args, argv),
                    chunk_sizes=args.chunk_sizes, memory_budget=args.memory_budget)
 

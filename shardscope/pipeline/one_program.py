@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.compile_log import compiling_beside, host_threads
-from shardscope.engine.device_request import device_request
+from shardscope.engine.device_request import device_request, spans_devices
 from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.joined.inspection import API_DEBUG, InspectedCall, Inspection, dispatches_of, inspect_traced, with_compiled
@@ -50,6 +50,7 @@ from shardscope.engine.traceable import Traceable, traceable
 from shardscope.errors import ShardscopeError, TraceError, quote_error
 from shardscope.failures import trace_error
 from shardscope.pipeline.workload import Arguments, PipelineProgram
+from shardscope.targets.count_hint import trace_over_more
 from shardscope.targets.plans import compile_for_targets, load_targets, parse_targets, target_plans
 
 if TYPE_CHECKING:
@@ -148,10 +149,32 @@ def compile_program(traced: TracedProgram, compiling: Compiling = Compiling()) -
     if compiling.targets:
         targets = target_plans(trace, cpu.executable, program.relabel(cpu.inspection), compiling.targets,
                                program.title, cpu.inputs, cpu.outputs, program.relabel, compilations)
+    request = device_request(jax_traced(trace), cpu.executable)
     inspection = replace(cpu.inspection, compiled=cpu.fixed, targets=targets,
-                         call=InspectedCall(cpu.call, jax_traced(trace), cpu.executable),
-                         device_request=device_request(jax_traced(trace), cpu.executable))
+                         call=InspectedCall(cpu.call, jax_traced(trace), cpu.executable), device_request=request,
+                         one_device="" if request is not None else _one_device(trace, cpu))
     return InspectedProgram(program.relabel(inspection), cpu.executable)
+
+
+ONE_DEVICE_COUNT = 8
+"""The device count a program over one device is told to trace over when nothing says another
+(shardscope's own default count of CPU devices)."""
+
+
+def _one_device(trace: "Traced", cpu: _OnCpu) -> str:
+    """What a program compiled over one device with collectives in its plan means (each runs over
+    a group of one device: nothing is exchanged, no loop's collective costs what it would), with
+    the hint ``inspect_on`` gives for a program over too few devices; "" for any other program."""
+    import jax  # loaded by now: the program was traced
+
+    if not cpu.fixed.collectives or spans_devices(cpu.executable) != 1:
+        return ""
+    count = jax.device_count() if jax.device_count() > 1 else ONE_DEVICE_COUNT
+    kinds = ", ".join(dict.fromkeys(f"{c.kind}[]" for c in cpu.fixed.collectives))
+    ways = ", or ".join(trace_over_more(jax_traced(trace), 1, count))
+    return (f"The program's mesh spans 1 device: its collectives ({kinds}) run over groups of one device, on no mesh "
+            f"axis, and exchange nothing, so this plan shows none of the communication of a sharded run. To see it, "
+            f"{ways}.")
 
 
 @dataclass(frozen=True)

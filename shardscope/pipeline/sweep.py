@@ -20,6 +20,7 @@ from shardscope.hardware.fit import live_bytes, needed_bytes
 from shardscope.measure import timing
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
+from shardscope.pipeline.comparison import CompiledWork, compiled_work
 from shardscope.config.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
@@ -59,6 +60,9 @@ class SweepPoint:
     target_memory: dict[str, int] | None = None  # memory_analysis() of its compile for the sweep's target
     target_platform: str = ""  # the target's platform (``tpu``, ``gpu``): how its memory_analysis() is read
     measured: MeasuredPlan | None = None  # --profile: its compiled plan's times under JAX's profiler
+    compiled_work: CompiledWork | None = None
+    """Its compiled collectives, memory and XLA's counts (:func:`~shardscope.pipeline.comparison.compiled_work`):
+    two points with the same one are one program, whose times differ by noise only."""
 
     @property
     def footprint_bytes(self) -> int:
@@ -105,9 +109,28 @@ class Sweep:
 
     @property
     def pick(self) -> SweepPoint | None:
-        """The fastest point (median run time) that fits the budget; None when none fits."""
+        """The fastest point (median run time) that fits the budget; None when none fits. Of points
+        that compile to the same work as the fastest (:attr:`same_program`), the first swept: which
+        of them is fastest is noise, and the pick must not change with it."""
         fitting = [p for p in self.points if self.fits(p)]
-        return min(fitting, key=lambda p: p.run_s.median) if fitting else None
+        if not fitting:
+            return None
+        fastest = min(fitting, key=lambda p: p.run_s.median)
+        return self._same_work(fastest)[0]
+
+    @property
+    def same_program(self) -> tuple[SweepPoint, ...]:
+        """The pick and every other point that fits and compiles to the same collectives, memory
+        and XLA counts (naive, deferred and reduced at one chunk per device): one program under
+        several names, none faster than the others but by noise. Empty when nothing fits."""
+        pick = self.pick
+        return () if pick is None else self._same_work(pick)
+
+    def _same_work(self, point: SweepPoint) -> tuple[SweepPoint, ...]:
+        """``point`` and the points that fit with its compiled work, in the order swept."""
+        if point.compiled_work is None:
+            return (point,)
+        return tuple(p for p in self.points if p is point or (self.fits(p) and p.compiled_work == point.compiled_work))
 
     @property
     def smallest_footprint(self) -> SweepPoint:
@@ -207,11 +230,13 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
     out = []
     for name in names:
         program = from_jaxpr(traced[name][0].jaxpr)
+        memory = timing.memory(compiled[name])
+        work = compiled_work(compiled_plan(compiled[name].as_text() or ""), memory, timing.cost_summary(compiled[name]))
         out.append(SweepPoint(
             plan=name,
             chunk_size=chunk,
             chunks_per_device=built.shapes.chunks_per_device,
-            memory=timing.memory(compiled[name]),
+            memory=memory,
             run_s=times[name],
             executed_collectives=dataflow.per_call(program, lambda eqn: 1),
             bytes_per_call=dataflow.per_call(program, dataflow.payload_bytes),
@@ -219,6 +244,7 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
             target_memory=None if target is None else _target_memory(traced[name][0], target, name),
             target_platform="" if target is None else target.target.platform,
             measured=measured.get(name),
+            compiled_work=work,
         ))
     return out
 

@@ -39,16 +39,28 @@ def dump_check(path: Path, name: str | None = None) -> FileCheck:
 
 
 def compilations_note(chosen: DumpedModule, modules: list[DumpedModule]) -> str:
-    """``read module_0009.jit_step...txt, the newest of 2 compilations of jit_step (10:35:24); also
-    there: module_0014...txt (10:20:02)`` ("" when the step was compiled once)."""
+    """Which of several compilations of the step was read, and what else is there: the same module
+    compiled again (the same text but for its source-location tables: one program) or another
+    module of the same name (other shapes), each with its file's time ("" when compiled once)."""
     same = [m for m in modules if m.name == chosen.name and m.path != chosen.path]
     if not same:
         return ""
-    others = ", ".join(f"{m.path.name} ({_clock(m.path)})" for m in sorted(same, key=lambda m: m.path.name))
     newest = all(_mtime(chosen.path) >= _mtime(m.path) for m in same)  # -f may name an older one
     which = "the newest" if newest else "as asked, not the newest"
+    identical = [m for m in same if m.program_text == chosen.program_text]
+    different = [m for m in same if m.program_text != chosen.program_text]
+    if not different:  # compiled again at the same shapes: one program, whichever file is read
+        return (f"--xla-dump holds {len(same) + 1} compilations of {chosen.name} to the same module (one program, "
+                f"compiled {len(same) + 1} times): read {chosen.path.name}, {which} ({_clock(chosen.path)}); the "
+                f"same module in {_files(identical)}.")
+    also = f"; the same module in {_files(identical)}" if identical else ""
     return (f"--xla-dump holds {len(same) + 1} compilations of {chosen.name}: read {chosen.path.name}, {which} "
-            f"({_clock(chosen.path)}); also there: {others}. Pass one file to read another.")
+            f"({_clock(chosen.path)}){also}; another module in {_files(different)}. Pass one file to read another.")
+
+
+def _files(modules: list[DumpedModule]) -> str:
+    """``module_0014...txt (10:20:02), module_0016...txt (10:20:05)``, in the order XLA numbered them."""
+    return ", ".join(f"{m.path.name} ({_clock(m.path)})" for m in sorted(modules, key=lambda m: m.path.name))
 
 
 def _mtime(path: Path) -> float:

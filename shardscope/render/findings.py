@@ -171,6 +171,8 @@ def render_inspection(inspection: "Inspection") -> Themed:
     parts: list[RenderableType] = [Text(summary(inspection), style="check.failed" if failing else "check.passed")]
     if inspection.device_request is not None:  # a pass that checked a program over too few devices
         parts.insert(0, Text(inspection.device_request.note(), style="check.failed"))
+    elif inspection.one_device:  # collectives over groups of one device: nothing they show is communication
+        parts.insert(0, Text(inspection.one_device, style="check.failed"))
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))

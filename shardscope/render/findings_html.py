@@ -55,9 +55,11 @@ def inspection_html(inspection: "Inspection") -> str:
 
 
 def _device_request(inspection: "Inspection") -> str:
-    """The note of a program over fewer devices than its source asks for (nothing without one)."""
+    """The note of a program over fewer devices than its source asks for, or over one device with
+    collectives (nothing without one)."""
     request = inspection.device_request
-    return "" if request is None else f'<p class="summary"><b>{html.escape(request.note(), quote=False)}</b></p>'
+    note = inspection.one_device if request is None else request.note()
+    return f'<p class="summary"><b>{html.escape(note, quote=False)}</b></p>' if note else ""
 
 
 def _style(root: str, flagged: bool) -> str:

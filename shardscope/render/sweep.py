@@ -45,12 +45,30 @@ def pick_sentence(sweep: "Sweep", hidden: bool = False) -> str:
     if pick is not None:
         where = "" if sweep.target is None else f" on {sweep.target}"
         timed = "" if sweep.target is None else " on the CPU"
+        same = sweep.same_program
+        if len(same) > 1:  # one program under several names: no winner among them
+            return (f"pick: chunk size {pick.chunk_size}, the fastest{budget}, where {_listed(same)} compile to the "
+                    f"same collectives and memory: one program, their times differ by noise only (medians "
+                    f"{_medians(same)}{timed}, {mib(sweep.budgeted_bytes(pick))} per device{where}).")
         return (f"pick: {pick.plan} at chunk size {pick.chunk_size}: the fastest{budget} "
                 f"(median {pick.run_s.median * 1e3:.3f} ms{timed}, {mib(sweep.budgeted_bytes(pick))} per device{where}).")
     small = sweep.smallest_footprint
     where = "" if sweep.target is None else f" on {sweep.target}"
     return (f"nothing fits{budget}: the smallest footprint is {mib(sweep.budgeted_bytes(small))} per device{where} "
             f"({small.plan} at chunk size {small.chunk_size}).")
+
+
+def _listed(points: "tuple[SweepPoint, ...]") -> str:
+    """``naive, deferred and reduced``: the plans of ``points``, with their chunk sizes when they differ."""
+    sizes = {p.chunk_size for p in points}
+    names = [p.plan if len(sizes) == 1 else f"{p.plan} at chunk size {p.chunk_size}" for p in points]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def _medians(points: "tuple[SweepPoint, ...]") -> str:
+    """``0.119-0.122 ms``: the lowest and highest median run time of ``points``."""
+    medians = sorted(p.run_s.median * 1e3 for p in points)
+    return f"{medians[0]:.3f}-{medians[-1]:.3f} ms"
 
 
 def render_sweep(sweep: "Sweep", console: "Console") -> None:
@@ -88,9 +106,9 @@ def sweep_table(sweep: "Sweep", hidden: bool = False) -> "Table":
         columns += ["step (profile)", "collectives (profile)"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("plan", "fits") else "right", no_wrap=True)
-    pick = None if hidden else sweep.pick
+    picked = () if hidden else sweep.same_program  # the pick, and the plans that are the same program
     for p in sweep.points:
-        style = "bold green" if p is pick else ("dim" if not sweep.fits(p) else None)
+        style = "bold green" if any(p is q for q in picked) else ("dim" if not sweep.fits(p) else None)
         on_target = [] if sweep.target is None else [
             "-" if p.target_footprint_bytes is None else mib(p.target_footprint_bytes)]
         table.add_row(
@@ -115,7 +133,9 @@ def _measured_cells(p: "SweepPoint", profiled: bool, hidden: bool) -> list[str]:
 
 
 def sweep_json(sweep: "Sweep") -> dict[str, Any]:
-    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits); with a
+    """The ``sweep --json`` object: ``points`` and ``pick`` (null when nothing fits; its
+    ``same_program``: the pick's and every point's ``[plan, chunk_size]`` that compiles to the same
+    work, the pick's alone when none does); with a
     ``target``, each point's ``target_memory`` and the footprint there, which ``fits`` and
     ``smallest_footprint`` read."""
     pick = sweep.pick
@@ -131,7 +151,8 @@ def sweep_json(sweep: "Sweep") -> dict[str, Any]:
         "target": sweep.target,
         "points": [_point_json(sweep, p) for p in sweep.points],
         "unavailable": dict(sweep.unavailable),
-        "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size},
+        "pick": None if pick is None else {"plan": pick.plan, "chunk_size": pick.chunk_size,
+                                           "same_program": [[p.plan, p.chunk_size] for p in sweep.same_program]},
         "smallest_footprint": {"plan": sweep.smallest_footprint.plan,
                                "chunk_size": sweep.smallest_footprint.chunk_size,
                                "footprint_bytes": sweep.budgeted_bytes(sweep.smallest_footprint)},

@@ -24,10 +24,18 @@ _MAKE_MESH = re.compile(r"make_mesh\(\s*\(([\d,\s]+)\)")
 
 def device_count_hint(traced: "jax.stages.Traced", program_devices: int, devices: "TargetDevices") -> str:
     """The hint of a program over ``program_devices`` devices compiled for ``devices``' target."""
-    import jax  # loaded by now: the program was traced
-
     target, count = devices.target, devices.count
     options = [] if program_devices == 1 else [f"pick a topology with {program_devices} {_noun(target, program_devices)}"]
+    return ", or ".join(options + trace_over_more(traced, program_devices, count))
+
+
+def trace_over_more(traced: "jax.stages.Traced", program_devices: int, count: int) -> list[str]:
+    """The ways to trace a program over ``program_devices`` devices over ``count`` instead: the
+    file's line that takes its count, or its mesh built over more, or more CPU devices started
+    (the hint of a target's other device count, and of a program over one device alone)."""
+    import jax  # loaded by now: the program was traced
+
+    options = []
     started = jax.device_count()
     if started >= count:  # the file can take the target's count of the devices there are
         found = _count_in_file(traced, program_devices)
@@ -38,7 +46,7 @@ def device_count_hint(traced: "jax.stages.Traced", program_devices: int, devices
             options.append(f"build the program's mesh over {count} devices in the file (jax.devices()[:{count}])")
     if program_devices == started:  # the file takes every device started: start the target's count
         options.append(start_devices_words(count))
-    return ", or ".join(options)
+    return options
 
 
 def start_devices_words(count: int) -> str:
@@ -86,4 +94,4 @@ def _program_file(traced: "jax.stages.Traced") -> Path | None:
     return Path(file) if file and not file.startswith("<") and Path(file).is_file() else None
 
 
-__all__ = ["device_count_hint", "start_devices_words"]
+__all__ = ["device_count_hint", "start_devices_words", "trace_over_more"]

@@ -23,7 +23,7 @@ from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.well_formed import MAX_TEXT_CHARACTERS, read_module
 from shardscope.errors import SettingsError, file_kind
 
-__all__ = ["DumpedModule", "dumped_modules", "newest", "pick_modules"]
+__all__ = ["DumpedModule", "described", "dumped_modules", "newest", "pick_modules", "same_modules"]
 
 AFTER_OPTIMIZATIONS = "*after_optimizations.txt"
 """The files of a dump folder that hold a compiled module (not its ``-buffer-assignment.txt`` nor
@@ -59,10 +59,40 @@ class DumpedModule:
         """How many collective instructions it holds."""
         return sum(1 for inst in self.module.instructions() if inst.opcode in COLLECTIVE_OPCODES)
 
-    def describe(self) -> str:
-        """``jit_step (module_0014.jit_step.cpu_after_optimizations.txt, 2 collectives)``."""
+    @property
+    def program_text(self) -> str:
+        """The module's text without its source-location tables (``FileNames``, ``FunctionNames``,
+        ``FileLocations``, ``StackFrames``): a step compiled again at the same shapes compiles to the
+        same text but for the line it was called from, which only those tables hold."""
+        return _SOURCE_TABLES.sub("", self.text)
+
+    def describe(self, compilations: int = 1) -> str:
+        """``jit_step (module_0014.jit_step.cpu_after_optimizations.txt, 2 collectives)``; with
+        ``compilations`` > 1, that it was compiled that many times to this same module."""
         count = self.collectives
-        return f"{self.name} ({self.path.name}, {count} collective{'' if count == 1 else 's'})"
+        again = f", compiled {compilations} times to this same module" if compilations > 1 else ""
+        return f"{self.name} ({self.path.name}{again}, {count} collective{'' if count == 1 else 's'})"
+
+
+_SOURCE_TABLES = re.compile(r"^(?:FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*", re.MULTILINE)
+"""A source-location table of a module's header: its title line and its rows, up to the blank line."""
+
+
+def same_modules(modules: list[DumpedModule]) -> list[list[DumpedModule]]:
+    """``modules`` grouped by what they compile to (name and :attr:`~DumpedModule.program_text`),
+    each group newest first, the groups in the order of their newest: a step compiled twice at
+    the same shapes is one group of two, at other shapes two groups."""
+    groups: dict[tuple[str, str], list[DumpedModule]] = {}
+    for module in modules:
+        groups.setdefault((module.name, module.program_text), []).append(module)
+    ordered = [sorted(group, key=lambda m: (_written(m.path), m.path.name), reverse=True) for group in groups.values()]
+    return sorted(ordered, key=lambda group: modules.index(group[0]))
+
+
+def described(modules: list[DumpedModule]) -> str:
+    """Each module described once: a module compiled several times to the same text is one entry
+    that says how many times (its newest file named); other compilations are listed each."""
+    return ", ".join(group[0].describe(len(group)) for group in same_modules(modules))
 
 
 def dumped_modules(path: Path) -> list[DumpedModule]:
@@ -101,8 +131,8 @@ def pick_modules(modules: list[DumpedModule], name: str | None) -> list[DumpedMo
     if len(names) == 1:  # the same program compiled again (in this run, or an earlier run's left there): the newest
         return [newest(candidates)]
     raise SettingsError(
-        f"--xla-dump holds {len(candidates)} modules{' with collectives' if with_collectives else ''}: "
-        f"{', '.join(m.describe() for m in candidates)}.",
+        f"--xla-dump holds {len(same_modules(candidates))} modules{' with collectives' if with_collectives else ''}: "
+        f"{described(candidates)}.",
         f"name the step's with -f (shardscope check --xla-dump DIR -f {candidates[-1].name})")
 
 
@@ -122,8 +152,9 @@ def _written(path: Path) -> float:
 
 def _listed(modules: list[DumpedModule]) -> str:
     """The modules with collectives, each described, and how many others there are."""
-    shown = [m.describe() for m in modules if m.collectives]
-    others = len(modules) - len(shown)
+    with_collectives = [m for m in modules if m.collectives]
+    shown = [described(with_collectives)] if with_collectives else []
+    others = len(modules) - len(with_collectives)
     if others:
         shown.append(f"{others} module{'' if others == 1 else 's'} without collectives")
     return ", ".join(shown)

@@ -95,6 +95,11 @@ class Inspection:
     """Set when the program spans fewer devices than its source asks for, and JAX started fewer
     (a notebook that forgot ``jax_num_cpu_devices``): printing says so first, and the assertions
     of :mod:`shardscope.testing` fail on it."""
+    one_device: str = ""
+    """Set when the compiled program spans one device and still has collectives (each over a
+    group of one: ``all-reduce[]``, no mesh axis), and no :attr:`device_request` says why: what
+    that means and how to trace it over more devices (the hint ``inspect_on`` gives for it);
+    printing says it first. Empty otherwise."""
 
     @property
     def compiler(self) -> str:
