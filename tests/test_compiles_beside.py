@@ -50,7 +50,8 @@ class _Writer(threading.Thread):
                 while not self.lines:
                     self.handed.wait()
                 message, done = self.lines.pop(0)
-            if not message:
+            if not message:  # the end: the writer says so before it returns
+                done.set()
                 return
             os.write(2, _log_line(message))
             done.set()
