@@ -77,9 +77,9 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
     """The projection as plain lines (the app's Timings tab shows these, for the comparison shown)."""
     out = [title(projection)]
     for name, plan in projection.plans.items():
-        runs = count_text(plan.runs_per_call)
+        runs = f"{count_text(plan.runs_per_call)} collective run{'' if plan.runs_per_call == 1 else 's'}"
         out.append(
-            f"  {name}: {seconds_text(plan)} per call ({runs} collective runs), latency {share_text(plan)}, "
+            f"  {name}: {seconds_text(plan)} per call ({runs}), latency {share_text(plan)}, "
             f"{dominated_text(plan)} collectives latency-dominated"
         )
     out.append(f"  payloads under {projection.crossover_bytes:,.0f} B are latency-dominated on this link")

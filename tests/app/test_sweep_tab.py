@@ -134,6 +134,6 @@ def test_timings_tab_projects_the_mlps_one_combined_all_reduce_per_chunk(analysi
         await drain(pilot)
         text = " ".join(shown(view.query_one(ProjectionPanel).query_one("#projection-body", Static)).split())
         assert "naive: 56.02 us per call (2 collective runs)" in text
-        assert "deferred: 28.01 us per call (1 collective runs)" in text
+        assert "deferred: 28.01 us per call (1 collective run)" in text
 
     run(view, script)
