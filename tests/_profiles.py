@@ -61,8 +61,9 @@ def trace_events(xplane: Path) -> list[dict]:
     return json.loads(data)["traceEvents"]
 
 
-def by_hand(folder: Path, module: str, collective: str) -> ByHand:
-    """The numbers of ``module`` and its ``collective`` in the profile at ``folder`` (every host's file)."""
+def module_calls(folder: Path, module: str) -> dict[str, dict[str, list[dict]]]:
+    """XProf's events of ``module`` in the profile at ``folder`` (every host's file), by call (its
+    ``run_id``, of the calls dispatched there) and by device: each device's events of that call."""
     events = [e for f in sorted(folder.rglob("*.xplane.pb")) for e in trace_events(f) if e.get("ph") == "X"]
     dispatched = {e["args"]["run_id"] for e in events if e["name"] == f"CommonPjRtLoadedExecutable::Execute ({module})"}
     calls: dict[str, dict[str, list[dict]]] = {}
@@ -70,6 +71,12 @@ def by_hand(folder: Path, module: str, collective: str) -> ByHand:
         args = e.get("args", {})
         if args.get("hlo_module") == module and args.get("run_id") in dispatched:
             calls.setdefault(args["run_id"], {}).setdefault(args["device_ordinal"], []).append(e)
+    return calls
+
+
+def by_hand(folder: Path, module: str, collective: str) -> ByHand:
+    """The numbers of ``module`` and its ``collective`` in the profile at ``folder`` (every host's file)."""
+    calls = module_calls(folder, module)
     devices = max(len(per_device) for per_device in calls.values())
     whole = sorted((k for k, per_device in calls.items() if len(per_device) == devices),
                    key=lambda k: min(e["ts"] for line in calls[k].values() for e in line))

@@ -21,7 +21,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from _profiles import trace_events
+from _profiles import module_calls
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.measured import profile_onto
 from shardscope.measure.profile_capture import capture
@@ -75,13 +75,7 @@ def _by_hand(folder, module: str, names: set[str]) -> tuple[float, float]:
     """From XProf's events of ``module``: per call (after the first), each device's time in the
     events named ``names`` (their union), the most of any device; and the step, each device from
     its first event's start to its last one's end, the slowest. Medians over the calls (us)."""
-    events = [e for f in sorted(folder.rglob("*.xplane.pb")) for e in trace_events(f) if e.get("ph") == "X"]
-    dispatched = {e["args"]["run_id"] for e in events if e["name"] == f"CommonPjRtLoadedExecutable::Execute ({module})"}
-    calls: dict[str, dict[str, list[dict]]] = {}
-    for e in events:
-        args = e.get("args", {})
-        if args.get("hlo_module") == module and args.get("run_id") in dispatched:
-            calls.setdefault(args["run_id"], {}).setdefault(args["device_ordinal"], []).append(e)
+    calls = module_calls(folder, module)
     ordered = sorted(calls.values(), key=lambda c: min(e["ts"] for line in c.values() for e in line))
     collectives, steps = [], []
     for call in ordered[1:]:
