@@ -280,3 +280,47 @@ def test_report_json_projects_the_mlps_compiled_all_reduces(shardscope_cli):
     assert projection["plans"]["deferred"]["comm_s_per_call"] == pytest.approx(one_run, rel=1e-9)
     assert projection["plans"]["naive"]["runs_per_call"] == 2
     assert projection["plans"]["naive"]["latency_dominated_collectives"] == ["all-reduce"]
+
+
+def _group_sizes(text: str) -> list[int]:
+    """Each all-reduce's replica group size, read from the compiled text: ``{{0,2,4,6},{1,3,5,7}}``
+    (listed), ``[2,4]<=[4,2]T(1,0)`` (XLA's iota form: 2 groups of 4) or
+    ``mesh['axis_0'=4,'axis_1'=1,'axis_2'=2] {'axis_0'}`` (the mesh form: the listed axes' sizes)."""
+    sizes = []
+    for line in re.findall(r"= \S+ all-reduce\(.*", text):
+        mesh = re.search(r"replica_groups=mesh\[([^\]]*)\] \{([^}]*)\}", line)
+        if mesh:
+            axes = {name: int(size) for name, size in re.findall(r"'(\w+)'=(\d+)", mesh.group(1))}
+            sizes.append(math.prod(axes[name] for name in re.findall(r"'(\w+)'", mesh.group(2))))
+            continue
+        groups = re.search(r"replica_groups=(\[[\d,]+\]<=\S+|\{[{}\d,]*\})", line).group(1)
+        if groups.startswith("["):
+            sizes.append(int(groups[1:groups.index("]")].split(",")[-1]))
+        else:
+            sizes.append(len(groups[2:groups.index("}")].split(",")))
+    return sizes
+
+
+def test_a_2d_mesh_projects_each_all_reduce_over_its_own_group_unless_a_count_is_given(tmp_path):
+    """The linear jit step on a data=4 x model=2 mesh, the batch sharded over data only: the
+    partitioner's gradient all-reduce (4 micro-batches, 64 B) runs over groups of 4 (read from
+    the compiled text), not over the mesh's 8. Without a count the ring is that group: 4 runs of
+    6 x 6 us + 6/4 x 64 B / 50 GB/s on ib-ndr (it was costed over 8: 14 steps); a count given
+    (``ib-ndr:8``) is one ring over every device."""
+    from _support import load_program_module, write_demo
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.run import analyze
+
+    program = (LINEAR_PROGRAM.replace('jax.devices()[:8]), ("data",)', 'jax.devices()[:8]).reshape(4, 2), ("data", "model")'))
+    path = write_demo(tmp_path, "linear_2d.py", program)
+    module = load_program_module(path)
+    text = module.step.lower(module.W, module.xs).compile().as_text()
+    assert _all_reduce_runs(text) == [(4, 64)] and _group_sizes(text) == [4]
+    analysis = analyze(Settings(path=path, function="step", devices=8, repeats=2))
+    own = project(analysis, preset("ib-ndr"))
+    assert own.own_groups and own.devices == 8
+    assert own.plans["step"].comm_s_per_call == pytest.approx(4 * _all_reduce_seconds(64, 4, 6e-6, 50e9), rel=1e-12)
+    assert "with each collective over its own group of the 8-device mesh" in lines(analysis, own)[0]
+    every = project(analysis, preset("ib-ndr"), 8)
+    assert not every.own_groups
+    assert every.plans["step"].comm_s_per_call == pytest.approx(4 * _all_reduce_seconds(64, 8, 6e-6, 50e9), rel=1e-12)

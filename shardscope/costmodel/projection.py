@@ -105,11 +105,14 @@ class PlanProjection:
 
 @dataclass(frozen=True)
 class Projection:
-    """Every plan of an analysis projected onto ``link`` with ``devices`` devices in the ring."""
+    """Every plan of an analysis projected onto ``link`` with ``devices`` devices in the ring; with
+    ``own_groups``, no count was given: each collective's ring is its own group of the analysed
+    mesh of ``devices`` (a compiled collective's replica group; a traced one's, the whole mesh)."""
 
     link: Link
     devices: int
     plans: dict[str, PlanProjection]
+    own_groups: bool = False
 
     @property
     def crossover_bytes(self) -> float:
@@ -142,26 +145,40 @@ def plan_projection(name: str, collectives: Iterable[CollectiveProjection], is_u
     )
 
 
-def compiled_collectives(collectives: "Iterable[CompiledCollective]", link: Link, devices: int, calls: int = 1,
-                         prefix: str = "") -> tuple[CollectiveProjection, ...]:
-    """Each compiled collective on ``link`` with ``devices`` in the ring: its runs per call (times
-    ``calls``, a dispatched module's calls per step) and one run of its per-device bytes."""
-    return tuple(
-        CollectiveProjection(prefix + c.name, compiled_model(c), None if c.executions is None else c.executions * calls,
-                             c.bytes_per_execution, *run_seconds(compiled_model(c), c.bytes_per_execution, devices, link))
-        for c in collectives
-    )
+def ring_size(collective: "CompiledCollective", devices: int | None, mesh_devices: int | None = None) -> int | None:
+    """The devices in one run's ring: ``devices`` when a count is projected onto (one ring over
+    every device), else the collective's own replica group (an all-reduce over ``data`` of a
+    data=4 x model=2 mesh: 4), or ``mesh_devices`` for a module that names no groups (XLA's
+    ``replica_groups={}``: every device); None when neither is known."""
+    if devices:
+        return devices
+    return len(collective.groups[0]) if collective.groups else mesh_devices
 
 
-def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int) -> Projection:
+def compiled_collectives(collectives: "Iterable[CompiledCollective]", link: Link, devices: int | None, calls: int = 1,
+                         prefix: str = "", mesh_devices: int | None = None) -> tuple[CollectiveProjection, ...]:
+    """Each compiled collective on ``link`` with :func:`ring_size` devices in its ring: its runs
+    per call (times ``calls``, a dispatched module's calls per step) and one run of its per-device
+    bytes. A ring of unknown size leaves its runs unknown, so the plan's time is unknown too."""
+    projected = []
+    for c in collectives:
+        n = ring_size(c, devices, mesh_devices)
+        runs = None if c.executions is None or n is None else c.executions * calls
+        seconds = run_seconds(compiled_model(c), c.bytes_per_execution, n, link) if n is not None else (0.0, 0.0)
+        projected.append(CollectiveProjection(prefix + c.name, compiled_model(c), runs, c.bytes_per_execution, *seconds))
+    return tuple(projected)
+
+
+def project_compiled(plans: "dict[str, CompiledPlan]", link: Link, devices: int | None, mesh_devices: int) -> Projection:
     """Project the compiled collectives of each plan (a target's: what its compiler runs) onto
-    ``link`` with ``devices`` in the ring: each instruction's runs per call times one run's cost."""
+    ``link``: each instruction's runs per call times one run's cost on a ring of ``devices``, or
+    of its own group when no count is given (``mesh_devices`` the program's)."""
     projected = {
-        name: plan_projection(name, compiled_collectives(plan.collectives, link, devices),
+        name: plan_projection(name, compiled_collectives(plan.collectives, link, devices, mesh_devices=mesh_devices),
                               any(c.in_conditional for c in plan.collectives))
         for name, plan in plans.items()
     }
-    return Projection(link=link, devices=devices, plans=projected)
+    return Projection(link=link, devices=devices or mesh_devices, plans=projected, own_groups=devices is None)
 
 
 @dataclass(frozen=True)
@@ -179,13 +196,6 @@ def project_compiled_plan(plan: "CompiledPlan", link: Link, devices: int | None 
     """Every compiled collective of ``plan`` on ``link``: runs per call x the ring cost of one run
     of its per-device bytes, over ``devices`` devices (default: each collective's own group;
     None per call when a trip count or a group is unknown)."""
-    total: float | None = 0.0
-    for c in plan.collectives:
-        n = devices or (len(c.groups[0]) if c.groups else None)
-        if c.executions is None or n is None:  # a trip count or the group is unknown: so is the time
-            total = None
-            continue
-        latency, bandwidth = run_seconds(compiled_model(c), c.bytes_per_execution, n, link)
-        if total is not None:
-            total += c.executions * (latency + bandwidth)
-    return CompiledProjection(link, devices, total, any(c.in_conditional for c in plan.collectives))
+    projected = plan_projection("", compiled_collectives(plan.collectives, link, devices),
+                                any(c.in_conditional for c in plan.collectives))
+    return CompiledProjection(link, devices, projected.comm_s_per_call, projected.is_upper_bound)

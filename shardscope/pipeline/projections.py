@@ -28,32 +28,40 @@ if TYPE_CHECKING:
 
 
 def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
-    """Project every plan of ``analysis`` onto ``link`` (``devices`` default: the analysed mesh):
-    the collectives its compiled module runs, with their runs per call and bytes per run."""
-    n = devices or (analysis.shapes.devices if analysis.shapes is not None else None)
-    if n is None:
+    """Project every plan of ``analysis`` onto ``link``: the collectives its compiled module runs,
+    with their runs per call and bytes per run, each on a ring of ``devices`` (one ring over every
+    device) or, without a count, of its own group of the analysed mesh (a data=4 x model=2 mesh's
+    all-reduce over ``data``: 4)."""
+    mesh = (analysis.shapes.devices if analysis.shapes is not None else  # a program file: the devices it ran over
+            analysis.timed_on.devices if analysis.timed_on is not None else None)
+    if mesh is None and devices is None:
         raise ValueError("a program file has no analysed mesh: give the device count to project onto")
-    return Projection(link=link, devices=n, plans={name: _plan(plan, link, n) for name, plan in analysis.plans.items()})
+    n = devices or mesh
+    assert n is not None
+    return Projection(link=link, devices=n, plans={name: _plan(plan, link, devices, n) for name, plan in analysis.plans.items()},
+                      own_groups=devices is None)
 
 
-def _plan(plan: "PlanResult", link: Link, devices: int) -> PlanProjection:
-    """One plan's compiled collectives on the ring; a step of dispatches sums each module's runs
-    times its calls; a plan only traced, its jaxpr's collectives."""
+def _plan(plan: "PlanResult", link: Link, devices: int | None, mesh_devices: int) -> PlanProjection:
+    """One plan's compiled collectives on their rings (``devices`` each, or each one's own group
+    when no count is given); a step of dispatches sums each module's runs times its calls; a plan
+    only traced, its jaxpr's collectives (each over ``devices`` or the whole mesh)."""
     if plan.dispatches is not None:
         found = [(d, d.inspection.compiled) for d in plan.dispatches.dispatches]
         return plan_projection(
             plan.name,
             (c for d, compiled in found if compiled is not None
-             for c in compiled_collectives(compiled.collectives, link, devices, d.calls, f"{d.name}/")),
+             for c in compiled_collectives(compiled.collectives, link, devices, d.calls, f"{d.name}/", mesh_devices)),
             any(c.in_conditional for _, compiled in found if compiled is not None for c in compiled.collectives),
         )
     if plan.compiled is not None:
-        return plan_projection(plan.name, compiled_collectives(plan.compiled.collectives, link, devices),
+        return plan_projection(plan.name, compiled_collectives(plan.compiled.collectives, link, devices,
+                                                               mesh_devices=mesh_devices),
                                any(c.in_conditional for c in plan.compiled.collectives))
     return plan_projection(
         plan.name,
         (CollectiveProjection(c.equation_id, c.primitive, c.executions, c.bytes_per_execution,
-                              *run_seconds(c.primitive, c.bytes_per_execution, devices, link))
+                              *run_seconds(c.primitive, c.bytes_per_execution, devices or mesh_devices, link))
          for c in plan.collectives),
         plan.per_call_is_upper_bound,
         compiled=False,
@@ -62,7 +70,7 @@ def _plan(plan: "PlanResult", link: Link, devices: int) -> PlanProjection:
 
 def project_targets(analysis: "Analysis", link: Link | None = None, devices: int | None = None) -> dict[str, Projection]:
     """Each ``--target``'s compiled plans projected onto ``link`` with ``devices`` in the ring
-    (default: the target's device count); none without a ``link``: a target's own interconnect
+    (default: each collective's own group of the target's devices); none without a ``link``: a target's own interconnect
     is costed by its machine's model (:mod:`shardscope.engine.hlo.interconnect_times`), not a ring."""
     found: dict[str, Projection] = {}
     if link is None:
@@ -70,5 +78,5 @@ def project_targets(analysis: "Analysis", link: Link | None = None, devices: int
     for target in analysis.target_names:
         plans = analysis.on_target(target)
         compiled = {plan.name: on_target.compiled for plan, on_target in plans}
-        found[target] = project_compiled(compiled, link, devices or plans[0][1].devices)
+        found[target] = project_compiled(compiled, link, devices, plans[0][1].devices)
     return found

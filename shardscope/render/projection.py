@@ -23,9 +23,16 @@ def title(projection: "Projection") -> str:
                else "the jaxpr's collectives (not compiled)")
     return (
         f"projected onto {link.name} ({format_bandwidth(link.bandwidth_Bps)} one way, "
-        f"{format_seconds(link.latency_s)} per ring step) with {projection.devices} devices; "
+        f"{format_seconds(link.latency_s)} per ring step) {_rings(projection)}; "
         f"communication only, {counted} of the analysed per-device program"
     )
+
+
+def _rings(projection: "Projection") -> str:
+    """``with 8 devices`` (one ring over every device), or each collective over its own group."""
+    if projection.own_groups:
+        return f"with each collective over its own group of the {projection.devices}-device mesh"
+    return f"with {projection.devices} devices"
 
 
 def seconds_text(plan: "PlanProjection") -> str:
@@ -116,6 +123,7 @@ def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
     return {
         "preset": link.name,
         "devices": projection.devices,
+        "own_groups": projection.own_groups,
         "bandwidth_Bps": link.bandwidth_Bps,
         "latency_s": link.latency_s,
         "source": link.source,
