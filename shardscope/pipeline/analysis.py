@@ -60,7 +60,7 @@ class PlanResult:
     loops: "tuple[Loop, ...]"  # every jaxpr loop, with the collectives inside it
     canonical_text: str  # the program's canonical one-line-per-equation text
     jaxpr_runs: Count  # the jaxpr's collective runs per call (an upper bound with collectives in cond branches)
-    jaxpr_bytes: Count  # per-device bytes the jaxpr's collectives move per call
+    jaxpr_bytes: Count  # per-device bytes the jaxpr's collectives move per call (at most: dataflow.payload_count)
     graph: Any = None  # networkx.DiGraph (shardscope.engine.jaxpr.dataflow.build_graph): no stubs
     # The rest needs the compiled program; None when analysed with measure=False (and not compile=True).
     run_s: "RunTimes | None" = None
@@ -87,7 +87,7 @@ class PlanResult:
             loops=inspection.loops,
             canonical_text=program.canonical_text(),
             jaxpr_runs=dataflow.per_call_count(program, lambda eqn: 1),
-            jaxpr_bytes=dataflow.per_call_count(program, dataflow.payload_bytes),
+            jaxpr_bytes=dataflow.payload_count(program),
             graph=dataflow.build_graph(program) if graphs else None,
             **measured,
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from shardscope.engine.counts import PerCall
+from shardscope.engine.counts import Count, PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
 from shardscope.engine.jaxpr.verdicts import Verdict, with_all_leaves
 from shardscope.engine.pytree_paths import is_gradient_label, labelled_argument
@@ -149,6 +149,14 @@ class PairedCollective(PerCall):
             return self.compiled.bytes_per_execution
         return self.equations[0].bytes_per_execution
 
+
+    @property
+    def bytes_count(self) -> Count:
+        """:attr:`bytes_per_call` as a :class:`Count`: the compiled instruction's, else the jaxpr
+        collective's (at most that, in a conditional's branch or a partial-auto shard_map)."""
+        if self.compiled is None and not (self.dead or self.unpaired):
+            return self.equations[0].bytes_count
+        return Count(self.bytes_per_call, self.in_conditional)
 
     @property
     def flagged(self) -> bool:

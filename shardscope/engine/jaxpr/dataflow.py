@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # networkx is imported by build_graph only: `report` and `dif
 class Collective(PerCall):
     """One collective equation and what it costs per call.
 
-    ``bytes_per_execution`` is the per-device payload: the size of the collective's operands.
+    ``bytes_per_execution`` is the per-device payload: the size of the collective's operands,
+    whole along :attr:`auto_axes` (a partial-auto ``shard_map``'s types are per device along its
+    manual axes only), where it is at most what a device moves (:attr:`bytes_count` says so).
     ``executions`` is the product of the enclosing loops' trip counts; ``None`` when a ``while``
     loop with no static trip count encloses it.
     """
@@ -44,6 +46,17 @@ class Collective(PerCall):
     verdict: Any = None  # shardscope.engine.jaxpr.verdicts.Verdict
     source_file: str = ""  # the whole path of ``source``'s file, for annotations on the user's line
     traced_source: str = ""  # the line JAX's frames (and the compiled metadata) keep, where ``source`` differs
+    auto_axes: tuple[tuple[str, int], ...] = ()
+    """The mesh axes (with their sizes) its operands are typed whole along, which the partitioner
+    may split them over: a partial-auto ``shard_map``'s Auto axes (empty for a manual one)."""
+    operand_dims: tuple[tuple[int, ...], ...] = ()
+    """Its operands' dimensions as the jaxpr types them."""
+
+    @property
+    def bytes_count(self) -> Count:
+        """:attr:`bytes_per_call` as a :class:`Count`: an upper bound in a conditional's branch, and
+        along :attr:`auto_axes` (the partitioner may split the operands: a device moves at most that)."""
+        return Count(self.bytes_per_call, self.in_conditional or bool(self.auto_axes))
 
     @property
     def verdict_kind(self) -> str:
@@ -106,6 +119,8 @@ def collectives(
             verdict=_in_rule(verdict, eqn) if eqn.rule_source else verdict,
             source_file=source_file(eqn.rule_source or eqn.source) or "",
             traced_source=short_source(eqn.source) if eqn.rule_source else "",
+            auto_axes=eqn.auto_axes,
+            operand_dims=tuple(v.shape for v in eqn.inputs),
         ))
     return tuple(found)
 
@@ -253,8 +268,17 @@ def _block_per_call(block: Block, per_execution: Callable[[Equation], float]) ->
 
 
 def payload_bytes(eqn: Equation) -> int:
-    """Per-device bytes one execution of a collective moves: the size of its operands."""
+    """Per-device bytes one execution of a collective moves: the size of its operands (at most
+    that, inside a partial-auto shard_map: they are typed whole along its :attr:`Equation.auto_axes`)."""
     return sum(v.nbytes for v in eqn.inputs)
+
+
+def payload_count(program: Program) -> Count:
+    """Per-device bytes of one call as :func:`per_call_count` counts them, an upper bound also when
+    a collective's operands are typed whole along axes the partitioner splits (:func:`payload_bytes`)."""
+    count = per_call_count(program, payload_bytes)
+    unsplit = any(site.equation.auto_axes for site in program.sites() if site.equation.kind == "collective")
+    return Count(count.value, count.upper_bound or unsplit)
 
 
 def has_conditional(collectives: tuple[Collective, ...]) -> bool:

@@ -162,6 +162,10 @@ class Equation:
     # a collective a custom_vjp's backward rule wrote: the rule's line (``file.py:24 (_bwd)``),
     # where ``source`` is the line JAX's frames keep (the custom function's call)
     rule_source: str = field(default="", compare=False, repr=False)
+    # a collective inside a shard_map that leaves some mesh axes to the partitioner
+    # (``axis_names={'data'}`` on a data x model mesh): those axes with their sizes. Its operands'
+    # types are whole along them, and how the partitioner splits them is not in the jaxpr
+    auto_axes: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -399,8 +403,23 @@ def _equation(eqn: JaxprEqn, namer: _Namer, block_id: str, backward: bool = Fals
         written_as=loop_function_of(eqn) if primitive in LOOP_PRIMITIVES else "",
         origin=user_frames_of(eqn) if primitive in ORIGIN_PRIMITIVES and (primitive != PSUM_INVARIANT or backward) else (),
         _raw=tuple((k, v) for k, v in eqn.params.items() if k in ("axes", "axis_name")),
+        auto_axes=auto_axes(eqn) if primitive in COLLECTIVE_PRIMITIVES else (),
     )
     return made
+
+
+def auto_axes(eqn: JaxprEqn) -> tuple[tuple[str, int], ...]:
+    """The mesh axes of more than one device that ``eqn``'s operands are typed whole along, left
+    to the partitioner (a partial-auto ``shard_map``'s Auto axes: its types are per device along
+    its manual axes only), each with its size; empty inside a shard_map that is manual over its
+    whole mesh, and where the types carry no mesh."""
+    for atom in eqn.invars:
+        mesh = getattr(getattr(atom.aval, "sharding", None), "mesh", None)
+        auto = getattr(mesh, "auto_axes", None)
+        if mesh is not None and auto is not None:
+            sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+            return tuple((name, sizes[name]) for name in auto if sizes.get(name, 1) > 1)
+    return ()
 
 
 ORIGIN_PRIMITIVES = frozenset({"pvary", "pcast", PSUM_INVARIANT})
