@@ -48,7 +48,7 @@ from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import SPLITTABLE, Verdict
 from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
-from shardscope.engine.pytree_paths import is_gradient_label, pytree_names
+from shardscope.engine.pytree_paths import is_gradient_label, labelled_argument, pytree_names
 from shardscope.engine.written_values import written_name
 
 if TYPE_CHECKING:
@@ -102,7 +102,8 @@ def compiled_plan(
     refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
-    paired = [builder.named_after_pairing(c, sizes) for c in paired]
+    dims = {r.equation_id: getattr(r, "operand_dims", ()) for r in refs}
+    paired = [builder.named_after_pairing(c, sizes, dims) for c in paired]
     if style in ("auto", "explicit"):  # the fixes name the arguments' specs (and, through a shard_map, the losses)
         losses, devices = summed_losses(tuple(paired), builder.mesh)
         signature = Signature(tuple(arguments), devices or builder.devices, losses)
@@ -339,11 +340,16 @@ class _Builder:
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
                                                                   added))
 
-    def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int]) -> CompiledCollective:
+    def named_after_pairing(self, c: CompiledCollective, sizes: dict[str, int],
+                            dims: dict[str, tuple[tuple[int, ...], ...]] | None = None) -> CompiledCollective:
         """``c`` with the jaxpr view's name of the collective it pairs with, where it has one; each
         operand of a combined instruction takes the name of the one paired collective of its bytes
-        (``sizes``: each jaxpr collective's bytes per run), else keeps its own."""
-        if not c.combined:
+        (``sizes``: each jaxpr collective's bytes per run), else keeps its own; an operand pairing
+        placed by shape (``dims``: each jaxpr collective's operands' dimensions), by
+        :meth:`_placed_names`."""
+        if c.operand_equations:
+            names = self._placed_names(c, sizes, dims or {})
+        elif not c.combined:
             name = self.namer.paired_value(c)
             names = [name] * len(c.operands)
         else:
@@ -356,6 +362,26 @@ class _Builder:
             dataclasses.replace(op, value=name, computed=name in self.namer.outputs or op.computed and not is_gradient_label(name))
             if name else op
             for op, name in zip(c.operands, names)))
+
+    def _placed_names(self, c: CompiledCollective, sizes: dict[str, int],
+                      dims: dict[str, tuple[tuple[int, ...], ...]]) -> list[str]:
+        """Each operand's name where pairing placed a partial-auto shard_map's collective on it by
+        shape (:attr:`CompiledCollective.operand_equations`): the gradient the module finds it
+        sums, where that argument's type is the collective's operand's (the jaxpr names the sums
+        of one ``lax.psum(grads, ...)`` all ``grads``, or after the output each reaches), else the
+        jaxpr view's; the other operands by bytes, as :meth:`named_after_pairing` names them."""
+        placed = set(c.operand_equations) - {""}
+        rest = [e for e in c.equations if e not in placed]
+
+        def placed_name(op: CompiledOperand, e: str) -> str:
+            own = dims.get(e, ())
+            if is_gradient_label(op.value) and len(own) == 1 and self.namer.equations is not None \
+                    and self.namer.equations.argument_dims(labelled_argument(op.value)) == tuple(own[0]):
+                return op.value
+            return self.namer.equation_value([e])
+
+        return [placed_name(op, e) if e else self.namer.equation_value([r for r in rest if sizes.get(r) == op.bytes])
+                for op, e in zip(c.operands, c.operand_equations)]
 
     def loop(self, inst: Instruction) -> CompiledLoop:
         """The :class:`CompiledLoop` of the while instruction ``inst``."""

@@ -68,6 +68,11 @@ class EquationNames:
         """The value the jaxpr view gives the collective ``equation_id``."""
         return self._collectives.get(equation_id, "")
 
+    def argument_dims(self, name: str) -> tuple[int, ...] | None:
+        """The jaxpr type's dimensions of the program input ``name`` (None when none is so named)."""
+        k = next((k for k, given in enumerate(self.inputs) if given == name), None)
+        return None if k is None else self.program.root.inputs[k].shape
+
     def values_of(self, op_name: str, source: SourceLocation | None, dims: tuple[int, ...] | None,
                   frames: Frames = ()) -> frozenset[str]:
         """The names of the equations an HLO instruction may come from: those with its

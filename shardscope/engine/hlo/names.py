@@ -46,6 +46,11 @@ class EquationNamer(Protocol):
         innermost first, to tell apart two calls on one line)."""
         ...
 
+    def argument_dims(self, name: str) -> tuple[int, ...] | None:
+        """The jaxpr type's dimensions of the program input ``name`` (``params['W']``; None when no
+        input is so named)."""
+        ...
+
 
 @dataclass(frozen=True)
 class OperandName:

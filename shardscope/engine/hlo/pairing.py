@@ -5,9 +5,11 @@ one combined instruction, or moves one out of a loop) and the partitioner adds i
 collective pairs with a compiled one of its kind (a reduction may also compile to an
 all-reduce) whose ``op_name`` ends with its primitive and whose source line is its own, inside
 loops whose trip counts are among its own (the compiler removes loops, never adds one); among
-several such, the one whose bytes equal the operand's. A combined instruction takes one
-jaxpr collective per operand: the others carry the ``op_name`` of none, so they pair by kind
-and bytes. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
+several such, the one that fits the operand: its bytes (a manual shard_map's types are per
+device), or inside a partial-auto shard_map (whose types are whole along the axes the
+partitioner splits) its dimensions, each a multiple of the operand's. A combined instruction
+takes one jaxpr collective per operand: the others carry the ``op_name`` of none, so they pair
+by kind and that fit. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
 loop's on jax 0.10.2: then it pairs by kind and bytes with a jaxpr collective that ran in more
 loops. A compiled collective that pairs with none was written by the partitioner, unless its
 ``op_name`` names a JAX collective.
@@ -26,7 +28,7 @@ from shardscope.engine.pytree_paths import is_source_line
 from shardscope.collective_kinds import ALL_REDUCE, OF_PRIMITIVE, REDUCE_SCATTER
 
 if TYPE_CHECKING:
-    from shardscope.engine.hlo.plan import CompiledCollective
+    from shardscope.engine.hlo.plan import CompiledCollective, CompiledOperand
 
 PROGRAM, PARTITIONER = "program", "partitioner"
 
@@ -66,6 +68,8 @@ class JaxprCollectiveRef:
     loop_trip_counts: tuple[int | None, ...]
     value: str = ""
     bytes_per_execution: int = 0
+    auto_axes: tuple[tuple[str, int], ...] = ()
+    operand_dims: tuple[tuple[int, ...], ...] = ()
 
 
 def pair(built: Sequence["CompiledCollective"], refs: Sequence[JaxprCollective]
@@ -79,38 +83,102 @@ def pair(built: Sequence["CompiledCollective"], refs: Sequence[JaxprCollective]
     free: dict[int, JaxprCollective] = {id(r): r for r in refs}
     paired = []
     for c in built:
-        chosen = _chosen(c, free)
+        chosen, placed = _chosen(c, free)
         for r in chosen:
             del free[id(r)]
         written = c.written_by or (PROGRAM if chosen else PARTITIONER)
-        paired.append(dataclasses.replace(c, equations=tuple(r.equation_id for r in chosen), written_by=written))
+        paired.append(dataclasses.replace(c, equations=tuple(r.equation_id for r in chosen), written_by=written,
+                                          operand_equations=placed))
     return paired, [r.equation_id for r in free.values()]
 
 
-def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]) -> list[JaxprCollective]:
+def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]
+            ) -> tuple[list[JaxprCollective], tuple[str, ...]]:
     """The jaxpr collectives ``c`` carries: one whose op_name and line are its own (the first in
-    the program's order whose bytes are an operand's, else the first), then one per further
-    operand of a combined instruction, by what it carries: a sum of the same kind whose bytes
-    are that operand's, in loops the instruction's are among (a combiner keeps one op_name of
-    all it merged; a sum moved out of a loop keeps the loop's), nearest to the first in the
-    program's order."""
-    sizes = [op.bytes for op in c.operands]
-    first = _first((r for r in free.values() if _matches(c, r)), sizes)
+    the program's order that fits an operand, else the one whose bytes are nearest), then one per
+    further operand of a combined instruction, by what it carries: a sum of the same kind that
+    fits that operand (:func:`_fit`), in loops the instruction's are among (a combiner keeps one
+    op_name of all it merged; a sum moved out of a loop keeps the loop's), nearest to the first
+    in the program's order; with each operand's collective where the partitioner split it
+    (:attr:`~shardscope.engine.hlo.plan.CompiledCollective.operand_equations`)."""
+    operands = list(c.operands)
+    first = _first((r for r in free.values() if _matches(c, r)), operands)
     moved = False
     if first is None:
-        first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), sizes)
+        sizes = [op.bytes for op in operands]
+        first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), operands)
         moved = first is not None
     if first is None:
-        return []
-    chosen = [first]
-    if c.combined:
-        sizes.remove(min(sizes, key=lambda b: abs(b - first.bytes_per_execution)))
-        for size in sizes:
-            rest = (r for r in free.values() if all(r is not k for k in chosen) and r.bytes_per_execution == size
-                    and (_moved_out_of_a_loop(c, r, [size]) if moved else _carried(c, r)))
-            chosen += itertools.islice(rest, 1)
-        chosen = _whole(c, free, chosen, moved)
-    return chosen
+        return [], ()
+    if not c.combined:
+        return [first], _split_places(c, {0: first})
+    places = {_place_of_first(first, operands): first}
+    for rank in _FIT_RANKS:
+        for k, op in enumerate(operands):
+            if k in places:
+                continue
+            taken = places.values()
+            r = next((r for r in free.values() if all(r is not t for t in taken) and _fit(r, op) == rank
+                      and (_moved_out_of_a_loop(c, r, None) if moved else _carried(c, r))), None)
+            if r is not None:
+                places[k] = r
+    chosen = [first, *(places[k] for k in sorted(places) if places[k] is not first)]
+    if len(places) == len(operands) and all(_fit(r, operands[k]) is not None for k, r in places.items()):
+        return chosen, _split_places(c, places)
+    return _whole(c, free, chosen, moved), _split_places(c, places)
+
+
+_FIT_RANKS = (0, 1, 2)
+""":func:`_fit`'s ranks, the closest first."""
+
+
+def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
+    """How closely the jaxpr collective ``r`` fits the compiled operand ``op`` (0 the closest),
+    None when it cannot be that operand. A collective of a manual shard_map is typed per device:
+    its bytes are the operand's (0). One of a partial-auto shard_map is typed whole along the
+    axes the partitioner splits (:attr:`~shardscope.engine.jaxpr.dataflow.Collective.auto_axes`):
+    its dimensions are the operand's (0), or each a multiple of the operand's with the parts
+    together dividing those axes' devices (1: ``f32[16,32]`` split over a ``model`` of 2 is
+    ``f32[16,16]``); its bytes alone (2) say little, two gradients split differently may have
+    equal bytes."""
+    auto: tuple[tuple[str, int], ...] = getattr(r, "auto_axes", ())
+    if not auto:
+        return 0 if r.bytes_per_execution == op.bytes else None
+    dims: tuple[tuple[int, ...], ...] = getattr(r, "operand_dims", ())
+    if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.bytes:
+        return 0
+    if len(dims) == 1 and _split_of(tuple(dims[0]), op.dims, math.prod(size for _, size in auto)) \
+            and op.bytes * math.prod(dims[0]) == r.bytes_per_execution * math.prod(op.dims):
+        return 1
+    return 2 if r.bytes_per_execution == op.bytes else None
+
+
+def _split_of(whole: tuple[int, ...], part: tuple[int, ...], devices: int) -> bool:
+    """``part`` is a device's shard of ``whole`` split over at most ``devices`` devices: each
+    dimension a multiple of its part, the multiples' product dividing ``devices``."""
+    if len(whole) != len(part) or any(p <= 0 or w % p for w, p in zip(whole, part)):
+        return False
+    split = math.prod(w // p for w, p in zip(whole, part))
+    return split > 1 and devices % split == 0
+
+
+def _place_of_first(first: JaxprCollective, operands: "list[CompiledOperand]") -> int:
+    """The operand the first collective of a combined instruction carries: the one it fits most
+    closely (the first among equals), else the one whose bytes are nearest its own."""
+    fits = [(rank, k) for k, op in enumerate(operands) if (rank := _fit(first, op)) is not None]
+    if fits:
+        return min(fits)[1]
+    return min(range(len(operands)), key=lambda k: abs(operands[k].bytes - first.bytes_per_execution))
+
+
+def _split_places(c: "CompiledCollective", places: "dict[int, JaxprCollective]") -> tuple[str, ...]:
+    """Each operand's collective where pairing placed a partial-auto shard_map's collective on it
+    (its bytes are the partitioner's split, not the jaxpr's: naming by bytes would miss it), else
+    ``""``; empty when none was."""
+    if not any(getattr(r, "auto_axes", ()) for r in places.values()):
+        return ()
+    return tuple(places[k].equation_id if k in places and bool(getattr(places[k], "auto_axes", ())) else ""
+                 for k in range(len(c.operands)))
 
 
 def _whole(c: "CompiledCollective", free: dict[int, JaxprCollective], chosen: list[JaxprCollective],
@@ -141,16 +209,17 @@ def _carried(c: "CompiledCollective", r: JaxprCollective) -> bool:
     return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)
 
 
-def _first(candidates: Iterator[JaxprCollective], sizes: list[int]) -> JaxprCollective | None:
-    """The first candidate whose bytes are one of ``sizes``; else the one whose bytes are nearest
-    one of them by ratio, the first in the program's order among equals (a target's compiler may
-    carry a value in a narrower type: XLA:TPU gathers f32 weights as bf16, half their bytes); None
-    if none. It stops at the first that fits, so a long program's pairing reads few of them."""
+def _first(candidates: Iterator[JaxprCollective], operands: "list[CompiledOperand]") -> JaxprCollective | None:
+    """The first candidate that fits one of ``operands`` (:func:`_fit`); else the one whose bytes
+    are nearest one of theirs by ratio, the first in the program's order among equals (a target's
+    compiler may carry a value in a narrower type: XLA:TPU gathers f32 weights as bf16, half their
+    bytes); None if none. It stops at the first that fits, so a long program's pairing reads few
+    of them."""
     fallback, distance = None, math.inf
     for r in candidates:
-        if r.bytes_per_execution in sizes:
+        if any(_fit(r, op) is not None for op in operands):
             return r
-        nearest = min((_ratio(r.bytes_per_execution, size) for size in sizes), default=math.inf)
+        nearest = min((_ratio(r.bytes_per_execution, op.bytes) for op in operands), default=math.inf)
         if fallback is None or nearest < distance:
             fallback, distance = r, nearest
     return fallback

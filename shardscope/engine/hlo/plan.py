@@ -91,6 +91,10 @@ class CompiledCollective(PerCall):
     """A TPU async collective fusion's other copies, each with the computation it runs in: the
     fusions that step it beside their own compute (its time overlaps theirs by construction:
     :func:`~shardscope.engine.hlo.roofline.overlapped_times`) and the one that finishes it."""
+    operand_equations: tuple[str, ...] = ()
+    """Each operand's jaxpr collective where pairing placed one of a partial-auto shard_map by its
+    shape (its bytes are the partitioner's split of the jaxpr's, so bytes do not tell which
+    operand it is), else ``""``; empty when pairing placed none so."""
 
     @property
     def loop_trip_counts(self) -> tuple[int | None, ...]:
