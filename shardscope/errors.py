@@ -86,7 +86,12 @@ class Cancelled(Exception):
 
 QUOTED_LINES = 6
 """How many lines of JAX's own message a :class:`TraceError` quotes (``--debug`` shows all)."""
-_LINE_WIDTH = 240
+LINE_LIMIT = 1_000
+"""A quoted line longer than this keeps its first :data:`_HEAD` and last :data:`_TAIL` characters.
+JAX's messages end in what to act on (``Got input type: float32[32@data,32@model] and reduced
+spec: ...``): a cut at the end would drop it; a long line is a repr in the middle (an array's
+values, a jaxpr), which is what is left out."""
+_HEAD, _TAIL = 600, 300
 _INTERNAL_MARKERS = ("jax/_src/", "site-packages/jax", "JAX_TRACEBACK_FILTERING", "-" * 20)
 
 
@@ -95,7 +100,8 @@ def quote_error(exc: BaseException, lines: int = QUOTED_LINES) -> str:
 
     JAX's errors put what to act on after the first line (the carry-type error's first line ends
     in "but they differ:"), so a few lines are kept. Lines that point into JAX's own source
-    (internal frames) are dropped, long lines are cut, and what is left out is counted.
+    (internal frames) are dropped, a line longer than :data:`LINE_LIMIT` loses its middle (never
+    its end, which names the types and shapes), and what is left out is counted.
     """
     kept = [
         line.rstrip()
@@ -112,7 +118,10 @@ def quote_error(exc: BaseException, lines: int = QUOTED_LINES) -> str:
 
 
 def _cut(line: str) -> str:
-    return line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 3] + "..."
+    """``line``, or its start and end with the number of characters left out between them."""
+    if len(line) <= LINE_LIMIT:
+        return line
+    return f"{line[:_HEAD]} ... ({len(line) - _HEAD - _TAIL:,} characters left out) ... {line[-_TAIL:]}"
 
 
 def report_error(exc: ShardscopeError, debug: bool) -> None:

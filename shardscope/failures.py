@@ -8,6 +8,7 @@ message that names the stage and the demo file's line; a traceback is for ``--de
 from __future__ import annotations
 
 import contextlib
+import dis
 import logging
 import re
 import sysconfig
@@ -23,7 +24,20 @@ _CALLBACK_LOGGER = "jax._src.debugging"  # logs every failing jax.debug.callback
 
 def raised_by_user_code(exc: BaseException) -> "traceback.FrameSummary | None":
     """The frame that raised ``exc`` when it is the user's own code (outside installed packages,
-    Python's library and shardscope), else None: JAX's errors are raised inside JAX."""
+    Python's library and shardscope), else None: JAX's errors are raised inside JAX.
+
+    Under ``jax.jit`` JAX removes its own frames from the traceback, so the last frame left is
+    the user's line that called into JAX even when JAX raised: then a line that was calling a
+    function (JAX's ``shard_map``, ``vmap``, or a builtin) does not count; a ``raise``, an
+    ``assert`` or a dict lookup does."""
+    last = last_user_frame(exc)
+    if last is None or not _jax_removed_frames(exc):
+        return last
+    return None if (_instruction(exc) or "").startswith("CALL") else last
+
+
+def last_user_frame(exc: BaseException) -> "traceback.FrameSummary | None":
+    """The last frame of ``exc``'s traceback when it is the user's own code, else None."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return None
@@ -37,6 +51,30 @@ def raised_by_user_code(exc: BaseException) -> "traceback.FrameSummary | None":
     if {"site-packages", "dist-packages"} & set(path.parts):
         return None
     return last
+
+
+_JAX_REMOVED_FRAMES = "JAX has removed its internal frames"  # JAX's note (or its cause's text) when it did
+
+
+def _jax_removed_frames(exc: BaseException) -> bool:
+    """True when JAX filtered its own frames out of ``exc``'s traceback (its default outside IPython)."""
+    notes = getattr(exc, "__notes__", None) or []
+    cause = exc.__cause__
+    return any(_JAX_REMOVED_FRAMES in note for note in notes) or (
+        cause is not None and type(cause).__name__ == "UnfilteredStackTrace")
+
+
+def _instruction(exc: BaseException) -> str | None:
+    """The bytecode instruction the last frame of ``exc``'s traceback was running (``CALL``,
+    ``CALL_KW``, ``CALL_FUNCTION_EX``, ``RAISE_VARARGS``, ``BINARY_SUBSCR``): the last one at or
+    before its offset (3.11 points into a call's caches)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    before = [i for i in dis.get_instructions(tb.tb_frame.f_code) if i.offset <= tb.tb_lasti]
+    return before[-1].opname if before else None
 
 
 def first_line(exc: BaseException) -> str:
@@ -81,17 +119,58 @@ def trace_error(exc: BaseException, subject: str, *, demo: bool, axis: str | tup
             f"the example arguments (args= and kwargs= of @shardscope.program) do not match {subject}'s "
             f"parameters; {debug}",
         )
+    called = last_user_frame(exc)
+    if _INDIVISIBLE in text:  # raised inside JAX, though its traceback ends on the user's call
+        at = "" if called is None else f"; the shard_map is called at {_where(called)}"
+        return TraceError(f"{subject} fails to trace on its example arguments: {quoted}",
+                          f"{_indivisible_hint(text)}{at}; {debug}")
     raised = raised_by_user_code(exc)
     if raised is not None:  # the program's own raise: its words, not a disagreement of types
         return TraceError(
             f"{subject} fails to trace on its example arguments: {quoted}",
-            f"the program's own code raised it ({Path(raised.filename).name}:{raised.lineno}, in {raised.name}), "
-            f"not JAX; {debug}",
+            f"the program's own code raised it ({_where(raised)}), not JAX; {debug}",
         )
+    if called is not None and not type(exc).__module__.startswith("jax"):  # a builtin's type: JAX's or the call's
+        return TraceError(
+            f"{subject} fails to trace on its example arguments: {quoted}",
+            f"raised at {_where(called)}, by that line itself or by JAX beneath it (JAX leaves its own frames out "
+            f"of the traceback): the message above says what went wrong; {debug}",
+        )
+    inside = "" if called is None else f"raised by JAX inside the call at {_where(called)}: "
     return TraceError(
         f"{subject} fails to trace on its example arguments: {quoted}",
-        f"JAX's message above says which value and which types disagree; {debug}",
+        f"{inside}JAX's message above says which value and which types disagree; {debug}",
     )
+
+
+def _where(frame: "traceback.FrameSummary") -> str:
+    return f"{Path(frame.filename).name}:{frame.lineno}, in {frame.name}"
+
+
+_INDIVISIBLE = "was given argument arrays with axis sizes that are not evenly divisible by the corresponding mesh axis sizes"
+"""The words of JAX's ``shard_map`` check of its inputs' shapes against the mesh (a bullet per argument follows)."""
+_INDIVISIBLE_ARGUMENT = re.compile(
+    r"(?:\* )?the passed (?P<arg>\S+) of shape (?P<shape>\S+),(?: where \S+ is bound to (?P<fn>.+?)'s parameter "
+    r"'(?P<param>[^']+)',)? corresponds to .*?which maps array axis (?P<dim>\d+) \(of size (?P<size>\d+)\) to mesh "
+    r"(?:axis|axes) (?P<axes>.+?) \(of (?:total )?size (?P<count>\d+)\)")
+
+
+def _indivisible_hint(text: str) -> str:
+    """What does not divide, from JAX's ``shard_map`` message: the first argument whose split
+    dimension the mesh axis does not divide (and how many more), and what to change."""
+    found = list(_INDIVISIBLE_ARGUMENT.finditer(text))
+    if not found:
+        return ("JAX's shard_map checks its inputs against the mesh: an argument's dimension is split over a mesh "
+                "axis that does not divide it, as JAX's message above says; give example arguments whose split "
+                "dimensions the mesh divides, a mesh that divides them, or other in_specs")
+    first = found[0]
+    name = f"{first['fn']}'s parameter {first['param']!r}" if first["param"] else first["arg"]
+    more = f" (and {len(found) - 1} more argument{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
+    axes = "axis" if first["axes"].startswith("'") else "axes"
+    return (f"JAX's shard_map checks its inputs against the mesh: it splits dimension {first['dim']} of {name} "
+            f"({first['shape']}, size {first['size']}) over mesh {axes} {first['axes']} of size {first['count']}, "
+            f"which does not divide {first['size']}{more}; give example arguments whose split dimensions the mesh "
+            f"divides, a mesh that divides them, or other in_specs")
 
 
 _ARITY = re.compile(r"missing \d+ required (positional|keyword-only) argument|takes \d+ positional arguments? but \d+ "

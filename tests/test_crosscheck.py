@@ -103,3 +103,33 @@ def test_an_integer_leaf_that_differs_is_the_worst():
     (check,) = compare({"a": {"count": np.int32(3), "w": np.ones(3, np.float32)},
                         "b": {"count": np.int32(4), "w": np.ones(3, np.float32)}})
     assert (check.leaf, check.max_abs_diff, check.agree) == ("['count']", 1.0, False)
+
+
+def test_nan_in_the_same_entries_agrees_and_the_finite_ones_set_the_tolerance():
+    """NaN at the same 2 places and -inf at the same place in both: those agree; the finite
+    entries (largest |entry| 4) differ by 1e-6, within sqrt(eps) x 4 = 1.38e-3."""
+    a = {"v": np.array([1.0, np.nan, -4.0, np.nan, -np.inf, 2.0], np.float32), "n": np.int32(3)}
+    b = {"v": a["v"] + np.float32(1e-6), "n": np.int32(3)}
+    (check,) = compare({"original": a, "rewritten": b}, subject="outputs")
+    assert check.agree and check.warning is None and check.non_finite == 3
+    assert check.non_finite_leaves == ("['v']",) and check.non_finite_mismatch == ""
+    assert check.scale == 4.0 and check.tolerance == pytest.approx(4.0 * 2 ** -11.5)
+    assert check.max_abs_diff == pytest.approx(float(np.float32(2.0) + np.float32(1e-6)) - 2.0)
+    assert check.non_finite_note == ("both outputs are NaN or inf in the same 3 entries (out['v']) on these "
+                                     "example arguments: there only the places were compared, not the numbers")
+
+
+def test_nan_in_other_entries_differs_and_the_warning_says_where():
+    """The rewrite has NaN in 2 entries where the original is finite, and +inf where the
+    original has -inf: a real difference, whatever the finite entries say."""
+    a = {"m": np.ones(4, np.float32), "v": np.array([1.0, 2.0, 3.0, -np.inf, np.nan], np.float32)}
+    b = {"m": np.ones(4, np.float32), "v": np.array([np.nan, np.nan, 3.0, np.inf, np.nan], np.float32)}
+    (check,) = compare({"original": a, "rewritten": b}, subject="outputs")
+    assert not check.agree and check.leaf == "['v']" and check.max_abs_diff == 0.0
+    assert check.non_finite_mismatch == (
+        "the rewritten program has NaN in 2 entries of out['v'] where the original program's are finite; "
+        "1 entry of out['v'] is -inf in the original program and +inf in the rewritten program")
+    assert check.warning.startswith("the original and rewritten programs' outputs are not finite in different "
+                                    "entries: the rewritten program has NaN in 2 entries of out['v']")
+    reverse = compare({"original": b, "rewritten": a}, subject="outputs")[0].non_finite_mismatch
+    assert reverse.startswith("the original program has NaN in 2 entries of out['v'] where the rewritten program's are finite")

@@ -207,7 +207,55 @@ def test_quoted_errors_keep_the_lines_to_act_on_and_drop_jax_internals():
         "  ... 8 more line(s): --debug shows the whole error",
     ]
     assert quote_error(ValueError("")) == "ValueError"
-    assert len(quote_error(ValueError("x" * 1000))) < 300
+
+
+def test_a_very_long_line_loses_its_middle_not_its_end():
+    """A 20,000-character repr between JAX's words and the types it ends with: the 600 characters
+    before and the 300 after are kept, the 19,119 between are counted."""
+    line = "bad value: [" + "1, " * 6_660 + "] of type float32[4,8@data]"
+    assert len(line) == 20_019
+    quoted = quote_error(ValueError(line))
+    assert quoted == f"ValueError: {line[:600]} ... (19,119 characters left out) ... {line[-300:]}"
+    assert quoted.endswith("of type float32[4,8@data]") and len(quoted) < 1_000
+
+
+REDUCED_CLASH = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+w = jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=NamedSharding(mesh, P(None, "model")))
+b = jax.ShapeDtypeStruct((32,), jnp.bfloat16, sharding=NamedSharding(mesh, P("model")))
+x = jax.ShapeDtypeStruct((32, 16), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+
+
+@shardscope.program(args=(w, b, x))
+@jax.jit
+def layer(w, b, x):
+    w = jax.reshard(w, NamedSharding(mesh, P(None, "model", reduced={"data"})))
+    b = jax.reshard(b, NamedSharding(mesh, P("model", reduced={"data"})))
+    return jnp.tanh(x @ w + b.astype(jnp.float32))
+'''
+
+
+def test_jax_s_message_keeps_the_types_its_hint_points_to(tmp_path, shardscope_cli):
+    """JAX's ShardingTypeError is one 291-character line that ends in the types that clash (x @ w
+    is float32[32@data,32@model], b is reduced over data): a cut at 240 characters ended the
+    quote at 'Got input type: float32[3...', the very part the hint says to read."""
+    path = tmp_path / "reduced.py"
+    path.write_text(REDUCED_CLASH)
+    result = shardscope_cli("check", path)
+    assert result.returncode == 2
+    error = next(line for line in result.stderr.splitlines() if line.startswith("shardscope: error:"))
+    assert error.endswith("ShardingTypeError: Inputs cannot be sharded/varying on the same axes that another input "
+                          "is reduced on. Reshard the input which is reduced to be sharded on the mesh axes it is "
+                          "reduced on via `jax.sharding.reshard(inp, jax.P(...))`. Got input type: "
+                          "float32[32@data,32@model] and reduced spec: frozenset({'data'})")
+    assert "which types disagree" in result.stderr
 
 
 def test_the_carry_fix_the_hint_gives_works(tmp_path):

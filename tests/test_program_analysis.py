@@ -329,3 +329,49 @@ def test_a_file_with_programs_and_demos_is_refused(tmp_path):
         "programs.py marks both @shardscope.program functions (total) and @shardscope.demo functions (model); "
         "shardscope reads one kind per file.")
     assert "separate files" in raised.value.hint
+
+
+ROOTS = '''
+xs = jnp.asarray(np.linspace(-1.0, 1.0, 32, dtype=np.float32).reshape(8, 4))  # 16 negative entries
+
+@shardscope.program(args=(xs,))
+@jax.jit
+def roots(x):
+    return jnp.sqrt(x)
+
+@shardscope.program(args=(xs,))
+@jax.jit
+def roots_scaled(x):
+    return jnp.sqrt(4.0 * x) / 2.0  # NaN where roots has NaN; rounding elsewhere
+'''
+
+
+def test_programs_with_nan_in_the_same_entries_agree_with_a_warning_that_says_so(tmp_path):
+    """sqrt of linspace(-1, 1, 32): NaN in its 16 negative entries, in both programs: they agree
+    (it was 'differ by inf; tolerance nan'), and a warning says the comparison is weaker there."""
+    from shardscope.app.views.timings import outputs_note
+
+    analysis = analyze(Settings(path=write_programs(tmp_path, ROOTS), repeats=2))
+    [check] = analysis.output_checks
+    assert (check.baseline, check.candidate, check.agree, check.non_finite) == ("roots", "roots_scaled", True, 16)
+    assert check.scale == 1.0 and check.max_abs_diff < check.tolerance
+    assert analysis.warnings == [
+        "the roots and roots_scaled programs' outputs: both outputs are NaN or inf in the same 16 entries (out) "
+        "on these example arguments: there only the places were compared, not the numbers"]
+    assert "roots_scaled agrees with roots (max |diff|" in outputs_note(analysis)
+
+
+def test_programs_with_nan_in_other_entries_differ_and_the_warning_says_where(tmp_path):
+    """One program clips the negative entries to 0 first: the other's 16 NaN are a difference."""
+    clipped = ROOTS + '''
+@shardscope.program(args=(xs,))
+@jax.jit
+def clipped(x):
+    return jnp.sqrt(jnp.maximum(x, 0.0))
+'''
+    analysis = analyze(Settings(path=write_programs(tmp_path, clipped), repeats=2))
+    check = next(c for c in analysis.output_checks if c.candidate == "clipped")
+    assert not check.agree and check.max_abs_diff == 0.0
+    assert check.non_finite_mismatch == "the roots program has NaN in 16 entries of out where the clipped program's are finite"
+    assert check.warning in analysis.warnings
+    assert check.warning.startswith("the roots and clipped programs' outputs are not finite in different entries: the roots program has NaN in 16 entries")

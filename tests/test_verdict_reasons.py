@@ -122,6 +122,102 @@ def test_jax_s_own_error_keeps_the_types_hint(tmp_path, shardscope_cli):
     assert result.returncode == 2 and "which types disagree" in result.stderr
 
 
+INDIVISIBLE = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:6]).reshape(3, 2), ("data", "model"))
+    w = jax.ShapeDtypeStruct((16, 8), jnp.float32)
+    xs = jax.ShapeDtypeStruct((4, 32, 16), jnp.float32)
+
+
+    @shardscope.program(args=(w, xs))
+    @jax.jit
+    def step(w, xs):
+        @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P(), axis_names={"data"})
+        def accumulate(w, xs):
+            return lax.psum(jnp.sum(xs @ w), "data")
+        return accumulate(w, xs)
+''')
+
+
+def test_jax_s_shard_map_divisibility_error_is_blamed_on_the_shapes_and_the_mesh(tmp_path, shardscope_cli):
+    """A batch of 32 split over a mesh axis of 3: JAX's shard_map refuses its inputs. JAX leaves
+    its own frames out of the traceback, whose last frame is then the user's call
+    ``accumulate(w, xs)``: the hint said "the program's own code raised it (...), not JAX"."""
+    path = tmp_path / "indivisible.py"
+    path.write_text(INDIVISIBLE)
+    line = INDIVISIBLE.splitlines().index("    return accumulate(w, xs)") + 1
+    result = shardscope_cli("check", path)
+    assert result.returncode == 2
+    hint = " ".join(result.stderr.split()).split("hint: ")[1]
+    assert hint.startswith("JAX's shard_map checks its inputs against the mesh: it splits dimension 1 of accumulate's "
+                           "parameter 'xs' (float32[4,32,16], size 32) over mesh axis 'data' of size 3, which does not "
+                           "divide 32; give example arguments whose split dimensions the mesh divides")
+    assert f"the shard_map is called at indivisible.py:{line}, in step" in hint
+    assert "own code" not in result.stderr
+
+
+OWN_ERRORS = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+
+    import shardscope
+
+    SIZES = {"small": 4}
+
+
+    @shardscope.program(args=(jax.ShapeDtypeStruct((8, 4), jnp.float32),))
+    @jax.jit
+    def asserts(x):
+        assert x.shape[0] == 4, "the batch must be 4"
+        return x * 2
+
+
+    @shardscope.program(args=(jax.ShapeDtypeStruct((8, 4), jnp.float32),))
+    @jax.jit
+    def looks_up(x):
+        return x * SIZES["large"]
+
+
+    @shardscope.program(args=(jax.ShapeDtypeStruct((8, 4), jnp.float32),))
+    @jax.jit
+    def maps(x):
+        return jax.vmap(jnp.add)(x, x[:3])
+''')
+
+
+def test_errors_of_the_users_own_lines_stay_theirs(tmp_path, shardscope_cli):
+    """An ``assert`` and a dict lookup's ``KeyError`` are the program's own: JAX's filtered
+    traceback ends on them as it ends on a call into JAX, but neither line calls anything."""
+    path = tmp_path / "own.py"
+    path.write_text(OWN_ERRORS)
+    lines = OWN_ERRORS.splitlines()
+    for function, error, line in [("asserts", "AssertionError: the batch must be 4", '    assert x.shape[0] == 4, "the batch must be 4"'),
+                                  ("looks_up", "KeyError: 'large'", '    return x * SIZES["large"]')]:
+        result = shardscope_cli("check", path, "--function", function)
+        assert result.returncode == 2 and error in result.stderr
+        at = lines.index(line) + 1
+        assert f"hint: the program's own code raised it (own.py:{at}, in {function}), not JAX" in result.stderr
+
+
+def test_a_call_into_jax_that_raises_is_not_said_to_be_the_programs_own(tmp_path, shardscope_cli):
+    """``jax.vmap`` of arrays of 8 and 3 rows: JAX's ValueError, whose filtered traceback ends on
+    the user's call; the hint said "the program's own code raised it (...), not JAX"."""
+    path = tmp_path / "own.py"
+    path.write_text(OWN_ERRORS)
+    at = OWN_ERRORS.splitlines().index("    return jax.vmap(jnp.add)(x, x[:3])") + 1
+    result = shardscope_cli("check", path, "--function", "maps")
+    assert result.returncode == 2 and "ValueError: vmap got inconsistent sizes" in result.stderr
+    hint = " ".join(result.stderr.split()).split("hint: ")[1]
+    assert hint.startswith(f"raised at own.py:{at}, in maps, by that line itself or by JAX beneath it")
+    assert "own code" not in hint
+
 LOSS_AFTER_GRADS = textwrap.dedent('''
     import jax, jax.numpy as jnp, numpy as np
     from jax import lax

@@ -97,3 +97,31 @@ def test_the_loss_accumulated_beside_the_gradients_is_one_more_accumulated_value
     after = wp.recount(rewrite.program.compiled.as_text())
     assert after["in_loop"].get("all-reduce", 0) == 0 and after["runs"]["all-reduce"] >= 1
     wp.assert_same(wp.outputs(step, args), jax.tree.map(np.asarray, rewrite.program.run(args, {})))
+
+
+def test_outputs_that_are_nan_in_the_same_entries_agree_and_the_status_says_so():
+    """Adam's second moment made negative in 5 entries of ``w1`` (as random example inputs make
+    it): ``sqrt(nu_hat)`` is NaN there, in the original and in the rewrite alike, so ``w1``'s new
+    values are NaN in exactly those 5 entries (``nu`` itself stays finite: 0.999 * -1 + 0.001 * g**2).
+    The rewrite computes the same thing: it is verified, and the status says the NaN entries were
+    compared by place only. (It was ``outputs_differ``: NaN - NaN made the difference inf.)"""
+    optimizer, (params, opt_state, xs, ys) = _setup()
+    negative = [(0, 0), (3, 7), (5, 1), (9, 30), (15, 31)]
+    nu = np.array(opt_state[0].nu["w1"])
+    for entry in negative:
+        nu[entry] = -1.0
+    opt_state = (opt_state[0]._replace(nu={**opt_state[0].nu, "w1": jax.device_put(nu, params["w1"].sharding)}),
+                 *opt_state[1:])
+    args = (params, opt_state, xs, ys)
+    step, _ = _steps(optimizer)
+    original = wp.outputs(step, args)
+    assert sorted(zip(*np.nonzero(np.isnan(original[0]["w1"])))) == negative  # the hand derivation holds
+    (rewrite,) = rewrites_of(subject_of(step, args, {}))
+    assert rewrite.status == VERIFIED, rewrite.reason
+    check = rewrite.output_check
+    assert check.agree and check.non_finite == len(negative) and check.non_finite_leaves == ("[0]['w1']",)
+    assert check.non_finite_mismatch == "" and np.isfinite(check.tolerance) and np.isfinite(check.max_abs_diff)
+    assert ("both outputs are NaN or inf in the same 5 entries (out[0]['w1']) on these example arguments: "
+            "there only the places were compared, not the numbers") in rewrite.reason
+    rewritten = rewrite.program.run(args, {})
+    assert np.array_equal(np.isnan(np.asarray(rewritten[0]["w1"])), np.isnan(original[0]["w1"]))

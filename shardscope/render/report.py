@@ -16,6 +16,7 @@ from shardscope.render.projection import projection_json as projected, render_pr
 from shardscope.render.text import headline, unavailable_lines
 
 if TYPE_CHECKING:
+    from shardscope.measure.crosscheck import GradientCheck
     from shardscope.measure.timing import RunTimes
     from shardscope.engine.hlo.plan import CompiledPlan
     from rich.table import Table
@@ -107,11 +108,7 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
         "compiler_note": compiler_note_of(analysis),
         "unavailable": dict(analysis.unavailable),
         "warnings": analysis.warnings,
-        "gradient_checks": [
-            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
-             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
-            for c in analysis.gradient_checks
-        ],
+        "gradient_checks": [_check_json(c) for c in analysis.gradient_checks],
         "reference": None if analysis.reference is None else {
             "compile_s": analysis.reference.compile_s,
             "compile_from_cache": analysis.reference.compile_from_cache,
@@ -119,12 +116,16 @@ def _json(analysis: "Analysis") -> dict[str, Any]:
             "memory": analysis.reference.memory,
         },
         "kind": f"{analysis.origin.noun}s",
-        "output_checks": [
-            {"baseline": c.baseline, "candidate": c.candidate, "max_abs_diff": c.max_abs_diff,
-             "tolerance": c.tolerance, "dtype": c.dtype, "agree": c.agree}
-            for c in analysis.output_checks
-        ],
+        "output_checks": [_check_json(c) for c in analysis.output_checks],
     }
+
+
+def _check_json(check: "GradientCheck") -> dict:
+    """One cross-check: the largest difference over entries finite in both, its tolerance, and
+    the entries not finite in both (``non_finite``) or in only one (``non_finite_mismatch``, words)."""
+    return {"baseline": check.baseline, "candidate": check.candidate, "max_abs_diff": check.max_abs_diff,
+            "tolerance": check.tolerance, "dtype": check.dtype, "agree": check.agree,
+            "non_finite": check.non_finite, "non_finite_mismatch": check.non_finite_mismatch or None}
 
 
 class _NoShapes:

@@ -101,7 +101,9 @@ def _outputs_text(r: "Rewrite") -> str:
     check = r.output_check
     if check is None:
         return f"{answer} (no outputs to compare)"
-    where = f" in out{check.leaf}" if check.leaf else ""
+    if check.non_finite_mismatch:
+        return f"{answer} ({check.non_finite_mismatch})"
+    where = f" in out{check.leaf}" if check.leaf else ""  # entries not finite in both: the status says so
     return (f"{answer} (largest difference {check.max_abs_diff:.1e}{where}; its tolerance "
             f"{check.tolerance_text()})")
 
@@ -170,6 +172,8 @@ def rewrite_json(inspection: "Inspection", m: MeasuredRewrite) -> dict[str, Any]
         "outputs_match": r.outputs_match,
         "max_abs_diff": None if r.output_check is None else r.output_check.max_abs_diff,
         "max_abs_diff_leaf": None if r.output_check is None else f"out{r.output_check.leaf}",
+        "outputs_non_finite": None if r.output_check is None else r.output_check.non_finite,
+        "outputs_non_finite_mismatch": None if r.output_check is None else r.output_check.non_finite_mismatch or None,
         "compiled_collectives": None if program is None else compiled_json(
             paired_collectives(program.jaxpr_collectives, program.plan)),
         "executed_collectives": _before_after(m, lambda t: t.runs.value),

@@ -260,6 +260,8 @@ def verify(subject: Subject, rewrite: Rewrite, program: RewrittenProgram, kind: 
     if not check.ok:
         return dataclasses.replace(base, status=STILL_IN_LOOP, reason=check.reason())
     tolerance = f"within {outputs.tolerance:.1e}" if outputs is not None else "(no outputs to compare)"
+    if outputs is not None and outputs.non_finite_note:
+        tolerance += f"; {outputs.non_finite_note}"
     unknown = ("; a loop's trip count is unknown, so the check is that no moved value stays inside a loop"
                if check.runs_before is None else "")
     return dataclasses.replace(base, status=VERIFIED, reason=f"outputs match {tolerance}{unknown}")

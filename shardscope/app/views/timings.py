@@ -233,8 +233,9 @@ def run_bars(analysis: "Analysis", hidden: bool) -> Table:
 def outputs_note(analysis: "Analysis") -> str:
     """What was checked about a program file's outputs: programs have no reference gradient."""
     checks = [
-        f"{c.candidate} {'agrees with' if c.agree else 'DIFFERS from'} {c.baseline} "
-        f"(max |diff| {c.max_abs_diff:.2e}; tolerance {c.tolerance_text()})"
+        f"{c.candidate} {'agrees with' if c.agree else 'DIFFERS from'} {c.baseline} ("
+        + (c.non_finite_mismatch or f"max |diff| {c.max_abs_diff:.2e}; tolerance {c.tolerance_text()}")
+        + (f"; {c.non_finite_note}" if c.non_finite_note and not c.non_finite_mismatch else "") + ")"
         for c in analysis.output_checks
     ]
     if not checks:
