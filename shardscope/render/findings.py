@@ -210,6 +210,7 @@ def collective_json(c: "Collective", dead: bool = False) -> dict[str, Any]:
         "value": c.value,
         "fix": None if c.verdict is None else c.verdict.fix,
         "in_conditional": c.in_conditional,
+        "auto_axes": [name for name, _ in c.auto_axes],  # typed whole along them: bytes_per_call is at most
         "equation": c.equation_id,
         DEAD: dead,  # the field is named after the verdict: true for one the compiler removes
     }

@@ -150,6 +150,7 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
                 "bytes_per_call": c.bytes_per_call,
                 "equation": c.equation_id,
                 "in_conditional": c.in_conditional,
+                "auto_axes": [name for name, _ in c.auto_axes],
                 "value": c.value,
                 "source": c.source,
                 "verdict": c.verdict_kind,
