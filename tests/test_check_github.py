@@ -9,6 +9,7 @@ for workflow commands (``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``; in a prop
 from __future__ import annotations
 
 import platform
+import re
 import runpy
 import sys
 import textwrap
@@ -139,3 +140,61 @@ def test_with_a_target_each_finding_the_slice_keeps_in_a_loop_is_one_error(shard
     assert where == {"file": "demos/rnn.py", "line": str(wh_line),
                      "title": "shardscope%3A all-reduce stays in a loop on tpu%3Av5e%3A2x2 (rnn[naive])"}
     assert "params['Wh']" in message and "On tpu:v5e:2x2: left 1 of 2 loops." in message
+
+
+_ACCUMULATE = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shardscope
+
+    mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+    params = {"W": jax.ShapeDtypeStruct((16, 8), jnp.float32, sharding=NamedSharding(mesh, P())),
+              "b": jax.ShapeDtypeStruct((8,), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    xs = jax.ShapeDtypeStruct((4, 32, 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    def loss_fn(params, x):
+        return jnp.mean(jnp.tanh(x @ params["W"] + params["b"]) ** 2)
+
+    @shardscope.program(args=(params, xs))
+    @jax.jit
+    def step(params, xs):
+        def micro(acc, x):
+            l, g = jax.value_and_grad(loss_fn)(params, x)
+            return (acc[0] + l, jax.tree.map(jnp.add, acc[1], g)), None
+        (total, grads), _ = lax.scan(micro, (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params)), xs)
+        return total, grads
+""")
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="libtpu ships for Linux x86-64 only: the tpu extra cannot be installed here")
+def test_with_a_target_each_annotation_is_the_targets_finding_with_the_fix_the_text_gives(tmp_path, shardscope_cli):
+    """Gradient accumulation that sums the loss too: the CPU runs one combined all-reduce of the
+    loss and both gradients in the scan's body (a tuple of 3 in its text, compiled here); XLA:TPU
+    moves the gradients' out and keeps only the loss's f32[] there. The exit status judges the TPU's
+    plan, so the one annotation is that 4 B sum's, with the fix the text report gives on the TPU
+    (not the CPU's fix of 548 B of gradients the compiler already moves)."""
+    from test_judged_plan import _modules
+
+    from shardscope.targets.plans import load_targets, parse_targets
+
+    path = _write(tmp_path, "acc.py", _ACCUMULATE)
+    tpu_text, cpu_text = _modules(path, load_targets(parse_targets(["tpu:v5e:2x4"]))[0])
+    assert [shape.split("{")[0] for shape, depth in all_reduces(tpu_text) if depth > 0] == ["f32[]"]  # layout cut
+    (cpu_in_loop,) = [shape for shape, depth in all_reduces(cpu_text) if depth > 0]
+    assert cpu_in_loop.startswith("(") and cpu_in_loop.count("f32[") == 3  # the loss's and both gradients' sum
+    loss_line = next(n for n, line in enumerate(_ACCUMULATE.splitlines(), 1) if "return jnp.mean(" in line)
+
+    text = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", cwd=tmp_path)
+    github = shardscope_cli("check", path, "--target", "tpu:v5e:2x4", "--format", "github", cwd=tmp_path)
+    assert github.returncode == text.returncode == 1, github.stderr
+    said = " ".join(text.stdout.split())  # the text report, its wrapping undone
+    fixes = re.findall(r"step: fix on v5e:2x4 for its all-reduce of l: (.*?) step: memory:", said)
+    assert len(fixes) == 1 and "check failed on tpu:v5e:2x4: step" in said
+    ((where, message),) = _annotations(github.stdout)
+    assert where == {"file": "acc.py", "line": str(loss_line),
+                     "title": "shardscope%3A all-reduce stays in a loop on tpu%3Av5e%3A2x4 (step)"}
+    reason, fix = message.split(" Fix: ")
+    assert fix == fixes[0].replace("%", "%25")  # the annotation's fix is the text's, escaped as GitHub reads it
+    assert "of l in " in reason and ": deferrable there." in reason and "the 4 B accumulator" in reason  # f32[]

@@ -194,6 +194,60 @@ def test_a_stacked_norm_gradient_the_target_sums_after_the_layer_loop_is_named_a
     assert not any(v.startswith("out[0]") for v in values), values
 
 
+# --- a gradient the target writes transposed is named as the CPU names it ---------------------
+
+D_IN, D_H, D_OUT = 16, 32, 8
+
+
+def _two_layer_loss(params, x):
+    h = jnp.tanh(x @ params["enc"]["W"])
+    return jnp.mean((h @ params["head"]["W"]) ** 2)
+
+
+def two_layer_accumulate(mesh):
+    """Gradient accumulation over a ``data x model`` mesh: ``enc.W`` split by columns and ``head.W``
+    by rows over ``model``, the micro-batches over ``data``."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    params = {"enc": {"W": jax.ShapeDtypeStruct((D_IN, D_H), jnp.float32, sharding=NamedSharding(mesh, P(None, "model")))},
+              "head": {"W": jax.ShapeDtypeStruct((D_H, D_OUT), jnp.float32,
+                                                 sharding=NamedSharding(mesh, P("model", None)))}}
+    xs = jax.ShapeDtypeStruct((4, 8 * mesh.shape["data"], D_IN), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    @jax.jit
+    def train_step(params, xs):
+        def micro(acc, x):
+            return jax.tree.map(jnp.add, acc, jax.grad(_two_layer_loss)(params, x)), None
+        return jax.lax.scan(micro, jax.tree.map(jnp.zeros_like, params), xs)[0]
+
+    return programs.Built(train_step, (params, xs))
+
+
+@needs_libtpu
+def test_a_pytree_gradient_the_tpu_writes_transposed_is_named_as_on_the_cpu():
+    """XLA:TPU sums both gradients once, after the micro-batch loop (the one all-reduce outside every
+    while body of the module compiled here carries f32[16,16] and f32[16,8]: enc.W's [16, 32/2] and
+    head.W's [32/2, 8] per device), and writes head.W's gradient in that layout straight from its
+    matmul, where the jaxpr's ``dot_general`` makes it [8, 32] and a ``transpose`` follows. Its
+    operand is ``grad(params['head']['W'])``, as the CPU's sum names it and as the placement table
+    beside it says, not the source line nor ``enc.W``'s gradient (the activation's gradient of the
+    same line is the only equation that fits [16, 8] in order)."""
+    target = "tpu:v5e:2x4"
+    text = _on_target(two_layer_accumulate, target, "data=4,model=2")
+    (outside,) = [shape for shape, depth in all_reduces(text) if not depth]
+    shapes = [leaf.split("{")[0] for leaf in re.findall(r"f32\[[\d,]*\](?:\{[^}]*\})?", outside)]
+    assert shapes == ["f32[16,16]", "f32[16,8]"], outside
+    head = "grad(params['head']['W'])"
+
+    built = two_layer_accumulate(JaxMesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model")))
+    inspection = inspect_on(target, built.fn, built.args, {})
+    (plan,) = inspection.targets
+    (summed,) = [c for c in plan.compiled.collectives if not c.loops and c.kind == "all-reduce"]
+    assert [op.value for op in summed.operands] == ["grad(params['enc']['W'])", head]
+    cpu_values = [op.value for c in inspection.paired if c.in_loop and c.compiled is not None for op in c.compiled.operands]
+    assert head in cpu_values, cpu_values
+
+
 # --- item 7: a loss only the target keeps in the loop is named as the step assigns it ---------
 
 @pytest.mark.parametrize("target", [pytest.param("gpu:h100:8", marks=needs_plugin),

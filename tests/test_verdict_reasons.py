@@ -7,6 +7,7 @@ does (the decay term is added in the loop body; the exception is raised on the u
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import _what_if_programs as wp
+from _tpu_text import all_reduces
 import shardscope
 from shardscope.engine.hlo.compiled import compiled_plan
 from shardscope.engine.hlo.target_plan import compare_plans
@@ -77,6 +79,87 @@ def test_the_gradient_read_inside_the_loop_keeps_its_reason():
 
     (c,) = shardscope.inspect(step, w, xs).compiled.collectives
     assert c.verdict.kind == "needed" and "read inside the loop" in c.verdict.reason
+
+
+_TP_MESH_SHAPE = (4, 2)  # data x model
+
+
+def _tp_loss(W, h):
+    out = h @ W
+    return jnp.mean(out ** 2)
+
+
+def _tp_loss_to_target(W, h, y):
+    out = h @ W
+    return jnp.mean((out - y) ** 2)
+
+
+def _tp_step(loss, with_targets: bool):
+    """A scan over micro-batches of a tensor-parallel matmul (``W`` by rows over ``model``, the
+    activations by columns): the partitioner sums ``out`` over ``model`` in the loop body, and the
+    loss reads that sum in the same iteration; ``(loss, grad)`` accumulate in the carry."""
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(_TP_MESH_SHAPE), ("data", "model"))
+    W = jax.ShapeDtypeStruct((32, 8), jnp.float32, sharding=NamedSharding(mesh, P("model", None)))
+    hs = jax.ShapeDtypeStruct((4, 16, 32), jnp.float32, sharding=NamedSharding(mesh, P(None, "data", "model")))
+    ys = jax.ShapeDtypeStruct((4, 16, 8), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+
+    @jax.jit
+    def fwd(W, *batches):
+        def body(acc, b):
+            l, g = jax.value_and_grad(loss)(W, *b)
+            return (acc[0] + l, acc[1] + g), None
+        return jax.lax.scan(body, (jnp.zeros(()), jnp.zeros_like(W)), batches)[0]
+
+    return fwd, ((W, hs, ys) if with_targets else (W, hs))
+
+
+def _line_of(fn, text: str) -> str:
+    """``test_verdict_reasons.py:N (fn)``: the line of ``fn``'s source that holds ``text``."""
+    lines, start = inspect.getsourcelines(fn)
+    (n,) = [start + k for k, line in enumerate(lines) if text in line]
+    return f"{Path(__file__).name}:{n} ({fn.__name__})"
+
+
+@pytest.mark.parametrize("loss, with_targets", [(_tp_loss, False), (_tp_loss_to_target, True)])
+def test_a_tensor_parallel_sum_the_loss_reads_is_needed_for_that_read_not_for_a_carry(loss, with_targets):
+    """The forward sum over ``model`` (one all-reduce of f32[4, 8] in the while body of the module
+    compiled here: 16 rows / 4 over data, 8 columns) is needed because the loss squares it in the
+    same iteration (and the backward pass reads it there): no carry is read by the next iteration,
+    the loss and gradient carries are only added to. Subtracting the target (``out - y``) mixes the
+    sum with another value, which is no carry either."""
+    fwd, args = _tp_step(loss, with_targets)
+    text = fwd.lower(*args).compile().as_text()
+    in_loop = [shape for shape, depth in all_reduces(text) if depth > 0]
+    assert "f32[4,8]" in [shape.split("{")[0] for shape in in_loop], in_loop
+
+    (c,) = [c for c in shardscope.inspect(fwd, *args).compiled.collectives if c.in_loop and c.axes == ("model",)]
+    assert c.bytes_per_execution == 4 * 8 * 4 and c.verdict.kind == "needed"
+    reason = c.verdict.reason
+    assert "carry that the loop also reads" not in reason and "next iteration" not in reason, reason
+    assert "read inside the loop" in reason and "uses it in the same iteration" in reason, reason
+    readers = {f"the integer_pow at {_line_of(loss, '** 2')}",  # the loss squares it
+               f"the backward pass's dot_general at {_line_of(loss, 'out = h @ W')}"}  # W's gradient reads it
+    assert any(reader in reason for reader in readers), reason
+
+
+def test_a_sum_added_into_a_carry_the_next_iteration_reads_keeps_its_reason():
+    """A recurrence ``h = h + tanh(h) @ W`` with ``W`` by rows over ``model``: the partitioner sums
+    the matmul in the loop body and the sum goes into the carry ``h``, which the next iteration reads
+    through ``tanh``: the carry is no accumulator."""
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(_TP_MESH_SHAPE), ("data", "model"))
+    spec = NamedSharding(mesh, P("data", "model"))
+    W = jax.ShapeDtypeStruct((32, 32), jnp.float32, sharding=NamedSharding(mesh, P("model", None)))
+    h0 = jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=spec)
+
+    @jax.jit
+    def recur(W, h0):
+        def body(h, _):
+            return jax.lax.with_sharding_constraint(h + jnp.tanh(h) @ W, spec), None
+        return jax.lax.scan(body, h0, None, length=4)[0]
+
+    assert [depth for _, depth in all_reduces(recur.lower(W, h0).compile().as_text())] == [1]
+    (c,) = shardscope.inspect(recur, W, h0).compiled.collectives
+    assert c.verdict.kind == "needed" and "carry that the loop also reads" in c.verdict.reason
 
 
 RAISES = textwrap.dedent('''

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from shardscope.render.partitioner import warning_lines
-from shardscope.render.targets import placement_words
+from shardscope.render.targets import loop_words, placement_words
 from shardscope.render.workflow_commands import error_command, error_where, relative, same_file
 
 if TYPE_CHECKING:
     from shardscope.engine.joined.inspection import Inspection
     from shardscope.engine.hlo.paired import PairedCollective
     from shardscope.engine.hlo.plan import CompiledCollective
-    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan, TargetRow
+    from shardscope.engine.hlo.target_plan import TargetPlacement, TargetPlan
     from shardscope.pipeline.check import FileCheck
 
 _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
@@ -77,40 +77,38 @@ def _findings(ins: Inspection) -> Iterator[tuple[PairedCollective | CompiledColl
 
 def _target_findings(ins: Inspection, plan: TargetPlan) -> Iterator[tuple[PairedCollective | CompiledCollective | None,
                                                                         str, str]]:
-    """The findings of ``plan`` its judgement counts, each once."""
+    """One finding per collective of ``plan`` its judgement counts, each with its verdict there (the
+    reason and the fix the text report gives it, :attr:`TargetRow.verdict`), placed at the line of
+    the CPU collective whose values it keeps in the loop (else its own)."""
     assert plan.costs is not None  # every target plan is costed where it is made
-    counted = plan.counted_findings
-    named = list(dict.fromkeys(p for row in counted for p in row.staying))  # by the CPU collective, as the CPU names it
-    for placement in named:
-        paired = _paired_with(ins, placement)
-        title = f"shardscope: {placement.collective.kind} stays in a loop on {plan.target} ({ins.function})"
-        saving = plan.costs.savings.get(placement.collective.name)
-        size = f" It moves {saving.words()}." if saving is not None else ""
-        yield paired, title, _staying_message(ins, paired, placement, plan.target) + size
-    for row in counted:
-        if not row.staying:  # kept in a loop where the CPU runs it outside, or the target's own
-            yield _own_finding(ins, plan, row)
+    for row in plan.counted_findings:
+        t, verdict = row.collective, row.verdict
+        assert t is not None and verdict is not None  # a finding is a collective the target runs
+        title = f"shardscope: {t.kind} stays in a loop on {plan.target} ({ins.function})"
+        what = f"{t.name}{f' of {t.value}' if t.value else ''}"
+        loops = " and ".join(loop_words(loop) for loop in t.loops)
+        head = f"{ins.function}: {what} in {loops} on {plan.target}, {t.runs.badge()}"
+        if row.staying:  # by the CPU collectives whose values it keeps there, as the CPU names them
+            cpu = [(_paired_with(ins, p), p) for p in row.staying]
+            where = next((paired for paired, _ in cpu if paired is not None), None) or row.paired or t
+            said = "".join(_cpu_words(paired, p, plan) for paired, p in cpu)
+        else:  # no CPU finding carries it: the CPU runs it outside loops, or needs it there, or has none
+            where = row.paired or t
+            said = (" The CPU runs it outside loops." if row.cpu and row.entered
+                    else " On the CPU: " + "; ".join(f"{p.collective.name}, {p.collective.verdict.kind}"
+                                                     for p in row.cpu) + "." if row.cpu
+                    else f" It is {plan.target}'s own (no CPU collective carries it).")
+        yield where, title, f"{head}: {verdict.kind} there. {verdict.reason}{said}{_fix(verdict.fix)}"
 
 
-def _own_finding(ins: Inspection, plan: TargetPlan, row: TargetRow) -> tuple[CompiledCollective, str, str]:
-    """A finding the target keeps in a loop that no CPU finding carries."""
-    t, paired = row.collective, row.paired
-    assert t is not None and paired is not None  # a finding is a collective the target runs
-    verdict = paired.verdict
-    title = f"shardscope: {t.kind} stays in a loop on {plan.target} ({ins.function})"
-    what = f"{t.name}{f' of {t.value}' if t.value else ''}"
-    where = (f"in a loop on {plan.target} (outside loops on the CPU)" if row.cpu
-             else f"on {plan.target} only (no CPU collective carries it)")
-    message = f"{ins.function}: {what} {where}, {t.runs.badge()}: {verdict.kind} there. {verdict.reason}"
-    return t, title, message + _fix(verdict.fix)
-
-
-def _staying_message(ins: Inspection, paired: PairedCollective | None, placement: TargetPlacement,
-                     target: str) -> str:
-    verdict = placement.collective.verdict
-    what = paired.pairing() if paired is not None else placement.collective.name
-    return (f"{ins.function}: {what}: {verdict.kind}. {verdict.reason} On {target}: "
-            f"{placement_words(placement)}. There: {placement.describe_staying()}.{_fix(verdict.fix)}")
+def _cpu_words(paired: PairedCollective | None, placement: TargetPlacement, plan: TargetPlan) -> str:
+    """What the CPU runs of a value the target keeps in a loop, and what deferring it saves there."""
+    assert plan.costs is not None  # every target plan is costed where it is made
+    c = placement.collective
+    saving = plan.costs.savings.get(c.name)
+    return (f" On the CPU: {paired.pairing() if paired is not None else c.name}: {c.verdict.kind}. "
+            f"On {plan.target}: {placement_words(placement)}. There: {placement.describe_staying()}."
+            + (f" It moves {saving.words()}." if saving is not None else ""))
 
 
 def _fix(fix: str | None) -> str:

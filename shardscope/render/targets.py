@@ -267,9 +267,7 @@ def staying_fixes(plan: "TargetPlan") -> list[str]:
     ordered = [rows[id(t)] for t in staying if id(t) in rows] + list(plan.findings)
     unique: dict[str, str] = {}
     for row in ordered:
-        t = row.collective
-        # the target's own fix where its verdict there flags it (its runs are the target's), else the row's
-        verdict = t.verdict if t is not None and t.verdict.flagged else row.paired.verdict if row.paired else None
+        t, verdict = row.collective, row.verdict
         if t is not None and verdict is not None and verdict.fix and t.name not in unique:
             unique[t.name] = f"fix on {plan.topology} for its {t.kind} of {t.value or t.name}: {verdict.fix}"
     return list(unique.values())

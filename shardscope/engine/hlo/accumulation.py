@@ -35,8 +35,9 @@ from shardscope.engine.hlo.linear_steps import DROPPED, FAIL, LinearSteps
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.text import Computation, Instruction
 
-SEED, CARRY = 1, 2
-"""Where a reached value comes from: the collective's sum alone, or mixed with a carry."""
+SEED, CARRY, MIXED = 1, 2, 4
+"""Where a reached value comes from: the collective's sum alone; read back from a carry it was added
+into (the next iteration's); mixed with another value (``out - y``, an inner loop's accumulator)."""
 
 _BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
 
@@ -59,7 +60,9 @@ class Accumulated:
 class NotAccumulated:
     """Why the values do not only accumulate: ``carry_read`` when they reach a carry the loop also
     reads otherwise (the next iteration uses the sum), ``in_condition`` when the loop's condition
-    reads it, ``added_term`` when something else is added in with them; ``partner`` is another
+    reads it, ``added_term`` when something else is added in with them; ``read_by`` the
+    instruction whose use of them (or of a value computed from them) is no linear step, the first
+    the walk met (None when the refusal is no such use); ``partner`` is another
     value the walk met added in (a collective of the same kind): walked together, they may.
     ``partners`` are the other values the walk met added in (another value of the same combined
     instruction, another sum of the same kind): walked together with them, the values may."""
@@ -68,6 +71,7 @@ class NotAccumulated:
     in_condition: bool = False
     added_term: bool = False
     partners: tuple[Instruction, ...] = ()
+    read_by: Instruction | None = None
 
 
 @dataclass
@@ -166,12 +170,12 @@ class AccumulationWalk:
         if step.kind == DROPPED:
             return True
         if step.kind == FAIL:
-            return self._fail(bits)
+            return self._fail(bits, user)
         self.checks.linear += [(user, k) for k in step.linear]
         self.checks.clean += [(user, k) for k in step.clean]
         self.stacked |= step.stacked
         self.scattered |= step.scattered
-        self._push(user, None, bits | (CARRY if step.mixes else 0))
+        self._push(user, None, bits | (MIXED if step.mixes else 0))
         return True
 
     def _into_branch(self, conditional: Instruction, position: int, element: int | None, bits: int) -> bool:
@@ -189,7 +193,7 @@ class AccumulationWalk:
     def _threaded(self, user: Instruction, element: int, bits: int) -> bool:
         """An element of a tuple meets ``user``: an inner loop that accumulates it passes it on."""
         if user.opcode == "while" and element in self.threaded.get(user.name, frozenset()):
-            self._push(user, element, bits | CARRY)
+            self._push(user, element, bits | MIXED)
             return True
         return self._fail(bits)
 
@@ -212,8 +216,9 @@ class AccumulationWalk:
                 self._push(user, None, CARRY)
         return True
 
-    def _fail(self, bits: int) -> bool:
-        self._refusal = NotAccumulated(carry_read=bool(bits & CARRY))
+    def _fail(self, bits: int, read_by: Instruction | None = None) -> bool:
+        """Refuse: the value (from where ``bits`` say) meets a use that is no linear step (``read_by``)."""
+        self._refusal = NotAccumulated(carry_read=bool(bits & CARRY), read_by=read_by)
         return False
 
     # ------------------------------------------------------------------ the checks

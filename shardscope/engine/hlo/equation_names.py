@@ -22,6 +22,7 @@ shape: one device's, the whole of an equation's value or a shard of it.
 from __future__ import annotations
 
 import functools
+from itertools import permutations
 from math import prod
 from typing import TYPE_CHECKING, Sequence
 
@@ -307,8 +308,9 @@ def _fitting(found: "list[tuple[str, jax.extend.core.JaxprEqn]]", dims: tuple[in
              ) -> "list[tuple[str, jax.extend.core.JaxprEqn]]":
     """The equations of ``found`` whose output an instruction of per-device ``dims`` holds, the
     closest fit first: the whole value (its dimensions, in any order), else one device's shard of
-    it (each of its dimensions a multiple of the instruction's, in order: the partitioner split
-    it), else its elements reshaped; all of them when none fits (or ``dims`` is None).
+    it (each of its dimensions a multiple of one of the instruction's, in any order too: the
+    partitioner split it, and XLA may fold the transpose that follows it into the instruction),
+    else its elements reshaped; all of them when none fits (or ``dims`` is None).
 
     The jaxpr's types are global and the compiled module's per device, so a count of elements
     alone mistakes a shard for another value of its size: ``W2``'s gradient split over ``model``
@@ -333,7 +335,18 @@ def _same_dims(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
 
 
 def _shard_of(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
-    return len(whole) == len(part) and all(p > 0 and w % p == 0 for w, p in zip(whole, part))
+    """True when ``part`` splits each dimension of ``whole``, in its order or another: the gradient of
+    ``h @ W`` with respect to ``W`` is a ``dot_general`` then a ``transpose`` in the jaxpr, and XLA:TPU
+    writes the ``dot_general``'s instruction in the transposed layout (the CPU transposes after it).
+    Only as many orders as :data:`_ORDERS_TRIED` allow (a high-rank value keeps its own)."""
+    if len(whole) != len(part):
+        return False
+    orders = permutations(part) if len(part) <= _ORDERS_TRIED else (part,)
+    return any(all(p > 0 and w % p == 0 for w, p in zip(whole, order)) for order in orders)
+
+
+_ORDERS_TRIED = 4
+"""The highest rank whose every order of dimensions :func:`_shard_of` tries (4! = 24 orders)."""
 
 
 def _same_elements(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:

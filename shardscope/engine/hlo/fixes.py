@@ -258,7 +258,7 @@ def verdict_of(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]", 
     if c.kind in SUM_KINDS:
         if added_term:
             return Verdict(NEEDED, ADDED_TERM_REASON)
-        return Verdict(NEEDED, "Its result is read inside the loop, not only added into a carry: it must run there.")
+        return Verdict(NEEDED, _read_reason(verdicts))
     return Verdict(NEEDED, "Its operand changes every iteration and it is not a sum that could be accumulated: "
                            "it must run in the loop.")
 
@@ -278,6 +278,18 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
                    deferral_fix(style, c.arguments, c.axes or (), len(c.operands), runs_before, _runs_text(after), signature,
                                 _computed(c.operands)),
                    left, after)
+
+
+def _read_reason(verdicts: "tuple[OperandVerdict, ...]") -> str:
+    """Why a sum read in its loop must run there, naming what reads it where the walk found it
+    (``the integer_pow at tp3.py:11 (loss) uses it in the same iteration``)."""
+    reader = next((v.read_by for v in verdicts if v.read_by is not None), None)
+    if reader is None:
+        return "Its result is read inside the loop, not only added into a carry: it must run there."
+    passed = "backward pass's " if reader.backward else ""
+    at = f" at {reader.source}" if reader.source else ""
+    return (f"Its result is read inside the loop, not only added into a carry: the {passed}{reader.operation}{at} "
+            "uses it in the same iteration, so it must run there.")
 
 
 def _partners(verdicts: "tuple[OperandVerdict, ...]") -> str:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module b
     from shardscope.engine.hlo.plan_costs import PlanCosts
     from shardscope.engine.hlo.roofline import StepEstimate
     from shardscope.engine.hlo.paired import PairedCollective
+    from shardscope.engine.jaxpr.verdicts import Verdict
     from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledPlan
 
 STAYED, LEFT_LOOP, ENTERED_LOOP = "stayed", "left_loop", "entered_loop"
@@ -355,6 +356,17 @@ class TargetRow:
         if self.collective is None or not self.collective.in_loop:
             return "-"
         return self.paired.verdict_kind if self.paired is not None else self.collective.verdict.kind
+
+    @property
+    def verdict(self) -> "Verdict | None":
+        """The verdict the row is judged by there, with the reason and the fix every rendering
+        gives: its collective's own where that flags it (its loops and runs are the target's, not
+        the CPU's), else its paired collective's (None for a CPU collective the target removed)."""
+        if self.collective is None:
+            return None
+        if self.collective.verdict.flagged or self.paired is None:
+            return self.collective.verdict
+        return self.paired.verdict
 
     @property
     def finding(self) -> bool:

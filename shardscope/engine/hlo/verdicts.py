@@ -57,13 +57,25 @@ _PARTNER_ROUNDS = 8
 
 
 @dataclass(frozen=True)
+class Reader:
+    """What reads a needed sum in its loop other than to accumulate it: the JAX primitive
+    (``integer_pow``; the instruction's opcode where XLA kept none), whether it is the backward
+    pass's, and the user's line that wrote it (``tp3.py:11 (loss)``; empty where the module kept none)."""
+
+    operation: str
+    backward: bool = False
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class OperandVerdict:
     """The verdict on one value a collective carries (a combined collective carries several).
 
     ``loops``: the while loops (outermost first) it can leave; ``bytes_after`` the per-device
     bytes one run after them moves (the accumulator; a loop-invariant one's whole result), ``stacked`` when it is written into its
     own slot of a stacked output; ``carry_read`` when a needed sum is added into a carry that
-    the loop also reads (the next iteration uses the sum: not an accumulator).
+    the loop also reads (the next iteration uses the sum: not an accumulator); ``read_by`` what
+    else reads a needed sum in the loop (the first use the walk found that is no linear step).
     ``saving_unknown``: deferrable under an unknown trip count with an accumulator larger than
     one run (``bytes_per_run``). ``slots``: a loop-invariant collective hoisted out of a loop
     around another that changes its operand keeps that many results (None: unknown).
@@ -80,6 +92,7 @@ class OperandVerdict:
     bytes_per_run: int | None = None
     slots: int | None = 1
     partners: tuple[str, ...] = ()
+    read_by: Reader | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +236,7 @@ class CompiledClassifier:
         slots: int | None = 1  # how many of the value a stacked accumulator holds
         best = stack = None
         stacked = scattered = carry_read = False
+        read_by: Reader | None = None
         partners: tuple[CollectiveSite, ...] = ()
         for depth, loop in enumerate(reversed(site.loops)):
             body = self.facts.called(loop, "body")
@@ -237,6 +251,8 @@ class CompiledClassifier:
             level = self._level(site, loop, body, seeds, inits, threaded, steps)
             if isinstance(level.found, NotAccumulated):
                 carry_read = carry_read or (level.found.carry_read and best is None)
+                if best is None and level.found.read_by is not None:
+                    read_by = self._reader(level.found.read_by)
                 break
             found = level.found
             partners = tuple(dict.fromkeys(partners + level.partners))
@@ -274,7 +290,14 @@ class CompiledClassifier:
             return best
         if stack is not None:
             return stack
-        return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read)
+        return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read, read_by=read_by)
+
+    def _reader(self, inst: Instruction) -> Reader:
+        """``inst`` as the reason of a needed sum names it: its JAX primitive, pass and line."""
+        head = inst.metadata.op_name.split(";", 1)[0]
+        source = self.module.source(inst, users=True)
+        return Reader(head.rsplit("/", 1)[-1] if head else inst.opcode, "transpose(" in head,
+                      source.text() if source is not None else "")
 
     def _level(self, site: CollectiveSite, loop: Instruction, body: Computation, seeds: list[Value],
                inits: list[tuple[Instruction, int]], threaded: dict[str, frozenset[int]], steps: LinearSteps) -> _Level:
