@@ -99,13 +99,14 @@ _SDY_DIMS = re.compile(r"\[((?:\{[^}]*\}(?:,\s*)?)*)\]")
 _TILES = re.compile(r"devices=\[([\d,]+)\]")
 
 
-def arguments(dumped: DumpedModule) -> tuple[tuple[str, str], ...]:
+def arguments(dumped: DumpedModule) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Each argument of the step, as its entry parameters say: the name of the pytree each
     parameter's ``op_name`` roots in (``params['w1']`` is ``params``), one per run of parameters
     of that name, and its ``PartitionSpec`` from the parameter's sharding (Shardy's, with the
     mesh's axis names, when the module or its ``before_optimizations`` file keeps it; else the
     tiles, with ``'data'`` standing for an axis the dump does not name; ``P(...)`` where nothing
-    says). Empty when the parameters carry no names."""
+    says), the one most of its parameters have standing for all. Empty when the parameters
+    carry no names."""
     entry = dumped.module.entry
     if entry is None:
         return ()
@@ -121,7 +122,7 @@ def arguments(dumped: DumpedModule) -> tuple[tuple[str, str], ...]:
             found[-1][1].append(spec)
         else:
             found.append((root.group(0), [spec]))
-    return tuple((name, max(set(specs), key=specs.count)) for name, specs in found)
+    return tuple((name, (max(set(specs), key=specs.count),)) for name, specs in found)
 
 
 def _before_optimizations(dumped: DumpedModule) -> dict[int | None, Instruction]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from shardscope.engine.hlo.compiled import argument_specs, jax_traced
+from shardscope.engine.hlo.fixes import argument_specs_text
 from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
@@ -178,7 +179,7 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
                            loop_source=built.loop_source, collective_sources=full or sources,
                            whole_carry=built.whole_carry, inputs=subject.input_names,
                            primitive=group.equations[0].primitive if group.equations else "",
-                           specs=argument_specs(subject.compiled, subject.input_names), step=built.step,
+                           specs=argument_specs_text(argument_specs(subject.compiled, subject.input_names)), step=built.step,
                            computed=frozenset(op.value for c in group.findings for op in c.operands
                                               if op.computed and op.value))
     try:

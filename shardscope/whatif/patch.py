@@ -58,7 +58,7 @@ class PatchRequest:
     ``/path/file.py:56 (step)``; ``collective_sources``: the lines of the moved collectives (a
     hoist); ``whole_carry``: every carry of the loop is an accumulator; ``inputs``: every input's
     pytree path, to tell whether the values are all of a pytree; ``specs``: each argument's name
-    and its leaves' spec (:func:`~shardscope.engine.hlo.compiled.argument_specs`), which the
+    and its leaves' spec (:func:`~shardscope.engine.hlo.fixes.argument_specs_text`), which the
     values resharded ``reduced`` keep on their other dimensions.
     """
 

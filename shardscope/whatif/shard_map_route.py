@@ -24,6 +24,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from shardscope.engine.hlo.compiled import argument_specs, spec_text
+from shardscope.engine.hlo.fixes import argument_specs_text
 
 from shardscope.whatif.deferral import PER_DEVICE, Deferral, EquationIndex, Refused, Unsupported, plan_deferral
 from shardscope.whatif.per_device import PerDevice, per_device, spec_of_layout
@@ -41,17 +42,21 @@ if TYPE_CHECKING:
     from shardscope.whatif.subject import Subject
 
 
-def per_device_of(subject: "Subject") -> PerDevice:
-    """The subject's program read per device, from the shardings its compiled program takes."""
+def per_device_of(subject: "Subject", manual: "Axes | None" = None) -> PerDevice:
+    """The subject's program read per device, from the shardings its compiled program takes;
+    ``manual``: the mesh axes it is read over (default: all), the others left whole, as a
+    partial-auto ``shard_map`` leaves them to the partitioner."""
     import jax
 
     mesh = _mesh(subject)
     leaves = jax.tree.leaves((subject.args, subject.kwargs))
     shardings = jax.tree.leaves(subject.compiled.input_shardings)
     order = tuple(mesh.axis_names)
-    layouts = [_input_layout(sharding, len(getattr(leaf, "shape", ())), order, name)
+    kept = frozenset(order) if manual is None else manual
+    layouts = [tuple(axes & kept for axes in _input_layout(sharding, len(getattr(leaf, "shape", ())), order, name))
                for leaf, sharding, name in zip(leaves, shardings, _names(subject, len(leaves)), strict=True)]
-    return per_device(subject.traced.jaxpr, layouts, dict(zip(order, mesh.devices.shape)))
+    return per_device(subject.traced.jaxpr, layouts,
+                      {a: n for a, n in zip(order, mesh.devices.shape) if a in kept})
 
 
 def accumulated_deferral(index: EquationIndex, candidates: Mapping[str, Axes], loop_id: str, style: str,
@@ -99,24 +104,38 @@ def shard_map_rewrite(subject: "Subject", index: EquationIndex, loop_id: str) ->
     """The subject's step inside ``jax.shard_map`` with the sums of ``loop_id`` deferred,
     compiled and planned; raises :class:`Unsupported` (or :class:`Refused`) with the reason."""
     plan = per_device_of(subject)
-    inside = {eqn_id: axes for eqn_id, axes in plan.sums().items()
-              if eqn_id.startswith(loop_id + "/") or eqn_id.startswith(loop_id + ".")}
-    if not inside:
-        raise Unsupported("run per device, the loop sums nothing over devices (shardscope finds no contraction or "
-                          "reduction over a dimension split over devices in it).")
-    deferral = accumulated_deferral(index, inside, loop_id, PER_DEVICE, plan.split)
+    deferral = _loop_deferral(index, plan, loop_id)
+    manual = frozenset(deferral.axes)
+    if manual != frozenset(plan.sizes):  # the other axes left to the partitioner, as the user's code would
+        plan = per_device_of(subject, manual)
+        deferral = _loop_deferral(index, plan, loop_id)
     run = _shard_mapped(index.closed, deferral.edits(index), plan, frozenset(deferral.reductions), _mesh(subject))
     program = rewritten_program(subject, index.closed, Edits(), mesh=subject.mesh, run=run)
     axes = _ordered(deferral.axes, plan.sizes)
     return PerDeviceRewrite(program, deferral, axes, _signature(subject, plan, axes))
 
 
+def _loop_deferral(index: EquationIndex, plan: PerDevice, loop_id: str) -> Deferral:
+    """The deferral of the sums over devices that ``plan`` finds in the loop ``loop_id``."""
+    inside = {eqn_id: axes for eqn_id, axes in plan.sums().items()
+              if eqn_id.startswith(loop_id + "/") or eqn_id.startswith(loop_id + ".")}
+    if not inside:
+        raise Unsupported("run per device, the loop sums nothing over devices (shardscope finds no contraction or "
+                          "reduction over a dimension split over devices in it).")
+    return accumulated_deferral(index, inside, loop_id, PER_DEVICE, plan.split)
+
+
 def _signature(subject: "Subject", plan: PerDevice, axes: Sequence[str]) -> StepSignature:
-    """The step's name, each argument with its spec, its outputs' specs and the devices its sums span."""
+    """The step's name, each argument with its spec over the axes it runs per device on, its
+    outputs' specs, the devices its sums span, and those axes where they are not all the mesh's
+    (a partial-auto ``shard_map``'s ``axis_names``)."""
     specs = [spec_text(spec_of_layout(layout, plan.sizes)) for layout in plan.outputs]
     out_specs = specs[0] if len(set(specs)) == 1 else "..."
-    return StepSignature(subject.name, argument_specs(subject.compiled, subject.input_names), out_specs,
-                         prod(plan.sizes[a] for a in axes))
+    manual = tuple(plan.sizes)
+    partial = set(manual) != set(_mesh(subject).axis_names)
+    arguments = argument_specs_text(argument_specs(subject.compiled, subject.input_names), manual if partial else None)
+    return StepSignature(subject.name, arguments, out_specs, prod(plan.sizes[a] for a in axes),
+                         manual if partial else ())
 
 
 # --------------------------------------------------------------------------- the program per device
@@ -170,7 +189,8 @@ def _shard_mapped(closed: "ClosedJaxpr", edits: Edits, plan: PerDevice, deferred
         return retracer.run(closed, blocks)
 
     def run(leaves: list) -> list:
-        return list(jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=True)(*leaves))
+        return list(jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                                  axis_names=frozenset(plan.sizes), check_vma=True)(*leaves))
 
     return run
 

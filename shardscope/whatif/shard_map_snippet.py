@@ -19,12 +19,15 @@ from typing import Sequence
 @dataclass(frozen=True)
 class StepSignature:
     """What the snippet says of the whole step: its name, each argument with the spec it comes
-    in, the outputs' specs (``P()``, or one per output), and the devices a sum spans."""
+    in, the outputs' specs (``P()``, or one per output), the devices a sum spans, and the axes
+    it runs per device on where they are not all the mesh's (``axis_names``: the others stay
+    with the partitioner, and the specs name only these)."""
 
     function: str
     arguments: tuple[tuple[str, str], ...]
     out_specs: str
     devices: int
+    axis_names: tuple[str, ...] = ()
 
     def in_specs(self) -> str:
         """``(P(), P('data'), P('data'))``: one spec per argument."""
@@ -41,12 +44,16 @@ def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequenc
     root = _root([v for v in values if v not in losses])
     names = ", ".join(name for name, _ in step.arguments) or "*args"
     what = ", ".join(values) or "the summed values"
+    manual = ", ".join(repr(a) for a in step.axis_names)
     lines = [f"# the sum of {what} only accumulates in the loop at {where}:",
              "# run the step per device inside jax.shard_map, each device on its own rows (a reshape of a split",
-             "# dimension takes the device's size: x.reshape(MICRO, -1, ...))",
-             "@jax.jit",
-             f"@jax.shard_map(mesh=mesh, in_specs={step.in_specs()}, out_specs={step.out_specs})",
-             f"def {step.function}({names}):"]
+             "# dimension takes the device's size: x.reshape(MICRO, -1, ...))"]
+    if step.axis_names:
+        lines += [f"# over {manual} only: the specs name no other axis, which stays with the partitioner as before"]
+    names_arg = f", axis_names={{{manual}}}" if step.axis_names else ""
+    lines += ["@jax.jit",
+              f"@jax.shard_map(mesh=mesh, in_specs={step.in_specs()}, out_specs={step.out_specs}{names_arg})",
+              f"def {step.function}({names}):"]
     if root:
         lines += [f"    local_{root} = jax.tree.map(lambda p: lax.pcast(p, {axis}, to='varying'), {root})  # before the loop",
                   f"    # read local_{root} inside the loop body instead of {root}"]

@@ -75,7 +75,7 @@ def compiled_plan(
     output_names: Sequence[str] = (),
     dead_equations: Sequence[str] = (),
     equation_names: EquationNamer | None = None,
-    arguments: Sequence[tuple[str, str]] = (),
+    arguments: Sequence[tuple[str, tuple[str, ...]]] = (),
     replicated_parameters: Sequence[int] = (),
 ) -> CompiledPlan:
     """The :class:`CompiledPlan` of ``compiled.as_text()`` (or of its parse, when the caller holds
@@ -89,7 +89,7 @@ def compiled_plan(
     they carry; without it, ``input_names`` and ``output_names`` (the pytree paths of the flat
     inputs and outputs; an entry parameter's ``op_name`` is used when it has one) do;
     ``dead_equations`` are the jaxpr collectives JAX's dead-code elimination removes;
-    ``arguments`` (each argument's name and spec, ``("xs", "P(None, 'data')")``) are what a fix
+    ``arguments`` (each argument's name and its leaves' specs, ``("xs", ("P(None, 'data')",))``) are what a fix
     through ``jax.shard_map`` passes as its ``in_specs``, and the specs a fix on Explicit axes
     keeps when it reshards a value ``reduced``; ``replicated_parameters`` are the entry
     parameters (by number) whose arguments are replicated over the devices (a mask or a
@@ -214,10 +214,11 @@ def jax_traced(traced: "jax.stages.Traced | HoldsTraced") -> "jax.stages.Traced"
     return traced.traced if isinstance(traced, HoldsTraced) else traced
 
 
-def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """Each positional argument's name (the root of its leaves' paths: ``params``) and its leaves'
-    one spec (``P(None, 'data')``), or the code that reads them where they differ; empty when
-    the shardings or the names are not known."""
+def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
+                   ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each positional argument's name (the root of its leaves' paths: ``params``) and each of
+    its leaves' spec (``P(None, 'data')``); empty when the shardings or the names are not known.
+    :func:`~shardscope.engine.hlo.fixes.argument_specs_text` writes them as code."""
     import jax  # loaded by now: ``compiled`` is its
     from jax.sharding import NamedSharding
 
@@ -232,9 +233,7 @@ def argument_specs(compiled: "jax.stages.Compiled | None", inputs: Sequence[str]
         roots = {re.split(r"[\[.]", n, maxsplit=1)[0] for n in names}
         if len(roots) != 1 or not leaves:
             return ()
-        root = roots.pop()
-        specs = {spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves}
-        found.append((root, specs.pop() if len(specs) == 1 else f"jax.tree.map(lambda a: a.sharding.spec, {root})"))
+        found.append((roots.pop(), tuple(spec_text(s.spec) if isinstance(s, NamedSharding) else "P()" for s in leaves)))
     return tuple(found)
 
 

@@ -38,26 +38,31 @@ STYLES = ("shard_map", "explicit", "auto")
 
 @dataclass(frozen=True)
 class Signature:
-    """What a jit program's fix must say of the whole function: its arguments with their specs
-    (through ``jax.shard_map``, ``in_specs`` has one entry per argument; on Explicit axes, a
-    value resharded ``reduced`` keeps its own), the devices each sum spans, and the values its
+    """What a jit program's fix must say of the whole function: its arguments with their leaves'
+    specs (through ``jax.shard_map``, ``in_specs`` has one entry per argument; on Explicit axes,
+    a value resharded ``reduced`` keeps its own), the devices each sum spans, and the values its
     sums carry that are no gradient (a loss: a mean over the batch, which inside the
     ``shard_map`` each device computes over its own shard only)."""
 
-    arguments: tuple[tuple[str, str], ...] = ()  # (name, spec text: ``P(None, 'data')``) per argument
+    arguments: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, each leaf's spec text: ``P(None, 'data')``)
     devices: int = 0
     losses: tuple[str, ...] = ()
 
     def spec_of(self, value: str) -> str:
         """The spec text the leaves of ``value``'s argument share (that of ``params`` for
         ``params['W1']``), empty when it is not known."""
-        return dict(self.arguments).get(path_root(value), "")
+        return dict(argument_specs_text(self.arguments)).get(path_root(value), "")
 
-    def in_specs(self, axis: str) -> str:
-        """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument (a guess of two
-        without them: the replicated parameters, the sharded batch)."""
-        specs = [spec for _, spec in self.arguments] or ["P()", f"P(None, {axis})"]
+    def in_specs(self, axis: str, manual: tuple[str, ...] | None = None) -> str:
+        """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument, naming only the
+        ``manual`` axes (a guess of two without them: the replicated parameters, the sharded batch)."""
+        specs = [spec for _, spec in argument_specs_text(self.arguments, manual)] or ["P()", f"P(None, {axis})"]
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
+
+    def other_axes(self, manual: tuple[str, ...]) -> tuple[str, ...]:
+        """The mesh axes besides ``manual`` that the arguments are sharded over (``model``)."""
+        named = {a for _, leaves in self.arguments for spec in leaves for a in _named_axes(spec)}
+        return tuple(sorted(named - set(manual)))
 
     def loss_words(self, axis: str) -> str:
         """What the loss needs inside the ``shard_map``: its sum over the devices and the division."""
@@ -68,6 +73,40 @@ class Signature:
         count = f" / {self.devices}" if self.devices else " divided by the device count"
         return (f"; inside it each device's {what} covers its own shard of the batch only: return "
                 f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){count} (lax.pmean) for the mean over the batch")
+
+
+def argument_specs_text(arguments: tuple[tuple[str, tuple[str, ...]], ...],
+                        manual: tuple[str, ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """Each argument's name and the spec its leaves share, as code: with ``manual``, as a
+    partial-auto ``shard_map``'s ``in_specs`` takes it (only those axes named: the others stay
+    with the partitioner); where the leaves differ, the code that reads them."""
+    found = []
+    for name, leaves in arguments:
+        kept = {_manual_spec(spec, manual) for spec in leaves}
+        if len(kept) == 1:
+            found.append((name, kept.pop()))
+        elif manual is None or all(_manual_spec(spec, manual) == spec for spec in leaves):
+            found.append((name, f"jax.tree.map(lambda a: a.sharding.spec, {name})"))
+        else:  # each leaf's own spec without the axes left to the partitioner
+            keep = "{" + ", ".join(repr(a) for a in manual) + "}"
+            found.append((name, f"jax.tree.map(lambda a: P(*(tuple(n for n in (e if isinstance(e, tuple) else (e,)) "
+                                f"if n in {keep}) or None for e in a.sharding.spec)), {name})"))
+    return tuple(found)
+
+
+def _manual_spec(spec: str, manual: tuple[str, ...] | None) -> str:
+    """The spec text ``spec`` naming only the ``manual`` axes (all when None); ``spec`` itself
+    when it is no plain spec's text."""
+    if manual is None:
+        return spec
+    dims = _kept_dimensions(spec, tuple(a for a in _named_axes(spec) if a not in manual))
+    return spec if dims is None else f"P({dims})"
+
+
+def _named_axes(spec: str) -> tuple[str, ...]:
+    """The mesh axes the plain spec text ``spec`` shards over (none when it is no plain spec's text)."""
+    entries = _spec_entries(spec)
+    return tuple(a for e in entries or () for a in ((e,) if isinstance(e, str) else e or ()))
 
 
 def summed_losses(collectives: "tuple[CompiledCollective, ...]", mesh: MeshShape | None = None) -> tuple[tuple[str, ...], int]:
@@ -130,7 +169,7 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
                     f"jax.reshard(acc, {resharded(spec, 'acc', summed)}) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
-    shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis)}, out_specs=P(), "
+    shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis, summed)}, out_specs=P(), "
                  f"axis_names={reduced})")
     if values == 1 and value in computed:  # a loss: each device adds its own, one sum after the loop
         inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
@@ -138,9 +177,22 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     else:
         inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
                   f"before it and lax.psum(acc, {axis}) after it{signature.loss_words(axis)}")
-    return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
-            f"use Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh)) and "
-            f"{explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
+    explicit_axes = "Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh))"
+    others = signature.other_axes(summed)
+    if not others:
+        return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
+                f"use {explicit_axes} and {explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
+    # a partial-auto shard_map leaves the other axes to the partitioner: the step's code is unchanged
+    # inside it; Explicit axes type every value over them too, which a program written for Auto axes
+    # does not satisfy as it stands (a matmul of a weight sharded over them needs its out_sharding)
+    other = ", ".join(repr(a) for a in others)
+    return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise: run the loop "
+            f"inside {shard_map} {inside}: {counts}. Its in_specs name only {names}: {other} "
+            f"{'stays' if len(others) == 1 else 'stay'} with the partitioner, which shards and sums over "
+            f"{'it' if len(others) == 1 else 'them'} as before. {explicit_axes} are no drop-in alternative here: "
+            f"with arguments sharded over {other} too, each matmul of such a value needs an out_sharding, and a value "
+            f"reduced over {names} cannot meet one sharded over {names} in an operation (a bias added to the "
+            f"batch's activations) until it is resharded; with those changes made, {explicit}.")
 
 
 def resharded(spec: str, leaf: str, axes: tuple[str, ...], kind: str = "", name: str = "P") -> str:
@@ -166,16 +218,8 @@ def _kept_dimensions(spec: str, axes: tuple[str, ...]) -> str | None:
     """The dimensions of the spec text ``spec`` without ``axes`` (``None, 'model'``; empty when
     none is sharded), or None when ``spec`` is no plain spec's text: each entry None, an axis
     name or a tuple of them (not ``P(...)``, an unconstrained dimension, a reduced set)."""
-    if not (spec.startswith("P(") and spec.endswith(")")) or "=" in spec:
-        return None
-    inner = spec[2:-1].strip().removesuffix(",")  # P(('data', 'model'),) as JAX prints a one-entry spec
-    try:
-        entries = ast.literal_eval(f"({inner},)") if inner else ()
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    plain = all(e is None or isinstance(e, str) or (isinstance(e, tuple) and all(isinstance(a, str) for a in e))
-                for e in entries)
-    if not isinstance(entries, tuple) or not plain:
+    entries = _spec_entries(spec)
+    if entries is None:
         return None
     kept = []
     for entry in entries:
@@ -184,6 +228,21 @@ def _kept_dimensions(spec: str, axes: tuple[str, ...]) -> str | None:
     while kept and kept[-1] is None:
         kept.pop()
     return ", ".join("None" if e is None else repr(e) for e in kept)
+
+
+def _spec_entries(spec: str) -> tuple | None:
+    """The entries of the plain spec text ``spec`` (each None, an axis name or a tuple of them),
+    None when it is no plain spec's text."""
+    if not (spec.startswith("P(") and spec.endswith(")")) or "=" in spec:
+        return None
+    inner = spec[2:-1].strip().removesuffix(",")  # P(('data', 'model'),) as JAX prints a one-entry spec
+    try:
+        entries = ast.literal_eval(f"({inner},)") if inner else ()
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    plain = isinstance(entries, tuple) and all(
+        e is None or isinstance(e, str) or (isinstance(e, tuple) and all(isinstance(a, str) for a in e)) for e in entries)
+    return entries if plain else None
 
 
 def _common_root(value: str, computed: frozenset[str] = frozenset()) -> str:
