@@ -110,6 +110,9 @@ def test_the_fix_text_on_a_two_axis_mesh_names_only_the_manual_axis_and_traces(t
     assert "in_specs=(P(), P(None, 'data'), P(None, 'data'))" in call.group()
     assert "'model' stays with the partitioner" in finding.verdict.fix
     assert "Either" not in finding.verdict.fix  # Explicit axes are not offered as a drop-in change here
+    # each device's jnp.mean is over its own 8 of the 32 rows: the gradients' sum over 'data' is 4x the
+    # batch's, so the fix divides it (FINISH, pasted below, is what the text says)
+    assert "lax.psum(acc, 'data') / 4 after it" in finding.verdict.fix
     fixed = _applied(tmp_path, "fix_text", "fixed = jax.jit(" + call.group().replace("(step,", "(local_step,", 1) + ")")
     compiled = fixed.fixed.trace(*args).lower().compile()
     before, after = wp.recount(subject.compiled.as_text()), wp.recount(compiled.as_text())

@@ -175,8 +175,10 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
                   f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
     else:
+        divided = f" / {signature.devices}" if signature.devices else " divided by the device count"
         inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
-                  f"before it and lax.psum(acc, {axis}) after it{signature.loss_words(axis)}")
+                  f"before it and lax.psum(acc, {axis}){divided} after it (lax.pmean: each device's jnp.mean is over "
+                  f"its own rows; a loss summed over rows takes lax.psum alone){signature.loss_words(axis)}")
     explicit_axes = "Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh))"
     others = signature.other_axes(summed)
     if not others:
