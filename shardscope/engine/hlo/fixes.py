@@ -182,8 +182,15 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     explicit_axes = "Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh))"
     others = signature.other_axes(summed)
     if not others:
+        # JAX refuses a value reduced over an axis beside one sharded over it in one operation, and a
+        # parameter resharded back to replicated at that use has its sum in the loop again (checked on
+        # jax 0.10.2: a bias's all-reduce stays in the while body): the shard_map route covers it
+        caveat = ("" if values == 1 and value in computed else
+                  f" (a parameter that meets the batch's values in an elementwise operation, such as a bias added to "
+                  f"the activations, cannot be typed reduced over {names}: JAX refuses it, and resharding it back "
+                  "before that use leaves its sum in the loop; the shard_map route below covers it)")
         return (f"the partitioner sums {what} in every iteration and jit with Auto axes cannot say otherwise. Either "
-                f"use {explicit_axes} and {explicit}; or run the loop inside {shard_map} {inside}: {counts}.")
+                f"use {explicit_axes} and {explicit}{caveat}; or run the loop inside {shard_map} {inside}: {counts}.")
     # a partial-auto shard_map leaves the other axes to the partitioner: the step's code is unchanged
     # inside it; Explicit axes type every value over them too, which a program written for Auto axes
     # does not satisfy as it stands (a matmul of a weight sharded over them needs its out_sharding)
