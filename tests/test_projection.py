@@ -320,7 +320,11 @@ def test_a_2d_mesh_projects_each_all_reduce_over_its_own_group_unless_a_count_is
     own = project(analysis, preset("ib-ndr"))
     assert own.own_groups and own.devices == 8
     assert own.plans["step"].comm_s_per_call == pytest.approx(4 * _all_reduce_seconds(64, 4, 6e-6, 50e9), rel=1e-12)
-    assert "with each collective over its own group of the 8-device mesh" in lines(analysis, own)[0]
+    text = lines(analysis, own)
+    assert "with each collective over its own group of the 8-device mesh" in text[0]
+    # the latency/bandwidth crossover of an all-reduce on a ring of n: n x 6 us x 50 GB/s
+    assert own.crossovers == {4: pytest.approx(4 * 6e-6 * 50e9)}
+    assert "payloads under 1,200,000 B on a ring of 4 are latency-dominated" in "\n".join(text)
     every = project(analysis, preset("ib-ndr"), 8)
     assert not every.own_groups
     assert every.plans["step"].comm_s_per_call == pytest.approx(4 * _all_reduce_seconds(64, 8, 6e-6, 50e9), rel=1e-12)

@@ -64,6 +64,8 @@ class CollectiveProjection:
     bytes_per_execution: int
     latency_s: float
     bandwidth_s: float
+    ring: int | None = None
+    """The devices in its ring (None when its group is unknown)."""
 
     @property
     def seconds_per_execution(self) -> float:
@@ -116,8 +118,16 @@ class Projection:
 
     @property
     def crossover_bytes(self) -> float:
-        """All-reduce payloads below this many bytes are latency-dominated."""
+        """All-reduce payloads below this many bytes are latency-dominated, on a ring of :attr:`devices`."""
         return crossover_bytes(self.devices, self.link)
+
+    @property
+    def crossovers(self) -> dict[int, float]:
+        """:attr:`crossover_bytes` for each ring size the plans' collectives use (their own groups:
+        an all-reduce over ``data`` of a data=4 x model=2 mesh, a ring of 4), smallest first; the
+        one of :attr:`devices` when none is known."""
+        rings = sorted({c.ring for p in self.plans.values() for c in p.collectives if c.ring}) or [self.devices]
+        return {n: crossover_bytes(n, self.link) for n in rings}
 
     def ratio(self, baseline: str, candidate: str) -> float | None:
         """Projected communication time of ``baseline`` over ``candidate`` (None if unknown)."""
@@ -165,7 +175,8 @@ def compiled_collectives(collectives: "Iterable[CompiledCollective]", link: Link
         n = ring_size(c, devices, mesh_devices)
         runs = None if c.executions is None or n is None else c.executions * calls
         seconds = run_seconds(compiled_model(c), c.bytes_per_execution, n, link) if n is not None else (0.0, 0.0)
-        projected.append(CollectiveProjection(prefix + c.name, compiled_model(c), runs, c.bytes_per_execution, *seconds))
+        projected.append(CollectiveProjection(prefix + c.name, compiled_model(c), runs, c.bytes_per_execution, *seconds,
+                                              ring=n))
     return tuple(projected)
 
 

@@ -61,7 +61,8 @@ def _plan(plan: "PlanResult", link: Link, devices: int | None, mesh_devices: int
     return plan_projection(
         plan.name,
         (CollectiveProjection(c.equation_id, c.primitive, c.executions, c.bytes_per_execution,
-                              *run_seconds(c.primitive, c.bytes_per_execution, devices or mesh_devices, link))
+                              *run_seconds(c.primitive, c.bytes_per_execution, devices or mesh_devices, link),
+                              ring=devices or mesh_devices)
          for c in plan.collectives),
         plan.per_call_is_upper_bound,
         compiled=False,

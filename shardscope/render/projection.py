@@ -35,6 +35,15 @@ def _rings(projection: "Projection") -> str:
     return f"with {projection.devices} devices"
 
 
+def _crossover_words(projection: "Projection") -> str:
+    """``2,400,000 B``, or with rings of several sizes ``1,200,000 B on a ring of 4, 2,400,000 B
+    on a ring of 8``."""
+    crossovers = projection.crossovers
+    if list(crossovers) == [projection.devices]:
+        return f"{projection.crossover_bytes:,.0f} B"
+    return ", ".join(f"{b:,.0f} B on a ring of {n}" for n, b in crossovers.items())
+
+
 def seconds_text(plan: "PlanProjection") -> str:
     """``≤ 12.5 us`` / ``12.5 us`` / ``?``."""
     if plan.comm_s_per_call is None:
@@ -89,7 +98,7 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
             f"  {name}: {seconds_text(plan)} per call ({runs}), latency {share_text(plan)}, "
             f"{dominated_text(plan)} collectives latency-dominated"
         )
-    out.append(f"  payloads under {projection.crossover_bytes:,.0f} B are latency-dominated on this link")
+    out.append(f"  payloads under {_crossover_words(projection)} are latency-dominated on this link")
     sentence = ratio_sentence(analysis, projection, comparison)
     if sentence:
         out.append("  " + sentence)
@@ -108,7 +117,7 @@ def render_projection(analysis: "Analysis", projection: "Projection", console: "
                       count_text(plan.runs_per_call), dominated_text(plan))
     console.print(table)
     console.print(
-        f"collective payloads under {projection.crossover_bytes:,.0f} B (n·alpha·B) are latency-dominated here.",
+        f"collective payloads under {_crossover_words(projection)} (n·alpha·B) are latency-dominated here.",
         highlight=False,
     )
     sentence = ratio_sentence(analysis, projection)
@@ -128,6 +137,7 @@ def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
         "latency_s": link.latency_s,
         "source": link.source,
         "crossover_bytes": projection.crossover_bytes,
+        "crossover_bytes_by_ring": {str(n): b for n, b in projection.crossovers.items()},
         "plans": {
             name: {
                 "comm_s_per_call": plan.comm_s_per_call,
