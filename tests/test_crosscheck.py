@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from _support import GATED_COND_DEMO, write_demo
 
+from shardscope.config.settings import Settings
 from shardscope.measure.crosscheck import compare_results as compare, relative_tolerance
+from shardscope.pipeline.run import analyze
 
 GATED = GATED_COND_DEMO
 
@@ -133,3 +135,52 @@ def test_nan_in_other_entries_differs_and_the_warning_says_where():
                                     "entries: the rewritten program has NaN in 2 entries of out['v']")
     reverse = compare({"original": b, "rewritten": a}, subject="outputs")[0].non_finite_mismatch
     assert reverse.startswith("the original program has NaN in 2 entries of out['v'] where the rewritten program's are finite")
+
+
+def test_a_complex_leaf_is_compared_on_its_values_not_its_parts():
+    """|a - b| of a complex entry is its modulus: 5e-4 + 5e-4j is |.| = 7.07e-4 away, beyond
+    sqrt(eps) of complex64 (float32's, 2**-11.5) x the largest |entry|, |2 + 0j| = 2: 6.91e-4.
+    (Compared part by part it was 5.0e-4, within the tolerance: the plans were said to agree.)"""
+    a = {"w": np.array([2 + 0j, 1 + 1j], np.complex64)}
+    b = {"w": a["w"] + np.array([0, 5e-4 + 5e-4j], np.complex64)}
+    (check,) = compare({"naive": a, "deferred": b})
+    part = float(np.float32(1.0) + np.float32(5e-4)) - 1.0  # each part's difference, in float32
+    assert check.max_abs_diff == pytest.approx(abs(complex(part, part))) == pytest.approx(7.07e-4, rel=1e-3)
+    assert check.scale == 2.0 and check.tolerance == pytest.approx(2 * 2 ** -11.5)
+    assert check.tolerance == pytest.approx(6.91e-4, rel=1e-3) and not check.agree
+
+
+def test_a_complex_entry_not_finite_in_either_part_counts_once():
+    """complex(nan, nan) is one entry; so is complex(nan, 1), which is another kind than
+    complex(nan, nan): NaN in the real part only differs from NaN in both."""
+    a = {"z": np.array([complex(np.nan, np.nan), 3 + 4j], np.complex64)}
+    (same,) = compare({"original": a, "rewritten": a}, subject="outputs")
+    assert same.agree and same.non_finite == 1 and same.scale == 5.0
+    assert same.non_finite_note.startswith("both outputs are NaN or inf in the same 1 entry (out['z'])")
+    b = {"z": np.array([complex(np.nan, 1.0), 3 + 4j], np.complex64)}
+    (other,) = compare({"original": a, "rewritten": b}, subject="outputs")
+    assert not other.agree and other.non_finite == 0
+    assert other.non_finite_mismatch == ("1 entry of out['z'] is NaN in the original program and "
+                                         "NaN (real part) in the rewritten program")
+
+
+GATED_SQRT = """
+@shardscope.demo(
+    params={"a": jax.ShapeDtypeStruct((5,), jnp.float32), "b": jax.ShapeDtypeStruct((5,), jnp.float32)},
+    x=jax.ShapeDtypeStruct((64, 5), jnp.float32),
+)
+def gated_sqrt(p, x):
+    return lax.cond(x[0, 0] > 2.0, lambda: jnp.sqrt(x @ p["b"]), lambda: jnp.tanh(x @ p["a"]))
+"""
+
+
+def test_a_plan_whose_gradient_is_not_finite_gets_one_warning(tmp_path):
+    """Both plans' gradients are NaN somewhere, in different entries: each plan's not-finite
+    warning says so, and the check's "not finite in different entries" is not said a second time."""
+    analysis = analyze(Settings(path=write_demo(tmp_path, "gated_sqrt.py", GATED_SQRT), chunk_size=4, repeats=1))
+    (check,) = analysis.gradient_checks
+    assert check.non_finite_mismatch and not check.agree  # the case: NaN in other entries of the two plans
+    assert [p.max_abs_err for p in analysis.plans.values()] == [pytest.approx(np.nan, nan_ok=True)] * 2
+    assert analysis.warnings == [
+        f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the reference): its "
+        "max_abs_err is nan, not a small number" for name in analysis.plans]

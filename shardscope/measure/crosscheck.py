@@ -10,10 +10,11 @@ something else (e.g. a collective inside a ``cond`` branch that only some device
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import numpy as np
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 TOLERANCE_NOTE = "tolerance: sqrt(machine epsilon) of the dtype, relative to the largest gradient entry"
 
@@ -118,18 +119,13 @@ class _LeafComparison:
     mismatch: str = ""
 
 
-def _entries(n: int, unit: str = "entry") -> str:
-    """``1 entry``, ``12 entries``; ``1 real or imaginary part``, ``2 real or imaginary parts``."""
-    if unit == "part":
-        return f"{n:,} real or imaginary part{'' if n == 1 else 's'}"
+def _entries(n: int) -> str:
+    """``1 entry``, ``12 entries``."""
     return f"{n:,} entry" if n == 1 else f"{n:,} entries"
 
 
 def relative_tolerance(dtype: np.dtype) -> float:
     """``sqrt(eps)`` of ``dtype`` (its real part for complex): 3.5e-4 for float32, 0.088 for bfloat16."""
-    import jax.numpy as jnp
-    import numpy as np
-
     real = jnp.finfo(dtype).dtype
     return float(np.sqrt(float(jnp.finfo(real).eps)))
 
@@ -138,8 +134,6 @@ def compare_results(results: dict[str, Any], subject: str = "gradients") -> tupl
     """Each result against the first one's (``results``: plan or program name -> pytree), where
     both have the same structure, shapes and dtypes: programs that compute different things are
     not compared. ``subject`` (``gradients``, ``outputs``) says what the results are."""
-    import jax
-
     names = list(results)
     if len(names) < 2 or not jax.tree.leaves(results[names[0]]):
         return ()
@@ -153,9 +147,6 @@ def compare_results(results: dict[str, Any], subject: str = "gradients") -> tupl
 
 def layout(tree: Any) -> tuple:  # a pytree of results: any leaves
     """The structure, shapes and dtypes of a pytree's leaves (arrays, ``ShapeDtypeStruct``s, scalars)."""
-    import jax
-    import numpy as np
-
     leaves, structure = jax.tree.flatten(tree, is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct))
 
     def dtype(leaf: object) -> str:
@@ -172,8 +163,6 @@ def _check(base_name: str, base: Any, name: str, other: Any,  # pytrees of resul
     NaN or inf are in other places than ``base``'s is the worst); integer and bool leaves (an
     optimizer's step ``count``) must match exactly, and are the worst only when they do not (or
     when no leaf is floating): an equal counter says nothing about rounding."""
-    import jax
-
     noun = "program" if subject == "outputs" else "plan"
     root = "out" if subject == "outputs" else "the gradient"
     worst: tuple[_LeafComparison, str, str] | None = None  # (comparison, dtype, leaf)
@@ -197,21 +186,18 @@ def _check(base_name: str, base: Any, name: str, other: Any,  # pytrees of resul
 def _compare_leaf(a: np.ndarray, b: np.ndarray, names: tuple[str, str, str]) -> _LeafComparison:
     """``b`` against ``a`` (``names``: the words for ``a``, ``b`` and the leaf). Floating leaves:
     their non-finite entries must be the same in both, their finite ones within ``sqrt(eps)`` of
-    the largest finite ``|entry|``; integers and bools must match exactly."""
-    import numpy as np
-
+    the largest finite ``|entry|`` (a complex entry's modulus); integers and bools must match exactly."""
     if not (np.issubdtype(a.dtype, np.inexact) or a.dtype.kind == "V"):  # integers and bools must match exactly
         diff = float(np.max(np.abs(a - b), initial=0.0))
         return _LeafComparison(float("inf") if diff > 0 else -1.0, diff, 0.0, 0.0)
-    x, y = _real_parts(a), _real_parts(b)
-    kind_x, kind_y = _finiteness(x), _finiteness(y)
+    x, y = _widened(a), _widened(b)
+    kind_x, kind_y = _entry_kinds(x), _entry_kinds(y)
     both = (kind_x == 0) & (kind_y == 0)
-    diff = float(np.max(np.abs(np.where(both, x, 0.0) - np.where(both, y, 0.0)), initial=0.0))
+    diff = float(np.max(np.abs(np.where(both, x, 0) - np.where(both, y, 0)), initial=0.0))
     scale = max(float(np.max(np.abs(x), initial=0.0, where=kind_x == 0)),
                 float(np.max(np.abs(y), initial=0.0, where=kind_y == 0)))
     bound = relative_tolerance(a.dtype) * scale
-    unit = "part" if np.iscomplexobj(a) else "entry"  # a complex entry's real and imaginary parts count apart
-    mismatch = _mismatch_text(kind_x, kind_y, names, unit)
+    mismatch = _mismatch_text(kind_x, kind_y, names, complex_=np.iscomplexobj(a))
     if mismatch:
         rank = float("inf")
     else:
@@ -223,29 +209,44 @@ def _compare_leaf(a: np.ndarray, b: np.ndarray, names: tuple[str, str, str]) -> 
 _KINDS = ("finite", "NaN", "+inf", "-inf")
 
 
-def _real_parts(array: np.ndarray) -> np.ndarray:
-    """A floating array as float64 (a complex one as its real and imaginary parts, stacked)."""
-    import numpy as np
-
-    if np.iscomplexobj(array):
-        return np.stack([array.real.astype(np.float64), array.imag.astype(np.float64)])
-    return array.astype(np.float64)
+def _widened(array: np.ndarray) -> np.ndarray:
+    """A floating array as float64, a complex one as complex128: differences and moduli of narrow
+    dtypes (float16, bfloat16) neither overflow nor round."""
+    return array.astype(np.complex128 if np.iscomplexobj(array) else np.float64)
 
 
 def _finiteness(array: np.ndarray) -> np.ndarray:
-    """Each entry's index in :data:`_KINDS`: 0 finite, 1 NaN, 2 +inf, 3 -inf."""
-    import numpy as np
-
+    """Each entry's index in :data:`_KINDS` (a real array): 0 finite, 1 NaN, 2 +inf, 3 -inf."""
     return np.select([np.isnan(array), np.isposinf(array), np.isneginf(array)], [1, 2, 3], 0).astype(np.int8)
 
 
-def _mismatch_text(kind_a: np.ndarray, kind_b: np.ndarray, names: tuple[str, str, str], unit: str = "entry") -> str:
+def _entry_kinds(array: np.ndarray) -> np.ndarray:
+    """Each entry's kind, 0 when it is finite: its index in :data:`_KINDS`, or for a complex entry
+    ``4 x`` its real part's plus its imaginary part's, so that two complex entries are of the same
+    kind when each part is (NaN in the real part only differs from NaN in both)."""
+    if np.iscomplexobj(array):
+        return 4 * _finiteness(array.real) + _finiteness(array.imag)
+    return _finiteness(array)
+
+
+def _kind_name(kind: int, complex_: bool) -> str:
+    """An entry kind of :func:`_entry_kinds` in words: ``NaN``; for a complex entry whose parts
+    are of different kinds, each non-finite part's (``NaN (real part)``, ``+inf (real part) and
+    NaN (imaginary part)``)."""
+    if not complex_:
+        return _KINDS[kind]
+    real, imag = divmod(kind, 4)
+    if real == imag:
+        return _KINDS[real]
+    parts = [f"{_KINDS[k]} ({part} part)" for k, part in ((real, "real"), (imag, "imaginary")) if k]
+    return " and ".join(parts)
+
+
+def _mismatch_text(kind_a: np.ndarray, kind_b: np.ndarray, names: tuple[str, str, str], complex_: bool = False) -> str:
     """Where ``b`` is not finite in other entries than ``a`` (or with another NaN or inf), in words
     (empty when the patterns are the same): ``the rewritten program has NaN in 12 entries of
-    out['v'] where the original program's are finite``. ``unit``: ``entry``, or ``part`` for the
-    real and imaginary parts of a complex leaf."""
-    import numpy as np
-
+    out['v'] where the original program's are finite``. ``kind_a``, ``kind_b``: :func:`_entry_kinds`
+    of a complex leaf when ``complex_``."""
     a_name, b_name, where = names
     differ = kind_a != kind_b
     if not differ.any():
@@ -253,21 +254,19 @@ def _mismatch_text(kind_a: np.ndarray, kind_b: np.ndarray, names: tuple[str, str
     pairs, counts = np.unique(np.stack([kind_a[differ], kind_b[differ]]), axis=1, return_counts=True)
     parts = []
     for (ka, kb), n in sorted(zip(pairs.T.tolist(), counts.tolist(), strict=True), key=lambda p: -p[1]):
+        name_a, name_b = _kind_name(ka, complex_), _kind_name(kb, complex_)
         if ka == 0:
-            parts.append(f"{b_name} has {_KINDS[kb]} in {_entries(n, unit)} of {where} where {a_name}'s are finite")
+            parts.append(f"{b_name} has {name_b} in {_entries(n)} of {where} where {a_name}'s are finite")
         elif kb == 0:
-            parts.append(f"{a_name} has {_KINDS[ka]} in {_entries(n, unit)} of {where} where {b_name}'s are finite")
+            parts.append(f"{a_name} has {name_a} in {_entries(n)} of {where} where {b_name}'s are finite")
         else:
-            parts.append(f"{_entries(n, unit)} of {where} {'is' if n == 1 else 'are'} {_KINDS[ka]} in {a_name} "
-                         f"and {_KINDS[kb]} in {b_name}")
+            parts.append(f"{_entries(n)} of {where} {'is' if n == 1 else 'are'} {name_a} in {a_name} "
+                         f"and {name_b} in {b_name}")
     return "; ".join(parts)
 
 
 def _numeric(leaf: object) -> np.ndarray:
     """``leaf`` as a numpy array (a typed PRNG key as its key data, a bool as an integer)."""
-    import jax
-    import numpy as np
-
     if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # keys are JAX's only
         leaf = jax.random.key_data(leaf)
     array = np.asarray(leaf)

@@ -318,15 +318,19 @@ class Analysis:
         """What the user should know that no number shows on its own: a gradient that is not
         finite (NaN or inf), plans that disagree, programs whose outputs are not finite (their
         comparison is weaker there)."""
+        non_finite_plans = [name for name, plan in self.plans.items()
+                            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)]
         not_finite = [
             f"the {name} plan's gradient is not finite (NaN or inf somewhere, in it or in the "
             "reference): its max_abs_err is nan, not a small number"
-            for name, plan in self.plans.items()
-            if plan.max_abs_err is not None and not math.isfinite(plan.max_abs_err)
+            for name in non_finite_plans
         ]
+        # NaN or inf where the other plan has numbers: the not-finite warning already says what happened
+        checks = [c for c in self.checks
+                  if not (c.non_finite_mismatch and {c.baseline, c.candidate} & set(non_finite_plans))]
         outputs = [f"the {c.baseline} and {c.candidate} programs' outputs: {c.non_finite_note}"
                    for c in self.output_checks if c.agree and c.non_finite_note]
-        return not_finite + [check.warning for check in self.checks if check.warning] + outputs
+        return not_finite + [check.warning for check in checks if check.warning] + outputs
 
     @property
     def has_non_finite_gradient(self) -> bool:
