@@ -47,6 +47,7 @@ class Signature:
     arguments: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, each leaf's spec text: ``P(None, 'data')``)
     devices: int = 0
     losses: tuple[str, ...] = ()
+    one_device_axes: frozenset[str] = frozenset()  # mesh axes of size 1: they split nothing
 
     def spec_of(self, value: str) -> str:
         """The spec text the leaves of ``value``'s argument share (that of ``params`` for
@@ -63,8 +64,10 @@ class Signature:
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
 
     def other_axes(self, manual: tuple[str, ...]) -> tuple[str, ...]:
-        """The mesh axes besides ``manual`` that the arguments are sharded over (``model``)."""
-        return tuple(sorted(self._named_besides(manual)))
+        """The mesh axes besides ``manual`` that the arguments are sharded over (``model``): those a
+        ``shard_map`` over ``manual`` leaves to the partitioner. An axis of one device is none of
+        them: it splits nothing, so the ``shard_map`` may as well be over every axis."""
+        return tuple(sorted(self._named_besides(manual) - self.one_device_axes))
 
     def _named_besides(self, manual: tuple[str, ...]) -> set[str]:
         """The axes the arguments' specs name besides ``manual``."""
