@@ -102,7 +102,7 @@ def compiled_plan(
     refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
-    dims = {r.equation_id: getattr(r, "operand_dims", ()) for r in refs}
+    dims = {r.equation_id: r.operand_dims for r in refs}
     paired = [builder.named_after_pairing(c, sizes, dims) for c in paired]
     if style in ("auto", "explicit"):  # the fixes name the arguments' specs (and, through a shard_map, the losses)
         losses, devices = summed_losses(tuple(paired), builder.mesh)
