@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 def per_device_of(subject: "Subject", manual: "Axes | None" = None) -> PerDevice:
     """The subject's program read per device, from the shardings its compiled program takes;
     ``manual``: the mesh axes it is read over (default: all), the others left whole, as a
-    partial-auto ``shard_map`` leaves them to the partitioner."""
+    partial-auto ``shard_map`` leaves them to the partitioner. An axis of one device splits
+    nothing: no value is read split over it (its sum is over one device)."""
     import jax
 
     mesh = _mesh(subject)
@@ -53,7 +54,8 @@ def per_device_of(subject: "Subject", manual: "Axes | None" = None) -> PerDevice
     shardings = jax.tree.leaves(subject.compiled.input_shardings)
     order = tuple(mesh.axis_names)
     kept = frozenset(order) if manual is None else manual
-    layouts = [tuple(axes & kept for axes in _input_layout(sharding, len(getattr(leaf, "shape", ())), order, name))
+    split = kept - {a for a, n in zip(order, mesh.devices.shape) if n == 1}
+    layouts = [tuple(axes & split for axes in _input_layout(sharding, len(getattr(leaf, "shape", ())), order, name))
                for leaf, sharding, name in zip(leaves, shardings, _names(subject, len(leaves)), strict=True)]
     return per_device(subject.traced.jaxpr, layouts,
                       {a: n for a, n in zip(order, mesh.devices.shape) if a in kept})
@@ -105,8 +107,10 @@ def shard_map_rewrite(subject: "Subject", index: EquationIndex, loop_id: str) ->
     compiled and planned; raises :class:`Unsupported` (or :class:`Refused`) with the reason."""
     plan = per_device_of(subject)
     deferral = _loop_deferral(index, plan, loop_id)
-    manual = frozenset(deferral.axes)
-    if manual != frozenset(plan.sizes):  # the other axes left to the partitioner, as the user's code would
+    # a one-device axis splits nothing, so a shard_map over it too is as good: only the others are left to the
+    # partitioner (a partial-auto shard_map), as the user's code would leave them
+    manual = frozenset(deferral.axes) | {a for a, n in plan.sizes.items() if n == 1}
+    if manual != frozenset(plan.sizes):
         plan = per_device_of(subject, manual)
         deferral = _loop_deferral(index, plan, loop_id)
     run = _shard_mapped(index.closed, deferral.edits(index), plan, frozenset(deferral.reductions), _mesh(subject))
@@ -132,8 +136,11 @@ def _signature(subject: "Subject", plan: PerDevice, axes: Sequence[str]) -> Step
     specs = [spec_text(spec_of_layout(layout, plan.sizes)) for layout in plan.outputs]
     out_specs = specs[0] if len(set(specs)) == 1 else "..."
     manual = tuple(plan.sizes)
-    partial = set(manual) != set(_mesh(subject).axis_names)
-    arguments = argument_specs_text(argument_specs(subject.compiled, subject.input_names), manual if partial else None)
+    mesh_axes = tuple(_mesh(subject).axis_names)
+    partial = set(manual) != set(mesh_axes)
+    split = tuple(a for a in manual if plan.sizes[a] > 1)  # the specs name no axis of one device: it splits nothing
+    arguments = argument_specs_text(argument_specs(subject.compiled, subject.input_names),
+                                    split if split != mesh_axes else None)
     return StepSignature(subject.name, arguments, out_specs, prod(plan.sizes[a] for a in axes),
                          manual if partial else ())
 

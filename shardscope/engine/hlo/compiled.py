@@ -102,11 +102,14 @@ def compiled_plan(
     refs = [c for c in jaxpr_collectives if c.equation_id not in dead]
     paired, unmatched = pair([builder.collective(site) for site in builder.finder.sites()], refs)
     sizes = {r.equation_id: r.bytes_per_execution for r in refs}
-    dims = {r.equation_id: getattr(r, "operand_dims", ()) for r in refs}
+    dims = {r.equation_id: r.operand_dims for r in refs}
     paired = [builder.named_after_pairing(c, sizes, dims) for c in paired]
     if style in ("auto", "explicit"):  # the fixes name the arguments' specs (and, through a shard_map, the losses)
         losses, devices = summed_losses(tuple(paired), builder.mesh)
-        signature = Signature(tuple(arguments), devices or builder.devices, losses)
+        mesh_shape = builder.mesh
+        one_device = frozenset() if mesh_shape is None else frozenset(
+            name for name, size in zip(mesh_shape.names, mesh_shape.sizes) if size == 1)
+        signature = Signature(tuple(arguments), devices or builder.devices, losses, one_device)
         paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
     return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)

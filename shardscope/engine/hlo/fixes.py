@@ -47,6 +47,7 @@ class Signature:
     arguments: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, each leaf's spec text: ``P(None, 'data')``)
     devices: int = 0
     losses: tuple[str, ...] = ()
+    one_device_axes: frozenset[str] = frozenset()  # mesh axes of size 1: they split nothing
 
     def spec_of(self, value: str) -> str:
         """The spec text the leaves of ``value``'s argument share (that of ``params`` for
@@ -54,15 +55,23 @@ class Signature:
         return dict(argument_specs_text(self.arguments)).get(path_root(value), "")
 
     def in_specs(self, axis: str, manual: tuple[str, ...] | None = None) -> str:
-        """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument, naming only the
-        ``manual`` axes (a guess of two without them: the replicated parameters, the sharded batch)."""
-        specs = [spec for _, spec in argument_specs_text(self.arguments, manual)] or ["P()", f"P(None, {axis})"]
+        """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument (a guess of two
+        without them: the replicated parameters, the sharded batch), each the argument's own text
+        unless it is sharded over axes besides ``manual``: then naming only those (as a
+        partial-auto ``shard_map``'s ``in_specs`` must)."""
+        kept = manual if manual is not None and self._named_besides(manual) else None
+        specs = [spec for _, spec in argument_specs_text(self.arguments, kept)] or ["P()", f"P(None, {axis})"]
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
 
     def other_axes(self, manual: tuple[str, ...]) -> tuple[str, ...]:
-        """The mesh axes besides ``manual`` that the arguments are sharded over (``model``)."""
-        named = {a for _, leaves in self.arguments for spec in leaves for a in _named_axes(spec)}
-        return tuple(sorted(named - set(manual)))
+        """The mesh axes besides ``manual`` that the arguments are sharded over (``model``): those a
+        ``shard_map`` over ``manual`` leaves to the partitioner. An axis of one device is none of
+        them: it splits nothing, so the ``shard_map`` may as well be over every axis."""
+        return tuple(sorted(self._named_besides(manual) - self.one_device_axes))
+
+    def _named_besides(self, manual: tuple[str, ...]) -> set[str]:
+        """The axes the arguments' specs name besides ``manual``."""
+        return {a for _, leaves in self.arguments for spec in leaves for a in _named_axes(spec)} - set(manual)
 
     def loss_words(self, axis: str) -> str:
         """What the loss needs inside the ``shard_map``: its sum over the devices and the division."""

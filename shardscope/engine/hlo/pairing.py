@@ -57,6 +57,12 @@ class JaxprCollective(Protocol):
     @property
     def bytes_per_execution(self) -> int: ...
 
+    @property
+    def auto_axes(self) -> tuple[tuple[str, int], ...]: ...
+
+    @property
+    def operand_dims(self) -> tuple[tuple[int, ...], ...]: ...
+
 
 @dataclass(frozen=True)
 class JaxprCollectiveRef:
@@ -141,10 +147,10 @@ def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
     together dividing those axes' devices (1: ``f32[16,32]`` split over a ``model`` of 2 is
     ``f32[16,16]``); its bytes alone (2) say little, two gradients split differently may have
     equal bytes."""
-    auto: tuple[tuple[str, int], ...] = getattr(r, "auto_axes", ())
+    auto = r.auto_axes
     if not auto:
         return 0 if r.bytes_per_execution == op.bytes else None
-    dims: tuple[tuple[int, ...], ...] = getattr(r, "operand_dims", ())
+    dims = r.operand_dims
     if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.bytes:
         return 0
     if len(dims) == 1 and _split_of(tuple(dims[0]), op.dims, math.prod(size for _, size in auto)) \
@@ -175,9 +181,9 @@ def _split_places(c: "CompiledCollective", places: "dict[int, JaxprCollective]")
     """Each operand's collective where pairing placed a partial-auto shard_map's collective on it
     (its bytes are the partitioner's split, not the jaxpr's: naming by bytes would miss it), else
     ``""``; empty when none was."""
-    if not any(getattr(r, "auto_axes", ()) for r in places.values()):
+    if not any(r.auto_axes for r in places.values()):
         return ()
-    return tuple(places[k].equation_id if k in places and bool(getattr(places[k], "auto_axes", ())) else ""
+    return tuple(places[k].equation_id if k in places and bool(places[k].auto_axes) else ""
                  for k in range(len(c.operands)))
 
 
