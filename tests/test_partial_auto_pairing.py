@@ -25,33 +25,42 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import shardscope
+from _support import load_program_module, write_demo
 
 SHAPES = {"W": (16, 32), "b": (32,), "V": (32, 8)}
 
 
-def _program():
-    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
-    params = {"W": jax.ShapeDtypeStruct(SHAPES["W"], jnp.float32, sharding=NamedSharding(mesh, P(None, "model"))),
-              "b": jax.ShapeDtypeStruct(SHAPES["b"], jnp.float32, sharding=NamedSharding(mesh, P())),
-              "V": jax.ShapeDtypeStruct(SHAPES["V"], jnp.float32, sharding=NamedSharding(mesh, P()))}
-    xs = jax.ShapeDtypeStruct((4, 16, 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+PROGRAM = '''
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    def loss_fn(p, x):
-        return jnp.mean((jnp.tanh(x @ p["W"] + p["b"]) @ p["V"]) ** 2)
+mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+S = lambda *s: NamedSharding(mesh, P(*s))
+params = {"W": jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=S(None, "model")),
+          "b": jax.ShapeDtypeStruct((32,), jnp.float32, sharding=S()),
+          "V": jax.ShapeDtypeStruct((32, 8), jnp.float32, sharding=S())}
+xs = jax.ShapeDtypeStruct((4, 16, 16), jnp.float32, sharding=S(None, "data"))
 
-    @jax.jit
-    @jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P(), axis_names={"data"})
-    def acc(params, xs):
-        local = jax.tree.map(lambda p: lax.pcast(p, "data", to="varying"), params)
 
-        def micro(a, x):
-            return jax.tree.map(jnp.add, a, jax.grad(loss_fn)(local, x)), None
+def loss_fn(p, x):
+    return jnp.mean((jnp.tanh(x @ p["W"] + p["b"]) @ p["V"]) ** 2)
 
-        zeros = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), "data", to="varying"), params)
-        grads, _ = lax.scan(micro, zeros, xs)
-        return lax.psum(grads, "data")
 
-    return acc, (params, xs)
+@shardscope.program(args=(params, xs))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P(), axis_names={"data"})
+def acc(params, xs):
+    local = jax.tree.map(lambda p: lax.pcast(p, "data", to="varying"), params)
+
+    def micro(a, x):
+        return jax.tree.map(jnp.add, a, jax.grad(loss_fn)(local, x)), None
+
+    zeros = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), "data", to="varying"), params)
+    grads, _ = lax.scan(micro, zeros, xs)
+    return lax.psum(grads, "data")
+'''
+"""The program as a user's file holds it (SHAPES are its parameters' shapes); the API test imports
+it, the command reads it."""
 
 
 def _combined_sum(text: str) -> list[tuple[int, ...]]:
@@ -71,8 +80,9 @@ def _gradient_of(part: tuple[int, ...]) -> str:
     return f"grad(params['{found[0]}'])"
 
 
-def test_each_sum_of_a_partial_auto_shard_map_pairs_with_its_operand_of_the_combined_all_reduce():
-    acc, args = _program()
+def test_each_sum_of_a_partial_auto_shard_map_pairs_with_its_operand_of_the_combined_all_reduce(tmp_path):
+    module = load_program_module(write_demo(tmp_path, "acc.py", PROGRAM))
+    acc, args = module.acc, (module.params, module.xs)
     shapes = _combined_sum(acc.trace(*args).lower().compile().as_text())
     # by hand: V's gradient f32[16,8] (512 B), W's f32[16,16] (1,024 B), b's f32[16] (64 B), once
     assert sorted(shapes) == sorted([(16, 8), (16, 16), (16,)])
@@ -91,34 +101,7 @@ def test_each_sum_of_a_partial_auto_shard_map_pairs_with_its_operand_of_the_comb
 def test_check_text_and_json_agree_on_a_partial_auto_sum(shardscope_cli, tmp_path):
     """``check`` lists the combined sum once with its three gradients and no dead equation, and
     its JSON says the same: every jaxpr sum paired, run once."""
-    path = tmp_path / "acc.py"
-    path.write_text('''
-import jax, jax.numpy as jnp, numpy as np
-from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-import shardscope
-
-mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
-S = lambda *s: NamedSharding(mesh, P(*s))
-params = {"W": jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=S(None, "model")),
-          "b": jax.ShapeDtypeStruct((32,), jnp.float32, sharding=S()),
-          "V": jax.ShapeDtypeStruct((32, 8), jnp.float32, sharding=S())}
-xs = jax.ShapeDtypeStruct((4, 16, 16), jnp.float32, sharding=S(None, "data"))
-
-def loss_fn(p, x):
-    return jnp.mean((jnp.tanh(x @ p["W"] + p["b"]) @ p["V"]) ** 2)
-
-@shardscope.program(args=(params, xs))
-@jax.jit
-@jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P(), axis_names={"data"})
-def acc(params, xs):
-    local = jax.tree.map(lambda p: lax.pcast(p, "data", to="varying"), params)
-    def micro(a, x):
-        return jax.tree.map(jnp.add, a, jax.grad(loss_fn)(local, x)), None
-    zeros = jax.tree.map(lambda p: lax.pcast(jnp.zeros_like(p), "data", to="varying"), params)
-    grads, _ = lax.scan(micro, zeros, xs)
-    return lax.psum(grads, "data")
-''')
+    path = write_demo(tmp_path, "acc.py", PROGRAM)
     text = shardscope_cli("check", path)
     assert text.returncode == 0, text.stderr
     assert "dead" not in text.stdout and "psum_invariant[data]" not in text.stdout, text.stdout
@@ -133,11 +116,12 @@ def acc(params, xs):
         assert not c["dead"] and c["executions"] == 1
 
 
-def test_jaxpr_bytes_in_a_partial_auto_shard_map_are_an_upper_bound():
+def test_jaxpr_bytes_in_a_partial_auto_shard_map_are_an_upper_bound(tmp_path):
     """The jaxpr types ``W``'s gradient ``f32[16,32]`` (2,048 B) where a device sums ``f32[16,16]``:
     the jaxpr view says at most that. A shard_map manual over its whole (1-D) mesh is typed per
     device: its bytes are what moves, as before."""
-    acc, args = _program()
+    module = load_program_module(write_demo(tmp_path, "acc.py", PROGRAM))
+    acc, args = module.acc, (module.params, module.xs)
     ins = shardscope.inspect(acc, *args)
     assert sorted(c.bytes_per_execution for c in ins.collectives) == sorted(prod(s) * 4 for s in SHAPES.values())
     assert all(c.auto_axes == (("model", 2),) and c.bytes_count.upper_bound for c in ins.collectives)

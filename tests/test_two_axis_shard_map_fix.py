@@ -73,11 +73,13 @@ START = "acc0 = jax.tree.map(lambda a: lax.pcast(a, 'data', to='varying'), acc0)
 FINISH = "acc = jax.tree.map(lambda a: lax.psum(a, 'data') / 4, acc)"
 
 
-def _subject(tmp_path):
+def _subject(tmp_path, step: str = STEP):
+    """``step`` (STEP, or it on another mesh) imported as a user's file, the arguments placed on
+    its mesh, and shardscope's subject of it."""
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     path = tmp_path / "two_axis_step.py"
-    path.write_text(textwrap.dedent(STEP))
+    path.write_text(textwrap.dedent(step))
     module = import_file(path)[0]
     rng = np.random.default_rng(7)
 
