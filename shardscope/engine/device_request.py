@@ -53,7 +53,7 @@ def device_request(traced: "Traced", compiled: "Compiled") -> DeviceRequest | No
     with fewer than it asks for (None otherwise: a program that takes fewer on purpose)."""
     import jax  # loaded by now: the program was traced
 
-    spans = spans_devices(compiled)
+    spans = _devices_spanned(compiled)
     started = jax.device_count()
     file = _source_file(traced)
     if spans is None or file is None or spans < started:  # fewer than started: the program chose them
@@ -65,7 +65,7 @@ def device_request(traced: "Traced", compiled: "Compiled") -> DeviceRequest | No
     return DeviceRequest(count, spans, started, file, number, text)
 
 
-def spans_devices(compiled: "Compiled") -> int | None:
+def _devices_spanned(compiled: "Compiled") -> int | None:
     """How many devices the compiled program's inputs and outputs are laid over."""
     import jax
 
@@ -99,4 +99,4 @@ def _asked(file: str) -> list[tuple[int, int, str]]:
     return found
 
 
-__all__ = ["DeviceRequest", "device_request", "spans_devices"]
+__all__ = ["DeviceRequest", "device_request"]

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
 from shardscope.engine.compile_log import compiling_beside, host_threads
-from shardscope.engine.device_request import device_request, spans_devices
+from shardscope.engine.device_request import device_request
 from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence, reads_a_value_error
 from shardscope.engine.hlo.compiled import jax_traced
 from shardscope.engine.joined.inspection import API_DEBUG, InspectedCall, Inspection, dispatches_of, inspect_traced, with_compiled
@@ -167,7 +167,8 @@ def _one_device(trace: "Traced", cpu: _OnCpu) -> str:
     the hint ``inspect_on`` gives for a program over too few devices; "" for any other program."""
     import jax  # loaded by now: the program was traced
 
-    if not cpu.fixed.collectives or spans_devices(cpu.executable) != 1:
+    module = cpu.fixed.module  # the devices it runs over: its partitions times its replicas
+    if not cpu.fixed.collectives or module is None or module.num_partitions * module.replica_count != 1:
         return ""
     count = jax.device_count() if jax.device_count() > 1 else ONE_DEVICE_COUNT
     kinds = ", ".join(dict.fromkeys(f"{c.kind}[]" for c in cpu.fixed.collectives))

@@ -25,6 +25,7 @@ from shardscope.config.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
 if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledPlan
     from shardscope.sources.demos import DemoFile
     import jax
     from shardscope.targets.base import TargetDevices
@@ -226,12 +227,13 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
     compiled = {name: _compile(name, built.functions[name], built.args, settings.axis, traced[name][0])
                 for name in names}
     times = timing.time_interleaved(compiled, built.args, settings.repeats)
-    measured = _profiled(compiled, built.args) if settings.profile else {}
+    plans = {name: compiled_plan(fn.as_text() or "") for name, fn in compiled.items()}  # read once, used twice
+    measured = _profiled(compiled, plans, built.args) if settings.profile else {}
     out = []
     for name in names:
         program = from_jaxpr(traced[name][0].jaxpr)
         memory = timing.memory(compiled[name])
-        work = compiled_work(compiled_plan(compiled[name].as_text() or ""), memory, timing.cost_summary(compiled[name]))
+        work = compiled_work(plans[name], memory, timing.cost_summary(compiled[name]))
         out.append(SweepPoint(
             plan=name,
             chunk_size=chunk,
@@ -249,10 +251,11 @@ def _points(built: Plans, traced: dict[str, tuple[jax.stages.Traced, float]], ch
     return out
 
 
-def _profiled(compiled: dict[str, jax.stages.Compiled], args: tuple) -> dict[str, MeasuredPlan]:
-    """Each plan of one chunk size run under JAX's profiler, its compiled plan's times."""
+def _profiled(compiled: dict[str, jax.stages.Compiled], plans: "dict[str, CompiledPlan]", args: tuple
+              ) -> dict[str, MeasuredPlan]:
+    """Each plan of one chunk size run under JAX's profiler, its compiled plan's (``plans``) times."""
     profiles = profile_each({name: functools.partial(fn, *args) for name, fn in compiled.items()})
-    return {name: profile_onto(compiled_plan(fn.as_text() or ""), profiles[name]) for name, fn in compiled.items()}
+    return {name: profile_onto(plans[name], profiles[name]) for name in compiled}
 
 
 def _target_memory(traced: jax.stages.Traced, target: "TargetDevices", name: str) -> dict[str, int]:
