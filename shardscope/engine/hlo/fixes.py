@@ -73,15 +73,19 @@ class Signature:
         """The axes the arguments' specs name besides ``manual``."""
         return {a for _, leaves in self.arguments for spec in leaves for a in _named_axes(spec)} - set(manual)
 
+    @property
+    def divided(self) -> str:
+        """`` / 8`` after a sum over the devices, for the mean over the batch (the count in words when unknown)."""
+        return f" / {self.devices}" if self.devices else " divided by the device count"
+
     def loss_words(self, axis: str) -> str:
         """What the loss needs inside the ``shard_map``: its sum over the devices and the division."""
         losses = list(self.losses)
         if not losses:
             return ""
         what = ", ".join(losses)
-        count = f" / {self.devices}" if self.devices else " divided by the device count"
         return (f"; inside it each device's {what} covers its own shard of the batch only: return "
-                f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){count} (lax.pmean) for the mean over the batch")
+                f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){self.divided} (lax.pmean) for the mean over the batch")
 
 
 def argument_specs_text(arguments: tuple[tuple[str, tuple[str, ...]], ...],
@@ -184,9 +188,8 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
         inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
                   f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
     else:
-        divided = f" / {signature.devices}" if signature.devices else " divided by the device count"
         inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
-                  f"before it and lax.psum(acc, {axis}){divided} after it (lax.pmean: each device's jnp.mean is over "
+                  f"before it and lax.psum(acc, {axis}){signature.divided} after it (lax.pmean: each device's jnp.mean is over "
                   f"its own rows; a loss summed over rows takes lax.psum alone){signature.loss_words(axis)}")
     explicit_axes = "Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh))"
     others = signature.other_axes(summed)
