@@ -29,6 +29,7 @@ same for all, ``splittable`` when some values could leave and the others are nee
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shardscope.engine.counts import known_product
@@ -221,13 +222,7 @@ class CompiledClassifier:
         A value the innermost loop writes into its own slot of a stacked buffer, and no loop
         accumulates with a saving, is ``stackable`` (any of :data:`_STACKING_COMBINERS`); only a
         sum accumulates."""
-        carried = site.parts[part] if part is not None else site.instruction.operands[index or 0]
-        operand = self.module.instruction(carried)
-        value_bytes = operand.shape.nbytes if operand is not None else 0
-        value: Instruction = site.result
-        element = index
-        if part is not None:
-            value, element = self.module.instruction(site.part_results[part]) or site.result, None
+        value, element, value_bytes = self._followed(site, index, part)
         steps = self._steps_for(site.instruction)
         seeds: list[Value] = [(value, element)]
         inits: list[tuple[Instruction, int]] = []
@@ -260,14 +255,8 @@ class CompiledClassifier:
             scattered = scattered or found.scattered or (part is None and self._scatters(site, index))
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
-            root = body.root
-            carried_bytes = sum(root.shape.element(k).nbytes for k in found.carries) if root is not None and root.shape.is_tuple else 0
-            # deferred, a scattered sum accumulates the whole unscattered value on each device
-            factor = self._scatter_factor(site, index) if part is None else None
-            if factor is not None:
-                buffer_bytes = carried_bytes * factor
-            else:
-                buffer_bytes = (carried_bytes if slots is None else value_bytes * slots) if scattered else carried_bytes
+            stacked_bytes = None if slots is None else value_bytes * slots
+            buffer_bytes = self._accumulator_bytes(site, index, part, body, found.carries, scattered, stacked_bytes)
             if found.stacked:
                 slots = None if slots is None or trip is None else slots * trip
             left = tuple(w.name for w in site.loops[len(site.loops) - depth - 1:])
@@ -291,6 +280,31 @@ class CompiledClassifier:
         if stack is not None:
             return stack
         return OperandVerdict(NEEDED, stacked=stacked, carry_read=carry_read, read_by=read_by)
+
+    def _followed(self, site: CollectiveSite, index: int | None, part: int | None) -> tuple[Instruction, int | None, int]:
+        """Where :meth:`_deferral` starts: the value the collective makes (``part``: the slice of the
+        GPU's flat form that takes its sum back), its tuple element, and the bytes of one run's operand."""
+        carried = site.parts[part] if part is not None else site.instruction.operands[index or 0]
+        operand = self.module.instruction(carried)
+        value_bytes = operand.shape.nbytes if operand is not None else 0
+        if part is not None:
+            return self.module.instruction(site.part_results[part]) or site.result, None, value_bytes
+        return site.result, index, value_bytes
+
+    def _accumulator_bytes(self, site: CollectiveSite, index: int | None, part: int | None, body: Computation,
+                           carries: Iterable[int], scattered: bool, stacked_bytes: int | None) -> int:
+        """The bytes per device of the accumulator a deferred sum needs: the loop's carries at
+        ``carries``; deferred, a scattered sum accumulates the whole unscattered value on each device
+        (the carries times the scatter's factor, or ``stacked_bytes``, the values a stacked
+        accumulator holds, where the factor is not known)."""
+        root = body.root
+        carried_bytes = sum(root.shape.element(k).nbytes for k in carries) if root is not None and root.shape.is_tuple else 0
+        factor = self._scatter_factor(site, index) if part is None else None
+        if factor is not None:
+            return carried_bytes * factor
+        if scattered and stacked_bytes is not None:
+            return stacked_bytes
+        return carried_bytes
 
     def _reader(self, inst: Instruction) -> Reader:
         """``inst`` as the reason of a needed sum names it: its JAX primitive, pass and line."""
