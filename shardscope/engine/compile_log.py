@@ -67,8 +67,9 @@ def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
 
 
 QUIETED = "IWE"
-"""The levels of the log lines a quiet capture drops by default. A FATAL line is never dropped, by
-any capture (the process aborts after it, with no exception to say why)."""
+"""The levels of the log lines a quiet capture drops by default. A FATAL line is never dropped nor
+kept, by any capture, even the partitioner's (the process aborts after it, with no exception to say
+why): it goes on to the terminal."""
 
 
 @contextmanager
@@ -184,7 +185,9 @@ class _Forwarder:
                     break
                 logged = _LOG_LINE.match(line.decode("utf-8", "replace").rstrip("\n"))
                 kept = None if logged is None else _kept(logged)
-                if logged is not None and kept is not None:
+                if logged is not None and logged.string[0] == "F":  # never kept: the process aborts after it
+                    passing += line
+                elif logged is not None and kept is not None:
                     self._keep(int(logged.group("thread")), kept)
                 elif logged is None or not self._dropped(logged):
                     passing += line
