@@ -14,7 +14,7 @@ packet, a word and its arguments:
 - ``shut ID``: the capture ended, its reader read the pipe to its end; its copy is closed.
 - ``fatal ID\\nLINE``: the capture's reader is passing on a FATAL log line (XLA's last: the
   process aborts after it); ``shown ID``: it was passed on.
-- ``screen ESCAPES\nSETTINGS``: a full-screen app holds the terminal (the explorer):
+- ``screen ESCAPES\\nSETTINGS``: a full-screen app holds the terminal (the explorer):
   ``ESCAPES`` give it back, and ``SETTINGS`` are the terminal's before the app changed them
   (``repr`` of ``termios.tcgetattr``'s list, or ``None``). ``screen`` alone: the app gave it back.
 
@@ -41,6 +41,10 @@ FATAL_LINE = re.compile(rb"^F\d{4} [\d:.]+\s+\d+ [\w.+-]+:\d+\] ", re.MULTILINE)
 """A FATAL C++ log line's start (glog's prefix: ``F1207 22:28:18.141871   26994 hlo_instruction.cc:1615] ``)."""
 
 
+UNREAD_LIMIT = 1 << 20
+"""The most bytes read from a pipe after shardscope ended: a pipe holds 64 KiB, XLA's stack trace a few."""
+
+
 class Capture:
     """One capture's pipe, as the sentinel holds it."""
 
@@ -57,15 +61,17 @@ class Capture:
             self.fatal.append(line)
 
     def unread(self) -> bytes:
-        """What the pipe still holds (its reader died before it read it). Never blocks, and
-        changes no flag of the pipe, which it shares with shardscope's reader."""
+        """What the pipe still holds (its reader died before it read it), up to :data:`UNREAD_LIMIT`
+        (a child process that inherited descriptor 2 may still write). Never blocks, and changes
+        no flag of the pipe, which it shares with shardscope's reader."""
         data = b""
         count = array.array("i", [0])
-        while True:
+        while len(data) < UNREAD_LIMIT:
             fcntl.ioctl(self.read_end, termios.FIONREAD, count, True)
             if count[0] <= 0:
-                return data
-            data += os.read(self.read_end, count[0])
+                break
+            data += os.read(self.read_end, min(count[0], UNREAD_LIMIT - len(data)))
+        return data
 
     def last_words(self, screen: bool) -> bytes:
         """XLA's lines that did not reach the terminal: the FATAL lines its reader was passing on
