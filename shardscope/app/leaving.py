@@ -23,6 +23,7 @@ leaves at once; a second signal leaves at once too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import select
@@ -37,6 +38,7 @@ from shardscope.activities import current_activity
 from shardscope.app.base import runner
 from shardscope.distributed.interrupts import (end_child_processes, exit_status, flush_streams,
                                                 remove_temporary_files)
+from shardscope.engine.compile_abort import giving_back_the_terminal
 
 if TYPE_CHECKING:
     from shardscope.app.app import ShardscopeApp
@@ -45,9 +47,12 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 1.0
 """How long the app has to end by itself after a signal before the process leaves anyway."""
 
-RESTORE_TERMINAL = "\x1b[?1000l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?25h\x1b[?1049l"
-"""Mouse tracking and bracketed paste off, the cursor shown, the main screen back: what Textual
-undoes when it ends, written when the deadline cut its ending short."""
+RESTORE_TERMINAL = ("\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?7h\x1b[<u"
+                    "\x1b[?25h\x1b[?1049l")
+"""Mouse tracking, bracketed paste and focus events off, lines wrapped again, the keyboard
+protocol Textual pushed popped (before the main screen: each screen has its own), the cursor
+shown, the main screen back: what Textual undoes when it ends, written when the deadline cut its
+ending short, or by the sentinel after XLA aborted the process (:mod:`shardscope.engine.compile_abort`)."""
 
 
 async def run_until_quit(app: ShardscopeApp) -> int:
@@ -64,8 +69,11 @@ async def run_until_quit(app: ShardscopeApp) -> int:
     previous = {signum: signal.signal(signum, lambda signum, _frame: deadline.signalled(app, loop, signum))
                 for signum in SIGNALS}
     failed = False
+    # should XLA abort the process, its sentinel gives the terminal back before it says so
+    screen = giving_back_the_terminal(RESTORE_TERMINAL) if _is_terminal(2) else contextlib.nullcontext()
     try:
-        await app.run_async()
+        with screen:
+            await app.run_async()
     except BaseException:
         failed = True
         raise

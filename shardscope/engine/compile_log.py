@@ -7,7 +7,8 @@ rematerialization"): Python's ``sys.stderr`` never sees it, so :func:`capturing_
 descriptor 2 at a pipe for the compile (:mod:`shardscope.native_stderr`, whose redirects take
 turns: descriptor 2 is the process's) and keeps the partitioner's lines; every other byte goes on
 to the real descriptor 2 as it comes (the user's own output, and the explorer's screen, which
-Textual draws on stderr while a worker thread compiles).
+Textual draws on stderr while a worker thread compiles). Should XLA abort the process meanwhile,
+the sentinel of :mod:`shardscope.engine.compile_abort` writes what its FATAL line left in the pipe.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from shardscope.engine.compile_abort import Watched, watched
 from shardscope.native_stderr import stderr_into
 
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+(?P<thread>\d+) (?P<file>[\w.+-]+):\d+\] (?P<message>.*)$")
@@ -67,19 +69,21 @@ def limit_messages(messages: tuple[str, ...]) -> tuple[str, ...]:
 
 
 QUIETED = "IWE"
-"""The levels of the log lines a quiet capture drops by default. A FATAL line is never dropped, by
-any capture (the process aborts after it, with no exception to say why)."""
+"""The levels of the log lines a quiet capture drops by default. A FATAL line is never dropped nor
+kept, by any capture, even the partitioner's (the process aborts after it, with no exception to say
+why): it goes on to the terminal."""
 
 
 @contextmanager
-def capturing_stderr(quiet: bool = False, quieted: str = QUIETED) -> Iterator[list[str]]:
+def capturing_stderr(quiet: bool = False, quieted: str = QUIETED, doing: str = "") -> Iterator[list[str]]:
     """Descriptor 2 into a pipe for the body; yields the list that receives the messages of the
     partitioner's lines printed meanwhile (complete when the body ends). Everything else goes
     on to the real descriptor 2 as it arrives: the explorer draws its screen there (Textual
     writes to ``sys.__stderr__``) while a worker thread compiles, so only a C++ log line is
     held, until its end, to be told apart. ``quiet``: the body's other C++ log lines are
     dropped (a compiler asked to log only so that its partitioner's lines are read), those whose
-    level ``quieted`` names (``IW``: errors pass too).
+    level ``quieted`` names (``IW``: errors pass too). ``doing``: what the body does when it is not
+    a compile, as the sentinel's line says it should XLA abort the process meanwhile (``starting libtpu``).
 
     In a thread that takes part in compiles run at once (:func:`compiling_beside`), the pipe is
     theirs: the list receives the lines its own side wrote while the body ran."""
@@ -89,7 +93,8 @@ def capturing_stderr(quiet: bool = False, quieted: str = QUIETED) -> Iterator[li
             yield own
         return
     captured: list[str] = []
-    with _piped(lambda thread, message: captured.append(message), lambda thread, level: quiet and level in quieted):
+    with _piped(lambda thread, message: captured.append(message), lambda thread, level: quiet and level in quieted,
+                doing):
         yield captured
 
 
@@ -98,11 +103,13 @@ def _never(thread: int, level: str) -> bool:
 
 
 @contextmanager
-def _piped(keep: "Callable[[int, str], None]",
-           drop: "Callable[[int, str], bool]" = _never) -> "Iterator[_Forwarder]":
+def _piped(keep: "Callable[[int, str], None]", drop: "Callable[[int, str], bool]" = _never,
+           doing: str = "") -> "Iterator[_Forwarder]":
     """Descriptor 2 into a pipe for the body, its bytes passed on to the real descriptor 2 by a
     :class:`_Forwarder` thread that hands each kept line to ``keep`` (with the thread that wrote it)
-    and drops each other C++ log line whose thread and level (``I``, ``W``, ``E``) ``drop`` names."""
+    and drops each other C++ log line whose thread and level (``I``, ``W``, ``E``) ``drop`` names.
+    The sentinel holds the pipe meanwhile (:func:`~shardscope.engine.compile_abort.watched`), for
+    what XLA writes there before it aborts the process while the body is ``doing`` (default: compiling)."""
     read_end, write_end = os.pipe()
     forwarders: list[threading.Thread] = []
 
@@ -112,9 +119,9 @@ def _piped(keep: "Callable[[int, str], None]",
             forwarder.join()
 
     try:
-        with stderr_into(write_end, then=forwarded) as real:
+        with watched(read_end, doing) as sentinel, stderr_into(write_end, then=forwarded) as real:
             os.close(write_end)
-            forwarder = _Forwarder(read_end, real, keep, drop)
+            forwarder = _Forwarder(read_end, real, keep, drop, sentinel)
             forwarders.append(threading.Thread(target=forwarder.run, daemon=True, name="shardscope-stderr"))
             forwarders[0].start()
             yield forwarder
@@ -132,11 +139,14 @@ class _Forwarder:
 
     A C++ log line (``W1204 05:00:43.162335   4242 ...``) is held from its first byte to its
     newline, then kept, dropped or passed on whole; any other byte passes at once. :meth:`drained` waits
-    until every byte written to the pipe before it was called has been read and handled."""
+    until every byte written to the pipe before it was called has been read and handled. A FATAL
+    line is told to the ``sentinel`` before it is passed on, and once it is: the process aborts
+    after it, maybe before this thread writes it."""
 
     def __init__(self, read_end: int, out: int, keep: "Callable[[int, str], None]",
-                 drop: "Callable[[int, str], bool]" = _never) -> None:
+                 drop: "Callable[[int, str], bool]" = _never, sentinel: Watched | None = None) -> None:
         self._read_end, self._out, self._keep, self._drop = read_end, out, keep, drop
+        self._sentinel = sentinel
         self._out_broken = False
         self._busy = False
         self._turn = threading.Condition()
@@ -175,24 +185,35 @@ class _Forwarder:
 
     def _handle(self, data: bytes, at_line_start: bool) -> tuple[bytes, bool]:
         passing = bytearray()
+        fatal: list[bytes] = []
         held = b""
         for line in data.splitlines(keepends=True):
             complete = line.endswith(b"\n")
             if at_line_start and _LOG_START.fullmatch(line.rstrip(b"\n")[:5]) is not None:
                 if not complete:
                     held = line
+                    if line.startswith(b"F") and self._sentinel is not None:  # written in parts: its start so far
+                        self._sentinel.passing_fatal(line)
                     break
                 logged = _LOG_LINE.match(line.decode("utf-8", "replace").rstrip("\n"))
                 kept = None if logged is None else _kept(logged)
-                if logged is not None and kept is not None:
+                if logged is not None and logged.string[0] == "F":  # never kept: the process aborts after it
+                    passing += line
+                    fatal.append(line)
+                elif logged is not None and kept is not None:
                     self._keep(int(logged.group("thread")), kept)
                 elif logged is None or not self._dropped(logged):
                     passing += line
             else:
                 passing += line
             at_line_start = complete
+        if fatal and self._sentinel is not None:
+            for line in fatal:
+                self._sentinel.passing_fatal(line)
         if passing:
             self._emit(bytes(passing))
+        if fatal and self._sentinel is not None:
+            self._sentinel.passed_fatal()
         return held, at_line_start
 
     def _dropped(self, logged: "re.Match[str]") -> bool:

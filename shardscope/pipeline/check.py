@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shardscope.engine.compilation import READ_ONLY
+from shardscope.engine.compile_abort import naming_compiles
 from shardscope.engine.hlo.costing import weighed
 from shardscope.engine.hlo.plan_costs import MinSaving
 from shardscope.engine.joined.inspection import Inspection
@@ -114,7 +115,7 @@ def check_file(path: Path, function: str | None = None, devices: int | None = No
         raise unmarked_file_error(module, path)
     inspections: list[Inspection] = []
     failed: list[FailedProgram] = []
-    with paused():
+    with paused(), naming_compiles(str(path)):
         if programs:
             for program in pick(programs, function, path):
                 try:

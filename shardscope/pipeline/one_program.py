@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from shardscope.engine.compilation import compile_traced
+from shardscope.engine.compile_abort import naming_compiles
 from shardscope.engine.compile_log import compiling_beside, host_threads
 from shardscope.engine.device_request import device_request
 from shardscope.engine.dispatch.plan import DispatchPlan, is_dispatch_sequence, reads_a_value_error
@@ -133,6 +134,11 @@ def compile_program(traced: TracedProgram, compiling: Compiling = Compiling()) -
     """The inspection of a traced program, compiled for the CPU and for ``compiling.targets``
     (see the module docstring). Raises the program's compile error, and
     :class:`~shardscope.errors.TargetError` where a target cannot compile it."""
+    with naming_compiles(traced.program.title):  # XLA's abort names it (shardscope.engine.compile_abort)
+        return _compiled_program(traced, compiling)
+
+
+def _compiled_program(traced: TracedProgram, compiling: Compiling) -> InspectedProgram:
     program, trace = traced.program, traced.traced
     steps = program.dispatches(trace)
     if steps is not None:

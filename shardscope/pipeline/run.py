@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Collection, Callable, Mapping, TypeVar
 from shardscope import failures
 from shardscope.distributed.workers import collectives_transport
 from shardscope.engine.compilation import served_from_cache
+from shardscope.engine.compile_abort import naming_compiles
 from shardscope.engine.joined.inspection import Inspection
 from shardscope.errors import SettingsError, ShardscopeError, TargetError, quote_error
 from shardscope.failures import quiet_callback_logs, run_error
@@ -85,17 +86,18 @@ def analyze(
     if settings.repeats < 1:
         raise SettingsError(f"repeats must be at least 1, not {settings.repeats}.", "time each program at least once")
     loaded = loaded or load_file(settings.path)
-    if isinstance(loaded, ProgramFile):
-        if settings.function is not None:
-            listed = listed_name(loaded.functions, settings.function)  # an alias names the same program
-            if listed is None:
-                raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
-                                    f"available: {', '.join(loaded.names)}")
-            settings = settings.with_(function=listed)
-        return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
-                   targets=targets)
-    return _on_demo(settings, loaded, lambda workload: run(workload, report, measure=measure, compile=compile,
-                                                           graphs=graphs, targets=targets), plan_set, targets)
+    if isinstance(loaded, ProgramFile) and settings.function is not None:
+        listed = listed_name(loaded.functions, settings.function)  # an alias names the same program
+        if listed is None:
+            raise SettingsError(f"{settings.path.name} has no program {settings.function!r}.",
+                                f"available: {', '.join(loaded.names)}")
+        settings = settings.with_(function=listed)
+    with naming_compiles(str(settings.path)):  # XLA's abort names it (shardscope.engine.compile_abort)
+        if isinstance(loaded, ProgramFile):
+            return run(program_workload(loaded, settings), report, measure=measure, compile=compile, graphs=graphs,
+                       targets=targets)
+        return _on_demo(settings, loaded, lambda workload: run(workload, report, measure=measure, compile=compile,
+                                                               graphs=graphs, targets=targets), plan_set, targets)
 
 
 def inspect_demo(settings: Settings, loaded: DemoFile, targets: "Sequence[TargetDevices]" = ()) -> dict[str, Inspection]:

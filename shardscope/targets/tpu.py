@@ -304,7 +304,7 @@ def _quiet_start(ours: bool) -> Iterator[None]:
     if not ours:
         yield
         return
-    with capturing_stderr(quiet=True, quieted="IW"):
+    with capturing_stderr(quiet=True, quieted="IW", doing="starting libtpu"):
         yield
 
 
