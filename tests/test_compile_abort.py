@@ -87,3 +87,23 @@ def test_a_fatal_line_of_the_partitioners_own_file_reaches_the_terminal_not_the_
         os.write(2, fatal)
     assert kept == ["[SPMD] a partitioner line"]
     assert capfd.readouterr().err == fatal.decode()
+
+
+def test_captures_go_on_without_a_sentinel_where_unix_sockets_have_no_packets(monkeypatch):
+    """macOS has no ``SOCK_SEQPACKET`` for Unix sockets: ``socketpair`` raises there, and a
+    capture keeps the partitioner's lines as before, with no sentinel (and no traceback)."""
+    import socket
+
+    from shardscope.engine import compile_abort
+
+    def unsupported(*args, **kwargs):
+        raise OSError(43, "Protocol not supported")
+
+    monkeypatch.setattr(socket, "socketpair", unsupported)
+    sentinel = compile_abort._Sentinel()
+    assert sentinel.control() is None
+    sentinel.send(b"shut 1")  # nothing to send to: no error either
+    monkeypatch.setattr(compile_abort, "_SENTINEL_PROCESS", sentinel)
+    with capturing_stderr() as kept:
+        os.write(2, b"W1207 22:28:18.141871   26994 spmd_partitioner.cc:656] [SPMD] Involuntary full rematerialization\n")
+    assert kept == ["[SPMD] Involuntary full rematerialization"]

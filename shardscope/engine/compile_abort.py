@@ -57,7 +57,10 @@ class _Sentinel:
     def _start(self) -> socket.socket | None:
         if not sys.executable:
             return None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:  # macOS has no SOCK_SEQPACKET for Unix sockets: compiles go on without a sentinel there
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except (OSError, AttributeError):
+            return None
         try:
             # its own session: a Ctrl+C or a hang-up meant for shardscope's process group is not its
             # own; descriptor 2 is the terminal's even while a redirect holds this process's
