@@ -51,7 +51,10 @@ move no data.
 ## Timings and Sweep
 
 The Timings tab ends with a projection of each plan's communication onto a real interconnect:
-pick a preset and a device count (the ring formulas and sources are in the docs: Projections and cost). The Sweep
+pick a preset, and rings: *own groups* (the default, as `report --project PRESET`) costs each
+compiled collective on its own replica group of the mesh, a device count (as `--project
+PRESET:DEVICES`) puts every collective on one ring of that many devices; the projection's first
+line says which (the ring formulas and sources are in the docs: Projections and cost). The Sweep
 tab compiles and times every plan at every chunk size (in a worker: the app stays responsive)
 and charts run time and memory per device against chunk size; type a memory budget and the
 fastest point that fits is marked.
