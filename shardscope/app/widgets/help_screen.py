@@ -38,7 +38,9 @@ the Timings tab compares the programs' outputs instead.
 {keys}
 
 Keys work whatever has the focus, except while typing in an input: there `Enter` commits the
-value and `Escape` leaves the input. Outside an input `Escape` hides the error panel.
+value and `Escape` leaves the input. Outside an input `Escape` hides the error panel. A line
+wider than its tab (the Compiled tab's table beside the sidebar at 80 columns) ends in a dim `…`:
+`←`/`→` scroll the tab sideways to the rest.
 
 ## The Plans tab
 
