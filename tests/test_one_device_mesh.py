@@ -16,6 +16,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 import shardscope
 from _support import load_program_module, write_demo
+from _tpu_text import replica_group_size
 
 
 def summed_step(devices: int):
@@ -72,18 +73,8 @@ def step(W, xs):
 
 
 def _group_sizes(text: str) -> list[int]:
-    """The size of each all-reduce's first replica group, read from the compiled text (``{}``:
-    every device of the module, which ``num_partitions`` says)."""
-    partitions = int(re.search(r"num_partitions=(\d+)", text).group(1)) if "num_partitions=" in text else 1
-    sizes = []
-    for groups in re.findall(r" all-reduce\(.*?replica_groups=(\{[{}\d,]*\}|\[[\d,]+\]<=\S+)", text):
-        if groups == "{}":
-            sizes.append(partitions)
-        elif groups.startswith("["):
-            sizes.append(int(groups[1:groups.index("]")].split(",")[-1]))
-        else:
-            sizes.append(len(groups[2:groups.index("}")].split(",")))
-    return sizes
+    """The size of each all-reduce's replica groups, read from the compiled text."""
+    return [replica_group_size(line) for line in text.splitlines() if re.search(r" all-reduce\(", line)]
 
 
 def test_check_says_the_one_device_note_in_its_text_and_its_json(tmp_path, shardscope_cli):

@@ -17,6 +17,7 @@ import re
 
 import jax
 import pytest
+from _tpu_text import replica_group_size
 from app_support import DEMOS, SIZE, eventually, make_app, press, run, settle
 from textual.widgets import Select
 
@@ -34,24 +35,23 @@ LINK = preset("nvlink-h100")  # the picker's first preset: the tab's default
 _HEADER = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*\{$", re.M)
 _WHILE = re.compile(r"^\s+(?:ROOT )?%[\w.\-]+ = .* while\(.*?body=%([\w.\-]+).*\"known_trip_count\":\{\"n\":\"(\d+)\"\}",
                     re.M)
-_COLLECTIVE = re.compile(r"^\s+(?:ROOT )?%[\w.\-]+ = (\(.*?\)|\S+) (all-reduce|all-gather|reduce-scatter)\(.*?"
-                         r"replica_groups=(\{[{}\d,]*\})", re.M)
+_COLLECTIVE = re.compile(r"^\s+(?:ROOT )?%[\w.\-]+ = (\(.*?\)|\S+) (all-reduce|all-gather|reduce-scatter)\(.*$", re.M)
 
 
 def _collectives(text: str) -> list[tuple[str, int, int, int]]:
     """``(kind, runs per call, result bytes, group size)`` of each collective of a compiled
-    module: the bytes are its f32 result's (a combined one's tuple summed), the group its first
-    listed replica group, and one inside a while body runs the loop's ``known_trip_count`` times
-    (fsdp's plans nest no loops)."""
+    module: the bytes are its f32 result's (a combined one's tuple summed), the group size its
+    replica groups' (in whichever form XLA prints them), and one inside a while body runs the
+    loop's ``known_trip_count`` times (fsdp's plans nest no loops)."""
     heads = list(_HEADER.finditer(text))
     trips = {m.group(1): int(m.group(2)) for m in _WHILE.finditer(text)}
     found = []
     for i, head in enumerate(heads):
         body = text[head.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)]
-        for result, kind, groups in _COLLECTIVE.findall(body):
-            shapes = re.findall(r"f32\[([\d,]*)\]", result)
+        for match in _COLLECTIVE.finditer(body):
+            shapes = re.findall(r"f32\[([\d,]*)\]", match.group(1))
             nbytes = 4 * sum(math.prod(int(d) for d in dims.split(",") if d) for dims in shapes)
-            found.append((kind, trips.get(head.group(1), 1), nbytes, len(groups[2:groups.index("}")].split(","))))
+            found.append((match.group(2), trips.get(head.group(1), 1), nbytes, replica_group_size(match.group(0))))
     return found
 
 
