@@ -148,3 +148,25 @@ def _array(shape: str) -> tuple[str, int]:
     if not found:
         return ("?", 0)
     return found.group(1), math.prod(int(d) for d in found.group(2).split(",") if d)
+
+
+_LISTED_GROUPS = re.compile(r"replica_groups=\{\{([\d,]*)\}")
+_IOTA_GROUPS = re.compile(r"replica_groups=\[[\d,]*?(\d+)\]<=")
+_MESH_GROUPS = re.compile(r"replica_groups=mesh\[([^\]]*)\] \{([^}]*)\}")
+
+
+def replica_group_size(instruction: str) -> int:
+    """The devices in each replica group of a collective's instruction line, in the three forms
+    XLA prints: listed (``{{0,2,4,6},{1,3,5,7}}``: 4), iota (``[2,4]<=[4,2]T(1,0)``: 2 groups of
+    4) or the mesh form of newer XLA (``mesh['data'=4,'model'=2] {'data'}``: the listed axes'
+    sizes multiplied, 4)."""
+    mesh = _MESH_GROUPS.search(instruction)
+    if mesh:
+        sizes = {name: int(size) for name, size in re.findall(r"'(\w+)'=(\d+)", mesh.group(1))}
+        return math.prod(sizes[name] for name in re.findall(r"'(\w+)'", mesh.group(2)))
+    iota = _IOTA_GROUPS.search(instruction)
+    if iota:
+        return int(iota.group(1))
+    listed = _LISTED_GROUPS.search(instruction)
+    assert listed is not None, f"no replica groups read in {instruction[:200]}"
+    return len(listed.group(1).split(","))

@@ -1,9 +1,12 @@
 """A program over a mesh of one device: its collectives run over groups of one and exchange
 nothing. ``shardscope.inspect`` says so first, with the hint ``inspect_on`` gives a program over
-too few devices (the file's line that takes the count), instead of a bare ``all-reduce[]``."""
+too few devices (the file's line that takes the count), instead of a bare ``all-reduce[]``;
+``check`` says it in its text and in its JSON (``mesh_note``), one value rendered twice."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import jax
@@ -12,6 +15,8 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 import shardscope
+from _support import load_program_module, write_demo
+from _tpu_text import replica_group_size
 
 
 def summed_step(devices: int):
@@ -45,3 +50,60 @@ def test_a_sharded_program_has_no_such_note():
     inspection = shardscope.inspect(summed_step(2), *ARGS)
     assert inspection.one_device == "" and "spans 1 device" not in str(inspection)
     assert [c.axes for c in inspection.paired] == [("s",)]
+
+
+ONE_DEVICE_PROGRAM = """
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+mesh = Mesh(np.array(jax.devices()[:{devices}]), ("batch",))
+W = jnp.ones((4, 4))
+xs = jnp.ones((3, 8, 4))
+
+
+@shardscope.program(args=(W, xs))
+@jax.jit
+@jax.shard_map(mesh=mesh, in_specs=(P(), P(None, "batch")), out_specs=P())
+def step(W, xs):
+    def body(acc, x):
+        return acc + lax.psum(jnp.sum(x @ W), "batch"), None
+    total, _ = lax.scan(body, 0.0, xs)
+    return total
+"""
+
+
+def _group_sizes(text: str) -> list[int]:
+    """The size of each all-reduce's replica groups, read from the compiled text."""
+    return [replica_group_size(line) for line in text.splitlines() if re.search(r" all-reduce\(", line)]
+
+
+def test_check_says_the_one_device_note_in_its_text_and_its_json(tmp_path, shardscope_cli):
+    """A program over ``jax.devices()[:1]`` with a psum in a scan: XLA compiles one all-reduce over
+    a group of one device (read from its text); ``check`` prints the note first and ``check
+    --json`` carries the same words as the program's ``mesh_note`` (it carried none)."""
+    path = write_demo(tmp_path, "one_device.py", ONE_DEVICE_PROGRAM.format(devices=1))
+    module = load_program_module(path)
+    assert _group_sizes(module.step.lower(module.W, module.xs).compile().as_text()) == [1]
+
+    text = shardscope_cli("check", path)
+    assert text.returncode == 1, text.stderr  # the all-reduce[] in the scan is still deferrable
+    said = " ".join(text.stdout.split())
+    assert said.startswith("The program's mesh spans 1 device: its collectives (all-reduce[]) run over groups of one "
+                           "device, on no mesh axis, and exchange nothing")
+    assert "take 8 devices where one_device.py line 11 takes 1 (jax.devices()[:1])." in said
+
+    result = shardscope_cli("check", path, "--json")
+    assert result.returncode == 1, result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    note = program["mesh_note"]
+    assert note is not None and said.startswith(" ".join(note.split()))  # the text's first paragraph, word for word
+    assert note.endswith("take 8 devices where one_device.py line 11 takes 1 (jax.devices()[:1]).")
+
+
+def test_check_json_of_a_sharded_program_has_no_mesh_note(tmp_path, shardscope_cli):
+    path = write_demo(tmp_path, "two_devices.py", ONE_DEVICE_PROGRAM.format(devices=2))
+    module = load_program_module(path)
+    assert _group_sizes(module.step.lower(module.W, module.xs).compile().as_text()) == [2]
+    result = shardscope_cli("check", path, "--json")
+    (program,) = json.loads(result.stdout)["programs"]
+    assert program["mesh_note"] is None and "spans 1 device" not in shardscope_cli("check", path).stdout

@@ -85,6 +85,7 @@ def test_the_app_opens_it_with_the_timings_marked_not_run(tmp_path, monkeypatch)
     from app_support import SIZE, make_app, press, run, settle
 
     from shardscope.app.views import HloView
+    from shardscope.app.views.projection import ProjectionPanel
     from shardscope.app.widgets.error_panel import ErrorPanel
     from shardscope.app.widgets.status import StatusLine
 
@@ -101,6 +102,10 @@ def test_the_app_opens_it_with_the_timings_marked_not_run(tmp_path, monkeypatch)
             assert "Not run or timed: The example arguments of the program step do not fit in memory" in " ".join(
                 timings.split())
             assert "run median" in timings and "not run" in timings
+            # nothing timed, the groups read from the compiled module: its psum over both devices
+            projection = " ".join(app.query_one(ProjectionPanel).plain.split())
+            assert "with each collective over its own group of the 2-device mesh" in projection
+            assert "step: 4 us per call (1 collective run)" in projection  # 2 x 2 us + 2 x 1/2 x 4 B / 450 GB/s
             await press(pilot, "5")
             await settle(pilot)
             assert "step: 1 compiled collective" in app.query_one(HloView).body.plain

@@ -32,14 +32,26 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
     with their runs per call and bytes per run, each on a ring of ``devices`` (one ring over every
     device) or, without a count, of its own group of the analysed mesh (a data=4 x model=2 mesh's
     all-reduce over ``data``: 4)."""
-    mesh = (analysis.shapes.devices if analysis.shapes is not None else  # a program file: the devices it ran over
-            analysis.timed_on.devices if analysis.timed_on is not None else None)
+    mesh = analysed_devices(analysis)
     if mesh is None and devices is None:
         raise ValueError("a program file has no analysed mesh: give the device count to project onto")
     n = devices or mesh
     assert n is not None
     return Projection(link=link, devices=n, plans={name: _plan(plan, link, devices, n) for name, plan in analysis.plans.items()},
                       own_groups=devices is None)
+
+
+def analysed_devices(analysis: "Analysis") -> int | None:
+    """The devices of the analysed mesh: a demo's mesh, else the devices a program file's programs
+    ran over, else those their compiled modules span (a program whose arguments did not fit, so
+    nothing was timed); None for programs only traced."""
+    if analysis.shapes is not None:
+        return analysis.shapes.devices
+    if analysis.timed_on is not None:
+        return analysis.timed_on.devices
+    modules = [plan.compiled.module for plan in analysis.plans.values()
+               if plan.compiled is not None and plan.compiled.module is not None]
+    return max((m.num_partitions * m.replica_count for m in modules), default=None)
 
 
 def _plan(plan: "PlanResult", link: Link, devices: int | None, mesh_devices: int) -> PlanProjection:

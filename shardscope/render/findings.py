@@ -169,10 +169,8 @@ def render_inspection(inspection: "Inspection") -> Themed:
 
     failing = inspection.flagged or inspection.rematerializations
     parts: list[RenderableType] = [Text(summary(inspection), style="check.failed" if failing else "check.passed")]
-    if inspection.device_request is not None:  # a pass that checked a program over too few devices
-        parts.insert(0, Text(inspection.device_request.note(), style="check.failed"))
-    elif inspection.one_device:  # collectives over groups of one device: nothing they show is communication
-        parts.insert(0, Text(inspection.one_device, style="check.failed"))
+    if inspection.mesh_note:  # too few devices, or groups of one: nothing the plan shows is the sharded run's
+        parts.insert(0, Text(inspection.mesh_note, style="check.failed"))
     paired = inspection.paired
     if paired:
         parts.append(collectives_table(paired))
@@ -265,7 +263,9 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
     instructions; ``partitioner_findings`` what the partitioner warned about while compiling
     (each with its ``kind``: ``involuntary-rematerialization``); ``flagged`` counts the collectives ``check`` fails on, each once across the
     two views; ``counts`` and ``jaxpr_counts`` are the runs per call of each compiled kind and
-    of each live JAX primitive.
+    of each live JAX primitive. ``mesh_note`` is what the text says first of the devices the
+    program spans (:attr:`~shardscope.engine.joined.inspection.Inspection.mesh_note`), null for a
+    program over the devices it means.
     """
     dead = {c.equation_id for c in inspection.dead_collectives}
     data = {
@@ -282,6 +282,7 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
                                if c.compiled is None and not c.dead],
         "partitioner_findings": [warning_json(w) for w in inspection.compiled.partitioner]
         if inspection.compiled is not None else [],
+        "mesh_note": inspection.mesh_note or None,
     }
     return data
 

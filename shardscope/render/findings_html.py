@@ -46,7 +46,7 @@ def inspection_html(inspection: "Inspection") -> str:
     return (
         f'<div id="{root_id}" class="shardscope-inspection">'
         f"<style>{_style(f'#{root_id}', bool(inspection.flagged))}</style>"
-        f"{_device_request(inspection)}"
+        f"{_mesh_note(inspection)}"
         f'<p class="summary">{html.escape(summary(inspection))}</p>'
         f"{_table(inspection) if inspection.paired else ''}"
         f"{_notes(inspection)}"
@@ -54,11 +54,10 @@ def inspection_html(inspection: "Inspection") -> str:
     )
 
 
-def _device_request(inspection: "Inspection") -> str:
+def _mesh_note(inspection: "Inspection") -> str:
     """The note of a program over fewer devices than its source asks for, or over one device with
     collectives (nothing without one)."""
-    request = inspection.device_request
-    note = inspection.one_device if request is None else request.note()
+    note = inspection.mesh_note
     return f'<p class="summary"><b>{html.escape(note, quote=False)}</b></p>' if note else ""
 
 

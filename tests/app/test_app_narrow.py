@@ -276,3 +276,38 @@ def test_at_120x40_with_the_sidebar_the_compared_plans_show_whole_names():
             assert not any("no room at this width" in row for row in screen_text(app))
 
     run(scenario())
+
+
+def test_at_80x24_with_the_sidebar_the_compiled_table_keeps_its_columns_and_scrolls_sideways():
+    """At 80 columns with the sidebar open the Compiled tab has about 54 columns for a table of
+    70: rich squeezed it to fit, cutting every column (``runs/cal``, ``deferrabl``, the value
+    column gone). The table keeps every column whole, and the tab scrolls sideways to it from the
+    keyboard (a dim ``…`` marks where the row goes on). linear.py's naive plan: W's gradient, 5
+    float32 = 20 B, summed in each of the 2 chunks (64 examples over 2 devices, 16 a chunk): 2
+    runs, 40 B per call."""
+    from shardscope.app.views import HloView
+
+    async def scenario():
+        app = make_app(DEMOS / "linear.py")
+        async with app.run_test(size=NARROW) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await settle(pilot)
+            await press(pilot, "f2")
+            await settle(pilot)
+            body = app.query_one(HloView).body
+            assert app.sidebar_shown and body.size.width < 60
+            laid_out = body.plain.splitlines()
+            header = next(line for line in laid_out if "collective" in line and "verdict" in line)
+            assert header.split() == ["#", "collective", "value", "loops", "runs/call", "B/call", "verdict"]
+            row = next(line for line in laid_out if "all-reduce[s]" in line)
+            assert row.split() == ["1", "all-reduce[s]", "grad(params)", "2", "2", "40", "deferrable"]
+
+            shown = widget_rows(body)
+            y = next(k for k, line in enumerate(shown) if "all-reduce[s]" in line)
+            assert shown[y].rstrip().endswith("…") and "deferrable" not in shown[y]
+            assert app.focused is body  # the arrows reach it
+            await press(pilot, *["right"] * body.max_scroll_x)
+            assert widget_rows(body)[y].split()[-4:] == ["2", "2", "40", "deferrable"]
+
+    run(scenario())

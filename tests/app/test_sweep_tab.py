@@ -23,9 +23,11 @@ def test_timings_tab_projects_onto_the_picked_preset_and_device_count(analysis_o
         await drain(pilot)
         panel = view.query_one(ProjectionPanel)
         text = shown(panel.query_one("#projection-body", Static))
-        expected = project(analysis, preset("nvlink-h100"), 8)
-        assert "projected onto nvlink-h100" in text and "with 8 devices" in text
-        assert f"naive: {format_seconds(expected.plans['naive'].comm_s_per_call)} per call (2 collective runs)" in text
+        # by default each collective on its own group: W's 20 B all-reduce on a ring of the 2 devices, in each of
+        # the 2 chunks: 2 x (2 x 2 us + 2 x 1/2 x 20 B / 450 GB/s) = 8.0001 us
+        assert "projected onto nvlink-h100" in text
+        assert "with each collective over its own group of the 2-device mesh" in text
+        assert "naive: 8 us per call (2 collective runs)" in text
         assert "projected naive/deferred communication time: 2.00x" in text
         assert "source: bandwidth:" in text
 
@@ -125,12 +127,18 @@ def test_timings_tab_projects_the_mlps_one_combined_all_reduce_per_chunk(analysi
     """The Timings tab projects what XLA runs: demos/mlp.py's four psums per chunk are one
     combined all-reduce of 2,704 B, 2 chunks in the naive plan (tests/test_projection.py counts
     it in the compiled text): 2 x (14 x 2 us + 14/8 x 2,704 B / 450 GB/s) = 56.02 us, not the
-    jaxpr's 8 runs (224 us)."""
+    jaxpr's 8 runs (224 us), with 8 devices picked; by default each run is on its own group, the
+    2 devices analysed: 2 x (2 x 2 us + 1/2 x 2 x 2,704 B / 450 GB/s) = 8.012 us."""
     analysis = analysis_of("mlp.py")
     view = TimingsView()
 
     async def script(app, pilot):
         view.show_analysis(analysis)
+        await drain(pilot)
+        text = " ".join(shown(view.query_one(ProjectionPanel).query_one("#projection-body", Static)).split())
+        assert "naive: 8.012 us per call (2 collective runs)" in text
+        assert "deferred: 4.006 us per call (1 collective run)" in text
+        view.query_one(ProjectionPanel).query_one("#projection-devices", Select).value = 8
         await drain(pilot)
         text = " ".join(shown(view.query_one(ProjectionPanel).query_one("#projection-body", Static)).split())
         assert "naive: 56.02 us per call (2 collective runs)" in text

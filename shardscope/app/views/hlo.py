@@ -30,7 +30,7 @@ from textual.worker import get_current_worker
 from shardscope.app.base import runner
 
 from shardscope.app.base.summaries import loop_style
-from shardscope.app.views.lines import lay_out, offer_focus, worker_console
+from shardscope.app.views.lines import lay_out, offer_focus, whole_cells_width, worker_console
 from shardscope.app.views.pane import RenderedPane
 from shardscope.engine.hlo.roofline import seconds_words
 from shardscope.engine.counts import runs_per_call
@@ -380,7 +380,9 @@ def lay_out_blocks(analysis: "Analysis", selected: Target | None, width: int, co
             progress(done, total)
         if layout.slice_start is None and headings and isinstance(block, Text) and block.plain.startswith(headings):
             layout.slice_start = len(layout.lines)
-        layout.lines += lay_out(console, block, max(width, 20))
+        # a table narrower than its cells need is laid out at that width: the view scrolls sideways to it
+        needed = whole_cells_width(console, block) if isinstance(block, Table) else 0
+        layout.lines += lay_out(console, block, max(width, 20, needed))
     return layout
 
 

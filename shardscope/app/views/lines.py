@@ -14,6 +14,7 @@ from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.events import Resize
@@ -175,6 +176,23 @@ def lay_out(console: Console, renderable: RenderableType, width: int | None = No
     if width is None:
         width = max(Measurement.get(console, options.update_width(100_000), renderable).maximum, 1)
     return console.render_lines(renderable, options.update_width(width), pad=False)
+
+
+def whole_cells_width(console: Console, table: Table) -> int:
+    """The narrowest ``table`` lays out at with every cell of a column that does not wrap whole:
+    those columns at their widest cell, each that wraps at its ``min_width`` (1 without one).
+    Rich squeezes a table narrower than that by cutting every column (``deferrabl``,
+    ``runs/cal``, a folding column gone); laid out this wide, the view scrolls sideways to the
+    rest instead."""
+    options = console.options.update_width(100_000)
+    natural = Measurement.get(console, options, table).maximum
+    folds = 0
+    for column in table.columns:
+        if column.no_wrap:
+            continue
+        widest = max(Measurement.get(console, options, cell).maximum for cell in (column.header, *column.cells))
+        folds += max(widest - (column.min_width or 1), 0)
+    return natural - folds
 
 
 def worker_console() -> Console:

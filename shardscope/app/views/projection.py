@@ -1,4 +1,9 @@
-"""The projection panel of the Timings tab: pick an interconnect preset and a device count.
+"""The projection panel of the Timings tab: pick an interconnect preset and the rings.
+
+By default each compiled collective is costed on a ring of its own replica group of the analysed
+mesh, as ``report --project PRESET`` costs it (an all-reduce over ``data`` of a data=4 x model=2
+mesh: a ring of 4); a device count picked puts every collective on one ring of that many devices,
+as ``--project PRESET:DEVICES`` does. The projection's title says which.
 
 Projecting is a pure function of the analysis' collectives (no JAX), so it runs on the UI
 thread when a choice changes. With a target (a TPU slice or GPUs), each plan's compiled collectives
@@ -17,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from shardscope.costmodel.interconnects import PRESETS, preset
-from shardscope.pipeline.projections import project
+from shardscope.pipeline.projections import analysed_devices, project
 from shardscope.render.projection import MEASURED, lines
 from shardscope.render.targets import interconnect_sentence
 
@@ -26,10 +31,17 @@ if TYPE_CHECKING:
     from shardscope.pipeline.comparison import Comparison
 
 DEVICE_CHOICES = (2, 4, 8, 16, 64, 256, 1024)
+"""The device counts offered for one ring over every device (``--project PRESET:DEVICES``)."""
+OWN_GROUPS = None
+"""The rings' choice with no count, the default: each collective on its own replica group
+(``--project PRESET``, the device count :func:`~shardscope.pipeline.projections.project` is not given)."""
+OWN_GROUPS_LABEL = "own groups"
+NO_GROUPS = "No compiled module to read each collective's group from: pick a device count to project onto."
 
 
 class ProjectionPanel(Widget):
-    """Each plan's communication projected onto the chosen interconnect and ring size."""
+    """Each plan's communication projected onto the chosen interconnect, each collective on its
+    own group or on one ring of the chosen device count."""
 
     DEFAULT_CSS = """
     ProjectionPanel {
@@ -67,8 +79,8 @@ class ProjectionPanel(Widget):
             yield Select([(p.name, p.name) for p in PRESETS], value=PRESETS[0].name, allow_blank=False,
                          id="projection-preset", prompt="interconnect")
             yield Label("with", classes="projection-label")
-            yield Select([(f"{n} devices", n) for n in DEVICE_CHOICES], value=8, allow_blank=False,
-                         id="projection-devices", prompt="devices")
+            yield Select([(OWN_GROUPS_LABEL, OWN_GROUPS), *((f"{n} devices", n) for n in DEVICE_CHOICES)],
+                         value=OWN_GROUPS, allow_blank=False, id="projection-devices", prompt="devices")
         yield Static(id="projection-body")
 
     def show_projection(self, analysis: Analysis, comparison: Comparison | None = None) -> None:
@@ -92,7 +104,10 @@ class ProjectionPanel(Widget):
             return
         link = preset(str(self.query_one("#projection-preset", Select).value))
         devices = self.query_one("#projection-devices", Select).value
-        assert isinstance(devices, int)  # made with allow_blank=False: always a count
+        assert devices is OWN_GROUPS or isinstance(devices, int)  # made with allow_blank=False: always a choice
+        if devices is OWN_GROUPS and analysed_devices(self.analysis) is None:  # only traced: no groups to read
+            self.query_one("#projection-body", Static).update(Text(NO_GROUPS, "dim"))
+            return
         text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
         if self.measurements_hidden:
             text = [line.split(MEASURED)[0] for line in text]

@@ -38,7 +38,9 @@ the Timings tab compares the programs' outputs instead.
 {keys}
 
 Keys work whatever has the focus, except while typing in an input: there `Enter` commits the
-value and `Escape` leaves the input. Outside an input `Escape` hides the error panel.
+value and `Escape` leaves the input. Outside an input `Escape` hides the error panel. A line
+wider than its tab (the Compiled tab's table beside the sidebar at 80 columns) ends in a dim `…`:
+`←`/`→` scroll the tab sideways to the rest.
 
 ## The Plans tab
 
@@ -51,7 +53,10 @@ move no data.
 ## Timings and Sweep
 
 The Timings tab ends with a projection of each plan's communication onto a real interconnect:
-pick a preset and a device count (the ring formulas and sources are in the docs: Projections and cost). The Sweep
+pick a preset, and rings: *own groups* (the default, as `report --project PRESET`) costs each
+compiled collective on its own replica group of the mesh, a device count (as `--project
+PRESET:DEVICES`) puts every collective on one ring of that many devices; the projection's first
+line says which (the ring formulas and sources are in the docs: Projections and cost). The Sweep
 tab compiles and times every plan at every chunk size (in a worker: the app stays responsive)
 and charts run time and memory per device against chunk size; type a memory budget and the
 fastest point that fits is marked.

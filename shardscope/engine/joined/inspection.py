@@ -102,6 +102,13 @@ class Inspection:
     printing says it first. Empty otherwise."""
 
     @property
+    def mesh_note(self) -> str:
+        """What every rendering (the text, the notebook's HTML, ``check --json``'s ``mesh_note``)
+        says first of the devices the program spans: :attr:`device_request`'s note, else
+        :attr:`one_device`; empty for a program over the devices it means."""
+        return self.device_request.note() if self.device_request is not None else self.one_device
+
+    @property
     def compiler(self) -> str:
         """Whose plan :attr:`compiled` is: ``XLA:CPU``, or the compiler of the chips it ran on
         (``--on tpu``: ``XLA:TPU``), or a dumped module's own compiler."""
