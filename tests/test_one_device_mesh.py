@@ -107,3 +107,20 @@ def test_check_json_of_a_sharded_program_has_no_mesh_note(tmp_path, shardscope_c
     result = shardscope_cli("check", path, "--json")
     (program,) = json.loads(result.stdout)["programs"]
     assert program["mesh_note"] is None and "spans 1 device" not in shardscope_cli("check", path).stdout
+
+
+def test_check_github_warns_of_the_one_device_note_on_the_file(tmp_path, shardscope_cli):
+    """``check --format github`` annotates the note as a warning on the file (it fails nothing: the
+    exit status is the text's), so a one-device check in CI does not pass in silence; a program
+    over the devices it means gets none."""
+    path = write_demo(tmp_path, "one_device.py", ONE_DEVICE_PROGRAM.format(devices=1))
+    result = shardscope_cli("check", path, "--format", "github", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # as the text's: the deferrable all-reduce[] counts
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("::warning ")]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("::warning file=one_device.py,title=shardscope%3A step runs over too few devices")
+    assert "::step: The program's mesh spans 1 device: its collectives (all-reduce[]) run over groups of one" in warnings[0]
+    assert sum(line.startswith("::error ") for line in result.stdout.splitlines()) == 1  # the finding, as before
+
+    two = write_demo(tmp_path, "two_devices.py", ONE_DEVICE_PROGRAM.format(devices=2))
+    assert "::warning" not in shardscope_cli("check", two, "--format", "github", cwd=tmp_path).stdout

@@ -4,7 +4,9 @@ into an annotation on the user's line of the pull request (written by
 
 The findings are the ones the exit status counts: with targets, those a target still runs in
 a loop, and a step that does not fit in a target's memory (an error on the file); a program
-that was not checked is an error on the file.
+that was not checked is an error on the file. A program whose plan is not its sharded run's
+(traced over one device, or fewer than it asks for: the text's first note) is a warning on the
+file, which fails nothing: a check that passes there would otherwise say nothing at all.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import loop_words, placement_words
-from shardscope.render.workflow_commands import error_command, error_where, relative, same_file
+from shardscope.render.workflow_commands import error_command, error_where, relative, same_file, warning_command
 
 if TYPE_CHECKING:
     from shardscope.engine.joined.inspection import Inspection
@@ -31,7 +33,8 @@ _LINE = re.compile(r":(?P<line>\d+)(?: \(.*\))?$")
 
 def workflow_commands(path: Path, checked: FileCheck, cwd: Path | None = None) -> list[str]:
     """One ``::error`` line per finding the judged check's exit status counts (an involuntary full
-    rematerialization too, at its line), and per program not checked.
+    rematerialization too, at its line), and per program not checked; one ``::warning`` per
+    program with a :attr:`~shardscope.engine.joined.inspection.Inspection.mesh_note`.
 
     A finding is placed at the user's line that wrote the collective (the checked ``path``
     itself when it has none); paths are relative to ``cwd`` (default: the working directory).
@@ -40,6 +43,10 @@ def workflow_commands(path: Path, checked: FileCheck, cwd: Path | None = None) -
     here = os.path.abspath(cwd or Path.cwd())
     lines = []
     for ins in checked.inspections:
+        if ins.mesh_note:  # the text's first words: what the plan shows is not the sharded run's
+            lines.append(warning_command({"file": relative(path, here)},
+                                         f"shardscope: {ins.function} runs over too few devices to show its sharded plan",
+                                         f"{ins.function}: {ins.mesh_note}"))
         for collective, title, message in _findings(ins):
             lines.append(error_command(_where(collective, path, here), title, message))
         for plan in ins.targets:

@@ -1,4 +1,4 @@
-"""GitHub's workflow commands, written: ``::error file=PATH,line=N,title=TITLE::MESSAGE``.
+"""GitHub's workflow commands, written: ``::error file=PATH,line=N,title=TITLE::MESSAGE`` (or ``::warning``).
 
 A GitHub Actions run turns each such line on a step's output into an annotation on the pull
 request. PATH is relative to the working directory (the checkout, where a workflow's steps run).
@@ -17,8 +17,17 @@ from shardscope.errors import ShardscopeError
 
 def error_command(where: dict[str, str], title: str, message: str) -> str:
     """``::error file=...,line=...,title=...::message``, escaped."""
+    return _command("error", where, title, message)
+
+
+def warning_command(where: dict[str, str], title: str, message: str) -> str:
+    """``::warning file=...,line=...,title=...::message``, escaped: an annotation that fails nothing."""
+    return _command("warning", where, title, message)
+
+
+def _command(level: str, where: dict[str, str], title: str, message: str) -> str:
     properties = ",".join(f"{key}={_property(value)}" for key, value in {**where, "title": title}.items())
-    return f"::error {properties}::{_data(message)}"
+    return f"::{level} {properties}::{_data(message)}"
 
 
 def stopped_command(error: ShardscopeError, path: Path, cwd: Path | None = None, title: str | None = None) -> str:
