@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis, PlanResult
 
 
+class NoAnalysedMesh(ValueError):
+    """:func:`project` without a device count of programs only traced: no mesh, no groups to read."""
+
+
 def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Projection:
     """Project every plan of ``analysis`` onto ``link``: the collectives its compiled module runs,
     with their runs per call and bytes per run, each on a ring of ``devices`` (one ring over every
@@ -34,7 +38,7 @@ def project(analysis: "Analysis", link: Link, devices: int | None = None) -> Pro
     all-reduce over ``data``: 4)."""
     mesh = analysed_devices(analysis)
     if mesh is None and devices is None:
-        raise ValueError("a program file has no analysed mesh: give the device count to project onto")
+        raise NoAnalysedMesh("a program file has no analysed mesh: give the device count to project onto")
     n = devices or mesh
     assert n is not None
     return Projection(link=link, devices=n, plans={name: _plan(plan, link, devices, n) for name, plan in analysis.plans.items()},

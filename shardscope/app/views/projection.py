@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from shardscope.costmodel.interconnects import PRESETS, preset
-from shardscope.pipeline.projections import analysed_devices, project
+from shardscope.pipeline.projections import NoAnalysedMesh, project
 from shardscope.render.projection import MEASURED, lines
 from shardscope.render.targets import interconnect_sentence
 
@@ -105,10 +105,12 @@ class ProjectionPanel(Widget):
         link = preset(str(self.query_one("#projection-preset", Select).value))
         devices = self.query_one("#projection-devices", Select).value
         assert devices is OWN_GROUPS or isinstance(devices, int)  # made with allow_blank=False: always a choice
-        if devices is OWN_GROUPS and analysed_devices(self.analysis) is None:  # only traced: no groups to read
+        try:
+            projection = project(self.analysis, link, None if devices is OWN_GROUPS else devices)
+        except NoAnalysedMesh:  # only traced: no groups to read
             self.query_one("#projection-body", Static).update(Text(NO_GROUPS, "dim"))
             return
-        text = lines(self.analysis, project(self.analysis, link, devices), self.comparison)
+        text = lines(self.analysis, projection, self.comparison)
         if self.measurements_hidden:
             text = [line.split(MEASURED)[0] for line in text]
         body = Text("\n".join(text))
