@@ -14,7 +14,10 @@ partitioned module's own dataflow, value by value (a combined collective carries
   output saves nothing: see ``stackable``). A reduce-scatter (or the TPU's all-reduce scattered
   by its fusion) deferred sums the whole accumulator after the loop: its bytes, not the
   shard's, are what one run then moves. Two sums added into the same accumulator (XLA:GPU's
-  copy of a loop's last iteration beside the loop's own) leave it together.
+  copy of a loop's last iteration beside the loop's own) leave it together, and so do the two
+  sums of the partitioner's scatter-add into a replicated accumulator (the accumulator and one
+  sum kept on one device of the group by a ``select`` on the partition id, every device's rows
+  scattered in, the buffer summed over the group: see :mod:`~shardscope.engine.hlo.accumulation`).
 - ``stackable``: each iteration writes the collective's result into its own slot of a stacked
   carry (:mod:`~shardscope.engine.hlo.slots`): one collective of the slots after the loop gives
   the same result, whatever its combiner.
@@ -249,6 +252,9 @@ class CompiledClassifier:
             if combiner != "add":
                 break
             level = self._level(site, loop, body, seeds, inits, threaded, steps)
+            if isinstance(level.found, Accumulated) and level.found.masked \
+                    and (site.kind != ALL_REDUCE or (part is None and self._scatters(site, index))):
+                level = _Level(NotAccumulated())  # a device's own shard, kept on one device, is not the sum
             if isinstance(level.found, NotAccumulated):
                 carry_read = carry_read or (level.found.carry_read and best is None)
                 if best is None and level.found.read_by is not None:
