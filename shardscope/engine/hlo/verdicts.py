@@ -378,9 +378,10 @@ class CompiledClassifier:
             for other in self.finder.sites():
                 if other is site or not self._alike(site, other, combined=True):
                     continue
-                if own is other.result and own.computation == body.name and self._combined_operand_bytes(other, source):
-                    return other, source, None  # one value of another combined sum (a fold's, see accumulation)
-                if len(other.instruction.operands) != 1:
+                taken = self._fused_as(source)
+                if taken.computation == body.name and self._combined_operand_bytes(other, taken):
+                    return other, taken, None  # one value of another combined (or flat) sum, a fold's: see accumulation
+                if len(other.instruction.operands) != 1 or other.parts:
                     continue
                 if source is other.result and other.result.computation == body.name:
                     return other, source, None
@@ -428,15 +429,26 @@ class CompiledClassifier:
         carrying one value (``combined``: or ``other`` several, one of which is met)."""
         a, b = site.instruction, other.instruction
         return other.kind in SUM_KINDS and site.kind in SUM_KINDS and (len(b.operands) == 1 or combined) \
-            and not other.parts and self.combiner(b) == self.combiner(a) == "add" \
+            and (not other.parts or combined) and self.combiner(b) == self.combiner(a) == "add" \
             and (b.attribute("replica_groups") == a.attribute("replica_groups")
                  or self._steps_for(a).replication.same_groups(b.attribute("replica_groups"))) \
             and b.attribute("use_global_device_ids") == a.attribute("use_global_device_ids")
 
+    def _fused_as(self, inst: Instruction) -> Instruction:
+        """The fusion whose fused computation ``inst`` is the root of (the GPU's ``wrapped_slice``
+        that takes a flat sum's part back), else ``inst``."""
+        fusion = self.flow.inlined_by.get(inst.computation)
+        root = self.module.computations[inst.computation].root
+        return fusion if fusion is not None and root is inst and fusion.opcode == "fusion" else inst
+
     def _combined_operand_bytes(self, other: CollectiveSite, value: Instruction) -> int | None:
         """The bytes of the operand of ``other``, a combined sum, whose sum ``value`` (a
-        get-tuple-element of its result) takes out; None for any other value."""
+        get-tuple-element of its result; of the GPU's flat form, the slice that takes a part's
+        sum back) takes out; None for any other value."""
         inst = other.instruction
+        if value.name in other.part_results:
+            part = self.module.instruction(other.parts[other.part_results.index(value.name)])
+            return part.shape.nbytes if part is not None else None
         if len(inst.operands) < 2 or value.opcode != "get-tuple-element" or self.flow.producer(value, 0) is not other.result:
             return None
         index = value.tuple_index
