@@ -158,9 +158,10 @@ def _trip_count(text: str, loop: str) -> int:
     return int(value)
 
 
+@pytest.mark.parametrize("mesh", [None, "data=4,model=2"])
 @pytest.mark.parametrize("target", ON_TPU_AND_GPU)
 def test_a_gradient_scattered_into_a_replicated_accumulator_and_summed_in_the_loop_fails_check(
-        target, tmp_path, shardscope_cli):
+        target, mesh, tmp_path, shardscope_cli):
     """A tied embedding under jit (``{"embed", "scale"}`` replicated, the batch over ``data``),
     its gradients accumulated over 4 micro-batches. The target's compiler folds the accumulator
     into the partitioner's scatter-add of the gathered rows' gradient: in the loop body the
@@ -169,9 +170,11 @@ def test_a_gradient_scattered_into_a_replicated_accumulator_and_summed_in_the_lo
     the group into the next iteration's carry. Two all-reduces of the embedding run every
     iteration (counted here, with their bytes and the loop's trip count); that only accumulates
     (one sum after the loop gives the same), so check fails on the target, and the fix
-    (shard_map, pcast, one pmean) leaves no sum in the loop and passes."""
+    (shard_map, pcast, one pmean) leaves no sum in the loop and passes. On a 2-D mesh the
+    device's place along ``data`` is looked up in a table of constants by ``partition-id``."""
     count = _devices(target).count
-    text = _on_target(programs.tied_embedding_accumulation, target)
+    shape, names = ((4, 2), ("data", "model")) if mesh else ((count,), ("data",))
+    text = _on_target(programs.tied_embedding_accumulation, target, mesh)
     in_loops = [shape for shape, depth in collectives(text, _ALL_REDUCE) if depth]
     (whiles,) = [line for line in text.splitlines() if _WHILE_BODY.search(line)]
     trips = _trip_count(text, whiles)
@@ -180,7 +183,7 @@ def test_a_gradient_scattered_into_a_replicated_accumulator_and_summed_in_the_lo
     embed = programs.VOCAB * programs.WIDTH
     assert [_elements(shape) for shape in in_loops] == [embed, embed] and all(re.match(r"\(*f32\[", s) for s in in_loops)
 
-    path = _program_file(tmp_path, "tied_embedding_accumulation", count)
+    path = _program_file(tmp_path, "tied_embedding_accumulation", count, shape, names)
     result = shardscope_cli("check", path, "--target", target, "--json")
     assert result.returncode == 1, result.stdout + result.stderr
     (program,) = json.loads(result.stdout)["programs"]
@@ -193,13 +196,13 @@ def test_a_gradient_scattered_into_a_replicated_accumulator_and_summed_in_the_lo
     words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
     assert f"check passed on {target}" not in words
 
-    built = programs.tied_embedding_accumulation(_cpu_mesh(count))
+    built = programs.tied_embedding_accumulation(JaxMesh(np.array(jax.devices()[:count]).reshape(shape), names))
     with pytest.raises(AssertionError, match="deferrable there"):
         testing.assert_no_deferrable_collectives_in_loops_on(target, built.fn, *built.args)
 
-    fixed_text = _on_target(programs.tied_embedding_accumulation_fixed, target)
+    fixed_text = _on_target(programs.tied_embedding_accumulation_fixed, target, mesh)
     assert [depth for _, depth in collectives(fixed_text, _ALL_REDUCE)] == [0]
-    fixed = _program_file(tmp_path, "tied_embedding_accumulation_fixed", count)
+    fixed = _program_file(tmp_path, "tied_embedding_accumulation_fixed", count, shape, names)
     result = shardscope_cli("check", fixed, "--target", target)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"check passed on {target}" in " ".join(result.stdout.split())
