@@ -19,23 +19,32 @@ gives there (``seeds``):
   offset independent of the accumulated values; the loop's condition reads no accumulator.
 
 One step is linear with coefficients that differ between devices: the SPMD partitioner's
-scatter-add into a replicated buffer (a gathered embedding's gradient; its operand ``acc + g``
-when XLA folded the accumulator's add into the scatter) keeps the buffer on one device of each
-group, ``select(partition-id != 0, 0, acc + g)``, scatters each device's own updates ``u_d``
-into it and sums it over the group: ``acc' = AR(mask_d(acc + g) + scatter(u_d))``. With the
-values masked the same on every device of the group (the carry, the output of that sum; the
-seed, another sum over the same groups), ``sum_d mask_d(v) = v`` since exactly one device keeps
-``v``: ``acc' = acc + g + sum_d scatter(u_d)``, an accumulator, and the seed's sum is done again
-by the one after it: ``AR(mask_d(AR(g_d))) = AR(g_d)``. So every device can instead accumulate
-``g_d + scatter(u_d)`` (the mask and both sums dropped), and one sum after the loop gives what the
-loop gave. The walk lets a masked value go only on linear steps the same on every device into
-such a sum (``fold``: an all-reduce that adds over the same groups as the collective, every way
-there masked: a value also reaching it unmasked would be summed N times); the sum then leaves
-the loop with the collective (a ``partner``) and its result goes on, unmasked. Masked values
-reach no carry, and nothing masked is a device's own shard of a sum (``scattered``): there
-``v`` differs between devices and ``sum_d mask_d(v)`` is one device's shard, not the sum.
-Operands a masked step adds in are what the sum adds over devices: no linearity is asked of
-them (``AR(mask_d(acc) + w_d)`` is ``acc + AR(w_d)`` whatever ``w_d`` is).
+scatter-add into a replicated buffer (a gathered embedding's gradient; its buffer ``acc + A``
+when XLA folded the accumulator's add, and the dense part's sum ``A = AR(g_d)``, into the
+scatter) keeps the buffer on one device of each group (``select(partition-id != 0, 0, acc +
+A)``, the mask ``m_d``: 1 on exactly one device ``d*`` of each group, 0 elsewhere), scatters
+each device's own rows ``u_d`` into it and sums it over the group:
+``acc' = AR(m_d * (acc + A) + scatter(u_d))``. Derivation, for a value ``v`` the walk masks
+(``v_d``: its value on device ``d``) and a sum ``AR`` over the same groups that the masked value
+reaches through steps ``L`` linear and the same on every device, other terms ``w_d`` added:
+
+- ``AR(m_d * L(v_d) + w_d) = L(v_d*) + sum_d w_d`` (the one device ``d*`` keeps ``v``);
+- ``v`` is made of the carry and of sums over the same groups (the walk's seeds, the fold's
+  own result; every other term it adds is checked linear in them), each the same on every device
+  of the group, and of no device's own shard (refused: ``scattered``): ``v_d* = v``;
+- so ``acc' = L(acc) + L(A) + sum_d w_d``: a linear function of the carry and the sums, the same
+  on every device, as an accumulation is. Rewritten, each device keeps its own accumulator
+  ``a_d' = L(a_d + g_d) + w_d`` (the mask and both sums dropped), and
+  ``sum_d a_d' = L(sum_d a_d) + L(A) + sum_d w_d``: with ``sum_d a_d = acc`` before (the initial
+  value on one device), the same after; one sum after the loop gives the loop's result.
+
+Where ``m_d`` keeps ``v`` on no device, or on several, or the same ``v`` also reaches the sum
+unmasked, the first line fails (``v`` dropped, or summed several times). The walk therefore lets
+a masked value go only on linear steps the same on every device into such a sum (``fold``: an
+all-reduce that adds over the same groups as the collective, every way there masked); the sum
+then leaves the loop with the collective (a ``partner``, unless it is the collective) and its
+result goes on, unmasked. A masked value reaches no carry, no tuple, no conditional. The terms
+``w_d`` a step adds after the mask are the sum's own terms: no linearity is asked of them.
 
 Tuples, conditionals and fusions are seen through element by element. A loop inside the body
 whose carry already accumulates the values (checked at that loop's level) passes them on:
