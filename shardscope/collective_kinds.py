@@ -107,8 +107,9 @@ BY_NAME: dict[str, CollectiveKind] = {kind.name: kind for kind in KINDS}
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = "all-reduce", "all-gather", "reduce-scatter", "all-to-all"
 COLLECTIVE_PERMUTE = "collective-permute"
 """The kinds the verdicts and fixes name one by one."""
-ALL_REDUCE_DONE = f"{ALL_REDUCE}-done"
-"""The end of an asynchronous all-reduce (a GPU's), whose result is the sum."""
+ALL_REDUCE_START, ALL_REDUCE_DONE = f"{ALL_REDUCE}-start", f"{ALL_REDUCE}-done"
+"""The start of an asynchronous all-reduce (a GPU's), which reads the operand, and its end,
+whose result is the sum."""
 
 PSUM, PSUM_INVARIANT = "psum", "psum_invariant"
 """The sum a user writes (``lax.psum``), and the primitive JAX writes for the transpose of an

@@ -127,6 +127,64 @@ def megatron_step(mesh: Mesh) -> Built:
     return Built(train_step, (params, xs))
 
 
+VOCAB, WIDTH, TOKENS = 256, 64, 8  # the tied embedding's vocabulary, width and tokens per row
+
+
+def _tied_loss(params, tokens):
+    """A tied embedding's next-token loss: rows gathered from ``embed`` (a scatter-add in the
+    backward pass), scaled, and scored against ``embed`` again."""
+    embed = params["embed"]
+    logits = (embed[tokens] * params["scale"]) @ embed.T
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[..., None], -1))
+
+
+def _tied_arguments(mesh: Mesh):
+    """Replicated ``{"embed", "scale"}`` and 4 micro-batches of token rows sharded over ``data``."""
+    replicated = NamedSharding(mesh, P())
+    params = {"embed": jax.ShapeDtypeStruct((VOCAB, WIDTH), jnp.float32, sharding=replicated),
+              "scale": jax.ShapeDtypeStruct((WIDTH,), jnp.float32, sharding=replicated)}
+    tokens = jax.ShapeDtypeStruct((MICRO_BATCHES, 4 * mesh.size, TOKENS), jnp.int32,
+                                  sharding=NamedSharding(mesh, P(None, "data")))
+    return params, tokens
+
+
+def tied_embedding_accumulation(mesh: Mesh) -> Built:
+    """jit + shardings, the tied embedding's gradients accumulated over 4 micro-batches with
+    ``lax.scan``, one SGD update. The partitioner writes the gathered rows' gradient as a
+    scatter-add into the replicated accumulator (kept on one device, summed over all)."""
+
+    @jax.jit
+    def train_step(params, tokens):
+        def micro(grads, batch):
+            return jax.tree.map(jnp.add, grads, jax.grad(_tied_loss)(params, batch)), None
+
+        grads, _ = lax.scan(micro, jax.tree.map(jnp.zeros_like, params), tokens)
+        return jax.tree.map(lambda p, g: p - 0.1 * g / MICRO_BATCHES, params, grads)
+
+    return Built(train_step, _tied_arguments(mesh))
+
+
+def tied_embedding_accumulation_fixed(mesh: Mesh) -> Built:
+    """:func:`tied_embedding_accumulation` with check's fix: the loop inside ``jax.shard_map``,
+    the parameters cast to varying over ``data``, one ``lax.pmean`` of the gradients after it."""
+
+    def local_grads(params, tokens):
+        varying = jax.tree.map(lambda p: lax.pcast(p, "data", to="varying"), params)
+
+        def micro(grads, batch):
+            return jax.tree.map(jnp.add, grads, jax.grad(_tied_loss)(varying, batch)), None
+
+        grads, _ = lax.scan(micro, jax.tree.map(jnp.zeros_like, varying), tokens)
+        return jax.tree.map(lambda g: lax.pmean(g, "data"), grads)
+
+    @jax.jit
+    def train_step(params, tokens):
+        grads = jax.shard_map(local_grads, mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P())(params, tokens)
+        return jax.tree.map(lambda p, g: p - 0.1 * g / MICRO_BATCHES, params, grads)
+
+    return Built(train_step, _tied_arguments(mesh))
+
+
 PROGRAM_FILE = '''
 import jax
 import numpy as np

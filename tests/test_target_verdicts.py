@@ -128,6 +128,86 @@ def test_a_sum_the_loop_need_not_run_left_in_the_targets_loop_still_fails(target
     assert "grad(" not in message.split("\n")[0]  # the gradients left: only the loss's sum is named
 
 
+# --- a scatter-add into a replicated accumulator: the partitioner's fold ------------------------
+
+ON_TPU_AND_GPU = [pytest.param("gpu:h100:8", marks=needs_plugin), pytest.param("tpu:v5e:2x4", marks=needs_libtpu)]
+
+_WHILE_BODY = re.compile(r"\bwhile\(.*\bbody=%?([\w.\-]+)")
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+
+
+def _lines_of(text: str, name: str) -> list[str]:
+    """The lines of computation ``name`` (the fusions it calls are left out)."""
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if re.match(rf"%?{re.escape(name)}\s", line))
+    return lines[start + 1:next(k for k in range(start, len(lines)) if lines[k].startswith("}"))]
+
+
+def _trip_count(text: str, loop: str) -> int:
+    """The while loop's trip count: XLA's ``known_trip_count`` (GPU), else the bound its
+    condition compares the counter with (``counter < 4``; XLA:TPU prints no count)."""
+    known = _TRIPS.search(loop)
+    if known:
+        return int(known.group(1))
+    condition = _lines_of(text, re.search(r"condition=%?([\w.\-]+)", loop).group(1))
+    (root,) = [line for line in condition if line.lstrip().startswith("ROOT")]
+    assert "direction=LT" in root, root
+    bound = re.search(r"compare\(%?[\w.\-]+, %?([\w.\-]+)\)", root).group(1)
+    (value,) = [re.search(r"constant\((\d+)\)", line).group(1) for line in condition
+                if re.match(rf"\s*%?{re.escape(bound)} = ", line)]
+    return int(value)
+
+
+@pytest.mark.parametrize("mesh", [None, "data=4,model=2"])
+@pytest.mark.parametrize("target", ON_TPU_AND_GPU)
+def test_a_gradient_scattered_into_a_replicated_accumulator_and_summed_in_the_loop_fails_check(
+        target, mesh, tmp_path, shardscope_cli):
+    """A tied embedding under jit (``{"embed", "scale"}`` replicated, the batch over ``data``),
+    its gradients accumulated over 4 micro-batches. The target's compiler folds the accumulator
+    into the partitioner's scatter-add of the gathered rows' gradient: in the loop body the
+    accumulator plus the summed dense gradient is kept on one device (a ``select`` on
+    ``partition-id``), each device scatters its own rows into it, and the buffer is summed over
+    the group into the next iteration's carry. Two all-reduces of the embedding run every
+    iteration (counted here, with their bytes and the loop's trip count); that only accumulates
+    (one sum after the loop gives the same), so check fails on the target, and the fix
+    (shard_map, pcast, one pmean) leaves no sum in the loop and passes. On a 2-D mesh the
+    device's place along ``data`` is looked up in a table of constants by ``partition-id``."""
+    count = _devices(target).count
+    shape, names = ((4, 2), ("data", "model")) if mesh else ((count,), ("data",))
+    text = _on_target(programs.tied_embedding_accumulation, target, mesh)
+    in_loops = [shape for shape, depth in collectives(text, _ALL_REDUCE) if depth]
+    (whiles,) = [line for line in text.splitlines() if _WHILE_BODY.search(line)]
+    trips = _trip_count(text, whiles)
+    body = _lines_of(text, _WHILE_BODY.search(whiles).group(1))
+    assert trips == programs.MICRO_BATCHES and any("partition-id()" in line for line in body)
+    embed = programs.VOCAB * programs.WIDTH
+    assert [_elements(shape) for shape in in_loops] == [embed, embed] and all(re.match(r"\(*f32\[", s) for s in in_loops)
+
+    path = _program_file(tmp_path, "tied_embedding_accumulation", count, shape, names)
+    result = shardscope_cli("check", path, "--target", target, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    (program,) = json.loads(result.stdout)["programs"]
+    on_target = program["targets"][target]
+    kept = [c for c in on_target["compiled_collectives"] if c["loops"]]
+    assert [(c["verdict"], c["executions"], c["bytes_per_call"]) for c in kept] == \
+        [("deferrable", trips, 4 * embed * trips)] * 2
+    assert all("partition id" in c["reason"] and f"{4 * embed:,} B accumulator" in c["reason"] for c in kept)
+    assert on_target["staying_findings"] and "worth writing" in on_target["verdict"]
+    words = " ".join(shardscope_cli("check", path, "--target", target).stdout.split())
+    assert f"check passed on {target}" not in words
+
+    built = programs.tied_embedding_accumulation(JaxMesh(np.array(jax.devices()[:count]).reshape(shape), names))
+    with pytest.raises(AssertionError, match="deferrable there"):
+        testing.assert_no_deferrable_collectives_in_loops_on(target, built.fn, *built.args)
+
+    fixed_text = _on_target(programs.tied_embedding_accumulation_fixed, target, mesh)
+    assert [depth for _, depth in collectives(fixed_text, _ALL_REDUCE)] == [0]
+    fixed = _program_file(tmp_path, "tied_embedding_accumulation_fixed", count, shape, names)
+    result = shardscope_cli("check", fixed, "--target", target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"check passed on {target}" in " ".join(result.stdout.split())
+
+
 # --- items 2 and 3: a 2-D Megatron step, its labels, verdicts and rows on the GPUs --------------
 
 _WHOLE_ALL_REDUCE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?\s+all-reduce(?:-start)?\(.*)$")

@@ -18,6 +18,34 @@ gives there (``seeds``):
 - every other operand such a step adds is linear too (or zero), every factor, predicate and
   offset independent of the accumulated values; the loop's condition reads no accumulator.
 
+One step is linear with coefficients that differ between devices: the SPMD partitioner's
+scatter-add into a replicated buffer (a gathered embedding's gradient; its buffer ``acc + A``
+when XLA folded the accumulator's add, and the dense part's sum ``A = AR(g_d)``, into the
+scatter) keeps the buffer on one device of each group (``select(partition-id != 0, 0, acc +
+A)``, the mask ``m_d``: 1 on exactly one device ``d*`` of each group, 0 elsewhere), scatters
+each device's own rows ``u_d`` into it and sums it over the group:
+``acc' = AR(m_d * (acc + A) + scatter(u_d))``. Derivation, for a value ``v`` the walk masks
+(``v_d``: its value on device ``d``) and a sum ``AR`` over the same groups that the masked value
+reaches through steps ``L`` linear and the same on every device, other terms ``w_d`` added:
+
+- ``AR(m_d * L(v_d) + w_d) = L(v_d*) + sum_d w_d`` (the one device ``d*`` keeps ``v``);
+- ``v`` is made of the carry and of sums over the same groups (the walk's seeds, the fold's
+  own result; every other term it adds is checked linear in them), each the same on every device
+  of the group, and of no device's own shard (refused: ``scattered``): ``v_d* = v``;
+- so ``acc' = L(acc) + L(A) + sum_d w_d``: a linear function of the carry and the sums, the same
+  on every device, as an accumulation is. Rewritten, each device keeps its own accumulator
+  ``a_d' = L(a_d + g_d) + w_d`` (the mask and both sums dropped), and
+  ``sum_d a_d' = L(sum_d a_d) + L(A) + sum_d w_d``: with ``sum_d a_d = acc`` before (the initial
+  value on one device), the same after; one sum after the loop gives the loop's result.
+
+Where ``m_d`` keeps ``v`` on no device, or on several, or the same ``v`` also reaches the sum
+unmasked, the first line fails (``v`` dropped, or summed several times). The walk therefore lets
+a masked value go only on linear steps the same on every device into such a sum (``fold``: an
+all-reduce that adds over the same groups as the collective, every way there masked); the sum
+then leaves the loop with the collective (a ``partner``, unless it is the collective) and its
+result goes on, unmasked. A masked value reaches no carry, no tuple, no conditional. The terms
+``w_d`` a step adds after the mask are the sum's own terms: no linearity is asked of them.
+
 Tuples, conditionals and fusions are seen through element by element. A loop inside the body
 whose carry already accumulates the values (checked at that loop's level) passes them on:
 ``threaded``. When an operand that must be linear is another collective's value of the same
@@ -34,10 +62,13 @@ from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.linear_steps import DROPPED, FAIL, LinearSteps
 from shardscope.engine.hlo.loop_facts import LoopFacts
 from shardscope.engine.hlo.text import Computation, Instruction
+from shardscope.collective_kinds import ALL_REDUCE, ALL_REDUCE_DONE, ALL_REDUCE_START
 
-SEED, CARRY, MIXED = 1, 2, 4
+SEED, CARRY, MIXED, MASKED, UNMASKED = 1, 2, 4, 8, 16
 """Where a reached value comes from: the collective's sum alone; read back from a carry it was added
-into (the next iteration's); mixed with another value (``out - y``, an inner loop's accumulator)."""
+into (the next iteration's); mixed with another value (``out - y``, an inner loop's accumulator);
+kept on one device of each group (a ``select`` against zeros on the device's id) or not (a
+value reached both ways has both)."""
 
 _BRANCH_ROLES = frozenset({"branch", "true_computation", "false_computation"})
 
@@ -49,11 +80,14 @@ Value = tuple[Instruction, "int | None"]
 class Accumulated:
     """The values only accumulate: into the body's result positions ``carries``; ``stacked``
     when through a dynamic-update-slice's update (each iteration's value in its own slot),
-    ``scattered`` when only the device's own shard of the sum reaches them."""
+    ``scattered`` when only the device's own shard of the sum reaches them, ``masked`` when they
+    reach them kept on one device of each group and summed over it again (the partitioner's
+    scatter into a replicated buffer)."""
 
     carries: tuple[int, ...]
     stacked: bool = False
     scattered: bool = False
+    masked: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +137,9 @@ class AccumulationWalk:
         self.reached: dict[tuple[str, int | None], int] = {}
         self.carries: set[int] = set()
         self.checks = _Checks()
-        self.stacked = self.scattered = False
+        self.stacked = self.scattered = self.masked = False
+        self.folded: dict[str, Instruction] = {}  # sums that undo a mask: partners unless seeds
+        self._seeds: set[str] = set()
         self._stack: list[tuple[Instruction, int | None, int]] = []
         self._refusal: NotAccumulated | None = None
 
@@ -111,8 +147,11 @@ class AccumulationWalk:
         """The carries ``seeds`` accumulate into, or why they do not. ``inits`` are operands that
         must be linear too (an inner loop's initial accumulators, when the seeds are its results)."""
         self.checks.linear += list(inits or ())
+        self._seeds = {inst.name for inst, element in seeds if element is None} | {
+            user.name for inst, element in seeds if element is not None
+            for user, _ in self.flow.uses(inst) if user.opcode == "get-tuple-element" and user.tuple_index == element}
         for inst, element in seeds:
-            self._push(inst, element, SEED)
+            self._push(inst, element, SEED | UNMASKED)
         while self._stack and self._refusal is None:
             inst, element, bits = self._stack.pop()
             for user, position, el in self._uses(inst, element, bits):
@@ -155,6 +194,8 @@ class AccumulationWalk:
 
     def _take(self, user: Instruction, position: int, element: int | None, bits: int) -> bool:
         """Follow one use; False (with the refusal set) where it is not a linear step."""
+        if bits & MASKED:
+            return self._masked(user, position, element, bits)
         if user is self.body.root:
             return self._accumulate(position) if element is None else self._fail(bits)
         if user.opcode == "conditional" and position >= 1:
@@ -166,7 +207,7 @@ class AccumulationWalk:
             return True
         if user.opcode == "get-tuple-element":
             return self._fail(bits)
-        step = self.steps.step(user, position, bits == SEED, self.loop, self.collective)
+        step = self.steps.step(user, position, bits & ~UNMASKED == SEED, self.loop, self.collective)
         if step.kind == DROPPED:
             return True
         if step.kind == FAIL:
@@ -175,8 +216,51 @@ class AccumulationWalk:
         self.checks.clean += [(user, k) for k in step.clean]
         self.stacked |= step.stacked
         self.scattered |= step.scattered
-        self._push(user, None, bits | (MIXED if step.mixes else 0))
+        self.masked |= step.masks
+        self._push(user, None, (bits | (MIXED if step.mixes else 0)) if not step.masks else (bits & ~UNMASKED) | MASKED)
         return True
+
+    def _masked(self, user: Instruction, position: int, element: int | None, bits: int) -> bool:
+        """A value kept on one device of each group: on by linear steps the same on every device
+        (what they add in is the sum's to add: not checked), into a sum that undoes the mask."""
+        if element is not None or user is self.body.root or user.opcode in ("tuple", "get-tuple-element", "conditional"):
+            return self._fail(bits, user)
+        folded = self._folded(user, position)
+        if folded is not None:
+            if bits & UNMASKED:
+                return self._fail(bits, user)  # also reached unmasked: the sum would add it N times
+            self.folded.setdefault(folded.name, folded)
+            self._push(folded, None, (bits & ~MASKED) | UNMASKED | MIXED)
+            return True
+        step = self.steps.step(user, position, False, self.loop, self.collective)
+        if step.kind == DROPPED:
+            return True
+        if step.kind == FAIL or step.masks or step.scattered or step.stacked:
+            return self._fail(bits, user)
+        self.checks.clean += [(user, k) for k in step.clean]
+        self._push(user, None, bits)
+        return True
+
+    def _folded(self, user: Instruction, position: int) -> Instruction | None:
+        """The sum of operand ``position`` when ``user`` is a sum that undoes a mask: an
+        all-reduce (or its start: then its done) that adds over the collective's groups; of a
+        combined one, the get-tuple-element that takes that operand's sum out."""
+        if user.opcode not in (ALL_REDUCE, ALL_REDUCE_START) or not self.steps.replication.same_groups(
+                user.attribute("replica_groups")) \
+                or user.attribute("use_global_device_ids") != self.collective.attribute("use_global_device_ids"):
+            return None
+        if not self.steps.adds(user):
+            return None
+        result = user
+        if user.opcode == ALL_REDUCE_START:
+            done = [u for u, _ in self.flow.uses(user) if u.opcode == ALL_REDUCE_DONE]
+            if len(done) != 1:
+                return None
+            result = done[0]
+        if len(user.operands) == 1:
+            return result
+        taken = [u for u, _ in self.flow.uses(result) if u.opcode == "get-tuple-element" and u.tuple_index == position]
+        return taken[0] if len(taken) == 1 else None
 
     def _into_branch(self, conditional: Instruction, position: int, element: int | None, bits: int) -> bool:
         """Into a branch of a conditional whose predicate is the same on every device."""
@@ -213,7 +297,7 @@ class AccumulationWalk:
             return self._fail(CARRY)
         for user, _ in users:
             if user.tuple_index == position:
-                self._push(user, None, CARRY)
+                self._push(user, None, CARRY | UNMASKED)
         return True
 
     def _fail(self, bits: int, read_by: Instruction | None = None) -> bool:
@@ -224,6 +308,8 @@ class AccumulationWalk:
     # ------------------------------------------------------------------ the checks
 
     def _finish(self) -> Accumulated | NotAccumulated:
+        if self.masked and self.scattered:
+            return NotAccumulated()
         for inst, k in self.checks.clean:
             if self._tainted(self.flow.producer(inst, k)):
                 return NotAccumulated()
@@ -236,11 +322,18 @@ class AccumulationWalk:
             if partner is None:
                 return NotAccumulated(added_term=True)
             partners.setdefault(partner.name, partner)
+        for name, folded in self.folded.items():
+            if name in self._seeds:
+                continue
+            partner = self.partner_of(folded)
+            if partner is None:
+                return NotAccumulated(added_term=True)
+            partners.setdefault(partner.name, partner)
         if partners:
             return NotAccumulated(partners=tuple(partners.values()))
         if not self.carries:
             return NotAccumulated()
-        return Accumulated(tuple(sorted(self.carries)), self.stacked, self.scattered)
+        return Accumulated(tuple(sorted(self.carries)), self.stacked, self.scattered, self.masked)
 
     def _tainted(self, inst: Instruction | None) -> bool:
         return inst is not None and (inst.name, None) in self.reached

@@ -349,9 +349,10 @@ def _deferrable(c: "CompiledCollective", verdicts: "tuple[OperandVerdict, ...]",
     after = runs_after(loops, left, counts)
     moved = sum(v.bytes_after or 0 for v in verdicts)
     grows = moved if c.kind == REDUCE_SCATTER or c.scatters else 0  # the unscattered accumulator, every slot of it
-    reason = (f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
-              f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
-              "result" + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
+    reason = ((_masked_words(c, left, moved) if any(v.masked for v in verdicts) else
+               f"Its result is only added into the carry of {_loops_words(c, left)}: the sum over devices commutes with "
+               f"the sum over iterations, so one {c.kind} of the {moved:,} B accumulator after the loop gives the same "
+               "result") + (" (the accumulator stacks each inner iteration's slot)" if any(v.stacked for v in verdicts) else "")
               + (f"; the accumulator then holds the whole unscattered sum, {grows:,} B per device" if grows else "") + "."
               + _partners(verdicts) + _unknown_saving(verdicts))
     return Verdict(DEFERRABLE, reason,
@@ -372,13 +373,28 @@ def _read_reason(verdicts: "tuple[OperandVerdict, ...]") -> str:
             "uses it in the same iteration, so it must run there.")
 
 
+def _masked_words(c: "CompiledCollective", left: tuple[str, ...], moved: int) -> str:
+    """Why a sum that reaches its loop's carry through the partitioner's scatter into a replicated
+    accumulator (kept on one device of the group, summed over the group again) can leave it."""
+    return (f"Its result reaches the carry of {_loops_words(c, left)} through the partitioner's scatter-add into the "
+            "replicated accumulator: each iteration the compiler keeps the accumulator and the sum on one device of "
+            "the group (a select on the partition id), adds each device's own updates and sums the whole buffer over "
+            "the group again, which only adds the sums into the carry: every device can accumulate its own values "
+            f"instead, and one {c.kind} of the {moved:,} B accumulator after the loop gives the same result")
+
+
 def _partners(verdicts: "tuple[OperandVerdict, ...]") -> str:
     """Said of a sum added into the same accumulator as other sums (XLA:GPU's copy of a loop's
-    last iterations): they leave together, that one run after the loop is all of theirs."""
+    last iterations; the other sum of the partitioner's scatter into a replicated accumulator):
+    they leave together, that one run after the loop is all of theirs."""
     names = sorted({name for v in verdicts for name in v.partners})
     if not names:
         return ""
     listed = ", ".join(names)
+    if any(v.masked for v in verdicts):
+        return (f" {listed} {'is' if len(names) == 1 else 'are'} the other sum of that update: "
+                f"{'it leaves' if len(names) == 1 else 'they leave'} the loop with this one, and the one run after it "
+                "is theirs too.")
     return (f" {listed} {'adds' if len(names) == 1 else 'add'} into the same accumulator (a copy of the loop's "
             f"last iterations, say): {'it leaves' if len(names) == 1 else 'they leave'} the loop with this one, and "
             "the one run after it is theirs too.")

@@ -5,8 +5,12 @@ result is still a linear function of the values being accumulated, as moving the
 devices out of the loop needs: the sum of each device's result must be the result of the sum.
 That holds for moves and slices, ``pad`` and ``reduce`` with zeros, ``add``/``subtract``/
 ``concatenate`` with other linear values, a ``select`` (or a slice's offsets) the same on every
-device, a scaling by a factor the same on every device, and a ``dynamic-update-slice`` into a
-buffer that is linear too. It holds for no other step: a ``maximum``, a comparison, a dot with
+device, a scaling by a factor the same on every device, a ``dynamic-update-slice`` into a
+buffer that is linear too, and a scatter-add into a linear buffer (or of a linear update at
+indices the same on every device). One step is linear with a coefficient that differs between
+devices: a ``select`` against zeros that keeps the value on exactly one device of each group
+(``masks``); the walk lets it go on only into another sum over the same groups
+(:mod:`shardscope.engine.hlo.accumulation` says why that sum undoes it). It holds for no other step: a ``maximum``, a comparison, a dot with
 a device's own data, a collective. What a step needs of its other operands (linear too, or
 independent of the accumulated values) is checked once the walk is done
 (:mod:`shardscope.engine.hlo.accumulation`), since a value may reach it later.
@@ -45,7 +49,8 @@ class Step:
     that must not depend on them (a factor, a predicate, offsets); ``stacked`` when the value is
     written into a slot (a dynamic-update-slice's update), ``scattered`` when only the device's
     own shard of it goes on (a dynamic-slice at offsets from the device's id), ``mixes`` when the
-    result is no longer the sum alone."""
+    result is no longer the sum alone, ``masks`` when it keeps the value on one device of each
+    group and zeros elsewhere."""
 
     kind: str
     linear: tuple[int, ...] = ()
@@ -53,6 +58,7 @@ class Step:
     stacked: bool = False
     scattered: bool = False
     mixes: bool = False
+    masks: bool = False
 
 
 _FAIL = Step(FAIL)
@@ -107,6 +113,13 @@ class LinearSteps:
             inst = self.flow.producer(inst, 1 if constant else 2)
         return False
 
+    def adds(self, inst: Instruction) -> bool:
+        """``inst`` (a scatter, an all-reduce) combines values with a computation that adds its two parameters."""
+        combiner = self.flow.module.computations.get((inst.attribute("to_apply") or "").lstrip("%"))
+        root = combiner.root if combiner is not None else None
+        return combiner is not None and root is not None and root.opcode == "add" \
+            and sorted(root.operands) == sorted(p.name for p in combiner.parameters)
+
     def zero(self, inst: Instruction, position: int) -> bool:
         """Operand ``position`` of ``inst`` is a zero (a constant, or a broadcast of one)."""
         found = self.flow.producer(inst, position)
@@ -159,9 +172,23 @@ class LinearSteps:
         constant = self._constant_predicate(predicate)
         if constant is not None:
             return _FOLLOW if constant == (position == 1) else Step(DROPPED)
-        if not self.same_everywhere(predicate):
+        if self.same_everywhere(predicate):
+            return Step(FOLLOW, linear=(3 - position,), clean=(0,), mixes=True)
+        if self.zero(user, 3 - position) and self.replication.one_device_keeps(predicate, position == 1):
+            return Step(FOLLOW, clean=(0,), masks=True)
+        return _FAIL
+
+    def _scattered_add(self, user: Instruction, position: int, pure: bool, loop: Instruction, collective: Instruction) -> Step:
+        """``scatter(buffer, indices, updates)`` that adds: ``buffer`` plus the updates placed at
+        the indices. Linear in the buffer (the updates added in), and in the updates when the
+        indices are the same on every device (the buffer added in)."""
+        if len(user.operands) != 3 or not self.adds(user):
             return _FAIL
-        return Step(FOLLOW, linear=(3 - position,), clean=(0,), mixes=True)
+        if position == 0:
+            return Step(FOLLOW, linear=(2,), clean=(1,), mixes=True)
+        if position == 2 and self.same_everywhere(self.flow.producer(user, 1)):
+            return Step(FOLLOW, linear=(0,), clean=(1,), mixes=True)
+        return _FAIL
 
     def _sliced(self, user: Instruction, position: int, pure: bool, loop: Instruction, collective: Instruction) -> Step:
         """A ``dynamic-slice`` at offsets the same on every device; at offsets from the device's id
@@ -236,5 +263,6 @@ _RULES: dict[str, Callable[..., Step]] = {
     "select": LinearSteps._selected,
     "dynamic-slice": LinearSteps._sliced,
     "dynamic-update-slice": LinearSteps._updated,
+    "scatter": LinearSteps._scattered_add,
 }
 """The steps other than moves, by opcode (anything not here is not linear)."""

@@ -93,23 +93,71 @@ class Replication:
         values = self._device_values(inst, 0)
         return values is not None and all(len({values[d] for d in group if d < len(values)}) == 1 for group in self.groups)
 
-    def _device_values(self, inst: Instruction | None, depth: int) -> tuple[int, ...] | None:
-        """Each device's value of a scalar integer made of constants, the device's id, integer
-        arithmetic and a lookup in a constant table (the partitioner's shard offsets)."""
+    def same_groups(self, text: str | None) -> bool:
+        """True when the replica groups ``text`` are the asking collective's groups (as sets of
+        devices, in whichever form each is printed)."""
+        other = _decoded(text, self.devices) if text is not None else None
+        return self.groups is not None and other is not None \
+            and {frozenset(g) for g in other} == {frozenset(g) for g in self.groups}
+
+    def one_device_keeps(self, predicate: Instruction | None, keep_when: bool) -> bool:
+        """True when ``predicate`` (a scalar, or a broadcast of one) equals ``keep_when`` on
+        exactly one device of each of the asking collective's groups: a ``select`` on it against
+        zeros keeps its value on that one device (the partitioner's mask on the partition id
+        before it scatters into a replicated buffer and sums the buffer over the group)."""
+        if self.groups is None or predicate is None:
+            return False
+        replicas, partitions = self.module.replica_count, self.module.num_partitions
+        if replicas > 1 and partitions > 1:
+            return False  # a device's place in the groups is neither id alone
+        # the id that numbers the devices; the other is 0 (a module that prints neither count,
+        # as XLA's tests write them, numbers its devices by whichever id it reads)
+        ids = {"partition-id": replicas == 1, "replica-id": partitions == 1}
+        values = self._device_values(predicate, 0, scalars_only=False, ids=ids)
+        if values is None or len(values) < self.devices:
+            return False
+        return all(sum(bool(values[d]) == keep_when for d in group) == 1 for group in self.groups)
+
+    def _device_values(self, inst: Instruction | None, depth: int, scalars_only: bool = True,
+                       ids: dict[str, bool] | None = None) -> tuple[int, ...] | None:
+        """Each device's value of a scalar integer (or predicate) made of constants, the device's
+        id, integer arithmetic, comparisons and a lookup in a constant table (the partitioner's
+        shard offsets); with ``scalars_only`` False, of a broadcast of such a scalar too (every
+        element the scalar's value). ``ids`` says which of ``partition-id`` and ``replica-id``
+        numbers the devices (the other is 0 everywhere); without it, either does."""
         if inst is None or depth > 16 or not self.devices:
             return None
         inst = self.flow.resolve(inst)
         op = inst.opcode
         if op in ("partition-id", "replica-id"):
-            return tuple(range(self.devices))
+            return tuple(range(self.devices)) if ids is None or ids[op] else (0,) * self.devices
         if op == "constant":
             value = _integer(inst.literal)
             return None if value is None else (value,) * self.devices
-        if op in ("convert", "bitcast", "reshape", "copy"):
-            return self._device_values(self.flow.producer(inst, 0), depth + 1)
+        if op == "broadcast" and not scalars_only:
+            operand = self.flow.producer(inst, 0)
+            if operand is None or operand.shape.is_tuple or any(a.elements != 1 for a in operand.shape.arrays):
+                return None
+            return self._device_values(operand, depth + 1, scalars_only, ids)
+        if op == "convert" and _is_predicate(inst):  # any nonzero number converts to true
+            values = self._device_values(self.flow.producer(inst, 0), depth + 1, scalars_only, ids)
+            return None if values is None else tuple(int(v != 0) for v in values)
+        if op in ("convert", "bitcast", "reshape", "copy", "copy-start", "copy-done"):
+            return self._device_values(self.flow.producer(inst, 0), depth + 1, scalars_only, ids)
+        if op == "get-tuple-element":  # a table the loop carries unchanged (XLA hoisted the constant)
+            return self._device_values(self._loop_start(inst), depth + 1, scalars_only, ids)
+        if op == "compare" and len(inst.operands) == 2:
+            test = _COMPARISONS.get(inst.attribute("direction") or "")
+            a, b = (self._device_values(self.flow.producer(inst, k), depth + 1, scalars_only, ids) for k in (0, 1))
+            if test is None or a is None or b is None:
+                return None
+            return tuple(int(test(x, y)) for x, y in zip(a, b))
+        if op == "not" and _is_predicate(inst):
+            values = self._device_values(self.flow.producer(inst, 0), depth + 1, scalars_only, ids)
+            return None if values is None else tuple(1 - v for v in values)
         if op == "dynamic-slice":
-            table = self.flow.resolve(self.flow.producer(inst, 0) or inst)
-            index = self._device_values(self.flow.producer(inst, 1), depth + 1)
+            table = self._table(self.flow.producer(inst, 0)) or inst
+            index = self._device_values(self.flow.producer(inst, 1), depth + 1, ids=ids)
             entries = [_integer(t) for t in table.literal.strip().strip("{}").split(",")] if table.opcode == "constant" else []
             if index is None or not entries or any(e is None for e in entries):
                 return None
@@ -117,10 +165,45 @@ class Replication:
         combine = _ARITHMETIC.get(op)
         if combine is None or len(inst.operands) != 2:
             return None
-        a, b = (self._device_values(self.flow.producer(inst, k), depth + 1) for k in (0, 1))
+        if op in ("and", "or", "xor") and not _is_predicate(inst):
+            return None  # bitwise on integers: not the logic below
+        a, b = (self._device_values(self.flow.producer(inst, k), depth + 1, scalars_only, ids) for k in (0, 1))
         if a is None or b is None or (op in ("divide", "remainder") and 0 in b):
             return None
         return tuple(combine(x, y) for x, y in zip(a, b))
+
+    def _table(self, inst: Instruction | None) -> Instruction | None:
+        """The constant behind ``inst`` through copies and a loop that carries it unchanged."""
+        for _ in range(16):
+            if inst is None:
+                return None
+            inst = self.flow.resolve(inst)
+            if inst.opcode in ("copy", "copy-start", "copy-done", "bitcast"):
+                inst = self.flow.producer(inst, 0)
+            elif inst.opcode == "get-tuple-element":
+                inst = self._loop_start(inst)
+            else:
+                return inst
+        return None
+
+    def _loop_start(self, inst: Instruction) -> Instruction | None:
+        """What a while loop starts carry element ``inst`` (a get-tuple-element of its body's
+        parameter) from, when every iteration passes that element on unchanged; else None."""
+        body = self.module.computations[inst.computation]
+        param = body.parameters[0] if body.parameters else None
+        callers = self.module.callers.get(body.name, ())
+        if param is None or inst.operands != (param.name,) or len(callers) != 1 or callers[0][0].opcode != "while" \
+                or callers[0][1] != "body" or body.root is None or body.root.opcode != "tuple":
+            return None
+        index = inst.tuple_index
+        if index is None or index >= len(body.root.operands):
+            return None
+        passed = self.module.instruction(body.root.operands[index])
+        if passed is None or passed.opcode != "get-tuple-element" or passed.operands != (param.name,) \
+                or passed.tuple_index != index:
+            return None
+        start = self.flow.producer(callers[0][0], 0)
+        return self.flow.producer(start, index) if start is not None and start.opcode == "tuple" else None
 
     # ------------------------------------------------------------------ per computation
 
@@ -279,8 +362,18 @@ class Replication:
 
 _ARITHMETIC: dict[str, Callable[[int, int], int]] = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
                "divide": lambda a, b: int(a / b), "remainder": lambda a, b: a - b * int(a / b),
-               "maximum": max, "minimum": min}
-"""Integer arithmetic as XLA computes it (division truncates toward zero)."""
+               "maximum": max, "minimum": min,
+               "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+"""Integer arithmetic as XLA computes it (division truncates toward zero); ``and``, ``or`` and
+``xor`` of predicates (0 or 1)."""
+_COMPARISONS: dict[str, Callable[[int, int], bool]] = {
+    "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b,
+    "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b}
+"""An integer ``compare`` by its ``direction``."""
+
+
+def _is_predicate(inst: Instruction) -> bool:
+    return not inst.shape.is_tuple and bool(inst.shape.arrays) and all(a.dtype == "pred" for a in inst.shape.arrays)
 
 
 def _integer(literal: str) -> int | None:

@@ -14,7 +14,10 @@ partitioned module's own dataflow, value by value (a combined collective carries
   output saves nothing: see ``stackable``). A reduce-scatter (or the TPU's all-reduce scattered
   by its fusion) deferred sums the whole accumulator after the loop: its bytes, not the
   shard's, are what one run then moves. Two sums added into the same accumulator (XLA:GPU's
-  copy of a loop's last iteration beside the loop's own) leave it together.
+  copy of a loop's last iteration beside the loop's own) leave it together, and so do the two
+  sums of the partitioner's scatter-add into a replicated accumulator (the accumulator and one
+  sum kept on one device of the group by a ``select`` on the partition id, every device's rows
+  scattered in, the buffer summed over the group: see :mod:`~shardscope.engine.hlo.accumulation`).
 - ``stackable``: each iteration writes the collective's result into its own slot of a stacked
   carry (:mod:`~shardscope.engine.hlo.slots`): one collective of the slots after the loop gives
   the same result, whatever its combiner.
@@ -81,7 +84,9 @@ class OperandVerdict:
     one run (``bytes_per_run``). ``slots``: a loop-invariant collective hoisted out of a loop
     around another that changes its operand keeps that many results (None: unknown).
     ``partners``: other collectives summed into the same accumulator, which leave the loop with
-    it (the copy of a loop's last iteration a GPU compiler peels off).
+    it (the copy of a loop's last iteration a GPU compiler peels off). ``masked``: the value
+    reaches the accumulator kept on one device of each group and summed over the group again
+    (the partitioner's scatter-add into a replicated accumulator).
     """
 
     kind: str
@@ -94,6 +99,7 @@ class OperandVerdict:
     slots: int | None = 1
     partners: tuple[str, ...] = ()
     read_by: Reader | None = None
+    masked: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class _Level:
 
     found: Accumulated | NotAccumulated
     partners: tuple[CollectiveSite, ...] = ()
+    partner_bytes: tuple[tuple[str, int], ...] = ()  # a combined partner's: the bytes of the operand met
 
 
 class CompiledClassifier:
@@ -230,9 +237,10 @@ class CompiledClassifier:
         runs: int | None = 1
         slots: int | None = 1  # how many of the value a stacked accumulator holds
         best = stack = None
-        stacked = scattered = carry_read = False
+        stacked = scattered = carry_read = masked = False
         read_by: Reader | None = None
         partners: tuple[CollectiveSite, ...] = ()
+        partner_bytes: dict[str, int] = {}
         for depth, loop in enumerate(reversed(site.loops)):
             body = self.facts.called(loop, "body")
             if body is None or any(not self._runs_in(s, body) for s, _ in seeds):
@@ -244,6 +252,9 @@ class CompiledClassifier:
             if combiner != "add":
                 break
             level = self._level(site, loop, body, seeds, inits, threaded, steps)
+            if isinstance(level.found, Accumulated) and level.found.masked \
+                    and (site.kind != ALL_REDUCE or (part is None and self._scatters(site, index))):
+                level = _Level(NotAccumulated())  # a device's own shard, kept on one device, is not the sum
             if isinstance(level.found, NotAccumulated):
                 carry_read = carry_read or (level.found.carry_read and best is None)
                 if best is None and level.found.read_by is not None:
@@ -251,7 +262,9 @@ class CompiledClassifier:
                 break
             found = level.found
             partners = tuple(dict.fromkeys(partners + level.partners))
+            partner_bytes.update(level.partner_bytes)
             stacked = stacked or found.stacked
+            masked = masked or found.masked
             scattered = scattered or found.scattered or (part is None and self._scatters(site, index))
             trip = self.trip_count(loop)
             runs = None if runs is None or trip is None else runs * trip
@@ -263,11 +276,12 @@ class CompiledClassifier:
             if runs is None:  # an unknown trip count: it saves when the accumulator is no larger than one run
                 saves = buffer_bytes <= value_bytes
             else:
-                moved = self._moved(value_bytes, runs, partners, left)
+                moved = self._moved(value_bytes, runs, partners, left, partner_bytes)
                 saves = moved is not None and buffer_bytes < moved
             if saves or runs is None:  # an unknown trip count: valid, the saving unknown
                 best = OperandVerdict(DEFERRABLE, left, buffer_bytes, stacked, saving_unknown=not saves,
-                                      bytes_per_run=value_bytes, partners=tuple(p.instruction.name for p in partners))
+                                      bytes_per_run=value_bytes, partners=tuple(p.instruction.name for p in partners),
+                                      masked=masked)
             # outwards: the loop's results at those indices, if it starts them from zeros or from the outer carry
             init = self.flow.producer(loop, 0)
             if init is None or init.opcode != "tuple":
@@ -318,6 +332,7 @@ class CompiledClassifier:
         """The walk of one loop's body from ``seeds``; another sum of the same kind added into
         the same accumulator is taken in and the walk made again (both leave the loop, or neither)."""
         partners: list[CollectiveSite] = []
+        partner_bytes: dict[str, int] = {}
         extra: list[Value] = []
         extra_inits: list[tuple[Instruction, int]] = []
         threads = dict(threaded)
@@ -326,7 +341,7 @@ class CompiledClassifier:
                                     lambda inst: self._partner(site, loop, body, inst, steps))
             found = walk.run(seeds + extra, inits + extra_inits)
             if not isinstance(found, NotAccumulated) or not found.partners:
-                return _Level(found, tuple(partners))
+                return _Level(found, tuple(partners), tuple(partner_bytes.items()))
             for met in found.partners:
                 taken = self._taken_partner(site, loop, body, met, steps)
                 if taken is None or (taken[1], None) in extra:
@@ -334,6 +349,9 @@ class CompiledClassifier:
                 partner, value, inner = taken
                 if partner is not site and partner not in partners:
                     partners.append(partner)
+                    element = self._combined_operand_bytes(partner, value)
+                    if element is not None:
+                        partner_bytes[partner.instruction.name] = element
                 extra.append((value, None))
                 if inner is not None:
                     inner_loop, carries = inner
@@ -358,7 +376,12 @@ class CompiledClassifier:
             if source is site.result or own is site.result or source.name in site.part_results:
                 return site, source, None  # another value of the same (combined) instruction
             for other in self.finder.sites():
-                if other is site or not self._alike(site, other):
+                if other is site or not self._alike(site, other, combined=True):
+                    continue
+                taken = self._fused_as(source)
+                if taken.computation == body.name and self._combined_operand_bytes(other, taken):
+                    return other, taken, None  # one value of another combined (or flat) sum, a fold's: see accumulation
+                if len(other.instruction.operands) != 1 or other.parts:
                     continue
                 if source is other.result and other.result.computation == body.name:
                     return other, source, None
@@ -400,19 +423,42 @@ class CompiledClassifier:
                 queue += [p for p in (self.flow.producer(current, k) for k in (0, 1)) if p is not None]
         return found
 
-    def _alike(self, site: CollectiveSite, other: CollectiveSite) -> bool:
+    def _alike(self, site: CollectiveSite, other: CollectiveSite, combined: bool = False) -> bool:
         """Two sums whose values one collective after the loop can sum together: the same kind
-        of sum, combiner and groups, each carrying one value."""
+        of sum, combiner and groups (as sets of devices, however each prints them), each
+        carrying one value (``combined``: or ``other`` several, one of which is met)."""
         a, b = site.instruction, other.instruction
-        return other.kind in SUM_KINDS and site.kind in SUM_KINDS and len(b.operands) == 1 and not other.parts \
-            and self.combiner(b) == self.combiner(a) == "add" \
-            and b.attribute("replica_groups") == a.attribute("replica_groups") \
+        return other.kind in SUM_KINDS and site.kind in SUM_KINDS and (len(b.operands) == 1 or combined) \
+            and (not other.parts or combined) and self.combiner(b) == self.combiner(a) == "add" \
+            and (b.attribute("replica_groups") == a.attribute("replica_groups")
+                 or self._steps_for(a).replication.same_groups(b.attribute("replica_groups"))) \
             and b.attribute("use_global_device_ids") == a.attribute("use_global_device_ids")
 
+    def _fused_as(self, inst: Instruction) -> Instruction:
+        """The fusion whose fused computation ``inst`` is the root of (the GPU's ``wrapped_slice``
+        that takes a flat sum's part back), else ``inst``."""
+        fusion = self.flow.inlined_by.get(inst.computation)
+        root = self.module.computations[inst.computation].root
+        return fusion if fusion is not None and root is inst and fusion.opcode == "fusion" else inst
+
+    def _combined_operand_bytes(self, other: CollectiveSite, value: Instruction) -> int | None:
+        """The bytes of the operand of ``other``, a combined sum, whose sum ``value`` (a
+        get-tuple-element of its result; of the GPU's flat form, the slice that takes a part's
+        sum back) takes out; None for any other value."""
+        inst = other.instruction
+        if value.name in other.part_results:
+            part = self.module.instruction(other.parts[other.part_results.index(value.name)])
+            return part.shape.nbytes if part is not None else None
+        if len(inst.operands) < 2 or value.opcode != "get-tuple-element" or self.flow.producer(value, 0) is not other.result:
+            return None
+        index = value.tuple_index
+        operand = self.module.instruction(inst.operands[index]) if index is not None and index < len(inst.operands) else None
+        return operand.shape.nbytes if operand is not None else None
+
     def _moved(self, value_bytes: int, runs: int | None, partners: tuple[CollectiveSite, ...],
-               left: tuple[str, ...]) -> int | None:
-        """The bytes the runs inside the loops ``left`` move for this value and its partners
-        (None when a trip count is unknown)."""
+               left: tuple[str, ...], partner_bytes: dict[str, int] | None = None) -> int | None:
+        """The bytes the runs inside the loops ``left`` move for this value and its partners (a
+        combined partner's: the operand met, ``partner_bytes``) (None when a trip count is unknown)."""
         if runs is None:
             return None
         total = runs * value_bytes
@@ -421,7 +467,7 @@ class CompiledClassifier:
             operand = self.module.instruction(partner.instruction.operands[0])
             if inside is None or operand is None:
                 return None
-            total += inside * operand.shape.nbytes
+            total += inside * (partner_bytes or {}).get(partner.instruction.name, operand.shape.nbytes)
         return total
 
     def _scatter_factor(self, site: CollectiveSite, index: int | None) -> int | None:
