@@ -221,6 +221,15 @@ def test_the_gradients_the_target_sums_after_the_loop_are_named_by_their_paramet
     carriers = [t for p in plan.comparison.placements for name, t in p.carriers if name == embed]
     assert carriers and all(t.loops for t in carriers), [(t.name, t.loops) for t in carriers]
 
+    # the sums over data that stay in the loop (the embedding's, each layer's ln: its two uses
+    # added before the sum) carry the parameters' gradients too, each of its own shape, and the loss
+    sums = {(_leaves(shape), size) for shape, line, size in _instructions(text).values() if " all-reduce(" in line}
+    over_data = [c for c in plan.compiled.collectives if c.kind == "all-reduce" and c.loops
+                 and (tuple(op.shape for op in c.operands), 4) in sums]
+    named = [op.value for c in over_data for op in c.operands if op.shape != "f32[]"]
+    assert named and all(is_gradient_label(v) for v in named), named
+    assert {f"grad({_label(f'layers/l{i}/ln')})" for i in range(LAYERS)} <= set(named), named
+
 
 def rms_transformer_deferred_step(mesh: JaxMesh) -> Built:
     """The step with its micro-batch loop inside a ``shard_map`` over ``data`` alone (``model`` left

@@ -480,6 +480,13 @@ def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Val
             if hits:
                 matched[i] = [hits[0]]
                 taken.add(hits[0])
+    # terms of one gradient that the target adds up before summing them once (a norm's scale used
+    # twice in a layer: the CPU sums each term, XLA:TPU their sum): the sum of the same name
+    summed = {target_values[js[0]].name: js[0] for js in matched.values() if is_gradient_label(target_values[js[0]].name)}
+    for i, value in enumerate(cpu_values):
+        j = summed.get(value.name) if i not in matched else None
+        if j is not None and _fits(value, target_values[j]) and _nested_as(value, target_values[j]):
+            matched[i] = [j]
     for i, js in matched.items():  # copies of the same value outside (or inside) the loop
         first = target_values[js[0]]
         for j, t in enumerate(target_values):
