@@ -46,7 +46,7 @@ from shardscope.engine.jaxpr.dataflow import collectives as jaxpr_collectives_of
 from shardscope.engine.jaxpr.dead_code import dead_collectives, mesh_and_style
 from shardscope.engine.jaxpr.model import from_jaxpr
 from shardscope.engine.jaxpr.verdicts import SPLITTABLE, Verdict
-from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, SUM_KINDS
+from shardscope.collective_kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, OF_PRIMITIVE, SUM_KINDS
 from shardscope.engine.hlo.added_terms import adds_another_term
 from shardscope.engine.pytree_paths import is_gradient_label, labelled_argument, pytree_names
 from shardscope.engine.written_values import written_name
@@ -329,7 +329,7 @@ class _Builder:
         collective = CompiledCollective(
             name=inst.name, kind=site.kind, opcode=inst.opcode, computation=site.anchor.computation, operands=operands,
             loops=tuple(self.loop(w) for w in site.loops), in_conditional=site.in_conditional, groups=groups, axes=axes,
-            written_by=_author(inst), source=source.text() if source else "", op_name=named.metadata.op_name,
+            written_by=_author(inst, site.kind), source=source.text() if source else "", op_name=named.metadata.op_name,
             source_file=source.file if source else "",
             verdict=Verdict(NEEDED, ""), paths=site.paths, wrapper=site.anchor.name if site.wrapped else "",
             scatters=self._scatters(site), in_condition_of=tuple(sorted(site.conditions)),
@@ -463,12 +463,23 @@ def layout_change(inst: Instruction, kind: str, axes: tuple[str, ...] | None) ->
     return ""
 
 
-def _author(inst: Instruction) -> str:
+def _author(inst: Instruction, kind: str) -> str:
     """Who wrote it, when the instruction says: the partitioner marks its own on jax >= 0.11,
-    and an ``op_name`` ending in a JAX collective is the program's; else pairing decides."""
+    and an ``op_name`` ending in a JAX collective that compiles to its kind is the program's (a
+    ``psum`` may be any sum; the partitioner's all-to-all that reshards a ``pmean``'s result
+    carries that ``pmean``'s ``op_name``); else pairing decides."""
     if inst.is_spmd_generated:
         return PARTITIONER
-    return PROGRAM if any(p in JAX_COLLECTIVE_PRIMITIVES for p in inst.metadata.primitives) else ""
+    return PROGRAM if any(_compiles_to(p, kind) for p in inst.metadata.primitives) else ""
+
+
+def _compiles_to(primitive: str, kind: str) -> bool:
+    """True when the JAX collective ``primitive`` may compile to a collective of ``kind`` (a
+    ``reshard`` to any)."""
+    if primitive not in JAX_COLLECTIVE_PRIMITIVES:
+        return False
+    compiled = OF_PRIMITIVE.get(primitive)
+    return compiled is None or compiled == kind or {compiled, kind} <= SUM_KINDS
 
 
 def _split_values(operand_bytes: list[int], equations: Sequence[str], sizes: dict[str, int]) -> list[str] | None:

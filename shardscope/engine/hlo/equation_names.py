@@ -137,10 +137,17 @@ class EquationNames:
                    if forward_id in forwards}
         for candidates in (sharing, forwards):
             found: set[str] = set()
+            transposed = argument = False
             for forward_id, forward in candidates.items():
                 k = _primal_operand(forward, raw)
                 if k is not None:
+                    transposed = True
+                    argument = argument or self._is_argument(forward_id, k)
                     found |= self._operand_inputs(forward_id, k)
+            if transposed and not argument:
+                # each equation it may transpose has an activation there (the mean of ``x * x`` in a
+                # norm), computed from arguments but none of them: no argument's gradient
+                return set()
             if found or candidates is forwards:
                 return found
         return set()
@@ -172,6 +179,41 @@ class EquationNames:
             if started is not None and started < len(self.inputs) and self.inputs[started]:
                 return frozenset({self.inputs[started]})
         return frozenset(found)
+
+    def _is_argument(self, forward_id: str, k: int) -> bool:
+        """True when the operand ``k`` of the forward equation ``forward_id`` is a program input
+        itself, moved (cast, reshaped, transposed, constrained), passed into a call or a loop (a
+        loop's carry is the argument it starts as, a scan's slice the stacked argument's)."""
+        eqn = self._equations.get(forward_id)
+        return eqn is not None and self._argument_is(self.index.block_of[forward_id].block.id, eqn.inputs[k].name)
+
+    def _argument_is(self, block_id: str, name: str) -> bool:
+        """True when the value ``name`` of block ``block_id`` is a program input through moves
+        (:data:`_MOVES`), the outputs of calls and the inputs of blocks."""
+        for _ in range(256):
+            facts = self.index.blocks[block_id]
+            producer = facts.producers.get(name)
+            if producer is not None:
+                eqn, k = producer
+                if eqn.kind == "call":  # a pjit, a closed_call, a custom_jvp: its block's output k
+                    sub = next((b for b in eqn.blocks if k < len(b.outputs)), None)
+                    if sub is None:
+                        return False
+                    block_id, name = sub.id, sub.outputs[k].name
+                elif eqn.primitive in _MOVES and eqn.inputs:  # a barrier moves each operand to its output
+                    name = eqn.inputs[k if len(eqn.inputs) == len(eqn.outputs) else 0].name
+                else:
+                    return False
+            elif name not in facts.input_positions:
+                return False  # a literal
+            elif facts.owner is None or facts.outer is None:
+                return True
+            else:
+                outer = self.index.operand_of(facts, name)
+                if outer is None:
+                    return False
+                block_id, name = facts.outer.block.id, outer
+        return False
 
     def _inputs_of(self, equation_id: str, value: str) -> set[str]:
         block = self.index.block_of[equation_id].block.id
@@ -259,6 +301,12 @@ class EquationNames:
         return self._by_primitive_line().get((primitive, file, line), [])
 
 
+_MOVES = frozenset({"convert_element_type", "reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims",
+                    "copy", "copy_p", "sharding_constraint", "reshard", "mesh_cast", "device_put", "pvary", "pcast",
+                    "optimization_barrier", "reduce_precision"})
+"""Primitives whose output is their operand moved, cast or placed: the gradient with respect to it
+is the gradient of the argument it moves (``p['embed'].T``, ``w.astype(jnp.bfloat16)``)."""
+
 _FRAMES_COMPARED = 3
 """How many frames, innermost first, an instruction's stack and an equation's must share."""
 
@@ -317,9 +365,11 @@ def _fitting(found: "list[tuple[str, jax.extend.core.JaxprEqn]]", dims: tuple[in
     (``[64, 128]`` on ``[64, 64]``) holds as many elements as the activation's (``[32, 128]``)."""
     if dims is None:
         return found
+    # dimensions of one element say nothing of the value (XLA:TPU writes a matmul's [64, 128] as [64, 128, 1])
+    part = tuple(d for d in dims if d != 1)
     shaped = [(pair, _output_dims(pair[1])) for pair in found]
     for fits in (_same_dims, _shard_of, _same_elements):
-        kept = [pair for pair, whole in shaped if whole is not None and fits(whole, dims)]
+        kept = [pair for pair, whole in shaped if whole is not None and fits(tuple(d for d in whole if d != 1), part)]
         if kept:
             return kept
     return found

@@ -90,6 +90,9 @@ class CollectiveNamer:
             written = self._written_value(producer)
             if written:
                 return OperandName(written)
+        if reduction and producer is not None and set(names) <= set(self.outputs):
+            # no equation names it, or only by the output it reaches (the update of a parameter)
+            names = self._summed_gradient(site, operand, producer) or names
         name = next(iter(names)) if len(names) == 1 else self._module_value(site, operand, reduction)
         if name in self.outputs:
             # a value the step computes on its way to an output: the variable the program assigns
@@ -97,6 +100,27 @@ class CollectiveNamer:
             written = self._assigned_value(producer) or self._written_gradient(producer) if producer is not None else ""
             return OperandName(written or name, computed=True)
         return OperandName(name or self._source_line(producer or site.instruction))
+
+    def _summed_gradient(self, site: CollectiveSite, operand: int, producer: Instruction) -> set[str]:
+        """``{grad(params['ln'])}`` for a backward-pass value no equation names (XLA:TPU's ``add_any``
+        of a norm scale's two uses) that reaches the outputs of one argument alone (its update, its
+        optimizer moments) and holds a shard of that argument's shape; else empty. An activation's
+        gradient (the first layer's, which reaches the embedding's outputs alone) has its own shape."""
+        assert self.equations is not None
+        if "transpose(" not in producer.metadata.op_name.split(";", 1)[0] or len(producer.shape.arrays) != 1:
+            return set()
+        # the arguments whose outputs it reaches (an optimizer's moments end with the same path)
+        # that the step computed it from
+        arguments = told_apart_by_outputs(frozenset(n for n in self.inputs if n), self._forward(site, operand))
+        arguments &= self._backward(site, operand) if len(arguments) > 1 else arguments
+        if len(arguments) != 1:
+            return set()
+        (argument,) = arguments
+        whole = self.equations.argument_dims(argument)
+        part = tuple(d for d in producer.shape.arrays[0].dims if d != 1)
+        if whole is None or not _shard_of(tuple(d for d in whole if d != 1), part):
+            return set()
+        return {gradient_label(argument)}
 
     def _written_gradient(self, inst: Instruction) -> str:
         """``grad(x @ W)``: the gradient the backward-pass instruction ``inst`` computes, of the
@@ -434,3 +458,8 @@ class CollectiveNamer:
             return None
         number = param.parameter_number or 0
         return param.metadata.op_name or (self.inputs[number] if number < len(self.inputs) else "")
+
+
+def _shard_of(whole: tuple[int, ...], part: tuple[int, ...]) -> bool:
+    """One device's piece of ``whole``: as many dimensions, each dividing the whole's in order."""
+    return len(whole) == len(part) and all(p > 0 and w % p == 0 for w, p in zip(whole, part))

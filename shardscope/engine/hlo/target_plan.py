@@ -7,7 +7,7 @@ lowering, so their instructions share metadata: the ``op_name`` (the JAX name st
 primitive) and the source line, and the values keep their sizes. Pairing reads that:
 
 - a target collective carries a CPU one's value when it has the same kind (a reduce-scatter
-  may stand for the CPU's all-reduce), an operand of as many elements (the TPU may gather in
+  may stand for the CPU's all-reduce) over some of the same mesh axes, an operand of as many elements (the TPU may gather in
   bfloat16 what the CPU gathers in float32), runs only in loops that pair with loops the CPU
   one runs in (a compiler removes loops, never adds one), and names it: the same ``op_name``
   (jax 0.12: a moved all-reduce keeps its own), or the ``op_name`` of a loop the CPU one runs in
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from shardscope.engine.counts import Count, known_sum
 from shardscope.collective_kinds import SUM_KINDS
+from shardscope.engine.pytree_paths import is_gradient_label
 from shardscope.verdict_kinds import FLAGGED, SPLITTABLE
 
 if TYPE_CHECKING:  # annotations only: the CLI's renderings import this module before any analysis
@@ -472,12 +473,20 @@ def _match(cpu: CompiledPlan, cpu_values: list[_Value], target_values: list[_Val
                 continue
             hits = [j for j, t in enumerate(target_values) if j not in taken and _fits(value, t)
                     and _names(value, t, loop_names, round_, target_values, matched)]
-            # of several, the one nested as it is, then the one of its name, then of its type
+            # of several, the one nested as it is, then the one of its name, then of its size (not
+            # the stacked buffer's), then of its type
             hits.sort(key=lambda j: (not _nested_as(value, target_values[j]), not _named_alike(value, target_values[j]),
-                                     target_values[j].dtype != value.dtype))
+                                     target_values[j].elements != value.elements, target_values[j].dtype != value.dtype))
             if hits:
                 matched[i] = [hits[0]]
                 taken.add(hits[0])
+    # terms of one gradient that the target adds up before summing them once (a norm's scale used
+    # twice in a layer: the CPU sums each term, XLA:TPU their sum): the sum of the same name
+    summed = {target_values[js[0]].name: js[0] for js in matched.values() if is_gradient_label(target_values[js[0]].name)}
+    for i, value in enumerate(cpu_values):
+        j = summed.get(value.name) if i not in matched else None
+        if j is not None and _fits(value, target_values[j]) and _nested_as(value, target_values[j]):
+            matched[i] = [j]
     for i, js in matched.items():  # copies of the same value outside (or inside) the loop
         first = target_values[js[0]]
         for j, t in enumerate(target_values):
@@ -495,11 +504,21 @@ def _fits(value: _Value, t: _Value) -> bool:
     kinds = {value.collective.kind, t.collective.kind}
     if len(kinds) > 1 and not kinds <= SUM_KINDS:
         return False
+    if not _same_axes(value.collective, t.collective) or _named_apart(value, t):
+        return False
     if value.elements == t.elements:
         return True
     left = len(value.loops) - len(t.loops)
     return t.collective.kind in SUM_KINDS and 0 < left <= len(value.stacked) and value.stacked[left - 1] == t.elements \
         and tuple(t.loops) == value.loops[:len(t.loops)]
+
+
+def _same_axes(c: CompiledCollective, t: CompiledCollective) -> bool:
+    """False when both collectives' replica groups decode to mesh axes and no axis is common to
+    both: a sum over ``model`` is never carried by one over ``data``, whatever their sizes and
+    names. A target may still do in one collective what the CPU does in several over some of its
+    axes (XLA:TPU gathers over ``('y', 'x')`` at once what the CPU gathers over ``x``, then ``y``)."""
+    return not c.axes or not t.axes or bool(set(c.axes) & set(t.axes))
 
 
 def _nested_as(value: _Value, t: _Value) -> bool:
@@ -568,6 +587,12 @@ def _stays_flagged(value: _Value, t: _Value) -> bool:
     if not c.in_loop or not c.verdict.flagged or not set(t.loops) & set(value.loops):
         return False
     return c.kind not in SUM_KINDS or t.index >= len(c.operands) or c.operands[t.index].verdict in FLAGGED
+
+
+def _named_apart(value: _Value, t: _Value) -> bool:
+    """Both values are named as gradients, of different arguments: the two modules come from one
+    lowering and are named by one namer, so they are two values, whatever their sizes."""
+    return is_gradient_label(value.name) and is_gradient_label(t.name) and value.name != t.name
 
 
 def _named_alike(value: _Value, t: _Value) -> bool:
