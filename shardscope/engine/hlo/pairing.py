@@ -111,7 +111,7 @@ def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]
     first = _first((r for r in free.values() if _matches(c, r)), operands)
     moved = False
     if first is None:
-        sizes = [op.bytes for op in operands]
+        sizes = [op.written_bytes for op in operands]
         first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), operands)
         moved = first is not None
     if first is None:
@@ -149,14 +149,14 @@ def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
     equal bytes."""
     auto = r.auto_axes
     if not auto:
-        return 0 if r.bytes_per_execution == op.bytes else None
+        return 0 if r.bytes_per_execution == op.written_bytes else None
     dims = r.operand_dims
-    if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.bytes:
+    if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.written_bytes:
         return 0
     if len(dims) == 1 and _split_of(tuple(dims[0]), op.dims, math.prod(size for _, size in auto)) \
-            and op.bytes * math.prod(dims[0]) == r.bytes_per_execution * math.prod(op.dims):
+            and op.written_bytes * math.prod(dims[0]) == r.bytes_per_execution * math.prod(op.dims):
         return 1
-    return 2 if r.bytes_per_execution == op.bytes else None
+    return 2 if r.bytes_per_execution == op.written_bytes else None
 
 
 def _split_of(whole: tuple[int, ...], part: tuple[int, ...], devices: int) -> bool:
@@ -174,7 +174,7 @@ def _place_of_first(first: JaxprCollective, operands: "list[CompiledOperand]") -
     fits = [(rank, k) for k, op in enumerate(operands) if (rank := _fit(first, op)) is not None]
     if fits:
         return min(fits)[1]
-    return min(range(len(operands)), key=lambda k: abs(operands[k].bytes - first.bytes_per_execution))
+    return min(range(len(operands)), key=lambda k: abs(operands[k].written_bytes - first.bytes_per_execution))
 
 
 def _split_places(c: "CompiledCollective", places: "dict[int, JaxprCollective]") -> tuple[str, ...]:
@@ -194,7 +194,7 @@ def _whole(c: "CompiledCollective", free: dict[int, JaxprCollective], chosen: li
     (XLA:TPU all-reduces a complex gradient as its real and imaginary parts), so no operand's bytes
     are that value's, but the instruction's bytes are the sum of the values it
     carries."""
-    total = sum(op.bytes for op in c.operands)
+    total = sum(op.written_bytes for op in c.operands)
     if sum(r.bytes_per_execution for r in chosen) == total:
         return chosen
     first = chosen[0]
@@ -225,7 +225,7 @@ def _first(candidates: Iterator[JaxprCollective], operands: "list[CompiledOperan
     for r in candidates:
         if any(_fit(r, op) is not None for op in operands):
             return r
-        nearest = min((_ratio(r.bytes_per_execution, op.bytes) for op in operands), default=math.inf)
+        nearest = min((_ratio(r.bytes_per_execution, op.written_bytes) for op in operands), default=math.inf)
         if fallback is None or nearest < distance:
             fallback, distance = r, nearest
     return fallback
