@@ -402,7 +402,7 @@ class _Builder:
         named = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
         return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=named.value,
                                verdict=verdict, computed=named.computed,
-                               promoted_from=promoted_from(self.module, site.instruction, name))
+                               promoted_from=promoted_from(self.module, site.instruction, k) if not site.parts else "")
 
     def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
         key = ("pairs", inst.source_target_pairs) if inst.source_target_pairs is not None else ("groups", inst.replica_groups)

@@ -19,17 +19,37 @@ loss), whose operand is no such convert.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from shardscope.engine.hlo.module import HloModule, Instruction
+
+if TYPE_CHECKING:
+    from shardscope.engine.hlo.plan import CompiledCollective
 
 PROMOTED_SUFFIX = "_promoted"
 """What ``AllReducePromotion`` appends to the name of the reduction computation it clones."""
 
+
+@dataclass(frozen=True)
+class Promotion:
+    """One pair of a compiler's ``ar_promoted_types``: it sums ``narrow`` values in ``wide``."""
+
+    narrow: str
+    wide: str
+    compiler: str
+
+
+PROMOTIONS = (
+    Promotion("bf16", "f32", "XLA:CPU"),  # cpu_compiler.cc: {{BF16, F32}}
+    Promotion("s16", "s32", "XLA:GPU"),  # gpu_compiler.cc: {{U16, U32}, {S16, S32}}
+    Promotion("u16", "u32", "XLA:GPU"),
+)
+"""Every promotion XLA's compilers list, each by the compiler whose list has it."""
+
 PROMOTED_TYPES: dict[str, tuple[str, ...]] = {
-    "f32": ("bf16",),  # XLA:CPU: {BF16, F32}
-    "s32": ("s16",),  # XLA:GPU: {S16, S32}
-    "u32": ("u16",),  # XLA:GPU: {U16, U32}
-}
-"""Each wide type a backend promotes to, with the narrow types it promotes from."""
+    wide: tuple(p.narrow for p in PROMOTIONS if p.wide == wide) for wide in dict.fromkeys(p.wide for p in PROMOTIONS)}
+"""Each wide type a compiler promotes to, with the narrow types it promotes from."""
 
 _LAYOUT_ONLY = frozenset({"bitcast", "copy", "reshape", "transpose"})
 """Steps that move a converted value's elements without changing their type or number."""
@@ -45,18 +65,22 @@ def is_promoted(inst: Instruction) -> bool:
     return to_apply.endswith(PROMOTED_SUFFIX)
 
 
-def promoted_from(module: HloModule, inst: Instruction, operand: str) -> str:
-    """The narrow type the compiler promoted ``inst``'s operand ``operand`` from (``bf16``), or
-    ``""`` when it carries the operand in the program's own type."""
-    if not is_promoted(inst):
+def promoted_from(module: HloModule, inst: Instruction, position: int) -> str:
+    """The narrow type the compiler promoted ``inst``'s operand at ``position`` from (``bf16``),
+    or ``""`` when it carries that operand in the program's own type: the operand is a convert
+    from the narrow type, or every use of its sum converts it back to one (the simplifier may
+    fold the convert before the sum into the dot that made the value)."""
+    if not is_promoted(inst) or position >= len(inst.operands):
         return ""
-    found = module.instruction(operand)
+    found = module.instruction(inst.operands[position])
     if found is None or len(found.shape.arrays) != 1:
         return ""
-    wide = found.shape.arrays[0].dtype
-    narrow = PROMOTED_TYPES.get(wide, ())
+    narrow = PROMOTED_TYPES.get(found.shape.arrays[0].dtype, ())
     source = _converted_from(module, found)
-    return source if source in narrow else ""
+    if source in narrow:
+        return source
+    back = _converted_to(module, inst, position if len(inst.operands) > 1 else None)
+    return back if back in narrow else ""
 
 
 def _converted_from(module: HloModule, inst: Instruction) -> str:
@@ -86,3 +110,59 @@ def _converted_from(module: HloModule, inst: Instruction) -> str:
         else:
             return ""
     return ""
+
+
+def _converted_to(module: HloModule, inst: Instruction, index: int | None) -> str:
+    """The one element type every use of ``inst``'s result (its element ``index`` of a tuple)
+    converts it to, through layout-only steps and into fusions; ``""`` when a use reads it
+    otherwise or there is none."""
+    found: set[str] = set()
+    pending = [(inst, index)]
+    for _ in range(_MAX_STEPS):
+        if not pending:
+            return found.pop() if len(found) == 1 else ""
+        value, element = pending.pop()
+        computation = module.computations.get(value.computation)
+        users = computation.users.get(value.name, ()) if computation is not None else ()
+        if not users:
+            return ""
+        for user, position in users:
+            if element is not None:  # a tuple: its element is the one get-tuple-element reads
+                if user.opcode != "get-tuple-element":
+                    return ""
+                if user.tuple_index == element:
+                    pending.append((user, None))
+            elif user.opcode == "convert" and len(user.shape.arrays) == 1:
+                found.add(user.shape.arrays[0].dtype)
+            elif user.opcode in _LAYOUT_ONLY:
+                pending.append((user, None))
+            elif user.opcode == "fusion":
+                called = next((module.computations.get(name) for role, name in user.called_computations
+                               if role == "calls"), None)
+                parameter = next((p for p in called.parameters if p.parameter_number == position), None) \
+                    if called is not None else None
+                if parameter is None:
+                    return ""
+                pending.append((parameter, None))
+            else:
+                return ""
+    return ""
+
+
+def compiler_of(narrow: str, wide: str) -> str:
+    """The compiler whose list promotes ``narrow`` sums to ``wide`` (``XLA:CPU``), else ``XLA``."""
+    return next((p.compiler for p in PROMOTIONS if (p.narrow, p.wide) == (narrow, wide)), "XLA")
+
+
+def promotion_text(c: "CompiledCollective") -> str:
+    """What the compiler did to ``c``'s types and what that costs, in words (``""`` when it kept
+    them): a promoted sum moves more bytes here than the program's type holds."""
+    promotion = c.promotion
+    if promotion is None:
+        return ""
+    narrow, wide = promotion
+    promoted = sum(1 for op in c.operands if op.promoted_from)
+    which = "it" if promoted == len(c.operands) else f"{promoted} of its {len(c.operands)} values"
+    return (f"{compiler_of(narrow, wide)} sums {narrow} in {wide}: it promoted {which} from the program's {narrow}, "
+            f"so a run moves {c.bytes_per_execution:,} B here, {c.written_bytes_per_execution:,} B as written "
+            f"(what a compiler that keeps {narrow} moves)")
