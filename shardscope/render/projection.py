@@ -103,6 +103,9 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
     sentence = ratio_sentence(analysis, projection, comparison)
     if sentence:
         out.append("  " + sentence)
+    promoted = promoted_sentence(analysis, projection)
+    if promoted:
+        out.append("  " + promoted)
     return out
 
 

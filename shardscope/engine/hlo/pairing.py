@@ -12,7 +12,8 @@ takes one jaxpr collective per operand: the others carry the ``op_name`` of none
 by kind and that fit. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
 loop's on jax 0.10.2: then it pairs by kind and bytes with a jaxpr collective that ran in more
 loops. A compiled collective that pairs with none was written by the partitioner, unless its
-``op_name`` names a JAX collective.
+``op_name`` names a JAX collective. An operand's bytes are compared in the program's own type:
+XLA:CPU sums a bf16 value in f32 (:mod:`~shardscope.engine.hlo.promotion`), twice the jaxpr's bytes.
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ _FIT_RANKS = (0, 1, 2)
 def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
     """How closely the jaxpr collective ``r`` fits the compiled operand ``op`` (0 the closest),
     None when it cannot be that operand. A collective of a manual shard_map is typed per device:
-    its bytes are the operand's (0). One of a partial-auto shard_map is typed whole along the
+    its bytes are the operand's (0), as the program typed it (a sum the compiler promoted from
+    bf16 to f32 is compared at its bf16 bytes). One of a partial-auto shard_map is typed whole along the
     axes the partitioner splits (:attr:`~shardscope.engine.jaxpr.dataflow.Collective.auto_axes`):
     its dimensions are the operand's (0), or each a multiple of the operand's with the parts
     together dividing those axes' devices (1: ``f32[16,32]`` split over a ``model`` of 2 is
