@@ -18,6 +18,7 @@ shapes by hand. XLA:CPU does not promote f16: an f16 sum stays f16 and is said t
 
 from __future__ import annotations
 
+import json
 import re
 from functools import partial
 
@@ -261,3 +262,41 @@ def test_an_f16_sum_is_not_promoted_on_the_cpu():
     assert combined.compiled.promotion is None and len(combined.equations) == 3
     assert combined.bytes_per_execution == combined.compiled.written_bytes_per_execution == 33_024
     assert "sums" not in combined.pairing()
+
+
+DEMO = '''
+import jax
+import jax.numpy as jnp
+
+import shardscope
+
+
+@shardscope.demo(params={"w1": jax.ShapeDtypeStruct((32, 64), jnp.bfloat16),
+                         "w2": jax.ShapeDtypeStruct((64, 8), jnp.bfloat16)},
+                 x=jax.ShapeDtypeStruct((64, 32), jnp.bfloat16))
+def bf16mlp(p, x):
+    return jnp.tanh(x @ p["w1"]) @ p["w2"]
+'''
+
+
+def test_a_report_says_the_cpu_promoted_its_bf16_sums_and_projects_their_bf16_bytes(shardscope_cli, tmp_path):
+    (tmp_path / "bf16_demo.py").write_text(DEMO)
+    argv = ("report", tmp_path / "bf16_demo.py", "-f", "bf16mlp", "--mesh", "data=4,model=2", "--batch-axes", "data",
+            "--project", "ib-ndr", "-r", "2")
+    result = shardscope_cli(*argv, "--json")
+    assert result.returncode == 0, result.stderr
+    naive = json.loads(result.stdout)["variants"]["naive"]
+    # by hand: w1 (32x64) and w2 (64x8) summed over data, bf16 as written, in each of 2 chunks
+    written = (32 * 64 + 64 * 8) * BF16 * 2
+    assert naive["bytes_per_call"] == written  # the jaxpr's
+    assert naive["compiled_bytes_per_call"] == 2 * written and naive["compiled_bytes_per_call_as_written"] == written
+    (combined,) = naive["compiled_collectives"]
+    assert combined["equations"] and len(combined["equations"]) == 2
+    assert combined["promoted"]["from"] == "bf16" and combined["promoted"]["bytes_per_call"] == written
+    projection = json.loads(result.stdout)["projection"]
+    assert projection["plans"]["naive"]["bytes_per_call"] == written
+
+    text = shardscope_cli(*argv).stdout
+    assert "XLA:CPU sums bf16 in f32 (its AllReducePromotion pass)" in text
+    assert f"naive {2 * written:,} B here, {written:,} B as written" in text
+    assert f"naive {written:,} B per call" in text  # the projection's sentence
