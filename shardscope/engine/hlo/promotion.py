@@ -14,7 +14,9 @@ An instruction's operand is a promoted one when the reduction was promoted (the 
 combiner) and the operand is a convert from the narrow type, seen through the layout-only
 steps XLA fuses after it (a bitcast, copy, reshape, transpose): a combiner may merge a
 promoted sum with one the program wrote in the wide type (a bf16 gradient beside an f32
-loss), whose operand is no such convert.
+loss), whose operand is no such convert. Where the simplifier folded that convert into the
+instruction that made the value (a dot computed in f32), every use of the sum converting it
+back to the narrow type says the same.
 """
 
 from __future__ import annotations
