@@ -18,6 +18,7 @@ shapes by hand. XLA:CPU does not promote f16: an f16 sum stays f16 and is said t
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from functools import partial
@@ -28,10 +29,17 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from rich.console import Console
+
 import shardscope
+from shardscope.app.views.hlo import hlo_renderable
+from shardscope.config.settings import Settings
 from shardscope.costmodel.interconnects import preset
 from shardscope.costmodel.projection import compiled_collectives
+from shardscope.pipeline.projections import project
+from shardscope.pipeline.run import analyze
 from shardscope.render.findings import inspection_json, to_text
+from shardscope.render.projection import lines as projection_lines
 from shardscope.testing import jaxpr_collective_counts
 
 M, B, D, F = 4, 32, 64, 256  # micro-batches, batch, width, hidden (split over model: 128 per device)
@@ -300,3 +308,19 @@ def test_a_report_says_the_cpu_promoted_its_bf16_sums_and_projects_their_bf16_by
     assert "XLA:CPU sums bf16 in f32 (its AllReducePromotion pass)" in text
     assert f"naive {2 * written:,} B here, {written:,} B as written" in text
     assert f"naive {written:,} B per call" in text  # the projection's sentence
+
+
+def test_the_explorers_compiled_tab_and_timings_lines_read_the_same_promotion(tmp_path):
+    (tmp_path / "bf16_demo.py").write_text(DEMO)
+    analysis = analyze(Settings(path=tmp_path / "bf16_demo.py", function="bf16mlp", devices=4, repeats=1))
+    naive = analysis.plans["naive"]
+    (combined,) = [c for c in naive.paired if c.compiled is not None]
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(hlo_renderable(analysis))
+    shown = console.export_text()
+    assert combined.compiled.promotion == ("bf16", "f32") and "XLA:CPU sums bf16 in f32" in shown
+    # by hand: w1 (32x64) and w2 (64x8), bf16 as written
+    per_run = (32 * 64 + 64 * 8) * BF16
+    assert f"{2 * per_run:,} B here, {per_run:,} B as written" in shown
+    timings = "\n".join(projection_lines(analysis, project(analysis, preset("ib-ndr"))))
+    assert f"naive {per_run * combined.executions:,} B per call" in timings
