@@ -98,6 +98,13 @@ class PlanProjection:
         return None if None in runs else sum(r or 0 for r in runs)
 
     @property
+    def bytes_per_call(self) -> int | None:
+        """The per-device bytes per call it costs (None when a loop's trip count is unknown)."""
+        if None in [c.executions for c in self.collectives]:
+            return None
+        return sum((c.executions or 0) * c.bytes_per_execution for c in self.collectives)
+
+    @property
     def latency_share(self) -> float | None:
         """The fraction of the communication time spent on latency (None when unknown or zero)."""
         if not self.comm_s_per_call or self.latency_s_per_call is None:
@@ -166,17 +173,20 @@ def ring_size(collective: "CompiledCollective", devices: int | None, mesh_device
 
 
 def compiled_collectives(collectives: "Iterable[CompiledCollective]", link: Link, devices: int | None, calls: int = 1,
-                         prefix: str = "", mesh_devices: int | None = None) -> tuple[CollectiveProjection, ...]:
+                         prefix: str = "", mesh_devices: int | None = None,
+                         as_written: bool = False) -> tuple[CollectiveProjection, ...]:
     """Each compiled collective on ``link`` with :func:`ring_size` devices in its ring: its runs
     per call (times ``calls``, a dispatched module's calls per step) and one run of its per-device
-    bytes. A ring of unknown size leaves its runs unknown, so the plan's time is unknown too."""
+    bytes. A ring of unknown size leaves its runs unknown, so the plan's time is unknown too.
+    ``as_written`` costs each in the program's own types: the module is the CPU's, a stand-in for
+    the link's machine, whose compiler does not sum bf16 in f32 as XLA:CPU does."""
     projected = []
     for c in collectives:
         n = ring_size(c, devices, mesh_devices)
         runs = None if c.executions is None or n is None else c.executions * calls
-        seconds = run_seconds(compiled_model(c), c.bytes_per_execution, n, link) if n is not None else (0.0, 0.0)
-        projected.append(CollectiveProjection(prefix + c.name, compiled_model(c), runs, c.bytes_per_execution, *seconds,
-                                              ring=n))
+        size = c.written_bytes_per_execution if as_written else c.bytes_per_execution
+        seconds = run_seconds(compiled_model(c), size, n, link) if n is not None else (0.0, 0.0)
+        projected.append(CollectiveProjection(prefix + c.name, compiled_model(c), runs, size, *seconds, ring=n))
     return tuple(projected)
 
 

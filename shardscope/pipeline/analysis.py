@@ -157,6 +157,16 @@ class PlanResult:
         return Count(sum(known) if len(known) == len(per_call) else None, any(c.in_conditional for c in self.compiled.collectives))
 
     @property
+    def compiled_written_bytes(self) -> Count | None:
+        """:attr:`compiled_bytes` in the program's own types: what a compiler that does not promote
+        its sums moves (XLA:CPU carries a bf16 psum in f32; None when not compiled)."""
+        if self.compiled is None:
+            return None
+        per_call = [c.written_bytes_per_call for c in self.compiled.collectives]
+        known = [n for n in per_call if n is not None]
+        return Count(sum(known) if len(known) == len(per_call) else None, any(c.in_conditional for c in self.compiled.collectives))
+
+    @property
     def flagged(self) -> "tuple[PairedCollective, ...]":
         """The collectives a loop runs without needing to, each once (by the compiled module's verdicts)."""
         return tuple(c for c in self.paired if c.flagged)

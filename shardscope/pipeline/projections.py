@@ -5,7 +5,10 @@
 The compiled module is what runs: XLA's combiner merges a jaxpr's psums of one loop body into one
 all-reduce (demos/mlp.py: four leaves, one instruction), and the partitioner writes the
 collectives of a jit program whose jaxpr has none. Only a plan that was traced and not compiled
-is projected from its jaxpr.
+is projected from its jaxpr. The CPU's module is a stand-in for the link's machine, whose compiler
+keeps a bf16 sum in bf16 where XLA:CPU promotes it to f32: each collective is costed at its bytes
+as the program wrote them (:attr:`~shardscope.engine.hlo.plan.CompiledCollective.written_bytes_per_execution`);
+a ``--target``'s plans are costed at what that target's compiler runs.
 """
 
 from __future__ import annotations
@@ -67,12 +70,13 @@ def _plan(plan: "PlanResult", link: Link, devices: int | None, mesh_devices: int
         return plan_projection(
             plan.name,
             (c for d, compiled in found if compiled is not None
-             for c in compiled_collectives(compiled.collectives, link, devices, d.calls, f"{d.name}/", mesh_devices)),
+             for c in compiled_collectives(compiled.collectives, link, devices, d.calls, f"{d.name}/", mesh_devices,
+                                           as_written=True)),
             any(c.in_conditional for _, compiled in found if compiled is not None for c in compiled.collectives),
         )
     if plan.compiled is not None:
         return plan_projection(plan.name, compiled_collectives(plan.compiled.collectives, link, devices,
-                                                               mesh_devices=mesh_devices),
+                                                               mesh_devices=mesh_devices, as_written=True),
                                any(c.in_conditional for c in plan.compiled.collectives))
     return plan_projection(
         plan.name,

@@ -89,8 +89,10 @@ def verdict_cell(kind: str, in_loop: bool, dead: bool = False) -> str:
 
 def noted(c: "PairedCollective") -> bool:
     """True for a collective the notes explain: one in a loop, a dead one, one with no
-    instruction, and a reshard the partitioner adds (the program does not say where it comes from)."""
-    return c.in_loop or c.dead or c.compiled is None or c.compiled.is_reshard
+    instruction, a reshard the partitioner adds (the program does not say where it comes from),
+    and one the compiler carries in a wider type than the program wrote (its bytes are not the
+    program's)."""
+    return c.in_loop or c.dead or c.compiled is None or c.compiled.is_reshard or c.compiled.promotion is not None
 
 
 def notes(collectives: tuple) -> list[str]:
@@ -103,8 +105,11 @@ def notes(collectives: tuple) -> list[str]:
         if c.dead:
             lines.append(f"#{i} {c.pairing()} ({c.source or 'no source line'})")
             continue
-        if not c.in_loop and c.compiled is not None:  # a partitioner's reshard outside loops: what it is for
+        if not c.in_loop and c.compiled is not None and c.compiled.is_reshard:  # outside loops: what it is for
             lines.append(f"#{i} {c.pairing()}. {reshard_origin(c.compiled)}")
+            continue
+        if not c.in_loop and c.compiled is not None:  # a promoted sum outside loops: its pairing says so
+            lines.append(f"#{i} {c.pairing()} ({c.source or 'no source line'}).")
             continue
         verdict = c.verdict
         line = f"#{i} {c.pairing()} ({c.source or 'no source line'}): {verdict.kind}. {verdict.reason}"
@@ -247,7 +252,20 @@ def compiled_collective_json(p: "PairedCollective", c: "CompiledCollective") -> 
         "flagged": p.flagged,
         "equations": [e.equation_id for e in p.equations],
         "pairing": p.pairing(),
+        "promoted": promoted_json(c),
     }
+
+
+def promoted_json(c: "CompiledCollective") -> dict[str, Any] | None:
+    """``{"from": "bf16", "to": "f32", "operands": [...], "bytes": ..., "bytes_per_call": ...}``
+    for a sum the compiler carries in a wider type than the program wrote (each operand's own
+    type, ``null`` where it was kept; the bytes as written, what a compiler that keeps the
+    program's type moves); null when it kept them all."""
+    promotion = c.promotion
+    if promotion is None:
+        return None
+    return {"from": promotion[0], "to": promotion[1], "operands": [op.promoted_from or None for op in c.operands],
+            "bytes": c.written_bytes_per_execution, "bytes_per_call": c.written_bytes_per_call}
 
 
 def compiled_json(paired: tuple) -> list[dict[str, Any]]:

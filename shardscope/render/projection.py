@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardscope.engine.counts import count_text
+from shardscope.engine.hlo.promotion import compiler_of
 from shardscope.costmodel.interconnects import format_bandwidth, format_seconds
 
 if TYPE_CHECKING:
@@ -102,6 +103,9 @@ def lines(analysis: "Analysis", projection: "Projection", comparison: "Compariso
     sentence = ratio_sentence(analysis, projection, comparison)
     if sentence:
         out.append("  " + sentence)
+    promoted = promoted_sentence(analysis, projection)
+    if promoted:
+        out.append("  " + promoted)
     return out
 
 
@@ -123,7 +127,25 @@ def render_projection(analysis: "Analysis", projection: "Projection", console: "
     sentence = ratio_sentence(analysis, projection)
     if sentence:
         console.print(sentence + ".", highlight=False)
+    promoted = promoted_sentence(analysis, projection)
+    if promoted:
+        console.print(promoted, highlight=False)
     console.print(f"source: {projection.link.source}", highlight=False, style="dim")
+
+
+def promoted_sentence(analysis: "Analysis", projection: "Projection") -> str | None:
+    """What bytes the projection costs where the analysed compiler promoted a sum (XLA:CPU sums
+    bf16 in f32): the program's own, what the link's compiler moves; None where none was."""
+    promoted = {name: plan.compiled for name, plan in analysis.plans.items()
+                if plan.compiled is not None and any(c.promotion is not None for c in plan.compiled.collectives)}
+    if not promoted:
+        return None
+    narrow, wide = next(c.promotion for plan in promoted.values() for c in plan.collectives if c.promotion is not None)
+    costed = [f"{name} {count_text(projection.plans[name].bytes_per_call)} B per call"
+              for name in promoted if name in projection.plans]
+    return (f"{compiler_of(narrow, wide)} sums {narrow} in {wide}; these costs take each sum at the bytes the program "
+            f"wrote ({', '.join(costed)}), what a compiler that keeps {narrow} (XLA:GPU's) moves, not the CPU's "
+            f"{wide} bytes.")
 
 
 def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
@@ -144,6 +166,7 @@ def projection_json(projection: "Projection") -> dict[str, Any]:  # JSON values
                 "latency_share": plan.latency_share,
                 "per_call_is_upper_bound": plan.is_upper_bound,
                 "runs_per_call": plan.runs_per_call,
+                "bytes_per_call": plan.bytes_per_call,  # as the program wrote them: not a promoted sum's wider type
                 "compiled": plan.compiled,
                 "latency_dominated_collectives": [c.name for c in plan.collectives if c.latency_dominated],
             }

@@ -8,6 +8,7 @@ from shardscope.engine.compiler_note import compiler_note
 from shardscope.engine.counts import runs_per_call
 from shardscope.measure.speedup import CONFIDENCE, HOW as SPEEDUP_HOW
 from shardscope.measure.timing import GRADIENT_CHECK
+from shardscope.engine.hlo.promotion import compiler_of
 from shardscope.render.findings import collective_cell, compiled_json, trips_text
 from shardscope.render.measured import render_measured
 from shardscope.render.json_values import finite
@@ -167,6 +168,8 @@ def _plan_json(plan: "PlanResult") -> dict[str, Any]:
         "compiled_collectives": None if plan.compiled is None else compiled_json(plan.paired),
         "compiled_executed_collectives": None if plan.compiled is None else plan.compiled.executed_collectives,
         "compiled_bytes_per_call": None if plan.compiled_bytes is None else plan.compiled_bytes.value,
+        # the same in the program's own types: less where the compiler promoted a sum (XLA:CPU's bf16 in f32)
+        "compiled_bytes_per_call_as_written": None if plan.compiled_written_bytes is None else plan.compiled_written_bytes.value,
         # as check counts them: a step of dispatches' by its calls' modules (what runs), not the one jit's
         "flagged": len(plan.flagged) if plan.dispatches is None else plan.dispatches.flagged_count,
         "trace_s": plan.trace_s,
@@ -248,6 +251,9 @@ def render(analysis: "Analysis", console: "Console", projection: "Projection | N
     console.print(coll)
     if any(plan.compiled is not None for plan in plans):
         console.print(compiled_table(analysis))
+        promoted = promotion_note(plans)
+        if promoted:
+            console.print(promoted, style="dim", highlight=False)
     for plan in plans:  # --profile, --profile-dir: each plan's measured times
         render_measured(plan.inspection, console, label=plan.name)
     if ref is not None and ref.run_s is not None:
@@ -295,6 +301,27 @@ def compiled_table(analysis: "Analysis") -> Table:
             table.add_row(plan.name, collective_cell(c), c.value, trips_text(c.loop_trip_counts), c.runs.text(),
                           c.bytes_count.text(), c.written_by, written, style="bold red" if c.in_loop else None)
     return table
+
+
+def promotion_note(plans: "list[PlanResult]") -> str | None:
+    """Why ``compiled bytes per call`` exceeds ``bytes per call`` where the compiler carries a sum
+    in a wider type than the program wrote (XLA:CPU sums bf16 in f32), with each plan's bytes as
+    written; None when no plan's compiler promoted one."""
+    promoted = [plan for plan in plans if plan.compiled is not None
+                and any(c.promotion is not None for c in plan.compiled.collectives)]
+    if not promoted:
+        return None
+    assert promoted[0].compiled is not None
+    narrow, wide = next(c.promotion for c in promoted[0].compiled.collectives if c.promotion is not None)
+    compiler = compiler_of(narrow, wide)
+    per_plan = []
+    for plan in promoted:
+        here, written = plan.compiled_bytes, plan.compiled_written_bytes
+        if here is not None and written is not None:
+            per_plan.append(f"{plan.name} {here.text()} B here, {written.text()} B as written")
+    return (f"compiled bytes per call: {compiler} sums {narrow} in {wide} (its AllReducePromotion pass), so its "
+            f"{narrow} sums move {wide} bytes ({'; '.join(per_plan)}); a compiler that keeps "
+            f"{narrow} (XLA:GPU's) moves the bytes as written.")
 
 
 def compiler_note_of(analysis: "Analysis") -> str | None:

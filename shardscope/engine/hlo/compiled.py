@@ -37,6 +37,7 @@ from shardscope.engine.hlo.partitioner_warnings import (
     PartitionerWarning, implementing, read_warning, value_instructions,
 )
 from shardscope.engine.hlo.pairing import JAX_COLLECTIVE_PRIMITIVES, PARTITIONER, PROGRAM, JaxprCollective, pair
+from shardscope.engine.hlo.promotion import promoted_from
 from shardscope.engine.hlo.plan import CompiledCollective, CompiledLoop, CompiledOperand, CompiledPlan
 from shardscope.engine.hlo.replica_groups import MeshShape
 from shardscope.engine.hlo.sites import COLLECTIVE_KINDS, CollectiveSite, SiteFinder
@@ -355,9 +356,10 @@ class _Builder:
             name = self.namer.paired_value(c)
             names = [name] * len(c.operands)
         else:
-            split = _split_values([op.bytes for op in c.operands], c.equations, sizes)
+            split = _split_values([op.written_bytes for op in c.operands], c.equations, sizes)
             names = ([self.namer.equation_value([e]) for e in split] if split is not None else
-                     [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.bytes]) for op in c.operands])
+                     [self.namer.equation_value([e for e in c.equations if sizes.get(e) == op.written_bytes])
+                      for op in c.operands])
         if not any(names):
             return c
         return dataclasses.replace(c, operands=tuple(
@@ -382,7 +384,7 @@ class _Builder:
                 return op.value
             return self.namer.equation_value([e])
 
-        return [placed_name(op, e) if e else self.namer.equation_value([r for r in rest if sizes.get(r) == op.bytes])
+        return [placed_name(op, e) if e else self.namer.equation_value([r for r in rest if sizes.get(r) == op.written_bytes])
                 for op, e in zip(c.operands, c.operand_equations)]
 
     def loop(self, inst: Instruction) -> CompiledLoop:
@@ -399,7 +401,8 @@ class _Builder:
         text = str(shape.arrays[0]) if shape and len(shape.arrays) == 1 else (str(shape) if shape else "")
         named = self.namer.operand_value(site, k, reduction=site.kind in SUM_KINDS)
         return CompiledOperand(instruction=name, shape=text, bytes=shape.nbytes if shape else 0, value=named.value,
-                               verdict=verdict, computed=named.computed)
+                               verdict=verdict, computed=named.computed,
+                               promoted_from=promoted_from(self.module, site.instruction, k) if not site.parts else "")
 
     def _groups_and_axes(self, inst: Instruction) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]:
         key = ("pairs", inst.source_target_pairs) if inst.source_target_pairs is not None else ("groups", inst.replica_groups)

@@ -107,7 +107,7 @@ def saving_of(plan: "TargetPlan", p: "TargetPlacement", interconnect: TargetInte
     algorithm = ""
     parts = []
     for t in in_loops:
-        moved = _moved_bytes(plan, p, t, {op.value for op in staying}, sum(op.bytes for op in staying))
+        moved = _moved_bytes(plan, p, t, {op.value for op in staying}, sum(op.written_bytes for op in staying))
         total_bytes += moved
         parts.append((t.name, moved, t.executions))
         if t.executions is None or runs_now is None:
@@ -167,7 +167,8 @@ def _all_values_leave(plan: "TargetPlan", t: "CompiledCollective") -> bool:
 def _moved_bytes(plan: "TargetPlan", p: "TargetPlacement", t: "CompiledCollective", values: set[str],
                  cpu_bytes: int) -> int:
     """The bytes of ``p``'s staying values in each run of the target's ``t``: its operands that
-    carry them by name; all of it when it carries nothing else; else the CPU operands' bytes."""
+    carry them by name; all of it when it carries nothing else; else the CPU operands' bytes as
+    the program wrote them (``cpu_bytes``: XLA:CPU sums bf16 in f32, a target's compiler may not)."""
     named = [op.bytes for op in t.operands if op.value and op.value in values]
     if named:
         return sum(named)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from shardscope.engine.counts import Count, PerCall
 from shardscope.engine.hlo.pairing import PROGRAM
+from shardscope.engine.hlo.promotion import promotion_text
 from shardscope.engine.jaxpr.verdicts import Verdict, with_all_leaves
 from shardscope.engine.pytree_paths import is_gradient_label, labelled_argument
 from shardscope.collective_kinds import OF_PRIMITIVE
@@ -219,6 +220,9 @@ class PairedCollective(PerCall):
         text = f"{head} {where}, {self.runs.badge()}"
         if c.combined:
             text += f" (XLA's combiner merged {len(c.operands)} {c.kind}s into this one)"
+        promoted = promotion_text(c)
+        if promoted:
+            text += f" ({promoted})"
         text += "" if self.equations else f", written by the {c.written_by}"
         if c.is_reshard:
             text += f": a reshard ({f'{self.value}: ' if self.value else ''}{c.layout_change}), not a reduction"

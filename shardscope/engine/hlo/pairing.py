@@ -12,7 +12,8 @@ takes one jaxpr collective per operand: the others carry the ``op_name`` of none
 by kind and that fit. A sum a TPU compiler moved out of a loop keeps its op_name on jax 0.12 and takes the
 loop's on jax 0.10.2: then it pairs by kind and bytes with a jaxpr collective that ran in more
 loops. A compiled collective that pairs with none was written by the partitioner, unless its
-``op_name`` names a JAX collective.
+``op_name`` names a JAX collective. An operand's bytes are compared in the program's own type:
+XLA:CPU sums a bf16 value in f32 (:mod:`~shardscope.engine.hlo.promotion`), twice the jaxpr's bytes.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _chosen(c: "CompiledCollective", free: dict[int, JaxprCollective]
     first = _first((r for r in free.values() if _matches(c, r)), operands)
     moved = False
     if first is None:
-        sizes = [op.bytes for op in operands]
+        sizes = [op.written_bytes for op in operands]
         first = _first((r for r in free.values() if _moved_out_of_a_loop(c, r, sizes)), operands)
         moved = first is not None
     if first is None:
@@ -141,7 +142,8 @@ _FIT_RANKS = (0, 1, 2)
 def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
     """How closely the jaxpr collective ``r`` fits the compiled operand ``op`` (0 the closest),
     None when it cannot be that operand. A collective of a manual shard_map is typed per device:
-    its bytes are the operand's (0). One of a partial-auto shard_map is typed whole along the
+    its bytes are the operand's (0), as the program typed it (a sum the compiler promoted from
+    bf16 to f32 is compared at its bf16 bytes). One of a partial-auto shard_map is typed whole along the
     axes the partitioner splits (:attr:`~shardscope.engine.jaxpr.dataflow.Collective.auto_axes`):
     its dimensions are the operand's (0), or each a multiple of the operand's with the parts
     together dividing those axes' devices (1: ``f32[16,32]`` split over a ``model`` of 2 is
@@ -149,14 +151,14 @@ def _fit(r: JaxprCollective, op: "CompiledOperand") -> int | None:
     equal bytes."""
     auto = r.auto_axes
     if not auto:
-        return 0 if r.bytes_per_execution == op.bytes else None
+        return 0 if r.bytes_per_execution == op.written_bytes else None
     dims = r.operand_dims
-    if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.bytes:
+    if len(dims) == 1 and tuple(dims[0]) == op.dims and r.bytes_per_execution == op.written_bytes:
         return 0
     if len(dims) == 1 and _split_of(tuple(dims[0]), op.dims, math.prod(size for _, size in auto)) \
-            and op.bytes * math.prod(dims[0]) == r.bytes_per_execution * math.prod(op.dims):
+            and op.written_bytes * math.prod(dims[0]) == r.bytes_per_execution * math.prod(op.dims):
         return 1
-    return 2 if r.bytes_per_execution == op.bytes else None
+    return 2 if r.bytes_per_execution == op.written_bytes else None
 
 
 def _split_of(whole: tuple[int, ...], part: tuple[int, ...], devices: int) -> bool:
@@ -174,7 +176,7 @@ def _place_of_first(first: JaxprCollective, operands: "list[CompiledOperand]") -
     fits = [(rank, k) for k, op in enumerate(operands) if (rank := _fit(first, op)) is not None]
     if fits:
         return min(fits)[1]
-    return min(range(len(operands)), key=lambda k: abs(operands[k].bytes - first.bytes_per_execution))
+    return min(range(len(operands)), key=lambda k: abs(operands[k].written_bytes - first.bytes_per_execution))
 
 
 def _split_places(c: "CompiledCollective", places: "dict[int, JaxprCollective]") -> tuple[str, ...]:
@@ -194,7 +196,7 @@ def _whole(c: "CompiledCollective", free: dict[int, JaxprCollective], chosen: li
     (XLA:TPU all-reduces a complex gradient as its real and imaginary parts), so no operand's bytes
     are that value's, but the instruction's bytes are the sum of the values it
     carries."""
-    total = sum(op.bytes for op in c.operands)
+    total = sum(op.written_bytes for op in c.operands)
     if sum(r.bytes_per_execution for r in chosen) == total:
         return chosen
     first = chosen[0]
@@ -225,7 +227,7 @@ def _first(candidates: Iterator[JaxprCollective], operands: "list[CompiledOperan
     for r in candidates:
         if any(_fit(r, op) is not None for op in operands):
             return r
-        nearest = min((_ratio(r.bytes_per_execution, op.bytes) for op in operands), default=math.inf)
+        nearest = min((_ratio(r.bytes_per_execution, op.written_bytes) for op in operands), default=math.inf)
         if fallback is None or nearest < distance:
             fallback, distance = r, nearest
     return fallback

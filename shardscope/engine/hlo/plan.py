@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from shardscope.engine.counts import PerCall, known_product, total_executions
 from shardscope.engine.hlo.partitioner_warnings import INVOLUNTARY_REMAT, PartitionerWarning
+from shardscope.engine.hlo.shapes import DTYPE_BITS
 from shardscope.engine.hlo.text import HloModule
 from shardscope.engine.hlo.verdicts import NEEDED
 from shardscope.engine.jaxpr.verdicts import Verdict
@@ -46,6 +47,24 @@ class CompiledOperand:
     computed: bool = False
     """A value the step computes on its way to an output (a loss, a metric): no argument and no
     argument's gradient, so a fix has nothing to cast for it (named ``loss``, or ``out[2]``)."""
+    promoted_from: str = ""
+    """The program's own element type where the compiler carries the value in a wider one
+    (``bf16``: XLA:CPU all-reduces a bf16 sum in f32, :mod:`~shardscope.engine.hlo.promotion`),
+    else ``""``."""
+
+    @property
+    def dtype(self) -> str:
+        """The element type the compiled instruction carries it in (``f32``)."""
+        return self.shape.split("[", 1)[0] if "[" in self.shape else ""
+
+    @property
+    def written_bytes(self) -> int:
+        """Its bytes in the program's own type: :attr:`bytes`, or for a value the compiler
+        promoted, what the narrow type holds (a bf16 sum carried in f32: half)."""
+        wide = DTYPE_BITS.get(self.dtype, 0)
+        if not self.promoted_from or not wide:
+            return self.bytes
+        return self.bytes * DTYPE_BITS.get(self.promoted_from, wide) // wide
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -130,6 +149,24 @@ class CompiledCollective(PerCall):
         """Per-device bytes of one run: its operands together."""
         return sum(op.bytes for op in self.operands)
 
+    @property
+    def written_bytes_per_execution(self) -> int:
+        """Per-device bytes of one run in the program's own types: what a compiler that does not
+        promote them moves (:attr:`bytes_per_execution` where nothing was promoted)."""
+        return sum(op.written_bytes for op in self.operands)
+
+    @property
+    def written_bytes_per_call(self) -> int | None:
+        """:attr:`written_bytes_per_execution` times the runs per call (None when those are unknown)."""
+        runs = self.executions
+        return None if runs is None else runs * self.written_bytes_per_execution
+
+    @property
+    def promotion(self) -> tuple[str, str] | None:
+        """``("bf16", "f32")`` when the compiler carries its values in a wider type than the
+        program wrote (each promoted operand's; the first where they differ), else None."""
+        promoted = next((op for op in self.operands if op.promoted_from), None)
+        return None if promoted is None else (promoted.promoted_from, promoted.dtype)
 
     @property
     def verdict_kind(self) -> str:
