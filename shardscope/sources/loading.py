@@ -74,14 +74,15 @@ def load_demo_file(path: str | Path) -> DemoFile:
         if programs:
             raise DemoFileError(
                 f"{path} is a program file (@shardscope.program), not a demo file.",
-                f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "
-                "report and diff build plans from @shardscope.demo functions",
+                f"shardscope check {path} lints its programs (--target TARGET: on a TPU slice or GPUs too) and "
+                f"shardscope {path} opens them in the explorer; report, diff and sweep build plans (and chunk sizes) "
+                "from @shardscope.demo functions",
             )
         if layout_functions(module):
             raise DemoFileError(
                 f"{path} is a layouts file (@shardscope.layouts), not a demo file.",
-                f"shardscope layouts {path} --target TARGET ranks its layouts; report and diff build plans from "
-                "@shardscope.demo functions",
+                f"shardscope layouts {path} --target TARGET ranks its layouts; report, diff and sweep build plans "
+                "(and chunk sizes) from @shardscope.demo functions",
             )
         raise DemoFileError(
             f"{path} has no demo function.",
