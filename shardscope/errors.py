@@ -51,6 +51,15 @@ class DemoFileError(ShardscopeError):
     """The demo file is missing, does not import, or has no demo in it."""
 
 
+class LayoutsFileError(DemoFileError):
+    """The file marks only ``@shardscope.layouts`` functions (``functions``, by name): ``shardscope
+    layouts`` and the explorer's Layouts tab read it, no other command."""
+
+    def __init__(self, message: str, hint: str | None, functions: tuple[str, ...]) -> None:
+        super().__init__(message, hint)
+        self.functions = functions
+
+
 class SettingsError(ShardscopeError):
     """The settings do not fit the demo (unknown function, chunk size, device count)."""
 

@@ -83,6 +83,88 @@ def total_loss_adamw(mesh: Mesh) -> Built:
     return Built(train_step, _adamw_arguments(mesh))
 
 
+def bf16_gradients_sgd(mesh: Mesh) -> Built:
+    """bfloat16 parameters and batches, their gradients summed over 4 micro-batches in a scan
+    and one SGD update: the CPU sums the bfloat16 gradients in float32, a TPU in bfloat16."""
+    replicated = NamedSharding(mesh, P())
+    params = {"w1": jax.ShapeDtypeStruct((32, 64), jnp.bfloat16, sharding=replicated),
+              "w2": jax.ShapeDtypeStruct((64, 16), jnp.bfloat16, sharding=replicated)}
+    batch = 8 * mesh.size
+    xs = jax.ShapeDtypeStruct((MICRO_BATCHES, batch, 32), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "data")))
+
+    def loss(params, x):
+        return jnp.sum(jnp.tanh(x @ params["w1"]) @ params["w2"])
+
+    @jax.jit
+    def train_step(params, xs):
+        def micro(grads, x):
+            return jax.tree.map(jnp.add, grads, jax.grad(loss)(params, x)), None
+
+        grads, _ = lax.scan(micro, jax.tree.map(jnp.zeros_like, params), xs)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    return Built(train_step, (params, xs))
+
+
+def _rmsnorm(x, g):
+    return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * g
+
+
+def _transformer_block(p, x):
+    h = _rmsnorm(x, p["ln"])
+    q, k, v = h @ p["wq"], h @ p["wk"], h @ p["wv"]
+    a = jax.nn.softmax(jnp.einsum("btd,bsd->bts", q, k) / 8.0, axis=-1)
+    x = x + jnp.einsum("bts,bsd->btd", a, v) @ p["wo"]
+    h = _rmsnorm(x, p["ln"])
+    return x + jax.nn.gelu(h @ p["w1"] + p["b1"]) @ p["w2"]
+
+
+def transformer_adam(mesh: Mesh) -> Built:
+    """A 2-layer transformer on a ``data`` x ``model`` mesh (attention and MLP weights split over
+    ``model``, a tied embedding), its loss and gradients summed over 4 micro-batches in a scan,
+    and a hand-written Adam update: the CPU sums the loss with the gradients in one all-reduce in
+    the loop, the TPU keeps part of that sum in the loop and moves the rest out."""
+    vocab, d, f, t, batch = 256, 64, 256, 8, 16
+
+    def sds(shape, spec, dtype=jnp.float32):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+    def layer():
+        return {"wq": sds((d, d), P(None, "model")), "wk": sds((d, d), P(None, "model")),
+                "wv": sds((d, d), P(None, "model")), "wo": sds((d, d), P("model", None)),
+                "w1": sds((d, f), P(None, "model")), "b1": sds((f,), P("model")),
+                "w2": sds((f, d), P("model", None)), "ln": sds((d,), P())}
+
+    params = {"embed": sds((vocab, d), P(None, "model")), "layers": [layer(), layer()], "final_ln": sds((d,), P())}
+    state = {"m": params, "v": params, "count": sds((), P(), jnp.int32)}
+    tokens = sds((MICRO_BATCHES, batch, t), P(None, "data", None), jnp.int32)
+
+    def loss_fn(p, tok, tgt):
+        x = p["embed"][tok]
+        for layer_params in p["layers"]:
+            x = _transformer_block(layer_params, x)
+        logp = jax.nn.log_softmax(_rmsnorm(x, p["final_ln"]) @ p["embed"].T)
+        return -jnp.mean(jnp.take_along_axis(logp, tgt[..., None], -1))
+
+    @jax.jit
+    def train_step(params, state, tokens, targets):
+        def micro(carry, batch):
+            loss_acc, g_acc = carry
+            loss, g = jax.value_and_grad(loss_fn)(params, *batch)
+            return (loss_acc + loss, jax.tree.map(jnp.add, g_acc, g)), None
+
+        zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))
+        (loss, grads), _ = lax.scan(micro, zero, (tokens, targets))
+        count = state["count"] + 1
+        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+        c1, c2 = 1 - 0.9 ** count, 1 - 0.999 ** count
+        params = jax.tree.map(lambda p, m, v: p - 1e-3 * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), params, m, v)
+        return params, {"m": m, "v": v, "count": count}, loss / MICRO_BATCHES
+
+    return Built(train_step, (params, state, tokens, tokens))
+
+
 def _layer(h, weights, ln):
     """A pre-norm MLP block split Megatron-style: ``w_in``'s columns and ``w_out``'s rows over ``model``."""
     w_in, w_out = weights

@@ -261,6 +261,17 @@ def test_report_on_a_program_file_points_at_check(shardscope_cli):
     assert "Traceback" not in result.stderr
 
 
+def test_sweep_on_a_program_file_names_what_works_for_one(shardscope_cli):
+    """sweep, like report and diff, needs a demo's plans and chunk sizes: its hint says so of
+    sweep itself, and names check (on a target too) and the explorer for a program file."""
+    result = shardscope_cli("sweep", DEMOS / "train_step.py")
+    assert result.returncode == 2
+    hint = " ".join(result.stderr.split()).split("hint:", 1)[1]
+    assert "report, diff and sweep build plans" in hint
+    assert f"shardscope check {DEMOS / 'train_step.py'}" in hint and "--target" in hint
+    assert f"shardscope {DEMOS / 'train_step.py'} opens them in the explorer" in hint
+
+
 def test_check_refuses_a_file_with_programs_and_demos(tmp_path, shardscope_cli):
     path = tmp_path / "both.py"
     path.write_text(

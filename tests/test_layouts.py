@@ -25,6 +25,7 @@ import shardscope
 from _support import PYTHON, ROOT
 from shardscope.config.layout_candidates import axis_assignments, candidates, parse_axis_choice
 from shardscope.errors import SettingsError
+from shardscope.pipeline import layout_ranking
 from shardscope.sources.layouts import spec_of
 from _gpu_plugin import needs_gpu_plugin
 from test_targets import needs_libtpu
@@ -491,7 +492,9 @@ def test_a_candidate_holding_a_kind_measured_out_of_band_says_so(tmp_path, shard
                          "--axis", "model=1,2")
     (said,) = [note for note in data["notes"] if "may be off" in note]
     labels, words = said.split(": the estimate may be off: ")
-    assert sorted(labels.split("; ")) == ["data=4 x model=2", "data=8"] and "prefix-sum" in words
+    # both candidates (data=8, data=4 x model=2) hold the cumsum: said of each at once, not one by one
+    assert len(data["rows"]) == 2
+    assert labels == "every candidate (2)" and "prefix-sum" in words
     for row in data["rows"]:
         assert [kind["kind"] for kind in row["step"]["estimate"]["outside_band"]] == ["prefix sum"]
 
@@ -544,3 +547,13 @@ def test_the_default_reads_the_cores_this_process_may_use():
 
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert default_workers() == max(1, allowed // 2)
+
+
+def test_a_note_names_the_candidates_it_is_said_of_in_the_fewest_words():
+    """Said of all 20 candidates, a note names them as every candidate, not one by one; of most,
+    by the few it is not said of; of few, each."""
+    estimated = [f"data={n}" for n in range(20)]
+    assert layout_ranking._candidates_words(estimated, estimated) == "every candidate (20)"
+    assert layout_ranking._candidates_words(estimated[2:], estimated) == "every candidate but data=0; data=1"
+    assert layout_ranking._candidates_words(estimated[:2], estimated) == "data=0; data=1"
+    assert layout_ranking._candidates_words(["data=0"], ["data=0"]) == "data=0"

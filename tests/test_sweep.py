@@ -131,7 +131,7 @@ def test_plans_that_compile_to_one_program_tie_instead_of_naming_a_winner(shards
     assert {(p["chunks_per_device"], p["executed_collectives"], p["bytes_per_call"], p["footprint_bytes"])
             for p in points} == {(1, 1, 20, points[0]["footprint_bytes"])}  # the gradient of W: 5 f32 parameters
     assert data["pick"] == {"plan": "naive", "chunk_size": 32,  # the first swept, whatever noise made fastest
-                            "same_program": [["naive", 32], ["deferred", 32], ["reduced", 32]]}
+                            "same_program": [["naive", 32], ["deferred", 32], ["reduced", 32]], "same_collectives": []}
     text = " ".join(shardscope_cli("sweep", DEMOS / "linear.py", "--chunk-sizes", "32", "-r", "6").stdout.split())
     assert ("pick: chunk size 32, the fastest, where naive, deferred and reduced compile to the same collectives and "
             "memory: one program, their times differ by noise only (medians ") in text
@@ -161,3 +161,67 @@ def test_sweep_lists_the_plans_report_cannot_build_and_sweeps_the_rest(analysis_
     assert text.returncode == 0, text.stderr
     assert "reduced: unavailable (JAX cannot trace it here:" in " ".join(text.stdout.split())
     assert "fails to trace" not in text.stdout + text.stderr
+
+
+_COMPLEX_RBM = """
+import jax
+import jax.numpy as jnp
+
+import shardscope
+
+
+@shardscope.demo(params={"W": jax.ShapeDtypeStruct((16, 8), jnp.complex64),
+                         "b": jax.ShapeDtypeStruct((8,), jnp.complex64)},
+                 x=jax.ShapeDtypeStruct((64, 16), jnp.float32))
+def crbm(p, x):
+    theta = x @ p["W"] + p["b"]
+    return jnp.sum(jnp.log(jnp.cosh(theta)), axis=-1)
+"""
+
+
+def test_a_plan_with_the_picks_collectives_but_another_program_is_named_with_what_differs(tmp_path):
+    """A complex RBM at one chunk per device (N=64 on 2 devices, chunk size 32): every plan
+    all-reduces W's and b's gradients once, (16*8 + 8) complex64 = 1,088 B, yet with jax 0.10.2
+    naive compiles to another program than deferred and reduced (its bias gradient takes 16 B
+    more of temporaries; jax 0.12's XLA compiles the three alike). The pick ties only the plans
+    of its program, and names the others with the figures in which their memory and XLA counts
+    differ, which the table's rounded KiB hide."""
+    from rich.console import Console
+
+    from shardscope.config.settings import Settings
+    from shardscope.pipeline.sweep import run_sweep
+    from shardscope.render.sweep import render_sweep, sweep_json
+
+    path = tmp_path / "crbm.py"
+    path.write_text(_COMPLEX_RBM)
+    sweep = run_sweep(Settings(path=path, devices=2, repeats=3), (32,))  # one sweep: the pick is noise's
+    data = json.loads(json.dumps(sweep_json(sweep)))
+    points = {p["plan"]: p for p in data["points"]}
+    assert {(p["executed_collectives"], p["bytes_per_call"]) for p in points.values()} == {(2, (16 * 8 + 8) * 8)}
+    pick = data["pick"]
+    picked = points[pick["plan"]]
+    same = {plan for plan, _ in pick["same_program"]}
+    others = [p for p in points.values() if p["memory"] != picked["memory"]]
+    # every plan whose memory is the pick's is the pick's program (jax 0.12's XLA compiles all three alike)
+    assert same == {p["plan"] for p in points.values() if p not in others}
+    listed = {entry["plan"]: entry["differences"] for entry in pick["same_collectives"]}
+    assert set(listed) == {p["plan"] for p in others}
+    for p in others:
+        differing = {k for k in p["memory"] if p["memory"][k] != picked["memory"][k]}
+        assert differing and differing <= set(listed[p["plan"]])
+        for key in differing:
+            assert listed[p["plan"]][key] == [picked["memory"][key], p["memory"][key]]
+
+    console = Console(width=200, color_system=None)
+    with console.capture() as capture:
+        render_sweep(sweep, console)
+    text = " ".join(capture.get().split())
+    if not others:
+        assert "another program" not in text
+        return
+    subject = " and ".join(p["plan"] for p in others) + (" run" if len(others) > 1 else " runs")  # of 3 plans
+    assert f"{subject} the same collectives as " in text
+    verb = "compile" if len(others) > 1 else "compiles"
+    for p in others:
+        figure = p["memory"]["temp_size_in_bytes"], picked["memory"]["temp_size_in_bytes"]
+        assert f"but {verb} to another program (temporaries {figure[0]:,} B against {figure[1]:,} B" in text

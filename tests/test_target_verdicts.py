@@ -334,3 +334,77 @@ def test_an_inspection_made_for_a_target_counts_and_prints_that_targets_plan_fir
     on_gpus_html, on_cpu_html = page.split("on the CPU: XLA:CPU's plan")
     assert f"on {target}: XLA:GPU's plan" in on_gpus_html and f"{runs} runs/call" in on_gpus_html
     assert f"{cpu_runs} runs/call" in on_cpu_html
+
+
+# --- a verdict's bytes are the target's own --------------------------------------------------
+
+_ANY_COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?\s+"
+                             r"(?:all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(.*)$")
+_ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "f64": 8}
+
+
+def _bytes(shape: str) -> int:
+    """Bytes of a shape's text, every leaf of a tuple together (``(f32[], bf16[2,3])`` -> 16)."""
+    return sum(_ELEMENT_BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
+               for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape))
+
+
+def _cpu_text(builder, shape: tuple[int, ...] = (8,), names: tuple[str, ...] = ("data",)) -> str:
+    """The module of ``builder``'s program compiled for the first CPU devices, in a mesh of ``shape``."""
+    devices = np.array(jax.devices()[:math.prod(shape)]).reshape(shape)
+    built = builder(JaxMesh(devices, names))
+    return built.fn.trace(*built.args).lower().compile().as_text()
+
+
+def _verdict_words(stdout: str) -> str:
+    """The target's verdict on the program (``on v5e:2x4 the train_step program ...``), up to its
+    memory line, in one line."""
+    words = " ".join(stdout.split())
+    return "on v5e:2x4 the train_step program" + words.split("on v5e:2x4 the train_step program", 1)[1].split(" memory:")[0]
+
+
+@needs_libtpu
+def test_a_sum_the_compiler_moved_out_is_quoted_at_the_targets_own_bytes(tmp_path, shardscope_cli):
+    """bfloat16 gradients summed over micro-batches: the TPU sums them once, outside the loop, in
+    bfloat16 (2 B an element), the CPU in the loop in float32; the verdict quotes the TPU's bytes.
+    Counted in the modules compiled here."""
+    target = "tpu:v5e:2x4"
+    ((shape, depth),) = collectives(_on_target(programs.bf16_gradients_sgd, target), _ALL_REDUCE)
+    on_target = _bytes(shape)
+    assert depth == 0 and on_target == (32 * 64 + 64 * 16) * 2
+    ((cpu_shape, cpu_depth),) = collectives(_cpu_text(programs.bf16_gradients_sgd), _ALL_REDUCE)
+    on_cpu = _bytes(cpu_shape)
+    assert cpu_depth == 1 and on_cpu == 2 * on_target
+
+    path = _program_file(tmp_path, "bf16_gradients_sgd", 8)
+    words = _verdict_words(shardscope_cli("check", path, "--target", target).stdout)
+    assert "leaves the loop: the compiler already does the deferral here" in words
+    assert f"grad(params['w2']) moves {on_target:,} B per run." in words
+    assert f"{on_cpu:,} B per run" not in words
+
+
+@needs_libtpu
+def test_a_sum_the_target_splits_is_quoted_part_by_part_and_counted_once(tmp_path, shardscope_cli):
+    """A transformer's loss and gradients summed over micro-batches: the CPU sums them in one
+    all-reduce in the loop (the one collective it flags: the sums only accumulate); the TPU keeps
+    one all-reduce with the loss in the loop and moves the other gradients out, combined with
+    other sums. The verdict counts what the TPU keeps in the loop, says only one of them carries
+    the CPU's finding, and quotes the TPU's two parts, not the CPU's sum. Counted in the modules
+    compiled here: the collectives in while bodies, the all-reduce holding the scalar loss."""
+    target, mesh = "tpu:v5e:2x4", "data=4,model=2"
+    text = _on_target(programs.transformer_adam, target, mesh)
+    # the copies of one async collective (a TPU's async collective fusions) share its channel
+    in_loops = {re.search(r"channel_id=(\d+)", line).group(1) for line, depth in collectives(text, _ANY_COLLECTIVE)
+                if depth}
+    sums = collectives(text, _ALL_REDUCE)
+    (with_loss,) = [shape for shape, depth in sums if depth and "f32[]" in shape]
+    outside = [_bytes(shape) for shape, depth in sums if not depth]
+    (cpu_sum,) = [shape for shape, depth in collectives(_cpu_text(programs.transformer_adam, (4, 2), ("data", "model")), _ALL_REDUCE)
+                  if depth and "f32[]" in shape]
+
+    path = _program_file(tmp_path, "transformer_adam", 8, (4, 2), ("data", "model"))
+    words = _verdict_words(shardscope_cli("check", path, "--target", target).stdout)
+    assert f"keeps {len(in_loops)} collectives in a loop, needed there (1 of them deferrable on the CPU)." in words
+    assert f"moves {_bytes(with_loss):,} B per run in the while body" in words
+    assert f"and {max(outside):,} B per run outside loops" in words
+    assert f"{_bytes(cpu_sum):,} B" not in words

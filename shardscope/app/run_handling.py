@@ -19,14 +19,14 @@ from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from shardscope.app.base import gc_policy, runner
-from shardscope.app.base.messages import ComparisonReady, DemoLoaded, RunFailed, RunFinished, RunMessage, RunProgress
+from shardscope.app.base.messages import ComparisonReady, DemoLoaded, LayoutsFileFound, RunFailed, RunFinished, RunMessage, RunProgress
 from shardscope.app.profiling import StartupProfile
 from shardscope.app.base.tabs import TABS
 from shardscope.app.views.plans.plans_view import PlansView
 from shardscope.app.views.prepare import prepare
 from shardscope.app.widgets.error_panel import ErrorPanel
 from shardscope.app.widgets.sidebar import Sidebar
-from shardscope.app.widgets.status import StatusLine, describe_programs, with_chips
+from shardscope.app.widgets.status import StatusLine, describe_layouts, describe_programs, with_chips
 from shardscope.config.settings import Settings
 from shardscope.sources.programs import ProgramFile
 
@@ -206,6 +206,14 @@ class RunHandling(App[int]):
                 f"{len(analysis.unavailable)} program(s) of {analysis.settings.path.name} could not be analysed: {failed}",
                 "fix them and press r (the file is reloaded); the other programs are shown",
             )
+
+    def on_layouts_file_found(self, message: LayoutsFileFound) -> None:
+        """A file of ``@shardscope.layouts`` functions only: name it and them, not a demo's settings."""
+        if not self._is_current(message):
+            return
+        self._run_settings = None  # the failure that follows names no settings: the file has none to run
+        self.query_one(StatusLine).show_described(describe_layouts(message.path_name, message.functions),
+                                                  results=False)
 
     def on_run_failed(self, message: RunFailed) -> None:
         """Show the error; the previous results stay on screen."""

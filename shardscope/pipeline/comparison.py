@@ -66,6 +66,21 @@ def compiled_work(compiled: "CompiledPlan | None", memory: Mapping[str, int] | N
     return tuple(collectives), tuple(sorted(memory.items())), tuple(sorted((cost or {}).items()))
 
 
+WorkDifference = tuple[str, float, float]
+"""``(what, one's, the other's)``: a figure of two compiled programs that differs
+(``temp_size_in_bytes``, ``bytes_accessed``), as :func:`work_differences` lists them."""
+
+
+def work_differences(one: CompiledWork, other: CompiledWork) -> tuple[WorkDifference, ...]:
+    """The memory figures and XLA counts in which two compiled programs with the same collectives
+    differ, each with both values (empty when their collectives differ too: that says more)."""
+    if one[0] != other[0]:
+        return ()
+    figures = [dict(one[1]), dict(other[1])], [dict(one[2]), dict(other[2])]
+    return tuple((key, mine[key], theirs.get(key, 0)) for mine, theirs in figures for key in mine
+                 if mine[key] != theirs.get(key, 0))
+
+
 def unified(before: str, after: str, before_name: str, after_name: str) -> list[str]:
     """The unified diff lines (no trailing newlines) between two canonical texts."""
     return list(

@@ -326,13 +326,27 @@ def singular(unit: str) -> str:
 
 def _said_of_rows(rows: Sequence[RankedLayout], said: "Callable[[StepEstimate], str]") -> dict[str, str]:
     """What ``said`` says of each row's estimate (nothing: not said), each saying once with the
-    candidates it is said of (``fsdp=256, per_device_batch=4; fsdp=16 x tensor=16, ...``)."""
+    candidates it is said of: ``every candidate`` when it is said of each one with an estimate,
+    ``every candidate but fsdp=8, per_device_batch=1`` when of most, else each one
+    (``fsdp=256, per_device_batch=4; fsdp=16 x tensor=16, ...``)."""
+    estimated = [row.label for row in rows if row.estimate is not None]
     found: dict[str, list[str]] = {}
     for row in rows:
         words = said(row.estimate) if row.estimate is not None else ""
         if words:
             found.setdefault(words, []).append(row.label)
-    return {words: "; ".join(labels) for words, labels in found.items()}
+    return {words: _candidates_words(labels, estimated) for words, labels in found.items()}
+
+
+def _candidates_words(labels: list[str], estimated: list[str]) -> str:
+    """``labels`` of the ``estimated`` candidates in the fewest words: every one, every one but a
+    few, or each."""
+    if len(estimated) > 1 and len(labels) == len(estimated):
+        return f"every candidate ({len(estimated)})"
+    others = [label for label in estimated if label not in labels]
+    if len(labels) > len(others) > 0:
+        return f"every candidate but {'; '.join(others)}"
+    return "; ".join(labels)
 
 
 def why_words(ranking: LayoutRanking) -> str:

@@ -20,7 +20,7 @@ from shardscope.hardware.fit import live_bytes, needed_bytes
 from shardscope.measure import timing
 from shardscope.measure.profile_capture import profile_each
 from shardscope.measure.timed_on import TimedOn, timed_on
-from shardscope.pipeline.comparison import CompiledWork, compiled_work
+from shardscope.pipeline.comparison import CompiledWork, WorkDifference, compiled_work, work_differences
 from shardscope.config.settings import Settings, divisors
 from shardscope.sources.loading import load_demo_file
 
@@ -126,6 +126,26 @@ class Sweep:
         several names, none faster than the others but by noise. Empty when nothing fits."""
         pick = self.pick
         return () if pick is None else self._same_work(pick)
+
+    @property
+    def same_collectives(self) -> tuple[tuple[SweepPoint, tuple[WorkDifference, ...]], ...]:
+        """The points at the pick's chunk size that fit and compile to the pick's collectives but
+        not to its program (a few bytes more of temporaries: naive's one chunk through a loop of
+        one iteration), each with what differs, pick's figure first: the table's rounded memory
+        may show them alike, yet they are timed as other programs."""
+        pick = self.pick
+        if pick is None or pick.compiled_work is None:
+            return ()
+        same = self.same_program
+        found = []
+        for p in self.points:
+            if p.chunk_size != pick.chunk_size or any(p is q for q in same) or p.compiled_work is None \
+                    or not self.fits(p):
+                continue
+            differences = work_differences(pick.compiled_work, p.compiled_work)
+            if differences:
+                found.append((p, differences))
+        return tuple(found)
 
     def _same_work(self, point: SweepPoint) -> tuple[SweepPoint, ...]:
         """``point`` and the points that fit with its compiled work, in the order swept."""

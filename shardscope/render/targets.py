@@ -122,13 +122,19 @@ def size_sentences(plan: "TargetPlan") -> list[str]:
         return [f"Its {t.kind} of {t.value or t.name} moves {t.bytes_per_execution:,} B per run."
                 for t in plan.compiled.findings]
     sentences = []
+    unsaved: dict[tuple[int, ...], list["TargetPlacement"]] = {}  # by the target collectives that carry them
     for p in flagged:
         saving = savings.get(p.collective.name)
-        what = f"{p.collective.kind} of {saving.values if saving and saving.values else p.collective.value or p.collective.name}"
         if saving is not None:
+            what = f"{p.collective.kind} of {saving.values or p.collective.value or p.collective.name}"
             sentences.append(f"Its {what} moves {saving.words()}.")
         else:
-            sentences.append(f"Its {what} moves {p.collective.bytes_per_execution:,} B per run.")
+            unsaved.setdefault(tuple(id(t) for t in p.target), []).append(p)
+    for group in unsaved.values():  # CPU collectives one target collective carries together: one sentence
+        names = [f"{p.collective.kind} of {p.collective.value or p.collective.name}" for p in group]
+        what = names[0] if len(names) == 1 else f"{'; '.join(names[:-1])} and {names[-1]}"
+        together = " together" if len(group) > 1 else ""
+        sentences.append(f"Its {what} move{'s' if len(group) == 1 else ''}{together} {_carried_bytes(plan, group)}.")
     for rows in alone:  # findings no CPU finding carries (kept in a loop the CPU leaves, or the target's own)
         t = rows[0].collective
         assert t is not None  # a finding runs in a loop
@@ -137,6 +143,25 @@ def size_sentences(plan: "TargetPlan") -> list[str]:
         sentences.append(f"Its {what} move{'' if each else 's'} {t.bytes_per_execution:,} B per run{each}, "
                          f"{t.runs.text()} runs per call{each}.")
     return sentences
+
+
+def _carried_bytes(plan: "TargetPlan", group: list["TargetPlacement"]) -> str:
+    """What the target's own collectives that carry the CPU collectives of ``group`` (the same
+    ones for each) move: ``5,120 B per run``; where the target split them, each part's bytes,
+    where it runs and how often (``33,028 B per run in the while body (all-reduce.161, 4 runs per
+    call) and 197,760 B per run outside loops (all-reduce.111, 1 run per call, with other
+    values)``). A target collective that also carries other CPU collectives' values says so: its
+    bytes are theirs too."""
+    def shared(t: "CompiledCollective") -> bool:
+        return any(all(p is not q for q in group) for p in plan.placements_of(t))
+
+    targets = group[0].target
+    if len(targets) == 1:
+        (t,) = targets
+        return f"{t.bytes_per_execution:,} B per run" + (f" ({t.name}, with other values)" if shared(t) else "")
+    return " and ".join(
+        f"{t.bytes_per_execution:,} B per run {t.placement} ({t.name}, {t.runs.text()} run{'' if t.executions == 1 else 's'}"
+        f" per call{', with other values' if shared(t) else ''})" for t in targets)
 
 
 def fit_words(plan: "TargetPlan") -> str:
@@ -297,12 +322,18 @@ def _there(kept: "tuple[TargetRow, ...]") -> str:
 
 
 def _cpu_side(kept: "tuple[TargetRow, ...]", as_on_cpu: bool = True) -> str:
-    """The CPU's verdicts where they flag what the target keeps (`` (loop_invariant on the CPU)``);
+    """The CPU's verdicts where they flag what the target keeps (`` (loop_invariant on the CPU)``,
+    or `` (1 of them deferrable on the CPU)`` where only some carry a CPU finding);
     else `` (as on the CPU)`` (``as_on_cpu``) when the CPU runs every one in a loop with the same
     verdict; else nothing."""
-    flagged = sorted({p.collective.verdict.kind for row in kept for p in row.cpu if p.collective.verdict.flagged})
-    if flagged:
-        return f" ({', '.join(flagged)} on the CPU)"
+    flagged = {kind: sum(any(p.collective.verdict.kind == kind for p in row.cpu) for row in kept)
+               for kind in sorted({p.collective.verdict.kind for row in kept for p in row.cpu
+                                   if p.collective.verdict.flagged})}
+    if list(flagged.values()) == [len(kept)]:
+        return f" ({next(iter(flagged))} on the CPU)"
+    if flagged:  # some of them: how many carry each kind of CPU finding
+        counts = [f"{count} {kind}" for kind, count in flagged.items()]
+        return f" ({counts[0].replace(' ', ' of them ', 1)}{''.join(', ' + c for c in counts[1:])} on the CPU)"
     same = all(row.cpu and all(p.collective.in_loop and p.collective.verdict.kind == row.verdict_kind for p in row.cpu)
                for row in kept)
     return " (as on the CPU)" if same and as_on_cpu else ""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from shardscope.activities import activity
-from shardscope.errors import DemoFileError
+from shardscope.errors import DemoFileError, LayoutsFileError
 from shardscope.sources.demos import DemoFile, DemoFunction, demo_functions
 from shardscope.sources.device_counts import device_count_error
 from shardscope.sources.layouts import LayoutFile, layout_functions, no_layouts_error
@@ -74,14 +74,15 @@ def load_demo_file(path: str | Path) -> DemoFile:
         if programs:
             raise DemoFileError(
                 f"{path} is a program file (@shardscope.program), not a demo file.",
-                f"shardscope check {path} lints its programs and shardscope {path} opens them in the explorer; "
-                "report and diff build plans from @shardscope.demo functions",
+                f"shardscope check {path} lints its programs (--target TARGET: on a TPU slice or GPUs too) and "
+                f"shardscope {path} opens them in the explorer; report, diff and sweep build plans (and chunk sizes) "
+                "from @shardscope.demo functions",
             )
         if layout_functions(module):
             raise DemoFileError(
                 f"{path} is a layouts file (@shardscope.layouts), not a demo file.",
-                f"shardscope layouts {path} --target TARGET ranks its layouts; report and diff build plans from "
-                "@shardscope.demo functions",
+                f"shardscope layouts {path} --target TARGET ranks its layouts; report, diff and sweep build plans "
+                "(and chunk sizes) from @shardscope.demo functions",
             )
         raise DemoFileError(
             f"{path} has no demo function.",
@@ -282,10 +283,10 @@ def unmarked_file_error(module: ModuleType, path: Path) -> DemoFileError:
     functions is told which command reads them."""
     marked = layout_functions(module)
     if marked:
-        return DemoFileError(f"{path} marks @shardscope.layouts functions ({', '.join(marked)}): they build a "
-                             "step for any mesh, and this command reads @shardscope.program functions.",
-                             f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts (in the explorer: "
-                             "its Layouts tab, 7)")
+        return LayoutsFileError(f"{path} marks @shardscope.layouts functions ({', '.join(marked)}): they build a "
+                                "step for any mesh, and this command reads @shardscope.program functions.",
+                                f"shardscope layouts {path} --target tpu:v5e:2x4 ranks their layouts (in the "
+                                "explorer: its Layouts tab, 7)", tuple(marked))
     return no_program_error(path)
 
 

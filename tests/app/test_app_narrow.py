@@ -311,3 +311,29 @@ def test_at_80x24_with_the_sidebar_the_compiled_table_keeps_its_columns_and_scro
             assert widget_rows(body)[y].split()[-4:] == ["2", "2", "40", "deferrable"]
 
     run(scenario())
+
+
+def test_at_80x24_with_the_sidebar_a_combined_value_wraps_between_names_never_inside_one():
+    """train_step.py's step sums W1's and W2's gradients in one all-reduce, whose value lists
+    both (``grad(params['W1']), grad(params['W2'])``, 19 and 18 characters). At 80 columns with
+    the sidebar open the value column wraps: each name stays whole on its line, where a column
+    of 12 cut it into ``grad(params['W1'`` and a line of ``]),``."""
+    from shardscope.app.views import HloView
+
+    async def scenario():
+        app = make_app(DEMOS / "train_step.py")
+        async with app.run_test(size=NARROW) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            await settle(pilot)
+            await press(pilot, "f2")
+            await settle(pilot)
+            body = app.query_one(HloView).body
+            assert app.sidebar_shown
+            laid_out = body.plain.splitlines()
+            first = next(k for k, line in enumerate(laid_out) if "all-reduce[" in line)
+            cells = laid_out[first].split()
+            assert cells[2] == "grad(params['W1']),", laid_out[first]
+            assert laid_out[first + 1].split() == ["grad(params['W2'])"], laid_out[first + 1]
+
+    run(scenario())

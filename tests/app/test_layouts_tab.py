@@ -9,6 +9,8 @@ from app_support import SIZE, drain, eventually, make_app, press, run
 from textual.widgets import DataTable, Input, Static
 
 from shardscope.app.views.layouts import LayoutPlanScreen, LayoutsView
+from shardscope.app.widgets.error_panel import ErrorPanel
+from shardscope.app.widgets.status import StatusLine
 from view_support import shown
 
 MLP = '''
@@ -82,5 +84,26 @@ def test_the_layouts_tab_fills_row_by_row_sorts_and_opens_a_candidates_plan(tmp_
             assert first.label in plan and all(c.name in plan for c in first.compiled.plan.collectives)
             await press(pilot, "escape")
             await eventually(pilot, lambda: not isinstance(app.screen, LayoutPlanScreen), "the plan closed")
+
+    run(scenario())
+
+
+def test_a_file_of_layouts_functions_only_is_named_as_one_not_as_a_demos_settings(tmp_path):
+    """A file marking only ``@shardscope.layouts`` has no demo, mesh or chunk size: the status
+    line names the file and its layouts function and points at the Layouts tab, where it used to
+    read ``mlp_layouts.py::(first demo)  mesh s=2  chunk auto``; the error panel says why
+    nothing ran."""
+    path = tmp_path / "mlp_layouts.py"
+    path.write_text(textwrap.dedent(MLP))
+    app = make_app(path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await eventually(pilot, lambda: app.query_one(ErrorPanel).shown and not app.running, "the run failed")
+            await drain(pilot)
+            line = " ".join(app.query_one(StatusLine).plain.split())
+            assert line.startswith("mlp_layouts.py layouts function build (7 Layouts ranks it)"), line
+            assert "first demo" not in line and "chunk" not in line and "mesh" not in line
+            assert "failed: see the error panel" in line
 
     run(scenario())

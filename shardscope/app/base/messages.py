@@ -54,6 +54,16 @@ class DemoLoaded(RunMessage):
         self.meshes = meshes or {}  # name -> shardscope.config.mesh.Mesh | None
 
 
+class LayoutsFileFound(RunMessage):
+    """The file marks only ``@shardscope.layouts`` functions (``functions``): it has no demo or
+    program to run, and its Layouts tab ranks it (the run's failure follows)."""
+
+    def __init__(self, run_id: int, path_name: str, functions: tuple[str, ...]) -> None:
+        super().__init__(run_id)
+        self.path_name = path_name
+        self.functions = functions
+
+
 class RunFinished(RunMessage):
     """The run produced an :class:`~shardscope.pipeline.analysis.Analysis`, and the Graph and Diff tabs of
     its comparison prepared in the worker (``shardscope.app.base.analysis_view.PreparedViews``)."""

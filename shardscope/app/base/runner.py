@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from textual.message import Message
 
-from shardscope.app.base.messages import DemoLoaded, RunFailed, RunFinished, RunProgress
-from shardscope.errors import Cancelled, SettingsError, ShardscopeError
+from shardscope.app.base.messages import DemoLoaded, LayoutsFileFound, RunFailed, RunFinished, RunProgress
+from shardscope.errors import Cancelled, LayoutsFileError, SettingsError, ShardscopeError
 from shardscope.targets.host import devices_needed, ensure_devices
 from shardscope.config.mesh import Mesh
 from shardscope.config.settings import Settings, check_target_size
@@ -132,6 +132,9 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFinished(request.run_id, analysis, prepared))
     except Cancelled:
         return
+    except LayoutsFileError as exc:  # nothing to run: the header names the file's layouts functions
+        post(LayoutsFileFound(request.run_id, Path(request.settings.path).name, exc.functions))
+        post(RunFailed(request.run_id, exc.message, exc.hint))
     except ShardscopeError as exc:
         post(RunFailed(request.run_id, exc.message, exc.hint))
     except Exception as exc:  # a traceback is a bug, but the app must keep running

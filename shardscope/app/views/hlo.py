@@ -15,7 +15,7 @@ with the CPU collectives it carries (stayed in the loop, left it, combined, pipe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderableType, RenderResult
@@ -120,6 +120,18 @@ NARROW_TABLE = ("#", "collective", "value", "loops", "runs/call", "B/call", "ver
 primitives are in its details below the table, and at 80 columns the verdict lost its end."""
 
 
+VALUE_WIDTHS = (12, 40)
+"""The collectives table's value column is as wide as its longest value name (with the comma
+that lists it: ``grad(p['b1']),``), between these: a value wraps between names, never inside
+one, which left a lone ``),`` on a line of its own."""
+
+
+def widest_word(texts: "Iterable[str]", bounds: tuple[int, int]) -> int:
+    """The widest word (what wrapping keeps whole) of ``texts``, within ``bounds``."""
+    widest = max((len(word) for text in texts for word in text.split()), default=0)
+    return max(bounds[0], min(widest, bounds[1]))
+
+
 def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = False) -> Table:
     """One row per collective: kind and axes, value, loops, runs, bytes, author, verdict, the
     jaxpr's (``narrow``: :data:`NARROW_TABLE`)."""
@@ -130,9 +142,10 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
         names[names.index("B/call") + 1:names.index("B/call") + 1] = ["measured/call", "per run"]
     justified = dict(TABLE_COLUMNS) | {"measured/call": "right", "per run": "right"}
     columns: list[tuple[str, JustifyMethod]] = [(name, justified[name]) for name in names]
+    value_width = widest_word((c.value for c in plan.paired), VALUE_WIDTHS)
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
-                         min_width=12 if column == "value" else None)
+                         min_width=value_width if column == "value" else None)
     for i, c in enumerate(plan.paired):
         kind = c.verdict_kind if c.in_loop or c.dead else "-"
         times = [] if measured is None else measured_cells(measured.of(c.compiled.name) if c.compiled else None)

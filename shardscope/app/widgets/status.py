@@ -224,6 +224,14 @@ def describe_programs(path_name: str, programs: list[str], meshes: dict[str, str
     return text
 
 
+def describe_layouts(path_name: str, functions: tuple[str, ...]) -> Text:
+    """``layouts_tx.py  layouts function build (7 Layouts ranks it)``: a file of
+    ``@shardscope.layouts`` functions has no demo, mesh or chunk size to run."""
+    plural = len(functions) > 1
+    return Text.assemble((path_name, "bold"), f"  layouts function{'s' if plural else ''} ",
+                         (", ".join(functions), "bold"), (f"  (7 Layouts ranks {'them' if plural else 'it'})", "dim"))
+
+
 def stage_chips(current: str, fraction: float) -> Text:
     """Every stage in order: done ones ticked, the current one with its percentage."""
     text = Text()
