@@ -500,6 +500,13 @@ def compare(whole: Path, selected: Path) -> int:
     return 1 if missing_arcs or missing_lines else 0
 
 
+def _wrapped(text: str) -> list[str]:
+    """``text`` in lines of at most 98 characters, a command in backticks never broken (`make
+    newest-selection` stays whole, as tests/test_newest_selection.py reads it), nor a word at its hyphen."""
+    kept = re.sub(r"`[^`]*`", lambda command: command.group(0).replace(" ", "\0"), text)
+    return [line.replace("\0", " ") for line in textwrap.wrap(kept, 98, break_on_hyphens=False)]
+
+
 def main(argv: list[str]) -> int:
     import argparse
     import datetime
@@ -534,9 +541,9 @@ def main(argv: list[str]) -> int:
         summary += (f" The run was stopped before its end: the {collected - numbers['tests']} tests it did not "
                     "measure are not listed (they run on both).")
     reference = ", nor was it skipped on the reference JAX" if options.reference_junit else ""
-    comment = [*textwrap.wrap(HEADER.format(reference=reference), 98),
+    comment = [*_wrapped(HEADER.format(reference=reference)),
                f"Measured {datetime.date.today().isoformat()} on jax {jax.__version__} (the reference run: jax "
-               f"{options.reference_jax}).", *textwrap.wrap(summary, 98)]
+               f"{options.reference_jax}).", *_wrapped(summary)]
     sys.stdout.write("".join(f"# {line}\n" for line in comment) + "".join(f"{test}\n" for test in left_out))
     return 0
 
