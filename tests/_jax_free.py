@@ -21,7 +21,8 @@ one included, until a measurement lists it.
 The signals: JAX's own monitoring events of a trace, a lowering, a compile or its cache; a call of
 ``xla_bridge.backends`` (``jax.devices()`` and every array reach it once JAX's caches are empty);
 a process started (the ``subprocess.Popen``, ``os.posix_spawn``, ``os.fork`` audit events: a test
-that starts one is not listed, whatever the process does); a fixture whose set-up gave a signal
+that starts one is not listed, whatever the process does; but shardscope's compile-abort sentinel,
+which the first capture of descriptor 2 in a worker starts and which runs no JAX); a fixture whose set-up gave a signal
 (set up for an earlier test, it is reused silently); a test module whose import gave one, or that
 holds a module whose import did, or a JAX array.
 """
@@ -42,6 +43,19 @@ LIST = Path(__file__).resolve().parent / "jax_free.txt"
 ROOT = LIST.parent.parent
 MODES = ("record", "check", "skip")
 _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system"})
+_SENTINEL = "compile_abort_sentinel.py"
+"""The program of shardscope's compile-abort sentinel (``shardscope.engine.compile_abort``): a
+process the first capture of descriptor 2 starts, whatever the test, which runs no JAX (it
+imports the standard library alone)."""
+
+
+def starts_a_process(event: str, args: tuple) -> bool:
+    """Whether an audit event starts a process a test's result could depend on JAX through: every
+    start but the compile-abort sentinel's."""
+    if event not in _PROCESS_EVENTS:
+        return False
+    argv = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]
+    return not any(isinstance(a, (str, bytes, os.PathLike)) and _SENTINEL in os.fsdecode(a) for a in argv)
 
 
 def listed(path: Path = LIST) -> frozenset[str]:
@@ -98,7 +112,7 @@ class Signals:
         self._jax_event(event)
 
     def _audit(self, event: str, args: tuple) -> None:
-        if event in _PROCESS_EVENTS:
+        if starts_a_process(event, args):
             self._add(f"process started ({event})")
 
     def since(self, before: dict[str, int]) -> dict[str, int]:

@@ -151,7 +151,8 @@ def watched(read_end: int, doing: str = "") -> Iterator[Watched]:
     The body must have read the pipe to its end when it ends: the sentinel closes its copy then."""
     ident = _SENTINEL_PROCESS.next_id()
     what = doing or f"compiling {compiles_now()}".rstrip()
-    _SENTINEL_PROCESS.send(b"open %d\n" % ident + what.encode(), (read_end,))
+    # a file name that is not UTF-8 (a Latin-1 name, surrogate-escaped by Python) goes as its own bytes
+    _SENTINEL_PROCESS.send(b"open %d\n" % ident + what.encode("utf-8", "surrogateescape"), (read_end,))
     try:
         yield Watched(ident)
     finally:
