@@ -278,6 +278,18 @@ def test_at_120x40_with_the_sidebar_the_compared_plans_show_whole_names():
     run(scenario())
 
 
+async def _compiled_tab_beside_the_sidebar(app, pilot):
+    """The Compiled tab (5) with the sidebar opened (f2) once the app settled: its body."""
+    from shardscope.app.views import HloView
+
+    await settle(pilot)
+    await press(pilot, "5")
+    await settle(pilot)
+    await press(pilot, "f2")
+    await settle(pilot)
+    return app.query_one(HloView).body
+
+
 def test_at_80x24_with_the_sidebar_the_compiled_table_keeps_its_columns_and_scrolls_sideways():
     """At 80 columns with the sidebar open the Compiled tab has about 54 columns for a table of
     70: rich squeezed it to fit, cutting every column (``runs/cal``, ``deferrabl``, the value
@@ -285,17 +297,10 @@ def test_at_80x24_with_the_sidebar_the_compiled_table_keeps_its_columns_and_scro
     keyboard (a dim ``…`` marks where the row goes on). linear.py's naive plan: W's gradient, 5
     float32 = 20 B, summed in each of the 2 chunks (64 examples over 2 devices, 16 a chunk): 2
     runs, 40 B per call."""
-    from shardscope.app.views import HloView
-
     async def scenario():
         app = make_app(DEMOS / "linear.py")
         async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            await press(pilot, "5")
-            await settle(pilot)
-            await press(pilot, "f2")
-            await settle(pilot)
-            body = app.query_one(HloView).body
+            body = await _compiled_tab_beside_the_sidebar(app, pilot)
             assert app.sidebar_shown and body.size.width < 60
             laid_out = body.plain.splitlines()
             header = next(line for line in laid_out if "collective" in line and "verdict" in line)
@@ -318,17 +323,10 @@ def test_at_80x24_with_the_sidebar_a_combined_value_wraps_between_names_never_in
     both (``grad(params['W1']), grad(params['W2'])``, 19 and 18 characters). At 80 columns with
     the sidebar open the value column wraps: each name stays whole on its line, where a column
     of 12 cut it into ``grad(params['W1'`` and a line of ``]),``."""
-    from shardscope.app.views import HloView
-
     async def scenario():
         app = make_app(DEMOS / "train_step.py")
         async with app.run_test(size=NARROW) as pilot:
-            await settle(pilot)
-            await press(pilot, "5")
-            await settle(pilot)
-            await press(pilot, "f2")
-            await settle(pilot)
-            body = app.query_one(HloView).body
+            body = await _compiled_tab_beside_the_sidebar(app, pilot)
             assert app.sidebar_shown
             laid_out = body.plain.splitlines()
             first = next(k for k, line in enumerate(laid_out) if "all-reduce[" in line)
