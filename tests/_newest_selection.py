@@ -50,6 +50,7 @@ import re
 import resource
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import TextIO
@@ -62,7 +63,10 @@ LIST = Path(__file__).resolve().parent / "newest_leave_out.txt"
 ROOT = LIST.parent.parent
 MODES = ("measure", "skip", "check")
 CONTEXT_ENV = "SHARDSCOPE_COVERAGE_TEST"
-_PROCESS_EVENTS = _jax_free._PROCESS_EVENTS
+_NO_PYTHON = frozenset({"ldconfig", "uname"})
+"""Programs the standard library starts for itself, in whichever test first asks in its worker
+(``ctypes.util.find_library``'s ``ldconfig -p`` as libtpu loads, ``platform.processor``'s ``uname
+-p``): they run no Python, so there is nothing of them to follow."""
 
 
 def listed(path: Path | None = None) -> frozenset[str]:
@@ -129,6 +133,40 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+class ProcessStarts:
+    """The processes this process started that may run Python, each counted once (an audit hook).
+
+    ``subprocess.Popen`` audits a start and then, where it starts the program with ``os.posix_spawn``
+    (Python 3.13 does for most), the spawn too, in the same thread: counted twice, a test whose one
+    process saved its coverage was said to have started one that did not. :data:`_NO_PYTHON`'s
+    programs are not counted."""
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self._spawning = threading.local()
+
+    def audit(self, event: str, args: tuple) -> None:
+        if not _jax_free.starts_a_process(event, args):  # not the compile-abort sentinel: it runs no JAX
+            return
+        program = ""
+        if event == "subprocess.Popen":
+            executable, argv = args[0], args[1]
+            program = _program(executable or (argv if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)[0]))
+            self._spawning.program = program
+        elif event == "os.posix_spawn":
+            program = _program(args[0])
+            if getattr(self._spawning, "program", None) == program:  # the Popen's own spawn
+                self._spawning.program = None
+                return
+        if program not in _NO_PYTHON:
+            self.starts += 1
+
+
+def _program(path: str | bytes | os.PathLike) -> str:
+    """A program by its file name (``/sbin/ldconfig`` -> ``ldconfig``)."""
+    return os.path.basename(os.fsdecode(path))
+
+
 class Measure:
     """Each test in its own coverage context; its outcome, CPU seconds and process starts recorded."""
 
@@ -140,14 +178,14 @@ class Measure:
             raise pytest.UsageError("--newest-selection=measure: coverage is not measuring this process "
                                     "(run it as `make newest-selection` does, with COVERAGE_PROCESS_START)")
         self.records = records
-        self.starts = 0
+        self.processes = ProcessStarts()
         self.unsaved = ""
         self.out: TextIO | None = None
-        sys.addaudithook(self._audit)
+        sys.addaudithook(self.processes.audit)
 
-    def _audit(self, event: str, args: tuple) -> None:
-        if _jax_free.starts_a_process(event, args):  # not the compile-abort sentinel: it runs no JAX
-            self.starts += 1
+    @property
+    def starts(self) -> int:
+        return self.processes.starts
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from _jax_free import listed as jax_free
-from _newest_selection import LIST, PRESENTATION, _greedy, cheapest_cover, listed, sees_jax
+from _newest_selection import LIST, PRESENTATION, ProcessStarts, _greedy, cheapest_cover, listed, sees_jax
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -138,6 +138,27 @@ def test_an_element_two_tests_hold_twice_keeps_both() -> None:
     assert _greedy(rows, {"a": 5, "b": 1}) == {"a", "b"}
     assert cheapest_cover({"a": {0}, "b": {0, 1}}, {"a": 5, "b": 1}, {0: 2, 1: 2}) == {"a", "b"}
     assert cheapest_cover({"a": {0}, "b": {0, 1}}, {"a": 5, "b": 1}) == {"b"}
+
+
+
+def test_each_process_a_test_starts_counts_once_and_the_standard_librarys_own_programs_not_at_all() -> None:
+    """``subprocess.Popen`` audits a start, then, where it spawns the program (Python 3.13's way),
+    ``os.posix_spawn`` of the same program: one process, whose saved coverage then accounts for it.
+    ``ldconfig`` (``ctypes.util.find_library``) runs no Python: nothing of it to follow."""
+    starts = ProcessStarts()
+    python = sys.executable
+    starts.audit("subprocess.Popen", (None, [python, "-c", "pass"], None, None))
+    starts.audit("os.posix_spawn", (python, [python, "-c", "pass"], {}))
+    assert starts.starts == 1
+    starts.audit("subprocess.Popen", ("/usr/bin/script", ["script", "-qec", "python"], None, None))  # forked, no spawn
+    starts.audit("os.posix_spawn", (python, [python], {}))  # another process: a spawn of its own
+    starts.audit("os.fork", ())
+    assert starts.starts == 4
+    starts.audit("subprocess.Popen", (None, ["/sbin/ldconfig", "-p"], None, None))
+    starts.audit("os.posix_spawn", ("/sbin/ldconfig", ["/sbin/ldconfig", "-p"], {}))
+    starts.audit("os.posix_spawn", ("/sbin/ldconfig", ["/sbin/ldconfig", "-p"], {}))
+    starts.audit("builtins.open", ("file", "r", 0))
+    assert starts.starts == 4
 
 
 SUITE = '''

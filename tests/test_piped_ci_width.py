@@ -17,7 +17,12 @@ from _support import PYTHON, ROOT
 
 from test_targets import needs_libtpu
 
-ENV = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+
+def at_80_columns() -> dict[str, str]:
+    """The environment with ``COLUMNS=80``, as it is when the command starts: what the test's run set
+    in it reaches the command too (the newest run's measurement names the test there)."""
+    return {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+
 
 # eight parameters with long names, summed by one combined all-reduce in a scan: its value
 # names all eight (over 300 characters)
@@ -53,8 +58,8 @@ _PROGRAM = textwrap.dedent("""
 
 
 def _piped(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "shardscope", *args], capture_output=True, text=True, cwd=ROOT, env=ENV,
-                          timeout=600)
+    return subprocess.run([PYTHON, "-m", "shardscope", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=at_80_columns(), timeout=600)
 
 
 @pytest.mark.slow

@@ -17,14 +17,20 @@ import subprocess
 import pytest
 from _support import DEMOS, PYTHON, ROOT, write_demo
 
-ENV = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+
+def at_80_columns() -> dict[str, str]:
+    """The environment with ``COLUMNS=80``, as it is when the command starts: what the test's run set
+    in it reaches the command too (the newest run's measurement names the test there)."""
+    return {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+
+
 URL = re.compile(r"https?://[^\s,;)]+")
 
 
 def piped(*args: str) -> str:
     """stdout of ``shardscope ARGS`` through a pipe at 80 columns."""
     result = subprocess.run([PYTHON, "-m", "shardscope", *map(str, args)], capture_output=True, text=True,
-                            cwd=ROOT, env=ENV, timeout=600)
+                            cwd=ROOT, env=at_80_columns(), timeout=600)
     assert result.returncode in (0, 1), result.stderr
     return result.stdout
 
@@ -172,6 +178,6 @@ def test_a_terminal_keeps_the_terminals_width(command):
     if not os.path.exists("/usr/bin/script"):
         pytest.skip("script(1) is not installed")
     result = subprocess.run(["/usr/bin/script", "-qec", f"{PYTHON} -m shardscope {' '.join(command)}", "/dev/null"],
-                            capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=300)
+                            capture_output=True, text=True, cwd=ROOT, env=at_80_columns(), timeout=300)
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout)
     assert max(len(line) for line in plain.splitlines()) <= 80
