@@ -1,4 +1,14 @@
 # Each target sets up .venv first if it is missing: `make demo` and `make test` work alone.
+
+# Bytecode: every Python process make starts (the explorer, the tests and the commands they start,
+# the benchmarks) writes the bytecode of what it imports to .bytecode/ (git ignores it) and reads it
+# back from there, PYTHONDONTWRITEBYTECODE or not: where that is set (this project's CI machine sets
+# it) each of a test run's ~400 processes would otherwise compile jax, textual and shardscope from
+# source again, and nothing is written beside any source, the user's files included. So a venv's
+# packages are installed without their bytecode (uv's --compile-bytecode compiled all 8,800 modules
+# of the reference venv, 21 CPU-s and 11 s a venv, where a run imports about a quarter of them).
+export PYTHONPYCACHEPREFIX := $(CURDIR)/.bytecode
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -25,8 +35,8 @@ REQUIREMENTS = $(1)/bin/python .ci/requirements $(2) > $(1)/requirements.txt
 # in 25 s. Where uv cannot be installed, or fails, pip installs them as before: `make test` still
 # needs only Python and pip. INSTALL = $(call INSTALL,VENV,PIP ARGUMENTS).
 UV = $(1)/bin/python -m pip install --quiet uv || echo "uv could not be installed: pip installs the requirements"
-INSTALL = { $(1)/bin/python -m uv --version >/dev/null 2>&1 && $(1)/bin/python -m uv pip install --quiet --compile-bytecode \
-  --python $(1)/bin/python $(2); } || $(1)/bin/python -m pip install --quiet $(2)
+INSTALL = { $(1)/bin/python -m uv --version >/dev/null 2>&1 && $(1)/bin/python -m uv pip install --quiet \
+  --python $(1)/bin/python $(2); } || $(1)/bin/python -m pip install --quiet --no-compile $(2)
 # shardscope itself is built with the venv's own setuptools (the test extra's), not in a fresh build
 # environment pip would fill first: 1.8 s wall and 1.2 CPU-s a venv where that took 4.6 s and 2.9 (load ~6).
 EDITABLE = $(1)/bin/python .ci/one-at-a-time .editable-install.lock $(1)/bin/python -m pip install --quiet --no-deps \
@@ -58,10 +68,8 @@ demo: $(STAMP)
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$((n < 5 ? n + 1 : 6)))
 # --dist worksteal: a worker that runs out of tests takes some of another's queue, so one long
 # file last in line does not leave a core idle at the end of the run.
-# The package's bytecode, written ahead of the run (compileall writes it whatever the environment
-# says): where PYTHONDONTWRITEBYTECODE is set, as on some CI machines, each of the run's ~140
-# processes would otherwise compile the package from source, 0.3 s of a command's 1.2 s start.
-# The files go to __pycache__ folders, which git ignores; files the tests write stay without.
+# The package's bytecode, written to .bytecode/ ahead of the run: the workers start at once, and
+# each would otherwise compile the package itself before any finds another's.
 # The benchmarks, the screenshots' and samples' code and the tests' helpers too (their folders'
 # top level; not tests/fixtures): the benchmarks' smoke run starts ~40 processes that import them.
 # pytest's own rewritten test modules are written by the run's first process (tests/conftest.py).

@@ -44,7 +44,7 @@ def write_for_workers(config: pytest.Config, root: Path) -> int:
         if rewrite._read_pyc(source, pyc) is not None:
             continue
         try:
-            cache.mkdir(exist_ok=True)
+            cache.mkdir(parents=True, exist_ok=True)  # under PYTHONPYCACHEPREFIX (the Makefile) its parents too
             source_hash, code = rewrite._rewrite_test(source, config)
         except (OSError, SyntaxError):
             continue  # the worker's own import says what is wrong with it
