@@ -37,15 +37,17 @@ class ExportActions(App[int]):
 
     def action_export(self) -> None:
         """Write the diff of the latest analysis to a new file and say where."""
+        directory = self.export_directory
         try:
             text = diff_text(self.analysis, self.comparison)
-            path = write_new(self.export_directory, self.analysis.export_stem(self.comparison), ".diff", text)
+            directory.mkdir(parents=True, exist_ok=True)  # made if needed, as the palette's Screenshot makes it
+            path = write_new(directory, self.analysis.export_stem(self.comparison), ".diff", text)
         except ShardscopeError as exc:
             self._show_error(exc.message, exc.hint, failed="the export")
             return
         except OSError as exc:
-            self._show_error(f"Could not write the diff: {exc}", "check --export-dir is a writable directory",
-                             failed="the export")
+            self._show_error(f"Could not write the diff in {directory}: {exc.strerror or exc}",
+                             "check --export-dir is a writable directory", failed="the export")
             return
         self.last_export = path
         self.notify(str(path), title="Diff exported")

@@ -14,27 +14,29 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
     """One app on linear.py whose export directory does not exist yet, one user's path (three
     tests, each on its own app, before):
 
-    - ``e`` into the missing directory is an error panel and the app keeps running; escape gives
-      the status line back to the results
+    - ``e`` where the directory cannot be made (a file stands in its path) is an error panel that
+      names it, and the app keeps running; escape gives the status line back to the results
       (test_escape_after_a_failed_export_gives_the_status_line_back_to_the_results).
-    - The palette's Screenshot makes the directory and writes there, a second one beside the first
+    - ``e`` then makes the directory, as the palette's Screenshot does, and writes the diff there;
+      a second ``e`` writes beside it, never over it; the user is told where each went.
+    - The palette's Screenshot writes there too, a second one beside the first
       (test_the_palettes_screenshot_goes_into_the_export_directory_made_if_needed).
-    - ``e`` then writes the diff there, and a second ``e`` writes beside it, never over it; the
-      user is told where each went.
     """
     async def scenario():
-        export_dir = tmp_path / "shots" / "today"  # does not exist yet
+        blocker = tmp_path / "shots"
+        blocker.write_text("a file where the directory would go")
+        export_dir = blocker / "today"  # cannot be made while the file is there
         app = make_app(DEMOS / "linear.py", export_dir=export_dir)
         told: list[str] = []
         notify = app.notify
         app.notify = lambda message, **options: (told.append(str(message)), notify(message, **options))[1]
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            # an export into the missing directory: an error panel; escape gives the status line back
+            # an export where the directory cannot be made: an error panel; escape gives the status line back
             done = app.query_one(StatusLine).plain
             await press(pilot, "e")
             panel = app.query_one("#error")
-            assert panel.shown and "No such directory" in panel.message
+            assert panel.shown and f"Could not write the diff in {export_dir}" in panel.message
             assert app.is_running
             status = app.query_one(StatusLine)
             assert status.state == "failed" and "the export failed: see the error panel" in status.plain
@@ -42,21 +44,10 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
             await press(pilot, "escape")
             assert not app.query_one(ErrorPanel).shown
             assert status.state == "" and status.plain == done, "the analysis on screen is fine"
-            assert not export_dir.exists()
+            assert blocker.read_text() == "a file where the directory would go"
 
-            # the palette's Screenshot makes the directory
-            commands = {c.title: c for c in app.get_system_commands(app.screen)}
-            commands["Screenshot"].callback()  # what the palette's Screenshot runs (after a 0.1 s timer)
-            first = export_dir / "linear-plans.svg"
-            await eventually(pilot, first.exists, "the screenshot is written")
-            assert first.read_text(encoding="utf-8") == app.export_screenshot(title="shardscope linear-plans")
-            assert told[-1] == str(first) and first.is_absolute()
-            commands["Screenshot"].callback()
-            second = export_dir / "linear-plans-1.svg"
-            await eventually(pilot, second.exists, "a second screenshot beside the first")
-            assert sorted(p.name for p in export_dir.iterdir()) == ["linear-plans-1.svg", "linear-plans.svg"]
-
-            # e writes the diff there, and never over an earlier one
+            # the file gone, e makes the directory and writes the diff there, never over an earlier one
+            blocker.unlink()
             told_before = len(told)
             await press(pilot, "e")
             first = export_dir / "linear-naive-vs-deferred-2dev-c16.diff"
@@ -66,9 +57,22 @@ def test_export_writes_the_diff_and_never_overwrites(tmp_path):
             second = export_dir / "linear-naive-vs-deferred-2dev-c16-1.diff"
             assert app.last_export == second
             assert second.read_text() == first.read_text()
-            assert sorted(p.name for p in export_dir.iterdir() if p.suffix == ".diff") == [
+            assert sorted(p.name for p in export_dir.iterdir()) == [
                 "linear-naive-vs-deferred-2dev-c16-1.diff", "linear-naive-vs-deferred-2dev-c16.diff"]
             assert told[told_before:] == [str(first), str(second)]  # the user is told where each went
+
+            # the palette's Screenshot writes there too
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
+            commands["Screenshot"].callback()  # what the palette's Screenshot runs (after a 0.1 s timer)
+            first = export_dir / "linear-plans.svg"
+            await eventually(pilot, first.exists, "the screenshot is written")
+            assert first.read_text(encoding="utf-8") == app.export_screenshot(title="shardscope linear-plans")
+            assert told[-1] == str(first) and first.is_absolute()
+            commands["Screenshot"].callback()
+            second = export_dir / "linear-plans-1.svg"
+            await eventually(pilot, second.exists, "a second screenshot beside the first")
+            assert sorted(p.name for p in export_dir.iterdir() if p.suffix == ".svg") == [
+                "linear-plans-1.svg", "linear-plans.svg"]
 
     run(scenario())
 
