@@ -35,7 +35,8 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument("--max-devices", type=positive, default=DEFAULT_MAX_DEVICES,
                         help="CPU devices to start JAX with; the sidebar offers meshes up to this size "
                              f"(default 8, at most {MAX_DEVICES})")
-    parser.add_argument("--export-dir", type=Path, help="where `e` writes the diff and the palette's Screenshot its SVG, made if needed (default: the working directory)")
+    parser.add_argument("--export-dir", type=Path, help="where `e` writes the diff and the palette's Screenshot "
+                        "its SVG, made if needed (default: the working directory)")
     parser.add_argument("--profile-startup", action="store_true",
                         help="log seconds to first paint and to first results on exit")
     parser.add_argument("--target", metavar="tpu:TOPOLOGY",
