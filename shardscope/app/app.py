@@ -103,6 +103,8 @@ class ShardscopeApp(RunHandling, TabRouting, FocusRouting, ExportActions):
         self._view_classes: dict[str, type] | None = None  # the deferred tabs' views, once imported
         self._views_requested = False
         self._error_spares_results = False  # the error shown left the results on screen as they were
+        self._layouts_tab_shown = False  # a file of layouts functions only opened the Layouts tab once
+        self._layouts_only = False  # the file loaded marks @shardscope.layouts functions only
         self._pending_tab_action: tuple[str, str] | None = None  # (tab, action) asked for before its view could act
 
     # -- layout -------------------------------------------------------------------------

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from shardscope.pipeline.analysis import Analysis
 
 
+READY = "ready: press r to run"
+READY_LAYOUTS = "ready: s in 7 Layouts ranks the layouts"
+"""The status once a file of ``@shardscope.layouts`` functions only is loaded: r has nothing to run."""
+
+
 class RunHandling(App[int]):
     """The app's runs and comparisons: started, reported, shown."""
 
@@ -52,6 +57,8 @@ class RunHandling(App[int]):
         _run_settings: Settings | None
         _stale_tabs: set[str]
         _compare_default_next: bool
+        _layouts_tab_shown: bool
+        _layouts_only: bool
 
         @property
         def comparison(self) -> Any: ...  # as the app gives it
@@ -68,6 +75,8 @@ class RunHandling(App[int]):
         def _run_pending_tab_action(self) -> None: ...
 
         def _load_views(self) -> None: ...
+
+        def action_show_tab(self, tab: str) -> None: ...
 
     @property
     def run_id(self) -> int:
@@ -119,6 +128,7 @@ class RunHandling(App[int]):
         if not self.is_running:  # shutting down: there is no sidebar any more
             return
         self.demo_file = message.demo_file
+        self._layouts_only = False
         descriptions = {name: fn.description for name, fn in message.demo_file.functions.items()}
         meshes = message.meshes
         self.query_one(Sidebar).load_demo(message.demo_file.names, message.batches, descriptions,
@@ -208,12 +218,21 @@ class RunHandling(App[int]):
             )
 
     def on_layouts_file_found(self, message: LayoutsFileFound) -> None:
-        """A file of ``@shardscope.layouts`` functions only: name it and them, not a demo's settings."""
+        """A file of ``@shardscope.layouts`` functions only: nothing for the plans' tabs to run, and
+        nothing failed. The status line and the sidebar name the file's layouts functions, not a
+        demo's settings, and the Layouts tab, which reads them, shows (once, on the first load:
+        the user's tab is left alone on a reload)."""
         if not self._is_current(message):
             return
-        self._run_settings = None  # the failure that follows names no settings: the file has none to run
+        self.running = False
+        self._layouts_only = True
+        self._run_settings = None  # the file has no settings to run
         self.query_one(StatusLine).show_described(describe_layouts(message.path_name, message.functions),
                                                   results=False)
+        self.query_one(Sidebar).show_layouts_only(message.functions)
+        if not self._layouts_tab_shown:
+            self._layouts_tab_shown = True
+            self.action_show_tab("layouts")
 
     def on_run_failed(self, message: RunFailed) -> None:
         """Show the error; the previous results stay on screen."""
@@ -235,7 +254,7 @@ class RunHandling(App[int]):
             self._show_error(f"{type(error).__name__}: {error}", runner.BUG_HINT)
         elif event.state == WorkerState.SUCCESS and not self.running:
             if not self.query_one(ErrorPanel).shown and self.analysis is None:
-                self.query_one(StatusLine).show_done("ready: press r to run")
+                self.query_one(StatusLine).show_done(READY_LAYOUTS if self._layouts_only else READY)
 
     def _compare(self, baseline: str, candidate: str) -> None:
         """Show ``candidate`` against ``baseline`` once the worker has prepared the Diff and Graph tabs."""

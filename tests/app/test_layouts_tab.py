@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
-from app_support import SIZE, drain, eventually, make_app, press, run
-from textual.widgets import DataTable, Input, Static
+from app_support import SIZE, drain, eventually, make_app, press, run, settle
+from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 
 from shardscope.app.views.layouts import LayoutPlanScreen, LayoutsView
 from shardscope.app.widgets.error_panel import ErrorPanel
@@ -89,21 +89,31 @@ def test_the_layouts_tab_fills_row_by_row_sorts_and_opens_a_candidates_plan(tmp_
 
 
 def test_a_file_of_layouts_functions_only_is_named_as_one_not_as_a_demos_settings(tmp_path):
-    """A file marking only ``@shardscope.layouts`` has no demo, mesh or chunk size: the status
-    line names the file and its layouts function and points at the Layouts tab, where it used to
-    read ``mlp_layouts.py::(first demo)  mesh s=2  chunk auto``; the error panel says why
-    nothing ran."""
+    """A file marking only ``@shardscope.layouts`` has no demo, mesh or chunk size, and nothing
+    failed: the status line names the file and its layouts function (where it used to read
+    ``mlp_layouts.py::(first demo)  mesh s=2  chunk auto``, then "failed: see the error panel"),
+    the sidebar's function list names it instead of "(loading the demo file)", and the Layouts
+    tab, which reads it, shows; s there ranks its layouts. A reload (r) leaves the user's tab."""
     path = tmp_path / "mlp_layouts.py"
     path.write_text(textwrap.dedent(MLP))
     app = make_app(path)
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await eventually(pilot, lambda: app.query_one(ErrorPanel).shown and not app.running, "the run failed")
-            await drain(pilot)
+            tabs = app.query_one(TabbedContent)
+            await eventually(pilot, lambda: tabs.active == "layouts" and not app.running, "the Layouts tab shows")
+            await settle(pilot)
             line = " ".join(app.query_one(StatusLine).plain.split())
             assert line.startswith("mlp_layouts.py layouts function build (7 Layouts ranks it)"), line
             assert "first demo" not in line and "chunk" not in line and "mesh" not in line
-            assert "failed: see the error panel" in line
+            assert "failed" not in line and line.endswith("ready: s in 7 Layouts ranks the layouts"), line
+            assert not app.query_one(ErrorPanel).shown
+            functions = app.query_one("#functions", OptionList)
+            assert [str(functions.get_option_at_index(i).prompt) for i in range(functions.option_count)] == [
+                "build (layouts: tab 7)"]
+            await press(pilot, "1")
+            await press(pilot, "r")
+            await settle(pilot)
+            assert tabs.active == "plans" and not app.query_one(ErrorPanel).shown
 
     run(scenario())

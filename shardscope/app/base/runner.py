@@ -132,9 +132,8 @@ def _run(request: RunRequest, post: Callable[[Message], Any], is_cancelled: Call
         post(RunFinished(request.run_id, analysis, prepared))
     except Cancelled:
         return
-    except LayoutsFileError as exc:  # nothing to run: the header names the file's layouts functions
+    except LayoutsFileError as exc:  # nothing to run here: the Layouts tab is where such a file is read
         post(LayoutsFileFound(request.run_id, Path(request.settings.path).name, exc.functions))
-        post(RunFailed(request.run_id, exc.message, exc.hint))
     except ShardscopeError as exc:
         post(RunFailed(request.run_id, exc.message, exc.hint))
     except Exception as exc:  # a traceback is a bug, but the app must keep running

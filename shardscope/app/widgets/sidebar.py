@@ -285,6 +285,13 @@ class Sidebar(VerticalScroll):
         self._update_chunk_help()
         self._update_mesh_fields()
 
+    def show_layouts_only(self, functions: tuple[str, ...]) -> None:
+        """A file of ``@shardscope.layouts`` functions only: the function list names them, none
+        to pick here (the Layouts tab ranks their layouts)."""
+        options = self.query_one("#functions", OptionList)
+        options.clear_options()
+        options.add_options(Option(f"{name} (layouts: tab 7)", disabled=True) for name in functions)
+
     def show_resolved(self, settings: Settings) -> None:
         """Mark the function an analysis ran (the default one resolved to its name), and note how
         many devices its target has (the mesh laid over them)."""
