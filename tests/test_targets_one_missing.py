@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 from _hidden_compilers import environment_without
-from _support import DEMOS, PYTHON, ROOT
+from _support import DEMOS, PYTHON, ROOT, in_one_process
 
 from test_gpu_targets import needs_plugin
 from test_targets import needs_libtpu
@@ -22,16 +22,6 @@ from test_targets import needs_libtpu
 def _without_libtpu(tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([PYTHON, "-m", "shardscope", *args], capture_output=True, text=True, cwd=ROOT,
                           env=environment_without(tmp_path, "tpu"), timeout=600)
-
-
-def _without_libtpu_in_one_process(tmp_path, *commands: list[str]) -> list[dict]:
-    """The command lines one after another in one fresh process without libtpu
-    (``tests/helpers/commands_in_one_process.py``): each one's ``returncode``, ``stdout`` and ``stderr``."""
-    helper = ROOT / "tests" / "helpers" / "commands_in_one_process.py"
-    done = subprocess.run([PYTHON, str(helper), json.dumps(commands)], capture_output=True, text=True, cwd=ROOT,
-                          env=environment_without(tmp_path, "tpu"), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
 
 
 def _errors(stderr: str) -> list[str]:
@@ -46,32 +36,33 @@ def test_check_and_report_without_libtpu_give_the_gpus_results_and_say_the_tpu_w
     the point only as far as libtpu is hidden at its start, which holds for all four)."""
     check = ["check", str(DEMOS / "gspmd_accumulate.py"), "--target", "tpu:v5e:2x4", "--target", "gpu:h100:8"]
     report = ["report", str(DEMOS / "linear.py"), "-r", "1", "--target", "tpu:v5e:2x2", "--target", "gpu:h100:4"]
-    results = _without_libtpu_in_one_process(tmp_path, check, [*check, "--json"], report, [*report, "--json"])
+    results = in_one_process(check, [*check, "--json"], report, [*report, "--json"],
+                             env=environment_without(tmp_path, "tpu"))
     check_text, check_json, report_text, report_json = results
 
     for result in (check_text, check_json):
-        assert result["returncode"] == 2, result["stderr"]
-        assert _errors(result["stderr"]) == ["shardscope: error: tpu:v5e:2x4 was not compiled for: Compiling for a "
-                                             "TPU target needs libtpu, which is not installed."]
-    data = json.loads(check_json["stdout"])
+        assert result.returncode == 2, result.stderr
+        assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x4 was not compiled for: Compiling for a "
+                                          "TPU target needs libtpu, which is not installed."]
+    data = json.loads(check_json.stdout)
     assert list(data["targets"]) == ["gpu:h100:8"] and data["exit_code"] == 2
     assert [u["target"] for u in data["unavailable_targets"]] == ["tpu:v5e:2x4"]
     assert "shardscope[tpu]" in data["unavailable_targets"][0]["hint"]
-    text = check_text["stdout"]
+    text = check_text.stdout
     assert "gpu:h100:8: each collective the target runs" in text
     assert "check passed on gpu:h100:8" in text or "check failed on gpu:h100:8" in text
     assert "tpu:v5e:2x4:" not in text
 
     for result in (report_text, report_json):
-        assert result["returncode"] == 2, result["stderr"]
-        assert _errors(result["stderr"]) == ["shardscope: error: tpu:v5e:2x2 was not compiled for: Compiling for a "
-                                             "TPU target needs libtpu, which is not installed."]
-    data = json.loads(report_json["stdout"])  # as check --json has them: the missing target beside the others' plans
+        assert result.returncode == 2, result.stderr
+        assert _errors(result.stderr) == ["shardscope: error: tpu:v5e:2x2 was not compiled for: Compiling for a "
+                                          "TPU target needs libtpu, which is not installed."]
+    data = json.loads(report_json.stdout)  # as check --json has them: the missing target beside the others' plans
     assert list(data["targets"]) == ["gpu:h100:4"]
     (missing,) = data["unavailable_targets"]
     assert missing["target"] == "tpu:v5e:2x2" and "needs libtpu" in missing["error"]
     assert "shardscope[tpu]" in missing["hint"]
-    assert "gpu:h100:4: 4 x NVIDIA H100" in report_text["stdout"]
+    assert "gpu:h100:4: 4 x NVIDIA H100" in report_text.stdout
 
 
 @pytest.mark.slow
