@@ -60,6 +60,24 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
     )
 
 
+def in_one_process(*commands, env: dict[str, str] | None = None,
+                   timeout: float = 600) -> list[subprocess.CompletedProcess]:
+    """The command lines (``shardscope`` ARGS each) one after another in one fresh process
+    (``tests/helpers/commands_in_one_process.py``), with ``env`` if given: each one's exit status,
+    stdout and stderr. The first starts JAX as ``python -m shardscope`` would; the others find it
+    started: for commands whose start-up the first shows (the same device count, the same
+    environment)."""
+    import json
+
+    helper = ROOT / "tests" / "helpers" / "commands_in_one_process.py"
+    argvs = [[str(word) for word in command] for command in commands]
+    done = subprocess.run([PYTHON, str(helper), json.dumps(argvs)], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [subprocess.CompletedProcess(["shardscope", *argv], r["returncode"], r["stdout"], r["stderr"])
+            for argv, r in zip(argvs, json.loads(done.stdout))]
+
+
 def run_main(*args: object) -> subprocess.CompletedProcess:
     """``shardscope.cli.main(ARGS)`` in this process, with what it wrote to ``sys.stdout`` and
     ``sys.stderr``: for a fixture shared by a module's tests (the ``shardscope_cli`` fixture,

@@ -4,7 +4,6 @@ compilation cache for the test run."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 import resource
@@ -177,13 +176,33 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ROOT / "demos"
 
 
-@functools.lru_cache(maxsize=None)
-def _analysis(demo: str, function: str | None, devices: int, chunk_size: int | None, repeats: int):
-    from shardscope.pipeline.run import analyze
-    from shardscope.config.settings import Settings
+_analyses: dict[tuple, object] = {}
+"""The analyses made for ``analysis_of``, by ``(demo, function, devices, chunk_size, repeats)``."""
 
-    settings = Settings(path=DEMOS / demo, function=function, devices=devices, chunk_size=chunk_size, repeats=repeats)
-    return analyze(settings)
+
+def _analysis(demo: str, function: str | None, devices: int, chunk_size: int | None, repeats: int):
+    """The analysis of these settings, made once per process.
+
+    A chunk size left to the default and the same size given are one analysis: each is kept
+    under the size it resolved to, and under ``None`` too when that is the default (the analysis's
+    settings are equal either way: ``Settings.chunk_size`` is the resolved size). linear.py and
+    rnn.py on 2 devices were each analysed twice a worker, as ``analysis_of("rnn.py")`` and
+    ``analysis_of("rnn.py", devices=2, chunk_size=16)``."""
+    from shardscope.config.settings import Settings, default_chunk_size
+    from shardscope.pipeline.run import analyze
+
+    key = (demo, function, devices, chunk_size, repeats)
+    if key not in _analyses:
+        settings = Settings(path=DEMOS / demo, function=function, devices=devices, chunk_size=chunk_size,
+                            repeats=repeats)
+        analysis = analyze(settings)
+        shapes = analysis.shapes  # None for a program file's programs: no chunks
+        _analyses[key] = analysis
+        if shapes is not None:
+            _analyses.setdefault((demo, function, devices, shapes.chunk_size, repeats), analysis)
+        if shapes is not None and shapes.chunk_size == default_chunk_size(shapes.per_device_batch):
+            _analyses.setdefault((demo, function, devices, None, repeats), analysis)
+    return _analyses[key]
 
 
 @pytest.fixture(scope="session")

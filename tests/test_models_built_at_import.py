@@ -16,7 +16,7 @@ import os
 import subprocess
 
 import pytest
-from _support import PYTHON, ROOT, run_cli
+from _support import PYTHON, ROOT, in_one_process, run_cli
 
 from shardscope.cli.processes import free_port
 
@@ -92,22 +92,12 @@ def _ok(result: subprocess.CompletedProcess, code: int = 0) -> None:
     assert "Traceback" not in result.stderr
 
 
-def _in_one_process(*commands: tuple) -> list[subprocess.CompletedProcess]:
-    """The commands one after another in one fresh process (``tests/helpers/commands_in_one_process.py``)."""
-    helper = ROOT / "tests" / "helpers" / "commands_in_one_process.py"
-    argvs = json.dumps([[str(word) for word in command] for command in commands])
-    done = subprocess.run([PYTHON, str(helper), argvs], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [subprocess.CompletedProcess(list(command), r["returncode"], r["stdout"], r["stderr"])
-            for command, r in zip(commands, json.loads(done.stdout))]
-
-
 def test_report_on_4_devices(tmp_path):
     """The first report starts JAX in a fresh process (the count set before the file's import);
     the other two are the same command, run after it in the same process."""
     frameworks, concrete = _files(tmp_path)
     runs = ((frameworks, "flax_linear"), (frameworks, "equinox_mlp"), (concrete, "concrete"))
-    results = _in_one_process(*(("report", path, "-f", function, "--devices", "4", "-r", "1", "--json")
+    results = in_one_process(*(("report", path, "-f", function, "--devices", "4", "-r", "1", "--json")
                                 for path, function in runs))
     for (path, function), result in zip(runs, results):
         _ok(result)
@@ -122,7 +112,7 @@ def test_diff_check_and_sweep_on_4_devices(tmp_path):
     """The diff starts JAX in a fresh process; check and sweep run after it in the same process
     (each imports the file again, on the devices the diff started)."""
     frameworks, _ = _files(tmp_path)
-    diff, check, sweep = _in_one_process(
+    diff, check, sweep = in_one_process(
         ("diff", frameworks, "-f", "equinox_mlp", "--devices", "4"),
         ("check", frameworks, "--devices", "4", "--json"),
         ("sweep", frameworks, "-f", "flax_linear", "--devices", "4", "--chunk-sizes", "2,4", "-r", "1", "--json"))

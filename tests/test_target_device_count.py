@@ -7,10 +7,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from _support import run_cli
+from _gpu_plugin import gpu_plugin_installed
+from _support import in_one_process
 
-from test_gpu_targets import needs_plugin
-from test_targets import needs_libtpu, without_cuda_plugin_lines
+from test_targets import LIBTPU_SHIPS, without_cuda_plugin_lines
 
 _PROGRAM = textwrap.dedent("""
     import jax
@@ -30,17 +30,24 @@ _PROGRAM = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("target, noun", [
-    pytest.param("tpu:v5e:4x4", "chips", marks=needs_libtpu),
-    pytest.param("gpu:b200:2x8", "GPUs", marks=needs_plugin),
-])
-def test_a_file_that_takes_eight_of_sixteen_devices_is_told_its_line(tmp_path, target, noun):
+_TARGETS = [(target, noun) for target, noun, here in (("tpu:v5e:4x4", "chips", LIBTPU_SHIPS),
+                                                      ("gpu:b200:2x8", "GPUs", gpu_plugin_installed())) if here]
+"""Each kind of target installed here: its 16 devices, and what the hint calls them."""
+
+
+@pytest.mark.skipif(not _TARGETS, reason="neither libtpu nor JAX's CUDA plugin is installed here")
+def test_a_file_that_takes_eight_of_sixteen_devices_is_told_its_line(tmp_path):
+    """Checked for a TPU slice and for GPUs of 16 devices each, one after the other in one fresh
+    process of 16 CPU devices (a test, and a process, each before: the second command finds JAX
+    started with the count the first asked for, the same 16)."""
     path = tmp_path / "step.py"
     path.write_text(_PROGRAM)
     (line,) = [n for n, text in enumerate(_PROGRAM.splitlines(), 1) if "# THE COUNT" in text]
-    result = run_cli("check", path, "--target", target, "--devices", "16", timeout=300)
-    assert result.returncode == 2, result.stdout
-    error, hint = without_cuda_plugin_lines(result.stderr).strip().splitlines()[-2:]
-    assert error == f"shardscope: error: step runs on 8 devices; {target} has 16."
-    assert hint == (f"hint: pick a topology with 8 {noun}, or take 16 devices where step.py line {line} takes 8 "
-                    f"(jax.devices()[:8])")
+    results = in_one_process(*(("check", path, "--target", target, "--devices", "16") for target, _ in _TARGETS))
+    assert len(results) == len(_TARGETS)
+    for (target, noun), result in zip(_TARGETS, results):
+        assert result.returncode == 2, result.stdout
+        error, hint = without_cuda_plugin_lines(result.stderr).strip().splitlines()[-2:]
+        assert error == f"shardscope: error: step runs on 8 devices; {target} has 16."
+        assert hint == (f"hint: pick a topology with 8 {noun}, or take 16 devices where step.py line {line} takes 8 "
+                        f"(jax.devices()[:8])")

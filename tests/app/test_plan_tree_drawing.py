@@ -9,7 +9,6 @@ the mouse's position).
 
 from __future__ import annotations
 
-import pytest
 from rich.cells import cell_len
 from rich.segment import ControlType
 from textual.events import MouseScrollDown
@@ -115,21 +114,27 @@ def _open_the_page_above(tree) -> None:
     tree.select_node([n for n in body.children if n.data.gap is not None and n.line < tree.cursor_line][-1])
 
 
-def test_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(monkeypatch):
-    """N, a page opened above, n and N: then a click on a line drawn at first and moved down since
+def test_the_first_N_finds_its_lines_drawn_ahead_and_lines_kept_across_n_and_N_are_the_lines_a_fresh_draw_gives(
+        monkeypatch):
+    """The first N finds its lines drawn ahead (``_check_the_first_key_finds_its_lines_drawn_ahead``);
+    then a page opened above, n and N: a click on a line drawn at first and moved down since
     selects it, hover lands on the line under the mouse, and a click on a line's guides selects it
     (test_a_click_on_a_tree_line_moves_the_cursor_there_after_lines_moved, on its own app on deep.py
     before, walked the same first four steps); the walk goes on, and every kept line is the line a
-    fresh draw gives."""
+    fresh draw gives. (The first N's checks and the walk after it were two tests, each on its own
+    app on deep.py, both starting with N.)"""
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
         app = make_app(DEMOS / "deep.py")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            naive = app.query_one(PlansView).tree("naive")
+            view = app.query_one(PlansView)
+            naive = view.tree("naive")
             for step, key in enumerate(("N", "open the gap above", "n", "N", "down", "down", "n", "N")):
-                if key == "open the gap above":  # a page opens above the lines just drawn: they move down
+                if step == 0:  # the first N, its lines drawn ahead
+                    await _check_the_first_key_finds_its_lines_drawn_ahead(pilot, view, key)
+                elif key == "open the gap above":  # a page opens above the lines just drawn: they move down
                     _open_the_page_above(naive)
                 else:
                     await press(pilot, key)  # N: back to the lines drawn before, now further down
@@ -166,43 +171,36 @@ async def _click_a_line_that_moved(pilot, app, naive) -> None:
     assert naive.cursor_node is above, "a click on a line's guides selects that line too"
 
 
-@pytest.mark.parametrize("key", ["n", "N"])
-def test_the_first_n_or_N_finds_its_lines_drawn_ahead_and_they_are_the_lines_a_fresh_draw_gives(monkeypatch, key):
-    monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
-
-    async def scenario():
-        app = make_app(DEMOS / "deep.py")
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
-            view = app.query_one(PlansView)
-            await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
-            step = view.pairs[0 if key == "n" else -1]
-            trees = {name: view.tree(name) for name in step}
-            assert len(trees) == 3
-            for name, tree in trees.items():  # the path is open, the cursor not there yet, nor the view
-                node = tree.node_for(tree.collective_ids[step[name]])
-                assert node.line >= 0 and tree.cursor_node is not node
-                assert node.line >= tree.scroll_offset.y + tree.scrollable_content_region.height, f"{key} scrolls"
-            nodes = {name: tree.node_count for name, tree in trees.items()}
-            drawn = {name: tree.lines_drawn for name, tree in trees.items()}
-            finished = {name: _count_lines_finished(tree) for name, tree in trees.items()}
-            scrollbar_refreshes = {name: _count_refreshes(tree.vertical_scrollbar) for name, tree in trees.items()}
-            await press(pilot, key)
-            for name, tree in trees.items():
-                assert tree.cursor_node.data.key == tree.collective_ids[step[name]]
-                assert tree.node_count == nodes[name], f"the first {key} opened nothing: the path was open"
-                # a screenful scrolled into view, and only the cursor's own line was drawn for it,
-                # and only that line went through Textual's styles cache (background, filters)
-                assert tree.lines_drawn - drawn[name] == 1, name
-                assert finished[name] == [1], name
-                # the scrollbar has no width: refreshing it rebuilt the compositor's map of the whole screen
-                assert tree.scroll_offset.y > 0 and scrollbar_refreshes[name] == [0], name
-                rows = _rows(tree)
-                _check_rows_match_their_lines(tree, rows)
-                tree.forget_drawn_lines()  # the next draw starts afresh
-                assert _rows(tree) == rows, f"{name}: a line drawn ahead differs from a fresh draw"
-
-    run(scenario())
+async def _check_the_first_key_finds_its_lines_drawn_ahead(pilot, view, key: str) -> None:
+    """Press the first ``n`` or ``N`` (its lines drawn ahead): in each of the three trees only the
+    cursor's own line is drawn for it, nothing opens, the scrollbar is not refreshed, and every
+    line shown is the line a fresh draw gives."""
+    await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
+    step = view.pairs[0 if key == "n" else -1]
+    trees = {name: view.tree(name) for name in step}
+    assert len(trees) == 3
+    for name, tree in trees.items():  # the path is open, the cursor not there yet, nor the view
+        node = tree.node_for(tree.collective_ids[step[name]])
+        assert node.line >= 0 and tree.cursor_node is not node
+        assert node.line >= tree.scroll_offset.y + tree.scrollable_content_region.height, f"{key} scrolls"
+    nodes = {name: tree.node_count for name, tree in trees.items()}
+    drawn = {name: tree.lines_drawn for name, tree in trees.items()}
+    finished = {name: _count_lines_finished(tree) for name, tree in trees.items()}
+    scrollbar_refreshes = {name: _count_refreshes(tree.vertical_scrollbar) for name, tree in trees.items()}
+    await press(pilot, key)
+    for name, tree in trees.items():
+        assert tree.cursor_node.data.key == tree.collective_ids[step[name]]
+        assert tree.node_count == nodes[name], f"the first {key} opened nothing: the path was open"
+        # a screenful scrolled into view, and only the cursor's own line was drawn for it,
+        # and only that line went through Textual's styles cache (background, filters)
+        assert tree.lines_drawn - drawn[name] == 1, name
+        assert finished[name] == [1], name
+        # the scrollbar has no width: refreshing it rebuilt the compositor's map of the whole screen
+        assert tree.scroll_offset.y > 0 and scrollbar_refreshes[name] == [0], name
+        rows = _rows(tree)
+        _check_rows_match_their_lines(tree, rows)
+        tree.forget_drawn_lines()  # the next draw starts afresh
+        assert _rows(tree) == rows, f"{name}: a line drawn ahead differs from a fresh draw"
 
 
 def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
@@ -224,7 +222,12 @@ def test_plans_shown_after_another_tab_draw_the_first_n_ahead_too(monkeypatch):
     run(scenario())
 
 
-def test_the_terminal_shows_the_tree_lines_after_every_scroll_by_keys_or_wheel(monkeypatch):
+def test_the_first_n_finds_its_lines_drawn_ahead_and_the_terminal_shows_the_tree_lines_after_every_scroll(
+        monkeypatch):
+    """The first n finds its lines drawn ahead (``_check_the_first_key_finds_its_lines_drawn_ahead``);
+    then what the terminal shows is the trees' lines after it, after two more n, an N and the mouse
+    wheel. (Two tests before, each on its own app on deep.py: the terminal's walk began with the
+    first n.)"""
     monkeypatch.setenv("SHARDSCOPE_DEEP_DEPTH", LONG_DEEP_DEPTH)
 
     async def scenario():
@@ -232,13 +235,15 @@ def test_the_terminal_shows_the_tree_lines_after_every_scroll_by_keys_or_wheel(m
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             view = app.query_one(PlansView)
-            await eventually(pilot, lambda: view.first_moves_drawn, "the lines of the first n and N drawn ahead")
-            terminal = _Terminal(app)
-            app.screen.refresh()  # one full update: the terminal starts out whole
             trees = [view.tree(name) for name in view.names]
+            tops = [tree.scroll_offset.y for tree in trees]
+            await _check_the_first_key_finds_its_lines_drawn_ahead(pilot, view, "n")
+            assert [tree.scroll_offset.y for tree in trees] != tops, "n scrolls"
+            terminal = _Terminal(app)  # from here on: what each screen update writes
+            app.screen.refresh()  # one full update: the terminal starts out whole
             for tree in trees:
-                await _check_the_terminal_shows_the_tree(pilot, terminal, tree, "at start")
-            for key in ("n", "n", "n", "N"):  # each n scrolls the trees (which scroll without a scrollbar)
+                await _check_the_terminal_shows_the_tree(pilot, terminal, tree, "after the first n")
+            for key in ("n", "n", "N"):  # each n scrolls the trees (which scroll without a scrollbar)
                 tops = [tree.scroll_offset.y for tree in trees]
                 await press(pilot, key)
                 assert key == "N" or [tree.scroll_offset.y for tree in trees] != tops, f"{key} scrolls"

@@ -4,7 +4,8 @@
 words, as ``shardscope`` takes them), runs ``shardscope.cli.main`` on each in turn and prints one
 JSON list: each command's ``returncode``, ``stdout`` and ``stderr``. The first command starts
 JAX as ``python -m shardscope`` would; the others find it started: for commands whose start-up is
-already shown by the first (the same command on the same file).
+already shown by the first (the same command on the same file, or commands that need the same
+device count or environment: ``tests/_support.in_one_process``).
 """
 
 import contextlib
