@@ -197,3 +197,33 @@ def test_check_text_and_json_agree_on_a_while_loops_psum(shardscope_cli, module,
     assert paired == sorted(c["equation"] for c in program["collectives"])
     assert [row[-1] for row in table] == [
         c["verdict"] if c["loop_trip_counts"] else "-" for c in program["compiled_collectives"]]
+
+
+def _strict_loops(compiled, written) -> bool:
+    """Pairing's loop test as it was: a jaxpr's unknown trip count matched only an unknown one."""
+    remaining = iter(u for u in written if u != 1)
+    return all(any(t == u for u in remaining) for t in compiled if t != 1)
+
+
+def test_an_equation_no_instruction_carries_reads_dead_in_the_text_and_the_json(shardscope_cli, module, monkeypatch):
+    """With pairing's old loop test the psum of ``wl`` pairs with no instruction: its row's verdict
+    is dead, and every rendering says so (the text's note and cell, ``--json``'s verdict and
+    ``dead``, left out of ``findings`` and of ``flagged`` alike); it said ``-`` in the table and
+    ``deferrable``, ``"dead": false``, among the findings in the JSON."""
+    import shardscope.engine.hlo.pairing as pairing
+
+    monkeypatch.setattr(pairing, "_loops_among", _strict_loops)
+    sums, compiled = _expected(module, "wl")
+    text = shardscope_cli("check", module.__file__, "-f", "wl")
+    table = [line.split() for line in text.stdout.splitlines() if re.match(r"^\s*\d+\s+\S+\[d\]\s", line)]
+    assert [(row[1], row[-1]) for row in table] == [("all-reduce[d]", "deferrable"), ("psum_invariant[d]", "dead")], \
+        text.stdout
+    said = " ".join(text.stdout.split())  # the notes wrap at the terminal's width
+    assert "#2 psum_invariant of grad(w): no compiled instruction was found for it" in said
+    assert ": dead. No instruction of the compiled module is its own" in said
+
+    (program,) = json.loads(shardscope_cli("check", module.__file__, "-f", "wl", "--json").stdout)["programs"]
+    (equation,) = program["collectives"]
+    assert program["unpaired_equations"] == [equation["equation"]]
+    assert (equation["verdict"], equation["dead"], equation["executions"], equation["fix"]) == ("dead", True, 0, None)
+    assert program["findings"] == [] and program["flagged"] == 1 == len(compiled) == sums
