@@ -76,14 +76,15 @@ def table_rows(collectives: tuple) -> list[tuple[str, ...]]:
     return [
         (str(i), collective_cell(c), c.value, trips_text(c.loop_trip_counts), runs_text(c),
          "unknown" if c.bytes_per_call is None else c.bytes_count.text(), c.written_by,
-         verdict_cell(c.verdict_kind, c.in_loop, c.dead))
+         verdict_cell(c.verdict_kind, c.in_loop, c.verdict_kind == DEAD))
         for i, c in enumerate(collectives, 1)
     ]
 
 
 def verdict_cell(kind: str, in_loop: bool, dead: bool = False) -> str:
     """A table's verdict cell: ``-`` for a collective outside every loop (no loop to need it),
-    on the CPU's table and a target's alike."""
+    on the CPU's table and a target's alike; ``dead`` for one whose verdict is (no instruction
+    carries it: the note and ``--json`` say dead too)."""
     return kind if in_loop or dead else "-"
 
 
@@ -201,17 +202,18 @@ def to_text(inspection: "Inspection", width: int = 140) -> str:
 
 
 def collective_json(c: "Collective", dead: bool = False) -> dict[str, Any]:
-    """The ``check --json`` fields of one jaxpr collective (a dead one runs 0 times per call)."""
+    """The ``check --json`` fields of one jaxpr collective (a dead one runs 0 times per call, its
+    verdict ``dead`` as the text's)."""
     return {
         "primitive": c.primitive,
         "axes": list(c.axes),
         "loop_trip_counts": list(c.loop_trip_counts),
         "executions": 0 if dead else c.executions,
         "bytes_per_call": 0 if dead else c.bytes_per_call,
-        "verdict": c.verdict_kind,
+        "verdict": DEAD if dead else c.verdict_kind,
         "source": c.source,
         "value": c.value,
-        "fix": None if c.verdict is None else c.verdict.fix,
+        "fix": None if dead or c.verdict is None else c.verdict.fix,
         "in_conditional": c.in_conditional,
         "auto_axes": [name for name, _ in c.auto_axes],  # typed whole along them: bytes_per_call is at most
         "equation": c.equation_id,
@@ -277,7 +279,8 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
     """One program's ``check --json`` object.
 
     ``findings`` and ``collectives`` are the jaxpr's collective equations (in loops, and all of
-    them; a dead one has ``"dead": true`` and runs 0 times); ``compiled_collectives`` the compiled
+    them; one no compiled instruction carries, dead or unpaired, has ``"dead": true``, verdict
+    ``dead``, and runs 0 times, as the text's row says); ``compiled_collectives`` the compiled
     instructions; ``partitioner_findings`` what the partitioner warned about while compiling
     (each with its ``kind``: ``involuntary-rematerialization``); ``flagged`` counts the collectives ``check`` fails on, each once across the
     two views; ``counts`` and ``jaxpr_counts`` are the runs per call of each compiled kind and
@@ -285,7 +288,10 @@ def inspection_json(inspection: "Inspection") -> dict[str, Any]:
     program spans (:attr:`~shardscope.engine.joined.inspection.Inspection.mesh_note`), null for a
     program over the devices it means.
     """
-    dead = {c.equation_id for c in inspection.dead_collectives}
+    # the equations no compiled instruction carries: the paired rows' verdict (dead, in the text
+    # too), whether the compiler removed them or pairing found none of its own (unpaired_equations)
+    dead = {e.equation_id for p in inspection.paired if p.compiled is None and p.verdict_kind == DEAD
+            for e in p.equations}
     data = {
         "function": inspection.function,
         "findings": [collective_json(c, c.equation_id in dead) for c in inspection.collectives

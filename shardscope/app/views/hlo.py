@@ -38,7 +38,7 @@ from shardscope.render.dispatches import render_dispatches
 from shardscope.render.findings import collectives_run
 from shardscope.render.partitioner import warning_lines
 from shardscope.render.targets import outcome_style, plan_notes, plan_verdict, row_cells
-from shardscope.verdict_kinds import style_of
+from shardscope.verdict_kinds import DEAD, style_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -147,7 +147,7 @@ def collectives_table(plan: "PlanResult", selected: int | None, narrow: bool = F
         table.add_column(column, justify=justify, no_wrap=column not in ("value", "jaxpr"), overflow="fold",
                          min_width=value_width if column == "value" else None)
     for i, c in enumerate(plan.paired):
-        kind = c.verdict_kind if c.in_loop or c.dead else "-"
+        kind = c.verdict_kind if c.in_loop or c.verdict_kind == DEAD else "-"
         times = [] if measured is None else measured_cells(measured.of(c.compiled.name) if c.compiled else None)
         cells: dict[str, RenderableType] = {
             "#": str(i + 1), "collective": _collective(c), "value": c.value, "loops": _trips(c),

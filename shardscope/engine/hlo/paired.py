@@ -190,6 +190,8 @@ class PairedCollective(PerCall):
         written, biggest = max(zip(same, self.equations), key=lambda pair: pair[1].bytes_per_execution)
         if written.executions_after != compiled.executions_after:
             return compiled  # the compiler changed the loops: the jaxpr's numbers would not hold
+        if any(None in e.loop_trip_counts for e in self.equations) and None not in self.compiled.loop_trip_counts:
+            return compiled  # a while_loop of a constant bound: the jaxpr's "an unknown number" is a number here
         fix = written.fix
         if fix is not None and len(self.equations) > 1:  # one sum of several leaves' gradients: the fix says each
             leaves = [labelled_argument(e.value) for e in self.equations if is_gradient_label(e.value)]

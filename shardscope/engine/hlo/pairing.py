@@ -213,8 +213,17 @@ def _carried(c: "CompiledCollective", r: JaxprCollective) -> bool:
     kind = HLO_KIND.get(r.primitive)
     if kind is None or (c.kind != kind and not (kind == REDUCE_SCATTER and c.kind == ALL_REDUCE)):
         return False
-    remaining = iter(t for t in r.loop_trip_counts if t != 1)
-    return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)
+    return _loops_among(c.loop_trip_counts, r.loop_trip_counts)
+
+
+def _loops_among(compiled: tuple[int | None, ...], written: tuple[int | None, ...]) -> bool:
+    """The compiled loops' trip counts are a subsequence of the jaxpr's (the compiler removes loops,
+    of one iteration or around a collective it hoists, and never adds one). A jaxpr loop whose trip
+    count is unknown (None: a ``while_loop``, even one whose bound is a constant) stands for any:
+    XLA's loop analysis finds the trip count of ``while_loop(lambda c: c[0] < 10, ...)``
+    (``known_trip_count`` 10) that the jaxpr does not say."""
+    remaining = iter(u for u in written if u != 1)
+    return all(any(u is None or t == u for u in remaining) for t in compiled if t != 1)
 
 
 def _first(candidates: Iterator[JaxprCollective], operands: "list[CompiledOperand]") -> JaxprCollective | None:
@@ -258,7 +267,4 @@ def _matches(c: "CompiledCollective", r: JaxprCollective, by_source: bool = True
     # a source that is no line (a demo plan's own psum, named for the user) says nothing to compare
     if by_source and is_source_line(traced) and c.source and traced.split(" ")[0] != c.source.split(" ")[0]:
         return False
-    # the compiler removes loops (of one iteration; around a loop-invariant collective it hoists)
-    # and never adds one: the compiled trip counts are a subsequence of the jaxpr's
-    remaining = iter(t for t in r.loop_trip_counts if t != 1)
-    return all(any(t == u for u in remaining) for t in c.loop_trip_counts if t != 1)
+    return _loops_among(c.loop_trip_counts, r.loop_trip_counts)
