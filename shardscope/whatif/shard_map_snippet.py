@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from shardscope.engine.hlo.fixes import argument_specs_text, named_axes
+
 
 @dataclass(frozen=True)
 class StepSignature:
@@ -28,11 +30,21 @@ class StepSignature:
     out_specs: str
     devices: int
     axis_names: tuple[str, ...] = ()
+    leaves: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each argument's leaves' own specs, when known
+    kept: tuple[str, ...] | None = None  # the axes the specs name (None: all)
 
-    def in_specs(self) -> str:
-        """``(P(), P('data'), P('data'))``: one spec per argument."""
+    def in_specs(self, whole: str = "", over: Sequence[str] = ()) -> str:
+        """``(P(), P('data'), P('data'))``: one spec per argument; the argument ``whole`` (the
+        parameters whose gradients the loop sums over ``over``) names none of ``over``: the step's
+        code needs each parameter whole inside the ``shard_map``, so it enters replicated over them."""
         specs = [spec for _, spec in self.arguments]
+        if whole and over and self.leaves:
+            specs = [spec for _, spec in argument_specs_text(self.leaves, self.kept, (whole,), tuple(over))]
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
+
+    def split_over(self, name: str, axes: Sequence[str]) -> bool:
+        """True when a leaf of the argument ``name`` comes sharded over one of ``axes``."""
+        return any(set(named_axes(spec)) & set(axes) for n, leaves in self.leaves if n == name for spec in leaves)
 
 
 def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequence[str], where: str,
@@ -52,8 +64,13 @@ def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequenc
         lines += [f"# over {manual} only: the specs name no other axis, which stays with the partitioner as before"]
     names_arg = f", axis_names={{{manual}}}" if step.axis_names else ""
     lines += ["@jax.jit",
-              f"@jax.shard_map(mesh=mesh, in_specs={step.in_specs()}, out_specs={step.out_specs}{names_arg})",
+              f"@jax.shard_map(mesh=mesh, in_specs={step.in_specs(root, axes)}, out_specs={step.out_specs}{names_arg})",
               f"def {step.function}({names}):"]
+    if root and step.split_over(root, axes):
+        lines += [f"    # {root} comes split over {axis}, the {'axis' if len(axes) == 1 else 'axes'} the loop sums over: it enters "
+                  f"replicated over {'it' if len(axes) == 1 else 'them'} (P() there",
+                  "    # in in_specs), whole on every device as the step's code needs it; the partitioner gathers it before",
+                  "    # the shard_map, once per call"]
     if root:
         lines += [f"    local_{root} = jax.tree.map(lambda p: lax.pcast(p, {axis}, to='varying'), {root})  # before the loop",
                   f"    # read local_{root} inside the loop body instead of {root}"]

@@ -110,7 +110,8 @@ def compiled_plan(
         mesh_shape = builder.mesh
         one_device = frozenset() if mesh_shape is None else frozenset(
             name for name, size in zip(mesh_shape.names, mesh_shape.sizes) if size == 1)
-        signature = Signature(tuple(arguments), devices or builder.devices, losses, one_device)
+        sizes = () if mesh_shape is None else tuple(zip(mesh_shape.names, mesh_shape.sizes))
+        signature = Signature(tuple(arguments), devices or builder.devices, losses, one_device, sizes)
         paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
     return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
