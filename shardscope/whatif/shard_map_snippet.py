@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from shardscope.engine.hlo.fixes import argument_specs_text, named_axes
 
@@ -48,9 +48,11 @@ class StepSignature:
 
 
 def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequence[str], where: str,
-                       computed: frozenset[str] = frozenset()) -> str:
+                       computed: frozenset[str] = frozenset(), scalings: Mapping[str, str] | None = None) -> str:
     """The lines of the shard_map route for the values ``values`` summed over ``axes`` in the
-    loop at ``where``; ``computed``: those the step computes (a loss), which have nothing to cast."""
+    loop at ``where``; ``computed``: those the step computes (a loss), which have nothing to cast;
+    ``scalings``: whether each loss is a mean over rows (divided after its sum), a sum (not
+    divided) or unknown (not divided, and the comment says when it would be)."""
     axis = repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
     losses = [v for v in values if v in computed or is_output(v)]
     root = _root([v for v in values if v not in losses])
@@ -76,11 +78,27 @@ def per_device_snippet(step: StepSignature, values: Sequence[str], axes: Sequenc
                   f"    # read local_{root} inside the loop body instead of {root}"]
     lines += [f"    acc0 = jax.tree.map(lambda a: lax.pcast(a, {axis}, to='varying'), acc0)  # the accumulator's start"]
     divided = f" / {step.devices}" if step.devices > 1 else ""
+    kinds = {loss: (scalings or {}).get(loss, "unknown") for loss in losses}
+    undivided = [loss for loss in losses if kinds[loss] != "mean"]
+    if undivided and not root and len(undivided) == len(losses):  # no gradient: the losses alone decide
+        what = " and ".join(undivided)
+        if all(kinds[loss] == "sum" for loss in undivided):
+            lines += [f"    # once, after the loop: {what} {'is a sum' if len(undivided) == 1 else 'are sums'} over rows, so "
+                      "the devices' sums add up to the batch's: nothing to divide"]
+        else:
+            lines += [f"    # once, after the loop: divide by {step.devices or 'the device count'} (lax.pmean) only if {what} "
+                      f"{'is a mean' if len(undivided) == 1 else 'are means'} over the batch's rows (each",
+                      "    # device's is then over its own rows); a sum over rows takes lax.psum alone"]
+        lines += [f"    acc = jax.tree.map(lambda a: lax.psum(a, {axis}), acc)"]
+        return "\n".join(lines) + "\n"
+    losses = [loss for loss in losses if loss not in undivided]
     accumulated = " and ".join((["the gradients"] if root else []) + losses)
     lines += [f"    # once, after the loop: each device's jnp.mean is over its own rows, so {accumulated}",
               f"    # summed over the devices and divided by {step.devices or 'their count'} (lax.pmean) are the batch's; a sum",
               "    # over rows takes lax.psum alone",
               f"    acc = jax.tree.map(lambda a: lax.psum(a, {axis}){divided}, acc)"]
+    if undivided:
+        lines += [f"    # except {' and '.join(undivided)}: lax.psum alone for a sum over rows (divided only if a mean over them)"]
     return "\n".join(lines) + "\n"
 
 

@@ -49,6 +49,11 @@ class Signature:
     losses: tuple[str, ...] = ()
     one_device_axes: frozenset[str] = frozenset()  # mesh axes of size 1: they split nothing
     axis_sizes: tuple[tuple[str, int], ...] = ()  # each mesh axis's size, where the mesh is known
+    loss_scalings: tuple[tuple[str, str], ...] = ()  # each loss and whether it is a mean, a sum or unknown
+
+    def scaling(self, loss: str) -> str:
+        """``mean``, ``sum`` or ``unknown`` (:mod:`~shardscope.engine.hlo.loss_scaling`) for the loss ``loss``."""
+        return dict(self.loss_scalings).get(loss, "unknown")
 
     def divisor(self, axes: tuple[str, ...]) -> int:
         """What a sum over ``axes`` is divided by for the mean over the batch: the devices of those
@@ -108,8 +113,14 @@ class Signature:
         if not losses:
             return ""
         what = ", ".join(losses)
-        return (f"; inside it each device's {what} covers its own shard of the batch only: return "
-                f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){self.divided} (lax.pmean) for the mean over the batch")
+        it = "it" if len(losses) == 1 else "each"
+        kinds = {self.scaling(loss) for loss in losses}
+        head = f"; inside it each device's {what} covers its own shard of the batch only: return lax.psum({it}, {axis})"
+        if kinds == {"mean"}:
+            return f"{head}{self.divided} (lax.pmean) for the mean over the batch"
+        if kinds == {"sum"}:
+            return f"{head}, undivided: {'it is a sum' if len(losses) == 1 else 'each is a sum'} over rows, as the program computes {it}"
+        return f"{head},{self.divided} (lax.pmean) only where {it} is a mean over the batch's rows (a sum over rows is not divided)"
 
 
 def _whole_words(signature: Signature, root: str, summed: tuple[str, ...], names: str) -> str:
@@ -170,12 +181,12 @@ def summed_losses(collectives: "tuple[CompiledCollective, ...]", mesh: MeshShape
     ``shard_map`` must sum itself: :attr:`CompiledOperand.computed`), and how many devices their
     sum spans inside the ``shard_map`` (0 when none): those of the whole axes the fix names, not
     the group the partitioner chose (a reshape of the batch can leave groups of 2 of ``data``'s 8)."""
-    found = {op.value: _devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
+    found = {op.value: collective_devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
              for op in c.operands if op.value and op.computed}
     return tuple(found), max(found.values(), default=0)
 
 
-def _devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
+def collective_devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
     """The devices of the whole mesh axes ``c`` spans, else of its first group."""
     axes = whole_axes(c.axes or ())
     if mesh is not None and axes and all(a in mesh.names for a in axes):
@@ -229,10 +240,17 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
     root = "" if loss else _common_root(value, computed) if values > 1 else path_root(value) or "params"
     shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis, summed, root)}, out_specs=P(), "
                  f"axis_names={reduced})")
-    if loss:  # a loss: each device adds its own, one sum after the loop
-        divisor = signature.divisor(summed)
-        inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
-                  f"{f' / {divisor}' if divisor else ''} runs once after it")
+    if loss:  # a loss: each device adds its own, one sum after the loop, divided only for a mean over rows
+        divided, scaling = signature.divided_by(summed), signature.scaling(value)
+        inside = f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
+        if scaling == "mean":
+            inside += f"{divided} runs once after it (each device's {value} is the mean over its own rows)"
+        elif scaling == "sum":
+            inside += (f" runs once after it, undivided: {value} is a sum over rows, and the devices' sums add up "
+                       "to the batch's")
+        else:
+            inside += (f" runs once after it, then{divided} (lax.pmean) only if {value} is a mean over the batch's "
+                       "rows (each device's is then over its own rows); a sum over rows is not divided")
     else:
         inside = (f"with lax.pcast({root if values > 1 else value or 'params'}, {axis}, to='varying') "
                   f"before it and lax.psum(acc, {axis}){signature.divided_by(summed)} after it (lax.pmean: each device's "
