@@ -24,6 +24,7 @@ from shardscope.engine.hlo.fixes import argument_specs_text
 from shardscope.collective_kinds import ALL_REDUCE
 from shardscope.engine.hlo.pairing import HLO_KIND
 from shardscope.engine.jaxpr.model import equation_source, loop_function_of, scan_operand_groups, short_source
+from shardscope.engine.hlo.loss_scaling import loss_scalings
 from shardscope.whatif.deferral import EXPLICIT, SHARD_MAP, Deferral, EquationIndex, plan_deferral, Unsupported
 from shardscope.whatif.explicit_axes import as_explicit, implicit_sums
 from shardscope.whatif.groups import HOIST, FindingGroup, group_axes, group_values
@@ -181,7 +182,8 @@ def patch_of(subject: "Subject", group: FindingGroup, built: Built) -> "Patch | 
                            primitive=group.equations[0].primitive if group.equations else "",
                            specs=argument_specs_text(argument_specs(subject.compiled, subject.input_names)), step=built.step,
                            computed=frozenset(op.value for c in group.findings for op in c.operands
-                                              if op.computed and op.value))
+                                              if op.computed and op.value),
+                           scalings=loss_scalings(group.findings))
     try:
         return patch_for(request)
     except Exception:  # a patch is a convenience: its absence never hides the checked rewrite

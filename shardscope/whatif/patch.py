@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 from shardscope.collective_kinds import CALL_NOUNS, CALLS
 from shardscope.engine.hlo.fixes import resharded
-from shardscope.whatif.shard_map_snippet import StepSignature, per_device_snippet
+from shardscope.whatif.shard_map_snippet import StepSignature, is_output, per_device_snippet
 
 LOOP_CALLS = {"scan": (0, 1), "fori_loop": (2, 3), "while_loop": (1, 2)}
 """The JAX loops a patch rewrites, with the positions of their body and of their start value."""
@@ -74,12 +74,14 @@ class PatchRequest:
     specs: tuple[tuple[str, str], ...] = ()
     step: StepSignature | None = None  # a jit program's step run per device inside jax.shard_map
     computed: frozenset[str] = frozenset()  # the values the step computes (a loss): nothing to cast
+    scalings: tuple[tuple[str, str], ...] = ()  # each loss: a mean over rows, a sum or unknown (loss_scaling)
 
 
 def patch_for(request: PatchRequest) -> Patch:
     """The :class:`Patch` of one rewrite: a diff where the source has the usual shape, else a snippet."""
     if request.step is not None:
-        return Patch(per_device_snippet(request.step, request.values, request.axes, _where(request), request.computed),
+        return Patch(per_device_snippet(request.step, request.values, request.axes, _where(request), request.computed,
+                                        dict(request.scalings)),
                      False, None, (
             "the step moves inside jax.shard_map and its split dimensions take each device's sizes: shardscope does "
             "not write that into the file",))
@@ -471,10 +473,14 @@ def _snippet(request: PatchRequest, notes: tuple[str, ...]) -> Patch:
             lines += ["# switch the mesh to Explicit axes first: mesh = jax.make_mesh(shape, names, "
                       "axis_types=(AxisType.Explicit,) * len(names)); jax.set_mesh(mesh)"]
         start, finish = _resharded(request, root, "a", "unreduced"), _resharded(request, root, "a", "")
-        cast = each(lambda p: f"jax.reshard({p}, {_resharded(request, root, p, 'reduced')})")
-        lines += [f"{root}_reduced = {cast}  # before the loop",
-                  f"# take the gradient of {root}_reduced inside the loop body",
-                  f"acc0 = jax.tree.map(lambda a: jax.reshard(a, {start}), acc0)  # the accumulator's start",
+        if request.values and all(v in request.computed or is_output(v) for v in request.values):
+            # a loss the step computes: no parameter to reshard, each device adds its own into the accumulator
+            lines += [f"# add each iteration's {values} into the accumulator as it is (no sum over the devices in the loop)"]
+        else:
+            cast = each(lambda p: f"jax.reshard({p}, {_resharded(request, root, p, 'reduced')})")
+            lines += [f"{root}_reduced = {cast}  # before the loop",
+                      f"# take the gradient of {root}_reduced inside the loop body"]
+        lines += [f"acc0 = jax.tree.map(lambda a: jax.reshard(a, {start}), acc0)  # the accumulator's start",
                   f"acc = jax.tree.map(lambda a: jax.reshard(a, {finish}), acc)  # once, after the loop"]
     return Patch("\n".join(lines) + "\n", False, None, notes)
 

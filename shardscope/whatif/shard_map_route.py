@@ -139,10 +139,10 @@ def _signature(subject: "Subject", plan: PerDevice, axes: Sequence[str]) -> Step
     mesh_axes = tuple(_mesh(subject).axis_names)
     partial = set(manual) != set(mesh_axes)
     split = tuple(a for a in manual if plan.sizes[a] > 1)  # the specs name no axis of one device: it splits nothing
-    arguments = argument_specs_text(argument_specs(subject.compiled, subject.input_names),
-                                    split if split != mesh_axes else None)
-    return StepSignature(subject.name, arguments, out_specs, prod(plan.sizes[a] for a in axes),
-                         manual if partial else ())
+    leaves = tuple(argument_specs(subject.compiled, subject.input_names))
+    kept = split if split != mesh_axes else None
+    return StepSignature(subject.name, argument_specs_text(leaves, kept), out_specs, prod(plan.sizes[a] for a in axes),
+                         manual if partial else (), leaves, kept)
 
 
 # --------------------------------------------------------------------------- the program per device

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Sequence, Protocol, runtime_checkable
 from shardscope.engine.compilation import compile_traced, partitioner_messages
 from shardscope.engine.hlo import replica_groups
 from shardscope.engine.hlo.equation_names import EquationNames
-from shardscope.engine.hlo.fixes import Signature, summed_losses, verdict_of
+from shardscope.engine.hlo.fixes import Signature, collective_devices, summed_losses, verdict_of
+from shardscope.engine.hlo.loss_scaling import loss_scaling, loss_scalings
 from shardscope.engine.hlo.flow import Flow
 from shardscope.engine.hlo.loops import LoopCounts
 from shardscope.engine.hlo.names import CollectiveNamer, EquationNamer
@@ -110,7 +111,10 @@ def compiled_plan(
         mesh_shape = builder.mesh
         one_device = frozenset() if mesh_shape is None else frozenset(
             name for name, size in zip(mesh_shape.names, mesh_shape.sizes) if size == 1)
-        signature = Signature(tuple(arguments), devices or builder.devices, losses, one_device)
+        axis_sizes = () if mesh_shape is None else tuple(zip(mesh_shape.names, mesh_shape.sizes))
+        paired = [builder.with_scalings(c) for c in paired]
+        signature = Signature(tuple(arguments), devices or builder.devices, losses, one_device, axis_sizes,
+                              loss_scalings(paired))
         paired = [builder.with_signature(c, signature) for c in paired]
     loops = tuple(builder.loop(w) for w in module.instructions() if w.opcode == "while")
     return CompiledPlan(backend, tuple(paired), loops, tuple(dead_equations), tuple(unmatched), module)
@@ -298,6 +302,7 @@ class _Builder:
         self.finder = SiteFinder(module, self.flow)
         self.classifier = CompiledClassifier(module, self.flow, self.counts, self.finder, replicated_parameters)
         self._judged: dict[str, tuple] = {}  # each collective's operand verdicts, loops, added term
+        self._sites: dict[str, CollectiveSite] = {}  # each collective's site, by its instruction's name
         # each replica-groups text's groups and axes: a step's collectives share a few texts, each
         # of up to a million ids, kept only while this module is read
         self._groups: dict[tuple[str, str | None], tuple[tuple[tuple[int, ...], ...] | None, tuple[str, ...] | None]] = {}
@@ -306,6 +311,18 @@ class _Builder:
     def devices(self) -> int:
         """The devices of the program's mesh (0 when unknown)."""
         return prod(self.mesh.sizes) if self.mesh is not None else 0
+
+    def with_scalings(self, c: CompiledCollective) -> CompiledCollective:
+        """``c`` with each loss it sums (a value the step computes) marked with whether the module
+        divides it by the rows it covers (:func:`~shardscope.engine.hlo.loss_scaling.loss_scaling`):
+        what the ``shard_map`` fix divides its one sum after the loop by."""
+        site = self._sites.get(c.name)
+        if site is None or c.kind not in SUM_KINDS or not any(op.computed for op in c.operands):
+            return c
+        devices = collective_devices(c, self.mesh)
+        return dataclasses.replace(c, operands=tuple(
+            dataclasses.replace(op, scaling=loss_scaling(self.flow, site, k, devices)) if op.computed else op
+            for k, op in enumerate(c.operands)))
 
     def with_signature(self, c: CompiledCollective, signature: Signature) -> CompiledCollective:
         """``c`` with its deferral's fix written for the whole function (``signature``): a
@@ -340,6 +357,7 @@ class _Builder:
         added = site.kind in SUM_KINDS and all(v.kind == NEEDED for v in verdicts) \
             and adds_another_term(self.flow, site)
         self._judged[inst.name] = (verdicts, site.loops, added)
+        self._sites[inst.name] = site
         return dataclasses.replace(collective, verdict=verdict_of(collective, verdicts, self.style, self.counts, site.loops,
                                                                   added))
 

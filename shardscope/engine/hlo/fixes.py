@@ -48,20 +48,49 @@ class Signature:
     devices: int = 0
     losses: tuple[str, ...] = ()
     one_device_axes: frozenset[str] = frozenset()  # mesh axes of size 1: they split nothing
+    axis_sizes: tuple[tuple[str, int], ...] = ()  # each mesh axis's size, where the mesh is known
+    loss_scalings: tuple[tuple[str, str], ...] = ()  # each loss and whether it is a mean, a sum or unknown
+
+    def scaling(self, loss: str) -> str:
+        """``mean``, ``sum`` or ``unknown`` (:mod:`~shardscope.engine.hlo.loss_scaling`) for the loss ``loss``."""
+        return dict(self.loss_scalings).get(loss, "unknown")
+
+    def divisor(self, axes: tuple[str, ...]) -> int:
+        """What a sum over ``axes`` is divided by for the mean over the batch: the devices of those
+        axes (each device's ``jnp.mean`` is over its own rows of the batch split over them; an
+        axis the sum does not run over, a tensor-parallel one, does not split the batch), else
+        :attr:`devices` when an axis's size is not known (0: unknown)."""
+        sizes = dict(self.axis_sizes)
+        if axes and all(a in sizes for a in axes):
+            return prod(sizes[a] for a in axes)
+        return self.devices
+
+    def divided_by(self, axes: tuple[str, ...]) -> str:
+        """`` / 4`` after a sum over ``axes``, for the mean over the batch (in words when unknown)."""
+        n = self.divisor(axes)
+        return f" / {n}" if n else " divided by the device count"
 
     def spec_of(self, value: str) -> str:
         """The spec text the leaves of ``value``'s argument share (that of ``params`` for
         ``params['W1']``), empty when it is not known."""
         return dict(argument_specs_text(self.arguments)).get(path_root(value), "")
 
-    def in_specs(self, axis: str, manual: tuple[str, ...] | None = None) -> str:
+    def in_specs(self, axis: str, manual: tuple[str, ...] | None = None, whole: str = "") -> str:
         """``(P(), P(None, 'data'), P(None, 'data'))``: one spec per argument (a guess of two
         without them: the replicated parameters, the sharded batch), each the argument's own text
         unless it is sharded over axes besides ``manual``: then naming only those (as a
-        partial-auto ``shard_map``'s ``in_specs`` must)."""
+        partial-auto ``shard_map``'s ``in_specs`` must). The argument ``whole`` (the parameters
+        whose gradients the loop sums over ``manual``) names none of ``manual``: the step's code
+        needs each parameter whole inside the ``shard_map`` (a slice of a weight split over the
+        batch's axis fails its matmul), so it enters replicated over them."""
         kept = manual if manual is not None and self._named_besides(manual) else None
-        specs = [spec for _, spec in argument_specs_text(self.arguments, kept)] or ["P()", f"P(None, {axis})"]
+        specs = [spec for _, spec in argument_specs_text(self.arguments, kept, (whole,) if whole else (), manual or ())]
+        specs = specs or ["P()", f"P(None, {axis})"]
         return "(" + ", ".join(specs) + ("," if len(specs) == 1 else "") + ")"
+
+    def split_over(self, name: str, axes: tuple[str, ...]) -> bool:
+        """True when a leaf of the argument ``name`` is sharded over one of ``axes``."""
+        return any(set(named_axes(spec)) & set(axes) for n, leaves in self.arguments if n == name for spec in leaves)
 
     def other_axes(self, manual: tuple[str, ...]) -> tuple[str, ...]:
         """The mesh axes besides ``manual`` that the arguments are sharded over (``model``): those a
@@ -71,7 +100,7 @@ class Signature:
 
     def _named_besides(self, manual: tuple[str, ...]) -> set[str]:
         """The axes the arguments' specs name besides ``manual``."""
-        return {a for _, leaves in self.arguments for spec in leaves for a in _named_axes(spec)} - set(manual)
+        return {a for _, leaves in self.arguments for spec in leaves for a in named_axes(spec)} - set(manual)
 
     @property
     def divided(self) -> str:
@@ -84,17 +113,42 @@ class Signature:
         if not losses:
             return ""
         what = ", ".join(losses)
-        return (f"; inside it each device's {what} covers its own shard of the batch only: return "
-                f"lax.psum({'it' if len(losses) == 1 else 'each'}, {axis}){self.divided} (lax.pmean) for the mean over the batch")
+        it = "it" if len(losses) == 1 else "each"
+        kinds = {self.scaling(loss) for loss in losses}
+        head = f"; inside it each device's {what} covers its own shard of the batch only: return lax.psum({it}, {axis})"
+        if kinds == {"mean"}:
+            return f"{head}{self.divided} (lax.pmean) for the mean over the batch"
+        if kinds == {"sum"}:
+            return f"{head}, undivided: {'it is a sum' if len(losses) == 1 else 'each is a sum'} over rows, as the program computes {it}"
+        return f"{head},{self.divided} (lax.pmean) only where {it} is a mean over the batch's rows (a sum over rows is not divided)"
+
+
+def _whole_words(signature: Signature, root: str, summed: tuple[str, ...], names: str) -> str:
+    """Said when the parameters ``root`` come sharded over the axes the loop sums over: inside
+    the ``shard_map`` the step's code needs them whole, so its ``in_specs`` gives them ``P()``
+    over those axes, and the partitioner gathers them before it, once per call."""
+    if not root or not signature.split_over(root, summed):
+        return ""
+    return (f"; {root} comes sharded over {names}, the {'axis' if len(summed) == 1 else 'axes'} the loop's sum runs "
+            f"over, so it enters the shard_map "
+            f"replicated over {'it' if len(summed) == 1 else 'them'} (P() there in its in_specs, not its own "
+            f"split): the step's code needs each parameter whole on every device (a slice of a weight split over "
+            f"{names} fails its matmul, and lax.pcast refuses a value already varying), and the partitioner "
+            "gathers it before the shard_map, once per call")
 
 
 def argument_specs_text(arguments: tuple[tuple[str, tuple[str, ...]], ...],
-                        manual: tuple[str, ...] | None = None) -> tuple[tuple[str, str], ...]:
+                        manual: tuple[str, ...] | None = None, whole: tuple[str, ...] = (),
+                        over: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """Each argument's name and the spec its leaves share, as code: with ``manual``, as a
     partial-auto ``shard_map``'s ``in_specs`` takes it (only those axes named: the others stay
-    with the partitioner); where the leaves differ, the code that reads them."""
+    with the partitioner); where the leaves differ, the code that reads them. The arguments
+    named in ``whole`` (parameters) name none of the axes ``over`` (those a ``shard_map``'s
+    loop sums over): they enter it replicated over them, each device holding them whole."""
     found = []
     for name, leaves in arguments:
+        if name in whole and over:
+            leaves = tuple(_manual_spec(spec, tuple(a for a in named_axes(spec) if a not in over)) for spec in leaves)
         kept = {_manual_spec(spec, manual) for spec in leaves}
         if len(kept) == 1:
             found.append((name, kept.pop()))
@@ -112,11 +166,11 @@ def _manual_spec(spec: str, manual: tuple[str, ...] | None) -> str:
     when it is no plain spec's text."""
     if manual is None:
         return spec
-    dims = _kept_dimensions(spec, tuple(a for a in _named_axes(spec) if a not in manual))
+    dims = _kept_dimensions(spec, tuple(a for a in named_axes(spec) if a not in manual))
     return spec if dims is None else f"P({dims})"
 
 
-def _named_axes(spec: str) -> tuple[str, ...]:
+def named_axes(spec: str) -> tuple[str, ...]:
     """The mesh axes the plain spec text ``spec`` shards over (none when it is no plain spec's text)."""
     entries = _spec_entries(spec)
     return tuple(a for e in entries or () for a in ((e,) if isinstance(e, str) else e or ()))
@@ -127,12 +181,12 @@ def summed_losses(collectives: "tuple[CompiledCollective, ...]", mesh: MeshShape
     ``shard_map`` must sum itself: :attr:`CompiledOperand.computed`), and how many devices their
     sum spans inside the ``shard_map`` (0 when none): those of the whole axes the fix names, not
     the group the partitioner chose (a reshape of the batch can leave groups of 2 of ``data``'s 8)."""
-    found = {op.value: _devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
+    found = {op.value: collective_devices(c, mesh) for c in collectives if c.kind in SUM_KINDS
              for op in c.operands if op.value and op.computed}
     return tuple(found), max(found.values(), default=0)
 
 
-def _devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
+def collective_devices(c: "CompiledCollective", mesh: MeshShape | None) -> int:
     """The devices of the whole mesh axes ``c`` spans, else of its first group."""
     axes = whole_axes(c.axes or ())
     if mesh is not None and axes and all(a in mesh.names for a in axes):
@@ -182,15 +236,26 @@ def deferral_fix(style: str, value: str, axes: tuple[str, ...], values: int, run
                     f"jax.reshard(acc, {resharded(spec, 'acc', summed)}) after the loop")
     if style == "explicit":
         return f"for {what}: {explicit}: {counts}."
-    shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis, summed)}, out_specs=P(), "
+    loss = values == 1 and value in computed
+    root = "" if loss else _common_root(value, computed) if values > 1 else path_root(value) or "params"
+    shard_map = (f"jax.shard_map(step, mesh=mesh, in_specs={signature.in_specs(axis, summed, root)}, out_specs=P(), "
                  f"axis_names={reduced})")
-    if values == 1 and value in computed:  # a loss: each device adds its own, one sum after the loop
-        inside = (f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
-                  f"{f' / {signature.devices}' if signature.devices else ''} runs once after it")
+    if loss:  # a loss: each device adds its own, one sum after the loop, divided only for a mean over rows
+        divided, scaling = signature.divided_by(summed), signature.scaling(value)
+        inside = f"where each device adds its own {value} into the accumulator and lax.psum(acc, {axis})"
+        if scaling == "mean":
+            inside += f"{divided} runs once after it (each device's {value} is the mean over its own rows)"
+        elif scaling == "sum":
+            inside += (f" runs once after it, undivided: {value} is a sum over rows, and the devices' sums add up "
+                       "to the batch's")
+        else:
+            inside += (f" runs once after it, then{divided} (lax.pmean) only if {value} is a mean over the batch's "
+                       "rows (each device's is then over its own rows); a sum over rows is not divided")
     else:
-        inside = (f"with lax.pcast({_common_root(value, computed) if values > 1 else value or 'params'}, {axis}, to='varying') "
-                  f"before it and lax.psum(acc, {axis}){signature.divided} after it (lax.pmean: each device's jnp.mean is over "
-                  f"its own rows; a loss summed over rows takes lax.psum alone){signature.loss_words(axis)}")
+        inside = (f"with lax.pcast({root if values > 1 else value or 'params'}, {axis}, to='varying') "
+                  f"before it and lax.psum(acc, {axis}){signature.divided_by(summed)} after it (lax.pmean: each device's "
+                  f"jnp.mean is over its own rows; a loss summed over rows takes lax.psum alone){signature.loss_words(axis)}"
+                  + _whole_words(signature, root, summed, names))
     explicit_axes = "Explicit axes (jax.make_mesh(..., axis_types=(AxisType.Explicit, ...)), jax.set_mesh(mesh))"
     others = signature.other_axes(summed)
     if not others:

@@ -47,6 +47,10 @@ class CompiledOperand:
     computed: bool = False
     """A value the step computes on its way to an output (a loss, a metric): no argument and no
     argument's gradient, so a fix has nothing to cast for it (named ``loss``, or ``out[2]``)."""
+    scaling: str = ""
+    """For a value the step computes (:attr:`computed`): ``mean`` when the program divides it by
+    the rows it covers, ``sum`` when by nothing, ``unknown`` for another factor
+    (:mod:`~shardscope.engine.hlo.loss_scaling`); ``""`` for any other value."""
     promoted_from: str = ""
     """The program's own element type where the compiler carries the value in a wider one
     (``bf16``: XLA:CPU all-reduces a bf16 sum in f32, :mod:`~shardscope.engine.hlo.promotion`),
