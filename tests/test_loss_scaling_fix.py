@@ -123,3 +123,45 @@ def test_the_what_if_snippet_of_a_mean_loss_divides_it_where_it_sums_per_device(
     assert "take the gradient" not in text, text
     if "lax.psum(" in text:
         assert f"lax.psum(a, 'data') / {DATA}, acc)" in text, text
+
+
+
+GRADIENT_STEP = """
+import functools
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import shardscope
+
+mesh = Mesh(np.array(jax.devices()[:8]), ("d",))
+W = jax.ShapeDtypeStruct((16, 16), jnp.float32, sharding=NamedSharding(mesh, P()))
+X = jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=NamedSharding(mesh, P("d")))
+
+
+@shardscope.program(args=(W, X), kwargs={"n_micro": 4})
+@functools.partial(jax.jit, static_argnames="n_micro", donate_argnums=0)
+def step(w, x, n_micro):
+    xs = x.reshape(n_micro, -1, x.shape[-1])
+    def body(acc, xb):
+        return acc + jax.grad(lambda w: jnp.mean(jnp.tanh(xb @ w)))(w), None
+    g = lax.scan(body, jnp.zeros_like(w), xs)[0]
+    return w - 0.1 * g
+"""
+
+
+def test_a_mean_losss_gradient_summed_in_the_loop_is_never_told_to_stay_undivided(tmp_path, shardscope_cli):
+    """A newcomer's step: the gradient of a ``jnp.mean`` loss (16 x 16 f32, 1,024 B) summed over
+    ``d`` in each of 4 micro-batches, its sum named after the output it flows to. The mean's 1/N
+    sits on the cotangent inside the backward pass, not between the sum and the carry, so no walk
+    from the sum finds it: the fix must not say "undivided" (the shard_map route's per-device
+    means need ``/ 8``, the size of ``d``); it divides or says when to."""
+    path = tmp_path / "grad_of_mean.py"
+    path.write_text(textwrap.dedent(GRADIENT_STEP))
+    done = shardscope_cli("check", path)
+    assert done.returncode == 1, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "all-reduce" in text and "4,096" in text and "deferrable" in text, text  # 1,024 B x 4 runs
+    assert "undivided" not in text, text
+    assert re.search(r"lax\.psum\(acc, 'd'\)( / 8 | runs once after it, then / 8 \(lax\.pmean\) only if)", text), text

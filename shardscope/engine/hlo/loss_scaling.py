@@ -35,7 +35,14 @@ _DEPTH = 24
 
 def loss_scaling(flow: Flow, site: "CollectiveSite", element: int, devices: int) -> str:
     """:data:`MEAN`, :data:`SUM` or :data:`UNKNOWN` for the value ``element`` the collective at
-    ``site`` carries, summed over ``devices``."""
+    ``site`` carries, summed over ``devices``.
+
+    Only a value of one element is read, as a loss is: a larger one (the gradient of a mean loss,
+    named after the output it flows to) carries the mean's ``1/N`` on its cotangent, inside the
+    backward pass's fusions, where no walk from the sum meets it; it is :data:`UNKNOWN`, never
+    :data:`SUM`, so its fix is never told not to divide."""
+    if not _one_element(flow, site, element):
+        return UNKNOWN
     factors = _forward(flow, site, element) + _backward(flow, site, element)
     if not factors:
         return SUM
@@ -108,6 +115,15 @@ def _backward(flow: Flow, site: "CollectiveSite", element: int) -> list[int | No
             continue
         break
     return found
+
+
+def _one_element(flow: Flow, site: "CollectiveSite", element: int) -> bool:
+    """Whether the value ``element`` the collective sums is one element (a scalar, or ``[1]``)."""
+    if element >= len(site.carried):
+        return False
+    inst = flow.module.instruction(site.carried[element])
+    arrays = inst.shape.arrays if inst is not None else ()
+    return len(arrays) == 1 and arrays[0].elements == 1
 
 
 def _other_is_constant(flow: Flow, user: "Instruction", position: int) -> bool:
