@@ -64,3 +64,26 @@ def test_the_report_marks_per_call_totals_of_cond_branches_as_upper_bounds(tmp_p
     render(analysis, console)
     text = console.export_text()
     assert "≤ 4" in text and "≤ 160" in text and "naive: ≤ 4 runs/call (3 of 3 collective equations in loops)" in " ".join(text.split())
+
+
+def test_a_file_rewritten_within_the_second_with_as_many_bytes_runs_its_new_code(tmp_path, monkeypatch):
+    """Where Python writes bytecode (most machines; ``make`` too, under its prefix), the import
+    system's cache trusts a ``.pyc`` while its source's size and whole-second mtime match: the
+    explorer's ``r`` after ``jnp.ones((5, 5))`` became ``jnp.ones((4, 5))`` ran the old code (the
+    clean-clone CI of this stop failed on it). The file is now compiled from the bytes read, and
+    nothing is written beside it."""
+    import os
+    import sys
+
+    from shardscope.sources.loading import import_file
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as where PYTHONDONTWRITEBYTECODE is not set
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    path = tmp_path / "same_size.py"
+    path.write_text("VALUE = 5\n")
+    stamp = path.stat().st_mtime_ns
+    assert import_file(path)[0].VALUE == 5
+    path.write_text("VALUE = 4\n")  # as many bytes,
+    os.utime(path, ns=(stamp, stamp))  # and the same mtime: within the same second
+    assert import_file(path)[0].VALUE == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same_size.py"]  # no __pycache__ beside it

@@ -33,7 +33,6 @@ from shardscope.sources.source_files import (
 )
 
 if TYPE_CHECKING:
-    from importlib.abc import Loader
     from types import ModuleType
 
 
@@ -109,7 +108,7 @@ def import_file(path: Path) -> tuple[Any, str]:
     sys.modules[module_name] = module
     try:
         with activity(f"importing {path}", code_file_name(path)):  # named if interrupted meanwhile
-            _import_quietly(module, spec.loader, path)
+            _import_quietly(module, path, source)
     except (SystemExit, ProcessEnded) as exc:  # sys.exit(), argparse, os._exit at import: a message, not our exit
         sys.modules.pop(module_name, None)
         said = getattr(exc, "said", "")  # its last line on stderr (_import_quietly)
@@ -181,7 +180,7 @@ def _process_exit_caught() -> Iterator[None]:
             os._exit = real_exit
 
 
-def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
+def _import_quietly(module: ModuleType, path: Path, source: bytes) -> None:
     """Import the demo as ``python demo.py`` would see it (argv, sibling modules).
 
     What it writes to stderr is held back: passed on when the import ends, but when the demo
@@ -191,7 +190,7 @@ def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
     exited = False
     try:
         with _importable_siblings(path), _argv_of(path), contextlib.redirect_stderr(said), _process_exit_caught():
-            _execute(module, loader, path)
+            _execute(module, path, source)
     except (SystemExit, ProcessEnded) as exc:
         exited = True
         exc.said = (said.getvalue().strip().splitlines() or [""])[-1]  # type: ignore[union-attr]  # read back by import_file
@@ -201,14 +200,18 @@ def _import_quietly(module: ModuleType, loader: Loader, path: Path) -> None:
             sys.stderr.write(said.getvalue())
 
 
-def _execute(module: ModuleType, loader: Loader, path: Path) -> None:
-    """Run the demo file in ``module`` (compiled under :func:`code_file_name` if it differs)."""
+def _execute(module: ModuleType, path: Path, source: bytes) -> None:
+    """Run the demo file's ``source`` (the bytes read and fingerprinted) in ``module``, compiled
+    under :func:`code_file_name`.
+
+    Compiled here, never through the import system's bytecode cache: a ``.pyc`` is trusted while
+    its source's size and mtime (whole seconds) match, so a file rewritten within the second with
+    as many bytes (``jnp.ones((5, 5))`` made ``jnp.ones((4, 5))``, then ``r``) ran its old code
+    again wherever bytecode is written; and no ``__pycache__`` is left beside the user's file.
+    """
     name = code_file_name(path)
-    if name == str(path.resolve()):
-        loader.exec_module(module)
-        return
-    source = path.read_bytes()
-    linecache.cache[name] = (len(source), None, source.decode("utf-8", "replace").splitlines(True), name)
+    if name != str(path.resolve()):  # not the file's own name: tracebacks read the lines from here
+        linecache.cache[name] = (len(source), None, source.decode("utf-8", "replace").splitlines(True), name)
     exec(compile(source, name, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - a demo is code
 
 
